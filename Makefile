@@ -1,0 +1,52 @@
+# Two commands for a newcomer: `make run` and `make test`. Everything else is optional.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-dev
+HOST ?= 127.0.0.1
+PORT ?= 8080
+DB ?= .kb/local.db
+
+.PHONY: run test lint typecheck unit venv opensearch clean
+
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	@touch $(STAMP)
+
+venv: $(STAMP)
+
+## Serve examples/bucket over the HTTP API on localhost, with the embedded store.
+run: $(STAMP)
+	@mkdir -p $(dir $(DB))
+	@echo "Serving examples/bucket on http://$(HOST):$(PORT) (Ctrl-C to stop). Try:"
+	@echo "  curl -s http://$(HOST):$(PORT)/v1/health"
+	@echo "  curl -s -X POST http://$(HOST):$(PORT)/v1/agents/ops-bot/contexts/runbooks/search -H 'content-type: application/json' -d '{\"query\": \"rollback a failed deployment\", \"mode\": \"hybrid\"}'"
+	@echo "  curl -s -X POST http://$(HOST):$(PORT)/v1/agents/ops-bot/search -H 'content-type: application/json' -d '{\"query\": \"배포실패\", \"mode\": \"keyword\"}'"
+	@echo "  curl -s http://$(HOST):$(PORT)/v1/agents/ops-bot/contexts/runbooks/status"
+	$(BIN)/kb serve examples/bucket --host $(HOST) --port $(PORT) --db $(DB)
+
+## Everything: lint, types, unit, contract and integration tests (starts its own OpenSearch node).
+test: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+	$(BIN)/python -m pytest
+
+lint: $(STAMP)
+	$(BIN)/ruff check . && $(BIN)/ruff format --check .
+
+typecheck: $(STAMP)
+	$(BIN)/mypy
+
+unit: $(STAMP)
+	$(BIN)/python -m pytest tests/unit tests/contract -m "not opensearch"
+
+## A real single-node OpenSearch on 127.0.0.1:9200 for local use (needs Java 17 and Maven).
+opensearch:
+	tools/opensearch-local/run.sh --port 9200
+
+clean:
+	rm -rf $(VENV) .kb .pytest_cache .mypy_cache .ruff_cache .aws-sam

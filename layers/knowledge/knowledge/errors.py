@@ -1,0 +1,88 @@
+"""The one error tree of the `knowledge` package.
+
+::
+
+    KnowledgeError                      base of everything raised on purpose
+    ├── ValidationError                 bad input; names the field (HTTP 400)
+    │   ├── InvalidScopeError           agent/context segment not a valid scope name
+    │   └── UnsupportedModeError        the store cannot answer this search mode
+    ├── NotFoundError                   a route, scope or document that does not exist (404)
+    ├── ConfigurationError              the product is set up wrongly (missing key, bad URL)
+    │   └── EmbeddingMismatchError      provider/dimension differs from the existing index
+    ├── ExtractionError                 a document's bytes cannot become text
+    ├── EmbeddingError                  the embedding provider failed (after retries)
+    └── StoreError                      the index backend failed
+        └── StoreUnavailableError       the backend cannot be reached
+
+Callers (HTTP API, tool, CLI) map these in one place; nothing else reaches a user.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ConfigurationError",
+    "EmbeddingError",
+    "EmbeddingMismatchError",
+    "ExtractionError",
+    "InvalidScopeError",
+    "KnowledgeError",
+    "NotFoundError",
+    "StoreError",
+    "StoreUnavailableError",
+    "UnsupportedModeError",
+    "ValidationError",
+]
+
+
+class KnowledgeError(Exception):
+    """Base class: every error this package raises on purpose."""
+
+
+class ValidationError(KnowledgeError, ValueError):
+    """Bad input. ``field`` names the offending field, ``message`` says what is wrong."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+        self.message = message
+
+
+class InvalidScopeError(ValidationError):
+    """An agent or context name that is not a valid scope segment."""
+
+
+class UnsupportedModeError(ValidationError):
+    """The store does not support the requested search mode."""
+
+    def __init__(self, mode: str, store: str, supported: str) -> None:
+        super().__init__(
+            "mode", f"'{mode}' is not supported by the {store} store (supported: {supported})"
+        )
+
+
+class NotFoundError(KnowledgeError):
+    """Something that was asked for does not exist."""
+
+
+class ConfigurationError(KnowledgeError):
+    """The product is configured wrongly; the message says how to fix it."""
+
+
+class EmbeddingMismatchError(ConfigurationError):
+    """The embedding provider or its dimension differs from what the index was built with."""
+
+
+class ExtractionError(KnowledgeError):
+    """A document's bytes cannot be turned into text (binary, too large, unknown type)."""
+
+
+class EmbeddingError(KnowledgeError):
+    """The embedding provider failed, after retries where they apply."""
+
+
+class StoreError(KnowledgeError):
+    """The index backend failed."""
+
+
+class StoreUnavailableError(StoreError):
+    """The index backend cannot be reached."""

@@ -1,0 +1,36 @@
+"""Stable identities: a document is ``(agent, context, path)``; chunks are ``<doc id>:<index>``."""
+
+from __future__ import annotations
+
+import hashlib
+
+from knowledge.scope import KnowledgeScope
+
+__all__ = ["chunk_id", "content_hash", "document_id", "is_newer_version"]
+
+
+def document_id(scope: KnowledgeScope, path: str) -> str:
+    """A stable hash of the (agent, context, path) triple; safe as an OpenSearch ``_id`` prefix."""
+    raw = "\x1f".join((scope.agent, scope.context, path)).encode("utf-8")
+    return hashlib.sha256(raw).hexdigest()[:40]
+
+
+def chunk_id(doc_id: str, chunk_index: int) -> str:
+    return f"{doc_id}:{chunk_index}"
+
+
+def content_hash(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def is_newer_version(candidate: str | None, current: str | None) -> bool:
+    """True if ``candidate`` should replace ``current``.
+
+    Versions are S3 ``sequencer`` values (hex strings; compared after right-padding
+    the shorter with zeros, as S3 documents) or any other monotonically growing
+    hex/decimal string. Unknown versions (``None``) never block a write.
+    """
+    if candidate is None or current is None:
+        return True
+    width = max(len(candidate), len(current))
+    return candidate.ljust(width, "0").upper() >= current.ljust(width, "0").upper()

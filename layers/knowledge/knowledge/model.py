@@ -1,0 +1,256 @@
+"""Value objects of the knowledge domain: queries, results, chunks, index options and reports.
+
+All are immutable. Constructors validate and raise ``ValidationError`` naming the field.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import Enum
+from types import MappingProxyType
+from typing import Any
+
+from knowledge.errors import ValidationError
+
+__all__ = [
+    "DEFAULT_MAX_RESULTS",
+    "MAX_MAX_RESULTS",
+    "MAX_QUERY_LENGTH",
+    "DocumentChunk",
+    "FileProblem",
+    "IndexOptions",
+    "IndexResult",
+    "IndexState",
+    "IndexStatus",
+    "SearchMode",
+    "SearchQuery",
+    "SearchResult",
+]
+
+DEFAULT_MAX_RESULTS = 5
+MAX_MAX_RESULTS = 100
+MAX_QUERY_LENGTH = 4096
+
+
+class SearchMode(str, Enum):
+    """How a query is matched: BM25-class keywords, embedding vectors, or both fused."""
+
+    KEYWORD = "keyword"
+    VECTOR = "vector"
+    HYBRID = "hybrid"
+
+    @classmethod
+    def parse(cls, value: object, field_name: str = "mode") -> SearchMode:
+        if isinstance(value, SearchMode):
+            return value
+        if isinstance(value, str):
+            try:
+                return cls(value.strip().lower())
+            except ValueError:
+                pass
+        allowed = ", ".join(m.value for m in cls)
+        raise ValidationError(field_name, f"{value!r} is not one of: {allowed}")
+
+
+def _frozen(mapping: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    return MappingProxyType(dict(mapping or {}))
+
+
+@dataclass(frozen=True, slots=True)
+class SearchQuery:
+    """One search inside a scope.
+
+    ``text`` is required and non-blank; ``max_results`` in [1, MAX_MAX_RESULTS];
+    ``min_score`` in [0, 1]; ``file_patterns`` are globs on the document path;
+    ``metadata`` are exact-match filters; ``cross_context`` searches every context
+    of the scope's agent (never another agent). ``mode=None`` means the store's default.
+    """
+
+    text: str
+    mode: SearchMode | None = None
+    max_results: int = DEFAULT_MAX_RESULTS
+    min_score: float = 0.0
+    file_patterns: tuple[str, ...] = ()
+    metadata: Mapping[str, str] = field(default_factory=dict)
+    cross_context: bool = False
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.text, str) or not self.text.strip():
+            raise ValidationError("query", "must be a non-blank string")
+        if len(self.text) > MAX_QUERY_LENGTH:
+            raise ValidationError("query", f"must be at most {MAX_QUERY_LENGTH} characters")
+        if self.mode is not None and not isinstance(self.mode, SearchMode):
+            object.__setattr__(self, "mode", SearchMode.parse(self.mode))
+        if isinstance(self.max_results, bool) or not isinstance(self.max_results, int):
+            raise ValidationError("max_results", "must be an integer")
+        if not 1 <= self.max_results <= MAX_MAX_RESULTS:
+            raise ValidationError(
+                "max_results", f"must be between 1 and {MAX_MAX_RESULTS}, got {self.max_results}"
+            )
+        if isinstance(self.min_score, bool) or not isinstance(self.min_score, int | float):
+            raise ValidationError("min_score", "must be a number")
+        if math.isnan(self.min_score) or not 0.0 <= self.min_score <= 1.0:
+            raise ValidationError("min_score", f"must be between 0 and 1, got {self.min_score}")
+        raw: object = self.file_patterns
+        patterns = (raw,) if isinstance(raw, str) else tuple(self.file_patterns)
+        for p in patterns:
+            if not isinstance(p, str) or not p.strip():
+                raise ValidationError("file_patterns", "each pattern must be a non-blank string")
+        object.__setattr__(self, "file_patterns", patterns)
+        if not isinstance(self.metadata, Mapping):
+            raise ValidationError("metadata", "must be an object of string values")
+        for k, v in self.metadata.items():
+            if not isinstance(k, str) or not isinstance(v, str):
+                raise ValidationError("metadata", "keys and values must be strings")
+        object.__setattr__(self, "metadata", _frozen(self.metadata))
+        if not isinstance(self.cross_context, bool):
+            raise ValidationError("cross_context", "must be true or false")
+
+
+@dataclass(frozen=True, slots=True)
+class DocumentChunk:
+    """A piece of a document, the unit that is indexed and returned by a search."""
+
+    document_path: str
+    chunk_index: int
+    content: str
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "metadata", _frozen(self.metadata))
+
+
+@dataclass(frozen=True, slots=True)
+class SearchResult:
+    """A ranked chunk. ``score`` is in [0, 1], higher is better.
+
+    ``keyword_score`` and ``vector_score`` are the normalised per-side scores that
+    produced ``score`` (``None`` when that side was not searched), so a ranking
+    can be explained.
+    """
+
+    document_path: str
+    chunk_index: int
+    content: str
+    score: float
+    keyword_score: float | None = None
+    vector_score: float | None = None
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "metadata", _frozen(self.metadata))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "document_path": self.document_path,
+            "chunk_index": self.chunk_index,
+            "content": self.content,
+            "score": round(self.score, 6),
+            "keyword_score": None if self.keyword_score is None else round(self.keyword_score, 6),
+            "vector_score": None if self.vector_score is None else round(self.vector_score, 6),
+            "metadata": dict(self.metadata),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class IndexOptions:
+    """What to take from a source: a serialisable value object (the chunker is injected elsewhere)."""
+
+    file_patterns: tuple[str, ...] = ("*.md", "*.txt")
+    recursive: bool = True
+    max_documents: int = 1000
+    max_chunk_size: int = 2000
+
+    def __post_init__(self) -> None:
+        raw: object = self.file_patterns
+        object.__setattr__(
+            self, "file_patterns", (raw,) if isinstance(raw, str) else tuple(self.file_patterns)
+        )
+        if not self.file_patterns:
+            raise ValidationError("file_patterns", "must name at least one pattern")
+        if self.max_documents < 1:
+            raise ValidationError("max_documents", f"must be at least 1, got {self.max_documents}")
+        if self.max_chunk_size < 50:
+            raise ValidationError(
+                "max_chunk_size", f"must be at least 50, got {self.max_chunk_size}"
+            )
+
+
+@dataclass(frozen=True, slots=True)
+class FileProblem:
+    """Why one file was skipped or failed: its path and a human-readable reason."""
+
+    path: str
+    reason: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"path": self.path, "reason": self.reason}
+
+
+@dataclass(frozen=True, slots=True)
+class IndexResult:
+    """What an indexing run did. ``errors`` empty means every file that was tried succeeded.
+
+    ``skipped`` lists files deliberately not indexed (unchanged, binary, too large,
+    over ``max_documents``) with the reason; ``errors`` lists files that failed.
+    """
+
+    indexed_documents: int = 0
+    indexed_chunks: int = 0
+    deleted_documents: int = 0
+    duration_ms: float = 0.0
+    skipped: tuple[FileProblem, ...] = ()
+    errors: tuple[FileProblem, ...] = ()
+    embedding_tokens: int = 0
+
+    @property
+    def skipped_documents(self) -> int:
+        return len(self.skipped)
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "indexed_documents": self.indexed_documents,
+            "indexed_chunks": self.indexed_chunks,
+            "deleted_documents": self.deleted_documents,
+            "skipped_documents": self.skipped_documents,
+            "duration_ms": round(self.duration_ms, 1),
+            "embedding_tokens": self.embedding_tokens,
+            "skipped": [p.to_dict() for p in self.skipped],
+            "errors": [p.to_dict() for p in self.errors],
+        }
+
+
+class IndexState(str, Enum):
+    READY = "READY"
+    INDEXING = "INDEXING"
+    EMPTY = "EMPTY"
+    ERROR = "ERROR"
+
+
+@dataclass(frozen=True, slots=True)
+class IndexStatus:
+    """Index status of one scope. ``last_indexed_at`` is ``None`` if never indexed."""
+
+    document_count: int
+    chunk_count: int
+    last_indexed_at: datetime | None
+    state: IndexState
+    message: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "document_count": self.document_count,
+            "chunk_count": self.chunk_count,
+            "last_indexed_at": None
+            if self.last_indexed_at is None
+            else self.last_indexed_at.isoformat(),
+            "state": self.state.value,
+            "message": self.message,
+        }

@@ -1,0 +1,45 @@
+"""Where documents come from. The source owns documents; stores own only the index (D2).
+
+A ``DocumentSource`` lists the documents of one scope. Paths are relative to the
+scope (``runbooks/deploy.md``), ``/``-separated. A document's optional sidecar
+``<path>.metadata.json`` (Bedrock's ``{"metadataAttributes": {...}}`` form) is not a
+document itself: its attributes become metadata of every chunk.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
+
+from knowledge.model import IndexOptions
+from knowledge.scope import KnowledgeScope
+
+__all__ = ["SIDECAR_SUFFIX", "DocumentSource", "SourceDocument"]
+
+SIDECAR_SUFFIX = ".metadata.json"
+
+
+@dataclass(frozen=True, slots=True)
+class SourceDocument:
+    """One document as its source knows it; ``read()`` fetches the bytes only when needed.
+
+    ``version`` orders writes of the same path (an S3 ``sequencer``; ``None`` when
+    the source has no ordering); ``metadata`` is user metadata from a sidecar.
+    """
+
+    path: str
+    size: int
+    read: Callable[[], bytes]
+    version: str | None = None
+    metadata: Mapping[str, str] = field(default_factory=dict)
+    source_key: str | None = None
+
+
+@runtime_checkable
+class DocumentSource(Protocol):
+    """Lists the documents of a scope that match the options (patterns, recursion)."""
+
+    def documents(self, scope: KnowledgeScope, options: IndexOptions) -> Iterator[SourceDocument]:
+        """Yield matching documents in a stable order (sorted by path)."""
+        ...

@@ -1,0 +1,166 @@
+"""The ``KnowledgeStore`` protocol: one interface for every index backend (D4).
+
+Guarantees every implementation keeps (checked by ``tests/contract``):
+
+- every write is tagged with the scope; every search filters on it (agent and
+  context, or agent only with ``cross_context``); the agent boundary is never crossed;
+- ``score`` in [0, 1], higher is better; results sorted by score, at most
+  ``max_results``, none below ``min_score``; no match is an empty list, not an error;
+- an overwrite replaces all chunks of the document; a delete removes them all;
+- ``search`` is safe to call concurrently with indexing and never sees half a write batch
+  where the backend can promise it (memory, embedded);
+- ``close()`` is idempotent and never closes injected collaborators.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from types import TracebackType
+from typing import Any, Protocol, runtime_checkable
+
+from knowledge.model import (
+    DocumentChunk,
+    FileProblem,
+    IndexOptions,
+    IndexResult,
+    IndexStatus,
+    SearchMode,
+    SearchQuery,
+    SearchResult,
+)
+from knowledge.scope import KnowledgeScope
+from knowledge.source import DocumentSource, SourceDocument
+
+__all__ = [
+    "DocumentHeader",
+    "EmbeddedChunk",
+    "IndexWriter",
+    "KnowledgeStore",
+    "StoredDocument",
+    "WriteSession",
+]
+
+
+@runtime_checkable
+class KnowledgeStore(Protocol):
+    @property
+    def name(self) -> str:
+        """Short backend name for messages and logs (``memory``, ``embedded``, ``opensearch``)."""
+        ...
+
+    @property
+    def supported_modes(self) -> frozenset[SearchMode]: ...
+
+    @property
+    def default_mode(self) -> SearchMode: ...
+
+    def index(
+        self, scope: KnowledgeScope, source: DocumentSource, options: IndexOptions | None = None
+    ) -> IndexResult:
+        """Bring the scope in line with the source: new and changed documents are indexed,
+        unchanged ones (same content hash) skipped, documents gone from the source removed."""
+        ...
+
+    def reindex(
+        self, scope: KnowledgeScope, source: DocumentSource, options: IndexOptions | None = None
+    ) -> IndexResult:
+        """Drop everything in the scope and index the source again in full."""
+        ...
+
+    def upsert_document(self, scope: KnowledgeScope, document: SourceDocument) -> IndexResult:
+        """Index one document (event-driven path). A ``document.version`` older than the
+        stored one changes nothing; unchanged content is skipped."""
+        ...
+
+    def delete_document(self, scope: KnowledgeScope, path: str, version: str | None = None) -> bool:
+        """Remove all chunks of one document; ``False`` if there was nothing to remove or
+        the stored version is newer than ``version``."""
+        ...
+
+    def search(self, scope: KnowledgeScope, query: SearchQuery) -> list[SearchResult]: ...
+
+    def status(self, scope: KnowledgeScope) -> IndexStatus: ...
+
+    def close(self) -> None: ...
+
+
+# --- The write side every backend provides to the shared indexing pipeline ---------------
+#
+# ``knowledge.indexing`` owns extract -> chunk -> embed and the index/reindex/upsert/delete
+# logic once; a backend only stores what it is given. Chunks arrive as a stream so that one
+# very large document never has to sit in memory with all its vectors.
+
+
+@dataclass(frozen=True, slots=True)
+class DocumentHeader:
+    """Document-level facts written with every chunk of the document."""
+
+    path: str
+    document_id: str
+    content_hash: str
+    indexed_at: datetime
+    version: str | None = None
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class EmbeddedChunk:
+    """A chunk and its vector (``None`` for keyword-only stores)."""
+
+    chunk: DocumentChunk
+    vector: Sequence[float] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class StoredDocument:
+    """What a backend remembers of an indexed document, for skip-unchanged and ordering."""
+
+    path: str
+    content_hash: str
+    version: str | None
+    chunk_count: int
+
+
+@runtime_checkable
+class WriteSession(Protocol):
+    """A batch of writes to one scope; a context manager that commits on success.
+
+    ``put_document`` replaces all chunks of the document (no stale tail).
+    ``failures`` lists per-document write failures (a bulk item error, say);
+    a failed document must not be reported as indexed.
+    """
+
+    def put_document(self, header: DocumentHeader, chunks: Iterable[EmbeddedChunk]) -> int:
+        """Write the document; return the number of chunks written."""
+        ...
+
+    def delete_document(self, path: str) -> bool: ...
+
+    @property
+    def failures(self) -> Sequence[FileProblem]: ...
+
+    def __enter__(self) -> WriteSession: ...
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None: ...
+
+
+@runtime_checkable
+class IndexWriter(Protocol):
+    """The primitive write API of a backend."""
+
+    def stored_documents(self, scope: KnowledgeScope) -> dict[str, StoredDocument]:
+        """Every document of the scope (exact scope, not cross-context), by path."""
+        ...
+
+    def stored_document(self, scope: KnowledgeScope, path: str) -> StoredDocument | None: ...
+
+    def write_session(self, scope: KnowledgeScope, *, replace_scope: bool = False) -> WriteSession:
+        """Open a write batch; ``replace_scope`` first drops everything in the scope."""
+        ...
