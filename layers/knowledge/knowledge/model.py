@@ -9,7 +9,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from enum import Enum
+from enum import StrEnum
 from types import MappingProxyType
 from typing import Any
 
@@ -35,7 +35,7 @@ MAX_MAX_RESULTS = 100
 MAX_QUERY_LENGTH = 4096
 
 
-class SearchMode(str, Enum):
+class SearchMode(StrEnum):
     """How a query is matched: BM25-class keywords, embedding vectors, or both fused."""
 
     KEYWORD = "keyword"
@@ -82,8 +82,9 @@ class SearchQuery:
             raise ValidationError("query", "must be a non-blank string")
         if len(self.text) > MAX_QUERY_LENGTH:
             raise ValidationError("query", f"must be at most {MAX_QUERY_LENGTH} characters")
-        if self.mode is not None and not isinstance(self.mode, SearchMode):
-            object.__setattr__(self, "mode", SearchMode.parse(self.mode))
+        mode: object = self.mode
+        if mode is not None and not isinstance(mode, SearchMode):
+            object.__setattr__(self, "mode", SearchMode.parse(mode))
         if isinstance(self.max_results, bool) or not isinstance(self.max_results, int):
             raise ValidationError("max_results", "must be an integer")
         if not 1 <= self.max_results <= MAX_MAX_RESULTS:
@@ -157,7 +158,7 @@ class SearchResult:
 
 @dataclass(frozen=True, slots=True)
 class IndexOptions:
-    """What to take from a source: a serialisable value object (the chunker is injected elsewhere)."""
+    """What to take from a source. A serialisable value; the chunker is injected elsewhere."""
 
     file_patterns: tuple[str, ...] = ("*.md", "*.txt")
     recursive: bool = True
@@ -227,7 +228,7 @@ class IndexResult:
         }
 
 
-class IndexState(str, Enum):
+class IndexState(StrEnum):
     READY = "READY"
     INDEXING = "INDEXING"
     EMPTY = "EMPTY"
