@@ -164,6 +164,7 @@ class IndexOptions:
     recursive: bool = True
     max_documents: int = 1000
     max_chunk_size: int = 2000
+    max_document_bytes: int = 64 * 1024 * 1024
 
     def __post_init__(self) -> None:
         raw: object = self.file_patterns
