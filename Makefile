@@ -7,8 +7,10 @@ STAMP := $(VENV)/.installed-dev
 HOST ?= 127.0.0.1
 PORT ?= 8080
 DB ?= .kb/local.db
+SAM_VENV := .venv-sam
+SAM_STAMP := $(SAM_VENV)/.installed
 
-.PHONY: run test lint typecheck unit venv opensearch clean
+.PHONY: run test lint typecheck unit venv opensearch clean sam-validate sam-build
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -29,7 +31,7 @@ run: $(STAMP)
 	$(BIN)/kb serve examples/bucket --host $(HOST) --port $(PORT) --db $(DB)
 
 ## Everything: lint, types, unit, contract and integration tests (starts its own OpenSearch node).
-test: $(STAMP)
+test: $(STAMP) $(SAM_STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
@@ -49,4 +51,18 @@ opensearch:
 	tools/opensearch-local/run.sh --port 9200
 
 clean:
-	rm -rf $(VENV) .kb .pytest_cache .mypy_cache .ruff_cache .aws-sam
+	rm -rf $(VENV) $(SAM_VENV) .kb .pytest_cache .mypy_cache .ruff_cache .aws-sam
+
+## --- AWS SAM (template.yaml) ------------------------------------------------------------
+# The SAM CLI lives in its own venv: its pinned dependencies conflict with ours. `make test`
+# runs `sam validate --lint` and `sam build` through tests/integration/test_sam.py.
+$(SAM_STAMP): tools/sam-cli/requirements.txt
+	$(PYTHON) tests/integration/sam_cli.py install
+
+## Lint the SAM template (no AWS account needed).
+sam-validate: $(SAM_STAMP)
+	$(PYTHON) tests/integration/sam_cli.py validate
+
+## Build the layer and functions into .aws-sam/build (needs python3.12: pyenv or PATH).
+sam-build: $(SAM_STAMP)
+	$(PYTHON) tests/integration/sam_cli.py build

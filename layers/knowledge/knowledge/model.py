@@ -197,7 +197,9 @@ class IndexResult:
     """What an indexing run did. ``errors`` empty means every file that was tried succeeded.
 
     ``skipped`` lists files deliberately not indexed (unchanged, binary, too large,
-    over ``max_documents``) with the reason; ``errors`` lists files that failed.
+    over ``max_documents``) with the reason; ``errors`` lists files that failed;
+    ``warnings`` lists files that were indexed but not quite as written (invalid
+    UTF-8 bytes replaced, say).
     """
 
     indexed_documents: int = 0
@@ -207,6 +209,7 @@ class IndexResult:
     skipped: tuple[FileProblem, ...] = ()
     errors: tuple[FileProblem, ...] = ()
     embedding_tokens: int = 0
+    warnings: tuple[FileProblem, ...] = ()
 
     @property
     def skipped_documents(self) -> int:
@@ -226,6 +229,7 @@ class IndexResult:
             "embedding_tokens": self.embedding_tokens,
             "skipped": [p.to_dict() for p in self.skipped],
             "errors": [p.to_dict() for p in self.errors],
+            "warnings": [p.to_dict() for p in self.warnings],
         }
 
 

@@ -25,14 +25,15 @@ class SourceDocument:
     """One document as its source knows it; ``read()`` fetches the bytes only when needed.
 
     ``version`` orders writes of the same path (an S3 ``sequencer``; ``None`` when
-    the source has no ordering); ``metadata`` is user metadata from a sidecar.
+    the source has no ordering); ``metadata`` is user metadata from a sidecar (string
+    values, or lists of strings for Bedrock ``STRING_LIST`` attributes).
     """
 
     path: str
     size: int
     read: Callable[[], bytes]
     version: str | None = None
-    metadata: Mapping[str, str] = field(default_factory=dict)
+    metadata: Mapping[str, str | list[str]] = field(default_factory=dict)
     source_key: str | None = None
 
 

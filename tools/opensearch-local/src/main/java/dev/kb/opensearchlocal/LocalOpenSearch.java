@@ -36,7 +36,7 @@ import org.opensearch.plugins.Plugin;
  *
  * <p>Usage: {@code java [jvm opts] -cp 'target/classes:target/lib/*'
  * dev.kb.opensearchlocal.LocalOpenSearch [--port N] [--data DIR] [--transport-port N]
- * [--cluster-name NAME] [--no-parent-watch]}
+ * [--cluster-name NAME] [--no-parent-watch] [--health-timeout SECONDS]}
  *
  * <p>Environment fallbacks: {@code OPENSEARCH_PORT}, {@code OPENSEARCH_DATA_DIR},
  * {@code OPENSEARCH_TRANSPORT_PORT}, {@code OPENSEARCH_PARENT_WATCH=0}.
@@ -84,7 +84,7 @@ public final class LocalOpenSearch {
             System.err.println("opensearch-local: " + e.getMessage());
             System.err.println(
                 "usage: LocalOpenSearch [--port N (0 = any free port)] [--data DIR] [--transport-port N]"
-                    + " [--cluster-name NAME] [--no-parent-watch]"
+                    + " [--cluster-name NAME] [--no-parent-watch] [--health-timeout SECONDS]"
             );
             System.exit(2);
             return;

@@ -1,0 +1,117 @@
+"""Indexer function: S3 notifications (and reindex requests) from SQS -> the knowledge index.
+
+A thin adapter: ``knowledge.events`` parses each SQS record into actions,
+``knowledge.event_indexing.EventIndexer`` applies them (reading objects through
+``knowledge.sources.s3.S3DocumentSource``). A record that raises is reported as a batch
+item failure, so only it is retried, and after ``maxReceiveCount`` deliveries it moves
+to the dead-letter queue; the object stays in S3. Rejected events (a key outside
+``<agent>/<context>/<path>``) are logged with their reason and acknowledged.
+
+The store, source and embedder are created once per container, on the first record.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools.metrics import MetricUnit
+from aws_lambda_powertools.utilities.batch import (
+    BatchProcessor,
+    EventType,
+    process_partial_response,
+)
+from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
+from aws_lambda_powertools.utilities.typing import LambdaContext
+from knowledge.event_indexing import EventIndexer, EventOutcome, EventStatus
+from knowledge.events import parse_sqs_message
+from knowledge.lambda_config import LambdaSettings, build_store
+from knowledge.sources.s3 import S3DocumentSource
+
+__all__ = ["Container", "container", "lambda_handler", "record_handler"]
+
+logger = Logger()
+metrics = Metrics()
+# The response lists every failed record even when all fail: same retry, fewer error alarms.
+processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
+
+
+class Container:
+    """What this container creates on first use and reuses across invocations."""
+
+    settings: LambdaSettings | None = None
+    indexer: EventIndexer | None = None
+
+
+container = Container()
+
+_METRIC_BY_STATUS = {
+    EventStatus.INDEXED: "DocumentsIndexed",
+    EventStatus.DELETED: "DocumentsDeleted",
+    EventStatus.UNCHANGED: "DocumentsUnchanged",
+    EventStatus.STALE: "StaleEvents",
+    EventStatus.SKIPPED: "DocumentsSkipped",
+    EventStatus.NOT_INDEXED: "DeletesWithoutDocument",
+    EventStatus.KEPT: "DeletesOfExistingObjects",
+    EventStatus.IGNORED: "IgnoredEvents",
+    EventStatus.REJECTED: "RejectedEvents",
+}
+
+
+def settings() -> LambdaSettings:
+    if container.settings is None:
+        container.settings = LambdaSettings.from_env()
+    return container.settings
+
+
+def event_indexer() -> EventIndexer:
+    """The container's indexer (store, S3 source, options), created on first use."""
+    if container.indexer is None:
+        config = settings()
+        source = S3DocumentSource(config.require_bucket())
+        container.indexer = EventIndexer(build_store(config), source, config.index_options)
+    return container.indexer
+
+
+def _record(outcome: EventOutcome, message_id: str) -> None:
+    fields = {"message_id": message_id, **outcome.log_fields()}
+    if outcome.status is EventStatus.REJECTED:
+        logger.warning("object event rejected", extra=fields)
+    elif outcome.status in (EventStatus.SKIPPED, EventStatus.IGNORED):
+        logger.info("object event not indexed", extra=fields)
+    else:
+        logger.info("object event applied", extra=fields)
+    metrics.add_metric(name=_METRIC_BY_STATUS[outcome.status], unit=MetricUnit.Count, value=1)
+    if outcome.result is not None and outcome.result.embedding_tokens:
+        metrics.add_metric(
+            name="EmbeddingTokens", unit=MetricUnit.Count, value=outcome.result.embedding_tokens
+        )
+
+
+def record_handler(record: SQSRecord) -> None:
+    """Apply every action of one SQS record; raise to have the record retried."""
+    actions = parse_sqs_message(record.body, bucket=settings().documents_bucket)
+    for action in actions:
+        try:
+            outcome = event_indexer().apply(action)
+        except Exception:
+            metrics.add_metric(name="FailedEvents", unit=MetricUnit.Count, value=1)
+            logger.exception(
+                "object event failed; the record will be retried",
+                extra={"message_id": record.message_id, **action.log_fields()},
+            )
+            raise
+        _record(outcome, record.message_id)
+
+
+@logger.inject_lambda_context
+@metrics.log_metrics
+def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    metrics.add_metric(
+        name="RecordsReceived", unit=MetricUnit.Count, value=len(event.get("Records", ()))
+    )
+    return dict(
+        process_partial_response(
+            event=event, record_handler=record_handler, processor=processor, context=context
+        )
+    )

@@ -1,0 +1,194 @@
+"""Search function: the HTTP API (DESIGN.md section 3) on API Gateway, IAM-authorised.
+
+A thin adapter over ``knowledge.api.KnowledgeApi``, the code the local server runs too:
+the routes take the scope from the path, hand the body to the API, and turn its
+``ApiResponse`` into an HTTP response. Every error becomes a response in one place,
+``knowledge.api.error_response`` (bad input 400 with the field, never a 500 with a
+trace). ``POST .../reindex`` queues one message per key of the scope for the indexer
+function (``knowledge.reindex_queue``) and answers 202.
+
+Cold start: only Powertools and the light ``knowledge`` core are imported here. The
+store (``opensearchpy``), the embedding SDK (``openai``, on the first vector search
+only) and ``boto3`` (reindex) load on first use, and are created once per container.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote
+
+from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
+from aws_lambda_powertools.event_handler.exceptions import NotFoundError as RouteNotFoundError
+from aws_lambda_powertools.logging import correlation_paths
+from aws_lambda_powertools.metrics import MetricUnit
+from aws_lambda_powertools.utilities.typing import LambdaContext
+from knowledge.api import ApiResponse, KnowledgeApi, error_response
+from knowledge.scope import KnowledgeScope, validate_segment
+from knowledge.store import IndexWriter
+
+if TYPE_CHECKING:
+    from knowledge.lambda_config import LambdaSettings
+    from knowledge.reindex_queue import ReindexQueue
+
+__all__ = ["Container", "app", "container", "lambda_handler"]
+
+logger = Logger()
+metrics = Metrics()
+app = APIGatewayHttpResolver()
+
+
+class Container:
+    """What this container creates on first use and reuses across invocations."""
+
+    settings: LambdaSettings | None = None
+    api: KnowledgeApi | None = None
+    reindex_queue: ReindexQueue | None = None
+
+
+container = Container()
+
+
+def settings() -> LambdaSettings:
+    if container.settings is None:
+        from knowledge.lambda_config import LambdaSettings
+
+        container.settings = LambdaSettings.from_env()
+    return container.settings
+
+
+def knowledge_api() -> KnowledgeApi:
+    """The container's API over its store, created on the first request."""
+    if container.api is None:
+        from knowledge.lambda_config import build_store
+
+        container.api = KnowledgeApi(build_store(settings()))
+    return container.api
+
+
+def reindex_queue() -> ReindexQueue:
+    if container.reindex_queue is None:
+        from knowledge.reindex_queue import ReindexQueue  # imports boto3 lazily
+        from knowledge.sources.s3 import S3DocumentSource
+
+        config = settings()
+        container.reindex_queue = ReindexQueue(
+            config.require_queue_url(),
+            S3DocumentSource(config.require_bucket()),
+            options=config.index_options,
+        )
+    return container.reindex_queue
+
+
+def _http(response: ApiResponse) -> Response[str]:
+    """The only place an ``ApiResponse`` becomes an API Gateway response."""
+    if response.status >= 500:
+        metrics.add_metric(name="ServerErrors", unit=MetricUnit.Count, value=1)
+    elif response.status >= 400:
+        metrics.add_metric(name="ClientErrors", unit=MetricUnit.Count, value=1)
+        logger.info(
+            "request refused",
+            extra={
+                "status": response.status,
+                "error": response.body.get("error"),
+                "field": response.body.get("field"),
+            },
+        )
+    return Response(
+        status_code=response.status,
+        content_type="application/json",
+        body=response.to_json().decode("utf-8"),
+        headers=dict(response.headers),
+    )
+
+
+def _search(agent: str, context: str | None) -> Response[str]:
+    response = knowledge_api().search(agent, context, app.current_event.decoded_body)
+    if response.status == 200:
+        body = response.body
+        results = len(body["results"])
+        logger.info(
+            "search",
+            extra={
+                "agent": agent,
+                "context": context if context is not None else "*",
+                "mode": body["mode"],
+                "results": results,
+                "took_ms": body["took_ms"],
+                "query_chars": len(body["query"]),
+            },
+        )
+        metrics.add_metric(name="Searches", unit=MetricUnit.Count, value=1)
+        metrics.add_metric(name="SearchResults", unit=MetricUnit.Count, value=results)
+        metrics.add_metric(
+            name="SearchLatency", unit=MetricUnit.Milliseconds, value=float(body["took_ms"])
+        )
+    return _http(response)
+
+
+@app.post("/v1/agents/<agent>/contexts/<context>/search")
+def search_scope(agent: str, context: str) -> Response[str]:
+    return _search(unquote(agent), unquote(context))
+
+
+@app.post("/v1/agents/<agent>/search")
+def search_agent(agent: str) -> Response[str]:
+    return _search(unquote(agent), None)
+
+
+@app.get("/v1/agents/<agent>/contexts/<context>/status")
+def status(agent: str, context: str) -> Response[str]:
+    response = knowledge_api().status(unquote(agent), unquote(context))
+    if response.status == 200:
+        logger.info(
+            "status",
+            extra={
+                "agent": agent,
+                "context": context,
+                "state": response.body["state"],
+                "documents": response.body["document_count"],
+            },
+        )
+        metrics.add_metric(name="StatusRequests", unit=MetricUnit.Count, value=1)
+    return _http(response)
+
+
+@app.post("/v1/agents/<agent>/contexts/<context>/reindex")
+def reindex(agent: str, context: str) -> Response[str]:
+    scope = KnowledgeScope(
+        validate_segment("agent", unquote(agent)), validate_segment("context", unquote(context))
+    )
+    store = knowledge_api().store
+    # Documents indexed but gone from the bucket are queued too, so they get removed.
+    indexed = store.stored_documents(scope) if isinstance(store, IndexWriter) else {}
+    request = reindex_queue().enqueue_scope(scope, indexed.keys())
+    logger.info("reindex queued", extra=request.to_dict())
+    metrics.add_metric(name="ReindexMessagesQueued", unit=MetricUnit.Count, value=request.queued)
+    return _http(ApiResponse(202, request.to_dict()))
+
+
+@app.get("/v1/health")
+def health() -> Response[str]:
+    metrics.add_metric(name="HealthChecks", unit=MetricUnit.Count, value=1)
+    return _http(knowledge_api().health())
+
+
+@app.not_found
+def route_not_found(exc: RouteNotFoundError) -> Response[str]:
+    event = app.current_event
+    return _http(
+        ApiResponse(404, {"error": f"no route for {event.http_method} {event.path}", "field": None})
+    )
+
+
+@app.exception_handler(Exception)  # type: ignore[untyped-decorator]
+def handle_error(exc: Exception) -> Response[str]:
+    # knowledge.api.error_response decides status and body; unexpected errors are logged
+    # there with their traceback and answered with a plain "internal error".
+    return _http(error_response(exc))
+
+
+@logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_HTTP)
+@metrics.log_metrics
+def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    return app.resolve(event, context)

@@ -1,0 +1,460 @@
+"""``kb``: index a folder, search it, show its status, or serve the HTTP API locally.
+
+::
+
+    kb index DIR --agent A --context C [--pattern GLOB ...] [--reindex] [--json]
+    kb search "query" --agent A --context C [--mode M] [-k N] [--min-score X]
+              [--pattern GLOB ...] [--meta KEY=VALUE ...] [--cross-context] [--json]
+    kb status --agent A --context C [--json]
+    kb serve ROOT [--host 127.0.0.1] [--port 8080] [--poll-interval 1.0]
+
+Every command takes ``--store``, ``--db``, ``--embedder``, ``--opensearch-url`` (see
+``knowledge.config`` for the environment variables and defaults) and ``--debug``.
+
+Exit codes: 0 success; 1 the command ran but failed (a file that could not be
+indexed, the backend or provider failed); 2 bad usage or configuration (including an
+index built with another embedder); 130 interrupted. An error is one line on stderr,
+never a traceback, unless ``--debug`` is given.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import shutil
+import sys
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import closing, contextmanager
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, TextIO
+
+from knowledge.api import parse_search_request, search_response_body
+from knowledge.config import EMBEDDER_NAMES, STORE_BUILDERS, open_store
+from knowledge.errors import ConfigurationError, KnowledgeError, ValidationError
+from knowledge.indexing import REASON_UNCHANGED
+from knowledge.model import FileProblem, IndexOptions, IndexResult, SearchMode
+from knowledge.scope import KnowledgeScope
+from knowledge.source import DocumentSource, SourceDocument
+from knowledge.sources import Listing
+from knowledge.store import KnowledgeStore
+from knowledge.tool import format_search_results
+
+__all__ = ["ProgressBar", "build_parser", "main"]
+
+logger = logging.getLogger("knowledge.cli")
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
+
+
+class ProgressBar:
+    """A one-line ``\\r`` progress bar on a terminal; silent when ``enabled`` is false."""
+
+    def __init__(self, total: int, stream: TextIO, *, enabled: bool, label: str = "indexing"):
+        self._total = max(total, 0)
+        self._stream = stream
+        self._enabled = enabled and total > 0
+        self._label = label
+        self._done = 0
+        self._drawn = False
+
+    @property
+    def done(self) -> int:
+        return self._done
+
+    def advance(self, item: str) -> None:
+        """Count one more item (``item`` is shown next to the bar)."""
+        self._done = min(self._done + 1, self._total)
+        if not self._enabled:
+            return
+        width = shutil.get_terminal_size((80, 20)).columns
+        filled = int(20 * self._done / self._total)
+        head = f"{self._label} [{'#' * filled}{'.' * (20 - filled)}] {self._done}/{self._total} "
+        room = max(width - len(head) - 1, 0)
+        shown = item if len(item) <= room else "..." + item[-max(room - 3, 0) :]
+        self._stream.write("\r" + (head + shown)[: width - 1].ljust(width - 1))
+        self._stream.flush()
+        self._drawn = True
+
+    def finish(self) -> None:
+        """Clear the bar so that the summary starts on a clean line."""
+        if self._drawn:
+            width = shutil.get_terminal_size((80, 20)).columns
+            self._stream.write("\r" + " " * (width - 1) + "\r")
+            self._stream.flush()
+            self._drawn = False
+
+
+class _ListedSource:
+    """A source listed once up front (so the bar knows its total), whose ``read``
+    reports progress.
+
+    The store reads a document's bytes when it processes it, so counting reads counts
+    progress without any callback in the indexing contract. What the original listing
+    skipped or found wrong (``Listing.skipped``/``errors``) is handed on unchanged.
+    """
+
+    def __init__(
+        self, listing: Iterable[SourceDocument], on_read: Callable[[str], None] | None = None
+    ) -> None:
+        self._documents = list(listing)
+        self._skipped: list[FileProblem] = list(getattr(listing, "skipped", []))
+        self._errors: list[FileProblem] = list(getattr(listing, "errors", []))
+        self.on_read = on_read
+
+    def __len__(self) -> int:
+        return len(self._documents)
+
+    def documents(self, scope: KnowledgeScope, options: IndexOptions) -> Listing[SourceDocument]:
+        seen: set[str] = set()
+
+        def produce(listing: Listing[SourceDocument]) -> Iterator[SourceDocument]:
+            listing.skipped.extend(self._skipped)
+            listing.errors.extend(self._errors)
+            for document in self._documents:
+                yield replace(document, read=self._counting_read(document, seen))
+
+        return Listing(produce)
+
+    def _counting_read(self, document: SourceDocument, seen: set[str]) -> Callable[[], bytes]:
+        def read() -> bytes:
+            if document.path not in seen and self.on_read is not None:
+                seen.add(document.path)
+                self.on_read(document.path)
+            return document.read()
+
+        return read
+
+
+def _scope(args: argparse.Namespace) -> KnowledgeScope:
+    return KnowledgeScope(args.agent, args.context)
+
+
+def _open_store(args: argparse.Namespace) -> KnowledgeStore:
+    return open_store(
+        args.store,
+        db_path=args.db,
+        embedder_name=args.embedder,
+        opensearch_url=args.opensearch_url,
+    )
+
+
+def _print_json(data: Any, out: TextIO) -> None:
+    print(json.dumps(data, ensure_ascii=False, indent=2), file=out)
+
+
+def _summary(scope: KnowledgeScope, result: IndexResult) -> list[str]:
+    """A headline, then one line per file that was skipped for a reason worth reading,
+    had a warning, or failed. Unchanged files are only counted: a re-run lists them all."""
+    unchanged = sum(1 for p in result.skipped if p.reason == REASON_UNCHANGED)
+    lines = [
+        f"{scope}: indexed {result.indexed_documents} documents "
+        f"({result.indexed_chunks} chunks), skipped {result.skipped_documents} "
+        f"({unchanged} unchanged), deleted {result.deleted_documents}, "
+        f"errors {len(result.errors)} in {result.duration_ms / 1000.0:.1f} s"
+    ]
+    lines.extend(
+        f"  skipped {p.path}: {p.reason}" for p in result.skipped if p.reason != REASON_UNCHANGED
+    )
+    lines.extend(f"  warning {p.path}: {p.reason}" for p in result.warnings)
+    lines.extend(f"  error   {p.path}: {p.reason}" for p in result.errors)
+    return lines
+
+
+def _cmd_index(args: argparse.Namespace) -> int:
+    from knowledge.sources.local import LocalDirectorySource  # only for index
+
+    folder = Path(args.dir)
+    if not folder.is_dir():
+        raise ValidationError("DIR", f"'{folder}' is not a folder")
+    scope = _scope(args)
+    options = IndexOptions(file_patterns=tuple(args.pattern)) if args.pattern else IndexOptions()
+    listed = _ListedSource(LocalDirectorySource(folder).documents(scope, options))
+    progress = ProgressBar(len(listed), sys.stderr, enabled=sys.stderr.isatty())
+    listed.on_read = progress.advance
+    source: DocumentSource = listed
+    with closing(_open_store(args)) as store:
+        try:
+            if args.reindex:
+                result = store.reindex(scope, source, options)
+            else:
+                result = store.index(scope, source, options)
+        finally:
+            progress.finish()
+    if args.json:
+        _print_json(
+            {"agent": scope.agent, "context": scope.context, **result.to_dict()}, sys.stdout
+        )
+    else:
+        print("\n".join(_summary(scope, result)))
+    return EXIT_OK if result.ok else EXIT_FAILED
+
+
+def _metadata_filters(pairs: Sequence[str]) -> dict[str, str]:
+    filters: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise ValidationError("metadata", f"'{pair}' is not of the form KEY=VALUE")
+        filters[key.strip()] = value
+    return filters
+
+
+def _cmd_search(args: argparse.Namespace) -> int:
+    scope = _scope(args)
+    request: dict[str, Any] = {
+        "query": args.query,
+        "max_results": args.k,
+        "min_score": args.min_score,
+        "cross_context": args.cross_context,
+    }
+    if args.mode is not None:
+        request["mode"] = args.mode
+    if args.pattern:
+        request["file_patterns"] = list(args.pattern)
+    if args.meta:
+        request["metadata"] = _metadata_filters(args.meta)
+    query = parse_search_request(request)
+    with closing(_open_store(args)) as store:
+        started = time.perf_counter()
+        results = store.search(scope, query)
+        took_ms = (time.perf_counter() - started) * 1000.0
+        mode = query.mode or store.default_mode
+    if args.json:
+        _print_json(search_response_body(query, mode, results, took_ms), sys.stdout)
+    else:
+        print(format_search_results(query.text, results))
+    return EXIT_OK
+
+
+def _cmd_status(args: argparse.Namespace) -> int:
+    scope = _scope(args)
+    with closing(_open_store(args)) as store:
+        status = store.status(scope)
+    if args.json:
+        _print_json(
+            {"agent": scope.agent, "context": scope.context, **status.to_dict()}, sys.stdout
+        )
+        return EXIT_OK
+    last = "never" if status.last_indexed_at is None else status.last_indexed_at.isoformat()
+    rows = [
+        ("scope", str(scope)),
+        ("state", status.state.value),
+        ("documents", str(status.document_count)),
+        ("chunks", str(status.chunk_count)),
+        ("last indexed", last),
+    ]
+    if status.message:
+        rows.append(("message", status.message))
+    for name, value in rows:
+        print(f"{name + ':':<14}{value}")
+    return EXIT_OK
+
+
+def _cmd_serve(args: argparse.Namespace) -> int:
+    from knowledge.local.server import LocalServer, serve_until_stopped
+
+    if args.poll_interval <= 0:
+        raise ValidationError("poll-interval", f"must be positive, got {args.poll_interval}")
+    with closing(_open_store(args)) as store:
+        server = LocalServer(
+            args.root,
+            store,
+            host=args.host,
+            port=args.port,
+            poll_interval=args.poll_interval,
+        )
+        return serve_until_stopped(server)
+
+
+def _store_options() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    group = common.add_argument_group("store")
+    group.add_argument(
+        "--store",
+        metavar="KIND",
+        help=f"index backend: {', '.join(sorted(STORE_BUILDERS))} (env KB_STORE; default embedded)",
+    )
+    group.add_argument(
+        "--db", metavar="PATH", help="embedded store file (env KB_DB; default .kb/knowledge.db)"
+    )
+    group.add_argument(
+        "--embedder",
+        metavar="NAME",
+        help=f"embedding provider: {', '.join(EMBEDDER_NAMES)} (env KB_EMBEDDER; default hashing)",
+    )
+    group.add_argument(
+        "--opensearch-url", metavar="URL", help="OpenSearch endpoint (env KB_OPENSEARCH_URL)"
+    )
+    common.add_argument("--debug", action="store_true", help="show tracebacks and debug logs")
+    return common
+
+
+def _scope_options() -> argparse.ArgumentParser:
+    scoped = argparse.ArgumentParser(add_help=False)
+    scoped.add_argument("--agent", required=True, help="agent name (scope segment)")
+    scoped.add_argument("--context", required=True, help="context name (scope segment)")
+    return scoped
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not an integer") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``kb`` argument parser (exposed for tests and documentation)."""
+    parser = argparse.ArgumentParser(
+        prog="kb", description="Scoped knowledge search for AI agents, locally."
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    store, scoped = _store_options(), _scope_options()
+
+    index = commands.add_parser(
+        "index", parents=[store, scoped], help="index a folder into one scope"
+    )
+    index.add_argument("dir", metavar="DIR", help="folder whose files are the scope's documents")
+    index.add_argument(
+        "--pattern",
+        action="append",
+        metavar="GLOB",
+        help="file pattern to index (repeatable; default *.md and *.txt)",
+    )
+    index.add_argument(
+        "--reindex", action="store_true", help="drop the scope's index and index everything"
+    )
+    index.add_argument("--json", action="store_true", help="print the result as JSON")
+    index.set_defaults(handler=_cmd_index)
+
+    search = commands.add_parser("search", parents=[store, scoped], help="search one scope")
+    search.add_argument("query", help="what to search for")
+    search.add_argument(
+        "--mode",
+        choices=[m.value for m in SearchMode],
+        help="keyword, vector or hybrid (default: the store's)",
+    )
+    search.add_argument(
+        "-k", "--max-results", dest="k", type=_positive_int, default=5, help="default 5"
+    )
+    search.add_argument("--min-score", type=float, default=0.0, help="in [0, 1]; default 0")
+    search.add_argument(
+        "--pattern", action="append", metavar="GLOB", help="only documents whose path matches"
+    )
+    search.add_argument(
+        "--meta", action="append", metavar="KEY=VALUE", help="exact-match metadata filter"
+    )
+    search.add_argument(
+        "--cross-context", action="store_true", help="search every context of the agent"
+    )
+    search.add_argument("--json", action="store_true", help="print the API response as JSON")
+    search.set_defaults(handler=_cmd_search)
+
+    status = commands.add_parser("status", parents=[store, scoped], help="index status of a scope")
+    status.add_argument("--json", action="store_true", help="print the status as JSON")
+    status.set_defaults(handler=_cmd_status)
+
+    serve = commands.add_parser(
+        "serve", parents=[store], help="watch a bucket-like folder and serve the HTTP API"
+    )
+    serve.add_argument("root", metavar="ROOT", help="folder laid out as <agent>/<context>/<path>")
+    serve.add_argument("--host", default="127.0.0.1", help="default 127.0.0.1 (local only)")
+    serve.add_argument("--port", type=int, default=8080, help="default 8080; 0 picks a free port")
+    serve.add_argument(
+        "--poll-interval", type=float, default=1.0, help="seconds between folder scans"
+    )
+    serve.set_defaults(handler=_cmd_serve)
+    return parser
+
+
+class _NoTracebackFormatter(logging.Formatter):
+    """Log lines without tracebacks: the CLI promises one line per problem."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        if record.exc_info or record.exc_text or record.stack_info:
+            record = logging.makeLogRecord(record.__dict__)
+            record.exc_info = None
+            record.exc_text = None
+            record.stack_info = None
+        return super().format(record)
+
+
+@contextmanager
+def _cli_logging(args: argparse.Namespace) -> Iterator[None]:
+    """Send the package's logs to stderr for the duration of one command, then restore."""
+    level = (
+        logging.DEBUG
+        if args.debug
+        else logging.INFO
+        if args.command == "serve"
+        else logging.WARNING
+    )
+    handler = logging.StreamHandler(sys.stderr)
+    fmt = "%(asctime)s %(levelname)s %(message)s"
+    handler.setFormatter(logging.Formatter(fmt) if args.debug else _NoTracebackFormatter(fmt))
+    package = logging.getLogger("knowledge")
+    saved = (package.handlers[:], package.level, package.propagate)
+    package.handlers = [handler]
+    package.setLevel(level)
+    package.propagate = False
+    try:
+        yield
+    finally:
+        package.handlers, package.propagate = saved[0], saved[2]
+        package.setLevel(saved[1])
+
+
+def _silence_stdout() -> None:
+    # Python would report the broken pipe again when it flushes stdout at exit.
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+
+
+def _fail(message: str, code: int) -> int:
+    print(f"kb: error: {message}", file=sys.stderr)
+    return code
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run ``kb`` with ``argv`` (default ``sys.argv[1:]``); return the exit code."""
+    args = build_parser().parse_args(argv)
+    try:
+        with _cli_logging(args):
+            code: int = args.handler(args)
+    except KeyboardInterrupt:
+        print("kb: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        # The reader went away (`kb search ... | head`): not an error worth a message.
+        _silence_stdout()
+        return EXIT_FAILED
+    except Exception as exc:
+        if args.debug:
+            raise
+        if isinstance(exc, ValidationError):
+            return _fail(str(exc), EXIT_USAGE)
+        if isinstance(exc, ConfigurationError):  # EmbeddingMismatchError too
+            return _fail(str(exc), EXIT_USAGE)
+        if isinstance(exc, KnowledgeError):
+            return _fail(str(exc), EXIT_FAILED)
+        if isinstance(exc, OSError):
+            where = f": {exc.filename}" if exc.filename else ""
+            return _fail(f"{exc.strerror or exc}{where}", EXIT_FAILED)
+        return _fail(
+            f"unexpected {type(exc).__name__}: {exc} (run with --debug for the traceback)",
+            EXIT_FAILED,
+        )
+    return code

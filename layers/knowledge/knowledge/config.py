@@ -1,0 +1,188 @@
+"""Build a store (and its embedder) from explicit settings, environment variables or defaults.
+
+Precedence for every setting: an explicit argument, then the environment, then the
+default. Environment variables:
+
+==================  ==========================================  =====================
+variable            meaning                                     default
+==================  ==========================================  =====================
+KB_STORE            store kind (``STORE_BUILDERS``)             ``embedded``
+KB_DB               file of the embedded store                  ``.kb/knowledge.db``
+KB_EMBEDDER         embedding provider, or ``none``             ``hashing``
+KB_OPENSEARCH_URL   OpenSearch endpoint (``opensearch`` kind)   unset
+==================  ==========================================  =====================
+
+Store kinds are builders in ``STORE_BUILDERS``; a backend adds its own with
+``register_store_builder`` (the OpenSearch backend registers ``opensearch``), so this
+module never imports a backend it is not asked for. An unknown kind or embedder is a
+``ConfigurationError`` that lists the known ones.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from knowledge.embedding import EMBEDDER_NAMES as PROVIDER_NAMES
+from knowledge.embedding import create_embedder
+from knowledge.embedding.base import EmbeddingClient
+from knowledge.errors import ConfigurationError
+from knowledge.model import SearchMode
+from knowledge.store import KnowledgeStore
+
+__all__ = [
+    "DEFAULT_DB_PATH",
+    "DEFAULT_EMBEDDER",
+    "DEFAULT_STORE_KIND",
+    "EMBEDDER_NAMES",
+    "ENV_DB",
+    "ENV_EMBEDDER",
+    "ENV_OPENSEARCH_URL",
+    "ENV_STORE",
+    "NO_EMBEDDER",
+    "STORE_BUILDERS",
+    "StoreBuilder",
+    "StoreSettings",
+    "open_embedder",
+    "open_store",
+    "register_store_builder",
+]
+
+ENV_STORE = "KB_STORE"
+ENV_DB = "KB_DB"
+ENV_EMBEDDER = "KB_EMBEDDER"
+ENV_OPENSEARCH_URL = "KB_OPENSEARCH_URL"
+
+DEFAULT_STORE_KIND = "embedded"
+DEFAULT_DB_PATH = ".kb/knowledge.db"
+DEFAULT_EMBEDDER = "hashing"
+NO_EMBEDDER = "none"
+"""Embedder name for a keyword-only store (no vectors, no embedding cost)."""
+
+EMBEDDER_NAMES = (*PROVIDER_NAMES, NO_EMBEDDER)
+
+
+@dataclass(frozen=True, slots=True)
+class StoreSettings:
+    """Everything a store builder needs, resolved from arguments, environment and defaults."""
+
+    kind: str = DEFAULT_STORE_KIND
+    db_path: Path = Path(DEFAULT_DB_PATH)
+    embedder_name: str = DEFAULT_EMBEDDER
+    opensearch_url: str | None = None
+    default_mode: SearchMode | None = None
+
+    @classmethod
+    def resolve(
+        cls,
+        kind: str | None = None,
+        *,
+        db_path: str | os.PathLike[str] | None = None,
+        embedder_name: str | None = None,
+        opensearch_url: str | None = None,
+        default_mode: SearchMode | str | None = None,
+        environ: Mapping[str, str] | None = None,
+    ) -> StoreSettings:
+        """Fill every unset argument from ``environ`` (default ``os.environ``), then defaults."""
+        env = os.environ if environ is None else environ
+
+        def pick(value: str | None, variable: str, default: str) -> str:
+            if value is not None and value.strip():
+                return value.strip()
+            from_env = env.get(variable, "").strip()
+            return from_env or default
+
+        url = pick(opensearch_url, ENV_OPENSEARCH_URL, "")
+        return cls(
+            kind=pick(kind, ENV_STORE, DEFAULT_STORE_KIND).lower(),
+            db_path=Path(
+                pick(None if db_path is None else os.fspath(db_path), ENV_DB, DEFAULT_DB_PATH)
+            ),
+            embedder_name=pick(embedder_name, ENV_EMBEDDER, DEFAULT_EMBEDDER).lower(),
+            opensearch_url=url or None,
+            default_mode=None if default_mode is None else SearchMode.parse(default_mode),
+        )
+
+
+StoreBuilder = Callable[[StoreSettings], KnowledgeStore]
+
+
+def open_embedder(name: str) -> EmbeddingClient | None:
+    """The embedding client called ``name`` (``none``: no embedder, keyword only).
+
+    Raises ``ConfigurationError`` for an unknown name, a missing optional dependency
+    or a provider that is not set up (no API key, say).
+    """
+    normalized = name.strip().lower()
+    if normalized == NO_EMBEDDER:
+        return None
+    if normalized not in PROVIDER_NAMES:
+        raise ConfigurationError(
+            f"unknown embedder '{normalized}' (known: {', '.join(EMBEDDER_NAMES)})"
+        )
+    try:
+        return create_embedder(normalized)
+    except ImportError as exc:
+        raise ConfigurationError(
+            f"embedder '{normalized}' needs a package that is not installed ({exc.name}); "
+            "install the matching extra, e.g. pip install 'knowledge-search[local-embeddings]'"
+        ) from exc
+
+
+def _build_memory(settings: StoreSettings) -> KnowledgeStore:
+    from knowledge.stores.memory import MemoryKnowledgeStore  # only if asked
+
+    return MemoryKnowledgeStore()
+
+
+def _build_embedded(settings: StoreSettings) -> KnowledgeStore:
+    from knowledge.stores.embedded import EmbeddedKnowledgeStore  # only if asked
+
+    embedder = open_embedder(settings.embedder_name)
+    return EmbeddedKnowledgeStore(
+        settings.db_path, embedder=embedder, default_mode=settings.default_mode
+    )
+
+
+STORE_BUILDERS: dict[str, StoreBuilder] = {
+    "embedded": _build_embedded,
+    "memory": _build_memory,
+    # "opensearch": added by knowledge.stores.opensearch through register_store_builder.
+}
+
+
+def register_store_builder(kind: str, builder: StoreBuilder) -> None:
+    """Make ``open_store(kind)`` use ``builder``; a later registration replaces an earlier one."""
+    STORE_BUILDERS[kind.strip().lower()] = builder
+
+
+def open_store(
+    kind: str | None = None,
+    *,
+    db_path: str | os.PathLike[str] | None = None,
+    embedder_name: str | None = None,
+    opensearch_url: str | None = None,
+    default_mode: SearchMode | str | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> KnowledgeStore:
+    """Open the store described by the arguments, the environment and the defaults.
+
+    The caller owns the store and must ``close()`` it. Raises ``ConfigurationError``
+    for an unknown kind or embedder, and whatever the store raises when its existing
+    index does not fit the settings (``EmbeddingMismatchError``).
+    """
+    settings = StoreSettings.resolve(
+        kind,
+        db_path=db_path,
+        embedder_name=embedder_name,
+        opensearch_url=opensearch_url,
+        default_mode=default_mode,
+        environ=environ,
+    )
+    builder = STORE_BUILDERS.get(settings.kind)
+    if builder is None:
+        known = ", ".join(sorted(STORE_BUILDERS))
+        raise ConfigurationError(f"unknown store kind '{settings.kind}' (known: {known})")
+    return builder(settings)

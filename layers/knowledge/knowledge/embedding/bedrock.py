@@ -1,0 +1,227 @@
+"""Amazon Bedrock Titan Text Embeddings (AWS-native: IAM, no third-party key).
+
+- ``boto3`` is imported when the client is first used, not at import.
+- Titan embeds one text per ``InvokeModel`` call, so a batch is a loop (order kept).
+- Titan v2 (``amazon.titan-embed-text-v2:0``) takes ``dimensions`` 256, 512 or 1024
+  (default 1024) and returns normalised vectors; Titan v1 (``amazon.titan-embed-text-v1``)
+  is 1536 only. ``dimensions=None`` means the model's default.
+- ``token_count`` is the response's ``inputTextTokenCount``.
+- Throttling, model-not-ready/timeouts, 5xx and connection errors are retried by
+  ``knowledge.embedding.retry`` (botocore's own retries are switched off on the client
+  created here); everything else fails at once. Failures surface as ``EmbeddingError``;
+  missing credentials or region as ``ConfigurationError``.
+- A blank text is not sent (Titan rejects it): it gets the zero vector and 0 tokens.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from knowledge.embedding.base import Embedding
+from knowledge.embedding.retry import call_with_retries
+from knowledge.errors import ConfigurationError, EmbeddingError, ValidationError
+
+__all__ = [
+    "DEFAULT_BEDROCK_MODEL_ID",
+    "BedrockEmbeddingClient",
+    "is_retryable_bedrock_error",
+]
+
+DEFAULT_BEDROCK_MODEL_ID = "amazon.titan-embed-text-v2:0"
+_TITAN_V2_DIMENSIONS = (256, 512, 1024)
+_TITAN_V2_DEFAULT_DIMENSIONS = 1024
+_TITAN_V1_DIMENSIONS = 1536
+_RETRYABLE_CODES = frozenset(
+    {
+        "ThrottlingException",
+        "TooManyRequestsException",
+        "ModelNotReadyException",
+        "ModelTimeoutException",
+        "InternalServerException",
+        "ServiceUnavailableException",
+        "RequestTimeout",
+    }
+)
+
+
+def _is_titan_v2(model_id: str) -> bool:
+    return "titan-embed-text-v2" in model_id
+
+
+def _is_titan_v1(model_id: str) -> bool:
+    return "titan-embed-text-v1" in model_id or "titan-embed-g1-text" in model_id
+
+
+def is_retryable_bedrock_error(exc: BaseException) -> bool:
+    """True for throttling, transient model errors, 5xx and connection problems."""
+    from botocore.exceptions import (  # lazy (cold start)
+        ClientError,
+        HTTPClientError,
+    )
+    from botocore.exceptions import (  # lazy (cold start)
+        ConnectionError as BotocoreConnectionError,
+    )
+
+    if isinstance(exc, (BotocoreConnectionError, HTTPClientError)):
+        return True
+    if isinstance(exc, ClientError):
+        error = exc.response.get("Error", {})
+        status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
+        return error.get("Code") in _RETRYABLE_CODES or status == 429 or status >= 500
+    return False
+
+
+class BedrockEmbeddingClient:
+    """``EmbeddingClient`` for Bedrock Titan text embeddings via ``bedrock-runtime``.
+
+    ``client`` injects a ready ``bedrock-runtime`` client (tests, custom sessions); it is
+    used as given. ``sleep`` is injectable for tests.
+    """
+
+    def __init__(
+        self,
+        model_id: str = DEFAULT_BEDROCK_MODEL_ID,
+        dimensions: int | None = None,
+        region: str | None = None,
+        client: Any | None = None,
+        *,
+        max_retries: int = 5,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        if not isinstance(model_id, str) or not model_id.strip():
+            raise ValidationError("model_id", "must be a non-empty Bedrock model id")
+        model_id = model_id.strip()
+        if _is_titan_v2(model_id):
+            dimensions = _TITAN_V2_DEFAULT_DIMENSIONS if dimensions is None else dimensions
+            if dimensions not in _TITAN_V2_DIMENSIONS:
+                allowed = ", ".join(str(d) for d in _TITAN_V2_DIMENSIONS)
+                raise ValidationError(
+                    "dimensions", f"{model_id} supports {allowed}, got {dimensions!r}"
+                )
+        elif _is_titan_v1(model_id):
+            dimensions = _TITAN_V1_DIMENSIONS if dimensions is None else dimensions
+            if dimensions != _TITAN_V1_DIMENSIONS:
+                raise ValidationError(
+                    "dimensions", f"{model_id} always produces 1536 dimensions, got {dimensions!r}"
+                )
+        else:
+            raise ValidationError(
+                "model_id",
+                f"{model_id!r} is not supported; use an Amazon Titan Text Embeddings model "
+                f"(e.g. {DEFAULT_BEDROCK_MODEL_ID})",
+            )
+        if max_retries < 0:
+            raise ValidationError("max_retries", f"must be >= 0, got {max_retries}")
+        self._model_id = model_id
+        self._dimensions = dimensions
+        self._region = region
+        self._max_retries = max_retries
+        self._sleep = sleep
+        self._client = client
+        self._client_lock = threading.Lock()
+
+    @property
+    def name(self) -> str:
+        return f"bedrock:{self._model_id}"
+
+    @property
+    def dimensions(self) -> int:
+        return self._dimensions
+
+    def embed(self, text: str) -> Embedding:
+        if not text.strip():
+            return Embedding(vector=(0.0,) * self._dimensions, token_count=0)
+        client = self._get_client()
+        body: dict[str, Any] = {"inputText": text}
+        if _is_titan_v2(self._model_id):
+            body["dimensions"] = self._dimensions
+            body["normalize"] = True
+        request = json.dumps(body)
+        try:
+            payload = call_with_retries(
+                lambda: self._invoke(client, request),
+                is_retryable=is_retryable_bedrock_error,
+                max_retries=self._max_retries,
+                sleep=self._sleep,
+            )
+        except Exception as exc:
+            raise self._wrap(exc) from exc
+        return self._parse(payload)
+
+    def embed_batch(self, texts: Sequence[str]) -> list[Embedding]:
+        return [self.embed(text) for text in texts]
+
+    def _invoke(self, client: Any, request: str) -> Any:
+        response = client.invoke_model(
+            modelId=self._model_id,
+            body=request,
+            contentType="application/json",
+            accept="application/json",
+        )
+        # Read inside the retried call: a connection can also drop while streaming the body.
+        return json.loads(response["body"].read())
+
+    def _parse(self, payload: Any) -> Embedding:
+        vector_data = payload.get("embedding") if isinstance(payload, dict) else None
+        if not isinstance(vector_data, list):
+            raise EmbeddingError(f"Bedrock {self._model_id} returned no embedding")
+        vector = tuple(float(x) for x in vector_data)
+        if len(vector) != self._dimensions:
+            raise EmbeddingError(
+                f"Bedrock {self._model_id} returned {len(vector)}-dimensional vectors, "
+                f"expected {self._dimensions}"
+            )
+        tokens = int(payload.get("inputTextTokenCount") or 0)
+        return Embedding(vector=vector, token_count=tokens)
+
+    def _wrap(self, exc: Exception) -> Exception:
+        from botocore.exceptions import (  # lazy (cold start)
+            ClientError,
+            NoCredentialsError,
+        )
+
+        if isinstance(exc, NoCredentialsError):
+            return ConfigurationError(
+                "no AWS credentials for Bedrock: configure a profile, role or AWS_* variables"
+            )
+        what = f"Bedrock InvokeModel ({self._model_id}) failed"
+        if isinstance(exc, ClientError):
+            error = exc.response.get("Error", {})
+            return EmbeddingError(
+                f"{what}: {error.get('Code', 'error')}: {error.get('Message', '')}".rstrip(": ")
+            )
+        return EmbeddingError(f"{what}: {exc}")
+
+    def _get_client(self) -> Any:
+        if self._client is not None:
+            return self._client
+        with self._client_lock:
+            if self._client is None:
+                try:
+                    import boto3  # lazy (cold start)
+                    from botocore.config import Config  # lazy (cold start)
+                    from botocore.exceptions import NoRegionError  # lazy (cold start)
+                except ImportError as exc:
+                    raise ConfigurationError(
+                        "boto3 is not installed: pip install 'knowledge-search[opensearch]' "
+                        "(or pip install boto3)"
+                    ) from exc
+                try:
+                    self._client = boto3.client(
+                        "bedrock-runtime",
+                        region_name=self._region,
+                        # Retried here, with our policy; botocore must not retry as well.
+                        config=Config(retries={"total_max_attempts": 1}),
+                    )
+                except NoRegionError as exc:
+                    raise ConfigurationError(
+                        "no AWS region for Bedrock: set AWS_REGION or pass region="
+                    ) from exc
+            return self._client
+
+    def __repr__(self) -> str:
+        return f"BedrockEmbeddingClient(model_id={self._model_id!r}, dimensions={self._dimensions})"

@@ -1,0 +1,73 @@
+"""Retries with exponential backoff and full jitter, shared by the remote embedding providers.
+
+The providers switch off their SDK's own retries and use this instead, so a request is
+never retried twice over and the policy is the same (and testable) for every provider.
+
+``call_with_retries(operation, is_retryable=...)`` calls ``operation`` until it returns,
+raises an error that ``is_retryable`` rejects, or has failed ``max_retries + 1`` times;
+then the last error is re-raised unchanged (the provider wraps it). Between attempts it
+sleeps ``backoff_delay(attempt)``: a random duration in ``[0, min(max_delay,
+base_delay * 2**attempt)]`` ("full jitter"), or the server's ``Retry-After`` when
+``retry_after`` reports one (capped at ``max_delay``).
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable
+from typing import TypeVar
+
+from knowledge.errors import ValidationError
+
+__all__ = ["DEFAULT_BASE_DELAY", "DEFAULT_MAX_DELAY", "backoff_delay", "call_with_retries"]
+
+T = TypeVar("T")
+
+DEFAULT_BASE_DELAY = 0.5
+DEFAULT_MAX_DELAY = 20.0
+
+
+def backoff_delay(
+    attempt: int,
+    *,
+    base_delay: float = DEFAULT_BASE_DELAY,
+    max_delay: float = DEFAULT_MAX_DELAY,
+    rand: Callable[[], float] = random.random,
+) -> float:
+    """Seconds to wait after failed attempt number ``attempt`` (0-based), with full jitter."""
+    ceiling = min(max_delay, base_delay * (2.0 ** min(attempt, 62)))
+    return ceiling * min(max(rand(), 0.0), 1.0)
+
+
+def call_with_retries(
+    operation: Callable[[], T],
+    *,
+    is_retryable: Callable[[BaseException], bool],
+    max_retries: int = 5,
+    base_delay: float = DEFAULT_BASE_DELAY,
+    max_delay: float = DEFAULT_MAX_DELAY,
+    retry_after: Callable[[BaseException], float | None] | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+    rand: Callable[[], float] = random.random,
+) -> T:
+    """Return ``operation()``, retrying retryable errors up to ``max_retries`` times.
+
+    Only ``Exception`` subclasses are caught; the last error is re-raised as it was.
+    """
+    if max_retries < 0:
+        raise ValidationError("max_retries", f"must be >= 0, got {max_retries}")
+    attempt = 0
+    while True:
+        try:
+            return operation()
+        except Exception as exc:
+            if attempt >= max_retries or not is_retryable(exc):
+                raise
+            delay = backoff_delay(attempt, base_delay=base_delay, max_delay=max_delay, rand=rand)
+            hinted = retry_after(exc) if retry_after is not None else None
+            if hinted is not None and hinted > 0:
+                # The server knows when it will take requests again; trust it, within reason.
+                delay = min(max(delay, hinted), max_delay)
+            sleep(delay)
+            attempt += 1

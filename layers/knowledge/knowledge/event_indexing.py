@@ -1,0 +1,163 @@
+"""Apply document events (``knowledge.events``) to a store, reading objects from their source.
+
+The indexer function calls ``EventIndexer.apply`` for every action of every SQS record.
+The rule is "the bucket is the truth": an event says *which* object changed, and the
+object's current state says *what* to do, so duplicate, late and out-of-order events
+all end with the index matching the bucket.
+
+- ``UPSERT``: the object as it is now is indexed with the event's sequencer as its
+  version (an older version than the indexed one changes nothing: "stale"); an object
+  that no longer exists (deleted before its create event was processed) is removed
+  from the index instead;
+- ``DELETE``: the document is removed, unless an object exists at the key again (it was
+  re-created, or only an old version was deleted): then the index keeps it, since the
+  create event of the current object indexes (or indexed) it;
+- ``IGNORE`` and ``REJECT`` change nothing; a path that does not match the file patterns
+  is ignored.
+
+A document that fails (read, embedding or write error) raises ``DocumentNotIndexedError``
+so that the record is retried; deliberate skips (binary, too large, unchanged, stale)
+are outcomes, not errors.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any, Protocol
+
+from knowledge.errors import KnowledgeError
+from knowledge.events import ActionKind, ObjectAction
+from knowledge.filters import matches_file_patterns
+from knowledge.indexing import REASON_STALE_VERSION, REASON_UNCHANGED
+from knowledge.model import IndexOptions, IndexResult
+from knowledge.scope import KnowledgeScope
+from knowledge.source import SourceDocument
+from knowledge.store import KnowledgeStore
+
+__all__ = [
+    "DocumentNotIndexedError",
+    "EventIndexer",
+    "EventOutcome",
+    "EventStatus",
+    "ObjectLookup",
+]
+
+
+class DocumentNotIndexedError(KnowledgeError):
+    """A document could not be indexed (read, embedding or write failure): retry the event."""
+
+
+class ObjectLookup(Protocol):
+    """What the event path needs from a source (``S3DocumentSource`` provides it)."""
+
+    def get_document(
+        self, scope: KnowledgeScope, path: str, *, version: str | None = None
+    ) -> SourceDocument | None: ...
+
+    def exists(self, scope: KnowledgeScope, path: str) -> bool: ...
+
+
+class EventStatus(StrEnum):
+    """What applying one action did."""
+
+    INDEXED = "indexed"
+    UNCHANGED = "unchanged"
+    STALE = "stale"
+    SKIPPED = "skipped"
+    DELETED = "deleted"
+    NOT_INDEXED = "not_indexed"
+    KEPT = "kept"
+    IGNORED = "ignored"
+    REJECTED = "rejected"
+
+
+@dataclass(frozen=True, slots=True)
+class EventOutcome:
+    """The action, what happened (``status``), why (``detail``) and the store's report."""
+
+    action: ObjectAction
+    status: EventStatus
+    detail: str | None = None
+    result: IndexResult | None = None
+
+    def log_fields(self) -> dict[str, Any]:
+        fields = self.action.log_fields()
+        fields["status"] = self.status.value
+        if self.detail is not None:
+            fields["detail"] = self.detail
+        if self.result is not None:
+            fields["chunks"] = self.result.indexed_chunks
+            fields["embedding_tokens"] = self.result.embedding_tokens
+            fields["duration_ms"] = round(self.result.duration_ms, 1)
+        return fields
+
+
+def _upsert_outcome(action: ObjectAction, result: IndexResult) -> EventOutcome:
+    if result.errors:
+        problems = "; ".join(problem.reason for problem in result.errors)
+        raise DocumentNotIndexedError(f"{action.key}: {problems}")
+    if result.indexed_documents:
+        return EventOutcome(action, EventStatus.INDEXED, result=result)
+    reasons = [problem.reason for problem in result.skipped]
+    detail = "; ".join(reasons) or None
+    if any(reason.startswith(REASON_STALE_VERSION) for reason in reasons):
+        return EventOutcome(action, EventStatus.STALE, detail, result)
+    if reasons == [REASON_UNCHANGED]:
+        return EventOutcome(action, EventStatus.UNCHANGED, detail, result)
+    return EventOutcome(action, EventStatus.SKIPPED, detail, result)
+
+
+class EventIndexer:
+    """Applies object actions to ``store``, reading objects through ``source``.
+
+    ``options.file_patterns`` decide which paths are documents (others are ignored).
+    Holds no state between calls; create one per container and reuse it.
+    """
+
+    def __init__(
+        self, store: KnowledgeStore, source: ObjectLookup, options: IndexOptions | None = None
+    ) -> None:
+        self._store = store
+        self._source = source
+        self._options = options or IndexOptions()
+
+    @property
+    def store(self) -> KnowledgeStore:
+        return self._store
+
+    def apply(self, action: ObjectAction) -> EventOutcome:
+        """Apply one action (module docstring). Raises ``DocumentNotIndexedError`` when a
+        document fails, and whatever the store or source raise when they are unavailable."""
+        if action.kind is ActionKind.REJECT:
+            return EventOutcome(action, EventStatus.REJECTED, action.reason)
+        if action.kind is ActionKind.IGNORE:
+            return EventOutcome(action, EventStatus.IGNORED, action.reason)
+        scope, path = action.scope, action.path
+        if scope is None or path is None:
+            return EventOutcome(action, EventStatus.REJECTED, "the action names no document")
+        if not matches_file_patterns(path, self._options.file_patterns):
+            patterns = ", ".join(self._options.file_patterns)
+            return EventOutcome(
+                action, EventStatus.IGNORED, f"does not match the file patterns ({patterns})"
+            )
+        if action.kind is ActionKind.DELETE:
+            if self._source.exists(scope, path):
+                return EventOutcome(
+                    action, EventStatus.KEPT, "an object exists at the key again; not removed"
+                )
+            return self._delete(action, scope, path, None)
+        document = self._source.get_document(scope, path, version=action.version)
+        if document is None:
+            return self._delete(action, scope, path, "the object no longer exists")
+        return _upsert_outcome(action, self._store.upsert_document(scope, document))
+
+    def _delete(
+        self, action: ObjectAction, scope: KnowledgeScope, path: str, why: str | None
+    ) -> EventOutcome:
+        if self._store.delete_document(scope, path, action.version):
+            return EventOutcome(action, EventStatus.DELETED, why)
+        detail = "not in the index, or a newer version is indexed"
+        return EventOutcome(
+            action, EventStatus.NOT_INDEXED, detail if why is None else f"{why}; {detail}"
+        )

@@ -1,0 +1,256 @@
+"""Score normalisation and hybrid fusion: pure functions shared by every store.
+
+Every function returns scores in [0, 1], higher is better (D8). Lists of ``Fused`` are
+sorted by score descending, ties by key ascending, so equal inputs give equal output
+order on every store. Keys are whatever identifies a chunk (a chunk id, or a
+``(document_path, chunk_index)`` tuple); they must be hashable and mutually orderable.
+Raw scores that are negative or not finite count as 0.
+
+Weighted hybrid (D9, the default), per DESIGN "Score":
+
+1. each side is min-max normalised over its own candidates (``min_max``), because raw
+   BM25 is unbounded and cosine crowds into a narrow band (unrelated texts often score
+   0.5-0.7), so absolute values would not mix;
+2. over the union of both candidate sets (missing side = 0):
+   ``combined = keyword_weight * kw + vector_weight * vec``;
+3. divided by the batch maximum, so the best candidate scores 1.0 and ``min_score``
+   means the same in every mode; a batch maximum of 0 gives no results.
+
+RRF (``fuse_rrf``) is the rank-based alternative: ``sum 1 / (k + rank)``, rescaled so
+the top is 1.0.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Generic, Protocol, TypeVar
+
+from knowledge.errors import ValidationError
+
+__all__ = [
+    "DEFAULT_KEYWORD_WEIGHT",
+    "DEFAULT_RRF_K",
+    "DEFAULT_VECTOR_WEIGHT",
+    "MAX_CANDIDATES",
+    "MIN_CANDIDATES",
+    "Fused",
+    "candidate_count",
+    "cosine_to_unit",
+    "fuse_rrf",
+    "fuse_weighted",
+    "keyword_only",
+    "min_max",
+    "normalize_by_max",
+    "select",
+    "vector_only",
+]
+
+DEFAULT_KEYWORD_WEIGHT = 0.3
+DEFAULT_VECTOR_WEIGHT = 0.7
+DEFAULT_RRF_K = 60
+MIN_CANDIDATES = 20
+MAX_CANDIDATES = 200
+_CANDIDATES_PER_RESULT = 4
+# Differences below this (relative to the largest score) are rounding noise, not ranking.
+_RELATIVE_TOLERANCE = 1e-12
+_MIN_SCORE_TOLERANCE = 1e-12
+
+
+class _Key(Protocol):
+    def __hash__(self) -> int: ...
+
+    def __lt__(self, other: Any, /) -> bool: ...
+
+
+K = TypeVar("K", bound=_Key)
+
+
+@dataclass(frozen=True, slots=True)
+class Fused(Generic[K]):
+    """One ranked candidate: ``score`` in [0, 1] and the per-side scores that made it.
+
+    ``keyword_score`` / ``vector_score`` are ``None`` when that side was not searched,
+    and 0.0 when it was searched but did not return this candidate.
+    """
+
+    key: K
+    score: float
+    keyword_score: float | None = None
+    vector_score: float | None = None
+
+
+def _clean(score: float) -> float:
+    return score if math.isfinite(score) and score > 0.0 else 0.0
+
+
+def _unit(value: float) -> float:
+    return min(1.0, max(0.0, value))
+
+
+def _ranked(items: Iterable[Fused[K]]) -> list[Fused[K]]:
+    return sorted(items, key=lambda item: (-item.score, item.key))
+
+
+def normalize_by_max(scores: Mapping[K, float]) -> dict[K, float]:
+    """Divide every score by the largest, so the best is 1.0 (all 0 stay 0)."""
+    cleaned = {key: _clean(score) for key, score in scores.items()}
+    top = max(cleaned.values(), default=0.0)
+    if top <= 0.0:
+        return dict.fromkeys(cleaned, 0.0)
+    return {key: _unit(score / top) for key, score in cleaned.items()}
+
+
+def min_max(scores: Mapping[K, float]) -> dict[K, float]:
+    """Map the lowest score to 0 and the highest to 1, linearly.
+
+    Defined edge cases: empty -> empty; when all scores are equal (including a single
+    candidate) they are all 1.0 if positive, all 0.0 if 0.
+    """
+    cleaned = {key: _clean(score) for key, score in scores.items()}
+    if not cleaned:
+        return {}
+    high = max(cleaned.values())
+    low = min(cleaned.values())
+    span = high - low
+    if span <= _RELATIVE_TOLERANCE * high:
+        flat = 1.0 if high > 0.0 else 0.0
+        return dict.fromkeys(cleaned, flat)
+    return {key: _unit((score - low) / span) for key, score in cleaned.items()}
+
+
+def cosine_to_unit(cos: float) -> float:
+    """Map cosine similarity [-1, 1] to [0, 1] as ``(1 + cos) / 2``.
+
+    The same as OpenSearch's lucene ``cosinesimil`` score; not finite -> 0.
+    """
+    if not math.isfinite(cos):
+        return 0.0
+    return _unit((1.0 + cos) / 2.0)
+
+
+def _check_weight(field: str, weight: float) -> float:
+    if isinstance(weight, bool) or not isinstance(weight, int | float):
+        raise ValidationError(field, f"must be a number, got {weight!r}")
+    if not math.isfinite(weight) or weight < 0.0:
+        raise ValidationError(field, f"must be a finite number >= 0, got {weight!r}")
+    return float(weight)
+
+
+def fuse_weighted(
+    keyword: Mapping[K, float],
+    vector: Mapping[K, float],
+    keyword_weight: float = DEFAULT_KEYWORD_WEIGHT,
+    vector_weight: float = DEFAULT_VECTOR_WEIGHT,
+) -> list[Fused[K]]:
+    """Weighted linear hybrid of RAW side scores (see the module docstring), best first.
+
+    ``keyword``: raw BM25-class scores (>= 0); ``vector``: unit scores in [0, 1]
+    (``cosine_to_unit``). Both sides count as searched, so a side's score for a candidate
+    it did not return is 0.0, never ``None``. Weights must be >= 0 with a positive sum;
+    they need not sum to 1 (the final division by the maximum makes the scale moot).
+    Returns ``[]`` when the best combined score is 0.
+    """
+    kw_weight = _check_weight("keyword_weight", keyword_weight)
+    vec_weight = _check_weight("vector_weight", vector_weight)
+    if kw_weight + vec_weight <= 0.0:
+        raise ValidationError(
+            "keyword_weight", "keyword_weight + vector_weight must be > 0 (both are 0)"
+        )
+    kw_scores = min_max(keyword)
+    vec_scores = min_max(vector)
+    combined: dict[K, tuple[float, float, float]] = {}
+    for key in {*kw_scores, *vec_scores}:
+        kw = kw_scores.get(key, 0.0)
+        vec = vec_scores.get(key, 0.0)
+        combined[key] = (kw_weight * kw + vec_weight * vec, kw, vec)
+    top = max((value[0] for value in combined.values()), default=0.0)
+    if top <= 0.0:
+        return []
+    return _ranked(
+        Fused(key=key, score=_unit(total / top), keyword_score=kw, vector_score=vec)
+        for key, (total, kw, vec) in combined.items()
+    )
+
+
+def _reciprocal_ranks(ranked: Sequence[K], k: int) -> dict[K, float]:
+    """Per-side RRF term scaled so rank 1 is 1.0: ``(k + 1) / (k + rank)``; first rank wins."""
+    scores: dict[K, float] = {}
+    for rank, key in enumerate(ranked, start=1):
+        if key not in scores:
+            scores[key] = (k + 1) / (k + rank)
+    return scores
+
+
+def fuse_rrf(
+    keyword_ranked: Sequence[K], vector_ranked: Sequence[K], k: int = DEFAULT_RRF_K
+) -> list[Fused[K]]:
+    """Reciprocal rank fusion: ``sum over sides of 1 / (k + rank)`` (rank 1-based), best first.
+
+    Scores are divided by the batch maximum, so the top is 1.0. A key listed twice on one
+    side counts at its best rank. ``keyword_score``/``vector_score`` are the side's term
+    scaled so that rank 1 is 1.0 (0.0 when absent); ``score`` is their sum over its maximum.
+    """
+    if isinstance(k, bool) or not isinstance(k, int) or k < 0:
+        raise ValidationError("k", f"must be an integer >= 0, got {k!r}")
+    kw_scores = _reciprocal_ranks(keyword_ranked, k)
+    vec_scores = _reciprocal_ranks(vector_ranked, k)
+    combined = {
+        key: kw_scores.get(key, 0.0) + vec_scores.get(key, 0.0) for key in {*kw_scores, *vec_scores}
+    }
+    top = max(combined.values(), default=0.0)
+    if top <= 0.0:
+        return []
+    return _ranked(
+        Fused(
+            key=key,
+            score=_unit(total / top),
+            keyword_score=kw_scores.get(key, 0.0),
+            vector_score=vec_scores.get(key, 0.0),
+        )
+        for key, total in combined.items()
+    )
+
+
+def keyword_only(scores: Mapping[K, float]) -> list[Fused[K]]:
+    """Keyword mode: raw scores divided by their maximum (``normalize_by_max``), best first."""
+    return _ranked(
+        Fused(key=key, score=score, keyword_score=score, vector_score=None)
+        for key, score in normalize_by_max(scores).items()
+    )
+
+
+def vector_only(scores: Mapping[K, float]) -> list[Fused[K]]:
+    """Vector mode: unit scores (already in [0, 1], e.g. ``cosine_to_unit``) as given, best first.
+
+    Not rescaled: an absolute similarity is meaningful for ``min_score`` in vector mode.
+    Values outside [0, 1] are clamped.
+    """
+    units = {key: _unit(_clean(score)) for key, score in scores.items()}
+    return _ranked(
+        Fused(key=key, score=unit, keyword_score=None, vector_score=unit)
+        for key, unit in units.items()
+    )
+
+
+def select(fused: Iterable[Fused[K]], min_score: float, max_results: int) -> list[Fused[K]]:
+    """Keep candidates with ``score >= min_score``, best first, at most ``max_results``."""
+    if not math.isfinite(min_score) or not 0.0 <= min_score <= 1.0:
+        raise ValidationError("min_score", f"must be in [0, 1], got {min_score!r}")
+    if isinstance(max_results, bool) or not isinstance(max_results, int) or max_results < 1:
+        raise ValidationError("max_results", f"must be an integer >= 1, got {max_results!r}")
+    # A tolerance so that min_score=0.3 keeps a candidate computed as 0.29999999999999993.
+    kept = [item for item in fused if item.score + _MIN_SCORE_TOLERANCE >= min_score]
+    return _ranked(kept)[:max_results]
+
+
+def candidate_count(max_results: int) -> int:
+    """How many candidates each side fetches for a hybrid search returning ``max_results``.
+
+    ``4 * max_results``, at least 20 and at most 200: enough overlap between the sides
+    for fusion to matter, bounded so a large ``max_results`` cannot make a huge query.
+    """
+    if isinstance(max_results, bool) or not isinstance(max_results, int) or max_results < 1:
+        raise ValidationError("max_results", f"must be an integer >= 1, got {max_results!r}")
+    return min(max(_CANDIDATES_PER_RESULT * max_results, MIN_CANDIDATES), MAX_CANDIDATES)

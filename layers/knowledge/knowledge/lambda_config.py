@@ -1,0 +1,179 @@
+"""Settings of the Lambda functions, from the environment ``template.yaml`` gives them.
+
+The OpenSearch settings are ``OPENSEARCH_*`` variables read by
+``knowledge.stores.opensearch.OpenSearchConfig.from_env``; this module reads the rest:
+
+==============================  ==================================================  ===========
+variable                        meaning                                             default
+==============================  ==================================================  ===========
+``EMBEDDING_PROVIDER``          ``openai`` | ``bedrock`` | ``hashing`` | ``none``   ``none``
+``OPENAI_EMBEDDING_MODEL``      OpenAI model                                        provider's
+``OPENAI_API_KEY_SECRET_ARN``   Secrets Manager secret with the OpenAI key          unset
+``BEDROCK_MODEL_ID``            Bedrock embedding model                             provider's
+``DOCUMENTS_BUCKET``            the documents bucket                                unset
+``INDEX_QUEUE_URL``             the document events queue (reindex requests)        unset
+``FILE_PATTERNS``               comma-separated globs of the documents              ``*.md,*.txt``
+``MAX_DOCUMENTS``               most documents one reindex request queues           1000
+==============================  ==================================================  ===========
+
+The OpenAI key is never an environment variable: the function gets the secret's ARN,
+and the key is read from Secrets Manager when the first embedding is needed
+(``knowledge.secrets``). Building the settings, the embedder or the store does no I/O
+and imports no SDK, so a keyword-only request never loads ``openai``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from knowledge.embedding.base import EmbeddingClient
+from knowledge.errors import ConfigurationError
+from knowledge.model import IndexOptions
+from knowledge.store import KnowledgeStore
+
+__all__ = [
+    "EMBEDDING_PROVIDERS",
+    "OPENAI_KEY_FIELD",
+    "LambdaSettings",
+    "build_embedder",
+    "build_store",
+]
+
+EMBEDDING_PROVIDERS = ("openai", "bedrock", "hashing", "none")
+
+OPENAI_KEY_FIELD = "api_key"
+"""Field holding the key when the secret is a JSON object (otherwise the string is the key)."""
+
+_DEFAULT_OPTIONS = IndexOptions()
+
+
+def _patterns(text: str | None) -> tuple[str, ...]:
+    if text is None:
+        return _DEFAULT_OPTIONS.file_patterns
+    patterns = tuple(p.strip() for p in text.split(",") if p.strip())
+    if not patterns:
+        raise ConfigurationError("FILE_PATTERNS: must name at least one glob, e.g. '*.md,*.txt'")
+    return patterns
+
+
+@dataclass(frozen=True, slots=True)
+class LambdaSettings:
+    """What the functions need besides the OpenSearch settings (module docstring)."""
+
+    embedding_provider: str = "none"
+    openai_model: str | None = None
+    openai_secret_arn: str | None = None
+    bedrock_model_id: str | None = None
+    documents_bucket: str | None = None
+    queue_url: str | None = None
+    file_patterns: tuple[str, ...] = field(default=_DEFAULT_OPTIONS.file_patterns)
+    max_documents: int = _DEFAULT_OPTIONS.max_documents
+
+    def __post_init__(self) -> None:
+        if self.embedding_provider not in EMBEDDING_PROVIDERS:
+            raise ConfigurationError(
+                f"EMBEDDING_PROVIDER: {self.embedding_provider!r} is not one of "
+                f"{', '.join(EMBEDDING_PROVIDERS)}"
+            )
+        if self.embedding_provider == "openai" and not self.openai_secret_arn:
+            raise ConfigurationError(
+                "OPENAI_API_KEY_SECRET_ARN: the openai provider needs the ARN of the Secrets "
+                "Manager secret that holds the API key"
+            )
+        if self.openai_secret_arn is not None and not self.openai_secret_arn.startswith("arn:"):
+            raise ConfigurationError(
+                f"OPENAI_API_KEY_SECRET_ARN: {self.openai_secret_arn!r} is not an ARN"
+            )
+        if self.max_documents < 1:
+            raise ConfigurationError(f"MAX_DOCUMENTS: must be at least 1, got {self.max_documents}")
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> LambdaSettings:
+        """Read the variables of the module docstring (blank counts as unset)."""
+        source = os.environ if env is None else env
+
+        def get(name: str) -> str | None:
+            value = source.get(name)
+            return value.strip() if value is not None and value.strip() else None
+
+        max_documents = get("MAX_DOCUMENTS")
+        try:
+            limit = int(max_documents) if max_documents is not None else None
+        except ValueError:
+            raise ConfigurationError(
+                f"MAX_DOCUMENTS: {max_documents!r} is not an integer"
+            ) from None
+        return cls(
+            embedding_provider=(get("EMBEDDING_PROVIDER") or "none").lower(),
+            openai_model=get("OPENAI_EMBEDDING_MODEL"),
+            openai_secret_arn=get("OPENAI_API_KEY_SECRET_ARN"),
+            bedrock_model_id=get("BEDROCK_MODEL_ID"),
+            documents_bucket=get("DOCUMENTS_BUCKET"),
+            queue_url=get("INDEX_QUEUE_URL"),
+            file_patterns=_patterns(get("FILE_PATTERNS")),
+            max_documents=_DEFAULT_OPTIONS.max_documents if limit is None else limit,
+        )
+
+    @property
+    def index_options(self) -> IndexOptions:
+        return IndexOptions(file_patterns=self.file_patterns, max_documents=self.max_documents)
+
+    def require_bucket(self) -> str:
+        if not self.documents_bucket:
+            raise ConfigurationError("DOCUMENTS_BUCKET: the documents bucket is not configured")
+        return self.documents_bucket
+
+    def require_queue_url(self) -> str:
+        if not self.queue_url:
+            raise ConfigurationError("INDEX_QUEUE_URL: the document events queue is not configured")
+        return self.queue_url
+
+
+def build_embedder(
+    settings: LambdaSettings, *, secrets_client: Any | None = None
+) -> EmbeddingClient | None:
+    """The configured embedding client, or ``None`` for ``none`` (keyword only).
+
+    No I/O and no SDK import: the OpenAI key is read from Secrets Manager, and the SDKs
+    are imported, when the first text is embedded.
+    """
+    from knowledge.embedding import create_embedder  # providers load on demand
+
+    provider = settings.embedding_provider
+    if provider == "none":
+        return None
+    options: dict[str, Any] = {}
+    if provider == "openai":
+        from knowledge.secrets import secret_reader
+
+        assert settings.openai_secret_arn is not None  # checked in __post_init__
+        options["api_key"] = secret_reader(
+            settings.openai_secret_arn, field=OPENAI_KEY_FIELD, client=secrets_client
+        )
+        if settings.openai_model:
+            options["model"] = settings.openai_model
+    elif provider == "bedrock" and settings.bedrock_model_id:
+        options["model_id"] = settings.bedrock_model_id
+    return create_embedder(provider, **options)
+
+
+def build_store(
+    settings: LambdaSettings,
+    *,
+    env: Mapping[str, str] | None = None,
+    embedder: EmbeddingClient | None = None,
+) -> KnowledgeStore:
+    """The OpenSearch store of the deployment (``OPENSEARCH_*`` from ``env``), with the
+    configured embedder (or ``embedder``). Construction does no I/O."""
+    from knowledge.stores.opensearch import (  # only when a store is needed
+        OpenSearchConfig,
+        OpenSearchKnowledgeStore,
+    )
+
+    config = OpenSearchConfig.from_env(env)
+    return OpenSearchKnowledgeStore(
+        config, embedder=embedder if embedder is not None else build_embedder(settings)
+    )

@@ -1,0 +1,262 @@
+"""Documents in an S3 bucket laid out as ``<agent>/<context>/<path>``: the deployed source.
+
+``S3DocumentSource(bucket)`` serves both ways documents are indexed in AWS, so they
+share one path:
+
+- ``documents(scope, options)`` lists the scope's prefix (paginated), like
+  ``knowledge.sources.local.BucketFolderSource`` lists a folder: sorted by path,
+  ``options.file_patterns`` and ``options.recursive`` applied, hidden files (a segment
+  starting with ``.``) and folder placeholders left out, and each document's sidecar
+  ``<path>.metadata.json`` read into its ``metadata`` (an invalid sidecar is listed in
+  ``Listing.errors`` and its document is indexed without metadata);
+- ``get_document(scope, path)`` looks one document up for an event: ``None`` when the
+  object does not exist (any more), which the indexer turns into a delete;
+- ``object_keys(scope)`` lists every document key of the scope, for ``POST .../reindex``.
+
+Bytes are read only by ``SourceDocument.read()``. ``boto3`` is imported when the first
+client is created, not at import. A missing object is ``None`` (or ``NotFoundError``
+from ``read()``); access problems (403, missing bucket) are ``ConfigurationError`` naming
+the permission; other S3 errors propagate, so the caller retries them.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from knowledge.errors import ConfigurationError, NotFoundError, ValidationError
+from knowledge.filters import matches_file_patterns
+from knowledge.model import FileProblem, IndexOptions
+from knowledge.scope import KnowledgeScope
+from knowledge.source import SIDECAR_SUFFIX, SourceDocument
+from knowledge.sources import Listing, MetadataValue, parse_metadata_sidecar
+
+__all__ = ["S3DocumentSource", "S3Object"]
+
+logger = logging.getLogger(__name__)
+
+_NOT_FOUND_CODES = frozenset({"404", "NoSuchKey", "NotFound"})
+_ACCESS_CODES = frozenset(
+    {"403", "AccessDenied", "AllAccessDisabled", "NoSuchBucket", "InvalidAccessKeyId"}
+)
+
+
+@dataclass(frozen=True, slots=True)
+class S3Object:
+    """One listed object: its full key, its scope-relative path and size."""
+
+    key: str
+    path: str
+    size: int
+
+
+def _error_code(exc: BaseException) -> str | None:
+    response = getattr(exc, "response", None)
+    if not isinstance(response, dict):
+        return None
+    code = response.get("Error", {}).get("Code")
+    return str(code) if code is not None else None
+
+
+def _is_hidden_or_invalid(path: str) -> str | None:
+    segments = path.split("/")
+    if any(segment.startswith(".") for segment in segments if segment):
+        return "hidden"
+    if any(segment == "" for segment in segments):
+        return "empty path segment"
+    return None
+
+
+class S3DocumentSource:
+    """The documents of a bucket whose keys are ``<agent>/<context>/<path>``.
+
+    ``client`` is an S3 client (default: a boto3 client created on first use). The
+    source never writes to the bucket.
+    """
+
+    def __init__(self, bucket: str, client: Any | None = None) -> None:
+        if not isinstance(bucket, str) or not bucket.strip():
+            raise ConfigurationError("documents bucket: must be a bucket name (DOCUMENTS_BUCKET)")
+        self._bucket = bucket.strip()
+        self._client = client
+
+    @property
+    def bucket(self) -> str:
+        return self._bucket
+
+    @property
+    def client(self) -> Any:
+        if self._client is None:
+            import boto3  # only when S3 is first used
+
+            self._client = boto3.client("s3")
+        return self._client
+
+    @staticmethod
+    def prefix(scope: KnowledgeScope) -> str:
+        """The key prefix of the scope: ``<agent>/<context>/``."""
+        return scope.key + "/"
+
+    def _access_error(self, exc: BaseException, what: str) -> ConfigurationError:
+        code = _error_code(exc)
+        return ConfigurationError(
+            f"s3://{self._bucket}: cannot {what} ({code}); the function needs s3:ListBucket on "
+            "the bucket and s3:GetObject on its objects"
+        )
+
+    # --- listing ----------------------------------------------------------------------------
+
+    def _list(self, scope: KnowledgeScope, *, recursive: bool = True) -> Iterator[S3Object]:
+        prefix = self.prefix(scope)
+        arguments: dict[str, Any] = {"Bucket": self._bucket, "Prefix": prefix}
+        if not recursive:
+            arguments["Delimiter"] = "/"
+        try:
+            for page in self.client.get_paginator("list_objects_v2").paginate(**arguments):
+                for item in page.get("Contents", ()):
+                    key = item["Key"]
+                    yield S3Object(key=key, path=key[len(prefix) :], size=int(item.get("Size", 0)))
+        except Exception as exc:
+            if _error_code(exc) in _ACCESS_CODES:
+                raise self._access_error(exc, f"list {prefix}") from exc
+            raise
+
+    def object_keys(self, scope: KnowledgeScope) -> Iterator[S3Object]:
+        """Every document object of the scope (no folder placeholders, hidden files or
+        sidecars), in the bucket's order. Patterns are not applied."""
+        for item in self._list(scope):
+            if not item.path or item.path.endswith(SIDECAR_SUFFIX):
+                continue
+            if _is_hidden_or_invalid(item.path) is not None:
+                continue
+            yield item
+
+    def documents(self, scope: KnowledgeScope, options: IndexOptions) -> Listing[SourceDocument]:
+        """The scope's documents that match ``options``, sorted by path (module docstring)."""
+
+        def produce(listing: Listing[SourceDocument]) -> Iterator[SourceDocument]:
+            found: dict[str, S3Object] = {}
+            for item in self._list(scope, recursive=options.recursive):
+                if not item.path or item.path.endswith("/"):
+                    continue
+                problem = _is_hidden_or_invalid(item.path)
+                if problem == "hidden":
+                    continue
+                if problem is not None:
+                    listing.skipped.append(
+                        FileProblem(item.key, f"not a valid document key ({problem})")
+                    )
+                    continue
+                found[item.path] = item
+            for path in sorted(found):
+                if path.endswith(SIDECAR_SUFFIX):
+                    continue
+                if not matches_file_patterns(path, options.file_patterns):
+                    continue
+                item = found[path]
+                metadata: dict[str, MetadataValue] = {}
+                if path + SIDECAR_SUFFIX in found:
+                    try:
+                        metadata = self._sidecar(found[path + SIDECAR_SUFFIX].key) or {}
+                    except ValidationError as exc:
+                        listing.errors.append(
+                            FileProblem(
+                                path,
+                                f"invalid metadata sidecar ({exc}); "
+                                "the document is indexed without it",
+                            )
+                        )
+                yield self._document(item.key, path, item.size, metadata, version=None)
+
+        return Listing(produce)
+
+    # --- one document -----------------------------------------------------------------------
+
+    def get_document(
+        self, scope: KnowledgeScope, path: str, *, version: str | None = None
+    ) -> SourceDocument | None:
+        """The document at ``path`` as it is now, or ``None`` if the object does not exist
+        (deleted, or a delete marker is its latest version).
+
+        ``version`` becomes ``SourceDocument.version`` (the event's sequencer). An invalid
+        sidecar is logged and the document is returned without metadata: the document
+        itself is fine, and retrying would not fix the sidecar.
+        """
+        key = self.prefix(scope) + path
+        head = self._head(key)
+        if head is None:
+            return None
+        metadata: dict[str, MetadataValue] = {}
+        try:
+            metadata = self._sidecar(key + SIDECAR_SUFFIX) or {}
+        except ValidationError as exc:
+            logger.warning(
+                "invalid metadata sidecar; indexing the document without it",
+                extra={"key": key + SIDECAR_SUFFIX, "reason": str(exc)},
+            )
+        return self._document(key, path, int(head.get("ContentLength", 0)), metadata, version)
+
+    def exists(self, scope: KnowledgeScope, path: str) -> bool:
+        """True if the object at ``path`` exists now (its latest version is not a delete)."""
+        return self._head(self.prefix(scope) + path) is not None
+
+    def _head(self, key: str) -> dict[str, Any] | None:
+        try:
+            response: dict[str, Any] = self.client.head_object(Bucket=self._bucket, Key=key)
+        except Exception as exc:
+            code = _error_code(exc)
+            if code in _NOT_FOUND_CODES:
+                return None
+            if code in _ACCESS_CODES:
+                raise self._access_error(exc, f"read {key}") from exc
+            raise
+        return response
+
+    def _get(self, key: str) -> bytes | None:
+        try:
+            response = self.client.get_object(Bucket=self._bucket, Key=key)
+        except Exception as exc:
+            code = _error_code(exc)
+            if code in _NOT_FOUND_CODES:
+                return None
+            if code in _ACCESS_CODES:
+                raise self._access_error(exc, f"read {key}") from exc
+            raise
+        body = response["Body"]
+        try:
+            data: bytes = body.read()
+        finally:
+            body.close()
+        return data
+
+    def _sidecar(self, key: str) -> dict[str, MetadataValue] | None:
+        data = self._get(key)
+        return None if data is None else parse_metadata_sidecar(data)
+
+    def _reader(self, key: str) -> Callable[[], bytes]:
+        def read() -> bytes:
+            data = self._get(key)
+            if data is None:
+                raise NotFoundError(f"s3://{self._bucket}/{key} no longer exists")
+            return data
+
+        return read
+
+    def _document(
+        self,
+        key: str,
+        path: str,
+        size: int,
+        metadata: dict[str, MetadataValue],
+        version: str | None,
+    ) -> SourceDocument:
+        return SourceDocument(
+            path=path,
+            size=size,
+            read=self._reader(key),
+            version=version,
+            metadata=metadata,
+            source_key=key,
+        )

@@ -1,0 +1,13 @@
+"""Index backends. Each module implements ``knowledge.store.KnowledgeStore`` whole (D4).
+
+- ``memory``: in-memory TF-IDF keyword store, no dependencies (the seed's default);
+- ``embedded``: persistent local store with keyword, vector and hybrid search;
+- ``opensearch``: Amazon OpenSearch Service or a local node.
+
+Backends are imported from their modules, never from here, so that importing one does
+not import the others' dependencies.
+"""
+
+from __future__ import annotations
+
+__all__: list[str] = []

@@ -1,0 +1,352 @@
+"""In-memory keyword store: an inverted index with TF-IDF scoring (seed section 5).
+
+No dependencies and no persistence: the default for tests and embedding-free use.
+Keyword mode only; asking for vector or hybrid raises ``UnsupportedModeError``.
+
+Concurrency. Each scope's index is an immutable snapshot (documents, chunks, postings).
+A write session builds its changes on the side and, on commit, publishes a new snapshot
+by swapping one reference, so a search (which reads the reference once) sees either
+all of a session's writes or none, and never waits for indexing. Write sessions on the
+same scope are serialised (a second one waits for the first to finish); on different
+scopes they run in parallel. Nothing published is ever mutated.
+
+Scoring: ``sum over distinct query terms of (1 + ln tf) * ln(1 + N / df)``, with ``N``
+and ``df`` counted over the chunks being searched (every snapshot of the agent with
+``cross_context``); candidates filtered by file patterns and metadata first, then
+divided by their maximum (``fusion.keyword_only``), then ``min_score``, sort and
+``max_results`` (the rule in ``knowledge.filters``).
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from types import TracebackType
+
+from knowledge.chunking import DocumentChunker, MarkdownSectionChunker
+from knowledge.errors import StoreError, UnsupportedModeError
+from knowledge.filters import matches_file_patterns, matches_metadata
+from knowledge.fusion import keyword_only, select
+from knowledge.indexing import Indexer, IndexingStoreMixin
+from knowledge.model import (
+    DocumentChunk,
+    FileProblem,
+    IndexState,
+    IndexStatus,
+    SearchMode,
+    SearchQuery,
+    SearchResult,
+)
+from knowledge.scope import KnowledgeScope
+from knowledge.store import DocumentHeader, EmbeddedChunk, StoredDocument
+from knowledge.text import tokenize
+
+__all__ = ["MemoryKnowledgeStore"]
+
+# (document path, chunk index, scope key): unique across the snapshots of one agent, and
+# ordered so that equal scores rank by path, then position (fusion breaks ties by key).
+_ChunkKey = tuple[str, int, str]
+
+_MODES = frozenset({SearchMode.KEYWORD})
+
+
+@dataclass(frozen=True, slots=True)
+class _ChunkRecord:
+    key: _ChunkKey
+    chunk: DocumentChunk
+    term_counts: Mapping[str, int]
+
+
+@dataclass(frozen=True, slots=True)
+class _DocumentRecord:
+    stored: StoredDocument
+    chunks: tuple[_ChunkRecord, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class _Snapshot:
+    """One scope's index. Its dicts are never mutated once the snapshot is published."""
+
+    scope: KnowledgeScope
+    documents: Mapping[str, _DocumentRecord]
+    chunks: Mapping[_ChunkKey, _ChunkRecord]
+    postings: Mapping[str, Mapping[_ChunkKey, int]]  # term -> chunk -> term frequency
+    last_indexed_at: datetime | None
+
+
+def _empty(scope: KnowledgeScope) -> _Snapshot:
+    return _Snapshot(scope, {}, {}, {}, None)
+
+
+def _apply(
+    base: _Snapshot, changes: Mapping[str, _DocumentRecord | None], at: datetime
+) -> _Snapshot:
+    """A new snapshot: ``base`` with each changed path replaced (``None``: removed).
+
+    Copies the outer dicts and only the posting lists of the terms that change.
+    """
+    documents = dict(base.documents)
+    chunks = dict(base.chunks)
+    owned: dict[str, dict[_ChunkKey, int]] = {}
+
+    def own(term: str) -> dict[_ChunkKey, int]:
+        if term not in owned:
+            owned[term] = dict(base.postings.get(term, {}))
+        return owned[term]
+
+    for path, new in changes.items():
+        old = documents.pop(path, None)
+        if old is not None:
+            for record in old.chunks:
+                del chunks[record.key]
+                for term in record.term_counts:
+                    del own(term)[record.key]
+        if new is not None:
+            documents[path] = new
+            for record in new.chunks:
+                chunks[record.key] = record
+                for term, count in record.term_counts.items():
+                    own(term)[record.key] = count
+    postings = dict(base.postings)
+    for term, posting in owned.items():
+        if posting:
+            postings[term] = posting
+        else:
+            postings.pop(term, None)
+    return _Snapshot(base.scope, documents, chunks, postings, at)
+
+
+class _MemoryWriteSession:
+    """Collects one scope's writes; ``__exit__`` publishes them (or drops them on error)."""
+
+    def __init__(self, store: MemoryKnowledgeStore, scope: KnowledgeScope, replace: bool) -> None:
+        self._store = store
+        self._scope = scope
+        self._replace = replace
+        self._changes: dict[str, _DocumentRecord | None] = {}
+        self._base: _Snapshot | None = None
+        self._done = False
+
+    @property
+    def failures(self) -> Sequence[FileProblem]:
+        return ()
+
+    def __enter__(self) -> _MemoryWriteSession:
+        if self._base is not None or self._done:
+            raise StoreError("a memory write session can be entered only once")
+        self._base = self._store._begin(self._scope, self._replace)
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        base = self._require_open()
+        self._done = True
+        snapshot = None if exc_type is not None else _apply(base, self._changes, _now())
+        self._store._end(self._scope, snapshot)
+
+    def _require_open(self) -> _Snapshot:
+        if self._base is None or self._done:
+            raise StoreError("memory write session used outside its 'with' block")
+        return self._base
+
+    def _current(self, path: str) -> _DocumentRecord | None:
+        if path in self._changes:
+            return self._changes[path]
+        return self._require_open().documents.get(path)
+
+    def put_document(self, header: DocumentHeader, chunks: Iterable[EmbeddedChunk]) -> int:
+        self._require_open()
+        key = self._scope.key
+        # Built in full before anything changes: if the stream fails, the session is untouched.
+        records = tuple(
+            _ChunkRecord(
+                key=(header.path, item.chunk.chunk_index, key),
+                chunk=item.chunk,
+                term_counts=dict(Counter(tokenize(item.chunk.content))),
+            )
+            for item in chunks
+        )
+        stored = StoredDocument(header.path, header.content_hash, header.version, len(records))
+        self._changes[header.path] = _DocumentRecord(stored, records)
+        return len(records)
+
+    def delete_document(self, path: str) -> bool:
+        if self._current(path) is None:
+            return False
+        self._changes[path] = None
+        return True
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+class MemoryKnowledgeStore(IndexingStoreMixin):
+    """Keyword-only ``KnowledgeStore`` held in memory (module docstring).
+
+    ``chunker`` defaults to ``MarkdownSectionChunker()``. Everything is lost on
+    ``close()`` or when the process ends.
+    """
+
+    def __init__(self, chunker: DocumentChunker | None = None) -> None:
+        self._indexer = Indexer(chunker or MarkdownSectionChunker(), None)
+        self._lock = threading.Lock()
+        self._snapshots: dict[str, _Snapshot] = {}
+        self._writers: dict[str, threading.Lock] = {}
+        self._open_sessions: Counter[str] = Counter()
+        self._closed = False
+
+    @property
+    def name(self) -> str:
+        return "memory"
+
+    @property
+    def supported_modes(self) -> frozenset[SearchMode]:
+        return _MODES
+
+    @property
+    def default_mode(self) -> SearchMode:
+        return SearchMode.KEYWORD
+
+    # --- IndexWriter -----------------------------------------------------------------------
+
+    def _snapshot(self, scope: KnowledgeScope) -> _Snapshot | None:
+        with self._lock:
+            self._check_open()
+            return self._snapshots.get(scope.key)
+
+    def stored_documents(self, scope: KnowledgeScope) -> dict[str, StoredDocument]:
+        snapshot = self._snapshot(scope)
+        if snapshot is None:
+            return {}
+        return {path: record.stored for path, record in snapshot.documents.items()}
+
+    def stored_document(self, scope: KnowledgeScope, path: str) -> StoredDocument | None:
+        snapshot = self._snapshot(scope)
+        record = None if snapshot is None else snapshot.documents.get(path)
+        return None if record is None else record.stored
+
+    def write_session(
+        self, scope: KnowledgeScope, *, replace_scope: bool = False
+    ) -> _MemoryWriteSession:
+        """A batch of writes to ``scope``, published atomically when its ``with`` block ends
+        without an exception; ``replace_scope`` starts from an empty scope."""
+        return _MemoryWriteSession(self, scope, replace_scope)
+
+    def _begin(self, scope: KnowledgeScope, replace: bool) -> _Snapshot:
+        with self._lock:
+            self._check_open()
+            writer = self._writers.setdefault(scope.key, threading.Lock())
+            self._open_sessions[scope.key] += 1
+        # Outside the store lock: waiting for another writer of this scope blocks nobody else.
+        writer.acquire()
+        with self._lock:
+            current = self._snapshots.get(scope.key)
+        return _empty(scope) if replace or current is None else current
+
+    def _end(self, scope: KnowledgeScope, snapshot: _Snapshot | None) -> None:
+        with self._lock:
+            if snapshot is not None and not self._closed:
+                self._snapshots[scope.key] = snapshot
+            self._open_sessions[scope.key] -= 1
+            if self._open_sessions[scope.key] <= 0:
+                del self._open_sessions[scope.key]
+            writer = self._writers[scope.key]
+        writer.release()
+
+    # --- search and status -----------------------------------------------------------------
+
+    def search(self, scope: KnowledgeScope, query: SearchQuery) -> list[SearchResult]:
+        """TF-IDF keyword search in the scope (or the agent's every context with
+        ``cross_context``). Only keyword mode; no match is ``[]``."""
+        mode = query.mode or SearchMode.KEYWORD
+        if mode not in _MODES:
+            raise UnsupportedModeError(mode.value, self.name, SearchMode.KEYWORD.value)
+        with self._lock:
+            self._check_open()
+            if query.cross_context:
+                snapshots = [s for s in self._snapshots.values() if s.scope.agent == scope.agent]
+            else:
+                one = self._snapshots.get(scope.key)
+                snapshots = [] if one is None else [one]
+        terms = set(tokenize(query.text))
+        if not terms or not snapshots:
+            return []
+        total_chunks = sum(len(s.chunks) for s in snapshots)
+        frequencies = {t: sum(len(s.postings.get(t, ())) for s in snapshots) for t in terms}
+        scores: dict[_ChunkKey, float] = {}
+        records: dict[_ChunkKey, _ChunkRecord] = {}
+        rejected: set[_ChunkKey] = set()
+        for snapshot in snapshots:
+            for term in terms:
+                posting = snapshot.postings.get(term)
+                if not posting:
+                    continue
+                idf = math.log(1.0 + total_chunks / frequencies[term])
+                for key, count in posting.items():
+                    if key in rejected:
+                        continue
+                    if key not in records:
+                        record = snapshot.chunks[key]
+                        if not self._wanted(record.chunk, query):
+                            rejected.add(key)
+                            continue
+                        records[key] = record
+                    scores[key] = scores.get(key, 0.0) + (1.0 + math.log(count)) * idf
+        ranked = select(keyword_only(scores), query.min_score, query.max_results)
+        return [
+            SearchResult(
+                document_path=records[item.key].chunk.document_path,
+                chunk_index=records[item.key].chunk.chunk_index,
+                content=records[item.key].chunk.content,
+                score=item.score,
+                keyword_score=item.keyword_score,
+                vector_score=None,
+                metadata=records[item.key].chunk.metadata,
+            )
+            for item in ranked
+        ]
+
+    @staticmethod
+    def _wanted(chunk: DocumentChunk, query: SearchQuery) -> bool:
+        return matches_file_patterns(chunk.document_path, query.file_patterns) and (
+            matches_metadata(chunk.metadata, query.metadata)
+        )
+
+    def status(self, scope: KnowledgeScope) -> IndexStatus:
+        """Counts of the published snapshot; ``INDEXING`` while a write session is open."""
+        with self._lock:
+            self._check_open()
+            snapshot = self._snapshots.get(scope.key)
+            indexing = self._open_sessions[scope.key] > 0
+        documents = 0 if snapshot is None else len(snapshot.documents)
+        chunks = 0 if snapshot is None else len(snapshot.chunks)
+        if indexing:
+            state = IndexState.INDEXING
+        else:
+            state = IndexState.READY if documents else IndexState.EMPTY
+        return IndexStatus(
+            document_count=documents,
+            chunk_count=chunks,
+            last_indexed_at=None if snapshot is None else snapshot.last_indexed_at,
+            state=state,
+        )
+
+    def close(self) -> None:
+        """Drop every index. Idempotent; the chunker is not closed. Later calls raise
+        ``StoreError``."""
+        with self._lock:
+            self._closed = True
+            self._snapshots.clear()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StoreError("the memory store is closed")

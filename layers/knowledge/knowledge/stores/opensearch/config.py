@@ -1,0 +1,329 @@
+"""Settings of the OpenSearch store, from parameters or from the environment.
+
+``OpenSearchConfig`` is an immutable value: building one validates it and does no
+I/O (no network, no AWS calls). Secrets are never read here: a basic-auth password
+kept in AWS Secrets Manager is named by its ARN and read when the client is first
+created (``knowledge.stores.opensearch.client``).
+
+Environment (``OpenSearchConfig.from_env``):
+
+=================================  =====================================================
+``OPENSEARCH_URL``                 endpoint, ``https://host[:port]`` (required)
+``OPENSEARCH_INDEX``               index name (default ``knowledge``)
+``OPENSEARCH_AUTH``                ``none`` | ``basic`` | ``sigv4`` (default: ``sigv4`` for
+                                   ``*.amazonaws.com`` endpoints, else ``none``)
+``OPENSEARCH_SERVICE``             ``es`` (managed domain) | ``aoss`` (Serverless); default
+                                   from the host name (``*.aoss.amazonaws.com`` is ``aoss``)
+``AWS_REGION``                     SigV4 region (then ``AWS_DEFAULT_REGION``)
+``OPENSEARCH_USERNAME``            basic-auth user
+``OPENSEARCH_PASSWORD_SECRET_ARN`` Secrets Manager secret holding the password (plain, or
+                                   JSON with ``password`` and optionally ``username``)
+``OPENSEARCH_PASSWORD``            plain password: accepted for loopback endpoints only
+``OPENSEARCH_DEFAULT_MODE``        ``keyword`` (default) | ``vector`` | ``hybrid``
+``OPENSEARCH_KEYWORD_WEIGHT``      hybrid keyword weight (default 0.3)
+``OPENSEARCH_VECTOR_WEIGHT``       hybrid vector weight (default 0.7)
+``OPENSEARCH_VECTOR_DIMENSIONS``   vector dimension (default: the embedder's)
+``OPENSEARCH_VECTOR_ENGINE``       ``lucene`` | ``faiss`` (default ``lucene``; ``faiss`` on aoss)
+``OPENSEARCH_TIMEOUT``             seconds per request (default 10)
+``OPENSEARCH_MAX_RETRIES``         retries on 429/5xx/connection errors (default 3)
+``OPENSEARCH_MSEARCH``             ``true`` (default) sends hybrid's two searches in one
+                                   ``_msearch``; ``false`` sends them one after the other
+=================================  =====================================================
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import math
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields, replace
+from typing import Any
+from urllib.parse import urlsplit
+
+from knowledge.errors import ConfigurationError
+from knowledge.model import SearchMode
+
+__all__ = [
+    "AUTH_MODES",
+    "DEFAULT_INDEX_NAME",
+    "SERVICES",
+    "VECTOR_ENGINES",
+    "OpenSearchConfig",
+    "is_loopback_url",
+]
+
+AUTH_MODES = ("none", "basic", "sigv4")
+SERVICES = ("es", "aoss")
+VECTOR_ENGINES = ("lucene", "faiss")
+DEFAULT_INDEX_NAME = "knowledge"
+
+_INDEX_NAME = re.compile(r"[a-z0-9][a-z0-9._-]{0,254}")
+_MAX_VECTOR_DIMENSIONS = 16_000
+_TRUE = ("1", "true", "yes", "on")
+_FALSE = ("0", "false", "no", "off")
+
+
+def is_loopback_url(url: str) -> bool:
+    """True if ``url`` points at this machine (``localhost``, ``127.0.0.0/8``, ``::1``)."""
+    host = urlsplit(url).hostname or ""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _default_service(url: str) -> str:
+    host = urlsplit(url).hostname or ""
+    return "aoss" if host.endswith(".aoss.amazonaws.com") else "es"
+
+
+def _default_auth(url: str) -> str:
+    host = urlsplit(url).hostname or ""
+    return "sigv4" if host.endswith(".amazonaws.com") else "none"
+
+
+@dataclass(frozen=True, slots=True)
+class OpenSearchConfig:
+    """Connection, index and search settings of one OpenSearch store.
+
+    ``auth`` is ``none`` (a local node), ``basic`` (``username`` with ``password``, or
+    ``password_secret_arn``) or ``sigv4`` (AWS credentials of the process, signed for
+    ``service`` ``es`` or ``aoss`` in ``region``). ``service="aoss"`` also switches the
+    store to what OpenSearch Serverless allows (see the package README).
+    ``vector_dimensions=None`` takes the embedder's dimension. ``client_ids=None``
+    means deterministic chunk ids except on ``aoss`` (vector collections refuse them).
+    Raises ``ConfigurationError`` naming the setting that is wrong.
+    """
+
+    url: str
+    index_name: str = DEFAULT_INDEX_NAME
+    auth: str = "none"
+    service: str = "es"
+    region: str | None = None
+    username: str | None = None
+    password: str | None = field(default=None, repr=False)
+    password_secret_arn: str | None = None
+    default_mode: SearchMode = SearchMode.KEYWORD
+    keyword_weight: float = 0.3
+    vector_weight: float = 0.7
+    vector_dimensions: int | None = None
+    vector_engine: str | None = None
+    timeout: float = 10.0
+    max_retries: int = 3
+    retry_initial_backoff: float = 0.5
+    retry_max_backoff: float = 8.0
+    bulk_max_chunk_bytes: int = 5 * 1024 * 1024
+    bulk_chunk_size: int = 500
+    use_msearch: bool = True
+    client_ids: bool | None = None
+    verify_certs: bool = True
+    number_of_shards: int | None = None
+    number_of_replicas: int | None = None
+
+    def __post_init__(self) -> None:
+        url = self.url.strip().rstrip("/") if isinstance(self.url, str) else ""
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ConfigurationError(
+                f"opensearch url: {self.url!r} is not an http(s) URL like https://host:443"
+            )
+        if parts.path not in ("", "/") or parts.query or parts.fragment:
+            raise ConfigurationError(
+                f"opensearch url: {self.url!r} must be just scheme://host[:port], "
+                "without a path or query"
+            )
+        if parts.username or parts.password:
+            raise ConfigurationError(
+                "opensearch url: must not carry credentials; use auth='basic' with a "
+                "username and a password secret"
+            )
+        try:
+            _ = parts.port
+        except ValueError:
+            raise ConfigurationError(f"opensearch url: {self.url!r} has an invalid port") from None
+        object.__setattr__(self, "url", url)
+
+        if not isinstance(self.index_name, str) or not _INDEX_NAME.fullmatch(self.index_name):
+            raise ConfigurationError(
+                f"opensearch index: {self.index_name!r} must be 1-255 lowercase letters, "
+                "digits, '.', '_' or '-', starting with a letter or digit"
+            )
+        if self.auth not in AUTH_MODES:
+            raise ConfigurationError(
+                f"opensearch auth: {self.auth!r} is not one of {', '.join(AUTH_MODES)}"
+            )
+        if self.service not in SERVICES:
+            raise ConfigurationError(
+                f"opensearch service: {self.service!r} is not one of {', '.join(SERVICES)} "
+                "(es: managed domain, aoss: Serverless)"
+            )
+        if self.service == "aoss" and self.auth != "sigv4":
+            raise ConfigurationError(
+                "opensearch auth: OpenSearch Serverless (service 'aoss') only accepts "
+                "SigV4-signed requests; set auth='sigv4'"
+            )
+        if self.auth == "sigv4" and not self.region:
+            raise ConfigurationError(
+                "opensearch region: SigV4 signing needs a region; set AWS_REGION "
+                "(Lambda sets it) or pass region="
+            )
+        if self.auth == "basic":
+            if not self.username and not self.password_secret_arn:
+                raise ConfigurationError(
+                    "opensearch username: basic auth needs a username "
+                    "(or a password secret whose JSON has one)"
+                )
+            if self.password is None and not self.password_secret_arn:
+                raise ConfigurationError(
+                    "opensearch password: basic auth needs a password secret "
+                    "(OPENSEARCH_PASSWORD_SECRET_ARN) or, for a local node, a password"
+                )
+        if self.password_secret_arn is not None and not self.password_secret_arn.startswith("arn:"):
+            raise ConfigurationError(
+                f"opensearch password secret: {self.password_secret_arn!r} is not an ARN "
+                "(arn:aws:secretsmanager:<region>:<account>:secret:<name>)"
+            )
+
+        mode: object = self.default_mode
+        try:
+            object.__setattr__(self, "default_mode", SearchMode.parse(mode))
+        except ValueError as exc:
+            raise ConfigurationError(f"opensearch default mode: {exc}") from None
+        for name in ("keyword_weight", "vector_weight"):
+            value = getattr(self, name)
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, int | float)
+                or not math.isfinite(value)
+                or value < 0
+            ):
+                raise ConfigurationError(f"opensearch {name}: must be a number >= 0, got {value!r}")
+        if self.keyword_weight + self.vector_weight <= 0:
+            raise ConfigurationError("opensearch hybrid weights: at least one must be above 0")
+        if self.vector_dimensions is not None and (
+            isinstance(self.vector_dimensions, bool)
+            or not isinstance(self.vector_dimensions, int)
+            or not 1 <= self.vector_dimensions <= _MAX_VECTOR_DIMENSIONS
+        ):
+            raise ConfigurationError(
+                f"opensearch vector dimensions: must be an integer in 1..{_MAX_VECTOR_DIMENSIONS}, "
+                f"got {self.vector_dimensions!r}"
+            )
+        if self.vector_engine is None:
+            object.__setattr__(
+                self, "vector_engine", "faiss" if self.service == "aoss" else "lucene"
+            )
+        elif self.vector_engine not in VECTOR_ENGINES:
+            raise ConfigurationError(
+                f"opensearch vector engine: {self.vector_engine!r} is not one of "
+                f"{', '.join(VECTOR_ENGINES)} (both filter inside the knn clause)"
+            )
+        for name in ("timeout", "retry_initial_backoff", "retry_max_backoff"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+                raise ConfigurationError(f"opensearch {name}: must be a number > 0, got {value!r}")
+        positive_ints = {
+            "max_retries": 0,
+            "bulk_max_chunk_bytes": 1024,
+            "bulk_chunk_size": 1,
+        }
+        for name, minimum in positive_ints.items():
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+                raise ConfigurationError(
+                    f"opensearch {name}: must be an integer >= {minimum}, got {value!r}"
+                )
+        if self.client_ids is None:
+            object.__setattr__(self, "client_ids", self.service != "aoss")
+        for name in ("number_of_shards", "number_of_replicas"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+                raise ConfigurationError(f"opensearch {name}: must be an integer, got {value!r}")
+
+    @property
+    def serverless(self) -> bool:
+        """True for Amazon OpenSearch Serverless (``service='aoss'``)."""
+        return self.service == "aoss"
+
+    def with_overrides(self, **changes: Any) -> OpenSearchConfig:
+        """A copy with some settings changed (validated again)."""
+        return replace(self, **changes)
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> OpenSearchConfig:
+        """Build from ``OPENSEARCH_*`` / ``AWS_REGION`` variables; ``overrides`` win.
+
+        A plain ``OPENSEARCH_PASSWORD`` is refused unless the endpoint is on loopback:
+        in AWS the password must come from Secrets Manager, never from the environment
+        of a function (where it shows in the console and in the template).
+        """
+        source = os.environ if env is None else env
+
+        def get(name: str) -> str | None:
+            value = source.get(name)
+            return value.strip() if value is not None and value.strip() else None
+
+        known = {f.name for f in fields(cls)}
+        unknown = set(overrides) - known
+        if unknown:
+            raise ConfigurationError(f"opensearch: unknown settings {sorted(unknown)}")
+        values: dict[str, Any] = {}
+        url = overrides.get("url") or get("OPENSEARCH_URL")
+        if not url:
+            raise ConfigurationError(
+                "opensearch url: set OPENSEARCH_URL (or --opensearch-url) to the endpoint"
+            )
+        values["url"] = url
+        values["service"] = get("OPENSEARCH_SERVICE") or _default_service(url)
+        values["auth"] = get("OPENSEARCH_AUTH") or _default_auth(url)
+        region = get("AWS_REGION") or get("AWS_DEFAULT_REGION")
+        if region:
+            values["region"] = region
+        text_settings = {
+            "index_name": "OPENSEARCH_INDEX",
+            "username": "OPENSEARCH_USERNAME",
+            "password_secret_arn": "OPENSEARCH_PASSWORD_SECRET_ARN",
+            "default_mode": "OPENSEARCH_DEFAULT_MODE",
+            "vector_engine": "OPENSEARCH_VECTOR_ENGINE",
+        }
+        for key, var in text_settings.items():
+            value = get(var)
+            if value is not None:
+                values[key] = value
+        number_settings: dict[str, tuple[str, type]] = {
+            "keyword_weight": ("OPENSEARCH_KEYWORD_WEIGHT", float),
+            "vector_weight": ("OPENSEARCH_VECTOR_WEIGHT", float),
+            "timeout": ("OPENSEARCH_TIMEOUT", float),
+            "vector_dimensions": ("OPENSEARCH_VECTOR_DIMENSIONS", int),
+            "max_retries": ("OPENSEARCH_MAX_RETRIES", int),
+        }
+        for key, (var, kind) in number_settings.items():
+            value = get(var)
+            if value is not None:
+                try:
+                    values[key] = kind(value)
+                except ValueError:
+                    raise ConfigurationError(
+                        f"{var}: {value!r} is not a valid {kind.__name__}"
+                    ) from None
+        msearch = get("OPENSEARCH_MSEARCH")
+        if msearch is not None:
+            if msearch.lower() not in _TRUE + _FALSE:
+                raise ConfigurationError(f"OPENSEARCH_MSEARCH: {msearch!r} is not true or false")
+            values["use_msearch"] = msearch.lower() in _TRUE
+        values.update(overrides)
+
+        plain_password = get("OPENSEARCH_PASSWORD")
+        if plain_password is not None and "password" not in overrides:
+            if not is_loopback_url(str(values["url"])):
+                raise ConfigurationError(
+                    "OPENSEARCH_PASSWORD: a plain password in the environment is only "
+                    "accepted for a local node (localhost); for a remote endpoint put it in "
+                    "AWS Secrets Manager and set OPENSEARCH_PASSWORD_SECRET_ARN"
+                )
+            values["password"] = plain_password
+        return cls(**values)

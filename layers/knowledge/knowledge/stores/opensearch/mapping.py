@@ -1,0 +1,330 @@
+"""The index layout: field names, the index body, chunk documents, and mapping checks.
+
+One shared index holds every scope (D11). It holds two kinds of records (``record``):
+
+- ``chunk``: one per chunk, searchable; it carries its scope (``agent``, ``context`` as
+  ``keyword``) and the facts of its whole document (path, base name, content hash,
+  version, indexed time);
+- ``document``: one per document, written *after* all its chunks (a commit record): the
+  document's facts and its chunk count, and no text or vector, so no search matches it.
+  A document with no chunks (an empty file) exists only as this record.
+
+So ``stored_documents`` and ``status`` are answered from the index alone, and a document
+whose chunks do not agree with its record (a write that died half-way) is detectable.
+
+Text is analysed twice: ``content`` with the standard analyzer (BM25 on words) and
+``content.cjk`` with standard tokenizer + ``cjk_width`` + ``lowercase`` + ``cjk_bigram``
+(analysis-common), so a Korean compound written without spaces ("배포실패") shares
+bigrams with the same words written apart ("배포 실패").
+
+The vector field is ``knn_vector`` with an explicit method (HNSW, cosine similarity) on
+an engine that filters inside the knn clause (``lucene``; ``faiss`` on Serverless).
+The index's ``_meta`` records the embedding model, so a different provider or dimension
+is refused (``EmbeddingMismatchError``) instead of silently mixing vectors.
+"""
+
+from __future__ import annotations
+
+import math
+import posixpath
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from knowledge.errors import EmbeddingMismatchError
+from knowledge.model import DocumentChunk
+from knowledge.scope import KnowledgeScope
+from knowledge.store import DocumentHeader
+
+__all__ = [
+    "AGENT",
+    "CHUNK_COUNT",
+    "CHUNK_INDEX",
+    "CJK_ANALYZER",
+    "CONTENT",
+    "CONTENT_CJK",
+    "CONTENT_HASH",
+    "CONTEXT",
+    "DOCUMENT_ID",
+    "DOCUMENT_NAME",
+    "DOCUMENT_PATH",
+    "EMBEDDING",
+    "INDEXED_AT",
+    "METADATA",
+    "META_KEY",
+    "RECORD",
+    "RECORD_CHUNK",
+    "RECORD_DOCUMENT",
+    "SCHEMA_VERSION",
+    "SOURCE_FIELDS",
+    "VERSION",
+    "IndexLayout",
+    "check_layout",
+    "chunk_document",
+    "document_record",
+    "index_body",
+    "is_zero_vector",
+    "layout_of",
+]
+
+AGENT = "agent"
+CONTEXT = "context"
+DOCUMENT_ID = "document_id"
+DOCUMENT_PATH = "document_path"
+DOCUMENT_NAME = "document_name"
+CHUNK_INDEX = "chunk_index"
+CHUNK_COUNT = "chunk_count"
+CONTENT = "content"
+CONTENT_CJK = "content.cjk"
+EMBEDDING = "embedding"
+CONTENT_HASH = "content_hash"
+VERSION = "version"
+INDEXED_AT = "indexed_at"
+METADATA = "metadata"
+RECORD = "record"
+RECORD_CHUNK = "chunk"
+RECORD_DOCUMENT = "document"
+
+CJK_ANALYZER = "knowledge_cjk"
+META_KEY = "knowledge"
+SCHEMA_VERSION = 1
+
+SOURCE_FIELDS: tuple[str, ...] = (
+    AGENT,
+    CONTEXT,
+    DOCUMENT_PATH,
+    CHUNK_INDEX,
+    CONTENT,
+    METADATA,
+)
+"""What a search hit returns (never the vector: it is large and not part of a result)."""
+
+# User metadata is matched exactly: every scalar under ``metadata`` becomes a keyword
+# (numbers and booleans by their JSON spelling), so one term filter works for all.
+_METADATA_TEMPLATES: list[dict[str, Any]] = [
+    {
+        f"metadata_{kind}_as_keyword": {
+            "path_match": f"{METADATA}.*",
+            "match_mapping_type": kind,
+            "mapping": {"type": "keyword", "ignore_above": 2048},
+        }
+    }
+    for kind in ("string", "long", "double", "boolean")
+]
+
+
+@dataclass(frozen=True, slots=True)
+class IndexLayout:
+    """What an existing index was built with, read back from its mapping."""
+
+    vector_dimensions: int | None
+    embedding_model: str | None
+    vector_engine: str | None
+    space_type: str | None
+
+
+def index_body(
+    *,
+    vector_dimensions: int | None,
+    embedding_model: str | None,
+    vector_engine: str = "lucene",
+    serverless: bool = False,
+    number_of_shards: int | None = None,
+    number_of_replicas: int | None = None,
+) -> dict[str, Any]:
+    """The ``PUT <index>`` body. No vector field when ``vector_dimensions`` is None.
+
+    Serverless manages shards and replicas itself, so they are never sent there.
+    """
+    index_settings: dict[str, Any] = {"knn": True}
+    if not serverless:
+        if number_of_shards is not None:
+            index_settings["number_of_shards"] = number_of_shards
+        if number_of_replicas is not None:
+            index_settings["number_of_replicas"] = number_of_replicas
+    properties: dict[str, Any] = {
+        RECORD: {"type": "keyword"},
+        AGENT: {"type": "keyword"},
+        CONTEXT: {"type": "keyword"},
+        DOCUMENT_ID: {"type": "keyword"},
+        DOCUMENT_PATH: {"type": "keyword"},
+        DOCUMENT_NAME: {"type": "keyword"},
+        CHUNK_INDEX: {"type": "integer"},
+        CHUNK_COUNT: {"type": "integer"},
+        CONTENT: {
+            "type": "text",
+            "analyzer": "standard",
+            "fields": {"cjk": {"type": "text", "analyzer": CJK_ANALYZER}},
+        },
+        CONTENT_HASH: {"type": "keyword"},
+        VERSION: {"type": "keyword"},
+        INDEXED_AT: {"type": "date"},
+        METADATA: {"type": "object", "dynamic": True},
+    }
+    if vector_dimensions is not None:
+        properties[EMBEDDING] = {
+            "type": "knn_vector",
+            "dimension": vector_dimensions,
+            "method": {"name": "hnsw", "engine": vector_engine, "space_type": "cosinesimil"},
+        }
+    meta: dict[str, Any] = {"schema_version": SCHEMA_VERSION}
+    if vector_dimensions is not None:
+        meta["embedding_model"] = embedding_model
+        meta["embedding_dimensions"] = vector_dimensions
+    return {
+        "settings": {
+            "index": index_settings,
+            "analysis": {
+                "analyzer": {
+                    CJK_ANALYZER: {
+                        "type": "custom",
+                        "tokenizer": "standard",
+                        "filter": ["cjk_width", "lowercase", "cjk_bigram"],
+                    }
+                }
+            },
+        },
+        "mappings": {
+            # Unknown top-level fields are a bug here, not data to guess a type for.
+            "dynamic": "strict",
+            "_meta": {META_KEY: meta},
+            "dynamic_templates": _METADATA_TEMPLATES,
+            "properties": properties,
+        },
+    }
+
+
+def layout_of(mapping_response: Mapping[str, Any], index_name: str) -> IndexLayout:
+    """Read an ``IndexLayout`` from a ``GET <index>/_mapping`` response.
+
+    The response is keyed by the concrete index name (which differs when
+    ``index_name`` is an alias), so the single entry is taken whatever its key.
+    """
+    entry = mapping_response.get(index_name)
+    if entry is None and len(mapping_response) == 1:
+        entry = next(iter(mapping_response.values()))
+    mappings: Mapping[str, Any] = (entry or {}).get("mappings", {})
+    vector = mappings.get("properties", {}).get(EMBEDDING)
+    meta = mappings.get("_meta", {}).get(META_KEY, {})
+    if not isinstance(vector, Mapping):
+        return IndexLayout(None, meta.get("embedding_model"), None, None)
+    method = vector.get("method", {})
+    dimension = vector.get("dimension")
+    return IndexLayout(
+        vector_dimensions=int(dimension) if dimension is not None else None,
+        embedding_model=meta.get("embedding_model"),
+        vector_engine=method.get("engine"),
+        space_type=method.get("space_type"),
+    )
+
+
+def check_layout(
+    layout: IndexLayout,
+    index_name: str,
+    *,
+    vector_dimensions: int | None,
+    embedding_model: str | None,
+) -> None:
+    """Raise ``EmbeddingMismatchError`` if the index cannot hold this store's vectors.
+
+    A keyword-only store (``vector_dimensions=None``) may use any index for reading;
+    whether it may write to a vector index is decided by the caller (see
+    ``check_writable``).
+    """
+    if vector_dimensions is None:
+        return
+    if layout.vector_dimensions is None:
+        raise EmbeddingMismatchError(
+            f"index '{index_name}' has no vector field (it was created without an embedder); "
+            f"the embedder '{embedding_model}' cannot add {vector_dimensions}-dimension vectors "
+            "to it: use another index name or reindex into a fresh index"
+        )
+    if layout.vector_dimensions != vector_dimensions:
+        raise EmbeddingMismatchError(
+            f"index '{index_name}' stores {layout.vector_dimensions}-dimension vectors"
+            + (f" from '{layout.embedding_model}'" if layout.embedding_model else "")
+            + f", but the embedder '{embedding_model}' produces {vector_dimensions}: "
+            "use the same embedder, another index name, or reindex into a fresh index"
+        )
+    if layout.embedding_model and embedding_model and layout.embedding_model != embedding_model:
+        raise EmbeddingMismatchError(
+            f"index '{index_name}' was built with the embedder '{layout.embedding_model}', "
+            f"not '{embedding_model}' (same dimension, different vectors): use the same "
+            "embedder, another index name, or reindex into a fresh index"
+        )
+    if layout.space_type is not None and layout.space_type != "cosinesimil":
+        raise EmbeddingMismatchError(
+            f"index '{index_name}' compares vectors with '{layout.space_type}', not "
+            "'cosinesimil': scores would not be in [0, 1]; use another index name"
+        )
+
+
+def is_zero_vector(vector: Sequence[float]) -> bool:
+    """A vector with no direction (an embedding of text without terms).
+
+    Cosine similarity is undefined for it and the k-NN plugin rejects it, so such a
+    chunk is stored without a vector and such a query has no vector side.
+    """
+    return not any(math.isfinite(x) and x != 0.0 for x in vector)
+
+
+def _document_facts(scope: KnowledgeScope, header: DocumentHeader) -> dict[str, Any]:
+    indexed_at = header.indexed_at
+    if indexed_at.tzinfo is None:
+        indexed_at = indexed_at.replace(tzinfo=UTC)
+    return {
+        AGENT: scope.agent,
+        CONTEXT: scope.context,
+        DOCUMENT_ID: header.document_id,
+        DOCUMENT_PATH: header.path,
+        DOCUMENT_NAME: posixpath.basename(header.path),
+        CONTENT_HASH: header.content_hash,
+        VERSION: header.version,
+        INDEXED_AT: indexed_at.astimezone(UTC).isoformat(),
+    }
+
+
+def chunk_document(
+    scope: KnowledgeScope,
+    header: DocumentHeader,
+    chunk: DocumentChunk,
+    *,
+    vector: Sequence[float] | None,
+) -> dict[str, Any]:
+    """The ``_source`` of one chunk: scope, document facts, content, metadata, vector.
+
+    A zero vector is left out (see ``is_zero_vector``): the chunk is then found by
+    keyword search only.
+    """
+    metadata: dict[str, Any] = {**dict(header.metadata), **dict(chunk.metadata)}
+    source: dict[str, Any] = {
+        RECORD: RECORD_CHUNK,
+        **_document_facts(scope, header),
+        CHUNK_INDEX: chunk.chunk_index,
+        CONTENT: chunk.content,
+        METADATA: _json_safe(metadata),
+    }
+    if vector is not None and not is_zero_vector(vector):
+        source[EMBEDDING] = [float(x) for x in vector]
+    return source
+
+
+def document_record(
+    scope: KnowledgeScope, header: DocumentHeader, *, chunk_count: int
+) -> dict[str, Any]:
+    """The ``_source`` of a document's commit record (no content, no vector)."""
+    return {RECORD: RECORD_DOCUMENT, **_document_facts(scope, header), CHUNK_COUNT: chunk_count}
+
+
+def _json_safe(value: Any) -> Any:
+    """Metadata as JSON: tuples become lists, datetimes ISO strings, other objects strings."""
+    if isinstance(value, Mapping):
+        return {str(k): _json_safe(v) for k, v in value.items()}
+    if isinstance(value, list | tuple | set | frozenset):
+        return [_json_safe(v) for v in value]
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if value is None or isinstance(value, str | int | float | bool):
+        return value
+    return str(value)

@@ -1,0 +1,515 @@
+"""Request bodies and response readers for the OpenSearch store: pure functions, no I/O.
+
+Every search carries the scope as ``term`` filters (agent and context; agent only with
+``cross_context``) plus the query's file patterns and metadata, and the vector search
+carries them *inside* the ``knn`` clause, so the engine filters while it walks the HNSW
+graph and a small scope still gets ``k`` neighbours (lucene/faiss efficient filtering).
+
+File patterns follow ``knowledge.filters.matches_file_patterns``: a glob matches the whole
+path or the base name, ``*`` also crosses ``/``, case-sensitive. A glob becomes a
+``wildcard`` query (``*``/``?`` only) or a ``regexp`` query (with ``[...]`` classes) on
+``document_path`` and on ``document_name``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from knowledge.scope import KnowledgeScope
+from knowledge.store import StoredDocument
+from knowledge.stores.opensearch.mapping import (
+    AGENT,
+    CHUNK_COUNT,
+    CHUNK_INDEX,
+    CONTENT,
+    CONTENT_CJK,
+    CONTENT_HASH,
+    CONTEXT,
+    DOCUMENT_ID,
+    DOCUMENT_NAME,
+    DOCUMENT_PATH,
+    EMBEDDING,
+    INDEXED_AT,
+    METADATA,
+    RECORD,
+    RECORD_CHUNK,
+    RECORD_DOCUMENT,
+    SOURCE_FIELDS,
+    VERSION,
+)
+
+__all__ = [
+    "INCOMPLETE_HASH",
+    "MATCH_NOTHING",
+    "Hit",
+    "ScopeStats",
+    "bulk_delete_action",
+    "bulk_index_action",
+    "document_filters",
+    "document_ids_page_body",
+    "file_pattern_filter",
+    "glob_to_regexp",
+    "glob_to_wildcard",
+    "keyword_search_body",
+    "metadata_filters",
+    "msearch_body",
+    "parse_hits",
+    "parse_scope_stats",
+    "parse_stored_document",
+    "parse_stored_documents",
+    "query_filters",
+    "scope_filters",
+    "scope_query",
+    "scope_stats_body",
+    "stale_chunks_query",
+    "stored_document_body",
+    "stored_documents_body",
+    "vector_search_body",
+]
+
+MATCH_NOTHING: dict[str, Any] = {"bool": {"must_not": [{"match_all": {}}]}}
+"""A filter no document passes (file patterns that cannot match anything)."""
+
+INCOMPLETE_HASH = ""
+"""``content_hash`` reported for a document whose stored records are not one complete
+write (chunks without the document record, or not as many as it declares): it never
+equals a real hash, so the indexer writes the document again."""
+
+# Cardinality is exact below this threshold (the maximum OpenSearch accepts).
+_CARDINALITY_PRECISION = 40_000
+
+
+# --- filters --------------------------------------------------------------------------
+
+
+def scope_filters(scope: KnowledgeScope, *, cross_context: bool = False) -> list[dict[str, Any]]:
+    """``term`` filters for the scope: agent and context, or agent only (never neither)."""
+    filters: list[dict[str, Any]] = [{"term": {AGENT: scope.agent}}]
+    if not cross_context:
+        filters.append({"term": {CONTEXT: scope.context}})
+    return filters
+
+
+def glob_to_wildcard(pattern: str) -> str | None:
+    """The ``wildcard`` query value for a glob of only ``*``/``?``/literals, else None.
+
+    ``*`` and ``?`` mean the same in both; a literal backslash is escaped.
+    """
+    parts = _glob_parts(pattern)
+    if parts is None or any(kind == "class" for kind, _ in parts):
+        return None
+    out: list[str] = []
+    for kind, text in parts:
+        if kind == "star":
+            out.append("*")
+        elif kind == "any":
+            out.append("?")
+        else:
+            out.append(text.replace("\\", "\\\\").replace("*", "\\*").replace("?", "\\?"))
+    return "".join(out)
+
+
+def glob_to_regexp(pattern: str) -> str | None:
+    """The Lucene ``regexp`` for a glob (``fnmatch`` syntax), or None if it matches nothing.
+
+    ``[abc]``, ``[a-z]`` and ``[!abc]`` become Lucene character classes; every other
+    non-alphanumeric character is escaped, so regexp operators are literal.
+    """
+    parts = _glob_parts(pattern)
+    if parts is None:
+        return None
+    out: list[str] = []
+    for kind, text in parts:
+        if kind == "star":
+            out.append(".*")
+        elif kind == "any":
+            out.append(".")
+        elif kind == "class":
+            out.append(text)
+        else:
+            out.append("".join(ch if ch.isalnum() else "\\" + ch for ch in text))
+    return "".join(out)
+
+
+def _class_char(ch: str) -> str:
+    return "\\" + ch if ch in "\\]^-[" else ch
+
+
+def _glob_parts(pattern: str) -> list[tuple[str, str]] | None:
+    """Split a glob like ``fnmatch.translate`` does: star, any, literal, class.
+
+    Returns None when the glob can never match (an empty character class).
+    """
+    parts: list[tuple[str, str]] = []
+    i, n = 0, len(pattern)
+    while i < n:
+        c = pattern[i]
+        i += 1
+        if c == "*":
+            if not parts or parts[-1][0] != "star":
+                parts.append(("star", ""))
+        elif c == "?":
+            parts.append(("any", ""))
+        elif c == "[":
+            j = i
+            if j < n and pattern[j] == "!":
+                j += 1
+            if j < n and pattern[j] == "]":
+                j += 1
+            while j < n and pattern[j] != "]":
+                j += 1
+            if j >= n:
+                parts.append(("literal", "["))
+                continue
+            stuff = pattern[i:j]
+            i = j + 1
+            negate = stuff.startswith("!")
+            if negate:
+                stuff = stuff[1:]
+            items: list[str] = []
+            k = 0
+            while k < len(stuff):
+                if k + 2 < len(stuff) and stuff[k + 1] == "-":
+                    lo, hi = stuff[k], stuff[k + 2]
+                    if lo <= hi:
+                        items.append(f"{_class_char(lo)}-{_class_char(hi)}")
+                    k += 3
+                else:
+                    items.append(_class_char(stuff[k]))
+                    k += 1
+            if not items:
+                if not negate:
+                    return None
+                parts.append(("any", ""))
+            else:
+                parts.append(("class", "[" + ("^" if negate else "") + "".join(items) + "]"))
+        elif parts and parts[-1][0] == "literal":
+            parts[-1] = ("literal", parts[-1][1] + c)
+        else:
+            parts.append(("literal", c))
+    return parts
+
+
+def _pattern_clauses(pattern: str) -> list[dict[str, Any]]:
+    wildcard = glob_to_wildcard(pattern)
+    if wildcard is not None:
+        return [
+            {"wildcard": {DOCUMENT_PATH: {"value": wildcard}}},
+            {"wildcard": {DOCUMENT_NAME: {"value": wildcard}}},
+        ]
+    regexp = glob_to_regexp(pattern)
+    if regexp is None:
+        return []
+    return [
+        {"regexp": {DOCUMENT_PATH: {"value": regexp, "flags": "NONE"}}},
+        {"regexp": {DOCUMENT_NAME: {"value": regexp, "flags": "NONE"}}},
+    ]
+
+
+def file_pattern_filter(patterns: Sequence[str]) -> dict[str, Any] | None:
+    """One filter for the globs (any may match, on the path or the base name); None if none."""
+    if not patterns:
+        return None
+    should = [clause for p in patterns for clause in _pattern_clauses(p)]
+    if not should:
+        return MATCH_NOTHING
+    return {"bool": {"should": should, "minimum_should_match": 1}}
+
+
+def metadata_filters(metadata: Mapping[str, str]) -> list[dict[str, Any]]:
+    """Exact-match ``term`` filters on ``metadata.<key>`` (sorted by key, for stable bodies).
+
+    Metadata scalars are indexed as keywords (numbers and booleans by their JSON
+    spelling) and a list matches if it contains the value, as
+    ``knowledge.filters.matches_metadata`` defines.
+    """
+    return [{"term": {f"{METADATA}.{key}": metadata[key]}} for key in sorted(metadata)]
+
+
+def query_filters(
+    scope: KnowledgeScope,
+    *,
+    cross_context: bool = False,
+    file_patterns: Sequence[str] = (),
+    metadata: Mapping[str, str] | None = None,
+) -> list[dict[str, Any]]:
+    """Every filter of a search: scope, then file patterns, then metadata."""
+    filters = scope_filters(scope, cross_context=cross_context)
+    patterns = file_pattern_filter(file_patterns)
+    if patterns is not None:
+        filters.append(patterns)
+    filters.extend(metadata_filters(metadata or {}))
+    return filters
+
+
+# --- searches -------------------------------------------------------------------------
+
+
+def _source() -> dict[str, Any]:
+    return {"includes": list(SOURCE_FIELDS)}
+
+
+def keyword_search_body(
+    text: str, filters: Sequence[Mapping[str, Any]], size: int
+) -> dict[str, Any]:
+    """BM25 on ``content`` and on its CJK-bigram sub-field, inside the filters.
+
+    The two ``match`` clauses are a ``should`` (at least one must match), so a chunk
+    matches on words *or* on CJK bigrams, and one that matches both ranks higher.
+    """
+    return {
+        "size": size,
+        "track_total_hits": False,
+        "_source": _source(),
+        "query": {
+            "bool": {
+                "filter": list(filters),
+                "should": [
+                    {"match": {CONTENT: {"query": text}}},
+                    {"match": {CONTENT_CJK: {"query": text}}},
+                ],
+                "minimum_should_match": 1,
+            }
+        },
+    }
+
+
+def vector_search_body(
+    vector: Sequence[float], filters: Sequence[Mapping[str, Any]], k: int
+) -> dict[str, Any]:
+    """k-NN on ``embedding`` with the filters *inside* the knn clause (efficient filtering)."""
+    return {
+        "size": k,
+        "track_total_hits": False,
+        "_source": _source(),
+        "query": {
+            "knn": {
+                EMBEDDING: {
+                    "vector": [float(x) for x in vector],
+                    "k": k,
+                    "filter": {"bool": {"filter": list(filters)}},
+                }
+            }
+        },
+    }
+
+
+def msearch_body(index: str, bodies: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """``_msearch`` lines: a header naming the index, then the search, for each body."""
+    lines: list[dict[str, Any]] = []
+    for body in bodies:
+        lines.append({"index": index})
+        lines.append(dict(body))
+    return lines
+
+
+@dataclass(frozen=True, slots=True)
+class Hit:
+    """One search hit: its id (unique in the index), raw engine score and stored fields."""
+
+    id: str
+    score: float
+    source: Mapping[str, Any]
+
+
+def parse_hits(response: Mapping[str, Any]) -> list[Hit]:
+    """The hits of a ``_search`` response (or of one ``_msearch`` response), in order."""
+    hits = response.get("hits", {}).get("hits", [])
+    return [
+        Hit(id=str(h["_id"]), score=float(h.get("_score") or 0.0), source=h.get("_source", {}))
+        for h in hits
+    ]
+
+
+# --- index facts ----------------------------------------------------------------------
+
+
+def scope_query(scope: KnowledgeScope) -> dict[str, Any]:
+    """Every chunk of exactly this scope (for ``_delete_by_query`` and counts)."""
+    return {"bool": {"filter": scope_filters(scope)}}
+
+
+def document_filters(scope: KnowledgeScope, path: str) -> list[dict[str, Any]]:
+    """Every chunk of one document of the scope."""
+    return [*scope_filters(scope), {"term": {DOCUMENT_PATH: path}}]
+
+
+def stale_chunks_query(scope: KnowledgeScope, document_id: str, chunk_count: int) -> dict[str, Any]:
+    """Chunks of a document left over from a longer previous version (index >= count);
+    with ``chunk_count=0``, every chunk of the document (not its record)."""
+    return {
+        "bool": {
+            "filter": [
+                *scope_filters(scope),
+                {"term": {RECORD: RECORD_CHUNK}},
+                {"term": {DOCUMENT_ID: document_id}},
+                {"range": {CHUNK_INDEX: {"gte": chunk_count}}},
+            ]
+        }
+    }
+
+
+def document_ids_page_body(
+    query: Mapping[str, Any], size: int, search_after: Sequence[Any] | None = None
+) -> dict[str, Any]:
+    """One page of matching chunk ids (no source), for deleting where there is no
+    ``_delete_by_query`` (Serverless). Sorted on indexed fields, paged by ``search_after``."""
+    body: dict[str, Any] = {
+        "size": size,
+        "_source": False,
+        "track_total_hits": False,
+        "query": dict(query),
+        "sort": [{DOCUMENT_ID: "asc"}, {CHUNK_INDEX: "asc"}, {INDEXED_AT: "asc"}],
+    }
+    if search_after is not None:
+        body["search_after"] = list(search_after)
+    return body
+
+
+def scope_stats_body(scope: KnowledgeScope) -> dict[str, Any]:
+    """Chunk count, distinct documents (chunks or records) and the last indexed time."""
+    return {
+        "size": 0,
+        "track_total_hits": False,
+        "query": scope_query(scope),
+        "aggs": {
+            "chunks": {"filter": {"term": {RECORD: RECORD_CHUNK}}},
+            "documents": {
+                "cardinality": {
+                    "field": DOCUMENT_ID,
+                    "precision_threshold": _CARDINALITY_PRECISION,
+                }
+            },
+            "last_indexed": {"max": {"field": INDEXED_AT}},
+        },
+    }
+
+
+@dataclass(frozen=True, slots=True)
+class ScopeStats:
+    document_count: int
+    chunk_count: int
+    last_indexed_at: datetime | None
+
+
+def parse_scope_stats(response: Mapping[str, Any]) -> ScopeStats:
+    aggs = response.get("aggregations", {})
+    chunks = int(aggs.get("chunks", {}).get("doc_count") or 0)
+    documents = int(aggs.get("documents", {}).get("value") or 0)
+    last = aggs.get("last_indexed", {})
+    last_text = last.get("value_as_string")
+    last_ms = last.get("value")
+    last_at: datetime | None = None
+    if documents and last_text:
+        last_at = datetime.fromisoformat(str(last_text).replace("Z", "+00:00"))
+    elif documents and last_ms is not None:
+        last_at = datetime.fromtimestamp(float(last_ms) / 1000.0, tz=UTC)
+    return ScopeStats(document_count=documents, chunk_count=chunks, last_indexed_at=last_at)
+
+
+def _document_aggs() -> dict[str, Any]:
+    return {
+        "record": {
+            "filter": {"term": {RECORD: RECORD_DOCUMENT}},
+            "aggs": {
+                "latest": {
+                    "top_hits": {
+                        "size": 1,
+                        "sort": [{INDEXED_AT: "desc"}],
+                        "_source": {"includes": [CONTENT_HASH, VERSION, CHUNK_COUNT]},
+                    }
+                }
+            },
+        },
+        "chunks": {"filter": {"term": {RECORD: RECORD_CHUNK}}},
+    }
+
+
+def stored_documents_body(
+    scope: KnowledgeScope, page_size: int, after: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """One page of a composite aggregation over the scope's documents (by path): the
+    document record's facts and the number of chunks actually stored."""
+    composite: dict[str, Any] = {
+        "size": page_size,
+        "sources": [{"path": {"terms": {"field": DOCUMENT_PATH}}}],
+    }
+    if after is not None:
+        composite["after"] = dict(after)
+    return {
+        "size": 0,
+        "track_total_hits": False,
+        "query": scope_query(scope),
+        "aggs": {"documents": {"composite": composite, "aggs": _document_aggs()}},
+    }
+
+
+def stored_document_body(scope: KnowledgeScope, path: str) -> dict[str, Any]:
+    """The same facts as ``stored_documents_body`` for one document."""
+    return {
+        "size": 0,
+        "track_total_hits": False,
+        "query": {"bool": {"filter": document_filters(scope, path)}},
+        "aggs": _document_aggs(),
+    }
+
+
+def _stored(path: str, aggs: Mapping[str, Any]) -> StoredDocument | None:
+    record = aggs.get("record", {})
+    chunks = int(aggs.get("chunks", {}).get("doc_count") or 0)
+    top = record.get("latest", {}).get("hits", {}).get("hits", [])
+    if not top and not chunks:
+        return None
+    source: Mapping[str, Any] = top[0].get("_source", {}) if top else {}
+    declared = source.get(CHUNK_COUNT)
+    complete = (
+        int(record.get("doc_count") or 0) == 1 and isinstance(declared, int) and declared == chunks
+    )
+    # Chunks without their record, two records, or a count that does not match: a write
+    # that did not finish. Reported with a hash nothing equals, so it is written again.
+    content_hash = str(source.get(CONTENT_HASH) or "") if complete else INCOMPLETE_HASH
+    version = source.get(VERSION)
+    return StoredDocument(
+        path=path,
+        content_hash=content_hash,
+        version=None if version is None else str(version),
+        chunk_count=chunks,
+    )
+
+
+def parse_stored_documents(
+    response: Mapping[str, Any],
+) -> tuple[dict[str, StoredDocument], dict[str, Any] | None]:
+    """The documents of one composite page and the ``after`` key of the next (None: done)."""
+    agg = response.get("aggregations", {}).get("documents", {})
+    buckets = agg.get("buckets", [])
+    documents: dict[str, StoredDocument] = {}
+    for bucket in buckets:
+        path = str(bucket["key"]["path"])
+        stored = _stored(path, bucket)
+        if stored is not None:
+            documents[path] = stored
+    after = agg.get("after_key") if buckets else None
+    return documents, after
+
+
+def parse_stored_document(response: Mapping[str, Any], path: str) -> StoredDocument | None:
+    return _stored(path, response.get("aggregations", {}))
+
+
+# --- bulk actions ---------------------------------------------------------------------
+
+
+def bulk_index_action(index: str, doc_id: str | None, source: Mapping[str, Any]) -> dict[str, Any]:
+    """An ``opensearchpy.helpers`` index action; ``doc_id=None`` lets the server pick the id."""
+    action: dict[str, Any] = {"_op_type": "index", "_index": index, "_source": dict(source)}
+    if doc_id is not None:
+        action["_id"] = doc_id
+    return action
+
+
+def bulk_delete_action(index: str, doc_id: str) -> dict[str, Any]:
+    return {"_op_type": "delete", "_index": index, "_id": doc_id}

@@ -1,0 +1,219 @@
+"""The ``KnowledgeSearch`` tool for LLM agents (seed section 8).
+
+The agent runtime injects a store and a scope through ``ToolContext``; the model
+supplies ``query`` (required), ``max_results`` and ``file_pattern``. ``run`` works in
+the seed's order, refusals -> parameters -> search -> format, and never raises:
+
+- no store -> error "No knowledge store configured for this agent"
+- no scope -> error "No knowledge scope configured for this agent"
+- bad arguments (unknown properties too) -> error "Invalid parameter: ..."
+- the search fails -> error "Failed to search knowledge: ..." (a message, no traceback)
+- no hits -> *success* "No relevant documents found for: <query>": an absence of
+  knowledge is a valid observation, so the model moves on to other tools
+- hits -> success in the source-first format (``format_search_results``), which also
+  keeps instructions planted in documents apart from the user's words.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from knowledge.errors import KnowledgeError, ValidationError
+from knowledge.model import (
+    DEFAULT_MAX_RESULTS,
+    MAX_MAX_RESULTS,
+    SearchMode,
+    SearchQuery,
+    SearchResult,
+)
+from knowledge.scope import KnowledgeScope
+from knowledge.store import KnowledgeStore
+
+__all__ = [
+    "TOOL_DESCRIPTION",
+    "TOOL_NAME",
+    "KnowledgeSearchTool",
+    "ToolContext",
+    "ToolResult",
+    "format_search_results",
+]
+
+logger = logging.getLogger(__name__)
+
+TOOL_NAME = "KnowledgeSearch"
+TOOL_DESCRIPTION = (
+    "Search agent's knowledge base for relevant documents.\n"
+    "Returns document chunks ranked by relevance.\n"
+    "Use this tool to find information from the agent's configured knowledge directory."
+)
+
+NO_STORE_MESSAGE = "No knowledge store configured for this agent"
+NO_SCOPE_MESSAGE = "No knowledge scope configured for this agent"
+
+_PROPERTIES = ("query", "max_results", "file_pattern")
+
+
+@dataclass(frozen=True, slots=True)
+class ToolContext:
+    """What the runtime injects: the store and the scope travel together (seed 8.2).
+
+    ``mode`` is the search mode for this agent (``None``: the store's default).
+    """
+
+    store: KnowledgeStore | None = None
+    scope: KnowledgeScope | None = None
+    mode: SearchMode | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ToolResult:
+    """The tool's answer to the model: text, flagged as an error or a success."""
+
+    is_error: bool
+    content: str
+
+    @classmethod
+    def success(cls, content: str) -> ToolResult:
+        return cls(False, content)
+
+    @classmethod
+    def error(cls, content: str) -> ToolResult:
+        return cls(True, content)
+
+
+def format_search_results(query_text: str, results: Sequence[SearchResult]) -> str:
+    """The source-first format of seed 8.1.
+
+    ::
+
+        Found 2 results for "CrashLoopBackOff":
+        ---
+        [1] runbook.md (score: 0.92, chunk: 3)
+        <chunk content>
+        ---
+        [2] ...
+
+    One hit reads "Found 1 result"; no hits read "No relevant documents found for: <q>".
+    Scores have two decimals; ``chunk`` is the 0-based chunk index.
+    """
+    if not results:
+        return f"No relevant documents found for: {query_text}"
+    noun = "result" if len(results) == 1 else "results"
+    lines = [f'Found {len(results)} {noun} for "{query_text}":']
+    for i, result in enumerate(results, start=1):
+        lines.append("---")
+        lines.append(
+            f"[{i}] {result.document_path} (score: {result.score:.2f}, chunk: {result.chunk_index})"
+        )
+        lines.append(result.content.rstrip())
+    return "\n".join(lines)
+
+
+def _max_results(value: object) -> int:
+    # The schema says integer, but models often send 3.0; a fractional count is refused.
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValidationError("max_results", "must be an integer")
+    if isinstance(value, float):
+        if not math.isfinite(value) or not value.is_integer():
+            raise ValidationError("max_results", f"must be an integer, got {value}")
+        return int(value)
+    return value
+
+
+def _query_from_arguments(arguments: object, mode: SearchMode | None) -> SearchQuery:
+    if not isinstance(arguments, Mapping):
+        raise ValidationError("arguments", "must be an object")
+    unknown = sorted(str(k) for k in arguments if k not in _PROPERTIES)
+    if unknown:
+        raise ValidationError(
+            unknown[0], f"is not a known property (allowed: {', '.join(_PROPERTIES)})"
+        )
+    query = arguments.get("query")
+    if not isinstance(query, str) or not query.strip():
+        raise ValidationError("query", "must be a non-blank string")
+    raw_max = arguments.get("max_results")
+    pattern = arguments.get("file_pattern")
+    if pattern is not None and (not isinstance(pattern, str) or not pattern.strip()):
+        raise ValidationError("file_pattern", "must be a non-blank glob string such as '*.md'")
+    return SearchQuery(
+        text=query,
+        mode=mode,
+        max_results=DEFAULT_MAX_RESULTS if raw_max is None else _max_results(raw_max),
+        file_patterns=() if pattern is None else (pattern,),
+    )
+
+
+class KnowledgeSearchTool:
+    """The ``KnowledgeSearch`` tool: search the agent's knowledge inside its scope."""
+
+    name = TOOL_NAME
+    description = TOOL_DESCRIPTION
+
+    @property
+    def input_schema(self) -> dict[str, Any]:
+        """JSON Schema of the arguments; a fresh dict each time, safe to modify."""
+        return {
+            "type": "object",
+            "properties": {
+                "query": {"type": "string", "description": "The search query"},
+                "max_results": {
+                    "type": "integer",
+                    "description": f"Maximum number of results (default {DEFAULT_MAX_RESULTS})",
+                    "minimum": 1,
+                    "maximum": MAX_MAX_RESULTS,
+                },
+                "file_pattern": {
+                    "type": "string",
+                    "description": "File filter glob (e.g. '*.md')",
+                },
+            },
+            "required": ["query"],
+            "additionalProperties": False,
+        }
+
+    def run(self, arguments: Mapping[str, Any], context: ToolContext) -> ToolResult:
+        """Refusals -> parameters -> search -> format; never raises."""
+        if context.store is None:
+            return ToolResult.error(NO_STORE_MESSAGE)
+        if context.scope is None:
+            return ToolResult.error(NO_SCOPE_MESSAGE)
+        try:
+            query = _query_from_arguments(arguments, context.mode)
+        except ValidationError as exc:
+            return ToolResult.error(f"Invalid parameter: {exc}")
+        try:
+            results = context.store.search(context.scope, query)
+        except ValidationError as exc:
+            # e.g. the configured mode is one this store cannot answer
+            return ToolResult.error(f"Invalid parameter: {exc}")
+        except KnowledgeError as exc:
+            logger.warning("knowledge search failed for %s: %s", context.scope, exc)
+            return ToolResult.error(f"Failed to search knowledge: {exc}")
+        except Exception as exc:
+            logger.exception("knowledge search failed for %s", context.scope)
+            detail = str(exc) or "unexpected error"
+            return ToolResult.error(f"Failed to search knowledge: {type(exc).__name__}: {detail}")
+        return ToolResult.success(format_search_results(query.text, results))
+
+    def to_anthropic_tool(self) -> dict[str, Any]:
+        """The tool definition for the Anthropic Messages API (``tools=[...]``)."""
+        return {
+            "name": self.name,
+            "description": self.description,
+            "input_schema": self.input_schema,
+        }
+
+    def to_openai_tool(self) -> dict[str, Any]:
+        """The tool definition for OpenAI function calling (``tools=[...]``)."""
+        return {
+            "type": "function",
+            "function": {
+                "name": self.name,
+                "description": self.description,
+                "parameters": self.input_schema,
+            },
+        }

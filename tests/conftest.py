@@ -1,0 +1,35 @@
+"""Fixtures shared by every test folder.
+
+``opensearch_url`` lives here (not in ``tests/integration``) so that the contract suite
+(``tests/contract``) and the integration tests share one OpenSearch node per session.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent / "integration"))
+from opensearch_node import OpenSearchNode  # found through the path above
+
+
+@pytest.fixture(scope="session")
+def opensearch_url() -> Iterator[str]:
+    """URL of a real single-node OpenSearch (tools/opensearch-local), started once per session.
+
+    Set KB_SKIP_OPENSEARCH=1 to skip the tests that use it; otherwise a node that
+    cannot be built or started is a test error (with the node's log tail).
+    Set KB_OPENSEARCH_URL to use an already running node instead.
+    """
+    if os.environ.get("KB_SKIP_OPENSEARCH", "").strip() in ("1", "true", "yes"):
+        pytest.skip("KB_SKIP_OPENSEARCH is set: not starting OpenSearch")
+    node = OpenSearchNode()
+    url = node.start()
+    try:
+        yield url
+    finally:
+        node.stop()

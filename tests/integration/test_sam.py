@@ -1,0 +1,182 @@
+"""template.yaml through the real SAM CLI: ``sam validate --lint`` and ``sam build``.
+
+The SAM CLI is installed from PyPI into ``.venv-sam`` (``sam_cli.py``); ``sam build``
+needs python3.12, found on PATH or through pyenv; a missing one fails these tests with
+the reason, it does not skip them. No AWS account is used.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+try:
+    from .sam_cli import REPO_ROOT, find_python312_bin_dir, run_sam
+except ImportError:  # tests/integration is not a package (or --import-mode=importlib)
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from sam_cli import REPO_ROOT, find_python312_bin_dir, run_sam
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+BUILD_DIR = REPO_ROOT / ".aws-sam" / "build"
+LAYER_PYTHON = BUILD_DIR / "KnowledgeLayer" / "python"
+LAYER_REQUIREMENTS = REPO_ROOT / "layers" / "knowledge" / "requirements.txt"
+EVENTS = REPO_ROOT / "events"
+_PIN = re.compile(r"^([A-Za-z0-9._-]+)==([A-Za-z0-9.]+)$")
+_AARCH64 = 183  # ELF e_machine of AArch64
+
+
+def _pins() -> dict[str, str]:
+    pins: dict[str, str] = {}
+    for line in LAYER_REQUIREMENTS.read_text(encoding="utf-8").splitlines():
+        line = line.split("#", 1)[0].strip()
+        if line:
+            match = _PIN.match(line)
+            assert match, f"layer requirement {line!r} is not pinned with =="
+            pins[match.group(1)] = match.group(2)
+    return pins
+
+
+def _dist_info(name: str, version: str) -> Path:
+    # Wheels name their metadata folder with the normalised project name.
+    normalised = re.sub(r"[-_.]+", "_", name).lower()
+    return LAYER_PYTHON / f"{normalised}-{version}.dist-info"
+
+
+def _output(done: subprocess.CompletedProcess[str]) -> str:
+    return f"exit {done.returncode}\nstdout:\n{done.stdout[-4000:]}\nstderr:\n{done.stderr[-4000:]}"
+
+
+@pytest.fixture(scope="session")
+def sam_build() -> Iterator[Path]:
+    """``sam build`` of the repository, once per session (it downloads the layer's deps)."""
+    shutil.rmtree(BUILD_DIR, ignore_errors=True)
+    done = run_sam("build", with_python312=True)
+    assert done.returncode == 0, _output(done)
+    yield BUILD_DIR
+
+
+def test_template_passes_sam_validate_lint() -> None:
+    done = run_sam("validate", "--lint")
+    assert done.returncode == 0, _output(done)
+    assert "is a valid SAM Template" in done.stdout + done.stderr
+
+
+def test_lint_rejects_a_broken_template(tmp_path: Path) -> None:
+    # Proves the lint step would catch a mistake: a misspelt queue property.
+    template = (REPO_ROOT / "template.yaml").read_text(encoding="utf-8")
+    assert "      VisibilityTimeout: 1800" in template
+    broken = template.replace("      VisibilityTimeout: 1800", "      VisibilityTimout: 1800")
+    (tmp_path / "template.yaml").write_text(broken, encoding="utf-8")
+    done = run_sam("validate", "--lint", "--template-file", "template.yaml", cwd=tmp_path)
+    assert done.returncode != 0, _output(done)
+    assert "VisibilityTimout" in done.stdout + done.stderr
+
+
+def test_python312_is_found_for_sam_build() -> None:
+    folder = find_python312_bin_dir()
+    version = subprocess.run(
+        [str(folder / "python3.12"), "--version"], capture_output=True, text=True, check=True
+    )
+    assert version.stdout.startswith("Python 3.12")
+
+
+def test_built_layer_has_the_knowledge_package(sam_build: Path) -> None:
+    package = LAYER_PYTHON / "knowledge"
+    for module in (
+        "__init__.py",
+        "api.py",
+        "events.py",
+        "event_indexing.py",
+        "lambda_config.py",
+        "reindex_queue.py",
+        "secrets.py",
+        "sources/s3.py",
+        "stores/opensearch/store.py",
+        "py.typed",
+    ):
+        assert (package / module).is_file(), f"{module} missing from the built layer"
+    # Build leftovers of the local checkout must not ship.
+    assert not list(LAYER_PYTHON.glob("*.egg-info")), "egg-info copied into the layer"
+
+
+def test_built_layer_has_exactly_the_pinned_versions(sam_build: Path) -> None:
+    pins = _pins()
+    assert {"aws-lambda-powertools", "opensearch-py"} <= set(pins)
+    for name, version in pins.items():
+        assert _dist_info(name, version).is_dir(), f"{name}=={version} not in the built layer"
+    # The runtime provides boto3; shipping another copy only slows the cold start.
+    assert not (LAYER_PYTHON / "boto3").exists()
+    assert not (LAYER_PYTHON / "botocore").exists()
+
+
+def test_built_layer_binaries_are_for_arm64(sam_build: Path) -> None:
+    extensions = list(LAYER_PYTHON.rglob("*.so"))
+    assert extensions, "expected compiled dependencies (pydantic-core) in the layer"
+    for extension in extensions:
+        header = extension.read_bytes()[:20]
+        assert header[:4] == b"\x7fELF", extension
+        assert int.from_bytes(header[18:20], "little") == _AARCH64, (
+            f"{extension.relative_to(LAYER_PYTHON)} is not an arm64 binary"
+        )
+
+
+def test_built_functions_are_thin_and_use_the_layer(sam_build: Path) -> None:
+    for function in ("IndexerFunction", "SearchFunction"):
+        folder = BUILD_DIR / function
+        assert (folder / "app.py").is_file()
+        # Dependencies come from the layer, never vendored into a function.
+        assert not (folder / "knowledge").exists()
+        assert not (folder / "aws_lambda_powertools").exists()
+    built = (BUILD_DIR / "template.yaml").read_text(encoding="utf-8")
+    assert "KnowledgeLayer" in built
+
+
+def test_built_search_function_answers_health_on_python312(sam_build: Path) -> None:
+    """The built artifact, on the runtime's Python version: the search function imports
+    with only the layer on its path (no boto3, as in Lambda before first use), does not
+    import the SDKs at cold start, and answers ``GET /v1/health``."""
+    script = """
+import json, sys
+import app
+heavy = sorted(m for m in ("openai", "opensearchpy", "boto3", "botocore") if m in sys.modules)
+assert not heavy, f"imported at cold start: {heavy}"
+class Context:
+    function_name = "SearchFunction"; memory_limit_in_mb = 512; aws_request_id = "req-1"
+    invoked_function_arn = "arn:aws:lambda:us-east-1:123456789012:function:SearchFunction"
+event = json.load(open(sys.argv[1]))
+response = app.lambda_handler(event, Context())
+print(json.dumps(response))
+"""
+    env = {
+        "PATH": os.environ.get("PATH", ""),
+        "PYTHONPATH": os.pathsep.join([str(BUILD_DIR / "SearchFunction"), str(LAYER_PYTHON)]),
+        "AWS_REGION": "us-east-1",
+        "POWERTOOLS_SERVICE_NAME": "knowledge-search",
+        "POWERTOOLS_METRICS_NAMESPACE": "KnowledgeSearch",
+        "OPENSEARCH_URL": "http://127.0.0.1:9",  # never contacted by /v1/health
+        "OPENSEARCH_DEFAULT_MODE": "keyword",
+        "EMBEDDING_PROVIDER": "hashing",
+    }
+    python = find_python312_bin_dir() / "python3.12"
+    done = subprocess.run(
+        [str(python), "-S", "-s", "-c", script, str(EVENTS / "api_health.json")],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+        cwd=BUILD_DIR / "SearchFunction",
+    )
+    assert done.returncode == 0, _output(done)
+    response = json.loads(done.stdout.strip().splitlines()[-1])
+    assert response["statusCode"] == 200
+    assert json.loads(response["body"]) == {"status": "ok", "store": "opensearch"}

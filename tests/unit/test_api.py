@@ -1,0 +1,513 @@
+"""knowledge.api: request parsing, routing and the one error-to-response mapping."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from knowledge.api import (
+    AGENT_WIDE_CONTEXT,
+    MAX_BODY_BYTES,
+    ApiResponse,
+    KnowledgeApi,
+    error_response,
+    parse_search_request,
+)
+from knowledge.errors import (
+    ConfigurationError,
+    EmbeddingError,
+    EmbeddingMismatchError,
+    InvalidScopeError,
+    NotFoundError,
+    StoreError,
+    StoreUnavailableError,
+    ValidationError,
+)
+from knowledge.model import (
+    FileProblem,
+    IndexResult,
+    IndexState,
+    IndexStatus,
+    SearchMode,
+    SearchQuery,
+    SearchResult,
+)
+from knowledge.scope import KnowledgeScope
+
+
+class FakeStore:
+    """Records searches; answers with canned results or raises a given exception."""
+
+    name = "fake"
+    supported_modes = frozenset(SearchMode)
+    default_mode = SearchMode.HYBRID
+
+    def __init__(
+        self, results: list[SearchResult] | None = None, error: Exception | None = None
+    ) -> None:
+        self.results = results or []
+        self.error = error
+        self.searches: list[tuple[KnowledgeScope, SearchQuery]] = []
+        self.status_calls: list[KnowledgeScope] = []
+
+    def search(self, scope: KnowledgeScope, query: SearchQuery) -> list[SearchResult]:
+        self.searches.append((scope, query))
+        if self.error is not None:
+            raise self.error
+        return list(self.results)
+
+    def status(self, scope: KnowledgeScope) -> IndexStatus:
+        self.status_calls.append(scope)
+        if self.error is not None:
+            raise self.error
+        return IndexStatus(3, 12, datetime(2024, 5, 1, 12, 0, tzinfo=UTC), IndexState.READY)
+
+    def close(self) -> None:
+        pass
+
+
+def result(path: str = "runbooks/deploy.md", score: float = 0.9) -> SearchResult:
+    return SearchResult(
+        document_path=path,
+        chunk_index=2,
+        content="배포 실패 시 롤백 절차",
+        score=score,
+        keyword_score=1.0,
+        vector_score=0.8,
+        metadata={"title": "Rollback"},
+    )
+
+
+@pytest.fixture
+def store() -> FakeStore:
+    return FakeStore([result()])
+
+
+@pytest.fixture
+def api(store: FakeStore) -> KnowledgeApi:
+    return KnowledgeApi(store, reindex=lambda scope: IndexResult(indexed_documents=2))
+
+
+SEARCH = "/v1/agents/ops-bot/contexts/runbooks/search"
+
+
+# --- parse_search_request -------------------------------------------------------------
+
+
+def test_parse_full_request() -> None:
+    body = {
+        "query": "rollback",
+        "mode": "KEYWORD",
+        "max_results": 7,
+        "min_score": 0.25,
+        "file_patterns": ["*.md", "runbooks/*"],
+        "metadata": {"team": "payments"},
+        "cross_context": True,
+    }
+    query = parse_search_request(json.dumps(body).encode())
+    assert query == SearchQuery(
+        text="rollback",
+        mode=SearchMode.KEYWORD,
+        max_results=7,
+        min_score=0.25,
+        file_patterns=("*.md", "runbooks/*"),
+        metadata={"team": "payments"},
+        cross_context=True,
+    )
+
+
+def test_parse_defaults_and_default_mode() -> None:
+    query = parse_search_request('{"query": "x"}', default_mode="vector")
+    assert (query.mode, query.max_results, query.min_score) == (SearchMode.VECTOR, 5, 0.0)
+    assert (query.file_patterns, dict(query.metadata), query.cross_context) == ((), {}, False)
+    assert parse_search_request({"query": "x"}).mode is None
+
+
+def test_parse_null_means_not_given() -> None:
+    query = parse_search_request('{"query": "x", "mode": null, "max_results": null}')
+    assert query.mode is None
+    assert query.max_results == 5
+
+
+def test_parse_single_file_pattern_string() -> None:
+    assert parse_search_request({"query": "x", "file_patterns": "*.md"}).file_patterns == ("*.md",)
+
+
+def test_parse_keeps_korean_text() -> None:
+    raw = json.dumps({"query": "배포 실패 시 롤백 절차"}, ensure_ascii=False).encode("utf-8")
+    assert parse_search_request(raw).text == "배포 실패 시 롤백 절차"
+
+
+@pytest.mark.parametrize(
+    ("body", "field", "fragment"),
+    [
+        ({"query": "   "}, "query", "non-blank"),
+        ({"query": 3}, "query", "non-blank"),
+        ({}, "query", "required"),
+        ({"query": "x", "max_results": 0}, "max_results", "between 1 and 100"),
+        ({"query": "x", "max_results": 1000}, "max_results", "between 1 and 100"),
+        ({"query": "x", "max_results": 2.5}, "max_results", "integer"),
+        ({"query": "x", "max_results": True}, "max_results", "integer"),
+        ({"query": "x", "min_score": -0.1}, "min_score", "between 0 and 1"),
+        ({"query": "x", "min_score": 1.5}, "min_score", "between 0 and 1"),
+        ({"query": "x", "min_score": "x"}, "min_score", "number"),
+        ({"query": "x", "mode": "fuzzy"}, "mode", "keyword, vector, hybrid"),
+        ({"query": "x", "mode": 3}, "mode", "not one of"),
+        ({"query": "x", "file_patterns": 3}, "file_patterns", "glob"),
+        ({"query": "x", "file_patterns": ["*.md", 3]}, "file_patterns", "glob"),
+        ({"query": "x", "file_patterns": [" "]}, "file_patterns", "non-blank"),
+        ({"query": "x", "metadata": ["team"]}, "metadata", "object"),
+        ({"query": "x", "metadata": {"team": 1}}, "metadata", "strings"),
+        ({"query": "x", "cross_context": "yes"}, "cross_context", "true or false"),
+        ({"query": "x", "top_k": 3}, "top_k", "not a known field"),
+        ({"query": "x", "zeta": 1, "alpha": 2}, "alpha", "not a known field"),
+    ],
+)
+def test_parse_rejects_bad_fields(body: dict[str, Any], field: str, fragment: str) -> None:
+    with pytest.raises(ValidationError) as info:
+        parse_search_request(json.dumps(body))
+    assert info.value.field == field
+    assert fragment in info.value.message
+
+
+@pytest.mark.parametrize(
+    ("raw", "fragment"),
+    [
+        (b'{"query": ', "malformed JSON"),
+        (b"{'query': 'x'}", "malformed JSON"),
+        (b'{"query": "x", "min_score": NaN}', "malformed JSON: NaN is not valid JSON"),
+        (b"[1, 2]", "must be a JSON object, got an array"),
+        (b'"query"', "must be a JSON object, got a string"),
+        (b"null", "must be a JSON object, got null"),
+        (b"\xff\xfe", "UTF-8"),
+        (b"", "is required"),
+        (b"  \n", "is required"),
+        (b"[" * 100_00 + b"]" * 100_00, "malformed JSON"),
+    ],
+)
+def test_parse_rejects_bad_bodies(raw: bytes, fragment: str) -> None:
+    with pytest.raises(ValidationError) as info:
+        parse_search_request(raw)
+    assert info.value.field == "body"
+    assert fragment in info.value.message
+
+
+def test_parse_rejects_none_body() -> None:
+    with pytest.raises(ValidationError) as info:
+        parse_search_request(None)
+    assert info.value.field == "body"
+
+
+def test_parse_body_size_limit() -> None:
+    padding = " " * (MAX_BODY_BYTES - len(b'{"query": "x"}'))
+    assert parse_search_request(('{"query": "x"}' + padding).encode()).text == "x"
+    with pytest.raises(ValidationError) as info:
+        parse_search_request(('{"query": "x"} ' + padding).encode())
+    assert info.value.field == "body"
+    assert str(MAX_BODY_BYTES) in info.value.message
+
+
+# --- search ---------------------------------------------------------------------------
+
+
+def test_search_response_shape(api: KnowledgeApi, store: FakeStore) -> None:
+    response = api.handle("POST", SEARCH, b'{"query": "rollback", "max_results": 3}')
+    assert response.status == 200
+    body = response.body
+    assert set(body) == {"query", "mode", "results", "took_ms"}
+    assert body["query"] == "rollback"
+    assert body["mode"] == "hybrid"  # the store's default when none is asked
+    assert body["results"] == [result().to_dict()]
+    assert isinstance(body["took_ms"], float)
+    scope, query = store.searches[0]
+    assert scope == KnowledgeScope("ops-bot", "runbooks")
+    assert (query.max_results, query.cross_context) == (3, False)
+
+
+def test_search_reports_requested_mode(api: KnowledgeApi) -> None:
+    assert api.handle("POST", SEARCH, {"query": "x", "mode": "keyword"}).body["mode"] == "keyword"
+
+
+def test_api_default_mode_applies_when_request_names_none(store: FakeStore) -> None:
+    api = KnowledgeApi(store, default_mode=SearchMode.VECTOR)
+    assert api.search("ops-bot", "runbooks", '{"query": "x"}').body["mode"] == "vector"
+    assert store.searches[0][1].mode is SearchMode.VECTOR
+
+
+def test_search_korean_round_trip(api: KnowledgeApi, store: FakeStore) -> None:
+    raw = json.dumps({"query": "배포실패"}, ensure_ascii=False).encode("utf-8")
+    response = api.handle("POST", SEARCH, raw)
+    assert response.body["query"] == "배포실패"
+    assert store.searches[0][1].text == "배포실패"
+    encoded = response.to_json()
+    assert "배포실패".encode() in encoded
+    assert json.loads(encoded)["results"][0]["content"] == "배포 실패 시 롤백 절차"
+
+
+def test_search_empty_result_is_200(store: FakeStore) -> None:
+    store.results = []
+    response = KnowledgeApi(store).handle("POST", SEARCH, '{"query": "nothing"}')
+    assert (response.status, response.body["results"]) == (200, [])
+
+
+def test_agent_wide_search_is_cross_context(api: KnowledgeApi, store: FakeStore) -> None:
+    response = api.handle("POST", "/v1/agents/ops-bot/search", '{"query": "x"}')
+    assert response.status == 200
+    scope, query = store.searches[0]
+    assert scope.agent == "ops-bot"
+    assert scope.context == AGENT_WIDE_CONTEXT
+    assert query.cross_context is True
+
+
+def test_agent_wide_search_refuses_explicit_single_context(
+    api: KnowledgeApi, store: FakeStore
+) -> None:
+    response = api.handle(
+        "POST", "/v1/agents/ops-bot/search", '{"query": "x", "cross_context": false}'
+    )
+    assert response.status == 400
+    assert response.body["field"] == "cross_context"
+    assert store.searches == []
+
+
+def test_context_search_may_widen_to_agent(api: KnowledgeApi, store: FakeStore) -> None:
+    api.handle("POST", SEARCH, '{"query": "x", "cross_context": true}')
+    assert store.searches[0][1].cross_context is True
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        (b'{"query": ""}', "query"),
+        (b'{"query": "x", "max_results": 0}', "max_results"),
+        (b'{"query": "x", "max_results": 1000}', "max_results"),
+        (b'{"query": "x", "min_score": -0.1}', "min_score"),
+        (b'{"query": "x", "min_score": 1.5}', "min_score"),
+        (b'{"query": "x", "min_score": "x"}', "min_score"),
+        (b'{"query": "x", "mode": "semantic"}', "mode"),
+        (b'{"query": "x"', "body"),
+        (b"[]", "body"),
+        (b'{"query": "x", "limit": 3}', "limit"),
+        (None, "body"),
+    ],
+)
+def test_search_bad_input_is_400_with_field(
+    api: KnowledgeApi, store: FakeStore, body: bytes | None, field: str
+) -> None:
+    response = api.handle("POST", SEARCH, body)
+    assert response.status == 400
+    assert response.body["field"] == field
+    assert set(response.body) == {"error", "field"}
+    assert response.body["error"]
+    assert store.searches == []
+
+
+@pytest.mark.parametrize(
+    ("path", "field"),
+    [
+        ("/v1/agents/a%20b/contexts/runbooks/search", "agent"),
+        ("/v1/agents/../contexts/runbooks/search", "agent"),
+        ("/v1/agents/ops-bot/contexts/../search", "context"),
+        ("/v1/agents/ops-bot/contexts/./search", "context"),
+        (f"/v1/agents/{'a' * 65}/contexts/runbooks/search", "agent"),
+        (f"/v1/agents/ops-bot/contexts/{'c' * 65}/search", "context"),
+        ("/v1/agents/ops%2Fbot/contexts/runbooks/search", "agent"),
+        ("/v1/agents//contexts/runbooks/search", "agent"),
+        ("/v1/agents/%EB%B4%87/search", "agent"),
+    ],
+)
+def test_invalid_scope_segments_are_400(
+    api: KnowledgeApi, store: FakeStore, path: str, field: str
+) -> None:
+    response = api.handle("POST", path, b'{"query": "x"}')
+    assert response.status == 400
+    assert response.body["field"] == field
+    assert store.searches == []
+
+
+def test_segment_of_64_chars_is_fine(api: KnowledgeApi, store: FakeStore) -> None:
+    response = api.handle(
+        "POST", f"/v1/agents/{'a' * 64}/contexts/runbooks/search", b'{"query":"x"}'
+    )
+    assert response.status == 200
+    assert store.searches[0][0].agent == "a" * 64
+
+
+def test_invalid_scope_on_status_and_reindex(api: KnowledgeApi) -> None:
+    assert api.status("a b", "runbooks").body["field"] == "agent"
+    assert api.reindex("ops-bot", "..").body["field"] == "context"
+    assert api.handle("GET", "/v1/agents/a b/contexts/x/status").status == 400
+
+
+# --- status, reindex, health ------------------------------------------------------------
+
+
+def test_status(api: KnowledgeApi, store: FakeStore) -> None:
+    response = api.handle("GET", "/v1/agents/ops-bot/contexts/runbooks/status")
+    assert response.status == 200
+    assert response.body == {
+        "agent": "ops-bot",
+        "context": "runbooks",
+        "document_count": 3,
+        "chunk_count": 12,
+        "last_indexed_at": "2024-05-01T12:00:00+00:00",
+        "state": "READY",
+        "message": None,
+    }
+    assert store.status_calls == [KnowledgeScope("ops-bot", "runbooks")]
+
+
+def test_reindex_calls_back_with_scope(store: FakeStore) -> None:
+    calls: list[KnowledgeScope] = []
+
+    def reindex(scope: KnowledgeScope) -> IndexResult:
+        calls.append(scope)
+        return IndexResult(
+            indexed_documents=2, indexed_chunks=9, errors=(FileProblem("x.md", "broken"),)
+        )
+
+    response = KnowledgeApi(store, reindex=reindex).handle(
+        "POST", "/v1/agents/ops-bot/contexts/runbooks/reindex"
+    )
+    assert response.status == 200
+    assert calls == [KnowledgeScope("ops-bot", "runbooks")]
+    assert response.body["agent"] == "ops-bot"
+    assert response.body["context"] == "runbooks"
+    assert response.body["indexed_documents"] == 2
+    assert response.body["errors"] == [{"path": "x.md", "reason": "broken"}]
+
+
+def test_reindex_without_callback_is_503(store: FakeStore) -> None:
+    response = KnowledgeApi(store).handle("POST", "/v1/agents/ops-bot/contexts/runbooks/reindex")
+    assert response.status == 503
+    assert "not configured" in response.body["error"]
+
+
+def test_reindex_of_unknown_scope_is_404(store: FakeStore) -> None:
+    def reindex(scope: KnowledgeScope) -> IndexResult:
+        raise NotFoundError(f"no folder for scope {scope}")
+
+    response = KnowledgeApi(store, reindex=reindex).reindex("ops-bot", "nope")
+    assert response == ApiResponse(
+        404, {"error": "no folder for scope ops-bot/nope", "field": None}
+    )
+
+
+def test_health(api: KnowledgeApi) -> None:
+    assert api.handle("GET", "/v1/health") == ApiResponse(200, {"status": "ok", "store": "fake"})
+
+
+# --- routing ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/",
+        "/v1",
+        "/v2/health",
+        "/v1/agents/ops-bot",
+        "/v1/agents/ops-bot/contexts/runbooks",
+        "/v1/agents/ops-bot/contexts/runbooks/delete",
+        "/v1/agents/ops-bot/contexts/runbooks/search/extra",
+    ],
+)
+def test_unknown_path_is_404(api: KnowledgeApi, path: str) -> None:
+    response = api.handle("POST", path, b'{"query": "x"}')
+    assert response.status == 404
+    assert response.body["field"] is None
+    assert response.body["error"]
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "allowed"),
+    [
+        ("GET", SEARCH, "POST"),
+        ("DELETE", SEARCH, "POST"),
+        ("POST", "/v1/health", "GET"),
+        ("POST", "/v1/agents/ops-bot/contexts/runbooks/status", "GET"),
+        ("GET", "/v1/agents/ops-bot/contexts/runbooks/reindex", "POST"),
+        ("PUT", "/v1/agents/ops-bot/search", "POST"),
+    ],
+)
+def test_wrong_method_is_405(api: KnowledgeApi, method: str, path: str, allowed: str) -> None:
+    response = api.handle(method, path, b'{"query": "x"}')
+    assert response.status == 405
+    assert response.headers == {"Allow": allowed}
+    assert response.body["field"] is None
+
+
+def test_query_string_and_trailing_slash_and_lowercase_method(
+    api: KnowledgeApi, store: FakeStore
+) -> None:
+    assert api.handle("get", "/v1/health/?verbose=1").status == 200
+    assert api.handle("post", SEARCH + "/", b'{"query": "x"}').status == 200
+
+
+# --- errors -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("exc", "status", "field", "fragment"),
+    [
+        (ValidationError("query", "must be a non-blank string"), 400, "query", "non-blank"),
+        (InvalidScopeError("agent", "'a b' is bad"), 400, "agent", "'a b' is bad"),
+        (NotFoundError("no such scope"), 404, None, "no such scope"),
+        (ConfigurationError("OPENAI_API_KEY is not set"), 503, None, "OPENAI_API_KEY"),
+        (
+            EmbeddingMismatchError("index built with hashing/256, not openai/1536"),
+            503,
+            None,
+            "hashing/256",
+        ),
+        (StoreUnavailableError("cannot reach the node"), 503, None, "unavailable"),
+        (EmbeddingError("rate limited"), 502, None, "embedding provider failed"),
+        (StoreError("bulk write failed"), 500, None, "index backend failed"),
+    ],
+)
+def test_error_mapping(exc: Exception, status: int, field: str | None, fragment: str) -> None:
+    response = error_response(exc)
+    assert response.status == status
+    assert response.body["field"] == field
+    assert fragment in response.body["error"]
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda api: api.handle("POST", SEARCH, b'{"query": "x"}'),
+        lambda api: api.handle("GET", "/v1/agents/ops-bot/contexts/runbooks/status"),
+    ],
+)
+def test_unexpected_error_is_500_without_trace(
+    call: Callable[[KnowledgeApi], ApiResponse], caplog: pytest.LogCaptureFixture
+) -> None:
+    secret = "secret-detail-in-exception"
+    api = KnowledgeApi(FakeStore(error=KeyError(secret)))
+    with caplog.at_level(logging.ERROR, logger="knowledge.api"):
+        response = call(api)
+    assert response == ApiResponse(500, {"error": "internal error", "field": None})
+    assert secret not in response.to_json().decode()
+    assert "Traceback" not in response.to_json().decode()
+    # ... but the operator gets the traceback in the log
+    assert any(r.exc_info and r.exc_info[1] is not None for r in caplog.records)
+    assert secret in caplog.text
+
+
+def test_reindex_unexpected_error_is_500(store: FakeStore) -> None:
+    def reindex(scope: KnowledgeScope) -> IndexResult:
+        raise RuntimeError("disk on fire")
+
+    response = KnowledgeApi(store, reindex=reindex).reindex("ops-bot", "runbooks")
+    assert response.status == 500
+    assert "disk" not in response.body["error"]
+
+
+def test_to_json_is_utf8_without_escapes() -> None:
+    encoded = ApiResponse(200, {"query": "롤백"}).to_json()
+    assert encoded == '{"query": "롤백"}'.encode()

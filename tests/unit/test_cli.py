@@ -1,0 +1,383 @@
+"""knowledge.cli: `kb index/search/status` end to end on a temporary folder and store."""
+
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from knowledge.cli import ProgressBar, _ListedSource, build_parser, main
+from knowledge.config import STORE_BUILDERS, StoreSettings, register_store_builder
+from knowledge.model import IndexOptions
+from knowledge.scope import KnowledgeScope
+from knowledge.source import SourceDocument
+from knowledge.store import KnowledgeStore
+
+ROLLBACK = """# Rolling back a deployment
+
+## Helm
+
+Run helm rollback checkout-api to return to the previous revision.
+
+## Argo CD
+
+Disable auto-sync before you roll back, or the broken release comes back.
+"""
+
+KOREAN = """# 배포 실패 대응
+
+## 배포 실패 시 롤백 절차
+
+이전 리비전으로 롤백하고 자동 동기화를 끈다.
+"""
+
+
+@pytest.fixture
+def docs(tmp_path: Path) -> Path:
+    folder = tmp_path / "docs"
+    (folder / "sub").mkdir(parents=True)
+    (folder / "rollback.md").write_text(ROLLBACK, "utf-8")
+    (folder / "sub" / "failover.txt").write_text(
+        "Promote the read replica when the primary database is lost.\n", "utf-8"
+    )
+    (folder / "deploy-failure.ko.md").write_text(KOREAN, "utf-8")
+    (folder / "image.png").write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00")
+    return folder
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Path:
+    return tmp_path / "store" / "k.db"
+
+
+def scope_args(db: Path) -> list[str]:
+    return ["--agent", "ops-bot", "--context", "runbooks", "--db", str(db)]
+
+
+def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    code = main(argv)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def index(docs: Path, db: Path, capsys: pytest.CaptureFixture[str], *extra: str) -> str:
+    code, out, err = run(["index", str(docs), *scope_args(db), *extra], capsys)
+    assert code == 0, err
+    return out
+
+
+# --- index ------------------------------------------------------------------------------
+
+
+def test_index_prints_a_summary(docs: Path, db: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = index(docs, db, capsys)
+    first = out.splitlines()[0]
+    assert first.startswith("ops-bot/runbooks: indexed 3 documents (")
+    assert "skipped 0 (0 unchanged), deleted 0, errors 0 in " in first
+    assert db.exists()
+
+    again = index(docs, db, capsys)
+    assert "indexed 0 documents (0 chunks), skipped 3 (3 unchanged)" in again
+    assert "  skipped" not in again  # unchanged files are only counted
+
+
+def test_index_json_and_patterns(docs: Path, db: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(
+        ["index", str(docs), *scope_args(db), "--pattern", "*.txt", "--json"], capsys
+    )
+    assert code == 0
+    body = json.loads(out)
+    assert (body["agent"], body["context"], body["indexed_documents"]) == (
+        "ops-bot",
+        "runbooks",
+        1,
+    )
+
+
+def test_index_reindex_flag(docs: Path, db: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    index(docs, db, capsys)
+    out = index(docs, db, capsys, "--reindex")
+    assert "indexed 3 documents" in out  # everything again, not "unchanged"
+
+
+def test_index_removes_deleted_files(
+    docs: Path, db: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    index(docs, db, capsys)
+    (docs / "rollback.md").unlink()
+    out = index(docs, db, capsys)
+    assert "deleted 1" in out
+
+
+def test_index_file_errors_exit_1_with_reasons(
+    docs: Path, db: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (docs / "rollback.md.metadata.json").write_text("{not json", "utf-8")
+    code, out, err = run(["index", str(docs), *scope_args(db)], capsys)
+    assert code == 1
+    assert "errors 1" in out
+    assert "  error   rollback.md.metadata.json: invalid metadata sidecar" in out
+    assert "Traceback" not in err
+
+
+def test_index_missing_folder(tmp_path: Path, db: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(["index", str(tmp_path / "nope"), *scope_args(db)], capsys)
+    assert code == 2
+    assert out == ""
+    assert err.startswith("kb: error: DIR: ")
+    assert "is not a folder" in err
+    assert len(err.strip().splitlines()) == 1
+
+
+# --- search -----------------------------------------------------------------------------
+
+
+def test_search_human_output(docs: Path, db: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    index(docs, db, capsys)
+    code, out, _ = run(["search", "helm rollback", *scope_args(db), "-k", "2"], capsys)
+    assert code == 0
+    lines = out.splitlines()
+    assert lines[0] in (
+        'Found 1 result for "helm rollback":',
+        'Found 2 results for "helm rollback":',
+    )
+    assert lines[1] == "---"
+    assert lines[2].startswith("[1] rollback.md (score: 1.00, chunk: ")
+
+
+def test_search_json_is_the_api_response(
+    docs: Path, db: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    index(docs, db, capsys)
+    code, out, _ = run(
+        ["search", "롤백 절차", *scope_args(db), "--mode", "keyword", "--json"], capsys
+    )
+    assert code == 0
+    body = json.loads(out)
+    assert set(body) == {"query", "mode", "results", "took_ms"}
+    assert (body["query"], body["mode"]) == ("롤백 절차", "keyword")
+    assert body["results"][0]["document_path"] == "deploy-failure.ko.md"
+    assert "롤백" in body["results"][0]["content"]
+    assert 0.0 <= body["results"][0]["score"] <= 1.0
+
+
+def test_search_filters(docs: Path, db: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    index(docs, db, capsys)
+    code, out, _ = run(
+        ["search", "primary database", *scope_args(db), "--pattern", "*.md", "--json"], capsys
+    )
+    assert code == 0
+    assert all(r["document_path"].endswith(".md") for r in json.loads(out)["results"])
+
+
+def test_search_no_results(docs: Path, db: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    index(docs, db, capsys)
+    code, out, _ = run(["search", "zebra", *scope_args(db), "--mode", "keyword"], capsys)
+    assert code == 0
+    assert out == "No relevant documents found for: zebra\n"
+
+
+def test_search_is_scoped(docs: Path, db: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    index(docs, db, capsys)
+    argv = ["search", "helm", "--agent", "ops-bot", "--context", "other", "--db", str(db)]
+    code, out, _ = run([*argv, "--mode", "keyword"], capsys)
+    assert (code, out) == (0, "No relevant documents found for: helm\n")
+    code, out, _ = run([*argv, "--mode", "keyword", "--cross-context", "--json"], capsys)
+    assert [r["document_path"] for r in json.loads(out)["results"]] == ["rollback.md"]
+
+
+@pytest.mark.parametrize(
+    ("extra", "fragment"),
+    [
+        (["--min-score", "1.5"], "kb: error: min_score: must be between 0 and 1"),
+        (["--meta", "team"], "kb: error: metadata: 'team' is not of the form KEY=VALUE"),
+    ],
+)
+def test_search_bad_input_exit_2(
+    db: Path, capsys: pytest.CaptureFixture[str], extra: list[str], fragment: str
+) -> None:
+    code, out, err = run(["search", "x", *scope_args(db), *extra], capsys)
+    assert (code, out) == (2, "")
+    assert err.startswith(fragment)
+
+
+def test_blank_query_exit_2(db: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(["search", "  ", *scope_args(db)], capsys)
+    assert code == 2
+    assert err == "kb: error: query: must be a non-blank string\n"
+
+
+def test_invalid_scope_exit_2(db: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(["status", "--agent", "a b", "--context", "c", "--db", str(db)], capsys)
+    assert code == 2
+    assert err.startswith("kb: error: agent: 'a b' must be 1-64 characters")
+
+
+def test_mismatched_embedder_is_refused(
+    docs: Path, db: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    index(docs, db, capsys)  # hashing, 256 dimensions
+    code, out, err = run(["search", "helm", *scope_args(db), "--embedder", "openai"], capsys)
+    assert code == 2
+    assert out == ""
+    assert err.startswith("kb: error: index ")
+    assert "was built with hashing (256 dims); refusing openai" in err
+    assert "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_unknown_embedder_exit_2(db: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(["status", *scope_args(db), "--embedder", "word2vec"], capsys)
+    assert code == 2
+    assert "unknown embedder 'word2vec'" in err
+
+
+def test_embedder_from_environment(
+    docs: Path, db: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    index(docs, db, capsys)
+    monkeypatch.setenv("KB_EMBEDDER", "openai")
+    code, _, err = run(["status", *scope_args(db)], capsys)
+    assert code == 2
+    assert "refusing openai" in err
+
+
+# --- status -----------------------------------------------------------------------------
+
+
+def test_status(docs: Path, db: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(["status", *scope_args(db)], capsys)
+    assert code == 0
+    assert "state:        EMPTY" in out
+    assert "last indexed: never" in out
+
+    index(docs, db, capsys)
+    code, out, _ = run(["status", *scope_args(db), "--json"], capsys)
+    body = json.loads(out)
+    assert (body["agent"], body["context"], body["state"], body["document_count"]) == (
+        "ops-bot",
+        "runbooks",
+        "READY",
+        3,
+    )
+    assert body["chunk_count"] >= 3
+    assert body["last_indexed_at"] is not None
+
+
+def test_db_from_environment(
+    docs: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    db = tmp_path / "env.db"
+    monkeypatch.setenv("KB_DB", str(db))
+    code, _, _ = run(["index", str(docs), "--agent", "a", "--context", "c"], capsys)
+    assert code == 0
+    assert db.exists()
+
+
+# --- errors -----------------------------------------------------------------------------
+
+
+@pytest.fixture
+def broken_store_kind() -> Iterator[str]:
+    def build(settings: StoreSettings) -> KnowledgeStore:
+        raise RuntimeError("wires crossed")
+
+    register_store_builder("broken-test", build)
+    yield "broken-test"
+    del STORE_BUILDERS["broken-test"]
+
+
+def test_unexpected_error_is_one_line(
+    db: Path, capsys: pytest.CaptureFixture[str], broken_store_kind: str
+) -> None:
+    code, _, err = run(["status", *scope_args(db), "--store", broken_store_kind], capsys)
+    assert code == 1
+    assert err == (
+        "kb: error: unexpected RuntimeError: wires crossed (run with --debug for the traceback)\n"
+    )
+
+
+def test_debug_shows_the_exception(db: Path, broken_store_kind: str) -> None:
+    with pytest.raises(RuntimeError, match="wires crossed"):
+        main(["status", *scope_args(db), "--store", broken_store_kind, "--debug"])
+
+
+def test_unknown_store_kind(db: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(["status", *scope_args(db), "--store", "cassandra"], capsys)
+    assert code == 2
+    assert "unknown store kind 'cassandra'" in err
+
+
+def test_usage_errors_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(["search", "x", "--agent", "a"])  # --context missing
+    assert info.value.code == 2
+    with pytest.raises(SystemExit):
+        main(["search", "x", "--agent", "a", "--context", "c", "-k", "0"])
+    assert "must be at least 1" in capsys.readouterr().err
+
+
+def test_serve_rejects_bad_poll_interval(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _, err = run(
+        ["serve", str(tmp_path), "--db", str(tmp_path / "k.db"), "--poll-interval", "0"], capsys
+    )
+    assert code == 2
+    assert "poll-interval" in err
+
+
+def test_serve_missing_root(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(["serve", str(tmp_path / "nope"), "--db", str(tmp_path / "k.db")], capsys)
+    assert code == 2
+    assert "does not exist" in err
+
+
+def test_parser_knows_every_command() -> None:
+    parser = build_parser()
+    for argv in (
+        ["index", "d", "--agent", "a", "--context", "c", "--reindex"],
+        ["search", "q", "--agent", "a", "--context", "c", "--mode", "vector", "--cross-context"],
+        ["status", "--agent", "a", "--context", "c", "--json"],
+        ["serve", "root", "--host", "127.0.0.1", "--port", "0", "--poll-interval", "0.5"],
+    ):
+        assert parser.parse_args(argv).command == argv[0]
+
+
+# --- progress -----------------------------------------------------------------------------
+
+
+def test_progress_bar_draws_on_a_terminal() -> None:
+    stream = io.StringIO()
+    bar = ProgressBar(2, stream, enabled=True)
+    bar.advance("a.md")
+    bar.advance("b.md")
+    bar.finish()
+    text = stream.getvalue()
+    assert "\rindexing [##########..........] 1/2 a.md" in text
+    assert "\rindexing [####################] 2/2 b.md" in text
+    assert text.endswith("\r")  # cleared for the summary
+    assert bar.done == 2
+
+
+def test_progress_bar_silent_when_disabled() -> None:
+    stream = io.StringIO()
+    bar = ProgressBar(2, stream, enabled=False)
+    bar.advance("a.md")
+    bar.finish()
+    assert stream.getvalue() == ""
+    assert bar.done == 1
+
+
+def test_listed_source_counts_each_document_once() -> None:
+    seen: list[str] = []
+    docs = [SourceDocument(path=p, size=1, read=lambda: b"x") for p in ("a.md", "b.md")]
+    source = _ListedSource(docs, seen.append)
+    listed = list(source.documents(KnowledgeScope("a", "c"), IndexOptions()))
+    assert seen == []  # listing reads nothing
+    assert [d.read() for d in listed] == [b"x", b"x"]
+    listed[0].read()
+    assert seen == ["a.md", "b.md"]

@@ -1,0 +1,117 @@
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from knowledge.embedding.retry import backoff_delay, call_with_retries
+from knowledge.errors import ValidationError
+
+
+class Transient(Exception):
+    pass
+
+
+class Permanent(Exception):
+    pass
+
+
+def _flaky(failures: list[Exception], value: str = "ok") -> tuple[Callable[[], str], list[int]]:
+    calls: list[int] = []
+
+    def operation() -> str:
+        calls.append(len(calls))
+        if failures:
+            raise failures.pop(0)
+        return value
+
+    return operation, calls
+
+
+def _is_transient(exc: BaseException) -> bool:
+    return isinstance(exc, Transient)
+
+
+def test_retries_retryable_errors_with_exponential_backoff() -> None:
+    operation, calls = _flaky([Transient(), Transient(), Transient()])
+    sleeps: list[float] = []
+    result = call_with_retries(
+        operation, is_retryable=_is_transient, sleep=sleeps.append, rand=lambda: 1.0
+    )
+    assert result == "ok"
+    assert len(calls) == 4
+    assert sleeps == [0.5, 1.0, 2.0]
+
+
+def test_non_retryable_error_is_raised_at_once() -> None:
+    operation, calls = _flaky([Permanent("bad request")])
+    sleeps: list[float] = []
+    with pytest.raises(Permanent, match="bad request"):
+        call_with_retries(operation, is_retryable=_is_transient, sleep=sleeps.append)
+    assert len(calls) == 1
+    assert sleeps == []
+
+
+def test_gives_up_after_max_retries_and_reraises_the_last_error() -> None:
+    errors: list[Exception] = [Transient(str(i)) for i in range(10)]
+    operation, calls = _flaky(errors)
+    sleeps: list[float] = []
+    with pytest.raises(Transient, match="3"):
+        call_with_retries(operation, is_retryable=_is_transient, max_retries=3, sleep=sleeps.append)
+    assert len(calls) == 4
+    assert len(sleeps) == 3
+
+
+def test_zero_retries_means_one_attempt() -> None:
+    operation, calls = _flaky([Transient()])
+    with pytest.raises(Transient):
+        call_with_retries(
+            operation, is_retryable=_is_transient, max_retries=0, sleep=lambda _: None
+        )
+    assert len(calls) == 1
+
+
+def test_retry_after_hint_is_honoured_and_capped() -> None:
+    operation, _ = _flaky([Transient(), Transient()])
+    sleeps: list[float] = []
+    hints = iter([3.0, 500.0])
+    call_with_retries(
+        operation,
+        is_retryable=_is_transient,
+        retry_after=lambda _exc: next(hints),
+        sleep=sleeps.append,
+        rand=lambda: 0.0,
+        max_delay=20.0,
+    )
+    assert sleeps == [3.0, 20.0]
+
+
+def test_negative_max_retries_is_rejected() -> None:
+    with pytest.raises(ValidationError) as info:
+        call_with_retries(lambda: 1, is_retryable=_is_transient, max_retries=-1)
+    assert info.value.field == "max_retries"
+
+
+@pytest.mark.parametrize(
+    ("attempt", "rand", "expected"),
+    [
+        (0, 1.0, 0.5),
+        (1, 1.0, 1.0),
+        (3, 1.0, 4.0),
+        (10, 1.0, 20.0),
+        (500, 1.0, 20.0),
+        (2, 0.0, 0.0),
+        (2, 0.5, 1.0),
+    ],
+)
+def test_backoff_delay_is_full_jitter_under_a_cap(
+    attempt: int, rand: float, expected: float
+) -> None:
+    assert backoff_delay(attempt, rand=lambda: rand) == pytest.approx(expected)
+
+
+def test_backoff_delay_default_jitter_stays_in_range() -> None:
+    for attempt in range(8):
+        ceiling = min(20.0, 0.5 * 2**attempt)
+        for _ in range(50):
+            assert 0.0 <= backoff_delay(attempt) <= ceiling

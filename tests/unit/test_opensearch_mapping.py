@@ -1,0 +1,213 @@
+"""The OpenSearch index layout: index body, chunk and document records, mapping checks."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta, timezone
+
+import pytest
+
+from knowledge.errors import EmbeddingMismatchError
+from knowledge.model import DocumentChunk
+from knowledge.scope import KnowledgeScope
+from knowledge.store import DocumentHeader
+from knowledge.stores.opensearch import mapping
+from knowledge.stores.opensearch.mapping import (
+    IndexLayout,
+    check_layout,
+    chunk_document,
+    document_record,
+    index_body,
+    is_zero_vector,
+    layout_of,
+)
+
+SCOPE = KnowledgeScope("ops-bot", "runbooks")
+HEADER = DocumentHeader(
+    path="guides/deploy.md",
+    document_id="d1",
+    content_hash="h1",
+    indexed_at=datetime(2025, 1, 2, 3, 4, 5, tzinfo=UTC),
+    version="0A",
+    metadata={"source_key": "ops-bot/runbooks/guides/deploy.md", "team": "ops"},
+)
+
+
+def test_public_names_are_exported() -> None:
+    assert set(mapping.__all__) <= set(dir(mapping))
+
+
+def test_index_body_for_a_vector_store() -> None:
+    body = index_body(
+        vector_dimensions=384,
+        embedding_model="openai:small",
+        number_of_shards=1,
+        number_of_replicas=0,
+    )
+    assert body["settings"] == {
+        "index": {"knn": True, "number_of_shards": 1, "number_of_replicas": 0},
+        "analysis": {
+            "analyzer": {
+                "knowledge_cjk": {
+                    "type": "custom",
+                    "tokenizer": "standard",
+                    "filter": ["cjk_width", "lowercase", "cjk_bigram"],
+                }
+            }
+        },
+    }
+    mappings = body["mappings"]
+    assert mappings["dynamic"] == "strict"
+    assert mappings["_meta"] == {
+        "knowledge": {
+            "schema_version": 1,
+            "embedding_model": "openai:small",
+            "embedding_dimensions": 384,
+        }
+    }
+    properties = mappings["properties"]
+    for name in ("record", "agent", "context", "document_id", "document_path", "document_name"):
+        assert properties[name] == {"type": "keyword"}
+    assert properties["content"] == {
+        "type": "text",
+        "analyzer": "standard",
+        "fields": {"cjk": {"type": "text", "analyzer": "knowledge_cjk"}},
+    }
+    assert properties["embedding"] == {
+        "type": "knn_vector",
+        "dimension": 384,
+        "method": {"name": "hnsw", "engine": "lucene", "space_type": "cosinesimil"},
+    }
+    assert properties["chunk_index"] == {"type": "integer"}
+    assert properties["chunk_count"] == {"type": "integer"}
+    assert properties["content_hash"] == {"type": "keyword"}
+    assert properties["version"] == {"type": "keyword"}
+    assert properties["indexed_at"] == {"type": "date"}
+    assert properties["metadata"] == {"type": "object", "dynamic": True}
+    # Every scalar of user metadata is a keyword: one term filter fits all.
+    templates = mappings["dynamic_templates"]
+    kinds = {next(iter(t.values()))["match_mapping_type"] for t in templates}
+    assert kinds == {"string", "long", "double", "boolean"}
+    for template in templates:
+        spec = next(iter(template.values()))
+        assert spec["path_match"] == "metadata.*"
+        assert spec["mapping"]["type"] == "keyword"
+
+
+def test_index_body_without_embedder_has_no_vector_field() -> None:
+    body = index_body(vector_dimensions=None, embedding_model=None)
+    assert "embedding" not in body["mappings"]["properties"]
+    assert body["mappings"]["_meta"] == {"knowledge": {"schema_version": 1}}
+
+
+def test_serverless_index_body_leaves_shards_to_the_service() -> None:
+    body = index_body(
+        vector_dimensions=8,
+        embedding_model="m",
+        vector_engine="faiss",
+        serverless=True,
+        number_of_shards=1,
+        number_of_replicas=0,
+    )
+    assert body["settings"]["index"] == {"knn": True}
+    assert body["mappings"]["properties"]["embedding"]["method"]["engine"] == "faiss"
+
+
+def _mapping_response(body: dict, name: str = "kb-000001") -> dict:
+    return {name: {"mappings": body["mappings"]}}
+
+
+def test_layout_is_read_back_from_the_mapping_even_through_an_alias() -> None:
+    body = index_body(vector_dimensions=16, embedding_model="hashing")
+    assert layout_of(_mapping_response(body), "kb") == IndexLayout(
+        16, "hashing", "lucene", "cosinesimil"
+    )
+    keyword_only = index_body(vector_dimensions=None, embedding_model=None)
+    assert layout_of(_mapping_response(keyword_only, "kb"), "kb") == IndexLayout(
+        None, None, None, None
+    )
+
+
+def test_matching_layout_passes() -> None:
+    layout = IndexLayout(16, "hashing", "lucene", "cosinesimil")
+    check_layout(layout, "kb", vector_dimensions=16, embedding_model="hashing")
+    # A keyword-only store can read any index.
+    check_layout(layout, "kb", vector_dimensions=None, embedding_model=None)
+
+
+@pytest.mark.parametrize(
+    ("layout", "dimensions", "model", "message"),
+    [
+        (IndexLayout(16, "hashing", "lucene", "cosinesimil"), 32, "hashing", "16-dimension"),
+        (IndexLayout(16, "hashing", "lucene", "cosinesimil"), 16, "openai", "'hashing'"),
+        (IndexLayout(None, None, None, None), 16, "hashing", "no vector field"),
+        (IndexLayout(16, "hashing", "lucene", "l2"), 16, "hashing", "'l2'"),
+    ],
+)
+def test_a_different_embedding_is_a_clear_mismatch(layout, dimensions, model, message) -> None:
+    with pytest.raises(EmbeddingMismatchError, match=message) as info:
+        check_layout(layout, "kb", vector_dimensions=dimensions, embedding_model=model)
+    assert "'kb'" in str(info.value)
+
+
+def test_chunk_record_carries_scope_document_facts_content_and_vector() -> None:
+    chunk = DocumentChunk(
+        "guides/deploy.md",
+        2,
+        "Roll back.",
+        {"title": "Deploy", "heading_path": ("Deploy", "Rollback"), "team": "platform"},
+    )
+    assert chunk_document(SCOPE, HEADER, chunk, vector=(0.5, 1)) == {
+        "record": "chunk",
+        "agent": "ops-bot",
+        "context": "runbooks",
+        "document_id": "d1",
+        "document_path": "guides/deploy.md",
+        "document_name": "deploy.md",
+        "content_hash": "h1",
+        "version": "0A",
+        "indexed_at": "2025-01-02T03:04:05+00:00",
+        "chunk_index": 2,
+        "content": "Roll back.",
+        "metadata": {
+            "source_key": "ops-bot/runbooks/guides/deploy.md",
+            "team": "platform",  # the chunk's metadata wins
+            "title": "Deploy",
+            "heading_path": ["Deploy", "Rollback"],
+        },
+        "embedding": [0.5, 1.0],
+    }
+
+
+def test_a_zero_vector_is_left_out() -> None:
+    chunk = DocumentChunk("a.md", 0, "!!!")
+    assert "embedding" not in chunk_document(SCOPE, HEADER, chunk, vector=[0.0, 0.0])
+    assert "embedding" not in chunk_document(SCOPE, HEADER, chunk, vector=None)
+    assert is_zero_vector([0.0, -0.0])
+    assert not is_zero_vector([0.0, 1e-9])
+
+
+def test_times_are_stored_in_utc() -> None:
+    seoul = timezone(timedelta(hours=9))
+    header = DocumentHeader("a.md", "d", "h", datetime(2025, 1, 2, 12, 0, tzinfo=seoul))
+    assert document_record(SCOPE, header, chunk_count=0)["indexed_at"] == (
+        "2025-01-02T03:00:00+00:00"
+    )
+    naive = DocumentHeader("a.md", "d", "h", datetime(2025, 1, 2, 12, 0))
+    assert document_record(SCOPE, naive, chunk_count=0)["indexed_at"] == (
+        "2025-01-02T12:00:00+00:00"
+    )
+
+
+def test_document_record_has_no_text_or_vector() -> None:
+    assert document_record(SCOPE, HEADER, chunk_count=3) == {
+        "record": "document",
+        "agent": "ops-bot",
+        "context": "runbooks",
+        "document_id": "d1",
+        "document_path": "guides/deploy.md",
+        "document_name": "deploy.md",
+        "content_hash": "h1",
+        "version": "0A",
+        "indexed_at": "2025-01-02T03:04:05+00:00",
+        "chunk_count": 3,
+    }

@@ -1,0 +1,260 @@
+"""knowledge.tool: the KnowledgeSearch tool's messages, parameters, format and schema."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from knowledge.errors import StoreUnavailableError, UnsupportedModeError
+from knowledge.model import SearchMode, SearchQuery, SearchResult
+from knowledge.scope import KnowledgeScope
+from knowledge.tool import (
+    TOOL_DESCRIPTION,
+    TOOL_NAME,
+    KnowledgeSearchTool,
+    ToolContext,
+    ToolResult,
+    format_search_results,
+)
+
+SCOPE = KnowledgeScope("ops-bot", "runbooks")
+
+
+class FakeStore:
+    name = "fake"
+    supported_modes = frozenset(SearchMode)
+    default_mode = SearchMode.KEYWORD
+
+    def __init__(self, results: list[SearchResult] | None = None, error: Exception | None = None):
+        self.results = results or []
+        self.error = error
+        self.searches: list[tuple[KnowledgeScope, SearchQuery]] = []
+
+    def search(self, scope: KnowledgeScope, query: SearchQuery) -> list[SearchResult]:
+        self.searches.append((scope, query))
+        if self.error is not None:
+            raise self.error
+        return list(self.results)
+
+
+def hit(path: str, score: float, chunk: int, content: str) -> SearchResult:
+    return SearchResult(document_path=path, chunk_index=chunk, content=content, score=score)
+
+
+@pytest.fixture
+def tool() -> KnowledgeSearchTool:
+    return KnowledgeSearchTool()
+
+
+def context(store: Any = None, scope: KnowledgeScope | None = SCOPE, **kw: Any) -> ToolContext:
+    return ToolContext(store=store, scope=scope, **kw)
+
+
+# --- refusals come first ------------------------------------------------------------------
+
+
+def test_no_store(tool: KnowledgeSearchTool) -> None:
+    # even with invalid arguments: refusal before parameters
+    result = tool.run({"bogus": 1}, ToolContext(store=None, scope=SCOPE))
+    assert result == ToolResult(True, "No knowledge store configured for this agent")
+
+
+def test_no_scope(tool: KnowledgeSearchTool) -> None:
+    store = FakeStore()
+    result = tool.run({"bogus": 1}, ToolContext(store=store, scope=None))  # type: ignore[arg-type]
+    assert result == ToolResult(True, "No knowledge scope configured for this agent")
+    assert store.searches == []
+
+
+# --- parameters -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        ({}, "Invalid parameter: query: must be a non-blank string"),
+        ({"query": "  "}, "Invalid parameter: query: must be a non-blank string"),
+        ({"query": 5}, "Invalid parameter: query: must be a non-blank string"),
+        (
+            {"query": "x", "top_k": 3},
+            "Invalid parameter: top_k: is not a known property "
+            "(allowed: query, max_results, file_pattern)",
+        ),
+        (
+            {"query": "x", "max_results": 0},
+            "Invalid parameter: max_results: must be between 1 and 100, got 0",
+        ),
+        (
+            {"query": "x", "max_results": 101},
+            "Invalid parameter: max_results: must be between 1 and 100, got 101",
+        ),
+        (
+            {"query": "x", "max_results": 2.5},
+            "Invalid parameter: max_results: must be an integer, got 2.5",
+        ),
+        ({"query": "x", "max_results": "3"}, "Invalid parameter: max_results: must be an integer"),
+        ({"query": "x", "max_results": True}, "Invalid parameter: max_results: must be an integer"),
+        (
+            {"query": "x", "file_pattern": ""},
+            "Invalid parameter: file_pattern: must be a non-blank glob string such as '*.md'",
+        ),
+        (
+            {"query": "x", "file_pattern": ["*.md"]},
+            "Invalid parameter: file_pattern: must be a non-blank glob string such as '*.md'",
+        ),
+    ],
+)
+def test_invalid_parameters(
+    tool: KnowledgeSearchTool, arguments: dict[str, Any], message: str
+) -> None:
+    store = FakeStore()
+    result = tool.run(arguments, context(store))
+    assert result == ToolResult(True, message)
+    assert store.searches == []
+
+
+def test_arguments_not_an_object(tool: KnowledgeSearchTool) -> None:
+    result = tool.run(["query"], context(FakeStore()))  # type: ignore[arg-type]
+    assert result == ToolResult(True, "Invalid parameter: arguments: must be an object")
+
+
+def test_parameters_reach_the_store(tool: KnowledgeSearchTool) -> None:
+    store = FakeStore()
+    tool.run(
+        {"query": "rollback", "max_results": 3.0, "file_pattern": "*.md"},
+        context(store, mode=SearchMode.HYBRID),
+    )
+    scope, query = store.searches[0]
+    assert scope == SCOPE
+    assert query == SearchQuery(
+        text="rollback", mode=SearchMode.HYBRID, max_results=3, file_patterns=("*.md",)
+    )
+
+
+def test_defaults(tool: KnowledgeSearchTool) -> None:
+    store = FakeStore()
+    tool.run({"query": "rollback"}, context(store))
+    query = store.searches[0][1]
+    assert (query.max_results, query.file_patterns, query.mode, query.cross_context) == (
+        5,
+        (),
+        None,
+        False,
+    )
+
+
+# --- search failures ------------------------------------------------------------------------
+
+
+def test_search_failure_is_an_error_without_trace(tool: KnowledgeSearchTool) -> None:
+    store = FakeStore(error=StoreUnavailableError("cannot reach http://127.0.0.1:9200"))
+    result = tool.run({"query": "x"}, context(store))
+    assert result == ToolResult(
+        True, "Failed to search knowledge: cannot reach http://127.0.0.1:9200"
+    )
+
+
+def test_unexpected_failure_is_an_error_without_trace(tool: KnowledgeSearchTool) -> None:
+    store = FakeStore(error=RuntimeError("disk full"))
+    result = tool.run({"query": "x"}, context(store))
+    assert result == ToolResult(True, "Failed to search knowledge: RuntimeError: disk full")
+    assert "Traceback" not in result.content
+
+
+def test_unsupported_mode_is_invalid_parameter(tool: KnowledgeSearchTool) -> None:
+    store = FakeStore(error=UnsupportedModeError("vector", "memory", "keyword"))
+    result = tool.run({"query": "x"}, context(store, mode=SearchMode.VECTOR))
+    assert result.is_error
+    assert result.content == (
+        "Invalid parameter: mode: 'vector' is not supported by the memory store "
+        "(supported: keyword)"
+    )
+
+
+# --- results ---------------------------------------------------------------------------------
+
+
+def test_no_results_is_success(tool: KnowledgeSearchTool) -> None:
+    result = tool.run({"query": "quantum billing"}, context(FakeStore([])))
+    assert result == ToolResult(False, "No relevant documents found for: quantum billing")
+
+
+def test_results_source_first_format(tool: KnowledgeSearchTool) -> None:
+    store = FakeStore(
+        [
+            hit("runbook.md", 0.9234, 3, "Check the pod logs with --previous."),
+            hit("troubleshooting.md", 0.78, 1, "Exit code 137 means OOMKilled.\n"),
+            hit("k8s/notes.md", 0.1, 0, "Line one\nline two"),
+        ]
+    )
+    result = tool.run({"query": "CrashLoopBackOff"}, context(store))
+    assert result == ToolResult(
+        False,
+        'Found 3 results for "CrashLoopBackOff":\n'
+        "---\n"
+        "[1] runbook.md (score: 0.92, chunk: 3)\n"
+        "Check the pod logs with --previous.\n"
+        "---\n"
+        "[2] troubleshooting.md (score: 0.78, chunk: 1)\n"
+        "Exit code 137 means OOMKilled.\n"
+        "---\n"
+        "[3] k8s/notes.md (score: 0.10, chunk: 0)\n"
+        "Line one\nline two",
+    )
+
+
+def test_one_result_is_singular() -> None:
+    text = format_search_results("롤백", [hit("배포.md", 1.0, 0, "배포 실패 시 롤백 절차")])
+    assert text == (
+        'Found 1 result for "롤백":\n'
+        "---\n"
+        "[1] 배포.md (score: 1.00, chunk: 0)\n"
+        "배포 실패 시 롤백 절차"
+    )
+
+
+def test_format_no_results() -> None:
+    assert format_search_results("x", []) == "No relevant documents found for: x"
+
+
+# --- definition ------------------------------------------------------------------------------
+
+
+def test_name_and_description(tool: KnowledgeSearchTool) -> None:
+    assert tool.name == TOOL_NAME == "KnowledgeSearch"
+    assert tool.description == TOOL_DESCRIPTION
+    assert tool.description.startswith("Search agent's knowledge base for relevant documents.")
+    assert "Returns document chunks ranked by relevance." in tool.description
+    assert "agent's configured knowledge directory" in tool.description
+
+
+def test_input_schema(tool: KnowledgeSearchTool) -> None:
+    schema = tool.input_schema
+    assert schema["type"] == "object"
+    assert schema["required"] == ["query"]
+    assert schema["additionalProperties"] is False
+    assert set(schema["properties"]) == {"query", "max_results", "file_pattern"}
+    assert schema["properties"]["query"]["type"] == "string"
+    assert schema["properties"]["max_results"]["type"] == "integer"
+    assert schema["properties"]["file_pattern"]["type"] == "string"
+    json.dumps(schema)  # serialisable as is
+    schema["required"].append("oops")
+    assert tool.input_schema["required"] == ["query"]  # a copy each time
+
+
+def test_provider_definitions(tool: KnowledgeSearchTool) -> None:
+    assert tool.to_anthropic_tool() == {
+        "name": "KnowledgeSearch",
+        "description": TOOL_DESCRIPTION,
+        "input_schema": tool.input_schema,
+    }
+    assert tool.to_openai_tool() == {
+        "type": "function",
+        "function": {
+            "name": "KnowledgeSearch",
+            "description": TOOL_DESCRIPTION,
+            "parameters": tool.input_schema,
+        },
+    }
