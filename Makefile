@@ -25,8 +25,9 @@ run: $(STAMP)
 	@mkdir -p $(dir $(DB))
 	@echo "Serving examples/bucket on http://$(HOST):$(PORT) (Ctrl-C to stop). Try:"
 	@echo "  curl -s http://$(HOST):$(PORT)/v1/health"
-	@echo "  curl -s -X POST http://$(HOST):$(PORT)/v1/agents/ops-bot/contexts/runbooks/search -H 'content-type: application/json' -d '{\"query\": \"rollback a failed deployment\", \"mode\": \"hybrid\"}'"
+	@echo "  curl -s -X POST http://$(HOST):$(PORT)/v1/agents/ops-bot/contexts/runbooks/search -H 'content-type: application/json' -d '{\"query\": \"how do I roll back a release\", \"max_results\": 3}'"
 	@echo "  curl -s -X POST http://$(HOST):$(PORT)/v1/agents/ops-bot/search -H 'content-type: application/json' -d '{\"query\": \"배포실패\", \"mode\": \"keyword\"}'"
+	@echo "  curl -s -X POST http://$(HOST):$(PORT)/v1/agents/support-bot/contexts/faq/search -H 'content-type: application/json' -d '{\"query\": \"refund\", \"metadata\": {\"team\": \"payments\"}}'"
 	@echo "  curl -s http://$(HOST):$(PORT)/v1/agents/ops-bot/contexts/runbooks/status"
 	$(BIN)/kb serve examples/bucket --host $(HOST) --port $(PORT) --db $(DB)
 

@@ -73,11 +73,9 @@ def ensure_sam_cli(python: str | None = None) -> Path:
     if not venv_python.is_file():
         steps.append([python or sys.executable, "-m", "venv", str(SAM_VENV)])
     steps.append([str(venv_python), "-m", "pip", "install", "--quiet", "--upgrade", "pip"])
-    steps.append(
-        [str(venv_python), "-m", "pip", "install", "--quiet", "-r", str(SAM_REQUIREMENTS)]
-    )
+    steps.append([str(venv_python), "-m", "pip", "install", "--quiet", "-r", str(SAM_REQUIREMENTS)])
     for command in steps:
-        done = subprocess.run(  # noqa: S603 - fixed commands
+        done = subprocess.run(
             command, capture_output=True, text=True, timeout=INSTALL_TIMEOUT_S, check=False
         )
         if done.returncode != 0:
@@ -91,7 +89,7 @@ def ensure_sam_cli(python: str | None = None) -> Path:
 
 def _runs_python312(executable: str) -> bool:
     try:
-        done = subprocess.run(  # noqa: S603 - probing a candidate interpreter
+        done = subprocess.run(
             [executable, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
             capture_output=True,
             text=True,
@@ -108,7 +106,7 @@ def _pyenv(*args: str) -> str | None:
     if pyenv is None:
         return None
     try:
-        done = subprocess.run(  # noqa: S603 - pyenv with fixed arguments
+        done = subprocess.run(
             [pyenv, *args], capture_output=True, text=True, timeout=30, check=False
         )
     except (OSError, subprocess.TimeoutExpired):
@@ -130,7 +128,9 @@ def find_python312_bin_dir() -> Path:
         candidates.append(Path(prefix.splitlines()[0]) / "bin")
     roots = [_pyenv("root"), os.environ.get("PYENV_ROOT"), str(Path.home() / ".pyenv")]
     for root in dict.fromkeys(r for r in roots if r):
-        for found in sorted(glob.glob(os.path.join(root, "versions", "3.12*", "bin")), reverse=True):
+        for found in sorted(
+            glob.glob(os.path.join(root, "versions", "3.12*", "bin")), reverse=True
+        ):
             candidates.append(Path(found))
     for folder in candidates:
         executable = folder / "python3.12"
@@ -160,7 +160,7 @@ def run_sam(
     """Run ``sam ARGS`` (installing the CLI first if needed); the result is returned, not
     checked, so callers can assert on failures too."""
     sam = ensure_sam_cli()
-    return subprocess.run(  # noqa: S603 - the pinned SAM CLI with our arguments
+    return subprocess.run(
         [str(sam), *args],
         cwd=cwd,
         env=sam_environment(with_python312=with_python312),

@@ -13,7 +13,6 @@ import re
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -36,8 +35,8 @@ _AARCH64 = 183  # ELF e_machine of AArch64
 
 def _pins() -> dict[str, str]:
     pins: dict[str, str] = {}
-    for line in LAYER_REQUIREMENTS.read_text(encoding="utf-8").splitlines():
-        line = line.split("#", 1)[0].strip()
+    for raw in LAYER_REQUIREMENTS.read_text(encoding="utf-8").splitlines():
+        line = raw.split("#", 1)[0].strip()
         if line:
             match = _PIN.match(line)
             assert match, f"layer requirement {line!r} is not pinned with =="
@@ -56,12 +55,12 @@ def _output(done: subprocess.CompletedProcess[str]) -> str:
 
 
 @pytest.fixture(scope="session")
-def sam_build() -> Iterator[Path]:
+def sam_build() -> Path:
     """``sam build`` of the repository, once per session (it downloads the layer's deps)."""
     shutil.rmtree(BUILD_DIR, ignore_errors=True)
     done = run_sam("build", with_python312=True)
     assert done.returncode == 0, _output(done)
-    yield BUILD_DIR
+    return BUILD_DIR
 
 
 def test_template_passes_sam_validate_lint() -> None:

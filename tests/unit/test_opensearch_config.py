@@ -7,6 +7,7 @@ under moto.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -17,6 +18,7 @@ from moto import mock_aws
 
 from knowledge.errors import ConfigurationError
 from knowledge.model import SearchMode
+from knowledge.secrets import clear_secret_cache
 from knowledge.stores.opensearch import config as config_module
 from knowledge.stores.opensearch.client import create_client, http_auth, sigv4_auth
 from knowledge.stores.opensearch.config import OpenSearchConfig, is_loopback_url
@@ -27,8 +29,8 @@ SECRET_ARN = "arn:aws:secretsmanager:us-east-1:123456789012:secret:kb-os-AbCdEf"
 
 
 @pytest.fixture
-def aws_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Fake credentials, so nothing can reach a real account."""
+def aws_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Fake credentials, so nothing can reach a real account; no cached secrets."""
     for name in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_CONFIG_FILE"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIDTESTING")
@@ -36,6 +38,9 @@ def aws_env(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent")
     monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
     monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    clear_secret_cache()
+    yield
+    clear_secret_cache()
 
 
 def test_public_names_are_exported() -> None:

@@ -12,9 +12,10 @@ KB_EMBEDDER         embedding provider, or ``none``             ``hashing``
 KB_OPENSEARCH_URL   OpenSearch endpoint (``opensearch`` kind)   unset
 ==================  ==========================================  =====================
 
-Store kinds are builders in ``STORE_BUILDERS``; a backend adds its own with
-``register_store_builder`` (the OpenSearch backend registers ``opensearch``), so this
-module never imports a backend it is not asked for. An unknown kind or embedder is a
+Store kinds are builders in ``STORE_BUILDERS`` (``opensearch`` calls
+``knowledge.stores.opensearch.build_store``, which reads the other ``OPENSEARCH_*``
+settings); more can be added with ``register_store_builder``. This module never
+imports a backend it is not asked for. An unknown kind or embedder is a
 ``ConfigurationError`` that lists the known ones.
 """
 
@@ -146,10 +147,16 @@ def _build_embedded(settings: StoreSettings) -> KnowledgeStore:
     )
 
 
+def _build_opensearch(settings: StoreSettings) -> KnowledgeStore:
+    from knowledge.stores.opensearch import build_store  # only if asked; opensearchpy is lazy
+
+    return build_store(settings)
+
+
 STORE_BUILDERS: dict[str, StoreBuilder] = {
     "embedded": _build_embedded,
     "memory": _build_memory,
-    # "opensearch": added by knowledge.stores.opensearch through register_store_builder.
+    "opensearch": _build_opensearch,
 }
 
 

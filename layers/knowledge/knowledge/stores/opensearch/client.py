@@ -7,7 +7,7 @@ Authentication:
 
 - ``none``: a local node.
 - ``basic``: username and password; the password comes from the config (local use) or
-  from a Secrets Manager secret read here, once, when the client is created.
+  from a Secrets Manager secret (``knowledge.secrets``), read when the client is created.
 - ``sigv4``: requests signed with ``opensearchpy.Urllib3AWSV4SignerAuth`` (botocore's
   SigV4 signer) for service ``es`` or ``aoss``. It is given the botocore credentials
   object of a ``boto3.Session``, which for role-based providers (Lambda, ECS, EC2,
@@ -53,52 +53,37 @@ RETRYABLE_STATUSES = frozenset({429, 500, 502, 503, 504})
 _UNAVAILABLE_STATUSES = frozenset({502, 503, 504})
 
 
-def read_password_secret(
-    secret_arn: str, *, region: str | None = None, session: Any = None
-) -> tuple[str | None, str]:
+def read_password_secret(secret_arn: str, *, session: Any = None) -> tuple[str | None, str]:
     """``(username or None, password)`` from a Secrets Manager secret.
 
     The secret string is either the password itself or a JSON object with
-    ``password`` (and optionally ``username``), as RDS-style secrets are.
-    Raises ``ConfigurationError`` naming the secret when it cannot be read.
+    ``password`` (and optionally ``username``), as RDS-style secrets are. Read (and
+    cached) by ``knowledge.secrets``; ``session`` is a ``boto3.Session`` to read with.
+    Raises ``ConfigurationError`` naming the secret (never its value).
     """
-    import boto3
-    from botocore.exceptions import BotoCoreError, ClientError
+    from knowledge.secrets import read_secret
 
-    if region is None:
+    client = None
+    if session is not None:
         parts = secret_arn.split(":")
         region = parts[3] if len(parts) > 3 and parts[3] else None
-    try:
-        sm = (session or boto3.Session()).client("secretsmanager", region_name=region)
-        secret = sm.get_secret_value(SecretId=secret_arn)
-    except ClientError as exc:
-        code = exc.response.get("Error", {}).get("Code", "error")
-        raise ConfigurationError(
-            f"opensearch password secret {secret_arn}: cannot be read ({code})"
-        ) from exc
-    except BotoCoreError as exc:
-        raise ConfigurationError(
-            f"opensearch password secret {secret_arn}: cannot be read ({exc})"
-        ) from exc
-    text = secret.get("SecretString")
-    if not isinstance(text, str) or not text:
-        raise ConfigurationError(
-            f"opensearch password secret {secret_arn}: has no SecretString (binary secrets "
-            "are not supported)"
-        )
+        client = session.client("secretsmanager", region_name=region)
+    text = read_secret(secret_arn, client=client)
+    if not text.lstrip().startswith("{"):
+        return None, text
     try:
         parsed = json.loads(text)
     except ValueError:
-        return None, text
-    if isinstance(parsed, dict):
-        password = parsed.get("password")
-        if not isinstance(password, str) or not password:
-            raise ConfigurationError(
-                f"opensearch password secret {secret_arn}: JSON secret has no 'password'"
-            )
-        username = parsed.get("username")
-        return (username if isinstance(username, str) and username else None), password
-    return None, text
+        raise ConfigurationError(
+            f"opensearch password secret {secret_arn}: looks like JSON but is not valid"
+        ) from None
+    password = parsed.get("password") if isinstance(parsed, dict) else None
+    if not isinstance(password, str) or not password:
+        raise ConfigurationError(
+            f"opensearch password secret {secret_arn}: JSON secret has no 'password'"
+        )
+    username = parsed.get("username")
+    return (username if isinstance(username, str) and username else None), password
 
 
 def sigv4_auth(config: OpenSearchConfig, *, session: Any = None) -> Any:
@@ -125,9 +110,7 @@ def http_auth(config: OpenSearchConfig, *, session: Any = None) -> Any:
         return sigv4_auth(config, session=session)
     username, password = config.username, config.password
     if config.password_secret_arn is not None:
-        secret_user, password = read_password_secret(
-            config.password_secret_arn, region=config.region, session=session
-        )
+        secret_user, password = read_password_secret(config.password_secret_arn, session=session)
         username = username or secret_user
     if not username or password is None:
         raise ConfigurationError("opensearch auth: basic auth needs a username and a password")
@@ -197,7 +180,7 @@ def store_error(exc: BaseException, config: OpenSearchConfig, action: str) -> Kn
         return exc
     if isinstance(exc, OSConnectionError):
         return StoreUnavailableError(
-            f"OpenSearch at {config.url} is unreachable: {error_reason(exc)} (while {action})"
+            f"OpenSearch at {config.url} is unreachable: {error_reason(exc)} (trying to {action})"
         )
     if isinstance(exc, AuthenticationException | AuthorizationException):
         return StoreError(

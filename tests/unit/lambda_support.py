@@ -1,0 +1,159 @@
+"""Helpers for the Lambda handler tests: load a handler module, sample events, a context,
+the structured logs and EMF metrics Powertools prints, and SQS messages as Lambda sees them."""
+
+from __future__ import annotations
+
+import copy
+import importlib.util
+import json
+import logging
+import sys
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+EVENTS = REPO_ROOT / "events"
+BUCKET = "kb-123456789012-example"  # the bucket the samples in events/ name
+REGION = "us-east-1"
+
+
+@dataclass
+class LambdaContext:
+    function_name: str = "test-function"
+    memory_limit_in_mb: int = 512
+    invoked_function_arn: str = "arn:aws:lambda:us-east-1:123456789012:function:test-function"
+    aws_request_id: str = "52fdfc07-2182-154f-163f-5f0f9a621d72"
+
+    def get_remaining_time_in_millis(self) -> int:
+        return 30_000
+
+
+def use_fake_aws(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Credentials and region for moto; nothing can reach a real account."""
+    for name, value in {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_SESSION_TOKEN": "testing",
+        "AWS_DEFAULT_REGION": REGION,
+        "AWS_REGION": REGION,
+    }.items():
+        monkeypatch.setenv(name, value)
+
+
+class _CurrentStdout:
+    """Writes to whatever ``sys.stdout`` is at the time (pytest swaps it between phases)."""
+
+    def write(self, text: str) -> int:
+        return sys.stdout.write(text)
+
+    def flush(self) -> None:
+        sys.stdout.flush()
+
+
+def load_handler(name: str, monkeypatch: pytest.MonkeyPatch) -> ModuleType:
+    """A fresh copy of ``functions/<name>/app.py`` (its own container state).
+
+    Powertools loggers are per service name and bind their stream when first created,
+    so every copy gets a unique service name and logs to the current (captured) stdout.
+    """
+    monkeypatch.setenv("POWERTOOLS_SERVICE_NAME", f"{name}-test-{uuid.uuid4().hex[:8]}")
+    monkeypatch.setenv("POWERTOOLS_METRICS_NAMESPACE", "KnowledgeSearchTest")
+    path = REPO_ROOT / "functions" / name / "app.py"
+    spec = importlib.util.spec_from_file_location(f"{name}_app_{uuid.uuid4().hex[:8]}", path)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    handler = module.logger.registered_handler
+    assert isinstance(handler, logging.StreamHandler)
+    handler.setStream(_CurrentStdout())  # type: ignore[arg-type]
+    return module
+
+
+def load_event(name: str) -> dict[str, Any]:
+    event: dict[str, Any] = json.loads((EVENTS / name).read_text(encoding="utf-8"))
+    return event
+
+
+def sqs_event(*bodies: str | dict[str, Any]) -> dict[str, Any]:
+    """An SQS batch event with one record per body, shaped like the samples."""
+    template = load_event("sqs_s3_put.json")["Records"][0]
+    records = []
+    for body in bodies:
+        record = copy.deepcopy(template)
+        record["messageId"] = str(uuid.uuid4())
+        record["body"] = body if isinstance(body, str) else json.dumps(body)
+        records.append(record)
+    return {"Records": records}
+
+
+def s3_notification(
+    event_name: str, key: str, sequencer: str, bucket: str = BUCKET
+) -> dict[str, Any]:
+    """An S3 event notification body for ``key`` (pass the key URL-encoded, as S3 does)."""
+    record = copy.deepcopy(json.loads(load_event("sqs_s3_put.json")["Records"][0]["body"]))
+    entry = record["Records"][0]
+    entry["eventName"] = event_name
+    entry["s3"]["bucket"]["name"] = bucket
+    entry["s3"]["object"]["key"] = key
+    entry["s3"]["object"]["sequencer"] = sequencer
+    result: dict[str, Any] = record
+    return result
+
+
+def output_lines(captured: str) -> list[dict[str, Any]]:
+    lines = []
+    for raw in captured.splitlines():
+        line = raw.strip()
+        if line.startswith("{"):
+            try:
+                lines.append(json.loads(line))
+            except json.JSONDecodeError:
+                continue
+    return lines
+
+
+def emitted_metrics(captured: str) -> dict[str, float]:
+    """Metric name -> summed value over the EMF blobs Powertools printed."""
+    totals: dict[str, float] = {}
+    for blob in output_lines(captured):
+        if "_aws" not in blob:
+            continue
+        for directive in blob["_aws"]["CloudWatchMetrics"]:
+            for metric in directive["Metrics"]:
+                value = blob[metric["Name"]]
+                values = value if isinstance(value, list) else [value]
+                totals[metric["Name"]] = totals.get(metric["Name"], 0.0) + sum(values)
+    return totals
+
+
+def log_records(captured: str) -> list[dict[str, Any]]:
+    """The structured log lines (Powertools Logger JSON) in the captured output."""
+    return [line for line in output_lines(captured) if "level" in line and "message" in line]
+
+
+def sqs_messages_as_event(messages: list[dict[str, Any]], queue_arn: str) -> dict[str, Any]:
+    """What Lambda's SQS event source hands the function for received messages."""
+    return {
+        "Records": [
+            {
+                "messageId": message["MessageId"],
+                "receiptHandle": message["ReceiptHandle"],
+                "body": message["Body"],
+                "attributes": {
+                    key: str(value) for key, value in message.get("Attributes", {}).items()
+                },
+                "messageAttributes": {},
+                "md5OfBody": message["MD5OfBody"],
+                "eventSource": "aws:sqs",
+                "eventSourceARN": queue_arn,
+                "awsRegion": REGION,
+            }
+            for message in messages
+        ]
+    }

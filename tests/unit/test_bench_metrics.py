@@ -1,0 +1,110 @@
+"""bench.metrics on tiny hand-made rankings (document level, as the benchmark reports)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from bench.metrics import (
+    document_ranking,
+    evaluate,
+    first_relevant_rank,
+    percentile,
+    recall_at,
+    reciprocal_rank,
+    summarize,
+)
+
+
+def test_document_ranking_keeps_each_document_at_its_best_chunk() -> None:
+    chunks = ["a.md", "b.md", "a.md", "c.md", "b.md", "d.md"]
+    assert document_ranking(chunks) == ["a.md", "b.md", "c.md", "d.md"]
+
+
+def test_document_ranking_of_nothing_is_empty() -> None:
+    assert document_ranking([]) == []
+
+
+@pytest.mark.parametrize(
+    ("ranking", "relevant", "expected"),
+    [
+        (["x", "y", "z"], {"x"}, 1.0),
+        (["x", "y", "z"], {"z"}, 1 / 3),
+        (["x", "y", "z"], {"y", "z"}, 0.5),  # the first relevant one counts
+        (["x", "y", "z"], {"w"}, 0.0),
+        ([], {"w"}, 0.0),
+    ],
+)
+def test_reciprocal_rank(ranking: list[str], relevant: set[str], expected: float) -> None:
+    assert reciprocal_rank(ranking, relevant) == pytest.approx(expected)
+
+
+def test_reciprocal_rank_ignores_documents_past_k() -> None:
+    ranking = [f"d{i}" for i in range(12)]
+    assert reciprocal_rank(ranking, {"d9"}, k=10) == pytest.approx(0.1)
+    assert reciprocal_rank(ranking, {"d10"}, k=10) == 0.0
+    assert reciprocal_rank(ranking, {"d10"}, k=11) == pytest.approx(1 / 11)
+
+
+def test_ranks_count_distinct_documents_not_chunks() -> None:
+    # Chunk 1-3 are of two documents, so the relevant page is the 3rd document.
+    ranking = document_ranking(["a", "a", "b", "a", "rel", "rel"])
+    assert first_relevant_rank(ranking, {"rel"}) == 3
+    assert reciprocal_rank(ranking, {"rel"}) == pytest.approx(1 / 3)
+
+
+@pytest.mark.parametrize(
+    ("k", "expected"),
+    [(1, 0.0), (2, 0.5), (4, 0.5), (5, 1.0)],
+)
+def test_recall_at_k(k: int, expected: float) -> None:
+    ranking = ["n1", "r1", "n2", "n3", "r2", "n4"]
+    assert recall_at(ranking, {"r1", "r2"}, k) == pytest.approx(expected)
+
+
+def test_recall_and_rank_reject_bad_arguments() -> None:
+    with pytest.raises(ValueError, match="at least 1"):
+        recall_at(["a"], {"a"}, 0)
+    with pytest.raises(ValueError, match="relevant"):
+        recall_at(["a"], set(), 5)
+    with pytest.raises(ValueError, match="at least 1"):
+        reciprocal_rank(["a"], {"a"}, k=0)
+
+
+def test_evaluate_averages_over_queries() -> None:
+    judged = [
+        (["rel1", "x"], {"rel1"}),  # rank 1: RR 1, found at 5 and 10
+        (["a", "b", "c", "d", "e", "f", "rel2"], {"rel2"}),  # rank 7: RR 1/7, only R@10
+        (["a", "b"], {"rel3"}),  # not found
+        (["a", "rel4", "b"], {"rel4"}),  # rank 2: RR 1/2
+    ]
+    scores = evaluate(judged)
+    assert scores.queries == 4
+    assert scores.mrr_at_10 == pytest.approx((1 + 1 / 7 + 0 + 0.5) / 4)
+    assert scores.recall_at_5 == pytest.approx(2 / 4)
+    assert scores.recall_at_10 == pytest.approx(3 / 4)
+    assert scores.to_dict()["mrr_at_10"] == round((1 + 1 / 7 + 0.5) / 4, 4)
+
+
+def test_evaluate_needs_queries() -> None:
+    with pytest.raises(ValueError, match="no queries"):
+        evaluate([])
+
+
+def test_percentile_interpolates_like_numpy() -> None:
+    values = [10.0, 1.0, 4.0, 2.0, 3.0]  # sorted: 1 2 3 4 10
+    assert percentile(values, 50) == 3.0
+    assert percentile(values, 0) == 1.0
+    assert percentile(values, 100) == 10.0
+    assert percentile(values, 95) == pytest.approx(4.0 + 0.8 * 6.0)
+    assert percentile([7.0], 95) == 7.0
+
+
+def test_summarize_reports_the_distribution() -> None:
+    summary = summarize([1.0, 2.0, 3.0, 4.0])
+    assert summary == {"n": 4, "p50": 2.5, "p95": 3.85, "mean": 2.5, "min": 1.0, "max": 4.0}
+    with pytest.raises(ValueError, match="no values"):
+        summarize([])

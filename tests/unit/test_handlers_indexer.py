@@ -1,0 +1,366 @@
+"""functions/indexer/app.py with the sample events, moto's S3/SQS and the memory store.
+
+These tests are about event handling (what gets indexed, retried, rejected), so the
+store is the in-memory one injected into the handler's container; the same flows
+against a real OpenSearch node are in tests/integration/test_handlers_opensearch.py.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any
+
+import boto3
+import pytest
+from lambda_support import (
+    BUCKET,
+    LambdaContext,
+    emitted_metrics,
+    load_event,
+    load_handler,
+    log_records,
+    s3_notification,
+    sqs_event,
+    sqs_messages_as_event,
+    use_fake_aws,
+)
+from moto import mock_aws
+
+from knowledge.errors import StoreError
+from knowledge.event_indexing import EventIndexer
+from knowledge.lambda_config import LambdaSettings
+from knowledge.model import SearchQuery
+from knowledge.scope import KnowledgeScope
+from knowledge.source import SourceDocument
+from knowledge.sources.s3 import S3DocumentSource
+from knowledge.stores.memory import MemoryKnowledgeStore
+
+RUNBOOKS = KnowledgeScope("ops-bot", "runbooks")
+MANUALS = KnowledgeScope("ops-bot", "manuals")
+
+
+@dataclass
+class Indexer:
+    """The handler module with an injected memory store, and the moto bucket."""
+
+    module: ModuleType
+    store: MemoryKnowledgeStore
+    s3: Any
+
+    def put(self, key: str, text: str) -> None:
+        self.s3.put_object(Bucket=BUCKET, Key=key, Body=text.encode("utf-8"))
+
+    def remove(self, key: str) -> None:
+        self.s3.delete_object(Bucket=BUCKET, Key=key)
+
+    def invoke(self, event: dict[str, Any]) -> dict[str, Any]:
+        response: dict[str, Any] = self.module.lambda_handler(event, LambdaContext())
+        return response
+
+    def paths(self, scope: KnowledgeScope = RUNBOOKS) -> list[str]:
+        return sorted(self.store.stored_documents(scope))
+
+    def hits(self, text: str, scope: KnowledgeScope = RUNBOOKS, **filters: Any) -> list[str]:
+        query = SearchQuery(text, max_results=20, **filters)
+        return [r.document_path for r in self.store.search(scope, query)]
+
+
+@pytest.fixture
+def s3(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    use_fake_aws(monkeypatch)
+    with mock_aws():
+        client = boto3.client("s3")
+        client.create_bucket(Bucket=BUCKET)
+        client.put_bucket_versioning(Bucket=BUCKET, VersioningConfiguration={"Status": "Enabled"})
+        yield client
+
+
+def _harness(monkeypatch: pytest.MonkeyPatch, s3: Any, store: MemoryKnowledgeStore) -> Indexer:
+    monkeypatch.setenv("DOCUMENTS_BUCKET", BUCKET)
+    module = load_handler("indexer", monkeypatch)
+    settings = LambdaSettings.from_env()
+    module.container.settings = settings
+    module.container.indexer = EventIndexer(
+        store, S3DocumentSource(BUCKET, client=s3), settings.index_options
+    )
+    return Indexer(module, store, s3)
+
+
+@pytest.fixture
+def indexer(
+    monkeypatch: pytest.MonkeyPatch, s3: Any, capsys: pytest.CaptureFixture[str]
+) -> Indexer:
+    return _harness(monkeypatch, s3, MemoryKnowledgeStore())
+
+
+NO_FAILURES: dict[str, Any] = {"batchItemFailures": []}
+
+
+def test_put_sample_indexes_the_object(indexer, capsys):
+    indexer.put("ops-bot/runbooks/deploy.md", "# Deploy\n\nRoll back with `helm rollback`.")
+    assert indexer.invoke(load_event("sqs_s3_put.json")) == NO_FAILURES
+    assert indexer.hits("rollback") == ["deploy.md"]
+    (stored,) = indexer.store.stored_documents(RUNBOOKS).values()
+    assert stored.version == "0065F2A1B3C4D5E6F7"
+    out = capsys.readouterr().out
+    assert emitted_metrics(out)["DocumentsIndexed"] == 1
+    (applied,) = [r for r in log_records(out) if r["message"] == "object event applied"]
+    assert applied["agent"] == "ops-bot"
+    assert applied["context"] == "runbooks"
+    assert applied["path"] == "deploy.md"
+    assert applied["status"] == "indexed"
+    assert applied["event_name"] == "ObjectCreated:Put"
+
+
+@pytest.mark.parametrize(
+    ("sample", "key", "scope", "path"),
+    [
+        ("sqs_s3_post.json", "ops-bot/runbooks/rollback.md", RUNBOOKS, "rollback.md"),
+        (
+            "sqs_s3_multipart_upload.json",
+            "ops-bot/manuals/large-guide.md",
+            MANUALS,
+            "large-guide.md",
+        ),
+        (
+            "sqs_s3_copy.json",
+            "ops-bot/runbooks/archive/deploy-2024.md",
+            RUNBOOKS,
+            "archive/deploy-2024.md",
+        ),
+    ],
+)
+def test_every_kind_of_create_is_indexed(indexer, sample, key, scope, path):
+    indexer.put(key, "# Guide\n\nHow to drain a node before maintenance.")
+    assert indexer.invoke(load_event(sample)) == NO_FAILURES
+    assert indexer.hits("drain", scope) == [path]
+
+
+def test_url_encoded_korean_key_with_spaces(indexer):
+    key = "ops-bot/runbooks/장애 대응/배포 실패 대응.md"
+    indexer.put(key, "# 배포 실패 대응\n\n배포가 실패하면 이전 버전으로 롤백한다.")
+    assert indexer.invoke(load_event("sqs_s3_korean_key.json")) == NO_FAILURES
+    assert indexer.paths() == ["장애 대응/배포 실패 대응.md"]
+    assert indexer.hits("롤백") == ["장애 대응/배포 실패 대응.md"]
+    (result,) = indexer.store.search(RUNBOOKS, SearchQuery("롤백"))
+    assert result.metadata["source_key"] == key
+
+
+@pytest.mark.parametrize("sample", ["sqs_s3_delete.json", "sqs_s3_delete_marker.json"])
+def test_delete_events_remove_the_document(indexer, sample):
+    indexer.put("ops-bot/runbooks/deploy.md", "# Deploy\n\nhelm rollback")
+    indexer.invoke(load_event("sqs_s3_put.json"))
+    assert indexer.paths() == ["deploy.md"]
+    indexer.remove("ops-bot/runbooks/deploy.md")  # versioned bucket: a delete marker
+    assert indexer.invoke(load_event(sample)) == NO_FAILURES
+    assert indexer.paths() == []
+
+
+def test_duplicate_delivery_changes_nothing(indexer, capsys):
+    indexer.put("ops-bot/runbooks/deploy.md", "# Deploy\n\nhelm rollback")
+    event = load_event("sqs_s3_put.json")
+    indexer.invoke(event)
+    before = indexer.store.status(RUNBOOKS)
+    assert indexer.invoke(event) == NO_FAILURES
+    after = indexer.store.status(RUNBOOKS)
+    assert (after.document_count, after.chunk_count) == (before.document_count, before.chunk_count)
+    assert emitted_metrics(capsys.readouterr().out)["DocumentsUnchanged"] == 1
+
+
+def test_out_of_order_events_keep_the_newer_version(indexer, capsys):
+    key = "ops-bot/runbooks/deploy.md"
+    indexer.put(key, "# Deploy\n\nversion two: use argo rollbacks")
+    newer = sqs_event(s3_notification("ObjectCreated:Put", key, "0065F2A1B3C4D5E800"))
+    older = sqs_event(s3_notification("ObjectCreated:Put", key, "0065F2A1B3C4D5E6F7"))
+    assert indexer.invoke(newer) == NO_FAILURES
+    assert indexer.invoke(older) == NO_FAILURES
+    (stored,) = indexer.store.stored_documents(RUNBOOKS).values()
+    assert stored.version == "0065F2A1B3C4D5E800"
+    assert emitted_metrics(capsys.readouterr().out)["StaleEvents"] == 1
+
+
+def test_object_deleted_before_its_create_event_is_processed(indexer):
+    indexer.put("ops-bot/runbooks/deploy.md", "# Deploy\n\nhelm rollback")
+    indexer.remove("ops-bot/runbooks/deploy.md")
+    assert indexer.invoke(load_event("sqs_s3_put.json")) == NO_FAILURES
+    assert indexer.paths() == []
+
+
+def test_delete_event_for_a_recreated_object_keeps_it(indexer):
+    key = "ops-bot/runbooks/deploy.md"
+    indexer.put(key, "# Deploy\n\nhelm rollback")
+    indexer.invoke(load_event("sqs_s3_put.json"))
+    # The object was deleted and uploaded again before the delete event arrives.
+    assert indexer.invoke(load_event("sqs_s3_delete.json")) == NO_FAILURES
+    assert indexer.paths() == ["deploy.md"]
+
+
+def test_invalid_keys_are_rejected_logged_and_not_retried(indexer, capsys):
+    assert indexer.invoke(load_event("sqs_s3_invalid_key.json")) == NO_FAILURES
+    out = capsys.readouterr().out
+    rejected = [r for r in log_records(out) if r["message"] == "object event rejected"]
+    assert [(r["key"], r["field"]) for r in rejected] == [
+        ("ops bot/runbooks/deploy.md", "agent"),
+        ("README.md", "key"),
+    ]
+    assert all(r["level"] == "WARNING" and r["reason"] for r in rejected)
+    assert emitted_metrics(out)["RejectedEvents"] == 2
+
+
+@pytest.mark.parametrize("sample", ["sqs_s3_test_event.json", "sqs_s3_folder_placeholder.json"])
+def test_test_event_and_folder_placeholder_are_ignored(indexer, capsys, sample):
+    assert indexer.invoke(load_event(sample)) == NO_FAILURES
+    assert indexer.paths() == []
+    assert emitted_metrics(capsys.readouterr().out)["IgnoredEvents"] == 1
+
+
+def test_sidecar_upload_adds_its_metadata_to_every_chunk(indexer):
+    indexer.put(
+        "ops-bot/runbooks/deploy.md", "# Deploy\n\nhelm rollback\n\n## Verify\n\nhelm status"
+    )
+    indexer.invoke(load_event("sqs_s3_put.json"))
+    assert indexer.hits("helm", metadata={"team": "platform"}) == []
+    indexer.put(
+        "ops-bot/runbooks/deploy.md.metadata.json",
+        json.dumps({"metadataAttributes": {"team": "platform", "reviewed": True}}),
+    )
+    assert indexer.invoke(load_event("sqs_s3_sidecar.json")) == NO_FAILURES
+    results = indexer.store.search(RUNBOOKS, SearchQuery("helm", metadata={"team": "platform"}))
+    assert {r.document_path for r in results} == {"deploy.md"}
+    assert len(results) == indexer.store.status(RUNBOOKS).chunk_count
+    assert all(r.metadata["reviewed"] == "true" for r in results)
+    assert indexer.paths() == ["deploy.md"], "the sidecar is not a document"
+
+
+def test_reindex_message_indexes_the_current_object(indexer):
+    indexer.put("ops-bot/runbooks/deploy.md", "# Deploy\n\nhelm rollback")
+    assert indexer.invoke(load_event("sqs_reindex.json")) == NO_FAILURES
+    assert indexer.paths() == ["deploy.md"]
+
+
+def test_event_from_another_bucket_is_rejected(indexer):
+    event = sqs_event(
+        s3_notification("ObjectCreated:Put", "ops-bot/runbooks/deploy.md", "01", bucket="other")
+    )
+    assert indexer.invoke(event) == NO_FAILURES
+    assert indexer.paths() == []
+
+
+def test_mixed_batch_sample(indexer):
+    indexer.put("ops-bot/runbooks/deploy.md", "# Deploy\n\nhelm rollback")
+    indexer.put("ops-bot/manuals/large-guide.md", "# Guide\n\ndrain nodes")
+    indexer.put("ops-bot/runbooks/archive/deploy-2024.md", "# Old deploy\n\nkubectl apply")
+    indexer.put("ops-bot/runbooks/장애 대응/배포 실패 대응.md", "# 배포 실패\n\n롤백")
+    # old-checklist.md and retired.md were deleted before the batch: nothing to index.
+    assert indexer.invoke(load_event("sqs_mixed_batch.json")) == NO_FAILURES
+    assert indexer.paths() == ["archive/deploy-2024.md", "deploy.md", "장애 대응/배포 실패 대응.md"]
+    assert indexer.paths(MANUALS) == ["large-guide.md"]
+
+
+class PoisonStore(MemoryKnowledgeStore):
+    """Fails every write of ``poison.md``, as a backend bug or a bad document would."""
+
+    def upsert_document(self, scope: KnowledgeScope, document: SourceDocument) -> Any:
+        if document.path == "poison.md":
+            raise StoreError("the index rejected poison.md")
+        return super().upsert_document(scope, document)
+
+
+def test_poison_record_in_a_batch_is_the_only_failure(monkeypatch, s3, capsys):
+    indexer = _harness(monkeypatch, s3, PoisonStore())
+    for name in ("first", "poison", "last"):
+        indexer.put(f"ops-bot/runbooks/{name}.md", f"# {name}\n\nrunbook {name}")
+    event = sqs_event(
+        s3_notification("ObjectCreated:Put", "ops-bot/runbooks/first.md", "01"),
+        s3_notification("ObjectCreated:Put", "ops-bot/runbooks/poison.md", "02"),
+        "this body is not JSON",  # malformed: rejected and acknowledged, not retried
+        s3_notification("ObjectCreated:Put", "ops-bot/runbooks/last.md", "03"),
+    )
+    poison_id = event["Records"][1]["messageId"]
+    assert indexer.invoke(event) == {"batchItemFailures": [{"itemIdentifier": poison_id}]}
+    assert indexer.paths() == ["first.md", "last.md"]
+    out = capsys.readouterr().out
+    failed = [r for r in log_records(out) if r["message"].startswith("object event failed")]
+    assert [r["path"] for r in failed] == ["poison.md"]
+    assert failed[0]["level"] == "ERROR"
+    metrics = emitted_metrics(out)
+    assert metrics["FailedEvents"] == 1
+    assert metrics["RejectedEvents"] == 1
+    assert metrics["DocumentsIndexed"] == 2
+
+
+def test_every_record_failing_is_reported_not_raised(monkeypatch, s3):
+    indexer = _harness(monkeypatch, s3, PoisonStore())
+    indexer.put("ops-bot/runbooks/poison.md", "# poison")
+    event = sqs_event(s3_notification("ObjectCreated:Put", "ops-bot/runbooks/poison.md", "01"))
+    response = indexer.invoke(event)
+    assert response == {"batchItemFailures": [{"itemIdentifier": event["Records"][0]["messageId"]}]}
+
+
+def test_poison_message_ends_in_the_dead_letter_queue_and_the_rest_are_indexed(monkeypatch, s3):
+    """What the SQS event source mapping does with the handler's partial-batch response:
+    acknowledged records are deleted, failed ones come back until maxReceiveCount, then
+    SQS moves them to the dead-letter queue (moto implements the redrive policy)."""
+    indexer = _harness(monkeypatch, s3, PoisonStore())
+    sqs = boto3.client("sqs")
+    dlq_url = sqs.create_queue(QueueName="documents-dlq")["QueueUrl"]
+    dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq_url, AttributeNames=["QueueArn"])["Attributes"][
+        "QueueArn"
+    ]
+    queue_url = sqs.create_queue(
+        QueueName="documents",
+        Attributes={
+            "VisibilityTimeout": "0",
+            "RedrivePolicy": json.dumps({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": "3"}),
+        },
+    )["QueueUrl"]
+    queue_arn = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])[
+        "Attributes"
+    ]["QueueArn"]
+    for i, name in enumerate(("a", "poison", "b")):
+        indexer.put(f"ops-bot/runbooks/{name}.md", f"# {name}\n\nrunbook {name}")
+        body = s3_notification("ObjectCreated:Put", f"ops-bot/runbooks/{name}.md", f"0{i}")
+        sqs.send_message(QueueUrl=queue_url, MessageBody=json.dumps(body))
+
+    for _ in range(6):  # the event source mapping polling
+        messages = sqs.receive_message(QueueUrl=queue_url, MaxNumberOfMessages=10).get(
+            "Messages", []
+        )
+        if not messages:
+            continue
+        response = indexer.invoke(sqs_messages_as_event(messages, queue_arn))
+        failed = {item["itemIdentifier"] for item in response["batchItemFailures"]}
+        for message in messages:
+            if message["MessageId"] not in failed:
+                sqs.delete_message(QueueUrl=queue_url, ReceiptHandle=message["ReceiptHandle"])
+
+    assert indexer.paths() == ["a.md", "b.md"]
+    assert sqs.receive_message(QueueUrl=queue_url).get("Messages", []) == []
+    (dead,) = sqs.receive_message(QueueUrl=dlq_url, MaxNumberOfMessages=10)["Messages"]
+    assert (
+        json.loads(dead["Body"])["Records"][0]["s3"]["object"]["key"]
+        == "ops-bot/runbooks/poison.md"
+    )
+    # The object is still in S3: after a fix, a redrive indexes it.
+    assert s3.head_object(Bucket=BUCKET, Key="ops-bot/runbooks/poison.md")["ContentLength"] > 0
+
+
+def test_store_is_created_once_per_container_and_unreachable_store_is_retried(monkeypatch, s3):
+    monkeypatch.setenv("DOCUMENTS_BUCKET", BUCKET)
+    monkeypatch.setenv("OPENSEARCH_URL", "http://127.0.0.1:9")  # nothing listens there
+    monkeypatch.setenv("OPENSEARCH_MAX_RETRIES", "0")
+    monkeypatch.setenv("EMBEDDING_PROVIDER", "hashing")
+    module = load_handler("indexer", monkeypatch)
+    s3.put_object(Bucket=BUCKET, Key="ops-bot/runbooks/deploy.md", Body=b"# Deploy")
+    event = load_event("sqs_s3_put.json")
+    assert module.container.indexer is None
+    first = module.lambda_handler(event, LambdaContext())
+    created = module.container.indexer
+    second = module.lambda_handler(event, LambdaContext())
+    assert created is not None
+    assert module.container.indexer is created
+    message_id = event["Records"][0]["messageId"]
+    assert first == second == {"batchItemFailures": [{"itemIdentifier": message_id}]}

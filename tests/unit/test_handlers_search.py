@@ -1,0 +1,346 @@
+"""functions/search/app.py with the API Gateway HTTP API (v2) samples and the memory store.
+
+Search results against a real OpenSearch node are in
+tests/integration/test_handlers_opensearch.py; here the store is the in-memory one
+injected into the handler's container, and S3/SQS (reindex) are moto's.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any
+
+import boto3
+import pytest
+from lambda_support import (
+    BUCKET,
+    REPO_ROOT,
+    LambdaContext,
+    emitted_metrics,
+    load_event,
+    load_handler,
+    log_records,
+    sqs_messages_as_event,
+    use_fake_aws,
+)
+from moto import mock_aws
+
+from knowledge.api import KnowledgeApi
+from knowledge.errors import StoreUnavailableError
+from knowledge.event_indexing import EventIndexer
+from knowledge.lambda_config import LambdaSettings
+from knowledge.model import SearchQuery
+from knowledge.reindex_queue import ReindexQueue
+from knowledge.scope import KnowledgeScope
+from knowledge.source import SourceDocument
+from knowledge.sources.s3 import S3DocumentSource
+from knowledge.stores.memory import MemoryKnowledgeStore
+
+RUNBOOKS = KnowledgeScope("ops-bot", "runbooks")
+MANUALS = KnowledgeScope("ops-bot", "manuals")
+
+
+def document(path: str, text: str) -> SourceDocument:
+    data = text.encode("utf-8")
+    return SourceDocument(path=path, size=len(data), read=lambda: data)
+
+
+@pytest.fixture
+def store() -> MemoryKnowledgeStore:
+    store = MemoryKnowledgeStore()
+    store.upsert_document(
+        RUNBOOKS,
+        document("deploy.md", "# Deploy\n\nTo rollback a failed deployment run helm rollback."),
+    )
+    store.upsert_document(
+        RUNBOOKS, document("장애 대응/배포 실패.md", "# 배포 실패\n\n배포 실패 시 롤백한다.")
+    )
+    store.upsert_document(MANUALS, document("helm.md", "# Helm\n\nhelm rollback takes a revision."))
+    store.upsert_document(
+        KnowledgeScope("other-bot", "runbooks"), document("secret.md", "rollback of other-bot")
+    )
+    return store
+
+
+@dataclass
+class Search:
+    module: ModuleType
+
+    def invoke(self, event: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        response = self.module.lambda_handler(event, LambdaContext())
+        assert response["headers"]["Content-Type"] == "application/json"
+        return response["statusCode"], json.loads(response["body"])
+
+
+@pytest.fixture
+def search(
+    monkeypatch: pytest.MonkeyPatch, store: MemoryKnowledgeStore, capsys: pytest.CaptureFixture[str]
+) -> Search:
+    module = load_handler("search", monkeypatch)
+    module.container.api = KnowledgeApi(store)
+    return Search(module)
+
+
+def with_body(event: dict[str, Any], body: dict[str, Any]) -> dict[str, Any]:
+    event = copy.deepcopy(event)
+    event["body"] = json.dumps(body)
+    event["isBase64Encoded"] = False
+    return event
+
+
+def test_health(search):
+    assert search.invoke(load_event("api_health.json")) == (
+        200,
+        {"status": "ok", "store": "memory"},
+    )
+
+
+def test_search_one_scope(search, capsys):
+    status, body = search.invoke(load_event("api_search.json"))
+    assert status == 200
+    assert body["query"] == "rollback a failed deployment"
+    assert body["mode"] == "keyword"
+    assert [r["document_path"] for r in body["results"]] == ["deploy.md"]
+    (result,) = body["results"]
+    assert 0.0 <= result["score"] <= 1.0
+    assert result["chunk_index"] == 0
+    assert isinstance(body["took_ms"], float)
+    out = capsys.readouterr().out
+    (line,) = [r for r in log_records(out) if r["message"] == "search"]
+    assert (line["agent"], line["context"], line["mode"], line["results"]) == (
+        "ops-bot",
+        "runbooks",
+        "keyword",
+        1,
+    )
+    assert "took_ms" in line
+    assert "rollback" not in json.dumps(line), "query text is not logged"
+    metrics = emitted_metrics(out)
+    assert metrics["Searches"] == 1
+    assert metrics["SearchResults"] == 1
+    assert "SearchLatency" in metrics
+
+
+def test_search_with_a_base64_korean_body(search):
+    status, body = search.invoke(load_event("api_search_korean_base64.json"))
+    assert status == 200
+    assert body["query"] == "배포 실패"
+    assert [r["document_path"] for r in body["results"]] == ["장애 대응/배포 실패.md"]
+
+
+def test_agent_wide_search_covers_every_context_of_that_agent_only(search):
+    status, body = search.invoke(load_event("api_search_agent.json"))
+    assert status == 200
+    paths = sorted(r["document_path"] for r in body["results"])
+    assert paths == ["deploy.md", "helm.md"]
+    assert "secret.md" not in paths
+
+
+def test_no_results_is_an_empty_success(search):
+    event = with_body(load_event("api_search.json"), {"query": "kubernetes autoscaling"})
+    assert search.invoke(event) == (
+        200,
+        {
+            "query": "kubernetes autoscaling",
+            "mode": "keyword",
+            "results": [],
+            "took_ms": pytest.approx(0, abs=1000),
+        },
+    )
+
+
+@pytest.mark.parametrize(
+    ("sample", "field"),
+    [
+        ("api_search_malformed_json.json", "body"),
+        ("api_search_no_body.json", "body"),
+        ("api_search_missing_query.json", "query"),
+        ("api_search_bad_mode.json", "mode"),
+        ("api_search_bad_max_results.json", "max_results"),
+        ("api_search_unknown_field.json", "top_k"),
+        ("api_search_invalid_agent.json", "agent"),
+        ("api_status_invalid_context.json", "context"),
+    ],
+)
+def test_bad_requests_are_400_naming_the_field(search, capsys, sample, field):
+    status, body = search.invoke(load_event(sample))
+    assert status == 400
+    assert body["field"] == field
+    assert body["error"]
+    assert "Traceback" not in body["error"]
+    assert emitted_metrics(capsys.readouterr().out)["ClientErrors"] == 1
+
+
+def test_vector_mode_on_a_keyword_store_is_a_400(search):
+    event = with_body(load_event("api_search.json"), {"query": "rollback", "mode": "vector"})
+    status, body = search.invoke(event)
+    assert (status, body["field"]) == (400, "mode")
+
+
+def test_status(search):
+    status, body = search.invoke(load_event("api_status.json"))
+    assert status == 200
+    assert (body["agent"], body["context"]) == ("ops-bot", "runbooks")
+    assert body["document_count"] == 2
+    assert body["state"] == "READY"
+
+
+def test_unknown_route_is_a_json_404(search):
+    status, body = search.invoke(load_event("api_unknown_route.json"))
+    assert status == 404
+    assert body == {"error": "no route for GET /v1/agents/ops-bot", "field": None}
+
+
+class BrokenStore(MemoryKnowledgeStore):
+    def __init__(self, error: Exception) -> None:
+        super().__init__()
+        self.error = error
+
+    def search(self, scope: KnowledgeScope, query: SearchQuery) -> Any:
+        raise self.error
+
+
+@pytest.mark.parametrize(
+    ("error", "status", "message"),
+    [
+        (StoreUnavailableError("connection refused"), 503, "the index backend is unavailable"),
+        (RuntimeError("secret internals /var/task/x.py"), 500, "internal error"),
+    ],
+)
+def test_backend_failures_map_to_5xx_without_a_trace(search, error, status, message):
+    search.module.container.api = KnowledgeApi(BrokenStore(error))
+    code, body = search.invoke(load_event("api_search.json"))
+    assert code == status
+    assert body["error"].startswith(message)
+    assert "/var/task" not in body["error"]
+
+
+def test_errors_outside_the_api_object_use_the_same_mapping(search, monkeypatch):
+    # Building the store fails (bad configuration): the exception handler answers.
+    search.module.container.api = None
+    monkeypatch.delenv("OPENSEARCH_URL", raising=False)
+    status, body = search.invoke(load_event("api_health.json"))
+    assert status == 503
+    assert "OPENSEARCH_URL" in body["error"]
+
+
+def test_store_is_created_once_per_container(monkeypatch, capsys):
+    monkeypatch.setenv("OPENSEARCH_URL", "http://127.0.0.1:9")
+    monkeypatch.setenv("EMBEDDING_PROVIDER", "hashing")
+    module = load_handler("search", monkeypatch)
+    assert module.container.api is None
+    module.lambda_handler(load_event("api_health.json"), LambdaContext())
+    api = module.container.api
+    module.lambda_handler(load_event("api_health.json"), LambdaContext())
+    assert api is not None
+    assert module.container.api is api
+    assert api.store.name == "opensearch"
+
+
+def test_cold_import_loads_no_sdk():
+    """Keyword mode must not pay for openai, opensearch-py or boto3 at import. (Powertools
+    imports the bare ``botocore`` package for its user-agent hook: well under a millisecond.)"""
+    code = f"""
+import importlib.util, sys
+spec = importlib.util.spec_from_file_location("app", {str(REPO_ROOT / "functions/search/app.py")!r})
+module = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(module)
+heavy = ("openai", "opensearchpy", "boto3", "botocore.session", "numpy")
+print(sorted(m for m in heavy if m in sys.modules))
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={"POWERTOOLS_METRICS_NAMESPACE": "Test", "PATH": ""},
+    )
+    assert done.stdout.strip().splitlines()[-1] == "[]"
+
+
+# --- reindex (moto S3 + SQS) ------------------------------------------------------------------
+
+
+@pytest.fixture
+def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Any, Any, str, str]]:
+    use_fake_aws(monkeypatch)
+    with mock_aws():
+        s3 = boto3.client("s3")
+        sqs = boto3.client("sqs")
+        s3.create_bucket(Bucket=BUCKET)
+        queue_url = sqs.create_queue(QueueName="document-events")["QueueUrl"]
+        queue_arn = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])[
+            "Attributes"
+        ]["QueueArn"]
+        yield s3, sqs, queue_url, queue_arn
+
+
+def test_reindex_queues_every_key_and_the_indexer_brings_the_scope_in_line(
+    search, store, aws, monkeypatch, capsys
+):
+    s3, sqs, queue_url, queue_arn = aws
+    # The bucket now has deploy.md (changed), a new runbook, and no longer the Korean one.
+    s3.put_object(
+        Bucket=BUCKET,
+        Key="ops-bot/runbooks/deploy.md",
+        Body=b"# Deploy\n\nUse argo rollouts undo to roll back.",
+    )
+    s3.put_object(Bucket=BUCKET, Key="ops-bot/runbooks/scale.md", Body=b"# Scale\n\nkubectl scale")
+    s3.put_object(Bucket=BUCKET, Key="ops-bot/manuals/helm.md", Body=b"# Helm")  # other scope
+    source = S3DocumentSource(BUCKET, client=s3)
+    search.module.container.reindex_queue = ReindexQueue(queue_url, source, client=sqs)
+
+    status, body = search.invoke(load_event("api_reindex.json"))
+    assert status == 202
+    assert body == {
+        "agent": "ops-bot",
+        "context": "runbooks",
+        "status": "queued",
+        "queued": 3,
+        "documents": 2,
+        "removals": 1,
+        "skipped_documents": 0,
+    }
+    assert emitted_metrics(capsys.readouterr().out)["ReindexMessagesQueued"] == 3
+
+    # The indexer function consumes the queue.
+    monkeypatch.setenv("DOCUMENTS_BUCKET", BUCKET)
+    indexer = load_handler("indexer", monkeypatch)
+    indexer.container.settings = LambdaSettings.from_env()
+    indexer.container.indexer = EventIndexer(store, source)
+    messages = sqs.receive_message(QueueUrl=queue_url, MaxNumberOfMessages=10)["Messages"]
+    assert len(messages) == 3
+    response = indexer.lambda_handler(sqs_messages_as_event(messages, queue_arn), LambdaContext())
+    assert response == {"batchItemFailures": []}
+    assert sorted(store.stored_documents(RUNBOOKS)) == ["deploy.md", "scale.md"]
+    hits = store.search(RUNBOOKS, SearchQuery("argo"))
+    assert [h.document_path for h in hits] == ["deploy.md"]
+    assert sorted(store.stored_documents(MANUALS)) == ["helm.md"], "other scopes untouched"
+
+
+def test_reindex_of_an_invalid_scope_is_a_400_and_queues_nothing(search, aws):
+    s3, sqs, queue_url, _ = aws
+    search.module.container.reindex_queue = ReindexQueue(
+        queue_url, S3DocumentSource(BUCKET, client=s3), client=sqs
+    )
+    event = load_event("api_reindex.json")
+    event["rawPath"] = event["requestContext"]["http"]["path"] = (
+        "/v1/agents/ops-bot/contexts/run%20books/reindex"
+    )
+    status, body = search.invoke(event)
+    assert (status, body["field"]) == (400, "context")
+    assert sqs.receive_message(QueueUrl=queue_url).get("Messages", []) == []
+
+
+def test_reindex_without_a_queue_configured_is_a_503(search, monkeypatch):
+    monkeypatch.delenv("INDEX_QUEUE_URL", raising=False)
+    monkeypatch.setenv("DOCUMENTS_BUCKET", BUCKET)
+    status, body = search.invoke(load_event("api_reindex.json"))
+    assert status == 503
+    assert "INDEX_QUEUE_URL" in body["error"]

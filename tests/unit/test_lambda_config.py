@@ -1,0 +1,197 @@
+"""knowledge.lambda_config: the functions' settings, embedder and store from the environment."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, HTTPServer
+from typing import Any, ClassVar
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from knowledge.embedding.hashing import HashingEmbedder
+from knowledge.errors import ConfigurationError
+from knowledge.lambda_config import LambdaSettings, build_embedder, build_store
+from knowledge.model import IndexOptions, SearchMode
+from knowledge.secrets import clear_secret_cache
+from knowledge.stores.opensearch import OpenSearchKnowledgeStore
+
+SECRET_ARN = "arn:aws:secretsmanager:us-east-1:123456789012:secret:openai-AbCdEf"
+
+
+def test_defaults_without_environment():
+    settings = LambdaSettings.from_env({})
+    assert settings.embedding_provider == "none"
+    assert settings.file_patterns == IndexOptions().file_patterns
+    assert settings.max_documents == IndexOptions().max_documents
+    assert settings.documents_bucket is None
+    assert settings.queue_url is None
+
+
+def test_everything_from_the_environment():
+    settings = LambdaSettings.from_env(
+        {
+            "EMBEDDING_PROVIDER": " OpenAI ",
+            "OPENAI_EMBEDDING_MODEL": "text-embedding-3-large",
+            "OPENAI_API_KEY_SECRET_ARN": SECRET_ARN,
+            "DOCUMENTS_BUCKET": "kb-docs",
+            "INDEX_QUEUE_URL": "https://sqs.us-east-1.amazonaws.com/123456789012/q",
+            "FILE_PATTERNS": "*.md, *.txt ,docs/*.rst,",
+            "MAX_DOCUMENTS": "250",
+        }
+    )
+    assert settings.embedding_provider == "openai"
+    assert settings.openai_model == "text-embedding-3-large"
+    assert settings.require_bucket() == "kb-docs"
+    assert settings.require_queue_url().endswith("/q")
+    assert settings.file_patterns == ("*.md", "*.txt", "docs/*.rst")
+    assert settings.index_options == IndexOptions(
+        file_patterns=("*.md", "*.txt", "docs/*.rst"), max_documents=250
+    )
+
+
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        ({"EMBEDDING_PROVIDER": "cohere"}, "EMBEDDING_PROVIDER"),
+        ({"EMBEDDING_PROVIDER": "openai"}, "OPENAI_API_KEY_SECRET_ARN"),
+        (
+            {"EMBEDDING_PROVIDER": "openai", "OPENAI_API_KEY_SECRET_ARN": "sk-a-key-not-an-arn"},
+            "not an ARN",
+        ),
+        ({"FILE_PATTERNS": " , "}, "FILE_PATTERNS"),
+        ({"MAX_DOCUMENTS": "many"}, "MAX_DOCUMENTS"),
+        ({"MAX_DOCUMENTS": "0"}, "MAX_DOCUMENTS"),
+    ],
+)
+def test_bad_settings_are_configuration_errors_naming_the_variable(env, message):
+    with pytest.raises(ConfigurationError, match=message):
+        LambdaSettings.from_env(env)
+
+
+def test_missing_bucket_or_queue_is_named_when_needed():
+    settings = LambdaSettings.from_env({})
+    with pytest.raises(ConfigurationError, match="DOCUMENTS_BUCKET"):
+        settings.require_bucket()
+    with pytest.raises(ConfigurationError, match="INDEX_QUEUE_URL"):
+        settings.require_queue_url()
+
+
+def test_embedders_by_provider():
+    assert build_embedder(LambdaSettings(embedding_provider="none")) is None
+    assert isinstance(build_embedder(LambdaSettings(embedding_provider="hashing")), HashingEmbedder)
+    bedrock = build_embedder(
+        LambdaSettings(embedding_provider="bedrock", bedrock_model_id="amazon.titan-embed-text-v1")
+    )
+    assert bedrock is not None
+    assert bedrock.name.endswith("amazon.titan-embed-text-v1")
+    assert bedrock.dimensions == 1536
+
+
+def test_store_is_opensearch_from_opensearch_variables_without_io():
+    env = {
+        "OPENSEARCH_URL": "http://127.0.0.1:9",  # nothing listens: construction must not call
+        "OPENSEARCH_INDEX": "kb-test",
+        "OPENSEARCH_DEFAULT_MODE": "hybrid",
+    }
+    store = build_store(LambdaSettings(embedding_provider="hashing"), env=env)
+    assert isinstance(store, OpenSearchKnowledgeStore)
+    assert store.config.index_name == "kb-test"
+    assert store.default_mode is SearchMode.HYBRID
+    assert store.supported_modes == frozenset(SearchMode)
+
+
+def test_store_without_an_endpoint_is_a_configuration_error():
+    with pytest.raises(ConfigurationError, match="OPENSEARCH_URL"):
+        build_store(LambdaSettings(embedding_provider="hashing"), env={})
+
+
+def test_building_everything_for_openai_imports_no_sdk():
+    """A keyword request never pays for openai, opensearchpy or boto3 at cold start."""
+    code = f"""
+import sys
+from knowledge.lambda_config import LambdaSettings, build_store
+settings = LambdaSettings(embedding_provider="openai", openai_secret_arn={SECRET_ARN!r})
+store = build_store(settings, env={{"OPENSEARCH_URL": "http://127.0.0.1:9"}})
+print(sorted(m for m in ("openai", "opensearchpy", "boto3") if m in sys.modules))
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"
+
+
+class _FakeOpenAI(BaseHTTPRequestHandler):
+    seen_authorization: ClassVar[list[str]] = []
+
+    def do_POST(self) -> None:
+        length = int(self.headers.get("content-length", "0"))
+        request = json.loads(self.rfile.read(length))
+        type(self).seen_authorization.append(self.headers.get("authorization", ""))
+        inputs = request["input"] if isinstance(request["input"], list) else [request["input"]]
+        body = json.dumps(
+            {
+                "object": "list",
+                "data": [
+                    {"object": "embedding", "index": i, "embedding": [0.5] * 1536}
+                    for i in range(len(inputs))
+                ],
+                "model": request["model"],
+                "usage": {"prompt_tokens": 3 * len(inputs), "total_tokens": 3 * len(inputs)},
+            }
+        ).encode()
+        self.send_response(200)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def fake_openai(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    server = HTTPServer(("127.0.0.1", 0), _FakeOpenAI)
+    _FakeOpenAI.seen_authorization = []
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    url = f"http://127.0.0.1:{server.server_port}/v1"
+    monkeypatch.setenv("OPENAI_BASE_URL", url)
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    try:
+        yield url
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)
+
+
+def test_openai_key_comes_from_secrets_manager_on_first_embedding(fake_openai, monkeypatch):
+    for name, value in {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_DEFAULT_REGION": "us-east-1",
+    }.items():
+        monkeypatch.setenv(name, value)
+    clear_secret_cache()
+    try:
+        with mock_aws():
+            secrets = boto3.client("secretsmanager", region_name="us-east-1")
+            arn = secrets.create_secret(
+                Name="openai-key", SecretString=json.dumps({"api_key": "sk-from-secrets"})
+            )["ARN"]
+            embedder = build_embedder(
+                LambdaSettings(embedding_provider="openai", openai_secret_arn=arn),
+                secrets_client=secrets,
+            )
+            assert embedder is not None
+            assert _FakeOpenAI.seen_authorization == []
+            embedding = embedder.embed("rollback a failed deployment")
+    finally:
+        clear_secret_cache()
+    assert len(embedding.vector) == 1536
+    assert _FakeOpenAI.seen_authorization == ["Bearer sk-from-secrets"]

@@ -1,0 +1,255 @@
+"""knowledge.sources.s3.S3DocumentSource against moto's S3 (no network)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import boto3
+import pytest
+from botocore.exceptions import ClientError
+from moto import mock_aws
+
+from knowledge.errors import ConfigurationError, NotFoundError
+from knowledge.model import IndexOptions
+from knowledge.scope import KnowledgeScope
+from knowledge.source import DocumentSource
+from knowledge.sources import Listing
+from knowledge.sources.s3 import S3DocumentSource
+
+BUCKET = "kb-test-documents"
+SCOPE = KnowledgeScope("ops-bot", "runbooks")
+
+
+@pytest.fixture
+def s3(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    for name, value in {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_SESSION_TOKEN": "testing",
+        "AWS_DEFAULT_REGION": "us-east-1",
+    }.items():
+        monkeypatch.setenv(name, value)
+    with mock_aws():
+        client = boto3.client("s3", region_name="us-east-1")
+        client.create_bucket(Bucket=BUCKET)
+        client.put_bucket_versioning(Bucket=BUCKET, VersioningConfiguration={"Status": "Enabled"})
+        yield client
+
+
+def put(s3: Any, key: str, data: bytes | str) -> None:
+    s3.put_object(Bucket=BUCKET, Key=key, Body=data.encode() if isinstance(data, str) else data)
+
+
+def sidecar(attributes: dict[str, Any]) -> str:
+    return json.dumps({"metadataAttributes": attributes})
+
+
+def test_is_a_document_source_and_lists_nothing_for_an_empty_scope(s3):
+    source = S3DocumentSource(BUCKET, client=s3)
+    assert isinstance(source, DocumentSource)
+    assert list(source.documents(SCOPE, IndexOptions())) == []
+
+
+def test_construction_needs_a_bucket_and_does_no_io():
+    with pytest.raises(ConfigurationError, match="DOCUMENTS_BUCKET"):
+        S3DocumentSource(" ")
+    # No client, no credentials, no mock: building it must not touch AWS.
+    assert S3DocumentSource("any-bucket").bucket == "any-bucket"
+
+
+def test_documents_are_listed_sorted_with_patterns_and_lazy_reads(s3):
+    put(s3, "ops-bot/runbooks/z-last.md", "# Z\nlast")
+    put(s3, "ops-bot/runbooks/a-first.md", "# A\nfirst")
+    put(s3, "ops-bot/runbooks/deep/nested/guide.txt", "nested text")
+    put(s3, "ops-bot/runbooks/image.png", b"\x89PNG\r\n")
+    put(s3, "ops-bot/runbooks-old/other.md", "a sibling prefix, not this scope")
+    put(s3, "ops-bot/manuals/manual.md", "another context")
+    put(s3, "other-bot/runbooks/x.md", "another agent")
+    calls: list[str] = []
+    original_get = s3.get_object
+
+    def counting_get(**kwargs: Any) -> Any:
+        calls.append(kwargs["Key"])
+        return original_get(**kwargs)
+
+    s3.get_object = counting_get
+    source = S3DocumentSource(BUCKET, client=s3)
+    documents = list(source.documents(SCOPE, IndexOptions()))
+    assert [d.path for d in documents] == ["a-first.md", "deep/nested/guide.txt", "z-last.md"]
+    assert [d.source_key for d in documents] == [
+        "ops-bot/runbooks/a-first.md",
+        "ops-bot/runbooks/deep/nested/guide.txt",
+        "ops-bot/runbooks/z-last.md",
+    ]
+    assert calls == [], "listing must not download documents"
+    assert documents[0].read() == b"# A\nfirst"
+    assert documents[0].size == len(b"# A\nfirst")
+    assert documents[0].version is None
+    assert calls == ["ops-bot/runbooks/a-first.md"]
+
+
+def test_non_recursive_listing_takes_only_the_top_folder(s3):
+    put(s3, "ops-bot/runbooks/top.md", "top")
+    put(s3, "ops-bot/runbooks/sub/inner.md", "inner")
+    source = S3DocumentSource(BUCKET, client=s3)
+    options = IndexOptions(recursive=False)
+    assert [d.path for d in source.documents(SCOPE, options)] == ["top.md"]
+
+
+def test_listing_is_paginated(s3):
+    for i in range(7):
+        put(s3, f"ops-bot/runbooks/doc-{i}.md", f"doc {i}")
+    pages: list[int] = []
+    paginator = s3.get_paginator("list_objects_v2")
+
+    class SmallPages:
+        def paginate(self, **kwargs: Any) -> Any:
+            for page in paginator.paginate(**kwargs, PaginationConfig={"PageSize": 3}):
+                pages.append(len(page.get("Contents", ())))
+                yield page
+
+    s3.get_paginator = lambda name: SmallPages()
+    source = S3DocumentSource(BUCKET, client=s3)
+    assert len(list(source.documents(SCOPE, IndexOptions()))) == 7
+    assert pages == [3, 3, 1]
+
+
+def test_hidden_files_placeholders_and_bad_keys_are_left_out(s3):
+    put(s3, "ops-bot/runbooks/ok.md", "ok")
+    put(s3, "ops-bot/runbooks/.DS_Store", "x")
+    put(s3, "ops-bot/runbooks/.git/notes.md", "x")
+    put(s3, "ops-bot/runbooks/drafts/", "")
+    put(s3, "ops-bot/runbooks/odd//double-slash.md", "x")
+    source = S3DocumentSource(BUCKET, client=s3)
+    listing = source.documents(SCOPE, IndexOptions())
+    assert isinstance(listing, Listing)
+    assert [d.path for d in listing] == ["ok.md"]
+    assert [p.path for p in listing.skipped] == ["ops-bot/runbooks/odd//double-slash.md"]
+
+
+def test_sidecar_metadata_in_bedrock_form_is_attached_and_not_a_document(s3):
+    put(s3, "ops-bot/runbooks/deploy.md", "# Deploy")
+    put(
+        s3,
+        "ops-bot/runbooks/deploy.md.metadata.json",
+        sidecar(
+            {
+                "team": "platform",
+                "year": 2024,
+                "tags": {"value": {"type": "STRING_LIST", "stringListValue": ["k8s", "ops"]}},
+            }
+        ),
+    )
+    source = S3DocumentSource(BUCKET, client=s3)
+    (document,) = list(source.documents(SCOPE, IndexOptions()))
+    assert document.path == "deploy.md"
+    assert dict(document.metadata) == {"team": "platform", "year": "2024", "tags": ["k8s", "ops"]}
+
+
+def test_invalid_sidecar_is_an_error_and_the_document_is_kept(s3):
+    put(s3, "ops-bot/runbooks/deploy.md", "# Deploy")
+    put(s3, "ops-bot/runbooks/deploy.md.metadata.json", "{not json")
+    listing = S3DocumentSource(BUCKET, client=s3).documents(SCOPE, IndexOptions())
+    (document,) = list(listing)
+    assert dict(document.metadata) == {}
+    assert [p.path for p in listing.errors] == ["deploy.md"]
+    assert "sidecar" in listing.errors[0].reason
+
+
+def test_get_document_reads_the_current_object_and_its_sidecar(s3):
+    put(s3, "ops-bot/runbooks/장애 대응/배포 실패.md", "# 배포 실패\n롤백 절차")
+    put(s3, "ops-bot/runbooks/장애 대응/배포 실패.md.metadata.json", sidecar({"lang": "ko"}))
+    source = S3DocumentSource(BUCKET, client=s3)
+    document = source.get_document(SCOPE, "장애 대응/배포 실패.md", version="00AB")
+    assert document is not None
+    assert document.version == "00AB"
+    assert document.source_key == "ops-bot/runbooks/장애 대응/배포 실패.md"
+    assert dict(document.metadata) == {"lang": "ko"}
+    assert document.read().decode() == "# 배포 실패\n롤백 절차"
+
+
+def test_get_document_with_an_invalid_sidecar_returns_it_without_metadata(s3, caplog):
+    put(s3, "ops-bot/runbooks/deploy.md", "# Deploy")
+    put(s3, "ops-bot/runbooks/deploy.md.metadata.json", json.dumps({"wrong": 1}))
+    document = S3DocumentSource(BUCKET, client=s3).get_document(SCOPE, "deploy.md")
+    assert document is not None
+    assert dict(document.metadata) == {}
+    assert "invalid metadata sidecar" in caplog.text
+
+
+def test_get_document_of_a_missing_or_deleted_object_is_none(s3):
+    source = S3DocumentSource(BUCKET, client=s3)
+    assert source.get_document(SCOPE, "never-there.md") is None
+    put(s3, "ops-bot/runbooks/gone.md", "soon gone")
+    assert source.exists(SCOPE, "gone.md")
+    s3.delete_object(Bucket=BUCKET, Key="ops-bot/runbooks/gone.md")  # a delete marker
+    assert source.get_document(SCOPE, "gone.md") is None
+    assert not source.exists(SCOPE, "gone.md")
+
+
+def test_read_after_the_object_is_deleted_is_not_found(s3):
+    put(s3, "ops-bot/runbooks/race.md", "x")
+    source = S3DocumentSource(BUCKET, client=s3)
+    document = source.get_document(SCOPE, "race.md")
+    assert document is not None
+    s3.delete_object(Bucket=BUCKET, Key="ops-bot/runbooks/race.md")
+    with pytest.raises(NotFoundError, match="no longer exists"):
+        document.read()
+
+
+def test_object_keys_lists_documents_but_not_sidecars_or_hidden_files(s3):
+    put(s3, "ops-bot/runbooks/b.md", "b")
+    put(s3, "ops-bot/runbooks/a.txt", "a")
+    put(s3, "ops-bot/runbooks/image.png", b"\x89PNG")
+    put(s3, "ops-bot/runbooks/b.md.metadata.json", sidecar({"k": "v"}))
+    put(s3, "ops-bot/runbooks/.hidden.md", "h")
+    keys = [item.key for item in S3DocumentSource(BUCKET, client=s3).object_keys(SCOPE)]
+    assert sorted(keys) == [
+        "ops-bot/runbooks/a.txt",
+        "ops-bot/runbooks/b.md",
+        "ops-bot/runbooks/image.png",
+    ]
+
+
+def _client_error(code: str, operation: str) -> ClientError:
+    return ClientError({"Error": {"Code": code, "Message": code}}, operation)
+
+
+class DenyingS3:
+    """An S3 client whose calls are refused, as without the bucket permissions."""
+
+    def __init__(self, code: str) -> None:
+        self.code = code
+
+    def head_object(self, **kwargs: Any) -> Any:
+        raise _client_error(self.code, "HeadObject")
+
+    def get_object(self, **kwargs: Any) -> Any:
+        raise _client_error(self.code, "GetObject")
+
+    def get_paginator(self, name: str) -> Any:
+        code = self.code
+
+        class Paginator:
+            def paginate(self, **kwargs: Any) -> Any:
+                raise _client_error(code, "ListObjectsV2")
+                yield  # pragma: no cover - makes this a generator
+
+        return Paginator()
+
+
+@pytest.mark.parametrize("code", ["403", "AccessDenied", "NoSuchBucket"])
+def test_access_problems_are_configuration_errors_naming_the_permission(code):
+    source = S3DocumentSource(BUCKET, client=DenyingS3(code))
+    with pytest.raises(ConfigurationError, match="s3:ListBucket"):
+        source.get_document(SCOPE, "x.md")
+    with pytest.raises(ConfigurationError, match="s3:ListBucket"):
+        list(source.documents(SCOPE, IndexOptions()))
+
+
+def test_other_s3_errors_propagate_for_the_caller_to_retry():
+    source = S3DocumentSource(BUCKET, client=DenyingS3("SlowDown"))
+    with pytest.raises(ClientError):
+        source.get_document(SCOPE, "x.md")
