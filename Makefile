@@ -67,3 +67,36 @@ sam-validate: $(SAM_STAMP)
 ## Build the layer and functions into .aws-sam/build (needs python3.12: pyenv or PATH).
 sam-build: $(SAM_STAMP)
 	$(PYTHON) tests/integration/sam_cli.py build
+
+## --- Benchmarks (bench/; results in bench/results, report in bench/REPORT.md) -----------
+# Their own venv (.venv-bench: torch, sentence-transformers, matplotlib) and the man pages
+# come from bench/setup.sh. Each target starts its own OpenSearch node when it needs one.
+BENCH_PY := .venv-bench/bin/python
+
+.PHONY: bench bench-setup bench-quality bench-indexing bench-latency bench-coldstart bench-memory bench-report
+
+bench-setup:
+	bash bench/setup.sh
+
+## Every benchmark, then bench/REPORT.md (about half an hour on 2 cores, once the caches are warm).
+bench: bench-quality bench-indexing bench-latency bench-coldstart bench-memory bench-report
+
+bench-quality: bench-setup
+	$(BENCH_PY) -m bench quality --limit 300 --embedder hashing
+	$(BENCH_PY) -m bench quality --limit 300 --embedder minilm
+	$(BENCH_PY) -m bench quality --limit 0 --embedder hashing
+
+bench-indexing: bench-setup
+	$(BENCH_PY) -m bench indexing --limit 0 --repeat 3
+
+bench-latency: bench-setup
+	$(BENCH_PY) -m bench latency --limit 0 --iterations 600 --warmup 100
+
+bench-coldstart: bench-setup
+	$(BENCH_PY) -m bench coldstart --runs 20 --warmup 2
+
+bench-memory: bench-setup
+	$(BENCH_PY) -m bench memory --sizes 5,12.5,25,50 --files 100
+
+bench-report: bench-setup
+	$(BENCH_PY) -m bench report

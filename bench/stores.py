@@ -58,7 +58,7 @@ def open_store(
     kind: str,
     embedder: EmbeddingClient | None,
     *,
-    workdir: Path,
+    workdir: Path | None,
     node_url: str | None = None,
     index_name: str | None = None,
     client: Any = None,
@@ -67,15 +67,16 @@ def open_store(
     if kind == "embedded":
         from knowledge.stores.embedded import EmbeddedKnowledgeStore
 
+        if workdir is None:
+            raise SystemExit("the embedded store needs a folder for its file")
+
         return EmbeddedKnowledgeStore(workdir / f"{uuid.uuid4().hex[:10]}.db", embedder=embedder)
     if kind == "opensearch":
         from knowledge.stores.opensearch import OpenSearchConfig, OpenSearchKnowledgeStore
 
         if node_url is None:
             raise SystemExit("the opensearch store needs a node URL")
-        config = OpenSearchConfig(
-            url=node_url, index_name=index_name or unique_index_name("bench")
-        )
+        config = OpenSearchConfig(url=node_url, index_name=index_name or unique_index_name("bench"))
         return OpenSearchKnowledgeStore(config, embedder=embedder, client=client)
     raise SystemExit(f"unknown store {kind!r}: one of {', '.join(STORES)}")
 
@@ -83,7 +84,7 @@ def open_store(
 def delete_index(node_url: str, index_name: str) -> None:
     from opensearchpy import OpenSearch
 
-    client = OpenSearch(hosts=[node_url])
+    client = OpenSearch(hosts=[node_url], timeout=120)
     try:
         client.indices.delete(index=index_name, ignore_unavailable=True)
     finally:

@@ -23,6 +23,7 @@ from aws_lambda_powertools.utilities.batch import (
 )
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
+
 from knowledge.event_indexing import EventIndexer, EventOutcome, EventStatus
 from knowledge.events import parse_sqs_message
 from knowledge.lambda_config import LambdaSettings, build_store

@@ -23,6 +23,7 @@ from aws_lambda_powertools.event_handler.exceptions import NotFoundError as Rout
 from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
+
 from knowledge.api import ApiResponse, KnowledgeApi, error_response
 from knowledge.scope import KnowledgeScope, validate_segment
 from knowledge.store import IndexWriter

@@ -83,6 +83,8 @@ def ensure_sam_cli(python: str | None = None) -> Path:
                 f"installing the SAM CLI failed: {' '.join(command)}\n"
                 f"{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
             )
+    # Keep the whole venv out of git, as Python 3.13's venv does by itself.
+    (SAM_VENV / ".gitignore").write_text("*\n", encoding="utf-8")
     _STAMP.write_text(SAM_REQUIREMENTS.read_text(encoding="utf-8"), encoding="utf-8")
     return _sam_executable()
 

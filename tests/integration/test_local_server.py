@@ -134,7 +134,7 @@ def test_search_is_scoped_and_ranked(server: LocalServer) -> None:
         {"query": "helm rollback", "max_results": 3},
     )
     assert status == 200
-    assert (body["query"], body["mode"]) == ("helm rollback", "hybrid")
+    assert (body["query"], body["mode"]) == ("helm rollback", "keyword")  # hashing: keyword
     assert body["results"][0]["document_path"] == "rollback.md"
     scores = [r["score"] for r in body["results"]]
     assert scores == sorted(scores, reverse=True)

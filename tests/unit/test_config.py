@@ -42,9 +42,25 @@ def test_defaults_without_environment() -> None:
         db_path=Path(DEFAULT_DB_PATH),
         embedder_name="hashing",
         opensearch_url=None,
-        default_mode=None,
+        default_mode=SearchMode.KEYWORD,
     )
     assert DEFAULT_DB_PATH == ".kb/knowledge.db"
+
+
+def test_default_mode_is_the_stores_own_with_a_semantic_embedder() -> None:
+    assert StoreSettings.resolve(embedder_name="openai", environ={}).default_mode is None
+    assert StoreSettings.resolve(embedder_name="none", environ={}).default_mode is None
+
+
+def test_default_mode_from_argument_then_environment() -> None:
+    env = {"KB_MODE": "vector"}
+    assert StoreSettings.resolve(environ=env).default_mode is SearchMode.VECTOR
+    assert StoreSettings.resolve(default_mode="hybrid", environ=env).default_mode is (
+        SearchMode.HYBRID
+    )
+    with pytest.raises(ValidationError) as info:
+        StoreSettings.resolve(environ={"KB_MODE": "fuzzy"})
+    assert info.value.field == "KB_MODE"
 
 
 def test_environment_fills_unset_arguments() -> None:
@@ -114,6 +130,9 @@ def test_open_embedded_store(tmp_path: Path) -> None:
     db = tmp_path / "sub" / "k.db"
     with closing(open_store(db_path=db, environ={})) as store:
         assert isinstance(store, EmbeddedKnowledgeStore)
+        assert store.default_mode is SearchMode.KEYWORD  # hashing embedder
+        assert store.supported_modes == frozenset(SearchMode)
+    with closing(open_store(db_path=db, default_mode="hybrid", environ={})) as store:
         assert store.default_mode is SearchMode.HYBRID
         assert store.supported_modes == frozenset(SearchMode)
     assert db.exists()

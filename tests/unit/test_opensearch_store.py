@@ -1,7 +1,7 @@
 """OpenSearchKnowledgeStore without a node: lazy client, no I/O at construction, and the
 requests it sends (managed domain vs Serverless), recorded by a fake client.
 
-The behaviour against a real node is in tests/integration/test_opensearch_store.py and
+The behaviour against a real node is in tests/integration/test_opensearch_store_live.py and
 in the contract suite.
 """
 

@@ -10,7 +10,12 @@ KB_STORE            store kind (``STORE_BUILDERS``)             ``embedded``
 KB_DB               file of the embedded store                  ``.kb/knowledge.db``
 KB_EMBEDDER         embedding provider, or ``none``             ``hashing``
 KB_OPENSEARCH_URL   OpenSearch endpoint (``opensearch`` kind)   unset
+KB_MODE             search mode when a query names none         see below
 ==================  ==========================================  =====================
+
+The default search mode is the store's own (hybrid with an embedder), except with the
+``hashing`` embedder, where it is ``keyword``: a bag-of-words vector adds no meaning to
+BM25 and, fused with it, ranks worse than BM25 alone (``bench/REPORT.md``).
 
 Store kinds are builders in ``STORE_BUILDERS`` (``opensearch`` calls
 ``knowledge.stores.opensearch.build_store``, which reads the other ``OPENSEARCH_*``
@@ -38,8 +43,10 @@ __all__ = [
     "DEFAULT_EMBEDDER",
     "DEFAULT_STORE_KIND",
     "EMBEDDER_NAMES",
+    "KEYWORD_LIKE_EMBEDDER",
     "ENV_DB",
     "ENV_EMBEDDER",
+    "ENV_MODE",
     "ENV_OPENSEARCH_URL",
     "ENV_STORE",
     "NO_EMBEDDER",
@@ -55,6 +62,7 @@ ENV_STORE = "KB_STORE"
 ENV_DB = "KB_DB"
 ENV_EMBEDDER = "KB_EMBEDDER"
 ENV_OPENSEARCH_URL = "KB_OPENSEARCH_URL"
+ENV_MODE = "KB_MODE"
 
 DEFAULT_STORE_KIND = "embedded"
 DEFAULT_DB_PATH = ".kb/knowledge.db"
@@ -63,6 +71,8 @@ NO_EMBEDDER = "none"
 """Embedder name for a keyword-only store (no vectors, no embedding cost)."""
 
 EMBEDDER_NAMES = (*PROVIDER_NAMES, NO_EMBEDDER)
+KEYWORD_LIKE_EMBEDDER = "hashing"
+"""Stores built with this embedder search in keyword mode unless a mode is asked for."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,14 +106,24 @@ class StoreSettings:
             return from_env or default
 
         url = pick(opensearch_url, ENV_OPENSEARCH_URL, "")
+        embedder = pick(embedder_name, ENV_EMBEDDER, DEFAULT_EMBEDDER).lower()
+        mode: SearchMode | None = None
+        if default_mode is not None:
+            mode = SearchMode.parse(default_mode)
+        elif env.get(ENV_MODE, "").strip():
+            mode = SearchMode.parse(env[ENV_MODE], ENV_MODE)
+        elif embedder == KEYWORD_LIKE_EMBEDDER:
+            # The hashing embedder is a bag of words: fused with BM25 it ranks worse than
+            # BM25 alone (bench/REPORT.md, quality), so it only serves vector/hybrid on request.
+            mode = SearchMode.KEYWORD
         return cls(
             kind=pick(kind, ENV_STORE, DEFAULT_STORE_KIND).lower(),
             db_path=Path(
                 pick(None if db_path is None else os.fspath(db_path), ENV_DB, DEFAULT_DB_PATH)
             ),
-            embedder_name=pick(embedder_name, ENV_EMBEDDER, DEFAULT_EMBEDDER).lower(),
+            embedder_name=embedder,
             opensearch_url=url or None,
-            default_mode=None if default_mode is None else SearchMode.parse(default_mode),
+            default_mode=mode,
         )
 
 

