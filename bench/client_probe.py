@@ -1,34 +1,50 @@
-"""A pass-through ``opensearchpy.OpenSearch`` wrapper that counts requests and keeps ``took``.
+"""A pass-through ``opensearchpy.OpenSearch`` wrapper that counts and times requests.
 
 Injected into ``OpenSearchKnowledgeStore(client=...)`` (a public constructor argument), it
 lets a benchmark see what the store sends without changing how the store works: every
 attribute is the real client's, and ``search``/``msearch``/``bulk``/``delete_by_query``
-and ``indices.*`` calls are forwarded unchanged after being counted. ``took`` of the last
-``search`` or ``msearch`` answer (OpenSearch's own server-side time, integer ms) is kept.
+and ``indices.*`` calls are forwarded unchanged, counted in ``calls`` and timed (wall-clock
+seconds, summed per method) in ``seconds``. ``took`` of the last ``search`` or ``msearch``
+answer (OpenSearch's own server-side time, integer ms) is kept.
 """
 
 from __future__ import annotations
 
-from collections import Counter
+import time
+from collections import Counter, defaultdict
+from collections.abc import Callable
 from typing import Any
 
 __all__ = ["RecordingClient"]
 
 
+class _Ledger:
+    def __init__(self) -> None:
+        self.calls: Counter[str] = Counter()
+        self.seconds: defaultdict[str, float] = defaultdict(float)
+
+    def call(self, name: str, method: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        self.calls[name] += 1
+        started = time.perf_counter()
+        try:
+            return method(*args, **kwargs)
+        finally:
+            self.seconds[name] += time.perf_counter() - started
+
+
 class _RecordingIndices:
-    def __init__(self, indices: Any, calls: Counter[str]) -> None:
+    def __init__(self, indices: Any, ledger: _Ledger) -> None:
         self._indices = indices
-        self._calls = calls
+        self._ledger = ledger
 
     def __getattr__(self, name: str) -> Any:
         attribute = getattr(self._indices, name)
         if not callable(attribute):
             return attribute
-        calls = self._calls
+        ledger = self._ledger
 
         def call(*args: Any, **kwargs: Any) -> Any:
-            calls[f"indices.{name}"] += 1
-            return attribute(*args, **kwargs)
+            return ledger.call(f"indices.{name}", attribute, *args, **kwargs)
 
         return call
 
@@ -38,32 +54,30 @@ class RecordingClient:
 
     def __init__(self, client: Any) -> None:
         self._client = client
-        self.calls: Counter[str] = Counter()
+        self._ledger = _Ledger()
+        self.calls = self._ledger.calls
+        self.seconds = self._ledger.seconds
         self.last_took: int | None = None
-        self.indices = _RecordingIndices(client.indices, self.calls)
+        self.indices = _RecordingIndices(client.indices, self._ledger)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._client, name)
 
     def search(self, *args: Any, **kwargs: Any) -> Any:
-        self.calls["search"] += 1
-        response = self._client.search(*args, **kwargs)
+        response = self._ledger.call("search", self._client.search, *args, **kwargs)
         self.last_took = response.get("took")
         return response
 
     def msearch(self, *args: Any, **kwargs: Any) -> Any:
-        self.calls["msearch"] += 1
-        response = self._client.msearch(*args, **kwargs)
+        response = self._ledger.call("msearch", self._client.msearch, *args, **kwargs)
         self.last_took = response.get("took")
         return response
 
     def bulk(self, *args: Any, **kwargs: Any) -> Any:
-        self.calls["bulk"] += 1
-        return self._client.bulk(*args, **kwargs)
+        return self._ledger.call("bulk", self._client.bulk, *args, **kwargs)
 
     def delete_by_query(self, *args: Any, **kwargs: Any) -> Any:
-        self.calls["delete_by_query"] += 1
-        return self._client.delete_by_query(*args, **kwargs)
+        return self._ledger.call("delete_by_query", self._client.delete_by_query, *args, **kwargs)
 
     def close(self) -> None:
         self._client.close()

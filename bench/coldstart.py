@@ -66,7 +66,9 @@ def lambda_environment(url: str, index: str) -> dict[str, str]:
 
 def search_event(query: str) -> dict[str, Any]:
     """An API Gateway HTTP API event for a keyword search of the bench scope."""
-    template = json.loads((REPO_ROOT / "events" / "api_search.json").read_text("utf-8"))
+    template: dict[str, Any] = json.loads(
+        (REPO_ROOT / "events" / "api_search.json").read_text("utf-8")
+    )
     path = f"/v1/agents/{SCOPE.agent}/contexts/{SCOPE.context}/search"
     body = json.dumps({"query": query, "mode": "keyword", "max_results": 5})
     template.update(
@@ -164,7 +166,7 @@ def main(args: argparse.Namespace) -> None:
             delete_index(url, index)
 
     def median(label: str, key: str) -> float:
-        return round(statistics.median(s[key] for s in samples[label]), 1)
+        return round(float(statistics.median(s[key] for s in samples[label])), 1)
 
     summary: dict[str, Any] = {}
     for label, _, event_file in plan:

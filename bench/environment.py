@@ -11,6 +11,7 @@ by ``KB_OPENSEARCH_URL``.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import importlib.metadata
 import json
 import os
@@ -35,6 +36,7 @@ __all__ = [
     "machine",
     "opensearch_node",
     "read_result",
+    "source_digest",
     "write_result",
 ]
 
@@ -91,6 +93,17 @@ def _git_commit() -> str | None:
     return out.stdout.strip() + ("+modified" if dirty else "")
 
 
+def source_digest() -> str:
+    """SHA-256 (first 12 hex digits) of the product's code (``layers/``, ``functions/``), so
+    a result can be matched to the code it measured even when that was not committed yet."""
+    digest = hashlib.sha256()
+    for folder in ("layers/knowledge/knowledge", "functions"):
+        for path in sorted((REPO_ROOT / folder).rglob("*.py")):
+            digest.update(path.relative_to(REPO_ROOT).as_posix().encode())
+            digest.update(path.read_bytes())
+    return digest.hexdigest()[:12]
+
+
 def machine() -> dict[str, Any]:
     """Cores, memory, Python and the versions of the packages that matter for the figures."""
     versions: dict[str, str | None] = {}
@@ -120,6 +133,7 @@ def write_result(name: str, payload: Mapping[str, Any]) -> Path:
         "command": command_line(),
         "finished_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "git_commit": _git_commit(),
+        "source_digest": source_digest(),
         "machine": machine(),
         **payload,
     }

@@ -222,13 +222,18 @@ def _count(url: str, index: str, *, delete: bool = False) -> int:
         client.close()
 
 
-def _requests_per_run(corpus: Corpus, url: str) -> dict[str, int]:
+def _requests_per_run(corpus: Corpus, url: str) -> dict[str, Any]:
+    """Requests the store sends for one run, and the wall-clock seconds spent in each kind."""
     from opensearchpy import OpenSearch
 
     probe = RecordingClient(OpenSearch(hosts=[url], timeout=60))
-    run_opensearch(corpus, url, client=probe)
+    total = run_opensearch(corpus, url, client=probe)["seconds"]
     probe.close()
-    return dict(sorted(probe.calls.items()))
+    return {
+        "run_seconds": total,
+        "requests": dict(sorted(probe.calls.items())),
+        "seconds": {name: round(value, 2) for name, value in sorted(probe.seconds.items())},
+    }
 
 
 def _median(runs: list[dict[str, float]], key: str) -> float:

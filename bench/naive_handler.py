@@ -12,7 +12,7 @@ from __future__ import annotations
 import boto3  # noqa: F401 - imported for its cost, which is what is measured
 import openai  # noqa: F401
 import opensearchpy  # noqa: F401
-from app import lambda_handler  # type: ignore[import-not-found]
+from app import lambda_handler  # functions/search/app.py
 from aws_lambda_powertools import Logger, Metrics  # noqa: F401
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver  # noqa: F401
 

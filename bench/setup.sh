@@ -25,10 +25,13 @@ fi
 PYTHON="${PYTHON:-python3}"
 VENV=.venv-bench
 STAMP="$VENV/.installed-bench"
-if [ ! -f "$STAMP" ] || [ pyproject.toml -nt "$STAMP" ]; then
+LAYER_REQUIREMENTS=layers/knowledge/requirements.txt
+if [ ! -f "$STAMP" ] || [ pyproject.toml -nt "$STAMP" ] || [ "$LAYER_REQUIREMENTS" -nt "$STAMP" ]; then
     echo "bench/setup.sh: installing $VENV (torch from PyPI is several GB the first time)"
     [ -x "$VENV/bin/python" ] || "$PYTHON" -m venv "$VENV"
     "$VENV/bin/python" -m pip install --quiet --upgrade pip
-    "$VENV/bin/python" -m pip install --quiet -e '.[bench]'
+    # The layer's pinned versions (what the Lambda functions run), so that the cold-start
+    # and latency figures are of the deployed opensearch-py, Powertools and openai.
+    "$VENV/bin/python" -m pip install --quiet -e '.[bench]' -r "$LAYER_REQUIREMENTS"
     touch "$STAMP"
 fi

@@ -19,6 +19,7 @@ from knowledge.stores.opensearch.queries import (
     ScopeStats,
     bulk_delete_action,
     bulk_index_action,
+    chunk_extents_body,
     document_ids_page_body,
     file_pattern_filter,
     glob_to_regexp,
@@ -26,6 +27,7 @@ from knowledge.stores.opensearch.queries import (
     keyword_search_body,
     metadata_filters,
     msearch_body,
+    parse_chunk_extents,
     parse_hits,
     parse_scope_stats,
     parse_stored_document,
@@ -298,6 +300,46 @@ def test_stale_chunks_are_chunks_of_the_document_from_the_new_count_on() -> None
             ]
         }
     }
+
+
+def test_chunk_extents_ask_for_the_last_chunk_of_each_document_in_one_request() -> None:
+    body = chunk_extents_body(SCOPE, ["doc1", "doc2", "doc1"])
+    assert body == {
+        "size": 0,
+        "track_total_hits": False,
+        "query": {
+            "bool": {
+                "filter": [
+                    AGENT_TERM,
+                    CONTEXT_TERM,
+                    {"term": {"record": "chunk"}},
+                    {"terms": {"document_id": ["doc1", "doc2"]}},
+                ]
+            }
+        },
+        "aggs": {
+            "documents": {
+                "terms": {"field": "document_id", "size": 2},
+                "aggs": {"last": {"max": {"field": "chunk_index"}}},
+            }
+        },
+    }
+
+
+def test_chunk_extents_are_the_last_index_plus_one() -> None:
+    response = {
+        "aggregations": {
+            "documents": {
+                "buckets": [
+                    {"key": "doc1", "doc_count": 4, "last": {"value": 3.0}},
+                    {"key": "doc2", "doc_count": 1, "last": {"value": 0.0}},
+                    {"key": "doc3", "doc_count": 0, "last": {"value": None}},
+                ]
+            }
+        }
+    }
+    assert parse_chunk_extents(response) == {"doc1": 4, "doc2": 1}
+    assert parse_chunk_extents({}) == {}
 
 
 @pytest.mark.parametrize(

@@ -11,23 +11,26 @@ import json
 import socket
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from opensearchpy.exceptions import NotFoundError
+from opensearchpy.exceptions import ConnectionError as OSConnectionError
+from opensearchpy.exceptions import NotFoundError, RequestError
 from opensearchpy.serializer import JSONSerializer
 
 from knowledge.embedding.hashing import HashingEmbedder
 from knowledge.errors import (
     ConfigurationError,
+    EmbeddingError,
     EmbeddingMismatchError,
     StoreError,
     StoreUnavailableError,
     UnsupportedModeError,
 )
-from knowledge.model import DocumentChunk, SearchMode, SearchQuery
+from knowledge.model import DocumentChunk, IndexState, SearchMode, SearchQuery
 from knowledge.scope import KnowledgeScope
 from knowledge.store import DocumentHeader, EmbeddedChunk, IndexWriter, KnowledgeStore
 from knowledge.stores import opensearch as package
@@ -138,9 +141,18 @@ class FakeOpenSearch:
         self.mapping = mapping
         self.created: dict[str, Any] | None = None
         self.calls: list[tuple[str, Any]] = []
-        self.bulk_lines: list[dict[str, Any]] = []
+        self.bulk_lines: list[dict[str, Any]] = []  # the action lines it accepted
         self.search_hits: list[dict[str, Any]] = []
+        self.search_aggregations: dict[str, Any] = {}
         self.msearch_responses: list[dict[str, Any]] | None = None
+        # Bulk behaviour: index item errors by _id, ids throttled (429) once, whole-request
+        # errors (raised by the n-th bulk call, 0-based), and a gate a bulk call waits at.
+        self.item_errors: dict[str, dict[str, Any]] = {}
+        self.throttle_once: set[str] = set()
+        self.bulk_errors: dict[int, Exception] = {}
+        self.bulk_gate: threading.Event | None = None
+        self.bulk_entered = threading.Event()
+        self.gate_timed_out = False
         self.indices = _Indices(self)
         self.transport = _Transport()
         self.closed = False
@@ -148,7 +160,7 @@ class FakeOpenSearch:
 
     def search(self, index: str, body: dict[str, Any]) -> dict[str, Any]:
         self.calls.append(("search", body))
-        return {"hits": {"hits": self.search_hits}, "aggregations": {}}
+        return {"hits": {"hits": self.search_hits}, "aggregations": self.search_aggregations}
 
     def msearch(self, body: list[dict[str, Any]]) -> dict[str, Any]:
         self.calls.append(("msearch", body))
@@ -162,22 +174,35 @@ class FakeOpenSearch:
 
     def bulk(self, body: str, **params: Any) -> dict[str, Any]:
         lines = [json.loads(line) for line in body.strip().split("\n")]
+        number = self.names().count("bulk")
         self.calls.append(("bulk", lines))
+        self.bulk_entered.set()
+        if self.bulk_gate is not None and not self.bulk_gate.wait(timeout=10):
+            self.gate_timed_out = True
+        if number in self.bulk_errors:
+            raise self.bulk_errors[number]
         items = []
         i = 0
         while i < len(lines):
-            op, meta = next(iter(lines[i].items()))
-            self.bulk_lines.append(lines[i])
-            if op == "delete":
-                items.append({op: {"_id": meta["_id"], "status": 404, "result": "not_found"}})
-                i += 1
-                continue
+            line = lines[i]
+            op, meta = next(iter(line.items()))
             doc_id = meta.get("_id")
+            i += 1 if op == "delete" else 2
+            if doc_id in self.throttle_once:
+                self.throttle_once.discard(doc_id)
+                items.append({op: {"_id": doc_id, "status": 429, "error": {"type": "rejected"}}})
+                continue
+            if doc_id in self.item_errors and op == "index":
+                items.append({op: {"_id": doc_id, **self.item_errors[doc_id]}})
+                continue
+            self.bulk_lines.append(line)
+            if op == "delete":
+                items.append({op: {"_id": doc_id, "status": 404, "result": "not_found"}})
+                continue
             if doc_id is None:
                 self._next_id += 1
                 doc_id = f"server-{self._next_id}"
             items.append({op: {"_id": doc_id, "status": 201, "result": "created"}})
-            i += 2
         return {"errors": False, "items": items}
 
     def close(self) -> None:
@@ -187,15 +212,15 @@ class FakeOpenSearch:
         return [name for name, _ in self.calls]
 
 
-def _header(path: str = "deploy.md") -> DocumentHeader:
-    return DocumentHeader(path, "doc1", "hash1", datetime(2025, 1, 1, tzinfo=UTC), "0A")
+def _header(path: str = "deploy.md", document_id: str = "doc1") -> DocumentHeader:
+    return DocumentHeader(path, document_id, "hash1", datetime(2025, 1, 1, tzinfo=UTC), "0A")
 
 
-def _chunks(n: int, dims: int = 8) -> Iterator[EmbeddedChunk]:
+def _chunks(n: int, dims: int = 8, path: str = "deploy.md") -> Iterator[EmbeddedChunk]:
     for i in range(n):
         vector = [0.0] * dims
         vector[i % dims] = 1.0
-        yield EmbeddedChunk(DocumentChunk("deploy.md", i, f"chunk {i}"), vector)
+        yield EmbeddedChunk(DocumentChunk(path, i, f"chunk {i}"), vector)
 
 
 def _store(fake: FakeOpenSearch, **config: Any) -> OpenSearchKnowledgeStore:
@@ -205,41 +230,234 @@ def _store(fake: FakeOpenSearch, **config: Any) -> OpenSearchKnowledgeStore:
     )
 
 
-def test_managed_domain_writes_with_our_ids_then_trims_and_refreshes() -> None:
-    fake = FakeOpenSearch()
+def _index_lines(fake: FakeOpenSearch) -> list[str]:
+    """The ids of the bulk lines the fake accepted, as ``op id``."""
+    return [f"{op} {meta.get('_id')}" for line in fake.bulk_lines for op, meta in line.items()]
+
+
+def _extents_answer(**extents: int) -> dict[str, Any]:
+    """What the node answers to ``chunk_extents_body``: the last chunk index per document."""
+    buckets = [{"key": key, "last": {"value": float(n - 1)}} for key, n in extents.items()]
+    return {"documents": {"buckets": buckets}}
+
+
+@pytest.mark.parametrize("replace_scope", [False, True], ids=["new index", "replace scope"])
+def test_documents_of_an_empty_scope_need_no_delete_at_all(replace_scope: bool) -> None:
+    fake = FakeOpenSearch(mapping=_vector_mapping(8) if replace_scope else None)
+    store = _store(fake)
+    with store.write_session(SCOPE, replace_scope=replace_scope) as session:
+        assert session.put_document(_header(), _chunks(2)) == 2
+    if not replace_scope:
+        assert fake.created is not None  # created on first write, with the vector field
+        assert fake.created["mappings"]["properties"]["embedding"]["dimension"] == 8
+    # The record last: the commit. Nothing to trim or to look up in a scope known empty.
+    assert _index_lines(fake) == ["index doc1:0", "index doc1:1", "index doc1"]
+    assert "search" not in fake.names()
+    assert fake.names().count("delete_by_query") == (1 if replace_scope else 0)  # the clear
+    assert fake.names()[-1] == "refresh"
+    assert session.failures == ()
+
+
+def test_an_overwrite_deletes_the_old_record_first_and_the_old_tail_by_id() -> None:
+    fake = FakeOpenSearch(mapping=_vector_mapping(8))
+    fake.search_aggregations = _extents_answer(doc1=4)  # the stored version has 4 chunks
     store = _store(fake)
     with store.write_session(SCOPE) as session:
         assert session.put_document(_header(), _chunks(2)) == 2
-    assert fake.created is not None  # created on first write, with the vector field
-    assert fake.created["mappings"]["properties"]["embedding"]["dimension"] == 8
-    assert fake.bulk_lines == [
-        {"delete": {"_index": "kb", "_id": "doc1"}},  # the old document record first
-        {"index": {"_index": "kb", "_id": "doc1:0"}},
-        {"index": {"_index": "kb", "_id": "doc1:1"}},
-        {"index": {"_index": "kb", "_id": "doc1"}},  # the new record last: the commit
+    assert _index_lines(fake) == [
+        "delete doc1",  # the old record first: a write that dies reads as incomplete
+        "index doc1:0",
+        "index doc1:1",
+        "index doc1",
+        "delete doc1:2",
+        "delete doc1:3",
     ]
-    trims = [args for name, args in fake.calls if name == "delete_by_query"]
-    assert trims == [
-        {
-            "body": {
-                "query": {
-                    "bool": {
-                        "filter": [
-                            {"term": {"agent": "ops-bot"}},
-                            {"term": {"context": "runbooks"}},
-                            {"term": {"record": "chunk"}},
-                            {"term": {"document_id": "doc1"}},
-                            {"range": {"chunk_index": {"gte": 2}}},
-                        ]
-                    }
-                }
-            },
-            "conflicts": "proceed",
-            "refresh": False,
-        }
+    [lookup] = [body for name, body in fake.calls if name == "search"]
+    assert {"terms": {"document_id": ["doc1"]}} in lookup["query"]["bool"]["filter"]
+    assert "delete_by_query" not in fake.names()
+    assert fake.names().count("bulk") == 1  # the trim travels with the chunks
+
+
+def test_a_second_write_in_the_session_trims_what_the_first_wrote() -> None:
+    fake = FakeOpenSearch()  # a new index: the session wrote everything there is
+    store = _store(fake)
+    with store.write_session(SCOPE) as session:
+        session.put_document(_header(), _chunks(3))
+        session.put_document(_header(), _chunks(1))
+    assert _index_lines(fake)[4:] == [
+        "delete doc1",
+        "index doc1:0",
+        "index doc1",
+        *(f"delete doc1:{i}" for i in (1, 2)),
     ]
+    assert "search" not in fake.names()
+
+
+@pytest.mark.parametrize("existing", [False, True], ids=["new index", "existing index"])
+def test_many_documents_share_few_bulk_requests_and_no_delete_by_query(existing: bool) -> None:
+    fake = FakeOpenSearch(mapping=_vector_mapping(8) if existing else None)
+    store = _store(fake, bulk_chunk_size=25)
+    with store.write_session(SCOPE) as session:
+        for n in range(40):
+            path = f"doc{n}.md"
+            session.put_document(_header(path, f"id{n}"), _chunks(2, path=path))
+    per_document = 4 if existing else 3  # (old record delete), two chunks, the record
+    requests = -(-40 * per_document // 25)
+    assert fake.names().count("bulk") == requests
+    assert len(fake.bulk_lines) == 40 * per_document
+    assert "delete_by_query" not in fake.names()
+    # Previous versions are looked up once per request, and only in an existing index.
+    assert fake.names().count("search") == (requests if existing else 0)
+
+
+def test_a_rejected_chunk_in_a_shared_request_fails_only_its_document() -> None:
+    fake = FakeOpenSearch()
+    fake.item_errors["id-b:1"] = {
+        "status": 400,
+        "error": {"type": "mapper_parsing_exception", "reason": "wrong vector dimension"},
+    }
+    store = _store(fake)
+    with store.write_session(SCOPE) as session:
+        for name in "abc":
+            assert session.put_document(_header(f"{name}.md", f"id-{name}"), _chunks(2)) == 2
+    assert fake.names().count("bulk") == 2  # the three documents, then removing b
+    [failure] = session.failures
+    assert failure.path == "b.md"
+    assert failure.reason == (
+        "rejected by OpenSearch: chunk 1: mapper_parsing_exception: wrong vector dimension; "
+        "not indexed"
+    )
+    # b's records written in the session are deleted by id, older ones by query.
+    removal = fake.calls[fake.names().index("bulk", fake.names().index("bulk") + 1)][1]
+    assert removal == [{"delete": {"_index": "kb", "_id": i}} for i in ("id-b:0", "id-b:1", "id-b")]
+    [by_query] = [body for name, body in fake.calls if name == "delete_by_query"]
+    assert {"term": {"document_path": "b.md"}} in by_query["body"]["query"]["bool"]["filter"]
     assert fake.names()[-1] == "refresh"
+
+
+def test_a_rejected_record_is_named_in_the_failure() -> None:
+    fake = FakeOpenSearch()
+    fake.item_errors["doc1"] = {"status": 400, "error": {"type": "x", "reason": "bad record"}}
+    store = _store(fake)
+    with store.write_session(SCOPE) as session:
+        session.put_document(_header(), _chunks(1))
+    assert [f.reason for f in session.failures] == [
+        "rejected by OpenSearch: document record: x: bad record; not indexed"
+    ]
+
+
+def test_throttled_items_are_sent_again_after_a_pause() -> None:
+    fake = FakeOpenSearch()
+    fake.throttle_once.add("doc1:1")
+    pauses: list[float] = []
+    store = OpenSearchKnowledgeStore(
+        OpenSearchConfig(url="http://localhost:9200", index_name="kb"),
+        embedder=HashingEmbedder(8),
+        client=fake,
+        retry=RetryPolicy(max_retries=2, initial_backoff=0.25, sleep=pauses.append),
+    )
+    with store.write_session(SCOPE) as session:
+        session.put_document(_header(), _chunks(2))
+    bulks = [lines for name, lines in fake.calls if name == "bulk"]
+    assert len(bulks) == 2
+    assert bulks[1] == [{"index": {"_index": "kb", "_id": "doc1:1"}}, bulks[0][3]]
+    assert len(pauses) == 1
     assert session.failures == ()
+
+
+def test_a_request_refused_as_a_whole_fails_its_documents_only() -> None:
+    fake = FakeOpenSearch()
+    fake.bulk_errors[0] = RequestError(400, "illegal_argument_exception", {})
+    store = _store(fake, bulk_chunk_size=6)
+    with store.write_session(SCOPE) as session:
+        for name in "abc":  # a and b fill the first request, c is in the second
+            session.put_document(_header(f"{name}.md", f"id-{name}"), _chunks(2))
+    assert [f.path for f in session.failures] == ["a.md", "b.md"]
+    assert "illegal_argument_exception" in session.failures[0].reason
+    assert [line for line in _index_lines(fake) if "id-c" in line] == [
+        "index id-c:0",
+        "index id-c:1",
+        "index id-c",
+    ]
+
+
+def test_a_lost_node_stops_the_session_and_is_raised_in_the_callers_thread() -> None:
+    fake = FakeOpenSearch()
+    fake.bulk_errors[0] = OSConnectionError("N/A", "connection refused", ConnectionRefusedError())
+    store = _store(fake, bulk_chunk_size=3)
+    session = store.write_session(SCOPE).__enter__()
+    session.put_document(_header("a.md", "id-a"), _chunks(2))
+    session.put_document(_header("b.md", "id-b"), _chunks(2))  # sends a's request
+    with pytest.raises(StoreUnavailableError, match="unreachable"):
+        session.delete_document("c.md")  # waits for the sender: its error surfaces
+    with pytest.raises(StoreUnavailableError, match="unreachable"):
+        session.put_document(_header("c.md", "id-c"), _chunks(2))
+    with pytest.raises(StoreUnavailableError, match="unreachable"):
+        session.__exit__(None, None, None)
+    assert fake.names().count("bulk") == 1  # b was never sent
+
+    fake.bulk_errors[1] = fake.bulk_errors[0]
+    session = store.write_session(SCOPE).__enter__()
+    session.put_document(_header("a.md", "id-a"), _chunks(1))
+    with pytest.raises(StoreUnavailableError, match="unreachable"):
+        session.__exit__(None, None, None)  # the commit sends the buffer
+    assert fake.names().count("bulk") == 2
+    assert store.status(SCOPE).state is IndexState.EMPTY  # both sessions are closed
+
+
+def test_a_failing_chunk_stream_drops_what_of_its_document_was_not_sent() -> None:
+    def failing() -> Iterator[EmbeddedChunk]:
+        yield from _chunks(1, path="b.md")
+        raise EmbeddingError("the embedder failed")
+
+    fake = FakeOpenSearch()
+    store = _store(fake)
+    with store.write_session(SCOPE) as session:
+        session.put_document(_header("a.md", "id-a"), _chunks(1))
+        with pytest.raises(EmbeddingError):
+            session.put_document(_header("b.md", "id-b"), failing())
+        session.put_document(_header("c.md", "id-c"), _chunks(1))
+    assert _index_lines(fake) == ["index id-a:0", "index id-a", "index id-c:0", "index id-c"]
+
+
+def test_documents_are_prepared_while_a_request_is_on_the_wire() -> None:
+    fake = FakeOpenSearch()
+    fake.bulk_gate = threading.Event()
+    store = _store(fake, bulk_chunk_size=3)  # one document (2 chunks + record) per request
+    with store.write_session(SCOPE) as session:
+        session.put_document(_header("a.md", "id-a"), _chunks(2))
+        session.put_document(_header("b.md", "id-b"), _chunks(2))  # hands a to the sender
+        assert fake.bulk_entered.wait(timeout=10)  # a is on the wire and not answered...
+        session.put_document(_header("c.md", "id-c"), _chunks(2))  # ...b waits in the queue
+        # A fourth document would be a third request in flight: it waits for a's answer.
+        fourth = threading.Thread(
+            target=session.put_document, args=(_header("d.md", "id-d"), _chunks(2))
+        )
+        fourth.start()
+        fourth.join(timeout=0.5)
+        assert fourth.is_alive()
+        fake.bulk_gate.set()
+        fourth.join(timeout=10)
+        assert not fourth.is_alive()
+    assert not fake.gate_timed_out
+    assert fake.names().count("bulk") == 4
+    assert session.failures == ()
+
+
+def test_a_delete_in_the_session_sends_the_buffer_first() -> None:
+    fake = FakeOpenSearch()
+    store = _store(fake)
+    with store.write_session(SCOPE) as session:
+        session.put_document(_header(), _chunks(2))
+        session.delete_document("deploy.md")
+    assert _index_lines(fake) == [
+        "index doc1:0",
+        "index doc1:1",
+        "index doc1",
+        "delete doc1:0",
+        "delete doc1:1",
+        "delete doc1",
+    ]
 
 
 def _serverless_store(fake: FakeOpenSearch) -> OpenSearchKnowledgeStore:

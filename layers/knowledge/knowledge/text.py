@@ -34,10 +34,21 @@ _CJK_RANGES = (
 
 # Words: runs of letters/digits (Unicode-aware). Underscore separates, as punctuation does.
 _WORD = re.compile(r"[^\W_]+")
+# The same words, only those of two characters or more: a maximal run either matches whole
+# or (one character) not at all, so without CJK the terms are exactly its matches.
+_TERM = re.compile(r"[^\W_]{2,}")
+# Any CJK character: text without one (most text) takes the all-in-C path of ``tokenize``.
+_ANY_CJK = re.compile("[" + "".join(f"{chr(lo)}-{chr(hi)}" for lo, hi in _CJK_RANGES) + "]")
+
+
+_FIRST_CJK = _CJK_RANGES[0][0]
 
 
 def is_cjk(char: str) -> bool:
     code = ord(char)
+    # Fast path: called for every character indexed; most text is below the first range.
+    if code < _FIRST_CJK:
+        return False
     return any(lo <= code <= hi for lo, hi in _CJK_RANGES)
 
 
@@ -57,10 +68,15 @@ def _split_scripts(word: str) -> list[tuple[bool, str]]:
 
 def tokenize(text: str) -> list[str]:
     """Return the keyword terms of ``text`` in order (duplicates kept, for term frequency)."""
-    tokens: list[str] = []
     normalized = unicodedata.normalize("NFKC", text).lower()
-    for match in _WORD.finditer(normalized):
-        word = match.group(0)
+    if _ANY_CJK.search(normalized) is None:
+        return _TERM.findall(normalized)
+    tokens: list[str] = []
+    for word in _WORD.findall(normalized):
+        if _ANY_CJK.search(word) is None:
+            if len(word) > 1:
+                tokens.append(word)
+            continue
         for cjk, run in _split_scripts(word):
             if cjk:
                 if len(run) == 2:

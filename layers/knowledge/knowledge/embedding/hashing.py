@@ -15,8 +15,11 @@ from __future__ import annotations
 
 import hashlib
 import math
-from collections.abc import Sequence
+import operator
+from collections import Counter
+from collections.abc import Callable, Sequence
 from functools import lru_cache
+from itertools import chain, repeat
 
 from knowledge.embedding.base import Embedding
 from knowledge.errors import ValidationError
@@ -32,6 +35,10 @@ _TERM_WEIGHT = 1.0
 _TRIGRAM_WEIGHT = 0.5
 _MIN_TRIGRAM_TERM_LENGTH = 4
 _SIGN_BIT = 1 << 63
+# A feature's contribution is one of four signed weights; a term is cached as its features'
+# keys ``bucket * 4 + kind``, so a text's vector is a count of keys (summed in C).
+_SIGNED_WEIGHTS = (_TERM_WEIGHT, -_TERM_WEIGHT, _TRIGRAM_WEIGHT, -_TRIGRAM_WEIGHT)
+_TERM_CACHE_SIZE = 65_536
 
 
 @lru_cache(maxsize=65_536)
@@ -48,6 +55,26 @@ def _features(term: str) -> list[tuple[str, float]]:
             ("g\x1f" + padded[i : i + 3], _TRIGRAM_WEIGHT) for i in range(len(padded) - 2)
         )
     return features
+
+
+def _term_keys(term: str, dimensions: int) -> tuple[int, ...]:
+    keys: list[int] = []
+    for feature, weight in _features(term):
+        hashed = _feature_hash(feature)
+        kind = (0 if weight == _TERM_WEIGHT else 2) + (1 if hashed & _SIGN_BIT else 0)
+        keys.append((hashed % dimensions) * 4 + kind)
+    return tuple(keys)
+
+
+@lru_cache(maxsize=16)
+def _term_keys_for(dimensions: int) -> Callable[[str], tuple[int, ...]]:
+    """A per-dimension, bounded cache of ``_term_keys`` (one-argument: cheap to call)."""
+
+    @lru_cache(maxsize=_TERM_CACHE_SIZE)
+    def keys(term: str) -> tuple[int, ...]:
+        return _term_keys(term, dimensions)
+
+    return keys
 
 
 class HashingEmbedder:
@@ -75,14 +102,14 @@ class HashingEmbedder:
     def embed(self, text: str) -> Embedding:
         terms = tokenize(text)
         vector = [0.0] * self._dimensions
-        for term in terms:
-            for feature, weight in _features(term):
-                hashed = _feature_hash(feature)
-                bucket = hashed % self._dimensions
-                vector[bucket] += -weight if hashed & _SIGN_BIT else weight
-        norm = math.sqrt(math.fsum(x * x for x in vector))
+        # Every weight is +-1 or +-0.5, so each bucket's sum is exact in any order: counting
+        # the keys gives bit for bit the vector of adding the features one by one.
+        counts = Counter(chain.from_iterable(map(_term_keys_for(self._dimensions), terms)))
+        for key, count in counts.items():
+            vector[key >> 2] += count * _SIGNED_WEIGHTS[key & 3]
+        norm = math.sqrt(math.fsum(map(operator.mul, vector, vector)))
         if norm > 0.0:
-            vector = [x / norm for x in vector]
+            vector = list(map(operator.truediv, vector, repeat(norm, len(vector))))
         return Embedding(vector=tuple(vector), token_count=len(terms))
 
     def embed_batch(self, texts: Sequence[str]) -> list[Embedding]:

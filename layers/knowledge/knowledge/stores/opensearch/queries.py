@@ -48,6 +48,7 @@ __all__ = [
     "ScopeStats",
     "bulk_delete_action",
     "bulk_index_action",
+    "chunk_extents_body",
     "document_filters",
     "document_ids_page_body",
     "file_pattern_filter",
@@ -56,6 +57,7 @@ __all__ = [
     "keyword_search_body",
     "metadata_filters",
     "msearch_body",
+    "parse_chunk_extents",
     "parse_hits",
     "parse_scope_stats",
     "parse_stored_document",
@@ -350,6 +352,43 @@ def stale_chunks_query(scope: KnowledgeScope, document_id: str, chunk_count: int
             ]
         }
     }
+
+
+def chunk_extents_body(scope: KnowledgeScope, document_ids: Sequence[str]) -> dict[str, Any]:
+    """How far the stored chunk ids of each document reach (highest ``chunk_index``), in
+    one request for many documents: what an overwrite with deterministic ids must trim."""
+    ids = list(dict.fromkeys(document_ids))
+    return {
+        "size": 0,
+        "track_total_hits": False,
+        "query": {
+            "bool": {
+                "filter": [
+                    *scope_filters(scope),
+                    {"term": {RECORD: RECORD_CHUNK}},
+                    {"terms": {DOCUMENT_ID: ids}},
+                ]
+            }
+        },
+        "aggs": {
+            "documents": {
+                # One bucket per asked document: size >= their number keeps the list exact.
+                "terms": {"field": DOCUMENT_ID, "size": max(1, len(ids))},
+                "aggs": {"last": {"max": {"field": CHUNK_INDEX}}},
+            }
+        },
+    }
+
+
+def parse_chunk_extents(response: Mapping[str, Any]) -> dict[str, int]:
+    """``{document id: highest stored chunk_index + 1}``; documents without chunks are absent."""
+    buckets = response.get("aggregations", {}).get("documents", {}).get("buckets", [])
+    extents: dict[str, int] = {}
+    for bucket in buckets:
+        last = bucket.get("last", {}).get("value")
+        if last is not None:
+            extents[str(bucket["key"])] = int(last) + 1
+    return extents
 
 
 def document_ids_page_body(

@@ -9,15 +9,18 @@ the answers. ``opensearchpy`` errors become ``StoreUnavailableError`` (unreachab
 Writes (``IndexWriter``; ``index``/``reindex``/``upsert_document``/``delete_document``
 come from ``IndexingStoreMixin``):
 
-- chunks are streamed to ``opensearchpy.helpers.streaming_bulk`` in byte-bounded
-  requests; whole requests are retried with backoff on connection errors, 429 and 5xx,
-  items rejected with 429 are retried by the helper;
+- a write session buffers the bulk actions of all its documents and sends them in
+  requests of ``bulk_chunk_size`` actions / ``bulk_max_chunk_bytes``, from one background
+  thread (at most one request waiting while one is on the wire), so documents are
+  chunked and embedded while the node indexes; whole requests are retried with backoff
+  on connection errors, 429 and 5xx, items rejected with 429 are sent again;
 - chunk ids are ``identity.chunk_id`` (deterministic), so an overwrite replaces chunks in
-  place; the tail of a longer previous version is removed afterwards
-  (``_delete_by_query`` on ``chunk_index >= new count``);
+  place; the tail of a longer previous version is deleted by id in the same buffered
+  requests (its extent is looked up with one search per request, none when the scope
+  is known to be empty): no per-document round trip;
 - an item the node rejects (a vector of the wrong length, say) fails its document: the
-  document is listed in ``WriteSession.failures`` and its chunks are removed, so it is
-  never half-searchable, while the other documents are indexed;
+  document is listed in ``WriteSession.failures`` and its records are removed when the
+  session ends, while the other documents are indexed;
 - a session refreshes the index when it ends, so its writes are searchable at once.
 
 On OpenSearch Serverless (``service='aoss'``) there is no refresh, no
@@ -31,9 +34,12 @@ bulk. See the package README for what that means for consistency.
 from __future__ import annotations
 
 import contextlib
+import functools
+import queue
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -44,6 +50,7 @@ from knowledge.errors import (
     EmbeddingMismatchError,
     KnowledgeError,
     StoreError,
+    StoreUnavailableError,
     UnsupportedModeError,
 )
 from knowledge.filters import matches_file_patterns
@@ -202,11 +209,17 @@ class OpenSearchKnowledgeStore(IndexingStoreMixin):
         (``create=True``) to a vector index without an embedder is refused: those chunks
         would be missing from vector search.
         """
+        exists, _ = self._open_index(create=create)
+        return exists
+
+    def _open_index(self, *, create: bool) -> tuple[bool, bool]:
+        """``_index_exists``, and whether this very call created the index."""
         layout = self._layout
+        created = False
         if layout is None:
-            layout = self._read_layout(create=create)
+            layout, created = self._read_layout(create=create)
             if layout is None:
-                return False
+                return False, False
         if create and self._embedder is None and layout.vector_dimensions is not None:
             raise EmbeddingMismatchError(
                 f"index '{self._index}' stores {layout.vector_dimensions}-dimension vectors"
@@ -214,9 +227,10 @@ class OpenSearchKnowledgeStore(IndexingStoreMixin):
                 + ", but this store has no embedder: its chunks would be missing from vector "
                 "search; configure the same embedder or use another index name"
             )
-        return True
+        return True, created
 
-    def _read_layout(self, *, create: bool) -> IndexLayout | None:
+    def _read_layout(self, *, create: bool) -> tuple[IndexLayout | None, bool]:
+        """The index's layout (None: no index) and whether this call created the index."""
         from opensearchpy.exceptions import NotFoundError, RequestError
 
         name = self._index
@@ -229,9 +243,10 @@ class OpenSearchKnowledgeStore(IndexingStoreMixin):
             return mapping
 
         mapping = self._call(f"read the mapping of index '{name}'", read_mapping)
+        created = False
         if mapping is None:
             if not create:
-                return None
+                return None, False
             body = index_body(
                 vector_dimensions=self._dimensions,
                 embedding_model=None if self._embedder is None else self._embedder.name,
@@ -241,15 +256,17 @@ class OpenSearchKnowledgeStore(IndexingStoreMixin):
                 number_of_replicas=self._config.number_of_replicas,
             )
 
-            def create_index(client: OpenSearch) -> None:
+            def create_index(client: OpenSearch) -> bool:
                 try:
                     client.indices.create(index=name, body=body)
                 except RequestError as exc:
                     # Another writer created it first: fine, its mapping is checked below.
                     if "resource_already_exists_exception" not in str(exc.error):
                         raise
+                    return False
+                return True
 
-            self._call(f"create index '{name}'", create_index)
+            created = self._call(f"create index '{name}'", create_index)
             mapping = self._call(f"read the mapping of index '{name}'", read_mapping) or {}
         layout = layout_of(mapping, name)
         check_layout(
@@ -260,7 +277,7 @@ class OpenSearchKnowledgeStore(IndexingStoreMixin):
         )
         with self._lock:
             self._layout = layout
-        return layout
+        return layout, created
 
     def _search(self, action: str, body: Mapping[str, Any]) -> dict[str, Any]:
         result: dict[str, Any] = self._call(
@@ -392,10 +409,51 @@ class OpenSearchKnowledgeStore(IndexingStoreMixin):
         index = self._index
         self._call(f"refresh index '{index}'", lambda client: client.indices.refresh(index=index))
 
-    def _begin_session(self, scope: KnowledgeScope) -> None:
-        self._index_exists(create=True)
+    def _send_bulk(self, actions: Sequence[str], action: str) -> list[dict[str, Any]]:
+        """Send serialized bulk actions (each its lines, newline-terminated) as one request.
+
+        The whole request is retried with backoff on connection errors, 429 and 5xx; items
+        rejected with 429 are sent again (backoff, up to ``max_retries`` times). Returns one
+        result per action, in order: the item's answer plus ``op`` (its operation).
+        """
+        results: list[dict[str, Any]] = [{} for _ in actions]
+        pending = list(range(len(actions)))
+        attempt = 0
+        while pending:
+            body = "".join(actions[i] for i in pending)
+            response: dict[str, Any] = self._call(action, functools.partial(_bulk, body=body))
+            items = response.get("items") or []
+            if len(items) != len(pending):
+                raise StoreError(
+                    f"OpenSearch at {self._config.url} failed to {action}: _bulk answered "
+                    f"{len(items)} items for {len(pending)} actions"
+                )
+            throttled: list[int] = []
+            for position, item in zip(pending, items, strict=True):
+                op, info = next(iter(item.items()))
+                if info.get("status") == 429 and attempt < self._retry.max_retries:
+                    throttled.append(position)
+                else:
+                    results[position] = {"op": op, **info}
+            if throttled:
+                attempt += 1
+                self._retry.sleep(self._retry.delay(attempt))
+            pending = throttled
+        return results
+
+    def _chunk_extents(self, scope: KnowledgeScope, document_ids: Sequence[str]) -> dict[str, int]:
+        """``{document id: highest stored chunk index + 1}`` (refreshed state) for many ids."""
+        body = queries.chunk_extents_body(scope, document_ids)
+        action = f"look up the stored chunks of {len(document_ids)} document(s) of {scope}"
+        return queries.parse_chunk_extents(self._search(action, body))
+
+    def _begin_session(self, scope: KnowledgeScope) -> bool:
+        """Open a session on ``scope`` (creating the index if needed); True if it was
+        created just now, so the scope holds nothing yet."""
+        _, created = self._open_index(create=True)
         with self._lock:
             self._open_sessions[scope.key] += 1
+        return created
 
     def _end_session(self, scope: KnowledgeScope) -> None:
         with self._lock:
@@ -549,7 +607,19 @@ class OpenSearchKnowledgeStore(IndexingStoreMixin):
 
 
 class OpenSearchWriteSession:
-    """Writes to one scope (``knowledge.store.WriteSession``). Commit = refresh."""
+    """Writes to one scope (``knowledge.store.WriteSession``), buffered across documents.
+
+    ``put_document`` turns the document into bulk actions in a buffer shared by every
+    document of the session; the buffer goes out as one ``_bulk`` request when it holds
+    ``bulk_chunk_size`` actions or ``bulk_max_chunk_bytes``. One background thread sends
+    the requests in order, at most one waiting while another is on the wire (memory stays
+    bounded), while the caller chunks and embeds the next documents. A lost node met by
+    the sender (``StoreUnavailableError``) is raised by the next call or by the commit.
+
+    The commit (leaving the ``with`` block without an exception) sends what is left,
+    waits for it, removes every document the node rejected a record of (it is listed in
+    ``failures``, so it is not counted as indexed) and refreshes the index.
+    """
 
     def __init__(
         self, store: OpenSearchKnowledgeStore, scope: KnowledgeScope, *, replace_scope: bool
@@ -557,29 +627,51 @@ class OpenSearchWriteSession:
         self._store = store
         self._scope = scope
         self._replace_scope = replace_scope
-        self._failures: list[FileProblem] = []
-        # Ids this session wrote, by path: they are not searchable before the refresh,
-        # so a delete in the same session must name them.
-        self._written: dict[str, list[str]] = {}
+        self._client_ids = bool(store.config.client_ids)
+        self._max_actions = store.config.bulk_chunk_size
+        self._max_bytes = store.config.bulk_max_chunk_bytes
         self._entered = False
+        # Known when the session began with the index just created or the scope cleared:
+        # then no document has a previous version to look up or trim.
+        self._scope_was_empty = False
+        self._serializer: Any = None
+        # The next request: serialized actions, their owners, the documents it commits.
+        self._actions: list[str] = []
+        self._owners: list[_Owner] = []
+        self._committed: list[tuple[int, _Committed]] = []  # with the record's position
+        self._bytes = 0
+        self._requests = 0  # buffers handed to the sender so far
+        # How far this session wrote each document's chunk ids (deterministic ids): not
+        # searchable before the refresh, so trims and deletes in the session take them
+        # from here.
+        self._extents: dict[str, tuple[str, int]] = {}
+        self._sender = _BulkSender(self._send, _BULK_QUEUE_DEPTH)
+        # Filled by the sender thread, read under the lock.
+        self._state_lock = threading.Lock()
+        self._written: dict[str, list[str]] = {}  # server-made ids, by path
+        self._rejections: dict[str, _Rejection] = {}
 
     @property
     def failures(self) -> Sequence[FileProblem]:
-        return tuple(self._failures)
+        """Documents the node rejected a record of (complete once the session is left)."""
+        with self._state_lock:
+            return tuple(FileProblem(path, r.describe()) for path, r in self._rejections.items())
 
     def __enter__(self) -> OpenSearchWriteSession:
         store = self._store
-        store._begin_session(self._scope)
+        created = store._begin_session(self._scope)
         self._entered = True
-        if self._replace_scope:
-            try:
+        try:
+            if self._replace_scope:
                 store._delete_where(
                     queries.scope_query(self._scope), f"clear {self._scope}", refresh=True
                 )
-            except BaseException:
-                self._entered = False
-                store._end_session(self._scope)
-                raise
+            self._serializer = store._get_client().transport.serializer
+        except BaseException:
+            self._entered = False
+            store._end_session(self._scope)
+            raise
+        self._scope_was_empty = created or self._replace_scope
         return self
 
     def __exit__(
@@ -593,104 +685,384 @@ class OpenSearchWriteSession:
         self._entered = False
         try:
             if exc_type is None:
-                self._store._refresh()
+                try:
+                    self._commit()
+                except BaseException:
+                    self._abandon()
+                    raise
             else:
-                # What was written before the failure is in the index: make it visible.
-                with contextlib.suppress(KnowledgeError):
-                    self._store._refresh()
+                self._abandon()
         finally:
+            self._sender.close()
             self._store._end_session(self._scope)
 
     def _check_open(self) -> None:
         if not self._entered:
             raise StoreError("write session is not open: use it in a 'with' block")
 
-    def put_document(self, header: DocumentHeader, chunks: Iterable[EmbeddedChunk]) -> int:
-        """Write the document's chunks, remove what is left of an older version, then write
-        its document record (the commit).
+    # --- writes ----------------------------------------------------------------------------
 
-        Returns the number of chunks written; 0 when the node rejected any record (then
-        the document is in ``failures`` and none of its records remain).
+    def put_document(self, header: DocumentHeader, chunks: Iterable[EmbeddedChunk]) -> int:
+        """Queue the document: its chunks, then its document record (the commit record).
+
+        With our own ids the old record is deleted first (unless the document is surely
+        new), so a write that dies half-way reads as incomplete; the tail of a longer
+        previous version is deleted by id after the record (its extent is looked up for
+        all the documents of a request at once, just before it is sent). Without them
+        (Serverless) the previous version's ids are searched for now and deleted after
+        the record. Returns the number of chunks; a record the node rejects shows up in
+        ``failures`` later (the document is then removed at the commit). If ``chunks``
+        raises, what of the document was not sent yet is dropped.
         """
         self._check_open()
+        self._sender.check()
         store, scope, path = self._store, self._scope, header.path
-        client_ids = bool(store.config.client_ids)
-        action = f"index '{path}' in {scope}"
-        document_query = {"bool": {"filter": queries.document_filters(scope, path)}}
-        # Without our own ids the previous version's records are found before writing.
-        previous_ids = [] if client_ids else store._find_ids(document_query, action)
-        written = self._written.setdefault(path, [])
-        counter = _Counter()
-        problems: list[str] = []
-        for ok, info in store._bulk(self._chunk_actions(header, chunks, counter), action):
-            if info["op"] == "delete":
-                continue  # the previous document record: gone or never there, both fine
-            if ok:
-                written.append(str(info.get("_id")))
-            else:
-                problems.append(_item_reason(info))
-        if not problems:
-            if client_ids:
-                store._delete_where(
-                    queries.stale_chunks_query(scope, header.document_id, counter.count),
-                    f"remove stale chunks of '{path}' in {scope}",
-                    refresh=False,
-                )
-            else:
-                store._delete_ids(previous_ids, f"remove the previous '{path}' from {scope}")
-            record = queries.bulk_index_action(
-                store.config.index_name,
-                header.document_id if client_ids else None,
-                document_record(scope, header, chunk_count=counter.count),
-            )
-            for ok, info in store._bulk([record], action):
-                if ok:
-                    written.append(str(info.get("_id")))
-                else:
-                    problems.append("document record: " + _item_reason(info))
-        if problems:
-            shown = "; ".join(problems[:_MAX_REASONS_PER_DOCUMENT])
-            more = len(problems) - _MAX_REASONS_PER_DOCUMENT
-            suffix = f" (and {more} more)" if more > 0 else ""
-            self._failures.append(
-                FileProblem(path, f"rejected by OpenSearch: {shown}{suffix}; not indexed")
-            )
-            self.delete_document(path)
-            return 0
-        return counter.count
-
-    def _chunk_actions(
-        self, header: DocumentHeader, chunks: Iterable[EmbeddedChunk], counter: _Counter
-    ) -> Iterator[dict[str, Any]]:
-        """Bulk actions: with our own ids, first delete the document record (so a write that
-        dies half-way leaves chunks without a record, which reads as incomplete), then
-        index every chunk (streamed, counted)."""
-        store, scope = self._store, self._scope
         index = store.config.index_name
-        client_ids = bool(store.config.client_ids)
-        if client_ids:
-            yield queries.bulk_delete_action(index, header.document_id)
-        for item in chunks:
-            counter.count += 1
-            doc_id = chunk_id(header.document_id, item.chunk.chunk_index) if client_ids else None
-            source = chunk_document(scope, header, item.chunk, vector=item.vector)
-            yield queries.bulk_index_action(index, doc_id, source)
+        document_id = header.document_id
+        earlier = self._extents.get(path)
+        written_before = earlier[1] if earlier is not None else 0
+        mark = (self._requests, len(self._actions), len(self._committed))
+        count = extent = 0
+        try:
+            previous_ids: list[str] = []
+            if not self._client_ids:
+                previous_ids = store._find_ids(
+                    {"bool": {"filter": queries.document_filters(scope, path)}},
+                    f"index '{path}' in {scope}",
+                )
+            elif earlier is not None or not self._scope_was_empty:
+                self._add(queries.bulk_delete_action(index, document_id), path)
+            for item in chunks:
+                chunk = item.chunk
+                count += 1
+                extent = max(extent, chunk.chunk_index + 1)
+                self._add(
+                    queries.bulk_index_action(
+                        index,
+                        chunk_id(document_id, chunk.chunk_index) if self._client_ids else None,
+                        chunk_document(scope, header, chunk, vector=item.vector),
+                    ),
+                    path,
+                )
+            record = document_record(scope, header, chunk_count=count)
+            committed = _Committed(
+                path=path,
+                document_id=document_id,
+                extent=extent,
+                written_before=written_before,
+                look_up=self._client_ids and not self._scope_was_empty,
+            )
+            self._add(
+                queries.bulk_index_action(index, document_id if self._client_ids else None, record),
+                path,
+                committed=committed,
+            )
+            for previous_id in previous_ids:
+                self._add(queries.bulk_delete_action(index, previous_id), path)
+        except BaseException:
+            self._drop_unsent(*mark)
+            raise
+        finally:
+            if self._client_ids:
+                self._extents[path] = (document_id, max(written_before, extent))
+        return count
 
     def delete_document(self, path: str) -> bool:
-        """Remove every record of the document (also those written earlier in this session)."""
+        """Remove every record of the document (also those written earlier in this session).
+
+        Sends what is buffered first and waits for it."""
         self._check_open()
+        self._settle()
+        return self._remove(path)
+
+    def _remove(self, path: str) -> bool:
         store, scope = self._store, self._scope
         action = f"delete '{path}' from {scope}"
-        own = self._written.pop(path, [])
-        deleted = store._delete_ids(own, action)
+        deleted = store._delete_ids(self._own_ids(path), action)
         deleted += store._delete_where(
             {"bool": {"filter": queries.document_filters(scope, path)}}, action, refresh=False
         )
         return deleted > 0
 
+    def _own_ids(self, path: str) -> list[str]:
+        """The ids this session wrote for ``path`` (the sender must be idle)."""
+        if not self._client_ids:
+            with self._state_lock:
+                return self._written.pop(path, [])
+        known = self._extents.pop(path, None)
+        if known is None:
+            return []
+        document_id, extent = known
+        return [*(chunk_id(document_id, i) for i in range(extent)), document_id]
 
-class _Counter:
+    # --- the buffer ------------------------------------------------------------------------
+
+    def _serialize(self, action: Mapping[str, Any]) -> str:
+        """An action's bulk lines, as ``opensearchpy.helpers`` writes them."""
+        dumps = self._serializer.dumps
+        meta = {key: action[key] for key in ("_index", "_id") if key in action}
+        lines: str = dumps({action["_op_type"]: meta}) + "\n"
+        if "_source" in action:
+            lines += dumps(action["_source"]) + "\n"
+        return lines
+
+    def _add(
+        self, action: Mapping[str, Any], path: str, *, committed: _Committed | None = None
+    ) -> None:
+        lines = self._serialize(action)
+        size = _byte_length(lines)
+        if self._actions and (
+            len(self._actions) >= self._max_actions or self._bytes + size > self._max_bytes
+        ):
+            self._flush()
+        if committed is not None:
+            self._committed.append((len(self._actions), committed))
+        self._actions.append(lines)
+        self._owners.append(_Owner(path, record=committed is not None))
+        self._bytes += size
+
+    def _flush(self) -> None:
+        if not self._actions:
+            return
+        request = _Request(self._actions, self._owners, self._committed)
+        self._actions, self._owners, self._committed, self._bytes = [], [], [], 0
+        self._requests += 1
+        self._sender.submit(request)
+
+    def _drop_unsent(self, requests: int, actions: int, committed: int) -> None:
+        """Forget the actions added since the mark that are still in the buffer."""
+        if self._requests != requests:
+            actions = committed = 0  # sent since: all that is left is the document's
+        del self._actions[actions:]
+        del self._owners[actions:]
+        del self._committed[committed:]
+        self._bytes = sum(_byte_length(lines) for lines in self._actions)
+
+    def _settle(self) -> None:
+        """Send the buffer and wait until every request is answered."""
+        self._flush()
+        self._sender.wait()
+
+    # --- the sender thread -----------------------------------------------------------------
+
+    def _send(self, request: _Request) -> None:
+        """Send one request (in the sender thread) and record what the node rejected.
+
+        Trims are added here: the documents it commits are looked up in one search
+        (refreshed state, so what this session wrote before is taken from the session).
+        A request refused as a whole fails its documents; a lost node stops the session.
+        """
+        store, scope = self._store, self._scope
+        paths = list(dict.fromkeys(owner.path for owner in request.owners))
+        action = f"index {len(paths)} document(s) in {scope}"
+        try:
+            if self._client_ids and request.committed:
+                self._add_trims(request)
+            results = store._send_bulk(request.actions, action)
+        except StoreUnavailableError:
+            raise
+        except KnowledgeError as exc:
+            for path in paths:
+                self._reject(path, str(exc))
+            return
+        written: list[tuple[str, str]] = []
+        for owner, info in zip(request.owners, results, strict=True):
+            status = info.get("status")
+            ok = isinstance(status, int) and 200 <= status < 300
+            if info.get("op") == "delete":
+                # Gone or never there are both fine for a delete.
+                if not ok and status != 404:
+                    self._reject(owner.path, _item_reason(info))
+            elif not ok:
+                reason = _item_reason(info)
+                self._reject(owner.path, "document record: " + reason if owner.record else reason)
+            elif not self._client_ids:
+                written.append((owner.path, str(info.get("_id"))))
+        if written:
+            with self._state_lock:
+                for path, doc_id in written:
+                    self._written.setdefault(path, []).append(doc_id)
+
+    def _add_trims(self, request: _Request) -> None:
+        """Deletes of the chunk ids past each committed document's new extent, right after
+        its record (so a later write of the same document in the request comes after)."""
+        look_up = [c.document_id for _, c in request.committed if c.look_up]
+        stored = self._store._chunk_extents(self._scope, look_up) if look_up else {}
+        index = self._store.config.index_name
+        trims: dict[int, list[str]] = {}
+        for position, committed in request.committed:
+            document_id = committed.document_id
+            end = max(committed.written_before, stored.get(document_id, 0))
+            trims[position] = [
+                self._serialize(queries.bulk_delete_action(index, chunk_id(document_id, i)))
+                for i in range(committed.extent, end)
+            ]
+        if not any(trims.values()):
+            return
+        actions: list[str] = []
+        owners: list[_Owner] = []
+        pairs = zip(request.actions, request.owners, strict=True)
+        for position, (lines, owner) in enumerate(pairs):
+            actions.append(lines)
+            owners.append(owner)
+            for delete in trims.get(position, ()):
+                actions.append(delete)
+                owners.append(_Owner(owner.path, record=False))
+        request.actions, request.owners = actions, owners
+
+    def _reject(self, path: str, reason: str) -> None:
+        with self._state_lock:
+            self._rejections.setdefault(path, _Rejection()).add(reason)
+
+    # --- the end ---------------------------------------------------------------------------
+
+    def _commit(self) -> None:
+        self._settle()
+        self._remove_rejected(suppress=False)
+        self._store._refresh()
+
+    def _abandon(self) -> None:
+        """Leave after a failure: send nothing more, wait for what is on the wire, clean up
+        what can be, and make what was written visible."""
+        self._sender.cancel()
+        self._sender.close()
+        self._actions, self._owners, self._committed, self._bytes = [], [], [], 0
+        with contextlib.suppress(KnowledgeError):
+            self._remove_rejected(suppress=True)
+            self._store._refresh()
+
+    def _remove_rejected(self, *, suppress: bool) -> None:
+        """Remove the records of every rejected document (a lost node is raised)."""
+        with self._state_lock:
+            rejected = list(self._rejections)
+        for path in rejected:
+            try:
+                self._remove(path)
+            except StoreUnavailableError:
+                raise
+            except KnowledgeError as exc:
+                if suppress:
+                    continue
+                with self._state_lock:
+                    self._rejections[path].note = f"; its records could not be removed: {exc}"
+
+
+_BULK_QUEUE_DEPTH = 1
+"""Requests waiting for the sender thread (one more is on the wire); 0 sends inline."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Owner:
+    """Whose a bulk action is: a document path, and whether it is its document record."""
+
+    path: str
+    record: bool
+
+
+@dataclass(frozen=True, slots=True)
+class _Committed:
+    """A document whose record is in a request: what trimming its old tail needs."""
+
+    path: str
+    document_id: str
+    extent: int  # highest chunk index written + 1
+    written_before: int  # the extent an earlier write of this session reached
+    look_up: bool  # the index may hold a previous version
+
+
+@dataclass(slots=True)
+class _Request:
+    """One ``_bulk`` request: serialized actions, the owner of each, and the documents
+    whose record it carries (with the record's position)."""
+
+    actions: list[str]
+    owners: list[_Owner]
+    committed: list[tuple[int, _Committed]]
+
+
+@dataclass(slots=True)
+class _Rejection:
+    """Why the node rejected a document's records (the first few reasons)."""
+
+    reasons: list[str] = field(default_factory=list)
     count: int = 0
+    note: str = ""
+
+    def add(self, reason: str) -> None:
+        self.count += 1
+        if len(self.reasons) < _MAX_REASONS_PER_DOCUMENT:
+            self.reasons.append(reason)
+
+    def describe(self) -> str:
+        more = self.count - len(self.reasons)
+        suffix = f" (and {more} more)" if more > 0 else ""
+        return f"rejected by OpenSearch: {'; '.join(self.reasons)}{suffix}; not indexed{self.note}"
+
+
+class _BulkSender:
+    """Runs ``send`` on each submitted request, in order, in one background thread (started
+    by the first request); ``submit`` blocks while ``depth`` requests wait. The first
+    exception stops the sending: later requests are dropped and ``check``/``wait`` raise
+    it in the caller's thread. ``depth=0`` sends in the caller's thread instead."""
+
+    def __init__(self, send: Callable[[_Request], None], depth: int) -> None:
+        self._send = send
+        self._depth = depth
+        self._queue: queue.Queue[_Request | None] = queue.Queue(maxsize=max(1, depth))
+        self._thread: threading.Thread | None = None
+        self._error: BaseException | None = None
+        self._cancelled = False
+
+    def submit(self, request: _Request) -> None:
+        self.check()
+        if self._depth == 0:
+            self._run_one(request)
+            self.check()
+            return
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="opensearch-bulk", daemon=True)
+            self._thread.start()
+        self._queue.put(request)
+
+    def _run(self) -> None:
+        while True:
+            request = self._queue.get()
+            try:
+                if request is None:
+                    return
+                self._run_one(request)
+            finally:
+                self._queue.task_done()
+
+    def _run_one(self, request: _Request) -> None:
+        if self._error is not None or self._cancelled:
+            return
+        try:
+            self._send(request)
+        except BaseException as exc:  # handed over to the caller's thread
+            self._error = exc
+
+    def check(self) -> None:
+        """Raise the sender's error, if it met one."""
+        if self._error is not None:
+            raise self._error
+
+    def wait(self) -> None:
+        """Return when every submitted request is done; raise the sender's error."""
+        if self._thread is not None:
+            self._queue.join()
+        self.check()
+
+    def cancel(self) -> None:
+        """Drop the requests not sent yet."""
+        self._cancelled = True
+
+    def close(self) -> None:
+        """Stop the thread after the submitted requests. Idempotent."""
+        thread, self._thread = self._thread, None
+        if thread is not None:
+            self._queue.put(None)
+            thread.join()
 
 
 class _RetryingBulkClient:
@@ -703,6 +1075,15 @@ class _RetryingBulkClient:
 
     def bulk(self, *args: Any, **kwargs: Any) -> Any:
         return self._retry.call(self._client.bulk, *args, **kwargs)
+
+
+def _bulk(client: OpenSearch, *, body: str) -> dict[str, Any]:
+    response: dict[str, Any] = client.bulk(body=body)
+    return response
+
+
+def _byte_length(text: str) -> int:
+    return len(text) if text.isascii() else len(text.encode("utf-8"))
 
 
 def _item_reason(info: Mapping[str, Any]) -> str:
