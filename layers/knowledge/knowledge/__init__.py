@@ -1,0 +1,63 @@
+"""Scoped knowledge search for AI agents: the core contracts, re-exported.
+
+Only the light core is imported here (value objects, errors, protocols), so importing
+``knowledge`` stays cheap on a Lambda cold start. Backends, providers, the CLI and the
+local server live in their own modules and are imported where they are used.
+"""
+
+from __future__ import annotations
+
+from knowledge.errors import (
+    ConfigurationError,
+    EmbeddingError,
+    EmbeddingMismatchError,
+    ExtractionError,
+    InvalidScopeError,
+    KnowledgeError,
+    NotFoundError,
+    StoreError,
+    StoreUnavailableError,
+    UnsupportedModeError,
+    ValidationError,
+)
+from knowledge.model import (
+    DocumentChunk,
+    FileProblem,
+    IndexOptions,
+    IndexResult,
+    IndexState,
+    IndexStatus,
+    SearchMode,
+    SearchQuery,
+    SearchResult,
+)
+from knowledge.scope import KnowledgeScope
+from knowledge.source import DocumentSource, SourceDocument
+from knowledge.store import KnowledgeStore
+
+__all__ = [
+    "ConfigurationError",
+    "DocumentChunk",
+    "DocumentSource",
+    "EmbeddingError",
+    "EmbeddingMismatchError",
+    "ExtractionError",
+    "FileProblem",
+    "IndexOptions",
+    "IndexResult",
+    "IndexState",
+    "IndexStatus",
+    "InvalidScopeError",
+    "KnowledgeError",
+    "KnowledgeScope",
+    "KnowledgeStore",
+    "NotFoundError",
+    "SearchMode",
+    "SearchQuery",
+    "SearchResult",
+    "SourceDocument",
+    "StoreError",
+    "StoreUnavailableError",
+    "UnsupportedModeError",
+    "ValidationError",
+]
