@@ -329,9 +329,7 @@ class KnowledgeApi:
     def status(self, agent: str, context: str) -> ApiResponse:
         """Index status of one scope: ``{"agent", "context", **IndexStatus.to_dict()}``."""
         try:
-            scope = KnowledgeScope(
-                validate_segment("agent", agent), validate_segment("context", context)
-            )
+            scope = KnowledgeScope(agent, context)  # validates both segments
             status = self._store.status(scope)
             return ApiResponse(200, {"agent": agent, "context": context, **status.to_dict()})
         except Exception as exc:
@@ -340,9 +338,7 @@ class KnowledgeApi:
     def reindex(self, agent: str, context: str) -> ApiResponse:
         """Re-index one scope from its source: ``{"agent", "context", **IndexResult.to_dict()}``."""
         try:
-            scope = KnowledgeScope(
-                validate_segment("agent", agent), validate_segment("context", context)
-            )
+            scope = KnowledgeScope(agent, context)  # validates both segments
             if self._reindex is None:
                 raise ConfigurationError("re-indexing is not configured on this server")
             result = self._reindex(scope)

@@ -206,24 +206,26 @@ class S3DocumentSource:
         try:
             response: dict[str, Any] = self.client.head_object(Bucket=self._bucket, Key=key)
         except Exception as exc:
-            code = _error_code(exc)
-            if code in _NOT_FOUND_CODES:
-                return None
-            if code in _ACCESS_CODES:
-                raise self._access_error(exc, f"read {key}") from exc
-            raise
+            self._raise_unless_missing(exc, key)
+            return None
         return response
+
+    def _raise_unless_missing(self, exc: Exception, key: str) -> None:
+        """Return if ``exc`` says the object does not exist; otherwise raise (access
+        errors as a clear ``KnowledgeError``, anything else as it is)."""
+        code = _error_code(exc)
+        if code in _NOT_FOUND_CODES:
+            return
+        if code in _ACCESS_CODES:
+            raise self._access_error(exc, f"read {key}") from exc
+        raise exc
 
     def _get(self, key: str) -> bytes | None:
         try:
             response = self.client.get_object(Bucket=self._bucket, Key=key)
         except Exception as exc:
-            code = _error_code(exc)
-            if code in _NOT_FOUND_CODES:
-                return None
-            if code in _ACCESS_CODES:
-                raise self._access_error(exc, f"read {key}") from exc
-            raise
+            self._raise_unless_missing(exc, key)
+            return None
         body = response["Body"]
         try:
             data: bytes = body.read()
