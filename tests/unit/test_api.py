@@ -358,6 +358,7 @@ def test_status(api: KnowledgeApi, store: FakeStore) -> None:
         "last_indexed_at": "2024-05-01T12:00:00+00:00",
         "state": "READY",
         "message": None,
+        "problems": [],
     }
     assert store.status_calls == [KnowledgeScope("ops-bot", "runbooks")]
 
@@ -511,3 +512,16 @@ def test_reindex_unexpected_error_is_500(store: FakeStore) -> None:
 def test_to_json_is_utf8_without_escapes() -> None:
     encoded = ApiResponse(200, {"query": "롤백"}).to_json()
     assert encoded == '{"query": "롤백"}'.encode()
+
+
+def test_status_problems_are_listed_most_recent_first_and_capped() -> None:
+    from datetime import UTC, datetime
+
+    from knowledge.model import FileProblem, IndexState, IndexStatus
+
+    problems = tuple(FileProblem(f"doc-{i}.pdf", "encrypted PDF") for i in range(150))
+    status = IndexStatus(1, 2, datetime(2024, 5, 1, tzinfo=UTC), IndexState.READY, None, problems)
+    listed = status.to_dict()["problems"]
+    assert len(listed) == 100
+    assert listed[0] == {"document_path": "doc-0.pdf", "reason": "encrypted PDF"}
+    assert listed[-1] == {"document_path": "doc-99.pdf", "reason": "encrypted PDF"}

@@ -19,6 +19,7 @@ __all__ = [
     "DEFAULT_MAX_RESULTS",
     "MAX_MAX_RESULTS",
     "MAX_QUERY_LENGTH",
+    "MAX_STATUS_PROBLEMS",
     "DocumentChunk",
     "FileProblem",
     "IndexOptions",
@@ -33,6 +34,7 @@ __all__ = [
 DEFAULT_MAX_RESULTS = 5
 MAX_MAX_RESULTS = 100
 MAX_QUERY_LENGTH = 4096
+MAX_STATUS_PROBLEMS = 100  # the status lists at most this many problems, most recent first
 
 
 class SearchMode(StrEnum):
@@ -242,13 +244,18 @@ class IndexState(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class IndexStatus:
-    """Index status of one scope. ``last_indexed_at`` is ``None`` if never indexed."""
+    """Index status of one scope. ``last_indexed_at`` is ``None`` if never indexed.
+
+    ``problems`` are the documents whose latest indexing attempt was skipped or failed,
+    with the reason, most recent first, at most ``MAX_STATUS_PROBLEMS``.
+    """
 
     document_count: int
     chunk_count: int
     last_indexed_at: datetime | None
     state: IndexState
     message: str | None = None
+    problems: tuple[FileProblem, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -259,4 +266,8 @@ class IndexStatus:
             else self.last_indexed_at.isoformat(),
             "state": self.state.value,
             "message": self.message,
+            "problems": [
+                {"document_path": p.path, "reason": p.reason}
+                for p in self.problems[:MAX_STATUS_PROBLEMS]
+            ],
         }
