@@ -56,7 +56,7 @@ class RecordingProxy:
                     proxy.target + self.path, data=body, method=self.command, headers=headers
                 )
                 try:
-                    with urllib.request.urlopen(request, timeout=30) as answer:  # noqa: S310
+                    with urllib.request.urlopen(request, timeout=30) as answer:
                         status, data, reply = answer.status, answer.read(), answer.headers
                 except urllib.error.HTTPError as error:
                     status, data, reply = error.code, error.read(), error.headers
@@ -67,7 +67,7 @@ class RecordingProxy:
                 if self.command != "HEAD":
                     self.wfile.write(data)
 
-            do_GET = do_POST = do_PUT = do_DELETE = do_HEAD = _forward  # noqa: N815
+            do_GET = do_POST = do_PUT = do_DELETE = do_HEAD = _forward
 
             def log_message(self, *args: Any) -> None:
                 pass
@@ -148,7 +148,7 @@ def test_template_policies_allow_exactly_what_each_function_calls(
         searcher.close()
     finally:
         indexer.close()
-        urllib.request.urlopen(  # noqa: S310
+        urllib.request.urlopen(
             urllib.request.Request(f"{opensearch_url}/{index}", method="DELETE"), timeout=30
         ).close()
 
@@ -179,11 +179,11 @@ def test_replicas_setting_reaches_the_index_the_store_creates(
     store = build_store(LambdaSettings(embedding_provider="hashing"), env=env)
     try:
         store.upsert_document(KnowledgeScope("ops-bot", "runbooks"), document("a.md", "# A\n\nx"))
-        with urllib.request.urlopen(f"{opensearch_url}/{index}/_settings", timeout=30) as r:  # noqa: S310
+        with urllib.request.urlopen(f"{opensearch_url}/{index}/_settings", timeout=30) as r:
             settings = json.loads(r.read())
     finally:
         store.close()
-        urllib.request.urlopen(  # noqa: S310
+        urllib.request.urlopen(
             urllib.request.Request(f"{opensearch_url}/{index}", method="DELETE"), timeout=30
         ).close()
     assert settings[index]["settings"]["index"]["number_of_replicas"] == replicas
