@@ -10,7 +10,7 @@ DB ?= .kb/local.db
 SAM_VENV := .venv-sam
 SAM_STAMP := $(SAM_VENV)/.installed
 
-.PHONY: run test lint typecheck unit venv opensearch clean sam-validate sam-build
+.PHONY: run test lint typecheck unit venv opensearch clean sam-validate sam-build layer-lock
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -67,6 +67,14 @@ sam-validate: $(SAM_STAMP)
 ## Build the layer and functions into .aws-sam/build (needs python3.12: pyenv or PATH).
 sam-build: $(SAM_STAMP)
 	$(PYTHON) tests/integration/sam_cli.py build
+
+## Re-resolve the layer's whole dependency tree (layers/knowledge/requirements.in) for the
+## Lambda runtime (CPython 3.12, arm64) into requirements.txt, pinned with hashes.
+LAYER_LOCK_FLAGS := --python-version 3.12 --python-platform aarch64-manylinux_2_28 \
+	--generate-hashes --emit-index-url --custom-compile-command "make layer-lock"
+layer-lock: $(STAMP)
+	$(BIN)/uv pip compile $(LAYER_LOCK_FLAGS) --quiet \
+		--output-file layers/knowledge/requirements.txt layers/knowledge/requirements.in
 
 ## --- Benchmarks (bench/; results in bench/results, report in bench/REPORT.md) -----------
 # Their own venv (.venv-bench: torch, sentence-transformers, matplotlib) and the man pages
