@@ -10,7 +10,7 @@ DB ?= .kb/local.db
 SAM_VENV := .venv-sam
 SAM_STAMP := $(SAM_VENV)/.installed
 
-.PHONY: run test lint typecheck unit venv opensearch clean sam-validate sam-build layer-lock
+.PHONY: run test lint typecheck unit venv opensearch clean sam-validate sam-build layer-lock checkov
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -52,7 +52,7 @@ opensearch:
 	tools/opensearch-local/run.sh --port 9200
 
 clean:
-	rm -rf $(VENV) $(SAM_VENV) .kb .pytest_cache .mypy_cache .ruff_cache .aws-sam
+	rm -rf $(VENV) $(SAM_VENV) .venv-checkov .kb .pytest_cache .mypy_cache .ruff_cache .aws-sam
 
 ## --- AWS SAM (template.yaml) ------------------------------------------------------------
 # The SAM CLI lives in its own venv: its pinned dependencies conflict with ours. `make test`
@@ -75,6 +75,13 @@ LAYER_LOCK_FLAGS := --python-version 3.12 --python-platform aarch64-manylinux_2_
 layer-lock: $(STAMP)
 	$(BIN)/uv pip compile $(LAYER_LOCK_FLAGS) --quiet \
 		--output-file layers/knowledge/requirements.txt layers/knowledge/requirements.in
+
+## Security scan of template.yaml (checkov in .venv-checkov; the accepted findings are
+## listed in tools/checkov/config.yaml and justified in docs/deploy.md section 12).
+checkov:
+	@test -x .venv-checkov/bin/checkov || { $(PYTHON) -m venv .venv-checkov && \
+		.venv-checkov/bin/pip install --quiet -r tools/checkov/requirements.txt; }
+	.venv-checkov/bin/checkov -f template.yaml --config-file tools/checkov/config.yaml --quiet
 
 ## --- Benchmarks (bench/; results in bench/results, report in bench/REPORT.md) -----------
 # Their own venv (.venv-bench: torch, sentence-transformers, matplotlib) and the man pages
