@@ -502,3 +502,17 @@ def test_jwt_reindex_needs_the_reindex_scope(jwt_search, aws):
     assert sqs.receive_message(QueueUrl=queue_url).get("Messages", []) == []
     status, _ = jwt_search.invoke(jwt_event("api_reindex.json", claims, ["kb/reindex"]))
     assert status == 202
+
+
+def test_detailed_tracing_creates_the_tracer_on_the_first_request_only_when_asked(
+    monkeypatch, store
+):
+    module = load_handler("search", monkeypatch)
+    module.container.api = KnowledgeApi(store)
+    module.lambda_handler(load_event("api_health.json"), LambdaContext())
+    assert module.container.tracer is None  # default: no X-Ray SDK import at all
+    monkeypatch.setenv("KB_DETAILED_TRACING", "true")
+    monkeypatch.setenv("POWERTOOLS_TRACE_DISABLED", "true")  # no X-Ray daemon here
+    response = module.lambda_handler(load_event("api_health.json"), LambdaContext())
+    assert response["statusCode"] == 200
+    assert module.container.tracer is not None
