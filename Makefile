@@ -10,7 +10,7 @@ DB ?= .kb/local.db
 SAM_VENV := .venv-sam
 SAM_STAMP := $(SAM_VENV)/.installed
 
-.PHONY: run test lint typecheck unit venv opensearch clean sam-validate sam-build layer-lock checkov
+.PHONY: run test lint typecheck unit venv opensearch clean sam-validate sam-build layer-lock checkov browser
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -32,11 +32,15 @@ run: $(STAMP)
 	$(BIN)/kb serve examples/bucket --host $(HOST) --port $(PORT) --db $(DB)
 
 ## Everything: lint, types, unit, contract and integration tests (starts its own OpenSearch node).
-test: $(STAMP) $(SAM_STAMP)
+test: $(STAMP) $(SAM_STAMP) browser
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 	$(BIN)/python -m pytest
+
+## Debian's Chromium and ChromeDriver for the playground's browser test (no-op once present).
+browser:
+	bash tools/browser/install.sh
 
 lint: $(STAMP)
 	$(BIN)/ruff check . && $(BIN)/ruff format --check .

@@ -17,6 +17,7 @@ import socket
 import sys
 import threading
 import time
+from collections.abc import Callable, Iterable
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -25,6 +26,7 @@ from typing import Any, TextIO
 
 from knowledge.api import MAX_BODY_BYTES, ApiResponse, KnowledgeApi, error_response
 from knowledge.errors import ConfigurationError, NotFoundError, ValidationError
+from knowledge.local.playground import Asset, playground_asset
 from knowledge.local.watcher import BucketWatcher, take_snapshot
 from knowledge.model import IndexOptions, IndexResult, SearchMode
 from knowledge.scope import KnowledgeScope
@@ -43,8 +45,14 @@ _JSON = "application/json; charset=utf-8"
 class _ApiHttpServer(ThreadingHTTPServer):
     daemon_threads = True
 
-    def __init__(self, address: tuple[str, int], api: KnowledgeApi) -> None:
+    def __init__(
+        self,
+        address: tuple[str, int],
+        api: KnowledgeApi,
+        scopes: Callable[[], Iterable[KnowledgeScope]] = tuple,
+    ) -> None:
         self.api = api
+        self.scopes = scopes
         if ":" in address[0]:
             self.address_family = socket.AF_INET6
         super().__init__(address, _ApiRequestHandler)
@@ -57,6 +65,10 @@ class _ApiRequestHandler(BaseHTTPRequestHandler):
     timeout = 30  # an idle keep-alive connection does not hold a thread forever
 
     def do_GET(self) -> None:
+        asset = playground_asset(self.path, self.server.scopes)
+        if asset is not None:
+            self._send_asset(asset)
+            return
         self._handle()
 
     def do_POST(self) -> None:
@@ -123,6 +135,20 @@ class _ApiRequestHandler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(payload)
 
+    def _send_asset(self, asset: Asset) -> None:
+        self.send_response(HTTPStatus.OK)
+        self.send_header("Content-Type", asset.content_type)
+        self.send_header("Content-Length", str(len(asset.body)))
+        self.send_header("Cache-Control", "no-store")
+        # The page runs only its own script and talks only to this server.
+        self.send_header(
+            "Content-Security-Policy",
+            "default-src 'self'; script-src 'self'; style-src 'self'; frame-ancestors 'none'",
+        )
+        self.send_header("X-Content-Type-Options", "nosniff")
+        self.end_headers()
+        self.wfile.write(asset.body)
+
     def log_message(self, format: str, *args: Any) -> None:
         # One line per request is logged by _handle; this only carries protocol errors.
         logger.debug("%s - %s", self.address_string(), format % args)
@@ -180,6 +206,10 @@ class LocalServer:
         shown = f"[{host}]" if ":" in host else host
         return f"http://{shown}:{port}"
 
+    def scopes(self) -> list[KnowledgeScope]:
+        """The valid scopes under the root (what the playground page offers)."""
+        return list(self._source.iter_scopes())
+
     def index_all(self) -> dict[KnowledgeScope, IndexResult]:
         """Bring every valid scope under the root in line with its folder."""
         results: dict[KnowledgeScope, IndexResult] = {}
@@ -209,7 +239,7 @@ class LocalServer:
         if self._http is not None:
             raise RuntimeError("the server is already started")
         try:
-            self._http = _ApiHttpServer((self._host, self._port), self.api)
+            self._http = _ApiHttpServer((self._host, self._port), self.api, self.scopes)
         except OSError as exc:
             raise ConfigurationError(
                 f"cannot listen on {self._host}:{self._port}: {exc.strerror or str(exc)}"
