@@ -92,6 +92,12 @@ checkov:
 # come from bench/setup.sh. Each target starts its own OpenSearch node when it needs one.
 BENCH_PY := .venv-bench/bin/python
 
+## Mutation testing of the core modules (mutmut; not part of `make test`; about N minutes).
+## Figures in bench/results/mutation.json and bench/REPORT.md.
+.PHONY: mutation
+mutation:
+	bash tools/mutation/run.sh
+
 .PHONY: bench bench-setup bench-quality bench-indexing bench-latency bench-coldstart bench-memory bench-report
 
 bench-setup:
