@@ -33,8 +33,8 @@ import json
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import chain, islice
 from datetime import UTC, datetime
+from itertools import chain, islice
 from typing import Any, Protocol
 
 from knowledge.chunking import DocumentChunker
@@ -321,6 +321,7 @@ class Indexer:
             indexed_at=datetime.now(UTC),
             version=document.version,
             metadata=document_metadata,
+            size=document.size,
         )
         try:
             chunks = self._chunks(path, extracted.text, options, document_metadata)

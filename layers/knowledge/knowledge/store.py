@@ -95,7 +95,10 @@ class KnowledgeStore(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class DocumentHeader:
-    """Document-level facts written with every chunk of the document."""
+    """Document-level facts written with every chunk of the document.
+
+    ``size`` is the source document's size in bytes (``None`` when not known).
+    """
 
     path: str
     document_id: str
@@ -103,6 +106,7 @@ class DocumentHeader:
     indexed_at: datetime
     version: str | None = None
     metadata: Mapping[str, Any] = field(default_factory=dict)
+    size: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
