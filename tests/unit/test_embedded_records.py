@@ -157,3 +157,50 @@ def test_a_replace_session_keeps_the_indexed_version_of_a_document_with_a_proble
         session.record_problem("b.md", "corrupt file: truncated")
     assert set(store.stored_documents(SCOPE)) == {"a.md", "b.md"}
     assert store.status(SCOPE).problems == (FileProblem("b.md", "corrupt file: truncated"),)
+
+
+VERSION_1_FILE = (
+    "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+    "CREATE TABLE documents (doc_id TEXT PRIMARY KEY, agent TEXT NOT NULL,"
+    " context TEXT NOT NULL, path TEXT NOT NULL, content_hash TEXT NOT NULL, version TEXT,"
+    " chunk_count INTEGER NOT NULL, indexed_at TEXT NOT NULL, metadata TEXT NOT NULL,"
+    " UNIQUE (agent, context, path))",
+    "CREATE TABLE chunks (id INTEGER PRIMARY KEY, doc_id TEXT NOT NULL, agent TEXT NOT NULL,"
+    " context TEXT NOT NULL, path TEXT NOT NULL, chunk_index INTEGER NOT NULL,"
+    " content TEXT NOT NULL, metadata TEXT NOT NULL, vector BLOB,"
+    " UNIQUE (agent, context, path, chunk_index))",
+    "CREATE VIRTUAL TABLE chunks_fts USING fts5(terms, tokenize = 'unicode61 remove_diacritics 0')",
+    "INSERT INTO meta VALUES ('schema_version', '1'), ('generation', '7'),"
+    " ('embedder', 'none'), ('dimensions', '0')",
+    "INSERT INTO documents VALUES ('d1', 'ops-bot', 'runbooks', 'old.md', 'h', NULL, 1,"
+    " '2025-01-01T00:00:00.000000+00:00', '{}')",
+    "INSERT INTO chunks VALUES (1, 'd1', 'ops-bot', 'runbooks', 'old.md', 0,"
+    " 'kubectl rollout undo', '{}', NULL)",
+    "INSERT INTO chunks_fts (rowid, terms) VALUES (1, 'kubectl rollout undo')",
+)
+
+
+@pytest.mark.parametrize("isolation", ["shared", "agent"])
+def test_a_version_1_file_is_upgraded_in_place(db: Path, isolation: str) -> None:
+    raw = sqlite3.connect(db)
+    with raw:
+        for statement in VERSION_1_FILE:
+            raw.execute(statement)
+    raw.close()
+    store = EmbeddedKnowledgeStore(db, isolation=isolation)  # keyword only, as built
+    try:
+        found = store.search(SCOPE, SearchQuery("rollout", mode="keyword"))
+        assert [r.document_path for r in found] == ["old.md"]
+        with store.write_session(SCOPE) as session:
+            session.record_problem("new.pdf", "encrypted PDF")
+        status = store.status(SCOPE)
+        assert (status.document_count, status.problems) == (
+            1,
+            (FileProblem("new.pdf", "encrypted PDF"),),
+        )
+    finally:
+        store.close()
+    raw = sqlite3.connect(db)
+    assert raw.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == ("2",)
+    assert raw.execute("SELECT source_type, size FROM documents").fetchall() == [(None, None)]
+    raw.close()

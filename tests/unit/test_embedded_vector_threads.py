@@ -86,3 +86,17 @@ def test_vector_search_uses_no_blas_worker_threads(tmp_path: Path) -> None:
     assert measured["threads"] > 1  # the BLAS workers exist: the check can fail
     assert measured["own_ticks"] > 0
     assert measured["other_ticks"] == 0, measured
+
+
+@pytest.mark.parametrize("rows", [1, 5, 256, 257, 1000, 3000])
+def test_best_first_order_is_the_full_stable_order(rows: int) -> None:
+    import numpy as np
+
+    from knowledge.stores.embedded.vector_search import _best_first
+
+    rng = np.random.default_rng(rows)
+    # Few distinct values: many ties, also at the edge of the first batch.
+    similarity = rng.integers(0, 7, size=rows).astype(np.float32) / 7
+    expected = sorted(range(rows), key=lambda p: (-float(similarity[p]), p))
+    got = [p for batch in _best_first(similarity, 256) for p in batch]
+    assert got == expected

@@ -29,7 +29,7 @@ import math
 import sqlite3
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -148,7 +148,6 @@ def vector_candidates(
 ) -> list[Candidate]:
     """The ``limit`` chunks of the scope nearest ``query_vector`` that pass the filters,
     best first; equal cosines keep the (path, chunk index, context) order."""
-    import numpy as np  # lazy: keyword-only use never loads numpy
 
     vectors = _scope_vectors(
         conn, cache, scope, query, dimensions=len(query_vector), display=display
@@ -156,18 +155,13 @@ def vector_candidates(
     if vectors is None:
         return []
     similarity = cosines(vectors.matrix, query_vector)
-    order = np.argsort(-similarity, kind="stable")
     found: list[Candidate] = []
-    for start in range(0, len(order), FETCH_BATCH):
-        positions = [
-            int(p)
-            for p in order[start : start + FETCH_BATCH]
-            if matches_file_patterns(vectors.keys[int(p)][0], query.file_patterns)
+    for positions in _best_first(similarity, FETCH_BATCH):
+        passing = [
+            p for p in positions if matches_file_patterns(vectors.keys[p][0], query.file_patterns)
         ]
-        metadata = (
-            metadata_of(conn, [vectors.rowids[p] for p in positions]) if query.metadata else {}
-        )
-        for p in positions:
+        metadata = metadata_of(conn, [vectors.rowids[p] for p in passing]) if query.metadata else {}
+        for p in passing:
             rowid = vectors.rowids[p]
             if query.metadata and not matches_metadata(metadata[rowid], query.metadata):
                 continue
@@ -175,6 +169,30 @@ def vector_candidates(
             if len(found) == limit:
                 return found
     return found
+
+
+def _best_first(similarity: Any, batch: int) -> Iterator[list[int]]:
+    """Row positions by descending ``similarity``, equal values in row order, ``batch`` at
+    a time. Most searches need only the first batch: it is found by a partition (linear)
+    and only its rows are sorted; the whole order is sorted only if more is asked for."""
+    import numpy as np  # lazy: keyword-only use never loads numpy
+
+    count = len(similarity)
+    if count > batch:
+        # Every row at least as similar as the batch-th best: ties at the edge included,
+        # so this is exactly the first len(head) positions of the full order.
+        edge = similarity[np.argpartition(-similarity, batch - 1)[batch - 1]]
+        candidates = np.flatnonzero(similarity >= edge)
+        head = candidates[np.lexsort((candidates, -similarity[candidates]))]
+        yield [int(p) for p in head]
+        done = len(head)
+        if done >= count:
+            return
+    else:
+        done = 0
+    order = np.argsort(-similarity, kind="stable")
+    for start in range(done, count, batch):
+        yield [int(p) for p in order[start : start + batch]]
 
 
 def _scope_vectors(
