@@ -56,8 +56,8 @@ def is_damage(exc: BaseException) -> bool:
 def damage_advice(name: str) -> str:
     """What to tell the operator about the damaged index file ``name``."""
     return (
-        f"the index file {name} is damaged; stop the server, delete it (with its -wal and "
-        "-shm files) and start again: the index is rebuilt from the folder"
+        f"the index file {name} is damaged: delete it (and its -wal and -shm files, with "
+        "the server stopped) and start again; the index is rebuilt from the folder"
     )
 
 
