@@ -209,15 +209,18 @@ class EmbeddedWriteSession:
         if self._conn is None:
             raise StoreError("the write session is not open (use it in a with-block)")
         conn = self._conn
-        if not conn.in_transaction:
-            try:
-                self._begin(conn)
-            except BaseException:
-                _rollback(conn)
-                raise
-        if not self._bumped:
-            bump_generation(conn, self._scope.agent)
-            self._bumped = True
+        try:
+            if not conn.in_transaction:
+                try:
+                    self._begin(conn)
+                except BaseException:
+                    _rollback(conn)
+                    raise
+            if not self._bumped:
+                bump_generation(conn, self._scope.agent)
+                self._bumped = True
+        except sqlite3.Error as exc:
+            raise self._store_error(f"cannot start writing {path}", exc) from exc
         self._touched.add(path)
         return conn
 
