@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from knowledge.errors import ValidationError
+from knowledge.errors import StoreError, ValidationError
 from knowledge.model import SearchQuery
 from knowledge.scope import KnowledgeScope
 from knowledge.source import SourceDocument
@@ -78,6 +78,20 @@ def test_switching_isolation_rebuilds_the_keyword_index(tmp_path: Path) -> None:
     assert isolated == probe_scores(tmp_path / "fresh.db", "agent", victim_word="falcon")
     back = probe_scores(db, "shared", victim_word="falcon")
     assert back == shared
+
+
+def test_a_switch_by_another_process_is_refused_never_silent(tmp_path: Path) -> None:
+    db = tmp_path / "kb.db"
+    strict = EmbeddedKnowledgeStore(db, isolation="agent")
+    try:
+        strict.upsert_document(PROBER, document("a.md", "falcon"))
+        EmbeddedKnowledgeStore(db, isolation="shared").close()  # rebuilds the keyword index
+        with pytest.raises(StoreError, match="isolation=shared"):
+            strict.search(PROBER, SearchQuery("falcon", mode="keyword"))
+        with pytest.raises(StoreError, match="isolation=shared"):
+            strict.upsert_document(PROBER, document("b.md", "harbor"))
+    finally:
+        strict.close()
 
 
 def test_an_unknown_isolation_is_refused(tmp_path: Path) -> None:

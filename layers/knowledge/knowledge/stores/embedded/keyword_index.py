@@ -23,6 +23,7 @@ from __future__ import annotations
 import sqlite3
 from typing import Final
 
+from knowledge.errors import StoreError
 from knowledge.filters import matches_file_patterns, matches_metadata
 from knowledge.model import SearchQuery
 from knowledge.scope import KnowledgeScope
@@ -80,6 +81,16 @@ class KeywordIndex:
     @property
     def isolation(self) -> str:
         return self._isolation
+
+    def check(self, conn: sqlite3.Connection, display: str) -> None:
+        """Raise ``StoreError`` if the file's recorded isolation is no longer this one (the
+        file was reopened with the other one by another process): never a silent switch."""
+        row = conn.execute("SELECT value FROM meta WHERE key = 'isolation'").fetchone()
+        if row is not None and row[0] != self._isolation:
+            raise StoreError(
+                f"index {display} was switched to isolation={row[0]} by another process; "
+                f"this one uses isolation={self._isolation}: restart it with the same setting"
+            )
 
     # --- which table ------------------------------------------------------------------
 

@@ -241,6 +241,7 @@ class EmbeddedKnowledgeStore(IndexingStoreMixin):
             keyword: list[Candidate] = []
             vector: list[Candidate] = []
             if match is not None:
+                self._keywords.check(conn, self._display)
                 keyword = self._keywords.candidates(conn, scope, query, match, limit)
             if query_vector is not None:
                 vector = vector_candidates(

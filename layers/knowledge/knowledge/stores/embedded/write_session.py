@@ -198,6 +198,7 @@ class EmbeddedWriteSession:
         self._bumped = False
         self._batch_started = time.monotonic()
         store = self._store
+        store._keywords.check(conn, store.path)
         recorded = recorded_identity(conn)
         if recorded is not None and recorded != store._identity:
             raise store._mismatch(recorded, store._identity)
