@@ -15,7 +15,9 @@ contain a word (a word they hold a lot of scores near zero). With ``isolation="a
 each agent's chunks have their own table, ``chunks_fts_<n>`` (``n`` from ``fts_agents``),
 so an agent's scores depend on its own documents only (contexts of one agent share their
 statistics, as they share ``cross_context`` searches). A file remembers its isolation;
-opened with the other one, its keyword index is rebuilt from the chunks (``rebuild``).
+opened with the other one, its keyword index is rebuilt from the chunks (``rebuild``),
+and a store still open with the old setting (another process) is refused on its next
+search or write (``check``) rather than silently searching the other way.
 """
 
 from __future__ import annotations
