@@ -98,13 +98,13 @@ BENCH_PY := .venv-bench/bin/python
 mutation:
 	bash tools/mutation/run.sh
 
-.PHONY: bench bench-setup bench-quality bench-indexing bench-latency bench-coldstart bench-memory bench-report
+.PHONY: bench bench-setup bench-quality bench-indexing bench-latency bench-coldstart bench-memory bench-report bench-store-threads
 
 bench-setup:
 	bash bench/setup.sh
 
 ## Every benchmark, then bench/REPORT.md (about half an hour on 2 cores, once the caches are warm).
-bench: bench-quality bench-indexing bench-latency bench-coldstart bench-memory bench-report
+bench: bench-quality bench-indexing bench-latency bench-coldstart bench-memory bench-store-threads bench-report
 
 bench-quality: bench-setup
 	$(BENCH_PY) -m bench quality --limit 300 --embedder hashing
@@ -122,6 +122,10 @@ bench-coldstart: bench-setup
 
 bench-memory: bench-setup
 	$(BENCH_PY) -m bench memory --sizes 5,12.5,25,50 --files 100
+
+## Embedded store searches from 1 and 16 threads (vector search must not fight over BLAS threads).
+bench-store-threads: bench-setup
+	nice -n 10 $(BENCH_PY) -m bench store_threads --chunks 20000 --seconds 8
 
 bench-report: bench-setup
 	$(BENCH_PY) -m bench report

@@ -17,6 +17,7 @@ COMMANDS = {
     "latency": "search latency per mode on the real node, next to OpenSearch's took",
     "coldstart": "import time of the Lambda handlers next to a naive handler",
     "memory": "peak RSS of indexing one large Markdown file",
+    "store_threads": "embedded store searches from 1 and 16 threads (no BLAS thread fights)",
     "report": "write bench/REPORT.md and the plots from bench/results/*.json",
 }
 

@@ -409,7 +409,7 @@ def test_a_removed_scope_folder_empties_the_scope(store: KnowledgeStore, bucket:
     assert store.status(A_Y).document_count == 1
 
 
-def test_max_documents_limits_a_run_and_then_deletes_nothing(
+def test_max_documents_is_a_loud_limit_that_deletes_nothing(
     store: KnowledgeStore, bucket: Path
 ) -> None:
     write_scope(bucket, A_X, {"a.md": "alpha", "b.md": "bravo", "c.md": "charlie"})
@@ -417,14 +417,19 @@ def test_max_documents_limits_a_run_and_then_deletes_nothing(
     (bucket / A_X.key / "a.md").unlink()
     write_scope(bucket, A_X, {"d.md": "delta", "e.md": "echo"})
 
-    result = index(store, bucket, A_X, max_documents=2)
+    result = store.index(A_X, BucketFolderSource(bucket), IndexOptions(max_documents=2))
     # Sorted b, c, d, e: b and c are unchanged, d and e are over the limit.
     assert result.indexed_documents == 0
     assert result.deleted_documents == 0
-    reasons = {p.path: p.reason for p in result.skipped}
-    assert reasons["b.md"] == "unchanged"
-    assert "max_documents" in reasons["d.md"]
-    assert "max_documents" in reasons["e.md"]
+    assert {p.path: p.reason for p in result.skipped} == {"b.md": "unchanged", "c.md": "unchanged"}
+    assert [p.path for p in result.errors] == ["d.md", "e.md"]
+    assert all("max_documents" in p.reason for p in result.errors)
+    assert store.status(A_X).document_count == 3
+
+    # A capped reindex rewrites what it may and drops nothing.
+    result = store.reindex(A_X, BucketFolderSource(bucket), IndexOptions(max_documents=2))
+    assert result.deleted_documents == 0
+    assert [p.path for p in result.errors] == ["d.md", "e.md"]
     assert store.status(A_X).document_count == 3
 
 

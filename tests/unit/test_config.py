@@ -146,6 +146,18 @@ def test_open_embedded_store_from_environment(tmp_path: Path) -> None:
     assert db.exists()
 
 
+def test_isolation_of_the_embedded_store_from_environment(tmp_path: Path) -> None:
+    env = {"KB_DB": str(tmp_path / "iso.db"), "KB_EMBEDDER": "none", "KB_ISOLATION": "Agent"}
+    with closing(open_store(environ=env)) as store:
+        assert isinstance(store, EmbeddedKnowledgeStore)
+        assert store.isolation == "agent"
+    with closing(open_store(environ={**env, "KB_ISOLATION": ""})) as store:
+        assert isinstance(store, EmbeddedKnowledgeStore)
+        assert store.isolation == "shared"
+    with pytest.raises(ConfigurationError, match="KB_ISOLATION"):
+        open_store(environ={**env, "KB_ISOLATION": "tenant"})
+
+
 def test_open_memory_store() -> None:
     with closing(open_store("memory", environ={})) as store:
         assert isinstance(store, MemoryKnowledgeStore)

@@ -107,9 +107,14 @@ def db(tmp_path: Path) -> Path:
     return tmp_path / "kb.db"
 
 
+# The sessions of these tests are shorter than one batch, however slow the machine: they
+# test what a batch guarantees (test_embedded_batches.py tests the batching itself).
+ONE_BATCH = {"batch_seconds": 3600.0}
+
+
 @pytest.fixture
 def store(db: Path) -> Iterator[EmbeddedKnowledgeStore]:
-    opened = EmbeddedKnowledgeStore(db, embedder=HashingEmbedder(64))
+    opened = EmbeddedKnowledgeStore(db, embedder=HashingEmbedder(64), **ONE_BATCH)
     yield opened
     opened.close()
 
@@ -602,7 +607,7 @@ def test_search_during_an_open_session_sees_the_last_commit(filled: EmbeddedKnow
 
 def test_concurrent_searches_never_see_half_a_session(db: Path):
     embedder = HashingEmbedder(64)
-    store = EmbeddedKnowledgeStore(db, embedder=embedder)
+    store = EmbeddedKnowledgeStore(db, embedder=embedder, **ONE_BATCH)
     documents = 6
     generations = 30
     done = threading.Event()
@@ -698,6 +703,10 @@ def test_default_mode(db: Path, tmp_path: Path):
         ({"keyword_weight": 0.0, "vector_weight": 0.0}, "keyword_weight"),
         ({"rrf_k": -3}, "k"),
         ({"vector_cache_bytes": -1}, "vector_cache_bytes"),
+        ({"isolation": "tenant"}, "isolation"),
+        ({"batch_documents": 0}, "batch_documents"),
+        ({"batch_seconds": 0.0}, "batch_seconds"),
+        ({"batch_seconds": float("nan")}, "batch_seconds"),
     ],
 )
 def test_bad_options_are_refused(db: Path, options: dict, field: str):

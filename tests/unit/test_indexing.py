@@ -391,14 +391,27 @@ def test_documents_gone_from_the_source_are_deleted() -> None:
     assert set(writer.documents) == {"b.md"}
 
 
-def test_over_max_documents_the_rest_is_skipped_and_nothing_deleted() -> None:
+def test_no_document_limit_by_default() -> None:
+    writer = FakeWriter()
+    source = ListSource([doc(f"d{n:04d}.md", f"note {n}") for n in range(1500)])
+    result = indexer().index(writer, SCOPE, source)
+    assert (result.indexed_documents, result.skipped, result.errors) == (1500, (), ())
+    assert len(writer.documents) == 1500
+    result = indexer().reindex(writer, SCOPE, source)
+    assert (result.indexed_documents, result.deleted_documents) == (1500, 0)
+    assert len(writer.documents) == 1500
+
+
+def test_over_max_documents_the_rest_is_an_error_and_nothing_deleted() -> None:
     writer = FakeWriter()
     indexer().index(writer, SCOPE, ListSource([doc("old.md", "x")]))
     source = ListSource([doc(f"{c}.md", c) for c in "abcd"])
     result = indexer().index(writer, SCOPE, source, IndexOptions(max_documents=2))
     assert result.indexed_documents == 2
-    assert [p.path for p in result.skipped] == ["c.md", "d.md"]
-    assert all("max_documents (2)" in p.reason for p in result.skipped)
+    assert result.skipped == ()
+    assert [p.path for p in result.errors] == ["c.md", "d.md"]
+    assert all("over max_documents (2)" in p.reason for p in result.errors)
+    assert not result.ok
     assert result.deleted_documents == 0
     assert set(writer.documents) == {"old.md", "a.md", "b.md"}
 
@@ -413,16 +426,27 @@ def test_reindex_replaces_the_scope_and_writes_everything() -> None:
     assert set(writer.documents) == {"a.md", "new.md"}
 
 
-def test_reindex_respects_max_documents() -> None:
+def test_reindex_over_max_documents_deletes_nothing() -> None:
     writer = FakeWriter()
+    source = ListSource([doc("a.md", "x"), doc("b.md", "y"), doc("c.md", "z")])
+    indexer().index(writer, SCOPE, source)
+    result = indexer().reindex(writer, SCOPE, source, IndexOptions(max_documents=2))
+    assert writer.sessions[-1].replace is False  # a capped run never drops the scope
+    assert (result.indexed_documents, result.deleted_documents) == (2, 0)
+    assert [p.path for p in result.errors] == ["c.md"]
+    assert "over max_documents (2)" in result.errors[0].reason
+    assert set(writer.documents) == {"a.md", "b.md", "c.md"}
+
+
+def test_reindex_within_max_documents_replaces_the_scope() -> None:
+    writer = FakeWriter()
+    indexer().index(writer, SCOPE, ListSource([doc("a.md", "x"), doc("gone.md", "y")]))
     result = indexer().reindex(
-        writer,
-        SCOPE,
-        ListSource([doc("a.md", "x"), doc("b.md", "y")]),
-        IndexOptions(max_documents=1),
+        writer, SCOPE, ListSource([doc("a.md", "x")]), IndexOptions(max_documents=1)
     )
-    assert result.indexed_documents == 1
-    assert [p.path for p in result.skipped] == ["b.md"]
+    assert writer.sessions[-1].replace is True
+    assert (result.indexed_documents, result.deleted_documents, result.errors) == (1, 1, ())
+    assert set(writer.documents) == {"a.md"}
 
 
 # --- the document written ------------------------------------------------------------------------

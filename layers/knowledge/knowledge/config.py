@@ -11,6 +11,9 @@ KB_DB               file of the embedded store                  ``.kb/knowledge.
 KB_EMBEDDER         embedding provider, or ``none``             ``hashing``
 KB_OPENSEARCH_URL   OpenSearch endpoint (``opensearch`` kind)   unset
 KB_MODE             search mode when a query names none         see below
+KB_ISOLATION        keyword statistics ``shared`` or per        ``shared``
+                    ``agent`` (embedded store; README,
+                    "Security")
 ==================  ==========================================  =====================
 
 The default search mode is the store's own (hybrid with an embedder), except with the
@@ -45,6 +48,7 @@ __all__ = [
     "EMBEDDER_NAMES",
     "ENV_DB",
     "ENV_EMBEDDER",
+    "ENV_ISOLATION",
     "ENV_MODE",
     "ENV_OPENSEARCH_URL",
     "ENV_STORE",
@@ -63,6 +67,7 @@ ENV_DB = "KB_DB"
 ENV_EMBEDDER = "KB_EMBEDDER"
 ENV_OPENSEARCH_URL = "KB_OPENSEARCH_URL"
 ENV_MODE = "KB_MODE"
+ENV_ISOLATION = "KB_ISOLATION"
 
 DEFAULT_STORE_KIND = "embedded"
 DEFAULT_DB_PATH = ".kb/knowledge.db"
@@ -84,6 +89,7 @@ class StoreSettings:
     embedder_name: str = DEFAULT_EMBEDDER
     opensearch_url: str | None = None
     default_mode: SearchMode | None = None
+    isolation: str = "shared"
 
     @classmethod
     def resolve(
@@ -124,6 +130,7 @@ class StoreSettings:
             embedder_name=embedder,
             opensearch_url=url or None,
             default_mode=mode,
+            isolation=pick(None, ENV_ISOLATION, "shared").lower(),
         )
 
 
@@ -159,11 +166,21 @@ def _build_memory(settings: StoreSettings) -> KnowledgeStore:
 
 
 def _build_embedded(settings: StoreSettings) -> KnowledgeStore:
-    from knowledge.stores.embedded import EmbeddedKnowledgeStore  # only if asked
+    from knowledge.stores.embedded import (  # only if asked
+        ISOLATION_MODES,
+        EmbeddedKnowledgeStore,
+    )
 
+    if settings.isolation not in ISOLATION_MODES:
+        raise ConfigurationError(
+            f"{ENV_ISOLATION}: {settings.isolation!r} is not one of {', '.join(ISOLATION_MODES)}"
+        )
     embedder = open_embedder(settings.embedder_name)
     return EmbeddedKnowledgeStore(
-        settings.db_path, embedder=embedder, default_mode=settings.default_mode
+        settings.db_path,
+        embedder=embedder,
+        default_mode=settings.default_mode,
+        isolation=settings.isolation,
     )
 
 

@@ -34,6 +34,7 @@ import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from itertools import chain, islice
 from typing import Any, Protocol
 
 from knowledge.chunking import DocumentChunker
@@ -162,8 +163,8 @@ class Indexer:
         """Sync the scope with the source: write new and changed documents, skip unchanged
         ones, delete stored documents the source no longer lists.
 
-        Only the first ``options.max_documents`` listed documents are taken; the rest are
-        reported skipped, and then nothing is deleted (the listing was incomplete).
+        With ``options.max_documents`` set, documents past it are errors and nothing is
+        deleted (the listing was incomplete).
         """
         options = options or IndexOptions()
         run = _Run()
@@ -173,9 +174,9 @@ class Indexer:
         with writer.write_session(scope) as session:
             listing = source.documents(scope, options)
             for document in listing:
-                if len(listed) >= options.max_documents:
+                if _over_limit(len(listed), options):
                     truncated = True
-                    run.skipped.append(_over_limit(document, options))
+                    run.errors.append(_over_limit_problem(document, options))
                     continue
                 listed.add(document.path)
                 self._put(
@@ -199,27 +200,36 @@ class Indexer:
         source: DocumentSource,
         options: IndexOptions | None = None,
     ) -> IndexResult:
-        """Drop the scope and write every listed document (up to ``max_documents``) again.
+        """Drop the scope and write every listed document again.
 
         ``deleted_documents`` counts the previously stored documents the source no
-        longer lists (or that are past ``max_documents``).
+        longer lists. A listing longer than a set ``options.max_documents`` never drops
+        the scope: the documents within it are rewritten, the rest are errors, and
+        nothing is deleted.
         """
         options = options or IndexOptions()
         run = _Run()
         previous = set(writer.stored_documents(scope))
         listed: set[str] = set()
-        with writer.write_session(scope, replace_scope=True) as session:
-            listing = source.documents(scope, options)
-            for document in listing:
-                if len(listed) >= options.max_documents:
-                    run.skipped.append(_over_limit(document, options))
+        listing = source.documents(scope, options)
+        documents: Iterator[SourceDocument] = iter(listing)
+        truncated = False
+        if options.max_documents is not None:
+            # Known before the scope is dropped: one document more than the limit is read.
+            head = list(islice(documents, options.max_documents + 1))
+            truncated = len(head) > options.max_documents
+            documents = chain(head, documents)
+        with writer.write_session(scope, replace_scope=not truncated) as session:
+            for document in documents:
+                if _over_limit(len(listed), options):
+                    run.errors.append(_over_limit_problem(document, options))
                     continue
                 listed.add(document.path)
                 self._put(
                     session, scope, document, options=options, run=run, stored=None, force=True
                 )
             run.take_listing_problems(listing)
-        run.deleted = previous - listed
+        run.deleted = set() if truncated else previous - listed
         return run.result(session.failures)
 
     def upsert(
@@ -311,6 +321,7 @@ class Indexer:
             indexed_at=datetime.now(UTC),
             version=document.version,
             metadata=document_metadata,
+            size=document.size,
         )
         try:
             chunks = self._chunks(path, extracted.text, options, document_metadata)
@@ -407,8 +418,16 @@ class Indexer:
             run.errors.append(FileProblem(path, f"partly written and not removed: {exc}"))
 
 
-def _over_limit(document: SourceDocument, options: IndexOptions) -> FileProblem:
-    return FileProblem(document.path, f"over max_documents ({options.max_documents}); not indexed")
+def _over_limit(taken: int, options: IndexOptions) -> bool:
+    return options.max_documents is not None and taken >= options.max_documents
+
+
+def _over_limit_problem(document: SourceDocument, options: IndexOptions) -> FileProblem:
+    return FileProblem(
+        document.path,
+        f"over max_documents ({options.max_documents}): not indexed, and nothing was deleted; "
+        "raise or unset max_documents to index the whole scope",
+    )
 
 
 def _reraise_if_unavailable(exc: BaseException) -> None:

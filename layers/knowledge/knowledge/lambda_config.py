@@ -13,7 +13,7 @@ variable                        meaning                                         
 ``DOCUMENTS_BUCKET``            the documents bucket                                unset
 ``INDEX_QUEUE_URL``             the document events queue (reindex requests)        unset
 ``FILE_PATTERNS``               comma-separated globs of the documents              ``*.md,*.txt``
-``MAX_DOCUMENTS``               most documents one reindex request queues           1000
+``MAX_DOCUMENTS``               most documents one reindex request queues           no limit
 ==============================  ==================================================  ===========
 
 Who may call which agent (``API_AUTH``, ``JWT_AGENTS_CLAIM``, ``JWT_REINDEX_SCOPE``) is
@@ -73,7 +73,7 @@ class LambdaSettings:
     documents_bucket: str | None = None
     queue_url: str | None = None
     file_patterns: tuple[str, ...] = field(default=_DEFAULT_OPTIONS.file_patterns)
-    max_documents: int = _DEFAULT_OPTIONS.max_documents
+    max_documents: int | None = _DEFAULT_OPTIONS.max_documents
 
     def __post_init__(self) -> None:
         if self.embedding_provider not in EMBEDDING_PROVIDERS:
@@ -90,7 +90,7 @@ class LambdaSettings:
             raise ConfigurationError(
                 f"OPENAI_API_KEY_SECRET_ARN: {self.openai_secret_arn!r} is not an ARN"
             )
-        if self.max_documents < 1:
+        if self.max_documents is not None and self.max_documents < 1:
             raise ConfigurationError(f"MAX_DOCUMENTS: must be at least 1, got {self.max_documents}")
 
     @classmethod
@@ -117,7 +117,7 @@ class LambdaSettings:
             documents_bucket=get("DOCUMENTS_BUCKET"),
             queue_url=get("INDEX_QUEUE_URL"),
             file_patterns=_patterns(get("FILE_PATTERNS")),
-            max_documents=_DEFAULT_OPTIONS.max_documents if limit is None else limit,
+            max_documents=limit,
         )
 
     @property

@@ -160,11 +160,16 @@ class SearchResult:
 
 @dataclass(frozen=True, slots=True)
 class IndexOptions:
-    """What to take from a source. A serialisable value; the chunker is injected elsewhere."""
+    """What to take from a source. A serialisable value; the chunker is injected elsewhere.
+
+    ``max_documents`` is off (``None``) by default: every listed document is indexed. Set,
+    it is a loud limit: documents past it are reported as errors, and a run that hits
+    it deletes nothing (its listing is incomplete).
+    """
 
     file_patterns: tuple[str, ...] = ("*.md", "*.txt")
     recursive: bool = True
-    max_documents: int = 1000
+    max_documents: int | None = None
     max_chunk_size: int = 2000
     max_document_bytes: int = 64 * 1024 * 1024
 
@@ -175,7 +180,7 @@ class IndexOptions:
         )
         if not self.file_patterns:
             raise ValidationError("file_patterns", "must name at least one pattern")
-        if self.max_documents < 1:
+        if self.max_documents is not None and self.max_documents < 1:
             raise ValidationError("max_documents", f"must be at least 1, got {self.max_documents}")
         if self.max_chunk_size < 50:
             raise ValidationError(
@@ -198,8 +203,9 @@ class FileProblem:
 class IndexResult:
     """What an indexing run did. ``errors`` empty means every file that was tried succeeded.
 
-    ``skipped`` lists files deliberately not indexed (unchanged, binary, too large,
-    over ``max_documents``) with the reason; ``errors`` lists files that failed;
+    ``skipped`` lists files deliberately not indexed (unchanged, binary, too large)
+    with the reason; ``errors`` lists files that failed (or were over a set
+    ``max_documents``);
     ``warnings`` lists files that were indexed but not quite as written (invalid
     UTF-8 bytes replaced, say).
     """

@@ -7,11 +7,12 @@ the indexer treats each like an event. Each document is then its own retriable u
 with partial-batch failures and the dead-letter queue, and a scope of any size never
 has to fit in one invocation.
 
-Keys queued: the scope's objects that match the file patterns (sorted by path, at most
-``max_documents``; the rest are reported as skipped), plus every document the index
-holds that is no longer in the bucket (the indexer finds the object gone and removes
-the document). The result is a sync, not a rebuild: unchanged documents are skipped by
-the indexer; a new embedding model gets a new index (``IndexName``) instead.
+Keys queued: the scope's objects that match the file patterns (sorted by path; all of
+them unless ``max_documents`` is set, and then the rest are reported as skipped), plus
+every document the index holds that is no longer in the bucket (the indexer finds the
+object gone and removes the document). The result is a sync, not a rebuild: unchanged
+documents are skipped by the indexer; a new embedding model gets a new index
+(``IndexName``) instead.
 """
 
 from __future__ import annotations

@@ -7,8 +7,9 @@ Guarantees every implementation keeps (checked by ``tests/contract``):
 - ``score`` in [0, 1], higher is better; results sorted by score, at most
   ``max_results``, none below ``min_score``; no match is an empty list, not an error;
 - an overwrite replaces all chunks of the document; a delete removes them all;
-- ``search`` is safe to call concurrently with indexing and never sees half a write batch
-  where the backend can promise it (memory, embedded);
+- ``search`` is safe to call concurrently with indexing and never sees half a document
+  where the backend can promise it (memory, embedded; the embedded store commits a long
+  write session in batches, so its documents become searchable as they land);
 - ``close()`` is idempotent and never closes injected collaborators.
 """
 
@@ -95,7 +96,10 @@ class KnowledgeStore(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class DocumentHeader:
-    """Document-level facts written with every chunk of the document."""
+    """Document-level facts written with every chunk of the document.
+
+    ``size`` is the source document's size in bytes (``None`` when not known).
+    """
 
     path: str
     document_id: str
@@ -103,6 +107,7 @@ class DocumentHeader:
     indexed_at: datetime
     version: str | None = None
     metadata: Mapping[str, Any] = field(default_factory=dict)
+    size: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,187 @@
+"""The embedded store's keyword index: FTS5 tables, BM25 candidates, per-agent statistics.
+
+**CJK-aware terms.** FTS5 cannot call a Python tokenizer, so every chunk is indexed as the
+space-joined terms of ``knowledge.text.tokenize`` (CJK bigrams included) under FTS5's
+``unicode61`` tokenizer with diacritics kept, which splits that text back into exactly
+those terms. A query becomes its distinct terms, each a quoted FTS5 string, OR-ed
+(``fts_query``): user input never reaches FTS5 as syntax. The score is ``-bm25()``
+(SQLite's lower-is-better turned around).
+
+**Isolation.** BM25 weighs a term by how many rows of *its table* hold it. With
+``isolation="shared"`` (the default) every scope's chunks are rows of one table,
+``chunks_fts``, as in OpenSearch's one shared index (D11): a score then depends a little
+on other agents' documents, and an agent can probe whether some other agent's documents
+contain a word (a word they hold a lot of scores near zero). With ``isolation="agent"``
+each agent's chunks have their own table, ``chunks_fts_<n>`` (``n`` from ``fts_agents``),
+so an agent's scores depend on its own documents only (contexts of one agent share their
+statistics, as they share ``cross_context`` searches). A file remembers its isolation;
+opened with the other one, its keyword index is rebuilt from the chunks (``rebuild``),
+and a store still open with the old setting (another process) is refused on its next
+search or write (``check``) rather than silently searching the other way.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import Final
+
+from knowledge.errors import StoreError
+from knowledge.filters import matches_file_patterns, matches_metadata
+from knowledge.model import SearchQuery
+from knowledge.scope import KnowledgeScope
+from knowledge.text import tokenize
+
+from .candidates import FETCH_BATCH, Candidate, scope_condition
+from .schema import load_json
+
+__all__ = [
+    "DEFAULT_ISOLATION",
+    "ISOLATION_MODES",
+    "KeywordIndex",
+    "fts_query",
+]
+
+ISOLATION_MODES: Final = ("shared", "agent")
+"""Keyword statistics over the whole file (``shared``) or per agent (``agent``)."""
+
+DEFAULT_ISOLATION: Final = "shared"
+
+_SHARED_TABLE: Final = "chunks_fts"
+_TABLE_DDL: Final = (
+    "CREATE VIRTUAL TABLE IF NOT EXISTS {table} USING fts5("
+    "terms, tokenize = 'unicode61 remove_diacritics 0')"
+)
+
+
+def fts_query(text: str) -> str | None:
+    """The FTS5 MATCH expression for ``text``: its distinct terms, each quoted, OR-ed.
+
+    Terms come from ``knowledge.text.tokenize``; each is an FTS5 string literal (``"``
+    doubled), so no operator, column filter, prefix or NEAR group can be expressed.
+    ``None`` when the text has no terms (it then matches nothing).
+    """
+    terms = dict.fromkeys(tokenize(text))
+    if not terms:
+        return None
+    return " OR ".join('"' + term.replace('"', '""') + '"' for term in terms)
+
+
+def _terms(content: str) -> str:
+    return " ".join(tokenize(content))
+
+
+class KeywordIndex:
+    """Reads and writes the FTS5 table(s) of one isolation mode (module docstring).
+
+    Holds no state but the mode: table names are looked up in the caller's transaction,
+    so a table created by a write that is rolled back is never remembered.
+    """
+
+    def __init__(self, isolation: str) -> None:
+        self._isolation = isolation
+
+    @property
+    def isolation(self) -> str:
+        return self._isolation
+
+    def check(self, conn: sqlite3.Connection, display: str) -> None:
+        """Raise ``StoreError`` if the file's recorded isolation is no longer this one (the
+        file was reopened with the other one by another process): never a silent switch."""
+        row = conn.execute("SELECT value FROM meta WHERE key = 'isolation'").fetchone()
+        if row is not None and row[0] != self._isolation:
+            raise StoreError(
+                f"index {display} was switched to isolation={row[0]} by another process; "
+                f"this one uses isolation={self._isolation}: restart it with the same setting"
+            )
+
+    # --- which table ------------------------------------------------------------------
+
+    def table(self, conn: sqlite3.Connection, agent: str, *, create: bool) -> str | None:
+        """The table holding ``agent``'s terms; ``None`` if it has none and not ``create``."""
+        if self._isolation == "shared":
+            return _SHARED_TABLE
+        row = conn.execute("SELECT id FROM fts_agents WHERE agent = ?", (agent,)).fetchone()
+        if row is not None:
+            return f"chunks_fts_{int(row[0])}"
+        if not create:
+            return None
+        number = conn.execute("SELECT coalesce(max(id), 0) + 1 FROM fts_agents").fetchone()[0]
+        conn.execute("INSERT INTO fts_agents (agent, id) VALUES (?, ?)", (agent, number))
+        table = f"chunks_fts_{int(number)}"
+        conn.execute(_TABLE_DDL.format(table=table))
+        return table
+
+    # --- writes (inside the caller's write transaction) -------------------------------
+
+    def add(self, conn: sqlite3.Connection, table: str, rowid: int, content: str) -> None:
+        conn.execute(
+            f"INSERT INTO {table} (rowid, terms) VALUES (?, ?)",  # noqa: S608 (our own name)
+            (rowid, _terms(content)),
+        )
+
+    def remove(
+        self, conn: sqlite3.Connection, agent: str, condition: str, params: list[str]
+    ) -> None:
+        """Drop the terms of the chunks matching ``condition`` (a clause on ``chunks``)."""
+        table = self.table(conn, agent, create=False)
+        if table is None:
+            return
+        chunk_ids = f"SELECT id FROM chunks WHERE {condition}"  # noqa: S608
+        conn.execute(f"DELETE FROM {table} WHERE rowid IN ({chunk_ids})", params)  # noqa: S608
+
+    def rebuild(self, conn: sqlite3.Connection) -> None:
+        """Empty every keyword table and index every chunk again in this mode's tables."""
+        for (number,) in conn.execute("SELECT id FROM fts_agents").fetchall():
+            conn.execute(f"DROP TABLE IF EXISTS chunks_fts_{int(number)}")
+        conn.execute("DELETE FROM fts_agents")
+        conn.execute("DELETE FROM chunks_fts")
+        tables: dict[str, str] = {}
+        rows = conn.execute("SELECT id, agent, content FROM chunks ORDER BY id")
+        for batch in iter(lambda: rows.fetchmany(FETCH_BATCH), []):
+            for rowid, agent, content in batch:
+                table = tables.get(agent)
+                if table is None:
+                    table = tables[agent] = self.table(conn, agent, create=True) or ""
+                self.add(conn, table, rowid, content)
+
+    # --- reads --------------------------------------------------------------------------
+
+    def candidates(
+        self,
+        conn: sqlite3.Connection,
+        scope: KnowledgeScope,
+        query: SearchQuery,
+        match: str,
+        limit: int,
+    ) -> list[Candidate]:
+        """The best ``limit`` chunks of the scope for ``match`` that pass the filters,
+        best first, ties by (path, chunk index, context)."""
+        table = self.table(conn, scope.agent, create=False)
+        if table is None:
+            return []
+        scope_sql, params = scope_condition(scope, query, "c.")
+        filtered = bool(query.file_patterns or query.metadata)
+        sql = (
+            f"SELECT c.id, c.path, c.chunk_index, c.context, c.metadata, -bm25({table}) AS s"  # noqa: S608
+            f" FROM {table} JOIN chunks AS c ON c.id = {table}.rowid"
+            f" WHERE {table} MATCH ? AND {scope_sql}"
+            " ORDER BY s DESC, c.path, c.chunk_index, c.context"
+        )
+        # Without filters every row is a candidate, so SQLite can stop at the limit.
+        cursor = (
+            conn.execute(sql, [match, *params])
+            if filtered
+            else conn.execute(sql + " LIMIT ?", [match, *params, limit])
+        )
+        found: list[Candidate] = []
+        while len(found) < limit and (batch := cursor.fetchmany(FETCH_BATCH)):
+            for rowid, path, chunk_index, context, metadata, score in batch:
+                if not matches_file_patterns(path, query.file_patterns):
+                    continue
+                if query.metadata and not matches_metadata(load_json(metadata), query.metadata):
+                    continue
+                found.append(Candidate(rowid, (path, chunk_index, context), float(score)))
+                if len(found) == limit:
+                    break
+        cursor.close()
+        return found

@@ -1,0 +1,212 @@
+"""The embedded store's file: its tables, its version, and what it records about itself.
+
+Tables (schema version 2):
+
+- ``documents``: the per-document record: scope, path, ``source_type``, ``size``
+  (bytes), ``chunk_count``, ``version`` (S3 version id or ``None``), ``content_hash``,
+  ``indexed_at``, document metadata;
+- ``chunks``: scope, path, index, content, metadata JSON, vector (unit float32 BLOB);
+- ``problems``: per scope and path, why the latest attempt to index it was skipped or
+  failed (``WriteSession.record_problem``); the indexed version, if any, stays;
+- ``chunks_fts`` and, with ``isolation="agent"``, one ``chunks_fts_<n>`` per agent
+  (listed in ``fts_agents``): the keyword index (``keyword_index``);
+- ``generations``: per agent, a counter every write transaction bumps, which tells cached
+  vectors from stale ones, also across processes (``vector_search``);
+- ``meta``: schema version, embedder identity, keyword isolation.
+
+A version 1 file (no records, problems or per-agent generations) is upgraded in place
+when opened; a newer version is refused.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, Final
+
+if TYPE_CHECKING:
+    from knowledge.embedding.base import EmbeddingClient
+
+__all__ = [
+    "KEYWORD_ONLY",
+    "SCHEMA_VERSION",
+    "Identity",
+    "bump_generation",
+    "create_or_upgrade",
+    "generation",
+    "identity_of",
+    "load_json",
+    "recorded_identity",
+    "to_json",
+    "utc_text",
+]
+
+SCHEMA_VERSION: Final = 2
+
+_TABLES: Final = (
+    """CREATE TABLE IF NOT EXISTS meta (
+        key TEXT PRIMARY KEY,
+        value TEXT NOT NULL
+    )""",
+    """CREATE TABLE IF NOT EXISTS documents (
+        doc_id TEXT PRIMARY KEY,
+        agent TEXT NOT NULL,
+        context TEXT NOT NULL,
+        path TEXT NOT NULL,
+        content_hash TEXT NOT NULL,
+        version TEXT,
+        chunk_count INTEGER NOT NULL,
+        indexed_at TEXT NOT NULL,
+        metadata TEXT NOT NULL,
+        source_type TEXT,
+        size INTEGER,
+        UNIQUE (agent, context, path)
+    )""",
+    """CREATE TABLE IF NOT EXISTS chunks (
+        id INTEGER PRIMARY KEY,
+        doc_id TEXT NOT NULL,
+        agent TEXT NOT NULL,
+        context TEXT NOT NULL,
+        path TEXT NOT NULL,
+        chunk_index INTEGER NOT NULL,
+        content TEXT NOT NULL,
+        metadata TEXT NOT NULL,
+        vector BLOB,
+        UNIQUE (agent, context, path, chunk_index)
+    )""",
+    # The unique index above serves the scope filter (its prefix), per-document deletes
+    # and the (path, chunk_index) order, so no other index is needed; doc_id is kept for
+    # inspection and joins.
+    # Not external-content: FTS5 then keeps its own copy of the terms, so rows are deleted
+    # by rowid alone (SQLite < 3.43 has no contentless delete).
+    """CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts USING fts5(
+        terms, tokenize = 'unicode61 remove_diacritics 0'
+    )""",
+)
+
+# New in version 2; a version 1 file gets them (and the two record columns) on open.
+_TABLES_V2: Final = (
+    # id orders problems: the most recently recorded has the highest.
+    """CREATE TABLE IF NOT EXISTS problems (
+        id INTEGER PRIMARY KEY,
+        agent TEXT NOT NULL,
+        context TEXT NOT NULL,
+        path TEXT NOT NULL,
+        reason TEXT NOT NULL,
+        recorded_at TEXT NOT NULL,
+        UNIQUE (agent, context, path)
+    )""",
+    """CREATE TABLE IF NOT EXISTS fts_agents (
+        agent TEXT PRIMARY KEY,
+        id INTEGER NOT NULL UNIQUE
+    )""",
+    """CREATE TABLE IF NOT EXISTS generations (
+        agent TEXT PRIMARY KEY,
+        value INTEGER NOT NULL
+    )""",
+)
+
+
+def create_or_upgrade(conn: sqlite3.Connection, display: str) -> None:
+    """Create the tables of an empty file, or upgrade a version 1 file, inside the
+    caller's write transaction. Raises ``ValueError`` with the reason for a file this
+    store cannot use (another database, a newer version)."""
+    tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    if tables and "meta" not in tables:
+        raise ValueError(
+            f"{display} is an SQLite database but not a knowledge index; use --db with another file"
+        )
+    for statement in (*_TABLES, *_TABLES_V2):
+        conn.execute(statement)
+    row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+    if row is None:
+        conn.execute(
+            "INSERT INTO meta (key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),)
+        )
+        return
+    if row[0] == "1":
+        columns = {info[1] for info in conn.execute("PRAGMA table_info(documents)")}
+        for column, kind in (("source_type", "TEXT"), ("size", "INTEGER")):
+            if column not in columns:
+                conn.execute(f"ALTER TABLE documents ADD COLUMN {column} {kind}")
+        conn.execute("DELETE FROM meta WHERE key = 'generation'")  # now per agent
+        conn.execute(
+            "UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION),)
+        )
+        return
+    if row[0] != str(SCHEMA_VERSION):
+        raise ValueError(
+            f"index file {display} has schema version {row[0]}; this version of the store "
+            f"reads version {SCHEMA_VERSION}. Reindex into a new file"
+        )
+
+
+def generation(conn: sqlite3.Connection, agent: str) -> int:
+    """The agent's write generation in the caller's snapshot (0 before its first write)."""
+    row = conn.execute("SELECT value FROM generations WHERE agent = ?", (agent,)).fetchone()
+    return 0 if row is None else int(row[0])
+
+
+def bump_generation(conn: sqlite3.Connection, agent: str) -> None:
+    conn.execute(
+        "INSERT INTO generations (agent, value) VALUES (?, 1)"
+        " ON CONFLICT (agent) DO UPDATE SET value = value + 1",
+        (agent,),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Identity:
+    """What made a file's vectors: an embedder and its dimension, or nothing."""
+
+    name: str
+    dimensions: int
+
+    def describe(self) -> str:
+        if self == KEYWORD_ONLY:
+            return "no embedder (keyword only)"
+        return f"{self.name} ({self.dimensions} dims)"
+
+    def built_with(self) -> str:
+        if self == KEYWORD_ONLY:
+            return "without an embedder (keyword only, no vectors)"
+        return f"with {self.describe()}"
+
+
+KEYWORD_ONLY: Final = Identity("none", 0)
+
+
+def identity_of(embedder: EmbeddingClient | None) -> Identity:
+    if embedder is None:
+        return KEYWORD_ONLY
+    return Identity(embedder.name, embedder.dimensions)
+
+
+def recorded_identity(conn: sqlite3.Connection) -> Identity | None:
+    """The identity recorded in the file, or ``None`` when it has none (or no chunks)."""
+    recorded = dict(
+        conn.execute("SELECT key, value FROM meta WHERE key IN ('embedder', 'dimensions')")
+    )
+    if "embedder" not in recorded:
+        return None
+    if conn.execute("SELECT NOT EXISTS (SELECT 1 FROM chunks)").fetchone()[0]:
+        return None
+    return Identity(recorded["embedder"], int(recorded.get("dimensions", "0")))
+
+
+def utc_text(moment: datetime) -> str:
+    # One fixed format in UTC, so that max() over the text column is the latest time.
+    aware = moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+    return aware.isoformat(timespec="microseconds")
+
+
+def to_json(mapping: Mapping[str, Any]) -> str:
+    return json.dumps(dict(mapping), ensure_ascii=False, sort_keys=True, default=str)
+
+
+def load_json(text: str) -> dict[str, Any]:
+    value = json.loads(text)
+    return value if isinstance(value, dict) else {}

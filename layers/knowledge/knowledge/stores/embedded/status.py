@@ -1,0 +1,62 @@
+"""The embedded store's status of one scope: counts, last indexed time, state, problems.
+
+State: ``ERROR`` once the store has met a damaged file (with the fix in ``message``),
+else ``INDEXING`` while this process has a write session open on the scope, else
+``EMPTY`` or ``READY`` by its document count. ``problems`` are the scope's recorded
+problems (``write_session``), the most recent first, at most ``MAX_STATUS_PROBLEMS``.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from datetime import datetime
+
+from knowledge.model import MAX_STATUS_PROBLEMS, FileProblem, IndexState, IndexStatus
+from knowledge.scope import KnowledgeScope
+
+__all__ = ["damaged_status", "scope_status"]
+
+
+def scope_status(conn: sqlite3.Connection, scope: KnowledgeScope, *, writing: bool) -> IndexStatus:
+    """The scope's status as of the caller's read snapshot."""
+    where = (scope.agent, scope.context)
+    documents, chunks, last = conn.execute(
+        "SELECT count(*), coalesce(sum(chunk_count), 0), max(indexed_at)"
+        " FROM documents WHERE agent = ? AND context = ?",
+        where,
+    ).fetchone()
+    problems = tuple(
+        FileProblem(path, reason)
+        for path, reason in conn.execute(
+            "SELECT path, reason FROM problems WHERE agent = ? AND context = ?"
+            " ORDER BY id DESC LIMIT ?",
+            (*where, MAX_STATUS_PROBLEMS),
+        )
+    )
+    if writing:
+        state = IndexState.INDEXING
+    elif documents == 0:
+        state = IndexState.EMPTY
+    else:
+        state = IndexState.READY
+    return IndexStatus(
+        document_count=int(documents),
+        chunk_count=int(chunks),
+        last_indexed_at=None if last is None else datetime.fromisoformat(last),
+        state=state,
+        problems=problems,
+    )
+
+
+def damaged_status(advice: str, counted: IndexStatus | None) -> IndexStatus:
+    """``ERROR`` with ``advice``, keeping the counts when they could still be read."""
+    if counted is None:
+        return IndexStatus(0, 0, None, IndexState.ERROR, message=advice)
+    return IndexStatus(
+        document_count=counted.document_count,
+        chunk_count=counted.chunk_count,
+        last_indexed_at=counted.last_indexed_at,
+        state=IndexState.ERROR,
+        message=advice,
+        problems=counted.problems,
+    )

@@ -1,0 +1,483 @@
+"""``EmbeddedKnowledgeStore``: opening the file, searching it, and its status.
+
+**Search.** The scope is always a SQL condition (``agent`` and ``context``, or ``agent``
+only with ``cross_context``). File patterns and metadata filters are then applied to the
+ranked candidates (``knowledge.filters``: filter first, then normalise among what is
+left), until enough candidates pass: ``max_results`` for one mode,
+``fusion.candidate_count(max_results)`` per side for hybrid. Keyword mode is
+``fusion.keyword_only`` over ``keyword_index``; vector mode ``fusion.vector_only`` over
+``vector_search``; hybrid ``fusion.fuse_weighted`` with the store's weights (or
+``fusion.fuse_rrf`` with ``fusion="rrf"``); then ``fusion.select``. The query is embedded
+once per search, only in vector and hybrid modes, and before the read snapshot is taken.
+A query whose embedding is the zero vector finds nothing on the vector side. Ties rank
+by (path, chunk index, context).
+
+**Embedder identity.** The first chunk written to a file records what made its
+vectors: the embedder's name and dimension, or "no embedder (keyword only)". A store
+opened with a different embedder is refused with ``EmbeddingMismatchError`` (a store
+opened without an embedder may still run keyword searches on any file), and so is a
+write that would mix vectors of another kind into the file. A file without chunks
+has no identity yet.
+
+**Concurrency.** WAL journal. Every operation borrows a connection from a small pool
+(``connections``). Each search is one read transaction: it sees the file as of the last
+commit, never half a document, and never waits for a writer. Writes go through
+``write_session`` (batched transactions). Writers (also in other processes) queue on
+SQLite's write lock for up to 30 seconds. A ``":memory:"`` store has one connection:
+there, searches from other threads wait for an open session (and the session's own
+thread sees its uncommitted writes).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import sqlite3
+import threading
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Final
+
+from knowledge.chunking import DocumentChunker, MarkdownSectionChunker
+from knowledge.errors import (
+    ConfigurationError,
+    EmbeddingError,
+    EmbeddingMismatchError,
+    StoreError,
+    UnsupportedModeError,
+    ValidationError,
+)
+from knowledge.fusion import (
+    DEFAULT_KEYWORD_WEIGHT,
+    DEFAULT_RRF_K,
+    DEFAULT_VECTOR_WEIGHT,
+    Fused,
+    candidate_count,
+    fuse_rrf,
+    fuse_weighted,
+    keyword_only,
+    select,
+    vector_only,
+)
+from knowledge.indexing import Indexer, IndexingStoreMixin
+from knowledge.model import IndexStatus, SearchMode, SearchQuery, SearchResult
+from knowledge.scope import KnowledgeScope
+from knowledge.store import StoredDocument
+
+from .candidates import Candidate, chunk_rows
+from .connections import (
+    MEMORY,
+    ConnectionPool,
+    DamagedFileError,
+    check_file,
+    damage_advice,
+    is_damage,
+)
+from .keyword_index import DEFAULT_ISOLATION, ISOLATION_MODES, KeywordIndex, fts_query
+from .schema import (
+    KEYWORD_ONLY,
+    Identity,
+    create_or_upgrade,
+    identity_of,
+    load_json,
+    recorded_identity,
+)
+from .status import damaged_status, scope_status
+from .vector_search import DEFAULT_VECTOR_CACHE_BYTES, VectorCache, vector_candidates
+from .write_session import DEFAULT_BATCH_DOCUMENTS, DEFAULT_BATCH_SECONDS, EmbeddedWriteSession
+
+if TYPE_CHECKING:
+    from knowledge.embedding.base import EmbeddingClient
+
+__all__ = ["FUSION_METHODS", "EmbeddedKnowledgeStore"]
+
+FUSION_METHODS: Final = ("weighted", "rrf")
+"""Hybrid fusion methods: the weighted linear default (D9) or reciprocal rank fusion."""
+
+_STORE_NAME: Final = "embedded"
+
+logger = logging.getLogger(__name__)
+
+
+class EmbeddedKnowledgeStore(IndexingStoreMixin):
+    """``KnowledgeStore`` in one SQLite file (package docstring); the local default.
+
+    ``path`` is the file (its folder is created) or ``":memory:"``. Without an
+    ``embedder`` only keyword search is supported. ``default_mode`` defaults to hybrid
+    with an embedder, keyword without. ``fusion`` is ``"weighted"`` (``keyword_weight``,
+    ``vector_weight``) or ``"rrf"`` (``rrf_k``). ``isolation`` is ``"shared"`` (keyword
+    statistics over the whole file) or ``"agent"`` (per agent: no agent's scores depend
+    on another's documents; ``keyword_index``). Writes commit every ``batch_documents``
+    documents or ``batch_seconds`` seconds (``write_session``).
+
+    Raises ``EmbeddingMismatchError`` when the file was built with another embedder,
+    ``ConfigurationError`` when the file is not a usable index (another database, a
+    damaged file: the message names it and says that deleting it rebuilds the index),
+    ``ValidationError`` for bad options. The embedder and chunker are the caller's:
+    ``close()`` never closes them.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        embedder: EmbeddingClient | None = None,
+        chunker: DocumentChunker | None = None,
+        *,
+        default_mode: SearchMode | str | None = None,
+        keyword_weight: float = DEFAULT_KEYWORD_WEIGHT,
+        vector_weight: float = DEFAULT_VECTOR_WEIGHT,
+        fusion: str = "weighted",
+        rrf_k: int = DEFAULT_RRF_K,
+        vector_cache_bytes: int = DEFAULT_VECTOR_CACHE_BYTES,
+        isolation: str = DEFAULT_ISOLATION,
+        batch_documents: int = DEFAULT_BATCH_DOCUMENTS,
+        batch_seconds: float = DEFAULT_BATCH_SECONDS,
+    ) -> None:
+        target = os.fspath(path)
+        if not isinstance(target, str) or not target:
+            raise ValidationError("path", "must be a file path or ':memory:'")
+        if fusion not in FUSION_METHODS:
+            raise ValidationError(
+                "fusion", f"{fusion!r} is not one of: {', '.join(FUSION_METHODS)}"
+            )
+        if isolation not in ISOLATION_MODES:
+            raise ValidationError(
+                "isolation", f"{isolation!r} is not one of: {', '.join(ISOLATION_MODES)}"
+            )
+        # Validates the weights and rrf_k exactly as every search will, but now.
+        fuse_weighted({}, {}, keyword_weight, vector_weight)
+        fuse_rrf([], [], rrf_k)
+        _require_count("vector_cache_bytes", vector_cache_bytes, minimum=0)
+        _require_count("batch_documents", batch_documents, minimum=1)
+        if (
+            isinstance(batch_seconds, bool)
+            or not isinstance(batch_seconds, int | float)
+            or not math.isfinite(batch_seconds)
+            or batch_seconds <= 0
+        ):
+            raise ValidationError(
+                "batch_seconds", f"must be a number of seconds > 0, got {batch_seconds!r}"
+            )
+        with_vectors = embedder is not None
+        self._modes = frozenset(SearchMode) if with_vectors else frozenset({SearchMode.KEYWORD})
+        self._default_mode = self._supported(
+            SearchMode.parse(default_mode, "default_mode")
+            if default_mode is not None
+            else (SearchMode.HYBRID if with_vectors else SearchMode.KEYWORD)
+        )
+        self._embedder = embedder
+        self._identity = identity_of(embedder)
+        self._keyword_weight = keyword_weight
+        self._vector_weight = vector_weight
+        self._fusion = fusion
+        self._rrf_k = rrf_k
+        self._display = target
+        self._keywords = KeywordIndex(isolation)
+        self._batch_documents = batch_documents
+        self._batch_seconds = float(batch_seconds)
+        self._writing: Counter[KnowledgeScope] = Counter()
+        self._writing_lock = threading.Lock()
+        self._damage: str | None = None
+        # Not for ":memory:": there a read inside a session's thread sees uncommitted rows.
+        self._vectors = VectorCache(0 if target == MEMORY else vector_cache_bytes)
+        # Read by IndexingStoreMixin: index, reindex, upsert and delete run through it.
+        self._indexer = Indexer(chunker or MarkdownSectionChunker(), embedder)
+        if target != MEMORY:
+            try:
+                Path(target).parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise ConfigurationError(
+                    f"cannot create the folder of the index file {target}: {exc.strerror}"
+                ) from exc
+        try:
+            self._pool = ConnectionPool(target)
+        except StoreError as exc:
+            raise ConfigurationError(str(exc)) from exc
+        try:
+            self._open_file()
+        except StoreError as exc:
+            self._pool.close()
+            raise ConfigurationError(str(exc)) from exc
+        except BaseException:
+            self._pool.close()
+            raise
+
+    # --- KnowledgeStore --------------------------------------------------------------
+
+    @property
+    def name(self) -> str:
+        return _STORE_NAME
+
+    @property
+    def supported_modes(self) -> frozenset[SearchMode]:
+        return self._modes
+
+    @property
+    def default_mode(self) -> SearchMode:
+        return self._default_mode
+
+    @property
+    def path(self) -> str:
+        """The index file as given (``":memory:"`` for an in-memory store)."""
+        return self._display
+
+    @property
+    def isolation(self) -> str:
+        """``"shared"`` or ``"agent"``: whose documents keyword statistics are taken over."""
+        return self._keywords.isolation
+
+    def search(self, scope: KnowledgeScope, query: SearchQuery) -> list[SearchResult]:
+        """Rank the scope's chunks for ``query`` (module docstring); ``[]`` when none match."""
+        mode = self._supported(query.mode or self._default_mode)
+        match = fts_query(query.text) if mode is not SearchMode.VECTOR else None
+        query_vector = self._embed_query(query.text) if mode is not SearchMode.KEYWORD else None
+        limit = (
+            candidate_count(query.max_results) if mode is SearchMode.HYBRID else query.max_results
+        )
+        with self._reading() as conn:
+            keyword: list[Candidate] = []
+            vector: list[Candidate] = []
+            if match is not None:
+                self._keywords.check(conn, self._display)
+                keyword = self._keywords.candidates(conn, scope, query, match, limit)
+            if query_vector is not None:
+                vector = vector_candidates(
+                    conn,
+                    self._vectors,
+                    scope,
+                    query,
+                    query_vector=query_vector,
+                    limit=limit,
+                    display=self._display,
+                )
+            chosen = select(self._fuse(mode, keyword, vector), query.min_score, query.max_results)
+            rowids = {c.key: c.rowid for c in (*keyword, *vector)}
+            rows = chunk_rows(conn, [rowids[f.key] for f in chosen])
+        results = []
+        for fused in chosen:
+            path, chunk_index, content, metadata = rows[rowids[fused.key]]
+            results.append(
+                SearchResult(
+                    document_path=path,
+                    chunk_index=chunk_index,
+                    content=content,
+                    score=fused.score,
+                    keyword_score=fused.keyword_score,
+                    vector_score=fused.vector_score,
+                    metadata=load_json(metadata),
+                )
+            )
+        return results
+
+    def status(self, scope: KnowledgeScope) -> IndexStatus:
+        """Counts, last indexed time, state and problems of exactly this scope (``status``):
+        INDEXING while this process has a write session open on it, ERROR once the file
+        was found damaged."""
+        with self._writing_lock:
+            writing = self._writing[scope] > 0
+        counted: IndexStatus | None = None
+        try:
+            with self._reading() as conn:
+                counted = scope_status(conn, scope, writing=writing)
+        except StoreError:
+            if self._damage is None:
+                raise
+        if self._damage is not None:
+            # The file's name only: the status is an HTTP answer, the folder is the server's.
+            return damaged_status(damage_advice(self._pool.name), counted)
+        assert counted is not None
+        return counted
+
+    def close(self) -> None:
+        """Release the file. Idempotent; the embedder and chunker are left alone."""
+        self._pool.close()
+        self._vectors.clear()
+
+    def __repr__(self) -> str:
+        return f"EmbeddedKnowledgeStore({self._display!r}, embedder={self._embedder!r})"
+
+    # --- IndexWriter -----------------------------------------------------------------
+
+    def stored_documents(self, scope: KnowledgeScope) -> dict[str, StoredDocument]:
+        with self._reading() as conn:
+            rows = conn.execute(
+                "SELECT path, content_hash, version, chunk_count FROM documents"
+                " WHERE agent = ? AND context = ? ORDER BY path",
+                (scope.agent, scope.context),
+            ).fetchall()
+        return {row[0]: StoredDocument(*row) for row in rows}
+
+    def stored_document(self, scope: KnowledgeScope, path: str) -> StoredDocument | None:
+        with self._reading() as conn:
+            row = conn.execute(
+                "SELECT path, content_hash, version, chunk_count FROM documents"
+                " WHERE agent = ? AND context = ? AND path = ?",
+                (scope.agent, scope.context, path),
+            ).fetchone()
+        return None if row is None else StoredDocument(*row)
+
+    def write_session(
+        self, scope: KnowledgeScope, *, replace_scope: bool = False
+    ) -> EmbeddedWriteSession:
+        """A write batch on ``scope`` in batched transactions (``write_session``)."""
+        return EmbeddedWriteSession(
+            self,
+            scope,
+            replace_scope=replace_scope,
+            batch_documents=self._batch_documents,
+            batch_seconds=self._batch_seconds,
+        )
+
+    # --- internals -------------------------------------------------------------------
+
+    def _supported(self, mode: SearchMode) -> SearchMode:
+        if mode not in self._modes:
+            supported = ", ".join(m.value for m in SearchMode if m in self._modes)
+            raise UnsupportedModeError(mode.value, f"{_STORE_NAME} (no embedder)", supported)
+        return mode
+
+    def _open_file(self) -> None:
+        conn = self._pool.acquire()
+        try:
+            if self._display != MEMORY:
+                check_file(conn)  # before anything is written to a damaged file
+            # Persistent in the file. Where WAL is impossible (some network file systems)
+            # SQLite keeps its rollback journal: still atomic, readers just wait more.
+            conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                create_or_upgrade(conn, self._display)
+            except ValueError as exc:
+                raise ConfigurationError(str(exc)) from None
+            if self._embedder is not None:
+                recorded = recorded_identity(conn)
+                if recorded is not None and recorded != self._identity:
+                    raise self._mismatch(recorded, self._identity)
+            self._settle_isolation(conn)
+            conn.execute("COMMIT")
+        except DamagedFileError as exc:
+            raise ConfigurationError(self._refusal(exc.not_a_database, str(exc))) from exc
+        except sqlite3.Error as exc:
+            if is_damage(exc):
+                raise ConfigurationError(
+                    self._refusal(exc.sqlite_errorcode == sqlite3.SQLITE_NOTADB, str(exc))
+                ) from exc
+            raise ConfigurationError(f"cannot open the index file {self._display}: {exc}") from exc
+        finally:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            self._pool.release(conn)
+
+    def _refusal(self, not_a_database: bool, found: str) -> str:
+        if not_a_database:
+            return (
+                f"{self._display} is not an index file (not an SQLite database: {found}); "
+                "use --db with another file (or delete it if it is a damaged index: the "
+                "index is rebuilt from the folder)"
+            )
+        return f"{damage_advice(self._display)} ({found})"
+
+    def _settle_isolation(self, conn: sqlite3.Connection) -> None:
+        """Record the isolation in a new file; rebuild the keyword index of a file that was
+        built with the other one (a version 1 file was built shared)."""
+        wanted = self._keywords.isolation
+        row = conn.execute("SELECT value FROM meta WHERE key = 'isolation'").fetchone()
+        has_chunks = conn.execute("SELECT EXISTS (SELECT 1 FROM chunks)").fetchone()[0]
+        recorded = row[0] if row is not None else ("shared" if has_chunks else wanted)
+        if recorded != wanted:
+            logger.warning(
+                "index %s: rebuilding the keyword index for isolation=%s (was %s)",
+                self._display,
+                wanted,
+                recorded,
+            )
+            self._keywords.rebuild(conn)
+        conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('isolation', ?)", (wanted,))
+
+    def _mismatch(self, recorded: Identity, wanted: Identity) -> EmbeddingMismatchError:
+        refused = (
+            "to write chunks without vectors (the store has no embedder)"
+            if wanted == KEYWORD_ONLY
+            else wanted.describe()
+        )
+        return EmbeddingMismatchError(
+            f"index {self._display} was built {recorded.built_with()}; refusing {refused}. "
+            "Use --db with another file or reindex into a new one"
+        )
+
+    def _damaged(self, exc: sqlite3.Error) -> None:
+        """Remember that the file is damaged: from now on the status says ERROR."""
+        if self._damage is None:
+            logger.error("index %s is damaged: %s", self._display, exc)
+        self._damage = str(exc)
+
+    @contextmanager
+    def _reading(self) -> Iterator[sqlite3.Connection]:
+        """A connection inside one read transaction: a consistent snapshot of the file."""
+        conn = self._pool.acquire()
+        began = False
+        try:
+            # Already in a transaction only on ":memory:", inside this thread's write session.
+            if not conn.in_transaction:
+                conn.execute("BEGIN")
+                began = True
+            yield conn
+        except sqlite3.Error as exc:
+            if is_damage(exc):
+                self._damaged(exc)
+                raise StoreError(f"index {self._display}: {damage_advice(self._display)}") from exc
+            raise StoreError(f"index {self._display}: {exc}") from exc
+        finally:
+            if began and conn.in_transaction:
+                conn.execute("ROLLBACK")
+            self._pool.release(conn)
+
+    def _embed_query(self, text: str) -> list[float] | None:
+        """The query's unit vector, or ``None`` when it is the zero vector (no signal)."""
+        assert self._embedder is not None  # guaranteed by _supported
+        vector = list(self._embedder.embed(text).vector)
+        if len(vector) != self._identity.dimensions:
+            raise EmbeddingError(
+                f"embedder {self._identity.name} returned {len(vector)} dimensions for the "
+                f"query; it declares {self._identity.dimensions}"
+            )
+        norm = math.sqrt(math.fsum(x * x for x in vector))
+        if not math.isfinite(norm):
+            raise EmbeddingError(f"embedder {self._identity.name} returned a non-finite vector")
+        if norm == 0.0:
+            return None
+        return [x / norm for x in vector]
+
+    def _fuse(
+        self, mode: SearchMode, keyword: list[Candidate], vector: list[Candidate]
+    ) -> list[Fused[tuple[str, int, str]]]:
+        if mode is SearchMode.KEYWORD:
+            return keyword_only({c.key: c.score for c in keyword})
+        if mode is SearchMode.VECTOR:
+            return vector_only({c.key: c.score for c in vector})
+        if self._fusion == "rrf":
+            return fuse_rrf([c.key for c in keyword], [c.key for c in vector], self._rrf_k)
+        return fuse_weighted(
+            {c.key: c.score for c in keyword},
+            {c.key: c.score for c in vector},
+            self._keyword_weight,
+            self._vector_weight,
+        )
+
+    def _session_started(self, scope: KnowledgeScope) -> None:
+        with self._writing_lock:
+            self._writing[scope] += 1
+
+    def _session_ended(self, scope: KnowledgeScope) -> None:
+        with self._writing_lock:
+            self._writing[scope] -= 1
+            if self._writing[scope] <= 0:
+                del self._writing[scope]
+
+
+def _require_count(field: str, value: object, *, minimum: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ValidationError(field, f"must be an integer >= {minimum}, got {value!r}")

@@ -1,0 +1,237 @@
+"""The embedded store's vector search: exact kNN over a scope's vectors, in one process.
+
+Vectors are unit-normalised float32 BLOBs (little-endian) in the chunk rows (``encode``).
+A search reads the scope's vectors into one matrix (kept in ``VectorCache`` between
+searches until the agent's next write, ``vector_cache_bytes``, 256 MiB by default) and
+takes the cosine of every row with the query. That is exact kNN, meant for local scale:
+up to some 50,000 chunks per scope. Beyond that use the OpenSearch backend (HNSW).
+
+**No BLAS threads.** The cosines are ``numpy.vecdot`` of the matrix with the query: one
+dot product per row, which numpy computes in the calling thread (OpenBLAS only splits a
+single dot product of more than 10,000 dimensions). ``matrix @ query`` would call BLAS
+``sgemv``, which hands every product of more than a few thousand numbers to all of
+OpenBLAS's threads: with many searches at once, those threads fight over the cores
+(issue 9: 16 concurrent clients got a fifth of one client's throughput on 2 cores).
+Not relying on ``OPENBLAS_NUM_THREADS`` (the user's environment) or on changing
+process-wide BLAS settings (threadpoolctl) that the host application may depend on.
+``bench/store_threads.py`` measures both products at 1 and 16 threads.
+
+**Freshness.** Every write transaction bumps its agent's generation (``schema``); an
+entry serves only a search whose snapshot has the same generation, so a cached matrix is
+never stale, also when another process wrote the file.
+
+numpy is imported only by vector searches and vector writes.
+"""
+
+from __future__ import annotations
+
+import math
+import sqlite3
+import threading
+from collections import OrderedDict
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+from knowledge.errors import EmbeddingError, EmbeddingMismatchError, StoreError
+from knowledge.filters import matches_file_patterns, matches_metadata
+from knowledge.fusion import cosine_to_unit
+from knowledge.model import SearchQuery
+from knowledge.scope import KnowledgeScope
+
+from .candidates import FETCH_BATCH, Candidate, metadata_of, scope_condition
+from .schema import Identity, generation
+
+__all__ = [
+    "DEFAULT_VECTOR_CACHE_BYTES",
+    "ScopeVectors",
+    "VectorCache",
+    "cosines",
+    "encode",
+    "vector_candidates",
+]
+
+DEFAULT_VECTOR_CACHE_BYTES: Final = 256 * 1024 * 1024
+"""Memory for vectors kept between searches (all scopes together)."""
+
+CacheKey = tuple[str, str | None]  # (agent, context), context None for cross-context
+
+
+@dataclass(frozen=True, slots=True)
+class ScopeVectors:
+    """The vectors of one scope (or of one agent) as of one generation of the agent."""
+
+    generation: int
+    rowids: list[int]
+    keys: list[tuple[str, int, str]]
+    matrix: Any  # numpy float32 (chunks x dimensions), unit rows; numpy is not imported here
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.matrix.nbytes)
+
+
+class VectorCache:
+    """The vector matrices of recently searched scopes, so a search skips reading them.
+
+    Bounded in bytes, least recently used out first; ``max_bytes=0`` disables it.
+    """
+
+    def __init__(self, max_bytes: int) -> None:
+        self._max_bytes = max_bytes
+        self._entries: OrderedDict[CacheKey, ScopeVectors] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: CacheKey, generation: int) -> ScopeVectors | None:
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is None or entry.generation != generation:
+                return None
+            self._entries.move_to_end(key)
+            return entry
+
+    def put(self, key: CacheKey, entry: ScopeVectors) -> None:
+        if entry.nbytes > self._max_bytes:
+            return
+        with self._lock:
+            current = self._entries.get(key)
+            if current is not None and current.generation > entry.generation:
+                return  # a search on an older snapshot finished late
+            self._entries[key] = entry
+            self._entries.move_to_end(key)
+            total = sum(e.nbytes for e in self._entries.values())
+            while total > self._max_bytes:
+                _, dropped = self._entries.popitem(last=False)
+                total -= dropped.nbytes
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+
+
+def cosines(matrix: Any, query_vector: Sequence[float]) -> Any:
+    """The cosine of every (unit) row of ``matrix`` with the unit ``query_vector``,
+    computed in the calling thread (module docstring: no BLAS threads)."""
+    import numpy as np  # lazy: keyword-only use never loads numpy
+
+    return np.vecdot(matrix, np.asarray(query_vector, dtype=np.float32))
+
+
+def encode(vector: Sequence[float], identity: Identity, where: str) -> bytes:
+    """The unit-normalised little-endian float32 BLOB of ``vector``; ``where`` names the
+    chunk in errors. Raises ``EmbeddingMismatchError`` for another dimension and
+    ``EmbeddingError`` for a non-finite vector."""
+    import numpy as np  # lazy: keyword-only use never loads numpy
+
+    array = np.asarray(vector, dtype=np.float64)
+    if array.shape != (identity.dimensions,):
+        raise EmbeddingMismatchError(
+            f"{where} has a vector of shape {array.shape}; {identity.describe()} was expected"
+        )
+    norm = float(np.linalg.norm(array))
+    if not math.isfinite(norm):
+        raise EmbeddingError(f"{where} has a non-finite vector")
+    if norm > 0.0:
+        array = array / norm
+    return array.astype("<f4").tobytes()
+
+
+def vector_candidates(
+    conn: sqlite3.Connection,
+    cache: VectorCache,
+    scope: KnowledgeScope,
+    query: SearchQuery,
+    *,
+    query_vector: Sequence[float],
+    limit: int,
+    display: str,
+) -> list[Candidate]:
+    """The ``limit`` chunks of the scope nearest ``query_vector`` that pass the filters,
+    best first; equal cosines keep the (path, chunk index, context) order."""
+
+    vectors = _scope_vectors(
+        conn, cache, scope, query, dimensions=len(query_vector), display=display
+    )
+    if vectors is None:
+        return []
+    similarity = cosines(vectors.matrix, query_vector)
+    found: list[Candidate] = []
+    for positions in _best_first(similarity, FETCH_BATCH):
+        passing = [
+            p for p in positions if matches_file_patterns(vectors.keys[p][0], query.file_patterns)
+        ]
+        metadata = metadata_of(conn, [vectors.rowids[p] for p in passing]) if query.metadata else {}
+        for p in passing:
+            rowid = vectors.rowids[p]
+            if query.metadata and not matches_metadata(metadata[rowid], query.metadata):
+                continue
+            found.append(Candidate(rowid, vectors.keys[p], cosine_to_unit(float(similarity[p]))))
+            if len(found) == limit:
+                return found
+    return found
+
+
+def _best_first(similarity: Any, batch: int) -> Iterator[list[int]]:
+    """Row positions by descending ``similarity``, equal values in row order, ``batch`` at
+    a time. Most searches need only the first batch: it is found by a partition (linear)
+    and only its rows are sorted; the whole order is sorted only if more is asked for."""
+    import numpy as np  # lazy: keyword-only use never loads numpy
+
+    count = len(similarity)
+    if count > batch:
+        # Every row at least as similar as the batch-th best: ties at the edge included,
+        # so this is exactly the first len(head) positions of the full order.
+        edge = similarity[np.argpartition(-similarity, batch - 1)[batch - 1]]
+        candidates = np.flatnonzero(similarity >= edge)
+        head = candidates[np.lexsort((candidates, -similarity[candidates]))]
+        yield [int(p) for p in head]
+        done = len(head)
+        if done >= count:
+            return
+    else:
+        done = 0
+    order = np.argsort(-similarity, kind="stable")
+    for start in range(done, count, batch):
+        yield [int(p) for p in order[start : start + batch]]
+
+
+def _scope_vectors(
+    conn: sqlite3.Connection,
+    cache: VectorCache,
+    scope: KnowledgeScope,
+    query: SearchQuery,
+    *,
+    dimensions: int,
+    display: str,
+) -> ScopeVectors | None:
+    """The scope's vectors in (path, chunk_index, context) order, cached per generation."""
+    import numpy as np  # lazy: keyword-only use never loads numpy
+
+    cache_key = (scope.agent, None if query.cross_context else scope.context)
+    current = generation(conn, scope.agent)
+    cached = cache.get(cache_key, current)
+    if cached is not None:
+        return cached
+    scope_sql, params = scope_condition(scope, query)
+    rows = conn.execute(
+        "SELECT id, path, chunk_index, context, vector FROM chunks"  # noqa: S608
+        f" WHERE {scope_sql} AND vector IS NOT NULL ORDER BY path, chunk_index, context",
+        params,
+    ).fetchall()
+    if not rows:
+        return None
+    width = 4 * dimensions
+    if any(len(row[4]) != width for row in rows):
+        raise StoreError(
+            f"index {display} holds vectors of another dimension than {dimensions}; "
+            "reindex into a new file"
+        )
+    matrix = np.frombuffer(b"".join(row[4] for row in rows), dtype="<f4")
+    entry = ScopeVectors(
+        generation=current,
+        rowids=[row[0] for row in rows],
+        keys=[(row[1], row[2], row[3]) for row in rows],
+        matrix=matrix.reshape(len(rows), dimensions),
+    )
+    cache.put(cache_key, entry)
+    return entry

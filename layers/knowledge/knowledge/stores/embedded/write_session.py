@@ -1,0 +1,363 @@
+"""The embedded store's write session: batched transactions on one scope.
+
+A session keeps one pooled connection for its life and writes in transactions of at most
+``batch_documents`` documents or ``batch_seconds`` seconds, whichever comes first
+(``BEGIN IMMEDIATE`` at the first write of a batch, ``COMMIT`` after the document that
+fills it, and at a clean ``__exit__``). So a long first index becomes searchable batch by
+batch, a crash loses at most the batch being written, and between batches other writers
+(other scopes, other processes) get their turn at SQLite's one write lock.
+
+**Never half a document.** A batch ends only between documents, and ``put_document`` is
+a savepoint: a document that fails half-way (bad vector, a failing chunk stream) keeps
+its previous version, and the session stays usable. A block that raises rolls back the
+batch being written; earlier batches stay committed (each is whole).
+
+**replace_scope.** The scope is not emptied first (searches would see it empty until the
+new documents land, and a failed run would lose it). The session remembers the scope's
+paths when it begins, and its clean ``__exit__`` removes those it neither wrote, deleted
+nor recorded a problem for, with their problems. A reindex that fails part-way leaves the
+old documents searchable.
+
+**Problems.** ``record_problem(path, reason)`` remembers why the latest attempt to index
+``path`` was skipped or failed (replacing an earlier reason) and leaves its indexed
+version alone; ``put_document`` or ``delete_document`` of the path clears it.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from collections.abc import Iterable, Sequence
+from contextlib import suppress
+from datetime import UTC, datetime
+from types import TracebackType
+from typing import TYPE_CHECKING, Final
+
+from knowledge.errors import ConfigurationError, StoreError
+from knowledge.model import FileProblem
+from knowledge.scope import KnowledgeScope
+from knowledge.store import DocumentHeader, EmbeddedChunk
+
+from .connections import BUSY_TIMEOUT_S, damage_advice, is_damage
+from .schema import KEYWORD_ONLY, Identity, bump_generation, recorded_identity, to_json, utc_text
+from .vector_search import encode
+
+if TYPE_CHECKING:
+    from .store import EmbeddedKnowledgeStore
+
+__all__ = ["DEFAULT_BATCH_DOCUMENTS", "DEFAULT_BATCH_SECONDS", "EmbeddedWriteSession"]
+
+DEFAULT_BATCH_DOCUMENTS: Final = 100
+"""Documents (puts, deletes, problems) per transaction, at most."""
+
+DEFAULT_BATCH_SECONDS: Final = 1.0
+"""Seconds a transaction stays open, at most (checked between documents)."""
+
+_SCOPE_CONDITION: Final = "agent = ? AND context = ?"
+_PATH_CONDITION: Final = "agent = ? AND context = ? AND path = ?"
+
+
+class EmbeddedWriteSession:
+    """Writes to one scope of an ``EmbeddedKnowledgeStore`` in batched transactions
+    (module docstring). Use it in a ``with`` block."""
+
+    def __init__(
+        self,
+        store: EmbeddedKnowledgeStore,
+        scope: KnowledgeScope,
+        *,
+        replace_scope: bool,
+        batch_documents: int,
+        batch_seconds: float,
+    ) -> None:
+        self._store = store
+        self._scope = scope
+        self._replace_scope = replace_scope
+        self._batch_documents = batch_documents
+        self._batch_seconds = batch_seconds
+        self._conn: sqlite3.Connection | None = None
+        self._verified: Identity | None = None
+        self._bumped = False
+        self._in_batch = 0
+        self._batch_started = 0.0
+        self._replaced: set[str] = set()  # replace_scope: paths to drop unless touched
+        self._touched: set[str] = set()
+
+    @property
+    def failures(self) -> Sequence[FileProblem]:
+        # SQLite fails whole statements, not items of a batch: failures are raised instead.
+        return ()
+
+    def __enter__(self) -> EmbeddedWriteSession:
+        if self._conn is not None:
+            raise StoreError("this write session is already open")
+        store = self._store
+        conn = self._conn = store._pool.acquire()
+        try:
+            # Refused before anything is written: the indexer would otherwise drop every
+            # changed document it fails to write.
+            self._begin(conn)
+            if self._replace_scope:
+                scope = [self._scope.agent, self._scope.context]
+                for table in ("documents", "problems"):
+                    rows = conn.execute(
+                        f"SELECT path FROM {table} WHERE {_SCOPE_CONDITION}",  # noqa: S608
+                        scope,
+                    )
+                    self._replaced.update(row[0] for row in rows)
+        except BaseException as exc:
+            self._conn = None
+            _rollback(conn)
+            store._pool.release(conn)
+            if isinstance(exc, sqlite3.Error):
+                raise self._store_error("cannot start writing", exc) from exc
+            raise
+        store._session_started(self._scope)
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        conn = self._conn
+        if conn is None:
+            return
+        try:
+            if exc_type is None:
+                if self._replace_scope:
+                    self._drop_untouched()
+                if conn.in_transaction:
+                    conn.execute("COMMIT")
+            elif conn.in_transaction:
+                conn.execute("ROLLBACK")
+        except sqlite3.Error as error:
+            _rollback(conn)
+            if exc_type is None:
+                raise self._store_error("cannot commit", error) from error
+        finally:
+            _rollback(conn)  # after an error other than SQLite's while dropping
+            self._conn = None
+            self._store._session_ended(self._scope)
+            self._store._pool.release(conn)
+
+    # --- the three writes -------------------------------------------------------------
+
+    def put_document(self, header: DocumentHeader, chunks: Iterable[EmbeddedChunk]) -> int:
+        """Replace the document with ``chunks``; return how many were written."""
+        conn = self._writing(header.path)
+        conn.execute("SAVEPOINT put_document")
+        try:
+            self._delete_path(header.path)
+            count = self._insert(conn, header, chunks)
+        except BaseException as exc:
+            conn.execute("ROLLBACK TO put_document")
+            conn.execute("RELEASE put_document")
+            # The identity this document may have recorded was rolled back with it.
+            self._verified = None
+            if isinstance(exc, sqlite3.Error):
+                raise self._store_error(f"cannot write {header.path}", exc) from exc
+            raise
+        conn.execute("RELEASE put_document")
+        self._document_done()
+        return count
+
+    def delete_document(self, path: str) -> bool:
+        """Remove the document and all its chunks; ``False`` if it was not indexed."""
+        try:
+            self._writing(path)
+            deleted = self._delete_path(path)
+        except sqlite3.Error as exc:
+            raise self._store_error(f"cannot delete {path}", exc) from exc
+        self._document_done()
+        return deleted
+
+    def record_problem(self, path: str, reason: str) -> None:
+        """Remember that the latest attempt to index ``path`` was skipped or failed with
+        ``reason``; its indexed version, if any, stays searchable."""
+        try:
+            conn = self._writing(path)
+            where = [self._scope.agent, self._scope.context, path]
+            # Deleted and inserted again: the newest problem has the highest id.
+            conn.execute(f"DELETE FROM problems WHERE {_PATH_CONDITION}", where)  # noqa: S608
+            conn.execute(
+                "INSERT INTO problems (agent, context, path, reason, recorded_at)"
+                " VALUES (?, ?, ?, ?, ?)",
+                (*where, reason, utc_text(datetime.now(UTC))),
+            )
+        except sqlite3.Error as exc:
+            raise self._store_error(f"cannot record the problem of {path}", exc) from exc
+        self._document_done()
+
+    # --- transactions -----------------------------------------------------------------
+
+    def _begin(self, conn: sqlite3.Connection) -> None:
+        conn.execute("BEGIN IMMEDIATE")
+        self._in_batch = 0
+        self._bumped = False
+        self._batch_started = time.monotonic()
+        store = self._store
+        store._keywords.check(conn, store.path)
+        recorded = recorded_identity(conn)
+        if recorded is not None and recorded != store._identity:
+            raise store._mismatch(recorded, store._identity)
+
+    def _writing(self, path: str) -> sqlite3.Connection:
+        """The session's connection inside a write transaction, before a change to
+        ``path``. Bumps the agent's generation once per transaction, so cached vectors of
+        the old generation are not used once it commits."""
+        if self._conn is None:
+            raise StoreError("the write session is not open (use it in a with-block)")
+        conn = self._conn
+        try:
+            if not conn.in_transaction:
+                try:
+                    self._begin(conn)
+                except BaseException:
+                    _rollback(conn)
+                    raise
+            if not self._bumped:
+                bump_generation(conn, self._scope.agent)
+                self._bumped = True
+        except sqlite3.Error as exc:
+            raise self._store_error(f"cannot start writing {path}", exc) from exc
+        self._touched.add(path)
+        return conn
+
+    def _document_done(self) -> None:
+        """End the batch if it is full or old enough (only ever between documents)."""
+        conn = self._conn
+        if conn is None or not conn.in_transaction:
+            return
+        self._in_batch += 1
+        full = self._in_batch >= self._batch_documents
+        if full or time.monotonic() - self._batch_started >= self._batch_seconds:
+            try:
+                conn.execute("COMMIT")
+            except sqlite3.Error as exc:
+                _rollback(conn)
+                raise self._store_error("cannot commit", exc) from exc
+
+    # --- rows -------------------------------------------------------------------------
+
+    def _insert(
+        self, conn: sqlite3.Connection, header: DocumentHeader, chunks: Iterable[EmbeddedChunk]
+    ) -> int:
+        scope = self._scope
+        keywords = self._store._keywords
+        table = keywords.table(conn, scope.agent, create=True)
+        assert table is not None  # create=True always names one
+        count = 0
+        for item in chunks:
+            chunk = item.chunk
+            cursor = conn.execute(
+                "INSERT INTO chunks (doc_id, agent, context, path, chunk_index, content,"
+                " metadata, vector) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    header.document_id,
+                    scope.agent,
+                    scope.context,
+                    header.path,
+                    chunk.chunk_index,
+                    chunk.content,
+                    to_json(chunk.metadata),
+                    self._vector_blob(conn, header.path, chunk.chunk_index, item.vector),
+                ),
+            )
+            assert cursor.lastrowid is not None
+            keywords.add(conn, table, cursor.lastrowid, chunk.content)
+            count += 1
+        source_type = header.metadata.get("source_type")
+        conn.execute(
+            "INSERT INTO documents (doc_id, agent, context, path, content_hash, version,"
+            " chunk_count, indexed_at, metadata, source_type, size)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                header.document_id,
+                scope.agent,
+                scope.context,
+                header.path,
+                header.content_hash,
+                header.version,
+                count,
+                utc_text(header.indexed_at),
+                to_json(header.metadata),
+                source_type if isinstance(source_type, str) else None,
+                header.size,
+            ),
+        )
+        return count
+
+    def _delete_path(self, path: str) -> bool:
+        """Delete the document, its chunks, terms and problem; True if it was indexed."""
+        return self._delete_where(_PATH_CONDITION, [self._scope.agent, self._scope.context, path])
+
+    def _delete_where(self, condition: str, params: list[str]) -> bool:
+        conn = self._conn
+        assert conn is not None
+        # ``condition`` is one of this module's constant clauses; values are bound.
+        self._store._keywords.remove(conn, self._scope.agent, condition, params)
+        conn.execute(f"DELETE FROM chunks WHERE {condition}", params)  # noqa: S608
+        conn.execute(f"DELETE FROM problems WHERE {condition}", params)  # noqa: S608
+        deleted = conn.execute(f"DELETE FROM documents WHERE {condition}", params)  # noqa: S608
+        return deleted.rowcount > 0
+
+    def _drop_untouched(self) -> None:
+        """replace_scope: remove what the scope held when the session began and the
+        session did not touch (in the last transaction, committed by ``__exit__``)."""
+        for path in sorted(self._replaced - self._touched):
+            self._writing(path)
+            self._delete_path(path)
+
+    def _vector_blob(
+        self,
+        conn: sqlite3.Connection,
+        path: str,
+        chunk_index: int,
+        vector: Sequence[float] | None,
+    ) -> bytes | None:
+        """Check the vector against the file's identity; return it unit-normalised."""
+        store = self._store
+        if vector is not None and store._embedder is None:
+            raise ConfigurationError(
+                f"chunk {chunk_index} of {path} has a vector, but the store was opened "
+                "without an embedder to name it"
+            )
+        identity = store._identity if vector is not None else KEYWORD_ONLY
+        if identity != self._verified:
+            self._claim_identity(conn, identity)
+        if vector is None:
+            return None
+        return encode(vector, identity, f"chunk {chunk_index} of {path}")
+
+    def _claim_identity(self, conn: sqlite3.Connection, identity: Identity) -> None:
+        """Record ``identity`` in a file that has none; refuse one that differs."""
+        recorded = recorded_identity(conn)
+        if recorded is None:
+            conn.executemany(
+                "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
+                [("embedder", identity.name), ("dimensions", str(identity.dimensions))],
+            )
+        elif recorded != identity:
+            raise self._store._mismatch(recorded, identity)
+        self._verified = identity
+
+    def _store_error(self, what: str, exc: sqlite3.Error) -> StoreError:
+        store = self._store
+        if is_damage(exc):
+            store._damaged(exc)
+            return StoreError(f"index {store.path}: {what}: {damage_advice(store.path)} ({exc})")
+        if isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc):
+            return StoreError(
+                f"index {store.path}: {what}: the file is locked by another writer "
+                f"(waited {BUSY_TIMEOUT_S:.0f} s)"
+            )
+        return StoreError(f"index {store.path}: {what}: {exc}")
+
+
+def _rollback(conn: sqlite3.Connection) -> None:
+    """End the connection's transaction, if any, undoing it (errors are beside the point)."""
+    if conn.in_transaction:
+        with suppress(sqlite3.Error):
+            conn.execute("ROLLBACK")

@@ -1,0 +1,99 @@
+"""Strict isolation of the embedded store: with ``isolation="agent"`` no keyword score of
+one agent depends on what another agent's documents contain (the BM25 side channel)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from knowledge.errors import StoreError, ValidationError
+from knowledge.model import SearchQuery
+from knowledge.scope import KnowledgeScope
+from knowledge.source import SourceDocument
+from knowledge.stores.embedded import EmbeddedKnowledgeStore
+
+PROBER = KnowledgeScope("agent-a", "notes")
+VICTIM = KnowledgeScope("agent-b", "secrets")
+VICTIM_OTHER_CONTEXT = KnowledgeScope("agent-b", "archive")
+
+
+def document(path: str, text: str) -> SourceDocument:
+    data = text.encode()
+    return SourceDocument(path=path, size=len(data), read=lambda: data)
+
+
+def probe_scores(db: Path, isolation: str, victim_word: str) -> dict[str, float]:
+    """agent-a's scores for a query of two words, one of which agent-b may hold a lot."""
+    store = EmbeddedKnowledgeStore(db, isolation=isolation)
+    try:
+        store.upsert_document(PROBER, document("falcon.md", "falcon sighting report"))
+        store.upsert_document(PROBER, document("harbor.md", "harbor opening hours"))
+        for n in range(12):
+            scope = VICTIM if n % 2 else VICTIM_OTHER_CONTEXT
+            store.upsert_document(scope, document(f"s{n}.md", f"{victim_word} plan number {n}"))
+        results = store.search(PROBER, SearchQuery("falcon harbor", mode="keyword"))
+        return {r.document_path: r.score for r in results}
+    finally:
+        store.close()
+
+
+def test_the_probe_tells_with_shared_statistics(tmp_path: Path) -> None:
+    # The side channel exists in the default mode (documented in the README).
+    holds = probe_scores(tmp_path / "holds.db", "shared", victim_word="falcon")
+    lacks = probe_scores(tmp_path / "lacks.db", "shared", victim_word="meadow")
+    assert holds["falcon.md"] < 0.01 < 0.99 < lacks["falcon.md"]
+
+
+def test_the_probe_cannot_tell_with_agent_isolation(tmp_path: Path) -> None:
+    holds = probe_scores(tmp_path / "holds.db", "agent", victim_word="falcon")
+    lacks = probe_scores(tmp_path / "lacks.db", "agent", victim_word="meadow")
+    assert holds == lacks
+    assert holds["falcon.md"] == pytest.approx(1.0)
+
+
+def test_agent_isolation_still_searches_every_context_of_an_agent(tmp_path: Path) -> None:
+    store = EmbeddedKnowledgeStore(tmp_path / "kb.db", isolation="agent")
+    try:
+        store.upsert_document(VICTIM, document("a.md", "falcon one"))
+        store.upsert_document(VICTIM_OTHER_CONTEXT, document("b.md", "falcon two"))
+        store.upsert_document(PROBER, document("c.md", "falcon three"))
+        one = store.search(VICTIM, SearchQuery("falcon", mode="keyword"))
+        every = store.search(VICTIM, SearchQuery("falcon", mode="keyword", cross_context=True))
+        assert [r.document_path for r in one] == ["a.md"]
+        assert sorted(r.document_path for r in every) == ["a.md", "b.md"]
+        assert store.delete_document(VICTIM, "a.md")
+        assert store.search(VICTIM, SearchQuery("falcon", mode="keyword")) == []
+    finally:
+        store.close()
+
+
+def test_switching_isolation_rebuilds_the_keyword_index(tmp_path: Path) -> None:
+    db = tmp_path / "kb.db"
+    shared = probe_scores(db, "shared", victim_word="falcon")
+    assert shared["falcon.md"] < 0.01
+    # The same file reopened with isolation="agent": the same documents, the same
+    # answers as a file built that way from the start.
+    isolated = probe_scores(db, "agent", victim_word="falcon")
+    assert isolated == probe_scores(tmp_path / "fresh.db", "agent", victim_word="falcon")
+    back = probe_scores(db, "shared", victim_word="falcon")
+    assert back == shared
+
+
+def test_a_switch_by_another_process_is_refused_never_silent(tmp_path: Path) -> None:
+    db = tmp_path / "kb.db"
+    strict = EmbeddedKnowledgeStore(db, isolation="agent")
+    try:
+        strict.upsert_document(PROBER, document("a.md", "falcon"))
+        EmbeddedKnowledgeStore(db, isolation="shared").close()  # rebuilds the keyword index
+        with pytest.raises(StoreError, match="isolation=shared"):
+            strict.search(PROBER, SearchQuery("falcon", mode="keyword"))
+        with pytest.raises(StoreError, match="isolation=shared"):
+            strict.upsert_document(PROBER, document("b.md", "harbor"))
+    finally:
+        strict.close()
+
+
+def test_an_unknown_isolation_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ValidationError, match="isolation"):
+        EmbeddedKnowledgeStore(tmp_path / "kb.db", isolation="tenant")

@@ -1,0 +1,206 @@
+"""The embedded store's per-document records and problems (``WriteSession.record_problem``,
+``IndexStatus.problems``), read back with sqlite3 alone where the file is the contract."""
+
+from __future__ import annotations
+
+import sqlite3
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from knowledge.embedding.hashing import HashingEmbedder
+from knowledge.identity import document_id
+from knowledge.model import MAX_STATUS_PROBLEMS, DocumentChunk, FileProblem, IndexState, SearchQuery
+from knowledge.scope import KnowledgeScope
+from knowledge.store import DocumentHeader, EmbeddedChunk
+from knowledge.stores.embedded import EmbeddedKnowledgeStore
+
+SCOPE = KnowledgeScope("ops-bot", "runbooks")
+OTHER = KnowledgeScope("ops-bot", "oncall")
+EMBEDDER = HashingEmbedder(32)
+WHEN = datetime(2026, 5, 4, 3, 2, 1, tzinfo=UTC)
+
+
+def header(path: str, *, size: int = 10, version: str | None = None) -> DocumentHeader:
+    return DocumentHeader(
+        path=path,
+        document_id=document_id(SCOPE, path),
+        content_hash=f"hash-of-{path}",
+        indexed_at=WHEN,
+        version=version,
+        metadata={"source_type": "markdown", "content_type": "text/markdown"},
+        size=size,
+    )
+
+
+def chunks(path: str, *texts: str) -> list[EmbeddedChunk]:
+    return [
+        EmbeddedChunk(DocumentChunk(path, n, text, {}), EMBEDDER.embed(text).vector)
+        for n, text in enumerate(texts)
+    ]
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Path:
+    return tmp_path / "kb.db"
+
+
+@pytest.fixture
+def store(db: Path):  # type: ignore[no-untyped-def]
+    store = EmbeddedKnowledgeStore(db, embedder=EMBEDDER)
+    yield store
+    store.close()
+
+
+def test_each_document_has_its_record(store: EmbeddedKnowledgeStore, db: Path) -> None:
+    with store.write_session(SCOPE) as session:
+        session.put_document(header("a.md", size=1234, version="v7"), chunks("a.md", "x", "y"))
+    raw = sqlite3.connect(db)
+    row = raw.execute(
+        "SELECT path, source_type, size, chunk_count, version, content_hash, indexed_at"
+        " FROM documents WHERE agent = 'ops-bot' AND context = 'runbooks'"
+    ).fetchone()
+    raw.close()
+    assert row == (
+        "a.md",
+        "markdown",
+        1234,
+        2,
+        "v7",
+        "hash-of-a.md",
+        "2026-05-04T03:02:01.000000+00:00",
+    )
+
+
+def test_a_problem_is_listed_and_keeps_the_indexed_version(store: EmbeddedKnowledgeStore) -> None:
+    with store.write_session(SCOPE) as session:
+        session.put_document(header("a.md"), chunks("a.md", "kubectl rollout undo"))
+    with store.write_session(SCOPE) as session:
+        session.record_problem("a.md", "encrypted PDF")
+        session.record_problem("never.md", "unsupported format")
+        session.record_problem("a.md", "corrupt file: bad xref")  # replaces the first
+    status = store.status(SCOPE)
+    assert status.problems == (
+        FileProblem("a.md", "corrupt file: bad xref"),
+        FileProblem("never.md", "unsupported format"),
+    )
+    assert status.state is IndexState.READY
+    assert status.document_count == 1
+    found = store.search(SCOPE, SearchQuery("rollout", mode="keyword"))
+    assert [r.document_path for r in found] == ["a.md"]
+    assert store.status(OTHER).problems == ()
+    assert store.status(SCOPE).to_dict()["problems"][0] == {
+        "document_path": "a.md",
+        "reason": "corrupt file: bad xref",
+    }
+
+
+def test_a_later_put_or_delete_clears_the_problem(store: EmbeddedKnowledgeStore, db: Path) -> None:
+    with store.write_session(SCOPE) as session:
+        for path in ("a.md", "b.md", "c.md"):
+            session.record_problem(path, "too large")
+    with store.write_session(SCOPE) as session:
+        session.put_document(header("a.md"), chunks("a.md", "fixed now"))
+        session.delete_document("b.md")  # not indexed: still clears its problem
+    assert store.status(SCOPE).problems == (FileProblem("c.md", "too large"),)
+    reopened = EmbeddedKnowledgeStore(db, embedder=EMBEDDER)  # problems live in the file
+    try:
+        assert reopened.status(SCOPE).problems == (FileProblem("c.md", "too large"),)
+    finally:
+        reopened.close()
+
+
+def test_a_scope_with_only_problems_is_empty_and_says_why(store: EmbeddedKnowledgeStore) -> None:
+    with store.write_session(SCOPE) as session:
+        session.record_problem("scan.pdf", "no text layer (scanned image; OCR not supported)")
+    status = store.status(SCOPE)
+    assert (status.state, status.document_count) == (IndexState.EMPTY, 0)
+    assert [p.path for p in status.problems] == ["scan.pdf"]
+
+
+def test_status_lists_the_most_recent_problems_first_and_at_most_the_maximum(
+    store: EmbeddedKnowledgeStore,
+) -> None:
+    with store.write_session(SCOPE) as session:
+        for n in range(MAX_STATUS_PROBLEMS + 20):
+            session.record_problem(f"f{n:03d}.md", f"reason {n}")
+    problems = store.status(SCOPE).problems
+    assert len(problems) == MAX_STATUS_PROBLEMS
+    last = MAX_STATUS_PROBLEMS + 19
+    assert problems[0] == FileProblem(f"f{last:03d}.md", f"reason {last}")
+    assert problems[-1].path == "f020.md"
+
+
+def test_a_problem_recorded_in_a_failed_session_is_rolled_back(
+    store: EmbeddedKnowledgeStore,
+) -> None:
+    def record_then_fail() -> None:
+        with store.write_session(SCOPE) as session:
+            session.record_problem("a.md", "too large")
+            raise RuntimeError("stop")
+
+    with pytest.raises(RuntimeError, match="stop"):
+        record_then_fail()
+    assert store.status(SCOPE).problems == ()
+
+
+def test_a_replace_session_keeps_the_indexed_version_of_a_document_with_a_problem(
+    store: EmbeddedKnowledgeStore,
+) -> None:
+    with store.write_session(SCOPE) as session:
+        for path in ("a.md", "b.md", "gone.md"):
+            session.put_document(header(path), chunks(path, f"text of {path}"))
+        session.record_problem("vanished.md", "too large")
+    with store.write_session(SCOPE, replace_scope=True) as session:
+        session.put_document(header("a.md"), chunks("a.md", "new text of a"))
+        session.record_problem("b.md", "corrupt file: truncated")
+    assert set(store.stored_documents(SCOPE)) == {"a.md", "b.md"}
+    assert store.status(SCOPE).problems == (FileProblem("b.md", "corrupt file: truncated"),)
+
+
+VERSION_1_FILE = (
+    "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+    "CREATE TABLE documents (doc_id TEXT PRIMARY KEY, agent TEXT NOT NULL,"
+    " context TEXT NOT NULL, path TEXT NOT NULL, content_hash TEXT NOT NULL, version TEXT,"
+    " chunk_count INTEGER NOT NULL, indexed_at TEXT NOT NULL, metadata TEXT NOT NULL,"
+    " UNIQUE (agent, context, path))",
+    "CREATE TABLE chunks (id INTEGER PRIMARY KEY, doc_id TEXT NOT NULL, agent TEXT NOT NULL,"
+    " context TEXT NOT NULL, path TEXT NOT NULL, chunk_index INTEGER NOT NULL,"
+    " content TEXT NOT NULL, metadata TEXT NOT NULL, vector BLOB,"
+    " UNIQUE (agent, context, path, chunk_index))",
+    "CREATE VIRTUAL TABLE chunks_fts USING fts5(terms, tokenize = 'unicode61 remove_diacritics 0')",
+    "INSERT INTO meta VALUES ('schema_version', '1'), ('generation', '7'),"
+    " ('embedder', 'none'), ('dimensions', '0')",
+    "INSERT INTO documents VALUES ('d1', 'ops-bot', 'runbooks', 'old.md', 'h', NULL, 1,"
+    " '2025-01-01T00:00:00.000000+00:00', '{}')",
+    "INSERT INTO chunks VALUES (1, 'd1', 'ops-bot', 'runbooks', 'old.md', 0,"
+    " 'kubectl rollout undo', '{}', NULL)",
+    "INSERT INTO chunks_fts (rowid, terms) VALUES (1, 'kubectl rollout undo')",
+)
+
+
+@pytest.mark.parametrize("isolation", ["shared", "agent"])
+def test_a_version_1_file_is_upgraded_in_place(db: Path, isolation: str) -> None:
+    raw = sqlite3.connect(db)
+    with raw:
+        for statement in VERSION_1_FILE:
+            raw.execute(statement)
+    raw.close()
+    store = EmbeddedKnowledgeStore(db, isolation=isolation)  # keyword only, as built
+    try:
+        found = store.search(SCOPE, SearchQuery("rollout", mode="keyword"))
+        assert [r.document_path for r in found] == ["old.md"]
+        with store.write_session(SCOPE) as session:
+            session.record_problem("new.pdf", "encrypted PDF")
+        status = store.status(SCOPE)
+        assert (status.document_count, status.problems) == (
+            1,
+            (FileProblem("new.pdf", "encrypted PDF"),),
+        )
+    finally:
+        store.close()
+    raw = sqlite3.connect(db)
+    assert raw.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == ("2",)
+    assert raw.execute("SELECT source_type, size FROM documents").fetchall() == [(None, None)]
+    raw.close()
