@@ -4,8 +4,8 @@ A thin adapter over ``knowledge.api.KnowledgeApi``, the code the local server ru
 the routes take the scope from the path, hand the body to the API, and turn its
 ``ApiResponse`` into an HTTP response. Every error becomes a response in one place,
 ``knowledge.api.error_response`` (bad input 400 with the field, never a 500 with a
-trace). ``POST .../reindex`` queues one message per key of the scope for the indexer
-function (``knowledge.reindex_queue``) and answers 202.
+trace). ``POST .../reindex`` queues one scope reindex message for the indexer function,
+which pages through the scope (``knowledge.reindex_queue``), and answers 202 at once.
 
 Cold start: only Powertools and the light ``knowledge`` core are imported here. The
 store (``opensearchpy``), the embedding SDK (``openai``, on the first vector search
@@ -26,7 +26,6 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from knowledge.api import ApiResponse, KnowledgeApi, error_response
 from knowledge.scope import KnowledgeScope, validate_segment
-from knowledge.store import IndexWriter
 
 if TYPE_CHECKING:
     from knowledge.lambda_config import LambdaSettings
@@ -70,14 +69,9 @@ def knowledge_api() -> KnowledgeApi:
 def reindex_queue() -> ReindexQueue:
     if container.reindex_queue is None:
         from knowledge.reindex_queue import ReindexQueue  # imports boto3 lazily
-        from knowledge.sources.s3 import S3DocumentSource
 
         config = settings()
-        container.reindex_queue = ReindexQueue(
-            config.require_queue_url(),
-            S3DocumentSource(config.require_bucket()),
-            options=config.index_options,
-        )
+        container.reindex_queue = ReindexQueue(config.require_queue_url(), config.require_bucket())
     return container.reindex_queue
 
 
@@ -159,12 +153,10 @@ def reindex(agent: str, context: str) -> Response[str]:
     scope = KnowledgeScope(
         validate_segment("agent", unquote(agent)), validate_segment("context", unquote(context))
     )
-    store = knowledge_api().store
-    # Documents indexed but gone from the bucket are queued too, so they get removed.
-    indexed = store.stored_documents(scope) if isinstance(store, IndexWriter) else {}
-    request = reindex_queue().enqueue_scope(scope, indexed.keys())
-    logger.info("reindex queued", extra=request.to_dict())
-    metrics.add_metric(name="ReindexMessagesQueued", unit=MetricUnit.Count, value=request.queued)
+    # One message; the indexer lists the scope (and the index, for removals) page by page.
+    request = reindex_queue().request_scope(scope)
+    logger.info("reindex accepted", extra=request.to_dict())
+    metrics.add_metric(name="ReindexRequests", unit=MetricUnit.Count, value=1)
     return _http(ApiResponse(202, request.to_dict()))
 
 

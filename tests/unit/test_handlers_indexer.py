@@ -263,10 +263,12 @@ def test_mixed_batch_sample(indexer):
 class PoisonStore(MemoryKnowledgeStore):
     """Fails every write of ``poison.md``, as a backend bug or a bad document would."""
 
-    def upsert_document(self, scope: KnowledgeScope, document: SourceDocument) -> Any:
+    def upsert_document(
+        self, scope: KnowledgeScope, document: SourceDocument, options: Any = None
+    ) -> Any:
         if document.path == "poison.md":
             raise StoreError("the index rejected poison.md")
-        return super().upsert_document(scope, document)
+        return super().upsert_document(scope, document, options)
 
 
 def test_poison_record_in_a_batch_is_the_only_failure(monkeypatch, s3, capsys):
@@ -304,6 +306,8 @@ def test_poison_message_ends_in_the_dead_letter_queue_and_the_rest_are_indexed(m
     """What the SQS event source mapping does with the handler's partial-batch response:
     acknowledged records are deleted, failed ones come back until maxReceiveCount, then
     SQS moves them to the dead-letter queue (moto implements the redrive policy)."""
+    monkeypatch.setenv("RETRY_BASE_SECONDS", "0")  # failed records come back at once
+    monkeypatch.setenv("RETRY_MAX_SECONDS", "0")
     indexer = _harness(monkeypatch, s3, PoisonStore())
     sqs = boto3.client("sqs")
     dlq_url = sqs.create_queue(QueueName="documents-dlq")["QueueUrl"]
@@ -364,3 +368,31 @@ def test_store_is_created_once_per_container_and_unreachable_store_is_retried(mo
     assert module.container.indexer is created
     message_id = event["Records"][0]["messageId"]
     assert first == second == {"batchItemFailures": [{"itemIdentifier": message_id}]}
+
+
+def test_keys_that_cannot_be_s3_keys_are_rejected_once_not_retried(indexer, capsys):
+    """A lone surrogate (only a JSON escape can make one) or percent escapes that are not
+    UTF-8: no S3 object can have such a key, so the record is acknowledged as rejected
+    (logged with the reason, counted), never retried toward the dead-letter queue."""
+    # json.dumps would refuse to write a lone surrogate: the bodies are written by hand.
+    lone_surrogate = (
+        '{"Records": [{"eventName": "ObjectCreated:Put", "s3": {"bucket": {"name": "BUCKET"}, '
+        '"object": {"key": "ops-bot/runbooks/bad\\ud800.md", "sequencer": "01"}}}]}'
+    ).replace("BUCKET", BUCKET)
+    reindex_surrogate = (
+        '{"type": "knowledge.reindex", "bucket": "BUCKET", "key": "ops-bot/runbooks/x\\udc80.md"}'
+    ).replace("BUCKET", BUCKET)
+    not_utf8 = s3_notification("ObjectCreated:Put", "ops-bot/runbooks/bad%ED%A0%80.md", "02")
+    event = sqs_event(lone_surrogate, reindex_surrogate, not_utf8)
+    assert indexer.invoke(event) == NO_FAILURES
+    assert indexer.paths() == []
+    out = capsys.readouterr().out
+    rejected = [r for r in log_records(out) if r["message"] == "object event rejected"]
+    assert [(r["field"], r["key"]) for r in rejected] == [
+        ("key", "ops-bot/runbooks/bad\\ud800.md"),
+        ("key", "ops-bot/runbooks/x\\udc80.md"),
+        ("key", "ops-bot/runbooks/bad\\xed\\xa0\\x80.md"),
+    ]
+    assert "lone surrogate (U+D800)" in rejected[0]["reason"]
+    assert "not UTF-8" in rejected[2]["reason"]
+    assert emitted_metrics(out)["RejectedEvents"] == 3
