@@ -106,6 +106,9 @@ def _record(outcome: EventOutcome, message_id: str) -> None:
     else:
         logger.info("object event applied", extra=fields)
     metrics.add_metric(name=_METRIC_BY_STATUS[outcome.status], unit=MetricUnit.Count, value=1)
+    if outcome.expansion is not None:
+        queued = outcome.expansion.documents + outcome.expansion.removals
+        metrics.add_metric(name="ReindexMessagesQueued", unit=MetricUnit.Count, value=queued)
     if outcome.result is not None and outcome.result.embedding_tokens:
         metrics.add_metric(
             name="EmbeddingTokens", unit=MetricUnit.Count, value=outcome.result.embedding_tokens

@@ -33,6 +33,7 @@ from knowledge.errors import StoreError
 from knowledge.event_indexing import EventIndexer
 from knowledge.lambda_config import LambdaSettings
 from knowledge.model import SearchQuery
+from knowledge.reindex_queue import ScopeReindexer
 from knowledge.scope import KnowledgeScope
 from knowledge.source import SourceDocument
 from knowledge.sources.s3 import S3DocumentSource
@@ -396,3 +397,28 @@ def test_keys_that_cannot_be_s3_keys_are_rejected_once_not_retried(indexer, caps
     assert "lone surrogate (U+D800)" in rejected[0]["reason"]
     assert "not UTF-8" in rejected[2]["reason"]
     assert emitted_metrics(out)["RejectedEvents"] == 3
+
+
+def test_scope_reindex_sample_queues_a_message_per_key(monkeypatch, s3, capsys):
+    sqs = boto3.client("sqs")
+    queue_url = sqs.create_queue(QueueName="document-events")["QueueUrl"]
+    indexer = _harness(monkeypatch, s3, MemoryKnowledgeStore())
+    source = S3DocumentSource(BUCKET, client=s3)
+    indexer.module.container.indexer = EventIndexer(
+        indexer.store, source, expander=ScopeReindexer(queue_url, source, client=sqs)
+    )
+    indexer.put("ops-bot/runbooks/deploy.md", "# Deploy")
+    indexer.put("ops-bot/runbooks/scale.md", "# Scale")
+    assert indexer.invoke(load_event("sqs_reindex_scope.json")) == NO_FAILURES
+    bodies = [
+        json.loads(m["Body"])
+        for m in sqs.receive_message(QueueUrl=queue_url, MaxNumberOfMessages=10)["Messages"]
+    ]
+    assert sorted(b["key"] for b in bodies) == [
+        "ops-bot/runbooks/deploy.md",
+        "ops-bot/runbooks/scale.md",
+    ]
+    out = capsys.readouterr().out
+    (line,) = [r for r in log_records(out) if r["message"] == "object event applied"]
+    assert (line["status"], line["phase"]) == ("expanded", "objects")
+    assert emitted_metrics(out)["ReindexMessagesQueued"] == 2

@@ -33,7 +33,6 @@ from knowledge.lambda_config import LambdaSettings
 from knowledge.scope import KnowledgeScope
 from knowledge.source import SourceDocument
 from knowledge.sources.s3 import S3DocumentSource
-from knowledge.sqs_batch import RetryBackoff
 from knowledge.stores.memory import MemoryKnowledgeStore
 
 RUNBOOKS = KnowledgeScope("ops-bot", "runbooks")
@@ -223,6 +222,8 @@ def test_a_failed_record_comes_back_after_a_backoff_not_the_visibility_timeout(a
     ],
 )
 def test_retry_backoff_is_exponential_in_the_receive_count(receive_count, rand, expected):
+    from knowledge.sqs_batch import RetryBackoff
+
     assert RetryBackoff(60, 900).delay(receive_count, rand=lambda: rand) == expected
 
 

@@ -111,6 +111,7 @@ class EventOutcome:
     status: EventStatus
     detail: str | None = None
     result: IndexResult | None = None
+    expansion: ExpansionReport | None = None
 
     def log_fields(self) -> dict[str, Any]:
         fields = self.action.log_fields()
@@ -210,7 +211,7 @@ class EventIndexer:
                 "INDEX_QUEUE_URL: a scope reindex needs the document events queue to queue keys on"
             )
         report = self._expander.expand(action.task, self._store, budget)
-        return EventOutcome(action, EventStatus.EXPANDED, report.describe())
+        return EventOutcome(action, EventStatus.EXPANDED, report.describe(), expansion=report)
 
     def _delete(
         self, action: ObjectAction, scope: KnowledgeScope, path: str, why: str | None
