@@ -307,7 +307,9 @@ def _parse_reindex_scope(message: Mapping[str, Any], bucket: str | None) -> Obje
             **known,
         )
     try:
-        scope = KnowledgeScope(str(message.get("agent", "")), str(message.get("context", "")))
+        agent: Any = message.get("agent")  # KnowledgeScope checks the types
+        context: Any = message.get("context")
+        scope = KnowledgeScope(agent, context)
         phase = ReindexPhase(message.get("phase", ReindexPhase.OBJECTS.value))
     except ValidationError as exc:
         return _reject(exc.message, exc.field, **known)
