@@ -28,9 +28,14 @@ def test_a_unit_starts_only_if_one_as_long_as_the_longest_leaves_the_reserve():
 def test_a_unit_that_raises_is_measured_too():
     remaining = [100_000]
     budget = TimeBudget(lambda: remaining[0], reserve_ms=0)
-    with pytest.raises(RuntimeError), budget.unit():
-        remaining[0] -= 5_000
-        raise RuntimeError("failed")
+
+    def failing_unit() -> None:
+        with budget.unit():
+            remaining[0] -= 5_000
+            raise RuntimeError("failed")
+
+    with pytest.raises(RuntimeError):
+        failing_unit()
     assert budget.longest_ms == 5_000
 
 
