@@ -54,7 +54,13 @@ def _region_of(arn: str) -> str | None:
 
 
 def _provider(arn: str, client: Any | None) -> Any:
-    from aws_lambda_powertools.utilities.parameters import SecretsProvider
+    try:
+        from aws_lambda_powertools.utilities.parameters import SecretsProvider
+    except ImportError as exc:
+        raise ConfigurationError(
+            f"secret {arn}: reading secrets needs aws-lambda-powertools "
+            "(pip install 'knowledge-search[opensearch]')"
+        ) from exc
 
     key: object = ("region", _region_of(arn)) if client is None else ("client", id(client))
     with _lock:
@@ -78,10 +84,11 @@ def _error_code(exc: BaseException) -> str:
 
 
 def _fetch(arn: str, client: Any | None, max_age: int, force: bool) -> str:
+    provider = _provider(arn, client)
     from aws_lambda_powertools.utilities.parameters.exceptions import GetParameterError
 
     try:
-        value = _provider(arn, client).get(arn, max_age=max_age, force_fetch=force)
+        value = provider.get(arn, max_age=max_age, force_fetch=force)
     except GetParameterError as exc:
         raise ConfigurationError(f"secret {arn}: cannot be read ({_error_code(exc)})") from None
     if not isinstance(value, str):
