@@ -5,6 +5,7 @@ test_reindex_paging.py."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -178,3 +179,25 @@ def test_entries_refused_twice_are_an_error_so_the_step_is_retried(aws):
         expand(queue_url, s3, RefusingSqs(2), MemoryKnowledgeStore())
     with pytest.raises(StoreUnavailableError, match=r"ThrottlingException"):
         ReindexQueue(queue_url, BUCKET, client=RefusingSqs(2)).request_scope(SCOPE)
+
+
+def test_a_step_moves_at_least_one_page_even_without_time(aws):
+    """With no time left a step still lists one page before it hands over, so a reindex
+    always ends instead of queueing continuations that do nothing."""
+    s3, sqs, queue_url = aws
+    for i in range(5):
+        s3.put_object(Bucket=BUCKET, Key=f"ops-bot/runbooks/doc-{i}.md", Body=b"x")
+    source = S3DocumentSource(BUCKET, client=s3)
+    reindexer = ScopeReindexer(queue_url, source, client=sqs, list_page_size=2)
+    no_time = TimeBudget(lambda: 0, reserve_ms=30_000)
+    task = ReindexTask(BUCKET, SCOPE)
+    keys: list[str] = []
+    for _ in range(10):
+        report = reindexer.expand(task, MemoryKnowledgeStore(), no_time)
+        bodies = drain(sqs, queue_url)
+        keys += [json.loads(b)["key"] for b in bodies if '"knowledge.reindex"' in b]
+        if report.continued is None:
+            break
+        task = report.continued
+    assert report.continued is None
+    assert sorted(keys) == [f"ops-bot/runbooks/doc-{i}.md" for i in range(5)]

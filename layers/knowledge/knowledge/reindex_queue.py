@@ -149,22 +149,27 @@ class ScopeReindexer:
     def expand(
         self, task: ReindexTask, store: KnowledgeStore, budget: TimeBudget
     ) -> ExpansionReport:
-        """Queue what ``task`` covers until done or out of time; then the next step."""
+        """Queue what ``task`` covers until done or out of time; then the next step.
+
+        Every call moves the cursor at least one page, whatever the budget says, so a
+        reindex always ends (the budget's reserve covers that one page)."""
         documents = removals = 0
+        progressed = False
         cursor = task.cursor
         if task.phase is ReindexPhase.OBJECTS:
             while True:
-                if not budget.can_start():
+                if progressed and not budget.can_start():
                     return self._continue(task, ReindexPhase.OBJECTS, cursor, documents, 0)
                 with budget.unit():
                     queued, cursor = self._objects_page(task.scope, cursor)
                 documents += queued
+                progressed = True
                 if cursor is None:
                     break
             cursor = None  # the removals phase starts from the first indexed path
         if not isinstance(store, IndexWriter):
             return ExpansionReport(documents, 0)  # a store that cannot list its documents
-        if not budget.can_start():
+        if progressed and not budget.can_start():
             return self._continue(task, ReindexPhase.REMOVALS, cursor, documents, 0)
         with budget.unit():
             # Paths in Python's str order = code point order = UTF-8 byte order = S3's order.
@@ -173,7 +178,7 @@ class ScopeReindexer:
         listing = _SortedListing(self._source.objects_after(task.scope, cursor))
         prefix = self._source.prefix(task.scope)
         for start in range(0, len(indexed), self._removals_page_size):
-            if not budget.can_start():
+            if progressed and not budget.can_start():
                 return self._continue(task, ReindexPhase.REMOVALS, cursor, documents, removals)
             page = indexed[start : start + self._removals_page_size]
             with budget.unit():
@@ -183,6 +188,7 @@ class ScopeReindexer:
                 )
             removals += len(gone)
             cursor = page[-1]
+            progressed = True
         return ExpansionReport(documents, removals)
 
     def _objects_page(self, scope: KnowledgeScope, cursor: str | None) -> tuple[int, str | None]:
