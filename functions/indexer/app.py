@@ -2,12 +2,16 @@
 
 A thin adapter: ``knowledge.events`` parses each SQS record into actions,
 ``knowledge.event_indexing.EventIndexer`` applies them (reading objects through
-``knowledge.sources.s3.S3DocumentSource``). A record that raises is reported as a batch
-item failure, so only it is retried, and after ``maxReceiveCount`` deliveries it moves
-to the dead-letter queue; the object stays in S3. Rejected events (a key outside
-``<agent>/<context>/<path>``) are logged with their reason and acknowledged.
+``knowledge.sources.s3.S3DocumentSource``; expanding scope reindex steps through
+``knowledge.reindex_queue.ScopeReindexer``). Records go through
+``knowledge.sqs_batch.TimeBudgetBatchProcessor``: a record that raises is reported as a
+batch item failure and comes back after an exponential backoff, records that no longer
+fit in the invocation's time are handed back unstarted, and after ``maxReceiveCount``
+deliveries a record moves to the dead-letter queue; the object stays in S3. Rejected
+events (a key outside ``<agent>/<context>/<path>``, or not valid Unicode) are logged
+with their reason and acknowledged: retrying cannot make them valid.
 
-The store, source and embedder are created once per container, on the first record.
+The store, source, embedder and processor are created once per container, on first use.
 Logs are Powertools JSON, the ``knowledge`` package's loggers included; the Powertools
 ``Tracer`` (X-Ray) records the invocation and the S3/OpenSearch/embedding calls.
 """
@@ -19,18 +23,16 @@ from typing import Any
 from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.logging.utils import copy_config_to_registered_loggers
 from aws_lambda_powertools.metrics import MetricUnit
-from aws_lambda_powertools.utilities.batch import (
-    BatchProcessor,
-    EventType,
-    process_partial_response,
-)
+from aws_lambda_powertools.utilities.batch import process_partial_response
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from knowledge.event_indexing import EventIndexer, EventOutcome, EventStatus
 from knowledge.events import parse_sqs_message
 from knowledge.lambda_config import LambdaSettings, build_store
+from knowledge.reindex_queue import ScopeReindexer
 from knowledge.sources.s3 import S3DocumentSource
+from knowledge.sqs_batch import RetryBackoff, TimeBudgetBatchProcessor
 
 __all__ = ["Container", "container", "lambda_handler", "record_handler"]
 
@@ -38,8 +40,6 @@ logger = Logger()
 metrics = Metrics()
 tracer = Tracer()
 copy_config_to_registered_loggers(source_logger=logger, include={"knowledge"})
-# The response lists every failed record even when all fail: same retry, fewer error alarms.
-processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
 
 
 class Container:
@@ -47,6 +47,7 @@ class Container:
 
     settings: LambdaSettings | None = None
     indexer: EventIndexer | None = None
+    processor: TimeBudgetBatchProcessor | None = None
 
 
 container = Container()
@@ -59,6 +60,7 @@ _METRIC_BY_STATUS = {
     EventStatus.SKIPPED: "DocumentsSkipped",
     EventStatus.NOT_INDEXED: "DeletesWithoutDocument",
     EventStatus.KEPT: "DeletesOfExistingObjects",
+    EventStatus.EXPANDED: "ReindexStepsExpanded",
     EventStatus.IGNORED: "IgnoredEvents",
     EventStatus.REJECTED: "RejectedEvents",
 }
@@ -75,8 +77,29 @@ def event_indexer() -> EventIndexer:
     if container.indexer is None:
         config = settings()
         source = S3DocumentSource(config.require_bucket())
-        container.indexer = EventIndexer(build_store(config), source, config.index_options)
+        expander = (
+            ScopeReindexer(config.queue_url, source, options=config.index_options)
+            if config.queue_url
+            else None
+        )
+        container.indexer = EventIndexer(
+            build_store(config), source, config.index_options, expander=expander
+        )
     return container.indexer
+
+
+def batch_processor() -> TimeBudgetBatchProcessor:
+    """The container's batch processor (time reserve and retry backoff from the settings)."""
+    if container.processor is None:
+        config = settings()
+        # The response lists every failed record even when all fail (no exception):
+        # same retry, fewer error alarms.
+        container.processor = TimeBudgetBatchProcessor(
+            reserve_ms=config.time_reserve_seconds * 1000,
+            backoff=RetryBackoff(config.retry_base_seconds, config.retry_max_seconds),
+            queue_url=config.queue_url,
+        )
+    return container.processor
 
 
 def _record(outcome: EventOutcome, message_id: str) -> None:
@@ -88,6 +111,9 @@ def _record(outcome: EventOutcome, message_id: str) -> None:
     else:
         logger.info("object event applied", extra=fields)
     metrics.add_metric(name=_METRIC_BY_STATUS[outcome.status], unit=MetricUnit.Count, value=1)
+    if outcome.expansion is not None:
+        queued = outcome.expansion.documents + outcome.expansion.removals
+        metrics.add_metric(name="ReindexMessagesQueued", unit=MetricUnit.Count, value=queued)
     if outcome.result is not None and outcome.result.embedding_tokens:
         metrics.add_metric(
             name="EmbeddingTokens", unit=MetricUnit.Count, value=outcome.result.embedding_tokens
@@ -99,7 +125,7 @@ def record_handler(record: SQSRecord) -> None:
     actions = parse_sqs_message(record.body, bucket=settings().documents_bucket)
     for action in actions:
         try:
-            outcome = event_indexer().apply(action)
+            outcome = event_indexer().apply(action, batch_processor().budget)
         except Exception:
             metrics.add_metric(name="FailedEvents", unit=MetricUnit.Count, value=1)
             logger.exception(
@@ -119,6 +145,9 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, A
     )
     return dict(
         process_partial_response(
-            event=event, record_handler=record_handler, processor=processor, context=context
+            event=event,
+            record_handler=record_handler,
+            processor=batch_processor(),
+            context=context,
         )
     )

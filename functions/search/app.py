@@ -5,8 +5,8 @@ the routes take the scope from the path, hand the body to the API, and turn its
 ``ApiResponse`` into an HTTP response. Every error becomes a response in one place,
 ``knowledge.api.error_response`` (bad input 400 with the field, never a 500 with a
 trace; a 5xx carries a plain message and the request id, its details are logged).
-``POST .../reindex`` queues one message per key of the scope for the indexer function
-(``knowledge.reindex_queue``) and answers 202.
+``POST .../reindex`` queues one scope reindex message for the indexer function, which
+pages through the scope (``knowledge.reindex_queue``), and answers 202 at once.
 
 Path segments are used as sent (``rawPath``; ``knowledge.api.path_segment`` refuses a
 percent-encoded one), and ``knowledge.access.AccessPolicy`` decides whether the caller
@@ -42,7 +42,6 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from knowledge.access import AccessPolicy, Operation
 from knowledge.api import ApiResponse, KnowledgeApi, error_response, path_segment, request_body
 from knowledge.scope import KnowledgeScope
-from knowledge.store import IndexWriter
 
 if TYPE_CHECKING:
     from aws_lambda_powertools import Tracer
@@ -109,14 +108,9 @@ def knowledge_api() -> KnowledgeApi:
 def reindex_queue() -> ReindexQueue:
     if container.reindex_queue is None:
         from knowledge.reindex_queue import ReindexQueue  # imports boto3 lazily
-        from knowledge.sources.s3 import S3DocumentSource
 
         config = settings()
-        container.reindex_queue = ReindexQueue(
-            config.require_queue_url(),
-            S3DocumentSource(config.require_bucket()),
-            options=config.index_options,
-        )
+        container.reindex_queue = ReindexQueue(config.require_queue_url(), config.require_bucket())
     return container.reindex_queue
 
 
@@ -201,12 +195,10 @@ def status(agent: str, context: str) -> Response[str]:
 def reindex(agent: str, context: str) -> Response[str]:
     _authorize(agent, Operation.REINDEX)
     scope = KnowledgeScope(path_segment("agent", agent), path_segment("context", context))
-    store = knowledge_api().store
-    # Documents indexed but gone from the bucket are queued too, so they get removed.
-    indexed = store.stored_documents(scope) if isinstance(store, IndexWriter) else {}
-    request = reindex_queue().enqueue_scope(scope, indexed.keys())
-    logger.info("reindex queued", extra=request.to_dict())
-    metrics.add_metric(name="ReindexMessagesQueued", unit=MetricUnit.Count, value=request.queued)
+    # One message; the indexer lists the scope (and the index, for removals) page by page.
+    request = reindex_queue().request_scope(scope)
+    logger.info("reindex accepted", extra=request.to_dict())
+    metrics.add_metric(name="ReindexRequests", unit=MetricUnit.Count, value=1)
     return _http(ApiResponse(202, request.to_dict()))
 
 

@@ -157,3 +157,37 @@ def sqs_messages_as_event(messages: list[dict[str, Any]], queue_arn: str) -> dic
             for message in messages
         ]
     }
+
+
+def run_queue_through(
+    handler: ModuleType,
+    sqs: Any,
+    queue_url: str,
+    queue_arn: str,
+    *,
+    context: Any = None,
+    max_rounds: int = 10_000,
+) -> list[dict[str, Any]]:
+    """Do what the SQS event source mapping does until the queue is empty: receive up to
+    ten messages, invoke ``handler``, delete the acknowledged ones. Returns the responses.
+    Failed records are not received again here (their visibility is the handler's)."""
+    responses: list[dict[str, Any]] = []
+    for _ in range(max_rounds):
+        messages = sqs.receive_message(
+            QueueUrl=queue_url, MaxNumberOfMessages=10, AttributeNames=["All"]
+        ).get("Messages", [])
+        if not messages:
+            return responses
+        response = handler.lambda_handler(
+            sqs_messages_as_event(messages, queue_arn), context or LambdaContext()
+        )
+        responses.append(response)
+        failed = {item["itemIdentifier"] for item in response["batchItemFailures"]}
+        entries = [
+            {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]}
+            for i, m in enumerate(messages)
+            if m["MessageId"] not in failed
+        ]
+        if entries:
+            sqs.delete_message_batch(QueueUrl=queue_url, Entries=entries)
+    raise AssertionError(f"the queue was not empty after {max_rounds} rounds")

@@ -143,8 +143,12 @@ def test_delete_removes_the_document(indexer, bucket, store):
 def test_delete_of_an_object_that_exists_again_keeps_it(indexer, bucket, store):
     bucket.objects["deploy.md"] = b"# Deploy\nrollback"
     indexer.apply(upsert("deploy.md", "0003"))
-    # Deleted (0002) then re-created (0003); or only an old version was deleted.
+    # Deleted (0002) then re-created (0003): the late delete changes nothing.
     outcome = indexer.apply(delete("deploy.md", "0002"))
+    assert outcome.status is EventStatus.STALE
+    assert hits(store, "rollback") == ["deploy.md"]
+    # Only an old version was deleted (0004): the index already holds the current one.
+    outcome = indexer.apply(delete("deploy.md", "0004"))
     assert outcome.status is EventStatus.KEPT
     assert hits(store, "rollback") == ["deploy.md"]
 

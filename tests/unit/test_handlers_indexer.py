@@ -33,6 +33,7 @@ from knowledge.errors import StoreError
 from knowledge.event_indexing import EventIndexer
 from knowledge.lambda_config import LambdaSettings
 from knowledge.model import SearchQuery
+from knowledge.reindex_queue import ScopeReindexer
 from knowledge.scope import KnowledgeScope
 from knowledge.source import SourceDocument
 from knowledge.sources.s3 import S3DocumentSource
@@ -263,10 +264,12 @@ def test_mixed_batch_sample(indexer):
 class PoisonStore(MemoryKnowledgeStore):
     """Fails every write of ``poison.md``, as a backend bug or a bad document would."""
 
-    def upsert_document(self, scope: KnowledgeScope, document: SourceDocument) -> Any:
+    def upsert_document(
+        self, scope: KnowledgeScope, document: SourceDocument, options: Any = None
+    ) -> Any:
         if document.path == "poison.md":
             raise StoreError("the index rejected poison.md")
-        return super().upsert_document(scope, document)
+        return super().upsert_document(scope, document, options)
 
 
 def test_poison_record_in_a_batch_is_the_only_failure(monkeypatch, s3, capsys):
@@ -304,6 +307,8 @@ def test_poison_message_ends_in_the_dead_letter_queue_and_the_rest_are_indexed(m
     """What the SQS event source mapping does with the handler's partial-batch response:
     acknowledged records are deleted, failed ones come back until maxReceiveCount, then
     SQS moves them to the dead-letter queue (moto implements the redrive policy)."""
+    monkeypatch.setenv("RETRY_BASE_SECONDS", "0")  # failed records come back at once
+    monkeypatch.setenv("RETRY_MAX_SECONDS", "0")
     indexer = _harness(monkeypatch, s3, PoisonStore())
     sqs = boto3.client("sqs")
     dlq_url = sqs.create_queue(QueueName="documents-dlq")["QueueUrl"]
@@ -364,3 +369,56 @@ def test_store_is_created_once_per_container_and_unreachable_store_is_retried(mo
     assert module.container.indexer is created
     message_id = event["Records"][0]["messageId"]
     assert first == second == {"batchItemFailures": [{"itemIdentifier": message_id}]}
+
+
+def test_keys_that_cannot_be_s3_keys_are_rejected_once_not_retried(indexer, capsys):
+    """A lone surrogate (only a JSON escape can make one) or percent escapes that are not
+    UTF-8: no S3 object can have such a key, so the record is acknowledged as rejected
+    (logged with the reason, counted), never retried toward the dead-letter queue."""
+    # json.dumps would refuse to write a lone surrogate: the bodies are written by hand.
+    lone_surrogate = (
+        '{"Records": [{"eventName": "ObjectCreated:Put", "s3": {"bucket": {"name": "BUCKET"}, '
+        '"object": {"key": "ops-bot/runbooks/bad\\ud800.md", "sequencer": "01"}}}]}'
+    ).replace("BUCKET", BUCKET)
+    reindex_surrogate = (
+        '{"type": "knowledge.reindex", "bucket": "BUCKET", "key": "ops-bot/runbooks/x\\udc80.md"}'
+    ).replace("BUCKET", BUCKET)
+    not_utf8 = s3_notification("ObjectCreated:Put", "ops-bot/runbooks/bad%ED%A0%80.md", "02")
+    event = sqs_event(lone_surrogate, reindex_surrogate, not_utf8)
+    assert indexer.invoke(event) == NO_FAILURES
+    assert indexer.paths() == []
+    out = capsys.readouterr().out
+    rejected = [r for r in log_records(out) if r["message"] == "object event rejected"]
+    assert [(r["field"], r["key"]) for r in rejected] == [
+        ("key", "ops-bot/runbooks/bad\\ud800.md"),
+        ("key", "ops-bot/runbooks/x\\udc80.md"),
+        ("key", "ops-bot/runbooks/bad\\xed\\xa0\\x80.md"),
+    ]
+    assert "lone surrogate (U+D800)" in rejected[0]["reason"]
+    assert "not UTF-8" in rejected[2]["reason"]
+    assert emitted_metrics(out)["RejectedEvents"] == 3
+
+
+def test_scope_reindex_sample_queues_a_message_per_key(monkeypatch, s3, capsys):
+    sqs = boto3.client("sqs")
+    queue_url = sqs.create_queue(QueueName="document-events")["QueueUrl"]
+    indexer = _harness(monkeypatch, s3, MemoryKnowledgeStore())
+    source = S3DocumentSource(BUCKET, client=s3)
+    indexer.module.container.indexer = EventIndexer(
+        indexer.store, source, expander=ScopeReindexer(queue_url, source, client=sqs)
+    )
+    indexer.put("ops-bot/runbooks/deploy.md", "# Deploy")
+    indexer.put("ops-bot/runbooks/scale.md", "# Scale")
+    assert indexer.invoke(load_event("sqs_reindex_scope.json")) == NO_FAILURES
+    bodies = [
+        json.loads(m["Body"])
+        for m in sqs.receive_message(QueueUrl=queue_url, MaxNumberOfMessages=10)["Messages"]
+    ]
+    assert sorted(b["key"] for b in bodies) == [
+        "ops-bot/runbooks/deploy.md",
+        "ops-bot/runbooks/scale.md",
+    ]
+    out = capsys.readouterr().out
+    (line,) = [r for r in log_records(out) if r["message"] == "object event applied"]
+    assert (line["status"], line["phase"]) == ("expanded", "objects")
+    assert emitted_metrics(out)["ReindexMessagesQueued"] == 2

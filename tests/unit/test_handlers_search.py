@@ -26,7 +26,7 @@ from lambda_support import (
     load_event,
     load_handler,
     log_records,
-    sqs_messages_as_event,
+    run_queue_through,
     use_fake_aws,
 )
 from moto import mock_aws
@@ -36,7 +36,7 @@ from knowledge.errors import StoreUnavailableError
 from knowledge.event_indexing import EventIndexer
 from knowledge.lambda_config import LambdaSettings
 from knowledge.model import SearchQuery
-from knowledge.reindex_queue import ReindexQueue
+from knowledge.reindex_queue import ReindexQueue, ScopeReindexer
 from knowledge.scope import KnowledgeScope
 from knowledge.source import SourceDocument
 from knowledge.sources.s3 import S3DocumentSource
@@ -285,7 +285,7 @@ def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Any, Any, str, str]]:
         yield s3, sqs, queue_url, queue_arn
 
 
-def test_reindex_queues_every_key_and_the_indexer_brings_the_scope_in_line(
+def test_reindex_answers_at_once_and_the_indexer_brings_the_scope_in_line(
     search, store, aws, monkeypatch, capsys
 ):
     s3, sqs, queue_url, queue_arn = aws
@@ -297,31 +297,29 @@ def test_reindex_queues_every_key_and_the_indexer_brings_the_scope_in_line(
     )
     s3.put_object(Bucket=BUCKET, Key="ops-bot/runbooks/scale.md", Body=b"# Scale\n\nkubectl scale")
     s3.put_object(Bucket=BUCKET, Key="ops-bot/manuals/helm.md", Body=b"# Helm")  # other scope
-    source = S3DocumentSource(BUCKET, client=s3)
-    search.module.container.reindex_queue = ReindexQueue(queue_url, source, client=sqs)
+    search.module.container.reindex_queue = ReindexQueue(queue_url, BUCKET, client=sqs)
 
     status, body = search.invoke(load_event("api_reindex.json"))
     assert status == 202
-    assert body == {
-        "agent": "ops-bot",
-        "context": "runbooks",
-        "status": "queued",
-        "queued": 3,
-        "documents": 2,
-        "removals": 1,
-        "skipped_documents": 0,
-    }
-    assert emitted_metrics(capsys.readouterr().out)["ReindexMessagesQueued"] == 3
+    assert body == {"agent": "ops-bot", "context": "runbooks", "status": "accepted"}
+    assert emitted_metrics(capsys.readouterr().out)["ReindexRequests"] == 1
+    # One message, no listing: the route answers at once whatever the scope's size.
+    (message,) = sqs.receive_message(QueueUrl=queue_url, MaxNumberOfMessages=10)["Messages"]
+    assert json.loads(message["Body"])["type"] == "knowledge.reindex_scope"
+    sqs.change_message_visibility(
+        QueueUrl=queue_url, ReceiptHandle=message["ReceiptHandle"], VisibilityTimeout=0
+    )
 
-    # The indexer function consumes the queue.
+    # The indexer function consumes the queue: the scope step, then one message per key.
     monkeypatch.setenv("DOCUMENTS_BUCKET", BUCKET)
     indexer = load_handler("indexer", monkeypatch)
     indexer.container.settings = LambdaSettings.from_env()
-    indexer.container.indexer = EventIndexer(store, source)
-    messages = sqs.receive_message(QueueUrl=queue_url, MaxNumberOfMessages=10)["Messages"]
-    assert len(messages) == 3
-    response = indexer.lambda_handler(sqs_messages_as_event(messages, queue_arn), LambdaContext())
-    assert response == {"batchItemFailures": []}
+    source = S3DocumentSource(BUCKET, client=s3)
+    indexer.container.indexer = EventIndexer(
+        store, source, expander=ScopeReindexer(queue_url, source, client=sqs)
+    )
+    responses = run_queue_through(indexer, sqs, queue_url, queue_arn)
+    assert all(r == {"batchItemFailures": []} for r in responses)
     assert sorted(store.stored_documents(RUNBOOKS)) == ["deploy.md", "scale.md"]
     hits = store.search(RUNBOOKS, SearchQuery("argo"))
     assert [h.document_path for h in hits] == ["deploy.md"]
@@ -329,10 +327,8 @@ def test_reindex_queues_every_key_and_the_indexer_brings_the_scope_in_line(
 
 
 def test_reindex_of_an_invalid_scope_is_a_400_and_queues_nothing(search, aws):
-    s3, sqs, queue_url, _ = aws
-    search.module.container.reindex_queue = ReindexQueue(
-        queue_url, S3DocumentSource(BUCKET, client=s3), client=sqs
-    )
+    _, sqs, queue_url, _ = aws
+    search.module.container.reindex_queue = ReindexQueue(queue_url, BUCKET, client=sqs)
     event = load_event("api_reindex.json")
     event["rawPath"] = event["requestContext"]["http"]["path"] = (
         "/v1/agents/ops-bot/contexts/run%20books/reindex"

@@ -67,6 +67,12 @@ def test_everything_from_the_environment():
         ({"FILE_PATTERNS": " , "}, "FILE_PATTERNS"),
         ({"MAX_DOCUMENTS": "many"}, "MAX_DOCUMENTS"),
         ({"MAX_DOCUMENTS": "0"}, "MAX_DOCUMENTS"),
+        ({"MAX_DOCUMENT_MIB": "0"}, "MAX_DOCUMENT_MIB"),
+        ({"MAX_DOCUMENT_MIB": "64MB"}, "MAX_DOCUMENT_MIB"),
+        ({"TIME_RESERVE_SECONDS": "-1"}, "TIME_RESERVE_SECONDS"),
+        ({"RETRY_BASE_SECONDS": "120", "RETRY_MAX_SECONDS": "60"}, "RETRY_MAX_SECONDS"),
+        ({"RETRY_MAX_SECONDS": "50000"}, "RETRY_MAX_SECONDS"),
+        ({"SECRET_MAX_AGE_SECONDS": "soon"}, "SECRET_MAX_AGE_SECONDS"),
     ],
 )
 def test_bad_settings_are_configuration_errors_naming_the_variable(env, message):
@@ -195,3 +201,25 @@ def test_openai_key_comes_from_secrets_manager_on_first_embedding(fake_openai, m
         clear_secret_cache()
     assert len(embedding.vector) == 1536
     assert _FakeOpenAI.seen_authorization == ["Bearer sk-from-secrets"]
+
+
+def test_indexer_limits_from_the_environment():
+    settings = LambdaSettings.from_env(
+        {
+            "MAX_DOCUMENT_MIB": "8",
+            "TIME_RESERVE_SECONDS": "45",
+            "RETRY_BASE_SECONDS": "10",
+            "RETRY_MAX_SECONDS": "600",
+            "SECRET_MAX_AGE_SECONDS": "60",
+        }
+    )
+    assert settings.index_options.max_document_bytes == 8 * 1024 * 1024
+    assert (
+        settings.time_reserve_seconds,
+        settings.retry_base_seconds,
+        settings.retry_max_seconds,
+        settings.secret_max_age_seconds,
+    ) == (45, 10, 600, 60)
+    defaults = LambdaSettings.from_env({})
+    assert defaults.index_options.max_document_bytes == 64 * 1024 * 1024
+    assert defaults.secret_max_age_seconds == 300

@@ -1,7 +1,11 @@
-"""knowledge.reindex_queue.ReindexQueue against moto's S3 and SQS."""
+"""knowledge.reindex_queue (ReindexQueue, ScopeReindexer) against moto's S3 and SQS.
+
+The paging of a large scope through the handlers, with the time budget, is in
+test_reindex_paging.py."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -10,11 +14,20 @@ import pytest
 from moto import mock_aws
 
 from knowledge.errors import StoreUnavailableError
-from knowledge.events import REINDEX_EVENT_NAME, ActionKind, parse_sqs_message
+from knowledge.events import (
+    REINDEX_EVENT_NAME,
+    ActionKind,
+    ReindexPhase,
+    ReindexTask,
+    parse_sqs_message,
+)
 from knowledge.model import IndexOptions
-from knowledge.reindex_queue import ReindexQueue
+from knowledge.reindex_queue import ReindexQueue, ScopeReindexer
 from knowledge.scope import KnowledgeScope
+from knowledge.source import SourceDocument
 from knowledge.sources.s3 import S3DocumentSource
+from knowledge.stores.memory import MemoryKnowledgeStore
+from knowledge.time_budget import TimeBudget
 
 BUCKET = "kb-test-documents"
 SCOPE = KnowledgeScope("ops-bot", "runbooks")
@@ -48,7 +61,36 @@ def drain(sqs: Any, queue_url: str) -> list[str]:
             sqs.delete_message(QueueUrl=queue_url, ReceiptHandle=message["ReceiptHandle"])
 
 
-def test_queues_one_message_per_matching_key_and_per_stale_document(aws):
+def index_paths(store: MemoryKnowledgeStore, *paths: str) -> None:
+    for path in paths:
+        data = f"# {path}".encode()
+        store.upsert_document(
+            SCOPE, SourceDocument(path=path, size=len(data), read=lambda d=data: d)
+        )
+
+
+def expand(queue_url: str, s3: Any, sqs: Any, store: Any, **options: Any) -> Any:
+    reindexer = ScopeReindexer(
+        queue_url,
+        S3DocumentSource(BUCKET, client=s3),
+        options=IndexOptions(**options) if options else None,
+        client=sqs,
+    )
+    return reindexer.expand(ReindexTask(BUCKET, SCOPE), store, TimeBudget.unlimited())
+
+
+def test_request_scope_queues_one_scope_message(aws):
+    _, sqs, queue_url = aws
+    request = ReindexQueue(queue_url, BUCKET, client=sqs).request_scope(SCOPE)
+    assert request.to_dict() == {"agent": "ops-bot", "context": "runbooks", "status": "accepted"}
+    (body,) = drain(sqs, queue_url)
+    (action,) = parse_sqs_message(body, bucket=BUCKET)
+    assert action.kind is ActionKind.REINDEX_SCOPE
+    assert action.task == ReindexTask(BUCKET, SCOPE, ReindexPhase.OBJECTS, None)
+    assert parse_sqs_message(body, bucket="another-bucket")[0].kind is ActionKind.REJECT
+
+
+def test_expand_queues_each_matching_key_and_each_document_gone_from_the_bucket(aws):
     s3, sqs, queue_url = aws
     for key in (
         "ops-bot/runbooks/deploy.md",
@@ -56,22 +98,14 @@ def test_queues_one_message_per_matching_key_and_per_stale_document(aws):
         "ops-bot/runbooks/notes.txt",
         "ops-bot/runbooks/image.png",  # not a document under the default patterns
         "ops-bot/runbooks/deploy.md.metadata.json",  # read with its document
+        "ops-bot/runbooks/.hidden.md",
         "ops-bot/manuals/other.md",  # another scope
     ):
         s3.put_object(Bucket=BUCKET, Key=key, Body=b"x")
-    source = S3DocumentSource(BUCKET, client=s3)
-    queue = ReindexQueue(queue_url, source, client=sqs)
-    request = queue.enqueue_scope(SCOPE, indexed_paths=["deploy.md", "retired.md"])
-    assert (request.documents, request.removals, request.skipped) == (3, 1, 0)
-    assert request.to_dict() == {
-        "agent": "ops-bot",
-        "context": "runbooks",
-        "status": "queued",
-        "queued": 4,
-        "documents": 3,
-        "removals": 1,
-        "skipped_documents": 0,
-    }
+    store = MemoryKnowledgeStore()
+    index_paths(store, "deploy.md", "retired.md", "zz-last.md")
+    report = expand(queue_url, s3, sqs, store)
+    assert (report.documents, report.removals, report.continued) == (3, 2, None)
     actions = [
         action
         for body in drain(sqs, queue_url)
@@ -81,13 +115,14 @@ def test_queues_one_message_per_matching_key_and_per_stale_document(aws):
         "deploy.md",
         "notes.txt",
         "retired.md",
+        "zz-last.md",
         "장애 대응/배포.md",
     ]
     assert all(a.kind is ActionKind.UPSERT and a.event_name == REINDEX_EVENT_NAME for a in actions)
     assert all(a.scope == SCOPE and a.version is None for a in actions)
 
 
-def test_more_than_ten_keys_go_in_several_batches_and_the_limit_is_reported(aws):
+def test_more_than_ten_keys_go_in_several_batches_and_max_documents_does_not_cut(aws):
     s3, sqs, queue_url = aws
     for i in range(25):
         s3.put_object(Bucket=BUCKET, Key=f"ops-bot/runbooks/doc-{i:02d}.md", Body=b"x")
@@ -98,25 +133,17 @@ def test_more_than_ten_keys_go_in_several_batches_and_the_limit_is_reported(aws)
             calls.append(len(kwargs["Entries"]))
             return sqs.send_message_batch(**kwargs)
 
-    queue = ReindexQueue(
-        queue_url,
-        S3DocumentSource(BUCKET, client=s3),
-        options=IndexOptions(max_documents=21),
-        client=CountingSqs(),
-    )
-    request = queue.enqueue_scope(SCOPE)
-    assert (request.documents, request.skipped) == (21, 4)
-    assert calls == [10, 10, 1]
+    report = expand(queue_url, s3, CountingSqs(), MemoryKnowledgeStore(), max_documents=21)
+    assert report.documents == 25
+    assert calls == [10, 10, 5]
     queued = sorted(a.path for b in drain(sqs, queue_url) for a in parse_sqs_message(b))
-    assert queued == [f"doc-{i:02d}.md" for i in range(21)]
+    assert queued == [f"doc-{i:02d}.md" for i in range(25)]
 
 
 def test_an_empty_scope_queues_nothing(aws):
     s3, sqs, queue_url = aws
-    request = ReindexQueue(
-        queue_url, S3DocumentSource(BUCKET, client=s3), client=sqs
-    ).enqueue_scope(SCOPE)
-    assert request.queued == 0
+    report = expand(queue_url, s3, sqs, MemoryKnowledgeStore())
+    assert (report.documents, report.removals) == (0, 0)
     assert drain(sqs, queue_url) == []
 
 
@@ -141,16 +168,36 @@ def test_refused_entries_are_sent_once_more(aws):
     for i in range(3):
         s3.put_object(Bucket=BUCKET, Key=f"ops-bot/runbooks/{i}.md", Body=b"x")
     sqs = RefusingSqs(refuse_times=1)
-    request = ReindexQueue(
-        queue_url, S3DocumentSource(BUCKET, client=s3), client=sqs
-    ).enqueue_scope(SCOPE)
-    assert request.queued == 3
+    assert expand(queue_url, s3, sqs, MemoryKnowledgeStore()).documents == 3
     assert sqs.calls == [["0", "1", "2"], ["0"]]
 
 
-def test_entries_refused_twice_are_an_error_that_says_to_call_again(aws):
+def test_entries_refused_twice_are_an_error_so_the_step_is_retried(aws):
     s3, _, queue_url = aws
     s3.put_object(Bucket=BUCKET, Key="ops-bot/runbooks/a.md", Body=b"x")
-    queue = ReindexQueue(queue_url, S3DocumentSource(BUCKET, client=s3), client=RefusingSqs(2))
-    with pytest.raises(StoreUnavailableError, match=r"ThrottlingException.*call reindex again"):
-        queue.enqueue_scope(SCOPE)
+    with pytest.raises(StoreUnavailableError, match=r"ThrottlingException"):
+        expand(queue_url, s3, RefusingSqs(2), MemoryKnowledgeStore())
+    with pytest.raises(StoreUnavailableError, match=r"ThrottlingException"):
+        ReindexQueue(queue_url, BUCKET, client=RefusingSqs(2)).request_scope(SCOPE)
+
+
+def test_a_step_moves_at_least_one_page_even_without_time(aws):
+    """With no time left a step still lists one page before it hands over, so a reindex
+    always ends instead of queueing continuations that do nothing."""
+    s3, sqs, queue_url = aws
+    for i in range(5):
+        s3.put_object(Bucket=BUCKET, Key=f"ops-bot/runbooks/doc-{i}.md", Body=b"x")
+    source = S3DocumentSource(BUCKET, client=s3)
+    reindexer = ScopeReindexer(queue_url, source, client=sqs, list_page_size=2)
+    no_time = TimeBudget(lambda: 0, reserve_ms=30_000)
+    task = ReindexTask(BUCKET, SCOPE)
+    keys: list[str] = []
+    for _ in range(10):
+        report = reindexer.expand(task, MemoryKnowledgeStore(), no_time)
+        bodies = drain(sqs, queue_url)
+        keys += [json.loads(b)["key"] for b in bodies if '"knowledge.reindex"' in b]
+        if report.continued is None:
+            break
+        task = report.continued
+    assert report.continued is None
+    assert sorted(keys) == [f"ops-bot/runbooks/doc-{i}.md" for i in range(5)]

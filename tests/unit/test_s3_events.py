@@ -14,6 +14,9 @@ from knowledge.events import (
     REINDEX_MESSAGE_TYPE,
     ActionKind,
     ObjectAction,
+    ReindexPhase,
+    ReindexTask,
+    decode_object_key,
     parse_s3_record,
     parse_sqs_message,
     reindex_message_body,
@@ -326,3 +329,63 @@ def test_log_fields_leave_out_unknowns():
     assert fields["context"] == "runbooks"
     assert "reason" not in fields
     assert all(value is not None for value in fields.values())
+
+
+@pytest.mark.parametrize(
+    ("raw", "url_encoded", "key", "problem"),
+    [
+        ("a/b/ok%20file.md", True, "a/b/ok file.md", None),
+        ("a/b/bad%ED%A0%80.md", True, "a/b/bad\\xed\\xa0\\x80.md", "not UTF-8"),
+        ("a/b/x\udc80.md", False, "a/b/x\\udc80.md", "lone surrogate (U+DC80) at position 5"),
+        # Two surrogates in a Python str are not a pair; json.loads would have joined them.
+        ("a/b/\ud83d\ude00.md", False, "a/b/\\ud83d\\ude00.md", "lone surrogate (U+D83D)"),
+        ("a/b/😀.md", False, "a/b/😀.md", None),
+    ],
+)
+def test_keys_that_cannot_be_s3_keys(raw, url_encoded, key, problem):
+    decoded, found = decode_object_key(raw, url_encoded=url_encoded)
+    if problem is None:
+        assert (decoded, found) == (key, None)
+    else:
+        assert found is not None
+        assert problem in found
+        assert decoded == key
+        decoded.encode("utf-8")  # the reported key can always be logged
+
+
+def _scope_message(**fields: Any) -> str:
+    message = {
+        "type": "knowledge.reindex_scope",
+        "bucket": "kb-docs",
+        "agent": "ops-bot",
+        "context": "runbooks",
+        "phase": "objects",
+        "cursor": None,
+    }
+    message.update(fields)
+    return json.dumps(message)
+
+
+def test_scope_reindex_message_round_trips():
+    task = ReindexTask(
+        "kb-docs", KnowledgeScope("ops-bot", "runbooks"), ReindexPhase.REMOVALS, "x.md"
+    )
+    (action,) = parse_sqs_message(task.to_body(), bucket="kb-docs")
+    assert action.kind is ActionKind.REINDEX_SCOPE
+    assert action.task == task
+    assert action.log_fields()["phase"] == "removals"
+
+
+@pytest.mark.parametrize(
+    ("fields", "field"),
+    [
+        ({"bucket": "another"}, "bucket"),
+        ({"agent": "ops bot"}, "agent"),
+        ({"context": None}, "context"),
+        ({"phase": "everything"}, "phase"),
+        ({"cursor": 42}, "cursor"),
+    ],
+)
+def test_bad_scope_reindex_messages_are_rejected(fields, field):
+    (action,) = parse_sqs_message(_scope_message(**fields), bucket="kb-docs")
+    assert (action.kind, action.field) == (ActionKind.REJECT, field)

@@ -66,18 +66,18 @@ def test_default_client_uses_the_region_of_the_arn(secretsmanager, monkeypatch):
     assert read_secret(arn) == "sk-region"
 
 
-def test_value_is_cached_until_max_age(secretsmanager):
+def test_value_is_cached_until_refreshed(secretsmanager):
     arn = secretsmanager.create_secret(Name="cached", SecretString="v1")["ARN"]
     client = CountingClient(secretsmanager)
-    now = [1000.0]
-    assert read_secret(arn, client=client, max_age=60, clock=lambda: now[0]) == "v1"
+    assert read_secret(arn, client=client, max_age=60) == "v1"
     secretsmanager.put_secret_value(SecretId=arn, SecretString="v2")
-    now[0] += 59
-    assert read_secret(arn, client=client, max_age=60, clock=lambda: now[0]) == "v1"
+    assert read_secret(arn, client=client, max_age=60) == "v1"
     assert client.calls == 1
-    now[0] += 2
-    assert read_secret(arn, client=client, max_age=60, clock=lambda: now[0]) == "v2"
+    assert read_secret(arn, client=client, max_age=60, refresh=True) == "v2"
     assert client.calls == 2
+    assert read_secret(arn, client=client, max_age=60) == "v2"
+    assert client.calls == 2
+    # The refresh window itself (max_age) is tested in test_openai_key_rotation.py.
 
 
 def test_secret_reader_reads_only_when_called(secretsmanager):
@@ -88,6 +88,8 @@ def test_secret_reader_reads_only_when_called(secretsmanager):
     assert read() == "sk-lazy"
     assert read() == "sk-lazy"
     assert client.calls == 1
+    assert read.refresh() == "sk-lazy"
+    assert client.calls == 2
 
 
 def test_missing_secret_is_a_configuration_error_naming_the_arn(secretsmanager):
@@ -125,7 +127,10 @@ def test_not_an_arn_is_refused_before_any_call():
         read_secret("sk-looks-like-a-key-not-an-arn")
 
 
-def test_importing_the_module_does_not_import_boto3():
-    code = "import sys, knowledge.secrets; print('boto3' in sys.modules)"
+def test_importing_the_module_does_not_import_boto3_or_powertools():
+    code = (
+        "import sys, knowledge.secrets; "
+        "print('boto3' in sys.modules or 'aws_lambda_powertools' in sys.modules)"
+    )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "False"

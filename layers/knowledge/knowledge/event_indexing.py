@@ -9,9 +9,15 @@ all end with the index matching the bucket.
   version (an older version than the indexed one changes nothing: "stale"); an object
   that no longer exists (deleted before its create event was processed) is removed
   from the index instead;
-- ``DELETE``: the document is removed, unless an object exists at the key again (it was
-  re-created, or only an old version was deleted): then the index keeps it, since the
-  create event of the current object indexes (or indexed) it;
+- ``DELETE`` (of the latest version, of an older version, of a delete marker = a
+  restore, a delete marker created, a lifecycle expiration): the bucket is asked again.
+  If an object exists at the key now, its current version is indexed with the delete
+  event's sequencer as version (so a late, older create event cannot replace it), which
+  changes nothing if the index already holds that content; if none exists, the
+  document is removed (unless a newer version is indexed). Either way the index ends
+  matching the object's current state, whatever kind of delete it was;
+- ``REINDEX_SCOPE``: one step of a scope reindex, expanded by the injected
+  ``ScopeExpander`` (``knowledge.reindex_queue.ScopeReindexer``) within the time budget;
 - ``IGNORE`` and ``REJECT`` change nothing; a path that does not match the file patterns
   is ignored.
 
@@ -26,21 +32,24 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Protocol
 
-from knowledge.errors import KnowledgeError
-from knowledge.events import ActionKind, ObjectAction
+from knowledge.errors import ConfigurationError, KnowledgeError
+from knowledge.events import ActionKind, ObjectAction, ReindexTask
 from knowledge.filters import matches_file_patterns
 from knowledge.indexing import REASON_STALE_VERSION, REASON_UNCHANGED
 from knowledge.model import IndexOptions, IndexResult
 from knowledge.scope import KnowledgeScope
 from knowledge.source import SourceDocument
 from knowledge.store import KnowledgeStore
+from knowledge.time_budget import TimeBudget
 
 __all__ = [
     "DocumentNotIndexedError",
     "EventIndexer",
     "EventOutcome",
     "EventStatus",
+    "ExpansionReport",
     "ObjectLookup",
+    "ScopeExpander",
 ]
 
 
@@ -55,7 +64,28 @@ class ObjectLookup(Protocol):
         self, scope: KnowledgeScope, path: str, *, version: str | None = None
     ) -> SourceDocument | None: ...
 
-    def exists(self, scope: KnowledgeScope, path: str) -> bool: ...
+
+@dataclass(frozen=True, slots=True)
+class ExpansionReport:
+    """What one step of a scope reindex queued, and the step that continues it (if any)."""
+
+    documents: int
+    removals: int
+    continued: ReindexTask | None = None
+
+    def describe(self) -> str:
+        done = f"queued {self.documents} documents and {self.removals} removals"
+        if self.continued is None:
+            return f"{done}; the scope reindex is complete"
+        return f"{done}; continues in phase {self.continued.phase.value}"
+
+
+class ScopeExpander(Protocol):
+    """Expands a scope reindex step into per-key messages (``ScopeReindexer``)."""
+
+    def expand(
+        self, task: ReindexTask, store: KnowledgeStore, budget: TimeBudget
+    ) -> ExpansionReport: ...
 
 
 class EventStatus(StrEnum):
@@ -68,6 +98,7 @@ class EventStatus(StrEnum):
     DELETED = "deleted"
     NOT_INDEXED = "not_indexed"
     KEPT = "kept"
+    EXPANDED = "expanded"
     IGNORED = "ignored"
     REJECTED = "rejected"
 
@@ -80,6 +111,7 @@ class EventOutcome:
     status: EventStatus
     detail: str | None = None
     result: IndexResult | None = None
+    expansion: ExpansionReport | None = None
 
     def log_fields(self) -> dict[str, Any]:
         fields = self.action.log_fields()
@@ -111,28 +143,39 @@ def _upsert_outcome(action: ObjectAction, result: IndexResult) -> EventOutcome:
 class EventIndexer:
     """Applies object actions to ``store``, reading objects through ``source``.
 
-    ``options.file_patterns`` decide which paths are documents (others are ignored).
-    Holds no state between calls; create one per container and reuse it.
+    ``options.file_patterns`` decide which paths are documents (others are ignored) and
+    ``options.max_document_bytes`` which are too large. ``expander`` handles scope reindex
+    steps (without one they fail with ``ConfigurationError``). Holds no state between
+    calls; create one per container and reuse it.
     """
 
     def __init__(
-        self, store: KnowledgeStore, source: ObjectLookup, options: IndexOptions | None = None
+        self,
+        store: KnowledgeStore,
+        source: ObjectLookup,
+        options: IndexOptions | None = None,
+        *,
+        expander: ScopeExpander | None = None,
     ) -> None:
         self._store = store
         self._source = source
         self._options = options or IndexOptions()
+        self._expander = expander
 
     @property
     def store(self) -> KnowledgeStore:
         return self._store
 
-    def apply(self, action: ObjectAction) -> EventOutcome:
+    def apply(self, action: ObjectAction, budget: TimeBudget | None = None) -> EventOutcome:
         """Apply one action (module docstring). Raises ``DocumentNotIndexedError`` when a
-        document fails, and whatever the store or source raise when they are unavailable."""
+        document fails, and whatever the store or source raise when they are unavailable.
+        ``budget`` bounds a scope reindex step (default: unlimited)."""
         if action.kind is ActionKind.REJECT:
             return EventOutcome(action, EventStatus.REJECTED, action.reason)
         if action.kind is ActionKind.IGNORE:
             return EventOutcome(action, EventStatus.IGNORED, action.reason)
+        if action.kind is ActionKind.REINDEX_SCOPE:
+            return self._expand(action, budget or TimeBudget.unlimited())
         scope, path = action.scope, action.path
         if scope is None or path is None:
             return EventOutcome(action, EventStatus.REJECTED, "the action names no document")
@@ -141,16 +184,34 @@ class EventIndexer:
             return EventOutcome(
                 action, EventStatus.IGNORED, f"does not match the file patterns ({patterns})"
             )
-        if action.kind is ActionKind.DELETE:
-            if self._source.exists(scope, path):
-                return EventOutcome(
-                    action, EventStatus.KEPT, "an object exists at the key again; not removed"
-                )
-            return self._delete(action, scope, path, None)
+        # Whatever the event says, the object's current state decides (module docstring).
         document = self._source.get_document(scope, path, version=action.version)
         if document is None:
-            return self._delete(action, scope, path, "the object no longer exists")
-        return _upsert_outcome(action, self._store.upsert_document(scope, document))
+            why = None if action.kind is ActionKind.DELETE else "the object no longer exists"
+            return self._delete(action, scope, path, why)
+        outcome = _upsert_outcome(
+            action, self._store.upsert_document(scope, document, self._options)
+        )
+        if action.kind is not ActionKind.DELETE:
+            return outcome
+        current = "an object exists at the key after the delete"
+        if outcome.status is EventStatus.UNCHANGED:
+            detail = f"{current}; the index already holds it"
+            return EventOutcome(action, EventStatus.KEPT, detail, outcome.result)
+        detail = f"{current}; {outcome.status.value} its current version"
+        if outcome.detail:
+            detail += f" ({outcome.detail})"
+        return EventOutcome(action, outcome.status, detail, outcome.result)
+
+    def _expand(self, action: ObjectAction, budget: TimeBudget) -> EventOutcome:
+        if action.task is None:
+            return EventOutcome(action, EventStatus.REJECTED, "the action carries no task")
+        if self._expander is None:
+            raise ConfigurationError(
+                "INDEX_QUEUE_URL: a scope reindex needs the document events queue to queue keys on"
+            )
+        report = self._expander.expand(action.task, self._store, budget)
+        return EventOutcome(action, EventStatus.EXPANDED, report.describe(), expansion=report)
 
     def _delete(
         self, action: ObjectAction, scope: KnowledgeScope, path: str, why: str | None

@@ -3,7 +3,9 @@
 Pure parsing, no I/O. One SQS message body becomes a list of ``ObjectAction``:
 
 - ``ObjectCreated:*`` (Put, Post, Copy, CompleteMultipartUpload) -> ``UPSERT``;
-- ``ObjectRemoved:*`` (Delete, DeleteMarkerCreated) and ``LifecycleExpiration:*`` -> ``DELETE``;
+- ``ObjectRemoved:*`` (Delete, DeleteMarkerCreated) and ``LifecycleExpiration:*`` -> ``DELETE``
+  (in a versioned bucket a delete may remove an old version, the latest one, or a delete
+  marker: the indexer re-checks the object's current state, ``knowledge.event_indexing``);
 - the ``s3:TestEvent`` S3 sends when notifications are configured, folder placeholders
   (keys ending in ``/``), hidden files (a path segment starting with ``.``, as the local
   sources skip them) and other event types -> ``IGNORE``;
@@ -12,17 +14,22 @@ Pure parsing, no I/O. One SQS message body becomes a list of ``ObjectAction``:
   with a structured reason. Rejected and ignored events are acknowledged, not retried:
   retrying cannot make them valid, and the object stays in S3.
 
-Keys arrive URL-encoded (``+`` for a space) and are decoded with ``unquote_plus``. A
+Keys arrive URL-encoded (``+`` for a space) and are decoded with ``unquote_plus``. A key
+whose escapes are not UTF-8, or that holds a lone surrogate (a JSON ``\\ud800`` escape), is
+rejected (field ``key``): no S3 object can have such a key, so retrying cannot succeed; the
+logged key shows the bad character escaped. A
 metadata sidecar ``<key>.metadata.json`` changes the metadata of the document it
 describes, so any event on it becomes an ``UPSERT`` of that document. The ``sequencer``
 of the event is the action's ``version``: for one key, a larger sequencer is a later
 event. Sidecar and reindex actions carry no version, because a sequencer orders events
 of one key only and a listing has none.
 
-``reindex_message_body`` builds the message ``POST .../reindex`` queues for each key;
+``reindex_message_body`` builds the message queued for each key of a reindexed scope;
 the indexer parses it back into an ``UPSERT`` (which removes the document if the object
-is gone). An SNS envelope around an S3 notification (S3 -> SNS -> SQS fan-out) is
-unwrapped.
+is gone). ``ReindexTask.to_body`` builds the one message ``POST .../reindex`` queues for
+a whole scope; it becomes a ``REINDEX_SCOPE`` action carrying the task (the indexer
+expands it page by page, ``knowledge.reindex_queue``). An SNS envelope around an S3
+notification (S3 -> SNS -> SQS fan-out) is unwrapped.
 """
 
 from __future__ import annotations
@@ -41,8 +48,13 @@ from knowledge.source import SIDECAR_SUFFIX
 __all__ = [
     "REINDEX_EVENT_NAME",
     "REINDEX_MESSAGE_TYPE",
+    "REINDEX_SCOPE_EVENT_NAME",
+    "REINDEX_SCOPE_MESSAGE_TYPE",
     "ActionKind",
     "ObjectAction",
+    "ReindexPhase",
+    "ReindexTask",
+    "decode_object_key",
     "parse_s3_record",
     "parse_sqs_message",
     "reindex_message_body",
@@ -54,6 +66,12 @@ REINDEX_MESSAGE_TYPE = "knowledge.reindex"
 REINDEX_EVENT_NAME = "Reindex"
 """``ObjectAction.event_name`` of an action parsed from a reindex message."""
 
+REINDEX_SCOPE_MESSAGE_TYPE = "knowledge.reindex_scope"
+"""``type`` of the one message ``POST .../reindex`` queues for a whole scope."""
+
+REINDEX_SCOPE_EVENT_NAME = "ReindexScope"
+"""``ObjectAction.event_name`` of an action parsed from a scope reindex message."""
+
 _TEST_EVENT = "s3:TestEvent"
 _UPSERT_PREFIXES = ("ObjectCreated:",)
 _DELETE_PREFIXES = ("ObjectRemoved:", "LifecycleExpiration:")
@@ -64,8 +82,46 @@ class ActionKind(StrEnum):
 
     UPSERT = "upsert"
     DELETE = "delete"
+    REINDEX_SCOPE = "reindex_scope"
     IGNORE = "ignore"
     REJECT = "reject"
+
+
+class ReindexPhase(StrEnum):
+    """Where a scope reindex is: queueing the bucket's keys, then the index's leftovers."""
+
+    OBJECTS = "objects"
+    REMOVALS = "removals"
+
+
+@dataclass(frozen=True, slots=True)
+class ReindexTask:
+    """One step of a scope reindex, carried by a queue message.
+
+    ``phase`` ``objects``: list the scope's prefix from ``cursor`` (an S3 continuation
+    token; ``None`` = from the start). ``removals``: walk the index's documents of the
+    scope whose path sorts after ``cursor`` and queue the ones the bucket no longer has.
+    """
+
+    bucket: str
+    scope: KnowledgeScope
+    phase: ReindexPhase = ReindexPhase.OBJECTS
+    cursor: str | None = None
+
+    def to_body(self) -> str:
+        """The SQS message body of this step."""
+        return json.dumps(
+            {
+                "type": REINDEX_SCOPE_MESSAGE_TYPE,
+                "bucket": self.bucket,
+                "agent": self.scope.agent,
+                "context": self.scope.context,
+                "phase": self.phase.value,
+                "cursor": self.cursor,
+            },
+            ensure_ascii=False,
+            separators=(",", ":"),
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +143,7 @@ class ObjectAction:
     version: str | None = None
     reason: str | None = None
     field: str | None = None
+    task: ReindexTask | None = None
 
     @property
     def is_sidecar(self) -> bool:
@@ -107,6 +164,8 @@ class ObjectAction:
             "reason": self.reason,
             "field": self.field,
         }
+        if self.task is not None:
+            fields["phase"] = self.task.phase.value
         return {name: value for name, value in fields.items() if value is not None}
 
 
@@ -120,6 +179,37 @@ def _ignore(reason: str, **known: Any) -> ObjectAction:
 
 def _text(value: object) -> str | None:
     return value if isinstance(value, str) and value else None
+
+
+def _printable(key: str) -> str:
+    """``key`` with anything that is not encodable text escaped, for log lines."""
+    return key.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def decode_object_key(raw: str, *, url_encoded: bool) -> tuple[str, str | None]:
+    """``(key, problem)``: the decoded key, and why it cannot be an S3 key (or ``None``).
+
+    An S3 key is UTF-8: percent escapes that are not UTF-8, and lone surrogates (which
+    only a JSON ``\\udXXX`` escape can produce), are problems; the returned key then
+    shows the bad part escaped, so it can be logged.
+    """
+    if url_encoded:
+        try:
+            key = unquote_plus(raw, errors="strict")
+        except UnicodeDecodeError:
+            return _printable(unquote_plus(raw, errors="backslashreplace")), (
+                "the key's percent escapes are not UTF-8; no S3 object can have this key"
+            )
+    else:
+        key = raw
+    try:
+        key.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return _printable(key), (
+            f"the key holds a lone surrogate (U+{ord(key[exc.start]):04X}) at position "
+            f"{exc.start}; no S3 object can have this key"
+        )
+    return key, None
 
 
 def _action_for_key(
@@ -162,8 +252,10 @@ def parse_s3_record(record: Mapping[str, Any], *, bucket: str | None = None) -> 
     raw_key = _text(s3_object.get("key")) if isinstance(s3_object, Mapping) else None
     if raw_key is None or not isinstance(s3_object, Mapping):
         return _reject("the record has no s3.object.key", "key", event_name=event_name)
-    key = unquote_plus(raw_key)
+    key, problem = decode_object_key(raw_key, url_encoded=True)
     known: dict[str, Any] = {"event_name": event_name, "bucket": record_bucket, "key": key}
+    if problem is not None:
+        return _reject(problem, "key", **known)
     if bucket is not None and record_bucket != bucket:
         return _reject(
             f"the event is from bucket {record_bucket!r}, not from {bucket!r}", "bucket", **known
@@ -185,10 +277,13 @@ def parse_s3_record(record: Mapping[str, Any], *, bucket: str | None = None) -> 
 
 def _parse_reindex(message: Mapping[str, Any], bucket: str | None) -> ObjectAction:
     message_bucket = _text(message.get("bucket"))
-    key = _text(message.get("key"))
+    raw_key = _text(message.get("key"))
     known: dict[str, Any] = {"event_name": REINDEX_EVENT_NAME, "bucket": message_bucket}
-    if key is None:
+    if raw_key is None:
         return _reject("a reindex message needs a non-empty 'key'", "key", **known)
+    key, problem = decode_object_key(raw_key, url_encoded=False)
+    if problem is not None:
+        return _reject(problem, "key", key=key, **known)
     if bucket is not None and message_bucket != bucket:
         return _reject(
             f"the reindex message names bucket {message_bucket!r}, not {bucket!r}",
@@ -202,9 +297,35 @@ def _parse_reindex(message: Mapping[str, Any], bucket: str | None) -> ObjectActi
     )
 
 
+def _parse_reindex_scope(message: Mapping[str, Any], bucket: str | None) -> ObjectAction:
+    message_bucket = _text(message.get("bucket"))
+    known: dict[str, Any] = {"event_name": REINDEX_SCOPE_EVENT_NAME, "bucket": message_bucket}
+    if message_bucket is None or (bucket is not None and message_bucket != bucket):
+        return _reject(
+            f"the scope reindex message names bucket {message_bucket!r}, not {bucket!r}",
+            "bucket",
+            **known,
+        )
+    try:
+        agent: Any = message.get("agent")  # KnowledgeScope checks the types
+        context: Any = message.get("context")
+        scope = KnowledgeScope(agent, context)
+        phase = ReindexPhase(message.get("phase", ReindexPhase.OBJECTS.value))
+    except ValidationError as exc:
+        return _reject(exc.message, exc.field, **known)
+    except ValueError:
+        return _reject(f"unknown reindex phase {message.get('phase')!r}", "phase", **known)
+    cursor = message.get("cursor")
+    if cursor is not None and not isinstance(cursor, str):
+        return _reject("the reindex cursor must be a string or null", "cursor", **known)
+    task = ReindexTask(message_bucket, scope, phase, cursor or None)
+    return ObjectAction(ActionKind.REINDEX_SCOPE, scope=scope, task=task, **known)
+
+
 def parse_sqs_message(body: str | None, *, bucket: str | None = None) -> list[ObjectAction]:
     """The actions of one SQS message body: an S3 notification (``{"Records": [...]}``,
-    possibly inside an SNS envelope), the S3 test event, or a reindex message.
+    possibly inside an SNS envelope), the S3 test event, a reindex message (one key) or a
+    scope reindex message (``REINDEX_SCOPE``).
 
     ``bucket`` restricts events to the deployment's bucket. Never raises: a body that is
     none of these is a single ``REJECT`` (field ``body``), and an empty ``Records`` list
@@ -231,6 +352,8 @@ def parse_sqs_message(body: str | None, *, bucket: str | None = None) -> list[Ob
         ]
     if message.get("type") == REINDEX_MESSAGE_TYPE:
         return [_parse_reindex(message, bucket)]
+    if message.get("type") == REINDEX_SCOPE_MESSAGE_TYPE:
+        return [_parse_reindex_scope(message, bucket)]
     records = message.get("Records")
     if not isinstance(records, list):
         return [_reject("the message is not an S3 event notification (no Records)", "body")]

@@ -465,10 +465,13 @@ class IndexingStoreMixin:
         return self._indexer.reindex(self, scope, source, options)
 
     def upsert_document(
-        self: _IndexingStore, scope: KnowledgeScope, document: SourceDocument
+        self: _IndexingStore,
+        scope: KnowledgeScope,
+        document: SourceDocument,
+        options: IndexOptions | None = None,
     ) -> IndexResult:
         """Index one document, respecting version order (``Indexer.upsert``)."""
-        return self._indexer.upsert(self, scope, document)
+        return self._indexer.upsert(self, scope, document, options)
 
     def delete_document(
         self: _IndexingStore, scope: KnowledgeScope, path: str, version: str | None = None

@@ -13,15 +13,24 @@ variable                        meaning                                         
 ``DOCUMENTS_BUCKET``            the documents bucket                                unset
 ``INDEX_QUEUE_URL``             the document events queue (reindex requests)        unset
 ``FILE_PATTERNS``               comma-separated globs of the documents              ``*.md,*.txt``
-``MAX_DOCUMENTS``               most documents one reindex request queues           no limit
+``MAX_DOCUMENTS``               most documents of one scope (local/batch indexing)  no limit
+``MAX_DOCUMENT_MIB``            larger documents are skipped as "too large"         64
+``TIME_RESERVE_SECONDS``        indexer: time kept free at the end of an invocation 30
+``RETRY_BASE_SECONDS``          indexer: first retry delay of a failed record       60
+``RETRY_MAX_SECONDS``           indexer: longest retry delay                        900
+``SECRET_MAX_AGE_SECONDS``      a secret is re-read at least this often             300
 ==============================  ==================================================  ===========
+
+A scope reindex in AWS pages through the whole prefix (``knowledge.reindex_queue``):
+``MAX_DOCUMENTS`` does not cut it short.
 
 Who may call which agent (``API_AUTH``, ``JWT_AGENTS_CLAIM``, ``JWT_REINDEX_SCOPE``) is
 read by ``knowledge.access.AccessPolicy.from_env``.
 
 The OpenAI key is never an environment variable: the function gets the secret's ARN,
 and the key is read from Secrets Manager when the first embedding is needed
-(``knowledge.secrets``). Building the settings, the embedder or the store does no I/O
+(``knowledge.secrets``), again after ``SECRET_MAX_AGE_SECONDS``, and at once when OpenAI
+answers 401 (a rotated key). Building the settings, the embedder or the store does no I/O
 and imports no SDK, so a keyword-only request never loads ``openai``.
 """
 
@@ -51,6 +60,7 @@ OPENAI_KEY_FIELD = "api_key"
 """Field holding the key when the secret is a JSON object (otherwise the string is the key)."""
 
 _DEFAULT_OPTIONS = IndexOptions()
+_MIB = 1024 * 1024
 
 
 def _patterns(text: str | None) -> tuple[str, ...]:
@@ -74,6 +84,11 @@ class LambdaSettings:
     queue_url: str | None = None
     file_patterns: tuple[str, ...] = field(default=_DEFAULT_OPTIONS.file_patterns)
     max_documents: int | None = _DEFAULT_OPTIONS.max_documents
+    max_document_mib: int = _DEFAULT_OPTIONS.max_document_bytes // _MIB
+    time_reserve_seconds: int = 30
+    retry_base_seconds: int = 60
+    retry_max_seconds: int = 900
+    secret_max_age_seconds: int = 300
 
     def __post_init__(self) -> None:
         if self.embedding_provider not in EMBEDDING_PROVIDERS:
@@ -92,6 +107,20 @@ class LambdaSettings:
             )
         if self.max_documents is not None and self.max_documents < 1:
             raise ConfigurationError(f"MAX_DOCUMENTS: must be at least 1, got {self.max_documents}")
+        for name, value, least in (
+            ("MAX_DOCUMENT_MIB", self.max_document_mib, 1),
+            ("TIME_RESERVE_SECONDS", self.time_reserve_seconds, 0),
+            ("RETRY_BASE_SECONDS", self.retry_base_seconds, 0),
+            ("RETRY_MAX_SECONDS", self.retry_max_seconds, self.retry_base_seconds),
+            ("SECRET_MAX_AGE_SECONDS", self.secret_max_age_seconds, 0),
+        ):
+            if value < least:
+                raise ConfigurationError(f"{name}: must be at least {least}, got {value}")
+        if self.retry_max_seconds > 43_200:
+            raise ConfigurationError(
+                f"RETRY_MAX_SECONDS: must be at most 43200 (12 hours, SQS's limit), "
+                f"got {self.retry_max_seconds}"
+            )
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> LambdaSettings:
@@ -102,13 +131,16 @@ class LambdaSettings:
             value = source.get(name)
             return value.strip() if value is not None and value.strip() else None
 
-        max_documents = get("MAX_DOCUMENTS")
-        try:
-            limit = int(max_documents) if max_documents is not None else None
-        except ValueError:
-            raise ConfigurationError(
-                f"MAX_DOCUMENTS: {max_documents!r} is not an integer"
-            ) from None
+        def integer(name: str, default: int) -> int:
+            text = get(name)
+            if text is None:
+                return default
+            try:
+                return int(text)
+            except ValueError:
+                raise ConfigurationError(f"{name}: {text!r} is not an integer") from None
+
+        defaults = cls()
         return cls(
             embedding_provider=(get("EMBEDDING_PROVIDER") or "none").lower(),
             openai_model=get("OPENAI_EMBEDDING_MODEL"),
@@ -117,12 +149,23 @@ class LambdaSettings:
             documents_bucket=get("DOCUMENTS_BUCKET"),
             queue_url=get("INDEX_QUEUE_URL"),
             file_patterns=_patterns(get("FILE_PATTERNS")),
-            max_documents=limit,
+            max_documents=None if get("MAX_DOCUMENTS") is None else integer("MAX_DOCUMENTS", 0),
+            max_document_mib=integer("MAX_DOCUMENT_MIB", defaults.max_document_mib),
+            time_reserve_seconds=integer("TIME_RESERVE_SECONDS", defaults.time_reserve_seconds),
+            retry_base_seconds=integer("RETRY_BASE_SECONDS", defaults.retry_base_seconds),
+            retry_max_seconds=integer("RETRY_MAX_SECONDS", defaults.retry_max_seconds),
+            secret_max_age_seconds=integer(
+                "SECRET_MAX_AGE_SECONDS", defaults.secret_max_age_seconds
+            ),
         )
 
     @property
     def index_options(self) -> IndexOptions:
-        return IndexOptions(file_patterns=self.file_patterns, max_documents=self.max_documents)
+        return IndexOptions(
+            file_patterns=self.file_patterns,
+            max_documents=self.max_documents,
+            max_document_bytes=self.max_document_mib * _MIB,
+        )
 
     def require_bucket(self) -> str:
         if not self.documents_bucket:
@@ -154,7 +197,10 @@ def build_embedder(
 
         assert settings.openai_secret_arn is not None  # checked in __post_init__
         options["api_key"] = secret_reader(
-            settings.openai_secret_arn, field=OPENAI_KEY_FIELD, client=secrets_client
+            settings.openai_secret_arn,
+            field=OPENAI_KEY_FIELD,
+            client=secrets_client,
+            max_age=settings.secret_max_age_seconds,
         )
         if settings.openai_model:
             options["model"] = settings.openai_model

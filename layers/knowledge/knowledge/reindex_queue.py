@@ -1,70 +1,134 @@
-"""``POST .../reindex`` in AWS: queue one indexing request per document of the scope.
+"""``POST .../reindex`` in AWS: one message for the scope, expanded by the indexer page by page.
 
-The search function does not index (it has 29 seconds and no business embedding a
-scope): it lists the scope's objects and sends one reindex message per key
-(``knowledge.events.reindex_message_body``) to the queue the S3 notifications use, so
-the indexer treats each like an event. Each document is then its own retriable unit,
-with partial-batch failures and the dead-letter queue, and a scope of any size never
-has to fit in one invocation.
+The search function has 29 seconds and a scope may hold 100,000 objects, so it lists
+nothing: ``ReindexQueue.request_scope`` sends one scope reindex message
+(``knowledge.events.ReindexTask``) to the queue the S3 notifications use, and the route
+answers 202 at once. The indexer expands that message (``ScopeReindexer.expand``):
 
-Keys queued: the scope's objects that match the file patterns (sorted by path; all of
-them unless ``max_documents`` is set, and then the rest are reported as skipped), plus
-every document the index holds that is no longer in the bucket (the indexer finds the
-object gone and removes the document). The result is a sync, not a rebuild: unchanged
-documents are skipped by the indexer; a new embedding model gets a new index
-(``IndexName``) instead.
+1. phase ``objects``: page through the scope's prefix (``ListObjectsV2``, 1,000 keys a
+   page, from the task's continuation token) and queue one reindex message per document
+   key that matches the file patterns (``knowledge.events.reindex_message_body``);
+2. phase ``removals``: walk the documents the index holds for the scope
+   (``IndexWriter.stored_documents``), sorted by path, beside a second listing of the
+   prefix in the same order (a merge), and queue a reindex message for each document
+   the bucket no longer has: the indexer finds the object gone and removes it.
+
+Before each page it asks the invocation's ``TimeBudget``; when time runs short it queues
+the next step (same phase, the cursor where it stopped) and returns, so a scope of any
+size is done in as many invocations as it needs. Each key is then its own retriable
+unit, with partial-batch failures and the dead-letter queue. A step that fails is
+retried as a whole: keys queued twice are harmless (indexing an unchanged key changes
+nothing). The result is a sync, not a rebuild: unchanged documents are skipped by the
+indexer; a new embedding model gets a new index (``IndexName``) instead.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from knowledge.errors import StoreUnavailableError
-from knowledge.events import reindex_message_body
+from knowledge.event_indexing import ExpansionReport
+from knowledge.events import ReindexPhase, ReindexTask, reindex_message_body
 from knowledge.filters import matches_file_patterns
 from knowledge.model import IndexOptions
 from knowledge.scope import KnowledgeScope
-from knowledge.sources.s3 import S3DocumentSource
+from knowledge.sources.s3 import S3DocumentSource, S3Object
+from knowledge.store import IndexWriter, KnowledgeStore
+from knowledge.time_budget import TimeBudget
 
-__all__ = ["SQS_BATCH_SIZE", "ReindexQueue", "ReindexRequest"]
+__all__ = [
+    "LIST_PAGE_SIZE",
+    "REMOVALS_PAGE_SIZE",
+    "SQS_BATCH_SIZE",
+    "ReindexQueue",
+    "ReindexRequest",
+    "ScopeReindexer",
+]
 
 SQS_BATCH_SIZE = 10
 """Most entries one ``SendMessageBatch`` call takes."""
 
+LIST_PAGE_SIZE = 1000
+"""Keys per ``ListObjectsV2`` page (S3's maximum): one unit of the ``objects`` phase."""
+
+REMOVALS_PAGE_SIZE = 1000
+"""Indexed documents checked per unit of the ``removals`` phase."""
+
+
+def _client(client: Any | None) -> Any:
+    if client is not None:
+        return client
+    import boto3  # only when a reindex is requested
+
+    return boto3.client("sqs")
+
+
+class _Sender:
+    """Sends message bodies to one queue in batches of ten, retrying refused entries once."""
+
+    def __init__(self, queue_url: str, client: Any | None) -> None:
+        self.queue_url = queue_url
+        self._client = client
+
+    @property
+    def client(self) -> Any:
+        self._client = _client(self._client)
+        return self._client
+
+    def send(self, bodies: Sequence[str]) -> None:
+        """Raises ``StoreUnavailableError`` if some could not be queued (sending again is
+        safe: a key queued twice is indexed once in effect)."""
+        for start in range(0, len(bodies), SQS_BATCH_SIZE):
+            batch = bodies[start : start + SQS_BATCH_SIZE]
+            entries = [{"Id": str(i), "MessageBody": body} for i, body in enumerate(batch)]
+            response = self.client.send_message_batch(QueueUrl=self.queue_url, Entries=entries)
+            failed = response.get("Failed") or []
+            if failed:
+                # One more try for the entries SQS refused (throttling, a hiccup).
+                retry_ids = {entry["Id"] for entry in failed}
+                again = [entry for entry in entries if entry["Id"] in retry_ids]
+                response = self.client.send_message_batch(QueueUrl=self.queue_url, Entries=again)
+                still_failed = response.get("Failed") or []
+                if still_failed:
+                    code = still_failed[0].get("Code", "error")
+                    raise StoreUnavailableError(
+                        f"{len(still_failed)} reindex messages could not be queued ({code}); "
+                        f"{start} were queued before them"
+                    )
+
 
 @dataclass(frozen=True, slots=True)
 class ReindexRequest:
-    """What was queued for one scope: documents to index, and removals of documents that
-    are indexed but gone from the bucket; ``skipped`` documents were over the limit."""
+    """A scope reindex that was accepted: its first step is on the queue."""
 
     scope: KnowledgeScope
-    documents: int
-    removals: int
-    skipped: int
-
-    @property
-    def queued(self) -> int:
-        return self.documents + self.removals
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "agent": self.scope.agent,
-            "context": self.scope.context,
-            "status": "queued",
-            "queued": self.queued,
-            "documents": self.documents,
-            "removals": self.removals,
-            "skipped_documents": self.skipped,
-        }
+        return {"agent": self.scope.agent, "context": self.scope.context, "status": "accepted"}
 
 
 class ReindexQueue:
-    """Queues reindex messages for the scopes of ``source``'s bucket on ``queue_url``.
+    """The search function's side: queues the first step of a scope reindex.
 
     ``client`` is an SQS client (default: a boto3 client created on first use).
     """
+
+    def __init__(self, queue_url: str, bucket: str, *, client: Any | None = None) -> None:
+        self._sender = _Sender(queue_url, client)
+        self._bucket = bucket
+
+    def request_scope(self, scope: KnowledgeScope) -> ReindexRequest:
+        """Queue one scope reindex message; no listing here (module docstring). Raises
+        ``StoreUnavailableError`` if it could not be queued."""
+        self._sender.send([ReindexTask(self._bucket, scope).to_body()])
+        return ReindexRequest(scope)
+
+
+class ScopeReindexer:
+    """The indexer's side: expands scope reindex steps into per-key messages on
+    ``queue_url``, listing ``source``'s bucket (module docstring)."""
 
     def __init__(
         self,
@@ -73,62 +137,93 @@ class ReindexQueue:
         *,
         options: IndexOptions | None = None,
         client: Any | None = None,
+        list_page_size: int = LIST_PAGE_SIZE,
+        removals_page_size: int = REMOVALS_PAGE_SIZE,
     ) -> None:
-        self._queue_url = queue_url
+        self._sender = _Sender(queue_url, client)
         self._source = source
         self._options = options or IndexOptions()
-        self._client = client
+        self._list_page_size = list_page_size
+        self._removals_page_size = removals_page_size
 
-    @property
-    def client(self) -> Any:
-        if self._client is None:
-            import boto3  # only when a reindex is requested
+    def expand(
+        self, task: ReindexTask, store: KnowledgeStore, budget: TimeBudget
+    ) -> ExpansionReport:
+        """Queue what ``task`` covers until done or out of time; then the next step.
 
-            self._client = boto3.client("sqs")
-        return self._client
+        Every call moves the cursor at least one page, whatever the budget says, so a
+        reindex always ends (the budget's reserve covers that one page)."""
+        documents = removals = 0
+        progressed = False
+        cursor = task.cursor
+        if task.phase is ReindexPhase.OBJECTS:
+            while True:
+                if progressed and not budget.can_start():
+                    return self._continue(task, ReindexPhase.OBJECTS, cursor, documents, 0)
+                with budget.unit():
+                    queued, cursor = self._objects_page(task.scope, cursor)
+                documents += queued
+                progressed = True
+                if cursor is None:
+                    break
+            cursor = None  # the removals phase starts from the first indexed path
+        if not isinstance(store, IndexWriter):
+            return ExpansionReport(documents, 0)  # a store that cannot list its documents
+        if progressed and not budget.can_start():
+            return self._continue(task, ReindexPhase.REMOVALS, cursor, documents, 0)
+        with budget.unit():
+            # Paths in Python's str order = code point order = UTF-8 byte order = S3's order.
+            stored = store.stored_documents(task.scope)
+            indexed = sorted(path for path in stored if cursor is None or path > cursor)
+        listing = _SortedListing(self._source.objects_after(task.scope, cursor))
+        prefix = self._source.prefix(task.scope)
+        for start in range(0, len(indexed), self._removals_page_size):
+            if progressed and not budget.can_start():
+                return self._continue(task, ReindexPhase.REMOVALS, cursor, documents, removals)
+            page = indexed[start : start + self._removals_page_size]
+            with budget.unit():
+                gone = [path for path in page if not listing.holds(path)]
+                self._sender.send(
+                    [reindex_message_body(self._source.bucket, prefix + path) for path in gone]
+                )
+            removals += len(gone)
+            cursor = page[-1]
+            progressed = True
+        return ExpansionReport(documents, removals)
 
-    def enqueue_scope(
-        self, scope: KnowledgeScope, indexed_paths: Iterable[str] = ()
-    ) -> ReindexRequest:
-        """Queue the scope's keys (module docstring); ``indexed_paths`` are the paths the
-        index holds for the scope. Raises ``StoreUnavailableError`` if messages could not
-        be queued (calling again is safe: indexing a key twice changes nothing)."""
-        prefix = self._source.prefix(scope)
-        matching = sorted(
-            item.path
-            for item in self._source.object_keys(scope)
-            if matches_file_patterns(item.path, self._options.file_patterns)
-        )
-        documents = matching[: self._options.max_documents]
-        listed = set(matching)
-        removals = sorted(set(indexed_paths) - listed)
+    def _objects_page(self, scope: KnowledgeScope, cursor: str | None) -> tuple[int, str | None]:
+        items, next_cursor = self._source.object_page(scope, cursor, max_keys=self._list_page_size)
         bodies = [
-            reindex_message_body(self._source.bucket, prefix + path)
-            for path in (*documents, *removals)
+            reindex_message_body(self._source.bucket, item.key)
+            for item in items
+            if self._source.is_document(item)
+            and matches_file_patterns(item.path, self._options.file_patterns)
         ]
-        self._send(bodies)
-        return ReindexRequest(
-            scope=scope,
-            documents=len(documents),
-            removals=len(removals),
-            skipped=len(matching) - len(documents),
-        )
+        self._sender.send(bodies)
+        return len(bodies), next_cursor
 
-    def _send(self, bodies: Sequence[str]) -> None:
-        for start in range(0, len(bodies), SQS_BATCH_SIZE):
-            batch = bodies[start : start + SQS_BATCH_SIZE]
-            entries = [{"Id": str(i), "MessageBody": body} for i, body in enumerate(batch)]
-            response = self.client.send_message_batch(QueueUrl=self._queue_url, Entries=entries)
-            failed = response.get("Failed") or []
-            if failed:
-                # One more try for the entries SQS refused (throttling, a hiccup).
-                retry_ids = {entry["Id"] for entry in failed}
-                again = [entry for entry in entries if entry["Id"] in retry_ids]
-                response = self.client.send_message_batch(QueueUrl=self._queue_url, Entries=again)
-                still_failed = response.get("Failed") or []
-                if still_failed:
-                    code = still_failed[0].get("Code", "error")
-                    raise StoreUnavailableError(
-                        f"{len(still_failed)} reindex messages could not be queued ({code}); "
-                        f"{start} were queued before them; call reindex again"
-                    )
+    def _continue(
+        self,
+        task: ReindexTask,
+        phase: ReindexPhase,
+        cursor: str | None,
+        documents: int,
+        removals: int,
+    ) -> ExpansionReport:
+        following = ReindexTask(task.bucket, task.scope, phase, cursor)
+        self._sender.send([following.to_body()])
+        return ExpansionReport(documents, removals, following)
+
+
+class _SortedListing:
+    """A listing in the bucket's order that can be asked, for increasing paths, whether it
+    holds each (a merge: one pass over the listing for all the questions)."""
+
+    def __init__(self, items: Iterator[S3Object]) -> None:
+        self._items = items
+        self._head = next(items, None)
+
+    def holds(self, path: str) -> bool:
+        while self._head is not None and self._head.path < path:
+            self._head = next(self._items, None)
+        return self._head is not None and self._head.path == path

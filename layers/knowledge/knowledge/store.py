@@ -70,9 +70,12 @@ class KnowledgeStore(Protocol):
         """Drop everything in the scope and index the source again in full."""
         ...
 
-    def upsert_document(self, scope: KnowledgeScope, document: SourceDocument) -> IndexResult:
+    def upsert_document(
+        self, scope: KnowledgeScope, document: SourceDocument, options: IndexOptions | None = None
+    ) -> IndexResult:
         """Index one document (event-driven path). A ``document.version`` older than the
-        stored one changes nothing; unchanged content is skipped."""
+        stored one changes nothing; unchanged content is skipped. ``options`` give the
+        limits (``max_document_bytes``, chunk size); file patterns are not applied."""
         ...
 
     def delete_document(self, scope: KnowledgeScope, path: str, version: str | None = None) -> bool:

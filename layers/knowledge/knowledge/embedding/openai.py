@@ -4,6 +4,10 @@
   without it, first use raises ``ConfigurationError`` naming the extra to install.
 - The API key is read on first use: ``api_key`` (a string, or a function returning one,
   e.g. a Secrets Manager lookup), else ``OPENAI_API_KEY``; none -> ``ConfigurationError``.
+- Key rotation: on a 401 with a function as ``api_key``, the key is read again once (by
+  its ``refresh()`` if it has one, as ``knowledge.secrets.SecretReader`` does, skipping
+  its cache) and, if it changed, the request is retried once with a new SDK client.
+  A second 401, or an unchanged key, fails as any 401 does.
 - Inputs go in requests of at most ``batch_size`` texts; output order is input order.
 - 408, 429, 5xx and connection errors are retried (``max_retries`` times, exponential
   backoff with jitter, ``Retry-After`` honoured) by ``knowledge.embedding.retry``; the SDK's
@@ -86,6 +90,12 @@ def is_retryable_openai_error(exc: BaseException) -> bool:
     return False
 
 
+def _is_unauthorized(exc: BaseException) -> bool:
+    import openai  # lazy (cold start)
+
+    return isinstance(exc, openai.APIStatusError) and exc.status_code == 401
+
+
 def _retry_after_seconds(exc: BaseException) -> float | None:
     response = getattr(exc, "response", None)
     headers = getattr(response, "headers", None)
@@ -146,6 +156,7 @@ class OpenAIEmbeddingClient:
         self._client = client
         self._owns_client = client is None
         self._client_lock = threading.Lock()
+        self._key_in_use: str | None = None
 
     @staticmethod
     def _resolve_dimensions(model: str, dimensions: int | None) -> int:
@@ -198,21 +209,52 @@ class OpenAIEmbeddingClient:
         return [embedding for embedding in results if embedding is not None]
 
     def _embed_request(self, batch: list[str]) -> list[Embedding]:
-        client = self._get_client()
         params: dict[str, Any] = {"model": self._model, "input": batch}
         if self._send_dimensions:
             params["dimensions"] = self._dimensions
         try:
-            response = call_with_retries(
-                lambda: client.embeddings.create(**params),
-                is_retryable=is_retryable_openai_error,
-                max_retries=self._max_retries,
-                retry_after=_retry_after_seconds,
-                sleep=self._sleep,
-            )
+            try:
+                response = self._create(self._get_client(), params)
+            except Exception as exc:
+                if not (_is_unauthorized(exc) and self._rotate_key()):
+                    raise
+                response = self._create(self._get_client(), params)  # once, with the new key
+        except KnowledgeError:
+            raise
         except Exception as exc:
             raise EmbeddingError(self._describe_failure(exc)) from exc
         return self._parse(response, batch)
+
+    def _create(self, client: openai.OpenAI, params: dict[str, Any]) -> Any:
+        return call_with_retries(
+            lambda: client.embeddings.create(**params),
+            is_retryable=is_retryable_openai_error,
+            max_retries=self._max_retries,
+            retry_after=_retry_after_seconds,
+            sleep=self._sleep,
+        )
+
+    def _rotate_key(self) -> bool:
+        """Read the key again after a 401; True if it changed and a new SDK client will
+        use it. Only for a key given as a function and an SDK client created here."""
+        source = self._api_key
+        if not callable(source) or not self._owns_client:
+            return False
+        refresh = getattr(source, "refresh", None)
+        reader = refresh if callable(refresh) else source
+        try:
+            key = str(reader()).strip()
+        except KnowledgeError:
+            raise
+        except Exception as exc:
+            raise ConfigurationError(f"cannot read the OpenAI API key again: {exc}") from exc
+        with self._client_lock:
+            if not key or key == self._key_in_use:
+                return False
+            if self._client is not None:
+                self._client.close()
+            self._client = self._new_client(key)
+        return True
 
     def _describe_failure(self, exc: Exception) -> str:
         import openai  # lazy (cold start)
@@ -269,19 +311,25 @@ class OpenAIEmbeddingClient:
         with self._client_lock:
             if self._client is None:
                 try:
-                    import openai  # lazy (cold start)
+                    import openai  # noqa: F401  # lazy (cold start); only checks it is there
                 except ImportError as exc:
                     raise ConfigurationError(
                         "the openai package is not installed: "
                         "pip install 'knowledge-search[openai]'"
                     ) from exc
-                self._client = openai.OpenAI(
-                    api_key=self._resolve_api_key(),
-                    base_url=self._base_url,
-                    max_retries=0,  # retried here, with our policy
-                    timeout=self._timeout,
-                )
+                self._client = self._new_client(self._resolve_api_key())
             return self._client
+
+    def _new_client(self, key: str) -> openai.OpenAI:
+        import openai  # lazy (cold start); _get_client checked that it is installed
+
+        self._key_in_use = key
+        return openai.OpenAI(
+            api_key=key,
+            base_url=self._base_url,
+            max_retries=0,  # retried here, with our policy
+            timeout=self._timeout,
+        )
 
     def close(self) -> None:
         """Release the HTTP connections of an SDK client created here; idempotent.

@@ -11,7 +11,9 @@ share one path:
   ``Listing.errors`` and its document is indexed without metadata);
 - ``get_document(scope, path)`` looks one document up for an event: ``None`` when the
   object does not exist (any more), which the indexer turns into a delete;
-- ``object_keys(scope)`` lists every document key of the scope, for ``POST .../reindex``.
+- ``object_keys(scope)`` lists every document key of the scope; ``object_page`` lists one
+  page of it from a continuation token, and ``objects_after`` the scope's objects whose
+  path sorts after a given one (both for a scope reindex, ``knowledge.reindex_queue``).
 
 Bytes are read only by ``SourceDocument.read()``. ``boto3`` is imported when the first
 client is created, not at import. A missing object is ``None`` (or ``NotFoundError``
@@ -108,9 +110,11 @@ class S3DocumentSource:
 
     # --- listing ----------------------------------------------------------------------------
 
-    def _list(self, scope: KnowledgeScope, *, recursive: bool = True) -> Iterator[S3Object]:
+    def _list(
+        self, scope: KnowledgeScope, *, recursive: bool = True, **extra: Any
+    ) -> Iterator[S3Object]:
         prefix = self.prefix(scope)
-        arguments: dict[str, Any] = {"Bucket": self._bucket, "Prefix": prefix}
+        arguments: dict[str, Any] = {"Bucket": self._bucket, "Prefix": prefix, **extra}
         if not recursive:
             arguments["Delimiter"] = "/"
         try:
@@ -123,15 +127,48 @@ class S3DocumentSource:
                 raise self._access_error(exc, f"list {prefix}") from exc
             raise
 
+    @staticmethod
+    def is_document(item: S3Object) -> bool:
+        """True for a document object: not a folder placeholder, hidden file or sidecar."""
+        if not item.path or item.path.endswith(SIDECAR_SUFFIX):
+            return False
+        return _is_hidden_or_invalid(item.path) is None
+
     def object_keys(self, scope: KnowledgeScope) -> Iterator[S3Object]:
         """Every document object of the scope (no folder placeholders, hidden files or
         sidecars), in the bucket's order. Patterns are not applied."""
-        for item in self._list(scope):
-            if not item.path or item.path.endswith(SIDECAR_SUFFIX):
-                continue
-            if _is_hidden_or_invalid(item.path) is not None:
-                continue
-            yield item
+        return (item for item in self._list(scope) if self.is_document(item))
+
+    def object_page(
+        self, scope: KnowledgeScope, continuation: str | None = None, *, max_keys: int = 1000
+    ) -> tuple[list[S3Object], str | None]:
+        """One page (at most ``max_keys``) of the scope's objects, every kind, in the
+        bucket's order, from ``continuation`` (``None``: the start); and the token of the
+        next page (``None``: this was the last)."""
+        prefix = self.prefix(scope)
+        arguments: dict[str, Any] = {"Bucket": self._bucket, "Prefix": prefix, "MaxKeys": max_keys}
+        if continuation is not None:
+            arguments["ContinuationToken"] = continuation
+        try:
+            page = self.client.list_objects_v2(**arguments)
+        except Exception as exc:
+            if _error_code(exc) in _ACCESS_CODES:
+                raise self._access_error(exc, f"list {prefix}") from exc
+            raise
+        items = [
+            S3Object(key=item["Key"], path=item["Key"][len(prefix) :], size=int(item["Size"]))
+            for item in page.get("Contents", ())
+        ]
+        token = page.get("NextContinuationToken") if page.get("IsTruncated") else None
+        return items, token
+
+    def objects_after(self, scope: KnowledgeScope, path: str | None) -> Iterator[S3Object]:
+        """The scope's objects (every kind) whose path sorts after ``path`` (``None``: all),
+        in the bucket's order: UTF-8 byte order, which is Python's order of ``str``."""
+        arguments: dict[str, Any] = {}
+        if path is not None:
+            arguments["StartAfter"] = self.prefix(scope) + path
+        return self._list(scope, **arguments)
 
     def documents(self, scope: KnowledgeScope, options: IndexOptions) -> Listing[SourceDocument]:
         """The scope's documents that match ``options``, sorted by path (module docstring)."""

@@ -1,0 +1,211 @@
+"""The indexer's SQS batch processing: Powertools' ``BatchProcessor`` with a time budget and
+a retry backoff. Imported only by the indexer function (it needs ``aws_lambda_powertools``).
+
+- **Time budget.** Before each record the processor asks the invocation's ``TimeBudget``
+  (``knowledge.time_budget``) whether one more record fits; once it does not, that record
+  and every later one are reported as batch item failures without being started, so
+  the invocation ends in time instead of timing out (a timeout fails the whole batch,
+  and SQS replays every record after the visibility timeout).
+- **Backoff.** The queue's visibility timeout is long (six times the function timeout, so
+  a slow batch is never delivered twice at once); a failed record would sit out all of it.
+  Instead each failed record's visibility is set with ``ChangeMessageVisibility`` to
+  ``RetryBackoff.delay(receive count)``: exponential in the record's
+  ``ApproximateReceiveCount``, with jitter, capped. Records that were not started come
+  back at once (``0``). After ``maxReceiveCount`` deliveries SQS moves a record to the
+  dead-letter queue as before. If the visibility cannot be changed (permissions, a
+  network error) this is logged and the record simply returns after the queue's
+  visibility timeout: slower, never lost.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import random
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType
+from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
+
+from knowledge.errors import KnowledgeError, ValidationError
+from knowledge.time_budget import TimeBudget
+
+__all__ = [
+    "MAX_VISIBILITY_SECONDS",
+    "OutOfTimeError",
+    "RetryBackoff",
+    "TimeBudgetBatchProcessor",
+    "queue_url_from_arn",
+]
+
+logger = logging.getLogger(__name__)
+
+MAX_VISIBILITY_SECONDS = 43_200
+"""SQS's limit on a visibility timeout (12 hours)."""
+
+
+class OutOfTimeError(KnowledgeError):
+    """A record was not started: the invocation had too little time left."""
+
+
+@dataclass(frozen=True, slots=True)
+class RetryBackoff:
+    """Seconds a failed record stays invisible: ``base * 2**(receive_count - 1)``, capped at
+    ``max_seconds``, times a jitter factor in [0.5, 1] (so records that failed together
+    do not all return together), rounded up to whole seconds. ``base_seconds=0``: failed
+    records come back at once."""
+
+    base_seconds: int = 60
+    max_seconds: int = 900
+
+    def __post_init__(self) -> None:
+        if self.base_seconds < 0:
+            raise ValidationError("base_seconds", f"must be >= 0, got {self.base_seconds}")
+        if not self.base_seconds <= self.max_seconds <= MAX_VISIBILITY_SECONDS:
+            raise ValidationError(
+                "max_seconds",
+                f"must be in [base_seconds, {MAX_VISIBILITY_SECONDS}], got {self.max_seconds}",
+            )
+
+    def delay(self, receive_count: int, rand: Callable[[], float] = random.random) -> int:
+        exponent = min(max(receive_count, 1) - 1, 30)
+        ceiling = min(self.max_seconds, self.base_seconds << exponent)
+        return math.ceil(ceiling * (0.5 + 0.5 * min(max(rand(), 0.0), 1.0)))
+
+
+def queue_url_from_arn(arn: str) -> str | None:
+    """``https://sqs.<region>.<domain>/<account>/<name>`` for an SQS queue ARN, or ``None``."""
+    parts = arn.split(":")
+    if len(parts) != 6 or parts[0] != "arn" or parts[2] != "sqs":
+        return None
+    partition, region, account, name = parts[1], parts[3], parts[4], parts[5]
+    domain = "amazonaws.com.cn" if partition == "aws-cn" else "amazonaws.com"
+    return f"https://sqs.{region}.{domain}/{account}/{name}"
+
+
+def _receive_count(record: SQSRecord) -> int:
+    attributes = record.raw_event.get("attributes") or {}
+    try:
+        return max(int(attributes.get("ApproximateReceiveCount", 1)), 1)
+    except (TypeError, ValueError):
+        return 1
+
+
+class TimeBudgetBatchProcessor(BatchProcessor):
+    """``BatchProcessor`` for SQS with a time budget and retry backoff (module docstring).
+
+    ``reserve_ms`` is the time kept free at the end of the invocation; ``queue_url``
+    the queue whose messages' visibility is changed (default: from each record's
+    ``eventSourceARN``); ``client`` an SQS client (default: boto3, created on first use).
+    """
+
+    def __init__(
+        self,
+        *,
+        reserve_ms: int,
+        backoff: RetryBackoff | None = None,
+        queue_url: str | None = None,
+        client: Any | None = None,
+    ) -> None:
+        super().__init__(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
+        self._reserve_ms = reserve_ms
+        self._backoff = backoff or RetryBackoff()
+        self._queue_url = queue_url
+        self._client = client
+        self._budget = TimeBudget.unlimited()
+        self._not_started: set[str] = set()
+
+    @property
+    def budget(self) -> TimeBudget:
+        """The current invocation's budget (record handlers pass it on to long steps)."""
+        return self._budget
+
+    @property
+    def client(self) -> Any:
+        if self._client is None:
+            import boto3  # only when a record failed
+
+            self._client = boto3.client("sqs")
+        return self._client
+
+    def _prepare(self) -> None:
+        super()._prepare()  # type: ignore[no-untyped-call]
+        self._not_started.clear()
+        context = getattr(self, "lambda_context", None)
+        remaining = getattr(context, "get_remaining_time_in_millis", None)
+        self._budget = (
+            TimeBudget(remaining, self._reserve_ms)
+            if callable(remaining)
+            else TimeBudget.unlimited()
+        )
+
+    def _process_record(self, record: dict[str, Any]) -> Any:
+        if self._not_started or not self._budget.can_start():
+            self._not_started.add(str(record.get("messageId")))
+            error = OutOfTimeError(
+                f"not started: {self._budget.remaining_ms()} ms left, the longest record took "
+                f"{self._budget.longest_ms} ms and {self._budget.reserve_ms} ms are kept free"
+            )
+            return self.failure_handler(
+                record=self._to_batch_type(record, event_type=self.event_type, model=self.model),
+                exception=(OutOfTimeError, error, None),
+            )
+        with self._budget.unit():
+            return super()._process_record(record)
+
+    def _clean(self) -> None:
+        super()._clean()  # type: ignore[no-untyped-call]
+        if not self.fail_messages:
+            return
+        try:
+            self._delay_failed(self.fail_messages)
+        except Exception:  # the response must go out whatever happens here
+            logger.warning(
+                "cannot shorten the visibility of failed records; they return after the "
+                "queue's visibility timeout",
+                exc_info=True,
+            )
+
+    def _delay_failed(self, records: list[Any]) -> None:
+        by_queue: dict[str, list[dict[str, Any]]] = {}
+        for index, record in enumerate(records):
+            if not isinstance(record, SQSRecord):
+                continue
+            url = self._queue_url or queue_url_from_arn(record.event_source_arn)
+            if url is None:
+                continue
+            if record.message_id in self._not_started:
+                timeout = 0
+            else:
+                timeout = self._backoff.delay(_receive_count(record))
+            by_queue.setdefault(url, []).append(
+                {
+                    "Id": str(index),
+                    "ReceiptHandle": record.receipt_handle,
+                    "VisibilityTimeout": timeout,
+                }
+            )
+        for url, entries in by_queue.items():
+            for start in range(0, len(entries), 10):
+                batch = entries[start : start + 10]
+                try:
+                    response = self.client.change_message_visibility_batch(
+                        QueueUrl=url, Entries=batch
+                    )
+                except Exception:
+                    logger.warning(
+                        "cannot shorten the visibility of failed records; they return after "
+                        "the queue's visibility timeout",
+                        exc_info=sys.exc_info(),
+                        extra={"records": len(batch)},
+                    )
+                    continue
+                failed = response.get("Failed") or []
+                if failed:
+                    logger.warning(
+                        "the visibility of some failed records was not changed",
+                        extra={"failed": [entry.get("Code") for entry in failed]},
+                    )

@@ -1,0 +1,179 @@
+"""After any delete event the index matches the object's current state (issue 8, item 3).
+
+A versioned moto bucket, the indexer handler, and each kind of delete S3 reports:
+the latest version, an older version, a delete marker created, a delete marker removed
+(a restore), lifecycle expirations, and every version gone. Run on the memory store and
+on the real OpenSearch node. Events carry increasing sequencers, as S3's do for one key.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import urllib.request
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any
+
+import boto3
+import pytest
+from lambda_support import (
+    BUCKET,
+    LambdaContext,
+    load_handler,
+    s3_notification,
+    sqs_event,
+    use_fake_aws,
+)
+from moto import mock_aws
+
+from knowledge.event_indexing import EventIndexer
+from knowledge.lambda_config import LambdaSettings
+from knowledge.model import SearchMode, SearchQuery
+from knowledge.scope import KnowledgeScope
+from knowledge.sources.s3 import S3DocumentSource
+from knowledge.store import KnowledgeStore
+from knowledge.stores.memory import MemoryKnowledgeStore
+
+RUNBOOKS = KnowledgeScope("ops-bot", "runbooks")
+KEY = "ops-bot/runbooks/deploy.md"
+ALPHA = "# Deploy\n\nalpha: roll back with helm"
+BRAVO = "# Deploy\n\nbravo: roll back with argo"
+
+
+def _memory(request: pytest.FixtureRequest) -> tuple[KnowledgeStore, str | None]:
+    return MemoryKnowledgeStore(), None
+
+
+def _opensearch(request: pytest.FixtureRequest) -> tuple[KnowledgeStore, str | None]:
+    from knowledge.embedding.hashing import HashingEmbedder
+    from knowledge.stores.opensearch import OpenSearchConfig, OpenSearchKnowledgeStore
+
+    url = request.getfixturevalue("opensearch_url")
+    index = f"test_versions_{uuid.uuid4().hex}"
+
+    def drop() -> None:
+        req = urllib.request.Request(f"{url}/{index}", method="DELETE")
+        with contextlib.suppress(OSError):
+            urllib.request.urlopen(req, timeout=30).close()
+
+    request.addfinalizer(drop)
+    config = OpenSearchConfig(url=url, index_name=index, number_of_shards=1, number_of_replicas=0)
+    return OpenSearchKnowledgeStore(config, embedder=HashingEmbedder(64)), f"{url}/{index}"
+
+
+@dataclass
+class Versioned:
+    module: ModuleType
+    store: KnowledgeStore
+    s3: Any
+    index_url: str | None
+    sequencers: Iterator[int]
+
+    def put(self, text: str) -> str:
+        version: str = self.s3.put_object(Bucket=BUCKET, Key=KEY, Body=text.encode())["VersionId"]
+        self.event("ObjectCreated:Put")
+        return version
+
+    def delete(self, version: str | None = None, event_name: str | None = None) -> None:
+        arguments = {"Bucket": BUCKET, "Key": KEY}
+        if version is not None:
+            arguments["VersionId"] = version
+        response = self.s3.delete_object(**arguments)
+        if event_name is None:
+            marker = response.get("DeleteMarker") and version is None
+            event_name = "ObjectRemoved:DeleteMarkerCreated" if marker else "ObjectRemoved:Delete"
+        self.event(event_name)
+
+    def event(self, name: str) -> None:
+        sequencer = f"{next(self.sequencers):018X}"
+        event = sqs_event(s3_notification(name, KEY, sequencer))
+        assert self.module.lambda_handler(event, LambdaContext()) == {"batchItemFailures": []}
+
+    def found(self, word: str) -> list[str]:
+        if self.index_url is not None:  # make the latest writes visible to this search
+            request = urllib.request.Request(f"{self.index_url}/_refresh", method="POST")
+            with contextlib.suppress(OSError):
+                urllib.request.urlopen(request, timeout=30).close()
+        query = SearchQuery(word, mode=SearchMode.KEYWORD, max_results=10)
+        return [r.document_path for r in self.store.search(RUNBOOKS, query)]
+
+
+@pytest.fixture(
+    params=[
+        pytest.param(_memory, id="memory"),
+        pytest.param(_opensearch, id="opensearch", marks=[pytest.mark.opensearch]),
+    ]
+)
+def bucket(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[Versioned]:
+    store, index_url = request.param(request)
+    use_fake_aws(monkeypatch)
+    with mock_aws():
+        s3 = boto3.client("s3")
+        s3.create_bucket(Bucket=BUCKET)
+        s3.put_bucket_versioning(Bucket=BUCKET, VersioningConfiguration={"Status": "Enabled"})
+        monkeypatch.setenv("DOCUMENTS_BUCKET", BUCKET)
+        module = load_handler("indexer", monkeypatch)
+        settings = LambdaSettings.from_env()
+        module.container.settings = settings
+        module.container.indexer = EventIndexer(
+            store, S3DocumentSource(BUCKET, client=s3), settings.index_options
+        )
+        try:
+            yield Versioned(module, store, s3, index_url, itertools.count(0x0065F2A1B3C4D50000))
+        finally:
+            store.close()
+
+
+def test_deleting_the_latest_version_indexes_the_one_before(bucket):
+    bucket.put(ALPHA)
+    latest = bucket.put(BRAVO)
+    assert bucket.found("argo") == ["deploy.md"]
+    bucket.delete(version=latest)
+    assert bucket.found("argo") == []
+    assert bucket.found("helm") == ["deploy.md"]
+
+
+def test_deleting_an_older_version_keeps_the_current_one(bucket):
+    older = bucket.put(ALPHA)
+    bucket.put(BRAVO)
+    bucket.delete(version=older)
+    assert bucket.found("argo") == ["deploy.md"]
+    assert bucket.found("helm") == []
+
+
+def test_a_delete_marker_removes_the_document(bucket):
+    bucket.put(ALPHA)
+    bucket.delete()  # versioned bucket: a delete marker
+    assert bucket.found("helm") == []
+
+
+def test_removing_the_delete_marker_restores_the_document(bucket):
+    bucket.put(ALPHA)
+    bucket.delete()
+    assert bucket.found("helm") == []
+    (marker,) = bucket.s3.list_object_versions(Bucket=BUCKET, Prefix=KEY)["DeleteMarkers"]
+    bucket.delete(version=marker["VersionId"])  # ObjectRemoved:Delete of the marker
+    assert bucket.found("helm") == ["deploy.md"]
+
+
+def test_lifecycle_expirations_leave_the_index_like_the_bucket(bucket):
+    older = bucket.put(ALPHA)
+    bucket.put(BRAVO)
+    # A noncurrent version expires: the current one stays searchable.
+    bucket.delete(version=older, event_name="LifecycleExpiration:Delete")
+    assert bucket.found("argo") == ["deploy.md"]
+    # The current version expires (S3 puts a delete marker): the document goes.
+    bucket.delete(event_name="LifecycleExpiration:DeleteMarkerCreated")
+    assert bucket.found("argo") == []
+
+
+def test_deleting_every_version_removes_the_document(bucket):
+    first = bucket.put(ALPHA)
+    second = bucket.put(BRAVO)
+    bucket.delete(version=second)
+    bucket.delete(version=first)
+    assert bucket.found("helm") == []
+    assert bucket.found("argo") == []
