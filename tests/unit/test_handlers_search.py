@@ -488,10 +488,8 @@ def test_jwt_agents_claim_grants_search_and_status(jwt_search):
 
 
 def test_jwt_reindex_needs_the_reindex_scope(jwt_search, aws):
-    s3, sqs, queue_url, _ = aws
-    jwt_search.module.container.reindex_queue = ReindexQueue(
-        queue_url, S3DocumentSource(BUCKET, client=s3), client=sqs
-    )
+    _, sqs, queue_url, _ = aws
+    jwt_search.module.container.reindex_queue = ReindexQueue(queue_url, BUCKET, client=sqs)
     claims = {"sub": "u-1", "agents": "ops-bot"}
     status, body = jwt_search.invoke(jwt_event("api_reindex.json", claims, ["kb/search"]))
     assert (status, body["field"]) == (403, "operation")
