@@ -25,6 +25,7 @@ from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from knowledge.api import ApiResponse, KnowledgeApi, error_response
+from knowledge.deadline import request_budget, time_budget
 from knowledge.scope import KnowledgeScope, validate_segment
 from knowledge.store import IndexWriter
 
@@ -104,7 +105,9 @@ def _http(response: ApiResponse) -> Response[str]:
 
 
 def _search(agent: str, context: str | None) -> Response[str]:
-    response = knowledge_api().search(agent, context, app.current_event.decoded_body)
+    # Every call of the search (OpenSearch, the query embedding) ends before the gateway's.
+    with time_budget(request_budget(app.lambda_context.get_remaining_time_in_millis())):
+        response = knowledge_api().search(agent, context, app.current_event.decoded_body)
     if response.status == 200:
         body = response.body
         results = len(body["results"])
