@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import http.server
 import json
+import sys
 import threading
 import time
 import urllib.error
@@ -16,10 +17,15 @@ import urllib.request
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
 from faults import FaultProxy
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit"))
+from lambda_support import BUCKET, LambdaContext, load_event, load_handler, use_fake_aws
 
 from knowledge.api import KnowledgeApi
 from knowledge.deadline import time_budget
@@ -436,3 +442,82 @@ def test_a_score_probe_tells_another_agents_words_only_in_a_shared_index(
         assert store.index_name(SCOPE) != store.index_name(other)
     else:
         assert after != before  # the probe is sensitive: the shared index leaks statistics
+
+
+# --- the search function: its budget comes from the invocation's remaining time ------------
+
+
+@dataclass
+class _ShortContext(LambdaContext):
+    remaining_ms: int = 4_000
+
+    def get_remaining_time_in_millis(self) -> int:
+        return self.remaining_ms
+
+
+def test_the_search_function_answers_503_before_its_invocation_ends_when_the_node_hangs(
+    index: Index, proxy: FaultProxy, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from knowledge.config import open_embedder
+
+    runbooks = KnowledgeScope("ops-bot", "runbooks")
+    with OpenSearchKnowledgeStore(index.config(), embedder=open_embedder("hashing")) as writer:
+        assert writer.upsert_document(runbooks, document("deploy.md", "# Deploy\n\nrollback")).ok
+    use_fake_aws(monkeypatch)
+    for name, value in {
+        "OPENSEARCH_URL": proxy.url,
+        "OPENSEARCH_INDEX": index.name,
+        "EMBEDDING_PROVIDER": "hashing",
+        "DOCUMENTS_BUCKET": BUCKET,
+    }.items():
+        monkeypatch.setenv(name, value)
+    search = load_handler("search", monkeypatch)
+    event = load_event("api_search.json")
+    event["body"], event["isBase64Encoded"] = json.dumps({"query": "rollback"}), False
+    try:
+        answer = search.lambda_handler(event, _ShortContext())
+        assert answer["statusCode"] == 200, answer
+        proxy.hang = True
+        started = time.monotonic()
+        answer = search.lambda_handler(event, _ShortContext(remaining_ms=4_000))
+        elapsed = time.monotonic() - started
+    finally:
+        if search.container.api is not None:
+            search.container.api.store.close()
+    assert answer["statusCode"] == 503
+    assert "error" in json.loads(answer["body"])
+    assert elapsed < 3.0  # the 4 s the invocation had, less the time kept to answer
+
+
+# --- per-document records and problems (the index is where they are kept) ------------------
+
+
+def test_a_problem_is_kept_in_the_record_and_leaves_the_indexed_version_searchable(
+    index: Index, stores: Callable[..., OpenSearchKnowledgeStore]
+) -> None:
+    store = stores(index.config())
+    text = "# Guide\n\nbadger"
+    assert store.upsert_document(SCOPE, document("guide.md", text, "0001")).ok
+    [record] = index.records(record="document")
+    assert record["document_path"] == "guide.md"
+    assert record["version"] == "0001"
+    assert record["chunk_count"] == 1
+    assert record["content_hash"]
+    assert record["indexed_at"]
+    assert record["problem"] is None
+    with store.write_session(SCOPE) as session:
+        session.record_problem("guide.md", "encrypted PDF")
+        session.record_problem("never.pdf", "no text layer (scanned image; OCR not supported)")
+    status = store.status(SCOPE)
+    assert [(p.path, p.reason) for p in status.problems] == [
+        ("never.pdf", "no text layer (scanned image; OCR not supported)"),
+        ("guide.md", "encrypted PDF"),
+    ]
+    assert status.document_count == 1  # a problem alone is no indexed document
+    assert paths_for(store, "badger", SearchMode.KEYWORD) == ["guide.md"]
+    assert set(store.stored_documents(SCOPE)) == {"guide.md"}
+    # A later successful write clears the path's problem; so does a delete.
+    assert store.upsert_document(SCOPE, document("guide.md", text + " again", "0002")).ok
+    with store.write_session(SCOPE) as session:
+        assert session.delete_document("never.pdf") is False
+    assert store.status(SCOPE).problems == ()

@@ -340,11 +340,23 @@ def test_records_read_by_mget_keep_the_condition_and_what_they_point_at() -> Non
 
 def test_each_document_shows_only_its_newest_generation_among_the_hits() -> None:
     def hit(i: str, doc: str, gen: str | None) -> Hit:
-        source = {"document_id": doc} | ({} if gen is None else {"generation": gen})
+        source = {"document_id": doc, "chunk_index": int(i)}
+        source |= {} if gen is None else {"generation": gen}
         return Hit(id=i, score=1.0, source=source)
 
     hits = [hit("1", "a", "g1"), hit("2", "a", "g2"), hit("3", "b", "g1"), hit("4", "c", None)]
     assert [h.id for h in newest_generations(hits)] == ["2", "3", "4"]
+
+
+def test_a_chunk_stored_twice_in_one_generation_is_one_hit() -> None:
+    def hit(i: str, chunk: int) -> Hit:
+        source = {"document_id": "a", "generation": "g1", "chunk_index": chunk}
+        return Hit(id=i, score=1.0, source=source)
+
+    assert [h.id for h in newest_generations([hit("1", 0), hit("2", 0), hit("3", 1)])] == [
+        "1",
+        "3",
+    ]
 
 
 def test_chunk_ids_are_per_generation() -> None:

@@ -134,7 +134,7 @@ RECORD_PROPERTIES: dict[str, Any] = {
     SOURCE_TYPE: {"type": "keyword"},
     SIZE: {"type": "long"},
     PROBLEM: {"type": "keyword", "index": False, "doc_values": False},
-    PROBLEM_AT: {"type": "date"},
+    PROBLEM_AT: {"type": "date_nanos"},
 }
 """Fields added in schema 2 (generations, per-document records, problems): put into the
 mapping of an index created by schema 1 when it is opened for writing."""

@@ -584,19 +584,25 @@ def newest_generations(hits: Sequence[Hit]) -> list[Hit]:
 
     While a document is being replaced (or on Serverless, where an older generation may
     stay searchable for a refresh interval or two), both versions can match: a search
-    shows one version of a document, never a mix or a duplicate. Hits without a
-    generation (written before schema 2) are kept."""
+    shows one version of a document, never a mix or a duplicate; and one hit per
+    (document, generation, chunk). Hits without a generation (schema 1) are kept."""
     newest: dict[str, str] = {}
     for hit in hits:
         document, generation = hit.source.get(DOCUMENT_ID), hit.source.get(GENERATION)
         if isinstance(document, str) and isinstance(generation, str):
             newest[document] = max(newest.get(document, ""), generation)
-    return [
-        hit
-        for hit in hits
-        if not isinstance(hit.source.get(GENERATION), str)
-        or hit.source.get(GENERATION) == newest.get(str(hit.source.get(DOCUMENT_ID)))
-    ]
+    kept: list[Hit] = []
+    seen: set[tuple[object, object, object]] = set()
+    for hit in hits:
+        document, generation = hit.source.get(DOCUMENT_ID), hit.source.get(GENERATION)
+        if not isinstance(generation, str):
+            kept.append(hit)
+            continue
+        key = (document, generation, hit.source.get(CHUNK_INDEX))
+        if generation == newest.get(str(document)) and key not in seen:
+            seen.add(key)  # one hit per chunk (a retried bulk may store one twice)
+            kept.append(hit)
+    return kept
 
 
 def problems_body(scope: KnowledgeScope, size: int) -> dict[str, Any]:

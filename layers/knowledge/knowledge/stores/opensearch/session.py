@@ -246,6 +246,7 @@ class OpenSearchWriteSession:
                 for chunk_id in _generation_ids(document_id, state.generation, state.chunk_count):
                     self._add(queries.bulk_delete_action(self._index, chunk_id), path)
                 self._add(queries.bulk_delete_action(self._index, document_id), path)
+                self._wrote = True
         else:
             query = queries.other_generations_query(self._scope, document_id, None)
             for doc_id in self._connection.find_ids(self._index, query, action):
