@@ -74,6 +74,7 @@ DEFAULT_INDEX_NAME = "knowledge"
 
 _INDEX_NAME = re.compile(r"[a-z0-9][a-z0-9._-]{0,254}")
 _MAX_VECTOR_DIMENSIONS = 16_000
+_MAX_PER_AGENT_PREFIX = 255 - len("-agent-") - 2 * 64  # an agent name may double in length
 _INTERVAL = re.compile(r"[1-9][0-9]{0,5}(ms|s|m)")
 _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("0", "false", "no", "off")
@@ -281,6 +282,12 @@ class OpenSearchConfig:
         for name in ("wait_for_refresh", "index_per_agent"):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigurationError(f"opensearch {name}: must be true or false")
+        if self.index_per_agent and len(self.index_name) > _MAX_PER_AGENT_PREFIX:
+            raise ConfigurationError(
+                f"opensearch index: with index_per_agent the name must be at most "
+                f"{_MAX_PER_AGENT_PREFIX} characters (agent indexes are "
+                f"<index>-agent-<agent>, at most 255), got {len(self.index_name)}"
+            )
 
     @property
     def serverless(self) -> bool:
