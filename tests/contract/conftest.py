@@ -94,6 +94,7 @@ def _opensearch(request: pytest.FixtureRequest, tmp_path: Path) -> KnowledgeStor
         number_of_shards=1,
         number_of_replicas=0,
         refresh_interval="100ms",
+        wait_for_refresh=True,  # the contract reads its writes at once
     )
     return OpenSearchKnowledgeStore(config, embedder=HashingEmbedder(64))
 

@@ -84,6 +84,7 @@ class Index:
             "number_of_shards": 1,
             "number_of_replicas": 0,
             "refresh_interval": "200ms",
+            "wait_for_refresh": True,  # read-your-writes where a test searches at once
             **settings,
         }
         return OpenSearchConfig(**values)
@@ -296,7 +297,7 @@ def test_reordered_events_on_serverless_show_one_version_only(
 def test_writes_send_no_refresh_and_are_searchable_when_the_call_returns(
     index: Index, proxy: FaultProxy, stores: Callable[..., OpenSearchKnowledgeStore]
 ) -> None:
-    store = stores(index.config(url=proxy.url, refresh_interval="1s"))
+    store = stores(index.config(url=proxy.url, refresh_interval="1s", wait_for_refresh=True))
     for i in range(3):
         assert store.upsert_document(SCOPE, document(f"d{i}.md", f"# D\n\nzebra{i} text")).ok
         # Searchable at once: the last request waited for the scheduled refresh.

@@ -87,6 +87,8 @@ class Node:
             "index_name": self.index,
             "number_of_shards": 1,
             "number_of_replicas": 0,
+            "refresh_interval": "200ms",
+            "wait_for_refresh": True,  # the tests read their writes at once
             **settings,
         }
         return OpenSearchConfig(**values)

@@ -59,18 +59,18 @@ def test_opensearch_time_and_refresh_settings_from_the_environment() -> None:
             "OPENSEARCH_SEARCH_MAX_RETRIES": "0",
             "OPENSEARCH_SEARCH_BUDGET": "8",
             "OPENSEARCH_REFRESH_INTERVAL": "500ms",
-            "OPENSEARCH_WAIT_FOR_REFRESH": "false",
+            "OPENSEARCH_WAIT_FOR_REFRESH": "true",
             "OPENSEARCH_INDEX_PER_AGENT": "true",
         }
     )
     assert (config.search_timeout, config.search_max_retries, config.search_budget) == (3, 0, 8)
     assert config.refresh_interval == "500ms"
-    assert config.wait_for_refresh is False
+    assert config.wait_for_refresh is True
     assert config.index_per_agent is True
     defaults = OpenSearchConfig(url="http://localhost:9200")
     assert (defaults.search_timeout, defaults.search_max_retries) == (4.0, 1)
     assert defaults.refresh_interval == "1s"
-    assert defaults.wait_for_refresh is True
+    assert defaults.wait_for_refresh is False  # searchable within refresh_interval
     assert defaults.index_per_agent is False
 
 

@@ -304,7 +304,7 @@ OLD_RECORD = {"version": "09", "generation": "g-old", "chunk_count": 3, "record"
 
 def test_a_new_document_is_its_chunks_then_its_record_created_and_no_delete() -> None:
     fake = FakeOpenSearch(mapping=None)
-    store = _store(fake)
+    store = _store(fake, wait_for_refresh=True)
     with store.write_session(SCOPE) as session:
         assert session.put_document(_header(), _chunks(2)) == 2
     assert fake.created is not None  # created on first write, with the vector field
@@ -318,12 +318,18 @@ def test_a_new_document_is_its_chunks_then_its_record_created_and_no_delete() ->
     assert fake.bulk_params[-1] == {"refresh": "wait_for"}
     assert fake.names().count("mget") == 1
     assert session.failures == ()
+    # By default nothing waits: searchable within the index's refresh interval.
+    fake = FakeOpenSearch(mapping=None)
+    with _store(fake).write_session(SCOPE) as session:
+        session.put_document(_header(), _chunks(2))
+    assert all(params == {} for params in fake.bulk_params)
+    assert "refresh" not in fake.names()
 
 
 def test_an_overwrite_writes_beside_the_old_version_and_then_removes_it_by_id() -> None:
     fake = FakeOpenSearch(mapping=_vector_mapping(8))
     fake.put_record("doc1", OLD_RECORD)
-    store = _store(fake)
+    store = _store(fake, wait_for_refresh=True)
     with store.write_session(SCOPE) as session:
         assert session.put_document(_header(), _chunks(2)) == 2
     assert _index_lines(fake) == [

@@ -33,11 +33,11 @@ Environment (``OpenSearchConfig.from_env``):
 ``OPENSEARCH_SEARCH_BUDGET``       seconds a search may take in all when the caller sets
                                    no deadline (default 12)
 ``OPENSEARCH_REFRESH_INTERVAL``    ``index.refresh_interval`` of a new index (default 1s)
-``OPENSEARCH_WAIT_FOR_REFRESH``    ``true`` (default): a write session's last request
-                                   waits for the next scheduled refresh
-                                   (``refresh=wait_for``), so writes are searchable when
-                                   the call returns; ``false``: return at once, writes
-                                   are searchable within the refresh interval
+``OPENSEARCH_WAIT_FOR_REFRESH``    ``false`` (default): a write returns at once and is
+                                   searchable within the refresh interval; ``true``: a
+                                   write session's last request waits for the next
+                                   scheduled refresh (``refresh=wait_for``), so writes
+                                   are searchable when the call returns (``kb`` sets it)
 ``OPENSEARCH_INDEX_PER_AGENT``     ``true``: strict per-agent isolation, one index per
                                    agent (``<index>-agent-<agent>``), so term statistics
                                    never mix agents (default ``false``: one shared index)
@@ -142,7 +142,7 @@ class OpenSearchConfig:
     search_max_retries: int = 1
     search_budget: float = 12.0
     refresh_interval: str = "1s"
-    wait_for_refresh: bool = True
+    wait_for_refresh: bool = False
     index_per_agent: bool = False
 
     def __post_init__(self) -> None:

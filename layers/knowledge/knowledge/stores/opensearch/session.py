@@ -23,9 +23,10 @@ previous version stays searchable, its record untouched. Searches show only each
 document's newest generation among their hits (``queries.newest_generations``), so
 while both versions exist for an instant, no search shows both.
 
-No refresh per document: the session's last request is sent with ``refresh=wait_for``
-(``config.wait_for_refresh``), so what it wrote is searchable when the session ends,
-without forcing small segments; otherwise within ``config.refresh_interval``.
+No refresh per document: what a session wrote is searchable within
+``config.refresh_interval`` (1 s) of its end; with ``config.wait_for_refresh`` its last
+request is sent with ``refresh=wait_for`` (it returns once the next scheduled refresh
+ran, without forcing one), so it is searchable when the session ends.
 
 On Serverless (``client_ids=False``) ids are the server's, there is no ``_mget`` of
 records by id and no conditional write: records are written unconditionally and the
