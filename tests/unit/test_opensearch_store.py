@@ -632,6 +632,16 @@ def test_serverless_writes_without_ids_refresh_or_delete_by_query() -> None:
     assert lookup["query"]["bool"]["should"][0]["range"]["generation"]["lt"]
 
 
+def test_serverless_delete_in_the_session_removes_what_the_session_wrote() -> None:
+    fake = FakeOpenSearch()
+    store = _serverless_store(fake)
+    with store.write_session(SCOPE) as session:
+        session.put_document(_header(), _chunks(2))
+        assert session.delete_document("deploy.md") is True  # nothing searchable yet
+    deleted = [line["delete"]["_id"] for line in fake.bulk_lines if "delete" in line]
+    assert sorted(deleted) == ["server-1", "server-2", "server-3"]  # two chunks, the record
+
+
 def test_serverless_reindex_removes_what_it_did_not_write_by_search_and_bulk_delete() -> None:
     fake = FakeOpenSearch(mapping=None)
     store = _serverless_store(fake)

@@ -130,6 +130,7 @@ class OpenSearchWriteSession:
         self._state_lock = threading.Lock()
         self._rejections: dict[str, _Rejection] = {}
         self._server_ids: dict[str, list[str]] = {}  # uncommitted server-made ids, by path
+        self._committed_ids: dict[str, list[str]] = {}  # committed ones (not yet searchable)
         self._pending_commits = 0
         self._flushes = 0
         self._refreshed = False
@@ -250,7 +251,11 @@ class OpenSearchWriteSession:
                 self._wrote = True
         else:
             query = queries.other_generations_query(self._scope, document_id, None)
-            for doc_id in self._connection.find_ids(self._index, query, action):
+            found = self._connection.find_ids(self._index, query, action)
+            with self._state_lock:
+                # What this session wrote is not searchable yet: its ids were kept.
+                found += self._committed_ids.pop(path, [])
+            for doc_id in dict.fromkeys(found):
                 existed = True
                 self._add(queries.bulk_delete_action(self._index, doc_id), path)
         with self._state_lock:
@@ -496,7 +501,8 @@ class OpenSearchWriteSession:
                 cleanup.extend(self._own_ids(commit))
                 continue
             with self._state_lock:
-                self._server_ids.pop(commit.path, None)
+                written = self._server_ids.pop(commit.path, [])
+                self._committed_ids[commit.path] = [*written, str(info.get("_id"))]
             query = _older_generations_query(self._scope, commit.document_id, commit.generation)
             found = self._connection.find_ids(self._index, query, action)
             cleanup.extend((commit.path, i) for i in found)
