@@ -41,6 +41,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from knowledge.access import AccessPolicy, Operation
 from knowledge.api import ApiResponse, KnowledgeApi, error_response, path_segment, request_body
+from knowledge.deadline import request_budget, time_budget
 from knowledge.scope import KnowledgeScope
 
 if TYPE_CHECKING:
@@ -140,7 +141,9 @@ def _search(agent: str, context: str | None) -> Response[str]:
     _authorize(agent, Operation.SEARCH)
     event = app.current_event
     body = request_body(event.body, base64_encoded=event.is_base64_encoded)
-    response = knowledge_api().search(agent, context, body, request_id=_request_id())
+    # Every call of the search (OpenSearch, the query embedding) ends before the gateway's.
+    with time_budget(request_budget(app.lambda_context.get_remaining_time_in_millis())):
+        response = knowledge_api().search(agent, context, body, request_id=_request_id())
     if response.status == 200:
         body = response.body
         results = len(body["results"])

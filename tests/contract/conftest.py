@@ -86,7 +86,16 @@ def _opensearch(request: pytest.FixtureRequest, tmp_path: Path) -> KnowledgeStor
             urllib.request.urlopen(req, timeout=30).close()
 
     request.addfinalizer(drop_index)
-    config = OpenSearchConfig(url=url, index_name=index, number_of_shards=1, number_of_replicas=0)
+    # Sessions wait for the next scheduled refresh (no forced refresh): a short interval
+    # keeps the suite fast without changing what is promised.
+    config = OpenSearchConfig(
+        url=url,
+        index_name=index,
+        number_of_shards=1,
+        number_of_replicas=0,
+        refresh_interval="100ms",
+        wait_for_refresh=True,  # the contract reads its writes at once
+    )
     return OpenSearchKnowledgeStore(config, embedder=HashingEmbedder(64))
 
 

@@ -106,6 +106,9 @@ def stack(opensearch_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[Stac
             "OPENSEARCH_URL": opensearch_url,
             "OPENSEARCH_INDEX": index,
             "OPENSEARCH_DEFAULT_MODE": "hybrid",
+            # The tests search right after indexing; deployed, a write is searchable
+            # within the index's refresh interval (1 s) instead.
+            "OPENSEARCH_WAIT_FOR_REFRESH": "true",
             "EMBEDDING_PROVIDER": "hashing",
             "DOCUMENTS_BUCKET": BUCKET,
             "INDEX_QUEUE_URL": queue_url,

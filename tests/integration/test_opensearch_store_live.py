@@ -34,6 +34,7 @@ from knowledge.scope import KnowledgeScope
 from knowledge.source import SourceDocument
 from knowledge.store import DocumentHeader, EmbeddedChunk
 from knowledge.stores.opensearch import OpenSearchConfig, OpenSearchKnowledgeStore, RetryPolicy
+from knowledge.stores.opensearch import connection as connection_module
 from knowledge.stores.opensearch import store as store_module
 from knowledge.stores.opensearch.queries import INCOMPLETE_HASH
 
@@ -86,6 +87,8 @@ class Node:
             "index_name": self.index,
             "number_of_shards": 1,
             "number_of_replicas": 0,
+            "refresh_interval": "200ms",
+            "wait_for_refresh": True,  # the tests read their writes at once
             **settings,
         }
         return OpenSearchConfig(**values)
@@ -614,7 +617,9 @@ class _CountingClient:
         return self.client.delete_by_query(*args, **kwargs)
 
 
-def test_documents_share_bulk_requests_and_shrinking_ones_are_trimmed_by_id(node: Node) -> None:
+def test_documents_share_bulk_requests_and_an_overwrite_removes_the_old_chunks_by_id(
+    node: Node,
+) -> None:
     scope = KnowledgeScope("a1", "c1")
     long = {
         f"doc{i:02}.md": "\n\n".join(f"# Part {part}\n\nsection {part} of {i}" for part in range(4))
@@ -626,15 +631,16 @@ def test_documents_share_bulk_requests_and_shrinking_ones_are_trimmed_by_id(node
     )
     try:
         assert store.index(scope, Source(long)).indexed_documents == 30
-        # 30 x (4 chunks + the record) in requests of 50 actions; nothing to delete.
-        assert counting.calls == {"bulk": 3}
+        # 120 chunks in requests of 50; after each, the records of the documents it
+        # completes; nothing to delete.
+        assert counting.calls == {"bulk": 6}
         assert len(node.records(record="chunk")) == 120
 
         counting.calls.clear()
         short = {path: f"# Short\n\nnow short {path}" for path in long}
         assert store.index(scope, Source(short)).indexed_documents == 30
-        # 30 x (old record delete, 1 chunk, the record); the trims travel with them.
-        assert counting.calls == {"bulk": 2}
+        # 30 chunks, their 30 records, then the 120 replaced chunks deleted by id.
+        assert counting.calls == {"bulk": 3}
         chunks = node.records(record="chunk")
         assert sorted((c["document_path"], c["chunk_index"]) for c in chunks) == [
             (path, 0) for path in sorted(short)
@@ -664,7 +670,7 @@ def test_serverless_mode_keeps_the_contract_without_ids_refresh_or_delete_by_que
     """service='aoss' on the local node (it ignores the SigV4 headers): server-made ids,
     deletes by search + bulk, no refresh. The test refreshes where Serverless would on its
     own schedule."""
-    monkeypatch.setattr(store_module, "_DELETE_IDS_PAGE", 2)  # page the id lookups
+    monkeypatch.setattr(connection_module, "_FIND_IDS_PAGE", 2)  # page the id lookups
     store = make_store(
         config=node.config(auth="sigv4", service="aoss", region="us-east-1", vector_engine="lucene")
     )

@@ -220,8 +220,10 @@ def test_an_embedding_failure_is_an_error_for_that_document_only() -> None:
     assert [p.path for p in result.errors] == ["bad.md"]
     assert "provider failed" in result.errors[0].reason
     assert "good.md" in writer.documents
-    # Never a half-written document: the failed one is removed, and a later run retries it.
-    assert "bad.md" not in writer.documents
+    # A failed write leaves the previous version searchable (the session drops what it
+    # wrote of the new one); a later run retries it.
+    assert writer.documents["bad.md"][0].content_hash == "old-hash"
+    assert "bad.md" not in writer.sessions[0].deleted
     assert writer.sessions[0].exit_exception is None
 
 

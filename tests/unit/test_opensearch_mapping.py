@@ -59,7 +59,7 @@ def test_index_body_for_a_vector_store() -> None:
     assert mappings["dynamic"] == "strict"
     assert mappings["_meta"] == {
         "knowledge": {
-            "schema_version": 1,
+            "schema_version": 2,
             "embedding_model": "openai:small",
             "embedding_dimensions": 384,
         }
@@ -96,7 +96,7 @@ def test_index_body_for_a_vector_store() -> None:
 def test_index_body_without_embedder_has_no_vector_field() -> None:
     body = index_body(vector_dimensions=None, embedding_model=None)
     assert "embedding" not in body["mappings"]["properties"]
-    assert body["mappings"]["_meta"] == {"knowledge": {"schema_version": 1}}
+    assert body["mappings"]["_meta"] == {"knowledge": {"schema_version": 2}}
 
 
 def test_serverless_index_body_leaves_shards_to_the_service() -> None:
@@ -156,7 +156,7 @@ def test_chunk_record_carries_scope_document_facts_content_and_vector() -> None:
         "Roll back.",
         {"title": "Deploy", "heading_path": ("Deploy", "Rollback"), "team": "platform"},
     )
-    assert chunk_document(SCOPE, HEADER, chunk, vector=(0.5, 1)) == {
+    assert chunk_document(SCOPE, HEADER, chunk, vector=(0.5, 1), generation="g1") == {
         "record": "chunk",
         "agent": "ops-bot",
         "context": "runbooks",
@@ -166,6 +166,7 @@ def test_chunk_record_carries_scope_document_facts_content_and_vector() -> None:
         "content_hash": "h1",
         "version": "0A",
         "indexed_at": "2025-01-02T03:04:05+00:00",
+        "generation": "g1",
         "chunk_index": 2,
         "content": "Roll back.",
         "metadata": {
@@ -180,8 +181,10 @@ def test_chunk_record_carries_scope_document_facts_content_and_vector() -> None:
 
 def test_a_zero_vector_is_left_out() -> None:
     chunk = DocumentChunk("a.md", 0, "!!!")
-    assert "embedding" not in chunk_document(SCOPE, HEADER, chunk, vector=[0.0, 0.0])
-    assert "embedding" not in chunk_document(SCOPE, HEADER, chunk, vector=None)
+    assert "embedding" not in chunk_document(
+        SCOPE, HEADER, chunk, vector=[0.0, 0.0], generation="g1"
+    )
+    assert "embedding" not in chunk_document(SCOPE, HEADER, chunk, vector=None, generation="g1")
     assert is_zero_vector([0.0, -0.0])
     assert not is_zero_vector([0.0, 1e-9])
 
@@ -189,17 +192,17 @@ def test_a_zero_vector_is_left_out() -> None:
 def test_times_are_stored_in_utc() -> None:
     seoul = timezone(timedelta(hours=9))
     header = DocumentHeader("a.md", "d", "h", datetime(2025, 1, 2, 12, 0, tzinfo=seoul))
-    assert document_record(SCOPE, header, chunk_count=0)["indexed_at"] == (
+    assert document_record(SCOPE, header, chunk_count=0, generation="g1")["indexed_at"] == (
         "2025-01-02T03:00:00+00:00"
     )
     naive = DocumentHeader("a.md", "d", "h", datetime(2025, 1, 2, 12, 0))
-    assert document_record(SCOPE, naive, chunk_count=0)["indexed_at"] == (
+    assert document_record(SCOPE, naive, chunk_count=0, generation="g1")["indexed_at"] == (
         "2025-01-02T12:00:00+00:00"
     )
 
 
 def test_document_record_has_no_text_or_vector() -> None:
-    assert document_record(SCOPE, HEADER, chunk_count=3) == {
+    assert document_record(SCOPE, HEADER, chunk_count=3, generation="g1") == {
         "record": "document",
         "agent": "ops-bot",
         "context": "runbooks",
@@ -209,5 +212,10 @@ def test_document_record_has_no_text_or_vector() -> None:
         "content_hash": "h1",
         "version": "0A",
         "indexed_at": "2025-01-02T03:04:05+00:00",
+        "generation": "g1",
         "chunk_count": 3,
+        "source_type": None,
+        "size": None,
+        "problem": None,
+        "problem_at": None,
     }

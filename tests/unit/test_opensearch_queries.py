@@ -16,19 +16,23 @@ from knowledge.stores.opensearch.queries import (
     INCOMPLETE_HASH,
     MATCH_NOTHING,
     Hit,
+    RecordState,
     ScopeStats,
     bulk_delete_action,
     bulk_index_action,
-    chunk_extents_body,
+    bulk_record_action,
     document_ids_page_body,
     file_pattern_filter,
+    generation_chunk_id,
     glob_to_regexp,
     glob_to_wildcard,
     keyword_search_body,
     metadata_filters,
     msearch_body,
-    parse_chunk_extents,
+    newest_generations,
     parse_hits,
+    parse_problems,
+    parse_records_mget,
     parse_scope_stats,
     parse_stored_document,
     parse_stored_documents,
@@ -36,14 +40,24 @@ from knowledge.stores.opensearch.queries import (
     scope_filters,
     scope_query,
     scope_stats_body,
-    stale_chunks_query,
     stored_document_body,
     stored_documents_body,
     vector_search_body,
 )
 
 SCOPE = KnowledgeScope("ops-bot", "runbooks")
-SOURCE = {"includes": ["agent", "context", "document_path", "chunk_index", "content", "metadata"]}
+SOURCE = {
+    "includes": [
+        "agent",
+        "context",
+        "document_path",
+        "chunk_index",
+        "content",
+        "metadata",
+        "document_id",
+        "generation",
+    ]
+}
 AGENT_TERM = {"term": {"agent": "ops-bot"}}
 CONTEXT_TERM = {"term": {"context": "runbooks"}}
 
@@ -290,58 +304,79 @@ def test_parse_hits() -> None:
 # --- writes -------------------------------------------------------------------------------
 
 
-def test_stale_chunks_are_chunks_of_the_document_from_the_new_count_on() -> None:
-    assert stale_chunks_query(SCOPE, "doc1", 3) == {
-        "bool": {
-            "filter": [
-                AGENT_TERM,
-                CONTEXT_TERM,
-                {"term": {"record": "chunk"}},
-                {"term": {"document_id": "doc1"}},
-                {"range": {"chunk_index": {"gte": 3}}},
+def test_a_record_is_created_or_replaced_only_if_unchanged_since_it_was_read() -> None:
+    state = RecordState(seq_no=7, primary_term=2, version="01", generation="g1", chunk_count=3)
+    assert bulk_record_action("ix", "doc1", {"record": "document"}, None) == {
+        "_op_type": "create",
+        "_index": "ix",
+        "_id": "doc1",
+        "_source": {"record": "document"},
+    }
+    assert bulk_record_action("ix", "doc1", {"record": "document"}, state) == {
+        "_op_type": "index",
+        "_index": "ix",
+        "_id": "doc1",
+        "if_seq_no": 7,
+        "if_primary_term": 2,
+        "_source": {"record": "document"},
+    }
+
+
+def test_records_read_by_mget_keep_the_condition_and_what_they_point_at() -> None:
+    response = {
+        "docs": [
+            {
+                "_id": "doc1",
+                "found": True,
+                "_seq_no": 4,
+                "_primary_term": 1,
+                "_source": {"version": "0A", "generation": "g2", "chunk_count": 5},
+            },
+            {"_id": "doc2", "found": False},
+        ]
+    }
+    assert parse_records_mget(response) == {
+        "doc1": RecordState(seq_no=4, primary_term=1, version="0A", generation="g2", chunk_count=5)
+    }
+
+
+def test_each_document_shows_only_its_newest_generation_among_the_hits() -> None:
+    def hit(i: str, doc: str, gen: str | None) -> Hit:
+        source = {"document_id": doc, "chunk_index": int(i)}
+        source |= {} if gen is None else {"generation": gen}
+        return Hit(id=i, score=1.0, source=source)
+
+    hits = [hit("1", "a", "g1"), hit("2", "a", "g2"), hit("3", "b", "g1"), hit("4", "c", None)]
+    assert [h.id for h in newest_generations(hits)] == ["2", "3", "4"]
+
+
+def test_a_chunk_stored_twice_in_one_generation_is_one_hit() -> None:
+    def hit(i: str, chunk: int) -> Hit:
+        source = {"document_id": "a", "generation": "g1", "chunk_index": chunk}
+        return Hit(id=i, score=1.0, source=source)
+
+    assert [h.id for h in newest_generations([hit("1", 0), hit("2", 0), hit("3", 1)])] == [
+        "1",
+        "3",
+    ]
+
+
+def test_chunk_ids_are_per_generation() -> None:
+    assert generation_chunk_id("doc1", "g7", 3) == "doc1:g7:3"
+
+
+def test_problems_are_one_per_path_most_recent_first() -> None:
+    response = {
+        "hits": {
+            "hits": [
+                {"_id": "1", "_source": {"document_path": "b.pdf", "problem": "encrypted PDF"}},
+                {"_id": "2", "_source": {"document_path": "a.md", "problem": "too large"}},
+                {"_id": "3", "_source": {"document_path": "b.pdf", "problem": "older"}},
             ]
         }
     }
-
-
-def test_chunk_extents_ask_for_the_last_chunk_of_each_document_in_one_request() -> None:
-    body = chunk_extents_body(SCOPE, ["doc1", "doc2", "doc1"])
-    assert body == {
-        "size": 0,
-        "track_total_hits": False,
-        "query": {
-            "bool": {
-                "filter": [
-                    AGENT_TERM,
-                    CONTEXT_TERM,
-                    {"term": {"record": "chunk"}},
-                    {"terms": {"document_id": ["doc1", "doc2"]}},
-                ]
-            }
-        },
-        "aggs": {
-            "documents": {
-                "terms": {"field": "document_id", "size": 2},
-                "aggs": {"last": {"max": {"field": "chunk_index"}}},
-            }
-        },
-    }
-
-
-def test_chunk_extents_are_the_last_index_plus_one() -> None:
-    response = {
-        "aggregations": {
-            "documents": {
-                "buckets": [
-                    {"key": "doc1", "doc_count": 4, "last": {"value": 3.0}},
-                    {"key": "doc2", "doc_count": 1, "last": {"value": 0.0}},
-                    {"key": "doc3", "doc_count": 0, "last": {"value": None}},
-                ]
-            }
-        }
-    }
-    assert parse_chunk_extents(response) == {"doc1": 4, "doc2": 1}
-    assert parse_chunk_extents({}) == {}
+    assert parse_problems(response, 10) == [("b.pdf", "encrypted PDF"), ("a.md", "too large")]
+    assert parse_problems(response, 1) == [("b.pdf", "encrypted PDF")]
 
 
 @pytest.mark.parametrize(
@@ -371,7 +406,12 @@ def test_serverless_delete_pages_ids_without_source(after, expected_after) -> No
         "_source": False,
         "track_total_hits": False,
         "query": scope_query(SCOPE),
-        "sort": [{"document_id": "asc"}, {"chunk_index": "asc"}, {"indexed_at": "asc"}],
+        "sort": [
+            {"document_id": "asc"},
+            {"generation": "asc"},
+            {"chunk_index": "asc"},
+            {"indexed_at": "asc"},
+        ],
     }
     if expected_after is not None:
         expected["search_after"] = expected_after
@@ -381,6 +421,11 @@ def test_serverless_delete_pages_ids_without_source(after, expected_after) -> No
 # --- status and stored documents ------------------------------------------------------------
 
 
+INDEXED_RECORD = {
+    "bool": {"filter": [{"term": {"record": "document"}}, {"exists": {"field": "generation"}}]}
+}
+
+
 def test_scope_stats_body() -> None:
     assert scope_stats_body(SCOPE) == {
         "size": 0,
@@ -388,8 +433,15 @@ def test_scope_stats_body() -> None:
         "query": scope_query(SCOPE),
         "aggs": {
             "chunks": {"filter": {"term": {"record": "chunk"}}},
-            "documents": {"cardinality": {"field": "document_id", "precision_threshold": 40000}},
-            "last_indexed": {"max": {"field": "indexed_at"}},
+            "records": {
+                "filter": INDEXED_RECORD,
+                "aggs": {
+                    "documents": {
+                        "cardinality": {"field": "document_id", "precision_threshold": 40000}
+                    },
+                    "last_indexed": {"max": {"field": "indexed_at"}},
+                },
+            },
         },
     }
 
@@ -401,16 +453,21 @@ def test_scope_stats_body() -> None:
         (
             {
                 "chunks": {"doc_count": 7},
-                "documents": {"value": 3},
-                "last_indexed": {"value": 1.7e12, "value_as_string": "2023-11-14T22:13:20.000Z"},
+                "records": {
+                    "documents": {"value": 3},
+                    "last_indexed": {
+                        "value": 1.7e12,
+                        "value_as_string": "2023-11-14T22:13:20.000Z",
+                    },
+                },
             },
             ScopeStats(3, 7, datetime(2023, 11, 14, 22, 13, 20, tzinfo=UTC)),
         ),
         (
             {
                 "chunks": {"doc_count": 0},
-                "documents": {"value": 2},  # two empty documents: records, no chunks
-                "last_indexed": {"value": 1.7e12},
+                # two empty documents: records, no chunks
+                "records": {"documents": {"value": 2}, "last_indexed": {"value": 1.7e12}},
             },
             ScopeStats(2, 0, datetime(2023, 11, 14, 22, 13, 20, tzinfo=UTC)),
         ),
@@ -422,18 +479,23 @@ def test_parse_scope_stats(aggs: dict, expected: ScopeStats) -> None:
 
 DOCUMENT_AGGS = {
     "record": {
-        "filter": {"term": {"record": "document"}},
+        "filter": INDEXED_RECORD,
         "aggs": {
             "latest": {
                 "top_hits": {
                     "size": 1,
-                    "sort": [{"indexed_at": "desc"}],
-                    "_source": {"includes": ["content_hash", "version", "chunk_count"]},
+                    "sort": [{"generation": "desc"}],
+                    "_source": {
+                        "includes": ["content_hash", "version", "chunk_count", "generation"]
+                    },
                 }
             }
         },
     },
-    "chunks": {"filter": {"term": {"record": "chunk"}}},
+    "chunks": {
+        "filter": {"term": {"record": "chunk"}},
+        "aggs": {"generations": {"terms": {"field": "generation", "size": 20}}},
+    },
 }
 
 
@@ -470,19 +532,26 @@ def test_stored_document_body() -> None:
     }
 
 
-def _bucket(path: str, records: list[dict], chunks: int) -> dict:
+def _bucket(path: str, records: list[dict], chunks: int | dict[str, int]) -> dict:
+    by_generation = {"g1": chunks} if isinstance(chunks, int) else chunks
+    total = sum(by_generation.values())
     return {
         "key": {"path": path},
-        "doc_count": len(records) + chunks,
+        "doc_count": len(records) + total,
         "record": {
             "doc_count": len(records),
             "latest": {"hits": {"hits": [{"_source": r} for r in records[:1]]}},
         },
-        "chunks": {"doc_count": chunks},
+        "chunks": {
+            "doc_count": total,
+            "generations": {
+                "buckets": [{"key": g, "doc_count": n} for g, n in by_generation.items() if n]
+            },
+        },
     }
 
 
-RECORD = {"content_hash": "h1", "version": "0A", "chunk_count": 2}
+RECORD = {"content_hash": "h1", "version": "0A", "chunk_count": 2, "generation": "g1"}
 
 
 @pytest.mark.parametrize(
@@ -490,10 +559,13 @@ RECORD = {"content_hash": "h1", "version": "0A", "chunk_count": 2}
     [
         ([RECORD], 2, StoredDocument("a.md", "h1", "0A", 2)),
         ([{**RECORD, "chunk_count": 0, "version": None}], 0, StoredDocument("a.md", "h1", None, 0)),
+        # A newer generation being written (or an older one not yet removed) beside it.
+        ([RECORD], {"g1": 2, "g2": 3}, StoredDocument("a.md", "h1", "0A", 5)),
+        ([RECORD, RECORD], 2, StoredDocument("a.md", "h1", "0A", 2)),
         # A write that died half-way: chunks without their record, or fewer than declared.
         ([], 2, StoredDocument("a.md", INCOMPLETE_HASH, None, 2)),
         ([RECORD], 1, StoredDocument("a.md", INCOMPLETE_HASH, "0A", 1)),
-        ([RECORD, RECORD], 2, StoredDocument("a.md", INCOMPLETE_HASH, "0A", 2)),
+        ([RECORD], {"g0": 2}, StoredDocument("a.md", INCOMPLETE_HASH, "0A", 2)),
     ],
 )
 def test_stored_documents_report_incomplete_writes(records, chunks, expected) -> None:

@@ -30,12 +30,13 @@ from knowledge.errors import (
     StoreUnavailableError,
     UnsupportedModeError,
 )
+from knowledge.identity import document_id
 from knowledge.model import DocumentChunk, IndexState, SearchMode, SearchQuery
 from knowledge.scope import KnowledgeScope
 from knowledge.store import DocumentHeader, EmbeddedChunk, IndexWriter, KnowledgeStore
 from knowledge.stores import opensearch as package
 from knowledge.stores.opensearch import OpenSearchConfig, OpenSearchKnowledgeStore, RetryPolicy
-from knowledge.stores.opensearch import store as store_module
+from knowledge.stores.opensearch import connection as connection_module
 from knowledge.stores.opensearch.mapping import index_body
 
 SCOPE = KnowledgeScope("ops-bot", "runbooks")
@@ -95,7 +96,7 @@ def test_client_is_created_once_and_reused(monkeypatch: pytest.MonkeyPatch) -> N
         made.append(config)
         return fake
 
-    monkeypatch.setattr(store_module, "create_client", create_client)
+    monkeypatch.setattr(connection_module, "create_client", create_client)
     store = OpenSearchKnowledgeStore(OpenSearchConfig(url="http://localhost:9200"))
     assert made == []
     store.search(SCOPE, SearchQuery("one"))
@@ -113,7 +114,7 @@ class _Indices:
     def __init__(self, client: FakeOpenSearch) -> None:
         self.client = client
 
-    def get_mapping(self, index: str) -> dict[str, Any]:
+    def get_mapping(self, index: str, **params: Any) -> dict[str, Any]:
         self.client.calls.append(("get_mapping", index))
         if self.client.mapping is None:
             raise NotFoundError(404, "index_not_found_exception", {})
@@ -129,23 +130,43 @@ class _Indices:
         self.client.calls.append(("refresh", index))
         return {}
 
+    def put_mapping(self, index: str, body: dict[str, Any]) -> dict[str, Any]:
+        self.client.calls.append(("put_mapping", index))
+        return {"acknowledged": True}
+
 
 class _Transport:
     serializer = JSONSerializer()
 
 
+def generic(doc_id: str | None) -> str | None:
+    """A chunk id with its generation written ``G`` (generations are random)."""
+    if doc_id is None or doc_id.count(":") != 2:
+        return doc_id
+    document, _, index = doc_id.split(":")
+    return f"{document}:G:{index}"
+
+
 class FakeOpenSearch:
-    """Records requests; answers searches with ``search_hits`` and bulks with success."""
+    """Records requests; answers searches with ``search_hits``, keeps document records
+    (ids without ``:``) with sequence numbers so conditional writes and ``_mget`` behave as
+    on a node, and answers other bulk items with success."""
 
     def __init__(self, mapping: dict[str, Any] | None = None) -> None:
         self.mapping = mapping
         self.created: dict[str, Any] | None = None
         self.calls: list[tuple[str, Any]] = []
         self.bulk_lines: list[dict[str, Any]] = []  # the action lines it accepted
+        self.bulk_params: list[dict[str, Any]] = []
         self.search_hits: list[dict[str, Any]] = []
         self.search_aggregations: dict[str, Any] = {}
         self.msearch_responses: list[dict[str, Any]] | None = None
-        # Bulk behaviour: index item errors by _id, ids throttled (429) once, whole-request
+        # Document records by id: (seq_no, source).
+        self.records: dict[str, tuple[int, dict[str, Any]]] = {}
+        self._seq = 0
+        # Another writer's record, put in place just before the next record write.
+        self.interleave: dict[str, dict[str, Any]] = {}
+        # Bulk behaviour: item errors by generic id, ids throttled (429) once, whole-request
         # errors (raised by the n-th bulk call, 0-based), and a gate a bulk call waits at.
         self.item_errors: dict[str, dict[str, Any]] = {}
         self.throttle_once: set[str] = set()
@@ -158,24 +179,48 @@ class FakeOpenSearch:
         self.closed = False
         self._next_id = 0
 
-    def search(self, index: str, body: dict[str, Any]) -> dict[str, Any]:
+    def put_record(self, doc_id: str, source: dict[str, Any]) -> None:
+        self._seq += 1
+        self.records[doc_id] = (self._seq, source)
+
+    def search(self, index: str, body: dict[str, Any], **params: Any) -> dict[str, Any]:
         self.calls.append(("search", body))
         return {"hits": {"hits": self.search_hits}, "aggregations": self.search_aggregations}
 
-    def msearch(self, body: list[dict[str, Any]]) -> dict[str, Any]:
+    def msearch(self, body: list[dict[str, Any]], **params: Any) -> dict[str, Any]:
         self.calls.append(("msearch", body))
         if self.msearch_responses is not None:
             return {"responses": self.msearch_responses}
         return {"responses": [{"hits": {"hits": []}}, {"hits": {"hits": []}}]}
 
+    def mget(self, index: str, body: dict[str, Any]) -> dict[str, Any]:
+        self.calls.append(("mget", body))
+        docs: list[dict[str, Any]] = []
+        for doc_id in body["ids"]:
+            if doc_id in self.records:
+                seq, source = self.records[doc_id]
+                docs.append(
+                    {
+                        "_id": doc_id,
+                        "found": True,
+                        "_seq_no": seq,
+                        "_primary_term": 1,
+                        "_source": source,
+                    }
+                )
+            else:
+                docs.append({"_id": doc_id, "found": False})
+        return {"docs": docs}
+
     def delete_by_query(self, index: str, body: dict[str, Any], **params: Any) -> dict[str, Any]:
         self.calls.append(("delete_by_query", {"body": body, **params}))
         return {"deleted": 0, "failures": []}
 
-    def bulk(self, body: str, **params: Any) -> dict[str, Any]:
+    def bulk(self, body: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
         lines = [json.loads(line) for line in body.strip().split("\n")]
         number = self.names().count("bulk")
         self.calls.append(("bulk", lines))
+        self.bulk_params.append(dict(params or {}))
         self.bulk_entered.set()
         if self.bulk_gate is not None and not self.bulk_gate.wait(timeout=10):
             self.gate_timed_out = True
@@ -187,17 +232,34 @@ class FakeOpenSearch:
             line = lines[i]
             op, meta = next(iter(line.items()))
             doc_id = meta.get("_id")
+            source = lines[i + 1] if op != "delete" else None
             i += 1 if op == "delete" else 2
-            if doc_id in self.throttle_once:
-                self.throttle_once.discard(doc_id)
+            key = generic(doc_id)
+            if key is not None and key in self.throttle_once:
+                self.throttle_once.discard(key)
                 items.append({op: {"_id": doc_id, "status": 429, "error": {"type": "rejected"}}})
                 continue
-            if doc_id in self.item_errors and op == "index":
-                items.append({op: {"_id": doc_id, **self.item_errors[doc_id]}})
+            if key is not None and key in self.item_errors and op in ("index", "create"):
+                items.append({op: {"_id": doc_id, **self.item_errors[key]}})
                 continue
+            if doc_id in self.interleave and op in ("index", "create"):
+                self.put_record(doc_id, self.interleave.pop(doc_id))
+            if op in ("index", "create") and doc_id is not None and ":" not in doc_id:
+                current = self.records.get(doc_id)
+                conflict = (op == "create" and current is not None) or (
+                    "if_seq_no" in meta and (current is None or current[0] != meta["if_seq_no"])
+                )
+                if conflict:
+                    items.append(
+                        {op: {"_id": doc_id, "status": 409, "error": {"type": "conflict"}}}
+                    )
+                    continue
+                assert source is not None
+                self.put_record(doc_id, source)
             self.bulk_lines.append(line)
             if op == "delete":
-                items.append({op: {"_id": doc_id, "status": 404, "result": "not_found"}})
+                found = self.records.pop(doc_id, None) is not None
+                items.append({op: {"_id": doc_id, "status": 200 if found else 404}})
                 continue
             if doc_id is None:
                 self._next_id += 1
@@ -232,65 +294,92 @@ def _store(fake: FakeOpenSearch, **config: Any) -> OpenSearchKnowledgeStore:
 
 def _index_lines(fake: FakeOpenSearch) -> list[str]:
     """The ids of the bulk lines the fake accepted, as ``op id``."""
-    return [f"{op} {meta.get('_id')}" for line in fake.bulk_lines for op, meta in line.items()]
+    return [
+        f"{op} {generic(meta.get('_id'))}" for line in fake.bulk_lines for op, meta in line.items()
+    ]
 
 
-def _extents_answer(**extents: int) -> dict[str, Any]:
-    """What the node answers to ``chunk_extents_body``: the last chunk index per document."""
-    buckets = [{"key": key, "last": {"value": float(n - 1)}} for key, n in extents.items()]
-    return {"documents": {"buckets": buckets}}
+OLD_RECORD = {"version": "09", "generation": "g-old", "chunk_count": 3, "record": "document"}
 
 
-@pytest.mark.parametrize("replace_scope", [False, True], ids=["new index", "replace scope"])
-def test_documents_of_an_empty_scope_need_no_delete_at_all(replace_scope: bool) -> None:
-    fake = FakeOpenSearch(mapping=_vector_mapping(8) if replace_scope else None)
-    store = _store(fake)
-    with store.write_session(SCOPE, replace_scope=replace_scope) as session:
+def test_a_new_document_is_its_chunks_then_its_record_created_and_no_delete() -> None:
+    fake = FakeOpenSearch(mapping=None)
+    store = _store(fake, wait_for_refresh=True)
+    with store.write_session(SCOPE) as session:
         assert session.put_document(_header(), _chunks(2)) == 2
-    if not replace_scope:
-        assert fake.created is not None  # created on first write, with the vector field
-        assert fake.created["mappings"]["properties"]["embedding"]["dimension"] == 8
-    # The record last: the commit. Nothing to trim or to look up in a scope known empty.
-    assert _index_lines(fake) == ["index doc1:0", "index doc1:1", "index doc1"]
+    assert fake.created is not None  # created on first write, with the vector field
+    assert fake.created["mappings"]["properties"]["embedding"]["dimension"] == 8
+    assert fake.created["settings"]["index"]["refresh_interval"] == "1s"
+    # The record last, created only if there is none: nothing to delete, nothing to look up.
+    assert _index_lines(fake) == ["index doc1:G:0", "index doc1:G:1", "create doc1"]
     assert "search" not in fake.names()
-    assert fake.names().count("delete_by_query") == (1 if replace_scope else 0)  # the clear
-    assert fake.names()[-1] == "refresh"
+    assert "delete_by_query" not in fake.names()
+    assert "refresh" not in fake.names()  # the last request waits for the scheduled one
+    assert fake.bulk_params[-1] == {"refresh": "wait_for"}
+    assert fake.names().count("mget") == 1
     assert session.failures == ()
+    # By default nothing waits: searchable within the index's refresh interval.
+    fake = FakeOpenSearch(mapping=None)
+    with _store(fake).write_session(SCOPE) as session:
+        session.put_document(_header(), _chunks(2))
+    assert all(params == {} for params in fake.bulk_params)
+    assert "refresh" not in fake.names()
 
 
-def test_an_overwrite_deletes_the_old_record_first_and_the_old_tail_by_id() -> None:
+def test_an_overwrite_writes_beside_the_old_version_and_then_removes_it_by_id() -> None:
     fake = FakeOpenSearch(mapping=_vector_mapping(8))
-    fake.search_aggregations = _extents_answer(doc1=4)  # the stored version has 4 chunks
-    store = _store(fake)
+    fake.put_record("doc1", OLD_RECORD)
+    store = _store(fake, wait_for_refresh=True)
     with store.write_session(SCOPE) as session:
         assert session.put_document(_header(), _chunks(2)) == 2
     assert _index_lines(fake) == [
-        "delete doc1",  # the old record first: a write that dies reads as incomplete
-        "index doc1:0",
-        "index doc1:1",
-        "index doc1",
-        "delete doc1:2",
-        "delete doc1:3",
+        "index doc1:G:0",
+        "index doc1:G:1",
+        "index doc1",  # only if still what was read (if_seq_no)
+        *(["delete doc1:G:0", "delete doc1:G:1", "delete doc1:G:2"]),
     ]
-    [lookup] = [body for name, body in fake.calls if name == "search"]
-    assert {"terms": {"document_id": ["doc1"]}} in lookup["query"]["bool"]["filter"]
+    deleted = [line["delete"]["_id"] for line in fake.bulk_lines if "delete" in line]
+    assert deleted == [f"doc1:g-old:{i}" for i in range(3)]
+    record_line = next(
+        line for line in fake.bulk_lines if line.get("index", {}).get("_id") == "doc1"
+    )
+    assert record_line["index"]["if_seq_no"] == 1
+    assert fake.records["doc1"][1]["chunk_count"] == 2
     assert "delete_by_query" not in fake.names()
-    assert fake.names().count("bulk") == 1  # the trim travels with the chunks
+    assert fake.bulk_params[-1] == {"refresh": "wait_for"}  # the removal is the last request
 
 
-def test_a_second_write_in_the_session_trims_what_the_first_wrote() -> None:
-    fake = FakeOpenSearch()  # a new index: the session wrote everything there is
+def test_a_newer_indexed_version_wins_and_the_new_chunks_are_removed() -> None:
+    fake = FakeOpenSearch(mapping=_vector_mapping(8))
+    fake.put_record("doc1", {**OLD_RECORD, "version": "0B"})  # newer than the header's 0A
     store = _store(fake)
     with store.write_session(SCOPE) as session:
-        session.put_document(_header(), _chunks(3))
-        session.put_document(_header(), _chunks(1))
-    assert _index_lines(fake)[4:] == [
-        "delete doc1",
-        "index doc1:0",
-        "index doc1",
-        *(f"delete doc1:{i}" for i in (1, 2)),
+        session.put_document(_header(), _chunks(2))
+    assert [(f.path, f.reason) for f in session.failures] == [
+        ("deploy.md", "stale version: 0A is older than the indexed 0B")
     ]
-    assert "search" not in fake.names()
+    assert _index_lines(fake) == [
+        "index doc1:G:0",
+        "index doc1:G:1",
+        "delete doc1:G:0",
+        "delete doc1:G:1",
+    ]
+    assert fake.records["doc1"][1]["version"] == "0B"
+
+
+def test_a_record_changed_by_another_writer_is_read_and_decided_again() -> None:
+    fake = FakeOpenSearch(mapping=_vector_mapping(8))
+    fake.put_record("doc1", OLD_RECORD)
+    # Between this session's read and its write, another writer commits version 0C.
+    fake.interleave["doc1"] = {**OLD_RECORD, "version": "0C", "generation": "g-other"}
+    store = _store(fake)
+    with store.write_session(SCOPE) as session:
+        session.put_document(_header(), _chunks(2))
+    assert [f.reason for f in session.failures] == [
+        "stale version: 0A is older than the indexed 0C"
+    ]
+    assert fake.names().count("mget") == 2  # read again after the 409
+    assert fake.records["doc1"][1]["generation"] == "g-other"
 
 
 @pytest.mark.parametrize("existing", [False, True], ids=["new index", "existing index"])
@@ -301,18 +390,20 @@ def test_many_documents_share_few_bulk_requests_and_no_delete_by_query(existing:
         for n in range(40):
             path = f"doc{n}.md"
             session.put_document(_header(path, f"id{n}"), _chunks(2, path=path))
-    per_document = 4 if existing else 3  # (old record delete), two chunks, the record
-    requests = -(-40 * per_document // 25)
-    assert fake.names().count("bulk") == requests
-    assert len(fake.bulk_lines) == 40 * per_document
+    chunk_requests = -(-40 * 2 // 25)
+    # Per chunk request: the chunks, then the records of the documents it completes.
+    assert fake.names().count("bulk") == 2 * chunk_requests
+    assert fake.names().count("mget") == chunk_requests
+    assert len(fake.bulk_lines) == 40 * 3
+    assert not [line for line in fake.bulk_lines if "delete" in line]
     assert "delete_by_query" not in fake.names()
-    # Previous versions are looked up once per request, and only in an existing index.
-    assert fake.names().count("search") == (requests if existing else 0)
+    assert "search" not in fake.names()
 
 
 def test_a_rejected_chunk_in_a_shared_request_fails_only_its_document() -> None:
     fake = FakeOpenSearch()
-    fake.item_errors["id-b:1"] = {
+    fake.put_record("id-b", {**OLD_RECORD, "version": "01"})
+    fake.item_errors["id-b:G:1"] = {
         "status": 400,
         "error": {"type": "mapper_parsing_exception", "reason": "wrong vector dimension"},
     }
@@ -320,19 +411,20 @@ def test_a_rejected_chunk_in_a_shared_request_fails_only_its_document() -> None:
     with store.write_session(SCOPE) as session:
         for name in "abc":
             assert session.put_document(_header(f"{name}.md", f"id-{name}"), _chunks(2)) == 2
-    assert fake.names().count("bulk") == 2  # the three documents, then removing b
     [failure] = session.failures
     assert failure.path == "b.md"
     assert failure.reason == (
         "rejected by OpenSearch: chunk 1: mapper_parsing_exception: wrong vector dimension; "
-        "not indexed"
+        "not indexed (the previously indexed version, if any, is kept)"
     )
-    # b's records written in the session are deleted by id, older ones by query.
-    removal = fake.calls[fake.names().index("bulk", fake.names().index("bulk") + 1)][1]
-    assert removal == [{"delete": {"_index": "kb", "_id": i}} for i in ("id-b:0", "id-b:1", "id-b")]
-    [by_query] = [body for name, body in fake.calls if name == "delete_by_query"]
-    assert {"term": {"document_path": "b.md"}} in by_query["body"]["query"]["bool"]["filter"]
-    assert fake.names()[-1] == "refresh"
+    # Only b's new chunk is removed; its previous version (record and chunks) stays.
+    assert [line for line in _index_lines(fake) if "id-b" in line] == [
+        "index id-b:G:0",
+        "delete id-b:G:0",
+        "delete id-b:G:1",
+    ]
+    assert fake.records["id-b"][1]["generation"] == "g-old"
+    assert "delete_by_query" not in fake.names()
 
 
 def test_a_rejected_record_is_named_in_the_failure() -> None:
@@ -342,13 +434,15 @@ def test_a_rejected_record_is_named_in_the_failure() -> None:
     with store.write_session(SCOPE) as session:
         session.put_document(_header(), _chunks(1))
     assert [f.reason for f in session.failures] == [
-        "rejected by OpenSearch: document record: x: bad record; not indexed"
+        "rejected by OpenSearch: document record: x: bad record; not indexed "
+        "(the previously indexed version, if any, is kept)"
     ]
+    assert _index_lines(fake)[-1] == "delete doc1:G:0"
 
 
 def test_throttled_items_are_sent_again_after_a_pause() -> None:
     fake = FakeOpenSearch()
-    fake.throttle_once.add("doc1:1")
+    fake.throttle_once.add("doc1:G:1")
     pauses: list[float] = []
     store = OpenSearchKnowledgeStore(
         OpenSearchConfig(url="http://localhost:9200", index_name="kb"),
@@ -359,8 +453,8 @@ def test_throttled_items_are_sent_again_after_a_pause() -> None:
     with store.write_session(SCOPE) as session:
         session.put_document(_header(), _chunks(2))
     bulks = [lines for name, lines in fake.calls if name == "bulk"]
-    assert len(bulks) == 2
-    assert bulks[1] == [{"index": {"_index": "kb", "_id": "doc1:1"}}, bulks[0][3]]
+    assert len(bulks) == 3  # the chunks, the throttled one again, the record
+    assert bulks[1] == bulks[0][2:]
     assert len(pauses) == 1
     assert session.failures == ()
 
@@ -368,23 +462,25 @@ def test_throttled_items_are_sent_again_after_a_pause() -> None:
 def test_a_request_refused_as_a_whole_fails_its_documents_only() -> None:
     fake = FakeOpenSearch()
     fake.bulk_errors[0] = RequestError(400, "illegal_argument_exception", {})
-    store = _store(fake, bulk_chunk_size=6)
+    store = _store(fake, bulk_chunk_size=4)
     with store.write_session(SCOPE) as session:
         for name in "abc":  # a and b fill the first request, c is in the second
             session.put_document(_header(f"{name}.md", f"id-{name}"), _chunks(2))
     assert [f.path for f in session.failures] == ["a.md", "b.md"]
     assert "illegal_argument_exception" in session.failures[0].reason
     assert [line for line in _index_lines(fake) if "id-c" in line] == [
-        "index id-c:0",
-        "index id-c:1",
-        "index id-c",
+        "index id-c:G:0",
+        "index id-c:G:1",
+        "create id-c",
     ]
+    assert "id-a" not in fake.records
+    assert "id-b" not in fake.records
 
 
 def test_a_lost_node_stops_the_session_and_is_raised_in_the_callers_thread() -> None:
     fake = FakeOpenSearch()
     fake.bulk_errors[0] = OSConnectionError("N/A", "connection refused", ConnectionRefusedError())
-    store = _store(fake, bulk_chunk_size=3)
+    store = _store(fake, bulk_chunk_size=2)
     session = store.write_session(SCOPE).__enter__()
     session.put_document(_header("a.md", "id-a"), _chunks(2))
     session.put_document(_header("b.md", "id-b"), _chunks(2))  # sends a's request
@@ -405,7 +501,7 @@ def test_a_lost_node_stops_the_session_and_is_raised_in_the_callers_thread() -> 
     assert store.status(SCOPE).state is IndexState.EMPTY  # both sessions are closed
 
 
-def test_a_failing_chunk_stream_drops_what_of_its_document_was_not_sent() -> None:
+def test_a_failing_chunk_stream_leaves_nothing_of_its_generation() -> None:
     def failing() -> Iterator[EmbeddedChunk]:
         yield from _chunks(1, path="b.md")
         raise EmbeddingError("the embedder failed")
@@ -417,13 +513,32 @@ def test_a_failing_chunk_stream_drops_what_of_its_document_was_not_sent() -> Non
         with pytest.raises(EmbeddingError):
             session.put_document(_header("b.md", "id-b"), failing())
         session.put_document(_header("c.md", "id-c"), _chunks(1))
-    assert _index_lines(fake) == ["index id-a:0", "index id-a", "index id-c:0", "index id-c"]
+    assert _index_lines(fake) == ["index id-a:G:0", "index id-c:G:0", "create id-a", "create id-c"]
+
+
+def test_a_failing_chunk_stream_deletes_what_of_it_was_sent_already() -> None:
+    def failing() -> Iterator[EmbeddedChunk]:
+        yield from _chunks(3, path="b.md")
+        raise EmbeddingError("the embedder failed")
+
+    fake = FakeOpenSearch()
+    store = _store(fake, bulk_chunk_size=2)
+    with store.write_session(SCOPE) as session, pytest.raises(EmbeddingError):
+        session.put_document(_header("b.md", "id-b"), failing())
+    assert _index_lines(fake) == [
+        "index id-b:G:0",
+        "index id-b:G:1",
+        "delete id-b:G:0",
+        "delete id-b:G:1",
+        "delete id-b:G:2",
+    ]
+    assert "id-b" not in fake.records
 
 
 def test_documents_are_prepared_while_a_request_is_on_the_wire() -> None:
     fake = FakeOpenSearch()
     fake.bulk_gate = threading.Event()
-    store = _store(fake, bulk_chunk_size=3)  # one document (2 chunks + record) per request
+    store = _store(fake, bulk_chunk_size=2)  # one document's two chunks per request
     with store.write_session(SCOPE) as session:
         session.put_document(_header("a.md", "id-a"), _chunks(2))
         session.put_document(_header("b.md", "id-b"), _chunks(2))  # hands a to the sender
@@ -440,24 +555,40 @@ def test_documents_are_prepared_while_a_request_is_on_the_wire() -> None:
         fourth.join(timeout=10)
         assert not fourth.is_alive()
     assert not fake.gate_timed_out
-    assert fake.names().count("bulk") == 4
+    assert fake.names().count("bulk") == 8  # four of chunks, four of records
     assert session.failures == ()
 
 
 def test_a_delete_in_the_session_sends_the_buffer_first() -> None:
     fake = FakeOpenSearch()
     store = _store(fake)
+    doc = document_id(SCOPE, "deploy.md")
     with store.write_session(SCOPE) as session:
-        session.put_document(_header(), _chunks(2))
-        session.delete_document("deploy.md")
-    assert _index_lines(fake) == [
-        "index doc1:0",
-        "index doc1:1",
-        "index doc1",
-        "delete doc1:0",
-        "delete doc1:1",
+        session.put_document(_header(document_id=doc), _chunks(2))
+        assert session.delete_document("deploy.md") is True
+        assert session.delete_document("never.md") is False
+    assert [line.replace(doc, "doc1") for line in _index_lines(fake)] == [
+        "index doc1:G:0",
+        "index doc1:G:1",
+        "create doc1",
+        "delete doc1:G:0",
+        "delete doc1:G:1",
         "delete doc1",
     ]
+    assert fake.records == {}
+
+
+def test_a_problem_is_kept_in_the_record_and_the_indexed_version_stays() -> None:
+    fake = FakeOpenSearch(mapping=_vector_mapping(8))
+    store = _store(fake)
+    with store.write_session(SCOPE) as session:
+        session.record_problem("deploy.md", "encrypted PDF")
+    [meta, update] = fake.calls[-1][1]
+    doc = document_id(SCOPE, "deploy.md")
+    assert meta == {"update": {"_index": "kb", "_id": doc, "retry_on_conflict": 3}}
+    assert update["doc"]["problem"] == "encrypted PDF"
+    assert update["upsert"]["document_path"] == "deploy.md"
+    assert "generation" not in update["upsert"]  # a problem alone is no indexed document
 
 
 def _serverless_store(fake: FakeOpenSearch) -> OpenSearchKnowledgeStore:
@@ -476,7 +607,7 @@ def _serverless_store(fake: FakeOpenSearch) -> OpenSearchKnowledgeStore:
 def test_serverless_writes_without_ids_refresh_or_delete_by_query() -> None:
     fake = FakeOpenSearch()
     store = _serverless_store(fake)
-    # The previous version's records, found by a search before writing.
+    # The older generations' records, found by a search once the new one is written.
     fake.search_hits = [{"_id": "old-1", "sort": ["doc1", 0, 1]}, {"_id": "old-2", "sort": [1]}]
     with store.write_session(SCOPE) as session:
         assert session.put_document(_header(), _chunks(2)) == 2
@@ -489,15 +620,29 @@ def test_serverless_writes_without_ids_refresh_or_delete_by_query() -> None:
     ]
     assert "refresh" not in fake.names()
     assert "delete_by_query" not in fake.names()
+    assert "mget" not in fake.names()
+    assert all(params == {} for params in fake.bulk_params)  # no refresh=wait_for either
     assert fake.created is not None
     assert fake.created["settings"]["index"] == {"knn": True}
     assert fake.created["mappings"]["properties"]["embedding"]["method"]["engine"] == "faiss"
     lookup = next(body for name, body in fake.calls if name == "search")
     assert lookup["_source"] is False
-    assert {"term": {"document_path": "deploy.md"}} in lookup["query"]["bool"]["filter"]
+    assert {"term": {"document_id": "doc1"}} in lookup["query"]["bool"]["filter"]
+    # Only older generations (or none): never what a newer writer wrote.
+    assert lookup["query"]["bool"]["should"][0]["range"]["generation"]["lt"]
 
 
-def test_serverless_reindex_clears_the_scope_by_search_and_bulk_delete() -> None:
+def test_serverless_delete_in_the_session_removes_what_the_session_wrote() -> None:
+    fake = FakeOpenSearch()
+    store = _serverless_store(fake)
+    with store.write_session(SCOPE) as session:
+        session.put_document(_header(), _chunks(2))
+        assert session.delete_document("deploy.md") is True  # nothing searchable yet
+    deleted = [line["delete"]["_id"] for line in fake.bulk_lines if "delete" in line]
+    assert sorted(deleted) == ["server-1", "server-2", "server-3"]  # two chunks, the record
+
+
+def test_serverless_reindex_removes_what_it_did_not_write_by_search_and_bulk_delete() -> None:
     fake = FakeOpenSearch(mapping=None)
     store = _serverless_store(fake)
     fake.search_hits = [{"_id": "a", "sort": [0]}]
@@ -506,9 +651,9 @@ def test_serverless_reindex_clears_the_scope_by_search_and_bulk_delete() -> None
     assert fake.bulk_lines == [{"delete": {"_index": "kb", "_id": "a"}}]
     assert "delete_by_query" not in fake.names()
     lookup = next(body for name, body in fake.calls if name == "search")
-    assert lookup["query"] == {
-        "bool": {"filter": [{"term": {"agent": "ops-bot"}}, {"term": {"context": "runbooks"}}]}
-    }
+    query = lookup["query"]["bool"]
+    assert query["filter"] == [{"term": {"agent": "ops-bot"}}, {"term": {"context": "runbooks"}}]
+    assert "indexed_at" in query["should"][0]["range"]
 
 
 def test_hybrid_sends_one_msearch_and_errors_name_the_side() -> None:

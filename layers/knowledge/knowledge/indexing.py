@@ -19,12 +19,13 @@ keys win, so user metadata cannot hide the system keys).
 Failures are per document and never stop a run: a file that cannot be read, extracted,
 embedded or written is listed in ``errors`` (or ``skipped`` for deliberate skips), and
 the run goes on. ``StoreUnavailableError`` is re-raised (nothing more can be written),
-as is an error while listing the source (nothing is deleted then). A document whose
-write fails is removed from the index, so a half-written document is never searchable:
-backends that stream chunks cannot promise to keep the old version, so none does. A
-document whose new content cannot be indexed (too large, binary, unsupported) has its
-previous version removed too, as that version is stale. ``WriteSession.failures``
-reported at commit count as errors, not as indexed documents.
+as is an error while listing the source (nothing is deleted then). A failed write
+leaves the previous version searchable: every store's ``put_document`` writes the new
+version beside the old one (or in a transaction) and drops what it wrote of a version
+that failed, so the pipeline removes nothing then. A document whose new content cannot
+be indexed (too large, binary, unsupported) has its previous version removed, as that
+version is stale. ``WriteSession.failures`` reported at commit count as errors, not as
+indexed documents.
 """
 
 from __future__ import annotations
@@ -328,8 +329,8 @@ class Indexer:
             written = session.put_document(header, self._embedded(chunks, run))
         except KnowledgeError as exc:  # EmbeddingError, StoreError, a chunker's ValidationError
             _reraise_if_unavailable(exc)
+            # The session dropped what it wrote of this version; the previous one stays.
             run.errors.append(FileProblem(path, f"not indexed: {exc}"))
-            self._remove_partial(session, path, run)
             return
         run.written[path] = written
 
@@ -408,14 +409,6 @@ class Indexer:
         self._delete(session, path, run)
         dropped = len(run.deleted) > before
         run.skipped.append(FileProblem(path, reason + (_STALE_REMOVED if dropped else "")))
-
-    @staticmethod
-    def _remove_partial(session: WriteSession, path: str, run: _Run) -> None:
-        try:
-            session.delete_document(path)
-        except KnowledgeError as exc:
-            _reraise_if_unavailable(exc)
-            run.errors.append(FileProblem(path, f"partly written and not removed: {exc}"))
 
 
 def _over_limit(taken: int, options: IndexOptions) -> bool:

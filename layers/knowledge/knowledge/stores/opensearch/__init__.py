@@ -16,6 +16,7 @@ layout, authentication, and what differs on OpenSearch Serverless.
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING, Any
 
 from knowledge.stores.opensearch.client import RetryPolicy
@@ -37,10 +38,15 @@ __all__ = [
 def build_store(settings: StoreSettings) -> OpenSearchKnowledgeStore:
     """The store for ``kb``/the local server: the endpoint from ``--opensearch-url`` (or
     ``KB_OPENSEARCH_URL``, then ``OPENSEARCH_URL``), every other setting from the
-    ``OPENSEARCH_*`` environment (``OpenSearchConfig.from_env``), the embedder by name."""
+    ``OPENSEARCH_*`` environment (``OpenSearchConfig.from_env``), the embedder by name.
+    Writes wait until they are searchable unless ``OPENSEARCH_WAIT_FOR_REFRESH`` says
+    otherwise."""
     from knowledge.config import open_embedder  # config imports backends lazily
 
     overrides: dict[str, Any] = {}
+    if "OPENSEARCH_WAIT_FOR_REFRESH" not in os.environ:
+        # On the command line, `kb index` then `kb search` should see what was written.
+        overrides["wait_for_refresh"] = True
     if settings.opensearch_url:
         overrides["url"] = settings.opensearch_url
     if settings.default_mode is not None:

@@ -27,6 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from knowledge.deadline import Deadline
 from knowledge.errors import ConfigurationError, KnowledgeError, StoreError, StoreUnavailableError
 from knowledge.stores.opensearch.config import OpenSearchConfig
 
@@ -232,8 +233,17 @@ class RetryPolicy:
         jitter: float = random.uniform(0, cap / 2)  # noqa: S311 - jitter, not security
         return cap / 2 + jitter
 
-    def call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        """``fn(*args, **kwargs)``, retried on retryable errors; the last error is raised."""
+    def call(
+        self,
+        fn: Callable[..., T],
+        *args: Any,
+        deadline: Deadline | None = None,
+        **kwargs: Any,
+    ) -> T:
+        """``fn(*args, **kwargs)``, retried on retryable errors; the last error is raised.
+
+        With a ``deadline``, no retry starts that could not get at least a tenth of a
+        second before it (the pause included)."""
         attempt = 0
         while True:
             try:
@@ -242,4 +252,10 @@ class RetryPolicy:
                 if attempt >= self.max_retries or not is_retryable(exc):
                     raise
                 attempt += 1
-                self.sleep(self.delay(attempt))
+                pause = self.delay(attempt)
+                if deadline is not None and deadline.remaining() < pause + _MIN_ATTEMPT_SECONDS:
+                    raise
+                self.sleep(pause)
+
+
+_MIN_ATTEMPT_SECONDS = 0.1

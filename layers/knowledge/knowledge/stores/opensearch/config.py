@@ -30,6 +30,19 @@ Environment (``OpenSearchConfig.from_env``):
                                    the domain shape; default: the cluster's)
 ``OPENSEARCH_MSEARCH``             ``true`` (default) sends hybrid's two searches in one
                                    ``_msearch``; ``false`` sends them one after the other
+``OPENSEARCH_SEARCH_TIMEOUT``      seconds per search request (default 4)
+``OPENSEARCH_SEARCH_MAX_RETRIES``  retries of a search request (default 1)
+``OPENSEARCH_SEARCH_BUDGET``       seconds a search may take in all when the caller sets
+                                   no deadline (default 12)
+``OPENSEARCH_REFRESH_INTERVAL``    ``index.refresh_interval`` of a new index (default 1s)
+``OPENSEARCH_WAIT_FOR_REFRESH``    ``false`` (default): a write returns at once and is
+                                   searchable within the refresh interval; ``true``: a
+                                   write session's last request waits for the next
+                                   scheduled refresh (``refresh=wait_for``), so writes
+                                   are searchable when the call returns (``kb`` sets it)
+``OPENSEARCH_INDEX_PER_AGENT``     ``true``: strict per-agent isolation, one index per
+                                   agent (``<index>-agent-<agent>``), so term statistics
+                                   never mix agents (default ``false``: one shared index)
 =================================  =====================================================
 """
 
@@ -63,6 +76,8 @@ DEFAULT_INDEX_NAME = "knowledge"
 
 _INDEX_NAME = re.compile(r"[a-z0-9][a-z0-9._-]{0,254}")
 _MAX_VECTOR_DIMENSIONS = 16_000
+_MAX_PER_AGENT_PREFIX = 255 - len("-agent-") - 2 * 64  # an agent name may double in length
+_INTERVAL = re.compile(r"[1-9][0-9]{0,5}(ms|s|m)")
 _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("0", "false", "no", "off")
 
@@ -125,6 +140,12 @@ class OpenSearchConfig:
     verify_certs: bool = True
     number_of_shards: int | None = None
     number_of_replicas: int | None = None
+    search_timeout: float = 4.0
+    search_max_retries: int = 1
+    search_budget: float = 12.0
+    refresh_interval: str = "1s"
+    wait_for_refresh: bool = False
+    index_per_agent: bool = False
 
     def __post_init__(self) -> None:
         url = self.url.strip().rstrip("/") if isinstance(self.url, str) else ""
@@ -224,12 +245,19 @@ class OpenSearchConfig:
                 f"opensearch vector engine: {self.vector_engine!r} is not one of "
                 f"{', '.join(VECTOR_ENGINES)} (both filter inside the knn clause)"
             )
-        for name in ("timeout", "retry_initial_backoff", "retry_max_backoff"):
+        for name in (
+            "timeout",
+            "retry_initial_backoff",
+            "retry_max_backoff",
+            "search_timeout",
+            "search_budget",
+        ):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
                 raise ConfigurationError(f"opensearch {name}: must be a number > 0, got {value!r}")
         positive_ints = {
             "max_retries": 0,
+            "search_max_retries": 0,
             "bulk_max_chunk_bytes": 1024,
             "bulk_chunk_size": 1,
         }
@@ -246,10 +274,39 @@ class OpenSearchConfig:
             if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
                 raise ConfigurationError(f"opensearch {name}: must be an integer, got {value!r}")
 
+        if not isinstance(self.refresh_interval, str) or not _INTERVAL.fullmatch(
+            self.refresh_interval
+        ):
+            raise ConfigurationError(
+                f"opensearch refresh_interval: {self.refresh_interval!r} is not a duration "
+                "like 1s or 500ms"
+            )
+        for name in ("wait_for_refresh", "index_per_agent"):
+            if not isinstance(getattr(self, name), bool):
+                raise ConfigurationError(f"opensearch {name}: must be true or false")
+        if self.index_per_agent and len(self.index_name) > _MAX_PER_AGENT_PREFIX:
+            raise ConfigurationError(
+                f"opensearch index: with index_per_agent the name must be at most "
+                f"{_MAX_PER_AGENT_PREFIX} characters (agent indexes are "
+                f"<index>-agent-<agent>, at most 255), got {len(self.index_name)}"
+            )
+
     @property
     def serverless(self) -> bool:
         """True for Amazon OpenSearch Serverless (``service='aoss'``)."""
         return self.service == "aoss"
+
+    def index_for(self, agent: str) -> str:
+        """The index holding ``agent``'s documents: the shared index, or with
+        ``index_per_agent`` the agent's own, ``<index_name>-agent-<agent>`` with the agent
+        name made a valid index name one-to-one (``_`` -> ``__``, an upper-case letter X
+        -> ``_x``), so two agents never share an index."""
+        if not self.index_per_agent:
+            return self.index_name
+        encoded = "".join(
+            "__" if ch == "_" else ("_" + ch.lower() if ch.isupper() else ch) for ch in agent
+        )
+        return f"{self.index_name}-agent-{encoded}"
 
     def with_overrides(self, **changes: Any) -> OpenSearchConfig:
         """A copy with some settings changed (validated again)."""
@@ -291,6 +348,7 @@ class OpenSearchConfig:
             "password_secret_arn": "OPENSEARCH_PASSWORD_SECRET_ARN",
             "default_mode": "OPENSEARCH_DEFAULT_MODE",
             "vector_engine": "OPENSEARCH_VECTOR_ENGINE",
+            "refresh_interval": "OPENSEARCH_REFRESH_INTERVAL",
         }
         for key, var in text_settings.items():
             value = get(var)
@@ -303,6 +361,9 @@ class OpenSearchConfig:
             "vector_dimensions": ("OPENSEARCH_VECTOR_DIMENSIONS", int),
             "max_retries": ("OPENSEARCH_MAX_RETRIES", int),
             "number_of_replicas": ("OPENSEARCH_REPLICAS", int),
+            "search_timeout": ("OPENSEARCH_SEARCH_TIMEOUT", float),
+            "search_max_retries": ("OPENSEARCH_SEARCH_MAX_RETRIES", int),
+            "search_budget": ("OPENSEARCH_SEARCH_BUDGET", float),
         }
         for key, (var, kind) in number_settings.items():
             value = get(var)
@@ -313,11 +374,17 @@ class OpenSearchConfig:
                     raise ConfigurationError(
                         f"{var}: {value!r} is not a valid {kind.__name__}"
                     ) from None
-        msearch = get("OPENSEARCH_MSEARCH")
-        if msearch is not None:
-            if msearch.lower() not in _TRUE + _FALSE:
-                raise ConfigurationError(f"OPENSEARCH_MSEARCH: {msearch!r} is not true or false")
-            values["use_msearch"] = msearch.lower() in _TRUE
+        switches = {
+            "use_msearch": "OPENSEARCH_MSEARCH",
+            "wait_for_refresh": "OPENSEARCH_WAIT_FOR_REFRESH",
+            "index_per_agent": "OPENSEARCH_INDEX_PER_AGENT",
+        }
+        for key, var in switches.items():
+            switch = get(var)
+            if switch is not None:
+                if switch.lower() not in _TRUE + _FALSE:
+                    raise ConfigurationError(f"{var}: {switch!r} is not true or false")
+                values[key] = switch.lower() in _TRUE
         values.update(overrides)
 
         plain_password = get("OPENSEARCH_PASSWORD")

@@ -50,14 +50,20 @@ __all__ = [
     "DOCUMENT_NAME",
     "DOCUMENT_PATH",
     "EMBEDDING",
+    "GENERATION",
     "INDEXED_AT",
     "METADATA",
     "META_KEY",
+    "PROBLEM",
+    "PROBLEM_AT",
     "RECORD",
     "RECORD_CHUNK",
     "RECORD_DOCUMENT",
+    "RECORD_PROPERTIES",
     "SCHEMA_VERSION",
+    "SIZE",
     "SOURCE_FIELDS",
+    "SOURCE_TYPE",
     "VERSION",
     "IndexLayout",
     "check_layout",
@@ -66,6 +72,8 @@ __all__ = [
     "index_body",
     "is_zero_vector",
     "layout_of",
+    "problem_fields",
+    "problem_record",
 ]
 
 AGENT = "agent"
@@ -81,6 +89,11 @@ EMBEDDING = "embedding"
 CONTENT_HASH = "content_hash"
 VERSION = "version"
 INDEXED_AT = "indexed_at"
+GENERATION = "generation"
+SOURCE_TYPE = "source_type"
+SIZE = "size"
+PROBLEM = "problem"
+PROBLEM_AT = "problem_at"
 METADATA = "metadata"
 RECORD = "record"
 RECORD_CHUNK = "chunk"
@@ -88,7 +101,7 @@ RECORD_DOCUMENT = "document"
 
 CJK_ANALYZER = "knowledge_cjk"
 META_KEY = "knowledge"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 SOURCE_FIELDS: tuple[str, ...] = (
     AGENT,
@@ -97,6 +110,8 @@ SOURCE_FIELDS: tuple[str, ...] = (
     CHUNK_INDEX,
     CONTENT,
     METADATA,
+    DOCUMENT_ID,
+    GENERATION,
 )
 """What a search hit returns (never the vector: it is large and not part of a result)."""
 
@@ -114,6 +129,17 @@ _METADATA_TEMPLATES: list[dict[str, Any]] = [
 ]
 
 
+RECORD_PROPERTIES: dict[str, Any] = {
+    GENERATION: {"type": "keyword"},
+    SOURCE_TYPE: {"type": "keyword"},
+    SIZE: {"type": "long"},
+    PROBLEM: {"type": "keyword", "index": False, "doc_values": False},
+    PROBLEM_AT: {"type": "date_nanos"},
+}
+"""Fields added in schema 2 (generations, per-document records, problems): put into the
+mapping of an index created by schema 1 when it is opened for writing."""
+
+
 @dataclass(frozen=True, slots=True)
 class IndexLayout:
     """What an existing index was built with, read back from its mapping."""
@@ -122,6 +148,7 @@ class IndexLayout:
     embedding_model: str | None
     vector_engine: str | None
     space_type: str | None
+    has_generations: bool = True
 
 
 def index_body(
@@ -132,13 +159,16 @@ def index_body(
     serverless: bool = False,
     number_of_shards: int | None = None,
     number_of_replicas: int | None = None,
+    refresh_interval: str | None = None,
 ) -> dict[str, Any]:
     """The ``PUT <index>`` body. No vector field when ``vector_dimensions`` is None.
 
-    Serverless manages shards and replicas itself, so they are never sent there.
+    Serverless manages shards, replicas and refreshes itself, so they are never sent there.
     """
     index_settings: dict[str, Any] = {"knn": True}
     if not serverless:
+        if refresh_interval is not None:
+            index_settings["refresh_interval"] = refresh_interval
         if number_of_shards is not None:
             index_settings["number_of_shards"] = number_of_shards
         if number_of_replicas is not None:
@@ -160,6 +190,7 @@ def index_body(
         CONTENT_HASH: {"type": "keyword"},
         VERSION: {"type": "keyword"},
         INDEXED_AT: {"type": "date"},
+        **RECORD_PROPERTIES,
         METADATA: {"type": "object", "dynamic": True},
     }
     if vector_dimensions is not None:
@@ -205,10 +236,12 @@ def layout_of(mapping_response: Mapping[str, Any], index_name: str) -> IndexLayo
     if entry is None and len(mapping_response) == 1:
         entry = next(iter(mapping_response.values()))
     mappings: Mapping[str, Any] = (entry or {}).get("mappings", {})
-    vector = mappings.get("properties", {}).get(EMBEDDING)
+    properties = mappings.get("properties", {})
+    vector = properties.get(EMBEDDING)
     meta = mappings.get("_meta", {}).get(META_KEY, {})
+    generations = GENERATION in properties
     if not isinstance(vector, Mapping):
-        return IndexLayout(None, meta.get("embedding_model"), None, None)
+        return IndexLayout(None, meta.get("embedding_model"), None, None, generations)
     method = vector.get("method", {})
     dimension = vector.get("dimension")
     return IndexLayout(
@@ -216,6 +249,7 @@ def layout_of(mapping_response: Mapping[str, Any], index_name: str) -> IndexLayo
         embedding_model=meta.get("embedding_model"),
         vector_engine=method.get("engine"),
         space_type=method.get("space_type"),
+        has_generations=generations,
     )
 
 
@@ -269,10 +303,15 @@ def is_zero_vector(vector: Sequence[float]) -> bool:
     return not any(math.isfinite(x) and x != 0.0 for x in vector)
 
 
-def _document_facts(scope: KnowledgeScope, header: DocumentHeader) -> dict[str, Any]:
-    indexed_at = header.indexed_at
-    if indexed_at.tzinfo is None:
-        indexed_at = indexed_at.replace(tzinfo=UTC)
+def _utc_text(moment: datetime) -> str:
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.astimezone(UTC).isoformat()
+
+
+def _document_facts(
+    scope: KnowledgeScope, header: DocumentHeader, generation: str
+) -> dict[str, Any]:
     return {
         AGENT: scope.agent,
         CONTEXT: scope.context,
@@ -281,7 +320,8 @@ def _document_facts(scope: KnowledgeScope, header: DocumentHeader) -> dict[str, 
         DOCUMENT_NAME: posixpath.basename(header.path),
         CONTENT_HASH: header.content_hash,
         VERSION: header.version,
-        INDEXED_AT: indexed_at.astimezone(UTC).isoformat(),
+        INDEXED_AT: _utc_text(header.indexed_at),
+        GENERATION: generation,
     }
 
 
@@ -291,16 +331,15 @@ def chunk_document(
     chunk: DocumentChunk,
     *,
     vector: Sequence[float] | None,
+    generation: str,
 ) -> dict[str, Any]:
-    """The ``_source`` of one chunk: scope, document facts, content, metadata, vector.
-
-    A zero vector is left out (see ``is_zero_vector``): the chunk is then found by
-    keyword search only.
-    """
+    """The ``_source`` of one chunk: scope, document facts, generation, content, metadata,
+    vector. A zero vector is left out (see ``is_zero_vector``): the chunk is then found by
+    keyword search only."""
     metadata: dict[str, Any] = {**dict(header.metadata), **dict(chunk.metadata)}
     source: dict[str, Any] = {
         RECORD: RECORD_CHUNK,
-        **_document_facts(scope, header),
+        **_document_facts(scope, header, generation),
         CHUNK_INDEX: chunk.chunk_index,
         CONTENT: chunk.content,
         METADATA: _json_safe(metadata),
@@ -311,10 +350,46 @@ def chunk_document(
 
 
 def document_record(
-    scope: KnowledgeScope, header: DocumentHeader, *, chunk_count: int
+    scope: KnowledgeScope,
+    header: DocumentHeader,
+    *,
+    chunk_count: int,
+    generation: str,
+    source_type: str | None = None,
+    size: int | None = None,
 ) -> dict[str, Any]:
-    """The ``_source`` of a document's commit record (no content, no vector)."""
-    return {RECORD: RECORD_DOCUMENT, **_document_facts(scope, header), CHUNK_COUNT: chunk_count}
+    """The ``_source`` of a document's record (no content, no vector): its facts, the
+    generation of its chunks that searches show, and no problem (a write succeeded)."""
+    return {
+        RECORD: RECORD_DOCUMENT,
+        **_document_facts(scope, header, generation),
+        CHUNK_COUNT: chunk_count,
+        SOURCE_TYPE: source_type,
+        SIZE: size,
+        PROBLEM: None,
+        PROBLEM_AT: None,
+    }
+
+
+def problem_fields(reason: str, at: datetime) -> dict[str, Any]:
+    """What ``record_problem`` merges into a document's record."""
+    return {PROBLEM: reason[:2000], PROBLEM_AT: _utc_text(at)}
+
+
+def problem_record(
+    scope: KnowledgeScope, document_id: str, path: str, reason: str, at: datetime
+) -> dict[str, Any]:
+    """A record for a document that has a problem and no indexed version (no generation:
+    it counts as no document)."""
+    return {
+        RECORD: RECORD_DOCUMENT,
+        AGENT: scope.agent,
+        CONTEXT: scope.context,
+        DOCUMENT_ID: document_id,
+        DOCUMENT_PATH: path,
+        DOCUMENT_NAME: posixpath.basename(path),
+        **problem_fields(reason, at),
+    }
 
 
 def _json_safe(value: Any) -> Any:

@@ -32,8 +32,11 @@ from knowledge.stores.opensearch.mapping import (
     DOCUMENT_NAME,
     DOCUMENT_PATH,
     EMBEDDING,
+    GENERATION,
     INDEXED_AT,
     METADATA,
+    PROBLEM,
+    PROBLEM_AT,
     RECORD,
     RECORD_CHUNK,
     RECORD_DOCUMENT,
@@ -45,28 +48,35 @@ __all__ = [
     "INCOMPLETE_HASH",
     "MATCH_NOTHING",
     "Hit",
+    "RecordState",
     "ScopeStats",
     "bulk_delete_action",
     "bulk_index_action",
-    "chunk_extents_body",
+    "bulk_problem_action",
+    "bulk_record_action",
     "document_filters",
     "document_ids_page_body",
     "file_pattern_filter",
+    "generation_chunk_id",
     "glob_to_regexp",
     "glob_to_wildcard",
     "keyword_search_body",
     "metadata_filters",
     "msearch_body",
-    "parse_chunk_extents",
+    "newest_generations",
+    "other_generations_query",
     "parse_hits",
+    "parse_problems",
+    "parse_records_mget",
     "parse_scope_stats",
     "parse_stored_document",
     "parse_stored_documents",
+    "problems_body",
     "query_filters",
+    "records_mget_body",
     "scope_filters",
     "scope_query",
     "scope_stats_body",
-    "stale_chunks_query",
     "stored_document_body",
     "stored_documents_body",
     "vector_search_body",
@@ -339,58 +349,6 @@ def document_filters(scope: KnowledgeScope, path: str) -> list[dict[str, Any]]:
     return [*scope_filters(scope), {"term": {DOCUMENT_PATH: path}}]
 
 
-def stale_chunks_query(scope: KnowledgeScope, document_id: str, chunk_count: int) -> dict[str, Any]:
-    """Chunks of a document left over from a longer previous version (index >= count);
-    with ``chunk_count=0``, every chunk of the document (not its record)."""
-    return {
-        "bool": {
-            "filter": [
-                *scope_filters(scope),
-                {"term": {RECORD: RECORD_CHUNK}},
-                {"term": {DOCUMENT_ID: document_id}},
-                {"range": {CHUNK_INDEX: {"gte": chunk_count}}},
-            ]
-        }
-    }
-
-
-def chunk_extents_body(scope: KnowledgeScope, document_ids: Sequence[str]) -> dict[str, Any]:
-    """How far the stored chunk ids of each document reach (highest ``chunk_index``), in
-    one request for many documents: what an overwrite with deterministic ids must trim."""
-    ids = list(dict.fromkeys(document_ids))
-    return {
-        "size": 0,
-        "track_total_hits": False,
-        "query": {
-            "bool": {
-                "filter": [
-                    *scope_filters(scope),
-                    {"term": {RECORD: RECORD_CHUNK}},
-                    {"terms": {DOCUMENT_ID: ids}},
-                ]
-            }
-        },
-        "aggs": {
-            "documents": {
-                # One bucket per asked document: size >= their number keeps the list exact.
-                "terms": {"field": DOCUMENT_ID, "size": max(1, len(ids))},
-                "aggs": {"last": {"max": {"field": CHUNK_INDEX}}},
-            }
-        },
-    }
-
-
-def parse_chunk_extents(response: Mapping[str, Any]) -> dict[str, int]:
-    """``{document id: highest stored chunk_index + 1}``; documents without chunks are absent."""
-    buckets = response.get("aggregations", {}).get("documents", {}).get("buckets", [])
-    extents: dict[str, int] = {}
-    for bucket in buckets:
-        last = bucket.get("last", {}).get("value")
-        if last is not None:
-            extents[str(bucket["key"])] = int(last) + 1
-    return extents
-
-
 def document_ids_page_body(
     query: Mapping[str, Any], size: int, search_after: Sequence[Any] | None = None
 ) -> dict[str, Any]:
@@ -401,7 +359,12 @@ def document_ids_page_body(
         "_source": False,
         "track_total_hits": False,
         "query": dict(query),
-        "sort": [{DOCUMENT_ID: "asc"}, {CHUNK_INDEX: "asc"}, {INDEXED_AT: "asc"}],
+        "sort": [
+            {DOCUMENT_ID: "asc"},
+            {GENERATION: "asc"},
+            {CHUNK_INDEX: "asc"},
+            {INDEXED_AT: "asc"},
+        ],
     }
     if search_after is not None:
         body["search_after"] = list(search_after)
@@ -416,13 +379,18 @@ def scope_stats_body(scope: KnowledgeScope) -> dict[str, Any]:
         "query": scope_query(scope),
         "aggs": {
             "chunks": {"filter": {"term": {RECORD: RECORD_CHUNK}}},
-            "documents": {
-                "cardinality": {
-                    "field": DOCUMENT_ID,
-                    "precision_threshold": _CARDINALITY_PRECISION,
-                }
+            "records": {
+                "filter": _INDEXED_RECORD,
+                "aggs": {
+                    "documents": {
+                        "cardinality": {
+                            "field": DOCUMENT_ID,
+                            "precision_threshold": _CARDINALITY_PRECISION,
+                        }
+                    },
+                    "last_indexed": {"max": {"field": INDEXED_AT}},
+                },
             },
-            "last_indexed": {"max": {"field": INDEXED_AT}},
         },
     }
 
@@ -437,8 +405,9 @@ class ScopeStats:
 def parse_scope_stats(response: Mapping[str, Any]) -> ScopeStats:
     aggs = response.get("aggregations", {})
     chunks = int(aggs.get("chunks", {}).get("doc_count") or 0)
-    documents = int(aggs.get("documents", {}).get("value") or 0)
-    last = aggs.get("last_indexed", {})
+    records = aggs.get("records", {})
+    documents = int(records.get("documents", {}).get("value") or 0)
+    last = records.get("last_indexed", {})
     last_text = last.get("value_as_string")
     last_ms = last.get("value")
     last_at: datetime | None = None
@@ -452,18 +421,21 @@ def parse_scope_stats(response: Mapping[str, Any]) -> ScopeStats:
 def _document_aggs() -> dict[str, Any]:
     return {
         "record": {
-            "filter": {"term": {RECORD: RECORD_DOCUMENT}},
+            "filter": _INDEXED_RECORD,
             "aggs": {
                 "latest": {
                     "top_hits": {
                         "size": 1,
-                        "sort": [{INDEXED_AT: "desc"}],
-                        "_source": {"includes": [CONTENT_HASH, VERSION, CHUNK_COUNT]},
+                        "sort": [{GENERATION: "desc"}],
+                        "_source": {"includes": [CONTENT_HASH, VERSION, CHUNK_COUNT, GENERATION]},
                     }
                 }
             },
         },
-        "chunks": {"filter": {"term": {RECORD: RECORD_CHUNK}}},
+        "chunks": {
+            "filter": {"term": {RECORD: RECORD_CHUNK}},
+            "aggs": {"generations": {"terms": {"field": GENERATION, "size": 20}}},
+        },
     }
 
 
@@ -504,9 +476,11 @@ def _stored(path: str, aggs: Mapping[str, Any]) -> StoredDocument | None:
         return None
     source: Mapping[str, Any] = top[0].get("_source", {}) if top else {}
     declared = source.get(CHUNK_COUNT)
-    complete = (
-        int(record.get("doc_count") or 0) == 1 and isinstance(declared, int) and declared == chunks
+    generations = aggs.get("chunks", {}).get("generations", {}).get("buckets", [])
+    of_record = sum(
+        int(b.get("doc_count") or 0) for b in generations if b.get("key") == source.get(GENERATION)
     )
+    complete = bool(top) and isinstance(declared, int) and declared == of_record
     # Chunks without their record, two records, or a count that does not match: a write
     # that did not finish. Reported with a hash nothing equals, so it is written again.
     content_hash = str(source.get(CONTENT_HASH) or "") if complete else INCOMPLETE_HASH
@@ -539,6 +513,132 @@ def parse_stored_document(response: Mapping[str, Any], path: str) -> StoredDocum
     return _stored(path, response.get("aggregations", {}))
 
 
+# --- generations, records, problems ---------------------------------------------------
+
+_INDEXED_RECORD: dict[str, Any] = {
+    "bool": {"filter": [{"term": {RECORD: RECORD_DOCUMENT}}, {"exists": {"field": GENERATION}}]}
+}
+"""A document record of an indexed version (a record holding only a problem has none)."""
+
+
+def generation_chunk_id(document_id: str, generation: str, chunk_index: int) -> str:
+    """A chunk's id: each write of a document has its own ids, so a new version is written
+    beside the old one and the old one is removed only once the new one is complete."""
+    return f"{document_id}:{generation}:{chunk_index}"
+
+
+def records_mget_body(record_ids: Sequence[str]) -> dict[str, Any]:
+    """``_mget`` of document records (real time: no refresh needed), with what a
+    conditional write needs (``_seq_no``/``_primary_term``) and the facts it compares."""
+    return {"ids": list(dict.fromkeys(record_ids))}
+
+
+@dataclass(frozen=True, slots=True)
+class RecordState:
+    """A document record as ``_mget`` read it: the condition for replacing it, and what
+    it points at (the generation searches show, its chunk count, its version)."""
+
+    seq_no: int
+    primary_term: int
+    version: str | None
+    generation: str | None
+    chunk_count: int
+
+
+def parse_records_mget(response: Mapping[str, Any]) -> dict[str, RecordState]:
+    """``{record id: RecordState}`` for the records that exist."""
+    states: dict[str, RecordState] = {}
+    for doc in response.get("docs", []):
+        if not doc.get("found"):
+            continue
+        source = doc.get("_source") or {}
+        version = source.get(VERSION)
+        generation = source.get(GENERATION)
+        count = source.get(CHUNK_COUNT)
+        states[str(doc["_id"])] = RecordState(
+            seq_no=int(doc["_seq_no"]),
+            primary_term=int(doc["_primary_term"]),
+            version=None if version is None else str(version),
+            generation=None if generation is None else str(generation),
+            chunk_count=count if isinstance(count, int) else 0,
+        )
+    return states
+
+
+def other_generations_query(
+    scope: KnowledgeScope, document_id: str, keep: str | None
+) -> dict[str, Any]:
+    """Every record and chunk of a document that is not of generation ``keep`` (``None``:
+    all of them): what a write removes once its own generation is complete, where it
+    cannot name them by id (Serverless)."""
+    query: dict[str, Any] = {
+        "bool": {"filter": [*scope_filters(scope), {"term": {DOCUMENT_ID: document_id}}]}
+    }
+    if keep is not None:
+        query["bool"]["must_not"] = [{"term": {GENERATION: keep}}]
+    return query
+
+
+def newest_generations(hits: Sequence[Hit]) -> list[Hit]:
+    """The hits of each document's newest generation among ``hits``, in order.
+
+    While a document is being replaced (or on Serverless, where an older generation may
+    stay searchable for a refresh interval or two), both versions can match: a search
+    shows one version of a document, never a mix or a duplicate; and one hit per
+    (document, generation, chunk). Hits without a generation (schema 1) are kept."""
+    newest: dict[str, str] = {}
+    for hit in hits:
+        document, generation = hit.source.get(DOCUMENT_ID), hit.source.get(GENERATION)
+        if isinstance(document, str) and isinstance(generation, str):
+            newest[document] = max(newest.get(document, ""), generation)
+    kept: list[Hit] = []
+    seen: set[tuple[object, object, object]] = set()
+    for hit in hits:
+        document, generation = hit.source.get(DOCUMENT_ID), hit.source.get(GENERATION)
+        if not isinstance(generation, str):
+            kept.append(hit)
+            continue
+        key = (document, generation, hit.source.get(CHUNK_INDEX))
+        if generation == newest.get(str(document)) and key not in seen:
+            seen.add(key)  # one hit per chunk (a retried bulk may store one twice)
+            kept.append(hit)
+    return kept
+
+
+def problems_body(scope: KnowledgeScope, size: int) -> dict[str, Any]:
+    """The scope's records that carry a problem, most recent first."""
+    return {
+        "size": size,
+        "track_total_hits": False,
+        "_source": {"includes": [DOCUMENT_PATH, PROBLEM, PROBLEM_AT, GENERATION]},
+        "query": {
+            "bool": {
+                "filter": [
+                    *scope_filters(scope),
+                    {"term": {RECORD: RECORD_DOCUMENT}},
+                    {"exists": {"field": PROBLEM_AT}},
+                ]
+            }
+        },
+        "sort": [{PROBLEM_AT: "desc"}],
+    }
+
+
+def parse_problems(response: Mapping[str, Any], limit: int) -> list[tuple[str, str]]:
+    """``(path, reason)`` of each problem, most recent first, one per path."""
+    seen: set[str] = set()
+    problems: list[tuple[str, str]] = []
+    for hit in parse_hits(response):
+        path, reason = hit.source.get(DOCUMENT_PATH), hit.source.get(PROBLEM)
+        if not isinstance(path, str) or not isinstance(reason, str) or path in seen:
+            continue
+        seen.add(path)
+        problems.append((path, reason))
+        if len(problems) >= limit:
+            break
+    return problems
+
+
 # --- bulk actions ---------------------------------------------------------------------
 
 
@@ -552,3 +652,34 @@ def bulk_index_action(index: str, doc_id: str | None, source: Mapping[str, Any])
 
 def bulk_delete_action(index: str, doc_id: str) -> dict[str, Any]:
     return {"_op_type": "delete", "_index": index, "_id": doc_id}
+
+
+def bulk_record_action(
+    index: str, record_id: str, source: Mapping[str, Any], condition: RecordState | None
+) -> dict[str, Any]:
+    """Write a document record only if it is still what was read: ``create`` when there
+    was none, else ``index`` with ``if_seq_no``/``if_primary_term`` (a 409 otherwise)."""
+    if condition is None:
+        return {"_op_type": "create", "_index": index, "_id": record_id, "_source": dict(source)}
+    return {
+        "_op_type": "index",
+        "_index": index,
+        "_id": record_id,
+        "if_seq_no": condition.seq_no,
+        "if_primary_term": condition.primary_term,
+        "_source": dict(source),
+    }
+
+
+def bulk_problem_action(
+    index: str, record_id: str, fields: Mapping[str, Any], upsert: Mapping[str, Any]
+) -> dict[str, Any]:
+    """Merge a problem into a document's record, or create a problem-only record."""
+    return {
+        "_op_type": "update",
+        "_index": index,
+        "_id": record_id,
+        "retry_on_conflict": 3,
+        "doc": dict(fields),
+        "upsert": dict(upsert),
+    }

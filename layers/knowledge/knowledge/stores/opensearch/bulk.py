@@ -1,0 +1,173 @@
+"""Bulk sending: serialized actions out as ``_bulk`` requests, answers back per action.
+
+- ``serialize`` turns an ``opensearchpy.helpers``-style action into its bulk lines
+  (with ``if_seq_no``/``if_primary_term``/``retry_on_conflict`` kept in the meta line);
+- ``send_bulk`` sends them in one request (retried as a whole by the connection on
+  connection errors, 429 and 5xx) and sends the items the node throttled (429) again,
+  with backoff, up to ``max_retries`` times; it returns one answer per action, in order;
+- ``BulkSender`` runs requests in order on one background thread, so the caller
+  chunks and embeds the next documents while a request is on the wire.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Generic, TypeVar
+
+from knowledge.errors import StoreError
+from knowledge.stores.opensearch.client import RetryPolicy, error_reason
+from knowledge.stores.opensearch.connection import Connection
+
+__all__ = ["BulkSender", "byte_length", "item_ok", "item_reason", "send_bulk", "serialize"]
+
+R = TypeVar("R")
+
+_META_KEYS = ("_index", "_id", "if_seq_no", "if_primary_term", "retry_on_conflict")
+
+
+def serialize(action: Mapping[str, Any], serializer: Any) -> str:
+    """An action's bulk lines, newline-terminated (meta line, then the source or the
+    partial update)."""
+    dumps = serializer.dumps
+    meta = {key: action[key] for key in _META_KEYS if key in action}
+    lines: str = dumps({action["_op_type"]: meta}) + "\n"
+    if "_source" in action:
+        lines += dumps(action["_source"]) + "\n"
+    elif "doc" in action:
+        update = {key: action[key] for key in ("doc", "upsert") if key in action}
+        lines += dumps(update) + "\n"
+    return lines
+
+
+def byte_length(text: str) -> int:
+    return len(text) if text.isascii() else len(text.encode("utf-8"))
+
+
+def item_ok(info: Mapping[str, Any]) -> bool:
+    status = info.get("status")
+    return isinstance(status, int) and 200 <= status < 300
+
+
+def send_bulk(
+    connection: Connection,
+    actions: Sequence[str],
+    action: str,
+    *,
+    retry: RetryPolicy,
+    refresh: str | None = None,
+) -> list[dict[str, Any]]:
+    """Send serialized actions as one request; the items answered 429 are sent again
+    (backoff, up to ``retry.max_retries`` times) and then answer 429. Returns one answer
+    per action, in order: the item's answer plus ``op`` (its operation)."""
+    results: list[dict[str, Any]] = [{} for _ in actions]
+    pending = list(range(len(actions)))
+    attempt = 0
+    while pending:
+        body = "".join(actions[i] for i in pending)
+        response = connection.bulk(body, action, refresh=refresh)
+        items = response.get("items") or []
+        if len(items) != len(pending):
+            raise StoreError(
+                f"OpenSearch at {connection.config.url} failed to {action}: _bulk answered "
+                f"{len(items)} items for {len(pending)} actions"
+            )
+        throttled: list[int] = []
+        for position, item in zip(pending, items, strict=True):
+            op, info = next(iter(item.items()))
+            if info.get("status") == 429 and attempt < retry.max_retries:
+                throttled.append(position)
+            else:
+                results[position] = {"op": op, **info}
+        if throttled:
+            attempt += 1
+            retry.sleep(retry.delay(attempt))
+        pending = throttled
+    return results
+
+
+def item_reason(info: Mapping[str, Any]) -> str:
+    """One line for a failed bulk item / ``_msearch`` answer / delete-by-query failure."""
+    error = info.get("error", info.get("cause"))
+    chunk = ""
+    doc_id = info.get("_id") or info.get("id")
+    if isinstance(doc_id, str) and doc_id.count(":") >= 1:
+        chunk = f"chunk {doc_id.rsplit(':', 1)[1]}: "
+    if isinstance(error, Mapping):
+        caused = error.get("caused_by")
+        reason = f"{error.get('type', 'error')}: {error.get('reason', '')}"
+        if isinstance(caused, Mapping) and caused.get("reason"):
+            reason += f" ({caused.get('reason')})"
+        return chunk + reason[:300]
+    if isinstance(error, BaseException):
+        return chunk + error_reason(error)
+    if error is not None:
+        return chunk + str(error)[:300]
+    return chunk + f"status {info.get('status')}"
+
+
+class BulkSender(Generic[R]):
+    """Runs ``send`` on each submitted request, in order, in one background thread
+    (started by the first request); ``submit`` blocks while ``depth`` requests wait. The
+    first exception stops the sending: later requests are dropped and ``check``/``wait``
+    raise it in the caller's thread. ``depth=0`` sends in the caller's thread instead."""
+
+    def __init__(self, send: Callable[[R], None], depth: int) -> None:
+        self._send = send
+        self._depth = depth
+        self._queue: queue.Queue[tuple[R] | None] = queue.Queue(maxsize=max(1, depth))
+        self._thread: threading.Thread | None = None
+        self._error: BaseException | None = None
+        self._cancelled = False
+
+    def submit(self, request: R) -> None:
+        self.check()
+        if self._depth == 0:
+            self._run_one(request)
+            self.check()
+            return
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="opensearch-bulk", daemon=True)
+            self._thread.start()
+        self._queue.put((request,))
+
+    def _run(self) -> None:
+        while True:
+            item = self._queue.get()
+            try:
+                if item is None:
+                    return
+                self._run_one(item[0])
+            finally:
+                self._queue.task_done()
+
+    def _run_one(self, request: R) -> None:
+        if self._error is not None or self._cancelled:
+            return
+        try:
+            self._send(request)
+        except BaseException as exc:  # handed over to the caller's thread
+            self._error = exc
+
+    def check(self) -> None:
+        """Raise the sender's error, if it met one."""
+        if self._error is not None:
+            raise self._error
+
+    def wait(self) -> None:
+        """Return when every submitted request is done; raise the sender's error."""
+        if self._thread is not None:
+            self._queue.join()
+        self.check()
+
+    def cancel(self) -> None:
+        """Drop the requests not sent yet."""
+        self._cancelled = True
+
+    def close(self) -> None:
+        """Stop the thread after the submitted requests. Idempotent."""
+        thread, self._thread = self._thread, None
+        if thread is not None:
+            self._queue.put(None)
+            thread.join()

@@ -1,0 +1,203 @@
+"""The read side of the OpenSearch store: searches inside a scope, within a time budget.
+
+``search`` sends what ``queries`` builds and reads the answers:
+
+- keyword: BM25 (words + CJK bigrams) divided by the best hit's score;
+- vector: the engine's cosine score ``(1 + cos) / 2``;
+- hybrid: both sides in one ``_msearch`` (or two searches), fused client-side with
+  ``fusion.fuse_weighted``.
+
+Each side asks for twice the results it needs and keeps, per document, only the hits of
+its newest generation (``queries.newest_generations``): a document being replaced, or
+an older generation that Serverless still shows, never appears twice.
+
+Time: every request is a ``Connection.read`` (per-request timeout, at most one retry,
+inside the caller's deadline); the query embedding runs inside the same deadline
+(``embed_query``), so a hung node or provider ends the request in time.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import contextvars
+import functools
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from knowledge.deadline import Deadline, current_deadline
+from knowledge.embedding.base import EmbeddingClient
+from knowledge.errors import EmbeddingError, EmbeddingMismatchError, StoreError
+from knowledge.filters import matches_file_patterns
+from knowledge.fusion import (
+    Fused,
+    candidate_count,
+    fuse_weighted,
+    keyword_only,
+    select,
+    vector_only,
+)
+from knowledge.model import SearchMode, SearchQuery, SearchResult
+from knowledge.scope import KnowledgeScope
+from knowledge.stores.opensearch import queries
+from knowledge.stores.opensearch.bulk import item_reason
+from knowledge.stores.opensearch.connection import Connection
+from knowledge.stores.opensearch.mapping import (
+    CHUNK_INDEX,
+    CONTENT,
+    DOCUMENT_PATH,
+    METADATA,
+    is_zero_vector,
+)
+
+__all__ = ["DEFAULT_EMBED_TIMEOUT", "embed_query", "search"]
+
+DEFAULT_EMBED_TIMEOUT = 5.0
+"""Seconds a query embedding may take when the caller set no deadline."""
+
+_OVERFETCH = 2
+
+
+@functools.cache
+def _embed_pool() -> concurrent.futures.ThreadPoolExecutor:
+    """Threads the query embeddings run on, so a caller can stop waiting at its deadline."""
+    return concurrent.futures.ThreadPoolExecutor(max_workers=4, thread_name_prefix="query-embed")
+
+
+def embed_query(
+    embedder: EmbeddingClient, text: str, *, deadline: Deadline | None = None
+) -> Sequence[float] | None:
+    """The query's vector, or ``EmbeddingError`` once ``deadline`` (else the current one,
+    else ``DEFAULT_EMBED_TIMEOUT``) passes, whatever the provider does meanwhile (its
+    call finishes in the background; retries inside it see the same deadline). ``None``
+    for a text without terms (a zero vector has no direction)."""
+    deadline = deadline or current_deadline() or Deadline.after(DEFAULT_EMBED_TIMEOUT)
+    context = contextvars.copy_context()
+    future = _embed_pool().submit(context.run, embedder.embed, text)
+    try:
+        embedding = future.result(timeout=deadline.remaining())
+    except concurrent.futures.TimeoutError:
+        future.cancel()
+        raise EmbeddingError(
+            f"the embedding provider '{embedder.name}' did not answer within the time "
+            "budget of the request"
+        ) from None
+    vector = embedding.vector
+    if len(vector) != embedder.dimensions:
+        raise EmbeddingMismatchError(
+            f"the embedder '{embedder.name}' returned a {len(vector)}-dimension query "
+            f"vector, expected {embedder.dimensions}"
+        )
+    return None if is_zero_vector(vector) else vector
+
+
+def search(
+    connection: Connection,
+    index: str,
+    *,
+    embedder: EmbeddingClient | None,
+    scope: KnowledgeScope,
+    query: SearchQuery,
+    mode: SearchMode,
+) -> list[SearchResult]:
+    """Search one scope (or every context of its agent with ``cross_context``) of
+    ``index``; the index exists and ``mode`` is supported."""
+    config = connection.config
+    filters = queries.query_filters(
+        scope,
+        cross_context=query.cross_context,
+        file_patterns=query.file_patterns,
+        metadata=query.metadata,
+    )
+    vector: Sequence[float] | None = None
+    if mode is not SearchMode.KEYWORD:
+        assert embedder is not None  # the store checked the mode
+        vector = embed_query(embedder, query.text)
+    action = f"search {scope}" + (" (all contexts)" if query.cross_context else "")
+    sources: dict[str, Mapping[str, Any]] = {}
+
+    def scores_of(response: Mapping[str, Any]) -> dict[str, float]:
+        scores: dict[str, float] = {}
+        for hit in queries.newest_generations(queries.parse_hits(response)):
+            path = str(hit.source.get(DOCUMENT_PATH, ""))
+            # The engine filtered already; this keeps the glob semantics exact.
+            if matches_file_patterns(path, query.file_patterns):
+                scores[hit.id] = hit.score
+                sources[hit.id] = hit.source
+        return scores
+
+    fused: list[Fused[str]]
+    size = query.max_results * _OVERFETCH
+    if mode is SearchMode.KEYWORD:
+        body = queries.keyword_search_body(query.text, filters, size)
+        fused = keyword_only(scores_of(connection.search(index, action, body)))
+    elif mode is SearchMode.VECTOR:
+        if vector is None:
+            return []
+        body = queries.vector_search_body(vector, filters, size)
+        fused = vector_only(scores_of(connection.search(index, action, body)))
+    else:
+        size = max(size, candidate_count(query.max_results))
+        keyword_body = queries.keyword_search_body(query.text, filters, size)
+        if vector is None:
+            keyword_response = connection.search(index, action, keyword_body)
+            vector_response: Mapping[str, Any] = {}
+        else:
+            vector_body = queries.vector_search_body(vector, filters, size)
+            keyword_response, vector_response = _search_both(
+                connection, index, action, keyword_body, vector_body
+            )
+        fused = fuse_weighted(
+            scores_of(keyword_response),
+            scores_of(vector_response),
+            config.keyword_weight,
+            config.vector_weight,
+        )
+    return [
+        _result(sources[item.key], item)
+        for item in select(fused, query.min_score, query.max_results)
+    ]
+
+
+def _search_both(
+    connection: Connection,
+    index: str,
+    action: str,
+    keyword_body: dict[str, Any],
+    vector_body: dict[str, Any],
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Both hybrid searches: one ``_msearch`` round trip, or two searches if disabled."""
+    config = connection.config
+    if not config.use_msearch:
+        return (
+            connection.search(index, action, keyword_body),
+            connection.search(index, action, vector_body),
+        )
+    lines = queries.msearch_body(index, [keyword_body, vector_body])
+    response = connection.msearch(action, lines)
+    answers = response.get("responses", [])
+    if len(answers) != 2:
+        raise StoreError(
+            f"OpenSearch at {config.url} failed to {action}: _msearch returned "
+            f"{len(answers)} responses for 2 searches"
+        )
+    for answer in answers:
+        if "error" in answer:
+            side = "keyword" if answer is answers[0] else "vector"
+            raise StoreError(
+                f"OpenSearch at {config.url} failed to {action} ({side} side, "
+                f"{answer.get('status')}): {item_reason(answer)}"
+            )
+    return answers[0], answers[1]
+
+
+def _result(source: Mapping[str, Any], item: Fused[str]) -> SearchResult:
+    metadata = source.get(METADATA)
+    return SearchResult(
+        document_path=str(source.get(DOCUMENT_PATH, "")),
+        chunk_index=int(source.get(CHUNK_INDEX, 0)),
+        content=str(source.get(CONTENT, "")),
+        score=item.score,
+        keyword_score=item.keyword_score,
+        vector_score=item.vector_score,
+        metadata=metadata if isinstance(metadata, Mapping) else {},
+    )

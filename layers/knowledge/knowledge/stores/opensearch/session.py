@@ -1,0 +1,657 @@
+"""``OpenSearchWriteSession``: writes to one scope; a new version is complete before the
+old one goes.
+
+Every ``put_document`` is a new *generation* of the document (a time-ordered id): its
+chunks get ids of their own (``<document id>:<generation>:<chunk index>``), so they are
+written *beside* the previous version, never over it. Then, per document:
+
+1. its chunks go out in the session's shared ``_bulk`` requests (``bulk.BulkSender``:
+   one background thread, at most one request waiting while one is on the wire);
+2. once the request holding its last chunk is answered and every chunk was accepted,
+   its **record** (id = the document id: path, source type, size, chunk count,
+   version, content hash, indexed time, generation, problem) is written *only if it
+   is still what was read just before* (``_mget`` in real time, then ``create`` or
+   ``index`` with ``if_seq_no``/``if_primary_term``). An indexed version newer than
+   this one wins (the new chunks are removed; the document is reported "stale version");
+   a record changed meanwhile (409) is read again and decided again. So the version
+   check and the write are atomic in effect: two racing writers end at the newer one;
+3. then the chunks of the generation the record pointed at before are deleted by id.
+
+A document whose chunks or record the node rejects (429 until retries are exhausted,
+a mapping error) is listed in ``failures`` and only *its new chunks* are removed: the
+previous version stays searchable, its record untouched. Searches show only each
+document's newest generation among their hits (``queries.newest_generations``), so
+while both versions exist for an instant, no search shows both.
+
+No refresh per document: what a session wrote is searchable within
+``config.refresh_interval`` (1 s) of its end; with ``config.wait_for_refresh`` its last
+request is sent with ``refresh=wait_for`` (it returns once the next scheduled refresh
+ran, without forcing one), so it is searchable when the session ends.
+
+On Serverless (``client_ids=False``) ids are the server's, there is no ``_mget`` of
+records by id and no conditional write: records are written unconditionally and the
+older generations of a document are found by a search and deleted (eventually
+consistent; see the package README).
+"""
+
+from __future__ import annotations
+
+import secrets
+import threading
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+from knowledge.errors import KnowledgeError, StoreError, StoreUnavailableError
+from knowledge.identity import document_id as _document_id
+from knowledge.identity import is_newer_version
+from knowledge.model import FileProblem
+from knowledge.scope import KnowledgeScope
+from knowledge.store import DocumentHeader, EmbeddedChunk
+from knowledge.stores.opensearch import queries
+from knowledge.stores.opensearch.bulk import (
+    BulkSender,
+    byte_length,
+    item_ok,
+    item_reason,
+    send_bulk,
+    serialize,
+)
+from knowledge.stores.opensearch.mapping import (
+    GENERATION,
+    INDEXED_AT,
+    PROBLEM_AT,
+    chunk_document,
+    document_record,
+    problem_fields,
+    problem_record,
+)
+
+if TYPE_CHECKING:
+    from knowledge.stores.opensearch.connection import Connection
+
+__all__ = ["OpenSearchWriteSession", "new_generation"]
+
+_BULK_QUEUE_DEPTH = 1
+"""Requests waiting for the sender thread (one more is on the wire); 0 sends inline."""
+
+_CONFLICT_ROUNDS = 5
+"""How often a record changed by another writer (409) is read and decided again."""
+
+_MAX_REASONS_PER_DOCUMENT = 3
+
+
+def new_generation() -> str:
+    """A generation id: sortable by the time it was made, unique across writers."""
+    return f"{time.time_ns():019d}-{secrets.token_hex(4)}"
+
+
+class OpenSearchWriteSession:
+    """Writes to one scope (``knowledge.store.WriteSession``); see the module docstring.
+
+    ``replace_scope`` (a reindex) removes, when the session ends, every record of the
+    scope it did not write, so the old contents stay searchable until the new are in.
+    """
+
+    def __init__(
+        self,
+        connection: Connection,
+        scope: KnowledgeScope,
+        index: str,
+        *,
+        replace_scope: bool,
+        on_close: Any = None,
+    ) -> None:
+        config = connection.config
+        self._connection = connection
+        self._scope = scope
+        self._index = index
+        self._replace_scope = replace_scope
+        self._on_close = on_close
+        self._client_ids = bool(config.client_ids)
+        self._serverless = config.serverless
+        self._max_actions = config.bulk_chunk_size
+        self._max_bytes = config.bulk_max_chunk_bytes
+        self._wait_for = config.wait_for_refresh and not config.serverless
+        self._entered = False
+        self._started = datetime.now(UTC)
+        self._serializer: Any = None
+        # The next request.
+        self._actions: list[str] = []
+        self._owners: list[str] = []
+        self._commits: list[_Commit] = []
+        self._bytes = 0
+        self._sender: BulkSender[_Request] = BulkSender(self._send, _BULK_QUEUE_DEPTH)
+        self._wrote = False
+        # Shared with the sender thread, under the lock.
+        self._state_lock = threading.Lock()
+        self._rejections: dict[str, _Rejection] = {}
+        self._server_ids: dict[str, list[str]] = {}  # uncommitted server-made ids, by path
+        self._committed_ids: dict[str, list[str]] = {}  # committed ones (not yet searchable)
+        self._pending_commits = 0
+        self._flushes = 0
+        self._refreshed = False
+
+    # --- the protocol ----------------------------------------------------------------------
+
+    @property
+    def failures(self) -> Sequence[FileProblem]:
+        """Documents not written (rejected, or a newer version won); complete once the
+        session is left."""
+        with self._state_lock:
+            return tuple(FileProblem(path, r.describe()) for path, r in self._rejections.items())
+
+    def __enter__(self) -> OpenSearchWriteSession:
+        self._serializer = self._connection.serializer
+        self._entered = True
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if not self._entered:
+            return
+        self._entered = False
+        try:
+            if exc_type is None:
+                try:
+                    self._commit()
+                except BaseException:
+                    self._abandon()
+                    raise
+            else:
+                self._abandon()
+        finally:
+            self._sender.close()
+            if self._on_close is not None:
+                self._on_close()
+
+    def put_document(self, header: DocumentHeader, chunks: Iterable[EmbeddedChunk]) -> int:
+        """Queue the document's chunks as a new generation, and its record after them.
+
+        Returns the number of chunks; a rejection shows up in ``failures`` later. If
+        ``chunks`` raises, nothing of this generation stays: what was queued is dropped,
+        what was sent is deleted; the previous version is untouched."""
+        self._check_open()
+        self._sender.check()
+        path, document_id = header.path, header.document_id
+        generation = new_generation()
+        mark = (len(self._actions), len(self._commits))
+        flushed_before = self._flushes
+        count = 0
+        source_type: str | None = _text(header.metadata.get("source_type"))
+        try:
+            for item in chunks:
+                chunk = item.chunk
+                if source_type is None:
+                    source_type = _text(chunk.metadata.get("source_type"))
+                chunk_id = (
+                    queries.generation_chunk_id(document_id, generation, chunk.chunk_index)
+                    if self._client_ids
+                    else None
+                )
+                source = chunk_document(
+                    self._scope, header, chunk, vector=item.vector, generation=generation
+                )
+                self._add(queries.bulk_index_action(self._index, chunk_id, source), path)
+                count += 1
+        except BaseException:
+            self._drop_generation(
+                path=path,
+                document_id=document_id,
+                generation=generation,
+                count=count,
+                mark=mark,
+                flushed_before=flushed_before,
+            )
+            raise
+        size = getattr(header, "size", None)
+        commit = _Commit(
+            path=path,
+            document_id=document_id,
+            generation=generation,
+            version=header.version,
+            chunk_count=count,
+            record=document_record(
+                self._scope,
+                header,
+                chunk_count=count,
+                generation=generation,
+                source_type=source_type,
+                size=size if isinstance(size, int) else None,
+            ),
+        )
+        self._commits.append(commit)
+        with self._state_lock:
+            self._pending_commits += 1
+        self._wrote = True
+        return count
+
+    def delete_document(self, path: str) -> bool:
+        """Remove the document (its record, its chunks, its problem); True if an indexed
+        version existed. What the session queued before is written first."""
+        self._check_open()
+        self._settle_commits()
+        document_id = _document_id(self._scope, path)
+        action = f"delete '{path}' from {self._scope}"
+        existed = False
+        if self._client_ids:
+            state = self._connection.mget_records(self._index, [document_id]).get(document_id)
+            if state is not None:
+                existed = state.generation is not None
+                for chunk_id in _generation_ids(document_id, state.generation, state.chunk_count):
+                    self._add(queries.bulk_delete_action(self._index, chunk_id), path)
+                self._add(queries.bulk_delete_action(self._index, document_id), path)
+                self._wrote = True
+        else:
+            query = queries.other_generations_query(self._scope, document_id, None)
+            found = self._connection.find_ids(self._index, query, action)
+            with self._state_lock:
+                # What this session wrote is not searchable yet: its ids were kept.
+                found += self._committed_ids.pop(path, [])
+            for doc_id in dict.fromkeys(found):
+                existed = True
+                self._add(queries.bulk_delete_action(self._index, doc_id), path)
+        with self._state_lock:
+            self._rejections.pop(path, None)
+        if existed:
+            self._wrote = True
+        return existed
+
+    def record_problem(self, path: str, reason: str) -> None:
+        """Remember that the latest attempt to index ``path`` failed with ``reason``, in
+        the document's record; the indexed version (if any) stays searchable."""
+        self._check_open()
+        document_id = _document_id(self._scope, path)
+        now = datetime.now(UTC)
+        if self._client_ids:
+            action = queries.bulk_problem_action(
+                self._index,
+                document_id,
+                problem_fields(reason, now),
+                problem_record(self._scope, document_id, path, reason, now),
+            )
+        else:
+            action = queries.bulk_index_action(
+                self._index, None, problem_record(self._scope, document_id, path, reason, now)
+            )
+        self._add(action, path)
+        self._wrote = True
+
+    # --- the buffer ------------------------------------------------------------------------
+
+    def _check_open(self) -> None:
+        if not self._entered:
+            raise StoreError("write session is not open: use it in a 'with' block")
+
+    def _add(self, action: Mapping[str, Any], path: str) -> None:
+        lines = serialize(action, self._serializer)
+        size = byte_length(lines)
+        if self._actions and (
+            len(self._actions) >= self._max_actions or self._bytes + size > self._max_bytes
+        ):
+            self._flush()
+        self._actions.append(lines)
+        self._owners.append(path)
+        self._bytes += size
+
+    def _flush(self, *, final: bool = False) -> None:
+        if not self._actions and not self._commits and not final:
+            return
+        request = _Request(self._actions, self._owners, self._commits, final=final)
+        self._actions, self._owners, self._commits, self._bytes = [], [], [], 0
+        self._flushes += 1
+        self._sender.submit(request)
+
+    def _settle(self) -> None:
+        """Send the buffer and wait until every request is answered."""
+        self._flush()
+        self._sender.wait()
+
+    def _settle_commits(self) -> None:
+        with self._state_lock:
+            pending = self._pending_commits
+        if pending:
+            self._settle()
+
+    def _drop_generation(
+        self,
+        *,
+        path: str,
+        document_id: str,
+        generation: str,
+        count: int,
+        mark: tuple[int, int],
+        flushed_before: int,
+    ) -> None:
+        """Forget a generation whose chunk stream failed: drop what is queued, delete
+        what was sent."""
+        if self._flushes == flushed_before:
+            del self._actions[mark[0] :]
+            del self._owners[mark[0] :]
+            self._bytes = sum(byte_length(lines) for lines in self._actions)
+            return
+        keep = [i for i, owner in enumerate(self._owners) if owner != path]
+        self._actions = [self._actions[i] for i in keep]
+        self._owners = [self._owners[i] for i in keep]
+        self._bytes = sum(byte_length(lines) for lines in self._actions)
+        if self._client_ids:
+            ids = _generation_ids(document_id, generation, count)
+        else:
+            self._settle()
+            with self._state_lock:
+                ids = self._server_ids.pop(path, [])
+        for chunk_id in ids:
+            self._add(queries.bulk_delete_action(self._index, chunk_id), path)
+
+    # --- the sender thread -----------------------------------------------------------------
+
+    def _send(self, request: _Request) -> None:
+        """Send one request (in the sender thread): the chunks, then the records of the
+        documents it completes, then the removal of what they replace."""
+        scope = self._scope
+        paths = list(dict.fromkeys([*request.owners, *(c.path for c in request.commits)]))
+        action = f"index {len(paths)} document(s) in {scope}"
+        retry = self._connection.retry
+        refresh_now = "wait_for" if request.final and self._wait_for and self._wrote else None
+        answers: list[dict[str, Any]] = []
+        if request.actions:
+            try:
+                answers = send_bulk(
+                    self._connection,
+                    request.actions,
+                    action,
+                    retry=retry,
+                    refresh=refresh_now if not request.commits else None,
+                )
+            except StoreUnavailableError:
+                raise
+            except KnowledgeError as exc:
+                for path in paths:
+                    self._reject(path, str(exc))
+                answers = []
+            self._refreshed = refresh_now is not None and not request.commits
+        for path, info in zip(request.owners, answers, strict=False):
+            if info.get("op") == "delete":
+                if not item_ok(info) and info.get("status") != 404:
+                    self._reject(path, "removal: " + item_reason(info))
+            elif not item_ok(info):
+                self._reject(path, item_reason(info))
+            elif not self._client_ids and info.get("op") == "index":
+                self._note_server_id(path, info)
+        if request.commits:
+            cleanup = self._commit_records(request.commits, action, refresh_now)
+            if cleanup:
+                self._send_cleanup(cleanup, action, refresh_now)
+            elif refresh_now is not None and not self._refreshed:
+                # Rare: the records' request could not carry the wait (cleanup was expected).
+                self._connection.refresh(self._index)
+
+    def _note_server_id(self, path: str, info: Mapping[str, Any]) -> None:
+        # Server-made ids (Serverless), kept to remove a generation that failed.
+        with self._state_lock:
+            self._server_ids.setdefault(path, []).append(str(info.get("_id")))
+
+    def _commit_records(
+        self, commits: Sequence[_Commit], action: str, refresh: str | None
+    ) -> list[tuple[str, str]]:
+        """Write the records of the documents whose chunks were all accepted; returns the
+        deletes (``(path, id)``) that follow: replaced generations, failed ones."""
+        cleanup: list[tuple[str, str]] = []
+        pending: list[_Commit] = []
+        with self._state_lock:
+            self._pending_commits -= len(commits)
+            rejected = set(self._rejections)
+        for commit in commits:
+            if commit.path in rejected:
+                cleanup.extend(self._own_ids(commit))
+            else:
+                pending.append(commit)
+        if not self._client_ids:
+            return cleanup + self._commit_serverless(pending, action)
+        for _ in range(_CONFLICT_ROUNDS):
+            if not pending:
+                break
+            states = self._connection.mget_records(self._index, [c.document_id for c in pending])
+            decided: list[tuple[_Commit, queries.RecordState | None]] = []
+            actions: list[str] = []
+            for commit in pending:
+                state = states.get(commit.document_id)
+                if (
+                    state is not None
+                    and state.generation is not None
+                    and not is_newer_version(commit.version, state.version)
+                ):
+                    self._reject(
+                        commit.path,
+                        f"stale version: {commit.version} is older than the indexed "
+                        f"{state.version}",
+                        plain=True,
+                    )
+                    cleanup.extend(self._own_ids(commit))
+                    continue
+                record = queries.bulk_record_action(
+                    self._index, commit.document_id, commit.record, state
+                )
+                actions.append(serialize(record, self._serializer))
+                decided.append((commit, state))
+            if not actions:
+                pending = []
+                break
+            replaces = any(
+                s is not None and s.generation not in (None, c.generation) for c, s in decided
+            )
+            last = refresh if not cleanup and not replaces else None
+            try:
+                answers = send_bulk(
+                    self._connection, actions, action, retry=self._connection.retry, refresh=last
+                )
+                self._refreshed = self._refreshed or last is not None
+            except StoreUnavailableError:
+                raise
+            except KnowledgeError as exc:
+                for commit, _ in decided:
+                    self._reject(commit.path, f"document record: {exc}")
+                    cleanup.extend(self._own_ids(commit))
+                break
+            pending = []
+            for (commit, state), info in zip(decided, answers, strict=True):
+                if item_ok(info):
+                    if state is not None and state.generation not in (None, commit.generation):
+                        cleanup.extend(
+                            (commit.path, i)
+                            for i in _generation_ids(
+                                commit.document_id, state.generation, state.chunk_count
+                            )
+                        )
+                elif info.get("status") == 409:
+                    pending.append(commit)  # another writer changed the record: decide again
+                else:
+                    self._reject(commit.path, "document record: " + item_reason(info))
+                    cleanup.extend(self._own_ids(commit))
+        for commit in pending:
+            self._reject(commit.path, "document record: changed by other writers too often")
+            cleanup.extend(self._own_ids(commit))
+        return cleanup
+
+    def _commit_serverless(self, commits: Sequence[_Commit], action: str) -> list[tuple[str, str]]:
+        """Records without ids or conditions; then the older generations, found by search."""
+        if not commits:
+            return []
+        actions = [
+            serialize(queries.bulk_index_action(self._index, None, c.record), self._serializer)
+            for c in commits
+        ]
+        try:
+            answers = send_bulk(self._connection, actions, action, retry=self._connection.retry)
+        except StoreUnavailableError:
+            raise
+        except KnowledgeError as exc:
+            answers = [{"status": 500, "error": str(exc)} for _ in commits]
+        cleanup: list[tuple[str, str]] = []
+        for commit, info in zip(commits, answers, strict=True):
+            if not item_ok(info):
+                self._reject(commit.path, "document record: " + item_reason(info))
+                cleanup.extend(self._own_ids(commit))
+                continue
+            with self._state_lock:
+                written = self._server_ids.pop(commit.path, [])
+                self._committed_ids[commit.path] = [*written, str(info.get("_id"))]
+            query = _older_generations_query(self._scope, commit.document_id, commit.generation)
+            found = self._connection.find_ids(self._index, query, action)
+            cleanup.extend((commit.path, i) for i in found)
+        return cleanup
+
+    def _own_ids(self, commit: _Commit) -> list[tuple[str, str]]:
+        """The ids of the chunks ``commit``'s generation wrote (to remove it)."""
+        if self._client_ids:
+            ids = _generation_ids(commit.document_id, commit.generation, commit.chunk_count)
+        else:
+            with self._state_lock:
+                ids = self._server_ids.pop(commit.path, [])
+        return [(commit.path, i) for i in ids]
+
+    def _send_cleanup(
+        self, cleanup: Sequence[tuple[str, str]], action: str, refresh: str | None
+    ) -> None:
+        lines = [
+            serialize(queries.bulk_delete_action(self._index, doc_id), self._serializer)
+            for _, doc_id in cleanup
+        ]
+        answers = send_bulk(
+            self._connection, lines, action, retry=self._connection.retry, refresh=refresh
+        )
+        self._refreshed = self._refreshed or refresh is not None
+        for (path, _), info in zip(cleanup, answers, strict=True):
+            if not item_ok(info) and info.get("status") != 404:
+                self._reject(path, "removal of a replaced version: " + item_reason(info))
+
+    def _reject(self, path: str, reason: str, *, plain: bool = False) -> None:
+        with self._state_lock:
+            self._rejections.setdefault(path, _Rejection(plain=plain)).add(reason)
+
+    # --- the end ---------------------------------------------------------------------------
+
+    def _commit(self) -> None:
+        self._flush(final=True)
+        self._sender.wait()
+        if self._replace_scope:
+            self._remove_unwritten()
+
+    def _remove_unwritten(self) -> None:
+        """A reindex: remove every record of the scope written before the session."""
+        before = self._started.isoformat()
+        query = {
+            "bool": {
+                "filter": queries.scope_filters(self._scope),
+                "should": [
+                    {"range": {INDEXED_AT: {"lt": before}}},
+                    {
+                        "bool": {
+                            "must_not": [{"exists": {"field": INDEXED_AT}}],
+                            "filter": [{"range": {PROBLEM_AT: {"lt": before}}}],
+                        }
+                    },
+                ],
+                "minimum_should_match": 1,
+            }
+        }
+        action = f"remove what the reindex of {self._scope} did not write"
+        connection = self._connection
+        if self._serverless:
+            ids = connection.find_ids(self._index, query, action)
+            if ids:
+                lines = [
+                    serialize(queries.bulk_delete_action(self._index, i), self._serializer)
+                    for i in ids
+                ]
+                send_bulk(connection, lines, action, retry=connection.retry)
+            return
+        if connection.delete_by_query(self._index, query, action) and self._wait_for:
+            connection.refresh(self._index)  # once per reindex, so it is searchable at once
+
+    def _abandon(self) -> None:
+        """Leave after a failure: send nothing more, wait for what is on the wire."""
+        self._sender.cancel()
+        self._sender.close()
+        self._actions, self._owners, self._commits, self._bytes = [], [], [], 0
+
+
+@dataclass(frozen=True, slots=True)
+class _Commit:
+    """A document whose chunks are all queued: its record, written when they are in."""
+
+    path: str
+    document_id: str
+    generation: str
+    version: str | None
+    chunk_count: int
+    record: Mapping[str, Any]
+
+
+@dataclass(slots=True)
+class _Request:
+    """One ``_bulk`` request: serialized actions with their document paths, and the
+    documents whose last chunk it carries."""
+
+    actions: list[str]
+    owners: list[str]
+    commits: list[_Commit]
+    final: bool = False
+
+
+@dataclass(slots=True)
+class _Rejection:
+    """Why a document was not written (the first few reasons)."""
+
+    reasons: list[str] = field(default_factory=list)
+    count: int = 0
+    plain: bool = False
+
+    def add(self, reason: str) -> None:
+        self.count += 1
+        if len(self.reasons) < _MAX_REASONS_PER_DOCUMENT:
+            self.reasons.append(reason)
+
+    def describe(self) -> str:
+        if self.plain:
+            return "; ".join(self.reasons)
+        more = self.count - len(self.reasons)
+        suffix = f" (and {more} more)" if more > 0 else ""
+        return (
+            f"rejected by OpenSearch: {'; '.join(self.reasons)}{suffix}; not indexed "
+            "(the previously indexed version, if any, is kept)"
+        )
+
+
+def _generation_ids(document_id: str, generation: str | None, count: int) -> list[str]:
+    if generation is None:
+        return []
+    return [queries.generation_chunk_id(document_id, generation, i) for i in range(count)]
+
+
+def _older_generations_query(
+    scope: KnowledgeScope, document_id: str, generation: str
+) -> dict[str, Any]:
+    """Records and chunks of a document older than ``generation`` (or without one: a
+    problem-only record), never a newer writer's."""
+    return {
+        "bool": {
+            "filter": [*queries.scope_filters(scope), {"term": {"document_id": document_id}}],
+            "should": [
+                {"range": {GENERATION: {"lt": generation}}},
+                {"bool": {"must_not": [{"exists": {"field": GENERATION}}]}},
+            ],
+            "minimum_should_match": 1,
+        }
+    }
+
+
+def _text(value: object) -> str | None:
+    return value if isinstance(value, str) and value else None

@@ -1,0 +1,524 @@
+"""The OpenSearch store's production guarantees, against the real node behind a
+fault-injecting proxy (``faults.FaultProxy``): nothing searchable is lost by a failed
+write, racing writers end at the newer version, duplicate events never show twice (also
+in Serverless mode), no refresh per record, a bounded search time, strict per-agent
+isolation.
+"""
+
+from __future__ import annotations
+
+import http.server
+import json
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+import uuid
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from faults import FaultProxy
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit"))
+from lambda_support import BUCKET, LambdaContext, load_event, load_handler, use_fake_aws
+
+from knowledge.api import KnowledgeApi
+from knowledge.deadline import time_budget
+from knowledge.embedding.hashing import HashingEmbedder
+from knowledge.embedding.openai import OpenAIEmbeddingClient
+from knowledge.errors import EmbeddingError, StoreUnavailableError
+from knowledge.model import IndexResult, SearchMode, SearchQuery
+from knowledge.scope import KnowledgeScope
+from knowledge.source import SourceDocument
+from knowledge.stores.opensearch import OpenSearchConfig, OpenSearchKnowledgeStore, RetryPolicy
+
+pytestmark = [pytest.mark.integration, pytest.mark.opensearch]
+
+DIMS = 32
+SCOPE = KnowledgeScope("agent-a", "docs")
+FAST_RETRY = RetryPolicy(max_retries=2, initial_backoff=0.01, max_backoff=0.02)
+
+
+def _http(method: str, url: str, body: Any = None) -> tuple[int, dict[str, Any]]:
+    data = None if body is None else json.dumps(body).encode("utf-8")
+    request = urllib.request.Request(
+        url, data=data, method=method, headers={"Content-Type": "application/json"}
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return response.status, json.loads(response.read() or b"{}")
+    except urllib.error.HTTPError as exc:
+        with exc:
+            return exc.code, json.loads(exc.read() or b"{}")
+
+
+class Index:
+    """This test's index on the node, read without the store."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.name = f"test_{uuid.uuid4().hex}"
+        self.created: list[str] = [self.name]
+
+    def refresh(self, name: str | None = None) -> None:
+        _http("POST", f"{self.url}/{name or self.name}/_refresh")
+
+    def records(self, **terms: str) -> list[dict[str, Any]]:
+        self.refresh()
+        query = {"bool": {"filter": [{"term": {k: v}} for k, v in terms.items()]}}
+        status, body = _http(
+            "POST", f"{self.url}/{self.name}/_search", {"size": 1000, "query": query}
+        )
+        assert status == 200, body
+        return [hit["_source"] for hit in body["hits"]["hits"]]
+
+    def config(self, url: str | None = None, **settings: Any) -> OpenSearchConfig:
+        values: dict[str, Any] = {
+            "url": url or self.url,
+            "index_name": self.name,
+            "number_of_shards": 1,
+            "number_of_replicas": 0,
+            "refresh_interval": "200ms",
+            "wait_for_refresh": True,  # read-your-writes where a test searches at once
+            **settings,
+        }
+        return OpenSearchConfig(**values)
+
+
+@pytest.fixture
+def index(opensearch_url: str) -> Iterator[Index]:
+    made = Index(opensearch_url)
+    yield made
+    for name in made.created:
+        _http("DELETE", f"{opensearch_url}/{name}*")
+
+
+@pytest.fixture
+def proxy(opensearch_url: str) -> Iterator[FaultProxy]:
+    with FaultProxy(opensearch_url) as running:
+        yield running
+
+
+@pytest.fixture
+def stores() -> Iterator[Callable[..., OpenSearchKnowledgeStore]]:
+    made: list[OpenSearchKnowledgeStore] = []
+
+    def make(config: OpenSearchConfig, **kwargs: Any) -> OpenSearchKnowledgeStore:
+        kwargs.setdefault("embedder", HashingEmbedder(DIMS))
+        kwargs.setdefault("retry", FAST_RETRY)
+        store = OpenSearchKnowledgeStore(config, **kwargs)
+        made.append(store)
+        return store
+
+    yield make
+    for store in made:
+        store.close()
+
+
+@pytest.fixture
+def fake_aws(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_CONFIG_FILE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIDTESTING")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing-secret")
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent")
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+
+
+def document(path: str, text: str, version: str | None = None) -> SourceDocument:
+    data = text.encode("utf-8")
+    return SourceDocument(path=path, size=len(data), read=lambda: data, version=version)
+
+
+def paths_for(store: OpenSearchKnowledgeStore, text: str, mode: SearchMode) -> list[str]:
+    return [r.document_path for r in store.search(SCOPE, SearchQuery(text, mode=mode))]
+
+
+def long_text(word: str, sections: int) -> str:
+    return "\n\n".join(f"# Part {i}\n\n" + f"{word} section {i} " * 30 for i in range(sections))
+
+
+# --- 1. a throttled overwrite leaves the previous version searchable -------------------------
+
+
+def test_a_throttled_overwrite_fails_and_leaves_the_old_version_searchable(
+    index: Index, proxy: FaultProxy, stores: Callable[..., OpenSearchKnowledgeStore]
+) -> None:
+    store = stores(index.config(url=proxy.url))
+    assert store.upsert_document(SCOPE, document("a.md", long_text("walrus", 3))).ok
+    before = store.stored_document(SCOPE, "a.md")
+    # Every chunk item of the next write answers 429, however often it is sent again.
+    proxy.throttle_bulk = lambda meta, source: (source or {}).get("record") == "chunk"
+    result = store.upsert_document(SCOPE, document("a.md", long_text("narwhal", 4)))
+    assert proxy.throttled_items > 0
+    assert [p.path for p in result.errors] == ["a.md"]
+    assert "429" in result.errors[0].reason or "rejected" in result.errors[0].reason
+    proxy.throttle_bulk = None
+    for mode in SearchMode:
+        assert paths_for(store, "walrus", mode)[:1] == ["a.md"], mode
+    assert paths_for(store, "narwhal", SearchMode.KEYWORD) == []
+    assert store.stored_document(SCOPE, "a.md") == before
+    chunks = [c["content"] for c in index.records(record="chunk")]
+    assert chunks
+    assert all("walrus" in c and "narwhal" not in c for c in chunks)
+
+
+# --- 2. racing invocations end at the newer version --------------------------------------------
+
+
+def _race(
+    index: Index,
+    proxy: FaultProxy,
+    stores: Callable[..., OpenSearchKnowledgeStore],
+    pause_on: Callable[[str, str, bytes], bool],
+) -> IndexResult:
+    """A (through the proxy) indexes v1 and stalls at ``pause_on``; meanwhile B indexes v2;
+    then A goes on. Returns A's result."""
+    slow = stores(index.config(url=proxy.url))
+    fast = stores(index.config())
+    assert fast.upsert_document(SCOPE, document("a.md", "# A\n\nversion zero", "0001")).ok
+    outcome: list[IndexResult] = []
+    proxy.pause(pause_on)
+    thread = threading.Thread(
+        target=lambda: outcome.append(
+            slow.upsert_document(SCOPE, document("a.md", "# A\n\nversion one oldtext", "0002"))
+        )
+    )
+    thread.start()
+    try:
+        assert proxy.wait_paused(1), "the slow writer never reached the paused request"
+        assert fast.upsert_document(
+            SCOPE, document("a.md", "# A\n\nversion two newtext", "0003")
+        ).ok
+    finally:
+        proxy.resume()
+        thread.join(60)
+    assert not thread.is_alive()
+    stored = fast.stored_document(SCOPE, "a.md")
+    assert stored is not None
+    assert stored.version == "0003"
+    for mode in SearchMode:
+        assert paths_for(fast, "newtext", mode)[:1] == ["a.md"]
+    assert paths_for(fast, "oldtext", SearchMode.KEYWORD) == []
+    contents = {c["content"] for c in index.records(record="chunk")}
+    assert contents == {"# A\n\nversion two newtext"}
+    return outcome[0]
+
+
+def test_a_slow_writer_that_passed_its_version_check_does_not_overwrite_a_newer_version(
+    index: Index, proxy: FaultProxy, stores: Callable[..., OpenSearchKnowledgeStore]
+) -> None:
+    # A stalls before its chunks go out (after the pipeline's version check passed).
+    result = _race(index, proxy, stores, lambda method, path, body: "_bulk" in path)
+    assert "stale version" in result.errors[0].reason
+
+
+def test_a_record_changed_between_read_and_write_is_decided_again(
+    index: Index, proxy: FaultProxy, stores: Callable[..., OpenSearchKnowledgeStore]
+) -> None:
+    # A stalls after reading the record, just before its conditional write (a 409 then).
+    def record_write(method: str, path: str, body: bytes) -> bool:
+        return "_bulk" in path and b'"record":"document"' in body.replace(b" ", b"")
+
+    result = _race(index, proxy, stores, record_write)
+    assert "stale version" in result.errors[0].reason
+
+
+# --- 4. duplicate and reordered events never show a document twice (also Serverless) -------
+
+
+@pytest.mark.parametrize("service", ["es", "aoss"])
+def test_duplicate_events_never_duplicate_chunks_in_results(
+    index: Index,
+    stores: Callable[..., OpenSearchKnowledgeStore],
+    fake_aws: None,
+    service: str,
+) -> None:
+    settings: dict[str, Any] = {}
+    if service == "aoss":
+        # The node ignores the SigV4 headers; Serverless refreshes on its own, which the
+        # test does by hand (index.refresh) where it matters.
+        settings = {"auth": "sigv4", "service": "aoss", "region": "us-east-1"}
+        settings["vector_engine"] = "lucene"
+    store = stores(index.config(**settings))
+    text = long_text("octopus", 13)
+    event = document("a.md", text, "0005")
+    # The same PUT delivered twice, inside the refresh window.
+    first = store.upsert_document(SCOPE, event)
+    assert first.ok
+    assert first.indexed_chunks > 13
+    assert store.upsert_document(SCOPE, event).ok
+    index.refresh()
+    for mode in SearchMode:
+        results = store.search(SCOPE, SearchQuery("octopus section", mode=mode, max_results=50))
+        keys = [(r.document_path, r.chunk_index) for r in results]
+        assert len(keys) == len(set(keys)) == first.indexed_chunks, (mode, Counter(keys))
+    # A later write cleans up every older generation.
+    assert store.upsert_document(SCOPE, document("a.md", long_text("squid", 2), "0006")).ok
+    index.refresh()
+    if service == "aoss":
+        # Serverless: the older generations are found by a search, so a write made
+        # within a refresh interval of them may miss some; the next write takes them.
+        assert store.upsert_document(SCOPE, document("a.md", long_text("squid", 2), "0007")).ok
+        index.refresh()
+    chunks = index.records(record="chunk")
+    assert len(chunks) == 2
+    assert {c["generation"] for c in chunks} == {chunks[0]["generation"]}
+    assert paths_for(store, "octopus", SearchMode.KEYWORD) == []
+
+
+def test_reordered_events_on_serverless_show_one_version_only(
+    index: Index, stores: Callable[..., OpenSearchKnowledgeStore], fake_aws: None
+) -> None:
+    store = stores(
+        index.config(auth="sigv4", service="aoss", region="us-east-1", vector_engine="lucene")
+    )
+    newer, older = (
+        document("a.md", long_text("newer", 4), "0009"),
+        document("a.md", long_text("older", 4), "0008"),
+    )
+    assert store.upsert_document(SCOPE, newer).ok
+    assert store.upsert_document(SCOPE, older).ok  # arrives late, before a refresh
+    index.refresh()
+    results = store.search(SCOPE, SearchQuery("section", max_results=20))
+    words = {"newer" if "newer" in r.content else "older" for r in results}
+    assert len(words) == 1  # one version, never a mix (which one: eventually consistent)
+    assert len(results) == 4
+
+
+# --- 5. no refresh per record; searchable when the write returns ---------------------------
+
+
+def test_writes_send_no_refresh_and_are_searchable_when_the_call_returns(
+    index: Index, proxy: FaultProxy, stores: Callable[..., OpenSearchKnowledgeStore]
+) -> None:
+    store = stores(index.config(url=proxy.url, refresh_interval="1s", wait_for_refresh=True))
+    for i in range(3):
+        assert store.upsert_document(SCOPE, document(f"d{i}.md", f"# D\n\nzebra{i} text")).ok
+        # Searchable at once: the last request waited for the scheduled refresh.
+        assert paths_for(store, f"zebra{i}", SearchMode.KEYWORD) == [f"d{i}.md"]
+    assert not [p for _, p in proxy.requests if "_refresh" in p]
+    assert any("refresh=wait_for" in p for _, p in proxy.requests)
+
+
+def test_without_waiting_writes_are_searchable_within_the_refresh_interval(
+    index: Index, proxy: FaultProxy, stores: Callable[..., OpenSearchKnowledgeStore]
+) -> None:
+    store = stores(index.config(url=proxy.url, refresh_interval="1s", wait_for_refresh=False))
+    assert store.upsert_document(SCOPE, document("d.md", "# D\n\nyak text")).ok
+    written = time.monotonic()
+    while not paths_for(store, "yak", SearchMode.KEYWORD):
+        assert time.monotonic() - written < 2.0, "not searchable within 2 s"
+        time.sleep(0.05)
+    assert not [p for _, p in proxy.requests if "_refresh" in p or "wait_for" in p]
+
+
+def test_a_new_scope_in_an_existing_index_costs_no_delete(
+    index: Index, proxy: FaultProxy, stores: Callable[..., OpenSearchKnowledgeStore]
+) -> None:
+    # Another process created the index and wrote its own scope.
+    other = stores(index.config())
+    assert other.upsert_document(KnowledgeScope("other", "docs"), document("x.md", "x")).ok
+    store = stores(index.config(url=proxy.url, bulk_chunk_size=50))
+    docs = {f"d{i:02}.md": long_text(f"w{i}", 4) for i in range(30)}
+
+    class Source:
+        def documents(self, scope: KnowledgeScope, options: object) -> Iterator[SourceDocument]:
+            for path, text in sorted(docs.items()):
+                yield document(path, text)
+
+    assert store.index(SCOPE, Source()).indexed_documents == 30
+    bulk_bodies = proxy.bulk_bodies
+    deletes = sum(b.count(b'{"delete"') for b in bulk_bodies)
+    assert deletes == 0
+    assert not [p for _, p in proxy.requests if "_refresh" in p or "_delete_by_query" in p]
+    assert len(index.records(record="chunk")) == 30 * 4 + 1
+
+
+# --- 8. the search path ends in time when OpenSearch or the embedder hangs ----------------
+
+
+def test_a_hung_node_ends_the_search_within_its_deadline(
+    index: Index, proxy: FaultProxy, stores: Callable[..., OpenSearchKnowledgeStore]
+) -> None:
+    store = stores(index.config(url=proxy.url), retry=RetryPolicy())  # production retries
+    assert store.upsert_document(SCOPE, document("a.md", "# A\n\nalpha")).ok
+    proxy.hang = True
+    started = time.monotonic()
+    with time_budget(2.5), pytest.raises(StoreUnavailableError):
+        store.search(SCOPE, SearchQuery("alpha", mode=SearchMode.HYBRID))
+    assert time.monotonic() - started < 3.0
+    # Through the API: a JSON 503 that names no endpoint.
+    started = time.monotonic()
+    with time_budget(2.0):
+        response = KnowledgeApi(store).search("agent-a", "docs", {"query": "alpha"})
+    assert time.monotonic() - started < 2.5
+    assert response.status == 503
+
+
+def test_without_a_deadline_a_hung_node_still_ends_in_the_search_budget(
+    index: Index, proxy: FaultProxy, stores: Callable[..., OpenSearchKnowledgeStore]
+) -> None:
+    config = index.config(url=proxy.url, search_timeout=1.0, search_budget=2.0)
+    store = stores(config, retry=RetryPolicy())
+    assert store.upsert_document(SCOPE, document("a.md", "# A\n\nalpha")).ok
+    proxy.hang = True
+    started = time.monotonic()
+    with pytest.raises(StoreUnavailableError):
+        store.search(SCOPE, SearchQuery("alpha"))
+    elapsed = time.monotonic() - started
+    assert 1.0 <= elapsed < 2.5  # one try of 1 s, one retry, never past the budget
+
+
+class _HangingEmbeddings(http.server.BaseHTTPRequestHandler):
+    """An OpenAI-compatible endpoint that accepts the request and never answers."""
+
+    release = threading.Event()
+
+    def log_message(self, format: str, *args: Any) -> None:
+        return
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        self.release.wait(30)
+
+
+def test_a_hung_embedding_provider_ends_a_vector_search_within_its_deadline(
+    index: Index, stores: Callable[..., OpenSearchKnowledgeStore]
+) -> None:
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _HangingEmbeddings)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        embedder = OpenAIEmbeddingClient(
+            "text-embedding-3-small",
+            api_key="sk-test",
+            base_url=f"http://127.0.0.1:{server.server_address[1]}/v1",
+        )
+        store = stores(index.config(), embedder=embedder)
+        with store.write_session(SCOPE):
+            pass  # creates the index; nothing is embedded
+        started = time.monotonic()
+        with time_budget(1.5), pytest.raises(EmbeddingError, match="time budget"):
+            store.search(SCOPE, SearchQuery("alpha", mode=SearchMode.VECTOR))
+        assert time.monotonic() - started < 2.0
+    finally:
+        _HangingEmbeddings.release.set()
+        server.shutdown()
+        server.server_close()
+
+
+# --- strict per-agent isolation (issue 9 item 10) -----------------------------------------------
+
+
+def _probe(store: OpenSearchKnowledgeStore) -> list[float]:
+    """Agent A's normalised keyword scores for a two-word query: their ratio follows the
+    words' document frequencies in the index (BM25's IDF)."""
+    results = store.search(SCOPE, SearchQuery("marmot tapir", mode=SearchMode.KEYWORD))
+    return sorted(round(r.score, 6) for r in results)
+
+
+@pytest.mark.parametrize("strict", [False, True])
+def test_a_score_probe_tells_another_agents_words_only_in_a_shared_index(
+    index: Index, stores: Callable[..., OpenSearchKnowledgeStore], strict: bool
+) -> None:
+    store = stores(index.config(index_per_agent=strict))
+    if strict:
+        index.created.append(f"{index.name}-agent-")
+    docs = {"m.md": "# M\n\nmarmot", "t.md": "# T\n\ntapir", "x.md": "# X\n\nnothing"}
+    for path, text in docs.items():
+        assert store.upsert_document(SCOPE, document(path, text)).ok
+    before = _probe(store)
+    other = KnowledgeScope("agent-b", "docs")
+    for i in range(20):
+        assert store.upsert_document(other, document(f"b{i}.md", "# B\n\ntapir tapir")).ok
+    after = _probe(store)
+    if strict:
+        assert after == before  # agent B's documents change nothing agent A can measure
+        assert store.index_name(SCOPE) != store.index_name(other)
+    else:
+        assert after != before  # the probe is sensitive: the shared index leaks statistics
+
+
+# --- the search function: its budget comes from the invocation's remaining time ------------
+
+
+@dataclass
+class _ShortContext(LambdaContext):
+    remaining_ms: int = 4_000
+
+    def get_remaining_time_in_millis(self) -> int:
+        return self.remaining_ms
+
+
+def test_the_search_function_answers_503_before_its_invocation_ends_when_the_node_hangs(
+    index: Index, proxy: FaultProxy, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from knowledge.config import open_embedder
+
+    runbooks = KnowledgeScope("ops-bot", "runbooks")
+    with OpenSearchKnowledgeStore(index.config(), embedder=open_embedder("hashing")) as writer:
+        assert writer.upsert_document(runbooks, document("deploy.md", "# Deploy\n\nrollback")).ok
+    use_fake_aws(monkeypatch)
+    for name, value in {
+        "OPENSEARCH_URL": proxy.url,
+        "OPENSEARCH_INDEX": index.name,
+        "EMBEDDING_PROVIDER": "hashing",
+        "DOCUMENTS_BUCKET": BUCKET,
+    }.items():
+        monkeypatch.setenv(name, value)
+    search = load_handler("search", monkeypatch)
+    event = load_event("api_search.json")
+    event["body"], event["isBase64Encoded"] = json.dumps({"query": "rollback"}), False
+    try:
+        answer = search.lambda_handler(event, _ShortContext())
+        assert answer["statusCode"] == 200, answer
+        proxy.hang = True
+        started = time.monotonic()
+        answer = search.lambda_handler(event, _ShortContext(remaining_ms=4_000))
+        elapsed = time.monotonic() - started
+    finally:
+        if search.container.api is not None:
+            search.container.api.store.close()
+    assert answer["statusCode"] == 503
+    assert "error" in json.loads(answer["body"])
+    assert elapsed < 3.0  # the 4 s the invocation had, less the time kept to answer
+
+
+# --- per-document records and problems (the index is where they are kept) ------------------
+
+
+def test_a_problem_is_kept_in_the_record_and_leaves_the_indexed_version_searchable(
+    index: Index, stores: Callable[..., OpenSearchKnowledgeStore]
+) -> None:
+    store = stores(index.config())
+    text = "# Guide\n\nbadger"
+    assert store.upsert_document(SCOPE, document("guide.md", text, "0001")).ok
+    [record] = index.records(record="document")
+    assert record["document_path"] == "guide.md"
+    assert record["version"] == "0001"
+    assert record["chunk_count"] == 1
+    assert record["content_hash"]
+    assert record["indexed_at"]
+    assert record["problem"] is None
+    with store.write_session(SCOPE) as session:
+        session.record_problem("guide.md", "encrypted PDF")
+        session.record_problem("never.pdf", "no text layer (scanned image; OCR not supported)")
+    status = store.status(SCOPE)
+    assert [(p.path, p.reason) for p in status.problems] == [
+        ("never.pdf", "no text layer (scanned image; OCR not supported)"),
+        ("guide.md", "encrypted PDF"),
+    ]
+    assert status.document_count == 1  # a problem alone is no indexed document
+    assert paths_for(store, "badger", SearchMode.KEYWORD) == ["guide.md"]
+    assert set(store.stored_documents(SCOPE)) == {"guide.md"}
+    # A later successful write clears the path's problem; so does a delete.
+    assert store.upsert_document(SCOPE, document("guide.md", text + " again", "0002")).ok
+    with store.write_session(SCOPE) as session:
+        assert session.delete_document("never.pdf") is False
+    assert store.status(SCOPE).problems == ()

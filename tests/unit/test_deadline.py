@@ -1,0 +1,100 @@
+"""Time budgets (``knowledge.deadline``) and the OpenSearch settings that use them."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from knowledge.deadline import Deadline, current_deadline, request_budget, time_budget
+from knowledge.errors import ConfigurationError, ValidationError
+from knowledge.stores.opensearch import OpenSearchConfig
+
+
+def test_a_deadline_counts_down_to_zero() -> None:
+    deadline = Deadline.after(0.2)
+    assert 0.1 < deadline.remaining() <= 0.2
+    assert deadline.timeout(4.0) <= 0.2
+    assert deadline.timeout(0.05) == 0.05
+    assert not deadline.expired()
+    assert Deadline.after(-1).remaining() == 0.0
+    assert Deadline.after(0).expired()
+    with pytest.raises(ValidationError, match="seconds"):
+        Deadline.after("soon")  # type: ignore[arg-type]
+
+
+def test_a_budget_is_current_inside_its_block_and_a_nearer_outer_one_wins() -> None:
+    assert current_deadline() is None
+    with time_budget(10) as outer:
+        assert current_deadline() is outer
+        with time_budget(0.5) as inner:
+            assert current_deadline() is inner
+            assert inner.remaining() <= 0.5
+        with time_budget(60) as wider:
+            assert wider is outer  # a block cannot widen its caller's budget
+        assert current_deadline() is outer
+    assert current_deadline() is None
+
+
+@pytest.mark.parametrize(
+    ("remaining_ms", "budget"),
+    [(4_000, 2.5), (30_000, 27.5), (900_000, 27.5), (1_000, 0.0)],
+)
+def test_a_request_budget_is_the_time_left_within_the_gateway_limit_less_the_answer(
+    remaining_ms: int, budget: float
+) -> None:
+    assert request_budget(remaining_ms) == pytest.approx(budget)
+
+
+def test_time_is_monotonic_not_wall_clock() -> None:
+    deadline = Deadline.after(1)
+    assert deadline.at == pytest.approx(time.monotonic() + 1, abs=0.05)
+
+
+def test_opensearch_time_and_refresh_settings_from_the_environment() -> None:
+    config = OpenSearchConfig.from_env(
+        {
+            "OPENSEARCH_URL": "http://localhost:9200",
+            "OPENSEARCH_SEARCH_TIMEOUT": "3",
+            "OPENSEARCH_SEARCH_MAX_RETRIES": "0",
+            "OPENSEARCH_SEARCH_BUDGET": "8",
+            "OPENSEARCH_REFRESH_INTERVAL": "500ms",
+            "OPENSEARCH_WAIT_FOR_REFRESH": "true",
+            "OPENSEARCH_INDEX_PER_AGENT": "true",
+        }
+    )
+    assert (config.search_timeout, config.search_max_retries, config.search_budget) == (3, 0, 8)
+    assert config.refresh_interval == "500ms"
+    assert config.wait_for_refresh is True
+    assert config.index_per_agent is True
+    defaults = OpenSearchConfig(url="http://localhost:9200")
+    assert (defaults.search_timeout, defaults.search_max_retries) == (4.0, 1)
+    assert defaults.refresh_interval == "1s"
+    assert defaults.wait_for_refresh is False  # searchable within refresh_interval
+    assert defaults.index_per_agent is False
+
+
+@pytest.mark.parametrize(
+    ("settings", "field"),
+    [
+        ({"refresh_interval": "soon"}, "refresh_interval"),
+        ({"search_timeout": 0}, "search_timeout"),
+        ({"search_max_retries": -1}, "search_max_retries"),
+        ({"index_per_agent": "yes"}, "index_per_agent"),
+        ({"index_per_agent": True, "index_name": "k" * 121}, "index"),
+    ],
+)
+def test_bad_time_and_isolation_settings_are_named(settings: dict, field: str) -> None:
+    with pytest.raises(ConfigurationError, match=f"opensearch {field}"):
+        OpenSearchConfig(url="http://localhost:9200", **settings)
+
+
+def test_each_agent_gets_its_own_index_one_to_one() -> None:
+    shared = OpenSearchConfig(url="http://localhost:9200", index_name="kb")
+    assert shared.index_for("Ops_Bot") == "kb"
+    strict = OpenSearchConfig(url="http://localhost:9200", index_name="kb", index_per_agent=True)
+    names = {strict.index_for(agent) for agent in ("ops-bot", "Ops-bot", "ops_bot", "_ops-bot")}
+    assert len(names) == 4  # never two agents in one index
+    assert strict.index_for("ops-bot") == "kb-agent-ops-bot"
+    assert strict.index_for("Ops_Bot") == "kb-agent-_ops___bot"
+    assert all(name == name.lower() for name in names)
