@@ -266,6 +266,7 @@ def test_an_overwrite_deletes_the_old_record_first_and_the_old_tail_by_id() -> N
         assert session.put_document(_header(), _chunks(2)) == 2
     assert _index_lines(fake) == [
         "delete doc1",  # the old record first: a write that dies reads as incomplete
+        "delete doc1:problem",  # a successful write clears the document's problem
         "index doc1:0",
         "index doc1:1",
         "index doc1",
@@ -286,6 +287,7 @@ def test_a_second_write_in_the_session_trims_what_the_first_wrote() -> None:
         session.put_document(_header(), _chunks(1))
     assert _index_lines(fake)[4:] == [
         "delete doc1",
+        "delete doc1:problem",
         "index doc1:0",
         "index doc1",
         *(f"delete doc1:{i}" for i in (1, 2)),
@@ -301,7 +303,8 @@ def test_many_documents_share_few_bulk_requests_and_no_delete_by_query(existing:
         for n in range(40):
             path = f"doc{n}.md"
             session.put_document(_header(path, f"id{n}"), _chunks(2, path=path))
-    per_document = 4 if existing else 3  # (old record delete), two chunks, the record
+    # (old record and problem deletes), two chunks, the record
+    per_document = 5 if existing else 3
     requests = -(-40 * per_document // 25)
     assert fake.names().count("bulk") == requests
     assert len(fake.bulk_lines) == 40 * per_document

@@ -329,7 +329,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--pattern",
         action="append",
         metavar="GLOB",
-        help="file pattern to index (repeatable; default *.md and *.txt)",
+        help="file pattern to index (repeatable; default: every supported type)",
     )
     index.add_argument(
         "--reindex", action="store_true", help="drop the scope's index and index everything"

@@ -12,7 +12,7 @@ variable                        meaning                                         
 ``BEDROCK_MODEL_ID``            Bedrock embedding model                             provider's
 ``DOCUMENTS_BUCKET``            the documents bucket                                unset
 ``INDEX_QUEUE_URL``             the document events queue (reindex requests)        unset
-``FILE_PATTERNS``               comma-separated globs of the documents              ``*.md,*.txt``
+``FILE_PATTERNS``               comma-separated globs of the documents              all types
 ``MAX_DOCUMENTS``               most documents one reindex request queues           1000
 ==============================  ==================================================  ===========
 

@@ -14,6 +14,7 @@ from types import MappingProxyType
 from typing import Any
 
 from knowledge.errors import ValidationError
+from knowledge.extraction import DOCUMENT_PATTERNS
 
 __all__ = [
     "DEFAULT_MAX_RESULTS",
@@ -162,7 +163,7 @@ class SearchResult:
 class IndexOptions:
     """What to take from a source. A serialisable value; the chunker is injected elsewhere."""
 
-    file_patterns: tuple[str, ...] = ("*.md", "*.txt")
+    file_patterns: tuple[str, ...] = DOCUMENT_PATTERNS
     recursive: bool = True
     max_documents: int = 1000
     max_chunk_size: int = 2000

@@ -101,6 +101,7 @@ from knowledge.fusion import (
 )
 from knowledge.indexing import Indexer, IndexingStoreMixin
 from knowledge.model import (
+    MAX_STATUS_PROBLEMS,
     FileProblem,
     IndexState,
     IndexStatus,
@@ -178,6 +179,16 @@ _SCHEMA: Final = (
     # inspection and joins.
     # Not external-content: FTS5 then keeps its own copy of the terms, so rows are deleted
     # by rowid alone (SQLite < 3.43 has no contentless delete).
+    # The latest indexing problem of each document (WriteSession.record_problem); ``seq``
+    # orders them, most recent last. Added without a schema version: older files gain it.
+    """CREATE TABLE IF NOT EXISTS problems (
+        agent TEXT NOT NULL,
+        context TEXT NOT NULL,
+        path TEXT NOT NULL,
+        reason TEXT NOT NULL,
+        seq INTEGER NOT NULL,
+        PRIMARY KEY (agent, context, path)
+    )""",
     """CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts USING fts5(
         terms, tokenize = 'unicode61 remove_diacritics 0'
     )""",
@@ -527,6 +538,7 @@ class EmbeddedKnowledgeStore(IndexingStoreMixin):
                 " FROM documents WHERE agent = ? AND context = ?",
                 (scope.agent, scope.context),
             ).fetchone()
+            problems = self._problems(conn, scope)
         with self._writing_lock:
             writing = self._writing[scope] > 0
         if writing:
@@ -540,7 +552,17 @@ class EmbeddedKnowledgeStore(IndexingStoreMixin):
             chunk_count=int(chunks),
             last_indexed_at=None if last is None else datetime.fromisoformat(last),
             state=state,
+            problems=problems,
         )
+
+    @staticmethod
+    def _problems(conn: sqlite3.Connection, scope: KnowledgeScope) -> tuple[FileProblem, ...]:
+        rows = conn.execute(
+            "SELECT path, reason FROM problems WHERE agent = ? AND context = ?"
+            " ORDER BY seq DESC LIMIT ?",
+            (scope.agent, scope.context, MAX_STATUS_PROBLEMS),
+        ).fetchall()
+        return tuple(FileProblem(str(path), str(reason)) for path, reason in rows)
 
     def close(self) -> None:
         """Release the file. Idempotent; the embedder and chunker are left alone."""
@@ -987,6 +1009,18 @@ class EmbeddedWriteSession:
         except sqlite3.Error as exc:
             raise self._store_error(f"cannot delete {path}", exc) from exc
 
+    def record_problem(self, path: str, reason: str) -> None:
+        """Replace the problem of ``path``; its indexed chunks, if any, stay."""
+        conn = self._open()
+        try:
+            conn.execute(
+                "INSERT OR REPLACE INTO problems (agent, context, path, reason, seq)"
+                " VALUES (?, ?, ?, ?, (SELECT coalesce(max(seq), 0) + 1 FROM problems))",
+                (self._scope.agent, self._scope.context, path, reason),
+            )
+        except sqlite3.Error as exc:
+            raise self._store_error(f"cannot record the problem of {path}", exc) from exc
+
     # --- internals -------------------------------------------------------------------
 
     def _open(self) -> sqlite3.Connection:
@@ -1010,6 +1044,7 @@ class EmbeddedWriteSession:
         chunk_ids = f"SELECT id FROM chunks WHERE {condition}"  # noqa: S608
         conn.execute(f"DELETE FROM chunks_fts WHERE rowid IN ({chunk_ids})", params)  # noqa: S608
         conn.execute(f"DELETE FROM chunks WHERE {condition}", params)  # noqa: S608
+        conn.execute(f"DELETE FROM problems WHERE {condition}", params)  # noqa: S608
         deleted = conn.execute(f"DELETE FROM documents WHERE {condition}", params)  # noqa: S608
         return deleted.rowcount > 0
 

@@ -40,6 +40,7 @@ import threading
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -63,8 +64,10 @@ from knowledge.fusion import (
     vector_only,
 )
 from knowledge.identity import chunk_id
+from knowledge.identity import document_id as document_id_of
 from knowledge.indexing import DEFAULT_EMBED_BATCH_SIZE, Indexer, IndexingStoreMixin
 from knowledge.model import (
+    MAX_STATUS_PROBLEMS,
     FileProblem,
     IndexState,
     IndexStatus,
@@ -74,7 +77,7 @@ from knowledge.model import (
 )
 from knowledge.scope import KnowledgeScope
 from knowledge.store import DocumentHeader, EmbeddedChunk, StoredDocument
-from knowledge.stores.opensearch import queries
+from knowledge.stores.opensearch import problems, queries
 from knowledge.stores.opensearch.client import RetryPolicy, create_client, error_reason, store_error
 from knowledge.stores.opensearch.config import OpenSearchConfig
 from knowledge.stores.opensearch.mapping import (
@@ -571,7 +574,8 @@ class OpenSearchKnowledgeStore(IndexingStoreMixin):
         ``INDEXING`` while this store has a write session open on the scope."""
         with self._lock:
             indexing = self._open_sessions[scope.key] > 0
-        if not self._index_exists(create=False):
+        exists = self._index_exists(create=False)
+        if not exists:
             stats = queries.ScopeStats(0, 0, None)
         else:
             stats = queries.parse_scope_stats(
@@ -586,7 +590,29 @@ class OpenSearchKnowledgeStore(IndexingStoreMixin):
             chunk_count=stats.chunk_count,
             last_indexed_at=stats.last_indexed_at,
             state=state,
+            problems=self._problems(scope) if stats.document_count or exists else (),
         )
+
+    def _problems(self, scope: KnowledgeScope) -> tuple[FileProblem, ...]:
+        """The scope's problem records, most recent first (``problems``)."""
+        body = problems.problems_body(scope, MAX_STATUS_PROBLEMS)
+        return problems.parse_problems(self._search(f"read the problems of {scope}", body))
+
+    def _record_problem(self, scope: KnowledgeScope, path: str, reason: str) -> None:
+        """Write the problem record of ``path``, replacing the previous one."""
+        source = problems.problem_record(scope, path, reason, datetime.now(UTC))
+        action = f"record the problem of '{path}' in {scope}"
+        index = self._index
+        if self._config.client_ids:
+            record_id: str | None = problems.problem_id(document_id_of(scope, path))
+        else:
+            record_id = None
+            self._delete_where(problems.problem_query(scope, path), action, refresh=False)
+
+        def write(client: OpenSearch) -> Any:
+            return client.index(index=index, body=source, id=record_id)
+
+        self._call(action, write)
 
     def close(self) -> None:
         """Close the client if this store created it. Idempotent; later calls raise
@@ -732,6 +758,8 @@ class OpenSearchWriteSession:
                 )
             elif earlier is not None or not self._scope_was_empty:
                 self._add(queries.bulk_delete_action(index, document_id), path)
+                # A successful write clears the document's problem (a 404 is fine).
+                self._add(queries.bulk_delete_action(index, problems.problem_id(document_id)), path)
             for item in chunks:
                 chunk = item.chunk
                 count += 1
@@ -774,6 +802,13 @@ class OpenSearchWriteSession:
         self._check_open()
         self._settle()
         return self._remove(path)
+
+    def record_problem(self, path: str, reason: str) -> None:
+        """Write the document's problem record (``problems``) after what is buffered, so a
+        queued write of the same document cannot delete it; its chunks are left alone."""
+        self._check_open()
+        self._settle()
+        self._store._record_problem(self._scope, path, reason)
 
     def _remove(self, path: str) -> bool:
         store, scope = self._store, self._scope
