@@ -51,7 +51,11 @@ def extract(data: bytes, limits: ExtractionLimits, source_type: str) -> Extracte
     import lxml.etree
     import lxml.html
 
-    parser = lxml.html.HTMLParser(encoding=_encoding(data), remove_comments=True)
+    # huge_tree: no depth cap of 256 (deeper text would vanish silently); the input is
+    # bounded by max_document_bytes and the walk below is iterative.
+    parser = lxml.html.HTMLParser(
+        encoding=_encoding(data), remove_comments=True, huge_tree=True
+    )
     try:
         root = lxml.html.document_fromstring(data, parser=parser)
     except (lxml.etree.ParserError, ValueError, LookupError) as exc:
