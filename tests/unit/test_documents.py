@@ -258,7 +258,7 @@ def test_a_100k_row_sheet_is_streamed_not_held() -> None:
     from pathlib import Path
 
     probe = subprocess.run(
-        [sys.executable, "-c", _STREAM_PROBE, str(Path(__file__).parent)],
+        [sys.executable, "-c", _STREAM_PROBE, str(Path(__file__).parents[1])],
         capture_output=True,
         text=True,
         timeout=280,

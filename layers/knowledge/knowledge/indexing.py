@@ -347,7 +347,8 @@ class Indexer:
             chunks = self._chunks(path, extracted, options, document_metadata)
             written = session.put_document(header, self._embedded(chunks, run))
         except ExtractionError as exc:  # found while streaming: corrupt page, no text layer
-            self._remove_partial(session, path, run)
+            if stored is None:  # else the stale version's delete below takes the partial too
+                self._remove_partial(session, path, run)
             self._skip_and_drop_stale(session, path, str(exc), stored, run)
             return
         except KnowledgeError as exc:  # EmbeddingError, StoreError, a chunker's ValidationError
