@@ -252,8 +252,11 @@ def _cmd_status(args: argparse.Namespace) -> int:
     ]
     if status.message:
         rows.append(("message", status.message))
+    rows.append(("problems", str(len(status.problems))))
     for name, value in rows:
         print(f"{name + ':':<14}{value}")
+    for problem in status.problems:
+        print(f"  {problem.path}: {problem.reason}")
     return EXIT_OK
 
 

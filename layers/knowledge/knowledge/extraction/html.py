@@ -53,9 +53,7 @@ def extract(data: bytes, limits: ExtractionLimits, source_type: str) -> Extracte
 
     # huge_tree: no depth cap of 256 (deeper text would vanish silently); the input is
     # bounded by max_document_bytes and the walk below is iterative.
-    parser = lxml.html.HTMLParser(
-        encoding=_encoding(data), remove_comments=True, huge_tree=True
-    )
+    parser = lxml.html.HTMLParser(encoding=_encoding(data), remove_comments=True, huge_tree=True)
     try:
         root = lxml.html.document_fromstring(data, parser=parser)
     except (lxml.etree.ParserError, ValueError, LookupError) as exc:
