@@ -396,6 +396,9 @@ class _CorruptingSession:
     def delete_document(self, path: str) -> bool:
         return bool(self.inner.delete_document(path))
 
+    def record_problem(self, path: str, reason: str) -> None:
+        self.inner.record_problem(path, reason)
+
     def put_document(self, header: DocumentHeader, chunks: Iterable[EmbeddedChunk]) -> int:
         if header.path == _CorruptingStore.victim:
             chunks = (
@@ -415,6 +418,9 @@ def test_a_rejected_document_is_an_error_of_the_run_not_an_indexed_one(node: Nod
         assert [e.path for e in result.errors] == ["b.md"]
         assert "rejected by OpenSearch" in result.errors[0].reason
         assert set(store.stored_documents(scope)) == {"a.md", "c.md"}
+        # Known only at the commit, the rejection is still recorded as the file's problem.
+        problems = store.status(scope).problems
+        assert [(p.path, p.reason) for p in problems] == [("b.md", result.errors[0].reason)]
 
 
 # --- scope isolation ------------------------------------------------------------------------

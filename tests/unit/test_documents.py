@@ -309,6 +309,16 @@ def test_html_main_text_has_headings_and_no_chrome() -> None:
         assert chrome not in text
 
 
+def test_an_article_header_is_content_the_page_header_is_not() -> None:
+    page = (
+        b"<html><body><header>Site name</header><article><header><h1>Post title</h1>"
+        b"</header><p>Post body.</p><footer>Posted by Ann</footer></article>"
+        b"<article><p>Another post.</p></article><footer>Site footer</footer></body></html>"
+    )
+    text = extract_text("blog.html", page).text
+    assert text.splitlines() == ["Post title", "Post body.", "Posted by Ann", "Another post."]
+
+
 def test_html_without_main_uses_the_body_and_its_declared_charset() -> None:
     page = '<html><head><meta charset="iso-8859-1"></head><body><p>café</p></body></html>'
     assert extract_text("a.htm", page.encode("latin-1")).text == "café"

@@ -7,8 +7,9 @@ selectolax would be one more native wheel for no gain here.)
 
 What is kept: the ``<main>`` element (or ``role="main"``), else a single ``<article>``,
 else the ``<body>``; minus scripts, styles, templates, SVG/MathML, forms and the page
-chrome (``nav``, ``header``, ``footer``, ``aside``, elements with ``role`` navigation,
-banner, contentinfo or complementary, and ``hidden`` ones). ``<h1>``-``<h6>`` start a
+chrome (``nav``, ``aside``, ``header`` and ``footer`` outside ``main``/``article``,
+elements with ``role`` navigation, banner, contentinfo, complementary or search, and
+``hidden`` ones). ``<h1>``-``<h6>`` start a
 section and set its ``heading_path``; paragraphs, list items (``- item``), table rows
 (cells joined with `` | ``), ``<pre>`` and other blocks become one block each. The
 title is ``<title>``, else the first ``<h1>``. The walk is iterative, so deep nesting
@@ -31,9 +32,11 @@ _DROP = frozenset(
     {
         "script", "style", "noscript", "template", "svg", "math", "iframe", "object",
         "embed", "canvas", "form", "button", "select", "input", "textarea", "nav",
-        "header", "footer", "aside", "dialog", "head", "title", "meta", "link",
+        "aside", "dialog", "head", "title", "meta", "link",
     }
 )  # fmt: skip
+_PAGE_CHROME = frozenset({"header", "footer"})
+_CONTENT_ROOTS = frozenset({"main", "article"})
 _CHROME_ROLES = frozenset({"navigation", "banner", "contentinfo", "complementary", "search"})
 _HEADINGS = {"h1": 1, "h2": 2, "h3": 3, "h4": 4, "h5": 5, "h6": 6}
 _BLOCKS = frozenset(
@@ -109,8 +112,12 @@ def _dropped(element: Any) -> bool:
     tag = element.tag
     if not isinstance(tag, str):  # comments, processing instructions
         return True
-    if tag.lower() in _DROP:
+    name = tag.lower()
+    if name in _DROP:
         return True
+    if name in _PAGE_CHROME:
+        # The page's banner and footer; an article's own header (its title) is content.
+        return not any(a.tag in _CONTENT_ROOTS for a in element.iterancestors())
     if element.get("hidden") is not None or element.get("aria-hidden") == "true":
         return True
     return (element.get("role") or "").lower() in _CHROME_ROLES

@@ -71,7 +71,8 @@ def _shape_texts(shape: Any) -> Iterator[str]:
         return
     if getattr(shape, "has_text_frame", False):
         for paragraph in shape.text_frame.paragraphs:
-            text = "".join(run.text for run in paragraph.runs).strip()
+            # ``text`` includes fields and line breaks (as vertical tabs), unlike the runs.
+            text = " ".join(paragraph.text.split())
             if text:
                 yield "  " * paragraph.level + text
 
