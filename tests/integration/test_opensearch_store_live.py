@@ -639,8 +639,9 @@ def test_documents_share_bulk_requests_and_shrinking_ones_are_trimmed_by_id(node
         counting.calls.clear()
         short = {path: f"# Short\n\nnow short {path}" for path in long}
         assert store.index(scope, Source(short)).indexed_documents == 30
-        # 30 x (old record delete, 1 chunk, the record); the trims travel with them.
-        assert counting.calls == {"bulk": 2}
+        # 30 x (old record delete, old problem delete, 1 chunk, the record) in requests of
+        # 50 actions; the trims travel with them.
+        assert counting.calls == {"bulk": 3}
         chunks = node.records(record="chunk")
         assert sorted((c["document_path"], c["chunk_index"]) for c in chunks) == [
             (path, 0) for path in sorted(short)
