@@ -144,7 +144,8 @@ def zip_bomb(member: str, unpacked_mib: int, *, declared_bytes: int | None = Non
     ``declared_bytes`` the headers lie about the uncompressed size."""
     buffer = io.BytesIO()
     step = b" " * (1024 * 1024)
-    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED, compresslevel=9) as archive:
+    # Level 1 is fast and still expands about 230 times: a bomb by the extractor's measure.
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED, compresslevel=1) as archive:
         archive.writestr("[Content_Types].xml", "<Types/>")
         with archive.open(member, "w", force_zip64=False) as stream:
             for _ in range(unpacked_mib):

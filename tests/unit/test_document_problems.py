@@ -120,16 +120,17 @@ limit = int(sys.argv[3])
 import document_files as files
 from knowledge.model import IndexOptions
 from knowledge.scope import KnowledgeScope
+from knowledge.sources.local import BucketFolderSource
 from knowledge.stores.memory import MemoryKnowledgeStore
 
 scope = KnowledgeScope("agent", "docs")
 folder = bucket / "agent" / "docs"
 folder.mkdir(parents=True)
 hostile = {
-    "bomb.docx": files.zip_bomb("word/document.xml", 300),
-    "bomb.xlsx": files.zip_bomb("xl/worksheets/sheet1.xml", 300),
-    "bomb.pptx": files.zip_bomb("ppt/slides/slide1.xml", 300),
-    "lying-bomb.docx": files.zip_bomb("word/document.xml", 300, declared_bytes=1000),
+    "bomb.docx": files.zip_bomb("word/document.xml", 260),
+    "bomb.xlsx": files.zip_bomb("xl/worksheets/sheet1.xml", 260),
+    "bomb.pptx": files.zip_bomb("ppt/slides/slide1.xml", 260),
+    "lying-bomb.docx": files.zip_bomb("word/document.xml", 20, declared_bytes=1000),
     "pages.pdf": files.raw_pdf(5000),
     "truncated.pdf": files.pdf(["cut short"])[:200],
     "garbage.pptx": b"PK\\x03\\x04" + bytes(range(256)) * 40,
@@ -180,3 +181,24 @@ def test_hostile_files_each_end_as_a_problem_within_bounds(tmp_path: Path) -> No
     assert problems["garbage.pptx"].startswith("corrupt file: ")
     assert "zz-good.md" not in problems
     assert result["seconds"] < 60, result
+
+
+class _TextOnlyChunker:
+    """A chunker that knows only text (no ``chunk_blocks``), as a user's own may be."""
+
+    chunk_size = 500
+
+    def chunk(self, document_path: str, content: str, *, max_chunk_size: int | None = None):  # type: ignore[no-untyped-def]
+        from knowledge.chunking import MarkdownSectionChunker
+
+        return MarkdownSectionChunker().chunk(document_path, content, max_chunk_size=max_chunk_size)
+
+
+def test_a_text_only_chunker_still_gets_each_sections_citation() -> None:
+    store = MemoryKnowledgeStore(chunker=_TextOnlyChunker())
+    deck = files.pptx([("Intro", ["hello there"], ""), ("Kiwi plan", ["grow kiwis"], "")])
+    store.upsert_document(SCOPE, doc("deck.pptx", deck))
+    (hit,) = store.search(SCOPE, SearchQuery("kiwis"))
+    assert hit.content == "Kiwi plan\ngrow kiwis"
+    assert (hit.metadata["slide"], hit.metadata["source_type"]) == (2, "pptx")
+    assert [r.chunk_index for r in store.search(SCOPE, SearchQuery("hello"))] == [0]

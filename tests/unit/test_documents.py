@@ -225,6 +225,7 @@ sys.path.insert(0, sys.argv[1])
 import document_files
 from knowledge.chunking import MarkdownSectionChunker
 from knowledge.extraction import extract_document
+import knowledge.extraction.xlsx  # the library's import is not the data's memory
 
 def rows(count):
     yield ["id", "customer", "region", "amount"]
@@ -232,8 +233,8 @@ def rows(count):
         yield [n, f"customer {n}", "emea" if n % 2 else "apac", n * 1.25]
 
 data = document_files.big_xlsx(rows(100_000))
-document = extract_document("orders.xlsx", data)
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+document = extract_document("orders.xlsx", data)
 count = characters = 0
 last = None
 chunker = MarkdownSectionChunker()
@@ -250,8 +251,8 @@ print(json.dumps({"chunks": count, "characters": characters, "last": last,
 @pytest.mark.slow
 def test_a_100k_row_sheet_is_streamed_not_held() -> None:
     """100,000 rows (7 MB of text) read in a fresh process: its peak memory grows by less
-    than 48 MiB while every chunk goes by (openpyxl without read-only mode, or a list
-    of the rows, takes several times that)."""
+    than 96 MiB while every chunk goes by (measured: about 41 MiB; the same workbook
+    opened without read-only mode: about 176 MiB)."""
     import json
     import subprocess
     import sys
@@ -268,7 +269,7 @@ def test_a_100k_row_sheet_is_streamed_not_held() -> None:
     assert result["last"]["sheet"] == "Orders"
     assert result["last"]["row_end"] == 100_001
     assert result["characters"] > 6_000_000
-    assert result["growth_kib"] < 48 * 1024, result
+    assert result["growth_kib"] < 96 * 1024, result
 
 
 # --- HTML -----------------------------------------------------------------------------------
