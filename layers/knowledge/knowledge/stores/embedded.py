@@ -17,7 +17,8 @@ approximate but sub-linear.
 
 **Schema.** ``documents`` (one row per document: scope, path, content hash, version,
 chunk count, indexed time, metadata), ``chunks`` (scope, path, index, content,
-metadata JSON, vector), ``chunks_fts`` (FTS5 keyed by ``chunks.id``), ``meta``
+metadata JSON, vector), ``chunks_fts`` (FTS5 keyed by ``chunks.id``), ``problems``
+(the latest indexing problem per document, for the status), ``meta``
 (schema version, embedder identity, and a generation that every write session bumps,
 which tells cached vectors from stale ones, also across processes).
 
