@@ -71,6 +71,12 @@ def test_encrypted_pdf_is_refused_with_its_reason() -> None:
     assert str(info.value) == "encrypted PDF"
 
 
+def test_a_pdf_with_only_an_owner_password_is_readable_and_indexed() -> None:
+    # Permissions (print, copy) without a password to open: the text is there to read.
+    data = files.pdf(["owner only protected text"], password="")
+    assert extract_text("restricted.pdf", data).text == "owner only protected text"
+
+
 def test_scanned_pdf_has_no_text_layer() -> None:
     document = extract_document("scan.pdf", files.scanned_pdf(3))
     with pytest.raises(ExtractionError) as info:
