@@ -277,6 +277,46 @@ def test_watcher_picks_up_a_new_scope_and_sidecar_changes(server: LocalServer, r
     )
 
 
+def test_served_folder_indexes_documents_and_lists_problems_over_http(
+    server: LocalServer, root: Path
+) -> None:
+    """``kb serve``'s path: a PDF dropped in is searchable with its page, an encrypted one
+    is a problem in the status route, and deleting that file clears the problem."""
+    import document_files as files
+
+    folder = root / "ops-bot" / "runbooks"
+    (folder / "handbook.pdf").write_bytes(files.pdf(["Cover", "Feed the wombat at noon."]))
+    locked = folder / "locked.pdf"
+    locked.write_bytes(files.pdf(["secret"], password="pw"))
+    base = server.url
+    wait_until(
+        lambda: search_paths(base, "ops-bot", "runbooks", "wombat") == ["handbook.pdf"],
+        "a PDF becomes searchable",
+    )
+    status, body, _ = request(
+        base,
+        "POST",
+        "/v1/agents/ops-bot/contexts/runbooks/search",
+        {"query": "wombat", "mode": "keyword", "metadata": {"source_type": "pdf"}},
+    )
+    assert status == 200, body
+    (hit,) = body["results"]
+    assert (hit["metadata"]["page"], hit["metadata"]["page_end"]) == (1, 2)
+
+    def problems() -> list[dict[str, Any]]:
+        code, status_body, _ = request(base, "GET", "/v1/agents/ops-bot/contexts/runbooks/status")
+        assert code == 200, status_body
+        listed: list[dict[str, Any]] = status_body["problems"]
+        return listed
+
+    wait_until(
+        lambda: problems() == [{"document_path": "locked.pdf", "reason": "encrypted PDF"}],
+        "the encrypted PDF is listed as a problem",
+    )
+    locked.unlink()
+    wait_until(lambda: problems() == [], "deleting the file clears its problem")
+
+
 def test_stop_is_idempotent_and_frees_the_port(server: LocalServer) -> None:
     url = server.url
     server.stop()

@@ -399,6 +399,9 @@ class _CorruptingSession:
     def delete_document(self, path: str) -> bool:
         return bool(self.inner.delete_document(path))
 
+    def record_problem(self, path: str, reason: str) -> None:
+        self.inner.record_problem(path, reason)
+
     def put_document(self, header: DocumentHeader, chunks: Iterable[EmbeddedChunk]) -> int:
         if header.path == _CorruptingStore.victim:
             chunks = (
@@ -418,6 +421,9 @@ def test_a_rejected_document_is_an_error_of_the_run_not_an_indexed_one(node: Nod
         assert [e.path for e in result.errors] == ["b.md"]
         assert "rejected by OpenSearch" in result.errors[0].reason
         assert set(store.stored_documents(scope)) == {"a.md", "c.md"}
+        # Known only at the commit, the rejection is still recorded as the file's problem.
+        problems = store.status(scope).problems
+        assert [(p.path, p.reason) for p in problems] == [("b.md", result.errors[0].reason)]
 
 
 # --- scope isolation ------------------------------------------------------------------------
@@ -697,6 +703,33 @@ def test_serverless_mode_keeps_the_contract_without_ids_refresh_or_delete_by_que
     node.refresh()
     assert node.records(document_path="b.md") == []
     assert set(store.stored_documents(scope)) == {"a.md"}
+
+
+def test_serverless_mode_replaces_and_clears_problem_records(
+    make_store, node: Node, fake_aws: None
+) -> None:
+    """Without client ids a problem record is found by a search and replaced; a later
+    successful write of the document deletes it with the previous version's records."""
+    store = make_store(
+        config=node.config(auth="sigv4", service="aoss", region="us-east-1", vector_engine="lucene")
+    )
+    scope = KnowledgeScope("a1", "c1")
+    assert store.index(scope, Source({"a.md": "# A\n\nfirst"})).ok
+    node.refresh()
+    with store.write_session(scope) as session:
+        session.record_problem("a.md", "corrupt file: first try")
+    node.refresh()
+    with store.write_session(scope) as session:
+        session.record_problem("a.md", "too large: second try")
+    node.refresh()
+    assert len(node.records(document_path="a.md", record="problem")) == 1
+    status = store.status(scope)
+    assert [(p.path, p.reason) for p in status.problems] == [("a.md", "too large: second try")]
+    assert status.document_count == 1  # the indexed version stays
+    assert store.index(scope, Source({"a.md": "# A\n\nsecond"})).indexed_documents == 1
+    node.refresh()
+    assert node.records(document_path="a.md", record="problem") == []
+    assert store.status(scope).problems == ()
 
 
 def _ids(node: Node, path: str) -> list[str]:

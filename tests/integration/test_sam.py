@@ -191,6 +191,17 @@ def test_built_layer_leaves_out_what_the_functions_do_not_need(sam_build: Path, 
     assert not (LAYER_PYTHON / package).exists(), f"{package} should not be in the layer"
 
 
+def test_built_layer_stays_under_lambdas_unzipped_limit(sam_build: Path) -> None:
+    """Lambda allows 250 MB unzipped for a function and its layers together; the document
+    extractors (PDFium, lxml, Pillow, openpyxl...) must leave the functions room."""
+    layer = BUILD_DIR / "KnowledgeLayer"
+    size = sum(f.stat().st_size for f in layer.rglob("*") if f.is_file())
+    print(f"KnowledgeLayer unzipped: {size / 1e6:.1f} MB")
+    assert size < 150_000_000, f"the layer is {size / 1e6:.1f} MB unzipped"
+    for package in ("pypdfium2", "docx", "pptx", "openpyxl", "lxml"):
+        assert (LAYER_PYTHON / package).is_dir(), f"{package} missing from the layer"
+
+
 def test_built_layer_binaries_are_for_arm64(sam_build: Path) -> None:
     extensions = list(LAYER_PYTHON.rglob("*.so"))
     assert extensions, "expected compiled dependencies (pydantic-core) in the layer"

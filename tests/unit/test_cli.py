@@ -265,6 +265,23 @@ def test_status(docs: Path, db: Path, capsys: pytest.CaptureFixture[str]) -> Non
     )
     assert body["chunk_count"] >= 3
     assert body["last_indexed_at"] is not None
+    assert body["problems"] == []
+
+
+def test_status_lists_the_problems(
+    docs: Path, db: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (docs / "old.doc").write_bytes(b"\xd0\xcf\x11\xe0 legacy")
+    (docs / "locked.docx").write_bytes(b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1" + bytes(600))
+    index(docs, db, capsys)
+    code, out, _ = run(["status", *scope_args(db)], capsys)
+    assert code == 0
+    lines = out.splitlines()
+    assert "problems:     2" in lines
+    assert "  old.doc: unsupported format: legacy Word .doc; convert to .docx" in lines
+    assert any(line.startswith("  locked.docx: corrupt file: ") for line in lines)
+    code, out, _ = run(["status", *scope_args(db), "--json"], capsys)
+    assert [p["document_path"] for p in json.loads(out)["problems"]] == ["old.doc", "locked.docx"]
 
 
 def test_db_from_environment(

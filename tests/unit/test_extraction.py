@@ -41,7 +41,18 @@ def test_content_type_follows_the_extension_case_insensitively(
 
 
 def test_supported_extensions() -> None:
-    assert SUPPORTED_EXTENSIONS == (".markdown", ".md", ".txt")
+    assert SUPPORTED_EXTENSIONS == (
+        ".csv",
+        ".docx",
+        ".htm",
+        ".html",
+        ".markdown",
+        ".md",
+        ".pdf",
+        ".pptx",
+        ".txt",
+        ".xlsx",
+    )
 
 
 def test_utf8_bom_is_stripped() -> None:
@@ -144,7 +155,7 @@ def test_bad_max_bytes_is_a_validation_error(bad: object) -> None:
 @pytest.mark.parametrize(
     ("name", "shown"),
     [
-        ("report.pdf", "'.pdf'"),
+        ("setup.exe", "'.exe'"),
         ("photo.PNG", "'.png'"),
         ("Makefile", "no extension"),
         ("dir.md/README", "no extension"),
@@ -156,13 +167,14 @@ def test_unsupported_extension_names_it_and_the_supported_ones(name: str, shown:
         extract_text(name, b"text")
     message = str(info.value)
     assert shown in message
-    for extension in (".md", ".markdown", ".txt"):
+    assert message.startswith("unsupported format")
+    for extension in (".md", ".markdown", ".txt", ".pdf", ".docx", ".xlsx"):
         assert extension in message
 
 
 def test_unsupported_extension_is_reported_before_reading_the_size() -> None:
     with pytest.raises(ExtractionError, match="unsupported"):
-        extract_text("x.pdf", b"x" * 100, max_bytes=10)
+        extract_text("x.exe", b"x" * 100, max_bytes=10)
 
 
 @pytest.mark.parametrize(

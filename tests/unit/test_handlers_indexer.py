@@ -422,3 +422,35 @@ def test_scope_reindex_sample_queues_a_message_per_key(monkeypatch, s3, capsys):
     (line,) = [r for r in log_records(out) if r["message"] == "object event applied"]
     assert (line["status"], line["phase"]) == ("expanded", "objects")
     assert emitted_metrics(out)["ReindexMessagesQueued"] == 2
+
+
+# --- real documents through the Lambda path -------------------------------------------------
+
+
+def test_pdf_upload_is_indexed_with_page_citations_and_a_bad_one_is_a_problem(indexer):
+    import document_files as files
+
+    from knowledge.tool import format_search_results
+
+    handbook = files.pdf(["Cover", "To roll back, run the quokka job."], title="Handbook")
+    indexer.s3.put_object(Bucket=BUCKET, Key="ops-bot/runbooks/handbook.pdf", Body=handbook)
+    locked = files.pdf(["secret"], password="pw")
+    indexer.s3.put_object(Bucket=BUCKET, Key="ops-bot/runbooks/locked.pdf", Body=locked)
+    event = sqs_event(
+        s3_notification("ObjectCreated:Put", "ops-bot/runbooks/handbook.pdf", "0A"),
+        s3_notification("ObjectCreated:Put", "ops-bot/runbooks/locked.pdf", "0B"),
+    )
+    # A problem is a result, not a failure to retry: the file stays a problem until fixed.
+    assert indexer.invoke(event) == NO_FAILURES
+    results = indexer.store.search(RUNBOOKS, SearchQuery("quokka"))
+    assert [r.document_path for r in results] == ["handbook.pdf"]
+    metadata = results[0].metadata
+    assert (metadata["source_type"], metadata["page"], metadata["page_end"]) == ("pdf", 1, 2)
+    assert metadata["content_type"] == "application/pdf"
+    assert (
+        format_search_results("quokka", results)
+        .splitlines()[2]
+        .startswith("[1] handbook.pdf pp. 1-2 (score: 1.00, chunk: 0)")
+    )
+    problems = indexer.store.status(RUNBOOKS).problems
+    assert [(p.path, p.reason) for p in problems] == [("locked.pdf", "encrypted PDF")]

@@ -248,14 +248,17 @@ def test_store_is_created_once_per_container(monkeypatch, capsys):
 
 
 def test_cold_import_loads_no_sdk():
-    """Keyword mode must not pay for openai, opensearch-py or boto3 at import. (Powertools
+    """Keyword mode must not pay for openai, opensearch-py, boto3 or any document extractor at
+    import. (Powertools
     imports the bare ``botocore`` package for its user-agent hook: well under a millisecond.)"""
     code = f"""
 import importlib.util, sys
 spec = importlib.util.spec_from_file_location("app", {str(REPO_ROOT / "functions/search/app.py")!r})
 module = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(module)
-heavy = ("openai", "opensearchpy", "boto3", "botocore.session", "numpy")
+heavy = ("openai", "opensearchpy", "boto3", "botocore.session", "numpy", "pypdfium2", "docx",
+         "pptx", "openpyxl", "lxml", "PIL", "csv", "knowledge.extraction.pdf",
+         "knowledge.extraction.html")
 print(sorted(m for m in heavy if m in sys.modules))
 """
     done = subprocess.run(

@@ -94,7 +94,11 @@ class FakeSession:
 
     def delete_document(self, path: str) -> bool:
         self.deleted.append(path)
+        self.writer.problems.pop(path, None)
         return self.writer.documents.pop(path, None) is not None
+
+    def record_problem(self, path: str, reason: str) -> None:
+        self.writer.problems[path] = reason
 
 
 class FakeWriter:
@@ -106,6 +110,7 @@ class FakeWriter:
         broken: Iterable[str] = (),
     ) -> None:
         self.documents: dict[str, tuple[DocumentHeader, list[EmbeddedChunk]]] = {}
+        self.problems: dict[str, str] = {}
         self.sessions: list[FakeSession] = []
         self.reject = set(reject)
         self.unavailable = set(unavailable)
@@ -253,7 +258,7 @@ def test_extraction_failures_are_skipped_and_the_rest_indexed() -> None:
     assert result.errors == ()
     reasons = {p.path: p.reason for p in result.skipped}
     assert set(reasons) == {"binary.md", "image.png"}
-    assert "unsupported file type" in reasons["image.png"]
+    assert reasons["image.png"].startswith("unsupported format")
     assert set(writer.documents) == {"a.md", "z.txt"}
 
 
@@ -482,6 +487,7 @@ def test_header_and_chunk_metadata() -> None:
         "title": "user title",
         "source_key": "agent/ctx/runbooks/deploy.md",
         "content_type": "text/markdown",
+        "source_type": "markdown",
     }
     assert [dict(c.chunk.metadata) for c in chunks] == [
         {
@@ -489,6 +495,7 @@ def test_header_and_chunk_metadata() -> None:
             "title": "Deploy",
             "source_key": "agent/ctx/runbooks/deploy.md",
             "content_type": "text/markdown",
+            "source_type": "markdown",
             "heading_path": ["Deploy"],
         },
         {
@@ -496,12 +503,14 @@ def test_header_and_chunk_metadata() -> None:
             "title": "Deploy",
             "source_key": "agent/ctx/runbooks/deploy.md",
             "content_type": "text/markdown",
+            "source_type": "markdown",
             "heading_path": ["Deploy", "Rollback"],
         },
     ]
     plain = writer.chunks("plain.txt")[0].chunk.metadata
     assert plain["source_key"] == "plain.txt"
     assert plain["content_type"] == "text/plain"
+    assert plain["source_type"] == "text"
 
 
 def test_max_chunk_size_caps_the_chunker() -> None:

@@ -43,6 +43,7 @@ def test_public_names() -> None:
 
 def test_import_loads_no_backend_or_provider() -> None:
     heavy = ["numpy", "openai", "opensearchpy", "boto3", "botocore", "sqlite3", "torch"]
+    heavy += ["pypdfium2", "docx", "pptx", "openpyxl", "lxml", "PIL"]
     code = f"import sys, knowledge; print(','.join(m for m in {heavy!r} if m in sys.modules))"
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True

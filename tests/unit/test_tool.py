@@ -258,3 +258,42 @@ def test_provider_definitions(tool: KnowledgeSearchTool) -> None:
             "parameters": tool.input_schema,
         },
     }
+
+
+# --- citations -------------------------------------------------------------------------------
+
+
+def cited(path: str, **metadata: Any) -> SearchResult:
+    return SearchResult(
+        document_path=path, chunk_index=3, content="text", score=0.92, metadata=metadata
+    )
+
+
+@pytest.mark.parametrize(
+    ("result", "line"),
+    [
+        (cited("handbook.pdf", source_type="pdf", page=12), "[1] handbook.pdf p. 12"),
+        (
+            cited("handbook.pdf", source_type="pdf", page=12, page_end=13),
+            "[1] handbook.pdf pp. 12-13",
+        ),
+        (cited("deck.pptx", source_type="pptx", slide=4), "[1] deck.pptx slide 4"),
+        (
+            cited("plan.xlsx", source_type="xlsx", sheet="Budget", row_start=2, row_end=40),
+            '[1] plan.xlsx sheet "Budget" rows 2-40',
+        ),
+        (cited("owners.csv", source_type="csv", row_start=7, row_end=7), "[1] owners.csv row 7"),
+        (
+            cited("guide.docx", source_type="docx", heading_path=["Install", "Linux"]),
+            "[1] guide.docx § Install > Linux",
+        ),
+        (cited("page.html", source_type="html", heading_path=[]), "[1] page.html"),
+        # Markdown keeps the seed's line exactly, heading path or not.
+        (cited("runbook.md", source_type="markdown", heading_path=["Deploy"]), "[1] runbook.md"),
+        # Numbers read back from a store as strings still cite.
+        (cited("a.pdf", page="5"), "[1] a.pdf p. 5"),
+    ],
+)
+def test_result_lines_cite_where_the_chunk_comes_from(result: SearchResult, line: str) -> None:
+    text = format_search_results("q", [result])
+    assert text.splitlines()[2] == f"{line} (score: 0.92, chunk: 3)"

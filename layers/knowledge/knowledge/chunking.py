@@ -28,10 +28,11 @@ from __future__ import annotations
 
 import posixpath
 import re
-from collections.abc import Iterator
-from typing import Protocol, runtime_checkable
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 from knowledge.errors import ValidationError
+from knowledge.extraction.base import Block, PositionKey
 from knowledge.model import DocumentChunk
 
 __all__ = [
@@ -40,6 +41,7 @@ __all__ = [
     "MIN_CHUNK_SIZE",
     "DocumentChunker",
     "MarkdownSectionChunker",
+    "StructuredChunker",
 ]
 
 DEFAULT_CHUNK_SIZE = 500
@@ -62,6 +64,28 @@ class DocumentChunker(Protocol):
 
     def chunk(
         self, document_path: str, content: str, *, max_chunk_size: int | None = None
+    ) -> Iterator[DocumentChunk]: ...
+
+
+@runtime_checkable
+class StructuredChunker(Protocol):
+    """A chunker that also splits a structured extraction (``knowledge.extraction``).
+
+    ``chunk_blocks`` takes the blocks in reading order and never lets a chunk cross a
+    section (a change of ``Block.section``); each chunk's metadata is ``title``,
+    ``heading_path`` and the section's other citation keys (``slide``, ``sheet``), plus,
+    from the blocks' positions, ``page`` (and ``page_end`` when it spans pages) or
+    ``row_start`` and ``row_end``.
+    """
+
+    def chunk_blocks(
+        self,
+        document_path: str,
+        blocks: Iterable[Block],
+        *,
+        title: str | None = None,
+        position_key: PositionKey | None = None,
+        max_chunk_size: int | None = None,
     ) -> Iterator[DocumentChunk]: ...
 
 
@@ -104,6 +128,31 @@ class MarkdownSectionChunker:
     ) -> Iterator[DocumentChunk]:
         if not isinstance(content, str):
             raise ValidationError("content", f"must be a string, got {type(content).__name__}")
+        size, overlap = self._effective(max_chunk_size)
+        # Validation above runs eagerly; the work itself is a generator.
+        return self._chunks(document_path, content, size, overlap)
+
+    def chunk_blocks(
+        self,
+        document_path: str,
+        blocks: Iterable[Block],
+        *,
+        title: str | None = None,
+        position_key: PositionKey | None = None,
+        max_chunk_size: int | None = None,
+    ) -> Iterator[DocumentChunk]:
+        """Chunks of a structured extraction (``StructuredChunker``): each section's lines
+        are packed and overlapped as a Markdown section's are; sections never merge. Pages
+        are not sections (``Block.section`` stays the same across them), so a chunk may
+        span pages; sheets and slides are."""
+        if position_key not in (None, "page", "row"):
+            raise ValidationError(
+                "position_key", f"must be 'page', 'row' or None, got {position_key!r}"
+            )
+        size, overlap = self._effective(max_chunk_size)
+        return self._block_chunks(document_path, blocks, title, position_key, (size, overlap))
+
+    def _effective(self, max_chunk_size: int | None) -> tuple[int, int]:
         size = self._chunk_size
         if max_chunk_size is not None:
             _require_int("max_chunk_size", max_chunk_size)
@@ -113,9 +162,34 @@ class MarkdownSectionChunker:
                 )
             size = min(size, max_chunk_size)
         # Proportional, so a capped size keeps the configured share of new text per chunk.
-        overlap = self._overlap * size // self._chunk_size
-        # Validation above runs eagerly; the work itself is a generator.
-        return self._chunks(document_path, content, size, overlap)
+        return size, self._overlap * size // self._chunk_size
+
+    def _block_chunks(
+        self,
+        document_path: str,
+        blocks: Iterable[Block],
+        title: str | None,
+        position_key: PositionKey | None,
+        size_and_overlap: tuple[int, int],
+    ) -> Iterator[DocumentChunk]:
+        size, overlap = size_and_overlap
+        title = title or _base_name(document_path)
+        index = 0
+        for piece, section in _block_pieces(blocks, size, overlap):
+            text = piece.text.strip()
+            if not text:
+                continue
+            metadata: dict[str, Any] = {
+                "title": title,
+                "heading_path": list(section.get("heading_path", ())),
+            }
+            metadata.update((k, v) for k, v in section.items() if k != "heading_path")
+            if position_key is not None and piece.first is not None:
+                metadata.update(_position(position_key, piece.first, piece.last or piece.first))
+            yield DocumentChunk(
+                document_path=document_path, chunk_index=index, content=text, metadata=metadata
+            )
+            index += 1
 
     def _chunks(
         self, document_path: str, content: str, size: int, overlap: int
@@ -127,7 +201,7 @@ class MarkdownSectionChunker:
         title = _first_h1(content) or _base_name(document_path)
         index = 0
         for piece, heading_path in _pieces(content, size, overlap):
-            text = piece.strip()
+            text = piece.text.strip()
             if not text:
                 continue
             yield DocumentChunk(
@@ -215,7 +289,7 @@ def _first_h1(content: str) -> str | None:
 # --- Splitting ----------------------------------------------------------------------------
 
 
-def _pieces(content: str, size: int, overlap: int) -> Iterator[tuple[str, tuple[str, ...]]]:
+def _pieces(content: str, size: int, overlap: int) -> Iterator[tuple[_Piece, tuple[str, ...]]]:
     """Raw pieces (not yet stripped) of every section, with the section's heading path."""
     splitter = _SectionSplitter(size, overlap)
     headings: list[tuple[int, str]] = []
@@ -237,6 +311,35 @@ def _pieces(content: str, size: int, overlap: int) -> Iterator[tuple[str, tuple[
         yield piece, heading_path
 
 
+def _block_pieces(
+    blocks: Iterable[Block], size: int, overlap: int
+) -> Iterator[tuple[_Piece, Mapping[str, Any]]]:
+    """Raw pieces of a structured extraction, with the section each comes from."""
+    splitter = _SectionSplitter(size, overlap)
+    section: Mapping[str, Any] | None = None
+    for block in blocks:
+        if section is None:
+            section = block.section
+        elif block.section is not section and block.section != section:
+            piece = splitter.finish()
+            if piece is not None:
+                yield piece, section
+            section = block.section
+        text = block.text if block.text.endswith("\n") else block.text + "\n"
+        for line in _lines(text.replace("\r\n", "\n").replace("\r", "\n")):
+            for piece in splitter.add(line, block.position):
+                yield piece, section
+    piece = splitter.finish()
+    if piece is not None and section is not None:
+        yield piece, section
+
+
+def _position(key: PositionKey, first: int, last: int) -> dict[str, int]:
+    if key == "page":
+        return {"page": first} if last == first else {"page": first, "page_end": last}
+    return {"row_start": first, "row_end": last}
+
+
 def _overlap_tail(piece: str, overlap: int) -> str:
     """Up to ``overlap`` characters from the end of ``piece``, starting at a word if possible."""
     if overlap <= 0:
@@ -250,6 +353,15 @@ def _overlap_tail(piece: str, overlap: int) -> str:
     return "" if tail.isspace() else tail
 
 
+class _Piece(NamedTuple):
+    """A piece of a section and the first and last tags (page or row numbers) of the
+    lines it holds text from (``None`` when its lines carry no tags)."""
+
+    text: str
+    first: int | None
+    last: int | None
+
+
 class _SectionSplitter:
     """Packs the lines of one section into pieces of at most ``size`` characters.
 
@@ -258,6 +370,9 @@ class _SectionSplitter:
     after a blank where that keeps the cut in the second half of the room. ``add`` yields
     the pieces it closes; ``finish`` returns the last piece of the section. A piece holding
     only the previous overlap and whitespace is dropped: it would repeat a chunk.
+
+    Each line may carry a tag (its page or row number); a piece reports the first and last
+    tag of the lines it holds text from, the overlap included.
     """
 
     def __init__(self, size: int, overlap: int) -> None:
@@ -266,16 +381,17 @@ class _SectionSplitter:
         # Any line this long fits whole in a piece that starts with an overlap.
         self._fresh_room = size - overlap
         self._parts: list[str] = []
+        self._tags: list[int | None] = []
         self._length = 0
         self._has_new_text = False
 
-    def add(self, line: str) -> Iterator[str]:
+    def add(self, line: str, tag: int | None = None) -> Iterator[_Piece]:
         start = 0
         while True:
             rest = len(line) - start
             room = self._size - self._length
             if rest <= room:
-                self._append(line[start:] if start else line)
+                self._append(line[start:] if start else line, tag)
                 return
             if rest <= self._fresh_room or room < max(1, self._fresh_room // 2):
                 yield from self._close()
@@ -284,31 +400,60 @@ class _SectionSplitter:
             blank = max(line.rfind(" ", start, end), line.rfind("\t", start, end))
             if blank >= start + room // 2:
                 end = blank + 1
-            self._append(line[start:end])
+            self._append(line[start:end], tag)
             start = end
             yield from self._close()
 
-    def finish(self) -> str | None:
-        piece = "".join(self._parts) if self._has_new_text else None
+    def finish(self) -> _Piece | None:
+        piece = self._piece() if self._has_new_text else None
         self._parts = []
+        self._tags = []
         self._length = 0
         self._has_new_text = False
         return piece
 
-    def _append(self, text: str) -> None:
+    def _append(self, text: str, tag: int | None) -> None:
         self._parts.append(text)
+        self._tags.append(tag)
         self._length += len(text)
         if not self._has_new_text and text and not text.isspace():
             self._has_new_text = True
 
-    def _close(self) -> Iterator[str]:
+    def _piece(self) -> _Piece:
+        first = last = None
+        for text, tag in zip(self._parts, self._tags, strict=True):
+            if tag is not None and text and not text.isspace():
+                if first is None:
+                    first = tag
+                last = tag
+        return _Piece("".join(self._parts), first, last)
+
+    def _close(self) -> Iterator[_Piece]:
         if self._has_new_text:
-            piece = "".join(self._parts)
+            piece = self._piece()
             yield piece
-            tail = _overlap_tail(piece, self._overlap)
-            self._parts = [tail] if tail else []
-            self._length = len(tail)
+            tail = _overlap_tail(piece.text, self._overlap)
+            self._keep_tail(len(tail))
         else:
             self._parts = []
+            self._tags = []
             self._length = 0
         self._has_new_text = False
+
+    def _keep_tail(self, length: int) -> None:
+        """Keep the last ``length`` characters of the parts, each with its own tag."""
+        parts: list[str] = []
+        tags: list[int | None] = []
+        remaining = length
+        for text, tag in zip(reversed(self._parts), reversed(self._tags), strict=True):
+            if remaining <= 0:
+                break
+            taken = text[-remaining:] if len(text) > remaining else text
+            parts.append(taken)
+            tags.append(tag)
+            remaining -= len(taken)
+        parts.reverse()
+        tags.reverse()
+        self._parts = parts
+        self._tags = tags
+        self._length = length

@@ -281,9 +281,11 @@ def _cmd_status(args: argparse.Namespace) -> int:
     ]
     if status.message:
         rows.append(("message", status.message))
-    rows.extend(("problem", f"{p.path}: {p.reason}") for p in status.problems)
+    rows.append(("problems", str(len(status.problems))))
     for name, value in rows:
         print(f"{name + ':':<14}{value}")
+    for problem in status.problems:
+        print(f"  {problem.path}: {problem.reason}")
     return EXIT_OK
 
 
@@ -414,7 +416,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--pattern",
         action="append",
         metavar="GLOB",
-        help="file pattern to index (repeatable; default *.md and *.txt)",
+        help="file pattern to index (repeatable; default: every supported type)",
     )
     index.add_argument(
         "--reindex", action="store_true", help="drop the scope's index and index everything"

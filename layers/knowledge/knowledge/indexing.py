@@ -8,13 +8,22 @@
 Per document: size check (``options.max_document_bytes``, before reading) -> read ->
 fingerprint (``identity.content_hash`` of the bytes, and of the sidecar metadata when
 there is some, so a metadata change re-indexes) -> skip if the stored document has the
-same fingerprint ("unchanged") -> ``extraction.extract_text`` -> ``chunker.chunk`` ->
-embed in batches of ``embed_batch_size`` (only with an embedder) -> ``put_document``.
-Chunks are streamed: at most one embedding batch of one document is in memory.
+same fingerprint ("unchanged") -> ``extraction.extract_document`` -> ``chunker.chunk``
+(text) or ``chunker.chunk_blocks`` (structured formats: PDF, Office, CSV, HTML) -> embed
+in batches of ``embed_batch_size`` (only with an embedder) -> ``put_document``. Chunks
+are streamed: at most one embedding batch of one document is in memory, and a structured
+document's blocks are read from its bytes as the chunks are asked for.
 
 Chunk metadata = sidecar user metadata, then ``source_key`` (the source key, else the
-path) and ``content_type``, then the chunker's ``title`` and ``heading_path`` (later
-keys win, so user metadata cannot hide the system keys).
+path), ``content_type`` and ``source_type`` (``pdf``, ``markdown``, ...), then the
+chunker's ``title``, ``heading_path`` and citation (``page``/``page_end``, ``slide``,
+``sheet``, ``row_start``/``row_end``); later keys win, so user metadata cannot hide the
+system keys.
+
+Problems are visible: every document skipped for a reason (too large, unsupported,
+corrupt, encrypted, over ``max_documents``, left out by the source) or failed is
+recorded with ``WriteSession.record_problem`` (the status lists them); "unchanged" and
+"stale version" are not problems. A later successful write or delete clears it.
 
 Failures are per document and never stop a run: a file that cannot be read, extracted,
 embedded or written is listed in ``errors`` (or ``skipped`` for deliberate skips), and
@@ -30,7 +39,9 @@ indexed documents.
 
 from __future__ import annotations
 
+import itertools
 import json
+import logging
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -38,15 +49,16 @@ from datetime import UTC, datetime
 from itertools import chain, islice
 from typing import Any, Protocol
 
-from knowledge.chunking import DocumentChunker
+from knowledge.chunking import DocumentChunker, StructuredChunker
 from knowledge.embedding.base import EmbeddingClient
 from knowledge.errors import (
     EmbeddingError,
+    ExtractionError,
     KnowledgeError,
     StoreUnavailableError,
     ValidationError,
 )
-from knowledge.extraction import extract_text
+from knowledge.extraction import ExtractedDocument, extract_document
 from knowledge.identity import content_hash, document_id, is_newer_version
 from knowledge.model import DocumentChunk, FileProblem, IndexOptions, IndexResult
 from knowledge.scope import KnowledgeScope
@@ -67,6 +79,8 @@ __all__ = [
     "IndexingStoreMixin",
     "document_fingerprint",
 ]
+
+logger = logging.getLogger(__name__)
 
 DEFAULT_EMBED_BATCH_SIZE = 64
 REASON_UNCHANGED = "unchanged"
@@ -96,12 +110,19 @@ class _Run:
     warnings: list[FileProblem] = field(default_factory=list)
     tokens: int = 0
 
-    def take_listing_problems(self, listing: object) -> None:
+    def take_listing_problems(self, listing: object, session: WriteSession) -> None:
         # Sources may report what they left out while listing (knowledge.sources.Listing).
         for name, target in (("skipped", self.skipped), ("errors", self.errors)):
             problems = getattr(listing, name, None)
             if isinstance(problems, list):
-                target.extend(p for p in problems if isinstance(p, FileProblem))
+                for problem in problems:
+                    if isinstance(problem, FileProblem):
+                        target.append(problem)
+                        _record(session, problem.path, problem.reason)
+
+    def skip(self, session: WriteSession, problem: FileProblem) -> None:
+        self.skipped.append(problem)
+        _record(session, problem.path, problem.reason)
 
     def result(self, failures: Sequence[FileProblem]) -> IndexResult:
         failed = {problem.path for problem in failures}
@@ -177,7 +198,7 @@ class Indexer:
             for document in listing:
                 if _over_limit(len(listed), options):
                     truncated = True
-                    run.errors.append(_over_limit_problem(document, options))
+                    _fail(session, run, _over_limit_problem(document, options))
                     continue
                 listed.add(document.path)
                 self._put(
@@ -188,10 +209,11 @@ class Indexer:
                     run=run,
                     stored=stored.get(document.path),
                 )
-            run.take_listing_problems(listing)
+            run.take_listing_problems(listing, session)
             if not truncated:
                 for path in sorted(stored.keys() - listed):
                     self._delete(session, path, run)
+        _record_all(writer, scope, session.failures)
         return run.result(session.failures)
 
     def reindex(
@@ -223,14 +245,15 @@ class Indexer:
         with writer.write_session(scope, replace_scope=not truncated) as session:
             for document in documents:
                 if _over_limit(len(listed), options):
-                    run.errors.append(_over_limit_problem(document, options))
+                    _fail(session, run, _over_limit_problem(document, options))
                     continue
                 listed.add(document.path)
                 self._put(
                     session, scope, document, options=options, run=run, stored=None, force=True
                 )
-            run.take_listing_problems(listing)
+            run.take_listing_problems(listing, session)
         run.deleted = set() if truncated else previous - listed
+        _record_all(writer, scope, session.failures)
         return run.result(session.failures)
 
     def upsert(
@@ -258,15 +281,20 @@ class Indexer:
             return run.result(())
         with writer.write_session(scope) as session:
             self._put(session, scope, document, options=options, run=run, stored=stored)
+        _record_all(writer, scope, session.failures)
         return run.result(session.failures)
 
     def delete(
         self, writer: IndexWriter, scope: KnowledgeScope, path: str, version: str | None = None
     ) -> bool:
         """Remove every chunk of one document. ``False`` if it is not indexed, if the stored
-        version is newer than ``version`` (a late delete event), or if the write failed."""
+        version is newer than ``version`` (a late delete event), or if the write failed.
+        A document that was never indexed may still have a recorded problem: the delete
+        clears it (the file is gone, so is its problem)."""
         stored = writer.stored_document(scope, path)
         if stored is None:
+            with writer.write_session(scope) as session:
+                session.delete_document(path)
             return False
         if not is_newer_version(version, stored.version):
             return False
@@ -290,30 +318,33 @@ class Indexer:
         path = document.path
         limit = options.max_document_bytes
         if document.size > limit:
-            reason = f"document is {document.size} bytes, over max_document_bytes ({limit})"
+            reason = (
+                f"too large: document is {document.size} bytes, over max_document_bytes ({limit})"
+            )
             self._skip_and_drop_stale(session, path, reason, stored, run)
             return
         try:
             data = document.read()
         except (OSError, KnowledgeError) as exc:
             _reraise_if_unavailable(exc)
-            run.errors.append(FileProblem(path, f"cannot read: {exc}"))
+            _fail(session, run, FileProblem(path, f"cannot read: {exc}"))
             return
         fingerprint = document_fingerprint(data, document.metadata)
         if not force and stored is not None and stored.content_hash == fingerprint:
             run.skipped.append(FileProblem(path, REASON_UNCHANGED))
             return
         try:
-            extracted = extract_text(path, data, max_bytes=limit)
-        except KnowledgeError as exc:  # ExtractionError: binary, oversize, unsupported type
+            extracted = extract_document(path, data, max_bytes=limit)
+        except KnowledgeError as exc:  # ExtractionError: unsupported, too large, corrupt...
             self._skip_and_drop_stale(session, path, str(exc), stored, run)
             return
-        del data  # the text is all that is needed from here on; free the bytes early
-        run.warnings.extend(FileProblem(path, warning) for warning in extracted.warnings)
+        # Structured formats read their bytes while the chunks stream; text ones are done.
+        del data
         document_metadata: dict[str, Any] = {
             **document.metadata,
             "source_key": document.source_key or path,
             "content_type": extracted.content_type,
+            "source_type": extracted.source_type,
         }
         header = DocumentHeader(
             path=path,
@@ -325,19 +356,30 @@ class Indexer:
             size=document.size,
         )
         try:
-            chunks = self._chunks(path, extracted.text, options, document_metadata)
+            chunks = self._chunks(path, extracted, options, document_metadata)
             written = session.put_document(header, self._embedded(chunks, run))
+        except ExtractionError as exc:  # found while streaming: corrupt page, no text layer
+            if stored is None:  # else the stale version's delete below takes the partial too
+                self._remove_partial(session, path, run)
+            self._skip_and_drop_stale(session, path, str(exc), stored, run)
+            return
         except KnowledgeError as exc:  # EmbeddingError, StoreError, a chunker's ValidationError
             _reraise_if_unavailable(exc)
             # The session dropped what it wrote of this version; the previous one stays.
-            run.errors.append(FileProblem(path, f"not indexed: {exc}"))
+            _fail(session, run, FileProblem(path, f"not indexed: {exc}"))
             return
+        finally:
+            run.warnings.extend(FileProblem(path, warning) for warning in extracted.warnings)
         run.written[path] = written
 
     def _chunks(
-        self, path: str, text: str, options: IndexOptions, metadata: Mapping[str, Any]
+        self,
+        path: str,
+        extracted: ExtractedDocument,
+        options: IndexOptions,
+        metadata: Mapping[str, Any],
     ) -> Iterator[DocumentChunk]:
-        pieces = self._chunker.chunk(path, text, max_chunk_size=options.max_chunk_size)
+        pieces = self._pieces(path, extracted, options.max_chunk_size)
         # Renumbered so chunk ids are always dense (0..n-1): no gap can hide a stale chunk.
         for index, piece in enumerate(pieces):
             yield DocumentChunk(
@@ -346,6 +388,23 @@ class Indexer:
                 content=piece.content,
                 metadata={**metadata, **piece.metadata},
             )
+
+    def _pieces(
+        self, path: str, extracted: ExtractedDocument, max_chunk_size: int
+    ) -> Iterator[DocumentChunk]:
+        chunker = self._chunker
+        if extracted.blocks is None:
+            return chunker.chunk(path, extracted.text or "", max_chunk_size=max_chunk_size)
+        if isinstance(chunker, StructuredChunker):
+            return chunker.chunk_blocks(
+                path,
+                extracted.blocks,
+                title=extracted.title,
+                position_key=extracted.position_key,
+                max_chunk_size=max_chunk_size,
+            )
+        # A chunker that knows only text: each section as one text, its citation kept.
+        return _chunk_sections(chunker, path, extracted, max_chunk_size)
 
     def _embedded(self, chunks: Iterable[DocumentChunk], run: _Run) -> Iterator[EmbeddedChunk]:
         embedder = self._embedder
@@ -402,13 +461,21 @@ class Indexer:
         stored: StoredDocument | None,
         run: _Run,
     ) -> None:
-        if stored is None:
-            run.skipped.append(FileProblem(path, reason))
-            return
-        before = len(run.deleted)
-        self._delete(session, path, run)
-        dropped = len(run.deleted) > before
-        run.skipped.append(FileProblem(path, reason + (_STALE_REMOVED if dropped else "")))
+        if stored is not None:
+            before = len(run.deleted)
+            self._delete(session, path, run)
+            if len(run.deleted) > before:
+                reason += _STALE_REMOVED
+        run.skipped.append(FileProblem(path, reason))
+        _record(session, path, reason)
+
+    @staticmethod
+    def _remove_partial(session: WriteSession, path: str, run: _Run) -> None:
+        try:
+            session.delete_document(path)
+        except KnowledgeError as exc:
+            _reraise_if_unavailable(exc)
+            run.errors.append(FileProblem(path, f"partly written and not removed: {exc}"))
 
 
 def _over_limit(taken: int, options: IndexOptions) -> bool:
@@ -421,6 +488,59 @@ def _over_limit_problem(document: SourceDocument, options: IndexOptions) -> File
         f"over max_documents ({options.max_documents}): not indexed, and nothing was deleted; "
         "raise or unset max_documents to index the whole scope",
     )
+
+
+def _fail(session: WriteSession, run: _Run, problem: FileProblem) -> None:
+    run.errors.append(problem)
+    _record(session, problem.path, problem.reason)
+
+
+def _record(session: WriteSession, path: str, reason: str) -> None:
+    """Remember the problem in the store (the status lists it); a store that cannot is
+    logged, not fatal: the run's own report still has it."""
+    try:
+        session.record_problem(path, reason)
+    except KnowledgeError as exc:
+        _reraise_if_unavailable(exc)
+        logger.warning("could not record the problem of %s (%s): %s", path, reason, exc)
+
+
+def _record_all(
+    writer: IndexWriter, scope: KnowledgeScope, problems: Sequence[FileProblem]
+) -> None:
+    """Record problems known only after a session ended (``WriteSession.failures``)."""
+    if not problems:
+        return
+    try:
+        with writer.write_session(scope) as session:
+            for problem in problems:
+                _record(session, problem.path, problem.reason)
+    except KnowledgeError as exc:
+        _reraise_if_unavailable(exc)
+        logger.warning("could not record %d problem(s) in %s: %s", len(problems), scope, exc)
+
+
+def _chunk_sections(
+    chunker: DocumentChunker, path: str, extracted: ExtractedDocument, max_chunk_size: int
+) -> Iterator[DocumentChunk]:
+    key = extracted.position_key
+    for section, blocks in itertools.groupby(extracted.blocks or (), key=lambda b: b.section):
+        group = list(blocks)
+        citation: dict[str, Any] = dict(section)
+        positions = [b.position for b in group if b.position is not None]
+        if key is not None and positions:
+            first, last = min(positions), max(positions)
+            if key == "page":
+                citation["page"] = first
+                if last != first:
+                    citation["page_end"] = last
+            else:
+                citation.update(row_start=first, row_end=last)
+        text = "\n".join(block.text for block in group)
+        for piece in chunker.chunk(path, text, max_chunk_size=max_chunk_size):
+            yield DocumentChunk(
+                path, piece.chunk_index, piece.content, {**piece.metadata, **citation}
+            )
 
 
 def _reraise_if_unavailable(exc: BaseException) -> None:

@@ -12,7 +12,7 @@ variable                        meaning                                         
 ``BEDROCK_MODEL_ID``            Bedrock embedding model                             provider's
 ``DOCUMENTS_BUCKET``            the documents bucket                                unset
 ``INDEX_QUEUE_URL``             the document events queue (reindex requests)        unset
-``FILE_PATTERNS``               comma-separated globs of the documents              ``*.md,*.txt``
+``FILE_PATTERNS``               comma-separated globs of the documents              all types
 ``MAX_DOCUMENTS``               most documents of one scope (local/batch indexing)  no limit
 ``MAX_DOCUMENT_MIB``            larger documents are skipped as "too large"         64
 ``TIME_RESERVE_SECONDS``        indexer: time kept free at the end of an invocation 30

@@ -14,6 +14,7 @@ from types import MappingProxyType
 from typing import Any
 
 from knowledge.errors import ValidationError
+from knowledge.extraction import DOCUMENT_PATTERNS
 
 __all__ = [
     "DEFAULT_MAX_RESULTS",
@@ -167,7 +168,7 @@ class IndexOptions:
     it deletes nothing (its listing is incomplete).
     """
 
-    file_patterns: tuple[str, ...] = ("*.md", "*.txt")
+    file_patterns: tuple[str, ...] = DOCUMENT_PATTERNS
     recursive: bool = True
     max_documents: int | None = None
     max_chunk_size: int = 2000

@@ -146,6 +146,14 @@ class WriteSession(Protocol):
 
     def delete_document(self, path: str) -> bool: ...
 
+    def record_problem(self, path: str, reason: str) -> None:
+        """Remember that the latest attempt to index ``path`` was skipped or failed with
+        ``reason``, replacing an earlier problem of that path. Never removes the previously
+        indexed version of the document. A later successful ``put_document(path)`` or
+        ``delete_document(path)`` clears it; ``status(scope).problems`` lists them, most
+        recent first."""
+        ...
+
     @property
     def failures(self) -> Sequence[FileProblem]: ...
 

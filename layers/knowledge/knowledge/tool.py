@@ -39,6 +39,7 @@ __all__ = [
     "SearchBackend",
     "ToolContext",
     "ToolResult",
+    "citation",
     "format_search_results",
 ]
 
@@ -108,7 +109,9 @@ def format_search_results(query_text: str, results: Sequence[SearchResult]) -> s
         [2] ...
 
     One hit reads "Found 1 result"; no hits read "No relevant documents found for: <q>".
-    Scores have two decimals; ``chunk`` is the 0-based chunk index.
+    Scores have two decimals; ``chunk`` is the 0-based chunk index. Where the chunk's
+    metadata cites a place in the document, it follows the path (``citation``):
+    ``[1] handbook.pdf p. 12 (score: 0.92, chunk: 3)``.
     """
     if not results:
         return f"No relevant documents found for: {query_text}"
@@ -116,11 +119,53 @@ def format_search_results(query_text: str, results: Sequence[SearchResult]) -> s
     lines = [f'Found {len(results)} {noun} for "{query_text}":']
     for i, result in enumerate(results, start=1):
         lines.append("---")
-        lines.append(
-            f"[{i}] {result.document_path} (score: {result.score:.2f}, chunk: {result.chunk_index})"
-        )
+        where = citation(result.metadata)
+        source = f"{result.document_path} {where}" if where else result.document_path
+        lines.append(f"[{i}] {source} (score: {result.score:.2f}, chunk: {result.chunk_index})")
         lines.append(result.content.rstrip())
     return "\n".join(lines)
+
+
+def citation(metadata: Mapping[str, Any]) -> str:
+    """Where in its document a chunk comes from, for a result line ("" if not known):
+    ``p. 12`` / ``pp. 12-13`` (PDF), ``slide 4``, ``sheet "Budget" rows 2-40`` (XLSX),
+    ``rows 2-40`` (CSV), ``§ Install > Linux`` (the heading path of DOCX and HTML; a
+    Markdown result line stays as the seed has it)."""
+    page, page_end = _number(metadata.get("page")), _number(metadata.get("page_end"))
+    if page is not None:
+        return f"pp. {page}-{page_end}" if page_end not in (None, page) else f"p. {page}"
+    slide = _number(metadata.get("slide"))
+    if slide is not None:
+        return f"slide {slide}"
+    parts: list[str] = []
+    sheet = metadata.get("sheet")
+    if isinstance(sheet, str) and sheet:
+        parts.append(f'sheet "{sheet}"')
+    first, last = _number(metadata.get("row_start")), _number(metadata.get("row_end"))
+    if first is not None:
+        parts.append(f"rows {first}-{last}" if last not in (None, first) else f"row {first}")
+    if parts:
+        return " ".join(parts)
+    headings = metadata.get("heading_path")
+    if metadata.get("source_type") in _HEADING_CITED and isinstance(headings, list | tuple):
+        names = [str(h) for h in headings if str(h).strip()]
+        if names:
+            return "§ " + " > ".join(names)
+    return ""
+
+
+_HEADING_CITED = frozenset({"docx", "html"})
+
+
+def _number(value: object) -> int | None:
+    # Metadata read back from a store may spell numbers as strings.
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str) and value.isdigit():
+        return int(value)
+    return None
 
 
 def _max_results(value: object) -> int:

@@ -19,6 +19,7 @@ divided by their maximum (``fusion.keyword_only``), then ``min_score``, sort and
 
 from __future__ import annotations
 
+import itertools
 import math
 import threading
 from collections import Counter
@@ -33,6 +34,7 @@ from knowledge.filters import matches_file_patterns, matches_metadata
 from knowledge.fusion import keyword_only, select
 from knowledge.indexing import Indexer, IndexingStoreMixin
 from knowledge.model import (
+    MAX_STATUS_PROBLEMS,
     DocumentChunk,
     FileProblem,
     IndexState,
@@ -76,16 +78,22 @@ class _Snapshot:
     chunks: Mapping[_ChunkKey, _ChunkRecord]
     postings: Mapping[str, Mapping[_ChunkKey, int]]  # term -> chunk -> term frequency
     last_indexed_at: datetime | None
+    # path -> (when recorded: a store-wide sequence number, reason); most recent = highest
+    problems: Mapping[str, tuple[int, str]]
 
 
 def _empty(scope: KnowledgeScope) -> _Snapshot:
-    return _Snapshot(scope, {}, {}, {}, None)
+    return _Snapshot(scope, {}, {}, {}, None, {})
 
 
 def _apply(
-    base: _Snapshot, changes: Mapping[str, _DocumentRecord | None], at: datetime
+    base: _Snapshot,
+    changes: Mapping[str, _DocumentRecord | None],
+    at: datetime,
+    problems: Mapping[str, tuple[int, str] | None],
 ) -> _Snapshot:
-    """A new snapshot: ``base`` with each changed path replaced (``None``: removed).
+    """A new snapshot: ``base`` with each changed path replaced (``None``: removed) and
+    each changed problem set (``None``: cleared).
 
     Copies the outer dicts and only the posting lists of the terms that change.
     """
@@ -117,7 +125,13 @@ def _apply(
             postings[term] = posting
         else:
             postings.pop(term, None)
-    return _Snapshot(base.scope, documents, chunks, postings, at)
+    recorded = dict(base.problems)
+    for path, problem in problems.items():
+        if problem is None:
+            recorded.pop(path, None)
+        else:
+            recorded[path] = problem
+    return _Snapshot(base.scope, documents, chunks, postings, at, recorded)
 
 
 class _MemoryWriteSession:
@@ -128,6 +142,7 @@ class _MemoryWriteSession:
         self._scope = scope
         self._replace = replace
         self._changes: dict[str, _DocumentRecord | None] = {}
+        self._problems: dict[str, tuple[int, str] | None] = {}
         self._base: _Snapshot | None = None
         self._done = False
 
@@ -149,7 +164,9 @@ class _MemoryWriteSession:
     ) -> None:
         base = self._require_open()
         self._done = True
-        snapshot = None if exc_type is not None else _apply(base, self._changes, _now())
+        snapshot = (
+            None if exc_type is not None else _apply(base, self._changes, _now(), self._problems)
+        )
         self._store._end(self._scope, snapshot)
 
     def _require_open(self) -> _Snapshot:
@@ -176,13 +193,26 @@ class _MemoryWriteSession:
         )
         stored = StoredDocument(header.path, header.content_hash, header.version, len(records))
         self._changes[header.path] = _DocumentRecord(stored, records)
+        self._problems[header.path] = None
         return len(records)
 
     def delete_document(self, path: str) -> bool:
+        self._require_open()
+        self._problems[path] = None
         if self._current(path) is None:
             return False
         self._changes[path] = None
         return True
+
+    def record_problem(self, path: str, reason: str) -> None:
+        """Published with the session; the indexed version of ``path`` stays as it is."""
+        self._require_open()
+        self._problems[path] = (self._store._next_problem(), reason)
+
+
+def _latest_problems(problems: Mapping[str, tuple[int, str]]) -> tuple[FileProblem, ...]:
+    latest = sorted(problems.items(), key=lambda item: item[1][0], reverse=True)
+    return tuple(FileProblem(path, reason) for path, (_, reason) in latest[:MAX_STATUS_PROBLEMS])
 
 
 def _now() -> datetime:
@@ -202,6 +232,7 @@ class MemoryKnowledgeStore(IndexingStoreMixin):
         self._snapshots: dict[str, _Snapshot] = {}
         self._writers: dict[str, threading.Lock] = {}
         self._open_sessions: Counter[str] = Counter()
+        self._problem_sequence = itertools.count()
         self._closed = False
 
     @property
@@ -251,6 +282,10 @@ class MemoryKnowledgeStore(IndexingStoreMixin):
         with self._lock:
             current = self._snapshots.get(scope.key)
         return _empty(scope) if replace or current is None else current
+
+    def _next_problem(self) -> int:
+        with self._lock:
+            return next(self._problem_sequence)
 
     def _end(self, scope: KnowledgeScope, snapshot: _Snapshot | None) -> None:
         with self._lock:
@@ -333,11 +368,13 @@ class MemoryKnowledgeStore(IndexingStoreMixin):
             state = IndexState.INDEXING
         else:
             state = IndexState.READY if documents else IndexState.EMPTY
+        problems = () if snapshot is None else _latest_problems(snapshot.problems)
         return IndexStatus(
             document_count=documents,
             chunk_count=chunks,
             last_indexed_at=None if snapshot is None else snapshot.last_indexed_at,
             state=state,
+            problems=problems,
         )
 
     def close(self) -> None:

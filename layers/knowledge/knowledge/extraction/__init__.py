@@ -1,0 +1,195 @@
+"""Turn a document's bytes into text with structure, chosen by the file name's extension.
+
+Formats are a registry (``_FORMATS``: extension -> format), one module per format:
+
+========================  ===========  ===========================================  ==========
+extensions                source_type  structure (citation metadata per chunk)       module
+========================  ===========  ===========================================  ==========
+``.md`` ``.markdown``     markdown     Markdown headings -> ``heading_path``        ``plain``
+``.txt``                  text         (headings recognised too)                    ``plain``
+``.pdf``                  pdf          pages -> ``page`` (+ ``page_end``)            ``pdf``
+``.docx``                 docx         heading styles -> ``heading_path``; lists,   ``docx``
+                                       tables as rows
+``.pptx``                 pptx         one section per slide -> ``slide``; title,   ``pptx``
+                                       body, notes
+``.xlsx``                 xlsx         one section per sheet -> ``sheet``,          ``xlsx``
+                                       ``row_start``/``row_end``; "column: value"
+``.csv``                  csv          rows -> ``row_start``/``row_end``            ``csv``
+``.html`` ``.htm``        html         main text, headings -> ``heading_path``      ``html``
+========================  ===========  ===========================================  ==========
+
+Legacy binary Office files (``.doc``, ``.xls``, ``.ppt``) are refused with
+``unsupported format: ... convert to .docx`` (etc.). A format's module, and the library it
+needs, is imported only when a document of that format is extracted: importing this
+package loads no extractor (the search function's cold start stays lean).
+
+``extract_document(name, data)`` returns an ``ExtractedDocument`` (text, or a lazy stream
+of blocks); ``extract_text(name, data)`` returns the whole text as ``ExtractedText``.
+Errors are ``ExtractionError`` whose message starts with the reason (``knowledge.
+extraction.base``): ``unsupported format``, ``too large``, ``corrupt file: ...``,
+``encrypted PDF``, ``no text layer (scanned image; OCR not supported)``, ``archive bomb``.
+Text files are decoded as UTF-8 (see ``plain``); data over ``max_bytes``
+(``DEFAULT_MAX_DOCUMENT_BYTES`` when ``None``) is ``too large``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import posixpath
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from knowledge.errors import ExtractionError, ValidationError
+from knowledge.extraction.base import (
+    DEFAULT_LIMITS,
+    REASON_UNSUPPORTED,
+    Block,
+    ExtractedDocument,
+    ExtractionLimits,
+    human_size,
+    timed,
+    too_large,
+)
+
+__all__ = [
+    "DEFAULT_MAX_DOCUMENT_BYTES",
+    "DOCUMENT_PATTERNS",
+    "SOURCE_TYPES",
+    "SUPPORTED_EXTENSIONS",
+    "Block",
+    "ExtractedDocument",
+    "ExtractedText",
+    "ExtractionLimits",
+    "extract_document",
+    "extract_text",
+    "is_supported",
+    "source_type_of",
+]
+
+DEFAULT_MAX_DOCUMENT_BYTES = 64 * 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class ExtractedText:
+    """The text of a document, its MIME type, and what was repaired on the way."""
+
+    text: str
+    content_type: str
+    warnings: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class _Format:
+    source_type: str
+    module: str  # knowledge.extraction.<module>.extract(data, limits) -> ExtractedDocument
+
+
+_FORMATS: dict[str, _Format] = {
+    ".md": _Format("markdown", "plain"),
+    ".markdown": _Format("markdown", "plain"),
+    ".txt": _Format("text", "plain"),
+    ".pdf": _Format("pdf", "pdf"),
+    ".docx": _Format("docx", "docx"),
+    ".pptx": _Format("pptx", "pptx"),
+    ".xlsx": _Format("xlsx", "xlsx"),
+    ".csv": _Format("csv", "csv"),
+    ".html": _Format("html", "html"),
+    ".htm": _Format("html", "html"),
+}
+
+# Recognised, so that they are listed and reported, but not extracted.
+_LEGACY: dict[str, str] = {
+    ".doc": "legacy Word .doc; convert to .docx",
+    ".xls": "legacy Excel .xls; convert to .xlsx",
+    ".ppt": "legacy PowerPoint .ppt; convert to .pptx",
+}
+
+SUPPORTED_EXTENSIONS: tuple[str, ...] = tuple(sorted(_FORMATS))
+SOURCE_TYPES: tuple[str, ...] = tuple(dict.fromkeys(f.source_type for f in _FORMATS.values()))
+
+DOCUMENT_PATTERNS: tuple[str, ...] = tuple(f"*{extension}" for extension in (*_FORMATS, *_LEGACY))
+"""The default file patterns: every supported type, plus the legacy Office types so that
+they show up as problems ("convert to ...") instead of being silently ignored."""
+
+
+def extract_document(
+    name: str,
+    data: bytes,
+    *,
+    max_bytes: int | None = None,
+    limits: ExtractionLimits = DEFAULT_LIMITS,
+) -> ExtractedDocument:
+    """The structure of ``data``, a document called ``name`` (a path or key; only its
+    extension matters, case-insensitively). Blocks, if any, are produced lazily: errors
+    in the body of a document may be raised while they are consumed."""
+    limit = _checked_limit(max_bytes)
+    extension = _extension(name)
+    legacy = _LEGACY.get(extension)
+    if legacy is not None:
+        raise ExtractionError(f"{REASON_UNSUPPORTED}: {legacy}")
+    fmt = _FORMATS.get(extension)
+    if fmt is None:
+        shown = f"'{extension}'" if extension else "no extension"
+        raise ExtractionError(
+            f"{REASON_UNSUPPORTED} ({shown}); supported: {', '.join(SUPPORTED_EXTENSIONS)}"
+        )
+    if len(data) > limit:
+        raise too_large(
+            f"document is {human_size(len(data))} ({len(data)} bytes), over the limit of "
+            f"{human_size(limit)} ({limit} bytes)"
+        )
+    extract = _extractor(fmt.module)
+    document = extract(data, limits, fmt.source_type)
+    if document.blocks is not None:
+        document.blocks = timed(document.blocks, limits.max_seconds)
+    return document
+
+
+def extract_text(name: str, data: bytes, *, max_bytes: int | None = None) -> ExtractedText:
+    """The whole text of ``data`` (see ``extract_document``): structured formats give their
+    blocks, one per line, sections separated by a blank line."""
+    document = extract_document(name, data, max_bytes=max_bytes)
+    if document.text is not None:
+        return ExtractedText(document.text, document.content_type, tuple(document.warnings))
+    lines: list[str] = []
+    section: object = None
+    for block in document.blocks or ():
+        if lines and block.section != section:
+            lines.append("")
+        section = block.section
+        lines.append(block.text)
+    text = "\n".join(lines)
+    return ExtractedText(text, document.content_type, tuple(document.warnings))
+
+
+def is_supported(name: str) -> bool:
+    """True if ``extract_document`` can extract a file called ``name`` (case-insensitive)."""
+    return _extension(name) in _FORMATS
+
+
+def source_type_of(name: str) -> str | None:
+    """The ``source_type`` of a file called ``name`` (``pdf``, ``markdown``, ...), or None."""
+    fmt = _FORMATS.get(_extension(name))
+    return None if fmt is None else fmt.source_type
+
+
+_Extract = Callable[[bytes, ExtractionLimits, str], ExtractedDocument]
+
+
+def _extractor(module: str) -> _Extract:
+    # Imported on first use: a format's library is loaded only if such a file is indexed.
+    loaded = importlib.import_module(f"{__name__}.{module}")
+    extract: _Extract = loaded.extract
+    return extract
+
+
+def _checked_limit(max_bytes: int | None) -> int:
+    limit = DEFAULT_MAX_DOCUMENT_BYTES if max_bytes is None else max_bytes
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
+        raise ValidationError("max_bytes", f"must be a non-negative integer, got {max_bytes!r}")
+    return limit
+
+
+def _extension(name: str) -> str:
+    base = posixpath.basename(name.replace("\\", "/"))
+    return posixpath.splitext(base)[1].lower()

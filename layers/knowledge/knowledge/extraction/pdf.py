@@ -1,0 +1,108 @@
+"""PDF through pypdfium2 (PDFium, the PDF engine of Chromium: fast, fuzzed, Apache-2.0/BSD).
+
+One block per page, in page order, ``position`` = the 1-based page number; pages flow
+into each other (a chunk that spans pages gets ``page`` and ``page_end``). The document
+is opened once, and each page's text is read only when the chunker asks for it, so a
+long PDF never has every page's text in memory.
+
+Refused: a password (``encrypted PDF``), more than ``limits.max_pdf_pages`` pages
+(``too large``), no text on any page (``no text layer (scanned image; OCR not
+supported)``), data PDFium cannot parse (``corrupt file: ...``). A PDF with an owner
+password only (no user password) opens and is indexed: its text is readable.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from knowledge.errors import ExtractionError
+from knowledge.extraction.base import (
+    NO_SECTION,
+    REASON_ENCRYPTED_PDF,
+    REASON_NO_TEXT_LAYER,
+    Block,
+    ExtractedDocument,
+    ExtractionLimits,
+    corrupt,
+    too_large,
+)
+
+__all__ = ["extract"]
+
+_PASSWORD_ERROR = 4  # FPDF_ERR_PASSWORD
+
+
+def extract(data: bytes, limits: ExtractionLimits, source_type: str) -> ExtractedDocument:
+    import pypdfium2 as pdfium
+
+    try:
+        document = pdfium.PdfDocument(data)
+    except pdfium.PdfiumError as exc:
+        if getattr(exc, "err_code", None) == _PASSWORD_ERROR:
+            raise ExtractionError(REASON_ENCRYPTED_PDF) from exc
+        raise corrupt(f"not a readable PDF ({_pdfium_reason(exc)})") from exc
+    try:
+        pages = len(document)
+        if pages == 0:
+            raise corrupt("the PDF has no pages")
+        if pages > limits.max_pdf_pages:
+            raise too_large(f"{pages} pages, over the limit of {limits.max_pdf_pages}")
+    except BaseException:
+        document.close()
+        raise
+    return ExtractedDocument(
+        source_type=source_type,
+        content_type="application/pdf",
+        blocks=_pages(document, pages),
+        position_key="page",
+        title=_title(document),
+    )
+
+
+def _pages(document: Any, pages: int) -> Iterator[Block]:
+    import pypdfium2 as pdfium
+
+    found_text = False
+    try:
+        for number in range(1, pages + 1):
+            try:
+                page = document[number - 1]
+                try:
+                    textpage = page.get_textpage()
+                    try:
+                        text = textpage.get_text_range()
+                    finally:
+                        textpage.close()
+                finally:
+                    page.close()
+            except pdfium.PdfiumError as exc:
+                raise corrupt(f"page {number} cannot be read ({_pdfium_reason(exc)})") from exc
+            text = _clean(text)
+            if text.strip():
+                found_text = True
+                yield Block(text, NO_SECTION, number)
+        if not found_text:
+            raise ExtractionError(REASON_NO_TEXT_LAYER)
+    finally:
+        document.close()
+
+
+def _clean(text: str) -> str:
+    # PDFium ends lines with \r\n and marks soft hyphens and unknown glyphs with controls.
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
+    return text.replace("\x02", "").replace("\ufffe", "").replace("\x00", "")
+
+
+def _title(document: Any) -> str | None:
+    try:
+        title = document.get_metadata_value("Title")
+    except Exception:  # metadata is optional; a damaged info dict is not a reason to fail
+        return None
+    return title.strip() or None if isinstance(title, str) else None
+
+
+def _pdfium_reason(exc: Exception) -> str:
+    message = str(exc)
+    start = message.find("PDFium: ")
+    return message[start + len("PDFium: ") :].rstrip(").") if start != -1 else message

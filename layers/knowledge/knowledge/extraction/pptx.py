@@ -1,0 +1,81 @@
+"""PowerPoint (.pptx) through python-pptx: one section per slide.
+
+Each slide is a section with ``slide`` (1-based) and ``heading_path`` = [its title]; its
+blocks are the title, then the text of every other shape in the slide's order (text
+frames, table rows with cells joined by `` | ``, the shapes inside groups), then the
+speaker notes, prefixed ``Notes:``. Slides without any text give nothing.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Iterator
+from types import MappingProxyType
+from typing import Any
+
+from knowledge.extraction.archive import check_office_archive
+from knowledge.extraction.base import Block, ExtractedDocument, ExtractionLimits, corrupt
+
+__all__ = ["extract"]
+
+_CONTENT_TYPE = "application/vnd.openxmlformats-officedocument.presentationml.presentation"
+
+
+def extract(data: bytes, limits: ExtractionLimits, source_type: str) -> ExtractedDocument:
+    check_office_archive(data, limits, "pptx")
+    import pptx
+    from pptx.exc import PackageNotFoundError
+
+    try:
+        presentation = pptx.Presentation(io.BytesIO(data))
+    except (PackageNotFoundError, KeyError, ValueError, SyntaxError) as exc:
+        raise corrupt(f"not a readable PowerPoint file ({type(exc).__name__}: {exc})") from exc
+    title = (presentation.core_properties.title or "").strip() or None
+    return ExtractedDocument(
+        source_type=source_type,
+        content_type=_CONTENT_TYPE,
+        blocks=_blocks(presentation),
+        title=title,
+    )
+
+
+def _blocks(presentation: Any) -> Iterator[Block]:
+    for number, slide in enumerate(presentation.slides, start=1):
+        title_shape = slide.shapes.title
+        title = _one_line(title_shape.text_frame.text) if title_shape is not None else ""
+        section = MappingProxyType({"slide": number, "heading_path": [title] if title else []})
+        if title:
+            yield Block(title, section)
+        for shape in slide.shapes:
+            if title_shape is not None and shape.shape_id == title_shape.shape_id:
+                continue
+            for text in _shape_texts(shape):
+                yield Block(text, section)
+        if slide.has_notes_slide:
+            frame = slide.notes_slide.notes_text_frame
+            notes = frame.text.strip() if frame is not None else ""
+            if notes:
+                yield Block("Notes: " + notes, section)
+
+
+def _shape_texts(shape: Any) -> Iterator[str]:
+    if getattr(shape, "shape_type", None) is not None and hasattr(shape, "shapes"):
+        for inner in shape.shapes:  # a group shape
+            yield from _shape_texts(inner)
+        return
+    if getattr(shape, "has_table", False):
+        for row in shape.table.rows:
+            cells = [_one_line(cell.text) for cell in row.cells]
+            if any(cells):
+                yield " | ".join(cells)
+        return
+    if getattr(shape, "has_text_frame", False):
+        for paragraph in shape.text_frame.paragraphs:
+            # ``text`` includes fields and line breaks (as vertical tabs), unlike the runs.
+            text = " ".join(paragraph.text.split())
+            if text:
+                yield "  " * paragraph.level + text
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())

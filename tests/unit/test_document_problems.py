@@ -1,0 +1,204 @@
+"""Problems are visible and hostile files are bounded.
+
+Every document the pipeline skips for a reason, or fails on, is recorded in the store
+(``WriteSession.record_problem``) and listed by ``status``; hostile files (zip bombs,
+thousands of pages, deep nesting, damage) each end as a problem within the bounds
+stated in docs/documents.md, and the rest of the batch is indexed.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import document_files as files
+import pytest
+
+from knowledge.model import MAX_STATUS_PROBLEMS, IndexOptions, SearchQuery
+from knowledge.scope import KnowledgeScope
+from knowledge.source import SourceDocument
+from knowledge.stores.memory import MemoryKnowledgeStore
+
+SCOPE = KnowledgeScope("agent", "docs")
+
+
+def doc(path: str, data: bytes) -> SourceDocument:
+    return SourceDocument(path, len(data), lambda: data)
+
+
+def test_unchanged_and_stale_are_not_problems_but_too_large_is() -> None:
+    store = MemoryKnowledgeStore()
+    store.upsert_document(SCOPE, doc("a.md", b"# A\n\none"))
+    store.upsert_document(SCOPE, doc("a.md", b"# A\n\none"))  # unchanged
+    assert store.status(SCOPE).problems == ()
+    big = b"x" * 2000
+    result = store.index(
+        SCOPE,
+        _ListSource([doc("a.md", b"# A\n\none"), doc("big.txt", big)]),
+        IndexOptions(max_document_bytes=1000),
+    )
+    assert [p.path for p in result.skipped] == ["a.md", "big.txt"]
+    (problem,) = store.status(SCOPE).problems
+    assert problem.path == "big.txt"
+    assert problem.reason == "too large: document is 2000 bytes, over max_document_bytes (1000)"
+
+
+def test_over_max_documents_is_a_problem() -> None:
+    store = MemoryKnowledgeStore()
+    source = _ListSource([doc(f"{n}.md", b"# x\n\ntext") for n in range(3)])
+    store.index(SCOPE, source, IndexOptions(max_documents=2))
+    assert [(p.path, p.reason) for p in store.status(SCOPE).problems] == [
+        ("2.md", "over max_documents (2); not indexed")
+    ]
+
+
+def test_status_lists_at_most_100_problems_most_recent_first() -> None:
+    store = MemoryKnowledgeStore()
+    with store.write_session(SCOPE) as session:
+        for n in range(MAX_STATUS_PROBLEMS + 20):
+            session.record_problem(f"f{n:03d}.pdf", "encrypted PDF")
+    problems = store.status(SCOPE).problems
+    assert len(problems) == MAX_STATUS_PROBLEMS
+    assert problems[0].path == "f119.pdf"
+    assert problems[-1].path == "f020.pdf"
+
+
+def test_a_reindex_starts_the_problem_list_afresh() -> None:
+    store = MemoryKnowledgeStore()
+    source = _ListSource([doc("old.doc", b"legacy")])
+    store.index(SCOPE, source, IndexOptions())
+    assert len(store.status(SCOPE).problems) == 1
+    store.reindex(SCOPE, _ListSource([doc("new.md", b"# New\n\ntext")]), IndexOptions())
+    assert store.status(SCOPE).problems == ()
+
+
+def test_an_aborted_session_records_nothing() -> None:
+    store = MemoryKnowledgeStore()
+    session = store.write_session(SCOPE)
+    with pytest.raises(RuntimeError, match="boom"):
+        _record_then_fail(session)
+    assert store.status(SCOPE).problems == ()
+
+
+def test_a_pdf_whose_pages_fail_mid_stream_keeps_nothing_half_indexed() -> None:
+    store = MemoryKnowledgeStore()
+    store.upsert_document(SCOPE, doc("scan.pdf", files.pdf(["an old text version"])))
+    result = store.upsert_document(SCOPE, doc("scan.pdf", files.scanned_pdf(2)))
+    assert [p.reason for p in result.skipped] == [
+        "no text layer (scanned image; OCR not supported); its previously indexed version"
+        " was removed"
+    ]
+    assert store.stored_documents(SCOPE) == {}
+    assert [p.path for p in store.status(SCOPE).problems] == ["scan.pdf"]
+    assert store.search(SCOPE, SearchQuery("text version")) == []
+
+
+def _record_then_fail(session) -> None:  # type: ignore[no-untyped-def]
+    with session:
+        session.record_problem("a.pdf", "encrypted PDF")
+        raise RuntimeError("boom")
+
+
+class _ListSource:
+    def __init__(self, documents: list[SourceDocument]) -> None:
+        self._documents = documents
+
+    def documents(self, scope: KnowledgeScope, options: IndexOptions):  # type: ignore[no-untyped-def]
+        return iter(self._documents)
+
+
+# --- hostile files, in a process with a memory cap ------------------------------------------
+
+_HOSTILE_PROBE = """
+import json, resource, sys, time
+from pathlib import Path
+sys.path.insert(0, sys.argv[1])
+bucket = Path(sys.argv[2])
+limit = int(sys.argv[3])
+import document_files as files
+from knowledge.model import IndexOptions
+from knowledge.scope import KnowledgeScope
+from knowledge.sources.local import BucketFolderSource
+from knowledge.stores.memory import MemoryKnowledgeStore
+
+scope = KnowledgeScope("agent", "docs")
+folder = bucket / "agent" / "docs"
+folder.mkdir(parents=True)
+hostile = {
+    "bomb.docx": files.zip_bomb("word/document.xml", 260),
+    "bomb.xlsx": files.zip_bomb("xl/worksheets/sheet1.xml", 260),
+    "bomb.pptx": files.zip_bomb("ppt/slides/slide1.xml", 260),
+    "lying-bomb.docx": files.zip_bomb("word/document.xml", 20, declared_bytes=1000),
+    "pages.pdf": files.raw_pdf(5000),
+    "truncated.pdf": files.pdf(["cut short"])[:200],
+    "garbage.pptx": b"PK\\x03\\x04" + bytes(range(256)) * 40,
+    "zz-good.md": b"# Good\\n\\nthe batch goes on",
+}
+for name, data in hostile.items():
+    (folder / name).write_bytes(data)
+resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+started = time.perf_counter()
+store = MemoryKnowledgeStore()
+result = store.index(scope, BucketFolderSource(bucket), IndexOptions())
+print(json.dumps({
+    "seconds": time.perf_counter() - started,
+    "indexed": result.indexed_documents,
+    "problems": {p.path: p.reason for p in store.status(scope).problems},
+}))
+"""
+
+
+@pytest.mark.slow
+def test_hostile_files_each_end_as_a_problem_within_bounds(tmp_path: Path) -> None:
+    """Under a 1.5 GiB address-space cap and well inside a 60 s budget for the batch,
+    every hostile file is a problem with its reason and the good file is indexed."""
+    limit = 1536 * 1024 * 1024
+    probe = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            _HOSTILE_PROBE,
+            str(Path(__file__).parents[1]),
+            str(tmp_path / "bucket"),
+            str(limit),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+    )
+    assert probe.returncode == 0, probe.stderr[-2000:]
+    result = json.loads(probe.stdout)
+    problems = result["problems"]
+    assert result["indexed"] == 1
+    for name in ("bomb.docx", "bomb.xlsx", "bomb.pptx"):
+        assert problems[name].startswith("archive bomb: "), problems[name]
+    assert problems["lying-bomb.docx"].startswith(("archive bomb: ", "corrupt file: "))
+    assert problems["pages.pdf"] == "too large: 5000 pages, over the limit of 2000"
+    assert problems["truncated.pdf"].startswith("corrupt file: ")
+    assert problems["garbage.pptx"].startswith("corrupt file: ")
+    assert "zz-good.md" not in problems
+    assert result["seconds"] < 60, result
+
+
+class _TextOnlyChunker:
+    """A chunker that knows only text (no ``chunk_blocks``), as a user's own may be."""
+
+    chunk_size = 500
+
+    def chunk(self, document_path: str, content: str, *, max_chunk_size: int | None = None):  # type: ignore[no-untyped-def]
+        from knowledge.chunking import MarkdownSectionChunker
+
+        return MarkdownSectionChunker().chunk(document_path, content, max_chunk_size=max_chunk_size)
+
+
+def test_a_text_only_chunker_still_gets_each_sections_citation() -> None:
+    store = MemoryKnowledgeStore(chunker=_TextOnlyChunker())
+    deck = files.pptx([("Intro", ["hello there"], ""), ("Kiwi plan", ["grow kiwis"], "")])
+    store.upsert_document(SCOPE, doc("deck.pptx", deck))
+    (hit,) = store.search(SCOPE, SearchQuery("kiwis"))
+    assert hit.content == "Kiwi plan\ngrow kiwis"
+    assert (hit.metadata["slide"], hit.metadata["source_type"]) == (2, "pptx")
+    assert [r.chunk_index for r in store.search(SCOPE, SearchQuery("hello"))] == [0]
