@@ -50,7 +50,11 @@ def test_over_max_documents_is_a_problem() -> None:
     source = _ListSource([doc(f"{n}.md", b"# x\n\ntext") for n in range(3)])
     store.index(SCOPE, source, IndexOptions(max_documents=2))
     assert [(p.path, p.reason) for p in store.status(SCOPE).problems] == [
-        ("2.md", "over max_documents (2); not indexed")
+        (
+            "2.md",
+            "over max_documents (2): not indexed, and nothing was deleted; "
+            "raise or unset max_documents to index the whole scope",
+        )
     ]
 
 
