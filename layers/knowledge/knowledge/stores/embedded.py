@@ -542,6 +542,14 @@ class EmbeddedKnowledgeStore(IndexingStoreMixin):
             state=state,
         )
 
+    def list_scopes(self) -> list[KnowledgeScope]:
+        """Every scope with at least one document, sorted (one index-only query)."""
+        with self._reading() as conn:
+            rows = conn.execute(
+                "SELECT DISTINCT agent, context FROM documents ORDER BY agent, context"
+            ).fetchall()
+        return [KnowledgeScope(agent, context) for agent, context in rows]
+
     def close(self) -> None:
         """Release the file. Idempotent; the embedder and chunker are left alone."""
         self._pool.close()

@@ -99,6 +99,7 @@ __all__ = ["OpenSearchKnowledgeStore", "OpenSearchWriteSession"]
 T = TypeVar("T")
 
 _STORED_DOCUMENTS_PAGE = 500
+_SCOPES_PAGE = 500
 _DELETE_IDS_PAGE = 1000
 _MAX_REASONS_PER_DOCUMENT = 3
 
@@ -587,6 +588,20 @@ class OpenSearchKnowledgeStore(IndexingStoreMixin):
             last_indexed_at=stats.last_indexed_at,
             state=state,
         )
+
+    def list_scopes(self) -> list[KnowledgeScope]:
+        """Every scope with at least one record in the index, sorted, from a composite
+        aggregation on (agent, context), page by page."""
+        if not self._index_exists(create=False):
+            return []
+        scopes: list[KnowledgeScope] = []
+        after: dict[str, Any] | None = None
+        while True:
+            body = queries.scopes_page_body(_SCOPES_PAGE, after)
+            page, after = queries.parse_scopes_page(self._search("list the scopes", body))
+            scopes.extend(page)
+            if after is None or not page:
+                return sorted(scopes, key=lambda scope: (scope.agent, scope.context))
 
     def close(self) -> None:
         """Close the client if this store created it. Idempotent; later calls raise
