@@ -48,7 +48,12 @@ from knowledge.sources import (
     parse_metadata_sidecar,
 )
 
-__all__ = ["SYMLINK_OUTSIDE_SCOPE", "BucketFolderSource", "LocalDirectorySource", "read_regular_file"]
+__all__ = [
+    "SYMLINK_OUTSIDE_SCOPE",
+    "BucketFolderSource",
+    "LocalDirectorySource",
+    "read_regular_file",
+]
 
 SYMLINK_OUTSIDE_SCOPE = "symlink outside its scope"
 """The reason given for every entry left out because it resolves outside its scope folder."""
@@ -305,9 +310,7 @@ class BucketFolderSource:
         return Listing(produce)
 
     @staticmethod
-    def _folders(
-        parent: Path, prefix: str, listing: Listing[KnowledgeScope]
-    ) -> list[str]:
+    def _folders(parent: Path, prefix: str, listing: Listing[KnowledgeScope]) -> list[str]:
         names: list[str] = []
         level = "an <agent>/<context>/" if not prefix else "a <context>/"
         try:
