@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from knowledge.cli import ProgressBar, build_parser, main
-from knowledge.local.progress import ListedSource
 from knowledge.config import STORE_BUILDERS, StoreSettings, register_store_builder
+from knowledge.local.progress import ListedSource
 from knowledge.model import IndexOptions
 from knowledge.scope import KnowledgeScope
 from knowledge.source import SourceDocument
