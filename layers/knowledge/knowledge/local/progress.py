@@ -12,15 +12,15 @@ from __future__ import annotations
 import shutil
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import TextIO
 
-from knowledge.model import FileProblem, IndexOptions
+from knowledge.model import FileProblem, IndexOptions, IndexProgress
 from knowledge.scope import KnowledgeScope
 from knowledge.source import SourceDocument
 from knowledge.sources import Listing
 
-__all__ = ["IndexingProgress", "ListedSource", "ProgressBar", "ProgressCounts"]
+__all__ = ["IndexingProgress", "ListedSource", "ProgressBar"]
 
 
 class ListedSource:
@@ -67,17 +67,6 @@ class ListedSource:
         return read
 
 
-@dataclass(frozen=True, slots=True)
-class ProgressCounts:
-    """Documents done out of the total, for one scope or a whole run."""
-
-    done: int
-    total: int
-
-    def to_dict(self) -> dict[str, int]:
-        return {"documents_done": self.done, "documents_total": self.total}
-
-
 class IndexingProgress:
     """The counts of one index run over several scopes, read while it runs.
 
@@ -122,16 +111,16 @@ class IndexingProgress:
         with self._lock:
             return self._running
 
-    def of(self, scope: KnowledgeScope) -> ProgressCounts | None:
+    def of(self, scope: KnowledgeScope) -> IndexProgress | None:
         """The scope's counts while it is pending, else ``None``."""
         with self._lock:
             if scope not in self._pending:
                 return None
-            return ProgressCounts(self._done[scope], self._totals[scope])
+            return IndexProgress(self._done[scope], self._totals[scope])
 
-    def overall(self) -> ProgressCounts:
+    def overall(self) -> IndexProgress:
         with self._lock:
-            return ProgressCounts(sum(self._done.values()), sum(self._totals.values()))
+            return IndexProgress(sum(self._done.values()), sum(self._totals.values()))
 
 
 class ProgressBar:
