@@ -82,6 +82,7 @@ class IndexingProgress:
         self._done: dict[KnowledgeScope, int] = {}
         self._pending: set[KnowledgeScope] = set()
         self._running = False
+        self._ended = False
 
     def begin(self, totals: Mapping[KnowledgeScope, int]) -> None:
         with self._lock:
@@ -105,11 +106,18 @@ class IndexingProgress:
         with self._lock:
             self._pending.clear()
             self._running = False
+            self._ended = True
 
     @property
     def running(self) -> bool:
         with self._lock:
             return self._running
+
+    @property
+    def ended(self) -> bool:
+        """True once a run has ended (finished or abandoned)."""
+        with self._lock:
+            return self._ended
 
     def of(self, scope: KnowledgeScope) -> IndexProgress | None:
         """The scope's counts while it is pending, else ``None``."""

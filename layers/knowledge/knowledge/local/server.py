@@ -511,22 +511,22 @@ class _TerminalProgress:
         if self._finished:
             return
         counts = self._progress.overall()
-        if not self._progress.running:
+        if self._progress.ended:
             if self._bar is not None:
                 self._bar.finish()
-            if self._last_done >= 0:
-                print(
-                    f"indexed {counts.documents_done}/{counts.documents_total} documents",
-                    file=self._stream,
-                    flush=True,
-                )
-            self._finished = self._last_done >= 0 or counts.documents_total == 0
+            print(
+                f"indexed {counts.documents_done}/{counts.documents_total} documents",
+                file=self._stream,
+                flush=True,
+            )
+            self._finished = True
+            return
+        if not self._progress.running:
             return
         if self._tty:
             if self._bar is None:
                 self._bar = ProgressBar(counts.documents_total, self._stream, enabled=True)
             self._bar.update(counts.documents_done)
-            self._last_done = counts.documents_done
             return
         now = time.monotonic()
         if counts.documents_done != self._last_done and now - self._last_line >= 1.0:
