@@ -73,13 +73,13 @@ sam-build: $(SAM_STAMP)
 # come from bench/setup.sh. Each target starts its own OpenSearch node when it needs one.
 BENCH_PY := .venv-bench/bin/python
 
-.PHONY: bench bench-setup bench-quality bench-indexing bench-latency bench-coldstart bench-memory bench-report
+.PHONY: bench bench-setup bench-quality bench-indexing bench-latency bench-coldstart bench-memory bench-report bench-concurrency
 
 bench-setup:
 	bash bench/setup.sh
 
 ## Every benchmark, then bench/REPORT.md (about half an hour on 2 cores, once the caches are warm).
-bench: bench-quality bench-indexing bench-latency bench-coldstart bench-memory bench-report
+bench: bench-quality bench-indexing bench-latency bench-coldstart bench-memory bench-concurrency bench-report
 
 bench-quality: bench-setup
 	$(BENCH_PY) -m bench quality --limit 300 --embedder hashing
@@ -97,6 +97,10 @@ bench-coldstart: bench-setup
 
 bench-memory: bench-setup
 	$(BENCH_PY) -m bench memory --sizes 5,12.5,25,50 --files 100
+
+## kb serve under 1, 16 and 64 concurrent clients (keyword/vector/hybrid mix); needs only .venv.
+bench-concurrency: $(STAMP)
+	nice -n 10 $(BIN)/python -m bench concurrency --documents 2000 --duration 10
 
 bench-report: bench-setup
 	$(BENCH_PY) -m bench report

@@ -17,6 +17,7 @@ COMMANDS = {
     "latency": "search latency per mode on the real node, next to OpenSearch's took",
     "coldstart": "import time of the Lambda handlers next to a naive handler",
     "memory": "peak RSS of indexing one large Markdown file",
+    "concurrency": "kb serve searches/s and p50/p99 at 1, 16 and 64 clients (embedded store)",
     "report": "write bench/REPORT.md and the plots from bench/results/*.json",
 }
 

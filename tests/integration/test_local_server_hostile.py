@@ -15,12 +15,13 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import closing, contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
+from test_local_server import WAIT_SECONDS, request, search_paths, wait_until
 
 from knowledge.config import open_store
 from knowledge.embedding.base import Embedding
@@ -28,8 +29,6 @@ from knowledge.embedding.hashing import HashingEmbedder
 from knowledge.local.server import LocalServer
 from knowledge.store import KnowledgeStore
 from knowledge.stores.embedded import EmbeddedKnowledgeStore
-
-from test_local_server import WAIT_SECONDS, request, search_paths, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -407,7 +406,9 @@ def test_a_burst_of_64_connections_is_queued_not_dropped(tmp_path: Path) -> None
             deadline = time.monotonic() + 2.0
             connected: set[socket.socket] = set()
             while len(connected) < len(clients) and time.monotonic() < deadline:
-                _, writable, _ = select.select([], [c for c in clients if c not in connected], [], 0.1)
+                _, writable, _ = select.select(
+                    [], [c for c in clients if c not in connected], [], 0.1
+                )
                 connected.update(
                     c for c in writable if c.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR) == 0
                 )
@@ -440,8 +441,9 @@ def test_kb_serve_prints_the_start_up_progress(tmp_path: Path) -> None:
     with running(kb_serve(root, tmp_path / "k.db")) as process:
         url = served_url(process)
         wait_until(
-            lambda: request(url, "GET", "/v1/agents/ops/contexts/one/status")[1]["state"]
-            == "READY",
+            lambda: (
+                request(url, "GET", "/v1/agents/ops/contexts/one/status")[1]["state"] == "READY"
+            ),
             "the start-up index is done",
         )
         time.sleep(0.3)  # the main loop prints the last line within 0.1 s
