@@ -321,3 +321,35 @@ def test_a_fifo_swapped_in_after_listing_never_blocks_a_poll(
     watcher.poll_once()
     assert paths(store, "gamma") == ["after.md"]
     assert sorted(store.stored_documents(SCOPE)) == ["after.md", "later.md"]
+
+
+def test_a_folder_linked_inside_its_scope_does_not_make_every_poll_work(
+    root: Path, watcher: BucketWatcher, store: MemoryKnowledgeStore
+) -> None:
+    folder = root / SCOPE.agent / SCOPE.context
+    write(folder / "real" / "doc.md", "alpha")
+    (folder / "alias").symlink_to("real")  # inside the scope: the source follows it
+    watcher.poll_once()
+    # the source walks each real folder once, here through the link (first by name)
+    assert sorted(store.stored_documents(SCOPE)) == ["alias/doc.md"]
+    assert watcher.poll_once() == []
+    assert watcher.poll_once() == []
+    write(folder / "real" / "doc.md", "okapi", bump=1_000_000_000)
+    watcher.poll_once()
+    assert paths(store, "okapi") == ["alias/doc.md"]
+    assert watcher.poll_once() == []
+
+
+def test_a_link_out_of_the_scope_is_reported_with_its_reason(
+    root: Path, watcher: BucketWatcher, store: MemoryKnowledgeStore
+) -> None:
+    write(root / "other" / "ctx" / "secret.md", "zebra")
+    watcher.poll_once()
+    link = root / SCOPE.agent / SCOPE.context / "stolen.md"
+    link.parent.mkdir(parents=True)
+    link.symlink_to(root / "other" / "ctx" / "secret.md")
+    changes = watcher.poll_once()
+    assert [(c.key, c.action, c.detail) for c in changes] == [
+        ("ops-bot/runbooks/stolen.md", "ignored", "symlink outside its scope")
+    ]
+    assert paths(store, "zebra") == []

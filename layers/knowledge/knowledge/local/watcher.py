@@ -294,11 +294,19 @@ class BucketWatcher:
             return [
                 AppliedChange(key, "failed", f"cannot list the scope: {exc}") for key, *_ in entries
             ]
-        for path in documents:
-            if prefix + path not in current:
-                remembered[prefix + path] = _DIRTY  # created after the snapshot
         applied: list[AppliedChange] = []
         upserted: set[str] = set()
+        for path, document in documents.items():
+            if prefix + path in current:
+                continue
+            if self._walkable(prefix + path):
+                remembered[prefix + path] = _DIRTY  # created after the snapshot: look again
+            else:
+                # Reached through a folder link inside the scope, which snapshots do not
+                # follow: refreshed whenever its scope changes (unchanged content is skipped).
+                upserted.add(path)
+                applied.append(self._upsert(prefix + path, scope, document))
+        skipped = {p.path: p.reason for p in getattr(listing, "skipped", ())}
         for key, path, deleted in entries:
             # A sidecar's change is a change of its document's metadata.
             target = path.removesuffix(SIDECAR_SUFFIX) if path.endswith(SIDECAR_SUFFIX) else path
@@ -311,7 +319,8 @@ class BucketWatcher:
                         remembered[prefix + target] = _DIRTY
                     applied.append(change)
             elif not deleted and target == path and (stored is None or path not in stored):
-                applied.append(AppliedChange(key, "ignored", "not a document for these options"))
+                reason = skipped.get(path, "not a document for these options")
+                applied.append(AppliedChange(key, "ignored", reason))
         if stored is None:  # a store that cannot list its documents: trust the snapshot
             gone = {path for key, path, deleted in entries if deleted and path not in documents}
         elif any(p.reason.startswith("cannot list") for p in getattr(listing, "errors", ())):
@@ -328,6 +337,15 @@ class BucketWatcher:
                 remembered[prefix + path] = _DIRTY
             applied.append(change)
         return applied
+
+    def _walkable(self, key: str) -> bool:
+        """Whether ``take_snapshot`` sees ``key``: no folder on its way is a link."""
+        folder = self._root
+        for part in key.split("/")[:-1]:
+            folder = folder / part
+            if folder.is_symlink():
+                return False
+        return True
 
     def _stored_paths(self, scope: KnowledgeScope) -> set[str] | None:
         if isinstance(self._store, IndexWriter):
