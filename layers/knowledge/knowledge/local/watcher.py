@@ -296,7 +296,7 @@ class BucketWatcher:
             ]
         applied: list[AppliedChange] = []
         upserted: set[str] = set()
-        for path, document in documents.items():
+        for path, listed in documents.items():
             if prefix + path in current:
                 continue
             if self._walkable(prefix + path):
@@ -305,7 +305,7 @@ class BucketWatcher:
                 # Reached through a folder link inside the scope, which snapshots do not
                 # follow: refreshed whenever its scope changes (unchanged content is skipped).
                 upserted.add(path)
-                applied.append(self._upsert(prefix + path, scope, document))
+                applied.append(self._upsert(prefix + path, scope, listed))
         skipped = {p.path: p.reason for p in getattr(listing, "skipped", ())}
         for key, path, deleted in entries:
             # A sidecar's change is a change of its document's metadata.
