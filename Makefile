@@ -100,7 +100,7 @@ bench-memory: bench-setup
 
 ## kb serve under 1, 16 and 64 concurrent clients (keyword/vector/hybrid mix); needs only .venv.
 bench-concurrency: $(STAMP)
-	nice -n 10 $(BIN)/python -m bench concurrency --documents 2000 --duration 10
+	nice -n 10 $(BIN)/python -m bench concurrency --documents 1000 --duration 10
 
 bench-report: bench-setup
 	$(BENCH_PY) -m bench report

@@ -43,7 +43,7 @@ _SERVE = "import sys; from knowledge.cli import main; sys.exit(main(sys.argv[1:]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--documents", type=int, default=2000, help="corpus size (default 2000)")
+    parser.add_argument("--documents", type=int, default=1000, help="corpus size (default 1000)")
     parser.add_argument(
         "--clients", default="1,16,64", help="comma-separated client counts (default 1,16,64)"
     )
