@@ -10,7 +10,7 @@ DB ?= .kb/local.db
 SAM_VENV := .venv-sam
 SAM_STAMP := $(SAM_VENV)/.installed
 
-.PHONY: run test lint typecheck unit venv opensearch clean sam-validate sam-build
+.PHONY: run test lint typecheck unit venv opensearch clean sam-validate sam-build layer-lock checkov browser
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -32,11 +32,15 @@ run: $(STAMP)
 	$(BIN)/kb serve examples/bucket --host $(HOST) --port $(PORT) --db $(DB)
 
 ## Everything: lint, types, unit, contract and integration tests (starts its own OpenSearch node).
-test: $(STAMP) $(SAM_STAMP)
+test: $(STAMP) $(SAM_STAMP) browser
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 	$(BIN)/python -m pytest
+
+## Debian's Chromium and ChromeDriver for the playground's browser test (no-op once present).
+browser:
+	bash tools/browser/install.sh
 
 lint: $(STAMP)
 	$(BIN)/ruff check . && $(BIN)/ruff format --check .
@@ -52,7 +56,7 @@ opensearch:
 	tools/opensearch-local/run.sh --port 9200
 
 clean:
-	rm -rf $(VENV) $(SAM_VENV) .kb .pytest_cache .mypy_cache .ruff_cache .aws-sam
+	rm -rf $(VENV) $(SAM_VENV) .venv-checkov .kb .pytest_cache .mypy_cache .ruff_cache .aws-sam
 
 ## --- AWS SAM (template.yaml) ------------------------------------------------------------
 # The SAM CLI lives in its own venv: its pinned dependencies conflict with ours. `make test`
@@ -68,10 +72,31 @@ sam-validate: $(SAM_STAMP)
 sam-build: $(SAM_STAMP)
 	$(PYTHON) tests/integration/sam_cli.py build
 
+## Re-resolve the layer's whole dependency tree (layers/knowledge/requirements.in) for the
+## Lambda runtime (CPython 3.12, arm64) into requirements.txt, pinned with hashes.
+LAYER_LOCK_FLAGS := --python-version 3.12 --python-platform aarch64-manylinux_2_28 \
+	--generate-hashes --emit-index-url --custom-compile-command "make layer-lock"
+layer-lock: $(STAMP)
+	$(BIN)/uv pip compile $(LAYER_LOCK_FLAGS) --quiet \
+		--output-file layers/knowledge/requirements.txt layers/knowledge/requirements.in
+
+## Security scan of template.yaml (checkov in .venv-checkov; the accepted findings are
+## listed in tools/checkov/config.yaml and justified in docs/deploy.md section 12).
+checkov:
+	@test -x .venv-checkov/bin/checkov || { $(PYTHON) -m venv .venv-checkov && \
+		.venv-checkov/bin/pip install --quiet -r tools/checkov/requirements.txt; }
+	.venv-checkov/bin/checkov -f template.yaml --config-file tools/checkov/config.yaml --quiet
+
 ## --- Benchmarks (bench/; results in bench/results, report in bench/REPORT.md) -----------
 # Their own venv (.venv-bench: torch, sentence-transformers, matplotlib) and the man pages
 # come from bench/setup.sh. Each target starts its own OpenSearch node when it needs one.
 BENCH_PY := .venv-bench/bin/python
+
+## Mutation testing of the core modules (mutmut; not part of `make test`; about N minutes).
+## Figures in bench/results/mutation.json and bench/REPORT.md.
+.PHONY: mutation
+mutation:
+	bash tools/mutation/run.sh
 
 .PHONY: bench bench-setup bench-quality bench-indexing bench-latency bench-coldstart bench-memory bench-report bench-concurrency
 

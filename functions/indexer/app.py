@@ -8,13 +8,16 @@ to the dead-letter queue; the object stays in S3. Rejected events (a key outside
 ``<agent>/<context>/<path>``) are logged with their reason and acknowledged.
 
 The store, source and embedder are created once per container, on the first record.
+Logs are Powertools JSON, the ``knowledge`` package's loggers included; the Powertools
+``Tracer`` (X-Ray) records the invocation and the S3/OpenSearch/embedding calls.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools import Logger, Metrics, Tracer
+from aws_lambda_powertools.logging.utils import copy_config_to_registered_loggers
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.batch import (
     BatchProcessor,
@@ -33,6 +36,8 @@ __all__ = ["Container", "container", "lambda_handler", "record_handler"]
 
 logger = Logger()
 metrics = Metrics()
+tracer = Tracer()
+copy_config_to_registered_loggers(source_logger=logger, include={"knowledge"})
 # The response lists every failed record even when all fail: same retry, fewer error alarms.
 processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
 
@@ -106,7 +111,8 @@ def record_handler(record: SQSRecord) -> None:
 
 
 @logger.inject_lambda_context
-@metrics.log_metrics
+@tracer.capture_lambda_handler
+@metrics.log_metrics(capture_cold_start_metric=True)
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     metrics.add_metric(
         name="RecordsReceived", unit=MetricUnit.Count, value=len(event.get("Records", ()))

@@ -1,11 +1,25 @@
-"""Search function: the HTTP API (DESIGN.md section 3) on API Gateway, IAM-authorised.
+"""Search function: the HTTP API (DESIGN.md section 3) on API Gateway (IAM or JWT auth).
 
 A thin adapter over ``knowledge.api.KnowledgeApi``, the code the local server runs too:
 the routes take the scope from the path, hand the body to the API, and turn its
 ``ApiResponse`` into an HTTP response. Every error becomes a response in one place,
 ``knowledge.api.error_response`` (bad input 400 with the field, never a 500 with a
-trace). ``POST .../reindex`` queues one message per key of the scope for the indexer
-function (``knowledge.reindex_queue``) and answers 202.
+trace; a 5xx carries a plain message and the request id, its details are logged).
+``POST .../reindex`` queues one message per key of the scope for the indexer function
+(``knowledge.reindex_queue``) and answers 202.
+
+Path segments are used as sent (``rawPath``; ``knowledge.api.path_segment`` refuses a
+percent-encoded one), and ``knowledge.access.AccessPolicy`` decides whether the caller
+may use the path's agent (JWT mode: the token's ``agents`` claim; reindex needs its own
+scope). The body is decoded by ``knowledge.api.request_body`` (any bytes may arrive
+base64-encoded: non-UTF-8 is a 400, not a 500).
+
+Logs: Powertools JSON with the API Gateway request id as correlation id, and the
+``knowledge`` package's own loggers write through the same handler and level.
+X-Ray: the function is traced by Lambda (``Tracing: Active``); detailed subsegments
+(OpenSearch and AWS calls) come from a Powertools ``Tracer`` created on the first
+request when ``KB_DETAILED_TRACING`` is true, because the X-Ray SDK import (it loads
+``botocore.session``) would otherwise be paid by every cold start.
 
 Cold start: only Powertools and the light ``knowledge`` core are imported here. The
 store (``opensearchpy``), the embedding SDK (``openai``, on the first vector search
@@ -14,21 +28,25 @@ only) and ``boto3`` (reindex) load on first use, and are created once per contai
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING, Any
-from urllib.parse import unquote
 
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
 from aws_lambda_powertools.event_handler.exceptions import NotFoundError as RouteNotFoundError
 from aws_lambda_powertools.logging import correlation_paths
+from aws_lambda_powertools.logging.utils import copy_config_to_registered_loggers
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from knowledge.api import ApiResponse, KnowledgeApi, error_response
-from knowledge.scope import KnowledgeScope, validate_segment
+from knowledge.access import AccessPolicy, Operation
+from knowledge.api import ApiResponse, KnowledgeApi, error_response, path_segment, request_body
+from knowledge.scope import KnowledgeScope
 from knowledge.store import IndexWriter
 
 if TYPE_CHECKING:
+    from aws_lambda_powertools import Tracer
+
     from knowledge.lambda_config import LambdaSettings
     from knowledge.reindex_queue import ReindexQueue
 
@@ -37,14 +55,19 @@ __all__ = ["Container", "app", "container", "lambda_handler"]
 logger = Logger()
 metrics = Metrics()
 app = APIGatewayHttpResolver()
+# The package's loggers (knowledge.api, knowledge.stores...) log JSON through this
+# logger's handler, at its level, with its correlation id.
+copy_config_to_registered_loggers(source_logger=logger, include={"knowledge"})
 
 
 class Container:
     """What this container creates on first use and reuses across invocations."""
 
     settings: LambdaSettings | None = None
+    access: AccessPolicy | None = None
     api: KnowledgeApi | None = None
     reindex_queue: ReindexQueue | None = None
+    tracer: Tracer | None = None
 
 
 container = Container()
@@ -56,6 +79,22 @@ def settings() -> LambdaSettings:
 
         container.settings = LambdaSettings.from_env()
     return container.settings
+
+
+def access_policy() -> AccessPolicy:
+    if container.access is None:
+        container.access = AccessPolicy.from_env()
+    return container.access
+
+
+def _request_id() -> str | None:
+    request_id: str | None = app.current_event.request_context.request_id
+    return request_id
+
+
+def _authorize(agent: str, operation: Operation) -> None:
+    path_segment("agent", agent)  # a 400 for an encoded or invalid name comes first
+    access_policy().check(app.current_event.raw_event.get("requestContext"), agent, operation)
 
 
 def knowledge_api() -> KnowledgeApi:
@@ -104,7 +143,10 @@ def _http(response: ApiResponse) -> Response[str]:
 
 
 def _search(agent: str, context: str | None) -> Response[str]:
-    response = knowledge_api().search(agent, context, app.current_event.decoded_body)
+    _authorize(agent, Operation.SEARCH)
+    event = app.current_event
+    body = request_body(event.body, base64_encoded=event.is_base64_encoded)
+    response = knowledge_api().search(agent, context, body, request_id=_request_id())
     if response.status == 200:
         body = response.body
         results = len(body["results"])
@@ -129,17 +171,18 @@ def _search(agent: str, context: str | None) -> Response[str]:
 
 @app.post("/v1/agents/<agent>/contexts/<context>/search")
 def search_scope(agent: str, context: str) -> Response[str]:
-    return _search(unquote(agent), unquote(context))
+    return _search(agent, context)
 
 
 @app.post("/v1/agents/<agent>/search")
 def search_agent(agent: str) -> Response[str]:
-    return _search(unquote(agent), None)
+    return _search(agent, None)
 
 
 @app.get("/v1/agents/<agent>/contexts/<context>/status")
 def status(agent: str, context: str) -> Response[str]:
-    response = knowledge_api().status(unquote(agent), unquote(context))
+    _authorize(agent, Operation.STATUS)
+    response = knowledge_api().status(agent, context, request_id=_request_id())
     if response.status == 200:
         logger.info(
             "status",
@@ -156,9 +199,8 @@ def status(agent: str, context: str) -> Response[str]:
 
 @app.post("/v1/agents/<agent>/contexts/<context>/reindex")
 def reindex(agent: str, context: str) -> Response[str]:
-    scope = KnowledgeScope(
-        validate_segment("agent", unquote(agent)), validate_segment("context", unquote(context))
-    )
+    _authorize(agent, Operation.REINDEX)
+    scope = KnowledgeScope(path_segment("agent", agent), path_segment("context", context))
     store = knowledge_api().store
     # Documents indexed but gone from the bucket are queued too, so they get removed.
     indexed = store.stored_documents(scope) if isinstance(store, IndexWriter) else {}
@@ -186,10 +228,29 @@ def route_not_found(exc: RouteNotFoundError) -> Response[str]:
 def handle_error(exc: Exception) -> Response[str]:
     # knowledge.api.error_response decides status and body; unexpected errors are logged
     # there with their traceback and answered with a plain "internal error".
-    return _http(error_response(exc))
+    return _http(error_response(exc, _request_id()))
+
+
+def tracer() -> Tracer | None:
+    """The Powertools tracer, created on the first request when ``KB_DETAILED_TRACING``
+    is true (module docstring); ``None`` otherwise."""
+    if container.tracer is None and os.environ.get("KB_DETAILED_TRACING", "").lower() == "true":
+        from aws_lambda_powertools import Tracer
+
+        # botocore (S3, SQS, Secrets Manager, Bedrock) and http.client (OpenSearch, OpenAI).
+        container.tracer = Tracer(patch_modules=("botocore", "httplib"))
+    return container.tracer
+
+
+def _resolve(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    return app.resolve(event, context)
 
 
 @logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_HTTP)
-@metrics.log_metrics
+@metrics.log_metrics(capture_cold_start_metric=True)
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    return app.resolve(event, context)
+    traced = tracer()
+    if traced is None:
+        return _resolve(event, context)
+    result: dict[str, Any] = traced.capture_lambda_handler(_resolve)(event, context)
+    return result

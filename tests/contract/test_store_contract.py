@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from knowledge.errors import UnsupportedModeError
+from knowledge.errors import StoreError, UnsupportedModeError
 from knowledge.model import IndexOptions, IndexState, SearchMode, SearchQuery, SearchResult
 from knowledge.scope import KnowledgeScope
 from knowledge.source import SourceDocument
@@ -527,9 +527,15 @@ def test_status_counts_documents_and_chunks(store: KnowledgeStore, bucket: Path)
     assert store.status(B_X).state is IndexState.EMPTY
 
 
-def test_close_is_idempotent(store: KnowledgeStore) -> None:
+def test_close_is_idempotent_and_final(store: KnowledgeStore, bucket: Path) -> None:
+    write_scope(bucket, A_X, {"doc.md": "# Doc\n\nhelm rollback\n"})
+    index(store, bucket, A_X)
+    assert store.search(A_X, SearchQuery("helm"))  # open: it answers
     store.close()
-    store.close()
+    store.close()  # a second close is harmless
+    # closed means closed: nothing is answered from a released store
+    with pytest.raises(StoreError):
+        store.search(A_X, SearchQuery("helm"))
 
 
 def test_list_scopes_names_every_scope_with_documents(store: KnowledgeStore, bucket: Path) -> None:

@@ -28,26 +28,54 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 BUILD_DIR = REPO_ROOT / ".aws-sam" / "build"
 LAYER_PYTHON = BUILD_DIR / "KnowledgeLayer" / "python"
 LAYER_REQUIREMENTS = REPO_ROOT / "layers" / "knowledge" / "requirements.txt"
+LAYER_INPUT = REPO_ROOT / "layers" / "knowledge" / "requirements.in"
 EVENTS = REPO_ROOT / "events"
-_PIN = re.compile(r"^([A-Za-z0-9._-]+)==([A-Za-z0-9.]+)$")
+_PIN = re.compile(r"^([A-Za-z0-9._-]+)==([A-Za-z0-9.+!-]+)\s*\\?$")
+_HASH = re.compile(r"^--hash=sha256:[0-9a-f]{64}\s*\\?$")
 _AARCH64 = 183  # ELF e_machine of AArch64
 
 
+def _normalised(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
 def _pins() -> dict[str, str]:
+    """The lock's pins, checking that every one carries at least one sha256 hash."""
     pins: dict[str, str] = {}
+    hashes: dict[str, int] = {}
+    current = None
     for raw in LAYER_REQUIREMENTS.read_text(encoding="utf-8").splitlines():
         line = raw.split("#", 1)[0].strip()
-        if line:
-            match = _PIN.match(line)
-            assert match, f"layer requirement {line!r} is not pinned with =="
-            pins[match.group(1)] = match.group(2)
+        if not line or line.startswith("--index-url"):
+            continue
+        if line.startswith("--hash="):
+            assert _HASH.match(line), line
+            assert current is not None
+            hashes[current] += 1
+            continue
+        match = _PIN.match(line)
+        assert match, f"layer requirement {line!r} is not pinned with =="
+        current = _normalised(match.group(1))
+        pins[current] = match.group(2)
+        hashes[current] = 0
+    assert all(hashes.values()), f"pins without a hash: {[n for n, c in hashes.items() if not c]}"
     return pins
 
 
-def _dist_info(name: str, version: str) -> Path:
-    # Wheels name their metadata folder with the normalised project name.
-    normalised = re.sub(r"[-_.]+", "_", name).lower()
-    return LAYER_PYTHON / f"{normalised}-{version}.dist-info"
+def test_layer_lock_pins_every_direct_requirement_with_hashes() -> None:
+    """requirements.in names the direct dependencies; the lock (``make layer-lock``) pins
+    them, and everything they need, with hashes (so pip installs in hash-checking mode)."""
+    pins = _pins()
+    for raw in LAYER_INPUT.read_text(encoding="utf-8").splitlines():
+        line = raw.split("#", 1)[0].strip()
+        if not line:
+            continue
+        name, _, version = line.partition("==")
+        name = _normalised(name.split("[", 1)[0])
+        assert name in pins, f"{name} is in requirements.in but not locked (run make layer-lock)"
+        assert pins[name] == version, f"{name}: requirements.in says {version}, lock {pins[name]}"
+    # The runtime's SDK is shipped and resolved with the rest, not half-shadowed.
+    assert {"boto3", "botocore", "python-dateutil", "urllib3", "jmespath"} <= set(pins)
 
 
 def _output(done: subprocess.CompletedProcess[str]) -> str:
@@ -110,15 +138,50 @@ def test_built_layer_has_the_knowledge_package(sam_build: Path) -> None:
 def test_built_layer_has_exactly_the_pinned_versions(sam_build: Path) -> None:
     pins = _pins()
     assert {"aws-lambda-powertools", "opensearch-py"} <= set(pins)
-    for name, version in pins.items():
-        assert _dist_info(name, version).is_dir(), f"{name}=={version} not in the built layer"
+    shipped = dict(
+        p.name.removesuffix(".dist-info").rsplit("-", 1) for p in LAYER_PYTHON.glob("*.dist-info")
+    )
+    assert {_normalised(name): version for name, version in shipped.items()} == pins
+
+
+def test_built_layer_is_a_consistent_whole(sam_build: Path) -> None:
+    """Every requirement of every package in the layer is met by the layer itself (for the
+    runtime's platform), so nothing depends on the runtime's own copies (e.g. a
+    python-dateutil that botocore does not accept shadowing the runtime's)."""
+    script = """
+import importlib.metadata as md, re, sys
+from packaging.requirements import Requirement
+def norm(name):
+    return re.sub(r"[-_.]+", "-", name).lower()
+env = {"python_version": "3.12", "python_full_version": "3.12.0", "sys_platform": "linux",
+       "platform_machine": "aarch64", "platform_system": "Linux", "os_name": "posix",
+       "implementation_name": "cpython", "platform_python_implementation": "CPython"}
+dists = {norm(d.metadata["Name"]): d for d in md.distributions(path=[sys.argv[1]])}
+problems = []
+for name, dist in dists.items():
+    for text in dist.requires or []:
+        req = Requirement(text)
+        if req.marker and not req.marker.evaluate({**env, "extra": ""}):
+            continue
+        found = dists.get(norm(req.name))
+        if found is None or not req.specifier.contains(found.version, prereleases=True):
+            problems.append(f"{name} needs {text}, layer has {found.version if found else None}")
+print("\\n".join(problems))
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(LAYER_PYTHON)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, _output(done)
+    assert done.stdout.strip() == "", done.stdout
 
 
 @pytest.mark.parametrize(
     "package",
     [
-        "boto3",  # the runtime provides boto3 and botocore
-        "botocore",
         "numpy",  # only the local embedded store uses it
         "grpc",  # opensearch-py 3.x pulls these in; the REST client never imports them
         "google",
@@ -152,12 +215,14 @@ def test_built_functions_are_thin_and_use_the_layer(sam_build: Path) -> None:
 
 def test_built_search_function_answers_health_on_python312(sam_build: Path) -> None:
     """The built artifact, on the runtime's Python version: the search function imports
-    with only the layer on its path (no boto3, as in Lambda before first use), does not
-    import the SDKs at cold start, and answers ``GET /v1/health``."""
+    with only the layer on its path, does not import the SDKs (nor the X-Ray SDK) at cold
+    start, and answers ``GET /v1/health``."""
     script = """
 import json, sys
 import app
-heavy = sorted(m for m in ("openai", "opensearchpy", "boto3", "botocore") if m in sys.modules)
+# Powertools imports the bare botocore package (its user-agent hook): light. A session is not.
+heavy = ("openai", "opensearchpy", "boto3", "botocore.session", "aws_xray_sdk")
+heavy = sorted(m for m in heavy if m in sys.modules)
 assert not heavy, f"imported at cold start: {heavy}"
 class Context:
     function_name = "SearchFunction"; memory_limit_in_mb = 512; aws_request_id = "req-1"

@@ -17,8 +17,11 @@ from knowledge.api import (
     KnowledgeApi,
     error_response,
     parse_search_request,
+    path_segment,
+    request_body,
 )
 from knowledge.errors import (
+    AccessDeniedError,
     ConfigurationError,
     EmbeddingError,
     EmbeddingMismatchError,
@@ -384,10 +387,17 @@ def test_reindex_calls_back_with_scope(store: FakeStore) -> None:
     assert response.body["errors"] == [{"path": "x.md", "reason": "broken"}]
 
 
-def test_reindex_without_callback_is_503(store: FakeStore) -> None:
-    response = KnowledgeApi(store).handle("POST", "/v1/agents/ops-bot/contexts/runbooks/reindex")
+def test_reindex_without_callback_is_503(
+    store: FakeStore, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.ERROR, logger="knowledge.api"):
+        response = KnowledgeApi(store).handle(
+            "POST", "/v1/agents/ops-bot/contexts/runbooks/reindex", request_id="req-7"
+        )
     assert response.status == 503
-    assert "not configured" in response.body["error"]
+    assert response.body["error"].startswith("the service is misconfigured")
+    assert response.body["request_id"] == "req-7"
+    assert "re-indexing is not configured" in caplog.text  # the operator reads why
 
 
 def test_reindex_of_unknown_scope_is_404(store: FakeStore) -> None:
@@ -460,12 +470,12 @@ def test_query_string_and_trailing_slash_and_lowercase_method(
         (ValidationError("query", "must be a non-blank string"), 400, "query", "non-blank"),
         (InvalidScopeError("agent", "'a b' is bad"), 400, "agent", "'a b' is bad"),
         (NotFoundError("no such scope"), 404, None, "no such scope"),
-        (ConfigurationError("OPENAI_API_KEY is not set"), 503, None, "OPENAI_API_KEY"),
+        (ConfigurationError("OPENAI_API_KEY is not set"), 503, None, "misconfigured"),
         (
             EmbeddingMismatchError("index built with hashing/256, not openai/1536"),
             503,
             None,
-            "hashing/256",
+            "misconfigured",
         ),
         (StoreUnavailableError("cannot reach the node"), 503, None, "unavailable"),
         (EmbeddingError("rate limited"), 502, None, "embedding provider failed"),
@@ -493,7 +503,10 @@ def test_unexpected_error_is_500_without_trace(
     api = KnowledgeApi(FakeStore(error=KeyError(secret)))
     with caplog.at_level(logging.ERROR, logger="knowledge.api"):
         response = call(api)
-    assert response == ApiResponse(500, {"error": "internal error", "field": None})
+    assert response.status == 500
+    assert response.body["error"].startswith("internal error (request id ")
+    assert response.body["field"] is None
+    assert response.body["request_id"] in response.body["error"]
     assert secret not in response.to_json().decode()
     assert "Traceback" not in response.to_json().decode()
     # ... but the operator gets the traceback in the log
@@ -526,3 +539,141 @@ def test_status_problems_are_listed_most_recent_first_and_capped() -> None:
     assert len(listed) == 100
     assert listed[0] == {"document_path": "doc-0.pdf", "reason": "encrypted PDF"}
     assert listed[-1] == {"document_path": "doc-99.pdf", "reason": "encrypted PDF"}
+
+
+# --- path segments as sent (issue 8, item 11) ----------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "field"),
+    [
+        ("POST", "/v1/agents/%6Fps-bot/contexts/runbooks/search", "agent"),
+        ("POST", "/v1/agents/ops-bot/contexts/%72unbooks/search", "context"),
+        ("POST", "/v1/agents/%6F%70%73-bot/search", "agent"),
+        ("GET", "/v1/agents/%6Fps-bot/contexts/runbooks/status", "agent"),
+        ("POST", "/v1/agents/ops-bot/contexts/runbook%73/reindex", "context"),
+        ("POST", "/v1/agents/ops%2dbot/search", "agent"),
+    ],
+)
+def test_percent_encoded_segments_are_400_even_when_they_decode_to_a_valid_name(
+    store: FakeStore, method: str, path: str, field: str
+) -> None:
+    reindexed: list[KnowledgeScope] = []
+
+    def reindex(scope: KnowledgeScope) -> IndexResult:
+        reindexed.append(scope)
+        return IndexResult()
+
+    response = KnowledgeApi(store, reindex=reindex).handle(method, path, b'{"query": "x"}')
+    assert response.status == 400
+    assert response.body["field"] == field
+    assert "percent-encoded" in response.body["error"]
+    assert store.searches == []
+    assert store.status_calls == []
+    assert reindexed == []
+
+
+def test_path_segment_accepts_the_plain_name_and_rejects_its_encoding() -> None:
+    assert path_segment("agent", "ops-bot") == "ops-bot"
+    with pytest.raises(InvalidScopeError) as raised:
+        path_segment("agent", "%6Fps-bot")
+    assert raised.value.field == "agent"
+
+
+def test_unknown_path_with_an_encoded_segment_is_still_404(api: KnowledgeApi) -> None:
+    assert api.handle("GET", "/v1/agents/%6Fps-bot/nothing").status == 404
+
+
+# --- bodies that are not text (base64 non-UTF-8, lone surrogates) --------------------------
+
+
+@pytest.mark.parametrize(
+    ("raw", "field"),
+    [
+        (b'{"query": "\\ud800"}', "query"),
+        (b'{"query": "ok \\udfff end"}', "query"),
+        (b'{"query": "x", "metadata": {"team": "\\ud83d"}}', "metadata"),
+        (b'{"query": "x", "file_patterns": ["*.md", "\\udc00"]}', "file_patterns"),
+    ],
+)
+def test_lone_surrogate_escapes_are_400_naming_the_field(
+    api: KnowledgeApi, store: FakeStore, raw: bytes, field: str
+) -> None:
+    response = api.handle("POST", SEARCH, raw)
+    assert response.status == 400
+    assert response.body["field"] == field
+    assert "surrogate" in response.body["error"]
+    assert store.searches == []
+    response.to_json()  # the answer itself can be sent
+
+
+def test_a_lone_surrogate_in_a_key_is_400(api: KnowledgeApi, store: FakeStore) -> None:
+    response = api.handle("POST", SEARCH, b'{"query": "x", "\\ud800": 1}')
+    assert response.status == 400
+    assert store.searches == []
+    response.to_json()
+
+
+def test_a_surrogate_pair_is_text_and_searches(api: KnowledgeApi, store: FakeStore) -> None:
+    response = api.handle("POST", SEARCH, b'{"query": "\\ud83d\\ude00 rollback"}')
+    assert response.status == 200
+    assert store.searches[0][1].text == "\U0001f600 rollback"
+
+
+def test_base64_body_is_decoded_to_bytes_and_non_utf8_is_a_400(api: KnowledgeApi) -> None:
+    import base64
+
+    raw = request_body(base64.b64encode(b'{"query": "\xff\xfe"}').decode(), base64_encoded=True)
+    assert raw == b'{"query": "\xff\xfe"}'
+    response = api.handle("POST", SEARCH, raw)
+    assert (response.status, response.body["field"]) == (400, "body")
+    assert "UTF-8" in response.body["error"]
+
+
+def test_body_marked_base64_that_is_not_base64_is_a_400() -> None:
+    with pytest.raises(ValidationError) as raised:
+        request_body("not base64 at all!", base64_encoded=True)
+    assert raised.value.field == "body"
+    assert request_body('{"query": "x"}', base64_encoded=False) == '{"query": "x"}'
+    assert request_body(None, base64_encoded=True) is None
+
+
+# --- 5xx bodies: a plain message and the request id, details only in the log (item 13) ---
+
+_LEAKY = [
+    StoreUnavailableError(
+        "OpenSearch at https://search-kb-a1b2c3.us-east-1.es.amazonaws.com is unreachable: "
+        "ConnectionError(<urllib3.connection.HTTPSConnection object at 0x7f>: Failed to "
+        "establish a new connection: [Errno 111] Connection refused)"
+    ),
+    ConfigurationError(
+        "secret arn:aws:secretsmanager:us-east-1:123456789012:secret:kb/openai-AbCdEf: "
+        "cannot be read (AccessDeniedException)"
+    ),
+    EmbeddingError("OpenAI at https://api.openai.com/v1/embeddings answered 500"),
+    StoreError("OpenSearch at https://search-kb-a1b2c3.us-east-1.es.amazonaws.com failed"),
+]
+
+
+@pytest.mark.parametrize("error", _LEAKY, ids=lambda e: type(e).__name__)
+def test_5xx_bodies_hide_urls_library_details_and_arns(
+    error: Exception, caplog: pytest.LogCaptureFixture
+) -> None:
+    api = KnowledgeApi(FakeStore(error=error))
+    with caplog.at_level(logging.ERROR, logger="knowledge.api"):
+        response = api.search("ops-bot", "runbooks", b'{"query": "x"}', request_id="Usm-req-1")
+    assert response.status >= 500
+    text = response.to_json().decode()
+    for leak in ("https://", "amazonaws", "urllib3", "arn:", "secretsmanager", "Errno"):
+        assert leak not in text, leak
+    assert response.body["request_id"] == "Usm-req-1"
+    assert "Usm-req-1" in response.body["error"]
+    # The operator finds the detail in the log, under the same id.
+    record = next(r for r in caplog.records if r.name == "knowledge.api")
+    assert getattr(record, "request_id", None) == "Usm-req-1"
+    assert str(error) in record.getMessage()
+
+
+def test_access_denied_is_a_403_naming_the_field() -> None:
+    response = error_response(AccessDeniedError("agent", "not granted"))
+    assert response == ApiResponse(403, {"error": "not granted", "field": "agent"})

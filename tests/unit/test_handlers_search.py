@@ -221,13 +221,17 @@ def test_backend_failures_map_to_5xx_without_a_trace(search, error, status, mess
     assert "/var/task" not in body["error"]
 
 
-def test_errors_outside_the_api_object_use_the_same_mapping(search, monkeypatch):
+def test_errors_outside_the_api_object_use_the_same_mapping(search, monkeypatch, capsys):
     # Building the store fails (bad configuration): the exception handler answers.
     search.module.container.api = None
     monkeypatch.delenv("OPENSEARCH_URL", raising=False)
-    status, body = search.invoke(load_event("api_health.json"))
+    event = load_event("api_health.json")
+    status, body = search.invoke(event)
     assert status == 503
-    assert "OPENSEARCH_URL" in body["error"]
+    assert body["request_id"] == event["requestContext"]["requestId"]
+    assert "OPENSEARCH_URL" not in body["error"]
+    logged = [r for r in log_records(capsys.readouterr().out) if r["level"] == "ERROR"]
+    assert any("OPENSEARCH_URL" in r["message"] for r in logged)
 
 
 def test_store_is_created_once_per_container(monkeypatch, capsys):
@@ -343,4 +347,172 @@ def test_reindex_without_a_queue_configured_is_a_503(search, monkeypatch):
     monkeypatch.setenv("DOCUMENTS_BUCKET", BUCKET)
     status, body = search.invoke(load_event("api_reindex.json"))
     assert status == 503
-    assert "INDEX_QUEUE_URL" in body["error"]
+    assert "INDEX_QUEUE_URL" not in body["error"]  # in the log, not in the answer
+    assert body["request_id"]
+
+
+# --- issue 8: path segments, bodies, error bodies, JWT tenancy, logs, cold start ------------
+
+
+def with_raw_path(event: dict[str, Any], path: str) -> dict[str, Any]:
+    event = copy.deepcopy(event)
+    event["rawPath"] = event["requestContext"]["http"]["path"] = path
+    return event
+
+
+@pytest.mark.parametrize(
+    ("sample", "path", "field"),
+    [
+        ("api_search.json", "/v1/agents/%6Fps-bot/contexts/runbooks/search", "agent"),
+        ("api_search.json", "/v1/agents/ops-bot/contexts/run%62ooks/search", "context"),
+        ("api_search_agent.json", "/v1/agents/%6Fps-bot/search", "agent"),
+        ("api_status.json", "/v1/agents/%6Fps-bot/contexts/runbooks/status", "agent"),
+        ("api_reindex.json", "/v1/agents/%6Fps-bot/contexts/runbooks/reindex", "agent"),
+    ],
+)
+def test_percent_encoded_path_segments_are_400(search, sample, path, field):
+    # API Gateway hands the path to the function as sent (rawPath); served as "ops-bot"
+    # it would sidestep an IAM Deny written on .../agents/ops-bot/*.
+    status, body = search.invoke(with_raw_path(load_event(sample), path))
+    assert (status, body["field"]) == (400, field)
+    assert "percent-encoded" in body["error"]
+
+
+def test_base64_body_that_is_not_utf8_is_a_400(search):
+    event = load_event("api_search_non_utf8_base64.json")
+    status, body = search.invoke(event)
+    assert (status, body["field"]) == (400, "body")
+    assert "UTF-8" in body["error"]
+
+
+def test_json_with_a_lone_surrogate_escape_is_a_400(search):
+    event = load_event("api_search_lone_surrogate.json")
+    status, body = search.invoke(event)
+    assert (status, body["field"]) == (400, "query")
+
+
+def test_503_body_is_plain_with_the_request_id_and_the_log_has_the_detail(search, capsys):
+    url = "https://search-kb-a1b2c3.us-east-1.es.amazonaws.com"
+    search.module.container.api = KnowledgeApi(
+        BrokenStore(StoreUnavailableError(f"OpenSearch at {url} is unreachable: urllib3 ..."))
+    )
+    event = load_event("api_search.json")
+    status, body = search.invoke(event)
+    assert status == 503
+    request_id = event["requestContext"]["requestId"]
+    assert body["request_id"] == request_id
+    assert url not in json.dumps(body)
+    assert "urllib3" not in json.dumps(body)
+    errors = [r for r in log_records(capsys.readouterr().out) if r["level"] == "ERROR"]
+    assert errors, "the detail must be logged"
+    assert url in errors[0]["message"]
+    assert errors[0]["correlation_id"] == request_id
+
+
+class LoggingStore(MemoryKnowledgeStore):
+    """Logs through a ``knowledge.*`` logger the way the package's own modules do."""
+
+    def search(self, scope: KnowledgeScope, query: SearchQuery) -> Any:
+        import logging
+
+        logging.getLogger("knowledge.stores.test").info("searching %s", scope)
+        return super().search(scope, query)
+
+
+def test_the_knowledge_package_logs_json_at_info_with_the_correlation_id(monkeypatch, capsys):
+    monkeypatch.setenv("POWERTOOLS_LOG_LEVEL", "INFO")
+    module = load_handler("search", monkeypatch)
+    module.container.api = KnowledgeApi(LoggingStore())
+    event = load_event("api_search.json")
+    module.lambda_handler(event, LambdaContext())
+    records = [
+        r
+        for r in log_records(capsys.readouterr().out)
+        if r["message"] == "searching ops-bot/runbooks"
+    ]
+    assert len(records) == 1
+    assert records[0]["level"] == "INFO"
+    assert records[0]["correlation_id"] == event["requestContext"]["requestId"]
+    assert records[0]["name"] == "knowledge.stores.test"
+
+
+def test_cold_start_metric_is_emitted_once(monkeypatch, store, capsys):
+    from aws_lambda_powertools.metrics.provider import cold_start
+
+    cold_start.reset_cold_start_flag()  # a new container: earlier tests ran in this process
+    module = load_handler("search", monkeypatch)
+    module.container.api = KnowledgeApi(store)
+    module.lambda_handler(load_event("api_health.json"), LambdaContext())
+    module.lambda_handler(load_event("api_health.json"), LambdaContext())
+    assert emitted_metrics(capsys.readouterr().out).get("ColdStart") == 1
+
+
+def jwt_event(sample: str, claims: dict[str, Any] | None, scopes: list[str] | None = None):
+    event = load_event(sample)
+    if claims is None:
+        event["requestContext"].pop("authorizer", None)
+    else:
+        event["requestContext"]["authorizer"] = {"jwt": {"claims": claims, "scopes": scopes}}
+    return event
+
+
+@pytest.fixture
+def jwt_search(search, monkeypatch) -> Search:
+    monkeypatch.setenv("API_AUTH", "jwt")
+    monkeypatch.setenv("JWT_REINDEX_SCOPE", "kb/reindex")
+    search.module.container.access = None
+    return search
+
+
+def test_jwt_sample_event_searches_its_agent(jwt_search):
+    status, body = jwt_search.invoke(load_event("api_search_jwt.json"))
+    assert status == 200
+    assert body["results"]
+
+
+@pytest.mark.parametrize(
+    "sample", ["api_search.json", "api_search_agent.json", "api_status.json", "api_reindex.json"]
+)
+def test_jwt_mode_refuses_an_agent_the_token_does_not_grant(jwt_search, sample):
+    event = jwt_event(sample, {"sub": "u-1", "agents": "[support-bot other-bot]"}, ["kb/reindex"])
+    status, body = jwt_search.invoke(event)
+    assert (status, body["field"]) == (403, "agent")
+
+
+def test_jwt_mode_without_a_token_is_a_403(jwt_search):
+    status, _ = jwt_search.invoke(jwt_event("api_search.json", None))
+    assert status == 403
+
+
+def test_jwt_agents_claim_grants_search_and_status(jwt_search):
+    claims = {"sub": "u-1", "agents": "[ops-bot support-bot]"}
+    assert jwt_search.invoke(jwt_event("api_search.json", claims))[0] == 200
+    assert jwt_search.invoke(jwt_event("api_search_agent.json", claims))[0] == 200
+    assert jwt_search.invoke(jwt_event("api_status.json", claims))[0] == 200
+
+
+def test_jwt_reindex_needs_the_reindex_scope(jwt_search, aws):
+    s3, sqs, queue_url, _ = aws
+    jwt_search.module.container.reindex_queue = ReindexQueue(
+        queue_url, S3DocumentSource(BUCKET, client=s3), client=sqs
+    )
+    claims = {"sub": "u-1", "agents": "ops-bot"}
+    status, body = jwt_search.invoke(jwt_event("api_reindex.json", claims, ["kb/search"]))
+    assert (status, body["field"]) == (403, "operation")
+    assert sqs.receive_message(QueueUrl=queue_url).get("Messages", []) == []
+    status, _ = jwt_search.invoke(jwt_event("api_reindex.json", claims, ["kb/reindex"]))
+    assert status == 202
+
+
+def test_detailed_tracing_creates_the_tracer_on_the_first_request_only_when_asked(
+    monkeypatch, store
+):
+    module = load_handler("search", monkeypatch)
+    module.container.api = KnowledgeApi(store)
+    module.lambda_handler(load_event("api_health.json"), LambdaContext())
+    assert module.container.tracer is None  # default: no X-Ray SDK import at all
+    monkeypatch.setenv("KB_DETAILED_TRACING", "true")
+    monkeypatch.setenv("POWERTOOLS_TRACE_DISABLED", "true")  # no X-Ray daemon here
+    response = module.lambda_handler(load_event("api_health.json"), LambdaContext())
+    assert response["statusCode"] == 200
+    assert module.container.tracer is not None

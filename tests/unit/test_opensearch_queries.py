@@ -165,6 +165,8 @@ def test_file_patterns_match_path_or_base_name() -> None:
 
 def test_file_patterns_that_cannot_match_filter_everything_out() -> None:
     assert file_pattern_filter(["[z-a]"]) == MATCH_NOTHING
+    # a literal body, not the module's own constant: a misspelt key would match nothing
+    assert MATCH_NOTHING == {"bool": {"must_not": [{"match_all": {}}]}}
 
 
 @pytest.mark.parametrize(("path", "pattern"), [(p, g) for p in PATHS for g in GLOBS])

@@ -59,3 +59,56 @@ def test_tokenize_follows_the_rules_on_random_mixed_text() -> None:
     for _ in range(2000):
         text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 40)))
         assert tokenize(text) == _reference_tokenize(text), text
+
+
+# --- CJK range edges, as literal code points (the module's own tables are not the oracle) ---
+
+# (first, last) code point of each CJK block the tokenizer bigrams, written out by hand
+# from the Unicode block chart.
+CJK_EDGES = [
+    ("\u1100", "\u11ff"),  # Hangul Jamo
+    ("\u3040", "\u30ff"),  # Hiragana, Katakana
+    ("\u3130", "\u318f"),  # Hangul Compatibility Jamo
+    ("\u3400", "\u4dbf"),  # CJK Extension A
+    ("\u4e00", "\u9fff"),  # CJK Unified Ideographs
+    ("\ua960", "\ua97f"),  # Hangul Jamo Extended-A
+    ("\uac00", "\ud7af"),  # Hangul Syllables
+    ("\uf900", "\ufaff"),  # CJK Compatibility Ideographs
+    ("\U00020000", "\U0002fa1f"),  # Extensions B-F, Compatibility Ideographs Supplement
+]
+# The code points just outside each block (none of them CJK).
+NOT_CJK_NEIGHBOURS = [
+    "\u10ff", "\u1200", "\u303f", "\u3100", "\u312f", "\u3190", "\u33ff", "\u4dc0",
+    "\u4dff", "\ua000", "\ua95f", "\ua980", "\uabff", "\ud7b0", "\uf8ff", "\ufb00",
+    "\U0001ffff", "\U0002fa20",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("char", [c for edge in CJK_EDGES for c in edge])
+def test_first_and_last_character_of_every_cjk_block_is_cjk(char: str) -> None:
+    assert is_cjk(char), f"U+{ord(char):04X}"
+
+
+@pytest.mark.parametrize("char", NOT_CJK_NEIGHBOURS)
+def test_characters_just_outside_the_cjk_blocks_are_not(char: str) -> None:
+    assert not is_cjk(char), f"U+{ord(char):04X}"
+
+
+def test_ascii_and_latin_are_not_cjk() -> None:
+    for char in "aZ09_-é\u00ff\u0100":
+        assert not is_cjk(char)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("배포실패", ["배포", "포실", "실패"]),  # Hangul syllables: bigrams
+        ("東京都", ["東京", "京都"]),  # Han: bigrams
+        ("カタカナ", ["カタ", "タカ", "カナ"]),  # Katakana: bigrams
+        ("k8s배포", ["k8s", "배포"]),  # Latin run split from the CJK run
+        ("\uac00\ud7a3", ["\uac00\ud7a3"]),  # first and last Hangul syllable: one bigram
+        ("a\u4e00\u9fffb", ["\u4e00\u9fff"]),  # single Latin letters each side are dropped
+    ],
+)
+def test_cjk_runs_become_bigrams(text: str, expected: list[str]) -> None:
+    assert tokenize(text) == expected

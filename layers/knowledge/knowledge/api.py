@@ -14,14 +14,23 @@ GET      /v1/health                                      liveness
 =======  ==============================================  =======================
 
 Every error becomes a response in one place, ``error_response``: bad input is a 400
-``{"error", "field"}``; an unexpected exception is a 500 ``"internal error"`` that is
-logged with its traceback and never shown to the caller.
+``{"error", "field"}``; a refused caller a 403; a failing backend or provider a 502/503
+and an unexpected exception a 500, each with a plain message and the request id
+(``{"error", "field", "request_id"}``): the details (endpoint URL, client library
+messages, secret ARNs, tracebacks) go to the log under that id, never to the caller.
+
+Path segments are taken as sent: a segment whose percent-decoded form differs from the
+raw one (``%6Fps-bot``) is a 400, so an IAM policy or an authorizer written on the
+literal path sees exactly the agent that is served (``path_segment``).
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 import logging
+import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -29,8 +38,10 @@ from typing import Any
 from urllib.parse import unquote
 
 from knowledge.errors import (
+    AccessDeniedError,
     ConfigurationError,
     EmbeddingError,
+    InvalidScopeError,
     NotFoundError,
     StoreError,
     StoreUnavailableError,
@@ -55,6 +66,8 @@ __all__ = [
     "ReindexScope",
     "error_response",
     "parse_search_request",
+    "path_segment",
+    "request_body",
     "search_response_body",
 ]
 
@@ -128,7 +141,53 @@ def _decode_body(body: bytes | str | Mapping[str, Any] | None) -> Mapping[str, A
         raise ValidationError("body", "malformed JSON: nested too deeply") from None
     if not isinstance(decoded, dict):
         raise ValidationError("body", f"must be a JSON object, got {_json_type(decoded)}")
+    for key, value in decoded.items():
+        _reject_lone_surrogates(str(key) if _is_text(key) else "body", key)
+        _reject_lone_surrogates(str(key) if _is_text(key) else "body", value)
     return decoded
+
+
+def _is_text(value: object) -> bool:
+    return isinstance(value, str) and _encodes(value)
+
+
+def _encodes(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _reject_lone_surrogates(field_name: str, value: object) -> None:
+    """JSON may escape half of a surrogate pair (``"\\ud800"``): valid JSON, but not text.
+    It could never be encoded again (the response, the log, the index), so it is a 400."""
+    if isinstance(value, str):
+        if not _encodes(value):
+            raise ValidationError(
+                field_name, "contains an unpaired surrogate escape (\\ud800-\\udfff); not text"
+            )
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            _reject_lone_surrogates(field_name, key)
+            _reject_lone_surrogates(field_name, item)
+    elif isinstance(value, list):
+        for item in value:
+            _reject_lone_surrogates(field_name, item)
+
+
+def request_body(body: str | None, *, base64_encoded: bool) -> bytes | str | None:
+    """The body of an API Gateway event: base64 decoded to bytes when the gateway encoded
+    it (any bytes may arrive; ``_decode_body`` checks they are UTF-8), else as given.
+
+    Raises ``ValidationError`` (field ``body``) for base64 that does not decode.
+    """
+    if body is None or not base64_encoded:
+        return body
+    try:
+        return base64.b64decode(body.encode("ascii"), validate=True)
+    except (binascii.Error, UnicodeEncodeError):
+        raise ValidationError("body", "is marked base64-encoded but is not valid base64") from None
 
 
 def _json_type(value: object) -> str:
@@ -218,33 +277,52 @@ def _error(status: int, message: str, field_name: str | None = None) -> ApiRespo
     return ApiResponse(status, {"error": message, "field": field_name})
 
 
-def error_response(exc: BaseException) -> ApiResponse:
+def _server_error(status: int, message: str, request_id: str) -> ApiResponse:
+    return ApiResponse(
+        status,
+        {"error": f"{message} (request id {request_id})", "field": None, "request_id": request_id},
+    )
+
+
+def new_request_id() -> str:
+    """An id for a request that arrived without one (the local server). Not ``uuid``:
+    importing it loads ``platform``, which the Lambda cold start would pay for."""
+    return os.urandom(16).hex()
+
+
+def error_response(exc: BaseException, request_id: str | None = None) -> ApiResponse:
     """Map any exception to a response; the only place errors become HTTP shapes.
 
     ``ValidationError`` (and ``InvalidScopeError``) -> 400 with the field;
-    ``NotFoundError`` -> 404; ``ConfigurationError`` (``EmbeddingMismatchError``) and
-    ``StoreUnavailableError`` -> 503 with the message, because the operator must act;
-    ``EmbeddingError`` -> 502; anything else -> 500 ``"internal error"``, logged with
-    its traceback and never returned.
+    ``AccessDeniedError`` -> 403 with the field; ``NotFoundError`` -> 404;
+    ``ConfigurationError`` (``EmbeddingMismatchError``) and ``StoreUnavailableError`` ->
+    503, ``EmbeddingError`` -> 502, ``StoreError`` and anything else -> 500. A 5xx body
+    is a fixed message plus ``request_id`` (``request_id``, or a new one): the exception
+    (URLs, library messages, ARNs, the traceback of an unexpected error) is logged with
+    that id and never returned.
     """
     if isinstance(exc, ValidationError):
         return _error(400, exc.message, exc.field)
+    if isinstance(exc, AccessDeniedError):
+        return _error(403, exc.message, exc.field)
     if isinstance(exc, NotFoundError):
         return _error(404, str(exc))
+    rid = request_id or new_request_id()
+    extra = {"request_id": rid, "error_type": type(exc).__name__}
     if isinstance(exc, ConfigurationError):
-        logger.error("configuration error: %s", exc)
-        return _error(503, f"the service is misconfigured: {exc}")
+        logger.error("configuration error: %s", exc, extra=extra)
+        return _server_error(503, "the service is misconfigured; the operator must act", rid)
     if isinstance(exc, StoreUnavailableError):
-        logger.error("index backend unavailable: %s", exc)
-        return _error(503, f"the index backend is unavailable: {exc}")
+        logger.error("index backend unavailable: %s", exc, extra=extra)
+        return _server_error(503, "the index backend is unavailable; try again later", rid)
     if isinstance(exc, EmbeddingError):
-        logger.error("embedding provider failed: %s", exc)
-        return _error(502, "the embedding provider failed; try again later")
+        logger.error("embedding provider failed: %s", exc, extra=extra)
+        return _server_error(502, "the embedding provider failed; try again later", rid)
     if isinstance(exc, StoreError):
-        logger.error("index backend failed: %s", exc, exc_info=exc)
-        return _error(500, "the index backend failed")
-    logger.error("internal error: %s", type(exc).__name__, exc_info=exc)
-    return _error(500, "internal error")
+        logger.error("index backend failed: %s", exc, exc_info=exc, extra=extra)
+        return _server_error(500, "the index backend failed", rid)
+    logger.error("internal error: %s", type(exc).__name__, exc_info=exc, extra=extra)
+    return _server_error(500, "internal error", rid)
 
 
 @dataclass(frozen=True, slots=True)
@@ -263,16 +341,35 @@ _ROUTES = (
 )
 
 
+def path_segment(field_name: str, raw: str) -> str:
+    """An ``agent``/``context`` path segment exactly as sent, checked.
+
+    The allowed alphabet (``knowledge.scope``) never needs escaping, so a segment whose
+    percent-decoded form differs from the raw one (``%6Fps-bot`` for ``ops-bot``) is a
+    400: served as the decoded name it would sidestep a policy on the literal path.
+    Raises ``ValidationError``/``InvalidScopeError`` naming ``field_name``.
+    """
+    if unquote(raw) != raw:
+        shown = raw if len(raw) <= 80 else raw[:77] + "..."
+        raise InvalidScopeError(
+            field_name,
+            f"'{shown}' is percent-encoded; send the name itself "
+            "(letters, digits, '.', '_' or '-' never need escaping)",
+        )
+    return validate_segment(field_name, raw)
+
+
 def _match(pattern: Sequence[str], segments: Sequence[str]) -> dict[str, str] | None:
     if len(pattern) != len(segments):
         return None
-    captured: dict[str, str] = {}
-    for expected, actual in zip(pattern, segments, strict=True):
-        if expected.startswith("{"):
-            captured[expected.strip("{}")] = unquote(actual)
-        elif expected != actual:
-            return None
-    return captured
+    pairs = list(zip(pattern, segments, strict=True))
+    if any(not expected.startswith("{") and expected != actual for expected, actual in pairs):
+        return None
+    return {
+        expected.strip("{}"): path_segment(expected.strip("{}"), actual)
+        for expected, actual in pairs
+        if expected.startswith("{")
+    }
 
 
 class KnowledgeApi:
@@ -300,13 +397,20 @@ class KnowledgeApi:
         return self._store
 
     def search(
-        self, agent: str, context: str | None, body: bytes | str | Mapping[str, Any] | None
+        self,
+        agent: str,
+        context: str | None,
+        body: bytes | str | Mapping[str, Any] | None,
+        *,
+        request_id: str | None = None,
     ) -> ApiResponse:
-        """Search one scope, or every context of ``agent`` when ``context`` is ``None``."""
+        """Search one scope, or every context of ``agent`` when ``context`` is ``None``.
+
+        ``agent``/``context`` are path segments as sent (``path_segment``)."""
         try:
-            validate_segment("agent", agent)
+            path_segment("agent", agent)
             if context is not None:
-                validate_segment("context", context)
+                path_segment("context", context)
             data = _decode_body(body)
             query = _query_from(data, self._default_mode)
             if context is None:
@@ -324,38 +428,44 @@ class KnowledgeApi:
             mode = query.mode or self._store.default_mode
             return ApiResponse(200, search_response_body(query, mode, results, took_ms))
         except Exception as exc:
-            return error_response(exc)
+            return error_response(exc, request_id)
 
-    def status(self, agent: str, context: str) -> ApiResponse:
+    def status(self, agent: str, context: str, *, request_id: str | None = None) -> ApiResponse:
         """Index status of one scope: ``{"agent", "context", **IndexStatus.to_dict()}``."""
         try:
-            scope = KnowledgeScope(agent, context)  # validates both segments
+            scope = KnowledgeScope(path_segment("agent", agent), path_segment("context", context))
             status = self._store.status(scope)
             return ApiResponse(200, {"agent": agent, "context": context, **status.to_dict()})
         except Exception as exc:
-            return error_response(exc)
+            return error_response(exc, request_id)
 
-    def reindex(self, agent: str, context: str) -> ApiResponse:
+    def reindex(self, agent: str, context: str, *, request_id: str | None = None) -> ApiResponse:
         """Re-index one scope from its source: ``{"agent", "context", **IndexResult.to_dict()}``."""
         try:
-            scope = KnowledgeScope(agent, context)  # validates both segments
+            scope = KnowledgeScope(path_segment("agent", agent), path_segment("context", context))
             if self._reindex is None:
                 raise ConfigurationError("re-indexing is not configured on this server")
             result = self._reindex(scope)
             return ApiResponse(200, {"agent": agent, "context": context, **result.to_dict()})
         except Exception as exc:
-            return error_response(exc)
+            return error_response(exc, request_id)
 
     def health(self) -> ApiResponse:
         return ApiResponse(200, {"status": "ok", "store": self._store.name})
 
     def handle(
-        self, method: str, path: str, body: bytes | str | Mapping[str, Any] | None = None
+        self,
+        method: str,
+        path: str,
+        body: bytes | str | Mapping[str, Any] | None = None,
+        *,
+        request_id: str | None = None,
     ) -> ApiResponse:
         """Route one request. Unknown path -> 404; known path, wrong method -> 405.
 
-        ``path`` may carry a query string (ignored) and percent-escapes (decoded per
-        segment, so an escaped ``/`` inside an agent name is rejected, not re-split).
+        ``path`` is the raw request path and may carry a query string (ignored); a
+        percent-encoded agent or context segment is a 400 (``path_segment``).
+        ``request_id`` goes into 5xx bodies (a new one when not given).
         """
         try:
             route_path = path.split("?", 1)[0]
@@ -368,7 +478,7 @@ class KnowledgeApi:
                 return _error(404, f"no route for {route_path}")
             for route, captured in matched:
                 if route.method == method:
-                    return self._dispatch(route.name, captured, body)
+                    return self._dispatch(route.name, captured, body, request_id)
             allowed = ", ".join(sorted({r.method for r, _ in matched}))
             return ApiResponse(
                 405,
@@ -379,17 +489,21 @@ class KnowledgeApi:
                 {"Allow": allowed},
             )
         except Exception as exc:
-            return error_response(exc)
+            return error_response(exc, request_id)
 
     def _dispatch(
-        self, name: str, captured: Mapping[str, str], body: bytes | str | Mapping[str, Any] | None
+        self,
+        name: str,
+        captured: Mapping[str, str],
+        body: bytes | str | Mapping[str, Any] | None,
+        request_id: str | None,
     ) -> ApiResponse:
         if name == "health":
             return self.health()
         if name == "agent_search":
-            return self.search(captured["agent"], None, body)
+            return self.search(captured["agent"], None, body, request_id=request_id)
         if name == "search":
-            return self.search(captured["agent"], captured["context"], body)
+            return self.search(captured["agent"], captured["context"], body, request_id=request_id)
         if name == "status":
-            return self.status(captured["agent"], captured["context"])
-        return self.reindex(captured["agent"], captured["context"])
+            return self.status(captured["agent"], captured["context"], request_id=request_id)
+        return self.reindex(captured["agent"], captured["context"], request_id=request_id)

@@ -6,7 +6,13 @@
     kb search "query" --agent A --context C [--mode M] [-k N] [--min-score X]
               [--pattern GLOB ...] [--meta KEY=VALUE ...] [--cross-context] [--json]
     kb status --agent A --context C [--json]
+    kb reindex --agent A --context C [--json]
     kb serve ROOT [--host 127.0.0.1] [--port 8080] [--poll-interval 1.0]
+    kb mcp --agent A --context C [--cross-context] [--transport stdio|http]
+
+``search``, ``status``, ``reindex`` and ``mcp`` take ``--api-url URL`` to use a deployed
+stack (or another ``kb serve``) through ``knowledge.client`` instead of a local store, with
+``--auth sigv4|bearer|none`` (bearer reads the token from ``KB_API_TOKEN``).
 
 Every command takes ``--store``, ``--db``, ``--embedder``, ``--opensearch-url`` (see
 ``knowledge.config`` for the environment variables and defaults) and ``--debug``.
@@ -31,6 +37,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from knowledge.api import parse_search_request, search_response_body
+from knowledge.client import KnowledgeClient
 from knowledge.config import EMBEDDER_NAMES, STORE_BUILDERS, open_store
 from knowledge.errors import ConfigurationError, KnowledgeError, ValidationError
 from knowledge.indexing import REASON_UNCHANGED
@@ -53,6 +60,28 @@ EXIT_INTERRUPTED = 130
 
 def _scope(args: argparse.Namespace) -> KnowledgeScope:
     return KnowledgeScope(args.agent, args.context)
+
+
+def _open_client(args: argparse.Namespace) -> KnowledgeClient:
+    from knowledge.client import BearerAuth, KnowledgeClient, SigV4Auth
+
+    auth_name = args.auth or ("none" if args.api_url.startswith("http://") else "sigv4")
+    auth: Any = None
+    if auth_name == "sigv4":
+        auth = SigV4Auth()
+    elif auth_name == "bearer":
+        token = os.environ.get("KB_API_TOKEN", "").strip()
+        if not token:
+            raise ConfigurationError("--auth bearer needs the token in KB_API_TOKEN")
+        auth = BearerAuth(token)
+    return KnowledgeClient(args.api_url, auth=auth)
+
+
+def _open_reader(args: argparse.Namespace) -> KnowledgeStore | KnowledgeClient:
+    """The deployed API when ``--api-url`` is given, else the local store."""
+    if getattr(args, "api_url", None):
+        return _open_client(args)
+    return _open_store(args)
 
 
 def _open_store(args: argparse.Namespace) -> KnowledgeStore:
@@ -140,7 +169,7 @@ def _cmd_search(args: argparse.Namespace) -> int:
     if args.meta:
         request["metadata"] = _metadata_filters(args.meta)
     query = parse_search_request(request)
-    with closing(_open_store(args)) as store:
+    with closing(_open_reader(args)) as store:
         started = time.perf_counter()
         results = store.search(scope, query)
         took_ms = (time.perf_counter() - started) * 1000.0
@@ -154,7 +183,7 @@ def _cmd_search(args: argparse.Namespace) -> int:
 
 def _cmd_status(args: argparse.Namespace) -> int:
     scope = _scope(args)
-    with closing(_open_store(args)) as store:
+    with closing(_open_reader(args)) as store:
         status = store.status(scope)
     if args.json:
         _print_json(
@@ -171,8 +200,50 @@ def _cmd_status(args: argparse.Namespace) -> int:
     ]
     if status.message:
         rows.append(("message", status.message))
+    rows.extend(("problem", f"{p.path}: {p.reason}") for p in status.problems)
     for name, value in rows:
         print(f"{name + ':':<14}{value}")
+    return EXIT_OK
+
+
+def _cmd_reindex(args: argparse.Namespace) -> int:
+    if not args.api_url:
+        raise ValidationError(
+            "api-url",
+            "kb reindex asks a server to re-index a scope; give --api-url "
+            "(for a local folder use: kb index DIR --reindex)",
+        )
+    scope = _scope(args)
+    with closing(_open_client(args)) as client:
+        answer = client.reindex(scope)
+    if args.json:
+        _print_json(answer, sys.stdout)
+    else:
+        print(
+            f"{scope}: "
+            + ", ".join(
+                f"{k} {v}"
+                for k, v in answer.items()
+                if k not in ("agent", "context", "skipped", "errors", "warnings")
+            )
+        )
+    return EXIT_OK
+
+
+def _cmd_mcp(args: argparse.Namespace) -> int:
+    from knowledge.mcp_server import serve_mcp
+
+    scope = _scope(args)
+    with closing(_open_reader(args)) as backend:
+        serve_mcp(
+            backend,
+            scope,
+            cross_context=args.cross_context,
+            mode=SearchMode.parse(args.mode) if args.mode else None,
+            transport=args.transport,
+            host=args.host,
+            port=args.port,
+        )
     return EXIT_OK
 
 
@@ -215,6 +286,20 @@ def _store_options() -> argparse.ArgumentParser:
     return common
 
 
+def _api_options() -> argparse.ArgumentParser:
+    remote = argparse.ArgumentParser(add_help=False)
+    group = remote.add_argument_group("deployed API (instead of a local store)")
+    group.add_argument(
+        "--api-url", metavar="URL", help="base URL of a deployed stack or of another kb serve"
+    )
+    group.add_argument(
+        "--auth",
+        choices=["sigv4", "bearer", "none"],
+        help="sigv4 (AWS credentials; default for https), bearer (KB_API_TOKEN), none",
+    )
+    return remote
+
+
 def _scope_options() -> argparse.ArgumentParser:
     scoped = argparse.ArgumentParser(add_help=False)
     scoped.add_argument("--agent", required=True, help="agent name (scope segment)")
@@ -238,7 +323,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="kb", description="Scoped knowledge search for AI agents, locally."
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    store, scoped = _store_options(), _scope_options()
+    store, scoped, remote = _store_options(), _scope_options(), _api_options()
 
     index = commands.add_parser(
         "index", parents=[store, scoped], help="index a folder into one scope"
@@ -256,7 +341,7 @@ def build_parser() -> argparse.ArgumentParser:
     index.add_argument("--json", action="store_true", help="print the result as JSON")
     index.set_defaults(handler=_cmd_index)
 
-    search = commands.add_parser("search", parents=[store, scoped], help="search one scope")
+    search = commands.add_parser("search", parents=[store, scoped, remote], help="search one scope")
     search.add_argument("query", help="what to search for")
     search.add_argument(
         "--mode",
@@ -279,9 +364,35 @@ def build_parser() -> argparse.ArgumentParser:
     search.add_argument("--json", action="store_true", help="print the API response as JSON")
     search.set_defaults(handler=_cmd_search)
 
-    status = commands.add_parser("status", parents=[store, scoped], help="index status of a scope")
+    status = commands.add_parser(
+        "status", parents=[store, scoped, remote], help="index status of a scope"
+    )
     status.add_argument("--json", action="store_true", help="print the status as JSON")
     status.set_defaults(handler=_cmd_status)
+
+    reindex = commands.add_parser(
+        "reindex", parents=[store, scoped, remote], help="ask a server to re-index a scope"
+    )
+    reindex.add_argument("--json", action="store_true", help="print the answer as JSON")
+    reindex.set_defaults(handler=_cmd_reindex)
+
+    mcp = commands.add_parser(
+        "mcp",
+        parents=[store, scoped, remote],
+        help="serve the knowledge_search tool to MCP clients (scope fixed at start)",
+    )
+    mcp.add_argument(
+        "--cross-context", action="store_true", help="search every context of the agent"
+    )
+    mcp.add_argument(
+        "--mode", choices=[m.value for m in SearchMode], help="search mode (default: the store's)"
+    )
+    mcp.add_argument(
+        "--transport", choices=["stdio", "http"], default="stdio", help="default stdio"
+    )
+    mcp.add_argument("--host", default="127.0.0.1", help="http transport: default 127.0.0.1")
+    mcp.add_argument("--port", type=int, default=8765, help="http transport: default 8765")
+    mcp.set_defaults(handler=_cmd_mcp)
 
     serve = commands.add_parser(
         "serve", parents=[store], help="watch a bucket-like folder and serve the HTTP API"
@@ -377,3 +488,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             EXIT_FAILED,
         )
     return code
+
+
+if __name__ == "__main__":  # `python -m knowledge.cli ...`, as MCP client configs may run it
+    sys.exit(main())

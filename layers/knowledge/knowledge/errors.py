@@ -6,6 +6,7 @@
     ├── ValidationError                 bad input; names the field (HTTP 400)
     │   ├── InvalidScopeError           agent/context segment not a valid scope name
     │   └── UnsupportedModeError        the store cannot answer this search mode
+    ├── AccessDeniedError               caller not allowed this agent or operation (403)
     ├── NotFoundError                   a route, scope or document that does not exist (404)
     ├── ConfigurationError              the product is set up wrongly (missing key, bad URL)
     │   └── EmbeddingMismatchError      provider/dimension differs from the existing index
@@ -20,6 +21,7 @@ Callers (HTTP API, tool, CLI) map these in one place; nothing else reaches a use
 from __future__ import annotations
 
 __all__ = [
+    "AccessDeniedError",
     "ConfigurationError",
     "EmbeddingError",
     "EmbeddingMismatchError",
@@ -86,3 +88,16 @@ class StoreError(KnowledgeError):
 
 class StoreUnavailableError(StoreError):
     """The index backend cannot be reached."""
+
+
+class AccessDeniedError(KnowledgeError):
+    """The caller is authenticated but not allowed this agent or operation (HTTP 403).
+
+    ``field`` names what was refused (``agent``, ``operation``); ``message`` says why
+    without echoing the caller's grants.
+    """
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+        self.message = message

@@ -16,6 +16,9 @@ variable                        meaning                                         
 ``MAX_DOCUMENTS``               most documents one reindex request queues           1000
 ==============================  ==================================================  ===========
 
+Who may call which agent (``API_AUTH``, ``JWT_AGENTS_CLAIM``, ``JWT_REINDEX_SCOPE``) is
+read by ``knowledge.access.AccessPolicy.from_env``.
+
 The OpenAI key is never an environment variable: the function gets the secret's ARN,
 and the key is read from Secrets Manager when the first embedding is needed
 (``knowledge.secrets``). Building the settings, the embedder or the store does no I/O

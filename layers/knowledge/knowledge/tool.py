@@ -20,7 +20,7 @@ import logging
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from knowledge.errors import KnowledgeError, ValidationError
 from knowledge.model import (
@@ -31,12 +31,12 @@ from knowledge.model import (
     SearchResult,
 )
 from knowledge.scope import KnowledgeScope
-from knowledge.store import KnowledgeStore
 
 __all__ = [
     "TOOL_DESCRIPTION",
     "TOOL_NAME",
     "KnowledgeSearchTool",
+    "SearchBackend",
     "ToolContext",
     "ToolResult",
     "format_search_results",
@@ -57,16 +57,26 @@ NO_SCOPE_MESSAGE = "No knowledge scope configured for this agent"
 _PROPERTIES = ("query", "max_results", "file_pattern")
 
 
+class SearchBackend(Protocol):
+    """What the tool searches: any ``KnowledgeStore``, or a ``KnowledgeClient`` of a deployed
+    API (``knowledge.client``)."""
+
+    def search(self, scope: KnowledgeScope, query: SearchQuery) -> list[SearchResult]: ...
+
+
 @dataclass(frozen=True, slots=True)
 class ToolContext:
     """What the runtime injects: the store and the scope travel together (seed 8.2).
 
-    ``mode`` is the search mode for this agent (``None``: the store's default).
+    ``mode`` is the search mode for this agent (``None``: the store's default);
+    ``cross_context`` searches every context of the scope's agent (never another agent).
+    Both are the runtime's choice, never the model's.
     """
 
-    store: KnowledgeStore | None = None
+    store: SearchBackend | None = None
     scope: KnowledgeScope | None = None
     mode: SearchMode | None = None
+    cross_context: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,7 +134,9 @@ def _max_results(value: object) -> int:
     return value
 
 
-def _query_from_arguments(arguments: object, mode: SearchMode | None) -> SearchQuery:
+def _query_from_arguments(
+    arguments: object, mode: SearchMode | None, cross_context: bool = False
+) -> SearchQuery:
     if not isinstance(arguments, Mapping):
         raise ValidationError("arguments", "must be an object")
     unknown = sorted(str(k) for k in arguments if k not in _PROPERTIES)
@@ -144,6 +156,7 @@ def _query_from_arguments(arguments: object, mode: SearchMode | None) -> SearchQ
         mode=mode,
         max_results=DEFAULT_MAX_RESULTS if raw_max is None else _max_results(raw_max),
         file_patterns=() if pattern is None else (pattern,),
+        cross_context=cross_context,
     )
 
 
@@ -182,7 +195,7 @@ class KnowledgeSearchTool:
         if context.scope is None:
             return ToolResult.error(NO_SCOPE_MESSAGE)
         try:
-            query = _query_from_arguments(arguments, context.mode)
+            query = _query_from_arguments(arguments, context.mode, context.cross_context)
         except ValidationError as exc:
             return ToolResult.error(f"Invalid parameter: {exc}")
         try:

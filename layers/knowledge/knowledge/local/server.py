@@ -30,6 +30,7 @@ import socket
 import sys
 import threading
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import replace
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -44,6 +45,7 @@ from knowledge.errors import (
     NotFoundError,
     ValidationError,
 )
+from knowledge.local.playground import Asset, playground_asset
 from knowledge.local.progress import IndexingProgress, ProgressBar
 from knowledge.local.watcher import BucketWatcher, IndexingStopped
 from knowledge.model import (
@@ -85,9 +87,16 @@ class _ApiHttpServer(ThreadingHTTPServer):
     daemon_threads = True
     request_queue_size = LISTEN_BACKLOG
 
-    def __init__(self, address: tuple[str, int], api: KnowledgeApi, body_timeout: float) -> None:
+    def __init__(
+        self,
+        address: tuple[str, int],
+        api: KnowledgeApi,
+        body_timeout: float = 5.0,
+        scopes: Callable[[], Iterable[KnowledgeScope]] = tuple,
+    ) -> None:
         self.api = api
         self.body_timeout = body_timeout
+        self.scopes = scopes
         if ":" in address[0]:
             self.address_family = socket.AF_INET6
         super().__init__(address, _ApiRequestHandler)
@@ -105,6 +114,10 @@ class _ApiRequestHandler(BaseHTTPRequestHandler):
     disable_nagle_algorithm = True  # TCP_NODELAY: no ~40 ms stall per keep-alive response
 
     def do_GET(self) -> None:
+        asset = playground_asset(self.path, self.server.scopes)
+        if asset is not None:
+            self._send_asset(asset)
+            return
         self._handle()
 
     def do_POST(self) -> None:
@@ -241,6 +254,20 @@ class _ApiRequestHandler(BaseHTTPRequestHandler):
         self.end_headers()
         if getattr(self, "command", None) != "HEAD":
             self.wfile.write(payload)
+
+    def _send_asset(self, asset: Asset) -> None:
+        self.send_response(HTTPStatus.OK)
+        self.send_header("Content-Type", asset.content_type)
+        self.send_header("Content-Length", str(len(asset.body)))
+        self.send_header("Cache-Control", "no-store")
+        # The page runs only its own script and talks only to this server.
+        self.send_header(
+            "Content-Security-Policy",
+            "default-src 'self'; script-src 'self'; style-src 'self'; frame-ancestors 'none'",
+        )
+        self.send_header("X-Content-Type-Options", "nosniff")
+        self.end_headers()
+        self.wfile.write(asset.body)
 
     def log_message(self, format: str, *args: Any) -> None:
         # One line per request is logged by _handle; this only carries protocol errors.
@@ -386,6 +413,10 @@ class LocalServer:
         """Wait for the start-up index; ``False`` if ``timeout`` passed first."""
         return self._ready.wait(timeout)
 
+    def scopes(self) -> list[KnowledgeScope]:
+        """The valid scopes under the root (what the playground page offers)."""
+        return list(self._source.iter_scopes())
+
     def scopes_to_sync(self) -> list[KnowledgeScope]:
         """The folder's scopes, the store's scopes (an orphan is emptied), and scope
         folders that are links (indexed empty, so their status says why), sorted."""
@@ -409,7 +440,9 @@ class LocalServer:
             if self._http is not None:
                 raise RuntimeError("the server is already started")
             try:
-                self._http = _ApiHttpServer((self._host, self._port), self.api, self._body_timeout)
+                self._http = _ApiHttpServer(
+                    (self._host, self._port), self.api, self._body_timeout, self.scopes
+                )
             except OSError as exc:
                 raise ConfigurationError(
                     f"cannot listen on {self._host}:{self._port}: {exc.strerror or str(exc)}"

@@ -26,6 +26,8 @@ Environment (``OpenSearchConfig.from_env``):
 ``OPENSEARCH_VECTOR_ENGINE``       ``lucene`` | ``faiss`` (default ``lucene``; ``faiss`` on aoss)
 ``OPENSEARCH_TIMEOUT``             seconds per request (default 10)
 ``OPENSEARCH_MAX_RETRIES``         retries on 429/5xx/connection errors (default 3)
+``OPENSEARCH_REPLICAS``            ``number_of_replicas`` of a new index (template: follows
+                                   the domain shape; default: the cluster's)
 ``OPENSEARCH_MSEARCH``             ``true`` (default) sends hybrid's two searches in one
                                    ``_msearch``; ``false`` sends them one after the other
 =================================  =====================================================
@@ -300,6 +302,7 @@ class OpenSearchConfig:
             "timeout": ("OPENSEARCH_TIMEOUT", float),
             "vector_dimensions": ("OPENSEARCH_VECTOR_DIMENSIONS", int),
             "max_retries": ("OPENSEARCH_MAX_RETRIES", int),
+            "number_of_replicas": ("OPENSEARCH_REPLICAS", int),
         }
         for key, (var, kind) in number_settings.items():
             value = get(var)

@@ -1,0 +1,177 @@
+// The kb serve playground: plain JS, no build step, no third-party code.
+// It only calls the HTTP API (and /playground/scopes, which lists the server's scopes).
+"use strict";
+
+const $ = (id) => document.getElementById(id);
+
+function el(tag, attrs, ...children) {
+  const node = document.createElement(tag);
+  for (const [name, value] of Object.entries(attrs || {})) {
+    if (name === "class") node.className = value;
+    else node.setAttribute(name, value);
+  }
+  for (const child of children) {
+    if (child !== null && child !== undefined) node.append(child);
+  }
+  return node;
+}
+
+function setMessage(text, isError) {
+  const message = $("message");
+  message.textContent = text;
+  message.className = isError ? "error" : "";
+}
+
+async function getJson(url, options) {
+  const response = await fetch(url, options);
+  let body = null;
+  try {
+    body = await response.json();
+  } catch (_) {
+    body = { error: `HTTP ${response.status}` };
+  }
+  if (!response.ok) {
+    const field = body && body.field ? ` (${body.field})` : "";
+    throw new Error(`${(body && body.error) || "HTTP " + response.status}${field}`);
+  }
+  return body;
+}
+
+function selectedScope() {
+  const [agent, context] = $("scope").value.split("/");
+  return { agent, context };
+}
+
+function selectedMode() {
+  const checked = document.querySelector("input[name=mode]:checked");
+  return checked ? checked.value : "hybrid";
+}
+
+// Where in the document a chunk came from: heading path, page(s), slide, sheet and rows.
+function citation(metadata) {
+  const parts = [];
+  const heading = metadata.heading_path;
+  if (Array.isArray(heading) && heading.length) parts.push(heading.join(" › "));
+  else if (typeof heading === "string" && heading) parts.push(heading);
+  if (metadata.page !== undefined && metadata.page !== null) {
+    const end = metadata.page_end;
+    parts.push(end !== undefined && end !== null && end !== metadata.page
+      ? `pp. ${metadata.page}-${end}` : `p. ${metadata.page}`);
+  }
+  if (metadata.slide !== undefined && metadata.slide !== null) parts.push(`slide ${metadata.slide}`);
+  if (metadata.sheet) {
+    const rows = metadata.row_start !== undefined && metadata.row_start !== null
+      ? ` rows ${metadata.row_start}-${metadata.row_end}` : "";
+    parts.push(`sheet ${metadata.sheet}${rows}`);
+  }
+  return parts.join(" · ");
+}
+
+function bar(kind, label, value) {
+  const known = typeof value === "number";
+  const width = known ? Math.max(0, Math.min(1, value)) * 100 : 0;
+  const fill = el("span", {});
+  fill.style.width = `${width.toFixed(1)}%`; // CSSOM, which the page's CSP allows
+  return [
+    el("span", { class: "label" }, label),
+    el("div", { class: `bar ${kind}`, "data-kind": kind, "data-value": known ? value : "" }, fill),
+    el("span", { class: known ? "value" : "value na" }, known ? value.toFixed(2) : "n/a"),
+  ];
+}
+
+function renderResults(body) {
+  const list = $("results");
+  list.replaceChildren();
+  const heading = $("results-heading");
+  heading.hidden = false;
+  const count = body.results.length;
+  heading.textContent = count
+    ? `${count} result${count === 1 ? "" : "s"} · ${body.mode} · ${body.took_ms} ms`
+    : `No relevant documents found for: ${body.query}`;
+  body.results.forEach((result, i) => {
+    const where = citation(result.metadata || {});
+    list.append(el("li", { class: "result", "data-path": result.document_path },
+      el("div", { class: "cite" },
+        `[${i + 1}] ${result.document_path}`,
+        where ? el("span", { class: "where" }, where) : null,
+        el("span", { class: "where" }, `chunk ${result.chunk_index}`)),
+      el("div", { class: "bars" },
+        ...bar("score", "score", result.score),
+        ...bar("keyword", "keyword", result.keyword_score),
+        ...bar("vector", "vector", result.vector_score)),
+      el("pre", {}, result.content)));
+  });
+}
+
+function renderStatus(status) {
+  const rows = [
+    ["state", status.state],
+    ["documents", status.document_count],
+    ["chunks", status.chunk_count],
+    ["last indexed", status.last_indexed_at || "never"],
+  ];
+  if (status.message) rows.push(["message", status.message]);
+  $("status").replaceChildren(...rows.flatMap(([k, v]) => [el("dt", {}, k), el("dd", {}, String(v))]));
+  const problems = status.problems || [];
+  $("problems-heading").hidden = problems.length === 0;
+  $("problems").replaceChildren(...problems.map((p) =>
+    el("li", {}, el("code", {}, p.document_path), " ", el("span", { class: "reason" }, p.reason))));
+}
+
+async function loadStatus() {
+  const { agent, context } = selectedScope();
+  if (!agent) return;
+  try {
+    renderStatus(await getJson(`/v1/agents/${agent}/contexts/${context}/status`));
+  } catch (error) {
+    $("status").replaceChildren(el("dt", {}, "error"), el("dd", {}, error.message));
+  }
+}
+
+async function search(event) {
+  if (event) event.preventDefault();
+  const query = $("query").value.trim();
+  if (!query) {
+    setMessage("Type a query first.", true);
+    return;
+  }
+  const { agent, context } = selectedScope();
+  const cross = $("cross-context").checked;
+  const url = cross ? `/v1/agents/${agent}/search`
+    : `/v1/agents/${agent}/contexts/${context}/search`;
+  const request = { query, mode: selectedMode(), max_results: Number($("max-results").value) || 5 };
+  setMessage("Searching…", false);
+  try {
+    const body = await getJson(url, {
+      method: "POST",
+      headers: { "Content-Type": "application/json" },
+      body: JSON.stringify(request),
+    });
+    setMessage("", false);
+    renderResults(body);
+  } catch (error) {
+    setMessage(error.message, true);
+    $("results").replaceChildren();
+    $("results-heading").hidden = true;
+  }
+}
+
+async function loadScopes() {
+  try {
+    const body = await getJson("/playground/scopes");
+    const select = $("scope");
+    select.replaceChildren(...body.scopes.map((s) =>
+      el("option", { value: `${s.agent}/${s.context}` }, `${s.agent} / ${s.context}`)));
+    if (!body.scopes.length) setMessage("This server has no scopes yet: add files under ROOT/<agent>/<context>/.", true);
+    await loadStatus();
+  } catch (error) {
+    setMessage(`Cannot list scopes: ${error.message}`, true);
+  }
+}
+
+$("search-form").addEventListener("submit", search);
+$("scope").addEventListener("change", () => { loadStatus(); if ($("query").value.trim()) search(); });
+for (const radio of document.querySelectorAll("input[name=mode]")) {
+  radio.addEventListener("change", () => { if ($("query").value.trim()) search(); });
+}
+loadScopes();

@@ -1,0 +1,382 @@
+"""``KnowledgeClient`` over real HTTP: the local server, a SigV4-verifying server, retries.
+
+The SigV4 server recomputes the signature from the bytes that arrived on the wire with
+botocore's own signer and the secret key only it and the test know; it does not look at
+what the client meant to send.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from contextlib import closing
+from datetime import UTC, datetime, timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+from botocore.auth import SigV4Auth as BotocoreSigV4
+from botocore.awsrequest import AWSRequest
+from botocore.credentials import Credentials, RefreshableCredentials
+
+from knowledge.client import (
+    AccessDeniedError,
+    ApiError,
+    BearerAuth,
+    KnowledgeClient,
+    ServiceUnavailableError,
+    SigV4Auth,
+)
+from knowledge.config import open_store
+from knowledge.errors import NotFoundError, StoreUnavailableError, ValidationError
+from knowledge.local.server import LocalServer
+from knowledge.model import IndexState, SearchMode, SearchQuery
+from knowledge.scope import KnowledgeScope
+
+pytestmark = pytest.mark.integration
+
+ACCESS_KEY = "AKIDEXAMPLE"
+SECRET_KEY = "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY"
+REGION = "eu-west-1"
+
+RUNBOOK = "# Rolling back\n\n## Helm\n\nRun helm rollback checkout-api to the previous revision.\n"
+
+
+# --- the local server ------------------------------------------------------------------
+
+
+@pytest.fixture
+def local(tmp_path: Path) -> Iterator[LocalServer]:
+    root = tmp_path / "bucket"
+    (root / "ops-bot" / "runbooks").mkdir(parents=True)
+    (root / "ops-bot" / "runbooks" / "rollback.md").write_text(RUNBOOK, "utf-8")
+    (root / "ops-bot" / "notes").mkdir(parents=True)
+    (root / "ops-bot" / "notes" / "helm.md").write_text("# Helm notes\n\nhelm charts\n", "utf-8")
+    (root / "other-bot" / "secret").mkdir(parents=True)
+    (root / "other-bot" / "secret" / "s.md").write_text("# helm secret\n\nhelm\n", "utf-8")
+    with closing(
+        open_store(db_path=tmp_path / "k.db", embedder_name="hashing", environ={})
+    ) as store:
+        server = LocalServer(root, store, host="127.0.0.1", port=0, poll_interval=0.1)
+        server.start()
+        try:
+            yield server
+        finally:
+            server.stop()
+
+
+def test_search_status_and_reindex_against_the_local_server(local: LocalServer) -> None:
+    client = KnowledgeClient(local.url)
+    scope = KnowledgeScope("ops-bot", "runbooks")
+
+    response = client.search_response(scope, SearchQuery("helm rollback", max_results=3))
+    assert response.mode is SearchMode.KEYWORD
+    assert [r.document_path for r in response.results] == ["rollback.md"]
+    assert 0.0 < response.results[0].score <= 1.0
+    assert response.results[0].metadata["source_key"] == "ops-bot/runbooks/rollback.md"
+
+    status = client.status(scope)
+    assert (status.document_count, status.state) == (1, IndexState.READY)
+
+    reindexed = client.reindex(scope)
+    assert reindexed["indexed_documents"] == 1
+    assert client.health()["status"] == "ok"
+
+
+def test_cross_context_search_stays_inside_the_agent(local: LocalServer) -> None:
+    client = KnowledgeClient(local.url)
+    results = client.search(
+        KnowledgeScope("ops-bot", "runbooks"), SearchQuery("helm", cross_context=True)
+    )
+    assert sorted(r.document_path for r in results) == ["helm.md", "rollback.md"]
+
+
+def test_server_errors_become_clear_exceptions(local: LocalServer) -> None:
+    client = KnowledgeClient(local.url)
+    scope = KnowledgeScope("ops-bot", "runbooks")
+    path = f"/v1/agents/{scope.agent}/contexts/{scope.context}/search"
+    with pytest.raises(ValidationError) as bad:
+        client._call("POST", path, {"query": "helm", "max_results": 0})
+    assert bad.value.field == "max_results"
+    with pytest.raises(NotFoundError):
+        client._call("GET", "/v1/nothing-here")
+
+
+def test_an_unreachable_api_is_unavailable_after_retries() -> None:
+    with closing(__import__("socket").socket()) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]  # bound, never listening: connections are refused
+        client = KnowledgeClient(f"http://127.0.0.1:{port}", retries=1, backoff=0.01)
+        with pytest.raises(StoreUnavailableError, match="did not answer after 2 attempt"):
+            client.status(KnowledgeScope("ops-bot", "runbooks"))
+
+
+def test_bad_base_url_is_refused() -> None:
+    with pytest.raises(ValidationError) as bad:
+        KnowledgeClient("file:///etc/passwd")
+    assert bad.value.field == "base_url"
+
+
+# --- a scripted server: retries, Retry-After, bearer tokens, SigV4 ---------------------
+
+
+class _Scripted(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self) -> None:
+        super().__init__(("127.0.0.1", 0), _ScriptedHandler)
+        self.replies: list[tuple[int, dict[str, Any], dict[str, str]]] = []
+        self.seen: list[dict[str, Any]] = []
+        self.verify_sigv4 = False
+        self.lock = threading.Lock()
+
+    @property
+    def url(self) -> str:
+        host, port = self.server_address[:2]
+        return f"http://{host!s}:{port}"
+
+
+def _verify_sigv4(method: str, url: str, headers: dict[str, str], body: bytes) -> str | None:
+    """Recompute the signature with botocore from what arrived; ``None`` when it matches."""
+    auth = headers.get("Authorization", "")
+    if not auth.startswith("AWS4-HMAC-SHA256 "):
+        return "not SigV4"
+    parts = auth[len("AWS4-HMAC-SHA256 ") :].split(",")
+    fields = dict(part.strip().split("=", 1) for part in parts)
+    access_key, date, region, service, _ = fields["Credential"].split("/")
+    signed = fields["SignedHeaders"].split(";")
+    if access_key != ACCESS_KEY or service != "execute-api" or region != REGION:
+        return f"wrong credential scope {fields['Credential']}"
+    lowered = {k.lower(): v for k, v in headers.items()}
+    request = AWSRequest(
+        method=method, url=url, data=body, headers={h: lowered[h] for h in signed if h != "host"}
+    )
+    request.context["timestamp"] = lowered["x-amz-date"]
+    token = lowered.get("x-amz-security-token")
+    signer = BotocoreSigV4(Credentials(ACCESS_KEY, SECRET_KEY, token), "execute-api", region)
+    canonical = signer.canonical_request(request)
+    expected = signer.signature(signer.string_to_sign(request, canonical), request)
+    if expected != fields["Signature"]:
+        return "signature does not match"
+    if not lowered["x-amz-date"].startswith(date):
+        return "date mismatch"
+    return None
+
+
+class _ScriptedHandler(BaseHTTPRequestHandler):
+    server: _Scripted
+
+    def _reply(self) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        body = self.rfile.read(length) if length else b""
+        headers = dict(self.headers.items())
+        with self.server.lock:
+            self.server.seen.append({"method": self.command, "headers": headers, "body": body})
+            if self.server.verify_sigv4:
+                url = f"http://{self.headers['Host']}{self.path}"
+                problem = _verify_sigv4(self.command, url, headers, body)
+                if problem is not None:
+                    reply = (403, {"message": f"Forbidden: {problem}"}, {})
+                else:
+                    reply = self.server.replies.pop(0)
+            else:
+                reply = self.server.replies.pop(0)
+        status, payload, extra = reply
+        data = json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.send_header("apigw-requestid", f"req-{len(self.server.seen)}")
+        for name, value in extra.items():
+            self.send_header(name, value)
+        self.end_headers()
+        self.wfile.write(data)
+
+    do_GET = _reply
+    do_POST = _reply
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def scripted() -> Iterator[_Scripted]:
+    server = _Scripted()
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+STATUS_BODY = {
+    "agent": "ops-bot",
+    "context": "runbooks",
+    "document_count": 2,
+    "chunk_count": 5,
+    "last_indexed_at": "2026-11-30T08:00:00+00:00",
+    "state": "READY",
+    "message": None,
+    "problems": [{"document_path": "scan.pdf", "reason": "encrypted PDF"}],
+}
+
+
+def test_429_and_503_are_retried_with_retry_after(scripted: _Scripted) -> None:
+    scripted.replies = [
+        (429, {"message": "Too Many Requests"}, {"Retry-After": "0.05"}),
+        (503, {"error": "the index backend is unavailable"}, {}),
+        (200, STATUS_BODY, {}),
+    ]
+    client = KnowledgeClient(scripted.url, retries=2, backoff=0.01)
+    status = client.status(KnowledgeScope("ops-bot", "runbooks"))
+    assert status.document_count == 2
+    assert status.problems[0].reason == "encrypted PDF"
+    assert len(scripted.seen) == 3
+
+
+def test_retries_end_in_service_unavailable_with_the_request_id(scripted: _Scripted) -> None:
+    scripted.replies = [(503, {"error": "the index backend is unavailable"}, {})] * 2
+    client = KnowledgeClient(scripted.url, retries=1, backoff=0.01)
+    with pytest.raises(ServiceUnavailableError) as failed:
+        client.status(KnowledgeScope("ops-bot", "runbooks"))
+    assert failed.value.status == 503
+    assert "(request id req-2)" in str(failed.value)
+
+
+def test_other_statuses_are_api_errors_and_not_retried(scripted: _Scripted) -> None:
+    scripted.replies = [(409, {"error": "conflict"}, {})]
+    client = KnowledgeClient(scripted.url, retries=3, backoff=0.01)
+    with pytest.raises(ApiError) as failed:
+        client.reindex(KnowledgeScope("ops-bot", "runbooks"))
+    assert failed.value.status == 409
+    assert len(scripted.seen) == 1
+
+
+def test_bearer_token_is_sent_fresh_each_attempt(scripted: _Scripted) -> None:
+    scripted.replies = [(503, {}, {}), (200, STATUS_BODY, {})]
+    tokens = iter(["t1", "t2"])
+    client = KnowledgeClient(scripted.url, auth=BearerAuth(lambda: next(tokens)), backoff=0.01)
+    client.status(KnowledgeScope("ops-bot", "runbooks"))
+    assert [s["headers"]["Authorization"] for s in scripted.seen] == ["Bearer t1", "Bearer t2"]
+
+
+def test_403_is_access_denied(scripted: _Scripted) -> None:
+    scripted.replies = [(403, {"message": "Forbidden"}, {})]
+    with pytest.raises(AccessDeniedError):
+        KnowledgeClient(scripted.url).status(KnowledgeScope("ops-bot", "runbooks"))
+
+
+class _Session:
+    """A botocore-session stand-in that hands out the given credentials (test input)."""
+
+    def __init__(self, credentials: Any, region: str | None = REGION) -> None:
+        self._credentials = credentials
+        self._region = region
+
+    def get_credentials(self) -> Any:
+        return self._credentials
+
+    def get_config_variable(self, name: str) -> str | None:
+        return self._region if name == "region" else None
+
+
+def test_sigv4_signature_verifies_on_the_wire(scripted: _Scripted) -> None:
+    scripted.verify_sigv4 = True
+    search_body = {"query": "배포 실패", "mode": "keyword", "results": [], "took_ms": 1.0}
+    scripted.replies = [(200, search_body, {}), (200, STATUS_BODY, {})]
+    client = KnowledgeClient(
+        scripted.url, auth=SigV4Auth(session=_Session(Credentials(ACCESS_KEY, SECRET_KEY, "tok")))
+    )
+    scope = KnowledgeScope("ops-bot", "runbooks")
+    assert client.search(scope, SearchQuery("배포 실패", metadata={"team": "sre"})) == []
+    assert client.status(scope).chunk_count == 5
+    assert scripted.seen[0]["headers"]["X-Amz-Security-Token"] == "tok"
+
+
+def test_sigv4_with_a_wrong_secret_is_refused_by_the_verifier(scripted: _Scripted) -> None:
+    scripted.verify_sigv4 = True
+    client = KnowledgeClient(
+        scripted.url, auth=SigV4Auth(session=_Session(Credentials(ACCESS_KEY, "not-the-secret")))
+    )
+    with pytest.raises(AccessDeniedError, match="signature does not match"):
+        client.status(KnowledgeScope("ops-bot", "runbooks"))
+
+
+def test_sigv4_refreshes_expiring_credentials(scripted: _Scripted) -> None:
+    scripted.verify_sigv4 = True
+    scripted.replies = [(200, STATUS_BODY, {})] * 2
+    refreshes: list[int] = []
+
+    def refresh() -> dict[str, str]:
+        refreshes.append(1)
+        # Already inside the refresh window: every use asks for new credentials.
+        expiry = datetime.now(UTC) + timedelta(seconds=30)
+        return {
+            "access_key": ACCESS_KEY,
+            "secret_key": SECRET_KEY,
+            "token": f"session-{len(refreshes)}",
+            "expiry_time": expiry.isoformat(),
+        }
+
+    credentials = RefreshableCredentials.create_from_metadata(
+        refresh(), refresh_using=refresh, method="test"
+    )
+    client = KnowledgeClient(scripted.url, auth=SigV4Auth(session=_Session(credentials)))
+    scope = KnowledgeScope("ops-bot", "runbooks")
+    client.status(scope)
+    client.status(scope)
+    tokens = [s["headers"]["X-Amz-Security-Token"] for s in scripted.seen]
+    assert len(set(tokens)) == 2  # each request signed with the credentials fresh at the time
+
+
+def test_region_is_read_from_an_api_gateway_url() -> None:
+    auth = SigV4Auth(session=_Session(None, region=None))
+    assert auth.region_for("https://abc123.execute-api.ap-northeast-2.amazonaws.com/") == (
+        "ap-northeast-2"
+    )
+    with pytest.raises(ValidationError) as bad:
+        auth.region_for("https://kb.example.com")
+    assert bad.value.field == "region"
+
+
+# --- kb --api-url ---------------------------------------------------------------------
+
+
+def test_kb_search_status_reindex_through_the_api(
+    local: LocalServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from knowledge.cli import main as kb
+
+    scoped = ["--agent", "ops-bot", "--context", "runbooks", "--api-url", local.url]
+    assert kb(["search", "helm rollback", *scoped]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith('Found 1 result for "helm rollback":')
+    assert kb(["status", *scoped, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["document_count"] == 1
+    assert kb(["reindex", *scoped, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["indexed_documents"] == 1
+
+
+def test_kb_reindex_without_an_api_url_says_what_to_do(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from knowledge.cli import main as kb
+
+    assert kb(["reindex", "--agent", "ops-bot", "--context", "runbooks"]) == 2
+    assert "give --api-url" in capsys.readouterr().err
+
+
+def test_kb_against_an_unreachable_api_is_one_line_exit_1(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from knowledge.cli import main as kb
+
+    argv = ["status", "--agent", "a", "--context", "c", "--api-url", "http://127.0.0.1:9"]
+    assert kb(argv) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("kb: error: GET /v1/agents/a/contexts/c/status: the API did not answer")
+    assert "Traceback" not in err

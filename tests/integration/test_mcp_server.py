@@ -1,0 +1,159 @@
+"""``kb mcp`` in a real subprocess, driven by the MCP SDK's own client over stdio."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from mcp import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
+
+from knowledge.cli import main as kb
+
+pytestmark = pytest.mark.integration
+
+RUNBOOK = "# Rolling back\n\n## Helm\n\nRun helm rollback checkout-api to the previous revision.\n"
+OTHER_CONTEXT = "# Helm notes\n\nhelm charts live in the deploy repo\n"
+SECRET = "# Payroll\n\nhelm salaries are secret to another agent\n"
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Path:
+    """An embedded store with two contexts of ops-bot and one of another agent."""
+    path = tmp_path / "k.db"
+    for agent, context, name, text in (
+        ("ops-bot", "runbooks", "rollback.md", RUNBOOK),
+        ("ops-bot", "notes", "helm.md", OTHER_CONTEXT),
+        ("hr-bot", "payroll", "salaries.md", SECRET),
+    ):
+        folder = tmp_path / agent / context
+        folder.mkdir(parents=True)
+        (folder / name).write_text(text, "utf-8")
+        argv = ["index", str(folder), "--agent", agent, "--context", context, "--db", str(path)]
+        assert kb([*argv, "--embedder", "hashing"]) == 0
+    return path
+
+
+def run_session(db: Path, extra: list[str], body: Callable[[ClientSession], Awaitable[Any]]) -> Any:
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "knowledge.cli", "mcp", "--db", str(db), "--embedder", "hashing", *extra],
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+
+    async def go() -> Any:
+        with anyio.fail_after(60):
+            async with (
+                stdio_client(params) as (read, write),
+                ClientSession(read, write) as session,
+            ):
+                await session.initialize()
+                return await body(session)
+
+    return anyio.run(go)
+
+
+def text_of(result: Any) -> str:
+    return "\n".join(block.text for block in result.content)
+
+
+def test_tools_are_listed_with_the_seed_schema(db: Path) -> None:
+    async def body(session: ClientSession) -> Any:
+        return await session.list_tools()
+
+    listed = run_session(db, ["--agent", "ops-bot", "--context", "runbooks"], body)
+    tools = {tool.name: tool for tool in listed.tools}
+    assert set(tools) == {"knowledge_search", "knowledge_status"}
+    schema = tools["knowledge_search"].input_schema
+    assert set(schema["properties"]) == {"query", "max_results", "file_pattern"}
+    assert schema["required"] == ["query"]
+    assert tools["knowledge_status"].input_schema.get("properties", {}) == {}
+
+
+def test_search_hits_no_hits_bad_arguments_and_status(db: Path) -> None:
+    async def body(session: ClientSession) -> dict[str, Any]:
+        return {
+            "hit": await session.call_tool("knowledge_search", {"query": "helm rollback"}),
+            "none": await session.call_tool("knowledge_search", {"query": "kubernetes quota"}),
+            "blank": await session.call_tool("knowledge_search", {"query": "   "}),
+            "too_many": await session.call_tool(
+                "knowledge_search", {"query": "helm", "max_results": 1000}
+            ),
+            "status": await session.call_tool("knowledge_status", {}),
+            "after": await session.call_tool("knowledge_search", {"query": "helm"}),
+        }
+
+    out = run_session(db, ["--agent", "ops-bot", "--context", "runbooks"], body)
+    assert not out["hit"].is_error
+    hit = text_of(out["hit"])
+    assert hit.startswith('Found 1 result for "helm rollback":')
+    assert "[1] rollback.md (score: 1.00, chunk: " in hit
+    assert not out["none"].is_error
+    assert text_of(out["none"]) == "No relevant documents found for: kubernetes quota"
+    assert out["blank"].is_error
+    assert "query" in text_of(out["blank"])
+    assert out["too_many"].is_error
+    assert "max_results" in text_of(out["too_many"])
+    status = text_of(out["status"])
+    assert status.startswith("Knowledge scope ops-bot/runbooks: READY")
+    assert "documents: 1, chunks: 2" in status
+    assert not out["after"].is_error  # the server survived the bad calls
+
+
+def test_no_argument_can_choose_or_widen_the_scope(db: Path) -> None:
+    attempts: list[dict[str, Any]] = [
+        {"query": "helm", "agent": "hr-bot"},
+        {"query": "helm", "context": "payroll"},
+        {"query": "helm", "cross_context": True},
+        {"query": "helm", "scope": {"agent": "hr-bot", "context": "payroll"}},
+        {"query": "helm", "file_pattern": "../../hr-bot/payroll/*"},
+        {"query": "helm", "file_pattern": "*"},
+    ]
+
+    async def body(session: ClientSession) -> list[Any]:
+        return [await session.call_tool("knowledge_search", a) for a in attempts]
+
+    results = run_session(db, ["--agent", "ops-bot", "--context", "runbooks"], body)
+    for attempt, result in zip(attempts, results, strict=True):
+        text = text_of(result)
+        assert "salaries" not in text, (attempt, text)
+        assert "helm.md" not in text, (attempt, text)
+        if set(attempt) - {"query", "file_pattern"}:
+            assert result.is_error, attempt  # unknown arguments are refused, not ignored
+
+
+def test_cross_context_is_fixed_at_start_and_never_leaves_the_agent(db: Path) -> None:
+    async def body(session: ClientSession) -> Any:
+        return await session.call_tool("knowledge_search", {"query": "helm", "max_results": 10})
+
+    result = run_session(
+        db, ["--agent", "ops-bot", "--context", "runbooks", "--cross-context"], body
+    )
+    text = text_of(result)
+    assert "rollback.md" in text
+    assert "helm.md" in text
+    assert "salaries" not in text
+
+
+def test_backend_failure_is_a_tool_error_not_a_crash(db: Path, tmp_path: Path) -> None:
+    async def body(session: ClientSession) -> list[Any]:
+        return [
+            await session.call_tool("knowledge_search", {"query": "helm"}),
+            await session.call_tool("knowledge_status", {}),
+        ]
+
+    # a deployed API that is not there: every call fails, the server keeps answering
+    search, status = run_session(
+        db,
+        ["--agent", "ops-bot", "--context", "runbooks", "--api-url", "http://127.0.0.1:9"],
+        body,
+    )
+    assert search.is_error
+    assert text_of(search).startswith("Failed to search knowledge:")
+    assert status.is_error
+    assert text_of(status).startswith("Failed to read the knowledge status:")

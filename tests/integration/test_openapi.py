@@ -1,0 +1,187 @@
+"""``docs/openapi.yaml`` is valid and says exactly what the code serves.
+
+- the document is a valid OpenAPI 3.1 description (openapi-spec-validator);
+- its (method, path) pairs equal the routes of ``knowledge.api`` and the HTTP API events
+  of ``template.yaml``, in both directions;
+- real answers of ``kb serve`` (success and error) validate against its schemas.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from contextlib import closing
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+import yaml
+from openapi_spec_validator import validate
+
+from knowledge import api
+from knowledge.config import open_store
+from knowledge.local.server import LocalServer
+
+pytestmark = pytest.mark.integration
+
+REPO = Path(__file__).resolve().parents[2]
+SPEC_PATH = REPO / "docs" / "openapi.yaml"
+HTTP_METHODS = {"get", "post", "put", "delete", "patch", "head", "options", "trace"}
+
+
+@pytest.fixture(scope="module")
+def spec() -> dict[str, Any]:
+    loaded: dict[str, Any] = yaml.safe_load(SPEC_PATH.read_text("utf-8"))
+    return loaded
+
+
+def spec_routes(spec: dict[str, Any]) -> set[tuple[str, str]]:
+    return {
+        (method.upper(), path)
+        for path, item in spec["paths"].items()
+        for method in item
+        if method in HTTP_METHODS
+    }
+
+
+def test_the_document_is_valid_openapi(spec: dict[str, Any]) -> None:
+    validate(spec)
+    assert spec["openapi"].startswith("3.1")
+
+
+def test_every_served_route_is_described_and_vice_versa(spec: dict[str, Any]) -> None:
+    served = {
+        (route.method, "/" + "/".join(route.pattern))
+        for route in api._ROUTES  # the route table the local server and the Lambda share
+    }
+    assert spec_routes(spec) == served
+
+
+class _CfnLoader(yaml.SafeLoader):
+    """Reads a CloudFormation template: intrinsic tags (!Ref, !Sub, ...) become plain data."""
+
+
+def _tag(loader: yaml.SafeLoader, suffix: str, node: yaml.Node) -> Any:
+    if isinstance(node, yaml.ScalarNode):
+        return {suffix: loader.construct_scalar(node)}
+    if isinstance(node, yaml.SequenceNode):
+        return {suffix: loader.construct_sequence(node)}
+    return {suffix: loader.construct_mapping(node)}
+
+
+_CfnLoader.add_multi_constructor("!", _tag)
+
+
+def test_the_template_routes_are_the_described_routes(spec: dict[str, Any]) -> None:
+    template = yaml.load((REPO / "template.yaml").read_text("utf-8"), Loader=_CfnLoader)
+    deployed = set()
+    for resource in template["Resources"].values():
+        for event in (resource.get("Properties", {}).get("Events") or {}).values():
+            if event.get("Type") == "HttpApi":
+                props = event["Properties"]
+                deployed.add((props["Method"].upper(), props["Path"]))
+    assert deployed == spec_routes(spec)
+
+
+# --- real answers against the schemas -------------------------------------------------
+
+
+def schema_of(spec: dict[str, Any], ref: str) -> dict[str, Any]:
+    """A JSON Schema 2020-12 document for one component, with its ``$ref``s resolvable."""
+    return {"$ref": ref, "components": spec["components"]}
+
+
+def response_schema(spec: dict[str, Any], method: str, path: str, status: int) -> dict[str, Any]:
+    response = spec["paths"][path][method.lower()]["responses"][str(status)]
+    if "$ref" in response:
+        name = response["$ref"].rsplit("/", 1)[-1]
+        response = spec["components"]["responses"][name]
+    inner = response["content"]["application/json"]["schema"]
+    return {**inner, "components": spec["components"]}
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalServer]:
+    tmp = tmp_path_factory.mktemp("openapi")
+    root = tmp / "bucket"
+    (root / "ops-bot" / "runbooks").mkdir(parents=True)
+    (root / "ops-bot" / "runbooks" / "rollback.md").write_text(
+        "# Rollback\n\n## Helm\n\nhelm rollback checkout-api\n", "utf-8"
+    )
+    (root / "ops-bot" / "runbooks" / "blob.md").write_bytes(b"\x00\x01\x02binary")
+    with closing(open_store(db_path=tmp / "k.db", embedder_name="hashing", environ={})) as store:
+        local = LocalServer(root, store, host="127.0.0.1", port=0, poll_interval=0.2)
+        local.start()
+        try:
+            yield local
+        finally:
+            local.stop()
+
+
+def call(base: str, method: str, path: str, body: Any = None) -> tuple[int, Any, dict[str, str]]:
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(base + path, data=data, method=method)
+    if data is not None:
+        request.add_header("Content-Type", "application/json")
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return response.status, json.loads(response.read()), dict(response.headers)
+    except urllib.error.HTTPError as error:
+        with error:
+            return error.code, json.loads(error.read()), dict(error.headers)
+
+
+CASES = [
+    ("POST", "/v1/agents/{agent}/contexts/{context}/search", {"query": "helm"}, 200),
+    ("POST", "/v1/agents/{agent}/search", {"query": "helm", "mode": "hybrid"}, 200),
+    ("POST", "/v1/agents/{agent}/contexts/{context}/search", {"query": "x", "max_results": 0}, 400),
+    ("POST", "/v1/agents/{agent}/contexts/{context}/search", {"query": "x", "nope": 1}, 400),
+    ("POST", "/v1/agents/{agent}/search", {"query": "x", "cross_context": False}, 400),
+    ("GET", "/v1/agents/{agent}/contexts/{context}/status", None, 200),
+    ("POST", "/v1/agents/{agent}/contexts/{context}/reindex", None, 200),
+    ("GET", "/v1/health", None, 200),
+]
+
+
+@pytest.mark.parametrize(("method", "template", "body", "status"), CASES)
+def test_real_answers_match_the_described_schemas(
+    spec: dict[str, Any],
+    server: LocalServer,
+    method: str,
+    template: str,
+    body: Any,
+    status: int,
+) -> None:
+    path = template.replace("{agent}", "ops-bot").replace("{context}", "runbooks")
+    got, answer, _ = call(server.url, method, path, body)
+    assert got == status, answer
+    jsonschema.validate(answer, response_schema(spec, method, template, status))
+    if body is not None and status == 200:
+        jsonschema.validate(body, schema_of(spec, "#/components/schemas/SearchRequest"))
+
+
+def test_a_405_is_described_with_its_allow_header(
+    spec: dict[str, Any], server: LocalServer
+) -> None:
+    template = "/v1/agents/{agent}/contexts/{context}/status"
+    got, answer, headers = call(server.url, "POST", "/v1/agents/ops-bot/contexts/runbooks/status")
+    assert got == 405
+    jsonschema.validate(answer, response_schema(spec, "GET", template, 405))
+    assert headers["Allow"] == "GET"
+
+
+def test_the_described_request_schema_refuses_what_the_server_refuses(
+    spec: dict[str, Any],
+) -> None:
+    schema = schema_of(spec, "#/components/schemas/SearchRequest")
+    for bad in ({}, {"query": ""}, {"query": "x", "max_results": 101}, {"query": "x", "x": 1}):
+        with pytest.raises(jsonschema.ValidationError):
+            jsonschema.validate(bad, schema)
+    segment = spec["components"]["schemas"]["ScopeSegment"]["pattern"]
+    assert re.fullmatch(segment, "ops-bot")
+    assert not re.fullmatch(segment, "..")
+    assert not re.fullmatch(segment, "a/b")

@@ -1,0 +1,184 @@
+"""The playground page of ``kb serve`` in a real headless Chromium (Debian's, via Selenium).
+
+Load the page, see the scopes and the status (with a problem), search, see ranked results
+with score bars and citations, switch the mode and see the answer change. Chromium and
+ChromeDriver come from ``tools/browser/install.sh`` (``make test`` runs it); a missing
+browser is a failure, not a skip.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+from contextlib import closing
+
+import pytest
+from selenium import webdriver
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+from selenium.webdriver.remote.webdriver import WebDriver
+from selenium.webdriver.support import expected_conditions
+from selenium.webdriver.support.ui import Select, WebDriverWait
+
+from knowledge.config import open_store
+from knowledge.local.server import LocalServer
+
+pytestmark = pytest.mark.integration
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMEDRIVER = "/usr/bin/chromedriver"
+
+ROLLBACK = """# Rolling back a release
+
+## Helm
+
+Run `helm rollback checkout-api` to return to the previous revision, then watch the pods.
+
+## Argo CD
+
+Disable auto-sync before rolling back, or Argo CD re-applies the broken revision.
+"""
+
+FAILOVER = """# Database failover
+
+## Promote the replica
+
+Promote the standby replica when the primary stops answering health checks.
+"""
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalServer]:
+    tmp = tmp_path_factory.mktemp("playground")
+    root = tmp / "bucket"
+    runbooks = root / "ops-bot" / "runbooks"
+    runbooks.mkdir(parents=True)
+    (runbooks / "rollback.md").write_text(ROLLBACK, "utf-8")
+    (runbooks / "failover.md").write_text(FAILOVER, "utf-8")
+    (runbooks / "broken.md").write_bytes(b"\x00\x01binary, not text\x00")  # a problem
+    (root / "support-bot" / "faq").mkdir(parents=True)
+    (root / "support-bot" / "faq" / "refunds.md").write_text("# Refunds\n\n14 days.\n", "utf-8")
+    with closing(open_store(db_path=tmp / "k.db", embedder_name="hashing", environ={})) as store:
+        local = LocalServer(root, store, host="127.0.0.1", port=0, poll_interval=0.5)
+        local.start()
+        try:
+            yield local
+        finally:
+            local.stop()
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WebDriver]:
+    missing = [p for p in (CHROMIUM, CHROMEDRIVER) if shutil.which(p) is None]
+    assert not missing, f"missing {missing}: run tools/browser/install.sh (make test does)"
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--window-size=1280,900",
+        f"--user-data-dir={tmp_path_factory.mktemp('chromium')}",
+    ):
+        options.add_argument(flag)
+    driver = webdriver.Chrome(options=options, service=Service(executable_path=CHROMEDRIVER))
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+def wait(driver: WebDriver, seconds: float = 15.0) -> WebDriverWait[WebDriver]:
+    return WebDriverWait(driver, seconds)
+
+
+def result_paths(driver: WebDriver) -> list[str]:
+    return [
+        item.get_attribute("data-path") or ""
+        for item in driver.find_elements(By.CSS_SELECTOR, "#results li.result")
+    ]
+
+
+def assert_bars_drawn_to_their_values(driver: WebDriver) -> None:
+    """Every score bar is filled to its value (a bar at 0.43 is 43% full), and not all
+    values are equal, so a page drawing every bar full would fail."""
+    values = set()
+    for bar in driver.find_elements(By.CSS_SELECTOR, "#results .bar"):
+        raw = bar.get_attribute("data-value") or ""
+        filled = bar.find_element(By.TAG_NAME, "span").size["width"]
+        expected = float(raw) if raw else 0.0
+        assert filled / bar.size["width"] == pytest.approx(expected, abs=0.02), raw
+        values.add(round(expected, 2))
+    assert len(values) > 2
+
+
+def test_load_search_see_results_switch_mode(server: LocalServer, browser: WebDriver) -> None:
+    browser.get(server.url + "/")
+    assert browser.title == "knowledge-search playground"
+
+    # scopes come from the server; the first one's status is shown with its problem
+    wait(browser).until(lambda d: len(Select(d.find_element(By.ID, "scope")).options) == 2)
+    options = [o.text for o in Select(browser.find_element(By.ID, "scope")).options]
+    assert options == ["ops-bot / runbooks", "support-bot / faq"]
+    wait(browser).until(
+        expected_conditions.text_to_be_present_in_element((By.ID, "status"), "READY")
+    )
+    # MERGE-TODO: assert the problems list shows broken.md once stores record problems
+
+    # search: ranked results, score bars, citation
+    browser.find_element(By.CSS_SELECTOR, "input[name=mode][value=keyword]").click()
+    box = browser.find_element(By.ID, "query")
+    box.send_keys("helm rollback revision")
+    browser.find_element(By.ID, "search-button").click()
+    wait(browser).until(lambda d: len(result_paths(d)) > 0)
+    assert result_paths(browser)[0] == "rollback.md"
+    heading = browser.find_element(By.ID, "results-heading").text
+    assert "keyword" in heading
+    first = browser.find_elements(By.CSS_SELECTOR, "#results li.result")[0]
+    assert "Rolling back a release" in first.find_element(By.CSS_SELECTOR, ".cite").text
+    score_bar = first.find_element(By.CSS_SELECTOR, ".bar.score")
+    assert float(score_bar.get_attribute("data-value") or "nan") == pytest.approx(1.0)
+    assert_bars_drawn_to_their_values(browser)
+    vector_value = first.find_element(By.CSS_SELECTOR, ".bar.vector").get_attribute("data-value")
+    assert vector_value == ""  # keyword mode: no vector side
+
+    # switch to hybrid: the page searches again and shows both sides
+    browser.find_element(By.CSS_SELECTOR, "input[name=mode][value=hybrid]").click()
+    wait(browser).until(
+        expected_conditions.text_to_be_present_in_element((By.ID, "results-heading"), "hybrid")
+    )
+    first = browser.find_elements(By.CSS_SELECTOR, "#results li.result")[0]
+    assert first.find_element(By.CSS_SELECTOR, ".bar.vector").get_attribute("data-value") != ""
+    assert_bars_drawn_to_their_values(browser)
+
+    # KB_SCREENSHOT=docs/images/playground.png refreshes the picture in the docs.
+    target = os.environ.get("KB_SCREENSHOT")
+    if target:
+        browser.save_screenshot(target)
+
+
+def test_no_hits_and_a_bad_request_are_shown(server: LocalServer, browser: WebDriver) -> None:
+    browser.get(server.url + "/")
+    wait(browser).until(lambda d: len(Select(d.find_element(By.ID, "scope")).options) == 2)
+    box = browser.find_element(By.ID, "query")
+    box.send_keys("zzzzqqqq")
+    browser.find_element(By.CSS_SELECTOR, "input[name=mode][value=keyword]").click()
+    browser.find_element(By.ID, "search-button").click()
+    wait(browser).until(
+        expected_conditions.text_to_be_present_in_element(
+            (By.ID, "results-heading"), "No relevant documents found for: zzzzqqqq"
+        )
+    )
+    count = browser.find_element(By.ID, "max-results")
+    # past the form's own check (max=100), the server's 400 is what the page shows
+    browser.execute_script("arguments[0].removeAttribute('max'); arguments[0].value = '500'", count)
+    browser.find_element(By.ID, "search-button").click()
+    wait(browser).until(
+        expected_conditions.text_to_be_present_in_element((By.ID, "message"), "max_results")
+    )

@@ -1,0 +1,189 @@
+"""The template's OpenSearch policies against what the store really sends (issue 8, item 12).
+
+A recording HTTP proxy on loopback sits in front of the real node. The search function's
+calls (keyword, vector, hybrid search, agent-wide search, status, the reindex listing)
+and the indexer's (create the index, index, overwrite, delete, replace a scope) go
+through it; each request becomes its IAM action and resource ARN, which the evaluated
+template must allow for that role, and the search role must refuse every indexer write.
+When the store starts calling another path, this fails and names it.
+
+Also: ``OPENSEARCH_REPLICAS`` (set by the template from the domain shape) is what the
+node gives the index the store creates (item 14).
+"""
+
+from __future__ import annotations
+
+import threading
+import urllib.error
+import urllib.request
+import uuid
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+from cfn_template import CREATED_DOMAIN_NAME, Stack, allows, load_template
+
+from knowledge.embedding.hashing import HashingEmbedder
+from knowledge.lambda_config import LambdaSettings, build_store
+from knowledge.model import SearchMode, SearchQuery
+from knowledge.scope import KnowledgeScope
+from knowledge.source import SourceDocument
+from knowledge.sources.local import LocalDirectorySource
+
+pytestmark = [pytest.mark.integration, pytest.mark.opensearch]
+
+DOMAIN = f"arn:aws:es:us-east-1:123456789012:domain/{CREATED_DOMAIN_NAME}"
+_ACTIONS = {"GET": "ESHttpGet", "HEAD": "ESHttpHead", "POST": "ESHttpPost", "PUT": "ESHttpPut"}
+
+
+class RecordingProxy:
+    """Forwards every request to the node and records ``(method, path)``."""
+
+    def __init__(self, target: str) -> None:
+        self.target = target.rstrip("/")
+        self.calls: list[tuple[str, str]] = []
+        proxy = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def _forward(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(length) if length else None
+                proxy.calls.append((self.command, self.path.split("?", 1)[0]))
+                headers = {k: v for k, v in self.headers.items() if k.lower() != "host"}
+                request = urllib.request.Request(
+                    proxy.target + self.path, data=body, method=self.command, headers=headers
+                )
+                try:
+                    with urllib.request.urlopen(request, timeout=30) as answer:
+                        status, data, reply = answer.status, answer.read(), answer.headers
+                except urllib.error.HTTPError as error:
+                    status, data, reply = error.code, error.read(), error.headers
+                self.send_response(status)
+                self.send_header("Content-Type", reply.get("Content-Type", "application/json"))
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                if self.command != "HEAD":
+                    self.wfile.write(data)
+
+            do_GET = do_POST = do_PUT = do_DELETE = do_HEAD = _forward
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def take(self) -> list[tuple[str, str]]:
+        calls, self.calls = self.calls, []
+        return calls
+
+
+@pytest.fixture
+def proxy(opensearch_url: str) -> Iterator[RecordingProxy]:
+    recording = RecordingProxy(opensearch_url)
+    recording.thread.start()
+    try:
+        yield recording
+    finally:
+        recording.server.shutdown()
+        recording.server.server_close()
+
+
+def store_env(url: str, index: str, **extra: str) -> dict[str, str]:
+    return {
+        "OPENSEARCH_URL": url,
+        "OPENSEARCH_INDEX": index,
+        "OPENSEARCH_AUTH": "none",
+        "OPENSEARCH_DEFAULT_MODE": "hybrid",
+        **extra,
+    }
+
+
+def document(path: str, text: str) -> SourceDocument:
+    data = text.encode("utf-8")
+    return SourceDocument(path=path, size=len(data), read=lambda: data)
+
+
+def requests_as_iam(calls: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    return [
+        (f"es:{_ACTIONS.get(method, 'ESHttpDelete')}", f"{DOMAIN}/{path.lstrip('/')}")
+        for method, path in calls
+    ]
+
+
+def test_template_policies_allow_exactly_what_each_function_calls(
+    proxy: RecordingProxy, opensearch_url: str, tmp_path: Path
+) -> None:
+    index = f"kb_iam_{uuid.uuid4().hex[:12]}"
+    stack = Stack(load_template(), {"CreateDomain": "true", "IndexName": index})
+    search_policy = stack.statements("SearchFunction")
+    indexer_policy = stack.statements("IndexerFunction")
+    scope = KnowledgeScope("ops-bot", "runbooks")
+    settings = LambdaSettings(embedding_provider="hashing")
+
+    # The indexer: create the index, index, overwrite, delete, replace the scope.
+    indexer = build_store(settings, env=store_env(proxy.url, index), embedder=HashingEmbedder())
+    try:
+        indexer.upsert_document(scope, document("a.md", "# Deploy\n\nhelm rollback " * 30))
+        indexer.upsert_document(scope, document("b.md", "# Scale\n\nkubectl scale"))
+        indexer.upsert_document(scope, document("a.md", "# Deploy\n\nargo rollouts undo"))
+        indexer.delete_document(scope, "b.md")
+        (tmp_path / "c.md").write_text("# New\n\nfresh start", encoding="utf-8")
+        indexer.reindex(scope, LocalDirectorySource(tmp_path))
+        writes = proxy.take()
+
+        # The search function: every route's store calls.
+        searcher = build_store(
+            settings, env=store_env(proxy.url, index), embedder=HashingEmbedder()
+        )
+        for mode in SearchMode:
+            assert isinstance(searcher.search(scope, SearchQuery("rollback", mode=mode)), list)
+        searcher.search(scope, SearchQuery("rollback", cross_context=True))
+        searcher.status(scope)
+        searcher.stored_documents(scope)  # the reindex route lists what is indexed
+        reads = proxy.take()
+        searcher.close()
+    finally:
+        indexer.close()
+        urllib.request.urlopen(
+            urllib.request.Request(f"{opensearch_url}/{index}", method="DELETE"), timeout=30
+        ).close()
+
+    assert writes
+    assert reads
+    for action, resource in requests_as_iam(writes):
+        assert allows(indexer_policy, action, resource), f"indexer may not {action} {resource}"
+    for action, resource in requests_as_iam(reads):
+        assert allows(search_policy, action, resource), f"search may not {action} {resource}"
+    # Read-only: every write the indexer made is refused to the search role.
+    refused = [(a, r) for a, r in requests_as_iam(writes) if not allows(search_policy, a, r)]
+    write_paths = {p for m, p in writes if m in ("PUT", "DELETE") or "_bulk" in p}
+    assert write_paths, "the recorded writes include bulk requests or index creation"
+    for method, path in writes:
+        if method in ("PUT", "DELETE") or "_bulk" in path or "_delete_by_query" in path:
+            action = f"es:{_ACTIONS.get(method, 'ESHttpDelete')}"
+            assert (action, f"{DOMAIN}/{path.lstrip('/')}") in refused, (method, path)
+
+
+@pytest.mark.parametrize("replicas", ["0", "2"])
+def test_replicas_setting_reaches_the_index_the_store_creates(
+    opensearch_url: str, replicas: str
+) -> None:
+    import json
+
+    index = f"kb_replicas_{uuid.uuid4().hex[:12]}"
+    env = store_env(opensearch_url, index, OPENSEARCH_REPLICAS=replicas)
+    store = build_store(LambdaSettings(embedding_provider="hashing"), env=env)
+    try:
+        store.upsert_document(KnowledgeScope("ops-bot", "runbooks"), document("a.md", "# A\n\nx"))
+        with urllib.request.urlopen(f"{opensearch_url}/{index}/_settings", timeout=30) as r:
+            settings = json.loads(r.read())
+    finally:
+        store.close()
+        urllib.request.urlopen(
+            urllib.request.Request(f"{opensearch_url}/{index}", method="DELETE"), timeout=30
+        ).close()
+    assert settings[index]["settings"]["index"]["number_of_replicas"] == replicas

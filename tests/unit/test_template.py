@@ -1,0 +1,391 @@
+"""template.yaml as data (issue 8, items 10, 12, 14, 15, 16): least-privilege policies, per-agent
+API grants, both auth modes, domain shapes, alarms, Serverless policies, tags.
+
+The policies are evaluated for given parameters (``cfn_template.Stack``) and checked by
+matching request ARNs against them the way IAM does; which requests the store really
+sends is recorded against the real node in tests/integration/test_stack_iam.py.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from cfn_template import CREATED_DOMAIN_NAME, PSEUDO, Stack, allows, as_list, load_template
+
+from knowledge.events import ActionKind, parse_s3_record
+
+TEMPLATE = load_template()
+DOMAIN = f"arn:aws:es:us-east-1:123456789012:domain/{CREATED_DOMAIN_NAME}"
+EXISTING = "arn:aws:es:us-east-1:123456789012:domain/shared-search"
+CREATED = {"CreateDomain": "true", "EmbeddingProvider": "hashing"}
+
+
+def es(domain: str, method: str, path: str) -> tuple[str, str]:
+    """The IAM action and resource of an HTTP request to a domain."""
+    action = {"GET": "ESHttpGet", "HEAD": "ESHttpHead", "POST": "ESHttpPost", "PUT": "ESHttpPut"}
+    return f"es:{action.get(method, 'ESHttpDelete')}", f"{domain}/{path.lstrip('/')}"
+
+
+SEARCH_CALLS = [
+    ("POST", "/knowledge/_search"),
+    ("GET", "/knowledge/_search"),
+    ("POST", "/_msearch"),
+    ("GET", "/knowledge/_mapping"),
+    ("POST", "/knowledge-agent-ops-bot/_search"),
+]
+WRITES = [
+    ("POST", "/_bulk"),
+    ("POST", "/knowledge/_bulk"),
+    ("POST", "/knowledge/_delete_by_query"),
+    ("POST", "/knowledge/_update_by_query"),
+    ("PUT", "/knowledge"),
+    ("DELETE", "/knowledge"),
+    ("PUT", "/knowledge/_doc/1"),
+    ("POST", "/knowledge/_doc"),
+    ("POST", "/knowledge/_update/1"),
+    ("DELETE", "/knowledge/_doc/1"),
+    ("PUT", "/knowledge/_settings"),
+    ("POST", "/knowledge/_refresh"),
+    ("PUT", "/_cluster/settings"),
+    ("POST", "/knowledge-agent-ops-bot/_delete_by_query"),
+]
+OTHER_INDEX_READS = [
+    ("POST", "/payroll/_search"),
+    ("GET", "/payroll/_doc/1"),
+    ("GET", "/_cat/indices"),
+]
+
+
+def domain_policy_for(stack: Stack, role: str) -> list[dict[str, Any]]:
+    domain = stack.resources()["OpenSearchDomain"]
+    statements = stack.evaluate(domain["Properties"]["AccessPolicies"])["Statement"]
+    return [s for s in statements if s["Principal"]["AWS"] == f"{role}.Arn"]
+
+
+@pytest.mark.parametrize(
+    ("parameters", "domain"),
+    [
+        (CREATED, DOMAIN),
+        ({"OpenSearchEndpoint": "https://x.example", "OpenSearchResourceArn": EXISTING}, EXISTING),
+    ],
+)
+def test_search_role_is_read_only_on_its_index(parameters: dict[str, str], domain: str) -> None:
+    stack = Stack(TEMPLATE, parameters)
+    policies = {"role": stack.statements("SearchFunction")}
+    if parameters.get("CreateDomain") == "true":
+        policies["domain access policy"] = domain_policy_for(stack, "SearchFunctionRole")
+    for where, statements in policies.items():
+        es_actions = {a for s in statements for a in as_list(s["Action"]) if a.startswith("es:")}
+        assert es_actions == {"es:ESHttpGet", "es:ESHttpPost"}, where
+        for method, path in SEARCH_CALLS:
+            assert allows(statements, *es(domain, method, path)), (where, method, path)
+        for method, path in WRITES + OTHER_INDEX_READS:
+            assert not allows(statements, *es(domain, method, path)), (where, method, path)
+
+
+@pytest.mark.parametrize(
+    ("parameters", "domain"),
+    [
+        (CREATED, DOMAIN),
+        ({"OpenSearchEndpoint": "https://x.example", "OpenSearchResourceArn": EXISTING}, EXISTING),
+    ],
+)
+def test_indexer_role_is_scoped_to_its_index(parameters: dict[str, str], domain: str) -> None:
+    stack = Stack(TEMPLATE, parameters)
+    policies = {"role": stack.statements("IndexerFunction")}
+    if parameters.get("CreateDomain") == "true":
+        policies["domain access policy"] = domain_policy_for(stack, "IndexerFunctionRole")
+    for where, statements in policies.items():
+        needed = [c for c in SEARCH_CALLS if c[1] != "/_msearch"] + [("HEAD", "/knowledge")]
+        for method, path in needed + [w for w in WRITES if w[1] != "/_cluster/settings"]:
+            assert allows(statements, *es(domain, method, path)), (where, method, path)
+        for method, path in [
+            *OTHER_INDEX_READS,
+            ("PUT", "/_cluster/settings"),
+            ("DELETE", "/payroll"),
+            ("POST", "/payroll/_delete_by_query"),
+            ("PUT", "/_snapshot/repo"),
+        ]:
+            assert not allows(statements, *es(domain, method, path)), (where, method, path)
+
+
+def test_serverless_data_access_policy_is_created_read_for_search_write_for_indexer() -> None:
+    stack = Stack(
+        TEMPLATE,
+        {"OpenSearchService": "aoss", "CreateCollection": "true", "ServerlessCollectionName": "kb"},
+    )
+    resources = stack.resources()
+    for name in ("ServerlessCollection", "ServerlessEncryptionPolicy", "ServerlessNetworkPolicy"):
+        assert name in resources
+    assert resources["ServerlessCollection"]["Properties"]["Type"] == "VECTORSEARCH"
+    policy = json.loads(
+        stack.evaluate(resources["ServerlessDataAccessPolicy"]["Properties"])["Policy"]
+    )
+    by_principal = {p["Principal"][0]: p["Rules"] for p in policy}
+    search = by_principal["SearchFunctionRole.Arn"]
+    indexer = by_principal["IndexerFunctionRole.Arn"]
+    assert {r["ResourceType"] for r in search + indexer} == {"index"}
+    assert set(search[0]["Permission"]) == {"aoss:ReadDocument", "aoss:DescribeIndex"}
+    assert "aoss:WriteDocument" in indexer[0]["Permission"]
+    assert "aoss:DeleteIndex" not in indexer[0]["Permission"]
+    assert search[0]["Resource"] == ["index/kb/knowledge", "index/kb/knowledge-agent-*"]
+    # Both roles reach the created collection (and nothing else) through IAM as well.
+    for function in ("SearchFunction", "IndexerFunction"):
+        aoss = [
+            s for s in stack.statements(function) if "aoss:APIAccessAll" in as_list(s["Action"])
+        ]
+        assert [s["Resource"] for s in aoss] == ["ServerlessCollection.Arn"]
+
+
+def test_an_existing_collection_gets_the_data_access_policy_too() -> None:
+    arn = "arn:aws:aoss:us-east-1:123456789012:collection/abc123"
+    stack = Stack(
+        TEMPLATE,
+        {
+            "OpenSearchService": "aoss",
+            "OpenSearchEndpoint": "https://abc123.us-east-1.aoss.amazonaws.com",
+            "OpenSearchResourceArn": arn,
+            "ServerlessCollectionName": "shared",
+        },
+    )
+    resources = stack.resources()
+    assert "ServerlessCollection" not in resources
+    assert "ServerlessDataAccessPolicy" in resources
+    assert "OpenSearchDomain" not in resources
+
+
+def api_arn(method: str, path: str) -> str:
+    return (
+        f"arn:aws:execute-api:us-east-1:123456789012:KnowledgeHttpApi.Ref/$default/{method}{path}"
+    )
+
+
+def agent_policy(stack: Stack, name: str, tag: str) -> list[dict[str, Any]]:
+    """A managed policy with ``${aws:PrincipalTag/kb-agent}`` resolved as IAM would for a
+    principal tagged ``kb-agent=<tag>``."""
+    document = stack.evaluate(stack.resources()[name]["Properties"]["PolicyDocument"])
+    text = json.dumps(document["Statement"]).replace("${aws:PrincipalTag/kb-agent}", tag)
+    statements: list[dict[str, Any]] = json.loads(text)
+    return statements
+
+
+def test_iam_mode_per_agent_policy_grants_only_the_tagged_agent() -> None:
+    stack = Stack(TEMPLATE, CREATED)
+    search = agent_policy(stack, "AgentSearchPolicy", "ops-bot")
+    invoke = "execute-api:Invoke"
+    for method, path in [
+        ("POST", "/v1/agents/ops-bot/contexts/runbooks/search"),
+        ("POST", "/v1/agents/ops-bot/search"),
+        ("GET", "/v1/agents/ops-bot/contexts/runbooks/status"),
+        ("GET", "/v1/health"),
+    ]:
+        assert allows(search, invoke, api_arn(method, path)), path
+    for method, path in [
+        ("POST", "/v1/agents/support-bot/contexts/runbooks/search"),
+        ("POST", "/v1/agents/support-bot/search"),
+        ("POST", "/v1/agents/ops-bot-2/search"),
+        ("POST", "/v1/agents/ops/search"),
+        ("GET", "/v1/agents/support-bot/contexts/runbooks/status"),
+        ("POST", "/v1/agents/ops-bot/contexts/runbooks/reindex"),  # granted apart
+    ]:
+        assert not allows(search, invoke, api_arn(method, path)), path
+    reindex = agent_policy(stack, "AgentReindexPolicy", "ops-bot")
+    assert allows(reindex, invoke, api_arn("POST", "/v1/agents/ops-bot/contexts/runbooks/reindex"))
+    assert not allows(reindex, invoke, api_arn("POST", "/v1/agents/ops-bot/contexts/x/search"))
+    assert not allows(reindex, invoke, api_arn("POST", "/v1/agents/support-bot/contexts/x/reindex"))
+
+
+def routes(stack: Stack) -> dict[str, dict[str, Any]]:
+    return {
+        r["Properties"]["RouteKey"]: stack.evaluate(r["Properties"])
+        for r in stack.resources().values()
+        if r["Type"] == "AWS::ApiGatewayV2::Route"
+    }
+
+
+def test_iam_mode_every_route_needs_sigv4() -> None:
+    found = routes(Stack(TEMPLATE, CREATED))
+    assert len(found) == 5
+    for key, route in found.items():
+        assert route["AuthorizationType"] == "AWS_IAM", key
+        assert "AuthorizerId" not in route
+
+
+def test_jwt_mode_every_route_needs_a_token_and_reindex_its_scope() -> None:
+    stack = Stack(
+        TEMPLATE,
+        {
+            **CREATED,
+            "ApiAuthMode": "jwt",
+            "JwtIssuer": "https://cognito-idp.us-east-1.amazonaws.com/us-east-1_EXAMPLE",
+            "JwtAudience": "client-a,client-b",
+        },
+    )
+    resources = stack.resources()
+    authorizer = stack.evaluate(resources["JwtAuthorizer"]["Properties"])
+    assert authorizer["AuthorizerType"] == "JWT"
+    assert authorizer["JwtConfiguration"]["Audience"] == ["client-a", "client-b"]
+    assert "AgentSearchPolicy" not in resources
+    for key, route in routes(stack).items():
+        assert route["AuthorizationType"] == "JWT", key
+        assert route["AuthorizerId"] == "JwtAuthorizer.Ref"
+        if key.endswith("/reindex"):
+            assert route["AuthorizationScopes"] == ["kb/reindex"]
+        else:
+            assert "AuthorizationScopes" not in route
+    env = stack.evaluate(resources["SearchFunction"]["Properties"]["Environment"])["Variables"]
+    assert env["API_AUTH"] == "jwt"
+    assert env["JWT_AGENTS_CLAIM"] == "agents"
+    assert env["JWT_REINDEX_SCOPE"] == "kb/reindex"
+
+
+def global_env(stack: Stack) -> dict[str, Any]:
+    variables: dict[str, Any] = stack.evaluate(
+        TEMPLATE["Globals"]["Function"]["Environment"]["Variables"]
+    )
+    return variables
+
+
+@pytest.mark.parametrize(("shape", "nodes", "replicas"), [("dev", 1, "0"), ("production", 3, "2")])
+def test_replicas_follow_the_domain_shape(shape: str, nodes: int, replicas: str) -> None:
+    stack = Stack(TEMPLATE, {**CREATED, "DomainShape": shape})
+    cluster = stack.evaluate(stack.resources()["OpenSearchDomain"]["Properties"]["ClusterConfig"])
+    assert cluster["InstanceCount"] == nodes
+    assert global_env(stack)["OPENSEARCH_REPLICAS"] == replicas
+    assert int(replicas) < nodes, "a replica needs another data node, or the cluster stays yellow"
+    if shape == "production":
+        assert cluster["ZoneAwarenessEnabled"] is True
+        assert cluster["ZoneAwarenessConfig"] == {"AvailabilityZoneCount": 3}
+        assert cluster["DedicatedMasterEnabled"] is True
+        assert cluster["DedicatedMasterCount"] == 3
+    else:
+        assert cluster["ZoneAwarenessEnabled"] is False
+        assert cluster["DedicatedMasterEnabled"] is False
+        assert "DedicatedMasterCount" not in cluster
+
+
+def test_replicas_can_be_set_for_an_existing_domain() -> None:
+    stack = Stack(
+        TEMPLATE,
+        {
+            "OpenSearchEndpoint": "https://x.example",
+            "OpenSearchResourceArn": EXISTING,
+            "IndexReplicas": "1",
+        },
+    )
+    assert global_env(stack)["OPENSEARCH_REPLICAS"] == "1"
+
+
+def test_domain_alarms_notify_a_topic_created_by_default() -> None:
+    stack = Stack(TEMPLATE, CREATED)
+    resources = stack.resources()
+    assert "AlarmTopic" in resources
+    alarms = {
+        stack.evaluate(r["Properties"])["MetricName"]: stack.evaluate(r["Properties"])
+        for r in resources.values()
+        if r["Type"] == "AWS::CloudWatch::Alarm"
+    }
+    assert {
+        "ClusterStatus.red",
+        "ClusterStatus.yellow",
+        "FreeStorageSpace",
+        "JVMMemoryPressure",
+        "ThreadpoolWriteRejected",
+        "ClusterIndexWritesBlocked",
+        "ApproximateNumberOfMessagesVisible",
+    } <= set(alarms)
+    for metric, alarm in alarms.items():
+        assert alarm["AlarmActions"] == ["AlarmTopic.Ref"], metric
+        if alarm["Namespace"] == "AWS/ES":
+            dims = {d["Name"]: d["Value"] for d in alarm["Dimensions"]}
+            assert dims == {"DomainName": "OpenSearchDomain.Ref", "ClientId": "123456789012"}
+
+
+def test_an_existing_domain_gets_its_alarms_on_a_given_topic() -> None:
+    topic = "arn:aws:sns:us-east-1:123456789012:ops"
+    stack = Stack(
+        TEMPLATE,
+        {
+            "OpenSearchEndpoint": "https://x.example",
+            "OpenSearchResourceArn": EXISTING,
+            "AlarmTopicArn": topic,
+        },
+    )
+    resources = stack.resources()
+    assert "AlarmTopic" not in resources
+    red = stack.evaluate(resources["ClusterRedAlarm"]["Properties"])
+    assert red["AlarmActions"] == [topic]
+    assert {"Name": "DomainName", "Value": "shared-search"} in red["Dimensions"]
+
+
+def test_functions_are_traced() -> None:
+    assert TEMPLATE["Globals"]["Function"]["Tracing"] == "Active"
+
+
+def test_bucket_notifications_cover_every_event_that_changes_a_document() -> None:
+    stack = Stack(TEMPLATE, CREATED)
+    bucket = stack.evaluate(stack.resources()["DocumentsBucket"]["Properties"])
+    events = {c["Event"] for c in bucket["NotificationConfiguration"]["QueueConfigurations"]}
+    assert events == {"s3:ObjectCreated:*", "s3:ObjectRemoved:*", "s3:LifecycleExpiration:*"}
+    # ... and the indexer acts on each of them (an ignored event would be a silent gap).
+    for name, kind in [
+        ("ObjectCreated:Put", ActionKind.UPSERT),
+        ("ObjectRemoved:DeleteMarkerCreated", ActionKind.DELETE),
+        ("LifecycleExpiration:Delete", ActionKind.DELETE),
+        ("LifecycleExpiration:DeleteMarkerCreated", ActionKind.DELETE),
+    ]:
+        record = {
+            "eventName": name,
+            "s3": {"bucket": {"name": "b"}, "object": {"key": "ops-bot/runbooks/a.md"}},
+        }
+        assert parse_s3_record(record).kind is kind, name
+
+
+# Every resource type the template uses: tagged where CloudFormation supports tags.
+TAGGABLE = {
+    "AWS::SQS::Queue": "list",
+    "AWS::S3::Bucket": "list",
+    "AWS::Logs::LogGroup": "list",
+    "AWS::OpenSearchService::Domain": "list",
+    "AWS::CloudWatch::Alarm": "list",
+    "AWS::SNS::Topic": "list",
+    "AWS::OpenSearchServerless::Collection": "list",
+    "AWS::ApiGatewayV2::Api": "map",
+    "AWS::ApiGatewayV2::Stage": "map",
+    "AWS::Serverless::Function": "globals",
+}
+UNTAGGABLE = {
+    "AWS::Serverless::LayerVersion",
+    "AWS::SQS::QueuePolicy",
+    "AWS::S3::BucketPolicy",
+    "AWS::SNS::Subscription",
+    "AWS::ApiGatewayV2::Integration",
+    "AWS::ApiGatewayV2::Route",
+    "AWS::ApiGatewayV2::Authorizer",
+    "AWS::Lambda::Permission",
+    "AWS::IAM::ManagedPolicy",
+    "AWS::OpenSearchServerless::SecurityPolicy",
+    "AWS::OpenSearchServerless::AccessPolicy",
+}
+
+
+def test_every_taggable_resource_is_tagged() -> None:
+    expected = {"app": "knowledge-search", "stack": PSEUDO["AWS::StackName"]}
+    stack = Stack(TEMPLATE, CREATED)
+    for name, resource in TEMPLATE["Resources"].items():
+        kind = resource["Type"]
+        assert kind in TAGGABLE or kind in UNTAGGABLE, f"{name}: decide whether {kind} is tagged"
+        if kind not in TAGGABLE:
+            continue
+        if TAGGABLE[kind] == "globals":
+            tags = stack.evaluate(
+                resource["Properties"].get("Tags", TEMPLATE["Globals"]["Function"]["Tags"])
+            )
+            assert TEMPLATE["Globals"]["Function"]["PropagateTags"] is True
+        else:
+            raw = stack.evaluate(resource["Properties"].get("Tags"))
+            assert raw is not None, f"{name} has no Tags"
+            tags = raw if TAGGABLE[kind] == "map" else {t["Key"]: t["Value"] for t in raw}
+        assert tags == expected, name
