@@ -114,7 +114,7 @@ def server(root: Path, tmp_path: Path) -> Iterator[LocalServer]:
         local = LocalServer(
             root, store, host="127.0.0.1", port=0, poll_interval=0.1, body_timeout=0.5
         )
-        local.start()
+        local.start(wait=False)
         assert local.wait_until_ready(WAIT_SECONDS)
         try:
             yield local

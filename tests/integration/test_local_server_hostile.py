@@ -46,7 +46,7 @@ def serving(
     server = LocalServer(
         root, store, host="127.0.0.1", port=0, poll_interval=poll_interval, body_timeout=0.5
     )
-    server.start()
+    server.start(wait=False)
     try:
         if ready:
             assert server.wait_until_ready(WAIT_SECONDS)
@@ -178,7 +178,7 @@ def test_health_answers_and_status_reports_progress_while_the_start_up_index_run
     def start() -> None:
         server = LocalServer(root, store, host="127.0.0.1", port=0, poll_interval=0.1)
         starting.append(server)
-        server.start()
+        server.start(wait=False)
 
     with closing(EmbeddedKnowledgeStore(tmp_path / "k.db", embedder)) as store:
         starter = threading.Thread(target=start, daemon=True)

@@ -340,11 +340,12 @@ class _ProgressStatusStore:
 class LocalServer:
     """The local stack: the HTTP API, a start-up index in the background, a folder watcher.
 
-    ``start`` returns once the port is bound and requests are served (``port=0`` picks
-    a free port; ``url`` says which); the start-up index and then the watcher run on a
-    background thread (``wait_until_ready`` waits for the index; ``progress`` counts
-    it). ``stop`` is idempotent, abandons an unfinished start-up index (the scope being
-    written keeps what it had) and leaves the store open.
+    Requests are served from the moment the port is bound (``port=0`` picks a free
+    port; ``url`` says which); the start-up index and then the watcher run on a
+    background thread. ``start`` waits for that index unless ``wait=False``
+    (``wait_until_ready`` waits later; ``progress`` counts it). ``stop`` is idempotent,
+    abandons an unfinished start-up index (the scope being written keeps what it had)
+    and leaves the store open.
     """
 
     def __init__(
@@ -410,8 +411,15 @@ class LocalServer:
         return self._ready.is_set()
 
     def wait_until_ready(self, timeout: float | None = None) -> bool:
-        """Wait for the start-up index; ``False`` if ``timeout`` passed first."""
-        return self._ready.wait(timeout)
+        """Wait for the start-up index; ``False`` if ``timeout`` passed first or the
+        server was stopped before it finished."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while not self._ready.wait(0.1):
+            if self._stopping.is_set():
+                return False
+            if deadline is not None and time.monotonic() >= deadline:
+                return False
+        return True
 
     def scopes(self) -> list[KnowledgeScope]:
         """The valid scopes under the root (what the playground page offers)."""
@@ -434,8 +442,18 @@ class LocalServer:
             logger.warning("cannot list the indexed scopes: %s", exc)
         return sorted(scopes, key=lambda scope: (scope.agent, scope.context))
 
-    def start(self) -> None:
-        """Bind and serve in the background; the start-up index follows on its own thread."""
+    def start(self, *, wait: bool = True) -> None:
+        """Bind and serve in the background; the start-up index runs on its own thread.
+
+        Requests are answered from the moment the port is bound. ``wait`` (the default,
+        for code that searches right after starting) returns once the start-up index is
+        done; ``kb serve`` passes ``wait=False`` and shows the progress instead.
+        """
+        self._start()
+        if wait:
+            self.wait_until_ready()
+
+    def _start(self) -> None:
         with self._lifecycle:
             if self._http is not None:
                 raise RuntimeError("the server is already started")
@@ -592,7 +610,7 @@ def serve_until_stopped(
             previous[signum] = signal.signal(signum, request_stop)
     terminal = _TerminalProgress(server.progress, progress_out or sys.stderr)
     try:
-        server.start()
+        server.start(wait=False)
         print(f"Serving {server.root} on {server.url} (Ctrl-C to stop)", file=stream, flush=True)
         while not requested:
             terminal.update()
