@@ -98,13 +98,13 @@ BENCH_PY := .venv-bench/bin/python
 mutation:
 	bash tools/mutation/run.sh
 
-.PHONY: bench bench-setup bench-quality bench-indexing bench-latency bench-coldstart bench-memory bench-report bench-store-threads
+.PHONY: bench bench-setup bench-quality bench-indexing bench-latency bench-coldstart bench-memory bench-report bench-store-threads bench-concurrency
 
 bench-setup:
 	bash bench/setup.sh
 
 ## Every benchmark, then bench/REPORT.md (about half an hour on 2 cores, once the caches are warm).
-bench: bench-quality bench-indexing bench-latency bench-coldstart bench-memory bench-store-threads bench-report
+bench: bench-quality bench-indexing bench-latency bench-coldstart bench-memory bench-store-threads bench-concurrency bench-report
 
 bench-quality: bench-setup
 	$(BENCH_PY) -m bench quality --limit 300 --embedder hashing
@@ -126,6 +126,10 @@ bench-memory: bench-setup
 ## Embedded store searches from 1 and 16 threads (vector search must not fight over BLAS threads).
 bench-store-threads: bench-setup
 	nice -n 10 $(BENCH_PY) -m bench store_threads --chunks 20000 --seconds 8
+
+## kb serve under 1, 16 and 64 concurrent clients (keyword/vector/hybrid mix); needs only .venv.
+bench-concurrency: $(STAMP)
+	nice -n 10 $(BIN)/python -m bench concurrency --documents 1000 --duration 10
 
 bench-report: bench-setup
 	$(BENCH_PY) -m bench report

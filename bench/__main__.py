@@ -18,6 +18,7 @@ COMMANDS = {
     "coldstart": "import time of the Lambda handlers next to a naive handler",
     "memory": "peak RSS of indexing one large Markdown file",
     "store_threads": "embedded store searches from 1 and 16 threads (no BLAS thread fights)",
+    "concurrency": "kb serve searches/s and p50/p99 at 1, 16 and 64 clients (embedded store)",
     "report": "write bench/REPORT.md and the plots from bench/results/*.json",
 }
 

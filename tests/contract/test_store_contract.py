@@ -541,3 +541,18 @@ def test_close_is_idempotent_and_final(store: KnowledgeStore, bucket: Path) -> N
     # closed means closed: nothing is answered from a released store
     with pytest.raises(StoreError):
         store.search(A_X, SearchQuery("helm"))
+
+
+def test_list_scopes_names_every_scope_with_documents(store: KnowledgeStore, bucket: Path) -> None:
+    assert store.list_scopes() == []
+    for scope in (B_X, A_Y, A_X):
+        write_scope(bucket, scope, {"doc.md": "# Doc\n\nsome text"})
+        index(store, bucket, scope)
+    empty = KnowledgeScope("agent-c", "nothing")
+    (bucket / empty.key).mkdir(parents=True)
+    index(store, bucket, empty)  # a scope without documents is not listed
+    assert store.list_scopes() == [A_X, A_Y, B_X]
+    for doc in (bucket / A_Y.key).iterdir():
+        doc.unlink()
+    index(store, bucket, A_Y)  # emptied: no longer listed
+    assert store.list_scopes() == [A_X, B_X]

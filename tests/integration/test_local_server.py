@@ -111,8 +111,11 @@ def server(root: Path, tmp_path: Path) -> Iterator[LocalServer]:
     with closing(
         open_store(db_path=tmp_path / "k.db", embedder_name="hashing", environ={})
     ) as store:
-        local = LocalServer(root, store, host="127.0.0.1", port=0, poll_interval=0.1)
-        local.start()
+        local = LocalServer(
+            root, store, host="127.0.0.1", port=0, poll_interval=0.1, body_timeout=0.5
+        )
+        local.start(wait=False)
+        assert local.wait_until_ready(WAIT_SECONDS)
         try:
             yield local
         finally:
@@ -340,6 +343,11 @@ def test_kb_serve_prints_url_and_stops_on_sigterm(root: Path, tmp_path: Path) ->
         assert match, line
         status, body, _ = request(match.group(1), "GET", "/v1/health")
         assert (status, body["status"]) == (200, "ok")
+        status_path = "/v1/agents/ops-bot/contexts/runbooks/status"
+        wait_until(
+            lambda: request(match.group(1), "GET", status_path)[1]["state"] == "READY",
+            "the start-up index is done",
+        )
         process.send_signal(signal.SIGTERM)
         out, err = process.communicate(timeout=WAIT_SECONDS)
     finally:

@@ -362,6 +362,7 @@ def test_status(api: KnowledgeApi, store: FakeStore) -> None:
         "state": "READY",
         "message": None,
         "problems": [],
+        "progress": None,
     }
     assert store.status_calls == [KnowledgeScope("ops-bot", "runbooks")]
 

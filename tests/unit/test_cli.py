@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from knowledge.cli import ProgressBar, _ListedSource, build_parser, main
+from knowledge.cli import ProgressBar, build_parser, main
 from knowledge.config import STORE_BUILDERS, StoreSettings, register_store_builder
+from knowledge.local.progress import ListedSource
 from knowledge.model import IndexOptions
 from knowledge.scope import KnowledgeScope
 from knowledge.source import SourceDocument
@@ -392,7 +393,7 @@ def test_progress_bar_silent_when_disabled() -> None:
 def test_listed_source_counts_each_document_once() -> None:
     seen: list[str] = []
     docs = [SourceDocument(path=p, size=1, read=lambda: b"x") for p in ("a.md", "b.md")]
-    source = _ListedSource(docs, seen.append)
+    source = ListedSource(docs, seen.append)
     listed = list(source.documents(KnowledgeScope("a", "c"), IndexOptions()))
     assert seen == []  # listing reads nothing
     assert [d.read() for d in listed] == [b"x", b"x"]

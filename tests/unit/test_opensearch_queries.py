@@ -590,3 +590,41 @@ def test_last_stored_documents_page_ends_the_paging() -> None:
 def test_missing_document_is_none() -> None:
     assert parse_stored_document({"aggregations": _bucket("a.md", [], 0)}, "a.md") is None
     assert parse_stored_document({}, "a.md") is None
+
+
+def test_scopes_page_body_is_a_composite_on_agent_and_context() -> None:
+    assert queries.scopes_page_body(50, {"agent": "a", "context": "b"}) == {
+        "size": 0,
+        "track_total_hits": False,
+        "aggs": {
+            "scopes": {
+                "composite": {
+                    "size": 50,
+                    "sources": [
+                        {"agent": {"terms": {"field": "agent"}}},
+                        {"context": {"terms": {"field": "context"}}},
+                    ],
+                    "after": {"agent": "a", "context": "b"},
+                }
+            }
+        },
+    }
+    assert "after" not in queries.scopes_page_body(50)["aggs"]["scopes"]["composite"]
+
+
+def test_parse_scopes_page_skips_pairs_that_are_no_scope() -> None:
+    response = {
+        "aggregations": {
+            "scopes": {
+                "buckets": [
+                    {"key": {"agent": "ops-bot", "context": "runbooks"}, "doc_count": 3},
+                    {"key": {"agent": "Bad Agent", "context": "x"}, "doc_count": 1},
+                ],
+                "after_key": {"agent": "ops-bot", "context": "runbooks"},
+            }
+        }
+    }
+    scopes, after = queries.parse_scopes_page(response)
+    assert scopes == [KnowledgeScope("ops-bot", "runbooks")]
+    assert after == {"agent": "ops-bot", "context": "runbooks"}
+    assert queries.parse_scopes_page({"aggregations": {"scopes": {"buckets": []}}}) == ([], None)

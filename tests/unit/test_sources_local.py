@@ -2,6 +2,8 @@ from __future__ import annotations
 
 import json
 import os
+import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -144,8 +146,9 @@ def test_a_file_swapped_for_an_outside_link_after_listing_is_not_read(tmp_path: 
     (doc,) = listed(LocalDirectorySource(root))
     path.unlink()
     path.symlink_to(tmp_path / "outside" / "secret.md")
-    with pytest.raises(PermissionError, match="outside the source folder"):
+    with pytest.raises(PermissionError, match="symlink outside its scope") as raised:
         doc.read()
+    assert str(tmp_path) not in str(raised.value)
 
 
 def test_a_file_name_that_is_not_utf8_is_skipped(tmp_path: Path) -> None:
@@ -201,7 +204,7 @@ def test_a_scope_folder_linked_out_of_the_bucket_is_not_read(tmp_path: Path) -> 
     (bucket / "agent" / "ctx").symlink_to(tmp_path / "elsewhere")
     docs, listing = listing_of(BucketFolderSource(bucket))
     assert docs == []
-    assert [p.path for p in listing.skipped] == ["agent/ctx"]
+    assert [(p.path, p.reason) for p in listing.skipped] == [(".", "symlink outside its scope")]
 
 
 def test_iter_scopes_lists_valid_scope_folders_and_reports_the_rest(tmp_path: Path) -> None:
@@ -230,3 +233,122 @@ def test_iter_scopes_lists_valid_scope_folders_and_reports_the_rest(tmp_path: Pa
 
 def test_iter_scopes_of_a_missing_bucket_is_empty(tmp_path: Path) -> None:
     assert list(BucketFolderSource(tmp_path / "none").iter_scopes()) == []
+
+
+# --- links between scopes and agents (issue 9, item 2) -----------------------------------------
+
+OUTSIDE = "symlink outside its scope"
+
+
+def secret_bucket(tmp_path: Path) -> Path:
+    bucket = tmp_path / "bucket"
+    write(bucket, "agent-b/ctx1/secret.md", "agent-b's secret")
+    write(bucket, "agent-a/own/mine.md", "agent-a's own")
+    return bucket
+
+
+def scope_docs(
+    bucket: Path, agent: str, context: str
+) -> tuple[list[SourceDocument], Listing[SourceDocument]]:
+    listing = BucketFolderSource(bucket).documents(KnowledgeScope(agent, context), ALL)
+    return list(listing), listing
+
+
+def test_a_scope_folder_linked_to_another_agents_scope_is_not_followed(tmp_path: Path) -> None:
+    bucket = secret_bucket(tmp_path)
+    (bucket / "agent-a" / "stolen").symlink_to("../agent-b/ctx1")
+    docs, listing = scope_docs(bucket, "agent-a", "stolen")
+    assert docs == []
+    assert [(p.path, p.reason) for p in listing.skipped] == [(".", OUTSIDE)]
+    scopes = BucketFolderSource(bucket).iter_scopes()
+    assert [s.key for s in scopes] == ["agent-a/own", "agent-b/ctx1"]
+    assert [(p.path, p.reason) for p in scopes.skipped] == [("agent-a/stolen", OUTSIDE)]
+
+
+def test_an_agent_folder_linked_to_another_agent_is_not_followed(tmp_path: Path) -> None:
+    bucket = secret_bucket(tmp_path)
+    (bucket / "agent-c").symlink_to("agent-b")
+    docs, listing = scope_docs(bucket, "agent-c", "ctx1")
+    assert docs == []
+    assert [(p.path, p.reason) for p in listing.skipped] == [(".", OUTSIDE)]
+    scopes = BucketFolderSource(bucket).iter_scopes()
+    assert [s.key for s in scopes] == ["agent-a/own", "agent-b/ctx1"]
+    assert [(p.path, p.reason) for p in scopes.skipped] == [("agent-c", OUTSIDE)]
+
+
+def test_links_out_of_the_scope_at_every_level_are_reported(tmp_path: Path) -> None:
+    bucket = secret_bucket(tmp_path)
+    own = bucket / "agent-a" / "own"
+    (own / "file-link.md").symlink_to(bucket / "agent-b" / "ctx1" / "secret.md")
+    (own / "sub").mkdir()
+    (own / "sub" / "dir-link").symlink_to("../../../agent-b/ctx1")
+    (own / "sibling").symlink_to("../../agent-a")  # the agent folder: outside the scope
+    write(own, "sub/inner.md", "inner")
+    (own / "inner-link.md").symlink_to("sub/inner.md")  # inside the scope: followed
+    docs, listing = scope_docs(bucket, "agent-a", "own")
+    assert [d.path for d in docs] == ["inner-link.md", "mine.md", "sub/inner.md"]
+    assert sorted((p.path, p.reason) for p in listing.skipped) == [
+        ("file-link.md", OUTSIDE),
+        ("sibling", OUTSIDE),
+        ("sub/dir-link", OUTSIDE),
+    ]
+    assert all(b"secret" not in d.read() for d in docs)
+
+
+# --- FIFOs and other non-regular files (issue 9, item 4) ---------------------------------------
+
+
+def finishes(action: Callable[[], object], fifo: Path) -> BaseException | None:
+    """Run ``action`` on a thread; fail if it blocks (then unblock it through ``fifo``)."""
+    outcome: list[BaseException | None] = []
+
+    def run() -> None:
+        try:
+            action()
+            outcome.append(None)
+        except BaseException as exc:
+            outcome.append(exc)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(5.0)
+    if thread.is_alive():
+        with open(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK), "wb"):
+            pass  # a writer that closes at once lets the blocked reader finish
+        thread.join(5.0)
+        pytest.fail("reading blocked on a FIFO")
+    return outcome[0]
+
+
+def test_a_fifo_is_not_listed(tmp_path: Path) -> None:
+    write(tmp_path, "doc.md")
+    os.mkfifo(tmp_path / "pipe.md")
+    docs, _ = listing_of(LocalDirectorySource(tmp_path))
+    assert [d.path for d in docs] == ["doc.md"]
+
+
+def test_a_fifo_swapped_in_after_listing_is_refused_at_once(tmp_path: Path) -> None:
+    path = write(tmp_path, "doc.md")
+    (doc,) = listed(LocalDirectorySource(tmp_path))
+    path.unlink()
+    os.mkfifo(path)
+    error = finishes(doc.read, path)
+    assert isinstance(error, OSError)
+    assert "FIFO, not a regular file" in str(error)
+    assert str(tmp_path) not in str(error)
+
+
+def test_a_sidecar_swapped_for_a_fifo_is_refused_at_once(tmp_path: Path) -> None:
+    write(tmp_path, "a.md")
+    write(tmp_path, "b.md")
+    sidecar = write(tmp_path, "b.md.metadata.json", '{"metadataAttributes": {"k": "v"}}')
+    listing = LocalDirectorySource(tmp_path).documents(SCOPE, ALL)
+    first = next(listing)  # the folder is scanned now; b.md's sidecar is read later
+    assert first.path == "a.md"
+    sidecar.unlink()
+    os.mkfifo(sidecar)
+    rest: list[SourceDocument] = []
+    assert finishes(lambda: rest.extend(listing), sidecar) is None
+    assert [(d.path, dict(d.metadata)) for d in rest] == [("b.md", {})]
+    assert [p.path for p in listing.errors] == ["b.md.metadata.json"]
+    assert "FIFO" in listing.errors[0].reason

@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import os
+import random
+import stat
+import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -14,8 +18,10 @@ from knowledge.local.watcher import (
     diff_snapshots,
     take_snapshot,
 )
-from knowledge.model import SearchMode, SearchQuery
+from knowledge.model import IndexOptions, SearchMode, SearchQuery
 from knowledge.scope import KnowledgeScope
+from knowledge.source import SourceDocument
+from knowledge.sources import Listing
 from knowledge.sources.local import BucketFolderSource
 from knowledge.stores.memory import MemoryKnowledgeStore
 
@@ -192,3 +198,158 @@ def test_start_and_stop(root: Path, watcher: BucketWatcher) -> None:
         watcher.start()
     watcher.stop()
     watcher.stop()
+
+
+# --- churn: after changes stop, the index equals the folder (issue 9, item 4) ------------------
+
+
+class ChurningSource:
+    """A real ``BucketFolderSource`` that changes the folder right before it lists it: the
+    window between a poll's snapshot and its listing, where a delete used to get lost."""
+
+    def __init__(self, root: Path, churn: Callable[[], None]) -> None:
+        self._inner = BucketFolderSource(root)
+        self.churn = churn
+        self.active = True
+
+    def documents(self, scope: KnowledgeScope, options: IndexOptions) -> Listing[SourceDocument]:
+        if self.active:
+            self.churn()
+        return self._inner.documents(scope, options)
+
+
+class Folder:
+    """A scope folder changed by seeded random steps; every version has a unique word."""
+
+    def __init__(self, root: Path, seed: int) -> None:
+        self.folder = root / SCOPE.agent / SCOPE.context
+        self.folder.mkdir(parents=True)
+        self.random = random.Random(seed)
+        self.clock = 1_700_000_000_000_000_000
+        self.version = 0
+        self.words: dict[str, str] = {}  # file name -> the word of its current version
+
+    def step(self) -> None:
+        name = f"doc{self.random.randrange(4)}.md"
+        path = self.folder / name
+        if path.exists() and self.random.random() < 0.5:
+            path.unlink()
+            del self.words[name]
+            return
+        self.version += 1
+        word = f"word{self.version}x"
+        path.write_text(f"# {name}\n\n{word} in version {self.version}\n", "utf-8")
+        self.clock += 1_000_000_000  # every write is a new stamp
+        os.utime(path, ns=(self.clock, self.clock))
+        self.words[name] = word
+
+    def steps(self, most: int) -> Callable[[], None]:
+        def churn() -> None:
+            for _ in range(self.random.randrange(most + 1)):
+                self.step()
+
+        return churn
+
+
+def assert_index_equals_folder(store: MemoryKnowledgeStore, folder: Folder) -> None:
+    on_disk = sorted(p.name for p in folder.folder.iterdir())
+    assert sorted(store.stored_documents(SCOPE)) == on_disk
+    for name, word in folder.words.items():
+        assert paths(store, word) == [name], f"{name} is not indexed at its last version"
+    gone = {f"word{v}x" for v in range(1, folder.version + 1)} - set(folder.words.values())
+    assert [word for word in sorted(gone) if paths(store, word)] == []
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_after_churn_stops_the_index_equals_the_folder(
+    root: Path, store: MemoryKnowledgeStore, seed: int
+) -> None:
+    folder = Folder(root, seed)
+    source = ChurningSource(root, folder.steps(2))
+    watcher = BucketWatcher(root, store, source, baseline={})
+    for _ in range(40):
+        source.active = True
+        for _ in range(8):
+            folder.steps(2)()  # between polls
+            watcher.poll_once()  # and, through the source, between snapshot and listing
+        source.active = False  # churn stops: two quiet polls must settle it
+        watcher.poll_once()
+        watcher.poll_once()
+        assert_index_equals_folder(store, folder)
+
+
+def test_a_fifo_swapped_in_after_listing_never_blocks_a_poll(
+    root: Path, store: MemoryKnowledgeStore
+) -> None:
+    folder = root / SCOPE.agent / SCOPE.context
+    doc = folder / "doc.md"
+    write(doc, "alpha original")
+
+    def swap() -> None:
+        if doc.is_file() and not stat.S_ISFIFO(doc.lstat().st_mode):
+            doc.unlink()
+            os.mkfifo(doc)
+
+    class SwappingSource(BucketFolderSource):
+        def documents(self, scope: KnowledgeScope, options: IndexOptions):  # type: ignore[override]
+            listing = list(super().documents(scope, options))  # listed as a regular file ...
+            swap()  # ... and a FIFO by the time it is read
+            return iter(listing)
+
+    write(folder / "later.md", "beta")
+    watcher = BucketWatcher(root, store, SwappingSource(root), baseline={})
+    outcome: list[BaseException | None] = []
+
+    def poll() -> None:
+        try:
+            watcher.poll_once()
+            outcome.append(None)
+        except BaseException as exc:
+            outcome.append(exc)
+
+    thread = threading.Thread(target=poll, daemon=True)
+    thread.start()
+    thread.join(5.0)
+    if thread.is_alive():
+        with open(os.open(doc, os.O_WRONLY | os.O_NONBLOCK), "wb"):
+            pass  # unblock the stuck reader so the thread can end
+        pytest.fail("a poll blocked on a FIFO")
+    assert outcome == [None]
+    assert paths(store, "beta") == ["later.md"]
+    assert paths(store, "alpha") == []
+    write(folder / "after.md", "gamma")
+    watcher.poll_once()
+    assert paths(store, "gamma") == ["after.md"]
+    assert sorted(store.stored_documents(SCOPE)) == ["after.md", "later.md"]
+
+
+def test_a_folder_linked_inside_its_scope_does_not_make_every_poll_work(
+    root: Path, watcher: BucketWatcher, store: MemoryKnowledgeStore
+) -> None:
+    folder = root / SCOPE.agent / SCOPE.context
+    write(folder / "real" / "doc.md", "alpha")
+    (folder / "alias").symlink_to("real")  # inside the scope: the source follows it
+    watcher.poll_once()
+    # the source walks each real folder once, here through the link (first by name)
+    assert sorted(store.stored_documents(SCOPE)) == ["alias/doc.md"]
+    assert watcher.poll_once() == []
+    assert watcher.poll_once() == []
+    write(folder / "real" / "doc.md", "okapi", bump=1_000_000_000)
+    watcher.poll_once()
+    assert paths(store, "okapi") == ["alias/doc.md"]
+    assert watcher.poll_once() == []
+
+
+def test_a_link_out_of_the_scope_is_reported_with_its_reason(
+    root: Path, watcher: BucketWatcher, store: MemoryKnowledgeStore
+) -> None:
+    write(root / "other" / "ctx" / "secret.md", "zebra")
+    watcher.poll_once()
+    link = root / SCOPE.agent / SCOPE.context / "stolen.md"
+    link.parent.mkdir(parents=True)
+    link.symlink_to(root / "other" / "ctx" / "secret.md")
+    changes = watcher.poll_once()
+    assert [(c.key, c.action, c.detail) for c in changes] == [
+        ("ops-bot/runbooks/stolen.md", "ignored", "symlink outside its scope")
+    ]
+    assert paths(store, "zebra") == []

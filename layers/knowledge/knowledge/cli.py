@@ -29,12 +29,10 @@ import argparse
 import json
 import logging
 import os
-import shutil
 import sys
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import closing, contextmanager
-from dataclasses import replace
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -43,10 +41,10 @@ from knowledge.client import KnowledgeClient
 from knowledge.config import EMBEDDER_NAMES, STORE_BUILDERS, open_store
 from knowledge.errors import ConfigurationError, KnowledgeError, ValidationError
 from knowledge.indexing import REASON_UNCHANGED
-from knowledge.model import FileProblem, IndexOptions, IndexResult, SearchMode
+from knowledge.local.progress import ListedSource, ProgressBar
+from knowledge.model import IndexOptions, IndexResult, SearchMode
 from knowledge.scope import KnowledgeScope
-from knowledge.source import DocumentSource, SourceDocument
-from knowledge.sources import Listing
+from knowledge.source import DocumentSource
 from knowledge.store import KnowledgeStore
 from knowledge.tool import format_search_results
 
@@ -58,85 +56,6 @@ EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
-
-
-class ProgressBar:
-    """A one-line ``\\r`` progress bar on a terminal; silent when ``enabled`` is false."""
-
-    def __init__(self, total: int, stream: TextIO, *, enabled: bool, label: str = "indexing"):
-        self._total = max(total, 0)
-        self._stream = stream
-        self._enabled = enabled and total > 0
-        self._label = label
-        self._done = 0
-        self._drawn = False
-
-    @property
-    def done(self) -> int:
-        return self._done
-
-    def advance(self, item: str) -> None:
-        """Count one more item (``item`` is shown next to the bar)."""
-        self._done = min(self._done + 1, self._total)
-        if not self._enabled:
-            return
-        width = shutil.get_terminal_size((80, 20)).columns
-        filled = int(20 * self._done / self._total)
-        head = f"{self._label} [{'#' * filled}{'.' * (20 - filled)}] {self._done}/{self._total} "
-        room = max(width - len(head) - 1, 0)
-        shown = item if len(item) <= room else "..." + item[-max(room - 3, 0) :]
-        self._stream.write("\r" + (head + shown)[: width - 1].ljust(width - 1))
-        self._stream.flush()
-        self._drawn = True
-
-    def finish(self) -> None:
-        """Clear the bar so that the summary starts on a clean line."""
-        if self._drawn:
-            width = shutil.get_terminal_size((80, 20)).columns
-            self._stream.write("\r" + " " * (width - 1) + "\r")
-            self._stream.flush()
-            self._drawn = False
-
-
-class _ListedSource:
-    """A source listed once up front (so the bar knows its total), whose ``read``
-    reports progress.
-
-    The store reads a document's bytes when it processes it, so counting reads counts
-    progress without any callback in the indexing contract. What the original listing
-    skipped or found wrong (``Listing.skipped``/``errors``) is handed on unchanged.
-    """
-
-    def __init__(
-        self, listing: Iterable[SourceDocument], on_read: Callable[[str], None] | None = None
-    ) -> None:
-        self._documents = list(listing)
-        self._skipped: list[FileProblem] = list(getattr(listing, "skipped", []))
-        self._errors: list[FileProblem] = list(getattr(listing, "errors", []))
-        self.on_read = on_read
-
-    def __len__(self) -> int:
-        return len(self._documents)
-
-    def documents(self, scope: KnowledgeScope, options: IndexOptions) -> Listing[SourceDocument]:
-        seen: set[str] = set()
-
-        def produce(listing: Listing[SourceDocument]) -> Iterator[SourceDocument]:
-            listing.skipped.extend(self._skipped)
-            listing.errors.extend(self._errors)
-            for document in self._documents:
-                yield replace(document, read=self._counting_read(document, seen))
-
-        return Listing(produce)
-
-    def _counting_read(self, document: SourceDocument, seen: set[str]) -> Callable[[], bytes]:
-        def read() -> bytes:
-            if document.path not in seen and self.on_read is not None:
-                seen.add(document.path)
-                self.on_read(document.path)
-            return document.read()
-
-        return read
 
 
 def _scope(args: argparse.Namespace) -> KnowledgeScope:
@@ -204,7 +123,7 @@ def _cmd_index(args: argparse.Namespace) -> int:
         raise ValidationError("DIR", f"'{folder}' is not a folder")
     scope = _scope(args)
     options = IndexOptions(file_patterns=tuple(args.pattern)) if args.pattern else IndexOptions()
-    listed = _ListedSource(LocalDirectorySource(folder).documents(scope, options))
+    listed = ListedSource(LocalDirectorySource(folder).documents(scope, options))
     progress = ProgressBar(len(listed), sys.stderr, enabled=sys.stderr.isatty())
     listed.on_read = progress.advance
     source: DocumentSource = listed

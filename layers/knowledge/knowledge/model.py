@@ -24,6 +24,7 @@ __all__ = [
     "DocumentChunk",
     "FileProblem",
     "IndexOptions",
+    "IndexProgress",
     "IndexResult",
     "IndexState",
     "IndexStatus",
@@ -250,6 +251,17 @@ class IndexState(StrEnum):
 
 
 @dataclass(frozen=True, slots=True)
+class IndexProgress:
+    """How far an index run that is under way has got: documents done of the total."""
+
+    documents_done: int
+    documents_total: int
+
+    def to_dict(self) -> dict[str, int]:
+        return {"documents_done": self.documents_done, "documents_total": self.documents_total}
+
+
+@dataclass(frozen=True, slots=True)
 class IndexStatus:
     """Index status of one scope. ``last_indexed_at`` is ``None`` if never indexed.
 
@@ -263,6 +275,7 @@ class IndexStatus:
     state: IndexState
     message: str | None = None
     problems: tuple[FileProblem, ...] = ()
+    progress: IndexProgress | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -277,4 +290,5 @@ class IndexStatus:
                 {"document_path": p.path, "reason": p.reason}
                 for p in self.problems[:MAX_STATUS_PROBLEMS]
             ],
+            "progress": None if self.progress is None else self.progress.to_dict(),
         }

@@ -87,6 +87,12 @@ class KnowledgeStore(Protocol):
 
     def status(self, scope: KnowledgeScope) -> IndexStatus: ...
 
+    def list_scopes(self) -> list[KnowledgeScope]:
+        """Every scope holding at least one indexed document or problem, sorted (by agent,
+        then context). Lets a caller reconcile the index with the source (``kb serve``
+        empties the scopes whose folders vanished)."""
+        ...
+
     def close(self) -> None: ...
 
 

@@ -1,16 +1,29 @@
 """``kb serve``: the HTTP API on localhost over a folder laid out like the bucket.
 
-On start the server binds its port (failing fast if it is taken), indexes every valid
-scope under ``ROOT/<agent>/<context>/`` (invalid folder names are logged with the
-reason), then starts a ``BucketWatcher`` that applies later changes like S3 events
-would, and serves every request through ``KnowledgeApi.handle``: the same code the
+On start the server binds its port (failing fast if it is taken) and serves at once;
+the start-up index runs on a background thread: every valid scope under
+``ROOT/<agent>/<context>/`` and every scope the store already holds (a scope whose
+folder vanished while the server was down is emptied). Meanwhile the status route says
+``INDEXING`` with ``progress`` (documents done / total) for each scope not yet done, and
+searches see what is committed. Then a ``BucketWatcher`` applies later changes like S3
+events would. Every request goes through ``KnowledgeApi.handle``: the same code the
 Lambda search function runs. Stdlib only (``http.server.ThreadingHTTPServer``).
+
+The HTTP layer answers *every* request in the API's JSON error shape, also those the
+standard library would answer in HTML or not at all: an unknown method (405 with
+``Allow`` on a known path), a malformed request line, oversized headers, a body shorter
+than its ``Content-Length`` (408 after ``body_timeout`` seconds), a body whose text
+cannot be encoded back (a lone surrogate escape). Accepted sockets get ``TCP_NODELAY``
+(a keep-alive response is not held back by Nagle's algorithm) and the listen backlog
+is large enough for a burst of clients.
 
 The server never closes the store: whoever opened it does (the CLI, a test).
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
 import logging
 import signal
 import socket
@@ -18,6 +31,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterable
+from dataclasses import replace
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -25,37 +39,71 @@ from types import FrameType
 from typing import Any, TextIO
 
 from knowledge.api import MAX_BODY_BYTES, ApiResponse, KnowledgeApi, error_response
-from knowledge.errors import ConfigurationError, NotFoundError, ValidationError
+from knowledge.errors import (
+    ConfigurationError,
+    InvalidScopeError,
+    NotFoundError,
+    ValidationError,
+)
 from knowledge.local.playground import Asset, playground_asset
-from knowledge.local.watcher import BucketWatcher, take_snapshot
-from knowledge.model import IndexOptions, IndexResult, SearchMode
+from knowledge.local.progress import IndexingProgress, ProgressBar
+from knowledge.local.watcher import BucketWatcher, IndexingStopped
+from knowledge.model import (
+    IndexOptions,
+    IndexResult,
+    IndexState,
+    IndexStatus,
+    SearchMode,
+    SearchQuery,
+    SearchResult,
+)
 from knowledge.scope import KnowledgeScope
-from knowledge.sources.local import BucketFolderSource
+from knowledge.source import DocumentSource, SourceDocument
+from knowledge.sources.local import SYMLINK_OUTSIDE_SCOPE, BucketFolderSource
 from knowledge.store import KnowledgeStore
 
-__all__ = ["DEFAULT_HOST", "DEFAULT_PORT", "LocalServer", "serve_until_stopped"]
+__all__ = [
+    "DEFAULT_BODY_TIMEOUT",
+    "DEFAULT_HOST",
+    "DEFAULT_PORT",
+    "LISTEN_BACKLOG",
+    "LocalServer",
+    "serve_until_stopped",
+]
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8080
+LISTEN_BACKLOG = 512
+"""Connections the kernel queues before the server accepts them (the stdlib default is 5:
+a burst of 64 clients saw resets)."""
+DEFAULT_BODY_TIMEOUT = 5.0
+"""Seconds a request body may take to arrive once its headers are in."""
 _JSON = "application/json; charset=utf-8"
 
 
 class _ApiHttpServer(ThreadingHTTPServer):
     daemon_threads = True
+    request_queue_size = LISTEN_BACKLOG
 
     def __init__(
         self,
         address: tuple[str, int],
         api: KnowledgeApi,
+        body_timeout: float = 5.0,
         scopes: Callable[[], Iterable[KnowledgeScope]] = tuple,
     ) -> None:
         self.api = api
+        self.body_timeout = body_timeout
         self.scopes = scopes
         if ":" in address[0]:
             self.address_family = socket.AF_INET6
         super().__init__(address, _ApiRequestHandler)
+
+
+def _error_body(status: int, message: str, field: str | None = None) -> ApiResponse:
+    return ApiResponse(status, {"error": message, "field": field})
 
 
 class _ApiRequestHandler(BaseHTTPRequestHandler):
@@ -63,6 +111,7 @@ class _ApiRequestHandler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server_version = "kb-local"
     timeout = 30  # an idle keep-alive connection does not hold a thread forever
+    disable_nagle_algorithm = True  # TCP_NODELAY: no ~40 ms stall per keep-alive response
 
     def do_GET(self) -> None:
         asset = playground_asset(self.path, self.server.scopes)
@@ -83,6 +132,39 @@ class _ApiRequestHandler(BaseHTTPRequestHandler):
     def do_PATCH(self) -> None:
         self._handle()
 
+    def do_HEAD(self) -> None:
+        self._handle()
+
+    def do_OPTIONS(self) -> None:
+        self._handle()
+
+    def do_TRACE(self) -> None:
+        self._handle()
+
+    def do_CONNECT(self) -> None:
+        self._handle()
+
+    def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
+        """Every error the standard library raises itself, in the API's JSON shape."""
+        if self.request_version == "HTTP/0.9":
+            self.request_version = "HTTP/1.1"  # 0.9 has no status line; answer as 1.1
+        if code == HTTPStatus.NOT_IMPLEMENTED and getattr(self, "command", None):
+            # A method with no do_ handler: the API says 405 (with Allow) or 404.
+            self._handle()
+            return
+        self.close_connection = True
+        reason = message or HTTPStatus(code).phrase
+        text = {
+            HTTPStatus.BAD_REQUEST: f"malformed request: {reason}",
+            HTTPStatus.REQUEST_URI_TOO_LONG: "the request line is too long",
+            HTTPStatus.REQUEST_HEADER_FIELDS_TOO_LARGE: f"request headers too large: {reason}",
+        }.get(HTTPStatus(code), reason)
+        field = "headers" if code == HTTPStatus.REQUEST_HEADER_FIELDS_TOO_LARGE else None
+        response = _error_body(code, text, field)
+        with contextlib.suppress(OSError):  # the client went away
+            self._send(response)
+        logger.info("%s %d", _printable(getattr(self, "requestline", "")), code)
+
     def _handle(self) -> None:
         started = time.perf_counter()
         try:
@@ -91,13 +173,12 @@ class _ApiRequestHandler(BaseHTTPRequestHandler):
             response = error_response(exc)
         try:
             self._send(response)
-        except (BrokenPipeError, ConnectionResetError):
-            # The client went away; socketserver would print a traceback for this.
+        except OSError:  # BrokenPipe, ConnectionReset, a timeout: the client went away
             self.close_connection = True
         logger.info(
             "%s %s %d %.1fms",
-            self.command,
-            self.path,
+            _printable(self.command),
+            _printable(self.path),
             response.status,
             (time.perf_counter() - started) * 1000.0,
         )
@@ -120,20 +201,59 @@ class _ApiRequestHandler(BaseHTTPRequestHandler):
             return error_response(
                 ValidationError("body", f"must be at most {MAX_BODY_BYTES} bytes, got {length}")
             )
-        body = self.rfile.read(length) if length else b""
+        body = self._read_body(length) if length else b""
+        if isinstance(body, ApiResponse):
+            return body
         return self.server.api.handle(self.command, self.path, body or None)
 
+    def _read_body(self, length: int) -> bytes | ApiResponse:
+        """``length`` bytes, or a 408/400 when they do not all arrive in time."""
+        self.connection.settimeout(self.server.body_timeout)
+        try:
+            body = self.rfile.read(length)
+        except TimeoutError:
+            self.close_connection = True
+            return _error_body(
+                HTTPStatus.REQUEST_TIMEOUT,
+                f"the body did not arrive within {self.server.body_timeout:g} s "
+                f"(Content-Length says {length} bytes)",
+                "body",
+            )
+        finally:
+            self.connection.settimeout(self.timeout)
+        if len(body) < length:
+            self.close_connection = True
+            return _error_body(
+                HTTPStatus.BAD_REQUEST,
+                f"the body ended after {len(body)} of the {length} bytes Content-Length says",
+                "body",
+            )
+        return body
+
     def _send(self, response: ApiResponse) -> None:
-        payload = response.to_json()
+        try:
+            payload = response.to_json()
+        except UnicodeEncodeError:
+            # Text that is no Unicode (a lone surrogate escape such as \ud800 in the query)
+            # decodes as JSON but cannot be written back as UTF-8.
+            response = _error_body(
+                HTTPStatus.BAD_REQUEST,
+                "the body holds text that is not valid Unicode (a lone surrogate escape?)",
+                "body",
+            )
+            payload = response.to_json()
         self.send_response(response.status)
         self.send_header("Content-Type", _JSON)
         self.send_header("Content-Length", str(len(payload)))
         for name, value in response.headers.items():
             self.send_header(name, value)
+        if getattr(self, "command", None) == "HEAD":
+            self.close_connection = True  # no body follows: do not reuse the connection
         if self.close_connection:
             self.send_header("Connection", "close")
         self.end_headers()
-        self.wfile.write(payload)
+        if getattr(self, "command", None) != "HEAD":
+            self.wfile.write(payload)
 
     def _send_asset(self, asset: Asset) -> None:
         self.send_response(HTTPStatus.OK)
@@ -154,12 +274,83 @@ class _ApiRequestHandler(BaseHTTPRequestHandler):
         logger.debug("%s - %s", self.address_string(), format % args)
 
 
-class LocalServer:
-    """The local stack: initial indexing, a folder watcher and the HTTP API.
+def _printable(text: str) -> str:
+    return json.dumps(text, ensure_ascii=True)[1:-1] if not text.isprintable() else text
 
-    ``start`` returns once the port is bound, every scope is indexed and requests
-    are served on a background thread; ``url`` then says where (``port=0`` picks a
-    free port). ``stop`` is idempotent and leaves the store open.
+
+class _ProgressStatusStore:
+    """The server's store as the API sees it: while the start-up index has not reached a
+    scope, its status says ``INDEXING`` with the progress of its documents."""
+
+    def __init__(self, store: KnowledgeStore, progress: IndexingProgress) -> None:
+        self._store = store
+        self._progress = progress
+
+    @property
+    def name(self) -> str:
+        return self._store.name
+
+    @property
+    def supported_modes(self) -> frozenset[SearchMode]:
+        return self._store.supported_modes
+
+    @property
+    def default_mode(self) -> SearchMode:
+        return self._store.default_mode
+
+    def index(
+        self, scope: KnowledgeScope, source: DocumentSource, options: IndexOptions | None = None
+    ) -> IndexResult:
+        return self._store.index(scope, source, options)
+
+    def reindex(
+        self, scope: KnowledgeScope, source: DocumentSource, options: IndexOptions | None = None
+    ) -> IndexResult:
+        return self._store.reindex(scope, source, options)
+
+    def upsert_document(
+        self,
+        scope: KnowledgeScope,
+        document: SourceDocument,
+        options: IndexOptions | None = None,
+    ) -> IndexResult:
+        return self._store.upsert_document(scope, document, options)
+
+    def delete_document(self, scope: KnowledgeScope, path: str, version: str | None = None) -> bool:
+        return self._store.delete_document(scope, path, version)
+
+    def search(self, scope: KnowledgeScope, query: SearchQuery) -> list[SearchResult]:
+        return self._store.search(scope, query)
+
+    def status(self, scope: KnowledgeScope) -> IndexStatus:
+        status = self._store.status(scope)
+        progress = self._progress.of(scope)
+        if progress is None:
+            return status
+        return replace(
+            status,
+            state=IndexState.INDEXING,
+            message=f"start-up index: {progress.documents_done} of "
+            f"{progress.documents_total} documents",
+            progress=progress,
+        )
+
+    def list_scopes(self) -> list[KnowledgeScope]:
+        return self._store.list_scopes()
+
+    def close(self) -> None:
+        self._store.close()
+
+
+class LocalServer:
+    """The local stack: the HTTP API, a start-up index in the background, a folder watcher.
+
+    Requests are served from the moment the port is bound (``port=0`` picks a free
+    port; ``url`` says which); the start-up index and then the watcher run on a
+    background thread. ``start`` waits for that index unless ``wait=False``
+    (``wait_until_ready`` waits later; ``progress`` counts it). ``stop`` is idempotent,
+    abandons an unfinished start-up index (the scope being written keeps what it had)
+    and leaves the store open.
     """
 
     def __init__(
@@ -172,21 +363,34 @@ class LocalServer:
         poll_interval: float = 1.0,
         options: IndexOptions | None = None,
         default_mode: SearchMode | None = None,
+        body_timeout: float = DEFAULT_BODY_TIMEOUT,
     ) -> None:
         self._root = Path(root)
         if not self._root.is_dir():
             raise ConfigurationError(f"the folder to serve does not exist: {self._root}")
+        if body_timeout <= 0:
+            raise ValueError(f"body_timeout must be positive, got {body_timeout}")
         self._store = store
         self._host = host
         self._port = port
         self._poll_interval = poll_interval
         self._options = options or IndexOptions()
+        self._body_timeout = body_timeout
         self._source = BucketFolderSource(self._root)
         self._write_lock = threading.Lock()
-        self.api = KnowledgeApi(store, reindex=self._reindex_scope, default_mode=default_mode)
+        self.progress = IndexingProgress()
+        self.api = KnowledgeApi(
+            _ProgressStatusStore(store, self.progress),
+            reindex=self._reindex_scope,
+            default_mode=default_mode,
+        )
         self._http: _ApiHttpServer | None = None
         self._http_thread: threading.Thread | None = None
+        self._startup_thread: threading.Thread | None = None
         self._watcher: BucketWatcher | None = None
+        self._lifecycle = threading.Lock()
+        self._stopping = threading.Event()
+        self._ready = threading.Event()
 
     @property
     def root(self) -> Path:
@@ -206,58 +410,67 @@ class LocalServer:
         shown = f"[{host}]" if ":" in host else host
         return f"http://{shown}:{port}"
 
+    @property
+    def ready(self) -> bool:
+        """True once the start-up index is done and the watcher runs."""
+        return self._ready.is_set()
+
+    def wait_until_ready(self, timeout: float | None = None) -> bool:
+        """Wait for the start-up index; ``False`` if ``timeout`` passed first or the
+        server was stopped before it finished."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while not self._ready.wait(0.1):
+            if self._stopping.is_set():
+                return False
+            if deadline is not None and time.monotonic() >= deadline:
+                return False
+        return True
+
     def scopes(self) -> list[KnowledgeScope]:
         """The valid scopes under the root (what the playground page offers)."""
         return list(self._source.iter_scopes())
 
-    def index_all(self) -> dict[KnowledgeScope, IndexResult]:
-        """Bring every valid scope under the root in line with its folder."""
-        results: dict[KnowledgeScope, IndexResult] = {}
-        scopes = self._source.iter_scopes()
-        for scope in scopes:
-            with self._write_lock:
-                result = self._store.index(scope, self._source, self._options)
-            results[scope] = result
-            logger.info(
-                "indexed %s: %d documents (%d chunks), %d unchanged or skipped, "
-                "%d deleted, %d errors",
-                scope,
-                result.indexed_documents,
-                result.indexed_chunks,
-                result.skipped_documents,
-                result.deleted_documents,
-                len(result.errors),
-            )
-            for problem in result.errors:
-                logger.warning("not indexed %s/%s: %s", scope, problem.path, problem.reason)
-        for problem in [*scopes.skipped, *scopes.errors]:
+    def scopes_to_sync(self) -> list[KnowledgeScope]:
+        """The folder's scopes, the store's scopes (an orphan is emptied), and scope
+        folders that are links (indexed empty, so their status says why), sorted."""
+        listing = self._source.iter_scopes()
+        scopes = set(listing)
+        for problem in [*listing.skipped, *listing.errors]:
             logger.warning("ignored %s: %s", problem.path, problem.reason)
-        return results
+            if problem.reason == SYMLINK_OUTSIDE_SCOPE and problem.path.count("/") == 1:
+                agent, context = problem.path.split("/")
+                with contextlib.suppress(InvalidScopeError):
+                    scopes.add(KnowledgeScope(agent, context))
+        try:
+            scopes.update(self._store.list_scopes())
+        except Exception as exc:  # the backend is down: index what the folder has
+            logger.warning("cannot list the indexed scopes: %s", exc)
+        return sorted(scopes, key=lambda scope: (scope.agent, scope.context))
 
-    def start(self) -> None:
-        """Bind, index every scope, start the watcher and serve in the background."""
-        if self._http is not None:
-            raise RuntimeError("the server is already started")
-        try:
-            self._http = _ApiHttpServer((self._host, self._port), self.api, self.scopes)
-        except OSError as exc:
-            raise ConfigurationError(
-                f"cannot listen on {self._host}:{self._port}: {exc.strerror or str(exc)}"
-            ) from exc
-        try:
-            # Taken before indexing: whatever changes meanwhile shows up in the first poll.
-            baseline = take_snapshot(self._root)
-            self.index_all()
-            self._watcher = BucketWatcher(
-                self._root,
-                self._store,
-                self._source,
-                options=self._options,
-                poll_interval=self._poll_interval,
-                baseline=baseline,
-                write_lock=self._write_lock,
-            )
-            self._watcher.start()
+    def start(self, *, wait: bool = True) -> None:
+        """Bind and serve in the background; the start-up index runs on its own thread.
+
+        Requests are answered from the moment the port is bound. ``wait`` (the default,
+        for code that searches right after starting) returns once the start-up index is
+        done; ``kb serve`` passes ``wait=False`` and shows the progress instead.
+        """
+        self._start()
+        if wait:
+            self.wait_until_ready()
+
+    def _start(self) -> None:
+        with self._lifecycle:
+            if self._http is not None:
+                raise RuntimeError("the server is already started")
+            try:
+                self._http = _ApiHttpServer(
+                    (self._host, self._port), self.api, self._body_timeout, self.scopes
+                )
+            except OSError as exc:
+                raise ConfigurationError(
+                    f"cannot listen on {self._host}:{self._port}: {exc.strerror or str(exc)}"
+                ) from exc
+            self._stopping.clear()
             self._http_thread = threading.Thread(
                 target=self._http.serve_forever,
                 kwargs={"poll_interval": 0.2},
@@ -265,21 +478,60 @@ class LocalServer:
                 daemon=True,
             )
             self._http_thread.start()
-        except BaseException:
-            self.stop()
-            raise
+            self._startup_thread = threading.Thread(
+                target=self._start_up, name="kb-startup", daemon=True
+            )
+            self._startup_thread.start()
+
+    def _start_up(self) -> None:
+        watcher = BucketWatcher(
+            self._root,
+            self._store,
+            self._source,
+            options=self._options,
+            poll_interval=self._poll_interval,
+            baseline={},  # until synchronize succeeds, the first poll looks at everything
+            write_lock=self._write_lock,
+        )
+        started = time.monotonic()
+        try:
+            results = watcher.synchronize(
+                self.scopes_to_sync(), progress=self.progress, should_stop=self._stopping.is_set
+            )
+            documents = sum(r.indexed_documents + r.skipped_documents for r in results.values())
+            logger.info(
+                "start-up index done: %d scopes, %d documents in %.1f s",
+                len(results),
+                documents,
+                time.monotonic() - started,
+            )
+        except IndexingStopped:
+            return
+        except Exception:
+            logger.exception("the start-up index failed; the watcher retries every scope")
+        with self._lifecycle:
+            if self._stopping.is_set():
+                return
+            self._watcher = watcher
+            watcher.start()
+        self._ready.set()
 
     def stop(self) -> None:
-        """Stop serving and watching; idempotent. The store stays open."""
-        if self._watcher is not None:
-            self._watcher.stop()
-            self._watcher = None
-        http, self._http = self._http, None
+        """Stop serving, indexing and watching; idempotent. The store stays open."""
+        self._stopping.set()
+        with self._lifecycle:
+            watcher, self._watcher = self._watcher, None
+            startup, self._startup_thread = self._startup_thread, None
+            http, self._http = self._http, None
+            http_thread, self._http_thread = self._http_thread, None
+        if watcher is not None:
+            watcher.stop()
+        if startup is not None:
+            startup.join(30.0)
         if http is not None:
-            if self._http_thread is not None:
+            if http_thread is not None:
                 http.shutdown()
-                self._http_thread.join(10.0)
-                self._http_thread = None
+                http_thread.join(10.0)
             http.server_close()
 
     def __enter__(self) -> LocalServer:
@@ -290,36 +542,84 @@ class LocalServer:
         self.stop()
 
     def _reindex_scope(self, scope: KnowledgeScope) -> IndexResult:
-        folder = self._root / scope.agent / scope.context
-        if not folder.is_dir():
-            raise NotFoundError(f"no folder for scope {scope} under {self._root}")
+        """Reindex from the folder; a scope whose folder vanished is emptied. A scope with
+        neither a folder nor indexed documents is a 404 (no server path in the message)."""
+        folder = self._source.scope_folder(scope)
+        if not folder.is_dir() and scope not in self._store.list_scopes():
+            raise NotFoundError(f"no folder and no index for scope {scope}")
         with self._write_lock:
             return self._store.reindex(scope, self._source, self._options)
 
 
-def serve_until_stopped(server: LocalServer, *, out: TextIO | None = None) -> int:
-    """Start ``server``, print its URL, block until Ctrl-C or SIGTERM, then stop it.
+class _TerminalProgress:
+    """The start-up index on the terminal: a ``\r`` bar on a TTY, else a line a second."""
 
-    Returns the process exit code (0 on a requested stop).
+    def __init__(self, progress: IndexingProgress, stream: TextIO) -> None:
+        self._progress = progress
+        self._stream = stream
+        self._tty = stream.isatty()
+        self._bar: ProgressBar | None = None
+        self._last_line = 0.0
+        self._last_done = -1
+        self._finished = False
+
+    def update(self) -> None:
+        if self._finished:
+            return
+        counts = self._progress.overall()
+        if self._progress.ended:
+            if self._bar is not None:
+                self._bar.finish()
+            print(
+                f"indexed {counts.documents_done}/{counts.documents_total} documents",
+                file=self._stream,
+                flush=True,
+            )
+            self._finished = True
+            return
+        if not self._progress.running:
+            return
+        if self._tty:
+            if self._bar is None:
+                self._bar = ProgressBar(counts.documents_total, self._stream, enabled=True)
+            self._bar.update(counts.documents_done)
+            return
+        now = time.monotonic()
+        if counts.documents_done != self._last_done and now - self._last_line >= 1.0:
+            print(
+                f"indexing {counts.documents_done}/{counts.documents_total} documents",
+                file=self._stream,
+                flush=True,
+            )
+            self._last_line, self._last_done = now, counts.documents_done
+
+
+def serve_until_stopped(
+    server: LocalServer, *, out: TextIO | None = None, progress_out: TextIO | None = None
+) -> int:
+    """Start ``server``, print its URL, show the start-up index's progress, block until
+    Ctrl-C or SIGTERM, then stop it. Returns the process exit code (0 on a requested stop).
+
+    The signal handlers only record the signal (no lock, no I/O: a second signal that
+    lands while the first is handled can never deadlock); the main loop polls the record.
     """
     stream = out or sys.stdout
-    stop_requested = threading.Event()
+    requested: list[int] = []
 
     def request_stop(signum: int, frame: FrameType | None) -> None:
-        stop_requested.set()
+        requested.append(signum)  # one C-level append: safe at any point of the main thread
 
-    # Ctrl-C during the initial indexing is a plain KeyboardInterrupt; the handlers
-    # that turn signals into a graceful stop are installed once serving has begun.
     previous: dict[signal.Signals, Any] = {}
+    if threading.current_thread() is threading.main_thread():
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            previous[signum] = signal.signal(signum, request_stop)
+    terminal = _TerminalProgress(server.progress, progress_out or sys.stderr)
     try:
-        server.start()
-        if threading.current_thread() is threading.main_thread():
-            for signum in (signal.SIGINT, signal.SIGTERM):
-                previous[signum] = signal.signal(signum, request_stop)
+        server.start(wait=False)
         print(f"Serving {server.root} on {server.url} (Ctrl-C to stop)", file=stream, flush=True)
-        # A timeout on wait() lets the main thread run signal handlers promptly.
-        while not stop_requested.wait(0.5):
-            pass
+        while not requested:
+            terminal.update()
+            time.sleep(0.1)  # a signal cuts the sleep short (PEP 475 then resumes it)
         print("Stopping...", file=stream, flush=True)
         return 0
     finally:

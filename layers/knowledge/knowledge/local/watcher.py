@@ -1,10 +1,21 @@
-"""Poll a local bucket folder and apply its changes to a store, as S3 events would.
+"""Keep a store equal to a local bucket folder, as S3 events would, by polling.
 
 The folder is laid out like the bucket: ``ROOT/<agent>/<context>/<path>``. Every poll
-takes a snapshot (``mtime_ns`` and size of every file) and compares it with the last
-one: a created or changed document is upserted, a deleted one is deleted, a changed or
-deleted sidecar ``<path>.metadata.json`` re-indexes its document. Keys outside a valid
-scope are logged with the reason and left alone, like the S3 indexer does.
+takes a snapshot (``mtime_ns`` and size of every regular file) and compares it with the
+last one to find the scopes that changed. Each changed scope is then *reconciled*: its
+folder is listed, created or changed documents are upserted, and every document the
+store holds that the listing no longer has is deleted. Deletions are decided against
+the store's own documents, not against the previous snapshot, so a file that comes and
+goes between a snapshot and a listing can never leave a stale document behind; and a
+key the listing saw but the snapshot did not (or whose write failed) is remembered as
+*dirty*, so the next poll looks at it again. After changes stop, one or two polls leave
+the index equal to the folder.
+
+``synchronize`` is the start-up index: every scope of the folder and every scope the
+store already holds (``KnowledgeStore.list_scopes``), so a scope whose folder vanished
+while nothing was watching is emptied. Keys outside a valid scope are logged with the
+reason and left alone, like the S3 indexer does. Non-regular files (FIFOs, sockets,
+devices) are never documents and are never opened.
 
 Polling, not the ``watchdog`` package: it is stdlib only, behaves the same on Linux,
 macOS and Windows, and also sees changes on network shares and Docker bind mounts
@@ -12,30 +23,33 @@ where inotify/FSEvents notifications do not arrive. A bucket folder holds hundre
 files, so a ``stat`` of each per second is cheap, and a poll naturally coalesces the
 burst of events an editor produces when it saves a file.
 
-Which files are documents (patterns, sidecars, hidden files) is the source's decision:
-the watcher asks ``BucketFolderSource.documents`` for each scope that changed.
+Which files are documents (patterns, sidecars, hidden files, links) is the source's
+decision: the watcher asks ``source.documents`` for each scope that changed.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import stat
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
 from knowledge.errors import KnowledgeError
-from knowledge.model import IndexOptions
+from knowledge.local.progress import IndexingProgress, ListedSource
+from knowledge.model import IndexOptions, IndexResult
 from knowledge.scope import KnowledgeScope, parse_object_key
 from knowledge.source import SIDECAR_SUFFIX, DocumentSource, SourceDocument
-from knowledge.store import KnowledgeStore
+from knowledge.store import IndexWriter, KnowledgeStore
 
 __all__ = [
     "AppliedChange",
     "BucketWatcher",
     "FileStamp",
+    "IndexingStopped",
     "SnapshotDiff",
     "diff_snapshots",
     "take_snapshot",
@@ -63,6 +77,14 @@ class FileStamp:
     size: int
 
 
+_DIRTY = FileStamp(-1, -1)
+"""Remembered for a key the next poll must look at again: it equals no real stamp."""
+
+
+class IndexingStopped(Exception):  # noqa: N818 - a request, not an error
+    """Raised inside an index run to abandon it (the server is stopping)."""
+
+
 @dataclass(frozen=True, slots=True)
 class SnapshotDiff:
     """Keys (``agent/context/path``) created or changed, and keys deleted, sorted."""
@@ -86,9 +108,9 @@ class AppliedChange:
 def take_snapshot(root: Path) -> dict[str, FileStamp]:
     """``{key: FileStamp}`` for every regular, non-hidden file under ``root``.
 
-    Keys are ``/``-separated paths relative to ``root``.
-    Symbolic links to folders are not followed (no loops, nothing outside ``root``).
-    Files that vanish while the snapshot is taken are left out.
+    Keys are ``/``-separated paths relative to ``root``. Symbolic links to folders are
+    not followed (no loops, nothing outside ``root``); FIFOs, sockets and devices are
+    left out (``stat`` never opens them). Files that vanish meanwhile are left out.
     """
     snapshot: dict[str, FileStamp] = {}
     for dirpath, dirnames, filenames in os.walk(root):
@@ -100,13 +122,13 @@ def take_snapshot(root: Path) -> dict[str, FileStamp]:
                 continue
             full = os.path.join(dirpath, filename)
             try:
-                stat = os.stat(full)
+                info = os.stat(full)
             except OSError:
                 continue
-            if not os.path.isfile(full):
+            if not stat.S_ISREG(info.st_mode):
                 continue
             key = Path(os.path.relpath(full, root)).as_posix()
-            snapshot[key] = FileStamp(stat.st_mtime_ns, stat.st_size)
+            snapshot[key] = FileStamp(info.st_mtime_ns, info.st_size)
     return snapshot
 
 
@@ -118,12 +140,12 @@ def diff_snapshots(before: Mapping[str, FileStamp], after: Mapping[str, FileStam
 
 
 class BucketWatcher:
-    """Applies the changes of a bucket folder to a store, one poll at a time.
+    """Keeps a store equal to a bucket folder, one poll at a time.
 
     ``poll_once`` is synchronous (tests call it directly); ``start`` runs it every
     ``poll_interval`` seconds on a daemon thread until ``stop``. ``baseline`` is the
-    snapshot the store is already in line with (taken before the initial indexing, so
-    that nothing written during it is missed). ``write_lock`` serialises store writes
+    snapshot the store is already in line with (``synchronize`` sets it itself);
+    without one, the folder as it is now. ``write_lock`` serialises store writes
     with other writers (the server's reindex route). A failing poll is logged; the
     watcher keeps running.
     """
@@ -152,23 +174,94 @@ class BucketWatcher:
         self._write_lock = write_lock or threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._failures: dict[str, str] = {}  # key -> last failure, logged once until it changes
+
+    # --- the start-up index --------------------------------------------------------------
+
+    def synchronize(
+        self,
+        scopes: Iterable[KnowledgeScope],
+        *,
+        progress: IndexingProgress | None = None,
+        should_stop: Callable[[], bool] = lambda: False,
+    ) -> dict[KnowledgeScope, IndexResult]:
+        """Bring every one of ``scopes`` in line with its folder (``store.index``: new and
+        changed documents written, unchanged skipped, the rest deleted; a scope without
+        a folder is emptied), then remember the folder so later polls see later changes.
+
+        Every scope is listed first, so ``progress`` knows the totals. ``should_stop`` is
+        asked between documents; when it says yes the run raises ``IndexingStopped``
+        (the scope being written keeps what it had before)."""
+        progress = progress or IndexingProgress()
+        baseline = take_snapshot(self._root)  # before listing: later changes show up in a poll
+        listed = {
+            scope: ListedSource(self._source.documents(scope, self._options)) for scope in scopes
+        }
+        progress.begin({scope: len(source) for scope, source in listed.items()})
+        results: dict[KnowledgeScope, IndexResult] = {}
+        try:
+            for scope, source in listed.items():
+                source.on_read = self._counter(scope, progress, should_stop)
+                if should_stop():
+                    raise IndexingStopped("stopped before the start-up index finished")
+                with self._write_lock:
+                    results[scope] = self._store.index(scope, source, self._options)
+                progress.finish_scope(scope)
+                _log_result(scope, results[scope])
+                for path in source.paths:
+                    # Listed but not seen by the snapshot: created meanwhile; look again.
+                    baseline.setdefault(f"{scope.key}/{path}", _DIRTY)
+        finally:
+            progress.end()
+        self._snapshot = baseline
+        return results
+
+    @staticmethod
+    def _counter(
+        scope: KnowledgeScope, progress: IndexingProgress, should_stop: Callable[[], bool]
+    ) -> Callable[[str], None]:
+        def on_read(path: str) -> None:
+            if should_stop():
+                raise IndexingStopped("stopped before the start-up index finished")
+            progress.advance(scope)
+
+        return on_read
+
+    # --- polls ---------------------------------------------------------------------------
 
     def poll_once(self) -> list[AppliedChange]:
-        """Take a snapshot, apply what changed since the last one, return what was done."""
+        """Take a snapshot, reconcile every scope that changed since the last one, and
+        return what was done."""
         current = take_snapshot(self._root)
         diff = diff_snapshots(self._snapshot, current)
-        self._snapshot = current
-        if not diff:
-            return []
-        with self._write_lock:
-            applied = self._apply(diff)
+        remembered = dict(current)
+        applied: list[AppliedChange] = []
+        if diff:
+            with self._write_lock:
+                applied = self._apply(diff, current, remembered)
+        self._snapshot = remembered
         for change in applied:
-            level = _LOG_LEVELS[change.action]
-            detail = f": {change.detail}" if change.detail else ""
-            logger.log(level, "%s %s%s", change.action, change.key, detail)
+            self._log(change)
         return applied
 
-    def _apply(self, diff: SnapshotDiff) -> list[AppliedChange]:
+    def _log(self, change: AppliedChange) -> None:
+        level = _LOG_LEVELS[change.action]
+        if change.action == "failed":
+            # A file that keeps failing is retried every poll; say so once per reason.
+            if self._failures.get(change.key) == change.detail:
+                level = logging.DEBUG
+            self._failures[change.key] = change.detail
+        else:
+            self._failures.pop(change.key, None)
+        detail = f": {change.detail}" if change.detail else ""
+        logger.log(level, "%s %s%s", change.action, change.key, detail)
+
+    def _apply(
+        self,
+        diff: SnapshotDiff,
+        current: Mapping[str, FileStamp],
+        remembered: dict[str, FileStamp],
+    ) -> list[AppliedChange]:
         applied: list[AppliedChange] = []
         by_scope: dict[KnowledgeScope, list[tuple[str, str, bool]]] = {}
         for key, deleted in [(k, False) for k in diff.changed] + [(k, True) for k in diff.deleted]:
@@ -179,36 +272,85 @@ class BucketWatcher:
                 continue
             by_scope.setdefault(scoped.scope, []).append((key, scoped.path, deleted))
         for scope, entries in by_scope.items():
-            applied.extend(self._apply_scope(scope, entries))
+            applied.extend(self._reconcile(scope, entries, current, remembered))
         return applied
 
-    def _apply_scope(
-        self, scope: KnowledgeScope, entries: Iterable[tuple[str, str, bool]]
+    def _reconcile(
+        self,
+        scope: KnowledgeScope,
+        entries: list[tuple[str, str, bool]],
+        current: Mapping[str, FileStamp],
+        remembered: dict[str, FileStamp],
     ) -> list[AppliedChange]:
+        prefix = scope.key + "/"
         try:
-            documents = {d.path: d for d in self._source.documents(scope, self._options)}
-        except OSError as exc:
-            logger.warning("cannot list %s: %s", scope, exc)
+            listing = self._source.documents(scope, self._options)
+            documents = {d.path: d for d in listing}
+            stored = self._stored_paths(scope)
+        except (OSError, KnowledgeError) as exc:
+            logger.warning("cannot reconcile %s: %s", scope, exc)
+            for key, _, _ in entries:
+                remembered[key] = _DIRTY
             return [
-                AppliedChange(key, "failed", f"cannot list the scope: {exc}")
-                for key, _, _ in entries
+                AppliedChange(key, "failed", f"cannot list the scope: {exc}") for key, *_ in entries
             ]
         applied: list[AppliedChange] = []
         upserted: set[str] = set()
+        for path, listed in documents.items():
+            if prefix + path in current:
+                continue
+            if self._walkable(prefix + path):
+                remembered[prefix + path] = _DIRTY  # created after the snapshot: look again
+            else:
+                # Reached through a folder link inside the scope, which snapshots do not
+                # follow: refreshed whenever its scope changes (unchanged content is skipped).
+                upserted.add(path)
+                applied.append(self._upsert(prefix + path, scope, listed))
+        skipped = {p.path: p.reason for p in getattr(listing, "skipped", ())}
         for key, path, deleted in entries:
             # A sidecar's change is a change of its document's metadata.
             target = path.removesuffix(SIDECAR_SUFFIX) if path.endswith(SIDECAR_SUFFIX) else path
-            target_key = key[: len(key) - len(path)] + target
             document = documents.get(target)
             if document is not None:
                 if target not in upserted:
                     upserted.add(target)
-                    applied.append(self._upsert(target_key, scope, document))
-            elif deleted and target == path:
-                applied.append(self._delete(key, scope, path))
-            elif not deleted and target == path:
-                applied.append(AppliedChange(key, "ignored", "not a document for these options"))
+                    change = self._upsert(prefix + target, scope, document)
+                    if change.action == "failed":
+                        remembered[prefix + target] = _DIRTY
+                    applied.append(change)
+            elif not deleted and target == path and (stored is None or path not in stored):
+                reason = skipped.get(path, "not a document for these options")
+                applied.append(AppliedChange(key, "ignored", reason))
+        if stored is None:  # a store that cannot list its documents: trust the snapshot
+            gone = {path for key, path, deleted in entries if deleted and path not in documents}
+        elif any(p.reason.startswith("cannot list") for p in getattr(listing, "errors", ())):
+            # Part of the folder could not be read: what it holds is unknown, not gone.
+            logger.warning("%s: part of the folder cannot be listed; nothing deleted", scope)
+            for key, _, _ in entries:
+                remembered[key] = _DIRTY
+            gone = set()
+        else:
+            gone = stored - documents.keys()
+        for path in sorted(gone):
+            change = self._delete(prefix + path, scope, path)
+            if change.action == "failed":
+                remembered[prefix + path] = _DIRTY
+            applied.append(change)
         return applied
+
+    def _walkable(self, key: str) -> bool:
+        """Whether ``take_snapshot`` sees ``key``: no folder on its way is a link."""
+        folder = self._root
+        for part in key.split("/")[:-1]:
+            folder = folder / part
+            if folder.is_symlink():
+                return False
+        return True
+
+    def _stored_paths(self, scope: KnowledgeScope) -> set[str] | None:
+        if isinstance(self._store, IndexWriter):
+            return set(self._store.stored_documents(scope))
+        return None
 
     def _upsert(self, key: str, scope: KnowledgeScope, document: SourceDocument) -> AppliedChange:
         try:
@@ -233,6 +375,8 @@ class BucketWatcher:
             key, "deleted" if removed else "ignored", "" if removed else "not indexed"
         )
 
+    # --- the polling thread --------------------------------------------------------------
+
     def start(self) -> None:
         """Poll on a daemon thread until ``stop``; calling it twice is an error."""
         if self._thread is not None:
@@ -256,3 +400,20 @@ class BucketWatcher:
         thread, self._thread = self._thread, None
         if thread is not None:
             thread.join(timeout)
+
+
+def _log_result(scope: KnowledgeScope, result: IndexResult) -> None:
+    logger.info(
+        "indexed %s: %d documents (%d chunks), %d unchanged or skipped, %d deleted, %d errors",
+        scope,
+        result.indexed_documents,
+        result.indexed_chunks,
+        result.skipped_documents,
+        result.deleted_documents,
+        len(result.errors),
+    )
+    for problem in result.skipped:
+        if problem.reason.startswith("symlink"):
+            logger.warning("skipped %s/%s: %s", scope, problem.path, problem.reason)
+    for problem in result.errors:
+        logger.warning("not indexed %s/%s: %s", scope, problem.path, problem.reason)

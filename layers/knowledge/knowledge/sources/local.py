@@ -11,9 +11,17 @@ matches ``options.file_patterns``, sorted by path, and skip:
 - metadata sidecars (``<path>.metadata.json``): they become the document's
   ``metadata``; an invalid sidecar is listed in ``Listing.errors`` and its document
   is still listed, without metadata;
-- symbolic links that resolve outside the folder of the scope (``Listing.skipped``):
-  nothing outside it is ever read, also when a link changes between listing and
-  reading. Links inside it are followed; every real folder is walked once.
+- symbolic links that resolve outside the folder of the scope (``Listing.skipped``, reason
+  ``symlink outside its scope``), at any level: a scope folder or agent folder that is a
+  link (it always points away from its own ``<agent>/<context>`` folder), a linked file,
+  a linked folder inside the scope. Nothing outside the scope's folder is ever read, also
+  when a link changes between listing and reading. Links inside it are followed; every
+  real folder is walked once;
+- anything that is not a regular file (FIFOs, sockets, devices). Reads open with
+  ``O_NONBLOCK`` and check ``fstat`` first, so a FIFO swapped in after listing is refused
+  at once instead of blocking the reader forever.
+
+Read errors never carry an absolute path (they reach API callers in reindex results).
 
 Bytes are read only by ``SourceDocument.read()``. ``version`` is ``None``: local
 files have no sequencer.
@@ -21,7 +29,9 @@ files have no sequencer.
 
 from __future__ import annotations
 
+import errno
 import os
+import stat
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,11 +41,33 @@ from knowledge.filters import matches_file_patterns
 from knowledge.model import FileProblem, IndexOptions
 from knowledge.scope import KnowledgeScope, validate_segment
 from knowledge.source import SIDECAR_SUFFIX, SourceDocument
-from knowledge.sources import Listing, MetadataValue, parse_metadata_sidecar
+from knowledge.sources import (
+    MAX_SIDECAR_BYTES,
+    Listing,
+    MetadataValue,
+    parse_metadata_sidecar,
+)
 
-__all__ = ["BucketFolderSource", "LocalDirectorySource"]
+__all__ = [
+    "SYMLINK_OUTSIDE_SCOPE",
+    "BucketFolderSource",
+    "LocalDirectorySource",
+    "read_regular_file",
+]
 
-_LINK_OUTSIDE = "symbolic link points outside the source folder; not followed"
+SYMLINK_OUTSIDE_SCOPE = "symlink outside its scope"
+"""The reason given for every entry left out because it resolves outside its scope folder."""
+
+_SCOPE_FOLDER = "."
+"""The path a problem of the scope's folder itself is reported under."""
+
+_OPEN_FLAGS = (
+    os.O_RDONLY
+    | getattr(os, "O_NONBLOCK", 0)  # a FIFO swapped in opens at once instead of blocking
+    | getattr(os, "O_NOFOLLOW", 0)  # the path is already resolved: a new link is a swap
+    | getattr(os, "O_CLOEXEC", 0)
+    | getattr(os, "O_BINARY", 0)
+)
 
 
 def _is_inside(path: str, root: str) -> bool:
@@ -57,14 +89,54 @@ class _Found:
     size: int
 
 
+def _kind(mode: int) -> str:
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    if stat.S_ISDIR(mode):
+        return "a folder"
+    return "not a regular file"
+
+
+def read_regular_file(path: str, real_root: str, *, limit: int | None = None) -> bytes:
+    """The bytes of the regular file at ``path`` if it resolves inside ``real_root``.
+
+    Never blocks on a FIFO or device and never follows a link out of ``real_root``:
+    the path is resolved, checked, opened with ``O_NONBLOCK | O_NOFOLLOW``, and the
+    open file must be regular and still be the file the path resolves to. Reads at most
+    ``limit`` bytes when given. Raises ``OSError`` (``PermissionError`` for a link out
+    of the scope) whose message holds no absolute path.
+    """
+    current = os.path.realpath(path)
+    if not _is_inside(current, real_root):
+        raise PermissionError(errno.EACCES, SYMLINK_OUTSIDE_SCOPE)
+    try:
+        fd = os.open(current, _OPEN_FLAGS)
+    except OSError as exc:  # without the file name: it is an absolute path
+        raise OSError(exc.errno, exc.strerror or "cannot open") from None
+    with os.fdopen(fd, "rb") as handle:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise OSError(errno.EINVAL, f"{_kind(info.st_mode)}, not a regular file; not read")
+        # A link swapped in for a parent folder after realpath() would open another file.
+        again = os.path.realpath(path)
+        try:
+            same = _is_inside(again, real_root) and os.path.samestat(info, os.stat(again))
+        except OSError:
+            same = False
+        if not same:
+            raise PermissionError(errno.EACCES, "the file changed while it was opened; not read")
+        # O_NONBLOCK has no effect on a regular file: this read blocks only on the disk.
+        return handle.read() if limit is None else handle.read(limit)
+
+
 def _reader(real: str, real_root: str) -> Callable[[], bytes]:
     def read() -> bytes:
-        # Resolve again: the file may have been swapped for a link since it was listed.
-        current = os.path.realpath(real)
-        if not _is_inside(current, real_root):
-            raise PermissionError(f"'{current}' is outside the source folder")
-        with open(current, "rb") as handle:
-            return handle.read()
+        # Resolved again when read: the file may have been swapped since it was listed.
+        return read_regular_file(real, real_root)
 
     return read
 
@@ -92,7 +164,7 @@ def _scan(real_root: str, recursive: bool, listing: Listing[SourceDocument]) -> 
                 continue
             real = os.path.realpath(entry.path)
             if entry.is_symlink() and not _is_inside(real, real_root):
-                listing.skipped.append(FileProblem(rel, _LINK_OUTSIDE))
+                listing.skipped.append(FileProblem(rel, SYMLINK_OUTSIDE_SCOPE))
                 continue
             try:
                 if os.path.isdir(real):
@@ -107,10 +179,12 @@ def _scan(real_root: str, recursive: bool, listing: Listing[SourceDocument]) -> 
     return found
 
 
-def _sidecar_metadata(found: _Found, listing: Listing[SourceDocument]) -> dict[str, MetadataValue]:
+def _sidecar_metadata(
+    found: _Found, real_root: str, listing: Listing[SourceDocument]
+) -> dict[str, MetadataValue]:
     try:
-        with open(found.real, "rb") as handle:
-            return parse_metadata_sidecar(handle.read())
+        data = read_regular_file(found.real, real_root, limit=MAX_SIDECAR_BYTES + 1)
+        return parse_metadata_sidecar(data)
     except ValidationError as exc:
         problem = f"invalid metadata sidecar ({exc}); the document is indexed without it"
     except OSError as exc:
@@ -120,20 +194,19 @@ def _sidecar_metadata(found: _Found, listing: Listing[SourceDocument]) -> dict[s
 
 
 def _list_documents(
-    folder: Path,
+    real_root: str,
     options: IndexOptions,
     listing: Listing[SourceDocument],
     *,
     key_prefix: str | None,
 ) -> Iterator[SourceDocument]:
-    real_root = os.path.realpath(folder)
     found = _scan(real_root, options.recursive, listing)
     for rel in sorted(found):
         if rel.endswith(SIDECAR_SUFFIX) or not matches_file_patterns(rel, options.file_patterns):
             continue
         item = found[rel]
         sidecar = found.get(rel + SIDECAR_SUFFIX)
-        metadata = {} if sidecar is None else _sidecar_metadata(sidecar, listing)
+        metadata = {} if sidecar is None else _sidecar_metadata(sidecar, real_root, listing)
         yield SourceDocument(
             path=rel,
             size=item.size,
@@ -164,7 +237,8 @@ class LocalDirectorySource:
         def produce(listing: Listing[SourceDocument]) -> Iterator[SourceDocument]:
             if not self._root.is_dir():
                 raise NotFoundError(f"source folder '{self._root}' does not exist")
-            yield from _list_documents(self._root, options, listing, key_prefix=None)
+            real_root = os.path.realpath(self._root)
+            yield from _list_documents(real_root, options, listing, key_prefix=None)
 
         return Listing(produce)
 
@@ -186,22 +260,29 @@ class BucketFolderSource:
     def scope_folder(self, scope: KnowledgeScope) -> Path:
         return self._root / scope.agent / scope.context
 
+    def real_scope_folder(self, scope: KnowledgeScope) -> str:
+        """Where the scope's folder must resolve to: the real root, then the two names.
+        A folder that resolves anywhere else reached it through a link."""
+        return os.path.join(os.path.realpath(self._root), scope.agent, scope.context)
+
     def documents(self, scope: KnowledgeScope, options: IndexOptions) -> Listing[SourceDocument]:
         """Documents under ``root/<agent>/<context>/``, sorted by scope-relative path.
 
         ``source_key`` is the bucket-style key ``<agent>/<context>/<path>``. Links are
         followed only inside the scope's own folder: no scope can read another's files.
+        A scope folder (or agent folder) that is itself a link has no documents; the
+        listing reports it under the path ``.`` with ``SYMLINK_OUTSIDE_SCOPE``.
         """
         folder = self.scope_folder(scope)
 
         def produce(listing: Listing[SourceDocument]) -> Iterator[SourceDocument]:
             if not folder.is_dir():
                 return
-            real_root = os.path.realpath(self._root)
-            if not _is_inside(os.path.realpath(folder), real_root):
-                listing.skipped.append(FileProblem(scope.key, _LINK_OUTSIDE))
+            real_root = self.real_scope_folder(scope)
+            if os.path.realpath(folder) != real_root:
+                listing.skipped.append(FileProblem(_SCOPE_FOLDER, SYMLINK_OUTSIDE_SCOPE))
                 return
-            yield from _list_documents(folder, options, listing, key_prefix=scope.key + "/")
+            yield from _list_documents(real_root, options, listing, key_prefix=scope.key + "/")
 
         return Listing(produce)
 
@@ -212,14 +293,13 @@ class BucketFolderSource:
         def produce(listing: Listing[KnowledgeScope]) -> Iterator[KnowledgeScope]:
             if not self._root.is_dir():
                 return
-            real_root = os.path.realpath(self._root)
-            for agent in self._folders(self._root, "", real_root, listing):
+            for agent in self._folders(self._root, "", listing):
                 try:
                     validate_segment("agent", agent)
                 except InvalidScopeError as exc:
                     listing.skipped.append(FileProblem(_printable(agent), exc.message))
                     continue
-                for context in self._folders(self._root / agent, agent + "/", real_root, listing):
+                for context in self._folders(self._root / agent, agent + "/", listing):
                     try:
                         yield KnowledgeScope(agent, context)
                     except InvalidScopeError as exc:
@@ -230,9 +310,7 @@ class BucketFolderSource:
         return Listing(produce)
 
     @staticmethod
-    def _folders(
-        parent: Path, prefix: str, real_root: str, listing: Listing[KnowledgeScope]
-    ) -> list[str]:
+    def _folders(parent: Path, prefix: str, listing: Listing[KnowledgeScope]) -> list[str]:
         names: list[str] = []
         level = "an <agent>/<context>/" if not prefix else "a <context>/"
         try:
@@ -244,9 +322,10 @@ class BucketFolderSource:
             if entry.name.startswith("."):
                 continue
             rel = _printable(prefix + entry.name)
-            if entry.is_symlink() and not _is_inside(os.path.realpath(entry.path), real_root):
-                listing.skipped.append(FileProblem(rel, _LINK_OUTSIDE))
-            elif entry.is_dir():
+            if entry.is_symlink() and entry.is_dir():
+                # An agent or scope folder that is a link is always someone else's folder.
+                listing.skipped.append(FileProblem(rel, SYMLINK_OUTSIDE_SCOPE))
+            elif entry.is_dir(follow_symlinks=False):
                 names.append(entry.name)
             else:
                 listing.skipped.append(FileProblem(rel, f"not inside {level} folder"))

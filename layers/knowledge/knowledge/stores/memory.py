@@ -377,6 +377,13 @@ class MemoryKnowledgeStore(IndexingStoreMixin):
             problems=problems,
         )
 
+    def list_scopes(self) -> list[KnowledgeScope]:
+        """Every scope with at least one document, sorted."""
+        with self._lock:
+            self._check_open()
+            scopes = [snap.scope for snap in self._snapshots.values() if snap.documents]
+        return sorted(scopes, key=lambda scope: (scope.agent, scope.context))
+
     def close(self) -> None:
         """Drop every index. Idempotent; the chunker is not closed. Later calls raise
         ``StoreError``."""

@@ -272,6 +272,15 @@ class EmbeddedKnowledgeStore(IndexingStoreMixin):
             )
         return results
 
+    def list_scopes(self) -> list[KnowledgeScope]:
+        """Every scope with at least one document or problem, sorted (index-only queries)."""
+        with self._reading() as conn:
+            rows = conn.execute(
+                "SELECT agent, context FROM documents UNION SELECT agent, context FROM problems"
+                " ORDER BY 1, 2"
+            ).fetchall()
+        return [KnowledgeScope(agent, context) for agent, context in rows]
+
     def status(self, scope: KnowledgeScope) -> IndexStatus:
         """Counts, last indexed time, state and problems of exactly this scope (``status``):
         INDEXING while this process has a write session open on it, ERROR once the file

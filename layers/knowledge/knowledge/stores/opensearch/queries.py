@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from knowledge.errors import InvalidScopeError
 from knowledge.scope import KnowledgeScope
 from knowledge.store import StoredDocument
 from knowledge.stores.opensearch.mapping import (
@@ -69,6 +70,7 @@ __all__ = [
     "parse_problems",
     "parse_records_mget",
     "parse_scope_stats",
+    "parse_scopes_page",
     "parse_stored_document",
     "parse_stored_documents",
     "problems_body",
@@ -77,6 +79,7 @@ __all__ = [
     "scope_filters",
     "scope_query",
     "scope_stats_body",
+    "scopes_page_body",
     "stored_document_body",
     "stored_documents_body",
     "vector_search_body",
@@ -507,6 +510,38 @@ def parse_stored_documents(
             documents[path] = stored
     after = agg.get("after_key") if buckets else None
     return documents, after
+
+
+def scopes_page_body(page_size: int, after: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """One page of a composite aggregation over every (agent, context) in the index."""
+    composite: dict[str, Any] = {
+        "size": page_size,
+        "sources": [
+            {"agent": {"terms": {"field": AGENT}}},
+            {"context": {"terms": {"field": CONTEXT}}},
+        ],
+    }
+    if after is not None:
+        composite["after"] = dict(after)
+    return {"size": 0, "track_total_hits": False, "aggs": {"scopes": {"composite": composite}}}
+
+
+def parse_scopes_page(
+    response: Mapping[str, Any],
+) -> tuple[list[KnowledgeScope], dict[str, Any] | None]:
+    """The scopes of one composite page and the ``after`` key of the next (None: done).
+    A pair that is not a valid scope (written by something else) is left out."""
+    agg = response.get("aggregations", {}).get("scopes", {})
+    buckets = agg.get("buckets", [])
+    scopes: list[KnowledgeScope] = []
+    for bucket in buckets:
+        key = bucket.get("key", {})
+        try:
+            scopes.append(KnowledgeScope(str(key.get("agent")), str(key.get("context"))))
+        except InvalidScopeError:
+            continue
+    after = agg.get("after_key") if buckets else None
+    return scopes, after
 
 
 def parse_stored_document(response: Mapping[str, Any], path: str) -> StoredDocument | None:

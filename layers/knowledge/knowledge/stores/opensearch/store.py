@@ -50,6 +50,7 @@ if TYPE_CHECKING:
 __all__ = ["OpenSearchKnowledgeStore", "OpenSearchWriteSession"]
 
 _STORED_DOCUMENTS_PAGE = 500
+_SCOPES_PAGE = 500
 
 
 class OpenSearchKnowledgeStore(IndexingStoreMixin):
@@ -229,6 +230,26 @@ class OpenSearchKnowledgeStore(IndexingStoreMixin):
             state=state,
             problems=problems,
         )
+
+    def list_scopes(self) -> list[KnowledgeScope]:
+        """Every scope with at least one record (a document or a problem) in the store's
+        index(es), sorted: a composite aggregation on (agent, context), page by page."""
+        if self._config.index_per_agent:
+            target = f"{self._config.index_name}-agent-*"  # no agent index yet: no hits
+        elif self._connection.open_index(self._config.index_name, create=False):
+            target = self._config.index_name
+        else:
+            return []
+        scopes: list[KnowledgeScope] = []
+        after: dict[str, Any] | None = None
+        while True:
+            body = queries.scopes_page_body(_SCOPES_PAGE, after)
+            page, after = queries.parse_scopes_page(
+                self._connection.search(target, "list the scopes", body)
+            )
+            scopes.extend(page)
+            if after is None or not page:
+                return sorted(set(scopes), key=lambda scope: (scope.agent, scope.context))
 
     def close(self) -> None:
         """Close the client if this store created it. Idempotent; later calls raise

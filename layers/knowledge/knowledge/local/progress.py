@@ -1,0 +1,173 @@
+"""Progress of a long index run: a source that counts what the store reads, shared counts
+the status route reports, and a one-line terminal bar.
+
+The store reads a document's bytes when it processes it, so counting reads counts
+progress without any callback in the indexing contract (``ListedSource``).
+``IndexingProgress`` holds the counts of a run across scopes (thread-safe: the indexing
+thread writes, request threads read). ``ProgressBar`` draws ``\\r`` lines on a terminal.
+"""
+
+from __future__ import annotations
+
+import shutil
+import threading
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import replace
+from typing import TextIO
+
+from knowledge.model import FileProblem, IndexOptions, IndexProgress
+from knowledge.scope import KnowledgeScope
+from knowledge.source import SourceDocument
+from knowledge.sources import Listing
+
+__all__ = ["IndexingProgress", "ListedSource", "ProgressBar"]
+
+
+class ListedSource:
+    """A source listed once up front (so a progress report knows its total), whose
+    ``read`` calls ``on_read(path)`` the first time each document is read.
+
+    What the original listing skipped or found wrong (``Listing.skipped``/``errors``)
+    is handed on unchanged. ``on_read`` may raise to abort the run.
+    """
+
+    def __init__(
+        self, listing: Iterable[SourceDocument], on_read: Callable[[str], None] | None = None
+    ) -> None:
+        self._documents = list(listing)
+        self._skipped: list[FileProblem] = list(getattr(listing, "skipped", []))
+        self._errors: list[FileProblem] = list(getattr(listing, "errors", []))
+        self.on_read = on_read
+
+    def __len__(self) -> int:
+        return len(self._documents)
+
+    @property
+    def paths(self) -> list[str]:
+        return [document.path for document in self._documents]
+
+    def documents(self, scope: KnowledgeScope, options: IndexOptions) -> Listing[SourceDocument]:
+        seen: set[str] = set()
+
+        def produce(listing: Listing[SourceDocument]) -> Iterator[SourceDocument]:
+            listing.skipped.extend(self._skipped)
+            listing.errors.extend(self._errors)
+            for document in self._documents:
+                yield replace(document, read=self._counting_read(document, seen))
+
+        return Listing(produce)
+
+    def _counting_read(self, document: SourceDocument, seen: set[str]) -> Callable[[], bytes]:
+        def read() -> bytes:
+            if document.path not in seen and self.on_read is not None:
+                seen.add(document.path)
+                self.on_read(document.path)
+            return document.read()
+
+        return read
+
+
+class IndexingProgress:
+    """The counts of one index run over several scopes, read while it runs.
+
+    ``begin`` names every scope of the run and its document total; ``advance`` counts
+    one document; ``finish_scope`` marks a scope done (its count jumps to its total:
+    documents skipped without a read count too); ``end`` closes the run. A scope is
+    *pending* from ``begin`` until ``finish_scope`` or ``end``.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._totals: dict[KnowledgeScope, int] = {}
+        self._done: dict[KnowledgeScope, int] = {}
+        self._pending: set[KnowledgeScope] = set()
+        self._running = False
+        self._ended = False
+
+    def begin(self, totals: Mapping[KnowledgeScope, int]) -> None:
+        with self._lock:
+            self._totals = dict(totals)
+            self._done = dict.fromkeys(totals, 0)
+            self._pending = set(totals)
+            self._running = True
+
+    def advance(self, scope: KnowledgeScope) -> None:
+        with self._lock:
+            if scope in self._pending:
+                self._done[scope] = min(self._done[scope] + 1, self._totals[scope])
+
+    def finish_scope(self, scope: KnowledgeScope) -> None:
+        with self._lock:
+            if scope in self._pending:
+                self._done[scope] = self._totals[scope]
+                self._pending.discard(scope)
+
+    def end(self) -> None:
+        with self._lock:
+            self._pending.clear()
+            self._running = False
+            self._ended = True
+
+    @property
+    def running(self) -> bool:
+        with self._lock:
+            return self._running
+
+    @property
+    def ended(self) -> bool:
+        """True once a run has ended (finished or abandoned)."""
+        with self._lock:
+            return self._ended
+
+    def of(self, scope: KnowledgeScope) -> IndexProgress | None:
+        """The scope's counts while it is pending, else ``None``."""
+        with self._lock:
+            if scope not in self._pending:
+                return None
+            return IndexProgress(self._done[scope], self._totals[scope])
+
+    def overall(self) -> IndexProgress:
+        with self._lock:
+            return IndexProgress(sum(self._done.values()), sum(self._totals.values()))
+
+
+class ProgressBar:
+    """A one-line ``\\r`` progress bar on a terminal; silent when ``enabled`` is false."""
+
+    def __init__(self, total: int, stream: TextIO, *, enabled: bool, label: str = "indexing"):
+        self._total = max(total, 0)
+        self._stream = stream
+        self._enabled = enabled and total > 0
+        self._label = label
+        self._done = 0
+        self._drawn = False
+
+    @property
+    def done(self) -> int:
+        return self._done
+
+    def advance(self, item: str) -> None:
+        """Count one more item (``item`` is shown next to the bar)."""
+        self.update(self._done + 1, item)
+
+    def update(self, done: int, item: str = "") -> None:
+        """Show ``done`` items of the total (``item`` next to the bar)."""
+        self._done = max(0, min(done, self._total))
+        if not self._enabled:
+            return
+        width = shutil.get_terminal_size((80, 20)).columns
+        filled = int(20 * self._done / self._total)
+        head = f"{self._label} [{'#' * filled}{'.' * (20 - filled)}] {self._done}/{self._total} "
+        room = max(width - len(head) - 1, 0)
+        shown = item if len(item) <= room else "..." + item[-max(room - 3, 0) :]
+        self._stream.write("\r" + (head + shown)[: width - 1].ljust(width - 1))
+        self._stream.flush()
+        self._drawn = True
+
+    def finish(self) -> None:
+        """Clear the bar so that the summary starts on a clean line."""
+        if self._drawn:
+            width = shutil.get_terminal_size((80, 20)).columns
+            self._stream.write("\r" + " " * (width - 1) + "\r")
+            self._stream.flush()
+            self._drawn = False

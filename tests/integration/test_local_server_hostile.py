@@ -1,0 +1,500 @@
+"""``kb serve`` under a hostile folder, a slow start, odd HTTP and signals (issue 9).
+
+Real HTTP on 127.0.0.1, real files, links and FIFOs, real signals to real subprocesses.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import select
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import closing, contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from test_local_server import WAIT_SECONDS, request, search_paths, wait_until
+
+from knowledge.config import open_store
+from knowledge.embedding.base import Embedding
+from knowledge.embedding.hashing import HashingEmbedder
+from knowledge.local.server import LocalServer
+from knowledge.store import KnowledgeStore
+from knowledge.stores.embedded import EmbeddedKnowledgeStore
+
+pytestmark = pytest.mark.integration
+
+
+def write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, "utf-8")
+    return path
+
+
+@contextmanager
+def serving(
+    root: Path, store: KnowledgeStore, *, poll_interval: float = 0.1, ready: bool = True
+) -> Iterator[LocalServer]:
+    server = LocalServer(
+        root, store, host="127.0.0.1", port=0, poll_interval=poll_interval, body_timeout=0.5
+    )
+    server.start(wait=False)
+    try:
+        if ready:
+            assert server.wait_until_ready(WAIT_SECONDS)
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[KnowledgeStore]:
+    with closing(open_store(db_path=tmp_path / "k.db", embedder_name="hashing", environ={})) as s:
+        yield s
+
+
+# --- item 2: links out of a scope, at start-up, in the watcher and through reindex ------------
+
+
+def test_links_never_expose_another_agents_files(tmp_path: Path, store: KnowledgeStore) -> None:
+    root = tmp_path / "bucket"
+    write(root / "agent-b" / "ctx1" / "secret.md", "# Secret\n\nthe zebra password is 1234\n")
+    write(root / "agent-a" / "own" / "mine.md", "# Mine\n\nagent a notes\n")
+    (root / "agent-a" / "stolen").symlink_to("../agent-b/ctx1")
+    (root / "agent-c").symlink_to("agent-b")
+    with serving(root, store) as server:
+        url = server.url
+        assert search_paths(url, "agent-b", "ctx1", "zebra") == ["secret.md"]
+        assert search_paths(url, "agent-a", "stolen", "zebra") == []
+        assert search_paths(url, "agent-c", "ctx1", "zebra") == []
+
+        # reindex follows no link either, and says why the scope is empty
+        status, body, _ = request(url, "POST", "/v1/agents/agent-a/contexts/stolen/reindex")
+        assert status == 200, body
+        assert body["indexed_documents"] == 0
+        assert {"path": ".", "reason": "symlink outside its scope"} in body["skipped"]
+        assert search_paths(url, "agent-a", "stolen", "zebra") == []
+
+        # links made while the server runs: a scope link and a file link
+        (root / "agent-a" / "later").symlink_to("../agent-b/ctx1")
+        (root / "agent-a" / "own" / "link.md").symlink_to(root / "agent-b" / "ctx1" / "secret.md")
+        write(root / "agent-a" / "own" / "marker.md", "# Marker\n\nokapi\n")
+        wait_until(
+            lambda: search_paths(url, "agent-a", "own", "okapi") == ["marker.md"],
+            "the watcher has seen the new files",
+        )
+        assert search_paths(url, "agent-a", "own", "zebra") == []
+        assert search_paths(url, "agent-a", "later", "zebra") == []
+
+
+# --- item 5: orphaned scopes ------------------------------------------------------------------
+
+
+def test_a_scope_whose_folder_vanished_while_down_is_emptied_at_start_up(
+    tmp_path: Path, store: KnowledgeStore
+) -> None:
+    root = tmp_path / "bucket"
+    write(root / "ops" / "one" / "a.md", "# A\n\nzebra one\n")
+    write(root / "ops" / "two" / "b.md", "# B\n\nzebra two\n")
+    with serving(root, store) as server:
+        assert search_paths(server.url, "ops", "two", "zebra") == ["b.md"]
+    (root / "ops" / "two" / "b.md").unlink()
+    (root / "ops" / "two").rmdir()  # while the server is down
+    with serving(root, store) as server:
+        assert search_paths(server.url, "ops", "two", "zebra") == []
+        _, body, _ = request(server.url, "GET", "/v1/agents/ops/contexts/two/status")
+        assert (body["state"], body["document_count"]) == ("EMPTY", 0)
+        assert search_paths(server.url, "ops", "one", "zebra") == ["a.md"]
+    assert [scope.key for scope in store.list_scopes()] == ["ops/one"]
+
+
+def test_reindex_of_a_vanished_scope_empties_it_and_a_404_names_no_server_path(
+    tmp_path: Path, store: KnowledgeStore
+) -> None:
+    root = tmp_path / "bucket"
+    write(root / "ops" / "one" / "a.md", "# A\n\nzebra one\n")
+    with serving(root, store, poll_interval=600.0) as server:  # the watcher will not help
+        (root / "ops" / "one" / "a.md").unlink()
+        (root / "ops" / "one").rmdir()
+        status, body, _ = request(server.url, "POST", "/v1/agents/ops/contexts/one/reindex")
+        assert status == 200, body
+        assert body["deleted_documents"] == 1
+        assert search_paths(server.url, "ops", "one", "zebra") == []
+
+        status, body, _ = request(server.url, "POST", "/v1/agents/ops/contexts/never/reindex")
+        assert status == 404
+        assert "ops/never" in body["error"]
+        assert str(tmp_path) not in json.dumps(body)
+        assert "bucket" not in body["error"]
+
+
+# --- item 6: serve at once, progress ----------------------------------------------------------
+
+
+class GatedEmbedder:
+    """The hashing embedder, but every batch waits for a permit: the test decides how
+    far the start-up index gets."""
+
+    def __init__(self) -> None:
+        self._inner = HashingEmbedder()
+        self.permits = threading.Semaphore(0)
+
+    @property
+    def name(self) -> str:
+        return self._inner.name
+
+    @property
+    def dimensions(self) -> int:
+        return self._inner.dimensions
+
+    def embed(self, text: str) -> Embedding:
+        return self._inner.embed(text)
+
+    def embed_batch(self, texts: Sequence[str]) -> list[Embedding]:
+        if not self.permits.acquire(timeout=30):
+            raise TimeoutError("no permit")
+        return self._inner.embed_batch(texts)
+
+
+def test_health_answers_and_status_reports_progress_while_the_start_up_index_runs(
+    tmp_path: Path,
+) -> None:
+    root = tmp_path / "bucket"
+    for n in range(5):  # indexed first (scopes go in order)
+        write(root / "ops" / "alpha" / f"doc{n}.md", f"# Doc {n}\n\nzebra number {n}\n")
+    for n in range(3):
+        write(root / "ops" / "beta" / f"doc{n}.md", f"# Later {n}\n\nokapi number {n}\n")
+    embedder = GatedEmbedder()
+    starting: list[LocalServer] = []
+
+    def start() -> None:
+        server = LocalServer(root, store, host="127.0.0.1", port=0, poll_interval=0.1)
+        starting.append(server)
+        server.start(wait=False)
+
+    with closing(EmbeddedKnowledgeStore(tmp_path / "k.db", embedder)) as store:
+        starter = threading.Thread(target=start, daemon=True)
+        starter.start()
+        try:
+            starter.join(5.0)
+            assert not starter.is_alive(), "start() waits for the start-up index"
+            url = starting[0].url
+            status, body, _ = request(url, "GET", "/v1/health")
+            assert (status, body["status"]) == (200, "ok")
+
+            def status_of(context: str) -> dict[str, Any]:
+                return request(url, "GET", f"/v1/agents/ops/contexts/{context}/status")[1]
+
+            first = status_of("alpha")
+            assert first["state"] == "INDEXING"
+            assert first["progress"]["documents_total"] == 5
+            assert first["progress"]["documents_done"] <= 1
+            pending = status_of("beta")
+            assert pending["state"] == "INDEXING"
+            assert pending["progress"] == {"documents_done": 0, "documents_total": 3}
+
+            for _ in range(3):
+                embedder.permits.release()
+            wait_until(
+                lambda: status_of("alpha")["progress"]["documents_done"] >= 3,
+                "progress counts the documents done",
+            )
+            for _ in range(5):
+                embedder.permits.release()
+            assert starting[0].wait_until_ready(WAIT_SECONDS)
+            done = status_of("beta")
+            assert (done["state"], done["document_count"], done["progress"]) == ("READY", 3, None)
+            assert search_paths(url, "ops", "alpha", "zebra") != []
+        finally:
+            for _ in range(20):
+                embedder.permits.release()  # whatever happened, let the index finish
+            starter.join(WAIT_SECONDS)
+            for server in starting:
+                server.stop()
+
+
+# --- item 8: every HTTP edge case answers JSON in the API's error shape -----------------------
+
+
+@pytest.fixture
+def server(tmp_path: Path, store: KnowledgeStore) -> Iterator[LocalServer]:
+    root = tmp_path / "bucket"
+    write(root / "ops-bot" / "runbooks" / "rollback.md", "# Rollback\n\nhelm rollback\n")
+    with serving(root, store) as local:
+        yield local
+
+
+def exchange(server: LocalServer, raw: bytes, *, read_timeout: float = 5.0) -> bytes:
+    """Send raw bytes; return everything the server answers until it closes (or goes
+    quiet for ``read_timeout`` seconds)."""
+    host, port = server.url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=read_timeout) as conn:
+        conn.sendall(raw)
+        reply = b""
+        try:
+            while chunk := conn.recv(65536):
+                reply += chunk
+        except TimeoutError:
+            pass
+    return reply
+
+
+def parse(reply: bytes) -> tuple[int, dict[str, str], bytes]:
+    head, _, payload = reply.partition(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    match = re.match(r"HTTP/1\.1 (\d{3}) ", lines[0])
+    assert match, reply[:200]
+    headers = {}
+    for line in lines[1:]:
+        name, _, value = line.partition(":")
+        headers[name.strip().lower()] = value.strip()
+    return int(match.group(1)), headers, payload
+
+
+def assert_error_shape(payload: bytes) -> dict[str, Any]:
+    body = json.loads(payload)
+    assert set(body) == {"error", "field"}
+    assert isinstance(body["error"], str)
+    assert body["error"]
+    return body
+
+
+@pytest.mark.parametrize("method", ["OPTIONS", "TRACE", "FOO", "PROPFIND"])
+def test_unknown_methods_are_405_with_allow(server: LocalServer, method: str) -> None:
+    reply = exchange(server, f"{method} /v1/health HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+    status, headers, payload = parse(reply)
+    assert status == 405
+    assert headers["allow"] == "GET"
+    assert headers["content-type"] == "application/json; charset=utf-8"
+    assert method in assert_error_shape(payload)["error"]
+
+
+def test_head_is_405_with_allow_and_no_body(server: LocalServer) -> None:
+    reply = exchange(server, b"HEAD /v1/health HTTP/1.1\r\nHost: x\r\n\r\n")
+    status, headers, payload = parse(reply)
+    assert (status, headers["allow"], payload) == (405, "GET", b"")
+    assert headers["content-type"] == "application/json; charset=utf-8"
+
+
+@pytest.mark.parametrize(
+    ("raw", "status"),
+    [
+        (b"THIS IS NOT A REQUEST LINE\r\n\r\n", 400),
+        (b"GET /v1/health HTTP/1.1\r\nX-Big: " + b"a" * 70_000 + b"\r\n\r\n", 431),
+        (
+            b"GET /v1/health HTTP/1.1\r\n"
+            + b"".join(b"X-H%d: v\r\n" % n for n in range(150))
+            + b"\r\n",
+            431,
+        ),
+        (b"GET /" + b"a" * 70_000 + b" HTTP/1.1\r\n\r\n", 414),
+    ],
+    ids=["request-line", "long-header", "many-headers", "long-uri"],
+)
+def test_protocol_errors_are_json(server: LocalServer, raw: bytes, status: int) -> None:
+    got, headers, payload = parse(exchange(server, raw))
+    assert got == status
+    assert headers["content-type"] == "application/json; charset=utf-8"
+    assert_error_shape(payload)
+
+
+def test_a_lone_surrogate_in_the_body_gets_a_json_answer(server: LocalServer) -> None:
+    body = b'{"query": "\\ud800 rollback"}'
+    raw = (
+        b"POST /v1/agents/ops-bot/contexts/runbooks/search HTTP/1.1\r\nHost: x\r\n"
+        b"Content-Type: application/json\r\nConnection: close\r\n"
+        b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
+    )
+    status, _, payload = parse(exchange(server, raw))
+    assert status == 400
+    assert assert_error_shape(payload)["field"] in {"body", "query"}
+
+
+def test_a_body_shorter_than_its_content_length_is_answered_after_a_short_wait(
+    server: LocalServer,
+) -> None:
+    raw = (
+        b"POST /v1/agents/ops-bot/contexts/runbooks/search HTTP/1.1\r\nHost: x\r\n"
+        b'Content-Length: 100\r\n\r\n{"query": "x"}'
+    )
+    started = time.monotonic()
+    status, _, payload = parse(exchange(server, raw, read_timeout=5.0))
+    assert status in {400, 408}
+    assert assert_error_shape(payload)["field"] == "body"
+    assert time.monotonic() - started < 4.0  # body_timeout is 0.5 s, not the 30 s idle time
+
+
+# --- item 3: TCP_NODELAY and the listen backlog -----------------------------------------------
+
+
+def test_keep_alive_responses_are_not_held_back_by_nagle(server: LocalServer) -> None:
+    """With Nagle's algorithm on, a response written as headers then body waits for the
+    client's delayed ACK: every keep-alive request after the first took 40+ ms."""
+    host, port = server.url.removeprefix("http://").split(":")
+    timings = []
+    with socket.create_connection((host, int(port)), timeout=5) as conn:
+        reader = conn.makefile("rb")
+        for _ in range(12):
+            started = time.perf_counter()
+            conn.sendall(b"GET /v1/health HTTP/1.1\r\nHost: x\r\n\r\n")
+            length = 0
+            while (line := reader.readline()) not in (b"\r\n", b""):
+                if line.lower().startswith(b"content-length:"):
+                    length = int(line.split(b":")[1])
+            reader.read(length)
+            timings.append(time.perf_counter() - started)
+    # The first answer goes out before the client delays its ACKs; the rest used to wait.
+    later = sorted(timings[1:])
+    assert later[len(later) // 2] < 0.030, [round(t * 1000, 1) for t in timings]
+
+
+def kb_serve(root: Path, db: Path, *extra: str, script: str | None = None) -> subprocess.Popen[str]:
+    code = script or "import sys; from knowledge.cli import main; sys.exit(main(sys.argv[1:]))"
+    argv = [sys.executable, "-c", code, "serve", str(root), "--port", "0", "--db", str(db)]
+    return subprocess.Popen(
+        [*argv, "--poll-interval", "0.2", *extra],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        encoding="utf-8",
+    )
+
+
+def served_url(process: subprocess.Popen[str]) -> str:
+    assert process.stdout is not None
+    line = process.stdout.readline()
+    match = re.search(r"on (http://127\.0\.0\.1:\d+) \(Ctrl-C to stop\)", line)
+    assert match, line
+    return match.group(1)
+
+
+@contextmanager
+def running(process: subprocess.Popen[str]) -> Iterator[subprocess.Popen[str]]:
+    try:
+        yield process
+    finally:
+        if process.poll() is None:
+            os.kill(process.pid, signal.SIGCONT)
+            process.kill()
+        process.communicate()
+
+
+def test_a_burst_of_64_connections_is_queued_not_dropped(tmp_path: Path) -> None:
+    """The server process is stopped (SIGSTOP), so only the kernel's accept queue, sized
+    by the listen backlog, takes connections: with the stdlib's 5, only 6 got in."""
+    root = tmp_path / "bucket"
+    write(root / "ops" / "one" / "a.md", "# A\n\nzebra\n")
+    with running(kb_serve(root, tmp_path / "k.db")) as process:
+        url = served_url(process)
+        port = int(url.rsplit(":", 1)[1])
+        os.kill(process.pid, signal.SIGSTOP)
+        clients = []
+        try:
+            for _ in range(64):
+                client = socket.socket()
+                client.setblocking(False)
+                client.connect_ex(("127.0.0.1", port))
+                clients.append(client)
+            deadline = time.monotonic() + 2.0
+            connected: set[socket.socket] = set()
+            while len(connected) < len(clients) and time.monotonic() < deadline:
+                _, writable, _ = select.select(
+                    [], [c for c in clients if c not in connected], [], 0.1
+                )
+                connected.update(
+                    c for c in writable if c.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR) == 0
+                )
+            assert len(connected) == 64
+        finally:
+            os.kill(process.pid, signal.SIGCONT)
+        for client in clients:
+            client.setblocking(True)
+            client.settimeout(10)
+            client.sendall(b"GET /v1/health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        replies = []
+        for client in clients:
+            with client:
+                reply = b""
+                while chunk := client.recv(65536):
+                    reply += chunk
+                replies.append(reply)
+        assert all(reply.startswith(b"HTTP/1.1 200 ") for reply in replies)
+        process.send_signal(signal.SIGTERM)
+        process.wait(WAIT_SECONDS)
+
+
+# --- item 6 (terminal) and item 7: progress line, signal-safe stop ----------------------------
+
+
+def test_kb_serve_prints_the_start_up_progress(tmp_path: Path) -> None:
+    root = tmp_path / "bucket"
+    for n in range(4):
+        write(root / "ops" / "one" / f"d{n}.md", f"# D{n}\n\nzebra {n}\n")
+    with running(kb_serve(root, tmp_path / "k.db")) as process:
+        url = served_url(process)
+        wait_until(
+            lambda: (
+                request(url, "GET", "/v1/agents/ops/contexts/one/status")[1]["state"] == "READY"
+            ),
+            "the start-up index is done",
+        )
+        time.sleep(0.3)  # the main loop prints the last line within 0.1 s
+        process.send_signal(signal.SIGTERM)
+        _, err = process.communicate(timeout=WAIT_SECONDS)
+    assert process.returncode == 0, err
+    assert "indexed 4/4 documents" in err
+
+
+# Runs ``kb serve`` and sends SIGTERM to itself at the worst moment for a handler that
+# takes a lock: inside threading.Condition.wait, with the condition's lock held, on the
+# main thread (a signal that lands there during Event.wait() is what once hung a server).
+_SIGNAL_AT_WORST_MOMENT = """
+import os, signal, sys, threading
+from knowledge.cli import main
+
+fired = [0]
+
+def hook(frame, event, arg):
+    if (
+        event == "call"
+        and fired[0] < 3
+        and frame.f_code.co_name == "wait"
+        and frame.f_code.co_filename == threading.__file__
+        and isinstance(frame.f_locals.get("self"), threading.Condition)
+        and threading.current_thread() is threading.main_thread()
+        and callable(signal.getsignal(signal.SIGTERM))  # the server's handler is installed
+    ):
+        fired[0] += 1
+        os.kill(os.getpid(), signal.SIGTERM)
+
+sys.setprofile(hook)
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_a_signal_at_any_moment_stops_the_server(tmp_path: Path) -> None:
+    root = tmp_path / "bucket"
+    write(root / "ops" / "one" / "a.md", "# A\n\nzebra\n")
+    with running(kb_serve(root, tmp_path / "k.db", script=_SIGNAL_AT_WORST_MOMENT)) as process:
+        assert process.stdout is not None
+        first = process.stdout.readline()
+        try:  # the hook's own signals stop it; if none landed, one from outside must
+            process.wait(5.0)
+        except subprocess.TimeoutExpired:
+            process.send_signal(signal.SIGTERM)
+            try:
+                process.wait(WAIT_SECONDS)
+            except subprocess.TimeoutExpired:
+                pytest.fail("the server ignored SIGTERM (its signal handler deadlocked)")
+        out = first + process.stdout.read()
+    assert process.returncode == 0, out
+    assert "Serving" in out
+    assert "Stopping..." in out
