@@ -73,13 +73,13 @@ sam-build: $(SAM_STAMP)
 # come from bench/setup.sh. Each target starts its own OpenSearch node when it needs one.
 BENCH_PY := .venv-bench/bin/python
 
-.PHONY: bench bench-setup bench-quality bench-indexing bench-latency bench-coldstart bench-memory bench-report
+.PHONY: bench bench-setup bench-quality bench-indexing bench-latency bench-coldstart bench-memory bench-documents bench-report
 
 bench-setup:
 	bash bench/setup.sh
 
 ## Every benchmark, then bench/REPORT.md (about half an hour on 2 cores, once the caches are warm).
-bench: bench-quality bench-indexing bench-latency bench-coldstart bench-memory bench-report
+bench: bench-quality bench-indexing bench-latency bench-coldstart bench-memory bench-documents bench-report
 
 bench-quality: bench-setup
 	$(BENCH_PY) -m bench quality --limit 300 --embedder hashing
@@ -97,6 +97,13 @@ bench-coldstart: bench-setup
 
 bench-memory: bench-setup
 	$(BENCH_PY) -m bench memory --sizes 5,12.5,25,50 --files 100
+
+## Real documents: format parity (PDF/DOCX/HTML vs Markdown), PDF fidelity and throughput.
+bench-documents: bench-setup
+	nice -n 10 $(BENCH_PY) -m bench formats --limit 300 --embedder hashing
+	nice -n 10 $(BENCH_PY) -m bench formats --limit 100 --embedder minilm
+	nice -n 10 $(BENCH_PY) -m bench pdf-fidelity
+	nice -n 10 $(BENCH_PY) -m bench pdf-throughput --repeat 3 --pdf-pages 1000 --xlsx-rows 100000
 
 bench-report: bench-setup
 	$(BENCH_PY) -m bench report

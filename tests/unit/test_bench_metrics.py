@@ -16,6 +16,8 @@ from bench.metrics import (
     recall_at,
     reciprocal_rank,
     summarize,
+    text_tokens,
+    token_f1,
 )
 
 
@@ -108,3 +110,44 @@ def test_summarize_reports_the_distribution() -> None:
     assert summary == {"n": 4, "p50": 2.5, "p95": 3.85, "mean": 2.5, "min": 1.0, "max": 4.0}
     with pytest.raises(ValueError, match="no values"):
         summarize([])
+
+
+def test_text_tokens_fold_case_ligatures_and_punctuation() -> None:
+    assert text_tokens("The \ufb01le: fork(2) -- RE-entrant!") == [
+        "the",
+        "file",
+        "fork",
+        "2",
+        "re",
+        "entrant",
+    ]
+    assert text_tokens("  \n\f ... ") == []
+
+
+def test_token_f1_counts_each_token_as_often_as_it_occurs() -> None:
+    # candidate: a a b c (4), reference: a b b d e (5); common: a (min 2,1 = 1) + b (1) = 2
+    scores = token_f1("a a b c", "A, b. B d e")
+    assert (scores.candidate_tokens, scores.reference_tokens, scores.common_tokens) == (4, 5, 2)
+    assert scores.precision == pytest.approx(0.5)
+    assert scores.recall == pytest.approx(0.4)
+    assert scores.f1 == pytest.approx(4 / 9)
+    assert scores.to_dict() == {
+        "candidate_tokens": 4,
+        "reference_tokens": 5,
+        "common_tokens": 2,
+        "precision": 0.5,
+        "recall": 0.4,
+        "f1": 0.4444,
+    }
+
+
+def test_token_f1_ignores_order_and_line_breaks() -> None:
+    scores = token_f1("second line\nfirst line", "first line second\fline")
+    assert scores.f1 == 1.0
+
+
+def test_token_f1_of_empty_texts() -> None:
+    assert token_f1("", " \n ").f1 == 1.0
+    assert token_f1("", "word").f1 == 0.0
+    assert token_f1("word", "").f1 == 0.0
+    assert token_f1("x", "y").to_dict()["f1"] == 0.0

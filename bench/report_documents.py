@@ -1,0 +1,245 @@
+"""The report's section on real documents: format parity, PDF fidelity, throughput, memory.
+
+Reads ``formats-<corpus>-<embedder>.json``, ``pdf-fidelity.json`` and
+``pdf-throughput.json`` (``make bench-documents``); called by ``bench.report``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bench.environment import RESULTS_DIR, read_result
+from bench.report import Report, _met, _provenance, _table
+
+__all__ = ["documents_section"]
+
+_MODES = ("keyword", "vector", "hybrid")
+
+
+def _format_runs() -> list[tuple[str, dict[str, Any]]]:
+    found = []
+    for path in sorted(RESULTS_DIR.glob("formats-*.json")):
+        name = path.stem
+        result = read_result(name)
+        if result is not None:
+            found.append((name, result))
+    return found
+
+
+def _parity(report: Report, parts: list[str]) -> None:
+    runs = _format_runs()
+    parts.append("### 6.1 Parity across formats (the man-pages benchmark as PDF, DOCX, HTML)")
+    if not runs:
+        parts.append("Not run yet: `make bench-documents`.")
+        return
+    parts.append(
+        "The benchmark pages are rendered from the same man sources (NAME section removed, "
+        "as in the Markdown corpus) to PDF by groff's PDF device and to DOCX and HTML by "
+        "pandoc's man reader (`bench/documents.py`). Each rendering is indexed into a fresh "
+        "embedded store with the product's `store.reindex` and every query is run in every "
+        "mode; a hit counts for its page in any format. `product` = the product's own "
+        "extractor; `pypdfium2`/`pypdf`/`pdftotext` = that library's text of each PDF "
+        "indexed by the product as a text document (library level, to compare the "
+        "candidates). Target: MRR@10 within 0.03 of the Markdown corpus, same embedder. "
+        "Docs/s is the indexing rate, extraction included (end to end)."
+    )
+    for name, result in runs:
+        embedder = result["embedder"]["name"]
+        rows = []
+        worst: dict[str, float] = {}
+        for run in result["runs"]:
+            label = f"{run['format']} / {run['extractor']}"
+            cells: list[object] = [label, run["indexing"]["documents"]]
+            for mode in _MODES:
+                scores = run["modes"].get(mode)
+                if scores is None:
+                    cells.append("-")
+                    continue
+                delta = run["mrr_delta"][mode]
+                cells.append(
+                    f"{scores['mrr_at_10']:.3f}"
+                    + ("" if run["format"] == "markdown" else f" ({delta:+.3f})")
+                )
+            cells += [
+                f"{run['indexing']['documents_per_second']:.1f}",
+                f"{run['indexing']['rate_vs_markdown']:.2f}x",
+                "baseline" if run["format"] == "markdown" else _met(run["within_target"]),
+            ]
+            rows.append(cells)
+            if run["format"] != "markdown":
+                key = f"{run['format']}/{run['extractor']}"
+                worst[key] = max(abs(d) for d in run["mrr_delta"].values())
+        corpus = result["corpus"]
+        parts.append(
+            f"**{corpus['name']}, {embedder}** ({corpus['documents']} pages, "
+            f"{corpus['queries']} queries):"
+        )
+        parts.append(
+            _table(
+                [
+                    "format / extractor",
+                    "docs",
+                    "keyword MRR@10 (vs md)",
+                    "vector MRR@10 (vs md)",
+                    "hybrid MRR@10 (vs md)",
+                    "docs/s",
+                    "rate vs md",
+                    "within 0.03",
+                ],
+                rows,
+            )
+        )
+        failures = {
+            fmt: len(r["failures"]) for fmt, r in result["renderings"].items() if r["failures"]
+        }
+        if failures:
+            parts.append(f"Pages that failed to render (count as misses): {failures}.")
+        for item in result.get("not_measured", []):
+            parts.append(
+                f"Not measured: {item['format']} through the product ({item['reason']} in the "
+                "code measured)."
+            )
+        parts.append(_provenance(result, name))
+        for key, delta in sorted(worst.items()):
+            report.headlines.append(
+                (
+                    f"Format parity {key} ({embedder}, {corpus['name']})",
+                    "MRR@10 within 0.03 of Markdown",
+                    f"largest |delta| over modes {delta:.3f}",
+                    _met(delta <= result["target_delta"]),
+                )
+            )
+
+
+def _fidelity(report: Report, parts: list[str]) -> None:
+    result = read_result("pdf-fidelity")
+    parts.append("### 6.2 PDF extraction fidelity (token F1 against poppler's pdftotext)")
+    if result is None:
+        parts.append("Not run yet: `make bench-documents`.")
+        return
+    candidates = list(result["summary"])
+    parts.append(
+        "Real PDFs shipped by Debian packages (manuals typeset by pdfTeX, groff and DocBook "
+        "tool chains). Each candidate's whole-document text is compared with `pdftotext`'s "
+        "(`bench.metrics.token_f1`: multiset of NFKC-normalised, case-folded word tokens; "
+        "order-insensitive). Target F1 >= 0.95."
+    )
+    rows = []
+    for row in result["files"]:
+        rows.append(
+            [f"{row['file']} ({row['package']})", row["pages"]]
+            + [row["scores"][c]["f1"] for c in candidates]
+        )
+    rows.append(
+        ["**macro mean**", sum(r["pages"] for r in result["files"])]
+        + [result["summary"][c]["macro_f1"] for c in candidates]
+    )
+    rows.append(
+        ["**micro (pooled tokens)**", ""]
+        + [result["summary"][c]["micro"]["f1"] for c in candidates]
+    )
+    parts.append(_table(["file (Debian package)", "pages", *candidates], rows, "{:.4f}"))
+    for name, reason in result.get("not_measured", {}).items():
+        parts.append(f"Not measured: {name} ({reason}).")
+    parts.append(_provenance(result, "pdf-fidelity"))
+    for candidate in candidates:
+        s = result["summary"][candidate]
+        report.headlines.append(
+            (
+                f"PDF token F1 vs pdftotext: {candidate}",
+                ">= 0.95",
+                f"macro {s['macro_f1']:.3f}, min {s['min_f1']:.3f} "
+                f"({s['files_at_target']}/{len(result['files'])} files)",
+                _met(s["meets_target"]),
+            )
+        )
+
+
+def _throughput(report: Report, parts: list[str]) -> None:
+    result = read_result("pdf-throughput")
+    parts.append("### 6.3 PDF extraction throughput and peak memory on large documents")
+    if result is None:
+        parts.append("Not run yet: `make bench-documents`.")
+        return
+    t = result["throughput"]
+    parts.append(
+        f"Pages/s over the same {len(t['files'])} real PDFs ({t['total_pages']} pages, "
+        f"{t['total_bytes'] / 1e6:.1f} MB), {t['repeat']} rounds with the extractors "
+        "interleaved in one process (median round). pdftotext runs as one process per file."
+    )
+    rows = [
+        [
+            name,
+            e["pages_per_second"],
+            e["median_seconds"],
+            f"{e['time_vs_pdftotext']:.2f}x" if e["time_vs_pdftotext"] else "-",
+        ]
+        for name, e in sorted(
+            t["extractors"].items(), key=lambda item: -item[1]["pages_per_second"]
+        )
+    ]
+    parts.append(_table(["extractor", "pages/s", "median s", "time vs pdftotext"], rows, "{:.1f}"))
+    memory = result.get("memory")
+    if memory is not None:
+        parts.append(
+            "Peak memory, each in a fresh process (`bench/document_probe.py`): RSS high-water "
+            "mark after the imports (baseline) and after the work; pdftotext's own peak is "
+            "the child's."
+        )
+        rows = []
+        for fmt in ("pdf", "xlsx"):
+            info = memory[fmt]
+            what = (
+                f"{info['pages']}-page PDF ({info['bytes'] / 1e6:.1f} MB)"
+                if fmt == "pdf"
+                else f"{info['rows']}-row XLSX ({info['bytes'] / 1e6:.1f} MB)"
+            )
+            for probe in info["probes"]:
+                rows.append(
+                    [
+                        what,
+                        probe["kind"],
+                        probe["seconds"],
+                        probe["baseline_peak_mib"],
+                        probe["peak_mib"],
+                        probe["growth_mib"],
+                        probe["child_peak_mib"] if probe["kind"] == "pdftotext" else "-",
+                    ]
+                )
+        parts.append(
+            _table(
+                [
+                    "file",
+                    "extractor",
+                    "seconds",
+                    "RSS after imports (MiB)",
+                    "peak RSS (MiB)",
+                    "growth (MiB)",
+                    "child peak (MiB)",
+                ],
+                rows,
+                "{:.1f}",
+            )
+        )
+    for name, reason in result.get("not_measured", {}).items():
+        parts.append(f"Not measured: {name} ({reason}).")
+    parts.append(_provenance(result, "pdf-throughput"))
+    e = t["extractors"]
+    if "pypdfium2" in e and "pypdf" in e:
+        report.headlines.append(
+            (
+                "PDF pages/s: pypdfium2 / pypdf / pdftotext",
+                "measured against pdftotext",
+                f"{e['pypdfium2']['pages_per_second']:.0f} / {e['pypdf']['pages_per_second']:.0f}"
+                f" / {e['pdftotext']['pages_per_second']:.0f}",
+                "-",
+            )
+        )
+
+
+def documents_section(report: Report) -> None:
+    parts = ["## 6. Real documents: format parity, PDF fidelity, throughput"]
+    _parity(report, parts)
+    _fidelity(report, parts)
+    _throughput(report, parts)
+    report.add("\n\n".join(parts))
