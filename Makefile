@@ -101,7 +101,7 @@ bench-memory: bench-setup
 ## Real documents: format parity (PDF/DOCX/HTML vs Markdown), PDF fidelity and throughput.
 bench-documents: bench-setup
 	nice -n 10 $(BENCH_PY) -m bench formats --limit 300 --embedder hashing
-	nice -n 10 $(BENCH_PY) -m bench formats --limit 100 --embedder minilm
+	nice -n 10 $(BENCH_PY) -m bench formats --limit 100 --embedder minilm --pdf-libraries ''
 	nice -n 10 $(BENCH_PY) -m bench pdf-fidelity
 	nice -n 10 $(BENCH_PY) -m bench pdf-throughput --repeat 3 --pdf-pages 1000 --xlsx-rows 100000
 

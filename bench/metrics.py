@@ -26,11 +26,13 @@ __all__ = [
     "evaluate",
     "first_relevant_rank",
     "percentile",
+    "pooled_token_scores",
     "recall_at",
     "reciprocal_rank",
     "summarize",
     "text_tokens",
     "token_f1",
+    "token_scores",
 ]
 
 
@@ -180,12 +182,33 @@ def token_f1(candidate: str, reference: str) -> TokenScores:
     tokens. Two empty texts agree fully (1.0); one empty text scores 0.0."""
     found = Counter(text_tokens(candidate))
     wanted = Counter(text_tokens(reference))
-    n_found = sum(found.values())
-    n_wanted = sum(wanted.values())
-    if n_found == 0 and n_wanted == 0:
-        return TokenScores(0, 0, 0, 1.0, 1.0, 1.0)
     common = sum((found & wanted).values())
-    precision = common / n_found if n_found else 0.0
-    recall = common / n_wanted if n_wanted else 0.0
-    f1 = 2 * precision * recall / (precision + recall) if common else 0.0
-    return TokenScores(n_found, n_wanted, common, precision, recall, f1)
+    return token_scores(sum(found.values()), sum(wanted.values()), common)
+
+
+def token_scores(candidate_tokens: int, reference_tokens: int, common_tokens: int) -> TokenScores:
+    """Precision, recall and F1 from token counts (see ``token_f1``)."""
+    if not 0 <= common_tokens <= min(candidate_tokens, reference_tokens):
+        raise ValueError(
+            f"common tokens ({common_tokens}) must be between 0 and both totals "
+            f"({candidate_tokens}, {reference_tokens})"
+        )
+    if candidate_tokens == 0 and reference_tokens == 0:
+        return TokenScores(0, 0, 0, 1.0, 1.0, 1.0)
+    precision = common_tokens / candidate_tokens if candidate_tokens else 0.0
+    recall = common_tokens / reference_tokens if reference_tokens else 0.0
+    f1 = 2 * precision * recall / (precision + recall) if common_tokens else 0.0
+    return TokenScores(candidate_tokens, reference_tokens, common_tokens, precision, recall, f1)
+
+
+def pooled_token_scores(scores: Iterable[TokenScores]) -> TokenScores:
+    """Micro average over documents: the token counts summed, then scored once (a long
+    document weighs by its tokens, not as one document)."""
+    items = list(scores)
+    if not items:
+        raise ValueError("no scores to pool")
+    return token_scores(
+        sum(s.candidate_tokens for s in items),
+        sum(s.reference_tokens for s in items),
+        sum(s.common_tokens for s in items),
+    )

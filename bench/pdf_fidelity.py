@@ -18,23 +18,13 @@ from typing import Any
 
 from bench.documents import real_pdfs
 from bench.environment import log, write_result
-from bench.metrics import token_f1
+from bench.metrics import TokenScores, pooled_token_scores, token_f1
 from bench.pdf_libraries import extract_pages, page_count, product_supports
 
 __all__ = ["TARGET_F1", "add_arguments", "main"]
 
 TARGET_F1 = 0.95
 REFERENCE = "pdftotext"
-
-
-def _pooled(per_file: list[dict[str, Any]]) -> dict[str, float]:
-    found = sum(r["candidate_tokens"] for r in per_file)
-    wanted = sum(r["reference_tokens"] for r in per_file)
-    common = sum(r["common_tokens"] for r in per_file)
-    precision = common / found if found else 0.0
-    recall = common / wanted if wanted else 0.0
-    f1 = 2 * precision * recall / (precision + recall) if common else 0.0
-    return {"precision": round(precision, 4), "recall": round(recall, 4), "f1": round(f1, 4)}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -55,6 +45,7 @@ def main(args: argparse.Namespace) -> None:
     if not files:
         raise SystemExit("no real PDFs found: run bench/setup.sh")
     rows: list[dict[str, Any]] = []
+    scored: dict[str, list[TokenScores]] = {c: [] for c in candidates}
     for pdf in files:
         reference = "\n".join(extract_pages(REFERENCE, pdf.path))
         row: dict[str, Any] = {
@@ -67,7 +58,9 @@ def main(args: argparse.Namespace) -> None:
         }
         for candidate in candidates:
             text = "\n".join(extract_pages(candidate, pdf.path))
-            row["scores"][candidate] = token_f1(text, reference).to_dict()
+            scores = token_f1(text, reference)
+            scored[candidate].append(scores)
+            row["scores"][candidate] = scores.to_dict()
         log(f"{pdf.path.name}: " + ", ".join(f"{c} {s['f1']}" for c, s in row["scores"].items()))
         rows.append(row)
     summary: dict[str, Any] = {}
@@ -78,7 +71,7 @@ def main(args: argparse.Namespace) -> None:
             "macro_f1": round(math.fsum(f1s) / len(f1s), 4),
             "min_f1": min(f1s),
             "files_at_target": sum(1 for f in f1s if f >= TARGET_F1),
-            "micro": _pooled(per_file),
+            "micro": pooled_token_scores(scored[candidate]).to_dict(),
             "meets_target": min(f1s) >= TARGET_F1,
         }
         log(f"{candidate}: {summary[candidate]}")

@@ -9,11 +9,24 @@ from __future__ import annotations
 from typing import Any
 
 from bench.environment import RESULTS_DIR, read_result
-from bench.report import Report, _met, _provenance, _table
+from bench.report import Report, _met, _table
+from bench.report import _provenance as _plain_provenance
 
 __all__ = ["documents_section"]
 
 _MODES = ("keyword", "vector", "hybrid")
+_OWN_PACKAGE = "layers/knowledge/knowledge"
+
+
+def _provenance(result: dict[str, Any], name: str) -> str:
+    text = _plain_provenance(result, name)
+    package = result.get("product_package", _OWN_PACKAGE)
+    if package != _OWN_PACKAGE:
+        text += (
+            f" The product code measured was not this checkout's but `{package}` (put first "
+            "on `PYTHONPATH`): a branch not merged yet."
+        )
+    return text
 
 
 def _format_runs() -> list[tuple[str, dict[str, Any]]]:
@@ -127,7 +140,7 @@ def _fidelity(report: Report, parts: list[str]) -> None:
     rows = []
     for row in result["files"]:
         rows.append(
-            [f"{row['file']} ({row['package']})", row["pages"]]
+            [f"{row['file'].split('--', 1)[-1]} ({row['package']})", row["pages"]]
             + [row["scores"][c]["f1"] for c in candidates]
         )
     rows.append(

@@ -13,11 +13,13 @@ from bench.metrics import (
     evaluate,
     first_relevant_rank,
     percentile,
+    pooled_token_scores,
     recall_at,
     reciprocal_rank,
     summarize,
     text_tokens,
     token_f1,
+    token_scores,
 )
 
 
@@ -151,3 +153,23 @@ def test_token_f1_of_empty_texts() -> None:
     assert token_f1("", "word").f1 == 0.0
     assert token_f1("word", "").f1 == 0.0
     assert token_f1("x", "y").to_dict()["f1"] == 0.0
+
+
+def test_pooled_token_scores_weigh_documents_by_their_tokens() -> None:
+    # doc 1: 10 found, 10 wanted, 10 common (F1 1.0); doc 2: 90 found, 100 wanted, 45 common.
+    pooled = pooled_token_scores([token_scores(10, 10, 10), token_scores(90, 100, 45)])
+    assert (pooled.candidate_tokens, pooled.reference_tokens, pooled.common_tokens) == (
+        100,
+        110,
+        55,
+    )
+    assert pooled.precision == pytest.approx(0.55)
+    assert pooled.recall == pytest.approx(0.5)
+    assert pooled.f1 == pytest.approx(2 * 0.55 * 0.5 / 1.05)  # 0.5238..., not the mean 0.7368
+
+
+def test_token_scores_reject_impossible_counts() -> None:
+    with pytest.raises(ValueError, match="common tokens"):
+        token_scores(3, 5, 4)
+    with pytest.raises(ValueError, match="no scores"):
+        pooled_token_scores([])
