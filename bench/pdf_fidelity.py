@@ -19,7 +19,7 @@ from typing import Any
 from bench.documents import real_pdfs
 from bench.environment import log, write_result
 from bench.metrics import TokenScores, pooled_token_scores, token_f1
-from bench.pdf_libraries import extract_pages, page_count, product_supports
+from bench.pdf_libraries import extract_pages, page_count, poppler_version, product_supports
 
 __all__ = ["TARGET_F1", "add_arguments", "main"]
 
@@ -78,7 +78,7 @@ def main(args: argparse.Namespace) -> None:
     write_result(
         "pdf-fidelity",
         {
-            "reference": "pdftotext -enc UTF-8 FILE - (poppler-utils)",
+            "reference": f"pdftotext -enc UTF-8 FILE - ({poppler_version()})",
             "metric": "bench.metrics.token_f1: bag of NFKC + casefold \\w+ tokens, whole document",
             "target_f1": TARGET_F1,
             "files": rows,

@@ -32,6 +32,7 @@ __all__ = [
     "LibrarySource",
     "extract_pages",
     "page_count",
+    "poppler_version",
     "product_supports",
 ]
 
@@ -70,6 +71,16 @@ def _pdftotext(path: Path) -> list[str]:
     pages = done.stdout.decode("utf-8", "replace").split("\f")
     # pdftotext ends every page with a form feed: the last piece is empty.
     return pages[:-1] if pages and pages[-1] == "" else pages
+
+
+def poppler_version() -> str:
+    """``pdftotext version 22.12.0`` (it prints its version on stderr)."""
+    try:
+        done = subprocess.run(["pdftotext", "-v"], capture_output=True, timeout=30, check=False)
+    except OSError:
+        return "pdftotext missing"
+    lines = (done.stderr or done.stdout).decode("utf-8", "replace").splitlines()
+    return lines[0].strip() if lines else "pdftotext"
 
 
 def product_supports(extension: str) -> bool:
