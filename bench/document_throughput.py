@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import resource
 import statistics
 import subprocess
 import sys
@@ -34,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.documents import big_xlsx, long_pdf, real_pdfs
-from bench.environment import BENCH_DIR, log, write_result
+from bench.environment import BENCH_DIR, cpu_seconds, log, write_result
 from bench.pdf_libraries import extract_pages, page_count, poppler_version, product_supports
 
 __all__ = ["add_arguments", "main"]
@@ -52,13 +51,6 @@ def _probe(kind: str, path: Path) -> dict[str, Any]:
     return result
 
 
-def _cpu_seconds() -> float:
-    """CPU time (user + system) of this process and of its finished children (pdftotext)."""
-    me = resource.getrusage(resource.RUSAGE_SELF)
-    children = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return me.ru_utime + me.ru_stime + children.ru_utime + children.ru_stime
-
-
 def _pages_per_second(extractors: list[str], repeat: int) -> dict[str, Any]:
     files = real_pdfs()
     if not files:
@@ -70,12 +62,12 @@ def _pages_per_second(extractors: list[str], repeat: int) -> dict[str, Any]:
     for round_index in range(repeat):
         shift = round_index % len(extractors)
         for name in extractors[shift:] + extractors[:shift]:
-            cpu_started = _cpu_seconds()
+            cpu_started = cpu_seconds()
             started = time.perf_counter()
             for pdf in files:
                 extract_pages(name, pdf.path)
             rounds[name].append(time.perf_counter() - started)
-            cpu_rounds[name].append(_cpu_seconds() - cpu_started)
+            cpu_rounds[name].append(cpu_seconds() - cpu_started)
             log(
                 f"round {round_index + 1}: {name} {rounds[name][-1]:.2f} s wall, "
                 f"{cpu_rounds[name][-1]:.2f} s CPU"

@@ -16,6 +16,7 @@ import importlib.metadata
 import json
 import os
 import platform
+import resource
 import shlex
 import subprocess
 import sys
@@ -32,6 +33,7 @@ __all__ = [
     "REPO_ROOT",
     "RESULTS_DIR",
     "command_line",
+    "cpu_seconds",
     "log",
     "machine",
     "opensearch_node",
@@ -64,6 +66,14 @@ _PACKAGES = (
     "python-docx",
     "lxml",
 )
+
+
+def cpu_seconds() -> float:
+    """CPU time (user + system) of this process and of its finished child processes: on a
+    shared, busy machine a fairer measure of work than wall time."""
+    me = resource.getrusage(resource.RUSAGE_SELF)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime + children.ru_utime + children.ru_stime
 
 
 def log(message: str) -> None:
