@@ -173,7 +173,7 @@ def _fidelity(report: Report, parts: list[str]) -> None:
 
 def _throughput(report: Report, parts: list[str]) -> None:
     result = read_result("pdf-throughput")
-    parts.append("### 6.3 PDF extraction throughput and peak memory on large documents")
+    parts.append("### 6.3 PDF extraction throughput")
     if result is None:
         parts.append("Not run yet: `make bench-documents`.")
         return
@@ -210,12 +210,35 @@ def _throughput(report: Report, parts: list[str]) -> None:
             "{:.1f}",
         )
     )
-    memory = result.get("memory")
+    for name, reason in result.get("not_measured", {}).items():
+        parts.append(f"Not measured: {name} ({reason}).")
+    parts.append(_provenance(result, "pdf-throughput"))
+    e = t["extractors"]
+    if "pypdfium2" in e and "pypdf" in e:
+        report.headlines.append(
+            (
+                "PDF pages per CPU-second: pypdfium2 / pypdf / pdftotext",
+                "measured against pdftotext",
+                f"{e['pypdfium2']['pages_per_cpu_second']:.0f} / "
+                f"{e['pypdf']['pages_per_cpu_second']:.0f} / "
+                f"{e['pdftotext']['pages_per_cpu_second']:.0f}",
+                "-",
+            )
+        )
+
+
+def _memory(report: Report, parts: list[str]) -> None:
+    result = read_result("document-memory")
+    parts.append("### 6.4 Peak memory on a long PDF and a big XLSX")
+    if result is None:
+        parts.append("Not run yet: `make bench-documents`.")
+        return
+    memory = result["memory"]
     if memory is not None:
         parts.append(
-            "Peak memory, each in a fresh process (`bench/document_probe.py`): RSS high-water "
-            "mark after the imports (baseline) and after the work; pdftotext's own peak is "
-            "the child's."
+            "Each measurement in a fresh process (`bench/document_probe.py`): its RSS "
+            "high-water mark (`VmHWM`) after the imports and after the work; pdftotext's own "
+            "peak is sampled from its `VmHWM` every 20 ms (child peak)."
         )
         rows = []
         for fmt in ("pdf", "xlsx"):
@@ -254,19 +277,7 @@ def _throughput(report: Report, parts: list[str]) -> None:
         )
     for name, reason in result.get("not_measured", {}).items():
         parts.append(f"Not measured: {name} ({reason}).")
-    parts.append(_provenance(result, "pdf-throughput"))
-    e = t["extractors"]
-    if "pypdfium2" in e and "pypdf" in e:
-        report.headlines.append(
-            (
-                "PDF pages per CPU-second: pypdfium2 / pypdf / pdftotext",
-                "measured against pdftotext",
-                f"{e['pypdfium2']['pages_per_cpu_second']:.0f} / "
-                f"{e['pypdf']['pages_per_cpu_second']:.0f} / "
-                f"{e['pdftotext']['pages_per_cpu_second']:.0f}",
-                "-",
-            )
-        )
+    parts.append(_provenance(result, "document-memory"))
 
 
 def documents_section(report: Report) -> None:
@@ -274,4 +285,5 @@ def documents_section(report: Report) -> None:
     _parity(report, parts)
     _fidelity(report, parts)
     _throughput(report, parts)
+    _memory(report, parts)
     report.add("\n\n".join(parts))
