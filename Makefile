@@ -99,6 +99,9 @@ bench-memory: bench-setup
 	$(BENCH_PY) -m bench memory --sizes 5,12.5,25,50 --files 100
 
 ## Real documents: format parity (PDF/DOCX/HTML vs Markdown), PDF fidelity and throughput.
+## BENCH_PRODUCT=<checkout>/layers/knowledge measures that checkout's `knowledge` package
+## instead (a branch not merged yet); each result records which package it measured.
+bench-documents: export PYTHONPATH := $(if $(BENCH_PRODUCT),$(BENCH_PRODUCT),$(PYTHONPATH))
 bench-documents: bench-setup
 	nice -n 10 $(BENCH_PY) -m bench formats --limit 300 --embedder hashing
 	nice -n 10 $(BENCH_PY) -m bench formats --limit 100 --embedder minilm --pdf-libraries ''

@@ -278,6 +278,22 @@ def _memory(report: Report, parts: list[str]) -> None:
     for name, reason in result.get("not_measured", {}).items():
         parts.append(f"Not measured: {name} ({reason}).")
     parts.append(_provenance(result, "document-memory"))
+    for fmt, label in (("pdf", "1,000-page PDF"), ("xlsx", "100k-row XLSX")):
+        probes = {p["kind"]: p for p in memory[fmt]["probes"]}
+        shown = [k for k in ("product-index", "product") if k in probes]
+        if not shown:
+            continue
+        report.headlines.append(
+            (
+                f"Peak RSS, {label} ({memory[fmt]['file']})",
+                "bounded (streamed)",
+                "; ".join(
+                    f"{k}: {probes[k]['peak_mib']:.0f} MiB (+{probes[k]['growth_mib']:.0f})"
+                    for k in shown
+                ),
+                "-",
+            )
+        )
 
 
 def documents_section(report: Report) -> None:
