@@ -121,7 +121,7 @@ def _parity(report: Report, parts: list[str]) -> None:
                 (
                     f"Format parity {key} ({embedder}, {corpus['name']})",
                     "MRR@10 within 0.03 of Markdown",
-                    f"largest |delta| over modes {delta:.3f}",
+                    f"largest MRR@10 change over modes {delta:.3f}",
                     _met(delta <= result["target_delta"]),
                 )
             )
@@ -179,8 +179,9 @@ def _throughput(report: Report, parts: list[str]) -> None:
         return
     t = result["throughput"]
     parts.append(
-        f"Pages/s over the same {len(t['files'])} real PDFs ({t['total_pages']} pages, "
-        f"{t['total_bytes'] / 1e6:.1f} MB), {t['repeat']} rounds with the extractors "
+        f"Pages per CPU-second over the same {len(t['files'])} real PDFs as in 6.2 "
+        f"({t['total_pages']} pages, {t['total_bytes'] / 1e6:.1f} MB), {t['repeat']} "
+        f"round{'s' if t['repeat'] != 1 else ''} with the extractors "
         "interleaved in one process (median round). CPU time counts user + system time, "
         "pdftotext's child processes included (one per file); it is the figure compared, "
         "since wall time on this shared machine mostly measures the other processes."
@@ -238,7 +239,10 @@ def _memory(report: Report, parts: list[str]) -> None:
         parts.append(
             "Each measurement in a fresh process (`bench/document_probe.py`): its RSS "
             "high-water mark (`VmHWM`) after the imports and after the work; pdftotext's own "
-            "peak is sampled from its `VmHWM` every 20 ms (child peak)."
+            "peak is sampled from its `VmHWM` every 20 ms (child peak). `product` = "
+            "`extract_text` (the whole text, as one string); `product-index` = the file "
+            "indexed as `kb index` does (embedded store, hashing embedder). The XLSX row "
+            "`openpyxl-full` (the default, non-streaming mode) shows what streaming saves."
         )
         rows = []
         for fmt in ("pdf", "xlsx"):
