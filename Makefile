@@ -98,13 +98,13 @@ BENCH_PY := .venv-bench/bin/python
 mutation:
 	bash tools/mutation/run.sh
 
-.PHONY: bench bench-setup bench-quality bench-indexing bench-latency bench-coldstart bench-memory bench-report bench-store-threads bench-concurrency
+.PHONY: bench bench-setup bench-quality bench-indexing bench-latency bench-coldstart bench-memory bench-report bench-store-threads bench-concurrency bench-documents
 
 bench-setup:
 	bash bench/setup.sh
 
 ## Every benchmark, then bench/REPORT.md (about half an hour on 2 cores, once the caches are warm).
-bench: bench-quality bench-indexing bench-latency bench-coldstart bench-memory bench-store-threads bench-concurrency bench-report
+bench: bench-quality bench-indexing bench-latency bench-coldstart bench-memory bench-store-threads bench-concurrency bench-documents bench-report
 
 bench-quality: bench-setup
 	$(BENCH_PY) -m bench quality --limit 300 --embedder hashing
@@ -130,6 +130,16 @@ bench-store-threads: bench-setup
 ## kb serve under 1, 16 and 64 concurrent clients (keyword/vector/hybrid mix); needs only .venv.
 bench-concurrency: $(STAMP)
 	nice -n 10 $(BIN)/python -m bench concurrency --documents 1000 --duration 10
+
+## Real documents: format parity (PDF/DOCX/HTML vs Markdown), PDF fidelity and throughput.
+## BENCH_PRODUCT=<checkout>/layers/knowledge measures that checkout's `knowledge` package
+## instead (a branch not merged yet); each result records which package it measured.
+bench-documents: export PYTHONPATH := $(if $(BENCH_PRODUCT),$(BENCH_PRODUCT),$(PYTHONPATH))
+bench-documents: bench-setup
+	nice -n 10 $(BENCH_PY) -m bench formats --limit 300 --embedder hashing
+	nice -n 10 $(BENCH_PY) -m bench formats --limit 100 --embedder minilm --pdf-libraries ''
+	nice -n 10 $(BENCH_PY) -m bench pdf-fidelity
+	nice -n 10 $(BENCH_PY) -m bench pdf-throughput --repeat 3 --pdf-pages 1000 --xlsx-rows 100000
 
 bench-report: bench-setup
 	$(BENCH_PY) -m bench report

@@ -19,7 +19,18 @@ COMMANDS = {
     "memory": "peak RSS of indexing one large Markdown file",
     "store_threads": "embedded store searches from 1 and 16 threads (no BLAS thread fights)",
     "concurrency": "kb serve searches/s and p50/p99 at 1, 16 and 64 clients (embedded store)",
+    "formats": "format parity: the man-pages benchmark as PDF, DOCX and HTML vs Markdown",
+    "pdf-fidelity": "token F1 of PDF text (pypdfium2, pypdf, product) against pdftotext",
+    "pdf-throughput": "PDF pages/s per library; peak memory on a long PDF and a big XLSX",
     "report": "write bench/REPORT.md and the plots from bench/results/*.json",
+}
+
+
+# Commands whose module name differs from the command.
+MODULES = {
+    "formats": "format_parity",
+    "pdf-fidelity": "pdf_fidelity",
+    "pdf-throughput": "document_throughput",
 }
 
 
@@ -27,11 +38,11 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
     for name, help_text in COMMANDS.items():
-        module = importlib.import_module(f"bench.{name}")
+        module = importlib.import_module(f"bench.{MODULES.get(name, name)}")
         sub = commands.add_parser(name, help=help_text, description=module.__doc__)
         module.add_arguments(sub)
     args = parser.parse_args(argv)
-    importlib.import_module(f"bench.{args.command}").main(args)
+    importlib.import_module(f"bench.{MODULES.get(args.command, args.command)}").main(args)
 
 
 if __name__ == "__main__":

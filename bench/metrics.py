@@ -4,6 +4,7 @@ A search returns ranked *chunks*; the benchmark ranks *documents*: ``document_ra
 keeps each document's first (best) position, so any chunk of the relevant page counts
 and ranks are of distinct documents. ``reciprocal_rank`` and ``recall_at`` score one
 query; ``evaluate`` averages them over a query set (MRR@10, Recall@5, Recall@10).
+``token_f1`` compares an extracted text with a reference text (bag of word tokens).
 
 Pure standard library, so the unit tests need no benchmark dependency.
 """
@@ -11,19 +12,27 @@ Pure standard library, so the unit tests need no benchmark dependency.
 from __future__ import annotations
 
 import math
+import re
 import statistics
+import unicodedata
+from collections import Counter
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 
 __all__ = [
     "QualityScores",
+    "TokenScores",
     "document_ranking",
     "evaluate",
     "first_relevant_rank",
     "percentile",
+    "pooled_token_scores",
     "recall_at",
     "reciprocal_rank",
     "summarize",
+    "text_tokens",
+    "token_f1",
+    "token_scores",
 ]
 
 
@@ -128,3 +137,78 @@ def summarize(values: Sequence[float]) -> dict[str, float | int]:
         "min": round(min(values), 3),
         "max": round(max(values), 3),
     }
+
+
+_WORD = re.compile(r"\w+")
+
+
+def text_tokens(text: str) -> list[str]:
+    """Word tokens of ``text`` for comparing extractions: NFKC-normalised (so the ligature
+    "\ufb01" is "fi" and a full-width digit is a digit), case-folded, then each maximal run of
+    Unicode word characters (letters, digits, underscore) is a token; punctuation, spaces
+    and line breaks only separate tokens."""
+    return _WORD.findall(unicodedata.normalize("NFKC", text).casefold())
+
+
+@dataclass(frozen=True, slots=True)
+class TokenScores:
+    """Bag-of-tokens agreement of a candidate text with a reference text."""
+
+    candidate_tokens: int
+    reference_tokens: int
+    common_tokens: int
+    precision: float
+    recall: float
+    f1: float
+
+    def to_dict(self) -> dict[str, float | int]:
+        return {
+            "candidate_tokens": self.candidate_tokens,
+            "reference_tokens": self.reference_tokens,
+            "common_tokens": self.common_tokens,
+            "precision": round(self.precision, 4),
+            "recall": round(self.recall, 4),
+            "f1": round(self.f1, 4),
+        }
+
+
+def token_f1(candidate: str, reference: str) -> TokenScores:
+    """Token-level precision, recall and F1 of ``candidate`` against ``reference``.
+
+    Tokens are ``text_tokens``; each is counted as often as it occurs (a multiset, as in
+    SQuAD's F1), so a dropped or doubled paragraph costs its tokens, while reading order
+    does not matter. Common = sum over tokens of min(count in candidate, count in
+    reference); precision = common / candidate tokens, recall = common / reference
+    tokens. Two empty texts agree fully (1.0); one empty text scores 0.0."""
+    found = Counter(text_tokens(candidate))
+    wanted = Counter(text_tokens(reference))
+    common = sum((found & wanted).values())
+    return token_scores(sum(found.values()), sum(wanted.values()), common)
+
+
+def token_scores(candidate_tokens: int, reference_tokens: int, common_tokens: int) -> TokenScores:
+    """Precision, recall and F1 from token counts (see ``token_f1``)."""
+    if not 0 <= common_tokens <= min(candidate_tokens, reference_tokens):
+        raise ValueError(
+            f"common tokens ({common_tokens}) must be between 0 and both totals "
+            f"({candidate_tokens}, {reference_tokens})"
+        )
+    if candidate_tokens == 0 and reference_tokens == 0:
+        return TokenScores(0, 0, 0, 1.0, 1.0, 1.0)
+    precision = common_tokens / candidate_tokens if candidate_tokens else 0.0
+    recall = common_tokens / reference_tokens if reference_tokens else 0.0
+    f1 = 2 * precision * recall / (precision + recall) if common_tokens else 0.0
+    return TokenScores(candidate_tokens, reference_tokens, common_tokens, precision, recall, f1)
+
+
+def pooled_token_scores(scores: Iterable[TokenScores]) -> TokenScores:
+    """Micro average over documents: the token counts summed, then scored once (a long
+    document weighs by its tokens, not as one document)."""
+    items = list(scores)
+    if not items:
+        raise ValueError("no scores to pool")
+    return token_scores(
+        sum(s.candidate_tokens for s in items),
+        sum(s.reference_tokens for s in items),
+        sum(s.common_tokens for s in items),
+    )

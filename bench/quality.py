@@ -16,13 +16,13 @@ import argparse
 import contextlib
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 from bench.embedding_cache import CachingEmbedder
 from bench.environment import log, opensearch_node, write_result
-from bench.manpages import Corpus, load_corpus
+from bench.manpages import Corpus, Query, load_corpus
 from bench.metrics import document_ranking, evaluate, first_relevant_rank
 from bench.stores import EMBEDDERS, SCOPE, STORES, delete_index, make_embedder, open_store
 from knowledge.embedding.base import EmbeddingClient
@@ -30,7 +30,7 @@ from knowledge.model import IndexOptions, SearchMode, SearchQuery
 from knowledge.sources.local import LocalDirectorySource
 from knowledge.store import KnowledgeStore
 
-__all__ = ["add_arguments", "evaluate_store", "main"]
+__all__ = ["add_arguments", "evaluate_store", "main", "score_modes"]
 
 MODES = (SearchMode.KEYWORD, SearchMode.VECTOR, SearchMode.HYBRID)
 DEFAULT_CHUNKS = 50
@@ -53,6 +53,19 @@ def evaluate_store(
         "skipped": len(result.skipped),
     }
     log(f"{store.name}: indexed {result.indexed_documents} docs / {result.indexed_chunks} chunks")
+    return indexing, score_modes(store, corpus.queries, chunks)
+
+
+def score_modes(
+    store: KnowledgeStore,
+    queries: Sequence[Query],
+    chunks: int,
+    key: Callable[[str], str] | None = None,
+) -> dict[str, Any]:
+    """Send every query in every mode the store supports; MRR@10, R@5, R@10 and ranks per
+    mode. ``key`` maps a document path and a relevant path to what must match (the page a
+    rendering in another format stands for); by default the path itself."""
+    same: Callable[[str], str] = key or (lambda path: path)
     modes: dict[str, Any] = {}
     for mode in MODES:
         if mode not in store.supported_modes:
@@ -60,11 +73,12 @@ def evaluate_store(
         ranks: list[int | None] = []
         judged: list[tuple[list[str], tuple[str, ...]]] = []
         started = time.perf_counter()
-        for query in corpus.queries:
+        for query in queries:
             hits = store.search(SCOPE, SearchQuery(query.text, mode=mode, max_results=chunks))
-            ranking = document_ranking(hit.document_path for hit in hits)
-            judged.append((ranking, query.relevant))
-            ranks.append(first_relevant_rank(ranking, query.relevant))
+            ranking = document_ranking(same(hit.document_path) for hit in hits)
+            relevant = tuple(same(path) for path in query.relevant)
+            judged.append((ranking, relevant))
+            ranks.append(first_relevant_rank(ranking, relevant))
         seconds = time.perf_counter() - started
         scores = evaluate(judged).to_dict()
         log(f"{store.name} {mode.value}: {scores}")
@@ -74,7 +88,7 @@ def evaluate_store(
             # 1-based rank of the relevant page per query (None: not in the ranking).
             "ranks": ranks,
         }
-    return indexing, modes
+    return modes
 
 
 @contextlib.contextmanager

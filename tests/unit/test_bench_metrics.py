@@ -13,9 +13,13 @@ from bench.metrics import (
     evaluate,
     first_relevant_rank,
     percentile,
+    pooled_token_scores,
     recall_at,
     reciprocal_rank,
     summarize,
+    text_tokens,
+    token_f1,
+    token_scores,
 )
 
 
@@ -108,3 +112,64 @@ def test_summarize_reports_the_distribution() -> None:
     assert summary == {"n": 4, "p50": 2.5, "p95": 3.85, "mean": 2.5, "min": 1.0, "max": 4.0}
     with pytest.raises(ValueError, match="no values"):
         summarize([])
+
+
+def test_text_tokens_fold_case_ligatures_and_punctuation() -> None:
+    assert text_tokens("The \ufb01le: fork(2) -- RE-entrant!") == [
+        "the",
+        "file",
+        "fork",
+        "2",
+        "re",
+        "entrant",
+    ]
+    assert text_tokens("  \n\f ... ") == []
+
+
+def test_token_f1_counts_each_token_as_often_as_it_occurs() -> None:
+    # candidate: a a b c (4), reference: a b b d e (5); common: a (min 2,1 = 1) + b (1) = 2
+    scores = token_f1("a a b c", "A, b. B d e")
+    assert (scores.candidate_tokens, scores.reference_tokens, scores.common_tokens) == (4, 5, 2)
+    assert scores.precision == pytest.approx(0.5)
+    assert scores.recall == pytest.approx(0.4)
+    assert scores.f1 == pytest.approx(4 / 9)
+    assert scores.to_dict() == {
+        "candidate_tokens": 4,
+        "reference_tokens": 5,
+        "common_tokens": 2,
+        "precision": 0.5,
+        "recall": 0.4,
+        "f1": 0.4444,
+    }
+
+
+def test_token_f1_ignores_order_and_line_breaks() -> None:
+    scores = token_f1("second line\nfirst line", "first line second\fline")
+    assert scores.f1 == 1.0
+
+
+def test_token_f1_of_empty_texts() -> None:
+    assert token_f1("", " \n ").f1 == 1.0
+    assert token_f1("", "word").f1 == 0.0
+    assert token_f1("word", "").f1 == 0.0
+    assert token_f1("x", "y").to_dict()["f1"] == 0.0
+
+
+def test_pooled_token_scores_weigh_documents_by_their_tokens() -> None:
+    # doc 1: 10 found, 10 wanted, 10 common (F1 1.0); doc 2: 90 found, 100 wanted, 45 common.
+    pooled = pooled_token_scores([token_scores(10, 10, 10), token_scores(90, 100, 45)])
+    assert (pooled.candidate_tokens, pooled.reference_tokens, pooled.common_tokens) == (
+        100,
+        110,
+        55,
+    )
+    assert pooled.precision == pytest.approx(0.55)
+    assert pooled.recall == pytest.approx(0.5)
+    assert pooled.f1 == pytest.approx(2 * 0.55 * 0.5 / 1.05)  # 0.5238..., not the mean 0.7368
+
+
+def test_token_scores_reject_impossible_counts() -> None:
+    with pytest.raises(ValueError, match="common tokens"):
+        token_scores(3, 5, 4)
+    with pytest.raises(ValueError, match="no scores"):
+        pooled_token_scores([])
