@@ -292,11 +292,10 @@ class Indexer:
         A document that was never indexed may still have a recorded problem: the delete
         clears it (the file is gone, so is its problem)."""
         stored = writer.stored_document(scope, path)
-        if stored is None:
-            with writer.write_session(scope) as session:
-                session.delete_document(path)
-            return False
-        if not is_newer_version(version, stored.version):
+        # ``None`` may also be a document written a moment ago that a store's search-based
+        # read does not show yet (OpenSearch refreshes every second): the session's own
+        # delete reads in real time, so it is asked either way.
+        if stored is not None and not is_newer_version(version, stored.version):
             return False
         with writer.write_session(scope) as session:
             removed = session.delete_document(path)

@@ -331,6 +331,13 @@ class BucketWatcher:
             gone = set()
         else:
             gone = stored - documents.keys()
+            # A file that was never indexed may still have a problem recorded (an encrypted
+            # PDF, say): its deletion clears the problem, so it is a delete too.
+            gone |= {
+                path
+                for _, path, deleted in entries
+                if deleted and path not in documents and not path.endswith(SIDECAR_SUFFIX)
+            }
         for path in sorted(gone):
             change = self._delete(prefix + path, scope, path)
             if change.action == "failed":
