@@ -105,6 +105,14 @@ def _parity(report: Report, parts: list[str]) -> None:
                 rows,
             )
         )
+        cache = result.get("embedding_cache")
+        if cache and cache.get("hits"):
+            parts.append(
+                f"The embedding cache served {cache['hits']} of "
+                f"{cache['hits'] + cache['misses']} vectors in this run (some texts were "
+                "embedded by an earlier run), so its docs per CPU-s are not comparable "
+                "between formats; the hashing run's are."
+            )
         failures = {
             fmt: len(r["failures"]) for fmt, r in result["renderings"].items() if r["failures"]
         }
