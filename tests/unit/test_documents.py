@@ -389,3 +389,23 @@ def test_default_patterns_are_the_template_default() -> None:
 
     template = (Path(__file__).parents[2] / "template.yaml").read_text()
     assert f'Default: "{",".join(DOCUMENT_PATTERNS)}"' in template
+
+
+def test_html_pre_keeps_its_lines() -> None:
+    page = (
+        b"<html><body><main><h2>Synopsis</h2>"
+        b"<pre>kb index DIR\n    --agent A\nkb search QUERY</pre><p>after</p></main></body></html>"
+    )
+    assert extract_text("man.html", page).text == (
+        "Synopsis\nkb index DIR\n    --agent A\nkb search QUERY\nafter"
+    )
+
+
+def test_html_page_header_holding_the_title_is_content_but_its_nav_is_not() -> None:
+    # pandoc's standalone pages put the document's <h1> in a <header> outside <main>.
+    page = (
+        b"<html><body><header id='title-block-header'><h1 class='title'>kb(1)</h1>"
+        b"<nav><a href='/'>home</a></nav></header><p>Index a folder.</p>"
+        b"<header><a href='/'>site banner</a></header></body></html>"
+    )
+    assert extract_text("kb.1.html", page).text == "kb(1)\nIndex a folder."

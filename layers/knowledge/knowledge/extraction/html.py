@@ -116,7 +116,10 @@ def _dropped(element: Any) -> bool:
     if name in _DROP:
         return True
     if name in _PAGE_CHROME:
-        # The page's banner and footer; an article's own header (its title) is content.
+        # The page's banner and footer; an article's own header (its title) is content, and
+        # so is a header holding the page's <h1> (pandoc's title block): its nav still goes.
+        if name == "header" and element.find(".//h1") is not None:
+            return False
         return not any(a.tag in _CONTENT_ROOTS for a in element.iterancestors())
     if element.get("hidden") is not None or element.get("aria-hidden") == "true":
         return True
@@ -132,10 +135,15 @@ def _blocks(main: Any) -> Iterator[Block]:
     cells: list[str] | None = None  # the cells of the table row being read
     list_depth = 0
     skip_depth = 0  # > 0 inside a dropped element
+    pre_depth = 0  # > 0 inside <pre>: its line breaks and indentation are the content
 
     def flush() -> str | None:
-        text = " ".join("".join(buffer).split())
+        raw = "".join(buffer)
         buffer.clear()
+        if pre_depth:
+            lines = [line.rstrip() for line in raw.splitlines()]
+            return "\n".join(lines).strip("\n") or None
+        text = " ".join(raw.split())
         return text or None
 
     for event, element in lxml.etree.iterwalk(main, events=("start", "end")):
@@ -150,6 +158,8 @@ def _blocks(main: Any) -> Iterator[Block]:
                     yield Block(text, section)
                 elif text and cells is not None:
                     cells.append(text)
+            if tag == "pre":
+                pre_depth += 1
             if tag == "tr":
                 cells = []
             elif tag in ("ul", "ol"):
@@ -193,6 +203,8 @@ def _blocks(main: Any) -> Iterator[Block]:
                 yield Block("  " * max(0, list_depth - 1) + "- " + text, section)
         elif tag in _BLOCKS:
             text = flush()
+            if tag == "pre":
+                pre_depth = max(0, pre_depth - 1)
             if text and cells is None:
                 yield Block(text, section)
             elif text and cells is not None:
