@@ -201,6 +201,6 @@ def test_a_version_1_file_is_upgraded_in_place(db: Path, isolation: str) -> None
     finally:
         store.close()
     raw = sqlite3.connect(db)
-    assert raw.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == ("2",)
+    assert raw.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == ("3",)
     assert raw.execute("SELECT source_type, size FROM documents").fetchall() == [(None, None)]
     raw.close()
