@@ -44,6 +44,7 @@ from __future__ import annotations
 import secrets
 import threading
 import time
+from array import array
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -314,7 +315,8 @@ class OpenSearchWriteSession:
                 self._connection.search_all(self._index, body, action), dimensions
             )
             for key, vector in page.items():
-                vectors.setdefault(key, vector)
+                # Doubles as JSON had them (written back unchanged), 8 bytes a number.
+                vectors.setdefault(key, array("d", vector))
             if hits < _VECTOR_PAGE or after is None:
                 return vectors
 
