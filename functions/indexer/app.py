@@ -118,6 +118,13 @@ def _record(outcome: EventOutcome, message_id: str) -> None:
         metrics.add_metric(
             name="EmbeddingTokens", unit=MetricUnit.Count, value=outcome.result.embedding_tokens
         )
+    if outcome.result is not None:
+        for name, count in (
+            ("ChunksEmbedded", outcome.result.embedded_chunks),
+            ("ChunksReused", outcome.result.reused_chunks),
+        ):
+            if count:
+                metrics.add_metric(name=name, unit=MetricUnit.Count, value=count)
 
 
 def record_handler(record: SQSRecord) -> None:

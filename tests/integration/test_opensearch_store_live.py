@@ -16,7 +16,7 @@ import urllib.error
 import urllib.request
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from types import TracebackType
@@ -401,6 +401,9 @@ class _CorruptingSession:
 
     def record_problem(self, path: str, reason: str) -> None:
         self.inner.record_problem(path, reason)
+
+    def stored_vectors(self, path: str) -> Mapping[str, Sequence[float]]:
+        return dict(self.inner.stored_vectors(path))
 
     def put_document(self, header: DocumentHeader, chunks: Iterable[EmbeddedChunk]) -> int:
         if header.path == _CorruptingStore.victim:

@@ -201,6 +201,8 @@ def test_a_version_1_file_is_upgraded_in_place(db: Path, isolation: str) -> None
     finally:
         store.close()
     raw = sqlite3.connect(db)
-    assert raw.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == ("2",)
+    assert raw.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == ("3",)
     assert raw.execute("SELECT source_type, size FROM documents").fetchall() == [(None, None)]
+    # Version 3: chunks keep the embedding key of their vector (embedding reuse).
+    assert raw.execute("SELECT embedding_key FROM chunks").fetchall() == [(None,)]
     raw.close()

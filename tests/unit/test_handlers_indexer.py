@@ -454,3 +454,32 @@ def test_pdf_upload_is_indexed_with_page_citations_and_a_bad_one_is_a_problem(in
     )
     problems = indexer.store.status(RUNBOOKS).problems
     assert [(p.path, p.reason) for p in problems] == [("locked.pdf", "encrypted PDF")]
+
+
+def test_an_edit_reports_embedded_and_reused_chunks_as_metrics(monkeypatch, s3, tmp_path, capsys):
+    from knowledge.embedding.hashing import HashingEmbedder
+    from knowledge.stores.embedded import EmbeddedKnowledgeStore
+
+    store = EmbeddedKnowledgeStore(tmp_path / "kb.db", embedder=HashingEmbedder(64))
+    try:
+        harness = _harness(monkeypatch, s3, store)  # type: ignore[arg-type]
+        key = "ops-bot/runbooks/deploy.md"
+        parts = [f"## Step {i}\n\nrun step {i} of the deployment" for i in range(6)]
+        harness.put(key, "\n\n".join(parts))
+        assert harness.invoke(sqs_event(s3_notification("ObjectCreated:Put", key, "01"))) == (
+            NO_FAILURES
+        )
+        first = emitted_metrics(capsys.readouterr().out)
+        assert (first["ChunksEmbedded"], first.get("ChunksReused", 0)) == (6, 0)
+        parts[2] = "## Step 2\n\nrun step 2 twice, then check the rollout"
+        harness.put(key, "\n\n".join(parts))
+        assert harness.invoke(sqs_event(s3_notification("ObjectCreated:Put", key, "02"))) == (
+            NO_FAILURES
+        )
+        out = capsys.readouterr().out
+        second = emitted_metrics(out)
+        assert (second["ChunksEmbedded"], second["ChunksReused"]) == (1, 5)
+        (applied,) = [r for r in log_records(out) if r["message"] == "object event applied"]
+        assert (applied["embedded_chunks"], applied["reused_chunks"]) == (1, 5)
+    finally:
+        store.close()

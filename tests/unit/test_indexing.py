@@ -1,6 +1,7 @@
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+import hashlib
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from types import TracebackType
 
@@ -100,6 +101,16 @@ class FakeSession:
     def record_problem(self, path: str, reason: str) -> None:
         self.writer.problems[path] = reason
 
+    def stored_vectors(self, path: str) -> Mapping[str, Sequence[float]]:
+        if self.writer.vectors_fail is not None:
+            raise self.writer.vectors_fail
+        _, items = self.writer.documents.get(path, (None, []))
+        return {
+            item.embedding_key: item.vector
+            for item in items
+            if item.embedding_key is not None and item.vector is not None
+        }
+
 
 class FakeWriter:
     def __init__(
@@ -115,6 +126,7 @@ class FakeWriter:
         self.reject = set(reject)
         self.unavailable = set(unavailable)
         self.broken = set(broken)
+        self.vectors_fail: Exception | None = None
 
     def stored_documents(self, scope: KnowledgeScope) -> dict[str, StoredDocument]:
         return {
@@ -202,6 +214,130 @@ def test_chunks_are_embedded_in_batches_and_tokens_summed() -> None:
     assert result.embedding_tokens == expected_tokens > 0
     for item in writer.chunks("a.md"):
         assert item.vector == (1.0, 0.0, float(len(item.chunk.content)))
+
+
+# --- embedding reuse --------------------------------------------------------------------------
+
+
+def sections(count: int, edited: Iterable[int] = ()) -> str:
+    changed = set(edited)
+    return "\n\n".join(
+        f"## Part {i}\n\n{'edited' if i in changed else 'body'} of part {i}" for i in range(count)
+    )
+
+
+def test_an_edit_sends_only_the_changed_chunks_to_the_embedder_and_counts_both() -> None:
+    embedder = FakeEmbedder()
+    writer = FakeWriter()
+    first = indexer(embedder).upsert(writer, SCOPE, doc("a.md", sections(10)))
+    assert (first.embedded_chunks, first.reused_chunks) == (10, 0)
+    before = {item.chunk.chunk_index: item for item in writer.chunks("a.md")}
+    embedder.batches.clear()
+
+    second = indexer(embedder).upsert(writer, SCOPE, doc("a.md", sections(10, edited=[3, 7])))
+
+    assert embedder.batches == [["## Part 3\n\nedited of part 3", "## Part 7\n\nedited of part 7"]]
+    assert (second.embedded_chunks, second.reused_chunks) == (2, 8)
+    assert second.to_dict()["embedded_chunks"] == 2
+    assert second.to_dict()["reused_chunks"] == 8
+    after = {item.chunk.chunk_index: item for item in writer.chunks("a.md")}
+    for index in set(range(10)) - {3, 7}:
+        assert after[index].vector is before[index].vector  # the stored object itself
+        assert after[index].embedding_key == before[index].embedding_key
+    for index in (3, 7):
+        assert after[index].embedding_key != before[index].embedding_key
+        assert after[index].vector == (1.0, 0.0, float(len(after[index].chunk.content)))
+
+
+def test_the_key_is_the_embedded_text_with_the_embedder_name_and_dimension() -> None:
+    from knowledge.identity import embedding_key
+
+    embedder = FakeEmbedder()
+    writer = FakeWriter()
+    indexer(embedder).upsert(writer, SCOPE, doc("a.md", "## One\n\nword"))
+    (item,) = writer.chunks("a.md")
+    expected = hashlib.sha256(b"fake:embedder\x1f3\x1f## One\n\nword").hexdigest()
+    assert item.embedding_key == expected
+    assert embedding_key("fake:embedder", 3, "## One\n\nword") == expected
+    assert embedding_key("fake:other", 3, "## One\n\nword") != expected
+    assert embedding_key("fake:embedder", 4, "## One\n\nword") != expected
+
+
+def test_another_embedder_reuses_nothing() -> None:
+    writer = FakeWriter()
+    indexer(FakeEmbedder()).upsert(writer, SCOPE, doc("a.md", sections(6)))
+
+    class OtherEmbedder(FakeEmbedder):
+        name = "fake:other-model"
+
+    other = OtherEmbedder()
+    result = indexer(other).upsert(writer, SCOPE, doc("a.md", sections(6, edited=[0])))
+    assert sum(len(batch) for batch in other.batches) == 6
+    assert (result.embedded_chunks, result.reused_chunks) == (6, 0)
+
+
+def test_with_reuse_a_batch_still_carries_embed_batch_size_texts() -> None:
+    embedder = FakeEmbedder()
+    writer = FakeWriter()
+    indexer(embedder, batch=2).upsert(writer, SCOPE, doc("a.md", sections(12)))
+    embedder.batches.clear()
+    indexer(embedder, batch=2).upsert(writer, SCOPE, doc("a.md", sections(12, edited=[1, 6, 11])))
+    # Changed chunks 1 and 6 wait for each other across reused ones; 11 goes alone.
+    assert [len(batch) for batch in embedder.batches] == [2, 1]
+    assert [c.chunk.chunk_index for c in writer.chunks("a.md")] == list(range(12))
+
+
+def test_a_batch_holds_a_bounded_number_of_reused_chunks() -> None:
+    embedder = FakeEmbedder()
+    writer = FakeWriter()
+    indexer(embedder, batch=2).upsert(writer, SCOPE, doc("a.md", sections(40)))
+    embedder.batches.clear()
+    indexer(embedder, batch=2).upsert(writer, SCOPE, doc("a.md", sections(40, edited=[0, 39])))
+    # Not one batch of 2 texts: at most 8 x embed_batch_size chunks wait for a text.
+    assert embedder.batches == [
+        ["## Part 0\n\nedited of part 0"],
+        ["## Part 39\n\nedited of part 39"],
+    ]
+
+
+def test_a_new_document_and_a_reindex_do_not_ask_for_stored_vectors() -> None:
+    embedder = FakeEmbedder()
+    writer = FakeWriter()
+    writer.vectors_fail = AssertionError("stored_vectors must not be called")
+    indexer(embedder).upsert(writer, SCOPE, doc("a.md", sections(3)))
+    result = indexer(embedder).reindex(writer, SCOPE, ListSource([doc("a.md", sections(3))]))
+    assert (result.embedded_chunks, result.reused_chunks) == (3, 0)
+
+
+def test_a_failed_read_of_stored_vectors_costs_the_reuse_not_the_document(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    embedder = FakeEmbedder()
+    writer = FakeWriter()
+    indexer(embedder).upsert(writer, SCOPE, doc("a.md", sections(4)))
+    writer.vectors_fail = StoreError("search rejected")
+    result = indexer(embedder).upsert(writer, SCOPE, doc("a.md", sections(4, edited=[0])))
+    assert result.ok
+    assert (result.embedded_chunks, result.reused_chunks) == (4, 0)
+    assert "no embedding reuse for a.md: search rejected" in caplog.text
+
+
+def test_an_unavailable_store_while_reading_stored_vectors_stops_the_run() -> None:
+    embedder = FakeEmbedder()
+    writer = FakeWriter()
+    indexer(embedder).upsert(writer, SCOPE, doc("a.md", sections(4)))
+    writer.vectors_fail = StoreUnavailableError("connection refused")
+    with pytest.raises(StoreUnavailableError):
+        indexer(embedder).upsert(writer, SCOPE, doc("a.md", sections(4, edited=[0])))
+
+
+def test_the_memory_store_has_no_vectors_to_reuse() -> None:
+    from knowledge.stores.memory import MemoryKnowledgeStore
+
+    store = MemoryKnowledgeStore()
+    store.upsert_document(SCOPE, doc("a.md", sections(3)))
+    with store.write_session(SCOPE) as session:
+        assert session.stored_vectors("a.md") == {}
 
 
 def test_without_an_embedder_chunks_have_no_vectors() -> None:

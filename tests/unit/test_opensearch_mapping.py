@@ -59,7 +59,7 @@ def test_index_body_for_a_vector_store() -> None:
     assert mappings["dynamic"] == "strict"
     assert mappings["_meta"] == {
         "knowledge": {
-            "schema_version": 2,
+            "schema_version": 3,
             "embedding_model": "openai:small",
             "embedding_dimensions": 384,
         }
@@ -96,7 +96,7 @@ def test_index_body_for_a_vector_store() -> None:
 def test_index_body_without_embedder_has_no_vector_field() -> None:
     body = index_body(vector_dimensions=None, embedding_model=None)
     assert "embedding" not in body["mappings"]["properties"]
-    assert body["mappings"]["_meta"] == {"knowledge": {"schema_version": 2}}
+    assert body["mappings"]["_meta"] == {"knowledge": {"schema_version": 3}}
 
 
 def test_serverless_index_body_leaves_shards_to_the_service() -> None:
@@ -219,3 +219,29 @@ def test_document_record_has_no_text_or_vector() -> None:
         "problem": None,
         "problem_at": None,
     }
+
+
+def test_a_chunk_keeps_the_embedding_key_of_its_vector_even_a_zero_one() -> None:
+    chunk = DocumentChunk("a.md", 0, "text")
+    source = chunk_document(
+        SCOPE, HEADER, chunk, vector=(0.5, 1), generation="g", embedding_key="k"
+    )
+    assert (source["embedding"], source["embedding_key"]) == ([0.5, 1.0], "k")
+    zero = chunk_document(
+        SCOPE, HEADER, chunk, vector=(0.0, 0.0), generation="g", embedding_key="z"
+    )
+    assert "embedding" not in zero
+    assert zero["embedding_key"] == "z"
+    # No vector (keyword only): nothing to reuse, no key.
+    bare = chunk_document(SCOPE, HEADER, chunk, vector=None, generation="g", embedding_key="k")
+    assert "embedding_key" not in bare
+
+
+def test_the_embedding_key_is_kept_in_source_only_and_added_to_older_indexes() -> None:
+    body = index_body(vector_dimensions=16, embedding_model="hashing")
+    properties = body["mappings"]["properties"]
+    assert properties["embedding_key"] == {"type": "keyword", "index": False, "doc_values": False}
+    assert "excludes" not in body["mappings"].get("_source", {})  # reuse reads the vectors
+    assert mapping.RECORD_PROPERTIES["embedding_key"] == properties["embedding_key"]
+    del properties["embedding_key"]  # an index made by schema 2
+    assert not layout_of(_mapping_response(body), "kb").has_generations

@@ -628,3 +628,38 @@ def test_parse_scopes_page_skips_pairs_that_are_no_scope() -> None:
     assert scopes == [KnowledgeScope("ops-bot", "runbooks")]
     assert after == {"agent": "ops-bot", "context": "runbooks"}
     assert queries.parse_scopes_page({"aggregations": {"scopes": {"buckets": []}}}) == ([], None)
+
+
+def test_stored_vectors_body_reads_one_document_of_the_scope_newest_generation_first() -> None:
+    scope = KnowledgeScope("ops-bot", "runbooks")
+    body = queries.stored_vectors_body(scope, "doc-1", 500, ["g9", 3])
+    assert body["_source"] == {"includes": ["embedding_key", "embedding"]}
+    assert body["query"]["bool"]["filter"] == [
+        {"term": {"agent": "ops-bot"}},
+        {"term": {"context": "runbooks"}},
+        {"term": {"document_id": "doc-1"}},
+        {"term": {"record": "chunk"}},
+    ]
+    assert body["sort"] == [{"generation": "desc"}, {"chunk_index": "asc"}]
+    assert (body["size"], body["search_after"]) == (500, ["g9", 3])
+
+
+def test_parse_stored_vectors_keeps_the_first_of_a_key_and_right_sized_vectors() -> None:
+    def hit(source: dict[str, object], sort: list[object]) -> dict[str, object]:
+        return {"_source": source, "sort": sort}
+
+    response = {
+        "hits": {
+            "hits": [
+                hit({"embedding_key": "a", "embedding": [0.1, 0.2]}, ["g2", 0]),
+                hit({"embedding_key": "zero"}, ["g2", 1]),  # stored without its zero vector
+                hit({"embedding_key": "wide", "embedding": [1.0, 2.0, 3.0]}, ["g2", 2]),
+                hit({"embedding": [0.5, 0.5]}, ["g2", 3]),  # no key: written before schema 3
+                hit({"embedding_key": "a", "embedding": [9.0, 9.0]}, ["g1", 0]),  # older
+            ]
+        }
+    }
+    vectors, after, count = queries.parse_stored_vectors(response, 2)
+    assert vectors == {"a": [0.1, 0.2], "zero": [0.0, 0.0]}
+    assert (after, count) == (["g1", 0], 5)
+    assert queries.parse_stored_vectors({"hits": {"hits": []}}, 2) == ({}, None, 0)

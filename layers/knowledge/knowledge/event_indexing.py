@@ -121,6 +121,8 @@ class EventOutcome:
         if self.result is not None:
             fields["chunks"] = self.result.indexed_chunks
             fields["embedding_tokens"] = self.result.embedding_tokens
+            fields["embedded_chunks"] = self.result.embedded_chunks
+            fields["reused_chunks"] = self.result.reused_chunks
             fields["duration_ms"] = round(self.result.duration_ms, 1)
         return fields
 

@@ -6,7 +6,7 @@ import hashlib
 
 from knowledge.scope import KnowledgeScope
 
-__all__ = ["chunk_id", "content_hash", "document_id", "is_newer_version"]
+__all__ = ["chunk_id", "content_hash", "document_id", "embedding_key", "is_newer_version"]
 
 
 def document_id(scope: KnowledgeScope, path: str) -> str:
@@ -21,6 +21,13 @@ def chunk_id(doc_id: str, chunk_index: int) -> str:
 
 def content_hash(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
+
+
+def embedding_key(model: str, dimensions: int, text: str) -> str:
+    """What a stored vector is reused by: the content hash of the exact text that was
+    embedded, together with the embedder's identity (name and dimension). The same text
+    under another embedder has another key, so its vector is never taken for this one."""
+    return content_hash("\x1f".join((model, str(dimensions), text)).encode("utf-8"))
 
 
 def is_newer_version(candidate: str | None, current: str | None) -> bool:

@@ -14,6 +14,16 @@ in batches of ``embed_batch_size`` (only with an embedder) -> ``put_document``. 
 are streamed: at most one embedding batch of one document is in memory, and a structured
 document's blocks are read from its bytes as the chunks are asked for.
 
+Embedding reuse: a changed document that is already indexed first gets the vectors of
+its indexed version (``WriteSession.stored_vectors``, by ``identity.embedding_key``: the
+hash of the exact text embedded and of the embedder's name and dimension). A chunk whose
+key is there takes that vector; only the others are sent to the embedder, still in
+batches of ``embed_batch_size`` texts. So editing one paragraph of a long document
+embeds the chunks that paragraph touches, and an embedder change re-embeds everything.
+``IndexResult.embedded_chunks`` / ``reused_chunks`` count both. A reindex embeds every
+chunk again (its escape hatch), and a failed read of the stored vectors only costs the
+reuse (logged), never the document.
+
 Chunk metadata = sidecar user metadata, then ``source_key`` (the source key, else the
 path), ``content_type`` and ``source_type`` (``pdf``, ``markdown``, ...), then the
 chunker's ``title``, ``heading_path`` and citation (``page``/``page_end``, ``slide``,
@@ -59,7 +69,7 @@ from knowledge.errors import (
     ValidationError,
 )
 from knowledge.extraction import ExtractedDocument, extract_document
-from knowledge.identity import content_hash, document_id, is_newer_version
+from knowledge.identity import content_hash, document_id, embedding_key, is_newer_version
 from knowledge.model import DocumentChunk, FileProblem, IndexOptions, IndexResult
 from knowledge.scope import KnowledgeScope
 from knowledge.source import DocumentSource, SourceDocument
@@ -85,6 +95,10 @@ logger = logging.getLogger(__name__)
 DEFAULT_EMBED_BATCH_SIZE = 64
 REASON_UNCHANGED = "unchanged"
 REASON_STALE_VERSION = "stale version"
+_REUSE_WINDOW = 8
+"""With reuse, a batch waits for ``embed_batch_size`` texts to embed, but holds at most
+this many times ``embed_batch_size`` chunks (reused ones included) in memory."""
+_NO_VECTORS: Mapping[str, Sequence[float]] = {}
 _STALE_REMOVED = "; its previously indexed version was removed"
 
 
@@ -109,6 +123,8 @@ class _Run:
     errors: list[FileProblem] = field(default_factory=list)
     warnings: list[FileProblem] = field(default_factory=list)
     tokens: int = 0
+    embedded: int = 0
+    reused: int = 0
 
     def take_listing_problems(self, listing: object, session: WriteSession) -> None:
         # Sources may report what they left out while listing (knowledge.sources.Listing).
@@ -136,6 +152,8 @@ class _Run:
             errors=(*self.errors, *failures),
             embedding_tokens=self.tokens,
             warnings=tuple(self.warnings),
+            embedded_chunks=self.embedded,
+            reused_chunks=self.reused,
         )
 
 
@@ -356,7 +374,8 @@ class Indexer:
         )
         try:
             chunks = self._chunks(path, extracted, options, document_metadata)
-            written = session.put_document(header, self._embedded(chunks, run))
+            reusable = self._stored_vectors(session, path) if stored is not None else _NO_VECTORS
+            written = session.put_document(header, self._embedded(chunks, run, reusable))
         except ExtractionError as exc:  # found while streaming: corrupt page, no text layer
             if stored is None:  # else the stale version's delete below takes the partial too
                 self._remove_partial(session, path, run)
@@ -405,29 +424,54 @@ class Indexer:
         # A chunker that knows only text: each section as one text, its citation kept.
         return _chunk_sections(chunker, path, extracted, max_chunk_size)
 
-    def _embedded(self, chunks: Iterable[DocumentChunk], run: _Run) -> Iterator[EmbeddedChunk]:
+    def _stored_vectors(self, session: WriteSession, path: str) -> Mapping[str, Sequence[float]]:
+        """The indexed version's vectors by embedding key (module docstring: reuse)."""
+        if self._embedder is None:
+            return _NO_VECTORS
+        try:
+            return session.stored_vectors(path)
+        except KnowledgeError as exc:
+            _reraise_if_unavailable(exc)
+            logger.warning("no embedding reuse for %s: %s", path, exc)
+            return _NO_VECTORS
+
+    def _embedded(
+        self,
+        chunks: Iterable[DocumentChunk],
+        run: _Run,
+        reusable: Mapping[str, Sequence[float]] = _NO_VECTORS,
+    ) -> Iterator[EmbeddedChunk]:
         embedder = self._embedder
         if embedder is None:
             for chunk in chunks:
                 yield EmbeddedChunk(chunk)
             return
-        batch: list[DocumentChunk] = []
+        name, dimensions = embedder.name, embedder.dimensions
+        batch: list[_Pending] = []
+        missing = 0
         for chunk in chunks:
-            batch.append(chunk)
-            if len(batch) >= self._batch_size:
-                yield from self._embed_batch(embedder, batch, run)
-                batch = []
+            text = chunk.content  # the exact text embedded, which the key hashes
+            pending = _Pending(chunk, text, embedding_key(name, dimensions, text))
+            batch.append(pending)
+            missing += pending.key not in reusable
+            if missing >= self._batch_size or len(batch) >= self._batch_size * _REUSE_WINDOW:
+                yield from self._embed_batch(embedder, batch, run, reusable)
+                batch, missing = [], 0
         if batch:
-            yield from self._embed_batch(embedder, batch, run)
+            yield from self._embed_batch(embedder, batch, run, reusable)
 
     @staticmethod
     def _embed_batch(
-        embedder: EmbeddingClient, batch: list[DocumentChunk], run: _Run
+        embedder: EmbeddingClient,
+        batch: list[_Pending],
+        run: _Run,
+        reusable: Mapping[str, Sequence[float]],
     ) -> list[EmbeddedChunk]:
-        embeddings = embedder.embed_batch([chunk.content for chunk in batch])
-        if len(embeddings) != len(batch):
+        todo = [item for item in batch if item.key not in reusable]
+        embeddings = embedder.embed_batch([item.text for item in todo]) if todo else []
+        if len(embeddings) != len(todo):
             raise EmbeddingError(
-                f"{embedder.name} returned {len(embeddings)} embeddings for {len(batch)} texts"
+                f"{embedder.name} returned {len(embeddings)} embeddings for {len(todo)} texts"
             )
         run.tokens += sum(embedding.token_count for embedding in embeddings)
         for embedding in embeddings:
@@ -436,9 +480,16 @@ class Indexer:
                     f"{embedder.name} returned a vector of {len(embedding.vector)} dimensions, "
                     f"expected {embedder.dimensions}"
                 )
+        run.embedded += len(todo)
+        run.reused += len(batch) - len(todo)
+        fresh = iter(embeddings)
         return [
-            EmbeddedChunk(chunk, embedding.vector)
-            for chunk, embedding in zip(batch, embeddings, strict=True)
+            EmbeddedChunk(
+                item.chunk,
+                reusable[item.key] if item.key in reusable else next(fresh).vector,
+                item.key,
+            )
+            for item in batch
         ]
 
     # --- removals --------------------------------------------------------------------------
@@ -475,6 +526,15 @@ class Indexer:
         except KnowledgeError as exc:
             _reraise_if_unavailable(exc)
             run.errors.append(FileProblem(path, f"partly written and not removed: {exc}"))
+
+
+@dataclass(frozen=True, slots=True)
+class _Pending:
+    """A chunk waiting for its vector: the text to embed and its ``embedding_key``."""
+
+    chunk: DocumentChunk
+    text: str
+    key: str
 
 
 def _over_limit(taken: int, options: IndexOptions) -> bool:

@@ -210,6 +210,10 @@ class IndexResult:
     ``max_documents``);
     ``warnings`` lists files that were indexed but not quite as written (invalid
     UTF-8 bytes replaced, say).
+
+    ``embedded_chunks`` counts the chunk texts sent to the embedder (paid for, also when
+    the document's write then failed); ``reused_chunks`` the chunks whose vector was
+    taken from the indexed version of their document instead (same text, same embedder).
     """
 
     indexed_documents: int = 0
@@ -220,6 +224,8 @@ class IndexResult:
     errors: tuple[FileProblem, ...] = ()
     embedding_tokens: int = 0
     warnings: tuple[FileProblem, ...] = ()
+    embedded_chunks: int = 0
+    reused_chunks: int = 0
 
     @property
     def skipped_documents(self) -> int:
@@ -237,6 +243,8 @@ class IndexResult:
             "skipped_documents": self.skipped_documents,
             "duration_ms": round(self.duration_ms, 1),
             "embedding_tokens": self.embedding_tokens,
+            "embedded_chunks": self.embedded_chunks,
+            "reused_chunks": self.reused_chunks,
             "skipped": [p.to_dict() for p in self.skipped],
             "errors": [p.to_dict() for p in self.errors],
             "warnings": [p.to_dict() for p in self.warnings],

@@ -121,10 +121,15 @@ class DocumentHeader:
 
 @dataclass(frozen=True, slots=True)
 class EmbeddedChunk:
-    """A chunk and its vector (``None`` for keyword-only stores)."""
+    """A chunk and its vector (``None`` for keyword-only stores).
+
+    ``embedding_key`` (``identity.embedding_key``: the embedded text and the embedder's
+    identity) is stored with the vector, so a later version of the document can reuse
+    the vector of an unchanged chunk (``WriteSession.stored_vectors``)."""
 
     chunk: DocumentChunk
     vector: Sequence[float] | None = None
+    embedding_key: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,6 +163,14 @@ class WriteSession(Protocol):
         indexed version of the document. A later successful ``put_document(path)`` or
         ``delete_document(path)`` clears it; ``status(scope).problems`` lists them, most
         recent first."""
+        ...
+
+    def stored_vectors(self, path: str) -> Mapping[str, Sequence[float]]:
+        """The vectors of the indexed version of ``path`` by their ``embedding_key``, so the
+        pipeline embeds only the chunks whose text (or embedder) changed. Empty when the
+        document is not indexed or the store keeps no vectors (memory). May be a snapshot
+        slightly behind the latest write (OpenSearch reads what is searchable): a key is
+        a content address, so any vector found under it is right for it."""
         ...
 
     @property

@@ -209,6 +209,11 @@ class _MemoryWriteSession:
         self._require_open()
         self._problems[path] = (self._store._next_problem(), reason)
 
+    def stored_vectors(self, path: str) -> Mapping[str, Sequence[float]]:
+        """Always empty: this store keeps no vectors (keyword only), so nothing to reuse."""
+        self._require_open()
+        return {}
+
 
 def _latest_problems(problems: Mapping[str, tuple[int, str]]) -> tuple[FileProblem, ...]:
     latest = sorted(problems.items(), key=lambda item: item[1][0], reverse=True)

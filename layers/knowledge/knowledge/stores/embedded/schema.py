@@ -1,11 +1,13 @@
 """The embedded store's file: its tables, its version, and what it records about itself.
 
-Tables (schema version 2):
+Tables (schema version 3):
 
 - ``documents``: the per-document record: scope, path, ``source_type``, ``size``
   (bytes), ``chunk_count``, ``version`` (S3 version id or ``None``), ``content_hash``,
   ``indexed_at``, document metadata;
-- ``chunks``: scope, path, index, content, metadata JSON, vector (unit float32 BLOB);
+- ``chunks``: scope, path, index, content, metadata JSON, vector (unit float32 BLOB),
+  ``embedding_key`` (``identity.embedding_key`` of the text embedded and the embedder:
+  a later version of the document reuses the vector of a chunk with the same key);
 - ``problems``: per scope and path, why the latest attempt to index it was skipped or
   failed (``WriteSession.record_problem``); the indexed version, if any, stays;
 - ``chunks_fts`` and, with ``isolation="agent"``, one ``chunks_fts_<n>`` per agent
@@ -14,8 +16,9 @@ Tables (schema version 2):
   vectors from stale ones, also across processes (``vector_search``);
 - ``meta``: schema version, embedder identity, keyword isolation.
 
-A version 1 file (no records, problems or per-agent generations) is upgraded in place
-when opened; a newer version is refused.
+A version 1 file (no records, problems or per-agent generations) or a version 2 file (no
+``embedding_key``: its vectors are not reused until their document is written again) is
+upgraded in place when opened; a newer version is refused.
 """
 
 from __future__ import annotations
@@ -44,7 +47,7 @@ __all__ = [
     "utc_text",
 ]
 
-SCHEMA_VERSION: Final = 2
+SCHEMA_VERSION: Final = 3
 
 _TABLES: Final = (
     """CREATE TABLE IF NOT EXISTS meta (
@@ -75,6 +78,7 @@ _TABLES: Final = (
         content TEXT NOT NULL,
         metadata TEXT NOT NULL,
         vector BLOB,
+        embedding_key TEXT,
         UNIQUE (agent, context, path, chunk_index)
     )""",
     # The unique index above serves the scope filter (its prefix), per-document deletes
@@ -127,12 +131,16 @@ def create_or_upgrade(conn: sqlite3.Connection, display: str) -> None:
             "INSERT INTO meta (key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),)
         )
         return
-    if row[0] == "1":
-        columns = {info[1] for info in conn.execute("PRAGMA table_info(documents)")}
-        for column, kind in (("source_type", "TEXT"), ("size", "INTEGER")):
+    if row[0] in ("1", "2"):
+        for table, column, kind in (
+            ("documents", "source_type", "TEXT"),  # new in version 2
+            ("documents", "size", "INTEGER"),  # new in version 2
+            ("chunks", "embedding_key", "TEXT"),  # new in version 3
+        ):
+            columns = {info[1] for info in conn.execute(f"PRAGMA table_info({table})")}
             if column not in columns:
-                conn.execute(f"ALTER TABLE documents ADD COLUMN {column} {kind}")
-        conn.execute("DELETE FROM meta WHERE key = 'generation'")  # now per agent
+                conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
+        conn.execute("DELETE FROM meta WHERE key = 'generation'")  # per agent since version 2
         conn.execute(
             "UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION),)
         )

@@ -18,6 +18,11 @@ paths when it begins, and its clean ``__exit__`` removes those it neither wrote,
 nor recorded a problem for, with their problems. A reindex that fails part-way leaves the
 old documents searchable.
 
+**Embedding reuse.** Every chunk row keeps its ``embedding_key``; ``stored_vectors(path)``
+reads the document's keys and vectors (inside the session's transaction, so it sees
+what the session wrote) for the pipeline to reuse. A reused vector is written back as
+the same bytes (normalising a stored unit float32 vector again leaves it as it is).
+
 **Problems.** ``record_problem(path, reason)`` remembers why the latest attempt to index
 ``path`` was skipped or failed (replacing an earlier reason) and leaves its indexed
 version alone; ``put_document`` or ``delete_document`` of the path clears it.
@@ -26,8 +31,10 @@ version alone; ``put_document`` or ``delete_document`` of the path clears it.
 from __future__ import annotations
 
 import sqlite3
+import sys
 import time
-from collections.abc import Iterable, Sequence
+from array import array
+from collections.abc import Iterable, Mapping, Sequence
 from contextlib import suppress
 from datetime import UTC, datetime
 from types import TracebackType
@@ -190,6 +197,33 @@ class EmbeddedWriteSession:
             raise self._store_error(f"cannot record the problem of {path}", exc) from exc
         self._document_done()
 
+    def stored_vectors(self, path: str) -> Mapping[str, Sequence[float]]:
+        """The vectors of the indexed version of ``path`` by ``embedding_key`` (float32,
+        as stored); empty without an embedder or for a document not indexed."""
+        conn = self._conn
+        if conn is None:
+            raise StoreError("the write session is not open (use it in a with-block)")
+        dimensions = self._store._identity.dimensions
+        if self._store._embedder is None or dimensions == 0:
+            return {}
+        try:
+            rows = conn.execute(
+                f"SELECT embedding_key, vector FROM chunks WHERE {_PATH_CONDITION}"  # noqa: S608
+                " AND embedding_key IS NOT NULL AND vector IS NOT NULL",
+                (self._scope.agent, self._scope.context, path),
+            ).fetchall()
+        except sqlite3.Error as exc:
+            raise self._store_error(f"cannot read the vectors of {path}", exc) from exc
+        vectors: dict[str, Sequence[float]] = {}
+        for key, blob in rows:
+            if len(blob) == 4 * dimensions:  # else another dimension: not reusable
+                vector = array("f")
+                vector.frombytes(blob)
+                if sys.byteorder != "little":
+                    vector.byteswap()
+                vectors[key] = vector
+        return vectors
+
     # --- transactions -----------------------------------------------------------------
 
     def _begin(self, conn: sqlite3.Connection) -> None:
@@ -253,7 +287,7 @@ class EmbeddedWriteSession:
             chunk = item.chunk
             cursor = conn.execute(
                 "INSERT INTO chunks (doc_id, agent, context, path, chunk_index, content,"
-                " metadata, vector) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                " metadata, vector, embedding_key) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     header.document_id,
                     scope.agent,
@@ -263,6 +297,7 @@ class EmbeddedWriteSession:
                     chunk.content,
                     to_json(chunk.metadata),
                     self._vector_blob(conn, header.path, chunk.chunk_index, item.vector),
+                    item.embedding_key if item.vector is not None else None,
                 ),
             )
             assert cursor.lastrowid is not None

@@ -141,6 +141,11 @@ class Connection:
             client.close()
 
     @property
+    def dimensions(self) -> int | None:
+        """The store's vector dimension (``None``: keyword only)."""
+        return self._dimensions
+
+    @property
     def serializer(self) -> Any:
         return self.client().transport.serializer
 
@@ -268,6 +273,11 @@ class Connection:
             return response
 
         return self.call(action, send)
+
+    def search_all(self, index: str, body: Mapping[str, Any], action: str) -> dict[str, Any]:
+        """One ``_search`` on the write path (write timeouts and retries, not the search
+        path's budget)."""
+        return self.call(action, functools.partial(_search_page, index=index, body=body))
 
     def find_ids(self, index: str, query: Mapping[str, Any], action: str) -> list[str]:
         """The ids of every record matching ``query`` (paged with ``search_after``)."""

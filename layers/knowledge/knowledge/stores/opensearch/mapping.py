@@ -21,6 +21,11 @@ The vector field is ``knn_vector`` with an explicit method (HNSW, cosine similar
 an engine that filters inside the knn clause (``lucene``; ``faiss`` on Serverless).
 The index's ``_meta`` records the embedding model, so a different provider or dimension
 is refused (``EmbeddingMismatchError``) instead of silently mixing vectors.
+
+Vectors stay in ``_source``: embedding reuse reads them back from there (a chunk's
+``embedding_key`` and ``embedding``, ``queries.stored_vectors_body``); ``knn_vector``
+fields cannot be read back otherwise. Excluding them from ``_source`` would save about
+two thirds of the stored bytes and cost every edit a full re-embedding.
 """
 
 from __future__ import annotations
@@ -50,6 +55,7 @@ __all__ = [
     "DOCUMENT_NAME",
     "DOCUMENT_PATH",
     "EMBEDDING",
+    "EMBEDDING_KEY",
     "GENERATION",
     "INDEXED_AT",
     "METADATA",
@@ -86,6 +92,7 @@ CHUNK_COUNT = "chunk_count"
 CONTENT = "content"
 CONTENT_CJK = "content.cjk"
 EMBEDDING = "embedding"
+EMBEDDING_KEY = "embedding_key"
 CONTENT_HASH = "content_hash"
 VERSION = "version"
 INDEXED_AT = "indexed_at"
@@ -101,7 +108,7 @@ RECORD_DOCUMENT = "document"
 
 CJK_ANALYZER = "knowledge_cjk"
 META_KEY = "knowledge"
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 SOURCE_FIELDS: tuple[str, ...] = (
     AGENT,
@@ -135,9 +142,13 @@ RECORD_PROPERTIES: dict[str, Any] = {
     SIZE: {"type": "long"},
     PROBLEM: {"type": "keyword", "index": False, "doc_values": False},
     PROBLEM_AT: {"type": "date_nanos"},
+    # Schema 3: what a chunk's vector is reused by (``identity.embedding_key``); read
+    # from ``_source`` only, so neither indexed nor in doc values.
+    EMBEDDING_KEY: {"type": "keyword", "index": False, "doc_values": False},
 }
-"""Fields added in schema 2 (generations, per-document records, problems): put into the
-mapping of an index created by schema 1 when it is opened for writing."""
+"""Fields added after schema 1 (schema 2: generations, per-document records, problems;
+schema 3: ``embedding_key``): put into the mapping of an older index when it is opened
+for writing."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,6 +160,7 @@ class IndexLayout:
     vector_engine: str | None
     space_type: str | None
     has_generations: bool = True
+    """Whether the mapping has every field of ``RECORD_PROPERTIES`` (else they are added)."""
 
 
 def index_body(
@@ -239,7 +251,7 @@ def layout_of(mapping_response: Mapping[str, Any], index_name: str) -> IndexLayo
     properties = mappings.get("properties", {})
     vector = properties.get(EMBEDDING)
     meta = mappings.get("_meta", {}).get(META_KEY, {})
-    generations = GENERATION in properties
+    generations = all(name in properties for name in RECORD_PROPERTIES)
     if not isinstance(vector, Mapping):
         return IndexLayout(None, meta.get("embedding_model"), None, None, generations)
     method = vector.get("method", {})
@@ -332,10 +344,12 @@ def chunk_document(
     *,
     vector: Sequence[float] | None,
     generation: str,
+    embedding_key: str | None = None,
 ) -> dict[str, Any]:
     """The ``_source`` of one chunk: scope, document facts, generation, content, metadata,
-    vector. A zero vector is left out (see ``is_zero_vector``): the chunk is then found by
-    keyword search only."""
+    vector and its ``embedding_key``. A zero vector is left out (see ``is_zero_vector``):
+    the chunk is then found by keyword search only (its key stays: a key without a
+    vector stands for the zero vector when it is reused)."""
     metadata: dict[str, Any] = {**dict(header.metadata), **dict(chunk.metadata)}
     source: dict[str, Any] = {
         RECORD: RECORD_CHUNK,
@@ -346,6 +360,8 @@ def chunk_document(
     }
     if vector is not None and not is_zero_vector(vector):
         source[EMBEDDING] = [float(x) for x in vector]
+    if vector is not None and embedding_key is not None:
+        source[EMBEDDING_KEY] = embedding_key
     return source
 
 

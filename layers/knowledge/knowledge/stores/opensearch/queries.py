@@ -33,6 +33,7 @@ from knowledge.stores.opensearch.mapping import (
     DOCUMENT_NAME,
     DOCUMENT_PATH,
     EMBEDDING,
+    EMBEDDING_KEY,
     GENERATION,
     INDEXED_AT,
     METADATA,
@@ -73,6 +74,7 @@ __all__ = [
     "parse_scopes_page",
     "parse_stored_document",
     "parse_stored_documents",
+    "parse_stored_vectors",
     "problems_body",
     "query_filters",
     "records_mget_body",
@@ -82,6 +84,7 @@ __all__ = [
     "scopes_page_body",
     "stored_document_body",
     "stored_documents_body",
+    "stored_vectors_body",
     "vector_search_body",
 ]
 
@@ -638,6 +641,56 @@ def newest_generations(hits: Sequence[Hit]) -> list[Hit]:
             seen.add(key)  # one hit per chunk (a retried bulk may store one twice)
             kept.append(hit)
     return kept
+
+
+def stored_vectors_body(
+    scope: KnowledgeScope, document_id: str, size: int, search_after: Sequence[Any] | None = None
+) -> dict[str, Any]:
+    """One page of a document's chunks with their ``embedding_key`` and vector, newest
+    generation first (embedding reuse). Every generation of the document is read: a key
+    is a content address, so the vector under it is right whichever version holds it."""
+    body: dict[str, Any] = {
+        "size": size,
+        "track_total_hits": False,
+        "_source": {"includes": [EMBEDDING_KEY, EMBEDDING]},
+        "query": {
+            "bool": {
+                "filter": [
+                    *scope_filters(scope),
+                    {"term": {DOCUMENT_ID: document_id}},
+                    {"term": {RECORD: RECORD_CHUNK}},
+                ]
+            }
+        },
+        "sort": [{GENERATION: "desc"}, {CHUNK_INDEX: "asc"}],
+    }
+    if search_after is not None:
+        body["search_after"] = list(search_after)
+    return body
+
+
+def parse_stored_vectors(
+    response: Mapping[str, Any], dimensions: int
+) -> tuple[dict[str, list[float]], list[Any] | None, int]:
+    """``({embedding key: vector}, search_after of the last hit, hits on the page)``.
+
+    A hit with a key and no vector had the zero vector (it is not stored, see
+    ``mapping.is_zero_vector``); a vector of another dimension is not taken. The first
+    hit of a key wins (the newest generation: the body sorts them first)."""
+    vectors: dict[str, list[float]] = {}
+    hits = response.get("hits", {}).get("hits", [])
+    for hit in hits:
+        source = hit.get("_source") or {}
+        key = source.get(EMBEDDING_KEY)
+        if not isinstance(key, str) or key in vectors:
+            continue
+        vector = source.get(EMBEDDING)
+        if vector is None:
+            vectors[key] = [0.0] * dimensions
+        elif isinstance(vector, list) and len(vector) == dimensions:
+            vectors[key] = [float(x) for x in vector]
+    after = hits[-1].get("sort") if hits else None
+    return vectors, after, len(hits)
 
 
 def problems_body(scope: KnowledgeScope, size: int) -> dict[str, Any]:

@@ -23,6 +23,11 @@ previous version stays searchable, its record untouched. Searches show only each
 document's newest generation among their hits (``queries.newest_generations``), so
 while both versions exist for an instant, no search shows both.
 
+Embedding reuse: ``stored_vectors(path)`` reads the document's chunk keys and vectors
+(``queries.stored_vectors_body``: one search per ``_VECTOR_PAGE`` chunks, so one request
+for most documents). It reads what is searchable (a write of the last refresh interval
+may be missing: that only costs reuse, since a key is a content address).
+
 No refresh per document: what a session wrote is searchable within
 ``config.refresh_interval`` (1 s) of its end; with ``config.wait_for_refresh`` its last
 request is sent with ``refresh=wait_for`` (it returns once the next scheduled refresh
@@ -39,6 +44,7 @@ from __future__ import annotations
 import secrets
 import threading
 import time
+from array import array
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -82,6 +88,9 @@ _CONFLICT_ROUNDS = 5
 """How often a record changed by another writer (409) is read and decided again."""
 
 _MAX_REASONS_PER_DOCUMENT = 3
+
+_VECTOR_PAGE = 500
+"""Chunks (keys and vectors) read per request by ``stored_vectors``."""
 
 
 def new_generation() -> str:
@@ -197,7 +206,12 @@ class OpenSearchWriteSession:
                     else None
                 )
                 source = chunk_document(
-                    self._scope, header, chunk, vector=item.vector, generation=generation
+                    self._scope,
+                    header,
+                    chunk,
+                    vector=item.vector,
+                    generation=generation,
+                    embedding_key=item.embedding_key,
                 )
                 self._add(queries.bulk_index_action(self._index, chunk_id, source), path)
                 count += 1
@@ -283,6 +297,28 @@ class OpenSearchWriteSession:
             )
         self._add(action, path)
         self._wrote = True
+
+    def stored_vectors(self, path: str) -> Mapping[str, Sequence[float]]:
+        """The vectors of the indexed version(s) of ``path`` by ``embedding_key``
+        (module docstring); empty for a store without an embedder."""
+        self._check_open()
+        dimensions = self._connection.dimensions
+        if dimensions is None:
+            return {}
+        document_id = _document_id(self._scope, path)
+        action = f"read the stored vectors of '{path}' in {self._scope}"
+        vectors: dict[str, Sequence[float]] = {}
+        after: list[Any] | None = None
+        while True:
+            body = queries.stored_vectors_body(self._scope, document_id, _VECTOR_PAGE, after)
+            page, after, hits = queries.parse_stored_vectors(
+                self._connection.search_all(self._index, body, action), dimensions
+            )
+            for key, vector in page.items():
+                # Doubles as JSON had them (written back unchanged), 8 bytes a number.
+                vectors.setdefault(key, array("d", vector))
+            if hits < _VECTOR_PAGE or after is None:
+                return vectors
 
     # --- the buffer ------------------------------------------------------------------------
 

@@ -1,0 +1,380 @@
+"""Chunk-level embedding reuse (issue 13 item 2) on every store that keeps vectors: the
+embedded store (its SQLite file) and the OpenSearch store on the real node.
+
+The embedder is a counting wrapper around the hashing embedder (injected, nothing
+patched) whose vectors drift a little with every call, the way a remote model's may: a
+reused vector is then told apart from a re-embedded one. What each store holds is read
+with its own tools (``sqlite3``; OpenSearch's HTTP API), not through the store.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import random
+import sqlite3
+import urllib.request
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from knowledge.chunking import MarkdownSectionChunker
+from knowledge.embedding.base import Embedding
+from knowledge.embedding.hashing import HashingEmbedder
+from knowledge.errors import EmbeddingError
+from knowledge.indexing import Indexer
+from knowledge.model import IndexOptions, SearchMode, SearchQuery
+from knowledge.scope import KnowledgeScope
+from knowledge.source import SourceDocument
+from knowledge.store import KnowledgeStore
+
+SCOPE = KnowledgeScope("reuse-agent", "docs")
+DIMS = 256
+PATH = "guide.md"
+
+
+class CountingEmbedder:
+    """The hashing embedder, counting every text it is sent; each call's vectors drift by
+    a call-dependent amount. ``fail_on``: a batch with a text containing it fails."""
+
+    def __init__(self, name: str = "counting:hashing", fail_on: str | None = None) -> None:
+        self._inner = HashingEmbedder(DIMS)
+        self._name = name
+        self.fail_on = fail_on
+        self.texts: list[str] = []
+        self.calls = 0
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def dimensions(self) -> int:
+        return DIMS
+
+    def embed(self, text: str) -> Embedding:
+        return self._inner.embed(text)  # queries: not counted
+
+    def embed_batch(self, texts: Sequence[str]) -> list[Embedding]:
+        if self.fail_on is not None and any(self.fail_on in text for text in texts):
+            raise EmbeddingError("provider failed after retries")
+        self.calls += 1
+        self.texts.extend(texts)
+        drift = 0.01 * self.calls
+        return [
+            Embedding(tuple(x + drift for x in e.vector), e.token_count)
+            for e in self._inner.embed_batch(texts)
+        ]
+
+
+def sections(count: int, edited: Sequence[int] = ()) -> str:
+    return "\n\n".join(
+        f"## Part {i}\n\n{'Rewritten' if i in edited else 'Original'} paragraph {i} about "
+        f"topic{i} and its settings."
+        for i in range(count)
+    )
+
+
+def document(text: str) -> SourceDocument:
+    data = text.encode()
+    return SourceDocument(PATH, len(data), lambda: data)
+
+
+class OneDocument:
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def documents(self, scope: KnowledgeScope, options: IndexOptions) -> Iterator[SourceDocument]:
+        yield document(self.text)
+
+
+@dataclass
+class Backend:
+    """A store with a given embedder, and a way to read what it holds for ``PATH``."""
+
+    open: Callable[[CountingEmbedder], KnowledgeStore]
+    vectors: Callable[[], dict[int, tuple[str, tuple[float, ...]]]]  # index -> (content, vec)
+
+
+def _embedded(tmp_path: Path) -> Backend:
+    from knowledge.stores.embedded import EmbeddedKnowledgeStore
+
+    db = tmp_path / "kb.db"
+
+    def open_store(embedder: CountingEmbedder) -> KnowledgeStore:
+        return EmbeddedKnowledgeStore(db, embedder=embedder, chunker=MarkdownSectionChunker())
+
+    def vectors() -> dict[int, tuple[str, tuple[float, ...]]]:
+        import numpy as np
+
+        conn = sqlite3.connect(db)
+        try:
+            rows = conn.execute(
+                "SELECT chunk_index, content, vector FROM chunks WHERE path = ?", (PATH,)
+            ).fetchall()
+        finally:
+            conn.close()
+        return {
+            i: (content, tuple(float(x) for x in np.frombuffer(blob, dtype="<f4")))
+            for i, content, blob in rows
+        }
+
+    return Backend(open_store, vectors)
+
+
+def _http(method: str, url: str, body: Any = None) -> dict[str, Any]:
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(
+        url, data=data, method=method, headers={"Content-Type": "application/json"}
+    )
+    with urllib.request.urlopen(request, timeout=30) as response:
+        result: dict[str, Any] = json.loads(response.read() or b"{}")
+        return result
+
+
+def _opensearch(request: pytest.FixtureRequest) -> Backend:
+    from knowledge.stores.opensearch import OpenSearchConfig, OpenSearchKnowledgeStore
+
+    url = request.getfixturevalue("opensearch_url")
+    index = f"test_reuse_{uuid.uuid4().hex}"
+
+    def drop() -> None:
+        with contextlib.suppress(OSError):
+            _http("DELETE", f"{url}/{index}")
+
+    request.addfinalizer(drop)
+    config = OpenSearchConfig(
+        url=url,
+        index_name=index,
+        number_of_shards=1,
+        number_of_replicas=0,
+        refresh_interval="100ms",
+        wait_for_refresh=True,
+    )
+
+    def open_store(embedder: CountingEmbedder) -> KnowledgeStore:
+        return OpenSearchKnowledgeStore(config, embedder=embedder, chunker=MarkdownSectionChunker())
+
+    def vectors() -> dict[int, tuple[str, tuple[float, ...]]]:
+        _http("POST", f"{url}/{index}/_refresh")
+        body = {
+            "size": 10_000,
+            "query": {
+                "bool": {
+                    "filter": [
+                        {"term": {"document_path": PATH}},
+                        {"term": {"record": "chunk"}},
+                    ]
+                }
+            },
+        }
+        hits = _http("POST", f"{url}/{index}/_search", body)["hits"]["hits"]
+        newest = max(h["_source"]["generation"] for h in hits)
+        return {
+            h["_source"]["chunk_index"]: (
+                h["_source"]["content"],
+                tuple(h["_source"]["embedding"]),
+            )
+            for h in hits
+            if h["_source"]["generation"] == newest
+        }
+
+    return Backend(open_store, vectors)
+
+
+@pytest.fixture(
+    params=[
+        pytest.param("embedded", id="embedded"),
+        pytest.param(
+            "opensearch",
+            id="opensearch",
+            marks=(pytest.mark.opensearch, pytest.mark.integration),
+        ),
+    ]
+)
+def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Backend:
+    if request.param == "embedded":
+        return _embedded(tmp_path)
+    return _opensearch(request)
+
+
+def test_an_edit_embeds_only_the_changed_chunk_and_keeps_the_others_vectors(
+    backend: Backend,
+) -> None:
+    embedder = CountingEmbedder()
+    store = backend.open(embedder)
+    try:
+        first = store.upsert_document(SCOPE, document(sections(20)))
+        assert (first.indexed_chunks, first.embedded_chunks, first.reused_chunks) == (20, 20, 0)
+        before = backend.vectors()
+        embedder.texts.clear()
+
+        second = store.upsert_document(SCOPE, document(sections(20, edited=[7])))
+
+        assert embedder.texts == [
+            "## Part 7\n\nRewritten paragraph 7 about topic7 and its settings."
+        ]
+        assert (second.indexed_chunks, second.embedded_chunks, second.reused_chunks) == (20, 1, 19)
+        after = backend.vectors()
+        assert sorted(after) == list(range(20))
+        for index in range(20):
+            if index == 7:
+                assert after[7][0].startswith("## Part 7\n\nRewritten")
+                assert after[7][1] != before[7][1]
+            else:
+                assert after[index] == before[index]  # the very same stored vector
+        # The reused vectors still find their chunks.
+        found = store.search(
+            SCOPE, SearchQuery("topic12 settings", mode=SearchMode.VECTOR, max_results=1)
+        )
+        assert [r.chunk_index for r in found] == [12]
+    finally:
+        store.close()
+
+
+def test_a_changed_embedder_reuses_nothing(backend: Backend) -> None:
+    embedder = CountingEmbedder()
+    store = backend.open(embedder)
+    try:
+        store.upsert_document(SCOPE, document(sections(8)))
+        # Same dimension, other model: the pipeline must not take the stored vectors.
+        other = CountingEmbedder(name="counting:another-model")
+        result = Indexer(MarkdownSectionChunker(), other).upsert(
+            store,  # type: ignore[arg-type]  # every store is its own IndexWriter
+            SCOPE,
+            document(sections(8, edited=[2])),
+        )
+        assert (len(other.texts), result.embedded_chunks, result.reused_chunks) == (8, 8, 0)
+        # And back: the chunks now carry the other model's keys, so nothing is reused.
+        embedder.texts.clear()
+        back = store.upsert_document(SCOPE, document(sections(8, edited=[3])))
+        assert (len(embedder.texts), back.reused_chunks) == (8, 0)
+    finally:
+        store.close()
+
+
+def test_a_failed_write_keeps_the_previous_version_and_its_vectors(backend: Backend) -> None:
+    embedder = CountingEmbedder()
+    store = backend.open(embedder)
+    try:
+        store.upsert_document(SCOPE, document(sections(10)))
+        before = backend.vectors()
+        embedder.fail_on = "Rewritten paragraph 4"
+        failed = store.upsert_document(SCOPE, document(sections(10, edited=[4])))
+        assert [e.path for e in failed.errors] == [PATH]
+        assert backend.vectors() == before  # the previous version, untouched
+
+        embedder.fail_on = None
+        embedder.texts.clear()
+        retried = store.upsert_document(SCOPE, document(sections(10, edited=[4])))
+        assert retried.ok
+        assert embedder.texts == [
+            "## Part 4\n\nRewritten paragraph 4 about topic4 and its settings."
+        ]
+        assert retried.reused_chunks == 9
+    finally:
+        store.close()
+
+
+def _guide(edit: Callable[[str], str] | None = None) -> str:
+    """A 200-chunk Markdown guide (default chunker: 500 characters): 40 sections of six
+    4-line paragraphs. ``edit`` rewrites the fourth paragraph of section 20."""
+    rng = random.Random(7)
+    words = [
+        *("deploy", "rollback", "cluster", "node", "drain", "service", "config"),
+        *("restart", "upgrade", "volume", "network", "pod", "secret", "token"),
+    ]
+    sections = []
+    for s in range(40):
+        paragraphs = [
+            "\n".join(" ".join(rng.choice(words) for _ in range(12)) for _ in range(4))
+            for _ in range(6)
+        ]
+        if s == 20 and edit is not None:
+            paragraphs[3] = edit(paragraphs[3])
+        sections.append("\n\n".join([f"## Section {s}", *paragraphs]))
+    return "\n\n".join(sections)
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        pytest.param(lambda p: "rollout" + p[6:], id="word-replaced"),
+        pytest.param(
+            lambda p: p + " and then check the rollout status again.", id="sentence-added"
+        ),
+        pytest.param(
+            lambda p: p + "\nthen check the rollout status of every node", id="line-added"
+        ),
+    ],
+)
+def test_benchmark_editing_one_paragraph_of_a_200_chunk_document(
+    backend: Backend, edit: Callable[[str], str]
+) -> None:
+    """Issue 13's figure: at most 3 texts sent to the embedder (sync path, ``index``).
+    The edit moves the cut points of the rest of its section, not of other sections."""
+    embedder = CountingEmbedder()
+    store = backend.open(embedder)
+    try:
+        first = store.index(SCOPE, OneDocument(_guide()))
+        assert (first.indexed_chunks, first.embedded_chunks) == (200, 200)
+        embedder.texts.clear()
+        edited = store.index(SCOPE, OneDocument(_guide(edit)))
+        sent = len(embedder.texts)
+        print(f"\nedit one paragraph of a 200-chunk document: {sent} of 200 texts embedded")
+        assert edited.indexed_chunks == 200
+        assert 1 <= sent <= 3
+        assert (edited.embedded_chunks, edited.reused_chunks) == (sent, 200 - sent)
+    finally:
+        store.close()
+
+
+@pytest.mark.opensearch
+@pytest.mark.integration
+def test_an_index_made_before_embedding_keys_gets_the_field_and_then_reuses(
+    request: pytest.FixtureRequest,
+) -> None:
+    """An index of schema 2 (strict mapping, no ``embedding_key``) takes the new chunks:
+    the field is added when the store opens it for writing; its old chunks have no key,
+    so their document is embedded in full once, and reused from then on."""
+    from knowledge.stores.opensearch.mapping import index_body
+
+    backend = _opensearch(request)
+    url = request.getfixturevalue("opensearch_url")
+    probe = backend.open(CountingEmbedder())
+    index = probe.index_name(SCOPE)  # type: ignore[attr-defined]
+    probe.close()
+    old = index_body(vector_dimensions=DIMS, embedding_model="counting:hashing")
+    del old["mappings"]["properties"]["embedding_key"]
+    old["mappings"]["_meta"]["knowledge"]["schema_version"] = 2
+    _http("PUT", f"{url}/{index}", old)
+    old_chunk = {
+        "record": "chunk",
+        "agent": SCOPE.agent,
+        "context": SCOPE.context,
+        "document_id": "old",
+        "document_path": "old.md",
+        "chunk_index": 0,
+        "content": "written by schema 2",
+        "embedding": [1.0] + [0.0] * (DIMS - 1),
+    }
+    _http("PUT", f"{url}/{index}/_doc/old:0?refresh=true", old_chunk)
+
+    embedder = CountingEmbedder()
+    store = backend.open(embedder)
+    try:
+        first = store.upsert_document(SCOPE, document(sections(5)))
+        assert first.ok
+        assert first.embedded_chunks == 5
+        mapping = _http("GET", f"{url}/{index}/_mapping")
+        (entry,) = mapping.values()
+        assert "embedding_key" in entry["mappings"]["properties"]
+        embedder.texts.clear()
+        second = store.upsert_document(SCOPE, document(sections(5, edited=[0])))
+        assert (len(embedder.texts), second.reused_chunks) == (1, 4)
+    finally:
+        store.close()
