@@ -358,13 +358,14 @@ class OpenAIEmbeddingClient:
     def close(self) -> None:
         """Release the HTTP connections of an SDK client created here; idempotent.
 
-        An injected ``client`` is left open (its owner closes it). A later embed call
-        creates a new SDK client.
+        An injected ``client`` is left open (its owner closes it). The pool's threads
+        end too. A later embed call creates a new SDK client (and threads).
         """
         with self._client_lock:
             if self._owns_client and self._client is not None:
                 self._client.close()
                 self._client = None
+        self._pool.close()
 
     def __repr__(self) -> str:
         return (

@@ -55,11 +55,14 @@ T = TypeVar("T")
 R = TypeVar("R")
 
 DEFAULT_BEDROCK_CONCURRENCY = 16
-"""Titan: one text per call; 16 in flight gave ~12x sequential on the man pages at 80 ms a
-call, and 32 little more (bench/REPORT.md)."""
+"""Titan: one text per call. On the man pages at 80 ms a call (bench/REPORT.md section 7)
+16 in flight gave 11.6x the sequential rate (8: 6.8x, 32: 15.4x); 16 clears the 8x target
+with half the calls of 32 counted against the account's InvokeModel quota."""
 
 DEFAULT_OPENAI_CONCURRENCY = 4
-"""OpenAI: requests of up to ``batch_size`` texts; 4 in flight (bench/REPORT.md)."""
+"""OpenAI: requests of up to ``batch_size`` texts. With 16-text requests at 300 ms, 4 in
+flight gave 1.8x sequential and 8 no more (1.87x): the pipeline hands the embedder 64
+chunks at a time, so 4 requests carry a whole batch (bench/REPORT.md section 7)."""
 
 MAX_CONCURRENCY = 64
 
