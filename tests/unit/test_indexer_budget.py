@@ -27,7 +27,7 @@ from lambda_support import (
 )
 from moto import mock_aws
 
-from knowledge.deadline import current_deadline
+from knowledge.embedding.pool import embedding_deadline
 from knowledge.errors import StoreError
 from knowledge.event_indexing import EventIndexer
 from knowledge.lambda_config import LambdaSettings
@@ -245,8 +245,8 @@ def test_max_document_mib_skips_larger_documents(aws, monkeypatch, capsys):
 
 
 class DeadlineRecordingStore(MemoryKnowledgeStore):
-    """Remembers the deadline (``knowledge.deadline``) each document was indexed under:
-    what the embedding pool reads to start no call past it."""
+    """Remembers the embedding deadline each document was indexed under: what the
+    embedding pool reads to start no call past it."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -255,7 +255,7 @@ class DeadlineRecordingStore(MemoryKnowledgeStore):
     def upsert_document(
         self, scope: KnowledgeScope, document: SourceDocument, options: Any = None
     ) -> Any:
-        deadline = current_deadline()
+        deadline = embedding_deadline()
         self.seconds_left.append(None if deadline is None else deadline.remaining())
         return super().upsert_document(scope, document, options)
 

@@ -54,7 +54,7 @@ class TimeBudget:
 
     def seconds_left(self) -> float:
         """Seconds until only the reserve is left (0 once it is reached): the deadline of
-        the calls a unit makes (``knowledge.deadline.time_budget``)."""
+        the embedding calls a unit makes (``knowledge.embedding.pool.embedding_time_budget``)."""
         return max(0.0, (self.remaining_ms() - self._reserve_ms) / 1000.0)
 
     def can_start(self) -> bool:

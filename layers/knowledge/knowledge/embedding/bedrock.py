@@ -27,9 +27,12 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from knowledge.deadline import current_deadline
 from knowledge.embedding.base import Embedding
-from knowledge.embedding.pool import DEFAULT_BEDROCK_CONCURRENCY, EmbeddingPool
+from knowledge.embedding.pool import (
+    DEFAULT_BEDROCK_CONCURRENCY,
+    EmbeddingPool,
+    embedding_deadline,
+)
 from knowledge.embedding.retry import call_with_retries
 from knowledge.errors import ConfigurationError, EmbeddingError, KnowledgeError, ValidationError
 
@@ -180,7 +183,7 @@ class BedrockEmbeddingClient:
                 retry_after=_retry_after_seconds,
                 sleep=self._sleep,
                 gate=self._pool.gate,
-                deadline=current_deadline(),
+                deadline=embedding_deadline(),
             )
         except KnowledgeError:
             raise

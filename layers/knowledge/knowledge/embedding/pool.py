@@ -13,11 +13,13 @@ caller of that provider shares the bound) and returns the results **in input ord
   so no new request of any worker goes out until the server said it would take them
   again. Requests already on the wire finish as they will. A throttle without
   ``Retry-After`` is backed off by the worker that got it (jittered, as before).
-- **The caller's deadline is respected.** ``map`` reads ``knowledge.deadline.
-  current_deadline()`` (the search handler's request budget; in the indexer Lambda, the
-  invocation's time left less its reserve, set per record by ``knowledge.sqs_batch``);
-  no call, first attempt or retry, starts once it has passed, and a gate that would only
-  reopen after it fails at once. Such a failure is ``EmbeddingDeadlineError``.
+- **The caller's deadline is respected.** ``embedding_deadline()`` is the nearer of
+  ``knowledge.deadline.current_deadline()`` (e.g. the search handler's request budget)
+  and the one set by ``embedding_time_budget(seconds)`` (the indexer Lambda sets it per
+  record, in ``knowledge.sqs_batch``: the invocation's time left less its reserve; it
+  binds the embedding calls only, not the store's own requests). No call, first attempt
+  or retry, starts once it has passed, and a gate that would only reopen after it fails
+  at once. Such a failure is ``EmbeddingDeadlineError``.
 - **Errors propagate.** The first failing item (in input order among those that failed)
   raises its error from ``map``; items not started yet are not started.
 - ``concurrency=1`` runs everything in the calling thread, one call after another.
@@ -32,10 +34,11 @@ Settings: the providers take ``concurrency`` (``BedrockEmbeddingClient``: defaul
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import contextvars
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import TypeVar
 
 from knowledge.deadline import Deadline, current_deadline
@@ -49,6 +52,8 @@ __all__ = [
     "EmbeddingPool",
     "RateGate",
     "check_concurrency",
+    "embedding_deadline",
+    "embedding_time_budget",
 ]
 
 T = TypeVar("T")
@@ -65,6 +70,30 @@ flight gave 1.8x sequential and 8 no more (1.87x): the pipeline hands the embedd
 chunks at a time, so 4 requests carry a whole batch (bench/REPORT.md section 7)."""
 
 MAX_CONCURRENCY = 64
+
+_EMBEDDING_DEADLINE: contextvars.ContextVar[Deadline | None] = contextvars.ContextVar(
+    "knowledge_embedding_deadline", default=None
+)
+
+
+def embedding_deadline() -> Deadline | None:
+    """The deadline embedding calls in this context must start by (module docstring)."""
+    own = _EMBEDDING_DEADLINE.get()
+    general = current_deadline()
+    return general if own is None else own.earliest(general)
+
+
+@contextlib.contextmanager
+def embedding_time_budget(seconds: float) -> Iterator[Deadline]:
+    """Run the block with embedding calls bound to start within ``seconds`` from now (a
+    nearer deadline already set stays in force). Unlike ``knowledge.deadline.time_budget``
+    it does not bind the store's requests."""
+    deadline = Deadline.after(seconds).earliest(_EMBEDDING_DEADLINE.get())
+    token = _EMBEDDING_DEADLINE.set(deadline)
+    try:
+        yield deadline
+    finally:
+        _EMBEDDING_DEADLINE.reset(token)
 
 
 class EmbeddingDeadlineError(EmbeddingError):
@@ -146,7 +175,7 @@ class EmbeddingPool:
 
     def map(self, function: Callable[[T], R], items: Sequence[T]) -> list[R]:
         """``[function(item) for item in items]``, up to ``concurrency`` at a time."""
-        deadline = current_deadline()
+        deadline = embedding_deadline()
         if self._concurrency == 1 or len(items) <= 1:
             results: list[R] = []
             for item in items:
