@@ -98,13 +98,13 @@ BENCH_PY := .venv-bench/bin/python
 mutation:
 	bash tools/mutation/run.sh
 
-.PHONY: bench bench-setup bench-quality bench-indexing bench-latency bench-coldstart bench-memory bench-report bench-store-threads bench-concurrency bench-documents
+.PHONY: bench bench-setup bench-quality bench-indexing bench-latency bench-coldstart bench-memory bench-report bench-store-threads bench-concurrency bench-documents bench-embedding-pool
 
 bench-setup:
 	bash bench/setup.sh
 
 ## Every benchmark, then bench/REPORT.md (about half an hour on 2 cores, once the caches are warm).
-bench: bench-quality bench-indexing bench-latency bench-coldstart bench-memory bench-store-threads bench-concurrency bench-documents bench-report
+bench: bench-quality bench-indexing bench-latency bench-coldstart bench-memory bench-store-threads bench-concurrency bench-documents bench-embedding-pool bench-report
 
 bench-quality: bench-setup
 	$(BENCH_PY) -m bench quality --limit 300 --embedder hashing
@@ -140,6 +140,11 @@ bench-documents: bench-setup
 	nice -n 10 $(BENCH_PY) -m bench formats --limit 100 --embedder minilm --pdf-libraries ''
 	nice -n 10 $(BENCH_PY) -m bench pdf-fidelity
 	nice -n 10 $(BENCH_PY) -m bench pdf-throughput --repeat 3 --pdf-pages 1000 --xlsx-rows 100000
+
+## Concurrent embedding vs sequential: Titan-like and OpenAI-like profiles of a fake
+## embedder on loopback, and a 429 rate limit (about 5 minutes); needs .venv and the man pages.
+bench-embedding-pool: $(STAMP)
+	nice -n 10 $(BIN)/python -m bench embedding-pool
 
 bench-report: bench-setup
 	$(BENCH_PY) -m bench report

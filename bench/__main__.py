@@ -22,6 +22,7 @@ COMMANDS = {
     "formats": "format parity: the man-pages benchmark as PDF, DOCX and HTML vs Markdown",
     "pdf-fidelity": "token F1 of PDF text (pypdfium2, pypdf, product) against pdftotext",
     "pdf-throughput": "PDF pages/s per library; peak memory on a long PDF and a big XLSX",
+    "embedding-pool": "concurrent embedding vs sequential against a fake remote embedder",
     "report": "write bench/REPORT.md and the plots from bench/results/*.json",
 }
 
@@ -31,6 +32,7 @@ MODULES = {
     "formats": "format_parity",
     "pdf-fidelity": "pdf_fidelity",
     "pdf-throughput": "document_throughput",
+    "embedding-pool": "embedding_pool",
 }
 
 

@@ -79,7 +79,9 @@ def test_embeds_one_text_per_call_in_order(runtime: Any, stubber: Stubber) -> No
     for i, text in enumerate(texts):
         stubber.add_response("invoke_model", _response(_vector(float(i)), 10 + i), _request(text))
     sleeps: list[float] = []
-    embeddings = BedrockEmbeddingClient(client=runtime, sleep=sleeps.append).embed_batch(texts)
+    # the Stubber answers in call order: one call at a time (concurrency: test_embedding_pool)
+    embedder = BedrockEmbeddingClient(client=runtime, sleep=sleeps.append, concurrency=1)
+    embeddings = embedder.embed_batch(texts)
     assert [e.vector[0] for e in embeddings] == [0.0, 1.0, 2.0]
     assert [e.token_count for e in embeddings] == [10, 11, 12]
     assert all(len(e.vector) == 1024 for e in embeddings)

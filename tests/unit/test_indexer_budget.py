@@ -27,6 +27,7 @@ from lambda_support import (
 )
 from moto import mock_aws
 
+from knowledge.embedding.pool import embedding_deadline
 from knowledge.errors import StoreError
 from knowledge.event_indexing import EventIndexer
 from knowledge.lambda_config import LambdaSettings
@@ -241,3 +242,33 @@ def test_max_document_mib_skips_larger_documents(aws, monkeypatch, capsys):
     out = capsys.readouterr().out
     assert "over max_document_bytes (1048576)" in out
     assert emitted_metrics(out)["DocumentsSkipped"] == 1
+
+
+class DeadlineRecordingStore(MemoryKnowledgeStore):
+    """Remembers the embedding deadline each document was indexed under: what the
+    embedding pool reads to start no call past it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seconds_left: list[float | None] = []
+
+    def upsert_document(
+        self, scope: KnowledgeScope, document: SourceDocument, options: Any = None
+    ) -> Any:
+        deadline = embedding_deadline()
+        self.seconds_left.append(None if deadline is None else deadline.remaining())
+        return super().upsert_document(scope, document, options)
+
+
+def test_a_record_runs_under_the_invocation_deadline_less_the_reserve(aws, monkeypatch):
+    store = DeadlineRecordingStore()
+    harness = make_harness(monkeypatch, store, head_ms=10_000, TIME_RESERVE_SECONDS="60")
+    harness.send("a.md", "b.md")
+    assert harness.invoke(harness.receive()) == {"batchItemFailures": []}
+    # 300 s left less 60 kept free: 240 s for the first record, 230 for the second
+    # (its predecessor took 10 s of the invocation's clock)
+    first, second = store.seconds_left
+    assert first is not None
+    assert second is not None
+    assert 235 < first <= 240
+    assert 225 < second <= 230

@@ -223,3 +223,20 @@ def test_indexer_limits_from_the_environment():
     defaults = LambdaSettings.from_env({})
     assert defaults.index_options.max_document_bytes == 64 * 1024 * 1024
     assert defaults.secret_max_age_seconds == 300
+
+
+def test_embedding_concurrency_reaches_the_provider():
+    settings = LambdaSettings.from_env(
+        {"EMBEDDING_PROVIDER": "bedrock", "EMBEDDING_CONCURRENCY": "24"}
+    )
+    assert settings.embedding_concurrency == 24
+    embedder = build_embedder(settings)
+    assert getattr(embedder, "concurrency", None) == 24
+    default = build_embedder(LambdaSettings(embedding_provider="bedrock"))
+    assert getattr(default, "concurrency", None) == 16
+
+
+@pytest.mark.parametrize("value", ["0", "65", "many"])
+def test_bad_embedding_concurrency_is_named(value):
+    with pytest.raises(ConfigurationError, match="EMBEDDING_CONCURRENCY"):
+        LambdaSettings.from_env({"EMBEDDING_CONCURRENCY": value})

@@ -10,6 +10,7 @@ variable                        meaning                                         
 ``OPENAI_EMBEDDING_MODEL``      OpenAI model                                        provider's
 ``OPENAI_API_KEY_SECRET_ARN``   Secrets Manager secret with the OpenAI key          unset
 ``BEDROCK_MODEL_ID``            Bedrock embedding model                             provider's
+``EMBEDDING_CONCURRENCY``       embedding calls in flight at once (1-64)            provider's
 ``DOCUMENTS_BUCKET``            the documents bucket                                unset
 ``INDEX_QUEUE_URL``             the document events queue (reindex requests)        unset
 ``FILE_PATTERNS``               comma-separated globs of the documents              all types
@@ -80,6 +81,7 @@ class LambdaSettings:
     openai_model: str | None = None
     openai_secret_arn: str | None = None
     bedrock_model_id: str | None = None
+    embedding_concurrency: int | None = None
     documents_bucket: str | None = None
     queue_url: str | None = None
     file_patterns: tuple[str, ...] = field(default=_DEFAULT_OPTIONS.file_patterns)
@@ -107,15 +109,19 @@ class LambdaSettings:
             )
         if self.max_documents is not None and self.max_documents < 1:
             raise ConfigurationError(f"MAX_DOCUMENTS: must be at least 1, got {self.max_documents}")
+        concurrency = self.embedding_concurrency
         for name, value, least in (
             ("MAX_DOCUMENT_MIB", self.max_document_mib, 1),
             ("TIME_RESERVE_SECONDS", self.time_reserve_seconds, 0),
             ("RETRY_BASE_SECONDS", self.retry_base_seconds, 0),
             ("RETRY_MAX_SECONDS", self.retry_max_seconds, self.retry_base_seconds),
             ("SECRET_MAX_AGE_SECONDS", self.secret_max_age_seconds, 0),
+            ("EMBEDDING_CONCURRENCY", 1 if concurrency is None else concurrency, 1),
         ):
             if value < least:
                 raise ConfigurationError(f"{name}: must be at least {least}, got {value}")
+        if concurrency is not None and concurrency > 64:
+            raise ConfigurationError(f"EMBEDDING_CONCURRENCY: at most 64, got {concurrency}")
         if self.retry_max_seconds > 43_200:
             raise ConfigurationError(
                 f"RETRY_MAX_SECONDS: must be at most 43200 (12 hours, SQS's limit), "
@@ -146,6 +152,11 @@ class LambdaSettings:
             openai_model=get("OPENAI_EMBEDDING_MODEL"),
             openai_secret_arn=get("OPENAI_API_KEY_SECRET_ARN"),
             bedrock_model_id=get("BEDROCK_MODEL_ID"),
+            embedding_concurrency=(
+                None
+                if get("EMBEDDING_CONCURRENCY") is None
+                else integer("EMBEDDING_CONCURRENCY", 0)
+            ),
             documents_bucket=get("DOCUMENTS_BUCKET"),
             queue_url=get("INDEX_QUEUE_URL"),
             file_patterns=_patterns(get("FILE_PATTERNS")),
@@ -192,6 +203,8 @@ def build_embedder(
     if provider == "none":
         return None
     options: dict[str, Any] = {}
+    if provider in ("openai", "bedrock") and settings.embedding_concurrency is not None:
+        options["concurrency"] = settings.embedding_concurrency
     if provider == "openai":
         from knowledge.secrets import secret_reader
 

@@ -5,7 +5,11 @@ a retry backoff. Imported only by the indexer function (it needs ``aws_lambda_po
   (``knowledge.time_budget``) whether one more record fits; once it does not, that record
   and every later one are reported as batch item failures without being started, so
   the invocation ends in time instead of timing out (a timeout fails the whole batch,
-  and SQS replays every record after the visibility timeout).
+  and SQS replays every record after the visibility timeout). While a record runs, its
+  embedding calls must start before the invocation's end less the reserve
+  (``TimeBudget.seconds_left``, ``knowledge.embedding.pool.embedding_time_budget``): the
+  embedding pool starts no call past it, so a long document fails (and is retried)
+  instead of running into the timeout.
 - **Backoff.** The queue's visibility timeout is long (six times the function timeout, so
   a slow batch is never delivered twice at once); a failed record would sit out all of it.
   Instead each failed record's visibility is set with ``ChangeMessageVisibility`` to
@@ -30,6 +34,7 @@ from typing import Any
 from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
+from knowledge.embedding.pool import embedding_time_budget
 from knowledge.errors import KnowledgeError, ValidationError
 from knowledge.time_budget import TimeBudget
 
@@ -153,7 +158,7 @@ class TimeBudgetBatchProcessor(BatchProcessor):
                 record=self._to_batch_type(record, event_type=self.event_type, model=self.model),
                 exception=(OutOfTimeError, error, None),
             )
-        with self._budget.unit():
+        with self._budget.unit(), embedding_time_budget(self._budget.seconds_left()):
             return super()._process_record(record)
 
     def _clean(self) -> None:

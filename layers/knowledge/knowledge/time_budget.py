@@ -52,6 +52,11 @@ class TimeBudget:
     def remaining_ms(self) -> int:
         return int(self._remaining_ms())
 
+    def seconds_left(self) -> float:
+        """Seconds until only the reserve is left (0 once it is reached): the deadline of
+        the embedding calls a unit makes (``knowledge.embedding.pool.embedding_time_budget``)."""
+        return max(0.0, (self.remaining_ms() - self._reserve_ms) / 1000.0)
+
     def can_start(self) -> bool:
         """True if one more unit as long as the longest so far still leaves the reserve."""
         return self.remaining_ms() - self._longest_ms >= self._reserve_ms

@@ -1,7 +1,13 @@
 """Amazon Bedrock Titan Text Embeddings (AWS-native: IAM, no third-party key).
 
 - ``boto3`` is imported when the client is first used, not at import.
-- Titan embeds one text per ``InvokeModel`` call, so a batch is a loop (order kept).
+- Titan embeds one text per ``InvokeModel`` call, so a batch goes out as concurrent calls
+  on the client's ``knowledge.embedding.pool.EmbeddingPool``: at most ``concurrency``
+  (default ``DEFAULT_BEDROCK_CONCURRENCY`` = 16; the Lambdas' ``EMBEDDING_CONCURRENCY``)
+  in flight, results in input order. A throttle answered with ``Retry-After`` holds back
+  every call of the pool; no call starts past the caller's deadline
+  (``knowledge.deadline``). The client created here keeps as many connections as
+  ``concurrency``.
 - Titan v2 (``amazon.titan-embed-text-v2:0``) takes ``dimensions`` 256, 512 or 1024
   (default 1024) and returns normalised vectors; Titan v1 (``amazon.titan-embed-text-v1``)
   is 1536 only. ``dimensions=None`` means the model's default.
@@ -22,8 +28,13 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from knowledge.embedding.base import Embedding
+from knowledge.embedding.pool import (
+    DEFAULT_BEDROCK_CONCURRENCY,
+    EmbeddingPool,
+    embedding_deadline,
+)
 from knowledge.embedding.retry import call_with_retries
-from knowledge.errors import ConfigurationError, EmbeddingError, ValidationError
+from knowledge.errors import ConfigurationError, EmbeddingError, KnowledgeError, ValidationError
 
 __all__ = [
     "DEFAULT_BEDROCK_MODEL_ID",
@@ -75,11 +86,26 @@ def is_retryable_bedrock_error(exc: BaseException) -> bool:
     return False
 
 
+def _retry_after_seconds(exc: BaseException) -> float | None:
+    """The ``Retry-After`` (seconds) of a throttled ``InvokeModel``, if it sent one."""
+    response = getattr(exc, "response", None)
+    if not isinstance(response, dict):
+        return None
+    headers = response.get("ResponseMetadata", {}).get("HTTPHeaders", {})
+    value = headers.get("retry-after") if isinstance(headers, dict) else None
+    try:
+        return float(value) if value is not None else None
+    except ValueError:
+        return None  # an HTTP date; backoff is good enough
+
+
 class BedrockEmbeddingClient:
     """``EmbeddingClient`` for Bedrock Titan text embeddings via ``bedrock-runtime``.
 
     ``client`` injects a ready ``bedrock-runtime`` client (tests, custom sessions); it is
-    used as given. ``sleep`` is injectable for tests.
+    used as given. ``sleep`` is injectable for tests. ``concurrency`` bounds the calls in
+    flight (module docstring); ``endpoint_url`` sends the calls elsewhere (a VPC
+    endpoint; a local fake in tests and benchmarks).
     """
 
     def __init__(
@@ -91,6 +117,8 @@ class BedrockEmbeddingClient:
         *,
         max_retries: int = 5,
         sleep: Callable[[float], None] = time.sleep,
+        concurrency: int = DEFAULT_BEDROCK_CONCURRENCY,
+        endpoint_url: str | None = None,
     ) -> None:
         if not isinstance(model_id, str) or not model_id.strip():
             raise ValidationError("model_id", "must be a non-empty Bedrock model id")
@@ -123,6 +151,12 @@ class BedrockEmbeddingClient:
         self._sleep = sleep
         self._client = client
         self._client_lock = threading.Lock()
+        self._pool = EmbeddingPool(concurrency, name="bedrock-embed")
+        self._endpoint_url = endpoint_url
+
+    @property
+    def concurrency(self) -> int:
+        return self._pool.concurrency
 
     @property
     def name(self) -> str:
@@ -146,14 +180,19 @@ class BedrockEmbeddingClient:
                 lambda: self._invoke(client, request),
                 is_retryable=is_retryable_bedrock_error,
                 max_retries=self._max_retries,
+                retry_after=_retry_after_seconds,
                 sleep=self._sleep,
+                gate=self._pool.gate,
+                deadline=embedding_deadline(),
             )
+        except KnowledgeError:
+            raise
         except Exception as exc:
             raise self._wrap(exc) from exc
         return self._parse(payload)
 
     def embed_batch(self, texts: Sequence[str]) -> list[Embedding]:
-        return [self.embed(text) for text in texts]
+        return self._pool.map(self.embed, texts)
 
     def _invoke(self, client: Any, request: str) -> Any:
         response = client.invoke_model(
@@ -214,8 +253,13 @@ class BedrockEmbeddingClient:
                     self._client = boto3.client(
                         "bedrock-runtime",
                         region_name=self._region,
+                        endpoint_url=self._endpoint_url,
                         # Retried here, with our policy; botocore must not retry as well.
-                        config=Config(retries={"total_max_attempts": 1}),
+                        # One connection per concurrent call (botocore keeps 10).
+                        config=Config(
+                            retries={"total_max_attempts": 1},
+                            max_pool_connections=max(10, self._pool.concurrency),
+                        ),
                     )
                 except NoRegionError as exc:
                     raise ConfigurationError(
@@ -224,4 +268,7 @@ class BedrockEmbeddingClient:
             return self._client
 
     def __repr__(self) -> str:
-        return f"BedrockEmbeddingClient(model_id={self._model_id!r}, dimensions={self._dimensions})"
+        return (
+            f"BedrockEmbeddingClient(model_id={self._model_id!r}, "
+            f"dimensions={self._dimensions}, concurrency={self._pool.concurrency})"
+        )

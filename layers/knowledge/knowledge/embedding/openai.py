@@ -8,7 +8,11 @@
   its ``refresh()`` if it has one, as ``knowledge.secrets.SecretReader`` does, skipping
   its cache) and, if it changed, the request is retried once with a new SDK client.
   A second 401, or an unchanged key, fails as any 401 does.
-- Inputs go in requests of at most ``batch_size`` texts; output order is input order.
+- Inputs go in requests of at most ``batch_size`` texts, sent concurrently on the
+  client's ``knowledge.embedding.pool.EmbeddingPool`` (at most ``concurrency`` in flight,
+  default ``DEFAULT_OPENAI_CONCURRENCY`` = 4; the Lambdas' ``EMBEDDING_CONCURRENCY``);
+  output order is input order. A 429 with ``Retry-After`` holds back every request of
+  the pool; no request starts past the caller's deadline (``knowledge.deadline``).
 - 408, 429, 5xx and connection errors are retried (``max_retries`` times, exponential
   backoff with jitter, ``Retry-After`` honoured) by ``knowledge.embedding.retry``; the SDK's
   own retries are switched off so attempts are not multiplied. Other errors (400, 401, ...)
@@ -32,6 +36,11 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from knowledge.embedding.base import Embedding
+from knowledge.embedding.pool import (
+    DEFAULT_OPENAI_CONCURRENCY,
+    EmbeddingPool,
+    embedding_deadline,
+)
 from knowledge.embedding.retry import call_with_retries
 from knowledge.errors import ConfigurationError, EmbeddingError, KnowledgeError, ValidationError
 
@@ -117,6 +126,7 @@ class OpenAIEmbeddingClient:
 
     ``client`` injects a ready ``openai.OpenAI`` (tests, custom transports); it is used
     as given, so configure it with ``max_retries=0``. ``sleep`` is injectable for tests.
+    ``concurrency`` bounds the requests in flight (module docstring).
     """
 
     def __init__(
@@ -131,6 +141,7 @@ class OpenAIEmbeddingClient:
         client: openai.OpenAI | None = None,
         timeout: float = 30.0,
         sleep: Callable[[float], None] = time.sleep,
+        concurrency: int = DEFAULT_OPENAI_CONCURRENCY,
     ) -> None:
         if not isinstance(model, str) or not model.strip():
             raise ValidationError("model", "must be a non-empty model name")
@@ -157,6 +168,11 @@ class OpenAIEmbeddingClient:
         self._owns_client = client is None
         self._client_lock = threading.Lock()
         self._key_in_use: str | None = None
+        self._pool = EmbeddingPool(concurrency, name="openai-embed")
+
+    @property
+    def concurrency(self) -> int:
+        return self._pool.concurrency
 
     @staticmethod
     def _resolve_dimensions(model: str, dimensions: int | None) -> int:
@@ -201,9 +217,14 @@ class OpenAIEmbeddingClient:
                 pending.append(i)
             else:
                 results[i] = zero
-        for start in range(0, len(pending), self._batch_size):
-            positions = pending[start : start + self._batch_size]
-            embeddings = self._embed_request([texts[i] for i in positions])
+        requests = [
+            pending[start : start + self._batch_size]
+            for start in range(0, len(pending), self._batch_size)
+        ]
+        answers = self._pool.map(
+            lambda positions: self._embed_request([texts[i] for i in positions]), requests
+        )
+        for positions, embeddings in zip(requests, answers, strict=True):
             for position, embedding in zip(positions, embeddings, strict=True):
                 results[position] = embedding
         return [embedding for embedding in results if embedding is not None]
@@ -213,10 +234,14 @@ class OpenAIEmbeddingClient:
         if self._send_dimensions:
             params["dimensions"] = self._dimensions
         try:
+            client = self._get_client()
             try:
-                response = self._create(self._get_client(), params)
+                response = self._create(client, params)
             except Exception as exc:
-                if not (_is_unauthorized(exc) and self._rotate_key()):
+                if not _is_unauthorized(exc):
+                    raise
+                # A concurrent request may have rotated the key already: use its client.
+                if self._client is client and not self._rotate_key():
                     raise
                 response = self._create(self._get_client(), params)  # once, with the new key
         except KnowledgeError:
@@ -232,6 +257,8 @@ class OpenAIEmbeddingClient:
             max_retries=self._max_retries,
             retry_after=_retry_after_seconds,
             sleep=self._sleep,
+            gate=self._pool.gate,
+            deadline=embedding_deadline(),
         )
 
     def _rotate_key(self) -> bool:
@@ -334,16 +361,17 @@ class OpenAIEmbeddingClient:
     def close(self) -> None:
         """Release the HTTP connections of an SDK client created here; idempotent.
 
-        An injected ``client`` is left open (its owner closes it). A later embed call
-        creates a new SDK client.
+        An injected ``client`` is left open (its owner closes it). The pool's threads
+        end too. A later embed call creates a new SDK client (and threads).
         """
         with self._client_lock:
             if self._owns_client and self._client is not None:
                 self._client.close()
                 self._client = None
+        self._pool.close()
 
     def __repr__(self) -> str:
         return (
             f"OpenAIEmbeddingClient(model={self._model!r}, dimensions={self._dimensions}, "
-            f"batch_size={self._batch_size})"
+            f"batch_size={self._batch_size}, concurrency={self._pool.concurrency})"
         )

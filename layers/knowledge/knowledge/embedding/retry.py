@@ -9,6 +9,12 @@ then the last error is re-raised unchanged (the provider wraps it). Between atte
 sleeps ``backoff_delay(attempt)``: a random duration in ``[0, min(max_delay,
 base_delay * 2**attempt)]`` ("full jitter"), or the server's ``Retry-After`` when
 ``retry_after`` reports one (capped at ``max_delay``).
+
+With ``gate`` (the ``RateGate`` of the provider's ``knowledge.embedding.pool.EmbeddingPool``)
+every attempt first waits for the gate to be open, and a server's ``Retry-After`` closes
+the gate for that long, so every worker of the pool backs off, not only this one. With
+``deadline``, no attempt starts once it has passed, nor a backoff that would end after it:
+``EmbeddingDeadlineError`` (caused by the last error, if any) is raised instead.
 """
 
 from __future__ import annotations
@@ -18,6 +24,8 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
+from knowledge.deadline import Deadline
+from knowledge.embedding.pool import EmbeddingDeadlineError, RateGate
 from knowledge.errors import ValidationError
 
 __all__ = ["DEFAULT_BASE_DELAY", "DEFAULT_MAX_DELAY", "backoff_delay", "call_with_retries"]
@@ -50,6 +58,8 @@ def call_with_retries(
     retry_after: Callable[[BaseException], float | None] | None = None,
     sleep: Callable[[float], None] = time.sleep,
     rand: Callable[[], float] = random.random,
+    gate: RateGate | None = None,
+    deadline: Deadline | None = None,
 ) -> T:
     """Return ``operation()``, retrying retryable errors up to ``max_retries`` times.
 
@@ -59,6 +69,13 @@ def call_with_retries(
         raise ValidationError("max_retries", f"must be >= 0, got {max_retries}")
     attempt = 0
     while True:
+        if gate is not None:
+            gate.wait(sleep, deadline)
+        if deadline is not None and deadline.expired():
+            raise EmbeddingDeadlineError(
+                "the time budget ran out before the embedding call could be sent"
+                + (f" again (after {attempt} attempts)" if attempt else "")
+            )
         try:
             return operation()
         except Exception as exc:
@@ -66,8 +83,15 @@ def call_with_retries(
                 raise
             delay = backoff_delay(attempt, base_delay=base_delay, max_delay=max_delay, rand=rand)
             hinted = retry_after(exc) if retry_after is not None else None
+            attempt += 1
             if hinted is not None and hinted > 0:
                 # The server knows when it will take requests again; trust it, within reason.
                 delay = min(max(delay, hinted), max_delay)
+                if gate is not None:
+                    gate.pause(delay)  # every worker waits; gate.wait above does it here
+                    continue
+            if deadline is not None and delay >= deadline.remaining():
+                raise EmbeddingDeadlineError(
+                    f"the time budget ends before the next attempt (after {attempt}): {exc}"
+                ) from exc
             sleep(delay)
-            attempt += 1

@@ -1,0 +1,241 @@
+"""Concurrent embedding: the product's pipeline against a fake remote embedder on loopback.
+
+The embedder is the real provider (``BedrockEmbeddingClient`` through boto3, or
+``OpenAIEmbeddingClient`` through the openai SDK) talking HTTP to
+``tests/fake_embeddings.py`` on 127.0.0.1, which sleeps a fixed latency per call and
+per text and can answer 429 with ``Retry-After`` over a rate. The pipeline is the
+product's ``Indexer`` (read -> chunk -> embed -> write) into a recorder
+(``bench.indexing.RecordingWriter``), so the figure is the embedding stage as the
+indexers see it, without a store's own cost.
+
+Profiles:
+- ``titan``: one text per call, ``--titan-latency`` (80 ms) a call;
+- ``openai``: requests of ``--openai-batch-size`` texts (16), ``--openai-latency``
+  (300 ms) a call plus ``--openai-per-text`` (2 ms) a text.
+
+Each profile runs at every concurrency of its sweep, concurrency 1 (sequential, what the
+providers did before) first, on the same documents in the same run; ratios are against
+that run. Then the titan profile runs at 16 under a rate limit (``--rate-limit``
+requests/s, 429 + ``Retry-After: 1`` above it) and every chunk's vector is checked
+against the one the fake made for its text: lost or misplaced chunks are counted.
+
+The documents are an even sample (``--documents``) of the man-pages corpus
+(``bench.manpages``, ``--limit`` pages), copied to a temporary folder. Writes
+``bench/results/embedding-pool.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from bench.environment import REPO_ROOT, log, write_result
+from bench.indexing import OPTIONS, RecordingWriter
+from bench.manpages import load_corpus
+from bench.stores import SCOPE
+from knowledge.chunking import MarkdownSectionChunker
+from knowledge.embedding.base import EmbeddingClient
+from knowledge.indexing import Indexer
+from knowledge.sources.local import LocalDirectorySource
+
+sys.path.insert(0, str(REPO_ROOT / "tests"))
+from fake_embeddings import (  # the same fake the tests use
+    FakeEmbeddingServer,
+    Profile,
+    fake_embedding_server,
+    vector_for,
+)
+
+__all__ = ["add_arguments", "main"]
+
+DIMENSIONS = 256  # Titan v2 accepts 256; the fake answers what it is asked
+
+
+def _ints(text: str) -> list[int]:
+    return [int(part) for part in text.split(",") if part.strip()]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--limit", type=int, default=300, help="man pages in the corpus")
+    parser.add_argument("--documents", type=int, default=40, help="documents sampled")
+    parser.add_argument("--titan-latency", type=float, default=0.08)
+    parser.add_argument("--titan-concurrency", type=_ints, default=[1, 4, 8, 16, 32])
+    parser.add_argument("--openai-latency", type=float, default=0.3)
+    parser.add_argument("--openai-per-text", type=float, default=0.002)
+    parser.add_argument("--openai-batch-size", type=int, default=16)
+    parser.add_argument("--openai-concurrency", type=_ints, default=[1, 2, 4, 8])
+    parser.add_argument("--rate-limit", type=float, default=100.0, help="requests/s")
+
+
+def _sample(docs_dir: Path, count: int, target: Path) -> int:
+    files = sorted(docs_dir.rglob("*.md"))
+    step = max(1, len(files) // max(count, 1))
+    chosen = files[::step][:count]
+    for path in chosen:
+        destination = target / path.relative_to(docs_dir)
+        destination.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(path, destination)
+    return len(chosen)
+
+
+def _bedrock(server: FakeEmbeddingServer, concurrency: int) -> EmbeddingClient:
+    from knowledge.embedding.bedrock import BedrockEmbeddingClient
+
+    # The provider builds its own boto3 client (as in the Lambda), pointed at the fake.
+    return BedrockEmbeddingClient(
+        dimensions=DIMENSIONS,
+        region="us-east-1",
+        concurrency=concurrency,
+        endpoint_url=server.url,
+    )
+
+
+def _openai(batch_size: int) -> Callable[[FakeEmbeddingServer, int], EmbeddingClient]:
+    def make(server: FakeEmbeddingServer, concurrency: int) -> EmbeddingClient:
+        from knowledge.embedding.openai import OpenAIEmbeddingClient
+
+        return OpenAIEmbeddingClient(
+            dimensions=DIMENSIONS,
+            api_key="fake",
+            base_url=server.url + "/v1",
+            batch_size=batch_size,
+            concurrency=concurrency,
+        )
+
+    return make
+
+
+def _run(
+    docs: Path,
+    server: FakeEmbeddingServer,
+    make: Callable[[FakeEmbeddingServer, int], EmbeddingClient],
+    concurrency: int,
+) -> dict[str, Any]:
+    server.reset()
+    embedder = make(server, concurrency)
+    writer = RecordingWriter()
+    started = time.perf_counter()
+    result = Indexer(MarkdownSectionChunker(), embedder).index(
+        writer, SCOPE, LocalDirectorySource(docs), OPTIONS
+    )
+    seconds = time.perf_counter() - started
+    close = getattr(embedder, "close", None)
+    if callable(close):
+        close()
+    chunks = [chunk for _, kept in writer.documents for chunk in kept]
+    wrong = sum(
+        1 for chunk in chunks if list(chunk.vector or ()) != vector_for(chunk.chunk.content, 256)
+    )
+    return {
+        "concurrency": concurrency,
+        "seconds": round(seconds, 3),
+        "documents": result.indexed_documents,
+        "chunks": result.indexed_chunks,
+        "chunks_per_s": round(result.indexed_chunks / seconds, 1),
+        "errors": len(result.errors),
+        "wrong_or_missing_vectors": wrong,
+        "requests": len(server.calls),
+        "throttled": server.throttled,
+        "max_in_flight": server.max_in_flight,
+    }
+
+
+def _sweep(
+    name: str,
+    docs: Path,
+    profile: Profile,
+    make: Callable[[FakeEmbeddingServer, int], EmbeddingClient],
+    levels: list[int],
+) -> list[dict[str, Any]]:
+    runs: list[dict[str, Any]] = []
+    with fake_embedding_server(profile) as server:
+        for concurrency in sorted(set(levels)):
+            run = _run(docs, server, make, concurrency)
+            runs.append(run)
+            log(f"{name} concurrency {concurrency}: {run['seconds']} s, {run['chunks_per_s']}/s")
+    base = next((r for r in runs if r["concurrency"] == 1), None)
+    for run in runs:
+        run["speedup_vs_sequential"] = (
+            round(run["chunks_per_s"] / base["chunks_per_s"], 2) if base else None
+        )
+    return runs
+
+
+def main(args: argparse.Namespace) -> None:
+    # boto3 signs every request; the fake does not check the (made-up) credentials.
+    os.environ.setdefault("AWS_ACCESS_KEY_ID", "fake")
+    os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "fake")
+    corpus = load_corpus(args.limit)
+    with tempfile.TemporaryDirectory(prefix="kb-embedding-pool-") as tmp:
+        docs = Path(tmp)
+        sampled = _sample(corpus.docs_dir, args.documents, docs)
+        titan = Profile(latency_per_call=args.titan_latency, dimensions=DIMENSIONS)
+        titan_runs = _sweep("titan", docs, titan, _bedrock, [1, *args.titan_concurrency])
+        openai = Profile(
+            latency_per_call=args.openai_latency,
+            latency_per_text=args.openai_per_text,
+            dimensions=DIMENSIONS,
+        )
+        openai_runs = _sweep(
+            "openai",
+            docs,
+            openai,
+            _openai(args.openai_batch_size),
+            [1, *args.openai_concurrency],
+        )
+        limited = Profile(
+            latency_per_call=args.titan_latency,
+            dimensions=DIMENSIONS,
+            rate_per_second=args.rate_limit,
+            burst=16,
+            retry_after="1",
+        )
+        with fake_embedding_server(limited) as server:
+            rate_run = _run(docs, server, _bedrock, 16)
+        log(f"titan at 16 under {args.rate_limit}/s: {rate_run}")
+    expected = titan_runs[0]["chunks"]
+    at16 = next((r for r in titan_runs if r["concurrency"] == 16), None)
+    write_result(
+        "embedding-pool",
+        {
+            "corpus": corpus.describe(),
+            "documents_sampled": sampled,
+            "chunks": expected,
+            "pipeline_embed_batch_size": Indexer(MarkdownSectionChunker()).embed_batch_size,
+            "profiles": {
+                "titan": {
+                    "latency_per_call_s": args.titan_latency,
+                    "texts_per_call": 1,
+                    "runs": titan_runs,
+                },
+                "openai": {
+                    "latency_per_call_s": args.openai_latency,
+                    "latency_per_text_s": args.openai_per_text,
+                    "batch_size": args.openai_batch_size,
+                    "runs": openai_runs,
+                },
+            },
+            "rate_limited": {
+                "profile": "titan",
+                "concurrency": 16,
+                "rate_limit_per_s": args.rate_limit,
+                "retry_after_s": 1,
+                **rate_run,
+                "lost_chunks": expected - rate_run["chunks"] + rate_run["wrong_or_missing_vectors"],
+            },
+            "targets": {
+                "titan_speedup_at_16": at16["speedup_vs_sequential"] if at16 else None,
+                "titan_speedup_at_16_met": bool(at16 and at16["speedup_vs_sequential"] >= 8),
+                "zero_lost_under_429": rate_run["chunks"] == expected
+                and rate_run["wrong_or_missing_vectors"] == 0
+                and rate_run["errors"] == 0,
+            },
+        },
+    )

@@ -1,0 +1,243 @@
+"""A bounded pool of concurrent embedding calls per provider, and the rate gate its
+workers share.
+
+Remote embedding APIs answer in tens to hundreds of milliseconds per call, and Bedrock
+Titan takes one text per ``InvokeModel``: sent one after another, a 1,000-chunk document
+costs 80 s. ``EmbeddingPool.map(function, items)`` runs ``function`` over ``items`` on at
+most ``concurrency`` threads (one ``ThreadPoolExecutor`` per provider instance, so every
+caller of that provider shares the bound) and returns the results **in input order**.
+
+- **Rate limits back off the whole pool.** A worker that gets a 429 with ``Retry-After``
+  (``knowledge.embedding.retry.call_with_retries`` with ``gate=``) calls
+  ``RateGate.pause(seconds)``; every worker waits on the same gate before each attempt,
+  so no new request of any worker goes out until the server said it would take them
+  again. Requests already on the wire finish as they will. A throttle without
+  ``Retry-After`` is backed off by the worker that got it (jittered, as before).
+- **The caller's deadline is respected.** ``embedding_deadline()`` is the nearer of
+  ``knowledge.deadline.current_deadline()`` (e.g. the search handler's request budget)
+  and the one set by ``embedding_time_budget(seconds)`` (the indexer Lambda sets it per
+  record, in ``knowledge.sqs_batch``: the invocation's time left less its reserve; it
+  binds the embedding calls only, not the store's own requests). No call, first attempt
+  or retry, starts once it has passed, and a gate that would only reopen after it fails
+  at once. Such a failure is ``EmbeddingDeadlineError``.
+- **Errors propagate.** The first failing item (in input order among those that failed)
+  raises its error from ``map``; items not started yet are not started.
+- ``concurrency=1`` runs everything in the calling thread, one call after another.
+
+Settings: the providers take ``concurrency`` (``BedrockEmbeddingClient``: default
+``DEFAULT_BEDROCK_CONCURRENCY`` = 16; ``OpenAIEmbeddingClient``: default
+``DEFAULT_OPENAI_CONCURRENCY`` = 4), and the Lambda functions read
+``EMBEDDING_CONCURRENCY`` (``knowledge.lambda_config``). The defaults come from
+``bench/embedding_pool.py`` (``bench/REPORT.md``, "Concurrent embedding").
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import contextlib
+import contextvars
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from typing import TypeVar
+
+from knowledge.deadline import Deadline, current_deadline
+from knowledge.errors import EmbeddingError, ValidationError
+
+__all__ = [
+    "DEFAULT_BEDROCK_CONCURRENCY",
+    "DEFAULT_OPENAI_CONCURRENCY",
+    "MAX_CONCURRENCY",
+    "EmbeddingDeadlineError",
+    "EmbeddingPool",
+    "RateGate",
+    "check_concurrency",
+    "embedding_deadline",
+    "embedding_time_budget",
+]
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+DEFAULT_BEDROCK_CONCURRENCY = 16
+"""Titan: one text per call. On the man pages at 80 ms a call (bench/REPORT.md section 7)
+16 in flight gave 11.6x the sequential rate (8: 6.8x, 32: 15.4x); 16 clears the 8x target
+with half the calls of 32 counted against the account's InvokeModel quota."""
+
+DEFAULT_OPENAI_CONCURRENCY = 4
+"""OpenAI: requests of up to ``batch_size`` texts. With 16-text requests at 300 ms, 4 in
+flight gave 1.8x sequential and 8 no more (1.87x): the pipeline hands the embedder 64
+chunks at a time, so 4 requests carry a whole batch (bench/REPORT.md section 7)."""
+
+MAX_CONCURRENCY = 64
+
+_EMBEDDING_DEADLINE: contextvars.ContextVar[Deadline | None] = contextvars.ContextVar(
+    "knowledge_embedding_deadline", default=None
+)
+
+
+def embedding_deadline() -> Deadline | None:
+    """The deadline embedding calls in this context must start by (module docstring)."""
+    own = _EMBEDDING_DEADLINE.get()
+    general = current_deadline()
+    return general if own is None else own.earliest(general)
+
+
+@contextlib.contextmanager
+def embedding_time_budget(seconds: float) -> Iterator[Deadline]:
+    """Run the block with embedding calls bound to start within ``seconds`` from now (a
+    nearer deadline already set stays in force). Unlike ``knowledge.deadline.time_budget``
+    it does not bind the store's requests."""
+    deadline = Deadline.after(seconds).earliest(_EMBEDDING_DEADLINE.get())
+    token = _EMBEDDING_DEADLINE.set(deadline)
+    try:
+        yield deadline
+    finally:
+        _EMBEDDING_DEADLINE.reset(token)
+
+
+class EmbeddingDeadlineError(EmbeddingError):
+    """The caller's deadline passed (or would pass while waiting out a rate limit) before
+    every text was embedded; no further call was started."""
+
+
+def check_concurrency(concurrency: object) -> int:
+    """``concurrency`` as a validated int (``ValidationError`` naming the field)."""
+    if isinstance(concurrency, bool) or not isinstance(concurrency, int):
+        raise ValidationError("concurrency", f"must be an integer, got {concurrency!r}")
+    if not 1 <= concurrency <= MAX_CONCURRENCY:
+        raise ValidationError(
+            "concurrency", f"must be in [1, {MAX_CONCURRENCY}], got {concurrency}"
+        )
+    return concurrency
+
+
+class RateGate:
+    """When the pool's workers may send their next request (module docstring).
+
+    ``pause(seconds)`` closes the gate until ``seconds`` from now (a later reopening wins
+    over an earlier one); ``wait(sleep, deadline)`` returns once it is open.
+    """
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._open_at = 0.0
+
+    def pause(self, seconds: float) -> None:
+        """Hold every worker back for ``seconds`` from now."""
+        with self._lock:
+            self._open_at = max(self._open_at, self._clock() + max(0.0, seconds))
+
+    def closed_for(self) -> float:
+        """Seconds until the gate reopens (0 when open)."""
+        with self._lock:
+            return max(0.0, self._open_at - self._clock())
+
+    def wait(self, sleep: Callable[[float], None], deadline: Deadline | None = None) -> None:
+        """Return once the gate is open; ``EmbeddingDeadlineError`` at once if it reopens
+        only at or after ``deadline``. ``sleep`` does the waiting (injectable in tests);
+        if another worker extends the pause meanwhile, this waits again."""
+        waited_until: float | None = None
+        while True:
+            with self._lock:
+                open_at = self._open_at
+            if waited_until is not None and open_at <= waited_until:
+                return
+            delay = open_at - self._clock()
+            if delay <= 0:
+                return
+            if deadline is not None and delay >= deadline.remaining():
+                raise EmbeddingDeadlineError(
+                    f"the embedding provider asked to wait {delay:.1f} s, past the time "
+                    "budget of the request"
+                )
+            sleep(delay)
+            waited_until = open_at
+
+
+class EmbeddingPool:
+    """Up to ``concurrency`` embedding calls at once, results in input order (module
+    docstring). ``name`` names the worker threads. Thread-safe; the threads are created
+    on first concurrent use and live as long as the pool (daemon-like executor threads,
+    ended by ``close()``)."""
+
+    def __init__(self, concurrency: int, *, name: str = "embedding") -> None:
+        self._concurrency = check_concurrency(concurrency)
+        self._name = name
+        self._executor: concurrent.futures.ThreadPoolExecutor | None = None
+        self._lock = threading.Lock()
+        self.gate = RateGate()
+
+    @property
+    def concurrency(self) -> int:
+        return self._concurrency
+
+    def map(self, function: Callable[[T], R], items: Sequence[T]) -> list[R]:
+        """``[function(item) for item in items]``, up to ``concurrency`` at a time."""
+        deadline = embedding_deadline()
+        if self._concurrency == 1 or len(items) <= 1:
+            results: list[R] = []
+            for item in items:
+                _check_deadline(deadline, len(items) - len(results), len(items))
+                results.append(function(item))
+            return results
+        executor = self._get_executor()
+        stop = threading.Event()
+
+        def run(item: T) -> R:
+            if stop.is_set():
+                raise _NotStartedError
+            _check_deadline(deadline, 1, len(items))
+            try:
+                return function(item)
+            except BaseException:
+                stop.set()  # items not started yet are not started
+                raise
+
+        # One context copy per task: a context cannot be entered by two threads at once.
+        futures = [executor.submit(contextvars.copy_context().run, run, item) for item in items]
+        concurrent.futures.wait(futures, return_when=concurrent.futures.FIRST_EXCEPTION)
+        if stop.is_set():
+            for future in futures:
+                future.cancel()
+            errors = [
+                error
+                for future in futures
+                if future.done() and not future.cancelled()
+                for error in (future.exception(),)
+                if error is not None and not isinstance(error, _NotStartedError)
+            ]
+            if errors:
+                raise errors[0]
+        return [future.result() for future in futures]
+
+    def _get_executor(self) -> concurrent.futures.ThreadPoolExecutor:
+        with self._lock:
+            if self._executor is None:
+                self._executor = concurrent.futures.ThreadPoolExecutor(
+                    max_workers=self._concurrency, thread_name_prefix=self._name
+                )
+            return self._executor
+
+    def close(self) -> None:
+        """End the worker threads (a later ``map`` starts new ones); idempotent."""
+        with self._lock:
+            executor, self._executor = self._executor, None
+        if executor is not None:
+            executor.shutdown(wait=False, cancel_futures=True)
+
+    def __repr__(self) -> str:
+        return f"EmbeddingPool(concurrency={self._concurrency})"
+
+
+class _NotStartedError(Exception):
+    """An item skipped because another one failed (never seen by callers: ``map``
+    raises the failure, the first in input order among those that failed)."""
+
+
+def _check_deadline(deadline: Deadline | None, left: int, total: int) -> None:
+    if deadline is not None and deadline.expired():
+        raise EmbeddingDeadlineError(
+            f"the time budget ran out with {left} of {total} embedding calls not started"
+        )

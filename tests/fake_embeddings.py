@@ -1,0 +1,210 @@
+"""A fake embedding service on 127.0.0.1 for tests and ``bench/embedding_pool.py``.
+
+It speaks both wire protocols the providers use, so the real SDKs talk to it:
+
+- Bedrock ``InvokeModel`` (``POST /model/<model id>/invoke``, one ``inputText``), as
+  ``boto3.client("bedrock-runtime", endpoint_url=server.url)`` sends it;
+- OpenAI embeddings (``POST .../embeddings``, ``input`` a list), as
+  ``openai.OpenAI(base_url=server.url + "/v1")`` sends it.
+
+Each request sleeps ``latency_per_call + latency_per_text * texts`` seconds. With
+``rate_per_second`` set, a token bucket (``burst`` deep) answers requests over the rate
+with 429 and ``Retry-After: <retry_after>`` (Bedrock: ``ThrottlingException``);
+``throttle_requests`` answers those request numbers (0-based, in arrival order) with a
+429 whatever the rate; texts in ``reject_texts`` get a 400. Every request is recorded
+(``Call``: arrival and end on ``time.monotonic()``, texts, status), and the most
+requests in flight at once is kept, so a test can check what a client did from the
+server's side. Vectors are ``vector_for(text, dimensions)``: deterministic, the first
+component tells the text apart, so order and loss are checkable.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+__all__ = ["Call", "FakeEmbeddingServer", "Profile", "fake_embedding_server", "vector_for"]
+
+
+def vector_for(text: str, dimensions: int) -> list[float]:
+    """The fake's vector of ``text``: first component from a hash of the text, then a
+    constant tail (cheap to make and to compare)."""
+    digest = hashlib.blake2b(text.encode(), digest_size=8).digest()
+    marker = int.from_bytes(digest, "big") / 2.0**64
+    return [marker] + [0.5] * (dimensions - 1)
+
+
+@dataclass
+class Profile:
+    """How the fake behaves (module docstring)."""
+
+    latency_per_call: float = 0.0
+    latency_per_text: float = 0.0
+    dimensions: int = 256
+    rate_per_second: float | None = None
+    burst: int = 1
+    retry_after: str = "1"
+    throttle_requests: frozenset[int] = frozenset()
+    reject_texts: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True)
+class Call:
+    started: float
+    ended: float
+    texts: int
+    status: int
+
+
+@dataclass
+class FakeEmbeddingServer:
+    profile: Profile
+    url: str = ""
+    calls: list[Call] = field(default_factory=list)
+    max_in_flight: int = 0
+    _in_flight: int = 0
+    _arrivals: int = 0
+    _tokens: float = 0.0
+    _refilled: float = 0.0
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def reset(self) -> None:
+        with self._lock:
+            self.calls = []
+            self.max_in_flight = self._in_flight = self._arrivals = 0
+            self._tokens, self._refilled = float(self.profile.burst), time.monotonic()
+
+    @property
+    def texts_embedded(self) -> int:
+        with self._lock:
+            return sum(call.texts for call in self.calls if call.status == 200)
+
+    @property
+    def throttled(self) -> int:
+        with self._lock:
+            return sum(1 for call in self.calls if call.status == 429)
+
+    def _admit(self) -> tuple[int, bool]:
+        """This request's number, and whether it may go through (rate, script)."""
+        with self._lock:
+            number = self._arrivals
+            self._arrivals += 1
+            self._in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self._in_flight)
+            if number in self.profile.throttle_requests:
+                return number, False
+            rate = self.profile.rate_per_second
+            if rate is None:
+                return number, True
+            now = time.monotonic()
+            self._tokens = min(
+                float(self.profile.burst), self._tokens + (now - self._refilled) * rate
+            )
+            self._refilled = now
+            if self._tokens >= 1.0:
+                self._tokens -= 1.0
+                return number, True
+            return number, False
+
+    def _done(self, started: float, texts: int, status: int) -> None:
+        with self._lock:
+            self._in_flight -= 1
+            self.calls.append(Call(started, time.monotonic(), texts, status))
+
+    def handle(self, path: str, body: dict[str, Any]) -> tuple[int, dict[str, str], Any]:
+        started = time.monotonic()
+        bedrock = path.startswith("/model/")
+        texts = [body.get("inputText", "")] if bedrock else list(body.get("input", []))
+        _, allowed = self._admit()
+        status, headers, payload = 200, {}, None
+        try:
+            if not allowed:
+                status, headers = 429, {"Retry-After": self.profile.retry_after}
+                if bedrock:
+                    headers["x-amzn-ErrorType"] = "ThrottlingException"
+                    payload = {"message": "Too many requests, please wait before trying again."}
+                else:
+                    payload = {"error": {"message": "Rate limit reached", "type": "requests"}}
+                return status, headers, payload
+            time.sleep(self.profile.latency_per_call + self.profile.latency_per_text * len(texts))
+            if any(text in self.profile.reject_texts for text in texts):
+                status = 400
+                if bedrock:
+                    headers = {"x-amzn-ErrorType": "ValidationException"}
+                    payload = {"message": "Malformed input request"}
+                else:
+                    payload = {"error": {"message": "bad input", "type": "invalid_request"}}
+                return status, headers, payload
+            size = int(body.get("dimensions") or self.profile.dimensions)
+            if bedrock:
+                payload = {
+                    "embedding": vector_for(texts[0], size),
+                    "inputTextTokenCount": len(texts[0].split()),
+                }
+            else:
+                data = [
+                    {"object": "embedding", "index": i, "embedding": vector_for(text, size)}
+                    for i, text in enumerate(texts)
+                ]
+                tokens = sum(len(text.split()) for text in texts)
+                payload = {
+                    "object": "list",
+                    "data": data,
+                    "model": body.get("model", "fake"),
+                    "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
+                }
+            return status, headers, payload
+        finally:
+            self._done(started, len(texts), status)
+
+
+def _handler(fake: FakeEmbeddingServer) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"  # keep-alive: the SDKs reuse their connections
+
+        def do_POST(self) -> None:
+            length = int(self.headers.get("content-length", "0"))
+            body = json.loads(self.rfile.read(length) or b"{}")
+            status, headers, payload = fake.handle(self.path, body)
+            raw = json.dumps(payload).encode()
+            self.send_response(status)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(raw)))
+            for name, value in headers.items():
+                self.send_header(name, value)
+            self.end_headers()
+            self.wfile.write(raw)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    return Handler
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 256  # many clients connect at once
+
+
+@contextmanager
+def fake_embedding_server(profile: Profile) -> Iterator[FakeEmbeddingServer]:
+    """Serve ``profile`` on 127.0.0.1 (an ephemeral port) for the ``with`` block."""
+    fake = FakeEmbeddingServer(profile)
+    fake.reset()
+    server = _Server(("127.0.0.1", 0), _handler(fake))
+    fake.url = f"http://127.0.0.1:{server.server_address[1]}"
+    thread = threading.Thread(target=server.serve_forever, args=(0.01,), daemon=True)
+    thread.start()
+    try:
+        yield fake
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
