@@ -12,6 +12,7 @@ import pytest
 from knowledge.embedding.base import Embedding
 from knowledge.embedding.hashing import HashingEmbedder
 from knowledge.errors import (
+    AnalysisMismatchError,
     ConfigurationError,
     EmbeddingMismatchError,
     StoreError,
@@ -31,6 +32,7 @@ from knowledge.store import (
     WriteSession,
 )
 from knowledge.stores.embedded import EmbeddedKnowledgeStore, fts_query
+from knowledge.text import ANALYSIS
 
 SCOPE = KnowledgeScope("ops-bot", "runbooks")
 OTHER_CONTEXT = KnowledgeScope("ops-bot", "oncall")
@@ -250,6 +252,56 @@ def test_a_file_without_chunks_takes_a_new_embedder(filled: EmbeddedKnowledgeSto
         EmbeddedKnowledgeStore(db, embedder=HashingEmbedder(64))
 
 
+def _set_analysis(db: Path, value: str | None) -> None:
+    """Make the file look as another version left it (None: one that recorded none)."""
+    import sqlite3
+
+    conn = sqlite3.connect(db)
+    with conn:
+        conn.execute("DELETE FROM meta WHERE key = 'analysis'")
+        if value is not None:
+            conn.execute("INSERT INTO meta (key, value) VALUES ('analysis', ?)", (value,))
+    conn.close()
+
+
+@pytest.mark.parametrize(("recorded", "named"), [(None, "tokenize-v1"), ("other-v9", "other-v9")])
+@pytest.mark.parametrize("with_embedder", [True, False])
+def test_a_file_of_another_keyword_analysis_is_refused(
+    filled: EmbeddedKnowledgeStore, db: Path, recorded: str | None, named: str, with_embedder: bool
+):
+    filled.close()
+    _set_analysis(db, recorded)
+    with pytest.raises(AnalysisMismatchError) as caught:
+        EmbeddedKnowledgeStore(db, embedder=HashingEmbedder(64) if with_embedder else None)
+    message = str(caught.value)
+    assert named in message
+    assert ANALYSIS in message
+    assert str(db) in message
+    assert "Reindex" in message
+
+
+def test_a_file_without_chunks_takes_this_analysis(filled: EmbeddedKnowledgeStore, db: Path):
+    for path in ("deploy.md", "bread.md", "garden.md"):
+        assert filled.delete_document(SCOPE, path)
+    filled.close()
+    _set_analysis(db, None)
+    store = EmbeddedKnowledgeStore(db, embedder=HashingEmbedder(64))
+    try:
+        store.upsert_document(SCOPE, source_doc("bread.md", BREAD))
+        assert paths(search(store, "bread", "keyword")) == ["bread.md"]
+    finally:
+        store.close()
+    EmbeddedKnowledgeStore(db, embedder=HashingEmbedder(64)).close()  # recorded: accepted
+
+
+def test_keyword_search_finds_other_inflections(store: EmbeddedKnowledgeStore):
+    store.upsert_document(
+        SCOPE, source_doc("net.md", "The installer detected two network interfaces.")
+    )
+    store.upsert_document(SCOPE, source_doc("other.md", "Bread rises in a warm kitchen."))
+    assert paths(search(store, "detecting an interface", "keyword")) == ["net.md"]
+
+
 def test_vector_of_the_wrong_length_is_refused(store: EmbeddedKnowledgeStore):
     with store.write_session(SCOPE) as session:
         bad = [EmbeddedChunk(DocumentChunk("a.md", 0, "text"), (0.5, 0.5))]
@@ -264,7 +316,8 @@ def test_vector_of_the_wrong_length_is_refused(store: EmbeddedKnowledgeStore):
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
-        ("rollback deployment", '"rollback" OR "deployment"'),
+        ("rollback deployment", '"rollback" OR "deploy"'),
+        ("the processes", '"process"'),
         ("Deploy deploy DEPLOY", '"deploy"'),
         ('say "hi" NEAR(a b)', '"say" OR "hi" OR "near"'),
         ("a * - : ^", None),
@@ -545,11 +598,11 @@ def test_a_document_failing_half_way_keeps_its_previous_version(filled: Embedded
         with pytest.raises(StoreError, match="stream broke"):
             session.put_document(header("deploy.md", content_hash="new"), failing())
         # The session is still usable after the failed document.
-        session.put_document(header("other.md"), chunks("other.md", ["other text"], embedder))
+        session.put_document(header("other.md"), chunks("other.md", ["zebra text"], embedder))
     assert filled.stored_document(SCOPE, "deploy.md").content_hash != "new"
     assert search(filled, "first") == []
     assert paths(search(filled, "kubectl")) == ["deploy.md"]
-    assert paths(search(filled, "other")) == ["other.md"]
+    assert paths(search(filled, "zebra")) == ["other.md"]
 
 
 def test_session_used_outside_its_block_is_refused(store: EmbeddedKnowledgeStore):

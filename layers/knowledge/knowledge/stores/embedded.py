@@ -18,17 +18,17 @@ approximate but sub-linear.
 **Schema.** ``documents`` (one row per document: scope, path, content hash, version,
 chunk count, indexed time, metadata), ``chunks`` (scope, path, index, content,
 metadata JSON, vector), ``chunks_fts`` (FTS5 keyed by ``chunks.id``), ``meta``
-(schema version, embedder identity, and a generation that every write session bumps,
-which tells cached vectors from stale ones, also across processes).
+(schema version, keyword analysis, embedder identity, and a generation that every
+write session bumps, which tells cached vectors from stale ones, also across processes).
 
-**Keyword (CJK-aware).** FTS5 cannot call a Python tokenizer, so every chunk is
-indexed as the space-joined terms of ``knowledge.text.tokenize`` (CJK bigrams
-included) under FTS5's ``unicode61`` tokenizer with diacritics kept, which splits
-that text back into exactly those terms. A query becomes its distinct terms, each a
-quoted FTS5 string, OR-ed (``fts_query``): user input never reaches FTS5 as syntax.
-The score is ``-bm25()`` (SQLite's lower-is-better turned around). Its term
-statistics are those of the whole file, not of one scope, as in OpenSearch's one
-shared index (D11).
+**Keyword (CJK-aware, English stems).** FTS5 cannot call a Python tokenizer, so every
+chunk is indexed as the space-joined terms of ``knowledge.text.keyword_terms`` (CJK
+bigrams, English Snowball stems, no stop words) under FTS5's ``unicode61`` tokenizer
+with diacritics kept, which splits that text back into exactly those terms. A query
+becomes its distinct terms, each a quoted FTS5 string, OR-ed (``fts_query``): user
+input never reaches FTS5 as syntax. The score is ``-bm25()`` (SQLite's lower-is-better
+turned around). Its term statistics are those of the whole file, not of one scope, as
+in OpenSearch's one shared index (D11).
 
 **Search.** The scope is always a SQL condition (``agent`` and ``context``, or
 ``agent`` only with ``cross_context``). File patterns and metadata filters are then
@@ -47,7 +47,9 @@ vectors: the embedder's name and dimension, or "no embedder (keyword only)". A s
 opened with a different embedder is refused with ``EmbeddingMismatchError`` (a store
 opened without an embedder may still run keyword searches on any file), and so is a
 write that would mix vectors of another kind into the file. A file without chunks
-has no identity yet.
+has no identity yet. Likewise the keyword analysis (``knowledge.text.ANALYSIS``): a
+file whose chunks were analysed otherwise (a file of an older version has none recorded)
+is refused with ``AnalysisMismatchError``: reindex it into a new file.
 
 **Concurrency.** WAL journal. Every operation borrows a connection from a small
 pool; a write session keeps one for its whole life, in one ``BEGIN IMMEDIATE``
@@ -78,6 +80,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from knowledge.chunking import DocumentChunker, MarkdownSectionChunker
 from knowledge.errors import (
+    AnalysisMismatchError,
     ConfigurationError,
     EmbeddingError,
     EmbeddingMismatchError,
@@ -110,7 +113,7 @@ from knowledge.model import (
 )
 from knowledge.scope import KnowledgeScope
 from knowledge.store import DocumentHeader, EmbeddedChunk, StoredDocument
-from knowledge.text import tokenize
+from knowledge.text import ANALYSIS, keyword_terms
 
 if TYPE_CHECKING:
     from knowledge.embedding.base import EmbeddingClient
@@ -131,6 +134,8 @@ DEFAULT_VECTOR_CACHE_BYTES: Final = 256 * 1024 * 1024
 
 _MEMORY: Final = ":memory:"
 _SCHEMA_VERSION: Final = 1
+# What a file of the schema's first version, which records no analysis, was indexed with.
+_ANALYSIS_V1: Final = "tokenize-v1"
 _STORE_NAME: Final = "embedded"
 _BUSY_TIMEOUT_S: Final = 30.0
 _MAX_IDLE_CONNECTIONS: Final = 4
@@ -187,11 +192,11 @@ _SCHEMA: Final = (
 def fts_query(text: str) -> str | None:
     """The FTS5 MATCH expression for ``text``: its distinct terms, each quoted, OR-ed.
 
-    Terms come from ``knowledge.text.tokenize``; each is an FTS5 string literal (``"``
+    Terms come from ``knowledge.text.keyword_terms``; each is an FTS5 string literal (``"``
     doubled), so no operator, column filter, prefix or NEAR group can be expressed.
     ``None`` when the text has no terms (it then matches nothing).
     """
-    terms = dict.fromkeys(tokenize(text))
+    terms = dict.fromkeys(keyword_terms(text))
     if not terms:
         return None
     return " OR ".join('"' + term.replace('"', '""') + '"' for term in terms)
@@ -614,6 +619,7 @@ class EmbeddedKnowledgeStore(IndexingStoreMixin):
                     f"index file {self._display} has schema version {row[0]}; this version "
                     f"of the store reads version {_SCHEMA_VERSION}. Reindex into a new file"
                 )
+            self._check_analysis(conn)
             if self._embedder is not None:
                 recorded = _recorded_identity(conn)
                 if recorded is not None and recorded != self._identity:
@@ -625,6 +631,24 @@ class EmbeddedKnowledgeStore(IndexingStoreMixin):
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
             self._pool.release(conn)
+
+    def _check_analysis(self, conn: sqlite3.Connection) -> None:
+        """Record the keyword analysis in a file without chunks; refuse another one's."""
+        row = conn.execute("SELECT value FROM meta WHERE key = 'analysis'").fetchone()
+        if row is None:
+            if conn.execute("SELECT 1 FROM chunks LIMIT 1").fetchone() is None:
+                conn.execute("INSERT INTO meta (key, value) VALUES ('analysis', ?)", (ANALYSIS,))
+                return
+            recorded = _ANALYSIS_V1
+        else:
+            recorded = row[0]
+        if recorded != ANALYSIS:
+            raise AnalysisMismatchError(
+                f"index file {self._display} holds keyword terms of the analysis "
+                f"'{recorded}'; this version analyses text as '{ANALYSIS}', so keyword "
+                "searches would miss. Reindex into a new file (kb index DIR --db NEW_FILE "
+                "--reindex), or delete this file and index again"
+            )
 
     def _mismatch(self, recorded: _Identity, wanted: _Identity) -> EmbeddingMismatchError:
         refused = (
@@ -946,7 +970,7 @@ class EmbeddedWriteSession:
                 )
                 conn.execute(
                     "INSERT INTO chunks_fts (rowid, terms) VALUES (?, ?)",
-                    (cursor.lastrowid, " ".join(tokenize(chunk.content))),
+                    (cursor.lastrowid, " ".join(keyword_terms(chunk.content))),
                 )
                 count += 1
             conn.execute(

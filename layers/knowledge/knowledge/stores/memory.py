@@ -43,7 +43,7 @@ from knowledge.model import (
 )
 from knowledge.scope import KnowledgeScope
 from knowledge.store import DocumentHeader, EmbeddedChunk, StoredDocument
-from knowledge.text import tokenize
+from knowledge.text import keyword_terms
 
 __all__ = ["MemoryKnowledgeStore"]
 
@@ -170,7 +170,7 @@ class _MemoryWriteSession:
             _ChunkRecord(
                 key=(header.path, item.chunk.chunk_index, key),
                 chunk=item.chunk,
-                term_counts=dict(Counter(tokenize(item.chunk.content))),
+                term_counts=dict(Counter(keyword_terms(item.chunk.content))),
             )
             for item in chunks
         )
@@ -277,7 +277,7 @@ class MemoryKnowledgeStore(IndexingStoreMixin):
             else:
                 one = self._snapshots.get(scope.key)
                 snapshots = [] if one is None else [one]
-        terms = set(tokenize(query.text))
+        terms = set(keyword_terms(query.text))
         if not terms or not snapshots:
             return []
         total_chunks = sum(len(s.chunks) for s in snapshots)
