@@ -221,6 +221,44 @@ def test_max_results_caps_the_best_results(
     assert len(search(store, A_X, "service deploy notes", mode, max_results=1)) == 1
 
 
+def test_pages_are_slices_of_one_stable_order(
+    store: KnowledgeStore, bucket: Path, mode: SearchMode
+) -> None:
+    files = {
+        f"doc-{i:02}.md": f"# Doc {i}\n\nservice deploy notes {'extra ' * i}" for i in range(12)
+    }
+    write_scope(bucket, A_X, files)
+    index(store, bucket, A_X)
+    whole = search(store, A_X, "service deploy notes", mode, max_results=12)
+    assert len(whole) == 12
+    pages = [
+        search(store, A_X, "service deploy notes", mode, max_results=4, offset=start)
+        for start in (0, 4, 8)
+    ]
+    flat = [(r.document_path, r.chunk_index) for page in pages for r in page]
+    assert flat == [(r.document_path, r.chunk_index) for r in whole]
+    assert search(store, A_X, "service deploy notes", mode, max_results=4, offset=12) == []
+
+
+def test_at_most_three_chunks_of_a_document_by_default(
+    store: KnowledgeStore, bucket: Path, mode: SearchMode
+) -> None:
+    long_doc = "\n\n".join(f"## Part {i}\n\nkernel panic during boot, part {i}" for i in range(6))
+    write_scope(bucket, A_X, {"long.md": long_doc, "short.md": "A kernel panic at boot."})
+    index(store, bucket, A_X)
+    results = search(store, A_X, "kernel panic boot", mode)
+    from_long = [r for r in results if r.document_path == "long.md"]
+    assert len(from_long) == 3
+    assert "short.md" in paths(results)
+    # The document's best chunks are the ones kept.
+    every = search(store, A_X, "kernel panic boot", mode, max_chunks_per_document=100)
+    assert len([r for r in every if r.document_path == "long.md"]) == 6
+    best = [r.chunk_index for r in every if r.document_path == "long.md"][:3]
+    assert [r.chunk_index for r in from_long] == best
+    one = search(store, A_X, "kernel panic boot", mode, max_chunks_per_document=1)
+    assert sorted(r.document_path for r in one) == ["long.md", "short.md"]
+
+
 @pytest.mark.modes(SearchMode.KEYWORD)
 def test_no_match_is_an_empty_list(store: KnowledgeStore, bucket: Path, mode: SearchMode) -> None:
     write_scope(bucket, A_X, CORPUS)

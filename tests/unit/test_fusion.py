@@ -355,6 +355,47 @@ def test_select_rejects_bad_arguments(min_score: float, max_results: int, field:
     assert info.value.field == field
 
 
+def test_select_pages_through_one_order() -> None:
+    rng = random.Random(5)
+    fused = [Fused(key=f"k{i:02}", score=round(rng.random(), 1)) for i in range(30)]
+    whole = select(fused, 0.0, 30)
+    pages = [select(fused, 0.0, 7, offset=start) for start in range(0, 35, 7)]
+    assert [item for page in pages for item in page] == whole
+    assert select(fused, 0.0, 5, offset=30) == []
+
+
+def test_select_keeps_at_most_n_best_chunks_per_document() -> None:
+    scores = {("a", 0): 0.9, ("a", 1): 1.0, ("a", 2): 0.8, ("a", 3): 0.95, ("b", 0): 0.5}
+    fused = [Fused(key=key, score=score) for key, score in scores.items()]
+    kept = select(fused, 0.0, 10, per_document=2, document_of=lambda key: key[0])
+    assert [item.key for item in kept] == [("a", 1), ("a", 3), ("b", 0)]
+    # The cap applies before paging: page 2 starts after the capped list's first page.
+    assert [
+        item.key
+        for item in select(fused, 0.0, 1, offset=2, per_document=2, document_of=lambda key: key[0])
+    ] == [("b", 0)]
+    assert len(select(fused, 0.0, 10)) == 5  # no cap without per_document
+
+
+@pytest.mark.parametrize(
+    ("offset", "per_document", "field"),
+    [(-1, None, "offset"), (1.5, None, "offset"), (0, 0, "max_chunks_per_document")],
+)
+def test_select_rejects_a_bad_offset_or_cap(
+    offset: object, per_document: object, field: str
+) -> None:
+    with pytest.raises(ValidationError) as info:
+        select(
+            _fused(0.5),
+            0.0,
+            5,
+            offset=offset,
+            per_document=per_document,  # type: ignore[arg-type]
+            document_of=str,
+        )
+    assert info.value.field == field
+
+
 # candidate_count
 
 

@@ -23,7 +23,7 @@ the top is 1.0.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
@@ -234,15 +234,46 @@ def vector_only(scores: Mapping[K, float]) -> list[Fused[K]]:
     )
 
 
-def select(fused: Iterable[Fused[K]], min_score: float, max_results: int) -> list[Fused[K]]:
-    """Keep candidates with ``score >= min_score``, best first, at most ``max_results``."""
+def select(
+    fused: Iterable[Fused[K]],
+    min_score: float,
+    max_results: int,
+    *,
+    offset: int = 0,
+    per_document: int | None = None,
+    document_of: Callable[[K], Hashable] | None = None,
+) -> list[Fused[K]]:
+    """One page of results: candidates with ``score >= min_score``, best first (ties by
+    key), at most ``per_document`` of each document (``document_of(key)`` names it; the
+    document's best chunks are kept), then ``max_results`` of them from ``offset`` on.
+
+    The order is total, so consecutive pages (``offset`` 0, n, 2n, ...) of one candidate
+    set never repeat or skip a result.
+    """
     if not math.isfinite(min_score) or not 0.0 <= min_score <= 1.0:
         raise ValidationError("min_score", f"must be in [0, 1], got {min_score!r}")
     if isinstance(max_results, bool) or not isinstance(max_results, int) or max_results < 1:
         raise ValidationError("max_results", f"must be an integer >= 1, got {max_results!r}")
+    if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+        raise ValidationError("offset", f"must be an integer >= 0, got {offset!r}")
+    if per_document is not None and (
+        isinstance(per_document, bool) or not isinstance(per_document, int) or per_document < 1
+    ):
+        raise ValidationError(
+            "max_chunks_per_document", f"must be an integer >= 1, got {per_document!r}"
+        )
     # A tolerance so that min_score=0.3 keeps a candidate computed as 0.29999999999999993.
-    kept = [item for item in fused if item.score + _MIN_SCORE_TOLERANCE >= min_score]
-    return _ranked(kept)[:max_results]
+    kept = _ranked(item for item in fused if item.score + _MIN_SCORE_TOLERANCE >= min_score)
+    if per_document is not None and document_of is not None:
+        taken: dict[Hashable, int] = {}
+        capped: list[Fused[K]] = []
+        for item in kept:
+            document = document_of(item.key)
+            if taken.get(document, 0) < per_document:
+                taken[document] = taken.get(document, 0) + 1
+                capped.append(item)
+        kept = capped
+    return kept[offset : offset + max_results]
 
 
 def candidate_count(max_results: int) -> int:

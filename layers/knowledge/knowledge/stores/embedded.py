@@ -189,6 +189,11 @@ _SCHEMA: Final = (
 )
 
 
+def _document_of(key: tuple[str, int, str]) -> tuple[str, str]:
+    """The document of a candidate key ``(path, chunk_index, context)``."""
+    return key[2], key[0]
+
+
 def fts_query(text: str) -> str | None:
     """The FTS5 MATCH expression for ``text``: its distinct terms, each quoted, OR-ed.
 
@@ -494,9 +499,8 @@ class EmbeddedKnowledgeStore(IndexingStoreMixin):
         mode = self._supported(query.mode or self._default_mode)
         match = fts_query(query.text) if mode is not SearchMode.VECTOR else None
         query_vector = self._embed_query(query.text) if mode is not SearchMode.KEYWORD else None
-        limit = (
-            candidate_count(query.max_results) if mode is SearchMode.HYBRID else query.max_results
-        )
+        # Enough candidates for the page after the per-document cap (fusion.select).
+        limit = candidate_count(query.offset + query.max_results)
         with self._reading() as conn:
             keyword: list[_Candidate] = []
             vector: list[_Candidate] = []
@@ -504,7 +508,14 @@ class EmbeddedKnowledgeStore(IndexingStoreMixin):
                 keyword = self._keyword_candidates(conn, scope, query, match, limit)
             if query_vector is not None:
                 vector = self._vector_candidates(conn, scope, query, query_vector, limit)
-            chosen = select(self._fuse(mode, keyword, vector), query.min_score, query.max_results)
+            chosen = select(
+                self._fuse(mode, keyword, vector),
+                query.min_score,
+                query.max_results,
+                offset=query.offset,
+                per_document=query.max_chunks_per_document,
+                document_of=_document_of,
+            )
             rowids = {c.key: c.rowid for c in (*keyword, *vector)}
             rows = self._chunk_rows(conn, [rowids[f.key] for f in chosen])
         results = []

@@ -301,7 +301,14 @@ class MemoryKnowledgeStore(IndexingStoreMixin):
                             continue
                         records[key] = record
                     scores[key] = scores.get(key, 0.0) + (1.0 + math.log(count)) * idf
-        ranked = select(keyword_only(scores), query.min_score, query.max_results)
+        ranked = select(
+            keyword_only(scores),
+            query.min_score,
+            query.max_results,
+            offset=query.offset,
+            per_document=query.max_chunks_per_document,
+            document_of=lambda key: (key[2], key[0]),
+        )
         return [
             SearchResult(
                 document_path=records[item.key].chunk.document_path,

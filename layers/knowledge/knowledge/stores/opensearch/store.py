@@ -80,6 +80,7 @@ from knowledge.stores.opensearch.config import OpenSearchConfig
 from knowledge.stores.opensearch.mapping import (
     CHUNK_INDEX,
     CONTENT,
+    CONTEXT,
     DOCUMENT_PATH,
     METADATA,
     IndexLayout,
@@ -499,16 +500,17 @@ class OpenSearchKnowledgeStore(IndexingStoreMixin):
             return scores
 
         fused: list[Fused[str]]
+        # Enough candidates for the page after the per-document cap (fusion.select).
+        size = candidate_count(query.offset + query.max_results)
         if mode is SearchMode.KEYWORD:
-            body = queries.keyword_search_body(query.text, filters, query.max_results)
+            body = queries.keyword_search_body(query.text, filters, size)
             fused = keyword_only(scores_of(self._search(action, body)))
         elif mode is SearchMode.VECTOR:
             if vector is None:
                 return []
-            body = queries.vector_search_body(vector, filters, query.max_results)
+            body = queries.vector_search_body(vector, filters, size)
             fused = vector_only(scores_of(self._search(action, body)))
         else:
-            size = candidate_count(query.max_results)
             keyword_body = queries.keyword_search_body(query.text, filters, size)
             if vector is None:
                 keyword_response = self._search(action, keyword_body)
@@ -524,10 +526,18 @@ class OpenSearchKnowledgeStore(IndexingStoreMixin):
                 self._config.keyword_weight,
                 self._config.vector_weight,
             )
-        return [
-            _result(sources[item.key], item)
-            for item in select(fused, query.min_score, query.max_results)
-        ]
+        chosen = select(
+            fused,
+            query.min_score,
+            query.max_results,
+            offset=query.offset,
+            per_document=query.max_chunks_per_document,
+            document_of=lambda key: (
+                str(sources[key].get(CONTEXT, "")),
+                str(sources[key].get(DOCUMENT_PATH, "")),
+            ),
+        )
+        return [_result(sources[item.key], item) for item in chosen]
 
     def _query_vector(self, text: str) -> Sequence[float] | None:
         embedder = self._embedder
