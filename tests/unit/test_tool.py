@@ -80,7 +80,7 @@ def test_no_scope(tool: KnowledgeSearchTool) -> None:
         (
             {"query": "x", "top_k": 3},
             "Invalid parameter: top_k: is not a known property "
-            "(allowed: query, max_results, file_pattern)",
+            "(allowed: query, max_results, file_pattern, max_tokens)",
         ),
         (
             {"query": "x", "max_results": 0},
@@ -235,7 +235,7 @@ def test_input_schema(tool: KnowledgeSearchTool) -> None:
     assert schema["type"] == "object"
     assert schema["required"] == ["query"]
     assert schema["additionalProperties"] is False
-    assert set(schema["properties"]) == {"query", "max_results", "file_pattern"}
+    assert set(schema["properties"]) == {"query", "max_results", "file_pattern", "max_tokens"}
     assert schema["properties"]["query"]["type"] == "string"
     assert schema["properties"]["max_results"]["type"] == "integer"
     assert schema["properties"]["file_pattern"]["type"] == "string"
@@ -258,3 +258,21 @@ def test_provider_definitions(tool: KnowledgeSearchTool) -> None:
             "parameters": tool.input_schema,
         },
     }
+
+
+def test_max_tokens_drops_results_and_says_how_many() -> None:
+    results = [hit(f"doc-{i}.md", 0.9 - i / 10, 0, "word " * 200) for i in range(4)]
+    text = format_search_results("q", results, max_tokens=600)
+    assert text.startswith('Found 2 results for "q":')
+    assert "[2] doc-1.md" in text
+    assert "doc-2.md" not in text
+    assert text.endswith("(2 more results were dropped to stay within max_tokens=600)")
+    assert "dropped" not in format_search_results("q", results, max_tokens=100_000)
+
+
+def test_adjacent_chunks_are_one_passage_in_the_tool() -> None:
+    results = [hit("a.md", 0.9, 4, "first part"), hit("a.md", 0.8, 5, "second part")]
+    text = format_search_results("q", results)
+    assert "[1] a.md (score: 0.90, chunks: 4-5)" in text
+    assert "first part\n\nsecond part" in text
+    assert "[2]" not in text

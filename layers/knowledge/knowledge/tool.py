@@ -30,10 +30,12 @@ from knowledge.model import (
     SearchQuery,
     SearchResult,
 )
+from knowledge.results import fit_budget, merge_adjacent
 from knowledge.scope import KnowledgeScope
 from knowledge.store import KnowledgeStore
 
 __all__ = [
+    "DEFAULT_MAX_TOKENS",
     "TOOL_DESCRIPTION",
     "TOOL_NAME",
     "KnowledgeSearchTool",
@@ -54,7 +56,10 @@ TOOL_DESCRIPTION = (
 NO_STORE_MESSAGE = "No knowledge store configured for this agent"
 NO_SCOPE_MESSAGE = "No knowledge scope configured for this agent"
 
-_PROPERTIES = ("query", "max_results", "file_pattern")
+_PROPERTIES = ("query", "max_results", "file_pattern", "max_tokens")
+_HEADER_TOKENS = 16  # what a passage's "---" and header line cost, estimated
+DEFAULT_MAX_TOKENS = 4000
+"""The tool's default budget for the passages it returns (estimated tokens)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,7 +90,9 @@ class ToolResult:
         return cls(True, content)
 
 
-def format_search_results(query_text: str, results: Sequence[SearchResult]) -> str:
+def format_search_results(
+    query_text: str, results: Sequence[SearchResult], max_tokens: int | None = None
+) -> str:
     """The source-first format of seed 8.1.
 
     ::
@@ -95,21 +102,36 @@ def format_search_results(query_text: str, results: Sequence[SearchResult]) -> s
         [1] runbook.md (score: 0.92, chunk: 3)
         <chunk content>
         ---
-        [2] ...
+        [2] guide.md (score: 0.71, chunks: 4-5)
+        <the two chunks as one passage>
 
-    One hit reads "Found 1 result"; no hits read "No relevant documents found for: <q>".
-    Scores have two decimals; ``chunk`` is the 0-based chunk index.
+    Consecutive chunks of one document are one passage (``results.merge_adjacent``).
+    With ``max_tokens`` the passages are cut to fit that budget (``results.fit_budget``,
+    estimated tokens) and a last line says how many were dropped. One hit reads "Found 1
+    result"; no hits read "No relevant documents found for: <q>". Scores have two
+    decimals; chunks are 0-based chunk indexes.
     """
     if not results:
         return f"No relevant documents found for: {query_text}"
-    noun = "result" if len(results) == 1 else "results"
-    lines = [f'Found {len(results)} {noun} for "{query_text}":']
-    for i, result in enumerate(results, start=1):
-        lines.append("---")
-        lines.append(
-            f"[{i}] {result.document_path} (score: {result.score:.2f}, chunk: {result.chunk_index})"
+    passages = merge_adjacent(results)
+    dropped = 0
+    if max_tokens is not None:
+        passages, dropped = fit_budget(passages, max_tokens, overhead_tokens=_HEADER_TOKENS)
+    noun = "result" if len(passages) == 1 else "results"
+    lines = [f'Found {len(passages)} {noun} for "{query_text}":']
+    for i, passage in enumerate(passages, start=1):
+        where = (
+            f"chunk: {passage.chunks}"
+            if passage.first_chunk == passage.last_chunk
+            else f"chunks: {passage.chunks}"
         )
-        lines.append(result.content.rstrip())
+        lines.append("---")
+        lines.append(f"[{i}] {passage.document_path} (score: {passage.score:.2f}, {where})")
+        lines.append(passage.content.rstrip())
+    if dropped:
+        more = "result was" if dropped == 1 else "results were"
+        lines.append("---")
+        lines.append(f"({dropped} more {more} dropped to stay within max_tokens={max_tokens})")
     return "\n".join(lines)
 
 
@@ -122,6 +144,18 @@ def _max_results(value: object) -> int:
             raise ValidationError("max_results", f"must be an integer, got {value}")
         return int(value)
     return value
+
+
+def _max_tokens(value: object) -> int:
+    if value is None:
+        return DEFAULT_MAX_TOKENS
+    try:
+        count = _max_results(value)
+    except ValidationError:
+        raise ValidationError("max_tokens", "must be an integer") from None
+    if count < 1:
+        raise ValidationError("max_tokens", f"must be at least 1, got {count}")
+    return count
 
 
 def _query_from_arguments(arguments: object, mode: SearchMode | None) -> SearchQuery:
@@ -170,6 +204,14 @@ class KnowledgeSearchTool:
                     "type": "string",
                     "description": "File filter glob (e.g. '*.md')",
                 },
+                "max_tokens": {
+                    "type": "integer",
+                    "description": (
+                        "Budget for the returned text, in tokens (default "
+                        f"{DEFAULT_MAX_TOKENS}); results beyond it are dropped"
+                    ),
+                    "minimum": 1,
+                },
             },
             "required": ["query"],
             "additionalProperties": False,
@@ -183,6 +225,7 @@ class KnowledgeSearchTool:
             return ToolResult.error(NO_SCOPE_MESSAGE)
         try:
             query = _query_from_arguments(arguments, context.mode)
+            max_tokens = _max_tokens(arguments.get("max_tokens"))
         except ValidationError as exc:
             return ToolResult.error(f"Invalid parameter: {exc}")
         try:
@@ -197,7 +240,7 @@ class KnowledgeSearchTool:
             logger.exception("knowledge search failed for %s", context.scope)
             detail = str(exc) or "unexpected error"
             return ToolResult.error(f"Failed to search knowledge: {type(exc).__name__}: {detail}")
-        return ToolResult.success(format_search_results(query.text, results))
+        return ToolResult.success(format_search_results(query.text, results, max_tokens))
 
     def to_anthropic_tool(self) -> dict[str, Any]:
         """The tool definition for the Anthropic Messages API (``tools=[...]``)."""
