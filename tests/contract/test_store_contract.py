@@ -267,6 +267,18 @@ def test_no_match_is_an_empty_list(store: KnowledgeStore, bucket: Path, mode: Se
     assert search(store, A_X, "!!! ??", mode) == []
 
 
+@pytest.mark.modes(SearchMode.VECTOR, SearchMode.HYBRID)
+def test_nothing_relevant_is_an_empty_list_in_vector_modes_too(
+    store: KnowledgeStore, bucket: Path, mode: SearchMode
+) -> None:
+    # The relevance floor (fusion.RELEVANCE_FLOORS): cosine is never 0, yet an unrelated
+    # query must be able to find nothing, so that "No relevant documents" can be said.
+    write_scope(bucket, A_X, CORPUS)
+    index(store, bucket, A_X)
+    assert search(store, A_X, "xylophone zeppelin quasar", mode) == []
+    assert "runbooks/rollback.md" in paths(search(store, A_X, "rollback job", mode))
+
+
 def test_a_never_indexed_scope_has_no_results(store: KnowledgeStore, mode: SearchMode) -> None:
     assert search(store, A_X, "deploy", mode) == []
     assert search(store, A_X, "deploy", mode, cross_context=True) == []
@@ -343,7 +355,8 @@ def test_overwrite_leaves_no_stale_chunks(
     write_scope(bucket, A_X, {"doc.md": FIVE_SECTIONS})
     index(store, bucket, A_X)
     assert store.status(A_X).chunk_count == 5
-    assert {r.chunk_index for r in search(store, A_X, "marker text section", mode)} == set(range(5))
+    every = search(store, A_X, "marker text section", mode, max_chunks_per_document=5)
+    assert {r.chunk_index for r in every} == set(range(5))
 
     write_scope(bucket, A_X, {"doc.md": "## Section 0\n\nalpha0 marker text, short now."})
     result = index(store, bucket, A_X)

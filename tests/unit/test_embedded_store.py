@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import math
 import sqlite3
 import threading
 from collections.abc import Iterator, Sequence
@@ -111,7 +112,9 @@ def db(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def store(db: Path) -> Iterator[EmbeddedKnowledgeStore]:
-    opened = EmbeddedKnowledgeStore(db, embedder=HashingEmbedder(64))
+    # No relevance floor: these tests look at how unrelated chunks rank too (the floor has
+    # its own tests below and in the contract suite).
+    opened = EmbeddedKnowledgeStore(db, embedder=HashingEmbedder(64), relevance_floor=0.0)
     yield opened
     opened.close()
 
@@ -131,7 +134,7 @@ def test_reopened_file_gives_the_same_results_and_status(filled: EmbeddedKnowled
     status = filled.status(SCOPE)
     filled.close()
 
-    reopened = EmbeddedKnowledgeStore(db, embedder=HashingEmbedder(64))
+    reopened = EmbeddedKnowledgeStore(db, embedder=HashingEmbedder(64), relevance_floor=0.0)
     try:
         assert {mode: search(reopened, "rollback deployment", mode) for mode in SearchMode} == (
             before
@@ -154,7 +157,7 @@ def test_changed_document_is_rewritten_without_a_stale_tail(store: EmbeddedKnowl
     assert search(store, "charlie") == []
     assert [r.chunk_index for r in search(store, "alpha")] == [0]
     assert store.status(SCOPE).chunk_count == 1
-    assert search(store, "charlie", "vector", min_score=0.0)[0].content == "# A\n\nalpha only"
+    assert [r.content for r in search(store, "alpha only words", "vector")] == ["# A\n\nalpha only"]
 
 
 def test_status_of_empty_and_indexing_scopes(store: EmbeddedKnowledgeStore):
@@ -432,6 +435,35 @@ def test_hybrid_results_explain_both_sides(filled: EmbeddedKnowledgeStore):
     assert [r.keyword_score for r in results[1:]] == [0.0, 0.0]
 
 
+def test_vector_candidates_below_the_floor_are_not_results(db: Path):
+    store = EmbeddedKnowledgeStore(db, embedder=HashingEmbedder(64))  # the calibrated floor
+    try:
+        for path, text in (("deploy.md", DEPLOY), ("bread.md", BREAD), ("garden.md", GARDEN)):
+            store.upsert_document(SCOPE, source_doc(path, text))
+        unrelated = "zeppelin xylophone quasar"
+        assert search(store, unrelated, "vector") == []
+        assert search(store, unrelated, "hybrid") == []
+        # Without a floor the same search "finds" every chunk.
+        raw = EmbeddedKnowledgeStore(db, embedder=HashingEmbedder(64), relevance_floor=0.0)
+        try:
+            assert len(search(raw, unrelated, "vector", max_results=50)) >= 3
+        finally:
+            raw.close()
+        # Related text still passes, in both modes; min_score still cuts on top of it.
+        assert paths(search(store, "kubectl rollout", "vector"))[0] == "deploy.md"
+        assert paths(search(store, "kubectl rollout", "hybrid"))[0] == "deploy.md"
+        assert search(store, "kubectl rollout", "vector", min_score=0.99) == []
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize("bad", [-0.1, 1.5, math.nan])
+def test_a_bad_relevance_floor_is_refused(db: Path, bad: float):
+    with pytest.raises(ValidationError) as info:
+        EmbeddedKnowledgeStore(db, embedder=HashingEmbedder(64), relevance_floor=bad)
+    assert info.value.field == "relevance_floor"
+
+
 def test_rrf_fusion_option(db: Path):
     store = EmbeddedKnowledgeStore(db, embedder=HashingEmbedder(64), fusion="rrf")
     try:
@@ -469,7 +501,9 @@ def test_query_without_terms_has_no_vector_candidates(filled: EmbeddedKnowledgeS
 
 @pytest.mark.parametrize("cache_bytes", [0, 1 << 20])
 def test_vector_search_sees_every_commit(db: Path, cache_bytes: int):
-    store = EmbeddedKnowledgeStore(db, embedder=HashingEmbedder(64), vector_cache_bytes=cache_bytes)
+    store = EmbeddedKnowledgeStore(
+        db, embedder=HashingEmbedder(64), vector_cache_bytes=cache_bytes, relevance_floor=0.0
+    )
     other = EmbeddedKnowledgeStore(db, embedder=HashingEmbedder(64))  # another writer
     try:
         store.upsert_document(SCOPE, source_doc("bread.md", BREAD))

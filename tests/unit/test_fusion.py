@@ -42,7 +42,9 @@ def test_all_is_the_public_api() -> None:
             "DEFAULT_VECTOR_WEIGHT",
             "MAX_CANDIDATES",
             "MIN_CANDIDATES",
+            "RELEVANCE_FLOORS",
             "Fused",
+            "above_floor",
             "candidate_count",
             "cosine_to_unit",
             "fuse_rrf",
@@ -50,6 +52,7 @@ def test_all_is_the_public_api() -> None:
             "keyword_only",
             "min_max",
             "normalize_by_max",
+            "relevance_floor",
             "select",
             "vector_only",
         ]

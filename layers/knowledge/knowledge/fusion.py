@@ -18,6 +18,17 @@ Weighted hybrid (D9, the default), per DESIGN "Score":
 
 RRF (``fuse_rrf``) is the rank-based alternative: ``sum 1 / (k + rank)``, rescaled so
 the top is 1.0.
+
+**Relevance floor.** Cosine similarity is never 0 for real text, so a vector search
+always "finds" something. ``RELEVANCE_FLOORS`` holds, per embedder name, the unit score
+(``cosine_to_unit``) below which a vector candidate is not a candidate at all
+(``above_floor``): in vector mode it is not returned, in hybrid it brings nothing from
+the vector side (a keyword match still counts). So "nothing relevant" is a possible
+answer in every mode. The floors are calibrated on the benchmarks (bench/REPORT.md): the
+2nd percentile of the unit score of the relevant document's best chunk, lowest over the
+man-pages and Debian FAQ (English, Korean) sets, so at most about 2% of the answers
+that vector search ranks are lost. An embedder without a calibrated floor gets none
+(0.0). ``min_score`` still applies on top, to the final score.
 """
 
 from __future__ import annotations
@@ -35,7 +46,9 @@ __all__ = [
     "DEFAULT_VECTOR_WEIGHT",
     "MAX_CANDIDATES",
     "MIN_CANDIDATES",
+    "RELEVANCE_FLOORS",
     "Fused",
+    "above_floor",
     "candidate_count",
     "cosine_to_unit",
     "fuse_rrf",
@@ -43,6 +56,7 @@ __all__ = [
     "keyword_only",
     "min_max",
     "normalize_by_max",
+    "relevance_floor",
     "select",
     "vector_only",
 ]
@@ -50,6 +64,11 @@ __all__ = [
 DEFAULT_KEYWORD_WEIGHT = 0.3
 DEFAULT_VECTOR_WEIGHT = 0.7
 DEFAULT_RRF_K = 60
+RELEVANCE_FLOORS: Mapping[str, float] = {
+    "hashing": 0.52,
+    "local:sentence-transformers/all-MiniLM-L6-v2": 0.0,
+}
+"""Calibrated unit-score floors of vector candidates, by embedder name (module docstring)."""
 MIN_CANDIDATES = 20
 MAX_CANDIDATES = 200
 _CANDIDATES_PER_RESULT = 4
@@ -274,6 +293,18 @@ def select(
                 capped.append(item)
         kept = capped
     return kept[offset : offset + max_results]
+
+
+def relevance_floor(embedder_name: str) -> float:
+    """The calibrated floor for ``embedder_name`` (``RELEVANCE_FLOORS``), 0.0 if none."""
+    return RELEVANCE_FLOORS.get(embedder_name, 0.0)
+
+
+def above_floor(vector: Mapping[K, float], floor: float) -> dict[K, float]:
+    """The vector candidates whose unit score is at least ``floor`` (others are dropped)."""
+    if not math.isfinite(floor) or not 0.0 <= floor <= 1.0:
+        raise ValidationError("relevance_floor", f"must be in [0, 1], got {floor!r}")
+    return {key: score for key, score in vector.items() if _clean(score) >= floor}
 
 
 def candidate_count(max_results: int) -> int:

@@ -94,6 +94,7 @@ from knowledge.fusion import (
     DEFAULT_RRF_K,
     DEFAULT_VECTOR_WEIGHT,
     Fused,
+    above_floor,
     candidate_count,
     cosine_to_unit,
     fuse_rrf,
@@ -101,6 +102,9 @@ from knowledge.fusion import (
     keyword_only,
     select,
     vector_only,
+)
+from knowledge.fusion import (
+    relevance_floor as fusion_floor,
 )
 from knowledge.indexing import Indexer, IndexingStoreMixin
 from knowledge.model import (
@@ -398,7 +402,9 @@ class EmbeddedKnowledgeStore(IndexingStoreMixin):
     ``path`` is the file (its folder is created) or ``":memory:"``. Without an
     ``embedder`` only keyword search is supported. ``default_mode`` defaults to hybrid
     with an embedder, keyword without. ``fusion`` is ``"weighted"`` (``keyword_weight``,
-    ``vector_weight``) or ``"rrf"`` (``rrf_k``). Raises ``EmbeddingMismatchError`` when
+    ``vector_weight``) or ``"rrf"`` (``rrf_k``). ``relevance_floor`` (unit score) drops
+    weaker vector candidates; ``None`` takes the embedder's calibrated floor
+    (``fusion.relevance_floor``). Raises ``EmbeddingMismatchError`` when
     the file was built with another embedder, ``ConfigurationError`` when the file is
     not a usable index, ``ValidationError`` for bad options. The embedder and chunker
     are the caller's: ``close()`` never closes them.
@@ -416,6 +422,7 @@ class EmbeddedKnowledgeStore(IndexingStoreMixin):
         fusion: str = "weighted",
         rrf_k: int = DEFAULT_RRF_K,
         vector_cache_bytes: int = DEFAULT_VECTOR_CACHE_BYTES,
+        relevance_floor: float | None = None,
     ) -> None:
         target = os.fspath(path)
         if not isinstance(target, str) or not target:
@@ -444,6 +451,12 @@ class EmbeddedKnowledgeStore(IndexingStoreMixin):
         )
         self._embedder = embedder
         self._identity = _identity_of(embedder)
+        # Vector candidates below it are none (fusion.above_floor); None: the embedder's.
+        if relevance_floor is None:
+            self._floor = fusion_floor(embedder.name) if embedder is not None else 0.0
+        else:
+            above_floor({}, relevance_floor)  # validates it, as every search would
+            self._floor = float(relevance_floor)
         self._keyword_weight = keyword_weight
         self._vector_weight = vector_weight
         self._fusion = fusion
@@ -831,6 +844,8 @@ class EmbeddedKnowledgeStore(IndexingStoreMixin):
     ) -> list[Fused[tuple[str, int, str]]]:
         if mode is SearchMode.KEYWORD:
             return keyword_only({c.key: c.score for c in keyword})
+        kept = above_floor({c.key: c.score for c in vector}, self._floor)
+        vector = [c for c in vector if c.key in kept]
         if mode is SearchMode.VECTOR:
             return vector_only({c.key: c.score for c in vector})
         if self._fusion == "rrf":

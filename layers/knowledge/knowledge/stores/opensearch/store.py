@@ -56,9 +56,11 @@ from knowledge.errors import (
 from knowledge.filters import matches_file_patterns
 from knowledge.fusion import (
     Fused,
+    above_floor,
     candidate_count,
     fuse_weighted,
     keyword_only,
+    relevance_floor,
     select,
     vector_only,
 )
@@ -143,6 +145,8 @@ class OpenSearchKnowledgeStore(IndexingStoreMixin):
             chunker or MarkdownSectionChunker(), embedder, embed_batch_size=embed_batch_size
         )
         self._embedder = embedder
+        # Vector candidates below it are none (fusion.above_floor): the embedder's floor.
+        self._floor = 0.0 if embedder is None else relevance_floor(embedder.name)
         self._client: OpenSearch | None = client
         self._owns_client = client is None
         self._aws_session = aws_session
@@ -509,7 +513,7 @@ class OpenSearchKnowledgeStore(IndexingStoreMixin):
             if vector is None:
                 return []
             body = queries.vector_search_body(vector, filters, size)
-            fused = vector_only(scores_of(self._search(action, body)))
+            fused = vector_only(above_floor(scores_of(self._search(action, body)), self._floor))
         else:
             keyword_body = queries.keyword_search_body(query.text, filters, size)
             if vector is None:
@@ -522,7 +526,7 @@ class OpenSearchKnowledgeStore(IndexingStoreMixin):
                 )
             fused = fuse_weighted(
                 scores_of(keyword_response),
-                scores_of(vector_response),
+                above_floor(scores_of(vector_response), self._floor),
                 self._config.keyword_weight,
                 self._config.vector_weight,
             )
