@@ -40,6 +40,8 @@ def test_all_is_the_public_api() -> None:
             "DEFAULT_KEYWORD_WEIGHT",
             "DEFAULT_RRF_K",
             "DEFAULT_VECTOR_WEIGHT",
+            "EMBEDDER_WEIGHTS",
+            "HYBRID_CANDIDATES",
             "MAX_CANDIDATES",
             "MIN_CANDIDATES",
             "RELEVANCE_FLOORS",
@@ -49,6 +51,7 @@ def test_all_is_the_public_api() -> None:
             "cosine_to_unit",
             "fuse_rrf",
             "fuse_weighted",
+            "hybrid_weights",
             "keyword_only",
             "min_max",
             "normalize_by_max",
@@ -413,3 +416,23 @@ def test_candidate_count_rejects_non_positive() -> None:
     with pytest.raises(ValidationError) as info:
         candidate_count(0)
     assert info.value.field == "max_results"
+
+
+def test_hybrid_weights_are_the_embedders_unless_given() -> None:
+    assert fusion.hybrid_weights("hashing") == (0.7, 0.3)
+    assert fusion.hybrid_weights("openai:text-embedding-3-small") == (0.3, 0.7)
+    assert fusion.hybrid_weights(None) == (0.3, 0.7)
+    assert fusion.hybrid_weights("hashing", keyword_weight=0.2) == (0.2, 0.3)
+    assert fusion.hybrid_weights("x", 0.5, 0.5) == (0.5, 0.5)
+    with pytest.raises(ValidationError) as info:
+        fusion.hybrid_weights("x", 0.0, 0.0)
+    assert info.value.field == "keyword_weight"
+
+
+def test_relevance_floor_is_the_embedders_or_none() -> None:
+    assert fusion.relevance_floor("hashing") == fusion.RELEVANCE_FLOORS["hashing"] > 0.5
+    assert fusion.relevance_floor("an-uncalibrated-model") == 0.0
+    kept = fusion.above_floor({"a": 0.9, "b": 0.51, "c": math.nan}, 0.52)
+    assert kept == {"a": 0.9}
+    with pytest.raises(ValidationError):
+        fusion.above_floor({}, 1.5)

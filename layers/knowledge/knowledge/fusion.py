@@ -16,6 +16,17 @@ Weighted hybrid (D9, the default), per DESIGN "Score":
 3. divided by the batch maximum, so the best candidate scores 1.0 and ``min_score``
    means the same in every mode; a batch maximum of 0 gives no results.
 
+**Default weights, per embedder** (``hybrid_weights``). 0.3 keyword / 0.7 vector for
+semantic embedders (MiniLM, OpenAI, Bedrock: their vector side is the stronger one),
+0.7 / 0.3 for the ``hashing`` embedder, whose "vectors" are hashed terms (its vector side
+is the weaker one, a fuzzy echo of the keyword side). Measured (bench/REPORT.md, "Hybrid
+fusion"): with these, hybrid is above both of its sides on every benchmark here, where
+one weight pair for both kinds of embedder put hybrid below keyword with hashing. Min-max
+stays the normalisation: z-score and distribution-based (mean +- 3 sd) normalisation
+and RRF were measured too and were not better. Each side fetches
+``HYBRID_CANDIDATES`` candidates, whatever the page asked for, so every page of one
+query is a slice of one fused order.
+
 RRF (``fuse_rrf``) is the rank-based alternative: ``sum 1 / (k + rank)``, rescaled so
 the top is 1.0.
 
@@ -44,6 +55,8 @@ __all__ = [
     "DEFAULT_KEYWORD_WEIGHT",
     "DEFAULT_RRF_K",
     "DEFAULT_VECTOR_WEIGHT",
+    "EMBEDDER_WEIGHTS",
+    "HYBRID_CANDIDATES",
     "MAX_CANDIDATES",
     "MIN_CANDIDATES",
     "RELEVANCE_FLOORS",
@@ -53,6 +66,7 @@ __all__ = [
     "cosine_to_unit",
     "fuse_rrf",
     "fuse_weighted",
+    "hybrid_weights",
     "keyword_only",
     "min_max",
     "normalize_by_max",
@@ -64,6 +78,10 @@ __all__ = [
 DEFAULT_KEYWORD_WEIGHT = 0.3
 DEFAULT_VECTOR_WEIGHT = 0.7
 DEFAULT_RRF_K = 60
+HYBRID_CANDIDATES = 100
+"""Candidates per side of every hybrid search (module docstring); >= ``MAX_MAX_RESULTS``."""
+EMBEDDER_WEIGHTS: Mapping[str, tuple[float, float]] = {"hashing": (0.7, 0.3)}
+"""Default ``(keyword_weight, vector_weight)`` by embedder name; others get the defaults."""
 RELEVANCE_FLOORS: Mapping[str, float] = {
     "hashing": 0.52,
     "local:sentence-transformers/all-MiniLM-L6-v2": 0.0,
@@ -293,6 +311,26 @@ def select(
                 capped.append(item)
         kept = capped
     return kept[offset : offset + max_results]
+
+
+def hybrid_weights(
+    embedder_name: str | None,
+    keyword_weight: float | None = None,
+    vector_weight: float | None = None,
+) -> tuple[float, float]:
+    """``(keyword_weight, vector_weight)``: the given ones, else the embedder's defaults
+    (``EMBEDDER_WEIGHTS``, else ``DEFAULT_KEYWORD_WEIGHT`` / ``DEFAULT_VECTOR_WEIGHT``).
+    Validated as ``fuse_weighted`` does."""
+    default_kw, default_vec = EMBEDDER_WEIGHTS.get(
+        embedder_name or "", (DEFAULT_KEYWORD_WEIGHT, DEFAULT_VECTOR_WEIGHT)
+    )
+    kw = _check_weight("keyword_weight", default_kw if keyword_weight is None else keyword_weight)
+    vec = _check_weight("vector_weight", default_vec if vector_weight is None else vector_weight)
+    if kw + vec <= 0.0:
+        raise ValidationError(
+            "keyword_weight", "keyword_weight + vector_weight must be > 0 (both are 0)"
+        )
+    return kw, vec
 
 
 def relevance_floor(embedder_name: str) -> float:

@@ -90,15 +90,15 @@ from knowledge.errors import (
 )
 from knowledge.filters import matches_file_patterns, matches_metadata
 from knowledge.fusion import (
-    DEFAULT_KEYWORD_WEIGHT,
     DEFAULT_RRF_K,
-    DEFAULT_VECTOR_WEIGHT,
+    HYBRID_CANDIDATES,
     Fused,
     above_floor,
     candidate_count,
     cosine_to_unit,
     fuse_rrf,
     fuse_weighted,
+    hybrid_weights,
     keyword_only,
     select,
     vector_only,
@@ -417,8 +417,8 @@ class EmbeddedKnowledgeStore(IndexingStoreMixin):
         chunker: DocumentChunker | None = None,
         *,
         default_mode: SearchMode | str | None = None,
-        keyword_weight: float = DEFAULT_KEYWORD_WEIGHT,
-        vector_weight: float = DEFAULT_VECTOR_WEIGHT,
+        keyword_weight: float | None = None,
+        vector_weight: float | None = None,
         fusion: str = "weighted",
         rrf_k: int = DEFAULT_RRF_K,
         vector_cache_bytes: int = DEFAULT_VECTOR_CACHE_BYTES,
@@ -431,9 +431,11 @@ class EmbeddedKnowledgeStore(IndexingStoreMixin):
             raise ValidationError(
                 "fusion", f"{fusion!r} is not one of: {', '.join(FUSION_METHODS)}"
             )
-        # Validates the weights and rrf_k exactly as every search will, but now.
-        fuse_weighted({}, {}, keyword_weight, vector_weight)
-        fuse_rrf([], [], rrf_k)
+        # The embedder's default weights where none are given (fusion.hybrid_weights).
+        keyword_weight, vector_weight = hybrid_weights(
+            None if embedder is None else embedder.name, keyword_weight, vector_weight
+        )
+        fuse_rrf([], [], rrf_k)  # validates rrf_k exactly as every search will, but now
         if (
             isinstance(vector_cache_bytes, bool)
             or not isinstance(vector_cache_bytes, int)
@@ -512,8 +514,13 @@ class EmbeddedKnowledgeStore(IndexingStoreMixin):
         mode = self._supported(query.mode or self._default_mode)
         match = fts_query(query.text) if mode is not SearchMode.VECTOR else None
         query_vector = self._embed_query(query.text) if mode is not SearchMode.KEYWORD else None
-        # Enough candidates for the page after the per-document cap (fusion.select).
-        limit = candidate_count(query.offset + query.max_results)
+        # Enough candidates for the page after the per-document cap (fusion.select); hybrid
+        # fuses a fixed depth, so that every page is a slice of one order.
+        limit = (
+            HYBRID_CANDIDATES
+            if mode is SearchMode.HYBRID
+            else candidate_count(query.offset + query.max_results)
+        )
         with self._reading() as conn:
             keyword: list[_Candidate] = []
             vector: list[_Candidate] = []

@@ -55,10 +55,12 @@ from knowledge.errors import (
 )
 from knowledge.filters import matches_file_patterns
 from knowledge.fusion import (
+    HYBRID_CANDIDATES,
     Fused,
     above_floor,
     candidate_count,
     fuse_weighted,
+    hybrid_weights,
     keyword_only,
     relevance_floor,
     select,
@@ -147,6 +149,12 @@ class OpenSearchKnowledgeStore(IndexingStoreMixin):
         self._embedder = embedder
         # Vector candidates below it are none (fusion.above_floor): the embedder's floor.
         self._floor = 0.0 if embedder is None else relevance_floor(embedder.name)
+        # The configured hybrid weights, else the embedder's (fusion.hybrid_weights).
+        self._weights = hybrid_weights(
+            None if embedder is None else embedder.name,
+            config.keyword_weight,
+            config.vector_weight,
+        )
         self._client: OpenSearch | None = client
         self._owns_client = client is None
         self._aws_session = aws_session
@@ -504,8 +512,13 @@ class OpenSearchKnowledgeStore(IndexingStoreMixin):
             return scores
 
         fused: list[Fused[str]]
-        # Enough candidates for the page after the per-document cap (fusion.select).
-        size = candidate_count(query.offset + query.max_results)
+        # Enough candidates for the page after the per-document cap (fusion.select); hybrid
+        # fuses a fixed depth, so that every page is a slice of one order.
+        size = (
+            HYBRID_CANDIDATES
+            if mode is SearchMode.HYBRID
+            else candidate_count(query.offset + query.max_results)
+        )
         if mode is SearchMode.KEYWORD:
             body = queries.keyword_search_body(query.text, filters, size)
             fused = keyword_only(scores_of(self._search(action, body)))
@@ -527,8 +540,7 @@ class OpenSearchKnowledgeStore(IndexingStoreMixin):
             fused = fuse_weighted(
                 scores_of(keyword_response),
                 above_floor(scores_of(vector_response), self._floor),
-                self._config.keyword_weight,
-                self._config.vector_weight,
+                *self._weights,
             )
         chosen = select(
             fused,
