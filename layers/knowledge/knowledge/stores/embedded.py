@@ -33,11 +33,14 @@ in OpenSearch's one shared index (D11).
 **Search.** The scope is always a SQL condition (``agent`` and ``context``, or
 ``agent`` only with ``cross_context``). File patterns and metadata filters are then
 applied to the ranked candidates (``knowledge.filters``: filter first, then
-normalise among what is left), until enough candidates pass: ``max_results`` for one
-mode, ``fusion.candidate_count(max_results)`` per side for hybrid. Keyword mode is
+normalise among what is left), until enough candidates pass:
+``fusion.candidate_count(offset + max_results)`` for one mode, ``fusion.HYBRID_CANDIDATES``
+per side for hybrid (a fixed depth: every page is a slice of one order). Keyword mode is
 ``fusion.keyword_only``; vector mode ``fusion.vector_only`` over
-``fusion.cosine_to_unit``; hybrid ``fusion.fuse_weighted`` with the store's weights
-(or ``fusion.fuse_rrf`` with ``fusion="rrf"``); then ``fusion.select``. The query is
+``fusion.cosine_to_unit`` above the relevance floor (``fusion.above_floor``); hybrid
+``fusion.fuse_weighted`` with the store's weights (default: the embedder's)
+(or ``fusion.fuse_rrf`` with ``fusion="rrf"``); then ``fusion.select`` (per-document
+cap, ``offset``, ``max_results``). The query is
 embedded once per search, only in vector and hybrid modes, and before the read
 snapshot is taken. A query whose embedding is the zero vector finds nothing on the
 vector side. Ties rank by (path, chunk index, context).

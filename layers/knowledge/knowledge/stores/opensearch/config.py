@@ -20,8 +20,8 @@ Environment (``OpenSearchConfig.from_env``):
                                    JSON with ``password`` and optionally ``username``)
 ``OPENSEARCH_PASSWORD``            plain password: accepted for loopback endpoints only
 ``OPENSEARCH_DEFAULT_MODE``        ``keyword`` (default) | ``vector`` | ``hybrid``
-``OPENSEARCH_KEYWORD_WEIGHT``      hybrid keyword weight (default 0.3)
-``OPENSEARCH_VECTOR_WEIGHT``       hybrid vector weight (default 0.7)
+``OPENSEARCH_KEYWORD_WEIGHT``      hybrid keyword weight (default: the embedder's)
+``OPENSEARCH_VECTOR_WEIGHT``       hybrid vector weight (default: the embedder's)
 ``OPENSEARCH_VECTOR_DIMENSIONS``   vector dimension (default: the embedder's)
 ``OPENSEARCH_VECTOR_ENGINE``       ``lucene`` | ``faiss`` (default ``lucene``; ``faiss`` on aoss)
 ``OPENSEARCH_TIMEOUT``             seconds per request (default 10)
