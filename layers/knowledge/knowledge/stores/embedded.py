@@ -109,7 +109,7 @@ from knowledge.fusion import (
 from knowledge.fusion import (
     relevance_floor as fusion_floor,
 )
-from knowledge.indexing import Indexer, IndexingStoreMixin
+from knowledge.indexing import DEFAULT_EMBED_CONTEXT, Indexer, IndexingStoreMixin
 from knowledge.model import (
     FileProblem,
     IndexState,
@@ -426,6 +426,7 @@ class EmbeddedKnowledgeStore(IndexingStoreMixin):
         rrf_k: int = DEFAULT_RRF_K,
         vector_cache_bytes: int = DEFAULT_VECTOR_CACHE_BYTES,
         relevance_floor: float | None = None,
+        embed_context: bool = DEFAULT_EMBED_CONTEXT,
     ) -> None:
         target = os.fspath(path)
         if not isinstance(target, str) or not target:
@@ -472,7 +473,9 @@ class EmbeddedKnowledgeStore(IndexingStoreMixin):
         # Not for ":memory:": there a read inside a session's thread sees uncommitted rows.
         self._vectors = _VectorCache(0 if target == _MEMORY else vector_cache_bytes)
         # Read by IndexingStoreMixin: index, reindex, upsert and delete run through it.
-        self._indexer = Indexer(chunker or MarkdownSectionChunker(), embedder)
+        self._indexer = Indexer(
+            chunker or MarkdownSectionChunker(), embedder, embed_context=embed_context
+        )
         if target != _MEMORY:
             try:
                 Path(target).parent.mkdir(parents=True, exist_ok=True)
