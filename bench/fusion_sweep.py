@@ -28,7 +28,7 @@ from typing import Any
 from bench.environment import log, write_result
 from bench.faq import load_faq
 from bench.manpages import Corpus, load_corpus
-from bench.metrics import document_ranking, evaluate
+from bench.metrics import document_ranking, evaluate, percentile
 from bench.stores import EMBEDDERS, SCOPE, make_embedder, open_store
 from knowledge.fusion import HYBRID_CANDIDATES
 from knowledge.model import IndexOptions, SearchQuery
@@ -126,7 +126,29 @@ def run(corpora: Sequence[Corpus], embedder_name: str) -> dict[str, Any]:
         def mrr(rank: Callable[[Side, Side], list[str]], data: Any = data) -> float:
             return round(evaluate([(rank(k, v), rel) for rel, k, v in data]).mrr_at_10, 4)
 
+        relevant_best = [
+            max(s for p, _, s in v if p in rel)
+            for rel, _, v in data
+            if any(p in rel for p, _, _ in v)
+        ]
+        floor_with: dict[str, Any] = {}
+        for floor in (0.0, *sorted({round(percentile(relevant_best, q), 3) for q in (1, 2, 5)})):
+            # Vector-mode MRR@10 and the share of queries left with no result at this floor.
+            kept = [(rel, [x for x in v if x[2] >= floor]) for rel, _, v in data]
+            floor_with[f"{floor:.3f}"] = {
+                "vector_mrr_at_10": round(
+                    evaluate(
+                        [(document_ranking(p for p, _, _ in v), rel) for rel, v in kept]
+                    ).mrr_at_10,
+                    4,
+                ),
+                "queries_without_results": sum(1 for _, v in kept if not v),
+            }
         entry: dict[str, Any] = {
+            "relevant_best_unit": {
+                f"p{q}": round(percentile(relevant_best, q), 4) for q in (1, 2, 5, 50)
+            },
+            "floors": floor_with,
             "keyword": mrr(lambda k, v: document_ranking(p for p, _, _ in k)),
             "vector": mrr(lambda k, v: document_ranking(p for p, _, _ in v)),
             "variants": [],

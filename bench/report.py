@@ -422,6 +422,32 @@ def fusion_section(report: Report) -> None:
                 f"vector {entry['vector']:.3f}"
             )
             parts.append(_table(header, rows))
+        floors = [
+            [
+                corpus,
+                entry["relevant_best_unit"]["p1"],
+                entry["relevant_best_unit"]["p2"],
+                entry["relevant_best_unit"]["p5"],
+                entry["relevant_best_unit"]["p50"],
+                "; ".join(
+                    f"{f}: {v['vector_mrr_at_10']:.3f} ({v['queries_without_results']} empty)"
+                    for f, v in entry["floors"].items()
+                ),
+            ]
+            for corpus, entry in result["corpora"].items()
+            if "relevant_best_unit" in entry
+        ]
+        if floors:
+            parts.append(
+                f"Relevance floor, {EMBEDDER_LABEL[embedder]}: percentiles of the unit score "
+                "(`(1 + cos) / 2`) of the relevant document's best chunk, and vector-mode "
+                "MRR@10 (queries left with no result) with candidates below each floor "
+                "removed. The product's floor (`fusion.RELEVANCE_FLOORS`) is the lowest p2 "
+                "over the corpora, rounded down."
+            )
+            parts.append(
+                _table(["corpus", "p1", "p2", "p5", "p50", "vector MRR@10 at floor"], floors)
+            )
         parts.append(_provenance(result, f"fusion-sweep-{embedder}"))
     parts.append(
         "Reading: the weight that matters is the one on the stronger side, and which side "

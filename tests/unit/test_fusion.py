@@ -41,7 +41,9 @@ def test_all_is_the_public_api() -> None:
             "DEFAULT_RRF_K",
             "DEFAULT_VECTOR_WEIGHT",
             "EMBEDDER_WEIGHTS",
+            "ENGLISH_ONLY_EMBEDDERS",
             "HYBRID_CANDIDATES",
+            "KEYWORD_LEANING_WEIGHTS",
             "MAX_CANDIDATES",
             "MIN_CANDIDATES",
             "RELEVANCE_FLOORS",
@@ -424,6 +426,12 @@ def test_hybrid_weights_are_the_embedders_unless_given() -> None:
     assert fusion.hybrid_weights(None) == (0.3, 0.7)
     assert fusion.hybrid_weights("hashing", keyword_weight=0.2) == (0.2, 0.3)
     assert fusion.hybrid_weights("x", 0.5, 0.5) == (0.5, 0.5)
+    # An English-only model is the weaker side for a Korean query; configured weights win.
+    minilm = "local:sentence-transformers/all-MiniLM-L6-v2"
+    assert fusion.hybrid_weights(minilm) == (0.3, 0.7)
+    assert fusion.hybrid_weights(minilm, cjk_query=True) == (0.7, 0.3)
+    assert fusion.hybrid_weights("openai:text-embedding-3-small", cjk_query=True) == (0.3, 0.7)
+    assert fusion.hybrid_weights(minilm, 0.4, 0.6, cjk_query=True) == (0.4, 0.6)
     with pytest.raises(ValidationError) as info:
         fusion.hybrid_weights("x", 0.0, 0.0)
     assert info.value.field == "keyword_weight"

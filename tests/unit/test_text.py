@@ -7,7 +7,15 @@ import unicodedata
 
 import pytest
 
-from knowledge.text import ANALYSIS, ANALYSIS_VERSION, STOP_WORDS, is_cjk, keyword_terms, tokenize
+from knowledge.text import (
+    ANALYSIS,
+    ANALYSIS_VERSION,
+    STOP_WORDS,
+    has_cjk,
+    is_cjk,
+    keyword_terms,
+    tokenize,
+)
 
 
 def _reference_tokenize(text: str) -> list[str]:
@@ -111,3 +119,8 @@ def test_stop_words_are_lower_case_tokenizer_terms() -> None:
     # Each stop word must be a term tokenize can produce, or it would never be dropped.
     assert all(tokenize(word) == [word] for word in STOP_WORDS)
     assert ANALYSIS.endswith(f"v{ANALYSIS_VERSION}")
+
+
+def test_has_cjk() -> None:
+    assert all(has_cjk(text) for text in ("배포 실패", "deploy 失敗", "カタカナ"))
+    assert not has_cjk("deploy failed, café")

@@ -21,7 +21,9 @@ semantic embedders (MiniLM, OpenAI, Bedrock: their vector side is the stronger o
 0.7 / 0.3 for the ``hashing`` embedder, whose "vectors" are hashed terms (its vector side
 is the weaker one, a fuzzy echo of the keyword side). Measured (bench/REPORT.md, "Hybrid
 fusion"): with these, hybrid is above both of its sides on every benchmark here, where
-one weight pair for both kinds of embedder put hybrid below keyword with hashing. Min-max
+one weight pair for both kinds of embedder put hybrid below keyword with hashing. An
+English-only embedder (``ENGLISH_ONLY_EMBEDDERS``) is the weaker side for a query in
+Korean, Chinese or Japanese, so such a query gets the keyword-leaning weights. Min-max
 stays the normalisation: z-score and distribution-based (mean +- 3 sd) normalisation
 and RRF were measured too and were not better. Each side fetches
 ``HYBRID_CANDIDATES`` candidates, whatever the page asked for, so every page of one
@@ -56,7 +58,9 @@ __all__ = [
     "DEFAULT_RRF_K",
     "DEFAULT_VECTOR_WEIGHT",
     "EMBEDDER_WEIGHTS",
+    "ENGLISH_ONLY_EMBEDDERS",
     "HYBRID_CANDIDATES",
+    "KEYWORD_LEANING_WEIGHTS",
     "MAX_CANDIDATES",
     "MIN_CANDIDATES",
     "RELEVANCE_FLOORS",
@@ -80,11 +84,16 @@ DEFAULT_VECTOR_WEIGHT = 0.7
 DEFAULT_RRF_K = 60
 HYBRID_CANDIDATES = 100
 """Candidates per side of every hybrid search (module docstring); >= ``MAX_MAX_RESULTS``."""
-EMBEDDER_WEIGHTS: Mapping[str, tuple[float, float]] = {"hashing": (0.7, 0.3)}
+KEYWORD_LEANING_WEIGHTS = (0.7, 0.3)
+EMBEDDER_WEIGHTS: Mapping[str, tuple[float, float]] = {"hashing": KEYWORD_LEANING_WEIGHTS}
 """Default ``(keyword_weight, vector_weight)`` by embedder name; others get the defaults."""
+ENGLISH_ONLY_EMBEDDERS: frozenset[str] = frozenset({"local:sentence-transformers/all-MiniLM-L6-v2"})
+"""Embedders trained on English only: for a query with CJK characters their vector side
+is the weaker one (MiniLM on the Korean FAQ: vector MRR@10 0.12 against keyword 0.36),
+so such a query gets ``KEYWORD_LEANING_WEIGHTS`` unless weights were configured."""
 RELEVANCE_FLOORS: Mapping[str, float] = {
     "hashing": 0.52,
-    "local:sentence-transformers/all-MiniLM-L6-v2": 0.0,
+    "local:sentence-transformers/all-MiniLM-L6-v2": 0.62,
 }
 """Calibrated unit-score floors of vector candidates, by embedder name (module docstring)."""
 MIN_CANDIDATES = 20
@@ -317,13 +326,20 @@ def hybrid_weights(
     embedder_name: str | None,
     keyword_weight: float | None = None,
     vector_weight: float | None = None,
+    *,
+    cjk_query: bool = False,
 ) -> tuple[float, float]:
     """``(keyword_weight, vector_weight)``: the given ones, else the embedder's defaults
-    (``EMBEDDER_WEIGHTS``, else ``DEFAULT_KEYWORD_WEIGHT`` / ``DEFAULT_VECTOR_WEIGHT``).
-    Validated as ``fuse_weighted`` does."""
-    default_kw, default_vec = EMBEDDER_WEIGHTS.get(
-        embedder_name or "", (DEFAULT_KEYWORD_WEIGHT, DEFAULT_VECTOR_WEIGHT)
-    )
+    (``EMBEDDER_WEIGHTS``, else ``DEFAULT_KEYWORD_WEIGHT`` / ``DEFAULT_VECTOR_WEIGHT``;
+    ``KEYWORD_LEANING_WEIGHTS`` for a ``cjk_query`` with an ``ENGLISH_ONLY_EMBEDDERS``
+    one). Validated as ``fuse_weighted`` does."""
+    name = embedder_name or ""
+    if cjk_query and name in ENGLISH_ONLY_EMBEDDERS:
+        default_kw, default_vec = KEYWORD_LEANING_WEIGHTS
+    else:
+        default_kw, default_vec = EMBEDDER_WEIGHTS.get(
+            name, (DEFAULT_KEYWORD_WEIGHT, DEFAULT_VECTOR_WEIGHT)
+        )
     kw = _check_weight("keyword_weight", default_kw if keyword_weight is None else keyword_weight)
     vec = _check_weight("vector_weight", default_vec if vector_weight is None else vector_weight)
     if kw + vec <= 0.0:

@@ -36,7 +36,15 @@ import unicodedata
 from functools import lru_cache
 from typing import Any
 
-__all__ = ["ANALYSIS", "ANALYSIS_VERSION", "STOP_WORDS", "is_cjk", "keyword_terms", "tokenize"]
+__all__ = [
+    "ANALYSIS",
+    "ANALYSIS_VERSION",
+    "STOP_WORDS",
+    "has_cjk",
+    "is_cjk",
+    "keyword_terms",
+    "tokenize",
+]
 
 ANALYSIS_VERSION = 2
 """Version 1: ``tokenize`` terms as they are (no stemming, no stop words)."""
@@ -91,6 +99,11 @@ def is_cjk(char: str) -> bool:
     if code < _FIRST_CJK:
         return False
     return any(lo <= code <= hi for lo, hi in _CJK_RANGES)
+
+
+def has_cjk(text: str) -> bool:
+    """Whether ``text`` holds at least one CJK character (Hangul, Han, Kana)."""
+    return _ANY_CJK.search(text) is not None
 
 
 def _split_scripts(word: str) -> list[tuple[bool, str]]:

@@ -120,7 +120,7 @@ from knowledge.model import (
 )
 from knowledge.scope import KnowledgeScope
 from knowledge.store import DocumentHeader, EmbeddedChunk, StoredDocument
-from knowledge.text import ANALYSIS, keyword_terms
+from knowledge.text import ANALYSIS, has_cjk, keyword_terms
 
 if TYPE_CHECKING:
     from knowledge.embedding.base import EmbeddingClient
@@ -435,10 +435,9 @@ class EmbeddedKnowledgeStore(IndexingStoreMixin):
             raise ValidationError(
                 "fusion", f"{fusion!r} is not one of: {', '.join(FUSION_METHODS)}"
             )
-        # The embedder's default weights where none are given (fusion.hybrid_weights).
-        keyword_weight, vector_weight = hybrid_weights(
-            None if embedder is None else embedder.name, keyword_weight, vector_weight
-        )
+        # Validated now; resolved per query (fusion.hybrid_weights: the embedder's default
+        # where none are given, which may depend on the query's script).
+        hybrid_weights(None if embedder is None else embedder.name, keyword_weight, vector_weight)
         fuse_rrf([], [], rrf_k)  # validates rrf_k exactly as every search will, but now
         if (
             isinstance(vector_cache_bytes, bool)
@@ -535,7 +534,7 @@ class EmbeddedKnowledgeStore(IndexingStoreMixin):
             if query_vector is not None:
                 vector = self._vector_candidates(conn, scope, query, query_vector, limit)
             chosen = select(
-                self._fuse(mode, keyword, vector),
+                self._fuse(mode, keyword, vector, cjk_query=has_cjk(query.text)),
                 query.min_score,
                 query.max_results,
                 offset=query.offset,
@@ -853,7 +852,12 @@ class EmbeddedKnowledgeStore(IndexingStoreMixin):
         return {row[0]: _load_json(row[1]) for row in conn.execute(sql, list(rowids))}
 
     def _fuse(
-        self, mode: SearchMode, keyword: list[_Candidate], vector: list[_Candidate]
+        self,
+        mode: SearchMode,
+        keyword: list[_Candidate],
+        vector: list[_Candidate],
+        *,
+        cjk_query: bool = False,
     ) -> list[Fused[tuple[str, int, str]]]:
         if mode is SearchMode.KEYWORD:
             return keyword_only({c.key: c.score for c in keyword})
@@ -866,8 +870,12 @@ class EmbeddedKnowledgeStore(IndexingStoreMixin):
         return fuse_weighted(
             {c.key: c.score for c in keyword},
             {c.key: c.score for c in vector},
-            self._keyword_weight,
-            self._vector_weight,
+            *hybrid_weights(
+                None if self._embedder is None else self._embedder.name,
+                self._keyword_weight,
+                self._vector_weight,
+                cjk_query=cjk_query,
+            ),
         )
 
     @staticmethod

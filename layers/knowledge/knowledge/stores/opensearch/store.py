@@ -95,6 +95,7 @@ from knowledge.stores.opensearch.mapping import (
     is_zero_vector,
     layout_of,
 )
+from knowledge.text import has_cjk
 
 if TYPE_CHECKING:
     from opensearchpy import OpenSearch
@@ -150,7 +151,7 @@ class OpenSearchKnowledgeStore(IndexingStoreMixin):
         # Vector candidates below it are none (fusion.above_floor): the embedder's floor.
         self._floor = 0.0 if embedder is None else relevance_floor(embedder.name)
         # The configured hybrid weights, else the embedder's (fusion.hybrid_weights).
-        self._weights = hybrid_weights(
+        hybrid_weights(
             None if embedder is None else embedder.name,
             config.keyword_weight,
             config.vector_weight,
@@ -540,7 +541,12 @@ class OpenSearchKnowledgeStore(IndexingStoreMixin):
             fused = fuse_weighted(
                 scores_of(keyword_response),
                 above_floor(scores_of(vector_response), self._floor),
-                *self._weights,
+                *hybrid_weights(
+                    None if self._embedder is None else self._embedder.name,
+                    self._config.keyword_weight,
+                    self._config.vector_weight,
+                    cjk_query=has_cjk(query.text),
+                ),
             )
         chosen = select(
             fused,
