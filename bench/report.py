@@ -456,13 +456,18 @@ def fusion_section(report: Report) -> None:
             )
         parts.append(_provenance(result, f"fusion-sweep-{embedder}"))
     parts.append(
-        "Reading: the weight that matters is the one on the stronger side, and which side "
-        "is stronger depends on the embedder (hashing: keyword; MiniLM: vector), hence "
-        "per-embedder default weights (`fusion.EMBEDDER_WEIGHTS`). Among normalisations, "
-        "z-score and distribution-based are within a few thousandths of min-max at the "
-        "chosen weights, and RRF is below; min-max stays (it keeps the per-side scores in "
-        "[0, 1], as the API shows them). Depth 100 is as good as 40 or better, and a fixed "
-        "depth makes every page of a query a slice of one order."
+        "Reading: which side is the stronger one depends on the embedder and the language "
+        "(hashing: keyword; MiniLM on English: vector; MiniLM, an English-only model, on "
+        "Korean: keyword), and the best weight is the one that leans to the stronger side: "
+        "hence per-embedder default weights (`fusion.EMBEDDER_WEIGHTS`) and the "
+        "keyword-leaning pair for CJK queries with an English-only model "
+        "(`fusion.ENGLISH_ONLY_EMBEDDERS`). Normalisation: with the hashing embedder, "
+        "z-score at 0.7 is a few thousandths to a hundredth above min-max at 0.7; with "
+        "MiniLM it is not consistently so; RRF is below both at the chosen weights. "
+        "Min-max stays: no normalisation wins everywhere, and min-max keeps the per-side "
+        "scores in [0, 1] as the API shows them. Depth: 100 per side is within a hundredth "
+        "of the best depth everywhere, and a fixed depth makes every page of a query a "
+        "slice of one order."
     )
     report.add("\n\n".join(parts))
 

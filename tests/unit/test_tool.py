@@ -276,3 +276,30 @@ def test_adjacent_chunks_are_one_passage_in_the_tool() -> None:
     assert "[1] a.md (score: 0.90, chunks: 4-5)" in text
     assert "first part\n\nsecond part" in text
     assert "[2]" not in text
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        (0, "Invalid parameter: max_tokens: must be at least 1, got 0"),
+        ("many", "Invalid parameter: max_tokens: must be an integer"),
+        (2.5, "Invalid parameter: max_tokens: must be an integer"),
+    ],
+)
+def test_a_bad_max_tokens_is_an_invalid_parameter(
+    tool: KnowledgeSearchTool, value: object, message: str
+) -> None:
+    store = FakeStore([hit("a.md", 1.0, 0, "text")])
+    result = tool.run({"query": "q", "max_tokens": value}, context(store))
+    assert result.is_error
+    assert result.content == message
+    assert store.searches == []
+
+
+def test_max_tokens_reaches_the_answer(tool: KnowledgeSearchTool) -> None:
+    store = FakeStore([hit(f"d{i}.md", 1.0 - i / 10, 0, "word " * 400) for i in range(3)])
+    result = tool.run({"query": "q", "max_tokens": 700}, context(store))
+    assert not result.is_error
+    assert "(2 more results were dropped to stay within max_tokens=700)" in result.content
+    default = tool.run({"query": "q"}, context(store))
+    assert "dropped" not in default.content  # 3 x ~500 tokens fit the default 4000
