@@ -400,8 +400,10 @@ def fusion_section(report: Report) -> None:
         "(candidates per side). Bold: the product's default for that embedder."
     )
     for embedder, result in found:
-        default_weight = 0.7 if embedder == "hashing" else 0.3
         for corpus, entry in result["corpora"].items():
+            # The product's keyword weight: hashing leans on keyword, and so does MiniLM
+            # (English-only) for the Korean questions (fusion.hybrid_weights).
+            default_weight = 0.7 if embedder == "hashing" or corpus == "faq-ko" else 0.3
             variants = entry["variants"]
             methods = sorted(
                 {v["method"] for v in variants}, key=["minmax", "zscore", "dbsf", "rrf"].index
