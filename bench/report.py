@@ -50,8 +50,8 @@ def _table(
 
 def _provenance(result: dict[str, Any], name: str) -> str:
     stale = (
-        " **Made with an earlier version of the product code than this report's** (its "
-        "digest differs from the current source): not re-run in this round."
+        " **Made with another version of the product code than the current one** (its "
+        "digest differs from the current source's)."
         if not _current(result)
         else ""
     )
@@ -517,6 +517,58 @@ def context_section(report: Report) -> None:
         "Default: off (`indexing.DEFAULT_EMBED_CONTEXT`), because the figures above do not "
         "show a gain on the vector side that holds across corpora, and it changes every "
         "stored vector (an index would mix both kinds until reindexed).",
+    ]
+    report.add("\n\n".join(parts))
+
+
+def ranking_latency_section(report: Report) -> None:
+    before, after = read_result("latency-h11-before"), read_result("latency-h11-after")
+    if before is None or after is None:
+        return
+    rows = []
+    for mode in MODES:
+        b, a = before["modes"][mode], after["modes"][mode]
+        rows.append(
+            [
+                mode,
+                f"{b['store']['p50']:.2f}",
+                f"{a['store']['p50']:.2f}",
+                f"{b['store_took']['p50']:.2f}",
+                f"{a['store_took']['p50']:.2f}",
+                f"{b['store_overhead']['p50']:.2f}",
+                f"**{a['store_overhead']['p50']:.2f}**",
+            ]
+        )
+    worst = max(after["modes"][m]["store_overhead"]["p50"] for m in MODES)
+    report.headlines.append(
+        (
+            "Search overhead over `took`, p50, after issue 11 (300 pages)",
+            "<= 5 ms",
+            f"largest {worst:.2f} ms",
+            _met(worst <= 5.0),
+        )
+    )
+    parts = [
+        "## 3b. Search latency before and after this round's ranking work",
+        "Same node, same 300 man pages, hashing embedder, `max_results=10`: the product code "
+        "of commit 33c1f5b (before: one-mode searches fetch 10, hybrid 40 per side) and this "
+        "round's (after: one-mode searches fetch `candidate_count` = 40 for the per-document "
+        "cap, hybrid a fixed 100 per side, the floor, the cap). Times in ms, p50; overhead = "
+        "the product's wall clock minus OpenSearch's `took`.",
+        _table(
+            [
+                "mode",
+                "store before",
+                "store after",
+                "took before",
+                "took after",
+                "overhead before",
+                "overhead after",
+            ],
+            rows,
+        ),
+        _provenance(before, "latency-h11-before"),
+        _provenance(after, "latency-h11-after"),
     ]
     report.add("\n\n".join(parts))
 
@@ -1067,6 +1119,7 @@ def main(args: argparse.Namespace) -> None:
     context_section(report)
     indexing_section(report)
     latency_section(report)
+    ranking_latency_section(report)
     coldstart_section(report)
     memory_section(report)
     text = _header(report) + "\n" + "\n".join(report.sections)
