@@ -30,7 +30,7 @@ from bench.faq import load_faq
 from bench.manpages import Corpus, load_corpus
 from bench.metrics import document_ranking, evaluate, percentile
 from bench.stores import EMBEDDERS, SCOPE, make_embedder, open_store
-from knowledge.fusion import HYBRID_CANDIDATES
+from knowledge import fusion
 from knowledge.model import IndexOptions, SearchQuery
 from knowledge.sources.local import LocalDirectorySource
 
@@ -39,6 +39,8 @@ __all__ = ["add_arguments", "main"]
 Side = list[tuple[str, int, float]]
 METHODS = ("minmax", "zscore", "dbsf", "rrf")
 WEIGHTS = (0.3, 0.5, 0.7)
+# The product's hybrid depth (getattr: `python -m bench` also runs older product code).
+HYBRID_CANDIDATES: int = getattr(fusion, "HYBRID_CANDIDATES", 100)
 DEPTHS = (20, 40, HYBRID_CANDIDATES)
 
 

@@ -554,7 +554,15 @@ def ranking_latency_section(report: Report) -> None:
         "of commit 33c1f5b (before: one-mode searches fetch 10, hybrid 40 per side) and this "
         "round's (after: one-mode searches fetch `candidate_count` = 40 for the per-document "
         "cap, hybrid a fixed 100 per side, the floor, the cap). Times in ms, p50; overhead = "
-        "the product's wall clock minus OpenSearch's `took`.",
+        "the product's wall clock minus OpenSearch's `took`. The before run imported the "
+        "product from an export of 33c1f5b (`PYTHONPATH=<export>/layers/knowledge:.`), so "
+        "its digest below is the worktree's, not that of the code it ran. Runs one after "
+        "the other on a machine loaded by other work (load average 10-20 on 2 cores): the "
+        "absolute times are inflated, the before/after ratio is the figure. The larger "
+        "candidate lists (more hits to transfer and decode, 200 per hybrid search) cost "
+        "most of the added overhead; fetching the candidates without their `content` and "
+        "then only the chosen chunks', or a smaller `fusion.HYBRID_CANDIDATES`, are the "
+        "levers (not done in this round).",
         _table(
             [
                 "mode",
