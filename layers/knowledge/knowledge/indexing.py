@@ -49,7 +49,7 @@ from datetime import UTC, datetime
 from itertools import chain, islice
 from typing import Any, Protocol
 
-from knowledge.chunking import DocumentChunker, StructuredChunker
+from knowledge.chunking import DocumentChunker, StructuredChunker, embedding_text
 from knowledge.embedding.base import EmbeddingClient
 from knowledge.errors import (
     EmbeddingError,
@@ -73,6 +73,7 @@ from knowledge.store import (
 
 __all__ = [
     "DEFAULT_EMBED_BATCH_SIZE",
+    "DEFAULT_EMBED_CONTEXT",
     "REASON_STALE_VERSION",
     "REASON_UNCHANGED",
     "Indexer",
@@ -83,6 +84,9 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 DEFAULT_EMBED_BATCH_SIZE = 64
+DEFAULT_EMBED_CONTEXT = False
+"""Whether chunks are embedded with their title and heading path in front
+(``chunking.embedding_text``); see bench/REPORT.md for why the default is what it is."""
 REASON_UNCHANGED = "unchanged"
 REASON_STALE_VERSION = "stale version"
 _STALE_REMOVED = "; its previously indexed version was removed"
@@ -152,7 +156,11 @@ class Indexer:
         embedder: EmbeddingClient | None = None,
         *,
         embed_batch_size: int = DEFAULT_EMBED_BATCH_SIZE,
+        embed_context: bool = DEFAULT_EMBED_CONTEXT,
     ) -> None:
+        if not isinstance(embed_context, bool):
+            raise ValidationError("embed_context", "must be true or false")
+        self._embed_context = embed_context
         if isinstance(embed_batch_size, bool) or not isinstance(embed_batch_size, int):
             raise ValidationError("embed_batch_size", "must be an integer")
         if embed_batch_size < 1:
@@ -421,11 +429,12 @@ class Indexer:
         if batch:
             yield from self._embed_batch(embedder, batch, run)
 
-    @staticmethod
     def _embed_batch(
-        embedder: EmbeddingClient, batch: list[DocumentChunk], run: _Run
+        self, embedder: EmbeddingClient, batch: list[DocumentChunk], run: _Run
     ) -> list[EmbeddedChunk]:
-        embeddings = embedder.embed_batch([chunk.content for chunk in batch])
+        # With embed_context, the title and heading path go in front (stored content as is).
+        texts = [embedding_text(c) if self._embed_context else c.content for c in batch]
+        embeddings = embedder.embed_batch(texts)
         if len(embeddings) != len(batch):
             raise EmbeddingError(
                 f"{embedder.name} returned {len(embeddings)} embeddings for {len(batch)} texts"
