@@ -98,18 +98,25 @@ BENCH_PY := .venv-bench/bin/python
 mutation:
 	bash tools/mutation/run.sh
 
-.PHONY: bench bench-setup bench-quality bench-indexing bench-latency bench-coldstart bench-memory bench-report bench-store-threads bench-concurrency bench-documents bench-embedding-pool
+.PHONY: bench bench-setup bench-quality bench-questions bench-indexing bench-latency bench-coldstart bench-memory bench-report bench-store-threads bench-concurrency bench-documents bench-embedding-pool
 
 bench-setup:
 	bash bench/setup.sh
 
 ## Every benchmark, then bench/REPORT.md (about half an hour on 2 cores, once the caches are warm).
-bench: bench-quality bench-indexing bench-latency bench-coldstart bench-memory bench-store-threads bench-concurrency bench-documents bench-embedding-pool bench-report
+bench: bench-quality bench-questions bench-indexing bench-latency bench-coldstart bench-memory bench-store-threads bench-concurrency bench-documents bench-embedding-pool bench-report
 
 bench-quality: bench-setup
 	$(BENCH_PY) -m bench quality --limit 300 --embedder hashing
 	$(BENCH_PY) -m bench quality --limit 300 --embedder minilm
 	$(BENCH_PY) -m bench quality --limit 0 --embedder hashing
+
+## Questions in English and Korean from Debian's FAQ packages (bench/faq.py), with baselines.
+bench-questions: bench-setup
+	$(BENCH_PY) -m bench quality --corpus faq-en --embedder hashing
+	$(BENCH_PY) -m bench quality --corpus faq-en --embedder minilm
+	$(BENCH_PY) -m bench quality --corpus faq-ko --embedder hashing
+	$(BENCH_PY) -m bench quality --corpus faq-ko --embedder minilm
 
 bench-indexing: bench-setup
 	$(BENCH_PY) -m bench indexing --limit 0 --repeat 3

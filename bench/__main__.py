@@ -13,6 +13,7 @@ __all__ = ["main"]
 
 COMMANDS = {
     "quality": "retrieval quality per store, embedder and mode (man-pages benchmark)",
+    "fusion_sweep": "hybrid fusion ablation: normalisation, weights, depth per embedder",
     "indexing": "indexing throughput: embedded store, OpenSearch store, raw bulk",
     "latency": "search latency per mode on the real node, next to OpenSearch's took",
     "coldstart": "import time of the Lambda handlers next to a naive handler",

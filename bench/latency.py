@@ -26,6 +26,7 @@ from bench.environment import log, opensearch_node, write_result
 from bench.manpages import load_corpus
 from bench.metrics import summarize
 from bench.stores import SCOPE, delete_index, open_store, unique_index_name
+from knowledge import fusion
 from knowledge.embedding.hashing import HashingEmbedder
 from knowledge.fusion import candidate_count
 from knowledge.model import IndexOptions, SearchMode, SearchQuery
@@ -42,12 +43,15 @@ def _raw_request(mode: SearchMode, text: str, max_results: int) -> tuple[str, An
     from knowledge.stores.opensearch import queries
 
     filters = queries.query_filters(SCOPE)
+    # The sizes the store asks for: since issue 11 every mode fetches candidate_count
+    # (room for the per-document cap) and hybrid a fixed HYBRID_CANDIDATES per side.
+    single = candidate_count(max_results) if hasattr(fusion, "HYBRID_CANDIDATES") else max_results
     if mode is SearchMode.KEYWORD:
-        return "search", queries.keyword_search_body(text, filters, max_results)
+        return "search", queries.keyword_search_body(text, filters, single)
     vector = list(HashingEmbedder().embed(text).vector)
     if mode is SearchMode.VECTOR:
-        return "search", queries.vector_search_body(vector, filters, max_results)
-    size = candidate_count(max_results)
+        return "search", queries.vector_search_body(vector, filters, single)
+    size = getattr(fusion, "HYBRID_CANDIDATES", candidate_count(max_results))
     return "msearch", [
         queries.keyword_search_body(text, filters, size),
         queries.vector_search_body(vector, filters, size),
@@ -78,6 +82,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--iterations", type=int, default=600, help="measured searches per mode")
     parser.add_argument("--warmup", type=int, default=100, help="unmeasured searches per mode")
     parser.add_argument("--max-results", type=int, default=10)
+    parser.add_argument("--label", default="", help="suffix of the result file name")
 
 
 def main(args: argparse.Namespace) -> None:
@@ -166,13 +171,16 @@ def main(args: argparse.Namespace) -> None:
             raw.close()
             delete_index(url, name)
     write_result(
-        "latency",
+        "latency" + (f"-{args.label}" if args.label else ""),
         {
             "corpus": corpus.describe(),
             "indexed": {"documents": result.indexed_documents, "chunks": result.indexed_chunks},
             "embedder": "hashing (256 dimensions)",
             "max_results": args.max_results,
-            "hybrid_candidates_per_side": candidate_count(args.max_results),
+            # The product's own depth: fixed since issue 11 (fusion.HYBRID_CANDIDATES).
+            "hybrid_candidates_per_side": getattr(
+                fusion, "HYBRID_CANDIDATES", candidate_count(args.max_results)
+            ),
             "iterations": args.iterations,
             "warmup": args.warmup,
             "modes": modes,

@@ -43,6 +43,7 @@ class Corpus:
     queries: tuple[Query, ...]
     documents: int
     total_bytes: int
+    builder: str = "shared/bench/build_manpages.py"
 
     def describe(self) -> dict[str, object]:
         return {
@@ -51,7 +52,7 @@ class Corpus:
             "documents": self.documents,
             "queries": len(self.queries),
             "total_bytes": self.total_bytes,
-            "builder": "shared/bench/build_manpages.py",
+            "builder": self.builder,
         }
 
 

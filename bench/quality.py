@@ -1,4 +1,5 @@
-"""Retrieval quality on the man-pages benchmark, through the production search path.
+"""Retrieval quality (man pages; Debian FAQ questions in English and Korean), through the
+production search path, next to plain baselines computed in the same run.
 
 For each store (embedded, OpenSearch) the corpus is indexed with ``store.reindex`` from a
 ``LocalDirectorySource`` and every query is sent as a ``SearchQuery`` to
@@ -7,21 +8,28 @@ evaluation-integrity rule). A search asks for ``--chunks`` chunks (default 50); 
 chunks are turned into a ranking of distinct documents (``metrics.document_ranking``),
 and MRR@10, Recall@5 and Recall@10 are computed on that ranking.
 
-Writes ``bench/results/quality-<corpus>-<embedder>.json``.
+Baselines (``bench/baselines.py``), scored the same way: plain FTS5 BM25 over whole
+documents (``porter unicode61`` for English, ``trigram`` for Korean) and plain cosine
+over the default chunks with the same embedder.
+
+Writes ``bench/results/quality-<corpus>-<embedder>[-<label>].json``.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from bench.baselines import CosineBaseline, Fts5Baseline
 from bench.embedding_cache import CachingEmbedder
 from bench.environment import log, opensearch_node, write_result
+from bench.faq import load_faq
 from bench.manpages import Corpus, Query, load_corpus
 from bench.metrics import document_ranking, evaluate, first_relevant_rank
 from bench.stores import EMBEDDERS, SCOPE, STORES, delete_index, make_embedder, open_store
@@ -34,6 +42,36 @@ __all__ = ["add_arguments", "evaluate_store", "main", "score_modes"]
 
 MODES = (SearchMode.KEYWORD, SearchMode.VECTOR, SearchMode.HYBRID)
 DEFAULT_CHUNKS = 50
+
+
+def _scores(rankings: Sequence[list[str]], corpus: Corpus) -> dict[str, Any]:
+    judged = [
+        (ranking, query.relevant) for ranking, query in zip(rankings, corpus.queries, strict=True)
+    ]
+    return {
+        **evaluate(judged).to_dict(),
+        "ranks": [
+            first_relevant_rank(r, q.relevant)
+            for r, q in zip(rankings, corpus.queries, strict=True)
+        ],
+    }
+
+
+def evaluate_baselines(corpus: Corpus, embedder: EmbeddingClient, language: str) -> dict[str, Any]:
+    """The plain FTS5 and plain cosine baselines (module docstring) on ``corpus``."""
+    tokenizer = "trigram" if language == "ko" else "porter unicode61"
+    fts = Fts5Baseline(corpus.docs_dir, tokenizer)
+    cosine = CosineBaseline(corpus.docs_dir, embedder)
+    baselines = {
+        "fts5": {
+            "tokenizer": tokenizer,
+            **_scores([fts.ranking(q.text, 10) for q in corpus.queries], corpus),
+        },
+        "cosine": _scores([cosine.ranking(q.text, 10) for q in corpus.queries], corpus),
+    }
+    for name, value in baselines.items():
+        log(f"baseline {name}: MRR@10 {value['mrr_at_10']}, R@5 {value['recall_at_5']}")
+    return baselines
 
 
 def evaluate_store(
@@ -100,8 +138,16 @@ def _node_if(needed: bool) -> Iterator[str | None]:
         yield url
 
 
-def run(corpus: Corpus, embedder_name: str, stores: Sequence[str], chunks: int) -> dict[str, Any]:
+def run(
+    corpus: Corpus,
+    embedder_name: str,
+    stores: Sequence[str],
+    chunks: int,
+    options: dict[str, Any] | None = None,
+    language: str = "en",
+) -> dict[str, Any]:
     embedder: EmbeddingClient = make_embedder(embedder_name)
+    baselines = evaluate_baselines(corpus, embedder, language)
     runs: list[dict[str, Any]] = []
     with (
         tempfile.TemporaryDirectory(prefix="kb-bench-") as workdir,
@@ -112,7 +158,12 @@ def run(corpus: Corpus, embedder_name: str, stores: Sequence[str], chunks: int) 
             if kind == "opensearch":
                 index_name = f"bench-quality-{embedder_name}-{int(time.time())}"
             store = open_store(
-                kind, embedder, workdir=Path(workdir), node_url=url, index_name=index_name
+                kind,
+                embedder,
+                workdir=Path(workdir),
+                node_url=url,
+                index_name=index_name,
+                options=options,
             )
             try:
                 indexing, modes = evaluate_store(store, corpus, chunks)
@@ -126,6 +177,9 @@ def run(corpus: Corpus, embedder_name: str, stores: Sequence[str], chunks: int) 
         "embedder": {"name": embedder.name, "dimensions": embedder.dimensions},
         "chunks_per_search": chunks,
         "chunker": "MarkdownSectionChunker(chunk_size=500, overlap=50) (the default)",
+        "language": language,
+        "store_options": options or {},
+        "baselines": baselines,
         "runs": runs,
     }
     if isinstance(embedder, CachingEmbedder):
@@ -135,7 +189,21 @@ def run(corpus: Corpus, embedder_name: str, stores: Sequence[str], chunks: int) 
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--corpus",
+        choices=("manpages", "faq-en", "faq-ko"),
+        default="manpages",
+        help="man pages (--limit applies) or the Debian FAQ questions in English / Korean",
+    )
     parser.add_argument("--limit", type=int, default=300, help="pages (0 = all); default 300")
+    parser.add_argument(
+        "--option",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a store constructor option (experiments; the label names the result file)",
+    )
+    parser.add_argument("--label", default="", help="suffix of the result file name")
     parser.add_argument("--embedder", choices=EMBEDDERS, default="hashing")
     parser.add_argument(
         "--stores", default=",".join(STORES), help="comma-separated: embedded,opensearch"
@@ -148,7 +216,16 @@ def main(args: argparse.Namespace) -> None:
     for kind in stores:
         if kind not in STORES:
             raise SystemExit(f"unknown store {kind!r}: one of {', '.join(STORES)}")
-    corpus = load_corpus(args.limit or None)
+    options: dict[str, Any] = {}
+    for item in args.option:
+        name, _, value = item.partition("=")
+        try:
+            options[name] = json.loads(value)
+        except json.JSONDecodeError:
+            options[name] = value
+    language = "ko" if args.corpus == "faq-ko" else "en"
+    corpus = load_corpus(args.limit or None) if args.corpus == "manpages" else load_faq(language)
     log(f"corpus {corpus.name}: {corpus.documents} documents, {len(corpus.queries)} queries")
-    payload = run(corpus, args.embedder, stores, args.chunks)
-    write_result(f"quality-{corpus.name}-{args.embedder}", payload)
+    payload = run(corpus, args.embedder, stores, args.chunks, options, language)
+    label = f"-{args.label}" if args.label else ""
+    write_result(f"quality-{corpus.name}-{args.embedder}{label}", payload)

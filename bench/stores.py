@@ -62,21 +62,28 @@ def open_store(
     node_url: str | None = None,
     index_name: str | None = None,
     client: Any = None,
+    options: dict[str, Any] | None = None,
 ) -> KnowledgeStore:
-    """A new, empty store of ``kind`` (``embedded`` or ``opensearch``)."""
+    """A new, empty store of ``kind`` (``embedded`` or ``opensearch``); ``options`` are
+    extra constructor arguments (embedded) or ``OpenSearchConfig`` fields (OpenSearch)."""
+    options = options or {}
     if kind == "embedded":
         from knowledge.stores.embedded import EmbeddedKnowledgeStore
 
         if workdir is None:
             raise SystemExit("the embedded store needs a folder for its file")
 
-        return EmbeddedKnowledgeStore(workdir / f"{uuid.uuid4().hex[:10]}.db", embedder=embedder)
+        return EmbeddedKnowledgeStore(
+            workdir / f"{uuid.uuid4().hex[:10]}.db", embedder=embedder, **options
+        )
     if kind == "opensearch":
         from knowledge.stores.opensearch import OpenSearchConfig, OpenSearchKnowledgeStore
 
         if node_url is None:
             raise SystemExit("the opensearch store needs a node URL")
-        config = OpenSearchConfig(url=node_url, index_name=index_name or unique_index_name("bench"))
+        config = OpenSearchConfig(
+            url=node_url, index_name=index_name or unique_index_name("bench"), **options
+        )
         return OpenSearchKnowledgeStore(config, embedder=embedder, client=client)
     raise SystemExit(f"unknown store {kind!r}: one of {', '.join(STORES)}")
 

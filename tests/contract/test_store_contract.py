@@ -221,12 +221,62 @@ def test_max_results_caps_the_best_results(
     assert len(search(store, A_X, "service deploy notes", mode, max_results=1)) == 1
 
 
+def test_pages_are_slices_of_one_stable_order(
+    store: KnowledgeStore, bucket: Path, mode: SearchMode
+) -> None:
+    files = {
+        f"doc-{i:02}.md": f"# Doc {i}\n\nservice deploy notes {'extra ' * i}" for i in range(12)
+    }
+    write_scope(bucket, A_X, files)
+    index(store, bucket, A_X)
+    whole = search(store, A_X, "service deploy notes", mode, max_results=12)
+    assert len(whole) == 12
+    pages = [
+        search(store, A_X, "service deploy notes", mode, max_results=4, offset=start)
+        for start in (0, 4, 8)
+    ]
+    flat = [(r.document_path, r.chunk_index) for page in pages for r in page]
+    assert flat == [(r.document_path, r.chunk_index) for r in whole]
+    assert search(store, A_X, "service deploy notes", mode, max_results=4, offset=12) == []
+
+
+def test_at_most_three_chunks_of_a_document_by_default(
+    store: KnowledgeStore, bucket: Path, mode: SearchMode
+) -> None:
+    long_doc = "\n\n".join(f"## Part {i}\n\nkernel panic during boot, part {i}" for i in range(6))
+    write_scope(bucket, A_X, {"long.md": long_doc, "short.md": "A kernel panic at boot."})
+    index(store, bucket, A_X)
+    results = search(store, A_X, "kernel panic boot", mode)
+    from_long = [r for r in results if r.document_path == "long.md"]
+    assert len(from_long) == 3
+    assert "short.md" in paths(results)
+    # The document's best chunks are the ones kept.
+    every = search(store, A_X, "kernel panic boot", mode, max_chunks_per_document=100)
+    assert len([r for r in every if r.document_path == "long.md"]) == 6
+    best = [r.chunk_index for r in every if r.document_path == "long.md"][:3]
+    assert [r.chunk_index for r in from_long] == best
+    one = search(store, A_X, "kernel panic boot", mode, max_chunks_per_document=1)
+    assert sorted(r.document_path for r in one) == ["long.md", "short.md"]
+
+
 @pytest.mark.modes(SearchMode.KEYWORD)
 def test_no_match_is_an_empty_list(store: KnowledgeStore, bucket: Path, mode: SearchMode) -> None:
     write_scope(bucket, A_X, CORPUS)
     index(store, bucket, A_X)
     assert search(store, A_X, "xylophone zeppelin", mode) == []
     assert search(store, A_X, "!!! ??", mode) == []
+
+
+@pytest.mark.modes(SearchMode.VECTOR, SearchMode.HYBRID)
+def test_nothing_relevant_is_an_empty_list_in_vector_modes_too(
+    store: KnowledgeStore, bucket: Path, mode: SearchMode
+) -> None:
+    # The relevance floor (fusion.RELEVANCE_FLOORS): cosine is never 0, yet an unrelated
+    # query must be able to find nothing, so that "No relevant documents" can be said.
+    write_scope(bucket, A_X, CORPUS)
+    index(store, bucket, A_X)
+    assert search(store, A_X, "xylophone zeppelin quasar", mode) == []
+    assert "runbooks/rollback.md" in paths(search(store, A_X, "rollback job", mode))
 
 
 def test_a_never_indexed_scope_has_no_results(store: KnowledgeStore, mode: SearchMode) -> None:
@@ -305,7 +355,8 @@ def test_overwrite_leaves_no_stale_chunks(
     write_scope(bucket, A_X, {"doc.md": FIVE_SECTIONS})
     index(store, bucket, A_X)
     assert store.status(A_X).chunk_count == 5
-    assert {r.chunk_index for r in search(store, A_X, "marker text section", mode)} == set(range(5))
+    every = search(store, A_X, "marker text section", mode, max_chunks_per_document=5)
+    assert {r.chunk_index for r in every} == set(range(5))
 
     write_scope(bucket, A_X, {"doc.md": "## Section 0\n\nalpha0 marker text, short now."})
     result = index(store, bucket, A_X)

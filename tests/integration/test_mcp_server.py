@@ -70,7 +70,7 @@ def test_tools_are_listed_with_the_seed_schema(db: Path) -> None:
     tools = {tool.name: tool for tool in listed.tools}
     assert set(tools) == {"knowledge_search", "knowledge_status"}
     schema = tools["knowledge_search"].input_schema
-    assert set(schema["properties"]) == {"query", "max_results", "file_pattern"}
+    assert set(schema["properties"]) == {"query", "max_results", "file_pattern", "max_tokens"}
     assert schema["required"] == ["query"]
     assert tools["knowledge_status"].input_schema.get("properties", {}) == {}
 

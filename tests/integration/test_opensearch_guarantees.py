@@ -255,7 +255,11 @@ def test_duplicate_events_never_duplicate_chunks_in_results(
     assert store.upsert_document(SCOPE, event).ok
     index.refresh()
     for mode in SearchMode:
-        results = store.search(SCOPE, SearchQuery("octopus section", mode=mode, max_results=50))
+        # Every chunk of the one document (no per-document cap in the way).
+        query = SearchQuery(
+            "octopus section", mode=mode, max_results=50, max_chunks_per_document=50
+        )
+        results = store.search(SCOPE, query)
         keys = [(r.document_path, r.chunk_index) for r in results]
         assert len(keys) == len(set(keys)) == first.indexed_chunks, (mode, Counter(keys))
     # A later write cleans up every older generation.
@@ -285,10 +289,28 @@ def test_reordered_events_on_serverless_show_one_version_only(
     assert store.upsert_document(SCOPE, newer).ok
     assert store.upsert_document(SCOPE, older).ok  # arrives late, before a refresh
     index.refresh()
-    results = store.search(SCOPE, SearchQuery("section", max_results=20))
+    results = store.search(
+        SCOPE, SearchQuery("section", max_results=20, max_chunks_per_document=20)
+    )
     words = {"newer" if "newer" in r.content else "older" for r in results}
     assert len(words) == 1  # one version, never a mix (which one: eventually consistent)
     assert len(results) == 4
+    # The per-document cap and the offset count the shown version's chunks only (applied
+    # after the newest-generation dedupe): two pages of 2 are the 4 chunks, once each.
+    pages = [
+        store.search(
+            SCOPE,
+            SearchQuery("section", max_results=2, offset=offset, max_chunks_per_document=4),
+        )
+        for offset in (0, 2)
+    ]
+    assert [(r.chunk_index, r.content) for page in pages for r in page] == [
+        (r.chunk_index, r.content) for r in results
+    ]
+    capped = store.search(SCOPE, SearchQuery("section", max_results=20, max_chunks_per_document=2))
+    assert [(r.chunk_index, r.content) for r in capped] == [
+        (r.chunk_index, r.content) for r in results[:2]
+    ]
 
 
 # --- 5. no refresh per record; searchable when the write returns ---------------------------

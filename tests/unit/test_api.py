@@ -677,3 +677,28 @@ def test_5xx_bodies_hide_urls_library_details_and_arns(
 def test_access_denied_is_a_403_naming_the_field() -> None:
     response = error_response(AccessDeniedError("agent", "not granted"))
     assert response == ApiResponse(403, {"error": "not granted", "field": "agent"})
+
+
+def test_parse_paging_and_per_document_cap() -> None:
+    query = parse_search_request(
+        {"query": "x", "max_results": 10, "offset": 20, "max_chunks_per_document": 1}
+    )
+    assert (query.offset, query.max_results, query.max_chunks_per_document) == (20, 10, 1)
+    defaults = parse_search_request({"query": "x"})
+    assert (defaults.offset, defaults.max_chunks_per_document) == (0, 3)
+
+
+@pytest.mark.parametrize(
+    ("fields", "field"),
+    [
+        ({"offset": 96, "max_results": 5}, "offset"),
+        ({"offset": -1}, "offset"),
+        ({"offset": "2"}, "offset"),
+        ({"max_chunks_per_document": 0}, "max_chunks_per_document"),
+        ({"max_chunks_per_document": True}, "max_chunks_per_document"),
+    ],
+)
+def test_parse_refuses_bad_paging(fields: dict[str, object], field: str) -> None:
+    with pytest.raises(ValidationError) as info:
+        parse_search_request({"query": "x", **fields})
+    assert info.value.field == field

@@ -10,11 +10,13 @@ from pathlib import Path
 import pytest
 
 from knowledge.embedding.hashing import HashingEmbedder
+from knowledge.errors import AnalysisMismatchError
 from knowledge.identity import document_id
 from knowledge.model import MAX_STATUS_PROBLEMS, DocumentChunk, FileProblem, IndexState, SearchQuery
 from knowledge.scope import KnowledgeScope
 from knowledge.store import DocumentHeader, EmbeddedChunk
 from knowledge.stores.embedded import EmbeddedKnowledgeStore
+from knowledge.text import ANALYSIS
 
 SCOPE = KnowledgeScope("ops-bot", "runbooks")
 OTHER = KnowledgeScope("ops-bot", "oncall")
@@ -180,29 +182,56 @@ VERSION_1_FILE = (
 )
 
 
-@pytest.mark.parametrize("isolation", ["shared", "agent"])
-def test_a_version_1_file_is_upgraded_in_place(db: Path, isolation: str) -> None:
+def _version_1_file(db: Path, *, with_chunks: bool) -> None:
     raw = sqlite3.connect(db)
     with raw:
         for statement in VERSION_1_FILE:
-            raw.execute(statement)
+            if with_chunks or not statement.startswith("INSERT INTO chunks"):
+                raw.execute(statement)
     raw.close()
+
+
+@pytest.mark.parametrize("isolation", ["shared", "agent"])
+def test_a_version_1_file_of_tokenized_chunks_is_refused_and_left_as_it_was(
+    db: Path, isolation: str
+) -> None:
+    # Its keyword terms are tokenize's, not keyword_terms' (stems, no stop words): a
+    # keyword search would silently miss, so the file is refused before it is upgraded.
+    _version_1_file(db, with_chunks=True)
+    with pytest.raises(AnalysisMismatchError, match="tokenize-v1"):
+        EmbeddedKnowledgeStore(db, isolation=isolation)
+    raw = sqlite3.connect(db)
+    assert raw.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == ("1",)
+    assert raw.execute("SELECT value FROM meta WHERE key = 'analysis'").fetchone() is None
+    raw.close()
+
+
+@pytest.mark.parametrize("isolation", ["shared", "agent"])
+def test_a_version_1_file_without_chunks_is_upgraded_in_place(db: Path, isolation: str) -> None:
+    # Nothing analysed yet (its one document is empty): upgraded, and this version's
+    # analysis recorded, so what is indexed next is searchable.
+    _version_1_file(db, with_chunks=False)
     store = EmbeddedKnowledgeStore(db, isolation=isolation)  # keyword only, as built
     try:
-        found = store.search(SCOPE, SearchQuery("rollout", mode="keyword"))
-        assert [r.document_path for r in found] == ["old.md"]
         with store.write_session(SCOPE) as session:
             session.record_problem("new.pdf", "encrypted PDF")
+            session.put_document(
+                header("rolls.md"),
+                [EmbeddedChunk(DocumentChunk("rolls.md", 0, "kubectl rolled out", {}), None)],
+            )
+        found = store.search(SCOPE, SearchQuery("rollout rolling", mode="keyword"))
+        assert [r.document_path for r in found] == ["rolls.md"]
         status = store.status(SCOPE)
         assert (status.document_count, status.problems) == (
-            1,
+            2,
             (FileProblem("new.pdf", "encrypted PDF"),),
         )
     finally:
         store.close()
     raw = sqlite3.connect(db)
     assert raw.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == ("3",)
-    assert raw.execute("SELECT source_type, size FROM documents").fetchall() == [(None, None)]
-    # Version 3: chunks keep the embedding key of their vector (embedding reuse).
-    assert raw.execute("SELECT embedding_key FROM chunks").fetchall() == [(None,)]
+    assert raw.execute("SELECT value FROM meta WHERE key = 'analysis'").fetchone() == (ANALYSIS,)
+    assert raw.execute(
+        "SELECT source_type, size FROM documents WHERE path = 'old.md'"
+    ).fetchall() == [(None, None)]
     raw.close()

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import math
 import sqlite3
 import threading
 from collections.abc import Iterator, Sequence
@@ -12,6 +13,7 @@ import pytest
 from knowledge.embedding.base import Embedding
 from knowledge.embedding.hashing import HashingEmbedder
 from knowledge.errors import (
+    AnalysisMismatchError,
     ConfigurationError,
     EmbeddingMismatchError,
     StoreError,
@@ -31,6 +33,7 @@ from knowledge.store import (
     WriteSession,
 )
 from knowledge.stores.embedded import EmbeddedKnowledgeStore, fts_query
+from knowledge.text import ANALYSIS
 
 SCOPE = KnowledgeScope("ops-bot", "runbooks")
 OTHER_CONTEXT = KnowledgeScope("ops-bot", "oncall")
@@ -114,7 +117,11 @@ ONE_BATCH = {"batch_seconds": 3600.0}
 
 @pytest.fixture
 def store(db: Path) -> Iterator[EmbeddedKnowledgeStore]:
-    opened = EmbeddedKnowledgeStore(db, embedder=HashingEmbedder(64), **ONE_BATCH)
+    # No relevance floor: these tests look at how unrelated chunks rank too (the floor has
+    # its own tests below and in the contract suite).
+    opened = EmbeddedKnowledgeStore(
+        db, embedder=HashingEmbedder(64), relevance_floor=0.0, **ONE_BATCH
+    )
     yield opened
     opened.close()
 
@@ -134,7 +141,7 @@ def test_reopened_file_gives_the_same_results_and_status(filled: EmbeddedKnowled
     status = filled.status(SCOPE)
     filled.close()
 
-    reopened = EmbeddedKnowledgeStore(db, embedder=HashingEmbedder(64))
+    reopened = EmbeddedKnowledgeStore(db, embedder=HashingEmbedder(64), relevance_floor=0.0)
     try:
         assert {mode: search(reopened, "rollback deployment", mode) for mode in SearchMode} == (
             before
@@ -157,7 +164,7 @@ def test_changed_document_is_rewritten_without_a_stale_tail(store: EmbeddedKnowl
     assert search(store, "charlie") == []
     assert [r.chunk_index for r in search(store, "alpha")] == [0]
     assert store.status(SCOPE).chunk_count == 1
-    assert search(store, "charlie", "vector", min_score=0.0)[0].content == "# A\n\nalpha only"
+    assert [r.content for r in search(store, "alpha only words", "vector")] == ["# A\n\nalpha only"]
 
 
 def test_status_of_empty_and_indexing_scopes(store: EmbeddedKnowledgeStore):
@@ -255,6 +262,56 @@ def test_a_file_without_chunks_takes_a_new_embedder(filled: EmbeddedKnowledgeSto
         EmbeddedKnowledgeStore(db, embedder=HashingEmbedder(64))
 
 
+def _set_analysis(db: Path, value: str | None) -> None:
+    """Make the file look as another version left it (None: one that recorded none)."""
+    import sqlite3
+
+    conn = sqlite3.connect(db)
+    with conn:
+        conn.execute("DELETE FROM meta WHERE key = 'analysis'")
+        if value is not None:
+            conn.execute("INSERT INTO meta (key, value) VALUES ('analysis', ?)", (value,))
+    conn.close()
+
+
+@pytest.mark.parametrize(("recorded", "named"), [(None, "tokenize-v1"), ("other-v9", "other-v9")])
+@pytest.mark.parametrize("with_embedder", [True, False])
+def test_a_file_of_another_keyword_analysis_is_refused(
+    filled: EmbeddedKnowledgeStore, db: Path, recorded: str | None, named: str, with_embedder: bool
+):
+    filled.close()
+    _set_analysis(db, recorded)
+    with pytest.raises(AnalysisMismatchError) as caught:
+        EmbeddedKnowledgeStore(db, embedder=HashingEmbedder(64) if with_embedder else None)
+    message = str(caught.value)
+    assert named in message
+    assert ANALYSIS in message
+    assert str(db) in message
+    assert "Reindex" in message
+
+
+def test_a_file_without_chunks_takes_this_analysis(filled: EmbeddedKnowledgeStore, db: Path):
+    for path in ("deploy.md", "bread.md", "garden.md"):
+        assert filled.delete_document(SCOPE, path)
+    filled.close()
+    _set_analysis(db, None)
+    store = EmbeddedKnowledgeStore(db, embedder=HashingEmbedder(64))
+    try:
+        store.upsert_document(SCOPE, source_doc("bread.md", BREAD))
+        assert paths(search(store, "bread", "keyword")) == ["bread.md"]
+    finally:
+        store.close()
+    EmbeddedKnowledgeStore(db, embedder=HashingEmbedder(64)).close()  # recorded: accepted
+
+
+def test_keyword_search_finds_other_inflections(store: EmbeddedKnowledgeStore):
+    store.upsert_document(
+        SCOPE, source_doc("net.md", "The installer detected two network interfaces.")
+    )
+    store.upsert_document(SCOPE, source_doc("other.md", "Bread rises in a warm kitchen."))
+    assert paths(search(store, "detecting an interface", "keyword")) == ["net.md"]
+
+
 def test_vector_of_the_wrong_length_is_refused(store: EmbeddedKnowledgeStore):
     with store.write_session(SCOPE) as session:
         bad = [EmbeddedChunk(DocumentChunk("a.md", 0, "text"), (0.5, 0.5))]
@@ -269,7 +326,8 @@ def test_vector_of_the_wrong_length_is_refused(store: EmbeddedKnowledgeStore):
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
-        ("rollback deployment", '"rollback" OR "deployment"'),
+        ("rollback deployment", '"rollback" OR "deploy"'),
+        ("the processes", '"process"'),
         ("Deploy deploy DEPLOY", '"deploy"'),
         ('say "hi" NEAR(a b)', '"say" OR "hi" OR "near"'),
         ("a * - : ^", None),
@@ -384,6 +442,35 @@ def test_hybrid_results_explain_both_sides(filled: EmbeddedKnowledgeStore):
     assert [r.keyword_score for r in results[1:]] == [0.0, 0.0]
 
 
+def test_vector_candidates_below_the_floor_are_not_results(db: Path):
+    store = EmbeddedKnowledgeStore(db, embedder=HashingEmbedder(64))  # the calibrated floor
+    try:
+        for path, text in (("deploy.md", DEPLOY), ("bread.md", BREAD), ("garden.md", GARDEN)):
+            store.upsert_document(SCOPE, source_doc(path, text))
+        unrelated = "zeppelin xylophone quasar"
+        assert search(store, unrelated, "vector") == []
+        assert search(store, unrelated, "hybrid") == []
+        # Without a floor the same search "finds" every chunk.
+        raw = EmbeddedKnowledgeStore(db, embedder=HashingEmbedder(64), relevance_floor=0.0)
+        try:
+            assert len(search(raw, unrelated, "vector", max_results=50)) >= 3
+        finally:
+            raw.close()
+        # Related text still passes, in both modes; min_score still cuts on top of it.
+        assert paths(search(store, "kubectl rollout", "vector"))[0] == "deploy.md"
+        assert paths(search(store, "kubectl rollout", "hybrid"))[0] == "deploy.md"
+        assert search(store, "kubectl rollout", "vector", min_score=0.99) == []
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize("bad", [-0.1, 1.5, math.nan])
+def test_a_bad_relevance_floor_is_refused(db: Path, bad: float):
+    with pytest.raises(ValidationError) as info:
+        EmbeddedKnowledgeStore(db, embedder=HashingEmbedder(64), relevance_floor=bad)
+    assert info.value.field == "relevance_floor"
+
+
 def test_rrf_fusion_option(db: Path):
     store = EmbeddedKnowledgeStore(db, embedder=HashingEmbedder(64), fusion="rrf")
     try:
@@ -421,7 +508,9 @@ def test_query_without_terms_has_no_vector_candidates(filled: EmbeddedKnowledgeS
 
 @pytest.mark.parametrize("cache_bytes", [0, 1 << 20])
 def test_vector_search_sees_every_commit(db: Path, cache_bytes: int):
-    store = EmbeddedKnowledgeStore(db, embedder=HashingEmbedder(64), vector_cache_bytes=cache_bytes)
+    store = EmbeddedKnowledgeStore(
+        db, embedder=HashingEmbedder(64), vector_cache_bytes=cache_bytes, relevance_floor=0.0
+    )
     other = EmbeddedKnowledgeStore(db, embedder=HashingEmbedder(64))  # another writer
     try:
         store.upsert_document(SCOPE, source_doc("bread.md", BREAD))
@@ -550,11 +639,11 @@ def test_a_document_failing_half_way_keeps_its_previous_version(filled: Embedded
         with pytest.raises(StoreError, match="stream broke"):
             session.put_document(header("deploy.md", content_hash="new"), failing())
         # The session is still usable after the failed document.
-        session.put_document(header("other.md"), chunks("other.md", ["other text"], embedder))
+        session.put_document(header("other.md"), chunks("other.md", ["zebra text"], embedder))
     assert filled.stored_document(SCOPE, "deploy.md").content_hash != "new"
     assert search(filled, "first") == []
     assert paths(search(filled, "kubectl")) == ["deploy.md"]
-    assert paths(search(filled, "other")) == ["other.md"]
+    assert paths(search(filled, "zebra")) == ["other.md"]
 
 
 def test_session_used_outside_its_block_is_refused(store: EmbeddedKnowledgeStore):

@@ -40,16 +40,24 @@ def test_all_is_the_public_api() -> None:
             "DEFAULT_KEYWORD_WEIGHT",
             "DEFAULT_RRF_K",
             "DEFAULT_VECTOR_WEIGHT",
+            "EMBEDDER_WEIGHTS",
+            "ENGLISH_ONLY_EMBEDDERS",
+            "HYBRID_CANDIDATES",
+            "KEYWORD_LEANING_WEIGHTS",
             "MAX_CANDIDATES",
             "MIN_CANDIDATES",
+            "RELEVANCE_FLOORS",
             "Fused",
+            "above_floor",
             "candidate_count",
             "cosine_to_unit",
             "fuse_rrf",
             "fuse_weighted",
+            "hybrid_weights",
             "keyword_only",
             "min_max",
             "normalize_by_max",
+            "relevance_floor",
             "select",
             "vector_only",
         ]
@@ -355,6 +363,47 @@ def test_select_rejects_bad_arguments(min_score: float, max_results: int, field:
     assert info.value.field == field
 
 
+def test_select_pages_through_one_order() -> None:
+    rng = random.Random(5)
+    fused = [Fused(key=f"k{i:02}", score=round(rng.random(), 1)) for i in range(30)]
+    whole = select(fused, 0.0, 30)
+    pages = [select(fused, 0.0, 7, offset=start) for start in range(0, 35, 7)]
+    assert [item for page in pages for item in page] == whole
+    assert select(fused, 0.0, 5, offset=30) == []
+
+
+def test_select_keeps_at_most_n_best_chunks_per_document() -> None:
+    scores = {("a", 0): 0.9, ("a", 1): 1.0, ("a", 2): 0.8, ("a", 3): 0.95, ("b", 0): 0.5}
+    fused = [Fused(key=key, score=score) for key, score in scores.items()]
+    kept = select(fused, 0.0, 10, per_document=2, document_of=lambda key: key[0])
+    assert [item.key for item in kept] == [("a", 1), ("a", 3), ("b", 0)]
+    # The cap applies before paging: page 2 starts after the capped list's first page.
+    assert [
+        item.key
+        for item in select(fused, 0.0, 1, offset=2, per_document=2, document_of=lambda key: key[0])
+    ] == [("b", 0)]
+    assert len(select(fused, 0.0, 10)) == 5  # no cap without per_document
+
+
+@pytest.mark.parametrize(
+    ("offset", "per_document", "field"),
+    [(-1, None, "offset"), (1.5, None, "offset"), (0, 0, "max_chunks_per_document")],
+)
+def test_select_rejects_a_bad_offset_or_cap(
+    offset: object, per_document: object, field: str
+) -> None:
+    with pytest.raises(ValidationError) as info:
+        select(
+            _fused(0.5),
+            0.0,
+            5,
+            offset=offset,
+            per_document=per_document,  # type: ignore[arg-type]
+            document_of=str,
+        )
+    assert info.value.field == field
+
+
 # candidate_count
 
 
@@ -369,3 +418,29 @@ def test_candidate_count_rejects_non_positive() -> None:
     with pytest.raises(ValidationError) as info:
         candidate_count(0)
     assert info.value.field == "max_results"
+
+
+def test_hybrid_weights_are_the_embedders_unless_given() -> None:
+    assert fusion.hybrid_weights("hashing") == (0.7, 0.3)
+    assert fusion.hybrid_weights("openai:text-embedding-3-small") == (0.3, 0.7)
+    assert fusion.hybrid_weights(None) == (0.3, 0.7)
+    assert fusion.hybrid_weights("hashing", keyword_weight=0.2) == (0.2, 0.3)
+    assert fusion.hybrid_weights("x", 0.5, 0.5) == (0.5, 0.5)
+    # An English-only model is the weaker side for a Korean query; configured weights win.
+    minilm = "local:sentence-transformers/all-MiniLM-L6-v2"
+    assert fusion.hybrid_weights(minilm) == (0.3, 0.7)
+    assert fusion.hybrid_weights(minilm, cjk_query=True) == (0.7, 0.3)
+    assert fusion.hybrid_weights("openai:text-embedding-3-small", cjk_query=True) == (0.3, 0.7)
+    assert fusion.hybrid_weights(minilm, 0.4, 0.6, cjk_query=True) == (0.4, 0.6)
+    with pytest.raises(ValidationError) as info:
+        fusion.hybrid_weights("x", 0.0, 0.0)
+    assert info.value.field == "keyword_weight"
+
+
+def test_relevance_floor_is_the_embedders_or_none() -> None:
+    assert fusion.relevance_floor("hashing") == fusion.RELEVANCE_FLOORS["hashing"] > 0.5
+    assert fusion.relevance_floor("an-uncalibrated-model") == 0.0
+    kept = fusion.above_floor({"a": 0.9, "b": 0.51, "c": math.nan}, 0.52)
+    assert kept == {"a": 0.9}
+    with pytest.raises(ValidationError):
+        fusion.above_floor({}, 1.5)

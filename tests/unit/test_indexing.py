@@ -729,3 +729,27 @@ def test_embed_batch_size_is_validated() -> None:
         Indexer(MarkdownSectionChunker(), None, embed_batch_size=0)
     with pytest.raises(ValidationError, match="embed_batch_size"):
         Indexer(MarkdownSectionChunker(), None, embed_batch_size=True)
+
+
+def test_embed_context_puts_title_and_headings_in_front_of_what_is_embedded() -> None:
+    text = "# Guide\n\n## Install\n\n### Disks\n\npartition the disk first"
+    plain, with_context = FakeEmbedder(), FakeEmbedder()
+    writer = FakeWriter()
+    indexer(plain).index(writer, SCOPE, ListSource([doc("g.md", text)]))
+    stored = [item.chunk.content for item in writer.chunks("g.md")]
+    context_writer = FakeWriter()
+    Indexer(
+        MarkdownSectionChunker(chunk_size=500, overlap=0), with_context, embed_context=True
+    ).index(context_writer, SCOPE, ListSource([doc("g.md", text)]))
+    # The stored chunks are the same; only what the embedder saw has the context in front.
+    assert [item.chunk.content for item in context_writer.chunks("g.md")] == stored
+    assert plain.batches[0][-1] == "### Disks\n\npartition the disk first"
+    assert with_context.batches[0][-1] == (
+        "Guide > Install > Disks\n\n### Disks\n\npartition the disk first"
+    )
+
+
+def test_embed_context_must_be_a_boolean() -> None:
+    with pytest.raises(ValidationError) as info:
+        Indexer(MarkdownSectionChunker(), None, embed_context="yes")  # type: ignore[arg-type]
+    assert info.value.field == "embed_context"

@@ -214,9 +214,9 @@ def test_filters_apply_before_normalising() -> None:
 
 def test_equal_scores_rank_by_path_then_chunk() -> None:
     store = MemoryKnowledgeStore()
-    put(store, SCOPE, "b.md", "same", "same")
-    put(store, SCOPE, "a.md", "same")
-    assert [(r.document_path, r.chunk_index) for r in found(store, "same")] == [
+    put(store, SCOPE, "b.md", "alike", "alike")
+    put(store, SCOPE, "a.md", "alike")
+    assert [(r.document_path, r.chunk_index) for r in found(store, "alike")] == [
         ("a.md", 0),
         ("b.md", 0),
         ("b.md", 1),

@@ -54,7 +54,8 @@ def test_defaults() -> None:
     assert config.auth == "none"
     assert config.service == "es"
     assert config.default_mode is SearchMode.KEYWORD
-    assert (config.keyword_weight, config.vector_weight) == (0.3, 0.7)
+    # None: the embedder's defaults (fusion.hybrid_weights), resolved by the store.
+    assert (config.keyword_weight, config.vector_weight) == (None, None)
     assert config.vector_engine == "lucene"
     assert config.client_ids is True
     assert config.use_msearch is True

@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
-from knowledge.errors import EmbeddingMismatchError
+from knowledge.errors import AnalysisMismatchError, EmbeddingMismatchError
 from knowledge.model import DocumentChunk
 from knowledge.scope import KnowledgeScope
 from knowledge.store import DocumentHeader
@@ -20,6 +20,7 @@ from knowledge.stores.opensearch.mapping import (
     is_zero_vector,
     layout_of,
 )
+from knowledge.text import ANALYSIS, STOP_WORDS
 
 SCOPE = KnowledgeScope("ops-bot", "runbooks")
 HEADER = DocumentHeader(
@@ -46,13 +47,35 @@ def test_index_body_for_a_vector_store() -> None:
     assert body["settings"] == {
         "index": {"knn": True, "number_of_shards": 1, "number_of_replicas": 0},
         "analysis": {
+            "tokenizer": {
+                "knowledge_words": {
+                    "type": "pattern",
+                    "pattern": "[\\W_]+",
+                    "flags": "UNICODE_CHARACTER_CLASS",
+                }
+            },
+            "filter": {
+                "knowledge_min_length": {"type": "length", "min": 2},
+                "knowledge_stop": {"type": "stop", "stopwords": sorted(STOP_WORDS)},
+                "knowledge_stemmer": {"type": "snowball", "language": "English"},
+            },
             "analyzer": {
+                "knowledge_english": {
+                    "type": "custom",
+                    "tokenizer": "knowledge_words",
+                    "filter": [
+                        "lowercase",
+                        "knowledge_min_length",
+                        "knowledge_stop",
+                        "knowledge_stemmer",
+                    ],
+                },
                 "knowledge_cjk": {
                     "type": "custom",
                     "tokenizer": "standard",
                     "filter": ["cjk_width", "lowercase", "cjk_bigram"],
-                }
-            }
+                },
+            },
         },
     }
     mappings = body["mappings"]
@@ -60,6 +83,7 @@ def test_index_body_for_a_vector_store() -> None:
     assert mappings["_meta"] == {
         "knowledge": {
             "schema_version": 3,
+            "analysis": ANALYSIS,
             "embedding_model": "openai:small",
             "embedding_dimensions": 384,
         }
@@ -69,7 +93,7 @@ def test_index_body_for_a_vector_store() -> None:
         assert properties[name] == {"type": "keyword"}
     assert properties["content"] == {
         "type": "text",
-        "analyzer": "standard",
+        "analyzer": "knowledge_english",
         "fields": {"cjk": {"type": "text", "analyzer": "knowledge_cjk"}},
     }
     assert properties["embedding"] == {
@@ -96,7 +120,7 @@ def test_index_body_for_a_vector_store() -> None:
 def test_index_body_without_embedder_has_no_vector_field() -> None:
     body = index_body(vector_dimensions=None, embedding_model=None)
     assert "embedding" not in body["mappings"]["properties"]
-    assert body["mappings"]["_meta"] == {"knowledge": {"schema_version": 3}}
+    assert body["mappings"]["_meta"] == {"knowledge": {"schema_version": 3, "analysis": ANALYSIS}}
 
 
 def test_serverless_index_body_leaves_shards_to_the_service() -> None:
@@ -119,16 +143,16 @@ def _mapping_response(body: dict, name: str = "kb-000001") -> dict:
 def test_layout_is_read_back_from_the_mapping_even_through_an_alias() -> None:
     body = index_body(vector_dimensions=16, embedding_model="hashing")
     assert layout_of(_mapping_response(body), "kb") == IndexLayout(
-        16, "hashing", "lucene", "cosinesimil"
+        16, "hashing", "lucene", "cosinesimil", analysis=ANALYSIS
     )
     keyword_only = index_body(vector_dimensions=None, embedding_model=None)
     assert layout_of(_mapping_response(keyword_only, "kb"), "kb") == IndexLayout(
-        None, None, None, None
+        None, None, None, None, analysis=ANALYSIS
     )
 
 
 def test_matching_layout_passes() -> None:
-    layout = IndexLayout(16, "hashing", "lucene", "cosinesimil")
+    layout = IndexLayout(16, "hashing", "lucene", "cosinesimil", analysis=ANALYSIS)
     check_layout(layout, "kb", vector_dimensions=16, embedding_model="hashing")
     # A keyword-only store can read any index.
     check_layout(layout, "kb", vector_dimensions=None, embedding_model=None)
@@ -137,10 +161,20 @@ def test_matching_layout_passes() -> None:
 @pytest.mark.parametrize(
     ("layout", "dimensions", "model", "message"),
     [
-        (IndexLayout(16, "hashing", "lucene", "cosinesimil"), 32, "hashing", "16-dimension"),
-        (IndexLayout(16, "hashing", "lucene", "cosinesimil"), 16, "openai", "'hashing'"),
-        (IndexLayout(None, None, None, None), 16, "hashing", "no vector field"),
-        (IndexLayout(16, "hashing", "lucene", "l2"), 16, "hashing", "'l2'"),
+        (
+            IndexLayout(16, "hashing", "lucene", "cosinesimil", analysis=ANALYSIS),
+            32,
+            "hashing",
+            "16-dimension",
+        ),
+        (
+            IndexLayout(16, "hashing", "lucene", "cosinesimil", analysis=ANALYSIS),
+            16,
+            "openai",
+            "'hashing'",
+        ),
+        (IndexLayout(None, None, None, None, analysis=ANALYSIS), 16, "hashing", "no vector field"),
+        (IndexLayout(16, "hashing", "lucene", "l2", analysis=ANALYSIS), 16, "hashing", "'l2'"),
     ],
 )
 def test_a_different_embedding_is_a_clear_mismatch(layout, dimensions, model, message) -> None:
@@ -245,3 +279,21 @@ def test_the_embedding_key_is_kept_in_source_only_and_added_to_older_indexes() -
     assert mapping.RECORD_PROPERTIES["embedding_key"] == properties["embedding_key"]
     del properties["embedding_key"]  # an index made by schema 2
     assert not layout_of(_mapping_response(body), "kb").has_generations
+
+
+@pytest.mark.parametrize(
+    ("analysis", "named"),
+    [(None, "standard analyzer"), ("tokenize-v1", "'tokenize-v1'")],
+)
+@pytest.mark.parametrize("dimensions", [None, 16])
+def test_an_index_of_another_keyword_analysis_is_refused(
+    analysis: str | None, named: str, dimensions: int | None
+) -> None:
+    # An index made before analyses were recorded (no "analysis" in _meta) or with another
+    # one: its keyword terms would not match this version's queries; even a keyword-only
+    # store must not read it.
+    layout = IndexLayout(16, "hashing", "lucene", "cosinesimil", analysis=analysis)
+    with pytest.raises(AnalysisMismatchError, match=named) as caught:
+        check_layout(layout, "kb", vector_dimensions=dimensions, embedding_model="hashing")
+    assert "reindex" in str(caught.value)
+    assert ANALYSIS in str(caught.value)

@@ -7,7 +7,15 @@ import unicodedata
 
 import pytest
 
-from knowledge.text import is_cjk, tokenize
+from knowledge.text import (
+    ANALYSIS,
+    ANALYSIS_VERSION,
+    STOP_WORDS,
+    has_cjk,
+    is_cjk,
+    keyword_terms,
+    tokenize,
+)
 
 
 def _reference_tokenize(text: str) -> list[str]:
@@ -112,3 +120,60 @@ def test_ascii_and_latin_are_not_cjk() -> None:
 )
 def test_cjk_runs_become_bigrams(text: str, expected: list[str]) -> None:
     assert tokenize(text) == expected
+
+
+# --- keyword analysis: stems and stop words --------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        # Inflections meet at one Snowball stem; stop words go.
+        ("How do I configure the running processes?", ["configur", "run", "process"]),
+        ("configured configuration configures", ["configur", "configur", "configur"]),
+        ("Packages package packaging", ["packag", "packag", "packag"]),
+        # CJK keeps its bigrams untouched; Latin next to it is stemmed.
+        ("배포실패 deployments", ["배포", "포실", "실패", "deploy"]),
+        ("k8s배포", ["k8s", "배포"]),
+        # Only stop words: no terms at all (such a query matches nothing in keyword mode).
+        ("what is it", []),
+    ],
+)
+def test_keyword_terms_stem_english_and_drop_stop_words(text: str, expected: list[str]) -> None:
+    assert keyword_terms(text) == expected
+
+
+def test_keyword_terms_of_a_query_meet_those_of_the_text_in_another_form() -> None:
+    document = set(keyword_terms("The installer detected the network interfaces."))
+    assert set(keyword_terms("detecting a network interface")) <= document
+
+
+def test_keyword_terms_are_the_same_in_every_thread() -> None:
+    import threading
+
+    words = "running processes configured installations packaging debian " * 50
+    expected = keyword_terms(words)
+    seen: list[list[str]] = []
+
+    def work() -> None:
+        for _ in range(20):
+            seen.append(keyword_terms(words))
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(seen) == 80
+    assert all(terms == expected for terms in seen)
+
+
+def test_stop_words_are_lower_case_tokenizer_terms() -> None:
+    # Each stop word must be a term tokenize can produce, or it would never be dropped.
+    assert all(tokenize(word) == [word] for word in STOP_WORDS)
+    assert ANALYSIS.endswith(f"v{ANALYSIS_VERSION}")
+
+
+def test_has_cjk() -> None:
+    assert all(has_cjk(text) for text in ("배포 실패", "deploy 失敗", "カタカナ"))
+    assert not has_cjk("deploy failed, café")

@@ -80,7 +80,7 @@ def test_no_scope(tool: KnowledgeSearchTool) -> None:
         (
             {"query": "x", "top_k": 3},
             "Invalid parameter: top_k: is not a known property "
-            "(allowed: query, max_results, file_pattern)",
+            "(allowed: query, max_results, file_pattern, max_tokens)",
         ),
         (
             {"query": "x", "max_results": 0},
@@ -235,7 +235,7 @@ def test_input_schema(tool: KnowledgeSearchTool) -> None:
     assert schema["type"] == "object"
     assert schema["required"] == ["query"]
     assert schema["additionalProperties"] is False
-    assert set(schema["properties"]) == {"query", "max_results", "file_pattern"}
+    assert set(schema["properties"]) == {"query", "max_results", "file_pattern", "max_tokens"}
     assert schema["properties"]["query"]["type"] == "string"
     assert schema["properties"]["max_results"]["type"] == "integer"
     assert schema["properties"]["file_pattern"]["type"] == "string"
@@ -297,3 +297,57 @@ def cited(path: str, **metadata: Any) -> SearchResult:
 def test_result_lines_cite_where_the_chunk_comes_from(result: SearchResult, line: str) -> None:
     text = format_search_results("q", [result])
     assert text.splitlines()[2] == f"{line} (score: 0.92, chunk: 3)"
+
+
+def test_a_passage_of_adjacent_chunks_cites_the_whole_span() -> None:
+    results = [
+        SearchResult("h.pdf", 4, "first part", 0.9, metadata={"source_type": "pdf", "page": 12}),
+        SearchResult("h.pdf", 5, "second part", 0.8, metadata={"source_type": "pdf", "page": 13}),
+    ]
+    text = format_search_results("q", results)
+    assert text.splitlines()[2] == "[1] h.pdf pp. 12-13 (score: 0.90, chunks: 4-5)"
+
+
+def test_max_tokens_drops_results_and_says_how_many() -> None:
+    results = [hit(f"doc-{i}.md", 0.9 - i / 10, 0, "word " * 200) for i in range(4)]
+    text = format_search_results("q", results, max_tokens=600)
+    assert text.startswith('Found 2 results for "q":')
+    assert "[2] doc-1.md" in text
+    assert "doc-2.md" not in text
+    assert text.endswith("(2 more results were dropped to stay within max_tokens=600)")
+    assert "dropped" not in format_search_results("q", results, max_tokens=100_000)
+
+
+def test_adjacent_chunks_are_one_passage_in_the_tool() -> None:
+    results = [hit("a.md", 0.9, 4, "first part"), hit("a.md", 0.8, 5, "second part")]
+    text = format_search_results("q", results)
+    assert "[1] a.md (score: 0.90, chunks: 4-5)" in text
+    assert "first part\n\nsecond part" in text
+    assert "[2]" not in text
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        (0, "Invalid parameter: max_tokens: must be at least 1, got 0"),
+        ("many", "Invalid parameter: max_tokens: must be an integer"),
+        (2.5, "Invalid parameter: max_tokens: must be an integer"),
+    ],
+)
+def test_a_bad_max_tokens_is_an_invalid_parameter(
+    tool: KnowledgeSearchTool, value: object, message: str
+) -> None:
+    store = FakeStore([hit("a.md", 1.0, 0, "text")])
+    result = tool.run({"query": "q", "max_tokens": value}, context(store))
+    assert result.is_error
+    assert result.content == message
+    assert store.searches == []
+
+
+def test_max_tokens_reaches_the_answer(tool: KnowledgeSearchTool) -> None:
+    store = FakeStore([hit(f"d{i}.md", 1.0 - i / 10, 0, "word " * 400) for i in range(3)])
+    result = tool.run({"query": "q", "max_tokens": 700}, context(store))
+    assert not result.is_error
+    assert "(2 more results were dropped to stay within max_tokens=700)" in result.content
+    default = tool.run({"query": "q"}, context(store))
+    assert "dropped" not in default.content  # 3 x ~500 tokens fit the default 4000

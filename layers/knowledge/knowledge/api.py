@@ -48,6 +48,7 @@ from knowledge.errors import (
     ValidationError,
 )
 from knowledge.model import (
+    DEFAULT_MAX_CHUNKS_PER_DOCUMENT,
     DEFAULT_MAX_RESULTS,
     IndexResult,
     SearchMode,
@@ -84,6 +85,8 @@ SEARCH_FIELDS = (
     "file_patterns",
     "metadata",
     "cross_context",
+    "offset",
+    "max_chunks_per_document",
 )
 """The fields of a search request body (DESIGN.md "Search query"); any other is a 400."""
 
@@ -250,6 +253,8 @@ def _query_from(data: Mapping[str, Any], default_mode: SearchMode | str | None) 
     if metadata is not None and not isinstance(metadata, Mapping):
         raise ValidationError("metadata", "must be an object of string values")
     cross_context = data.get("cross_context")
+    offset = data.get("offset")
+    per_document = data.get("max_chunks_per_document")
     return SearchQuery(
         text=data["query"],
         mode=mode,
@@ -258,6 +263,10 @@ def _query_from(data: Mapping[str, Any], default_mode: SearchMode | str | None) 
         file_patterns=() if patterns is None else _file_patterns(patterns),
         metadata={} if metadata is None else metadata,
         cross_context=False if cross_context is None else cross_context,
+        offset=0 if offset is None else offset,
+        max_chunks_per_document=(
+            DEFAULT_MAX_CHUNKS_PER_DOCUMENT if per_document is None else per_document
+        ),
     )
 
 

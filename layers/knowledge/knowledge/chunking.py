@@ -42,6 +42,7 @@ __all__ = [
     "DocumentChunker",
     "MarkdownSectionChunker",
     "StructuredChunker",
+    "embedding_text",
 ]
 
 DEFAULT_CHUNK_SIZE = 500
@@ -211,6 +212,21 @@ class MarkdownSectionChunker:
                 metadata={"title": title, "heading_path": list(heading_path)},
             )
             index += 1
+
+
+def embedding_text(chunk: DocumentChunk) -> str:
+    """What is embedded for ``chunk``: its document title and heading path in front of
+    its text (``"Title > Section > Sub\n\n<content>"``), so a chunk cut from the middle
+    of a long section still says what it is about. The stored content stays as is. The
+    title is not repeated when it is the first heading; a chunk without either is its
+    content alone."""
+    title = str(chunk.metadata.get("title") or "").strip()
+    raw_path = chunk.metadata.get("heading_path") or ()
+    path = [str(h).strip() for h in raw_path if str(h).strip()]
+    parts = path if path and path[0] == title else [p for p in (title, *path) if p]
+    if not parts:
+        return chunk.content
+    return " > ".join(parts) + "\n\n" + chunk.content
 
 
 def _require_int(field: str, value: object) -> None:

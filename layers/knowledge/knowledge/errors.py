@@ -74,6 +74,11 @@ class EmbeddingMismatchError(ConfigurationError):
     """The embedding provider or its dimension differs from what the index was built with."""
 
 
+class AnalysisMismatchError(ConfigurationError):
+    """The index's keyword terms were made by another analysis (``knowledge.text``) than
+    this version's: its keyword side would silently miss; reindex it."""
+
+
 class ExtractionError(KnowledgeError):
     """A document's bytes cannot be turned into text (binary, too large, unknown type)."""
 

@@ -16,14 +16,38 @@ Weighted hybrid (D9, the default), per DESIGN "Score":
 3. divided by the batch maximum, so the best candidate scores 1.0 and ``min_score``
    means the same in every mode; a batch maximum of 0 gives no results.
 
+**Default weights, per embedder** (``hybrid_weights``). 0.3 keyword / 0.7 vector for
+semantic embedders (MiniLM, OpenAI, Bedrock: their vector side is the stronger one),
+0.7 / 0.3 for the ``hashing`` embedder, whose "vectors" are hashed terms (its vector side
+is the weaker one, a fuzzy echo of the keyword side). Measured (bench/REPORT.md, "Hybrid
+fusion"): with these, hybrid is above both of its sides on every benchmark here, where
+one weight pair for both kinds of embedder put hybrid below keyword with hashing. An
+English-only embedder (``ENGLISH_ONLY_EMBEDDERS``) is the weaker side for a query in
+Korean, Chinese or Japanese, so such a query gets the keyword-leaning weights. Min-max
+stays the normalisation: z-score and distribution-based (mean +- 3 sd) normalisation
+and RRF were measured too and were not better. Each side fetches
+``HYBRID_CANDIDATES`` candidates, whatever the page asked for, so every page of one
+query is a slice of one fused order.
+
 RRF (``fuse_rrf``) is the rank-based alternative: ``sum 1 / (k + rank)``, rescaled so
 the top is 1.0.
+
+**Relevance floor.** Cosine similarity is never 0 for real text, so a vector search
+always "finds" something. ``RELEVANCE_FLOORS`` holds, per embedder name, the unit score
+(``cosine_to_unit``) below which a vector candidate is not a candidate at all
+(``above_floor``): in vector mode it is not returned, in hybrid it brings nothing from
+the vector side (a keyword match still counts). So "nothing relevant" is a possible
+answer in every mode. The floors are calibrated on the benchmarks (bench/REPORT.md): the
+2nd percentile of the unit score of the relevant document's best chunk, lowest over the
+man-pages and Debian FAQ (English, Korean) sets, so at most about 2% of the answers
+that vector search ranks are lost. An embedder without a calibrated floor gets none
+(0.0). ``min_score`` still applies on top, to the final score.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
@@ -33,16 +57,24 @@ __all__ = [
     "DEFAULT_KEYWORD_WEIGHT",
     "DEFAULT_RRF_K",
     "DEFAULT_VECTOR_WEIGHT",
+    "EMBEDDER_WEIGHTS",
+    "ENGLISH_ONLY_EMBEDDERS",
+    "HYBRID_CANDIDATES",
+    "KEYWORD_LEANING_WEIGHTS",
     "MAX_CANDIDATES",
     "MIN_CANDIDATES",
+    "RELEVANCE_FLOORS",
     "Fused",
+    "above_floor",
     "candidate_count",
     "cosine_to_unit",
     "fuse_rrf",
     "fuse_weighted",
+    "hybrid_weights",
     "keyword_only",
     "min_max",
     "normalize_by_max",
+    "relevance_floor",
     "select",
     "vector_only",
 ]
@@ -50,6 +82,20 @@ __all__ = [
 DEFAULT_KEYWORD_WEIGHT = 0.3
 DEFAULT_VECTOR_WEIGHT = 0.7
 DEFAULT_RRF_K = 60
+HYBRID_CANDIDATES = 100
+"""Candidates per side of every hybrid search (module docstring); >= ``MAX_MAX_RESULTS``."""
+KEYWORD_LEANING_WEIGHTS = (0.7, 0.3)
+EMBEDDER_WEIGHTS: Mapping[str, tuple[float, float]] = {"hashing": KEYWORD_LEANING_WEIGHTS}
+"""Default ``(keyword_weight, vector_weight)`` by embedder name; others get the defaults."""
+ENGLISH_ONLY_EMBEDDERS: frozenset[str] = frozenset({"local:sentence-transformers/all-MiniLM-L6-v2"})
+"""Embedders trained on English only: for a query with CJK characters their vector side
+is the weaker one (MiniLM on the Korean FAQ: vector MRR@10 0.12 against keyword 0.36),
+so such a query gets ``KEYWORD_LEANING_WEIGHTS`` unless weights were configured."""
+RELEVANCE_FLOORS: Mapping[str, float] = {
+    "hashing": 0.52,
+    "local:sentence-transformers/all-MiniLM-L6-v2": 0.62,
+}
+"""Calibrated unit-score floors of vector candidates, by embedder name (module docstring)."""
 MIN_CANDIDATES = 20
 MAX_CANDIDATES = 200
 _CANDIDATES_PER_RESULT = 4
@@ -234,15 +280,85 @@ def vector_only(scores: Mapping[K, float]) -> list[Fused[K]]:
     )
 
 
-def select(fused: Iterable[Fused[K]], min_score: float, max_results: int) -> list[Fused[K]]:
-    """Keep candidates with ``score >= min_score``, best first, at most ``max_results``."""
+def select(
+    fused: Iterable[Fused[K]],
+    min_score: float,
+    max_results: int,
+    *,
+    offset: int = 0,
+    per_document: int | None = None,
+    document_of: Callable[[K], Hashable] | None = None,
+) -> list[Fused[K]]:
+    """One page of results: candidates with ``score >= min_score``, best first (ties by
+    key), at most ``per_document`` of each document (``document_of(key)`` names it; the
+    document's best chunks are kept), then ``max_results`` of them from ``offset`` on.
+
+    The order is total, so consecutive pages (``offset`` 0, n, 2n, ...) of one candidate
+    set never repeat or skip a result.
+    """
     if not math.isfinite(min_score) or not 0.0 <= min_score <= 1.0:
         raise ValidationError("min_score", f"must be in [0, 1], got {min_score!r}")
     if isinstance(max_results, bool) or not isinstance(max_results, int) or max_results < 1:
         raise ValidationError("max_results", f"must be an integer >= 1, got {max_results!r}")
+    if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+        raise ValidationError("offset", f"must be an integer >= 0, got {offset!r}")
+    if per_document is not None and (
+        isinstance(per_document, bool) or not isinstance(per_document, int) or per_document < 1
+    ):
+        raise ValidationError(
+            "max_chunks_per_document", f"must be an integer >= 1, got {per_document!r}"
+        )
     # A tolerance so that min_score=0.3 keeps a candidate computed as 0.29999999999999993.
-    kept = [item for item in fused if item.score + _MIN_SCORE_TOLERANCE >= min_score]
-    return _ranked(kept)[:max_results]
+    kept = _ranked(item for item in fused if item.score + _MIN_SCORE_TOLERANCE >= min_score)
+    if per_document is not None and document_of is not None:
+        taken: dict[Hashable, int] = {}
+        capped: list[Fused[K]] = []
+        for item in kept:
+            document = document_of(item.key)
+            if taken.get(document, 0) < per_document:
+                taken[document] = taken.get(document, 0) + 1
+                capped.append(item)
+        kept = capped
+    return kept[offset : offset + max_results]
+
+
+def hybrid_weights(
+    embedder_name: str | None,
+    keyword_weight: float | None = None,
+    vector_weight: float | None = None,
+    *,
+    cjk_query: bool = False,
+) -> tuple[float, float]:
+    """``(keyword_weight, vector_weight)``: the given ones, else the embedder's defaults
+    (``EMBEDDER_WEIGHTS``, else ``DEFAULT_KEYWORD_WEIGHT`` / ``DEFAULT_VECTOR_WEIGHT``;
+    ``KEYWORD_LEANING_WEIGHTS`` for a ``cjk_query`` with an ``ENGLISH_ONLY_EMBEDDERS``
+    one). Validated as ``fuse_weighted`` does."""
+    name = embedder_name or ""
+    if cjk_query and name in ENGLISH_ONLY_EMBEDDERS:
+        default_kw, default_vec = KEYWORD_LEANING_WEIGHTS
+    else:
+        default_kw, default_vec = EMBEDDER_WEIGHTS.get(
+            name, (DEFAULT_KEYWORD_WEIGHT, DEFAULT_VECTOR_WEIGHT)
+        )
+    kw = _check_weight("keyword_weight", default_kw if keyword_weight is None else keyword_weight)
+    vec = _check_weight("vector_weight", default_vec if vector_weight is None else vector_weight)
+    if kw + vec <= 0.0:
+        raise ValidationError(
+            "keyword_weight", "keyword_weight + vector_weight must be > 0 (both are 0)"
+        )
+    return kw, vec
+
+
+def relevance_floor(embedder_name: str) -> float:
+    """The calibrated floor for ``embedder_name`` (``RELEVANCE_FLOORS``), 0.0 if none."""
+    return RELEVANCE_FLOORS.get(embedder_name, 0.0)
+
+
+def above_floor(vector: Mapping[K, float], floor: float) -> dict[K, float]:
+    """The vector candidates whose unit score is at least ``floor`` (others are dropped)."""
+    if not math.isfinite(floor) or not 0.0 <= floor <= 1.0:
+        raise ValidationError("relevance_floor", f"must be in [0, 1], got {floor!r}")
+    return {key: score for key, score in vector.items() if _clean(score) >= floor}
 
 
 def candidate_count(max_results: int) -> int:

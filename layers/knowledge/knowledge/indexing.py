@@ -59,7 +59,7 @@ from datetime import UTC, datetime
 from itertools import chain, islice
 from typing import Any, Protocol
 
-from knowledge.chunking import DocumentChunker, StructuredChunker
+from knowledge.chunking import DocumentChunker, StructuredChunker, embedding_text
 from knowledge.embedding.base import EmbeddingClient
 from knowledge.errors import (
     EmbeddingError,
@@ -83,6 +83,7 @@ from knowledge.store import (
 
 __all__ = [
     "DEFAULT_EMBED_BATCH_SIZE",
+    "DEFAULT_EMBED_CONTEXT",
     "REASON_STALE_VERSION",
     "REASON_UNCHANGED",
     "Indexer",
@@ -93,6 +94,9 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 DEFAULT_EMBED_BATCH_SIZE = 64
+DEFAULT_EMBED_CONTEXT = False
+"""Whether chunks are embedded with their title and heading path in front
+(``chunking.embedding_text``); see bench/REPORT.md for why the default is what it is."""
 REASON_UNCHANGED = "unchanged"
 REASON_STALE_VERSION = "stale version"
 _REUSE_WINDOW = 8
@@ -170,7 +174,11 @@ class Indexer:
         embedder: EmbeddingClient | None = None,
         *,
         embed_batch_size: int = DEFAULT_EMBED_BATCH_SIZE,
+        embed_context: bool = DEFAULT_EMBED_CONTEXT,
     ) -> None:
+        if not isinstance(embed_context, bool):
+            raise ValidationError("embed_context", "must be true or false")
+        self._embed_context = embed_context
         if isinstance(embed_batch_size, bool) or not isinstance(embed_batch_size, int):
             raise ValidationError("embed_batch_size", "must be an integer")
         if embed_batch_size < 1:
@@ -450,7 +458,9 @@ class Indexer:
         batch: list[_Pending] = []
         missing = 0
         for chunk in chunks:
-            text = chunk.content  # the exact text embedded, which the key hashes
+            # The exact text embedded, which the key hashes: with embed_context, the title
+            # and heading path go in front (the stored content stays as is).
+            text = embedding_text(chunk) if self._embed_context else chunk.content
             pending = _Pending(chunk, text, embedding_key(name, dimensions, text))
             batch.append(pending)
             missing += pending.key not in reusable

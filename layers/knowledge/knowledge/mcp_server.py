@@ -2,8 +2,9 @@
 
 Two tools, over stdio (default) or streamable HTTP bound to localhost:
 
-- ``knowledge_search(query, max_results=5, file_pattern=None)``: the ``KnowledgeSearch``
-  tool (``knowledge.tool``), with its exact messages and the citations it prints;
+- ``knowledge_search(query, max_results=5, file_pattern=None, max_tokens=4000)``: the
+  ``KnowledgeSearch`` tool (``knowledge.tool``), with its exact messages and the
+  citations it prints;
 - ``knowledge_status()``: the scope's index status and the documents it could not index.
 
 The scope is fixed when the server starts (``--agent``, ``--context``, ``--cross-context``).

@@ -17,6 +17,7 @@ from knowledge.errors import ValidationError
 from knowledge.extraction import DOCUMENT_PATTERNS
 
 __all__ = [
+    "DEFAULT_MAX_CHUNKS_PER_DOCUMENT",
     "DEFAULT_MAX_RESULTS",
     "MAX_MAX_RESULTS",
     "MAX_QUERY_LENGTH",
@@ -35,6 +36,8 @@ __all__ = [
 
 DEFAULT_MAX_RESULTS = 5
 MAX_MAX_RESULTS = 100
+DEFAULT_MAX_CHUNKS_PER_DOCUMENT = 3
+"""At most this many chunks of one document in a result list (the seed's per-file cap)."""
 MAX_QUERY_LENGTH = 4096
 MAX_STATUS_PROBLEMS = 100  # the status lists at most this many problems, most recent first
 
@@ -71,6 +74,10 @@ class SearchQuery:
     ``min_score`` in [0, 1]; ``file_patterns`` are globs on the document path;
     ``metadata`` are exact-match filters; ``cross_context`` searches every context
     of the scope's agent (never another agent). ``mode=None`` means the store's default.
+    ``offset`` skips that many results (paging: ``offset + max_results`` is at most
+    ``MAX_MAX_RESULTS``; pages of one query are slices of one stable order);
+    ``max_chunks_per_document`` caps the chunks of any one document in the list (the
+    document's best ones are kept), so one long document cannot fill every slot.
     """
 
     text: str
@@ -80,6 +87,8 @@ class SearchQuery:
     file_patterns: tuple[str, ...] = ()
     metadata: Mapping[str, str] = field(default_factory=dict)
     cross_context: bool = False
+    offset: int = 0
+    max_chunks_per_document: int = DEFAULT_MAX_CHUNKS_PER_DOCUMENT
 
     def __post_init__(self) -> None:
         if not isinstance(self.text, str) or not self.text.strip():
@@ -94,6 +103,24 @@ class SearchQuery:
         if not 1 <= self.max_results <= MAX_MAX_RESULTS:
             raise ValidationError(
                 "max_results", f"must be between 1 and {MAX_MAX_RESULTS}, got {self.max_results}"
+            )
+        if isinstance(self.offset, bool) or not isinstance(self.offset, int):
+            raise ValidationError("offset", "must be an integer")
+        if self.offset < 0:
+            raise ValidationError("offset", f"must be at least 0, got {self.offset}")
+        if self.offset + self.max_results > MAX_MAX_RESULTS:
+            raise ValidationError(
+                "offset",
+                f"offset + max_results must be at most {MAX_MAX_RESULTS}, "
+                f"got {self.offset} + {self.max_results}",
+            )
+        per_document: object = self.max_chunks_per_document
+        if isinstance(per_document, bool) or not isinstance(per_document, int):
+            raise ValidationError("max_chunks_per_document", "must be an integer")
+        if not 1 <= per_document <= MAX_MAX_RESULTS:
+            raise ValidationError(
+                "max_chunks_per_document",
+                f"must be between 1 and {MAX_MAX_RESULTS}, got {per_document}",
             )
         if isinstance(self.min_score, bool) or not isinstance(self.min_score, int | float):
             raise ValidationError("min_score", "must be a number")

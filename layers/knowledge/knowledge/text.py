@@ -11,14 +11,63 @@ Rules (the seed's, plus CJK):
   ("k8s배포" -> "k8s", "배포").
 
 The same function is used at indexing and at query time.
+
+**Keyword analysis** (``keyword_terms``, what every keyword index stores and every keyword
+query looks up): the terms of ``tokenize``, then, for the terms without CJK characters,
+English stop words (``STOP_WORDS``) dropped and the rest reduced to their Snowball
+English stem ("processes" -> "process", "configured" -> "configur") with PyStemmer, the
+Snowball project's C stemmers. CJK bigrams are kept as they are, so compounds stay
+findable as before. OpenSearch's ``knowledge_english`` analyzer
+(``stores/opensearch/mapping.py``) is built from the same pieces: the same word pattern,
+lower-casing, the same length and stop-word filters and the same Snowball stemmer.
+
+``ANALYSIS_VERSION`` names this analysis. Every persistent keyword index records the
+version it was built with and refuses to be searched with another (the terms would not
+match): change the version whenever ``keyword_terms`` changes its output.
+
+The hashing embedder keeps using plain ``tokenize`` (its vectors are its identity).
 """
 
 from __future__ import annotations
 
 import re
+import threading
 import unicodedata
+from functools import lru_cache
+from typing import Any
 
-__all__ = ["is_cjk", "tokenize"]
+__all__ = [
+    "ANALYSIS",
+    "ANALYSIS_VERSION",
+    "STOP_WORDS",
+    "has_cjk",
+    "is_cjk",
+    "keyword_terms",
+    "tokenize",
+]
+
+ANALYSIS_VERSION = 2
+"""Version 1: ``tokenize`` terms as they are (no stemming, no stop words)."""
+ANALYSIS = f"english-snowball-v{ANALYSIS_VERSION}"
+"""The name recorded in an index: what ``keyword_terms`` does, and its version."""
+
+# Snowball's English stop-word list (snowballstem.org, "english/stop.txt"), minus the
+# contractions our tokenizer never produces whole ("don't" is "don" + "t"), plus the
+# fragments those contractions leave ("don", "isn", "ll", "ve", ...), minus "a" and "i"
+# (terms of one character are never produced).
+STOP_WORDS: frozenset[str] = frozenset(
+    """
+    about above after again against all am an and any are as at be because been before
+    being below between both but by can cannot could did do does doing down during each
+    few for from further had has have having he her here hers herself him himself his
+    how if in into is it its itself let me more most my myself no nor not of off on once
+    only or other ought our ours ourselves out over own same she should so some such
+    than that the their theirs them themselves then there these they this those through
+    to too under until up very was we were what when where which while who whom why with
+    would you your yours yourself yourselves aren couldn didn doesn don hadn hasn haven
+    isn mustn shan shouldn wasn weren won wouldn ll ve re
+    """.split()  # noqa: SIM905 (a word list reads best as words)
+)
 
 _CJK_RANGES = (
     (0x1100, 0x11FF),  # Hangul Jamo
@@ -50,6 +99,11 @@ def is_cjk(char: str) -> bool:
     if code < _FIRST_CJK:
         return False
     return any(lo <= code <= hi for lo, hi in _CJK_RANGES)
+
+
+def has_cjk(text: str) -> bool:
+    """Whether ``text`` holds at least one CJK character (Hangul, Han, Kana)."""
+    return _ANY_CJK.search(text) is not None
 
 
 def _split_scripts(word: str) -> list[tuple[bool, str]]:
@@ -86,3 +140,41 @@ def tokenize(text: str) -> list[str]:
             elif len(run) > 1:
                 tokens.append(run)
     return tokens
+
+
+_local = threading.local()
+
+
+def _stemmer() -> Any:
+    """This thread's Snowball English stemmer (PyStemmer objects are not thread-safe)."""
+    stemmer = getattr(_local, "stemmer", None)
+    if stemmer is None:
+        import Stemmer  # PyStemmer: imported on first use, never by a keyword-free path
+
+        stemmer = Stemmer.Stemmer("english")
+        _local.stemmer = stemmer
+    return stemmer
+
+
+@lru_cache(maxsize=65536)
+def _analyzed(term: str) -> str | None:
+    """One ``tokenize`` term as indexed: ``None`` for a stop word, else its stem.
+
+    CJK terms are returned unchanged. Pure, so cached (most text reuses few words).
+    """
+    if _ANY_CJK.search(term) is not None:
+        return term
+    if term in STOP_WORDS:
+        return None
+    stem: str = _stemmer().stemWord(term)
+    return stem
+
+
+def keyword_terms(text: str) -> list[str]:
+    """The keyword index terms of ``text`` (module docstring), in order, duplicates kept."""
+    terms: list[str] = []
+    for token in tokenize(text):
+        term = _analyzed(token)
+        if term is not None:
+            terms.append(term)
+    return terms

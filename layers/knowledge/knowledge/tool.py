@@ -30,9 +30,11 @@ from knowledge.model import (
     SearchQuery,
     SearchResult,
 )
+from knowledge.results import fit_budget, merge_adjacent
 from knowledge.scope import KnowledgeScope
 
 __all__ = [
+    "DEFAULT_MAX_TOKENS",
     "TOOL_DESCRIPTION",
     "TOOL_NAME",
     "KnowledgeSearchTool",
@@ -55,7 +57,10 @@ TOOL_DESCRIPTION = (
 NO_STORE_MESSAGE = "No knowledge store configured for this agent"
 NO_SCOPE_MESSAGE = "No knowledge scope configured for this agent"
 
-_PROPERTIES = ("query", "max_results", "file_pattern")
+_PROPERTIES = ("query", "max_results", "file_pattern", "max_tokens")
+_HEADER_TOKENS = 16  # what a passage's "---" and header line cost, estimated
+DEFAULT_MAX_TOKENS = 4000
+"""The tool's default budget for the passages it returns (estimated tokens)."""
 
 
 class SearchBackend(Protocol):
@@ -96,7 +101,9 @@ class ToolResult:
         return cls(True, content)
 
 
-def format_search_results(query_text: str, results: Sequence[SearchResult]) -> str:
+def format_search_results(
+    query_text: str, results: Sequence[SearchResult], max_tokens: int | None = None
+) -> str:
     """The source-first format of seed 8.1.
 
     ::
@@ -106,23 +113,40 @@ def format_search_results(query_text: str, results: Sequence[SearchResult]) -> s
         [1] runbook.md (score: 0.92, chunk: 3)
         <chunk content>
         ---
-        [2] ...
+        [2] guide.md (score: 0.71, chunks: 4-5)
+        <the two chunks as one passage>
 
-    One hit reads "Found 1 result"; no hits read "No relevant documents found for: <q>".
-    Scores have two decimals; ``chunk`` is the 0-based chunk index. Where the chunk's
-    metadata cites a place in the document, it follows the path (``citation``):
+    Consecutive chunks of one document are one passage (``results.merge_adjacent``).
+    With ``max_tokens`` the passages are cut to fit that budget (``results.fit_budget``,
+    estimated tokens) and a last line says how many were dropped. One hit reads "Found 1
+    result"; no hits read "No relevant documents found for: <q>". Scores have two
+    decimals; chunks are 0-based chunk indexes. Where the passage's metadata cites a
+    place in the document, it follows the path (``citation``):
     ``[1] handbook.pdf p. 12 (score: 0.92, chunk: 3)``.
     """
     if not results:
         return f"No relevant documents found for: {query_text}"
-    noun = "result" if len(results) == 1 else "results"
-    lines = [f'Found {len(results)} {noun} for "{query_text}":']
-    for i, result in enumerate(results, start=1):
+    passages = merge_adjacent(results)
+    dropped = 0
+    if max_tokens is not None:
+        passages, dropped = fit_budget(passages, max_tokens, overhead_tokens=_HEADER_TOKENS)
+    noun = "result" if len(passages) == 1 else "results"
+    lines = [f'Found {len(passages)} {noun} for "{query_text}":']
+    for i, passage in enumerate(passages, start=1):
+        chunks = (
+            f"chunk: {passage.chunks}"
+            if passage.first_chunk == passage.last_chunk
+            else f"chunks: {passage.chunks}"
+        )
+        place = citation(passage.metadata)
+        source = f"{passage.document_path} {place}" if place else passage.document_path
         lines.append("---")
-        where = citation(result.metadata)
-        source = f"{result.document_path} {where}" if where else result.document_path
-        lines.append(f"[{i}] {source} (score: {result.score:.2f}, chunk: {result.chunk_index})")
-        lines.append(result.content.rstrip())
+        lines.append(f"[{i}] {source} (score: {passage.score:.2f}, {chunks})")
+        lines.append(passage.content.rstrip())
+    if dropped:
+        more = "result was" if dropped == 1 else "results were"
+        lines.append("---")
+        lines.append(f"({dropped} more {more} dropped to stay within max_tokens={max_tokens})")
     return "\n".join(lines)
 
 
@@ -179,6 +203,18 @@ def _max_results(value: object) -> int:
     return value
 
 
+def _max_tokens(value: object) -> int:
+    if value is None:
+        return DEFAULT_MAX_TOKENS
+    try:
+        count = _max_results(value)
+    except ValidationError:
+        raise ValidationError("max_tokens", "must be an integer") from None
+    if count < 1:
+        raise ValidationError("max_tokens", f"must be at least 1, got {count}")
+    return count
+
+
 def _query_from_arguments(
     arguments: object, mode: SearchMode | None, cross_context: bool = False
 ) -> SearchQuery:
@@ -228,6 +264,14 @@ class KnowledgeSearchTool:
                     "type": "string",
                     "description": "File filter glob (e.g. '*.md')",
                 },
+                "max_tokens": {
+                    "type": "integer",
+                    "description": (
+                        "Budget for the returned text, in tokens (default "
+                        f"{DEFAULT_MAX_TOKENS}); results beyond it are dropped"
+                    ),
+                    "minimum": 1,
+                },
             },
             "required": ["query"],
             "additionalProperties": False,
@@ -241,6 +285,7 @@ class KnowledgeSearchTool:
             return ToolResult.error(NO_SCOPE_MESSAGE)
         try:
             query = _query_from_arguments(arguments, context.mode, context.cross_context)
+            max_tokens = _max_tokens(arguments.get("max_tokens"))
         except ValidationError as exc:
             return ToolResult.error(f"Invalid parameter: {exc}")
         try:
@@ -255,7 +300,7 @@ class KnowledgeSearchTool:
             logger.exception("knowledge search failed for %s", context.scope)
             detail = str(exc) or "unexpected error"
             return ToolResult.error(f"Failed to search knowledge: {type(exc).__name__}: {detail}")
-        return ToolResult.success(format_search_results(query.text, results))
+        return ToolResult.success(format_search_results(query.text, results, max_tokens))
 
     def to_anthropic_tool(self) -> dict[str, Any]:
         """The tool definition for the Anthropic Messages API (``tools=[...]``)."""

@@ -45,7 +45,7 @@ from knowledge.model import (
 )
 from knowledge.scope import KnowledgeScope
 from knowledge.store import DocumentHeader, EmbeddedChunk, StoredDocument
-from knowledge.text import tokenize
+from knowledge.text import keyword_terms
 
 __all__ = ["MemoryKnowledgeStore"]
 
@@ -187,7 +187,7 @@ class _MemoryWriteSession:
             _ChunkRecord(
                 key=(header.path, item.chunk.chunk_index, key),
                 chunk=item.chunk,
-                term_counts=dict(Counter(tokenize(item.chunk.content))),
+                term_counts=dict(Counter(keyword_terms(item.chunk.content))),
             )
             for item in chunks
         )
@@ -317,7 +317,7 @@ class MemoryKnowledgeStore(IndexingStoreMixin):
             else:
                 one = self._snapshots.get(scope.key)
                 snapshots = [] if one is None else [one]
-        terms = set(tokenize(query.text))
+        terms = set(keyword_terms(query.text))
         if not terms or not snapshots:
             return []
         total_chunks = sum(len(s.chunks) for s in snapshots)
@@ -341,7 +341,14 @@ class MemoryKnowledgeStore(IndexingStoreMixin):
                             continue
                         records[key] = record
                     scores[key] = scores.get(key, 0.0) + (1.0 + math.log(count)) * idf
-        ranked = select(keyword_only(scores), query.min_score, query.max_results)
+        ranked = select(
+            keyword_only(scores),
+            query.min_score,
+            query.max_results,
+            offset=query.offset,
+            per_document=query.max_chunks_per_document,
+            document_of=lambda key: (key[2], key[0]),
+        )
         return [
             SearchResult(
                 document_path=records[item.key].chunk.document_path,

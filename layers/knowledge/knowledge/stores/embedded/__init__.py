@@ -14,7 +14,7 @@ Where things are:
 module              what it holds
 ==================  =====================================================================
 ``store``           ``EmbeddedKnowledgeStore``: opening the file, search, status wiring
-``schema``          the tables, schema version and upgrade, embedder identity
+``schema``          the tables, schema version and upgrade, keyword analysis, embedder identity
 ``connections``     the connection pool; damaged-file detection (``PRAGMA quick_check``)
 ``keyword_index``   FTS5 tables, BM25 candidates, ``isolation`` (shared or per agent)
 ``vector_search``   vector encoding, the vector cache, exact kNN without BLAS threads

@@ -1,9 +1,11 @@
 """The embedded store's keyword index: FTS5 tables, BM25 candidates, per-agent statistics.
 
-**CJK-aware terms.** FTS5 cannot call a Python tokenizer, so every chunk is indexed as the
-space-joined terms of ``knowledge.text.tokenize`` (CJK bigrams included) under FTS5's
-``unicode61`` tokenizer with diacritics kept, which splits that text back into exactly
-those terms. A query becomes its distinct terms, each a quoted FTS5 string, OR-ed
+**CJK-aware terms, English stems.** FTS5 cannot call a Python tokenizer, so every chunk
+is indexed as the space-joined terms of ``knowledge.text.keyword_terms`` (CJK bigrams,
+English Snowball stems, no stop words) under FTS5's ``unicode61`` tokenizer with
+diacritics kept, which splits that text back into exactly those terms, in the shared
+table and in every per-agent table alike. The analysis is recorded in the file
+(``schema.check_analysis``). A query becomes its distinct terms, each a quoted FTS5 string, OR-ed
 (``fts_query``): user input never reaches FTS5 as syntax. The score is ``-bm25()``
 (SQLite's lower-is-better turned around).
 
@@ -29,7 +31,7 @@ from knowledge.errors import StoreError
 from knowledge.filters import matches_file_patterns, matches_metadata
 from knowledge.model import SearchQuery
 from knowledge.scope import KnowledgeScope
-from knowledge.text import tokenize
+from knowledge.text import keyword_terms
 
 from .candidates import FETCH_BATCH, Candidate, scope_condition
 from .schema import load_json
@@ -56,18 +58,18 @@ _TABLE_DDL: Final = (
 def fts_query(text: str) -> str | None:
     """The FTS5 MATCH expression for ``text``: its distinct terms, each quoted, OR-ed.
 
-    Terms come from ``knowledge.text.tokenize``; each is an FTS5 string literal (``"``
+    Terms come from ``knowledge.text.keyword_terms``; each is an FTS5 string literal (``"``
     doubled), so no operator, column filter, prefix or NEAR group can be expressed.
     ``None`` when the text has no terms (it then matches nothing).
     """
-    terms = dict.fromkeys(tokenize(text))
+    terms = dict.fromkeys(keyword_terms(text))
     if not terms:
         return None
     return " OR ".join('"' + term.replace('"', '""') + '"' for term in terms)
 
 
 def _terms(content: str) -> str:
-    return " ".join(tokenize(content))
+    return " ".join(keyword_terms(content))
 
 
 class KeywordIndex:

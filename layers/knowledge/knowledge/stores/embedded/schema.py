@@ -14,11 +14,18 @@ Tables (schema version 3):
   (listed in ``fts_agents``): the keyword index (``keyword_index``);
 - ``generations``: per agent, a counter every write transaction bumps, which tells cached
   vectors from stale ones, also across processes (``vector_search``);
-- ``meta``: schema version, embedder identity, keyword isolation.
+- ``meta``: schema version, keyword analysis, embedder identity, keyword isolation.
 
 A version 1 file (no records, problems or per-agent generations) or a version 2 file (no
 ``embedding_key``: its vectors are not reused until their document is written again) is
 upgraded in place when opened; a newer version is refused.
+
+**Keyword analysis.** The terms in the keyword index are those of one analysis
+(``knowledge.text.ANALYSIS``), recorded in ``meta`` under ``analysis`` by the first open
+of a file without chunks (``check_analysis``). A file whose chunks were analysed otherwise
+(one that records none was made by ``tokenize``, whatever its schema version) is refused
+with ``AnalysisMismatchError``: its keyword side would silently miss; reindex it into a
+new file.
 """
 
 from __future__ import annotations
@@ -30,6 +37,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Final
 
+from knowledge.errors import AnalysisMismatchError
+from knowledge.text import ANALYSIS
+
 if TYPE_CHECKING:
     from knowledge.embedding.base import EmbeddingClient
 
@@ -38,6 +48,7 @@ __all__ = [
     "SCHEMA_VERSION",
     "Identity",
     "bump_generation",
+    "check_analysis",
     "create_or_upgrade",
     "generation",
     "identity_of",
@@ -48,6 +59,9 @@ __all__ = [
 ]
 
 SCHEMA_VERSION: Final = 3
+
+# What a file that records no analysis (made before it was recorded) was indexed with.
+_ANALYSIS_BEFORE_RECORDING: Final = "tokenize-v1"
 
 _TABLES: Final = (
     """CREATE TABLE IF NOT EXISTS meta (
@@ -149,6 +163,26 @@ def create_or_upgrade(conn: sqlite3.Connection, display: str) -> None:
         raise ValueError(
             f"index file {display} has schema version {row[0]}; this version of the store "
             f"reads version {SCHEMA_VERSION}. Reindex into a new file"
+        )
+
+
+def check_analysis(conn: sqlite3.Connection, display: str) -> None:
+    """Record the keyword analysis in a file without chunks; raise
+    ``AnalysisMismatchError`` for a file whose chunks were analysed otherwise (module
+    docstring). Inside the caller's write transaction, after ``create_or_upgrade``."""
+    row = conn.execute("SELECT value FROM meta WHERE key = 'analysis'").fetchone()
+    has_chunks = conn.execute("SELECT EXISTS (SELECT 1 FROM chunks)").fetchone()[0]
+    if not has_chunks:
+        # Nothing analysed yet (new, emptied, or never written): this version's from now on.
+        conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('analysis', ?)", (ANALYSIS,))
+        return
+    recorded = _ANALYSIS_BEFORE_RECORDING if row is None else row[0]
+    if recorded != ANALYSIS:
+        raise AnalysisMismatchError(
+            f"index file {display} holds keyword terms of the analysis '{recorded}'; this "
+            f"version analyses text as '{ANALYSIS}', so keyword searches would miss. "
+            "Reindex into a new file (kb index DIR --db NEW_FILE --reindex), or delete this "
+            "file and index again"
         )
 
 

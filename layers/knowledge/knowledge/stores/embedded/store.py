@@ -3,11 +3,14 @@
 **Search.** The scope is always a SQL condition (``agent`` and ``context``, or ``agent``
 only with ``cross_context``). File patterns and metadata filters are then applied to the
 ranked candidates (``knowledge.filters``: filter first, then normalise among what is
-left), until enough candidates pass: ``max_results`` for one mode,
-``fusion.candidate_count(max_results)`` per side for hybrid. Keyword mode is
-``fusion.keyword_only`` over ``keyword_index``; vector mode ``fusion.vector_only`` over
-``vector_search``; hybrid ``fusion.fuse_weighted`` with the store's weights (or
-``fusion.fuse_rrf`` with ``fusion="rrf"``); then ``fusion.select``. The query is embedded
+left), until enough candidates pass: ``fusion.candidate_count(offset + max_results)`` for
+one mode, ``fusion.HYBRID_CANDIDATES`` per side for hybrid (a fixed depth: every page is a
+slice of one order). Keyword mode is ``fusion.keyword_only`` over ``keyword_index``;
+vector mode ``fusion.vector_only`` over ``vector_search`` above the relevance floor
+(``fusion.above_floor``); hybrid ``fusion.fuse_weighted`` with the store's weights
+(default: the embedder's, ``fusion.hybrid_weights``) or ``fusion.fuse_rrf`` with
+``fusion="rrf"``; then ``fusion.select`` (per-document cap, ``offset``,
+``max_results``). The query is embedded
 once per search, only in vector and hybrid modes, and before the read snapshot is taken.
 A query whose embedding is the zero vector finds nothing on the vector side. Ties rank
 by (path, chunk index, context).
@@ -17,7 +20,9 @@ vectors: the embedder's name and dimension, or "no embedder (keyword only)". A s
 opened with a different embedder is refused with ``EmbeddingMismatchError`` (a store
 opened without an embedder may still run keyword searches on any file), and so is a
 write that would mix vectors of another kind into the file. A file without chunks
-has no identity yet.
+has no identity yet. Likewise the keyword analysis (``knowledge.text.ANALYSIS``): a file
+whose chunks were analysed otherwise is refused with ``AnalysisMismatchError``
+(``schema.check_analysis``).
 
 **Concurrency.** WAL journal. Every operation borrows a connection from a small pool
 (``connections``). Each search is one read transaction: it sees the file as of the last
@@ -51,21 +56,24 @@ from knowledge.errors import (
     ValidationError,
 )
 from knowledge.fusion import (
-    DEFAULT_KEYWORD_WEIGHT,
     DEFAULT_RRF_K,
-    DEFAULT_VECTOR_WEIGHT,
+    HYBRID_CANDIDATES,
     Fused,
+    above_floor,
     candidate_count,
     fuse_rrf,
     fuse_weighted,
+    hybrid_weights,
     keyword_only,
     select,
     vector_only,
 )
-from knowledge.indexing import Indexer, IndexingStoreMixin
+from knowledge.fusion import relevance_floor as fusion_floor
+from knowledge.indexing import DEFAULT_EMBED_CONTEXT, Indexer, IndexingStoreMixin
 from knowledge.model import IndexStatus, SearchMode, SearchQuery, SearchResult
 from knowledge.scope import KnowledgeScope
 from knowledge.store import StoredDocument
+from knowledge.text import has_cjk
 
 from .candidates import Candidate, chunk_rows
 from .connections import (
@@ -80,6 +88,7 @@ from .keyword_index import DEFAULT_ISOLATION, ISOLATION_MODES, KeywordIndex, fts
 from .schema import (
     KEYWORD_ONLY,
     Identity,
+    check_analysis,
     create_or_upgrade,
     identity_of,
     load_json,
@@ -99,6 +108,12 @@ FUSION_METHODS: Final = ("weighted", "rrf")
 
 _STORE_NAME: Final = "embedded"
 
+
+def _document_of(key: tuple[str, int, str]) -> tuple[str, str]:
+    """The document of a candidate key ``(path, chunk_index, context)``."""
+    return key[2], key[0]
+
+
 logger = logging.getLogger(__name__)
 
 
@@ -111,9 +126,13 @@ class EmbeddedKnowledgeStore(IndexingStoreMixin):
     ``vector_weight``) or ``"rrf"`` (``rrf_k``). ``isolation`` is ``"shared"`` (keyword
     statistics over the whole file) or ``"agent"`` (per agent: no agent's scores depend
     on another's documents; ``keyword_index``). Writes commit every ``batch_documents``
-    documents or ``batch_seconds`` seconds (``write_session``).
+    documents or ``batch_seconds`` seconds (``write_session``). ``relevance_floor`` (unit
+    score) drops weaker vector candidates; ``None`` takes the embedder's calibrated floor
+    (``fusion.relevance_floor``). ``embed_context`` embeds each chunk with its title and
+    heading path in front (``indexing.Indexer``).
 
     Raises ``EmbeddingMismatchError`` when the file was built with another embedder,
+    ``AnalysisMismatchError`` when its keyword terms were made by another analysis,
     ``ConfigurationError`` when the file is not a usable index (another database, a
     damaged file: the message names it and says that deleting it rebuilds the index),
     ``ValidationError`` for bad options. The embedder and chunker are the caller's:
@@ -127,14 +146,16 @@ class EmbeddedKnowledgeStore(IndexingStoreMixin):
         chunker: DocumentChunker | None = None,
         *,
         default_mode: SearchMode | str | None = None,
-        keyword_weight: float = DEFAULT_KEYWORD_WEIGHT,
-        vector_weight: float = DEFAULT_VECTOR_WEIGHT,
+        keyword_weight: float | None = None,
+        vector_weight: float | None = None,
         fusion: str = "weighted",
         rrf_k: int = DEFAULT_RRF_K,
         vector_cache_bytes: int = DEFAULT_VECTOR_CACHE_BYTES,
         isolation: str = DEFAULT_ISOLATION,
         batch_documents: int = DEFAULT_BATCH_DOCUMENTS,
         batch_seconds: float = DEFAULT_BATCH_SECONDS,
+        relevance_floor: float | None = None,
+        embed_context: bool = DEFAULT_EMBED_CONTEXT,
     ) -> None:
         target = os.fspath(path)
         if not isinstance(target, str) or not target:
@@ -147,9 +168,10 @@ class EmbeddedKnowledgeStore(IndexingStoreMixin):
             raise ValidationError(
                 "isolation", f"{isolation!r} is not one of: {', '.join(ISOLATION_MODES)}"
             )
-        # Validates the weights and rrf_k exactly as every search will, but now.
-        fuse_weighted({}, {}, keyword_weight, vector_weight)
-        fuse_rrf([], [], rrf_k)
+        # Validated now; resolved per query (fusion.hybrid_weights: the embedder's default
+        # where none are given, which may depend on the query's script).
+        hybrid_weights(None if embedder is None else embedder.name, keyword_weight, vector_weight)
+        fuse_rrf([], [], rrf_k)  # validates rrf_k exactly as every search will, but now
         _require_count("vector_cache_bytes", vector_cache_bytes, minimum=0)
         _require_count("batch_documents", batch_documents, minimum=1)
         if (
@@ -170,6 +192,12 @@ class EmbeddedKnowledgeStore(IndexingStoreMixin):
         )
         self._embedder = embedder
         self._identity = identity_of(embedder)
+        # Vector candidates below it are none (fusion.above_floor); None: the embedder's.
+        if relevance_floor is None:
+            self._floor = fusion_floor(embedder.name) if embedder is not None else 0.0
+        else:
+            above_floor({}, relevance_floor)  # validates it, as every search would
+            self._floor = float(relevance_floor)
         self._keyword_weight = keyword_weight
         self._vector_weight = vector_weight
         self._fusion = fusion
@@ -184,7 +212,9 @@ class EmbeddedKnowledgeStore(IndexingStoreMixin):
         # Not for ":memory:": there a read inside a session's thread sees uncommitted rows.
         self._vectors = VectorCache(0 if target == MEMORY else vector_cache_bytes)
         # Read by IndexingStoreMixin: index, reindex, upsert and delete run through it.
-        self._indexer = Indexer(chunker or MarkdownSectionChunker(), embedder)
+        self._indexer = Indexer(
+            chunker or MarkdownSectionChunker(), embedder, embed_context=embed_context
+        )
         if target != MEMORY:
             try:
                 Path(target).parent.mkdir(parents=True, exist_ok=True)
@@ -234,8 +264,12 @@ class EmbeddedKnowledgeStore(IndexingStoreMixin):
         mode = self._supported(query.mode or self._default_mode)
         match = fts_query(query.text) if mode is not SearchMode.VECTOR else None
         query_vector = self._embed_query(query.text) if mode is not SearchMode.KEYWORD else None
+        # Enough candidates for the page after the per-document cap (fusion.select); hybrid
+        # fuses a fixed depth, so that every page is a slice of one order.
         limit = (
-            candidate_count(query.max_results) if mode is SearchMode.HYBRID else query.max_results
+            HYBRID_CANDIDATES
+            if mode is SearchMode.HYBRID
+            else candidate_count(query.offset + query.max_results)
         )
         with self._reading() as conn:
             keyword: list[Candidate] = []
@@ -253,7 +287,14 @@ class EmbeddedKnowledgeStore(IndexingStoreMixin):
                     limit=limit,
                     display=self._display,
                 )
-            chosen = select(self._fuse(mode, keyword, vector), query.min_score, query.max_results)
+            chosen = select(
+                self._fuse(mode, keyword, vector, cjk_query=has_cjk(query.text)),
+                query.min_score,
+                query.max_results,
+                offset=query.offset,
+                per_document=query.max_chunks_per_document,
+                document_of=_document_of,
+            )
             rowids = {c.key: c.rowid for c in (*keyword, *vector)}
             rows = chunk_rows(conn, [rowids[f.key] for f in chosen])
         results = []
@@ -361,6 +402,7 @@ class EmbeddedKnowledgeStore(IndexingStoreMixin):
                 create_or_upgrade(conn, self._display)
             except ValueError as exc:
                 raise ConfigurationError(str(exc)) from None
+            check_analysis(conn, self._display)
             if self._embedder is not None:
                 recorded = recorded_identity(conn)
                 if recorded is not None and recorded != self._identity:
@@ -461,10 +503,17 @@ class EmbeddedKnowledgeStore(IndexingStoreMixin):
         return [x / norm for x in vector]
 
     def _fuse(
-        self, mode: SearchMode, keyword: list[Candidate], vector: list[Candidate]
+        self,
+        mode: SearchMode,
+        keyword: list[Candidate],
+        vector: list[Candidate],
+        *,
+        cjk_query: bool = False,
     ) -> list[Fused[tuple[str, int, str]]]:
         if mode is SearchMode.KEYWORD:
             return keyword_only({c.key: c.score for c in keyword})
+        kept = above_floor({c.key: c.score for c in vector}, self._floor)
+        vector = [c for c in vector if c.key in kept]
         if mode is SearchMode.VECTOR:
             return vector_only({c.key: c.score for c in vector})
         if self._fusion == "rrf":
@@ -472,8 +521,12 @@ class EmbeddedKnowledgeStore(IndexingStoreMixin):
         return fuse_weighted(
             {c.key: c.score for c in keyword},
             {c.key: c.score for c in vector},
-            self._keyword_weight,
-            self._vector_weight,
+            *hybrid_weights(
+                None if self._embedder is None else self._embedder.name,
+                self._keyword_weight,
+                self._vector_weight,
+                cjk_query=cjk_query,
+            ),
         )
 
     def _session_started(self, scope: KnowledgeScope) -> None:

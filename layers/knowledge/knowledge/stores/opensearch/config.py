@@ -20,8 +20,8 @@ Environment (``OpenSearchConfig.from_env``):
                                    JSON with ``password`` and optionally ``username``)
 ``OPENSEARCH_PASSWORD``            plain password: accepted for loopback endpoints only
 ``OPENSEARCH_DEFAULT_MODE``        ``keyword`` (default) | ``vector`` | ``hybrid``
-``OPENSEARCH_KEYWORD_WEIGHT``      hybrid keyword weight (default 0.3)
-``OPENSEARCH_VECTOR_WEIGHT``       hybrid vector weight (default 0.7)
+``OPENSEARCH_KEYWORD_WEIGHT``      hybrid keyword weight (default: the embedder's)
+``OPENSEARCH_VECTOR_WEIGHT``       hybrid vector weight (default: the embedder's)
 ``OPENSEARCH_VECTOR_DIMENSIONS``   vector dimension (default: the embedder's)
 ``OPENSEARCH_VECTOR_ENGINE``       ``lucene`` | ``faiss`` (default ``lucene``; ``faiss`` on aoss)
 ``OPENSEARCH_TIMEOUT``             seconds per request (default 10)
@@ -125,8 +125,8 @@ class OpenSearchConfig:
     password: str | None = field(default=None, repr=False)
     password_secret_arn: str | None = None
     default_mode: SearchMode = SearchMode.KEYWORD
-    keyword_weight: float = 0.3
-    vector_weight: float = 0.7
+    keyword_weight: float | None = None  # None: the embedder's (fusion.hybrid_weights)
+    vector_weight: float | None = None
     vector_dimensions: int | None = None
     vector_engine: str | None = None
     timeout: float = 10.0
@@ -218,14 +218,18 @@ class OpenSearchConfig:
             raise ConfigurationError(f"opensearch default mode: {exc}") from None
         for name in ("keyword_weight", "vector_weight"):
             value = getattr(self, name)
-            if (
+            if value is not None and (
                 isinstance(value, bool)
                 or not isinstance(value, int | float)
                 or not math.isfinite(value)
                 or value < 0
             ):
                 raise ConfigurationError(f"opensearch {name}: must be a number >= 0, got {value!r}")
-        if self.keyword_weight + self.vector_weight <= 0:
+        if (
+            self.keyword_weight is not None
+            and self.vector_weight is not None
+            and (self.keyword_weight + self.vector_weight <= 0)
+        ):
             raise ConfigurationError("opensearch hybrid weights: at least one must be above 0")
         if self.vector_dimensions is not None and (
             isinstance(self.vector_dimensions, bool)

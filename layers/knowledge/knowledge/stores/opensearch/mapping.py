@@ -12,14 +12,21 @@ One shared index holds every scope (D11). It holds two kinds of records (``recor
 So ``stored_documents`` and ``status`` are answered from the index alone, and a document
 whose chunks do not agree with its record (a write that died half-way) is detectable.
 
-Text is analysed twice: ``content`` with the standard analyzer (BM25 on words) and
+Text is analysed twice: ``content`` with ``knowledge_english`` (BM25 on English stems:
+the analysis of ``knowledge.text.keyword_terms`` rebuilt from OpenSearch's own pieces:
+a ``pattern`` tokenizer splitting on what is not a Unicode letter or digit, ``lowercase``,
+``length`` >= 2, ``stop`` with ``knowledge.text.STOP_WORDS`` and the Snowball ``English``
+stemmer, the same Snowball algorithm PyStemmer runs) and
 ``content.cjk`` with standard tokenizer + ``cjk_width`` + ``lowercase`` + ``cjk_bigram``
 (analysis-common), so a Korean compound written without spaces ("배포실패") shares
 bigrams with the same words written apart ("배포 실패").
 
 The vector field is ``knn_vector`` with an explicit method (HNSW, cosine similarity) on
 an engine that filters inside the knn clause (``lucene``; ``faiss`` on Serverless).
-The index's ``_meta`` records the embedding model, so a different provider or dimension
+The index's ``_meta`` records the keyword analysis (``knowledge.text.ANALYSIS``): an
+index built with another one (or before analyses were recorded) is refused with
+``AnalysisMismatchError``, since its keyword side would silently miss; reindex it into a
+new index. It also records the embedding model, so a different provider or dimension
 is refused (``EmbeddingMismatchError``) instead of silently mixing vectors.
 
 Vectors stay in ``_source``: embedding reuse reads them back from there (a chunk's
@@ -37,10 +44,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from knowledge.errors import EmbeddingMismatchError
+from knowledge.errors import AnalysisMismatchError, EmbeddingMismatchError
 from knowledge.model import DocumentChunk
 from knowledge.scope import KnowledgeScope
 from knowledge.store import DocumentHeader
+from knowledge.text import ANALYSIS, STOP_WORDS
 
 __all__ = [
     "AGENT",
@@ -56,6 +64,7 @@ __all__ = [
     "DOCUMENT_PATH",
     "EMBEDDING",
     "EMBEDDING_KEY",
+    "ENGLISH_ANALYZER",
     "GENERATION",
     "INDEXED_AT",
     "METADATA",
@@ -107,6 +116,7 @@ RECORD_CHUNK = "chunk"
 RECORD_DOCUMENT = "document"
 
 CJK_ANALYZER = "knowledge_cjk"
+ENGLISH_ANALYZER = "knowledge_english"
 META_KEY = "knowledge"
 SCHEMA_VERSION = 3
 
@@ -161,6 +171,7 @@ class IndexLayout:
     space_type: str | None
     has_generations: bool = True
     """Whether the mapping has every field of ``RECORD_PROPERTIES`` (else they are added)."""
+    analysis: str | None = None
 
 
 def index_body(
@@ -196,7 +207,7 @@ def index_body(
         CHUNK_COUNT: {"type": "integer"},
         CONTENT: {
             "type": "text",
-            "analyzer": "standard",
+            "analyzer": ENGLISH_ANALYZER,
             "fields": {"cjk": {"type": "text", "analyzer": CJK_ANALYZER}},
         },
         CONTENT_HASH: {"type": "keyword"},
@@ -211,7 +222,7 @@ def index_body(
             "dimension": vector_dimensions,
             "method": {"name": "hnsw", "engine": vector_engine, "space_type": "cosinesimil"},
         }
-    meta: dict[str, Any] = {"schema_version": SCHEMA_VERSION}
+    meta: dict[str, Any] = {"schema_version": SCHEMA_VERSION, "analysis": ANALYSIS}
     if vector_dimensions is not None:
         meta["embedding_model"] = embedding_model
         meta["embedding_dimensions"] = vector_dimensions
@@ -219,13 +230,36 @@ def index_body(
         "settings": {
             "index": index_settings,
             "analysis": {
+                "tokenizer": {
+                    # knowledge.text's words: runs of Unicode letters/digits, "_" separates.
+                    "knowledge_words": {
+                        "type": "pattern",
+                        "pattern": "[\\W_]+",
+                        "flags": "UNICODE_CHARACTER_CLASS",
+                    }
+                },
+                "filter": {
+                    "knowledge_min_length": {"type": "length", "min": 2},
+                    "knowledge_stop": {"type": "stop", "stopwords": sorted(STOP_WORDS)},
+                    "knowledge_stemmer": {"type": "snowball", "language": "English"},
+                },
                 "analyzer": {
+                    ENGLISH_ANALYZER: {
+                        "type": "custom",
+                        "tokenizer": "knowledge_words",
+                        "filter": [
+                            "lowercase",
+                            "knowledge_min_length",
+                            "knowledge_stop",
+                            "knowledge_stemmer",
+                        ],
+                    },
                     CJK_ANALYZER: {
                         "type": "custom",
                         "tokenizer": "standard",
                         "filter": ["cjk_width", "lowercase", "cjk_bigram"],
-                    }
-                }
+                    },
+                },
             },
         },
         "mappings": {
@@ -252,8 +286,9 @@ def layout_of(mapping_response: Mapping[str, Any], index_name: str) -> IndexLayo
     vector = properties.get(EMBEDDING)
     meta = mappings.get("_meta", {}).get(META_KEY, {})
     generations = all(name in properties for name in RECORD_PROPERTIES)
+    analysis = meta.get("analysis")
     if not isinstance(vector, Mapping):
-        return IndexLayout(None, meta.get("embedding_model"), None, None, generations)
+        return IndexLayout(None, meta.get("embedding_model"), None, None, generations, analysis)
     method = vector.get("method", {})
     dimension = vector.get("dimension")
     return IndexLayout(
@@ -262,6 +297,7 @@ def layout_of(mapping_response: Mapping[str, Any], index_name: str) -> IndexLayo
         vector_engine=method.get("engine"),
         space_type=method.get("space_type"),
         has_generations=generations,
+        analysis=analysis,
     )
 
 
@@ -272,12 +308,25 @@ def check_layout(
     vector_dimensions: int | None,
     embedding_model: str | None,
 ) -> None:
-    """Raise ``EmbeddingMismatchError`` if the index cannot hold this store's vectors.
+    """Raise ``AnalysisMismatchError`` if the index's keyword terms were analysed otherwise
+    than ``knowledge.text.ANALYSIS``; ``EmbeddingMismatchError`` if it cannot hold this
+    store's vectors.
 
     A keyword-only store (``vector_dimensions=None``) may use any index for reading;
     whether it may write to a vector index is decided by the caller (see
     ``check_writable``).
     """
+    if layout.analysis != ANALYSIS:
+        built = (
+            f"the keyword analysis '{layout.analysis}'"
+            if layout.analysis
+            else "the standard analyzer of versions that recorded no analysis"
+        )
+        raise AnalysisMismatchError(
+            f"index '{index_name}' was built with {built}; this version analyses text as "
+            f"'{ANALYSIS}', so keyword searches would miss: reindex into a fresh index "
+            "(another index name) and switch over to it"
+        )
     if vector_dimensions is None:
         return
     if layout.vector_dimensions is None:

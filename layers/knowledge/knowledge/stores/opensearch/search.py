@@ -4,12 +4,21 @@
 
 - keyword: BM25 (words + CJK bigrams) divided by the best hit's score;
 - vector: the engine's cosine score ``(1 + cos) / 2``;
-- hybrid: both sides in one ``_msearch`` (or two searches), fused client-side with
-  ``fusion.fuse_weighted``.
+- hybrid: both sides in one ``_msearch`` (or two searches), ``fusion.HYBRID_CANDIDATES``
+  each whatever the page (every page of a query is a slice of one order), fused
+  client-side with ``fusion.fuse_weighted`` (weights: the configured ones, else the
+  embedder's, ``fusion.hybrid_weights``).
 
-Each side asks for twice the results it needs and keeps, per document, only the hits of
-its newest generation (``queries.newest_generations``): a document being replaced, or
-an older generation that Serverless still shows, never appears twice.
+Vector and hybrid drop vector candidates below the embedder's relevance floor
+(``fusion.relevance_floor``).
+
+A single-mode side asks for at least twice the results the page needs (``offset +
+max_results``, and ``fusion.candidate_count`` of it, room for the per-document cap) and
+keeps, per document, only the hits of its newest generation
+(``queries.newest_generations``): a document being replaced, or an older generation that
+Serverless still shows, never appears twice. Only then does ``fusion.select`` cap the
+chunks per document and cut the page at ``offset``, so a stale generation's hits never
+take a place on the page or count against the cap.
 
 Time: every request is a ``Connection.read`` (per-request timeout, at most one retry,
 inside the caller's deadline); the query embedding runs inside the same deadline
@@ -29,10 +38,14 @@ from knowledge.embedding.base import EmbeddingClient
 from knowledge.errors import EmbeddingError, EmbeddingMismatchError, StoreError
 from knowledge.filters import matches_file_patterns
 from knowledge.fusion import (
+    HYBRID_CANDIDATES,
     Fused,
+    above_floor,
     candidate_count,
     fuse_weighted,
+    hybrid_weights,
     keyword_only,
+    relevance_floor,
     select,
     vector_only,
 )
@@ -44,10 +57,12 @@ from knowledge.stores.opensearch.connection import Connection
 from knowledge.stores.opensearch.mapping import (
     CHUNK_INDEX,
     CONTENT,
+    CONTEXT,
     DOCUMENT_PATH,
     METADATA,
     is_zero_vector,
 )
+from knowledge.text import has_cjk
 
 __all__ = ["DEFAULT_EMBED_TIMEOUT", "embed_query", "search"]
 
@@ -126,7 +141,11 @@ def search(
         return scores
 
     fused: list[Fused[str]]
-    size = query.max_results * _OVERFETCH
+    # Vector candidates below it are none (fusion.above_floor): the embedder's floor.
+    floor = 0.0 if embedder is None else relevance_floor(embedder.name)
+    needed = query.offset + query.max_results
+    # Room for the newest-generation dedupe and the per-document cap (module docstring).
+    size = max(needed * _OVERFETCH, candidate_count(needed))
     if mode is SearchMode.KEYWORD:
         body = queries.keyword_search_body(query.text, filters, size)
         fused = keyword_only(scores_of(connection.search(index, action, body)))
@@ -134,9 +153,10 @@ def search(
         if vector is None:
             return []
         body = queries.vector_search_body(vector, filters, size)
-        fused = vector_only(scores_of(connection.search(index, action, body)))
+        fused = vector_only(above_floor(scores_of(connection.search(index, action, body)), floor))
     else:
-        size = max(size, candidate_count(query.max_results))
+        # A fixed depth (>= MAX_MAX_RESULTS), so that every page is a slice of one order.
+        size = HYBRID_CANDIDATES
         keyword_body = queries.keyword_search_body(query.text, filters, size)
         if vector is None:
             keyword_response = connection.search(index, action, keyword_body)
@@ -148,14 +168,27 @@ def search(
             )
         fused = fuse_weighted(
             scores_of(keyword_response),
-            scores_of(vector_response),
-            config.keyword_weight,
-            config.vector_weight,
+            above_floor(scores_of(vector_response), floor),
+            *hybrid_weights(
+                None if embedder is None else embedder.name,
+                config.keyword_weight,
+                config.vector_weight,
+                cjk_query=has_cjk(query.text),
+            ),
         )
-    return [
-        _result(sources[item.key], item)
-        for item in select(fused, query.min_score, query.max_results)
-    ]
+    # After the newest-generation dedupe in scores_of: the cap and offset see one version.
+    chosen = select(
+        fused,
+        query.min_score,
+        query.max_results,
+        offset=query.offset,
+        per_document=query.max_chunks_per_document,
+        document_of=lambda key: (
+            str(sources[key].get(CONTEXT, "")),
+            str(sources[key].get(DOCUMENT_PATH, "")),
+        ),
+    )
+    return [_result(sources[item.key], item) for item in chosen]
 
 
 def _search_both(

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from knowledge.chunking import DocumentChunker, MarkdownSectionChunker
 from knowledge.embedding.base import EmbeddingClient
 from knowledge.errors import ConfigurationError, EmbeddingMismatchError, UnsupportedModeError
+from knowledge.fusion import hybrid_weights
 from knowledge.indexing import DEFAULT_EMBED_BATCH_SIZE, Indexer, IndexingStoreMixin
 from knowledge.model import (
     MAX_STATUS_PROBLEMS,
@@ -92,6 +93,13 @@ class OpenSearchKnowledgeStore(IndexingStoreMixin):
             chunker or MarkdownSectionChunker(), embedder, embed_batch_size=embed_batch_size
         )
         self._embedder = embedder
+        # Validated now (the configured hybrid weights, else the embedder's); resolved per
+        # query in search (fusion.hybrid_weights).
+        hybrid_weights(
+            None if embedder is None else embedder.name,
+            config.keyword_weight,
+            config.vector_weight,
+        )
         self._connection = Connection(
             config,
             client=client,

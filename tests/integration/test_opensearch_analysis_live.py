@@ -1,0 +1,112 @@
+"""The OpenSearch mapping analyses English text exactly as ``knowledge.text.keyword_terms``
+does, on the real node; an index of another analysis is refused (never mixed)."""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from knowledge.embedding.hashing import HashingEmbedder
+from knowledge.errors import AnalysisMismatchError
+from knowledge.model import SearchQuery
+from knowledge.scope import KnowledgeScope
+from knowledge.source import SourceDocument
+from knowledge.stores.opensearch import OpenSearchConfig, OpenSearchKnowledgeStore
+from knowledge.stores.opensearch.mapping import ENGLISH_ANALYZER, index_body
+from knowledge.text import keyword_terms
+
+pytestmark = [pytest.mark.integration, pytest.mark.opensearch]
+
+SCOPE = KnowledgeScope("agent", "ctx")
+
+# English prose, commands, identifiers, possessives, digits, accents: no CJK (the CJK
+# side is the ``content.cjk`` sub-field, which keeps its bigrams as before).
+SAMPLES = (
+    "How do I configure the running processes? The installer detected two interfaces.",
+    "Debian's packages: dpkg-reconfigure, apt_get, /etc/apt/sources.list and IPv6 (2001:db8::1)",
+    "Généreusement configured caches; the daemon's PID-files were removed at boot-time.",
+    "It isn't what they'd have wanted: don't, won't, shouldn't, we've, you'll.",
+    "ext4 filesystems, x86_64 kernels, utf-8 locales, and 10,000 files per directory",
+)
+
+
+def _http(method: str, url: str, body: Any = None) -> tuple[int, dict[str, Any]]:
+    data = None if body is None else json.dumps(body).encode("utf-8")
+    request = urllib.request.Request(
+        url, data=data, method=method, headers={"Content-Type": "application/json"}
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return response.status, json.loads(response.read() or b"{}")
+    except urllib.error.HTTPError as exc:
+        with exc:
+            return exc.code, json.loads(exc.read() or b"{}")
+
+
+@pytest.fixture
+def index(opensearch_url: str) -> Iterator[str]:
+    name = f"test_{uuid.uuid4().hex}"
+    yield name
+    _http("DELETE", f"{opensearch_url}/{name}")
+
+
+def _store(url: str, index: str) -> OpenSearchKnowledgeStore:
+    config = OpenSearchConfig(url=url, index_name=index, number_of_shards=1, number_of_replicas=0)
+    return OpenSearchKnowledgeStore(config, embedder=HashingEmbedder(16))
+
+
+@pytest.mark.parametrize("text", SAMPLES)
+def test_the_english_analyzer_gives_the_terms_of_keyword_terms(
+    opensearch_url: str, index: str, text: str
+) -> None:
+    status, body = _http(
+        "PUT", f"{opensearch_url}/{index}", index_body(vector_dimensions=None, embedding_model=None)
+    )
+    assert status == 200, body
+    status, body = _http(
+        "POST", f"{opensearch_url}/{index}/_analyze", {"analyzer": ENGLISH_ANALYZER, "text": text}
+    )
+    assert status == 200, body
+    assert [token["token"] for token in body["tokens"]] == keyword_terms(text)
+
+
+def test_keyword_search_on_the_node_matches_other_inflections(
+    opensearch_url: str, index: str
+) -> None:
+    store = _store(opensearch_url, index)
+    try:
+        for path, text in (
+            ("net.md", "The installer detected two network interfaces."),
+            ("bread.md", "Bread rises in a warm kitchen."),
+        ):
+            data = text.encode("utf-8")
+            document = SourceDocument(path=path, size=len(data), read=lambda data=data: data)
+            assert store.upsert_document(SCOPE, document).indexed_documents == 1
+        _http("POST", f"{opensearch_url}/{index}/_refresh")
+        found = store.search(SCOPE, SearchQuery("detecting an interface", mode="keyword"))
+        assert [r.document_path for r in found] == ["net.md"]
+    finally:
+        store.close()
+
+
+def test_an_index_made_before_analyses_were_recorded_is_refused(
+    opensearch_url: str, index: str
+) -> None:
+    # The mapping of the previous version: no "analysis" in _meta, the standard analyzer.
+    body = index_body(vector_dimensions=16, embedding_model="hashing")
+    del body["mappings"]["_meta"]["knowledge"]["analysis"]
+    body["mappings"]["properties"]["content"]["analyzer"] = "standard"
+    status, answer = _http("PUT", f"{opensearch_url}/{index}", body)
+    assert status == 200, answer
+    store = _store(opensearch_url, index)
+    try:
+        with pytest.raises(AnalysisMismatchError, match="reindex into a fresh index"):
+            store.search(SCOPE, SearchQuery("anything", mode="keyword"))
+    finally:
+        store.close()
