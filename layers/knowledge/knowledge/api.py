@@ -55,6 +55,7 @@ from knowledge.model import (
     SearchResult,
 )
 from knowledge.scope import KnowledgeScope, validate_segment
+from knowledge.search_filter import parse_filter
 from knowledge.store import KnowledgeStore
 
 __all__ = [
@@ -84,6 +85,7 @@ SEARCH_FIELDS = (
     "file_patterns",
     "metadata",
     "cross_context",
+    "filter",
 )
 """The fields of a search request body (DESIGN.md "Search query"); any other is a 400."""
 
@@ -250,6 +252,7 @@ def _query_from(data: Mapping[str, Any], default_mode: SearchMode | str | None) 
     if metadata is not None and not isinstance(metadata, Mapping):
         raise ValidationError("metadata", "must be an object of string values")
     cross_context = data.get("cross_context")
+    raw_filter = data.get("filter")
     return SearchQuery(
         text=data["query"],
         mode=mode,
@@ -258,6 +261,7 @@ def _query_from(data: Mapping[str, Any], default_mode: SearchMode | str | None) 
         file_patterns=() if patterns is None else _file_patterns(patterns),
         metadata={} if metadata is None else metadata,
         cross_context=False if cross_context is None else cross_context,
+        filter=None if raw_filter is None else parse_filter(raw_filter),
     )
 
 
