@@ -59,6 +59,7 @@ __all__ = [
     "Not",
     "element_number",
     "element_text",
+    "filter_to_json",
     "matches_filter",
     "parse_filter",
 ]
@@ -243,9 +244,9 @@ def _comparison(raw: Mapping[str, Any], where: str) -> Comparison:
             raise ValidationError(value_at, f"must be all strings or all numbers for '{op}'")
         _text_only(field, op, items[0], f"{where}.op")
         return Comparison(field, op, items)
-    scalar = _scalar(value_at, value)
-    if op in _TEXT_OPS and not isinstance(scalar, str):
+    if op in _TEXT_OPS and not isinstance(value, str):
         raise ValidationError(value_at, f"must be a string for '{op}'")
+    scalar = _scalar(value_at, value)
     _text_only(field, op, scalar, value_at)
     return Comparison(field, op, scalar)
 
@@ -285,6 +286,25 @@ def _instant(where: str, value: object) -> datetime:
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=UTC)
     return moment.astimezone(UTC)
+
+
+def filter_to_json(node: FilterNode) -> dict[str, Any]:
+    """The JSON form of a tree, which ``parse_filter`` reads back as an equal tree (what a
+    client sends for a ``SearchQuery``)."""
+    if isinstance(node, AllOf):
+        return {"and": [filter_to_json(c) for c in node.children]}
+    if isinstance(node, AnyOf):
+        return {"or": [filter_to_json(c) for c in node.children]}
+    if isinstance(node, Not):
+        return {"not": filter_to_json(node.child)}
+    value = node.value
+    if isinstance(value, datetime):
+        shown: object = value.isoformat()
+    elif isinstance(value, tuple):
+        shown = list(value)
+    else:
+        shown = value
+    return {"field": node.field, "op": node.op, "value": shown}
 
 
 # --- the typing rule ----------------------------------------------------------------------
