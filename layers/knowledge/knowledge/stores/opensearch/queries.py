@@ -1,9 +1,10 @@
 """Request bodies and response readers for the OpenSearch store: pure functions, no I/O.
 
 Every search carries the scope as ``term`` filters (agent and context; agent only with
-``cross_context``) plus the query's file patterns and metadata, and the vector search
-carries them *inside* the ``knn`` clause, so the engine filters while it walks the HNSW
-graph and a small scope still gets ``k`` neighbours (lucene/faiss efficient filtering).
+``cross_context``) plus the query's file patterns, metadata and ``filter``
+(``filter_query``), and the vector search carries them *inside* the ``knn`` clause, so
+the engine filters while it walks the HNSW graph and a small scope still gets ``k``
+neighbours (lucene/faiss efficient filtering).
 
 File patterns follow ``knowledge.filters.matches_file_patterns``: a glob matches the whole
 path or the base name, ``*`` also crosses ``/``, case-sensitive. A glob becomes a
