@@ -4,8 +4,8 @@
 only with ``cross_context``), and so is the search ``filter`` (``filter_sql``). File
 patterns and metadata filters are then applied to the ranked candidates
 (``knowledge.filters``: filter first, then normalise among what is left), until enough
-candidates pass: ``max_results`` for one mode, ``fusion.candidate_count(max_results)`` per side for hybrid. Keyword mode is
-``fusion.keyword_only`` over ``keyword_index``; vector mode ``fusion.vector_only`` over
+candidates pass: ``max_results`` for one mode, ``fusion.candidate_count(max_results)``
+per side for hybrid. Keyword mode is ``fusion.keyword_only`` over ``keyword_index``; vector mode ``fusion.vector_only`` over
 ``vector_search``; hybrid ``fusion.fuse_weighted`` with the store's weights (or
 ``fusion.fuse_rrf`` with ``fusion="rrf"``); then ``fusion.select``. The query is embedded
 once per search, only in vector and hybrid modes, and before the read snapshot is taken.
