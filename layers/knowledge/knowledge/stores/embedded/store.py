@@ -5,12 +5,13 @@ only with ``cross_context``), and so is the search ``filter`` (``filter_sql``). 
 patterns and metadata filters are then applied to the ranked candidates
 (``knowledge.filters``: filter first, then normalise among what is left), until enough
 candidates pass: ``max_results`` for one mode, ``fusion.candidate_count(max_results)``
-per side for hybrid. Keyword mode is ``fusion.keyword_only`` over ``keyword_index``; vector mode ``fusion.vector_only`` over
-``vector_search``; hybrid ``fusion.fuse_weighted`` with the store's weights (or
-``fusion.fuse_rrf`` with ``fusion="rrf"``); then ``fusion.select``. The query is embedded
-once per search, only in vector and hybrid modes, and before the read snapshot is taken.
-A query whose embedding is the zero vector finds nothing on the vector side. Ties rank
-by (path, chunk index, context).
+per side for hybrid. Keyword mode is ``fusion.keyword_only`` over ``keyword_index``;
+vector mode ``fusion.vector_only`` over ``vector_search``; hybrid
+``fusion.fuse_weighted`` with the store's weights (or ``fusion.fuse_rrf`` with
+``fusion="rrf"``); then ``fusion.select``. The query is embedded once per search, only
+in vector and hybrid modes, and before the read snapshot is taken. A query whose
+embedding is the zero vector finds nothing on the vector side. Ties rank by (path, chunk
+index, context).
 
 **Embedder identity.** The first chunk written to a file records what made its
 vectors: the embedder's name and dimension, or "no embedder (keyword only)". A store
