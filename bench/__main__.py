@@ -22,6 +22,7 @@ COMMANDS = {
     "formats": "format parity: the man-pages benchmark as PDF, DOCX and HTML vs Markdown",
     "pdf-fidelity": "token F1 of PDF text (pypdfium2, pypdf, product) against pdftotext",
     "pdf-throughput": "PDF pages/s per library; peak memory on a long PDF and a big XLSX",
+    "filters": "embedded store: search filter SQL over one scope, next to no filter",
     "report": "write bench/REPORT.md and the plots from bench/results/*.json",
 }
 
