@@ -24,6 +24,7 @@ COMMANDS = {
     "pdf-fidelity": "token F1 of PDF text (pypdfium2, pypdf, product) against pdftotext",
     "pdf-throughput": "PDF pages/s per library; peak memory on a long PDF and a big XLSX",
     "embedding-pool": "concurrent embedding vs sequential against a fake remote embedder",
+    "filters": "embedded store: search filter SQL over one scope, next to no filter",
     "report": "write bench/REPORT.md and the plots from bench/results/*.json",
 }
 

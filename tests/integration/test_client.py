@@ -93,6 +93,20 @@ def test_cross_context_search_stays_inside_the_agent(local: LocalServer) -> None
     assert sorted(r.document_path for r in results) == ["helm.md", "rollback.md"]
 
 
+def test_a_filter_travels_to_the_server(local: LocalServer) -> None:
+    client = KnowledgeClient(local.url)
+    scope = KnowledgeScope("ops-bot", "runbooks")
+    helm_only = {
+        "and": [
+            {"field": "document_path", "op": "in", "value": ["helm.md", "nope.md"]},
+            {"field": "indexed_at", "op": "gte", "value": "2000-01-01"},
+            {"not": {"field": "source_type", "op": "eq", "value": True}},
+        ]
+    }
+    query = SearchQuery("helm", cross_context=True, filter=helm_only)
+    assert [r.document_path for r in client.search(scope, query)] == ["helm.md"]
+
+
 def test_server_errors_become_clear_exceptions(local: LocalServer) -> None:
     client = KnowledgeClient(local.url)
     scope = KnowledgeScope("ops-bot", "runbooks")

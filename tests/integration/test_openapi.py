@@ -144,6 +144,27 @@ CASES = [
     ("POST", "/v1/agents/{agent}/contexts/{context}/search", {"query": "x", "max_results": 0}, 400),
     ("POST", "/v1/agents/{agent}/contexts/{context}/search", {"query": "x", "nope": 1}, 400),
     ("POST", "/v1/agents/{agent}/search", {"query": "x", "cross_context": False}, 400),
+    (
+        "POST",
+        "/v1/agents/{agent}/contexts/{context}/search",
+        {
+            "query": "helm",
+            "filter": {
+                "and": [
+                    {"field": "source_type", "op": "eq", "value": "markdown"},
+                    {"not": {"field": "document_path", "op": "in", "value": ["blob.md"]}},
+                    {"field": "indexed_at", "op": "gte", "value": "2020-01-01"},
+                ]
+            },
+        },
+        200,
+    ),
+    (
+        "POST",
+        "/v1/agents/{agent}/contexts/{context}/search",
+        {"query": "x", "filter": {"and": [{"field": "a", "op": "in", "value": 1}]}},
+        400,
+    ),
     ("GET", "/v1/agents/{agent}/contexts/{context}/status", None, 200),
     ("POST", "/v1/agents/{agent}/contexts/{context}/reindex", None, 200),
     ("GET", "/v1/health", None, 200),
@@ -181,7 +202,20 @@ def test_the_described_request_schema_refuses_what_the_server_refuses(
     spec: dict[str, Any],
 ) -> None:
     schema = schema_of(spec, "#/components/schemas/SearchRequest")
-    for bad in ({}, {"query": ""}, {"query": "x", "max_results": 101}, {"query": "x", "x": 1}):
+    bad_filters = (
+        {"and": []},
+        {"field": "a", "op": "like", "value": 1},
+        {"field": "a b", "op": "eq", "value": 1},
+        {"field": "a", "op": "eq"},
+        {"and": [{"field": "a", "op": "eq", "value": 1}], "or": []},
+    )
+    for bad in (
+        {},
+        {"query": ""},
+        {"query": "x", "max_results": 101},
+        {"query": "x", "x": 1},
+        *({"query": "x", "filter": f} for f in bad_filters),
+    ):
         with pytest.raises(jsonschema.ValidationError):
             jsonschema.validate(bad, schema)
     segment = spec["components"]["schemas"]["ScopeSegment"]["pattern"]

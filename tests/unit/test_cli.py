@@ -174,6 +174,20 @@ def test_search_filters(docs: Path, db: Path, capsys: pytest.CaptureFixture[str]
     assert all(r["document_path"].endswith(".md") for r in json.loads(out)["results"])
 
 
+def test_search_filter_flag(docs: Path, db: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    index(docs, db, capsys)
+    argv = ["search", "helm rollback database", *scope_args(db), "--mode", "keyword", "--json"]
+    code, out, _ = run(argv, capsys)
+    assert code == 0
+    assert "rollback.md" in {r["document_path"] for r in json.loads(out)["results"]}
+    only = '{"not": {"field": "document_path", "op": "eq", "value": "rollback.md"}}'
+    code, out, _ = run([*argv, "--filter", only], capsys)
+    assert code == 0
+    found = {r["document_path"] for r in json.loads(out)["results"]}
+    assert found
+    assert "rollback.md" not in found
+
+
 def test_search_no_results(docs: Path, db: Path, capsys: pytest.CaptureFixture[str]) -> None:
     index(docs, db, capsys)
     code, out, _ = run(["search", "zebra", *scope_args(db), "--mode", "keyword"], capsys)
@@ -195,6 +209,11 @@ def test_search_is_scoped(docs: Path, db: Path, capsys: pytest.CaptureFixture[st
     [
         (["--min-score", "1.5"], "kb: error: min_score: must be between 0 and 1"),
         (["--meta", "team"], "kb: error: metadata: 'team' is not of the form KEY=VALUE"),
+        (["--filter", "{nope"], "kb: error: filter: is not valid JSON"),
+        (
+            ["--filter", '{"or": [{"field": "a", "op": "in", "value": "x"}]}'],
+            "kb: error: filter.or[0].value: must be a non-empty list for 'in'",
+        ),
     ],
 )
 def test_search_bad_input_exit_2(

@@ -56,6 +56,7 @@ from knowledge.model import (
     SearchResult,
 )
 from knowledge.scope import KnowledgeScope, validate_segment
+from knowledge.search_filter import parse_filter
 from knowledge.store import KnowledgeStore
 
 __all__ = [
@@ -87,6 +88,7 @@ SEARCH_FIELDS = (
     "cross_context",
     "offset",
     "max_chunks_per_document",
+    "filter",
 )
 """The fields of a search request body (DESIGN.md "Search query"); any other is a 400."""
 
@@ -255,6 +257,7 @@ def _query_from(data: Mapping[str, Any], default_mode: SearchMode | str | None) 
     cross_context = data.get("cross_context")
     offset = data.get("offset")
     per_document = data.get("max_chunks_per_document")
+    raw_filter = data.get("filter")
     return SearchQuery(
         text=data["query"],
         mode=mode,
@@ -267,6 +270,7 @@ def _query_from(data: Mapping[str, Any], default_mode: SearchMode | str | None) 
         max_chunks_per_document=(
             DEFAULT_MAX_CHUNKS_PER_DOCUMENT if per_document is None else per_document
         ),
+        filter=None if raw_filter is None else parse_filter(raw_filter),
     )
 
 

@@ -154,6 +154,14 @@ def _metadata_filters(pairs: Sequence[str]) -> dict[str, str]:
     return filters
 
 
+def _filter_argument(text: str) -> object:
+    """``--filter``: a JSON filter (docs/filters.md); validated by ``parse_search_request``."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValidationError("filter", f"is not valid JSON ({exc.msg} at {exc.pos})") from None
+
+
 def _cmd_search(args: argparse.Namespace) -> int:
     scope = _scope(args)
     request: dict[str, Any] = {
@@ -168,6 +176,8 @@ def _cmd_search(args: argparse.Namespace) -> int:
         request["file_patterns"] = list(args.pattern)
     if args.meta:
         request["metadata"] = _metadata_filters(args.meta)
+    if args.filter is not None:
+        request["filter"] = _filter_argument(args.filter)
     query = parse_search_request(request)
     with closing(_open_reader(args)) as store:
         started = time.perf_counter()
@@ -359,6 +369,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     search.add_argument(
         "--meta", action="append", metavar="KEY=VALUE", help="exact-match metadata filter"
+    )
+    search.add_argument(
+        "--filter",
+        metavar="JSON",
+        help='metadata filter, e.g. \'{"field": "year", "op": "gte", "value": 2024}\' '
+        "(docs/filters.md); AND-ed with --meta",
     )
     search.add_argument(
         "--cross-context", action="store_true", help="search every context of the agent"

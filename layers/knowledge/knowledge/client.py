@@ -57,6 +57,7 @@ from knowledge.model import (
     SearchResult,
 )
 from knowledge.scope import KnowledgeScope
+from knowledge.search_filter import filter_to_json
 
 __all__ = [
     "AccessDeniedError",
@@ -361,6 +362,8 @@ def _search_body(query: SearchQuery) -> dict[str, Any]:
         body["file_patterns"] = list(query.file_patterns)
     if query.metadata:
         body["metadata"] = dict(query.metadata)
+    if query.filter is not None:
+        body["filter"] = filter_to_json(query.filter)
     return body
 
 

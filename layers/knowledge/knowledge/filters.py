@@ -3,7 +3,8 @@
 The rule every store follows (so that ``min_score`` means the same everywhere):
 
 1. candidates are restricted to the scope (agent and context, or agent only with
-   ``cross_context``), then to ``file_patterns`` and ``metadata``;
+   ``cross_context``), then to ``file_patterns``, ``metadata`` and the ``filter``
+   (``knowledge.search_filter``);
 2. only then are scores normalised, over the *filtered* candidates only
    (``knowledge.fusion``): keyword scores divided by their maximum, hybrid sides
    min-max'ed and the combination divided by its maximum, so the best chunk the caller

@@ -15,6 +15,7 @@ from typing import Any
 
 from knowledge.errors import ValidationError
 from knowledge.extraction import DOCUMENT_PATTERNS
+from knowledge.search_filter import FilterNode, parse_filter
 
 __all__ = [
     "DEFAULT_MAX_CHUNKS_PER_DOCUMENT",
@@ -72,8 +73,10 @@ class SearchQuery:
 
     ``text`` is required and non-blank; ``max_results`` in [1, MAX_MAX_RESULTS];
     ``min_score`` in [0, 1]; ``file_patterns`` are globs on the document path;
-    ``metadata`` are exact-match filters; ``cross_context`` searches every context
-    of the scope's agent (never another agent). ``mode=None`` means the store's default.
+    ``metadata`` are exact-match filters; ``filter`` is a parsed
+    ``knowledge.search_filter`` tree (a decoded JSON filter is parsed here), AND-ed with
+    ``metadata``; ``cross_context`` searches every context of the scope's agent (never
+    another agent). ``mode=None`` means the store's default.
     ``offset`` skips that many results (paging: ``offset + max_results`` is at most
     ``MAX_MAX_RESULTS``; pages of one query are slices of one stable order);
     ``max_chunks_per_document`` caps the chunks of any one document in the list (the
@@ -89,6 +92,7 @@ class SearchQuery:
     cross_context: bool = False
     offset: int = 0
     max_chunks_per_document: int = DEFAULT_MAX_CHUNKS_PER_DOCUMENT
+    filter: FilterNode | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.text, str) or not self.text.strip():
@@ -140,6 +144,9 @@ class SearchQuery:
         object.__setattr__(self, "metadata", _frozen(self.metadata))
         if not isinstance(self.cross_context, bool):
             raise ValidationError("cross_context", "must be true or false")
+        raw_filter: object = self.filter
+        if isinstance(raw_filter, Mapping):
+            object.__setattr__(self, "filter", parse_filter(raw_filter))
 
 
 @dataclass(frozen=True, slots=True)

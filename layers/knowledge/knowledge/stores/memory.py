@@ -44,6 +44,7 @@ from knowledge.model import (
     SearchResult,
 )
 from knowledge.scope import KnowledgeScope
+from knowledge.search_filter import matches_filter
 from knowledge.store import DocumentHeader, EmbeddedChunk, StoredDocument
 from knowledge.text import keyword_terms
 
@@ -67,6 +68,7 @@ class _ChunkRecord:
 class _DocumentRecord:
     stored: StoredDocument
     chunks: tuple[_ChunkRecord, ...]
+    indexed_at: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -192,7 +194,7 @@ class _MemoryWriteSession:
             for item in chunks
         )
         stored = StoredDocument(header.path, header.content_hash, header.version, len(records))
-        self._changes[header.path] = _DocumentRecord(stored, records)
+        self._changes[header.path] = _DocumentRecord(stored, records, header.indexed_at)
         self._problems[header.path] = None
         return len(records)
 
@@ -336,7 +338,9 @@ class MemoryKnowledgeStore(IndexingStoreMixin):
                         continue
                     if key not in records:
                         record = snapshot.chunks[key]
-                        if not self._wanted(record.chunk, query):
+                        document = snapshot.documents.get(record.chunk.document_path)
+                        indexed_at = None if document is None else document.indexed_at
+                        if not self._wanted(record.chunk, query, indexed_at):
                             rejected.add(key)
                             continue
                         records[key] = record
@@ -363,9 +367,19 @@ class MemoryKnowledgeStore(IndexingStoreMixin):
         ]
 
     @staticmethod
-    def _wanted(chunk: DocumentChunk, query: SearchQuery) -> bool:
-        return matches_file_patterns(chunk.document_path, query.file_patterns) and (
-            matches_metadata(chunk.metadata, query.metadata)
+    def _wanted(chunk: DocumentChunk, query: SearchQuery, indexed_at: datetime | None) -> bool:
+        return (
+            matches_file_patterns(chunk.document_path, query.file_patterns)
+            and matches_metadata(chunk.metadata, query.metadata)
+            and (
+                query.filter is None
+                or matches_filter(
+                    query.filter,
+                    path=chunk.document_path,
+                    metadata=chunk.metadata,
+                    indexed_at=indexed_at,
+                )
+            )
         )
 
     def status(self, scope: KnowledgeScope) -> IndexStatus:

@@ -21,6 +21,8 @@ from typing import Final
 
 from knowledge.errors import StoreError
 
+from .filter_sql import register_functions
+
 __all__ = [
     "BUSY_TIMEOUT_S",
     "MEMORY",
@@ -114,6 +116,7 @@ class ConnectionPool:
             # WAL + NORMAL cannot corrupt the file; a power cut may lose the last commits,
             # and an index can always be rebuilt from its source.
             conn.execute("PRAGMA synchronous = NORMAL")
+            register_functions(conn)  # what filter conditions call
         except sqlite3.Error as exc:
             conn.close()
             raise StoreError(f"cannot open the index file {self._target}: {exc}") from exc

@@ -34,6 +34,7 @@ from knowledge.scope import KnowledgeScope
 from knowledge.text import keyword_terms
 
 from .candidates import FETCH_BATCH, Candidate, scope_condition
+from .filter_sql import filter_sql
 from .schema import load_json
 
 __all__ = [
@@ -161,19 +162,25 @@ class KeywordIndex:
         table = self.table(conn, scope.agent, create=False)
         if table is None:
             return []
+        filter_clause, filter_params = "", list[object]()
+        if query.filter is not None:
+            condition, filter_params = filter_sql(query.filter)  # values are bound
+            filter_clause = f" AND ({condition})"
         scope_sql, params = scope_condition(scope, query, "c.")
+        bound: list[object] = [*params, *filter_params]
+        # The search filter is part of the SQL (filter_sql), so only these are left to Python.
         filtered = bool(query.file_patterns or query.metadata)
         sql = (
             f"SELECT c.id, c.path, c.chunk_index, c.context, c.metadata, -bm25({table}) AS s"  # noqa: S608
             f" FROM {table} JOIN chunks AS c ON c.id = {table}.rowid"
-            f" WHERE {table} MATCH ? AND {scope_sql}"
+            f" WHERE {table} MATCH ? AND {scope_sql}{filter_clause}"
             " ORDER BY s DESC, c.path, c.chunk_index, c.context"
         )
         # Without filters every row is a candidate, so SQLite can stop at the limit.
         cursor = (
-            conn.execute(sql, [match, *params])
+            conn.execute(sql, [match, *bound])
             if filtered
-            else conn.execute(sql + " LIMIT ?", [match, *params, limit])
+            else conn.execute(sql + " LIMIT ?", [match, *bound, limit])
         )
         found: list[Candidate] = []
         while len(found) < limit and (batch := cursor.fetchmany(FETCH_BATCH)):

@@ -1,19 +1,19 @@
 """``EmbeddedKnowledgeStore``: opening the file, searching it, and its status.
 
 **Search.** The scope is always a SQL condition (``agent`` and ``context``, or ``agent``
-only with ``cross_context``). File patterns and metadata filters are then applied to the
-ranked candidates (``knowledge.filters``: filter first, then normalise among what is
-left), until enough candidates pass: ``fusion.candidate_count(offset + max_results)`` for
-one mode, ``fusion.HYBRID_CANDIDATES`` per side for hybrid (a fixed depth: every page is a
-slice of one order). Keyword mode is ``fusion.keyword_only`` over ``keyword_index``;
-vector mode ``fusion.vector_only`` over ``vector_search`` above the relevance floor
-(``fusion.above_floor``); hybrid ``fusion.fuse_weighted`` with the store's weights
-(default: the embedder's, ``fusion.hybrid_weights``) or ``fusion.fuse_rrf`` with
-``fusion="rrf"``; then ``fusion.select`` (per-document cap, ``offset``,
-``max_results``). The query is embedded
-once per search, only in vector and hybrid modes, and before the read snapshot is taken.
-A query whose embedding is the zero vector finds nothing on the vector side. Ties rank
-by (path, chunk index, context).
+only with ``cross_context``), and so is the search ``filter`` (``filter_sql``). File
+patterns and metadata filters are then applied to the ranked candidates
+(``knowledge.filters``: filter first, then normalise among what is left), until enough
+candidates pass: ``fusion.candidate_count(offset + max_results)`` for one mode,
+``fusion.HYBRID_CANDIDATES`` per side for hybrid (a fixed depth: every page is a slice of
+one order). Keyword mode is ``fusion.keyword_only`` over ``keyword_index``; vector mode
+``fusion.vector_only`` over ``vector_search`` above the relevance floor
+(``fusion.above_floor``); hybrid ``fusion.fuse_weighted`` with the store's weights (default:
+the embedder's, ``fusion.hybrid_weights``) or ``fusion.fuse_rrf`` with ``fusion="rrf"``;
+then ``fusion.select`` (per-document cap, ``offset``, ``max_results``). The query is
+embedded once per search, only in vector and hybrid modes, and before the read snapshot is
+taken. A query whose embedding is the zero vector finds nothing on the vector side. Ties
+rank by (path, chunk index, context).
 
 **Embedder identity.** The first chunk written to a file records what made its
 vectors: the embedder's name and dimension, or "no embedder (keyword only)". A store

@@ -40,6 +40,7 @@ from knowledge.model import SearchQuery
 from knowledge.scope import KnowledgeScope
 
 from .candidates import FETCH_BATCH, Candidate, metadata_of, scope_condition
+from .filter_sql import filter_sql
 from .schema import Identity, generation
 
 __all__ = [
@@ -155,10 +156,14 @@ def vector_candidates(
     if vectors is None:
         return []
     similarity = cosines(vectors.matrix, query_vector)
+    allowed = _filtered_rowids(conn, scope, query)
     found: list[Candidate] = []
     for positions in _best_first(similarity, FETCH_BATCH):
         passing = [
-            p for p in positions if matches_file_patterns(vectors.keys[p][0], query.file_patterns)
+            p
+            for p in positions
+            if matches_file_patterns(vectors.keys[p][0], query.file_patterns)
+            and (allowed is None or vectors.rowids[p] in allowed)
         ]
         metadata = metadata_of(conn, [vectors.rowids[p] for p in passing]) if query.metadata else {}
         for p in passing:
@@ -169,6 +174,23 @@ def vector_candidates(
             if len(found) == limit:
                 return found
     return found
+
+
+def _filtered_rowids(
+    conn: sqlite3.Connection, scope: KnowledgeScope, query: SearchQuery
+) -> set[int] | None:
+    """The scope's chunk ids that pass the search filter (``filter_sql``); ``None``: no
+    filter, every chunk passes. The cached matrix holds the whole scope, so the filter is
+    one SQL read beside it rather than part of the cache key."""
+    if query.filter is None:
+        return None
+    scope_sql, params = scope_condition(scope, query, "c.")
+    condition, filter_params = filter_sql(query.filter)
+    rows = conn.execute(
+        f"SELECT c.id FROM chunks AS c WHERE {scope_sql} AND ({condition})",  # noqa: S608
+        [*params, *filter_params],
+    )
+    return {row[0] for row in rows}
 
 
 def _best_first(similarity: Any, batch: int) -> Iterator[list[int]]:

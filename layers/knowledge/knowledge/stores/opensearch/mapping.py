@@ -69,6 +69,7 @@ __all__ = [
     "INDEXED_AT",
     "METADATA",
     "META_KEY",
+    "NUMBER_SUBFIELD",
     "PROBLEM",
     "PROBLEM_AT",
     "RECORD",
@@ -132,14 +133,25 @@ SOURCE_FIELDS: tuple[str, ...] = (
 )
 """What a search hit returns (never the vector: it is large and not part of a result)."""
 
+NUMBER_SUBFIELD = "number"
+"""The ``double`` sub-field of every metadata field, for numeric filters."""
+
 # User metadata is matched exactly: every scalar under ``metadata`` becomes a keyword
-# (numbers and booleans by their JSON spelling), so one term filter works for all.
+# (numbers and booleans by their JSON spelling), so one term filter works for all. Each
+# also has a ``double`` sub-field (``metadata.<key>.number``) holding the value as a
+# number when it is one or a string spelling one (sidecar values are strings), for the
+# numeric comparisons of ``knowledge.search_filter``; anything else is left out of it
+# (``ignore_malformed``), never a failed write.
 _METADATA_TEMPLATES: list[dict[str, Any]] = [
     {
         f"metadata_{kind}_as_keyword": {
             "path_match": f"{METADATA}.*",
             "match_mapping_type": kind,
-            "mapping": {"type": "keyword", "ignore_above": 2048},
+            "mapping": {
+                "type": "keyword",
+                "ignore_above": 2048,
+                "fields": {NUMBER_SUBFIELD: {"type": "double", "ignore_malformed": True}},
+            },
         }
     }
     for kind in ("string", "long", "double", "boolean")
@@ -265,6 +277,10 @@ def index_body(
         "mappings": {
             # Unknown top-level fields are a bug here, not data to guess a type for.
             "dynamic": "strict",
+            # A metadata string that looks like a date would otherwise make its key a
+            # ``date`` field, and a later non-date value for that key a failed write.
+            # Dates are compared as ISO 8601 text (knowledge.search_filter).
+            "date_detection": False,
             "_meta": {META_KEY: meta},
             "dynamic_templates": _METADATA_TEMPLATES,
             "properties": properties,

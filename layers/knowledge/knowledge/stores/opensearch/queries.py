@@ -1,9 +1,10 @@
 """Request bodies and response readers for the OpenSearch store: pure functions, no I/O.
 
 Every search carries the scope as ``term`` filters (agent and context; agent only with
-``cross_context``) plus the query's file patterns and metadata, and the vector search
-carries them *inside* the ``knn`` clause, so the engine filters while it walks the HNSW
-graph and a small scope still gets ``k`` neighbours (lucene/faiss efficient filtering).
+``cross_context``) plus the query's file patterns, metadata and ``filter``
+(``filter_query``), and the vector search carries them *inside* the ``knn`` clause, so
+the engine filters while it walks the HNSW graph and a small scope still gets ``k``
+neighbours (lucene/faiss efficient filtering).
 
 File patterns follow ``knowledge.filters.matches_file_patterns``: a glob matches the whole
 path or the base name, ``*`` also crosses ``/``, case-sensitive. A glob becomes a
@@ -20,7 +21,9 @@ from typing import Any
 
 from knowledge.errors import InvalidScopeError
 from knowledge.scope import KnowledgeScope
+from knowledge.search_filter import FilterNode
 from knowledge.store import StoredDocument
+from knowledge.stores.opensearch.filter_query import filter_query
 from knowledge.stores.opensearch.mapping import (
     AGENT,
     CHUNK_COUNT,
@@ -253,13 +256,17 @@ def query_filters(
     cross_context: bool = False,
     file_patterns: Sequence[str] = (),
     metadata: Mapping[str, str] | None = None,
+    search_filter: FilterNode | None = None,
 ) -> list[dict[str, Any]]:
-    """Every filter of a search: scope, then file patterns, then metadata."""
+    """Every filter of a search: scope, then file patterns, then metadata, then the
+    ``filter`` (``filter_query``); all must hold."""
     filters = scope_filters(scope, cross_context=cross_context)
     patterns = file_pattern_filter(file_patterns)
     if patterns is not None:
         filters.append(patterns)
     filters.extend(metadata_filters(metadata or {}))
+    if search_filter is not None:
+        filters.append(filter_query(search_filter))
     return filters
 
 

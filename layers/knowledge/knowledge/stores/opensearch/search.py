@@ -122,6 +122,7 @@ def search(
         cross_context=query.cross_context,
         file_patterns=query.file_patterns,
         metadata=query.metadata,
+        search_filter=query.filter,
     )
     vector: Sequence[float] | None = None
     if mode is not SearchMode.KEYWORD:
