@@ -23,7 +23,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -40,6 +40,7 @@ __all__ = [
     "decode_cursor",
     "document_page",
     "encode_cursor",
+    "format_documents",
     "validate_document_path",
     "validate_documents_limit",
 ]
@@ -73,6 +74,22 @@ class IndexedDocument:
     def indexed(self) -> bool:
         return self.indexed_at is not None
 
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> IndexedDocument:
+        """The inverse of ``to_dict`` (an API answer); ``KeyError``/``TypeError``/
+        ``ValueError`` for one that is not such a document."""
+        indexed_at, size, problem = data.get("indexed_at"), data.get("size"), data.get("problem")
+        return cls(
+            path=str(data["path"]),
+            source_type=_optional_text(data.get("source_type")),
+            size=None if size is None else int(size),
+            chunk_count=int(data["chunk_count"]),
+            version=_optional_text(data.get("version")),
+            content_hash=_optional_text(data.get("content_hash")),
+            indexed_at=None if indexed_at is None else datetime.fromisoformat(str(indexed_at)),
+            problem=None if problem is None else str(problem),
+        )
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "path": self.path,
@@ -87,6 +104,10 @@ class IndexedDocument:
         }
 
 
+def _optional_text(value: object) -> str | None:
+    return None if value is None else str(value)
+
+
 @dataclass(frozen=True, slots=True)
 class DocumentPage:
     """One page of a listing; ``next_cursor`` is ``None`` on the last page."""
@@ -99,6 +120,15 @@ class DocumentPage:
             "documents": [d.to_dict() for d in self.documents],
             "next_cursor": self.next_cursor,
         }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> DocumentPage:
+        """The inverse of ``to_dict`` (an API answer)."""
+        cursor = data.get("next_cursor")
+        return cls(
+            tuple(IndexedDocument.from_dict(d) for d in data["documents"]),
+            None if cursor is None else str(cursor),
+        )
 
 
 def validate_documents_limit(value: object, field_name: str = "limit") -> int:
@@ -171,3 +201,25 @@ def document_page(
     page = tuple(documents[:limit])
     more = len(documents) > limit and bool(page)
     return DocumentPage(page, encode_cursor(scope, page[-1].path) if more else None)
+
+
+def format_documents(page: DocumentPage) -> str:
+    """One line per document (path, type, size, chunks, when indexed, problem), then the
+    cursor of the next page, if any."""
+    lines: list[str] = []
+    for doc in page.documents:
+        when = (
+            "not indexed"
+            if doc.indexed_at is None
+            else doc.indexed_at.isoformat(timespec="seconds")
+        )
+        size = "-" if doc.size is None else f"{doc.size} B"
+        line = f"{doc.path}  [{doc.source_type or '-'}, {size}, {doc.chunk_count} chunks, {when}]"
+        if doc.problem:
+            line += f"  problem: {doc.problem}"
+        lines.append(line)
+    if not lines:
+        lines.append("no documents")
+    if page.next_cursor:
+        lines.append(f"more: --cursor {page.next_cursor}")
+    return "\n".join(lines)
