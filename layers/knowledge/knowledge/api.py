@@ -44,6 +44,7 @@ from urllib.parse import parse_qsl, unquote
 
 from knowledge.documents import (
     DEFAULT_DOCUMENTS_LIMIT,
+    MAX_DOCUMENTS_LIMIT,
     validate_document_path,
     validate_documents_limit,
 )
@@ -400,8 +401,11 @@ def parse_documents_query(query_string: str | None) -> tuple[int, str | None]:
         text = values["limit"].strip()
         if not text.isascii() or not text.isdigit():
             shown = text if len(text) <= 32 else text[:29] + "..."
-            raise ValidationError("limit", f"must be an integer from 1 to 1000, got '{shown}'")
-        limit = validate_documents_limit(int(text[:8]) if len(text) <= 8 else 10**8)
+            raise ValidationError(
+                "limit", f"must be an integer from 1 to {MAX_DOCUMENTS_LIMIT}, got '{shown}'"
+            )
+        # Many digits are out of range anyway; int() of thousands of them would be refused.
+        limit = validate_documents_limit(int(text) if len(text) <= 9 else MAX_DOCUMENTS_LIMIT + 1)
     cursor = values.get("cursor")
     if cursor is not None and not cursor:
         raise ValidationError("cursor", "must not be empty (leave it out for the first page)")
