@@ -29,6 +29,7 @@ run: $(STAMP)
 	@echo "  curl -s -X POST http://$(HOST):$(PORT)/v1/agents/ops-bot/search -H 'content-type: application/json' -d '{\"query\": \"배포실패\", \"mode\": \"keyword\"}'"
 	@echo "  curl -s -X POST http://$(HOST):$(PORT)/v1/agents/support-bot/contexts/faq/search -H 'content-type: application/json' -d '{\"query\": \"refund\", \"metadata\": {\"team\": \"payments\"}}'"
 	@echo "  curl -s http://$(HOST):$(PORT)/v1/agents/ops-bot/contexts/runbooks/status"
+	@echo "  curl -s 'http://$(HOST):$(PORT)/v1/agents/ops-bot/contexts/runbooks/documents?limit=5'"
 	$(BIN)/kb serve examples/bucket --host $(HOST) --port $(PORT) --db $(DB)
 
 ## Everything: lint, types, unit, contract and integration tests (starts its own OpenSearch node).

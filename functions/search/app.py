@@ -194,6 +194,28 @@ def status(agent: str, context: str) -> Response[str]:
     return _http(response)
 
 
+@app.get("/v1/agents/<agent>/contexts/<context>/documents")
+def documents(agent: str, context: str) -> Response[str]:
+    _authorize(agent, Operation.DOCUMENTS)
+    query_string = app.current_event.raw_event.get("rawQueryString")
+    response = knowledge_api().documents(agent, context, query_string, request_id=_request_id())
+    if response.status == 200:
+        listed = len(response.body["documents"])
+        logger.info("documents", extra={"agent": agent, "context": context, "listed": listed})
+        metrics.add_metric(name="DocumentsRequests", unit=MetricUnit.Count, value=1)
+    return _http(response)
+
+
+@app.get("/v1/agents/<agent>/contexts/<context>/documents/<path>")
+def document(agent: str, context: str, path: str) -> Response[str]:
+    # ``path`` is the raw segment (``docs%2Fguide.md``); the API decodes and checks it.
+    _authorize(agent, Operation.DOCUMENTS)
+    response = knowledge_api().document(agent, context, path, request_id=_request_id())
+    if response.status == 200:
+        metrics.add_metric(name="DocumentsRequests", unit=MetricUnit.Count, value=1)
+    return _http(response)
+
+
 @app.post("/v1/agents/<agent>/contexts/<context>/reindex")
 def reindex(agent: str, context: str) -> Response[str]:
     _authorize(agent, Operation.REINDEX)

@@ -85,6 +85,32 @@ def test_search_status_and_reindex_against_the_local_server(local: LocalServer) 
     assert client.health()["status"] == "ok"
 
 
+def test_documents_through_the_client_match_the_store(local: LocalServer) -> None:
+    client = KnowledgeClient(local.url)
+    scope = KnowledgeScope("ops-bot", "runbooks")
+    folder = local.root / "ops-bot" / "runbooks" / "장애 대응"
+    folder.mkdir()
+    (folder / "배포 #1?.md").write_text("# 배포\n\n롤백\n", "utf-8")
+    client.reindex(scope)
+    first = client.list_documents(scope, limit=1)
+    assert [d.path for d in first.documents] == ["rollback.md"]
+    assert first.documents[0].size == len(RUNBOOK.encode())
+    assert first.documents[0].source_type == "markdown"
+    assert first.next_cursor is not None
+    second = client.list_documents(scope, limit=1, cursor=first.next_cursor)
+    assert [d.path for d in second.documents] == ["장애 대응/배포 #1?.md"]
+    assert second.next_cursor is None
+    # A path with '/', ' ', '#' and '?' travels as one encoded segment.
+    one = client.get_document(scope, "장애 대응/배포 #1?.md")
+    assert one is not None
+    assert one.chunk_count == 1
+    assert client.get_document(scope, "missing.md") is None
+    assert client.get_document(KnowledgeScope("other-bot", "secret"), "rollback.md") is None
+    with pytest.raises(ValidationError) as bad:
+        client.list_documents(KnowledgeScope("ops-bot", "notes"), cursor=first.next_cursor)
+    assert bad.value.field == "cursor"
+
+
 def test_cross_context_search_stays_inside_the_agent(local: LocalServer) -> None:
     client = KnowledgeClient(local.url)
     results = client.search(
@@ -373,6 +399,12 @@ def test_kb_search_status_reindex_through_the_api(
     assert json.loads(capsys.readouterr().out)["document_count"] == 1
     assert kb(["reindex", *scoped, "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["indexed_documents"] == 1
+    assert kb(["documents", *scoped]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("rollback.md  [markdown, ")
+    assert ", 2 chunks, " in out
+    assert kb(["documents", *scoped, "--limit", "0"]) == 2
+    assert "limit" in capsys.readouterr().err
 
 
 def test_kb_reindex_without_an_api_url_says_what_to_do(

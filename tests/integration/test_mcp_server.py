@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from collections.abc import Awaitable, Callable
@@ -68,11 +69,14 @@ def test_tools_are_listed_with_the_seed_schema(db: Path) -> None:
 
     listed = run_session(db, ["--agent", "ops-bot", "--context", "runbooks"], body)
     tools = {tool.name: tool for tool in listed.tools}
-    assert set(tools) == {"knowledge_search", "knowledge_status"}
+    assert set(tools) == {"knowledge_search", "knowledge_status", "knowledge_documents"}
     schema = tools["knowledge_search"].input_schema
     assert set(schema["properties"]) == {"query", "max_results", "file_pattern", "max_tokens"}
     assert schema["required"] == ["query"]
     assert tools["knowledge_status"].input_schema.get("properties", {}) == {}
+    documents = tools["knowledge_documents"].input_schema
+    assert set(documents["properties"]) == {"limit", "cursor"}
+    assert documents["additionalProperties"] is False
 
 
 def test_search_hits_no_hits_bad_arguments_and_status(db: Path) -> None:
@@ -157,3 +161,50 @@ def test_backend_failure_is_a_tool_error_not_a_crash(db: Path, tmp_path: Path) -
     assert text_of(search).startswith("Failed to search knowledge:")
     assert status.is_error
     assert text_of(status).startswith("Failed to read the knowledge status:")
+
+
+def test_documents_tool_lists_its_scope_only_and_refuses_a_foreign_cursor(
+    db: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Two documents in another agent's scope, and a cursor of that listing (from kb).
+    folder = tmp_path / "hr-bot" / "reviews"
+    folder.mkdir(parents=True)
+    for name in ("a.md", "b.md"):
+        (folder / name).write_text("# Review\n\nconfidential review\n", "utf-8")
+    scope = ["--agent", "hr-bot", "--context", "reviews", "--db", str(db)]
+    assert kb(["index", str(folder), *scope, "--embedder", "hashing"]) == 0
+    capsys.readouterr()
+    assert kb(["documents", *scope, "--embedder", "hashing", "--limit", "1", "--json"]) == 0
+    listed = json.loads(capsys.readouterr().out)
+    assert [d["path"] for d in listed["documents"]] == ["a.md"]
+    foreign = listed["next_cursor"]
+    assert foreign
+
+    async def body(session: ClientSession) -> dict[str, Any]:
+        call = session.call_tool
+        return {
+            "all": await call("knowledge_documents", {}),
+            "first": await call("knowledge_documents", {"limit": 1}),
+            "zero": await call("knowledge_documents", {"limit": 0}),
+            "agent": await call("knowledge_documents", {"agent": "hr-bot"}),
+            "foreign": await call("knowledge_documents", {"cursor": foreign}),
+        }
+
+    out = run_session(db, ["--agent", "ops-bot", "--context", "runbooks"], body)
+    listing = text_of(out["all"])
+    assert not out["all"].is_error
+    assert listing.startswith("Documents of knowledge scope ops-bot/runbooks:")
+    assert "rollback.md  [markdown, " in listing
+    assert ", 2 chunks, " in listing
+    for other in ("helm.md", "salaries.md", "a.md", "b.md", "--cursor"):
+        assert other not in listing
+    assert not out["first"].is_error  # one document: no next page
+    assert "--cursor" not in text_of(out["first"])
+    assert out["zero"].is_error
+    assert "limit" in text_of(out["zero"])
+    assert out["agent"].is_error
+    assert "agent" in text_of(out["agent"])
+    assert out["foreign"].is_error
+    assert "cursor" in text_of(out["foreign"])
+    assert "a.md" not in text_of(out["foreign"])
+    assert "b.md" not in text_of(out["foreign"])

@@ -168,6 +168,19 @@ CASES = [
     ("GET", "/v1/agents/{agent}/contexts/{context}/status", None, 200),
     ("POST", "/v1/agents/{agent}/contexts/{context}/reindex", None, 200),
     ("GET", "/v1/health", None, 200),
+    ("GET", "/v1/agents/{agent}/contexts/{context}/documents", None, 200),
+    ("GET", "/v1/agents/{agent}/contexts/{context}/documents/{path}", None, 200),
+]
+
+DOCUMENT_CASES = [
+    # (request path under the scope, status, the spec's path template)
+    ("/documents?limit=1", 200, "/documents"),
+    ("/documents?limit=0", 400, "/documents"),
+    ("/documents?limit=5&cursor=not-a-cursor", 400, "/documents"),
+    ("/documents?offset=3", 400, "/documents"),
+    ("/documents/blob.md", 200, "/documents/{path}"),
+    ("/documents/missing.md", 404, "/documents/{path}"),
+    ("/documents/a%2F..%2Fb.md", 400, "/documents/{path}"),
 ]
 
 
@@ -181,11 +194,31 @@ def test_real_answers_match_the_described_schemas(
     status: int,
 ) -> None:
     path = template.replace("{agent}", "ops-bot").replace("{context}", "runbooks")
+    path = path.replace("{path}", "rollback.md")
     got, answer, _ = call(server.url, method, path, body)
     assert got == status, answer
     jsonschema.validate(answer, response_schema(spec, method, template, status))
     if body is not None and status == 200:
         jsonschema.validate(body, schema_of(spec, "#/components/schemas/SearchRequest"))
+
+
+@pytest.mark.parametrize(("request_path", "status", "template"), DOCUMENT_CASES)
+def test_documents_answers_match_the_described_schemas(
+    spec: dict[str, Any], server: LocalServer, request_path: str, status: int, template: str
+) -> None:
+    scope = "/v1/agents/ops-bot/contexts/runbooks"
+    got, answer, _ = call(server.url, "GET", scope + request_path)
+    assert got == status, answer
+    jsonschema.validate(
+        answer,
+        response_schema(spec, "GET", "/v1/agents/{agent}/contexts/{context}" + template, status),
+    )
+    if request_path == "/documents?limit=1":
+        assert [d["path"] for d in answer["documents"]] == ["blob.md"]  # by path
+        assert answer["next_cursor"]
+    if request_path == "/documents/blob.md":  # a binary file: only a problem, no version
+        assert (answer["indexed"], answer["chunk_count"]) == (False, 0)
+        assert answer["problem"]
 
 
 def test_a_405_is_described_with_its_allow_header(

@@ -1,7 +1,8 @@
 """The template's OpenSearch policies against what the store really sends (issue 8, item 12).
 
 A recording HTTP proxy on loopback sits in front of the real node. The search function's
-calls (keyword, vector, hybrid search, agent-wide search, status, the reindex listing)
+calls (keyword, vector, hybrid search, agent-wide search, status, the documents listing,
+the reindex listing)
 and the indexer's (create the index, index, overwrite, delete, replace a scope) go
 through it; each request becomes its IAM action and resource ARN, which the evaluated
 template must allow for that role, and the search role must refuse every indexer write.
@@ -144,6 +145,8 @@ def test_template_policies_allow_exactly_what_each_function_calls(
         searcher.search(scope, SearchQuery("rollback", cross_context=True))
         searcher.status(scope)
         searcher.stored_documents(scope)  # the reindex route lists what is indexed
+        searcher.list_documents(scope, limit=1)  # the documents routes
+        searcher.get_document(scope, "c.md")
         reads = proxy.take()
         searcher.close()
     finally:

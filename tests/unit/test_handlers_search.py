@@ -513,3 +513,81 @@ def test_detailed_tracing_creates_the_tracer_on_the_first_request_only_when_aske
     response = module.lambda_handler(load_event("api_health.json"), LambdaContext())
     assert response["statusCode"] == 200
     assert module.container.tracer is not None
+
+
+# --- documents --------------------------------------------------------------------------
+
+
+def test_documents_pages_through_the_scope_from_the_index(search):
+    status, body = search.invoke(load_event("api_documents.json"))  # limit=1
+    assert status == 200
+    assert (body["agent"], body["context"]) == ("ops-bot", "runbooks")
+    assert [d["path"] for d in body["documents"]] == ["deploy.md"]
+    (first,) = body["documents"]
+    assert first["indexed"] is True
+    assert first["chunk_count"] == 1
+    assert first["source_type"] == "markdown"
+    event = load_event("api_documents.json")
+    event["rawQueryString"] = f"limit=1&cursor={body['next_cursor']}"
+    status, body = search.invoke(event)
+    assert status == 200
+    assert [d["path"] for d in body["documents"]] == ["장애 대응/배포 실패.md"]
+    assert body["next_cursor"] is None
+
+
+def test_one_document_by_its_url_encoded_path(search):
+    status, body = search.invoke(load_event("api_document.json"))
+    assert status == 200
+    assert body["path"] == "장애 대응/배포 실패.md"
+    assert body["size"] == len("# 배포 실패\n\n배포 실패 시 롤백한다.".encode())
+
+
+@pytest.mark.parametrize(
+    ("query", "field"),
+    [("limit=0", "limit"), ("limit=1001", "limit"), ("limit=x", "limit"), ("cursor=zz", "cursor")],
+)
+def test_documents_bad_parameters_are_400_naming_them(search, query, field):
+    event = load_event("api_documents.json")
+    event["rawQueryString"] = query
+    status, body = search.invoke(event)
+    assert (status, body["field"]) == (400, field)
+
+
+def test_a_cursor_of_another_agent_is_refused(search, store):
+    other_scope = KnowledgeScope("other-bot", "runbooks")
+    store.upsert_document(other_scope, document("zz.md", "more of other-bot"))
+    event = load_event("api_documents.json")  # limit=1
+    event["rawPath"] = "/v1/agents/other-bot/contexts/runbooks/documents"
+    status, body = search.invoke(event)
+    assert status == 200
+    assert [d["path"] for d in body["documents"]] == ["secret.md"]
+    # other-bot's cursor used on ops-bot's listing: refused, never a page of either.
+    event = load_event("api_documents.json")
+    event["rawQueryString"] = f"limit=1&cursor={body['next_cursor']}"
+    status, body = search.invoke(event)
+    assert (status, body["field"]) == (400, "cursor")
+
+
+@pytest.mark.parametrize(
+    ("segment", "status", "field"),
+    [
+        ("missing.md", 404, None),
+        ("secret.md", 404, None),  # other-bot's document, not in ops-bot/runbooks
+        ("a%2F..%2Fsecret.md", 400, "path"),
+        ("%2Fdeploy.md", 400, "path"),
+        ("%FF.md", 400, "path"),
+    ],
+)
+def test_one_document_missing_or_invalid(search, segment, status, field):
+    event = load_event("api_document.json")
+    event["rawPath"] = f"/v1/agents/ops-bot/contexts/runbooks/documents/{segment}"
+    answer, body = search.invoke(event)
+    assert (answer, body["field"]) == (status, field)
+
+
+def test_jwt_mode_documents_need_the_agent_in_the_token(jwt_search):
+    refused = {"sub": "u-1", "agents": "[support-bot other-bot]"}
+    for sample in ("api_documents.json", "api_document.json"):
+        status, body = jwt_search.invoke(jwt_event(sample, refused))
+        assert (status, body["field"]) == (403, "agent"), sample
+        assert jwt_search.invoke(jwt_event(sample, {"sub": "u-1", "agents": "ops-bot"}))[0] == 200

@@ -10,6 +10,7 @@ import knowledge
 EXPECTED = {
     "ConfigurationError",
     "DocumentChunk",
+    "DocumentPage",
     "DocumentSource",
     "EmbeddingError",
     "EmbeddingMismatchError",
@@ -17,6 +18,7 @@ EXPECTED = {
     "FileProblem",
     "IndexOptions",
     "IndexResult",
+    "IndexedDocument",
     "IndexState",
     "IndexStatus",
     "InvalidScopeError",

@@ -179,6 +179,8 @@ def test_iam_mode_per_agent_policy_grants_only_the_tagged_agent() -> None:
         ("POST", "/v1/agents/ops-bot/contexts/runbooks/search"),
         ("POST", "/v1/agents/ops-bot/search"),
         ("GET", "/v1/agents/ops-bot/contexts/runbooks/status"),
+        ("GET", "/v1/agents/ops-bot/contexts/runbooks/documents"),
+        ("GET", "/v1/agents/ops-bot/contexts/runbooks/documents/guides%2Fsetup.md"),
         ("GET", "/v1/health"),
     ]:
         assert allows(search, invoke, api_arn(method, path)), path
@@ -188,6 +190,10 @@ def test_iam_mode_per_agent_policy_grants_only_the_tagged_agent() -> None:
         ("POST", "/v1/agents/ops-bot-2/search"),
         ("POST", "/v1/agents/ops/search"),
         ("GET", "/v1/agents/support-bot/contexts/runbooks/status"),
+        ("GET", "/v1/agents/support-bot/contexts/runbooks/documents"),
+        ("GET", "/v1/agents/support-bot/contexts/runbooks/documents/a.md"),
+        ("GET", "/v1/agents/ops-bot-2/contexts/runbooks/documents"),
+        ("POST", "/v1/agents/ops-bot/contexts/runbooks/documents"),  # read only
         ("POST", "/v1/agents/ops-bot/contexts/runbooks/reindex"),  # granted apart
     ]:
         assert not allows(search, invoke, api_arn(method, path)), path
@@ -207,7 +213,7 @@ def routes(stack: Stack) -> dict[str, dict[str, Any]]:
 
 def test_iam_mode_every_route_needs_sigv4() -> None:
     found = routes(Stack(TEMPLATE, CREATED))
-    assert len(found) == 5
+    assert len(found) == 7
     for key, route in found.items():
         assert route["AuthorizationType"] == "AWS_IAM", key
         assert "AuthorizerId" not in route

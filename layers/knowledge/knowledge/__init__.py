@@ -7,6 +7,7 @@ local server live in their own modules and are imported where they are used.
 
 from __future__ import annotations
 
+from knowledge.documents import DocumentPage, IndexedDocument
 from knowledge.errors import (
     ConfigurationError,
     EmbeddingError,
@@ -38,6 +39,7 @@ from knowledge.store import KnowledgeStore
 __all__ = [
     "ConfigurationError",
     "DocumentChunk",
+    "DocumentPage",
     "DocumentSource",
     "EmbeddingError",
     "EmbeddingMismatchError",
@@ -47,6 +49,7 @@ __all__ = [
     "IndexResult",
     "IndexState",
     "IndexStatus",
+    "IndexedDocument",
     "InvalidScopeError",
     "KnowledgeError",
     "KnowledgeScope",

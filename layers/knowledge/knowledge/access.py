@@ -51,6 +51,7 @@ class Operation(Enum):
 
     SEARCH = "search"
     STATUS = "status"
+    DOCUMENTS = "documents"
     REINDEX = "reindex"
 
 

@@ -9,6 +9,8 @@ method   path                                            does
 POST     /v1/agents/{agent}/contexts/{context}/search    search one scope
 POST     /v1/agents/{agent}/search                       search every context
 GET      /v1/agents/{agent}/contexts/{context}/status    index status
+GET      /v1/agents/{agent}/contexts/{context}/documents the scope's documents (paged)
+GET      .../contexts/{context}/documents/{path}         one document (path URL-encoded)
 POST     /v1/agents/{agent}/contexts/{context}/reindex   re-index from source
 GET      /v1/health                                      liveness
 =======  ==============================================  =======================
@@ -21,7 +23,10 @@ messages, secret ARNs, tracebacks) go to the log under that id, never to the cal
 
 Path segments are taken as sent: a segment whose percent-decoded form differs from the
 raw one (``%6Fps-bot``) is a 400, so an IAM policy or an authorizer written on the
-literal path sees exactly the agent that is served (``path_segment``).
+literal path sees exactly the agent that is served (``path_segment``). The one exception
+is a document path, which is one URL-encoded segment (``docs%2Fguide.md``) decoded and
+checked by ``document_path_segment``. The documents listing takes ``limit`` and
+``cursor`` from the query string (``DOCUMENTS_PARAMETERS``); other routes ignore it.
 """
 
 from __future__ import annotations
@@ -35,8 +40,14 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
-from urllib.parse import unquote
+from urllib.parse import parse_qsl, unquote
 
+from knowledge.documents import (
+    DEFAULT_DOCUMENTS_LIMIT,
+    MAX_DOCUMENTS_LIMIT,
+    validate_document_path,
+    validate_documents_limit,
+)
 from knowledge.errors import (
     AccessDeniedError,
     ConfigurationError,
@@ -61,12 +72,15 @@ from knowledge.store import KnowledgeStore
 
 __all__ = [
     "AGENT_WIDE_CONTEXT",
+    "DOCUMENTS_PARAMETERS",
     "MAX_BODY_BYTES",
     "SEARCH_FIELDS",
     "ApiResponse",
     "KnowledgeApi",
     "ReindexScope",
+    "document_path_segment",
     "error_response",
+    "parse_documents_query",
     "parse_search_request",
     "path_segment",
     "request_body",
@@ -98,6 +112,9 @@ AGENT_WIDE_CONTEXT = "_all"
 ``KnowledgeStore.search`` takes a full scope; with ``cross_context`` it filters on
 the agent only, so the context value is never used to match anything.
 """
+
+DOCUMENTS_PARAMETERS = ("limit", "cursor")
+"""The query parameters of the documents listing; any other is a 400."""
 
 ReindexScope = Callable[[KnowledgeScope], IndexResult]
 """Re-indexes one scope from its source (the local folder, the S3 prefix)."""
@@ -351,7 +368,61 @@ _ROUTES = (
     _Route(("v1", "agents", "{agent}", "contexts", "{context}", "search"), "POST", "search"),
     _Route(("v1", "agents", "{agent}", "contexts", "{context}", "status"), "GET", "status"),
     _Route(("v1", "agents", "{agent}", "contexts", "{context}", "reindex"), "POST", "reindex"),
+    _Route(("v1", "agents", "{agent}", "contexts", "{context}", "documents"), "GET", "documents"),
+    _Route(
+        ("v1", "agents", "{agent}", "contexts", "{context}", "documents", "{path}"),
+        "GET",
+        "document",
+    ),
 )
+
+
+def document_path_segment(raw: str) -> str:
+    """The document path of a ``.../documents/{path}`` request: one URL-encoded segment
+    (``docs%2Fguide.md``), decoded (UTF-8) and checked like any document path.
+    Raises ``ValidationError`` (field ``path``)."""
+    try:
+        decoded = unquote(raw, errors="strict")
+    except UnicodeDecodeError:
+        raise ValidationError("path", "is not URL-encoded UTF-8") from None
+    return validate_document_path(decoded, "path")
+
+
+def parse_documents_query(query_string: str | None) -> tuple[int, str | None]:
+    """``(limit, cursor)`` from the listing's query string (``limit=50&cursor=...``).
+
+    ``limit`` defaults to ``DEFAULT_DOCUMENTS_LIMIT``; an unknown or repeated parameter,
+    a ``limit`` that is no integer in range, or an empty ``cursor`` is a
+    ``ValidationError`` naming the parameter. Whether the cursor belongs to the scope is
+    the store's check (``knowledge.documents.decode_cursor``)."""
+    values: dict[str, str] = {}
+    try:
+        pairs = parse_qsl(query_string or "", keep_blank_values=True, errors="strict")
+    except UnicodeDecodeError:
+        raise ValidationError("query", "is not URL-encoded UTF-8") from None
+    for name, value in pairs:
+        if name not in DOCUMENTS_PARAMETERS:
+            shown = name if len(name) <= 64 else name[:61] + "..."
+            raise ValidationError(
+                shown, f"is not a known parameter (allowed: {', '.join(DOCUMENTS_PARAMETERS)})"
+            )
+        if name in values:
+            raise ValidationError(name, "is given more than once")
+        values[name] = value
+    limit = DEFAULT_DOCUMENTS_LIMIT
+    if "limit" in values:
+        text = values["limit"].strip()
+        if not text.isascii() or not text.isdigit():
+            shown = text if len(text) <= 32 else text[:29] + "..."
+            raise ValidationError(
+                "limit", f"must be an integer from 1 to {MAX_DOCUMENTS_LIMIT}, got '{shown}'"
+            )
+        # Many digits are out of range anyway; int() of thousands of them would be refused.
+        limit = validate_documents_limit(int(text) if len(text) <= 9 else MAX_DOCUMENTS_LIMIT + 1)
+    cursor = values.get("cursor")
+    if cursor is not None and not cursor:
+        raise ValidationError("cursor", "must not be empty (leave it out for the first page)")
+    return limit, cursor
 
 
 def path_segment(field_name: str, raw: str) -> str:
@@ -379,14 +450,17 @@ def _match(pattern: Sequence[str], segments: Sequence[str]) -> dict[str, str] | 
     if any(not expected.startswith("{") and expected != actual for expected, actual in pairs):
         return None
     return {
-        expected.strip("{}"): path_segment(expected.strip("{}"), actual)
+        # A document path is decoded and checked by the route itself (``document``).
+        expected.strip("{}"): (
+            actual if expected == "{path}" else path_segment(expected.strip("{}"), actual)
+        )
         for expected, actual in pairs
         if expected.startswith("{")
     }
 
 
 class KnowledgeApi:
-    """The five routes over one store.
+    """The seven routes over one store.
 
     ``reindex`` re-indexes a scope from wherever its documents live; without it the
     reindex route answers 503 (not configured). ``default_mode`` is the mode used when
@@ -463,6 +537,40 @@ class KnowledgeApi:
         except Exception as exc:
             return error_response(exc, request_id)
 
+    def documents(
+        self,
+        agent: str,
+        context: str,
+        query_string: str | None = None,
+        *,
+        request_id: str | None = None,
+    ) -> ApiResponse:
+        """One page of the scope's documents: ``{"agent", "context", "documents",
+        "next_cursor"}`` (``knowledge.documents``); ``query_string`` as sent."""
+        try:
+            scope = KnowledgeScope(path_segment("agent", agent), path_segment("context", context))
+            limit, cursor = parse_documents_query(query_string)
+            page = self._store.list_documents(scope, limit=limit, cursor=cursor)
+            return ApiResponse(200, {"agent": agent, "context": context, **page.to_dict()})
+        except Exception as exc:
+            return error_response(exc, request_id)
+
+    def document(
+        self, agent: str, context: str, path: str, *, request_id: str | None = None
+    ) -> ApiResponse:
+        """One document of the scope: ``{"agent", "context", **IndexedDocument.to_dict()}``,
+        404 when the scope has no record of it. ``path`` is the URL-encoded segment."""
+        try:
+            scope = KnowledgeScope(path_segment("agent", agent), path_segment("context", context))
+            document_path = document_path_segment(path)
+            found = self._store.get_document(scope, document_path)
+            if found is None:
+                shown = document_path if len(document_path) <= 200 else document_path[:197] + "..."
+                raise NotFoundError(f"no document '{shown}' in {scope}")
+            return ApiResponse(200, {"agent": agent, "context": context, **found.to_dict()})
+        except Exception as exc:
+            return error_response(exc, request_id)
+
     def health(self) -> ApiResponse:
         return ApiResponse(200, {"status": "ok", "store": self._store.name})
 
@@ -481,7 +589,7 @@ class KnowledgeApi:
         ``request_id`` goes into 5xx bodies (a new one when not given).
         """
         try:
-            route_path = path.split("?", 1)[0]
+            route_path, _, query_string = path.partition("?")
             if len(route_path) > 1:
                 route_path = route_path.rstrip("/")
             segments = route_path.lstrip("/").split("/")
@@ -491,7 +599,7 @@ class KnowledgeApi:
                 return _error(404, f"no route for {route_path}")
             for route, captured in matched:
                 if route.method == method:
-                    return self._dispatch(route.name, captured, body, request_id)
+                    return self._dispatch(route.name, captured, body, query_string, request_id)
             allowed = ", ".join(sorted({r.method for r, _ in matched}))
             return ApiResponse(
                 405,
@@ -509,6 +617,7 @@ class KnowledgeApi:
         name: str,
         captured: Mapping[str, str],
         body: bytes | str | Mapping[str, Any] | None,
+        query_string: str,
         request_id: str | None,
     ) -> ApiResponse:
         if name == "health":
@@ -519,4 +628,12 @@ class KnowledgeApi:
             return self.search(captured["agent"], captured["context"], body, request_id=request_id)
         if name == "status":
             return self.status(captured["agent"], captured["context"], request_id=request_id)
+        if name == "documents":
+            return self.documents(
+                captured["agent"], captured["context"], query_string, request_id=request_id
+            )
+        if name == "document":
+            return self.document(
+                captured["agent"], captured["context"], captured["path"], request_id=request_id
+            )
         return self.reindex(captured["agent"], captured["context"], request_id=request_id)

@@ -6,13 +6,15 @@
     kb search "query" --agent A --context C [--mode M] [-k N] [--min-score X]
               [--pattern GLOB ...] [--meta KEY=VALUE ...] [--cross-context] [--json]
     kb status --agent A --context C [--json]
+    kb documents --agent A --context C [--limit N] [--cursor C] [--json]
     kb reindex --agent A --context C [--json]
     kb serve ROOT [--host 127.0.0.1] [--port 8080] [--poll-interval 1.0]
     kb mcp --agent A --context C [--cross-context] [--transport stdio|http]
 
-``search``, ``status``, ``reindex`` and ``mcp`` take ``--api-url URL`` to use a deployed
-stack (or another ``kb serve``) through ``knowledge.client`` instead of a local store, with
-``--auth sigv4|bearer|none`` (bearer reads the token from ``KB_API_TOKEN``).
+``search``, ``status``, ``documents``, ``reindex`` and ``mcp`` take ``--api-url URL`` to
+use a deployed stack (or another ``kb serve``) through ``knowledge.client`` instead of a
+local store, with ``--auth sigv4|bearer|none`` (bearer reads the token from
+``KB_API_TOKEN``).
 
 Every command takes ``--store``, ``--db``, ``--embedder``, ``--opensearch-url`` (see
 ``knowledge.config`` for the environment variables and defaults) and ``--debug``.
@@ -39,6 +41,7 @@ from typing import Any, TextIO
 from knowledge.api import parse_search_request, search_response_body
 from knowledge.client import KnowledgeClient
 from knowledge.config import EMBEDDER_NAMES, STORE_BUILDERS, open_store
+from knowledge.documents import DEFAULT_DOCUMENTS_LIMIT, MAX_DOCUMENTS_LIMIT, format_documents
 from knowledge.errors import ConfigurationError, KnowledgeError, ValidationError
 from knowledge.indexing import REASON_UNCHANGED
 from knowledge.local.progress import ListedSource, ProgressBar
@@ -218,6 +221,17 @@ def _cmd_status(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _cmd_documents(args: argparse.Namespace) -> int:
+    scope = _scope(args)
+    with closing(_open_reader(args)) as store:
+        page = store.list_documents(scope, limit=args.limit, cursor=args.cursor)
+    if args.json:
+        _print_json({"agent": scope.agent, "context": scope.context, **page.to_dict()}, sys.stdout)
+        return EXIT_OK
+    print(format_documents(page))
+    return EXIT_OK
+
+
 def _cmd_reindex(args: argparse.Namespace) -> int:
     if not args.api_url:
         raise ValidationError(
@@ -387,6 +401,21 @@ def build_parser() -> argparse.ArgumentParser:
     )
     status.add_argument("--json", action="store_true", help="print the status as JSON")
     status.set_defaults(handler=_cmd_status)
+
+    documents = commands.add_parser(
+        "documents",
+        parents=[store, scoped, remote],
+        help="the documents of a scope as the index records them (paged)",
+    )
+    documents.add_argument(
+        "--limit",
+        type=int,
+        default=DEFAULT_DOCUMENTS_LIMIT,
+        help=f"documents per page, 1-{MAX_DOCUMENTS_LIMIT} (default {DEFAULT_DOCUMENTS_LIMIT})",
+    )
+    documents.add_argument("--cursor", help="the cursor a previous page printed")
+    documents.add_argument("--json", action="store_true", help="print JSON")
+    documents.set_defaults(handler=_cmd_documents)
 
     reindex = commands.add_parser(
         "reindex", parents=[store, scoped, remote], help="ask a server to re-index a scope"

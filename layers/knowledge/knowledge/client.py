@@ -42,6 +42,13 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
+from knowledge.documents import (
+    DEFAULT_DOCUMENTS_LIMIT,
+    DocumentPage,
+    IndexedDocument,
+    validate_document_path,
+    validate_documents_limit,
+)
 from knowledge.errors import (
     KnowledgeError,
     NotFoundError,
@@ -275,6 +282,39 @@ class KnowledgeClient:
         except (KeyError, TypeError, ValueError) as exc:
             raise ApiError(reply.status, f"unexpected status response: {exc}") from None
 
+    def list_documents(
+        self,
+        scope: KnowledgeScope,
+        *,
+        limit: int = DEFAULT_DOCUMENTS_LIMIT,
+        cursor: str | None = None,
+    ) -> DocumentPage:
+        """One page of the scope's documents (``GET .../documents``); pass a page's
+        ``next_cursor`` for the next one."""
+        parameters: dict[str, str | int] = {"limit": validate_documents_limit(limit)}
+        if cursor is not None:
+            parameters["cursor"] = cursor
+        query = urllib.parse.urlencode(parameters)
+        path = f"{_scope_path(scope)}/documents?{query}"
+        reply = self._call("GET", path)
+        try:
+            return DocumentPage.from_dict(reply.body)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ApiError(reply.status, f"unexpected documents response: {exc}") from None
+
+    def get_document(self, scope: KnowledgeScope, path: str) -> IndexedDocument | None:
+        """One document of the scope (``GET .../documents/{path}``, the path URL-encoded
+        as one segment); ``None`` when the server has no record of it (a 404)."""
+        encoded = urllib.parse.quote(validate_document_path(path), safe="")
+        try:
+            reply = self._call("GET", f"{_scope_path(scope)}/documents/{encoded}")
+        except NotFoundError:
+            return None
+        try:
+            return IndexedDocument.from_dict(reply.body)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ApiError(reply.status, f"unexpected document response: {exc}") from None
+
     def reindex(self, scope: KnowledgeScope) -> dict[str, Any]:
         """Ask the server to re-index the scope from its source; the server's answer as is
         (a summary of what was done locally, or an accepted job on AWS)."""
@@ -345,6 +385,10 @@ class _TransientError(Exception):
         self.reason = reason
         self.status = status
         self.retry_after = retry_after
+
+
+def _scope_path(scope: KnowledgeScope) -> str:
+    return f"/v1/agents/{_segment(scope.agent)}/contexts/{_segment(scope.context)}"
 
 
 def _segment(value: str) -> str:

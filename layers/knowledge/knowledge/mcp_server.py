@@ -1,17 +1,21 @@
 """``kb mcp``: the knowledge base as a Model Context Protocol server (official ``mcp`` SDK).
 
-Two tools, over stdio (default) or streamable HTTP bound to localhost:
+Three tools, over stdio (default) or streamable HTTP bound to localhost:
 
 - ``knowledge_search(query, max_results=5, file_pattern=None, max_tokens=4000)``: the
   ``KnowledgeSearch`` tool (``knowledge.tool``), with its exact messages and the
   citations it prints;
-- ``knowledge_status()``: the scope's index status and the documents it could not index.
+- ``knowledge_status()``: the scope's index status and the documents it could not index;
+- ``knowledge_documents(limit=100, cursor=None)``: one page of the scope's documents as
+  the index records them (``knowledge.documents``), with the cursor of the next page.
 
 The scope is fixed when the server starts (``--agent``, ``--context``, ``--cross-context``).
 No tool takes an agent, a context or a cross-context switch, and unknown arguments are
 refused, so nothing a model sends can choose or widen the scope. The backend is any local
-store or a deployed API (``knowledge.client.KnowledgeClient``): both answer ``search`` and
-``status`` for a scope.
+store or a deployed API (``knowledge.client.KnowledgeClient``): both answer ``search``,
+``status`` and ``list_documents`` for a scope. The documents tool lists the configured
+scope (agent and context) also when searches cross contexts; a cursor of another scope
+is refused.
 
 Failures are tool errors (``is_error`` with a message for the model); the server never
 dies on a bad call, and nothing is written to stdout but the protocol.
@@ -34,12 +38,20 @@ from mcp.types import (
     Tool,
 )
 
+from knowledge.documents import (
+    DEFAULT_DOCUMENTS_LIMIT,
+    MAX_DOCUMENTS_LIMIT,
+    DocumentPage,
+    format_documents,
+    validate_documents_limit,
+)
 from knowledge.errors import ValidationError
 from knowledge.model import IndexStatus, SearchMode
 from knowledge.scope import KnowledgeScope
 from knowledge.tool import KnowledgeSearchTool, SearchBackend, ToolContext
 
 __all__ = [
+    "DOCUMENTS_TOOL_NAME",
     "SEARCH_TOOL_NAME",
     "STATUS_TOOL_NAME",
     "StatusBackend",
@@ -52,6 +64,7 @@ logger = logging.getLogger(__name__)
 
 SEARCH_TOOL_NAME = "knowledge_search"
 STATUS_TOOL_NAME = "knowledge_status"
+DOCUMENTS_TOOL_NAME = "knowledge_documents"
 LOCAL_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
 
 
@@ -59,6 +72,14 @@ class StatusBackend(SearchBackend, Protocol):
     """A store or an API client: searches a scope and reports its status."""
 
     def status(self, scope: KnowledgeScope) -> IndexStatus: ...
+
+    def list_documents(
+        self,
+        scope: KnowledgeScope,
+        *,
+        limit: int = DEFAULT_DOCUMENTS_LIMIT,
+        cursor: str | None = None,
+    ) -> DocumentPage: ...
 
 
 def format_status(scope: KnowledgeScope, status: IndexStatus) -> str:
@@ -87,7 +108,7 @@ def build_server(
     cross_context: bool = False,
     mode: SearchMode | None = None,
 ) -> Server[Any]:
-    """An MCP ``Server`` with the two tools bound to ``scope`` (see the module docstring).
+    """An MCP ``Server`` with the three tools bound to ``scope`` (see the module docstring).
 
     The SDK's low-level server, so the search tool advertises exactly the seed's input
     schema (``additionalProperties: false``) and its arguments are checked by the tool
@@ -104,6 +125,25 @@ def build_server(
             "that could not be indexed, with the reason.",
             input_schema={"type": "object", "properties": {}, "additionalProperties": False},
         ),
+        Tool(
+            name=DOCUMENTS_TOOL_NAME,
+            description="List the documents of this knowledge base, one page at a time, by "
+            "path: type, size, chunks, when indexed, and why the latest attempt failed if "
+            "it did. Pass the cursor a page ends with to get the next page.",
+            input_schema={
+                "type": "object",
+                "properties": {
+                    "limit": {
+                        "type": "integer",
+                        "minimum": 1,
+                        "maximum": MAX_DOCUMENTS_LIMIT,
+                        "default": DEFAULT_DOCUMENTS_LIMIT,
+                    },
+                    "cursor": {"type": "string", "minLength": 1},
+                },
+                "additionalProperties": False,
+            },
+        ),
     ]
 
     def status_text() -> CallToolResult:
@@ -112,6 +152,26 @@ def build_server(
         except Exception as exc:
             logger.warning("knowledge status failed for %s: %s", scope, exc)
             return _text(f"Failed to read the knowledge status: {exc}", is_error=True)
+
+    def documents_text(arguments: dict[str, Any]) -> CallToolResult:
+        unknown = sorted(set(arguments) - {"limit", "cursor"})
+        if unknown:
+            return _text(f"Invalid parameter: {', '.join(unknown)}: not known", is_error=True)
+        try:
+            limit = validate_documents_limit(arguments.get("limit", DEFAULT_DOCUMENTS_LIMIT))
+            cursor = arguments.get("cursor")
+            if cursor is not None and (not isinstance(cursor, str) or not cursor):
+                raise ValidationError("cursor", "must be the cursor a previous page ended with")
+        except ValidationError as exc:
+            return _text(f"Invalid parameter: {exc.field}: {exc.message}", is_error=True)
+        try:
+            page = backend.list_documents(scope, limit=limit, cursor=cursor)
+        except ValidationError as exc:  # a cursor of another scope, or not a cursor
+            return _text(f"Invalid parameter: {exc.field}: {exc.message}", is_error=True)
+        except Exception as exc:
+            logger.warning("knowledge documents failed for %s: %s", scope, exc)
+            return _text(f"Failed to list the documents: {exc}", is_error=True)
+        return _text(f"Documents of knowledge scope {scope}:\n{format_documents(page)}")
 
     def call(name: str, arguments: dict[str, Any]) -> CallToolResult:
         if name == SEARCH_TOOL_NAME:
@@ -122,6 +182,8 @@ def build_server(
                 unknown = ", ".join(sorted(arguments))
                 return _text(f"Invalid parameter: {unknown}: takes no arguments", is_error=True)
             return status_text()
+        if name == DOCUMENTS_TOOL_NAME:
+            return documents_text(arguments)
         return _text(f"Unknown tool: {name}", is_error=True)
 
     async def on_list_tools(ctx: Any, params: PaginatedRequestParams | None) -> ListToolsResult:

@@ -21,6 +21,7 @@ from datetime import datetime
 from types import TracebackType
 from typing import Any, Protocol, runtime_checkable
 
+from knowledge.documents import DEFAULT_DOCUMENTS_LIMIT, DocumentPage, IndexedDocument
 from knowledge.model import (
     DocumentChunk,
     FileProblem,
@@ -91,6 +92,25 @@ class KnowledgeStore(Protocol):
         """Every scope holding at least one indexed document or problem, sorted (by agent,
         then context). Lets a caller reconcile the index with the source (``kb serve``
         empties the scopes whose folders vanished)."""
+        ...
+
+    def list_documents(
+        self,
+        scope: KnowledgeScope,
+        *,
+        limit: int = DEFAULT_DOCUMENTS_LIMIT,
+        cursor: str | None = None,
+    ) -> DocumentPage:
+        """One page of exactly this scope's documents (indexed, with a problem, or both),
+        in path order, from the per-document records (``knowledge.documents``).
+        ``limit`` in [1, MAX_DOCUMENTS_LIMIT]; ``cursor`` is a page's ``next_cursor``.
+        Raises ``ValidationError`` (``limit``/``cursor``) for a bad limit or a cursor
+        that is not one of this scope's."""
+        ...
+
+    def get_document(self, scope: KnowledgeScope, path: str) -> IndexedDocument | None:
+        """The record of one document of exactly this scope; ``None`` when it has
+        neither an indexed version nor a problem."""
         ...
 
     def close(self) -> None: ...

@@ -39,6 +39,7 @@ from types import FrameType
 from typing import Any, TextIO
 
 from knowledge.api import MAX_BODY_BYTES, ApiResponse, KnowledgeApi, error_response
+from knowledge.documents import DEFAULT_DOCUMENTS_LIMIT, DocumentPage, IndexedDocument
 from knowledge.errors import (
     ConfigurationError,
     InvalidScopeError,
@@ -337,6 +338,18 @@ class _ProgressStatusStore:
 
     def list_scopes(self) -> list[KnowledgeScope]:
         return self._store.list_scopes()
+
+    def list_documents(
+        self,
+        scope: KnowledgeScope,
+        *,
+        limit: int = DEFAULT_DOCUMENTS_LIMIT,
+        cursor: str | None = None,
+    ) -> DocumentPage:
+        return self._store.list_documents(scope, limit=limit, cursor=cursor)
+
+    def get_document(self, scope: KnowledgeScope, path: str) -> IndexedDocument | None:
+        return self._store.get_document(scope, path)
 
     def close(self) -> None:
         self._store.close()

@@ -19,6 +19,7 @@ divided by their maximum (``fusion.keyword_only``), then ``min_score``, sort and
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import math
 import threading
@@ -29,6 +30,14 @@ from datetime import UTC, datetime
 from types import TracebackType
 
 from knowledge.chunking import DocumentChunker, MarkdownSectionChunker
+from knowledge.documents import (
+    DEFAULT_DOCUMENTS_LIMIT,
+    DocumentPage,
+    IndexedDocument,
+    decode_cursor,
+    document_page,
+    validate_documents_limit,
+)
 from knowledge.errors import StoreError, UnsupportedModeError
 from knowledge.filters import matches_file_patterns, matches_metadata
 from knowledge.fusion import keyword_only, select
@@ -69,6 +78,8 @@ class _DocumentRecord:
     stored: StoredDocument
     chunks: tuple[_ChunkRecord, ...]
     indexed_at: datetime | None = None
+    source_type: str | None = None
+    size: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,7 +205,14 @@ class _MemoryWriteSession:
             for item in chunks
         )
         stored = StoredDocument(header.path, header.content_hash, header.version, len(records))
-        self._changes[header.path] = _DocumentRecord(stored, records, header.indexed_at)
+        source_type = header.metadata.get("source_type")
+        self._changes[header.path] = _DocumentRecord(
+            stored,
+            records,
+            indexed_at=header.indexed_at,
+            source_type=source_type if isinstance(source_type, str) else None,
+            size=header.size,
+        )
         self._problems[header.path] = None
         return len(records)
 
@@ -220,6 +238,24 @@ class _MemoryWriteSession:
 def _latest_problems(problems: Mapping[str, tuple[int, str]]) -> tuple[FileProblem, ...]:
     latest = sorted(problems.items(), key=lambda item: item[1][0], reverse=True)
     return tuple(FileProblem(path, reason) for path, (_, reason) in latest[:MAX_STATUS_PROBLEMS])
+
+
+def _listed(snapshot: _Snapshot, path: str) -> IndexedDocument:
+    record = snapshot.documents.get(path)
+    problem = snapshot.problems.get(path)
+    reason = None if problem is None else problem[1]
+    if record is None:
+        return IndexedDocument(path, None, None, 0, None, None, None, reason)
+    return IndexedDocument(
+        path=path,
+        source_type=record.source_type,
+        size=record.size,
+        chunk_count=record.stored.chunk_count,
+        version=record.stored.version,
+        content_hash=record.stored.content_hash,
+        indexed_at=record.indexed_at,
+        problem=reason,
+    )
 
 
 def _now() -> datetime:
@@ -409,6 +445,30 @@ class MemoryKnowledgeStore(IndexingStoreMixin):
             self._check_open()
             scopes = [snap.scope for snap in self._snapshots.values() if snap.documents]
         return sorted(scopes, key=lambda scope: (scope.agent, scope.context))
+
+    def list_documents(
+        self,
+        scope: KnowledgeScope,
+        *,
+        limit: int = DEFAULT_DOCUMENTS_LIMIT,
+        cursor: str | None = None,
+    ) -> DocumentPage:
+        """A page of the published snapshot's documents and problems, in path order."""
+        validate_documents_limit(limit)
+        after = decode_cursor(scope, cursor)
+        snapshot = self._snapshot(scope)
+        if snapshot is None:
+            return DocumentPage(())
+        paths = sorted(set(snapshot.documents) | set(snapshot.problems))
+        start = 0 if after is None else bisect.bisect_right(paths, after)
+        documents = [_listed(snapshot, path) for path in paths[start : start + limit + 1]]
+        return document_page(scope, documents, limit)
+
+    def get_document(self, scope: KnowledgeScope, path: str) -> IndexedDocument | None:
+        snapshot = self._snapshot(scope)
+        if snapshot is None or (path not in snapshot.documents and path not in snapshot.problems):
+            return None
+        return _listed(snapshot, path)
 
     def close(self) -> None:
         """Drop every index. Idempotent; the chunker is not closed. Later calls raise

@@ -47,6 +47,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
 from knowledge.chunking import DocumentChunker, MarkdownSectionChunker
+from knowledge.documents import (
+    DEFAULT_DOCUMENTS_LIMIT,
+    DocumentPage,
+    IndexedDocument,
+    decode_cursor,
+    document_page,
+    validate_documents_limit,
+)
 from knowledge.errors import (
     ConfigurationError,
     EmbeddingError,
@@ -85,6 +93,7 @@ from .connections import (
     is_damage,
 )
 from .keyword_index import DEFAULT_ISOLATION, ISOLATION_MODES, KeywordIndex, fts_query
+from .listing import read_document, read_documents
 from .schema import (
     KEYWORD_ONLY,
     Identity,
@@ -321,6 +330,24 @@ class EmbeddedKnowledgeStore(IndexingStoreMixin):
                 " ORDER BY 1, 2"
             ).fetchall()
         return [KnowledgeScope(agent, context) for agent, context in rows]
+
+    def list_documents(
+        self,
+        scope: KnowledgeScope,
+        *,
+        limit: int = DEFAULT_DOCUMENTS_LIMIT,
+        cursor: str | None = None,
+    ) -> DocumentPage:
+        """A page of exactly this scope's documents and problems, by path (``listing``)."""
+        validate_documents_limit(limit)
+        after = decode_cursor(scope, cursor)
+        with self._reading() as conn:
+            documents = read_documents(conn, scope, after, limit + 1)
+        return document_page(scope, documents, limit)
+
+    def get_document(self, scope: KnowledgeScope, path: str) -> IndexedDocument | None:
+        with self._reading() as conn:
+            return read_document(conn, scope, path)
 
     def status(self, scope: KnowledgeScope) -> IndexStatus:
         """Counts, last indexed time, state and problems of exactly this scope (``status``):

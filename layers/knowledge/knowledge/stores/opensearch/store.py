@@ -9,7 +9,8 @@ This module is the facade: it puts together the parts, each in its own module,
   record, then the old generation removed);
 - ``bulk``: bulk sending (throttled items again, the background sender);
 - ``search``: searches and the query embedding, inside the caller's deadline;
-- ``queries``: every request body and response reader, pure functions.
+- ``queries``: every request body and response reader, pure functions;
+- ``listing``: the documents listing's bodies and reader, pure functions.
 
 Construction does no I/O; ``opensearchpy`` is imported on first use.
 """
@@ -23,6 +24,14 @@ from collections import Counter
 from typing import TYPE_CHECKING, Any
 
 from knowledge.chunking import DocumentChunker, MarkdownSectionChunker
+from knowledge.documents import (
+    DEFAULT_DOCUMENTS_LIMIT,
+    DocumentPage,
+    IndexedDocument,
+    decode_cursor,
+    document_page,
+    validate_documents_limit,
+)
 from knowledge.embedding.base import EmbeddingClient
 from knowledge.errors import ConfigurationError, EmbeddingMismatchError, UnsupportedModeError
 from knowledge.fusion import hybrid_weights
@@ -38,7 +47,7 @@ from knowledge.model import (
 )
 from knowledge.scope import KnowledgeScope
 from knowledge.store import StoredDocument
-from knowledge.stores.opensearch import queries
+from knowledge.stores.opensearch import listing, queries
 from knowledge.stores.opensearch import search as searching
 from knowledge.stores.opensearch.client import RetryPolicy
 from knowledge.stores.opensearch.config import OpenSearchConfig
@@ -258,6 +267,33 @@ class OpenSearchKnowledgeStore(IndexingStoreMixin):
             scopes.extend(page)
             if after is None or not page:
                 return sorted(set(scopes), key=lambda scope: (scope.agent, scope.context))
+
+    def list_documents(
+        self,
+        scope: KnowledgeScope,
+        *,
+        limit: int = DEFAULT_DOCUMENTS_LIMIT,
+        cursor: str | None = None,
+    ) -> DocumentPage:
+        """A page of exactly this scope's document records, by path (``listing``)."""
+        validate_documents_limit(limit)
+        after = decode_cursor(scope, cursor)
+        index = self.index_name(scope)
+        if not self._connection.open_index(index, create=False):
+            return DocumentPage(())
+        body = listing.documents_page_body(scope, limit + 1, after)
+        found = self._connection.search(index, f"list the documents of {scope}", body)
+        return document_page(scope, listing.parse_documents(found), limit)
+
+    def get_document(self, scope: KnowledgeScope, path: str) -> IndexedDocument | None:
+        index = self.index_name(scope)
+        if not self._connection.open_index(index, create=False):
+            return None
+        body = listing.document_record_body(scope, path)
+        found = listing.parse_documents(
+            self._connection.search(index, f"read the record of '{path}' in {scope}", body)
+        )
+        return found[0] if found else None
 
     def close(self) -> None:
         """Close the client if this store created it. Idempotent; later calls raise

@@ -1,0 +1,120 @@
+"""Request bodies and a response reader for the documents listing: pure functions, no I/O.
+
+The listing reads the per-document records (``record: document``, one per document, id =
+the document id; see README "Writes"), never the chunks: a record with a ``generation``
+is an indexed document, one with a ``problem_at`` has a problem, one with both is an
+indexed document whose latest attempt failed. Pages are ``search_after`` on
+``document_path`` (a ``keyword``: UTF-8 byte order, the order of ``knowledge.documents``),
+so a page costs the same wherever it is in the scope and no scroll context is held
+between requests.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+from knowledge.documents import IndexedDocument
+from knowledge.scope import KnowledgeScope
+from knowledge.stores.opensearch.mapping import (
+    CHUNK_COUNT,
+    CONTENT_HASH,
+    DOCUMENT_PATH,
+    GENERATION,
+    INDEXED_AT,
+    PROBLEM,
+    PROBLEM_AT,
+    RECORD,
+    RECORD_DOCUMENT,
+    SIZE,
+    SOURCE_TYPE,
+    VERSION,
+)
+from knowledge.stores.opensearch.queries import parse_hits, scope_filters
+
+__all__ = ["document_record_body", "documents_page_body", "parse_documents"]
+
+_FIELDS = (
+    DOCUMENT_PATH,
+    SOURCE_TYPE,
+    SIZE,
+    CHUNK_COUNT,
+    VERSION,
+    CONTENT_HASH,
+    INDEXED_AT,
+    GENERATION,
+    PROBLEM,
+)
+
+
+def _records_query(scope: KnowledgeScope, path: str | None = None) -> dict[str, Any]:
+    filters: list[dict[str, Any]] = [*scope_filters(scope), {"term": {RECORD: RECORD_DOCUMENT}}]
+    if path is not None:
+        filters.append({"term": {DOCUMENT_PATH: path}})
+    return {
+        "bool": {
+            "filter": filters,
+            # An indexed version, a problem, or both: a record with neither lists nothing.
+            "should": [{"exists": {"field": GENERATION}}, {"exists": {"field": PROBLEM_AT}}],
+            "minimum_should_match": 1,
+        }
+    }
+
+
+def documents_page_body(scope: KnowledgeScope, size: int, after: str | None) -> dict[str, Any]:
+    """Up to ``size`` records of exactly this scope with a path after ``after``, by path."""
+    body: dict[str, Any] = {
+        "size": size,
+        "track_total_hits": False,
+        "_source": {"includes": list(_FIELDS)},
+        "query": _records_query(scope),
+        "sort": [{DOCUMENT_PATH: {"order": "asc"}}],
+    }
+    if after is not None:
+        body["search_after"] = [after]
+    return body
+
+
+def document_record_body(scope: KnowledgeScope, path: str) -> dict[str, Any]:
+    """The record of one document of exactly this scope."""
+    return {
+        "size": 1,
+        "track_total_hits": False,
+        "_source": {"includes": list(_FIELDS)},
+        "query": _records_query(scope, path),
+    }
+
+
+def _text(value: object) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _when(value: object) -> datetime | None:
+    if not isinstance(value, str):
+        return None
+    return datetime.fromisoformat(value.replace("Z", "+00:00"))
+
+
+def _document(source: Mapping[str, Any]) -> IndexedDocument | None:
+    path = source.get(DOCUMENT_PATH)
+    if not isinstance(path, str):
+        return None
+    indexed = isinstance(source.get(GENERATION), str)
+    size, chunks = source.get(SIZE), source.get(CHUNK_COUNT)
+    return IndexedDocument(
+        path=path,
+        source_type=_text(source.get(SOURCE_TYPE)) if indexed else None,
+        size=size if indexed and isinstance(size, int) else None,
+        chunk_count=chunks if indexed and isinstance(chunks, int) else 0,
+        version=_text(source.get(VERSION)) if indexed else None,
+        content_hash=_text(source.get(CONTENT_HASH)) if indexed else None,
+        indexed_at=_when(source.get(INDEXED_AT)) if indexed else None,
+        problem=_text(source.get(PROBLEM)),
+    )
+
+
+def parse_documents(response: Mapping[str, Any]) -> list[IndexedDocument]:
+    """The documents of a ``documents_page_body``/``document_record_body`` answer, in order."""
+    documents = (_document(hit.source) for hit in parse_hits(response))
+    return [d for d in documents if d is not None]

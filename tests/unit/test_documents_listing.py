@@ -1,0 +1,198 @@
+"""``knowledge.documents`` (cursors, limits, paths), the OpenSearch listing bodies as data,
+and the documents routes of ``knowledge.api`` on the memory store."""
+
+from __future__ import annotations
+
+import base64
+import json
+
+import pytest
+
+from knowledge.api import KnowledgeApi, parse_documents_query
+from knowledge.documents import decode_cursor, encode_cursor, validate_document_path
+from knowledge.errors import ValidationError
+from knowledge.scope import KnowledgeScope
+from knowledge.source import SourceDocument
+from knowledge.stores.memory import MemoryKnowledgeStore
+from knowledge.stores.opensearch.listing import (
+    document_record_body,
+    documents_page_body,
+    parse_documents,
+)
+
+SCOPE = KnowledgeScope("ops-bot", "runbooks")
+
+
+def raw_cursor(payload: object) -> str:
+    return base64.urlsafe_b64encode(json.dumps(payload).encode()).decode().rstrip("=")
+
+
+def test_a_cursor_carries_its_scope_and_last_path() -> None:
+    cursor = encode_cursor(SCOPE, "장애/배포.md")
+    assert decode_cursor(SCOPE, cursor) == "장애/배포.md"
+    assert decode_cursor(SCOPE, None) is None
+    assert decode_cursor(SCOPE, raw_cursor({"v": 1, "a": "ops-bot", "c": "runbooks", "p": "x"}))
+
+
+@pytest.mark.parametrize(
+    ("payload", "message"),
+    [
+        ({"v": 1, "a": "other-bot", "c": "runbooks", "p": "x"}, "another scope"),
+        ({"v": 1, "a": "ops-bot", "c": "manuals", "p": "x"}, "another scope"),
+        ({"v": 2, "a": "ops-bot", "c": "runbooks", "p": "x"}, "not a cursor"),
+        ({"v": 1, "a": "ops-bot", "c": "runbooks", "p": 3}, "not a cursor"),
+        (["ops-bot", "runbooks", "x"], "not a cursor"),
+    ],
+)
+def test_a_forged_or_foreign_cursor_is_refused(payload: object, message: str) -> None:
+    with pytest.raises(ValidationError, match=message) as caught:
+        decode_cursor(SCOPE, raw_cursor(payload))
+    assert caught.value.field == "cursor"
+
+
+@pytest.mark.parametrize(
+    "path", ["", "/a.md", "a//b.md", "a/./b.md", "../b.md", "a/..", "a/", "a\x00b", "x" * 1025]
+)
+def test_bad_document_paths_are_refused(path: str) -> None:
+    with pytest.raises(ValidationError) as caught:
+        validate_document_path(path)
+    assert caught.value.field == "path"
+
+
+@pytest.mark.parametrize(
+    ("query", "expected"),
+    [
+        ("", (100, None)),
+        (None, (100, None)),
+        ("limit=1000", (1000, None)),
+        ("limit=7&cursor=abc", (7, "abc")),
+        ("cursor=a%2Bb", (100, "a+b")),
+    ],
+)
+def test_documents_query_strings(query: str | None, expected: tuple[int, str | None]) -> None:
+    assert parse_documents_query(query) == expected
+
+
+@pytest.mark.parametrize(
+    ("query", "field"),
+    [
+        ("limit=0", "limit"),
+        ("limit=1001", "limit"),
+        ("limit=99999999999999999999", "limit"),
+        ("limit=-1", "limit"),
+        ("limit=1.5", "limit"),
+        ("limit=", "limit"),
+        ("limit=%D9%A1", "limit"),  # an Arabic-Indic digit: isdigit() but not ASCII
+        ("limit=1&limit=2", "limit"),
+        ("cursor=", "cursor"),
+        ("offset=3", "offset"),
+        ("limit=%FF", "query"),
+    ],
+)
+def test_bad_documents_query_strings_name_the_parameter(query: str, field: str) -> None:
+    with pytest.raises(ValidationError) as caught:
+        parse_documents_query(query)
+    assert caught.value.field == field
+
+
+def test_page_body_filters_on_the_scope_and_records_and_resumes_after_the_path() -> None:
+    assert documents_page_body(SCOPE, 101, "b.md") == {
+        "size": 101,
+        "track_total_hits": False,
+        "_source": {
+            "includes": [
+                "document_path",
+                "source_type",
+                "size",
+                "chunk_count",
+                "version",
+                "content_hash",
+                "indexed_at",
+                "generation",
+                "problem",
+            ]
+        },
+        "query": {
+            "bool": {
+                "filter": [
+                    {"term": {"agent": "ops-bot"}},
+                    {"term": {"context": "runbooks"}},
+                    {"term": {"record": "document"}},
+                ],
+                "should": [
+                    {"exists": {"field": "generation"}},
+                    {"exists": {"field": "problem_at"}},
+                ],
+                "minimum_should_match": 1,
+            }
+        },
+        "sort": [{"document_path": {"order": "asc"}}],
+        "search_after": ["b.md"],
+    }
+    assert "search_after" not in documents_page_body(SCOPE, 10, None)
+    one = document_record_body(SCOPE, "a/b.md")
+    assert one["query"]["bool"]["filter"][-1] == {"term": {"document_path": "a/b.md"}}
+    assert one["size"] == 1
+
+
+def test_parse_documents_reads_indexed_and_problem_only_records() -> None:
+    response = {
+        "hits": {
+            "hits": [
+                {
+                    "_id": "1",
+                    "_source": {
+                        "document_path": "a.md",
+                        "source_type": "markdown",
+                        "size": 12,
+                        "chunk_count": 2,
+                        "version": "v1",
+                        "content_hash": "h",
+                        "indexed_at": "2026-03-14T09:26:53.000001Z",
+                        "generation": "1-x",
+                        "problem": None,
+                    },
+                },
+                {"_id": "2", "_source": {"document_path": "b.pdf", "problem": "no text"}},
+                {"_id": "3", "_source": {"problem": "no path: skipped"}},
+            ]
+        }
+    }
+    a, b = parse_documents(response)
+    assert a.to_dict() == {
+        "path": "a.md",
+        "indexed": True,
+        "source_type": "markdown",
+        "size": 12,
+        "chunk_count": 2,
+        "version": "v1",
+        "content_hash": "h",
+        "indexed_at": "2026-03-14T09:26:53.000001+00:00",
+        "problem": None,
+    }
+    assert (b.path, b.indexed, b.chunk_count, b.problem) == ("b.pdf", False, 0, "no text")
+
+
+@pytest.fixture
+def api() -> KnowledgeApi:
+    store = MemoryKnowledgeStore()
+    data = b"# Setup\n\nhelm install\n"
+    for path in ("guides/setup.md", "a b.md"):
+        store.upsert_document(SCOPE, SourceDocument(path=path, size=len(data), read=lambda: data))
+    return KnowledgeApi(store)
+
+
+def test_routes_for_documents(api: KnowledgeApi) -> None:
+    base = "/v1/agents/ops-bot/contexts/runbooks/documents"
+    listed = api.handle("GET", base + "?limit=1")
+    assert listed.status == 200
+    assert [d["path"] for d in listed.body["documents"]] == ["a b.md"]
+    rest = api.handle("GET", f"{base}?cursor={listed.body['next_cursor']}")
+    assert [d["path"] for d in rest.body["documents"]] == ["guides/setup.md"]
+    assert api.handle("GET", base + "/guides%2Fsetup.md").body["chunk_count"] == 1
+    assert api.handle("GET", base + "/a%20b.md").body["path"] == "a b.md"
+    assert api.handle("GET", base + "/guides/setup.md").status == 404  # one segment only
+    refused = api.handle("POST", base)
+    assert (refused.status, refused.headers["Allow"]) == (405, "GET")
+    encoded_agent = api.handle("GET", "/v1/agents/%6Fps-bot/contexts/runbooks/documents")
+    assert (encoded_agent.status, encoded_agent.body["field"]) == (400, "agent")
