@@ -789,6 +789,9 @@ def main(args: argparse.Namespace) -> None:
     from bench.report_documents import documents_section  # it imports this module's helpers
 
     documents_section(report)
+    from bench.report_mutation import mutation_section
+
+    mutation_section(report)
     text = _header(report) + "\n" + "\n".join(report.sections)
     args.output.write_text(text, encoding="utf-8")
     log(f"wrote {args.output}")

@@ -559,3 +559,26 @@ def test_an_overlap_that_starts_inside_a_word_starts_at_the_next_one() -> None:
     # The last 22 characters start at "cho" of "echo": the overlap starts at "foxtrot".
     chunks = chunks_of(ALPHA + "\n" + "z" * 75 + "\n", size=100, overlap=22)
     assert [c.content for c in chunks] == [ALPHA, "foxtrot golf hotel\n" + "z" * 75]
+
+
+@pytest.mark.parametrize("overlap", [40, 42])
+def test_a_high_overlap_keeps_whole_words_and_its_full_length(overlap: int) -> None:
+    # size 50: each piece is 40 characters of the previous one (from a word start; with
+    # 42 the cut falls inside "bbbb", so it moves on to "cccc") and 10 new ones.
+    line = "aaaa bbbb cccc dddd eeee ffff gggg hhhh iiii jjjj kkkk llll mmmm"
+    chunks = chunks_of(line + "\n", size=50, overlap=overlap)
+    assert [c.content for c in chunks] == [
+        "aaaa bbbb cccc dddd eeee ffff gggg hhhh iiii jjjj",
+        "cccc dddd eeee ffff gggg hhhh iiii jjjj kkkk llll",
+        "eeee ffff gggg hhhh iiii jjjj kkkk llll mmmm",
+    ]
+
+
+def test_a_capped_size_shrinks_the_overlap_in_proportion() -> None:
+    # chunk_size 100 with overlap 40, capped at 50: the overlap is 40 * 50 // 100 = 20.
+    line = "aaaa bbbb cccc dddd eeee ffff gggg hhhh iiii jjjj kkkk llll mmmm"
+    chunks = chunks_of(line + "\n", size=100, overlap=40, max_chunk_size=50)
+    assert [c.content for c in chunks] == [
+        "aaaa bbbb cccc dddd eeee ffff gggg hhhh iiii jjjj",
+        "gggg hhhh iiii jjjj kkkk llll mmmm",
+    ]

@@ -139,9 +139,12 @@ def test_reasons_and_their_errors() -> None:
 
 
 def test_default_limits_and_defaults() -> None:
-    assert DEFAULT_LIMITS == ExtractionLimits(
-        max_unpacked_bytes=268_435_456, max_pdf_pages=2000, max_seconds=120.0
+    limits = (
+        DEFAULT_LIMITS.max_unpacked_bytes,
+        DEFAULT_LIMITS.max_pdf_pages,
+        DEFAULT_LIMITS.max_seconds,
     )
+    assert limits == (268_435_456, 2000, 120.0)
     block = Block("text")
     assert (block.section, block.position) == ({}, None)
     assert block.section is NO_SECTION

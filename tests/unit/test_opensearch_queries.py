@@ -628,3 +628,91 @@ def test_parse_scopes_page_skips_pairs_that_are_no_scope() -> None:
     assert scopes == [KnowledgeScope("ops-bot", "runbooks")]
     assert after == {"agent": "ops-bot", "context": "runbooks"}
     assert queries.parse_scopes_page({"aggregations": {"scopes": {"buckets": []}}}) == ([], None)
+
+
+# --- bodies the store's write path sends, as literal data (issue 15) ----------------------
+
+
+def test_problems_body_is_the_scopes_problem_records_most_recent_first() -> None:
+    assert queries.problems_body(SCOPE, 100) == {
+        "size": 100,
+        "track_total_hits": False,
+        "_source": {"includes": ["document_path", "problem", "problem_at", "generation"]},
+        "query": {
+            "bool": {
+                "filter": [
+                    AGENT_TERM,
+                    CONTEXT_TERM,
+                    {"term": {"record": "document"}},
+                    {"exists": {"field": "problem_at"}},
+                ]
+            }
+        },
+        "sort": [{"problem_at": "desc"}],
+    }
+
+
+def test_a_problem_is_merged_into_the_record_or_creates_one() -> None:
+    fields = {"problem": "too large", "problem_at": "2026-01-01T00:00:00Z"}
+    upsert = {"record": "document", **fields}
+    assert queries.bulk_problem_action("kb", "doc1", fields, upsert) == {
+        "_op_type": "update",
+        "_index": "kb",
+        "_id": "doc1",
+        "retry_on_conflict": 3,
+        "doc": {"problem": "too large", "problem_at": "2026-01-01T00:00:00Z"},
+        "upsert": {
+            "record": "document",
+            "problem": "too large",
+            "problem_at": "2026-01-01T00:00:00Z",
+        },
+    }
+
+
+def test_other_generations_are_every_record_and_chunk_but_the_kept_one() -> None:
+    document = [AGENT_TERM, CONTEXT_TERM, {"term": {"document_id": "doc1"}}]
+    assert queries.other_generations_query(SCOPE, "doc1", "g2") == {
+        "bool": {"filter": document, "must_not": [{"term": {"generation": "g2"}}]}
+    }
+    assert queries.other_generations_query(SCOPE, "doc1", None) == {"bool": {"filter": document}}
+
+
+def test_records_are_read_once_each_in_order() -> None:
+    assert queries.records_mget_body(["b", "a", "b", "c", "a"]) == {"ids": ["b", "a", "c"]}
+    assert queries.records_mget_body([]) == {"ids": []}
+
+
+def test_a_record_without_a_count_or_version_reads_as_none_and_zero() -> None:
+    response = {
+        "docs": [
+            {"_id": 7, "found": True, "_seq_no": "3", "_primary_term": "2", "_source": None},
+            {
+                "_id": "x",
+                "found": True,
+                "_seq_no": 0,
+                "_primary_term": 1,
+                "_source": {"version": 12, "generation": 5, "chunk_count": "4"},
+            },
+        ]
+    }
+    assert parse_records_mget(response) == {
+        "7": RecordState(seq_no=3, primary_term=2, version=None, generation=None, chunk_count=0),
+        "x": RecordState(seq_no=0, primary_term=1, version="12", generation="5", chunk_count=0),
+    }
+    assert parse_records_mget({}) == {}
+
+
+def test_problems_without_a_path_or_reason_are_skipped() -> None:
+    response = {
+        "hits": {
+            "hits": [
+                {"_id": "1", "_source": {"document_path": "a.md"}},
+                {"_id": "2", "_source": {"problem": "too large"}},
+                {"_id": "3", "_source": {"document_path": 5, "problem": "x"}},
+                {"_id": "4", "_source": {"document_path": "c.md", "problem": "corrupt file"}},
+                {"_id": "5", "_source": {"document_path": "d.md", "problem": "too large"}},
+            ]
+        }
+    }
+    assert parse_problems(response, 2) == [("c.md", "corrupt file"), ("d.md", "too large")]
+    assert parse_problems(response, 1) == [("c.md", "corrupt file")]

@@ -29,4 +29,4 @@ cd "$work"
 "$venv/bin/mutmut" run "$@" || true   # survivors are the result, not a failure
 "$venv/bin/mutmut" results --all true > "$root/bench/results/mutation-results.txt" || true
 "$venv/bin/python" "$root/tools/mutation/summary.py" \
-    "$root/bench/results/mutation-results.txt" "$root/bench/results/mutation.json"
+    "$root/bench/results/mutation-results.txt" "$root/bench/results/mutation.json" "$@"
