@@ -9,14 +9,16 @@ mutant without a reason is listed as unexplained: a missing test, not an equival
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 from bench.environment import REPO_ROOT, read_result
-from bench.report import Report, _met, _table
+from bench.report import REPORT, Report, _met, _table
 
 __all__ = ["mutation_section"]
 
 TARGET = 0.90
+_HEADING = "## 7. Mutation testing (mutmut)"
 EQUIVALENT = REPO_ROOT / "tools" / "mutation" / "equivalent.json"
 
 
@@ -27,9 +29,16 @@ def _reasons() -> dict[str, str]:
     return data
 
 
-def mutation_section(report: Report) -> None:
-    parts = ["## 7. Mutation testing (mutmut)"]
-    result: dict[str, Any] | None = read_result("mutation")
+def mutation_section(
+    report: Report,
+    *,
+    result: dict[str, Any] | None = None,
+    reasons: dict[str, str] | None = None,
+) -> None:
+    """The section from ``mutation.json`` and ``equivalent.json`` (or the given ones)."""
+    parts = [_HEADING]
+    if result is None:
+        result = read_result("mutation")
     if result is None or not result.get("modules"):
         parts.append("Not run: `make mutation` writes `bench/results/mutation.json`.")
         report.add("\n\n".join(parts))
@@ -63,7 +72,8 @@ def mutation_section(report: Report) -> None:
     parts.append(
         _table(["module", "killed", "survived", "no tests / timeout", "score", "90%"], rows)
     )
-    reasons = _reasons()
+    if reasons is None:
+        reasons = _reasons()
     lines = []
     for row in modules.values():
         for name in row.get("not killed", []):
@@ -82,3 +92,19 @@ def mutation_section(report: Report) -> None:
     parts.append("Surviving mutants (`mutmut show NAME` in `.mutation/` prints the change):")
     parts.append("\n".join(lines) if lines else "None.")
     report.add("\n\n".join(parts))
+
+
+def splice(report_path: Path = REPORT) -> None:
+    """Put this section into an existing ``REPORT.md`` in place, without re-running the
+    other sections (their plots need ``.venv-bench``): ``python -m bench.report_mutation``
+    after ``make mutation``. ``bench report`` rebuilds it with the rest."""
+    section = Report()
+    mutation_section(section)
+    text = report_path.read_text(encoding="utf-8")
+    start = text.find(_HEADING)
+    kept = text if start < 0 else text[:start]
+    report_path.write_text(kept.rstrip("\n") + "\n\n" + section.sections[0], encoding="utf-8")
+
+
+if __name__ == "__main__":
+    splice()
