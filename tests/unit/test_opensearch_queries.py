@@ -716,3 +716,93 @@ def test_problems_without_a_path_or_reason_are_skipped() -> None:
     }
     assert parse_problems(response, 2) == [("c.md", "corrupt file"), ("d.md", "too large")]
     assert parse_problems(response, 1) == [("c.md", "corrupt file")]
+
+
+# --- readers of responses that lack a part (an empty index, a missing aggregation) --------
+
+
+@pytest.mark.parametrize(
+    "response",
+    [{}, {"aggregations": {}}, {"aggregations": {"chunks": {}, "records": {}}}],
+)
+def test_scope_stats_of_a_response_without_aggregations_are_empty(response: dict) -> None:
+    assert parse_scope_stats(response) == ScopeStats(0, 0, None)
+
+
+@pytest.mark.parametrize(
+    "response",
+    [
+        {},
+        {"aggregations": {}},
+        {"aggregations": {"documents": {}}},
+        {"aggregations": {"documents": {"after_key": {"path": "z"}}}},
+    ],
+)
+def test_stored_documents_of_a_response_without_buckets_end_the_paging(response: dict) -> None:
+    assert parse_stored_documents(response) == ({}, None)
+
+
+def test_a_record_without_source_or_counts_is_an_incomplete_write() -> None:
+    aggs = {"record": {"latest": {"hits": {"hits": [{}]}}}, "chunks": {"doc_count": 2}}
+    assert parse_stored_document({"aggregations": aggs}, "a.md") == StoredDocument(
+        "a.md", INCOMPLETE_HASH, None, 2
+    )
+
+
+def test_a_record_of_no_chunks_without_generation_buckets_is_complete() -> None:
+    record = {"content_hash": "h1", "chunk_count": 0, "generation": "g1"}
+    aggs = {"record": {"latest": {"hits": {"hits": [{"_source": record}]}}}}
+    assert parse_stored_document({"aggregations": aggs}, "a.md") == StoredDocument(
+        "a.md", "h1", None, 0
+    )
+    # A generation bucket without a count counts no chunk.
+    aggs["chunks"] = {"generations": {"buckets": [{"key": "g1"}]}}
+    assert parse_stored_document({"aggregations": aggs}, "a.md") == StoredDocument(
+        "a.md", "h1", None, 0
+    )
+
+
+def test_a_complete_record_without_a_hash_reports_an_empty_hash() -> None:
+    record = {"chunk_count": 1, "generation": "g1", "version": 3}
+    aggs = {
+        "record": {"latest": {"hits": {"hits": [{"_source": record}]}}},
+        "chunks": {"doc_count": 1, "generations": {"buckets": [{"key": "g1", "doc_count": 1}]}},
+    }
+    assert parse_stored_document({"aggregations": aggs}, "a.md") == StoredDocument(
+        "a.md", "", "3", 1
+    )
+
+
+def test_scopes_page_of_a_response_without_buckets_ends_the_paging() -> None:
+    assert queries.parse_scopes_page({}) == ([], None)
+    assert queries.parse_scopes_page({"aggregations": {}}) == ([], None)
+    empty = {"aggregations": {"scopes": {"buckets": [], "after_key": {"agent": "a"}}}}
+    assert queries.parse_scopes_page(empty) == ([], None)
+
+
+def test_a_pair_that_is_no_scope_does_not_hide_the_ones_after_it() -> None:
+    response = {
+        "aggregations": {
+            "scopes": {
+                "buckets": [
+                    {"key": {"agent": "Bad Agent", "context": "x"}},
+                    {"key": {"agent": "ops-bot", "context": "runbooks"}},
+                ]
+            }
+        }
+    }
+    assert queries.parse_scopes_page(response) == (
+        [KnowledgeScope("ops-bot", "runbooks")],
+        None,
+    )
+
+
+@pytest.mark.parametrize(
+    "key",
+    [{}, {"agent": None, "context": None}, {"agent": "ops-bot"}, {"context": "runbooks"}],
+)
+def test_a_bucket_without_an_agent_and_context_is_no_scope(key: dict) -> None:
+    # Not the scope "None/None" or "ops-bot/None": a missing value names no scope (a
+    # composite aggregation with missing buckets would send null).
+    response = {"aggregations": {"scopes": {"buckets": [{"key": key}, {}]}}}
+    assert queries.parse_scopes_page(response) == ([], None)

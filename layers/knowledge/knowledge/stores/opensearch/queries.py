@@ -535,9 +535,12 @@ def parse_scopes_page(
     buckets = agg.get("buckets", [])
     scopes: list[KnowledgeScope] = []
     for bucket in buckets:
-        key = bucket.get("key", {})
+        key = bucket.get("key") or {}
+        agent, context = key.get("agent"), key.get("context")
+        if not isinstance(agent, str) or not isinstance(context, str):
+            continue  # a missing value is no scope (str(None) would make one: "None")
         try:
-            scopes.append(KnowledgeScope(str(key.get("agent")), str(key.get("context"))))
+            scopes.append(KnowledgeScope(agent, context))
         except InvalidScopeError:
             continue
     after = agg.get("after_key") if buckets else None
