@@ -464,6 +464,17 @@ def test_scope_stats_body() -> None:
             ScopeStats(3, 7, datetime(2023, 11, 14, 22, 13, 20, tzinfo=UTC)),
         ),
         (
+            # The formatted value wins over the number (it keeps the index's precision).
+            {
+                "chunks": {"doc_count": 1},
+                "records": {
+                    "documents": {"value": 1},
+                    "last_indexed": {"value": 0, "value_as_string": "2024-05-01T10:00:00.5Z"},
+                },
+            },
+            ScopeStats(1, 1, datetime(2024, 5, 1, 10, 0, 0, 500000, tzinfo=UTC)),
+        ),
+        (
             {
                 "chunks": {"doc_count": 0},
                 # two empty documents: records, no chunks

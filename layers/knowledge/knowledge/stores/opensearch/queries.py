@@ -415,7 +415,7 @@ def parse_scope_stats(response: Mapping[str, Any]) -> ScopeStats:
     last_ms = last.get("value")
     last_at: datetime | None = None
     if documents and last_text:
-        last_at = datetime.fromisoformat(str(last_text).replace("Z", "+00:00"))
+        last_at = datetime.fromisoformat(str(last_text))  # reads "Z" since Python 3.11
     elif documents and last_ms is not None:
         last_at = datetime.fromtimestamp(float(last_ms) / 1000.0, tz=UTC)
     return ScopeStats(document_count=documents, chunk_count=chunks, last_indexed_at=last_at)
