@@ -1137,6 +1137,10 @@ def main(args: argparse.Namespace) -> None:
     from bench.report_embedding import embedding_pool_section  # likewise
 
     embedding_pool_section(report)
+
+    from bench.report_mutation import mutation_section
+
+    mutation_section(report)
     text = _header(report) + "\n" + "\n".join(report.sections)
     args.output.write_text(text, encoding="utf-8")
     log(f"wrote {args.output}")

@@ -487,3 +487,98 @@ def test_five_megabyte_single_line_streams_through() -> None:
     rest = sum(1 for _ in chunks)
     # 500-char pieces advancing 450 characters at a time.
     assert rest + 1 == -(-(len(doc) - 50) // 450)
+
+
+# --- packing rules, pinned with literal pieces (issue 15: mutation survivors) -------------
+# Expected chunks below are worked out by hand from the rules in the module docstring.
+
+ALPHA = "alpha bravo charlie delta echo foxtrot golf hotel"  # 49 chars
+INDIA = "india juliet kilo lima mike november oscar papa quebec romeo sierra tango x-ray"  # 79
+
+
+def test_a_line_that_fits_a_fresh_piece_moves_whole_to_the_next_chunk() -> None:
+    # size 100, overlap 20: any line of up to 80 characters (newline included) fits whole
+    # after an overlap. INDIA + "\n" is exactly 80, the 50 characters of room left after
+    # ALPHA would take most of it: it must not be cut there but start the next piece.
+    assert (len(ALPHA), len(INDIA)) == (49, 79)
+    chunks = chunks_of(ALPHA + "\n" + INDIA + "\n", size=100, overlap=20)
+    assert [c.content for c in chunks] == [ALPHA, "foxtrot golf hotel\n" + INDIA]
+
+
+def test_a_line_one_longer_than_a_fresh_piece_fills_the_room_left() -> None:
+    # 81 characters can never be sure to fit after an overlap: it fills the 50 left after
+    # ALPHA, cut after the last blank in that room ("... oscar papa "); the overlap, the
+    # last 20 characters of that piece, starts right after a blank.
+    line = INDIA + "s"
+    chunks = chunks_of(ALPHA + "\n" + line + "\n", size=100, overlap=20)
+    assert [c.content for c in chunks] == [
+        ALPHA + "\nindia juliet kilo lima mike november oscar papa",
+        "november oscar papa quebec romeo sierra tango x-rays",
+    ]
+
+
+def test_a_long_line_is_not_cut_into_a_room_less_than_half_a_fresh_piece() -> None:
+    # size 100, overlap 0: a fresh piece holds 100; a long line starts a new piece rather
+    # than fill a room under 50. 50 characters of room is "at least half": it is filled.
+    long_line = "x" * 150
+    room_50 = "a" * 49 + "\n" + long_line + "\n"
+    assert [c.content for c in chunks_of(room_50, size=100, overlap=0)] == [
+        "a" * 49 + "\n" + "x" * 50,
+        "x" * 100,
+    ]
+    room_49 = "a" * 50 + "\n" + long_line + "\n"
+    assert [c.content for c in chunks_of(room_49, size=100, overlap=0)] == [
+        "a" * 50,
+        "x" * 100,
+        "x" * 50,
+    ]
+
+
+@pytest.mark.parametrize("blank", [" ", "\t"])
+def test_a_cut_at_a_blank_keeps_the_piece_at_least_half_full(blank: str) -> None:
+    # 50 characters of room after "a" * 49: a blank at offset 25 of the long line (half
+    # the room) is a cut point; one at offset 24 is not, the line is cut on characters.
+    at_half = "x" * 25 + blank + "y" * 124
+    chunks = chunks_of("a" * 49 + "\n" + at_half + "\n", size=100, overlap=0)
+    assert [c.content for c in chunks] == ["a" * 49 + "\n" + "x" * 25, "y" * 100, "y" * 24]
+    before_half = "x" * 24 + blank + "y" * 125
+    chunks = chunks_of("a" * 49 + "\n" + before_half + "\n", size=100, overlap=0)
+    assert [c.content for c in chunks] == [
+        "a" * 49 + "\n" + "x" * 24 + blank + "y" * 25,
+        "y" * 100,
+    ]
+
+
+def test_an_overlap_that_starts_at_a_word_keeps_that_word() -> None:
+    # ALPHA + "\n" is 50 characters; its last 19 start exactly at "foxtrot".
+    chunks = chunks_of(ALPHA + "\n" + INDIA + "\n", size=100, overlap=19)
+    assert [c.content for c in chunks] == [ALPHA, "foxtrot golf hotel\n" + INDIA]
+
+
+def test_an_overlap_that_starts_inside_a_word_starts_at_the_next_one() -> None:
+    # The last 22 characters start at "cho" of "echo": the overlap starts at "foxtrot".
+    chunks = chunks_of(ALPHA + "\n" + "z" * 75 + "\n", size=100, overlap=22)
+    assert [c.content for c in chunks] == [ALPHA, "foxtrot golf hotel\n" + "z" * 75]
+
+
+@pytest.mark.parametrize("overlap", [40, 42])
+def test_a_high_overlap_keeps_whole_words_and_its_full_length(overlap: int) -> None:
+    # size 50: each piece is 40 characters of the previous one (from a word start; with
+    # 42 the cut falls inside "bbbb", so it moves on to "cccc") and 10 new ones.
+    line = "aaaa bbbb cccc dddd eeee ffff gggg hhhh iiii jjjj kkkk llll mmmm"
+    chunks = chunks_of(line + "\n", size=50, overlap=overlap)
+    assert [c.content for c in chunks] == [
+        "aaaa bbbb cccc dddd eeee ffff gggg hhhh iiii jjjj",
+        "cccc dddd eeee ffff gggg hhhh iiii jjjj kkkk llll",
+        "eeee ffff gggg hhhh iiii jjjj kkkk llll mmmm",
+    ]
+
+
+def test_a_capped_size_shrinks_the_overlap_in_proportion() -> None:
+    # chunk_size 100 with overlap 40, capped at 50: the overlap is 40 * 50 // 100 = 20.
+    line = "aaaa bbbb cccc dddd eeee ffff gggg hhhh iiii jjjj kkkk llll mmmm"
+    chunks = chunks_of(line + "\n", size=100, overlap=40, max_chunk_size=50)
+    assert [c.content for c in chunks] == [
+        "aaaa bbbb cccc dddd eeee ffff gggg hhhh iiii jjjj",
+        "gggg hhhh iiii jjjj kkkk llll mmmm",
+    ]

@@ -464,6 +464,17 @@ def test_scope_stats_body() -> None:
             ScopeStats(3, 7, datetime(2023, 11, 14, 22, 13, 20, tzinfo=UTC)),
         ),
         (
+            # The formatted value wins over the number (it keeps the index's precision).
+            {
+                "chunks": {"doc_count": 1},
+                "records": {
+                    "documents": {"value": 1},
+                    "last_indexed": {"value": 0, "value_as_string": "2024-05-01T10:00:00.5Z"},
+                },
+            },
+            ScopeStats(1, 1, datetime(2024, 5, 1, 10, 0, 0, 500000, tzinfo=UTC)),
+        ),
+        (
             {
                 "chunks": {"doc_count": 0},
                 # two empty documents: records, no chunks
@@ -663,3 +674,181 @@ def test_parse_stored_vectors_keeps_the_first_of_a_key_and_right_sized_vectors()
     assert vectors == {"a": [0.1, 0.2], "zero": [0.0, 0.0]}
     assert (after, count) == (["g1", 0], 5)
     assert queries.parse_stored_vectors({"hits": {"hits": []}}, 2) == ({}, None, 0)
+
+
+# --- bodies the store's write path sends, as literal data (issue 15) ----------------------
+
+
+def test_problems_body_is_the_scopes_problem_records_most_recent_first() -> None:
+    assert queries.problems_body(SCOPE, 100) == {
+        "size": 100,
+        "track_total_hits": False,
+        "_source": {"includes": ["document_path", "problem", "problem_at", "generation"]},
+        "query": {
+            "bool": {
+                "filter": [
+                    AGENT_TERM,
+                    CONTEXT_TERM,
+                    {"term": {"record": "document"}},
+                    {"exists": {"field": "problem_at"}},
+                ]
+            }
+        },
+        "sort": [{"problem_at": "desc"}],
+    }
+
+
+def test_a_problem_is_merged_into_the_record_or_creates_one() -> None:
+    fields = {"problem": "too large", "problem_at": "2026-01-01T00:00:00Z"}
+    upsert = {"record": "document", **fields}
+    assert queries.bulk_problem_action("kb", "doc1", fields, upsert) == {
+        "_op_type": "update",
+        "_index": "kb",
+        "_id": "doc1",
+        "retry_on_conflict": 3,
+        "doc": {"problem": "too large", "problem_at": "2026-01-01T00:00:00Z"},
+        "upsert": {
+            "record": "document",
+            "problem": "too large",
+            "problem_at": "2026-01-01T00:00:00Z",
+        },
+    }
+
+
+def test_other_generations_are_every_record_and_chunk_but_the_kept_one() -> None:
+    document = [AGENT_TERM, CONTEXT_TERM, {"term": {"document_id": "doc1"}}]
+    assert queries.other_generations_query(SCOPE, "doc1", "g2") == {
+        "bool": {"filter": document, "must_not": [{"term": {"generation": "g2"}}]}
+    }
+    assert queries.other_generations_query(SCOPE, "doc1", None) == {"bool": {"filter": document}}
+
+
+def test_records_are_read_once_each_in_order() -> None:
+    assert queries.records_mget_body(["b", "a", "b", "c", "a"]) == {"ids": ["b", "a", "c"]}
+    assert queries.records_mget_body([]) == {"ids": []}
+
+
+def test_a_record_without_a_count_or_version_reads_as_none_and_zero() -> None:
+    response = {
+        "docs": [
+            {"_id": 7, "found": True, "_seq_no": "3", "_primary_term": "2", "_source": None},
+            {
+                "_id": "x",
+                "found": True,
+                "_seq_no": 0,
+                "_primary_term": 1,
+                "_source": {"version": 12, "generation": 5, "chunk_count": "4"},
+            },
+        ]
+    }
+    assert parse_records_mget(response) == {
+        "7": RecordState(seq_no=3, primary_term=2, version=None, generation=None, chunk_count=0),
+        "x": RecordState(seq_no=0, primary_term=1, version="12", generation="5", chunk_count=0),
+    }
+    assert parse_records_mget({}) == {}
+
+
+def test_problems_without_a_path_or_reason_are_skipped() -> None:
+    response = {
+        "hits": {
+            "hits": [
+                {"_id": "1", "_source": {"document_path": "a.md"}},
+                {"_id": "2", "_source": {"problem": "too large"}},
+                {"_id": "3", "_source": {"document_path": 5, "problem": "x"}},
+                {"_id": "4", "_source": {"document_path": "c.md", "problem": "corrupt file"}},
+                {"_id": "5", "_source": {"document_path": "d.md", "problem": "too large"}},
+            ]
+        }
+    }
+    assert parse_problems(response, 2) == [("c.md", "corrupt file"), ("d.md", "too large")]
+    assert parse_problems(response, 1) == [("c.md", "corrupt file")]
+
+
+# --- readers of responses that lack a part (an empty index, a missing aggregation) --------
+
+
+@pytest.mark.parametrize(
+    "response",
+    [{}, {"aggregations": {}}, {"aggregations": {"chunks": {}, "records": {}}}],
+)
+def test_scope_stats_of_a_response_without_aggregations_are_empty(response: dict) -> None:
+    assert parse_scope_stats(response) == ScopeStats(0, 0, None)
+
+
+@pytest.mark.parametrize(
+    "response",
+    [
+        {},
+        {"aggregations": {}},
+        {"aggregations": {"documents": {}}},
+        {"aggregations": {"documents": {"after_key": {"path": "z"}}}},
+    ],
+)
+def test_stored_documents_of_a_response_without_buckets_end_the_paging(response: dict) -> None:
+    assert parse_stored_documents(response) == ({}, None)
+
+
+def test_a_record_without_source_or_counts_is_an_incomplete_write() -> None:
+    aggs = {"record": {"latest": {"hits": {"hits": [{}]}}}, "chunks": {"doc_count": 2}}
+    assert parse_stored_document({"aggregations": aggs}, "a.md") == StoredDocument(
+        "a.md", INCOMPLETE_HASH, None, 2
+    )
+
+
+def test_a_record_of_no_chunks_without_generation_buckets_is_complete() -> None:
+    record = {"content_hash": "h1", "chunk_count": 0, "generation": "g1"}
+    aggs = {"record": {"latest": {"hits": {"hits": [{"_source": record}]}}}}
+    assert parse_stored_document({"aggregations": aggs}, "a.md") == StoredDocument(
+        "a.md", "h1", None, 0
+    )
+    # A generation bucket without a count counts no chunk.
+    aggs["chunks"] = {"generations": {"buckets": [{"key": "g1"}]}}
+    assert parse_stored_document({"aggregations": aggs}, "a.md") == StoredDocument(
+        "a.md", "h1", None, 0
+    )
+
+
+def test_a_complete_record_without_a_hash_reports_an_empty_hash() -> None:
+    record = {"chunk_count": 1, "generation": "g1", "version": 3}
+    aggs = {
+        "record": {"latest": {"hits": {"hits": [{"_source": record}]}}},
+        "chunks": {"doc_count": 1, "generations": {"buckets": [{"key": "g1", "doc_count": 1}]}},
+    }
+    assert parse_stored_document({"aggregations": aggs}, "a.md") == StoredDocument(
+        "a.md", "", "3", 1
+    )
+
+
+def test_scopes_page_of_a_response_without_buckets_ends_the_paging() -> None:
+    assert queries.parse_scopes_page({}) == ([], None)
+    assert queries.parse_scopes_page({"aggregations": {}}) == ([], None)
+    empty = {"aggregations": {"scopes": {"buckets": [], "after_key": {"agent": "a"}}}}
+    assert queries.parse_scopes_page(empty) == ([], None)
+
+
+def test_a_pair_that_is_no_scope_does_not_hide_the_ones_after_it() -> None:
+    response = {
+        "aggregations": {
+            "scopes": {
+                "buckets": [
+                    {"key": {"agent": "Bad Agent", "context": "x"}},
+                    {"key": {"agent": "ops-bot", "context": "runbooks"}},
+                ]
+            }
+        }
+    }
+    assert queries.parse_scopes_page(response) == (
+        [KnowledgeScope("ops-bot", "runbooks")],
+        None,
+    )
+
+
+@pytest.mark.parametrize(
+    "key",
+    [{}, {"agent": None, "context": None}, {"agent": "ops-bot"}, {"context": "runbooks"}],
+)
+def test_a_bucket_without_an_agent_and_context_is_no_scope(key: dict) -> None:
+    # Not the scope "None/None" or "ops-bot/None": a missing value names no scope (a
+    # composite aggregation with missing buckets would send null).
+    response = {"aggregations": {"scopes": {"buckets": [{"key": key}, {}]}}}
+    assert queries.parse_scopes_page(response) == ([], None)

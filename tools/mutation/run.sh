@@ -24,9 +24,9 @@ work=$root/.mutation
 rm -rf "$work"
 mkdir -p "$work/src"
 cp -r layers/knowledge/knowledge "$work/src/knowledge"
-cp -r tests bench events examples functions docs layers template.yaml pyproject.toml "$work/"
+cp -r tests bench events examples functions docs layers tools template.yaml pyproject.toml "$work/"
 cd "$work"
 "$venv/bin/mutmut" run "$@" || true   # survivors are the result, not a failure
 "$venv/bin/mutmut" results --all true > "$root/bench/results/mutation-results.txt" || true
 "$venv/bin/python" "$root/tools/mutation/summary.py" \
-    "$root/bench/results/mutation-results.txt" "$root/bench/results/mutation.json"
+    "$root/bench/results/mutation-results.txt" "$root/bench/results/mutation.json" "$@"

@@ -425,7 +425,7 @@ def parse_scope_stats(response: Mapping[str, Any]) -> ScopeStats:
     last_ms = last.get("value")
     last_at: datetime | None = None
     if documents and last_text:
-        last_at = datetime.fromisoformat(str(last_text).replace("Z", "+00:00"))
+        last_at = datetime.fromisoformat(str(last_text))  # reads "Z" since Python 3.11
     elif documents and last_ms is not None:
         last_at = datetime.fromtimestamp(float(last_ms) / 1000.0, tz=UTC)
     return ScopeStats(document_count=documents, chunk_count=chunks, last_indexed_at=last_at)
@@ -545,9 +545,12 @@ def parse_scopes_page(
     buckets = agg.get("buckets", [])
     scopes: list[KnowledgeScope] = []
     for bucket in buckets:
-        key = bucket.get("key", {})
+        key = bucket.get("key") or {}
+        agent, context = key.get("agent"), key.get("context")
+        if not isinstance(agent, str) or not isinstance(context, str):
+            continue  # a missing value is no scope (str(None) would make one: "None")
         try:
-            scopes.append(KnowledgeScope(str(key.get("agent")), str(key.get("context"))))
+            scopes.append(KnowledgeScope(agent, context))
         except InvalidScopeError:
             continue
     after = agg.get("after_key") if buckets else None

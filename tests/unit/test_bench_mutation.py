@@ -1,0 +1,73 @@
+"""The mutation summary (tools/mutation/summary.py) and its REPORT.md section, on literal
+``mutmut results`` lines."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+from bench import report_mutation  # noqa: E402
+from bench.report import Report  # noqa: E402
+
+_spec = importlib.util.spec_from_file_location("summary", ROOT / "tools/mutation/summary.py")
+assert _spec is not None
+assert _spec.loader is not None
+summary = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(summary)
+
+RESULTS = """\
+    knowledge.scope.x_validate__mutmut_1: killed
+    knowledge.scope.x_validate__mutmut_2: survived
+    knowledge.scope.x_validate__mutmut_3: killed
+    knowledge.scope.x_validate__mutmut_4: skipped
+    knowledge.chunking.xǁ_SectionSplitterǁadd__mutmut_7: killed
+    knowledge.chunking.xǁ_SectionSplitterǁadd__mutmut_8: timeout
+    knowledge.fusion.x_fuse__mutmut_1: not checked
+"""
+
+
+def test_scores_count_killed_over_every_checked_mutant() -> None:
+    table = summary.summarise(RESULTS.splitlines())
+    assert table == {
+        "knowledge.chunking": {
+            "killed": 1,
+            "timeout": 1,
+            "score": 0.5,
+            "not killed": ["knowledge.chunking.xǁ_SectionSplitterǁadd__mutmut_8"],
+        },
+        "knowledge.scope": {
+            "killed": 2,
+            "skipped": 1,
+            "survived": 1,
+            "score": 0.6667,
+            "not killed": ["knowledge.scope.x_validate__mutmut_2"],
+        },
+    }
+
+
+def test_the_report_section_lists_scores_and_explains_survivors(tmp_path: Path) -> None:
+    results, out = tmp_path / "results.txt", tmp_path / "mutation.json"
+    results.write_text(RESULTS, encoding="utf-8")
+    assert summary.main(["summary.py", str(results), str(out), "knowledge.scope*"]) == 0
+    written = json.loads(out.read_text(encoding="utf-8"))
+    assert written["command"] == "tools/mutation/run.sh 'knowledge.scope*'"
+    assert set(written["modules"]) == {"knowledge.chunking", "knowledge.scope"}
+
+    report = Report()
+    report_mutation.mutation_section(
+        report,
+        result=written,
+        reasons={"knowledge.scope.x_validate__mutmut_2": "same message either way"},
+    )
+    text = report.sections[0]
+    assert "| `knowledge.scope` | 2 | 1 | 0 | 66.7% | **missed** |" in text
+    assert "| `knowledge.chunking` | 1 | 0 | 1 | 50.0% | **missed** |" in text
+    assert "- `knowledge.scope.x_validate__mutmut_2`: same message either way" in text
+    assert "- `knowledge.chunking.xǁ_SectionSplitterǁadd__mutmut_8`: **unexplained**" in text
+    assert report.headlines == [
+        ("mutation score, lowest module", ">= 90%", "50.0% (knowledge.chunking)", "**missed**")
+    ]
