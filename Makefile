@@ -93,7 +93,7 @@ checkov:
 # come from bench/setup.sh. Each target starts its own OpenSearch node when it needs one.
 BENCH_PY := .venv-bench/bin/python
 
-## Mutation testing of the core modules (mutmut; not part of `make test`; about N minutes).
+## Mutation testing of the core modules (mutmut; not part of `make test`; 40+ minutes on 2 cores).
 ## Figures in bench/results/mutation.json and bench/REPORT.md.
 .PHONY: mutation
 mutation:

@@ -58,6 +58,8 @@ def mutation_section(
         "in `bench/results/mutation-results.txt`; the reasons below in "
         "`tools/mutation/equivalent.json`."
     )
+    if result.get("note"):
+        parts.append(f"**Note:** {result['note']}")
     rows = [
         [
             f"`{module}`",
