@@ -18,7 +18,7 @@ from bench.report import REPORT, Report, _met, _table
 __all__ = ["mutation_section"]
 
 TARGET = 0.90
-_HEADING = "## 7. Mutation testing (mutmut)"
+_HEADING = "## 8. Mutation testing (mutmut)"
 EQUIVALENT = REPO_ROOT / "tools" / "mutation" / "equivalent.json"
 
 
