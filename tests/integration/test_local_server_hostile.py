@@ -27,6 +27,7 @@ from knowledge.config import open_store
 from knowledge.embedding.base import Embedding
 from knowledge.embedding.hashing import HashingEmbedder
 from knowledge.local.server import LocalServer
+from knowledge.scope import KnowledgeScope
 from knowledge.store import KnowledgeStore
 from knowledge.stores.embedded import EmbeddedKnowledgeStore
 
@@ -193,6 +194,13 @@ def test_health_answers_and_status_reports_progress_while_the_start_up_index_run
             def status_of(context: str) -> dict[str, Any]:
                 return request(url, "GET", f"/v1/agents/ops/contexts/{context}/status")[1]
 
+            # From the moment start() returns, the status says the index is under way
+            # (while the folders are listed, without counts yet).
+            assert status_of("alpha")["state"] == "INDEXING"
+            wait_until(
+                lambda: status_of("alpha")["progress"] is not None,
+                "the totals are known once the folders are listed",
+            )
             first = status_of("alpha")
             assert first["state"] == "INDEXING"
             assert first["progress"]["documents_total"] == 5
@@ -219,6 +227,37 @@ def test_health_answers_and_status_reports_progress_while_the_start_up_index_run
             starter.join(WAIT_SECONDS)
             for server in starting:
                 server.stop()
+
+
+class SlowListingStore(EmbeddedKnowledgeStore):
+    """An embedded store whose ``list_scopes`` waits for the test: the start-up index is
+    held while it lists what to index."""
+
+    listed = threading.Event()
+
+    def list_scopes(self) -> list[KnowledgeScope]:
+        assert self.listed.wait(30), "the test never let the listing go on"
+        return super().list_scopes()
+
+
+def test_status_says_indexing_while_the_start_up_index_is_still_listing(tmp_path: Path) -> None:
+    root = tmp_path / "bucket"
+    write(root / "ops" / "alpha" / "doc.md", "# Doc\n\nzebra\n")
+    SlowListingStore.listed = threading.Event()
+    with closing(SlowListingStore(tmp_path / "k.db", HashingEmbedder())) as store:
+        server = LocalServer(root, store, host="127.0.0.1", port=0, poll_interval=0.1)
+        server.start(wait=False)
+        try:
+            status = request(server.url, "GET", "/v1/agents/ops/contexts/alpha/status")[1]
+            assert (status["state"], status["progress"]) == ("INDEXING", None)
+            assert "listing" in status["message"]
+            SlowListingStore.listed.set()
+            assert server.wait_until_ready(WAIT_SECONDS)
+            status = request(server.url, "GET", "/v1/agents/ops/contexts/alpha/status")[1]
+            assert (status["state"], status["document_count"]) == ("READY", 1)
+        finally:
+            SlowListingStore.listed.set()
+            server.stop()
 
 
 # --- item 8: every HTTP edge case answers JSON in the API's error shape -----------------------

@@ -34,3 +34,21 @@ def test_scopes_are_pending_with_their_counts_until_finished() -> None:
 
 def test_progress_serialises_for_the_status_route() -> None:
     assert IndexProgress(4, 10).to_dict() == {"documents_done": 4, "documents_total": 10}
+
+
+def test_a_prepared_run_is_listing_until_it_begins_and_never_after_it_ends() -> None:
+    progress = IndexingProgress()
+    assert not progress.listing
+    progress.prepare()
+    assert progress.listing and progress.running
+    progress.begin({A: 2})
+    assert not progress.listing
+    progress.end()
+    assert not progress.listing and not progress.running
+
+
+def test_a_run_that_fails_while_listing_is_not_listing_after_end() -> None:
+    progress = IndexingProgress()
+    progress.prepare()
+    progress.end()
+    assert not progress.listing and progress.ended

@@ -70,10 +70,12 @@ class ListedSource:
 class IndexingProgress:
     """The counts of one index run over several scopes, read while it runs.
 
-    ``begin`` names every scope of the run and its document total; ``advance`` counts
-    one document; ``finish_scope`` marks a scope done (its count jumps to its total:
-    documents skipped without a read count too); ``end`` closes the run. A scope is
-    *pending* from ``begin`` until ``finish_scope`` or ``end``.
+    ``prepare`` says a run is about to list its folders (from then on ``listing`` is
+    true, so a status asked before the totals are known still says the index is under
+    way); ``begin`` names every scope of the run and its document total; ``advance``
+    counts one document; ``finish_scope`` marks a scope done (its count jumps to its
+    total: documents skipped without a read count too); ``end`` closes the run. A scope
+    is *pending* from ``begin`` until ``finish_scope`` or ``end``.
     """
 
     def __init__(self) -> None:
@@ -82,7 +84,20 @@ class IndexingProgress:
         self._done: dict[KnowledgeScope, int] = {}
         self._pending: set[KnowledgeScope] = set()
         self._running = False
+        self._listing = False
         self._ended = False
+
+    def prepare(self) -> None:
+        with self._lock:
+            if not self._running:
+                self._running = True
+                self._listing = True
+
+    @property
+    def listing(self) -> bool:
+        """True between ``prepare`` and ``begin``: the run is still listing its folders."""
+        with self._lock:
+            return self._listing
 
     def begin(self, totals: Mapping[KnowledgeScope, int]) -> None:
         with self._lock:
@@ -90,6 +105,7 @@ class IndexingProgress:
             self._done = dict.fromkeys(totals, 0)
             self._pending = set(totals)
             self._running = True
+            self._listing = False
 
     def advance(self, scope: KnowledgeScope) -> None:
         with self._lock:
@@ -106,6 +122,7 @@ class IndexingProgress:
         with self._lock:
             self._pending.clear()
             self._running = False
+            self._listing = False
             self._ended = True
 
     @property

@@ -325,6 +325,13 @@ class _ProgressStatusStore:
 
     def status(self, scope: KnowledgeScope) -> IndexStatus:
         status = self._store.status(scope)
+        if self._progress.listing:
+            return replace(
+                status,
+                state=IndexState.INDEXING,
+                message="start-up index: listing the folders",
+                progress=None,
+            )
         progress = self._progress.of(scope)
         if progress is None:
             return status
@@ -491,6 +498,7 @@ class LocalServer:
                 daemon=True,
             )
             self._http_thread.start()
+            self.progress.prepare()  # a status asked from now on says the index is under way
             self._startup_thread = threading.Thread(
                 target=self._start_up, name="kb-startup", daemon=True
             )
@@ -522,6 +530,8 @@ class LocalServer:
             return
         except Exception:
             logger.exception("the start-up index failed; the watcher retries every scope")
+        finally:
+            self.progress.end()  # idempotent; also when the run failed before listing
         with self._lifecycle:
             if self._stopping.is_set():
                 return

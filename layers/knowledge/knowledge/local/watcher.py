@@ -193,13 +193,14 @@ class BucketWatcher:
         asked between documents; when it says yes the run raises ``IndexingStopped``
         (the scope being written keeps what it had before)."""
         progress = progress or IndexingProgress()
-        baseline = take_snapshot(self._root)  # before listing: later changes show up in a poll
-        listed = {
-            scope: ListedSource(self._source.documents(scope, self._options)) for scope in scopes
-        }
-        progress.begin({scope: len(source) for scope, source in listed.items()})
         results: dict[KnowledgeScope, IndexResult] = {}
         try:
+            baseline = take_snapshot(self._root)  # before listing: later changes show up
+            listed = {
+                scope: ListedSource(self._source.documents(scope, self._options))
+                for scope in scopes
+            }
+            progress.begin({scope: len(source) for scope, source in listed.items()})
             for scope, source in listed.items():
                 source.on_read = self._counter(scope, progress, should_stop)
                 if should_stop():
