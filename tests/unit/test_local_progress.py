@@ -40,15 +40,15 @@ def test_a_prepared_run_is_listing_until_it_begins_and_never_after_it_ends() -> 
     progress = IndexingProgress()
     assert not progress.listing
     progress.prepare()
-    assert progress.listing and progress.running
+    assert (progress.listing, progress.running) == (True, True)
     progress.begin({A: 2})
     assert not progress.listing
     progress.end()
-    assert not progress.listing and not progress.running
+    assert (progress.listing, progress.running) == (False, False)
 
 
 def test_a_run_that_fails_while_listing_is_not_listing_after_end() -> None:
     progress = IndexingProgress()
     progress.prepare()
     progress.end()
-    assert not progress.listing and progress.ended
+    assert (progress.listing, progress.ended) == (False, True)
