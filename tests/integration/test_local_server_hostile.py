@@ -378,21 +378,33 @@ def test_keep_alive_responses_are_not_held_back_by_nagle(server: LocalServer) ->
     """With Nagle's algorithm on, a response written as headers then body waits for the
     client's delayed ACK: every keep-alive request after the first took 40+ ms."""
     host, port = server.url.removeprefix("http://").split(":")
-    timings = []
-    with socket.create_connection((host, int(port)), timeout=5) as conn:
-        reader = conn.makefile("rb")
-        for _ in range(12):
-            started = time.perf_counter()
-            conn.sendall(b"GET /v1/health HTTP/1.1\r\nHost: x\r\n\r\n")
-            length = 0
-            while (line := reader.readline()) not in (b"\r\n", b""):
-                if line.lower().startswith(b"content-length:"):
-                    length = int(line.split(b":")[1])
-            reader.read(length)
-            timings.append(time.perf_counter() - started)
-    # The first answer goes out before the client delays its ACKs; the rest used to wait.
-    later = sorted(timings[1:])
-    assert later[len(later) // 2] < 0.030, [round(t * 1000, 1) for t in timings]
+
+    def median_of_later_requests() -> float:
+        timings = []
+        with socket.create_connection((host, int(port)), timeout=5) as conn:
+            reader = conn.makefile("rb")
+            for _ in range(12):
+                started = time.perf_counter()
+                conn.sendall(b"GET /v1/health HTTP/1.1\r\nHost: x\r\n\r\n")
+                length = 0
+                while (line := reader.readline()) not in (b"\r\n", b""):
+                    if line.lower().startswith(b"content-length:"):
+                        length = int(line.split(b":")[1])
+                reader.read(length)
+                timings.append(time.perf_counter() - started)
+        # The first answer goes out before the client delays its ACKs; the rest waited.
+        later = sorted(timings[1:])
+        return later[len(later) // 2]
+
+    # Nagle holds every later answer for the delayed ACK (>= 40 ms on Linux) in every
+    # attempt; a loaded machine may slow one attempt, so one fast attempt of five is
+    # the proof.
+    medians = []
+    for _ in range(5):
+        medians.append(median_of_later_requests())
+        if medians[-1] < 0.030:
+            break
+    assert min(medians) < 0.030, [round(m * 1000, 1) for m in medians]
 
 
 def kb_serve(root: Path, db: Path, *extra: str, script: str | None = None) -> subprocess.Popen[str]:
@@ -442,7 +454,7 @@ def test_a_burst_of_64_connections_is_queued_not_dropped(tmp_path: Path) -> None
                 client.setblocking(False)
                 client.connect_ex(("127.0.0.1", port))
                 clients.append(client)
-            deadline = time.monotonic() + 2.0
+            deadline = time.monotonic() + 20.0  # the kernel answers at once; margin for load
             connected: set[socket.socket] = set()
             while len(connected) < len(clients) and time.monotonic() < deadline:
                 _, writable, _ = select.select(
@@ -485,7 +497,6 @@ def test_kb_serve_prints_the_start_up_progress(tmp_path: Path) -> None:
             ),
             "the start-up index is done",
         )
-        time.sleep(0.3)  # the main loop prints the last line within 0.1 s
         process.send_signal(signal.SIGTERM)
         _, err = process.communicate(timeout=WAIT_SECONDS)
     assert process.returncode == 0, err

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import datetime as dt
 import io
-import time
 import zipfile
 from collections.abc import Iterator
 
@@ -161,9 +160,19 @@ def test_default_limits_and_defaults() -> None:
     assert ExtractedDocument("pdf", "application/pdf").warnings is not document.warnings
 
 
-def slow_blocks(count: int, pause: float) -> Iterator[Block]:
+class ManualClock:
+    """A clock the test moves: what the extractor and the consumer "spend" is exact."""
+
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def slow_blocks(count: int, pause: float, clock: ManualClock) -> Iterator[Block]:
     for i in range(count):
-        time.sleep(pause)
+        clock.now += pause  # the extractor's own time for this block
         yield Block(f"b{i}", position=i + 1)
 
 
@@ -174,18 +183,26 @@ def test_timed_passes_every_block_through_when_within_the_limit() -> None:
 
 
 def test_timed_stops_once_the_extractor_itself_spent_the_limit() -> None:
+    clock = ManualClock()
     taken: list[str] = []
     with pytest.raises(ExtractionError) as caught:
-        taken.extend(block.text for block in timed(slow_blocks(10, 0.03), 0.05))
+        taken.extend(block.text for block in timed(slow_blocks(10, 0.03, clock), 0.05, clock=clock))
     assert str(caught.value) == "too large: extraction took more than 0.05 s"
     # The time adds up across blocks: the first one (0.03 s) passes, the second does not.
     assert taken == ["b0"]
 
 
+def test_timed_allows_exactly_the_limit() -> None:
+    clock = ManualClock()
+    blocks = timed(slow_blocks(2, 0.25, clock), 0.5, clock=clock)
+    assert [block.text for block in blocks] == ["b0", "b1"]
+
+
 def test_timed_does_not_count_the_consumers_time() -> None:
+    clock = ManualClock()
     texts = []
-    for block in timed(slow_blocks(3, 0.0), 0.05):
-        time.sleep(0.04)  # the consumer's time, three times over the limit in total
+    for block in timed(slow_blocks(3, 0.01, clock), 0.05, clock=clock):
+        clock.now += 1.0  # the consumer's time, far over the limit in total
         texts.append(block.text)
     assert texts == ["b0", "b1", "b2"]
 

@@ -13,7 +13,7 @@ below, so the status list says *why* in words a user can act on.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Literal
@@ -118,18 +118,24 @@ def too_large(detail: str) -> ExtractionError:
     return ExtractionError(f"{REASON_TOO_LARGE}: {detail}")
 
 
-def timed(blocks: Iterable[Block], max_seconds: float) -> Iterator[Block]:
+def timed(
+    blocks: Iterable[Block],
+    max_seconds: float,
+    *,
+    clock: Callable[[], float] = time.perf_counter,
+) -> Iterator[Block]:
     """``blocks``, stopped with ``too large`` once the extractor itself has spent more than
-    ``max_seconds`` producing them (time between blocks, spent by the consumer, is free)."""
+    ``max_seconds`` producing them (time between blocks, spent by the consumer, is free).
+    ``clock`` reads the time (seconds)."""
     spent = 0.0
     iterator = iter(blocks)
     while True:
-        started = time.perf_counter()
+        started = clock()
         try:
             block = next(iterator)
         except StopIteration:
             return
-        spent += time.perf_counter() - started
+        spent += clock() - started
         if spent > max_seconds:
             raise too_large(f"extraction took more than {max_seconds:g} s")
         yield block

@@ -647,5 +647,6 @@ def serve_until_stopped(
         return 0
     finally:
         server.stop()
+        terminal.update()  # the start-up index has ended by now: its last line, once
         for signum, handler in previous.items():
             signal.signal(signum, handler)
