@@ -217,16 +217,10 @@ def test_template_policies_allow_exactly_what_each_function_calls(
 
 
 def test_serverless_mode_calls_no_root_path_either(
-    proxy: RecordingProxy, opensearch_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    proxy: RecordingProxy, opensearch_url: str, tmp_path: Path, fake_aws: None
 ) -> None:
     """service=aoss on the local node (it ignores the SigV4 headers): the Serverless write
     path (server ids, deletes by search + bulk) names its index in the path as well."""
-    for name in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_CONFIG_FILE"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIDTESTING")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing-secret")
-    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent")
-    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
     index = f"kb_iam_{uuid.uuid4().hex[:12]}"
     env = store_env(
         proxy.url,
