@@ -375,3 +375,18 @@ def test_a_problem_of_a_file_gone_without_a_delete_event_is_cleared_by_reconcile
 
     assert [p.path for p in store.status(SCOPE).problems] == ["kept.pdf"]
     assert paths(store, "fresh") == ["new.md"]
+
+
+def test_the_start_up_index_clears_the_problem_of_a_file_gone_while_nothing_watched(
+    root: Path, store: MemoryKnowledgeStore
+) -> None:
+    root.mkdir()
+    write(root / "ops-bot" / "runbooks" / "broken.pdf", "not a pdf at all")
+    write(root / "ops-bot" / "runbooks" / "kept.pdf", "not a pdf either")
+    BucketWatcher(root, store, BucketFolderSource(root), baseline={}).synchronize([SCOPE])
+    assert {p.path for p in store.status(SCOPE).problems} == {"broken.pdf", "kept.pdf"}
+
+    (root / "ops-bot" / "runbooks" / "broken.pdf").unlink()  # while the server was down
+    BucketWatcher(root, store, BucketFolderSource(root), baseline={}).synchronize([SCOPE])
+
+    assert [p.path for p in store.status(SCOPE).problems] == ["kept.pdf"]

@@ -10,7 +10,8 @@ goes between a snapshot and a listing can never leave a stale document behind; a
 key the listing saw but the snapshot did not (or whose write failed) is remembered as
 *dirty*, so the next poll looks at it again. A problem recorded for a file that is gone
 from the folder (also one gone without a delete event) is cleared by the next reconcile of
-its scope. After changes stop, one or two polls leave the index equal to the folder.
+its scope, and by the start-up index. After changes stop, one or two polls leave the
+index equal to the folder.
 
 ``synchronize`` is the start-up index: every scope of the folder and every scope the
 store already holds (``KnowledgeStore.list_scopes``), so a scope whose folder vanished
@@ -208,6 +209,9 @@ class BucketWatcher:
                     raise IndexingStopped("stopped before the start-up index finished")
                 with self._write_lock:
                     results[scope] = self._store.index(scope, source, self._options)
+                    # ``index`` keeps the problems of files it no longer lists.
+                    for path in sorted(self._vanished_problems(scope, set(source.paths))):
+                        self._log(self._delete(f"{scope.key}/{path}", scope, path))
                 progress.finish_scope(scope)
                 _log_result(scope, results[scope])
                 for path in source.paths:
@@ -368,11 +372,7 @@ class BucketWatcher:
             logger.warning("cannot read the problems of %s: %s", scope, exc)
             return set()
         folder = self._root / scope.agent / scope.context
-        return {
-            problem.path
-            for problem in problems
-            if problem.path not in listed and not os.path.lexists(folder / problem.path)
-        }
+        return {p.path for p in problems if p.path not in listed and _gone(folder / p.path)}
 
     def _stored_paths(self, scope: KnowledgeScope) -> set[str] | None:
         if isinstance(self._store, IndexWriter):
@@ -427,6 +427,17 @@ class BucketWatcher:
         thread, self._thread = self._thread, None
         if thread is not None:
             thread.join(timeout)
+
+
+def _gone(path: Path) -> bool:
+    """True only if ``path`` does not exist (a folder that cannot be read says nothing)."""
+    try:
+        path.lstat()
+    except (FileNotFoundError, NotADirectoryError):
+        return True
+    except OSError:
+        return False
+    return False
 
 
 def _log_result(scope: KnowledgeScope, result: IndexResult) -> None:
