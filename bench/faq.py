@@ -30,7 +30,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 from bench.environment import DATA_DIR, log
-from bench.manpages import Corpus, Query
+from bench.manpages import Corpus, read_corpus
 
 __all__ = ["FAQ_DIR", "LANGUAGES", "load_faq", "parse_sections"]
 
@@ -157,21 +157,5 @@ def load_faq(lang: str) -> Corpus:
     root = DATA_DIR / name
     if not (root / "queries.jsonl").is_file():
         _build(root, lang)
-    queries = tuple(
-        Query(item["query"], tuple(item["relevant"]))
-        for item in (
-            json.loads(line)
-            for line in (root / "queries.jsonl").read_text(encoding="utf-8").splitlines()
-            if line.strip()
-        )
-    )
-    files = sorted((root / "docs").rglob("*.md"))
-    return Corpus(
-        name=name,
-        limit=None,
-        docs_dir=root / "docs",
-        queries=queries,
-        documents=len(files),
-        total_bytes=sum(f.stat().st_size for f in files),
-        builder=f"bench/faq.py from Debian's {'debian-faq' if lang == 'en' else 'debian-faq-ko'}",
-    )
+    source = "debian-faq" if lang == "en" else "debian-faq-ko"
+    return read_corpus(root, name, None, builder=f"bench/faq.py from Debian's {source}")

@@ -70,7 +70,7 @@ def _time_store(
 
 def _time_raw(raw: Any, index: str, method: str, body: Any) -> tuple[float, float]:
     """Wall-clock ms of the same request sent with the bare client, and its ``took``."""
-    search = raw.msearch if method == "msearch" else partial(raw.search, index=index)
+    search = partial(raw.msearch if method == "msearch" else raw.search, index=index)
     started = time.perf_counter()
     response = search(body=body)
     elapsed = (time.perf_counter() - started) * 1000.0
@@ -121,7 +121,7 @@ def main(args: argparse.Namespace) -> None:
                     text = texts[i % len(texts)]
                     method, body = _raw_request(mode, text, args.max_results)
                     if method == "msearch":
-                        body = queries.msearch_body(name, body)
+                        body = queries.msearch_body(body)
                     query = SearchQuery(text, mode=mode, max_results=args.max_results)
 
                     if i % 2 == 0:

@@ -19,12 +19,15 @@ from pathlib import Path
 
 from bench.environment import DATA_DIR, REPO_ROOT, log
 
-__all__ = ["BUILDER", "Corpus", "Query", "load_corpus"]
+__all__ = ["BUILDER", "Corpus", "Query", "load_corpus", "read_corpus"]
 
 BUILDER = Path(
     os.environ.get("KB_MANPAGES_BUILDER")
     or REPO_ROOT.parent / "shared" / "bench" / "build_manpages.py"
 )
+
+
+_BUILDER_NAME = "shared/bench/build_manpages.py"
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,7 +46,7 @@ class Corpus:
     queries: tuple[Query, ...]
     documents: int
     total_bytes: int
-    builder: str = "shared/bench/build_manpages.py"
+    builder: str = _BUILDER_NAME
 
     def describe(self) -> dict[str, object]:
         return {
@@ -80,6 +83,11 @@ def load_corpus(limit: int | None) -> Corpus:
     root = DATA_DIR / name
     if not (root / "queries.jsonl").is_file():
         _build(root, limit)
+    return read_corpus(root, name, limit)
+
+
+def read_corpus(root: Path, name: str, limit: int | None, builder: str = _BUILDER_NAME) -> Corpus:
+    """A built corpus read back: ``root/docs/**/*.md`` and ``root/queries.jsonl``."""
     queries = tuple(
         Query(item["query"], tuple(item["relevant"]))
         for item in (
@@ -96,4 +104,5 @@ def load_corpus(limit: int | None) -> Corpus:
         queries=queries,
         documents=len(files),
         total_bytes=sum(f.stat().st_size for f in files),
+        builder=builder,
     )

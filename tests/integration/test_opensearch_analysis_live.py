@@ -3,14 +3,11 @@ does, on the real node; an index of another analysis is refused (never mixed).""
 
 from __future__ import annotations
 
-import json
-import urllib.error
-import urllib.request
 import uuid
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
+from opensearch_index import http_json
 
 from knowledge.embedding.hashing import HashingEmbedder
 from knowledge.errors import AnalysisMismatchError
@@ -36,24 +33,11 @@ SAMPLES = (
 )
 
 
-def _http(method: str, url: str, body: Any = None) -> tuple[int, dict[str, Any]]:
-    data = None if body is None else json.dumps(body).encode("utf-8")
-    request = urllib.request.Request(
-        url, data=data, method=method, headers={"Content-Type": "application/json"}
-    )
-    try:
-        with urllib.request.urlopen(request, timeout=30) as response:
-            return response.status, json.loads(response.read() or b"{}")
-    except urllib.error.HTTPError as exc:
-        with exc:
-            return exc.code, json.loads(exc.read() or b"{}")
-
-
 @pytest.fixture
 def index(opensearch_url: str) -> Iterator[str]:
     name = f"test_{uuid.uuid4().hex}"
     yield name
-    _http("DELETE", f"{opensearch_url}/{name}")
+    http_json("DELETE", f"{opensearch_url}/{name}")
 
 
 def _store(url: str, index: str) -> OpenSearchKnowledgeStore:
@@ -65,11 +49,11 @@ def _store(url: str, index: str) -> OpenSearchKnowledgeStore:
 def test_the_english_analyzer_gives_the_terms_of_keyword_terms(
     opensearch_url: str, index: str, text: str
 ) -> None:
-    status, body = _http(
+    status, body = http_json(
         "PUT", f"{opensearch_url}/{index}", index_body(vector_dimensions=None, embedding_model=None)
     )
     assert status == 200, body
-    status, body = _http(
+    status, body = http_json(
         "POST", f"{opensearch_url}/{index}/_analyze", {"analyzer": ENGLISH_ANALYZER, "text": text}
     )
     assert status == 200, body
@@ -88,7 +72,7 @@ def test_keyword_search_on_the_node_matches_other_inflections(
             data = text.encode("utf-8")
             document = SourceDocument(path=path, size=len(data), read=lambda data=data: data)
             assert store.upsert_document(SCOPE, document).indexed_documents == 1
-        _http("POST", f"{opensearch_url}/{index}/_refresh")
+        http_json("POST", f"{opensearch_url}/{index}/_refresh")
         found = store.search(SCOPE, SearchQuery("detecting an interface", mode="keyword"))
         assert [r.document_path for r in found] == ["net.md"]
     finally:
@@ -102,7 +86,7 @@ def test_an_index_made_before_analyses_were_recorded_is_refused(
     body = index_body(vector_dimensions=16, embedding_model="hashing")
     del body["mappings"]["_meta"]["knowledge"]["analysis"]
     body["mappings"]["properties"]["content"]["analyzer"] = "standard"
-    status, answer = _http("PUT", f"{opensearch_url}/{index}", body)
+    status, answer = http_json("PUT", f"{opensearch_url}/{index}", body)
     assert status == 200, answer
     store = _store(opensearch_url, index)
     try:

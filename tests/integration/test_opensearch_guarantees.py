@@ -12,9 +12,6 @@ import json
 import sys
 import threading
 import time
-import urllib.error
-import urllib.request
-import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -23,6 +20,7 @@ from typing import Any
 
 import pytest
 from faults import FaultProxy
+from opensearch_index import NodeIndex
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit"))
 from lambda_support import BUCKET, LambdaContext, load_event, load_handler, use_fake_aws
@@ -42,60 +40,6 @@ pytestmark = [pytest.mark.integration, pytest.mark.opensearch]
 DIMS = 32
 SCOPE = KnowledgeScope("agent-a", "docs")
 FAST_RETRY = RetryPolicy(max_retries=2, initial_backoff=0.01, max_backoff=0.02)
-
-
-def _http(method: str, url: str, body: Any = None) -> tuple[int, dict[str, Any]]:
-    data = None if body is None else json.dumps(body).encode("utf-8")
-    request = urllib.request.Request(
-        url, data=data, method=method, headers={"Content-Type": "application/json"}
-    )
-    try:
-        with urllib.request.urlopen(request, timeout=30) as response:
-            return response.status, json.loads(response.read() or b"{}")
-    except urllib.error.HTTPError as exc:
-        with exc:
-            return exc.code, json.loads(exc.read() or b"{}")
-
-
-class Index:
-    """This test's index on the node, read without the store."""
-
-    def __init__(self, url: str) -> None:
-        self.url = url
-        self.name = f"test_{uuid.uuid4().hex}"
-        self.created: list[str] = [self.name]
-
-    def refresh(self, name: str | None = None) -> None:
-        _http("POST", f"{self.url}/{name or self.name}/_refresh")
-
-    def records(self, **terms: str) -> list[dict[str, Any]]:
-        self.refresh()
-        query = {"bool": {"filter": [{"term": {k: v}} for k, v in terms.items()]}}
-        status, body = _http(
-            "POST", f"{self.url}/{self.name}/_search", {"size": 1000, "query": query}
-        )
-        assert status == 200, body
-        return [hit["_source"] for hit in body["hits"]["hits"]]
-
-    def config(self, url: str | None = None, **settings: Any) -> OpenSearchConfig:
-        values: dict[str, Any] = {
-            "url": url or self.url,
-            "index_name": self.name,
-            "number_of_shards": 1,
-            "number_of_replicas": 0,
-            "refresh_interval": "200ms",
-            "wait_for_refresh": True,  # read-your-writes where a test searches at once
-            **settings,
-        }
-        return OpenSearchConfig(**values)
-
-
-@pytest.fixture
-def index(opensearch_url: str) -> Iterator[Index]:
-    made = Index(opensearch_url)
-    yield made
-    for name in made.created:
-        _http("DELETE", f"{opensearch_url}/{name}*")
 
 
 @pytest.fixture
@@ -120,16 +64,6 @@ def stores() -> Iterator[Callable[..., OpenSearchKnowledgeStore]]:
         store.close()
 
 
-@pytest.fixture
-def fake_aws(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_CONFIG_FILE"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIDTESTING")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing-secret")
-    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent")
-    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
-
-
 def document(path: str, text: str, version: str | None = None) -> SourceDocument:
     data = text.encode("utf-8")
     return SourceDocument(path=path, size=len(data), read=lambda: data, version=version)
@@ -147,9 +81,9 @@ def long_text(word: str, sections: int) -> str:
 
 
 def test_a_throttled_overwrite_fails_and_leaves_the_old_version_searchable(
-    index: Index, proxy: FaultProxy, stores: Callable[..., OpenSearchKnowledgeStore]
+    node: NodeIndex, proxy: FaultProxy, stores: Callable[..., OpenSearchKnowledgeStore]
 ) -> None:
-    store = stores(index.config(url=proxy.url))
+    store = stores(node.config(url=proxy.url))
     assert store.upsert_document(SCOPE, document("a.md", long_text("walrus", 3))).ok
     before = store.stored_document(SCOPE, "a.md")
     # Every chunk item of the next write answers 429, however often it is sent again.
@@ -163,7 +97,7 @@ def test_a_throttled_overwrite_fails_and_leaves_the_old_version_searchable(
         assert paths_for(store, "walrus", mode)[:1] == ["a.md"], mode
     assert paths_for(store, "narwhal", SearchMode.KEYWORD) == []
     assert store.stored_document(SCOPE, "a.md") == before
-    chunks = [c["content"] for c in index.records(record="chunk")]
+    chunks = [c["content"] for c in node.records(record="chunk")]
     assert chunks
     assert all("walrus" in c and "narwhal" not in c for c in chunks)
 
@@ -172,15 +106,15 @@ def test_a_throttled_overwrite_fails_and_leaves_the_old_version_searchable(
 
 
 def _race(
-    index: Index,
+    node: NodeIndex,
     proxy: FaultProxy,
     stores: Callable[..., OpenSearchKnowledgeStore],
     pause_on: Callable[[str, str, bytes], bool],
 ) -> IndexResult:
     """A (through the proxy) indexes v1 and stalls at ``pause_on``; meanwhile B indexes v2;
     then A goes on. Returns A's result."""
-    slow = stores(index.config(url=proxy.url))
-    fast = stores(index.config())
+    slow = stores(node.config(url=proxy.url))
+    fast = stores(node.config())
     assert fast.upsert_document(SCOPE, document("a.md", "# A\n\nversion zero", "0001")).ok
     outcome: list[IndexResult] = []
     proxy.pause(pause_on)
@@ -205,27 +139,27 @@ def _race(
     for mode in SearchMode:
         assert paths_for(fast, "newtext", mode)[:1] == ["a.md"]
     assert paths_for(fast, "oldtext", SearchMode.KEYWORD) == []
-    contents = {c["content"] for c in index.records(record="chunk")}
+    contents = {c["content"] for c in node.records(record="chunk")}
     assert contents == {"# A\n\nversion two newtext"}
     return outcome[0]
 
 
 def test_a_slow_writer_that_passed_its_version_check_does_not_overwrite_a_newer_version(
-    index: Index, proxy: FaultProxy, stores: Callable[..., OpenSearchKnowledgeStore]
+    node: NodeIndex, proxy: FaultProxy, stores: Callable[..., OpenSearchKnowledgeStore]
 ) -> None:
     # A stalls before its chunks go out (after the pipeline's version check passed).
-    result = _race(index, proxy, stores, lambda method, path, body: "_bulk" in path)
+    result = _race(node, proxy, stores, lambda method, path, body: "_bulk" in path)
     assert "stale version" in result.errors[0].reason
 
 
 def test_a_record_changed_between_read_and_write_is_decided_again(
-    index: Index, proxy: FaultProxy, stores: Callable[..., OpenSearchKnowledgeStore]
+    node: NodeIndex, proxy: FaultProxy, stores: Callable[..., OpenSearchKnowledgeStore]
 ) -> None:
     # A stalls after reading the record, just before its conditional write (a 409 then).
     def record_write(method: str, path: str, body: bytes) -> bool:
         return "_bulk" in path and b'"record":"document"' in body.replace(b" ", b"")
 
-    result = _race(index, proxy, stores, record_write)
+    result = _race(node, proxy, stores, record_write)
     assert "stale version" in result.errors[0].reason
 
 
@@ -234,7 +168,7 @@ def test_a_record_changed_between_read_and_write_is_decided_again(
 
 @pytest.mark.parametrize("service", ["es", "aoss"])
 def test_duplicate_events_never_duplicate_chunks_in_results(
-    index: Index,
+    node: NodeIndex,
     stores: Callable[..., OpenSearchKnowledgeStore],
     fake_aws: None,
     service: str,
@@ -242,10 +176,10 @@ def test_duplicate_events_never_duplicate_chunks_in_results(
     settings: dict[str, Any] = {}
     if service == "aoss":
         # The node ignores the SigV4 headers; Serverless refreshes on its own, which the
-        # test does by hand (index.refresh) where it matters.
+        # test does by hand (node.refresh) where it matters.
         settings = {"auth": "sigv4", "service": "aoss", "region": "us-east-1"}
         settings["vector_engine"] = "lucene"
-    store = stores(index.config(**settings))
+    store = stores(node.config(**settings))
     text = long_text("octopus", 13)
     event = document("a.md", text, "0005")
     # The same PUT delivered twice, inside the refresh window.
@@ -253,7 +187,7 @@ def test_duplicate_events_never_duplicate_chunks_in_results(
     assert first.ok
     assert first.indexed_chunks > 13
     assert store.upsert_document(SCOPE, event).ok
-    index.refresh()
+    node.refresh()
     for mode in SearchMode:
         # Every chunk of the one document (no per-document cap in the way).
         query = SearchQuery(
@@ -264,23 +198,23 @@ def test_duplicate_events_never_duplicate_chunks_in_results(
         assert len(keys) == len(set(keys)) == first.indexed_chunks, (mode, Counter(keys))
     # A later write cleans up every older generation.
     assert store.upsert_document(SCOPE, document("a.md", long_text("squid", 2), "0006")).ok
-    index.refresh()
+    node.refresh()
     if service == "aoss":
         # Serverless: the older generations are found by a search, so a write made
         # within a refresh interval of them may miss some; the next write takes them.
         assert store.upsert_document(SCOPE, document("a.md", long_text("squid", 2), "0007")).ok
-        index.refresh()
-    chunks = index.records(record="chunk")
+        node.refresh()
+    chunks = node.records(record="chunk")
     assert len(chunks) == 2
     assert {c["generation"] for c in chunks} == {chunks[0]["generation"]}
     assert paths_for(store, "octopus", SearchMode.KEYWORD) == []
 
 
 def test_reordered_events_on_serverless_show_one_version_only(
-    index: Index, stores: Callable[..., OpenSearchKnowledgeStore], fake_aws: None
+    node: NodeIndex, stores: Callable[..., OpenSearchKnowledgeStore], fake_aws: None
 ) -> None:
     store = stores(
-        index.config(auth="sigv4", service="aoss", region="us-east-1", vector_engine="lucene")
+        node.config(auth="sigv4", service="aoss", region="us-east-1", vector_engine="lucene")
     )
     newer, older = (
         document("a.md", long_text("newer", 4), "0009"),
@@ -288,7 +222,7 @@ def test_reordered_events_on_serverless_show_one_version_only(
     )
     assert store.upsert_document(SCOPE, newer).ok
     assert store.upsert_document(SCOPE, older).ok  # arrives late, before a refresh
-    index.refresh()
+    node.refresh()
     results = store.search(
         SCOPE, SearchQuery("section", max_results=20, max_chunks_per_document=20)
     )
@@ -317,9 +251,9 @@ def test_reordered_events_on_serverless_show_one_version_only(
 
 
 def test_writes_send_no_refresh_and_are_searchable_when_the_call_returns(
-    index: Index, proxy: FaultProxy, stores: Callable[..., OpenSearchKnowledgeStore]
+    node: NodeIndex, proxy: FaultProxy, stores: Callable[..., OpenSearchKnowledgeStore]
 ) -> None:
-    store = stores(index.config(url=proxy.url, refresh_interval="1s", wait_for_refresh=True))
+    store = stores(node.config(url=proxy.url, refresh_interval="1s", wait_for_refresh=True))
     for i in range(3):
         assert store.upsert_document(SCOPE, document(f"d{i}.md", f"# D\n\nzebra{i} text")).ok
         # Searchable at once: the last request waited for the scheduled refresh.
@@ -329,9 +263,9 @@ def test_writes_send_no_refresh_and_are_searchable_when_the_call_returns(
 
 
 def test_without_waiting_writes_are_searchable_within_the_refresh_interval(
-    index: Index, proxy: FaultProxy, stores: Callable[..., OpenSearchKnowledgeStore]
+    node: NodeIndex, proxy: FaultProxy, stores: Callable[..., OpenSearchKnowledgeStore]
 ) -> None:
-    store = stores(index.config(url=proxy.url, refresh_interval="1s", wait_for_refresh=False))
+    store = stores(node.config(url=proxy.url, refresh_interval="1s", wait_for_refresh=False))
     assert store.upsert_document(SCOPE, document("d.md", "# D\n\nyak text")).ok
     written = time.monotonic()
     while not paths_for(store, "yak", SearchMode.KEYWORD):
@@ -343,12 +277,12 @@ def test_without_waiting_writes_are_searchable_within_the_refresh_interval(
 
 
 def test_a_new_scope_in_an_existing_index_costs_no_delete(
-    index: Index, proxy: FaultProxy, stores: Callable[..., OpenSearchKnowledgeStore]
+    node: NodeIndex, proxy: FaultProxy, stores: Callable[..., OpenSearchKnowledgeStore]
 ) -> None:
     # Another process created the index and wrote its own scope.
-    other = stores(index.config())
+    other = stores(node.config())
     assert other.upsert_document(KnowledgeScope("other", "docs"), document("x.md", "x")).ok
-    store = stores(index.config(url=proxy.url, bulk_chunk_size=50))
+    store = stores(node.config(url=proxy.url, bulk_chunk_size=50))
     docs = {f"d{i:02}.md": long_text(f"w{i}", 4) for i in range(30)}
 
     class Source:
@@ -361,16 +295,16 @@ def test_a_new_scope_in_an_existing_index_costs_no_delete(
     deletes = sum(b.count(b'{"delete"') for b in bulk_bodies)
     assert deletes == 0
     assert not [p for _, p in proxy.requests if "_refresh" in p or "_delete_by_query" in p]
-    assert len(index.records(record="chunk")) == 30 * 4 + 1
+    assert len(node.records(record="chunk")) == 30 * 4 + 1
 
 
 # --- 8. the search path ends in time when OpenSearch or the embedder hangs ----------------
 
 
 def test_a_hung_node_ends_the_search_within_its_deadline(
-    index: Index, proxy: FaultProxy, stores: Callable[..., OpenSearchKnowledgeStore]
+    node: NodeIndex, proxy: FaultProxy, stores: Callable[..., OpenSearchKnowledgeStore]
 ) -> None:
-    store = stores(index.config(url=proxy.url), retry=RetryPolicy())  # production retries
+    store = stores(node.config(url=proxy.url), retry=RetryPolicy())  # production retries
     assert store.upsert_document(SCOPE, document("a.md", "# A\n\nalpha")).ok
     proxy.hang = True
     started = time.monotonic()
@@ -386,9 +320,9 @@ def test_a_hung_node_ends_the_search_within_its_deadline(
 
 
 def test_without_a_deadline_a_hung_node_still_ends_in_the_search_budget(
-    index: Index, proxy: FaultProxy, stores: Callable[..., OpenSearchKnowledgeStore]
+    node: NodeIndex, proxy: FaultProxy, stores: Callable[..., OpenSearchKnowledgeStore]
 ) -> None:
-    config = index.config(url=proxy.url, search_timeout=1.0, search_budget=2.0)
+    config = node.config(url=proxy.url, search_timeout=1.0, search_budget=2.0)
     store = stores(config, retry=RetryPolicy())
     assert store.upsert_document(SCOPE, document("a.md", "# A\n\nalpha")).ok
     proxy.hang = True
@@ -413,7 +347,7 @@ class _HangingEmbeddings(http.server.BaseHTTPRequestHandler):
 
 
 def test_a_hung_embedding_provider_ends_a_vector_search_within_its_deadline(
-    index: Index, stores: Callable[..., OpenSearchKnowledgeStore]
+    node: NodeIndex, stores: Callable[..., OpenSearchKnowledgeStore]
 ) -> None:
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _HangingEmbeddings)
     server.daemon_threads = True
@@ -424,7 +358,7 @@ def test_a_hung_embedding_provider_ends_a_vector_search_within_its_deadline(
             api_key="sk-test",
             base_url=f"http://127.0.0.1:{server.server_address[1]}/v1",
         )
-        store = stores(index.config(), embedder=embedder)
+        store = stores(node.config(), embedder=embedder)
         with store.write_session(SCOPE):
             pass  # creates the index; nothing is embedded
         started = time.monotonic()
@@ -449,11 +383,9 @@ def _probe(store: OpenSearchKnowledgeStore) -> list[float]:
 
 @pytest.mark.parametrize("strict", [False, True])
 def test_a_score_probe_tells_another_agents_words_only_in_a_shared_index(
-    index: Index, stores: Callable[..., OpenSearchKnowledgeStore], strict: bool
+    node: NodeIndex, stores: Callable[..., OpenSearchKnowledgeStore], strict: bool
 ) -> None:
-    store = stores(index.config(index_per_agent=strict))
-    if strict:
-        index.created.append(f"{index.name}-agent-")
+    store = stores(node.config(index_per_agent=strict))
     docs = {"m.md": "# M\n\nmarmot", "t.md": "# T\n\ntapir", "x.md": "# X\n\nnothing"}
     for path, text in docs.items():
         assert store.upsert_document(SCOPE, document(path, text)).ok
@@ -481,17 +413,17 @@ class _ShortContext(LambdaContext):
 
 
 def test_the_search_function_answers_503_before_its_invocation_ends_when_the_node_hangs(
-    index: Index, proxy: FaultProxy, monkeypatch: pytest.MonkeyPatch
+    node: NodeIndex, proxy: FaultProxy, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from knowledge.config import open_embedder
 
     runbooks = KnowledgeScope("ops-bot", "runbooks")
-    with OpenSearchKnowledgeStore(index.config(), embedder=open_embedder("hashing")) as writer:
+    with OpenSearchKnowledgeStore(node.config(), embedder=open_embedder("hashing")) as writer:
         assert writer.upsert_document(runbooks, document("deploy.md", "# Deploy\n\nrollback")).ok
     use_fake_aws(monkeypatch)
     for name, value in {
         "OPENSEARCH_URL": proxy.url,
-        "OPENSEARCH_INDEX": index.name,
+        "OPENSEARCH_INDEX": node.index,
         "EMBEDDING_PROVIDER": "hashing",
         "DOCUMENTS_BUCKET": BUCKET,
     }.items():
@@ -518,12 +450,12 @@ def test_the_search_function_answers_503_before_its_invocation_ends_when_the_nod
 
 
 def test_a_problem_is_kept_in_the_record_and_leaves_the_indexed_version_searchable(
-    index: Index, stores: Callable[..., OpenSearchKnowledgeStore]
+    node: NodeIndex, stores: Callable[..., OpenSearchKnowledgeStore]
 ) -> None:
-    store = stores(index.config())
+    store = stores(node.config())
     text = "# Guide\n\nbadger"
     assert store.upsert_document(SCOPE, document("guide.md", text, "0001")).ok
-    [record] = index.records(record="document")
+    [record] = node.records(record="document")
     assert record["document_path"] == "guide.md"
     assert record["version"] == "0001"
     assert record["chunk_count"] == 1

@@ -9,12 +9,8 @@ this node.
 from __future__ import annotations
 
 import contextlib
-import json
 import socket
 import threading
-import urllib.error
-import urllib.request
-import uuid
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -23,6 +19,7 @@ from types import TracebackType
 from typing import Any
 
 import pytest
+from opensearch_index import NodeIndex, http_json
 
 from knowledge.embedding.base import Embedding
 from knowledge.embedding.hashing import HashingEmbedder
@@ -48,61 +45,8 @@ FAST_RETRY = RetryPolicy(max_retries=1, initial_backoff=0.01, max_backoff=0.02)
 # --- helpers --------------------------------------------------------------------------------
 
 
-def _http(method: str, url: str, body: Any = None) -> tuple[int, dict[str, Any]]:
-    data = None if body is None else json.dumps(body).encode("utf-8")
-    request = urllib.request.Request(
-        url, data=data, method=method, headers={"Content-Type": "application/json"}
-    )
-    try:
-        with urllib.request.urlopen(request, timeout=30) as response:
-            return response.status, json.loads(response.read() or b"{}")
-    except urllib.error.HTTPError as exc:
-        with exc:
-            return exc.code, json.loads(exc.read() or b"{}")
-
-
-@dataclass
-class Node:
-    """The node and this test's index, seen without the store (to check what it wrote)."""
-
-    url: str
-    index: str
-
-    def refresh(self) -> None:
-        status, body = _http("POST", f"{self.url}/{self.index}/_refresh")
-        assert status == 200, body
-
-    def records(self, **terms: str) -> list[dict[str, Any]]:
-        self.refresh()
-        query = {"bool": {"filter": [{"term": {k: v}} for k, v in terms.items()]}}
-        status, body = _http(
-            "POST", f"{self.url}/{self.index}/_search", {"size": 1000, "query": query}
-        )
-        assert status == 200, body
-        return [hit["_source"] for hit in body["hits"]["hits"]]
-
-    def config(self, **settings: Any) -> OpenSearchConfig:
-        values: dict[str, Any] = {
-            "url": self.url,
-            "index_name": self.index,
-            "number_of_shards": 1,
-            "number_of_replicas": 0,
-            "refresh_interval": "200ms",
-            "wait_for_refresh": True,  # the tests read their writes at once
-            **settings,
-        }
-        return OpenSearchConfig(**values)
-
-
 @pytest.fixture
-def node(opensearch_url: str) -> Iterator[Node]:
-    index = f"test_{uuid.uuid4().hex}"
-    yield Node(opensearch_url, index)
-    _http("DELETE", f"{opensearch_url}/{index}")
-
-
-@pytest.fixture
-def make_store(node: Node) -> Iterator[Callable[..., OpenSearchKnowledgeStore]]:
+def make_store(node: NodeIndex) -> Iterator[Callable[..., OpenSearchKnowledgeStore]]:
     made: list[OpenSearchKnowledgeStore] = []
 
     def make(
@@ -155,7 +99,7 @@ def _paths(results: Iterable[Any]) -> set[str]:
 # --- embedding mismatch ---------------------------------------------------------------------
 
 
-def test_an_index_with_another_vector_dimension_is_refused(make_store, node: Node) -> None:
+def test_an_index_with_another_vector_dimension_is_refused(make_store, node: NodeIndex) -> None:
     scope = KnowledgeScope("a1", "c1")
     first = make_store()
     assert first.index(scope, Source({"a.md": "deploy the service"})).ok
@@ -191,7 +135,7 @@ class _RenamedEmbedder:
 
 
 def test_an_index_built_by_another_embedder_of_the_same_dimension_is_refused(
-    make_store, node: Node
+    make_store, node: NodeIndex
 ) -> None:
     scope = KnowledgeScope("a1", "c1")
     assert make_store().index(scope, Source({"a.md": "deploy"})).ok
@@ -208,7 +152,7 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def test_nothing_listening_is_a_clear_unavailable_error(make_store, node: Node) -> None:
+def test_nothing_listening_is_a_clear_unavailable_error(make_store, node: NodeIndex) -> None:
     url = f"http://127.0.0.1:{_free_port()}"
     store = make_store(config=node.config(url=url, timeout=2))
     scope = KnowledgeScope("a1", "c1")
@@ -280,14 +224,14 @@ class TcpProxy:
 
 
 @pytest.fixture
-def proxy(node: Node) -> Iterator[TcpProxy]:
+def proxy(node: NodeIndex) -> Iterator[TcpProxy]:
     forwarder = TcpProxy(node.url)
     yield forwarder
     forwarder.stop()
 
 
 def test_node_lost_mid_run_reports_nothing_that_was_not_indexed(
-    make_store, node: Node, proxy: TcpProxy
+    make_store, node: NodeIndex, proxy: TcpProxy
 ) -> None:
     scope = KnowledgeScope("a1", "c1")
     documents = {f"doc{i}.md": f"# Doc {i}\n\nmarker{i} text about deploys" for i in range(1, 6)}
@@ -343,7 +287,7 @@ def _embedded(path: str, texts: list[str], bad: int | None = None) -> list[Embed
     return chunks
 
 
-def test_a_rejected_chunk_fails_its_document_only(make_store, node: Node) -> None:
+def test_a_rejected_chunk_fails_its_document_only(make_store, node: NodeIndex) -> None:
     scope = KnowledgeScope("a1", "c1")
     store = make_store()
     with store.write_session(scope) as session:
@@ -414,7 +358,7 @@ class _CorruptingSession:
         return int(self.inner.put_document(header, chunks))
 
 
-def test_a_rejected_document_is_an_error_of_the_run_not_an_indexed_one(node: Node) -> None:
+def test_a_rejected_document_is_an_error_of_the_run_not_an_indexed_one(node: NodeIndex) -> None:
     scope = KnowledgeScope("a1", "c1")
     with _CorruptingStore(node.config(), embedder=HashingEmbedder(DIMS)) as store:
         result = store.index(
@@ -573,7 +517,7 @@ def test_file_patterns_on_the_node_follow_knowledge_filters(make_store, pattern:
         assert _paths(store.search(scope, query)) == expected, mode
 
 
-def test_hybrid_is_the_same_with_one_msearch_or_two_searches(make_store, node: Node) -> None:
+def test_hybrid_is_the_same_with_one_msearch_or_two_searches(make_store, node: NodeIndex) -> None:
     scope = KnowledgeScope("a1", "c1")
     store = make_store()
     store.index(scope, Source({p: f"common words in {p}" for p in PATTERN_PATHS}))
@@ -585,13 +529,13 @@ def test_hybrid_is_the_same_with_one_msearch_or_two_searches(make_store, node: N
 # --- commit records -------------------------------------------------------------------------
 
 
-def test_a_document_whose_write_died_half_way_is_written_again(make_store, node: Node) -> None:
+def test_a_document_whose_write_died_half_way_is_written_again(make_store, node: NodeIndex) -> None:
     scope = KnowledgeScope("a1", "c1")
     store = make_store()
     source = Source({"a.md": "# A\n\nalpha", "b.md": "# B\n\nbeta"})
     store.index(scope, source)
     # A crash between the chunks and the document record leaves chunks without a record.
-    status, body = _http(
+    status, body = http_json(
         "DELETE", f"{node.url}/{node.index}/_doc/{document_id(scope, 'b.md')}?refresh=true"
     )
     assert status == 200, body
@@ -627,7 +571,7 @@ class _CountingClient:
 
 
 def test_documents_share_bulk_requests_and_an_overwrite_removes_the_old_chunks_by_id(
-    node: Node,
+    node: NodeIndex,
 ) -> None:
     scope = KnowledgeScope("a1", "c1")
     long = {
@@ -663,18 +607,8 @@ def test_documents_share_bulk_requests_and_an_overwrite_removes_the_old_chunks_b
 # --- the Serverless code path on a local node --------------------------------------------------
 
 
-@pytest.fixture
-def fake_aws(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_CONFIG_FILE"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIDTESTING")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing-secret")
-    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent")
-    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
-
-
 def test_serverless_mode_keeps_the_contract_without_ids_refresh_or_delete_by_query(
-    make_store, node: Node, fake_aws: None, monkeypatch: pytest.MonkeyPatch
+    make_store, node: NodeIndex, fake_aws: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """service='aoss' on the local node (it ignores the SigV4 headers): server-made ids,
     deletes by search + bulk, no refresh. The test refreshes where Serverless would on its
@@ -709,7 +643,7 @@ def test_serverless_mode_keeps_the_contract_without_ids_refresh_or_delete_by_que
 
 
 def test_serverless_mode_replaces_and_clears_problem_records(
-    make_store, node: Node, fake_aws: None
+    make_store, node: NodeIndex, fake_aws: None
 ) -> None:
     """Without client ids a problem is merged into the document's record (found by a
     search), never written beside it; a later successful write clears it."""
@@ -735,8 +669,8 @@ def test_serverless_mode_replaces_and_clears_problem_records(
     assert store.status(scope).problems == ()
 
 
-def _ids(node: Node, path: str) -> list[str]:
+def _ids(node: NodeIndex, path: str) -> list[str]:
     query = {"size": 1000, "query": {"term": {"document_path": path}}, "_source": False}
-    status, body = _http("POST", f"{node.url}/{node.index}/_search", query)
+    status, body = http_json("POST", f"{node.url}/{node.index}/_search", query)
     assert status == 200, body
     return [hit["_id"] for hit in body["hits"]["hits"]]

@@ -14,6 +14,7 @@ node gives the index the store creates (item 14).
 
 from __future__ import annotations
 
+import json
 import threading
 import urllib.error
 import urllib.request
@@ -36,22 +37,27 @@ from knowledge.sources.local import LocalDirectorySource
 pytestmark = [pytest.mark.integration, pytest.mark.opensearch]
 
 DOMAIN = f"arn:aws:es:us-east-1:123456789012:domain/{CREATED_DOMAIN_NAME}"
+_BULK_OPS = ("index", "create", "update", "delete")
 _ACTIONS = {"GET": "ESHttpGet", "HEAD": "ESHttpHead", "POST": "ESHttpPost", "PUT": "ESHttpPut"}
 
 
 class RecordingProxy:
-    """Forwards every request to the node and records ``(method, path)``."""
+    """Forwards every request to the node and records ``(method, path)``, and the
+    indexes the bodies of ``_bulk``/``_msearch`` requests name."""
 
     def __init__(self, target: str) -> None:
         self.target = target.rstrip("/")
         self.calls: list[tuple[str, str]] = []
+        self.named_indexes: list[tuple[str, str]] = []
         proxy = self
 
         class Handler(BaseHTTPRequestHandler):
             def _forward(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length) if length else None
-                proxy.calls.append((self.command, self.path.split("?", 1)[0]))
+                path = self.path.split("?", 1)[0]
+                proxy.calls.append((self.command, path))
+                proxy.named_indexes.extend((path, i) for i in explicit_indexes(path, body))
                 headers = {k: v for k, v in self.headers.items() if k.lower() != "host"}
                 request = urllib.request.Request(
                     proxy.target + self.path, data=body, method=self.command, headers=headers
@@ -93,6 +99,30 @@ def proxy(opensearch_url: str) -> Iterator[RecordingProxy]:
         recording.server.server_close()
 
 
+def explicit_indexes(path: str, body: bytes | None) -> list[str]:
+    """The indexes named inside a ``_bulk`` (action meta lines) or ``_msearch`` (header
+    lines) body: what ``rest.action.multi.allow_explicit_index: false`` refuses."""
+    if body is None or not path.endswith(("/_bulk", "/_msearch")):
+        return []
+    named: list[str] = []
+    for line in body.decode("utf-8").splitlines():
+        item = json.loads(line) if line.strip() else None
+        if not isinstance(item, dict):
+            continue
+        if path.endswith("/_msearch") and "index" in item:
+            named.append(str(item["index"]))
+        if path.endswith("/_bulk") and len(item) == 1:
+            ((op, meta),) = item.items()
+            if op in _BULK_OPS and isinstance(meta, dict) and "_index" in meta:
+                named.append(str(meta["_index"]))
+    return named
+
+
+def root_calls(calls: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """Requests to a domain-level API (``/_bulk``, ``/_msearch``, ``/_cluster/...``)."""
+    return [(m, p) for m, p in calls if p.lstrip("/").startswith("_")]
+
+
 def store_env(url: str, index: str, **extra: str) -> dict[str, str]:
     return {
         "OPENSEARCH_URL": url,
@@ -115,18 +145,14 @@ def requests_as_iam(calls: list[tuple[str, str]]) -> list[tuple[str, str]]:
     ]
 
 
-def test_template_policies_allow_exactly_what_each_function_calls(
-    proxy: RecordingProxy, opensearch_url: str, tmp_path: Path
-) -> None:
-    index = f"kb_iam_{uuid.uuid4().hex[:12]}"
-    stack = Stack(load_template(), {"CreateDomain": "true", "IndexName": index})
-    search_policy = stack.statements("SearchFunction")
-    indexer_policy = stack.statements("IndexerFunction")
+def run_both_functions(
+    proxy: RecordingProxy, env: dict[str, str], tmp_path: Path
+) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+    """The indexer's calls (create the index, index, overwrite, delete, replace the scope)
+    and the search function's (every route's store calls), as recorded by the proxy."""
     scope = KnowledgeScope("ops-bot", "runbooks")
     settings = LambdaSettings(embedding_provider="hashing")
-
-    # The indexer: create the index, index, overwrite, delete, replace the scope.
-    indexer = build_store(settings, env=store_env(proxy.url, index), embedder=HashingEmbedder())
+    indexer = build_store(settings, env=env, embedder=HashingEmbedder())
     try:
         indexer.upsert_document(scope, document("a.md", "# Deploy\n\nhelm rollback " * 30))
         indexer.upsert_document(scope, document("b.md", "# Scale\n\nkubectl scale"))
@@ -135,11 +161,10 @@ def test_template_policies_allow_exactly_what_each_function_calls(
         (tmp_path / "c.md").write_text("# New\n\nfresh start", encoding="utf-8")
         indexer.reindex(scope, LocalDirectorySource(tmp_path))
         writes = proxy.take()
-
-        # The search function: every route's store calls.
-        searcher = build_store(
-            settings, env=store_env(proxy.url, index), embedder=HashingEmbedder()
-        )
+    finally:
+        indexer.close()
+    searcher = build_store(settings, env=env, embedder=HashingEmbedder())
+    try:
         for mode in SearchMode:
             assert isinstance(searcher.search(scope, SearchQuery("rollback", mode=mode)), list)
         searcher.search(scope, SearchQuery("rollback", cross_context=True))
@@ -148,15 +173,35 @@ def test_template_policies_allow_exactly_what_each_function_calls(
         searcher.list_documents(scope, limit=1)  # the documents routes
         searcher.get_document(scope, "c.md")
         reads = proxy.take()
-        searcher.close()
     finally:
-        indexer.close()
-        urllib.request.urlopen(
-            urllib.request.Request(f"{opensearch_url}/{index}", method="DELETE"), timeout=30
-        ).close()
+        searcher.close()
+    return writes, reads
+
+
+def delete_indexes(opensearch_url: str, pattern: str) -> None:
+    request = urllib.request.Request(f"{opensearch_url}/{pattern}", method="DELETE")
+    urllib.request.urlopen(request, timeout=30).close()
+
+
+@pytest.mark.parametrize("per_agent", [False, True], ids=["shared-index", "index-per-agent"])
+def test_template_policies_allow_exactly_what_each_function_calls(
+    proxy: RecordingProxy, opensearch_url: str, tmp_path: Path, per_agent: bool
+) -> None:
+    index = f"kb_iam_{uuid.uuid4().hex[:12]}"
+    stack = Stack(load_template(), {"CreateDomain": "true", "IndexName": index})
+    search_policy = stack.statements("SearchFunction")
+    indexer_policy = stack.statements("IndexerFunction")
+    env = store_env(proxy.url, index, OPENSEARCH_INDEX_PER_AGENT=str(per_agent).lower())
+    try:
+        writes, reads = run_both_functions(proxy, env, tmp_path)
+    finally:
+        delete_indexes(opensearch_url, f"{index}*")
 
     assert writes
     assert reads
+    assert any(p.endswith("/_msearch") for _, p in reads), "hybrid search uses _msearch"
+    assert root_calls(writes + reads) == []
+    assert proxy.named_indexes == []
     for action, resource in requests_as_iam(writes):
         assert allows(indexer_policy, action, resource), f"indexer may not {action} {resource}"
     for action, resource in requests_as_iam(reads):
@@ -169,6 +214,30 @@ def test_template_policies_allow_exactly_what_each_function_calls(
         if method in ("PUT", "DELETE") or "_bulk" in path or "_delete_by_query" in path:
             action = f"es:{_ACTIONS.get(method, 'ESHttpDelete')}"
             assert (action, f"{DOMAIN}/{path.lstrip('/')}") in refused, (method, path)
+
+
+def test_serverless_mode_calls_no_root_path_either(
+    proxy: RecordingProxy, opensearch_url: str, tmp_path: Path, fake_aws: None
+) -> None:
+    """service=aoss on the local node (it ignores the SigV4 headers): the Serverless write
+    path (server ids, deletes by search + bulk) names its index in the path as well."""
+    index = f"kb_iam_{uuid.uuid4().hex[:12]}"
+    env = store_env(
+        proxy.url,
+        index,
+        OPENSEARCH_AUTH="sigv4",
+        OPENSEARCH_SERVICE="aoss",
+        AWS_REGION="us-east-1",
+        OPENSEARCH_VECTOR_ENGINE="lucene",
+    )
+    try:
+        writes, reads = run_both_functions(proxy, env, tmp_path)
+    finally:
+        delete_indexes(opensearch_url, index)
+    assert any(p.endswith("/_bulk") for _, p in writes)
+    assert any(p.endswith("/_msearch") for _, p in reads)
+    assert root_calls(writes + reads) == []
+    assert proxy.named_indexes == []
 
 
 @pytest.mark.parametrize("replicas", ["0", "2"])

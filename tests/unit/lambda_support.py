@@ -1,5 +1,6 @@
-"""Helpers for the Lambda handler tests: load a handler module, sample events, a context,
-the structured logs and EMF metrics Powertools prints, and SQS messages as Lambda sees them."""
+"""Helpers for the Lambda handler tests: load a handler module, sample events, a context
+(and one whose remaining time a test's clock drives), the bucket and queue in moto, the
+structured logs and EMF metrics Powertools prints, and SQS messages as Lambda sees them."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import json
 import logging
 import sys
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -31,6 +32,37 @@ class LambdaContext:
 
     def get_remaining_time_in_millis(self) -> int:
         return 30_000
+
+
+@dataclass
+class Clock:
+    """An invocation's clock: a test's slow client advances it, ``BudgetContext`` reads it."""
+
+    elapsed_ms: int = 0
+
+
+@dataclass
+class BudgetContext(LambdaContext):
+    """A context whose remaining time is ``budget_ms`` less what the clock says elapsed."""
+
+    clock: Clock = field(default_factory=Clock)
+    budget_ms: int = 300_000
+
+    def get_remaining_time_in_millis(self) -> int:
+        return self.budget_ms - self.clock.elapsed_ms
+
+
+def create_bucket_and_queue(s3: Any, sqs: Any, **queue_attributes: str) -> tuple[str, str]:
+    """The documents bucket and the ``document-events`` queue (in moto): the queue's URL
+    and ARN."""
+    s3.create_bucket(Bucket=BUCKET)
+    queue_url: str = sqs.create_queue(QueueName="document-events", Attributes=queue_attributes)[
+        "QueueUrl"
+    ]
+    queue_arn: str = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])[
+        "Attributes"
+    ]["QueueArn"]
+    return queue_url, queue_arn
 
 
 def use_fake_aws(monkeypatch: pytest.MonkeyPatch) -> None:

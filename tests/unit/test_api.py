@@ -367,6 +367,24 @@ def test_status(api: KnowledgeApi, store: FakeStore) -> None:
     assert store.status_calls == [KnowledgeScope("ops-bot", "runbooks")]
 
 
+def test_status_goes_through_the_given_status_hook(store: FakeStore) -> None:
+    seen: list[tuple[KnowledgeScope, IndexStatus]] = []
+
+    def indexing(scope: KnowledgeScope, status: IndexStatus) -> IndexStatus:
+        seen.append((scope, status))
+        return IndexStatus(status.document_count, 0, None, IndexState.INDEXING, "busy")
+
+    api = KnowledgeApi(store, status=indexing)
+    response = api.handle("GET", "/v1/agents/ops-bot/contexts/runbooks/status")
+    assert response.status == 200
+    assert response.body["state"] == "INDEXING"
+    assert response.body["message"] == "busy"
+    assert response.body["document_count"] == 3
+    assert [(scope, status.state) for scope, status in seen] == [
+        (KnowledgeScope("ops-bot", "runbooks"), IndexState.READY)
+    ]
+
+
 def test_reindex_calls_back_with_scope(store: FakeStore) -> None:
     calls: list[KnowledgeScope] = []
 

@@ -11,14 +11,17 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import boto3
 import pytest
 from lambda_support import (
     BUCKET,
+    BudgetContext,
+    Clock,
     LambdaContext,
+    create_bucket_and_queue,
     emitted_metrics,
     load_handler,
     s3_notification,
@@ -37,20 +40,6 @@ from knowledge.sources.s3 import S3DocumentSource
 from knowledge.stores.memory import MemoryKnowledgeStore
 
 RUNBOOKS = KnowledgeScope("ops-bot", "runbooks")
-
-
-@dataclass
-class Clock:
-    elapsed_ms: int = 0
-
-
-@dataclass
-class BudgetContext(LambdaContext):
-    clock: Clock = field(default_factory=Clock)
-    budget_ms: int = 300_000
-
-    def get_remaining_time_in_millis(self) -> int:
-        return self.budget_ms - self.clock.elapsed_ms
 
 
 class SlowHeadS3:
@@ -130,14 +119,8 @@ def make_harness(
 ) -> Harness:
     sqs = boto3.client("sqs")
     s3 = boto3.client("s3")
-    s3.create_bucket(Bucket=BUCKET)
     # As in template.yaml: a long visibility timeout (six times the function timeout).
-    queue_url = sqs.create_queue(
-        QueueName="document-events", Attributes={"VisibilityTimeout": "1800"}
-    )["QueueUrl"]
-    queue_arn = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])[
-        "Attributes"
-    ]["QueueArn"]
+    queue_url, queue_arn = create_bucket_and_queue(s3, sqs, VisibilityTimeout="1800")
     monkeypatch.setenv("DOCUMENTS_BUCKET", BUCKET)
     for name, value in env.items():
         monkeypatch.setenv(name, value)

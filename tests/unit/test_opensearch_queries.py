@@ -277,12 +277,8 @@ def test_hybrid_sends_both_searches_in_one_msearch() -> None:
     filters = query_filters(SCOPE)
     keyword = keyword_search_body("q", filters, 20)
     vector = vector_search_body([0.1, 0.2], filters, 20)
-    assert msearch_body("kb", [keyword, vector]) == [
-        {"index": "kb"},
-        keyword,
-        {"index": "kb"},
-        vector,
-    ]
+    # The index is in the request path: the headers name none.
+    assert msearch_body([keyword, vector]) == [{}, keyword, {}, vector]
 
 
 def test_parse_hits() -> None:
@@ -306,15 +302,13 @@ def test_parse_hits() -> None:
 
 def test_a_record_is_created_or_replaced_only_if_unchanged_since_it_was_read() -> None:
     state = RecordState(seq_no=7, primary_term=2, version="01", generation="g1", chunk_count=3)
-    assert bulk_record_action("ix", "doc1", {"record": "document"}, None) == {
+    assert bulk_record_action("doc1", {"record": "document"}, None) == {
         "_op_type": "create",
-        "_index": "ix",
         "_id": "doc1",
         "_source": {"record": "document"},
     }
-    assert bulk_record_action("ix", "doc1", {"record": "document"}, state) == {
+    assert bulk_record_action("doc1", {"record": "document"}, state) == {
         "_op_type": "index",
-        "_index": "ix",
         "_id": "doc1",
         "if_seq_no": 7,
         "if_primary_term": 2,
@@ -382,17 +376,17 @@ def test_problems_are_one_per_path_most_recent_first() -> None:
 @pytest.mark.parametrize(
     ("doc_id", "expected"),
     [
-        ("doc1:0", {"_op_type": "index", "_index": "kb", "_id": "doc1:0", "_source": {"a": 1}}),
+        ("doc1:0", {"_op_type": "index", "_id": "doc1:0", "_source": {"a": 1}}),
         # Serverless vector collections refuse client ids: the server picks one.
-        (None, {"_op_type": "index", "_index": "kb", "_source": {"a": 1}}),
+        (None, {"_op_type": "index", "_source": {"a": 1}}),
     ],
 )
 def test_bulk_index_action(doc_id: str | None, expected: dict) -> None:
-    assert bulk_index_action("kb", doc_id, {"a": 1}) == expected
+    assert bulk_index_action(doc_id, {"a": 1}) == expected
 
 
 def test_bulk_delete_action() -> None:
-    assert bulk_delete_action("kb", "x") == {"_op_type": "delete", "_index": "kb", "_id": "x"}
+    assert bulk_delete_action("x") == {"_op_type": "delete", "_id": "x"}
 
 
 @pytest.mark.parametrize(
@@ -701,9 +695,8 @@ def test_problems_body_is_the_scopes_problem_records_most_recent_first() -> None
 def test_a_problem_is_merged_into_the_record_or_creates_one() -> None:
     fields = {"problem": "too large", "problem_at": "2026-01-01T00:00:00Z"}
     upsert = {"record": "document", **fields}
-    assert queries.bulk_problem_action("kb", "doc1", fields, upsert) == {
+    assert queries.bulk_problem_action("doc1", fields, upsert) == {
         "_op_type": "update",
-        "_index": "kb",
         "_id": "doc1",
         "retry_on_conflict": 3,
         "doc": {"problem": "too large", "problem_at": "2026-01-01T00:00:00Z"},

@@ -158,6 +158,7 @@ class FakeOpenSearch:
         self.calls: list[tuple[str, Any]] = []
         self.bulk_lines: list[dict[str, Any]] = []  # the action lines it accepted
         self.bulk_params: list[dict[str, Any]] = []
+        self.request_indexes: list[str] = []  # the index in each _bulk/_msearch path
         self.search_hits: list[dict[str, Any]] = []
         self.search_aggregations: dict[str, Any] = {}
         self.msearch_responses: list[dict[str, Any]] | None = None
@@ -187,8 +188,9 @@ class FakeOpenSearch:
         self.calls.append(("search", body))
         return {"hits": {"hits": self.search_hits}, "aggregations": self.search_aggregations}
 
-    def msearch(self, body: list[dict[str, Any]], **params: Any) -> dict[str, Any]:
+    def msearch(self, body: list[dict[str, Any]], index: str, **params: Any) -> dict[str, Any]:
         self.calls.append(("msearch", body))
+        self.request_indexes.append(index)
         if self.msearch_responses is not None:
             return {"responses": self.msearch_responses}
         return {"responses": [{"hits": {"hits": []}}, {"hits": {"hits": []}}]}
@@ -216,10 +218,11 @@ class FakeOpenSearch:
         self.calls.append(("delete_by_query", {"body": body, **params}))
         return {"deleted": 0, "failures": []}
 
-    def bulk(self, body: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
+    def bulk(self, body: str, index: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
         lines = [json.loads(line) for line in body.strip().split("\n")]
         number = self.names().count("bulk")
         self.calls.append(("bulk", lines))
+        self.request_indexes.append(index)
         self.bulk_params.append(dict(params or {}))
         self.bulk_entered.set()
         if self.bulk_gate is not None and not self.bulk_gate.wait(timeout=10):
@@ -585,7 +588,8 @@ def test_a_problem_is_kept_in_the_record_and_the_indexed_version_stays() -> None
         session.record_problem("deploy.md", "encrypted PDF")
     [meta, update] = fake.calls[-1][1]
     doc = document_id(SCOPE, "deploy.md")
-    assert meta == {"update": {"_index": "kb", "_id": doc, "retry_on_conflict": 3}}
+    assert meta == {"update": {"_id": doc, "retry_on_conflict": 3}}  # the index: in the path
+    assert fake.request_indexes == ["kb"]
     assert update["doc"]["problem"] == "encrypted PDF"
     assert update["upsert"]["document_path"] == "deploy.md"
     assert "generation" not in update["upsert"]  # a problem alone is no indexed document
@@ -612,12 +616,10 @@ def test_serverless_writes_without_ids_refresh_or_delete_by_query() -> None:
     with store.write_session(SCOPE) as session:
         assert session.put_document(_header(), _chunks(2)) == 2
     index_lines = [line for line in fake.bulk_lines if "index" in line]
-    assert index_lines == [{"index": {"_index": "kb"}}] * 3  # two chunks and the record
+    assert index_lines == [{"index": {}}] * 3  # two chunks and the record
     delete_lines = [line for line in fake.bulk_lines if "delete" in line]
-    assert delete_lines == [
-        {"delete": {"_index": "kb", "_id": "old-1"}},
-        {"delete": {"_index": "kb", "_id": "old-2"}},
-    ]
+    assert delete_lines == [{"delete": {"_id": "old-1"}}, {"delete": {"_id": "old-2"}}]
+    assert set(fake.request_indexes) == {"kb"}
     assert "refresh" not in fake.names()
     assert "delete_by_query" not in fake.names()
     assert "mget" not in fake.names()
@@ -648,7 +650,8 @@ def test_serverless_reindex_removes_what_it_did_not_write_by_search_and_bulk_del
     fake.search_hits = [{"_id": "a", "sort": [0]}]
     with store.write_session(SCOPE, replace_scope=True):
         pass
-    assert fake.bulk_lines == [{"delete": {"_index": "kb", "_id": "a"}}]
+    assert fake.bulk_lines == [{"delete": {"_id": "a"}}]
+    assert fake.request_indexes == ["kb"]
     assert "delete_by_query" not in fake.names()
     lookup = next(body for name, body in fake.calls if name == "search")
     query = lookup["query"]["bool"]

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -26,7 +25,10 @@ import boto3
 import pytest
 from lambda_support import (
     BUCKET,
+    BudgetContext,
+    Clock,
     LambdaContext,
+    create_bucket_and_queue,
     load_event,
     load_handler,
     sqs_messages_as_event,
@@ -48,22 +50,6 @@ from knowledge.stores.memory import MemoryKnowledgeStore
 
 RUNBOOKS = KnowledgeScope("ops-bot", "runbooks")
 OBJECTS = 2500
-
-
-@dataclass
-class Clock:
-    """The invocation's clock: the test's S3 client advances it, the context reads it."""
-
-    elapsed_ms: int = 0
-
-
-@dataclass
-class BudgetContext(LambdaContext):
-    clock: Clock = field(default_factory=Clock)
-    budget_ms: int = 300_000
-
-    def get_remaining_time_in_millis(self) -> int:
-        return self.budget_ms - self.clock.elapsed_ms
 
 
 class SlowListingS3:
@@ -125,11 +111,7 @@ def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Any, Any, str, str]]:
     with mock_aws():
         s3 = boto3.client("s3")
         sqs = boto3.client("sqs")
-        s3.create_bucket(Bucket=BUCKET)
-        queue_url = sqs.create_queue(QueueName="document-events")["QueueUrl"]
-        queue_arn = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])[
-            "Attributes"
-        ]["QueueArn"]
+        queue_url, queue_arn = create_bucket_and_queue(s3, sqs)
         yield s3, sqs, queue_url, queue_arn
 
 

@@ -31,13 +31,14 @@ def es(domain: str, method: str, path: str) -> tuple[str, str]:
 SEARCH_CALLS = [
     ("POST", "/knowledge/_search"),
     ("GET", "/knowledge/_search"),
-    ("POST", "/_msearch"),
+    ("POST", "/knowledge/_msearch"),
     ("GET", "/knowledge/_mapping"),
     ("POST", "/knowledge-agent-ops-bot/_search"),
+    ("POST", "/knowledge-agent-ops-bot/_msearch"),
 ]
 WRITES = [
-    ("POST", "/_bulk"),
     ("POST", "/knowledge/_bulk"),
+    ("POST", "/knowledge-agent-ops-bot/_bulk"),
     ("POST", "/knowledge/_delete_by_query"),
     ("POST", "/knowledge/_update_by_query"),
     ("PUT", "/knowledge"),
@@ -53,8 +54,18 @@ WRITES = [
 ]
 OTHER_INDEX_READS = [
     ("POST", "/payroll/_search"),
+    ("POST", "/payroll/_msearch"),
     ("GET", "/payroll/_doc/1"),
     ("GET", "/_cat/indices"),
+]
+# Multi requests at the domain root could name any index in their bodies: no role may
+# send them (the store puts the index in the path).
+ROOT_MULTI = [
+    ("POST", "/_msearch"),
+    ("GET", "/_msearch"),
+    ("POST", "/_bulk"),
+    ("PUT", "/_bulk"),
+    ("POST", "/_mget"),
 ]
 
 
@@ -81,7 +92,7 @@ def test_search_role_is_read_only_on_its_index(parameters: dict[str, str], domai
         assert es_actions == {"es:ESHttpGet", "es:ESHttpPost"}, where
         for method, path in SEARCH_CALLS:
             assert allows(statements, *es(domain, method, path)), (where, method, path)
-        for method, path in WRITES + OTHER_INDEX_READS:
+        for method, path in WRITES + OTHER_INDEX_READS + ROOT_MULTI:
             assert not allows(statements, *es(domain, method, path)), (where, method, path)
 
 
@@ -98,11 +109,13 @@ def test_indexer_role_is_scoped_to_its_index(parameters: dict[str, str], domain:
     if parameters.get("CreateDomain") == "true":
         policies["domain access policy"] = domain_policy_for(stack, "IndexerFunctionRole")
     for where, statements in policies.items():
-        needed = [c for c in SEARCH_CALLS if c[1] != "/_msearch"] + [("HEAD", "/knowledge")]
+        needed = [c for c in SEARCH_CALLS if not c[1].endswith("/_msearch")]
+        needed.append(("HEAD", "/knowledge"))
         for method, path in needed + [w for w in WRITES if w[1] != "/_cluster/settings"]:
             assert allows(statements, *es(domain, method, path)), (where, method, path)
         for method, path in [
             *OTHER_INDEX_READS,
+            *ROOT_MULTI,
             ("PUT", "/_cluster/settings"),
             ("DELETE", "/payroll"),
             ("POST", "/payroll/_delete_by_query"),
@@ -252,6 +265,29 @@ def global_env(stack: Stack) -> dict[str, Any]:
         TEMPLATE["Globals"]["Function"]["Environment"]["Variables"]
     )
     return variables
+
+
+def test_created_domain_refuses_an_index_named_in_multi_request_bodies() -> None:
+    stack = Stack(TEMPLATE, CREATED)
+    domain = stack.evaluate(stack.resources()["OpenSearchDomain"]["Properties"])
+    assert domain["AdvancedOptions"]["rest.action.multi.allow_explicit_index"] == "false"
+
+
+@pytest.mark.parametrize(
+    "parameters",
+    [
+        CREATED,
+        {"OpenSearchService": "aoss", "CreateCollection": "true", "ServerlessCollectionName": "kb"},
+    ],
+)
+def test_search_role_has_no_bucket_access(parameters: dict[str, str]) -> None:
+    """The reindex route queues one message; the indexer lists the bucket, not search."""
+    actions = {
+        action
+        for statement in Stack(TEMPLATE, parameters).statements("SearchFunction")
+        for action in as_list(statement["Action"])
+    }
+    assert not any(a.startswith("s3:") for a in actions), actions
 
 
 @pytest.mark.parametrize(("shape", "nodes", "replicas"), [("dev", 1, "0"), ("production", 3, "2")])

@@ -353,3 +353,40 @@ def test_a_link_out_of_the_scope_is_reported_with_its_reason(
         ("ops-bot/runbooks/stolen.md", "ignored", "symlink outside its scope")
     ]
     assert paths(store, "zebra") == []
+
+
+def test_a_problem_of_a_file_gone_without_a_delete_event_is_cleared_by_reconcile(
+    root: Path, store: MemoryKnowledgeStore
+) -> None:
+    """A damaged file's problem is recorded; the file goes while no snapshot sees it go (a
+    watcher started after it went, as after the start-up index). The next reconcile of
+    its scope clears the problem: it is not left for a reindex."""
+    root.mkdir()
+    write(root / "ops-bot" / "runbooks" / "broken.pdf", "not a pdf at all")
+    write(root / "ops-bot" / "runbooks" / "kept.pdf", "not a pdf either")
+    first = BucketWatcher(root, store, BucketFolderSource(root), baseline={})
+    first.poll_once()
+    assert {p.path for p in store.status(SCOPE).problems} == {"broken.pdf", "kept.pdf"}
+
+    (root / "ops-bot" / "runbooks" / "broken.pdf").unlink()
+    watcher = BucketWatcher(root, store, BucketFolderSource(root))  # never saw broken.pdf
+    write(root / "ops-bot" / "runbooks" / "new.md", "# New\n\nfresh")
+    watcher.poll_once()
+
+    assert [p.path for p in store.status(SCOPE).problems] == ["kept.pdf"]
+    assert paths(store, "fresh") == ["new.md"]
+
+
+def test_the_start_up_index_clears_the_problem_of_a_file_gone_while_nothing_watched(
+    root: Path, store: MemoryKnowledgeStore
+) -> None:
+    root.mkdir()
+    write(root / "ops-bot" / "runbooks" / "broken.pdf", "not a pdf at all")
+    write(root / "ops-bot" / "runbooks" / "kept.pdf", "not a pdf either")
+    BucketWatcher(root, store, BucketFolderSource(root), baseline={}).synchronize([SCOPE])
+    assert {p.path for p in store.status(SCOPE).problems} == {"broken.pdf", "kept.pdf"}
+
+    (root / "ops-bot" / "runbooks" / "broken.pdf").unlink()  # while the server was down
+    BucketWatcher(root, store, BucketFolderSource(root), baseline={}).synchronize([SCOPE])
+
+    assert [p.path for p in store.status(SCOPE).problems] == ["kept.pdf"]

@@ -62,6 +62,7 @@ from knowledge.model import (
     DEFAULT_MAX_CHUNKS_PER_DOCUMENT,
     DEFAULT_MAX_RESULTS,
     IndexResult,
+    IndexStatus,
     SearchMode,
     SearchQuery,
     SearchResult,
@@ -78,6 +79,7 @@ __all__ = [
     "ApiResponse",
     "KnowledgeApi",
     "ReindexScope",
+    "StatusOf",
     "document_path_segment",
     "error_response",
     "parse_documents_query",
@@ -117,6 +119,9 @@ DOCUMENTS_PARAMETERS = ("limit", "cursor")
 """The query parameters of the documents listing; any other is a 400."""
 
 ReindexScope = Callable[[KnowledgeScope], IndexResult]
+StatusOf = Callable[[KnowledgeScope, IndexStatus], IndexStatus]
+"""What the status route answers for a scope, given the store's status (``kb serve``
+adds the progress of its start-up index)."""
 """Re-indexes one scope from its source (the local folder, the S3 prefix)."""
 
 
@@ -464,7 +469,8 @@ class KnowledgeApi:
 
     ``reindex`` re-indexes a scope from wherever its documents live; without it the
     reindex route answers 503 (not configured). ``default_mode`` is the mode used when
-    a request names none (``None``: the store's default). Every method returns an
+    a request names none (``None``: the store's default). ``status``, if given, turns the
+    store's status of a scope into what the status route answers. Every method returns an
     ``ApiResponse`` and never raises.
     """
 
@@ -474,10 +480,12 @@ class KnowledgeApi:
         *,
         reindex: ReindexScope | None = None,
         default_mode: SearchMode | None = None,
+        status: StatusOf | None = None,
     ) -> None:
         self._store = store
         self._reindex = reindex
         self._default_mode = default_mode
+        self._status_of = status
 
     @property
     def store(self) -> KnowledgeStore:
@@ -522,6 +530,8 @@ class KnowledgeApi:
         try:
             scope = KnowledgeScope(path_segment("agent", agent), path_segment("context", context))
             status = self._store.status(scope)
+            if self._status_of is not None:
+                status = self._status_of(scope, status)
             return ApiResponse(200, {"agent": agent, "context": context, **status.to_dict()})
         except Exception as exc:
             return error_response(exc, request_id)

@@ -6,6 +6,10 @@ passes ``limits.max_unpacked_bytes``. Memory stays at one step; time is bounded 
 cap. Over the cap, an archive that expands more than ``_BOMB_RATIO`` times its size is an
 ``archive bomb``, a merely big one is ``too large``. A password-protected Office file is
 not a zip but an OLE container: that is said as such.
+
+``open_office_package`` is how docx, pptx and xlsx open their file: the archive check,
+then the library (imported on first use), with what it raises on a damaged package
+said as ``corrupt``; ``core_title`` reads the title from the core properties.
 """
 
 from __future__ import annotations
@@ -13,6 +17,8 @@ from __future__ import annotations
 import io
 import zipfile
 import zlib
+from collections.abc import Callable
+from typing import IO, Any, TypeVar
 
 from knowledge.errors import ExtractionError
 from knowledge.extraction.base import (
@@ -23,7 +29,12 @@ from knowledge.extraction.base import (
     too_large,
 )
 
-__all__ = ["check_office_archive"]
+__all__ = ["check_office_archive", "core_title", "open_office_package"]
+
+T = TypeVar("T")
+# What the libraries raise on a damaged package: lxml's XMLSyntaxError is a SyntaxError,
+# a missing part a KeyError.
+_UNREADABLE: tuple[type[Exception], ...] = (KeyError, ValueError, SyntaxError)
 
 _STEP = 1024 * 1024
 _MAX_MEMBERS = 10_000
@@ -74,3 +85,27 @@ def _over_cap(packed: int, cap: int) -> ExtractionError:
             f"{human_size(cap)} (over {cap // max(packed, 1)}x)"
         )
     return too_large(f"more than {human_size(cap)} uncompressed")
+
+
+def open_office_package(
+    data: bytes,
+    limits: ExtractionLimits,
+    kind: str,
+    description: str,
+    load: Callable[[], tuple[Callable[[IO[bytes]], T], tuple[type[Exception], ...]]],
+) -> T:
+    """Check the archive, then open it with the opener ``load`` returns (``load`` imports
+    the library, so it is imported only when such a file comes); the opener's errors
+    (``KeyError``, ``ValueError``, ``SyntaxError`` and those ``load`` names) are
+    ``corrupt``: "not a readable <description>"."""
+    check_office_archive(data, limits, kind)
+    opener, errors = load()
+    try:
+        return opener(io.BytesIO(data))
+    except (*_UNREADABLE, *errors) as exc:
+        raise corrupt(f"not a readable {description} ({type(exc).__name__}: {exc})") from exc
+
+
+def core_title(properties: Any) -> str | None:
+    """The title of the package's core properties, or None when it is blank."""
+    return (properties.title or "").strip() or None

@@ -7,25 +7,19 @@
 - a table is one block per row, its cells joined with `` | `` (merged cells once);
 - empty paragraphs are dropped.
 
-The archive is checked first (``archive.check_office_archive``: zip bombs, encrypted
+The archive is checked first (``archive.open_office_package``: zip bombs, encrypted
 files). The document's title is its core property ``title``, else the first heading.
 """
 
 from __future__ import annotations
 
-import io
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from types import MappingProxyType
-from typing import Any
+from typing import IO, Any
 
-from knowledge.extraction.archive import check_office_archive
-from knowledge.extraction.base import (
-    Block,
-    ExtractedDocument,
-    ExtractionLimits,
-    corrupt,
-)
+from knowledge.extraction.archive import core_title, open_office_package
+from knowledge.extraction.base import Block, ExtractedDocument, ExtractionLimits
 
 __all__ = ["extract"]
 
@@ -34,22 +28,20 @@ _HEADING_STYLE = re.compile(r"heading\s*([1-9])", re.IGNORECASE)
 
 
 def extract(data: bytes, limits: ExtractionLimits, source_type: str) -> ExtractedDocument:
-    check_office_archive(data, limits, "docx")
-    import docx
-    from docx.opc.exceptions import PackageNotFoundError
-
-    try:
-        document = docx.Document(io.BytesIO(data))
-    except (PackageNotFoundError, KeyError, ValueError, SyntaxError) as exc:
-        # lxml's XMLSyntaxError is a SyntaxError; a missing part is a KeyError.
-        raise corrupt(f"not a readable Word document ({type(exc).__name__}: {exc})") from exc
-    title = (document.core_properties.title or "").strip() or None
+    document = open_office_package(data, limits, "docx", "Word document", _load)
     return ExtractedDocument(
         source_type=source_type,
         content_type=_CONTENT_TYPE,
         blocks=_blocks(document),
-        title=title,
+        title=core_title(document.core_properties),
     )
+
+
+def _load() -> tuple[Callable[[IO[bytes]], Any], tuple[type[Exception], ...]]:
+    import docx
+    from docx.opc.exceptions import PackageNotFoundError
+
+    return docx.Document, (PackageNotFoundError,)
 
 
 def _blocks(document: Any) -> Iterator[Block]:

@@ -8,13 +8,12 @@ speaker notes, prefixed ``Notes:``. Slides without any text give nothing.
 
 from __future__ import annotations
 
-import io
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from types import MappingProxyType
-from typing import Any
+from typing import IO, Any
 
-from knowledge.extraction.archive import check_office_archive
-from knowledge.extraction.base import Block, ExtractedDocument, ExtractionLimits, corrupt
+from knowledge.extraction.archive import core_title, open_office_package
+from knowledge.extraction.base import Block, ExtractedDocument, ExtractionLimits
 
 __all__ = ["extract"]
 
@@ -22,21 +21,20 @@ _CONTENT_TYPE = "application/vnd.openxmlformats-officedocument.presentationml.pr
 
 
 def extract(data: bytes, limits: ExtractionLimits, source_type: str) -> ExtractedDocument:
-    check_office_archive(data, limits, "pptx")
-    import pptx
-    from pptx.exc import PackageNotFoundError
-
-    try:
-        presentation = pptx.Presentation(io.BytesIO(data))
-    except (PackageNotFoundError, KeyError, ValueError, SyntaxError) as exc:
-        raise corrupt(f"not a readable PowerPoint file ({type(exc).__name__}: {exc})") from exc
-    title = (presentation.core_properties.title or "").strip() or None
+    presentation = open_office_package(data, limits, "pptx", "PowerPoint file", _load)
     return ExtractedDocument(
         source_type=source_type,
         content_type=_CONTENT_TYPE,
         blocks=_blocks(presentation),
-        title=title,
+        title=core_title(presentation.core_properties),
     )
+
+
+def _load() -> tuple[Callable[[IO[bytes]], Any], tuple[type[Exception], ...]]:
+    import pptx
+    from pptx.exc import PackageNotFoundError
+
+    return pptx.Presentation, (PackageNotFoundError,)
 
 
 def _blocks(presentation: Any) -> Iterator[Block]:

@@ -5,18 +5,18 @@ One section per worksheet (``sheet`` = its name); each data row is one block
 chunk cites ``row_start``/``row_end``. ``load_workbook(read_only=True, data_only=True)``
 reads a sheet's XML as the rows are asked for (cached values of formulas, not the
 formulas), so a 100k-row sheet is never in memory whole. The archive is checked first
-(``archive.check_office_archive``).
+(``archive.open_office_package``).
 """
 
 from __future__ import annotations
 
-import io
+import functools
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from types import MappingProxyType
-from typing import Any
+from typing import IO, Any
 
-from knowledge.extraction.archive import check_office_archive
+from knowledge.extraction.archive import core_title, open_office_package
 from knowledge.extraction.base import Block, ExtractedDocument, ExtractionLimits, corrupt
 from knowledge.extraction.rows import row_blocks
 
@@ -26,21 +26,21 @@ _CONTENT_TYPE = "application/vnd.openxmlformats-officedocument.spreadsheetml.she
 
 
 def extract(data: bytes, limits: ExtractionLimits, source_type: str) -> ExtractedDocument:
-    check_office_archive(data, limits, "xlsx")
-    import openpyxl
-
-    try:
-        workbook = openpyxl.load_workbook(io.BytesIO(data), read_only=True, data_only=True)
-    except (zipfile.BadZipFile, KeyError, ValueError, TypeError, SyntaxError, OSError) as exc:
-        raise corrupt(f"not a readable Excel workbook ({type(exc).__name__}: {exc})") from exc
-    title = (workbook.properties.title or "").strip() or None
+    workbook = open_office_package(data, limits, "xlsx", "Excel workbook", _load)
     return ExtractedDocument(
         source_type=source_type,
         content_type=_CONTENT_TYPE,
         blocks=_blocks(workbook),
         position_key="row",
-        title=title,
+        title=core_title(workbook.properties),
     )
+
+
+def _load() -> tuple[Callable[[IO[bytes]], Any], tuple[type[Exception], ...]]:
+    import openpyxl
+
+    opener = functools.partial(openpyxl.load_workbook, read_only=True, data_only=True)
+    return opener, (zipfile.BadZipFile, TypeError, OSError)
 
 
 def _blocks(workbook: Any) -> Iterator[Block]:

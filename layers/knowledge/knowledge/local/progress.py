@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import replace
 from typing import TextIO
 
-from knowledge.model import FileProblem, IndexOptions, IndexProgress
+from knowledge.model import FileProblem, IndexOptions, IndexProgress, IndexState, IndexStatus
 from knowledge.scope import KnowledgeScope
 from knowledge.source import SourceDocument
 from knowledge.sources import Listing
@@ -75,7 +75,8 @@ class IndexingProgress:
     way); ``begin`` names every scope of the run and its document total; ``advance``
     counts one document; ``finish_scope`` marks a scope done (its count jumps to its
     total: documents skipped without a read count too); ``end`` closes the run. A scope
-    is *pending* from ``begin`` until ``finish_scope`` or ``end``.
+    is *pending* from ``begin`` until ``finish_scope`` or ``end``. ``status`` is what the
+    status route answers for a scope: ``INDEXING`` while listing or while it is pending.
     """
 
     def __init__(self) -> None:
@@ -146,6 +147,27 @@ class IndexingProgress:
     def overall(self) -> IndexProgress:
         with self._lock:
             return IndexProgress(sum(self._done.values()), sum(self._totals.values()))
+
+    def status(self, scope: KnowledgeScope, status: IndexStatus) -> IndexStatus:
+        """The store's ``status`` of ``scope`` as the run sees it: ``INDEXING`` while the
+        folders are listed, and with the scope's counts while it is pending."""
+        if self.listing:
+            return replace(
+                status,
+                state=IndexState.INDEXING,
+                message="start-up index: listing the folders",
+                progress=None,
+            )
+        progress = self.of(scope)
+        if progress is None:
+            return status
+        return replace(
+            status,
+            state=IndexState.INDEXING,
+            message=f"start-up index: {progress.documents_done} of "
+            f"{progress.documents_total} documents",
+            progress=progress,
+        )
 
 
 class ProgressBar:

@@ -31,7 +31,6 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import replace
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -39,7 +38,6 @@ from types import FrameType
 from typing import Any, TextIO
 
 from knowledge.api import MAX_BODY_BYTES, ApiResponse, KnowledgeApi, error_response
-from knowledge.documents import DEFAULT_DOCUMENTS_LIMIT, DocumentPage, IndexedDocument
 from knowledge.errors import (
     ConfigurationError,
     InvalidScopeError,
@@ -52,14 +50,9 @@ from knowledge.local.watcher import BucketWatcher, IndexingStopped
 from knowledge.model import (
     IndexOptions,
     IndexResult,
-    IndexState,
-    IndexStatus,
     SearchMode,
-    SearchQuery,
-    SearchResult,
 )
 from knowledge.scope import KnowledgeScope
-from knowledge.source import DocumentSource, SourceDocument
 from knowledge.sources.local import SYMLINK_OUTSIDE_SCOPE, BucketFolderSource
 from knowledge.store import KnowledgeStore
 
@@ -279,89 +272,6 @@ def _printable(text: str) -> str:
     return json.dumps(text, ensure_ascii=True)[1:-1] if not text.isprintable() else text
 
 
-class _ProgressStatusStore:
-    """The server's store as the API sees it: while the start-up index has not reached a
-    scope, its status says ``INDEXING`` with the progress of its documents."""
-
-    def __init__(self, store: KnowledgeStore, progress: IndexingProgress) -> None:
-        self._store = store
-        self._progress = progress
-
-    @property
-    def name(self) -> str:
-        return self._store.name
-
-    @property
-    def supported_modes(self) -> frozenset[SearchMode]:
-        return self._store.supported_modes
-
-    @property
-    def default_mode(self) -> SearchMode:
-        return self._store.default_mode
-
-    def index(
-        self, scope: KnowledgeScope, source: DocumentSource, options: IndexOptions | None = None
-    ) -> IndexResult:
-        return self._store.index(scope, source, options)
-
-    def reindex(
-        self, scope: KnowledgeScope, source: DocumentSource, options: IndexOptions | None = None
-    ) -> IndexResult:
-        return self._store.reindex(scope, source, options)
-
-    def upsert_document(
-        self,
-        scope: KnowledgeScope,
-        document: SourceDocument,
-        options: IndexOptions | None = None,
-    ) -> IndexResult:
-        return self._store.upsert_document(scope, document, options)
-
-    def delete_document(self, scope: KnowledgeScope, path: str, version: str | None = None) -> bool:
-        return self._store.delete_document(scope, path, version)
-
-    def search(self, scope: KnowledgeScope, query: SearchQuery) -> list[SearchResult]:
-        return self._store.search(scope, query)
-
-    def status(self, scope: KnowledgeScope) -> IndexStatus:
-        status = self._store.status(scope)
-        if self._progress.listing:
-            return replace(
-                status,
-                state=IndexState.INDEXING,
-                message="start-up index: listing the folders",
-                progress=None,
-            )
-        progress = self._progress.of(scope)
-        if progress is None:
-            return status
-        return replace(
-            status,
-            state=IndexState.INDEXING,
-            message=f"start-up index: {progress.documents_done} of "
-            f"{progress.documents_total} documents",
-            progress=progress,
-        )
-
-    def list_scopes(self) -> list[KnowledgeScope]:
-        return self._store.list_scopes()
-
-    def list_documents(
-        self,
-        scope: KnowledgeScope,
-        *,
-        limit: int = DEFAULT_DOCUMENTS_LIMIT,
-        cursor: str | None = None,
-    ) -> DocumentPage:
-        return self._store.list_documents(scope, limit=limit, cursor=cursor)
-
-    def get_document(self, scope: KnowledgeScope, path: str) -> IndexedDocument | None:
-        return self._store.get_document(scope, path)
-
-    def close(self) -> None:
-        self._store.close()
-
-
 class LocalServer:
     """The local stack: the HTTP API, a start-up index in the background, a folder watcher.
 
@@ -400,9 +310,10 @@ class LocalServer:
         self._write_lock = threading.Lock()
         self.progress = IndexingProgress()
         self.api = KnowledgeApi(
-            _ProgressStatusStore(store, self.progress),
+            store,
             reindex=self._reindex_scope,
             default_mode=default_mode,
+            status=self.progress.status,  # INDEXING while the start-up index runs
         )
         self._http: _ApiHttpServer | None = None
         self._http_thread: threading.Thread | None = None

@@ -8,8 +8,10 @@ store holds that the listing no longer has is deleted. Deletions are decided aga
 the store's own documents, not against the previous snapshot, so a file that comes and
 goes between a snapshot and a listing can never leave a stale document behind; and a
 key the listing saw but the snapshot did not (or whose write failed) is remembered as
-*dirty*, so the next poll looks at it again. After changes stop, one or two polls leave
-the index equal to the folder.
+*dirty*, so the next poll looks at it again. A problem recorded for a file that is gone
+from the folder (also one gone without a delete event) is cleared by the next reconcile of
+its scope, and by the start-up index. After changes stop, one or two polls leave the
+index equal to the folder.
 
 ``synchronize`` is the start-up index: every scope of the folder and every scope the
 store already holds (``KnowledgeStore.list_scopes``), so a scope whose folder vanished
@@ -33,7 +35,7 @@ import logging
 import os
 import stat
 import threading
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Container, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -207,6 +209,9 @@ class BucketWatcher:
                     raise IndexingStopped("stopped before the start-up index finished")
                 with self._write_lock:
                     results[scope] = self._store.index(scope, source, self._options)
+                    # ``index`` keeps the problems of files it no longer lists.
+                    for path in sorted(self._vanished_problems(scope, set(source.paths))):
+                        self._log(self._delete(f"{scope.key}/{path}", scope, path))
                 progress.finish_scope(scope)
                 _log_result(scope, results[scope])
                 for path in source.paths:
@@ -339,6 +344,9 @@ class BucketWatcher:
                 for _, path, deleted in entries
                 if deleted and path not in documents and not path.endswith(SIDECAR_SUFFIX)
             }
+            # A problem of a file gone without a delete event (it went while no snapshot
+            # saw it: before the watcher started, between a snapshot and a listing).
+            gone |= self._vanished_problems(scope, documents.keys() | skipped.keys())
         for path in sorted(gone):
             change = self._delete(prefix + path, scope, path)
             if change.action == "failed":
@@ -354,6 +362,17 @@ class BucketWatcher:
             if folder.is_symlink():
                 return False
         return True
+
+    def _vanished_problems(self, scope: KnowledgeScope, listed: Container[str]) -> set[str]:
+        """The paths with a problem in the scope's status that the listing does not have
+        and that no longer exist in the folder (``MAX_STATUS_PROBLEMS`` at a time)."""
+        try:
+            problems = self._store.status(scope).problems
+        except (OSError, KnowledgeError) as exc:
+            logger.warning("cannot read the problems of %s: %s", scope, exc)
+            return set()
+        folder = self._root / scope.agent / scope.context
+        return {p.path for p in problems if p.path not in listed and _gone(folder / p.path)}
 
     def _stored_paths(self, scope: KnowledgeScope) -> set[str] | None:
         if isinstance(self._store, IndexWriter):
@@ -408,6 +427,17 @@ class BucketWatcher:
         thread, self._thread = self._thread, None
         if thread is not None:
             thread.join(timeout)
+
+
+def _gone(path: Path) -> bool:
+    """True only if ``path`` does not exist (a folder that cannot be read says nothing)."""
+    try:
+        path.lstat()
+    except (FileNotFoundError, NotADirectoryError):
+        return True
+    except OSError:
+        return False
+    return False
 
 
 def _log_result(scope: KnowledgeScope, result: IndexResult) -> None:

@@ -2,9 +2,10 @@
 
 - ``serialize`` turns an ``opensearchpy.helpers``-style action into its bulk lines
   (with ``if_seq_no``/``if_primary_term``/``retry_on_conflict`` kept in the meta line);
-- ``send_bulk`` sends them in one request (retried as a whole by the connection on
-  connection errors, 429 and 5xx) and sends the items the node throttled (429) again,
-  with backoff, up to ``max_retries`` times; it returns one answer per action, in order;
+- ``send_bulk`` sends them in one request to ``/<index>/_bulk`` (retried as a whole by
+  the connection on connection errors, 429 and 5xx) and sends the items the node
+  throttled (429) again, with backoff, up to ``max_retries`` times; it returns one
+  answer per action, in order. The index is in the path, never in the action lines;
 - ``BulkSender`` runs requests in order on one background thread, so the caller
   chunks and embeds the next documents while a request is on the wire.
 """
@@ -24,12 +25,12 @@ __all__ = ["BulkSender", "byte_length", "item_ok", "item_reason", "send_bulk", "
 
 R = TypeVar("R")
 
-_META_KEYS = ("_index", "_id", "if_seq_no", "if_primary_term", "retry_on_conflict")
+_META_KEYS = ("_id", "if_seq_no", "if_primary_term", "retry_on_conflict")
 
 
 def serialize(action: Mapping[str, Any], serializer: Any) -> str:
     """An action's bulk lines, newline-terminated (meta line, then the source or the
-    partial update)."""
+    partial update). The meta line names no index: the request's path does."""
     dumps = serializer.dumps
     meta = {key: action[key] for key in _META_KEYS if key in action}
     lines: str = dumps({action["_op_type"]: meta}) + "\n"
@@ -52,21 +53,23 @@ def item_ok(info: Mapping[str, Any]) -> bool:
 
 def send_bulk(
     connection: Connection,
+    index: str,
     actions: Sequence[str],
     action: str,
     *,
     retry: RetryPolicy,
     refresh: str | None = None,
 ) -> list[dict[str, Any]]:
-    """Send serialized actions as one request; the items answered 429 are sent again
-    (backoff, up to ``retry.max_retries`` times) and then answer 429. Returns one answer
-    per action, in order: the item's answer plus ``op`` (its operation)."""
+    """Send serialized actions as one request to ``/<index>/_bulk``; the items answered
+    429 are sent again (backoff, up to ``retry.max_retries`` times) and then answer 429.
+    Returns one answer per action, in order: the item's answer plus ``op`` (its
+    operation)."""
     results: list[dict[str, Any]] = [{} for _ in actions]
     pending = list(range(len(actions)))
     attempt = 0
     while pending:
         body = "".join(actions[i] for i in pending)
-        response = connection.bulk(body, action, refresh=refresh)
+        response = connection.bulk(index, body, action, refresh=refresh)
         items = response.get("items") or []
         if len(items) != len(pending):
             raise StoreError(

@@ -244,9 +244,15 @@ class Connection:
 
         return self.read(action, send)
 
-    def msearch(self, action: str, lines: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    def msearch(
+        self, index: str, action: str, lines: Sequence[Mapping[str, Any]]
+    ) -> dict[str, Any]:
+        """One ``/<index>/_msearch`` on the search path (the lines name no index)."""
+
         def send(client: OpenSearch, timeout: float) -> dict[str, Any]:
-            response: dict[str, Any] = client.msearch(body=list(lines), request_timeout=timeout)
+            response: dict[str, Any] = client.msearch(
+                index=index, body=list(lines), request_timeout=timeout
+            )
             return response
 
         return self.read(action, send)
@@ -264,12 +270,15 @@ class Connection:
         action = f"read {len(record_ids)} document record(s)"
         return queries.parse_records_mget(self.call(action, send))
 
-    def bulk(self, body: str, action: str, *, refresh: str | None = None) -> dict[str, Any]:
-        """One ``_bulk`` request (retried as a whole on connection errors, 429 and 5xx)."""
+    def bulk(
+        self, index: str, body: str, action: str, *, refresh: str | None = None
+    ) -> dict[str, Any]:
+        """One ``/<index>/_bulk`` request (retried as a whole on connection errors, 429 and
+        5xx); the body's action lines name no index."""
 
         def send(client: OpenSearch) -> dict[str, Any]:
             params: dict[str, Any] = {} if refresh is None else {"refresh": refresh}
-            response: dict[str, Any] = client.bulk(body=body, params=params)
+            response: dict[str, Any] = client.bulk(index=index, body=body, params=params)
             return response
 
         return self.call(action, send)

@@ -322,11 +322,13 @@ def vector_search_body(
     }
 
 
-def msearch_body(index: str, bodies: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """``_msearch`` lines: a header naming the index, then the search, for each body."""
+def msearch_body(bodies: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """``_msearch`` lines: an empty header, then the search, for each body. The index is
+    in the request path (``/<index>/_msearch``), never in a header, so the roles need no
+    grant on the domain root and ``rest.action.multi.allow_explicit_index: false`` holds."""
     lines: list[dict[str, Any]] = []
     for body in bodies:
-        lines.append({"index": index})
+        lines.append({})
         lines.append(dict(body))
     return lines
 
@@ -738,30 +740,31 @@ def parse_problems(response: Mapping[str, Any], limit: int) -> list[tuple[str, s
 
 
 # --- bulk actions ---------------------------------------------------------------------
+# No ``_index``: a bulk request names its index in the path (``/<index>/_bulk``, see
+# ``bulk.send_bulk``), so the roles need no grant on the domain root.
 
 
-def bulk_index_action(index: str, doc_id: str | None, source: Mapping[str, Any]) -> dict[str, Any]:
+def bulk_index_action(doc_id: str | None, source: Mapping[str, Any]) -> dict[str, Any]:
     """An ``opensearchpy.helpers`` index action; ``doc_id=None`` lets the server pick the id."""
-    action: dict[str, Any] = {"_op_type": "index", "_index": index, "_source": dict(source)}
+    action: dict[str, Any] = {"_op_type": "index", "_source": dict(source)}
     if doc_id is not None:
         action["_id"] = doc_id
     return action
 
 
-def bulk_delete_action(index: str, doc_id: str) -> dict[str, Any]:
-    return {"_op_type": "delete", "_index": index, "_id": doc_id}
+def bulk_delete_action(doc_id: str) -> dict[str, Any]:
+    return {"_op_type": "delete", "_id": doc_id}
 
 
 def bulk_record_action(
-    index: str, record_id: str, source: Mapping[str, Any], condition: RecordState | None
+    record_id: str, source: Mapping[str, Any], condition: RecordState | None
 ) -> dict[str, Any]:
     """Write a document record only if it is still what was read: ``create`` when there
     was none, else ``index`` with ``if_seq_no``/``if_primary_term`` (a 409 otherwise)."""
     if condition is None:
-        return {"_op_type": "create", "_index": index, "_id": record_id, "_source": dict(source)}
+        return {"_op_type": "create", "_id": record_id, "_source": dict(source)}
     return {
         "_op_type": "index",
-        "_index": index,
         "_id": record_id,
         "if_seq_no": condition.seq_no,
         "if_primary_term": condition.primary_term,
@@ -770,12 +773,11 @@ def bulk_record_action(
 
 
 def bulk_problem_action(
-    index: str, record_id: str, fields: Mapping[str, Any], upsert: Mapping[str, Any]
+    record_id: str, fields: Mapping[str, Any], upsert: Mapping[str, Any]
 ) -> dict[str, Any]:
     """Merge a problem into a document's record, or create a problem-only record."""
     return {
         "_op_type": "update",
-        "_index": index,
         "_id": record_id,
         "retry_on_conflict": 3,
         "doc": dict(fields),

@@ -199,15 +199,15 @@ def _search_both(
     keyword_body: dict[str, Any],
     vector_body: dict[str, Any],
 ) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Both hybrid searches: one ``_msearch`` round trip, or two searches if disabled."""
+    """Both hybrid searches: one ``/<index>/_msearch`` round trip, or two searches if disabled."""
     config = connection.config
     if not config.use_msearch:
         return (
             connection.search(index, action, keyword_body),
             connection.search(index, action, vector_body),
         )
-    lines = queries.msearch_body(index, [keyword_body, vector_body])
-    response = connection.msearch(action, lines)
+    lines = queries.msearch_body([keyword_body, vector_body])
+    response = connection.msearch(index, action, lines)
     answers = response.get("responses", [])
     if len(answers) != 2:
         raise StoreError(

@@ -213,7 +213,7 @@ class OpenSearchWriteSession:
                     generation=generation,
                     embedding_key=item.embedding_key,
                 )
-                self._add(queries.bulk_index_action(self._index, chunk_id, source), path)
+                self._add(queries.bulk_index_action(chunk_id, source), path)
                 count += 1
         except BaseException:
             self._drop_generation(
@@ -260,8 +260,8 @@ class OpenSearchWriteSession:
             if state is not None:
                 existed = state.generation is not None
                 for chunk_id in _generation_ids(document_id, state.generation, state.chunk_count):
-                    self._add(queries.bulk_delete_action(self._index, chunk_id), path)
-                self._add(queries.bulk_delete_action(self._index, document_id), path)
+                    self._add(queries.bulk_delete_action(chunk_id), path)
+                self._add(queries.bulk_delete_action(document_id), path)
                 self._wrote = True
         else:
             query = queries.other_generations_query(self._scope, document_id, None)
@@ -271,7 +271,7 @@ class OpenSearchWriteSession:
                 found += self._committed_ids.pop(path, [])
             for doc_id in dict.fromkeys(found):
                 existed = True
-                self._add(queries.bulk_delete_action(self._index, doc_id), path)
+                self._add(queries.bulk_delete_action(doc_id), path)
         with self._state_lock:
             self._rejections.pop(path, None)
         if existed:
@@ -286,14 +286,13 @@ class OpenSearchWriteSession:
         now = datetime.now(UTC)
         if self._client_ids:
             action = queries.bulk_problem_action(
-                self._index,
                 document_id,
                 problem_fields(reason, now),
                 problem_record(self._scope, document_id, path, reason, now),
             )
         else:
             action = queries.bulk_index_action(
-                self._index, None, problem_record(self._scope, document_id, path, reason, now)
+                None, problem_record(self._scope, document_id, path, reason, now)
             )
         self._add(action, path)
         self._wrote = True
@@ -384,7 +383,7 @@ class OpenSearchWriteSession:
             with self._state_lock:
                 ids = self._server_ids.pop(path, [])
         for chunk_id in ids:
-            self._add(queries.bulk_delete_action(self._index, chunk_id), path)
+            self._add(queries.bulk_delete_action(chunk_id), path)
 
     # --- the sender thread -----------------------------------------------------------------
 
@@ -401,6 +400,7 @@ class OpenSearchWriteSession:
             try:
                 answers = send_bulk(
                     self._connection,
+                    self._index,
                     request.actions,
                     action,
                     retry=retry,
@@ -472,9 +472,7 @@ class OpenSearchWriteSession:
                     )
                     cleanup.extend(self._own_ids(commit))
                     continue
-                record = queries.bulk_record_action(
-                    self._index, commit.document_id, commit.record, state
-                )
+                record = queries.bulk_record_action(commit.document_id, commit.record, state)
                 actions.append(serialize(record, self._serializer))
                 decided.append((commit, state))
             if not actions:
@@ -486,7 +484,12 @@ class OpenSearchWriteSession:
             last = refresh if not cleanup and not replaces else None
             try:
                 answers = send_bulk(
-                    self._connection, actions, action, retry=self._connection.retry, refresh=last
+                    self._connection,
+                    self._index,
+                    actions,
+                    action,
+                    retry=self._connection.retry,
+                    refresh=last,
                 )
                 self._refreshed = self._refreshed or last is not None
             except StoreUnavailableError:
@@ -521,11 +524,12 @@ class OpenSearchWriteSession:
         if not commits:
             return []
         actions = [
-            serialize(queries.bulk_index_action(self._index, None, c.record), self._serializer)
-            for c in commits
+            serialize(queries.bulk_index_action(None, c.record), self._serializer) for c in commits
         ]
         try:
-            answers = send_bulk(self._connection, actions, action, retry=self._connection.retry)
+            answers = send_bulk(
+                self._connection, self._index, actions, action, retry=self._connection.retry
+            )
         except StoreUnavailableError:
             raise
         except KnowledgeError as exc:
@@ -557,11 +561,15 @@ class OpenSearchWriteSession:
         self, cleanup: Sequence[tuple[str, str]], action: str, refresh: str | None
     ) -> None:
         lines = [
-            serialize(queries.bulk_delete_action(self._index, doc_id), self._serializer)
-            for _, doc_id in cleanup
+            serialize(queries.bulk_delete_action(doc_id), self._serializer) for _, doc_id in cleanup
         ]
         answers = send_bulk(
-            self._connection, lines, action, retry=self._connection.retry, refresh=refresh
+            self._connection,
+            self._index,
+            lines,
+            action,
+            retry=self._connection.retry,
+            refresh=refresh,
         )
         self._refreshed = self._refreshed or refresh is not None
         for (path, _), info in zip(cleanup, answers, strict=True):
@@ -603,11 +611,8 @@ class OpenSearchWriteSession:
         if self._serverless:
             ids = connection.find_ids(self._index, query, action)
             if ids:
-                lines = [
-                    serialize(queries.bulk_delete_action(self._index, i), self._serializer)
-                    for i in ids
-                ]
-                send_bulk(connection, lines, action, retry=connection.retry)
+                lines = [serialize(queries.bulk_delete_action(i), self._serializer) for i in ids]
+                send_bulk(connection, self._index, lines, action, retry=connection.retry)
             return
         if connection.delete_by_query(self._index, query, action) and self._wait_for:
             connection.refresh(self._index)  # once per reindex, so it is searchable at once
