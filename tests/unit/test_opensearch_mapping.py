@@ -297,3 +297,25 @@ def test_an_index_of_another_keyword_analysis_is_refused(
         check_layout(layout, "kb", vector_dimensions=dimensions, embedding_model="hashing")
     assert "reindex" in str(caught.value)
     assert ANALYSIS in str(caught.value)
+
+
+def test_hnsw_parameters_go_into_the_method_and_are_read_back() -> None:
+    body = index_body(
+        vector_dimensions=16, embedding_model="hashing", hnsw_m=24, hnsw_ef_construction=200
+    )
+    method = body["mappings"]["properties"]["embedding"]["method"]
+    assert method == {
+        "name": "hnsw",
+        "engine": "lucene",
+        "space_type": "cosinesimil",
+        "parameters": {"m": 24, "ef_construction": 200},
+    }
+    layout = layout_of(_mapping_response(body), "kb")
+    assert (layout.hnsw_m, layout.hnsw_ef_construction) == (24, 200)
+
+
+def test_without_hnsw_parameters_the_engine_chooses() -> None:
+    body = index_body(vector_dimensions=16, embedding_model="hashing")
+    assert "parameters" not in body["mappings"]["properties"]["embedding"]["method"]
+    layout = layout_of(_mapping_response(body), "kb")
+    assert (layout.hnsw_m, layout.hnsw_ef_construction) == (None, None)

@@ -43,7 +43,19 @@ Environment (``OpenSearchConfig.from_env``):
 ``OPENSEARCH_INDEX_PER_AGENT``     ``true``: strict per-agent isolation, one index per
                                    agent (``<index>-agent-<agent>``), so term statistics
                                    never mix agents (default ``false``: one shared index)
+``OPENSEARCH_HNSW_M``              HNSW ``m`` (links per node) of a new index (default 16)
+``OPENSEARCH_HNSW_EF_CONSTRUCTION`` HNSW ``ef_construction`` of a new index (default 100)
+``OPENSEARCH_EF_SEARCH``           HNSW ``ef_search`` sent with every vector query
+                                   (``method_parameters``; default 100; ``0``: send none,
+                                   the engine then searches with ``ef = k``)
 =================================  =====================================================
+
+The HNSW defaults come from ``bench/scale.py`` (``bench/REPORT.md``, "OpenSearch at
+scale"; ``docs/sizing.md``): without ``ef_search`` the lucene engine searches with
+``ef = k`` and a 50,000-chunk scope's vector recall@10 against exact search falls to
+about 0.7; ``ef_search`` 100 lifts it for a millisecond or two. ``m`` and
+``ef_construction`` are fixed when the index is created (changing them needs a reindex);
+``ef_search`` applies to the next query.
 """
 
 from __future__ import annotations
@@ -62,6 +74,9 @@ from knowledge.model import SearchMode
 
 __all__ = [
     "AUTH_MODES",
+    "DEFAULT_EF_SEARCH",
+    "DEFAULT_HNSW_EF_CONSTRUCTION",
+    "DEFAULT_HNSW_M",
     "DEFAULT_INDEX_NAME",
     "SERVICES",
     "VECTOR_ENGINES",
@@ -77,6 +92,11 @@ DEFAULT_INDEX_NAME = "knowledge"
 _INDEX_NAME = re.compile(r"[a-z0-9][a-z0-9._-]{0,254}")
 _MAX_VECTOR_DIMENSIONS = 16_000
 _MAX_PER_AGENT_PREFIX = 255 - len("-agent-") - 2 * 64  # an agent name may double in length
+DEFAULT_HNSW_M = 16
+DEFAULT_HNSW_EF_CONSTRUCTION = 100
+DEFAULT_EF_SEARCH = 100
+_HNSW_M_RANGE = (2, 100)  # the k-NN plugin's bounds for m
+_EF_RANGE = (2, 10_000)
 _INTERVAL = re.compile(r"[1-9][0-9]{0,5}(ms|s|m)")
 _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("0", "false", "no", "off")
@@ -146,6 +166,9 @@ class OpenSearchConfig:
     refresh_interval: str = "1s"
     wait_for_refresh: bool = False
     index_per_agent: bool = False
+    hnsw_m: int = DEFAULT_HNSW_M
+    hnsw_ef_construction: int = DEFAULT_HNSW_EF_CONSTRUCTION
+    ef_search: int = DEFAULT_EF_SEARCH
 
     def __post_init__(self) -> None:
         url = self.url.strip().rstrip("/") if isinstance(self.url, str) else ""
@@ -273,6 +296,17 @@ class OpenSearchConfig:
                 )
         if self.client_ids is None:
             object.__setattr__(self, "client_ids", self.service != "aoss")
+        hnsw_ranges = {
+            "hnsw_m": _HNSW_M_RANGE,
+            "hnsw_ef_construction": _EF_RANGE,
+            "ef_search": (0, _EF_RANGE[1]),
+        }
+        for name, (low, high) in hnsw_ranges.items():
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+                raise ConfigurationError(
+                    f"opensearch {name}: must be an integer in {low}..{high}, got {value!r}"
+                )
         for name in ("number_of_shards", "number_of_replicas"):
             value = getattr(self, name)
             if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
@@ -368,6 +402,9 @@ class OpenSearchConfig:
             "search_timeout": ("OPENSEARCH_SEARCH_TIMEOUT", float),
             "search_max_retries": ("OPENSEARCH_SEARCH_MAX_RETRIES", int),
             "search_budget": ("OPENSEARCH_SEARCH_BUDGET", float),
+            "hnsw_m": ("OPENSEARCH_HNSW_M", int),
+            "hnsw_ef_construction": ("OPENSEARCH_HNSW_EF_CONSTRUCTION", int),
+            "ef_search": ("OPENSEARCH_EF_SEARCH", int),
         }
         for key, (var, kind) in number_settings.items():
             value = get(var)
