@@ -1,7 +1,9 @@
 """HNSW parameters and small-scope exactness on the real node (issue 13 item 3).
 
 - the index a store creates carries the configured ``m`` and ``ef_construction`` (read
-  back from the node's own ``_mapping``);
+  back from the node's own ``_mapping``), and with ``vector_derived_source`` the k-NN
+  derived-source setting, its vectors still readable from ``_source`` (the reuse tests
+  of ``test_embedding_reuse`` also run on such an index);
 - every vector query (vector and hybrid modes) carries the configured ``ef_search``
   (seen at the wire, by the loopback proxy of ``faults``) and the node accepts it;
 - a small scope inside a bigger shared index gets exact results: the store's vector
@@ -80,6 +82,25 @@ def test_the_created_index_carries_the_configured_hnsw_parameters(
     mapping = _get(f"{opensearch_url}/{index_name}/_mapping")[index_name]["mappings"]
     method = mapping["properties"]["embedding"]["method"]
     assert method["parameters"] == {"m": 24, "ef_construction": 64}
+
+
+def test_derived_source_keeps_vectors_out_of_source_yet_readable(
+    opensearch_url: str, index_name: str
+) -> None:
+    store = _store(opensearch_url, index_name, vector_derived_source=True)
+    try:
+        store.index(SMALL, WordsSource(3, seed=1))
+    finally:
+        store.close()
+    flat = f"{opensearch_url}/{index_name}/_settings?flat_settings=true"
+    settings = _get(flat)[index_name]["settings"]
+    assert settings["index.knn.derived_source.enabled"] == "true"
+    hits = _get(
+        f"{opensearch_url}/{index_name}/_search",
+        {"query": {"exists": {"field": "embedding"}}, "_source": ["embedding"]},
+    )["hits"]["hits"]
+    assert len(hits) == 3
+    assert all(len(hit["_source"]["embedding"]) == 64 for hit in hits)
 
 
 @pytest.mark.parametrize("mode", [SearchMode.VECTOR, SearchMode.HYBRID])

@@ -375,3 +375,12 @@ def test_bad_hnsw_environment_names_the_variable() -> None:
         OpenSearchConfig.from_env(
             {"OPENSEARCH_URL": "http://localhost:9200", "OPENSEARCH_EF_SEARCH": "many"}
         )
+
+
+def test_vector_derived_source_from_the_environment() -> None:
+    env = {"OPENSEARCH_URL": "http://localhost:9200"}
+    assert OpenSearchConfig.from_env(env).vector_derived_source is False
+    on = OpenSearchConfig.from_env({**env, "OPENSEARCH_VECTOR_DERIVED_SOURCE": "true"})
+    assert on.vector_derived_source is True
+    with pytest.raises(ConfigurationError, match="OPENSEARCH_VECTOR_DERIVED_SOURCE"):
+        OpenSearchConfig.from_env({**env, "OPENSEARCH_VECTOR_DERIVED_SOURCE": "maybe"})

@@ -48,6 +48,11 @@ Environment (``OpenSearchConfig.from_env``):
 ``OPENSEARCH_EF_SEARCH``           HNSW ``ef_search`` sent with every vector query
                                    (``method_parameters``; default 100; ``0``: send none,
                                    the engine then searches with ``ef = k``)
+``OPENSEARCH_VECTOR_DERIVED_SOURCE`` ``true``: a new index keeps vectors out of the stored
+                                   ``_source`` and rebuilds them on read (k-NN 2.19+
+                                   ``index.knn.derived_source.enabled``; about a third
+                                   of the bytes per chunk, reuse still reads them);
+                                   default ``false``; never sent to Serverless
 =================================  =====================================================
 
 The HNSW defaults come from ``bench/scale.py`` (``bench/REPORT.md``, "OpenSearch at
@@ -169,6 +174,7 @@ class OpenSearchConfig:
     hnsw_m: int = DEFAULT_HNSW_M
     hnsw_ef_construction: int = DEFAULT_HNSW_EF_CONSTRUCTION
     ef_search: int = DEFAULT_EF_SEARCH
+    vector_derived_source: bool = False
 
     def __post_init__(self) -> None:
         url = self.url.strip().rstrip("/") if isinstance(self.url, str) else ""
@@ -319,7 +325,7 @@ class OpenSearchConfig:
                 f"opensearch refresh_interval: {self.refresh_interval!r} is not a duration "
                 "like 1s or 500ms"
             )
-        for name in ("wait_for_refresh", "index_per_agent"):
+        for name in ("wait_for_refresh", "index_per_agent", "vector_derived_source"):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigurationError(f"opensearch {name}: must be true or false")
         if self.index_per_agent and len(self.index_name) > _MAX_PER_AGENT_PREFIX:
@@ -419,6 +425,7 @@ class OpenSearchConfig:
             "use_msearch": "OPENSEARCH_MSEARCH",
             "wait_for_refresh": "OPENSEARCH_WAIT_FOR_REFRESH",
             "index_per_agent": "OPENSEARCH_INDEX_PER_AGENT",
+            "vector_derived_source": "OPENSEARCH_VECTOR_DERIVED_SOURCE",
         }
         for key, var in switches.items():
             switch = get(var)

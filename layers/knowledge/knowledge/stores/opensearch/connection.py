@@ -202,6 +202,7 @@ class Connection:
                 refresh_interval=config.refresh_interval,
                 hnsw_m=config.hnsw_m,
                 hnsw_ef_construction=config.hnsw_ef_construction,
+                derived_source=config.vector_derived_source,
             )
 
             def create_index(client: OpenSearch) -> None:

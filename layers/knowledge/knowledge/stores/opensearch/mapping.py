@@ -33,10 +33,14 @@ index built with another one (or before analyses were recorded) is refused with
 new index. It also records the embedding model, so a different provider or dimension
 is refused (``EmbeddingMismatchError``) instead of silently mixing vectors.
 
-Vectors stay in ``_source``: embedding reuse reads them back from there (a chunk's
-``embedding_key`` and ``embedding``, ``queries.stored_vectors_body``); ``knn_vector``
-fields cannot be read back otherwise. Excluding them from ``_source`` would save about
-two thirds of the stored bytes and cost every edit a full re-embedding.
+Embedding reuse reads a chunk's ``embedding_key`` and vector back from ``_source``
+(``queries.stored_vectors_body``): ``knn_vector`` fields have no doc values to read them
+from otherwise, so ``_source.excludes`` would cost every edit a full re-embedding (and,
+measured in ``bench/scale.py``, saves nothing while the node keeps a recovery copy of
+the full source). ``derived_source=True`` (``OpenSearchConfig.vector_derived_source``)
+sets the k-NN plugin's ``index.knn.derived_source.enabled`` (2.19+): the vector is not
+stored in ``_source`` but rebuilt from the vector index on every read, so reuse keeps
+working and a chunk takes about a third of the bytes (``docs/sizing.md``).
 """
 
 from __future__ import annotations
@@ -204,6 +208,7 @@ def index_body(
     refresh_interval: str | None = None,
     hnsw_m: int | None = None,
     hnsw_ef_construction: int | None = None,
+    derived_source: bool = False,
 ) -> dict[str, Any]:
     """The ``PUT <index>`` body. No vector field when ``vector_dimensions`` is None;
     ``hnsw_m``/``hnsw_ef_construction`` None leave that parameter to the engine.
@@ -211,6 +216,8 @@ def index_body(
     Serverless manages shards, replicas and refreshes itself, so they are never sent there.
     """
     index_settings: dict[str, Any] = {"knn": True}
+    if derived_source and vector_dimensions is not None and not serverless:
+        index_settings["knn.derived_source.enabled"] = True
     if not serverless:
         if refresh_interval is not None:
             index_settings["refresh_interval"] = refresh_interval

@@ -1,0 +1,241 @@
+"""``bench/REPORT.md`` section 9: the OpenSearch store at scale (``bench/scale.py``), and
+the OpenAI request size against the pipeline batch (``bench/embedding_pool.py
+--openai-batch-sweep``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bench.environment import read_result
+from bench.report import Report, _met, _provenance, _table
+
+__all__ = ["scale_section"]
+
+NAME = "scale"
+OPENAI = "embedding-pool-openai-batch"
+TITLE = "## 9. OpenSearch at scale: one index, many scopes (hashing embedder)"
+
+
+def _ms(summary: dict[str, Any]) -> str:
+    return f"{summary['p50']:.1f} / {summary['p95']:.1f}"
+
+
+def _growth(result: dict[str, Any]) -> str:
+    steps = result["steps"]
+    first = steps[0]["chunks_per_s"]
+    rows = []
+    previous_merge = 0
+    for step in steps:
+        facts = step["index"]
+        rows.append(
+            [
+                step["chunks"],
+                step["big_scope_chunks"],
+                step["scopes_indexed"],
+                f"{step['chunks_per_s']:.0f}",
+                f"{step['chunks_per_s'] / first:.2f}",
+                f"{facts['indexing_ms'] / max(facts['docs'], 1):.2f}",
+                facts["deleted_docs"],
+                facts["refreshes"],
+                f"{(facts['merge_ms'] - previous_merge) / 1000:.0f}",
+                facts["segments"],
+                f"{facts['store_bytes'] / max(facts['docs'], 1):.0f}",
+            ]
+        )
+        previous_merge = facts["merge_ms"]
+    header = ["chunks", "big scope", "scopes", "chunks/s (step)", "vs first"]
+    header += ["node ms/doc (cum.)", "deleted docs", "refreshes (cum.)", "merge s (step)"]
+    header += ["segments", "bytes/doc"]
+    return _table(header, rows)
+
+
+def _latency(result: dict[str, Any]) -> str:
+    rows = []
+    for step in result["steps"]:
+        row: list[object] = [step["chunks"]]
+        for group in ("small", "big"):
+            for mode in ("keyword", "vector", "hybrid"):
+                row.append(_ms(step["latency"][group][mode]))
+        rows.append(row)
+    header = ["chunks"]
+    header += [f"{g} {m} p50 / p95 ms" for g in ("small", "big") for m in ("kw", "vec", "hyb")]
+    return _table(header, rows)
+
+
+def _recall(result: dict[str, Any]) -> str:
+    efs = result["ef_search_values"]
+    rows = []
+    for step in result["steps"]:
+        for group in ("small", "big"):
+            recall = step["recall"][group]
+            row: list[object] = [step["chunks"], group]
+            for ef in efs:
+                r = recall[f"ef_{ef}"]
+                row.append(
+                    f"{r['recall_at_10']:.3f} (min {r['min_recall']:.1f}) "
+                    f"{r['knn_ms']['p50']:.1f} ms"
+                )
+            row.append(f"{recall['exact_ms']['p50']:.1f} ms")
+            rows.append(row)
+    header = ["chunks", "scopes"]
+    header += [f"ef_search {ef}" if ef else "no ef_search" for ef in efs]
+    header += ["exact (script_score) p50"]
+    return _table(header, rows)
+
+
+def _interference(result: dict[str, Any]) -> str:
+    inter = result["interference"]
+    rows = []
+    for mode in ("keyword", "vector"):
+        idle, busy = inter["idle"][mode], inter["during_write"][mode]
+        rows.append(
+            [
+                mode,
+                _ms(idle),
+                _ms(busy),
+                f"{busy['p50'] / idle['p50']:.2f}x / {busy['p95'] / idle['p95']:.2f}x",
+            ]
+        )
+    return _table(["mode", "idle p50 / p95 ms", "while writing", "ratio p50 / p95"], rows)
+
+
+def _bytes(result: dict[str, Any]) -> str:
+    measured = result["bytes"]
+    base = measured["vectors_in_source"]["bytes_per_chunk"]
+    rows = []
+    for name in ("vectors_in_source", "source_excludes_vectors", "derived_source"):
+        entry = measured.get(name, {})
+        if "error" in entry:
+            rows.append([name, "refused", "", entry["error"][:80]])
+            continue
+        rows.append(
+            [
+                name,
+                f"{entry['bytes_per_chunk']:.0f}",
+                f"{entry['bytes_per_chunk'] / base:.2f}",
+                "yes" if entry["vector_readable"] else "no",
+            ]
+        )
+    return _table(["layout", "bytes/chunk (1 segment)", "vs in _source", "vector readable"], rows)
+
+
+def _openai() -> str:
+    result = read_result(OPENAI)
+    if result is None:
+        return (
+            "OpenAI request size: missing, run "
+            "`python -m bench embedding-pool --openai-batch-sweep 256,64,32,16`."
+        )
+    rows = []
+    for size, runs in result["by_batch_size"].items():
+        for run in runs:
+            rows.append(
+                [
+                    size,
+                    run["concurrency"],
+                    run["chunks_per_s"],
+                    f"{run['vs_first_sequential']}x",
+                    run["requests"],
+                    run["max_in_flight"],
+                ]
+            )
+    table = _table(
+        ["batch_size", "concurrency", "chunks/s", "vs first row", "requests", "most in flight"],
+        rows,
+        "{:.1f}",
+    )
+    return f"""### 9.1 OpenAI: request size against the pipeline batch
+
+The pipeline hands the embedder {result["pipeline_embed_batch_size"]} texts at a time.
+With the OpenAI provider's old default `batch_size` 256 those go out as one request, so
+the pool (concurrency {result["concurrency"]}) has nothing to run beside it. Same fake
+OpenAI-like server as section 7 ({result["latency_per_call_s"] * 1000:.0f} ms a call +
+{result["latency_per_text_s"] * 1000:.0f} ms a text), {result["documents_sampled"]}
+man pages, each request size at concurrency 1 and {result["concurrency"]}:
+
+{table}
+
+{_provenance(result, OPENAI)}"""
+
+
+def scale_section(report: Report) -> None:
+    result = read_result(NAME)
+    if result is None:
+        report.add(f"{TITLE}\n\nMissing: run `nice -n 10 python -m bench scale --chunks 50000`.")
+        return
+    steps = result["steps"]
+    last = steps[-1]
+    small = last["recall"]["small"]
+    default_ef = 100 if "ef_100" in small else result["ef_search_values"][-1]
+    small_recall = small[f"ef_{default_ef}"]["recall_at_10"]
+    end_vs_start = last["chunks_per_s"] / steps[0]["chunks_per_s"]
+    report.headlines.append(
+        (
+            f"vector recall@10 vs exact, small scopes, {last['chunks']} chunks "
+            f"(ef_search {default_ef})",
+            ">= 0.95",
+            f"{small_recall:.3f}",
+            _met(small_recall >= 0.95),
+        )
+    )
+    report.headlines.append(
+        (
+            f"indexing chunks/s at {last['chunks']} vs at {steps[0]['chunks']} chunks",
+            "within 20%",
+            f"{end_vs_start:.2f}x",
+            _met(end_vs_start >= 0.8),
+        )
+    )
+    inter = result["interference"]
+    bytes_ = result["bytes"]
+    report.add(
+        f"""{TITLE}
+
+One shared index on the real node grows from {steps[0]["chunks"]:,} to
+{last["chunks"]:,} chunks ({len(steps)} steps) over {result["scopes"]:,} scopes, written
+by the product (`OpenSearchKnowledgeStore.index`, one call per scope, hashing embedder,
+{result["chunks_per_document"]} chunks per document). Scope sizes are long-tailed: one
+big scope of {result["big_scope_chunks"]:,} chunks at the end (it grows with the index),
+the rest log-normal with a median of {result["small_scope_median_chunks"]:.0f} chunks.
+"Small" scopes below are those of at most 200 chunks. Run with `nice -n 10` on the
+shared 2-core machine (four other engineers' tests and mutation runs at the same time),
+on a node started for the run (1 GB heap): absolute figures are of a starved machine,
+ratios within the run are what to read. The full 250,000-chunk run is
+`python -m bench scale` (default `--chunks 250000`).
+
+Growth (chunks/s of each step's `index` calls; "node ms/doc" is the node's own
+`index_time_in_millis` per document so far; deleted documents would be replaced or
+wrongly emptied scopes; refreshes are the node's, with no refresh requested by the
+writes):
+
+{_growth(result)}
+
+Search latency, client side through `store.search` (default `ef_search` 100), one query
+per scope, after an untimed warm-up pass:
+
+{_latency(result)}
+
+Vector recall@10 of the product's knn query (filters inside the knn clause, `k` as the
+store asks for 10 results) against exact scoring of the same scope (`script_score` with
+the k-NN plugin's `knn_score`: every chunk of the scope), mean (minimum) over the
+queries, and the knn request's p50:
+
+{_recall(result)}
+
+Another tenant indexing {inter["writer_chunks"]:,} chunks
+({inter["writer_chunks_per_s"]:.0f} chunks/s, {inter["refreshes_during_write"]}
+refreshes, {inter["merge_ms_during_write"] / 1000:.0f} s of merges meanwhile) while
+small scopes are searched in a loop:
+
+{_interference(result)}
+
+Bytes per chunk: {bytes_["chunks"]:,} chunks bulk-written into three indexes with the
+product's mapping, force-merged to one segment. A vector as JSON text in `_source` is
+{bytes_["vector_json_bytes"]:.0f} characters before compression.
+
+{_bytes(result)}
+
+{_provenance(result, NAME)}
+
+{_openai()}"""
+    )
