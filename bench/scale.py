@@ -1,7 +1,8 @@
 """The OpenSearch store at scale: one shared index growing 25x over 1,000 scopes.
 
 Synthetic Markdown (a Zipf vocabulary of pseudo-words, each scope with its own topic
-words; ``CHUNKS_PER_DOCUMENT`` sections per document, one chunk each) is indexed with
+words; ``SECTIONS`` sections per document, about two chunks each with the product's
+chunker: ``chunks_per_document`` measures it) is indexed with
 the product (``OpenSearchKnowledgeStore.index``, hashing embedder) into one index on
 the real node, one ``index`` call per scope. Scope sizes are long-tailed: one big scope
 holds ``--big-share`` of the chunks and the others are log-normal (median ~100 chunks at
@@ -47,6 +48,7 @@ import numpy as np
 from opensearchpy import OpenSearch
 
 from bench.environment import log, opensearch_node, write_result
+from knowledge.chunking import MarkdownSectionChunker
 from knowledge.embedding.hashing import HashingEmbedder
 from knowledge.fusion import candidate_count
 from knowledge.model import DocumentChunk, IndexOptions, SearchMode, SearchQuery
@@ -64,7 +66,7 @@ from knowledge.stores.opensearch.mapping import (
 
 __all__ = ["add_arguments", "main"]
 
-CHUNKS_PER_DOCUMENT = 10
+SECTIONS = 10
 WORDS_PER_CHUNK = 70
 VOCABULARY = 6_000
 STEPS = (0.04, 0.1, 0.2, 0.4, 0.7, 1.0)
@@ -92,7 +94,7 @@ class Corpus:
         rng = np.random.default_rng((self.seed, scope_id, doc))
         topic = np.random.default_rng((self.seed, scope_id)).choice(VOCABULARY, 30)
         sections = []
-        for section in range(CHUNKS_PER_DOCUMENT):
+        for section in range(SECTIONS):
             common = rng.choice(VOCABULARY, WORDS_PER_CHUNK - 15, p=self.p)
             local = rng.choice(topic, 15)
             ids = np.concatenate([common, local])
@@ -104,7 +106,7 @@ class Corpus:
     def query(self, scope_id: int, doc: int, rng: np.random.Generator) -> str:
         """Six words of one section of the document: what an agent might ask."""
         text = self.document(scope_id, doc)
-        section = text.split("## Part ")[1 + int(rng.integers(0, CHUNKS_PER_DOCUMENT))]
+        section = text.split("## Part ")[1 + int(rng.integers(0, SECTIONS))]
         words = section.split("\n\n", 1)[1].rstrip(".\n").split()
         return " ".join(str(w) for w in rng.choice(words, 6, replace=False))
 
@@ -127,9 +129,16 @@ class Plan:
     steps: list[list[tuple[int, int]]]  # per step: (scope id, documents listed)
 
 
-def plan(chunks: int, scopes: int, big_share: float, seed: int) -> Plan:
+def chunks_per_document(corpus: Corpus) -> float:
+    """Chunks the product's default chunker makes of a document, on average."""
+    chunker = MarkdownSectionChunker()
+    counts = [len(list(chunker.chunk("d.md", corpus.document(1, doc)))) for doc in range(20)]
+    return statistics.fmean(counts)
+
+
+def plan(chunks: int, scopes: int, big_share: float, seed: int, per_document: float) -> Plan:
     rng = np.random.default_rng(seed)
-    total_docs = chunks // CHUNKS_PER_DOCUMENT
+    total_docs = round(chunks / per_document)
     big = round(total_docs * big_share)
     raw = rng.lognormal(mean=0.0, sigma=1.0, size=scopes - 1)
     small = np.maximum(1, np.round(raw * (total_docs - big) / raw.sum())).astype(int)
@@ -206,12 +215,10 @@ class Probe:
     """The queries of one step: small scopes and the big scope, each with its text."""
 
     def __init__(
-        self, corpus: Corpus, sizes: list[int], indexed: dict[int, int], count: int, seed: int
+        self, corpus: Corpus, indexed: dict[int, int], per_document: float, count: int, seed: int
     ) -> None:
         rng = np.random.default_rng(seed)
-        small = [
-            s for s, docs in indexed.items() if s != 0 and docs * CHUNKS_PER_DOCUMENT <= SMALL_MAX
-        ]
+        small = [s for s, docs in indexed.items() if s != 0 and docs * per_document <= SMALL_MAX]
         picks = [int(x) for x in rng.choice(small, min(count, len(small)), replace=False)]
         self.groups: dict[str, list[tuple[int, str]]] = {
             "small": [(s, corpus.query(s, int(rng.integers(0, indexed[s])), rng)) for s in picks],
@@ -362,7 +369,7 @@ def bytes_per_chunk(
         scope_id += 1
         scope = scope_of(scope_id)
         for doc in range(10):
-            text = corpus.document(scope_id, doc)
+            text = corpus.document(scope_id, doc)  # bytes: one chunk per section is enough
             path = f"doc-{doc:05d}.md"
             header = DocumentHeader(
                 path=path, document_id=f"{scope_id}-{doc}", content_hash="h", indexed_at=now
@@ -436,14 +443,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace) -> None:
     ef_values = [int(x) for x in str(args.ef_search).split(",")]
     corpus = Corpus(args.seed)
-    schedule = plan(args.chunks, args.scopes, args.big_share, args.seed)
+    per_document = chunks_per_document(corpus)
+    schedule = plan(args.chunks, args.scopes, args.big_share, args.seed, per_document)
     embedder = HashingEmbedder()
     result: dict[str, Any] = {
         "chunks": args.chunks,
         "scopes": args.scopes,
-        "big_scope_chunks": schedule.sizes[0] * CHUNKS_PER_DOCUMENT,
-        "small_scope_median_chunks": statistics.median(schedule.sizes[1:]) * CHUNKS_PER_DOCUMENT,
-        "chunks_per_document": CHUNKS_PER_DOCUMENT,
+        "big_scope_chunks": round(schedule.sizes[0] * per_document),
+        "small_scope_median_chunks": statistics.median(schedule.sizes[1:]) * per_document,
+        "chunks_per_document": per_document,
+        "chunks_per_document_measured": True,
         "ef_search_values": ef_values,
         "steps": [],
     }
@@ -480,7 +489,7 @@ def main(args: argparse.Namespace) -> None:
                 client.indices.refresh(index=index)
                 facts = index_facts(client, index)
                 log(f"step {number}: {total} chunks, {new_chunks / seconds:.0f} chunks/s; {facts}")
-                probe = Probe(corpus, schedule.sizes, indexed, args.queries, args.seed + number)
+                probe = Probe(corpus, indexed, per_document, args.queries, args.seed + number)
                 measured = measure_step(store, client, index, embedder, probe, ef_values)
                 log(f"step {number}: {measured['recall']}")
                 result["steps"].append(
@@ -489,7 +498,7 @@ def main(args: argparse.Namespace) -> None:
                         "new_chunks": new_chunks,
                         "seconds": seconds,
                         "chunks_per_s": new_chunks / seconds,
-                        "big_scope_chunks": indexed[0] * CHUNKS_PER_DOCUMENT,
+                        "big_scope_chunks": round(indexed[0] * per_document),
                         "big_scope_call_seconds": big_seconds,
                         "scopes_indexed": len(indexed),
                         "index": facts,
@@ -497,9 +506,9 @@ def main(args: argparse.Namespace) -> None:
                     }
                 )
             writer_documents = max(
-                1, (args.writer_chunks or args.chunks // 10) // CHUNKS_PER_DOCUMENT
+                1, round((args.writer_chunks or args.chunks // 10) / per_document)
             )
-            probe = Probe(corpus, schedule.sizes, indexed, args.queries, args.seed + 99)
+            probe = Probe(corpus, indexed, per_document, args.queries, args.seed + 99)
             result["interference"] = interference(
                 store, client, index, corpus, probe, writer_documents, args.scopes + 1
             )
