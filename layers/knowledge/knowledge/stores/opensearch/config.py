@@ -46,7 +46,7 @@ Environment (``OpenSearchConfig.from_env``):
 ``OPENSEARCH_HNSW_M``              HNSW ``m`` (links per node) of a new index (default 16)
 ``OPENSEARCH_HNSW_EF_CONSTRUCTION`` HNSW ``ef_construction`` of a new index (default 100)
 ``OPENSEARCH_EF_SEARCH``           HNSW ``ef_search`` sent with every vector query
-                                   (``method_parameters``; default 100; ``0``: send none,
+                                   (``method_parameters``; default 200; ``0``: send none,
                                    the engine then searches with ``ef = k``)
 ``OPENSEARCH_VECTOR_DERIVED_SOURCE`` ``true``: a new index keeps vectors out of the stored
                                    ``_source`` and rebuilds them on read (k-NN 2.19+
@@ -55,12 +55,14 @@ Environment (``OpenSearchConfig.from_env``):
                                    default ``false``; never sent to Serverless
 =================================  =====================================================
 
-The HNSW defaults come from ``bench/scale.py`` (``bench/REPORT.md``, "OpenSearch at
-scale"; ``docs/sizing.md``): without ``ef_search`` the lucene engine searches with
-``ef = k`` and a 50,000-chunk scope's vector recall@10 against exact search falls to
-about 0.7; ``ef_search`` 100 lifts it for a millisecond or two. ``m`` and
-``ef_construction`` are fixed when the index is created (changing them needs a reindex);
-``ef_search`` applies to the next query.
+The HNSW defaults come from ``bench/scale.py`` (``bench/REPORT.md`` section 9,
+``docs/sizing.md``): without ``ef_search`` the lucene engine walks the graph with
+``ef = k`` and a big scope's vector recall@10 against exact search fell to 0.60 (a
+17,500-chunk scope in an 84,000-chunk index, hashing embedder); ``ef_search`` 100, 200,
+400 gave 0.70, 0.84, 0.90, and 400 cost as much as scoring the whole scope exactly.
+Small scopes are exact at any value. ``m`` and ``ef_construction`` are fixed when the
+index is created (changing them needs a reindex); ``ef_search`` applies to the next
+query.
 """
 
 from __future__ import annotations
@@ -99,7 +101,7 @@ _MAX_VECTOR_DIMENSIONS = 16_000
 _MAX_PER_AGENT_PREFIX = 255 - len("-agent-") - 2 * 64  # an agent name may double in length
 DEFAULT_HNSW_M = 16
 DEFAULT_HNSW_EF_CONSTRUCTION = 100
-DEFAULT_EF_SEARCH = 100
+DEFAULT_EF_SEARCH = 200
 _HNSW_M_RANGE = (2, 100)  # the k-NN plugin's bounds for m
 _EF_RANGE = (2, 10_000)
 _INTERVAL = re.compile(r"[1-9][0-9]{0,5}(ms|s|m)")
