@@ -467,6 +467,7 @@ def main(args: argparse.Namespace) -> None:
             search_timeout=30.0,
         )
         store = OpenSearchKnowledgeStore(config, embedder=embedder)
+        result["store_ef_search"] = config.ef_search
         client = OpenSearch(url, timeout=600)  # the bench's own reads: stats, exact, bulk
         indexed: dict[int, int] = {}
         total = 0

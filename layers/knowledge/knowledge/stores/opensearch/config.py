@@ -50,8 +50,8 @@ Environment (``OpenSearchConfig.from_env``):
                                    the engine then searches with ``ef = k``)
 ``OPENSEARCH_VECTOR_DERIVED_SOURCE`` ``true``: a new index keeps vectors out of the stored
                                    ``_source`` and rebuilds them on read (k-NN 2.19+
-                                   ``index.knn.derived_source.enabled``; about a third
-                                   of the bytes per chunk, reuse still reads them);
+                                   ``index.knn.derived_source.enabled``; 0.71x the
+                                   bytes per chunk measured, reuse still reads them);
                                    default ``false``; never sent to Serverless
 =================================  =====================================================
 
