@@ -31,6 +31,8 @@ from knowledge.scope import KnowledgeScope
 from knowledge.source import SourceDocument
 from knowledge.stores.opensearch import OpenSearchConfig, OpenSearchKnowledgeStore
 
+pytestmark = [pytest.mark.integration, pytest.mark.opensearch]
+
 SMALL = KnowledgeScope("tenant-small", "notes")
 BIG = KnowledgeScope("tenant-big", "notes")
 WORDS = [f"w{n:03d}" for n in range(400)]
