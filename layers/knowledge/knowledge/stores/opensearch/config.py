@@ -58,7 +58,7 @@ Environment (``OpenSearchConfig.from_env``):
 The HNSW defaults come from ``bench/scale.py`` (``bench/REPORT.md`` section 9,
 ``docs/sizing.md``): without ``ef_search`` the lucene engine walks the graph with
 ``ef = k`` and a big scope's vector recall@10 against exact search fell to 0.60 (a
-17,500-chunk scope in an 84,000-chunk index, hashing embedder); ``ef_search`` 100, 200,
+16,600-chunk scope in an 84,000-chunk index, hashing embedder); ``ef_search`` 100, 200,
 400 gave 0.70, 0.84, 0.90, and 400 cost as much as scoring the whole scope exactly.
 Small scopes are exact at any value. ``m`` and ``ef_construction`` are fixed when the
 index is created (changing them needs a reindex); ``ef_search`` applies to the next
