@@ -22,22 +22,24 @@ After each step (and a refresh, so every step searches the same data):
   vectors), for each ``--ef-search`` value (0: none sent), with both latencies;
 - index facts: documents, deleted documents, refreshes, merge time, segments, bytes.
 
-Then, on the full index: ``interference``: small-scope keyword and vector searches while
-nothing writes, then while another tenant indexes ``--writer-chunks`` chunks (p50/p95
-of the same queries); and ``bytes``: ``--bytes-chunks`` chunks bulk-written into three
+Then, on the full index: ``interference``: small-scope keyword and vector searches (the
+product's bodies) while nothing writes, then while another tenant indexes
+``--writer-chunks`` chunks from another process (p50/p95 of the same queries, client
+side and the node's ``took``); and ``bytes``: ``--bytes-chunks`` chunks bulk-written into three
 indexes (vectors in ``_source``; ``_source`` excluding them; the k-NN plugin's
 ``derived_source``), force-merged to one segment, bytes per chunk of each.
 
 Run small first: ``nice -n 10 .venv/bin/python -m bench scale --chunks 50000``.
-Writes ``bench/results/scale.json``; ``python -m bench report`` renders it.
+Writes ``bench/results/<--name>.json`` (``scale``); ``python -m bench report`` renders
+it (section 9).
 """
 
 from __future__ import annotations
 
 import argparse
 import math
+import multiprocessing
 import statistics
-import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -56,6 +58,7 @@ from knowledge.scope import KnowledgeScope
 from knowledge.source import SourceDocument
 from knowledge.store import DocumentHeader
 from knowledge.stores.opensearch import OpenSearchConfig, OpenSearchKnowledgeStore, queries
+from knowledge.stores.opensearch.config import DEFAULT_EF_SEARCH
 from knowledge.stores.opensearch.mapping import (
     CHUNK_INDEX,
     DOCUMENT_PATH,
@@ -295,62 +298,78 @@ def index_facts(client: Any, index: str) -> dict[str, Any]:
     }
 
 
+def _write_tenant(url: str, index: str, seed: int, scope_id: int, documents: int, out: Any) -> None:
+    """The other tenant's writer, in its own process (its own interpreter lock)."""
+    store = OpenSearchKnowledgeStore(
+        OpenSearchConfig(url=url, index_name=index, timeout=120.0), embedder=HashingEmbedder()
+    )
+    started = time.perf_counter()
+    result = store.index(
+        scope_of(scope_id), CorpusSource(Corpus(seed), scope_id, documents), OPTIONS
+    )
+    out.put((result.indexed_chunks, time.perf_counter() - started))
+    store.close()
+
+
 def interference(
-    store: OpenSearchKnowledgeStore,
+    url: str,
     client: Any,
     index: str,
-    corpus: Corpus,
+    embedder: HashingEmbedder,
     probe: Probe,
-    writer_documents: int,
-    writer_scope: int,
+    writer: tuple[int, int, int],
 ) -> dict[str, Any]:
-    """Small-scope searches idle, then while another tenant writes."""
-    items = probe.groups["small"]
-    queries_by_mode = {
-        mode: [
-            (scope_id, SearchQuery(text=text, mode=mode, max_results=10))
-            for scope_id, text in items
-        ]
-        for mode in (SearchMode.KEYWORD, SearchMode.VECTOR)
-    }
-
-    def one_round(sink: dict[str, list[float]]) -> None:
-        for mode, run in queries_by_mode.items():
-            for scope_id, query in run:
-                sink[mode.value].append(
-                    timed_ms(lambda s=scope_id, q=query: store.search(scope_of(s), q))[0]
-                )
-
-    idle: dict[str, list[float]] = {"keyword": [], "vector": []}
-    for _ in range(5):
-        one_round(idle)
-    before = index_facts(client, index)
-    done = threading.Event()
-    outcome: dict[str, Any] = {}
-
-    def write() -> None:
-        started = time.perf_counter()
-        result = store.index(
-            scope_of(writer_scope), CorpusSource(corpus, writer_scope, writer_documents), OPTIONS
+    """Small-scope keyword and vector searches (the product's bodies, sent with the
+    bench's client) idle, then while another tenant writes from another process:
+    client-side time and the node's own ``took``."""
+    seed, scope_id, documents = writer
+    bodies: dict[str, list[dict[str, Any]]] = {"keyword": [], "vector": []}
+    for small_scope, text in probe.groups["small"]:
+        filters = queries.query_filters(scope_of(small_scope))
+        bodies["keyword"].append(queries.keyword_search_body(text, filters, 20))
+        vector = embedder.embed(text).vector
+        bodies["vector"].append(
+            queries.vector_search_body(vector, filters, 40, ef_search=DEFAULT_EF_SEARCH)
         )
-        outcome["seconds"] = time.perf_counter() - started
-        outcome["chunks"] = result.indexed_chunks
-        done.set()
 
-    writer = threading.Thread(target=write, name="tenant-writer")
-    busy: dict[str, list[float]] = {"keyword": [], "vector": []}
-    writer.start()
-    while not done.is_set():
-        one_round(busy)
-    writer.join()
+    def one_round(client_ms: dict[str, list[float]], took: dict[str, list[float]]) -> None:
+        for mode, run in bodies.items():
+            for body in run:
+                ms, response = timed_ms(lambda b=body: client.search(index=index, body=b))
+                client_ms[mode].append(ms)
+                took[mode].append(float(response["took"]))
+
+    idle: tuple[dict[str, list[float]], dict[str, list[float]]] = (
+        {"keyword": [], "vector": []},
+        {"keyword": [], "vector": []},
+    )
+    for _ in range(5):
+        one_round(*idle)
+    before = index_facts(client, index)
+    context = multiprocessing.get_context("spawn")
+    results = context.Queue()
+    process = context.Process(
+        target=_write_tenant, args=(url, index, seed, scope_id, documents, results)
+    )
+    busy: tuple[dict[str, list[float]], dict[str, list[float]]] = (
+        {"keyword": [], "vector": []},
+        {"keyword": [], "vector": []},
+    )
+    process.start()
+    while process.is_alive() and results.empty():
+        one_round(*busy)
+    chunks, seconds = results.get(timeout=600)
+    process.join()
     after = index_facts(client, index)
     return {
-        "writer_chunks": outcome.get("chunks"),
-        "writer_seconds": outcome.get("seconds"),
-        "writer_chunks_per_s": (outcome.get("chunks") or 0)
-        / max(outcome.get("seconds") or 1e-9, 1e-9),
-        "idle": {mode: summary(v) for mode, v in idle.items()},
-        "during_write": {mode: summary(v) for mode, v in busy.items()},
+        "writer": "another process",
+        "writer_chunks": chunks,
+        "writer_seconds": seconds,
+        "writer_chunks_per_s": chunks / max(seconds, 1e-9),
+        "idle": {mode: summary(v) for mode, v in idle[0].items()},
+        "during_write": {mode: summary(v) for mode, v in busy[0].items()},
+        "idle_took": {mode: summary(v) for mode, v in idle[1].items()},
+        "during_write_took": {mode: summary(v) for mode, v in busy[1].items()},
         "refreshes_during_write": after["refreshes"] - before["refreshes"],
         "merge_ms_during_write": after["merge_ms"] - before["merge_ms"],
     }
@@ -438,6 +457,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--writer-chunks", type=int, default=None, help="default: chunks / 10")
     parser.add_argument("--bytes-chunks", type=int, default=10_000)
     parser.add_argument("--seed", type=int, default=13)
+    parser.add_argument("--name", default="scale", help="bench/results/<name>.json")
 
 
 def main(args: argparse.Namespace) -> None:
@@ -511,7 +531,7 @@ def main(args: argparse.Namespace) -> None:
             )
             probe = Probe(corpus, indexed, per_document, args.queries, args.seed + 99)
             result["interference"] = interference(
-                store, client, index, corpus, probe, writer_documents, args.scopes + 1
+                url, client, index, embedder, probe, (args.seed, args.scopes + 1, writer_documents)
             )
             log(f"interference: {result['interference']}")
             result["bytes"] = bytes_per_chunk(client, corpus, args.bytes_chunks, embedder, index)
@@ -519,4 +539,4 @@ def main(args: argparse.Namespace) -> None:
         finally:
             client.indices.delete(index=index, ignore=[404])
             store.close()
-    write_result("scale", result)
+    write_result(args.name, result)
