@@ -458,6 +458,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--bytes-chunks", type=int, default=10_000)
     parser.add_argument("--seed", type=int, default=13)
     parser.add_argument("--name", default="scale", help="bench/results/<name>.json")
+    parser.add_argument("--hnsw-m", type=int, default=None, help="default: the store's")
+    parser.add_argument("--ef-construction", type=int, default=None, help="default: the store's")
 
 
 def main(args: argparse.Namespace) -> None:
@@ -485,7 +487,16 @@ def main(args: argparse.Namespace) -> None:
             number_of_replicas=0,
             timeout=120.0,
             search_timeout=30.0,
+            **{
+                name: value
+                for name, value in (
+                    ("hnsw_m", args.hnsw_m),
+                    ("hnsw_ef_construction", args.ef_construction),
+                )
+                if value is not None
+            },
         )
+        result["hnsw"] = {"m": config.hnsw_m, "ef_construction": config.hnsw_ef_construction}
         store = OpenSearchKnowledgeStore(config, embedder=embedder)
         result["store_ef_search"] = config.ef_search
         client = OpenSearch(url, timeout=600)  # the bench's own reads: stats, exact, bulk
