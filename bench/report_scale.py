@@ -13,6 +13,7 @@ __all__ = ["scale_section"]
 
 NAME = "scale"
 SEPARATE = "scale-interference"
+HNSW_M32 = "scale-m32"
 OPENAI = "embedding-pool-openai-batch"
 TITLE = "## 9. OpenSearch at scale: one index, many scopes (hashing embedder)"
 
@@ -148,6 +149,41 @@ of merges meanwhile):
 {table}
 
 {_provenance(result, SEPARATE)}
+"""
+
+
+def _hnsw_m() -> str:
+    """The same small run with HNSW m 16 (``scale-interference``) and 32 (``scale-m32``)."""
+    runs = [read_result(SEPARATE), read_result(HNSW_M32)]
+    if any(r is None for r in runs):
+        return ""
+    rows = []
+    for run in runs:
+        assert run is not None
+        last = run["steps"][-1]
+        big = last["recall"]["big"]
+        seconds = sum(step["seconds"] for step in run["steps"])
+        chunks = sum(step["new_chunks"] for step in run["steps"])
+        m = run.get("hnsw", {}).get("m", 16)
+        row: list[object] = [m, last["chunks"]]
+        for ef in run["ef_search_values"]:
+            r = big[f"ef_{ef}"]
+            row.append(f"{r['recall_at_10']:.3f} ({r['knn_ms']['p50']:.1f} ms)")
+        row += [
+            f"{chunks / seconds:.0f}",
+            f"{last['index']['merge_ms'] / 1000:.0f}",
+            f"{last['index']['store_bytes'] / last['index']['docs']:.0f}",
+        ]
+        rows.append(row)
+    efs = runs[0]["ef_search_values"] if runs[0] else []
+    header = ["m", "chunks"] + [f"big scope, ef_search {ef or 'none'}" for ef in efs]
+    header += ["chunks/s (all steps)", "merge s", "bytes/doc"]
+    return f"""HNSW `m` 16 against 32, the same smaller run twice (same documents, scopes and
+queries; `ef_construction` 100), the big scope at the last step:
+
+{_table(header, rows)}
+
+{_provenance(runs[1], HNSW_M32)}
 """
 
 
@@ -370,6 +406,7 @@ queries, and the knn request's p50:
 
 {_recall(result)}
 
+{_hnsw_m()}
 Another tenant indexing {inter["writer_chunks"]:,} chunks
 ({inter["writer_chunks_per_s"]:.0f} chunks/s, {inter["refreshes_during_write"]}
 refreshes, {inter["merge_ms_during_write"] / 1000:.0f} s of merges meanwhile) while
