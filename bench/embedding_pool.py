@@ -72,6 +72,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--openai-batch-size", type=int, default=16)
     parser.add_argument("--openai-concurrency", type=_ints, default=[1, 2, 4, 8])
     parser.add_argument("--rate-limit", type=float, default=100.0, help="requests/s")
+    parser.add_argument(
+        "--openai-batch-sweep",
+        type=_ints,
+        default=None,
+        help="only the openai profile: each batch size at concurrency 1 and the provider's "
+        "default (writes embedding-pool-openai-batch.json)",
+    )
 
 
 def _sample(docs_dir: Path, count: int, target: Path) -> int:
@@ -168,10 +175,51 @@ def _sweep(
     return runs
 
 
+def _openai_batch_sweep(args: argparse.Namespace) -> None:
+    """The OpenAI profile per request size: the pipeline hands the embedder
+    ``embed_batch_size`` texts at a time, so a request size at or above it leaves the
+    pool one request to send (no concurrency)."""
+    from knowledge.embedding.pool import DEFAULT_OPENAI_CONCURRENCY
+
+    corpus = load_corpus(args.limit)
+    profile = Profile(
+        latency_per_call=args.openai_latency,
+        latency_per_text=args.openai_per_text,
+        dimensions=DIMENSIONS,
+    )
+    sweeps: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory(prefix="kb-embedding-pool-") as tmp:
+        docs = Path(tmp)
+        sampled = _sample(corpus.docs_dir, args.documents, docs)
+        levels = [1, DEFAULT_OPENAI_CONCURRENCY]
+        for batch_size in args.openai_batch_sweep:
+            runs = _sweep(f"openai batch {batch_size}", docs, profile, _openai(batch_size), levels)
+            sweeps[str(batch_size)] = runs
+    baseline = sweeps[str(args.openai_batch_sweep[0])][0]["chunks_per_s"]
+    for runs in sweeps.values():
+        for run in runs:
+            run["vs_first_sequential"] = round(run["chunks_per_s"] / baseline, 2)
+    write_result(
+        "embedding-pool-openai-batch",
+        {
+            "corpus": corpus.describe(),
+            "documents_sampled": sampled,
+            "pipeline_embed_batch_size": Indexer(MarkdownSectionChunker()).embed_batch_size,
+            "latency_per_call_s": args.openai_latency,
+            "latency_per_text_s": args.openai_per_text,
+            "concurrency": DEFAULT_OPENAI_CONCURRENCY,
+            "by_batch_size": sweeps,
+        },
+    )
+
+
 def main(args: argparse.Namespace) -> None:
     # boto3 signs every request; the fake does not check the (made-up) credentials.
     os.environ.setdefault("AWS_ACCESS_KEY_ID", "fake")
     os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "fake")
+    if args.openai_batch_sweep:
+        _openai_batch_sweep(args)
+        return
     corpus = load_corpus(args.limit)
     with tempfile.TemporaryDirectory(prefix="kb-embedding-pool-") as tmp:
         docs = Path(tmp)

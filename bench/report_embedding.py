@@ -86,8 +86,10 @@ embedded one pipeline batch at a time, so a document of fewer chunks than the
 concurrency cannot use every worker, and the gain per added worker falls: 16 workers
 clear the 8x target, 32 add about a third more for twice the calls counted against the
 account's InvokeModel quota, so 16 is the Bedrock default. OpenAI's requests carry up
-to `batch_size` texts (default 256): concurrency only helps when one call has more texts
-than that. With the pipeline's {result["pipeline_embed_batch_size"]}-chunk batches and
+to `batch_size` texts: concurrency only helps when one pipeline batch makes more than one
+request, so the default `batch_size` is now 16 (it was 256: one request per pipeline
+batch, no concurrency at all; section 9.1). With the pipeline's
+{result["pipeline_embed_batch_size"]}-chunk batches and
 {openai["batch_size"]}-text requests, 4 requests carry a whole batch, and 8 add
 nothing: the OpenAI default is 4. Honouring `Retry-After` for the whole pool keeps the
 rate under the limit, at the cost of idle seconds when the server's `Retry-After` is

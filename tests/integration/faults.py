@@ -14,7 +14,8 @@ code under test is never patched):
   with a full write queue does, every time they are sent.
 
 ``requests`` logs ``(method, path)`` of every request seen, ``bulk_bodies`` the body
-of every ``_bulk``. Use it as a context manager::
+of every ``_bulk``, ``search_bodies`` the body of every ``_search`` and ``_msearch``.
+Use it as a context manager::
 
     with FaultProxy(opensearch_url) as proxy:
         store = OpenSearchKnowledgeStore(OpenSearchConfig(url=proxy.url, ...))
@@ -51,6 +52,7 @@ class FaultProxy:
         self.pause_when: RequestPredicate | None = None
         self.requests: list[tuple[str, str]] = []
         self.bulk_bodies: list[bytes] = []
+        self.search_bodies: list[bytes] = []
         self.throttled_items = 0
         self._open = threading.Event()
         self._open.set()
@@ -130,6 +132,8 @@ class FaultProxy:
             self.requests.append((method, path))
             if path.split("?")[0].endswith("/_bulk"):
                 self.bulk_bodies.append(body)
+            if path.split("?")[0].endswith(("/_search", "/_msearch")):
+                self.search_bodies.append(body)
         if self.hang:
             self._stopping.wait()
             handler.close_connection = True

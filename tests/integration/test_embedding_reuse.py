@@ -136,7 +136,7 @@ def _http(method: str, url: str, body: Any = None) -> dict[str, Any]:
         return result
 
 
-def _opensearch(request: pytest.FixtureRequest) -> Backend:
+def _opensearch(request: pytest.FixtureRequest, *, derived_source: bool = False) -> Backend:
     from knowledge.stores.opensearch import OpenSearchConfig, OpenSearchKnowledgeStore
 
     url = request.getfixturevalue("opensearch_url")
@@ -154,6 +154,7 @@ def _opensearch(request: pytest.FixtureRequest) -> Backend:
         number_of_replicas=0,
         refresh_interval="100ms",
         wait_for_refresh=True,
+        vector_derived_source=derived_source,
     )
 
     def open_store(embedder: CountingEmbedder) -> KnowledgeStore:
@@ -194,12 +195,19 @@ def _opensearch(request: pytest.FixtureRequest) -> Backend:
             id="opensearch",
             marks=(pytest.mark.opensearch, pytest.mark.integration),
         ),
+        # Vectors not stored in _source but rebuilt from the vector index on read
+        # (index.knn.derived_source.enabled): reuse reads them back all the same.
+        pytest.param(
+            "opensearch-derived-source",
+            id="opensearch-derived-source",
+            marks=(pytest.mark.opensearch, pytest.mark.integration),
+        ),
     ]
 )
 def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Backend:
     if request.param == "embedded":
         return _embedded(tmp_path)
-    return _opensearch(request)
+    return _opensearch(request, derived_source=request.param == "opensearch-derived-source")
 
 
 def test_an_edit_embeds_only_the_changed_chunk_and_keeps_the_others_vectors(

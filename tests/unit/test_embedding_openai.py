@@ -404,3 +404,17 @@ def test_connection_and_other_errors() -> None:
     assert is_retryable_openai_error(openai.APIConnectionError(request=request))
     assert is_retryable_openai_error(openai.APITimeoutError(request=request))
     assert not is_retryable_openai_error(ValueError("parse"))
+
+
+def test_a_pipeline_batch_fills_the_pool(api: FakeEmbeddingsAPI, sdk: openai.OpenAI) -> None:
+    # The indexer hands the embedder DEFAULT_EMBED_BATCH_SIZE texts at a time: with the
+    # default request size they go out as one request per pool worker (with 256 they
+    # were one request, and the pool had nothing to run beside it).
+    from knowledge.embedding.pool import DEFAULT_OPENAI_CONCURRENCY
+    from knowledge.indexing import DEFAULT_EMBED_BATCH_SIZE
+
+    embedder = OpenAIEmbeddingClient(client=sdk)
+    texts = [f"text {n}" for n in range(DEFAULT_EMBED_BATCH_SIZE)]
+    embedder.embed_batch(texts)
+    assert len(api.requests) == DEFAULT_OPENAI_CONCURRENCY
+    assert sorted(len(r["body"]["input"]) for r in api.requests) == [16, 16, 16, 16]

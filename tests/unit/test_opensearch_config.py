@@ -329,3 +329,58 @@ def test_secret_without_password_is_a_configuration_error(aws_env: None) -> None
     config = OpenSearchConfig(url=DOMAIN, auth="basic", username="a", password_secret_arn=arn)
     with pytest.raises(ConfigurationError, match="no 'password'"):
         http_auth(config)
+
+
+# --- HNSW parameters ------------------------------------------------------------------
+
+
+def test_hnsw_defaults_are_the_measured_ones() -> None:
+    config = OpenSearchConfig(url="http://127.0.0.1:9200")
+    # bench/REPORT.md section 9: ef_search 200 lifts a big scope's recall for about the
+    # cost of 100; m and ef_construction stay the engine's defaults, now explicit.
+    assert (config.hnsw_m, config.hnsw_ef_construction, config.ef_search) == (16, 100, 200)
+
+
+def test_hnsw_parameters_from_the_environment() -> None:
+    config = OpenSearchConfig.from_env(
+        {
+            "OPENSEARCH_URL": "http://localhost:9200",
+            "OPENSEARCH_HNSW_M": "24",
+            "OPENSEARCH_HNSW_EF_CONSTRUCTION": "256",
+            "OPENSEARCH_EF_SEARCH": "0",
+        }
+    )
+    assert (config.hnsw_m, config.hnsw_ef_construction, config.ef_search) == (24, 256, 0)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"hnsw_m": 1}, "hnsw_m: must be an integer in 2..100"),
+        ({"hnsw_m": 101}, "hnsw_m"),
+        ({"hnsw_m": True}, "hnsw_m"),
+        ({"hnsw_ef_construction": 0}, "hnsw_ef_construction"),
+        ({"hnsw_ef_construction": 10_001}, "hnsw_ef_construction"),
+        ({"ef_search": -1}, "ef_search: must be an integer in 0..10000"),
+        ({"ef_search": 50.5}, "ef_search"),
+    ],
+)
+def test_bad_hnsw_parameters_name_the_setting(kwargs: dict[str, Any], message: str) -> None:
+    with pytest.raises(ConfigurationError, match=message):
+        OpenSearchConfig(url="http://localhost:9200", **kwargs)
+
+
+def test_bad_hnsw_environment_names_the_variable() -> None:
+    with pytest.raises(ConfigurationError, match="OPENSEARCH_EF_SEARCH"):
+        OpenSearchConfig.from_env(
+            {"OPENSEARCH_URL": "http://localhost:9200", "OPENSEARCH_EF_SEARCH": "many"}
+        )
+
+
+def test_vector_derived_source_from_the_environment() -> None:
+    env = {"OPENSEARCH_URL": "http://localhost:9200"}
+    assert OpenSearchConfig.from_env(env).vector_derived_source is False
+    on = OpenSearchConfig.from_env({**env, "OPENSEARCH_VECTOR_DERIVED_SOURCE": "true"})
+    assert on.vector_derived_source is True
+    with pytest.raises(ConfigurationError, match="OPENSEARCH_VECTOR_DERIVED_SOURCE"):
+        OpenSearchConfig.from_env({**env, "OPENSEARCH_VECTOR_DERIVED_SOURCE": "maybe"})

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta, timezone
+from typing import Any
 
 import pytest
 
@@ -297,3 +298,37 @@ def test_an_index_of_another_keyword_analysis_is_refused(
         check_layout(layout, "kb", vector_dimensions=dimensions, embedding_model="hashing")
     assert "reindex" in str(caught.value)
     assert ANALYSIS in str(caught.value)
+
+
+def test_hnsw_parameters_go_into_the_method_and_are_read_back() -> None:
+    body = index_body(
+        vector_dimensions=16, embedding_model="hashing", hnsw_m=24, hnsw_ef_construction=200
+    )
+    method = body["mappings"]["properties"]["embedding"]["method"]
+    assert method == {
+        "name": "hnsw",
+        "engine": "lucene",
+        "space_type": "cosinesimil",
+        "parameters": {"m": 24, "ef_construction": 200},
+    }
+    layout = layout_of(_mapping_response(body), "kb")
+    assert (layout.hnsw_m, layout.hnsw_ef_construction) == (24, 200)
+
+
+def test_without_hnsw_parameters_the_engine_chooses() -> None:
+    body = index_body(vector_dimensions=16, embedding_model="hashing")
+    assert "parameters" not in body["mappings"]["properties"]["embedding"]["method"]
+    layout = layout_of(_mapping_response(body), "kb")
+    assert (layout.hnsw_m, layout.hnsw_ef_construction) == (None, None)
+
+
+def test_derived_source_is_an_index_setting_of_vector_indexes_off_serverless() -> None:
+    def settings(**kwargs: Any) -> dict[str, Any]:
+        body = index_body(embedding_model="hashing", derived_source=True, **kwargs)
+        return dict(body["settings"]["index"])
+
+    assert settings(vector_dimensions=16) == {"knn": True, "knn.derived_source.enabled": True}
+    assert settings(vector_dimensions=None) == {"knn": True}  # no vector, nothing to derive
+    assert settings(vector_dimensions=16, serverless=True) == {"knn": True}
+    off = index_body(vector_dimensions=16, embedding_model="hashing")
+    assert off["settings"]["index"] == {"knn": True}

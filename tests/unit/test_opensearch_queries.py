@@ -273,6 +273,20 @@ def test_vector_body_puts_the_scope_inside_the_knn_clause(cross_context: bool) -
     }
 
 
+def test_vector_search_sends_ef_search_as_a_method_parameter() -> None:
+    filters = query_filters(SCOPE)
+    knn = vector_search_body([1, 0.5], filters, 40, ef_search=100)["query"]["knn"]["embedding"]
+    assert knn == {
+        "vector": [1.0, 0.5],
+        "k": 40,
+        "filter": {"bool": {"filter": filters}},
+        "method_parameters": {"ef_search": 100},
+    }
+    # 0: none sent (the engine then walks with ef = k).
+    plain = vector_search_body([1, 0.5], filters, 40, ef_search=0)["query"]["knn"]["embedding"]
+    assert "method_parameters" not in plain
+
+
 def test_hybrid_sends_both_searches_in_one_msearch() -> None:
     filters = query_filters(SCOPE)
     keyword = keyword_search_body("q", filters, 20)

@@ -8,7 +8,8 @@
   its ``refresh()`` if it has one, as ``knowledge.secrets.SecretReader`` does, skipping
   its cache) and, if it changed, the request is retried once with a new SDK client.
   A second 401, or an unchanged key, fails as any 401 does.
-- Inputs go in requests of at most ``batch_size`` texts, sent concurrently on the
+- Inputs go in requests of at most ``batch_size`` texts (``DEFAULT_OPENAI_BATCH_SIZE``,
+  16: a pipeline batch of 64 is one request per pool worker), sent concurrently on the
   client's ``knowledge.embedding.pool.EmbeddingPool`` (at most ``concurrency`` in flight,
   default ``DEFAULT_OPENAI_CONCURRENCY`` = 4; the Lambdas' ``EMBEDDING_CONCURRENCY``);
   output order is input order. A 429 with ``Retry-After`` holds back every request of
@@ -48,6 +49,7 @@ if TYPE_CHECKING:
     import openai
 
 __all__ = [
+    "DEFAULT_OPENAI_BATCH_SIZE",
     "DEFAULT_OPENAI_MODEL",
     "OPENAI_MODEL_DIMENSIONS",
     "OpenAIEmbeddingClient",
@@ -62,6 +64,15 @@ OPENAI_MODEL_DIMENSIONS: dict[str, int] = {
     "text-embedding-ada-002": 1536,
 }
 _MAX_BATCH_SIZE = 2048  # the API's limit on inputs per request
+
+DEFAULT_OPENAI_BATCH_SIZE = 16
+"""Texts per request: the indexing pipeline hands the embedder
+``knowledge.indexing.DEFAULT_EMBED_BATCH_SIZE`` (64) texts at a time, so 16-text
+requests give the pool's ``DEFAULT_OPENAI_CONCURRENCY`` (4) workers one request each.
+With the earlier 256 a pipeline batch was one request and the pool had nothing to run
+beside it (bench/REPORT.md section 9.1: 16 at concurrency 4 against 256 on the fake
+OpenAI-like server). Four times the requests: far below the API's per-minute request
+limits at these sizes."""
 _RETRYABLE_STATUS = frozenset({408, 429})
 
 
@@ -136,7 +147,7 @@ class OpenAIEmbeddingClient:
         *,
         api_key: str | Callable[[], str] | None = None,
         base_url: str | None = None,
-        batch_size: int = 256,
+        batch_size: int = DEFAULT_OPENAI_BATCH_SIZE,
         max_retries: int = 5,
         client: openai.OpenAI | None = None,
         timeout: float = 30.0,

@@ -43,7 +43,26 @@ Environment (``OpenSearchConfig.from_env``):
 ``OPENSEARCH_INDEX_PER_AGENT``     ``true``: strict per-agent isolation, one index per
                                    agent (``<index>-agent-<agent>``), so term statistics
                                    never mix agents (default ``false``: one shared index)
+``OPENSEARCH_HNSW_M``              HNSW ``m`` (links per node) of a new index (default 16)
+``OPENSEARCH_HNSW_EF_CONSTRUCTION`` HNSW ``ef_construction`` of a new index (default 100)
+``OPENSEARCH_EF_SEARCH``           HNSW ``ef_search`` sent with every vector query
+                                   (``method_parameters``; default 200; ``0``: send none,
+                                   the engine then searches with ``ef = k``)
+``OPENSEARCH_VECTOR_DERIVED_SOURCE`` ``true``: a new index keeps vectors out of the stored
+                                   ``_source`` and rebuilds them on read (k-NN 2.19+
+                                   ``index.knn.derived_source.enabled``; 0.71x the
+                                   bytes per chunk measured, reuse still reads them);
+                                   default ``false``; never sent to Serverless
 =================================  =====================================================
+
+The HNSW defaults come from ``bench/scale.py`` (``bench/REPORT.md`` section 9,
+``docs/sizing.md``): without ``ef_search`` the lucene engine walks the graph with
+``ef = k`` and a big scope's vector recall@10 against exact search fell to 0.60 (a
+16,600-chunk scope in an 84,000-chunk index, hashing embedder); ``ef_search`` 100, 200,
+400 gave 0.70, 0.84, 0.90, and 400 cost as much as scoring the whole scope exactly.
+Small scopes are exact at any value. ``m`` and ``ef_construction`` are fixed when the
+index is created (changing them needs a reindex); ``ef_search`` applies to the next
+query.
 """
 
 from __future__ import annotations
@@ -62,6 +81,9 @@ from knowledge.model import SearchMode
 
 __all__ = [
     "AUTH_MODES",
+    "DEFAULT_EF_SEARCH",
+    "DEFAULT_HNSW_EF_CONSTRUCTION",
+    "DEFAULT_HNSW_M",
     "DEFAULT_INDEX_NAME",
     "SERVICES",
     "VECTOR_ENGINES",
@@ -77,6 +99,11 @@ DEFAULT_INDEX_NAME = "knowledge"
 _INDEX_NAME = re.compile(r"[a-z0-9][a-z0-9._-]{0,254}")
 _MAX_VECTOR_DIMENSIONS = 16_000
 _MAX_PER_AGENT_PREFIX = 255 - len("-agent-") - 2 * 64  # an agent name may double in length
+DEFAULT_HNSW_M = 16
+DEFAULT_HNSW_EF_CONSTRUCTION = 100
+DEFAULT_EF_SEARCH = 200
+_HNSW_M_RANGE = (2, 100)  # the k-NN plugin's bounds for m
+_EF_RANGE = (2, 10_000)
 _INTERVAL = re.compile(r"[1-9][0-9]{0,5}(ms|s|m)")
 _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("0", "false", "no", "off")
@@ -146,6 +173,10 @@ class OpenSearchConfig:
     refresh_interval: str = "1s"
     wait_for_refresh: bool = False
     index_per_agent: bool = False
+    hnsw_m: int = DEFAULT_HNSW_M
+    hnsw_ef_construction: int = DEFAULT_HNSW_EF_CONSTRUCTION
+    ef_search: int = DEFAULT_EF_SEARCH
+    vector_derived_source: bool = False
 
     def __post_init__(self) -> None:
         url = self.url.strip().rstrip("/") if isinstance(self.url, str) else ""
@@ -273,6 +304,17 @@ class OpenSearchConfig:
                 )
         if self.client_ids is None:
             object.__setattr__(self, "client_ids", self.service != "aoss")
+        hnsw_ranges = {
+            "hnsw_m": _HNSW_M_RANGE,
+            "hnsw_ef_construction": _EF_RANGE,
+            "ef_search": (0, _EF_RANGE[1]),
+        }
+        for name, (low, high) in hnsw_ranges.items():
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+                raise ConfigurationError(
+                    f"opensearch {name}: must be an integer in {low}..{high}, got {value!r}"
+                )
         for name in ("number_of_shards", "number_of_replicas"):
             value = getattr(self, name)
             if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
@@ -285,7 +327,7 @@ class OpenSearchConfig:
                 f"opensearch refresh_interval: {self.refresh_interval!r} is not a duration "
                 "like 1s or 500ms"
             )
-        for name in ("wait_for_refresh", "index_per_agent"):
+        for name in ("wait_for_refresh", "index_per_agent", "vector_derived_source"):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigurationError(f"opensearch {name}: must be true or false")
         if self.index_per_agent and len(self.index_name) > _MAX_PER_AGENT_PREFIX:
@@ -368,6 +410,9 @@ class OpenSearchConfig:
             "search_timeout": ("OPENSEARCH_SEARCH_TIMEOUT", float),
             "search_max_retries": ("OPENSEARCH_SEARCH_MAX_RETRIES", int),
             "search_budget": ("OPENSEARCH_SEARCH_BUDGET", float),
+            "hnsw_m": ("OPENSEARCH_HNSW_M", int),
+            "hnsw_ef_construction": ("OPENSEARCH_HNSW_EF_CONSTRUCTION", int),
+            "ef_search": ("OPENSEARCH_EF_SEARCH", int),
         }
         for key, (var, kind) in number_settings.items():
             value = get(var)
@@ -382,6 +427,7 @@ class OpenSearchConfig:
             "use_msearch": "OPENSEARCH_MSEARCH",
             "wait_for_refresh": "OPENSEARCH_WAIT_FOR_REFRESH",
             "index_per_agent": "OPENSEARCH_INDEX_PER_AGENT",
+            "vector_derived_source": "OPENSEARCH_VECTOR_DERIVED_SOURCE",
         }
         for key, var in switches.items():
             switch = get(var)

@@ -200,6 +200,9 @@ class Connection:
                 number_of_shards=config.number_of_shards,
                 number_of_replicas=config.number_of_replicas,
                 refresh_interval=config.refresh_interval,
+                hnsw_m=config.hnsw_m,
+                hnsw_ef_construction=config.hnsw_ef_construction,
+                derived_source=config.vector_derived_source,
             )
 
             def create_index(client: OpenSearch) -> None:

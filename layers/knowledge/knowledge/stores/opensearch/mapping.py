@@ -22,17 +22,25 @@ stemmer, the same Snowball algorithm PyStemmer runs) and
 bigrams with the same words written apart ("배포 실패").
 
 The vector field is ``knn_vector`` with an explicit method (HNSW, cosine similarity) on
-an engine that filters inside the knn clause (``lucene``; ``faiss`` on Serverless).
+an engine that filters inside the knn clause (``lucene``; ``faiss`` on Serverless), and
+explicit HNSW parameters ``m`` and ``ef_construction`` (``OpenSearchConfig.hnsw_m``,
+``hnsw_ef_construction``; the defaults and why are in ``docs/sizing.md``). They are
+fixed when the index is created; ``IndexLayout`` reads them back (an index built with
+others still works: they change recall and memory, not results' meaning).
 The index's ``_meta`` records the keyword analysis (``knowledge.text.ANALYSIS``): an
 index built with another one (or before analyses were recorded) is refused with
 ``AnalysisMismatchError``, since its keyword side would silently miss; reindex it into a
 new index. It also records the embedding model, so a different provider or dimension
 is refused (``EmbeddingMismatchError``) instead of silently mixing vectors.
 
-Vectors stay in ``_source``: embedding reuse reads them back from there (a chunk's
-``embedding_key`` and ``embedding``, ``queries.stored_vectors_body``); ``knn_vector``
-fields cannot be read back otherwise. Excluding them from ``_source`` would save about
-two thirds of the stored bytes and cost every edit a full re-embedding.
+Embedding reuse reads a chunk's ``embedding_key`` and vector back from ``_source``
+(``queries.stored_vectors_body``): ``knn_vector`` fields have no doc values to read them
+from otherwise, so ``_source.excludes`` would cost every edit a full re-embedding (and,
+measured in ``bench/scale.py``, saves nothing while the node keeps a recovery copy of
+the full source). ``derived_source=True`` (``OpenSearchConfig.vector_derived_source``)
+sets the k-NN plugin's ``index.knn.derived_source.enabled`` (2.19+): the vector is not
+stored in ``_source`` but rebuilt from the vector index on every read, so reuse keeps
+working and a chunk took 0.71x the bytes in ``bench/scale.py`` (``docs/sizing.md``).
 """
 
 from __future__ import annotations
@@ -184,6 +192,9 @@ class IndexLayout:
     has_generations: bool = True
     """Whether the mapping has every field of ``RECORD_PROPERTIES`` (else they are added)."""
     analysis: str | None = None
+    hnsw_m: int | None = None
+    """The HNSW ``m`` of the vector field (None: not recorded, the engine's default 16)."""
+    hnsw_ef_construction: int | None = None
 
 
 def index_body(
@@ -195,12 +206,18 @@ def index_body(
     number_of_shards: int | None = None,
     number_of_replicas: int | None = None,
     refresh_interval: str | None = None,
+    hnsw_m: int | None = None,
+    hnsw_ef_construction: int | None = None,
+    derived_source: bool = False,
 ) -> dict[str, Any]:
-    """The ``PUT <index>`` body. No vector field when ``vector_dimensions`` is None.
+    """The ``PUT <index>`` body. No vector field when ``vector_dimensions`` is None;
+    ``hnsw_m``/``hnsw_ef_construction`` None leave that parameter to the engine.
 
     Serverless manages shards, replicas and refreshes itself, so they are never sent there.
     """
     index_settings: dict[str, Any] = {"knn": True}
+    if derived_source and vector_dimensions is not None and not serverless:
+        index_settings["knn.derived_source.enabled"] = True
     if not serverless:
         if refresh_interval is not None:
             index_settings["refresh_interval"] = refresh_interval
@@ -229,10 +246,22 @@ def index_body(
         METADATA: {"type": "object", "dynamic": True},
     }
     if vector_dimensions is not None:
+        method: dict[str, Any] = {
+            "name": "hnsw",
+            "engine": vector_engine,
+            "space_type": "cosinesimil",
+        }
+        parameters = {
+            name: value
+            for name, value in (("m", hnsw_m), ("ef_construction", hnsw_ef_construction))
+            if value is not None
+        }
+        if parameters:
+            method["parameters"] = parameters
         properties[EMBEDDING] = {
             "type": "knn_vector",
             "dimension": vector_dimensions,
-            "method": {"name": "hnsw", "engine": vector_engine, "space_type": "cosinesimil"},
+            "method": method,
         }
     meta: dict[str, Any] = {"schema_version": SCHEMA_VERSION, "analysis": ANALYSIS}
     if vector_dimensions is not None:
@@ -307,6 +336,8 @@ def layout_of(mapping_response: Mapping[str, Any], index_name: str) -> IndexLayo
         return IndexLayout(None, meta.get("embedding_model"), None, None, generations, analysis)
     method = vector.get("method", {})
     dimension = vector.get("dimension")
+    parameters = method.get("parameters") or {}
+    m, ef_construction = parameters.get("m"), parameters.get("ef_construction")
     return IndexLayout(
         vector_dimensions=int(dimension) if dimension is not None else None,
         embedding_model=meta.get("embedding_model"),
@@ -314,6 +345,8 @@ def layout_of(mapping_response: Mapping[str, Any], index_name: str) -> IndexLayo
         space_type=method.get("space_type"),
         has_generations=generations,
         analysis=analysis,
+        hnsw_m=int(m) if m is not None else None,
+        hnsw_ef_construction=int(ef_construction) if ef_construction is not None else None,
     )
 
 

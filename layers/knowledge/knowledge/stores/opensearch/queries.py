@@ -303,22 +303,32 @@ def keyword_search_body(
 
 
 def vector_search_body(
-    vector: Sequence[float], filters: Sequence[Mapping[str, Any]], k: int
+    vector: Sequence[float],
+    filters: Sequence[Mapping[str, Any]],
+    k: int,
+    *,
+    ef_search: int = 0,
 ) -> dict[str, Any]:
-    """k-NN on ``embedding`` with the filters *inside* the knn clause (efficient filtering)."""
+    """k-NN on ``embedding`` with the filters *inside* the knn clause (efficient filtering).
+
+    ``ef_search`` > 0 is sent as ``method_parameters.ef_search`` (k-NN 2.16+): the size
+    of the candidate list the HNSW walk keeps. Without it the lucene engine walks with
+    ``ef = k`` and a big scope loses recall (``docs/sizing.md``). A filter that leaves
+    fewer documents than the walk would visit makes the engine score that subset
+    exactly (lucene and faiss both), so a small scope gets exact results either way.
+    """
+    clause: dict[str, Any] = {
+        "vector": [float(x) for x in vector],
+        "k": k,
+        "filter": {"bool": {"filter": list(filters)}},
+    }
+    if ef_search > 0:
+        clause["method_parameters"] = {"ef_search": ef_search}
     return {
         "size": k,
         "track_total_hits": False,
         "_source": _source(),
-        "query": {
-            "knn": {
-                EMBEDDING: {
-                    "vector": [float(x) for x in vector],
-                    "k": k,
-                    "filter": {"bool": {"filter": list(filters)}},
-                }
-            }
-        },
+        "query": {"knn": {EMBEDDING: clause}},
     }
 
 

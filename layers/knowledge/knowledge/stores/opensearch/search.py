@@ -153,7 +153,7 @@ def search(
     elif mode is SearchMode.VECTOR:
         if vector is None:
             return []
-        body = queries.vector_search_body(vector, filters, size)
+        body = queries.vector_search_body(vector, filters, size, ef_search=config.ef_search)
         fused = vector_only(above_floor(scores_of(connection.search(index, action, body)), floor))
     else:
         # A fixed depth (>= MAX_MAX_RESULTS), so that every page is a slice of one order.
@@ -163,7 +163,9 @@ def search(
             keyword_response = connection.search(index, action, keyword_body)
             vector_response: Mapping[str, Any] = {}
         else:
-            vector_body = queries.vector_search_body(vector, filters, size)
+            vector_body = queries.vector_search_body(
+                vector, filters, size, ef_search=config.ef_search
+            )
             keyword_response, vector_response = _search_both(
                 connection, index, action, keyword_body, vector_body
             )
