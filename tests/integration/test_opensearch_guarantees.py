@@ -179,7 +179,9 @@ def _race(
 ) -> IndexResult:
     """A (through the proxy) indexes v1 and stalls at ``pause_on``; meanwhile B indexes v2;
     then A goes on. Returns A's result."""
-    slow = stores(index.config(url=proxy.url))
+    # the slow writer's request is held while the fast one writes: a timeout longer than
+    # any loaded machine takes for that, so it is not retried meanwhile
+    slow = stores(index.config(url=proxy.url, timeout=60))
     fast = stores(index.config())
     assert fast.upsert_document(SCOPE, document("a.md", "# A\n\nversion zero", "0001")).ok
     outcome: list[IndexResult] = []
