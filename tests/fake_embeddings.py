@@ -14,8 +14,11 @@ with 429 and ``Retry-After: <retry_after>`` (Bedrock: ``ThrottlingException``);
 429 whatever the rate; texts in ``reject_texts`` get a 400. Every request is recorded
 (``Call``: arrival and end on ``time.monotonic()``, texts, status), and the most
 requests in flight at once is kept, so a test can check what a client did from the
-server's side. Vectors are ``vector_for(text, dimensions)``: deterministic, the first
-component tells the text apart, so order and loss are checkable.
+server's side. ``on_arrival(number, texts)``, if set, runs in the request's thread as it
+arrives (before any answer): a test holds requests there (a ``threading.Barrier``, an
+``Event``) to pin down what is in flight instead of relying on timing. Vectors are
+``vector_for(text, dimensions)``: deterministic, the first component tells the text
+apart, so order and loss are checkable.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ import hashlib
 import json
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -53,6 +56,7 @@ class Profile:
     retry_after: str = "1"
     throttle_requests: frozenset[int] = frozenset()
     reject_texts: frozenset[str] = frozenset()
+    on_arrival: Callable[[int, list[str]], None] | None = None
 
 
 @dataclass(frozen=True)
@@ -85,6 +89,18 @@ class FakeEmbeddingServer:
     def texts_embedded(self) -> int:
         with self._lock:
             return sum(call.texts for call in self.calls if call.status == 200)
+
+    @property
+    def arrivals(self) -> int:
+        """Requests that reached the server so far (answered or not)."""
+        with self._lock:
+            return self._arrivals
+
+    @property
+    def in_flight(self) -> int:
+        """Requests arrived and not answered yet."""
+        with self._lock:
+            return self._in_flight
 
     @property
     def throttled(self) -> int:
@@ -122,9 +138,11 @@ class FakeEmbeddingServer:
         started = time.monotonic()
         bedrock = path.startswith("/model/")
         texts = [body.get("inputText", "")] if bedrock else list(body.get("input", []))
-        _, allowed = self._admit()
+        number, allowed = self._admit()
         status, headers, payload = 200, {}, None
         try:
+            if self.profile.on_arrival is not None:
+                self.profile.on_arrival(number, texts)
             if not allowed:
                 status, headers = 429, {"Retry-After": self.profile.retry_after}
                 if bedrock:

@@ -113,7 +113,9 @@ def _race(
 ) -> IndexResult:
     """A (through the proxy) indexes v1 and stalls at ``pause_on``; meanwhile B indexes v2;
     then A goes on. Returns A's result."""
-    slow = stores(node.config(url=proxy.url))
+    # the slow writer's request is held while the fast one writes: a timeout longer than
+    # any loaded machine takes for that, so it is not retried meanwhile
+    slow = stores(node.config(url=proxy.url, timeout=60))
     fast = stores(node.config())
     assert fast.upsert_document(SCOPE, document("a.md", "# A\n\nversion zero", "0001")).ok
     outcome: list[IndexResult] = []
@@ -304,25 +306,32 @@ def test_a_new_scope_in_an_existing_index_costs_no_delete(
 def test_a_hung_node_ends_the_search_within_its_deadline(
     node: NodeIndex, proxy: FaultProxy, stores: Callable[..., OpenSearchKnowledgeStore]
 ) -> None:
-    store = stores(node.config(url=proxy.url), retry=RetryPolicy())  # production retries
+    # Tries of up to 60 s each: a search that ignored its deadline would hang for minutes.
+    # The deadlines are 2.5 and 2 s; the bound of 20 s tells the two apart with room for
+    # a loaded machine (no tight margin on how fast the error is handled).
+    config = node.config(url=proxy.url, search_timeout=60.0, search_budget=120.0)
+    store = stores(config, retry=RetryPolicy())  # production retries
     assert store.upsert_document(SCOPE, document("a.md", "# A\n\nalpha")).ok
     proxy.hang = True
     started = time.monotonic()
     with time_budget(2.5), pytest.raises(StoreUnavailableError):
         store.search(SCOPE, SearchQuery("alpha", mode=SearchMode.HYBRID))
-    assert time.monotonic() - started < 3.0
+    assert time.monotonic() - started < 20.0
     # Through the API: a JSON 503 that names no endpoint.
     started = time.monotonic()
     with time_budget(2.0):
         response = KnowledgeApi(store).search("agent-a", "docs", {"query": "alpha"})
-    assert time.monotonic() - started < 2.5
+    assert time.monotonic() - started < 20.0
     assert response.status == 503
 
 
 def test_without_a_deadline_a_hung_node_still_ends_in_the_search_budget(
     node: NodeIndex, proxy: FaultProxy, stores: Callable[..., OpenSearchKnowledgeStore]
 ) -> None:
-    config = node.config(url=proxy.url, search_timeout=1.0, search_budget=2.0)
+    # tries of 1 s, up to 20 retries (21 s and more without a budget), a budget of 2 s
+    config = node.config(
+        url=proxy.url, search_timeout=1.0, search_max_retries=20, search_budget=2.0
+    )
     store = stores(config, retry=RetryPolicy())
     assert store.upsert_document(SCOPE, document("a.md", "# A\n\nalpha")).ok
     proxy.hang = True
@@ -330,7 +339,9 @@ def test_without_a_deadline_a_hung_node_still_ends_in_the_search_budget(
     with pytest.raises(StoreUnavailableError):
         store.search(SCOPE, SearchQuery("alpha"))
     elapsed = time.monotonic() - started
-    assert 1.0 <= elapsed < 2.5  # one try of 1 s, one retry, never past the budget
+    # a try of 1 s at least; ended by the budget, far before the retries would have
+    # (10 s: room for a loaded machine, half of what the retries alone would take)
+    assert 1.0 <= elapsed < 10.0
 
 
 class _HangingEmbeddings(http.server.BaseHTTPRequestHandler):
@@ -362,9 +373,11 @@ def test_a_hung_embedding_provider_ends_a_vector_search_within_its_deadline(
         with store.write_session(SCOPE):
             pass  # creates the index; nothing is embedded
         started = time.monotonic()
-        with time_budget(1.5), pytest.raises(EmbeddingError, match="time budget"):
+        with time_budget(1.0), pytest.raises(EmbeddingError, match="time budget"):
             store.search(SCOPE, SearchQuery("alpha", mode=SearchMode.VECTOR))
-        assert time.monotonic() - started < 2.0
+        # ended by the 1 s budget: without it, the query embedding is given up only after
+        # its own 5 s (DEFAULT_EMBED_TIMEOUT); 4.5 s leaves room for a loaded machine
+        assert time.monotonic() - started < 4.5
     finally:
         _HangingEmbeddings.release.set()
         server.shutdown()
@@ -426,6 +439,9 @@ def test_the_search_function_answers_503_before_its_invocation_ends_when_the_nod
         "OPENSEARCH_INDEX": node.index,
         "EMBEDDING_PROVIDER": "hashing",
         "DOCUMENTS_BUCKET": BUCKET,
+        # tries of 60 s: only the invocation's own time can end the search in seconds
+        "OPENSEARCH_SEARCH_TIMEOUT": "60",
+        "OPENSEARCH_SEARCH_BUDGET": "120",
     }.items():
         monkeypatch.setenv(name, value)
     search = load_handler("search", monkeypatch)
@@ -443,7 +459,9 @@ def test_the_search_function_answers_503_before_its_invocation_ends_when_the_nod
             search.container.api.store.close()
     assert answer["statusCode"] == 503
     assert "error" in json.loads(answer["body"])
-    assert elapsed < 3.0  # the 4 s the invocation had, less the time kept to answer
+    # the 4 s the invocation had, less the 1.5 s kept to answer: 2.5 s; without that
+    # budget the hung node would hold it for minutes (20 s: room for a loaded machine)
+    assert elapsed < 20.0
 
 
 # --- per-document records and problems (the index is where they are kept) ------------------

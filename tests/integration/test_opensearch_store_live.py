@@ -242,7 +242,7 @@ def test_node_lost_mid_run_reports_nothing_that_was_not_indexed(
 
     # One request per document (a chunk and its record), so whole documents go out
     # while the next ones are read.
-    store = make_store(config=node.config(url=proxy.url, timeout=5, bulk_chunk_size=2))
+    store = make_store(config=node.config(url=proxy.url, timeout=30, bulk_chunk_size=2))
     with pytest.raises(StoreUnavailableError, match=rf"OpenSearch at {proxy.url} is unreachable"):
         store.index(scope, Source(documents, on_read=cut_on_third))
 

@@ -94,7 +94,7 @@ def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WebDriver]:
         driver.quit()
 
 
-def wait(driver: WebDriver, seconds: float = 15.0) -> WebDriverWait[WebDriver]:
+def wait(driver: WebDriver, seconds: float = 30.0) -> WebDriverWait[WebDriver]:
     return WebDriverWait(driver, seconds)
 
 
@@ -166,9 +166,11 @@ def test_load_search_see_results_switch_mode(server: LocalServer, browser: WebDr
 def test_no_hits_and_a_bad_request_are_shown(server: LocalServer, browser: WebDriver) -> None:
     browser.get(server.url + "/")
     wait(browser).until(lambda d: len(Select(d.find_element(By.ID, "scope")).options) == 2)
+    # the mode first, while the query is empty: switching the mode with a query searches
+    # at once, and that search's answer could land after the next one's
+    browser.find_element(By.CSS_SELECTOR, "input[name=mode][value=keyword]").click()
     box = browser.find_element(By.ID, "query")
     box.send_keys("zzzzqqqq")
-    browser.find_element(By.CSS_SELECTOR, "input[name=mode][value=keyword]").click()
     browser.find_element(By.ID, "search-button").click()
     wait(browser).until(
         expected_conditions.text_to_be_present_in_element(

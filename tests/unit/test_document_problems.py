@@ -143,11 +143,11 @@ hostile = {
 for name, data in hostile.items():
     (folder / name).write_bytes(data)
 resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-started = time.perf_counter()
+started = time.process_time()  # CPU time: the work done, not how busy the machine is
 store = MemoryKnowledgeStore()
 result = store.index(scope, BucketFolderSource(bucket), IndexOptions())
 print(json.dumps({
-    "seconds": time.perf_counter() - started,
+    "seconds": time.process_time() - started,
     "indexed": result.indexed_documents,
     "problems": {p.path: p.reason for p in store.status(scope).problems},
 }))
@@ -157,7 +157,10 @@ print(json.dumps({
 @pytest.mark.slow
 def test_hostile_files_each_end_as_a_problem_within_bounds(tmp_path: Path) -> None:
     """Under a 1.5 GiB address-space cap and well inside a 60 s budget for the batch,
-    every hostile file is a problem with its reason and the good file is indexed."""
+    every hostile file is a problem with its reason and the good file is indexed. The
+    budget is counted in CPU seconds of the indexing process: a bomb that got through
+    would burn them decompressing (up to the 120 s extraction timer), while a loaded
+    machine only stretches the wall-clock time."""
     limit = 1536 * 1024 * 1024
     probe = subprocess.run(
         [

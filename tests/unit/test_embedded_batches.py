@@ -49,7 +49,11 @@ class ProbingSource:
 
 
 def test_a_long_first_index_is_searchable_as_documents_land(tmp_path: Path) -> None:
-    store = EmbeddedKnowledgeStore(tmp_path / "kb.db", embedder=HashingEmbedder(32))
+    # batches of 100 documents only: with the 1 s age limit as well, a slow machine would
+    # commit more often, up to the very document before the probe
+    store = EmbeddedKnowledgeStore(
+        tmp_path / "kb.db", embedder=HashingEmbedder(32), batch_seconds=3600.0
+    )
     try:
 
         def probe() -> tuple[int, IndexState, list[str]]:
@@ -88,7 +92,9 @@ CRASHING_INDEXER = textwrap.dedent(
     class Source:
         documents = staticmethod(documents)
 
-    store = EmbeddedKnowledgeStore(sys.argv[1], embedder=HashingEmbedder(32))
+    # batches of 100 documents only (not also every second, which on a slow machine could
+    # commit the very document before the crash)
+    store = EmbeddedKnowledgeStore(sys.argv[1], embedder=HashingEmbedder(32), batch_seconds=3600.0)
     store.index(KnowledgeScope("ops-bot", "runbooks"), Source())
     """
 )

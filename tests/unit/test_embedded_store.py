@@ -685,12 +685,12 @@ def test_search_during_an_open_session_sees_the_last_commit(filled: EmbeddedKnow
             )
             # Other threads read while the write lock is held: no waiting, old state.
             during = {
-                mode: pool.submit(search, filled, "rollback kubectl", mode).result(timeout=10)
+                mode: pool.submit(search, filled, "rollback kubectl", mode).result(timeout=30)
                 for mode in SearchMode
             }
             assert during == before
-            assert pool.submit(filled.status, SCOPE).result(timeout=10).document_count == 3
-        after = pool.submit(search, filled, "rollback kubectl", "keyword").result(timeout=10)
+            assert pool.submit(filled.status, SCOPE).result(timeout=30).document_count == 3
+        after = pool.submit(search, filled, "rollback kubectl", "keyword").result(timeout=30)
     assert sorted(r.content for r in after) == ["rollback kubectl new", "rollback kubectl v2"]
 
 

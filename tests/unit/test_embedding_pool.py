@@ -7,6 +7,7 @@ to ``fake_embeddings`` on 127.0.0.1; what they did is read from the server's own
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -25,11 +26,15 @@ from knowledge.embedding.pool import EmbeddingDeadlineError, EmbeddingPool, Rate
 from knowledge.errors import EmbeddingError, ValidationError
 
 DIMENSIONS = 256
-Factory = Callable[[FakeEmbeddingServer, int], EmbeddingClient]
+WAIT = 30.0  # seconds a test waits for another thread before it fails
+Sleep = Callable[[float], None]
+Factory = Callable[..., EmbeddingClient]  # (server, concurrency, sleep=time.sleep)
 _OPEN: list[Any] = []  # SDK clients made by a test, closed after it
 
 
-def _bedrock(server: FakeEmbeddingServer, concurrency: int) -> EmbeddingClient:
+def _bedrock(
+    server: FakeEmbeddingServer, concurrency: int, sleep: Sleep = time.sleep
+) -> EmbeddingClient:
     runtime = boto3.client(
         "bedrock-runtime",
         region_name="us-east-1",
@@ -39,14 +44,18 @@ def _bedrock(server: FakeEmbeddingServer, concurrency: int) -> EmbeddingClient:
         config=Config(retries={"total_max_attempts": 1}, max_pool_connections=32),
     )
     _OPEN.append(runtime)
-    return BedrockEmbeddingClient(dimensions=DIMENSIONS, client=runtime, concurrency=concurrency)
+    return BedrockEmbeddingClient(
+        dimensions=DIMENSIONS, client=runtime, concurrency=concurrency, sleep=sleep
+    )
 
 
-def _openai(server: FakeEmbeddingServer, concurrency: int) -> EmbeddingClient:
+def _openai(
+    server: FakeEmbeddingServer, concurrency: int, sleep: Sleep = time.sleep
+) -> EmbeddingClient:
     sdk = openai.OpenAI(base_url=server.url + "/v1", api_key="test", max_retries=0)
     _OPEN.append(sdk)
     return OpenAIEmbeddingClient(
-        dimensions=DIMENSIONS, client=sdk, batch_size=1, concurrency=concurrency
+        dimensions=DIMENSIONS, client=sdk, batch_size=1, concurrency=concurrency, sleep=sleep
     )
 
 
@@ -73,12 +82,27 @@ def _texts(n: int) -> list[str]:
     return [f"text number {i} " + "word " * (i % 7) for i in range(n)]
 
 
+def _both_in_flight(number: int, texts: list[str], barrier: threading.Barrier) -> None:
+    """``on_arrival``: hold the first ``barrier.parties`` requests until all of them are
+    in flight at once (a client that sends one at a time fails here after ``WAIT``)."""
+    if number < barrier.parties:
+        barrier.wait()
+
+
 @PROVIDERS
 def test_order_is_kept_with_calls_in_flight_at_once(
     make: Factory, serve: Callable[[Profile], FakeEmbeddingServer]
 ) -> None:
-    # per-text latency: the longer texts answer later, so answers come back out of order
-    server = serve(Profile(latency_per_call=0.02, latency_per_text=0.0, dimensions=DIMENSIONS))
+    # the first two requests are held until both are in flight: never one at a time,
+    # however slowly the machine runs the client's threads
+    barrier = threading.Barrier(2, timeout=WAIT)
+    server = serve(
+        Profile(
+            latency_per_call=0.02,
+            dimensions=DIMENSIONS,
+            on_arrival=lambda number, texts: _both_in_flight(number, texts, barrier),
+        )
+    )
     texts = _texts(40)
     embeddings = make(server, 8).embed_batch(texts)
     assert [list(e.vector) for e in embeddings] == [vector_for(t, DIMENSIONS) for t in texts]
@@ -97,34 +121,79 @@ def test_concurrency_one_sends_one_call_at_a_time(
     assert server.max_in_flight == 1
 
 
+class _ParkedSleep:
+    """An injected ``sleep`` that records each wait and holds the waiting worker until
+    ``release`` is set (instead of sleeping): while a worker is parked here it sends
+    nothing, so what the server saw meanwhile is exact, not a matter of timing."""
+
+    def __init__(self) -> None:
+        self.waits: list[tuple[str, float]] = []
+        self.release = threading.Event()
+        self._changed = threading.Condition()
+
+    def __call__(self, seconds: float) -> None:
+        with self._changed:
+            self.waits.append((threading.current_thread().name, seconds))
+            self._changed.notify_all()
+        if not self.release.wait(WAIT):
+            raise AssertionError("the test never released the parked worker")
+
+    def wait_for(self, count: int) -> bool:
+        with self._changed:
+            return self._changed.wait_for(lambda: len(self.waits) >= count, timeout=WAIT)
+
+
+def _in_thread(function: Callable[[], Any]) -> tuple[threading.Thread, dict[str, Any]]:
+    outcome: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            outcome["value"] = function()
+        except BaseException as error:  # handed to the test
+            outcome["error"] = error
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread, outcome
+
+
 @PROVIDERS
 def test_retry_after_holds_back_every_worker(
     make: Factory, serve: Callable[[Profile], FakeEmbeddingServer]
 ) -> None:
-    # The 5th request is throttled for 1 s: no worker may send anything meanwhile.
+    # The 5th request is throttled with Retry-After 20 s (the providers' cap): every
+    # worker, not only the one that got the 429, must wait for the gate before its next
+    # request. The waits go to a sleep that parks the worker, so the test sees all four
+    # workers waiting at once and the server idle; without a shared gate the other
+    # workers never wait and send the rest of the batch (the test fails after WAIT).
     server = serve(
         Profile(
             latency_per_call=0.05,
             dimensions=DIMENSIONS,
-            retry_after="1",
+            retry_after="20",
             throttle_requests=frozenset({4}),
         )
     )
+    parked = _ParkedSleep()
     texts = _texts(24)
-    embeddings = make(server, 4).embed_batch(texts)
+    thread, outcome = _in_thread(lambda: make(server, 4, sleep=parked).embed_batch(texts))
+    try:
+        assert parked.wait_for(4), f"not every worker waited for the gate: {parked.waits}"
+        held_at = server.arrivals
+        assert server.in_flight == 0  # every worker is at the gate, none on the wire
+        assert len({name for name, _ in parked.waits}) == 4
+        assert all(0 < seconds <= 20 for _, seconds in parked.waits), parked.waits
+        assert server.throttled == 1
+        assert held_at < 24, "work remained after the 429"
+    finally:
+        parked.release.set()
+        thread.join(WAIT)
+    assert not thread.is_alive()
+    assert "error" not in outcome, outcome
+    embeddings = outcome["value"]
     assert [e.vector[0] for e in embeddings] == [vector_for(t, DIMENSIONS)[0] for t in texts]
     assert server.texts_embedded == 24  # nothing lost: the throttled text was sent again
-    throttled = [call for call in server.calls if call.status == 429]
-    assert len(throttled) == 1
-    answered = throttled[0].ended
-    later = sorted(call.started for call in server.calls if call.started > answered)
-    assert len(later) >= 8, "work remained after the 429"
-    # Requests the other workers had sent before the client read the 429 may still
-    # arrive just after it (the client's own lag); after that, none until Retry-After
-    # has passed. Without a shared gate they would keep arriving every ~50 ms.
-    held_back = [t for t in later if answered + 0.3 < t < answered + 0.95]
-    assert held_back == []
-    assert max(later) > answered + 0.95
+    assert server.throttled == 1
     assert server.max_in_flight >= 2
 
 
@@ -132,15 +201,29 @@ def test_retry_after_holds_back_every_worker(
 def test_no_call_starts_past_the_deadline(
     make: Factory, serve: Callable[[Profile], FakeEmbeddingServer]
 ) -> None:
-    server = serve(Profile(latency_per_call=0.05, dimensions=DIMENSIONS))
+    # The deadline runs on a clock the test moves: once both workers' first requests
+    # are on the server, the clock passes the deadline, then they are answered. Every
+    # request after those two would have started past the deadline.
+    now = [0.0]
+
+    def pass_the_deadline() -> None:
+        now[0] = 61.0
+
+    barrier = threading.Barrier(2, action=pass_the_deadline, timeout=WAIT)
+    server = serve(
+        Profile(
+            dimensions=DIMENSIONS,
+            on_arrival=lambda number, texts: _both_in_flight(number, texts, barrier),
+        )
+    )
     embedder = make(server, 2)
-    with pytest.raises(EmbeddingDeadlineError, match="time budget"), time_budget(0.3) as deadline:
-        embedder.embed_batch(_texts(40))  # 20 rounds of 50 ms: about 1 s
-    time.sleep(0.3)  # calls already in flight finish
-    assert 2 <= len(server.calls) < 30
-    # a call the client began just before the deadline may reach the server a little
-    # after it (the client's own lag); without the check calls go on for ~0.7 s more
-    assert max(call.started for call in server.calls) <= deadline.at + 0.2
+    with (
+        pytest.raises(EmbeddingDeadlineError, match="time budget"),
+        time_budget(60.0, clock=lambda: now[0]),
+    ):
+        embedder.embed_batch(_texts(40))
+    assert server.arrivals == 2
+    assert server.texts_embedded == 2
 
 
 @PROVIDERS
@@ -150,11 +233,12 @@ def test_a_retry_after_past_the_deadline_fails_at_once(
     server = serve(
         Profile(dimensions=DIMENSIONS, retry_after="30", throttle_requests=frozenset({0}))
     )
-    embedder = make(server, 1)
-    began = time.monotonic()
-    with pytest.raises(EmbeddingDeadlineError), time_budget(2.0):
+    waits: list[float] = []
+    embedder = make(server, 1, sleep=waits.append)
+    # the budget's clock stands still: 2 s left however slowly the test runs
+    with pytest.raises(EmbeddingDeadlineError), time_budget(2.0, clock=lambda: 0.0):
         embedder.embed_batch(_texts(3))
-    assert time.monotonic() - began < 1.5
+    assert waits == []  # failed at once: it did not wait out the Retry-After
     assert len(server.calls) == 1  # the throttled one; nothing sent after it
 
 
@@ -162,30 +246,55 @@ def test_a_retry_after_past_the_deadline_fails_at_once(
 def test_an_error_is_raised_and_later_calls_are_not_started(
     make: Factory, serve: Callable[[Profile], FakeEmbeddingServer]
 ) -> None:
+    # Texts 0-2 are held on the server until the client has raised the 400 of text 3, so
+    # every later text comes up after the error. A second batch then has to run on all
+    # four workers at once (a barrier): by then every worker has taken its last item of
+    # the first batch, so what the server got of it is final.
     texts = _texts(60)
+    released = threading.Event()
+    barrier = threading.Barrier(4, timeout=WAIT)
+    later = [f"second batch {i}" for i in range(4)]
+    arrived: list[str] = []
+    lock = threading.Lock()
+
+    def on_arrival(number: int, sent: list[str]) -> None:
+        with lock:
+            arrived.extend(sent)
+        if sent[0] in later:
+            barrier.wait()
+        elif sent[0] != texts[3]:
+            assert released.wait(WAIT)
+
     server = serve(
-        Profile(latency_per_call=0.02, dimensions=DIMENSIONS, reject_texts=frozenset({texts[3]}))
+        Profile(dimensions=DIMENSIONS, reject_texts=frozenset({texts[3]}), on_arrival=on_arrival)
     )
-    with pytest.raises(EmbeddingError, match=r"400|ValidationException") as info:
-        make(server, 4).embed_batch(texts)
+    embedder = make(server, 4)
+    try:
+        with pytest.raises(EmbeddingError, match=r"400|ValidationException") as info:
+            embedder.embed_batch(texts)
+    finally:
+        released.set()
     assert not isinstance(info.value, EmbeddingDeadlineError)
-    time.sleep(0.1)
-    assert len(server.calls) < 20  # the rest were never sent
+    assert len(embedder.embed_batch(later)) == 4
+    with lock:
+        assert sorted(t for t in arrived if t in texts) == sorted(texts[:4])  # no more
 
 
 def test_pool_map_keeps_order_and_bounds_threads() -> None:
-    import threading
-
     running = 0
     most = 0
     lock = threading.Lock()
+    barrier = threading.Barrier(3, timeout=WAIT)  # the first three run at once
 
     def work(n: int) -> int:
         nonlocal running, most
         with lock:
             running += 1
             most = max(most, running)
-        time.sleep(0.01 * (n % 3))
+        if n < 3:
+            barrier.wait()
+        else:
+            time.sleep(0.01 * (n % 3))
         with lock:
             running -= 1
         return n * n
@@ -195,7 +304,7 @@ def test_pool_map_keeps_order_and_bounds_threads() -> None:
         assert pool.map(work, list(range(20))) == [n * n for n in range(20)]
     finally:
         pool.close()
-    assert 2 <= most <= 3
+    assert most == 3
 
 
 def test_gate_waits_for_the_latest_pause() -> None:

@@ -156,7 +156,7 @@ def test_sessions_on_one_scope_are_serialised() -> None:
         assert not entered.wait(timeout=0.2)
         # Another scope is not blocked.
         put(store, OTHER, "o.md", "other")
-    thread.join(timeout=10)
+    thread.join(timeout=30)
     assert entered.is_set()
     # The second session started from the first one's result: both documents are there.
     assert set(store.stored_documents(SCOPE)) == {"first.md", "second.md"}

@@ -225,7 +225,7 @@ class FakeOpenSearch:
         self.request_indexes.append(index)
         self.bulk_params.append(dict(params or {}))
         self.bulk_entered.set()
-        if self.bulk_gate is not None and not self.bulk_gate.wait(timeout=10):
+        if self.bulk_gate is not None and not self.bulk_gate.wait(timeout=60):
             self.gate_timed_out = True
         if number in self.bulk_errors:
             raise self.bulk_errors[number]
@@ -545,7 +545,7 @@ def test_documents_are_prepared_while_a_request_is_on_the_wire() -> None:
     with store.write_session(SCOPE) as session:
         session.put_document(_header("a.md", "id-a"), _chunks(2))
         session.put_document(_header("b.md", "id-b"), _chunks(2))  # hands a to the sender
-        assert fake.bulk_entered.wait(timeout=10)  # a is on the wire and not answered...
+        assert fake.bulk_entered.wait(timeout=30)  # a is on the wire and not answered...
         session.put_document(_header("c.md", "id-c"), _chunks(2))  # ...b waits in the queue
         # A fourth document would be a third request in flight: it waits for a's answer.
         fourth = threading.Thread(
@@ -555,7 +555,7 @@ def test_documents_are_prepared_while_a_request_is_on_the_wire() -> None:
         fourth.join(timeout=0.5)
         assert fourth.is_alive()
         fake.bulk_gate.set()
-        fourth.join(timeout=10)
+        fourth.join(timeout=30)
         assert not fourth.is_alive()
     assert not fake.gate_timed_out
     assert fake.names().count("bulk") == 8  # four of chunks, four of records

@@ -311,11 +311,11 @@ def finishes(action: Callable[[], object], fifo: Path) -> BaseException | None:
 
     thread = threading.Thread(target=run, daemon=True)
     thread.start()
-    thread.join(5.0)
+    thread.join(30.0)
     if thread.is_alive():
         with open(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK), "wb"):
             pass  # a writer that closes at once lets the blocked reader finish
-        thread.join(5.0)
+        thread.join(30.0)
         pytest.fail("reading blocked on a FIFO")
     return outcome[0]
 

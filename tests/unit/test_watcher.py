@@ -309,7 +309,7 @@ def test_a_fifo_swapped_in_after_listing_never_blocks_a_poll(
 
     thread = threading.Thread(target=poll, daemon=True)
     thread.start()
-    thread.join(5.0)
+    thread.join(30.0)  # a poll takes milliseconds; a blocked one never ends
     if thread.is_alive():
         with open(os.open(doc, os.O_WRONLY | os.O_NONBLOCK), "wb"):
             pass  # unblock the stuck reader so the thread can end

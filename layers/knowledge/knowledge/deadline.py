@@ -13,8 +13,8 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 
 from knowledge.errors import ValidationError
 
@@ -43,20 +43,22 @@ def request_budget(remaining_ms: int | float) -> float:
 
 @dataclass(frozen=True, slots=True)
 class Deadline:
-    """A point in ``time.monotonic()`` time by which a piece of work must be done."""
+    """A point in ``clock()`` time (``time.monotonic()``; tests move a clock of their
+    own) by which a piece of work must be done."""
 
     at: float
+    clock: Callable[[], float] = field(default=time.monotonic, compare=False, repr=False)
 
     @classmethod
-    def after(cls, seconds: float) -> Deadline:
-        """The deadline ``seconds`` from now."""
+    def after(cls, seconds: float, *, clock: Callable[[], float] = time.monotonic) -> Deadline:
+        """The deadline ``seconds`` from now (on ``clock``)."""
         if isinstance(seconds, bool) or not isinstance(seconds, int | float):
             raise ValidationError("seconds", f"must be a number, got {seconds!r}")
-        return cls(time.monotonic() + max(0.0, float(seconds)))
+        return cls(clock() + max(0.0, float(seconds)), clock)
 
     def remaining(self) -> float:
         """Seconds left (0 once passed)."""
-        return max(0.0, self.at - time.monotonic())
+        return max(0.0, self.at - self.clock())
 
     def expired(self) -> bool:
         return self.remaining() <= 0.0
@@ -81,10 +83,12 @@ def current_deadline() -> Deadline | None:
 
 
 @contextlib.contextmanager
-def time_budget(seconds: float) -> Iterator[Deadline]:
+def time_budget(
+    seconds: float, *, clock: Callable[[], float] = time.monotonic
+) -> Iterator[Deadline]:
     """Run the block with a deadline ``seconds`` from now (an enclosing, nearer deadline
-    stays in force)."""
-    deadline = Deadline.after(seconds).earliest(_CURRENT.get())
+    stays in force). ``clock`` is injectable for tests."""
+    deadline = Deadline.after(seconds, clock=clock).earliest(_CURRENT.get())
     token = _CURRENT.set(deadline)
     try:
         yield deadline
