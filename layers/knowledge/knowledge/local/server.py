@@ -58,6 +58,7 @@ from knowledge.model import (
     SearchQuery,
     SearchResult,
 )
+from knowledge.reranking import RerankingStage
 from knowledge.scope import KnowledgeScope
 from knowledge.source import DocumentSource, SourceDocument
 from knowledge.sources.local import SYMLINK_OUTSIDE_SCOPE, BucketFolderSource
@@ -368,7 +369,8 @@ class LocalServer:
     Requests are served from the moment the port is bound (``port=0`` picks a free
     port; ``url`` says which); the start-up index and then the watcher run on a
     background thread. ``start`` waits for that index unless ``wait=False``
-    (``wait_until_ready`` waits later; ``progress`` counts it). ``stop`` is idempotent,
+    (``wait_until_ready`` waits later; ``progress`` counts it). ``reranking`` reranks
+    every search's top candidates (``knowledge.reranking``). ``stop`` is idempotent,
     abandons an unfinished start-up index (the scope being written keeps what it had)
     and leaves the store open.
     """
@@ -384,6 +386,7 @@ class LocalServer:
         options: IndexOptions | None = None,
         default_mode: SearchMode | None = None,
         body_timeout: float = DEFAULT_BODY_TIMEOUT,
+        reranking: RerankingStage | None = None,
     ) -> None:
         self._root = Path(root)
         if not self._root.is_dir():
@@ -403,6 +406,7 @@ class LocalServer:
             _ProgressStatusStore(store, self.progress),
             reindex=self._reindex_scope,
             default_mode=default_mode,
+            reranking=reranking,
         )
         self._http: _ApiHttpServer | None = None
         self._http_thread: threading.Thread | None = None
