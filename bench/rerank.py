@@ -2,13 +2,13 @@
 
 The store is the OpenSearch store on the real node (``KB_OPENSEARCH_URL`` or one started
 here) holding the man-pages corpus (hashing embedder); each search goes through
-``KnowledgeApi.search`` (the route the Lambda and ``kb serve`` answer), in the default
-hybrid mode, ``--max-results`` results. ``rerank`` searches have a ``RerankingStage``
-with the real ``BedrockReranker`` (boto3: SigV4 signing, JSON, one HTTP round trip) that
-talks to ``tests/fake_rerank.py`` on 127.0.0.1, which answers at once (word-overlap
-scores): the figure is the product's own cost of reranking ``--top-n`` candidates, not a
-model's. A real Bedrock model adds its inference and the network to AWS on top (not
-measured here: no AWS access).
+``KnowledgeApi.search`` (the route the Lambda and ``kb serve`` answer), in hybrid mode
+(the default of a deployment with a semantic embedder), ``--max-results`` results.
+``rerank`` searches have a ``RerankingStage`` with the real ``BedrockReranker`` (boto3:
+SigV4 signing, JSON, one HTTP round trip) that talks to ``tests/fake_rerank.py`` on
+127.0.0.1, which answers at once (word-overlap scores): the figure is the product's own
+cost of reranking ``--top-n`` candidates, not a model's. A real Bedrock model adds its
+inference and the network to AWS on top (not measured here: no AWS access).
 
 Per query the ``plain`` and ``rerank`` searches run back to back, in alternating order,
 after a warm-up; ratios are rerank / plain of the same run. Writes
@@ -89,7 +89,11 @@ def main(args: argparse.Namespace) -> None:
                 samples: dict[str, list[float]] = {"plain": [], "rerank": [], "rerank_call": []}
                 fallbacks = 0
                 for i in range(args.warmup + args.iterations):
-                    body = {"query": texts[i % len(texts)], "max_results": args.max_results}
+                    body = {
+                        "query": texts[i % len(texts)],
+                        "mode": "hybrid",
+                        "max_results": args.max_results,
+                    }
                     if i % 2 == 0:
                         plain_ms, _ = _timed(plain, body)
                         rerank_ms, answer = _timed(api, body)
@@ -130,7 +134,7 @@ def main(args: argparse.Namespace) -> None:
             "corpus": corpus.describe(),
             "indexed": {"documents": result.indexed_documents, "chunks": result.indexed_chunks},
             "embedder": "hashing (256 dimensions)",
-            "mode": "store default (hybrid)",
+            "mode": "hybrid",
             "max_results": args.max_results,
             "reranker": f"BedrockReranker({_MODEL}) -> tests/fake_rerank.py on 127.0.0.1",
             "iterations": args.iterations,

@@ -50,6 +50,7 @@ from knowledge.stores.opensearch.mapping import (
 )
 
 __all__ = [
+    "CANDIDATE_FIELDS",
     "INCOMPLETE_HASH",
     "MATCH_NOTHING",
     "Hit",
@@ -59,6 +60,7 @@ __all__ = [
     "bulk_index_action",
     "bulk_problem_action",
     "bulk_record_action",
+    "chunks_by_id_body",
     "document_filters",
     "document_ids_page_body",
     "file_pattern_filter",
@@ -273,14 +275,25 @@ def query_filters(
 # --- searches -------------------------------------------------------------------------
 
 
-def _source() -> dict[str, Any]:
-    return {"includes": list(SOURCE_FIELDS)}
+CANDIDATE_FIELDS: tuple[str, ...] = (CONTEXT, DOCUMENT_PATH, CHUNK_INDEX, DOCUMENT_ID, GENERATION)
+"""What fusion needs of a hybrid candidate (newest generation, file patterns, the
+per-document cap): no ``content`` or ``metadata``, which only the chosen page needs
+(``chunks_by_id_body``)."""
+
+
+def _source(fields: Sequence[str] = SOURCE_FIELDS) -> dict[str, Any]:
+    return {"includes": list(fields)}
 
 
 def keyword_search_body(
-    text: str, filters: Sequence[Mapping[str, Any]], size: int
+    text: str,
+    filters: Sequence[Mapping[str, Any]],
+    size: int,
+    *,
+    fields: Sequence[str] = SOURCE_FIELDS,
 ) -> dict[str, Any]:
-    """BM25 on ``content`` and on its CJK-bigram sub-field, inside the filters.
+    """BM25 on ``content`` and on its CJK-bigram sub-field, inside the filters; each hit
+    with the ``_source`` ``fields``.
 
     The two ``match`` clauses are a ``should`` (at least one must match), so a chunk
     matches on words *or* on CJK bigrams, and one that matches both ranks higher.
@@ -288,7 +301,7 @@ def keyword_search_body(
     return {
         "size": size,
         "track_total_hits": False,
-        "_source": _source(),
+        "_source": _source(fields),
         "query": {
             "bool": {
                 "filter": list(filters),
@@ -303,13 +316,18 @@ def keyword_search_body(
 
 
 def vector_search_body(
-    vector: Sequence[float], filters: Sequence[Mapping[str, Any]], k: int
+    vector: Sequence[float],
+    filters: Sequence[Mapping[str, Any]],
+    k: int,
+    *,
+    fields: Sequence[str] = SOURCE_FIELDS,
 ) -> dict[str, Any]:
-    """k-NN on ``embedding`` with the filters *inside* the knn clause (efficient filtering)."""
+    """k-NN on ``embedding`` with the filters *inside* the knn clause (efficient
+    filtering); each hit with the ``_source`` ``fields``."""
     return {
         "size": k,
         "track_total_hits": False,
-        "_source": _source(),
+        "_source": _source(fields),
         "query": {
             "knn": {
                 EMBEDDING: {
@@ -319,6 +337,17 @@ def vector_search_body(
                 }
             }
         },
+    }
+
+
+def chunks_by_id_body(ids: Sequence[str], filters: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The chunks ``ids`` with their result fields, inside the same filters as the search
+    that found them (the scope stays a filter of every read)."""
+    return {
+        "size": len(ids),
+        "track_total_hits": False,
+        "_source": _source(),
+        "query": {"bool": {"filter": [*filters, {"ids": {"values": list(ids)}}]}},
     }
 
 
