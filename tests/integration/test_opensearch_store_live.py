@@ -606,8 +606,8 @@ class _RecordingClient:
 
 
 def test_hybrid_reads_the_text_of_the_chosen_chunks_only(make_store, node: Node) -> None:
-    """The 2 x 100 hybrid candidates come without their text; the page's chunks are read
-    with it afterwards, and the results are those of the keyword search in content."""
+    """The 2 x 100 hybrid candidates come as doc values, without their stored source; the
+    page's chunks are read with their text afterwards."""
     scope = KnowledgeScope("a1", "c1")
     texts = {f"doc{i:02}.md": f"# Doc {i}\n\ncommon words and deploy notes {i}" for i in range(30)}
     make_store().index(scope, Source(texts))
@@ -627,10 +627,10 @@ def test_hybrid_reads_the_text_of_the_chosen_chunks_only(make_store, node: Node)
     candidates = [r for r in recording.sent if r[0] == "msearch"]
     (lines, answer) = candidates[0][1], candidates[0][2]
     for body in lines[1::2]:
-        assert "content" not in body["_source"]["includes"]
+        assert body["_source"] is False
     hits = [h for response in answer["responses"] for h in response["hits"]["hits"]]
     assert len(hits) > 4
-    assert all("content" not in h["_source"] and "metadata" not in h["_source"] for h in hits)
+    assert all("_source" not in h and "content" not in h["fields"] for h in hits)
     page = [r for r in recording.sent if r[0] == "search"]
     assert len(page) == 1
     assert page[0][1]["query"]["bool"]["filter"][:2] == [
