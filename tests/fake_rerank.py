@@ -167,3 +167,11 @@ def fake_rerank_server(
         server.shutdown()
         server.server_close()
         thread.join()
+
+
+if __name__ == "__main__":  # ``python tests/fake_rerank.py ARN``: serve until stopped
+    import sys
+
+    with fake_rerank_server(sys.argv[1]) as running:
+        print(running.url, flush=True)
+        threading.Event().wait()
