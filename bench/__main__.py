@@ -25,6 +25,7 @@ COMMANDS = {
     "pdf-throughput": "PDF pages/s per library; peak memory on a long PDF and a big XLSX",
     "embedding-pool": "concurrent embedding vs sequential against a fake remote embedder",
     "filters": "embedded store: search filter SQL over one scope, next to no filter",
+    "bm25": "man-pages keyword MRR@10 under other BM25 k1/b on the real node (a probe)",
     "rerank": "search latency with the Bedrock reranking stage (fake endpoint) vs without",
     "report": "write bench/REPORT.md and the plots from bench/results/*.json",
 }

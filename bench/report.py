@@ -1117,10 +1117,13 @@ def main(args: argparse.Namespace) -> None:
     questions_section(report)
     fusion_section(report)
     context_section(report)
+    from bench.report_ranking import keyword_probe_section
+
+    keyword_probe_section(report)
     indexing_section(report)
     latency_section(report)
     ranking_latency_section(report)
-    from bench.report_ranking import hybrid_fetch_section, rerank_section
+    from bench.report_ranking import hybrid_fetch_section, rerank_section  # after 3b
 
     hybrid_fetch_section(report)
     rerank_section(report)
