@@ -68,6 +68,7 @@ def main(args: argparse.Namespace) -> None:
             store.index(
                 SCOPE, LocalDirectorySource(corpus.docs_dir), IndexOptions(max_documents=100_000)
             )
+            client.indices.refresh(index=source)  # every chunk searchable before the copies
             for k1, b in PARAMETERS:
                 name = unique_index_name("bench-bm25-variant")
                 body = index_body(vector_dimensions=None, embedding_model=None)

@@ -439,8 +439,10 @@ def test_search_reranks_with_a_configured_model(
     with fake_rerank_server() as fake:
         monkeypatch.setenv("AWS_ENDPOINT_URL_BEDROCK_AGENT_RUNTIME", fake.url)
         code, out, _ = run(
-            ["search", "promote replica", *scope_args(db), "--mode", "keyword", "--json"]
-            + ["--rerank-model", "amazon.rerank-v1:0"],
+            [
+                *("search", "promote replica", *scope_args(db), "--mode", "keyword", "--json"),
+                *("--rerank-model", "amazon.rerank-v1:0"),
+            ],
             capsys,
         )
     assert code == 0
