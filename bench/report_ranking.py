@@ -131,11 +131,13 @@ def rerank_section(report: Report) -> None:
         "the request, the thread hand-off), not a model's. A real model adds its inference "
         "and the round trip to AWS on top, and what reranking gains in MRR can only be "
         "measured there: no benchmark here can, so the stage stays off by default. Under "
-        "load, like 3c: the stage runs the call on a thread of its own so that a search can "
-        "stop waiting at its deadline, and on this machine (load average 11-20, the "
-        "benchmark niced) each thread wake-up waits for a CPU, which is most of the "
-        "difference between the stage's call and the same call made directly; a Lambda "
-        "function has its CPU to itself, where a wake-up takes microseconds.",
+        "load, like 3c (load average 11-20, the benchmark niced): the call itself (boto3 "
+        'building, signing and parsing, the loopback round trip; the "direct" column is '
+        "the same call made in the benchmark's thread) is most of the added time, and it "
+        "grows with the candidates sent; the stage runs it on a thread of its own so that "
+        "a search can stop waiting at its deadline, and that hand-off is the difference "
+        "between the two call columns (each thread wake-up waits for a CPU on this "
+        "machine; a Lambda function has its CPU to itself).",
         _table(
             [
                 "top N",
