@@ -39,7 +39,7 @@ import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, unquote
 
 from knowledge.documents import (
@@ -66,10 +66,12 @@ from knowledge.model import (
     SearchQuery,
     SearchResult,
 )
-from knowledge.reranking.stage import RerankingStage, RerankReport
 from knowledge.scope import KnowledgeScope, validate_segment
 from knowledge.search_filter import parse_filter
 from knowledge.store import KnowledgeStore
+
+if TYPE_CHECKING:  # the stage is built by whoever configures it; no import at cold start
+    from knowledge.reranking.stage import RerankingStage, RerankReport
 
 __all__ = [
     "AGENT_WIDE_CONTEXT",
