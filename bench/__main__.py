@@ -26,6 +26,8 @@ COMMANDS = {
     "embedding-pool": "concurrent embedding vs sequential against a fake remote embedder",
     "filters": "embedded store: search filter SQL over one scope, next to no filter",
     "scale": "OpenSearch store: one index growing 25x over 1,000 scopes (HNSW, recall, bytes)",
+    "bm25": "man-pages keyword MRR@10 under other BM25 k1/b on the real node (a probe)",
+    "rerank": "search latency with the Bedrock reranking stage (fake endpoint) vs without",
     "report": "write bench/REPORT.md and the plots from bench/results/*.json",
 }
 

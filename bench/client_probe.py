@@ -5,7 +5,9 @@ lets a benchmark see what the store sends without changing how the store works: 
 attribute is the real client's, and ``search``/``msearch``/``bulk``/``delete_by_query``
 and ``indices.*`` calls are forwarded unchanged, counted in ``calls`` and timed (wall-clock
 seconds, summed per method) in ``seconds``. ``took`` of the last ``search`` or ``msearch``
-answer (OpenSearch's own server-side time, integer ms) is kept.
+answer (OpenSearch's own server-side time, integer ms) is kept, and ``took_sum`` adds up
+the ``took`` of every answer since it was last set to 0 (a hybrid search reads its page's
+text with a second request).
 """
 
 from __future__ import annotations
@@ -58,6 +60,7 @@ class RecordingClient:
         self.calls = self._ledger.calls
         self.seconds = self._ledger.seconds
         self.last_took: int | None = None
+        self.took_sum = 0
         self.indices = _RecordingIndices(client.indices, self._ledger)
 
     def __getattr__(self, name: str) -> Any:
@@ -66,11 +69,13 @@ class RecordingClient:
     def search(self, *args: Any, **kwargs: Any) -> Any:
         response = self._ledger.call("search", self._client.search, *args, **kwargs)
         self.last_took = response.get("took")
+        self.took_sum += int(response.get("took") or 0)
         return response
 
     def msearch(self, *args: Any, **kwargs: Any) -> Any:
         response = self._ledger.call("msearch", self._client.msearch, *args, **kwargs)
         self.last_took = response.get("took")
+        self.took_sum += int(response.get("took") or 0)
         return response
 
     def bulk(self, *args: Any, **kwargs: Any) -> Any:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import re
 import sqlite3
+import threading
 from array import array
 from collections.abc import Sequence
 from pathlib import Path
@@ -39,7 +40,10 @@ class CachingEmbedder:
         cache_dir.mkdir(parents=True, exist_ok=True)
         slug = re.sub(r"[^A-Za-z0-9._-]+", "_", inner.name).strip("_")
         self.path = cache_dir / f"embeddings-{slug}-{inner.dimensions}.sqlite"
-        self._db = sqlite3.connect(self.path)
+        # The OpenSearch store embeds a query on its own thread (``search.embed_query``):
+        # one connection shared under a lock.
+        self._db = sqlite3.connect(self.path, check_same_thread=False)
+        self._lock = threading.Lock()
         self._db.execute(
             "CREATE TABLE IF NOT EXISTS vectors "
             "(key TEXT PRIMARY KEY, tokens INTEGER NOT NULL, vector BLOB NOT NULL)"
@@ -59,6 +63,10 @@ class CachingEmbedder:
         return self.embed_batch([text])[0]
 
     def embed_batch(self, texts: Sequence[str]) -> list[Embedding]:
+        with self._lock:
+            return self._embed_batch(texts)
+
+    def _embed_batch(self, texts: Sequence[str]) -> list[Embedding]:
         keys = [_key(text) for text in texts]
         found = self._lookup(sorted(set(keys)))
         missing: dict[str, str] = {}

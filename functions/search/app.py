@@ -100,9 +100,10 @@ def _authorize(agent: str, operation: Operation) -> None:
 def knowledge_api() -> KnowledgeApi:
     """The container's API over its store, created on the first request."""
     if container.api is None:
-        from knowledge.lambda_config import build_store
+        from knowledge.lambda_config import build_reranking, build_store
 
-        container.api = KnowledgeApi(build_store(settings()))
+        config = settings()
+        container.api = KnowledgeApi(build_store(config), reranking=build_reranking(config))
     return container.api
 
 

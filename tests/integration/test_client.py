@@ -85,6 +85,60 @@ def test_search_status_and_reindex_against_the_local_server(local: LocalServer) 
     assert client.health()["status"] == "ok"
 
 
+def test_a_reranking_server_answers_rerank_scores_through_the_client(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """kb serve with a reranking stage (Bedrock ``Rerank`` through boto3, answered by the
+    fake endpoint on loopback): the client reads the rerank and search scores."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from fake_rerank import fake_rerank_server
+
+    from knowledge.reranking import RerankingStage
+    from knowledge.reranking.bedrock import BedrockReranker
+
+    for name, value in {
+        "AWS_ACCESS_KEY_ID": ACCESS_KEY,
+        "AWS_SECRET_ACCESS_KEY": SECRET_KEY,
+    }.items():
+        monkeypatch.setenv(name, value)
+    root = tmp_path / "bucket"
+    (root / "ops-bot" / "runbooks").mkdir(parents=True)
+    (root / "ops-bot" / "runbooks" / "a.md").write_text("helm helm helm\n", "utf-8")
+    (root / "ops-bot" / "runbooks" / "b.md").write_text("helm rollback steps\n", "utf-8")
+    arn = f"arn:aws:bedrock:{REGION}::foundation-model/amazon.rerank-v1:0"
+    with (
+        fake_rerank_server(arn) as fake,
+        closing(
+            open_store(db_path=tmp_path / "k.db", embedder_name="hashing", environ={})
+        ) as store,
+    ):
+        reranker = BedrockReranker("amazon.rerank-v1:0", region=REGION, endpoint_url=fake.url)
+        server = LocalServer(
+            root, store, host="127.0.0.1", port=0, reranking=RerankingStage(reranker)
+        )
+        server.start()
+        try:
+            scope = KnowledgeScope("ops-bot", "runbooks")
+            plain = store.search(scope, SearchQuery("helm rollback", max_results=5))
+            response = KnowledgeClient(server.url).search_response(
+                scope, SearchQuery("helm rollback", max_results=5)
+            )
+        finally:
+            server.stop()
+    assert fake.problems == []
+    searched = {r.document_path: r.score for r in plain}
+    # the fake's word overlap: b.md has both words, a.md one of two
+    assert [(r.document_path, r.rerank_score) for r in response.results] == [
+        ("b.md", 1.0),
+        ("a.md", 0.5),
+    ]
+    for result in response.results:
+        assert result.score == result.rerank_score
+        assert result.search_score == pytest.approx(searched[result.document_path], abs=1e-6)
+
+
 def test_documents_through_the_client_match_the_store(local: LocalServer) -> None:
     client = KnowledgeClient(local.url)
     scope = KnowledgeScope("ops-bot", "runbooks")

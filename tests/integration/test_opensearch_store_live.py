@@ -526,6 +526,64 @@ def test_hybrid_is_the_same_with_one_msearch_or_two_searches(make_store, node: N
     assert store.search(scope, query) == two.search(scope, query)
 
 
+class _RecordingClient:
+    """A real ``opensearchpy.OpenSearch`` that keeps the search bodies and the answers."""
+
+    def __init__(self, url: str) -> None:
+        from opensearchpy import OpenSearch
+
+        self.client = OpenSearch(hosts=[url], timeout=30)
+        self.sent: list[tuple[str, Any, Any]] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.client, name)
+
+    def search(self, *args: Any, **kwargs: Any) -> Any:
+        answer = self.client.search(*args, **kwargs)
+        self.sent.append(("search", kwargs.get("body"), answer))
+        return answer
+
+    def msearch(self, *args: Any, **kwargs: Any) -> Any:
+        answer = self.client.msearch(*args, **kwargs)
+        self.sent.append(("msearch", kwargs.get("body"), answer))
+        return answer
+
+
+def test_hybrid_reads_the_text_of_the_chosen_chunks_only(make_store, node: NodeIndex) -> None:
+    """The 2 x 100 hybrid candidates come as doc values, without their stored source; the
+    page's chunks are read with their text afterwards."""
+    scope = KnowledgeScope("a1", "c1")
+    texts = {f"doc{i:02}.md": f"# Doc {i}\n\ncommon words and deploy notes {i}" for i in range(30)}
+    make_store().index(scope, Source(texts))
+    recording = _RecordingClient(node.url)
+    store = OpenSearchKnowledgeStore(
+        node.config(), HashingEmbedder(DIMS), client=recording, retry=FAST_RETRY
+    )
+    try:
+        results = store.search(scope, SearchQuery("deploy notes", mode="hybrid", max_results=4))
+    finally:
+        store.close()
+        recording.client.close()
+    assert len(results) == 4
+    for result in results:
+        assert result.content == texts[result.document_path]
+        assert result.metadata["title"] == f"Doc {int(result.document_path[3:5])}"
+    candidates = [r for r in recording.sent if r[0] == "msearch"]
+    (lines, answer) = candidates[0][1], candidates[0][2]
+    for body in lines[1::2]:
+        assert body["_source"] is False
+    hits = [h for response in answer["responses"] for h in response["hits"]["hits"]]
+    assert len(hits) > 4
+    assert all("_source" not in h and "content" not in h["fields"] for h in hits)
+    page = [r for r in recording.sent if r[0] == "search"]
+    assert len(page) == 1
+    assert page[0][1]["query"]["bool"]["filter"][:2] == [
+        {"term": {"agent": "a1"}},
+        {"term": {"context": "c1"}},
+    ]
+    assert len(page[0][2]["hits"]["hits"]) == 4
+
+
 # --- commit records -------------------------------------------------------------------------
 
 

@@ -418,3 +418,51 @@ def test_listed_source_counts_each_document_once() -> None:
     assert [d.read() for d in listed] == [b"x", b"x"]
     listed[0].read()
     assert seen == ["a.md", "b.md"]
+
+
+def test_search_reranks_with_a_configured_model(
+    docs: Path, db: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--rerank-model`` (or ``KB_RERANK_MODEL``) reranks a local search through Bedrock
+    (here a fake ``Rerank`` endpoint on loopback, reached through boto3's own
+    ``AWS_ENDPOINT_URL_BEDROCK_AGENT_RUNTIME``)."""
+    from fake_rerank import fake_rerank_server
+
+    index(docs, db, capsys)
+    for name, value in {
+        "AWS_ACCESS_KEY_ID": "AKIDEXAMPLE",
+        "AWS_SECRET_ACCESS_KEY": "secret-example",
+        "AWS_DEFAULT_REGION": "us-west-2",
+        "KB_RERANK_TOP_N": "2",
+    }.items():
+        monkeypatch.setenv(name, value)
+    with fake_rerank_server() as fake:
+        monkeypatch.setenv("AWS_ENDPOINT_URL_BEDROCK_AGENT_RUNTIME", fake.url)
+        code, out, _ = run(
+            [
+                *("search", "promote replica", *scope_args(db), "--mode", "keyword", "--json"),
+                *("--rerank-model", "amazon.rerank-v1:0"),
+            ],
+            capsys,
+        )
+    assert code == 0
+    assert fake.problems == []
+    (sent,) = fake.requests
+    assert sent["queries"][0]["textQuery"]["text"] == "promote replica"
+    body = json.loads(out)
+    assert body["rerank"]["reranked"] is True
+    assert body["rerank"]["candidates"] == len(sent["sources"]) <= 2
+    assert body["results"][0]["document_path"] == "sub/failover.txt"
+    assert body["results"][0]["rerank_score"] == 1.0  # both words found (the fake's score)
+
+
+def test_a_bad_rerank_top_n_is_named(
+    docs: Path, db: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    index(docs, db, capsys)
+    monkeypatch.setenv("KB_RERANK_TOP_N", "500")
+    code, _, err = run(
+        ["search", "x", *scope_args(db), "--rerank-model", "amazon.rerank-v1:0"], capsys
+    )
+    assert code != 0
+    assert "KB_RERANK_TOP_N" in err

@@ -16,8 +16,8 @@ from moto import mock_aws
 
 from knowledge.embedding.hashing import HashingEmbedder
 from knowledge.errors import ConfigurationError
-from knowledge.lambda_config import LambdaSettings, build_embedder, build_store
-from knowledge.model import IndexOptions, SearchMode
+from knowledge.lambda_config import LambdaSettings, build_embedder, build_reranking, build_store
+from knowledge.model import IndexOptions, SearchMode, SearchQuery
 from knowledge.secrets import clear_secret_cache
 from knowledge.stores.opensearch import OpenSearchKnowledgeStore
 
@@ -73,6 +73,13 @@ def test_everything_from_the_environment():
         ({"RETRY_BASE_SECONDS": "120", "RETRY_MAX_SECONDS": "60"}, "RETRY_MAX_SECONDS"),
         ({"RETRY_MAX_SECONDS": "50000"}, "RETRY_MAX_SECONDS"),
         ({"SECRET_MAX_AGE_SECONDS": "soon"}, "SECRET_MAX_AGE_SECONDS"),
+        ({"RERANK_TOP_N": "0"}, "RERANK_TOP_N"),
+        ({"RERANK_TOP_N": "101"}, "RERANK_TOP_N"),
+        ({"RERANK_TOP_N": "all"}, "RERANK_TOP_N"),
+        ({"RERANK_TIMEOUT_SECONDS": "0"}, "RERANK_TIMEOUT_SECONDS"),
+        ({"RERANK_TIMEOUT_SECONDS": "30"}, "RERANK_TIMEOUT_SECONDS"),
+        ({"RERANK_TIMEOUT_SECONDS": "nan"}, "RERANK_TIMEOUT_SECONDS"),
+        ({"RERANK_TIMEOUT_SECONDS": "fast"}, "RERANK_TIMEOUT_SECONDS"),
     ],
 )
 def test_bad_settings_are_configuration_errors_naming_the_variable(env, message):
@@ -240,3 +247,52 @@ def test_embedding_concurrency_reaches_the_provider():
 def test_bad_embedding_concurrency_is_named(value):
     with pytest.raises(ConfigurationError, match="EMBEDDING_CONCURRENCY"):
         LambdaSettings.from_env({"EMBEDDING_CONCURRENCY": value})
+
+
+def test_no_reranking_unless_a_model_is_set():
+    assert build_reranking(LambdaSettings.from_env({})) is None
+    assert build_reranking(LambdaSettings.from_env({"RERANK_MODEL_ID": " "})) is None
+
+
+def test_reranking_from_the_environment_reranks_through_bedrock(monkeypatch):
+    """RERANK_* build the stage; botocore's own AWS_ENDPOINT_URL_BEDROCK_AGENT_RUNTIME
+    sends its calls to the fake endpoint, which checks what it receives."""
+    from fake_rerank import fake_rerank_server
+
+    from knowledge.scope import KnowledgeScope
+    from knowledge.source import SourceDocument
+    from knowledge.stores.memory import MemoryKnowledgeStore
+
+    arn = "arn:aws:bedrock:eu-central-1::foundation-model/cohere.rerank-v3-5:0"
+    for name, value in {
+        "AWS_ACCESS_KEY_ID": "AKIDEXAMPLE",
+        "AWS_SECRET_ACCESS_KEY": "secret-example",
+        "AWS_REGION": "eu-central-1",
+        "AWS_DEFAULT_REGION": "eu-central-1",
+    }.items():
+        monkeypatch.setenv(name, value)
+    scope = KnowledgeScope("ops-bot", "runbooks")
+    store = MemoryKnowledgeStore()
+    for path, text in {
+        "a.md": "rollback rollback rollback",
+        "b.md": "how to rollback helm",
+    }.items():
+        data = text.encode()
+        store.upsert_document(scope, SourceDocument(path, len(data), lambda d=data: d))
+    with fake_rerank_server(arn) as fake:
+        monkeypatch.setenv("AWS_ENDPOINT_URL_BEDROCK_AGENT_RUNTIME", fake.url)
+        settings = LambdaSettings.from_env(
+            {
+                "RERANK_MODEL_ID": "cohere.rerank-v3-5:0",
+                "RERANK_TOP_N": "7",
+                "RERANK_TIMEOUT_SECONDS": "2.5",
+            }
+        )
+        stage = build_reranking(settings)
+        assert stage is not None
+        assert (stage.top_n, stage.timeout) == (7, 2.5)
+        results, report = stage.search(store, scope, SearchQuery("rollback helm", mode="keyword"))
+    assert fake.problems == []
+    assert report.reranked
+    # the fake's word overlap: b.md has both words, a.md one
+    assert [(r.document_path, r.rerank_score) for r in results] == [("b.md", 1.0), ("a.md", 0.5)]

@@ -21,6 +21,7 @@ from knowledge.stores.opensearch.queries import (
     bulk_delete_action,
     bulk_index_action,
     bulk_record_action,
+    chunks_by_id_body,
     document_ids_page_body,
     file_pattern_filter,
     generation_chunk_id,
@@ -293,6 +294,55 @@ def test_hybrid_sends_both_searches_in_one_msearch() -> None:
     vector = vector_search_body([0.1, 0.2], filters, 20)
     # The index is in the request path: the headers name none.
     assert msearch_body([keyword, vector]) == [{}, keyword, {}, vector]
+
+
+def test_hybrid_candidates_are_doc_values_without_the_stored_source() -> None:
+    filters = query_filters(SCOPE)
+    for body in (
+        keyword_search_body("q", filters, 100, candidates=True),
+        vector_search_body([0.1, 0.2], filters, 100, candidates=True),
+    ):
+        assert body["_source"] is False
+        assert body["docvalue_fields"] == [
+            "context",
+            "document_path",
+            "chunk_index",
+            "document_id",
+            "generation",
+        ]
+        assert body["size"] == 100
+    assert keyword_search_body("q", filters, 5)["_source"] == SOURCE
+
+
+def test_the_page_is_read_by_id_inside_the_same_filters() -> None:
+    filters = query_filters(SCOPE, file_patterns=("*.md",))
+    body = chunks_by_id_body(["a:0", "b:3"], filters)
+    assert body["size"] == 2
+    assert body["_source"] == SOURCE
+    assert body["query"]["bool"]["filter"] == [*filters, {"ids": {"values": ["a:0", "b:3"]}}]
+    assert body["query"]["bool"]["filter"][:2] == [
+        {"term": {"agent": "ops-bot"}},
+        {"term": {"context": "runbooks"}},
+    ]
+
+
+def test_parse_hits_reads_doc_values_in_place_of_a_source() -> None:
+    response = {
+        "hits": {
+            "hits": [
+                {
+                    "_id": "a:0",
+                    "_score": 1.5,
+                    "fields": {"document_path": ["a.md"], "chunk_index": [0], "generation": []},
+                },
+                {"_id": "b:1", "_score": 0.5},
+            ]
+        }
+    }
+    assert parse_hits(response) == [
+        Hit("a:0", 1.5, {"document_path": "a.md", "chunk_index": 0}),
+        Hit("b:1", 0.5, {}),
+    ]
 
 
 def test_parse_hits() -> None:

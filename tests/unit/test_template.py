@@ -431,3 +431,94 @@ def test_every_taggable_resource_is_tagged() -> None:
             assert raw is not None, f"{name} has no Tags"
             tags = raw if TAGGABLE[kind] == "map" else {t["Key"]: t["Value"] for t in raw}
         assert tags == expected, name
+
+
+@pytest.mark.parametrize(
+    ("provider", "weights"),
+    [("hashing", (0.7, 0.3)), ("bedrock", (0.3, 0.7)), ("openai", (0.3, 0.7))],
+)
+def test_hybrid_weights_default_to_the_embedders_own(
+    provider: str, weights: tuple[float, float]
+) -> None:
+    """The template passes no weights unless the operator sets them, so the store picks
+    the embedder's measured ones (issue 11): 0.7/0.3 for hashing, 0.3/0.7 otherwise."""
+    from knowledge.fusion import hybrid_weights
+    from knowledge.stores.opensearch import OpenSearchConfig
+
+    stack = Stack(TEMPLATE, {**CREATED, "EmbeddingProvider": provider})
+    env = {
+        k: str(v)
+        for k, v in stack.evaluate(TEMPLATE["Globals"]["Function"])["Environment"][
+            "Variables"
+        ].items()
+    }
+    config = OpenSearchConfig.from_env(
+        {**env, "AWS_REGION": "us-east-1"}, url="https://search.example"
+    )
+    assert (config.keyword_weight, config.vector_weight) == (None, None)
+    embedder = {"hashing": "hashing", "bedrock": "bedrock:x", "openai": "openai:x"}[provider]
+    assert hybrid_weights(embedder) == weights
+
+
+def test_hybrid_weights_set_by_the_operator_reach_the_store() -> None:
+    from knowledge.stores.opensearch import OpenSearchConfig
+
+    stack = Stack(TEMPLATE, {**CREATED, "KeywordWeight": "0.5", "VectorWeight": "0.5"})
+    env = {
+        k: str(v)
+        for k, v in stack.evaluate(TEMPLATE["Globals"]["Function"])["Environment"][
+            "Variables"
+        ].items()
+    }
+    config = OpenSearchConfig.from_env(
+        {**env, "AWS_REGION": "us-east-1"}, url="https://search.example"
+    )
+    assert (config.keyword_weight, config.vector_weight) == (0.5, 0.5)
+
+
+RERANK_MODEL = "arn:aws:bedrock:us-east-1::foundation-model/amazon.rerank-v1:0"
+
+
+def test_no_reranking_and_no_bedrock_rerank_permission_by_default() -> None:
+    stack = Stack(TEMPLATE, CREATED)
+    search = stack.evaluate(stack.resources()["SearchFunction"]["Properties"])
+    assert search["Environment"]["Variables"]["RERANK_MODEL_ID"] == ""
+    statements = stack.statements("SearchFunction")
+    assert not allows(statements, "bedrock:Rerank", "*")
+    assert not allows(statements, "bedrock:InvokeModel", RERANK_MODEL)
+
+
+def test_reranking_grants_rerank_and_invoke_on_that_model_only() -> None:
+    stack = Stack(TEMPLATE, {**CREATED, "RerankModelId": "amazon.rerank-v1:0", "RerankTopN": "30"})
+    search = stack.evaluate(stack.resources()["SearchFunction"]["Properties"])
+    variables = search["Environment"]["Variables"]
+    assert (variables["RERANK_MODEL_ID"], str(variables["RERANK_TOP_N"])) == (
+        "amazon.rerank-v1:0",
+        "30",
+    )
+    statements = stack.statements("SearchFunction")
+    assert allows(statements, "bedrock:Rerank", "*")
+    assert allows(statements, "bedrock:InvokeModel", RERANK_MODEL)
+    other = "arn:aws:bedrock:us-east-1::foundation-model/cohere.rerank-v3-5:0"
+    assert not allows(statements, "bedrock:InvokeModel", other)
+    assert not allows(statements, "bedrock:InvokeModelWithResponseStream", RERANK_MODEL)
+    # the indexer never reranks
+    indexer = stack.statements("IndexerFunction")
+    assert not allows(indexer, "bedrock:Rerank", "*")
+    assert not allows(indexer, "bedrock:InvokeModel", RERANK_MODEL)
+
+
+def test_the_search_function_builds_the_reranker_the_template_configures() -> None:
+    from knowledge.lambda_config import LambdaSettings, build_reranking
+
+    stack = Stack(TEMPLATE, {**CREATED, "RerankModelId": "cohere.rerank-v3-5:0"})
+    search = stack.evaluate(stack.resources()["SearchFunction"]["Properties"])
+    env = {k: str(v) for k, v in search["Environment"]["Variables"].items()}
+    stage = build_reranking(LambdaSettings.from_env(env))
+    assert stage is not None
+    assert (stage.reranker.name, stage.top_n) == ("bedrock:cohere.rerank-v3-5:0", 20)
+    off = Stack(TEMPLATE, CREATED).evaluate(
+        Stack(TEMPLATE, CREATED).resources()["SearchFunction"]["Properties"]
+    )
+    env = {k: str(v) for k, v in off["Environment"]["Variables"].items()}
+    assert build_reranking(LambdaSettings.from_env(env)) is None

@@ -39,7 +39,7 @@ import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, unquote
 
 from knowledge.documents import (
@@ -70,6 +70,9 @@ from knowledge.model import (
 from knowledge.scope import KnowledgeScope, validate_segment
 from knowledge.search_filter import parse_filter
 from knowledge.store import KnowledgeStore
+
+if TYPE_CHECKING:  # the stage is built by whoever configures it; no import at cold start
+    from knowledge.reranking.stage import RerankingStage, RerankReport
 
 __all__ = [
     "AGENT_WIDE_CONTEXT",
@@ -297,15 +300,23 @@ def _query_from(data: Mapping[str, Any], default_mode: SearchMode | str | None) 
 
 
 def search_response_body(
-    query: SearchQuery, mode: SearchMode, results: Sequence[SearchResult], took_ms: float
+    query: SearchQuery,
+    mode: SearchMode,
+    results: Sequence[SearchResult],
+    took_ms: float,
+    rerank: RerankReport | None = None,
 ) -> dict[str, Any]:
-    """The search response: ``{"query", "mode", "results", "took_ms"}``."""
-    return {
+    """The search response: ``{"query", "mode", "results", "took_ms"}``, plus
+    ``"rerank"`` (``RerankReport.to_dict``) when a reranking stage is configured."""
+    body: dict[str, Any] = {
         "query": query.text,
         "mode": mode.value,
         "results": [r.to_dict() for r in results],
         "took_ms": round(took_ms, 1),
     }
+    if rerank is not None:
+        body["rerank"] = rerank.to_dict()
+    return body
 
 
 def _error(status: int, message: str, field_name: str | None = None) -> ApiResponse:
@@ -470,8 +481,9 @@ class KnowledgeApi:
     ``reindex`` re-indexes a scope from wherever its documents live; without it the
     reindex route answers 503 (not configured). ``default_mode`` is the mode used when
     a request names none (``None``: the store's default). ``status``, if given, turns the
-    store's status of a scope into what the status route answers. Every method returns an
-    ``ApiResponse`` and never raises.
+    store's status of a scope into what the status route answers. ``reranking`` reranks
+    every search's top candidates (``knowledge.reranking``; off when ``None``). Every
+    method returns an ``ApiResponse`` and never raises.
     """
 
     def __init__(
@@ -481,11 +493,13 @@ class KnowledgeApi:
         reindex: ReindexScope | None = None,
         default_mode: SearchMode | None = None,
         status: StatusOf | None = None,
+        reranking: RerankingStage | None = None,
     ) -> None:
         self._store = store
         self._reindex = reindex
         self._default_mode = default_mode
         self._status_of = status
+        self._reranking = reranking
 
     @property
     def store(self) -> KnowledgeStore:
@@ -518,10 +532,14 @@ class KnowledgeApi:
                 query = replace(query, cross_context=True)
             scope = KnowledgeScope(agent, AGENT_WIDE_CONTEXT if context is None else context)
             started = time.perf_counter()
-            results = self._store.search(scope, query)
+            report: RerankReport | None = None
+            if self._reranking is None:
+                results = self._store.search(scope, query)
+            else:
+                results, report = self._reranking.search(self._store, scope, query)
             took_ms = (time.perf_counter() - started) * 1000.0
             mode = query.mode or self._store.default_mode
-            return ApiResponse(200, search_response_body(query, mode, results, took_ms))
+            return ApiResponse(200, search_response_body(query, mode, results, took_ms, report))
         except Exception as exc:
             return error_response(exc, request_id)
 

@@ -40,7 +40,7 @@ from typing import Any, TextIO
 
 from knowledge.api import parse_search_request, search_response_body
 from knowledge.client import KnowledgeClient
-from knowledge.config import EMBEDDER_NAMES, STORE_BUILDERS, open_store
+from knowledge.config import EMBEDDER_NAMES, STORE_BUILDERS, open_reranking, open_store
 from knowledge.documents import DEFAULT_DOCUMENTS_LIMIT, MAX_DOCUMENTS_LIMIT, format_documents
 from knowledge.errors import ConfigurationError, KnowledgeError, ValidationError
 from knowledge.indexing import REASON_UNCHANGED
@@ -182,13 +182,23 @@ def _cmd_search(args: argparse.Namespace) -> int:
     if args.filter is not None:
         request["filter"] = _filter_argument(args.filter)
     query = parse_search_request(request)
-    with closing(_open_reader(args)) as store:
-        started = time.perf_counter()
-        results = store.search(scope, query)
-        took_ms = (time.perf_counter() - started) * 1000.0
-        mode = query.mode or store.default_mode
+    # A deployed API reranks on its side (its own configuration); a local store here.
+    reranking = None if getattr(args, "api_url", None) else open_reranking(args.rerank_model)
+    report = None
+    if reranking is not None:
+        with closing(_open_store(args)) as local:
+            started = time.perf_counter()
+            results, report = reranking.search(local, scope, query)
+            took_ms = (time.perf_counter() - started) * 1000.0
+            mode = query.mode or local.default_mode
+    else:
+        with closing(_open_reader(args)) as store:
+            started = time.perf_counter()
+            results = store.search(scope, query)
+            took_ms = (time.perf_counter() - started) * 1000.0
+            mode = query.mode or store.default_mode
     if args.json:
-        _print_json(search_response_body(query, mode, results, took_ms), sys.stdout)
+        _print_json(search_response_body(query, mode, results, took_ms, report), sys.stdout)
     else:
         print(format_search_results(query.text, results))
     return EXIT_OK
@@ -285,6 +295,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
             host=args.host,
             port=args.port,
             poll_interval=args.poll_interval,
+            reranking=open_reranking(args.rerank_model),
         )
         return serve_until_stopped(server)
 
@@ -331,6 +342,12 @@ def _scope_options() -> argparse.ArgumentParser:
     scoped.add_argument("--agent", required=True, help="agent name (scope segment)")
     scoped.add_argument("--context", required=True, help="context name (scope segment)")
     return scoped
+
+
+_RERANK_HELP = (
+    "Bedrock rerank model for the top candidates, e.g. amazon.rerank-v1:0 "
+    "(env KB_RERANK_MODEL, KB_RERANK_TOP_N; default: no reranking)"
+)
 
 
 def _positive_int(text: str) -> int:
@@ -393,6 +410,7 @@ def build_parser() -> argparse.ArgumentParser:
     search.add_argument(
         "--cross-context", action="store_true", help="search every context of the agent"
     )
+    search.add_argument("--rerank-model", metavar="MODEL", help=_RERANK_HELP + " (local store)")
     search.add_argument("--json", action="store_true", help="print the API response as JSON")
     search.set_defaults(handler=_cmd_search)
 
@@ -450,6 +468,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--poll-interval", type=float, default=1.0, help="seconds between folder scans"
     )
+    serve.add_argument("--rerank-model", metavar="MODEL", help=_RERANK_HELP)
     serve.set_defaults(handler=_cmd_serve)
     return parser
 

@@ -480,6 +480,8 @@ def _result(item: Mapping[str, Any]) -> SearchResult:
         keyword_score=optional("keyword_score"),
         vector_score=optional("vector_score"),
         metadata=metadata,
+        rerank_score=optional("rerank_score"),
+        search_score=optional("search_score"),
     )
 
 

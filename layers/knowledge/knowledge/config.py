@@ -14,6 +14,9 @@ KB_MODE             search mode when a query names none         see below
 KB_ISOLATION        keyword statistics ``shared`` or per        ``shared``
                     ``agent`` (embedded store; README,
                     "Security")
+KB_RERANK_MODEL     Bedrock rerank model for ``kb serve`` and   unset (no reranking)
+                    ``kb search`` (``open_reranking``)
+KB_RERANK_TOP_N     candidates reranked per search (1-100)      20
 ==================  ==========================================  =====================
 
 The default search mode is the store's own (hybrid with an embedder), except with the
@@ -33,13 +36,17 @@ import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from knowledge.embedding import EMBEDDER_NAMES as PROVIDER_NAMES
 from knowledge.embedding import create_embedder
 from knowledge.embedding.base import EmbeddingClient
-from knowledge.errors import ConfigurationError
+from knowledge.errors import ConfigurationError, ValidationError
 from knowledge.model import SearchMode
 from knowledge.store import KnowledgeStore
+
+if TYPE_CHECKING:
+    from knowledge.reranking import RerankingStage
 
 __all__ = [
     "DEFAULT_DB_PATH",
@@ -51,6 +58,8 @@ __all__ = [
     "ENV_ISOLATION",
     "ENV_MODE",
     "ENV_OPENSEARCH_URL",
+    "ENV_RERANK_MODEL",
+    "ENV_RERANK_TOP_N",
     "ENV_STORE",
     "KEYWORD_LIKE_EMBEDDER",
     "NO_EMBEDDER",
@@ -58,6 +67,7 @@ __all__ = [
     "StoreBuilder",
     "StoreSettings",
     "open_embedder",
+    "open_reranking",
     "open_store",
     "register_store_builder",
 ]
@@ -68,6 +78,8 @@ ENV_EMBEDDER = "KB_EMBEDDER"
 ENV_OPENSEARCH_URL = "KB_OPENSEARCH_URL"
 ENV_MODE = "KB_MODE"
 ENV_ISOLATION = "KB_ISOLATION"
+ENV_RERANK_MODEL = "KB_RERANK_MODEL"
+ENV_RERANK_TOP_N = "KB_RERANK_TOP_N"
 
 DEFAULT_STORE_KIND = "embedded"
 DEFAULT_DB_PATH = ".kb/knowledge.db"
@@ -230,3 +242,34 @@ def open_store(
         known = ", ".join(sorted(STORE_BUILDERS))
         raise ConfigurationError(f"unknown store kind '{settings.kind}' (known: {known})")
     return builder(settings)
+
+
+def open_reranking(
+    model: str | None = None,
+    *,
+    top_n: int | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> RerankingStage | None:
+    """The reranking stage of ``kb serve`` / ``kb search``: Bedrock ``Rerank`` with
+    ``model`` (else ``KB_RERANK_MODEL``) on ``top_n`` (else ``KB_RERANK_TOP_N``, else
+    20) candidates; ``None`` (no reranking) when no model is set. The AWS credentials,
+    region and endpoint are boto3's (``AWS_REGION``, ``AWS_ENDPOINT_URL_BEDROCK_AGENT_RUNTIME``).
+    Raises ``ConfigurationError`` naming the variable for a bad top N."""
+    env = os.environ if environ is None else environ
+    name = (model or "").strip() or env.get(ENV_RERANK_MODEL, "").strip()
+    if not name:
+        return None
+    from knowledge.reranking import DEFAULT_RERANK_TOP_N, RerankingStage
+    from knowledge.reranking.bedrock import BedrockReranker
+
+    count = top_n
+    if count is None:
+        text = env.get(ENV_RERANK_TOP_N, "").strip()
+        try:
+            count = int(text) if text else DEFAULT_RERANK_TOP_N
+        except ValueError:
+            raise ConfigurationError(f"{ENV_RERANK_TOP_N}: {text!r} is not an integer") from None
+    try:
+        return RerankingStage(BedrockReranker(name), top_n=count)
+    except ValidationError as exc:
+        raise ConfigurationError(f"{ENV_RERANK_TOP_N}: {exc.message}") from None

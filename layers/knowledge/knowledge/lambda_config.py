@@ -20,6 +20,9 @@ variable                        meaning                                         
 ``RETRY_BASE_SECONDS``          indexer: first retry delay of a failed record       60
 ``RETRY_MAX_SECONDS``           indexer: longest retry delay                        900
 ``SECRET_MAX_AGE_SECONDS``      a secret is re-read at least this often             300
+``RERANK_MODEL_ID``             Bedrock rerank model (id or ARN); empty: no rerank  unset
+``RERANK_TOP_N``                search: candidates reranked (1-100)                 20
+``RERANK_TIMEOUT_SECONDS``      search: longest rerank call (then search order)     3
 ==============================  ==================================================  ===========
 
 A scope reindex in AWS pages through the whole prefix (``knowledge.reindex_queue``):
@@ -37,21 +40,26 @@ and imports no SDK, so a keyword-only request never loads ``openai``.
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from knowledge.embedding.base import EmbeddingClient
 from knowledge.errors import ConfigurationError
 from knowledge.model import IndexOptions
 from knowledge.store import KnowledgeStore
 
+if TYPE_CHECKING:
+    from knowledge.reranking import RerankingStage
+
 __all__ = [
     "EMBEDDING_PROVIDERS",
     "OPENAI_KEY_FIELD",
     "LambdaSettings",
     "build_embedder",
+    "build_reranking",
     "build_store",
 ]
 
@@ -91,6 +99,9 @@ class LambdaSettings:
     retry_base_seconds: int = 60
     retry_max_seconds: int = 900
     secret_max_age_seconds: int = 300
+    rerank_model_id: str | None = None
+    rerank_top_n: int = 20
+    rerank_timeout_seconds: float = 3.0
 
     def __post_init__(self) -> None:
         if self.embedding_provider not in EMBEDDING_PROVIDERS:
@@ -122,6 +133,13 @@ class LambdaSettings:
                 raise ConfigurationError(f"{name}: must be at least {least}, got {value}")
         if concurrency is not None and concurrency > 64:
             raise ConfigurationError(f"EMBEDDING_CONCURRENCY: at most 64, got {concurrency}")
+        if not 1 <= self.rerank_top_n <= 100:
+            raise ConfigurationError(f"RERANK_TOP_N: must be 1-100, got {self.rerank_top_n}")
+        if not 0 < self.rerank_timeout_seconds <= 25:
+            raise ConfigurationError(
+                f"RERANK_TIMEOUT_SECONDS: must be above 0 and at most 25, "
+                f"got {self.rerank_timeout_seconds}"
+            )
         if self.retry_max_seconds > 43_200:
             raise ConfigurationError(
                 f"RETRY_MAX_SECONDS: must be at most 43200 (12 hours, SQS's limit), "
@@ -146,6 +164,18 @@ class LambdaSettings:
             except ValueError:
                 raise ConfigurationError(f"{name}: {text!r} is not an integer") from None
 
+        def number(name: str, default: float) -> float:
+            text = get(name)
+            if text is None:
+                return default
+            try:
+                value = float(text)
+            except ValueError:
+                raise ConfigurationError(f"{name}: {text!r} is not a number") from None
+            if not math.isfinite(value):
+                raise ConfigurationError(f"{name}: {text!r} is not a finite number")
+            return value
+
         defaults = cls()
         return cls(
             embedding_provider=(get("EMBEDDING_PROVIDER") or "none").lower(),
@@ -167,6 +197,11 @@ class LambdaSettings:
             retry_max_seconds=integer("RETRY_MAX_SECONDS", defaults.retry_max_seconds),
             secret_max_age_seconds=integer(
                 "SECRET_MAX_AGE_SECONDS", defaults.secret_max_age_seconds
+            ),
+            rerank_model_id=get("RERANK_MODEL_ID"),
+            rerank_top_n=integer("RERANK_TOP_N", defaults.rerank_top_n),
+            rerank_timeout_seconds=number(
+                "RERANK_TIMEOUT_SECONDS", defaults.rerank_timeout_seconds
             ),
         )
 
@@ -220,6 +255,22 @@ def build_embedder(
     elif provider == "bedrock" and settings.bedrock_model_id:
         options["model_id"] = settings.bedrock_model_id
     return create_embedder(provider, **options)
+
+
+def build_reranking(settings: LambdaSettings) -> RerankingStage | None:
+    """The search's reranking stage (Bedrock ``Rerank`` with ``RERANK_MODEL_ID``), or
+    ``None`` when no model is set (the default). No I/O; ``boto3`` loads on first use."""
+    if settings.rerank_model_id is None:
+        return None
+    from knowledge.reranking import RerankingStage
+    from knowledge.reranking.bedrock import BedrockReranker
+
+    timeout = settings.rerank_timeout_seconds
+    return RerankingStage(
+        BedrockReranker(settings.rerank_model_id, timeout=timeout),
+        top_n=settings.rerank_top_n,
+        timeout=timeout,
+    )
 
 
 def build_store(

@@ -169,6 +169,11 @@ class SearchResult:
     ``keyword_score`` and ``vector_score`` are the normalised per-side scores that
     produced ``score`` (``None`` when that side was not searched), so a ranking
     can be explained.
+
+    After a reranking stage (``knowledge.reranking``), ``search_score`` is the store's
+    own score and ``rerank_score`` the reranker's (``None`` for a candidate past the
+    reranked ones); ``score`` is then the rerank score. Both are ``None`` without
+    reranking, and ``to_dict`` leaves them out.
     """
 
     document_path: str
@@ -178,12 +183,14 @@ class SearchResult:
     keyword_score: float | None = None
     vector_score: float | None = None
     metadata: Mapping[str, Any] = field(default_factory=dict)
+    rerank_score: float | None = None
+    search_score: float | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "metadata", _frozen(self.metadata))
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        shown: dict[str, Any] = {
             "document_path": self.document_path,
             "chunk_index": self.chunk_index,
             "content": self.content,
@@ -192,6 +199,12 @@ class SearchResult:
             "vector_score": None if self.vector_score is None else round(self.vector_score, 6),
             "metadata": dict(self.metadata),
         }
+        if self.search_score is not None:
+            shown["search_score"] = round(self.search_score, 6)
+            shown["rerank_score"] = (
+                None if self.rerank_score is None else round(self.rerank_score, 6)
+            )
+        return shown
 
 
 @dataclass(frozen=True, slots=True)

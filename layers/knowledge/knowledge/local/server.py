@@ -52,6 +52,7 @@ from knowledge.model import (
     IndexResult,
     SearchMode,
 )
+from knowledge.reranking import RerankingStage
 from knowledge.scope import KnowledgeScope
 from knowledge.sources.local import SYMLINK_OUTSIDE_SCOPE, BucketFolderSource
 from knowledge.store import KnowledgeStore
@@ -278,7 +279,8 @@ class LocalServer:
     Requests are served from the moment the port is bound (``port=0`` picks a free
     port; ``url`` says which); the start-up index and then the watcher run on a
     background thread. ``start`` waits for that index unless ``wait=False``
-    (``wait_until_ready`` waits later; ``progress`` counts it). ``stop`` is idempotent,
+    (``wait_until_ready`` waits later; ``progress`` counts it). ``reranking`` reranks
+    every search's top candidates (``knowledge.reranking``). ``stop`` is idempotent,
     abandons an unfinished start-up index (the scope being written keeps what it had)
     and leaves the store open.
     """
@@ -294,6 +296,7 @@ class LocalServer:
         options: IndexOptions | None = None,
         default_mode: SearchMode | None = None,
         body_timeout: float = DEFAULT_BODY_TIMEOUT,
+        reranking: RerankingStage | None = None,
     ) -> None:
         self._root = Path(root)
         if not self._root.is_dir():
@@ -314,6 +317,7 @@ class LocalServer:
             reindex=self._reindex_scope,
             default_mode=default_mode,
             status=self.progress.status,  # INDEXING while the start-up index runs
+            reranking=reranking,
         )
         self._http: _ApiHttpServer | None = None
         self._http_thread: threading.Thread | None = None

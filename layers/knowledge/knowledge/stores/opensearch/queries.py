@@ -50,6 +50,7 @@ from knowledge.stores.opensearch.mapping import (
 )
 
 __all__ = [
+    "CANDIDATE_FIELDS",
     "INCOMPLETE_HASH",
     "MATCH_NOTHING",
     "Hit",
@@ -59,6 +60,7 @@ __all__ = [
     "bulk_index_action",
     "bulk_problem_action",
     "bulk_record_action",
+    "chunks_by_id_body",
     "document_filters",
     "document_ids_page_body",
     "file_pattern_filter",
@@ -273,14 +275,27 @@ def query_filters(
 # --- searches -------------------------------------------------------------------------
 
 
+CANDIDATE_FIELDS: tuple[str, ...] = (CONTEXT, DOCUMENT_PATH, CHUNK_INDEX, DOCUMENT_ID, GENERATION)
+"""What fusion needs of a hybrid candidate (newest generation, file patterns, the
+per-document cap), read from doc values (``_candidate_fields``); ``content`` and
+``metadata`` only the chosen page needs (``chunks_by_id_body``)."""
+
+
 def _source() -> dict[str, Any]:
     return {"includes": list(SOURCE_FIELDS)}
 
 
+def _candidate_fields() -> dict[str, Any]:
+    # No ``_source`` at all: the node would parse each hit's whole stored source (its
+    # vector included) to filter it; doc values are read column-wise (bench/REPORT.md 3b).
+    return {"_source": False, "docvalue_fields": list(CANDIDATE_FIELDS)}
+
+
 def keyword_search_body(
-    text: str, filters: Sequence[Mapping[str, Any]], size: int
+    text: str, filters: Sequence[Mapping[str, Any]], size: int, *, candidates: bool = False
 ) -> dict[str, Any]:
-    """BM25 on ``content`` and on its CJK-bigram sub-field, inside the filters.
+    """BM25 on ``content`` and on its CJK-bigram sub-field, inside the filters; each hit
+    with its result fields, or only ``CANDIDATE_FIELDS`` with ``candidates``.
 
     The two ``match`` clauses are a ``should`` (at least one must match), so a chunk
     matches on words *or* on CJK bigrams, and one that matches both ranks higher.
@@ -288,7 +303,7 @@ def keyword_search_body(
     return {
         "size": size,
         "track_total_hits": False,
-        "_source": _source(),
+        **(_candidate_fields() if candidates else {"_source": _source()}),
         "query": {
             "bool": {
                 "filter": list(filters),
@@ -308,8 +323,10 @@ def vector_search_body(
     k: int,
     *,
     ef_search: int = 0,
+    candidates: bool = False,
 ) -> dict[str, Any]:
-    """k-NN on ``embedding`` with the filters *inside* the knn clause (efficient filtering).
+    """k-NN on ``embedding`` with the filters *inside* the knn clause (efficient filtering);
+    each hit with its result fields, or only ``CANDIDATE_FIELDS`` with ``candidates``.
 
     ``ef_search`` > 0 is sent as ``method_parameters.ef_search`` (k-NN 2.16+): the size
     of the candidate list the HNSW walk keeps. Without it the lucene engine walks with
@@ -327,8 +344,19 @@ def vector_search_body(
     return {
         "size": k,
         "track_total_hits": False,
-        "_source": _source(),
+        **(_candidate_fields() if candidates else {"_source": _source()}),
         "query": {"knn": {EMBEDDING: clause}},
+    }
+
+
+def chunks_by_id_body(ids: Sequence[str], filters: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The chunks ``ids`` with their result fields, inside the same filters as the search
+    that found them (the scope stays a filter of every read)."""
+    return {
+        "size": len(ids),
+        "track_total_hits": False,
+        "_source": _source(),
+        "query": {"bool": {"filter": [*filters, {"ids": {"values": list(ids)}}]}},
     }
 
 
@@ -353,12 +381,23 @@ class Hit:
 
 
 def parse_hits(response: Mapping[str, Any]) -> list[Hit]:
-    """The hits of a ``_search`` response (or of one ``_msearch`` response), in order."""
+    """The hits of a ``_search`` response (or of one ``_msearch`` response), in order;
+    a candidate's doc values (``fields``, one value each) stand in for its ``_source``."""
     hits = response.get("hits", {}).get("hits", [])
     return [
-        Hit(id=str(h["_id"]), score=float(h.get("_score") or 0.0), source=h.get("_source", {}))
+        Hit(
+            id=str(h["_id"]),
+            score=float(h.get("_score") or 0.0),
+            source=h["_source"] if "_source" in h else _doc_values(h.get("fields", {})),
+        )
         for h in hits
     ]
+
+
+def _doc_values(fields: Mapping[str, Any]) -> dict[str, Any]:
+    return {
+        name: values[0] for name, values in fields.items() if isinstance(values, list) and values
+    }
 
 
 # --- index facts ----------------------------------------------------------------------

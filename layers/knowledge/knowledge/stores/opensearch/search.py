@@ -7,7 +7,12 @@
 - hybrid: both sides in one ``_msearch`` (or two searches), ``fusion.HYBRID_CANDIDATES``
   each whatever the page (every page of a query is a slice of one order), fused
   client-side with ``fusion.fuse_weighted`` (weights: the configured ones, else the
-  embedder's, ``fusion.hybrid_weights``).
+  embedder's, ``fusion.hybrid_weights``). The candidates come as doc values only
+  (``queries.CANDIDATE_FIELDS``, no ``_source``); a second ``_search``
+  (``queries.chunks_by_id_body``, same filters) reads ``content`` and ``metadata`` of the
+  page's chunks only: the node parsing the stored source (vector included) of 200
+  candidates cost more than that round trip (bench/REPORT.md, 3b). A chunk gone between
+  the two reads (its document replaced meanwhile) is left out.
 
 Vector and hybrid drop vector candidates below the embedder's relevance floor
 (``fusion.relevance_floor``).
@@ -158,13 +163,13 @@ def search(
     else:
         # A fixed depth (>= MAX_MAX_RESULTS), so that every page is a slice of one order.
         size = HYBRID_CANDIDATES
-        keyword_body = queries.keyword_search_body(query.text, filters, size)
+        keyword_body = queries.keyword_search_body(query.text, filters, size, candidates=True)
         if vector is None:
             keyword_response = connection.search(index, action, keyword_body)
             vector_response: Mapping[str, Any] = {}
         else:
             vector_body = queries.vector_search_body(
-                vector, filters, size, ef_search=config.ef_search
+                vector, filters, size, ef_search=config.ef_search, candidates=True
             )
             keyword_response, vector_response = _search_both(
                 connection, index, action, keyword_body, vector_body
@@ -191,6 +196,11 @@ def search(
             str(sources[key].get(DOCUMENT_PATH, "")),
         ),
     )
+    if mode is SearchMode.HYBRID and chosen:
+        ids = [item.key for item in chosen]
+        page = connection.search(index, action, queries.chunks_by_id_body(ids, filters))
+        sources = {hit.id: hit.source for hit in queries.parse_hits(page)}
+        chosen = [item for item in chosen if item.key in sources]
     return [_result(sources[item.key], item) for item in chosen]
 
 

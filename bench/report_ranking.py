@@ -1,0 +1,205 @@
+"""``bench/REPORT.md`` sections 3c (hybrid candidates as doc values) and 3d (the cost of
+the optional reranking stage), from ``bench/latency.py`` and ``bench/rerank.py`` results."""
+
+from __future__ import annotations
+
+from bench.environment import read_result
+from bench.report import Report, _met, _provenance, _table
+
+__all__ = ["hybrid_fetch_section", "keyword_probe_section", "rerank_section"]
+
+MODES = ("keyword", "vector", "hybrid")
+BEFORE, AFTER = "latency-r3-before", "latency-r3-after"
+
+
+def hybrid_fetch_section(report: Report) -> None:
+    before, after = read_result(BEFORE), read_result(AFTER)
+    title = "## 3c. Hybrid candidates as doc values (issue 11, search overhead)"
+    if before is None or after is None:
+        report.add(f"{title}\n\nMissing: run `python -m bench latency --limit 300` twice.")
+        return
+    rows = []
+    for mode in MODES:
+        b, a = before["modes"][mode], after["modes"][mode]
+        rows.append(
+            [
+                mode,
+                f"{b['store']['p50']:.1f}",
+                f"{a['store']['p50']:.1f}",
+                f"{b['store_took']['p50']:.1f}",
+                f"{a['store_took']['p50']:.1f}",
+                f"{b['store_overhead']['p50']:.1f}",
+                f"{a['store_overhead']['p50']:.1f}",
+                f"{b['store']['p50'] / b['raw']['p50']:.2f}",
+                f"{a['store']['p50'] / a['raw']['p50']:.2f}",
+            ]
+        )
+    hybrid_b, hybrid_a = before["modes"]["hybrid"], after["modes"]["hybrid"]
+    ratio_b = hybrid_b["store"]["p50"] / hybrid_b["raw"]["p50"]
+    ratio_a = hybrid_a["store"]["p50"] / hybrid_a["raw"]["p50"]
+    report.headlines.append(
+        (
+            "Hybrid search wall time / the same old-style request sent bare, p50 (same run)",
+            "< before (1 = no cost of our own)",
+            f"{ratio_b:.2f} before, {ratio_a:.2f} after",
+            _met(ratio_a < ratio_b),
+        )
+    )
+    worst = max(after["modes"][m]["store_overhead"]["p50"] for m in MODES)
+    report.headlines.append(
+        (
+            "Search overhead over `took`, p50, 300 pages (under load, see 3c)",
+            "<= 5 ms",
+            f"largest {worst:.1f} ms",
+            _met(worst <= 5.0),
+        )
+    )
+    parts = [
+        title,
+        "Before (the product of commit db0089a, as main has it), each hybrid search fetched "
+        "its 2 x 100 candidates with their stored source filtered to the result fields: the "
+        "node parses every hit's whole `_source` (its vector included) to filter it, and "
+        "the client decodes 200 texts to keep 5-10. After: the candidates carry no "
+        "`_source`, only the doc values fusion needs (`queries.CANDIDATE_FIELDS`: context, "
+        "path, chunk index, document id, generation), and a second `_search` "
+        "(`queries.chunks_by_id_body`, inside the same scope filters) reads the text and "
+        "metadata of the page's chunks. A probe on the same index measured the three ways "
+        "in one loop (p50 wall ms of the whole exchange): full filtered source 38.3, "
+        "candidate fields as filtered `_source` + the page read 42.1 (worse: the node still "
+        "parses the sources), doc values + the page read 28.1; `took` 29 / 27 / 15. So doc "
+        "values it is. Overhead = wall clock minus the `took` of the search's requests "
+        "(both of a hybrid search since this change). The last two columns are the "
+        "product's wall time over the bare client sending the old single request (full "
+        "filtered source) in the same run, the ratio that survives the load.",
+        "**Under load**: the two runs ran one after the other on the shared 2-core machine "
+        "with 3 other engineers' tests and benchmarks (load average 11-20), so absolute "
+        "times are several times the idle machine's (section 3's 3.2 ms hybrid overhead "
+        "was measured idle) and differ between the runs; read the ratios.",
+        _table(
+            [
+                "mode",
+                "store before",
+                "store after",
+                "took before",
+                "took after",
+                "overhead before",
+                "overhead after",
+                "store/raw before",
+                "store/raw after",
+            ],
+            rows,
+        ),
+        _provenance(before, BEFORE)
+        + " The before run imported the product from an export of that commit "
+        "(`PYTHONPATH=<export>/layers/knowledge:.`), so its digest is the worktree's.",
+        _provenance(after, AFTER),
+    ]
+    report.add("\n\n".join(parts))
+
+
+def rerank_section(report: Report) -> None:
+    result = read_result("rerank")
+    title = "## 3d. Reranking cost (Bedrock Rerank through boto3, fake endpoint on loopback)"
+    if result is None:
+        report.add(f"{title}\n\nMissing: run `python -m bench rerank`.")
+        return
+    rows = []
+    for run in result["runs"].values():
+        rows.append(
+            [
+                run["top_n"],
+                f"{run['plain_ms']['p50']:.1f}",
+                f"{run['rerank_ms']['p50']:.1f}",
+                f"{run['ratio_p50']:.2f}x",
+                f"{run['plain_ms']['p95']:.1f}",
+                f"{run['rerank_ms']['p95']:.1f}",
+                f"{run['ratio_p95']:.2f}x",
+                f"{run['rerank_call_ms']['p50']:.1f}",
+                f"{run['direct_call_ms']['p50']:.1f}" if "direct_call_ms" in run else "-",
+                run["fallbacks"],
+            ]
+        )
+    parts = [
+        title,
+        "Hybrid searches of the man-pages corpus (hashing embedder, OpenSearch node) through "
+        "`KnowledgeApi.search`, `max_results=5`, without and with the reranking stage "
+        "(`knowledge.reranking`, docs/reranking.md); per query both, back to back in "
+        "alternating order. The reranker is the real `BedrockReranker` (boto3 builds, "
+        "signs (SigV4) and sends the `Rerank` request and parses the answer) talking to "
+        "`tests/fake_rerank.py` on 127.0.0.1, which answers at once: the figures are the "
+        "product's own cost of the stage (the larger candidate page it asks the store for, "
+        "the request, the thread hand-off), not a model's. A real model adds its inference "
+        "and the round trip to AWS on top, and what reranking gains in MRR can only be "
+        "measured there: no benchmark here can, so the stage stays off by default. Under "
+        "load, like 3c (load average 11-20, the benchmark niced): the call itself (boto3 "
+        'building, signing and parsing, the loopback round trip; the "direct" column is '
+        "the same call made in the benchmark's thread) is most of the added time, and it "
+        "grows with the candidates sent; the stage runs it on a thread of its own so that "
+        "a search can stop waiting at its deadline, and that hand-off is the difference "
+        "between the two call columns (each thread wake-up waits for a CPU on this "
+        "machine; a Lambda function has its CPU to itself).",
+        _table(
+            [
+                "top N",
+                "plain p50",
+                "rerank p50",
+                "ratio p50",
+                "plain p95",
+                "rerank p95",
+                "ratio p95",
+                "stage's call p50",
+                "same call, direct, p50",
+                "fallbacks",
+            ],
+            rows,
+        ),
+        _provenance(result, "rerank"),
+    ]
+    report.add("\n\n".join(parts))
+
+
+def keyword_probe_section(report: Report) -> None:
+    probe = read_result("bm25-manpages-300")
+    quality = read_result("quality-manpages-300-hashing")
+    title = "## 1e. Man-pages keyword MRR@10: the 0.83 target, and BM25 parameters"
+    if probe is None or quality is None:
+        report.add(f"{title}\n\nMissing: run `python -m bench bm25` and `bench quality`.")
+        return
+    fts5 = quality["baselines"]["fts5"]["mrr_at_10"]
+    product = {
+        run["store"]: run["modes"]["keyword"]["mrr_at_10"]
+        for run in quality["runs"]
+        if "keyword" in run.get("modes", {})
+    }
+    rows = [[run["k1"], run["b"], f"{run['mrr_at_10']:.4f}"] for run in probe["runs"]]
+    default = next(r["mrr_at_10"] for r in probe["runs"] if (r["k1"], r["b"]) == (1.2, 0.75))
+    best = max(probe["runs"], key=lambda r: r["mrr_at_10"])
+    shown = ", ".join(f"{store} {value:.3f}" for store, value in product.items())
+    parts = [
+        title,
+        "The issue's 0.83 is the FTS5 reference of `shared/bench/README.md`, measured on that "
+        "builder's own 300-page sample with ~1000-character heading sections. On the pages "
+        "this benchmark really holds (258 after the builder's filtering) and the same run, "
+        f"plain FTS5 `porter` over whole pages scores {fts5:.3f} (`bench/baselines.py`), and "
+        f"the product's keyword mode {shown}: above the baseline computed on the same "
+        "data, which is the comparison the target stands for. The queries are the pages' "
+        "NAME descriptions (the NAME line is removed), so title or heading boosts have "
+        "nothing to match (the title is the function's name, rarely in the description).",
+        "BM25 parameters (probe, `python -m bench bm25`: the product's index copied into "
+        "indexes that differ only in `k1`/`b`, the product's own keyword request on each):",
+        _table(["k1", "b", "MRR@10"], rows, "{}"),
+        f"The default (1.2 / 0.75) gives {default:.4f}; the best, {best['k1']} / "
+        f"{best['b']}, {best['mrr_at_10']:.4f} ({best['mrr_at_10'] - default:+.4f}), within "
+        "what one query more or less at rank 1 changes (1/258 = 0.004), and SQLite FTS5 "
+        "cannot change its `k1`/`b`, so the two stores would no longer rank alike: the "
+        "defaults stay. Hybrid with the hashing embedder a few thousandths below keyword "
+        "here (section 1; OpenSearch's rows vary between runs by as much) is the candidate "
+        "depth (section 1c: min-max 0.7 at depth 20/40 is 0.821/0.822, above "
+        "keyword's 0.819; at the product's 100, 0.817; z-score 0.7 at 100 is 0.821): the "
+        "weak hashing vector side brings in deep, noisy candidates. Depth 100 stays (pages "
+        "up to offset + max_results = 100 must be slices of one order, and MiniLM on the "
+        "English questions loses 0.02 at depth 40); a store with the hashing embedder "
+        "searches in keyword mode by default anyway (`knowledge.config`).",
+        _provenance(probe, "bm25-manpages-300"),
+    ]
+    report.add("\n\n".join(parts))

@@ -1,0 +1,305 @@
+"""knowledge.reranking (issue 11, step 7): the Bedrock ``Rerank`` client against a fake
+endpoint on 127.0.0.1 (``fake_rerank``: boto3 signs and sends for real, the fake checks the
+body), and the stage that reranks a search's top candidates or falls back to the search
+order when the reranker fails or is late."""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from fake_rerank import FakeRerankServer, fake_rerank_server
+
+from knowledge.api import KnowledgeApi
+from knowledge.deadline import time_budget
+from knowledge.errors import ValidationError
+from knowledge.model import SearchMode, SearchQuery
+from knowledge.reranking import Reranker, RerankError, RerankingStage
+from knowledge.reranking.bedrock import BedrockReranker, model_arn
+from knowledge.scope import KnowledgeScope
+from knowledge.source import SourceDocument
+from knowledge.stores.memory import MemoryKnowledgeStore
+
+REGION = "us-west-2"
+MODEL = "amazon.rerank-v1:0"
+ARN = f"arn:aws:bedrock:{REGION}::foundation-model/{MODEL}"
+SCOPE = KnowledgeScope("ops-bot", "runbooks")
+SEARCH = "/v1/agents/ops-bot/contexts/runbooks/search"
+
+# Keyword order for "disk full" puts the short, repetitive pages first; the fake reranker
+# (explicit scores below) prefers the page that answers the question.
+DOCUMENTS = {
+    "a.md": "disk disk disk full full",
+    "b.md": "disk full alarm: how to free space on the volume and stop the disk filling up",
+    "c.md": "the disk is full when df shows 100 percent; delete old logs",
+    "d.md": "disk quota notes",
+    "e.md": "full moon schedule",
+}
+RERANK_SCORES = {"c.md": 0.9, "b.md": 0.8, "a.md": 0.1, "d.md": 0.05, "e.md": 0.01}
+
+
+def score_by_document(_query: str, text: str) -> float:
+    for path, content in DOCUMENTS.items():
+        if text == content:
+            return RERANK_SCORES[path]
+    raise AssertionError(f"unexpected passage {text!r}")
+
+
+@pytest.fixture(autouse=True)
+def aws_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name, value in {
+        "AWS_ACCESS_KEY_ID": "AKIDEXAMPLE",
+        "AWS_SECRET_ACCESS_KEY": "secret-example",
+        "AWS_DEFAULT_REGION": REGION,
+    }.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("AWS_PROFILE", raising=False)
+    monkeypatch.delenv("AWS_SESSION_TOKEN", raising=False)
+
+
+@pytest.fixture
+def store() -> Iterator[MemoryKnowledgeStore]:
+    store = MemoryKnowledgeStore()
+    for path, text in DOCUMENTS.items():
+        data = text.encode()
+        store.upsert_document(SCOPE, SourceDocument(path, len(data), lambda d=data: d))
+    yield store
+    store.close()
+
+
+def keyword_order(store: MemoryKnowledgeStore, text: str = "disk full") -> list[str]:
+    results = store.search(SCOPE, SearchQuery(text, mode=SearchMode.KEYWORD, max_results=10))
+    return [r.document_path for r in results]
+
+
+# --- BedrockReranker against the fake endpoint ---------------------------------------------
+
+
+def test_is_a_reranker() -> None:
+    assert isinstance(BedrockReranker(MODEL, region=REGION), Reranker)
+    assert BedrockReranker(MODEL).name == "bedrock:amazon.rerank-v1:0"
+
+
+def test_sends_a_signed_rerank_request_and_returns_scores_in_passage_order() -> None:
+    passages = ["the cat sat", "a disk is full", "disk full alarm fires"]
+    with fake_rerank_server(ARN) as fake:
+        reranker = BedrockReranker(MODEL, region=REGION, endpoint_url=fake.url)
+        scores = reranker.rerank("disk full alarm", passages)
+    assert fake.problems == []
+    # word_overlap of "disk full alarm": 0/3, 2/3, 3/3, back in the order sent
+    assert scores == pytest.approx([0.0, 2 / 3, 1.0])
+    (sent,) = fake.requests
+    assert sent["queries"] == [{"type": "TEXT", "textQuery": {"text": "disk full alarm"}}]
+    assert [s["inlineDocumentSource"]["textDocument"]["text"] for s in sent["sources"]] == passages
+
+
+def test_cohere_model_and_a_full_arn_are_named_as_given() -> None:
+    cohere = "arn:aws:bedrock:eu-central-1::foundation-model/cohere.rerank-v3-5:0"
+    with fake_rerank_server(cohere) as fake:
+        BedrockReranker(cohere, region=REGION, endpoint_url=fake.url).rerank("q", ["q"])
+    assert fake.problems == []
+    assert model_arn("cohere.rerank-v3-5:0", partition="aws-cn", region="cn-north-1") == (
+        "arn:aws-cn:bedrock:cn-north-1::foundation-model/cohere.rerank-v3-5:0"
+    )
+
+
+def test_a_long_passage_is_cut_to_the_api_limit() -> None:
+    with fake_rerank_server(ARN) as fake:
+        BedrockReranker(MODEL, region=REGION, endpoint_url=fake.url).rerank("x", ["x" * 40_000])
+    assert fake.problems == []
+    sent = fake.requests[0]["sources"][0]["inlineDocumentSource"]["textDocument"]["text"]
+    assert len(sent) == 32_000
+
+
+@pytest.mark.parametrize(
+    ("status", "error_type"),
+    [
+        (429, "ThrottlingException"),
+        (403, "AccessDeniedException"),
+        (500, "InternalServerException"),
+        (400, "ValidationException"),
+    ],
+)
+def test_an_error_answer_is_a_rerank_error_after_one_call(status: int, error_type: str) -> None:
+    with fake_rerank_server(ARN, fail_with=(status, error_type)) as fake:
+        reranker = BedrockReranker(MODEL, region=REGION, endpoint_url=fake.url)
+        with pytest.raises(RerankError, match=error_type):
+            reranker.rerank("q", ["a", "b"])
+    assert len(fake.requests) == 1  # no retries: a late reranker is skipped, not waited for
+
+
+def test_a_result_missing_from_the_answer_is_a_rerank_error() -> None:
+    with fake_rerank_server(ARN, drop_last=True) as fake:
+        reranker = BedrockReranker(MODEL, region=REGION, endpoint_url=fake.url)
+        with pytest.raises(RerankError, match="scored 1 of 2"):
+            reranker.rerank("q", ["a", "b"])
+
+
+def test_nothing_to_rerank_sends_nothing() -> None:
+    with fake_rerank_server(ARN) as fake:
+        assert BedrockReranker(MODEL, region=REGION, endpoint_url=fake.url).rerank("q", []) == []
+    assert fake.requests == []
+
+
+@pytest.mark.parametrize(
+    ("options", "field"),
+    [({"model_id": " "}, "rerank_model"), ({"timeout": 0}, "rerank_timeout")],
+)
+def test_bad_reranker_settings_name_the_field(options: dict[str, Any], field: str) -> None:
+    with pytest.raises(ValidationError) as caught:
+        BedrockReranker(**options)
+    assert caught.value.field == field
+
+
+# --- the stage through the API --------------------------------------------------------------
+
+
+def api_with(fake: FakeRerankServer, store: MemoryKnowledgeStore, **stage: Any) -> KnowledgeApi:
+    reranker = BedrockReranker(MODEL, region=REGION, endpoint_url=fake.url)
+    return KnowledgeApi(store, reranking=RerankingStage(reranker, **stage))
+
+
+def search(api: KnowledgeApi, **body: Any) -> dict[str, Any]:
+    response = api.handle("POST", SEARCH, json.dumps({"query": "disk full", **body}))
+    assert response.status == 200, response.body
+    return response.body
+
+
+def test_the_top_candidates_are_reranked_and_say_so(store: MemoryKnowledgeStore) -> None:
+    before = keyword_order(store)
+    assert before[:3] != ["c.md", "b.md", "a.md"]  # the reranker has something to change
+    with fake_rerank_server(ARN, score_of=score_by_document) as fake:
+        body = search(api_with(fake, store), mode="keyword", max_results=3)
+    assert fake.problems == []
+    results = body["results"]
+    assert [r["document_path"] for r in results] == ["c.md", "b.md", "a.md"]
+    assert [r["score"] for r in results] == [0.9, 0.8, 0.1]
+    assert [r["rerank_score"] for r in results] == [0.9, 0.8, 0.1]
+    plain = {
+        r.document_path: r
+        for r in store.search(SCOPE, SearchQuery("disk full", mode="keyword", max_results=10))
+    }
+    for result in results:  # the search's own scores stay visible
+        assert result["search_score"] == pytest.approx(plain[result["document_path"]].score)
+        assert result["keyword_score"] == pytest.approx(
+            plain[result["document_path"]].keyword_score
+        )
+        assert result["vector_score"] is None
+    rerank = body["rerank"]
+    assert rerank["reranker"] == "bedrock:amazon.rerank-v1:0"
+    assert (rerank["reranked"], rerank["candidates"], rerank["reason"]) == (True, len(before), None)
+
+
+def test_only_the_top_n_are_sent_and_the_rest_follow_in_search_order(
+    store: MemoryKnowledgeStore,
+) -> None:
+    before = keyword_order(store)
+    with fake_rerank_server(ARN, score_of=score_by_document) as fake:
+        body = search(api_with(fake, store, top_n=2), mode="keyword", max_results=10)
+    (sent,) = fake.requests
+    sent_texts = [s["inlineDocumentSource"]["textDocument"]["text"] for s in sent["sources"]]
+    assert sent_texts == [DOCUMENTS[p] for p in before[:2]]
+    results = body["results"]
+    head = sorted(before[:2], key=lambda p: -RERANK_SCORES[p])
+    assert [r["document_path"] for r in results] == head + before[2:]
+    assert [r["rerank_score"] is None for r in results] == [False, False] + [True] * (
+        len(before) - 2
+    )
+    scores = [r["score"] for r in results]
+    assert scores == sorted(scores, reverse=True)
+    lowest = min(RERANK_SCORES[p] for p in before[:2])
+    assert all(r["score"] <= lowest for r in results[2:])
+
+
+def test_pages_are_slices_of_one_reranked_order(store: MemoryKnowledgeStore) -> None:
+    with fake_rerank_server(ARN, score_of=score_by_document) as fake:
+        api = api_with(fake, store)
+        whole = [r["document_path"] for r in search(api, mode="keyword", max_results=4)["results"]]
+        pages = [
+            r["document_path"]
+            for offset in (0, 2)
+            for r in search(api, mode="keyword", max_results=2, offset=offset)["results"]
+        ]
+    assert pages == whole == ["c.md", "b.md", "a.md", "d.md"]
+
+
+def test_min_score_applies_to_the_rerank_score(store: MemoryKnowledgeStore) -> None:
+    with fake_rerank_server(ARN, score_of=score_by_document) as fake:
+        body = search(api_with(fake, store), mode="keyword", max_results=10, min_score=0.5)
+    assert [r["document_path"] for r in body["results"]] == ["c.md", "b.md"]
+
+
+@pytest.mark.parametrize(
+    "fail_with", [(500, "InternalServerException"), (403, "AccessDeniedException")]
+)
+def test_a_failing_reranker_leaves_the_search_order_and_is_logged(
+    store: MemoryKnowledgeStore, fail_with: tuple[int, str], caplog: pytest.LogCaptureFixture
+) -> None:
+    before = keyword_order(store)
+    with (
+        caplog.at_level(logging.WARNING, logger="knowledge.reranking"),
+        fake_rerank_server(ARN, fail_with=fail_with) as fake,
+    ):
+        body = search(api_with(fake, store), mode="keyword", max_results=10)
+    assert [r["document_path"] for r in body["results"]] == before
+    assert all("rerank_score" not in r for r in body["results"])
+    assert body["rerank"]["reranked"] is False
+    assert body["rerank"]["reason"] == "failed"
+    assert fail_with[1] not in json.dumps(body)  # the details are logged, not answered
+    assert any(fail_with[1] in r.getMessage() for r in caplog.records)
+
+
+def test_a_late_reranker_is_not_waited_for(store: MemoryKnowledgeStore) -> None:
+    before = keyword_order(store)
+    release = threading.Event()
+    with fake_rerank_server(ARN, hold=release) as fake:
+        body = search(api_with(fake, store, timeout=0.3), mode="keyword", max_results=10)
+        release.set()  # only now may the fake answer: the search had given up already
+    assert [r["document_path"] for r in body["results"]] == before
+    assert (body["rerank"]["reranked"], body["rerank"]["reason"]) == (False, "timeout")
+    assert len(fake.requests) == 1
+
+
+def test_no_rerank_call_once_the_requests_deadline_has_passed(store: MemoryKnowledgeStore) -> None:
+    before = keyword_order(store)
+    with fake_rerank_server(ARN) as fake:
+        api = api_with(fake, store)
+        with time_budget(0.0):
+            body = search(api, mode="keyword", max_results=10)
+    assert [r["document_path"] for r in body["results"]] == before
+    assert (body["rerank"]["reranked"], body["rerank"]["reason"]) == (False, "no time left")
+    assert fake.requests == []
+
+
+def test_no_match_sends_nothing(store: MemoryKnowledgeStore) -> None:
+    with fake_rerank_server(ARN) as fake:
+        body = search(api_with(fake, store), query="zebra", mode="keyword")
+    assert body["results"] == []
+    assert (body["rerank"]["reranked"], body["rerank"]["reason"]) == (False, "no candidates")
+    assert fake.requests == []
+
+
+def test_without_a_reranker_the_response_is_unchanged(store: MemoryKnowledgeStore) -> None:
+    body = KnowledgeApi(store).handle("POST", SEARCH, json.dumps({"query": "disk full"})).body
+    assert set(body) == {"query", "mode", "results", "took_ms"}
+    assert all("rerank_score" not in r and "search_score" not in r for r in body["results"])
+
+
+@pytest.mark.parametrize(
+    ("options", "field"),
+    [
+        ({"top_n": 0}, "rerank_top_n"),
+        ({"top_n": 101}, "rerank_top_n"),
+        ({"top_n": True}, "rerank_top_n"),
+        ({"timeout": 0}, "rerank_timeout"),
+        ({"timeout": float("nan")}, "rerank_timeout"),
+    ],
+)
+def test_bad_stage_settings_name_the_field(options: dict[str, Any], field: str) -> None:
+    with pytest.raises(ValidationError) as caught:
+        RerankingStage(BedrockReranker(MODEL), **options)
+    assert caught.value.field == field
