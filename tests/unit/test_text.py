@@ -193,9 +193,17 @@ def test_each_thread_builds_its_stemmer_once() -> None:
     assert text._stemmer() is mine  # kept for this thread
     assert mine.stemWord("processes") == "process"
     theirs: list[object] = []
-    thread = threading.Thread(target=lambda: theirs.extend([text._stemmer(), text._stemmer()]))
+    stems: list[str] = []
+
+    def work() -> None:
+        theirs.extend([text._stemmer(), text._stemmer()])
+        stems.append(keyword_terms("configured")[0])
+
+    thread = threading.Thread(target=work)
     thread.start()
     thread.join()
+    assert stems == ["configur"]  # a fresh thread builds a working stemmer
+    assert theirs[0].stemWord("processes") == "process"  # type: ignore[attr-defined]
     assert theirs[0] is theirs[1]  # kept for that thread
     assert theirs[0] is not mine  # its own (PyStemmer objects are not thread-safe)
 
