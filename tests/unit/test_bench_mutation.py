@@ -67,8 +67,9 @@ def test_the_report_section_lists_scores_and_explains_survivors(tmp_path: Path) 
         reasons={"knowledge.scope.x_validate__mutmut_2": "same message either way"},
     )
     text = report.sections[0]
-    assert "| `knowledge.scope` | 2 | 1 | 0 | 66.7% | **missed** |" in text
-    assert "| `knowledge.chunking` | 1 | 0 | 1 | 50.0% | **missed** |" in text
+    commit = written["git_commit"]
+    assert f"| `knowledge.scope` | 2 | 1 | 0 | 66.7% | **missed** | {commit} |" in text
+    assert f"| `knowledge.chunking` | 1 | 0 | 1 | 50.0% | **missed** | {commit} |" in text
     assert "- `knowledge.scope.x_validate__mutmut_2`: same message either way" in text
     assert "- `knowledge.chunking.xǁ_SectionSplitterǁadd__mutmut_8`: **unexplained**" in text
     assert report.headlines == [
@@ -113,3 +114,9 @@ def test_a_filtered_run_replaces_only_the_modules_it_checked(tmp_path: Path) -> 
         "    knowledge.scope.x_validate__mutmut_3: killed",
         "    knowledge.scope.x_validate__mutmut_4: skipped",
     ]
+    report = Report()
+    report_mutation.mutation_section(report, result=written, reasons={})
+    assert (
+        "Per-module runs (each module's row says on which commit its run was): "
+        "`make mutation`; `tools/mutation/run.sh 'knowledge.scope*'`."
+    ) in report.sections[0]
