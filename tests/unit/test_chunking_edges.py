@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from knowledge.chunking import MarkdownSectionChunker
+from knowledge.chunking import MarkdownSectionChunker, embedding_text
 from knowledge.errors import ValidationError
 from knowledge.extraction.base import Block
 from knowledge.model import DocumentChunk
@@ -232,3 +232,29 @@ def test_a_piece_of_overlap_and_blanks_is_dropped_and_leaves_the_room_free() -> 
     text = "a" * 45 + "\n" + " " * 30 + "\n" + "b" * 44 + " cccc\n"
     chunks = MarkdownSectionChunker(chunk_size=50, overlap=10).chunk("d.md", text)
     assert contents(chunks) == ["a" * 45, "b" * 44 + " cccc"]
+
+
+# --- what is embedded -----------------------------------------------------------------------
+
+
+def _chunk(metadata: dict[str, Any]) -> DocumentChunk:
+    return DocumentChunk(document_path="d.md", chunk_index=0, content="body", metadata=metadata)
+
+
+@pytest.mark.parametrize(
+    ("metadata", "text"),
+    [
+        ({"title": "Guide", "heading_path": ["Guide", "Install"]}, "Guide > Install\n\nbody"),
+        ({"title": "Guide", "heading_path": ["Setup", " "]}, "Guide > Setup\n\nbody"),
+        ({"title": "Guide", "heading_path": [" ", "Guide", ""]}, "Guide\n\nbody"),
+        ({"title": "  Doc  ", "heading_path": []}, "Doc\n\nbody"),
+        ({"heading_path": ["A", "B"]}, "A > B\n\nbody"),
+        ({"title": None, "heading_path": ["A"]}, "A\n\nbody"),
+        ({"title": "", "heading_path": []}, "body"),
+        ({}, "body"),
+    ],
+)
+def test_embedding_text_puts_title_and_headings_in_front(
+    metadata: dict[str, Any], text: str
+) -> None:
+    assert embedding_text(_chunk(metadata)) == text
