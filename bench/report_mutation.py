@@ -58,6 +58,13 @@ def mutation_section(
         "in `bench/results/mutation-results.txt`; the reasons below in "
         "`tools/mutation/equivalent.json`."
     )
+    commands = sorted({str(row["command"]) for row in modules.values() if "command" in row})
+    if len(commands) > 1:
+        parts.append(
+            "Per-module runs (each module's row says on which commit its run was): "
+            + "; ".join(f"`{command}`" for command in commands)
+            + "."
+        )
     if result.get("note"):
         parts.append(f"**Note:** {result['note']}")
     rows = [
@@ -68,11 +75,15 @@ def mutation_section(
             row.get("no tests", 0) + row.get("timeout", 0) + row.get("suspicious", 0),
             f"{row['score']:.1%}",
             _met(row["score"] >= TARGET),
+            row.get("git_commit", result.get("git_commit")),
         ]
         for module, row in modules.items()
     ]
     parts.append(
-        _table(["module", "killed", "survived", "no tests / timeout", "score", "90%"], rows)
+        _table(
+            ["module", "killed", "survived", "no tests / timeout", "score", "90%", "commit"],
+            rows,
+        )
     )
     if reasons is None:
         reasons = _reasons()

@@ -52,10 +52,13 @@ def test_scores_count_killed_over_every_checked_mutant() -> None:
 def test_the_report_section_lists_scores_and_explains_survivors(tmp_path: Path) -> None:
     results, out = tmp_path / "results.txt", tmp_path / "mutation.json"
     results.write_text(RESULTS, encoding="utf-8")
-    assert summary.main(["summary.py", str(results), str(out), "knowledge.scope*"]) == 0
+    merged = tmp_path / "all.txt"
+    assert summary.main(["summary.py", str(results), str(merged), str(out)]) == 0
     written = json.loads(out.read_text(encoding="utf-8"))
-    assert written["command"] == "tools/mutation/run.sh 'knowledge.scope*'"
+    assert written["command"] == "make mutation"
+    assert written["modules"]["knowledge.scope"]["command"] == "make mutation"
     assert set(written["modules"]) == {"knowledge.chunking", "knowledge.scope"}
+    assert merged.read_text(encoding="utf-8") == RESULTS
 
     report = Report()
     report_mutation.mutation_section(
@@ -64,10 +67,56 @@ def test_the_report_section_lists_scores_and_explains_survivors(tmp_path: Path) 
         reasons={"knowledge.scope.x_validate__mutmut_2": "same message either way"},
     )
     text = report.sections[0]
-    assert "| `knowledge.scope` | 2 | 1 | 0 | 66.7% | **missed** |" in text
-    assert "| `knowledge.chunking` | 1 | 0 | 1 | 50.0% | **missed** |" in text
+    commit = written["git_commit"]
+    assert f"| `knowledge.scope` | 2 | 1 | 0 | 66.7% | **missed** | {commit} |" in text
+    assert f"| `knowledge.chunking` | 1 | 0 | 1 | 50.0% | **missed** | {commit} |" in text
     assert "- `knowledge.scope.x_validate__mutmut_2`: same message either way" in text
     assert "- `knowledge.chunking.xǁ_SectionSplitterǁadd__mutmut_8`: **unexplained**" in text
     assert report.headlines == [
         ("mutation score, lowest module", ">= 90%", "50.0% (knowledge.chunking)", "**missed**")
     ]
+
+
+LATER = """\
+    knowledge.scope.x_validate__mutmut_1: killed
+    knowledge.scope.x_validate__mutmut_2: killed
+    knowledge.scope.x_validate__mutmut_3: killed
+    knowledge.scope.x_validate__mutmut_4: skipped
+    knowledge.chunking.xǁ_SectionSplitterǁadd__mutmut_7: not checked
+    knowledge.chunking.xǁ_SectionSplitterǁadd__mutmut_8: not checked
+    knowledge.fusion.x_fuse__mutmut_1: not checked
+"""
+
+
+def test_a_filtered_run_replaces_only_the_modules_it_checked(tmp_path: Path) -> None:
+    first, later = tmp_path / "first.txt", tmp_path / "later.txt"
+    first.write_text(RESULTS, encoding="utf-8")
+    later.write_text(LATER, encoding="utf-8")
+    merged, out = tmp_path / "all.txt", tmp_path / "mutation.json"
+    assert summary.main(["summary.py", str(first), str(merged), str(out)]) == 0
+    assert summary.main(["summary.py", str(later), str(merged), str(out), "knowledge.scope*"]) == 0
+    written = json.loads(out.read_text(encoding="utf-8"))
+    assert written["command"] == "per-module runs of tools/mutation/run.sh, merged"
+    scope, chunking = (
+        written["modules"]["knowledge.scope"],
+        written["modules"]["knowledge.chunking"],
+    )
+    assert (scope["killed"], scope["score"], scope["not killed"]) == (3, 1.0, [])
+    assert scope["command"] == "tools/mutation/run.sh 'knowledge.scope*'"
+    assert (chunking["killed"], chunking["timeout"], chunking["score"]) == (1, 1, 0.5)
+    assert chunking["command"] == "make mutation"
+    assert merged.read_text(encoding="utf-8").splitlines() == [
+        "    knowledge.chunking.xǁ_SectionSplitterǁadd__mutmut_7: killed",
+        "    knowledge.chunking.xǁ_SectionSplitterǁadd__mutmut_8: timeout",
+        "    knowledge.fusion.x_fuse__mutmut_1: not checked",
+        "    knowledge.scope.x_validate__mutmut_1: killed",
+        "    knowledge.scope.x_validate__mutmut_2: killed",
+        "    knowledge.scope.x_validate__mutmut_3: killed",
+        "    knowledge.scope.x_validate__mutmut_4: skipped",
+    ]
+    report = Report()
+    report_mutation.mutation_section(report, result=written, reasons={})
+    assert (
+        "Per-module runs (each module's row says on which commit its run was): "
+        "`make mutation`; `tools/mutation/run.sh 'knowledge.scope*'`."
+    ) in report.sections[0]

@@ -118,6 +118,7 @@ def test_cell_values_as_text(value: object, text: str) -> None:
         (1024 * 1024 - 1, "1024.0 KiB"),
         (1024 * 1024, "1.0 MiB"),
         (5 * 1024 * 1024 + 512 * 1024, "5.5 MiB"),
+        (100 * 1024 * 1024, "100.0 MiB"),  # 1 KiB off in either factor would give 99.9
     ],
 )
 def test_human_size(size: int, text: str) -> None:

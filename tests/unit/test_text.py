@@ -18,6 +18,11 @@ from knowledge.text import (
 )
 
 
+def _in_cjk_blocks(char: str) -> bool:
+    """CJK by the literal block edges below (``CJK_EDGES``), not by the module's ``is_cjk``."""
+    return any(first <= char <= last for first, last in CJK_EDGES)
+
+
 def _reference_tokenize(text: str) -> list[str]:
     """The rules written out character by character (the implementation takes shortcuts)."""
     import re
@@ -26,10 +31,10 @@ def _reference_tokenize(text: str) -> list[str]:
     for word in re.findall(r"[^\W_]+", unicodedata.normalize("NFKC", text).lower()):
         runs: list[tuple[bool, str]] = []
         for char in word:
-            if runs and runs[-1][0] == is_cjk(char):
+            if runs and runs[-1][0] == _in_cjk_blocks(char):
                 runs[-1] = (runs[-1][0], runs[-1][1] + char)
             else:
-                runs.append((is_cjk(char), char))
+                runs.append((_in_cjk_blocks(char), char))
         for cjk, run in runs:
             if cjk:
                 tokens.extend(run[i : i + 2] for i in range(max(0, len(run) - 1)))
@@ -177,3 +182,39 @@ def test_stop_words_are_lower_case_tokenizer_terms() -> None:
 def test_has_cjk() -> None:
     assert all(has_cjk(text) for text in ("배포 실패", "deploy 失敗", "カタカナ"))
     assert not has_cjk("deploy failed, café")
+
+
+def test_each_thread_builds_its_stemmer_once() -> None:
+    import threading
+
+    from knowledge import text
+
+    mine = text._stemmer()
+    assert text._stemmer() is mine  # kept for this thread
+    assert mine.stemWord("processes") == "process"
+    theirs: list[object] = []
+    stems: list[str] = []
+
+    def work() -> None:
+        theirs.extend([text._stemmer(), text._stemmer()])
+        stems.append(keyword_terms("configured")[0])
+
+    thread = threading.Thread(target=work)
+    thread.start()
+    thread.join()
+    assert stems == ["configur"]  # a fresh thread builds a working stemmer
+    assert theirs[0].stemWord("processes") == "process"  # type: ignore[attr-defined]
+    assert theirs[0] is theirs[1]  # kept for that thread
+    assert theirs[0] is not mine  # its own (PyStemmer objects are not thread-safe)
+
+
+def test_analysis_name_and_version_are_pinned() -> None:
+    # Changing either invalidates every keyword index: only on purpose.
+    assert (ANALYSIS_VERSION, ANALYSIS) == (2, "english-snowball-v2")
+
+
+def test_has_cjk_at_the_edges_of_the_blocks() -> None:
+    for first, last in CJK_EDGES:
+        assert has_cjk("x" + first), f"U+{ord(first):04X}"
+        assert has_cjk(last + "x"), f"U+{ord(last):04X}"
+    assert not any(has_cjk("a" + char + "b") for char in NOT_CJK_NEIGHBOURS)

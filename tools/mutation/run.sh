@@ -6,7 +6,8 @@
 # in a copy of the repository, .mutation/, with the package at src/knowledge, and with its
 # own venv, .venv-mutation, that has the dependencies but not the package itself.
 #   tools/mutation/run.sh                  every module in [tool.mutmut] only_mutate
-#   tools/mutation/run.sh "knowledge.scope*"   mutmut's own mutant-name filter
+#   tools/mutation/run.sh "knowledge.scope*"   mutmut's own mutant-name filter; the figures
+#                                              are merged with the other modules' last run
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 root=$PWD
@@ -27,6 +28,7 @@ cp -r layers/knowledge/knowledge "$work/src/knowledge"
 cp -r tests bench events examples functions docs layers tools template.yaml pyproject.toml "$work/"
 cd "$work"
 "$venv/bin/mutmut" run "$@" || true   # survivors are the result, not a failure
-"$venv/bin/mutmut" results --all true > "$root/bench/results/mutation-results.txt" || true
-"$venv/bin/python" "$root/tools/mutation/summary.py" \
+"$venv/bin/mutmut" results --all true > "$work/results.txt" || true
+# A filtered run is merged into the figures of the modules it did not check (summary.py).
+"$venv/bin/python" "$root/tools/mutation/summary.py" "$work/results.txt" \
     "$root/bench/results/mutation-results.txt" "$root/bench/results/mutation.json" "$@"
