@@ -381,10 +381,10 @@ by the product (`OpenSearchKnowledgeStore.index`, one call per scope, hashing em
 {result["big_scope_chunks"] * factor:,.0f} chunks at the end (it grows with the index),
 the rest log-normal with a median of {result["small_scope_median_chunks"] * factor:.0f}
 chunks. "Small" scopes below are those of at most {200 * factor:.0f} chunks. Run with
-`nice -n 10` on the shared 2-core machine (four other engineers' tests and mutation
-runs at the same time), on a node started for the run (1 GB heap): absolute figures are
-of a starved machine, ratios within the run are what to read. The full 250,000-chunk
-run is `python -m bench scale` (default `--chunks 250000`).
+`nice -n 10` on the shared 2-core machine (other work running at the same time), on a
+node started for the run (1 GB heap): absolute figures are of a busy machine, ratios
+within the run are what to read. `--chunks` plans the size from an estimate of chunks
+per document; the command in the source line below is the one that made this run.
 
 Growth (chunks/s of each step's `index` calls; "node ms/doc" is the node's own
 `index_time_in_millis` per document so far; deleted documents would be replaced or
