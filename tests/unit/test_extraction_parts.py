@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import io
+import tracemalloc
 import zipfile
 from collections.abc import Iterator
 
@@ -291,3 +292,18 @@ def test_a_damaged_member_is_named() -> None:
         "corrupt file: damaged zip member 'word/document.xml'"
         " (Bad CRC-32 for file 'word/document.xml')"
     )
+
+
+def test_the_check_holds_one_step_of_a_member_in_memory_not_the_whole_member() -> None:
+    # 64 MiB of zeros packs into about 64 KiB (so 1 MiB is under 100x: too large, not a
+    # bomb); the check stops after the second 1 MiB step. Reading the member whole would
+    # hold all 64 MiB at once.
+    data = zip_of({"word/document.xml": bytes(64 * 1024 * 1024)}, compression=zipfile.ZIP_DEFLATED)
+    tracemalloc.start()
+    try:
+        message = check(data, cap=1024 * 1024)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert message == "too large: more than 1.0 MiB uncompressed"
+    assert peak < 16 * 1024 * 1024

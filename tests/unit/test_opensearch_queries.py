@@ -119,6 +119,12 @@ def test_glob_to_wildcard(pattern: str, wildcard: str | None) -> None:
         ("배포*.md", "배포.*\\.md"),
         ("[z-a]x", None),  # an empty class matches nothing
         ("[]", "\\[\\]"),  # no closing bracket after ']': literal brackets
+        ("[X]", "[X]"),  # only \\ ] ^ - [ are escaped in a class
+        ("a[!]]", "a[^\\]]"),  # ']' right after '[!' is literal too, not only at the start
+        ("[a-]", "[a\\-]"),  # a '-' last in a class is a literal '-', not a range
+        ("[a-a]x", "[a-a]x"),  # a one-character range is kept
+        ("[ab-d]", "[ab-d]"),  # a range after a single character
+        ("[a-cx]", "[a-cx]"),  # a single character after a range
     ],
 )
 def test_glob_to_regexp(pattern: str, regexp: str | None) -> None:
@@ -135,6 +141,10 @@ GLOBS = [
     "x[]]y",
     "[z-a]",
     "[!]",
+    "a[!]]",
+    "[a-]",
+    "[ab-d]",
+    "[a-cx]",
 ]
 PATHS = [
     "deploy.md",
@@ -147,6 +157,11 @@ PATHS = [
     "r.md",
     "배포.md",
     "[!]",
+    "-",
+    "a-",
+    "ab",
+    "c",
+    "x",
 ]
 
 
