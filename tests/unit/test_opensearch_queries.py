@@ -99,6 +99,7 @@ def test_scope_query_is_the_exact_scope() -> None:
         ("a\\b", "a\\\\b"),  # a backslash is literal in fnmatch, escaped in wildcard
         ("[abc].md", None),  # a class needs a regexp
         ("unclosed[", "unclosed["),  # no closing bracket: a literal '['
+        ("[!z-a]x", "?x"),  # a negated empty class is any one character, as in fnmatch
     ],
 )
 def test_glob_to_wildcard(pattern: str, wildcard: str | None) -> None:
@@ -125,6 +126,7 @@ def test_glob_to_wildcard(pattern: str, wildcard: str | None) -> None:
         ("[a-a]x", "[a-a]x"),  # a one-character range is kept
         ("[ab-d]", "[ab-d]"),  # a range after a single character
         ("[a-cx]", "[a-cx]"),  # a single character after a range
+        ("[!z-a]x", ".x"),  # a negated empty class is any one character, as in fnmatch
     ],
 )
 def test_glob_to_regexp(pattern: str, regexp: str | None) -> None:
@@ -145,6 +147,7 @@ GLOBS = [
     "[a-]",
     "[ab-d]",
     "[a-cx]",
+    "[!z-a]x",
 ]
 PATHS = [
     "deploy.md",
@@ -162,6 +165,7 @@ PATHS = [
     "ab",
     "c",
     "x",
+    "ax",
 ]
 
 
