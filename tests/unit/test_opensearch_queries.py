@@ -417,6 +417,24 @@ def test_records_read_by_mget_keep_the_condition_and_what_they_point_at() -> Non
     }
 
 
+def test_a_record_after_a_missing_one_in_the_mget_is_still_read() -> None:
+    response = {
+        "docs": [
+            {"_id": "doc0", "found": False},
+            {
+                "_id": "doc1",
+                "found": True,
+                "_seq_no": 7,
+                "_primary_term": 2,
+                "_source": {"version": "0B", "generation": "g3", "chunk_count": 1},
+            },
+        ]
+    }
+    assert parse_records_mget(response) == {
+        "doc1": RecordState(seq_no=7, primary_term=2, version="0B", generation="g3", chunk_count=1)
+    }
+
+
 def test_each_document_shows_only_its_newest_generation_among_the_hits() -> None:
     def hit(i: str, doc: str, gen: str | None) -> Hit:
         source = {"document_id": doc, "chunk_index": int(i)}
