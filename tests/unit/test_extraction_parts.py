@@ -11,12 +11,14 @@ import datetime as dt
 import io
 import tracemalloc
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from types import SimpleNamespace
+from typing import IO
 
 import pytest
 
 from knowledge.errors import ExtractionError
-from knowledge.extraction.archive import check_office_archive
+from knowledge.extraction.archive import check_office_archive, core_title, open_office_package
 from knowledge.extraction.base import (
     DEFAULT_LIMITS,
     NO_SECTION,
@@ -307,3 +309,23 @@ def test_the_check_holds_one_step_of_a_member_in_memory_not_the_whole_member() -
         tracemalloc.stop()
     assert message == "too large: more than 1.0 MiB uncompressed"
     assert peak < 16 * 1024 * 1024
+
+
+def test_a_library_error_on_opening_is_corrupt_naming_the_document_and_the_error() -> None:
+    def load() -> tuple[Callable[[IO[bytes]], object], tuple[type[Exception], ...]]:
+        def opener(stream: IO[bytes]) -> object:
+            raise KeyError("word/document.xml")
+
+        return opener, ()
+
+    with pytest.raises(ExtractionError) as info:
+        open_office_package(zip_of({"a.xml": b"x"}), DEFAULT_LIMITS, "docx", "Word file", load)
+    assert (
+        str(info.value) == "corrupt file: not a readable Word file (KeyError: 'word/document.xml')"
+    )
+
+
+def test_a_blank_or_missing_core_title_is_none() -> None:
+    assert core_title(SimpleNamespace(title=None)) is None
+    assert core_title(SimpleNamespace(title="  ")) is None
+    assert core_title(SimpleNamespace(title=" Runbook ")) == "Runbook"

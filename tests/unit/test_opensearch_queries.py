@@ -35,14 +35,17 @@ from knowledge.stores.opensearch.queries import (
     parse_problems,
     parse_records_mget,
     parse_scope_stats,
+    parse_scopes_page,
     parse_stored_document,
     parse_stored_documents,
+    parse_stored_vectors,
     query_filters,
     scope_filters,
     scope_query,
     scope_stats_body,
     stored_document_body,
     stored_documents_body,
+    stored_vectors_body,
     vector_search_body,
 )
 
@@ -946,3 +949,47 @@ def test_a_bucket_without_an_agent_and_context_is_no_scope(key: dict) -> None:
     # composite aggregation with missing buckets would send null).
     response = {"aggregations": {"scopes": {"buckets": [{"key": key}, {}]}}}
     assert queries.parse_scopes_page(response) == ([], None)
+
+
+# --- mutation survivors of the round-3 run (literal expected values) ---------------------
+
+
+def test_reads_by_id_and_vector_pages_do_not_count_total_hits() -> None:
+    assert chunks_by_id_body(["c1"], [])["track_total_hits"] is False
+    assert stored_vectors_body(SCOPE, "doc1", 10)["track_total_hits"] is False
+
+
+def test_scope_buckets_missing_a_part_are_skipped_and_the_rest_read() -> None:
+    response = {
+        "aggregations": {
+            "scopes": {
+                "buckets": [
+                    {"key": {"agent": "ops-bot"}},
+                    {"key": {"context": "runbooks"}},
+                    {"key": {"agent": "ops-bot", "context": "runbooks"}},
+                ],
+                "after_key": {"agent": "ops-bot", "context": "runbooks"},
+            }
+        }
+    }
+    assert parse_scopes_page(response) == (
+        [KnowledgeScope("ops-bot", "runbooks")],
+        {"agent": "ops-bot", "context": "runbooks"},
+    )
+
+
+def test_a_vector_page_without_hits_is_empty() -> None:
+    assert parse_stored_vectors({}, 2) == ({}, None, 0)
+    assert parse_stored_vectors({"hits": {}}, 2) == ({}, None, 0)
+
+
+def test_a_vector_hit_without_a_key_is_skipped_and_the_next_one_read() -> None:
+    response = {
+        "hits": {
+            "hits": [
+                {"_source": {}, "sort": ["g2", 0]},
+                {"_source": {"embedding_key": "k1", "embedding": [1, 2]}, "sort": ["g2", 1]},
+            ]
+        }
+    }
+    assert parse_stored_vectors(response, 2) == ({"k1": [1.0, 2.0]}, ["g2", 1], 2)
