@@ -993,3 +993,25 @@ def test_a_vector_hit_without_a_key_is_skipped_and_the_next_one_read() -> None:
         }
     }
     assert parse_stored_vectors(response, 2) == ({"k1": [1.0, 2.0]}, ["g2", 1], 2)
+
+
+def test_ef_search_of_one_is_sent() -> None:
+    knn = vector_search_body([1, 0.5], [], 5, ef_search=1)["query"]["knn"]["embedding"]
+    assert knn["method_parameters"] == {"ef_search": 1}
+
+
+def test_the_newest_generation_wins_whatever_the_order_of_the_hits() -> None:
+    def hit(i: str, doc: str, gen: str | None) -> Hit:
+        source = {"document_id": doc, "chunk_index": int(i)}
+        source |= {} if gen is None else {"generation": gen}
+        return Hit(id=i, score=1.0, source=source)
+
+    # The newest first, then an older one: the older is left out.
+    assert [h.id for h in newest_generations([hit("1", "a", "g2"), hit("2", "a", "g1")])] == ["1"]
+    # A generation that sorts before any letter is still a generation.
+    assert [h.id for h in newest_generations([hit("3", "b", "1")])] == ["3"]
+    # A hit without a generation is kept, and so are the hits after it.
+    assert [h.id for h in newest_generations([hit("4", "c", None), hit("5", "d", "g1")])] == [
+        "4",
+        "5",
+    ]
