@@ -10,6 +10,7 @@ import pytest
 
 from knowledge.filters import matches_file_patterns
 from knowledge.scope import KnowledgeScope
+from knowledge.search_filter import parse_filter
 from knowledge.store import StoredDocument
 from knowledge.stores.opensearch import queries
 from knowledge.stores.opensearch.queries import (
@@ -1014,4 +1015,13 @@ def test_the_newest_generation_wins_whatever_the_order_of_the_hits() -> None:
     assert [h.id for h in newest_generations([hit("4", "c", None), hit("5", "d", "g1")])] == [
         "4",
         "5",
+    ]
+
+
+def test_the_search_filter_is_the_last_filter() -> None:
+    search_filter = parse_filter({"field": "team", "op": "eq", "value": "ops"})
+    assert query_filters(SCOPE, search_filter=search_filter) == [
+        {"term": {"agent": "ops-bot"}},
+        {"term": {"context": "runbooks"}},
+        {"term": {"metadata.team": "ops"}},
     ]
