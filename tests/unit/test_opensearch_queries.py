@@ -1025,3 +1025,15 @@ def test_the_search_filter_is_the_last_filter() -> None:
         {"term": {"context": "runbooks"}},
         {"term": {"metadata.team": "ops"}},
     ]
+
+
+def test_a_scope_without_documents_has_no_last_indexed_time_even_if_a_number_comes() -> None:
+    response = {
+        "aggregations": {
+            "chunks": {"doc_count": 0},
+            "records": {"documents": {"value": 0}, "last_indexed": {"value": 1.7e12}},
+        }
+    }
+    assert parse_scope_stats(response) == ScopeStats(
+        document_count=0, chunk_count=0, last_indexed_at=None
+    )
