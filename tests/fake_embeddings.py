@@ -33,6 +33,8 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from json_http import JsonHandler
+
 __all__ = ["Call", "FakeEmbeddingServer", "Profile", "fake_embedding_server", "vector_for"]
 
 
@@ -184,24 +186,14 @@ class FakeEmbeddingServer:
 
 
 def _handler(fake: FakeEmbeddingServer) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
+    class Handler(JsonHandler):
         protocol_version = "HTTP/1.1"  # keep-alive: the SDKs reuse their connections
 
         def do_POST(self) -> None:
             length = int(self.headers.get("content-length", "0"))
             body = json.loads(self.rfile.read(length) or b"{}")
             status, headers, payload = fake.handle(self.path, body)
-            raw = json.dumps(payload).encode()
-            self.send_response(status)
-            self.send_header("content-type", "application/json")
-            self.send_header("content-length", str(len(raw)))
-            for name, value in headers.items():
-                self.send_header(name, value)
-            self.end_headers()
-            self.wfile.write(raw)
-
-        def log_message(self, format: str, *args: Any) -> None:
-            pass
+            self.send_json(status, payload, headers)
 
     return Handler
 

@@ -29,6 +29,8 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from json_http import JsonHandler
+
 __all__ = ["FakeRerankServer", "fake_rerank_server", "word_overlap"]
 
 _SIGV4 = re.compile(
@@ -119,7 +121,7 @@ class FakeRerankServer:
 
 
 def _handler(fake: FakeRerankServer) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
+    class Handler(JsonHandler):
         protocol_version = "HTTP/1.1"
 
         def do_POST(self) -> None:
@@ -129,17 +131,7 @@ def _handler(fake: FakeRerankServer) -> type[BaseHTTPRequestHandler]:
             except ValueError:
                 body = None
             status, headers, payload = fake.handle(self.path, self.headers, body)
-            raw = json.dumps(payload).encode()
-            self.send_response(status)
-            self.send_header("content-type", "application/json")
-            self.send_header("content-length", str(len(raw)))
-            for name, value in headers.items():
-                self.send_header(name, value)
-            self.end_headers()
-            self.wfile.write(raw)
-
-        def log_message(self, format: str, *args: Any) -> None:
-            pass
+            self.send_json(status, payload, headers)
 
     return Handler
 

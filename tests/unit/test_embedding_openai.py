@@ -16,6 +16,7 @@ from typing import Any
 import httpx2
 import openai
 import pytest
+from json_http import JsonHandler
 
 from knowledge.embedding.base import EmbeddingClient
 from knowledge.embedding.openai import (
@@ -69,7 +70,7 @@ class FakeEmbeddingsAPI:
 
 
 def _handler(api: FakeEmbeddingsAPI) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
+    class Handler(JsonHandler):
         def do_POST(self) -> None:
             length = int(self.headers.get("content-length", "0"))
             body = json.loads(self.rfile.read(length))
@@ -81,17 +82,7 @@ def _handler(api: FakeEmbeddingsAPI) -> type[BaseHTTPRequestHandler]:
                 }
             )
             status, headers, payload = api.respond(body)
-            raw = json.dumps(payload).encode()
-            self.send_response(status)
-            self.send_header("content-type", "application/json")
-            self.send_header("content-length", str(len(raw)))
-            for name, value in headers.items():
-                self.send_header(name, value)
-            self.end_headers()
-            self.wfile.write(raw)
-
-        def log_message(self, format: str, *args: Any) -> None:
-            pass
+            self.send_json(status, payload, headers)
 
     return Handler
 

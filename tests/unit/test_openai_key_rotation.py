@@ -14,11 +14,12 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from typing import Any
 
 import boto3
 import pytest
+from json_http import JsonHandler
 from moto import mock_aws
 
 from knowledge.errors import EmbeddingError
@@ -50,21 +51,13 @@ class KeyCheckingOpenAI:
 def openai_server() -> Iterator[KeyCheckingOpenAI]:
     fake = KeyCheckingOpenAI(accepted_key="sk-first")
 
-    class Handler(BaseHTTPRequestHandler):
+    class Handler(JsonHandler):
         def do_POST(self) -> None:
             body = json.loads(self.rfile.read(int(self.headers.get("content-length", "0"))))
             key = self.headers.get("authorization", "").removeprefix("Bearer ")
             status, payload = fake.answer(key, body)
             fake.seen.append((key, status))
-            raw = json.dumps(payload).encode()
-            self.send_response(status)
-            self.send_header("content-type", "application/json")
-            self.send_header("content-length", str(len(raw)))
-            self.end_headers()
-            self.wfile.write(raw)
-
-        def log_message(self, format: str, *args: Any) -> None:
-            pass
+            self.send_json(status, payload)
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     fake.url = f"http://127.0.0.1:{server.server_address[1]}/v1"
