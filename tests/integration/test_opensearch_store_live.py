@@ -9,8 +9,10 @@ this node.
 from __future__ import annotations
 
 import contextlib
+import json
 import socket
 import threading
+import urllib.request
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -30,7 +32,12 @@ from knowledge.model import DocumentChunk, FileProblem, SearchMode, SearchQuery
 from knowledge.scope import KnowledgeScope
 from knowledge.source import SourceDocument
 from knowledge.store import DocumentHeader, EmbeddedChunk
-from knowledge.stores.opensearch import OpenSearchConfig, OpenSearchKnowledgeStore, RetryPolicy
+from knowledge.stores.opensearch import (
+    OpenSearchConfig,
+    OpenSearchKnowledgeStore,
+    RetryPolicy,
+    queries,
+)
 from knowledge.stores.opensearch import connection as connection_module
 from knowledge.stores.opensearch import store as store_module
 from knowledge.stores.opensearch.queries import INCOMPLETE_HASH
@@ -574,7 +581,9 @@ def test_hybrid_reads_the_text_of_the_chosen_chunks_only(make_store, node: NodeI
         assert body["_source"] is False
     hits = [h for response in answer["responses"] for h in response["hits"]["hits"]]
     assert len(hits) > 4
-    assert all("_source" not in h and "content" not in h["fields"] for h in hits)
+    # Only what fusion reads: no source, no index name, three doc values per candidate.
+    assert all(set(h) == {"_id", "_score", "fields"} for h in hits)
+    assert all(set(h["fields"]) == {"document_id", "generation", "chunk_index"} for h in hits)
     page = [r for r in recording.sent if r[0] == "search"]
     assert len(page) == 1
     assert page[0][1]["query"]["bool"]["filter"][:2] == [
@@ -582,6 +591,34 @@ def test_hybrid_reads_the_text_of_the_chosen_chunks_only(make_store, node: NodeI
         {"term": {"context": "c1"}},
     ]
     assert len(page[0][2]["hits"]["hits"]) == 4
+
+
+def test_the_trimmed_candidate_answer_keeps_a_side_error(make_store, node: NodeIndex) -> None:
+    """``CANDIDATES_FILTER_PATH`` on the real node: a failing side still says why."""
+    scope = KnowledgeScope("a1", "c1")
+    make_store().index(scope, Source({"a.md": "deploy notes"}))
+    filters = queries.query_filters(scope)
+    lines = queries.msearch_body(
+        [
+            queries.keyword_search_body("deploy", filters, 10, candidates=True),
+            queries.vector_search_body([0.5] * (DIMS + 1), filters, 10, candidates=True),
+        ]
+    )
+    payload = "".join(json.dumps(line) + "\n" for line in lines).encode("utf-8")
+    request = urllib.request.Request(
+        f"{node.url}/{node.index}/_msearch?filter_path={queries.CANDIDATES_FILTER_PATH}",
+        data=payload,
+        method="POST",
+        headers={"Content-Type": "application/x-ndjson"},
+    )
+    with urllib.request.urlopen(request, timeout=30) as response:
+        answer = json.loads(response.read())
+    keyword, vector = answer["responses"]
+    assert [h["fields"]["document_id"] for h in keyword["hits"]["hits"]] == [
+        [document_id(scope, "a.md")]
+    ]
+    assert vector["status"] == 400
+    assert "dimension" in json.dumps(vector["error"])
 
 
 # --- commit records -------------------------------------------------------------------------

@@ -326,14 +326,18 @@ def test_hybrid_candidates_are_doc_values_without_the_stored_source() -> None:
         vector_search_body([0.1, 0.2], filters, 100, candidates=True),
     ):
         assert body["_source"] is False
+        assert body["docvalue_fields"] == ["document_id", "generation", "chunk_index"]
+        assert body["size"] == 100
+    for body in (
+        keyword_search_body("q", filters, 100, candidates=True, candidate_path=True),
+        vector_search_body([0.1, 0.2], filters, 100, candidates=True, candidate_path=True),
+    ):
         assert body["docvalue_fields"] == [
-            "context",
-            "document_path",
-            "chunk_index",
             "document_id",
             "generation",
+            "chunk_index",
+            "document_path",
         ]
-        assert body["size"] == 100
     assert keyword_search_body("q", filters, 5)["_source"] == SOURCE
 
 

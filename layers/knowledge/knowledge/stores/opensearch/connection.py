@@ -236,25 +236,40 @@ class Connection:
 
     # --- requests --------------------------------------------------------------------------
 
-    def search(self, index: str, action: str, body: Mapping[str, Any]) -> dict[str, Any]:
-        """One ``_search`` on the search path (time budget, see ``read``)."""
+    def search(
+        self,
+        index: str,
+        action: str,
+        body: Mapping[str, Any],
+        *,
+        filter_path: str | None = None,
+    ) -> dict[str, Any]:
+        """One ``_search`` on the search path (time budget, see ``read``); ``filter_path``
+        trims the answer to the parts the caller reads."""
+        params = {"filter_path": filter_path} if filter_path else {}
 
         def send(client: OpenSearch, timeout: float) -> dict[str, Any]:
             response: dict[str, Any] = client.search(
-                index=index, body=dict(body), request_timeout=timeout
+                index=index, body=dict(body), request_timeout=timeout, params=params
             )
             return response
 
         return self.read(action, send)
 
     def msearch(
-        self, index: str, action: str, lines: Sequence[Mapping[str, Any]]
+        self,
+        index: str,
+        action: str,
+        lines: Sequence[Mapping[str, Any]],
+        *,
+        filter_path: str | None = None,
     ) -> dict[str, Any]:
         """One ``/<index>/_msearch`` on the search path (the lines name no index)."""
+        params = {"filter_path": filter_path} if filter_path else {}
 
         def send(client: OpenSearch, timeout: float) -> dict[str, Any]:
             response: dict[str, Any] = client.msearch(
-                index=index, body=list(lines), request_timeout=timeout
+                index=index, body=list(lines), request_timeout=timeout, params=params
             )
             return response
 

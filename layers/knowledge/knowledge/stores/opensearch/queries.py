@@ -50,6 +50,7 @@ from knowledge.stores.opensearch.mapping import (
 )
 
 __all__ = [
+    "CANDIDATES_FILTER_PATH",
     "CANDIDATE_FIELDS",
     "INCOMPLETE_HASH",
     "MATCH_NOTHING",
@@ -275,27 +276,55 @@ def query_filters(
 # --- searches -------------------------------------------------------------------------
 
 
-CANDIDATE_FIELDS: tuple[str, ...] = (CONTEXT, DOCUMENT_PATH, CHUNK_INDEX, DOCUMENT_ID, GENERATION)
-"""What fusion needs of a hybrid candidate (newest generation, file patterns, the
-per-document cap), read from doc values (``_candidate_fields``); ``content`` and
-``metadata`` only the chosen page needs (``chunks_by_id_body``)."""
+CANDIDATE_FIELDS: tuple[str, ...] = (DOCUMENT_ID, GENERATION, CHUNK_INDEX)
+"""What fusion needs of a hybrid candidate (the newest generation, and the per-document
+cap: ``document_id`` names one document of one scope), read from doc values
+(``_candidate_fields``); with file patterns also ``document_path`` (the exact glob
+check). ``content`` and ``metadata`` only the chosen page needs (``chunks_by_id_body``)."""
+
+CANDIDATES_FILTER_PATH = ",".join(
+    (
+        "error",
+        "took",
+        "hits.hits._id",
+        "hits.hits._score",
+        "hits.hits.fields",
+        "responses.error",
+        "responses.status",
+        "responses.took",
+        "responses.hits.hits._id",
+        "responses.hits.hits._score",
+        "responses.hits.hits.fields",
+    )
+)
+"""``filter_path`` of the hybrid candidate requests (``_search`` or ``_msearch``): only
+what ``parse_hits`` and the error checks read. Without it every hit also carries its
+index name and the metadata fields the engine ignored, half of the ~100 kB answer to
+decode for 200 candidates."""
 
 
 def _source() -> dict[str, Any]:
     return {"includes": list(SOURCE_FIELDS)}
 
 
-def _candidate_fields() -> dict[str, Any]:
+def _candidate_fields(with_path: bool) -> dict[str, Any]:
     # No ``_source`` at all: the node would parse each hit's whole stored source (its
     # vector included) to filter it; doc values are read column-wise (bench/REPORT.md 3b).
-    return {"_source": False, "docvalue_fields": list(CANDIDATE_FIELDS)}
+    fields = [*CANDIDATE_FIELDS, DOCUMENT_PATH] if with_path else list(CANDIDATE_FIELDS)
+    return {"_source": False, "docvalue_fields": fields}
 
 
 def keyword_search_body(
-    text: str, filters: Sequence[Mapping[str, Any]], size: int, *, candidates: bool = False
+    text: str,
+    filters: Sequence[Mapping[str, Any]],
+    size: int,
+    *,
+    candidates: bool = False,
+    candidate_path: bool = False,
 ) -> dict[str, Any]:
     """BM25 on ``content`` and on its CJK-bigram sub-field, inside the filters; each hit
-    with its result fields, or only ``CANDIDATE_FIELDS`` with ``candidates``.
+    with its result fields, or only ``CANDIDATE_FIELDS`` with ``candidates`` (and
+    ``document_path`` with ``candidate_path``).
 
     The two ``match`` clauses are a ``should`` (at least one must match), so a chunk
     matches on words *or* on CJK bigrams, and one that matches both ranks higher.
@@ -303,7 +332,7 @@ def keyword_search_body(
     return {
         "size": size,
         "track_total_hits": False,
-        **(_candidate_fields() if candidates else {"_source": _source()}),
+        **(_candidate_fields(candidate_path) if candidates else {"_source": _source()}),
         "query": {
             "bool": {
                 "filter": list(filters),
@@ -324,9 +353,11 @@ def vector_search_body(
     *,
     ef_search: int = 0,
     candidates: bool = False,
+    candidate_path: bool = False,
 ) -> dict[str, Any]:
     """k-NN on ``embedding`` with the filters *inside* the knn clause (efficient filtering);
-    each hit with its result fields, or only ``CANDIDATE_FIELDS`` with ``candidates``.
+    each hit with its result fields, or only ``CANDIDATE_FIELDS`` with ``candidates`` (and
+    ``document_path`` with ``candidate_path``).
 
     ``ef_search`` > 0 is sent as ``method_parameters.ef_search`` (k-NN 2.16+): the size
     of the candidate list the HNSW walk keeps. Without it the lucene engine walks with
@@ -344,7 +375,7 @@ def vector_search_body(
     return {
         "size": k,
         "track_total_hits": False,
-        **(_candidate_fields() if candidates else {"_source": _source()}),
+        **(_candidate_fields(candidate_path) if candidates else {"_source": _source()}),
         "query": {"knn": {EMBEDDING: clause}},
     }
 

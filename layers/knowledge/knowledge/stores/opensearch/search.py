@@ -8,7 +8,8 @@
   each whatever the page (every page of a query is a slice of one order), fused
   client-side with ``fusion.fuse_weighted`` (weights: the configured ones, else the
   embedder's, ``fusion.hybrid_weights``). The candidates come as doc values only
-  (``queries.CANDIDATE_FIELDS``, no ``_source``); a second ``_search``
+  (``queries.CANDIDATE_FIELDS``, no ``_source``, the answer trimmed by
+  ``queries.CANDIDATES_FILTER_PATH``); a second ``_search``
   (``queries.chunks_by_id_body``, same filters) reads ``content`` and ``metadata`` of the
   page's chunks only: the node parsing the stored source (vector included) of 200
   candidates cost more than that round trip (bench/REPORT.md, 3b). A chunk gone between
@@ -27,7 +28,9 @@ take a place on the page or count against the cap.
 
 Time: every request is a ``Connection.read`` (per-request timeout, at most one retry,
 inside the caller's deadline); the query embedding runs inside the same deadline
-(``embed_query``), so a hung node or provider ends the request in time.
+(``embed_query``), so a hung node or provider ends the request in time. The ``hashing``
+embedder, arithmetic in this process that cannot hang, runs in the caller's thread: a
+hand-off to the embedding pool would cost more than the embedding.
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ from typing import Any
 
 from knowledge.deadline import Deadline, current_deadline
 from knowledge.embedding.base import EmbeddingClient
+from knowledge.embedding.hashing import HashingEmbedder
 from knowledge.errors import EmbeddingError, EmbeddingMismatchError, StoreError
 from knowledge.filters import matches_file_patterns
 from knowledge.fusion import (
@@ -63,6 +67,7 @@ from knowledge.stores.opensearch.mapping import (
     CHUNK_INDEX,
     CONTENT,
     CONTEXT,
+    DOCUMENT_ID,
     DOCUMENT_PATH,
     METADATA,
     is_zero_vector,
@@ -89,7 +94,10 @@ def embed_query(
     """The query's vector, or ``EmbeddingError`` once ``deadline`` (else the current one,
     else ``DEFAULT_EMBED_TIMEOUT``) passes, whatever the provider does meanwhile (its
     call finishes in the background; retries inside it see the same deadline). ``None``
-    for a text without terms (a zero vector has no direction)."""
+    for a text without terms (a zero vector has no direction). The ``hashing`` embedder
+    runs in the caller's thread (module docstring)."""
+    if isinstance(embedder, HashingEmbedder):
+        return _checked(embedder, embedder.embed(text).vector)
     deadline = deadline or current_deadline() or Deadline.after(DEFAULT_EMBED_TIMEOUT)
     context = contextvars.copy_context()
     future = _embed_pool().submit(context.run, embedder.embed, text)
@@ -101,7 +109,10 @@ def embed_query(
             f"the embedding provider '{embedder.name}' did not answer within the time "
             "budget of the request"
         ) from None
-    vector = embedding.vector
+    return _checked(embedder, embedding.vector)
+
+
+def _checked(embedder: EmbeddingClient, vector: Sequence[float]) -> Sequence[float] | None:
     if len(vector) != embedder.dimensions:
         raise EmbeddingMismatchError(
             f"the embedder '{embedder.name}' returned a {len(vector)}-dimension query "
@@ -163,13 +174,23 @@ def search(
     else:
         # A fixed depth (>= MAX_MAX_RESULTS), so that every page is a slice of one order.
         size = HYBRID_CANDIDATES
-        keyword_body = queries.keyword_search_body(query.text, filters, size, candidates=True)
+        with_path = bool(query.file_patterns)  # for the exact glob check in scores_of
+        keyword_body = queries.keyword_search_body(
+            query.text, filters, size, candidates=True, candidate_path=with_path
+        )
         if vector is None:
-            keyword_response = connection.search(index, action, keyword_body)
+            keyword_response = connection.search(
+                index, action, keyword_body, filter_path=queries.CANDIDATES_FILTER_PATH
+            )
             vector_response: Mapping[str, Any] = {}
         else:
             vector_body = queries.vector_search_body(
-                vector, filters, size, ef_search=config.ef_search, candidates=True
+                vector,
+                filters,
+                size,
+                ef_search=config.ef_search,
+                candidates=True,
+                candidate_path=with_path,
             )
             keyword_response, vector_response = _search_both(
                 connection, index, action, keyword_body, vector_body
@@ -191,10 +212,7 @@ def search(
         query.max_results,
         offset=query.offset,
         per_document=query.max_chunks_per_document,
-        document_of=lambda key: (
-            str(sources[key].get(CONTEXT, "")),
-            str(sources[key].get(DOCUMENT_PATH, "")),
-        ),
+        document_of=lambda key: _document_of(sources[key]),
     )
     if mode is SearchMode.HYBRID and chosen:
         ids = [item.key for item in chosen]
@@ -214,12 +232,13 @@ def _search_both(
     """Both hybrid searches: one ``/<index>/_msearch`` round trip, or two searches if disabled."""
     config = connection.config
     if not config.use_msearch:
+        trim = queries.CANDIDATES_FILTER_PATH
         return (
-            connection.search(index, action, keyword_body),
-            connection.search(index, action, vector_body),
+            connection.search(index, action, keyword_body, filter_path=trim),
+            connection.search(index, action, vector_body, filter_path=trim),
         )
     lines = queries.msearch_body([keyword_body, vector_body])
-    response = connection.msearch(index, action, lines)
+    response = connection.msearch(index, action, lines, filter_path=queries.CANDIDATES_FILTER_PATH)
     answers = response.get("responses", [])
     if len(answers) != 2:
         raise StoreError(
@@ -234,6 +253,15 @@ def _search_both(
                 f"{answer.get('status')}): {item_reason(answer)}"
             )
     return answers[0], answers[1]
+
+
+def _document_of(source: Mapping[str, Any]) -> object:
+    """Which document a hit is of, for the per-document cap: its ``document_id`` (one
+    document of one scope; what a candidate carries), else context and path."""
+    document_id = source.get(DOCUMENT_ID)
+    if isinstance(document_id, str):
+        return document_id
+    return (str(source.get(CONTEXT, "")), str(source.get(DOCUMENT_PATH, "")))
 
 
 def _result(source: Mapping[str, Any], item: Fused[str]) -> SearchResult:
