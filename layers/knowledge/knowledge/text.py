@@ -29,7 +29,8 @@ endings: "데비안은" -> "데비안", "설치했다" -> "설치". A compound t
 one is indexed whole *and* as its parts ("배포판" stays whole, a compound marked
 ``Compound`` also gives its parts), and one written without spaces ("배포실패") gives the
 same terms as the words written apart ("배포 실패"): 배포, 실패. Measured on the Korean
-FAQ questions (``bench/REPORT.md`` section 1b), this ranks well above bigrams. Each run
+FAQ questions (``bench/REPORT.md`` section 1f), this ranks well above bigrams
+(``docs/korean.md``). Each run
 is analysed on its own (cached), so a query and a document analyse a word identically.
 ``korean_terms`` gives the terms of the words that hold Hangul: OpenSearch has no
 MeCab-ko of its own (the nori plugin is optional on Amazon OpenSearch Service and not
