@@ -233,7 +233,7 @@ def test_built_search_function_answers_health_on_python312(sam_build: Path) -> N
 import json, sys
 import app
 # Powertools imports the bare botocore package (its user-agent hook): light. A session is not.
-heavy = ("openai", "opensearchpy", "boto3", "botocore.session", "aws_xray_sdk")
+heavy = ("openai", "opensearchpy", "boto3", "botocore.session", "aws_xray_sdk", "mecab")
 heavy = sorted(m for m in heavy if m in sys.modules)
 assert not heavy, f"imported at cold start: {heavy}"
 class Context:
