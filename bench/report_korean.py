@@ -96,6 +96,20 @@ def korean_section(report: Report) -> None:
         "run: `org.opensearch.plugin:analysis-nori` is on Maven Central only as 3.8.0, not "
         "for the local node's 2.19.1 (docs/korean.md).",
     ]
+    speed = read_result("korean-analysis")
+    if speed is not None:
+        a = speed["analyses"]
+        parts.append(
+            "Cost (`python -m bench korean-analysis`, same run, term caches cleared before "
+            f"each pass, best of {speed['repeat']}): the {speed['bytes'] / 1e3:.0f} kB of "
+            f"Korean answers analyse at {a['morphemes']['mb_per_s']:.2f} MB/s with "
+            f"morphemes vs {a['bigrams']['mb_per_s']:.2f} MB/s with bigrams "
+            f"({speed['ratio_bigrams_over_morphemes']:.1f}x slower; English text takes the "
+            "same path as before); the first text with Hangul in a process imports MeCab-ko "
+            f"and opens the dictionary in {speed['first_use_seconds']['median'] * 1000:.0f} "
+            "ms (median of fresh interpreters, warm file cache). "
+            + _provenance(speed, "korean-analysis")
+        )
     for corpus, embedder, before, after in pairs:
         parts.append(
             _provenance(before, f"quality-{corpus}-{embedder}-bigrams")
