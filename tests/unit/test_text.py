@@ -52,6 +52,8 @@ def _reference_tokenize(text: str) -> list[str]:
         ("ＦＵＬＬ width ﬁle", ["full", "width", "file"]),  # NFKC first
         ("배포실패", ["배포", "포실", "실패"]),
         ("배포 실패", ["배포", "실패"]),
+        # A compound the dictionary marks as one gives its parts and itself.
+        ("데이터베이스", ["데이터", "베이스", "데이터베이스"]),
         ("k8s배포 a배", ["k8s", "배포"]),
         ("デプロイ失敗", ["デプ", "プロ", "ロイ", "イ失", "失敗"]),
         ("", []),
