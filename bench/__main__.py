@@ -27,6 +27,7 @@ COMMANDS = {
     "filters": "embedded store: search filter SQL over one scope, next to no filter",
     "scale": "OpenSearch store: one index growing 25x over 1,000 scopes (HNSW, recall, bytes)",
     "bm25": "man-pages keyword MRR@10 under other BM25 k1/b on the real node (a probe)",
+    "korean-analysis": "Korean keyword analysis speed: MeCab-ko morphemes vs Hangul bigrams",
     "rerank": "search latency with the Bedrock reranking stage (fake endpoint) vs without",
     "report": "write bench/REPORT.md and the plots from bench/results/*.json",
 }
@@ -38,6 +39,7 @@ MODULES = {
     "pdf-fidelity": "pdf_fidelity",
     "pdf-throughput": "document_throughput",
     "embedding-pool": "embedding_pool",
+    "korean-analysis": "korean_analysis",
 }
 
 

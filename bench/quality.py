@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import json
 import tempfile
 import time
@@ -32,7 +33,15 @@ from bench.environment import log, opensearch_node, write_result
 from bench.faq import load_faq
 from bench.manpages import Corpus, Query, load_corpus
 from bench.metrics import document_ranking, evaluate, first_relevant_rank
-from bench.stores import EMBEDDERS, SCOPE, STORES, delete_index, make_embedder, open_store
+from bench.stores import (
+    EMBEDDERS,
+    SCOPE,
+    STORES,
+    delete_index,
+    make_embedder,
+    open_store,
+    refresh_index,
+)
 from knowledge.embedding.base import EmbeddingClient
 from knowledge.model import IndexOptions, SearchMode, SearchQuery
 from knowledge.sources.local import LocalDirectorySource
@@ -75,9 +84,13 @@ def evaluate_baselines(corpus: Corpus, embedder: EmbeddingClient, language: str)
 
 
 def evaluate_store(
-    store: KnowledgeStore, corpus: Corpus, chunks: int
+    store: KnowledgeStore,
+    corpus: Corpus,
+    chunks: int,
+    after_index: Callable[[], None] | None = None,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Index the corpus into ``store``, then score every mode; returns (index, modes)."""
+    """Index the corpus into ``store``, then (after ``after_index``: an OpenSearch refresh)
+    score every mode; returns (index, modes)."""
     options = IndexOptions(max_documents=100_000)
     started = time.perf_counter()
     result = store.reindex(SCOPE, LocalDirectorySource(corpus.docs_dir), options)
@@ -91,6 +104,8 @@ def evaluate_store(
         "skipped": len(result.skipped),
     }
     log(f"{store.name}: indexed {result.indexed_documents} docs / {result.indexed_chunks} chunks")
+    if after_index is not None:
+        after_index()
     return indexing, score_modes(store, corpus.queries, chunks)
 
 
@@ -166,7 +181,10 @@ def run(
                 options=options,
             )
             try:
-                indexing, modes = evaluate_store(store, corpus, chunks)
+                refresh = None
+                if url is not None and index_name is not None:
+                    refresh = functools.partial(refresh_index, url, index_name)
+                indexing, modes = evaluate_store(store, corpus, chunks, refresh)
             finally:
                 store.close()
                 if url is not None and index_name is not None:

@@ -1120,6 +1120,9 @@ def main(args: argparse.Namespace) -> None:
     from bench.report_ranking import keyword_probe_section
 
     keyword_probe_section(report)
+    from bench.report_korean import korean_section  # it imports this module's helpers
+
+    korean_section(report)
     indexing_section(report)
     latency_section(report)
     ranking_latency_section(report)

@@ -88,6 +88,18 @@ def open_store(
     raise SystemExit(f"unknown store {kind!r}: one of {', '.join(STORES)}")
 
 
+def refresh_index(node_url: str, index_name: str) -> None:
+    """Make everything written to the index searchable now (not within the refresh
+    interval): scores must not depend on how fast the first query follows indexing."""
+    from opensearchpy import OpenSearch
+
+    client = OpenSearch(hosts=[node_url], timeout=120)
+    try:
+        client.indices.refresh(index=index_name)
+    finally:
+        client.close()
+
+
 def delete_index(node_url: str, index_name: str) -> None:
     from opensearchpy import OpenSearch
 

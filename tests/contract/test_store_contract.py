@@ -523,6 +523,25 @@ def test_korean_compound_matches_words_written_apart(
     assert paths(found) == {"ko/rollback.md"}
 
 
+@pytest.mark.modes(SearchMode.KEYWORD)
+def test_korean_words_match_by_morpheme_not_by_a_bigram_of_another_word(
+    store: KnowledgeStore, bucket: Path, mode: SearchMode
+) -> None:
+    # Bigrams of "데비안은" include "안은", which "상자 안은" also has; its morphemes
+    # (데비안 + a particle) do not. Inflected forms meet at their stem (설치).
+    write_scope(
+        bucket,
+        A_X,
+        {
+            "ko/debian.md": "# 소개\n\n데비안 패키지를 설치했습니다.",
+            "ko/box.md": "# 상자\n\n상자 안은 조용하다.",
+        },
+    )
+    index(store, bucket, A_X)
+    assert paths(search(store, A_X, "데비안은", mode)) == {"ko/debian.md"}
+    assert paths(search(store, A_X, "패키지 설치하는 법", mode)) == {"ko/debian.md"}
+
+
 def _document(path: str, text: str, version: str | None) -> SourceDocument:
     data = text.encode("utf-8")
     return SourceDocument(path=path, size=len(data), read=lambda: data, version=version)

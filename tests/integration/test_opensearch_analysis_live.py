@@ -1,9 +1,11 @@
 """The OpenSearch mapping analyses English text exactly as ``knowledge.text.keyword_terms``
-does, on the real node; an index of another analysis is refused (never mixed)."""
+does, on the real node, and indexes exactly ``keyword_terms``' Korean morphemes (sent
+pre-analysed in ``content_ko``); an index of another analysis is refused (never mixed)."""
 
 from __future__ import annotations
 
 import uuid
+from collections import Counter
 from collections.abc import Iterator
 
 import pytest
@@ -15,8 +17,8 @@ from knowledge.model import SearchQuery
 from knowledge.scope import KnowledgeScope
 from knowledge.source import SourceDocument
 from knowledge.stores.opensearch import OpenSearchConfig, OpenSearchKnowledgeStore
-from knowledge.stores.opensearch.mapping import ENGLISH_ANALYZER, index_body
-from knowledge.text import keyword_terms
+from knowledge.stores.opensearch.mapping import CJK_ANALYZER, ENGLISH_ANALYZER, index_body
+from knowledge.text import has_hangul, keyword_terms, korean_terms
 
 pytestmark = [pytest.mark.integration, pytest.mark.opensearch]
 
@@ -92,5 +94,89 @@ def test_an_index_made_before_analyses_were_recorded_is_refused(
     try:
         with pytest.raises(AnalysisMismatchError, match="reindex into a fresh index"):
             store.search(SCOPE, SearchQuery("anything", mode="keyword"))
+    finally:
+        store.close()
+
+
+# Korean (with English, digits and a Latin+Hangul word): every term the node indexes for a
+# chunk, over ``content``, ``content.cjk`` and ``content_ko``, is one of keyword_terms'.
+KOREAN_SAMPLES = (
+    "데비안은 자유 운영체제입니다. 패키지를 설치했습니다.",
+    "배포실패 시 k8s배포 설정을 되돌린다 (rollback the deployments).",
+    "리눅스 커널 2.6 버전에서 ext4 파일시스템을 지원하나요?",
+)
+
+
+def _chunk_terms(url: str, index: str, field: str) -> Counter[str]:
+    status, found = http_json(
+        "POST", f"{url}/{index}/_search", {"query": {"term": {"record": "chunk"}}}
+    )
+    assert status == 200, found
+    (hit,) = found["hits"]["hits"]
+    status, vectors = http_json(
+        "POST",
+        f"{url}/{index}/_termvectors/{hit['_id']}",
+        {"fields": [field], "term_statistics": False, "field_statistics": False},
+    )
+    assert status == 200, vectors
+    terms = vectors["term_vectors"].get(field, {}).get("terms", {})
+    return Counter({term: info["term_freq"] for term, info in terms.items()})
+
+
+@pytest.mark.parametrize("text", KOREAN_SAMPLES)
+def test_the_node_indexes_the_korean_terms_of_keyword_terms(
+    opensearch_url: str, index: str, text: str
+) -> None:
+    store = _store(opensearch_url, index)
+    try:
+        data = text.encode("utf-8")
+        document = SourceDocument(path="ko.md", size=len(data), read=lambda: data)
+        assert store.upsert_document(SCOPE, document).indexed_documents == 1
+    finally:
+        store.close()
+    http_json("POST", f"{opensearch_url}/{index}/_refresh")
+    korean = _chunk_terms(opensearch_url, index, "content_ko")
+    english = _chunk_terms(opensearch_url, index, "content")
+    # Term for term: the Korean words' terms in content_ko, the others' in content.
+    assert korean == Counter(korean_terms(text))
+    assert korean + english == Counter(keyword_terms(text))
+    # No Hangul in the bigram sub-field either (it would count the words twice).
+    assert not [t for t in _chunk_terms(opensearch_url, index, "content.cjk") if has_hangul(t)]
+    status, body = http_json(
+        "POST", f"{opensearch_url}/{index}/_analyze", {"analyzer": CJK_ANALYZER, "text": text}
+    )
+    assert status == 200, body
+    assert not [t["token"] for t in body["tokens"] if has_hangul(t["token"])]
+
+
+def test_a_korean_query_finds_its_morphemes_on_the_node(opensearch_url: str, index: str) -> None:
+    store = _store(opensearch_url, index)
+    try:
+        for path, text in (
+            ("debian.md", "데비안 패키지를 설치했습니다."),
+            ("box.md", "상자 안은 조용하다."),
+        ):
+            data = text.encode("utf-8")
+            document = SourceDocument(path=path, size=len(data), read=lambda data=data: data)
+            assert store.upsert_document(SCOPE, document).indexed_documents == 1
+        http_json("POST", f"{opensearch_url}/{index}/_refresh")
+        found = store.search(SCOPE, SearchQuery("데비안은 패키지 설치하는 법", mode="keyword"))
+        assert [r.document_path for r in found] == ["debian.md"]
+    finally:
+        store.close()
+
+
+def test_an_index_of_the_bigram_analysis_is_refused(opensearch_url: str, index: str) -> None:
+    # The mapping of the previous version: Hangul as bigrams, "english-snowball-v2".
+    body = index_body(vector_dimensions=16, embedding_model="hashing")
+    body["mappings"]["_meta"]["knowledge"]["analysis"] = "english-snowball-v2"
+    body["mappings"]["properties"].pop("content_ko", None)
+    status, answer = http_json("PUT", f"{opensearch_url}/{index}", body)
+    assert status == 200, answer
+    store = _store(opensearch_url, index)
+    try:
+        with pytest.raises(AnalysisMismatchError, match="english-snowball-v2") as caught:
+            store.search(SCOPE, SearchQuery("데비안", mode="keyword"))
+        assert "reindex into a fresh index" in str(caught.value)
     finally:
         store.close()

@@ -235,3 +235,27 @@ def test_a_version_1_file_without_chunks_is_upgraded_in_place(db: Path, isolatio
         "SELECT source_type, size FROM documents WHERE path = 'old.md'"
     ).fetchall() == [(None, None)]
     raw.close()
+
+
+@pytest.mark.parametrize("isolation", ["shared", "agent"])
+def test_a_file_of_the_bigram_analysis_is_refused_with_the_reindex_hint(
+    db: Path, isolation: str
+) -> None:
+    # A file indexed by the previous analysis (Hangul as bigrams, "english-snowball-v2"):
+    # its Korean terms would not meet this version's morphemes, so it is refused.
+    store = EmbeddedKnowledgeStore(db, isolation=isolation)
+    try:
+        with store.write_session(SCOPE) as session:
+            session.put_document(
+                header("ko.md"),
+                [EmbeddedChunk(DocumentChunk("ko.md", 0, "배포 실패 시 롤백한다", {}), None)],
+            )
+    finally:
+        store.close()
+    raw = sqlite3.connect(db)
+    with raw:
+        raw.execute("UPDATE meta SET value = 'english-snowball-v2' WHERE key = 'analysis'")
+    raw.close()
+    with pytest.raises(AnalysisMismatchError, match="english-snowball-v2") as caught:
+        EmbeddedKnowledgeStore(db, isolation=isolation)
+    assert "reindex" in str(caught.value)

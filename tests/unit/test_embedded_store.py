@@ -331,7 +331,8 @@ def test_vector_of_the_wrong_length_is_refused(store: EmbeddedKnowledgeStore):
         ("Deploy deploy DEPLOY", '"deploy"'),
         ('say "hi" NEAR(a b)', '"say" OR "hi" OR "near"'),
         ("a * - : ^", None),
-        ("배포실패", '"배포" OR "포실" OR "실패"'),
+        ("배포실패", '"배포" OR "실패"'),  # Korean morphemes (MeCab-ko)
+        ("東京都", '"東京" OR "京都"'),  # Han bigrams
     ],
 )
 def test_fts_query_is_quoted_terms_or_ed(text: str, expected: str | None):

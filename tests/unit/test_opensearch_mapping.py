@@ -56,6 +56,12 @@ def test_index_body_for_a_vector_store() -> None:
                 }
             },
             "filter": {
+                "knowledge_no_hangul": {
+                    "type": "pattern_replace",
+                    "pattern": "^.*[\\p{IsHangul}].*$",
+                    "replacement": "",
+                },
+                "knowledge_not_empty": {"type": "length", "min": 1},
                 "knowledge_min_length": {"type": "length", "min": 2},
                 "knowledge_stop": {"type": "stop", "stopwords": sorted(STOP_WORDS)},
                 "knowledge_stemmer": {"type": "snowball", "language": "English"},
@@ -66,6 +72,7 @@ def test_index_body_for_a_vector_store() -> None:
                     "tokenizer": "knowledge_words",
                     "filter": [
                         "lowercase",
+                        "knowledge_no_hangul",
                         "knowledge_min_length",
                         "knowledge_stop",
                         "knowledge_stemmer",
@@ -74,7 +81,13 @@ def test_index_body_for_a_vector_store() -> None:
                 "knowledge_cjk": {
                     "type": "custom",
                     "tokenizer": "standard",
-                    "filter": ["cjk_width", "lowercase", "cjk_bigram"],
+                    "filter": [
+                        "cjk_width",
+                        "lowercase",
+                        "knowledge_no_hangul",
+                        "knowledge_not_empty",
+                        "cjk_bigram",
+                    ],
                 },
             },
         },
@@ -97,6 +110,7 @@ def test_index_body_for_a_vector_store() -> None:
         "analyzer": "knowledge_english",
         "fields": {"cjk": {"type": "text", "analyzer": "knowledge_cjk"}},
     }
+    assert properties["content_ko"] == {"type": "text", "analyzer": "whitespace"}
     assert properties["embedding"] == {
         "type": "knn_vector",
         "dimension": 384,
@@ -332,3 +346,11 @@ def test_derived_source_is_an_index_setting_of_vector_indexes_off_serverless() -
     assert settings(vector_dimensions=16, serverless=True) == {"knn": True}
     off = index_body(vector_dimensions=16, embedding_model="hashing")
     assert off["settings"]["index"] == {"knn": True}
+
+
+def test_a_chunk_with_hangul_carries_its_korean_terms() -> None:
+    korean = DocumentChunk("ko.md", 0, "Debian 패키지를 설치했다", {})
+    source = chunk_document(SCOPE, HEADER, korean, vector=None, generation="g1")
+    assert source["content_ko"] == "패키지 설치"
+    english = DocumentChunk("en.md", 0, "Debian packages 東京", {})
+    assert "content_ko" not in chunk_document(SCOPE, HEADER, english, vector=None, generation="g1")

@@ -257,9 +257,9 @@ def test_query_filters(kwargs: dict, expected: list[dict]) -> None:
 # --- search bodies ------------------------------------------------------------------------
 
 
-def test_keyword_body_matches_words_or_cjk_bigrams_inside_the_filters() -> None:
+def test_keyword_body_matches_words_cjk_bigrams_or_korean_morphemes_inside_the_filters() -> None:
     filters = query_filters(SCOPE, metadata={"team": "ops"})
-    assert keyword_search_body("배포 실패", filters, 5) == {
+    assert keyword_search_body("배포실패가", filters, 5) == {
         "size": 5,
         "track_total_hits": False,
         "_source": SOURCE,
@@ -267,13 +267,23 @@ def test_keyword_body_matches_words_or_cjk_bigrams_inside_the_filters() -> None:
             "bool": {
                 "filter": [AGENT_TERM, CONTEXT_TERM, {"term": {"metadata.team": "ops"}}],
                 "should": [
-                    {"match": {"content": {"query": "배포 실패"}}},
-                    {"match": {"content.cjk": {"query": "배포 실패"}}},
+                    {"match": {"content": {"query": "배포실패가"}}},
+                    {"match": {"content.cjk": {"query": "배포실패가"}}},
+                    # The query's Korean morphemes (MeCab-ko), as the writer sends them.
+                    {"match": {"content_ko": {"query": "배포 실패"}}},
                 ],
                 "minimum_should_match": 1,
             }
         },
     }
+
+
+def test_keyword_body_without_hangul_has_no_korean_clause() -> None:
+    body = keyword_search_body("deploy 東京", [AGENT_TERM], 5)
+    assert [next(iter(c["match"])) for c in body["query"]["bool"]["should"]] == [
+        "content",
+        "content.cjk",
+    ]
 
 
 @pytest.mark.parametrize("cross_context", [False, True])

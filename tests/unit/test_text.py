@@ -14,6 +14,7 @@ from knowledge.text import (
     has_cjk,
     is_cjk,
     keyword_terms,
+    korean_terms,
     tokenize,
 )
 
@@ -137,8 +138,11 @@ def test_cjk_runs_become_bigrams(text: str, expected: list[str]) -> None:
         ("How do I configure the running processes?", ["configur", "run", "process"]),
         ("configured configuration configures", ["configur", "configur", "configur"]),
         ("Packages package packaging", ["packag", "packag", "packag"]),
-        # CJK keeps its bigrams untouched; Latin next to it is stemmed.
-        ("배포실패 deployments", ["배포", "포실", "실패", "deploy"]),
+        # Han and Kana keep their bigrams; Latin next to them is stemmed.
+        ("東京都 deployments", ["東京", "京都", "deploy"]),
+        ("k8s東京", ["k8s", "東京"]),
+        # Hangul becomes its content morphemes (below); Latin next to it is stemmed.
+        ("배포실패 deployments", ["배포", "실패", "deploy"]),
         ("k8s배포", ["k8s", "배포"]),
         # Only stop words: no terms at all (such a query matches nothing in keyword mode).
         ("what is it", []),
@@ -210,7 +214,83 @@ def test_each_thread_builds_its_stemmer_once() -> None:
 
 def test_analysis_name_and_version_are_pinned() -> None:
     # Changing either invalidates every keyword index: only on purpose.
-    assert (ANALYSIS_VERSION, ANALYSIS) == (2, "english-snowball-v2")
+    assert (ANALYSIS_VERSION, ANALYSIS) == (3, "english-snowball-mecab-ko-v3")
+
+
+# --- keyword analysis: Korean morphemes (MeCab-ko) ----------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        # Particles and endings go; nouns and stems stay.
+        ("데비안은 리눅스 배포판입니다.", ["데비안", "리눅스", "배포판"]),
+        ("패키지를 설치했다", ["패키지", "설치"]),
+        # A compound written without spaces gives the terms of the words written apart.
+        ("배포실패", ["배포", "실패"]),
+        ("배포 실패", ["배포", "실패"]),
+        # A compound the dictionary marks as one gives its parts and itself.
+        ("데이터베이스", ["데이터", "베이스", "데이터베이스"]),
+        # "안은" (inside + topic particle) is the noun 안, not a piece of 데비안은.
+        ("상자 안은 조용하다", ["상자", "안", "조용"]),
+    ],
+)
+def test_hangul_becomes_its_content_morphemes(text: str, expected: list[str]) -> None:
+    assert keyword_terms(text) == expected
+
+
+def test_korean_inflections_of_a_query_meet_those_of_the_text() -> None:
+    text = set(keyword_terms("패키지를 설치하려면 먼저 저장소를 추가했습니다."))
+    query = set(keyword_terms("패키지 설치 방법은?"))
+    assert {"패키지", "설치"} <= text & query
+
+
+def test_a_query_word_does_not_match_a_bigram_of_another_word() -> None:
+    # Bigrams made "데비안은" share "안은" with "상자 안은": morphemes do not.
+    assert not set(keyword_terms("데비안은")) & set(keyword_terms("상자 안은 조용하다"))
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        # Only the words that hold Hangul, all of their terms (Latin parts too).
+        ("k8s배포 the kernel 東京 데비안은", ["k8s", "배포", "데비안"]),
+        ("no Korean here 東京", []),
+        ("설치했다", ["설치"]),
+    ],
+)
+def test_korean_terms_are_the_terms_of_the_words_holding_hangul(
+    text: str, expected: list[str]
+) -> None:
+    assert korean_terms(text) == expected
+
+
+def test_keyword_terms_are_korean_terms_plus_the_other_words_terms() -> None:
+    text = "Debian 패키지를 설치했다: dpkg-reconfigure k8s배포 東京都"
+    assert keyword_terms(text) == [
+        "debian",
+        "패키지",
+        "설치",
+        "dpkg",
+        "reconfigur",
+        "k8s",
+        "배포",
+        "東京",
+        "京都",
+    ]
+    assert korean_terms(text) == ["패키지", "설치", "k8s", "배포"]
+
+
+def test_korean_terms_are_the_same_in_every_thread() -> None:
+    import threading
+
+    text = "데비안 패키지를 설치했습니다"
+    mine = keyword_terms(text)
+    theirs: list[list[str]] = []
+    thread = threading.Thread(target=lambda: theirs.append(keyword_terms(text + " 다시")))
+    thread.start()
+    thread.join()
+    assert theirs[0][: len(mine)] == mine
 
 
 def test_has_cjk_at_the_edges_of_the_blocks() -> None:

@@ -16,10 +16,26 @@ The same function is used at indexing and at query time.
 query looks up): the terms of ``tokenize``, then, for the terms without CJK characters,
 English stop words (``STOP_WORDS``) dropped and the rest reduced to their Snowball
 English stem ("processes" -> "process", "configured" -> "configur") with PyStemmer, the
-Snowball project's C stemmers. CJK bigrams are kept as they are, so compounds stay
-findable as before. OpenSearch's ``knowledge_english`` analyzer
-(``stores/opensearch/mapping.py``) is built from the same pieces: the same word pattern,
-lower-casing, the same length and stop-word filters and the same Snowball stemmer.
+Snowball project's C stemmers. Han and Kana bigrams are kept as they are. OpenSearch's
+``knowledge_english`` analyzer (``stores/opensearch/mapping.py``) is built from the same
+pieces: the same word pattern, lower-casing, the same length and stop-word filters and
+the same Snowball stemmer.
+
+**Korean** (analysis version 3): a run of Hangul is not cut into bigrams but into its
+morphemes by MeCab-ko with mecab-ko-dic (``python-mecab-ko``; the dictionary OpenSearch's
+nori plugin uses), keeping the content morphemes (nouns, numerals, verb and adjective
+stems, roots, Hanja and foreign words: ``KOREAN_TAGS``) and dropping particles and
+endings: "데비안은" -> "데비안", "설치했다" -> "설치". A compound that MeCab-ko knows as
+one is indexed whole *and* as its parts ("배포판" stays whole, a compound marked
+``Compound`` also gives its parts), and one written without spaces ("배포실패") gives the
+same terms as the words written apart ("배포 실패"): 배포, 실패. Measured on the Korean
+FAQ questions (``bench/REPORT.md`` section 1f), this ranks well above bigrams
+(``docs/korean.md``). Each run
+is analysed on its own (cached), so a query and a document analyse a word identically.
+``korean_terms`` gives the terms of the words that hold Hangul: OpenSearch has no
+MeCab-ko of its own (the nori plugin is optional on Amazon OpenSearch Service and not
+published for the local node's version), so the store sends these terms, computed here,
+in a whitespace-analysed field (``content_ko``): the same terms in both stores.
 
 ``ANALYSIS_VERSION`` names this analysis. Every persistent keyword index records the
 version it was built with and refuses to be searched with another (the terms would not
@@ -41,14 +57,18 @@ __all__ = [
     "ANALYSIS_VERSION",
     "STOP_WORDS",
     "has_cjk",
+    "has_hangul",
     "is_cjk",
     "keyword_terms",
+    "korean_terms",
     "tokenize",
 ]
 
-ANALYSIS_VERSION = 2
-"""Version 1: ``tokenize`` terms as they are (no stemming, no stop words)."""
-ANALYSIS = f"english-snowball-v{ANALYSIS_VERSION}"
+ANALYSIS_VERSION = 3
+"""Version 1: ``tokenize`` terms as they are (no stemming, no stop words); version 2:
+English stems and stop words, CJK bigrams; version 3: Korean morphemes (MeCab-ko) for
+Hangul instead of bigrams."""
+ANALYSIS = f"english-snowball-mecab-ko-v{ANALYSIS_VERSION}"
 """The name recorded in an index: what ``keyword_terms`` does, and its version."""
 
 # Snowball's English stop-word list (snowballstem.org, "english/stop.txt"), minus the
@@ -88,6 +108,15 @@ _WORD = re.compile(r"[^\W_]+")
 _TERM = re.compile(r"[^\W_]{2,}")
 # Any CJK character: text without one (most text) takes the all-in-C path of ``tokenize``.
 _ANY_CJK = re.compile("[" + "".join(f"{chr(lo)}-{chr(hi)}" for lo, hi in _CJK_RANGES) + "]")
+_HANGUL_RANGES = ((0x1100, 0x11FF), (0x3130, 0x318F), (0xA960, 0xA97F), (0xAC00, 0xD7AF))
+_HANGUL_CLASS = "".join(f"{chr(lo)}-{chr(hi)}" for lo, hi in _HANGUL_RANGES)
+_ANY_HANGUL = re.compile(f"[{_HANGUL_CLASS}]")
+_ALL_HANGUL = re.compile(f"[{_HANGUL_CLASS}]+")
+
+KOREAN_TAGS: tuple[str, ...] = ("NN", "NR", "NP", "VV", "VA", "XR", "SH", "SL", "SN")
+"""MeCab-ko (Sejong) tag prefixes of the morphemes kept: nouns, numerals, pronouns, verb
+and adjective stems, roots, Hanja, foreign words, numbers. Particles (J*), endings (E*),
+affixes (X[PS]*), adverbs, determiners, interjections and symbols are dropped."""
 
 
 _FIRST_CJK = _CJK_RANGES[0][0]
@@ -104,6 +133,11 @@ def is_cjk(char: str) -> bool:
 def has_cjk(text: str) -> bool:
     """Whether ``text`` holds at least one CJK character (Hangul, Han, Kana)."""
     return _ANY_CJK.search(text) is not None
+
+
+def has_hangul(text: str) -> bool:
+    """Whether ``text`` holds at least one Hangul character."""
+    return _ANY_HANGUL.search(text) is not None
 
 
 def _split_scripts(word: str) -> list[tuple[bool, str]]:
@@ -170,11 +204,86 @@ def _analyzed(term: str) -> str | None:
     return stem
 
 
+def _mecab() -> Any:
+    """This thread's MeCab-ko tagger with mecab-ko-dic (loaded on first Korean text)."""
+    tagger = getattr(_local, "mecab", None)
+    if tagger is None:
+        import mecab  # python-mecab-ko: imported on first Korean text only
+
+        tagger = mecab.MeCab()
+        _local.mecab = tagger
+    return tagger
+
+
+@lru_cache(maxsize=65536)
+def _hangul_run_terms(run: str) -> tuple[str, ...]:
+    """The content morphemes of one run of Hangul (module docstring). Pure, so cached."""
+    terms: list[str] = []
+    for morpheme in _mecab().parse(run):
+        feature = morpheme.feature
+        if not str(feature.pos).startswith(KOREAN_TAGS):
+            continue
+        surface = str(morpheme.surface)
+        if feature.type == "Compound" and feature.expression:
+            terms.extend(part.split("/")[0] for part in str(feature.expression).split("+"))
+            terms.append(surface)
+        elif feature.type == "Inflect" and feature.expression:
+            # "설치했다" is 설치 + 했(하+았) + 다: the stem is the first morpheme.
+            terms.append(str(feature.expression).split("+")[0].split("/")[0])
+        else:
+            terms.append(surface)
+    return tuple(term for term in terms if term)
+
+
+def _word_terms(word: str, out: list[str]) -> None:
+    """Append the keyword terms of one word (a ``_WORD`` match) that holds CJK."""
+    for cjk, run in _split_scripts(word):
+        if cjk and _ALL_HANGUL.fullmatch(run):
+            out.extend(_hangul_run_terms(run))
+            continue
+        if cjk:
+            if len(run) == 2:
+                out.append(run)
+            elif len(run) > 2:
+                out.extend(run[i : i + 2] for i in range(len(run) - 1))
+        elif len(run) > 1:
+            term = _analyzed(run)
+            if term is not None:
+                out.append(term)
+
+
 def keyword_terms(text: str) -> list[str]:
     """The keyword index terms of ``text`` (module docstring), in order, duplicates kept."""
+    normalized = unicodedata.normalize("NFKC", text).lower()
     terms: list[str] = []
-    for token in tokenize(text):
-        term = _analyzed(token)
-        if term is not None:
-            terms.append(term)
+    if _ANY_HANGUL.search(normalized) is None:
+        for token in tokenize(normalized):
+            term = _analyzed(token)
+            if term is not None:
+                terms.append(term)
+        return terms
+    for word in _WORD.findall(normalized):
+        if _ANY_CJK.search(word) is None:
+            if len(word) > 1:
+                term = _analyzed(word)
+                if term is not None:
+                    terms.append(term)
+            continue
+        _word_terms(word, terms)
+    return terms
+
+
+def korean_terms(text: str) -> list[str]:
+    """The ``keyword_terms`` of the words of ``text`` that hold Hangul, in order.
+
+    What the OpenSearch store puts in ``content_ko``: its own analyzers drop every word
+    that holds Hangul, so together they give the terms ``keyword_terms`` gives.
+    """
+    normalized = unicodedata.normalize("NFKC", text).lower()
+    terms: list[str] = []
+    if _ANY_HANGUL.search(normalized) is None:
+        return terms
+    for word in _WORD.findall(normalized):
+        if _ANY_HANGUL.search(word) is not None:
+            _word_terms(word, terms)
     return terms

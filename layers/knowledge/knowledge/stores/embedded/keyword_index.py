@@ -1,12 +1,13 @@
 """The embedded store's keyword index: FTS5 tables, BM25 candidates, per-agent statistics.
 
 **CJK-aware terms, English stems.** FTS5 cannot call a Python tokenizer, so every chunk
-is indexed as the space-joined terms of ``knowledge.text.keyword_terms`` (CJK bigrams,
-English Snowball stems, no stop words) under FTS5's ``unicode61`` tokenizer with
-diacritics kept, which splits that text back into exactly those terms, in the shared
-table and in every per-agent table alike. The analysis is recorded in the file
-(``schema.check_analysis``). A query becomes its distinct terms, each a quoted FTS5 string, OR-ed
-(``fts_query``): user input never reaches FTS5 as syntax. The score is ``-bm25()``
+is indexed as the space-joined terms of ``knowledge.text.keyword_terms`` (Korean
+morphemes, Han and Kana bigrams, English Snowball stems, no stop words) under FTS5's
+``unicode61`` tokenizer with diacritics kept, which splits that text back into exactly
+those terms, in the shared table and in every per-agent table alike. The analysis is
+recorded in the file (``schema.check_analysis``). A query becomes its distinct terms,
+each a quoted FTS5 string, OR-ed (``fts_query``): user input never reaches FTS5 as
+syntax. The score is ``-bm25()``
 (SQLite's lower-is-better turned around).
 
 **Isolation.** BM25 weighs a term by how many rows of *its table* hold it. With

@@ -18,8 +18,16 @@ a ``pattern`` tokenizer splitting on what is not a Unicode letter or digit, ``lo
 ``length`` >= 2, ``stop`` with ``knowledge.text.STOP_WORDS`` and the Snowball ``English``
 stemmer, the same Snowball algorithm PyStemmer runs) and
 ``content.cjk`` with standard tokenizer + ``cjk_width`` + ``lowercase`` + ``cjk_bigram``
-(analysis-common), so a Korean compound written without spaces ("배포실패") shares
-bigrams with the same words written apart ("배포 실패").
+(analysis-common), so Han and Kana compounds written without spaces share bigrams with
+the same words written apart. Both drop every token that holds Hangul
+(``knowledge_no_hangul``, a ``pattern_replace`` to nothing, then a length filter): Korean
+is analysed by ``knowledge.text`` itself (MeCab-ko morphemes, analysis version 3) and
+its terms are sent with each chunk in ``content_ko`` (``knowledge.text.korean_terms``,
+space-joined), a ``whitespace``-analysed field that indexes them as they are. So the
+node indexes term for term what the embedded store indexes, and needs no plugin: the
+nori plugin is optional on Amazon OpenSearch Service and not published on Maven Central
+for the local node's version (``docs/korean.md``). A keyword query sends its own
+``korean_terms`` to ``content_ko``.
 
 The vector field is ``knn_vector`` with an explicit method (HNSW, cosine similarity) on
 an engine that filters inside the knn clause (``lucene``; ``faiss`` on Serverless), and
@@ -56,7 +64,7 @@ from knowledge.errors import AnalysisMismatchError, EmbeddingMismatchError
 from knowledge.model import DocumentChunk
 from knowledge.scope import KnowledgeScope
 from knowledge.store import DocumentHeader
-from knowledge.text import ANALYSIS, STOP_WORDS
+from knowledge.text import ANALYSIS, STOP_WORDS, korean_terms
 
 __all__ = [
     "AGENT",
@@ -66,6 +74,7 @@ __all__ = [
     "CONTENT",
     "CONTENT_CJK",
     "CONTENT_HASH",
+    "CONTENT_KO",
     "CONTEXT",
     "DOCUMENT_ID",
     "DOCUMENT_NAME",
@@ -109,6 +118,7 @@ CHUNK_INDEX = "chunk_index"
 CHUNK_COUNT = "chunk_count"
 CONTENT = "content"
 CONTENT_CJK = "content.cjk"
+CONTENT_KO = "content_ko"
 EMBEDDING = "embedding"
 EMBEDDING_KEY = "embedding_key"
 CONTENT_HASH = "content_hash"
@@ -239,6 +249,8 @@ def index_body(
             "analyzer": ENGLISH_ANALYZER,
             "fields": {"cjk": {"type": "text", "analyzer": CJK_ANALYZER}},
         },
+        # The Korean terms of knowledge.text, computed by the writer (never in results).
+        CONTENT_KO: {"type": "text", "analyzer": "whitespace"},
         CONTENT_HASH: {"type": "keyword"},
         VERSION: {"type": "keyword"},
         INDEXED_AT: {"type": "date"},
@@ -280,6 +292,13 @@ def index_body(
                     }
                 },
                 "filter": {
+                    # Words holding Hangul are analysed by knowledge.text (content_ko).
+                    "knowledge_no_hangul": {
+                        "type": "pattern_replace",
+                        "pattern": "^.*[\\p{IsHangul}].*$",
+                        "replacement": "",
+                    },
+                    "knowledge_not_empty": {"type": "length", "min": 1},
                     "knowledge_min_length": {"type": "length", "min": 2},
                     "knowledge_stop": {"type": "stop", "stopwords": sorted(STOP_WORDS)},
                     "knowledge_stemmer": {"type": "snowball", "language": "English"},
@@ -290,6 +309,7 @@ def index_body(
                         "tokenizer": "knowledge_words",
                         "filter": [
                             "lowercase",
+                            "knowledge_no_hangul",
                             "knowledge_min_length",
                             "knowledge_stop",
                             "knowledge_stemmer",
@@ -298,7 +318,13 @@ def index_body(
                     CJK_ANALYZER: {
                         "type": "custom",
                         "tokenizer": "standard",
-                        "filter": ["cjk_width", "lowercase", "cjk_bigram"],
+                        "filter": [
+                            "cjk_width",
+                            "lowercase",
+                            "knowledge_no_hangul",
+                            "knowledge_not_empty",
+                            "cjk_bigram",
+                        ],
                     },
                 },
             },
@@ -456,6 +482,9 @@ def chunk_document(
         CONTENT: chunk.content,
         METADATA: _json_safe(metadata),
     }
+    korean = korean_terms(chunk.content)
+    if korean:
+        source[CONTENT_KO] = " ".join(korean)
     if vector is not None and not is_zero_vector(vector):
         source[EMBEDDING] = [float(x) for x in vector]
     if vector is not None and embedding_key is not None:

@@ -31,6 +31,7 @@ from knowledge.stores.opensearch.mapping import (
     CONTENT,
     CONTENT_CJK,
     CONTENT_HASH,
+    CONTENT_KO,
     CONTEXT,
     DOCUMENT_ID,
     DOCUMENT_NAME,
@@ -48,6 +49,7 @@ from knowledge.stores.opensearch.mapping import (
     SOURCE_FIELDS,
     VERSION,
 )
+from knowledge.text import korean_terms
 
 __all__ = [
     "CANDIDATES_FILTER_PATH",
@@ -322,13 +324,22 @@ def keyword_search_body(
     candidates: bool = False,
     candidate_path: bool = False,
 ) -> dict[str, Any]:
-    """BM25 on ``content`` and on its CJK-bigram sub-field, inside the filters; each hit
-    with its result fields, or only ``CANDIDATE_FIELDS`` with ``candidates`` (and
+    """BM25 on ``content``, on its CJK-bigram sub-field and (for a query with Hangul) on
+    ``content_ko`` with the query's ``knowledge.text.korean_terms``, inside the filters;
+    each hit with its result fields, or only ``CANDIDATE_FIELDS`` with ``candidates`` (and
     ``document_path`` with ``candidate_path``).
 
-    The two ``match`` clauses are a ``should`` (at least one must match), so a chunk
-    matches on words *or* on CJK bigrams, and one that matches both ranks higher.
+    The ``match`` clauses are a ``should`` (at least one must match), so a chunk matches
+    on words, on CJK bigrams *or* on Korean morphemes, and one that matches more ranks
+    higher.
     """
+    should: list[dict[str, Any]] = [
+        {"match": {CONTENT: {"query": text}}},
+        {"match": {CONTENT_CJK: {"query": text}}},
+    ]
+    korean = korean_terms(text)
+    if korean:
+        should.append({"match": {CONTENT_KO: {"query": " ".join(korean)}}})
     return {
         "size": size,
         "track_total_hits": False,
@@ -336,10 +347,7 @@ def keyword_search_body(
         "query": {
             "bool": {
                 "filter": list(filters),
-                "should": [
-                    {"match": {CONTENT: {"query": text}}},
-                    {"match": {CONTENT_CJK: {"query": text}}},
-                ],
+                "should": should,
                 "minimum_should_match": 1,
             }
         },
