@@ -217,6 +217,36 @@ def test_analysis_name_and_version_are_pinned() -> None:
     assert (ANALYSIS_VERSION, ANALYSIS) == (3, "english-snowball-mecab-ko-v3")
 
 
+_WITHOUT_MECAB = """
+import json, sys
+sys.modules["mecab"] = None  # as on CPython 3.13, where python-mecab-ko is not installed
+from knowledge import text
+print(json.dumps([text.KOREAN_MORPHEMES, text.ANALYSIS,
+                  text.keyword_terms("배포실패 데비안은 한 k8s배포 Deploying"),
+                  text.korean_terms("배포실패 x"), sys.modules["mecab"] is not None]))
+"""
+
+
+def test_without_mecab_hangul_is_bigrams_and_the_analysis_says_so() -> None:
+    import json
+    import subprocess
+    import sys
+
+    probe = subprocess.run(
+        [sys.executable, "-c", _WITHOUT_MECAB],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    )
+    morphemes, analysis, terms, korean, loaded = json.loads(probe.stdout)
+    assert morphemes is False
+    assert analysis == "english-snowball-hangul-bigrams-v3"  # never the MeCab-ko one
+    assert terms == ["배포", "포실", "실패", "데비", "비안", "안은", "k8s", "배포", "deploy"]
+    assert korean == ["배포", "포실", "실패"]
+    assert loaded is False
+
+
 # --- keyword analysis: Korean morphemes (MeCab-ko) ----------------------------------------
 
 

@@ -37,15 +37,24 @@ MeCab-ko of its own (the nori plugin is optional on Amazon OpenSearch Service an
 published for the local node's version), so the store sends these terms, computed here,
 in a whitespace-analysed field (``content_ko``): the same terms in both stores.
 
-``ANALYSIS_VERSION`` names this analysis. Every persistent keyword index records the
-version it was built with and refuses to be searched with another (the terms would not
-match): change the version whenever ``keyword_terms`` changes its output.
+**Without MeCab-ko** (``KOREAN_MORPHEMES`` false): python-mecab-ko ships wheels for
+CPython up to 3.12 only (on 3.13 it would need the MeCab C library to build), so it is
+installed only there (``pyproject.toml``). Elsewhere a run of Hangul is cut into
+character bigrams, as in version 2, everywhere it would be cut into morphemes (both
+stores, ``korean_terms`` too), and ``ANALYSIS`` says so: an index built with one Korean
+analysis is refused by a process that has the other (``AnalysisMismatchError``), never
+searched with terms that would not match.
+
+``ANALYSIS`` names this analysis. Every persistent keyword index records the analysis it
+was built with and refuses to be searched with another (the terms would not match):
+change ``ANALYSIS_VERSION`` whenever ``keyword_terms`` changes its output.
 
 The hashing embedder keeps using plain ``tokenize`` (its vectors are its identity).
 """
 
 from __future__ import annotations
 
+import importlib.util
 import re
 import threading
 import unicodedata
@@ -55,6 +64,7 @@ from typing import Any
 __all__ = [
     "ANALYSIS",
     "ANALYSIS_VERSION",
+    "KOREAN_MORPHEMES",
     "STOP_WORDS",
     "has_cjk",
     "has_hangul",
@@ -64,11 +74,25 @@ __all__ = [
     "tokenize",
 ]
 
+def _has_module(name: str) -> bool:
+    """Whether ``name`` can be imported, without importing it (cold start stays lean)."""
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):  # ValueError: blocked (``sys.modules[name] = None``)
+        return False
+
+
 ANALYSIS_VERSION = 3
 """Version 1: ``tokenize`` terms as they are (no stemming, no stop words); version 2:
 English stems and stop words, CJK bigrams; version 3: Korean morphemes (MeCab-ko) for
 Hangul instead of bigrams."""
-ANALYSIS = f"english-snowball-mecab-ko-v{ANALYSIS_VERSION}"
+KOREAN_MORPHEMES = _has_module("mecab")
+"""Whether Hangul is cut into morphemes (MeCab-ko installed) or bigrams (module docstring)."""
+ANALYSIS = (
+    f"english-snowball-mecab-ko-v{ANALYSIS_VERSION}"
+    if KOREAN_MORPHEMES
+    else f"english-snowball-hangul-bigrams-v{ANALYSIS_VERSION}"
+)
 """The name recorded in an index: what ``keyword_terms`` does, and its version."""
 
 # Snowball's English stop-word list (snowballstem.org, "english/stop.txt"), minus the
@@ -217,7 +241,10 @@ def _mecab() -> Any:
 
 @lru_cache(maxsize=65536)
 def _hangul_run_terms(run: str) -> tuple[str, ...]:
-    """The content morphemes of one run of Hangul (module docstring). Pure, so cached."""
+    """The content morphemes of one run of Hangul (module docstring), or its character
+    bigrams without MeCab-ko. Pure, so cached."""
+    if not KOREAN_MORPHEMES:
+        return _bigrams(run)
     terms: list[str] = []
     for morpheme in _mecab().parse(run):
         feature = morpheme.feature
@@ -235,17 +262,18 @@ def _hangul_run_terms(run: str) -> tuple[str, ...]:
     return tuple(term for term in terms if term)
 
 
+def _bigrams(run: str) -> tuple[str, ...]:
+    """A CJK run's overlapping character bigrams (one of two characters is itself)."""
+    return tuple(run[i : i + 2] for i in range(len(run) - 1))
+
+
 def _word_terms(word: str, out: list[str]) -> None:
     """Append the keyword terms of one word (a ``_WORD`` match) that holds CJK."""
     for cjk, run in _split_scripts(word):
         if cjk and _ALL_HANGUL.fullmatch(run):
             out.extend(_hangul_run_terms(run))
-            continue
-        if cjk:
-            if len(run) == 2:
-                out.append(run)
-            elif len(run) > 2:
-                out.extend(run[i : i + 2] for i in range(len(run) - 1))
+        elif cjk:
+            out.extend(_bigrams(run))
         elif len(run) > 1:
             term = _analyzed(run)
             if term is not None:
