@@ -74,6 +74,7 @@ __all__ = [
     "tokenize",
 ]
 
+
 def _has_module(name: str) -> bool:
     """Whether ``name`` can be imported, without importing it (cold start stays lean)."""
     try:
