@@ -56,6 +56,7 @@ def test_all_is_the_public_api() -> None:
             "hybrid_weights",
             "keyword_only",
             "min_max",
+            "model_family",
             "normalize_by_max",
             "relevance_floor",
             "select",
@@ -444,3 +445,24 @@ def test_relevance_floor_is_the_embedders_or_none() -> None:
     assert kept == {"a": 0.9}
     with pytest.raises(ValidationError):
         fusion.above_floor({}, 1.5)
+
+
+def test_a_model_has_its_calibrated_defaults_however_it_was_given() -> None:
+    # The same MiniLM from the hub name, a folder copy, or another case: one model family.
+    for name in (
+        "local:sentence-transformers/all-MiniLM-L6-v2",
+        "local:all-MiniLM-L6-v2",
+        "local:/opt/models/all-minilm-l6-v2/",
+    ):
+        assert fusion.model_family(name) == "local:all-minilm-l6-v2"
+        assert fusion.relevance_floor(name) == 0.62
+        assert fusion.hybrid_weights(name, cjk_query=True) == (0.7, 0.3)
+    assert fusion.model_family("HASHING") == "hashing"
+    assert fusion.relevance_floor("HASHING") == 0.52
+    assert fusion.model_family("bedrock:amazon.titan-embed-text-v2:0") == (
+        "bedrock:amazon.titan-embed-text-v2:0"
+    )
+    # Another model, or a provider that only shares the last name part, gets none.
+    assert fusion.relevance_floor("local:all-MiniLM-L12-v2") == 0.0
+    assert fusion.relevance_floor("openai:all-MiniLM-L6-v2") == 0.0
+    assert fusion.hybrid_weights("local:all-MiniLM-L12-v2", cjk_query=True) == (0.3, 0.7)

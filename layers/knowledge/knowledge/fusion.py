@@ -73,6 +73,7 @@ __all__ = [
     "hybrid_weights",
     "keyword_only",
     "min_max",
+    "model_family",
     "normalize_by_max",
     "relevance_floor",
     "select",
@@ -111,6 +112,7 @@ class _Key(Protocol):
 
 
 K = TypeVar("K", bound=_Key)
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -322,6 +324,26 @@ def select(
     return kept[offset : offset + max_results]
 
 
+def model_family(embedder_name: str | None) -> str:
+    """The key an embedder's calibrated defaults are looked up by: its name, lower-cased,
+    with the folder or hub owner of a local model dropped, so the same model has the same
+    defaults however it was given ("local:sentence-transformers/all-MiniLM-L6-v2", a copy
+    in "/models/all-MiniLM-L6-v2": ``local:all-minilm-l6-v2``)."""
+    name = (embedder_name or "").strip().lower()
+    provider, separator, model = name.partition(":")
+    if provider == "local" and separator:
+        return f"local:{model.rstrip('/').rsplit('/', 1)[-1]}"
+    return name
+
+
+def _by_family(table: Mapping[str, T], embedder_name: str | None) -> T | None:
+    family = model_family(embedder_name)
+    for name, value in table.items():
+        if model_family(name) == family:
+            return value
+    return None
+
+
 def hybrid_weights(
     embedder_name: str | None,
     keyword_weight: float | None = None,
@@ -330,15 +352,16 @@ def hybrid_weights(
     cjk_query: bool = False,
 ) -> tuple[float, float]:
     """``(keyword_weight, vector_weight)``: the given ones, else the embedder's defaults
-    (``EMBEDDER_WEIGHTS``, else ``DEFAULT_KEYWORD_WEIGHT`` / ``DEFAULT_VECTOR_WEIGHT``;
-    ``KEYWORD_LEANING_WEIGHTS`` for a ``cjk_query`` with an ``ENGLISH_ONLY_EMBEDDERS``
-    one). Validated as ``fuse_weighted`` does."""
-    name = embedder_name or ""
-    if cjk_query and name in ENGLISH_ONLY_EMBEDDERS:
+    (looked up by ``model_family``: ``EMBEDDER_WEIGHTS``, else ``DEFAULT_KEYWORD_WEIGHT``
+    / ``DEFAULT_VECTOR_WEIGHT``; ``KEYWORD_LEANING_WEIGHTS`` for a ``cjk_query`` with an
+    ``ENGLISH_ONLY_EMBEDDERS`` one). Validated as ``fuse_weighted`` does."""
+    english_only = {model_family(name) for name in ENGLISH_ONLY_EMBEDDERS}
+    if cjk_query and model_family(embedder_name) in english_only:
         default_kw, default_vec = KEYWORD_LEANING_WEIGHTS
     else:
-        default_kw, default_vec = EMBEDDER_WEIGHTS.get(
-            name, (DEFAULT_KEYWORD_WEIGHT, DEFAULT_VECTOR_WEIGHT)
+        default_kw, default_vec = _by_family(EMBEDDER_WEIGHTS, embedder_name) or (
+            DEFAULT_KEYWORD_WEIGHT,
+            DEFAULT_VECTOR_WEIGHT,
         )
     kw = _check_weight("keyword_weight", default_kw if keyword_weight is None else keyword_weight)
     vec = _check_weight("vector_weight", default_vec if vector_weight is None else vector_weight)
@@ -350,8 +373,10 @@ def hybrid_weights(
 
 
 def relevance_floor(embedder_name: str) -> float:
-    """The calibrated floor for ``embedder_name`` (``RELEVANCE_FLOORS``), 0.0 if none."""
-    return RELEVANCE_FLOORS.get(embedder_name, 0.0)
+    """The calibrated floor for ``embedder_name``'s model (``RELEVANCE_FLOORS`` looked up
+    by ``model_family``), 0.0 if none."""
+    floor = _by_family(RELEVANCE_FLOORS, embedder_name)
+    return 0.0 if floor is None else floor
 
 
 def above_floor(vector: Mapping[K, float], floor: float) -> dict[K, float]:
