@@ -71,6 +71,13 @@ LATENCY_PAIRS = ("store", "store_took", "store_overhead")
 """The ``bench.latency`` figures a before/after table shows, before and after each."""
 
 
+P50_BEFORE_AFTER_COLUMNS = [
+    "mode",
+    *(f"{label} {when}" for label in ("store", "took", "overhead") for when in ("before", "after")),
+]
+"""The header of ``p50_before_after``'s rows."""
+
+
 def p50_before_after(before: dict[str, Any], after: dict[str, Any], digits: int) -> list[list[str]]:
     """A row per mode of two ``bench.latency`` results: the mode, then the p50 of each of
     ``LATENCY_PAIRS`` before and after (ms, ``digits`` decimals)."""
@@ -561,15 +568,7 @@ def ranking_latency_section(report: Report) -> None:
         "then only the chosen chunks', or a smaller `fusion.HYBRID_CANDIDATES`, are the "
         "levers (the first is done in 3c).",
         _table(
-            [
-                "mode",
-                "store before",
-                "store after",
-                "took before",
-                "took after",
-                "overhead before",
-                "overhead after",
-            ],
+            P50_BEFORE_AFTER_COLUMNS,
             rows,
         ),
         _provenance(before, "latency-h11-before"),

@@ -4,7 +4,14 @@ the optional reranking stage), from ``bench/latency.py`` and ``bench/rerank.py``
 from __future__ import annotations
 
 from bench.environment import read_result
-from bench.report import Report, _met, _provenance, _table, p50_before_after
+from bench.report import (
+    P50_BEFORE_AFTER_COLUMNS,
+    Report,
+    _met,
+    _provenance,
+    _table,
+    p50_before_after,
+)
 
 __all__ = ["hybrid_fetch_section", "keyword_probe_section", "rerank_section"]
 
@@ -65,17 +72,7 @@ def hybrid_fetch_section(report: Report) -> None:
         "times are several times the idle machine's (section 3's 3.2 ms hybrid overhead "
         "was measured idle) and differ between the runs; read the ratios.",
         _table(
-            [
-                "mode",
-                "store before",
-                "store after",
-                "took before",
-                "took after",
-                "overhead before",
-                "overhead after",
-                "store/raw before",
-                "store/raw after",
-            ],
+            [*P50_BEFORE_AFTER_COLUMNS, "store/raw before", "store/raw after"],
             rows,
         ),
         _provenance(before, BEFORE)
