@@ -87,6 +87,9 @@ class RecordingWriter:
     def stored_document(self, scope: KnowledgeScope, path: str) -> StoredDocument | None:
         return None
 
+    def problem_paths(self, scope: KnowledgeScope) -> set[str]:
+        return set()
+
     def write_session(
         self, scope: KnowledgeScope, *, replace_scope: bool = False
     ) -> _RecordingSession:

@@ -67,6 +67,30 @@ def _current(result: dict[str, Any]) -> bool:
     return bool(result.get("source_digest") == source_digest())
 
 
+LATENCY_PAIRS = ("store", "store_took", "store_overhead")
+"""The ``bench.latency`` figures a before/after table shows, before and after each."""
+
+
+P50_BEFORE_AFTER_COLUMNS = [
+    "mode",
+    *(f"{label} {when}" for label in ("store", "took", "overhead") for when in ("before", "after")),
+]
+"""The header of ``p50_before_after``'s rows."""
+
+
+def p50_before_after(before: dict[str, Any], after: dict[str, Any], digits: int) -> list[list[str]]:
+    """A row per mode of two ``bench.latency`` results: the mode, then the p50 of each of
+    ``LATENCY_PAIRS`` before and after (ms, ``digits`` decimals)."""
+    rows = []
+    for mode in MODES:
+        row = [mode]
+        for key in LATENCY_PAIRS:
+            for result in (before, after):
+                row.append(f"{result['modes'][mode][key]['p50']:.{digits}f}")
+        rows.append(row)
+    return rows
+
+
 def _met(ok: bool) -> str:
     return "met" if ok else "**missed**"
 
@@ -525,20 +549,9 @@ def ranking_latency_section(report: Report) -> None:
     before, after = read_result("latency-h11-before"), read_result("latency-h11-after")
     if before is None or after is None:
         return
-    rows = []
-    for mode in MODES:
-        b, a = before["modes"][mode], after["modes"][mode]
-        rows.append(
-            [
-                mode,
-                f"{b['store']['p50']:.2f}",
-                f"{a['store']['p50']:.2f}",
-                f"{b['store_took']['p50']:.2f}",
-                f"{a['store_took']['p50']:.2f}",
-                f"{b['store_overhead']['p50']:.2f}",
-                f"**{a['store_overhead']['p50']:.2f}**",
-            ]
-        )
+    rows = p50_before_after(before, after, 2)
+    for row in rows:
+        row[-1] = f"**{row[-1]}**"  # the overhead after: the figure of this section
     parts = [
         "## 3b. Search latency before and after this round's ranking work",
         "Same node, same 300 man pages, hashing embedder, `max_results=10`: the product code "
@@ -555,15 +568,7 @@ def ranking_latency_section(report: Report) -> None:
         "then only the chosen chunks', or a smaller `fusion.HYBRID_CANDIDATES`, are the "
         "levers (the first is done in 3c).",
         _table(
-            [
-                "mode",
-                "store before",
-                "store after",
-                "took before",
-                "took after",
-                "overhead before",
-                "overhead after",
-            ],
+            P50_BEFORE_AFTER_COLUMNS,
             rows,
         ),
         _provenance(before, "latency-h11-before"),

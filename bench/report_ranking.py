@@ -4,7 +4,14 @@ the optional reranking stage), from ``bench/latency.py`` and ``bench/rerank.py``
 from __future__ import annotations
 
 from bench.environment import read_result
-from bench.report import Report, _met, _provenance, _table
+from bench.report import (
+    P50_BEFORE_AFTER_COLUMNS,
+    Report,
+    _met,
+    _provenance,
+    _table,
+    p50_before_after,
+)
 
 __all__ = ["hybrid_fetch_section", "keyword_probe_section", "rerank_section"]
 
@@ -18,22 +25,11 @@ def hybrid_fetch_section(report: Report) -> None:
     if before is None or after is None:
         report.add(f"{title}\n\nMissing: run `python -m bench latency --limit 300` twice.")
         return
-    rows = []
-    for mode in MODES:
-        b, a = before["modes"][mode], after["modes"][mode]
-        rows.append(
-            [
-                mode,
-                f"{b['store']['p50']:.1f}",
-                f"{a['store']['p50']:.1f}",
-                f"{b['store_took']['p50']:.1f}",
-                f"{a['store_took']['p50']:.1f}",
-                f"{b['store_overhead']['p50']:.1f}",
-                f"{a['store_overhead']['p50']:.1f}",
-                f"{b['store']['p50'] / b['raw']['p50']:.2f}",
-                f"{a['store']['p50'] / a['raw']['p50']:.2f}",
-            ]
-        )
+    rows = p50_before_after(before, after, 1)
+    for mode, row in zip(MODES, rows, strict=True):
+        for result in (before, after):
+            times = result["modes"][mode]
+            row.append(f"{times['store']['p50'] / times['raw']['p50']:.2f}")
     hybrid_b, hybrid_a = before["modes"]["hybrid"], after["modes"]["hybrid"]
     ratio_b = hybrid_b["store"]["p50"] / hybrid_b["raw"]["p50"]
     ratio_a = hybrid_a["store"]["p50"] / hybrid_a["raw"]["p50"]
@@ -76,17 +72,7 @@ def hybrid_fetch_section(report: Report) -> None:
         "times are several times the idle machine's (section 3's 3.2 ms hybrid overhead "
         "was measured idle) and differ between the runs; read the ratios.",
         _table(
-            [
-                "mode",
-                "store before",
-                "store after",
-                "took before",
-                "took after",
-                "overhead before",
-                "overhead after",
-                "store/raw before",
-                "store/raw after",
-            ],
+            [*P50_BEFORE_AFTER_COLUMNS, "store/raw before", "store/raw after"],
             rows,
         ),
         _provenance(before, BEFORE)

@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 from collections.abc import Iterator
@@ -15,6 +16,25 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "integration"))
 from opensearch_node import OpenSearchNode  # found through the path above
+
+
+@pytest.fixture(autouse=True)
+def _restore_package_logging() -> Iterator[None]:
+    """Leave the ``knowledge`` package logger as the test found it.
+
+    Importing a Lambda handler (``lambda_support.load_handler``) runs Powertools'
+    ``copy_config_to_registered_loggers``, which gives the process-wide ``knowledge``
+    logger the handler's JSON stream handler (pointed at the current stdout), its level and
+    ``propagate = False``. That is right in a Lambda process, which imports one handler;
+    in this one process it made every later test's in-process server log JSON into that
+    test's captured stdout (a CLI test read it as the command's output).
+    """
+    package = logging.getLogger("knowledge")
+    handlers, level, propagate = package.handlers[:], package.level, package.propagate
+    yield
+    package.handlers = handlers
+    package.propagate = propagate
+    package.setLevel(level)  # also clears the loggers' cached effective levels
 
 
 @pytest.fixture(scope="session")

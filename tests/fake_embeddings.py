@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from json_http import JsonHandler
+from json_http import JsonHandler, serving
 
 __all__ = ["Call", "FakeEmbeddingServer", "Profile", "fake_embedding_server", "vector_for"]
 
@@ -208,13 +208,5 @@ def fake_embedding_server(profile: Profile) -> Iterator[FakeEmbeddingServer]:
     """Serve ``profile`` on 127.0.0.1 (an ephemeral port) for the ``with`` block."""
     fake = FakeEmbeddingServer(profile)
     fake.reset()
-    server = _Server(("127.0.0.1", 0), _handler(fake))
-    fake.url = f"http://127.0.0.1:{server.server_address[1]}"
-    thread = threading.Thread(target=server.serve_forever, args=(0.01,), daemon=True)
-    thread.start()
-    try:
+    with serving(_Server(("127.0.0.1", 0), _handler(fake))) as fake.url:
         yield fake
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join()

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from json_http import JsonHandler
+from json_http import JsonHandler, serving
 
 __all__ = ["FakeRerankServer", "fake_rerank_server", "word_overlap"]
 
@@ -147,18 +147,12 @@ def fake_rerank_server(
 ) -> Iterator[FakeRerankServer]:
     """Serve a ``FakeRerankServer`` on 127.0.0.1 (an ephemeral port) for the block."""
     fake = FakeRerankServer(model_arn, **options)
-    server = _Server(("127.0.0.1", 0), _handler(fake))
-    fake.url = f"http://127.0.0.1:{server.server_address[1]}"
-    thread = threading.Thread(target=server.serve_forever, args=(0.01,), daemon=True)
-    thread.start()
-    try:
-        yield fake
-    finally:
-        if fake.hold is not None:
-            fake.hold.set()
-        server.shutdown()
-        server.server_close()
-        thread.join()
+    with serving(_Server(("127.0.0.1", 0), _handler(fake))) as fake.url:
+        try:
+            yield fake
+        finally:
+            if fake.hold is not None:
+                fake.hold.set()  # a held request must end before the server can stop
 
 
 if __name__ == "__main__":  # ``python tests/fake_rerank.py ARN``: serve until stopped

@@ -1,11 +1,28 @@
-"""The request handler the tests' loopback fakes share: JSON answers, no request log."""
+"""What the tests' loopback fakes share: a request handler with JSON answers and no
+request log, and ``serving``, which runs a server on a thread for a ``with`` block."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
-from http.server import BaseHTTPRequestHandler
+import threading
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, HTTPServer
 from typing import Any
+
+
+@contextmanager
+def serving(server: HTTPServer) -> Iterator[str]:
+    """Serve ``server`` on a thread for the block; yields ``http://127.0.0.1:<port>``.
+    It polls for the stop every 10 ms, so the block's end returns promptly."""
+    thread = threading.Thread(target=server.serve_forever, args=(0.01,), daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
 
 
 class JsonHandler(BaseHTTPRequestHandler):

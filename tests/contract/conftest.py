@@ -67,35 +67,17 @@ def _embedded(request: pytest.FixtureRequest, tmp_path: Path) -> KnowledgeStore:
 
 
 def _opensearch(request: pytest.FixtureRequest, tmp_path: Path) -> KnowledgeStore:
-    import contextlib
-    import urllib.request
-    import uuid
+    from opensearch_index import NodeIndex  # tests/integration, on the path (tests/conftest.py)
 
     from knowledge.embedding.hashing import HashingEmbedder
-    from knowledge.stores.opensearch import (
-        OpenSearchConfig,
-        OpenSearchKnowledgeStore,
-    )
+    from knowledge.stores.opensearch import OpenSearchKnowledgeStore
 
-    url = request.getfixturevalue("opensearch_url")  # tests/conftest.py: one node per session
-    index = f"test_{uuid.uuid4().hex}"  # a fresh index per test
-
-    def drop_index() -> None:
-        req = urllib.request.Request(f"{url}/{index}", method="DELETE")
-        with contextlib.suppress(OSError):  # a 404: never created (the test wrote nothing)
-            urllib.request.urlopen(req, timeout=30).close()
-
-    request.addfinalizer(drop_index)
-    # Sessions wait for the next scheduled refresh (no forced refresh): a short interval
-    # keeps the suite fast without changing what is promised.
-    config = OpenSearchConfig(
-        url=url,
-        index_name=index,
-        number_of_shards=1,
-        number_of_replicas=0,
-        refresh_interval="100ms",
-        wait_for_refresh=True,  # the contract reads its writes at once
-    )
+    # A fresh index per test on the session's node (tests/conftest.py), dropped after it.
+    node = NodeIndex(request.getfixturevalue("opensearch_url"))
+    request.addfinalizer(node.delete)
+    # Sessions wait for the next scheduled refresh (no forced refresh; the contract reads
+    # its writes at once): a short interval keeps the suite fast.
+    config = node.config(refresh_interval="100ms")
     return OpenSearchKnowledgeStore(config, embedder=HashingEmbedder(64))
 
 

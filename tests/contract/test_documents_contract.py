@@ -178,3 +178,18 @@ def test_deleting_a_file_that_never_indexed_clears_its_problem(store: KnowledgeS
     assert len(store.status(SCOPE).problems) == 1
     assert store.delete_document(SCOPE, "gone.pdf") is False
     assert store.status(SCOPE).problems == ()
+
+
+def test_an_index_clears_the_problem_of_a_file_that_is_gone(
+    store: KnowledgeStore, bucket: Path
+) -> None:
+    put(bucket, SCOPE, "good.md", b"# Good\n\nindexed fine")
+    put(bucket, SCOPE, "secret.pdf", files.pdf(["classified"], password="pw"))
+    put(bucket, SCOPE, "old.doc", b"\xd0\xcf\x11\xe0 legacy word")
+    store.index(SCOPE, BucketFolderSource(bucket), IndexOptions())
+    assert {p.path for p in store.status(SCOPE).problems} == {"secret.pdf", "old.doc"}
+    (bucket / SCOPE.agent / SCOPE.context / "old.doc").unlink()
+    store.index(SCOPE, BucketFolderSource(bucket), IndexOptions())
+    status = store.status(SCOPE)
+    assert [p.path for p in status.problems] == ["secret.pdf"]
+    assert status.document_count == 1

@@ -9,18 +9,17 @@ with its own tools (``sqlite3``; OpenSearch's HTTP API), not through the store.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import random
 import sqlite3
 import urllib.request
-import uuid
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
+from opensearch_index import NodeIndex
 
 from knowledge.chunking import MarkdownSectionChunker
 from knowledge.embedding.base import Embedding
@@ -137,25 +136,12 @@ def _http(method: str, url: str, body: Any = None) -> dict[str, Any]:
 
 
 def _opensearch(request: pytest.FixtureRequest, *, derived_source: bool = False) -> Backend:
-    from knowledge.stores.opensearch import OpenSearchConfig, OpenSearchKnowledgeStore
+    from knowledge.stores.opensearch import OpenSearchKnowledgeStore
 
-    url = request.getfixturevalue("opensearch_url")
-    index = f"test_reuse_{uuid.uuid4().hex}"
-
-    def drop() -> None:
-        with contextlib.suppress(OSError):
-            _http("DELETE", f"{url}/{index}")
-
-    request.addfinalizer(drop)
-    config = OpenSearchConfig(
-        url=url,
-        index_name=index,
-        number_of_shards=1,
-        number_of_replicas=0,
-        refresh_interval="100ms",
-        wait_for_refresh=True,
-        vector_derived_source=derived_source,
-    )
+    node = NodeIndex(request.getfixturevalue("opensearch_url"))
+    request.addfinalizer(node.delete)
+    url, index = node.url, node.index
+    config = node.config(refresh_interval="100ms", vector_derived_source=derived_source)
 
     def open_store(embedder: CountingEmbedder) -> KnowledgeStore:
         return OpenSearchKnowledgeStore(config, embedder=embedder, chunker=MarkdownSectionChunker())

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 from faults import FaultProxy
-from opensearch_index import NodeIndex
+from opensearch_index import NodeIndex, http_json
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit"))
 from lambda_support import BUCKET, LambdaContext, load_event, load_handler, use_fake_aws
@@ -210,6 +210,36 @@ def test_duplicate_events_never_duplicate_chunks_in_results(
     assert len(chunks) == 2
     assert {c["generation"] for c in chunks} == {chunks[0]["generation"]}
     assert paths_for(store, "octopus", SearchMode.KEYWORD) == []
+
+
+def test_the_next_write_removes_a_crashed_writers_generation_and_keeps_one_in_flight(
+    node: NodeIndex, stores: Callable[..., OpenSearchKnowledgeStore]
+) -> None:
+    store = stores(node.config())
+    assert store.upsert_document(SCOPE, document("a.md", long_text("octopus", 2), "0005")).ok
+    [chunk] = [c for c in node.records(record="chunk") if c["chunk_index"] == 0]
+    document_id = chunk["document_id"]
+
+    def write_generation(generation: str, word: str) -> None:
+        # What a writer's _bulk leaves before its record switch: chunks of a generation.
+        source = {**chunk, "generation": generation, "content": f"{word} section 0"}
+        url = f"{node.url}/{node.index}/_doc/{document_id}:{generation}:0"
+        status, body = http_json("PUT", url, source)
+        assert status in (200, 201), body
+
+    # A writer that died 20 minutes ago (its record was redelivered after the SQS
+    # visibility timeout), and one that is writing now and has not switched the record.
+    crashed = f"{time.time_ns() - 20 * 60 * 10**9:019d}-0badc0de"
+    in_flight = f"{time.time_ns():019d}-0000beef"
+    write_generation(crashed, "kraken")
+    write_generation(in_flight, "nautilus")
+
+    result = store.upsert_document(SCOPE, document("a.md", long_text("squid", 2), "0006"))
+    assert result.ok
+    [record] = node.records(record="document")
+    generations = Counter(c["generation"] for c in node.records(record="chunk"))
+    assert crashed not in generations
+    assert generations == {record["generation"]: result.indexed_chunks, in_flight: 1}
 
 
 def test_reordered_events_on_serverless_show_one_version_only(

@@ -11,14 +11,18 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import document_files as files
 import pytest
 
-from knowledge.model import MAX_STATUS_PROBLEMS, IndexOptions, SearchQuery
+from knowledge.embedding.hashing import HashingEmbedder
+from knowledge.model import MAX_STATUS_PROBLEMS, FileProblem, IndexOptions, SearchQuery
 from knowledge.scope import KnowledgeScope
 from knowledge.source import SourceDocument
+from knowledge.sources import Listing
+from knowledge.stores.embedded import EmbeddedKnowledgeStore
 from knowledge.stores.memory import MemoryKnowledgeStore
 
 SCOPE = KnowledgeScope("agent", "docs")
@@ -78,6 +82,29 @@ def test_a_reindex_starts_the_problem_list_afresh() -> None:
     assert store.status(SCOPE).problems == ()
 
 
+@pytest.mark.parametrize("kind", ["memory", "embedded"])
+def test_an_index_drops_the_problem_of_a_file_it_no_longer_lists(kind: str, tmp_path: Path) -> None:
+    store = (
+        MemoryKnowledgeStore()
+        if kind == "memory"
+        else EmbeddedKnowledgeStore(tmp_path / "kb.sqlite3", embedder=HashingEmbedder(16))
+    )
+    options = IndexOptions(max_document_bytes=1000)
+    big, legacy, ok = doc("big.txt", b"x" * 2000), doc("old.doc", b"legacy"), doc("a.md", b"# A")
+    store.index(SCOPE, _ListSource([big, legacy, ok]), options)
+    assert {p.path for p in store.status(SCOPE).problems} == {"big.txt", "old.doc"}
+    # old.doc is gone; big.txt is still there and still too large; the source itself
+    # reports a link it left out.
+    link = FileProblem("link.md", "symlink: not followed")
+    store.index(SCOPE, _ListSource([big, ok], skipped=[link]), options)
+    assert {p.path for p in store.status(SCOPE).problems} == {"big.txt", "link.md"}
+    assert set(store.stored_documents(SCOPE)) == {"a.md"}
+    # A listing cut short by max_documents removes nothing, problems included.
+    other = doc("b.md", b"# B")
+    store.index(SCOPE, _ListSource([ok, other]), IndexOptions(max_documents=1))
+    assert {p.path for p in store.status(SCOPE).problems} == {"big.txt", "link.md", "b.md"}
+
+
 def test_an_aborted_session_records_nothing() -> None:
     store = MemoryKnowledgeStore()
     session = store.write_session(SCOPE)
@@ -106,11 +133,18 @@ def _record_then_fail(session) -> None:  # type: ignore[no-untyped-def]
 
 
 class _ListSource:
-    def __init__(self, documents: list[SourceDocument]) -> None:
+    def __init__(
+        self, documents: list[SourceDocument], skipped: list[FileProblem] | None = None
+    ) -> None:
         self._documents = documents
+        self._skipped = skipped or []  # what the source left out while listing
 
     def documents(self, scope: KnowledgeScope, options: IndexOptions):  # type: ignore[no-untyped-def]
-        return iter(self._documents)
+        def produce(listing: Listing[SourceDocument]) -> Iterator[SourceDocument]:
+            yield from self._documents
+            listing.skipped.extend(self._skipped)
+
+        return Listing(produce)
 
 
 # --- hostile files, in a process with a memory cap ------------------------------------------

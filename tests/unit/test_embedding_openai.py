@@ -7,7 +7,6 @@ import socket
 import struct
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -16,7 +15,7 @@ from typing import Any
 import httpx2
 import openai
 import pytest
-from json_http import JsonHandler
+from json_http import JsonHandler, serving
 
 from knowledge.embedding.base import EmbeddingClient
 from knowledge.embedding.openai import (
@@ -90,15 +89,9 @@ def _handler(api: FakeEmbeddingsAPI) -> type[BaseHTTPRequestHandler]:
 @pytest.fixture
 def api() -> Iterator[FakeEmbeddingsAPI]:
     fake = FakeEmbeddingsAPI()
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(fake))
-    fake.url = f"http://127.0.0.1:{server.server_address[1]}/v1"
-    # a short poll interval so shutdown() at teardown returns promptly
-    thread = threading.Thread(target=server.serve_forever, args=(0.01,), daemon=True)
-    thread.start()
-    yield fake
-    server.shutdown()
-    server.server_close()
-    thread.join()
+    with serving(ThreadingHTTPServer(("127.0.0.1", 0), _handler(fake))) as url:
+        fake.url = f"{url}/v1"
+        yield fake
 
 
 @pytest.fixture

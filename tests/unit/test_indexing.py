@@ -137,6 +137,9 @@ class FakeWriter:
     def stored_document(self, scope: KnowledgeScope, path: str) -> StoredDocument | None:
         return self.stored_documents(scope).get(path)
 
+    def problem_paths(self, scope: KnowledgeScope) -> set[str]:
+        return set(self.problems)
+
     def write_session(self, scope: KnowledgeScope, *, replace_scope: bool = False) -> FakeSession:
         session = FakeSession(self, replace_scope)
         self.sessions.append(session)

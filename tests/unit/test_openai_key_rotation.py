@@ -10,7 +10,6 @@ moto's Secrets Manager. The embedder is built exactly as the Lambda functions bu
 from __future__ import annotations
 
 import json
-import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -19,7 +18,8 @@ from typing import Any
 
 import boto3
 import pytest
-from json_http import JsonHandler
+from json_http import JsonHandler, serving
+from lambda_support import use_fake_aws
 from moto import mock_aws
 
 from knowledge.errors import EmbeddingError
@@ -59,25 +59,14 @@ def openai_server() -> Iterator[KeyCheckingOpenAI]:
             fake.seen.append((key, status))
             self.send_json(status, payload)
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    fake.url = f"http://127.0.0.1:{server.server_address[1]}/v1"
-    thread = threading.Thread(target=server.serve_forever, args=(0.01,), daemon=True)
-    thread.start()
-    yield fake
-    server.shutdown()
-    server.server_close()
-    thread.join()
+    with serving(ThreadingHTTPServer(("127.0.0.1", 0), Handler)) as url:
+        fake.url = f"{url}/v1"
+        yield fake
 
 
 @pytest.fixture
 def secrets(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
-    for name, value in {
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_SESSION_TOKEN": "testing",
-        "AWS_DEFAULT_REGION": "us-east-1",
-    }.items():
-        monkeypatch.setenv(name, value)
+    use_fake_aws(monkeypatch)
     clear_secret_cache()
     with mock_aws():
         yield boto3.client("secretsmanager", region_name="us-east-1")

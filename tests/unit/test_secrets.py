@@ -9,6 +9,7 @@ from typing import Any
 
 import boto3
 import pytest
+from lambda_support import use_fake_aws
 from moto import mock_aws
 
 from knowledge.errors import ConfigurationError
@@ -24,13 +25,7 @@ def fresh_cache() -> Iterator[None]:
 
 @pytest.fixture
 def secretsmanager(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
-    for name, value in {
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_SESSION_TOKEN": "testing",
-        "AWS_DEFAULT_REGION": "us-east-1",
-    }.items():
-        monkeypatch.setenv(name, value)
+    use_fake_aws(monkeypatch)
     with mock_aws():
         yield boto3.client("secretsmanager", region_name="us-east-1")
 

@@ -75,19 +75,29 @@ def domain_policy_for(stack: Stack, role: str) -> list[dict[str, Any]]:
     return [s for s in statements if s["Principal"]["AWS"] == f"{role}.Arn"]
 
 
-@pytest.mark.parametrize(
+def role_policies(parameters: dict[str, str], function: str) -> dict[str, list[dict[str, Any]]]:
+    """What grants ``function`` its OpenSearch calls, by where it is: its role's policy,
+    and for a domain the stack creates, the domain's access policy too."""
+    stack = Stack(TEMPLATE, parameters)
+    policies = {"role": stack.statements(function)}
+    if parameters.get("CreateDomain") == "true":
+        policies["domain access policy"] = domain_policy_for(stack, f"{function}Role")
+    return policies
+
+
+# A domain the stack creates, and an existing one.
+ON_EACH_DOMAIN = pytest.mark.parametrize(
     ("parameters", "domain"),
     [
         (CREATED, DOMAIN),
         ({"OpenSearchEndpoint": "https://x.example", "OpenSearchResourceArn": EXISTING}, EXISTING),
     ],
 )
+
+
+@ON_EACH_DOMAIN
 def test_search_role_is_read_only_on_its_index(parameters: dict[str, str], domain: str) -> None:
-    stack = Stack(TEMPLATE, parameters)
-    policies = {"role": stack.statements("SearchFunction")}
-    if parameters.get("CreateDomain") == "true":
-        policies["domain access policy"] = domain_policy_for(stack, "SearchFunctionRole")
-    for where, statements in policies.items():
+    for where, statements in role_policies(parameters, "SearchFunction").items():
         es_actions = {a for s in statements for a in as_list(s["Action"]) if a.startswith("es:")}
         assert es_actions == {"es:ESHttpGet", "es:ESHttpPost"}, where
         for method, path in SEARCH_CALLS:
@@ -96,19 +106,9 @@ def test_search_role_is_read_only_on_its_index(parameters: dict[str, str], domai
             assert not allows(statements, *es(domain, method, path)), (where, method, path)
 
 
-@pytest.mark.parametrize(
-    ("parameters", "domain"),
-    [
-        (CREATED, DOMAIN),
-        ({"OpenSearchEndpoint": "https://x.example", "OpenSearchResourceArn": EXISTING}, EXISTING),
-    ],
-)
+@ON_EACH_DOMAIN
 def test_indexer_role_is_scoped_to_its_index(parameters: dict[str, str], domain: str) -> None:
-    stack = Stack(TEMPLATE, parameters)
-    policies = {"role": stack.statements("IndexerFunction")}
-    if parameters.get("CreateDomain") == "true":
-        policies["domain access policy"] = domain_policy_for(stack, "IndexerFunctionRole")
-    for where, statements in policies.items():
+    for where, statements in role_policies(parameters, "IndexerFunction").items():
         needed = [c for c in SEARCH_CALLS if not c[1].endswith("/_msearch")]
         needed.append(("HEAD", "/knowledge"))
         for method, path in needed + [w for w in WRITES if w[1] != "/_cluster/settings"]:

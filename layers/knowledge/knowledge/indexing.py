@@ -209,7 +209,8 @@ class Indexer:
         options: IndexOptions | None = None,
     ) -> IndexResult:
         """Sync the scope with the source: write new and changed documents, skip unchanged
-        ones, delete stored documents the source no longer lists.
+        ones, delete stored documents the source no longer lists, and clear the problems
+        of files it no longer lists (the status never names a file that is gone).
 
         With ``options.max_documents`` set, documents past it are errors and nothing is
         deleted (the listing was incomplete).
@@ -217,6 +218,7 @@ class Indexer:
         options = options or IndexOptions()
         run = _Run()
         stored = writer.stored_documents(scope)
+        problems = writer.problem_paths(scope)
         listed: set[str] = set()
         truncated = False
         with writer.write_session(scope) as session:
@@ -238,6 +240,11 @@ class Indexer:
             run.take_listing_problems(listing, session)
             if not truncated:
                 for path in sorted(stored.keys() - listed):
+                    self._delete(session, path, run)
+                # A file that was never indexed and is gone: its problem goes with it (the
+                # source's own listing problems were just recorded: they stay).
+                reported = {p.path for p in (*run.skipped, *run.errors)}
+                for path in sorted(problems - listed - reported - stored.keys()):
                     self._delete(session, path, run)
         _record_all(writer, scope, session.failures)
         return run.result(session.failures)

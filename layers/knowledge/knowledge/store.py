@@ -216,6 +216,11 @@ class IndexWriter(Protocol):
 
     def stored_document(self, scope: KnowledgeScope, path: str) -> StoredDocument | None: ...
 
+    def problem_paths(self, scope: KnowledgeScope) -> set[str]:
+        """The paths of the scope with a recorded problem (``WriteSession.record_problem``),
+        indexed or not: what an index clears for the files its source no longer lists."""
+        ...
+
     def write_session(self, scope: KnowledgeScope, *, replace_scope: bool = False) -> WriteSession:
         """Open a write batch; ``replace_scope`` first drops everything in the scope."""
         ...

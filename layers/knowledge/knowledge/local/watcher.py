@@ -208,10 +208,8 @@ class BucketWatcher:
                 if should_stop():
                     raise IndexingStopped("stopped before the start-up index finished")
                 with self._write_lock:
+                    # ``index`` also clears the problems of files it no longer lists.
                     results[scope] = self._store.index(scope, source, self._options)
-                    # ``index`` keeps the problems of files it no longer lists.
-                    for path in sorted(self._vanished_problems(scope, set(source.paths))):
-                        self._log(self._delete(f"{scope.key}/{path}", scope, path))
                 progress.finish_scope(scope)
                 _log_result(scope, results[scope])
                 for path in source.paths:

@@ -308,6 +308,10 @@ class MemoryKnowledgeStore(IndexingStoreMixin):
         record = None if snapshot is None else snapshot.documents.get(path)
         return None if record is None else record.stored
 
+    def problem_paths(self, scope: KnowledgeScope) -> set[str]:
+        snapshot = self._snapshot(scope)
+        return set() if snapshot is None else set(snapshot.problems)
+
     def write_session(
         self, scope: KnowledgeScope, *, replace_scope: bool = False
     ) -> _MemoryWriteSession:

@@ -387,6 +387,14 @@ class EmbeddedKnowledgeStore(IndexingStoreMixin):
             ).fetchall()
         return {row[0]: StoredDocument(*row) for row in rows}
 
+    def problem_paths(self, scope: KnowledgeScope) -> set[str]:
+        with self._reading() as conn:
+            rows = conn.execute(
+                "SELECT path FROM problems WHERE agent = ? AND context = ?",
+                (scope.agent, scope.context),
+            ).fetchall()
+        return {row[0] for row in rows}
+
     def stored_document(self, scope: KnowledgeScope, path: str) -> StoredDocument | None:
         with self._reading() as conn:
             row = conn.execute(

@@ -717,6 +717,25 @@ def other_generations_query(
     return query
 
 
+def stale_generations_query(
+    scope: KnowledgeScope, document_ids: Sequence[str], before: str
+) -> dict[str, Any]:
+    """The chunks of ``document_ids`` whose generation is older than ``before`` (a
+    generation id, or a prefix of one: they sort by time): what a write that committed
+    those documents removes at its end, the chunks of writers that died before their
+    record switch included. Records are not matched."""
+    return {
+        "bool": {
+            "filter": [
+                *scope_filters(scope),
+                {"term": {RECORD: RECORD_CHUNK}},
+                {"terms": {DOCUMENT_ID: list(dict.fromkeys(document_ids))}},
+                {"range": {GENERATION: {"lt": before}}},
+            ]
+        }
+    }
+
+
 def newest_generations(hits: Sequence[Hit]) -> list[Hit]:
     """The hits of each document's newest generation among ``hits``, in order.
 

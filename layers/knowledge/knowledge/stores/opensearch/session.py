@@ -17,6 +17,28 @@ written *beside* the previous version, never over it. Then, per document:
    check and the write are atomic in effect: two racing writers end at the newer one;
 3. then the chunks of the generation the record pointed at before are deleted by id.
 
+4. when the session ends, if it replaced an indexed version of any document, one
+   ``_delete_by_query`` (per session, not per document) removes those documents' chunks
+   whose generation is more than ``_STALE_AFTER_NS`` old (``queries.stale_generations_query``):
+   the generations of writers that died after their chunks were accepted and before
+   their record switch (*orphans*; step 3 cannot name them, no record pointed at them).
+   A session that only adds new documents sends none (a new document costs no delete).
+
+Orphans: between the crash and the next write of the document, its record still points
+at the previous generation (``stored_documents``, the listing and the status report
+that), while searches show the orphan's chunks, as the document's newest generation
+(possibly not all of them: only what the node had accepted). The next successful write
+that replaces the indexed version (step 4) or a reindex (``_remove_unwritten``) removes
+them; orphans of a document's very first write (no record yet) stay until its next
+update or a reindex: the redelivered write creates the record and searches show its
+generation, the newest, wherever its chunks match. ``_STALE_AFTER_NS`` is the age
+past which no writer still holds an uncommitted generation: it is longer than an
+indexer invocation can run (300 s, at most 15 min for any Lambda), and shorter than the
+queue's visibility timeout (30 min), after which a crashed writer's record comes back;
+a younger generation of another document writer is left alone, since it may be about
+to commit (its own step 3 then removes ours). A cleanup the node refuses is logged and
+left to the next write: the session's documents are written.
+
 A document whose chunks or record the node rejects (429 until retries are exhausted,
 a mapping error) is listed in ``failures`` and only *its new chunks* are removed: the
 previous version stays searchable, its record untouched. Searches show only each
@@ -41,6 +63,7 @@ consistent; see the package README).
 
 from __future__ import annotations
 
+import logging
 import secrets
 import threading
 import time
@@ -81,6 +104,8 @@ if TYPE_CHECKING:
 
 __all__ = ["OpenSearchWriteSession", "new_generation"]
 
+logger = logging.getLogger(__name__)
+
 _BULK_QUEUE_DEPTH = 1
 """Requests waiting for the sender thread (one more is on the wire); 0 sends inline."""
 
@@ -88,6 +113,13 @@ _CONFLICT_ROUNDS = 5
 """How often a record changed by another writer (409) is read and decided again."""
 
 _MAX_REASONS_PER_DOCUMENT = 3
+
+_STALE_AFTER_NS = 15 * 60 * 10**9
+"""Generations older than this (15 min) that a committed document's record does not
+point at are removed when the session ends (module docstring, step 4)."""
+
+_STALE_IDS_PER_REQUEST = 1000
+"""Documents named in one ``_delete_by_query`` of stale generations."""
 
 _VECTOR_PAGE = 500
 """Chunks (keys and vectors) read per request by ``stored_vectors``."""
@@ -140,6 +172,7 @@ class OpenSearchWriteSession:
         self._rejections: dict[str, _Rejection] = {}
         self._server_ids: dict[str, list[str]] = {}  # uncommitted server-made ids, by path
         self._committed_ids: dict[str, list[str]] = {}  # committed ones (not yet searchable)
+        self._replaced_documents: list[str] = []  # ids of documents whose version this replaced
         self._pending_commits = 0
         self._flushes = 0
         self._refreshed = False
@@ -502,6 +535,9 @@ class OpenSearchWriteSession:
             pending = []
             for (commit, state), info in zip(decided, answers, strict=True):
                 if item_ok(info):
+                    if state is not None and state.generation is not None:
+                        with self._state_lock:  # replaced a version: step 4 looks
+                            self._replaced_documents.append(commit.document_id)
                     if state is not None and state.generation not in (None, commit.generation):
                         cleanup.extend(
                             (commit.path, i)
@@ -587,6 +623,26 @@ class OpenSearchWriteSession:
         self._sender.wait()
         if self._replace_scope:
             self._remove_unwritten()
+        elif self._client_ids:
+            self._remove_stale_generations()
+
+    def _remove_stale_generations(self) -> None:
+        """Step 4 (module docstring): the orphaned generations of the documents whose
+        indexed version this session replaced, one request per ``_STALE_IDS_PER_REQUEST``."""
+        with self._state_lock:
+            committed = list(dict.fromkeys(self._replaced_documents))
+        if not committed:
+            return
+        before = f"{time.time_ns() - _STALE_AFTER_NS:019d}"
+        action = f"remove stale generations in {self._scope}"
+        for start in range(0, len(committed), _STALE_IDS_PER_REQUEST):
+            batch = committed[start : start + _STALE_IDS_PER_REQUEST]
+            query = queries.stale_generations_query(self._scope, batch, before)
+            try:
+                self._connection.delete_by_query(self._index, query, action)
+            except KnowledgeError as exc:
+                logger.warning("%s: %s; the next write of those documents retries", action, exc)
+                return
 
     def _remove_unwritten(self) -> None:
         """A reindex: remove every record of the scope written before the session."""

@@ -61,6 +61,9 @@ __all__ = ["OpenSearchKnowledgeStore", "OpenSearchWriteSession"]
 
 _STORED_DOCUMENTS_PAGE = 500
 _SCOPES_PAGE = 500
+_PROBLEM_PATHS = 10_000
+"""Problems read by ``problem_paths``, most recent first (one search: the node's
+default ``max_result_window``); status lists the most recent ``MAX_STATUS_PROBLEMS``."""
 
 
 class OpenSearchKnowledgeStore(IndexingStoreMixin):
@@ -145,6 +148,16 @@ class OpenSearchKnowledgeStore(IndexingStoreMixin):
         return self._config.index_for(scope.agent)
 
     # --- IndexWriter ---------------------------------------------------------------------
+
+    def problem_paths(self, scope: KnowledgeScope) -> set[str]:
+        """The paths of the scope's most recent ``_PROBLEM_PATHS`` problems (one search)."""
+        index = self.index_name(scope)
+        if not self._connection.open_index(index, create=False):
+            return set()
+        found = self._connection.search(
+            index, f"read the problems of {scope}", queries.problems_body(scope, _PROBLEM_PATHS)
+        )
+        return {path for path, _ in queries.parse_problems(found, _PROBLEM_PATHS)}
 
     def stored_documents(self, scope: KnowledgeScope) -> dict[str, StoredDocument]:
         """Every document of exactly this scope, by path, from a composite aggregation."""
