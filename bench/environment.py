@@ -155,6 +155,8 @@ def machine() -> dict[str, Any]:
         "platform": platform.platform(),
         "python": platform.python_version(),
         "packages": versions,
+        # Other work on the machine while the benchmark ran (1, 5, 15 minutes).
+        "load_average": [round(x, 2) for x in os.getloadavg()],
     }
 
 

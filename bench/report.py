@@ -8,7 +8,7 @@ Plots are PNGs next to the results (matplotlib, Agg backend).
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -729,6 +729,16 @@ INDEXING_NOTES: Callable[[dict[str, Any]], str] = _indexing_notes
 # --- latency ---------------------------------------------------------------------------------
 
 
+def _load_note(result: Mapping[str, Any]) -> str:
+    load = result.get("machine", {}).get("load_average")
+    if not load:
+        return ""
+    return (
+        f" Load average when the run ended: {load[0]:g} (1 min), {load[1]:g} (5 min) on "
+        f"{result['machine']['cpus']} CPUs."
+    )
+
+
 def latency_section(report: Report) -> None:
     result = read_result("latency")
     parts = ["## 3. Search latency on the real node (hashing embedder)"]
@@ -741,12 +751,16 @@ def latency_section(report: Report) -> None:
         f"Index: all {c['documents']} man pages ({result['indexed']['chunks']} chunks). Per "
         f"mode, {result['warmup']} warm-up searches, then {result['iterations']} measured "
         f"iterations over the {c['queries']} man-page queries, `max_results="
-        f"{result['max_results']}` (hybrid fetches {result['hybrid_candidates_per_side']} "
-        "candidates per side in one `_msearch`). Each iteration times the product "
-        "(`OpenSearchKnowledgeStore.search`) and the same request body sent with the bare "
+        f"{result['max_results']}`. Each iteration times the product "
+        "(`OpenSearchKnowledgeStore.search`) and the request sent with the bare "
         "opensearch-py client, in alternating order, and reads OpenSearch's own `took` "
-        "(whole milliseconds) of each answer. Overhead = wall-clock minus `took`, per "
-        "request. Times in ms."
+        "(whole milliseconds, rounded down) of each answer. Overhead = wall-clock minus "
+        "`took`, per search. Keyword and vector: one `_search`, the same body both ways. "
+        f"Hybrid: the product fetches {result['hybrid_candidates_per_side']} candidates "
+        "per side in one `_msearch` as doc values, then reads the page's chunks with a "
+        "second `_search` (its overhead counts both round trips and both `took`s); the "
+        "bare client sends the one-request form (both sides with their stored text). "
+        "Times in ms." + _load_note(result)
     )
     rows = []
     for mode in MODES:
