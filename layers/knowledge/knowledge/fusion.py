@@ -11,10 +11,31 @@ Weighted hybrid (D9, the default), per DESIGN "Score":
 1. each side is min-max normalised over its own candidates (``min_max``), because raw
    BM25 is unbounded and cosine crowds into a narrow band (unrelated texts often score
    0.5-0.7), so absolute values would not mix;
-2. over the union of both candidate sets (missing side = 0):
-   ``combined = keyword_weight * kw + vector_weight * vec``;
-3. divided by the batch maximum, so the best candidate scores 1.0 and ``min_score``
+2. each side's weight is scaled by that side's confidence for this query
+   (``side_confidence``): ``(best - 10th best) / (best - lowest)`` of its raw scores, in
+   [0, 1]. A side whose first ten candidates stand out from the rest of its list keeps
+   its weight; a side whose first ten are nearly tied with each other (it cannot tell
+   them apart) loses weight to the other side. A side with fewer than 10 candidates, or
+   all scores equal, has confidence 1.0; when both effective weights are 0 the
+   configured ones are used;
+3. over the union of both candidate sets (missing side = 0):
+   ``combined = keyword_weight * conf_kw * kw + vector_weight * conf_vec * vec``;
+4. divided by the batch maximum, so the best candidate scores 1.0 and ``min_score``
    means the same in every mode; a batch maximum of 0 gives no results.
+
+``keyword_score`` / ``vector_score`` of a hybrid result are the side's min-max
+normalised score of that chunk (step 1, 0.0 if that side did not return it), not
+scaled by weight or confidence; ``score`` is the fused value of step 4.
+
+**Per-query confidence** (issue 11, bench/REPORT.md "Hybrid fusion"): with fixed weights
+hybrid fell below its better side (hashing on the man pages, 0.817 vs keyword 0.819);
+with the confidence it is above its better side on every benchmark and both embedders
+(the gains are small, one to a few queries per set, except MiniLM on the man pages).
+The rank 10 (``CONFIDENCE_RANK``) is the first page the benchmarks score; ranks 5 and 20
+were measured too and were not better across the board. Document-level evidence (a chunk
+credited with its document's best score on a side it missed) was measured and not
+adopted: it helped the man pages (long documents, ~30 chunks each) and hurt the FAQ
+sets (short ones), so it is not in any store.
 
 **Default weights, per embedder** (``hybrid_weights``). 0.3 keyword / 0.7 vector for
 semantic embedders (MiniLM, OpenAI, Bedrock: their vector side is the stronger one),
@@ -54,6 +75,7 @@ from typing import Any, Generic, Protocol, TypeVar
 from knowledge.errors import ValidationError
 
 __all__ = [
+    "CONFIDENCE_RANK",
     "DEFAULT_KEYWORD_WEIGHT",
     "DEFAULT_RRF_K",
     "DEFAULT_VECTOR_WEIGHT",
@@ -76,6 +98,7 @@ __all__ = [
     "normalize_by_max",
     "relevance_floor",
     "select",
+    "side_confidence",
     "vector_only",
 ]
 
@@ -83,6 +106,8 @@ DEFAULT_KEYWORD_WEIGHT = 0.3
 DEFAULT_VECTOR_WEIGHT = 0.7
 DEFAULT_RRF_K = 60
 HYBRID_CANDIDATES = 100
+CONFIDENCE_RANK = 10
+"""The rank whose score ``side_confidence`` compares with the best (module docstring)."""
 """Candidates per side of every hybrid search (module docstring); >= ``MAX_MAX_RESULTS``."""
 KEYWORD_LEANING_WEIGHTS = (0.7, 0.3)
 EMBEDDER_WEIGHTS: Mapping[str, tuple[float, float]] = {"hashing": KEYWORD_LEANING_WEIGHTS}
@@ -189,6 +214,8 @@ def fuse_weighted(
     vector: Mapping[K, float],
     keyword_weight: float = DEFAULT_KEYWORD_WEIGHT,
     vector_weight: float = DEFAULT_VECTOR_WEIGHT,
+    *,
+    by_confidence: bool = True,
 ) -> list[Fused[K]]:
     """Weighted linear hybrid of RAW side scores (see the module docstring), best first.
 
@@ -196,7 +223,9 @@ def fuse_weighted(
     (``cosine_to_unit``). Both sides count as searched, so a side's score for a candidate
     it did not return is 0.0, never ``None``. Weights must be >= 0 with a positive sum;
     they need not sum to 1 (the final division by the maximum makes the scale moot).
-    Returns ``[]`` when the best combined score is 0.
+    Each weight is scaled by its side's ``side_confidence`` unless ``by_confidence`` is
+    false (the fixed-weight formula, kept for the benchmark's ablation). Returns ``[]``
+    when the best combined score is 0.
     """
     kw_weight = _check_weight("keyword_weight", keyword_weight)
     vec_weight = _check_weight("vector_weight", vector_weight)
@@ -204,6 +233,11 @@ def fuse_weighted(
         raise ValidationError(
             "keyword_weight", "keyword_weight + vector_weight must be > 0 (both are 0)"
         )
+    if by_confidence:
+        kw_confident = kw_weight * side_confidence(keyword)
+        vec_confident = vec_weight * side_confidence(vector)
+        if kw_confident + vec_confident > 0.0:
+            kw_weight, vec_weight = kw_confident, vec_confident
     kw_scores = min_max(keyword)
     vec_scores = min_max(vector)
     combined: dict[K, tuple[float, float, float]] = {}
@@ -218,6 +252,26 @@ def fuse_weighted(
         Fused(key=key, score=_unit(total / top), keyword_score=kw, vector_score=vec)
         for key, (total, kw, vec) in combined.items()
     )
+
+
+def side_confidence(scores: Mapping[K, float], rank: int = CONFIDENCE_RANK) -> float:
+    """How far one side's best candidates stand out for this query, in [0, 1].
+
+    ``(best - rank-th best) / (best - lowest)`` over the side's raw scores (cleaned as
+    everywhere: negative or not finite count as 0). 1.0 when the side has at most
+    ``rank`` candidates (the ``rank``-th best is then the lowest), or when all its
+    scores are equal (including empty); 0.0 when its first ``rank`` candidates tie.
+    """
+    if isinstance(rank, bool) or not isinstance(rank, int) or rank < 1:
+        raise ValidationError("rank", f"must be an integer >= 1, got {rank!r}")
+    ordered = sorted((_clean(score) for score in scores.values()), reverse=True)
+    if len(ordered) <= rank:
+        return 1.0
+    best, lowest = ordered[0], ordered[-1]
+    span = best - lowest
+    if span <= _RELATIVE_TOLERANCE * best:
+        return 1.0
+    return _unit((best - ordered[rank - 1]) / span)
 
 
 def _reciprocal_ranks(ranked: Sequence[K], k: int) -> dict[K, float]:
