@@ -1,6 +1,7 @@
 """Hybrid fusion ablation: which normalisation, weights and depth, per embedder.
 
-For each query the production store (embedded, default settings, ``relevance_floor=0``)
+For each query the production store (embedded, default settings, ``relevance_floor=0``;
+or with ``--store opensearch`` the OpenSearch store, levers only, its floor applied)
 is asked for its keyword and its vector ranking (``store.search`` in keyword and in vector
 mode, ``HYBRID_CANDIDATES`` chunks each, no per-document cap). Those two candidate lists
 are then fused here in several ways, to choose the product's defaults:
@@ -42,11 +43,18 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from bench.environment import log, write_result
+from bench.environment import log, opensearch_node, write_result
 from bench.faq import load_faq
 from bench.manpages import Corpus, load_corpus
 from bench.metrics import document_ranking, evaluate, percentile, reciprocal_rank
-from bench.stores import EMBEDDERS, SCOPE, make_embedder, open_store
+from bench.stores import (
+    EMBEDDERS,
+    SCOPE,
+    delete_index,
+    make_embedder,
+    open_store,
+    unique_index_name,
+)
 from knowledge import fusion
 from knowledge.model import IndexOptions, SearchQuery
 from knowledge.sources.local import LocalDirectorySource
@@ -223,13 +231,28 @@ def _levers(data: list[Query], texts: list[str], embedder_name: str) -> dict[str
     }
 
 
-def _candidates(corpus: Corpus, embedder_name: str) -> tuple[list[Query], str]:
-    """Every query's (relevant, keyword side, vector side), and the embedder's product name."""
+def _candidates(
+    corpus: Corpus, embedder_name: str, node_url: str | None = None
+) -> tuple[list[Query], str]:
+    """Every query's (relevant, keyword side, vector side), and the embedder's product name:
+    from the embedded store (no floor), or from OpenSearch at ``node_url`` (its vector
+    side comes with the embedder's floor applied, the store has no switch for it)."""
     embedder = make_embedder(embedder_name)
+    index_name = unique_index_name("bench-sweep")
     with tempfile.TemporaryDirectory(prefix="kb-sweep-") as workdir:
-        store = open_store(
-            "embedded", embedder, workdir=Path(workdir), options={"relevance_floor": 0.0}
-        )
+        if node_url is None:
+            store = open_store(
+                "embedded", embedder, workdir=Path(workdir), options={"relevance_floor": 0.0}
+            )
+        else:
+            store = open_store(
+                "opensearch",
+                embedder,
+                workdir=None,
+                node_url=node_url,
+                index_name=index_name,
+                options={"wait_for_refresh": True},  # searched right after indexing
+            )
         try:
             store.reindex(
                 SCOPE, LocalDirectorySource(corpus.docs_dir), IndexOptions(max_documents=100_000)
@@ -251,13 +274,26 @@ def _candidates(corpus: Corpus, embedder_name: str) -> tuple[list[Query], str]:
                 data.append((query.relevant, sides[0], sides[1]))
         finally:
             store.close()
+            if node_url is not None:
+                delete_index(node_url, index_name)
     return data, embedder.name
 
 
-def run(corpora: Sequence[Corpus], embedder_name: str) -> dict[str, Any]:
+def run(
+    corpora: Sequence[Corpus], embedder_name: str, node_url: str | None = None
+) -> dict[str, Any]:
     results: dict[str, Any] = {}
     for corpus in corpora:
-        data, product_name = _candidates(corpus, embedder_name)
+        data, product_name = _candidates(corpus, embedder_name, node_url)
+        if node_url is not None:
+            # OpenSearch: the levers only (its vector side is floored already).
+            results[corpus.name] = {
+                "keyword": _side_mrr(data, 1),
+                "vector": _side_mrr(data, 2),
+                **_levers(data, [query.text for query in corpus.queries], product_name),
+            }
+            log(f"{corpus.name} {embedder_name} opensearch: {results[corpus.name]['levers']}")
+            continue
 
         def mrr(rank: Callable[[Side, Side], list[str]], data: Any = data) -> float:
             return round(evaluate([(rank(k, v), rel) for rel, k, v in data]).mrr_at_10, 4)
@@ -304,7 +340,16 @@ def run(corpora: Sequence[Corpus], embedder_name: str) -> dict[str, Any]:
                     )
         log(f"{corpus.name} {embedder_name}: keyword {entry['keyword']}, vector {entry['vector']}")
         results[corpus.name] = entry
-    return {"embedder": embedder_name, "corpora": results}
+    return {
+        "embedder": embedder_name,
+        "store": "embedded" if node_url is None else "opensearch",
+        "corpora": results,
+    }
+
+
+def _side_mrr(data: list[Query], side: int) -> float:
+    judged = [(document_ranking(item[0] for item in query[side]), query[0]) for query in data]
+    return round(evaluate(judged).mrr_at_10, 4)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -315,6 +360,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="comma-separated: faq-en,faq-ko,manpages",
     )
     parser.add_argument("--limit", type=int, default=300, help="man pages (0 = all)")
+    parser.add_argument(
+        "--store",
+        choices=("embedded", "opensearch"),
+        default="embedded",
+        help="where the candidate lists come from (opensearch: the levers only)",
+    )
 
 
 def main(args: argparse.Namespace) -> None:
@@ -323,4 +374,9 @@ def main(args: argparse.Namespace) -> None:
         corpora.append(
             load_corpus(args.limit or None) if name == "manpages" else load_faq(name[-2:])
         )
-    write_result(f"fusion-sweep-{args.embedder}", run(corpora, args.embedder))
+    if args.store == "embedded":
+        write_result(f"fusion-sweep-{args.embedder}", run(corpora, args.embedder))
+        return
+    with opensearch_node() as url:
+        result = run(corpora, args.embedder, url)
+    write_result(f"fusion-sweep-{args.embedder}-opensearch", result)

@@ -201,14 +201,14 @@ def keyword_probe_section(report: Report) -> None:
         f"{best['b']}, {best['mrr_at_10']:.4f} ({best['mrr_at_10'] - default:+.4f}), within "
         "what one query more or less at rank 1 changes (1/258 = 0.004), and SQLite FTS5 "
         "cannot change its `k1`/`b`, so the two stores would no longer rank alike: the "
-        "defaults stay. Hybrid with the hashing embedder a few thousandths below keyword "
-        "here (section 1; OpenSearch's rows vary between runs by as much) is the candidate "
-        "depth (section 1c: min-max 0.7 at depth 20/40 is 0.821/0.822, above "
-        "keyword's 0.819; at the product's 100, 0.817; z-score 0.7 at 100 is 0.821): the "
-        "weak hashing vector side brings in deep, noisy candidates. Depth 100 stays (pages "
-        "up to offset + max_results = 100 must be slices of one order, and MiniLM on the "
-        "English questions loses 0.02 at depth 40); a store with the hashing embedder "
-        "searches in keyword mode by default anyway (`knowledge.config`).",
+        "defaults stay. Hybrid with the hashing embedder was a few thousandths below "
+        "keyword here with fixed weights at the product's depth of 100 (section 1c: 0.817 "
+        "vs 0.819; 0.821/0.822 at depth 20/40): the weak hashing vector side brings in "
+        "deep, noisy candidates. Depth 100 stays (pages up to offset + max_results = 100 "
+        "must be slices of one order, and MiniLM on the English questions loses 0.02 at "
+        "depth 40); the per-query side confidence (section 1c, levers) is what lifts "
+        "hybrid above keyword here; a store with the hashing embedder searches in keyword "
+        "mode by default anyway (`knowledge.config`).",
         _provenance(probe, "bm25-manpages-300"),
     ]
     report.add("\n\n".join(parts))
@@ -286,7 +286,18 @@ def fusion_section(report: Report) -> None:
                 _table(["corpus", "p1", "p2", "p5", "p50", "vector MRR@10 at floor"], floors)
             )
         parts.append(_provenance(result, f"fusion-sweep-{embedder}"))
-    parts.extend(_levers_parts(found))
+    with_opensearch = [
+        *found,
+        *[
+            (e, r)
+            for e in ("hashing", "minilm")
+            if (r := read_result(f"fusion-sweep-{e}-opensearch"))
+        ],
+    ]
+    parts.extend(_levers_parts(with_opensearch))
+    parts.extend(
+        _provenance(r, f"fusion-sweep-{e}-opensearch") for e, r in with_opensearch[len(found) :]
+    )
     parts.append(
         "Reading: which side is the stronger one depends on the embedder and the language "
         "(hashing: keyword; MiniLM on English: vector; MiniLM, an English-only model, on "
@@ -299,11 +310,27 @@ def fusion_section(report: Report) -> None:
         "Min-max stays: no normalisation wins everywhere, and min-max keeps the per-side "
         "scores in [0, 1] as the API shows them. Depth: 100 per side is within a hundredth "
         "of the best depth everywhere, and a fixed depth makes every page of a query a "
-        "slice of one order."
+        "slice of one order. The grids above are fixed weights, no floor; the levers "
+        "table is at the product's floor (OpenSearch: its keyword and vector lists, "
+        "the floor applied by the store). Levers: the per-query side confidence at rank "
+        "10 gains most where fixed weights were weakest (hashing on the man pages and the "
+        "English questions, MiniLM on the man pages), is within a query's worth of fixed "
+        "weights elsewhere, and puts hybrid above its better side on every embedded-store "
+        "set; ranks 5 and 20 each lose about a hundredth somewhere. Document-level "
+        "evidence helps the man pages (about 30 chunks a document: keyword and vector "
+        "often hit different chunks of the right page) less than the confidence does, "
+        "adds nothing on top of it (doc max 0.5 + conf. 10), and with a full lift (doc "
+        "max 1.0) costs the FAQ sets with MiniLM about two hundredths (3 chunks a "
+        "document: it lifts every chunk of a document one side liked), so it is in no "
+        "store. The oracle column is how far any weighting of these two candidate lists "
+        "can go: MiniLM on the man pages passes 0.90 only with a weight chosen per query "
+        "knowing the answer; the best single weight for that set (0.5) stays below 0.90 "
+        "and costs the English questions more than it gains there."
     )
     report.add("\n\n".join(parts))
 
 
+STORE_NAMES = {"embedded": "embedded", "opensearch": "OpenSearch"}
 LEVER_COLUMNS = (
     ("fixed", "fixed weights"),
     ("confidence-5", "conf. 5"),
@@ -335,6 +362,7 @@ def _levers_parts(found: list[tuple[str, dict[str, Any]]]) -> list[str]:
             best_weight = max(weights, key=lambda k: (weights[k], k))
             rows.append(
                 [
+                    STORE_NAMES[result.get("store", "embedded")],
                     EMBEDDER_LABEL[embedder],
                     corpus,
                     f"{entry['keyword']:.3f}",
@@ -349,6 +377,7 @@ def _levers_parts(found: list[tuple[str, dict[str, Any]]]) -> list[str]:
     if not rows:
         return []
     header = [
+        "store",
         "embedder",
         "corpus",
         "keyword",

@@ -27,22 +27,27 @@ Weighted hybrid (D9, the default), per DESIGN "Score":
 normalised score of that chunk (step 1, 0.0 if that side did not return it), not
 scaled by weight or confidence; ``score`` is the fused value of step 4.
 
-**Per-query confidence** (issue 11, bench/REPORT.md "Hybrid fusion"): with fixed weights
-hybrid fell below its better side (hashing on the man pages, 0.817 vs keyword 0.819);
-with the confidence it is above its better side on every benchmark and both embedders
-(the gains are small, one to a few queries per set, except MiniLM on the man pages).
-The rank 10 (``CONFIDENCE_RANK``) is the first page the benchmarks score; ranks 5 and 20
-were measured too and were not better across the board. Document-level evidence (a chunk
-credited with its document's best score on a side it missed) was measured and not
-adopted: it helped the man pages (long documents, ~30 chunks each) and hurt the FAQ
-sets (short ones), so it is not in any store.
+**Per-query confidence** (issue 11, bench/REPORT.md section 1c, "Levers"). MRR@10 with
+fixed weights -> with the confidence, the same candidate lists, embedded store: man
+pages hashing 0.817 -> 0.827 (keyword 0.819), MiniLM 0.851 -> 0.867; Debian FAQ English
+hashing 0.500 -> 0.512, MiniLM 0.672 -> 0.674; Korean hashing 0.398 -> 0.397, MiniLM
+0.368 -> 0.370. So hybrid is above its better side on every set there, where fixed
+weights left hashing on the man pages below keyword. On the OpenSearch node (its own
+BM25, approximate kNN) MiniLM gains as much (man pages 0.857 -> 0.877), hashing not
+everywhere (Korean FAQ 0.383 -> 0.375; man pages 0.822 -> 0.820, under keyword's 0.825
+either way). Rank 10 (``CONFIDENCE_RANK``) is the first page the benchmarks score; ranks 5
+and 20 each lost somewhere. Document-level evidence (a chunk credited with its
+document's best score on a side that missed it) was measured too and is in no store: it
+helps the man pages (~30 chunks a document), costs the FAQ sets (~3), and adds nothing
+on top of the confidence.
 
 **Default weights, per embedder** (``hybrid_weights``). 0.3 keyword / 0.7 vector for
 semantic embedders (MiniLM, OpenAI, Bedrock: their vector side is the stronger one),
 0.7 / 0.3 for the ``hashing`` embedder, whose "vectors" are hashed terms (its vector side
 is the weaker one, a fuzzy echo of the keyword side). Measured (bench/REPORT.md, "Hybrid
-fusion"): with these, hybrid is above both of its sides on every benchmark here, where
-one weight pair for both kinds of embedder put hybrid below keyword with hashing. An
+fusion"): with these, hybrid is above both of its sides on every benchmark but one
+(see above), where one weight pair for both kinds of embedder put hybrid below keyword
+with hashing. An
 English-only embedder (``ENGLISH_ONLY_EMBEDDERS``) is the weaker side for a query in
 Korean, Chinese or Japanese, so such a query gets the keyword-leaning weights. Min-max
 stays the normalisation: z-score and distribution-based (mean +- 3 sd) normalisation
