@@ -366,6 +366,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default="embedded",
         help="where the candidate lists come from (opensearch: the levers only)",
     )
+    parser.add_argument("--label", default="", help="suffix of the result file name")
 
 
 def main(args: argparse.Namespace) -> None:
@@ -374,9 +375,10 @@ def main(args: argparse.Namespace) -> None:
         corpora.append(
             load_corpus(args.limit or None) if name == "manpages" else load_faq(name[-2:])
         )
+    label = f"-{args.label}" if args.label else ""
     if args.store == "embedded":
-        write_result(f"fusion-sweep-{args.embedder}", run(corpora, args.embedder))
+        write_result(f"fusion-sweep-{args.embedder}{label}", run(corpora, args.embedder))
         return
     with opensearch_node() as url:
         result = run(corpora, args.embedder, url)
-    write_result(f"fusion-sweep-{args.embedder}-opensearch", result)
+    write_result(f"fusion-sweep-{args.embedder}-opensearch{label}", result)

@@ -286,17 +286,23 @@ def fusion_section(report: Report) -> None:
                 _table(["corpus", "p1", "p2", "p5", "p50", "vector MRR@10 at floor"], floors)
             )
         parts.append(_provenance(result, f"fusion-sweep-{embedder}"))
+    # The levers also on every man page (hashing, embedded) and on OpenSearch's lists.
     with_opensearch = [
         *found,
         *[
             (e, r)
-            for e in ("hashing", "minilm")
-            if (r := read_result(f"fusion-sweep-{e}-opensearch"))
+            for e, name in (
+                ("hashing", "fusion-sweep-hashing-all"),
+                ("hashing", "fusion-sweep-hashing-opensearch"),
+                ("minilm", "fusion-sweep-minilm-opensearch"),
+            )
+            if (r := read_result(name))
         ],
     ]
     parts.extend(_levers_parts(with_opensearch))
     parts.extend(
-        _provenance(r, f"fusion-sweep-{e}-opensearch") for e, r in with_opensearch[len(found) :]
+        _provenance(r, f"fusion-sweep-{e}{_sweep_suffix(r)}")
+        for e, r in with_opensearch[len(found) :]
     )
     parts.append(
         "Reading: which side is the stronger one depends on the embedder and the language "
@@ -341,6 +347,13 @@ LEVER_COLUMNS = (
     ("doc-mix-0.5", "doc mix 0.5"),
     ("doc-max-0.5+conf", "doc max 0.5 + conf. 10"),
 )
+
+
+def _sweep_suffix(result: dict[str, Any]) -> str:
+    """The result file's suffix after the embedder: ``-opensearch`` or ``-all``."""
+    if result.get("store") == "opensearch":
+        return "-opensearch"
+    return "-all" if any(name.endswith("-all") for name in result["corpora"]) else ""
 
 
 def _levers_parts(found: list[tuple[str, dict[str, Any]]]) -> list[str]:

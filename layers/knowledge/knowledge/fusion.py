@@ -29,24 +29,27 @@ scaled by weight or confidence; ``score`` is the fused value of step 4.
 
 **Per-query confidence** (issue 11, bench/REPORT.md section 1c, "Levers"). MRR@10 with
 fixed weights -> with the confidence, the same candidate lists, embedded store: man
-pages hashing 0.817 -> 0.827 (keyword 0.819), MiniLM 0.851 -> 0.867; Debian FAQ English
-hashing 0.500 -> 0.512, MiniLM 0.672 -> 0.674; Korean hashing 0.398 -> 0.397, MiniLM
-0.368 -> 0.370. So hybrid is above its better side on every set there, where fixed
+pages (258) hashing 0.817 -> 0.827 (keyword 0.819), MiniLM 0.851 -> 0.867; Debian FAQ
+English hashing 0.500 -> 0.512, MiniLM 0.672 -> 0.674; Korean hashing 0.398 -> 0.397,
+MiniLM 0.368 -> 0.370: hybrid above its better side on each of these, where fixed
 weights left hashing on the man pages below keyword. On the OpenSearch node (its own
 BM25, approximate kNN) MiniLM gains as much (man pages 0.857 -> 0.877), hashing not
 everywhere (Korean FAQ 0.383 -> 0.375; man pages 0.822 -> 0.820, under keyword's 0.825
-either way). Rank 10 (``CONFIDENCE_RANK``) is the first page the benchmarks score; ranks 5
-and 20 each lost somewhere. Document-level evidence (a chunk credited with its
-document's best score on a side that missed it) was measured too and is in no store: it
-helps the man pages (~30 chunks a document), costs the FAQ sets (~3), and adds nothing
-on top of the confidence.
+either way). On all 1741 man pages (hashing, a set not used to choose it) it changes
+nothing: 0.628 fixed, 0.627 with it, keyword 0.630. Rank 10 (``CONFIDENCE_RANK``) is
+the first page the benchmarks score; ranks 5 and 20 each lost somewhere.
+Document-level evidence (a chunk credited with its document's best score on a side
+that missed it) was measured too and is in no store: it helps the man pages (~30
+chunks a document; all 1741 pages with hashing: 0.636 at full lift), costs the FAQ
+sets with MiniLM (~3 chunks a document: English 0.672 -> 0.651), and adds nothing on
+top of the confidence.
 
 **Default weights, per embedder** (``hybrid_weights``). 0.3 keyword / 0.7 vector for
 semantic embedders (MiniLM, OpenAI, Bedrock: their vector side is the stronger one),
 0.7 / 0.3 for the ``hashing`` embedder, whose "vectors" are hashed terms (its vector side
 is the weaker one, a fuzzy echo of the keyword side). Measured (bench/REPORT.md, "Hybrid
-fusion"): with these, hybrid is above both of its sides on every benchmark but one
-(see above), where one weight pair for both kinds of embedder put hybrid below keyword
+fusion"): with these, hybrid is above both of its sides on every benchmark but those
+named above, where one weight pair for both kinds of embedder put hybrid below keyword
 with hashing. An
 English-only embedder (``ENGLISH_ONLY_EMBEDDERS``) is the weaker side for a query in
 Korean, Chinese or Japanese, so such a query gets the keyword-leaning weights. Min-max
