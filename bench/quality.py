@@ -172,13 +172,19 @@ def run(
             index_name = None
             if kind == "opensearch":
                 index_name = f"bench-quality-{embedder_name}-{int(time.time())}"
+            store_options = options
+            if kind == "opensearch":
+                # Searched right after indexing: every chunk must be searchable by then (on
+                # a loaded node the 1 s refresh interval stretched to seconds, and the
+                # first queries found an index without its chunks).
+                store_options = {"wait_for_refresh": True, **(options or {})}
             store = open_store(
                 kind,
                 embedder,
                 workdir=Path(workdir),
                 node_url=url,
                 index_name=index_name,
-                options=options,
+                options=store_options,
             )
             try:
                 refresh = None

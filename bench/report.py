@@ -157,7 +157,8 @@ def quality_section(report: Report) -> None:
         "are ranked as distinct documents (best chunk first) and scored at document level. "
         "Default chunker (500 characters, 50 overlap) and the store defaults: keyword terms "
         "with English Snowball stems and stop words, hybrid min-max per side with the "
-        "embedder's weights (hashing 0.7 keyword / 0.3 vector, MiniLM 0.3 / 0.7) over 100 "
+        "embedder's weights (hashing 0.7 keyword / 0.3 vector, MiniLM 0.3 / 0.7), each "
+        "scaled per query by its side's confidence (`fusion.side_confidence`), over 100 "
         "candidates per side, the embedder's relevance floor, at most 3 chunks per "
         "document. Reference from `shared/bench/README.md`: plain "
         "SQLite FTS5 BM25 over ~1000-character sections, 300-page sample: MRR@10 0.828, "
@@ -407,142 +408,6 @@ def _before_after() -> str:
         "this round's code. Same corpus files, same run day.\n\n"
         + _table(["corpus", "mode", "before", "after", "change"], rows)
     )
-
-
-def fusion_section(report: Report) -> None:
-    parts = ["## 1c. Hybrid fusion: normalisation, weights, depth (ablation)"]
-    found = [(e, r) for e in ("hashing", "minilm") if (r := read_result(f"fusion-sweep-{e}"))]
-    if not found:
-        parts.append("Not run yet: `.venv-bench/bin/python -m bench fusion_sweep`.")
-        report.add("\n\n".join(parts))
-        return
-    parts.append(
-        "How the hybrid defaults were chosen (`bench/fusion_sweep.py`): the production "
-        "store's keyword and vector rankings of every query (100 chunks each, no floor, no "
-        "per-document cap), fused in several ways; MRR@10 at document level. Columns: "
-        "normalisation and keyword weight (the vector weight is 1 minus it), at each depth "
-        "(candidates per side). Bold: the product's default for that embedder."
-    )
-    for embedder, result in found:
-        for corpus, entry in result["corpora"].items():
-            # The product's keyword weight: hashing leans on keyword, and so does MiniLM
-            # (English-only) for the Korean questions (fusion.hybrid_weights).
-            default_weight = 0.7 if embedder == "hashing" or corpus == "faq-ko" else 0.3
-            variants = entry["variants"]
-            methods = sorted(
-                {v["method"] for v in variants}, key=["minmax", "zscore", "dbsf", "rrf"].index
-            )
-            weights = sorted({v["keyword_weight"] for v in variants})
-            header = ["depth", *[f"{m} {w}" for m in methods for w in weights]]
-            rows = []
-            for depth in sorted({v["depth"] for v in variants}):
-                row: list[object] = [depth]
-                for m in methods:
-                    for w in weights:
-                        [v] = [
-                            x
-                            for x in variants
-                            if x["depth"] == depth and x["method"] == m and x["keyword_weight"] == w
-                        ]
-                        cell = f"{v['mrr_at_10']:.3f}"
-                        if m == "minmax" and w == default_weight and depth == 100:
-                            cell = f"**{cell}**"
-                        row.append(cell)
-                rows.append(row)
-            parts.append(
-                f"### {EMBEDDER_LABEL[embedder]}, {corpus}: keyword {entry['keyword']:.3f}, "
-                f"vector {entry['vector']:.3f}"
-            )
-            parts.append(_table(header, rows))
-        floors = [
-            [
-                corpus,
-                entry["relevant_best_unit"]["p1"],
-                entry["relevant_best_unit"]["p2"],
-                entry["relevant_best_unit"]["p5"],
-                entry["relevant_best_unit"]["p50"],
-                "; ".join(
-                    f"{f}: {v['vector_mrr_at_10']:.3f} ({v['queries_without_results']} empty)"
-                    for f, v in entry["floors"].items()
-                ),
-            ]
-            for corpus, entry in result["corpora"].items()
-            if "relevant_best_unit" in entry
-        ]
-        if floors:
-            parts.append(
-                f"Relevance floor, {EMBEDDER_LABEL[embedder]}: percentiles of the unit score "
-                "(`(1 + cos) / 2`) of the relevant document's best chunk, and vector-mode "
-                "MRR@10 (queries left with no result) with candidates below each floor "
-                "removed. The product's floor (`fusion.RELEVANCE_FLOORS`) is the lowest p2 "
-                "over the corpora, rounded down."
-            )
-            parts.append(
-                _table(["corpus", "p1", "p2", "p5", "p50", "vector MRR@10 at floor"], floors)
-            )
-        parts.append(_provenance(result, f"fusion-sweep-{embedder}"))
-    parts.append(
-        "Reading: which side is the stronger one depends on the embedder and the language "
-        "(hashing: keyword; MiniLM on English: vector; MiniLM, an English-only model, on "
-        "Korean: keyword), and the best weight is the one that leans to the stronger side: "
-        "hence per-embedder default weights (`fusion.EMBEDDER_WEIGHTS`) and the "
-        "keyword-leaning pair for CJK queries with an English-only model "
-        "(`fusion.ENGLISH_ONLY_EMBEDDERS`). Normalisation: with the hashing embedder, "
-        "z-score at 0.7 is a few thousandths to a hundredth above min-max at 0.7; with "
-        "MiniLM it is not consistently so; RRF is below both at the chosen weights. "
-        "Min-max stays: no normalisation wins everywhere, and min-max keeps the per-side "
-        "scores in [0, 1] as the API shows them. Depth: 100 per side is within a hundredth "
-        "of the best depth everywhere, and a fixed depth makes every page of a query a "
-        "slice of one order."
-    )
-    report.add("\n\n".join(parts))
-
-
-def context_section(report: Report) -> None:
-    rows = []
-    sources = []
-    for corpus, embedder in (
-        ("manpages-300", "hashing"),
-        ("faq-en", "minilm"),
-        ("faq-en", "hashing"),
-    ):
-        plain = read_result(f"quality-{corpus}-{embedder}")
-        ctx = read_result(f"quality-{corpus}-{embedder}-ctx")
-        if plain is None or ctx is None:
-            continue
-        p = {r["store"]: r["modes"] for r in plain["runs"]}.get("embedded")
-        c = {r["store"]: r["modes"] for r in ctx["runs"]}.get("embedded")
-        if not p or not c:
-            continue
-        for mode in ("vector", "hybrid"):
-            before, after = p[mode]["mrr_at_10"], c[mode]["mrr_at_10"]
-            rows.append(
-                [
-                    corpus,
-                    EMBEDDER_LABEL[embedder],
-                    mode,
-                    f"{before:.3f}",
-                    f"{after:.3f}",
-                    f"{after - before:+.3f}",
-                ]
-            )
-        sources.append(_provenance(ctx, f"quality-{corpus}-{embedder}-ctx"))
-    if not rows:
-        return
-    parts = [
-        "## 1d. Context in the chunk (title and heading path embedded in front)",
-        "`Indexer(embed_context=True)` (`EmbeddedKnowledgeStore(embed_context=True)`) embeds "
-        "`Title > Heading > Sub` in front of each chunk's text; the stored content is "
-        "unchanged. Embedded store, MRR@10, default chunk embedding vs with context. The "
-        'FAQ answers have no headings and a numeric title ("3.1.4"), so there it adds '
-        "little but noise; the man pages have real titles and section headings.",
-        _table(["corpus", "embedder", "mode", "without", "with context", "change"], rows),
-        "\n".join(sources),
-        "Default: off (`indexing.DEFAULT_EMBED_CONTEXT`), because the figures above do not "
-        "show a gain on the vector side that holds across corpora, and it changes every "
-        "stored vector (an index would mix both kinds until reindexed).",
-    ]
-    report.add("\n\n".join(parts))
 
 
 def ranking_latency_section(report: Report) -> None:
@@ -1134,9 +999,10 @@ def main(args: argparse.Namespace) -> None:
     report = Report()
     quality_section(report)
     questions_section(report)
+    from bench.report_ranking import context_section, fusion_section, keyword_probe_section
+
     fusion_section(report)
     context_section(report)
-    from bench.report_ranking import keyword_probe_section
 
     keyword_probe_section(report)
     from bench.report_korean import korean_section  # it imports this module's helpers

@@ -37,6 +37,7 @@ def _random_scores(rng: random.Random, prefix: str, scale: float) -> dict[str, f
 def test_all_is_the_public_api() -> None:
     assert sorted(fusion.__all__) == sorted(
         [
+            "CONFIDENCE_RANK",
             "DEFAULT_KEYWORD_WEIGHT",
             "DEFAULT_RRF_K",
             "DEFAULT_VECTOR_WEIGHT",
@@ -60,6 +61,7 @@ def test_all_is_the_public_api() -> None:
             "normalize_by_max",
             "relevance_floor",
             "select",
+            "side_confidence",
             "vector_only",
         ]
     )

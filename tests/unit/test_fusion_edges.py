@@ -21,6 +21,7 @@ from knowledge.fusion import (
     min_max,
     normalize_by_max,
     select,
+    side_confidence,
     vector_only,
 )
 
@@ -30,6 +31,7 @@ def test_the_constants_are_pinned() -> None:
     assert fusion.DEFAULT_VECTOR_WEIGHT == 0.7
     assert fusion.DEFAULT_RRF_K == 60
     assert fusion.HYBRID_CANDIDATES == 100
+    assert fusion.CONFIDENCE_RANK == 10
     assert fusion.KEYWORD_LEANING_WEIGHTS == (0.7, 0.3)
     assert dict(fusion.EMBEDDER_WEIGHTS) == {"hashing": (0.7, 0.3)}
     assert sorted(fusion.ENGLISH_ONLY_EMBEDDERS) == ["local:sentence-transformers/all-MiniLM-L6-v2"]
@@ -289,3 +291,32 @@ def test_candidate_count_message(value: object, shown: str) -> None:
         "max_results",
         f"must be an integer >= 1, got {shown}",
     )
+
+
+# side_confidence
+
+
+def test_side_confidence_literal_values() -> None:
+    eleven = {f"k{i:02d}": 20.0 - 2.0 * i for i in range(11)}  # 20, 18, ..., 0
+    assert side_confidence(eleven) == pytest.approx(0.9)  # (20 - 2) / (20 - 0)
+    assert side_confidence(eleven, rank=3) == pytest.approx(0.2)  # (20 - 16) / 20
+    assert side_confidence(eleven, rank=1) == 0.0
+    # at most `rank` candidates: the rank-th best is the lowest
+    assert side_confidence({f"k{i}": float(i) for i in range(10)}) == 1.0
+    assert side_confidence({}) == 1.0
+    # all equal: nothing to compare, full confidence
+    assert side_confidence({f"k{i}": 3.0 for i in range(12)}) == 1.0
+    # first ten tied above the rest: none
+    assert side_confidence({f"k{i}": 3.0 for i in range(10)} | {"x": 1.0}) == 0.0
+    # order of the mapping does not matter; negative and nan count as 0
+    shuffled: dict[str, float] = {"a": 0.0, "b": 9.0, "c": -1.0}
+    shuffled.update({f"m{i}": 4.5 for i in range(9)})
+    assert side_confidence(shuffled) == pytest.approx(0.5)  # (9 - 4.5) / (9 - 0)
+    assert side_confidence({**shuffled, "d": math.nan}) == pytest.approx(0.5)
+
+
+@pytest.mark.parametrize("rank", [0, -1, 1.5, True])
+def test_side_confidence_rejects_a_bad_rank(rank: object) -> None:
+    with pytest.raises(ValidationError) as info:
+        side_confidence({"a": 1.0}, rank=rank)  # type: ignore[arg-type]
+    assert info.value.field == "rank"

@@ -11,17 +11,46 @@ Weighted hybrid (D9, the default), per DESIGN "Score":
 1. each side is min-max normalised over its own candidates (``min_max``), because raw
    BM25 is unbounded and cosine crowds into a narrow band (unrelated texts often score
    0.5-0.7), so absolute values would not mix;
-2. over the union of both candidate sets (missing side = 0):
-   ``combined = keyword_weight * kw + vector_weight * vec``;
-3. divided by the batch maximum, so the best candidate scores 1.0 and ``min_score``
+2. each side's weight is scaled by that side's confidence for this query
+   (``side_confidence``): ``(best - 10th best) / (best - lowest)`` of its raw scores, in
+   [0, 1]. A side whose first ten candidates stand out from the rest of its list keeps
+   its weight; a side whose first ten are nearly tied with each other (it cannot tell
+   them apart) loses weight to the other side. A side with fewer than 10 candidates, or
+   all scores equal, has confidence 1.0; when both effective weights are 0 the
+   configured ones are used;
+3. over the union of both candidate sets (missing side = 0):
+   ``combined = keyword_weight * conf_kw * kw + vector_weight * conf_vec * vec``;
+4. divided by the batch maximum, so the best candidate scores 1.0 and ``min_score``
    means the same in every mode; a batch maximum of 0 gives no results.
+
+``keyword_score`` / ``vector_score`` of a hybrid result are the side's min-max
+normalised score of that chunk (step 1, 0.0 if that side did not return it), not
+scaled by weight or confidence; ``score`` is the fused value of step 4.
+
+**Per-query confidence** (issue 11, bench/REPORT.md section 1c, "Levers"). MRR@10 with
+fixed weights -> with the confidence, the same candidate lists, embedded store: man
+pages (258) hashing 0.817 -> 0.827 (keyword 0.819), MiniLM 0.851 -> 0.867; Debian FAQ
+English hashing 0.500 -> 0.512, MiniLM 0.672 -> 0.674; Korean hashing 0.398 -> 0.397,
+MiniLM 0.368 -> 0.370: hybrid above its better side on each of these, where fixed
+weights left hashing on the man pages below keyword. On the OpenSearch node (its own
+BM25, approximate kNN) MiniLM gains as much (man pages 0.857 -> 0.877), hashing not
+everywhere (Korean FAQ 0.383 -> 0.375; man pages 0.822 -> 0.820, under keyword's 0.825
+either way). On all 1741 man pages (hashing, a set not used to choose it) it changes
+nothing: 0.628 fixed, 0.627 with it, keyword 0.630. Rank 10 (``CONFIDENCE_RANK``) is
+the first page the benchmarks score; ranks 5 and 20 each lost somewhere.
+Document-level evidence (a chunk credited with its document's best score on a side
+that missed it) was measured too and is in no store: it helps the man pages (~30
+chunks a document; all 1741 pages with hashing: 0.636 at full lift), costs the FAQ
+sets with MiniLM (~3 chunks a document: English 0.672 -> 0.651), and adds nothing on
+top of the confidence.
 
 **Default weights, per embedder** (``hybrid_weights``). 0.3 keyword / 0.7 vector for
 semantic embedders (MiniLM, OpenAI, Bedrock: their vector side is the stronger one),
 0.7 / 0.3 for the ``hashing`` embedder, whose "vectors" are hashed terms (its vector side
 is the weaker one, a fuzzy echo of the keyword side). Measured (bench/REPORT.md, "Hybrid
-fusion"): with these, hybrid is above both of its sides on every benchmark here, where
-one weight pair for both kinds of embedder put hybrid below keyword with hashing. An
+fusion"): with these, hybrid is above both of its sides on every benchmark but those
+named above, where one weight pair for both kinds of embedder put hybrid below keyword
+with hashing. An
 English-only embedder (``ENGLISH_ONLY_EMBEDDERS``) is the weaker side for a query in
 Korean, Chinese or Japanese, so such a query gets the keyword-leaning weights. Min-max
 stays the normalisation: z-score and distribution-based (mean +- 3 sd) normalisation
@@ -54,6 +83,7 @@ from typing import Any, Generic, Protocol, TypeVar
 from knowledge.errors import ValidationError
 
 __all__ = [
+    "CONFIDENCE_RANK",
     "DEFAULT_KEYWORD_WEIGHT",
     "DEFAULT_RRF_K",
     "DEFAULT_VECTOR_WEIGHT",
@@ -77,6 +107,7 @@ __all__ = [
     "normalize_by_max",
     "relevance_floor",
     "select",
+    "side_confidence",
     "vector_only",
 ]
 
@@ -85,6 +116,8 @@ DEFAULT_VECTOR_WEIGHT = 0.7
 DEFAULT_RRF_K = 60
 HYBRID_CANDIDATES = 100
 """Candidates per side of every hybrid search (module docstring); >= ``MAX_MAX_RESULTS``."""
+CONFIDENCE_RANK = 10
+"""The rank whose score ``side_confidence`` compares with the best (module docstring)."""
 KEYWORD_LEANING_WEIGHTS = (0.7, 0.3)
 EMBEDDER_WEIGHTS: Mapping[str, tuple[float, float]] = {"hashing": KEYWORD_LEANING_WEIGHTS}
 """Default ``(keyword_weight, vector_weight)`` by embedder name; others get the defaults."""
@@ -191,6 +224,8 @@ def fuse_weighted(
     vector: Mapping[K, float],
     keyword_weight: float = DEFAULT_KEYWORD_WEIGHT,
     vector_weight: float = DEFAULT_VECTOR_WEIGHT,
+    *,
+    by_confidence: bool = True,
 ) -> list[Fused[K]]:
     """Weighted linear hybrid of RAW side scores (see the module docstring), best first.
 
@@ -198,7 +233,9 @@ def fuse_weighted(
     (``cosine_to_unit``). Both sides count as searched, so a side's score for a candidate
     it did not return is 0.0, never ``None``. Weights must be >= 0 with a positive sum;
     they need not sum to 1 (the final division by the maximum makes the scale moot).
-    Returns ``[]`` when the best combined score is 0.
+    Each weight is scaled by its side's ``side_confidence`` unless ``by_confidence`` is
+    false (the fixed-weight formula, kept for the benchmark's ablation). Returns ``[]``
+    when the best combined score is 0.
     """
     kw_weight = _check_weight("keyword_weight", keyword_weight)
     vec_weight = _check_weight("vector_weight", vector_weight)
@@ -206,6 +243,11 @@ def fuse_weighted(
         raise ValidationError(
             "keyword_weight", "keyword_weight + vector_weight must be > 0 (both are 0)"
         )
+    if by_confidence:
+        kw_confident = kw_weight * side_confidence(keyword)
+        vec_confident = vec_weight * side_confidence(vector)
+        if kw_confident + vec_confident > 0.0:
+            kw_weight, vec_weight = kw_confident, vec_confident
     kw_scores = min_max(keyword)
     vec_scores = min_max(vector)
     combined: dict[K, tuple[float, float, float]] = {}
@@ -220,6 +262,26 @@ def fuse_weighted(
         Fused(key=key, score=_unit(total / top), keyword_score=kw, vector_score=vec)
         for key, (total, kw, vec) in combined.items()
     )
+
+
+def side_confidence(scores: Mapping[K, float], rank: int = CONFIDENCE_RANK) -> float:
+    """How far one side's best candidates stand out for this query, in [0, 1].
+
+    ``(best - rank-th best) / (best - lowest)`` over the side's raw scores (cleaned as
+    everywhere: negative or not finite count as 0). 1.0 when the side has at most
+    ``rank`` candidates (the ``rank``-th best is then the lowest), or when all its
+    scores are equal (including empty); 0.0 when its first ``rank`` candidates tie.
+    """
+    if isinstance(rank, bool) or not isinstance(rank, int) or rank < 1:
+        raise ValidationError("rank", f"must be an integer >= 1, got {rank!r}")
+    ordered = sorted((_clean(score) for score in scores.values()), reverse=True)
+    if len(ordered) <= rank:
+        return 1.0
+    best, lowest = ordered[0], ordered[-1]
+    span = best - lowest
+    if span <= _RELATIVE_TOLERANCE * best:
+        return 1.0
+    return _unit((best - ordered[rank - 1]) / span)
 
 
 def _reciprocal_ranks(ranked: Sequence[K], k: int) -> dict[K, float]:
