@@ -209,8 +209,9 @@ def test_an_edit_embeds_only_the_changed_chunk_and_keeps_the_others_vectors(
 
         second = store.upsert_document(SCOPE, document(sections(20, edited=[7])))
 
+        # What was embedded: the title and heading in front (embed_context, on by default).
         assert embedder.texts == [
-            "## Part 7\n\nRewritten paragraph 7 about topic7 and its settings."
+            "guide > Part 7\n\n## Part 7\n\nRewritten paragraph 7 about topic7 and its settings."
         ]
         assert (second.indexed_chunks, second.embedded_chunks, second.reused_chunks) == (20, 1, 19)
         after = backend.vectors()
@@ -266,8 +267,9 @@ def test_a_failed_write_keeps_the_previous_version_and_its_vectors(backend: Back
         embedder.texts.clear()
         retried = store.upsert_document(SCOPE, document(sections(10, edited=[4])))
         assert retried.ok
+        # What was embedded: the title and heading in front (embed_context, on by default).
         assert embedder.texts == [
-            "## Part 4\n\nRewritten paragraph 4 about topic4 and its settings."
+            "guide > Part 4\n\n## Part 4\n\nRewritten paragraph 4 about topic4 and its settings."
         ]
         assert retried.reused_chunks == 9
     finally:

@@ -252,6 +252,10 @@ def _chunk(metadata: dict[str, Any]) -> DocumentChunk:
         ({"title": None, "heading_path": ["A"]}, "A\n\nbody"),
         ({"title": "", "heading_path": []}, "body"),
         ({}, "body"),
+        # Without a letter a title or heading says nothing to a model: left out.
+        ({"title": "3.1.4", "heading_path": []}, "body"),
+        ({"title": "3.1.4", "heading_path": ["1.2", "Install"]}, "Install\n\nbody"),
+        ({"title": "설치 안내", "heading_path": ["2024-05"]}, "설치 안내\n\nbody"),
     ],
 )
 def test_embedding_text_puts_title_and_headings_in_front(

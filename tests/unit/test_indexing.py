@@ -9,6 +9,7 @@ import pytest
 
 from knowledge.chunking import MarkdownSectionChunker
 from knowledge.embedding.base import Embedding
+from knowledge.embedding.hashing import HashingEmbedder
 from knowledge.errors import (
     EmbeddingError,
     NotFoundError,
@@ -17,7 +18,7 @@ from knowledge.errors import (
     ValidationError,
 )
 from knowledge.identity import content_hash, document_id
-from knowledge.indexing import Indexer, document_fingerprint
+from knowledge.indexing import Indexer, document_fingerprint, embeds_context_by_default
 from knowledge.model import DocumentChunk, FileProblem, IndexOptions
 from knowledge.scope import KnowledgeScope
 from knowledge.source import SourceDocument
@@ -197,8 +198,12 @@ class ListSource:
 
 
 def indexer(embedder: FakeEmbedder | None = None, batch: int = 64, size: int = 500) -> Indexer:
+    # What the embedder sees is the chunk's text alone here (embed_context has its tests).
     return Indexer(
-        MarkdownSectionChunker(chunk_size=size, overlap=0), embedder, embed_batch_size=batch
+        MarkdownSectionChunker(chunk_size=size, overlap=0),
+        embedder,
+        embed_batch_size=batch,
+        embed_context=False,
     )
 
 
@@ -750,6 +755,24 @@ def test_embed_context_puts_title_and_headings_in_front_of_what_is_embedded() ->
     assert with_context.batches[0][-1] == (
         "Guide > Install > Disks\n\n### Disks\n\npartition the disk first"
     )
+
+
+def test_context_is_embedded_by_default_except_with_the_hashing_embedder() -> None:
+    text = "# Guide\n\n## Install\n\npartition the disk first"
+    semantic = FakeEmbedder()
+    Indexer(MarkdownSectionChunker(), semantic).index(
+        FakeWriter(), SCOPE, ListSource([doc("g.md", text)])
+    )
+    assert semantic.batches[0][-1] == "Guide > Install\n\n## Install\n\npartition the disk first"
+    hashing_writer = FakeWriter()
+    Indexer(MarkdownSectionChunker(), HashingEmbedder(16)).index(
+        hashing_writer, SCOPE, ListSource([doc("g.md", text)])
+    )
+    (last,) = [item for item in hashing_writer.chunks("g.md") if "partition" in item.chunk.content]
+    assert last.vector == HashingEmbedder(16).embed(last.chunk.content).vector
+    assert embeds_context_by_default(FakeEmbedder()) is True
+    assert embeds_context_by_default(HashingEmbedder()) is False
+    assert embeds_context_by_default(None) is False
 
 
 def test_embed_context_must_be_a_boolean() -> None:

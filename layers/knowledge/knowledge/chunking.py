@@ -218,12 +218,14 @@ def embedding_text(chunk: DocumentChunk) -> str:
     """What is embedded for ``chunk``: its document title and heading path in front of
     its text (``"Title > Section > Sub\n\n<content>"``), so a chunk cut from the middle
     of a long section still says what it is about. The stored content stays as is. The
-    title is not repeated when it is the first heading; a chunk without either is its
-    content alone."""
+    title is not repeated when it is the first heading; a title or heading without a
+    letter ("3.1.4", "2024-05") says nothing to a model and is left out; a chunk with
+    none left is its content alone."""
     title = str(chunk.metadata.get("title") or "").strip()
     raw_path = chunk.metadata.get("heading_path") or ()
     path = [str(h).strip() for h in raw_path if str(h).strip()]
     parts = path if path and path[0] == title else [p for p in (title, *path) if p]
+    parts = [part for part in parts if any(ch.isalpha() for ch in part)]
     if not parts:
         return chunk.content
     return " > ".join(parts) + "\n\n" + chunk.content

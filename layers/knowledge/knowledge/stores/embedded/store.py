@@ -138,7 +138,7 @@ class EmbeddedKnowledgeStore(IndexingStoreMixin):
     documents or ``batch_seconds`` seconds (``write_session``). ``relevance_floor`` (unit
     score) drops weaker vector candidates; ``None`` takes the embedder's calibrated floor
     (``fusion.relevance_floor``). ``embed_context`` embeds each chunk with its title and
-    heading path in front (``indexing.Indexer``).
+    heading path in front (``None``: as ``indexing.DEFAULT_EMBED_CONTEXT`` says).
 
     Raises ``EmbeddingMismatchError`` when the file was built with another embedder,
     ``AnalysisMismatchError`` when its keyword terms were made by another analysis,
@@ -164,7 +164,7 @@ class EmbeddedKnowledgeStore(IndexingStoreMixin):
         batch_documents: int = DEFAULT_BATCH_DOCUMENTS,
         batch_seconds: float = DEFAULT_BATCH_SECONDS,
         relevance_floor: float | None = None,
-        embed_context: bool = DEFAULT_EMBED_CONTEXT,
+        embed_context: bool | None = DEFAULT_EMBED_CONTEXT,
     ) -> None:
         target = os.fspath(path)
         if not isinstance(target, str) or not target:
