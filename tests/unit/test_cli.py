@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 from collections.abc import Iterator
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -466,3 +467,32 @@ def test_a_bad_rerank_top_n_is_named(
     )
     assert code != 0
     assert "KB_RERANK_TOP_N" in err
+
+
+def test_serve_moves_an_index_of_an_older_analysis_aside_and_builds_a_new_one(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import sqlite3
+
+    from knowledge import cli
+    from knowledge.errors import AnalysisMismatchError
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.md").write_text("# A\n\nrollback the deployment\n", encoding="utf-8")
+    db = tmp_path / "k.db"
+    index(docs, db, capsys)
+    with closing(sqlite3.connect(db)) as conn, conn:
+        conn.execute("UPDATE meta SET value = 'english-snowball-v2' WHERE key = 'analysis'")
+    args = build_parser().parse_args(["serve", str(tmp_path), "--db", str(db)])
+    with pytest.raises(AnalysisMismatchError):  # what any other command says
+        cli._open_store(args).close()
+
+    err = io.StringIO()
+    with closing(cli._open_served_store(args, err)) as store:
+        assert store.list_scopes() == []  # a new, empty index: the server fills it
+    assert "moved it to" in err.getvalue()
+    assert str(tmp_path / "k.db.old") in err.getvalue()
+    with closing(sqlite3.connect(tmp_path / "k.db.old")) as conn:
+        (recorded,) = conn.execute("SELECT value FROM meta WHERE key = 'analysis'").fetchone()
+    assert recorded == "english-snowball-v2"  # the old file, kept as it was

@@ -40,9 +40,20 @@ from typing import Any, TextIO
 
 from knowledge.api import parse_search_request, search_response_body
 from knowledge.client import KnowledgeClient
-from knowledge.config import EMBEDDER_NAMES, STORE_BUILDERS, open_reranking, open_store
+from knowledge.config import (
+    EMBEDDER_NAMES,
+    STORE_BUILDERS,
+    StoreSettings,
+    open_reranking,
+    open_store,
+)
 from knowledge.documents import DEFAULT_DOCUMENTS_LIMIT, MAX_DOCUMENTS_LIMIT, format_documents
-from knowledge.errors import ConfigurationError, KnowledgeError, ValidationError
+from knowledge.errors import (
+    AnalysisMismatchError,
+    ConfigurationError,
+    KnowledgeError,
+    ValidationError,
+)
 from knowledge.indexing import REASON_UNCHANGED
 from knowledge.local.progress import ListedSource, ProgressBar
 from knowledge.model import IndexOptions, IndexResult, SearchMode
@@ -94,6 +105,39 @@ def _open_store(args: argparse.Namespace) -> KnowledgeStore:
         embedder_name=args.embedder,
         opensearch_url=args.opensearch_url,
     )
+
+
+def _open_served_store(args: argparse.Namespace, err: TextIO) -> KnowledgeStore:
+    """``kb serve``'s store. An embedded file whose keyword terms were made by another
+    analysis (an older version of this package) is only a copy of the served folder: it
+    is moved aside, never deleted, and a new one is built from the folder."""
+    try:
+        return _open_store(args)
+    except AnalysisMismatchError as exc:
+        settings = StoreSettings.resolve(args.store, db_path=args.db)
+        if settings.kind != "embedded":
+            raise
+        aside = _move_aside(settings.db_path)
+        print(
+            f"kb: {exc}\nkb: moved it to {aside}; building a new index from {args.root}",
+            file=err,
+        )
+        return _open_store(args)
+
+
+def _move_aside(path: Path) -> Path:
+    """Rename a SQLite file (and its ``-wal``/``-shm``) to a free ``<name>.old[N]``."""
+    n = 0
+    while True:
+        aside = path.with_name(f"{path.name}.old{n or ''}")
+        if not any(Path(f"{aside}{suffix}").exists() for suffix in ("", "-wal", "-shm")):
+            break
+        n += 1
+    for suffix in ("", "-wal", "-shm"):
+        source = Path(f"{path}{suffix}")
+        if source.exists():
+            source.rename(Path(f"{aside}{suffix}"))
+    return aside
 
 
 def _print_json(data: Any, out: TextIO) -> None:
@@ -288,7 +332,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
 
     if args.poll_interval <= 0:
         raise ValidationError("poll-interval", f"must be positive, got {args.poll_interval}")
-    with closing(_open_store(args)) as store:
+    with closing(_open_served_store(args, sys.stderr)) as store:
         server = LocalServer(
             args.root,
             store,
