@@ -12,6 +12,7 @@ import contextlib
 import json
 import socket
 import threading
+import time
 import urllib.request
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -622,6 +623,39 @@ def test_the_trimmed_candidate_answer_keeps_a_side_error(make_store, node: NodeI
 
 
 # --- commit records -------------------------------------------------------------------------
+
+
+def test_a_long_write_session_keeps_every_generation_it_committed(node: NodeIndex) -> None:
+    """A session that runs longer than the orphan age (a big reindex) must not remove, at
+    its end, the generations it committed at its start."""
+    scope = KnowledgeScope("a1", "c1")
+    now = [time.time_ns()]
+    store = OpenSearchKnowledgeStore(
+        node.config(), HashingEmbedder(DIMS), retry=FAST_RETRY, clock=lambda: now[0]
+    )
+    try:
+        store.index(scope, Source({"a.md": "first version of a", "b.md": "first version of b"}))
+
+        def twenty_minutes_pass(path: str) -> None:
+            if path == "b.md":  # read after a.md's new version was written
+                now[0] += 20 * 60 * 10**9
+
+        second = Source(
+            {"a.md": "second version of a", "b.md": "second version of b"},
+            on_read=twenty_minutes_pass,
+        )
+        result = store.index(scope, second)
+        assert result.indexed_documents == 2
+        node.refresh()
+        records = {r["document_path"]: r for r in node.records(record="document")}
+        chunks = Counter(
+            (c["document_path"], c["generation"]) for c in node.records(record="chunk")
+        )
+        assert chunks == {(path, records[path]["generation"]): 1 for path in ("a.md", "b.md")}
+        found = store.search(scope, SearchQuery("second version", mode="keyword"))
+        assert sorted(r.document_path for r in found) == ["a.md", "b.md"]
+    finally:
+        store.close()
 
 
 def test_a_document_whose_write_died_half_way_is_written_again(make_store, node: NodeIndex) -> None:

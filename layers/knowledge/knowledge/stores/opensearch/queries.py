@@ -717,21 +717,26 @@ def other_generations_query(
     return query
 
 
-def stale_generations_query(
-    scope: KnowledgeScope, document_ids: Sequence[str], before: str
-) -> dict[str, Any]:
-    """The chunks of ``document_ids`` whose generation is older than ``before`` (a
-    generation id, or a prefix of one: they sort by time): what a write that committed
-    those documents removes at its end, the chunks of writers that died before their
-    record switch included. Records are not matched."""
+def stale_generations_query(scope: KnowledgeScope, before: Mapping[str, str]) -> dict[str, Any]:
+    """The chunks of each document of ``before`` (document id -> a generation id, or a
+    prefix of one: they sort by time) whose generation is older than that bound: what a
+    write that committed those documents removes at its end, the chunks of writers that
+    died before their record switch included. Records are not matched."""
     return {
         "bool": {
-            "filter": [
-                *scope_filters(scope),
-                {"term": {RECORD: RECORD_CHUNK}},
-                {"terms": {DOCUMENT_ID: list(dict.fromkeys(document_ids))}},
-                {"range": {GENERATION: {"lt": before}}},
-            ]
+            "filter": [*scope_filters(scope), {"term": {RECORD: RECORD_CHUNK}}],
+            "should": [
+                {
+                    "bool": {
+                        "filter": [
+                            {"term": {DOCUMENT_ID: document}},
+                            {"range": {GENERATION: {"lt": bound}}},
+                        ]
+                    }
+                }
+                for document, bound in before.items()
+            ],
+            "minimum_should_match": 1,
         }
     }
 

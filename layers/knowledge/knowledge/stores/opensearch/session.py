@@ -19,9 +19,11 @@ written *beside* the previous version, never over it. Then, per document:
 
 4. when the session ends, if it replaced an indexed version of any document, one
    ``_delete_by_query`` (per session, not per document) removes those documents' chunks
-   whose generation is more than ``_STALE_AFTER_NS`` old (``queries.stale_generations_query``):
-   the generations of writers that died after their chunks were accepted and before
-   their record switch (*orphans*; step 3 cannot name them, no record pointed at them).
+   whose generation is more than ``_STALE_AFTER_NS`` old *and* older than the generation
+   this session committed for that document (``queries.stale_generations_query``): the
+   generations of writers that died after their chunks were accepted and before their
+   record switch (*orphans*; step 3 cannot name them, no record pointed at them). The
+   committed generation itself is never matched, however long the session ran.
    A session that only adds new documents sends none (a new document costs no delete).
 
 Orphans: between the crash and the next write of the document, its record still points
@@ -68,7 +70,7 @@ import secrets
 import threading
 import time
 from array import array
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from types import TracebackType
@@ -125,9 +127,10 @@ _VECTOR_PAGE = 500
 """Chunks (keys and vectors) read per request by ``stored_vectors``."""
 
 
-def new_generation() -> str:
-    """A generation id: sortable by the time it was made, unique across writers."""
-    return f"{time.time_ns():019d}-{secrets.token_hex(4)}"
+def new_generation(clock: Callable[[], int] = time.time_ns) -> str:
+    """A generation id: sortable by the time it was made (``clock``: nanoseconds since
+    the epoch), unique across writers."""
+    return f"{clock():019d}-{secrets.token_hex(4)}"
 
 
 class OpenSearchWriteSession:
@@ -145,8 +148,10 @@ class OpenSearchWriteSession:
         *,
         replace_scope: bool,
         on_close: Any = None,
+        clock: Callable[[], int] = time.time_ns,
     ) -> None:
         config = connection.config
+        self._clock = clock
         self._connection = connection
         self._scope = scope
         self._index = index
@@ -172,7 +177,8 @@ class OpenSearchWriteSession:
         self._rejections: dict[str, _Rejection] = {}
         self._server_ids: dict[str, list[str]] = {}  # uncommitted server-made ids, by path
         self._committed_ids: dict[str, list[str]] = {}  # committed ones (not yet searchable)
-        self._replaced_documents: list[str] = []  # ids of documents whose version this replaced
+        # Documents whose indexed version this session replaced: id -> committed generation.
+        self._replaced_documents: dict[str, str] = {}
         self._pending_commits = 0
         self._flushes = 0
         self._refreshed = False
@@ -223,7 +229,7 @@ class OpenSearchWriteSession:
         self._check_open()
         self._sender.check()
         path, document_id = header.path, header.document_id
-        generation = new_generation()
+        generation = new_generation(self._clock)
         mark = (len(self._actions), len(self._commits))
         flushed_before = self._flushes
         count = 0
@@ -537,7 +543,7 @@ class OpenSearchWriteSession:
                 if item_ok(info):
                     if state is not None and state.generation is not None:
                         with self._state_lock:  # replaced a version: step 4 looks
-                            self._replaced_documents.append(commit.document_id)
+                            self._replaced_documents[commit.document_id] = commit.generation
                     if state is not None and state.generation not in (None, commit.generation):
                         cleanup.extend(
                             (commit.path, i)
@@ -630,14 +636,16 @@ class OpenSearchWriteSession:
         """Step 4 (module docstring): the orphaned generations of the documents whose
         indexed version this session replaced, one request per ``_STALE_IDS_PER_REQUEST``."""
         with self._state_lock:
-            committed = list(dict.fromkeys(self._replaced_documents))
+            committed = dict(self._replaced_documents)
         if not committed:
             return
-        before = f"{time.time_ns() - _STALE_AFTER_NS:019d}"
+        cutoff = f"{self._clock() - _STALE_AFTER_NS:019d}"
+        # Older than the cutoff and than what was committed: never the committed one.
+        bounds = [(doc, min(cutoff, generation)) for doc, generation in committed.items()]
         action = f"remove stale generations in {self._scope}"
-        for start in range(0, len(committed), _STALE_IDS_PER_REQUEST):
-            batch = committed[start : start + _STALE_IDS_PER_REQUEST]
-            query = queries.stale_generations_query(self._scope, batch, before)
+        for start in range(0, len(bounds), _STALE_IDS_PER_REQUEST):
+            batch = dict(bounds[start : start + _STALE_IDS_PER_REQUEST])
+            query = queries.stale_generations_query(self._scope, batch)
             try:
                 self._connection.delete_by_query(self._index, query, action)
             except KnowledgeError as exc:

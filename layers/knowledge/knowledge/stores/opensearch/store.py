@@ -20,7 +20,9 @@ Construction does no I/O; ``opensearchpy`` is imported on first use.
 from __future__ import annotations
 
 import threading
+import time
 from collections import Counter
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from knowledge.chunking import DocumentChunker, MarkdownSectionChunker
@@ -71,7 +73,8 @@ class OpenSearchKnowledgeStore(IndexingStoreMixin):
 
     Without an ``embedder`` only keyword search is supported and ``config.default_mode``
     must be keyword. ``client`` injects an ``opensearchpy.OpenSearch`` (then ``close()``
-    leaves it open); ``aws_session`` a ``boto3.Session`` for SigV4 and secrets.
+    leaves it open); ``aws_session`` a ``boto3.Session`` for SigV4 and secrets; ``clock``
+    the time (nanoseconds since the epoch) generation ids and their ages are read from.
     Raises ``ConfigurationError`` for settings that do not fit together; never does I/O.
     """
 
@@ -85,6 +88,7 @@ class OpenSearchKnowledgeStore(IndexingStoreMixin):
         aws_session: Any = None,
         embed_batch_size: int = DEFAULT_EMBED_BATCH_SIZE,
         retry: RetryPolicy | None = None,
+        clock: Callable[[], int] = time.time_ns,
     ) -> None:
         if embedder is None and config.default_mode is not SearchMode.KEYWORD:
             raise ConfigurationError(
@@ -101,6 +105,7 @@ class OpenSearchKnowledgeStore(IndexingStoreMixin):
                 f"embedder '{embedder.name}' produces {embedder.dimensions}"
             )
         self._config = config
+        self._clock = clock  # nanoseconds since the epoch: generation ids, session ages
         self._indexer = Indexer(
             chunker or MarkdownSectionChunker(), embedder, embed_batch_size=embed_batch_size
         )
@@ -201,7 +206,12 @@ class OpenSearchKnowledgeStore(IndexingStoreMixin):
                     del self._open_sessions[scope.key]
 
         return OpenSearchWriteSession(
-            self._connection, scope, index, replace_scope=replace_scope, on_close=ended
+            self._connection,
+            scope,
+            index,
+            replace_scope=replace_scope,
+            on_close=ended,
+            clock=self._clock,
         )
 
     # --- search ------------------------------------------------------------------------
