@@ -320,3 +320,4 @@ def test_side_confidence_rejects_a_bad_rank(rank: object) -> None:
     with pytest.raises(ValidationError) as info:
         side_confidence({"a": 1.0}, rank=rank)  # type: ignore[arg-type]
     assert info.value.field == "rank"
+    assert info.value.message == f"must be an integer >= 1, got {rank!r}"
