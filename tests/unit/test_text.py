@@ -12,6 +12,7 @@ from knowledge.text import (
     ANALYSIS_VERSION,
     STOP_WORDS,
     has_cjk,
+    has_hangul,
     is_cjk,
     keyword_terms,
     korean_terms,
@@ -328,3 +329,50 @@ def test_has_cjk_at_the_edges_of_the_blocks() -> None:
         assert has_cjk("x" + first), f"U+{ord(first):04X}"
         assert has_cjk(last + "x"), f"U+{ord(last):04X}"
     assert not any(has_cjk("a" + char + "b") for char in NOT_CJK_NEIGHBOURS)
+
+
+def test_has_hangul() -> None:
+    assert has_hangul("배포 실패")
+    assert has_hangul("k8s배포")
+    assert has_hangul("ㄱ")  # a compatibility jamo
+    assert not has_hangul("deploy 失敗 カタカナ café")
+    assert not has_hangul("")
+
+
+def test_each_thread_opens_its_mecab_tagger_once() -> None:
+    import threading
+
+    from knowledge import text
+
+    mine = text._mecab()
+    assert text._mecab() is mine  # kept for this thread
+    theirs: list[object] = []
+
+    def work() -> None:
+        theirs.extend([text._mecab(), text._mecab()])
+
+    thread = threading.Thread(target=work)
+    thread.start()
+    thread.join()
+    assert theirs[0] is theirs[1]  # kept for that thread
+    assert theirs[0] is not mine  # its own
+
+
+def test_has_module_finds_without_importing_and_a_blocked_module_is_missing() -> None:
+    import sys
+
+    from knowledge import text
+
+    assert text._has_module("json") is True
+    assert text._has_module("knowledge_no_such_module") is False
+    sys.modules["knowledge_blocked_module"] = None  # type: ignore[assignment]
+    try:
+        assert text._has_module("knowledge_blocked_module") is False
+    finally:
+        del sys.modules["knowledge_blocked_module"]
+
+
+def test_a_one_letter_latin_part_of_a_hangul_word_is_dropped() -> None:
+    # One character is not a term, also when it is glued to Hangul.
+    assert keyword_terms("x배포") == keyword_terms("배포") == ["배포"]
+    assert korean_terms("x배포") == ["배포"]
