@@ -345,6 +345,7 @@ def test_each_thread_opens_its_mecab_tagger_once() -> None:
     from knowledge import text
 
     mine = text._mecab()
+    assert [m.surface for m in mine.parse("배포")] == ["배포"]  # a working tagger
     assert text._mecab() is mine  # kept for this thread
     theirs: list[object] = []
 
@@ -358,7 +359,7 @@ def test_each_thread_opens_its_mecab_tagger_once() -> None:
     assert theirs[0] is not mine  # its own
 
 
-def test_has_module_finds_without_importing_and_a_blocked_module_is_missing() -> None:
+def test_has_module_finds_a_module_and_a_blocked_one_is_missing() -> None:
     import sys
 
     from knowledge import text
