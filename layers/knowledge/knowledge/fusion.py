@@ -145,7 +145,6 @@ class _Key(Protocol):
 
 
 K = TypeVar("K", bound=_Key)
-T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -398,12 +397,9 @@ def model_family(embedder_name: str | None) -> str:
     return name
 
 
-def _by_family(table: Mapping[str, T], embedder_name: str | None) -> T | None:
-    family = model_family(embedder_name)
-    for name, value in table.items():
-        if model_family(name) == family:
-            return value
-    return None
+_WEIGHTS_BY_FAMILY = {model_family(name): pair for name, pair in EMBEDDER_WEIGHTS.items()}
+_FLOORS_BY_FAMILY = {model_family(name): floor for name, floor in RELEVANCE_FLOORS.items()}
+_ENGLISH_ONLY_FAMILIES = frozenset(model_family(name) for name in ENGLISH_ONLY_EMBEDDERS)
 
 
 def hybrid_weights(
@@ -417,13 +413,12 @@ def hybrid_weights(
     (looked up by ``model_family``: ``EMBEDDER_WEIGHTS``, else ``DEFAULT_KEYWORD_WEIGHT``
     / ``DEFAULT_VECTOR_WEIGHT``; ``KEYWORD_LEANING_WEIGHTS`` for a ``cjk_query`` with an
     ``ENGLISH_ONLY_EMBEDDERS`` one). Validated as ``fuse_weighted`` does."""
-    english_only = {model_family(name) for name in ENGLISH_ONLY_EMBEDDERS}
-    if cjk_query and model_family(embedder_name) in english_only:
+    family = model_family(embedder_name)
+    if cjk_query and family in _ENGLISH_ONLY_FAMILIES:
         default_kw, default_vec = KEYWORD_LEANING_WEIGHTS
     else:
-        default_kw, default_vec = _by_family(EMBEDDER_WEIGHTS, embedder_name) or (
-            DEFAULT_KEYWORD_WEIGHT,
-            DEFAULT_VECTOR_WEIGHT,
+        default_kw, default_vec = _WEIGHTS_BY_FAMILY.get(
+            family, (DEFAULT_KEYWORD_WEIGHT, DEFAULT_VECTOR_WEIGHT)
         )
     kw = _check_weight("keyword_weight", default_kw if keyword_weight is None else keyword_weight)
     vec = _check_weight("vector_weight", default_vec if vector_weight is None else vector_weight)
@@ -437,8 +432,7 @@ def hybrid_weights(
 def relevance_floor(embedder_name: str) -> float:
     """The calibrated floor for ``embedder_name``'s model (``RELEVANCE_FLOORS`` looked up
     by ``model_family``), 0.0 if none."""
-    floor = _by_family(RELEVANCE_FLOORS, embedder_name)
-    return 0.0 if floor is None else floor
+    return _FLOORS_BY_FAMILY.get(model_family(embedder_name), 0.0)
 
 
 def above_floor(vector: Mapping[K, float], floor: float) -> dict[K, float]:
