@@ -62,23 +62,30 @@ def test_the_english_analyzer_gives_the_terms_of_keyword_terms(
     assert [token["token"] for token in body["tokens"]] == keyword_terms(text)
 
 
-def test_keyword_search_on_the_node_matches_other_inflections(
-    opensearch_url: str, index: str
-) -> None:
+def _keyword_paths(opensearch_url: str, index: str, texts: dict[str, str], query: str) -> list[str]:
+    """Index ``texts`` (path -> text) through the store, refresh, and return the paths a
+    keyword search for ``query`` finds, best first."""
     store = _store(opensearch_url, index)
     try:
-        for path, text in (
-            ("net.md", "The installer detected two network interfaces."),
-            ("bread.md", "Bread rises in a warm kitchen."),
-        ):
+        for path, text in texts.items():
             data = text.encode("utf-8")
             document = SourceDocument(path=path, size=len(data), read=lambda data=data: data)
             assert store.upsert_document(SCOPE, document).indexed_documents == 1
         http_json("POST", f"{opensearch_url}/{index}/_refresh")
-        found = store.search(SCOPE, SearchQuery("detecting an interface", mode="keyword"))
-        assert [r.document_path for r in found] == ["net.md"]
+        return [r.document_path for r in store.search(SCOPE, SearchQuery(query, mode="keyword"))]
     finally:
         store.close()
+
+
+def test_keyword_search_on_the_node_matches_other_inflections(
+    opensearch_url: str, index: str
+) -> None:
+    texts = {
+        "net.md": "The installer detected two network interfaces.",
+        "bread.md": "Bread rises in a warm kitchen.",
+    }
+    found = _keyword_paths(opensearch_url, index, texts, "detecting an interface")
+    assert found == ["net.md"]
 
 
 def test_an_index_made_before_analyses_were_recorded_is_refused(
@@ -150,20 +157,9 @@ def test_the_node_indexes_the_korean_terms_of_keyword_terms(
 
 
 def test_a_korean_query_finds_its_morphemes_on_the_node(opensearch_url: str, index: str) -> None:
-    store = _store(opensearch_url, index)
-    try:
-        for path, text in (
-            ("debian.md", "데비안 패키지를 설치했습니다."),
-            ("box.md", "상자 안은 조용하다."),
-        ):
-            data = text.encode("utf-8")
-            document = SourceDocument(path=path, size=len(data), read=lambda data=data: data)
-            assert store.upsert_document(SCOPE, document).indexed_documents == 1
-        http_json("POST", f"{opensearch_url}/{index}/_refresh")
-        found = store.search(SCOPE, SearchQuery("데비안은 패키지 설치하는 법", mode="keyword"))
-        assert [r.document_path for r in found] == ["debian.md"]
-    finally:
-        store.close()
+    texts = {"debian.md": "데비안 패키지를 설치했습니다.", "box.md": "상자 안은 조용하다."}
+    found = _keyword_paths(opensearch_url, index, texts, "데비안은 패키지 설치하는 법")
+    assert found == ["debian.md"]
 
 
 def test_an_index_of_the_bigram_analysis_is_refused(opensearch_url: str, index: str) -> None:
