@@ -558,8 +558,9 @@ class _RecordingClient:
 
 
 def test_hybrid_reads_the_text_of_the_chosen_chunks_only(make_store, node: NodeIndex) -> None:
-    """The 2 x 100 hybrid candidates come as doc values, without their stored source; the
-    page's chunks are read with their text afterwards."""
+    """The 2 x 100 hybrid candidates come as ids and scores only (the store's ids say the
+    document, generation and chunk), without their stored source or doc values; the page's
+    chunks are read with their text afterwards."""
     scope = KnowledgeScope("a1", "c1")
     texts = {f"doc{i:02}.md": f"# Doc {i}\n\ncommon words and deploy notes {i}" for i in range(30)}
     make_store().index(scope, Source(texts))
@@ -582,9 +583,9 @@ def test_hybrid_reads_the_text_of_the_chosen_chunks_only(make_store, node: NodeI
         assert body["_source"] is False
     hits = [h for response in answer["responses"] for h in response["hits"]["hits"]]
     assert len(hits) > 4
-    # Only what fusion reads: no source, no index name, three doc values per candidate.
-    assert all(set(h) == {"_id", "_score", "fields"} for h in hits)
-    assert all(set(h["fields"]) == {"document_id", "generation", "chunk_index"} for h in hits)
+    # Only what fusion reads: no source, no index name, no doc values.
+    assert all(set(h) == {"_id", "_score"} for h in hits)
+    assert {h["_id"].split(":")[0] for h in hits} == {document_id(scope, path) for path in texts}
     page = [r for r in recording.sent if r[0] == "search"]
     assert len(page) == 1
     assert page[0][1]["query"]["bool"]["filter"][:2] == [
@@ -592,6 +593,7 @@ def test_hybrid_reads_the_text_of_the_chosen_chunks_only(make_store, node: NodeI
         {"term": {"context": "c1"}},
     ]
     assert len(page[0][2]["hits"]["hits"]) == 4
+    assert set(page[0][2]) == {"took", "hits"}  # trimmed by RESULTS_FILTER_PATH
 
 
 def test_the_trimmed_candidate_answer_keeps_a_side_error(make_store, node: NodeIndex) -> None:
@@ -770,6 +772,28 @@ def test_serverless_mode_keeps_the_contract_without_ids_refresh_or_delete_by_que
     node.refresh()
     assert node.records(document_path="b.md") == []
     assert set(store.stored_documents(scope)) == {"a.md"}
+
+
+def test_serverless_hybrid_caps_chunks_per_document_by_doc_values(
+    make_store, node: NodeIndex, fake_aws: None
+) -> None:
+    """Server-made ids say nothing of a chunk, so the hybrid candidates carry their
+    document as a doc value: the per-document cap still holds."""
+    store = make_store(
+        config=node.config(auth="sigv4", service="aoss", region="us-east-1", vector_engine="lucene")
+    )
+    scope = KnowledgeScope("a1", "c1")
+    long_doc = "\n\n".join(f"# Part {i}\n\n" + "deploy notes " * 60 for i in range(8))
+    texts = {"long.md": long_doc, **{f"s{i}.md": f"deploy notes {i}" for i in range(6)}}
+    assert store.index(scope, Source(texts)).ok
+    node.refresh()
+    assert len(node.records(document_path="long.md", record="chunk")) >= 6
+    results = store.search(
+        scope, SearchQuery("deploy notes", mode="hybrid", max_results=9, max_chunks_per_document=2)
+    )
+    paths = [r.document_path for r in results]
+    assert paths.count("long.md") == 2
+    assert len(results) == 8  # the two of long.md and the six short documents
 
 
 def test_serverless_mode_replaces_and_clears_problem_records(

@@ -22,6 +22,7 @@ from knowledge.stores.opensearch.queries import (
     bulk_delete_action,
     bulk_index_action,
     bulk_record_action,
+    chunk_id_facts,
     chunks_by_id_body,
     document_ids_page_body,
     file_pattern_filter,
@@ -32,6 +33,7 @@ from knowledge.stores.opensearch.queries import (
     metadata_filters,
     msearch_body,
     newest_generations,
+    parse_candidates,
     parse_hits,
     parse_problems,
     parse_records_mget,
@@ -349,6 +351,70 @@ def test_hybrid_candidates_are_doc_values_without_the_stored_source() -> None:
             "document_path",
         ]
     assert keyword_search_body("q", filters, 5)["_source"] == SOURCE
+
+
+def test_hybrid_candidates_whose_ids_carry_the_facts_are_ids_and_scores_only() -> None:
+    filters = query_filters(SCOPE)
+    for body in (
+        keyword_search_body("q", filters, 100, candidates=True, candidate_facts=False),
+        vector_search_body([0.1, 0.2], filters, 100, candidates=True, candidate_facts=False),
+    ):
+        assert body["_source"] is False
+        assert "docvalue_fields" not in body
+    body = keyword_search_body(
+        "q", filters, 100, candidates=True, candidate_path=True, candidate_facts=False
+    )
+    assert body["docvalue_fields"] == ["document_path"]
+
+
+@pytest.mark.parametrize(
+    ("chunk_id", "expected"),
+    [
+        (
+            "3f2a:0000001764500000000-9c1d2e3f:12",
+            {
+                "document_id": "3f2a",
+                "generation": "0000001764500000000-9c1d2e3f",
+                "chunk_index": 12,
+            },
+        ),
+        ("3f2a:7", {"document_id": "3f2a", "chunk_index": 7}),  # schema 1
+        ("1%3A0%3ApX8mQo", {}),  # server-made (Serverless)
+        ("a:b:c", {}),
+        (":gen:3", {}),
+        ("doc::3", {}),
+        ("doc:gen:3:4", {}),
+        ("", {}),
+    ],
+)
+def test_chunk_id_facts(chunk_id: str, expected: dict[str, object]) -> None:
+    assert chunk_id_facts(chunk_id) == expected
+
+
+def test_parse_candidates_reads_the_id_and_lets_doc_values_win() -> None:
+    response = {
+        "hits": {
+            "hits": [
+                {"_id": "d1:g2:0", "_score": 3.5},
+                {"_id": "d1:g2:1", "_score": None, "fields": {"document_path": ["a.md"]}},
+                {
+                    "_id": "srv-made",
+                    "_score": 1.0,
+                    "fields": {"document_id": ["d9"], "generation": ["g9"], "chunk_index": [4]},
+                },
+            ]
+        }
+    }
+    assert parse_candidates(response) == [
+        Hit("d1:g2:0", 3.5, {"document_id": "d1", "generation": "g2", "chunk_index": 0}),
+        Hit(
+            "d1:g2:1",
+            0.0,
+            {"document_id": "d1", "generation": "g2", "chunk_index": 1, "document_path": "a.md"},
+        ),
+        Hit("srv-made", 1.0, {"document_id": "d9", "generation": "g9", "chunk_index": 4}),
+    ]
+    assert parse_candidates({}) == []
 
 
 def test_the_page_is_read_by_id_inside_the_same_filters() -> None:

@@ -56,6 +56,7 @@ __all__ = [
     "CANDIDATE_FIELDS",
     "INCOMPLETE_HASH",
     "MATCH_NOTHING",
+    "RESULTS_FILTER_PATH",
     "Hit",
     "RecordState",
     "ScopeStats",
@@ -63,6 +64,7 @@ __all__ = [
     "bulk_index_action",
     "bulk_problem_action",
     "bulk_record_action",
+    "chunk_id_facts",
     "chunks_by_id_body",
     "document_filters",
     "document_ids_page_body",
@@ -75,6 +77,7 @@ __all__ = [
     "msearch_body",
     "newest_generations",
     "other_generations_query",
+    "parse_candidates",
     "parse_hits",
     "parse_problems",
     "parse_records_mget",
@@ -280,9 +283,12 @@ def query_filters(
 
 CANDIDATE_FIELDS: tuple[str, ...] = (DOCUMENT_ID, GENERATION, CHUNK_INDEX)
 """What fusion needs of a hybrid candidate (the newest generation, and the per-document
-cap: ``document_id`` names one document of one scope), read from doc values
-(``_candidate_fields``); with file patterns also ``document_path`` (the exact glob
-check). ``content`` and ``metadata`` only the chosen page needs (``chunks_by_id_body``)."""
+cap: ``document_id`` names one document of one scope). With the store's own chunk ids
+(``generation_chunk_id``) the ``_id`` says all three (``chunk_id_facts``), so a candidate
+is its ``_id`` and score only; with server-made ids (Serverless) they are read as doc
+values (``_candidate_fields``). With file patterns ``document_path`` is read too (the
+exact glob check). ``content`` and ``metadata`` only the chosen page needs
+(``chunks_by_id_body``)."""
 
 CANDIDATES_FILTER_PATH = ",".join(
     (
@@ -300,20 +306,24 @@ CANDIDATES_FILTER_PATH = ",".join(
     )
 )
 """``filter_path`` of the hybrid candidate requests (``_search`` or ``_msearch``): only
-what ``parse_hits`` and the error checks read. Without it every hit also carries its
-index name and the metadata fields the engine ignored, half of the ~100 kB answer to
-decode for 200 candidates."""
+what ``parse_candidates`` and the error checks read. Without it every hit also carries
+its index name, and the answer its shard counts and totals."""
+
+RESULTS_FILTER_PATH = "error,took,hits.hits._id,hits.hits._score,hits.hits._source"
+"""``filter_path`` of a search whose hits are results (one-mode searches, the hybrid
+page read): what ``parse_hits`` reads, without index names, shard counts and totals."""
 
 
 def _source() -> dict[str, Any]:
     return {"includes": list(SOURCE_FIELDS)}
 
 
-def _candidate_fields(with_path: bool) -> dict[str, Any]:
+def _candidate_fields(with_path: bool, facts: bool) -> dict[str, Any]:
     # No ``_source`` at all: the node would parse each hit's whole stored source (its
-    # vector included) to filter it; doc values are read column-wise (bench/REPORT.md 3b).
-    fields = [*CANDIDATE_FIELDS, DOCUMENT_PATH] if with_path else list(CANDIDATE_FIELDS)
-    return {"_source": False, "docvalue_fields": fields}
+    # vector included) to filter it; doc values are read column-wise (bench/REPORT.md 3b),
+    # and none at all when the ``_id`` carries the facts (CANDIDATE_FIELDS).
+    fields = [*(CANDIDATE_FIELDS if facts else ()), *((DOCUMENT_PATH,) if with_path else ())]
+    return {"_source": False, "docvalue_fields": fields} if fields else {"_source": False}
 
 
 def keyword_search_body(
@@ -323,11 +333,13 @@ def keyword_search_body(
     *,
     candidates: bool = False,
     candidate_path: bool = False,
+    candidate_facts: bool = True,
 ) -> dict[str, Any]:
     """BM25 on ``content``, on its CJK-bigram sub-field and (for a query with Hangul) on
     ``content_ko`` with the query's ``knowledge.text.korean_terms``, inside the filters;
-    each hit with its result fields, or only ``CANDIDATE_FIELDS`` with ``candidates`` (and
-    ``document_path`` with ``candidate_path``).
+    each hit with its result fields, or with ``candidates`` its ``_id`` and score, with
+    ``CANDIDATE_FIELDS`` as doc values if ``candidate_facts`` (server-made ids) and
+    ``document_path`` if ``candidate_path``.
 
     The ``match`` clauses are a ``should`` (at least one must match), so a chunk matches
     on words, on CJK bigrams *or* on Korean morphemes, and one that matches more ranks
@@ -343,7 +355,11 @@ def keyword_search_body(
     return {
         "size": size,
         "track_total_hits": False,
-        **(_candidate_fields(candidate_path) if candidates else {"_source": _source()}),
+        **(
+            _candidate_fields(candidate_path, candidate_facts)
+            if candidates
+            else {"_source": _source()}
+        ),
         "query": {
             "bool": {
                 "filter": list(filters),
@@ -362,10 +378,10 @@ def vector_search_body(
     ef_search: int = 0,
     candidates: bool = False,
     candidate_path: bool = False,
+    candidate_facts: bool = True,
 ) -> dict[str, Any]:
     """k-NN on ``embedding`` with the filters *inside* the knn clause (efficient filtering);
-    each hit with its result fields, or only ``CANDIDATE_FIELDS`` with ``candidates`` (and
-    ``document_path`` with ``candidate_path``).
+    each hit with its result fields, or a candidate as ``keyword_search_body`` says.
 
     ``ef_search`` > 0 is sent as ``method_parameters.ef_search`` (k-NN 2.16+): the size
     of the candidate list the HNSW walk keeps. Without it the lucene engine walks with
@@ -383,7 +399,11 @@ def vector_search_body(
     return {
         "size": k,
         "track_total_hits": False,
-        **(_candidate_fields(candidate_path) if candidates else {"_source": _source()}),
+        **(
+            _candidate_fields(candidate_path, candidate_facts)
+            if candidates
+            else {"_source": _source()}
+        ),
         "query": {"knn": {EMBEDDING: clause}},
     }
 
@@ -421,7 +441,7 @@ class Hit:
 
 def parse_hits(response: Mapping[str, Any]) -> list[Hit]:
     """The hits of a ``_search`` response (or of one ``_msearch`` response), in order;
-    a candidate's doc values (``fields``, one value each) stand in for its ``_source``."""
+    a hit without ``_source`` has its doc values (``fields``, one value each) instead."""
     hits = response.get("hits", {}).get("hits", [])
     return [
         Hit(
@@ -431,6 +451,33 @@ def parse_hits(response: Mapping[str, Any]) -> list[Hit]:
         )
         for h in hits
     ]
+
+
+def parse_candidates(response: Mapping[str, Any]) -> list[Hit]:
+    """The hits of a hybrid candidate request (``_candidate_fields``), in order, each with
+    what its ``_id`` says of it (``chunk_id_facts``) and its doc values (which win)."""
+    hits = response.get("hits", {}).get("hits", [])
+    candidates: list[Hit] = []
+    for h in hits:
+        chunk_id = str(h["_id"])
+        facts = chunk_id_facts(chunk_id)
+        fields = h.get("fields")
+        if fields:
+            facts.update(_doc_values(fields))
+        candidates.append(Hit(id=chunk_id, score=float(h.get("_score") or 0.0), source=facts))
+    return candidates
+
+
+def chunk_id_facts(chunk_id: str) -> dict[str, Any]:
+    """``document_id``, ``generation`` and ``chunk_index`` as a chunk id made by
+    ``generation_chunk_id`` says them (``document_id`` and ``chunk_index`` of a schema-1
+    ``<document>:<index>`` id); nothing for an id of another form (a server-made one)."""
+    parts = chunk_id.split(":")
+    if len(parts) == 3 and parts[0] and parts[1] and parts[2].isdigit():
+        return {DOCUMENT_ID: parts[0], GENERATION: parts[1], CHUNK_INDEX: int(parts[2])}
+    if len(parts) == 2 and parts[0] and parts[1].isdigit():
+        return {DOCUMENT_ID: parts[0], CHUNK_INDEX: int(parts[1])}
+    return {}
 
 
 def _doc_values(fields: Mapping[str, Any]) -> dict[str, Any]:

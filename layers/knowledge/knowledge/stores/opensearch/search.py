@@ -7,9 +7,10 @@
 - hybrid: both sides in one ``_msearch`` (or two searches), ``fusion.HYBRID_CANDIDATES``
   each whatever the page (every page of a query is a slice of one order), fused
   client-side with ``fusion.fuse_weighted`` (weights: the configured ones, else the
-  embedder's, ``fusion.hybrid_weights``). The candidates come as doc values only
-  (``queries.CANDIDATE_FIELDS``, no ``_source``, the answer trimmed by
-  ``queries.CANDIDATES_FILTER_PATH``); a second ``_search``
+  embedder's, ``fusion.hybrid_weights``). A candidate is its ``_id`` and score (the id
+  says its document, generation and chunk: ``queries.CANDIDATE_FIELDS``; doc values where
+  ids are the server's), no ``_source``, the answer trimmed by
+  ``queries.CANDIDATES_FILTER_PATH``; a second ``_search``
   (``queries.chunks_by_id_body``, same filters) reads ``content`` and ``metadata`` of the
   page's chunks only: the node parsing the stored source (vector included) of 200
   candidates cost more than that round trip (bench/REPORT.md, 3b). A chunk gone between
@@ -38,7 +39,7 @@ from __future__ import annotations
 import concurrent.futures
 import contextvars
 import functools
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from knowledge.deadline import Deadline, current_deadline
@@ -147,9 +148,11 @@ def search(
     action = f"search {scope}" + (" (all contexts)" if query.cross_context else "")
     sources: dict[str, Mapping[str, Any]] = {}
 
-    def scores_of(response: Mapping[str, Any]) -> dict[str, float]:
+    def scores_of(
+        response: Mapping[str, Any], parse: Callable[[Mapping[str, Any]], list[queries.Hit]]
+    ) -> dict[str, float]:
         scores: dict[str, float] = {}
-        for hit in queries.newest_generations(queries.parse_hits(response)):
+        for hit in queries.newest_generations(parse(response)):
             path = str(hit.source.get(DOCUMENT_PATH, ""))
             # The engine filtered already; this keeps the glob semantics exact.
             if matches_file_patterns(path, query.file_patterns):
@@ -165,18 +168,27 @@ def search(
     size = max(needed * _OVERFETCH, candidate_count(needed))
     if mode is SearchMode.KEYWORD:
         body = queries.keyword_search_body(query.text, filters, size)
-        fused = keyword_only(scores_of(connection.search(index, action, body)))
+        response = connection.search(index, action, body, filter_path=queries.RESULTS_FILTER_PATH)
+        fused = keyword_only(scores_of(response, queries.parse_hits))
     elif mode is SearchMode.VECTOR:
         if vector is None:
             return []
         body = queries.vector_search_body(vector, filters, size, ef_search=config.ef_search)
-        fused = vector_only(above_floor(scores_of(connection.search(index, action, body)), floor))
+        response = connection.search(index, action, body, filter_path=queries.RESULTS_FILTER_PATH)
+        fused = vector_only(above_floor(scores_of(response, queries.parse_hits), floor))
     else:
         # A fixed depth (>= MAX_MAX_RESULTS), so that every page is a slice of one order.
         size = HYBRID_CANDIDATES
         with_path = bool(query.file_patterns)  # for the exact glob check in scores_of
+        # Server-made ids (Serverless) say nothing of the chunk: its facts as doc values.
+        facts = not config.client_ids
         keyword_body = queries.keyword_search_body(
-            query.text, filters, size, candidates=True, candidate_path=with_path
+            query.text,
+            filters,
+            size,
+            candidates=True,
+            candidate_path=with_path,
+            candidate_facts=facts,
         )
         if vector is None:
             keyword_response = connection.search(
@@ -191,13 +203,14 @@ def search(
                 ef_search=config.ef_search,
                 candidates=True,
                 candidate_path=with_path,
+                candidate_facts=facts,
             )
             keyword_response, vector_response = _search_both(
                 connection, index, action, keyword_body, vector_body
             )
         fused = fuse_weighted(
-            scores_of(keyword_response),
-            above_floor(scores_of(vector_response), floor),
+            scores_of(keyword_response, queries.parse_candidates),
+            above_floor(scores_of(vector_response, queries.parse_candidates), floor),
             *hybrid_weights(
                 None if embedder is None else embedder.name,
                 config.keyword_weight,
@@ -216,7 +229,12 @@ def search(
     )
     if mode is SearchMode.HYBRID and chosen:
         ids = [item.key for item in chosen]
-        page = connection.search(index, action, queries.chunks_by_id_body(ids, filters))
+        page = connection.search(
+            index,
+            action,
+            queries.chunks_by_id_body(ids, filters),
+            filter_path=queries.RESULTS_FILTER_PATH,
+        )
         sources = {hit.id: hit.source for hit in queries.parse_hits(page)}
         chosen = [item for item in chosen if item.key in sources]
     return [_result(sources[item.key], item) for item in chosen]
