@@ -381,6 +381,8 @@ def select(
             if taken.get(document, 0) < per_document:
                 taken[document] = taken.get(document, 0) + 1
                 capped.append(item)
+                if len(capped) == offset + max_results:
+                    break  # the page is full; later items cannot enter it
         kept = capped
     return kept[offset : offset + max_results]
 

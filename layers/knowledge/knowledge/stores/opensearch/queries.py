@@ -456,15 +456,13 @@ def parse_hits(response: Mapping[str, Any]) -> list[Hit]:
 def parse_candidates(response: Mapping[str, Any]) -> list[Hit]:
     """The hits of a hybrid candidate request (``_candidate_fields``), in order, each with
     what its ``_id`` says of it (``chunk_id_facts``) and its doc values (which win)."""
-    hits = response.get("hits", {}).get("hits", [])
     candidates: list[Hit] = []
-    for h in hits:
+    for h in response.get("hits", {}).get("hits", []):
         chunk_id = str(h["_id"])
         facts = chunk_id_facts(chunk_id)
-        fields = h.get("fields")
-        if fields:
-            facts.update(_doc_values(fields))
-        candidates.append(Hit(id=chunk_id, score=float(h.get("_score") or 0.0), source=facts))
+        if "fields" in h:
+            facts.update(_doc_values(h["fields"]))
+        candidates.append(Hit(chunk_id, float(h.get("_score") or 0.0), facts))
     return candidates
 
 
@@ -799,16 +797,22 @@ def newest_generations(hits: Sequence[Hit]) -> list[Hit]:
     for hit in hits:
         document, generation = hit.source.get(DOCUMENT_ID), hit.source.get(GENERATION)
         if isinstance(document, str) and isinstance(generation, str):
-            newest[document] = max(newest.get(document, ""), generation)
+            known = newest.get(document)
+            if known is None or generation > known:
+                newest[document] = generation
     kept: list[Hit] = []
     seen: set[tuple[object, object, object]] = set()
     for hit in hits:
-        document, generation = hit.source.get(DOCUMENT_ID), hit.source.get(GENERATION)
+        source = hit.source
+        generation = source.get(GENERATION)
         if not isinstance(generation, str):
             kept.append(hit)
             continue
-        key = (document, generation, hit.source.get(CHUNK_INDEX))
-        if generation == newest.get(str(document)) and key not in seen:
+        document = source.get(DOCUMENT_ID)
+        if generation != newest.get(str(document)):
+            continue
+        key = (document, generation, source.get(CHUNK_INDEX))
+        if key not in seen:
             seen.add(key)  # one hit per chunk (a retried bulk may store one twice)
             kept.append(hit)
     return kept

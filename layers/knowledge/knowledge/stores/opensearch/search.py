@@ -152,12 +152,15 @@ def search(
         response: Mapping[str, Any], parse: Callable[[Mapping[str, Any]], list[queries.Hit]]
     ) -> dict[str, float]:
         scores: dict[str, float] = {}
+        patterns = query.file_patterns
         for hit in queries.newest_generations(parse(response)):
-            path = str(hit.source.get(DOCUMENT_PATH, ""))
             # The engine filtered already; this keeps the glob semantics exact.
-            if matches_file_patterns(path, query.file_patterns):
-                scores[hit.id] = hit.score
-                sources[hit.id] = hit.source
+            if patterns and not matches_file_patterns(
+                str(hit.source.get(DOCUMENT_PATH, "")), patterns
+            ):
+                continue
+            scores[hit.id] = hit.score
+            sources[hit.id] = hit.source
         return scores
 
     fused: list[Fused[str]]
