@@ -12,7 +12,9 @@ warm-up, each iteration sends the next man-pages query twice, in alternating ord
 
 Overhead = wall-clock time of the call minus ``took`` of the same request(s) (``took`` is
 whole milliseconds; a hybrid search's two requests, the candidates and the page's text,
-count both). Writes ``bench/results/latency.json``.
+count both). The product's own work = wall-clock time minus the time spent inside the
+client's calls (HTTP round trips, JSON, opensearch-py). Writes
+``bench/results/latency.json``.
 """
 
 from __future__ import annotations
@@ -61,14 +63,16 @@ def _raw_request(mode: SearchMode, text: str, max_results: int) -> tuple[str, An
 
 def _time_store(
     store: KnowledgeStore, probe: RecordingClient, query: SearchQuery
-) -> tuple[float, float]:
-    """Wall-clock ms of one product search, and the ``took`` of its requests (summed: a
-    hybrid search reads its page's text with a second request)."""
+) -> tuple[float, float, float]:
+    """Wall-clock ms of one product search, the ``took`` of its requests (summed: a
+    hybrid search reads its page's text with a second request), and the ms spent inside
+    the client's calls (HTTP, JSON, opensearch-py): the rest is the product's own work."""
     probe.took_sum = 0
+    probe.seconds.clear()
     started = time.perf_counter()
     store.search(SCOPE, query)
     elapsed = (time.perf_counter() - started) * 1000.0
-    return elapsed, float(probe.took_sum)
+    return elapsed, float(probe.took_sum), sum(probe.seconds.values()) * 1000.0
 
 
 def _time_raw(raw: Any, index: str, method: str, body: Any) -> tuple[float, float]:
@@ -119,6 +123,7 @@ def main(args: argparse.Namespace) -> None:
                     "store_took_ms": [],
                     "raw_ms": [],
                     "raw_took_ms": [],
+                    "store_client_ms": [],
                 }
                 for i in range(args.warmup + args.iterations):
                     text = texts[i % len(texts)]
@@ -128,22 +133,27 @@ def main(args: argparse.Namespace) -> None:
                     query = SearchQuery(text, mode=mode, max_results=args.max_results)
 
                     if i % 2 == 0:
-                        store_ms, store_took = _time_store(store, probe, query)
+                        store_ms, store_took, client_ms = _time_store(store, probe, query)
                         raw_ms, raw_took = _time_raw(raw, name, method, body)
                     else:
                         raw_ms, raw_took = _time_raw(raw, name, method, body)
-                        store_ms, store_took = _time_store(store, probe, query)
+                        store_ms, store_took, client_ms = _time_store(store, probe, query)
                     if i >= args.warmup:
                         samples["store_ms"].append(store_ms)
                         samples["store_took_ms"].append(store_took)
                         samples["raw_ms"].append(raw_ms)
                         samples["raw_took_ms"].append(raw_took)
+                        samples["store_client_ms"].append(client_ms)
                 overhead = [
                     w - t
                     for w, t in zip(samples["store_ms"], samples["store_took_ms"], strict=True)
                 ]
                 raw_overhead = [
                     w - t for w, t in zip(samples["raw_ms"], samples["raw_took_ms"], strict=True)
+                ]
+                own_work = [
+                    w - c
+                    for w, c in zip(samples["store_ms"], samples["store_client_ms"], strict=True)
                 ]
                 embed_ms: list[float] = []
                 if mode is not SearchMode.KEYWORD:
@@ -156,6 +166,7 @@ def main(args: argparse.Namespace) -> None:
                     "store": summarize(samples["store_ms"]),
                     "store_took": summarize(samples["store_took_ms"]),
                     "store_overhead": summarize(overhead),
+                    "store_own_work": summarize(own_work),
                     "raw": summarize(samples["raw_ms"]),
                     "raw_took": summarize(samples["raw_took_ms"]),
                     "raw_overhead": summarize(raw_overhead),
