@@ -41,6 +41,7 @@ from bench.stores import (
     make_embedder,
     open_store,
     refresh_index,
+    unique_index_name,
 )
 from knowledge.embedding.base import EmbeddingClient
 from knowledge.model import IndexOptions, SearchMode, SearchQuery
@@ -171,7 +172,8 @@ def run(
         for kind in stores:
             index_name = None
             if kind == "opensearch":
-                index_name = f"bench-quality-{embedder_name}-{int(time.time())}"
+                # Unique: two runs on one node (started in the same second) never share an index.
+                index_name = unique_index_name(f"bench-quality-{embedder_name}")
             store_options = options
             if kind == "opensearch":
                 # Searched right after indexing: every chunk must be searchable by then (on
