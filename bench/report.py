@@ -1020,10 +1020,15 @@ def main(args: argparse.Namespace) -> None:
     indexing_section(report)
     latency_section(report)
     ranking_latency_section(report)
-    from bench.report_ranking import hybrid_fetch_section, rerank_section  # after 3b
+    from bench.report_ranking import (  # after 3b
+        hybrid_fetch_section,
+        hybrid_ids_section,
+        rerank_section,
+    )
 
     hybrid_fetch_section(report)
     rerank_section(report)
+    hybrid_ids_section(report)
     coldstart_section(report)
     memory_section(report)
     from bench.report_documents import documents_section  # it imports this module's helpers

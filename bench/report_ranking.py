@@ -1,6 +1,7 @@
 """``bench/REPORT.md`` sections 1c (hybrid fusion ablation, ``bench/fusion_sweep.py``),
-1d (context in the chunk), 1e (BM25 parameters), 3c (hybrid candidates as doc values)
-and 3d (the cost of the optional reranking stage, ``bench/rerank.py``)."""
+1d (context in the chunk), 1e (BM25 parameters), 3c (hybrid candidates as doc values),
+3d (the cost of the optional reranking stage, ``bench/rerank.py``) and 3e (hybrid
+candidates as ids)."""
 
 from __future__ import annotations
 
@@ -21,12 +22,14 @@ __all__ = [
     "context_section",
     "fusion_section",
     "hybrid_fetch_section",
+    "hybrid_ids_section",
     "keyword_probe_section",
     "rerank_section",
 ]
 
 MODES = ("keyword", "vector", "hybrid")
 BEFORE, AFTER = "latency-r3-before", "latency-r3-after"
+IDS_BEFORE, IDS_AFTER = "latency-r5-before", "latency-r5-after"
 
 
 def hybrid_fetch_section(report: Report) -> None:
@@ -89,6 +92,62 @@ def hybrid_fetch_section(report: Report) -> None:
         + " The before run imported the product from an export of that commit "
         "(`PYTHONPATH=<export>/layers/knowledge:.`), so its digest is the worktree's.",
         _provenance(after, AFTER),
+    ]
+    report.add("\n\n".join(parts))
+
+
+def hybrid_ids_section(report: Report) -> None:
+    before, after = read_result(IDS_BEFORE), read_result(IDS_AFTER)
+    title = "## 3e. Hybrid candidates as ids and a leaner hot path (issue 11, search overhead)"
+    if before is None or after is None:
+        report.add(
+            f"{title}\n\nMissing: run `python -m bench latency --label r5-before` (on the "
+            "code before) and `--label r5-after`."
+        )
+        return
+    rows = p50_before_after(before, after, 2)
+    for mode, row in zip(MODES, rows, strict=True):
+        for result in (before, after):
+            own = result["modes"][mode].get("store_own_work")
+            row.append("-" if own is None else f"{own['p50']:.2f}")
+        for result in (before, after):
+            times = result["modes"][mode]
+            row.append(f"{times['store']['p50'] / times['raw']['p50']:.2f}")
+    parts = [
+        title,
+        "Before (commit 0dce383), a hybrid candidate carried three doc values "
+        "(`document_id`, `generation`, `chunk_index`). After: a candidate is its `_id` and "
+        "score only, since the store's own chunk ids (`queries.generation_chunk_id`) say "
+        "those three (`queries.chunk_id_facts`; with server-made ids, on Serverless, they "
+        "are still read as doc values); one-mode searches and the hybrid page read are "
+        "trimmed by `queries.RESULTS_FILTER_PATH`; the page cap stops at a full page. "
+        f"Index: {after['corpus']['documents']} man pages "
+        f"({after['indexed']['chunks']} chunks), hashing embedder, `max_results="
+        f"{after['max_results']}`, {after['iterations']} measured searches per mode; "
+        "times in ms, p50. Overhead = wall clock minus the `took` of the search's requests; "
+        '"own work" = wall clock minus the time inside the client\'s calls; the last two '
+        "columns are the product's wall time over the bare client sending the one-request "
+        "form (every candidate with its text) in the same run. The two runs ran one after "
+        "the other on the same node; the before run imported the product from an export "
+        "of that commit (`PYTHONPATH=<export>/layers/knowledge:.`), so its digest is the "
+        "worktree's."
+        + "".join(
+            f" Load average (1 min) when the {name} run ended: {load[0]:g}."
+            for name, r in (("before", before), ("after", after))
+            if (load := r.get("machine", {}).get("load_average"))
+        ),
+        _table(
+            [
+                *P50_BEFORE_AFTER_COLUMNS,
+                "own work before",
+                "own work after",
+                "store/raw before",
+                "store/raw after",
+            ],
+            rows,
+        ),
+        _provenance(before, IDS_BEFORE),
+        _provenance(after, IDS_AFTER),
     ]
     report.add("\n\n".join(parts))
 
