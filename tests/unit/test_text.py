@@ -411,3 +411,17 @@ def test_an_inflected_verb_or_adjective_gives_its_stem() -> None:
     # stem 가, never the inflected surface 갔; likewise for adjectives.
     assert keyword_terms("갔다 아름다운 가르쳐 예뻤다") == ["가", "아름답", "가르치", "예쁘"]
     assert korean_terms("집에 갔다") == ["집", "가"]
+
+
+def test_a_dropped_morpheme_inside_a_run_does_not_end_it() -> None:
+    # Written without spaces, a particle (를) or an adverb (다시) sits between content
+    # morphemes of one run: it is dropped and the analysis goes on after it.
+    assert keyword_terms("패키지를설치했다") == ["패키지", "설치"]
+    assert keyword_terms("다시설치") == ["설치"]
+
+
+def test_a_pre_analysed_word_is_kept_whole() -> None:
+    # mecab-ko-dic lists some words as "Preanalysis" with their parts in the expression
+    # (월드/NNG+와이드/NNG+웹/NNG): neither Compound nor Inflect, so the surface is the term.
+    assert keyword_terms("월드와이드웹") == ["월드와이드웹"]
+    assert keyword_terms("하체비만") == ["하체비만"]
