@@ -901,6 +901,36 @@ def test_other_generations_are_every_record_and_chunk_but_the_kept_one() -> None
     assert queries.other_generations_query(SCOPE, "doc1", None) == {"bool": {"filter": document}}
 
 
+def test_stale_generations_are_the_chunks_older_than_each_documents_bound() -> None:
+    body = queries.stale_generations_query(SCOPE, {"doc1": "g5", "doc2": "0193"})
+    assert body == {
+        "bool": {
+            # Chunks only, of this scope: the records stay.
+            "filter": [AGENT_TERM, CONTEXT_TERM, {"term": {"record": "chunk"}}],
+            # Each document with its own bound, strictly older than it; one must hold.
+            "should": [
+                {
+                    "bool": {
+                        "filter": [
+                            {"term": {"document_id": "doc1"}},
+                            {"range": {"generation": {"lt": "g5"}}},
+                        ]
+                    }
+                },
+                {
+                    "bool": {
+                        "filter": [
+                            {"term": {"document_id": "doc2"}},
+                            {"range": {"generation": {"lt": "0193"}}},
+                        ]
+                    }
+                },
+            ],
+            "minimum_should_match": 1,
+        }
+    }
+
+
 def test_records_are_read_once_each_in_order() -> None:
     assert queries.records_mget_body(["b", "a", "b", "c", "a"]) == {"ids": ["b", "a", "c"]}
     assert queries.records_mget_body([]) == {"ids": []}

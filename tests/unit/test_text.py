@@ -348,13 +348,18 @@ def test_each_thread_opens_its_mecab_tagger_once() -> None:
     assert [m.surface for m in mine.parse("배포")] == ["배포"]  # a working tagger
     assert text._mecab() is mine  # kept for this thread
     theirs: list[object] = []
+    surfaces: list[list[str]] = []
 
     def work() -> None:
         theirs.extend([text._mecab(), text._mecab()])
+        # The thread's own tagger (the analysis of a run is cached, so keyword_terms of a
+        # word already seen would not reach it): it must work too.
+        surfaces.append([str(m.surface) for m in theirs[0].parse("설치")])  # type: ignore[attr-defined]
 
     thread = threading.Thread(target=work)
     thread.start()
     thread.join()
+    assert surfaces == [["설치"]]  # a fresh thread opens a working tagger
     assert theirs[0] is theirs[1]  # kept for that thread
     assert theirs[0] is not mine  # its own
 
@@ -377,3 +382,46 @@ def test_a_one_letter_latin_part_of_a_hangul_word_is_dropped() -> None:
     # One character is not a term, also when it is glued to Hangul.
     assert keyword_terms("x배포") == keyword_terms("배포") == ["배포"]
     assert korean_terms("x배포") == ["배포"]
+
+
+def test_has_module_is_false_when_the_lookup_fails() -> None:
+    import sys
+    import types
+
+    from knowledge import text
+
+    # A parent package that does not exist: find_spec raises ModuleNotFoundError.
+    assert text._has_module("knowledge_no_such_package.sub") is False
+    # A module in sys.modules without a spec: find_spec raises ValueError.
+    sys.modules["knowledge_spec_less_module"] = types.ModuleType("knowledge_spec_less_module")
+    try:
+        assert text._has_module("knowledge_spec_less_module") is False
+    finally:
+        del sys.modules["knowledge_spec_less_module"]
+
+
+def test_a_two_letter_latin_part_of_a_hangul_word_is_a_term() -> None:
+    # Two characters are a term, also when they are glued to Hangul.
+    assert keyword_terms("db배포") == ["db", "배포"]
+    assert korean_terms("db배포") == ["db", "배포"]
+
+
+def test_an_inflected_verb_or_adjective_gives_its_stem() -> None:
+    # MeCab-ko reads "갔다" as 갔 (가/VV + 았/EP, one inflected form) + 다: the term is the
+    # stem 가, never the inflected surface 갔; likewise for adjectives.
+    assert keyword_terms("갔다 아름다운 가르쳐 예뻤다") == ["가", "아름답", "가르치", "예쁘"]
+    assert korean_terms("집에 갔다") == ["집", "가"]
+
+
+def test_a_dropped_morpheme_inside_a_run_does_not_end_it() -> None:
+    # Written without spaces, a particle (를) or an adverb (다시) sits between content
+    # morphemes of one run: it is dropped and the analysis goes on after it.
+    assert keyword_terms("패키지를설치했다") == ["패키지", "설치"]
+    assert keyword_terms("다시설치") == ["설치"]
+
+
+def test_a_pre_analysed_word_is_kept_whole() -> None:
+    # mecab-ko-dic lists some words as "Preanalysis" with their parts in the expression
+    # (월드/NNG+와이드/NNG+웹/NNG): neither Compound nor Inflect, so the surface is the term.
+    assert keyword_terms("월드와이드웹") == ["월드와이드웹"]
+    assert keyword_terms("하체비만") == ["하체비만"]
