@@ -287,6 +287,7 @@ def fusion_section(report: Report) -> None:
         ],
     ]
     parts.extend(_levers_parts(with_opensearch))
+    parts.extend(_round5_parts(with_opensearch))
     parts.extend(
         _provenance(r, f"fusion-sweep-{e}{_sweep_suffix(r)}")
         for e, r in with_opensearch[len(found) :]
@@ -482,3 +483,52 @@ def context_section(report: Report) -> None:
         "embedded), so a reindex re-embeds what the switch changed.",
     ]
     report.add("\n\n".join(parts))
+
+
+def _round5_parts(found: list[tuple[str, dict[str, Any]]]) -> list[str]:
+    """The round-5 levers table (fusion_sweep's ``round5_levers``, bench/fusion_levers.py):
+    each lever's MRR@10 minus the product's, and the queries it moves up / down."""
+    entries = [
+        (result.get("store", "embedded"), embedder, corpus, entry)
+        for embedder, result in found
+        for corpus, entry in result["corpora"].items()
+        if "round5_levers" in entry
+    ]
+    if not entries:
+        return []
+    names = list(entries[0][3]["round5_levers"])
+    rows: list[list[object]] = []
+    totals = {name: [0, 0, 0, 0] for name in names}  # sets better, worse; queries up, down
+    for store, embedder, corpus, entry in entries:
+        product = entry["levers"]["confidence-10"]
+        cells: list[object] = []
+        for name in names:
+            lever = entry["round5_levers"][name]
+            delta = lever["mrr_at_10"] - product
+            cells.append(f"{delta:+.3f} ({lever['up']}/{lever['down']})")
+            total = totals[name]
+            total[0] += delta > 0.0005
+            total[1] += delta < -0.0005
+            total[2] += lever["up"]
+            total[3] += lever["down"]
+        rows.append(
+            [STORE_NAMES[store], EMBEDDER_LABEL[embedder], corpus, f"{product:.3f}", *cells]
+        )
+    rows.append(
+        [
+            "all",
+            "",
+            "sets + / -; queries up / down",
+            "",
+            *[f"{t[0]} / {t[1]}; {t[2]} / {t[3]}" for t in totals.values()],
+        ]
+    )
+    return [
+        "### Round 5 levers: one change to the product's fusion at a time (MRR@10 delta)",
+        "Same candidate lists, weights and floor as the table above (`bench/fusion_levers.py`, "
+        "its docstring defines each lever). Cell: the lever's MRR@10 minus the product's "
+        "(*product* column, conf. 10 above), then how many queries rank their relevant "
+        "document higher / lower than with the product (top 10). Last row: sets where the "
+        "lever gains / loses more than 0.0005, and the queries up / down summed over all sets.",
+        _table(["store", "embedder", "corpus", "product", *names], rows),
+    ]
