@@ -26,6 +26,11 @@ with the product's own ``fusion.fuse_weighted``:
   ``+conf`` on top of ``confidence-10``;
 - ``weight-W``: fixed keyword weight W (vector 1 - W), for the oracle below.
 
+Round-5 levers (``round5_levers``, ``bench/fusion_levers.py``): one part of the product's
+formula changed at a time (presence credit for a side's candidates, the confidence's
+shape, agreement between the sides, document-level confidence, vector depth), each with
+its MRR@10 and the number of queries it moves up and down against the product.
+
 And two upper bounds: ``oracle_weight``, each query fused with the fixed weight (0, 0.1,
 ..., 1) that ranks its relevant document best (no single rule can do better with these
 two candidate lists and min-max weighting), and ``best_side``, each query taking the
@@ -45,6 +50,7 @@ from typing import Any
 
 from bench.environment import log, opensearch_node, write_result
 from bench.faq import load_faq
+from bench.fusion_levers import compare_levers
 from bench.manpages import Corpus, load_corpus
 from bench.metrics import document_ranking, evaluate, percentile, reciprocal_rank
 from bench.stores import (
@@ -217,9 +223,16 @@ def _levers(data: list[Query], texts: list[str], embedder_name: str) -> dict[str
         )
         for rel, k, v in floored
     )
+    round5 = compare_levers(
+        [
+            (rel, {(p, c): s for p, c, s in k}, {(p, c): s for p, c, s in v}, w)
+            for (rel, k, v), w in zip(floored, weights, strict=True)
+        ]
+    )
     return {
         "floor": floor,
         "levers": levers,
+        "round5_levers": round5,
         "oracle_weight": round(oracle, 4),
         "best_side": round(best_side, 4),
         "relevant_in_candidates": round(

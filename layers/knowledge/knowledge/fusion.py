@@ -44,6 +44,24 @@ chunks a document; all 1741 pages with hashing: 0.636 at full lift), costs the F
 sets with MiniLM (~3 chunks a document: English 0.672 -> 0.651), and adds nothing on
 top of the confidence.
 
+**Measured in round 5 and not adopted** (figures: docs/ranking.md section 3 and
+bench/REPORT.md section 1c, "Round 5 levers"; ``bench/fusion_levers.py``: one change at
+a time on the same candidate lists; man pages and FAQ English / Korean with hashing and
+MiniLM on both stores, all 1741 pages with hashing on both). None gained on most sets
+while moving clearly more queries up than down against this formula, so none is a
+default: a presence credit for the vector side (its lowest candidate scores 0.1 instead
+of 0, a chunk it did not return still 0; with min-max a missing candidate otherwise
+scores exactly as the side's lowest one); the confidence's shape (``confidence ** 0.5``
+or ``** 2``, a floor of 0.2, the keyword share shifted by the difference of the two
+confidences); agreement between the sides (``+ 0.2 * kw * vec``, which lifts MiniLM on
+the man pages to about 0.90 but costs the Korean FAQ with MiniLM 0.02 embedded; or x1.1
+for a chunk both sides returned); the confidence over documents instead of chunks; 40
+vector candidates instead of 100 (worse on every set). With the hashing embedder hybrid
+stays a few thousandths under keyword on the Korean FAQ (embedded), the man pages
+(OpenSearch) and all 1741 pages; MiniLM on the man pages stays under 0.90 (embedded
+0.891; ceilings on the same lists: the best weight per query 0.937, the better side per
+query 0.924).
+
 **Default weights, per embedder** (``hybrid_weights``). 0.3 keyword / 0.7 vector for
 semantic embedders (MiniLM, OpenAI, Bedrock: their vector side is the stronger one),
 0.7 / 0.3 for the ``hashing`` embedder, whose "vectors" are hashed terms (its vector side
