@@ -60,6 +60,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from knowledge.chunking import heading_context
 from knowledge.errors import AnalysisMismatchError, EmbeddingMismatchError
 from knowledge.model import DocumentChunk
 from knowledge.scope import KnowledgeScope
@@ -83,6 +84,9 @@ __all__ = [
     "EMBEDDING_KEY",
     "ENGLISH_ANALYZER",
     "GENERATION",
+    "HEADINGS",
+    "HEADINGS_CJK",
+    "HEADINGS_KO",
     "INDEXED_AT",
     "METADATA",
     "META_KEY",
@@ -119,6 +123,10 @@ CHUNK_COUNT = "chunk_count"
 CONTENT = "content"
 CONTENT_CJK = "content.cjk"
 CONTENT_KO = "content_ko"
+# The chunk's title and heading path (knowledge.headings), analysed as content is.
+HEADINGS = "headings"
+HEADINGS_CJK = "headings.cjk"
+HEADINGS_KO = "headings_ko"
 EMBEDDING = "embedding"
 EMBEDDING_KEY = "embedding_key"
 CONTENT_HASH = "content_hash"
@@ -251,6 +259,13 @@ def index_body(
         },
         # The Korean terms of knowledge.text, computed by the writer (never in results).
         CONTENT_KO: {"type": "text", "analyzer": "whitespace"},
+        # Title and heading path (knowledge.headings): the same analysis as content's.
+        HEADINGS: {
+            "type": "text",
+            "analyzer": ENGLISH_ANALYZER,
+            "fields": {"cjk": {"type": "text", "analyzer": CJK_ANALYZER}},
+        },
+        HEADINGS_KO: {"type": "text", "analyzer": "whitespace"},
         CONTENT_HASH: {"type": "keyword"},
         VERSION: {"type": "keyword"},
         INDEXED_AT: {"type": "date"},
@@ -485,6 +500,12 @@ def chunk_document(
     korean = korean_terms(chunk.content)
     if korean:
         source[CONTENT_KO] = " ".join(korean)
+    headings = heading_context(chunk.metadata)
+    if headings:
+        source[HEADINGS] = headings
+        korean_headings = korean_terms(headings)
+        if korean_headings:
+            source[HEADINGS_KO] = " ".join(korean_headings)
     if vector is not None and not is_zero_vector(vector):
         source[EMBEDDING] = [float(x) for x in vector]
     if vector is not None and embedding_key is not None:

@@ -164,7 +164,9 @@ def search(
     # Room for the newest-generation dedupe and the per-document cap (module docstring).
     size = max(needed * _OVERFETCH, candidate_count(needed))
     if mode is SearchMode.KEYWORD:
-        body = queries.keyword_search_body(query.text, filters, size)
+        body = queries.keyword_search_body(
+            query.text, filters, size, headings_weight=config.headings_weight
+        )
         fused = keyword_only(scores_of(connection.search(index, action, body)))
     elif mode is SearchMode.VECTOR:
         if vector is None:
@@ -176,7 +178,12 @@ def search(
         size = HYBRID_CANDIDATES
         with_path = bool(query.file_patterns)  # for the exact glob check in scores_of
         keyword_body = queries.keyword_search_body(
-            query.text, filters, size, candidates=True, candidate_path=with_path
+            query.text,
+            filters,
+            size,
+            candidates=True,
+            candidate_path=with_path,
+            headings_weight=config.headings_weight,
         )
         if vector is None:
             keyword_response = connection.search(
