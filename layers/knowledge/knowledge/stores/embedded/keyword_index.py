@@ -7,8 +7,14 @@ morphemes, Han and Kana bigrams, English Snowball stems, no stop words) under FT
 those terms, in the shared table and in every per-agent table alike. The analysis is
 recorded in the file (``schema.check_analysis``). A query becomes its distinct terms,
 each a quoted FTS5 string, OR-ed (``fts_query``): user input never reaches FTS5 as
-syntax. The score is ``-bm25()``
-(SQLite's lower-is-better turned around).
+syntax. The score is ``-bm25()`` (SQLite's lower-is-better turned around).
+
+**Title and headings.** Every table has two columns: ``terms`` (the chunk's text) and
+``headings`` (the terms of its title and heading path, ``chunking.heading_context``,
+analysed the same way; analysis version 4). ``bm25()`` weighs a match in ``headings``
+by ``headings_weight`` against 1.0 for the text (FTS5 column weights: the weight
+multiplies that column's term frequency; the row's length is both columns'). A weight
+of 0 indexes no headings (``knowledge.headings``).
 
 **Isolation.** BM25 weighs a term by how many rows of *its table* hold it. With
 ``isolation="shared"`` (the default) every scope's chunks are rows of one table,

@@ -21,13 +21,19 @@ stemmer, the same Snowball algorithm PyStemmer runs) and
 (analysis-common), so Han and Kana compounds written without spaces share bigrams with
 the same words written apart. Both drop every token that holds Hangul
 (``knowledge_no_hangul``, a ``pattern_replace`` to nothing, then a length filter): Korean
-is analysed by ``knowledge.text`` itself (MeCab-ko morphemes, analysis version 3) and
+is analysed by ``knowledge.text`` itself (MeCab-ko morphemes, since analysis version 3) and
 its terms are sent with each chunk in ``content_ko`` (``knowledge.text.korean_terms``,
 space-joined), a ``whitespace``-analysed field that indexes them as they are. So the
 node indexes term for term what the embedded store indexes, and needs no plugin: the
 nori plugin is optional on Amazon OpenSearch Service and not published on Maven Central
 for the local node's version (``docs/korean.md``). A keyword query sends its own
 ``korean_terms`` to ``content_ko``.
+
+A chunk's title and heading path (``chunking.heading_context``, "Title > Section") is
+analysed the same three ways, in ``headings`` (``knowledge_english``), ``headings.cjk``
+and ``headings_ko`` (analysis version 4); a keyword query matches them with the boost
+``OpenSearchConfig.headings_weight`` (``knowledge.headings``, ``queries``). The returned
+``content`` is never changed.
 
 The vector field is ``knn_vector`` with an explicit method (HNSW, cosine similarity) on
 an engine that filters inside the knn clause (``lucene``; ``faiss`` on Serverless), and
