@@ -1017,6 +1017,9 @@ def main(args: argparse.Namespace) -> None:
     from bench.report_korean import korean_section  # it imports this module's helpers
 
     korean_section(report)
+    from bench.report_headings import headings_section  # it imports this module's helpers
+
+    headings_section(report)
     indexing_section(report)
     latency_section(report)
     ranking_latency_section(report)

@@ -542,6 +542,65 @@ def test_korean_words_match_by_morpheme_not_by_a_bigram_of_another_word(
     assert paths(search(store, A_X, "패키지 설치하는 법", mode)) == {"ko/debian.md"}
 
 
+# --- title and heading context on the keyword side (knowledge.headings) ------------------
+
+PAYMENTS = (
+    "# Payments\n\n## Refunds\n\nMoney goes back to the card within five days.\n\n"
+    "## Disputes\n\nA chargeback is answered with the receipt."
+)
+
+
+@pytest.mark.modes(SearchMode.KEYWORD)
+def test_a_chunk_is_found_by_the_title_and_headings_above_it(
+    store: KnowledgeStore, bucket: Path, mode: SearchMode
+) -> None:
+    # The Disputes section never says "payments": its document title does. Its chunk
+    # matches both words of the question, so it ranks above the other document's chunk,
+    # which has only "chargeback".
+    write_scope(
+        bucket,
+        A_X,
+        {
+            "finance/payments.md": PAYMENTS,
+            "shop/receipts.md": "# Shop\n\nKeep the receipt of every chargeback in the shop.",
+        },
+    )
+    index(store, bucket, A_X)
+    found = search(store, A_X, "payments chargeback", mode)
+    ranked = [(r.document_path, r.chunk_index) for r in found]
+    assert ranked.index(("finance/payments.md", 2)) < ranked.index(("shop/receipts.md", 0))
+    assert {r.chunk_index for r in found if r.document_path == "finance/payments.md"} == {
+        0,
+        1,
+        2,
+    }
+    # What is returned is the chunk's own text, never its title or headings.
+    disputes = next(r for r in found if r.chunk_index == 2)
+    assert disputes.content == "## Disputes\n\nA chargeback is answered with the receipt."
+
+
+@pytest.mark.modes(SearchMode.KEYWORD)
+@pytest.mark.parametrize(
+    ("text", "query"),
+    [
+        ("# 배포 안내\n\n## 롤백\n\n실패하면 이전 버전으로 되돌린다.", "배포했다"),
+        ("# 配置手順\n\n## ロールバック\n\n前の版に戻す。", "配置"),
+    ],
+    ids=["korean", "japanese"],
+)
+def test_cjk_headings_are_analysed_as_the_text_is(
+    store: KnowledgeStore, bucket: Path, mode: SearchMode, text: str, query: str
+) -> None:
+    # Korean morphemes (배포했다 -> 배포) and Han/Kana bigrams, in the headings as in the text.
+    write_scope(bucket, A_X, {"cjk/guide.md": text, "cjk/other.md": "# 其他\n\n無関係な文章。"})
+    index(store, bucket, A_X)
+    found = search(store, A_X, query, mode)
+    assert {(r.document_path, r.chunk_index) for r in found} == {
+        ("cjk/guide.md", 0),
+        ("cjk/guide.md", 1),
+    }
+
+
 def _document(path: str, text: str, version: str | None) -> SourceDocument:
     data = text.encode("utf-8")
     return SourceDocument(path=path, size=len(data), read=lambda: data, version=version)

@@ -18,7 +18,7 @@ from knowledge.scope import KnowledgeScope
 from knowledge.source import SourceDocument
 from knowledge.stores.opensearch import OpenSearchConfig, OpenSearchKnowledgeStore
 from knowledge.stores.opensearch.mapping import CJK_ANALYZER, ENGLISH_ANALYZER, index_body
-from knowledge.text import has_hangul, keyword_terms, korean_terms
+from knowledge.text import KOREAN_MORPHEMES, has_hangul, keyword_terms, korean_terms
 
 pytestmark = [pytest.mark.integration, pytest.mark.opensearch]
 
@@ -174,5 +174,67 @@ def test_an_index_of_the_bigram_analysis_is_refused(opensearch_url: str, index: 
         with pytest.raises(AnalysisMismatchError, match="english-snowball-v2") as caught:
             store.search(SCOPE, SearchQuery("데비안", mode="keyword"))
         assert "reindex into a fresh index" in str(caught.value)
+    finally:
+        store.close()
+
+
+PREVIOUS_ANALYSIS = (
+    "english-snowball-mecab-ko-v3" if KOREAN_MORPHEMES else "english-snowball-hangul-bigrams-v3"
+)
+
+
+def test_an_index_of_analysis_3_is_refused(opensearch_url: str, index: str) -> None:
+    # The mapping of the previous version: no title and heading fields.
+    body = index_body(vector_dimensions=16, embedding_model="hashing")
+    body["mappings"]["_meta"]["knowledge"]["analysis"] = PREVIOUS_ANALYSIS
+    for field in ("headings", "headings_ko"):
+        body["mappings"]["properties"].pop(field)
+    status, answer = http_json("PUT", f"{opensearch_url}/{index}", body)
+    assert status == 200, answer
+    store = _store(opensearch_url, index)
+    try:
+        with pytest.raises(AnalysisMismatchError, match=PREVIOUS_ANALYSIS) as caught:
+            store.search(SCOPE, SearchQuery("payments", mode="keyword"))
+        assert "reindex into a fresh index" in str(caught.value)
+        data = b"# Payments\n\n## Disputes\n\nAnswer with the receipt."
+        document = SourceDocument(path="pay.md", size=len(data), read=lambda: data)
+        with pytest.raises(AnalysisMismatchError, match=PREVIOUS_ANALYSIS):
+            store.upsert_document(SCOPE, document)
+    finally:
+        store.close()
+
+
+def test_the_node_indexes_the_heading_terms_of_keyword_terms(
+    opensearch_url: str, index: str
+) -> None:
+    # One chunk whose title and headings mix English, Korean and Japanese: every term of
+    # the headings fields is one of keyword_terms' for its "Title > Section" line.
+    text = "# Rolling Deployments 배포했다\n\n## 東京 Configured\n\nbody"
+    store = _store(opensearch_url, index)
+    try:
+        data = text.encode("utf-8")
+        document = SourceDocument(path="h.md", size=len(data), read=lambda: data)
+        assert store.upsert_document(SCOPE, document).indexed_documents == 1
+        http_json("POST", f"{opensearch_url}/{index}/_refresh")
+        status, found = http_json(
+            "POST",
+            f"{opensearch_url}/{index}/_search",
+            {"query": {"term": {"chunk_index": 1}}, "_source": ["headings"]},
+        )
+        assert status == 200, found
+        (hit,) = found["hits"]["hits"]
+        assert hit["_source"]["headings"] == "Rolling Deployments 배포했다 > 東京 Configured"
+        status, vectors = http_json(
+            "POST",
+            f"{opensearch_url}/{index}/_termvectors/{hit['_id']}",
+            {"fields": ["headings", "headings_ko"], "term_statistics": False},
+        )
+        assert status == 200, vectors
+        terms: Counter[str] = Counter()
+        for field in ("headings", "headings_ko"):
+            for term, info in vectors["term_vectors"].get(field, {}).get("terms", {}).items():
+                terms[term] += info["term_freq"]
+        line = "Rolling Deployments 배포했다 > 東京 Configured"
+        assert terms == Counter(keyword_terms(line))
     finally:
         store.close()

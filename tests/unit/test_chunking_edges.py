@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from knowledge.chunking import MarkdownSectionChunker, embedding_text
+from knowledge.chunking import MarkdownSectionChunker, embedding_text, heading_context
 from knowledge.errors import ValidationError
 from knowledge.extraction.base import Block
 from knowledge.model import DocumentChunk
@@ -262,3 +262,23 @@ def test_embedding_text_puts_title_and_headings_in_front(
     metadata: dict[str, Any], text: str
 ) -> None:
     assert embedding_text(_chunk(metadata)) == text
+
+
+@pytest.mark.parametrize(
+    ("metadata", "context"),
+    [
+        ({"title": "Guide", "heading_path": ["Guide", "Install"]}, "Guide > Install"),
+        ({"title": "Guide", "heading_path": ["Setup", " "]}, "Guide > Setup"),
+        ({"title": "  Doc  ", "heading_path": []}, "Doc"),
+        ({"heading_path": ["A", "B"]}, "A > B"),
+        ({"title": "", "heading_path": []}, ""),
+        ({}, ""),
+        ({"title": "3.1.4", "heading_path": ["1.2", "Install"]}, "Install"),
+        ({"title": "설치 안내", "heading_path": ["2024-05"]}, "설치 안내"),
+    ],
+)
+def test_heading_context_is_the_line_embedding_text_puts_in_front(
+    metadata: dict[str, Any], context: str
+) -> None:
+    # What the keyword indexes hold next to a chunk's text (knowledge.headings).
+    assert heading_context(metadata) == context

@@ -17,6 +17,7 @@ from knowledge.model import IndexOptions
 from knowledge.scope import KnowledgeScope
 from knowledge.source import SourceDocument
 from knowledge.store import KnowledgeStore
+from knowledge.text import KOREAN_MORPHEMES
 
 ROLLBACK = """# Rolling back a deployment
 
@@ -469,8 +470,18 @@ def test_a_bad_rerank_top_n_is_named(
     assert "KB_RERANK_TOP_N" in err
 
 
+@pytest.mark.parametrize(
+    "older",
+    [
+        "english-snowball-v2",  # Hangul as bigrams
+        # No title and heading terms (analysis 4 added them, knowledge.headings).
+        "english-snowball-mecab-ko-v3"
+        if KOREAN_MORPHEMES
+        else "english-snowball-hangul-bigrams-v3",
+    ],
+)
 def test_serve_moves_an_index_of_an_older_analysis_aside_and_builds_a_new_one(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], older: str
 ) -> None:
     import sqlite3
 
@@ -483,7 +494,7 @@ def test_serve_moves_an_index_of_an_older_analysis_aside_and_builds_a_new_one(
     db = tmp_path / "k.db"
     index(docs, db, capsys)
     with closing(sqlite3.connect(db)) as conn, conn:
-        conn.execute("UPDATE meta SET value = 'english-snowball-v2' WHERE key = 'analysis'")
+        conn.execute("UPDATE meta SET value = ? WHERE key = 'analysis'", (older,))
     args = build_parser().parse_args(["serve", str(tmp_path), "--db", str(db)])
     with pytest.raises(AnalysisMismatchError):  # what any other command says
         cli._open_store(args).close()
@@ -495,4 +506,4 @@ def test_serve_moves_an_index_of_an_older_analysis_aside_and_builds_a_new_one(
     assert str(tmp_path / "k.db.old") in err.getvalue()
     with closing(sqlite3.connect(tmp_path / "k.db.old")) as conn:
         (recorded,) = conn.execute("SELECT value FROM meta WHERE key = 'analysis'").fetchone()
-    assert recorded == "english-snowball-v2"  # the old file, kept as it was
+    assert recorded == older  # the old file, kept as it was

@@ -16,7 +16,7 @@ from knowledge.model import MAX_STATUS_PROBLEMS, DocumentChunk, FileProblem, Ind
 from knowledge.scope import KnowledgeScope
 from knowledge.store import DocumentHeader, EmbeddedChunk
 from knowledge.stores.embedded import EmbeddedKnowledgeStore
-from knowledge.text import ANALYSIS
+from knowledge.text import ANALYSIS, KOREAN_MORPHEMES
 
 SCOPE = KnowledgeScope("ops-bot", "runbooks")
 OTHER = KnowledgeScope("ops-bot", "oncall")
@@ -259,3 +259,79 @@ def test_a_file_of_the_bigram_analysis_is_refused_with_the_reindex_hint(
     with pytest.raises(AnalysisMismatchError, match="english-snowball-v2") as caught:
         EmbeddedKnowledgeStore(db, isolation=isolation)
     assert "reindex" in str(caught.value)
+
+
+# --- analysis version 3 (no title and heading terms) -------------------------------------
+
+PREVIOUS_ANALYSIS = (
+    "english-snowball-mecab-ko-v3" if KOREAN_MORPHEMES else "english-snowball-hangul-bigrams-v3"
+)
+PAYMENTS = DocumentChunk(
+    "pay.md",
+    0,
+    "A chargeback is answered with the receipt.",
+    {"title": "Payments", "heading_path": ["Payments", "Disputes"]},
+)
+
+
+def _as_analysis_3(db: Path) -> None:
+    """Make the file look as analysis version 3 left it: every FTS5 table with one column
+    (``terms``) and that analysis recorded."""
+    raw = sqlite3.connect(db)
+    with raw:
+        tables = ["chunks_fts"] + [
+            f"chunks_fts_{n}" for (n,) in raw.execute("SELECT id FROM fts_agents").fetchall()
+        ]
+        for table in tables:
+            raw.execute(f"DROP TABLE {table}")
+            raw.execute(
+                f"CREATE VIRTUAL TABLE {table} USING fts5("
+                "terms, tokenize = 'unicode61 remove_diacritics 0')"
+            )
+        raw.execute("UPDATE meta SET value = ? WHERE key = 'analysis'", (PREVIOUS_ANALYSIS,))
+    raw.close()
+
+
+@pytest.mark.parametrize("isolation", ["shared", "agent"])
+def test_a_file_of_analysis_3_is_refused_with_the_reindex_hint(db: Path, isolation: str) -> None:
+    # Its keyword index has no title and heading terms: searched as it is, a question
+    # that names a heading would silently miss, so it is refused.
+    store = EmbeddedKnowledgeStore(db, isolation=isolation)
+    try:
+        with store.write_session(SCOPE) as session:
+            session.put_document(header("pay.md"), [EmbeddedChunk(PAYMENTS, None)])
+    finally:
+        store.close()
+    _as_analysis_3(db)
+    with pytest.raises(AnalysisMismatchError, match=PREVIOUS_ANALYSIS) as caught:
+        EmbeddedKnowledgeStore(db, isolation=isolation)
+    assert "Reindex" in str(caught.value)
+    assert ANALYSIS in str(caught.value)
+
+
+@pytest.mark.parametrize("isolation", ["shared", "agent"])
+def test_a_file_of_analysis_3_without_chunks_gets_the_headings_column(
+    db: Path, isolation: str
+) -> None:
+    # Its (empty) FTS5 tables lack the headings column: made again, so the next write
+    # works and its title and headings are searchable.
+    store = EmbeddedKnowledgeStore(db, isolation=isolation)
+    try:
+        with store.write_session(SCOPE) as session:  # leaves the agent's table (isolation)
+            old = DocumentChunk("old.md", 0, "old text", {})
+            session.put_document(header("old.md"), [EmbeddedChunk(old, None)])
+        assert store.delete_document(SCOPE, "old.md")
+    finally:
+        store.close()
+    _as_analysis_3(db)
+    store = EmbeddedKnowledgeStore(db, isolation=isolation)
+    try:
+        with store.write_session(SCOPE) as session:
+            session.put_document(header("pay.md"), [EmbeddedChunk(PAYMENTS, None)])
+        found = store.search(SCOPE, SearchQuery("payments", mode="keyword"))
+        assert [(r.document_path, r.content) for r in found] == [("pay.md", PAYMENTS.content)]
+    finally:
+        store.close()
+    raw = sqlite3.connect(db)
+    assert raw.execute("SELECT value FROM meta WHERE key = 'analysis'").fetchone() == (ANALYSIS,)
+    raw.close()

@@ -797,6 +797,9 @@ def test_default_mode(db: Path, tmp_path: Path):
         ({"batch_documents": 0}, "batch_documents"),
         ({"batch_seconds": 0.0}, "batch_seconds"),
         ({"batch_seconds": float("nan")}, "batch_seconds"),
+        ({"headings_weight": -0.5}, "headings_weight"),
+        ({"headings_weight": float("inf")}, "headings_weight"),
+        ({"headings_weight": "0.5"}, "headings_weight"),
     ],
 )
 def test_bad_options_are_refused(db: Path, options: dict, field: str):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -9,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from knowledge.errors import StoreError, UnsupportedModeError
+from knowledge.errors import StoreError, UnsupportedModeError, ValidationError
 from knowledge.indexing import IndexingStoreMixin
 from knowledge.model import DocumentChunk, IndexState, SearchMode, SearchQuery, SearchResult
 from knowledge.scope import KnowledgeScope
@@ -201,6 +202,35 @@ def test_tf_idf_ranks_rare_terms_and_more_matches_higher() -> None:
     scores = {r.document_path: r.score for r in found(store, "term", OTHER)}
     assert scores["twice.md"] == 1.0
     assert 0.5 < scores["once.md"] < 1.0
+
+
+def test_title_and_heading_terms_count_by_their_weight() -> None:
+    titled = DocumentChunk(
+        "pay.md", 0, "A chargeback is answered.", {"title": "Payments", "heading_path": []}
+    )
+
+    def scores(weight: float) -> dict[str, float]:
+        store = MemoryKnowledgeStore(headings_weight=weight)
+        with store.write_session(SCOPE) as session:
+            session.put_document(header("pay.md"), [EmbeddedChunk(titled)])
+        put(store, SCOPE, "text.md", "payments by card")
+        put(store, SCOPE, "other.md", "nothing here")
+        return {r.document_path: r.score for r in found(store, "payments")}
+
+    assert scores(0) == {"text.md": 1.0}  # 0: the title is not indexed
+    # A title term weighs its weight next to the same term once in the text (1.0).
+    assert scores(0.5) == {"text.md": 1.0, "pay.md": 0.5}
+    assert scores(1.0) == {"text.md": 1.0, "pay.md": 1.0}
+    # Above 1 it is sublinear, as repeated terms are: 1 + ln 2.
+    assert scores(2.0)["pay.md"] == 1.0
+    assert scores(2.0)["text.md"] == pytest.approx(1 / (1 + math.log(2)))
+
+
+@pytest.mark.parametrize("weight", [-1.0, float("nan"), True])
+def test_a_bad_headings_weight_is_refused(weight: object) -> None:
+    with pytest.raises(ValidationError) as caught:
+        MemoryKnowledgeStore(headings_weight=weight)  # type: ignore[arg-type]
+    assert caught.value.field == "headings_weight"
 
 
 def test_filters_apply_before_normalising() -> None:

@@ -370,6 +370,27 @@ def test_bad_hnsw_parameters_name_the_setting(kwargs: dict[str, Any], message: s
         OpenSearchConfig(url="http://localhost:9200", **kwargs)
 
 
+@pytest.mark.parametrize("weight", [-1.0, float("nan"), True, "high"])
+def test_a_bad_headings_weight_names_the_setting(weight: object) -> None:
+    with pytest.raises(ConfigurationError, match="headings_weight: must be a number >= 0"):
+        OpenSearchConfig(url="http://localhost:9200", headings_weight=weight)  # type: ignore[arg-type]
+
+
+def test_headings_weight_from_the_environment() -> None:
+    config = OpenSearchConfig.from_env(
+        {"OPENSEARCH_URL": "http://localhost:9200", "OPENSEARCH_HEADINGS_WEIGHT": "0"}
+    )
+    assert config.headings_weight == 0.0
+    with pytest.raises(ConfigurationError, match="OPENSEARCH_HEADINGS_WEIGHT"):
+        OpenSearchConfig.from_env(
+            {"OPENSEARCH_URL": "http://localhost:9200", "OPENSEARCH_HEADINGS_WEIGHT": "many"}
+        )
+    with pytest.raises(ConfigurationError, match="headings_weight: must be a number >= 0"):
+        OpenSearchConfig.from_env(
+            {"OPENSEARCH_URL": "http://localhost:9200", "OPENSEARCH_HEADINGS_WEIGHT": "-2"}
+        )
+
+
 def test_bad_hnsw_environment_names_the_variable() -> None:
     with pytest.raises(ConfigurationError, match="OPENSEARCH_EF_SEARCH"):
         OpenSearchConfig.from_env(

@@ -21,7 +21,7 @@ from knowledge.stores.opensearch.mapping import (
     is_zero_vector,
     layout_of,
 )
-from knowledge.text import ANALYSIS, STOP_WORDS
+from knowledge.text import ANALYSIS, KOREAN_MORPHEMES, STOP_WORDS
 
 SCOPE = KnowledgeScope("ops-bot", "runbooks")
 HEADER = DocumentHeader(
@@ -111,6 +111,9 @@ def test_index_body_for_a_vector_store() -> None:
         "fields": {"cjk": {"type": "text", "analyzer": "knowledge_cjk"}},
     }
     assert properties["content_ko"] == {"type": "text", "analyzer": "whitespace"}
+    # Title and heading path: analysed as the content is.
+    assert properties["headings"] == properties["content"]
+    assert properties["headings_ko"] == properties["content_ko"]
     assert properties["embedding"] == {
         "type": "knn_vector",
         "dimension": 384,
@@ -224,6 +227,8 @@ def test_chunk_record_carries_scope_document_facts_content_and_vector() -> None:
             "title": "Deploy",
             "heading_path": ["Deploy", "Rollback"],
         },
+        # Title and heading path, for the keyword side (knowledge.headings).
+        "headings": "Deploy > Rollback",
         "embedding": [0.5, 1.0],
     }
 
@@ -354,3 +359,21 @@ def test_a_chunk_with_hangul_carries_its_korean_terms() -> None:
     assert source["content_ko"] == "패키지 설치"
     english = DocumentChunk("en.md", 0, "Debian packages 東京", {})
     assert "content_ko" not in chunk_document(SCOPE, HEADER, english, vector=None, generation="g1")
+
+
+def test_a_chunk_carries_its_headings_and_their_korean_terms() -> None:
+    titled = DocumentChunk(
+        "ko.md", 0, "text", {"title": "배포 절차", "heading_path": ["배포 절차", "롤백했다"]}
+    )
+    source = chunk_document(SCOPE, HEADER, titled, vector=None, generation="g1")
+    assert source["headings"] == "배포 절차 > 롤백했다"
+    # Korean morphemes as in content_ko (MeCab-ko; Hangul bigrams without it).
+    expected = "배포 절차 롤백" if KOREAN_MORPHEMES else "배포 절차 롤백 백했 했다"
+    assert source["headings_ko"] == expected
+    assert source["content"] == "text"
+    english = DocumentChunk("en.md", 0, "text", {"title": "Deploy", "heading_path": []})
+    assert "headings_ko" not in chunk_document(SCOPE, HEADER, english, vector=None, generation="g1")
+    untitled = DocumentChunk("n.md", 0, "text", {"title": "3.1", "heading_path": ["1.2"]})
+    bare = chunk_document(SCOPE, HEADER, untitled, vector=None, generation="g1")
+    assert "headings" not in bare
+    assert "headings_ko" not in bare

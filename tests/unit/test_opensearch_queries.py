@@ -9,6 +9,7 @@ from fnmatch import fnmatchcase
 import pytest
 
 from knowledge.filters import matches_file_patterns
+from knowledge.headings import DEFAULT_HEADINGS_WEIGHT
 from knowledge.scope import KnowledgeScope
 from knowledge.search_filter import parse_filter
 from knowledge.store import StoredDocument
@@ -261,7 +262,7 @@ def test_query_filters(kwargs: dict, expected: list[dict]) -> None:
 
 def test_keyword_body_matches_words_cjk_bigrams_or_korean_morphemes_inside_the_filters() -> None:
     filters = query_filters(SCOPE, metadata={"team": "ops"})
-    assert keyword_search_body("배포실패가", filters, 5) == {
+    assert keyword_search_body("배포실패가", filters, 5, headings_weight=0.5) == {
         "size": 5,
         "track_total_hits": False,
         "_source": SOURCE,
@@ -273,6 +274,10 @@ def test_keyword_body_matches_words_cjk_bigrams_or_korean_morphemes_inside_the_f
                     {"match": {"content.cjk": {"query": "배포실패가"}}},
                     # The query's Korean morphemes (MeCab-ko), as the writer sends them.
                     {"match": {"content_ko": {"query": "배포 실패"}}},
+                    # The same on the chunk's title and heading path, weighed less.
+                    {"match": {"headings": {"query": "배포실패가", "boost": 0.5}}},
+                    {"match": {"headings.cjk": {"query": "배포실패가", "boost": 0.5}}},
+                    {"match": {"headings_ko": {"query": "배포 실패", "boost": 0.5}}},
                 ],
                 "minimum_should_match": 1,
             }
@@ -285,7 +290,34 @@ def test_keyword_body_without_hangul_has_no_korean_clause() -> None:
     assert [next(iter(c["match"])) for c in body["query"]["bool"]["should"]] == [
         "content",
         "content.cjk",
+        "headings",
+        "headings.cjk",
     ]
+
+
+def test_keyword_body_weighs_headings_by_the_weight_given() -> None:
+    def clauses(weight: float) -> list[tuple[str, float | None]]:
+        body = keyword_search_body("deploy", [AGENT_TERM], 5, headings_weight=weight)
+        return [
+            (field, match.get("boost"))
+            for clause in body["query"]["bool"]["should"]
+            for field, match in clause["match"].items()
+        ]
+
+    assert clauses(0) == [("content", None), ("content.cjk", None)]  # 0: no headings
+    assert clauses(1.0) == [
+        ("content", None),
+        ("content.cjk", None),
+        ("headings", None),
+        ("headings.cjk", None),
+    ]
+    assert clauses(2.5)[2:] == [("headings", 2.5), ("headings.cjk", 2.5)]
+
+
+def test_keyword_body_weighs_headings_by_the_default_weight() -> None:
+    body = keyword_search_body("deploy", [AGENT_TERM], 5)
+    boosts = [c["match"].get("headings", {}).get("boost") for c in body["query"]["bool"]["should"]]
+    assert boosts == [None, None, DEFAULT_HEADINGS_WEIGHT, None]
 
 
 @pytest.mark.parametrize("cross_context", [False, True])

@@ -43,6 +43,7 @@ __all__ = [
     "MarkdownSectionChunker",
     "StructuredChunker",
     "embedding_text",
+    "heading_context",
 ]
 
 DEFAULT_CHUNK_SIZE = 500
@@ -214,21 +215,28 @@ class MarkdownSectionChunker:
             index += 1
 
 
-def embedding_text(chunk: DocumentChunk) -> str:
-    """What is embedded for ``chunk``: its document title and heading path in front of
-    its text (``"Title > Section > Sub\n\n<content>"``), so a chunk cut from the middle
-    of a long section still says what it is about. The stored content stays as is. The
-    title is not repeated when it is the first heading; a title or heading without a
-    letter ("3.1.4", "2024-05") says nothing to a model and is left out; a chunk with
-    none left is its content alone."""
-    title = str(chunk.metadata.get("title") or "").strip()
-    raw_path = chunk.metadata.get("heading_path") or ()
+def heading_context(metadata: Mapping[str, Any]) -> str:
+    """A chunk's document title and heading path as one line (``"Title > Section > Sub"``)
+    from its ``metadata``: what ``embedding_text`` puts in front of the text, and what
+    the keyword indexes hold next to it (``headings``). The title is not repeated when it
+    is the first heading; a title or heading without a letter ("3.1.4", "2024-05") says
+    nothing and is left out; ``""`` when none is left."""
+    title = str(metadata.get("title") or "").strip()
+    raw_path = metadata.get("heading_path") or ()
     path = [str(h).strip() for h in raw_path if str(h).strip()]
     parts = path if path and path[0] == title else [p for p in (title, *path) if p]
-    parts = [part for part in parts if any(ch.isalpha() for ch in part)]
-    if not parts:
+    return " > ".join(part for part in parts if any(ch.isalpha() for ch in part))
+
+
+def embedding_text(chunk: DocumentChunk) -> str:
+    """What is embedded for ``chunk``: its ``heading_context`` in front of its text
+    (``"Title > Section > Sub\n\n<content>"``), so a chunk cut from the middle of a long
+    section still says what it is about. The stored content stays as is; a chunk without
+    a context is its content alone."""
+    context = heading_context(chunk.metadata)
+    if not context:
         return chunk.content
-    return " > ".join(parts) + "\n\n" + chunk.content
+    return context + "\n\n" + chunk.content
 
 
 def _require_int(field: str, value: object) -> None:

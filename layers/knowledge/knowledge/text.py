@@ -47,7 +47,9 @@ searched with terms that would not match.
 
 ``ANALYSIS`` names this analysis. Every persistent keyword index records the analysis it
 was built with and refuses to be searched with another (the terms would not match):
-change ``ANALYSIS_VERSION`` whenever ``keyword_terms`` changes its output.
+change ``ANALYSIS_VERSION`` whenever ``keyword_terms`` changes its output or the keyword
+indexes change what they hold (version 4: the title and heading terms,
+``knowledge.headings``).
 
 The hashing embedder keeps using plain ``tokenize`` (its vectors are its identity).
 """
@@ -83,10 +85,11 @@ def _has_module(name: str) -> bool:
         return False
 
 
-ANALYSIS_VERSION = 3
+ANALYSIS_VERSION = 4
 """Version 1: ``tokenize`` terms as they are (no stemming, no stop words); version 2:
 English stems and stop words, CJK bigrams; version 3: Korean morphemes (MeCab-ko) for
-Hangul instead of bigrams."""
+Hangul instead of bigrams; version 4: each chunk's title and heading path indexed next
+to its text (``knowledge.headings``; an index of version 3 has no such field)."""
 KOREAN_MORPHEMES = _has_module("mecab")
 """Whether Hangul is cut into morphemes (MeCab-ko installed) or bigrams (module docstring)."""
 ANALYSIS = (

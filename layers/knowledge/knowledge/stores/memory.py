@@ -10,7 +10,9 @@ all of a session's writes or none, and never waits for indexing. Write sessions 
 same scope are serialised (a second one waits for the first to finish); on different
 scopes they run in parallel. Nothing published is ever mutated.
 
-Scoring: ``sum over distinct query terms of (1 + ln tf) * ln(1 + N / df)``, with ``N``
+Scoring: ``sum over distinct query terms of (1 + ln tf) * ln(1 + N / df)``, where a
+chunk's title and heading terms count ``headings_weight`` each in ``tf``
+(``knowledge.headings``; a ``tf`` below 1 counts as itself), with ``N``
 and ``df`` counted over the chunks being searched (every snapshot of the agent with
 ``cross_context``); candidates filtered by file patterns and metadata first, then
 divided by their maximum (``fusion.keyword_only``), then ``min_score``, sort and
@@ -29,7 +31,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from types import TracebackType
 
-from knowledge.chunking import DocumentChunker, MarkdownSectionChunker
+from knowledge.chunking import DocumentChunker, MarkdownSectionChunker, heading_context
 from knowledge.documents import (
     DEFAULT_DOCUMENTS_LIMIT,
     DocumentPage,
@@ -41,6 +43,7 @@ from knowledge.documents import (
 from knowledge.errors import StoreError, UnsupportedModeError
 from knowledge.filters import matches_file_patterns, matches_metadata
 from knowledge.fusion import keyword_only, select
+from knowledge.headings import DEFAULT_HEADINGS_WEIGHT, check_headings_weight
 from knowledge.indexing import Indexer, IndexingStoreMixin
 from knowledge.model import (
     MAX_STATUS_PROBLEMS,
@@ -66,11 +69,17 @@ _ChunkKey = tuple[str, int, str]
 _MODES = frozenset({SearchMode.KEYWORD})
 
 
+def _sublinear(count: float) -> float:
+    """``1 + ln tf``; below 1 (a term only in the headings, weighed < 1) ``tf`` itself,
+    so a term counts more the more it occurs, and never negatively."""
+    return 1.0 + math.log(count) if count >= 1.0 else count
+
+
 @dataclass(frozen=True, slots=True)
 class _ChunkRecord:
     key: _ChunkKey
     chunk: DocumentChunk
-    term_counts: Mapping[str, int]
+    term_counts: Mapping[str, float]
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,7 +98,7 @@ class _Snapshot:
     scope: KnowledgeScope
     documents: Mapping[str, _DocumentRecord]
     chunks: Mapping[_ChunkKey, _ChunkRecord]
-    postings: Mapping[str, Mapping[_ChunkKey, int]]  # term -> chunk -> term frequency
+    postings: Mapping[str, Mapping[_ChunkKey, float]]  # term -> chunk -> term frequency
     last_indexed_at: datetime | None
     # path -> (when recorded: a store-wide sequence number, reason); most recent = highest
     problems: Mapping[str, tuple[int, str]]
@@ -112,9 +121,9 @@ def _apply(
     """
     documents = dict(base.documents)
     chunks = dict(base.chunks)
-    owned: dict[str, dict[_ChunkKey, int]] = {}
+    owned: dict[str, dict[_ChunkKey, float]] = {}
 
-    def own(term: str) -> dict[_ChunkKey, int]:
+    def own(term: str) -> dict[_ChunkKey, float]:
         if term not in owned:
             owned[term] = dict(base.postings.get(term, {}))
         return owned[term]
@@ -200,7 +209,7 @@ class _MemoryWriteSession:
             _ChunkRecord(
                 key=(header.path, item.chunk.chunk_index, key),
                 chunk=item.chunk,
-                term_counts=dict(Counter(keyword_terms(item.chunk.content))),
+                term_counts=self._store._term_counts(item.chunk),
             )
             for item in chunks
         )
@@ -269,7 +278,13 @@ class MemoryKnowledgeStore(IndexingStoreMixin):
     ``close()`` or when the process ends.
     """
 
-    def __init__(self, chunker: DocumentChunker | None = None) -> None:
+    def __init__(
+        self,
+        chunker: DocumentChunker | None = None,
+        *,
+        headings_weight: float = DEFAULT_HEADINGS_WEIGHT,
+    ) -> None:
+        self._headings_weight = check_headings_weight(headings_weight)
         self._indexer = Indexer(chunker or MarkdownSectionChunker(), None)
         self._lock = threading.Lock()
         self._snapshots: dict[str, _Snapshot] = {}
@@ -281,6 +296,15 @@ class MemoryKnowledgeStore(IndexingStoreMixin):
     @property
     def name(self) -> str:
         return "memory"
+
+    def _term_counts(self, chunk: DocumentChunk) -> dict[str, float]:
+        """A chunk's term frequencies: its text's terms, plus its title and heading terms
+        (``knowledge.headings``) counted ``headings_weight`` each."""
+        counts: dict[str, float] = dict(Counter(keyword_terms(chunk.content)))
+        if self._headings_weight > 0:
+            for term in keyword_terms(heading_context(chunk.metadata)):
+                counts[term] = counts.get(term, 0.0) + self._headings_weight
+        return counts
 
     @property
     def supported_modes(self) -> frozenset[SearchMode]:
@@ -384,7 +408,7 @@ class MemoryKnowledgeStore(IndexingStoreMixin):
                             rejected.add(key)
                             continue
                         records[key] = record
-                    scores[key] = scores.get(key, 0.0) + (1.0 + math.log(count)) * idf
+                    scores[key] = scores.get(key, 0.0) + _sublinear(count) * idf
         ranked = select(
             keyword_only(scores),
             query.min_score,

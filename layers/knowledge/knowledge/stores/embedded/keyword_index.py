@@ -7,8 +7,14 @@ morphemes, Han and Kana bigrams, English Snowball stems, no stop words) under FT
 those terms, in the shared table and in every per-agent table alike. The analysis is
 recorded in the file (``schema.check_analysis``). A query becomes its distinct terms,
 each a quoted FTS5 string, OR-ed (``fts_query``): user input never reaches FTS5 as
-syntax. The score is ``-bm25()``
-(SQLite's lower-is-better turned around).
+syntax. The score is ``-bm25()`` (SQLite's lower-is-better turned around).
+
+**Title and headings.** Every table has two columns: ``terms`` (the chunk's text) and
+``headings`` (the terms of its title and heading path, ``chunking.heading_context``,
+analysed the same way; analysis version 4). ``bm25()`` weighs a match in ``headings``
+by ``headings_weight`` against 1.0 for the text (FTS5 column weights: the weight
+multiplies that column's term frequency; the row's length is both columns'). A weight
+of 0 indexes no headings (``knowledge.headings``).
 
 **Isolation.** BM25 weighs a term by how many rows of *its table* hold it. With
 ``isolation="shared"`` (the default) every scope's chunks are rows of one table,
@@ -26,10 +32,13 @@ search or write (``check``) rather than silently searching the other way.
 from __future__ import annotations
 
 import sqlite3
-from typing import Final
+from collections.abc import Mapping
+from typing import Any, Final
 
+from knowledge.chunking import heading_context
 from knowledge.errors import StoreError
 from knowledge.filters import matches_file_patterns, matches_metadata
+from knowledge.headings import DEFAULT_HEADINGS_WEIGHT
 from knowledge.model import SearchQuery
 from knowledge.scope import KnowledgeScope
 from knowledge.text import keyword_terms
@@ -53,7 +62,7 @@ DEFAULT_ISOLATION: Final = "shared"
 _SHARED_TABLE: Final = "chunks_fts"
 _TABLE_DDL: Final = (
     "CREATE VIRTUAL TABLE IF NOT EXISTS {table} USING fts5("
-    "terms, tokenize = 'unicode61 remove_diacritics 0')"
+    "terms, headings, tokenize = 'unicode61 remove_diacritics 0')"
 )
 
 
@@ -74,6 +83,10 @@ def _terms(content: str) -> str:
     return " ".join(keyword_terms(content))
 
 
+def _heading_terms(metadata: Mapping[str, Any]) -> str:
+    return " ".join(keyword_terms(heading_context(metadata)))
+
+
 class KeywordIndex:
     """Reads and writes the FTS5 table(s) of one isolation mode (module docstring).
 
@@ -81,8 +94,9 @@ class KeywordIndex:
     so a table created by a write that is rolled back is never remembered.
     """
 
-    def __init__(self, isolation: str) -> None:
+    def __init__(self, isolation: str, headings_weight: float = DEFAULT_HEADINGS_WEIGHT) -> None:
         self._isolation = isolation
+        self._headings_weight = headings_weight
 
     @property
     def isolation(self) -> str:
@@ -117,10 +131,20 @@ class KeywordIndex:
 
     # --- writes (inside the caller's write transaction) -------------------------------
 
-    def add(self, conn: sqlite3.Connection, table: str, rowid: int, content: str) -> None:
+    def add(
+        self,
+        conn: sqlite3.Connection,
+        table: str,
+        rowid: int,
+        content: str,
+        metadata: Mapping[str, Any],
+    ) -> None:
+        """Index one chunk: the terms of its ``content`` and of its title and heading path
+        (from its ``metadata``; none with a headings weight of 0)."""
+        headings = _heading_terms(metadata) if self._headings_weight > 0 else ""
         conn.execute(
-            f"INSERT INTO {table} (rowid, terms) VALUES (?, ?)",  # noqa: S608 (our own name)
-            (rowid, _terms(content)),
+            f"INSERT INTO {table} (rowid, terms, headings) VALUES (?, ?, ?)",  # noqa: S608
+            (rowid, _terms(content), headings),
         )
 
     def remove(
@@ -140,13 +164,13 @@ class KeywordIndex:
         conn.execute("DELETE FROM fts_agents")
         conn.execute("DELETE FROM chunks_fts")
         tables: dict[str, str] = {}
-        rows = conn.execute("SELECT id, agent, content FROM chunks ORDER BY id")
+        rows = conn.execute("SELECT id, agent, content, metadata FROM chunks ORDER BY id")
         for batch in iter(lambda: rows.fetchmany(FETCH_BATCH), []):
-            for rowid, agent, content in batch:
+            for rowid, agent, content, metadata in batch:
                 table = tables.get(agent)
                 if table is None:
                     table = tables[agent] = self.table(conn, agent, create=True) or ""
-                self.add(conn, table, rowid, content)
+                self.add(conn, table, rowid, content, load_json(metadata))
 
     # --- reads --------------------------------------------------------------------------
 
@@ -172,16 +196,17 @@ class KeywordIndex:
         # The search filter is part of the SQL (filter_sql), so only these are left to Python.
         filtered = bool(query.file_patterns or query.metadata)
         sql = (
-            f"SELECT c.id, c.path, c.chunk_index, c.context, c.metadata, -bm25({table}) AS s"  # noqa: S608
+            "SELECT c.id, c.path, c.chunk_index, c.context, c.metadata,"  # noqa: S608
+            f" -bm25({table}, 1.0, ?) AS s"
             f" FROM {table} JOIN chunks AS c ON c.id = {table}.rowid"
             f" WHERE {table} MATCH ? AND {scope_sql}{filter_clause}"
             " ORDER BY s DESC, c.path, c.chunk_index, c.context"
         )
         # Without filters every row is a candidate, so SQLite can stop at the limit.
         cursor = (
-            conn.execute(sql, [match, *bound])
+            conn.execute(sql, [self._headings_weight, match, *bound])
             if filtered
-            else conn.execute(sql + " LIMIT ?", [match, *bound, limit])
+            else conn.execute(sql + " LIMIT ?", [self._headings_weight, match, *bound, limit])
         )
         found: list[Candidate] = []
         while len(found) < limit and (batch := cursor.fetchmany(FETCH_BATCH)):

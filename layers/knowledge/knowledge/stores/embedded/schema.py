@@ -63,6 +63,13 @@ SCHEMA_VERSION: Final = 3
 # What a file that records no analysis (made before it was recorded) was indexed with.
 _ANALYSIS_BEFORE_RECORDING: Final = "tokenize-v1"
 
+# Not external-content: FTS5 then keeps its own copy of the terms, so rows are deleted by
+# rowid alone (SQLite < 3.43 has no contentless delete). ``headings``: the terms of the
+# chunk's title and heading path (analysis version 4, ``knowledge.headings``).
+_KEYWORD_TABLE: Final = """CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts USING fts5(
+    terms, headings, tokenize = 'unicode61 remove_diacritics 0'
+)"""
+
 _TABLES: Final = (
     """CREATE TABLE IF NOT EXISTS meta (
         key TEXT PRIMARY KEY,
@@ -98,11 +105,7 @@ _TABLES: Final = (
     # The unique index above serves the scope filter (its prefix), per-document deletes
     # and the (path, chunk_index) order, so no other index is needed; doc_id is kept for
     # inspection and joins.
-    # Not external-content: FTS5 then keeps its own copy of the terms, so rows are deleted
-    # by rowid alone (SQLite < 3.43 has no contentless delete).
-    """CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts USING fts5(
-        terms, tokenize = 'unicode61 remove_diacritics 0'
-    )""",
+    _KEYWORD_TABLE,
 )
 
 # New in version 2; a version 1 file gets them (and the two record columns) on open.
@@ -174,6 +177,7 @@ def check_analysis(conn: sqlite3.Connection, display: str) -> None:
     has_chunks = conn.execute("SELECT EXISTS (SELECT 1 FROM chunks)").fetchone()[0]
     if not has_chunks:
         # Nothing analysed yet (new, emptied, or never written): this version's from now on.
+        _settle_keyword_tables(conn)
         conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('analysis', ?)", (ANALYSIS,))
         return
     recorded = _ANALYSIS_BEFORE_RECORDING if row is None else row[0]
@@ -184,6 +188,20 @@ def check_analysis(conn: sqlite3.Connection, display: str) -> None:
             "Reindex into a new file (kb index DIR --db NEW_FILE --reindex), or delete this "
             "file and index again"
         )
+
+
+def _settle_keyword_tables(conn: sqlite3.Connection) -> None:
+    """Give a file without chunks this version's keyword tables: one made before analysis
+    version 4 has FTS5 tables without the ``headings`` column; they are empty, so they
+    are made again (per-agent tables on their next write, ``keyword_index``)."""
+    columns = {info[1] for info in conn.execute("PRAGMA table_info(chunks_fts)")}
+    if "headings" in columns:
+        return
+    for (number,) in conn.execute("SELECT id FROM fts_agents").fetchall():
+        conn.execute(f"DROP TABLE IF EXISTS chunks_fts_{int(number)}")
+    conn.execute("DELETE FROM fts_agents")
+    conn.execute("DROP TABLE chunks_fts")
+    conn.execute(_KEYWORD_TABLE)
 
 
 def generation(conn: sqlite3.Connection, agent: str) -> int:

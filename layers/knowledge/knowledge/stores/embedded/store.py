@@ -77,6 +77,7 @@ from knowledge.fusion import (
     vector_only,
 )
 from knowledge.fusion import relevance_floor as fusion_floor
+from knowledge.headings import DEFAULT_HEADINGS_WEIGHT, check_headings_weight
 from knowledge.indexing import DEFAULT_EMBED_CONTEXT, Indexer, IndexingStoreMixin
 from knowledge.model import IndexStatus, SearchMode, SearchQuery, SearchResult
 from knowledge.scope import KnowledgeScope
@@ -139,6 +140,8 @@ class EmbeddedKnowledgeStore(IndexingStoreMixin):
     score) drops weaker vector candidates; ``None`` takes the embedder's calibrated floor
     (``fusion.relevance_floor``). ``embed_context`` embeds each chunk with its title and
     heading path in front (``None``: as ``indexing.DEFAULT_EMBED_CONTEXT`` says).
+    ``headings_weight`` is the BM25 weight of the title and heading terms next to the
+    text's (``knowledge.headings``).
 
     Raises ``EmbeddingMismatchError`` when the file was built with another embedder,
     ``AnalysisMismatchError`` when its keyword terms were made by another analysis,
@@ -165,6 +168,7 @@ class EmbeddedKnowledgeStore(IndexingStoreMixin):
         batch_seconds: float = DEFAULT_BATCH_SECONDS,
         relevance_floor: float | None = None,
         embed_context: bool | None = DEFAULT_EMBED_CONTEXT,
+        headings_weight: float = DEFAULT_HEADINGS_WEIGHT,
     ) -> None:
         target = os.fspath(path)
         if not isinstance(target, str) or not target:
@@ -182,6 +186,7 @@ class EmbeddedKnowledgeStore(IndexingStoreMixin):
         hybrid_weights(None if embedder is None else embedder.name, keyword_weight, vector_weight)
         fuse_rrf([], [], rrf_k)  # validates rrf_k exactly as every search will, but now
         _require_count("vector_cache_bytes", vector_cache_bytes, minimum=0)
+        weight = check_headings_weight(headings_weight)
         _require_count("batch_documents", batch_documents, minimum=1)
         if (
             isinstance(batch_seconds, bool)
@@ -212,7 +217,7 @@ class EmbeddedKnowledgeStore(IndexingStoreMixin):
         self._fusion = fusion
         self._rrf_k = rrf_k
         self._display = target
-        self._keywords = KeywordIndex(isolation)
+        self._keywords = KeywordIndex(isolation, weight)
         self._batch_documents = batch_documents
         self._batch_seconds = float(batch_seconds)
         self._writing: Counter[KnowledgeScope] = Counter()

@@ -301,7 +301,7 @@ class EmbeddedWriteSession:
                 ),
             )
             assert cursor.lastrowid is not None
-            keywords.add(conn, table, cursor.lastrowid, chunk.content)
+            keywords.add(conn, table, cursor.lastrowid, chunk.content, chunk.metadata)
             count += 1
         source_type = header.metadata.get("source_type")
         conn.execute(

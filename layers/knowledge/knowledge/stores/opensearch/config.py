@@ -53,6 +53,9 @@ Environment (``OpenSearchConfig.from_env``):
                                    ``index.knn.derived_source.enabled``; 0.71x the
                                    bytes per chunk measured, reuse still reads them);
                                    default ``false``; never sent to Serverless
+``OPENSEARCH_HEADINGS_WEIGHT``     boost of a chunk's title and heading terms next to
+                                   its text's 1.0 in keyword search (``0``: none;
+                                   default ``knowledge.headings``)
 =================================  =====================================================
 
 The HNSW defaults come from ``bench/scale.py`` (``bench/REPORT.md`` section 9,
@@ -76,7 +79,8 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any
 from urllib.parse import urlsplit
 
-from knowledge.errors import ConfigurationError
+from knowledge.errors import ConfigurationError, ValidationError
+from knowledge.headings import DEFAULT_HEADINGS_WEIGHT, check_headings_weight
 from knowledge.model import SearchMode
 
 __all__ = [
@@ -177,6 +181,7 @@ class OpenSearchConfig:
     hnsw_ef_construction: int = DEFAULT_HNSW_EF_CONSTRUCTION
     ef_search: int = DEFAULT_EF_SEARCH
     vector_derived_source: bool = False
+    headings_weight: float = DEFAULT_HEADINGS_WEIGHT
 
     def __post_init__(self) -> None:
         url = self.url.strip().rstrip("/") if isinstance(self.url, str) else ""
@@ -256,6 +261,10 @@ class OpenSearchConfig:
                 or value < 0
             ):
                 raise ConfigurationError(f"opensearch {name}: must be a number >= 0, got {value!r}")
+        try:
+            object.__setattr__(self, "headings_weight", check_headings_weight(self.headings_weight))
+        except ValidationError as exc:
+            raise ConfigurationError(f"opensearch headings_weight: {exc.message}") from None
         if (
             self.keyword_weight is not None
             and self.vector_weight is not None
@@ -413,6 +422,7 @@ class OpenSearchConfig:
             "hnsw_m": ("OPENSEARCH_HNSW_M", int),
             "hnsw_ef_construction": ("OPENSEARCH_HNSW_EF_CONSTRUCTION", int),
             "ef_search": ("OPENSEARCH_EF_SEARCH", int),
+            "headings_weight": ("OPENSEARCH_HEADINGS_WEIGHT", float),
         }
         for key, (var, kind) in number_settings.items():
             value = get(var)

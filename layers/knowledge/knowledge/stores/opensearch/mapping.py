@@ -21,13 +21,19 @@ stemmer, the same Snowball algorithm PyStemmer runs) and
 (analysis-common), so Han and Kana compounds written without spaces share bigrams with
 the same words written apart. Both drop every token that holds Hangul
 (``knowledge_no_hangul``, a ``pattern_replace`` to nothing, then a length filter): Korean
-is analysed by ``knowledge.text`` itself (MeCab-ko morphemes, analysis version 3) and
+is analysed by ``knowledge.text`` itself (MeCab-ko morphemes, since analysis version 3) and
 its terms are sent with each chunk in ``content_ko`` (``knowledge.text.korean_terms``,
 space-joined), a ``whitespace``-analysed field that indexes them as they are. So the
 node indexes term for term what the embedded store indexes, and needs no plugin: the
 nori plugin is optional on Amazon OpenSearch Service and not published on Maven Central
 for the local node's version (``docs/korean.md``). A keyword query sends its own
 ``korean_terms`` to ``content_ko``.
+
+A chunk's title and heading path (``chunking.heading_context``, "Title > Section") is
+analysed the same three ways, in ``headings`` (``knowledge_english``), ``headings.cjk``
+and ``headings_ko`` (analysis version 4); a keyword query matches them with the boost
+``OpenSearchConfig.headings_weight`` (``knowledge.headings``, ``queries``). The returned
+``content`` is never changed.
 
 The vector field is ``knn_vector`` with an explicit method (HNSW, cosine similarity) on
 an engine that filters inside the knn clause (``lucene``; ``faiss`` on Serverless), and
@@ -60,6 +66,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from knowledge.chunking import heading_context
 from knowledge.errors import AnalysisMismatchError, EmbeddingMismatchError
 from knowledge.model import DocumentChunk
 from knowledge.scope import KnowledgeScope
@@ -83,6 +90,9 @@ __all__ = [
     "EMBEDDING_KEY",
     "ENGLISH_ANALYZER",
     "GENERATION",
+    "HEADINGS",
+    "HEADINGS_CJK",
+    "HEADINGS_KO",
     "INDEXED_AT",
     "METADATA",
     "META_KEY",
@@ -119,6 +129,10 @@ CHUNK_COUNT = "chunk_count"
 CONTENT = "content"
 CONTENT_CJK = "content.cjk"
 CONTENT_KO = "content_ko"
+# The chunk's title and heading path (knowledge.headings), analysed as content is.
+HEADINGS = "headings"
+HEADINGS_CJK = "headings.cjk"
+HEADINGS_KO = "headings_ko"
 EMBEDDING = "embedding"
 EMBEDDING_KEY = "embedding_key"
 CONTENT_HASH = "content_hash"
@@ -251,6 +265,13 @@ def index_body(
         },
         # The Korean terms of knowledge.text, computed by the writer (never in results).
         CONTENT_KO: {"type": "text", "analyzer": "whitespace"},
+        # Title and heading path (knowledge.headings): the same analysis as content's.
+        HEADINGS: {
+            "type": "text",
+            "analyzer": ENGLISH_ANALYZER,
+            "fields": {"cjk": {"type": "text", "analyzer": CJK_ANALYZER}},
+        },
+        HEADINGS_KO: {"type": "text", "analyzer": "whitespace"},
         CONTENT_HASH: {"type": "keyword"},
         VERSION: {"type": "keyword"},
         INDEXED_AT: {"type": "date"},
@@ -485,6 +506,12 @@ def chunk_document(
     korean = korean_terms(chunk.content)
     if korean:
         source[CONTENT_KO] = " ".join(korean)
+    headings = heading_context(chunk.metadata)
+    if headings:
+        source[HEADINGS] = headings
+        korean_headings = korean_terms(headings)
+        if korean_headings:
+            source[HEADINGS_KO] = " ".join(korean_headings)
     if vector is not None and not is_zero_vector(vector):
         source[EMBEDDING] = [float(x) for x in vector]
     if vector is not None and embedding_key is not None:

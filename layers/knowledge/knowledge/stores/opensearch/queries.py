@@ -20,6 +20,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from knowledge.errors import InvalidScopeError
+from knowledge.headings import DEFAULT_HEADINGS_WEIGHT
 from knowledge.scope import KnowledgeScope
 from knowledge.search_filter import FilterNode
 from knowledge.store import StoredDocument
@@ -39,6 +40,9 @@ from knowledge.stores.opensearch.mapping import (
     EMBEDDING,
     EMBEDDING_KEY,
     GENERATION,
+    HEADINGS,
+    HEADINGS_CJK,
+    HEADINGS_KO,
     INDEXED_AT,
     METADATA,
     PROBLEM,
@@ -334,24 +338,34 @@ def keyword_search_body(
     candidates: bool = False,
     candidate_path: bool = False,
     candidate_facts: bool = True,
+    headings_weight: float = DEFAULT_HEADINGS_WEIGHT,
 ) -> dict[str, Any]:
     """BM25 on ``content``, on its CJK-bigram sub-field and (for a query with Hangul) on
-    ``content_ko`` with the query's ``knowledge.text.korean_terms``, inside the filters;
-    each hit with its result fields, or with ``candidates`` its ``_id`` and score, with
+    ``content_ko`` with the query's ``knowledge.text.korean_terms``, and the same on the
+    chunk's title and heading path (``headings``, ``headings.cjk``, ``headings_ko``) with
+    ``boost`` ``headings_weight`` (none at 0), inside the filters; each hit with its
+    result fields, or with ``candidates`` its ``_id`` and score, with
     ``CANDIDATE_FIELDS`` as doc values if ``candidate_facts`` (server-made ids) and
     ``document_path`` if ``candidate_path``.
 
     The ``match`` clauses are a ``should`` (at least one must match), so a chunk matches
-    on words, on CJK bigrams *or* on Korean morphemes, and one that matches more ranks
-    higher.
+    on words, on CJK bigrams *or* on Korean morphemes, in its text or its headings, and
+    one that matches more ranks higher.
     """
-    should: list[dict[str, Any]] = [
-        {"match": {CONTENT: {"query": text}}},
-        {"match": {CONTENT_CJK: {"query": text}}},
-    ]
     korean = korean_terms(text)
-    if korean:
-        should.append({"match": {CONTENT_KO: {"query": " ".join(korean)}}})
+    fields = [(CONTENT, CONTENT_CJK, CONTENT_KO, 1.0)]
+    if headings_weight > 0:
+        fields.append((HEADINGS, HEADINGS_CJK, HEADINGS_KO, headings_weight))
+    should: list[dict[str, Any]] = []
+    for words, cjk, ko, boost in fields:
+        clauses = [(words, text), (cjk, text)]
+        if korean:
+            clauses.append((ko, " ".join(korean)))
+        for field, value in clauses:
+            match: dict[str, Any] = {"query": value}
+            if boost != 1.0:
+                match["boost"] = boost
+            should.append({"match": {field: match}})
     return {
         "size": size,
         "track_total_hits": False,

@@ -170,7 +170,9 @@ def search(
     # Room for the newest-generation dedupe and the per-document cap (module docstring).
     size = max(needed * _OVERFETCH, candidate_count(needed))
     if mode is SearchMode.KEYWORD:
-        body = queries.keyword_search_body(query.text, filters, size)
+        body = queries.keyword_search_body(
+            query.text, filters, size, headings_weight=config.headings_weight
+        )
         response = connection.search(index, action, body, filter_path=queries.RESULTS_FILTER_PATH)
         fused = keyword_only(scores_of(response, queries.parse_hits))
     elif mode is SearchMode.VECTOR:
@@ -192,6 +194,7 @@ def search(
             candidates=True,
             candidate_path=with_path,
             candidate_facts=facts,
+            headings_weight=config.headings_weight,
         )
         if vector is None:
             keyword_response = connection.search(

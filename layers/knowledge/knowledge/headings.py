@@ -1,0 +1,38 @@
+"""Title and heading context on the keyword side: how much it weighs next to the text.
+
+Every keyword index holds, next to a chunk's own terms, the terms of its document title
+and heading path (``chunking.heading_context``, the line ``embedding_text`` puts in front
+of the embedded text), analysed exactly as the content (``text.keyword_terms``; in
+OpenSearch the ``headings`` field with the content's analyzers and ``headings_ko``). A
+question often names what a heading names ("how do I X" under a heading "X") while the
+chunk's text does not repeat it. The returned content is never changed.
+
+``headings_weight`` is the weight of those terms next to the content's (1.0): the FTS5
+column weight of ``bm25()`` in the embedded store, the ``boost`` of the ``headings``
+clauses in OpenSearch, a factor on their term counts in the memory store. 0 leaves the
+headings out. The default and its figures: ``docs/ranking.md`` section 1.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Final
+
+from knowledge.errors import ValidationError
+
+__all__ = ["DEFAULT_HEADINGS_WEIGHT", "check_headings_weight"]
+
+DEFAULT_HEADINGS_WEIGHT: Final = 0.5
+"""The weight of title and heading terms next to the content's 1.0 (module docstring)."""
+
+
+def check_headings_weight(value: object, field: str = "headings_weight") -> float:
+    """``value`` as a weight: a finite number >= 0, else ``ValidationError`` naming ``field``."""
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not math.isfinite(value)
+        or value < 0
+    ):
+        raise ValidationError(field, f"must be a number >= 0, got {value!r}")
+    return float(value)
