@@ -16,6 +16,7 @@ COMMANDS = {
     "fusion_sweep": "hybrid fusion ablation: normalisation, weights, depth per embedder",
     "indexing": "indexing throughput: embedded store, OpenSearch store, raw bulk",
     "latency": "search latency per mode on the real node, next to OpenSearch's took",
+    "latency_ab": "search latency of an older version and this one, interleaved on one node",
     "coldstart": "import time of the Lambda handlers next to a naive handler",
     "memory": "peak RSS of indexing one large Markdown file",
     "store_threads": "embedded store searches from 1 and 16 threads (no BLAS thread fights)",

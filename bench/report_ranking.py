@@ -29,7 +29,6 @@ __all__ = [
 
 MODES = ("keyword", "vector", "hybrid")
 BEFORE, AFTER = "latency-r3-before", "latency-r3-after"
-IDS_BEFORE, IDS_AFTER = "latency-r5-before", "latency-r5-after"
 
 
 def hybrid_fetch_section(report: Report) -> None:
@@ -97,57 +96,58 @@ def hybrid_fetch_section(report: Report) -> None:
 
 
 def hybrid_ids_section(report: Report) -> None:
-    before, after = read_result(IDS_BEFORE), read_result(IDS_AFTER)
+    result = read_result("latency-ab")
     title = "## 3e. Hybrid candidates as ids and a leaner hot path (issue 11, search overhead)"
-    if before is None or after is None:
+    if result is None:
         report.add(
-            f"{title}\n\nMissing: run `python -m bench latency --label r5-before` (on the "
-            "code before) and `--label r5-after`."
+            f"{title}\n\nMissing: run `python -m bench latency_ab --before "
+            "<export of the older commit>/layers/knowledge`."
         )
         return
-    rows = p50_before_after(before, after, 2)
-    for mode, row in zip(MODES, rows, strict=True):
-        for result in (before, after):
-            own = result["modes"][mode].get("store_own_work")
-            row.append("-" if own is None else f"{own['p50']:.2f}")
-        for result in (before, after):
-            times = result["modes"][mode]
-            row.append(f"{times['store']['p50'] / times['raw']['p50']:.2f}")
+    rows = []
+    for mode in MODES:
+        m = result["modes"][mode]
+        row = [mode]
+        for key in ("store", "store_took", "store_overhead", "store_own_work"):
+            row += [f"{m[version][key]['p50']:.2f}" for version in ("before", "after")]
+        row.append(f"{m['wall_ratio_p50']:.3f}")
+        rows.append(row)
+    indexed = result["indexed"]["after"]
     parts = [
         title,
         "Before (commit 0dce383), a hybrid candidate carried three doc values "
         "(`document_id`, `generation`, `chunk_index`). After: a candidate is its `_id` and "
         "score only, since the store's own chunk ids (`queries.generation_chunk_id`) say "
         "those three (`queries.chunk_id_facts`; with server-made ids, on Serverless, they "
-        "are still read as doc values); one-mode searches and the hybrid page read are "
-        "trimmed by `queries.RESULTS_FILTER_PATH`; the page cap stops at a full page. "
-        f"Index: {after['corpus']['documents']} man pages "
-        f"({after['indexed']['chunks']} chunks), hashing embedder, `max_results="
-        f"{after['max_results']}`, {after['iterations']} measured searches per mode; "
-        "times in ms, p50. Overhead = wall clock minus the `took` of the search's requests; "
-        '"own work" = wall clock minus the time inside the client\'s calls; the last two '
-        "columns are the product's wall time over the bare client sending the one-request "
-        "form (every candidate with its text) in the same run. The two runs ran one after "
-        "the other on the same node; the before run imported the product from an export "
-        "of that commit (`PYTHONPATH=<export>/layers/knowledge:.`), so its digest is the "
-        "worktree's."
-        + "".join(
-            f" Load average (1 min) when the {name} run ended: {load[0]:g}."
-            for name, r in (("before", before), ("after", after))
-            if (load := r.get("machine", {}).get("load_average"))
-        ),
+        "are still read as doc values); the page cap stops at a full page. The "
+        "after version also has this round's title and heading clauses on the keyword "
+        "side (section 1g), 2-3 more `match` clauses per keyword query. "
+        f"`bench latency_ab`: one worker process per version, each with its own index of "
+        f"the same node ({indexed['documents']} man pages, {indexed['chunks']} chunks, "
+        f"hashing embedder, `max_results={result['max_results']}`), taking turns of "
+        f"{result['block']} searches ({result['iterations']} measured per mode and version "
+        "after a warm-up), so both see the same machine: separate runs of `bench latency` "
+        "on this machine moved by ~1 ms between runs of the same code. p50 in ms. "
+        'Overhead = wall clock minus the `took` of the search\'s requests; "own work" = '
+        "wall clock minus the time inside the client's calls (HTTP, JSON, opensearch-py).",
         _table(
             [
-                *P50_BEFORE_AFTER_COLUMNS,
+                "mode",
+                "wall before",
+                "wall after",
+                "took before",
+                "took after",
+                "overhead before",
+                "overhead after",
                 "own work before",
                 "own work after",
-                "store/raw before",
-                "store/raw after",
+                "wall after/before",
             ],
             rows,
         ),
-        _provenance(before, IDS_BEFORE),
-        _provenance(after, IDS_AFTER),
+        _provenance(result, "latency-ab")
+        + " The before worker imported the product from an export of that commit "
+        "(`--before <export>/layers/knowledge`).",
     ]
     report.add("\n\n".join(parts))
 

@@ -60,7 +60,6 @@ __all__ = [
     "CANDIDATE_FIELDS",
     "INCOMPLETE_HASH",
     "MATCH_NOTHING",
-    "RESULTS_FILTER_PATH",
     "Hit",
     "RecordState",
     "ScopeStats",
@@ -311,11 +310,9 @@ CANDIDATES_FILTER_PATH = ",".join(
 )
 """``filter_path`` of the hybrid candidate requests (``_search`` or ``_msearch``): only
 what ``parse_candidates`` and the error checks read. Without it every hit also carries
-its index name, and the answer its shard counts and totals."""
-
-RESULTS_FILTER_PATH = "error,took,hits.hits._id,hits.hits._score,hits.hits._source"
-"""``filter_path`` of a search whose hits are results (one-mode searches, the hybrid
-page read): what ``parse_hits`` reads, without index names, shard counts and totals."""
+its index name, and the answer its shard counts and totals. Only this answer of 200
+candidates is trimmed: on a page of 10-40 results the node's filtering cost more than the
+bytes it saved (~0.3 ms a search, bench/REPORT.md 3e)."""
 
 
 def _source() -> dict[str, Any]:

@@ -173,13 +173,13 @@ def search(
         body = queries.keyword_search_body(
             query.text, filters, size, headings_weight=config.headings_weight
         )
-        response = connection.search(index, action, body, filter_path=queries.RESULTS_FILTER_PATH)
+        response = connection.search(index, action, body)
         fused = keyword_only(scores_of(response, queries.parse_hits))
     elif mode is SearchMode.VECTOR:
         if vector is None:
             return []
         body = queries.vector_search_body(vector, filters, size, ef_search=config.ef_search)
-        response = connection.search(index, action, body, filter_path=queries.RESULTS_FILTER_PATH)
+        response = connection.search(index, action, body)
         fused = vector_only(above_floor(scores_of(response, queries.parse_hits), floor))
     else:
         # A fixed depth (>= MAX_MAX_RESULTS), so that every page is a slice of one order.
@@ -235,12 +235,7 @@ def search(
     )
     if mode is SearchMode.HYBRID and chosen:
         ids = [item.key for item in chosen]
-        page = connection.search(
-            index,
-            action,
-            queries.chunks_by_id_body(ids, filters),
-            filter_path=queries.RESULTS_FILTER_PATH,
-        )
+        page = connection.search(index, action, queries.chunks_by_id_body(ids, filters))
         sources = {hit.id: hit.source for hit in queries.parse_hits(page)}
         chosen = [item for item in chosen if item.key in sources]
     return [_result(sources[item.key], item) for item in chosen]
