@@ -16,11 +16,14 @@ headings out. The default and its figures: ``docs/ranking.md`` section 1.
 from __future__ import annotations
 
 import math
-from typing import Final
+from collections.abc import Mapping
+from typing import Any, Final
 
+from knowledge.chunking import heading_context
 from knowledge.errors import ValidationError
+from knowledge.text import keyword_terms
 
-__all__ = ["DEFAULT_HEADINGS_WEIGHT", "check_headings_weight"]
+__all__ = ["DEFAULT_HEADINGS_WEIGHT", "check_headings_weight", "heading_terms"]
 
 DEFAULT_HEADINGS_WEIGHT: Final = 0.5
 """The weight of title and heading terms next to the content's 1.0 (module docstring)."""
@@ -36,3 +39,9 @@ def check_headings_weight(value: object, field: str = "headings_weight") -> floa
     ):
         raise ValidationError(field, f"must be a number >= 0, got {value!r}")
     return float(value)
+
+
+def heading_terms(metadata: Mapping[str, Any]) -> list[str]:
+    """The keyword terms of a chunk's title and heading path (from its ``metadata``), in
+    order: what the embedded and memory stores index next to its text's terms."""
+    return keyword_terms(heading_context(metadata))

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from types import TracebackType
 
-from knowledge.chunking import DocumentChunker, MarkdownSectionChunker, heading_context
+from knowledge.chunking import DocumentChunker, MarkdownSectionChunker
 from knowledge.documents import (
     DEFAULT_DOCUMENTS_LIMIT,
     DocumentPage,
@@ -43,7 +43,7 @@ from knowledge.documents import (
 from knowledge.errors import StoreError, UnsupportedModeError
 from knowledge.filters import matches_file_patterns, matches_metadata
 from knowledge.fusion import keyword_only, select
-from knowledge.headings import DEFAULT_HEADINGS_WEIGHT, check_headings_weight
+from knowledge.headings import DEFAULT_HEADINGS_WEIGHT, check_headings_weight, heading_terms
 from knowledge.indexing import Indexer, IndexingStoreMixin
 from knowledge.model import (
     MAX_STATUS_PROBLEMS,
@@ -302,7 +302,7 @@ class MemoryKnowledgeStore(IndexingStoreMixin):
         (``knowledge.headings``) counted ``headings_weight`` each."""
         counts: dict[str, float] = dict(Counter(keyword_terms(chunk.content)))
         if self._headings_weight > 0:
-            for term in keyword_terms(heading_context(chunk.metadata)):
+            for term in heading_terms(chunk.metadata):
                 counts[term] = counts.get(term, 0.0) + self._headings_weight
         return counts
 

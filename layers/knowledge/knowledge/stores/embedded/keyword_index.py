@@ -35,10 +35,9 @@ import sqlite3
 from collections.abc import Mapping
 from typing import Any, Final
 
-from knowledge.chunking import heading_context
 from knowledge.errors import StoreError
 from knowledge.filters import matches_file_patterns, matches_metadata
-from knowledge.headings import DEFAULT_HEADINGS_WEIGHT
+from knowledge.headings import DEFAULT_HEADINGS_WEIGHT, heading_terms
 from knowledge.model import SearchQuery
 from knowledge.scope import KnowledgeScope
 from knowledge.text import keyword_terms
@@ -81,10 +80,6 @@ def fts_query(text: str) -> str | None:
 
 def _terms(content: str) -> str:
     return " ".join(keyword_terms(content))
-
-
-def _heading_terms(metadata: Mapping[str, Any]) -> str:
-    return " ".join(keyword_terms(heading_context(metadata)))
 
 
 class KeywordIndex:
@@ -141,7 +136,7 @@ class KeywordIndex:
     ) -> None:
         """Index one chunk: the terms of its ``content`` and of its title and heading path
         (from its ``metadata``; none with a headings weight of 0)."""
-        headings = _heading_terms(metadata) if self._headings_weight > 0 else ""
+        headings = " ".join(heading_terms(metadata)) if self._headings_weight > 0 else ""
         conn.execute(
             f"INSERT INTO {table} (rowid, terms, headings) VALUES (?, ?, ?)",  # noqa: S608
             (rowid, _terms(content), headings),
