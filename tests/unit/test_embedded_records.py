@@ -237,21 +237,23 @@ def test_a_version_1_file_without_chunks_is_upgraded_in_place(db: Path, isolatio
     raw.close()
 
 
+def _file_with(db: Path, isolation: str, chunk: DocumentChunk) -> None:
+    """A file holding one document of ``SCOPE`` with ``chunk`` (no vector), closed."""
+    store = EmbeddedKnowledgeStore(db, isolation=isolation)
+    try:
+        with store.write_session(SCOPE) as session:
+            session.put_document(header(chunk.document_path), [EmbeddedChunk(chunk, None)])
+    finally:
+        store.close()
+
+
 @pytest.mark.parametrize("isolation", ["shared", "agent"])
 def test_a_file_of_the_bigram_analysis_is_refused_with_the_reindex_hint(
     db: Path, isolation: str
 ) -> None:
     # A file indexed by the previous analysis (Hangul as bigrams, "english-snowball-v2"):
     # its Korean terms would not meet this version's morphemes, so it is refused.
-    store = EmbeddedKnowledgeStore(db, isolation=isolation)
-    try:
-        with store.write_session(SCOPE) as session:
-            session.put_document(
-                header("ko.md"),
-                [EmbeddedChunk(DocumentChunk("ko.md", 0, "배포 실패 시 롤백한다", {}), None)],
-            )
-    finally:
-        store.close()
+    _file_with(db, isolation, DocumentChunk("ko.md", 0, "배포 실패 시 롤백한다", {}))
     raw = sqlite3.connect(db)
     with raw:
         raw.execute("UPDATE meta SET value = 'english-snowball-v2' WHERE key = 'analysis'")
@@ -296,12 +298,7 @@ def _as_analysis_3(db: Path) -> None:
 def test_a_file_of_analysis_3_is_refused_with_the_reindex_hint(db: Path, isolation: str) -> None:
     # Its keyword index has no title and heading terms: searched as it is, a question
     # that names a heading would silently miss, so it is refused.
-    store = EmbeddedKnowledgeStore(db, isolation=isolation)
-    try:
-        with store.write_session(SCOPE) as session:
-            session.put_document(header("pay.md"), [EmbeddedChunk(PAYMENTS, None)])
-    finally:
-        store.close()
+    _file_with(db, isolation, PAYMENTS)
     _as_analysis_3(db)
     with pytest.raises(AnalysisMismatchError, match=PREVIOUS_ANALYSIS) as caught:
         EmbeddedKnowledgeStore(db, isolation=isolation)
