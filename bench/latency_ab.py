@@ -42,6 +42,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--warmup", type=int, default=100, help="unmeasured searches per mode")
     parser.add_argument("--block", type=int, default=50, help="searches per turn")
     parser.add_argument("--max-results", type=int, default=10)
+    parser.add_argument("--label", default="", help="suffix of the result file name")
     parser.add_argument("--worker", help=argparse.SUPPRESS)  # the node URL, in a worker
 
 
@@ -168,7 +169,7 @@ def main(args: argparse.Namespace) -> None:
             f"{after['store_overhead']['p50']} ms"
         )
     write_result(
-        "latency-ab",
+        "latency-ab" + (f"-{args.label}" if args.label else ""),
         {
             "before": str(args.before),
             "indexed": indexed,

@@ -1160,6 +1160,27 @@ def test_the_newest_generation_wins_whatever_the_order_of_the_hits() -> None:
     ]
 
 
+def test_newest_generations_edge_hits_keep_their_meaning() -> None:
+    def hit(i: str, source: dict[str, object]) -> Hit:
+        return Hit(id=i, score=1.0, source=source)
+
+    # Every hit of one generation, no chunk twice: all kept, in order, in a new list.
+    alike = [hit("1", {"document_id": "a", "generation": "g1", "chunk_index": 0})]
+    alike.append(hit("2", {"document_id": "b", "generation": "g9", "chunk_index": 0}))
+    kept = newest_generations(alike)
+    assert [h.id for h in kept] == ["1", "2"]
+    assert kept is not alike
+    # A generation without a document is no document's newest: left out.
+    orphan = hit("3", {"generation": "g1", "chunk_index": 0})
+    assert [h.id for h in newest_generations([*alike, orphan])] == ["1", "2"]
+    # Hits without a generation (schema 1) are all kept, even two alike.
+    old = [hit("4", {"document_id": "c", "chunk_index": 0}) for _ in range(2)]
+    assert [h.id for h in newest_generations(old)] == ["4", "4"]
+    # A chunk stored twice is one hit even when nothing else is dropped.
+    twice = [alike[0], hit("5", {"document_id": "a", "generation": "g1", "chunk_index": 0})]
+    assert [h.id for h in newest_generations(twice)] == ["1"]
+
+
 def test_the_search_filter_is_the_last_filter() -> None:
     search_filter = parse_filter({"field": "team", "op": "eq", "value": "ops"})
     assert query_filters(SCOPE, search_filter=search_filter) == [
