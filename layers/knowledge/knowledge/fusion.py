@@ -16,8 +16,10 @@ Weighted hybrid (D9, the default), per DESIGN "Score":
    [0, 1]. A side whose first ten candidates stand out from the rest of its list keeps
    its weight; a side whose first ten are nearly tied with each other (it cannot tell
    them apart) loses weight to the other side. A side with fewer than 10 candidates, or
-   all scores equal, has confidence 1.0; when both effective weights are 0 the
-   configured ones are used;
+   all scores equal, has confidence 1.0; a side with no candidates (or none above 0)
+   has 0.0, since it says nothing; when both effective weights are 0 the configured
+   ones are used (so a side that cannot tell its first ten apart still ranks them when
+   the other side found nothing);
 3. over the union of both candidate sets (missing side = 0):
    ``combined = keyword_weight * conf_kw * kw + vector_weight * conf_vec * vec``;
 4. divided by the batch maximum, so the best candidate scores 1.0 and ``min_score``
@@ -301,7 +303,7 @@ def _side(scores: Mapping[K, float]) -> tuple[dict[K, float], float]:
     from one pass over its cleaned scores."""
     cleaned = _cleaned(scores)
     if not cleaned:
-        return {}, 1.0
+        return {}, 0.0
     ordered = sorted(cleaned.values(), reverse=True)
     normalised = _min_max_cleaned(cleaned, ordered[0], ordered[-1])
     return normalised, _confidence(ordered, CONFIDENCE_RANK)
@@ -313,7 +315,8 @@ def side_confidence(scores: Mapping[K, float], rank: int = CONFIDENCE_RANK) -> f
     ``(best - rank-th best) / (best - lowest)`` over the side's raw scores (cleaned as
     everywhere: negative or not finite count as 0). 1.0 when the side has at most
     ``rank`` candidates (the ``rank``-th best is then the lowest), or when all its
-    scores are equal (including empty); 0.0 when its first ``rank`` candidates tie.
+    scores are equal and positive; 0.0 when its first ``rank`` candidates tie, and when
+    it has no candidate above 0 (no candidates at all included).
     """
     if isinstance(rank, bool) or not isinstance(rank, int) or rank < 1:
         raise ValidationError("rank", f"must be an integer >= 1, got {rank!r}")
@@ -322,6 +325,8 @@ def side_confidence(scores: Mapping[K, float], rank: int = CONFIDENCE_RANK) -> f
 
 def _confidence(ordered: Sequence[float], rank: int) -> float:
     """``side_confidence`` of cleaned scores sorted best first."""
+    if not ordered or ordered[0] <= 0.0:
+        return 0.0  # a side that found nothing says nothing
     if len(ordered) <= rank:
         return 1.0
     best, lowest = ordered[0], ordered[-1]
