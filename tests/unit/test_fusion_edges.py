@@ -323,6 +323,9 @@ def test_a_side_whose_first_ten_tie_is_still_ranked_when_the_other_side_found_no
         fused = fuse_weighted(keyword, vector, 0.3, 0.7)
         assert [item.key for item in fused] == [*sorted(set(tied) - {"x"}), "x"]
         assert [item.score for item in fused] == [1.0] * 10 + [0.0]
+    # Scores apart by rounding noise only (relative 1e-13) count as equal: full confidence.
+    noisy = {f"k{i:02d}": 1e6 for i in range(10)} | {"x": 1e6 - 1e-7}
+    assert side_confidence(noisy) == 1.0
     # A side with no candidates, or none above 0, says nothing: confidence 0.
     assert side_confidence({}) == 0.0
     assert side_confidence({"a": 0.0, "b": -1.0}) == 0.0
