@@ -9,7 +9,13 @@ two workers take turns, ``--block`` searches each, the first of each pair altern
 so both versions see the same machine. Each search is timed as in ``bench latency``
 (``store.search`` through ``client_probe.RecordingClient``: wall clock, the ``took`` of
 its requests, the time inside the client's calls). Writes ``bench/results/latency-ab.json``
-with each version's summaries and the after/before ratio of the p50 wall time.
+(``latency-ab-<label>.json`` with ``--label``) with each version's summaries and the
+after/before ratio of the p50 wall time.
+
+Two indexes of one corpus built side by side differ in their segments, so the node's
+``took`` differs between them (seen: keyword p50 18 vs 21 ms): compare the "own work"
+columns then, or, when both versions write the same mapping and analysis, pass
+``--shared-index``: the after version builds one index and both search it.
 """
 
 from __future__ import annotations
@@ -42,11 +48,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--warmup", type=int, default=100, help="unmeasured searches per mode")
     parser.add_argument("--block", type=int, default=50, help="searches per turn")
     parser.add_argument("--max-results", type=int, default=10)
+    parser.add_argument("--label", default="", help="suffix of the result file name")
+    parser.add_argument(
+        "--shared-index",
+        action="store_true",
+        help="both versions search one index, built by the after version (only when both "
+        "write the same mapping and analysis): the node's side is then the same for both",
+    )
+    parser.add_argument("--index", help=argparse.SUPPRESS)  # in a worker: this index name
+    parser.add_argument("--reuse", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--worker", help=argparse.SUPPRESS)  # the node URL, in a worker
 
 
 def _worker(args: argparse.Namespace) -> None:
-    """Index, then answer ``{"mode", "start", "count", "keep"}`` lines with timings."""
+    """Index (unless ``--reuse``), then answer ``{"mode", "start", "count", "keep"}``
+    lines with timings."""
     from bench.client_probe import RecordingClient
     from bench.latency import _time_store
     from bench.manpages import load_corpus
@@ -60,16 +76,21 @@ def _worker(args: argparse.Namespace) -> None:
     url = args.worker
     corpus = load_corpus(args.limit or None)
     texts = [q.text for q in corpus.queries]
-    name = unique_index_name("bench-latency-ab")
+    name = args.index or unique_index_name("bench-latency-ab")
     probe = RecordingClient(create_client(OpenSearchConfig(url=url)))
     store = open_store(
         "opensearch", HashingEmbedder(), workdir=None, node_url=url, index_name=name, client=probe
     )
     try:
-        result = store.index(
-            SCOPE, LocalDirectorySource(corpus.docs_dir), IndexOptions(max_documents=100_000)
-        )
-        _send(sys.stdout, {"chunks": result.indexed_chunks, "documents": result.indexed_documents})
+        if args.reuse:
+            status = store.status(SCOPE)
+            _send(sys.stdout, {"chunks": status.chunk_count, "documents": status.document_count})
+        else:
+            result = store.index(
+                SCOPE, LocalDirectorySource(corpus.docs_dir), IndexOptions(max_documents=100_000)
+            )
+            indexed = {"chunks": result.indexed_chunks, "documents": result.indexed_documents}
+            _send(sys.stdout, indexed)
         for line in sys.stdin:
             order = json.loads(line)
             if order is None:
@@ -82,7 +103,8 @@ def _worker(args: argparse.Namespace) -> None:
             _send(sys.stdout, rows if order["keep"] else [])
     finally:
         store.close()
-        delete_index(url, name)
+        if not args.reuse:
+            delete_index(url, name)
 
 
 def _send(stream: IO[str], value: Any) -> None:
@@ -90,12 +112,16 @@ def _send(stream: IO[str], value: Any) -> None:
     stream.flush()
 
 
-def _spawn(pythonpath: str, url: str, args: argparse.Namespace) -> subprocess.Popen[str]:
+def _spawn(
+    pythonpath: str, url: str, args: argparse.Namespace, index: str | None, *, reuse: bool = False
+) -> subprocess.Popen[str]:
     env = {**os.environ, "PYTHONPATH": pythonpath}
     # Not through ``python -m bench``: that imports every benchmark, some of which need
     # parts of the product the older version may not have.
     command = [sys.executable, "-m", "bench.latency_ab", "--worker", url]
     command += ["--limit", str(args.limit), "--max-results", str(args.max_results)]
+    command += ["--index", index] if index else []
+    command += ["--reuse"] if reuse else []
     return subprocess.Popen(
         command, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=REPO_ROOT
     )
@@ -125,13 +151,19 @@ def main(args: argparse.Namespace) -> None:
         version: {mode: [] for mode in MODES} for version in VERSIONS
     }
     with opensearch_node() as url:
-        workers = {version: _spawn(paths[version], url, args) for version in VERSIONS}
+        from bench.stores import unique_index_name
+
+        shared = unique_index_name("bench-latency-ab") if args.shared_index else None
+        workers: dict[str, subprocess.Popen[str]] = {}
+        indexed = {}
         try:
-            indexed = {}
-            for version, worker in workers.items():
+            # The after version first: with --shared-index it builds the one index.
+            for version in reversed(VERSIONS):
+                reuse = shared is not None and version == "before"
+                workers[version] = worker = _spawn(paths[version], url, args, shared, reuse=reuse)
                 assert worker.stdout is not None
                 indexed[version] = json.loads(worker.stdout.readline())
-                log(f"{version}: indexed {indexed[version]}")
+                log(f"{version}: {'reads' if reuse else 'indexed'} {indexed[version]}")
             for mode in MODES:
                 for version in VERSIONS:
                     order = {"mode": mode, "start": 0, "count": args.warmup, "keep": False}
@@ -168,7 +200,7 @@ def main(args: argparse.Namespace) -> None:
             f"{after['store_overhead']['p50']} ms"
         )
     write_result(
-        "latency-ab",
+        "latency-ab" + (f"-{args.label}" if args.label else ""),
         {
             "before": str(args.before),
             "indexed": indexed,
@@ -177,6 +209,7 @@ def main(args: argparse.Namespace) -> None:
             "iterations": args.iterations,
             "warmup": args.warmup,
             "block": args.block,
+            "shared_index": args.shared_index,
             "modes": modes,
         },
     )

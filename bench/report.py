@@ -1026,12 +1026,14 @@ def main(args: argparse.Namespace) -> None:
     from bench.report_ranking import (  # after 3b
         hybrid_fetch_section,
         hybrid_ids_section,
+        hybrid_python_section,
         rerank_section,
     )
 
     hybrid_fetch_section(report)
     rerank_section(report)
     hybrid_ids_section(report)
+    hybrid_python_section(report)
     coldstart_section(report)
     memory_section(report)
     from bench.report_documents import documents_section  # it imports this module's helpers

@@ -1,7 +1,7 @@
 """``bench/REPORT.md`` sections 1c (hybrid fusion ablation, ``bench/fusion_sweep.py``),
 1d (context in the chunk), 1e (BM25 parameters), 3c (hybrid candidates as doc values),
-3d (the cost of the optional reranking stage, ``bench/rerank.py``) and 3e (hybrid
-candidates as ids)."""
+3d (the cost of the optional reranking stage, ``bench/rerank.py``), 3e (hybrid
+candidates as ids) and 3f (hybrid fusion in less Python)."""
 
 from __future__ import annotations
 
@@ -23,6 +23,7 @@ __all__ = [
     "fusion_section",
     "hybrid_fetch_section",
     "hybrid_ids_section",
+    "hybrid_python_section",
     "keyword_probe_section",
     "rerank_section",
 ]
@@ -96,12 +97,45 @@ def hybrid_fetch_section(report: Report) -> None:
 
 
 def hybrid_ids_section(report: Report) -> None:
-    result = read_result("latency-ab")
-    title = "## 3e. Hybrid candidates as ids and a leaner hot path (issue 11, search overhead)"
+    _latency_ab_section(
+        report,
+        "latency-ab",
+        "## 3e. Hybrid candidates as ids and a leaner hot path (issue 11, search overhead)",
+        "Before (commit 0dce383), a hybrid candidate carried three doc values "
+        "(`document_id`, `generation`, `chunk_index`). After: a candidate is its `_id` and "
+        "score only, since the store's own chunk ids (`queries.generation_chunk_id`) say "
+        "those three (`queries.chunk_id_facts`; with server-made ids, on Serverless, they "
+        "are still read as doc values); the page cap stops at a full page. The "
+        "after version also has this round's title and heading clauses on the keyword "
+        "side (section 1g), 2-3 more `match` clauses per keyword query.",
+    )
+
+
+def hybrid_python_section(report: Report) -> None:
+    _latency_ab_section(
+        report,
+        "latency-ab-r6",
+        "## 3f. Hybrid fusion and candidate parsing in less Python (issue 11, search overhead)",
+        "Before (commit bb49571): each side normalised and its confidence computed in two "
+        "passes, every fused candidate built as a frozen dataclass, then sorted with a key "
+        "function; each document's newest generation kept in a second pass over every "
+        "candidate. After: one pass per side (`fusion._side`), the candidates ranked as "
+        "plain tuples and `Fused` / `Hit` plain slotted dataclasses (a frozen one's "
+        "`__init__` costs about five times as much: one `object.__setattr__` per field), "
+        "and `queries.newest_generations` returning the hits as they are when no document "
+        "shows two generations and no chunk shows twice (the usual case). Ranking is "
+        "unchanged: the same order and scores, by the same tests.",
+    )
+
+
+def _latency_ab_section(report: Report, name: str, title: str, intro: str) -> None:
+    result = read_result(name)
     if result is None:
+        label = name.removeprefix("latency-ab").removeprefix("-")
         report.add(
             f"{title}\n\nMissing: run `python -m bench latency_ab --before "
-            "<export of the older commit>/layers/knowledge`."
+            "<export of the older commit>/layers/knowledge"
+            + (f" --label {label}`." if label else "`.")
         )
         return
     rows = []
@@ -115,13 +149,7 @@ def hybrid_ids_section(report: Report) -> None:
     indexed = result["indexed"]["after"]
     parts = [
         title,
-        "Before (commit 0dce383), a hybrid candidate carried three doc values "
-        "(`document_id`, `generation`, `chunk_index`). After: a candidate is its `_id` and "
-        "score only, since the store's own chunk ids (`queries.generation_chunk_id`) say "
-        "those three (`queries.chunk_id_facts`; with server-made ids, on Serverless, they "
-        "are still read as doc values); the page cap stops at a full page. The "
-        "after version also has this round's title and heading clauses on the keyword "
-        "side (section 1g), 2-3 more `match` clauses per keyword query. "
+        f"{intro} "
         f"`bench latency_ab`: one worker process per version, each with its own index of "
         f"the same node ({indexed['documents']} man pages, {indexed['chunks']} chunks, "
         f"hashing embedder, `max_results={result['max_results']}`), taking turns of "
@@ -145,7 +173,7 @@ def hybrid_ids_section(report: Report) -> None:
             ],
             rows,
         ),
-        _provenance(result, "latency-ab")
+        _provenance(result, name)
         + " The before worker imported the product from an export of that commit "
         "(`--before <export>/layers/knowledge`).",
     ]

@@ -303,7 +303,6 @@ def test_side_confidence_literal_values() -> None:
     assert side_confidence(eleven, rank=1) == 0.0
     # at most `rank` candidates: the rank-th best is the lowest
     assert side_confidence({f"k{i}": float(i) for i in range(10)}) == 1.0
-    assert side_confidence({}) == 1.0
     # all equal: nothing to compare, full confidence
     assert side_confidence({f"k{i}": 3.0 for i in range(12)}) == 1.0
     # first ten tied above the rest: none
@@ -313,6 +312,23 @@ def test_side_confidence_literal_values() -> None:
     shuffled.update({f"m{i}": 4.5 for i in range(9)})
     assert side_confidence(shuffled) == pytest.approx(0.5)  # (9 - 4.5) / (9 - 0)
     assert side_confidence({**shuffled, "d": math.nan}) == pytest.approx(0.5)
+
+
+def test_a_side_whose_first_ten_tie_is_still_ranked_when_the_other_side_found_nothing() -> None:
+    # Ten chunks alike (a footer in ten files) above one other: the side cannot tell the
+    # ten apart (confidence 0), and the other side returned nothing (every vector
+    # candidate under the floor, or no keyword term matched). Hybrid still answers.
+    tied = {f"k{i:02d}": 3.0 for i in range(10)} | {"x": 1.0}
+    for keyword, vector in ((tied, {}), ({}, tied)):
+        fused = fuse_weighted(keyword, vector, 0.3, 0.7)
+        assert [item.key for item in fused] == [*sorted(set(tied) - {"x"}), "x"]
+        assert [item.score for item in fused] == [1.0] * 10 + [0.0]
+    # Scores apart by rounding noise only (relative 1e-13) count as equal: full confidence.
+    noisy = {f"k{i:02d}": 1e6 for i in range(10)} | {"x": 1e6 - 1e-7}
+    assert side_confidence(noisy) == 1.0
+    # A side with no candidates, or none above 0, says nothing: confidence 0.
+    assert side_confidence({}) == 0.0
+    assert side_confidence({"a": 0.0, "b": -1.0}) == 0.0
 
 
 @pytest.mark.parametrize("rank", [0, -1, 1.5, True])

@@ -416,6 +416,8 @@ def test_hybrid_candidates_whose_ids_carry_the_facts_are_ids_and_scores_only() -
         (":gen:3", {}),
         ("doc::3", {}),
         ("doc:gen:3:4", {}),
+        (":7", {}),  # schema 1 without a document
+        ("3f2a:x", {}),
         ("", {}),
     ],
 )
@@ -1158,6 +1160,31 @@ def test_the_newest_generation_wins_whatever_the_order_of_the_hits() -> None:
         "4",
         "5",
     ]
+
+
+def test_newest_generations_edge_hits_keep_their_meaning() -> None:
+    def hit(i: str, source: dict[str, object]) -> Hit:
+        return Hit(id=i, score=1.0, source=source)
+
+    # Every hit of one generation, no chunk twice: all kept, in order, in a new list.
+    alike = [hit("1", {"document_id": "a", "generation": "g1", "chunk_index": 0})]
+    alike.append(hit("2", {"document_id": "b", "generation": "g9", "chunk_index": 0}))
+    kept = newest_generations(alike)
+    assert [h.id for h in kept] == ["1", "2"]
+    assert kept is not alike
+    # A generation without a document is no document's newest: left out, wherever it is.
+    orphan = hit("3", {"generation": "g1", "chunk_index": 0})
+    assert [h.id for h in newest_generations([*alike, orphan])] == ["1", "2"]
+    assert [h.id for h in newest_generations([orphan, *alike])] == ["1", "2"]
+    # Hits without a generation (schema 1) are all kept, even two alike.
+    old = [hit("4", {"document_id": "c", "chunk_index": 0}) for _ in range(2)]
+    assert [h.id for h in newest_generations(old)] == ["4", "4"]
+    # A hit without a generation first does not hide an older generation after it.
+    newer = hit("6", {"document_id": "a", "generation": "g2", "chunk_index": 1})
+    assert [h.id for h in newest_generations([old[0], *alike, newer])] == ["4", "2", "6"]
+    # A chunk stored twice is one hit even when nothing else is dropped.
+    twice = [alike[0], hit("5", {"document_id": "a", "generation": "g1", "chunk_index": 0})]
+    assert [h.id for h in newest_generations(twice)] == ["1"]
 
 
 def test_the_search_filter_is_the_last_filter() -> None:

@@ -16,8 +16,10 @@ Weighted hybrid (D9, the default), per DESIGN "Score":
    [0, 1]. A side whose first ten candidates stand out from the rest of its list keeps
    its weight; a side whose first ten are nearly tied with each other (it cannot tell
    them apart) loses weight to the other side. A side with fewer than 10 candidates, or
-   all scores equal, has confidence 1.0; when both effective weights are 0 the
-   configured ones are used;
+   all scores equal, has confidence 1.0; a side with no candidates (or none above 0)
+   has 0.0, since it says nothing; when both effective weights are 0 the configured
+   ones are used (so a side that cannot tell its first ten apart still ranks them when
+   the other side found nothing);
 3. over the union of both candidate sets (missing side = 0):
    ``combined = keyword_weight * conf_kw * kw + vector_weight * conf_vec * vec``;
 4. divided by the batch maximum, so the best candidate scores 1.0 and ``min_score``
@@ -165,12 +167,16 @@ class _Key(Protocol):
 K = TypeVar("K", bound=_Key)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: see below
 class Fused(Generic[K]):
     """One ranked candidate: ``score`` in [0, 1] and the per-side scores that made it.
 
     ``keyword_score`` / ``vector_score`` are ``None`` when that side was not searched,
     and 0.0 when it was searched but did not return this candidate.
+
+    Treat it as a value: never change one. It is not ``frozen`` because a hybrid search
+    builds one per candidate (up to 400) on the hot path, and a frozen dataclass's
+    ``__init__`` costs about five times a plain one's (``object.__setattr__`` per field).
     """
 
     key: K
@@ -206,11 +212,18 @@ def min_max(scores: Mapping[K, float]) -> dict[K, float]:
     Defined edge cases: empty -> empty; when all scores are equal (including a single
     candidate) they are all 1.0 if positive, all 0.0 if 0.
     """
-    cleaned = {key: _clean(score) for key, score in scores.items()}
+    cleaned = _cleaned(scores)
     if not cleaned:
         return {}
-    high = max(cleaned.values())
-    low = min(cleaned.values())
+    return _min_max_cleaned(cleaned, max(cleaned.values()), min(cleaned.values()))
+
+
+def _cleaned(scores: Mapping[K, float]) -> dict[K, float]:
+    return {key: _clean(score) for key, score in scores.items()}
+
+
+def _min_max_cleaned(cleaned: Mapping[K, float], high: float, low: float) -> dict[K, float]:
+    """``min_max`` of cleaned scores whose highest and lowest are known."""
     span = high - low
     if span <= _RELATIVE_TOLERANCE * high:
         flat = 1.0 if high > 0.0 else 0.0
@@ -260,25 +273,40 @@ def fuse_weighted(
         raise ValidationError(
             "keyword_weight", "keyword_weight + vector_weight must be > 0 (both are 0)"
         )
+    kw_scores, kw_confidence = _side(keyword)
+    vec_scores, vec_confidence = _side(vector)
     if by_confidence:
-        kw_confident = kw_weight * side_confidence(keyword)
-        vec_confident = vec_weight * side_confidence(vector)
+        kw_confident = kw_weight * kw_confidence
+        vec_confident = vec_weight * vec_confidence
         if kw_confident + vec_confident > 0.0:
             kw_weight, vec_weight = kw_confident, vec_confident
-    kw_scores = min_max(keyword)
-    vec_scores = min_max(vector)
-    combined: dict[K, tuple[float, float, float]] = {}
-    for key in {*kw_scores, *vec_scores}:
-        kw = kw_scores.get(key, 0.0)
-        vec = vec_scores.get(key, 0.0)
-        combined[key] = (kw_weight * kw + vec_weight * vec, kw, vec)
-    top = max((value[0] for value in combined.values()), default=0.0)
+    kw_of, vec_of = kw_scores.get, vec_scores.get
+    totals = [
+        (kw_weight * kw_of(key, 0.0) + vec_weight * vec_of(key, 0.0), key)
+        for key in kw_scores.keys() | vec_scores.keys()
+    ]
+    top = max((total for total, _ in totals), default=0.0)
     if top <= 0.0:
         return []
-    return _ranked(
-        Fused(key=key, score=_unit(total / top), keyword_score=kw, vector_score=vec)
-        for key, (total, kw, vec) in combined.items()
-    )
+    # Ranked as plain tuples (score descending, then key), the order ``_ranked`` gives.
+    ranked = sorted((-_unit(total / top), key) for total, key in totals)
+    return [
+        Fused(
+            key=key, score=-negative, keyword_score=kw_of(key, 0.0), vector_score=vec_of(key, 0.0)
+        )
+        for negative, key in ranked
+    ]
+
+
+def _side(scores: Mapping[K, float]) -> tuple[dict[K, float], float]:
+    """One side of ``fuse_weighted``: its ``min_max`` scores and its ``side_confidence``,
+    from one pass over its cleaned scores."""
+    cleaned = _cleaned(scores)
+    if not cleaned:
+        return {}, 0.0
+    ordered = sorted(cleaned.values(), reverse=True)
+    normalised = _min_max_cleaned(cleaned, ordered[0], ordered[-1])
+    return normalised, _confidence(ordered, CONFIDENCE_RANK)
 
 
 def side_confidence(scores: Mapping[K, float], rank: int = CONFIDENCE_RANK) -> float:
@@ -287,11 +315,18 @@ def side_confidence(scores: Mapping[K, float], rank: int = CONFIDENCE_RANK) -> f
     ``(best - rank-th best) / (best - lowest)`` over the side's raw scores (cleaned as
     everywhere: negative or not finite count as 0). 1.0 when the side has at most
     ``rank`` candidates (the ``rank``-th best is then the lowest), or when all its
-    scores are equal (including empty); 0.0 when its first ``rank`` candidates tie.
+    scores are equal and positive; 0.0 when its first ``rank`` candidates tie, and when
+    it has no candidate above 0 (no candidates at all included).
     """
     if isinstance(rank, bool) or not isinstance(rank, int) or rank < 1:
         raise ValidationError("rank", f"must be an integer >= 1, got {rank!r}")
-    ordered = sorted((_clean(score) for score in scores.values()), reverse=True)
+    return _confidence(sorted((_clean(score) for score in scores.values()), reverse=True), rank)
+
+
+def _confidence(ordered: Sequence[float], rank: int) -> float:
+    """``side_confidence`` of cleaned scores sorted best first."""
+    if not ordered or ordered[0] <= 0.0:
+        return 0.0  # a side that found nothing says nothing
     if len(ordered) <= rank:
         return 1.0
     best, lowest = ordered[0], ordered[-1]

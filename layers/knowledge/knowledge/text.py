@@ -81,7 +81,7 @@ def _has_module(name: str) -> bool:
     """Whether ``name`` can be imported, without importing it (cold start stays lean)."""
     try:
         return importlib.util.find_spec(name) is not None
-    except (ImportError, ValueError):  # ValueError: blocked (``sys.modules[name] = None``)
+    except (ImportError, ValueError):  # ValueError: in sys.modules with no ``__spec__``
         return False
 
 
