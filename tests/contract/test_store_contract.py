@@ -240,6 +240,38 @@ def test_pages_are_slices_of_one_stable_order(
     assert search(store, A_X, "service deploy notes", mode, max_results=4, offset=12) == []
 
 
+def test_pages_under_the_per_document_cap_are_slices_of_one_order(
+    store: KnowledgeStore, bucket: Path, mode: SearchMode
+) -> None:
+    # Ten documents of six chunks that all match the query the same way: the cap leaves one
+    # or two chunks of each, so a page deep in the list needs many more candidates than
+    # its size (paging must not end early or repeat), and every candidate ties with
+    # others (ties must break the same way on every page, whatever depth was read).
+    part = "kernel panic during boot"
+    text = "\n\n".join(f"## Part {i}\n\n{part}, {part}" for i in range(6))
+    write_scope(bucket, A_X, {f"doc-{d:02}.md": f"# Panic\n\n{text}" for d in range(10)})
+    index(store, bucket, A_X)
+    query = "kernel panic boot"
+    for per_document, size in ((1, 1), (1, 3), (2, 4)):
+        whole = search(
+            store, A_X, query, mode, max_results=100, max_chunks_per_document=per_document
+        )
+        assert len(whole) == 10 * per_document
+        flat: list[tuple[str, int]] = []
+        for start in range(0, len(whole) + size, size):
+            page = search(
+                store,
+                A_X,
+                query,
+                mode,
+                max_results=size,
+                offset=start,
+                max_chunks_per_document=per_document,
+            )
+            flat += [(r.document_path, r.chunk_index) for r in page]
+        assert flat == [(r.document_path, r.chunk_index) for r in whole], (per_document, size)
+
+
 def test_at_most_three_chunks_of_a_document_by_default(
     store: KnowledgeStore, bucket: Path, mode: SearchMode
 ) -> None:
