@@ -338,6 +338,22 @@ def test_file_patterns_filter_by_extension_and_folder(
     assert paths(both) <= {"runbooks/deploy.md", "guides/onboarding.txt", "notes/kubernetes.txt"}
 
 
+def test_a_globstar_means_zero_or_more_folders(
+    store: KnowledgeStore, bucket: Path, mode: SearchMode
+) -> None:
+    # "**/*.md" is how models and people say "every Markdown file": it must not miss the
+    # documents at the top of the scope (fnmatch alone needs a '/').
+    write_scope(bucket, A_X, {**CORPUS, "deploy-notes.md": "# Deploy notes\n\nDeploy on Fridays."})
+    index(store, bucket, A_X)
+    everywhere = search(store, A_X, "deploy", mode, file_patterns=("**/*.md",))
+    assert "deploy-notes.md" in paths(everywhere)
+    assert "runbooks/deploy.md" in paths(everywhere)
+    assert all(p.endswith(".md") for p in paths(everywhere))
+    folder = search(store, A_X, "deploy", mode, file_patterns=("runbooks/**/*.md",))
+    assert "runbooks/deploy.md" in paths(folder)
+    assert all(p.startswith("runbooks/") for p in paths(folder))
+
+
 def test_metadata_filter_uses_sidecar_attributes(
     store: KnowledgeStore, bucket: Path, mode: SearchMode
 ) -> None:
