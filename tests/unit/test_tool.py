@@ -318,6 +318,36 @@ def test_max_tokens_drops_results_and_says_how_many() -> None:
     assert "dropped" not in format_search_results("q", results, max_tokens=100_000)
 
 
+def _estimated_tokens(text: str) -> int:
+    # The documented estimate (docs/agents.md): one token per CJK character (Hangul,
+    # Han, Kana), one per four other characters, rounded up. Written out here, not imported.
+    cjk = sum(
+        1
+        for ch in text
+        if "\uac00" <= ch <= "\ud7a3" or "\u4e00" <= ch <= "\u9fff" or "\u3040" <= ch <= "\u30ff"
+    )
+    return cjk + -(-(len(text) - cjk) // 4)
+
+
+@pytest.mark.parametrize("budget", [120, 300, 450, 1000])
+@pytest.mark.parametrize(
+    ("path", "query", "text"),
+    [
+        ("runbooks/" * 30 + "deploy.md", "rollback", "word " * 40),  # long paths
+        ("deploy.md", "배포 실패 " * 5, "롤백 절차 " * 30),  # a Korean query and text
+    ],
+)
+def test_the_whole_answer_stays_within_max_tokens(
+    budget: int, path: str, query: str, text: str
+) -> None:
+    # Everything the model reads counts against its budget: the "Found" line, each
+    # passage's header (path, citation, score), and the line saying what was dropped.
+    results = [hit(f"{path}.{i}", 0.9 - i / 100, 3 * i, text) for i in range(12)]
+    answer = format_search_results(query, results, max_tokens=budget)
+    assert "dropped to stay within" in answer
+    assert _estimated_tokens(answer) <= budget, answer
+
+
 def test_adjacent_chunks_are_one_passage_in_the_tool() -> None:
     results = [hit("a.md", 0.9, 4, "first part"), hit("a.md", 0.8, 5, "second part")]
     text = format_search_results("q", results)
