@@ -428,13 +428,13 @@ def parse_documents_query(query_string: str | None) -> tuple[int, str | None]:
     limit = DEFAULT_DOCUMENTS_LIMIT
     if "limit" in values:
         text = values["limit"].strip()
-        if not text.isascii() or not text.isdigit():
+        # Many digits are out of range anyway; int() of thousands of them would be refused.
+        if not text.isascii() or not text.isdigit() or len(text) > 9:
             shown = text if len(text) <= 32 else text[:29] + "..."
             raise ValidationError(
                 "limit", f"must be an integer from 1 to {MAX_DOCUMENTS_LIMIT}, got '{shown}'"
             )
-        # Many digits are out of range anyway; int() of thousands of them would be refused.
-        limit = validate_documents_limit(int(text) if len(text) <= 9 else MAX_DOCUMENTS_LIMIT + 1)
+        limit = validate_documents_limit(int(text))
     cursor = values.get("cursor")
     if cursor is not None and not cursor:
         raise ValidationError("cursor", "must not be empty (leave it out for the first page)")
