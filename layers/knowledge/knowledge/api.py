@@ -57,6 +57,7 @@ from knowledge.errors import (
     StoreError,
     StoreUnavailableError,
     ValidationError,
+    public_message,
 )
 from knowledge.model import (
     DEFAULT_MAX_CHUNKS_PER_DOCUMENT,
@@ -355,20 +356,21 @@ def error_response(exc: BaseException, request_id: str | None = None) -> ApiResp
         return _error(404, str(exc))
     rid = request_id or new_request_id()
     extra = {"request_id": rid, "error_type": type(exc).__name__}
+    public = public_message(exc)
     if isinstance(exc, ConfigurationError):
         logger.error("configuration error: %s", exc, extra=extra)
-        return _server_error(503, "the service is misconfigured; the operator must act", rid)
+        return _server_error(503, public, rid)
     if isinstance(exc, StoreUnavailableError):
         logger.error("index backend unavailable: %s", exc, extra=extra)
-        return _server_error(503, "the index backend is unavailable; try again later", rid)
+        return _server_error(503, public, rid)
     if isinstance(exc, EmbeddingError):
         logger.error("embedding provider failed: %s", exc, extra=extra)
-        return _server_error(502, "the embedding provider failed; try again later", rid)
+        return _server_error(502, public, rid)
     if isinstance(exc, StoreError):
         logger.error("index backend failed: %s", exc, exc_info=exc, extra=extra)
-        return _server_error(500, "the index backend failed", rid)
+        return _server_error(500, public, rid)
     logger.error("internal error: %s", type(exc).__name__, exc_info=exc, extra=extra)
-    return _server_error(500, "internal error", rid)
+    return _server_error(500, public, rid)
 
 
 @dataclass(frozen=True, slots=True)

@@ -45,7 +45,7 @@ from knowledge.documents import (
     format_documents,
     validate_documents_limit,
 )
-from knowledge.errors import ValidationError
+from knowledge.errors import ValidationError, public_message
 from knowledge.model import IndexStatus, SearchMode
 from knowledge.scope import KnowledgeScope
 from knowledge.tool import KnowledgeSearchTool, SearchBackend, ToolContext
@@ -151,7 +151,9 @@ def build_server(
             return _text(format_status(scope, backend.status(scope)))
         except Exception as exc:
             logger.warning("knowledge status failed for %s: %s", scope, exc)
-            return _text(f"Failed to read the knowledge status: {exc}", is_error=True)
+            return _text(
+                f"Failed to read the knowledge status: {public_message(exc)}", is_error=True
+            )
 
     def documents_text(arguments: dict[str, Any]) -> CallToolResult:
         unknown = sorted(set(arguments) - {"limit", "cursor"})
@@ -170,7 +172,7 @@ def build_server(
             return _text(f"Invalid parameter: {exc.field}: {exc.message}", is_error=True)
         except Exception as exc:
             logger.warning("knowledge documents failed for %s: %s", scope, exc)
-            return _text(f"Failed to list the documents: {exc}", is_error=True)
+            return _text(f"Failed to list the documents: {public_message(exc)}", is_error=True)
         return _text(f"Documents of knowledge scope {scope}:\n{format_documents(page)}")
 
     def call(name: str, arguments: dict[str, Any]) -> CallToolResult:

@@ -7,7 +7,8 @@ the seed's order, refusals -> parameters -> search -> format, and never raises:
 - no store -> error "No knowledge store configured for this agent"
 - no scope -> error "No knowledge scope configured for this agent"
 - bad arguments (unknown properties too) -> error "Invalid parameter: ..."
-- the search fails -> error "Failed to search knowledge: ..." (a message, no traceback)
+- the search fails -> error "Failed to search knowledge: ..." (a fixed phrase by kind,
+  ``errors.public_message``: no traceback, URL, index name or ARN; those go to the log)
 - no hits -> *success* "No relevant documents found for: <query>": an absence of
   knowledge is a valid observation, so the model moves on to other tools
 - hits -> success in the source-first format (``format_search_results``), which also
@@ -22,7 +23,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from knowledge.errors import KnowledgeError, ValidationError
+from knowledge.errors import KnowledgeError, ValidationError, public_message
 from knowledge.model import (
     DEFAULT_MAX_RESULTS,
     MAX_MAX_RESULTS,
@@ -326,11 +327,10 @@ class KnowledgeSearchTool:
             return ToolResult.error(f"Invalid parameter: {exc}")
         except KnowledgeError as exc:
             logger.warning("knowledge search failed for %s: %s", context.scope, exc)
-            return ToolResult.error(f"Failed to search knowledge: {exc}")
+            return ToolResult.error(f"Failed to search knowledge: {public_message(exc)}")
         except Exception as exc:
             logger.exception("knowledge search failed for %s", context.scope)
-            detail = str(exc) or "unexpected error"
-            return ToolResult.error(f"Failed to search knowledge: {type(exc).__name__}: {detail}")
+            return ToolResult.error(f"Failed to search knowledge: {public_message(exc)}")
         return ToolResult.success(format_search_results(query.text, results, max_tokens))
 
     def to_anthropic_tool(self) -> dict[str, Any]:
