@@ -66,6 +66,8 @@ SEARCH_TOOL_NAME = "knowledge_search"
 STATUS_TOOL_NAME = "knowledge_status"
 DOCUMENTS_TOOL_NAME = "knowledge_documents"
 LOCAL_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
+_MORE_DOCUMENTS = 'more: call knowledge_documents with cursor "{cursor}" for the next page'
+"""The last line of a page with a next one: the tool's own argument, the value alone."""
 
 
 class StatusBackend(SearchBackend, Protocol):
@@ -173,7 +175,8 @@ def build_server(
         except Exception as exc:
             logger.warning("knowledge documents failed for %s: %s", scope, exc)
             return _text(f"Failed to list the documents: {public_message(exc)}", is_error=True)
-        return _text(f"Documents of knowledge scope {scope}:\n{format_documents(page)}")
+        listing = format_documents(page, _MORE_DOCUMENTS)
+        return _text(f"Documents of knowledge scope {scope}:\n{listing}")
 
     def call(name: str, arguments: dict[str, Any]) -> CallToolResult:
         if name == SEARCH_TOOL_NAME:
