@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import subprocess
 import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -234,3 +235,24 @@ def test_a_model_pages_through_the_documents_with_the_cursor_it_is_given(
     assert "rollback.md  [markdown, " in pages[0]
     assert "scale.md  [markdown, " in pages[1]
     assert "--cursor" not in "".join(pages)
+
+
+def test_an_index_that_is_not_there_stops_the_server_with_a_reason(tmp_path: Path) -> None:
+    # A relative --db resolved from the MCP client's own folder, or a typo, would make an
+    # empty index and tell the model "No relevant documents found" for ever: refuse.
+    missing = tmp_path / "typo" / "local.db"
+    done = subprocess.run(
+        [sys.executable, "-m", "knowledge.cli", "mcp", "--agent", "ops-bot", "--context", "x"]
+        + ["--db", str(missing), "--embedder", "hashing"],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode != 0
+    assert str(missing) in done.stderr
+    assert "kb index" in done.stderr
+    assert done.stdout == ""  # nothing but the protocol ever goes to stdout
+    assert not missing.exists()
+    assert not missing.parent.exists()
