@@ -241,9 +241,9 @@ def test_an_index_that_is_not_there_stops_the_server_with_a_reason(tmp_path: Pat
     # A relative --db resolved from the MCP client's own folder, or a typo, would make an
     # empty index and tell the model "No relevant documents found" for ever: refuse.
     missing = tmp_path / "typo" / "local.db"
+    scope = ["--agent", "ops-bot", "--context", "x"]
     done = subprocess.run(
-        [sys.executable, "-m", "knowledge.cli", "mcp", "--agent", "ops-bot", "--context", "x"]
-        + ["--db", str(missing), "--embedder", "hashing"],
+        [sys.executable, "-m", "knowledge.cli", "mcp", *scope, "--db", str(missing)],
         stdin=subprocess.DEVNULL,
         capture_output=True,
         text=True,
