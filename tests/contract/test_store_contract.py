@@ -240,6 +240,38 @@ def test_pages_are_slices_of_one_stable_order(
     assert search(store, A_X, "service deploy notes", mode, max_results=4, offset=12) == []
 
 
+def test_pages_under_the_per_document_cap_are_slices_of_one_order(
+    store: KnowledgeStore, bucket: Path, mode: SearchMode
+) -> None:
+    # Ten documents of six chunks that all match the query the same way: the cap leaves one
+    # or two chunks of each, so a page deep in the list needs many more candidates than
+    # its size (paging must not end early or repeat), and every candidate ties with
+    # others (ties must break the same way on every page, whatever depth was read).
+    part = "kernel panic during boot"
+    text = "\n\n".join(f"## Part {i}\n\n{part}, {part}" for i in range(6))
+    write_scope(bucket, A_X, {f"doc-{d:02}.md": f"# Panic\n\n{text}" for d in range(10)})
+    index(store, bucket, A_X)
+    query = "kernel panic boot"
+    for per_document, size in ((1, 1), (1, 3), (2, 4), (100, 7)):
+        whole = search(
+            store, A_X, query, mode, max_results=100, max_chunks_per_document=per_document
+        )
+        assert len(whole) >= 10 * min(per_document, 6)
+        flat: list[tuple[str, int]] = []
+        for start in range(0, len(whole) + size, size):
+            page = search(
+                store,
+                A_X,
+                query,
+                mode,
+                max_results=size,
+                offset=start,
+                max_chunks_per_document=per_document,
+            )
+            flat += [(r.document_path, r.chunk_index) for r in page]
+        assert flat == [(r.document_path, r.chunk_index) for r in whole], (per_document, size)
+
+
 def test_at_most_three_chunks_of_a_document_by_default(
     store: KnowledgeStore, bucket: Path, mode: SearchMode
 ) -> None:
@@ -304,6 +336,22 @@ def test_file_patterns_filter_by_extension_and_folder(
     both = search(store, A_X, "deploy", mode, file_patterns=("runbooks/deploy.md", "*.txt"))
     assert "runbooks/deploy.md" in paths(both)
     assert paths(both) <= {"runbooks/deploy.md", "guides/onboarding.txt", "notes/kubernetes.txt"}
+
+
+def test_a_globstar_means_zero_or_more_folders(
+    store: KnowledgeStore, bucket: Path, mode: SearchMode
+) -> None:
+    # "**/*.md" is how models and people say "every Markdown file": it must not miss the
+    # documents at the top of the scope (fnmatch alone needs a '/').
+    write_scope(bucket, A_X, {**CORPUS, "deploy-notes.md": "# Deploy notes\n\nDeploy on Fridays."})
+    index(store, bucket, A_X)
+    everywhere = search(store, A_X, "deploy", mode, file_patterns=("**/*.md",))
+    assert "deploy-notes.md" in paths(everywhere)
+    assert "runbooks/deploy.md" in paths(everywhere)
+    assert all(p.endswith(".md") for p in paths(everywhere))
+    folder = search(store, A_X, "deploy", mode, file_patterns=("runbooks/**/*.md",))
+    assert "runbooks/deploy.md" in paths(folder)
+    assert all(p.startswith("runbooks/") for p in paths(folder))
 
 
 def test_metadata_filter_uses_sidecar_attributes(

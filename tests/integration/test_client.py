@@ -7,6 +7,7 @@ what the client meant to send.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import threading
 from collections.abc import Iterator
@@ -21,6 +22,7 @@ from botocore.auth import SigV4Auth as BotocoreSigV4
 from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials, RefreshableCredentials
 
+from knowledge.api import parse_search_request
 from knowledge.client import (
     AccessDeniedError,
     ApiError,
@@ -171,6 +173,22 @@ def test_cross_context_search_stays_inside_the_agent(local: LocalServer) -> None
         KnowledgeScope("ops-bot", "runbooks"), SearchQuery("helm", cross_context=True)
     )
     assert sorted(r.document_path for r in results) == ["helm.md", "rollback.md"]
+
+
+def test_paging_and_the_per_document_cap_travel_to_the_server(local: LocalServer) -> None:
+    # rollback.md has two chunks under "Rolling back": the page after the first holds the
+    # other one, and a cap of one chunk per document leaves the first alone.
+    client = KnowledgeClient(local.url)
+    scope = KnowledgeScope("ops-bot", "runbooks")
+
+    def keys(query: SearchQuery) -> list[tuple[str, int]]:
+        return [(r.document_path, r.chunk_index) for r in client.search(scope, query)]
+
+    whole = keys(SearchQuery("rolling back", max_results=2))
+    assert sorted(whole) == [("rollback.md", 0), ("rollback.md", 1)]
+    assert keys(SearchQuery("rolling back", max_results=1, offset=1)) == whole[1:]
+    capped = SearchQuery("rolling back", max_results=2, max_chunks_per_document=1)
+    assert keys(capped) == whole[:1]
 
 
 def test_a_filter_travels_to_the_server(local: LocalServer) -> None:
@@ -356,6 +374,39 @@ def test_bearer_token_is_sent_fresh_each_attempt(scripted: _Scripted) -> None:
     client = KnowledgeClient(scripted.url, auth=BearerAuth(lambda: next(tokens)), backoff=0.01)
     client.status(KnowledgeScope("ops-bot", "runbooks"))
     assert [s["headers"]["Authorization"] for s in scripted.seen] == ["Bearer t1", "Bearer t2"]
+
+
+def test_every_field_of_a_query_reaches_the_server(scripted: _Scripted) -> None:
+    # The server's own parser reads what arrived: it must rebuild the query the caller
+    # made, field by field (a field the client leaves out is silently its default there).
+    query = SearchQuery(
+        "배포 실패",
+        mode=SearchMode.HYBRID,
+        max_results=7,
+        min_score=0.25,
+        file_patterns=("**/*.md", "notes/*"),
+        metadata={"team": "sre"},
+        cross_context=False,
+        offset=14,
+        max_chunks_per_document=1,
+        filter={"field": "year", "op": "gte", "value": 2024},
+    )
+    known = {f.name for f in dataclasses.fields(SearchQuery)}
+    assert known == {
+        "text",
+        "mode",
+        "max_results",
+        "min_score",
+        "file_patterns",
+        "metadata",
+        "cross_context",  # the route: /v1/agents/{agent}/search
+        "offset",
+        "max_chunks_per_document",
+        "filter",
+    }, "a new query field: set it above and make the client send it"
+    scripted.replies = [(200, {"query": query.text, "mode": "hybrid", "results": []}, {})]
+    KnowledgeClient(scripted.url).search(KnowledgeScope("ops-bot", "runbooks"), query)
+    assert parse_search_request(scripted.seen[0]["body"]) == query
 
 
 def test_403_is_access_denied(scripted: _Scripted) -> None:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import subprocess
 import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -208,3 +210,49 @@ def test_documents_tool_lists_its_scope_only_and_refuses_a_foreign_cursor(
     assert "cursor" in text_of(out["foreign"])
     assert "a.md" not in text_of(out["foreign"])
     assert "b.md" not in text_of(out["foreign"])
+
+
+def test_a_model_pages_through_the_documents_with_the_cursor_it_is_given(
+    db: Path, tmp_path: Path
+) -> None:
+    # The page names the tool's own argument and the value alone, so a model copies a
+    # cursor, not a command-line option ("--cursor ..."), into its next call.
+    folder = tmp_path / "ops-bot" / "runbooks"
+    (folder / "scale.md").write_text("# Scaling\n\nscale the deployment up\n", "utf-8")
+    scope = ["--agent", "ops-bot", "--context", "runbooks", "--db", str(db)]
+    assert kb(["index", str(folder), *scope, "--embedder", "hashing"]) == 0
+
+    async def body(session: ClientSession) -> list[str]:
+        pages = [text_of(await session.call_tool("knowledge_documents", {"limit": 1}))]
+        while (more := re.search(r'with cursor "([^"]+)"', pages[-1])) is not None:
+            arguments = {"limit": 1, "cursor": more.group(1)}
+            pages.append(text_of(await session.call_tool("knowledge_documents", arguments)))
+            assert len(pages) <= 3, pages
+        return pages
+
+    pages = run_session(db, ["--agent", "ops-bot", "--context", "runbooks"], body)
+    assert len(pages) == 2, pages
+    assert "rollback.md  [markdown, " in pages[0]
+    assert "scale.md  [markdown, " in pages[1]
+    assert "--cursor" not in "".join(pages)
+
+
+def test_an_index_that_is_not_there_stops_the_server_with_a_reason(tmp_path: Path) -> None:
+    # A relative --db resolved from the MCP client's own folder, or a typo, would make an
+    # empty index and tell the model "No relevant documents found" for ever: refuse.
+    missing = tmp_path / "typo" / "local.db"
+    scope = ["--agent", "ops-bot", "--context", "x"]
+    done = subprocess.run(
+        [sys.executable, "-m", "knowledge.cli", "mcp", *scope, "--db", str(missing)],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode != 0
+    assert str(missing) in done.stderr
+    assert "kb index" in done.stderr
+    assert done.stdout == ""  # nothing but the protocol ever goes to stdout
+    assert not missing.exists()
+    assert not missing.parent.exists()

@@ -95,6 +95,15 @@ def test_bad_documents_query_strings_name_the_parameter(query: str, field: str) 
     assert caught.value.field == field
 
 
+def test_a_limit_of_many_digits_is_shown_as_sent() -> None:
+    # The message says what the caller sent, not a number the code put in its place.
+    with pytest.raises(ValidationError) as caught:
+        parse_documents_query("limit=1000000000000")
+    assert caught.value.field == "limit"
+    assert "1000000000000" in caught.value.message
+    assert "1001" not in caught.value.message
+
+
 def test_page_body_filters_on_the_scope_and_records_and_resumes_after_the_path() -> None:
     assert documents_page_body(SCOPE, 101, "b.md") == {
         "size": 101,

@@ -28,6 +28,17 @@ from knowledge.filters import matches_file_patterns, matches_metadata
         ("a/b/c.md", ("a/?/c.md",), True),
         ("a/b/c.md", ("a/[bc]/*",), True),
         ("a/d/c.md", ("a/[bc]/*",), False),
+        # '**/' is zero or more folders (the glob models and people write for "anywhere").
+        ("deploy.md", ("**/*.md",), True),
+        ("runbooks/deploy.md", ("**/*.md",), True),
+        ("runbooks/deep/deploy.md", ("**/*.md",), True),
+        ("runbooks/deploy.txt", ("**/*.md",), False),
+        ("runbooks/deploy.md", ("runbooks/**/*.md",), True),
+        ("runbooks/deep/deploy.md", ("runbooks/**/deploy.md",), True),
+        ("guides/deploy.md", ("runbooks/**/*.md",), False),
+        ("runbooks/deploy.md", ("**/runbooks/**/*.md",), True),
+        ("a/runbooks/b/deploy.md", ("**/runbooks/**/*.md",), True),
+        ("runbooksdeploy.md", ("runbooks/**/*.md",), False),
     ],
 )
 def test_matches_file_patterns(path: str, patterns: tuple[str, ...], expected: bool) -> None:

@@ -7,7 +7,15 @@ from typing import Any
 
 import pytest
 
-from knowledge.errors import StoreUnavailableError, UnsupportedModeError
+from knowledge.errors import (
+    AccessDeniedError,
+    ConfigurationError,
+    EmbeddingError,
+    NotFoundError,
+    StoreError,
+    StoreUnavailableError,
+    UnsupportedModeError,
+)
 from knowledge.model import SearchMode, SearchQuery, SearchResult
 from knowledge.scope import KnowledgeScope
 from knowledge.tool import (
@@ -152,15 +160,42 @@ def test_search_failure_is_an_error_without_trace(tool: KnowledgeSearchTool) -> 
     store = FakeStore(error=StoreUnavailableError("cannot reach http://127.0.0.1:9200"))
     result = tool.run({"query": "x"}, context(store))
     assert result == ToolResult(
-        True, "Failed to search knowledge: cannot reach http://127.0.0.1:9200"
+        True, "Failed to search knowledge: the index backend is unavailable; try again later"
     )
 
 
-def test_unexpected_failure_is_an_error_without_trace(tool: KnowledgeSearchTool) -> None:
-    store = FakeStore(error=RuntimeError("disk full"))
-    result = tool.run({"query": "x"}, context(store))
-    assert result == ToolResult(True, "Failed to search knowledge: RuntimeError: disk full")
-    assert "Traceback" not in result.content
+@pytest.mark.parametrize(
+    ("error", "said"),
+    [
+        (StoreUnavailableError("OpenSearch at https://vpc-kb.eu-west-1.es.amazonaws.com x"), ""),
+        (StoreError("index 'kb-prod' answered 500 from http://10.0.0.5:9200"), ""),
+        (EmbeddingError("https://api.openai.com/v1/embeddings answered 401"), ""),
+        (
+            ConfigurationError(
+                "secret arn:aws:secretsmanager:eu-west-1:123456789012:secret:kb not found"
+            ),
+            "",
+        ),
+        (
+            AccessDeniedError(
+                "operation",
+                "User: arn:aws:sts::123456789012:assumed-role/agent is not authorized",
+            ),
+            "",
+        ),
+        (RuntimeError("disk full at /var/lib/kb/knowledge.db"), ""),
+        (NotFoundError("no route for /v1/agents/ops-bot/contexts/runbooks/search"), "no route"),
+    ],
+)
+def test_a_failure_tells_the_model_its_kind_never_a_url_arn_or_path(
+    tool: KnowledgeSearchTool, error: Exception, said: str
+) -> None:
+    result = tool.run({"query": "x"}, context(FakeStore(error=error)))
+    assert result.is_error
+    assert result.content.startswith("Failed to search knowledge: ")
+    for secret in ("http", "arn:", "123456789012", "kb-prod", "/var/lib", "Traceback"):
+        assert secret not in result.content, result.content
+    assert said in result.content
 
 
 def test_unsupported_mode_is_invalid_parameter(tool: KnowledgeSearchTool) -> None:
@@ -316,6 +351,36 @@ def test_max_tokens_drops_results_and_says_how_many() -> None:
     assert "doc-2.md" not in text
     assert text.endswith("(2 more results were dropped to stay within max_tokens=600)")
     assert "dropped" not in format_search_results("q", results, max_tokens=100_000)
+
+
+def _estimated_tokens(text: str) -> int:
+    # The documented estimate (docs/agents.md): one token per CJK character (Hangul,
+    # Han, Kana), one per four other characters, rounded up. Written out here, not imported.
+    cjk = sum(
+        1
+        for ch in text
+        if "\uac00" <= ch <= "\ud7a3" or "\u4e00" <= ch <= "\u9fff" or "\u3040" <= ch <= "\u30ff"
+    )
+    return cjk + -(-(len(text) - cjk) // 4)
+
+
+@pytest.mark.parametrize("budget", [120, 300, 450, 1000])
+@pytest.mark.parametrize(
+    ("path", "query", "text"),
+    [
+        ("runbooks/" * 30 + "deploy.md", "rollback", "word " * 40),  # long paths
+        ("deploy.md", "배포 실패 " * 5, "롤백 절차 " * 30),  # a Korean query and text
+    ],
+)
+def test_the_whole_answer_stays_within_max_tokens(
+    budget: int, path: str, query: str, text: str
+) -> None:
+    # Everything the model reads counts against its budget: the "Found" line, each
+    # passage's header (path, citation, score), and the line saying what was dropped.
+    results = [hit(f"{path}.{i}", 0.9 - i / 100, 3 * i, text) for i in range(12)]
+    answer = format_search_results(query, results, max_tokens=budget)
+    assert "dropped to stay within" in answer
+    assert _estimated_tokens(answer) <= budget, answer
 
 
 def test_adjacent_chunks_are_one_passage_in_the_tool() -> None:

@@ -57,6 +57,7 @@ from knowledge.errors import (
     StoreError,
     StoreUnavailableError,
     ValidationError,
+    public_message,
 )
 from knowledge.model import (
     DEFAULT_MAX_CHUNKS_PER_DOCUMENT,
@@ -355,20 +356,21 @@ def error_response(exc: BaseException, request_id: str | None = None) -> ApiResp
         return _error(404, str(exc))
     rid = request_id or new_request_id()
     extra = {"request_id": rid, "error_type": type(exc).__name__}
+    public = public_message(exc)
     if isinstance(exc, ConfigurationError):
         logger.error("configuration error: %s", exc, extra=extra)
-        return _server_error(503, "the service is misconfigured; the operator must act", rid)
+        return _server_error(503, public, rid)
     if isinstance(exc, StoreUnavailableError):
         logger.error("index backend unavailable: %s", exc, extra=extra)
-        return _server_error(503, "the index backend is unavailable; try again later", rid)
+        return _server_error(503, public, rid)
     if isinstance(exc, EmbeddingError):
         logger.error("embedding provider failed: %s", exc, extra=extra)
-        return _server_error(502, "the embedding provider failed; try again later", rid)
+        return _server_error(502, public, rid)
     if isinstance(exc, StoreError):
         logger.error("index backend failed: %s", exc, exc_info=exc, extra=extra)
-        return _server_error(500, "the index backend failed", rid)
+        return _server_error(500, public, rid)
     logger.error("internal error: %s", type(exc).__name__, exc_info=exc, extra=extra)
-    return _server_error(500, "internal error", rid)
+    return _server_error(500, public, rid)
 
 
 @dataclass(frozen=True, slots=True)
@@ -428,13 +430,13 @@ def parse_documents_query(query_string: str | None) -> tuple[int, str | None]:
     limit = DEFAULT_DOCUMENTS_LIMIT
     if "limit" in values:
         text = values["limit"].strip()
-        if not text.isascii() or not text.isdigit():
+        # Many digits are out of range anyway; int() of thousands of them would be refused.
+        if not text.isascii() or not text.isdigit() or len(text) > 9:
             shown = text if len(text) <= 32 else text[:29] + "..."
             raise ValidationError(
                 "limit", f"must be an integer from 1 to {MAX_DOCUMENTS_LIMIT}, got '{shown}'"
             )
-        # Many digits are out of range anyway; int() of thousands of them would be refused.
-        limit = validate_documents_limit(int(text) if len(text) <= 9 else MAX_DOCUMENTS_LIMIT + 1)
+        limit = validate_documents_limit(int(text))
     cursor = values.get("cursor")
     if cursor is not None and not cursor:
         raise ValidationError("cursor", "must not be empty (leave it out for the first page)")

@@ -98,6 +98,21 @@ def _open_reader(args: argparse.Namespace) -> KnowledgeStore | KnowledgeClient:
     return _open_store(args)
 
 
+def _open_existing_store(args: argparse.Namespace) -> KnowledgeStore:
+    """The local store ``kb mcp`` serves to a model. An embedded file that is not there is
+    refused, not created: a typo or a relative ``--db`` resolved from the MCP client's own
+    folder would otherwise be a new, empty index that answers every search with "No
+    relevant documents found" and that the model cannot tell from an empty one."""
+    settings = StoreSettings.resolve(args.store, db_path=args.db)
+    path = settings.db_path
+    if settings.kind == "embedded" and str(path) != ":memory:" and not path.exists():
+        raise ConfigurationError(
+            f"there is no index at {path.absolute()}: build one with `kb index DIR` or "
+            "`kb serve ROOT`, or give the --db of an existing one (an absolute path)"
+        )
+    return _open_store(args)
+
+
 def _open_store(args: argparse.Namespace) -> KnowledgeStore:
     return open_store(
         args.store,
@@ -314,7 +329,8 @@ def _cmd_mcp(args: argparse.Namespace) -> int:
     from knowledge.mcp_server import serve_mcp
 
     scope = _scope(args)
-    with closing(_open_reader(args)) as backend:
+    backend = _open_client(args) if args.api_url else _open_existing_store(args)
+    with closing(backend):
         serve_mcp(
             backend,
             scope,

@@ -56,6 +56,7 @@ from knowledge.errors import (
     ValidationError,
 )
 from knowledge.model import (
+    DEFAULT_MAX_CHUNKS_PER_DOCUMENT,
     FileProblem,
     IndexState,
     IndexStatus,
@@ -408,6 +409,10 @@ def _search_body(query: SearchQuery) -> dict[str, Any]:
         body["metadata"] = dict(query.metadata)
     if query.filter is not None:
         body["filter"] = filter_to_json(query.filter)
+    if query.offset:
+        body["offset"] = query.offset
+    if query.max_chunks_per_document != DEFAULT_MAX_CHUNKS_PER_DOCUMENT:
+        body["max_chunks_per_document"] = query.max_chunks_per_document
     return body
 
 

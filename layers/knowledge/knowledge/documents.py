@@ -203,9 +203,10 @@ def document_page(
     return DocumentPage(page, encode_cursor(scope, page[-1].path) if more else None)
 
 
-def format_documents(page: DocumentPage) -> str:
+def format_documents(page: DocumentPage, more: str = "more: --cursor {cursor}") -> str:
     """One line per document (path, type, size, chunks, when indexed, problem), then the
-    cursor of the next page, if any."""
+    cursor of the next page, if any, as ``more`` says it (``{cursor}``: the cursor; the
+    default is the ``kb documents`` option)."""
     lines: list[str] = []
     for doc in page.documents:
         when = (
@@ -221,5 +222,5 @@ def format_documents(page: DocumentPage) -> str:
     if not lines:
         lines.append("no documents")
     if page.next_cursor:
-        lines.append(f"more: --cursor {page.next_cursor}")
+        lines.append(more.format(cursor=page.next_cursor))
     return "\n".join(lines)

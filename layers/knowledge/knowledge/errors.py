@@ -33,6 +33,7 @@ __all__ = [
     "StoreUnavailableError",
     "UnsupportedModeError",
     "ValidationError",
+    "public_message",
 ]
 
 
@@ -106,3 +107,23 @@ class AccessDeniedError(KnowledgeError):
         super().__init__(f"{field}: {message}")
         self.field = field
         self.message = message
+
+
+def public_message(exc: BaseException) -> str:
+    """What a caller (an HTTP client, a model using a tool) is told of a failure that is
+    not its own: a fixed phrase by kind. The exception's own text (endpoint URLs, index
+    names, library messages, ARNs) goes to the log only. Bad input and a missing thing are
+    the caller's own business and keep their message, as the HTTP API's 400 and 404 do."""
+    if isinstance(exc, ValidationError | NotFoundError):
+        return str(exc)
+    if isinstance(exc, ConfigurationError):
+        return "the service is misconfigured; the operator must act"
+    if isinstance(exc, StoreUnavailableError):
+        return "the index backend is unavailable; try again later"
+    if isinstance(exc, EmbeddingError):
+        return "the embedding provider failed; try again later"
+    if isinstance(exc, StoreError):
+        return "the index backend failed"
+    if isinstance(exc, AccessDeniedError):
+        return "access to this knowledge base was refused"
+    return "internal error"

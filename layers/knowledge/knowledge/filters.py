@@ -22,7 +22,32 @@ from collections.abc import Mapping, Sequence
 from fnmatch import fnmatchcase
 from typing import Any
 
-__all__ = ["matches_file_patterns", "matches_metadata"]
+__all__ = ["expand_globstars", "matches_file_patterns", "matches_metadata"]
+
+_GLOBSTAR = "**/"
+_MAX_GLOBSTARS = 4  # 2**4 spellings; a fifth and later "**/" reads as "*" (a superset)
+
+
+def expand_globstars(pattern: str) -> tuple[str, ...]:
+    """The ``fnmatch`` spellings of a glob whose ``**/`` means zero or more folders.
+
+    ``*`` already crosses ``/``, so ``**/`` is either nothing or ``*/``:
+    ``**/*.md`` -> ``("*.md", "*/*.md")``, ``docs/**/*.md`` -> ``("docs/*.md",
+    "docs/*/*.md")``. A glob without ``**/`` is returned as it is. Every store and every
+    listing matches through this (``matches_file_patterns``; the OpenSearch store
+    translates each spelling), so they agree on what a pattern selects.
+    """
+    while _GLOBSTAR + _GLOBSTAR in pattern:
+        pattern = pattern.replace(_GLOBSTAR + _GLOBSTAR, _GLOBSTAR)
+    pieces = pattern.split(_GLOBSTAR)
+    if len(pieces) == 1:
+        return (pattern,)
+    if len(pieces) - 1 > _MAX_GLOBSTARS:
+        pieces = [*pieces[:_MAX_GLOBSTARS], "*".join(pieces[_MAX_GLOBSTARS:])]
+    spellings = [pieces[0]]
+    for piece in pieces[1:]:
+        spellings = [s + between + piece for s in spellings for between in ("", "*/")]
+    return tuple(dict.fromkeys(spellings))
 
 
 def matches_file_patterns(path: str, patterns: Sequence[str]) -> bool:
@@ -30,12 +55,17 @@ def matches_file_patterns(path: str, patterns: Sequence[str]) -> bool:
 
     ``path`` is the ``/``-separated path relative to the scope. A pattern matches the
     whole path (``runbooks/*.md``; ``*`` also crosses ``/``) or the base name
-    (``*.md``, ``deploy.md``). Matching is case-sensitive, as S3 keys are.
+    (``*.md``, ``deploy.md``); ``**/`` is zero or more folders (``**/*.md`` also matches
+    ``deploy.md``; ``expand_globstars``). Matching is case-sensitive, as S3 keys are.
     """
     if not patterns:
         return True
     base = path.rsplit("/", 1)[-1]
-    return any(fnmatchcase(path, p) or fnmatchcase(base, p) for p in patterns)
+    return any(
+        fnmatchcase(path, spelling) or fnmatchcase(base, spelling)
+        for pattern in patterns
+        for spelling in expand_globstars(pattern)
+    )
 
 
 def _value_matches(value: Any, expected: str) -> bool:

@@ -45,7 +45,7 @@ from knowledge.documents import (
     format_documents,
     validate_documents_limit,
 )
-from knowledge.errors import ValidationError
+from knowledge.errors import ValidationError, public_message
 from knowledge.model import IndexStatus, SearchMode
 from knowledge.scope import KnowledgeScope
 from knowledge.tool import KnowledgeSearchTool, SearchBackend, ToolContext
@@ -66,6 +66,8 @@ SEARCH_TOOL_NAME = "knowledge_search"
 STATUS_TOOL_NAME = "knowledge_status"
 DOCUMENTS_TOOL_NAME = "knowledge_documents"
 LOCAL_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
+_MORE_DOCUMENTS = 'more: call knowledge_documents with cursor "{cursor}" for the next page'
+"""The last line of a page with a next one: the tool's own argument, the value alone."""
 
 
 class StatusBackend(SearchBackend, Protocol):
@@ -151,7 +153,9 @@ def build_server(
             return _text(format_status(scope, backend.status(scope)))
         except Exception as exc:
             logger.warning("knowledge status failed for %s: %s", scope, exc)
-            return _text(f"Failed to read the knowledge status: {exc}", is_error=True)
+            return _text(
+                f"Failed to read the knowledge status: {public_message(exc)}", is_error=True
+            )
 
     def documents_text(arguments: dict[str, Any]) -> CallToolResult:
         unknown = sorted(set(arguments) - {"limit", "cursor"})
@@ -170,8 +174,9 @@ def build_server(
             return _text(f"Invalid parameter: {exc.field}: {exc.message}", is_error=True)
         except Exception as exc:
             logger.warning("knowledge documents failed for %s: %s", scope, exc)
-            return _text(f"Failed to list the documents: {exc}", is_error=True)
-        return _text(f"Documents of knowledge scope {scope}:\n{format_documents(page)}")
+            return _text(f"Failed to list the documents: {public_message(exc)}", is_error=True)
+        listing = format_documents(page, _MORE_DOCUMENTS)
+        return _text(f"Documents of knowledge scope {scope}:\n{listing}")
 
     def call(name: str, arguments: dict[str, Any]) -> CallToolResult:
         if name == SEARCH_TOOL_NAME:

@@ -24,7 +24,7 @@ Pure functions on ``SearchResult`` lists (seed "context budget" rules), used by 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -137,25 +137,29 @@ def _cut(text: str, max_tokens: int) -> str:
 
 
 def fit_budget(
-    passages: Sequence[Passage], max_tokens: int, *, overhead_tokens: int = 0
+    passages: Sequence[Passage],
+    max_tokens: int,
+    *,
+    overhead_tokens: int | Callable[[Passage], int] = 0,
 ) -> tuple[list[Passage], int]:
     """``(kept, dropped)``: passages within ``max_tokens`` (module docstring).
 
-    ``overhead_tokens`` is charged per passage for what the caller prints around it
-    (its header line).
+    ``overhead_tokens`` is charged per passage for what the caller prints around it (its
+    header line): a number, or a function of the passage (a header names its path).
     """
     if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
         raise ValueError(f"max_tokens must be an integer >= 1, got {max_tokens!r}")
+    overhead = overhead_tokens if callable(overhead_tokens) else lambda _p: overhead_tokens
     kept: list[Passage] = []
     used = 0
     for passage in passages:
-        cost = estimate_tokens(passage.content) + overhead_tokens
+        cost = estimate_tokens(passage.content) + overhead(passage)
         if used + cost <= max_tokens:
             kept.append(passage)
             used += cost
     if not kept and passages:
         first = passages[0]
-        room = max(1, max_tokens - overhead_tokens)
+        room = max(1, max_tokens - overhead(first))
         cut = Passage(
             first.document_path,
             first.first_chunk,

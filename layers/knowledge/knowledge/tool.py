@@ -7,7 +7,8 @@ the seed's order, refusals -> parameters -> search -> format, and never raises:
 - no store -> error "No knowledge store configured for this agent"
 - no scope -> error "No knowledge scope configured for this agent"
 - bad arguments (unknown properties too) -> error "Invalid parameter: ..."
-- the search fails -> error "Failed to search knowledge: ..." (a message, no traceback)
+- the search fails -> error "Failed to search knowledge: ..." (a fixed phrase by kind,
+  ``errors.public_message``: no traceback, URL, index name or ARN; those go to the log)
 - no hits -> *success* "No relevant documents found for: <query>": an absence of
   knowledge is a valid observation, so the model moves on to other tools
 - hits -> success in the source-first format (``format_search_results``), which also
@@ -22,7 +23,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from knowledge.errors import KnowledgeError, ValidationError
+from knowledge.errors import KnowledgeError, ValidationError, public_message
 from knowledge.model import (
     DEFAULT_MAX_RESULTS,
     MAX_MAX_RESULTS,
@@ -30,7 +31,7 @@ from knowledge.model import (
     SearchQuery,
     SearchResult,
 )
-from knowledge.results import fit_budget, merge_adjacent
+from knowledge.results import Passage, estimate_tokens, fit_budget, merge_adjacent
 from knowledge.scope import KnowledgeScope
 
 __all__ = [
@@ -58,7 +59,6 @@ NO_STORE_MESSAGE = "No knowledge store configured for this agent"
 NO_SCOPE_MESSAGE = "No knowledge scope configured for this agent"
 
 _PROPERTIES = ("query", "max_results", "file_pattern", "max_tokens")
-_HEADER_TOKENS = 16  # what a passage's "---" and header line cost, estimated
 DEFAULT_MAX_TOKENS = 4000
 """The tool's default budget for the passages it returns (estimated tokens)."""
 
@@ -118,7 +118,9 @@ def format_search_results(
 
     Consecutive chunks of one document are one passage (``results.merge_adjacent``).
     With ``max_tokens`` the passages are cut to fit that budget (``results.fit_budget``,
-    estimated tokens) and a last line says how many were dropped. One hit reads "Found 1
+    estimated tokens) and a last line says how many were dropped; the budget covers the
+    whole answer (the "Found" line, each header with its path and citation, that last
+    line), unless the query or one header alone exceeds it. One hit reads "Found 1
     result"; no hits read "No relevant documents found for: <q>". Scores have two
     decimals; chunks are 0-based chunk indexes. Where the passage's metadata cites a
     place in the document, it follows the path (``citation``):
@@ -129,25 +131,55 @@ def format_search_results(
     passages = merge_adjacent(results)
     dropped = 0
     if max_tokens is not None:
-        passages, dropped = fit_budget(passages, max_tokens, overhead_tokens=_HEADER_TOKENS)
-    noun = "result" if len(passages) == 1 else "results"
-    lines = [f'Found {len(passages)} {noun} for "{query_text}":']
+        passages, dropped = _fit(query_text, passages, max_tokens)
+    lines = [_found_line(query_text, len(passages))]
     for i, passage in enumerate(passages, start=1):
-        chunks = (
-            f"chunk: {passage.chunks}"
-            if passage.first_chunk == passage.last_chunk
-            else f"chunks: {passage.chunks}"
-        )
-        place = citation(passage.metadata)
-        source = f"{passage.document_path} {place}" if place else passage.document_path
         lines.append("---")
-        lines.append(f"[{i}] {source} (score: {passage.score:.2f}, {chunks})")
+        lines.append(_header(i, passage))
         lines.append(passage.content.rstrip())
     if dropped:
-        more = "result was" if dropped == 1 else "results were"
-        lines.append("---")
-        lines.append(f"({dropped} more {more} dropped to stay within max_tokens={max_tokens})")
+        lines.extend(_dropped_lines(dropped, max_tokens))
     return "\n".join(lines)
+
+
+def _found_line(query_text: str, count: int) -> str:
+    noun = "result" if count == 1 else "results"
+    return f'Found {count} {noun} for "{query_text}":'
+
+
+def _header(rank: int, passage: Passage) -> str:
+    chunks = (
+        f"chunk: {passage.chunks}"
+        if passage.first_chunk == passage.last_chunk
+        else f"chunks: {passage.chunks}"
+    )
+    place = citation(passage.metadata)
+    source = f"{passage.document_path} {place}" if place else passage.document_path
+    return f"[{rank}] {source} (score: {passage.score:.2f}, {chunks})"
+
+
+def _dropped_lines(dropped: int, max_tokens: int | None) -> list[str]:
+    more = "result was" if dropped == 1 else "results were"
+    return ["---", f"({dropped} more {more} dropped to stay within max_tokens={max_tokens})"]
+
+
+def _fit(query_text: str, passages: list[Passage], max_tokens: int) -> tuple[list[Passage], int]:
+    """The passages that fit ``max_tokens`` with everything printed around them: the
+    "Found" line, each passage's header (its path and citation, at the widest rank), the
+    line breaks, and the line saying how many were dropped when some are."""
+    widest = len(passages)
+
+    def overhead(passage: Passage) -> int:
+        # "---", the header and the text, each on its own line.
+        return estimate_tokens("---\n" + _header(widest, passage) + "\n\n")
+
+    fixed = estimate_tokens(_found_line(query_text, widest))
+    kept, dropped = fit_budget(passages, max(1, max_tokens - fixed), overhead_tokens=overhead)
+    if dropped:
+        reserve = estimate_tokens("\n" + "\n".join(_dropped_lines(widest, max_tokens)))
+        budget = max(1, max_tokens - fixed - reserve)
+        kept, dropped = fit_budget(passages, budget, overhead_tokens=overhead)
+    return kept, dropped
 
 
 def citation(metadata: Mapping[str, Any]) -> str:
@@ -295,11 +327,10 @@ class KnowledgeSearchTool:
             return ToolResult.error(f"Invalid parameter: {exc}")
         except KnowledgeError as exc:
             logger.warning("knowledge search failed for %s: %s", context.scope, exc)
-            return ToolResult.error(f"Failed to search knowledge: {exc}")
+            return ToolResult.error(f"Failed to search knowledge: {public_message(exc)}")
         except Exception as exc:
             logger.exception("knowledge search failed for %s", context.scope)
-            detail = str(exc) or "unexpected error"
-            return ToolResult.error(f"Failed to search knowledge: {type(exc).__name__}: {detail}")
+            return ToolResult.error(f"Failed to search knowledge: {public_message(exc)}")
         return ToolResult.success(format_search_results(query.text, results, max_tokens))
 
     def to_anthropic_tool(self) -> dict[str, Any]:

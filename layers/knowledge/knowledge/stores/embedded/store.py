@@ -4,7 +4,8 @@
 only with ``cross_context``), and so is the search ``filter`` (``filter_sql``). File
 patterns and metadata filters are then applied to the ranked candidates
 (``knowledge.filters``: filter first, then normalise among what is left), until enough
-candidates pass: ``fusion.candidate_count(offset + max_results)`` for one mode,
+candidates pass: ``fusion.candidate_count(offset + max_results)`` for one mode (read
+again at the deepest page's depth when the per-document cap leaves the page short),
 ``fusion.HYBRID_CANDIDATES`` per side for hybrid (a fixed depth: every page is a slice of
 one order). Keyword mode is ``fusion.keyword_only`` over ``keyword_index``; vector mode
 ``fusion.vector_only`` over ``vector_search`` above the relevance floor
@@ -79,7 +80,13 @@ from knowledge.fusion import (
 from knowledge.fusion import relevance_floor as fusion_floor
 from knowledge.headings import DEFAULT_HEADINGS_WEIGHT, check_headings_weight
 from knowledge.indexing import DEFAULT_EMBED_CONTEXT, Indexer, IndexingStoreMixin
-from knowledge.model import IndexStatus, SearchMode, SearchQuery, SearchResult
+from knowledge.model import (
+    MAX_MAX_RESULTS,
+    IndexStatus,
+    SearchMode,
+    SearchQuery,
+    SearchResult,
+)
 from knowledge.scope import KnowledgeScope
 from knowledge.store import StoredDocument
 from knowledge.text import has_cjk
@@ -125,6 +132,36 @@ def _document_of(key: tuple[str, int, str]) -> tuple[str, str]:
 
 
 logger = logging.getLogger(__name__)
+
+
+_DEEPEST = candidate_count(MAX_MAX_RESULTS)
+"""The candidate depth of a single-mode search's deepest page (``offset + max_results``
+at its maximum)."""
+
+
+def _read_deeper(
+    mode: SearchMode,
+    query: SearchQuery,
+    *,
+    limit: int,
+    chosen: int,
+    fused: list[Fused[tuple[str, int, str]]],
+    keyword: list[Candidate],
+    vector: list[Candidate],
+) -> bool:
+    """Whether a single-mode page left short (by the per-document cap) must be read again
+    at ``_DEEPEST``: only if the side returned ``limit`` candidates (more exist) and its
+    weakest still counted (above the floor and ``min_score``), so that every page of a
+    query is a slice of the order its deepest page sees. Hybrid has one fixed depth."""
+    side = keyword if mode is SearchMode.KEYWORD else vector
+    return (
+        mode is not SearchMode.HYBRID
+        and chosen < query.max_results
+        and limit < _DEEPEST
+        and len(side) == limit
+        and len(fused) == limit
+        and min(item.score for item in fused) + 1e-9 >= query.min_score
+    )
 
 
 class EmbeddedKnowledgeStore(IndexingStoreMixin):
@@ -286,29 +323,44 @@ class EmbeddedKnowledgeStore(IndexingStoreMixin):
             else candidate_count(query.offset + query.max_results)
         )
         with self._reading() as conn:
-            keyword: list[Candidate] = []
-            vector: list[Candidate] = []
             if match is not None:
                 self._keywords.check(conn, self._display)
-                keyword = self._keywords.candidates(conn, scope, query, match, limit)
-            if query_vector is not None:
-                vector = vector_candidates(
-                    conn,
-                    self._vectors,
-                    scope,
-                    query,
-                    query_vector=query_vector,
-                    limit=limit,
-                    display=self._display,
+            while True:
+                keyword: list[Candidate] = []
+                vector: list[Candidate] = []
+                if match is not None:
+                    keyword = self._keywords.candidates(conn, scope, query, match, limit)
+                if query_vector is not None:
+                    vector = vector_candidates(
+                        conn,
+                        self._vectors,
+                        scope,
+                        query,
+                        query_vector=query_vector,
+                        limit=limit,
+                        display=self._display,
+                    )
+                ranked = self._fuse(mode, keyword, vector, cjk_query=has_cjk(query.text))
+                chosen = select(
+                    ranked,
+                    query.min_score,
+                    query.max_results,
+                    offset=query.offset,
+                    per_document=query.max_chunks_per_document,
+                    document_of=_document_of,
                 )
-            chosen = select(
-                self._fuse(mode, keyword, vector, cjk_query=has_cjk(query.text)),
-                query.min_score,
-                query.max_results,
-                offset=query.offset,
-                per_document=query.max_chunks_per_document,
-                document_of=_document_of,
-            )
+                deeper = _read_deeper(
+                    mode,
+                    query,
+                    limit=limit,
+                    chosen=len(chosen),
+                    fused=ranked,
+                    keyword=keyword,
+                    vector=vector,
+                )
+                if not deeper:
+                    break
+                limit = _DEEPEST
             rowids = {c.key: c.rowid for c in (*keyword, *vector)}
             rows = chunk_rows(conn, [rowids[f.key] for f in chosen])
         results = []

@@ -45,6 +45,8 @@ if TYPE_CHECKING:
 
 __all__ = ["Connection"]
 
+_INDEX_NOT_FOUND = "index_not_found_exception"
+
 T = TypeVar("T")
 
 _SEARCH_BACKOFF = 0.2
@@ -182,8 +184,12 @@ class Connection:
                 mapping: dict[str, Any] = client.indices.get_mapping(
                     index=index, request_timeout=timeout
                 )
-            except NotFoundError:
-                return None
+            except NotFoundError as exc:
+                # Only the node's own answer means "no such index"; a bare 404 is some
+                # other endpoint (a wrong URL, a proxy) and must not read as an empty scope.
+                if exc.error == _INDEX_NOT_FOUND:
+                    return None
+                raise
             return mapping
 
         action = f"read the mapping of index '{index}'"

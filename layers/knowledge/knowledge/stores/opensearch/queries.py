@@ -7,7 +7,8 @@ the engine filters while it walks the HNSW graph and a small scope still gets ``
 neighbours (lucene/faiss efficient filtering).
 
 File patterns follow ``knowledge.filters.matches_file_patterns``: a glob matches the whole
-path or the base name, ``*`` also crosses ``/``, case-sensitive. A glob becomes a
+path or the base name, ``*`` also crosses ``/``, ``**/`` is zero or more folders (each
+spelling of ``knowledge.filters.expand_globstars``), case-sensitive. A glob becomes a
 ``wildcard`` query (``*``/``?`` only) or a ``regexp`` query (with ``[...]`` classes) on
 ``document_path`` and on ``document_name``.
 """
@@ -20,6 +21,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from knowledge.errors import InvalidScopeError
+from knowledge.filters import expand_globstars
 from knowledge.headings import DEFAULT_HEADINGS_WEIGHT
 from knowledge.scope import KnowledgeScope
 from knowledge.search_filter import FilterNode
@@ -245,7 +247,12 @@ def file_pattern_filter(patterns: Sequence[str]) -> dict[str, Any] | None:
     """One filter for the globs (any may match, on the path or the base name); None if none."""
     if not patterns:
         return None
-    should = [clause for p in patterns for clause in _pattern_clauses(p)]
+    should = [
+        clause
+        for pattern in patterns
+        for spelling in expand_globstars(pattern)
+        for clause in _pattern_clauses(spelling)
+    ]
     if not should:
         return MATCH_NOTHING
     return {"bool": {"should": should, "minimum_should_match": 1}}

@@ -25,7 +25,11 @@ keeps, per document, only the hits of its newest generation
 (``queries.newest_generations``): a document being replaced, or an older generation that
 Serverless still shows, never appears twice. Only then does ``fusion.select`` cap the
 chunks per document and cut the page at ``offset``, so a stale generation's hits never
-take a place on the page or count against the cap.
+take a place on the page or count against the cap. A page that depends on hits past that
+depth, because it is left short (the cap, stale generations) or its last result ties with
+the weakest hit (the engine cuts equal scores in its own order), is read again at the
+depth of the deepest page (``_DEEPEST``), so pages of one query never repeat or skip a
+result whatever their size.
 
 Time: every request is a ``Connection.read`` (per-request timeout, at most one retry,
 inside the caller's deadline); the query embedding runs inside the same deadline
@@ -59,7 +63,7 @@ from knowledge.fusion import (
     select,
     vector_only,
 )
-from knowledge.model import SearchMode, SearchQuery, SearchResult
+from knowledge.model import MAX_MAX_RESULTS, SearchMode, SearchQuery, SearchResult
 from knowledge.scope import KnowledgeScope
 from knowledge.stores.opensearch import queries
 from knowledge.stores.opensearch.bulk import item_reason
@@ -81,6 +85,9 @@ DEFAULT_EMBED_TIMEOUT = 5.0
 """Seconds a query embedding may take when the caller set no deadline."""
 
 _OVERFETCH = 2
+_DEEPEST = max(MAX_MAX_RESULTS * _OVERFETCH, candidate_count(MAX_MAX_RESULTS))
+"""The depth of a single-mode search's deepest page (``offset + max_results`` at most
+``MAX_MAX_RESULTS``); a page that depends on hits past its own depth reads again at it."""
 
 
 @functools.cache
@@ -169,18 +176,38 @@ def search(
     needed = query.offset + query.max_results
     # Room for the newest-generation dedupe and the per-document cap (module docstring).
     size = max(needed * _OVERFETCH, candidate_count(needed))
-    if mode is SearchMode.KEYWORD:
-        body = queries.keyword_search_body(
-            query.text, filters, size, headings_weight=config.headings_weight
-        )
-        response = connection.search(index, action, body)
-        fused = keyword_only(scores_of(response, queries.parse_hits))
-    elif mode is SearchMode.VECTOR:
-        if vector is None:
+    if mode is not SearchMode.HYBRID:
+        if mode is SearchMode.VECTOR and vector is None:
             return []
-        body = queries.vector_search_body(vector, filters, size, ef_search=config.ef_search)
-        response = connection.search(index, action, body)
-        fused = vector_only(above_floor(scores_of(response, queries.parse_hits), floor))
+        while True:
+            if mode is SearchMode.KEYWORD:
+                body = queries.keyword_search_body(
+                    query.text, filters, size, headings_weight=config.headings_weight
+                )
+            else:
+                assert vector is not None
+                body = queries.vector_search_body(vector, filters, size, ef_search=config.ef_search)
+            response = connection.search(index, action, body)
+            hits = queries.parse_hits(response)
+            raw = scores_of(response, functools.partial(_parsed, hits))
+            if mode is SearchMode.KEYWORD:
+                fused = keyword_only(raw)
+            else:
+                fused = vector_only(above_floor(raw, floor))
+            document_of = functools.partial(_document_of_key, sources)
+            deeper = _read_deeper(
+                query,
+                size=size,
+                hits=hits,
+                raw=raw,
+                fused=fused,
+                floor=floor,
+                mode=mode,
+                document_of=document_of,
+            )
+            if not deeper:
+                break
+            size = _DEEPEST
     else:
         # A fixed depth (>= MAX_MAX_RESULTS), so that every page is a slice of one order.
         size = HYBRID_CANDIDATES
@@ -241,6 +268,40 @@ def search(
     return [_result(sources[item.key], item) for item in chosen]
 
 
+def _read_deeper(
+    query: SearchQuery,
+    *,
+    size: int,
+    hits: Sequence[queries.Hit],
+    raw: Mapping[str, float],
+    fused: Sequence[Fused[str]],
+    floor: float,
+    mode: SearchMode,
+    document_of: Callable[[str], object],
+) -> bool:
+    """Whether a single-mode page must be read again at ``_DEEPEST`` (module docstring).
+
+    Only when the engine returned ``size`` hits (more exist) whose weakest still counts
+    (above the floor and ``min_score``), and the page depends on what lies past them:
+    it is short (the per-document cap, stale generations), or its last result ties with
+    the weakest hit (the engine cut equal scores in its own order, not the page's)."""
+    if size >= _DEEPEST or len(hits) < size or not hits or not raw:
+        return False
+    boundary = hits[-1].score
+    normalised = boundary / max(raw.values()) if mode is SearchMode.KEYWORD else boundary
+    if normalised + 1e-9 < query.min_score or (mode is SearchMode.VECTOR and boundary < floor):
+        return False
+    page = select(
+        fused,
+        query.min_score,
+        query.max_results,
+        offset=query.offset,
+        per_document=query.max_chunks_per_document,
+        document_of=document_of,
+    )
+    return len(page) < query.max_results or raw[page[-1].key] <= boundary
+
+
 def _search_both(
     connection: Connection,
     index: str,
@@ -281,6 +342,14 @@ def _document_of(source: Mapping[str, Any]) -> object:
     if isinstance(document_id, str):
         return document_id
     return (str(source.get(CONTEXT, "")), str(source.get(DOCUMENT_PATH, "")))
+
+
+def _parsed(hits: list[queries.Hit], _response: Mapping[str, Any]) -> list[queries.Hit]:
+    return hits
+
+
+def _document_of_key(sources: Mapping[str, Mapping[str, Any]], key: str) -> object:
+    return _document_of(sources[key])
 
 
 def _result(source: Mapping[str, Any], item: Fused[str]) -> SearchResult:
