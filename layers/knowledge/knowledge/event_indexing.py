@@ -8,7 +8,10 @@ all end with the index matching the bucket.
 - ``UPSERT``: the object as it is now is indexed with the event's sequencer as its
   version (an older version than the indexed one changes nothing: "stale"); an object
   that no longer exists (deleted before its create event was processed) is removed
-  from the index instead;
+  from the index instead. After a write the bucket is asked once more: an object
+  deleted while it was being read and indexed has its document removed again, since
+  the delete's own event may have been applied by another invocation before this
+  write landed (nothing to remove then), and would otherwise leave it searchable;
 - ``DELETE`` (of the latest version, of an older version, of a delete marker = a
   restore, a delete marker created, a lifecycle expiration): the bucket is asked again.
   If an object exists at the key now, its current version is indexed with the delete
@@ -63,6 +66,8 @@ class ObjectLookup(Protocol):
     def get_document(
         self, scope: KnowledgeScope, path: str, *, version: str | None = None
     ) -> SourceDocument | None: ...
+
+    def exists(self, scope: KnowledgeScope, path: str) -> bool: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,6 +199,10 @@ class EventIndexer:
         outcome = _upsert_outcome(
             action, self._store.upsert_document(scope, document, self._options)
         )
+        if outcome.status is EventStatus.INDEXED and not self._source.exists(scope, path):
+            # Deleted while it was read and written: the delete's event may already have
+            # been applied (to an index without it), so this write must not outlive it.
+            return self._delete(action, scope, path, "the object was deleted while indexing")
         if action.kind is not ActionKind.DELETE:
             return outcome
         current = "an object exists at the key after the delete"
