@@ -31,6 +31,7 @@ from lambda_support import (
 from moto import mock_aws
 
 from knowledge.event_indexing import EventIndexer
+from knowledge.events import reindex_message_body
 from knowledge.lambda_config import LambdaSettings
 from knowledge.model import SearchMode, SearchQuery
 from knowledge.scope import KnowledgeScope
@@ -245,3 +246,52 @@ def test_a_delete_processed_while_an_older_create_is_in_flight_wins(opensearch_b
     assert not container_a.is_alive()
     assert answers == [{"batchItemFailures": []}]
     assert bucket.found("helm") == []
+
+
+@pytest.mark.opensearch
+def test_a_versionless_write_in_flight_does_not_replace_a_newer_version(
+    opensearch_bucket, monkeypatch
+):
+    """A reindex message (and a sidecar event) carries no version. Container A reads v1
+    for one and is slow; v2 is uploaded and container B indexes it; then A writes what
+    it read. The index must end at v2 (it ended at v1, with v2 in the bucket)."""
+    bucket = opensearch_bucket
+    reading = threading.Event()
+    release = threading.Event()
+    holder = threading.get_ident()
+    document_read = threading.local()
+
+    def note_the_read(params: dict[str, Any], **_: Any) -> None:
+        document_read.key = params.get("Key")
+
+    def hold_after_the_read(**_: Any) -> None:
+        if getattr(document_read, "key", None) == KEY and threading.get_ident() != holder:
+            reading.set()
+            assert release.wait(60), "the test never released the read"
+
+    bucket.put(ALPHA)
+    reindex = sqs_event(reindex_message_body(BUCKET, KEY))
+    bucket.s3.meta.events.register("provide-client-params.s3.GetObject", note_the_read)
+    bucket.s3.meta.events.register("after-call.s3.GetObject", hold_after_the_read)
+    answers: list[Any] = []
+    container_a = threading.Thread(
+        target=lambda: answers.append(bucket.module.lambda_handler(reindex, LambdaContext()))
+    )
+    container_a.start()
+    try:
+        assert reading.wait(60), "container A never read the object"
+        bucket.s3.put_object(Bucket=BUCKET, Key=KEY, Body=BRAVO.encode())
+        container_b = load_handler("indexer", monkeypatch)
+        container_b.container.settings = bucket.module.container.settings
+        container_b.container.indexer = bucket.module.container.indexer
+        put = sqs_event(s3_notification("ObjectCreated:Put", KEY, "0065F2A1B3C4D6FFFF"))
+        assert container_b.lambda_handler(put, LambdaContext()) == {"batchItemFailures": []}
+    finally:
+        release.set()
+        container_a.join(60)
+    assert not container_a.is_alive()
+    assert bucket.found("argo") == ["deploy.md"]
+    assert bucket.found("helm") == []
+    # A's record, if it was handed back, brings nothing older when it comes again.
+    assert bucket.module.lambda_handler(reindex, LambdaContext()) == {"batchItemFailures": []}
+    assert bucket.found("argo") == ["deploy.md"]
