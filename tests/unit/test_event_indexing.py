@@ -6,7 +6,7 @@ from dataclasses import dataclass, field, replace
 
 import pytest
 
-from knowledge.errors import EmbeddingError, StoreUnavailableError
+from knowledge.errors import EmbeddingError, NotFoundError, StoreUnavailableError
 from knowledge.event_indexing import DocumentNotIndexedError, EventIndexer, EventStatus
 from knowledge.events import ActionKind, ObjectAction
 from knowledge.model import IndexOptions, SearchQuery
@@ -303,3 +303,34 @@ def test_a_sidecar_changed_while_the_document_is_indexed_is_indexed_again(store)
     (hit,) = store.search(SCOPE, SearchQuery("rollback", metadata={"team": "green"}))
     assert hit.document_path == "deploy.md"
     assert store.search(SCOPE, SearchQuery("rollback", metadata={"team": "blue"})) == []
+
+
+@dataclass
+class VanishingBucket(FakeBucket):
+    """The object is deleted between the lookup and the read (S3's read then raises)."""
+
+    def get_document(
+        self, scope: KnowledgeScope, path: str, *, version: str | None = None
+    ) -> SourceDocument | None:
+        found = super().get_document(scope, path, version=version)
+        if found is None:
+            return None
+
+        def read() -> bytes:
+            del self.objects[path]
+            raise NotFoundError(f"s3://b/{scope.key}/{path} no longer exists")
+
+        return replace(found, read=read)
+
+
+def test_an_object_deleted_while_it_is_read_is_removed_not_retried(store):
+    # Not a failure: the bucket says the document is gone, so the index drops it (no
+    # retry, no error logged, no problem left in the status for a file that is gone).
+    bucket = VanishingBucket()
+    bucket.objects["deploy.md"] = b"# Deploy\nhelm rollback"
+    EventIndexer(store, FakeBucket(dict(bucket.objects))).apply(upsert("deploy.md", "0001"))
+    assert hits(store, "rollback") == ["deploy.md"]
+    outcome = EventIndexer(store, bucket).apply(upsert("deploy.md", "0002"))
+    assert outcome.status is EventStatus.DELETED
+    assert hits(store, "rollback") == []
+    assert not store.status(SCOPE).problems

@@ -14,7 +14,9 @@ all end with the index matching the bucket.
   by another invocation before this write landed (nothing to remove then); an object
   (or sidecar) replaced meanwhile is indexed again as it is now, since a write without
   a version (a sidecar event, a reindex message) is not ordered against the newer
-  one's and may have replaced it. Either would otherwise leave the index stale;
+  one's and may have replaced it. Either would otherwise leave the index stale. A
+  document that fails because its object was deleted under the read is removed, not
+  retried;
 - ``DELETE`` (of the latest version, of an older version, of a delete marker = a
   restore, a delete marker created, a lifecycle expiration): the bucket is asked again.
   If an object exists at the key now, its current version is indexed with the delete
@@ -218,9 +220,11 @@ class EventIndexer:
         if document is None:
             why = None if action.kind is ActionKind.DELETE else "the object no longer exists"
             return self._delete(action, scope, path, why)
-        outcome = _upsert_outcome(
-            action, self._store.upsert_document(scope, document, self._options)
-        )
+        result = self._store.upsert_document(scope, document, self._options)
+        if result.errors and self._source.revision(scope, path) is None:
+            # Deleted under the read (or the write): the bucket decides, nothing to retry.
+            return self._delete(action, scope, path, "the object was deleted while indexing")
+        outcome = _upsert_outcome(action, result)
         if outcome.status is EventStatus.INDEXED:
             now = self._source.revision(scope, path)
             if now is None:
