@@ -114,6 +114,11 @@ def item_reason(info: Mapping[str, Any]) -> str:
         reason = f"{error.get('type', 'error')}: {error.get('reason', '')}"
         if isinstance(caused, Mapping) and caused.get("reason"):
             reason += f" ({caused.get('reason')})"
+        roots = error.get("root_cause")
+        root = roots[0] if isinstance(roots, list) and roots else None
+        # "all shards failed" says nothing; the shard's own reason does
+        if isinstance(root, Mapping) and root.get("reason") and root is not error:
+            reason += f" [{root.get('type', 'error')}: {root.get('reason')}]"
         return chunk + reason[:300]
     if isinstance(error, BaseException):
         return chunk + error_reason(error)
