@@ -604,3 +604,50 @@ def test_the_indexer_fails_a_record_before_its_invocation_ends_when_the_node_han
                 indexer.container.indexer.store.close()
     assert answer == {"batchItemFailures": [{"itemIdentifier": event["Records"][0]["messageId"]}]}
     assert left_ms > 0, "the record ran past the end of its invocation"
+
+
+# --- a throttled delete leaves nothing searchable behind, and is retried ---------------------
+
+
+def test_a_delete_whose_chunk_removals_are_throttled_fails_and_leaves_no_orphan(
+    node: NodeIndex, proxy: FaultProxy, stores: Callable[..., OpenSearchKnowledgeStore]
+) -> None:
+    from knowledge.errors import KnowledgeError
+    from knowledge.event_indexing import EventIndexer
+    from knowledge.events import ActionKind, ObjectAction
+
+    class GoneBucket:
+        """The bucket after the object was deleted."""
+
+        def get_document(self, scope: KnowledgeScope, path: str, *, version: Any = None) -> None:
+            return None
+
+        def revision(self, scope: KnowledgeScope, path: str) -> None:
+            return None
+
+    store = stores(node.config(url=proxy.url, wait_for_refresh=True))
+    assert store.upsert_document(SCOPE, document("a.md", long_text("walrus", 3))).ok
+    delete = ObjectAction(
+        ActionKind.DELETE, "ObjectRemoved:Delete", BUCKET, "agent-a/docs/a.md", SCOPE, "a.md"
+    )
+    # Every chunk removal answers 429, however often it is sent again; the record's goes.
+    proxy.throttle_bulk = lambda meta, source: (
+        "delete" in meta and meta["delete"].get("_id", "").count(":") >= 2
+    )
+    failed = False
+    try:
+        EventIndexer(store, GoneBucket()).apply(delete)
+    except KnowledgeError:
+        failed = True  # the handler hands the record back: it is retried
+    proxy.throttle_bulk = None
+    node.refresh()
+    # Either the delete failed (and its retry can still find the document) or it removed
+    # everything; never "done" with the content still searchable.
+    if not failed:
+        assert paths_for(store, "walrus", SearchMode.KEYWORD) == []
+    assert failed or node.records(record="chunk") == []
+    # The retry, with the node healthy again, removes every chunk.
+    EventIndexer(store, GoneBucket()).apply(delete)
+    node.refresh()
+    assert paths_for(store, "walrus", SearchMode.KEYWORD) == []
+    assert node.records(record="chunk") == []
