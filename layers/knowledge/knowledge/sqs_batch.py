@@ -135,9 +135,9 @@ class TimeBudgetBatchProcessor(BatchProcessor):
     @property
     def client(self) -> Any:
         if self._client is None:
-            import boto3  # only when a record failed
+            from knowledge.aws_clients import bounded_client  # boto3 only when a record failed
 
-            self._client = boto3.client("sqs")
+            self._client = bounded_client("sqs")
         return self._client
 
     def _prepare(self) -> None:

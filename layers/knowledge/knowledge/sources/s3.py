@@ -102,9 +102,9 @@ class S3DocumentSource:
     @property
     def client(self) -> Any:
         if self._client is None:
-            import boto3  # only when S3 is first used
+            from knowledge.aws_clients import bounded_client  # boto3 when first used
 
-            self._client = boto3.client("s3")
+            self._client = bounded_client("s3")
         return self._client
 
     @staticmethod
