@@ -102,6 +102,23 @@ def test_a_throttled_overwrite_fails_and_leaves_the_old_version_searchable(
     assert all("walrus" in c and "narwhal" not in c for c in chunks)
 
 
+def test_throttled_items_are_not_sent_again_past_the_callers_deadline(
+    node: NodeIndex, proxy: FaultProxy, stores: Callable[..., OpenSearchKnowledgeStore]
+) -> None:
+    # A backoff of 20-40 s before the first resend, a deadline of 15 s: resending would
+    # sleep past the deadline; the write must fail inside it, the old version kept.
+    store = stores(node.config(url=proxy.url), retry=RetryPolicy(3, 40.0, 80.0))
+    assert store.upsert_document(SCOPE, document("a.md", "# A\n\nwalrus")).ok
+    proxy.throttle_bulk = lambda meta, source: (source or {}).get("record") == "chunk"
+    with time_budget(15.0) as deadline:
+        result = store.upsert_document(SCOPE, document("a.md", "# A\n\nnarwhal"))
+        in_time = not deadline.expired()
+    proxy.throttle_bulk = None
+    assert in_time, "the write slept past the caller's deadline"
+    assert [p.path for p in result.errors] == ["a.md"]
+    assert paths_for(store, "walrus", SearchMode.KEYWORD) == ["a.md"]
+
+
 # --- 2. racing invocations end at the newer version --------------------------------------------
 
 
@@ -526,3 +543,111 @@ def test_a_problem_is_kept_in_the_record_and_leaves_the_indexed_version_searchab
     with store.write_session(SCOPE) as session:
         assert session.delete_document("never.pdf") is False
     assert store.status(SCOPE).problems == ()
+
+
+# --- the indexer function: its writes end inside the invocation's remaining time -----------
+
+
+@dataclass
+class _ClockContext(LambdaContext):
+    """A Lambda context whose remaining time runs down with the wall clock."""
+
+    budget_ms: int = 40_000
+    started: float = 0.0
+
+    def get_remaining_time_in_millis(self) -> int:
+        return self.budget_ms - int((time.monotonic() - self.started) * 1000)
+
+
+def test_the_indexer_fails_a_record_before_its_invocation_ends_when_the_node_hangs_on_writes(
+    node: NodeIndex, proxy: FaultProxy, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import boto3
+    from lambda_support import s3_notification, sqs_event
+    from moto import mock_aws
+
+    from knowledge.config import open_embedder
+
+    runbooks = KnowledgeScope("ops-bot", "runbooks")
+    with OpenSearchKnowledgeStore(node.config(), embedder=open_embedder("hashing")) as writer:
+        assert writer.upsert_document(runbooks, document("old.md", "# Old\n\nrollback")).ok
+    use_fake_aws(monkeypatch)
+    for name, value in {
+        "OPENSEARCH_URL": proxy.url,
+        "OPENSEARCH_INDEX": node.index,
+        "EMBEDDING_PROVIDER": "hashing",
+        "DOCUMENTS_BUCKET": BUCKET,
+        # one write try of 60 s: only the invocation's own time can end it sooner
+        "OPENSEARCH_TIMEOUT": "60",
+        "OPENSEARCH_MAX_RETRIES": "0",
+        "TIME_RESERVE_SECONDS": "30",
+        "RETRY_BASE_SECONDS": "0",
+    }.items():
+        monkeypatch.setenv(name, value)
+    indexer = load_handler("indexer", monkeypatch)
+    key = "ops-bot/runbooks/deploy.md"
+    event = sqs_event(s3_notification("ObjectCreated:Put", key, "0065F2A1B3C4D50001"))
+    with mock_aws():
+        s3 = boto3.client("s3")
+        s3.create_bucket(Bucket=BUCKET)
+        s3.put_object(Bucket=BUCKET, Key=key, Body=b"# Deploy\n\nroll back with helm")
+        proxy.pause(lambda method, path, body: "_bulk" in path)  # the node hangs on writes
+        # 35 s left, 30 kept free: the record may write for 5 s; the hung write alone
+        # would hold it for 60 s, past the end of the invocation
+        context = _ClockContext(budget_ms=35_000, started=time.monotonic())
+        try:
+            answer = indexer.lambda_handler(event, context)
+            left_ms = context.get_remaining_time_in_millis()
+        finally:
+            proxy.resume()
+            if indexer.container.indexer is not None:
+                indexer.container.indexer.store.close()
+    assert answer == {"batchItemFailures": [{"itemIdentifier": event["Records"][0]["messageId"]}]}
+    assert left_ms > 0, "the record ran past the end of its invocation"
+
+
+# --- a throttled delete leaves nothing searchable behind, and is retried ---------------------
+
+
+def test_a_delete_whose_chunk_removals_are_throttled_fails_and_leaves_no_orphan(
+    node: NodeIndex, proxy: FaultProxy, stores: Callable[..., OpenSearchKnowledgeStore]
+) -> None:
+    from knowledge.errors import KnowledgeError
+    from knowledge.event_indexing import EventIndexer
+    from knowledge.events import ActionKind, ObjectAction
+
+    class GoneBucket:
+        """The bucket after the object was deleted."""
+
+        def get_document(self, scope: KnowledgeScope, path: str, *, version: Any = None) -> None:
+            return None
+
+        def revision(self, scope: KnowledgeScope, path: str) -> None:
+            return None
+
+    store = stores(node.config(url=proxy.url, wait_for_refresh=True))
+    assert store.upsert_document(SCOPE, document("a.md", long_text("walrus", 3))).ok
+    delete = ObjectAction(
+        ActionKind.DELETE, "ObjectRemoved:Delete", BUCKET, "agent-a/docs/a.md", SCOPE, "a.md"
+    )
+    # Every chunk removal answers 429, however often it is sent again; the record's goes.
+    proxy.throttle_bulk = lambda meta, source: (
+        "delete" in meta and meta["delete"].get("_id", "").count(":") >= 2
+    )
+    failed = False
+    try:
+        EventIndexer(store, GoneBucket()).apply(delete)
+    except KnowledgeError:
+        failed = True  # the handler hands the record back: it is retried
+    proxy.throttle_bulk = None
+    node.refresh()
+    # Either the delete failed (and its retry can still find the document) or it removed
+    # everything; never "done" with the content still searchable.
+    if not failed:
+        assert paths_for(store, "walrus", SearchMode.KEYWORD) == []
+    assert failed or node.records(record="chunk") == []
+    # The retry, with the node healthy again, removes every chunk.
+    EventIndexer(store, GoneBucket()).apply(delete)
+    node.refresh()
+    assert paths_for(store, "walrus", SearchMode.KEYWORD) == []
+    assert node.records(record="chunk") == []

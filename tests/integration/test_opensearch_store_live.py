@@ -827,3 +827,44 @@ def _ids(node: NodeIndex, path: str) -> list[str]:
     status, body = http_json("POST", f"{node.url}/{node.index}/_search", query)
     assert status == 200, body
     return [hit["_id"] for hit in body["hits"]["hits"]]
+
+
+# --- requests too big for the node are the caller's 400, not a 500 ---------------------------
+
+
+def _two_letter_words() -> str:
+    """1,296 distinct terms in under 4,096 characters: more clauses than the node's
+    default ``indices.query.bool.max_clause_count`` (1,024) accepts in one query."""
+    alphabet = "abcdefghijklmnopqrstuvwxyz0123456789"
+    return " ".join(a + b for a in alphabet for b in alphabet)
+
+
+@pytest.mark.parametrize("mode", ["keyword", "hybrid"])
+def test_a_query_with_more_terms_than_the_node_accepts_is_a_400_naming_the_query(
+    make_store, mode: str
+) -> None:
+    from knowledge.api import KnowledgeApi
+
+    store = make_store(wait_for_refresh=True)
+    scope = KnowledgeScope("a1", "c1")
+    assert store.index(scope, Source({"a.md": "deploy the service"})).ok
+    answer = KnowledgeApi(store).search("a1", "c1", {"query": _two_letter_words(), "mode": mode})
+    assert (answer.status, answer.body["field"]) == (400, "query"), answer.body
+    assert "1024" not in answer.body["error"] or "terms" in answer.body["error"]
+    assert node_free(answer.body["error"])
+
+
+def node_free(message: str) -> bool:
+    """No endpoint, index name or node exception name in what the caller reads."""
+    return "http" not in message and "test_" not in message and "exception" not in message
+
+
+def test_many_file_patterns_are_a_400_naming_the_field_on_every_store(make_store) -> None:
+    from knowledge.api import KnowledgeApi
+
+    store = make_store(wait_for_refresh=True)
+    scope = KnowledgeScope("a1", "c1")
+    assert store.index(scope, Source({"a.md": "deploy the service"})).ok
+    patterns = [f"docs/{i}/*.md" for i in range(1000)]
+    answer = KnowledgeApi(store).search("a1", "c1", {"query": "deploy", "file_patterns": patterns})
+    assert (answer.status, answer.body["field"]) == (400, "file_patterns"), answer.body

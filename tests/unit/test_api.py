@@ -164,6 +164,11 @@ def test_parse_keeps_korean_text() -> None:
         ({"query": "x", "file_patterns": 3}, "file_patterns", "glob"),
         ({"query": "x", "file_patterns": ["*.md", 3]}, "file_patterns", "glob"),
         ({"query": "x", "file_patterns": [" "]}, "file_patterns", "non-blank"),
+        (
+            {"query": "x", "file_patterns": [f"d{i}/*" for i in range(101)]},
+            "file_patterns",
+            "at most 100 patterns, got 101",
+        ),
         ({"query": "x", "metadata": ["team"]}, "metadata", "object"),
         ({"query": "x", "metadata": {"team": 1}}, "metadata", "strings"),
         ({"query": "x", "cross_context": "yes"}, "cross_context", "true or false"),

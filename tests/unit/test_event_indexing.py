@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import pytest
 
-from knowledge.errors import EmbeddingError, StoreUnavailableError
+from knowledge.errors import EmbeddingError, NotFoundError, StoreUnavailableError
 from knowledge.event_indexing import DocumentNotIndexedError, EventIndexer, EventStatus
 from knowledge.events import ActionKind, ObjectAction
 from knowledge.model import IndexOptions, SearchQuery
@@ -47,6 +47,9 @@ class FakeBucket:
 
     def exists(self, scope: KnowledgeScope, path: str) -> bool:
         return path in self.objects
+
+    def revision(self, scope: KnowledgeScope, path: str) -> str | None:
+        return None if path not in self.objects else str(hash(self.objects[path]))
 
 
 def upsert(path: str, version: str | None = "0001") -> ObjectAction:
@@ -256,3 +259,78 @@ def test_an_unavailable_store_propagates(bucket):
     bucket.objects["deploy.md"] = b"# Deploy"
     with pytest.raises(StoreUnavailableError):
         EventIndexer(UnavailableStore(), bucket).apply(upsert("deploy.md"))
+
+
+@dataclass
+class ChangingBucket(FakeBucket):
+    """Names each document's revision (its bytes and metadata) and, while the first read
+    of ``path`` is under way, replaces the sidecar metadata: the write that follows
+    carries what was read before the change."""
+
+    change: dict[str, dict[str, str]] = field(default_factory=dict)
+
+    def get_document(
+        self, scope: KnowledgeScope, path: str, *, version: str | None = None
+    ) -> SourceDocument | None:
+        found = super().get_document(scope, path, version=version)
+        if found is None:
+            return None
+        plain_read = found.read
+
+        def read() -> bytes:
+            data = plain_read()
+            if path in self.change:
+                self.metadata[path] = self.change.pop(path)
+            return data
+
+        return replace(found, read=read, revision=self.revision(scope, path))
+
+    def revision(self, scope: KnowledgeScope, path: str) -> str | None:
+        if path not in self.objects:
+            return None
+        return repr((self.objects[path], sorted(self.metadata.get(path, {}).items())))
+
+
+def test_a_sidecar_changed_while_the_document_is_indexed_is_indexed_again(store):
+    # The sidecar's own event (no version) may already have been applied by another
+    # invocation; this write, carrying the old metadata, would otherwise be the last.
+    bucket = ChangingBucket()
+    bucket.objects["deploy.md"] = b"# Deploy\nhelm rollback"
+    bucket.metadata["deploy.md"] = {"team": "blue"}
+    bucket.change["deploy.md"] = {"team": "green"}
+    outcome = EventIndexer(store, bucket).apply(upsert("deploy.md"))
+    assert outcome.status is EventStatus.INDEXED
+    (hit,) = store.search(SCOPE, SearchQuery("rollback", metadata={"team": "green"}))
+    assert hit.document_path == "deploy.md"
+    assert store.search(SCOPE, SearchQuery("rollback", metadata={"team": "blue"})) == []
+
+
+@dataclass
+class VanishingBucket(FakeBucket):
+    """The object is deleted between the lookup and the read (S3's read then raises)."""
+
+    def get_document(
+        self, scope: KnowledgeScope, path: str, *, version: str | None = None
+    ) -> SourceDocument | None:
+        found = super().get_document(scope, path, version=version)
+        if found is None:
+            return None
+
+        def read() -> bytes:
+            del self.objects[path]
+            raise NotFoundError(f"s3://b/{scope.key}/{path} no longer exists")
+
+        return replace(found, read=read)
+
+
+def test_an_object_deleted_while_it_is_read_is_removed_not_retried(store):
+    # Not a failure: the bucket says the document is gone, so the index drops it (no
+    # retry, no error logged, no problem left in the status for a file that is gone).
+    bucket = VanishingBucket()
+    bucket.objects["deploy.md"] = b"# Deploy\nhelm rollback"
+    EventIndexer(store, FakeBucket(dict(bucket.objects))).apply(upsert("deploy.md", "0001"))
+    assert hits(store, "rollback") == ["deploy.md"]
+    outcome = EventIndexer(store, bucket).apply(upsert("deploy.md", "0002"))
+    assert outcome.status is EventStatus.DELETED
+    assert hits(store, "rollback") == []
+    assert not store.status(SCOPE).problems

@@ -1,7 +1,7 @@
 """The indexer's time budget, retry backoff and document size cap (issue 8, item 6).
 
 moto's S3 and SQS with the indexer handler. The Lambda context's remaining time is driven
-by a clock that the test's S3 client advances on every object it heads (a slow read), so
+by a clock that the test's S3 client advances on every document it reads (a slow read), so
 "running out of time" is deterministic; the visibility of failed records is observed on
 moto's queue with real (short) waits.
 """
@@ -34,24 +34,27 @@ from knowledge.errors import StoreError
 from knowledge.event_indexing import EventIndexer
 from knowledge.lambda_config import LambdaSettings
 from knowledge.scope import KnowledgeScope
-from knowledge.source import SourceDocument
+from knowledge.source import SIDECAR_SUFFIX, SourceDocument
 from knowledge.sources.s3 import S3DocumentSource
 from knowledge.stores.memory import MemoryKnowledgeStore
 
 RUNBOOKS = KnowledgeScope("ops-bot", "runbooks")
 
 
-class SlowHeadS3:
-    """An S3 client whose ``head_object`` takes ``ms`` of the invocation's time."""
+class SlowReadS3:
+    """An S3 client whose read of a document (``get_object``; not of a metadata sidecar)
+    takes ``ms`` of the invocation's time. Heads are free: the indexer heads an object
+    before and after it indexes it."""
 
     def __init__(self, client: Any, clock: Clock, ms: int) -> None:
         self._client = client
         self._clock = clock
         self._ms = ms
 
-    def head_object(self, **kwargs: Any) -> Any:
-        self._clock.elapsed_ms += self._ms
-        return self._client.head_object(**kwargs)
+    def get_object(self, **kwargs: Any) -> Any:
+        if not str(kwargs.get("Key", "")).endswith(SIDECAR_SUFFIX):
+            self._clock.elapsed_ms += self._ms
+        return self._client.get_object(**kwargs)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._client, name)
@@ -113,7 +116,7 @@ def make_harness(
     monkeypatch: pytest.MonkeyPatch,
     store: MemoryKnowledgeStore,
     *,
-    head_ms: int = 0,
+    read_ms: int = 0,
     **env: str,
 ) -> Harness:
     sqs = boto3.client("sqs")
@@ -129,7 +132,7 @@ def make_harness(
     clock = Clock()
     module.container.indexer = EventIndexer(
         store,
-        S3DocumentSource(BUCKET, client=SlowHeadS3(s3, clock, head_ms)),
+        S3DocumentSource(BUCKET, client=SlowReadS3(s3, clock, read_ms)),
         settings.index_options,
     )
     return Harness(module, store, s3, sqs, queue_url, queue_arn, clock)
@@ -147,7 +150,7 @@ def test_an_indexer_short_of_time_hands_back_the_records_it_cannot_finish(aws, m
     # the remaining time is 300 - 40 (n - 1) s, and a record is started only if 40 s
     # more still leave 60 s: records 1-6 are (the 6th leaves exactly 60 s), 7-10 not.
     harness = make_harness(
-        monkeypatch, MemoryKnowledgeStore(), head_ms=40_000, TIME_RESERVE_SECONDS="60"
+        monkeypatch, MemoryKnowledgeStore(), read_ms=40_000, TIME_RESERVE_SECONDS="60"
     )
     names = [f"doc-{i:02d}.md" for i in range(1, 11)]
     harness.send(*names)
@@ -249,7 +252,7 @@ class DeadlineRecordingStore(MemoryKnowledgeStore):
 
 def test_a_record_runs_under_the_invocation_deadline_less_the_reserve(aws, monkeypatch):
     store = DeadlineRecordingStore()
-    harness = make_harness(monkeypatch, store, head_ms=10_000, TIME_RESERVE_SECONDS="60")
+    harness = make_harness(monkeypatch, store, read_ms=10_000, TIME_RESERVE_SECONDS="60")
     harness.send("a.md", "b.md")
     assert harness.invoke(harness.receive()) == {"batchItemFailures": []}
     # 300 s left less 60 kept free: 240 s for the first record, 230 for the second

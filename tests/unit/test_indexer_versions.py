@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import threading
 import urllib.request
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
@@ -30,6 +31,7 @@ from lambda_support import (
 from moto import mock_aws
 
 from knowledge.event_indexing import EventIndexer
+from knowledge.events import reindex_message_body
 from knowledge.lambda_config import LambdaSettings
 from knowledge.model import SearchMode, SearchQuery
 from knowledge.scope import KnowledgeScope
@@ -108,7 +110,24 @@ class Versioned:
     ]
 )
 def bucket(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[Versioned]:
-    store, index_url = request.param(request)
+    yield from _versioned(request, monkeypatch, request.param)
+
+
+@pytest.fixture
+def opensearch_bucket(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Versioned]:
+    """The versioned bucket over the real node only: its writers do not hold one lock for
+    a whole write session, as the memory store's do, so they can interleave."""
+    yield from _versioned(request, monkeypatch, _opensearch)
+
+
+def _versioned(
+    request: pytest.FixtureRequest,
+    monkeypatch: pytest.MonkeyPatch,
+    make_store: Callable[[pytest.FixtureRequest], tuple[KnowledgeStore, str | None]],
+) -> Iterator[Versioned]:
+    store, index_url = make_store(request)
     use_fake_aws(monkeypatch)
     with mock_aws():
         s3 = boto3.client("s3")
@@ -177,3 +196,102 @@ def test_deleting_every_version_removes_the_document(bucket):
     bucket.delete(version=first)
     assert bucket.found("helm") == []
     assert bucket.found("argo") == []
+
+
+@pytest.mark.opensearch
+def test_a_delete_processed_while_an_older_create_is_in_flight_wins(opensearch_bucket, monkeypatch):
+    """Two indexer containers: A reads the object for its create event and is slow; the
+    object is deleted and B applies the delete (nothing indexed yet: nothing to remove);
+    then A writes what it read. The index must not keep a document the bucket no longer
+    has (it did: the deleted content stayed searchable until a reindex)."""
+    bucket = opensearch_bucket
+    reading = threading.Event()
+    release = threading.Event()
+    holder = threading.get_ident()
+
+    document_read = threading.local()
+
+    def note_the_read(params: dict[str, Any], **_: Any) -> None:
+        document_read.key = params.get("Key")
+
+    def hold_after_the_read(**_: Any) -> None:
+        # Only container A's read of the document waits (its bytes in hand); sidecar
+        # reads and the test's own calls go through.
+        if getattr(document_read, "key", None) == KEY and threading.get_ident() != holder:
+            reading.set()
+            assert release.wait(60), "the test never released the read"
+
+    bucket.s3.put_object(Bucket=BUCKET, Key=KEY, Body=ALPHA.encode())
+    create = sqs_event(s3_notification("ObjectCreated:Put", KEY, "0065F2A1B3C4D50001"))
+    bucket.s3.meta.events.register("provide-client-params.s3.GetObject", note_the_read)
+    bucket.s3.meta.events.register("after-call.s3.GetObject", hold_after_the_read)
+    answers: list[Any] = []
+    container_a = threading.Thread(
+        target=lambda: answers.append(bucket.module.lambda_handler(create, LambdaContext()))
+    )
+    container_a.start()
+    try:
+        assert reading.wait(60), "container A never read the object"
+        bucket.s3.delete_object(Bucket=BUCKET, Key=KEY)  # a delete marker
+        container_b = load_handler("indexer", monkeypatch)
+        container_b.container.settings = bucket.module.container.settings
+        container_b.container.indexer = bucket.module.container.indexer
+        delete = sqs_event(
+            s3_notification("ObjectRemoved:DeleteMarkerCreated", KEY, "0065F2A1B3C4D50002")
+        )
+        assert container_b.lambda_handler(delete, LambdaContext()) == {"batchItemFailures": []}
+    finally:
+        release.set()
+        container_a.join(60)
+    assert not container_a.is_alive()
+    assert answers == [{"batchItemFailures": []}]
+    assert bucket.found("helm") == []
+
+
+@pytest.mark.opensearch
+def test_a_versionless_write_in_flight_does_not_replace_a_newer_version(
+    opensearch_bucket, monkeypatch
+):
+    """A reindex message (and a sidecar event) carries no version. Container A reads v1
+    for one and is slow; v2 is uploaded and container B indexes it; then A writes what
+    it read. The index must end at v2 (it ended at v1, with v2 in the bucket)."""
+    bucket = opensearch_bucket
+    reading = threading.Event()
+    release = threading.Event()
+    holder = threading.get_ident()
+    document_read = threading.local()
+
+    def note_the_read(params: dict[str, Any], **_: Any) -> None:
+        document_read.key = params.get("Key")
+
+    def hold_after_the_read(**_: Any) -> None:
+        if getattr(document_read, "key", None) == KEY and threading.get_ident() != holder:
+            reading.set()
+            assert release.wait(60), "the test never released the read"
+
+    bucket.put(ALPHA)
+    reindex = sqs_event(reindex_message_body(BUCKET, KEY))
+    bucket.s3.meta.events.register("provide-client-params.s3.GetObject", note_the_read)
+    bucket.s3.meta.events.register("after-call.s3.GetObject", hold_after_the_read)
+    answers: list[Any] = []
+    container_a = threading.Thread(
+        target=lambda: answers.append(bucket.module.lambda_handler(reindex, LambdaContext()))
+    )
+    container_a.start()
+    try:
+        assert reading.wait(60), "container A never read the object"
+        bucket.s3.put_object(Bucket=BUCKET, Key=KEY, Body=BRAVO.encode())
+        container_b = load_handler("indexer", monkeypatch)
+        container_b.container.settings = bucket.module.container.settings
+        container_b.container.indexer = bucket.module.container.indexer
+        put = sqs_event(s3_notification("ObjectCreated:Put", KEY, "0065F2A1B3C4D6FFFF"))
+        assert container_b.lambda_handler(put, LambdaContext()) == {"batchItemFailures": []}
+    finally:
+        release.set()
+        container_a.join(60)
+    assert not container_a.is_alive()
+    assert bucket.found("argo") == ["deploy.md"]
+    assert bucket.found("helm") == []
+    # A's record, if it was handed back, brings nothing older when it comes again.
+    assert bucket.module.lambda_handler(reindex, LambdaContext()) == {"batchItemFailures": []}
+    assert bucket.found("argo") == ["deploy.md"]

@@ -120,17 +120,17 @@ class _Indices:
             raise NotFoundError(404, "index_not_found_exception", {})
         return {index: {"mappings": self.client.mapping}}
 
-    def create(self, index: str, body: dict[str, Any]) -> dict[str, Any]:
+    def create(self, index: str, body: dict[str, Any], **params: Any) -> dict[str, Any]:
         self.client.calls.append(("create", index))
         self.client.created = body
         self.client.mapping = body["mappings"]
         return {"acknowledged": True}
 
-    def refresh(self, index: str) -> dict[str, Any]:
+    def refresh(self, index: str, **params: Any) -> dict[str, Any]:
         self.client.calls.append(("refresh", index))
         return {}
 
-    def put_mapping(self, index: str, body: dict[str, Any]) -> dict[str, Any]:
+    def put_mapping(self, index: str, body: dict[str, Any], **params: Any) -> dict[str, Any]:
         self.client.calls.append(("put_mapping", index))
         return {"acknowledged": True}
 
@@ -195,7 +195,7 @@ class FakeOpenSearch:
             return {"responses": self.msearch_responses}
         return {"responses": [{"hits": {"hits": []}}, {"hits": {"hits": []}}]}
 
-    def mget(self, index: str, body: dict[str, Any]) -> dict[str, Any]:
+    def mget(self, index: str, body: dict[str, Any], **params: Any) -> dict[str, Any]:
         self.calls.append(("mget", body))
         docs: list[dict[str, Any]] = []
         for doc_id in body["ids"]:
@@ -218,7 +218,9 @@ class FakeOpenSearch:
         self.calls.append(("delete_by_query", {"body": body, **params}))
         return {"deleted": 0, "failures": []}
 
-    def bulk(self, body: str, index: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
+    def bulk(
+        self, body: str, index: str, params: dict[str, Any] | None = None, **options: Any
+    ) -> dict[str, Any]:
         lines = [json.loads(line) for line in body.strip().split("\n")]
         number = self.names().count("bulk")
         self.calls.append(("bulk", lines))

@@ -8,7 +8,15 @@ all end with the index matching the bucket.
 - ``UPSERT``: the object as it is now is indexed with the event's sequencer as its
   version (an older version than the indexed one changes nothing: "stale"); an object
   that no longer exists (deleted before its create event was processed) is removed
-  from the index instead;
+  from the index instead. After a write the bucket is asked once more
+  (``ObjectLookup.revision``): an object deleted while it was being read and indexed
+  has its document removed again, since the delete's own event may have been applied
+  by another invocation before this write landed (nothing to remove then); an object
+  (or sidecar) replaced meanwhile is indexed again as it is now, since a write without
+  a version (a sidecar event, a reindex message) is not ordered against the newer
+  one's and may have replaced it. Either would otherwise leave the index stale. A
+  document that fails because its object was deleted under the read is removed, not
+  retried;
 - ``DELETE`` (of the latest version, of an older version, of a delete marker = a
   restore, a delete marker created, a lifecycle expiration): the bucket is asked again.
   If an object exists at the key now, its current version is indexed with the delete
@@ -53,6 +61,11 @@ __all__ = [
 ]
 
 
+_CHANGED_ROUNDS = 2
+"""How often an object replaced while it was being indexed is read and indexed again
+before the record is handed back for a retry."""
+
+
 class DocumentNotIndexedError(KnowledgeError):
     """A document could not be indexed (read, embedding or write failure): retry the event."""
 
@@ -63,6 +76,8 @@ class ObjectLookup(Protocol):
     def get_document(
         self, scope: KnowledgeScope, path: str, *, version: str | None = None
     ) -> SourceDocument | None: ...
+
+    def revision(self, scope: KnowledgeScope, path: str) -> str | None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,14 +201,38 @@ class EventIndexer:
             return EventOutcome(
                 action, EventStatus.IGNORED, f"does not match the file patterns ({patterns})"
             )
+        for _ in range(_CHANGED_ROUNDS):
+            outcome = self._apply_current(action, scope, path)
+            if outcome is not None:
+                return outcome
+        raise DocumentNotIndexedError(
+            f"{action.key}: changed while it was being indexed, {_CHANGED_ROUNDS} times; "
+            "the record is retried"
+        )
+
+    def _apply_current(
+        self, action: ObjectAction, scope: KnowledgeScope, path: str
+    ) -> EventOutcome | None:
+        """Make the index hold the object as it is now; ``None`` if it was replaced while
+        it was being indexed (what was written may be older than what is there now)."""
         # Whatever the event says, the object's current state decides (module docstring).
         document = self._source.get_document(scope, path, version=action.version)
         if document is None:
             why = None if action.kind is ActionKind.DELETE else "the object no longer exists"
             return self._delete(action, scope, path, why)
-        outcome = _upsert_outcome(
-            action, self._store.upsert_document(scope, document, self._options)
-        )
+        result = self._store.upsert_document(scope, document, self._options)
+        if result.errors and self._source.revision(scope, path) is None:
+            # Deleted under the read (or the write): the bucket decides, nothing to retry.
+            return self._delete(action, scope, path, "the object was deleted while indexing")
+        outcome = _upsert_outcome(action, result)
+        if outcome.status is EventStatus.INDEXED:
+            now = self._source.revision(scope, path)
+            if now is None:
+                # Deleted while it was read and written: the delete's event may already
+                # have been applied (to an index without it); this write must not outlive it.
+                return self._delete(action, scope, path, "the object was deleted while indexing")
+            if document.revision is not None and now != document.revision:
+                return None
         if action.kind is not ActionKind.DELETE:
             return outcome
         current = "an object exists at the key after the delete"

@@ -65,6 +65,7 @@ from knowledge.errors import (
     EmbeddingError,
     ExtractionError,
     KnowledgeError,
+    StoreError,
     StoreUnavailableError,
     ValidationError,
 )
@@ -339,8 +340,9 @@ class Indexer:
     def delete(
         self, writer: IndexWriter, scope: KnowledgeScope, path: str, version: str | None = None
     ) -> bool:
-        """Remove every chunk of one document. ``False`` if it is not indexed, if the stored
-        version is newer than ``version`` (a late delete event), or if the write failed.
+        """Remove every chunk of one document. ``False`` if it is not indexed, or if the
+        stored version is newer than ``version`` (a late delete event); ``StoreError`` if
+        the store could not remove all of it (what is left stays findable for a retry).
         A document that was never indexed may still have a recorded problem: the delete
         clears it (the file is gone, so is its problem)."""
         stored = writer.stored_document(scope, path)
@@ -351,7 +353,11 @@ class Indexer:
             return False
         with writer.write_session(scope) as session:
             removed = session.delete_document(path)
-        return removed and all(problem.path != path for problem in session.failures)
+        failed = [problem.reason for problem in session.failures if problem.path == path]
+        if failed:
+            # Not "nothing to remove": what is left is still searchable; let the caller retry.
+            raise StoreError(f"'{path}' in {scope} was not removed: {'; '.join(failed)}")
+        return removed
 
     # --- one document ----------------------------------------------------------------------
 

@@ -20,6 +20,7 @@ from knowledge.search_filter import FilterNode, parse_filter
 __all__ = [
     "DEFAULT_MAX_CHUNKS_PER_DOCUMENT",
     "DEFAULT_MAX_RESULTS",
+    "MAX_FILE_PATTERNS",
     "MAX_MAX_RESULTS",
     "MAX_QUERY_LENGTH",
     "MAX_STATUS_PROBLEMS",
@@ -40,6 +41,9 @@ MAX_MAX_RESULTS = 100
 DEFAULT_MAX_CHUNKS_PER_DOCUMENT = 3
 """At most this many chunks of one document in a result list (the seed's per-file cap)."""
 MAX_QUERY_LENGTH = 4096
+MAX_FILE_PATTERNS = 100
+"""Most ``file_patterns`` one search takes (like the filter's 100 comparisons): each is a
+clause of the backend's query, and OpenSearch refuses a query of more than 1,024."""
 MAX_STATUS_PROBLEMS = 100  # the status lists at most this many problems, most recent first
 
 
@@ -132,6 +136,11 @@ class SearchQuery:
             raise ValidationError("min_score", f"must be between 0 and 1, got {self.min_score}")
         raw: object = self.file_patterns
         patterns = (raw,) if isinstance(raw, str) else tuple(self.file_patterns)
+        if len(patterns) > MAX_FILE_PATTERNS:
+            count = len(patterns)
+            raise ValidationError(
+                "file_patterns", f"must be at most {MAX_FILE_PATTERNS} patterns, got {count}"
+            )
         for p in patterns:
             if not isinstance(p, str) or not p.strip():
                 raise ValidationError("file_patterns", "each pattern must be a non-blank string")

@@ -60,9 +60,9 @@ REMOVALS_PAGE_SIZE = 1000
 def _client(client: Any | None) -> Any:
     if client is not None:
         return client
-    import boto3  # only when a reindex is requested
+    from knowledge.aws_clients import bounded_client  # boto3 only when a reindex is requested
 
-    return boto3.client("sqs")
+    return bounded_client("sqs")
 
 
 class _Sender:

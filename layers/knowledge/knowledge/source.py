@@ -26,7 +26,10 @@ class SourceDocument:
 
     ``version`` orders writes of the same path (an S3 ``sequencer``; ``None`` when
     the source has no ordering); ``metadata`` is user metadata from a sidecar (string
-    values, or lists of strings for Bedrock ``STRING_LIST`` attributes).
+    values, or lists of strings for Bedrock ``STRING_LIST`` attributes). ``revision``
+    names exactly what ``read()`` and ``metadata`` hold (S3: the object's and its
+    sidecar's ETags), so a caller can tell whether the source changed meanwhile
+    (``None``: the source cannot tell).
     """
 
     path: str
@@ -35,6 +38,7 @@ class SourceDocument:
     version: str | None = None
     metadata: Mapping[str, str | list[str]] = field(default_factory=dict)
     source_key: str | None = None
+    revision: str | None = None
 
 
 @runtime_checkable

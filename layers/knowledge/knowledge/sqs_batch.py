@@ -9,7 +9,10 @@ a retry backoff. Imported only by the indexer function (it needs ``aws_lambda_po
   embedding calls must start before the invocation's end less the reserve
   (``TimeBudget.seconds_left``, ``knowledge.embedding.pool.embedding_time_budget``): the
   embedding pool starts no call past it, so a long document fails (and is retried)
-  instead of running into the timeout.
+  instead of running into the timeout. The same point is the record's deadline
+  (``knowledge.deadline.time_budget``): the store's requests (OpenSearch writes and
+  reads, their retries) end by it, so a hung or throttling node fails the record in
+  time too.
 - **Backoff.** The queue's visibility timeout is long (six times the function timeout, so
   a slow batch is never delivered twice at once); a failed record would sit out all of it.
   Instead each failed record's visibility is set with ``ChangeMessageVisibility`` to
@@ -34,6 +37,7 @@ from typing import Any
 from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
+from knowledge.deadline import time_budget
 from knowledge.embedding.pool import embedding_time_budget
 from knowledge.errors import KnowledgeError, ValidationError
 from knowledge.time_budget import TimeBudget
@@ -131,9 +135,9 @@ class TimeBudgetBatchProcessor(BatchProcessor):
     @property
     def client(self) -> Any:
         if self._client is None:
-            import boto3  # only when a record failed
+            from knowledge.aws_clients import bounded_client  # boto3 only when a record failed
 
-            self._client = boto3.client("sqs")
+            self._client = bounded_client("sqs")
         return self._client
 
     def _prepare(self) -> None:
@@ -158,7 +162,9 @@ class TimeBudgetBatchProcessor(BatchProcessor):
                 record=self._to_batch_type(record, event_type=self.event_type, model=self.model),
                 exception=(OutOfTimeError, error, None),
             )
-        with self._budget.unit(), embedding_time_budget(self._budget.seconds_left()):
+        # The record's calls (embedding, OpenSearch) end before only the reserve is left.
+        seconds = self._budget.seconds_left()
+        with self._budget.unit(), time_budget(seconds), embedding_time_budget(seconds):
             return super()._process_record(record)
 
     def _clean(self) -> None:

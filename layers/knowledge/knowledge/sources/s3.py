@@ -10,7 +10,10 @@ share one path:
   ``<path>.metadata.json`` read into its ``metadata`` (an invalid sidecar is listed in
   ``Listing.errors`` and its document is indexed without metadata);
 - ``get_document(scope, path)`` looks one document up for an event: ``None`` when the
-  object does not exist (any more), which the indexer turns into a delete;
+  object does not exist (any more), which the indexer turns into a delete. Its
+  ``revision`` is the object's ETag (looked up before ``read()``, which can only read
+  that or a newer object) and its sidecar's; ``revision(scope, path)`` is the same pair
+  as it is now, which the indexer compares after its write;
 - ``object_keys(scope)`` lists every document key of the scope; ``object_page`` lists one
   page of it from a continuation token, and ``objects_after`` the scope's objects whose
   path sorts after a given one (both for a scope reindex, ``knowledge.reindex_queue``).
@@ -25,7 +28,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from knowledge.errors import ConfigurationError, NotFoundError, ValidationError
@@ -62,6 +65,14 @@ def _error_code(exc: BaseException) -> str | None:
     return str(code) if code is not None else None
 
 
+def _etag(response: dict[str, Any]) -> str:
+    return str(response.get("ETag") or "")
+
+
+def _revision(etag: str, sidecar_etag: str | None) -> str:
+    return f"{etag} {sidecar_etag or '-'}"
+
+
 def _is_hidden_or_invalid(path: str) -> str | None:
     segments = path.split("/")
     if any(segment.startswith(".") for segment in segments if segment):
@@ -91,9 +102,9 @@ class S3DocumentSource:
     @property
     def client(self) -> Any:
         if self._client is None:
-            import boto3  # only when S3 is first used
+            from knowledge.aws_clients import bounded_client  # boto3 when first used
 
-            self._client = boto3.client("s3")
+            self._client = bounded_client("s3")
         return self._client
 
     @staticmethod
@@ -225,15 +236,30 @@ class S3DocumentSource:
         head = self._head(key)
         if head is None:
             return None
+        etag = _etag(head)
         metadata: dict[str, MetadataValue] = {}
-        try:
-            metadata = self._sidecar(key + SIDECAR_SUFFIX) or {}
-        except ValidationError as exc:
-            logger.warning(
-                "invalid metadata sidecar; indexing the document without it",
-                extra={"key": key + SIDECAR_SUFFIX, "reason": str(exc)},
-            )
-        return self._document(key, path, int(head.get("ContentLength", 0)), metadata, version)
+        sidecar = self._get_object(key + SIDECAR_SUFFIX)
+        if sidecar is not None:
+            try:
+                metadata = parse_metadata_sidecar(sidecar[0])
+            except ValidationError as exc:
+                logger.warning(
+                    "invalid metadata sidecar; indexing the document without it",
+                    extra={"key": key + SIDECAR_SUFFIX, "reason": str(exc)},
+                )
+        document = self._document(key, path, int(head.get("ContentLength", 0)), metadata, version)
+        revision = _revision(etag, None if sidecar is None else sidecar[1])
+        return replace(document, revision=revision)
+
+    def revision(self, scope: KnowledgeScope, path: str) -> str | None:
+        """The ``SourceDocument.revision`` the document at ``path`` has now (its ETag and
+        its sidecar's), or ``None`` if the object does not exist."""
+        key = self.prefix(scope) + path
+        head = self._head(key)
+        if head is None:
+            return None
+        sidecar = self._head(key + SIDECAR_SUFFIX)
+        return _revision(_etag(head), None if sidecar is None else _etag(sidecar))
 
     def exists(self, scope: KnowledgeScope, path: str) -> bool:
         """True if the object at ``path`` exists now (its latest version is not a delete)."""
@@ -258,6 +284,11 @@ class S3DocumentSource:
         raise exc
 
     def _get(self, key: str) -> bytes | None:
+        found = self._get_object(key)
+        return None if found is None else found[0]
+
+    def _get_object(self, key: str) -> tuple[bytes, str] | None:
+        """The object's bytes and ETag (``None``: it does not exist)."""
         try:
             response = self.client.get_object(Bucket=self._bucket, Key=key)
         except Exception as exc:
@@ -268,7 +299,7 @@ class S3DocumentSource:
             data: bytes = body.read()
         finally:
             body.close()
-        return data
+        return data, _etag(response)
 
     def _sidecar(self, key: str) -> dict[str, MetadataValue] | None:
         data = self._get(key)

@@ -7,16 +7,20 @@
   throttled (429) again, with backoff, up to ``max_retries`` times; it returns one
   answer per action, in order. The index is in the path, never in the action lines;
 - ``BulkSender`` runs requests in order on one background thread, so the caller
-  chunks and embeds the next documents while a request is on the wire.
+  chunks and embeds the next documents while a request is on the wire. The thread runs
+  in a copy of the caller's context, so the caller's deadline (``knowledge.deadline``)
+  bounds its requests too; throttled items are not sent again past that deadline.
 """
 
 from __future__ import annotations
 
+import contextvars
 import queue
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Generic, TypeVar
 
+from knowledge.deadline import current_deadline
 from knowledge.errors import StoreError
 from knowledge.stores.opensearch.client import RetryPolicy, error_reason
 from knowledge.stores.opensearch.connection import Connection
@@ -26,6 +30,8 @@ __all__ = ["BulkSender", "byte_length", "item_ok", "item_reason", "send_bulk", "
 R = TypeVar("R")
 
 _META_KEYS = ("_id", "if_seq_no", "if_primary_term", "retry_on_conflict")
+_MIN_RETRY_SECONDS = 1.0
+"""Least time a resend of throttled items should have before the caller's deadline."""
 
 
 def serialize(action: Mapping[str, Any], serializer: Any) -> str:
@@ -67,6 +73,7 @@ def send_bulk(
     results: list[dict[str, Any]] = [{} for _ in actions]
     pending = list(range(len(actions)))
     attempt = 0
+    deadline = current_deadline()
     while pending:
         body = "".join(actions[i] for i in pending)
         response = connection.bulk(index, body, action, refresh=refresh)
@@ -77,15 +84,20 @@ def send_bulk(
                 f"{len(items)} items for {len(pending)} actions"
             )
         throttled: list[int] = []
+        pause = retry.delay(attempt + 1)
+        # No resend that the caller's deadline would cut short (the pause and a try).
+        may_retry = attempt < retry.max_retries and (
+            deadline is None or deadline.remaining() > pause + _MIN_RETRY_SECONDS
+        )
         for position, item in zip(pending, items, strict=True):
             op, info = next(iter(item.items()))
-            if info.get("status") == 429 and attempt < retry.max_retries:
+            if info.get("status") == 429 and may_retry:
                 throttled.append(position)
             else:
                 results[position] = {"op": op, **info}
         if throttled:
             attempt += 1
-            retry.sleep(retry.delay(attempt))
+            retry.sleep(pause)
         pending = throttled
     return results
 
@@ -102,6 +114,11 @@ def item_reason(info: Mapping[str, Any]) -> str:
         reason = f"{error.get('type', 'error')}: {error.get('reason', '')}"
         if isinstance(caused, Mapping) and caused.get("reason"):
             reason += f" ({caused.get('reason')})"
+        roots = error.get("root_cause")
+        root = roots[0] if isinstance(roots, list) and roots else None
+        # "all shards failed" says nothing; the shard's own reason does
+        if isinstance(root, Mapping) and root.get("reason") and root is not error:
+            reason += f" [{root.get('type', 'error')}: {root.get('reason')}]"
         return chunk + reason[:300]
     if isinstance(error, BaseException):
         return chunk + error_reason(error)
@@ -131,7 +148,10 @@ class BulkSender(Generic[R]):
             self.check()
             return
         if self._thread is None:
-            self._thread = threading.Thread(target=self._run, name="opensearch-bulk", daemon=True)
+            context = contextvars.copy_context()  # the caller's deadline holds there too
+            self._thread = threading.Thread(
+                target=context.run, args=(self._run,), name="opensearch-bulk", daemon=True
+            )
             self._thread.start()
         self._queue.put((request,))
 

@@ -6,8 +6,11 @@ errors become ``StoreUnavailableError`` / ``StoreError`` naming what was being d
 
 Two kinds of calls:
 
-- writes and index upkeep: ``config.timeout`` per request, ``config.max_retries``
-  retries with backoff;
+- writes and index upkeep (``call``): ``config.timeout`` per request,
+  ``config.max_retries`` retries with backoff; inside the caller's deadline when one is
+  set (``knowledge.deadline``: the indexer sets one per record, the invocation's
+  remaining time less its reserve), so a hung node fails the record before the Lambda
+  times out instead of holding it past the end of its invocation;
 - reads on the search path (``read``): a per-request timeout of ``config.search_timeout``
   (4 s), at most ``config.search_max_retries`` (1) retry, and all of it inside a
   deadline: the caller's (``knowledge.deadline``, e.g. the Lambda's remaining time) or
@@ -100,13 +103,28 @@ class Connection:
                     raise store_error(exc, self.config, "create the client") from exc
             return self._client
 
-    def call(self, action: str, request: Callable[[OpenSearch], T]) -> T:
-        """Send one write/upkeep request (with retries); failures name ``action``."""
+    def call(self, action: str, request: Callable[[OpenSearch, float], T]) -> T:
+        """Send one write/upkeep request: ``request(client, timeout)``, each try at most
+        ``config.timeout``, with retries; inside the caller's deadline if one is set (no
+        try or retry starts past it). Failures name ``action``."""
         from opensearchpy.exceptions import ImproperlyConfigured, OpenSearchException
 
+        deadline = current_deadline()
         client = self.client()
+
+        def attempt(c: OpenSearch) -> T:
+            timeout = (
+                self.config.timeout if deadline is None else deadline.timeout(self.config.timeout)
+            )
+            if timeout <= 0:
+                raise StoreUnavailableError(
+                    f"OpenSearch at {self.config.url} did not answer within the time budget "
+                    f"of the work (trying to {action})"
+                )
+            return request(c, timeout)
+
         try:
-            return self.retry.call(request, client)
+            return self.retry.call(attempt, client, deadline=deadline)
         except (OpenSearchException, ImproperlyConfigured) as exc:
             raise store_error(exc, self.config, action) from exc
 
@@ -211,9 +229,9 @@ class Connection:
                 derived_source=config.vector_derived_source,
             )
 
-            def create_index(client: OpenSearch) -> None:
+            def create_index(client: OpenSearch, timeout: float) -> None:
                 try:
-                    client.indices.create(index=index, body=body)
+                    client.indices.create(index=index, body=body, request_timeout=timeout)
                 except RequestError as exc:
                     # Another writer created it first: fine, its mapping is checked below.
                     if "resource_already_exists_exception" not in str(exc.error):
@@ -237,7 +255,9 @@ class Connection:
         body = {"properties": RECORD_PROPERTIES}
         self.call(
             f"add the record fields to index '{index}'",
-            lambda client: client.indices.put_mapping(index=index, body=body),
+            lambda client, timeout: client.indices.put_mapping(
+                index=index, body=body, request_timeout=timeout
+            ),
         )
 
     # --- requests --------------------------------------------------------------------------
@@ -287,8 +307,8 @@ class Connection:
             return {}
         body = queries.records_mget_body(record_ids)
 
-        def send(client: OpenSearch) -> dict[str, Any]:
-            response: dict[str, Any] = client.mget(index=index, body=body)
+        def send(client: OpenSearch, timeout: float) -> dict[str, Any]:
+            response: dict[str, Any] = client.mget(index=index, body=body, request_timeout=timeout)
             return response
 
         action = f"read {len(record_ids)} document record(s)"
@@ -300,9 +320,11 @@ class Connection:
         """One ``/<index>/_bulk`` request (retried as a whole on connection errors, 429 and
         5xx); the body's action lines name no index."""
 
-        def send(client: OpenSearch) -> dict[str, Any]:
+        def send(client: OpenSearch, timeout: float) -> dict[str, Any]:
             params: dict[str, Any] = {} if refresh is None else {"refresh": refresh}
-            response: dict[str, Any] = client.bulk(index=index, body=body, params=params)
+            response: dict[str, Any] = client.bulk(
+                index=index, body=body, params=params, request_timeout=timeout
+            )
             return response
 
         return self.call(action, send)
@@ -330,9 +352,12 @@ class Connection:
     def delete_by_query(self, index: str, query: Mapping[str, Any], action: str) -> int:
         """``_delete_by_query`` (not on Serverless); returns how many were deleted."""
 
-        def send(client: OpenSearch) -> dict[str, Any]:
+        def send(client: OpenSearch, timeout: float) -> dict[str, Any]:
             response: dict[str, Any] = client.delete_by_query(
-                index=index, body={"query": dict(query)}, conflicts="proceed"
+                index=index,
+                body={"query": dict(query)},
+                conflicts="proceed",
+                request_timeout=timeout,
             )
             return response
 
@@ -348,9 +373,14 @@ class Connection:
     def refresh(self, index: str) -> None:
         if self.config.serverless:
             return  # Serverless refreshes on its own schedule and has no _refresh API.
-        self.call(f"refresh index '{index}'", lambda client: client.indices.refresh(index=index))
+        self.call(
+            f"refresh index '{index}'",
+            lambda client, timeout: client.indices.refresh(index=index, request_timeout=timeout),
+        )
 
 
-def _search_page(client: OpenSearch, *, index: str, body: Mapping[str, Any]) -> dict[str, Any]:
-    response: dict[str, Any] = client.search(index=index, body=dict(body))
+def _search_page(
+    client: OpenSearch, timeout: float, *, index: str, body: Mapping[str, Any]
+) -> dict[str, Any]:
+    response: dict[str, Any] = client.search(index=index, body=dict(body), request_timeout=timeout)
     return response

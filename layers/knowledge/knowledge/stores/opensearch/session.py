@@ -169,6 +169,7 @@ class OpenSearchWriteSession:
         self._actions: list[str] = []
         self._owners: list[str] = []
         self._commits: list[_Commit] = []
+        self._removals: list[tuple[str, str]] = []  # (path, record id) after their chunks
         self._bytes = 0
         self._sender: BulkSender[_Request] = BulkSender(self._send, _BULK_QUEUE_DEPTH)
         self._wrote = False
@@ -300,7 +301,10 @@ class OpenSearchWriteSession:
                 existed = state.generation is not None
                 for chunk_id in _generation_ids(document_id, state.generation, state.chunk_count):
                     self._add(queries.bulk_delete_action(chunk_id), path)
-                self._add(queries.bulk_delete_action(document_id), path)
+                # The record goes only once every chunk is gone (``_send``): a record
+                # removed beside a chunk that stayed would leave that chunk searchable
+                # with nothing left to find it by when the delete is retried.
+                self._removals.append((path, document_id))
                 self._wrote = True
         else:
             query = queries.other_generations_query(self._scope, document_id, None)
@@ -376,10 +380,13 @@ class OpenSearchWriteSession:
         self._bytes += size
 
     def _flush(self, *, final: bool = False) -> None:
-        if not self._actions and not self._commits and not final:
+        if not self._actions and not self._commits and not self._removals and not final:
             return
-        request = _Request(self._actions, self._owners, self._commits, final=final)
+        request = _Request(
+            self._actions, self._owners, self._commits, final=final, removals=self._removals
+        )
         self._actions, self._owners, self._commits, self._bytes = [], [], [], 0
+        self._removals = []
         self._flushes += 1
         self._sender.submit(request)
 
@@ -443,7 +450,7 @@ class OpenSearchWriteSession:
                     request.actions,
                     action,
                     retry=retry,
-                    refresh=refresh_now if not request.commits else None,
+                    refresh=refresh_now if not (request.commits or request.removals) else None,
                 )
             except StoreUnavailableError:
                 raise
@@ -451,7 +458,7 @@ class OpenSearchWriteSession:
                 for path in paths:
                     self._reject(path, str(exc))
                 answers = []
-            self._refreshed = refresh_now is not None and not request.commits
+            self._refreshed = refresh_now is not None and not (request.commits or request.removals)
         for path, info in zip(request.owners, answers, strict=False):
             if info.get("op") == "delete":
                 if not item_ok(info) and info.get("status") != 404:
@@ -460,6 +467,8 @@ class OpenSearchWriteSession:
                 self._reject(path, item_reason(info))
             elif not self._client_ids and info.get("op") == "index":
                 self._note_server_id(path, info)
+        if request.removals:
+            self._remove_records(request.removals, action, refresh_now)
         if request.commits:
             cleanup = self._commit_records(request.commits, action, refresh_now)
             if cleanup:
@@ -467,6 +476,36 @@ class OpenSearchWriteSession:
             elif refresh_now is not None and not self._refreshed:
                 # Rare: the records' request could not carry the wait (cleanup was expected).
                 self._connection.refresh(self._index)
+
+    def _remove_records(
+        self, removals: Sequence[tuple[str, str]], action: str, refresh: str | None
+    ) -> None:
+        """Remove the records of deleted documents whose chunk removals all succeeded
+        (this request's and the earlier ones', answered in order before it)."""
+        with self._state_lock:
+            ready = [(path, doc_id) for path, doc_id in removals if path not in self._rejections]
+        if not ready:
+            return
+        lines = [serialize(queries.bulk_delete_action(i), self._serializer) for _, i in ready]
+        self._refreshed = self._refreshed or refresh is not None
+        try:
+            answers = send_bulk(
+                self._connection,
+                self._index,
+                lines,
+                action,
+                retry=self._connection.retry,
+                refresh=refresh,
+            )
+        except StoreUnavailableError:
+            raise
+        except KnowledgeError as exc:
+            for path, _ in ready:
+                self._reject(path, "removal: " + str(exc))
+            return
+        for (path, _), info in zip(ready, answers, strict=False):
+            if not item_ok(info) and info.get("status") != 404:
+                self._reject(path, "removal: " + item_reason(info))
 
     def _note_server_id(self, path: str, info: Mapping[str, Any]) -> None:
         # Server-made ids (Serverless), kept to remove a generation that failed.
@@ -686,6 +725,7 @@ class OpenSearchWriteSession:
         self._sender.cancel()
         self._sender.close()
         self._actions, self._owners, self._commits, self._bytes = [], [], [], 0
+        self._removals = []
 
 
 @dataclass(frozen=True, slots=True)
@@ -709,6 +749,7 @@ class _Request:
     owners: list[str]
     commits: list[_Commit]
     final: bool = False
+    removals: list[tuple[str, str]] = field(default_factory=list)
 
 
 @dataclass(slots=True)

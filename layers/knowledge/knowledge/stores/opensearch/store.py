@@ -19,6 +19,7 @@ Construction does no I/O; ``opensearchpy`` is imported on first use.
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from collections import Counter
@@ -35,7 +36,13 @@ from knowledge.documents import (
     validate_documents_limit,
 )
 from knowledge.embedding.base import EmbeddingClient
-from knowledge.errors import ConfigurationError, EmbeddingMismatchError, UnsupportedModeError
+from knowledge.errors import (
+    ConfigurationError,
+    EmbeddingMismatchError,
+    StoreError,
+    UnsupportedModeError,
+    ValidationError,
+)
 from knowledge.fusion import hybrid_weights
 from knowledge.indexing import DEFAULT_EMBED_BATCH_SIZE, Indexer, IndexingStoreMixin
 from knowledge.model import (
@@ -62,6 +69,8 @@ if TYPE_CHECKING:
 __all__ = ["OpenSearchKnowledgeStore", "OpenSearchWriteSession"]
 
 _STORED_DOCUMENTS_PAGE = 500
+_TOO_MANY_CLAUSES = re.compile(r"maxClauseCount|too_many_clauses|too_many_nested_clauses")
+"""How OpenSearch (Lucene) says a query expands to more clauses than it accepts."""
 _SCOPES_PAGE = 500
 _PROBLEM_PATHS = 10_000
 """Problems read by ``problem_paths``, most recent first (one search: the node's
@@ -227,9 +236,24 @@ class OpenSearchKnowledgeStore(IndexingStoreMixin):
         index = self.index_name(scope)
         if not self._connection.open_index(index, create=False):
             return []
-        return searching.search(
-            self._connection, index, embedder=self._embedder, scope=scope, query=query, mode=mode
-        )
+        try:
+            return searching.search(
+                self._connection,
+                index,
+                embedder=self._embedder,
+                scope=scope,
+                query=query,
+                mode=mode,
+            )
+        except StoreError as exc:
+            if _TOO_MANY_CLAUSES.search(str(exc)) is None:
+                raise
+            # The caller's query, not the node, is at fault: a 400 naming it.
+            raise ValidationError(
+                "query",
+                "has more distinct terms than the index matches in one query (OpenSearch's "
+                "max clause count, 1,024 by default); shorten it",
+            ) from None
 
     # --- status and lifecycle ----------------------------------------------------------
 
