@@ -390,3 +390,41 @@ def test_the_start_up_index_clears_the_problem_of_a_file_gone_while_nothing_watc
     BucketWatcher(root, store, BucketFolderSource(root), baseline={}).synchronize([SCOPE])
 
     assert [p.path for p in store.status(SCOPE).problems] == ["kept.pdf"]
+
+
+def _problems(store: MemoryKnowledgeStore) -> set[tuple[str, str]]:
+    return {(p.path, p.reason) for p in store.status(SCOPE).problems}
+
+
+def test_what_a_poll_leaves_out_is_in_the_status_as_the_start_up_index_says_it(
+    root: Path, watcher: BucketWatcher, store: MemoryKnowledgeStore
+) -> None:
+    """An invalid sidecar and a link out of the scope that appear while the server runs are
+    problems in the status, with the reasons the start-up index gives them (the oracle: a
+    fresh store synchronised from the same folder); once fixed, they are cleared."""
+    folder = root / SCOPE.agent / SCOPE.context
+    write(root / "other" / "ctx" / "secret.md", "zebra")
+    write(folder / "kept.md", "alpha")
+    watcher.poll_once()
+    assert _problems(store) == set()
+
+    write(folder / "doc.md", "# Doc\n\nokapi")
+    write(folder / "doc.md.metadata.json", "{not json")
+    (folder / "stolen.md").symlink_to(root / "other" / "ctx" / "secret.md")
+    watcher.poll_once()
+
+    fresh = MemoryKnowledgeStore()
+    BucketWatcher(root, fresh, BucketFolderSource(root), baseline={}).synchronize([SCOPE])
+    expected = _problems(fresh)
+    assert {path for path, _ in expected} == {"doc.md.metadata.json", "stolen.md"}
+    assert _problems(store) == expected
+    assert paths(store, "okapi") == ["doc.md"]  # indexed without the sidecar's metadata
+    assert paths(store, "zebra") == []
+
+    sidecar = '{"metadataAttributes": {"team": "sre"}}'
+    write(folder / "doc.md.metadata.json", sidecar, bump=1_000_000_000)
+    (folder / "stolen.md").unlink()
+    watcher.poll_once()
+    assert _problems(store) == set()
+    query = SearchQuery("okapi", mode=SearchMode.KEYWORD, metadata={"team": "sre"})
+    assert [r.document_path for r in store.search(SCOPE, query)] == ["doc.md"]

@@ -8,10 +8,13 @@ store holds that the listing no longer has is deleted. Deletions are decided aga
 the store's own documents, not against the previous snapshot, so a file that comes and
 goes between a snapshot and a listing can never leave a stale document behind; and a
 key the listing saw but the snapshot did not (or whose write failed) is remembered as
-*dirty*, so the next poll looks at it again. A problem recorded for a file that is gone
-from the folder (also one gone without a delete event) is cleared by the next reconcile of
-its scope, and by the start-up index. After changes stop, one or two polls leave the
-index equal to the folder.
+*dirty*, so the next poll looks at it again. What the listing leaves out or finds wrong
+(an invalid sidecar, a link out of the scope, a name that is not UTF-8) is recorded as a
+problem with the reason the start-up index gives it, so the status says the same whether
+the entry was there at start-up or appeared later. A problem that nothing in the folder
+has any more (the file is gone, also without a delete event; the sidecar was fixed; the
+link removed) is cleared by the next reconcile of its scope, and by the start-up index.
+After changes stop, one or two polls leave the index equal to the folder.
 
 ``synchronize`` is the start-up index: every scope of the folder and every scope the
 store already holds (``KnowledgeStore.list_scopes``), so a scope whose folder vanished
@@ -42,7 +45,7 @@ from typing import Literal
 
 from knowledge.errors import KnowledgeError
 from knowledge.local.progress import IndexingProgress, ListedSource
-from knowledge.model import IndexOptions, IndexResult
+from knowledge.model import FileProblem, IndexOptions, IndexResult
 from knowledge.scope import KnowledgeScope, parse_object_key
 from knowledge.source import SIDECAR_SUFFIX, DocumentSource, SourceDocument
 from knowledge.store import IndexWriter, KnowledgeStore
@@ -342,9 +345,11 @@ class BucketWatcher:
                 for _, path, deleted in entries
                 if deleted and path not in documents and not path.endswith(SIDECAR_SUFFIX)
             }
+            reported = self._record_listing_problems(scope, listing, entries)
             # A problem of a file gone without a delete event (it went while no snapshot
-            # saw it: before the watcher started, between a snapshot and a listing).
-            gone |= self._vanished_problems(scope, documents.keys() | skipped.keys())
+            # saw it: before the watcher started, between a snapshot and a listing), or of
+            # an entry the listing no longer reports (a sidecar fixed, a link removed).
+            gone |= self._stale_problems(scope, documents.keys() | reported)
         for path in sorted(gone):
             change = self._delete(prefix + path, scope, path)
             if change.action == "failed":
@@ -361,16 +366,47 @@ class BucketWatcher:
                 return False
         return True
 
-    def _vanished_problems(self, scope: KnowledgeScope, listed: Container[str]) -> set[str]:
-        """The paths with a problem in the scope's status that the listing does not have
-        and that no longer exist in the folder (``MAX_STATUS_PROBLEMS`` at a time)."""
+    def _record_listing_problems(
+        self, scope: KnowledgeScope, listing: object, entries: list[tuple[str, str, bool]]
+    ) -> set[str]:
+        """Record what the listing left out or found wrong (an invalid sidecar, a link out
+        of the scope...) as problems, as the start-up index does (``Indexer.index``): those
+        of the changed entries, and any the store does not have yet. Returns the paths the
+        listing reports."""
+        problems = [
+            problem
+            for name in ("skipped", "errors")
+            for problem in getattr(listing, name, ())
+            if isinstance(problem, FileProblem)
+        ]
+        if not problems or not isinstance(self._store, IndexWriter):
+            return {problem.path for problem in problems}
+        changed = {path for _, path, _ in entries}
         try:
-            problems = self._store.status(scope).problems
+            known = self._store.problem_paths(scope)
+            new = [p for p in problems if p.path in changed or p.path not in known]
+            if new:
+                with self._store.write_session(scope) as session:
+                    for problem in new:
+                        session.record_problem(problem.path, problem.reason)
+        except (OSError, KnowledgeError) as exc:
+            logger.warning("cannot record the problems of %s: %s", scope, exc)
+        else:
+            for problem in new:
+                logger.warning("not indexed %s/%s: %s", scope, problem.path, problem.reason)
+        return {problem.path for problem in problems}
+
+    def _stale_problems(self, scope: KnowledgeScope, listed: Container[str]) -> set[str]:
+        """The paths with a recorded problem that are neither a listed document nor
+        reported by the listing: nothing in the folder has that problem any more."""
+        if not isinstance(self._store, IndexWriter):
+            return set()
+        try:
+            recorded = self._store.problem_paths(scope)
         except (OSError, KnowledgeError) as exc:
             logger.warning("cannot read the problems of %s: %s", scope, exc)
             return set()
-        folder = self._root / scope.agent / scope.context
-        return {p.path for p in problems if p.path not in listed and _gone(folder / p.path)}
+        return {path for path in recorded if path not in listed}
 
     def _stored_paths(self, scope: KnowledgeScope) -> set[str] | None:
         if isinstance(self._store, IndexWriter):
@@ -425,17 +461,6 @@ class BucketWatcher:
         thread, self._thread = self._thread, None
         if thread is not None:
             thread.join(timeout)
-
-
-def _gone(path: Path) -> bool:
-    """True only if ``path`` does not exist (a folder that cannot be read says nothing)."""
-    try:
-        path.lstat()
-    except (FileNotFoundError, NotADirectoryError):
-        return True
-    except OSError:
-        return False
-    return False
 
 
 def _log_result(scope: KnowledgeScope, result: IndexResult) -> None:
