@@ -359,14 +359,40 @@ def test_usage_errors_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
     assert "must be at least 1" in capsys.readouterr().err
 
 
-def test_serve_rejects_bad_poll_interval(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+@pytest.mark.parametrize(
+    ("command", "option", "value", "expected"),
+    [
+        ("serve", "--poll-interval", "nan", "must be a positive number of seconds"),
+        ("serve", "--poll-interval", "inf", "must be a positive number of seconds"),
+        ("serve", "--poll-interval", "0", "must be a positive number of seconds"),
+        ("serve", "--poll-interval", "-1", "must be a positive number of seconds"),
+        ("serve", "--port", "99999", "must be from 0 to 65535"),
+        ("serve", "--port", "-1", "must be from 0 to 65535"),
+        ("mcp", "--port", "99999", "must be from 0 to 65535"),
+        ("mcp", "--port", "65536", "must be from 0 to 65535"),
+    ],
+)
+def test_a_bad_port_or_poll_interval_is_a_usage_error_naming_it(
+    command: str,
+    option: str,
+    value: str,
+    expected: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
-    code, _, err = run(
-        ["serve", str(tmp_path), "--db", str(tmp_path / "k.db"), "--poll-interval", "0"], capsys
+    """Refused while the arguments are read, before anything starts (a NaN poll interval
+    used to start a watcher that polled without pause; 99999 an OverflowError)."""
+    argv = (
+        ["serve", str(tmp_path / "no-such-folder")]
+        if command == "serve"
+        else ["mcp", *scope_args(tmp_path / "k.db"), "--transport", "http"]
     )
-    assert code == 2
-    assert "poll-interval" in err
+    with pytest.raises(SystemExit) as info:
+        main([*argv, "--db", str(tmp_path / "k.db"), option, value])
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert f"argument {option}: {expected}, got {value}" in err
+    assert "Traceback" not in err
 
 
 def test_serve_missing_root(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

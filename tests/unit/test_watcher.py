@@ -186,10 +186,13 @@ def test_baseline_suppresses_known_files(root: Path, store: MemoryKnowledgeStore
     assert [c.action for c in empty.poll_once()] == ["indexed"]
 
 
-def test_bad_poll_interval(root: Path, store: MemoryKnowledgeStore) -> None:
+@pytest.mark.parametrize("interval", [0, -1.0, float("nan"), float("inf")])
+def test_bad_poll_interval(root: Path, store: MemoryKnowledgeStore, interval: float) -> None:
+    """NaN made every wait return at once (a poll loop without pause); infinity killed
+    the polling thread on its first wait."""
     root.mkdir()
     with pytest.raises(ValueError, match="poll_interval"):
-        BucketWatcher(root, store, BucketFolderSource(root), poll_interval=0)
+        BucketWatcher(root, store, BucketFolderSource(root), poll_interval=interval)
 
 
 def test_start_and_stop(root: Path, watcher: BucketWatcher) -> None:

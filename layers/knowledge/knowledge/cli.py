@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import math
 import os
 import sys
 import time
@@ -330,8 +331,6 @@ def _cmd_mcp(args: argparse.Namespace) -> int:
 def _cmd_serve(args: argparse.Namespace) -> int:
     from knowledge.local.server import LocalServer, serve_until_stopped
 
-    if args.poll_interval <= 0:
-        raise ValidationError("poll-interval", f"must be positive, got {args.poll_interval}")
     with closing(_open_served_store(args, sys.stderr)) as store:
         server = LocalServer(
             args.root,
@@ -401,6 +400,29 @@ def _positive_int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"'{text}' is not an integer") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+MAX_PORT = 65535
+
+
+def _port(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not an integer") from None
+    if not 0 <= value <= MAX_PORT:
+        raise argparse.ArgumentTypeError(f"must be from 0 to {MAX_PORT}, got {value}")
+    return value
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a number") from None
+    if not 0 < value < math.inf:  # also NaN
+        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text}")
     return value
 
 
@@ -500,7 +522,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--transport", choices=["stdio", "http"], default="stdio", help="default stdio"
     )
     mcp.add_argument("--host", default="127.0.0.1", help="http transport: default 127.0.0.1")
-    mcp.add_argument("--port", type=int, default=8765, help="http transport: default 8765")
+    mcp.add_argument("--port", type=_port, default=8765, help="http transport: default 8765")
     mcp.set_defaults(handler=_cmd_mcp)
 
     serve = commands.add_parser(
@@ -508,9 +530,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     serve.add_argument("root", metavar="ROOT", help="folder laid out as <agent>/<context>/<path>")
     serve.add_argument("--host", default="127.0.0.1", help="default 127.0.0.1 (local only)")
-    serve.add_argument("--port", type=int, default=8080, help="default 8080; 0 picks a free port")
+    serve.add_argument("--port", type=_port, default=8080, help="default 8080; 0 picks a free port")
     serve.add_argument(
-        "--poll-interval", type=float, default=1.0, help="seconds between folder scans"
+        "--poll-interval", type=_seconds, default=1.0, help="seconds between folder scans"
     )
     serve.add_argument("--rerank-model", metavar="MODEL", help=_RERANK_HELP)
     serve.set_defaults(handler=_cmd_serve)

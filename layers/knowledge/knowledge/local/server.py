@@ -46,7 +46,7 @@ from knowledge.errors import (
 )
 from knowledge.local.playground import Asset, playground_asset
 from knowledge.local.progress import IndexingProgress, ProgressBar
-from knowledge.local.watcher import BucketWatcher, IndexingStopped
+from knowledge.local.watcher import BucketWatcher, IndexingStopped, check_poll_interval
 from knowledge.model import (
     IndexOptions,
     IndexResult,
@@ -301,6 +301,7 @@ class LocalServer:
         self._root = Path(root)
         if not self._root.is_dir():
             raise ConfigurationError(f"the folder to serve does not exist: {self._root}")
+        check_poll_interval(poll_interval)
         if body_timeout <= 0:
             raise ValueError(f"body_timeout must be positive, got {body_timeout}")
         self._store = store
@@ -401,9 +402,10 @@ class LocalServer:
                 self._http = _ApiHttpServer(
                     (self._host, self._port), self.api, self._body_timeout, self.scopes
                 )
-            except OSError as exc:
+            except (OSError, OverflowError) as exc:  # OverflowError: a port over 65535
+                reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
                 raise ConfigurationError(
-                    f"cannot listen on {self._host}:{self._port}: {exc.strerror or str(exc)}"
+                    f"cannot listen on {self._host}:{self._port}: {reason}"
                 ) from exc
             self._stopping.clear()
             self._http_thread = threading.Thread(

@@ -35,6 +35,7 @@ decision: the watcher asks ``source.documents`` for each scope that changed.
 from __future__ import annotations
 
 import logging
+import math
 import os
 import stat
 import threading
@@ -56,6 +57,7 @@ __all__ = [
     "FileStamp",
     "IndexingStopped",
     "SnapshotDiff",
+    "check_poll_interval",
     "diff_snapshots",
     "take_snapshot",
 ]
@@ -108,6 +110,15 @@ class AppliedChange:
     key: str
     action: ChangeAction
     detail: str = ""
+
+
+def check_poll_interval(seconds: float) -> float:
+    """``seconds`` if it is a positive, finite number; else ``ValueError`` naming
+    ``poll_interval`` (a wait of NaN seconds returns at once: a poll loop without pause;
+    an infinite one raises on the polling thread, which then never polls)."""
+    if not 0 < seconds < math.inf:
+        raise ValueError(f"poll_interval must be a positive number of seconds, got {seconds}")
+    return seconds
 
 
 def take_snapshot(root: Path) -> dict[str, FileStamp]:
@@ -166,8 +177,7 @@ class BucketWatcher:
         baseline: Mapping[str, FileStamp] | None = None,
         write_lock: threading.Lock | None = None,
     ) -> None:
-        if poll_interval <= 0:
-            raise ValueError(f"poll_interval must be positive, got {poll_interval}")
+        check_poll_interval(poll_interval)
         self._root = root
         self._store = store
         self._source = source
