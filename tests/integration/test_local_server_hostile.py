@@ -357,6 +357,30 @@ def test_a_lone_surrogate_in_the_body_gets_a_json_answer(server: LocalServer) ->
     assert assert_error_shape(payload)["field"] in {"body", "query"}
 
 
+def test_a_path_sent_as_raw_utf_8_means_what_it_says(tmp_path: Path, store: KnowledgeStore) -> None:
+    """A client that does not percent-encode (raw UTF-8 on the request line) gets the
+    document it named, and an error that quotes its own text, not Latin-1 mojibake;
+    bytes that are not UTF-8 are a 400 naming the path."""
+    root = tmp_path / "bucket"
+    write(root / "ops-bot" / "runbooks" / "배포.md", "# 배포\n\nhelm rollback\n")
+    with serving(root, store) as server:
+
+        def get(path: bytes) -> tuple[int, dict[str, Any]]:
+            raw = b"GET " + path + b" HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+            status, _, payload = parse(exchange(server, raw))
+            return status, json.loads(payload.decode("utf-8"))
+
+        base = b"/v1/agents/ops-bot/contexts/runbooks/documents/"
+        status, body = get(base + "배포.md".encode())
+        assert (status, body["path"]) == (200, "배포.md")
+        status, body = get("/v1/agents/팀/contexts/runbooks/status".encode())
+        assert (status, body["field"]) == (400, "agent")
+        assert "'팀'" in body["error"]
+        status, body = get(base + b"\xff\xfe.md")
+        assert (status, body["field"]) == (400, "path")
+        assert "UTF-8" in body["error"]
+
+
 def test_a_body_shorter_than_its_content_length_is_answered_after_a_short_wait(
     server: LocalServer,
 ) -> None:

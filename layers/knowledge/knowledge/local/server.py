@@ -13,9 +13,10 @@ The HTTP layer answers *every* request in the API's JSON error shape, also those
 standard library would answer in HTML or not at all: an unknown method (405 with
 ``Allow`` on a known path), a malformed request line, oversized headers, a body shorter
 than its ``Content-Length`` (408 after ``body_timeout`` seconds), a body whose text
-cannot be encoded back (a lone surrogate escape). Accepted sockets get ``TCP_NODELAY``
-(a keep-alive response is not held back by Nagle's algorithm) and the listen backlog
-is large enough for a burst of clients.
+cannot be encoded back (a lone surrogate escape). A request path sent as raw UTF-8
+(not percent-encoded) is read as UTF-8, not as the standard library's Latin-1.
+Accepted sockets get ``TCP_NODELAY`` (a keep-alive response is not held back by
+Nagle's algorithm) and the listen backlog is large enough for a burst of clients.
 
 The server never closes the store: whoever opened it does (the CLI, a test).
 """
@@ -199,7 +200,21 @@ class _ApiRequestHandler(BaseHTTPRequestHandler):
         body = self._read_body(length) if length else b""
         if isinstance(body, ApiResponse):
             return body
-        return self.server.api.handle(self.command, self.path, body or None)
+        return self.server.api.handle(self.command, self._target(), body or None)
+
+    def _target(self) -> str:
+        """The request path as the client meant it. The standard library decodes the
+        request line as Latin-1; a client that sends raw UTF-8 (``/documents/배포.md``,
+        not percent-encoded) means UTF-8, and other non-ASCII bytes are a 400."""
+        raw = self.path.encode("latin-1")
+        if raw.isascii():
+            return self.path
+        try:
+            return raw.decode("utf-8")
+        except UnicodeDecodeError:
+            raise ValidationError(
+                "path", "the request path is not UTF-8 (percent-encode it as UTF-8)"
+            ) from None
 
     def _read_body(self, length: int) -> bytes | ApiResponse:
         """``length`` bytes, or a 408/400 when they do not all arrive in time."""
