@@ -6,6 +6,7 @@ import os
 import random
 import stat
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -431,3 +432,50 @@ def test_what_a_poll_leaves_out_is_in_the_status_as_the_start_up_index_says_it(
     assert _problems(store) == set()
     query = SearchQuery("okapi", mode=SearchMode.KEYWORD, metadata={"team": "sre"})
     assert [r.document_path for r in store.search(SCOPE, query)] == ["doc.md"]
+
+
+def test_a_rewrite_that_keeps_size_and_mtime_is_seen(
+    root: Path, watcher: BucketWatcher, store: MemoryKnowledgeStore
+) -> None:
+    """On a coarse file-system clock (FAT: 2 s; HFS+ and many network shares: 1 s) two
+    writes within one tick get the same mtime, and a rewrite of the same size then looks
+    unchanged to a poll that came between them. A file whose mtime is not clearly older
+    than the poll is read again by the next one. (The mtime is pinned ahead of this
+    machine's clock, as a skewed share leaves it, so the test does not depend on speed.)"""
+    doc = root / SCOPE.agent / SCOPE.context / "doc.md"
+    pinned = time.time_ns() + 3_600 * 1_000_000_000
+    write(doc, "# Doc\n\nokapi one")
+    os.utime(doc, ns=(pinned, pinned))
+    watcher.poll_once()
+    assert paths(store, "okapi") == ["doc.md"]
+
+    write(doc, "# Doc\n\nzebra two")  # the same size
+    os.utime(doc, ns=(pinned, pinned))
+    assert [(c.key, c.action) for c in watcher.poll_once()] == [
+        ("ops-bot/runbooks/doc.md", "indexed")
+    ]
+    assert (paths(store, "zebra"), paths(store, "okapi")) == (["doc.md"], [])
+    assert watcher.poll_once() == []  # looked at again, unchanged: nothing to report
+
+
+def test_a_file_with_an_old_mtime_is_not_read_again(
+    root: Path, watcher: BucketWatcher, store: MemoryKnowledgeStore
+) -> None:
+    doc = root / SCOPE.agent / SCOPE.context / "doc.md"
+    write(doc, "# Doc\n\nokapi one")
+    old = time.time_ns() - 3_600 * 1_000_000_000
+    os.utime(doc, ns=(old, old))
+    reads: list[str] = []
+    source = BucketFolderSource(root)
+
+    class CountingSource:
+        def documents(
+            self, scope: KnowledgeScope, options: IndexOptions
+        ) -> Listing[SourceDocument]:
+            reads.append(scope.key)
+            return source.documents(scope, options)
+
+    counting = BucketWatcher(root, store, CountingSource(), baseline={})
+    assert [c.action for c in counting.poll_once()] == ["indexed"]
+    assert counting.poll_once() == []
+    assert reads == ["ops-bot/runbooks"]  # the second poll did not list the scope again

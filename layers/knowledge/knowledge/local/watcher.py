@@ -2,7 +2,9 @@
 
 The folder is laid out like the bucket: ``ROOT/<agent>/<context>/<path>``. Every poll
 takes a snapshot (``mtime_ns`` and size of every regular file) and compares it with the
-last one to find the scopes that changed. Each changed scope is then *reconciled*: its
+last one to find the scopes that changed (a file whose mtime is within 2 s of a snapshot
+is read again by the next poll: on a coarse file-system clock a rewrite of the same size
+within one tick keeps its stamp; ``racy_keys``). Each changed scope is then *reconciled*: its
 folder is listed, created or changed documents are upserted, and every document the
 store holds that the listing no longer has is deleted. Deletions are decided against
 the store's own documents, not against the previous snapshot, so a file that comes and
@@ -39,6 +41,7 @@ import math
 import os
 import stat
 import threading
+import time
 from collections.abc import Callable, Container, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -52,6 +55,7 @@ from knowledge.source import SIDECAR_SUFFIX, DocumentSource, SourceDocument
 from knowledge.store import IndexWriter, KnowledgeStore
 
 __all__ = [
+    "RACY_WINDOW_NS",
     "AppliedChange",
     "BucketWatcher",
     "FileStamp",
@@ -59,6 +63,7 @@ __all__ = [
     "SnapshotDiff",
     "check_poll_interval",
     "diff_snapshots",
+    "racy_keys",
     "take_snapshot",
 ]
 
@@ -148,6 +153,22 @@ def take_snapshot(root: Path) -> dict[str, FileStamp]:
     return snapshot
 
 
+RACY_WINDOW_NS = 2_000_000_000
+"""How close to a snapshot a file's mtime must be for the snapshot to be unsure it saw the
+file's last write: the coarsest file-system clock in common use (FAT's 2 s)."""
+
+
+def racy_keys(snapshot: Mapping[str, FileStamp], taken_at_ns: int) -> set[str]:
+    """The keys of ``snapshot`` (taken from wall-clock time ``taken_at_ns`` on) whose mtime
+    is not clearly older than the snapshot. On a coarse file-system clock a later write
+    within the same tick keeps the mtime, and with the same size the stamp too; so such
+    a file is read again by the next poll (an unchanged one costs a hash of its bytes).
+    An mtime ahead of this machine's clock (a skewed share) stays racy until the clock
+    passes it."""
+    since = taken_at_ns - RACY_WINDOW_NS
+    return {key for key, stamp in snapshot.items() if stamp.mtime_ns >= since}
+
+
 def diff_snapshots(before: Mapping[str, FileStamp], after: Mapping[str, FileStamp]) -> SnapshotDiff:
     """Keys that are new or whose stamp changed, and keys that are gone."""
     changed = sorted(key for key, stamp in after.items() if before.get(key) != stamp)
@@ -183,9 +204,11 @@ class BucketWatcher:
         self._source = source
         self._options = options or IndexOptions()
         self._poll_interval = poll_interval
+        started = time.time_ns()
         self._snapshot: dict[str, FileStamp] = (
             dict(baseline) if baseline is not None else take_snapshot(root)
         )
+        self._racy: set[str] = set() if baseline is not None else racy_keys(self._snapshot, started)
         self._write_lock = write_lock or threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -210,6 +233,7 @@ class BucketWatcher:
         progress = progress or IndexingProgress()
         results: dict[KnowledgeScope, IndexResult] = {}
         try:
+            started = time.time_ns()
             baseline = take_snapshot(self._root)  # before listing: later changes show up
             listed = {
                 scope: ListedSource(self._source.documents(scope, self._options))
@@ -231,6 +255,7 @@ class BucketWatcher:
         finally:
             progress.end()
         self._snapshot = baseline
+        self._racy = racy_keys(baseline, started)
         return results
 
     @staticmethod
@@ -248,15 +273,28 @@ class BucketWatcher:
 
     def poll_once(self) -> list[AppliedChange]:
         """Take a snapshot, reconcile every scope that changed since the last one, and
-        return what was done."""
+        return what was done. Files the last poll found racy are looked at again; that
+        a file the snapshot did not name as changed turned out unchanged or ignored is
+        not news (neither returned nor logged)."""
+        started = time.time_ns()
         current = take_snapshot(self._root)
         diff = diff_snapshots(self._snapshot, current)
+        named = set(diff.changed)
+        recheck = {key for key in self._racy if key in current} - named
+        if recheck:
+            diff = SnapshotDiff(tuple(sorted({*diff.changed, *recheck})), diff.deleted)
         remembered = dict(current)
         applied: list[AppliedChange] = []
         if diff:
             with self._write_lock:
                 applied = self._apply(diff, current, remembered)
         self._snapshot = remembered
+        self._racy = racy_keys(current, started)
+        applied = [
+            change
+            for change in applied
+            if change.key in named or change.action not in ("unchanged", "ignored")
+        ]
         for change in applied:
             self._log(change)
         return applied
