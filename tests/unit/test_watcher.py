@@ -479,3 +479,24 @@ def test_a_file_with_an_old_mtime_is_not_read_again(
     assert [c.action for c in counting.poll_once()] == ["indexed"]
     assert counting.poll_once() == []
     assert reads == ["ops-bot/runbooks"]  # the second poll did not list the scope again
+
+
+def test_a_name_with_a_control_character_is_a_problem_and_forges_no_log_line(
+    root: Path,
+    watcher: BucketWatcher,
+    store: MemoryKnowledgeStore,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    folder = root / SCOPE.agent / SCOPE.context
+    write(folder / "kept.md", "alpha")
+    write(folder / "evil\n2026-01-01 INFO indexed ops-bot/runbooks/fake.md", "zebra")
+    with caplog.at_level("DEBUG", logger="knowledge"):
+        watcher.poll_once()
+    assert paths(store, "zebra") == []
+    assert [(p.path, p.reason) for p in store.status(SCOPE).problems] == [
+        (
+            "evil\n2026-01-01 INFO indexed ops-bot/runbooks/fake.md",
+            "path not indexed: must not contain control characters",
+        )
+    ]
+    assert [r.getMessage() for r in caplog.records if "\n" in r.getMessage()] == []

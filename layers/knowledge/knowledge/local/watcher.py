@@ -36,6 +36,7 @@ decision: the watcher asks ``source.documents`` for each scope that changed.
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import os
@@ -309,7 +310,7 @@ class BucketWatcher:
         else:
             self._failures.pop(change.key, None)
         detail = f": {change.detail}" if change.detail else ""
-        logger.log(level, "%s %s%s", change.action, change.key, detail)
+        logger.log(level, "%s %s%s", change.action, _shown(change.key), detail)
 
     def _apply(
         self,
@@ -441,7 +442,7 @@ class BucketWatcher:
             logger.warning("cannot record the problems of %s: %s", scope, exc)
         else:
             for problem in new:
-                logger.warning("not indexed %s/%s: %s", scope, problem.path, problem.reason)
+                logger.warning("not indexed %s/%s: %s", scope, _shown(problem.path), problem.reason)
         return {problem.path for problem in problems}
 
     def _stale_problems(self, scope: KnowledgeScope, listed: Container[str]) -> set[str]:
@@ -511,6 +512,11 @@ class BucketWatcher:
             thread.join(timeout)
 
 
+def _shown(path: str) -> str:
+    """``path`` for a log line: control characters escaped, so a file name cannot forge one."""
+    return path if path.isprintable() else json.dumps(path, ensure_ascii=False)[1:-1]
+
+
 def _log_result(scope: KnowledgeScope, result: IndexResult) -> None:
     logger.info(
         "indexed %s: %d documents (%d chunks), %d unchanged or skipped, %d deleted, %d errors",
@@ -523,6 +529,6 @@ def _log_result(scope: KnowledgeScope, result: IndexResult) -> None:
     )
     for problem in result.skipped:
         if problem.reason.startswith("symlink"):
-            logger.warning("skipped %s/%s: %s", scope, problem.path, problem.reason)
+            logger.warning("skipped %s/%s: %s", scope, _shown(problem.path), problem.reason)
     for problem in result.errors:
-        logger.warning("not indexed %s/%s: %s", scope, problem.path, problem.reason)
+        logger.warning("not indexed %s/%s: %s", scope, _shown(problem.path), problem.reason)
