@@ -500,3 +500,27 @@ def test_a_name_with_a_control_character_is_a_problem_and_forges_no_log_line(
         )
     ]
     assert [r.getMessage() for r in caplog.records if "\n" in r.getMessage()] == []
+
+
+@pytest.mark.parametrize("path", ["poll", "start-up"])
+def test_an_indexed_file_that_becomes_a_link_out_of_its_scope_is_removed_with_the_reason(
+    root: Path, store: MemoryKnowledgeStore, path: str
+) -> None:
+    folder = root / SCOPE.agent / SCOPE.context
+    write(root / "other" / "ctx" / "secret.md", "zebra")
+    write(folder / "doc.md", "okapi")
+    watcher = BucketWatcher(root, store, BucketFolderSource(root), baseline={})
+    watcher.synchronize([SCOPE])
+    assert paths(store, "okapi") == ["doc.md"]
+
+    (folder / "doc.md").unlink()
+    (folder / "doc.md").symlink_to(root / "other" / "ctx" / "secret.md")
+    if path == "poll":
+        watcher.poll_once()
+    else:
+        BucketWatcher(root, store, BucketFolderSource(root), baseline={}).synchronize([SCOPE])
+
+    assert (paths(store, "okapi"), paths(store, "zebra")) == ([], [])
+    assert [(p.path, p.reason) for p in store.status(SCOPE).problems] == [
+        ("doc.md", "symlink outside its scope")
+    ]

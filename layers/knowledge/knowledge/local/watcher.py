@@ -377,6 +377,7 @@ class BucketWatcher:
             elif not deleted and target == path and (stored is None or path not in stored):
                 reason = skipped.get(path, "not a document for these options")
                 applied.append(AppliedChange(key, "ignored", reason))
+        to_record: list[FileProblem] = []
         if stored is None:  # a store that cannot list its documents: trust the snapshot
             gone = {path for key, path, deleted in entries if deleted and path not in documents}
         elif any(p.reason.startswith("cannot list") for p in getattr(listing, "errors", ())):
@@ -394,7 +395,8 @@ class BucketWatcher:
                 for _, path, deleted in entries
                 if deleted and path not in documents and not path.endswith(SIDECAR_SUFFIX)
             }
-            reported = self._record_listing_problems(scope, listing, entries)
+            to_record = _listing_problems(listing)
+            reported = {problem.path for problem in to_record}
             # A problem of a file gone without a delete event (it went while no snapshot
             # saw it: before the watcher started, between a snapshot and a listing), or of
             # an entry the listing no longer reports (a sidecar fixed, a link removed).
@@ -404,6 +406,9 @@ class BucketWatcher:
             if change.action == "failed":
                 remembered[prefix + path] = _DIRTY
             applied.append(change)
+        # After the deletes: an indexed file the listing now leaves out (a link out of its
+        # scope, say) is removed and keeps the problem that says why.
+        self._record_listing_problems(scope, to_record, entries)
         return applied
 
     def _walkable(self, key: str) -> bool:
@@ -416,20 +421,16 @@ class BucketWatcher:
         return True
 
     def _record_listing_problems(
-        self, scope: KnowledgeScope, listing: object, entries: list[tuple[str, str, bool]]
-    ) -> set[str]:
+        self,
+        scope: KnowledgeScope,
+        problems: list[FileProblem],
+        entries: list[tuple[str, str, bool]],
+    ) -> None:
         """Record what the listing left out or found wrong (an invalid sidecar, a link out
         of the scope...) as problems, as the start-up index does (``Indexer.index``): those
-        of the changed entries, and any the store does not have yet. Returns the paths the
-        listing reports."""
-        problems = [
-            problem
-            for name in ("skipped", "errors")
-            for problem in getattr(listing, name, ())
-            if isinstance(problem, FileProblem)
-        ]
+        of the changed entries, and any the store does not have (yet, or any more)."""
         if not problems or not isinstance(self._store, IndexWriter):
-            return {problem.path for problem in problems}
+            return
         changed = {path for _, path, _ in entries}
         try:
             known = self._store.problem_paths(scope)
@@ -440,10 +441,9 @@ class BucketWatcher:
                         session.record_problem(problem.path, problem.reason)
         except (OSError, KnowledgeError) as exc:
             logger.warning("cannot record the problems of %s: %s", scope, exc)
-        else:
-            for problem in new:
-                logger.warning("not indexed %s/%s: %s", scope, _shown(problem.path), problem.reason)
-        return {problem.path for problem in problems}
+            return
+        for problem in new:
+            logger.warning("not indexed %s/%s: %s", scope, _shown(problem.path), problem.reason)
 
     def _stale_problems(self, scope: KnowledgeScope, listed: Container[str]) -> set[str]:
         """The paths with a recorded problem that are neither a listed document nor
@@ -510,6 +510,16 @@ class BucketWatcher:
         thread, self._thread = self._thread, None
         if thread is not None:
             thread.join(timeout)
+
+
+def _listing_problems(listing: object) -> list[FileProblem]:
+    """What a source's listing left out or found wrong (``knowledge.sources.Listing``)."""
+    return [
+        problem
+        for name in ("skipped", "errors")
+        for problem in getattr(listing, name, ())
+        if isinstance(problem, FileProblem)
+    ]
 
 
 def _shown(path: str) -> str:
