@@ -238,6 +238,30 @@ def test_invalid_scope_exit_2(db: Path, capsys: pytest.CaptureFixture[str]) -> N
     assert err.startswith("kb: error: agent: 'a b' must be 1-64 characters")
 
 
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["search", "helm"],
+        ["status"],
+        ["documents"],
+        ["search", "helm", "--rerank-model", "amazon.rerank-v1:0"],
+    ],
+    ids=["search", "status", "documents", "search-rerank"],
+)
+def test_reading_an_index_file_that_does_not_exist_is_an_error_not_a_new_index(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str]
+) -> None:
+    """A typo in --db (or the default file, while make run wrote .kb/local.db) used to
+    create an empty index and answer "no results" or EMPTY with exit 0."""
+    typo = tmp_path / "store" / "knowldge.db"
+    code, out, err = run([*argv, *scope_args(typo)], capsys)
+    assert (code, out) == (2, "")
+    assert err.startswith(f"kb: error: db: no index file at {typo}")
+    assert "--db" in err
+    assert not typo.exists()
+    assert not typo.parent.exists()
+
+
 def test_mismatched_embedder_is_refused(
     docs: Path, db: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -271,6 +295,15 @@ def test_embedder_from_environment(
 
 
 def test_status(docs: Path, db: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, _ = run(
+        ["index", str(docs), "--agent", "ops-bot", "--context", "faq"]
+        + [
+            "--db",
+            str(db),
+        ],
+        capsys,
+    )
+    assert code == 0  # the file exists; the scope asked about below has nothing yet
     code, out, _ = run(["status", *scope_args(db)], capsys)
     assert code == 0
     assert "state:        EMPTY" in out

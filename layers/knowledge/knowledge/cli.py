@@ -96,6 +96,26 @@ def _open_reader(args: argparse.Namespace) -> KnowledgeStore | KnowledgeClient:
     """The deployed API when ``--api-url`` is given, else the local store."""
     if getattr(args, "api_url", None):
         return _open_client(args)
+    return _open_existing_store(args)
+
+
+def _open_existing_store(args: argparse.Namespace) -> KnowledgeStore:
+    """The local store a command only reads (search, status, documents, mcp). An embedded
+    file that does not exist is an error, not a new empty index that answers "nothing
+    found" (a typo in ``--db``, or the default file while ``make run`` wrote another)."""
+    settings = StoreSettings.resolve(args.store, db_path=args.db, embedder_name=args.embedder)
+    missing = (
+        settings.kind == "embedded"
+        and settings.embedder_name in EMBEDDER_NAMES  # else open_store names the embedder
+        and str(settings.db_path) != ":memory:"
+        and not settings.db_path.exists()
+    )
+    if missing:
+        raise ValidationError(
+            "db",
+            f"no index file at {settings.db_path}; build one with `kb index DIR` or "
+            "`kb serve ROOT` (make run writes .kb/local.db), or point --db (or KB_DB) at it",
+        )
     return _open_store(args)
 
 
@@ -231,7 +251,7 @@ def _cmd_search(args: argparse.Namespace) -> int:
     reranking = None if getattr(args, "api_url", None) else open_reranking(args.rerank_model)
     report = None
     if reranking is not None:
-        with closing(_open_store(args)) as local:
+        with closing(_open_existing_store(args)) as local:
             started = time.perf_counter()
             results, report = reranking.search(local, scope, query)
             took_ms = (time.perf_counter() - started) * 1000.0
