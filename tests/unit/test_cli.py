@@ -295,14 +295,8 @@ def test_embedder_from_environment(
 
 
 def test_status(docs: Path, db: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code, _, _ = run(
-        ["index", str(docs), "--agent", "ops-bot", "--context", "faq"]
-        + [
-            "--db",
-            str(db),
-        ],
-        capsys,
-    )
+    argv = ["index", str(docs), "--agent", "ops-bot", "--context", "faq", "--db", str(db)]
+    code, _, _ = run(argv, capsys)
     assert code == 0  # the file exists; the scope asked about below has nothing yet
     code, out, _ = run(["status", *scope_args(db)], capsys)
     assert code == 0
