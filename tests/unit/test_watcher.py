@@ -524,3 +524,27 @@ def test_an_indexed_file_that_becomes_a_link_out_of_its_scope_is_removed_with_th
     assert [(p.path, p.reason) for p in store.status(SCOPE).problems] == [
         ("doc.md", "symlink outside its scope")
     ]
+
+
+def test_a_problem_seen_again_unchanged_is_not_recorded_or_logged_again(
+    root: Path,
+    watcher: BucketWatcher,
+    store: MemoryKnowledgeStore,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A file with an mtime ahead of the clock is looked at by every poll (racy): its
+    problem, the same each time, is logged once."""
+    folder = root / SCOPE.agent / SCOPE.context
+    write(folder / "doc.md", "# Doc\n\nokapi")
+    sidecar = folder / "doc.md.metadata.json"
+    write(sidecar, "{not json")
+    pinned = time.time_ns() + 3_600 * 1_000_000_000
+    os.utime(sidecar, ns=(pinned, pinned))
+    with caplog.at_level("WARNING", logger="knowledge"):
+        for _ in range(3):
+            watcher.poll_once()
+    warnings = [
+        r.getMessage() for r in caplog.records if "invalid metadata sidecar" in r.getMessage()
+    ]
+    assert len(warnings) == 1, warnings
+    assert [p.path for p in store.status(SCOPE).problems] == ["doc.md.metadata.json"]

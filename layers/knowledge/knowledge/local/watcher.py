@@ -427,14 +427,20 @@ class BucketWatcher:
         entries: list[tuple[str, str, bool]],
     ) -> None:
         """Record what the listing left out or found wrong (an invalid sidecar, a link out
-        of the scope...) as problems, as the start-up index does (``Indexer.index``): those
-        of the changed entries, and any the store does not have (yet, or any more)."""
+        of the scope...) as problems, as the start-up index does (``Indexer.index``): any
+        the store does not have (yet, or any more), and those of the changed entries whose
+        reason changed (the same problem seen again is neither recorded nor logged)."""
         if not problems or not isinstance(self._store, IndexWriter):
             return
         changed = {path for _, path, _ in entries}
         try:
             known = self._store.problem_paths(scope)
-            new = [p for p in problems if p.path in changed or p.path not in known]
+            reasons = {p.path: p.reason for p in self._store.status(scope).problems}
+            new = [
+                p
+                for p in problems
+                if p.path not in known or (p.path in changed and reasons.get(p.path) != p.reason)
+            ]
             if new:
                 with self._store.write_session(scope) as session:
                     for problem in new:
