@@ -328,6 +328,28 @@ def test_stop_is_idempotent_and_frees_the_port(server: LocalServer) -> None:
         urllib.request.urlopen(url + "/v1/health", timeout=2)
 
 
+@pytest.mark.parametrize("interval", [0.0, float("nan"), float("inf")])
+def test_a_bad_poll_interval_is_refused_when_the_server_is_made(
+    root: Path, interval: float
+) -> None:
+    """Not on the start-up thread, where it stopped the watcher from ever starting (or,
+    as NaN, made it poll without pause) while the server looked healthy."""
+    from knowledge.stores.memory import MemoryKnowledgeStore
+
+    with pytest.raises(ValueError, match="poll_interval"):
+        LocalServer(root, MemoryKnowledgeStore(), port=0, poll_interval=interval)
+
+
+def test_a_port_out_of_range_is_a_configuration_error(root: Path) -> None:
+    from knowledge.errors import ConfigurationError
+    from knowledge.stores.memory import MemoryKnowledgeStore
+
+    local = LocalServer(root, MemoryKnowledgeStore(), port=65536)
+    with pytest.raises(ConfigurationError, match=r"cannot listen on 127\.0\.0\.1:65536"):
+        local.start()
+    local.stop()
+
+
 def test_kb_serve_prints_url_and_stops_on_sigterm(root: Path, tmp_path: Path) -> None:
     """The real command: URL on stdout, one log line per request, clean exit on SIGTERM."""
     script = "import sys; from knowledge.cli import main; sys.exit(main(sys.argv[1:]))"

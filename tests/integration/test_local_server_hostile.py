@@ -357,6 +357,30 @@ def test_a_lone_surrogate_in_the_body_gets_a_json_answer(server: LocalServer) ->
     assert assert_error_shape(payload)["field"] in {"body", "query"}
 
 
+def test_a_path_sent_as_raw_utf_8_means_what_it_says(tmp_path: Path, store: KnowledgeStore) -> None:
+    """A client that does not percent-encode (raw UTF-8 on the request line) gets the
+    document it named, and an error that quotes its own text, not Latin-1 mojibake;
+    bytes that are not UTF-8 are a 400 naming the path."""
+    root = tmp_path / "bucket"
+    write(root / "ops-bot" / "runbooks" / "배포.md", "# 배포\n\nhelm rollback\n")
+    with serving(root, store) as server:
+
+        def get(path: bytes) -> tuple[int, dict[str, Any]]:
+            raw = b"GET " + path + b" HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+            status, _, payload = parse(exchange(server, raw))
+            return status, json.loads(payload.decode("utf-8"))
+
+        base = b"/v1/agents/ops-bot/contexts/runbooks/documents/"
+        status, body = get(base + "배포.md".encode())
+        assert (status, body["path"]) == (200, "배포.md")
+        status, body = get("/v1/agents/팀/contexts/runbooks/status".encode())
+        assert (status, body["field"]) == (400, "agent")
+        assert "'팀'" in body["error"]
+        status, body = get(base + b"\xff\xfe.md")
+        assert (status, body["field"]) == (400, "path")
+        assert "UTF-8" in body["error"]
+
+
 def test_a_body_shorter_than_its_content_length_is_answered_after_a_short_wait(
     server: LocalServer,
 ) -> None:
@@ -549,3 +573,52 @@ def test_a_signal_at_any_moment_stops_the_server(tmp_path: Path) -> None:
     assert process.returncode == 0, out
     assert "Serving" in out
     assert "Stopping..." in out
+
+
+# --- a start-up index that can never write: said at once, not retried forever -----------------
+
+
+def test_kb_serve_that_can_never_write_its_index_exits_with_the_reason(tmp_path: Path) -> None:
+    """`--embedder none` over a file built with vectors: every write is refused. The server
+    used to keep serving the old index as READY while the watcher failed every file every
+    poll; `kb serve` now stops with the store's message and exit code 2."""
+    root = tmp_path / "bucket"
+    write(root / "ops-bot" / "runbooks" / "rollback.md", "# Rollback\n\nhelm rollback\n")
+    db = tmp_path / "k.db"
+    built = open_store(db_path=db, embedder_name="hashing", environ={})
+    with closing(built), serving(root, built):
+        pass  # the file now records the hashing embedder
+    process = kb_serve(root, db, "--embedder", "none")
+    try:
+        _, err = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+    assert process.returncode == 2, err
+    assert "kb: error: index" in err
+    assert "refusing to write chunks without vectors" in err
+    assert "Traceback" not in err
+
+
+def test_a_server_whose_start_up_index_is_misconfigured_is_never_ready(tmp_path: Path) -> None:
+    root = tmp_path / "bucket"
+    write(root / "ops-bot" / "runbooks" / "rollback.md", "# Rollback\n\nhelm rollback\n")
+    db = tmp_path / "k.db"
+    built = open_store(db_path=db, embedder_name="hashing", environ={})
+    with closing(built), serving(root, built):
+        pass
+    with closing(open_store(db_path=db, embedder_name="none", environ={})) as keyword_only:
+        server = LocalServer(root, keyword_only, port=0, poll_interval=0.1)
+        server.start(wait=False)
+        try:
+            assert not server.wait_until_ready(WAIT_SECONDS)  # returns once it failed
+            assert server.startup_error is not None
+            assert "refusing to write chunks without vectors" in str(server.startup_error)
+            status, body, _ = request(
+                server.url, "GET", "/v1/agents/ops-bot/contexts/runbooks/status"
+            )
+            assert (status, body["state"]) == (200, "ERROR")
+            assert "refusing to write chunks without vectors" in body["message"]
+        finally:
+            server.stop()

@@ -238,6 +238,30 @@ def test_invalid_scope_exit_2(db: Path, capsys: pytest.CaptureFixture[str]) -> N
     assert err.startswith("kb: error: agent: 'a b' must be 1-64 characters")
 
 
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["search", "helm"],
+        ["status"],
+        ["documents"],
+        ["search", "helm", "--rerank-model", "amazon.rerank-v1:0"],
+    ],
+    ids=["search", "status", "documents", "search-rerank"],
+)
+def test_reading_an_index_file_that_does_not_exist_is_an_error_not_a_new_index(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str]
+) -> None:
+    """A typo in --db (or the default file, while make run wrote .kb/local.db) used to
+    create an empty index and answer "no results" or EMPTY with exit 0."""
+    typo = tmp_path / "store" / "knowldge.db"
+    code, out, err = run([*argv, *scope_args(typo)], capsys)
+    assert (code, out) == (2, "")
+    assert err.startswith(f"kb: error: db: no index file at {typo}")
+    assert "--db" in err
+    assert not typo.exists()
+    assert not typo.parent.exists()
+
+
 def test_mismatched_embedder_is_refused(
     docs: Path, db: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -271,6 +295,9 @@ def test_embedder_from_environment(
 
 
 def test_status(docs: Path, db: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["index", str(docs), "--agent", "ops-bot", "--context", "faq", "--db", str(db)]
+    code, _, _ = run(argv, capsys)
+    assert code == 0  # the file exists; the scope asked about below has nothing yet
     code, out, _ = run(["status", *scope_args(db)], capsys)
     assert code == 0
     assert "state:        EMPTY" in out
@@ -359,14 +386,40 @@ def test_usage_errors_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
     assert "must be at least 1" in capsys.readouterr().err
 
 
-def test_serve_rejects_bad_poll_interval(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+@pytest.mark.parametrize(
+    ("command", "option", "value", "expected"),
+    [
+        ("serve", "--poll-interval", "nan", "must be a positive number of seconds"),
+        ("serve", "--poll-interval", "inf", "must be a positive number of seconds"),
+        ("serve", "--poll-interval", "0", "must be a positive number of seconds"),
+        ("serve", "--poll-interval", "-1", "must be a positive number of seconds"),
+        ("serve", "--port", "99999", "must be from 0 to 65535"),
+        ("serve", "--port", "-1", "must be from 0 to 65535"),
+        ("mcp", "--port", "99999", "must be from 0 to 65535"),
+        ("mcp", "--port", "65536", "must be from 0 to 65535"),
+    ],
+)
+def test_a_bad_port_or_poll_interval_is_a_usage_error_naming_it(
+    command: str,
+    option: str,
+    value: str,
+    expected: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
-    code, _, err = run(
-        ["serve", str(tmp_path), "--db", str(tmp_path / "k.db"), "--poll-interval", "0"], capsys
+    """Refused while the arguments are read, before anything starts (a NaN poll interval
+    used to start a watcher that polled without pause; 99999 an OverflowError)."""
+    argv = (
+        ["serve", str(tmp_path / "no-such-folder")]
+        if command == "serve"
+        else ["mcp", *scope_args(tmp_path / "k.db"), "--transport", "http"]
     )
-    assert code == 2
-    assert "poll-interval" in err
+    with pytest.raises(SystemExit) as info:
+        main([*argv, "--db", str(tmp_path / "k.db"), option, value])
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert f"argument {option}: {expected}, got {value}" in err
+    assert "Traceback" not in err
 
 
 def test_serve_missing_root(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

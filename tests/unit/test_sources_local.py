@@ -161,6 +161,30 @@ def test_a_file_name_that_is_not_utf8_is_skipped(tmp_path: Path) -> None:
     listing.skipped[0].path.encode("utf-8")  # printable in a report
 
 
+def test_a_file_whose_path_the_api_cannot_name_is_skipped_with_the_reason(
+    tmp_path: Path,
+) -> None:
+    """A control character in a name (a tab, a newline) or a path longer than a document
+    path may be (1,024 characters, S3's key limit) would be indexed but could never be
+    fetched by the documents route, which refuses such a path."""
+    from knowledge.documents import validate_document_path
+
+    write(tmp_path, "good.md")
+    write(tmp_path, "tab\there.md")
+    write(tmp_path, "new\nline.md")
+    deep = "/".join(["d" * 200] * 6) + "/long.md"
+    write(tmp_path, deep)
+    docs, listing = listing_of(LocalDirectorySource(tmp_path))
+    assert [d.path for d in docs] == ["good.md"]
+    skipped = {p.path: p.reason for p in listing.skipped}
+    assert set(skipped) == {"tab\there.md", "new\nline.md", deep}
+    assert skipped["tab\there.md"] == "path not indexed: must not contain control characters"
+    too_long = f"path not indexed: must be at most 1024 characters, got {len(deep)}"
+    assert skipped[deep] == too_long
+    for doc in docs:
+        validate_document_path(doc.path)
+
+
 def test_a_missing_folder_is_an_error_not_an_empty_source(tmp_path: Path) -> None:
     source = LocalDirectorySource(tmp_path / "nope")
     listing = source.documents(SCOPE, ALL)  # lazy: nothing raised yet

@@ -6,6 +6,7 @@ import os
 import random
 import stat
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -186,10 +187,13 @@ def test_baseline_suppresses_known_files(root: Path, store: MemoryKnowledgeStore
     assert [c.action for c in empty.poll_once()] == ["indexed"]
 
 
-def test_bad_poll_interval(root: Path, store: MemoryKnowledgeStore) -> None:
+@pytest.mark.parametrize("interval", [0, -1.0, float("nan"), float("inf")])
+def test_bad_poll_interval(root: Path, store: MemoryKnowledgeStore, interval: float) -> None:
+    """NaN made every wait return at once (a poll loop without pause); infinity killed
+    the polling thread on its first wait."""
     root.mkdir()
     with pytest.raises(ValueError, match="poll_interval"):
-        BucketWatcher(root, store, BucketFolderSource(root), poll_interval=0)
+        BucketWatcher(root, store, BucketFolderSource(root), poll_interval=interval)
 
 
 def test_start_and_stop(root: Path, watcher: BucketWatcher) -> None:
@@ -390,3 +394,157 @@ def test_the_start_up_index_clears_the_problem_of_a_file_gone_while_nothing_watc
     BucketWatcher(root, store, BucketFolderSource(root), baseline={}).synchronize([SCOPE])
 
     assert [p.path for p in store.status(SCOPE).problems] == ["kept.pdf"]
+
+
+def _problems(store: MemoryKnowledgeStore) -> set[tuple[str, str]]:
+    return {(p.path, p.reason) for p in store.status(SCOPE).problems}
+
+
+def test_what_a_poll_leaves_out_is_in_the_status_as_the_start_up_index_says_it(
+    root: Path, watcher: BucketWatcher, store: MemoryKnowledgeStore
+) -> None:
+    """An invalid sidecar and a link out of the scope that appear while the server runs are
+    problems in the status, with the reasons the start-up index gives them (the oracle: a
+    fresh store synchronised from the same folder); once fixed, they are cleared."""
+    folder = root / SCOPE.agent / SCOPE.context
+    write(root / "other" / "ctx" / "secret.md", "zebra")
+    write(folder / "kept.md", "alpha")
+    watcher.poll_once()
+    assert _problems(store) == set()
+
+    write(folder / "doc.md", "# Doc\n\nokapi")
+    write(folder / "doc.md.metadata.json", "{not json")
+    (folder / "stolen.md").symlink_to(root / "other" / "ctx" / "secret.md")
+    watcher.poll_once()
+
+    fresh = MemoryKnowledgeStore()
+    BucketWatcher(root, fresh, BucketFolderSource(root), baseline={}).synchronize([SCOPE])
+    expected = _problems(fresh)
+    assert {path for path, _ in expected} == {"doc.md.metadata.json", "stolen.md"}
+    assert _problems(store) == expected
+    assert paths(store, "okapi") == ["doc.md"]  # indexed without the sidecar's metadata
+    assert paths(store, "zebra") == []
+
+    sidecar = '{"metadataAttributes": {"team": "sre"}}'
+    write(folder / "doc.md.metadata.json", sidecar, bump=1_000_000_000)
+    (folder / "stolen.md").unlink()
+    watcher.poll_once()
+    assert _problems(store) == set()
+    query = SearchQuery("okapi", mode=SearchMode.KEYWORD, metadata={"team": "sre"})
+    assert [r.document_path for r in store.search(SCOPE, query)] == ["doc.md"]
+
+
+def test_a_rewrite_that_keeps_size_and_mtime_is_seen(
+    root: Path, watcher: BucketWatcher, store: MemoryKnowledgeStore
+) -> None:
+    """On a coarse file-system clock (FAT: 2 s; HFS+ and many network shares: 1 s) two
+    writes within one tick get the same mtime, and a rewrite of the same size then looks
+    unchanged to a poll that came between them. A file whose mtime is not clearly older
+    than the poll is read again by the next one. (The mtime is pinned ahead of this
+    machine's clock, as a skewed share leaves it, so the test does not depend on speed.)"""
+    doc = root / SCOPE.agent / SCOPE.context / "doc.md"
+    pinned = time.time_ns() + 3_600 * 1_000_000_000
+    write(doc, "# Doc\n\nokapi one")
+    os.utime(doc, ns=(pinned, pinned))
+    watcher.poll_once()
+    assert paths(store, "okapi") == ["doc.md"]
+
+    write(doc, "# Doc\n\nzebra two")  # the same size
+    os.utime(doc, ns=(pinned, pinned))
+    assert [(c.key, c.action) for c in watcher.poll_once()] == [
+        ("ops-bot/runbooks/doc.md", "indexed")
+    ]
+    assert (paths(store, "zebra"), paths(store, "okapi")) == (["doc.md"], [])
+    assert watcher.poll_once() == []  # looked at again, unchanged: nothing to report
+
+
+def test_a_file_with_an_old_mtime_is_not_read_again(
+    root: Path, watcher: BucketWatcher, store: MemoryKnowledgeStore
+) -> None:
+    doc = root / SCOPE.agent / SCOPE.context / "doc.md"
+    write(doc, "# Doc\n\nokapi one")
+    old = time.time_ns() - 3_600 * 1_000_000_000
+    os.utime(doc, ns=(old, old))
+    reads: list[str] = []
+    source = BucketFolderSource(root)
+
+    class CountingSource:
+        def documents(
+            self, scope: KnowledgeScope, options: IndexOptions
+        ) -> Listing[SourceDocument]:
+            reads.append(scope.key)
+            return source.documents(scope, options)
+
+    counting = BucketWatcher(root, store, CountingSource(), baseline={})
+    assert [c.action for c in counting.poll_once()] == ["indexed"]
+    assert counting.poll_once() == []
+    assert reads == ["ops-bot/runbooks"]  # the second poll did not list the scope again
+
+
+def test_a_name_with_a_control_character_is_a_problem_and_forges_no_log_line(
+    root: Path,
+    watcher: BucketWatcher,
+    store: MemoryKnowledgeStore,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    folder = root / SCOPE.agent / SCOPE.context
+    write(folder / "kept.md", "alpha")
+    write(folder / "evil\n2026-01-01 INFO indexed ops-bot/runbooks/fake.md", "zebra")
+    with caplog.at_level("DEBUG", logger="knowledge"):
+        watcher.poll_once()
+    assert paths(store, "zebra") == []
+    assert [(p.path, p.reason) for p in store.status(SCOPE).problems] == [
+        (
+            "evil\n2026-01-01 INFO indexed ops-bot/runbooks/fake.md",
+            "path not indexed: must not contain control characters",
+        )
+    ]
+    assert [r.getMessage() for r in caplog.records if "\n" in r.getMessage()] == []
+
+
+@pytest.mark.parametrize("path", ["poll", "start-up"])
+def test_an_indexed_file_that_becomes_a_link_out_of_its_scope_is_removed_with_the_reason(
+    root: Path, store: MemoryKnowledgeStore, path: str
+) -> None:
+    folder = root / SCOPE.agent / SCOPE.context
+    write(root / "other" / "ctx" / "secret.md", "zebra")
+    write(folder / "doc.md", "okapi")
+    watcher = BucketWatcher(root, store, BucketFolderSource(root), baseline={})
+    watcher.synchronize([SCOPE])
+    assert paths(store, "okapi") == ["doc.md"]
+
+    (folder / "doc.md").unlink()
+    (folder / "doc.md").symlink_to(root / "other" / "ctx" / "secret.md")
+    if path == "poll":
+        watcher.poll_once()
+    else:
+        BucketWatcher(root, store, BucketFolderSource(root), baseline={}).synchronize([SCOPE])
+
+    assert (paths(store, "okapi"), paths(store, "zebra")) == ([], [])
+    assert [(p.path, p.reason) for p in store.status(SCOPE).problems] == [
+        ("doc.md", "symlink outside its scope")
+    ]
+
+
+def test_a_problem_seen_again_unchanged_is_not_recorded_or_logged_again(
+    root: Path,
+    watcher: BucketWatcher,
+    store: MemoryKnowledgeStore,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A file with an mtime ahead of the clock is looked at by every poll (racy): its
+    problem, the same each time, is logged once."""
+    folder = root / SCOPE.agent / SCOPE.context
+    write(folder / "doc.md", "# Doc\n\nokapi")
+    sidecar = folder / "doc.md.metadata.json"
+    write(sidecar, "{not json")
+    pinned = time.time_ns() + 3_600 * 1_000_000_000
+    os.utime(sidecar, ns=(pinned, pinned))
+    with caplog.at_level("WARNING", logger="knowledge"):
+        for _ in range(3):
+            watcher.poll_once()
+    warnings = [
+        r.getMessage() for r in caplog.records if "invalid metadata sidecar" in r.getMessage()
+    ]
+    assert len(warnings) == 1, warnings
+    assert [p.path for p in store.status(SCOPE).problems] == ["doc.md.metadata.json"]

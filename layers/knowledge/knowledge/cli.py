@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import math
 import os
 import sys
 import time
@@ -95,6 +96,26 @@ def _open_reader(args: argparse.Namespace) -> KnowledgeStore | KnowledgeClient:
     """The deployed API when ``--api-url`` is given, else the local store."""
     if getattr(args, "api_url", None):
         return _open_client(args)
+    return _open_existing_store(args)
+
+
+def _open_existing_store(args: argparse.Namespace) -> KnowledgeStore:
+    """The local store a command only reads (search, status, documents, mcp). An embedded
+    file that does not exist is an error, not a new empty index that answers "nothing
+    found" (a typo in ``--db``, or the default file while ``make run`` wrote another)."""
+    settings = StoreSettings.resolve(args.store, db_path=args.db, embedder_name=args.embedder)
+    missing = (
+        settings.kind == "embedded"
+        and settings.embedder_name in EMBEDDER_NAMES  # else open_store names the embedder
+        and str(settings.db_path) != ":memory:"
+        and not settings.db_path.exists()
+    )
+    if missing:
+        raise ValidationError(
+            "db",
+            f"no index file at {settings.db_path}; build one with `kb index DIR` or "
+            "`kb serve ROOT` (make run writes .kb/local.db), or point --db (or KB_DB) at it",
+        )
     return _open_store(args)
 
 
@@ -245,7 +266,7 @@ def _cmd_search(args: argparse.Namespace) -> int:
     reranking = None if getattr(args, "api_url", None) else open_reranking(args.rerank_model)
     report = None
     if reranking is not None:
-        with closing(_open_store(args)) as local:
+        with closing(_open_existing_store(args)) as local:
             started = time.perf_counter()
             results, report = reranking.search(local, scope, query)
             took_ms = (time.perf_counter() - started) * 1000.0
@@ -346,8 +367,6 @@ def _cmd_mcp(args: argparse.Namespace) -> int:
 def _cmd_serve(args: argparse.Namespace) -> int:
     from knowledge.local.server import LocalServer, serve_until_stopped
 
-    if args.poll_interval <= 0:
-        raise ValidationError("poll-interval", f"must be positive, got {args.poll_interval}")
     with closing(_open_served_store(args, sys.stderr)) as store:
         server = LocalServer(
             args.root,
@@ -417,6 +436,29 @@ def _positive_int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"'{text}' is not an integer") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+MAX_PORT = 65535
+
+
+def _port(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not an integer") from None
+    if not 0 <= value <= MAX_PORT:
+        raise argparse.ArgumentTypeError(f"must be from 0 to {MAX_PORT}, got {value}")
+    return value
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a number") from None
+    if not 0 < value < math.inf:  # also NaN
+        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text}")
     return value
 
 
@@ -516,7 +558,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--transport", choices=["stdio", "http"], default="stdio", help="default stdio"
     )
     mcp.add_argument("--host", default="127.0.0.1", help="http transport: default 127.0.0.1")
-    mcp.add_argument("--port", type=int, default=8765, help="http transport: default 8765")
+    mcp.add_argument("--port", type=_port, default=8765, help="http transport: default 8765")
     mcp.set_defaults(handler=_cmd_mcp)
 
     serve = commands.add_parser(
@@ -524,9 +566,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     serve.add_argument("root", metavar="ROOT", help="folder laid out as <agent>/<context>/<path>")
     serve.add_argument("--host", default="127.0.0.1", help="default 127.0.0.1 (local only)")
-    serve.add_argument("--port", type=int, default=8080, help="default 8080; 0 picks a free port")
+    serve.add_argument("--port", type=_port, default=8080, help="default 8080; 0 picks a free port")
     serve.add_argument(
-        "--poll-interval", type=float, default=1.0, help="seconds between folder scans"
+        "--poll-interval", type=_seconds, default=1.0, help="seconds between folder scans"
     )
     serve.add_argument("--rerank-model", metavar="MODEL", help=_RERANK_HELP)
     serve.set_defaults(handler=_cmd_serve)

@@ -257,10 +257,13 @@ class Indexer:
                     run=run,
                     stored=stored.get(document.path),
                 )
-            run.take_listing_problems(listing, session)
             if not truncated:
                 for path in sorted(stored.keys() - listed):
                     self._delete(session, path, run)
+            # After the deletes: an indexed file the listing now leaves out (a link out of
+            # its scope, say) is removed and keeps the problem that says why.
+            run.take_listing_problems(listing, session)
+            if not truncated:
                 # A file that was never indexed and is gone: its problem goes with it (the
                 # source's own listing problems were just recorded: they stay).
                 reported = {p.path for p in (*run.skipped, *run.errors)}

@@ -6,16 +6,21 @@ the start-up index runs on a background thread: every valid scope under
 folder vanished while the server was down is emptied). Meanwhile the status route says
 ``INDEXING`` with ``progress`` (documents done / total) for each scope not yet done, and
 searches see what is committed. Then a ``BucketWatcher`` applies later changes like S3
-events would. Every request goes through ``KnowledgeApi.handle``: the same code the
-Lambda search function runs. Stdlib only (``http.server.ThreadingHTTPServer``).
+events would. A start-up index that fails on the configuration (the store refuses every
+write: an index built with vectors opened without an embedder, say) starts no watcher
+that would fail every file every poll: ``startup_error`` holds the reason, every status
+says ``ERROR`` with it, and ``kb serve`` exits with it. Every request goes through
+``KnowledgeApi.handle``: the same code the Lambda search function runs. Stdlib only
+(``http.server.ThreadingHTTPServer``).
 
 The HTTP layer answers *every* request in the API's JSON error shape, also those the
 standard library would answer in HTML or not at all: an unknown method (405 with
 ``Allow`` on a known path), a malformed request line, oversized headers, a body shorter
 than its ``Content-Length`` (408 after ``body_timeout`` seconds), a body whose text
-cannot be encoded back (a lone surrogate escape). Accepted sockets get ``TCP_NODELAY``
-(a keep-alive response is not held back by Nagle's algorithm) and the listen backlog
-is large enough for a burst of clients.
+cannot be encoded back (a lone surrogate escape). A request path sent as raw UTF-8
+(not percent-encoded) is read as UTF-8, not as the standard library's Latin-1.
+Accepted sockets get ``TCP_NODELAY`` (a keep-alive response is not held back by
+Nagle's algorithm) and the listen backlog is large enough for a burst of clients.
 
 The server never closes the store: whoever opened it does (the CLI, a test).
 """
@@ -31,6 +36,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterable
+from dataclasses import replace
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -46,10 +52,12 @@ from knowledge.errors import (
 )
 from knowledge.local.playground import Asset, playground_asset
 from knowledge.local.progress import IndexingProgress, ProgressBar
-from knowledge.local.watcher import BucketWatcher, IndexingStopped
+from knowledge.local.watcher import BucketWatcher, IndexingStopped, check_poll_interval
 from knowledge.model import (
     IndexOptions,
     IndexResult,
+    IndexState,
+    IndexStatus,
     SearchMode,
 )
 from knowledge.reranking import RerankingStage
@@ -199,7 +207,21 @@ class _ApiRequestHandler(BaseHTTPRequestHandler):
         body = self._read_body(length) if length else b""
         if isinstance(body, ApiResponse):
             return body
-        return self.server.api.handle(self.command, self.path, body or None)
+        return self.server.api.handle(self.command, self._target(), body or None)
+
+    def _target(self) -> str:
+        """The request path as the client meant it. The standard library decodes the
+        request line as Latin-1; a client that sends raw UTF-8 (``/documents/배포.md``,
+        not percent-encoded) means UTF-8, and other non-ASCII bytes are a 400."""
+        raw = self.path.encode("latin-1")
+        if raw.isascii():
+            return self.path
+        try:
+            return raw.decode("utf-8")
+        except UnicodeDecodeError:
+            raise ValidationError(
+                "path", "the request path is not UTF-8 (percent-encode it as UTF-8)"
+            ) from None
 
     def _read_body(self, length: int) -> bytes | ApiResponse:
         """``length`` bytes, or a 408/400 when they do not all arrive in time."""
@@ -301,6 +323,7 @@ class LocalServer:
         self._root = Path(root)
         if not self._root.is_dir():
             raise ConfigurationError(f"the folder to serve does not exist: {self._root}")
+        check_poll_interval(poll_interval)
         if body_timeout <= 0:
             raise ValueError(f"body_timeout must be positive, got {body_timeout}")
         self._store = store
@@ -316,7 +339,7 @@ class LocalServer:
             store,
             reindex=self._reindex_scope,
             default_mode=default_mode,
-            status=self.progress.status,  # INDEXING while the start-up index runs
+            status=self._status,  # INDEXING while the start-up index runs
             reranking=reranking,
         )
         self._http: _ApiHttpServer | None = None
@@ -326,6 +349,7 @@ class LocalServer:
         self._lifecycle = threading.Lock()
         self._stopping = threading.Event()
         self._ready = threading.Event()
+        self._startup_error: ConfigurationError | None = None
 
     @property
     def root(self) -> Path:
@@ -350,12 +374,19 @@ class LocalServer:
         """True once the start-up index is done and the watcher runs."""
         return self._ready.is_set()
 
+    @property
+    def startup_error(self) -> ConfigurationError | None:
+        """Why the start-up index could never write (the store refuses every write, e.g.
+        an index built with vectors opened without an embedder), else ``None``. Then
+        nothing is indexed or watched, and every status says ``ERROR`` with the reason."""
+        return self._startup_error
+
     def wait_until_ready(self, timeout: float | None = None) -> bool:
-        """Wait for the start-up index; ``False`` if ``timeout`` passed first or the
-        server was stopped before it finished."""
+        """Wait for the start-up index; ``False`` if ``timeout`` passed first, the server
+        was stopped before it finished, or it failed (``startup_error``)."""
         deadline = None if timeout is None else time.monotonic() + timeout
         while not self._ready.wait(0.1):
-            if self._stopping.is_set():
+            if self._stopping.is_set() or self._startup_error is not None:
                 return False
             if deadline is not None and time.monotonic() >= deadline:
                 return False
@@ -401,9 +432,10 @@ class LocalServer:
                 self._http = _ApiHttpServer(
                     (self._host, self._port), self.api, self._body_timeout, self.scopes
                 )
-            except OSError as exc:
+            except (OSError, OverflowError) as exc:  # OverflowError: a port over 65535
+                reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
                 raise ConfigurationError(
-                    f"cannot listen on {self._host}:{self._port}: {exc.strerror or str(exc)}"
+                    f"cannot listen on {self._host}:{self._port}: {reason}"
                 ) from exc
             self._stopping.clear()
             self._http_thread = threading.Thread(
@@ -443,8 +475,15 @@ class LocalServer:
             )
         except IndexingStopped:
             return
-        except Exception:
-            logger.exception("the start-up index failed; the watcher retries every scope")
+        except ConfigurationError as exc:  # no retry can succeed: say so, watch nothing
+            logger.error("the start-up index failed: %s", exc)
+            self._startup_error = exc
+            return
+        except Exception as exc:
+            logger.exception(
+                "the start-up index failed (%s); the watcher retries every scope",
+                str(exc) or type(exc).__name__,
+            )
         finally:
             self.progress.end()  # idempotent; also when the run failed before listing
         with self._lifecycle:
@@ -478,6 +517,16 @@ class LocalServer:
 
     def __exit__(self, *exc_info: object) -> None:
         self.stop()
+
+    def _status(self, scope: KnowledgeScope, status: IndexStatus) -> IndexStatus:
+        if self._startup_error is not None:
+            return replace(
+                status,
+                state=IndexState.ERROR,
+                message=f"the start-up index failed: {self._startup_error}",
+                progress=None,
+            )
+        return self.progress.status(scope, status)
 
     def _reindex_scope(self, scope: KnowledgeScope) -> IndexResult:
         """Reindex from the folder; a scope whose folder vanished is emptied. A scope with
@@ -557,6 +606,8 @@ def serve_until_stopped(
         print(f"Serving {server.root} on {server.url} (Ctrl-C to stop)", file=stream, flush=True)
         while not requested:
             terminal.update()
+            if server.startup_error is not None:
+                raise server.startup_error  # kb: error: <the reason>, exit code 2
             time.sleep(0.1)  # a signal cuts the sleep short (PEP 475 then resumes it)
         print("Stopping...", file=stream, flush=True)
         return 0

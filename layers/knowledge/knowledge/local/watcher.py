@@ -2,16 +2,21 @@
 
 The folder is laid out like the bucket: ``ROOT/<agent>/<context>/<path>``. Every poll
 takes a snapshot (``mtime_ns`` and size of every regular file) and compares it with the
-last one to find the scopes that changed. Each changed scope is then *reconciled*: its
+last one to find the scopes that changed (a file whose mtime is within 2 s of a snapshot
+is read again by the next poll: on a coarse file-system clock a rewrite of the same size
+within one tick keeps its stamp; ``racy_keys``). Each changed scope is then *reconciled*: its
 folder is listed, created or changed documents are upserted, and every document the
 store holds that the listing no longer has is deleted. Deletions are decided against
 the store's own documents, not against the previous snapshot, so a file that comes and
 goes between a snapshot and a listing can never leave a stale document behind; and a
 key the listing saw but the snapshot did not (or whose write failed) is remembered as
-*dirty*, so the next poll looks at it again. A problem recorded for a file that is gone
-from the folder (also one gone without a delete event) is cleared by the next reconcile of
-its scope, and by the start-up index. After changes stop, one or two polls leave the
-index equal to the folder.
+*dirty*, so the next poll looks at it again. What the listing leaves out or finds wrong
+(an invalid sidecar, a link out of the scope, a name that is not UTF-8) is recorded as a
+problem with the reason the start-up index gives it, so the status says the same whether
+the entry was there at start-up or appeared later. A problem that nothing in the folder
+has any more (the file is gone, also without a delete event; the sidecar was fixed; the
+link removed) is cleared by the next reconcile of its scope, and by the start-up index.
+After changes stop, one or two polls leave the index equal to the folder.
 
 ``synchronize`` is the start-up index: every scope of the folder and every scope the
 store already holds (``KnowledgeStore.list_scopes``), so a scope whose folder vanished
@@ -31,10 +36,13 @@ decision: the watcher asks ``source.documents`` for each scope that changed.
 
 from __future__ import annotations
 
+import json
 import logging
+import math
 import os
 import stat
 import threading
+import time
 from collections.abc import Callable, Container, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,18 +50,21 @@ from typing import Literal
 
 from knowledge.errors import KnowledgeError
 from knowledge.local.progress import IndexingProgress, ListedSource
-from knowledge.model import IndexOptions, IndexResult
+from knowledge.model import FileProblem, IndexOptions, IndexResult
 from knowledge.scope import KnowledgeScope, parse_object_key
 from knowledge.source import SIDECAR_SUFFIX, DocumentSource, SourceDocument
 from knowledge.store import IndexWriter, KnowledgeStore
 
 __all__ = [
+    "RACY_WINDOW_NS",
     "AppliedChange",
     "BucketWatcher",
     "FileStamp",
     "IndexingStopped",
     "SnapshotDiff",
+    "check_poll_interval",
     "diff_snapshots",
+    "racy_keys",
     "take_snapshot",
 ]
 
@@ -107,6 +118,15 @@ class AppliedChange:
     detail: str = ""
 
 
+def check_poll_interval(seconds: float) -> float:
+    """``seconds`` if it is a positive, finite number; else ``ValueError`` naming
+    ``poll_interval`` (a wait of NaN seconds returns at once: a poll loop without pause;
+    an infinite one raises on the polling thread, which then never polls)."""
+    if not 0 < seconds < math.inf:
+        raise ValueError(f"poll_interval must be a positive number of seconds, got {seconds}")
+    return seconds
+
+
 def take_snapshot(root: Path) -> dict[str, FileStamp]:
     """``{key: FileStamp}`` for every regular, non-hidden file under ``root``.
 
@@ -132,6 +152,22 @@ def take_snapshot(root: Path) -> dict[str, FileStamp]:
             key = Path(os.path.relpath(full, root)).as_posix()
             snapshot[key] = FileStamp(info.st_mtime_ns, info.st_size)
     return snapshot
+
+
+RACY_WINDOW_NS = 2_000_000_000
+"""How close to a snapshot a file's mtime must be for the snapshot to be unsure it saw the
+file's last write: the coarsest file-system clock in common use (FAT's 2 s)."""
+
+
+def racy_keys(snapshot: Mapping[str, FileStamp], taken_at_ns: int) -> set[str]:
+    """The keys of ``snapshot`` (taken from wall-clock time ``taken_at_ns`` on) whose mtime
+    is not clearly older than the snapshot. On a coarse file-system clock a later write
+    within the same tick keeps the mtime, and with the same size the stamp too; so such
+    a file is read again by the next poll (an unchanged one costs a hash of its bytes).
+    An mtime ahead of this machine's clock (a skewed share) stays racy until the clock
+    passes it."""
+    since = taken_at_ns - RACY_WINDOW_NS
+    return {key for key, stamp in snapshot.items() if stamp.mtime_ns >= since}
 
 
 def diff_snapshots(before: Mapping[str, FileStamp], after: Mapping[str, FileStamp]) -> SnapshotDiff:
@@ -163,16 +199,17 @@ class BucketWatcher:
         baseline: Mapping[str, FileStamp] | None = None,
         write_lock: threading.Lock | None = None,
     ) -> None:
-        if poll_interval <= 0:
-            raise ValueError(f"poll_interval must be positive, got {poll_interval}")
+        check_poll_interval(poll_interval)
         self._root = root
         self._store = store
         self._source = source
         self._options = options or IndexOptions()
         self._poll_interval = poll_interval
+        started = time.time_ns()
         self._snapshot: dict[str, FileStamp] = (
             dict(baseline) if baseline is not None else take_snapshot(root)
         )
+        self._racy: set[str] = set() if baseline is not None else racy_keys(self._snapshot, started)
         self._write_lock = write_lock or threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -197,6 +234,7 @@ class BucketWatcher:
         progress = progress or IndexingProgress()
         results: dict[KnowledgeScope, IndexResult] = {}
         try:
+            started = time.time_ns()
             baseline = take_snapshot(self._root)  # before listing: later changes show up
             listed = {
                 scope: ListedSource(self._source.documents(scope, self._options))
@@ -218,6 +256,7 @@ class BucketWatcher:
         finally:
             progress.end()
         self._snapshot = baseline
+        self._racy = racy_keys(baseline, started)
         return results
 
     @staticmethod
@@ -235,15 +274,28 @@ class BucketWatcher:
 
     def poll_once(self) -> list[AppliedChange]:
         """Take a snapshot, reconcile every scope that changed since the last one, and
-        return what was done."""
+        return what was done. Files the last poll found racy are looked at again; that
+        a file the snapshot did not name as changed turned out unchanged or ignored is
+        not news (neither returned nor logged)."""
+        started = time.time_ns()
         current = take_snapshot(self._root)
         diff = diff_snapshots(self._snapshot, current)
+        named = set(diff.changed)
+        recheck = {key for key in self._racy if key in current} - named
+        if recheck:
+            diff = SnapshotDiff(tuple(sorted({*diff.changed, *recheck})), diff.deleted)
         remembered = dict(current)
         applied: list[AppliedChange] = []
         if diff:
             with self._write_lock:
                 applied = self._apply(diff, current, remembered)
         self._snapshot = remembered
+        self._racy = racy_keys(current, started)
+        applied = [
+            change
+            for change in applied
+            if change.key in named or change.action not in ("unchanged", "ignored")
+        ]
         for change in applied:
             self._log(change)
         return applied
@@ -258,7 +310,7 @@ class BucketWatcher:
         else:
             self._failures.pop(change.key, None)
         detail = f": {change.detail}" if change.detail else ""
-        logger.log(level, "%s %s%s", change.action, change.key, detail)
+        logger.log(level, "%s %s%s", change.action, _shown(change.key), detail)
 
     def _apply(
         self,
@@ -325,6 +377,7 @@ class BucketWatcher:
             elif not deleted and target == path and (stored is None or path not in stored):
                 reason = skipped.get(path, "not a document for these options")
                 applied.append(AppliedChange(key, "ignored", reason))
+        to_record: list[FileProblem] = []
         if stored is None:  # a store that cannot list its documents: trust the snapshot
             gone = {path for key, path, deleted in entries if deleted and path not in documents}
         elif any(p.reason.startswith("cannot list") for p in getattr(listing, "errors", ())):
@@ -342,14 +395,20 @@ class BucketWatcher:
                 for _, path, deleted in entries
                 if deleted and path not in documents and not path.endswith(SIDECAR_SUFFIX)
             }
+            to_record = _listing_problems(listing)
+            reported = {problem.path for problem in to_record}
             # A problem of a file gone without a delete event (it went while no snapshot
-            # saw it: before the watcher started, between a snapshot and a listing).
-            gone |= self._vanished_problems(scope, documents.keys() | skipped.keys())
+            # saw it: before the watcher started, between a snapshot and a listing), or of
+            # an entry the listing no longer reports (a sidecar fixed, a link removed).
+            gone |= self._stale_problems(scope, documents.keys() | reported)
         for path in sorted(gone):
             change = self._delete(prefix + path, scope, path)
             if change.action == "failed":
                 remembered[prefix + path] = _DIRTY
             applied.append(change)
+        # After the deletes: an indexed file the listing now leaves out (a link out of its
+        # scope, say) is removed and keeps the problem that says why.
+        self._record_listing_problems(scope, to_record, entries)
         return applied
 
     def _walkable(self, key: str) -> bool:
@@ -361,16 +420,48 @@ class BucketWatcher:
                 return False
         return True
 
-    def _vanished_problems(self, scope: KnowledgeScope, listed: Container[str]) -> set[str]:
-        """The paths with a problem in the scope's status that the listing does not have
-        and that no longer exist in the folder (``MAX_STATUS_PROBLEMS`` at a time)."""
+    def _record_listing_problems(
+        self,
+        scope: KnowledgeScope,
+        problems: list[FileProblem],
+        entries: list[tuple[str, str, bool]],
+    ) -> None:
+        """Record what the listing left out or found wrong (an invalid sidecar, a link out
+        of the scope...) as problems, as the start-up index does (``Indexer.index``): any
+        the store does not have (yet, or any more), and those of the changed entries whose
+        reason changed (the same problem seen again is neither recorded nor logged)."""
+        if not problems or not isinstance(self._store, IndexWriter):
+            return
+        changed = {path for _, path, _ in entries}
         try:
-            problems = self._store.status(scope).problems
+            known = self._store.problem_paths(scope)
+            reasons = {p.path: p.reason for p in self._store.status(scope).problems}
+            new = [
+                p
+                for p in problems
+                if p.path not in known or (p.path in changed and reasons.get(p.path) != p.reason)
+            ]
+            if new:
+                with self._store.write_session(scope) as session:
+                    for problem in new:
+                        session.record_problem(problem.path, problem.reason)
+        except (OSError, KnowledgeError) as exc:
+            logger.warning("cannot record the problems of %s: %s", scope, exc)
+            return
+        for problem in new:
+            logger.warning("not indexed %s/%s: %s", scope, _shown(problem.path), problem.reason)
+
+    def _stale_problems(self, scope: KnowledgeScope, listed: Container[str]) -> set[str]:
+        """The paths with a recorded problem that are neither a listed document nor
+        reported by the listing: nothing in the folder has that problem any more."""
+        if not isinstance(self._store, IndexWriter):
+            return set()
+        try:
+            recorded = self._store.problem_paths(scope)
         except (OSError, KnowledgeError) as exc:
             logger.warning("cannot read the problems of %s: %s", scope, exc)
             return set()
-        folder = self._root / scope.agent / scope.context
-        return {p.path for p in problems if p.path not in listed and _gone(folder / p.path)}
+        return {path for path in recorded if path not in listed}
 
     def _stored_paths(self, scope: KnowledgeScope) -> set[str] | None:
         if isinstance(self._store, IndexWriter):
@@ -427,15 +518,19 @@ class BucketWatcher:
             thread.join(timeout)
 
 
-def _gone(path: Path) -> bool:
-    """True only if ``path`` does not exist (a folder that cannot be read says nothing)."""
-    try:
-        path.lstat()
-    except (FileNotFoundError, NotADirectoryError):
-        return True
-    except OSError:
-        return False
-    return False
+def _listing_problems(listing: object) -> list[FileProblem]:
+    """What a source's listing left out or found wrong (``knowledge.sources.Listing``)."""
+    return [
+        problem
+        for name in ("skipped", "errors")
+        for problem in getattr(listing, name, ())
+        if isinstance(problem, FileProblem)
+    ]
+
+
+def _shown(path: str) -> str:
+    """``path`` for a log line: control characters escaped, so a file name cannot forge one."""
+    return path if path.isprintable() else json.dumps(path, ensure_ascii=False)[1:-1]
 
 
 def _log_result(scope: KnowledgeScope, result: IndexResult) -> None:
@@ -450,6 +545,6 @@ def _log_result(scope: KnowledgeScope, result: IndexResult) -> None:
     )
     for problem in result.skipped:
         if problem.reason.startswith("symlink"):
-            logger.warning("skipped %s/%s: %s", scope, problem.path, problem.reason)
+            logger.warning("skipped %s/%s: %s", scope, _shown(problem.path), problem.reason)
     for problem in result.errors:
-        logger.warning("not indexed %s/%s: %s", scope, problem.path, problem.reason)
+        logger.warning("not indexed %s/%s: %s", scope, _shown(problem.path), problem.reason)

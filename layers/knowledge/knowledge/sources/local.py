@@ -17,6 +17,9 @@ matches ``options.file_patterns``, sorted by path, and skip:
   a linked folder inside the scope. Nothing outside the scope's folder is ever read, also
   when a link changes between listing and reading. Links inside it are followed; every
   real folder is walked once;
+- files whose path the API could not name (``Listing.skipped``, reason ``path not
+  indexed: ...``): a control character in a name, or a path longer than a document path
+  may be (``knowledge.documents.validate_document_path``);
 - anything that is not a regular file (FIFOs, sockets, devices). Reads open with
   ``O_NONBLOCK`` and check ``fstat`` first, so a FIFO swapped in after listing is refused
   at once instead of blocking the reader forever.
@@ -36,6 +39,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from knowledge.documents import validate_document_path
 from knowledge.errors import InvalidScopeError, NotFoundError, ValidationError
 from knowledge.filters import matches_file_patterns
 from knowledge.model import FileProblem, IndexOptions
@@ -141,6 +145,16 @@ def _reader(real: str, real_root: str) -> Callable[[], bytes]:
     return read
 
 
+def _unnameable(rel: str) -> str | None:
+    """Why the API could never name ``rel`` as a document path (a control character, over
+    ``MAX_DOCUMENT_PATH_LENGTH``), so it is not indexed; ``None`` if it can."""
+    try:
+        validate_document_path(rel, "path")
+    except ValidationError as exc:
+        return f"path not indexed: {exc.message}"
+    return None
+
+
 def _scan(real_root: str, recursive: bool, listing: Listing[SourceDocument]) -> dict[str, _Found]:
     """Every regular file under ``real_root`` that is not hidden, by relative path."""
     found: dict[str, _Found] = {}
@@ -171,6 +185,10 @@ def _scan(real_root: str, recursive: bool, listing: Listing[SourceDocument]) -> 
                     if recursive and real not in visited:
                         walk(real, rel + "/")
                 elif os.path.isfile(real):
+                    problem = _unnameable(rel)
+                    if problem is not None:
+                        listing.skipped.append(FileProblem(rel, problem))
+                        continue
                     found[rel] = _Found(rel, real, os.stat(real).st_size)
             except OSError as exc:  # vanished or unreadable between scandir and stat
                 listing.errors.append(FileProblem(rel, f"cannot read: {exc}"))
