@@ -102,7 +102,9 @@ def _open_reader(args: argparse.Namespace) -> KnowledgeStore | KnowledgeClient:
 def _open_existing_store(args: argparse.Namespace) -> KnowledgeStore:
     """The local store a command only reads (search, status, documents, mcp). An embedded
     file that does not exist is an error, not a new empty index that answers "nothing
-    found" (a typo in ``--db``, or the default file while ``make run`` wrote another)."""
+    found" (a typo in ``--db``, the default file while ``make run`` wrote another, or a
+    relative ``--db`` that ``kb mcp`` resolves from its MCP client's own folder: a model
+    cannot tell that empty index from an empty scope). The path is shown absolute."""
     settings = StoreSettings.resolve(args.store, db_path=args.db, embedder_name=args.embedder)
     missing = (
         settings.kind == "embedded"
@@ -113,23 +115,8 @@ def _open_existing_store(args: argparse.Namespace) -> KnowledgeStore:
     if missing:
         raise ValidationError(
             "db",
-            f"no index file at {settings.db_path}; build one with `kb index DIR` or "
+            f"no index file at {settings.db_path.absolute()}; build one with `kb index DIR` or "
             "`kb serve ROOT` (make run writes .kb/local.db), or point --db (or KB_DB) at it",
-        )
-    return _open_store(args)
-
-
-def _open_existing_store(args: argparse.Namespace) -> KnowledgeStore:
-    """The local store ``kb mcp`` serves to a model. An embedded file that is not there is
-    refused, not created: a typo or a relative ``--db`` resolved from the MCP client's own
-    folder would otherwise be a new, empty index that answers every search with "No
-    relevant documents found" and that the model cannot tell from an empty one."""
-    settings = StoreSettings.resolve(args.store, db_path=args.db)
-    path = settings.db_path
-    if settings.kind == "embedded" and str(path) != ":memory:" and not path.exists():
-        raise ConfigurationError(
-            f"there is no index at {path.absolute()}: build one with `kb index DIR` or "
-            "`kb serve ROOT`, or give the --db of an existing one (an absolute path)"
         )
     return _open_store(args)
 
