@@ -43,7 +43,7 @@ from __future__ import annotations
 import concurrent.futures
 import contextvars
 import functools
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from knowledge.deadline import Deadline, current_deadline
@@ -155,12 +155,10 @@ def search(
     action = f"search {scope}" + (" (all contexts)" if query.cross_context else "")
     sources: dict[str, Mapping[str, Any]] = {}
 
-    def scores_of(
-        response: Mapping[str, Any], parse: Callable[[Mapping[str, Any]], list[queries.Hit]]
-    ) -> dict[str, float]:
+    def scores_of(hits: Sequence[queries.Hit]) -> dict[str, float]:
         scores: dict[str, float] = {}
         patterns = query.file_patterns
-        for hit in queries.newest_generations(parse(response)):
+        for hit in queries.newest_generations(hits):
             # The engine filtered already; this keeps the glob semantics exact.
             if patterns and not matches_file_patterns(
                 str(hit.source.get(DOCUMENT_PATH, "")), patterns
@@ -170,7 +168,17 @@ def search(
             sources[hit.id] = hit.source
         return scores
 
-    fused: list[Fused[str]]
+    def page_of(fused: list[Fused[str]]) -> list[Fused[str]]:
+        # After the newest-generation dedupe in scores_of: the cap and offset see one version.
+        return select(
+            fused,
+            query.min_score,
+            query.max_results,
+            offset=query.offset,
+            per_document=query.max_chunks_per_document,
+            document_of=lambda key: _document_of(sources[key]),
+        )
+
     # Vector candidates below it are none (fusion.above_floor): the embedder's floor.
     floor = 0.0 if embedder is None else relevance_floor(embedder.name)
     needed = query.offset + query.max_results
@@ -187,25 +195,15 @@ def search(
             else:
                 assert vector is not None
                 body = queries.vector_search_body(vector, filters, size, ef_search=config.ef_search)
-            response = connection.search(index, action, body)
-            hits = queries.parse_hits(response)
-            raw = scores_of(response, functools.partial(_parsed, hits))
+            hits = queries.parse_hits(connection.search(index, action, body))
+            raw = scores_of(hits)
             if mode is SearchMode.KEYWORD:
-                fused = keyword_only(raw)
+                chosen = page_of(keyword_only(raw))
             else:
-                fused = vector_only(above_floor(raw, floor))
-            document_of = functools.partial(_document_of_key, sources)
-            deeper = _read_deeper(
-                query,
-                size=size,
-                hits=hits,
-                raw=raw,
-                fused=fused,
-                floor=floor,
-                mode=mode,
-                document_of=document_of,
-            )
-            if not deeper:
+                chosen = page_of(vector_only(above_floor(raw, floor)))
+            if not _read_deeper(
+                query, size=size, hits=hits, raw=raw, chosen=chosen, floor=floor, mode=mode
+            ):
                 break
             size = _DEEPEST
     else:
@@ -242,8 +240,8 @@ def search(
                 connection, index, action, keyword_body, vector_body
             )
         fused = fuse_weighted(
-            scores_of(keyword_response, queries.parse_candidates),
-            above_floor(scores_of(vector_response, queries.parse_candidates), floor),
+            scores_of(queries.parse_candidates(keyword_response)),
+            above_floor(scores_of(queries.parse_candidates(vector_response)), floor),
             *hybrid_weights(
                 None if embedder is None else embedder.name,
                 config.keyword_weight,
@@ -251,15 +249,7 @@ def search(
                 cjk_query=has_cjk(query.text),
             ),
         )
-    # After the newest-generation dedupe in scores_of: the cap and offset see one version.
-    chosen = select(
-        fused,
-        query.min_score,
-        query.max_results,
-        offset=query.offset,
-        per_document=query.max_chunks_per_document,
-        document_of=lambda key: _document_of(sources[key]),
-    )
+        chosen = page_of(fused)
     if mode is SearchMode.HYBRID and chosen:
         ids = [item.key for item in chosen]
         page = connection.search(index, action, queries.chunks_by_id_body(ids, filters))
@@ -274,10 +264,9 @@ def _read_deeper(
     size: int,
     hits: Sequence[queries.Hit],
     raw: Mapping[str, float],
-    fused: Sequence[Fused[str]],
+    chosen: Sequence[Fused[str]],
     floor: float,
     mode: SearchMode,
-    document_of: Callable[[str], object],
 ) -> bool:
     """Whether a single-mode page must be read again at ``_DEEPEST`` (module docstring).
 
@@ -291,15 +280,7 @@ def _read_deeper(
     normalised = boundary / max(raw.values()) if mode is SearchMode.KEYWORD else boundary
     if normalised + 1e-9 < query.min_score or (mode is SearchMode.VECTOR and boundary < floor):
         return False
-    page = select(
-        fused,
-        query.min_score,
-        query.max_results,
-        offset=query.offset,
-        per_document=query.max_chunks_per_document,
-        document_of=document_of,
-    )
-    return len(page) < query.max_results or raw[page[-1].key] <= boundary
+    return len(chosen) < query.max_results or raw[chosen[-1].key] <= boundary
 
 
 def _search_both(
@@ -342,14 +323,6 @@ def _document_of(source: Mapping[str, Any]) -> object:
     if isinstance(document_id, str):
         return document_id
     return (str(source.get(CONTEXT, "")), str(source.get(DOCUMENT_PATH, "")))
-
-
-def _parsed(hits: list[queries.Hit], _response: Mapping[str, Any]) -> list[queries.Hit]:
-    return hits
-
-
-def _document_of_key(sources: Mapping[str, Mapping[str, Any]], key: str) -> object:
-    return _document_of(sources[key])
 
 
 def _result(source: Mapping[str, Any], item: Fused[str]) -> SearchResult:
