@@ -337,8 +337,7 @@ def _cmd_mcp(args: argparse.Namespace) -> int:
     from knowledge.mcp_server import serve_mcp
 
     scope = _scope(args)
-    backend = _open_client(args) if args.api_url else _open_existing_store(args)
-    with closing(backend):
+    with closing(_open_reader(args)) as backend:
         serve_mcp(
             backend,
             scope,

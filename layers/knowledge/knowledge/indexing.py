@@ -91,6 +91,7 @@ __all__ = [
     "IndexingStoreMixin",
     "document_fingerprint",
     "embeds_context_by_default",
+    "listing_problems",
 ]
 
 logger = logging.getLogger(__name__)
@@ -149,14 +150,11 @@ class _Run:
     reused: int = 0
 
     def take_listing_problems(self, listing: object, session: WriteSession) -> None:
-        # Sources may report what they left out while listing (knowledge.sources.Listing).
-        for name, target in (("skipped", self.skipped), ("errors", self.errors)):
-            problems = getattr(listing, name, None)
-            if isinstance(problems, list):
-                for problem in problems:
-                    if isinstance(problem, FileProblem):
-                        target.append(problem)
-                        _record(session, problem.path, problem.reason)
+        skipped, errors = listing_problems(listing)
+        for problems, target in ((skipped, self.skipped), (errors, self.errors)):
+            for problem in problems:
+                target.append(problem)
+                _record(session, problem.path, problem.reason)
 
     def skip(self, session: WriteSession, problem: FileProblem) -> None:
         self.skipped.append(problem)
@@ -597,6 +595,19 @@ def _over_limit_problem(document: SourceDocument, options: IndexOptions) -> File
 def _fail(session: WriteSession, run: _Run, problem: FileProblem) -> None:
     run.errors.append(problem)
     _record(session, problem.path, problem.reason)
+
+
+def listing_problems(listing: object) -> tuple[list[FileProblem], list[FileProblem]]:
+    """``(skipped, errors)``: what a source's listing left out and found wrong while
+    listing (``knowledge.sources.Listing``); none for a listing that reports nothing."""
+
+    def reported(name: str) -> list[FileProblem]:
+        problems = getattr(listing, name, None)
+        if not isinstance(problems, list):
+            return []
+        return [problem for problem in problems if isinstance(problem, FileProblem)]
+
+    return reported("skipped"), reported("errors")
 
 
 def _record(session: WriteSession, path: str, reason: str) -> None:

@@ -49,6 +49,7 @@ from pathlib import Path
 from typing import Literal
 
 from knowledge.errors import KnowledgeError
+from knowledge.indexing import listing_problems
 from knowledge.local.progress import IndexingProgress, ListedSource
 from knowledge.model import FileProblem, IndexOptions, IndexResult
 from knowledge.scope import KnowledgeScope, parse_object_key
@@ -395,7 +396,8 @@ class BucketWatcher:
                 for _, path, deleted in entries
                 if deleted and path not in documents and not path.endswith(SIDECAR_SUFFIX)
             }
-            to_record = _listing_problems(listing)
+            skipped_problems, error_problems = listing_problems(listing)
+            to_record = [*skipped_problems, *error_problems]
             reported = {problem.path for problem in to_record}
             # A problem of a file gone without a delete event (it went while no snapshot
             # saw it: before the watcher started, between a snapshot and a listing), or of
@@ -516,16 +518,6 @@ class BucketWatcher:
         thread, self._thread = self._thread, None
         if thread is not None:
             thread.join(timeout)
-
-
-def _listing_problems(listing: object) -> list[FileProblem]:
-    """What a source's listing left out or found wrong (``knowledge.sources.Listing``)."""
-    return [
-        problem
-        for name in ("skipped", "errors")
-        for problem in getattr(listing, name, ())
-        if isinstance(problem, FileProblem)
-    ]
 
 
 def _shown(path: str) -> str:

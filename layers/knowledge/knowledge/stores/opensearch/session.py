@@ -472,7 +472,7 @@ class OpenSearchWriteSession:
         if request.commits:
             cleanup = self._commit_records(request.commits, action, refresh_now)
             if cleanup:
-                self._send_cleanup(cleanup, action, refresh_now)
+                self._send_deletes(cleanup, action, refresh_now, "removal of a replaced version")
             elif refresh_now is not None and not self._refreshed:
                 # Rare: the records' request could not carry the wait (cleanup was expected).
                 self._connection.refresh(self._index)
@@ -486,26 +486,13 @@ class OpenSearchWriteSession:
             ready = [(path, doc_id) for path, doc_id in removals if path not in self._rejections]
         if not ready:
             return
-        lines = [serialize(queries.bulk_delete_action(i), self._serializer) for _, i in ready]
-        self._refreshed = self._refreshed or refresh is not None
         try:
-            answers = send_bulk(
-                self._connection,
-                self._index,
-                lines,
-                action,
-                retry=self._connection.retry,
-                refresh=refresh,
-            )
+            self._send_deletes(ready, action, refresh, "removal")
         except StoreUnavailableError:
             raise
         except KnowledgeError as exc:
             for path, _ in ready:
                 self._reject(path, "removal: " + str(exc))
-            return
-        for (path, _), info in zip(ready, answers, strict=False):
-            if not item_ok(info) and info.get("status") != 404:
-                self._reject(path, "removal: " + item_reason(info))
 
     def _note_server_id(self, path: str, info: Mapping[str, Any]) -> None:
         # Server-made ids (Serverless), kept to remove a generation that failed.
@@ -638,12 +625,15 @@ class OpenSearchWriteSession:
                 ids = self._server_ids.pop(commit.path, [])
         return [(commit.path, i) for i in ids]
 
-    def _send_cleanup(
-        self, cleanup: Sequence[tuple[str, str]], action: str, refresh: str | None
+    def _send_deletes(
+        self, deletes: Sequence[tuple[str, str]], action: str, refresh: str | None, what: str
     ) -> None:
-        lines = [
-            serialize(queries.bulk_delete_action(doc_id), self._serializer) for _, doc_id in cleanup
-        ]
+        """Delete the ids of ``deletes`` (``(path, id)``) in one bulk request; an item that
+        fails (404, already gone, is fine) rejects its path with ``what: <reason>``."""
+        lines = [serialize(queries.bulk_delete_action(i), self._serializer) for _, i in deletes]
+        # The request carries the refresh (counted as sent even if it then fails: a failed
+        # request fails the session or rejects its documents).
+        self._refreshed = self._refreshed or refresh is not None
         answers = send_bulk(
             self._connection,
             self._index,
@@ -652,10 +642,9 @@ class OpenSearchWriteSession:
             retry=self._connection.retry,
             refresh=refresh,
         )
-        self._refreshed = self._refreshed or refresh is not None
-        for (path, _), info in zip(cleanup, answers, strict=True):
+        for (path, _), info in zip(deletes, answers, strict=True):
             if not item_ok(info) and info.get("status") != 404:
-                self._reject(path, "removal of a replaced version: " + item_reason(info))
+                self._reject(path, f"{what}: " + item_reason(info))
 
     def _reject(self, path: str, reason: str, *, plain: bool = False) -> None:
         with self._state_lock:
