@@ -464,6 +464,22 @@ def test_a_score_probe_tells_another_agents_words_only_in_a_shared_index(
 # --- the search function: its budget comes from the invocation's remaining time ------------
 
 
+def _functions_through(
+    proxy: FaultProxy, node: NodeIndex, monkeypatch: pytest.MonkeyPatch, **settings: str
+) -> None:
+    """The Lambda functions' environment: fake AWS, the node's index behind ``proxy``, the
+    hashing embedder, the test bucket, and ``settings`` on top."""
+    use_fake_aws(monkeypatch)
+    for name, value in {
+        "OPENSEARCH_URL": proxy.url,
+        "OPENSEARCH_INDEX": node.index,
+        "EMBEDDING_PROVIDER": "hashing",
+        "DOCUMENTS_BUCKET": BUCKET,
+        **settings,
+    }.items():
+        monkeypatch.setenv(name, value)
+
+
 @dataclass
 class _ShortContext(LambdaContext):
     remaining_ms: int = 4_000
@@ -480,17 +496,14 @@ def test_the_search_function_answers_503_before_its_invocation_ends_when_the_nod
     runbooks = KnowledgeScope("ops-bot", "runbooks")
     with OpenSearchKnowledgeStore(node.config(), embedder=open_embedder("hashing")) as writer:
         assert writer.upsert_document(runbooks, document("deploy.md", "# Deploy\n\nrollback")).ok
-    use_fake_aws(monkeypatch)
-    for name, value in {
-        "OPENSEARCH_URL": proxy.url,
-        "OPENSEARCH_INDEX": node.index,
-        "EMBEDDING_PROVIDER": "hashing",
-        "DOCUMENTS_BUCKET": BUCKET,
+    _functions_through(
+        proxy,
+        node,
+        monkeypatch,
         # tries of 60 s: only the invocation's own time can end the search in seconds
-        "OPENSEARCH_SEARCH_TIMEOUT": "60",
-        "OPENSEARCH_SEARCH_BUDGET": "120",
-    }.items():
-        monkeypatch.setenv(name, value)
+        OPENSEARCH_SEARCH_TIMEOUT="60",
+        OPENSEARCH_SEARCH_BUDGET="120",
+    )
     search = load_handler("search", monkeypatch)
     event = load_event("api_search.json")
     event["body"], event["isBase64Encoded"] = json.dumps({"query": "rollback"}), False
@@ -571,19 +584,16 @@ def test_the_indexer_fails_a_record_before_its_invocation_ends_when_the_node_han
     runbooks = KnowledgeScope("ops-bot", "runbooks")
     with OpenSearchKnowledgeStore(node.config(), embedder=open_embedder("hashing")) as writer:
         assert writer.upsert_document(runbooks, document("old.md", "# Old\n\nrollback")).ok
-    use_fake_aws(monkeypatch)
-    for name, value in {
-        "OPENSEARCH_URL": proxy.url,
-        "OPENSEARCH_INDEX": node.index,
-        "EMBEDDING_PROVIDER": "hashing",
-        "DOCUMENTS_BUCKET": BUCKET,
+    _functions_through(
+        proxy,
+        node,
+        monkeypatch,
         # one write try of 60 s: only the invocation's own time can end it sooner
-        "OPENSEARCH_TIMEOUT": "60",
-        "OPENSEARCH_MAX_RETRIES": "0",
-        "TIME_RESERVE_SECONDS": "30",
-        "RETRY_BASE_SECONDS": "0",
-    }.items():
-        monkeypatch.setenv(name, value)
+        OPENSEARCH_TIMEOUT="60",
+        OPENSEARCH_MAX_RETRIES="0",
+        TIME_RESERVE_SECONDS="30",
+        RETRY_BASE_SECONDS="0",
+    )
     indexer = load_handler("indexer", monkeypatch)
     key = "ops-bot/runbooks/deploy.md"
     event = sqs_event(s3_notification("ObjectCreated:Put", key, "0065F2A1B3C4D50001"))

@@ -198,6 +198,47 @@ def test_deleting_every_version_removes_the_document(bucket):
     assert bucket.found("argo") == []
 
 
+@contextlib.contextmanager
+def _first_container_held_after_its_read(
+    bucket: Versioned, event: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> Iterator[tuple[ModuleType, list[Any]]]:
+    """Container A handles ``event`` on a thread and is held right after it read the
+    document (its bytes in hand; sidecar reads and the test's own calls go through). The
+    block runs meanwhile, with container B (another instance of the indexer function on
+    the same settings and store) and A's answers, filled once A is done. On leaving, A
+    goes on and is waited for."""
+    reading = threading.Event()
+    release = threading.Event()
+    holder = threading.get_ident()
+    document_read = threading.local()
+
+    def note_the_read(params: dict[str, Any], **_: Any) -> None:
+        document_read.key = params.get("Key")
+
+    def hold_after_the_read(**_: Any) -> None:
+        if getattr(document_read, "key", None) == KEY and threading.get_ident() != holder:
+            reading.set()
+            assert release.wait(60), "the test never released the read"
+
+    bucket.s3.meta.events.register("provide-client-params.s3.GetObject", note_the_read)
+    bucket.s3.meta.events.register("after-call.s3.GetObject", hold_after_the_read)
+    answers: list[Any] = []
+    container_a = threading.Thread(
+        target=lambda: answers.append(bucket.module.lambda_handler(event, LambdaContext()))
+    )
+    container_a.start()
+    try:
+        assert reading.wait(60), "container A never read the object"
+        container_b = load_handler("indexer", monkeypatch)
+        container_b.container.settings = bucket.module.container.settings
+        container_b.container.indexer = bucket.module.container.indexer
+        yield container_b, answers
+    finally:
+        release.set()
+        container_a.join(60)
+    assert not container_a.is_alive()
+
+
 @pytest.mark.opensearch
 def test_a_delete_processed_while_an_older_create_is_in_flight_wins(opensearch_bucket, monkeypatch):
     """Two indexer containers: A reads the object for its create event and is slow; the
@@ -205,45 +246,15 @@ def test_a_delete_processed_while_an_older_create_is_in_flight_wins(opensearch_b
     then A writes what it read. The index must not keep a document the bucket no longer
     has (it did: the deleted content stayed searchable until a reindex)."""
     bucket = opensearch_bucket
-    reading = threading.Event()
-    release = threading.Event()
-    holder = threading.get_ident()
-
-    document_read = threading.local()
-
-    def note_the_read(params: dict[str, Any], **_: Any) -> None:
-        document_read.key = params.get("Key")
-
-    def hold_after_the_read(**_: Any) -> None:
-        # Only container A's read of the document waits (its bytes in hand); sidecar
-        # reads and the test's own calls go through.
-        if getattr(document_read, "key", None) == KEY and threading.get_ident() != holder:
-            reading.set()
-            assert release.wait(60), "the test never released the read"
-
     bucket.s3.put_object(Bucket=BUCKET, Key=KEY, Body=ALPHA.encode())
     create = sqs_event(s3_notification("ObjectCreated:Put", KEY, "0065F2A1B3C4D50001"))
-    bucket.s3.meta.events.register("provide-client-params.s3.GetObject", note_the_read)
-    bucket.s3.meta.events.register("after-call.s3.GetObject", hold_after_the_read)
-    answers: list[Any] = []
-    container_a = threading.Thread(
-        target=lambda: answers.append(bucket.module.lambda_handler(create, LambdaContext()))
-    )
-    container_a.start()
-    try:
-        assert reading.wait(60), "container A never read the object"
+    held = _first_container_held_after_its_read(bucket, create, monkeypatch)
+    with held as (container_b, answers):
         bucket.s3.delete_object(Bucket=BUCKET, Key=KEY)  # a delete marker
-        container_b = load_handler("indexer", monkeypatch)
-        container_b.container.settings = bucket.module.container.settings
-        container_b.container.indexer = bucket.module.container.indexer
         delete = sqs_event(
             s3_notification("ObjectRemoved:DeleteMarkerCreated", KEY, "0065F2A1B3C4D50002")
         )
         assert container_b.lambda_handler(delete, LambdaContext()) == {"batchItemFailures": []}
-    finally:
-        release.set()
-        container_a.join(60)
-    assert not container_a.is_alive()
     assert answers == [{"batchItemFailures": []}]
     assert bucket.found("helm") == []
 
@@ -256,40 +267,12 @@ def test_a_versionless_write_in_flight_does_not_replace_a_newer_version(
     for one and is slow; v2 is uploaded and container B indexes it; then A writes what
     it read. The index must end at v2 (it ended at v1, with v2 in the bucket)."""
     bucket = opensearch_bucket
-    reading = threading.Event()
-    release = threading.Event()
-    holder = threading.get_ident()
-    document_read = threading.local()
-
-    def note_the_read(params: dict[str, Any], **_: Any) -> None:
-        document_read.key = params.get("Key")
-
-    def hold_after_the_read(**_: Any) -> None:
-        if getattr(document_read, "key", None) == KEY and threading.get_ident() != holder:
-            reading.set()
-            assert release.wait(60), "the test never released the read"
-
     bucket.put(ALPHA)
     reindex = sqs_event(reindex_message_body(BUCKET, KEY))
-    bucket.s3.meta.events.register("provide-client-params.s3.GetObject", note_the_read)
-    bucket.s3.meta.events.register("after-call.s3.GetObject", hold_after_the_read)
-    answers: list[Any] = []
-    container_a = threading.Thread(
-        target=lambda: answers.append(bucket.module.lambda_handler(reindex, LambdaContext()))
-    )
-    container_a.start()
-    try:
-        assert reading.wait(60), "container A never read the object"
+    with _first_container_held_after_its_read(bucket, reindex, monkeypatch) as (container_b, _):
         bucket.s3.put_object(Bucket=BUCKET, Key=KEY, Body=BRAVO.encode())
-        container_b = load_handler("indexer", monkeypatch)
-        container_b.container.settings = bucket.module.container.settings
-        container_b.container.indexer = bucket.module.container.indexer
         put = sqs_event(s3_notification("ObjectCreated:Put", KEY, "0065F2A1B3C4D6FFFF"))
         assert container_b.lambda_handler(put, LambdaContext()) == {"batchItemFailures": []}
-    finally:
-        release.set()
-        container_a.join(60)
-    assert not container_a.is_alive()
     assert bucket.found("argo") == ["deploy.md"]
     assert bucket.found("helm") == []
     # A's record, if it was handed back, brings nothing older when it comes again.

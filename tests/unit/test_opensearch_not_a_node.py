@@ -6,12 +6,12 @@ would otherwise be told "No relevant documents found" by a knowledge base it can
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
+from json_http import serving
 
 from knowledge.embedding.hashing import HashingEmbedder
 from knowledge.errors import StoreError
@@ -45,13 +45,8 @@ class _NotFoundEverywhere(BaseHTTPRequestHandler):
 def not_a_node() -> Iterator[str]:
     server = ThreadingHTTPServer(("127.0.0.1", 0), _NotFoundEverywhere)
     server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serving(server) as url:
+        yield url
 
 
 def _store(url: str) -> OpenSearchKnowledgeStore:
