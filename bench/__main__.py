@@ -29,6 +29,7 @@ COMMANDS = {
     "scale": "OpenSearch store: one index growing 25x over 1,000 scopes (HNSW, recall, bytes)",
     "bm25": "man-pages keyword MRR@10 under other BM25 k1/b on the real node (a probe)",
     "korean-analysis": "Korean keyword analysis speed: MeCab-ko morphemes vs Hangul bigrams",
+    "hybrid-page": "hybrid: the page read as a second request vs one-request alternatives",
     "rerank": "search latency with the Bedrock reranking stage (fake endpoint) vs without",
     "report": "write bench/REPORT.md and the plots from bench/results/*.json",
 }
@@ -41,6 +42,7 @@ MODULES = {
     "pdf-throughput": "document_throughput",
     "embedding-pool": "embedding_pool",
     "korean-analysis": "korean_analysis",
+    "hybrid-page": "hybrid_page",
 }
 
 

@@ -1026,6 +1026,7 @@ def main(args: argparse.Namespace) -> None:
     from bench.report_ranking import (  # after 3b
         hybrid_fetch_section,
         hybrid_ids_section,
+        hybrid_page_section,
         hybrid_python_section,
         rerank_section,
     )
@@ -1034,6 +1035,7 @@ def main(args: argparse.Namespace) -> None:
     rerank_section(report)
     hybrid_ids_section(report)
     hybrid_python_section(report)
+    hybrid_page_section(report)
     coldstart_section(report)
     memory_section(report)
     from bench.report_documents import documents_section  # it imports this module's helpers
