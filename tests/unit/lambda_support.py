@@ -4,12 +4,16 @@ structured logs and EMF metrics Powertools prints, and SQS messages as Lambda se
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import http.server
 import importlib.util
 import json
 import logging
 import sys
+import threading
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -65,6 +69,33 @@ def create_bucket_and_queue(s3: Any, sqs: Any, **queue_attributes: str) -> tuple
         "Attributes"
     ]["QueueArn"]
     return queue_url, queue_arn
+
+
+class _Silent(http.server.BaseHTTPRequestHandler):
+    """An AWS endpoint that takes the request and never answers (a hung connection)."""
+
+    def log_message(self, format: str, *args: Any) -> None:
+        return
+
+    def do_HEAD(self) -> None:
+        self.server.release.wait(600)  # type: ignore[attr-defined]
+
+    do_GET = do_POST = do_HEAD
+
+
+@contextlib.contextmanager
+def silent_endpoint() -> Iterator[str]:
+    """The URL of a loopback endpoint that hangs every request until the block ends."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Silent)
+    server.daemon_threads = True
+    server.release = threading.Event()  # type: ignore[attr-defined]
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.release.set()  # type: ignore[attr-defined]
+        server.shutdown()
+        server.server_close()
 
 
 def use_fake_aws(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from typing import Any
 
 import boto3
 import pytest
-from lambda_support import use_fake_aws
+from lambda_support import silent_endpoint, use_fake_aws
 from moto import mock_aws
 
 from knowledge.errors import ConfigurationError
@@ -129,3 +130,20 @@ def test_importing_the_module_does_not_import_boto3_or_powertools():
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "False"
+
+
+def test_a_hung_secrets_manager_fails_the_read_inside_the_functions_timeout(monkeypatch):
+    # botocore's defaults (60 s per read, five attempts) would hold the read for up to
+    # five minutes, past the search function's 29 s: API Gateway would answer 504
+    # instead of the function's JSON 503, and the indexer would spend its invocation.
+    # The default client gives up like the S3 and SQS ones (knowledge.aws_clients).
+    use_fake_aws(monkeypatch)
+    arn = "arn:aws:secretsmanager:us-east-1:123456789012:secret:kb/opensearch-AbCdEf"
+    with silent_endpoint() as url:
+        monkeypatch.setenv("AWS_ENDPOINT_URL_SECRETS_MANAGER", url)
+        started = time.monotonic()
+        with pytest.raises(ConfigurationError) as raised:
+            read_secret(arn)
+        elapsed = time.monotonic() - started
+    assert elapsed < 120.0  # ~20 s: two attempts of 10 s; botocore's defaults: 300 s
+    assert arn in str(raised.value)

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import http.server
 import json
-import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -12,7 +10,7 @@ from typing import Any
 import boto3
 import pytest
 from botocore.exceptions import BotoCoreError, ClientError
-from lambda_support import use_fake_aws
+from lambda_support import silent_endpoint, use_fake_aws
 from moto import mock_aws
 
 from knowledge.errors import ConfigurationError, NotFoundError
@@ -253,38 +251,17 @@ def test_other_s3_errors_propagate_for_the_caller_to_retry():
         source.get_document(SCOPE, "x.md")
 
 
-class _Silent(http.server.BaseHTTPRequestHandler):
-    """An S3 endpoint that takes the request and never answers (a hung connection)."""
-
-    release = threading.Event()
-
-    def log_message(self, format: str, *args: Any) -> None:
-        return
-
-    def do_HEAD(self) -> None:
-        self.release.wait(600)
-
-    do_GET = do_HEAD
-
-
 def test_a_hung_s3_endpoint_fails_the_call_inside_the_indexers_reserve(monkeypatch):
     # botocore's defaults (60 s to connect and per read, five attempts) would hold one
     # head for up to five minutes: the whole invocation. The source's own client must
     # give up well inside TIME_RESERVE_SECONDS (30 s), so the record fails and the batch
     # answers in time (120 s: room for a loaded machine, far below botocore's defaults).
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Silent)
-    server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, daemon=True).start()
     use_fake_aws(monkeypatch)
-    monkeypatch.setenv("AWS_ENDPOINT_URL_S3", f"http://127.0.0.1:{server.server_address[1]}")
-    source = S3DocumentSource("kb-bucket")
-    started = time.monotonic()
-    try:
+    with silent_endpoint() as url:
+        monkeypatch.setenv("AWS_ENDPOINT_URL_S3", url)
+        source = S3DocumentSource("kb-bucket")
+        started = time.monotonic()
         with pytest.raises(BotoCoreError):
             source.get_document(KnowledgeScope("ops-bot", "runbooks"), "deploy.md")
         elapsed = time.monotonic() - started
-    finally:
-        _Silent.release.set()
-        server.shutdown()
-        server.server_close()
     assert elapsed < 120.0

@@ -1,4 +1,5 @@
-"""boto3 clients whose calls end in a bounded time (S3 and SQS on the Lambda paths).
+"""boto3 clients whose calls end in a bounded time (S3, SQS and Secrets Manager on the
+Lambda paths).
 
 botocore's defaults wait 60 s to connect and 60 s per read, and try a call up to five
 times: a hung endpoint holds one call for up to five minutes, longer than the indexer's
@@ -20,8 +21,11 @@ READ_TIMEOUT_SECONDS = 10
 MAX_ATTEMPTS = 2
 
 
-def bounded_client(service: Literal["s3", "sqs"]) -> Any:
-    """``boto3.client(service)`` with the bounded timeouts and retries above."""
+def bounded_client(
+    service: Literal["s3", "sqs", "secretsmanager"], *, region_name: str | None = None
+) -> Any:
+    """``boto3.client(service)`` (in ``region_name``, else the process's region) with
+    the bounded timeouts and retries above."""
     import boto3
     from botocore.config import Config
 
@@ -30,4 +34,4 @@ def bounded_client(service: Literal["s3", "sqs"]) -> Any:
         read_timeout=READ_TIMEOUT_SECONDS,
         retries={"mode": "standard", "total_max_attempts": MAX_ATTEMPTS},
     )
-    return boto3.client(service, config=config)
+    return boto3.client(service, region_name=region_name, config=config)

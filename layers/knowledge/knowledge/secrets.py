@@ -10,7 +10,9 @@ the latest ``max_age`` seconds after rotation, and at once by a caller that sees
 value refused (``SecretReader.refresh``: the OpenAI client does so on a 401).
 
 ``boto3`` and Powertools are imported on the first read, not at import (Lambda cold
-start). The value never appears in an error message.
+start). The default client ends a hung read in bounded time (``knowledge.aws_clients``),
+so a Secrets Manager that does not answer fails the request inside the function's
+timeout. The value never appears in an error message.
 
 A secret string is either the value itself or a JSON object holding it in a field
 (``{"api_key": "sk-..."}``, the form the console's key/value editor writes).
@@ -22,6 +24,7 @@ import json
 import threading
 from typing import Any
 
+from knowledge.aws_clients import bounded_client
 from knowledge.errors import ConfigurationError
 
 __all__ = [
@@ -66,10 +69,8 @@ def _provider(arn: str, client: Any | None) -> Any:
     with _lock:
         found = _providers.get(key)
         if found is None:
-            if client is None:
-                import boto3  # only when a secret is first needed
-
-                client = boto3.client("secretsmanager", region_name=_region_of(arn))
+            if client is None:  # boto3 loads here, when a secret is first needed
+                client = bounded_client("secretsmanager", region_name=_region_of(arn))
             found = (SecretsProvider(boto3_client=client), client)
             _providers[key] = found
         return found[0]
