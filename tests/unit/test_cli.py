@@ -206,9 +206,30 @@ def test_search_is_scoped(docs: Path, db: Path, capsys: pytest.CaptureFixture[st
     assert [r["document_path"] for r in json.loads(out)["results"]] == ["rollback.md"]
 
 
+def test_search_pages_with_offset_and_the_per_document_cap(
+    docs: Path, db: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    index(docs, db, capsys)
+    argv = ["search", "rollback database helm", *scope_args(db), "--mode", "keyword", "--json"]
+
+    def found(*extra: str) -> list[tuple[str, int]]:
+        code, out, _ = run([*argv, *extra], capsys)
+        assert code == 0
+        return [(r["document_path"], r["chunk_index"]) for r in json.loads(out)["results"]]
+
+    both = found("-k", "2")
+    assert len(both) == 2
+    assert found("-k", "1") == both[:1]
+    assert found("-k", "1", "--offset", "1") == both[1:]
+    capped = found("-k", "10", "--max-chunks-per-document", "1")
+    assert len({path for path, _ in capped}) == len(capped)
+
+
 @pytest.mark.parametrize(
     ("extra", "fragment"),
     [
+        (["--offset", "-1"], "kb: error: offset: must be"),
+        (["--max-chunks-per-document", "0"], "kb: error: max_chunks_per_document: must be"),
         (["--min-score", "1.5"], "kb: error: min_score: must be between 0 and 1"),
         (["--meta", "team"], "kb: error: metadata: 'team' is not of the form KEY=VALUE"),
         (["--filter", "{nope"], "kb: error: filter: is not valid JSON"),

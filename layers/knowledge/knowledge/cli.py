@@ -4,7 +4,8 @@
 
     kb index DIR --agent A --context C [--pattern GLOB ...] [--reindex] [--json]
     kb search "query" --agent A --context C [--mode M] [-k N] [--min-score X]
-              [--pattern GLOB ...] [--meta KEY=VALUE ...] [--cross-context] [--json]
+              [--offset N] [--max-chunks-per-document N] [--pattern GLOB ...]
+              [--meta KEY=VALUE ...] [--filter JSON] [--cross-context] [--json]
     kb status --agent A --context C [--json]
     kb documents --agent A --context C [--limit N] [--cursor C] [--json]
     kb reindex --agent A --context C [--json]
@@ -57,7 +58,12 @@ from knowledge.errors import (
 )
 from knowledge.indexing import REASON_UNCHANGED
 from knowledge.local.progress import ListedSource, ProgressBar
-from knowledge.model import IndexOptions, IndexResult, SearchMode
+from knowledge.model import (
+    DEFAULT_MAX_CHUNKS_PER_DOCUMENT,
+    IndexOptions,
+    IndexResult,
+    SearchMode,
+)
 from knowledge.scope import KnowledgeScope
 from knowledge.source import DocumentSource
 from knowledge.store import KnowledgeStore
@@ -238,8 +244,11 @@ def _cmd_search(args: argparse.Namespace) -> int:
         "query": args.query,
         "max_results": args.k,
         "min_score": args.min_score,
+        "offset": args.offset,
         "cross_context": args.cross_context,
     }
+    if args.max_chunks_per_document is not None:
+        request["max_chunks_per_document"] = args.max_chunks_per_document
     if args.mode is not None:
         request["mode"] = args.mode
     if args.pattern:
@@ -483,6 +492,20 @@ def build_parser() -> argparse.ArgumentParser:
         "-k", "--max-results", dest="k", type=_positive_int, default=5, help="default 5"
     )
     search.add_argument("--min-score", type=float, default=0.0, help="in [0, 1]; default 0")
+    search.add_argument(
+        "--offset",
+        type=int,
+        default=0,
+        metavar="N",
+        help="skip the first N results (the next page: --offset K with -k K); default 0",
+    )
+    search.add_argument(
+        "--max-chunks-per-document",
+        type=int,
+        metavar="N",
+        help="at most N chunks of one document in the results "
+        f"(default {DEFAULT_MAX_CHUNKS_PER_DOCUMENT})",
+    )
     search.add_argument(
         "--pattern", action="append", metavar="GLOB", help="only documents whose path matches"
     )
