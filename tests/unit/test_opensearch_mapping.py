@@ -96,7 +96,7 @@ def test_index_body_for_a_vector_store() -> None:
     assert mappings["dynamic"] == "strict"
     assert mappings["_meta"] == {
         "knowledge": {
-            "schema_version": 3,
+            "schema_version": 4,
             "analysis": ANALYSIS,
             "embedding_model": "openai:small",
             "embedding_dimensions": 384,
@@ -124,21 +124,18 @@ def test_index_body_for_a_vector_store() -> None:
     assert properties["content_hash"] == {"type": "keyword"}
     assert properties["version"] == {"type": "keyword"}
     assert properties["indexed_at"] == {"type": "date"}
-    assert properties["metadata"] == {"type": "object", "dynamic": True}
-    # Every scalar of user metadata is a keyword: one term filter fits all.
-    templates = mappings["dynamic_templates"]
-    kinds = {next(iter(t.values()))["match_mapping_type"] for t in templates}
-    assert kinds == {"string", "long", "double", "boolean"}
-    for template in templates:
-        spec = next(iter(template.values()))
-        assert spec["path_match"] == "metadata.*"
-        assert spec["mapping"]["type"] == "keyword"
+    # User metadata makes no field (one tenant's keys cannot use up the index's fields):
+    # kept in _source, filtered through key/value terms of two fixed keyword fields.
+    assert properties["metadata"] == {"type": "object", "enabled": False}
+    assert properties["metadata_terms"] == {"type": "keyword", "ignore_above": 8191}
+    assert properties["metadata_numbers"] == {"type": "keyword", "ignore_above": 8191}
+    assert "dynamic_templates" not in mappings
 
 
 def test_index_body_without_embedder_has_no_vector_field() -> None:
     body = index_body(vector_dimensions=None, embedding_model=None)
     assert "embedding" not in body["mappings"]["properties"]
-    assert body["mappings"]["_meta"] == {"knowledge": {"schema_version": 3, "analysis": ANALYSIS}}
+    assert body["mappings"]["_meta"] == {"knowledge": {"schema_version": 4, "analysis": ANALYSIS}}
 
 
 def test_serverless_index_body_leaves_shards_to_the_service() -> None:
@@ -227,6 +224,14 @@ def test_chunk_record_carries_scope_document_facts_content_and_vector() -> None:
             "title": "Deploy",
             "heading_path": ["Deploy", "Rollback"],
         },
+        # The same metadata as key/value terms, what filters read (metadata_pairs).
+        "metadata_terms": [
+            "source_key\x1fops-bot/runbooks/guides/deploy.md",
+            "team\x1fplatform",
+            "title\x1fDeploy",
+            "heading_path\x1fDeploy",
+            "heading_path\x1fRollback",
+        ],
         # Title and heading path, for the keyword side (knowledge.headings).
         "headings": "Deploy > Rollback",
         "embedding": [0.5, 1.0],

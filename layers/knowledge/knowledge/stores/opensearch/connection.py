@@ -194,6 +194,12 @@ class Connection:
                 self._layouts[index] = layout
         return True
 
+    def metadata_pairs(self, index: str) -> bool:
+        """Whether ``index`` (opened with ``open_index``) holds metadata as key/value terms
+        (schema 4, ``metadata_pairs``); an index not read yet is taken to be new."""
+        layout = self._layouts.get(index)
+        return True if layout is None else layout.metadata_pairs
+
     def _read_layout(self, index: str, *, create: bool) -> IndexLayout | None:
         from opensearchpy.exceptions import NotFoundError, RequestError
 

@@ -6,11 +6,15 @@ into the same filter list as the scope (``queries.query_filters``), so it is app
 inside the kNN clause for vector search and in the ``bool`` filter for keyword search,
 and can never widen the scope.
 
-Fields (``mapping``): a metadata key ``k`` is ``metadata.k`` (a keyword: strings, numbers
-by their JSON spelling, booleans as ``true``/``false``) for string comparisons and
-``metadata.k.number`` (a ``double`` sub-field, filled from JSON numbers and from strings
-that spell one) for numeric comparisons; ``document_path`` is the keyword field of that
-name and ``indexed_at`` the ``date`` field.
+Fields: ``document_path`` is the keyword field of that name and ``indexed_at`` the
+``date`` field. A metadata key ``k``, in an index of schema 4 (``pairs``), is the terms
+``k\x1f<text>`` of ``metadata_terms`` for string comparisons and ``k\x1f<number code>`` of
+``metadata_numbers`` for numeric ones (``metadata_pairs``): an equality is a ``term``, an
+order comparison a ``range`` held inside the key's terms (``metadata_pairs.key_range``),
+``starts_with`` a ``prefix`` and ``contains`` a ``wildcard`` behind the key. In an older
+index it is ``metadata.k`` (a keyword: strings, numbers by their JSON spelling, booleans
+as ``true``/``false``) for string comparisons and ``metadata.k.number`` (a ``double``
+sub-field, filled from JSON numbers and from strings that spell one) for numeric ones.
 """
 
 from __future__ import annotations
@@ -29,8 +33,15 @@ from knowledge.search_filter import (
     Not,
 )
 from knowledge.stores.opensearch.mapping import METADATA, NUMBER_SUBFIELD
+from knowledge.stores.opensearch.metadata_pairs import (
+    METADATA_NUMBERS,
+    METADATA_TERMS,
+    key_range,
+    number_term,
+    text_term,
+)
 
-__all__ = ["COMPARISON_QUERIES", "comparison_field", "filter_query"]
+__all__ = ["COMPARISON_QUERIES", "comparison_field", "filter_query", "pair_query"]
 
 Query = dict[str, Any]
 
@@ -97,14 +108,51 @@ COMPARISON_QUERIES: Final[Mapping[str, Callable[[str, Any], Query]]] = {
 """Operator -> the function building its query from (field, value)."""
 
 
-def filter_query(node: FilterNode) -> Query:
-    """The OpenSearch query (filter context) for a parsed filter."""
+_ORDER_BOUNDS: Final = {
+    "gt": ("gt", "lt"),
+    "gte": ("gte", "lt"),
+    "lt": ("lt", "gte"),
+    "lte": ("lte", "gte"),
+}
+"""An order operator -> (its own bound, the bound that keeps the range inside the key)."""
+
+
+def pair_query(comparison: Comparison) -> Query:
+    """A comparison on a metadata key of a schema-4 index (module docstring)."""
+    key, op, value = comparison.field, comparison.op, comparison.value
+    numeric = comparison.numeric
+    field = METADATA_NUMBERS if numeric else METADATA_TERMS
+
+    def term(item: Any) -> str:
+        return number_term(key, item) if numeric else text_term(key, str(item))
+
+    if op in ("eq", "ne"):
+        found: Query = {"term": {field: term(value)}}
+    elif op in ("in", "nin"):
+        assert isinstance(value, tuple)
+        found = {"terms": {field: [term(item) for item in value]}}
+    elif op in _ORDER_BOUNDS:
+        own, keep = _ORDER_BOUNDS[op]
+        lowest, above = key_range(key)
+        found = {"range": {field: {own: term(value), keep: above if keep == "lt" else lowest}}}
+    elif op == "starts_with":
+        found = {"prefix": {field: {"value": term(value)}}}
+    else:  # contains: strings only (search_filter)
+        pattern = f"{_wildcard_literal(text_term(key, ''))}*{_wildcard_literal(str(value))}*"
+        found = {"wildcard": {field: {"value": pattern}}}
+    return {"bool": {"must_not": [found]}} if op in ("ne", "nin") else found
+
+
+def filter_query(node: FilterNode, *, pairs: bool = False) -> Query:
+    """The OpenSearch query (filter context) for a parsed filter; ``pairs``: the index
+    holds metadata as key/value terms (schema 4, ``metadata_pairs``)."""
     if isinstance(node, AllOf):
-        return {"bool": {"filter": [filter_query(c) for c in node.children]}}
+        return {"bool": {"filter": [filter_query(c, pairs=pairs) for c in node.children]}}
     if isinstance(node, AnyOf):
-        return {
-            "bool": {"should": [filter_query(c) for c in node.children], "minimum_should_match": 1}
-        }
+        children = [filter_query(c, pairs=pairs) for c in node.children]
+        return {"bool": {"should": children, "minimum_should_match": 1}}
     if isinstance(node, Not):
-        return {"bool": {"must_not": [filter_query(node.child)]}}
+        return {"bool": {"must_not": [filter_query(node.child, pairs=pairs)]}}
+    if pairs and node.field not in (DOCUMENT_PATH, INDEXED_AT):
+        return pair_query(node)
     return COMPARISON_QUERIES[node.op](comparison_field(node), node.value)

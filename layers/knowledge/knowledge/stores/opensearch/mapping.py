@@ -35,6 +35,12 @@ and ``headings_ko`` (analysis version 4); a keyword query matches them with the 
 ``OpenSearchConfig.headings_weight`` (``knowledge.headings``, ``queries``). The returned
 ``content`` is never changed.
 
+User metadata makes no mapping field: the ``metadata`` object is kept in ``_source`` only
+and filters read its key/value terms (``metadata_terms``, ``metadata_numbers``; schema 4,
+``metadata_pairs``), so what tenants write never grows the shared index's mapping. An
+index of schema 3 or older keeps one dynamic field per key (``SCHEMA3_METADATA_TEMPLATES``),
+which its filters still read (``IndexLayout.metadata_pairs``).
+
 The vector field is ``knn_vector`` with an explicit method (HNSW, cosine similarity) on
 an engine that filters inside the knn clause (``lucene``; ``faiss`` on Serverless), and
 explicit HNSW parameters ``m`` and ``ef_construction`` (``OpenSearchConfig.hnsw_m``,
@@ -71,6 +77,12 @@ from knowledge.errors import AnalysisMismatchError, EmbeddingMismatchError
 from knowledge.model import DocumentChunk
 from knowledge.scope import KnowledgeScope
 from knowledge.store import DocumentHeader
+from knowledge.stores.opensearch.metadata_pairs import (
+    METADATA_NUMBERS,
+    METADATA_TERMS,
+    TERM_MAX_CHARS,
+    metadata_terms,
+)
 from knowledge.text import ANALYSIS, STOP_WORDS, korean_terms
 
 __all__ = [
@@ -103,6 +115,7 @@ __all__ = [
     "RECORD_CHUNK",
     "RECORD_DOCUMENT",
     "RECORD_PROPERTIES",
+    "SCHEMA3_METADATA_TEMPLATES",
     "SCHEMA_VERSION",
     "SIZE",
     "SOURCE_FIELDS",
@@ -151,7 +164,7 @@ RECORD_DOCUMENT = "document"
 CJK_ANALYZER = "knowledge_cjk"
 ENGLISH_ANALYZER = "knowledge_english"
 META_KEY = "knowledge"
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 SOURCE_FIELDS: tuple[str, ...] = (
     AGENT,
@@ -168,13 +181,12 @@ SOURCE_FIELDS: tuple[str, ...] = (
 NUMBER_SUBFIELD = "number"
 """The ``double`` sub-field of every metadata field, for numeric filters."""
 
-# User metadata is matched exactly: every scalar under ``metadata`` becomes a keyword
-# (numbers and booleans by their JSON spelling), so one term filter works for all. Each
-# also has a ``double`` sub-field (``metadata.<key>.number``) holding the value as a
-# number when it is one or a string spelling one (sidecar values are strings), for the
-# numeric comparisons of ``knowledge.search_filter``; anything else is left out of it
-# (``ignore_malformed``), never a failed write.
-_METADATA_TEMPLATES: list[dict[str, Any]] = [
+# How an index of schema 3 or older maps metadata (one dynamic field per key; since
+# schema 4 keys are terms of two fixed fields, ``metadata_pairs``): every scalar under
+# ``metadata`` a keyword (numbers and booleans by their JSON spelling), with a ``double``
+# sub-field (``metadata.<key>.number``) holding the value as a number when it is one or a
+# string spelling one, for the numeric comparisons (``filter_query`` still reads them).
+SCHEMA3_METADATA_TEMPLATES: list[dict[str, Any]] = [
     {
         f"metadata_{kind}_as_keyword": {
             "path_match": f"{METADATA}.*",
@@ -219,6 +231,9 @@ class IndexLayout:
     hnsw_m: int | None = None
     """The HNSW ``m`` of the vector field (None: not recorded, the engine's default 16)."""
     hnsw_ef_construction: int | None = None
+    metadata_pairs: bool = True
+    """Whether metadata is held as key/value terms (schema 4, ``metadata_pairs``); an
+    older index has one dynamic field per key, which its filters then read."""
 
 
 def index_body(
@@ -276,7 +291,10 @@ def index_body(
         VERSION: {"type": "keyword"},
         INDEXED_AT: {"type": "date"},
         **RECORD_PROPERTIES,
-        METADATA: {"type": "object", "dynamic": True},
+        # In _source only; filters read the key/value terms (metadata_pairs, schema 4).
+        METADATA: {"type": "object", "enabled": False},
+        METADATA_TERMS: {"type": "keyword", "ignore_above": TERM_MAX_CHARS},
+        METADATA_NUMBERS: {"type": "keyword", "ignore_above": TERM_MAX_CHARS},
     }
     if vector_dimensions is not None:
         method: dict[str, Any] = {
@@ -351,14 +369,10 @@ def index_body(
             },
         },
         "mappings": {
-            # Unknown top-level fields are a bug here, not data to guess a type for.
+            # Unknown top-level fields are a bug here, not data to guess a type for. No
+            # field is ever made from data: metadata keys are terms (metadata_pairs).
             "dynamic": "strict",
-            # A metadata string that looks like a date would otherwise make its key a
-            # ``date`` field, and a later non-date value for that key a failed write.
-            # Dates are compared as ISO 8601 text (knowledge.search_filter).
-            "date_detection": False,
             "_meta": {META_KEY: meta},
-            "dynamic_templates": _METADATA_TEMPLATES,
             "properties": properties,
         },
     }
@@ -379,8 +393,17 @@ def layout_of(mapping_response: Mapping[str, Any], index_name: str) -> IndexLayo
     meta = mappings.get("_meta", {}).get(META_KEY, {})
     generations = all(name in properties for name in RECORD_PROPERTIES)
     analysis = meta.get("analysis")
+    pairs = METADATA_TERMS in properties
     if not isinstance(vector, Mapping):
-        return IndexLayout(None, meta.get("embedding_model"), None, None, generations, analysis)
+        return IndexLayout(
+            None,
+            meta.get("embedding_model"),
+            None,
+            None,
+            generations,
+            analysis,
+            metadata_pairs=pairs,
+        )
     method = vector.get("method", {})
     dimension = vector.get("dimension")
     parameters = method.get("parameters") or {}
@@ -394,6 +417,7 @@ def layout_of(mapping_response: Mapping[str, Any], index_name: str) -> IndexLayo
         analysis=analysis,
         hnsw_m=int(m) if m is not None else None,
         hnsw_ef_construction=int(ef_construction) if ef_construction is not None else None,
+        metadata_pairs=pairs,
     )
 
 
@@ -490,19 +514,23 @@ def chunk_document(
     vector: Sequence[float] | None,
     generation: str,
     embedding_key: str | None = None,
+    metadata_pairs: bool = True,
 ) -> dict[str, Any]:
-    """The ``_source`` of one chunk: scope, document facts, generation, content, metadata,
-    vector and its ``embedding_key``. A zero vector is left out (see ``is_zero_vector``):
+    """The ``_source`` of one chunk: scope, document facts, generation, content, metadata
+    (and, with ``metadata_pairs``, its key/value terms: an index of schema 4), vector and
+    its ``embedding_key``. A zero vector is left out (see ``is_zero_vector``):
     the chunk is then found by keyword search only (its key stays: a key without a
     vector stands for the zero vector when it is reused)."""
-    metadata: dict[str, Any] = {**dict(header.metadata), **dict(chunk.metadata)}
+    metadata = _json_safe({**dict(header.metadata), **dict(chunk.metadata)})
     source: dict[str, Any] = {
         RECORD: RECORD_CHUNK,
         **_document_facts(scope, header, generation),
         CHUNK_INDEX: chunk.chunk_index,
         CONTENT: chunk.content,
-        METADATA: _json_safe(metadata),
+        METADATA: metadata,
     }
+    if metadata_pairs:
+        source.update(metadata_terms(metadata))
     korean = korean_terms(chunk.content)
     if korean:
         source[CONTENT_KO] = " ".join(korean)

@@ -55,6 +55,7 @@ from knowledge.stores.opensearch.mapping import (
     SOURCE_FIELDS,
     VERSION,
 )
+from knowledge.stores.opensearch.metadata_pairs import METADATA_TERMS, text_term
 from knowledge.text import korean_terms
 
 __all__ = [
@@ -258,13 +259,19 @@ def file_pattern_filter(patterns: Sequence[str]) -> dict[str, Any] | None:
     return {"bool": {"should": should, "minimum_should_match": 1}}
 
 
-def metadata_filters(metadata: Mapping[str, str]) -> list[dict[str, Any]]:
-    """Exact-match ``term`` filters on ``metadata.<key>`` (sorted by key, for stable bodies).
+def metadata_filters(metadata: Mapping[str, str], *, pairs: bool = False) -> list[dict[str, Any]]:
+    """Exact-match ``term`` filters, one per key (sorted by key, for stable bodies): on the
+    key's ``metadata_terms`` (``pairs``: schema 4, ``metadata_pairs``), else on
+    ``metadata.<key>``.
 
     Metadata scalars are indexed as keywords (numbers and booleans by their JSON
     spelling) and a list matches if it contains the value, as
     ``knowledge.filters.matches_metadata`` defines.
     """
+    if pairs:
+        return [
+            {"term": {METADATA_TERMS: text_term(key, metadata[key])}} for key in sorted(metadata)
+        ]
     return [{"term": {f"{METADATA}.{key}": metadata[key]}} for key in sorted(metadata)]
 
 
@@ -275,16 +282,18 @@ def query_filters(
     file_patterns: Sequence[str] = (),
     metadata: Mapping[str, str] | None = None,
     search_filter: FilterNode | None = None,
+    metadata_pairs: bool = False,
 ) -> list[dict[str, Any]]:
     """Every filter of a search: scope, then file patterns, then metadata, then the
-    ``filter`` (``filter_query``); all must hold."""
+    ``filter`` (``filter_query``); all must hold. ``metadata_pairs``: the index holds
+    metadata as key/value terms (schema 4)."""
     filters = scope_filters(scope, cross_context=cross_context)
     patterns = file_pattern_filter(file_patterns)
     if patterns is not None:
         filters.append(patterns)
-    filters.extend(metadata_filters(metadata or {}))
+    filters.extend(metadata_filters(metadata or {}, pairs=metadata_pairs))
     if search_filter is not None:
-        filters.append(filter_query(search_filter))
+        filters.append(filter_query(search_filter, pairs=metadata_pairs))
     return filters
 
 

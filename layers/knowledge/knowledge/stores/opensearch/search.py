@@ -147,6 +147,7 @@ def search(
         file_patterns=query.file_patterns,
         metadata=query.metadata,
         search_filter=query.filter,
+        metadata_pairs=connection.metadata_pairs(index),
     )
     vector: Sequence[float] | None = None
     if mode is not SearchMode.KEYWORD:

@@ -165,6 +165,7 @@ class OpenSearchWriteSession:
         self._entered = False
         self._started = datetime.now(UTC)
         self._serializer: Any = None
+        self._metadata_pairs = True  # the index's layout, read on entering
         # The next request.
         self._actions: list[str] = []
         self._owners: list[str] = []
@@ -195,6 +196,7 @@ class OpenSearchWriteSession:
 
     def __enter__(self) -> OpenSearchWriteSession:
         self._serializer = self._connection.serializer
+        self._metadata_pairs = self._connection.metadata_pairs(self._index)
         self._entered = True
         return self
 
@@ -252,6 +254,7 @@ class OpenSearchWriteSession:
                     vector=item.vector,
                     generation=generation,
                     embedding_key=item.embedding_key,
+                    metadata_pairs=self._metadata_pairs,
                 )
                 self._add(queries.bulk_index_action(chunk_id, source), path)
                 count += 1
