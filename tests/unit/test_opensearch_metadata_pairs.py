@@ -52,6 +52,20 @@ def test_minus_zero_is_zero() -> None:
     assert number_code(-0.0) == number_code(0.0) == number_code(0)
 
 
+@pytest.mark.parametrize(
+    ("number", "code"),
+    [
+        (0.0, "8000000000000000"),
+        (1.0, "bff0000000000000"),
+        (-1.0, "400fffffffffffff"),
+        (2024, "c09fa00000000000"),
+        (-2.5, "3ffbffffffffffff"),
+    ],
+)
+def test_number_codes_are_the_ieee_bits_with_the_sign_turned(number: float, code: str) -> None:
+    assert number_code(number) == code
+
+
 def test_terms_hold_every_element_as_text_and_numbers_as_codes() -> None:
     terms = metadata_terms(
         {"year": "2024", "tags": ["ops", "k8s"], "ok": True, "n": 3, "x": None, "obj": {}}
@@ -68,6 +82,7 @@ def test_terms_hold_every_element_as_text_and_numbers_as_codes() -> None:
 
 def test_a_key_holding_the_separator_is_left_out_and_no_terms_no_fields() -> None:
     assert metadata_terms({"a\x1fb": "c"}) == {}
+    assert metadata_terms({"a\x1fb": "c", "d": "e"}) == {"metadata_terms": ["d\x1fe"]}
     assert metadata_terms({}) == {}
     assert metadata_terms({"word": "not a number"}) == {"metadata_terms": ["word\x1fnot a number"]}
 
@@ -130,3 +145,50 @@ def test_reserved_fields_keep_their_own_fields() -> None:
     node = parse_filter({"field": "document_path", "op": "starts_with", "value": "guides/"})
     assert filter_query(node, pairs=True) == filter_query(node, pairs=False)
     assert filter_query(node, pairs=True) == {"prefix": {"document_path": {"value": "guides/"}}}
+
+
+@pytest.mark.parametrize(
+    ("raw", "body"),
+    [
+        (
+            {"field": "team", "op": "eq", "value": "sre"},
+            {"term": {"metadata_terms": "team\x1fsre"}},
+        ),
+        (
+            {"field": "team", "op": "ne", "value": "sre"},
+            {"bool": {"must_not": [{"term": {"metadata_terms": "team\x1fsre"}}]}},
+        ),
+        (
+            {"field": "tags", "op": "in", "value": ["a", "b"]},
+            {"terms": {"metadata_terms": ["tags\x1fa", "tags\x1fb"]}},
+        ),
+        (
+            {"field": "tags", "op": "nin", "value": ["a"]},
+            {"bool": {"must_not": [{"terms": {"metadata_terms": ["tags\x1fa"]}}]}},
+        ),
+        (
+            {"field": "n", "op": "eq", "value": 3},
+            {"term": {"metadata_numbers": number_term("n", 3)}},
+        ),
+    ],
+)
+def test_equalities_are_terms_of_the_key(raw: dict[str, object], body: dict[str, object]) -> None:
+    assert filter_query(parse_filter(raw), pairs=True) == body
+
+
+def test_and_or_not_read_the_terms_all_the_way_down() -> None:
+    leaf = {"field": "team", "op": "eq", "value": "sre"}
+    term = {"term": {"metadata_terms": "team\x1fsre"}}
+    node = parse_filter({"and": [{"or": [leaf, {"not": leaf}]}]})
+    assert filter_query(node, pairs=True) == {
+        "bool": {
+            "filter": [
+                {
+                    "bool": {
+                        "should": [term, {"bool": {"must_not": [term]}}],
+                        "minimum_should_match": 1,
+                    }
+                }
+            ]
+        }
+    }

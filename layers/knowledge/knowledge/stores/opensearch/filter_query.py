@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from datetime import datetime
+from functools import partial
 from typing import Any, Final
 
 from knowledge.search_filter import (
@@ -66,11 +67,8 @@ def _not_equal(field: str, value: Any) -> Query:
     return {"bool": {"must_not": [_equal(field, value)]}}
 
 
-def _range(op: str) -> Callable[[str, Any], Query]:
-    def build(field: str, value: Any) -> Query:
-        return {"range": {field: {op: _json_value(value)}}}
-
-    return build
+def _ordered(op: str, field: str, value: Any) -> Query:
+    return {"range": {field: {op: _json_value(value)}}}
 
 
 def _in(field: str, values: Any) -> Query:
@@ -96,10 +94,10 @@ def _contains(field: str, value: Any) -> Query:
 COMPARISON_QUERIES: Final[Mapping[str, Callable[[str, Any], Query]]] = {
     "eq": _equal,
     "ne": _not_equal,
-    "gt": _range("gt"),
-    "gte": _range("gte"),
-    "lt": _range("lt"),
-    "lte": _range("lte"),
+    "gt": partial(_ordered, "gt"),
+    "gte": partial(_ordered, "gte"),
+    "lt": partial(_ordered, "lt"),
+    "lte": partial(_ordered, "lte"),
     "in": _in,
     "nin": _not_in,
     "starts_with": _starts_with,

@@ -79,9 +79,8 @@ def key_range(key: str) -> tuple[str, str]:
 
 
 def _elements(value: object) -> Iterable[object]:
-    if isinstance(value, list | tuple):
-        return value
-    return () if value is None else (value,)
+    # None, and anything else without a text or number form, makes no term.
+    return value if isinstance(value, list | tuple) else (value,)
 
 
 def metadata_terms(metadata: Mapping[str, Any]) -> dict[str, list[str]]:
