@@ -70,6 +70,7 @@ from knowledge.chunking import heading_context
 from knowledge.errors import AnalysisMismatchError, EmbeddingMismatchError
 from knowledge.model import DocumentChunk
 from knowledge.scope import KnowledgeScope
+from knowledge.search_filter import MAX_COMPARED_TEXT_UNITS
 from knowledge.store import DocumentHeader
 from knowledge.text import ANALYSIS, STOP_WORDS, korean_terms
 
@@ -181,7 +182,7 @@ _METADATA_TEMPLATES: list[dict[str, Any]] = [
             "match_mapping_type": kind,
             "mapping": {
                 "type": "keyword",
-                "ignore_above": 2048,
+                "ignore_above": MAX_COMPARED_TEXT_UNITS,
                 "fields": {NUMBER_SUBFIELD: {"type": "double", "ignore_malformed": True}},
             },
         }
