@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from knowledge.errors import ValidationError
 from knowledge.model import IndexOptions, SearchMode, SearchQuery, SearchResult
 from knowledge.scope import KnowledgeScope
 from knowledge.sources.local import BucketFolderSource
@@ -318,3 +319,31 @@ def test_numbers_and_long_texts_at_the_edges_compare_alike(
         if found != sorted(expected):
             wrong[name] = (found, sorted(expected))
     assert wrong == {}
+
+
+@pytest.mark.parametrize(
+    ("fields", "where"),
+    [
+        ({"filter": _cmp("team.number", "eq", "x")}, "filter.field"),
+        (
+            {"filter": {"or": [_cmp("team", "eq", "x"), _cmp("n.number", "gt", 1)]}},
+            "filter.or[1].field",
+        ),
+        ({"metadata": {"team.number": "x"}}, "metadata"),
+        ({"metadata": {"n.number": "5"}}, "metadata"),
+    ],
+)
+def test_a_key_naming_the_numeric_sub_field_is_refused(
+    store: KnowledgeStore, bucket: Path, fields: dict[str, Any], where: str
+) -> None:
+    # ``<key>.number`` is where OpenSearch keeps a key's numbers: as a metadata key it
+    # would read that sub-field (a 5xx for text, numbers as text) instead of a key of
+    # that name. Every store refuses it alike, naming the position.
+    _write(bucket, f"{A_X.key}/a.md", f"# a\n\n{TEXT}\n")
+    sidecar = json.dumps({"metadataAttributes": {"team": "sre", "n": "5"}})
+    _write(bucket, f"{A_X.key}/a.md.metadata.json", sidecar)
+    assert store.index(A_X, BucketFolderSource(bucket), IndexOptions()).errors == ()
+    with pytest.raises(ValidationError) as caught:
+        _search(store, A_X, SearchMode.KEYWORD, **fields)
+    assert caught.value.field == where
+    assert "'.number'" in caught.value.message

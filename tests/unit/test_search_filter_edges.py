@@ -14,6 +14,7 @@ import pytest
 from knowledge.errors import ValidationError
 from knowledge.search_filter import (
     Comparison,
+    Not,
     element_number,
     element_text,
     matches_filter,
@@ -342,3 +343,25 @@ TIME_YES, TIME_NO = cmp("indexed_at", "gte", "2024-05-01"), cmp("indexed_at", "l
 def test_and_or_not_pass_every_field_down(raw: dict[str, Any], expected: bool) -> None:
     node = parse_filter(raw)
     assert matches_filter(node, path="runbooks/a.md", metadata=META, indexed_at=AT) is expected
+
+
+@pytest.mark.parametrize(
+    ("key", "refused"),
+    [
+        ("number", False),  # a top-level key of that name is an ordinary key
+        ("page.numbers", False),
+        ("a.number.b", False),
+        ("year.number", True),
+        ("a..number", True),
+        ("\uc5f0\ub3c4.number", True),
+    ],
+)
+def test_only_a_key_ending_in_the_numeric_sub_field_is_refused(key: str, refused: bool) -> None:
+    raw = {"not": cmp(key, "eq", "x")}
+    if not refused:
+        assert parse_filter(raw) == Not(Comparison(key, "eq", "x"))
+        return
+    with pytest.raises(ValidationError) as caught:
+        parse_filter(raw)
+    assert caught.value.field == "filter.not.field"
+    assert caught.value.message.startswith("a metadata key must not end in '.number'")

@@ -55,6 +55,7 @@ __all__ = [
     "MAX_FILTER_NODES",
     "MAX_FILTER_STRING_BYTES",
     "MAX_IN_VALUES",
+    "NUMBER_SUBFIELD",
     "RESERVED_FIELDS",
     "SOURCE_TYPE",
     "AllOf",
@@ -62,6 +63,7 @@ __all__ = [
     "Comparison",
     "FilterNode",
     "Not",
+    "check_metadata_key",
     "element_number",
     "element_text",
     "filter_to_json",
@@ -81,6 +83,11 @@ MAX_COMPARED_TEXT_UNITS: Final = 2048
 """The longest metadata text a text comparison reads, in UTF-16 code units (characters,
 for most scripts): OpenSearch does not index a longer keyword (``ignore_above``), so in
 every store a longer text matches only ``ne``/``nin``."""
+
+NUMBER_SUBFIELD: Final = "number"
+"""Where OpenSearch keeps a metadata key's numbers (``metadata.<key>.number``), so a key
+ending in ``.number`` would name that sub-field, not a key: ``check_metadata_key``
+refuses one in every store."""
 
 DOCUMENT_PATH: Final = "document_path"
 INDEXED_AT: Final = "indexed_at"
@@ -241,6 +248,7 @@ def _comparison(raw: Mapping[str, Any], where: str) -> Comparison:
             "must be a metadata key of letters, digits and _ . : @ / - (or document_path, "
             "indexed_at, source_type)",
         )
+    check_metadata_key(f"{where}.field", field)
     op = raw["op"]
     if not isinstance(op, str) or op not in COMPARISON_OPS:
         raise ValidationError(f"{where}.op", f"must be one of: {', '.join(COMPARISON_OPS)}")
@@ -267,6 +275,19 @@ def _comparison(raw: Mapping[str, Any], where: str) -> Comparison:
     scalar = _scalar(value_at, value)
     _text_only(field, op, scalar, value_at)
     return Comparison(field, op, scalar)
+
+
+def check_metadata_key(where: str, key: str) -> str:
+    """``key`` if a search may compare it; ``ValidationError`` at ``where`` for one whose
+    last dotted part is ``NUMBER_SUBFIELD`` (``year.number``): the name of a key's
+    numeric sub-field in OpenSearch, so no store compares a key of that name."""
+    if key.endswith(f".{NUMBER_SUBFIELD}"):
+        raise ValidationError(
+            where,
+            f"a metadata key must not end in '.{NUMBER_SUBFIELD}' (reserved for numeric "
+            f"comparisons: compare the key itself with a number), got '{key[:64]}'",
+        )
+    return key
 
 
 def _text_only(field: str, op: str, value: Scalar, where: str) -> None:

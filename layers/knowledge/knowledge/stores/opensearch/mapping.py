@@ -70,7 +70,7 @@ from knowledge.chunking import heading_context
 from knowledge.errors import AnalysisMismatchError, EmbeddingMismatchError
 from knowledge.model import DocumentChunk
 from knowledge.scope import KnowledgeScope
-from knowledge.search_filter import MAX_COMPARED_TEXT_UNITS
+from knowledge.search_filter import MAX_COMPARED_TEXT_UNITS, NUMBER_SUBFIELD
 from knowledge.store import DocumentHeader
 from knowledge.text import ANALYSIS, STOP_WORDS, korean_terms
 
@@ -166,8 +166,8 @@ SOURCE_FIELDS: tuple[str, ...] = (
 )
 """What a search hit returns (never the vector: it is large and not part of a result)."""
 
-NUMBER_SUBFIELD = "number"
-"""The ``double`` sub-field of every metadata field, for numeric filters."""
+# NUMBER_SUBFIELD (knowledge.search_filter): the ``double`` sub-field of every metadata
+# field, for numeric filters; a search never names it as a key (check_metadata_key).
 
 # User metadata is matched exactly: every scalar under ``metadata`` becomes a keyword
 # (numbers and booleans by their JSON spelling), so one term filter works for all. Each
