@@ -8,6 +8,8 @@ paths written (the promised order is code point order, which is UTF-8 byte order
 
 from __future__ import annotations
 
+import base64
+import json
 from datetime import UTC, datetime
 
 import pytest
@@ -152,6 +154,20 @@ def test_a_bad_limit_is_refused_naming_it(store: KnowledgeStore, limit: object) 
 def test_a_bad_cursor_is_refused_naming_it(store: KnowledgeStore, cursor: str) -> None:
     with pytest.raises(ValidationError) as caught:
         store.list_documents(A_X, limit=10, cursor=cursor)
+    assert caught.value.field == "cursor"
+
+
+@pytest.mark.parametrize("last_path", ["\ud800", "a\udfff.md"])
+def test_a_forged_cursor_whose_path_is_not_text_is_refused(
+    store: KnowledgeStore, last_path: str
+) -> None:
+    # Well-formed JSON of this scope, but its path holds a lone surrogate (JSON allows
+    # "\ud800"), which no listed path has and no store can compare alike.
+    put(store, A_X, ["a.md", "\uff21.md"])
+    payload = {"v": 1, "a": A_X.agent, "c": A_X.context, "p": last_path}
+    forged = base64.urlsafe_b64encode(json.dumps(payload).encode("ascii")).decode("ascii")
+    with pytest.raises(ValidationError) as caught:
+        store.list_documents(A_X, limit=10, cursor=forged.rstrip("="))
     assert caught.value.field == "cursor"
 
 

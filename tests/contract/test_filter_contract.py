@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from knowledge.errors import ValidationError
 from knowledge.model import IndexOptions, SearchMode, SearchQuery, SearchResult
 from knowledge.scope import KnowledgeScope
 from knowledge.sources.local import BucketFolderSource
@@ -249,3 +250,100 @@ def test_a_filter_never_widens_to_another_context(
         Q3,
         "other.md",
     }
+
+
+# --- numbers and texts at the edges: the same answer on every store ---------------------
+
+# Sidecar values as OpenSearch's ``double`` sub-field reads them (Java's number grammar:
+# blanks around, a d/f suffix, hexadecimal with a binary exponent), zeros of both signs,
+# integers past 2**53 (equal as doubles), and texts past the keyword length OpenSearch
+# indexes (2,048 UTF-16 code units: "L" * 3000, and 1,500 emoji of two code units each).
+EDGE_DOCS: dict[str, dict[str, str]] = {
+    "pad.md": {"n": " 5 "},
+    "suffix.md": {"n": "5d"},
+    "hex.md": {"n": "0x1p2"},
+    "five.md": {"n": "5.0"},
+    "negzero.md": {"n": "-0"},
+    "zero.md": {"n": "0"},
+    "big.md": {"n": "9007199254740993"},
+    "bigger.md": {"n": "9007199254740992"},
+    "word.md": {"n": "five", "s": "x"},
+    "long.md": {"s": "L" * 3000},
+    "astral.md": {"s": "\U0001f600" * 1500},
+    "short.md": {"s": "LL"},
+}
+NUMERIC = frozenset(
+    {"pad.md", "suffix.md", "hex.md", "five.md", "negzero.md", "zero.md", "big.md", "bigger.md"}
+)
+EDGE_CASES: list[tuple[str, dict[str, Any], frozenset[str]]] = [
+    ("java-spellings-eq", _cmp("n", "eq", 5), frozenset({"pad.md", "suffix.md", "five.md"})),
+    ("java-spellings-gt", _cmp("n", "gt", 4.5), NUMERIC - {"hex.md", "negzero.md", "zero.md"}),
+    ("hex-lt", _cmp("n", "lt", 4.5), frozenset({"hex.md", "negzero.md", "zero.md"})),
+    ("zero-eq", _cmp("n", "eq", 0), frozenset({"negzero.md", "zero.md"})),
+    ("negative-zero-eq", _cmp("n", "eq", -0.0), frozenset({"negzero.md", "zero.md"})),
+    ("zero-lt", _cmp("n", "lt", 0), frozenset()),
+    ("zero-gte", _cmp("n", "gte", 0), NUMERIC),
+    ("zero-gt", _cmp("n", "gt", 0), NUMERIC - {"negzero.md", "zero.md"}),
+    ("zero-lte", _cmp("n", "lte", 0), frozenset({"negzero.md", "zero.md"})),
+    ("zero-in", _cmp("n", "in", [0, 4]), frozenset({"negzero.md", "zero.md", "hex.md"})),
+    ("zero-nin", _cmp("n", "nin", [0]), frozenset(EDGE_DOCS) - {"negzero.md", "zero.md"}),
+    ("zero-ne", _cmp("n", "ne", 0), frozenset(EDGE_DOCS) - {"negzero.md", "zero.md"}),
+    ("past-2-53-eq", _cmp("n", "eq", 9007199254740993), frozenset({"big.md", "bigger.md"})),
+    ("past-2-53-gt", _cmp("n", "gt", 9007199254740992), frozenset()),
+    ("past-2-63-lt", _cmp("n", "lt", 2**63), NUMERIC),
+    ("past-2-64-gt", _cmp("n", "gt", -(10**30)), NUMERIC),
+    ("past-2-64-eq", _cmp("n", "eq", 2**64), frozenset()),
+    ("long-starts-with", _cmp("s", "starts_with", "LL"), frozenset({"short.md"})),
+    ("long-contains", _cmp("s", "contains", "L"), frozenset({"short.md"})),
+    ("long-gt", _cmp("s", "gt", "A"), frozenset({"short.md", "word.md"})),
+    ("long-ne", _cmp("s", "ne", "LL"), frozenset(EDGE_DOCS) - {"short.md"}),
+    ("long-not-eq", {"not": _cmp("s", "eq", "x")}, frozenset(EDGE_DOCS) - {"word.md"}),
+]
+
+
+@pytest.mark.modes(SearchMode.KEYWORD, SearchMode.VECTOR)
+def test_numbers_and_long_texts_at_the_edges_compare_alike(
+    store: KnowledgeStore, bucket: Path, mode: SearchMode
+) -> None:
+    for rel, attrs in EDGE_DOCS.items():
+        _write(bucket, f"{A_X.key}/{rel}", f"# {rel}\n\n{TEXT}\n")
+        _write(bucket, f"{A_X.key}/{rel}.metadata.json", json.dumps({"metadataAttributes": attrs}))
+    result = store.index(A_X, BucketFolderSource(bucket), IndexOptions())
+    assert (result.errors, result.indexed_documents) == ((), len(EDGE_DOCS))
+    wrong = {}
+    for name, raw, expected in EDGE_CASES:
+        try:
+            found: object = sorted(_paths(_search(store, A_X, mode, filter=raw)))
+        except Exception as exc:  # a store refusing a valid filter is a wrong answer too
+            found = f"{type(exc).__name__}: {exc}"
+        if found != sorted(expected):
+            wrong[name] = (found, sorted(expected))
+    assert wrong == {}
+
+
+@pytest.mark.parametrize(
+    ("fields", "where"),
+    [
+        ({"filter": _cmp("team.number", "eq", "x")}, "filter.field"),
+        (
+            {"filter": {"or": [_cmp("team", "eq", "x"), _cmp("n.number", "gt", 1)]}},
+            "filter.or[1].field",
+        ),
+        ({"metadata": {"team.number": "x"}}, "metadata"),
+        ({"metadata": {"n.number": "5"}}, "metadata"),
+    ],
+)
+def test_a_key_naming_the_numeric_sub_field_is_refused(
+    store: KnowledgeStore, bucket: Path, fields: dict[str, Any], where: str
+) -> None:
+    # ``<key>.number`` is where OpenSearch keeps a key's numbers: as a metadata key it
+    # would read that sub-field (a 5xx for text, numbers as text) instead of a key of
+    # that name. Every store refuses it alike, naming the position.
+    _write(bucket, f"{A_X.key}/a.md", f"# a\n\n{TEXT}\n")
+    sidecar = json.dumps({"metadataAttributes": {"team": "sre", "n": "5"}})
+    _write(bucket, f"{A_X.key}/a.md.metadata.json", sidecar)
+    assert store.index(A_X, BucketFolderSource(bucket), IndexOptions()).errors == ()
+    with pytest.raises(ValidationError) as caught:
+        _search(store, A_X, SearchMode.KEYWORD, **fields)
+    assert caught.value.field == where
+    assert "'.number'" in caught.value.message

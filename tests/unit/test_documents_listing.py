@@ -205,3 +205,13 @@ def test_routes_for_documents(api: KnowledgeApi) -> None:
     assert (refused.status, refused.headers["Allow"]) == (405, "GET")
     encoded_agent = api.handle("GET", "/v1/agents/%6Fps-bot/contexts/runbooks/documents")
     assert (encoded_agent.status, encoded_agent.body["field"]) == (400, "agent")
+
+
+@pytest.mark.parametrize("path", ["\ud800", "docs/a\udfff.md"])
+def test_a_path_that_is_not_text_is_refused(path: str) -> None:
+    with pytest.raises(ValidationError) as caught:
+        validate_document_path(path, "path")
+    assert (caught.value.field, caught.value.message) == (
+        "path",
+        "must be text (it holds an unpaired surrogate)",
+    )

@@ -14,6 +14,7 @@ import pytest
 from knowledge.errors import ValidationError
 from knowledge.search_filter import (
     Comparison,
+    Not,
     element_number,
     element_text,
     matches_filter,
@@ -193,6 +194,68 @@ def test_element_forms() -> None:
     assert element_number(True) is None
 
 
+@pytest.mark.parametrize(
+    ("text", "number"),
+    [
+        (" 5 ", 5.0),  # Java's Double.parseDouble, which OpenSearch's double field uses
+        ("\t5\n", 5.0),
+        ("5d", 5.0),
+        ("2.5F", 2.5),
+        ("1.", 1.0),
+        (".5", 0.5),
+        ("0x1p4", 16.0),
+        ("-0x.8p1", -1.0),
+        ("0x10", None),  # hexadecimal needs its binary exponent
+        ("5 d", None),
+        ("5dd", None),
+        ("NaN", None),
+        ("Infinity", None),
+        ("0x1p99999", None),
+        ("1_000", None),
+        ("\u00a05", None),  # a no-break space is not a blank to Java
+    ],
+)
+def test_numbers_in_text_are_read_as_opensearch_reads_them(text: str, number: float | None) -> None:
+    assert element_number(text) == number
+
+
+def test_integers_beyond_a_double_and_long_texts() -> None:
+    assert element_number(10**400) is None
+    assert element_text("L" * 2048) == "L" * 2048
+    assert element_text("L" * 2049) is None
+    assert element_text("\U0001f600" * 1024) == "\U0001f600" * 1024  # 2,048 UTF-16 units
+    assert element_text("\U0001f600" * 1025) is None
+    assert element_text("\ud800" * 3000) is None  # a lone surrogate (JSON allows one)
+
+
+@pytest.mark.parametrize(
+    ("value", "number"),
+    [(2**53 + 1, 2.0**53), (-0.0, 0.0), (2**64, 2.0**64), (3, 3.0)],
+)
+def test_a_number_in_a_filter_is_the_double_nearest_to_it(value: Any, number: float) -> None:
+    parsed = parse_filter(cmp("n", "eq", value))
+    assert isinstance(parsed, Comparison)
+    assert type(parsed.value) is float
+    assert (parsed.value, str(parsed.value)) == (number, str(number))
+
+
+@pytest.mark.parametrize("where", ["value", "value[1]"])
+def test_a_number_no_double_holds_is_a_400_at_its_position(where: str) -> None:
+    huge = 10**400
+    raw = {
+        "and": [
+            cmp("n", "eq", 1),
+            cmp("n", "in" if "[" in where else "eq", [1, huge] if "[" in where else huge),
+        ]
+    }
+    with pytest.raises(ValidationError) as caught:
+        parse_filter(raw)
+    assert (caught.value.field, caught.value.message) == (
+        f"filter.and[1].{where}",
+        "must be a finite number",
+    )
+
+
 # --- operators, each where it differs from the others ----------------------------------
 
 
@@ -280,3 +343,25 @@ TIME_YES, TIME_NO = cmp("indexed_at", "gte", "2024-05-01"), cmp("indexed_at", "l
 def test_and_or_not_pass_every_field_down(raw: dict[str, Any], expected: bool) -> None:
     node = parse_filter(raw)
     assert matches_filter(node, path="runbooks/a.md", metadata=META, indexed_at=AT) is expected
+
+
+@pytest.mark.parametrize(
+    ("key", "refused"),
+    [
+        ("number", False),  # a top-level key of that name is an ordinary key
+        ("page.numbers", False),
+        ("a.number.b", False),
+        ("year.number", True),
+        ("a..number", True),
+        ("\uc5f0\ub3c4.number", True),
+    ],
+)
+def test_only_a_key_ending_in_the_numeric_sub_field_is_refused(key: str, refused: bool) -> None:
+    raw = {"not": cmp(key, "eq", "x")}
+    if not refused:
+        assert parse_filter(raw) == Not(Comparison(key, "eq", "x"))
+        return
+    with pytest.raises(ValidationError) as caught:
+        parse_filter(raw)
+    assert caught.value.field == "filter.not.field"
+    assert caught.value.message.startswith("a metadata key must not end in '.number'")

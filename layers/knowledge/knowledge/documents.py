@@ -154,10 +154,22 @@ def validate_document_path(value: object, field_name: str = "path") -> str:
         )
     if any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in value):
         raise ValidationError(field_name, "must not contain control characters")
+    if not _is_text(value):
+        raise ValidationError(field_name, "must be text (it holds an unpaired surrogate)")
     if any(segment in ("", ".", "..") for segment in value.split("/")):
         shown = value if len(value) <= 80 else value[:77] + "..."
         raise ValidationError(field_name, f"'{shown}' has an empty, '.' or '..' path segment")
     return value
+
+
+def _is_text(value: str) -> bool:
+    """False for a string no UTF-8 holds (an unpaired surrogate, which JSON's ``\\ud800``
+    can carry): stores cannot bind, send or order it alike."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def encode_cursor(scope: KnowledgeScope, last_path: str) -> str:
@@ -185,6 +197,7 @@ def decode_cursor(scope: KnowledgeScope, cursor: str | None) -> str | None:
         not isinstance(payload, dict)
         or payload.get("v") != _CURSOR_VERSION
         or not isinstance(payload.get("p"), str)
+        or not _is_text(payload["p"])
     ):
         raise ValidationError("cursor", "is not a cursor returned by a documents listing")
     if payload.get("a") != scope.agent or payload.get("c") != scope.context:

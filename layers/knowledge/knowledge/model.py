@@ -15,7 +15,7 @@ from typing import Any
 
 from knowledge.errors import ValidationError
 from knowledge.extraction import DOCUMENT_PATTERNS
-from knowledge.search_filter import FilterNode, parse_filter
+from knowledge.search_filter import FilterNode, check_metadata_key, parse_filter
 
 __all__ = [
     "DEFAULT_MAX_CHUNKS_PER_DOCUMENT",
@@ -150,6 +150,7 @@ class SearchQuery:
         for k, v in self.metadata.items():
             if not isinstance(k, str) or not isinstance(v, str):
                 raise ValidationError("metadata", "keys and values must be strings")
+            check_metadata_key("metadata", k)
         object.__setattr__(self, "metadata", _frozen(self.metadata))
         if not isinstance(self.cross_context, bool):
             raise ValidationError("cross_context", "must be true or false")

@@ -12,9 +12,13 @@ indexed) and ``source_type`` (the metadata key the indexer sets on every chunk).
 Typing rule (the same in every store; the stores' translations use ``element_text`` and
 ``element_number``, so there is one copy of it):
 
-- a comparison whose value is a **number** compares numbers: a metadata value that is a
-  JSON number, or a string spelling a decimal number (sidecar values are strings:
-  ``"2024"``, ``"0.5"``, ``"-1e3"``); anything else never matches it;
+- a comparison whose value is a **number** compares doubles (the filter's number is the
+  double nearest to it; ``-0`` equals ``0``): a metadata value that is a JSON number, or
+  a string spelling a number as OpenSearch's ``double`` field reads it (sidecar values
+  are strings: ``"2024"``, ``"0.5"``, ``"-1e3"``, ``" 5"``, ``"5d"``); anything else
+  never matches it;
+- a metadata text longer than ``MAX_COMPARED_TEXT_UNITS`` (OpenSearch's keyword
+  ``ignore_above``) is not compared as text: it matches only ``ne``/``nin``;
 - a comparison whose value is a **string** compares text by Unicode code point: strings
   as they are, numbers by their JSON spelling, booleans as ``"true"``/``"false"``.
   ISO 8601 dates written the same way (``2024-05-01``, or all in UTC with ``Z``) sort
@@ -46,10 +50,12 @@ __all__ = [
     "COMPARISON_OPS",
     "DOCUMENT_PATH",
     "INDEXED_AT",
+    "MAX_COMPARED_TEXT_UNITS",
     "MAX_FILTER_DEPTH",
     "MAX_FILTER_NODES",
     "MAX_FILTER_STRING_BYTES",
     "MAX_IN_VALUES",
+    "NUMBER_SUBFIELD",
     "RESERVED_FIELDS",
     "SOURCE_TYPE",
     "AllOf",
@@ -57,6 +63,7 @@ __all__ = [
     "Comparison",
     "FilterNode",
     "Not",
+    "check_metadata_key",
     "element_number",
     "element_text",
     "filter_to_json",
@@ -72,6 +79,15 @@ MAX_IN_VALUES: Final = 100
 """Values in one ``in``/``nin`` list."""
 MAX_FILTER_STRING_BYTES: Final = 1024
 """UTF-8 bytes of one string value or field name."""
+MAX_COMPARED_TEXT_UNITS: Final = 2048
+"""The longest metadata text a text comparison reads, in UTF-16 code units (characters,
+for most scripts): OpenSearch does not index a longer keyword (``ignore_above``), so in
+every store a longer text matches only ``ne``/``nin``."""
+
+NUMBER_SUBFIELD: Final = "number"
+"""Where OpenSearch keeps a metadata key's numbers (``metadata.<key>.number``), so a key
+ending in ``.number`` would name that sub-field, not a key: ``check_metadata_key``
+refuses one in every store."""
 
 DOCUMENT_PATH: Final = "document_path"
 INDEXED_AT: Final = "indexed_at"
@@ -98,8 +114,17 @@ _INDEXED_AT_OPS: Final = ("eq", "ne", "gt", "gte", "lt", "lte")
 # A metadata key: letters (any script), digits and _ . : @ / -; no quotes, wildcards,
 # backslashes or spaces, which mean something in a JSON path or an OpenSearch field name.
 _KEY: Final = re.compile(r"[\w.:@/-]+")
-# A decimal number as JSON (and most people) write it; what element_number accepts.
-_DECIMAL: Final = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
+# A number in a string as OpenSearch's ``double`` sub-field reads it (Java's
+# ``Double.parseDouble``), so that every store agrees on which strings are numbers:
+# blanks (code points up to U+0020) around it, a sign, decimal digits with an optional
+# point and exponent, or hexadecimal digits with a binary exponent (``0x1p4``), and an
+# optional ``d``/``f`` suffix. ``NaN``/``Infinity`` are not finite, so never numbers.
+_NUMBER_TEXT: Final = re.compile(
+    r"[\x00-\x20]*(?P<number>[+-]?(?:"
+    r"(?P<decimal>(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?)"
+    r"|(?P<hex>0[xX](?:[0-9a-fA-F]+\.?[0-9a-fA-F]*|\.[0-9a-fA-F]+)[pP][+-]?\d+)"
+    r"))[fFdD]?[\x00-\x20]*"
+)
 
 Scalar = str | int | float
 Value = Scalar | tuple[Scalar, ...] | datetime
@@ -223,6 +248,7 @@ def _comparison(raw: Mapping[str, Any], where: str) -> Comparison:
             "must be a metadata key of letters, digits and _ . : @ / - (or document_path, "
             "indexed_at, source_type)",
         )
+    check_metadata_key(f"{where}.field", field)
     op = raw["op"]
     if not isinstance(op, str) or op not in COMPARISON_OPS:
         raise ValidationError(f"{where}.op", f"must be one of: {', '.join(COMPARISON_OPS)}")
@@ -251,6 +277,19 @@ def _comparison(raw: Mapping[str, Any], where: str) -> Comparison:
     return Comparison(field, op, scalar)
 
 
+def check_metadata_key(where: str, key: str) -> str:
+    """``key`` if a search may compare it; ``ValidationError`` at ``where`` for one whose
+    last dotted part is ``NUMBER_SUBFIELD`` (``year.number``): the name of a key's
+    numeric sub-field in OpenSearch, so no store compares a key of that name."""
+    if key.endswith(f".{NUMBER_SUBFIELD}"):
+        raise ValidationError(
+            where,
+            f"a metadata key must not end in '.{NUMBER_SUBFIELD}' (reserved for numeric "
+            f"comparisons: compare the key itself with a number), got '{key[:64]}'",
+        )
+    return key
+
+
 def _text_only(field: str, op: str, value: Scalar, where: str) -> None:
     if field == DOCUMENT_PATH and not isinstance(value, str):
         raise ValidationError(where, f"'document_path' compares strings only (op '{op}')")
@@ -260,9 +299,16 @@ def _scalar(where: str, value: object) -> Scalar:
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, int | float):
-        if isinstance(value, float) and not math.isfinite(value):
+        # Every store compares doubles (OpenSearch's sub-field is one): an integer past
+        # 2**53 means the double nearest to it, -0 means 0, and a number no double holds
+        # is refused here rather than by a store.
+        try:
+            number = float(value)
+        except OverflowError:
+            number = math.inf
+        if not math.isfinite(number):
             raise ValidationError(where, "must be a finite number")
-        return value
+        return number + 0.0
     if isinstance(value, str):
         return _check_string(where, value)
     raise ValidationError(where, "must be a string, a number or a boolean")
@@ -315,10 +361,16 @@ def element_text(value: object) -> str | None:
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, str):
-        return value
+        return value if _utf16_units(value) <= MAX_COMPARED_TEXT_UNITS else None
     if isinstance(value, int | float):
         return json.dumps(value)
     return None
+
+
+def _utf16_units(text: str) -> int:
+    if len(text) * 2 <= MAX_COMPARED_TEXT_UNITS:
+        return len(text)  # at most two units a code point: short enough either way
+    return len(text.encode("utf-16-le", "surrogatepass")) // 2
 
 
 def element_number(value: object) -> float | None:
@@ -326,9 +378,15 @@ def element_number(value: object) -> float | None:
     spelling a decimal number (``"2024"``, ``"-0.5"``, ``"1e3"``); ``None`` otherwise."""
     if isinstance(value, bool):
         return None
-    if isinstance(value, int | float) or (isinstance(value, str) and _DECIMAL.fullmatch(value)):
-        number = float(value)
-    else:
+    try:
+        if isinstance(value, int | float):
+            number = float(value)
+        elif isinstance(value, str) and (match := _NUMBER_TEXT.fullmatch(value)):
+            spelled = match["number"]
+            number = float.fromhex(spelled) if match["hex"] else float(spelled)
+        else:
+            return None
+    except OverflowError:
         return None
     return number if math.isfinite(number) else None
 

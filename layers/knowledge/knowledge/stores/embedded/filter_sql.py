@@ -27,6 +27,7 @@ from typing import Any, Final
 from knowledge.search_filter import (
     DOCUMENT_PATH,
     INDEXED_AT,
+    MAX_COMPARED_TEXT_UNITS,
     AllOf,
     AnyOf,
     Comparison,
@@ -47,12 +48,16 @@ _NUMBER_FUNCTION: Final = "kb_filter_number"
 # The common cases in plain SQL (a string's text is itself, a JSON number is a number);
 # the registered functions only for the rest (CASE evaluates lazily): a Python call per
 # element would cost some 20 times more.
+# A text of at most half MAX_COMPARED_TEXT_UNITS code points is short enough in UTF-16
+# too; a longer one goes through element_text, which applies the limit. An integer is
+# compared as the double it is nearest to, as in the other stores.
 _TEXT_OPERAND: Final = (
-    f"(CASE e.type WHEN 'text' THEN e.atom ELSE {_TEXT_FUNCTION}(e.type, e.atom) END)"
+    f"(CASE WHEN e.type = 'text' AND length(e.atom) <= {MAX_COMPARED_TEXT_UNITS // 2}"
+    f" THEN e.atom ELSE {_TEXT_FUNCTION}(e.type, e.atom) END)"
 )
 _NUMBER_OPERAND: Final = (
-    "(CASE WHEN e.type IN ('integer', 'real') THEN e.atom"
-    f" WHEN e.type = 'text' THEN {_NUMBER_FUNCTION}(e.type, e.atom) END)"
+    "(CASE e.type WHEN 'real' THEN e.atom WHEN 'integer' THEN CAST(e.atom AS REAL)"
+    f" WHEN 'text' THEN {_NUMBER_FUNCTION}(e.type, e.atom) END)"
 )
 _INDEXED_AT_SQL: Final = "(SELECT d.indexed_at FROM documents AS d WHERE d.doc_id = c.doc_id)"
 

@@ -153,4 +153,29 @@ def filter_query(node: FilterNode, *, pairs: bool = False) -> Query:
         return {"bool": {"must_not": [filter_query(node.child, pairs=pairs)]}}
     if pairs and node.field not in (DOCUMENT_PATH, INDEXED_AT):
         return pair_query(node)
+    if node.numeric:
+        return _numeric_query(node)
     return COMPARISON_QUERIES[node.op](comparison_field(node), node.value)
+
+
+def _numeric_query(node: Comparison) -> Query:
+    """A numeric comparison where ``-0`` equals ``0``, as in the other stores (an index
+    before schema 4; the number codes of ``metadata_pairs`` make ``-0`` ``0`` already).
+
+    The ``double`` sub-field keeps the sign of a zero (``"-0"`` is indexed as -0.0) and
+    Lucene orders -0.0 below 0.0, so a bare ``term``/``range`` on 0 would part them.
+    ``parse_filter`` leaves no -0.0 in a value: a zero is widened to both zeros where
+    the comparison includes it (``gt 0`` and ``lte 0`` already treat them alike).
+    """
+    field = comparison_field(node)
+    value = node.value
+    if isinstance(value, tuple):
+        if 0.0 in value:
+            value = (*value, -0.0)
+        return COMPARISON_QUERIES[node.op](field, value)
+    if value != 0.0 or node.op in ("gt", "lte"):
+        return COMPARISON_QUERIES[node.op](field, value)
+    if node.op in ("eq", "ne"):
+        both_zeros = {"range": {field: {"gte": -0.0, "lte": 0.0}}}
+        return both_zeros if node.op == "eq" else {"bool": {"must_not": [both_zeros]}}
+    return COMPARISON_QUERIES[node.op](field, -0.0)  # gte and lt: from below -0.0

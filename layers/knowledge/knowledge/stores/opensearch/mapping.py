@@ -76,6 +76,7 @@ from knowledge.chunking import heading_context
 from knowledge.errors import AnalysisMismatchError, EmbeddingMismatchError
 from knowledge.model import DocumentChunk
 from knowledge.scope import KnowledgeScope
+from knowledge.search_filter import MAX_COMPARED_TEXT_UNITS, NUMBER_SUBFIELD
 from knowledge.store import DocumentHeader
 from knowledge.stores.opensearch.metadata_pairs import (
     METADATA_NUMBERS,
@@ -178,8 +179,8 @@ SOURCE_FIELDS: tuple[str, ...] = (
 )
 """What a search hit returns (never the vector: it is large and not part of a result)."""
 
-NUMBER_SUBFIELD = "number"
-"""The ``double`` sub-field of every metadata field, for numeric filters."""
+# NUMBER_SUBFIELD (knowledge.search_filter): the ``double`` sub-field of every metadata
+# field, for numeric filters; a search never names it as a key (check_metadata_key).
 
 # How an index of schema 3 or older maps metadata (one dynamic field per key; since
 # schema 4 keys are terms of two fixed fields, ``metadata_pairs``): every scalar under
@@ -193,7 +194,7 @@ SCHEMA3_METADATA_TEMPLATES: list[dict[str, Any]] = [
             "match_mapping_type": kind,
             "mapping": {
                 "type": "keyword",
-                "ignore_above": 2048,
+                "ignore_above": MAX_COMPARED_TEXT_UNITS,
                 "fields": {NUMBER_SUBFIELD: {"type": "double", "ignore_malformed": True}},
             },
         }
