@@ -26,6 +26,7 @@ __all__ = [
     "REASON_ARCHIVE_BOMB",
     "REASON_CORRUPT",
     "REASON_ENCRYPTED_PDF",
+    "REASON_NO_TEXT",
     "REASON_NO_TEXT_LAYER",
     "REASON_TOO_LARGE",
     "REASON_UNSUPPORTED",
@@ -41,6 +42,7 @@ __all__ = [
 
 REASON_ENCRYPTED_PDF = "encrypted PDF"
 REASON_NO_TEXT_LAYER = "no text layer (scanned image; OCR not supported)"
+REASON_NO_TEXT = "no text"
 REASON_UNSUPPORTED = "unsupported format"
 REASON_TOO_LARGE = "too large"
 REASON_CORRUPT = "corrupt file"
