@@ -41,10 +41,9 @@ from pathlib import Path
 
 from knowledge.documents import validate_document_path
 from knowledge.errors import InvalidScopeError, NotFoundError, ValidationError
-from knowledge.filters import matches_file_patterns
 from knowledge.model import FileProblem, IndexOptions
 from knowledge.scope import KnowledgeScope, validate_segment
-from knowledge.source import SIDECAR_SUFFIX, SourceDocument
+from knowledge.source import SIDECAR_SUFFIX, SourceDocument, is_document_path
 from knowledge.sources import (
     MAX_SIDECAR_BYTES,
     Listing,
@@ -220,7 +219,7 @@ def _list_documents(
 ) -> Iterator[SourceDocument]:
     found = _scan(real_root, options.recursive, listing)
     for rel in sorted(found):
-        if rel.endswith(SIDECAR_SUFFIX) or not matches_file_patterns(rel, options.file_patterns):
+        if rel.endswith(SIDECAR_SUFFIX) or not is_document_path(rel, options.file_patterns):
             continue
         item = found[rel]
         sidecar = found.get(rel + SIDECAR_SUFFIX)
