@@ -30,10 +30,12 @@ extraction.base``): ``unsupported format``, ``too large``, ``corrupt file: ...``
 ``encrypted PDF``, ``no text layer (scanned image; OCR not supported)``, ``archive bomb``.
 Whatever else a format's library raises on a damaged file, on opening it or while its
 blocks are read, is ``corrupt file: the <type> reader failed (...)``: one file's problem,
-never the batch's. A structured document that gives no text at all (an empty DOCX,
-a PPTX of pictures, a sheet without data rows) is ``no text: ...``. Text files are
-decoded as UTF-8 or their detected encoding (see ``plain``); data over ``max_bytes``
-(``DEFAULT_MAX_DOCUMENT_BYTES`` when ``None``) is ``too large``.
+never the batch's. A file whose content is another known type than its name says (a
+PDF named ``.docx``, an image named ``.txt``) is ``wrong file type: the content is ...,
+not .docx; rename it to .pdf`` (``sniff``). A structured document that gives no text at
+all (an empty DOCX, a PPTX of pictures, a sheet without data rows) is ``no text: ...``.
+Text files are decoded as UTF-8 or their detected encoding (see ``plain``); data over
+``max_bytes`` (``DEFAULT_MAX_DOCUMENT_BYTES`` when ``None``) is ``too large``.
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ from dataclasses import dataclass
 from knowledge.errors import ExtractionError, KnowledgeError, ValidationError
 from knowledge.extraction.base import (
     DEFAULT_LIMITS,
+    REASON_CORRUPT,
     REASON_NO_TEXT,
     REASON_UNSUPPORTED,
     Block,
@@ -57,6 +60,7 @@ from knowledge.extraction.base import (
     timed,
     too_large,
 )
+from knowledge.extraction.sniff import misnamed
 
 __all__ = [
     "DEFAULT_MAX_DOCUMENT_BYTES",
@@ -150,6 +154,11 @@ def extract_document(
     extract = _extractor(fmt.module)
     try:
         document = extract(data, limits, fmt.source_type)
+    except ExtractionError as exc:
+        wrong_type = misnamed(extension, data) if str(exc).startswith(REASON_CORRUPT) else None
+        if wrong_type is not None:
+            raise wrong_type from exc
+        raise
     except KnowledgeError:
         raise
     except Exception as exc:
