@@ -137,7 +137,13 @@ def _detect(sample: bytes) -> str | None:
     best = results.best()
     if best is None:
         return None
-    tied = [r.encoding for r in results if (r.chaos, r.coherence) == (best.chaos, best.coherence)]
+    # Each result stands for every encoding that decodes the sample to the same text.
+    tied = [
+        name
+        for result in results
+        if (result.chaos, result.coherence) == (best.chaos, best.coherence)
+        for name in (result.encoding, *result.could_be_from_charset)
+    ]
     ranked = sorted(
         tied, key=lambda name: _PREFERRED.index(name) if name in _PREFERRED else len(_PREFERRED)
     )

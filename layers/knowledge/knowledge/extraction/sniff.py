@@ -70,12 +70,12 @@ def misnamed(extension: str, data: bytes) -> ExtractionError | None:
     return ExtractionError(f"{REASON_WRONG_TYPE}: the content is {label}, {shown}{advice}")
 
 
-def _zip_kind(data: bytes) -> tuple[str, str | None]:
+def _zip_kind(data: bytes) -> tuple[str, str | None] | None:
     try:
         with zipfile.ZipFile(io.BytesIO(data)) as archive:
             names = set(archive.namelist())
     except (zipfile.BadZipFile, zipfile.LargeZipFile, ValueError, OSError):
-        return "a damaged zip archive", None
+        return None  # damaged: the extractor's own reason stands
     for part, label, extension in _OFFICE_PARTS:
         if part in names:
             return label, extension
