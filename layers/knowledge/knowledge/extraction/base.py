@@ -113,7 +113,8 @@ def human_size(size: int) -> str:
 
 
 def corrupt(detail: str) -> ExtractionError:
-    return ExtractionError(f"{REASON_CORRUPT}: {detail}")
+    # One line: a library's message may hold line breaks, a status list should not.
+    return ExtractionError(f"{REASON_CORRUPT}: {' '.join(detail.split())}")
 
 
 def too_large(detail: str) -> ExtractionError:

@@ -1,10 +1,12 @@
 """PDF through pypdfium2 (PDFium, the PDF engine of Chromium: fast, fuzzed, Apache-2.0/BSD).
 
-One block per page, in page order, ``position`` = the 1-based page number; pages flow
-into each other (a chunk that spans pages gets ``page`` and ``page_end``). The document
-is opened once, and each page's text is read only when the chunker asks for it, so a
+One block per page, in page order, ``position`` = the 1-based page number (a page
+turned by ``/Rotate`` is read in its content's own orientation); pages flow into each
+other (a chunk that spans pages gets ``page`` and ``page_end``). The document is opened
+once, and each page's text is read only when the chunker asks for it, so a
 long PDF never has every page's text in memory.
 
+Pages without text (scanned among typed ones) are left out and named in a warning.
 Refused: a password (``encrypted PDF``), more than ``limits.max_pdf_pages`` pages
 (``too large``), no text on any page (``no text layer (scanned image; OCR not
 supported)``), data PDFium cannot parse (``corrupt file: ...``). A PDF with an owner
@@ -31,6 +33,7 @@ from knowledge.extraction.base import (
 __all__ = ["extract"]
 
 _PASSWORD_ERROR = 4  # FPDF_ERR_PASSWORD
+_SHOWN_PAGES = 10
 
 
 def extract(data: bytes, limits: ExtractionLimits, source_type: str) -> ExtractedDocument:
@@ -51,24 +54,32 @@ def extract(data: bytes, limits: ExtractionLimits, source_type: str) -> Extracte
     except BaseException:
         document.close()
         raise
+    warnings: list[str] = []
     return ExtractedDocument(
         source_type=source_type,
         content_type="application/pdf",
-        blocks=_pages(document, pages),
+        blocks=_pages(document, pages, warnings),
         position_key="page",
         title=_title(document),
+        warnings=warnings,
     )
 
 
-def _pages(document: Any, pages: int) -> Iterator[Block]:
+def _pages(document: Any, pages: int, warnings: list[str]) -> Iterator[Block]:
     import pypdfium2 as pdfium
 
     found_text = False
+    without_text: list[int] = []
     try:
         for number in range(1, pages + 1):
             try:
                 page = document[number - 1]
                 try:
+                    if page.get_rotation():
+                        # /Rotate turns the page for display only; PDFium orders the text
+                        # of a turned page by the turned layout (a 90-degree page read its
+                        # lines last to first). Read it as its content is written.
+                        page.set_rotation(0)
                     textpage = page.get_textpage()
                     try:
                         text = textpage.get_text_range()
@@ -82,10 +93,23 @@ def _pages(document: Any, pages: int) -> Iterator[Block]:
             if text.strip():
                 found_text = True
                 yield Block(text, NO_SECTION, number)
+            else:
+                without_text.append(number)
         if not found_text:
             raise ExtractionError(REASON_NO_TEXT_LAYER)
+        if without_text:
+            warnings.append(_pages_without_text(without_text, pages))
     finally:
         document.close()
+
+
+def _pages_without_text(numbers: list[int], pages: int) -> str:
+    shown = ", ".join(str(n) for n in numbers[:_SHOWN_PAGES])
+    more = f" and {len(numbers) - _SHOWN_PAGES} more" if len(numbers) > _SHOWN_PAGES else ""
+    return (
+        f"{len(numbers)} of {pages} pages have no text layer (scanned images; OCR not "
+        f"supported), not indexed: page {shown}{more}"
+    )
 
 
 def _clean(text: str) -> str:
