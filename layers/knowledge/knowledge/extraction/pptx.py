@@ -2,7 +2,8 @@
 
 Each slide is a section with ``slide`` (1-based) and ``heading_path`` = [its title]; its
 blocks are the title, then the text of every other shape in the slide's order (text
-frames, table rows with cells joined by `` | ``, the shapes inside groups), then the
+frames, table rows with cells joined by `` | ``, the shapes inside groups, a chart's
+title, the boxes of a SmartArt graphic, whose text lives in its own data part), then the
 speaker notes, prefixed ``Notes:``. Slides without any text give nothing.
 """
 
@@ -18,6 +19,11 @@ from knowledge.extraction.base import Block, ExtractedDocument, ExtractionLimits
 __all__ = ["extract"]
 
 _CONTENT_TYPE = "application/vnd.openxmlformats-officedocument.presentationml.presentation"
+_DGM = "{http://schemas.openxmlformats.org/drawingml/2006/diagram}"
+_A = "{http://schemas.openxmlformats.org/drawingml/2006/main}"
+_DGM_REL_IDS, _DGM_PT, _DGM_T = f"{_DGM}relIds", f"{_DGM}pt", f"{_DGM}t"
+_R_DM = "{http://schemas.openxmlformats.org/officeDocument/2006/relationships}dm"
+_A_P, _A_T = f"{_A}p", f"{_A}t"
 
 
 def extract(data: bytes, limits: ExtractionLimits, source_type: str) -> ExtractedDocument:
@@ -61,6 +67,16 @@ def _shape_texts(shape: Any) -> Iterator[str]:
         for inner in shape.shapes:  # a group shape
             yield from _shape_texts(inner)
         return
+    if getattr(shape, "has_chart", False):
+        chart = shape.chart
+        frame = chart.chart_title.text_frame if chart.has_title else None
+        if frame is not None and (text := _one_line(frame.text)):
+            yield text
+        return
+    diagram = _diagram_data(shape)
+    if diagram is not None:
+        yield from _diagram_texts(diagram)
+        return
     if getattr(shape, "has_table", False):
         for row in shape.table.rows:
             cells = [_one_line(cell.text) for cell in row.cells]
@@ -73,6 +89,40 @@ def _shape_texts(shape: Any) -> Iterator[str]:
             text = " ".join(paragraph.text.split())
             if text:
                 yield "  " * paragraph.level + text
+
+
+def _diagram_data(shape: Any) -> Any:
+    """The data part of a SmartArt graphic frame (its text lives there, not in the
+    slide), parsed, or None (not SmartArt, or the part is missing: nothing to read)."""
+    element = getattr(shape, "element", None)
+    if element is None:
+        return None
+    for ids in element.iter(_DGM_REL_IDS):
+        rid = ids.get(_R_DM)
+        if not rid:
+            continue
+        try:
+            part = shape.part.related_part(rid)
+        except KeyError:
+            return None
+        from pptx.oxml import parse_xml  # python-pptx's parser: no entities, no network
+
+        return parse_xml(part.blob)
+    return None
+
+
+def _diagram_texts(data: Any) -> Iterator[str]:
+    # Points of type "node" (the default) are the SmartArt's boxes, in the order drawn;
+    # the others are the connectors and the document point.
+    for point in data.iter(_DGM_PT):
+        if point.get("type", "node") != "node":
+            continue
+        body = point.find(_DGM_T)
+        if body is None:
+            continue
+        for paragraph in body.iter(_A_P):
+            if text := _one_line("".join(t.text or "" for t in paragraph.iter(_A_T))):
+                yield text
 
 
 def _one_line(text: str) -> str:
