@@ -165,3 +165,53 @@ def with_footnotes(data: bytes, notes: list[str]) -> bytes:
 def test_footnotes_are_read_after_the_body() -> None:
     data = with_footnotes(word_file(), ["RPO is measured from the last WAL archive."])
     assert lines(data)[-1] == "Footnote: RPO is measured from the last WAL archive."
+
+
+_DGM = "http://schemas.openxmlformats.org/drawingml/2006/diagram"
+_DATA_REL = "http://schemas.openxmlformats.org/officeDocument/2006/relationships/diagramData"
+_DATA_TYPE = "application/vnd.openxmlformats-officedocument.drawingml.diagramData+xml"
+
+
+def with_smartart(steps: list[str]) -> bytes:
+    """A document whose last paragraph anchors a SmartArt graphic of ``steps``."""
+    anchor = (
+        f'<w:p {W} xmlns:a="http://schemas.openxmlformats.org/drawingml/2006/main" '
+        'xmlns:r="http://schemas.openxmlformats.org/officeDocument/2006/relationships">'
+        f'<w:r><w:drawing><a:graphic><a:graphicData uri="{_DGM}"><dgm:relIds '
+        f'xmlns:dgm="{_DGM}" r:dm="rIdDgm" r:lo="rIdDgm" r:qs="rIdDgm" r:cs="rIdDgm"/>'
+        "</a:graphicData></a:graphic></w:drawing></w:r></w:p>"
+    )
+    points = "".join(
+        f'<dgm:pt modelId="{n}"><dgm:t><a:p><a:r><a:t>{step}</a:t></a:r></a:p></dgm:t></dgm:pt>'
+        for n, step in enumerate(steps, start=1)
+    )
+    data = (
+        f'<dgm:dataModel xmlns:dgm="{_DGM}" '
+        'xmlns:a="http://schemas.openxmlformats.org/drawingml/2006/main"><dgm:ptLst>'
+        f'<dgm:pt modelId="0" type="doc"/>{points}</dgm:ptLst></dgm:dataModel>'
+    )
+    source = zipfile.ZipFile(io.BytesIO(word_file(anchor)))
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as target:
+        for info in source.infolist():
+            content = source.read(info)
+            if info.filename == "word/_rels/document.xml.rels":
+                content = content.replace(
+                    b"</Relationships>",
+                    f'<Relationship Id="rIdDgm" Type="{_DATA_REL}" '
+                    'Target="diagrams/data1.xml"/></Relationships>'.encode(),
+                )
+            elif info.filename == "[Content_Types].xml":
+                content = content.replace(
+                    b"</Types>",
+                    f'<Override PartName="/word/diagrams/data1.xml" ContentType="{_DATA_TYPE}"/>'
+                    "</Types>".encode(),
+                )
+            target.writestr(info.filename, content)
+        target.writestr("word/diagrams/data1.xml", data)
+    return out.getvalue()
+
+
+def test_smartart_text_is_read() -> None:
+    steps = ["Detect the outage", "Fail over the database"]
+    assert lines(with_smartart(steps)) == ["Disaster recovery", *steps]

@@ -8,10 +8,10 @@
   table inside a cell is read into that cell);
 - empty paragraphs are dropped;
 - the body is walked in the XML itself, so what python-docx's own iteration skips is
-  read too: content controls (``w:sdt``) and custom XML, text boxes (after their
-  paragraph; the VML fallback copy of a drawing once, not twice), simple fields,
-  hyperlinks and tracked insertions (not tracked deletions or moved-away text); then
-  footnotes and endnotes, ``Footnote: ...``. Page headers and footers are left out (page
+  read too: content controls (``w:sdt``) and custom XML, SmartArt (``diagrams``), text
+  boxes (after their paragraph; the VML fallback copy of a drawing once, not twice),
+  simple fields, hyperlinks and tracked insertions (not tracked deletions or moved-away
+  text); then footnotes and endnotes, ``Footnote: ...``. Page headers and footers are left out (page
   chrome, as for HTML).
 
 The archive is checked first (``archive.open_office_package``: zip bombs, encrypted
@@ -27,6 +27,12 @@ from typing import IO, Any
 
 from knowledge.extraction.archive import core_title, open_office_package
 from knowledge.extraction.base import Block, ExtractedDocument, ExtractionLimits
+from knowledge.extraction.diagrams import (
+    DIAGRAM_DATA_ID,
+    DIAGRAM_REL_IDS,
+    diagram_data,
+    diagram_texts,
+)
 
 __all__ = ["extract"]
 
@@ -95,6 +101,8 @@ def _blocks(document: Any) -> Iterator[Block]:
             if list_level is not None:
                 text = "  " * list_level + "- " + text
             yield Block(text, section)
+        for text in _diagram_lines(element, document.part):
+            yield Block(text, section)
         # Text boxes anchored in the paragraph: their paragraphs and tables follow it.
         for box in _text_boxes(element):
             for inner_kind, inner in _body_items(box):
@@ -154,6 +162,16 @@ def _text_boxes(paragraph: Any) -> Iterator[Any]:
         # inside another box (that box's walk reads it).
         if not any(a.tag in (_MC_FALLBACK, _W_TXBX_CONTENT) for a in ancestors):
             yield box
+
+
+def _diagram_lines(paragraph: Any, part: Any) -> Iterator[str]:
+    """The text of SmartArt graphics anchored in the paragraph (``diagrams``)."""
+    for ids in paragraph.iter(DIAGRAM_REL_IDS):
+        if any(a.tag == _MC_FALLBACK for a in _ancestors_within(ids, paragraph)):
+            continue
+        related = part.related_parts.get(ids.get(DIAGRAM_DATA_ID) or "")
+        if related is not None:
+            yield from diagram_texts(diagram_data(related.blob))
 
 
 def _notes(document: Any, section: Mapping[str, Any]) -> Iterator[Block]:

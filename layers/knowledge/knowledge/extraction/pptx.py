@@ -15,15 +15,16 @@ from typing import IO, Any
 
 from knowledge.extraction.archive import core_title, open_office_package
 from knowledge.extraction.base import Block, ExtractedDocument, ExtractionLimits
+from knowledge.extraction.diagrams import (
+    DIAGRAM_DATA_ID,
+    DIAGRAM_REL_IDS,
+    diagram_data,
+    diagram_texts,
+)
 
 __all__ = ["extract"]
 
 _CONTENT_TYPE = "application/vnd.openxmlformats-officedocument.presentationml.presentation"
-_DGM = "{http://schemas.openxmlformats.org/drawingml/2006/diagram}"
-_A = "{http://schemas.openxmlformats.org/drawingml/2006/main}"
-_DGM_REL_IDS, _DGM_PT, _DGM_T = f"{_DGM}relIds", f"{_DGM}pt", f"{_DGM}t"
-_R_DM = "{http://schemas.openxmlformats.org/officeDocument/2006/relationships}dm"
-_A_P, _A_T = f"{_A}p", f"{_A}t"
 
 
 def extract(data: bytes, limits: ExtractionLimits, source_type: str) -> ExtractedDocument:
@@ -75,7 +76,7 @@ def _shape_texts(shape: Any) -> Iterator[str]:
         return
     diagram = _diagram_data(shape)
     if diagram is not None:
-        yield from _diagram_texts(diagram)
+        yield from diagram_texts(diagram)
         return
     if getattr(shape, "has_table", False):
         for row in shape.table.rows:
@@ -97,32 +98,16 @@ def _diagram_data(shape: Any) -> Any:
     element = getattr(shape, "element", None)
     if element is None:
         return None
-    for ids in element.iter(_DGM_REL_IDS):
-        rid = ids.get(_R_DM)
+    for ids in element.iter(DIAGRAM_REL_IDS):
+        rid = ids.get(DIAGRAM_DATA_ID)
         if not rid:
             continue
         try:
             part = shape.part.related_part(rid)
         except KeyError:
             return None
-        from pptx.oxml import parse_xml  # python-pptx's parser: no entities, no network
-
-        return parse_xml(part.blob)
+        return diagram_data(part.blob)
     return None
-
-
-def _diagram_texts(data: Any) -> Iterator[str]:
-    # Points of type "node" (the default) are the SmartArt's boxes, in the order drawn;
-    # the others are the connectors and the document point.
-    for point in data.iter(_DGM_PT):
-        if point.get("type", "node") != "node":
-            continue
-        body = point.find(_DGM_T)
-        if body is None:
-            continue
-        for paragraph in body.iter(_A_P):
-            if text := _one_line("".join(t.text or "" for t in paragraph.iter(_A_T))):
-                yield text
 
 
 def _one_line(text: str) -> str:
