@@ -105,3 +105,18 @@ def test_kb_index_reads_every_encoding_and_the_batch_survives(
     assert code == 0, err
     paths = [hit["document_path"] for hit in json.loads(out)["results"]]
     assert paths[:1] == ["leute.csv"]
+
+
+@pytest.mark.parametrize("declared", ["iso-8859-1", "ISO_8859-1", "us-ascii"])
+def test_a_latin1_label_is_read_as_windows_1252_as_browsers_do(declared: str) -> None:
+    page = (
+        f'<html><head><meta charset="{declared}"></head>'
+        "<body><p>\u201cFail over\u201d costs 5 \u20ac</p></body></html>"
+    )
+    result = extract_text("page.html", page.encode("cp1252"))
+    assert "\u201cFail over\u201d costs 5 \u20ac" in result.text
+
+
+def test_a_utf16_label_on_a_page_without_a_bom_is_ignored() -> None:
+    page = '<html><head><meta charset="utf-16"></head><body><p>서울 리전 복구</p></body></html>'
+    assert "서울 리전 복구" in extract_text("page.html", page.encode("utf-8")).text

@@ -5,8 +5,10 @@ UTF-16, old web pages declare ``<meta charset="euc-kr">``. ``choose_encoding`` d
 in this order:
 
 1. a byte order mark (UTF-8, UTF-16, UTF-32): that encoding;
-2. the encoding the document declares (HTML's ``<meta charset>``), if Python knows it
-   (a declared UTF-8 is checked as 3. and 4. do: it is the usual mislabel);
+2. the encoding the document declares (HTML's ``<meta charset>``), if Python knows it,
+   read as browsers read it (Latin-1 and ASCII labels mean Windows-1252; a UTF-16
+   label on a page without a BOM is ignored); a declared UTF-8 is checked as 3. and 4.
+   do: it is the usual mislabel;
 3. UTF-8, when the bytes are UTF-8 (a few invalid bytes in otherwise valid UTF-8 text,
    or a character cut off at the end, stay UTF-8 and become U+FFFD: a damaged UTF-8
    file, not another encoding);
@@ -63,6 +65,18 @@ class TextEncoding:
     first_invalid: int = -1
 
 
+_AS_BROWSERS_READ: dict[str, str | None] = {
+    "utf-16": None,
+    "utf-16-le": None,
+    "utf-16-be": None,
+    "utf-32": None,
+    "utf-32-le": None,
+    "utf-32-be": None,
+    "iso8859-1": "cp1252",
+    "ascii": "cp1252",
+}
+
+
 def python_codec(name: str) -> str | None:
     """Python's canonical codec name for ``name`` (e.g. ``EUC-KR`` -> ``euc_kr``), or None."""
     try:
@@ -81,6 +95,9 @@ def choose_encoding(data: bytes, declared: str | None = None) -> TextEncoding:
             return TextEncoding(codec)
     if declared is not None:
         named = python_codec(declared)
+        # As browsers read a declaration (WHATWG Encoding): a page cannot declare itself
+        # UTF-16 in ASCII bytes (it is UTF-8), and Latin-1/ASCII labels mean Windows-1252.
+        named = _AS_BROWSERS_READ.get(named or "", named)
         # A declared UTF-8 is checked like an undeclared file: it is the usual mislabel.
         if named is not None and named != "utf-8":
             return TextEncoding(named)
