@@ -70,12 +70,34 @@ def test_only_the_extension_matches_case_insensitively(
             PNG,
             "wrong file type: the content is a PNG image, not .txt; it cannot be indexed",
         ),
+        (
+            "download.pdf",
+            b"<!DOCTYPE html>\n<html><body><h1>403 Forbidden</h1></body></html>",
+            "wrong file type: the content is an HTML page, not .pdf; rename it to .html",
+        ),
+        (
+            "export.xls",  # a web app's "Excel export"
+            b"<html><body><table><tr><td>Region</td></tr></table></body></html>",
+            "wrong file type: the content is an HTML page, not .xls; rename it to .html",
+        ),
+        (
+            "renamed.doc",
+            files.docx([("p", "Minutes")]),
+            "wrong file type: the content is a Word document, not .doc; rename it to .docx",
+        ),
     ],
 )
 def test_a_file_whose_content_is_another_type_says_so(name: str, data: bytes, reason: str) -> None:
     with pytest.raises(ExtractionError) as caught:
         extract_text(name, data)
     assert str(caught.value) == reason
+
+
+def test_a_real_legacy_office_file_keeps_its_reason() -> None:
+    ole = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1" + bytes(1024)
+    with pytest.raises(ExtractionError) as caught:
+        extract_text("minutes.doc", ole)
+    assert str(caught.value) == "unsupported format: legacy Word .doc; convert to .docx"
 
 
 def test_an_encrypted_office_file_keeps_its_own_reason() -> None:

@@ -60,7 +60,7 @@ from knowledge.extraction.base import (
     timed,
     too_large,
 )
-from knowledge.extraction.sniff import misnamed
+from knowledge.extraction.sniff import content_kind, misnamed
 
 __all__ = [
     "DEFAULT_MAX_DOCUMENT_BYTES",
@@ -139,7 +139,10 @@ def extract_document(
     extension = _extension(name)
     legacy = _LEGACY.get(extension)
     if legacy is not None:
-        raise ExtractionError(f"{REASON_UNSUPPORTED}: {legacy}")
+        # A renamed .docx or a web app's HTML "Excel export" is not legacy Office at all.
+        kind = content_kind(data)
+        wrong_type = misnamed(extension, data) if kind is not None and kind[1] else None
+        raise wrong_type or ExtractionError(f"{REASON_UNSUPPORTED}: {legacy}")
     fmt = _FORMATS.get(extension)
     if fmt is None:
         shown = f"'{extension}'" if extension else "no extension"

@@ -53,6 +53,10 @@ def content_kind(data: bytes) -> tuple[str, str | None] | None:
     for magic, label in (*_IMAGES, *_ARCHIVES):
         if data.startswith(magic):
             return label, None
+    start = head.removeprefix(b"\xef\xbb\xbf").lstrip()[:64].lower()
+    if start.startswith((b"<!doctype html", b"<html")):
+        # A download that saved an error or login page, or a web app's "Excel export".
+        return "an HTML page", ".html"
     return None
 
 
