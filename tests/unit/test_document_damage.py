@@ -118,3 +118,26 @@ def test_kb_index_lists_damaged_and_empty_documents_and_indexes_the_rest(
     assert main(["status", *scope, "--json"]) == 0
     out, _ = capsys.readouterr()
     assert "c-empty.docx" not in {p["document_path"] for p in json.loads(out)["problems"]}
+
+
+def test_a_file_that_grows_after_it_was_listed_is_read_only_to_the_size_limit(
+    tmp_path: Path,
+) -> None:
+    from knowledge.model import IndexOptions
+    from knowledge.scope import KnowledgeScope
+    from knowledge.sources.local import LocalDirectorySource
+    from knowledge.stores.memory import MemoryKnowledgeStore
+
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    log = folder / "growing.txt"
+    log.write_text("first line\n", "utf-8")
+    options = IndexOptions(max_document_bytes=4096)
+    (document,) = list(LocalDirectorySource(folder).documents(KnowledgeScope("a", "b"), options))
+    with log.open("ab") as handle:  # a writer appends after the listing, before the read
+        handle.write(b"x" * (1024 * 1024))
+    assert len(document.read()) == 4097  # bounded, not the megabyte on disk
+
+    store = MemoryKnowledgeStore()
+    result = store.index(KnowledgeScope("a", "b"), LocalDirectorySource(folder), options)
+    assert [p.reason.split(":")[0] for p in result.skipped] == ["too large"]

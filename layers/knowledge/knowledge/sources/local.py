@@ -136,10 +136,13 @@ def read_regular_file(path: str, real_root: str, *, limit: int | None = None) ->
         return handle.read() if limit is None else handle.read(limit)
 
 
-def _reader(real: str, real_root: str) -> Callable[[], bytes]:
+def _reader(real: str, real_root: str, limit: int) -> Callable[[], bytes]:
     def read() -> bytes:
         # Resolved again when read: the file may have been swapped since it was listed.
-        return read_regular_file(real, real_root)
+        # At most ``limit`` bytes: a file that grew past the size limit after it was
+        # listed (a log being appended, a copy in progress) cannot fill the memory; the
+        # extractor then refuses it as too large.
+        return read_regular_file(real, real_root, limit=limit)
 
     return read
 
@@ -227,7 +230,7 @@ def _list_documents(
         yield SourceDocument(
             path=rel,
             size=item.size,
-            read=_reader(item.real, real_root),
+            read=_reader(item.real, real_root, options.max_document_bytes + 1),
             version=None,
             metadata=metadata,
             source_key=None if key_prefix is None else key_prefix + rel,
