@@ -115,6 +115,22 @@ def test_a_table_inside_a_cell_is_read_into_that_cell() -> None:
     assert text.startswith("Region | ")
 
 
+def test_table_rows_inside_a_repeating_content_control_are_read() -> None:
+    document = docx.Document()
+    table = document.add_table(rows=1, cols=2)
+    table.cell(0, 0).text = "Region"
+    table.cell(0, 1).text = "Owner"
+    repeated = parse_xml(
+        f"<w:sdt {W}><w:sdtContent><w:tr><w:tc><w:p><w:r><w:t>eu-west-1</w:t></w:r></w:p>"
+        "</w:tc><w:tc><w:p><w:r><w:t>Platform</w:t></w:r></w:p></w:tc></w:tr></w:sdtContent>"
+        "</w:sdt>"
+    )
+    table._tbl.append(repeated)
+    buffer = io.BytesIO()
+    document.save(buffer)
+    assert lines(buffer.getvalue()) == ["Region | Owner", "eu-west-1 | Platform"]
+
+
 def test_a_body_feature_keeps_the_heading_path() -> None:
     data = word_file(
         f"<w:sdt {W}><w:sdtContent><w:p><w:r><w:t>Restore from the nightly snapshot."

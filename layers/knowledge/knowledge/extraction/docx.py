@@ -229,10 +229,20 @@ def _style_name(paragraph: Any) -> str:
 def _table_rows(table: Any) -> Iterator[str]:
     """One line per row, cells joined with `` | ``; a merged cell is one ``w:tc`` in the
     XML, so it comes once; a table inside a cell is read into that cell."""
-    for row in table.iterchildren(_W_TR):
+    for row in _rows(table):
         cells = [" ".join(_cell_text(cell).split()) for cell in _row_cells(row)]
         if any(cells):
             yield " | ".join(cells)
+
+
+def _rows(table: Any) -> Iterator[Any]:
+    for child in table.iterchildren():
+        if child.tag == _W_TR:
+            yield child
+        elif child.tag in _TRANSPARENT:  # rows inside a content control (repeating section)
+            content = child.find(_W_SDT_CONTENT) if child.tag == _W_SDT else child
+            if content is not None:
+                yield from _rows(content)
 
 
 def _row_cells(row: Any) -> Iterator[Any]:
