@@ -199,6 +199,8 @@ _NO_TEXT_DEFAULT = "nothing readable in this {} (empty, or only images or drawin
 
 def _unexpected(source_type: str, exc: Exception) -> ExtractionError:
     _LOG.warning("the %s reader failed on a document", source_type, exc_info=exc)
+    if isinstance(exc, MemoryError):
+        return too_large(f"the {source_type} reader ran out of memory")
     detail = " ".join(str(exc).split())[:200]
     return corrupt(f"the {source_type} reader failed ({type(exc).__name__}: {detail})")
 
