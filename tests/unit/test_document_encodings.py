@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from knowledge.cli import main
+from knowledge.errors import ExtractionError
 from knowledge.extraction import extract_text
 
 KOREAN_ROWS = "이름,도시,메모\n김민준,서울특별시,배포 담당자\n이서연,부산광역시,장애 대응 책임자\n"
@@ -42,6 +43,18 @@ def test_legacy_and_utf16_text_files_are_read_as_their_text(
     assert "\ufffd" not in result.text
     if encoding.startswith("cp"):
         assert any("not UTF-8" in warning for warning in result.warnings), result.warnings
+
+
+@pytest.mark.parametrize("encoding", ["utf-16-le", "utf-16-be"])
+def test_utf16_without_a_byte_order_mark_is_detected_not_binary(encoding: str) -> None:
+    result = extract_text("people.csv", KOREAN_ROWS.encode(encoding))
+    assert "이름: 김민준; 도시: 서울특별시; 메모: 배포 담당자" in result.text
+    assert any("no byte order mark" in warning for warning in result.warnings)
+
+
+def test_a_binary_file_named_txt_is_still_binary() -> None:
+    with pytest.raises(ExtractionError, match="binary content"):
+        extract_text("dump.txt", bytes(range(256)) * 64)
 
 
 @pytest.mark.parametrize("declared", ["euc-kr", "EUC-KR", "ks_c_5601-1987", "cp949"])

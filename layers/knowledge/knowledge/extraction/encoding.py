@@ -4,7 +4,8 @@ Real files are not all UTF-8: Excel saves CSV as Windows-1252 or CP949, "Unicode
 UTF-16, old web pages declare ``<meta charset="euc-kr">``. ``choose_encoding`` decides,
 in this order:
 
-1. a byte order mark (UTF-8, UTF-16, UTF-32): that encoding;
+1. a byte order mark (UTF-8, UTF-16, UTF-32): that encoding; NUL bytes without one:
+   UTF-16/32 if the detector (4.) says so (with a warning);
 2. the encoding the document declares (HTML's ``<meta charset>``), if Python knows it,
    read as browsers read it (Latin-1 and ASCII labels mean Windows-1252; a UTF-16
    label on a page without a BOM is ignored); a declared UTF-8 is checked as 3. and 4.
@@ -26,9 +27,12 @@ import codecs
 import re
 from dataclasses import dataclass
 
-__all__ = ["TextEncoding", "choose_encoding", "python_codec"]
+__all__ = ["WIDE_CODECS", "TextEncoding", "choose_encoding", "python_codec"]
 
 _STEP = 1024 * 1024
+_NUL_SNIFF_BYTES = 8 * 1024
+WIDE_CODECS = frozenset({"utf-16", "utf-16-le", "utf-16-be", "utf-32", "utf-32-le", "utf-32-be"})
+"""Encodings whose text holds NUL bytes: the binary check does not apply to them."""
 _DETECT_BYTES = 256 * 1024
 # Among encodings the detector finds equally plausible, the ones real files use most.
 _PREFERRED = (
@@ -101,6 +105,11 @@ def choose_encoding(data: bytes, declared: str | None = None) -> TextEncoding:
         # A declared UTF-8 is checked like an undeclared file: it is the usual mislabel.
         if named is not None and named != "utf-8":
             return TextEncoding(named)
+    if b"\x00" in data[:_NUL_SNIFF_BYTES]:
+        # Text has no NUL bytes, UTF-16/32 without a byte order mark has many.
+        wide = _detect(data[:_DETECT_BYTES])
+        if wide in WIDE_CODECS:
+            return TextEncoding(wide, warning=f"decoded as {wide} (it has no byte order mark)")
     invalid, non_ascii, first = _utf8_invalid(data)
     if invalid == 0:
         return TextEncoding("utf-8-sig")

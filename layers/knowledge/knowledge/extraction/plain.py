@@ -15,7 +15,7 @@ import io
 import re
 
 from knowledge.extraction.base import ExtractedDocument, ExtractionLimits, corrupt, human_size
-from knowledge.extraction.encoding import TextEncoding, choose_encoding
+from knowledge.extraction.encoding import WIDE_CODECS, TextEncoding, choose_encoding
 
 __all__ = ["decode_as", "decode_text", "extract", "reject_binary", "text_stream"]
 
@@ -29,8 +29,6 @@ _CONTROL_BYTES = bytes(
 # ``surrogateescape`` turns each undecodable byte into one of these code points.
 _ESCAPED_BYTE = re.compile("[\udc80-\udcff]")
 
-# Encodings whose text holds NUL bytes: the binary check does not apply to them.
-_WIDE_CODECS = frozenset({"utf-16", "utf-32"})
 
 _CONTENT_TYPES = {"markdown": "text/markdown", "text": "text/plain"}
 
@@ -48,7 +46,7 @@ def extract(data: bytes, limits: ExtractionLimits, source_type: str) -> Extracte
 def decode_text(data: bytes) -> tuple[str, tuple[str, ...]]:
     """Decode a plain-text format: BOM, binary check, encoding (``encoding``), newlines."""
     encoding = choose_encoding(data)
-    if encoding.codec not in _WIDE_CODECS:
+    if encoding.codec not in WIDE_CODECS:
         reject_binary(data)
     text, warnings = decode_as(data, encoding)
     if "\r" in text:
@@ -72,7 +70,7 @@ def text_stream(data: bytes) -> tuple[io.TextIOWrapper, tuple[str, ...]]:
     """``data`` as a text stream decoded as it is read (``decode_text``'s encoding and
     binary check), universal newlines left to the reader, and the warnings so far."""
     encoding = choose_encoding(data)
-    if encoding.codec not in _WIDE_CODECS:
+    if encoding.codec not in WIDE_CODECS:
         reject_binary(data)
     warnings: tuple[str, ...] = (encoding.warning,) if encoding.warning else ()
     if encoding.invalid_bytes:
