@@ -56,12 +56,42 @@ def empty_docx() -> bytes:
     return buffer.getvalue()
 
 
-def test_a_library_error_while_the_blocks_are_read_is_a_corrupt_file() -> None:
+def sheet_without_its_shared_strings() -> bytes:
+    """Cells that point into a shared-strings table the workbook does not have."""
+    source = zipfile.ZipFile(io.BytesIO(files.xlsx({"Sheet": [["name"], ["alpha"]]})))
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as target:
+        for info in source.infolist():
+            content = source.read(info)
+            if info.filename.startswith("xl/worksheets/"):
+                text = content.decode()
+                for index, word in enumerate(["name", "alpha"]):
+                    text = text.replace(
+                        f't="inlineStr"><is><t>{word}</t></is>', f't="s"><v>{index}</v>'
+                    )
+                content = text.encode()
+            target.writestr(info.filename, content)
+    return out.getvalue()
+
+
+@pytest.mark.parametrize(
+    ("name", "data", "reason"),
+    [
+        ("deck.pptx", deck_without_its_slide(), "corrupt file: the pptx reader failed (KeyError: "),
+        (
+            "sheet.xlsx",
+            sheet_without_its_shared_strings(),
+            "corrupt file: the xlsx reader failed (IndexError: ",
+        ),
+    ],
+)
+def test_a_library_error_while_the_blocks_are_read_is_a_corrupt_file(
+    name: str, data: bytes, reason: str
+) -> None:
     with pytest.raises(ExtractionError) as caught:
-        extract_text("deck.pptx", deck_without_its_slide())
-    reason = str(caught.value)
-    assert reason.startswith("corrupt file: the pptx reader failed (KeyError: ")
-    assert "\n" not in reason
+        extract_text(name, data)
+    assert str(caught.value).startswith(reason)
+    assert "\n" not in str(caught.value)
 
 
 @pytest.mark.parametrize(
