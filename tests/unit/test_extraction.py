@@ -70,9 +70,10 @@ def test_utf16_with_bom_is_decoded_not_rejected_as_binary(encoding: str) -> None
 
 
 def test_invalid_utf8_bytes_are_replaced_and_reported() -> None:
-    data = b"caf\xe9 ok \xff\xfe end"
+    # Damaged UTF-8 (its other non-ASCII characters are valid UTF-8), not another encoding.
+    data = b"caf\xe9 ok \xff\xfe end " + "서울 데이터".encode()
     result = extract_text("a.txt", data)
-    assert result.text == "caf\ufffd ok \ufffd\ufffd end"
+    assert result.text == "caf\ufffd ok \ufffd\ufffd end 서울 데이터"
     assert len(result.warnings) == 1
     warning = result.warnings[0]
     assert "3 invalid UTF-8 bytes" in warning

@@ -483,3 +483,39 @@ def test_an_edit_reports_embedded_and_reused_chunks_as_metrics(monkeypatch, s3, 
         assert (applied["embedded_chunks"], applied["reused_chunks"]) == (1, 5)
     finally:
         store.close()
+
+
+def test_real_world_files_through_the_lambda_path(indexer):
+    """Upper-case extensions are documents, a page in a legacy encoding is read, a damaged
+    or empty Office file is a problem: one batch, nothing retried, nothing crashed."""
+    import document_files as files
+    from test_document_damage import deck_without_its_slide, empty_docx
+
+    page = (
+        '<html><head><meta charset="euc-kr"></head><body><p>서울 리전 복구 절차</p></body></html>'
+    )
+    uploads = {
+        "Scan.PDF": files.pdf(["The walrus procedure restores the primary."]),
+        "Guide.Docx": files.docx([("Heading 1", "Guide"), ("p", "Narwhal rotation weekly.")]),
+        "legacy.html": page.encode("cp949"),
+        "broken.pptx": deck_without_its_slide(),
+        "empty.docx": empty_docx(),
+    }
+    for name, body in uploads.items():
+        indexer.s3.put_object(Bucket=BUCKET, Key=f"ops-bot/runbooks/{name}", Body=body)
+    event = sqs_event(
+        *(
+            s3_notification("ObjectCreated:Put", f"ops-bot/runbooks/{name}", f"0{n}")
+            for n, name in enumerate(uploads)
+        )
+    )
+    assert indexer.invoke(event) == NO_FAILURES
+    assert indexer.paths() == ["Guide.Docx", "Scan.PDF", "legacy.html"]
+    (walrus,) = indexer.store.search(RUNBOOKS, SearchQuery("walrus"))
+    assert (walrus.document_path, walrus.metadata["source_type"]) == ("Scan.PDF", "pdf")
+    assert indexer.hits("narwhal", metadata={"source_type": "docx"}) == ["Guide.Docx"]
+    assert indexer.hits("서울 리전") == ["legacy.html"]
+    reasons = {p.path: p.reason for p in indexer.store.status(RUNBOOKS).problems}
+    assert sorted(reasons) == ["broken.pptx", "empty.docx"]
+    assert reasons["broken.pptx"].startswith("corrupt file: the pptx reader failed")
+    assert reasons["empty.docx"].startswith("no text: ")

@@ -452,13 +452,19 @@ def test_an_unreadable_file_is_an_error_and_the_run_goes_on() -> None:
     assert [(p.path, p.reason) for p in result.errors] == [("gone.md", "cannot read: gone")]
 
 
-def test_invalid_utf8_is_indexed_with_a_warning() -> None:
+def test_a_file_that_is_not_utf8_is_indexed_with_a_warning() -> None:
     writer = FakeWriter()
-    result = indexer().index(writer, SCOPE, ListSource([doc("latin.txt", b"caf\xe9 menu")]))
-    assert result.indexed_documents == 1
+    source = ListSource(
+        [doc("latin.txt", b"caf\xe9 menu"), doc("damaged.txt", b"caf\xc3\xa9 \xff")]
+    )
+    result = indexer().index(writer, SCOPE, source)
+    assert result.indexed_documents == 2
     assert result.errors == ()
-    assert [p.path for p in result.warnings] == ["latin.txt"]
-    assert "\ufffd" in writer.chunks("latin.txt")[0].chunk.content
+    assert sorted(p.path for p in result.warnings) == ["damaged.txt", "latin.txt"]
+    # A legacy encoding is detected (knowledge.extraction.encoding); damaged UTF-8 keeps
+    # its valid characters and marks the invalid byte.
+    assert "café menu" in writer.chunks("latin.txt")[0].chunk.content
+    assert "café \ufffd" in writer.chunks("damaged.txt")[0].chunk.content
 
 
 def test_write_failures_at_commit_are_errors_not_indexed_documents() -> None:

@@ -42,11 +42,10 @@ from typing import Any, Protocol
 
 from knowledge.errors import ConfigurationError, KnowledgeError
 from knowledge.events import ActionKind, ObjectAction, ReindexTask
-from knowledge.filters import matches_file_patterns
 from knowledge.indexing import REASON_STALE_VERSION, REASON_UNCHANGED
 from knowledge.model import IndexOptions, IndexResult
 from knowledge.scope import KnowledgeScope
-from knowledge.source import SourceDocument
+from knowledge.source import SourceDocument, is_document_path
 from knowledge.store import KnowledgeStore
 from knowledge.time_budget import TimeBudget
 
@@ -196,7 +195,7 @@ class EventIndexer:
         scope, path = action.scope, action.path
         if scope is None or path is None:
             return EventOutcome(action, EventStatus.REJECTED, "the action names no document")
-        if not matches_file_patterns(path, self._options.file_patterns):
+        if not is_document_path(path, self._options.file_patterns):
             patterns = ", ".join(self._options.file_patterns)
             return EventOutcome(
                 action, EventStatus.IGNORED, f"does not match the file patterns ({patterns})"

@@ -6,7 +6,8 @@ Pure functions on ``SearchResult`` lists (seed "context budget" rules), used by 
 - ``merge_adjacent``: results of one document whose chunks are consecutive (``chunk_index``
   i, i+1, ...) become one passage, so the overlap the chunker repeats at every cut
   (``chunking.DEFAULT_OVERLAP``) is not shown twice and a passage cut in two reads as
-  one. The passage takes the place (and the score) of its best chunk; its text is the
+  one; chunks of different sheets or slides stay apart (a citation names one). The
+  passage takes the place (and the score) of its best chunk; its text is the
   chunks in document order, each joined at its overlap with the previous one (the longest
   suffix of the previous text that starts the next, at least ``MIN_OVERLAP`` characters),
   else with a blank line. Its ``metadata`` is its first chunk's, with the ends of the
@@ -37,6 +38,8 @@ MIN_OVERLAP = 8
 _TRUNCATED = " [...]"
 # Where a chunk's place in its document ends (a range's end key and its start key).
 _RANGE_ENDS = (("page_end", "page"), ("row_end", "row_start"))
+# Places a citation names one of: chunks in different ones are never merged.
+_ONE_PLACE = ("sheet", "slide")
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +92,11 @@ def _passage(run: Sequence[SearchResult], rank_of: dict[int, int]) -> tuple[int,
     return rank_of[id(best)], passage
 
 
+def _same_place(left: SearchResult, right: SearchResult) -> bool:
+    # A citation names one sheet or one slide: chunks of two are two passages.
+    return all(left.metadata.get(key) == right.metadata.get(key) for key in _ONE_PLACE)
+
+
 def merge_adjacent(results: Sequence[SearchResult]) -> list[Passage]:
     """Merge consecutive chunks of one document (module docstring); rank order kept.
 
@@ -108,7 +116,7 @@ def merge_adjacent(results: Sequence[SearchResult]) -> list[Passage]:
         ordered = sorted(members, key=lambda r: r.chunk_index)
         run: list[SearchResult] = [ordered[0]]
         for result in ordered[1:]:
-            if result.chunk_index == run[-1].chunk_index + 1:
+            if result.chunk_index == run[-1].chunk_index + 1 and _same_place(run[-1], result):
                 run.append(result)
             else:
                 runs.append(_passage(run, rank_of))

@@ -8,14 +8,16 @@ document itself: its attributes become metadata of every chunk.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+import posixpath
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
+from knowledge.filters import matches_file_patterns
 from knowledge.model import IndexOptions
 from knowledge.scope import KnowledgeScope
 
-__all__ = ["SIDECAR_SUFFIX", "DocumentSource", "SourceDocument"]
+__all__ = ["SIDECAR_SUFFIX", "DocumentSource", "SourceDocument", "is_document_path"]
 
 SIDECAR_SUFFIX = ".metadata.json"
 
@@ -48,3 +50,16 @@ class DocumentSource(Protocol):
     def documents(self, scope: KnowledgeScope, options: IndexOptions) -> Iterator[SourceDocument]:
         """Yield matching documents in a stable order (sorted by path)."""
         ...
+
+
+def is_document_path(path: str, patterns: Sequence[str]) -> bool:
+    """True if the file at ``path`` is one of the documents ``patterns`` select: a pattern
+    matches it (``matches_file_patterns``), or matches it with its extension in lower
+    case, as the extractors read extensions: ``Scan.PDF`` and ``Notes.Docx`` are indexed
+    by the default ``*.pdf`` and ``*.docx`` instead of being ignored without a word.
+    The rest of the path matches case-sensitively, as S3 keys do."""
+    if matches_file_patterns(path, patterns):
+        return True
+    stem, extension = posixpath.splitext(path)
+    lowered = stem + extension.lower()
+    return lowered != path and matches_file_patterns(lowered, patterns)

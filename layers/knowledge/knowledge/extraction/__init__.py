@@ -28,28 +28,39 @@ of blocks); ``extract_text(name, data)`` returns the whole text as ``ExtractedTe
 Errors are ``ExtractionError`` whose message starts with the reason (``knowledge.
 extraction.base``): ``unsupported format``, ``too large``, ``corrupt file: ...``,
 ``encrypted PDF``, ``no text layer (scanned image; OCR not supported)``, ``archive bomb``.
-Text files are decoded as UTF-8 (see ``plain``); data over ``max_bytes``
-(``DEFAULT_MAX_DOCUMENT_BYTES`` when ``None``) is ``too large``.
+Whatever else a format's library raises on a damaged file, on opening it or while its
+blocks are read, is ``corrupt file: the <type> reader failed (...)``: one file's problem,
+never the batch's. A file whose content is another known type than its name says (a
+PDF named ``.docx``, an image named ``.txt``) is ``wrong file type: the content is ...,
+not .docx; rename it to .pdf`` (``sniff``). A structured document that gives no text at
+all (an empty DOCX, a PPTX of pictures, a sheet without data rows) is ``no text: ...``.
+Text files are decoded as UTF-8 or their detected encoding (see ``plain``); data over
+``max_bytes`` (``DEFAULT_MAX_DOCUMENT_BYTES`` when ``None``) is ``too large``.
 """
 
 from __future__ import annotations
 
 import importlib
+import logging
 import posixpath
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
-from knowledge.errors import ExtractionError, ValidationError
+from knowledge.errors import ExtractionError, KnowledgeError, ValidationError
 from knowledge.extraction.base import (
     DEFAULT_LIMITS,
+    REASON_CORRUPT,
+    REASON_NO_TEXT,
     REASON_UNSUPPORTED,
     Block,
     ExtractedDocument,
     ExtractionLimits,
+    corrupt,
     human_size,
     timed,
     too_large,
 )
+from knowledge.extraction.sniff import content_kind, misnamed
 
 __all__ = [
     "DEFAULT_MAX_DOCUMENT_BYTES",
@@ -67,6 +78,8 @@ __all__ = [
 ]
 
 DEFAULT_MAX_DOCUMENT_BYTES = 64 * 1024 * 1024
+
+_LOG = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,7 +139,10 @@ def extract_document(
     extension = _extension(name)
     legacy = _LEGACY.get(extension)
     if legacy is not None:
-        raise ExtractionError(f"{REASON_UNSUPPORTED}: {legacy}")
+        # A renamed .docx or a web app's HTML "Excel export" is not legacy Office at all.
+        kind = content_kind(data)
+        wrong_type = misnamed(extension, data) if kind is not None and kind[1] else None
+        raise wrong_type or ExtractionError(f"{REASON_UNSUPPORTED}: {legacy}")
     fmt = _FORMATS.get(extension)
     if fmt is None:
         shown = f"'{extension}'" if extension else "no extension"
@@ -139,10 +155,54 @@ def extract_document(
             f"{human_size(limit)} ({limit} bytes)"
         )
     extract = _extractor(fmt.module)
-    document = extract(data, limits, fmt.source_type)
+    try:
+        document = extract(data, limits, fmt.source_type)
+    except ExtractionError as exc:
+        wrong_type = misnamed(extension, data) if str(exc).startswith(REASON_CORRUPT) else None
+        if wrong_type is not None:
+            raise wrong_type from exc
+        raise
+    except KnowledgeError:
+        raise
+    except Exception as exc:
+        raise _unexpected(fmt.source_type, exc) from exc
     if document.blocks is not None:
-        document.blocks = timed(document.blocks, limits.max_seconds)
+        document.blocks = timed(_guarded(document.blocks, fmt.source_type), limits.max_seconds)
     return document
+
+
+def _guarded(blocks: Iterable[Block], source_type: str) -> Iterator[Block]:
+    # A library may fail on a damaged file with any exception, also while the blocks are
+    # read: it is this file's problem, never the batch's. A document that gives no text
+    # at all is a problem too, not an "indexed" document nobody can find.
+    produced = False
+    try:
+        for block in blocks:
+            produced = True
+            yield block
+    except KnowledgeError:
+        raise
+    except Exception as exc:
+        raise _unexpected(source_type, exc) from exc
+    if not produced:
+        detail = _NO_TEXT.get(source_type) or _NO_TEXT_DEFAULT.format(source_type)
+        raise ExtractionError(f"{REASON_NO_TEXT}: {detail}")
+
+
+_NO_TEXT = {
+    "xlsx": "no data rows in this xlsx (empty sheets, or a header row only)",
+    "csv": "no data rows in this csv (empty, or a header row only)",
+    "html": "no main text in this html page (empty, or only scripts, navigation or images)",
+}
+_NO_TEXT_DEFAULT = "nothing readable in this {} (empty, or only images or drawings; no OCR)"
+
+
+def _unexpected(source_type: str, exc: Exception) -> ExtractionError:
+    _LOG.warning("the %s reader failed on a document", source_type, exc_info=exc)
+    if isinstance(exc, MemoryError):
+        return too_large(f"the {source_type} reader ran out of memory")
+    detail = " ".join(str(exc).split())[:200]
+    return corrupt(f"the {source_type} reader failed ({type(exc).__name__}: {detail})")
 
 
 def extract_text(name: str, data: bytes, *, max_bytes: int | None = None) -> ExtractedText:

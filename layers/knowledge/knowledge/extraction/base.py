@@ -26,6 +26,7 @@ __all__ = [
     "REASON_ARCHIVE_BOMB",
     "REASON_CORRUPT",
     "REASON_ENCRYPTED_PDF",
+    "REASON_NO_TEXT",
     "REASON_NO_TEXT_LAYER",
     "REASON_TOO_LARGE",
     "REASON_UNSUPPORTED",
@@ -41,6 +42,7 @@ __all__ = [
 
 REASON_ENCRYPTED_PDF = "encrypted PDF"
 REASON_NO_TEXT_LAYER = "no text layer (scanned image; OCR not supported)"
+REASON_NO_TEXT = "no text"
 REASON_UNSUPPORTED = "unsupported format"
 REASON_TOO_LARGE = "too large"
 REASON_CORRUPT = "corrupt file"
@@ -111,7 +113,8 @@ def human_size(size: int) -> str:
 
 
 def corrupt(detail: str) -> ExtractionError:
-    return ExtractionError(f"{REASON_CORRUPT}: {detail}")
+    # One line: a library's message may hold line breaks, a status list should not.
+    return ExtractionError(f"{REASON_CORRUPT}: {' '.join(detail.split())}")
 
 
 def too_large(detail: str) -> ExtractionError:

@@ -1,9 +1,11 @@
 """CSV through the standard library's ``csv`` module, streamed row by row.
 
-The bytes are decoded as UTF-8 (a BOM is dropped; invalid bytes become U+FFFD) by a
-reader that decodes as it goes; the delimiter (``,`` ``;`` tab or ``|``) is sniffed from
-the first 8 KiB. The first non-empty row is the header; every later row is one block
-``header: value; ...`` with ``position`` = its record number (the header is row 1).
+The bytes are decoded as text files are (``plain.text_stream``: a BOM, UTF-8, UTF-16,
+or a detected legacy encoding such as CP949 or Windows-1252, said in a warning; invalid
+bytes become U+FFFD) by a reader that decodes as it goes; the delimiter (``,`` ``;``
+tab or ``|``) is sniffed from the first 8 KiB. The first non-empty row is the header;
+every later row is one block ``header: value; ...`` with ``position`` = its record
+number (the header is row 1).
 A field over the ``csv`` module's limit (128 KiB), or binary content, is ``corrupt file``.
 """
 
@@ -20,7 +22,7 @@ from knowledge.extraction.base import (
     ExtractionLimits,
     corrupt,
 )
-from knowledge.extraction.plain import reject_binary
+from knowledge.extraction.plain import text_stream
 from knowledge.extraction.rows import row_blocks
 
 __all__ = ["extract"]
@@ -30,17 +32,17 @@ _DELIMITERS = ",;\t|"
 
 
 def extract(data: bytes, limits: ExtractionLimits, source_type: str) -> ExtractedDocument:
-    reject_binary(data)
+    stream, warnings = text_stream(data)
     return ExtractedDocument(
         source_type=source_type,
         content_type="text/csv",
-        blocks=_blocks(data),
+        blocks=_blocks(stream),
         position_key="row",
+        warnings=list(warnings),
     )
 
 
-def _blocks(data: bytes) -> Iterator[Block]:
-    stream = io.TextIOWrapper(io.BytesIO(data), encoding="utf-8-sig", errors="replace", newline="")
+def _blocks(stream: io.TextIOWrapper) -> Iterator[Block]:
     sample = stream.read(_SNIFF_CHARS)
     stream.seek(0)
     try:

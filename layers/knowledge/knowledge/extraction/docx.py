@@ -4,8 +4,15 @@
   section; its text joins the ``heading_path`` at level N (``Title`` is level 1), as a
   Markdown heading would, and is the first line of the section;
 - list paragraphs (numbering, or a ``List ...`` style) read ``- item``, indented by level;
-- a table is one block per row, its cells joined with `` | `` (merged cells once);
-- empty paragraphs are dropped.
+- a table is one block per row, its cells joined with `` | `` (merged cells once; a
+  table inside a cell is read into that cell);
+- empty paragraphs are dropped;
+- the body is walked in the XML itself, so what python-docx's own iteration skips is
+  read too: content controls (``w:sdt``) and custom XML, SmartArt (``diagrams``), text
+  boxes (after their paragraph; the VML fallback copy of a drawing once, not twice),
+  simple fields, hyperlinks and tracked insertions (not tracked deletions or moved-away
+  text); then footnotes and endnotes, ``Footnote: ...``. Page headers and footers are left out (page
+  chrome, as for HTML).
 
 The archive is checked first (``archive.open_office_package``: zip bombs, encrypted
 files). The document's title is its core property ``title``, else the first heading.
@@ -20,11 +27,36 @@ from typing import IO, Any
 
 from knowledge.extraction.archive import core_title, open_office_package
 from knowledge.extraction.base import Block, ExtractedDocument, ExtractionLimits
+from knowledge.extraction.diagrams import (
+    DIAGRAM_DATA_ID,
+    DIAGRAM_REL_IDS,
+    diagram_data,
+    diagram_texts,
+)
 
 __all__ = ["extract"]
 
 _CONTENT_TYPE = "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
 _HEADING_STYLE = re.compile(r"heading\s*([1-9])", re.IGNORECASE)
+
+_W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
+_MC_FALLBACK = "{http://schemas.openxmlformats.org/markup-compatibility/2006}Fallback"
+_W_P, _W_TBL, _W_TR, _W_TC = f"{_W}p", f"{_W}tbl", f"{_W}tr", f"{_W}tc"
+_W_SDT, _W_SDT_CONTENT, _W_CUSTOM_XML = f"{_W}sdt", f"{_W}sdtContent", f"{_W}customXml"
+_TRANSPARENT = frozenset({_W_SDT, _W_CUSTOM_XML})
+_W_T, _W_TAB, _W_BR, _W_CR = f"{_W}t", f"{_W}tab", f"{_W}br", f"{_W}cr"
+_W_NO_BREAK_HYPHEN = f"{_W}noBreakHyphen"
+_W_TXBX_CONTENT = f"{_W}txbxContent"
+_W_FOOTNOTE, _W_ENDNOTE, _W_TYPE = f"{_W}footnote", f"{_W}endnote", f"{_W}type"
+# Text under these is not what the document reads: deleted or moved-away revisions, a
+# drawing's fallback copy, a text box (read on its own), a tab stop definition.
+_HIDDEN_ANCESTORS = frozenset(
+    {f"{_W}del", f"{_W}moveFrom", _MC_FALLBACK, _W_TXBX_CONTENT, f"{_W}tabs", f"{_W}pPr"}
+)
+_NOTE_PARTS = {
+    "http://schemas.openxmlformats.org/officeDocument/2006/relationships/footnotes": "Footnote",
+    "http://schemas.openxmlformats.org/officeDocument/2006/relationships/endnotes": "Endnote",
+}
 
 
 def extract(data: bytes, limits: ExtractionLimits, source_type: str) -> ExtractedDocument:
@@ -45,30 +77,122 @@ def _load() -> tuple[Callable[[IO[bytes]], Any], tuple[type[Exception], ...]]:
 
 
 def _blocks(document: Any) -> Iterator[Block]:
-    from docx.table import Table
+    from docx.text.paragraph import Paragraph
 
+    container = document._body  # what a Paragraph needs to resolve its style
     headings: list[tuple[int, str]] = []
     section: Mapping[str, Any] = MappingProxyType({"heading_path": []})
-    for item in document.iter_inner_content():
-        if isinstance(item, Table):
-            for row in _table_rows(item):
+    for kind, element in _body_items(document.element.body):
+        if kind == "table":
+            for row in _table_rows(element):
                 yield Block(row, section)
             continue
-        text = item.text.strip()
-        if not text:
-            continue
-        level = _heading_level(item)
+        text = _paragraph_text(element).strip()
+        paragraph = Paragraph(element, container)
+        level = _heading_level(paragraph) if text else None
         if level is not None:
             while headings and headings[-1][0] >= level:
                 headings.pop()
             headings.append((level, " ".join(text.split())))
             section = MappingProxyType({"heading_path": [h for _, h in headings]})
             yield Block(text, section)
+        elif text:
+            list_level = _list_level(paragraph)
+            if list_level is not None:
+                text = "  " * list_level + "- " + text
+            yield Block(text, section)
+        for text in _diagram_lines(element, document.part):
+            yield Block(text, section)
+        # Text boxes anchored in the paragraph: their paragraphs and tables follow it.
+        for box in _text_boxes(element):
+            for inner_kind, inner in _body_items(box):
+                if inner_kind == "table":
+                    for row in _table_rows(inner):
+                        yield Block(row, section)
+                elif inner_text := _paragraph_text(inner).strip():
+                    yield Block(inner_text, section)
+    yield from _notes(document, section)
+
+
+def _body_items(container: Any) -> Iterator[tuple[str, Any]]:
+    """The paragraphs and tables of a body, cell or text box in reading order, also those
+    inside content controls (``w:sdt``: cover pages, tables of contents, form fields) and
+    custom XML, which python-docx's own iteration skips."""
+    for child in container.iterchildren():
+        tag = child.tag
+        if tag == _W_P:
+            yield "paragraph", child
+        elif tag == _W_TBL:
+            yield "table", child
+        elif tag in _TRANSPARENT:
+            content = child.find(_W_SDT_CONTENT) if tag == _W_SDT else child
+            if content is not None:
+                yield from _body_items(content)
+
+
+def _paragraph_text(paragraph: Any) -> str:
+    """The text a reader sees: runs, hyperlinks, fields' results, content controls and
+    tracked insertions; not tracked deletions or moved-away text, not the text of text
+    boxes (``_text_boxes``) and not the fallback copy of a drawing."""
+    parts: list[str] = []
+    for element in paragraph.iter(_W_T, _W_TAB, _W_BR, _W_CR, _W_NO_BREAK_HYPHEN):
+        if any(a.tag in _HIDDEN_ANCESTORS for a in _ancestors_within(element, paragraph)):
             continue
-        list_level = _list_level(item)
-        if list_level is not None:
-            text = "  " * list_level + "- " + text
-        yield Block(text, section)
+        tag = element.tag
+        if tag == _W_T:
+            parts.append(element.text or "")
+        elif tag == _W_NO_BREAK_HYPHEN:
+            parts.append("-")
+        else:
+            parts.append(" " if tag != _W_TAB else "\t")
+    return "".join(parts)
+
+
+def _ancestors_within(element: Any, stop: Any) -> Iterator[Any]:
+    parent = element.getparent()
+    while parent is not None and parent is not stop:
+        yield parent
+        parent = parent.getparent()
+
+
+def _text_boxes(paragraph: Any) -> Iterator[Any]:
+    for box in paragraph.iter(_W_TXBX_CONTENT):
+        ancestors = list(_ancestors_within(box, paragraph))
+        # Not the VML fallback of a drawing (its text is in the drawing too), nor a box
+        # inside another box (that box's walk reads it).
+        if not any(a.tag in (_MC_FALLBACK, _W_TXBX_CONTENT) for a in ancestors):
+            yield box
+
+
+def _diagram_lines(paragraph: Any, part: Any) -> Iterator[str]:
+    """The text of SmartArt graphics anchored in the paragraph (``diagrams``)."""
+    for ids in paragraph.iter(DIAGRAM_REL_IDS):
+        if any(a.tag == _MC_FALLBACK for a in _ancestors_within(ids, paragraph)):
+            continue
+        related = part.related_parts.get(ids.get(DIAGRAM_DATA_ID) or "")
+        if related is not None:
+            yield from diagram_texts(diagram_data(related.blob))
+
+
+def _notes(document: Any, section: Mapping[str, Any]) -> Iterator[Block]:
+    """Footnotes and endnotes (python-docx has no API for them), after the body."""
+    from docx.oxml.parser import parse_xml
+
+    for rel in document.part.rels.values():
+        kind = _NOTE_PARTS.get(rel.reltype)
+        if kind is None or rel.is_external:
+            continue
+        root = parse_xml(rel.target_part.blob)
+        for note in root.iterchildren(_W_FOOTNOTE, _W_ENDNOTE):
+            if note.get(_W_TYPE) not in (None, "normal"):
+                continue  # the separator lines Word keeps in every notes part
+            text = " ".join(
+                " ".join(_paragraph_text(p).split())
+                for _, p in _body_items(note)
+                if _ == "paragraph"
+            ).strip()
+            if text:
+                yield Block(f"{kind}: {text}", section)
 
 
 def _heading_level(paragraph: Any) -> int | None:
@@ -103,15 +227,41 @@ def _style_name(paragraph: Any) -> str:
 
 
 def _table_rows(table: Any) -> Iterator[str]:
-    for row in table.rows:
-        cells: list[str] = []
-        previous: object = None
-        for cell in row.cells:
-            # A merged cell is returned once per grid column it spans: keep it once.
-            if cell._tc is previous:
-                continue
-            previous = cell._tc
-            text = " ".join(cell.text.split())
-            cells.append(text)
+    """One line per row, cells joined with `` | ``; a merged cell is one ``w:tc`` in the
+    XML, so it comes once; a table inside a cell is read into that cell."""
+    for row in _rows(table):
+        cells = [" ".join(_cell_text(cell).split()) for cell in _row_cells(row)]
         if any(cells):
             yield " | ".join(cells)
+
+
+def _rows(table: Any) -> Iterator[Any]:
+    for child in table.iterchildren():
+        if child.tag == _W_TR:
+            yield child
+        elif child.tag in _TRANSPARENT:  # rows inside a content control (repeating section)
+            content = child.find(_W_SDT_CONTENT) if child.tag == _W_SDT else child
+            if content is not None:
+                yield from _rows(content)
+
+
+def _row_cells(row: Any) -> Iterator[Any]:
+    for child in row.iterchildren():
+        if child.tag == _W_TC:
+            yield child
+        elif child.tag in _TRANSPARENT:
+            content = child.find(_W_SDT_CONTENT) if child.tag == _W_SDT else child
+            if content is not None:
+                yield from _row_cells(content)
+
+
+def _cell_text(cell: Any) -> str:
+    texts: list[str] = []
+    for kind, element in _body_items(cell):
+        if kind == "table":
+            texts.extend(_table_rows(element))
+        else:
+            texts.append(_paragraph_text(element))
+            for box in _text_boxes(element):
+                texts.append(_cell_text(box))
+    return " ".join(texts)

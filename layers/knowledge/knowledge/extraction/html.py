@@ -14,7 +14,7 @@ section and set its ``heading_path``; paragraphs, list items (``- item``), table
 (cells joined with `` | ``), ``<pre>`` and other blocks become one block each. The
 title is ``<title>``, else the first ``<h1>``. The walk is iterative, so deep nesting
 cannot exhaust the stack; the encoding comes from a BOM or ``<meta charset>``, else
-UTF-8.
+UTF-8, else a detected legacy encoding (``encoding.choose_encoding``, with a warning).
 """
 
 from __future__ import annotations
@@ -25,6 +25,8 @@ from types import MappingProxyType
 from typing import Any
 
 from knowledge.extraction.base import Block, ExtractedDocument, ExtractionLimits, corrupt
+from knowledge.extraction.encoding import choose_encoding
+from knowledge.extraction.plain import decode_as
 
 __all__ = ["extract"]
 
@@ -56,9 +58,12 @@ def extract(data: bytes, limits: ExtractionLimits, source_type: str) -> Extracte
 
     # huge_tree: no depth cap of 256 (deeper text would vanish silently); the input is
     # bounded by max_document_bytes and the walk below is iterative.
-    parser = lxml.html.HTMLParser(encoding=_encoding(data), remove_comments=True, huge_tree=True)
+    # Decoded here (libxml2 knows other names for some codecs than Python, and none
+    # detects an undeclared legacy encoding), then handed to libxml2 as UTF-8.
+    text, warnings = decode_as(data, choose_encoding(data, _declared_charset(data)))
+    parser = lxml.html.HTMLParser(encoding="utf-8", remove_comments=True, huge_tree=True)
     try:
-        root = lxml.html.document_fromstring(data, parser=parser)
+        root = lxml.html.document_fromstring(text.encode("utf-8", "replace"), parser=parser)
     except (lxml.etree.ParserError, ValueError, LookupError) as exc:
         raise corrupt(f"not readable HTML ({exc})") from exc
     title_text = root.findtext(".//title")
@@ -68,24 +73,13 @@ def extract(data: bytes, limits: ExtractionLimits, source_type: str) -> Extracte
         content_type="text/html",
         blocks=_blocks(_main(root)),
         title=title or _first_h1(root),
+        warnings=list(warnings),
     )
 
 
-def _encoding(data: bytes) -> str:
-    if data.startswith(b"\xef\xbb\xbf"):
-        return "utf-8"
-    if data.startswith((b"\xff\xfe", b"\xfe\xff")):
-        return "utf-16"
+def _declared_charset(data: bytes) -> str | None:
     match = _META_CHARSET.search(data[:4096])
-    if match:
-        name = match.group(1).decode("ascii", "replace").lower()
-        try:
-            import codecs
-
-            return codecs.lookup(name).name
-        except LookupError:
-            pass
-    return "utf-8"
+    return match.group(1).decode("ascii", "replace") if match else None
 
 
 def _main(root: Any) -> Any:

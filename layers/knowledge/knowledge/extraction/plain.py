@@ -1,19 +1,23 @@
 """Markdown and plain text: decoded to ``str``; the chunker finds the headings.
 
-Text is decoded as UTF-8 (a UTF-8 BOM is dropped; a UTF-16 BOM selects UTF-16); bytes
-that are not valid UTF-8 become U+FFFD and are reported in ``warnings``; newlines become
-``\\n``. Binary content (a NUL byte in the first 8 KiB, or a high share of control bytes
+Text is decoded in the encoding ``encoding.choose_encoding`` picks (a BOM; UTF-8; else a
+detected legacy encoding such as CP949 or Windows-1252, reported in ``warnings``); bytes
+that are not valid in it become U+FFFD and are reported in ``warnings``; newlines become
+``\\n``. ``text_stream`` is the same decision for a reader that decodes as it goes
+(CSV). Binary content (a NUL byte in the first 8 KiB, or a high share of control bytes
 there) is ``corrupt file: binary content ...``.
 """
 
 from __future__ import annotations
 
 import codecs
+import io
 import re
 
 from knowledge.extraction.base import ExtractedDocument, ExtractionLimits, corrupt, human_size
+from knowledge.extraction.encoding import WIDE_CODECS, TextEncoding, choose_encoding
 
-__all__ = ["decode_text", "extract", "reject_binary"]
+__all__ = ["decode_as", "decode_text", "extract", "reject_binary", "text_stream"]
 
 _SNIFF_BYTES = 8 * 1024
 # Above this share of control bytes in the sniffed prefix, the data is not text.
@@ -24,6 +28,7 @@ _CONTROL_BYTES = bytes(
 )
 # ``surrogateescape`` turns each undecodable byte into one of these code points.
 _ESCAPED_BYTE = re.compile("[\udc80-\udcff]")
+
 
 _CONTENT_TYPES = {"markdown": "text/markdown", "text": "text/plain"}
 
@@ -39,15 +44,45 @@ def extract(data: bytes, limits: ExtractionLimits, source_type: str) -> Extracte
 
 
 def decode_text(data: bytes) -> tuple[str, tuple[str, ...]]:
-    """Decode a plain-text format: BOM, binary check, UTF-8, newlines."""
-    if data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
-        text, warnings = _decode_utf16(data)
-    else:
+    """Decode a plain-text format: BOM, binary check, encoding (``encoding``), newlines."""
+    encoding = choose_encoding(data)
+    if encoding.codec not in WIDE_CODECS:
         reject_binary(data)
-        text, warnings = _decode_utf8(data)
+    text, warnings = decode_as(data, encoding)
     if "\r" in text:
         text = text.replace("\r\n", "\n").replace("\r", "\n")
     return text, warnings
+
+
+def decode_as(data: bytes, encoding: TextEncoding) -> tuple[str, tuple[str, ...]]:
+    """``data`` decoded with ``encoding.codec``; invalid data becomes U+FFFD, with a warning."""
+    if encoding.invalid_bytes:
+        return _decode_utf8(data)
+    notes = (encoding.warning,) if encoding.warning else ()
+    try:
+        return data.decode(encoding.codec), notes
+    except UnicodeDecodeError:
+        text = data.decode(encoding.codec, errors="replace")
+    return text, (*notes, f"invalid {encoding.codec} data replaced with U+FFFD")
+
+
+def text_stream(data: bytes) -> tuple[io.TextIOWrapper, tuple[str, ...]]:
+    """``data`` as a text stream decoded as it is read (``decode_text``'s encoding and
+    binary check), universal newlines left to the reader, and the warnings so far."""
+    encoding = choose_encoding(data)
+    if encoding.codec not in WIDE_CODECS:
+        reject_binary(data)
+    warnings: tuple[str, ...] = (encoding.warning,) if encoding.warning else ()
+    if encoding.invalid_bytes:
+        plural = "byte" if encoding.invalid_bytes == 1 else "bytes"
+        warnings = (
+            f"{encoding.invalid_bytes} invalid UTF-8 {plural} replaced with U+FFFD "
+            f"(first at byte offset {encoding.first_invalid})",
+        )
+    stream = io.TextIOWrapper(
+        io.BytesIO(data), encoding=encoding.codec, errors="replace", newline=""
+    )
+    return stream, warnings
 
 
 def reject_binary(data: bytes) -> None:
@@ -79,12 +114,3 @@ def _decode_utf8(data: bytes) -> tuple[str, tuple[str, ...]]:
         f"{bad_bytes} invalid UTF-8 {plural} replaced with U+FFFD "
         f"(first at byte offset {first_offset})",
     )
-
-
-def _decode_utf16(data: bytes) -> tuple[str, tuple[str, ...]]:
-    # The "utf-16" codec reads the BOM, picks the byte order and drops the BOM.
-    try:
-        return data.decode("utf-16"), ()
-    except UnicodeDecodeError:
-        text = data.decode("utf-16", errors="replace")
-    return text, ("invalid UTF-16 data replaced with U+FFFD",)

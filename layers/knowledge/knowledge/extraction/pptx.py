@@ -2,7 +2,8 @@
 
 Each slide is a section with ``slide`` (1-based) and ``heading_path`` = [its title]; its
 blocks are the title, then the text of every other shape in the slide's order (text
-frames, table rows with cells joined by `` | ``, the shapes inside groups), then the
+frames, table rows with cells joined by `` | ``, the shapes inside groups, a chart's
+title, the boxes of a SmartArt graphic, whose text lives in its own data part), then the
 speaker notes, prefixed ``Notes:``. Slides without any text give nothing.
 """
 
@@ -14,6 +15,12 @@ from typing import IO, Any
 
 from knowledge.extraction.archive import core_title, open_office_package
 from knowledge.extraction.base import Block, ExtractedDocument, ExtractionLimits
+from knowledge.extraction.diagrams import (
+    DIAGRAM_DATA_ID,
+    DIAGRAM_REL_IDS,
+    diagram_data,
+    diagram_texts,
+)
 
 __all__ = ["extract"]
 
@@ -61,6 +68,16 @@ def _shape_texts(shape: Any) -> Iterator[str]:
         for inner in shape.shapes:  # a group shape
             yield from _shape_texts(inner)
         return
+    if getattr(shape, "has_chart", False):
+        chart = shape.chart
+        frame = chart.chart_title.text_frame if chart.has_title else None
+        if frame is not None and (text := _one_line(frame.text)):
+            yield text
+        return
+    diagram = _diagram_data(shape)
+    if diagram is not None:
+        yield from diagram_texts(diagram)
+        return
     if getattr(shape, "has_table", False):
         for row in shape.table.rows:
             cells = [_one_line(cell.text) for cell in row.cells]
@@ -73,6 +90,24 @@ def _shape_texts(shape: Any) -> Iterator[str]:
             text = " ".join(paragraph.text.split())
             if text:
                 yield "  " * paragraph.level + text
+
+
+def _diagram_data(shape: Any) -> Any:
+    """The data part of a SmartArt graphic frame (its text lives there, not in the
+    slide), parsed, or None (not SmartArt, or the part is missing: nothing to read)."""
+    element = getattr(shape, "element", None)
+    if element is None:
+        return None
+    for ids in element.iter(DIAGRAM_REL_IDS):
+        rid = ids.get(DIAGRAM_DATA_ID)
+        if not rid:
+            continue
+        try:
+            part = shape.part.related_part(rid)
+        except KeyError:
+            return None
+        return diagram_data(part.blob)
+    return None
 
 
 def _one_line(text: str) -> str:

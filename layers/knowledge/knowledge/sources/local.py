@@ -41,10 +41,9 @@ from pathlib import Path
 
 from knowledge.documents import validate_document_path
 from knowledge.errors import InvalidScopeError, NotFoundError, ValidationError
-from knowledge.filters import matches_file_patterns
 from knowledge.model import FileProblem, IndexOptions
 from knowledge.scope import KnowledgeScope, validate_segment
-from knowledge.source import SIDECAR_SUFFIX, SourceDocument
+from knowledge.source import SIDECAR_SUFFIX, SourceDocument, is_document_path
 from knowledge.sources import (
     MAX_SIDECAR_BYTES,
     Listing,
@@ -137,10 +136,13 @@ def read_regular_file(path: str, real_root: str, *, limit: int | None = None) ->
         return handle.read() if limit is None else handle.read(limit)
 
 
-def _reader(real: str, real_root: str) -> Callable[[], bytes]:
+def _reader(real: str, real_root: str, limit: int) -> Callable[[], bytes]:
     def read() -> bytes:
         # Resolved again when read: the file may have been swapped since it was listed.
-        return read_regular_file(real, real_root)
+        # At most ``limit`` bytes: a file that grew past the size limit after it was
+        # listed (a log being appended, a copy in progress) cannot fill the memory; the
+        # extractor then refuses it as too large.
+        return read_regular_file(real, real_root, limit=limit)
 
     return read
 
@@ -220,7 +222,7 @@ def _list_documents(
 ) -> Iterator[SourceDocument]:
     found = _scan(real_root, options.recursive, listing)
     for rel in sorted(found):
-        if rel.endswith(SIDECAR_SUFFIX) or not matches_file_patterns(rel, options.file_patterns):
+        if rel.endswith(SIDECAR_SUFFIX) or not is_document_path(rel, options.file_patterns):
             continue
         item = found[rel]
         sidecar = found.get(rel + SIDECAR_SUFFIX)
@@ -228,7 +230,7 @@ def _list_documents(
         yield SourceDocument(
             path=rel,
             size=item.size,
-            read=_reader(item.real, real_root),
+            read=_reader(item.real, real_root, options.max_document_bytes + 1),
             version=None,
             metadata=metadata,
             source_key=None if key_prefix is None else key_prefix + rel,

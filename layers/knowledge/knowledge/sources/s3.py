@@ -32,10 +32,9 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from knowledge.errors import ConfigurationError, NotFoundError, ValidationError
-from knowledge.filters import matches_file_patterns
 from knowledge.model import FileProblem, IndexOptions
 from knowledge.scope import KnowledgeScope
-from knowledge.source import SIDECAR_SUFFIX, SourceDocument
+from knowledge.source import SIDECAR_SUFFIX, SourceDocument, is_document_path
 from knowledge.sources import Listing, MetadataValue, parse_metadata_sidecar
 
 __all__ = ["S3DocumentSource", "S3Object"]
@@ -201,7 +200,7 @@ class S3DocumentSource:
             for path in sorted(found):
                 if path.endswith(SIDECAR_SUFFIX):
                     continue
-                if not matches_file_patterns(path, options.file_patterns):
+                if not is_document_path(path, options.file_patterns):
                     continue
                 item = found[path]
                 metadata: dict[str, MetadataValue] = {}
