@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import random
 
@@ -192,3 +193,30 @@ def test_and_or_not_read_the_terms_all_the_way_down() -> None:
             ]
         }
     }
+
+
+# --- an index before schema 4: numbers in the ``double`` sub-field, where -0.0 < 0.0 ------
+
+
+@pytest.mark.parametrize(
+    ("op", "value", "body"),
+    [
+        ("eq", 0, {"range": {"metadata.n.number": {"gte": -0.0, "lte": 0.0}}}),
+        (
+            "ne",
+            0,
+            {"bool": {"must_not": [{"range": {"metadata.n.number": {"gte": -0.0, "lte": 0.0}}}]}},
+        ),
+        ("gte", 0, {"range": {"metadata.n.number": {"gte": -0.0}}}),
+        ("lt", 0, {"range": {"metadata.n.number": {"lt": -0.0}}}),
+        ("gt", 0, {"range": {"metadata.n.number": {"gt": 0.0}}}),
+        ("lte", 0, {"range": {"metadata.n.number": {"lte": 0.0}}}),
+        ("eq", 5, {"term": {"metadata.n.number": 5.0}}),
+        ("in", [0, 2], {"terms": {"metadata.n.number": [0.0, 2.0, -0.0]}}),
+        ("nin", [2], {"bool": {"must_not": [{"terms": {"metadata.n.number": [2.0]}}]}}),
+    ],
+)
+def test_an_older_index_compares_both_zeros_alike(op: str, value: object, body: object) -> None:
+    node = parse_filter({"field": "n", "op": op, "value": value})
+    # json.dumps tells -0.0 from 0.0 (== does not).
+    assert json.dumps(filter_query(node), sort_keys=True) == json.dumps(body, sort_keys=True)
