@@ -13,7 +13,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from lambda_support import silent_endpoint, use_fake_aws
 from moto import mock_aws
 
-from knowledge.errors import ConfigurationError, NotFoundError
+from knowledge.errors import ConfigurationError, KnowledgeError, NotFoundError
 from knowledge.model import IndexOptions
 from knowledge.scope import KnowledgeScope
 from knowledge.source import DocumentSource
@@ -193,6 +193,26 @@ def test_read_after_the_object_is_deleted_is_not_found(s3):
     s3.delete_object(Bucket=BUCKET, Key="ops-bot/runbooks/race.md")
     with pytest.raises(NotFoundError, match="no longer exists"):
         document.read()
+
+
+@pytest.mark.parametrize("how", ["event", "listing"])
+def test_an_object_replaced_after_its_size_was_checked_is_not_read_whole(s3, how):
+    # The indexer checks a document's size (max_document_bytes) before reading it. An
+    # object replaced by a bigger one in between must not be read whole (memory): the
+    # read takes only the version that was checked, and fails if it is gone.
+    put(s3, "ops-bot/runbooks/report.csv", "a,b\n1,2\n")
+    source = S3DocumentSource(BUCKET, client=s3)
+    if how == "event":
+        document = source.get_document(SCOPE, "report.csv")
+    else:
+        (document,) = source.documents(SCOPE, IndexOptions(file_patterns=("*.csv",)))
+    assert document is not None
+    assert document.size == 8
+    put(s3, "ops-bot/runbooks/report.csv", "a,b\n" + "1,2\n" * 100_000)
+    with pytest.raises(KnowledgeError, match="changed after it was listed") as raised:
+        document.read()
+    assert not isinstance(raised.value, NotFoundError)  # not a delete: nothing is removed
+    assert BUCKET not in str(raised.value)
 
 
 def test_object_keys_lists_documents_but_not_sidecars_or_hidden_files(s3):

@@ -31,7 +31,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 
-from knowledge.errors import ConfigurationError, NotFoundError, ValidationError
+from knowledge.errors import ConfigurationError, KnowledgeError, NotFoundError, ValidationError
 from knowledge.model import FileProblem, IndexOptions
 from knowledge.scope import KnowledgeScope
 from knowledge.source import SIDECAR_SUFFIX, SourceDocument, is_document_path
@@ -42,6 +42,7 @@ __all__ = ["S3DocumentSource", "S3Object"]
 logger = logging.getLogger(__name__)
 
 _NOT_FOUND_CODES = frozenset({"404", "NoSuchKey", "NotFound"})
+_CHANGED_CODES = frozenset({"412", "PreconditionFailed"})
 _ACCESS_CODES = frozenset(
     {"403", "AccessDenied", "AllAccessDisabled", "NoSuchBucket", "InvalidAccessKeyId"}
 )
@@ -49,11 +50,12 @@ _ACCESS_CODES = frozenset(
 
 @dataclass(frozen=True, slots=True)
 class S3Object:
-    """One listed object: its full key, its scope-relative path and size."""
+    """One listed object: its full key, its scope-relative path, size and ETag."""
 
     key: str
     path: str
     size: int
+    etag: str = ""
 
 
 def _error_code(exc: BaseException) -> str | None:
@@ -131,7 +133,12 @@ class S3DocumentSource:
             for page in self.client.get_paginator("list_objects_v2").paginate(**arguments):
                 for item in page.get("Contents", ()):
                     key = item["Key"]
-                    yield S3Object(key=key, path=key[len(prefix) :], size=int(item.get("Size", 0)))
+                    yield S3Object(
+                        key=key,
+                        path=key[len(prefix) :],
+                        size=int(item.get("Size", 0)),
+                        etag=_etag(item),
+                    )
         except Exception as exc:
             if _error_code(exc) in _ACCESS_CODES:
                 raise self._access_error(exc, f"list {prefix}") from exc
@@ -166,7 +173,12 @@ class S3DocumentSource:
                 raise self._access_error(exc, f"list {prefix}") from exc
             raise
         items = [
-            S3Object(key=item["Key"], path=item["Key"][len(prefix) :], size=int(item["Size"]))
+            S3Object(
+                key=item["Key"],
+                path=item["Key"][len(prefix) :],
+                size=int(item["Size"]),
+                etag=_etag(item),
+            )
             for item in page.get("Contents", ())
         ]
         token = page.get("NextContinuationToken") if page.get("IsTruncated") else None
@@ -215,7 +227,9 @@ class S3DocumentSource:
                                 "the document is indexed without it",
                             )
                         )
-                yield self._document(item.key, path, item.size, metadata, version=None)
+                yield self._document(
+                    item.key, path, item.size, metadata, version=None, etag=item.etag
+                )
 
         return Listing(produce)
 
@@ -246,7 +260,8 @@ class S3DocumentSource:
                     "invalid metadata sidecar; indexing the document without it",
                     extra={"key": key + SIDECAR_SUFFIX, "reason": str(exc)},
                 )
-        document = self._document(key, path, int(head.get("ContentLength", 0)), metadata, version)
+        size = int(head.get("ContentLength", 0))
+        document = self._document(key, path, size, metadata, version, etag=etag)
         revision = _revision(etag, None if sidecar is None else sidecar[1])
         return replace(document, revision=revision)
 
@@ -286,11 +301,19 @@ class S3DocumentSource:
         found = self._get_object(key)
         return None if found is None else found[0]
 
-    def _get_object(self, key: str) -> tuple[bytes, str] | None:
-        """The object's bytes and ETag (``None``: it does not exist)."""
+    def _get_object(self, key: str, *, etag: str = "") -> tuple[bytes, str] | None:
+        """The object's bytes and ETag (``None``: it does not exist). With ``etag``, only
+        that version: a ``KnowledgeError`` if the object has changed since."""
+        arguments = {"Bucket": self._bucket, "Key": key}
+        if etag:
+            arguments["IfMatch"] = etag
         try:
-            response = self.client.get_object(Bucket=self._bucket, Key=key)
+            response = self.client.get_object(**arguments)
         except Exception as exc:
+            if etag and _error_code(exc) in _CHANGED_CODES:
+                raise KnowledgeError(
+                    "the object changed after it was listed; its new version is read again"
+                ) from None
             self._raise_unless_missing(exc, key)
             return None
         body = response["Body"]
@@ -304,9 +327,12 @@ class S3DocumentSource:
         data = self._get(key)
         return None if data is None else parse_metadata_sidecar(data)
 
-    def _reader(self, key: str) -> Callable[[], bytes]:
+    def _reader(self, key: str, etag: str) -> Callable[[], bytes]:
+        # Only the version whose size was checked (``IfMatch``): an object replaced by a
+        # bigger one meanwhile is never read whole (the memory bound of the size limit).
         def read() -> bytes:
-            data = self._get(key)
+            found = self._get_object(key, etag=etag)
+            data = None if found is None else found[0]
             if data is None:
                 raise NotFoundError(f"s3://{self._bucket}/{key} no longer exists")
             return data
@@ -320,11 +346,13 @@ class S3DocumentSource:
         size: int,
         metadata: dict[str, MetadataValue],
         version: str | None,
+        *,
+        etag: str = "",
     ) -> SourceDocument:
         return SourceDocument(
             path=path,
             size=size,
-            read=self._reader(key),
+            read=self._reader(key, etag),
             version=version,
             metadata=metadata,
             source_key=key,
