@@ -365,3 +365,10 @@ def test_only_a_key_ending_in_the_numeric_sub_field_is_refused(key: str, refused
         parse_filter(raw)
     assert caught.value.field == "filter.not.field"
     assert caught.value.message.startswith("a metadata key must not end in '.number'")
+
+
+def test_a_refused_long_key_is_shown_cut_to_64_characters() -> None:
+    key = "k" * 70 + ".number"
+    with pytest.raises(ValidationError) as caught:
+        parse_filter(cmp(key, "eq", "x"))
+    assert caught.value.message.endswith(f"got '{'k' * 64}'")
