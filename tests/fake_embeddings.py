@@ -11,10 +11,13 @@ Each request sleeps ``latency_per_call + latency_per_text * texts`` seconds. Wit
 ``rate_per_second`` set, a token bucket (``burst`` deep) answers requests over the rate
 with 429 and ``Retry-After: <retry_after>`` (Bedrock: ``ThrottlingException``);
 ``throttle_requests`` answers those request numbers (0-based, in arrival order) with a
-429 whatever the rate; texts in ``reject_texts`` get a 400. Every request is recorded
-(``Call``: arrival and end on ``time.monotonic()``, texts, status), and the most
-requests in flight at once is kept, so a test can check what a client did from the
-server's side. ``on_arrival(number, texts)``, if set, runs in the request's thread as it
+429 whatever the rate; texts in ``reject_texts`` get a 400 and texts in ``error_texts`` a
+503 (every time). ``vectors(text, dimensions)`` makes a text's vector (default
+``vector_for``; a test returns NaN or a wrong size there), and ``openai_data``, if set,
+rewrites the OpenAI answer's ``data`` list (drop, duplicate or renumber items). Every
+request is recorded (``Call``: arrival and end on ``time.monotonic()``, texts, status),
+and the most requests in flight at once is kept, so a test can check what a client did
+from the server's side. ``on_arrival(number, texts)``, if set, runs in the request's thread as it
 arrives (before any answer): a test holds requests there (a ``threading.Barrier``, an
 ``Event``) to pin down what is in flight instead of relying on timing. Vectors are
 ``vector_for(text, dimensions)``: deterministic, the first component tells the text
@@ -58,6 +61,9 @@ class Profile:
     retry_after: str = "1"
     throttle_requests: frozenset[int] = frozenset()
     reject_texts: frozenset[str] = frozenset()
+    error_texts: frozenset[str] = frozenset()
+    vectors: Callable[[str, int], list[float]] = vector_for
+    openai_data: Callable[[list[dict[str, Any]]], list[dict[str, Any]]] | None = None
     on_arrival: Callable[[int, list[str]], None] | None = None
 
 
@@ -162,17 +168,31 @@ class FakeEmbeddingServer:
                 else:
                     payload = {"error": {"message": "bad input", "type": "invalid_request"}}
                 return status, headers, payload
+            if any(text in self.profile.error_texts for text in texts):
+                status = 503
+                if bedrock:
+                    headers = {"x-amzn-ErrorType": "ServiceUnavailableException"}
+                    payload = {"message": "Service unavailable"}
+                else:
+                    payload = {"error": {"message": "overloaded", "type": "server_error"}}
+                return status, headers, payload
             size = int(body.get("dimensions") or self.profile.dimensions)
             if bedrock:
                 payload = {
-                    "embedding": vector_for(texts[0], size),
+                    "embedding": self.profile.vectors(texts[0], size),
                     "inputTextTokenCount": len(texts[0].split()),
                 }
             else:
                 data = [
-                    {"object": "embedding", "index": i, "embedding": vector_for(text, size)}
+                    {
+                        "object": "embedding",
+                        "index": i,
+                        "embedding": self.profile.vectors(text, size),
+                    }
                     for i, text in enumerate(texts)
                 ]
+                if self.profile.openai_data is not None:
+                    data = self.profile.openai_data(data)
                 tokens = sum(len(text.split()) for text in texts)
                 payload = {
                     "object": "list",

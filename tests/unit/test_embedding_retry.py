@@ -1,11 +1,14 @@
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
+from datetime import UTC, datetime
 
 import pytest
 
 from knowledge.embedding.retry import backoff_delay, call_with_retries
 from knowledge.errors import ValidationError
+from knowledge.retry_after import retry_after_seconds
 
 
 class Transient(Exception):
@@ -115,3 +118,27 @@ def test_backoff_delay_default_jitter_stays_in_range() -> None:
         ceiling = min(20.0, 0.5 * 2**attempt)
         for _ in range(50):
             assert 0.0 <= backoff_delay(attempt) <= ceiling
+
+
+_NOW = datetime(2026, 11, 30, 22, 0, 0, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("20", 20.0),
+        (" 0.25 ", 0.25),
+        ("Mon, 30 Nov 2026 22:00:30 GMT", 30.0),  # HTTP-date, 30 s ahead
+        ("Monday, 30-Nov-26 22:01:00 GMT", 60.0),  # the obsolete RFC 850 form
+        ("Mon, 30 Nov 2026 21:59:00 GMT", 0.0),  # already past: no wait
+        ("1e400", math.inf),  # huge: the caller caps it
+        ("-3", None),
+        ("nan", None),
+        ("soon", None),
+        ("", None),
+        (None, None),
+        ("Mon, 99 Nov 2026 25:00:00 GMT", None),
+    ],
+)
+def test_retry_after_seconds(value: str | None, expected: float | None) -> None:
+    assert retry_after_seconds(value, now=lambda: _NOW) == expected

@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from knowledge.embedding.base import Embedding
+from knowledge.embedding.base import Embedding, checked_vector
 from knowledge.embedding.pool import (
     DEFAULT_BEDROCK_CONCURRENCY,
     EmbeddingPool,
@@ -35,6 +35,7 @@ from knowledge.embedding.pool import (
 )
 from knowledge.embedding.retry import call_with_retries
 from knowledge.errors import ConfigurationError, EmbeddingError, KnowledgeError, ValidationError
+from knowledge.retry_after import retry_after_seconds
 
 __all__ = [
     "DEFAULT_BEDROCK_MODEL_ID",
@@ -87,16 +88,13 @@ def is_retryable_bedrock_error(exc: BaseException) -> bool:
 
 
 def _retry_after_seconds(exc: BaseException) -> float | None:
-    """The ``Retry-After`` (seconds) of a throttled ``InvokeModel``, if it sent one."""
+    """The ``Retry-After`` (seconds or an HTTP-date) of a throttled ``InvokeModel``, if
+    it sent one."""
     response = getattr(exc, "response", None)
     if not isinstance(response, dict):
         return None
     headers = response.get("ResponseMetadata", {}).get("HTTPHeaders", {})
-    value = headers.get("retry-after") if isinstance(headers, dict) else None
-    try:
-        return float(value) if value is not None else None
-    except ValueError:
-        return None  # an HTTP date; backoff is good enough
+    return retry_after_seconds(headers.get("retry-after") if isinstance(headers, dict) else None)
 
 
 class BedrockEmbeddingClient:
@@ -208,12 +206,7 @@ class BedrockEmbeddingClient:
         vector_data = payload.get("embedding") if isinstance(payload, dict) else None
         if not isinstance(vector_data, list):
             raise EmbeddingError(f"Bedrock {self._model_id} returned no embedding")
-        vector = tuple(float(x) for x in vector_data)
-        if len(vector) != self._dimensions:
-            raise EmbeddingError(
-                f"Bedrock {self._model_id} returned {len(vector)}-dimensional vectors, "
-                f"expected {self._dimensions}"
-            )
+        vector = checked_vector(vector_data, self._dimensions, f"Bedrock {self._model_id}")
         tokens = int(payload.get("inputTextTokenCount") or 0)
         return Embedding(vector=vector, token_count=tokens)
 

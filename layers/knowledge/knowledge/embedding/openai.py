@@ -21,7 +21,9 @@
 - ``dimensions`` is known up front: the model's native size (1536 for
   text-embedding-3-small and ada-002, 3072 for -3-large) or the ``dimensions`` argument
   (sent to the API for text-embedding-3 models, which shorten their vectors; for other
-  models it declares the size). A response of another size is an ``EmbeddingError``.
+  models it declares the size). A response of another size, with a value that is not
+  finite, or whose items' ``index`` is not each input's exactly once is an
+  ``EmbeddingError``.
 - Token counts: the API reports one total per request (``usage.prompt_tokens``); it is
   split over the request's texts in proportion to their length in characters (largest
   remainder, so the counts add up to the reported total exactly).
@@ -36,7 +38,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from knowledge.embedding.base import Embedding
+from knowledge.embedding.base import Embedding, checked_vector
 from knowledge.embedding.pool import (
     DEFAULT_OPENAI_CONCURRENCY,
     EmbeddingPool,
@@ -44,6 +46,7 @@ from knowledge.embedding.pool import (
 )
 from knowledge.embedding.retry import call_with_retries
 from knowledge.errors import ConfigurationError, EmbeddingError, KnowledgeError, ValidationError
+from knowledge.retry_after import retry_after_seconds
 
 if TYPE_CHECKING:
     import openai
@@ -117,19 +120,16 @@ def _is_unauthorized(exc: BaseException) -> bool:
 
 
 def _retry_after_seconds(exc: BaseException) -> float | None:
+    """The wait a throttled request was told (``retry-after-ms``, else ``retry-after``
+    in seconds or as an HTTP-date), if any."""
     response = getattr(exc, "response", None)
     headers = getattr(response, "headers", None)
     if headers is None:
         return None
-    for header, divisor in (("retry-after-ms", 1000.0), ("retry-after", 1.0)):
-        value = headers.get(header)
-        if value is None:
-            continue
-        try:
-            return float(value) / divisor
-        except ValueError:
-            continue  # an HTTP date; backoff is good enough
-    return None
+    milliseconds = retry_after_seconds(headers.get("retry-after-ms"))
+    if milliseconds is not None:
+        return milliseconds / 1000.0
+    return retry_after_seconds(headers.get("retry-after"))
 
 
 class OpenAIEmbeddingClient:
@@ -311,19 +311,22 @@ class OpenAIEmbeddingClient:
             raise EmbeddingError(
                 f"OpenAI returned {len(data)} embeddings for {len(batch)} inputs ({self._model})"
             )
+        # Taken by ``index``: each input's exactly once, or a text would get another's vector.
+        if [item.index for item in data] != list(range(len(batch))):
+            raise EmbeddingError(
+                f"OpenAI answered {len(batch)} inputs with embeddings whose index is not each "
+                f"of 0..{len(batch) - 1} once ({self._model})"
+            )
         usage = getattr(response, "usage", None)
         total = int(getattr(usage, "prompt_tokens", 0) or 0)
         token_counts = split_token_count(total, batch)
-        embeddings: list[Embedding] = []
-        for item, tokens in zip(data, token_counts, strict=True):
-            vector = tuple(float(x) for x in item.embedding)
-            if len(vector) != self._dimensions:
-                raise EmbeddingError(
-                    f"OpenAI returned {len(vector)}-dimensional vectors, expected "
-                    f"{self._dimensions} ({self._model})"
-                )
-            embeddings.append(Embedding(vector=vector, token_count=tokens))
-        return embeddings
+        source = f"OpenAI ({self._model})"
+        return [
+            Embedding(
+                vector=checked_vector(item.embedding, self._dimensions, source), token_count=tokens
+            )
+            for item, tokens in zip(data, token_counts, strict=True)
+        ]
 
     def _resolve_api_key(self) -> str:
         source = self._api_key

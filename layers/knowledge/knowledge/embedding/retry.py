@@ -14,7 +14,9 @@ With ``gate`` (the ``RateGate`` of the provider's ``knowledge.embedding.pool.Emb
 every attempt first waits for the gate to be open, and a server's ``Retry-After`` closes
 the gate for that long, so every worker of the pool backs off, not only this one. With
 ``deadline``, no attempt starts once it has passed, nor a backoff that would end after it:
-``EmbeddingDeadlineError`` (caused by the last error, if any) is raised instead.
+``EmbeddingDeadlineError`` (caused by the last error, if any) is raised instead. Inside
+an ``EmbeddingPool.map`` whose batch has already failed, no attempt starts either
+(``pool.check_not_cancelled``).
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from collections.abc import Callable
 from typing import TypeVar
 
 from knowledge.deadline import Deadline
-from knowledge.embedding.pool import EmbeddingDeadlineError, RateGate
+from knowledge.embedding.pool import EmbeddingDeadlineError, RateGate, check_not_cancelled
 from knowledge.errors import ValidationError
 
 __all__ = ["DEFAULT_BASE_DELAY", "DEFAULT_MAX_DELAY", "backoff_delay", "call_with_retries"]
@@ -71,6 +73,7 @@ def call_with_retries(
     while True:
         if gate is not None:
             gate.wait(sleep, deadline)
+        check_not_cancelled()  # the batch failed meanwhile: nobody waits for this answer
         if deadline is not None and deadline.expired():
             raise EmbeddingDeadlineError(
                 "the time budget ran out before the embedding call could be sent"
