@@ -11,7 +11,8 @@ Each request sleeps ``latency_per_call + latency_per_text * texts`` seconds. Wit
 ``rate_per_second`` set, a token bucket (``burst`` deep) answers requests over the rate
 with 429 and ``Retry-After: <retry_after>`` (Bedrock: ``ThrottlingException``);
 ``throttle_requests`` answers those request numbers (0-based, in arrival order) with a
-429 whatever the rate; texts in ``reject_texts`` get a 400 and texts in ``error_texts`` a
+429 whatever the rate, and ``reset_requests`` resets their connection (TCP RST, no
+answer); texts in ``reject_texts`` get a 400 and texts in ``error_texts`` a
 503 (every time). ``vectors(text, dimensions)`` makes a text's vector (default
 ``vector_for``; a test returns NaN or a wrong size there), and ``openai_data``, if set,
 rewrites the OpenAI answer's ``data`` list (drop, duplicate or renumber items). Every
@@ -28,6 +29,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import socket
+import struct
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -38,7 +41,10 @@ from typing import Any
 
 from json_http import JsonHandler, serving
 
-__all__ = ["Call", "FakeEmbeddingServer", "Profile", "fake_embedding_server", "vector_for"]
+RESET = 0
+"""``Call.status`` of a request whose connection the fake reset."""
+
+__all__ = ["RESET", "Call", "FakeEmbeddingServer", "Profile", "fake_embedding_server", "vector_for"]
 
 
 def vector_for(text: str, dimensions: int) -> list[float]:
@@ -60,6 +66,7 @@ class Profile:
     burst: int = 1
     retry_after: str = "1"
     throttle_requests: frozenset[int] = frozenset()
+    reset_requests: frozenset[int] = frozenset()
     reject_texts: frozenset[str] = frozenset()
     error_texts: frozenset[str] = frozenset()
     vectors: Callable[[str, int], list[float]] = vector_for
@@ -151,6 +158,9 @@ class FakeEmbeddingServer:
         try:
             if self.profile.on_arrival is not None:
                 self.profile.on_arrival(number, texts)
+            if number in self.profile.reset_requests:
+                status = RESET
+                return status, headers, payload
             if not allowed:
                 status, headers = 429, {"Retry-After": self.profile.retry_after}
                 if bedrock:
@@ -213,6 +223,12 @@ def _handler(fake: FakeEmbeddingServer) -> type[BaseHTTPRequestHandler]:
             length = int(self.headers.get("content-length", "0"))
             body = json.loads(self.rfile.read(length) or b"{}")
             status, headers, payload = fake.handle(self.path, body)
+            if status == RESET:  # drop the connection mid-request: linger 0 sends a RST
+                self.connection.setsockopt(
+                    socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0)
+                )
+                self.close_connection = True
+                return
             self.send_json(status, payload, headers)
 
     return Handler

@@ -15,7 +15,11 @@ from botocore.response import StreamingBody
 from botocore.stub import Stubber
 
 from knowledge.embedding.base import EmbeddingClient
-from knowledge.embedding.bedrock import BedrockEmbeddingClient, is_retryable_bedrock_error
+from knowledge.embedding.bedrock import (
+    BedrockEmbeddingClient,
+    is_bedrock_throttle,
+    is_retryable_bedrock_error,
+)
 from knowledge.errors import ConfigurationError, EmbeddingError, ValidationError
 
 MODEL = "amazon.titan-embed-text-v2:0"
@@ -248,6 +252,12 @@ def test_retryable_classification() -> None:
     assert not is_retryable_bedrock_error(client_error("ModelErrorException", 424))
     assert is_retryable_bedrock_error(EndpointConnectionError(endpoint_url="https://x"))
     assert not is_retryable_bedrock_error(ValueError("x"))
+    # Throttles (with or without Retry-After) back off the whole pool; 5xx do not.
+    assert is_bedrock_throttle(client_error("ThrottlingException", 400))
+    assert is_bedrock_throttle(client_error("TooManyRequestsException", 429))
+    assert is_bedrock_throttle(client_error("SomethingNew", 429))
+    assert not is_bedrock_throttle(client_error("ServiceUnavailableException", 503))
+    assert not is_bedrock_throttle(EndpointConnectionError(endpoint_url="https://x"))
 
 
 def test_importing_the_module_does_not_import_boto3() -> None:

@@ -6,6 +6,7 @@ from datetime import UTC, datetime
 
 import pytest
 
+from knowledge.embedding.pool import RateGate
 from knowledge.embedding.retry import backoff_delay, call_with_retries
 from knowledge.errors import ValidationError
 from knowledge.retry_after import retry_after_seconds
@@ -142,3 +143,39 @@ _NOW = datetime(2026, 11, 30, 22, 0, 0, tzinfo=UTC)
 )
 def test_retry_after_seconds(value: str | None, expected: float | None) -> None:
     assert retry_after_seconds(value, now=lambda: _NOW) == expected
+
+
+class _Throttled(Exception):
+    pass
+
+
+@pytest.mark.parametrize("throttle", [True, False], ids=["throttle", "server-error"])
+def test_a_throttle_without_retry_after_holds_back_the_whole_pool(throttle: bool) -> None:
+    # Bedrock throttles without Retry-After: the worker that got it backs off (0.25 s
+    # here), and so must every other worker of the pool (the gate), before its next
+    # request. A 5xx is this request's problem only: the gate stays open.
+    gate = RateGate(clock=lambda: 100.0)  # the clock stands still: the pause stays
+    sleeps: list[float] = []
+    failures = [_Throttled() if throttle else RuntimeError("503")]
+
+    def operation() -> str:
+        if failures:
+            raise failures.pop()
+        return "ok"
+
+    result = call_with_retries(
+        operation,
+        is_retryable=lambda exc: True,
+        is_throttle=lambda exc: isinstance(exc, _Throttled),
+        sleep=sleeps.append,
+        rand=lambda: 0.5,
+        gate=gate,
+    )
+    assert result == "ok"
+    assert sleeps == [0.25]
+    assert gate.closed_for() == (0.25 if throttle else 0.0)
+    other_worker: list[float] = []
+    call_with_retries(
+        lambda: 1, is_retryable=lambda exc: True, sleep=other_worker.append, gate=gate
+    )
+    assert other_worker == ([0.25] if throttle else [])

@@ -4,8 +4,8 @@
 - Titan embeds one text per ``InvokeModel`` call, so a batch goes out as concurrent calls
   on the client's ``knowledge.embedding.pool.EmbeddingPool``: at most ``concurrency``
   (default ``DEFAULT_BEDROCK_CONCURRENCY`` = 16; the Lambdas' ``EMBEDDING_CONCURRENCY``)
-  in flight, results in input order. A throttle answered with ``Retry-After`` holds back
-  every call of the pool; no call starts past the caller's deadline
+  in flight, results in input order. A throttle holds back every call of the pool (for
+  its ``Retry-After``, else the backoff); no call starts past the caller's deadline
   (``knowledge.deadline``). The client created here keeps as many connections as
   ``concurrency``.
 - Titan v2 (``amazon.titan-embed-text-v2:0``) takes ``dimensions`` 256, 512 or 1024
@@ -40,6 +40,7 @@ from knowledge.retry_after import retry_after_seconds
 __all__ = [
     "DEFAULT_BEDROCK_MODEL_ID",
     "BedrockEmbeddingClient",
+    "is_bedrock_throttle",
     "is_retryable_bedrock_error",
 ]
 
@@ -85,6 +86,19 @@ def is_retryable_bedrock_error(exc: BaseException) -> bool:
         status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
         return error.get("Code") in _RETRYABLE_CODES or status == 429 or status >= 500
     return False
+
+
+_THROTTLE_CODES = frozenset({"ThrottlingException", "TooManyRequestsException"})
+
+
+def is_bedrock_throttle(exc: BaseException) -> bool:
+    """True for a throttled call (the account's rate is shared: the pool backs off)."""
+    response = getattr(exc, "response", None)
+    if not isinstance(response, dict):
+        return False
+    code = response.get("Error", {}).get("Code")
+    status = response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
+    return code in _THROTTLE_CODES or status == 429
 
 
 def _retry_after_seconds(exc: BaseException) -> float | None:
@@ -179,6 +193,7 @@ class BedrockEmbeddingClient:
                 is_retryable=is_retryable_bedrock_error,
                 max_retries=self._max_retries,
                 retry_after=_retry_after_seconds,
+                is_throttle=is_bedrock_throttle,
                 sleep=self._sleep,
                 gate=self._pool.gate,
                 deadline=embedding_deadline(),

@@ -12,8 +12,9 @@
   16: a pipeline batch of 64 is one request per pool worker), sent concurrently on the
   client's ``knowledge.embedding.pool.EmbeddingPool`` (at most ``concurrency`` in flight,
   default ``DEFAULT_OPENAI_CONCURRENCY`` = 4; the Lambdas' ``EMBEDDING_CONCURRENCY``);
-  output order is input order. A 429 with ``Retry-After`` holds back every request of
-  the pool; no request starts past the caller's deadline (``knowledge.deadline``).
+  output order is input order. A 429 holds back every request of the pool (for its
+  ``Retry-After``, else the backoff); no request starts past the caller's deadline
+  (``knowledge.deadline``).
 - 408, 429, 5xx and connection errors are retried (``max_retries`` times, exponential
   backoff with jitter, ``Retry-After`` honoured) by ``knowledge.embedding.retry``; the SDK's
   own retries are switched off so attempts are not multiplied. Other errors (400, 401, ...)
@@ -56,6 +57,7 @@ __all__ = [
     "DEFAULT_OPENAI_MODEL",
     "OPENAI_MODEL_DIMENSIONS",
     "OpenAIEmbeddingClient",
+    "is_openai_throttle",
     "is_retryable_openai_error",
     "split_token_count",
 ]
@@ -111,6 +113,13 @@ def is_retryable_openai_error(exc: BaseException) -> bool:
     if isinstance(exc, openai.APIStatusError):
         return exc.status_code in _RETRYABLE_STATUS or exc.status_code >= 500
     return False
+
+
+def is_openai_throttle(exc: BaseException) -> bool:
+    """True for a 429 (the account's rate is shared: the pool backs off)."""
+    import openai  # lazy (cold start)
+
+    return isinstance(exc, openai.APIStatusError) and exc.status_code == 429
 
 
 def _is_unauthorized(exc: BaseException) -> bool:
@@ -267,6 +276,7 @@ class OpenAIEmbeddingClient:
             is_retryable=is_retryable_openai_error,
             max_retries=self._max_retries,
             retry_after=_retry_after_seconds,
+            is_throttle=is_openai_throttle,
             sleep=self._sleep,
             gate=self._pool.gate,
             deadline=embedding_deadline(),
