@@ -217,6 +217,9 @@ def test_its_own_client_has_botocore_retries_switched_off() -> None:
     try:
         assert client.meta.region_name == "eu-west-1"
         assert client.meta.config.retries["total_max_attempts"] == 1
+        # a hung call ends in 30 s (botocore's default: 60 s to connect, 60 s per read)
+        assert client.meta.config.read_timeout == 30.0
+        assert client.meta.config.connect_timeout == 30.0
         assert embedder._get_client() is client  # created once, reused
     finally:
         client.close()
@@ -230,6 +233,8 @@ def test_its_own_client_has_botocore_retries_switched_off() -> None:
         ({"model_id": "cohere.embed-english-v3"}, "model_id"),
         ({"model_id": ""}, "model_id"),
         ({"max_retries": -1}, "max_retries"),
+        ({"timeout": 0}, "timeout"),
+        ({"timeout": "5"}, "timeout"),
     ],
 )
 def test_rejects_bad_configuration(options: dict[str, Any], field: str) -> None:

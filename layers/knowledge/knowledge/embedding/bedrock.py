@@ -14,8 +14,9 @@
 - ``token_count`` is the response's ``inputTextTokenCount``.
 - Throttling, model-not-ready/timeouts, 5xx and connection errors are retried by
   ``knowledge.embedding.retry`` (botocore's own retries are switched off on the client
-  created here); everything else fails at once. Failures surface as ``EmbeddingError``;
-  missing credentials or region as ``ConfigurationError``.
+  created here, which also gives up on a call after ``timeout`` seconds, default
+  ``DEFAULT_BEDROCK_TIMEOUT``); everything else fails at once. Failures surface as
+  ``EmbeddingError``; missing credentials or region as ``ConfigurationError``.
 - A blank text is not sent (Titan rejects it): it gets the zero vector and 0 tokens.
 """
 
@@ -39,6 +40,7 @@ from knowledge.retry_after import retry_after_seconds
 
 __all__ = [
     "DEFAULT_BEDROCK_MODEL_ID",
+    "DEFAULT_BEDROCK_TIMEOUT",
     "BedrockEmbeddingClient",
     "is_bedrock_throttle",
     "is_retryable_bedrock_error",
@@ -48,6 +50,12 @@ DEFAULT_BEDROCK_MODEL_ID = "amazon.titan-embed-text-v2:0"
 _TITAN_V2_DIMENSIONS = (256, 512, 1024)
 _TITAN_V2_DEFAULT_DIMENSIONS = 1024
 _TITAN_V1_DIMENSIONS = 1536
+DEFAULT_BEDROCK_TIMEOUT = 30.0
+"""Seconds to connect, and without a byte of the answer, per attempt of the client made
+here (botocore's default is 60 each). Titan answers in well under a second; a hung call
+is given up on in this time and retried, and a pool whose batch already failed makes no
+further attempt (``knowledge.embedding.pool``), so its thread is free again by then.
+The same as ``OpenAIEmbeddingClient``'s ``timeout``."""
 _RETRYABLE_CODES = frozenset(
     {
         "ThrottlingException",
@@ -131,6 +139,7 @@ class BedrockEmbeddingClient:
         sleep: Callable[[float], None] = time.sleep,
         concurrency: int = DEFAULT_BEDROCK_CONCURRENCY,
         endpoint_url: str | None = None,
+        timeout: float = DEFAULT_BEDROCK_TIMEOUT,
     ) -> None:
         if not isinstance(model_id, str) or not model_id.strip():
             raise ValidationError("model_id", "must be a non-empty Bedrock model id")
@@ -156,6 +165,9 @@ class BedrockEmbeddingClient:
             )
         if max_retries < 0:
             raise ValidationError("max_retries", f"must be >= 0, got {max_retries}")
+        if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout > 0:
+            raise ValidationError("timeout", f"must be > 0 seconds, got {timeout!r}")
+        self._timeout = float(timeout)
         self._model_id = model_id
         self._dimensions = dimensions
         self._region = region
@@ -267,6 +279,8 @@ class BedrockEmbeddingClient:
                         config=Config(
                             retries={"total_max_attempts": 1},
                             max_pool_connections=max(10, self._pool.concurrency),
+                            connect_timeout=self._timeout,
+                            read_timeout=self._timeout,
                         ),
                     )
                 except NoRegionError as exc:
