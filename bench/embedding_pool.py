@@ -40,9 +40,9 @@ from bench.environment import REPO_ROOT, log, write_result
 from bench.indexing import OPTIONS, RecordingWriter
 from bench.manpages import load_corpus
 from bench.stores import SCOPE
-from knowledge.chunking import MarkdownSectionChunker
+from knowledge.chunking import MarkdownSectionChunker, embedding_text
 from knowledge.embedding.base import EmbeddingClient
-from knowledge.indexing import Indexer
+from knowledge.indexing import Indexer, embeds_context_by_default
 from knowledge.sources.local import LocalDirectorySource
 
 sys.path.insert(0, str(REPO_ROOT / "tests"))
@@ -137,8 +137,14 @@ def _run(
     if callable(close):
         close()
     chunks = [chunk for _, kept in writer.documents for chunk in kept]
+    # The text the fake was sent: with the title and headings in front for every
+    # embedder but hashing (knowledge.indexing.DEFAULT_EMBED_CONTEXT).
+    context = embeds_context_by_default(embedder)
     wrong = sum(
-        1 for chunk in chunks if list(chunk.vector or ()) != vector_for(chunk.chunk.content, 256)
+        1
+        for chunk in chunks
+        if list(chunk.vector or ())
+        != vector_for(embedding_text(chunk.chunk) if context else chunk.chunk.content, 256)
     )
     return {
         "concurrency": concurrency,

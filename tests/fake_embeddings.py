@@ -11,10 +11,14 @@ Each request sleeps ``latency_per_call + latency_per_text * texts`` seconds. Wit
 ``rate_per_second`` set, a token bucket (``burst`` deep) answers requests over the rate
 with 429 and ``Retry-After: <retry_after>`` (Bedrock: ``ThrottlingException``);
 ``throttle_requests`` answers those request numbers (0-based, in arrival order) with a
-429 whatever the rate; texts in ``reject_texts`` get a 400. Every request is recorded
-(``Call``: arrival and end on ``time.monotonic()``, texts, status), and the most
-requests in flight at once is kept, so a test can check what a client did from the
-server's side. ``on_arrival(number, texts)``, if set, runs in the request's thread as it
+429 whatever the rate, and ``reset_requests`` resets their connection (TCP RST, no
+answer); texts in ``reject_texts`` get a 400 and texts in ``error_texts`` a
+503 (every time). ``vectors(text, dimensions)`` makes a text's vector (default
+``vector_for``; a test returns NaN or a wrong size there), and ``openai_data``, if set,
+rewrites the OpenAI answer's ``data`` list (drop, duplicate or renumber items). Every
+request is recorded (``Call``: arrival and end on ``time.monotonic()``, texts, status),
+and the most requests in flight at once is kept, so a test can check what a client did
+from the server's side. ``on_arrival(number, texts)``, if set, runs in the request's thread as it
 arrives (before any answer): a test holds requests there (a ``threading.Barrier``, an
 ``Event``) to pin down what is in flight instead of relying on timing. Vectors are
 ``vector_for(text, dimensions)``: deterministic, the first component tells the text
@@ -25,6 +29,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import socket
+import struct
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -35,7 +41,10 @@ from typing import Any
 
 from json_http import JsonHandler, serving
 
-__all__ = ["Call", "FakeEmbeddingServer", "Profile", "fake_embedding_server", "vector_for"]
+RESET = 0
+"""``Call.status`` of a request whose connection the fake reset."""
+
+__all__ = ["RESET", "Call", "FakeEmbeddingServer", "Profile", "fake_embedding_server", "vector_for"]
 
 
 def vector_for(text: str, dimensions: int) -> list[float]:
@@ -57,7 +66,11 @@ class Profile:
     burst: int = 1
     retry_after: str = "1"
     throttle_requests: frozenset[int] = frozenset()
+    reset_requests: frozenset[int] = frozenset()
     reject_texts: frozenset[str] = frozenset()
+    error_texts: frozenset[str] = frozenset()
+    vectors: Callable[[str, int], list[float]] = vector_for
+    openai_data: Callable[[list[dict[str, Any]]], list[dict[str, Any]]] | None = None
     on_arrival: Callable[[int, list[str]], None] | None = None
 
 
@@ -145,6 +158,9 @@ class FakeEmbeddingServer:
         try:
             if self.profile.on_arrival is not None:
                 self.profile.on_arrival(number, texts)
+            if number in self.profile.reset_requests:
+                status = RESET
+                return status, headers, payload
             if not allowed:
                 status, headers = 429, {"Retry-After": self.profile.retry_after}
                 if bedrock:
@@ -162,17 +178,31 @@ class FakeEmbeddingServer:
                 else:
                     payload = {"error": {"message": "bad input", "type": "invalid_request"}}
                 return status, headers, payload
+            if any(text in self.profile.error_texts for text in texts):
+                status = 503
+                if bedrock:
+                    headers = {"x-amzn-ErrorType": "ServiceUnavailableException"}
+                    payload = {"message": "Service unavailable"}
+                else:
+                    payload = {"error": {"message": "overloaded", "type": "server_error"}}
+                return status, headers, payload
             size = int(body.get("dimensions") or self.profile.dimensions)
             if bedrock:
                 payload = {
-                    "embedding": vector_for(texts[0], size),
+                    "embedding": self.profile.vectors(texts[0], size),
                     "inputTextTokenCount": len(texts[0].split()),
                 }
             else:
                 data = [
-                    {"object": "embedding", "index": i, "embedding": vector_for(text, size)}
+                    {
+                        "object": "embedding",
+                        "index": i,
+                        "embedding": self.profile.vectors(text, size),
+                    }
                     for i, text in enumerate(texts)
                 ]
+                if self.profile.openai_data is not None:
+                    data = self.profile.openai_data(data)
                 tokens = sum(len(text.split()) for text in texts)
                 payload = {
                     "object": "list",
@@ -193,6 +223,12 @@ def _handler(fake: FakeEmbeddingServer) -> type[BaseHTTPRequestHandler]:
             length = int(self.headers.get("content-length", "0"))
             body = json.loads(self.rfile.read(length) or b"{}")
             status, headers, payload = fake.handle(self.path, body)
+            if status == RESET:  # drop the connection mid-request: linger 0 sends a RST
+                self.connection.setsockopt(
+                    socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0)
+                )
+                self.close_connection = True
+                return
             self.send_json(status, payload, headers)
 
     return Handler

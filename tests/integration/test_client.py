@@ -10,9 +10,11 @@ from __future__ import annotations
 import dataclasses
 import json
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import closing
 from datetime import UTC, datetime, timedelta
+from email.utils import format_datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -348,6 +350,21 @@ def test_429_and_503_are_retried_with_retry_after(scripted: _Scripted) -> None:
     assert status.document_count == 2
     assert status.problems[0].reason == "encrypted PDF"
     assert len(scripted.seen) == 3
+
+
+def test_a_retry_after_date_is_honoured(scripted: _Scripted) -> None:
+    # Retry-After as an HTTP-date 3 s ahead (1 s resolution: a wait of 2-3 s). Read as
+    # "no hint", the client retried after its own 0.01 s backoff.
+    when = format_datetime(datetime.now(UTC) + timedelta(seconds=3), usegmt=True)
+    scripted.replies = [
+        (429, {"message": "Too Many Requests"}, {"Retry-After": when}),
+        (200, STATUS_BODY, {}),
+    ]
+    client = KnowledgeClient(scripted.url, retries=1, backoff=0.01)
+    started = time.monotonic()
+    assert client.status(KnowledgeScope("ops-bot", "runbooks")).document_count == 2
+    assert time.monotonic() - started >= 1.5
+    assert len(scripted.seen) == 2
 
 
 def test_retries_end_in_service_unavailable_with_the_request_id(scripted: _Scripted) -> None:

@@ -10,6 +10,7 @@ with its own tools (``sqlite3``; OpenSearch's HTTP API), not through the store.
 from __future__ import annotations
 
 import json
+import math
 import random
 import sqlite3
 import urllib.request
@@ -38,12 +39,14 @@ PATH = "guide.md"
 
 class CountingEmbedder:
     """The hashing embedder, counting every text it is sent; each call's vectors drift by
-    a call-dependent amount. ``fail_on``: a batch with a text containing it fails."""
+    a call-dependent amount. ``fail_on``: a batch with a text containing it fails;
+    ``nan_on``: a text containing it gets a vector with a NaN (a broken model)."""
 
     def __init__(self, name: str = "counting:hashing", fail_on: str | None = None) -> None:
         self._inner = HashingEmbedder(DIMS)
         self._name = name
         self.fail_on = fail_on
+        self.nan_on: str | None = None
         self.texts: list[str] = []
         self.calls = 0
 
@@ -65,8 +68,13 @@ class CountingEmbedder:
         self.texts.extend(texts)
         drift = 0.01 * self.calls
         return [
-            Embedding(tuple(x + drift for x in e.vector), e.token_count)
-            for e in self._inner.embed_batch(texts)
+            Embedding(
+                (math.nan, *e.vector[1:])
+                if self.nan_on is not None and self.nan_on in text
+                else tuple(x + drift for x in e.vector),
+                e.token_count,
+            )
+            for text, e in zip(texts, self._inner.embed_batch(texts), strict=True)
         ]
 
 
@@ -272,6 +280,31 @@ def test_a_failed_write_keeps_the_previous_version_and_its_vectors(backend: Back
             "guide > Part 4\n\n## Part 4\n\nRewritten paragraph 4 about topic4 and its settings."
         ]
         assert retried.reused_chunks == 9
+    finally:
+        store.close()
+
+
+def test_a_nan_vector_fails_the_document_and_keeps_the_previous_version(
+    backend: Backend,
+) -> None:
+    # A model answering NaN for one chunk: the document is not indexed with it (a NaN
+    # poisons every vector score it takes part in); the previous version stays, and the
+    # next write embeds the chunk again.
+    embedder = CountingEmbedder()
+    store = backend.open(embedder)
+    try:
+        store.upsert_document(SCOPE, document(sections(6)))
+        before = backend.vectors()
+        embedder.nan_on = "Rewritten paragraph 2"
+        failed = store.upsert_document(SCOPE, document(sections(6, edited=[2])))
+        assert [e.path for e in failed.errors] == [PATH]
+        assert "not finite" in failed.errors[0].reason
+        assert backend.vectors() == before
+        embedder.nan_on = None
+        retried = store.upsert_document(SCOPE, document(sections(6, edited=[2])))
+        assert retried.ok
+        assert (retried.embedded_chunks, retried.reused_chunks) == (1, 5)
+        assert all(math.isfinite(x) for _, vector in backend.vectors().values() for x in vector)
     finally:
         store.close()
 

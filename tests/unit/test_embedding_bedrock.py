@@ -15,7 +15,11 @@ from botocore.response import StreamingBody
 from botocore.stub import Stubber
 
 from knowledge.embedding.base import EmbeddingClient
-from knowledge.embedding.bedrock import BedrockEmbeddingClient, is_retryable_bedrock_error
+from knowledge.embedding.bedrock import (
+    BedrockEmbeddingClient,
+    is_bedrock_throttle,
+    is_retryable_bedrock_error,
+)
 from knowledge.errors import ConfigurationError, EmbeddingError, ValidationError
 
 MODEL = "amazon.titan-embed-text-v2:0"
@@ -213,6 +217,9 @@ def test_its_own_client_has_botocore_retries_switched_off() -> None:
     try:
         assert client.meta.region_name == "eu-west-1"
         assert client.meta.config.retries["total_max_attempts"] == 1
+        # a hung call ends in 30 s (botocore's default: 60 s to connect, 60 s per read)
+        assert client.meta.config.read_timeout == 30.0
+        assert client.meta.config.connect_timeout == 30.0
         assert embedder._get_client() is client  # created once, reused
     finally:
         client.close()
@@ -226,6 +233,8 @@ def test_its_own_client_has_botocore_retries_switched_off() -> None:
         ({"model_id": "cohere.embed-english-v3"}, "model_id"),
         ({"model_id": ""}, "model_id"),
         ({"max_retries": -1}, "max_retries"),
+        ({"timeout": 0}, "timeout"),
+        ({"timeout": "5"}, "timeout"),
     ],
 )
 def test_rejects_bad_configuration(options: dict[str, Any], field: str) -> None:
@@ -248,6 +257,12 @@ def test_retryable_classification() -> None:
     assert not is_retryable_bedrock_error(client_error("ModelErrorException", 424))
     assert is_retryable_bedrock_error(EndpointConnectionError(endpoint_url="https://x"))
     assert not is_retryable_bedrock_error(ValueError("x"))
+    # Throttles (with or without Retry-After) back off the whole pool; 5xx do not.
+    assert is_bedrock_throttle(client_error("ThrottlingException", 400))
+    assert is_bedrock_throttle(client_error("TooManyRequestsException", 429))
+    assert is_bedrock_throttle(client_error("SomethingNew", 429))
+    assert not is_bedrock_throttle(client_error("ServiceUnavailableException", 503))
+    assert not is_bedrock_throttle(EndpointConnectionError(endpoint_url="https://x"))
 
 
 def test_importing_the_module_does_not_import_boto3() -> None:

@@ -20,6 +20,7 @@ from json_http import JsonHandler, serving
 from knowledge.embedding.base import EmbeddingClient
 from knowledge.embedding.openai import (
     OpenAIEmbeddingClient,
+    is_openai_throttle,
     is_retryable_openai_error,
     split_token_count,
 )
@@ -383,6 +384,8 @@ def _status_error(status: int) -> openai.APIStatusError:
 )
 def test_retryable_statuses(status: int, retryable: bool) -> None:
     assert is_retryable_openai_error(_status_error(status)) is retryable
+    # Only a throttle backs off the whole pool (with or without Retry-After).
+    assert is_openai_throttle(_status_error(status)) is (status == 429)
 
 
 def test_connection_and_other_errors() -> None:

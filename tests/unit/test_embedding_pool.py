@@ -7,16 +7,19 @@ to ``fake_embeddings`` on 127.0.0.1; what they did is read from the server's own
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
+from email.utils import format_datetime
 from typing import Any
 
 import boto3
 import openai
 import pytest
 from botocore.config import Config
-from fake_embeddings import FakeEmbeddingServer, Profile, fake_embedding_server, vector_for
+from fake_embeddings import RESET, FakeEmbeddingServer, Profile, fake_embedding_server, vector_for
 
 from knowledge.deadline import time_budget
 from knowledge.embedding.base import EmbeddingClient
@@ -326,3 +329,183 @@ def test_concurrency_is_validated(value: Any) -> None:
         BedrockEmbeddingClient(concurrency=value)
     with pytest.raises(ValidationError, match="concurrency"):
         OpenAIEmbeddingClient(api_key="k", concurrency=value)
+
+
+# --- round 7: what production throws at the pool ------------------------------------------
+
+
+def _http_date(seconds_from_now: float) -> str:
+    moment = datetime.now(UTC) + timedelta(seconds=seconds_from_now)
+    return format_datetime(moment, usegmt=True)
+
+
+@PROVIDERS
+@pytest.mark.parametrize(
+    ("retry_after", "expected"),
+    [
+        (lambda: _http_date(3600), 20.0),  # an HTTP-date an hour ahead: the cap
+        (lambda: "1e400", 20.0),  # huge (inf): the cap
+        (lambda: "7", 7.0),
+    ],
+    ids=["http-date", "huge", "seconds"],
+)
+def test_every_form_of_retry_after_closes_the_gate(
+    make: Factory,
+    serve: Callable[[Profile], FakeEmbeddingServer],
+    retry_after: Callable[[], str],
+    expected: float,
+) -> None:
+    # The first request is throttled; the client must wait what the server said (capped
+    # at 20 s), on the pool's gate. An HTTP-date taken as "no hint" gives a jittered
+    # wait of at most 0.5 s instead.
+    server = serve(
+        Profile(dimensions=DIMENSIONS, retry_after=retry_after(), throttle_requests=frozenset({0}))
+    )
+    waits: list[float] = []
+    embeddings = make(server, 1, sleep=waits.append).embed_batch(_texts(2))
+    assert len(embeddings) == 2
+    # (the injected sleep does not pass time, so the next call may wait on the gate too)
+    assert expected - 1.0 < waits[0] <= expected
+    assert server.throttled == 1
+    assert server.texts_embedded == 2
+
+
+@PROVIDERS
+@pytest.mark.parametrize("retry_after", ["soon", "-5", "nan", "Wed, 99 Foo 2020 99:99:99 GMT"])
+def test_a_garbage_retry_after_falls_back_to_backoff(
+    make: Factory, serve: Callable[[Profile], FakeEmbeddingServer], retry_after: str
+) -> None:
+    server = serve(
+        Profile(dimensions=DIMENSIONS, retry_after=retry_after, throttle_requests=frozenset({0}))
+    )
+    waits: list[float] = []
+    embeddings = make(server, 1, sleep=waits.append).embed_batch(_texts(2))
+    assert [e.vector[0] for e in embeddings] == [vector_for(t, DIMENSIONS)[0] for t in _texts(2)]
+    # the first jittered backoff (the injected sleep passes no time, so the next call
+    # may find the gate still closed and wait again)
+    assert 0 <= waits[0] <= 0.5
+
+
+@PROVIDERS
+@pytest.mark.parametrize("value", [math.nan, math.inf])
+def test_a_non_finite_vector_is_an_error(
+    make: Factory, serve: Callable[[Profile], FakeEmbeddingServer], value: float
+) -> None:
+    texts = _texts(5)
+
+    def vectors(text: str, dimensions: int) -> list[float]:
+        vector = vector_for(text, dimensions)
+        return [value, *vector[1:]] if text == texts[2] else vector
+
+    server = serve(Profile(dimensions=DIMENSIONS, vectors=vectors))
+    with pytest.raises(EmbeddingError, match="not finite"):
+        make(server, 2).embed_batch(texts)
+
+
+@pytest.mark.parametrize(
+    "rewrite",
+    [
+        lambda data: [{**item, "index": 0} for item in data],  # every item says index 0
+        lambda data: [*data[:-1], {**data[0]}],  # the first twice, the last missing
+        lambda data: [{**item, "index": item["index"] + 1} for item in data],  # off by one
+    ],
+    ids=["all-zero", "duplicate", "shifted"],
+)
+def test_openai_answer_must_cover_each_input_once(
+    serve: Callable[[Profile], FakeEmbeddingServer],
+    rewrite: Callable[[list[dict[str, Any]]], list[dict[str, Any]]],
+) -> None:
+    # The right number of vectors, but not one per input: taking them by position
+    # would give some texts another text's vector.
+    server = serve(Profile(dimensions=DIMENSIONS, openai_data=rewrite))
+    sdk = openai.OpenAI(base_url=server.url + "/v1", api_key="test", max_retries=0)
+    _OPEN.append(sdk)
+    embedder = OpenAIEmbeddingClient(dimensions=DIMENSIONS, client=sdk, batch_size=4)
+    with pytest.raises(EmbeddingError, match="index"):
+        embedder.embed_batch(_texts(4))
+
+
+@PROVIDERS
+def test_a_hung_call_fails_at_the_deadline(
+    make: Factory, serve: Callable[[Profile], FakeEmbeddingServer]
+) -> None:
+    # Every request is held on the server until the test ends; the SDK clients here
+    # wait minutes for an answer. The pool must give up when the caller's time is up
+    # (2 s) with EmbeddingDeadlineError, not wait for the SDK's read timeout.
+    released = threading.Event()
+    server = serve(
+        Profile(dimensions=DIMENSIONS, on_arrival=lambda number, texts: released.wait(300))
+    )
+    embedder = make(server, 4)
+
+    def run() -> Any:
+        with time_budget(2.0):
+            return embedder.embed_batch(_texts(8))
+
+    thread, outcome = _in_thread(run)
+    try:
+        thread.join(WAIT)
+        assert not thread.is_alive(), "embed_batch waited past its deadline for a hung call"
+    finally:
+        released.set()
+    assert isinstance(outcome.get("error"), EmbeddingDeadlineError), outcome
+    assert server.arrivals >= 1
+
+
+@PROVIDERS
+def test_after_a_failure_no_worker_keeps_retrying(
+    make: Factory, serve: Callable[[Profile], FakeEmbeddingServer]
+) -> None:
+    # Text 0 is refused (400) once text 1's first request is on the server, held there
+    # until the batch has failed; then
+    # text 1 is answered 503 again and again. The batch has failed: its other worker
+    # must not go on retrying (5 retries of a document nobody waits for, against the
+    # account's quota and beside the next document's calls). A second batch needing
+    # both workers at once (a barrier) shows that the first batch's work is over.
+    texts = ["refused text", "unavailable text"]
+    released = threading.Event()
+    barrier = threading.Barrier(2, timeout=WAIT)
+    later = ["second batch 0", "second batch 1"]
+
+    second_arrived = threading.Event()
+
+    def on_arrival(number: int, sent: list[str]) -> None:
+        if sent[0] in later:
+            barrier.wait()
+        elif sent[0] == texts[0]:
+            assert second_arrived.wait(WAIT)  # both on the wire before the 400
+        elif sent[0] == texts[1] and not second_arrived.is_set():
+            second_arrived.set()
+            assert released.wait(WAIT)
+
+    server = serve(
+        Profile(
+            dimensions=DIMENSIONS,
+            reject_texts=frozenset({texts[0]}),
+            error_texts=frozenset({texts[1]}),
+            on_arrival=on_arrival,
+        )
+    )
+    embedder = make(server, 2, sleep=lambda seconds: None)
+    try:
+        with pytest.raises(EmbeddingError, match=r"400|ValidationException"):
+            embedder.embed_batch(texts)
+    finally:
+        released.set()
+    assert len(embedder.embed_batch(later)) == 2
+    sent = [call for call in server.calls if call.status == 503]
+    assert len(sent) == 1, f"text 1 was retried {len(sent) - 1} times after the batch failed"
+
+
+@PROVIDERS
+def test_connections_reset_mid_batch_lose_nothing(
+    make: Factory, serve: Callable[[Profile], FakeEmbeddingServer]
+) -> None:
+    # Three requests of the batch have their connection reset (no answer): each is
+    # sent again, and every text comes back once, in order.
+    server = serve(Profile(dimensions=DIMENSIONS, reset_requests=frozenset({1, 2, 5})))
+    texts = _texts(12)
+    embeddings = make(server, 4, sleep=lambda seconds: None).embed_batch(texts)
+    assert [e.vector[0] for e in embeddings] == [vector_for(t, DIMENSIONS)[0] for t in texts]
+    assert sum(1 for call in server.calls if call.status == RESET) == 3
+    assert server.texts_embedded == 12

@@ -1,11 +1,15 @@
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
+from datetime import UTC, datetime
 
 import pytest
 
+from knowledge.embedding.pool import RateGate
 from knowledge.embedding.retry import backoff_delay, call_with_retries
 from knowledge.errors import ValidationError
+from knowledge.retry_after import retry_after_seconds
 
 
 class Transient(Exception):
@@ -115,3 +119,63 @@ def test_backoff_delay_default_jitter_stays_in_range() -> None:
         ceiling = min(20.0, 0.5 * 2**attempt)
         for _ in range(50):
             assert 0.0 <= backoff_delay(attempt) <= ceiling
+
+
+_NOW = datetime(2026, 11, 30, 22, 0, 0, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("20", 20.0),
+        (" 0.25 ", 0.25),
+        ("Mon, 30 Nov 2026 22:00:30 GMT", 30.0),  # HTTP-date, 30 s ahead
+        ("Monday, 30-Nov-26 22:01:00 GMT", 60.0),  # the obsolete RFC 850 form
+        ("Mon, 30 Nov 2026 21:59:00 GMT", 0.0),  # already past: no wait
+        ("1e400", math.inf),  # huge: the caller caps it
+        ("-3", None),
+        ("nan", None),
+        ("soon", None),
+        ("", None),
+        (None, None),
+        ("Mon, 99 Nov 2026 25:00:00 GMT", None),
+    ],
+)
+def test_retry_after_seconds(value: str | None, expected: float | None) -> None:
+    assert retry_after_seconds(value, now=lambda: _NOW) == expected
+
+
+class _Throttled(Exception):
+    pass
+
+
+@pytest.mark.parametrize("throttle", [True, False], ids=["throttle", "server-error"])
+def test_a_throttle_without_retry_after_holds_back_the_whole_pool(throttle: bool) -> None:
+    # Bedrock throttles without Retry-After: the worker that got it backs off (0.25 s
+    # here), and so must every other worker of the pool (the gate), before its next
+    # request. A 5xx is this request's problem only: the gate stays open.
+    gate = RateGate(clock=lambda: 100.0)  # the clock stands still: the pause stays
+    sleeps: list[float] = []
+    failures = [_Throttled() if throttle else RuntimeError("503")]
+
+    def operation() -> str:
+        if failures:
+            raise failures.pop()
+        return "ok"
+
+    result = call_with_retries(
+        operation,
+        is_retryable=lambda exc: True,
+        is_throttle=lambda exc: isinstance(exc, _Throttled),
+        sleep=sleeps.append,
+        rand=lambda: 0.5,
+        gate=gate,
+    )
+    assert result == "ok"
+    assert sleeps == [0.25]
+    assert gate.closed_for() == (0.25 if throttle else 0.0)
+    other_worker: list[float] = []
+    call_with_retries(
+        lambda: 1, is_retryable=lambda exc: True, sleep=other_worker.append, gate=gate
+    )
+    assert other_worker == ([0.25] if throttle else [])

@@ -64,6 +64,7 @@ from knowledge.model import (
     SearchQuery,
     SearchResult,
 )
+from knowledge.retry_after import retry_after_seconds
 from knowledge.scope import KnowledgeScope
 from knowledge.search_filter import filter_to_json
 
@@ -366,7 +367,7 @@ class KnowledgeClient:
                 raise _TransientError(
                     f"HTTP {error.code}{_detail(_json(raw), request_id)}",
                     error.code,
-                    _retry_after(error.headers.get("Retry-After")),
+                    retry_after_seconds(error.headers.get("Retry-After")),
                 ) from None
             return _Reply(error.code, _json(raw), request_id)
         except (urllib.error.URLError, TimeoutError, ConnectionError) as exc:
@@ -441,16 +442,6 @@ def _detail(body: Mapping[str, Any], request_id: str | None) -> str:
     if request_id is None and isinstance(body.get("request_id"), str):
         request_id = body["request_id"]
     return text + (f" (request id {request_id})" if request_id else "")
-
-
-def _retry_after(value: str | None) -> float | None:
-    if not value:
-        return None
-    try:
-        seconds = float(value)
-    except ValueError:
-        return None
-    return seconds if seconds >= 0 else None
 
 
 def _checked(method: str, path: str, reply: _Reply) -> _Reply:

@@ -60,7 +60,7 @@ from itertools import chain, islice
 from typing import Any, Protocol
 
 from knowledge.chunking import DocumentChunker, StructuredChunker, embedding_text
-from knowledge.embedding.base import EmbeddingClient
+from knowledge.embedding.base import EmbeddingClient, checked_vector
 from knowledge.errors import (
     EmbeddingError,
     ExtractionError,
@@ -517,12 +517,8 @@ class Indexer:
                 f"{embedder.name} returned {len(embeddings)} embeddings for {len(todo)} texts"
             )
         run.tokens += sum(embedding.token_count for embedding in embeddings)
-        for embedding in embeddings:
-            if len(embedding.vector) != embedder.dimensions:
-                raise EmbeddingError(
-                    f"{embedder.name} returned a vector of {len(embedding.vector)} dimensions, "
-                    f"expected {embedder.dimensions}"
-                )
+        for embedding in embeddings:  # whatever the embedder (a custom one too)
+            checked_vector(embedding.vector, embedder.dimensions, embedder.name)
         run.embedded += len(todo)
         run.reused += len(batch) - len(todo)
         fresh = iter(embeddings)

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-__all__ = ["Embedding", "EmbeddingClient"]
+from knowledge.errors import EmbeddingError
+
+__all__ = ["Embedding", "EmbeddingClient", "checked_vector"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,3 +38,22 @@ class EmbeddingClient(Protocol):
     def embed(self, text: str) -> Embedding: ...
 
     def embed_batch(self, texts: Sequence[str]) -> list[Embedding]: ...
+
+
+def checked_vector(values: Iterable[object], dimensions: int, source: str) -> tuple[float, ...]:
+    """``values`` as a vector of ``dimensions`` finite floats, else ``EmbeddingError``
+    naming ``source`` (the provider and model) and the problem. Every provider checks
+    what it got with this, and the indexing pipeline checks every embedder's vectors:
+    a NaN or infinite component would be stored (or sent to OpenSearch) and poison every
+    score it takes part in, and a vector of another size belongs to another model."""
+    try:
+        vector = tuple(float(x) for x in values)  # type: ignore[arg-type]
+    except (TypeError, ValueError) as exc:
+        raise EmbeddingError(f"{source} returned a vector that is not numbers: {exc}") from None
+    if len(vector) != dimensions:
+        raise EmbeddingError(
+            f"{source} returned {len(vector)}-dimensional vectors, expected {dimensions}"
+        )
+    if not all(math.isfinite(x) for x in vector):
+        raise EmbeddingError(f"{source} returned a vector with values not finite (NaN or inf)")
+    return vector

@@ -4,8 +4,8 @@
 - Titan embeds one text per ``InvokeModel`` call, so a batch goes out as concurrent calls
   on the client's ``knowledge.embedding.pool.EmbeddingPool``: at most ``concurrency``
   (default ``DEFAULT_BEDROCK_CONCURRENCY`` = 16; the Lambdas' ``EMBEDDING_CONCURRENCY``)
-  in flight, results in input order. A throttle answered with ``Retry-After`` holds back
-  every call of the pool; no call starts past the caller's deadline
+  in flight, results in input order. A throttle holds back every call of the pool (for
+  its ``Retry-After``, else the backoff); no call starts past the caller's deadline
   (``knowledge.deadline``). The client created here keeps as many connections as
   ``concurrency``.
 - Titan v2 (``amazon.titan-embed-text-v2:0``) takes ``dimensions`` 256, 512 or 1024
@@ -14,8 +14,9 @@
 - ``token_count`` is the response's ``inputTextTokenCount``.
 - Throttling, model-not-ready/timeouts, 5xx and connection errors are retried by
   ``knowledge.embedding.retry`` (botocore's own retries are switched off on the client
-  created here); everything else fails at once. Failures surface as ``EmbeddingError``;
-  missing credentials or region as ``ConfigurationError``.
+  created here, which also gives up on a call after ``timeout`` seconds, default
+  ``DEFAULT_BEDROCK_TIMEOUT``); everything else fails at once. Failures surface as
+  ``EmbeddingError``; missing credentials or region as ``ConfigurationError``.
 - A blank text is not sent (Titan rejects it): it gets the zero vector and 0 tokens.
 """
 
@@ -27,7 +28,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from knowledge.embedding.base import Embedding
+from knowledge.embedding.base import Embedding, checked_vector
 from knowledge.embedding.pool import (
     DEFAULT_BEDROCK_CONCURRENCY,
     EmbeddingPool,
@@ -35,10 +36,13 @@ from knowledge.embedding.pool import (
 )
 from knowledge.embedding.retry import call_with_retries
 from knowledge.errors import ConfigurationError, EmbeddingError, KnowledgeError, ValidationError
+from knowledge.retry_after import retry_after_seconds
 
 __all__ = [
     "DEFAULT_BEDROCK_MODEL_ID",
+    "DEFAULT_BEDROCK_TIMEOUT",
     "BedrockEmbeddingClient",
+    "is_bedrock_throttle",
     "is_retryable_bedrock_error",
 ]
 
@@ -46,6 +50,12 @@ DEFAULT_BEDROCK_MODEL_ID = "amazon.titan-embed-text-v2:0"
 _TITAN_V2_DIMENSIONS = (256, 512, 1024)
 _TITAN_V2_DEFAULT_DIMENSIONS = 1024
 _TITAN_V1_DIMENSIONS = 1536
+DEFAULT_BEDROCK_TIMEOUT = 30.0
+"""Seconds to connect, and without a byte of the answer, per attempt of the client made
+here (botocore's default is 60 each). Titan answers in well under a second; a hung call
+is given up on in this time and retried, and a pool whose batch already failed makes no
+further attempt (``knowledge.embedding.pool``), so its thread is free again by then.
+The same as ``OpenAIEmbeddingClient``'s ``timeout``."""
 _RETRYABLE_CODES = frozenset(
     {
         "ThrottlingException",
@@ -86,17 +96,27 @@ def is_retryable_bedrock_error(exc: BaseException) -> bool:
     return False
 
 
+_THROTTLE_CODES = frozenset({"ThrottlingException", "TooManyRequestsException"})
+
+
+def is_bedrock_throttle(exc: BaseException) -> bool:
+    """True for a throttled call (the account's rate is shared: the pool backs off)."""
+    response = getattr(exc, "response", None)
+    if not isinstance(response, dict):
+        return False
+    code = response.get("Error", {}).get("Code")
+    status = response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
+    return code in _THROTTLE_CODES or status == 429
+
+
 def _retry_after_seconds(exc: BaseException) -> float | None:
-    """The ``Retry-After`` (seconds) of a throttled ``InvokeModel``, if it sent one."""
+    """The ``Retry-After`` (seconds or an HTTP-date) of a throttled ``InvokeModel``, if
+    it sent one."""
     response = getattr(exc, "response", None)
     if not isinstance(response, dict):
         return None
     headers = response.get("ResponseMetadata", {}).get("HTTPHeaders", {})
-    value = headers.get("retry-after") if isinstance(headers, dict) else None
-    try:
-        return float(value) if value is not None else None
-    except ValueError:
-        return None  # an HTTP date; backoff is good enough
+    return retry_after_seconds(headers.get("retry-after") if isinstance(headers, dict) else None)
 
 
 class BedrockEmbeddingClient:
@@ -119,6 +139,7 @@ class BedrockEmbeddingClient:
         sleep: Callable[[float], None] = time.sleep,
         concurrency: int = DEFAULT_BEDROCK_CONCURRENCY,
         endpoint_url: str | None = None,
+        timeout: float = DEFAULT_BEDROCK_TIMEOUT,
     ) -> None:
         if not isinstance(model_id, str) or not model_id.strip():
             raise ValidationError("model_id", "must be a non-empty Bedrock model id")
@@ -144,6 +165,9 @@ class BedrockEmbeddingClient:
             )
         if max_retries < 0:
             raise ValidationError("max_retries", f"must be >= 0, got {max_retries}")
+        if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout > 0:
+            raise ValidationError("timeout", f"must be > 0 seconds, got {timeout!r}")
+        self._timeout = float(timeout)
         self._model_id = model_id
         self._dimensions = dimensions
         self._region = region
@@ -181,6 +205,7 @@ class BedrockEmbeddingClient:
                 is_retryable=is_retryable_bedrock_error,
                 max_retries=self._max_retries,
                 retry_after=_retry_after_seconds,
+                is_throttle=is_bedrock_throttle,
                 sleep=self._sleep,
                 gate=self._pool.gate,
                 deadline=embedding_deadline(),
@@ -208,12 +233,7 @@ class BedrockEmbeddingClient:
         vector_data = payload.get("embedding") if isinstance(payload, dict) else None
         if not isinstance(vector_data, list):
             raise EmbeddingError(f"Bedrock {self._model_id} returned no embedding")
-        vector = tuple(float(x) for x in vector_data)
-        if len(vector) != self._dimensions:
-            raise EmbeddingError(
-                f"Bedrock {self._model_id} returned {len(vector)}-dimensional vectors, "
-                f"expected {self._dimensions}"
-            )
+        vector = checked_vector(vector_data, self._dimensions, f"Bedrock {self._model_id}")
         tokens = int(payload.get("inputTextTokenCount") or 0)
         return Embedding(vector=vector, token_count=tokens)
 
@@ -259,6 +279,8 @@ class BedrockEmbeddingClient:
                         config=Config(
                             retries={"total_max_attempts": 1},
                             max_pool_connections=max(10, self._pool.concurrency),
+                            connect_timeout=self._timeout,
+                            read_timeout=self._timeout,
                         ),
                     )
                 except NoRegionError as exc:

@@ -27,7 +27,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from knowledge.embedding.base import Embedding
+from knowledge.embedding.base import Embedding, checked_vector
 from knowledge.errors import ConfigurationError, EmbeddingError, ValidationError
 
 __all__ = [
@@ -159,12 +159,7 @@ class SentenceTransformerEmbedder:
         token_counts = self._token_counts(model, batch)
         embeddings: list[Embedding] = []
         for row, tokens in zip(rows, token_counts, strict=True):
-            vector = tuple(float(x) for x in row)
-            if len(vector) != expected:
-                raise EmbeddingError(
-                    f"local model {self.name} returned {len(vector)}-dimensional vectors, "
-                    f"expected {expected}"
-                )
+            vector = checked_vector(row, expected, f"local model {self.name}")
             embeddings.append(Embedding(vector=vector, token_count=tokens))
         return embeddings
 

@@ -12,8 +12,9 @@
   16: a pipeline batch of 64 is one request per pool worker), sent concurrently on the
   client's ``knowledge.embedding.pool.EmbeddingPool`` (at most ``concurrency`` in flight,
   default ``DEFAULT_OPENAI_CONCURRENCY`` = 4; the Lambdas' ``EMBEDDING_CONCURRENCY``);
-  output order is input order. A 429 with ``Retry-After`` holds back every request of
-  the pool; no request starts past the caller's deadline (``knowledge.deadline``).
+  output order is input order. A 429 holds back every request of the pool (for its
+  ``Retry-After``, else the backoff); no request starts past the caller's deadline
+  (``knowledge.deadline``).
 - 408, 429, 5xx and connection errors are retried (``max_retries`` times, exponential
   backoff with jitter, ``Retry-After`` honoured) by ``knowledge.embedding.retry``; the SDK's
   own retries are switched off so attempts are not multiplied. Other errors (400, 401, ...)
@@ -21,7 +22,9 @@
 - ``dimensions`` is known up front: the model's native size (1536 for
   text-embedding-3-small and ada-002, 3072 for -3-large) or the ``dimensions`` argument
   (sent to the API for text-embedding-3 models, which shorten their vectors; for other
-  models it declares the size). A response of another size is an ``EmbeddingError``.
+  models it declares the size). A response of another size, with a value that is not
+  finite, or whose items' ``index`` is not each input's exactly once is an
+  ``EmbeddingError``.
 - Token counts: the API reports one total per request (``usage.prompt_tokens``); it is
   split over the request's texts in proportion to their length in characters (largest
   remainder, so the counts add up to the reported total exactly).
@@ -36,7 +39,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from knowledge.embedding.base import Embedding
+from knowledge.embedding.base import Embedding, checked_vector
 from knowledge.embedding.pool import (
     DEFAULT_OPENAI_CONCURRENCY,
     EmbeddingPool,
@@ -44,6 +47,7 @@ from knowledge.embedding.pool import (
 )
 from knowledge.embedding.retry import call_with_retries
 from knowledge.errors import ConfigurationError, EmbeddingError, KnowledgeError, ValidationError
+from knowledge.retry_after import retry_after_seconds
 
 if TYPE_CHECKING:
     import openai
@@ -53,6 +57,7 @@ __all__ = [
     "DEFAULT_OPENAI_MODEL",
     "OPENAI_MODEL_DIMENSIONS",
     "OpenAIEmbeddingClient",
+    "is_openai_throttle",
     "is_retryable_openai_error",
     "split_token_count",
 ]
@@ -110,6 +115,13 @@ def is_retryable_openai_error(exc: BaseException) -> bool:
     return False
 
 
+def is_openai_throttle(exc: BaseException) -> bool:
+    """True for a 429 (the account's rate is shared: the pool backs off)."""
+    import openai  # lazy (cold start)
+
+    return isinstance(exc, openai.APIStatusError) and exc.status_code == 429
+
+
 def _is_unauthorized(exc: BaseException) -> bool:
     import openai  # lazy (cold start)
 
@@ -117,19 +129,16 @@ def _is_unauthorized(exc: BaseException) -> bool:
 
 
 def _retry_after_seconds(exc: BaseException) -> float | None:
+    """The wait a throttled request was told (``retry-after-ms``, else ``retry-after``
+    in seconds or as an HTTP-date), if any."""
     response = getattr(exc, "response", None)
     headers = getattr(response, "headers", None)
     if headers is None:
         return None
-    for header, divisor in (("retry-after-ms", 1000.0), ("retry-after", 1.0)):
-        value = headers.get(header)
-        if value is None:
-            continue
-        try:
-            return float(value) / divisor
-        except ValueError:
-            continue  # an HTTP date; backoff is good enough
-    return None
+    milliseconds = retry_after_seconds(headers.get("retry-after-ms"))
+    if milliseconds is not None:
+        return milliseconds / 1000.0
+    return retry_after_seconds(headers.get("retry-after"))
 
 
 class OpenAIEmbeddingClient:
@@ -267,6 +276,7 @@ class OpenAIEmbeddingClient:
             is_retryable=is_retryable_openai_error,
             max_retries=self._max_retries,
             retry_after=_retry_after_seconds,
+            is_throttle=is_openai_throttle,
             sleep=self._sleep,
             gate=self._pool.gate,
             deadline=embedding_deadline(),
@@ -311,19 +321,22 @@ class OpenAIEmbeddingClient:
             raise EmbeddingError(
                 f"OpenAI returned {len(data)} embeddings for {len(batch)} inputs ({self._model})"
             )
+        # Taken by ``index``: each input's exactly once, or a text would get another's vector.
+        if [item.index for item in data] != list(range(len(batch))):
+            raise EmbeddingError(
+                f"OpenAI answered {len(batch)} inputs with embeddings whose index is not each "
+                f"of 0..{len(batch) - 1} once ({self._model})"
+            )
         usage = getattr(response, "usage", None)
         total = int(getattr(usage, "prompt_tokens", 0) or 0)
         token_counts = split_token_count(total, batch)
-        embeddings: list[Embedding] = []
-        for item, tokens in zip(data, token_counts, strict=True):
-            vector = tuple(float(x) for x in item.embedding)
-            if len(vector) != self._dimensions:
-                raise EmbeddingError(
-                    f"OpenAI returned {len(vector)}-dimensional vectors, expected "
-                    f"{self._dimensions} ({self._model})"
-                )
-            embeddings.append(Embedding(vector=vector, token_count=tokens))
-        return embeddings
+        source = f"OpenAI ({self._model})"
+        return [
+            Embedding(
+                vector=checked_vector(item.embedding, self._dimensions, source), token_count=tokens
+            )
+            for item, tokens in zip(data, token_counts, strict=True)
+        ]
 
     def _resolve_api_key(self) -> str:
         source = self._api_key

@@ -12,17 +12,24 @@ caller of that provider shares the bound) and returns the results **in input ord
   ``RateGate.pause(seconds)``; every worker waits on the same gate before each attempt,
   so no new request of any worker goes out until the server said it would take them
   again. Requests already on the wire finish as they will. A throttle without
-  ``Retry-After`` is backed off by the worker that got it (jittered, as before).
+  ``Retry-After`` (Bedrock's usual ``ThrottlingException``) closes the gate too, for the
+  jittered backoff of the worker that got it.
 - **The caller's deadline is respected.** ``embedding_deadline()`` is the nearer of
   ``knowledge.deadline.current_deadline()`` (e.g. the search handler's request budget)
   and the one set by ``embedding_time_budget(seconds)`` (the indexer Lambda sets it per
   record, in ``knowledge.sqs_batch``: the invocation's time left less its reserve; it
   binds the embedding calls only, not the store's own requests). No call, first attempt
   or retry, starts once it has passed, and a gate that would only reopen after it fails
-  at once. Such a failure is ``EmbeddingDeadlineError``.
+  at once. Such a failure is ``EmbeddingDeadlineError``. ``map`` also stops waiting at
+  the deadline: a provider that hangs (calls on the wire, no answer) fails the batch
+  with ``EmbeddingDeadlineError`` then, whatever its SDK's read timeout.
 - **Errors propagate.** The first failing item (in input order among those that failed)
-  raises its error from ``map``; items not started yet are not started.
-- ``concurrency=1`` runs everything in the calling thread, one call after another.
+  raises its error from ``map``; items not started yet are not started, and an item
+  under way makes no further attempt (``check_not_cancelled``, asked by
+  ``knowledge.embedding.retry`` before every attempt): once ``map`` has raised, a
+  worker's only work left for that batch is the one request already on the wire.
+- Items run on the pool's threads (``concurrency=1``: one thread, one call after
+  another), so the caller can stop waiting at its deadline.
 
 Settings: the providers take ``concurrency`` (``BedrockEmbeddingClient``: default
 ``DEFAULT_BEDROCK_CONCURRENCY`` = 16; ``OpenAIEmbeddingClient``: default
@@ -48,10 +55,12 @@ __all__ = [
     "DEFAULT_BEDROCK_CONCURRENCY",
     "DEFAULT_OPENAI_CONCURRENCY",
     "MAX_CONCURRENCY",
+    "EmbeddingCancelledError",
     "EmbeddingDeadlineError",
     "EmbeddingPool",
     "RateGate",
     "check_concurrency",
+    "check_not_cancelled",
     "embedding_deadline",
     "embedding_time_budget",
 ]
@@ -99,6 +108,16 @@ def embedding_time_budget(seconds: float) -> Iterator[Deadline]:
 class EmbeddingDeadlineError(EmbeddingError):
     """The caller's deadline passed (or would pass while waiting out a rate limit) before
     every text was embedded; no further call was started."""
+
+
+class EmbeddingCancelledError(EmbeddingError):
+    """A retry not made because its batch had already failed (``check_not_cancelled``);
+    ``EmbeddingPool.map`` raises the batch's own failure, never this."""
+
+
+_CANCELLED: contextvars.ContextVar[threading.Event | None] = contextvars.ContextVar(
+    "knowledge_embedding_cancelled", default=None
+)
 
 
 def check_concurrency(concurrency: object) -> int:
@@ -175,19 +194,16 @@ class EmbeddingPool:
 
     def map(self, function: Callable[[T], R], items: Sequence[T]) -> list[R]:
         """``[function(item) for item in items]``, up to ``concurrency`` at a time."""
+        if not items:
+            return []
         deadline = embedding_deadline()
-        if self._concurrency == 1 or len(items) <= 1:
-            results: list[R] = []
-            for item in items:
-                _check_deadline(deadline, len(items) - len(results), len(items))
-                results.append(function(item))
-            return results
         executor = self._get_executor()
         stop = threading.Event()
 
         def run(item: T) -> R:
             if stop.is_set():
                 raise _NotStartedError
+            _CANCELLED.set(stop)  # in this task's own context: its retries see the stop
             _check_deadline(deadline, 1, len(items))
             try:
                 return function(item)
@@ -197,20 +213,29 @@ class EmbeddingPool:
 
         # One context copy per task: a context cannot be entered by two threads at once.
         futures = [executor.submit(contextvars.copy_context().run, run, item) for item in items]
-        concurrent.futures.wait(futures, return_when=concurrent.futures.FIRST_EXCEPTION)
-        if stop.is_set():
-            for future in futures:
-                future.cancel()
-            errors = [
-                error
-                for future in futures
-                if future.done() and not future.cancelled()
-                for error in (future.exception(),)
-                if error is not None and not isinstance(error, _NotStartedError)
-            ]
-            if errors:
-                raise errors[0]
-        return [future.result() for future in futures]
+        timeout = None if deadline is None else max(0.0, deadline.remaining())
+        done, pending = concurrent.futures.wait(
+            futures, timeout=timeout, return_when=concurrent.futures.FIRST_EXCEPTION
+        )
+        failed = any(not f.cancelled() and f.exception() is not None for f in done)
+        if not failed and not pending:
+            return [future.result() for future in futures]
+        stop.set()  # no further item starts, and no retry of one under way
+        for future in futures:
+            future.cancel()
+        errors = [
+            error
+            for future in futures
+            if future in done and not future.cancelled()
+            for error in (future.exception(),)
+            if error is not None and not isinstance(error, _NOT_REAL_FAILURES)
+        ]
+        if errors:
+            raise errors[0]
+        raise EmbeddingDeadlineError(
+            f"the time budget ran out with {len(pending)} of {len(items)} embedding calls "
+            "unanswered (the provider did not answer in time)"
+        )
 
     def _get_executor(self) -> concurrent.futures.ThreadPoolExecutor:
         with self._lock:
@@ -234,6 +259,20 @@ class EmbeddingPool:
 class _NotStartedError(Exception):
     """An item skipped because another one failed (never seen by callers: ``map``
     raises the failure, the first in input order among those that failed)."""
+
+
+_NOT_REAL_FAILURES = (_NotStartedError, EmbeddingCancelledError)
+
+
+def check_not_cancelled() -> None:
+    """``EmbeddingCancelledError`` if the ``map`` this call runs in has already failed
+    (another item's error, or its deadline): ``knowledge.embedding.retry`` asks before
+    every attempt, so a worker stops retrying an item nobody waits for any more."""
+    stop = _CANCELLED.get()
+    if stop is not None and stop.is_set():
+        raise EmbeddingCancelledError(
+            "not sent again: the batch this text belongs to has already failed"
+        )
 
 
 def _check_deadline(deadline: Deadline | None, left: int, total: int) -> None:

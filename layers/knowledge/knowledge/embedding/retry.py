@@ -12,9 +12,13 @@ base_delay * 2**attempt)]`` ("full jitter"), or the server's ``Retry-After`` whe
 
 With ``gate`` (the ``RateGate`` of the provider's ``knowledge.embedding.pool.EmbeddingPool``)
 every attempt first waits for the gate to be open, and a server's ``Retry-After`` closes
-the gate for that long, so every worker of the pool backs off, not only this one. With
+the gate for that long, so every worker of the pool backs off, not only this one. A
+throttle without ``Retry-After`` (``is_throttle``: a 429, Bedrock's
+``ThrottlingException``) closes the gate for the attempt's own backoff. With
 ``deadline``, no attempt starts once it has passed, nor a backoff that would end after it:
-``EmbeddingDeadlineError`` (caused by the last error, if any) is raised instead.
+``EmbeddingDeadlineError`` (caused by the last error, if any) is raised instead. Inside
+an ``EmbeddingPool.map`` whose batch has already failed, no attempt starts either
+(``pool.check_not_cancelled``).
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ from collections.abc import Callable
 from typing import TypeVar
 
 from knowledge.deadline import Deadline
-from knowledge.embedding.pool import EmbeddingDeadlineError, RateGate
+from knowledge.embedding.pool import EmbeddingDeadlineError, RateGate, check_not_cancelled
 from knowledge.errors import ValidationError
 
 __all__ = ["DEFAULT_BASE_DELAY", "DEFAULT_MAX_DELAY", "backoff_delay", "call_with_retries"]
@@ -56,6 +60,7 @@ def call_with_retries(
     base_delay: float = DEFAULT_BASE_DELAY,
     max_delay: float = DEFAULT_MAX_DELAY,
     retry_after: Callable[[BaseException], float | None] | None = None,
+    is_throttle: Callable[[BaseException], bool] | None = None,
     sleep: Callable[[float], None] = time.sleep,
     rand: Callable[[], float] = random.random,
     gate: RateGate | None = None,
@@ -71,6 +76,7 @@ def call_with_retries(
     while True:
         if gate is not None:
             gate.wait(sleep, deadline)
+        check_not_cancelled()  # the batch failed meanwhile: nobody waits for this answer
         if deadline is not None and deadline.expired():
             raise EmbeddingDeadlineError(
                 "the time budget ran out before the embedding call could be sent"
@@ -90,6 +96,11 @@ def call_with_retries(
                 if gate is not None:
                     gate.pause(delay)  # every worker waits; gate.wait above does it here
                     continue
+            elif gate is not None and is_throttle is not None and is_throttle(exc):
+                # Throttled without a hint (Bedrock's usual 429): the account's rate is
+                # shared, so the whole pool backs off too, for this attempt's backoff.
+                gate.pause(delay)
+                continue
             if deadline is not None and delay >= deadline.remaining():
                 raise EmbeddingDeadlineError(
                     f"the time budget ends before the next attempt (after {attempt}): {exc}"
