@@ -44,7 +44,14 @@ def _bedrock(
         endpoint_url=server.url,
         aws_access_key_id="test",
         aws_secret_access_key="test",
-        config=Config(retries={"total_max_attempts": 1}, max_pool_connections=32),
+        # Bounded like the product's own clients: a call left in flight when a test ends
+        # (a batch that failed early) ends by itself instead of holding the process's exit.
+        config=Config(
+            retries={"total_max_attempts": 1},
+            max_pool_connections=32,
+            connect_timeout=WAIT,
+            read_timeout=WAIT,
+        ),
     )
     _OPEN.append(runtime)
     return BedrockEmbeddingClient(
@@ -55,7 +62,9 @@ def _bedrock(
 def _openai(
     server: FakeEmbeddingServer, concurrency: int, sleep: Sleep = time.sleep
 ) -> EmbeddingClient:
-    sdk = openai.OpenAI(base_url=server.url + "/v1", api_key="test", max_retries=0)
+    sdk = openai.OpenAI(
+        base_url=server.url + "/v1", api_key="test", max_retries=0, timeout=WAIT
+    )  # bounded like the product's own client (see _bedrock)
     _OPEN.append(sdk)
     return OpenAIEmbeddingClient(
         dimensions=DIMENSIONS, client=sdk, batch_size=1, concurrency=concurrency, sleep=sleep
@@ -418,7 +427,9 @@ def test_openai_answer_must_cover_each_input_once(
     # The right number of vectors, but not one per input: taking them by position
     # would give some texts another text's vector.
     server = serve(Profile(dimensions=DIMENSIONS, openai_data=rewrite))
-    sdk = openai.OpenAI(base_url=server.url + "/v1", api_key="test", max_retries=0)
+    sdk = openai.OpenAI(
+        base_url=server.url + "/v1", api_key="test", max_retries=0, timeout=WAIT
+    )  # bounded like the product's own client (see _bedrock)
     _OPEN.append(sdk)
     embedder = OpenAIEmbeddingClient(dimensions=DIMENSIONS, client=sdk, batch_size=4)
     with pytest.raises(EmbeddingError, match="index"):
