@@ -9,12 +9,12 @@ python-docx plus the WordprocessingML a real editor writes for that feature.
 from __future__ import annotations
 
 import io
-import zipfile
 
 import docx
 import pytest
 from docx.oxml import parse_xml
 from docx.oxml.ns import nsdecls
+from ooxml_parts import with_part
 
 from knowledge.extraction import extract_document, extract_text
 
@@ -156,26 +156,16 @@ def with_footnotes(data: bytes, notes: list[str]) -> bytes:
         )
         + "</w:footnotes>"
     )
-    source = zipfile.ZipFile(io.BytesIO(data))
-    out = io.BytesIO()
-    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as target:
-        for info in source.infolist():
-            content = source.read(info)
-            if info.filename == "word/_rels/document.xml.rels":
-                content = content.replace(
-                    b"</Relationships>",
-                    f'<Relationship Id="rIdNotes" Type="{_FOOTNOTES_REL}" '
-                    'Target="footnotes.xml"/></Relationships>'.encode(),
-                )
-            elif info.filename == "[Content_Types].xml":
-                content = content.replace(
-                    b"</Types>",
-                    f'<Override PartName="/word/footnotes.xml" ContentType="{_FOOTNOTES_TYPE}"/>'
-                    "</Types>".encode(),
-                )
-            target.writestr(info.filename, content)
-        target.writestr("word/footnotes.xml", footnotes)
-    return out.getvalue()
+    return with_part(
+        data,
+        name="word/footnotes.xml",
+        content=footnotes,
+        content_type=_FOOTNOTES_TYPE,
+        owner_rels="word/_rels/document.xml.rels",
+        rel_id="rIdNotes",
+        rel_type=_FOOTNOTES_REL,
+        target="footnotes.xml",
+    )
 
 
 def test_footnotes_are_read_after_the_body() -> None:
@@ -206,26 +196,16 @@ def with_smartart(steps: list[str]) -> bytes:
         'xmlns:a="http://schemas.openxmlformats.org/drawingml/2006/main"><dgm:ptLst>'
         f'<dgm:pt modelId="0" type="doc"/>{points}</dgm:ptLst></dgm:dataModel>'
     )
-    source = zipfile.ZipFile(io.BytesIO(word_file(anchor)))
-    out = io.BytesIO()
-    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as target:
-        for info in source.infolist():
-            content = source.read(info)
-            if info.filename == "word/_rels/document.xml.rels":
-                content = content.replace(
-                    b"</Relationships>",
-                    f'<Relationship Id="rIdDgm" Type="{_DATA_REL}" '
-                    'Target="diagrams/data1.xml"/></Relationships>'.encode(),
-                )
-            elif info.filename == "[Content_Types].xml":
-                content = content.replace(
-                    b"</Types>",
-                    f'<Override PartName="/word/diagrams/data1.xml" ContentType="{_DATA_TYPE}"/>'
-                    "</Types>".encode(),
-                )
-            target.writestr(info.filename, content)
-        target.writestr("word/diagrams/data1.xml", data)
-    return out.getvalue()
+    return with_part(
+        word_file(anchor),
+        name="word/diagrams/data1.xml",
+        content=data,
+        content_type=_DATA_TYPE,
+        owner_rels="word/_rels/document.xml.rels",
+        rel_id="rIdDgm",
+        rel_type=_DATA_REL,
+        target="diagrams/data1.xml",
+    )
 
 
 def test_smartart_text_is_read() -> None:

@@ -8,9 +8,9 @@ are what the audience reads, so both are indexed with the slide's citation.
 from __future__ import annotations
 
 import io
-import zipfile
 
 import pptx
+from ooxml_parts import with_part
 from pptx.chart.data import CategoryChartData
 from pptx.enum.chart import XL_CHART_TYPE
 from pptx.util import Inches
@@ -53,28 +53,21 @@ def deck_with_smartart(title: str, steps: list[str]) -> bytes:
         f'<dgm:dataModel xmlns:dgm="{_DGM}" xmlns:a="{_A}"><dgm:ptLst>{"".join(points)}'
         "</dgm:ptLst><dgm:cxnLst/><dgm:bg/><dgm:whole/></dgm:dataModel>"
     )
-    source = zipfile.ZipFile(io.BytesIO(buffer.getvalue()))
-    out = io.BytesIO()
-    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as target:
-        for info in source.infolist():
-            content = source.read(info)
-            if info.filename == "ppt/slides/slide1.xml":
-                content = content.replace(b"</p:spTree>", frame.encode() + b"</p:spTree>")
-            elif info.filename == "ppt/slides/_rels/slide1.xml.rels":
-                content = content.replace(
-                    b"</Relationships>",
-                    f'<Relationship Id="rIdDgm" Type="{_DATA_REL}" '
-                    'Target="../diagrams/data1.xml"/></Relationships>'.encode(),
-                )
-            elif info.filename == "[Content_Types].xml":
-                content = content.replace(
-                    b"</Types>",
-                    f'<Override PartName="/ppt/diagrams/data1.xml" ContentType="{_DATA_TYPE}"/>'
-                    "</Types>".encode(),
-                )
-            target.writestr(info.filename, content)
-        target.writestr("ppt/diagrams/data1.xml", data)
-    return out.getvalue()
+    return with_part(
+        buffer.getvalue(),
+        name="ppt/diagrams/data1.xml",
+        content=data,
+        content_type=_DATA_TYPE,
+        owner_rels="ppt/slides/_rels/slide1.xml.rels",
+        rel_id="rIdDgm",
+        rel_type=_DATA_REL,
+        target="../diagrams/data1.xml",
+        edits={
+            "ppt/slides/slide1.xml": lambda raw: raw.replace(
+                b"</p:spTree>", frame.encode() + b"</p:spTree>"
+            )
+        },
+    )
 
 
 def test_smartart_boxes_are_read_on_their_slide() -> None:
