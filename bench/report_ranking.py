@@ -675,8 +675,9 @@ def hybrid_page_section(report: Report) -> None:
     )
     verdict = (
         f"The fastest one-request form, {best}, spends {others[best] / product:.2f}x the "
-        f"product's time in requests at p50 and takes {saved:.2f} ms off the time outside "
-        "`took`: "
+        "product's time in requests at p50 and "
+        + (f"takes {saved:.2f} ms off" if saved >= 0 else f"adds {-saved:.2f} ms to")
+        + " the time outside `took`: "
         + (
             "the node's added work (the aggregation's collection and fetch, or 200 "
             "sources) and the reads it still misses cost what the round trip saved, so the "
