@@ -45,10 +45,7 @@ def extract(data: bytes, limits: ExtractionLimits, source_type: str) -> Extracte
 
 def decode_text(data: bytes) -> tuple[str, tuple[str, ...]]:
     """Decode a plain-text format: BOM, binary check, encoding (``encoding``), newlines."""
-    encoding = choose_encoding(data)
-    if encoding.codec not in WIDE_CODECS:
-        reject_binary(data)
-    text, warnings = decode_as(data, encoding)
+    text, warnings = decode_as(data, _text_encoding(data))
     if "\r" in text:
         text = text.replace("\r\n", "\n").replace("\r", "\n")
     return text, warnings
@@ -69,20 +66,30 @@ def decode_as(data: bytes, encoding: TextEncoding) -> tuple[str, tuple[str, ...]
 def text_stream(data: bytes) -> tuple[io.TextIOWrapper, tuple[str, ...]]:
     """``data`` as a text stream decoded as it is read (``decode_text``'s encoding and
     binary check), universal newlines left to the reader, and the warnings so far."""
-    encoding = choose_encoding(data)
-    if encoding.codec not in WIDE_CODECS:
-        reject_binary(data)
+    encoding = _text_encoding(data)
     warnings: tuple[str, ...] = (encoding.warning,) if encoding.warning else ()
     if encoding.invalid_bytes:
-        plural = "byte" if encoding.invalid_bytes == 1 else "bytes"
-        warnings = (
-            f"{encoding.invalid_bytes} invalid UTF-8 {plural} replaced with U+FFFD "
-            f"(first at byte offset {encoding.first_invalid})",
-        )
+        warnings = (_invalid_utf8(encoding.invalid_bytes, encoding.first_invalid),)
     stream = io.TextIOWrapper(
         io.BytesIO(data), encoding=encoding.codec, errors="replace", newline=""
     )
     return stream, warnings
+
+
+def _text_encoding(data: bytes) -> TextEncoding:
+    """The encoding to decode ``data`` with; binary content (in a one-byte encoding: wide
+    ones hold NUL bytes by design) is refused."""
+    encoding = choose_encoding(data)
+    if encoding.codec not in WIDE_CODECS:
+        reject_binary(data)
+    return encoding
+
+
+def _invalid_utf8(count: int, first_offset: int) -> str:
+    plural = "byte" if count == 1 else "bytes"
+    return (
+        f"{count} invalid UTF-8 {plural} replaced with U+FFFD (first at byte offset {first_offset})"
+    )
 
 
 def reject_binary(data: bytes) -> None:
@@ -109,8 +116,4 @@ def _decode_utf8(data: bytes) -> tuple[str, tuple[str, ...]]:
     # One escaped code point per bad byte, so the count is exact (``replace`` merges runs).
     escaped = body.decode("utf-8", errors="surrogateescape")
     text, bad_bytes = _ESCAPED_BYTE.subn("\ufffd", escaped)
-    plural = "byte" if bad_bytes == 1 else "bytes"
-    return text, (
-        f"{bad_bytes} invalid UTF-8 {plural} replaced with U+FFFD "
-        f"(first at byte offset {first_offset})",
-    )
+    return text, (_invalid_utf8(bad_bytes, first_offset),)
