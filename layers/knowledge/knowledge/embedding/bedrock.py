@@ -56,10 +56,9 @@ here (botocore's default is 60 each). Titan answers in well under a second; a hu
 is given up on in this time and retried, and a pool whose batch already failed makes no
 further attempt (``knowledge.embedding.pool``), so its thread is free again by then.
 The same as ``OpenAIEmbeddingClient``'s ``timeout``."""
-_RETRYABLE_CODES = frozenset(
+_THROTTLE_CODES = frozenset({"ThrottlingException", "TooManyRequestsException"})
+_RETRYABLE_CODES = _THROTTLE_CODES | frozenset(
     {
-        "ThrottlingException",
-        "TooManyRequestsException",
         "ModelNotReadyException",
         "ModelTimeoutException",
         "InternalServerException",
@@ -94,9 +93,6 @@ def is_retryable_bedrock_error(exc: BaseException) -> bool:
         status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
         return error.get("Code") in _RETRYABLE_CODES or status == 429 or status >= 500
     return False
-
-
-_THROTTLE_CODES = frozenset({"ThrottlingException", "TooManyRequestsException"})
 
 
 def is_bedrock_throttle(exc: BaseException) -> bool:
