@@ -68,6 +68,7 @@ __all__ = [
     "element_text",
     "filter_to_json",
     "matches_filter",
+    "metadata_elements",
     "parse_filter",
 ]
 
@@ -375,7 +376,8 @@ def _utf16_units(text: str) -> int:
 
 def element_number(value: object) -> float | None:
     """A metadata element as a number for numeric comparisons: a JSON number, or a string
-    spelling a decimal number (``"2024"``, ``"-0.5"``, ``"1e3"``); ``None`` otherwise."""
+    spelling one as ``_NUMBER_TEXT`` reads it (``"2024"``, ``"-0.5"``, ``"1e3"``, ``" 5"``);
+    ``None`` otherwise (and for one that is not finite as a double)."""
     if isinstance(value, bool):
         return None
     try:
@@ -394,7 +396,9 @@ def element_number(value: object) -> float | None:
 # --- evaluation (the memory store, and the reference for the others) ----------------------
 
 
-def _elements(value: object) -> list[object]:
+def metadata_elements(value: object) -> list[object]:
+    """The elements a metadata value compares by: a list's items (any one may match), a
+    scalar itself, none for a missing value. The stores' translations index the same."""
     if value is None:
         return []
     if isinstance(value, list | tuple | set | frozenset):
@@ -456,5 +460,5 @@ def matches_filter(
         found = _holds(node.op, moment.astimezone(UTC), node.value)
     else:
         value = path if node.field == DOCUMENT_PATH else metadata.get(node.field)
-        found = any(_element_matches(node, element) for element in _elements(value))
+        found = any(_element_matches(node, element) for element in metadata_elements(value))
     return not found if negated else found

@@ -28,10 +28,10 @@ it is reindexed into a new index.
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any, Final
 
-from knowledge.search_filter import element_number, element_text
+from knowledge.search_filter import element_number, element_text, metadata_elements
 
 __all__ = [
     "METADATA_NUMBERS",
@@ -78,11 +78,6 @@ def key_range(key: str) -> tuple[str, str]:
     return f"{key}{SEPARATOR}", f"{key}{_AFTER_SEPARATOR}"
 
 
-def _elements(value: object) -> Iterable[object]:
-    # None, and anything else without a text or number form, makes no term.
-    return value if isinstance(value, list | tuple) else (value,)
-
-
 def metadata_terms(metadata: Mapping[str, Any]) -> dict[str, list[str]]:
     """The two term fields of a chunk whose metadata is ``metadata`` (module docstring);
     a field with no terms is left out."""
@@ -91,7 +86,7 @@ def metadata_terms(metadata: Mapping[str, Any]) -> dict[str, list[str]]:
     for key, value in metadata.items():
         if SEPARATOR in key:
             continue
-        for element in _elements(value):
+        for element in metadata_elements(value):
             text = element_text(element)
             if text is not None:
                 texts.append(text_term(key, text))
