@@ -83,6 +83,8 @@ def test_search_status_and_reindex_against_the_local_server(local: LocalServer) 
 
     status = client.status(scope)
     assert (status.document_count, status.state) == (1, IndexState.READY)
+    assert (status.embedded_chunks, status.reused_chunks) == (status.chunk_count, 0)
+    assert status.chunk_count > 0
 
     reindexed = client.reindex(scope)
     assert reindexed["indexed_documents"] == 1

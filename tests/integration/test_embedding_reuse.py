@@ -105,6 +105,7 @@ class Backend:
 
     open: Callable[[CountingEmbedder], KnowledgeStore]
     vectors: Callable[[], dict[int, tuple[str, tuple[float, ...]]]]  # index -> (content, vec)
+    settle: Callable[[], None] = lambda: None  # make every write visible to a read
 
 
 def _embedded(tmp_path: Path) -> Backend:
@@ -178,7 +179,7 @@ def _opensearch(request: pytest.FixtureRequest, *, derived_source: bool = False)
             if h["_source"]["generation"] == newest
         }
 
-    return Backend(open_store, vectors)
+    return Backend(open_store, vectors, lambda: _http("POST", f"{url}/{index}/_refresh") and None)
 
 
 @pytest.fixture(
@@ -405,5 +406,102 @@ def test_an_index_made_before_embedding_keys_gets_the_field_and_then_reuses(
         embedder.texts.clear()
         second = store.upsert_document(SCOPE, document(sections(5, edited=[0])))
         assert (len(embedder.texts), second.reused_chunks) == (1, 4)
+    finally:
+        store.close()
+
+
+def test_the_status_counts_the_chunks_embedded_and_those_that_kept_their_vector(
+    backend: Backend,
+) -> None:
+    embedder = CountingEmbedder()
+    store = backend.open(embedder)
+    try:
+        store.upsert_document(SCOPE, document(sections(20)))
+        other = "other.md"
+        data = sections(5).encode()
+        store.upsert_document(SCOPE, SourceDocument(other, len(data), lambda: data))
+        backend.settle()
+        status = store.status(SCOPE)
+        assert (status.chunk_count, status.embedded_chunks, status.reused_chunks) == (25, 25, 0)
+
+        store.upsert_document(SCOPE, document(sections(20, edited=[3, 9])))
+        backend.settle()
+        status = store.status(SCOPE)
+        # guide.md: 2 embedded, 18 kept; other.md as it was.
+        assert (status.chunk_count, status.embedded_chunks, status.reused_chunks) == (25, 7, 18)
+        assert status.to_dict()["embedded_chunks"] == 7
+        assert status.to_dict()["reused_chunks"] == 18
+
+        store.delete_document(SCOPE, other)
+        backend.settle()
+        status = store.status(SCOPE)
+        assert (status.chunk_count, status.embedded_chunks, status.reused_chunks) == (20, 2, 18)
+    finally:
+        store.close()
+
+
+@pytest.mark.opensearch
+@pytest.mark.integration
+def test_an_index_made_before_the_counts_reads_its_status_and_gets_the_fields_on_a_write(
+    request: pytest.FixtureRequest,
+) -> None:
+    """Records written before the counts have none: the status reads them as 0 (before and
+    after the fields are added), and a write adds the fields and counts its chunks."""
+    from knowledge.stores.opensearch.mapping import index_body
+
+    backend = _opensearch(request)
+    url = request.getfixturevalue("opensearch_url")
+    probe = backend.open(CountingEmbedder())
+    index = probe.index_name(SCOPE)  # type: ignore[attr-defined]
+    probe.close()
+    old = index_body(vector_dimensions=DIMS, embedding_model="counting:hashing")
+    for name in ("embedded_chunks", "reused_chunks"):
+        del old["mappings"]["properties"][name]
+    _http("PUT", f"{url}/{index}", old)
+
+    store = backend.open(CountingEmbedder())
+    try:
+        status = store.status(SCOPE)  # the fields are not in the mapping yet
+        assert (status.state.value, status.embedded_chunks, status.reused_chunks) == (
+            "EMPTY",
+            0,
+            0,
+        )
+        store.upsert_document(SCOPE, document(sections(4)))
+        store.upsert_document(SCOPE, document(sections(4, edited=[1])))
+        backend.settle()
+        status = store.status(SCOPE)
+        assert (status.chunk_count, status.embedded_chunks, status.reused_chunks) == (4, 1, 3)
+        mapping = _http("GET", f"{url}/{index}/_mapping")
+        (entry,) = mapping.values()
+        assert {"embedded_chunks", "reused_chunks"} <= set(entry["mappings"]["properties"])
+    finally:
+        store.close()
+
+
+def test_an_embedded_file_made_before_the_counts_gets_the_columns(tmp_path: Path) -> None:
+    """A version 3 file without the count columns (made by an older release) opens, counts
+    its old documents as neither, and counts what is written from then on."""
+    backend = _embedded(tmp_path)
+    store = backend.open(CountingEmbedder())
+    data = sections(3).encode()
+    store.upsert_document(SCOPE, SourceDocument("old.md", len(data), lambda: data))
+    store.close()
+    conn = sqlite3.connect(tmp_path / "kb.db")
+    try:
+        for column in ("embedded_chunks", "reused_chunks"):
+            conn.execute(f"ALTER TABLE documents DROP COLUMN {column}")
+        conn.commit()
+    finally:
+        conn.close()
+
+    store = backend.open(CountingEmbedder())
+    try:
+        status = store.status(SCOPE)
+        assert (status.chunk_count, status.embedded_chunks, status.reused_chunks) == (3, 0, 0)
+        store.upsert_document(SCOPE, document(sections(4)))
+        store.upsert_document(SCOPE, document(sections(4, edited=[2])))
+        status = store.status(SCOPE)
+        assert (status.chunk_count, status.embedded_chunks, status.reused_chunks) == (7, 1, 3)
     finally:
         store.close()

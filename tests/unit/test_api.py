@@ -68,7 +68,14 @@ class FakeStore:
         self.status_calls.append(scope)
         if self.error is not None:
             raise self.error
-        return IndexStatus(3, 12, datetime(2024, 5, 1, 12, 0, tzinfo=UTC), IndexState.READY)
+        return IndexStatus(
+            3,
+            12,
+            datetime(2024, 5, 1, 12, 0, tzinfo=UTC),
+            IndexState.READY,
+            embedded_chunks=2,
+            reused_chunks=10,
+        )
 
     def close(self) -> None:
         pass
@@ -363,6 +370,8 @@ def test_status(api: KnowledgeApi, store: FakeStore) -> None:
         "context": "runbooks",
         "document_count": 3,
         "chunk_count": 12,
+        "embedded_chunks": 2,
+        "reused_chunks": 10,
         "last_indexed_at": "2024-05-01T12:00:00+00:00",
         "state": "READY",
         "message": None,

@@ -336,6 +336,10 @@ def test_status(docs: Path, db: Path, capsys: pytest.CaptureFixture[str]) -> Non
     assert body["chunk_count"] >= 3
     assert body["last_indexed_at"] is not None
     assert body["problems"] == []
+    # Every chunk of a first index was sent to the embedder.
+    assert (body["embedded_chunks"], body["reused_chunks"]) == (body["chunk_count"], 0)
+    code, out, _ = run(["status", *scope_args(db)], capsys)
+    assert f"vectors:      {body['chunk_count']} embedded, 0 reused" in out
 
 
 def test_status_lists_the_problems(

@@ -273,11 +273,17 @@ def test_document_record_has_no_text_or_vector() -> None:
         "indexed_at": "2025-01-02T03:04:05+00:00",
         "generation": "g1",
         "chunk_count": 3,
+        "embedded_chunks": 0,
+        "reused_chunks": 0,
         "source_type": None,
         "size": None,
         "problem": None,
         "problem_at": None,
     }
+    counted = document_record(
+        SCOPE, HEADER, chunk_count=3, generation="g1", embedded_chunks=1, reused_chunks=2
+    )
+    assert (counted["embedded_chunks"], counted["reused_chunks"]) == (1, 2)
 
 
 def test_a_chunk_keeps_the_embedding_key_of_its_vector_even_a_zero_one() -> None:

@@ -653,6 +653,8 @@ def test_scope_stats_body() -> None:
                         "cardinality": {"field": "document_id", "precision_threshold": 40000}
                     },
                     "last_indexed": {"max": {"field": "indexed_at"}},
+                    "embedded": {"sum": {"field": "embedded_chunks"}},
+                    "reused": {"sum": {"field": "reused_chunks"}},
                 },
             },
         },
@@ -694,6 +696,19 @@ def test_scope_stats_body() -> None:
                 "records": {"documents": {"value": 2}, "last_indexed": {"value": 1.7e12}},
             },
             ScopeStats(2, 0, datetime(2023, 11, 14, 22, 13, 20, tzinfo=UTC)),
+        ),
+        (
+            # sums come as doubles (0.0 when no record has the field)
+            {
+                "chunks": {"doc_count": 9},
+                "records": {
+                    "documents": {"value": 2},
+                    "last_indexed": {"value": 1.7e12},
+                    "embedded": {"value": 2.0},
+                    "reused": {"value": 7.0},
+                },
+            },
+            ScopeStats(2, 9, datetime(2023, 11, 14, 22, 13, 20, tzinfo=UTC), 2, 7),
         ),
     ],
 )

@@ -295,6 +295,7 @@ def _cmd_status(args: argparse.Namespace) -> int:
         ("state", status.state.value),
         ("documents", str(status.document_count)),
         ("chunks", str(status.chunk_count)),
+        ("vectors", f"{status.embedded_chunks} embedded, {status.reused_chunks} reused"),
         ("last indexed", last),
     ]
     if status.message:

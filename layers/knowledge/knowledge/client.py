@@ -491,4 +491,7 @@ def _status(data: Mapping[str, Any]) -> IndexStatus:
         state=IndexState(str(data["state"])),
         message=data.get("message"),
         problems=tuple(FileProblem(str(p["document_path"]), str(p["reason"])) for p in problems),
+        # Absent from an API older than these counts.
+        embedded_chunks=int(data.get("embedded_chunks") or 0),
+        reused_chunks=int(data.get("reused_chunks") or 0),
     )

@@ -523,11 +523,9 @@ class Indexer:
         run.reused += len(batch) - len(todo)
         fresh = iter(embeddings)
         return [
-            EmbeddedChunk(
-                item.chunk,
-                reusable[item.key] if item.key in reusable else next(fresh).vector,
-                item.key,
-            )
+            EmbeddedChunk(item.chunk, reusable[item.key], item.key, reused=True)
+            if item.key in reusable
+            else EmbeddedChunk(item.chunk, next(fresh).vector, item.key)
             for item in batch
         ]
 

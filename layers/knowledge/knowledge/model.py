@@ -332,6 +332,10 @@ class IndexStatus:
 
     ``problems`` are the documents whose latest indexing attempt was skipped or failed,
     with the reason, most recent first, at most ``MAX_STATUS_PROBLEMS``.
+
+    Of the ``chunk_count`` chunks with a vector, ``embedded_chunks`` were sent to the
+    embedder when their document was last written and ``reused_chunks`` kept the vector
+    of the version before (same text, same embedder); a keyword-only store has neither.
     """
 
     document_count: int
@@ -341,11 +345,15 @@ class IndexStatus:
     message: str | None = None
     problems: tuple[FileProblem, ...] = ()
     progress: IndexProgress | None = None
+    embedded_chunks: int = 0
+    reused_chunks: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "document_count": self.document_count,
             "chunk_count": self.chunk_count,
+            "embedded_chunks": self.embedded_chunks,
+            "reused_chunks": self.reused_chunks,
             "last_indexed_at": None
             if self.last_indexed_at is None
             else self.last_indexed_at.isoformat(),

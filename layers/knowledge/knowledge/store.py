@@ -145,11 +145,14 @@ class EmbeddedChunk:
 
     ``embedding_key`` (``identity.embedding_key``: the embedded text and the embedder's
     identity) is stored with the vector, so a later version of the document can reuse
-    the vector of an unchanged chunk (``WriteSession.stored_vectors``)."""
+    the vector of an unchanged chunk (``WriteSession.stored_vectors``). ``reused`` says
+    the vector is such a reused one (not sent to the embedder for this write); the stores
+    keep it, and a scope's status counts both kinds (``IndexStatus.reused_chunks``)."""
 
     chunk: DocumentChunk
     vector: Sequence[float] | None = None
     embedding_key: str | None = None
+    reused: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,7 +4,8 @@ Tables (schema version 3):
 
 - ``documents``: the per-document record: scope, path, ``source_type``, ``size``
   (bytes), ``chunk_count``, ``version`` (S3 version id or ``None``), ``content_hash``,
-  ``indexed_at``, document metadata;
+  ``indexed_at``, document metadata, and how many of its chunks were embedded or kept
+  their vector at its last write (``embedded_chunks`` / ``reused_chunks``);
 - ``chunks``: scope, path, index, content, metadata JSON, vector (unit float32 BLOB),
   ``embedding_key`` (``identity.embedding_key`` of the text embedded and the embedder:
   a later version of the document reuses the vector of a chunk with the same key);
@@ -18,7 +19,8 @@ Tables (schema version 3):
 
 A version 1 file (no records, problems or per-agent generations) or a version 2 file (no
 ``embedding_key``: its vectors are not reused until their document is written again) is
-upgraded in place when opened; a newer version is refused.
+upgraded in place when opened; a newer version is refused. The two count columns came
+later within version 3 (``_COLUMNS_V3``): added when missing, left at 0 by older releases.
 
 **Keyword analysis.** The terms in the keyword index are those of one analysis
 (``knowledge.text.ANALYSIS``), recorded in ``meta`` under ``analysis`` by the first open
@@ -87,6 +89,8 @@ _TABLES: Final = (
         metadata TEXT NOT NULL,
         source_type TEXT,
         size INTEGER,
+        embedded_chunks INTEGER NOT NULL DEFAULT 0,
+        reused_chunks INTEGER NOT NULL DEFAULT 0,
         UNIQUE (agent, context, path)
     )""",
     """CREATE TABLE IF NOT EXISTS chunks (
@@ -131,6 +135,16 @@ _TABLES_V2: Final = (
 )
 
 
+# Columns added to version 3 without a new version: an older release writing the file
+# leaves them at their defaults (its inserts name their columns), so it can still open it.
+_COLUMNS_V3: Final = (
+    # ``IndexStatus.embedded_chunks`` / ``reused_chunks``: counted from the document's
+    # first write by a release that has them (0 for documents written before).
+    ("documents", "embedded_chunks", "INTEGER NOT NULL DEFAULT 0"),
+    ("documents", "reused_chunks", "INTEGER NOT NULL DEFAULT 0"),
+)
+
+
 def create_or_upgrade(conn: sqlite3.Connection, display: str) -> None:
     """Create the tables of an empty file, or upgrade a version 1 file, inside the
     caller's write transaction. Raises ``ValueError`` with the reason for a file this
@@ -149,24 +163,32 @@ def create_or_upgrade(conn: sqlite3.Connection, display: str) -> None:
         )
         return
     if row[0] in ("1", "2"):
-        for table, column, kind in (
-            ("documents", "source_type", "TEXT"),  # new in version 2
-            ("documents", "size", "INTEGER"),  # new in version 2
-            ("chunks", "embedding_key", "TEXT"),  # new in version 3
-        ):
-            columns = {info[1] for info in conn.execute(f"PRAGMA table_info({table})")}
-            if column not in columns:
-                conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
+        _add_columns(
+            conn,
+            (
+                ("documents", "source_type", "TEXT"),  # new in version 2
+                ("documents", "size", "INTEGER"),  # new in version 2
+                ("chunks", "embedding_key", "TEXT"),  # new in version 3
+            ),
+        )
         conn.execute("DELETE FROM meta WHERE key = 'generation'")  # per agent since version 2
         conn.execute(
             "UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION),)
         )
-        return
-    if row[0] != str(SCHEMA_VERSION):
+    elif row[0] != str(SCHEMA_VERSION):
         raise ValueError(
             f"index file {display} has schema version {row[0]}; this version of the store "
             f"reads version {SCHEMA_VERSION}. Reindex into a new file"
         )
+    _add_columns(conn, _COLUMNS_V3)
+
+
+def _add_columns(conn: sqlite3.Connection, columns: tuple[tuple[str, str, str], ...]) -> None:
+    """``ALTER TABLE ... ADD COLUMN`` each of ``columns`` the file does not have yet."""
+    for table, column, kind in columns:
+        present = {info[1] for info in conn.execute(f"PRAGMA table_info({table})")}
+        if column not in present:
+            conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
 
 
 def check_analysis(conn: sqlite3.Connection, display: str) -> None:

@@ -20,8 +20,9 @@ __all__ = ["damaged_status", "scope_status"]
 def scope_status(conn: sqlite3.Connection, scope: KnowledgeScope, *, writing: bool) -> IndexStatus:
     """The scope's status as of the caller's read snapshot."""
     where = (scope.agent, scope.context)
-    documents, chunks, last = conn.execute(
-        "SELECT count(*), coalesce(sum(chunk_count), 0), max(indexed_at)"
+    documents, chunks, last, embedded, reused = conn.execute(
+        "SELECT count(*), coalesce(sum(chunk_count), 0), max(indexed_at),"
+        " coalesce(sum(embedded_chunks), 0), coalesce(sum(reused_chunks), 0)"
         " FROM documents WHERE agent = ? AND context = ?",
         where,
     ).fetchone()
@@ -45,6 +46,8 @@ def scope_status(conn: sqlite3.Connection, scope: KnowledgeScope, *, writing: bo
         last_indexed_at=None if last is None else datetime.fromisoformat(last),
         state=state,
         problems=problems,
+        embedded_chunks=int(embedded),
+        reused_chunks=int(reused),
     )
 
 
@@ -59,4 +62,6 @@ def damaged_status(advice: str, counted: IndexStatus | None) -> IndexStatus:
         state=IndexState.ERROR,
         message=advice,
         problems=counted.problems,
+        embedded_chunks=counted.embedded_chunks,
+        reused_chunks=counted.reused_chunks,
     )

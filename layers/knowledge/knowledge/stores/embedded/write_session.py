@@ -282,7 +282,7 @@ class EmbeddedWriteSession:
         keywords = self._store._keywords
         table = keywords.table(conn, scope.agent, create=True)
         assert table is not None  # create=True always names one
-        count = 0
+        count = embedded = reused = 0
         for item in chunks:
             chunk = item.chunk
             cursor = conn.execute(
@@ -303,11 +303,14 @@ class EmbeddedWriteSession:
             assert cursor.lastrowid is not None
             keywords.add(conn, table, cursor.lastrowid, chunk.content, chunk.metadata)
             count += 1
+            if item.vector is not None:
+                reused += item.reused
+                embedded += not item.reused
         source_type = header.metadata.get("source_type")
         conn.execute(
             "INSERT INTO documents (doc_id, agent, context, path, content_hash, version,"
-            " chunk_count, indexed_at, metadata, source_type, size)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            " chunk_count, indexed_at, metadata, source_type, size, embedded_chunks,"
+            " reused_chunks) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 header.document_id,
                 scope.agent,
@@ -320,6 +323,8 @@ class EmbeddedWriteSession:
                 to_json(header.metadata),
                 source_type if isinstance(source_type, str) else None,
                 header.size,
+                embedded,
+                reused,
             ),
         )
         return count

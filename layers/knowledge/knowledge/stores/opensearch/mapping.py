@@ -99,6 +99,7 @@ __all__ = [
     "DOCUMENT_ID",
     "DOCUMENT_NAME",
     "DOCUMENT_PATH",
+    "EMBEDDED_CHUNKS",
     "EMBEDDING",
     "EMBEDDING_KEY",
     "ENGLISH_ANALYZER",
@@ -116,6 +117,7 @@ __all__ = [
     "RECORD_CHUNK",
     "RECORD_DOCUMENT",
     "RECORD_PROPERTIES",
+    "REUSED_CHUNKS",
     "SCHEMA3_METADATA_TEMPLATES",
     "SCHEMA_VERSION",
     "SIZE",
@@ -156,6 +158,8 @@ GENERATION = "generation"
 SOURCE_TYPE = "source_type"
 SIZE = "size"
 PROBLEM = "problem"
+EMBEDDED_CHUNKS = "embedded_chunks"
+REUSED_CHUNKS = "reused_chunks"
 PROBLEM_AT = "problem_at"
 METADATA = "metadata"
 RECORD = "record"
@@ -212,10 +216,14 @@ RECORD_PROPERTIES: dict[str, Any] = {
     # Schema 3: what a chunk's vector is reused by (``identity.embedding_key``); read
     # from ``_source`` only, so neither indexed nor in doc values.
     EMBEDDING_KEY: {"type": "keyword", "index": False, "doc_values": False},
+    # A document record's chunks sent to the embedder / that kept their vector at its last
+    # write, summed by the status (``IndexStatus.embedded_chunks`` / ``reused_chunks``).
+    EMBEDDED_CHUNKS: {"type": "integer"},
+    REUSED_CHUNKS: {"type": "integer"},
 }
 """Fields added after schema 1 (schema 2: generations, per-document records, problems;
-schema 3: ``embedding_key``): put into the mapping of an older index when it is opened
-for writing."""
+schema 3: ``embedding_key``; later, within schema 4: the embedded and reused counts): put
+into the mapping of an older index when it is opened for writing."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -556,13 +564,18 @@ def document_record(
     generation: str,
     source_type: str | None = None,
     size: int | None = None,
+    embedded_chunks: int = 0,
+    reused_chunks: int = 0,
 ) -> dict[str, Any]:
     """The ``_source`` of a document's record (no content, no vector): its facts, the
-    generation of its chunks that searches show, and no problem (a write succeeded)."""
+    generation of its chunks that searches show, how many of them were embedded and how
+    many kept their vector, and no problem (a write succeeded)."""
     return {
         RECORD: RECORD_DOCUMENT,
         **_document_facts(scope, header, generation),
         CHUNK_COUNT: chunk_count,
+        EMBEDDED_CHUNKS: embedded_chunks,
+        REUSED_CHUNKS: reused_chunks,
         SOURCE_TYPE: source_type,
         SIZE: size,
         PROBLEM: None,

@@ -39,6 +39,7 @@ from knowledge.stores.opensearch.mapping import (
     DOCUMENT_ID,
     DOCUMENT_NAME,
     DOCUMENT_PATH,
+    EMBEDDED_CHUNKS,
     EMBEDDING,
     EMBEDDING_KEY,
     GENERATION,
@@ -52,6 +53,7 @@ from knowledge.stores.opensearch.mapping import (
     RECORD,
     RECORD_CHUNK,
     RECORD_DOCUMENT,
+    REUSED_CHUNKS,
     SOURCE_FIELDS,
     VERSION,
 )
@@ -567,6 +569,8 @@ def scope_stats_body(scope: KnowledgeScope) -> dict[str, Any]:
                         }
                     },
                     "last_indexed": {"max": {"field": INDEXED_AT}},
+                    "embedded": {"sum": {"field": EMBEDDED_CHUNKS}},
+                    "reused": {"sum": {"field": REUSED_CHUNKS}},
                 },
             },
         },
@@ -578,6 +582,8 @@ class ScopeStats:
     document_count: int
     chunk_count: int
     last_indexed_at: datetime | None
+    embedded_chunks: int = 0
+    reused_chunks: int = 0
 
 
 def parse_scope_stats(response: Mapping[str, Any]) -> ScopeStats:
@@ -593,7 +599,13 @@ def parse_scope_stats(response: Mapping[str, Any]) -> ScopeStats:
         last_at = datetime.fromisoformat(str(last_text))  # reads "Z" since Python 3.11
     elif documents and last_ms is not None:
         last_at = datetime.fromtimestamp(float(last_ms) / 1000.0, tz=UTC)
-    return ScopeStats(document_count=documents, chunk_count=chunks, last_indexed_at=last_at)
+    return ScopeStats(
+        document_count=documents,
+        chunk_count=chunks,
+        last_indexed_at=last_at,
+        embedded_chunks=int(records.get("embedded", {}).get("value") or 0),
+        reused_chunks=int(records.get("reused", {}).get("value") or 0),
+    )
 
 
 def _document_aggs() -> dict[str, Any]:

@@ -235,11 +235,14 @@ class OpenSearchWriteSession:
         generation = new_generation(self._clock)
         mark = (len(self._actions), len(self._commits))
         flushed_before = self._flushes
-        count = 0
+        count = embedded = reused = 0
         source_type: str | None = _text(header.metadata.get("source_type"))
         try:
             for item in chunks:
                 chunk = item.chunk
+                if item.vector is not None:
+                    reused += item.reused
+                    embedded += not item.reused
                 if source_type is None:
                     source_type = _text(chunk.metadata.get("source_type"))
                 chunk_id = (
@@ -282,6 +285,8 @@ class OpenSearchWriteSession:
                 generation=generation,
                 source_type=source_type,
                 size=size if isinstance(size, int) else None,
+                embedded_chunks=embedded,
+                reused_chunks=reused,
             ),
         )
         self._commits.append(commit)

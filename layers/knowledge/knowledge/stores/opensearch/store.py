@@ -293,6 +293,8 @@ class OpenSearchKnowledgeStore(IndexingStoreMixin):
             last_indexed_at=stats.last_indexed_at,
             state=state,
             problems=problems,
+            embedded_chunks=stats.embedded_chunks,
+            reused_chunks=stats.reused_chunks,
         )
 
     def list_scopes(self) -> list[KnowledgeScope]:
