@@ -30,6 +30,7 @@ COMMANDS = {
     "bm25": "man-pages keyword MRR@10 under other BM25 k1/b on the real node (a probe)",
     "korean-analysis": "Korean keyword analysis speed: MeCab-ko morphemes vs Hangul bigrams",
     "hybrid-page": "hybrid: the page read as a second request vs one-request alternatives",
+    "hashing-variants": "a probe: richer hashing embedders (stop words, stems, dimensions)",
     "rerank": "search latency with the Bedrock reranking stage (fake endpoint) vs without",
     "report": "write bench/REPORT.md and the plots from bench/results/*.json",
 }
@@ -43,6 +44,7 @@ MODULES = {
     "embedding-pool": "embedding_pool",
     "korean-analysis": "korean_analysis",
     "hybrid-page": "hybrid_page",
+    "hashing-variants": "hashing_variants",
 }
 
 
