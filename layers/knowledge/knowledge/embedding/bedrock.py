@@ -89,20 +89,24 @@ def is_retryable_bedrock_error(exc: BaseException) -> bool:
     if isinstance(exc, (BotocoreConnectionError, HTTPClientError)):
         return True
     if isinstance(exc, ClientError):
-        error = exc.response.get("Error", {})
-        status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
-        return error.get("Code") in _RETRYABLE_CODES or status == 429 or status >= 500
+        code, status = _code_and_status(exc)
+        return code in _RETRYABLE_CODES or status == 429 or status >= 500
     return False
 
 
 def is_bedrock_throttle(exc: BaseException) -> bool:
     """True for a throttled call (the account's rate is shared: the pool backs off)."""
+    code, status = _code_and_status(exc)
+    return code in _THROTTLE_CODES or status == 429
+
+
+def _code_and_status(exc: BaseException) -> tuple[object, int]:
+    """A botocore error's code and HTTP status (``None, 0`` for any other exception)."""
     response = getattr(exc, "response", None)
     if not isinstance(response, dict):
-        return False
-    code = response.get("Error", {}).get("Code")
+        return None, 0
     status = response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
-    return code in _THROTTLE_CODES or status == 429
+    return response.get("Error", {}).get("Code"), status if isinstance(status, int) else 0
 
 
 def _retry_after_seconds(exc: BaseException) -> float | None:
