@@ -85,10 +85,18 @@ _LOG_LEVELS: dict[str, int] = {
 
 @dataclass(frozen=True, slots=True)
 class FileStamp:
-    """What a poll remembers of a file: a change of either means the file changed."""
+    """What a poll remembers of a file: a change of any field means the file changed.
+
+    ``mtime_ns`` and ``size`` can both stay the same when a file changes: a backup
+    restored with ``cp -p`` / ``rsync -t``, a file renamed over another after its times
+    were copied. ``inode`` (another file now has the name) and ``ctime_ns`` (set by the
+    system on every write, rename or ``utime``, and by no one to a chosen value) catch
+    those; a change of them alone costs a hash of the file's bytes."""
 
     mtime_ns: int
     size: int
+    inode: int = 0
+    ctime_ns: int = 0
 
 
 _DIRTY = FileStamp(-1, -1)
@@ -133,25 +141,35 @@ def take_snapshot(root: Path) -> dict[str, FileStamp]:
 
     Keys are ``/``-separated paths relative to ``root``. Symbolic links to folders are
     not followed (no loops, nothing outside ``root``); FIFOs, sockets and devices are
-    left out (``stat`` never opens them). Files that vanish meanwhile are left out.
+    left out (``stat`` never opens them). Files that vanish meanwhile, and folders that
+    cannot be listed, are left out. Folders are walked with a stack, not recursion: a
+    tree nested deeper than Python's recursion limit cannot stop every poll.
     """
     snapshot: dict[str, FileStamp] = {}
-    for dirpath, dirnames, filenames in os.walk(root):
-        # Hidden entries are never documents (the sources skip them too); pruning them
-        # keeps a .git folder or an editor's swap files from costing a stat per poll.
-        dirnames[:] = [d for d in dirnames if not d.startswith(".")]
-        for filename in filenames:
-            if filename.startswith("."):
+    folders = [str(root)]
+    while folders:
+        folder = folders.pop()
+        try:
+            with os.scandir(folder) as entries:
+                listed = list(entries)
+        except OSError:
+            continue
+        for entry in listed:
+            # Hidden entries are never documents (the sources skip them too); pruning
+            # them keeps a .git folder or an editor's swap files from costing a stat.
+            if entry.name.startswith("."):
                 continue
-            full = os.path.join(dirpath, filename)
             try:
-                info = os.stat(full)
+                if entry.is_dir(follow_symlinks=False):
+                    folders.append(entry.path)
+                    continue
+                info = os.stat(entry.path)
             except OSError:
                 continue
             if not stat.S_ISREG(info.st_mode):
                 continue
-            key = Path(os.path.relpath(full, root)).as_posix()
-            snapshot[key] = FileStamp(info.st_mtime_ns, info.st_size)
+            key = Path(os.path.relpath(entry.path, root)).as_posix()
+            snapshot[key] = FileStamp(info.st_mtime_ns, info.st_size, info.st_ino, info.st_ctime_ns)
     return snapshot
 
 

@@ -158,45 +158,69 @@ def _unnameable(rel: str) -> str | None:
 
 
 def _scan(real_root: str, recursive: bool, listing: Listing[SourceDocument]) -> dict[str, _Found]:
-    """Every regular file under ``real_root`` that is not hidden, by relative path."""
-    found: dict[str, _Found] = {}
-    visited: set[str] = set()
+    """Every regular file under ``real_root`` that is not hidden, by relative path.
 
-    def walk(real_dir: str, prefix: str) -> None:
-        visited.add(real_dir)
+    Depth first in name order, with a stack of folders rather than recursion: a tree
+    nested deeper than Python's recursion limit is listed like any other (its deep
+    paths are too long to be document paths and are reported so) instead of failing
+    the listing of the whole scope."""
+    found: dict[str, _Found] = {}
+    visited: set[str] = {real_root}
+    folders: list[Iterator[tuple[str, os.DirEntry[str]]]] = []
+
+    def enter(real_dir: str, prefix: str) -> None:
         try:
-            entries = sorted(os.scandir(real_dir), key=lambda e: e.name)
+            with os.scandir(real_dir) as listed:
+                entries = sorted(listed, key=lambda e: e.name)
         except OSError as exc:
             listing.errors.append(FileProblem(_printable(prefix or "."), f"cannot list: {exc}"))
             return
-        for entry in entries:
-            if entry.name.startswith("."):
-                continue
-            rel = prefix + entry.name
-            try:
-                rel.encode("utf-8")
-            except UnicodeEncodeError:
-                listing.skipped.append(FileProblem(_printable(rel), "file name is not UTF-8"))
-                continue
-            real = os.path.realpath(entry.path)
-            if entry.is_symlink() and not _is_inside(real, real_root):
-                listing.skipped.append(FileProblem(rel, SYMLINK_OUTSIDE_SCOPE))
-                continue
-            try:
-                if os.path.isdir(real):
-                    if recursive and real not in visited:
-                        walk(real, rel + "/")
-                elif os.path.isfile(real):
-                    problem = _unnameable(rel)
-                    if problem is not None:
-                        listing.skipped.append(FileProblem(rel, problem))
-                        continue
-                    found[rel] = _Found(rel, real, os.stat(real).st_size)
-            except OSError as exc:  # vanished or unreadable between scandir and stat
-                listing.errors.append(FileProblem(rel, f"cannot read: {exc}"))
+        folders.append(_named_entries(entries, prefix, listing))
 
-    walk(real_root, "")
+    enter(real_root, "")
+    while folders:
+        item = next(folders[-1], None)
+        if item is None:  # this folder is done: back to its parent
+            folders.pop()
+            continue
+        rel, entry = item
+        # The folder being listed is a real path: only a link needs resolving (which
+        # costs a system call per folder above it).
+        real = os.path.realpath(entry.path) if entry.is_symlink() else entry.path
+        if entry.is_symlink() and not _is_inside(real, real_root):
+            listing.skipped.append(FileProblem(rel, SYMLINK_OUTSIDE_SCOPE))
+            continue
+        try:
+            if os.path.isdir(real):
+                if recursive and real not in visited:
+                    visited.add(real)
+                    enter(real, rel + "/")
+            elif os.path.isfile(real):
+                problem = _unnameable(rel)
+                if problem is not None:
+                    listing.skipped.append(FileProblem(rel, problem))
+                    continue
+                found[rel] = _Found(rel, real, os.stat(real).st_size)
+        except OSError as exc:  # vanished or unreadable between scandir and stat
+            listing.errors.append(FileProblem(rel, f"cannot read: {exc}"))
     return found
+
+
+def _named_entries(
+    entries: list[os.DirEntry[str]], prefix: str, listing: Listing[SourceDocument]
+) -> Iterator[tuple[str, os.DirEntry[str]]]:
+    """``(relative path, entry)`` of the entries that are not hidden and whose name is
+    UTF-8 (the others are reported as skipped when reached)."""
+    for entry in entries:
+        if entry.name.startswith("."):
+            continue
+        rel = prefix + entry.name
+        try:
+            rel.encode("utf-8")
+        except UnicodeEncodeError:
+            listing.skipped.append(FileProblem(_printable(rel), "file name is not UTF-8"))
+            continue
+        yield rel, entry
 
 
 def _sidecar_metadata(
