@@ -308,7 +308,7 @@ def assert_error_shape(payload: bytes) -> dict[str, Any]:
 
 @pytest.mark.parametrize("method", ["OPTIONS", "TRACE", "FOO", "PROPFIND"])
 def test_unknown_methods_are_405_with_allow(server: LocalServer, method: str) -> None:
-    reply = exchange(server, f"{method} /v1/health HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+    reply = exchange(server, f"{method} /v1/health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".encode())
     status, headers, payload = parse(reply)
     assert status == 405
     assert headers["allow"] == "GET"
@@ -317,7 +317,7 @@ def test_unknown_methods_are_405_with_allow(server: LocalServer, method: str) ->
 
 
 def test_head_is_405_with_allow_and_no_body(server: LocalServer) -> None:
-    reply = exchange(server, b"HEAD /v1/health HTTP/1.1\r\nHost: x\r\n\r\n")
+    reply = exchange(server, b"HEAD /v1/health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
     status, headers, payload = parse(reply)
     assert (status, headers["allow"], payload) == (405, "GET", b"")
     assert headers["content-type"] == "application/json; charset=utf-8"
@@ -348,7 +348,7 @@ def test_protocol_errors_are_json(server: LocalServer, raw: bytes, status: int) 
 def test_a_lone_surrogate_in_the_body_gets_a_json_answer(server: LocalServer) -> None:
     body = b'{"query": "\\ud800 rollback"}'
     raw = (
-        b"POST /v1/agents/ops-bot/contexts/runbooks/search HTTP/1.1\r\nHost: x\r\n"
+        b"POST /v1/agents/ops-bot/contexts/runbooks/search HTTP/1.1\r\nHost: 127.0.0.1\r\n"
         b"Content-Type: application/json\r\nConnection: close\r\n"
         b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
     )
@@ -366,7 +366,7 @@ def test_a_path_sent_as_raw_utf_8_means_what_it_says(tmp_path: Path, store: Know
     with serving(root, store) as server:
 
         def get(path: bytes) -> tuple[int, dict[str, Any]]:
-            raw = b"GET " + path + b" HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+            raw = b"GET " + path + b" HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
             status, _, payload = parse(exchange(server, raw))
             return status, json.loads(payload.decode("utf-8"))
 
@@ -385,7 +385,7 @@ def test_a_body_shorter_than_its_content_length_is_answered_after_a_short_wait(
     server: LocalServer,
 ) -> None:
     raw = (
-        b"POST /v1/agents/ops-bot/contexts/runbooks/search HTTP/1.1\r\nHost: x\r\n"
+        b"POST /v1/agents/ops-bot/contexts/runbooks/search HTTP/1.1\r\nHost: 127.0.0.1\r\n"
         b'Content-Length: 100\r\n\r\n{"query": "x"}'
     )
     started = time.monotonic()
@@ -410,7 +410,7 @@ def test_keep_alive_responses_are_not_held_back_by_nagle(server: LocalServer) ->
             reader = conn.makefile("rb")
             for _ in range(12):
                 started = time.perf_counter()
-                conn.sendall(b"GET /v1/health HTTP/1.1\r\nHost: x\r\n\r\n")
+                conn.sendall(b"GET /v1/health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
                 length = 0
                 while (line := reader.readline()) not in (b"\r\n", b""):
                     if line.lower().startswith(b"content-length:"):
@@ -494,7 +494,9 @@ def test_a_burst_of_64_connections_is_queued_not_dropped(tmp_path: Path) -> None
         for client in clients:
             client.setblocking(True)
             client.settimeout(10)
-            client.sendall(b"GET /v1/health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            client.sendall(
+                b"GET /v1/health HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
+            )
         replies = []
         for client in clients:
             with client:
@@ -622,3 +624,61 @@ def test_a_server_whose_start_up_index_is_misconfigured_is_never_ready(tmp_path:
             assert "refusing to write chunks without vectors" in body["message"]
         finally:
             server.stop()
+
+
+# --- DNS rebinding and other sites' pages ------------------------------------------------------
+
+
+def _get_documents(server: LocalServer, headers: str) -> tuple[int, dict[str, Any]]:
+    raw = (
+        "GET /v1/agents/ops-bot/contexts/runbooks/documents HTTP/1.1\r\n"
+        f"{headers}Connection: close\r\n\r\n"
+    )
+    status, _, payload = parse(exchange(server, raw.encode()))
+    return status, json.loads(payload)
+
+
+@pytest.mark.parametrize(
+    ("headers", "status", "field"),
+    [
+        # A name an attacker's DNS answers with 127.0.0.1: the browser sends its own name.
+        ("Host: rebind.attacker.example:{port}\r\n", 421, "Host"),
+        ("Host: 192.168.1.20:{port}\r\n", 421, "Host"),
+        # A page of another site posting (or reading, after a rebinding) to the server.
+        ("Host: 127.0.0.1:{port}\r\nOrigin: https://attacker.example\r\n", 403, "Origin"),
+        ("Host: 127.0.0.1:{port}\r\nOrigin: null\r\n", 403, "Origin"),
+    ],
+    ids=["rebound-name", "lan-address", "foreign-origin", "null-origin"],
+)
+def test_a_page_of_another_site_cannot_read_the_local_index(
+    server: LocalServer, headers: str, status: int, field: str
+) -> None:
+    """A server on 127.0.0.1 answers only requests addressed to a loopback name, and no
+    request a page of another site sent (``Origin``): otherwise any web page the user
+    opens could read every scope (DNS rebinding) or start reindexes."""
+    port = server.url.rsplit(":", 1)[1]
+    got, body = _get_documents(server, headers.format(port=port))
+    assert (got, body.get("field")) == (status, field), body
+    assert "rollback" not in json.dumps(body)
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        "Host: 127.0.0.1:{port}\r\n",
+        "Host: localhost:{port}\r\n",
+        "Host: LOCALHOST\r\n",
+        "Host: [::1]:{port}\r\n",
+        "Host: 127.0.0.1:{port}\r\nOrigin: http://127.0.0.1:{port}\r\n",  # the playground
+        "Host: localhost:{port}\r\nOrigin: http://localhost:{port}\r\n",
+        "",  # HTTP/1.0-style clients may send no Host at all
+    ],
+    ids=["ip", "localhost", "upper-case", "ipv6", "own-origin", "localhost-origin", "no-host"],
+)
+def test_requests_addressed_to_a_loopback_name_are_served(
+    server: LocalServer, headers: str
+) -> None:
+    port = server.url.rsplit(":", 1)[1]
+    got, body = _get_documents(server, headers.format(port=port))
+    assert got == 200, body
+    assert [d["path"] for d in body["documents"]] == ["rollback.md"]
