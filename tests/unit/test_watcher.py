@@ -11,8 +11,11 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import openai
 import pytest
+from fake_embeddings import Profile, fake_embedding_server
 
+from knowledge.embedding.openai import OpenAIEmbeddingClient
 from knowledge.local.watcher import (
     BucketWatcher,
     FileStamp,
@@ -25,6 +28,7 @@ from knowledge.scope import KnowledgeScope
 from knowledge.source import SourceDocument
 from knowledge.sources import Listing
 from knowledge.sources.local import BucketFolderSource
+from knowledge.stores.embedded import EmbeddedKnowledgeStore
 from knowledge.stores.memory import MemoryKnowledgeStore
 
 SCOPE = KnowledgeScope("ops-bot", "runbooks")
@@ -638,3 +642,42 @@ def test_a_tree_deeper_than_the_recursion_limit_stops_no_index_and_no_poll(
     write(root / other.agent / other.context / "new.md", "# New\n\nzebra")
     watcher.poll_once()
     assert (paths(store, "zebra"), paths(store, "zebra", other)) == (["new.md"], ["new.md"])
+
+
+def test_a_document_that_failed_in_the_start_up_index_is_retried_by_the_polls(
+    root: Path, tmp_path: Path
+) -> None:
+    """The embedding service is down while the start-up index runs (here: it resets every
+    connection): every document fails. Files that do not change afterwards must still be
+    indexed once the service is back, as a failed write in a poll is retried by the next
+    poll; before, they stayed out of the index until each was edited or the server
+    restarted."""
+    folder = root / SCOPE.agent / SCOPE.context
+    old = time.time_ns() - 3_600 * 1_000_000_000  # clearly older than any poll: not racy
+    for name, word in (("one.md", "okapi"), ("two.md", "zebra")):
+        write(folder / name, f"# {name}\n\n{word} notes")
+        os.utime(folder / name, ns=(old, old))
+    down = Profile(dimensions=8, reset_requests=frozenset(range(1_000)))
+    with fake_embedding_server(down) as fake:
+        sdk = openai.OpenAI(base_url=fake.url + "/v1", api_key="test", max_retries=0, timeout=30)
+        embedder = OpenAIEmbeddingClient(dimensions=8, client=sdk, max_retries=0)
+        store = EmbeddedKnowledgeStore(tmp_path / "k.db", embedder)
+        try:
+            watcher = BucketWatcher(root, store, BucketFolderSource(root), poll_interval=0.05)
+            result = watcher.synchronize([SCOPE])[SCOPE]
+            assert ([p.path for p in result.errors], store.stored_documents(SCOPE)) == (
+                ["one.md", "two.md"],
+                {},
+            )
+            fake.profile = Profile(dimensions=8)  # the service is back
+            changes = watcher.poll_once()
+            assert sorted((c.key, c.action) for c in changes) == [
+                ("ops-bot/runbooks/one.md", "indexed"),
+                ("ops-bot/runbooks/two.md", "indexed"),
+            ]
+            assert sorted(store.stored_documents(SCOPE)) == ["one.md", "two.md"]
+            assert store.status(SCOPE).problems == ()
+            assert watcher.poll_once() == []  # settled: nothing left to retry
+        finally:
+            store.close()
+            sdk.close()

@@ -247,7 +247,9 @@ class BucketWatcher:
         changed documents written, unchanged skipped, the rest deleted; a scope without
         a folder is emptied), then remember the folder so later polls see later changes.
 
-        Every scope is listed first, so ``progress`` knows the totals. ``should_stop`` is
+        A file that fails (read, embedding, write) is looked at again by every poll until
+        it is indexed, as a failure in a poll is. Every scope is listed first, so
+        ``progress`` knows the totals. ``should_stop`` is
         asked between documents; when it says yes the run raises ``IndexingStopped``
         (the scope being written keeps what it had before)."""
         progress = progress or IndexingProgress()
@@ -272,6 +274,11 @@ class BucketWatcher:
                 for path in source.paths:
                     # Listed but not seen by the snapshot: created meanwhile; look again.
                     baseline.setdefault(f"{scope.key}/{path}", _DIRTY)
+                for problem in results[scope].errors:
+                    # A file that failed (its read, the embedder, the write) is retried by
+                    # the polls, as a failure in a poll is: it may not change again.
+                    if f"{scope.key}/{problem.path}" in baseline:
+                        baseline[f"{scope.key}/{problem.path}"] = _DIRTY
         finally:
             progress.end()
         self._snapshot = baseline
