@@ -682,3 +682,124 @@ def test_requests_addressed_to_a_loopback_name_are_served(
     got, body = _get_documents(server, headers.format(port=port))
     assert got == 200, body
     assert [d["path"] for d in body["documents"]] == ["rollback.md"]
+
+
+# --- a folder the server cannot read ---------------------------------------------------------
+
+
+def _as_plain_user() -> list[str]:
+    """A command prefix under which permissions apply: root reads a folder of mode 000
+    through its DAC capabilities, so as root they are dropped (util-linux ``setpriv``)."""
+    if os.geteuid() != 0:
+        return []
+    return ["setpriv", "--bounding-set", "-dac_override,-dac_read_search", "--inh-caps", "-all"]
+
+
+_KB = "import sys; from knowledge.cli import main; sys.exit(main(sys.argv[1:]))"
+
+
+@contextmanager
+def unreadable(folder: Path) -> Iterator[None]:
+    folder.chmod(0)
+    try:
+        yield
+    finally:  # pytest's clean-up and the next run need it back
+        folder.chmod(0o755)
+
+
+def test_kb_index_keeps_the_documents_of_a_folder_it_cannot_read(tmp_path: Path) -> None:
+    """A folder that cannot be listed (permission denied; an I/O error on a share) holds
+    what it held: its documents stay searchable, the rest of the folder is synced (a
+    deleted file is removed), and the reason names no path of the machine."""
+    docs = tmp_path / "docs"
+    write(docs / "keep.md", "# Keep\n\nokapi keep\n")
+    write(docs / "gone.md", "# Gone\n\nokapi gone\n")
+    write(docs / "private" / "secret.md", "# Secret\n\nokapi secret\n")
+    db = tmp_path / "k.db"
+    scope = ["--agent", "ops", "--context", "one", "--db", str(db)]
+    first = subprocess.run(
+        [sys.executable, "-c", _KB, "index", str(docs), *scope],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert first.returncode == 0, first.stderr
+    (docs / "gone.md").unlink()
+    with unreadable(docs / "private"):
+        again = subprocess.run(
+            [*_as_plain_user(), sys.executable, "-c", _KB, "index", str(docs), *scope, "--json"],
+            check=False,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    assert again.returncode == 1, again.stderr  # a file error: exit 1 with the reasons
+    result = json.loads(again.stdout)
+    assert result["errors"] == [{"path": "private/", "reason": "cannot list: Permission denied"}]
+    assert result["deleted_documents"] == 1
+    assert str(tmp_path) not in again.stdout
+    found = subprocess.run(
+        [sys.executable, "-c", _KB, "search", "okapi", *scope, "--json"],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    paths = sorted({r["document_path"] for r in json.loads(found.stdout)["results"]})
+    assert paths == ["keep.md", "private/secret.md"]
+
+
+def test_the_watcher_syncs_the_rest_of_a_scope_with_a_folder_it_cannot_read(
+    tmp_path: Path,
+) -> None:
+    """Before, one unreadable folder froze the scope: no deletion anywhere in it was
+    applied while the folder stayed unreadable."""
+    root = tmp_path / "bucket"
+    folder = root / "ops" / "one"
+    write(folder / "keep.md", "# Keep\n\nokapi keep\n")
+    write(folder / "gone.md", "# Gone\n\nokapi gone\n")
+    write(folder / "private" / "secret.md", "# Secret\n\nokapi secret\n")
+    argv = [sys.executable, "-c", _KB, "serve", str(root), "--port", "0"]
+    with (
+        (tmp_path / "serve.log").open("w") as log,
+        running(
+            subprocess.Popen(
+                [
+                    *_as_plain_user(),
+                    *argv,
+                    "--db",
+                    str(tmp_path / "k.db"),
+                    "--poll-interval",
+                    "0.2",
+                ],
+                stdout=subprocess.PIPE,
+                stderr=log,
+                text=True,
+                encoding="utf-8",
+            )
+        ) as process,
+    ):
+        url = served_url(process)
+        wait_until(
+            lambda: (
+                search_paths(url, "ops", "one", "okapi")
+                == ["gone.md", "keep.md", "private/secret.md"]
+            ),
+            "the start-up index is done",
+        )
+        with unreadable(folder / "private"):
+            (folder / "gone.md").unlink()
+            wait_until(
+                lambda: (
+                    search_paths(url, "ops", "one", "okapi") == ["keep.md", "private/secret.md"]
+                ),
+                "the deletion is applied and the unreadable folder's document kept",
+            )
+            wait_until(
+                lambda: (
+                    {"document_path": "private/", "reason": "cannot list: Permission denied"}
+                    in request(url, "GET", "/v1/agents/ops/contexts/one/status")[1]["problems"]
+                ),
+                "the status says why the folder is not read",
+            )

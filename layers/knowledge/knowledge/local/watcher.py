@@ -54,6 +54,7 @@ from knowledge.local.progress import IndexingProgress, ListedSource
 from knowledge.model import FileProblem, IndexOptions, IndexResult
 from knowledge.scope import KnowledgeScope, parse_object_key
 from knowledge.source import SIDECAR_SUFFIX, DocumentSource, SourceDocument
+from knowledge.sources import under_unlisted_folder
 from knowledge.store import IndexWriter, KnowledgeStore
 
 __all__ = [
@@ -233,6 +234,7 @@ class BucketWatcher:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._failures: dict[str, str] = {}  # key -> last failure, logged once until it changes
+        self._unlisted: set[KnowledgeScope] = set()  # scopes with a folder that cannot be listed
 
     # --- the start-up index --------------------------------------------------------------
 
@@ -406,20 +408,30 @@ class BucketWatcher:
         to_record: list[FileProblem] = []
         if stored is None:  # a store that cannot list its documents: trust the snapshot
             gone = {path for key, path, deleted in entries if deleted and path not in documents}
-        elif any(p.reason.startswith("cannot list") for p in getattr(listing, "errors", ())):
-            # Part of the folder could not be read: what it holds is unknown, not gone.
-            logger.warning("%s: part of the folder cannot be listed; nothing deleted", scope)
-            for key, _, _ in entries:
-                remembered[key] = _DIRTY
-            gone = set()
         else:
-            gone = stored - documents.keys()
+            # A folder that could not be read holds what it held: unknown, not gone. The
+            # rest of the scope is reconciled; the entries are looked at again next poll.
+            unlisted = under_unlisted_folder(listing_problems(listing)[1])
+            if any(unlisted(path) for _, path, _ in entries) or unlisted("."):
+                # Looked at every poll until readable; said once until then.
+                level = logging.DEBUG if scope in self._unlisted else logging.WARNING
+                logger.log(level, "%s: part of the folder cannot be listed; kept as it was", scope)
+                self._unlisted.add(scope)
+                for key, path, _ in entries:
+                    if unlisted(path):
+                        remembered[key] = _DIRTY
+            else:
+                self._unlisted.discard(scope)
+            gone = {path for path in stored - documents.keys() if not unlisted(path)}
             # A file that was never indexed may still have a problem recorded (an encrypted
             # PDF, say): its deletion clears the problem, so it is a delete too.
             gone |= {
                 path
                 for _, path, deleted in entries
-                if deleted and path not in documents and not path.endswith(SIDECAR_SUFFIX)
+                if deleted
+                and path not in documents
+                and not path.endswith(SIDECAR_SUFFIX)
+                and not unlisted(path)
             }
             skipped_problems, error_problems = listing_problems(listing)
             to_record = [*skipped_problems, *error_problems]
@@ -427,7 +439,8 @@ class BucketWatcher:
             # A problem of a file gone without a delete event (it went while no snapshot
             # saw it: before the watcher started, between a snapshot and a listing), or of
             # an entry the listing no longer reports (a sidecar fixed, a link removed).
-            gone |= self._stale_problems(scope, documents.keys() | reported)
+            stale = self._stale_problems(scope, documents.keys() | reported)
+            gone |= {path for path in stale if not unlisted(path)}
         for path in sorted(gone):
             change = self._delete(prefix + path, scope, path)
             if change.action == "failed":

@@ -45,6 +45,7 @@ from knowledge.model import FileProblem, IndexOptions
 from knowledge.scope import KnowledgeScope, validate_segment
 from knowledge.source import SIDECAR_SUFFIX, SourceDocument, is_document_path
 from knowledge.sources import (
+    CANNOT_LIST,
     MAX_SIDECAR_BYTES,
     Listing,
     MetadataValue,
@@ -173,7 +174,7 @@ def _scan(real_root: str, recursive: bool, listing: Listing[SourceDocument]) -> 
             with os.scandir(real_dir) as listed:
                 entries = sorted(listed, key=lambda e: e.name)
         except OSError as exc:
-            listing.errors.append(FileProblem(_printable(prefix or "."), f"cannot list: {exc}"))
+            listing.errors.append(FileProblem(_printable(prefix or "."), _failed(CANNOT_LIST, exc)))
             return
         folders.append(_named_entries(entries, prefix, listing))
 
@@ -202,8 +203,14 @@ def _scan(real_root: str, recursive: bool, listing: Listing[SourceDocument]) -> 
                     continue
                 found[rel] = _Found(rel, real, os.stat(real).st_size)
         except OSError as exc:  # vanished or unreadable between scandir and stat
-            listing.errors.append(FileProblem(rel, f"cannot read: {exc}"))
+            listing.errors.append(FileProblem(rel, _failed("cannot read", exc)))
     return found
+
+
+def _failed(what: str, exc: OSError) -> str:
+    """``what: <the system's reason>``, without the file name ``str(exc)`` would add (an
+    absolute path of the machine, which reaches API callers in statuses and results)."""
+    return f"{what}: {exc.strerror or type(exc).__name__}"
 
 
 def _named_entries(
@@ -360,7 +367,7 @@ class BucketFolderSource:
         try:
             entries = sorted(os.scandir(parent), key=lambda e: e.name)
         except OSError as exc:
-            listing.errors.append(FileProblem(prefix or ".", f"cannot list: {exc}"))
+            listing.errors.append(FileProblem(prefix or ".", _failed(CANNOT_LIST, exc)))
             return names
         for entry in entries:
             if entry.name.startswith("."):
