@@ -15,8 +15,9 @@ says ``ERROR`` with it, and ``kb serve`` exits with it. Every request goes throu
 
 The HTTP layer answers *every* request in the API's JSON error shape, also those the
 standard library would answer in HTML or not at all: an unknown method (405 with
-``Allow`` on a known path), a malformed request line, oversized headers, a body shorter
-than its ``Content-Length`` (408 after ``body_timeout`` seconds), a body whose text
+``Allow`` on a known path), a malformed request line, oversized headers, a body framed
+twice (``Content-Length`` values that differ: 400; any ``Transfer-Encoding``: 411), a body
+shorter than its ``Content-Length`` (408 after ``body_timeout`` seconds), a body whose text
 cannot be encoded back (a lone surrogate escape). A request path sent as raw UTF-8
 (not percent-encoded) is read as UTF-8, not as the standard library's Latin-1.
 Accepted sockets get ``TCP_NODELAY`` (a keep-alive response is not held back by
@@ -264,11 +265,24 @@ class _ApiRequestHandler(BaseHTTPRequestHandler):
         )
 
     def _respond(self) -> ApiResponse:
-        if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
+        encodings = self.headers.get_all("Transfer-Encoding") or []
+        if encodings:
+            # Any of them (chunked, gzip...): its framing would override Content-Length.
             self.close_connection = True
+            shown = ", ".join(encodings)[:80]
             return ApiResponse(
                 HTTPStatus.LENGTH_REQUIRED,
-                {"error": "chunked bodies are not supported; send Content-Length", "field": "body"},
+                {
+                    "error": f"Transfer-Encoding '{shown}' is not supported; send Content-Length",
+                    "field": "body",
+                },
+            )
+        lengths = {value.strip() for value in self.headers.get_all("Content-Length") or []}
+        if len(lengths) > 1:
+            # Two framings: a proxy in front may read the other one (request smuggling).
+            self.close_connection = True
+            return error_response(
+                ValidationError("body", "more than one Content-Length, with different values")
             )
         raw_length = self.headers.get("Content-Length", "0").strip() or "0"
         if not (raw_length.isascii() and raw_length.isdigit()):
