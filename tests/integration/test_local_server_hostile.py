@@ -396,6 +396,33 @@ def test_a_body_shorter_than_its_content_length_is_answered_after_a_short_wait(
     assert time.monotonic() - started < 15.0
 
 
+def test_a_body_trickled_in_is_cut_off_after_the_body_timeout(server: LocalServer) -> None:
+    """``body_timeout`` (0.5 s here) is the time the whole body may take, not the time
+    between two of its bytes: a client sending a byte every 0.1 s must not hold the
+    request open for as long as it likes. The trickle lasts at least 3 s, so the 408
+    comes before the body is complete, however loaded the machine is."""
+    host, port = server.url.removeprefix("http://").split(":")
+    body = b'{"query": "' + b"x" * 18 + b'"}'
+    head = (
+        b"POST /v1/agents/ops-bot/contexts/runbooks/search HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+        b"Connection: close\r\nContent-Length: %d\r\n\r\n" % len(body)
+    )
+    with socket.create_connection((host, int(port)), timeout=WAIT_SECONDS) as conn:
+        conn.sendall(head)
+        reply = b""
+        for byte in body:
+            if select.select([conn], [], [], 0.1)[0]:  # the server answered meanwhile
+                break
+            try:
+                conn.sendall(bytes([byte]))
+            except OSError:  # it closed the connection after answering
+                break
+        while chunk := conn.recv(65536):
+            reply += chunk
+    status, _, payload = parse(reply)
+    assert (status, assert_error_shape(payload)["field"]) == (408, "body")
+
+
 # --- item 3: TCP_NODELAY and the listen backlog -----------------------------------------------
 
 

@@ -315,10 +315,24 @@ class _ApiRequestHandler(BaseHTTPRequestHandler):
             ) from None
 
     def _read_body(self, length: int) -> bytes | ApiResponse:
-        """``length`` bytes, or a 408/400 when they do not all arrive in time."""
-        self.connection.settimeout(self.server.body_timeout)
+        """``length`` bytes, or a 408/400 when they do not all arrive in time: within
+        ``body_timeout`` seconds in all (a socket timeout alone bounds only the wait for
+        the next bytes, so a body trickled in a byte at a time never timed out)."""
+        deadline = time.monotonic() + self.server.body_timeout
+        parts: list[bytes] = []
+        received = 0
         try:
-            body = self.rfile.read(length)
+            while received < length:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise TimeoutError
+                self.connection.settimeout(left)
+                part = self.rfile.read1(length - received)
+                if not part:  # the client closed its side
+                    break
+                parts.append(part)
+                received += len(part)
+            body = b"".join(parts)
         except TimeoutError:
             self.close_connection = True
             return _error_body(
