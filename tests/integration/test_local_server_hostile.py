@@ -830,3 +830,50 @@ def test_the_watcher_syncs_the_rest_of_a_scope_with_a_folder_it_cannot_read(
                 ),
                 "the status says why the folder is not read",
             )
+
+
+def test_an_agent_folder_that_cannot_be_read_empties_none_of_its_scopes(tmp_path: Path) -> None:
+    """Each scope folder of an agent whose folder cannot be read looks absent (``stat``
+    fails with permission denied): that is no reason to delete every document of
+    every one of its scopes. The status says why; the documents stay searchable."""
+    root = tmp_path / "bucket"
+    write(root / "ops" / "one" / "a.md", "# A\n\nokapi one\n")
+    write(root / "ops" / "two" / "b.md", "# B\n\nokapi two\n")
+    argv = [sys.executable, "-c", _KB, "serve", str(root), "--port", "0"]
+    with (
+        (tmp_path / "serve.log").open("w") as log,
+        running(
+            subprocess.Popen(
+                [
+                    *_as_plain_user(),
+                    *argv,
+                    "--db",
+                    str(tmp_path / "k.db"),
+                    "--poll-interval",
+                    "0.2",
+                ],
+                stdout=subprocess.PIPE,
+                stderr=log,
+                text=True,
+                encoding="utf-8",
+            )
+        ) as process,
+    ):
+        url = served_url(process)
+        wait_until(
+            lambda: search_paths(url, "ops", "two", "okapi") == ["b.md"],
+            "the start-up index is done",
+        )
+        with unreadable(root / "ops"):
+            for context in ("one", "two"):
+                wait_until(
+                    lambda context=context: (
+                        {"document_path": ".", "reason": "cannot list: Permission denied"}
+                        in request(url, "GET", f"/v1/agents/ops/contexts/{context}/status")[1][
+                            "problems"
+                        ]
+                    ),
+                    f"the status of ops/{context} says why its folder is not read",
+                )
+            assert search_paths(url, "ops", "one", "okapi") == ["a.md"]
+            assert search_paths(url, "ops", "two", "okapi") == ["b.md"]

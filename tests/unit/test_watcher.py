@@ -681,3 +681,24 @@ def test_a_document_that_failed_in_the_start_up_index_is_retried_by_the_polls(
         finally:
             store.close()
             sdk.close()
+
+
+def test_a_served_folder_that_vanishes_empties_nothing(
+    root: Path, watcher: BucketWatcher, store: MemoryKnowledgeStore, tmp_path: Path
+) -> None:
+    """The whole folder being served goes away (a network share or a drive unmounted, the
+    folder moved): that is not every document deleted. The index keeps what it had, the
+    status says why, and once the folder is back the polls go on as before."""
+    write(root / SCOPE.agent / SCOPE.context / "doc.md", "# Doc\n\nokapi")
+    watcher.synchronize([SCOPE])
+    assert paths(store, "okapi") == ["doc.md"]
+    root.rename(tmp_path / "elsewhere")
+    watcher.poll_once()
+    watcher.poll_once()
+    assert paths(store, "okapi") == ["doc.md"]
+    assert [p.path for p in store.status(SCOPE).problems] == ["."]
+    (tmp_path / "elsewhere").rename(root)
+    write(root / SCOPE.agent / SCOPE.context / "new.md", "# New\n\nokapi")
+    watcher.poll_once()
+    assert paths(store, "okapi") == ["doc.md", "new.md"]
+    assert store.status(SCOPE).problems == ()

@@ -322,11 +322,17 @@ class BucketFolderSource:
         ``source_key`` is the bucket-style key ``<agent>/<context>/<path>``. Links are
         followed only inside the scope's own folder: no scope can read another's files.
         A scope folder (or agent folder) that is itself a link has no documents; the
-        listing reports it under the path ``.`` with ``SYMLINK_OUTSIDE_SCOPE``.
+        listing reports it under the path ``.`` with ``SYMLINK_OUTSIDE_SCOPE``. A scope
+        folder that cannot be reached (an agent folder that cannot be read, the served
+        folder gone) is reported under ``.`` as ``CANNOT_LIST``: unknown, not empty.
         """
         folder = self.scope_folder(scope)
 
         def produce(listing: Listing[SourceDocument]) -> Iterator[SourceDocument]:
+            problem = self._missing_folder_problem(folder)
+            if problem is not None:  # the folder's content is unknown, not gone
+                listing.errors.append(FileProblem(_SCOPE_FOLDER, problem))
+                return
             if not folder.is_dir():
                 return
             real_root = self.real_scope_folder(scope)
@@ -336,6 +342,21 @@ class BucketFolderSource:
             yield from _list_documents(real_root, options, listing, key_prefix=scope.key + "/")
 
         return Listing(produce)
+
+    def _missing_folder_problem(self, folder: Path) -> str | None:
+        """Why nothing can be said of ``folder`` (a scope folder): ``None`` if it exists or
+        is simply not there (no documents, as an empty S3 prefix). A folder on its way
+        that cannot be read (permission denied) or a served folder that is gone itself
+        (a share unmounted, the folder moved) is no deletion of every document."""
+        try:
+            os.stat(folder)
+        except (FileNotFoundError, NotADirectoryError):
+            if not self._root.is_dir():
+                return f"{CANNOT_LIST}: the folder being served is not there"
+            return None
+        except OSError as exc:
+            return _failed(CANNOT_LIST, exc)
+        return None
 
     def iter_scopes(self) -> Listing[KnowledgeScope]:
         """The scopes whose folders exist, sorted; folders with invalid names and files
