@@ -389,7 +389,12 @@ def test_kb_serve_prints_url_and_stops_on_sigterm(root: Path, tmp_path: Path) ->
     [
         ("Content-Length: abc\r\n", 400, "bad Content-Length"),
         ("Transfer-Encoding: chunked\r\n", 411, "chunked"),
+        # Two framings of one request: a proxy in front may take the other one and see
+        # the rest of the body as a second request (request smuggling; RFC 9112 6.3).
+        ("Content-Length: 2\r\nContent-Length: 40\r\n", 400, "Content-Length"),
+        ("Transfer-Encoding: gzip\r\nContent-Length: 2\r\n", 411, "Transfer-Encoding"),
     ],
+    ids=["bad-length", "chunked", "two-lengths", "other-encoding"],
 )
 def test_bad_framing_is_a_json_error(
     server: LocalServer, headers: str, status: int, fragment: str

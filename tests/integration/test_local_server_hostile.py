@@ -308,7 +308,7 @@ def assert_error_shape(payload: bytes) -> dict[str, Any]:
 
 @pytest.mark.parametrize("method", ["OPTIONS", "TRACE", "FOO", "PROPFIND"])
 def test_unknown_methods_are_405_with_allow(server: LocalServer, method: str) -> None:
-    reply = exchange(server, f"{method} /v1/health HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+    reply = exchange(server, f"{method} /v1/health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".encode())
     status, headers, payload = parse(reply)
     assert status == 405
     assert headers["allow"] == "GET"
@@ -317,7 +317,7 @@ def test_unknown_methods_are_405_with_allow(server: LocalServer, method: str) ->
 
 
 def test_head_is_405_with_allow_and_no_body(server: LocalServer) -> None:
-    reply = exchange(server, b"HEAD /v1/health HTTP/1.1\r\nHost: x\r\n\r\n")
+    reply = exchange(server, b"HEAD /v1/health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
     status, headers, payload = parse(reply)
     assert (status, headers["allow"], payload) == (405, "GET", b"")
     assert headers["content-type"] == "application/json; charset=utf-8"
@@ -348,7 +348,7 @@ def test_protocol_errors_are_json(server: LocalServer, raw: bytes, status: int) 
 def test_a_lone_surrogate_in_the_body_gets_a_json_answer(server: LocalServer) -> None:
     body = b'{"query": "\\ud800 rollback"}'
     raw = (
-        b"POST /v1/agents/ops-bot/contexts/runbooks/search HTTP/1.1\r\nHost: x\r\n"
+        b"POST /v1/agents/ops-bot/contexts/runbooks/search HTTP/1.1\r\nHost: 127.0.0.1\r\n"
         b"Content-Type: application/json\r\nConnection: close\r\n"
         b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
     )
@@ -366,7 +366,7 @@ def test_a_path_sent_as_raw_utf_8_means_what_it_says(tmp_path: Path, store: Know
     with serving(root, store) as server:
 
         def get(path: bytes) -> tuple[int, dict[str, Any]]:
-            raw = b"GET " + path + b" HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+            raw = b"GET " + path + b" HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
             status, _, payload = parse(exchange(server, raw))
             return status, json.loads(payload.decode("utf-8"))
 
@@ -385,7 +385,7 @@ def test_a_body_shorter_than_its_content_length_is_answered_after_a_short_wait(
     server: LocalServer,
 ) -> None:
     raw = (
-        b"POST /v1/agents/ops-bot/contexts/runbooks/search HTTP/1.1\r\nHost: x\r\n"
+        b"POST /v1/agents/ops-bot/contexts/runbooks/search HTTP/1.1\r\nHost: 127.0.0.1\r\n"
         b'Content-Length: 100\r\n\r\n{"query": "x"}'
     )
     started = time.monotonic()
@@ -394,6 +394,33 @@ def test_a_body_shorter_than_its_content_length_is_answered_after_a_short_wait(
     assert assert_error_shape(payload)["field"] == "body"
     # body_timeout is 0.5 s, not the 30 s idle time (15 s: room for a loaded machine)
     assert time.monotonic() - started < 15.0
+
+
+def test_a_body_trickled_in_is_cut_off_after_the_body_timeout(server: LocalServer) -> None:
+    """``body_timeout`` (0.5 s here) is the time the whole body may take, not the time
+    between two of its bytes: a client sending a byte every 0.1 s must not hold the
+    request open for as long as it likes. The trickle lasts at least 3 s, so the 408
+    comes before the body is complete, however loaded the machine is."""
+    host, port = server.url.removeprefix("http://").split(":")
+    body = b'{"query": "' + b"x" * 18 + b'"}'
+    head = (
+        b"POST /v1/agents/ops-bot/contexts/runbooks/search HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+        b"Connection: close\r\nContent-Length: %d\r\n\r\n" % len(body)
+    )
+    with socket.create_connection((host, int(port)), timeout=WAIT_SECONDS) as conn:
+        conn.sendall(head)
+        reply = b""
+        for byte in body:
+            if select.select([conn], [], [], 0.1)[0]:  # the server answered meanwhile
+                break
+            try:
+                conn.sendall(bytes([byte]))
+            except OSError:  # it closed the connection after answering
+                break
+        while chunk := conn.recv(65536):
+            reply += chunk
+    status, _, payload = parse(reply)
+    assert (status, assert_error_shape(payload)["field"]) == (408, "body")
 
 
 # --- item 3: TCP_NODELAY and the listen backlog -----------------------------------------------
@@ -410,7 +437,7 @@ def test_keep_alive_responses_are_not_held_back_by_nagle(server: LocalServer) ->
             reader = conn.makefile("rb")
             for _ in range(12):
                 started = time.perf_counter()
-                conn.sendall(b"GET /v1/health HTTP/1.1\r\nHost: x\r\n\r\n")
+                conn.sendall(b"GET /v1/health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
                 length = 0
                 while (line := reader.readline()) not in (b"\r\n", b""):
                     if line.lower().startswith(b"content-length:"):
@@ -494,7 +521,9 @@ def test_a_burst_of_64_connections_is_queued_not_dropped(tmp_path: Path) -> None
         for client in clients:
             client.setblocking(True)
             client.settimeout(10)
-            client.sendall(b"GET /v1/health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            client.sendall(
+                b"GET /v1/health HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
+            )
         replies = []
         for client in clients:
             with client:
@@ -622,3 +651,229 @@ def test_a_server_whose_start_up_index_is_misconfigured_is_never_ready(tmp_path:
             assert "refusing to write chunks without vectors" in body["message"]
         finally:
             server.stop()
+
+
+# --- DNS rebinding and other sites' pages ------------------------------------------------------
+
+
+def _get_documents(server: LocalServer, headers: str) -> tuple[int, dict[str, Any]]:
+    raw = (
+        "GET /v1/agents/ops-bot/contexts/runbooks/documents HTTP/1.1\r\n"
+        f"{headers}Connection: close\r\n\r\n"
+    )
+    status, _, payload = parse(exchange(server, raw.encode()))
+    return status, json.loads(payload)
+
+
+@pytest.mark.parametrize(
+    ("headers", "status", "field"),
+    [
+        # A name an attacker's DNS answers with 127.0.0.1: the browser sends its own name.
+        ("Host: rebind.attacker.example:{port}\r\n", 421, "Host"),
+        ("Host: 192.168.1.20:{port}\r\n", 421, "Host"),
+        # A page of another site posting (or reading, after a rebinding) to the server.
+        ("Host: 127.0.0.1:{port}\r\nOrigin: https://attacker.example\r\n", 403, "Origin"),
+        ("Host: 127.0.0.1:{port}\r\nOrigin: null\r\n", 403, "Origin"),
+    ],
+    ids=["rebound-name", "lan-address", "foreign-origin", "null-origin"],
+)
+def test_a_page_of_another_site_cannot_read_the_local_index(
+    server: LocalServer, headers: str, status: int, field: str
+) -> None:
+    """A server on 127.0.0.1 answers only requests addressed to a loopback name, and no
+    request a page of another site sent (``Origin``): otherwise any web page the user
+    opens could read every scope (DNS rebinding) or start reindexes."""
+    port = server.url.rsplit(":", 1)[1]
+    got, body = _get_documents(server, headers.format(port=port))
+    assert (got, body.get("field")) == (status, field), body
+    assert "rollback" not in json.dumps(body)
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        "Host: 127.0.0.1:{port}\r\n",
+        "Host: localhost:{port}\r\n",
+        "Host: LOCALHOST\r\n",
+        "Host: [::1]:{port}\r\n",
+        "Host: 127.0.0.1:{port}\r\nOrigin: http://127.0.0.1:{port}\r\n",  # the playground
+        "Host: localhost:{port}\r\nOrigin: http://localhost:{port}\r\n",
+        "",  # HTTP/1.0-style clients may send no Host at all
+    ],
+    ids=["ip", "localhost", "upper-case", "ipv6", "own-origin", "localhost-origin", "no-host"],
+)
+def test_requests_addressed_to_a_loopback_name_are_served(
+    server: LocalServer, headers: str
+) -> None:
+    port = server.url.rsplit(":", 1)[1]
+    got, body = _get_documents(server, headers.format(port=port))
+    assert got == 200, body
+    assert [d["path"] for d in body["documents"]] == ["rollback.md"]
+
+
+# --- a folder the server cannot read ---------------------------------------------------------
+
+
+def _as_plain_user() -> list[str]:
+    """A command prefix under which permissions apply: root reads a folder of mode 000
+    through its DAC capabilities, so as root they are dropped (util-linux ``setpriv``)."""
+    if os.geteuid() != 0:
+        return []
+    return ["setpriv", "--bounding-set", "-dac_override,-dac_read_search", "--inh-caps", "-all"]
+
+
+_KB = "import sys; from knowledge.cli import main; sys.exit(main(sys.argv[1:]))"
+
+
+@contextmanager
+def unreadable(folder: Path) -> Iterator[None]:
+    folder.chmod(0)
+    try:
+        yield
+    finally:  # pytest's clean-up and the next run need it back
+        folder.chmod(0o755)
+
+
+def test_kb_index_keeps_the_documents_of_a_folder_it_cannot_read(tmp_path: Path) -> None:
+    """A folder that cannot be listed (permission denied; an I/O error on a share) holds
+    what it held: its documents stay searchable, the rest of the folder is synced (a
+    deleted file is removed), and the reason names no path of the machine."""
+    docs = tmp_path / "docs"
+    write(docs / "keep.md", "# Keep\n\nokapi keep\n")
+    write(docs / "gone.md", "# Gone\n\nokapi gone\n")
+    write(docs / "private" / "secret.md", "# Secret\n\nokapi secret\n")
+    db = tmp_path / "k.db"
+    scope = ["--agent", "ops", "--context", "one", "--db", str(db)]
+    first = subprocess.run(
+        [sys.executable, "-c", _KB, "index", str(docs), *scope],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert first.returncode == 0, first.stderr
+    (docs / "gone.md").unlink()
+    with unreadable(docs / "private"):
+        again = subprocess.run(
+            [*_as_plain_user(), sys.executable, "-c", _KB, "index", str(docs), *scope, "--json"],
+            check=False,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    assert again.returncode == 1, again.stderr  # a file error: exit 1 with the reasons
+    result = json.loads(again.stdout)
+    assert result["errors"] == [{"path": "private/", "reason": "cannot list: Permission denied"}]
+    assert result["deleted_documents"] == 1
+    assert str(tmp_path) not in again.stdout
+    found = subprocess.run(
+        [sys.executable, "-c", _KB, "search", "okapi", *scope, "--json"],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    paths = sorted({r["document_path"] for r in json.loads(found.stdout)["results"]})
+    assert paths == ["keep.md", "private/secret.md"]
+
+
+def test_the_watcher_syncs_the_rest_of_a_scope_with_a_folder_it_cannot_read(
+    tmp_path: Path,
+) -> None:
+    """Before, one unreadable folder froze the scope: no deletion anywhere in it was
+    applied while the folder stayed unreadable."""
+    root = tmp_path / "bucket"
+    folder = root / "ops" / "one"
+    write(folder / "keep.md", "# Keep\n\nokapi keep\n")
+    write(folder / "gone.md", "# Gone\n\nokapi gone\n")
+    write(folder / "private" / "secret.md", "# Secret\n\nokapi secret\n")
+    argv = [sys.executable, "-c", _KB, "serve", str(root), "--port", "0"]
+    with (
+        (tmp_path / "serve.log").open("w") as log,
+        running(
+            subprocess.Popen(
+                [
+                    *_as_plain_user(),
+                    *argv,
+                    "--db",
+                    str(tmp_path / "k.db"),
+                    "--poll-interval",
+                    "0.2",
+                ],
+                stdout=subprocess.PIPE,
+                stderr=log,
+                text=True,
+                encoding="utf-8",
+            )
+        ) as process,
+    ):
+        url = served_url(process)
+        wait_until(
+            lambda: (
+                search_paths(url, "ops", "one", "okapi")
+                == ["gone.md", "keep.md", "private/secret.md"]
+            ),
+            "the start-up index is done",
+        )
+        with unreadable(folder / "private"):
+            (folder / "gone.md").unlink()
+            wait_until(
+                lambda: (
+                    search_paths(url, "ops", "one", "okapi") == ["keep.md", "private/secret.md"]
+                ),
+                "the deletion is applied and the unreadable folder's document kept",
+            )
+            wait_until(
+                lambda: (
+                    {"document_path": "private/", "reason": "cannot list: Permission denied"}
+                    in request(url, "GET", "/v1/agents/ops/contexts/one/status")[1]["problems"]
+                ),
+                "the status says why the folder is not read",
+            )
+
+
+def test_an_agent_folder_that_cannot_be_read_empties_none_of_its_scopes(tmp_path: Path) -> None:
+    """Each scope folder of an agent whose folder cannot be read looks absent (``stat``
+    fails with permission denied): that is no reason to delete every document of
+    every one of its scopes. The status says why; the documents stay searchable."""
+    root = tmp_path / "bucket"
+    write(root / "ops" / "one" / "a.md", "# A\n\nokapi one\n")
+    write(root / "ops" / "two" / "b.md", "# B\n\nokapi two\n")
+    argv = [sys.executable, "-c", _KB, "serve", str(root), "--port", "0"]
+    with (
+        (tmp_path / "serve.log").open("w") as log,
+        running(
+            subprocess.Popen(
+                [
+                    *_as_plain_user(),
+                    *argv,
+                    "--db",
+                    str(tmp_path / "k.db"),
+                    "--poll-interval",
+                    "0.2",
+                ],
+                stdout=subprocess.PIPE,
+                stderr=log,
+                text=True,
+                encoding="utf-8",
+            )
+        ) as process,
+    ):
+        url = served_url(process)
+        wait_until(
+            lambda: search_paths(url, "ops", "two", "okapi") == ["b.md"],
+            "the start-up index is done",
+        )
+        with unreadable(root / "ops"):
+            for context in ("one", "two"):
+                wait_until(
+                    lambda context=context: (
+                        {"document_path": ".", "reason": "cannot list: Permission denied"}
+                        in request(url, "GET", f"/v1/agents/ops/contexts/{context}/status")[1][
+                            "problems"
+                        ]
+                    ),
+                    f"the status of ops/{context} says why its folder is not read",
+                )
+            assert search_paths(url, "ops", "one", "okapi") == ["a.md"]
+            assert search_paths(url, "ops", "two", "okapi") == ["b.md"]

@@ -5,13 +5,17 @@ from __future__ import annotations
 import os
 import random
 import stat
+import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import openai
 import pytest
+from fake_embeddings import Profile, fake_embedding_server
 
+from knowledge.embedding.openai import OpenAIEmbeddingClient
 from knowledge.local.watcher import (
     BucketWatcher,
     FileStamp,
@@ -24,6 +28,7 @@ from knowledge.scope import KnowledgeScope
 from knowledge.source import SourceDocument
 from knowledge.sources import Listing
 from knowledge.sources.local import BucketFolderSource
+from knowledge.stores.embedded import EmbeddedKnowledgeStore
 from knowledge.stores.memory import MemoryKnowledgeStore
 
 SCOPE = KnowledgeScope("ops-bot", "runbooks")
@@ -548,3 +553,152 @@ def test_a_problem_seen_again_unchanged_is_not_recorded_or_logged_again(
     ]
     assert len(warnings) == 1, warnings
     assert [p.path for p in store.status(SCOPE).problems] == ["doc.md.metadata.json"]
+
+
+def test_a_file_replaced_by_one_of_the_same_size_and_mtime_is_seen(
+    root: Path, watcher: BucketWatcher, store: MemoryKnowledgeStore
+) -> None:
+    """Restoring a file from a backup (``cp -p``, ``rsync -t``, ``tar x``) or an editor
+    that writes a temp file, copies the old times onto it and renames it over the
+    original: the new file has the old file's mtime and, here, its size. The stamp also
+    holds the inode and the change time (which no one can set), so the poll sees it."""
+    folder = root / SCOPE.agent / SCOPE.context
+    old = time.time_ns() - 3_600 * 1_000_000_000  # clearly older than any poll: not racy
+    doc = folder / "doc.md"
+    write(doc, "# Doc\n\nokapi one")
+    os.utime(doc, ns=(old, old))
+    watcher.poll_once()
+    assert paths(store, "okapi") == ["doc.md"]
+
+    replacement = folder / "doc.md.tmp"
+    write(replacement, "# Doc\n\nzebra two")  # the same size
+    os.utime(replacement, ns=(old, old))
+    os.replace(replacement, doc)
+    assert [(c.key, c.action) for c in watcher.poll_once()] == [
+        ("ops-bot/runbooks/doc.md", "indexed")
+    ]
+    assert (paths(store, "zebra"), paths(store, "okapi")) == (["doc.md"], [])
+
+
+def _deep_tree(top: Path, depth: int, name: str, text: str) -> None:
+    """``top/d/d/.../d/name`` ``depth`` folders deep, made through folder descriptors (a
+    path that long may be too long for one system call)."""
+    top.mkdir(parents=True, exist_ok=True)
+    fd = os.open(top, os.O_RDONLY)
+    try:
+        for _ in range(depth):
+            os.mkdir("d", dir_fd=fd)
+            inner = os.open("d", os.O_RDONLY, dir_fd=fd)
+            os.close(fd)
+            fd = inner
+        out = os.open(name, os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=fd)
+        os.write(out, text.encode())
+        os.close(out)
+    finally:
+        os.close(fd)
+
+
+def _remove_deep_tree(top: Path, name: str) -> None:
+    """Undo ``_deep_tree`` one level at a time (pytest's recursive clean-up of the
+    temporary folder cannot go that deep): each step lifts the tree one level up."""
+    while (top / "d" / "d").is_dir():
+        os.rename(top / "d" / "d", top / "lifted")
+        os.rmdir(top / "d")
+        os.rename(top / "lifted", top / "d")
+    (top / "d" / name).unlink(missing_ok=True)
+    if (top / "d").is_dir():
+        os.rmdir(top / "d")
+
+
+@pytest.fixture
+def deep_scope(root: Path) -> Iterator[int]:
+    """A tree deeper than the recursion limit under ``SCOPE``'s folder; its depth."""
+    depth = sys.getrecursionlimit() + 100
+    try:
+        _deep_tree(root / SCOPE.agent / SCOPE.context, depth, "deep.md", "# Deep\n\nokapi")
+        yield depth
+    finally:  # also after a failure: a tree left behind breaks pytest's clean-up later
+        _remove_deep_tree(root / SCOPE.agent / SCOPE.context, "deep.md")
+
+
+def test_a_tree_deeper_than_the_recursion_limit_stops_no_index_and_no_poll(
+    root: Path, store: MemoryKnowledgeStore, deep_scope: int
+) -> None:
+    """A folder nested deeper than Python's recursion limit (a runaway script, an
+    unpacked archive bomb) in one scope: the start-up index and every poll still index
+    every scope, its own included; the deep file's path is too long to be a document
+    path and is reported as such."""
+    other = KnowledgeScope("ops-bot", "other")
+    write(root / SCOPE.agent / SCOPE.context / "top.md", "# Top\n\nokapi")
+    write(root / other.agent / other.context / "kept.md", "# Kept\n\nokapi")
+    watcher = BucketWatcher(root, store, BucketFolderSource(root), poll_interval=0.05)
+    watcher.synchronize([SCOPE, other])
+    assert (paths(store, "okapi"), paths(store, "okapi", other)) == (["top.md"], ["kept.md"])
+    assert [(p.path, p.reason.split(":")[0]) for p in store.status(SCOPE).problems] == [
+        ("d/" * deep_scope + "deep.md", "path not indexed")
+    ]
+
+    write(root / SCOPE.agent / SCOPE.context / "new.md", "# New\n\nzebra")
+    write(root / other.agent / other.context / "new.md", "# New\n\nzebra")
+    watcher.poll_once()
+    assert (paths(store, "zebra"), paths(store, "zebra", other)) == (["new.md"], ["new.md"])
+
+
+def test_a_document_that_failed_in_the_start_up_index_is_retried_by_the_polls(
+    root: Path, tmp_path: Path
+) -> None:
+    """The embedding service is down while the start-up index runs (here: it resets every
+    connection): every document fails. Files that do not change afterwards must still be
+    indexed once the service is back, as a failed write in a poll is retried by the next
+    poll; before, they stayed out of the index until each was edited or the server
+    restarted."""
+    folder = root / SCOPE.agent / SCOPE.context
+    old = time.time_ns() - 3_600 * 1_000_000_000  # clearly older than any poll: not racy
+    for name, word in (("one.md", "okapi"), ("two.md", "zebra")):
+        write(folder / name, f"# {name}\n\n{word} notes")
+        os.utime(folder / name, ns=(old, old))
+    down = Profile(dimensions=8, reset_requests=frozenset(range(1_000)))
+    with fake_embedding_server(down) as fake:
+        sdk = openai.OpenAI(base_url=fake.url + "/v1", api_key="test", max_retries=0, timeout=30)
+        embedder = OpenAIEmbeddingClient(dimensions=8, client=sdk, max_retries=0)
+        store = EmbeddedKnowledgeStore(tmp_path / "k.db", embedder)
+        try:
+            watcher = BucketWatcher(root, store, BucketFolderSource(root), poll_interval=0.05)
+            result = watcher.synchronize([SCOPE])[SCOPE]
+            assert ([p.path for p in result.errors], store.stored_documents(SCOPE)) == (
+                ["one.md", "two.md"],
+                {},
+            )
+            fake.profile = Profile(dimensions=8)  # the service is back
+            changes = watcher.poll_once()
+            assert sorted((c.key, c.action) for c in changes) == [
+                ("ops-bot/runbooks/one.md", "indexed"),
+                ("ops-bot/runbooks/two.md", "indexed"),
+            ]
+            assert sorted(store.stored_documents(SCOPE)) == ["one.md", "two.md"]
+            assert store.status(SCOPE).problems == ()
+            assert watcher.poll_once() == []  # settled: nothing left to retry
+        finally:
+            store.close()
+            sdk.close()
+
+
+def test_a_served_folder_that_vanishes_empties_nothing(
+    root: Path, watcher: BucketWatcher, store: MemoryKnowledgeStore, tmp_path: Path
+) -> None:
+    """The whole folder being served goes away (a network share or a drive unmounted, the
+    folder moved): that is not every document deleted. The index keeps what it had, the
+    status says why, and once the folder is back the polls go on as before."""
+    write(root / SCOPE.agent / SCOPE.context / "doc.md", "# Doc\n\nokapi")
+    watcher.synchronize([SCOPE])
+    assert paths(store, "okapi") == ["doc.md"]
+    root.rename(tmp_path / "elsewhere")
+    watcher.poll_once()
+    watcher.poll_once()
+    assert paths(store, "okapi") == ["doc.md"]
+    assert [p.path for p in store.status(SCOPE).problems] == ["."]
+    (tmp_path / "elsewhere").rename(root)
+    write(root / SCOPE.agent / SCOPE.context / "new.md", "# New\n\nokapi")
+    watcher.poll_once()
+    assert paths(store, "okapi") == ["doc.md", "new.md"]
+    assert store.status(SCOPE).problems == ()

@@ -74,6 +74,7 @@ from knowledge.identity import content_hash, document_id, embedding_key, is_newe
 from knowledge.model import DocumentChunk, FileProblem, IndexOptions, IndexResult
 from knowledge.scope import KnowledgeScope
 from knowledge.source import DocumentSource, SourceDocument
+from knowledge.sources import under_unlisted_folder
 from knowledge.store import (
     DocumentHeader,
     EmbeddedChunk,
@@ -228,7 +229,9 @@ class Indexer:
     ) -> IndexResult:
         """Sync the scope with the source: write new and changed documents, skip unchanged
         ones, delete stored documents the source no longer lists, and clear the problems
-        of files it no longer lists (the status never names a file that is gone).
+        of files it no longer lists (the status never names a file that is gone). The
+        stored documents of a folder the source could not list (``errors`` whose reason
+        begins ``knowledge.sources.CANNOT_LIST``) are kept: unknown, not gone.
 
         With ``options.max_documents`` set, documents past it are errors and nothing is
         deleted (the listing was incomplete).
@@ -255,9 +258,12 @@ class Indexer:
                     run=run,
                     stored=stored.get(document.path),
                 )
+            # A folder the source could not list holds what it held (unknown, not gone).
+            unlisted = under_unlisted_folder(listing_problems(listing)[1])
             if not truncated:
                 for path in sorted(stored.keys() - listed):
-                    self._delete(session, path, run)
+                    if not unlisted(path):
+                        self._delete(session, path, run)
             # After the deletes: an indexed file the listing now leaves out (a link out of
             # its scope, say) is removed and keeps the problem that says why.
             run.take_listing_problems(listing, session)
@@ -266,7 +272,8 @@ class Indexer:
                 # source's own listing problems were just recorded: they stay).
                 reported = {p.path for p in (*run.skipped, *run.errors)}
                 for path in sorted(problems - listed - reported - stored.keys()):
-                    self._delete(session, path, run)
+                    if not unlisted(path):
+                        self._delete(session, path, run)
         _record_all(writer, scope, session.failures)
         return run.result(session.failures)
 

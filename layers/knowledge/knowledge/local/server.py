@@ -15,12 +15,23 @@ says ``ERROR`` with it, and ``kb serve`` exits with it. Every request goes throu
 
 The HTTP layer answers *every* request in the API's JSON error shape, also those the
 standard library would answer in HTML or not at all: an unknown method (405 with
-``Allow`` on a known path), a malformed request line, oversized headers, a body shorter
-than its ``Content-Length`` (408 after ``body_timeout`` seconds), a body whose text
+``Allow`` on a known path), a malformed request line, oversized headers, a body framed
+twice (``Content-Length`` values that differ: 400; any ``Transfer-Encoding``: 411), a body
+shorter than its ``Content-Length`` (408 after ``body_timeout`` seconds), a body whose text
 cannot be encoded back (a lone surrogate escape). A request path sent as raw UTF-8
 (not percent-encoded) is read as UTF-8, not as the standard library's Latin-1.
 Accepted sockets get ``TCP_NODELAY`` (a keep-alive response is not held back by
 Nagle's algorithm) and the listen backlog is large enough for a burst of clients.
+
+**Other sites' pages.** A server bound to a loopback address answers only requests
+addressed to a loopback name (``Host``: ``127.0.0.1``, ``localhost``, ``[::1]``, any
+port; no ``Host`` at all is accepted) and none that a page of another site sent
+(an ``Origin`` header that is not a loopback ``http(s)`` origin): else any web page the
+user opens could read every scope by DNS rebinding (a name of the attacker's that
+resolves to 127.0.0.1; the browser then sends that name as ``Host``) or start
+reindexes. The first is a 421, the second a 403, both before any route runs (the
+playground page's own requests carry its loopback origin). A server bound to another
+address (``--host 0.0.0.0``) was opened to the network on purpose and checks neither.
 
 The server never closes the store: whoever opened it does (the CLI, a test).
 """
@@ -28,6 +39,7 @@ The server never closes the store: whoever opened it does (the CLI, a test).
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 import json
 import logging
 import signal
@@ -42,6 +54,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from types import FrameType
 from typing import Any, TextIO
+from urllib.parse import urlsplit
 
 from knowledge.api import MAX_BODY_BYTES, ApiResponse, KnowledgeApi, error_response
 from knowledge.errors import (
@@ -103,6 +116,57 @@ class _ApiHttpServer(ThreadingHTTPServer):
         if ":" in address[0]:
             self.address_family = socket.AF_INET6
         super().__init__(address, _ApiRequestHandler)
+        self.loopback = _is_loopback(str(self.server_address[0]))
+
+
+def _is_loopback(host: str) -> bool:
+    """Whether ``host`` (a name or an address, without port or brackets) is this machine
+    by every resolver: ``localhost``, 127.0.0.0/8 or ``::1``."""
+    host = host.lower().removesuffix(".")
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _host_name(header: str) -> str | None:
+    """The name of a ``Host`` header value (``name``, ``name:port``, ``[v6]:port``)."""
+    try:
+        return urlsplit(f"//{header.strip()}").hostname
+    except ValueError:  # a bad port or bracket
+        return None
+
+
+def _foreign_request(headers: Any) -> ApiResponse | None:
+    """The refusal of a request a loopback server must not answer (module docstring),
+    else ``None``."""
+    host = headers.get("Host")
+    if host is not None:
+        name = _host_name(host)
+        if name is None or not _is_loopback(name):
+            return _error_body(
+                HTTPStatus.MISDIRECTED_REQUEST,
+                "this server answers only requests addressed to 127.0.0.1, localhost or "
+                "[::1] (a page of another site cannot read the local index)",
+                "Host",
+            )
+    origin = headers.get("Origin")
+    if origin is not None:
+        try:
+            parts = urlsplit(origin.strip())
+            allowed = parts.scheme in ("http", "https") and _is_loopback(parts.hostname or "")
+        except ValueError:
+            allowed = False
+        if not allowed:
+            return _error_body(
+                HTTPStatus.FORBIDDEN,
+                "requests from pages of other sites are refused (the Origin is not a "
+                "loopback address)",
+                "Origin",
+            )
+    return None
 
 
 def _error_body(status: int, message: str, field: str | None = None) -> ApiResponse:
@@ -115,6 +179,20 @@ class _ApiRequestHandler(BaseHTTPRequestHandler):
     server_version = "kb-local"
     timeout = 30  # an idle keep-alive connection does not hold a thread forever
     disable_nagle_algorithm = True  # TCP_NODELAY: no ~40 ms stall per keep-alive response
+
+    def parse_request(self) -> bool:
+        """The standard library's parsing, then the refusal of a request addressed to
+        another name or sent by another site's page (a loopback server only)."""
+        if not super().parse_request():
+            return False
+        refusal = _foreign_request(self.headers) if self.server.loopback else None
+        if refusal is None:
+            return True
+        self.close_connection = True
+        with contextlib.suppress(OSError):  # the client went away
+            self._send(refusal)
+        logger.info("%s %d", _printable(self.requestline), refusal.status)
+        return False
 
     def do_GET(self) -> None:
         asset = playground_asset(self.path, self.server.scopes)
@@ -187,11 +265,24 @@ class _ApiRequestHandler(BaseHTTPRequestHandler):
         )
 
     def _respond(self) -> ApiResponse:
-        if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
+        encodings = self.headers.get_all("Transfer-Encoding") or []
+        if encodings:
+            # Any of them (chunked, gzip...): its framing would override Content-Length.
             self.close_connection = True
+            shown = ", ".join(encodings)[:80]
             return ApiResponse(
                 HTTPStatus.LENGTH_REQUIRED,
-                {"error": "chunked bodies are not supported; send Content-Length", "field": "body"},
+                {
+                    "error": f"Transfer-Encoding '{shown}' is not supported; send Content-Length",
+                    "field": "body",
+                },
+            )
+        lengths = {value.strip() for value in self.headers.get_all("Content-Length") or []}
+        if len(lengths) > 1:
+            # Two framings: a proxy in front may read the other one (request smuggling).
+            self.close_connection = True
+            return error_response(
+                ValidationError("body", "more than one Content-Length, with different values")
             )
         raw_length = self.headers.get("Content-Length", "0").strip() or "0"
         if not (raw_length.isascii() and raw_length.isdigit()):
@@ -224,10 +315,24 @@ class _ApiRequestHandler(BaseHTTPRequestHandler):
             ) from None
 
     def _read_body(self, length: int) -> bytes | ApiResponse:
-        """``length`` bytes, or a 408/400 when they do not all arrive in time."""
-        self.connection.settimeout(self.server.body_timeout)
+        """``length`` bytes, or a 408/400 when they do not all arrive in time: within
+        ``body_timeout`` seconds in all (a socket timeout alone bounds only the wait for
+        the next bytes, so a body trickled in a byte at a time never timed out)."""
+        deadline = time.monotonic() + self.server.body_timeout
+        parts: list[bytes] = []
+        received = 0
         try:
-            body = self.rfile.read(length)
+            while received < length:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise TimeoutError
+                self.connection.settimeout(left)
+                part = self.rfile.read1(length - received)
+                if not part:  # the client closed its side
+                    break
+                parts.append(part)
+                received += len(part)
+            body = b"".join(parts)
         except TimeoutError:
             self.close_connection = True
             return _error_body(

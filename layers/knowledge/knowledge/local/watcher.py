@@ -54,6 +54,7 @@ from knowledge.local.progress import IndexingProgress, ListedSource
 from knowledge.model import FileProblem, IndexOptions, IndexResult
 from knowledge.scope import KnowledgeScope, parse_object_key
 from knowledge.source import SIDECAR_SUFFIX, DocumentSource, SourceDocument
+from knowledge.sources import under_unlisted_folder
 from knowledge.store import IndexWriter, KnowledgeStore
 
 __all__ = [
@@ -85,10 +86,18 @@ _LOG_LEVELS: dict[str, int] = {
 
 @dataclass(frozen=True, slots=True)
 class FileStamp:
-    """What a poll remembers of a file: a change of either means the file changed."""
+    """What a poll remembers of a file: a change of any field means the file changed.
+
+    ``mtime_ns`` and ``size`` can both stay the same when a file changes: a backup
+    restored with ``cp -p`` / ``rsync -t``, a file renamed over another after its times
+    were copied. ``inode`` (another file now has the name) and ``ctime_ns`` (set by the
+    system on every write, rename or ``utime``, and by no one to a chosen value) catch
+    those; a change of them alone costs a hash of the file's bytes."""
 
     mtime_ns: int
     size: int
+    inode: int = 0
+    ctime_ns: int = 0
 
 
 _DIRTY = FileStamp(-1, -1)
@@ -133,25 +142,35 @@ def take_snapshot(root: Path) -> dict[str, FileStamp]:
 
     Keys are ``/``-separated paths relative to ``root``. Symbolic links to folders are
     not followed (no loops, nothing outside ``root``); FIFOs, sockets and devices are
-    left out (``stat`` never opens them). Files that vanish meanwhile are left out.
+    left out (``stat`` never opens them). Files that vanish meanwhile, and folders that
+    cannot be listed, are left out. Folders are walked with a stack, not recursion: a
+    tree nested deeper than Python's recursion limit cannot stop every poll.
     """
     snapshot: dict[str, FileStamp] = {}
-    for dirpath, dirnames, filenames in os.walk(root):
-        # Hidden entries are never documents (the sources skip them too); pruning them
-        # keeps a .git folder or an editor's swap files from costing a stat per poll.
-        dirnames[:] = [d for d in dirnames if not d.startswith(".")]
-        for filename in filenames:
-            if filename.startswith("."):
+    folders = [str(root)]
+    while folders:
+        folder = folders.pop()
+        try:
+            with os.scandir(folder) as entries:
+                listed = list(entries)
+        except OSError:
+            continue
+        for entry in listed:
+            # Hidden entries are never documents (the sources skip them too); pruning
+            # them keeps a .git folder or an editor's swap files from costing a stat.
+            if entry.name.startswith("."):
                 continue
-            full = os.path.join(dirpath, filename)
             try:
-                info = os.stat(full)
+                if entry.is_dir(follow_symlinks=False):
+                    folders.append(entry.path)
+                    continue
+                info = os.stat(entry.path)
             except OSError:
                 continue
             if not stat.S_ISREG(info.st_mode):
                 continue
-            key = Path(os.path.relpath(full, root)).as_posix()
-            snapshot[key] = FileStamp(info.st_mtime_ns, info.st_size)
+            key = Path(os.path.relpath(entry.path, root)).as_posix()
+            snapshot[key] = FileStamp(info.st_mtime_ns, info.st_size, info.st_ino, info.st_ctime_ns)
     return snapshot
 
 
@@ -215,6 +234,7 @@ class BucketWatcher:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._failures: dict[str, str] = {}  # key -> last failure, logged once until it changes
+        self._unlisted: set[KnowledgeScope] = set()  # scopes with a folder that cannot be listed
 
     # --- the start-up index --------------------------------------------------------------
 
@@ -229,7 +249,9 @@ class BucketWatcher:
         changed documents written, unchanged skipped, the rest deleted; a scope without
         a folder is emptied), then remember the folder so later polls see later changes.
 
-        Every scope is listed first, so ``progress`` knows the totals. ``should_stop`` is
+        A file that fails (read, embedding, write) is looked at again by every poll until
+        it is indexed, as a failure in a poll is. Every scope is listed first, so
+        ``progress`` knows the totals. ``should_stop`` is
         asked between documents; when it says yes the run raises ``IndexingStopped``
         (the scope being written keeps what it had before)."""
         progress = progress or IndexingProgress()
@@ -254,6 +276,11 @@ class BucketWatcher:
                 for path in source.paths:
                     # Listed but not seen by the snapshot: created meanwhile; look again.
                     baseline.setdefault(f"{scope.key}/{path}", _DIRTY)
+                for problem in results[scope].errors:
+                    # A file that failed (its read, the embedder, the write) is retried by
+                    # the polls, as a failure in a poll is: it may not change again.
+                    if f"{scope.key}/{problem.path}" in baseline:
+                        baseline[f"{scope.key}/{problem.path}"] = _DIRTY
         finally:
             progress.end()
         self._snapshot = baseline
@@ -381,20 +408,30 @@ class BucketWatcher:
         to_record: list[FileProblem] = []
         if stored is None:  # a store that cannot list its documents: trust the snapshot
             gone = {path for key, path, deleted in entries if deleted and path not in documents}
-        elif any(p.reason.startswith("cannot list") for p in getattr(listing, "errors", ())):
-            # Part of the folder could not be read: what it holds is unknown, not gone.
-            logger.warning("%s: part of the folder cannot be listed; nothing deleted", scope)
-            for key, _, _ in entries:
-                remembered[key] = _DIRTY
-            gone = set()
         else:
-            gone = stored - documents.keys()
+            # A folder that could not be read holds what it held: unknown, not gone. The
+            # rest of the scope is reconciled; the entries are looked at again next poll.
+            unlisted = under_unlisted_folder(listing_problems(listing)[1])
+            if any(unlisted(path) for _, path, _ in entries) or unlisted("."):
+                # Looked at every poll until readable; said once until then.
+                level = logging.DEBUG if scope in self._unlisted else logging.WARNING
+                logger.log(level, "%s: part of the folder cannot be listed; kept as it was", scope)
+                self._unlisted.add(scope)
+                for key, path, _ in entries:
+                    if unlisted(path):
+                        remembered[key] = _DIRTY
+            else:
+                self._unlisted.discard(scope)
+            gone = {path for path in stored - documents.keys() if not unlisted(path)}
             # A file that was never indexed may still have a problem recorded (an encrypted
             # PDF, say): its deletion clears the problem, so it is a delete too.
             gone |= {
                 path
                 for _, path, deleted in entries
-                if deleted and path not in documents and not path.endswith(SIDECAR_SUFFIX)
+                if deleted
+                and path not in documents
+                and not path.endswith(SIDECAR_SUFFIX)
+                and not unlisted(path)
             }
             skipped_problems, error_problems = listing_problems(listing)
             to_record = [*skipped_problems, *error_problems]
@@ -402,7 +439,8 @@ class BucketWatcher:
             # A problem of a file gone without a delete event (it went while no snapshot
             # saw it: before the watcher started, between a snapshot and a listing), or of
             # an entry the listing no longer reports (a sidecar fixed, a link removed).
-            gone |= self._stale_problems(scope, documents.keys() | reported)
+            stale = self._stale_problems(scope, documents.keys() | reported)
+            gone |= {path for path in stale if not unlisted(path)}
         for path in sorted(gone):
             change = self._delete(prefix + path, scope, path)
             if change.action == "failed":

@@ -22,10 +22,12 @@ from knowledge.errors import ValidationError
 from knowledge.model import FileProblem
 
 __all__ = [
+    "CANNOT_LIST",
     "MAX_SIDECAR_BYTES",
     "Listing",
     "MetadataValue",
     "parse_metadata_sidecar",
+    "under_unlisted_folder",
 ]
 
 T = TypeVar("T")
@@ -33,6 +35,22 @@ T = TypeVar("T")
 MetadataValue = str | list[str]
 
 MAX_SIDECAR_BYTES = 1024 * 1024
+
+CANNOT_LIST = "cannot list"
+"""How the reason of an ``errors`` entry for a folder the source could not list (permission
+denied, an I/O error on a share) begins; its path is the scope-relative folder with a
+trailing ``/``, or ``.`` for the scope's own folder."""
+
+
+def under_unlisted_folder(problems: list[FileProblem]) -> Callable[[str], bool]:
+    """Whether a document path lies in a folder that ``problems`` (a listing's ``errors``)
+    say could not be listed: what such a folder holds is unknown, not gone, so a sync
+    must not delete it."""
+    folders = [p.path for p in problems if p.reason.startswith(CANNOT_LIST)]
+    if "." in folders:
+        return lambda path: True
+    prefixes = tuple(folder.rstrip("/") + "/" for folder in folders)
+    return lambda path: path.startswith(prefixes) if prefixes else False
 
 
 class Listing(Generic[T]):

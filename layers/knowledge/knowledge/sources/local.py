@@ -45,6 +45,7 @@ from knowledge.model import FileProblem, IndexOptions
 from knowledge.scope import KnowledgeScope, validate_segment
 from knowledge.source import SIDECAR_SUFFIX, SourceDocument, is_document_path
 from knowledge.sources import (
+    CANNOT_LIST,
     MAX_SIDECAR_BYTES,
     Listing,
     MetadataValue,
@@ -158,45 +159,75 @@ def _unnameable(rel: str) -> str | None:
 
 
 def _scan(real_root: str, recursive: bool, listing: Listing[SourceDocument]) -> dict[str, _Found]:
-    """Every regular file under ``real_root`` that is not hidden, by relative path."""
+    """Every regular file under ``real_root`` that is not hidden, by relative path.
+
+    Depth first in name order, with a stack of folders rather than recursion: a tree
+    nested deeper than Python's recursion limit is listed like any other (its deep
+    paths are too long to be document paths and are reported so) instead of failing
+    the listing of the whole scope."""
     found: dict[str, _Found] = {}
-    visited: set[str] = set()
+    visited: set[str] = {real_root}
+    folders: list[Iterator[tuple[str, os.DirEntry[str]]]] = []
 
-    def walk(real_dir: str, prefix: str) -> None:
-        visited.add(real_dir)
+    def enter(real_dir: str, prefix: str) -> None:
         try:
-            entries = sorted(os.scandir(real_dir), key=lambda e: e.name)
+            with os.scandir(real_dir) as listed:
+                entries = sorted(listed, key=lambda e: e.name)
         except OSError as exc:
-            listing.errors.append(FileProblem(_printable(prefix or "."), f"cannot list: {exc}"))
+            listing.errors.append(FileProblem(_printable(prefix or "."), _failed(CANNOT_LIST, exc)))
             return
-        for entry in entries:
-            if entry.name.startswith("."):
-                continue
-            rel = prefix + entry.name
-            try:
-                rel.encode("utf-8")
-            except UnicodeEncodeError:
-                listing.skipped.append(FileProblem(_printable(rel), "file name is not UTF-8"))
-                continue
-            real = os.path.realpath(entry.path)
-            if entry.is_symlink() and not _is_inside(real, real_root):
-                listing.skipped.append(FileProblem(rel, SYMLINK_OUTSIDE_SCOPE))
-                continue
-            try:
-                if os.path.isdir(real):
-                    if recursive and real not in visited:
-                        walk(real, rel + "/")
-                elif os.path.isfile(real):
-                    problem = _unnameable(rel)
-                    if problem is not None:
-                        listing.skipped.append(FileProblem(rel, problem))
-                        continue
-                    found[rel] = _Found(rel, real, os.stat(real).st_size)
-            except OSError as exc:  # vanished or unreadable between scandir and stat
-                listing.errors.append(FileProblem(rel, f"cannot read: {exc}"))
+        folders.append(_named_entries(entries, prefix, listing))
 
-    walk(real_root, "")
+    enter(real_root, "")
+    while folders:
+        item = next(folders[-1], None)
+        if item is None:  # this folder is done: back to its parent
+            folders.pop()
+            continue
+        rel, entry = item
+        # The folder being listed is a real path: only a link needs resolving (which
+        # costs a system call per folder above it).
+        real = os.path.realpath(entry.path) if entry.is_symlink() else entry.path
+        if entry.is_symlink() and not _is_inside(real, real_root):
+            listing.skipped.append(FileProblem(rel, SYMLINK_OUTSIDE_SCOPE))
+            continue
+        try:
+            if os.path.isdir(real):
+                if recursive and real not in visited:
+                    visited.add(real)
+                    enter(real, rel + "/")
+            elif os.path.isfile(real):
+                problem = _unnameable(rel)
+                if problem is not None:
+                    listing.skipped.append(FileProblem(rel, problem))
+                    continue
+                found[rel] = _Found(rel, real, os.stat(real).st_size)
+        except OSError as exc:  # vanished or unreadable between scandir and stat
+            listing.errors.append(FileProblem(rel, _failed("cannot read", exc)))
     return found
+
+
+def _failed(what: str, exc: OSError) -> str:
+    """``what: <the system's reason>``, without the file name ``str(exc)`` would add (an
+    absolute path of the machine, which reaches API callers in statuses and results)."""
+    return f"{what}: {exc.strerror or type(exc).__name__}"
+
+
+def _named_entries(
+    entries: list[os.DirEntry[str]], prefix: str, listing: Listing[SourceDocument]
+) -> Iterator[tuple[str, os.DirEntry[str]]]:
+    """``(relative path, entry)`` of the entries that are not hidden and whose name is
+    UTF-8 (the others are reported as skipped when reached)."""
+    for entry in entries:
+        if entry.name.startswith("."):
+            continue
+        rel = prefix + entry.name
+        try:
+            rel.encode("utf-8")
+        except UnicodeEncodeError:
+            listing.skipped.append(FileProblem(_printable(rel), "file name is not UTF-8"))
+            continue
+        yield rel, entry
 
 
 def _sidecar_metadata(
@@ -291,11 +322,17 @@ class BucketFolderSource:
         ``source_key`` is the bucket-style key ``<agent>/<context>/<path>``. Links are
         followed only inside the scope's own folder: no scope can read another's files.
         A scope folder (or agent folder) that is itself a link has no documents; the
-        listing reports it under the path ``.`` with ``SYMLINK_OUTSIDE_SCOPE``.
+        listing reports it under the path ``.`` with ``SYMLINK_OUTSIDE_SCOPE``. A scope
+        folder that cannot be reached (an agent folder that cannot be read, the served
+        folder gone) is reported under ``.`` as ``CANNOT_LIST``: unknown, not empty.
         """
         folder = self.scope_folder(scope)
 
         def produce(listing: Listing[SourceDocument]) -> Iterator[SourceDocument]:
+            problem = self._missing_folder_problem(folder)
+            if problem is not None:  # the folder's content is unknown, not gone
+                listing.errors.append(FileProblem(_SCOPE_FOLDER, problem))
+                return
             if not folder.is_dir():
                 return
             real_root = self.real_scope_folder(scope)
@@ -305,6 +342,21 @@ class BucketFolderSource:
             yield from _list_documents(real_root, options, listing, key_prefix=scope.key + "/")
 
         return Listing(produce)
+
+    def _missing_folder_problem(self, folder: Path) -> str | None:
+        """Why nothing can be said of ``folder`` (a scope folder): ``None`` if it exists or
+        is simply not there (no documents, as an empty S3 prefix). A folder on its way
+        that cannot be read (permission denied) or a served folder that is gone itself
+        (a share unmounted, the folder moved) is no deletion of every document."""
+        try:
+            os.stat(folder)
+        except (FileNotFoundError, NotADirectoryError):
+            if not self._root.is_dir():
+                return f"{CANNOT_LIST}: the folder being served is not there"
+            return None
+        except OSError as exc:
+            return _failed(CANNOT_LIST, exc)
+        return None
 
     def iter_scopes(self) -> Listing[KnowledgeScope]:
         """The scopes whose folders exist, sorted; folders with invalid names and files
@@ -336,7 +388,7 @@ class BucketFolderSource:
         try:
             entries = sorted(os.scandir(parent), key=lambda e: e.name)
         except OSError as exc:
-            listing.errors.append(FileProblem(prefix or ".", f"cannot list: {exc}"))
+            listing.errors.append(FileProblem(prefix or ".", _failed(CANNOT_LIST, exc)))
             return names
         for entry in entries:
             if entry.name.startswith("."):
