@@ -117,6 +117,45 @@ def test_a_scope_whose_folder_vanished_while_down_is_emptied_at_start_up(
     assert [scope.key for scope in store.list_scopes()] == ["ops/one"]
 
 
+def test_a_scope_kb_index_wrote_into_the_same_file_is_left_alone_by_kb_serve(
+    tmp_path: Path,
+) -> None:
+    """``kb index DIR`` and ``kb serve ROOT`` share the default index file: the server
+    empties the scopes whose folder vanished from *its* root, not a scope ``kb index``
+    wrote from another folder (it used to empty it at every start)."""
+    from knowledge.cli import main
+
+    db = tmp_path / "k.db"
+    notes = write(tmp_path / "notes" / "n.md", "# Notes\n\nthe okapi lives in forests\n")
+    root = tmp_path / "bucket"
+    write(root / "ops" / "one" / "a.md", "# A\n\nzebra one\n")
+    write(root / "ops" / "two" / "b.md", "# B\n\nzebra two\n")
+    argv = ["index", str(notes.parent), "--agent", "me", "--context", "notes", "--db", str(db)]
+    assert main([*argv, "--embedder", "hashing"]) == 0
+
+    with closing(open_store(db_path=db, embedder_name="hashing", environ={})) as store:
+        with serving(root, store) as server:
+            assert search_paths(server.url, "me", "notes", "okapi") == ["n.md"]
+            assert search_paths(server.url, "ops", "two", "zebra") == ["b.md"]
+        (root / "ops" / "two" / "b.md").unlink()
+        (root / "ops" / "two").rmdir()  # while the server is down
+        with serving(root, store) as server:  # a second start: still there
+            assert search_paths(server.url, "me", "notes", "okapi") == ["n.md"]
+            _, body, _ = request(server.url, "GET", "/v1/agents/me/contexts/notes/status")
+            assert (body["state"], body["document_count"]) == ("READY", 1)
+            assert search_paths(server.url, "ops", "two", "zebra") == []  # its own: emptied
+        assert [scope.key for scope in store.list_scopes()] == ["me/notes", "ops/one"]
+
+        # The same scope given a folder under the root is the server's from then on.
+        write(root / "me" / "notes" / "m.md", "# M\n\nthe okapi moved here\n")
+        with serving(root, store) as server:
+            assert search_paths(server.url, "me", "notes", "okapi") == ["m.md"]
+        (root / "me" / "notes" / "m.md").unlink()
+        (root / "me" / "notes").rmdir()
+        with serving(root, store) as server:
+            assert search_paths(server.url, "me", "notes", "okapi") == []
+
+
 def test_reindex_of_a_vanished_scope_empties_it_and_a_404_names_no_server_path(
     tmp_path: Path, store: KnowledgeStore
 ) -> None:

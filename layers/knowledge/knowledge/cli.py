@@ -66,7 +66,7 @@ from knowledge.model import (
 )
 from knowledge.scope import KnowledgeScope
 from knowledge.source import DocumentSource
-from knowledge.store import KnowledgeStore
+from knowledge.store import KnowledgeStore, ScopeSources
 from knowledge.tool import format_search_results
 
 __all__ = ["ProgressBar", "build_parser", "main"]
@@ -204,6 +204,8 @@ def _cmd_index(args: argparse.Namespace) -> int:
     listed.on_read = progress.advance
     source: DocumentSource = listed
     with closing(_open_store(args)) as store:
+        if isinstance(store, ScopeSources):  # so that kb serve leaves this scope alone
+            store.set_scope_source(scope, f"kb index {folder.resolve()}")
         try:
             if args.reindex:
                 result = store.reindex(scope, source, options)

@@ -40,6 +40,7 @@ __all__ = [
     "EmbeddedChunk",
     "IndexWriter",
     "KnowledgeStore",
+    "ScopeSources",
     "StoredDocument",
     "WriteSession",
 ]
@@ -163,6 +164,22 @@ class StoredDocument:
     content_hash: str
     version: str | None
     chunk_count: int
+
+
+@runtime_checkable
+class ScopeSources(Protocol):
+    """A local store that remembers where each scope was last indexed from.
+
+    ``kb index DIR`` records ``kb index <DIR>``, ``kb serve ROOT`` records ``kb serve
+    <ROOT>`` for every scope it finds under ROOT. At start-up ``kb serve`` empties a scope
+    it holds no folder for (deleted while nothing watched), but not one recorded as
+    indexed from somewhere else: two commands sharing one index file never undo each
+    other's scopes. ``None``: nothing recorded (a scope written before this was kept).
+    """
+
+    def scope_source(self, scope: KnowledgeScope) -> str | None: ...
+
+    def set_scope_source(self, scope: KnowledgeScope, source: str) -> None: ...
 
 
 @runtime_checkable

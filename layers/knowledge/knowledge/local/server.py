@@ -76,7 +76,7 @@ from knowledge.model import (
 from knowledge.reranking import RerankingStage
 from knowledge.scope import KnowledgeScope
 from knowledge.sources.local import SYMLINK_OUTSIDE_SCOPE, BucketFolderSource
-from knowledge.store import KnowledgeStore
+from knowledge.store import KnowledgeStore, ScopeSources
 
 __all__ = [
     "DEFAULT_BODY_TIMEOUT",
@@ -513,10 +513,47 @@ class LocalServer:
                 with contextlib.suppress(InvalidScopeError):
                     scopes.add(KnowledgeScope(agent, context))
         try:
-            scopes.update(self._store.list_scopes())
+            indexed = self._store.list_scopes()
         except Exception as exc:  # the backend is down: index what the folder has
             logger.warning("cannot list the indexed scopes: %s", exc)
+            indexed = []
+        for scope in indexed:
+            if scope in scopes:
+                continue
+            elsewhere = self._indexed_elsewhere(scope)
+            if elsewhere is None:
+                scopes.add(scope)  # its folder is gone: emptied by the start-up index
+            else:
+                logger.info("left %s as it is: indexed by %s, not from here", scope, elsewhere)
         return sorted(scopes, key=lambda scope: (scope.agent, scope.context))
+
+    @property
+    def source_name(self) -> str:
+        """What this server records as the source of the scopes it indexes
+        (``knowledge.store.ScopeSources``)."""
+        return f"kb serve {self._root.resolve()}"
+
+    def _indexed_elsewhere(self, scope: KnowledgeScope) -> str | None:
+        """The recorded source of ``scope`` when it is not this server (``kb index`` into
+        the same file, say), else ``None``."""
+        if not isinstance(self._store, ScopeSources):
+            return None
+        try:
+            source = self._store.scope_source(scope)
+        except Exception as exc:
+            logger.warning("cannot read where %s was indexed from: %s", scope, exc)
+            return None
+        return None if source is None or source == self.source_name else source
+
+    def _claim(self, scopes: list[KnowledgeScope]) -> None:
+        """Record this server as the source of the scopes it is about to index."""
+        if not isinstance(self._store, ScopeSources):
+            return
+        for scope in scopes:
+            try:
+                self._store.set_scope_source(scope, self.source_name)
+            except Exception as exc:
+                logger.warning("cannot record where %s is indexed from: %s", scope, exc)
 
     def start(self, *, wait: bool = True) -> None:
         """Bind and serve in the background; the start-up index runs on its own thread.
@@ -568,8 +605,10 @@ class LocalServer:
         )
         started = time.monotonic()
         try:
+            scopes = self.scopes_to_sync()
+            self._claim(scopes)
             results = watcher.synchronize(
-                self.scopes_to_sync(), progress=self.progress, should_stop=self._stopping.is_set
+                scopes, progress=self.progress, should_stop=self._stopping.is_set
             )
             documents = sum(r.indexed_documents + r.skipped_documents for r in results.values())
             logger.info(

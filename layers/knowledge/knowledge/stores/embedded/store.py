@@ -425,6 +425,39 @@ class EmbeddedKnowledgeStore(IndexingStoreMixin):
         assert counted is not None
         return counted
 
+    # --- ScopeSources ------------------------------------------------------------------
+
+    def scope_source(self, scope: KnowledgeScope) -> str | None:
+        """Where ``scope`` was last indexed from (``knowledge.store.ScopeSources``)."""
+        with self._reading() as conn:
+            row = conn.execute(
+                "SELECT value FROM meta WHERE key = ?", (_scope_source_key(scope),)
+            ).fetchone()
+        return None if row is None else str(row[0])
+
+    def set_scope_source(self, scope: KnowledgeScope, source: str) -> None:
+        """Record where ``scope`` is indexed from (a row of ``meta``)."""
+        key = _scope_source_key(scope)
+        conn = self._pool.acquire()
+        began = False
+        try:
+            row = conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+            if row is not None and row[0] == source:
+                return  # the usual case: nothing to write
+            # Already in a transaction only on ":memory:", inside this thread's write session.
+            if not conn.in_transaction:
+                conn.execute("BEGIN IMMEDIATE")
+                began = True
+            conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (key, source))
+            if began:
+                conn.execute("COMMIT")
+        except sqlite3.Error as exc:
+            raise StoreError(f"index {self._display}: {exc}") from exc
+        finally:
+            if began and conn.in_transaction:
+                conn.execute("ROLLBACK")
+            self._pool.release(conn)
+
     def close(self) -> None:
         """Release the file. Idempotent; the embedder and chunker are left alone."""
         self._pool.close()
@@ -635,3 +668,8 @@ class EmbeddedKnowledgeStore(IndexingStoreMixin):
 def _require_count(field: str, value: object, *, minimum: int) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise ValidationError(field, f"must be an integer >= {minimum}, got {value!r}")
+
+
+def _scope_source_key(scope: KnowledgeScope) -> str:
+    # Agent and context names hold no "/" (``knowledge.scope``), so this is unambiguous.
+    return f"scope_source:{scope.agent}/{scope.context}"
