@@ -191,5 +191,7 @@ def test_newlines_are_normalised(raw: bytes, expected: str) -> None:
     assert extract_text("a.txt", raw).text == expected
 
 
-def test_empty_document_is_empty_text() -> None:
-    assert extract_text("empty.md", b"") == ExtractedText("", "text/markdown", ())
+def test_empty_document_is_no_text() -> None:
+    # Round 8: as an empty DOCX is (was: empty text, "indexed" with 0 chunks).
+    with pytest.raises(ExtractionError, match=r"^no text: empty or whitespace only"):
+        extract_text("empty.md", b"")

@@ -1,0 +1,206 @@
+"""Round 8's second audit of real documents: what a reader of the file sees is what is
+indexed, and what is left out is said (docs/documents.md, "What is read and what is not").
+
+Every file is generated here; each case failed on the code before its fix.
+"""
+
+from __future__ import annotations
+
+import codecs
+import io
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from knowledge.embedding.hashing import HashingEmbedder
+from knowledge.errors import ExtractionError
+from knowledge.extraction import extract_document
+from knowledge.model import SearchQuery
+from knowledge.scope import KnowledgeScope
+from knowledge.source import SourceDocument
+from knowledge.store import KnowledgeStore
+from knowledge.stores.embedded import EmbeddedKnowledgeStore
+from knowledge.stores.memory import MemoryKnowledgeStore
+
+SCOPE = KnowledgeScope("agent", "docs")
+
+
+def doc(path: str, data: bytes) -> SourceDocument:
+    return SourceDocument(path, len(data), lambda: data)
+
+
+# --- a text file without text is a problem, as an empty DOCX is ------------------------------
+
+EMPTY_TEXTS = [
+    ("empty.md", b""),
+    ("blank.txt", b" \n\t\r\n  "),
+    ("bom-only.md", codecs.BOM_UTF8 + b"\n\n"),
+    ("front-matter-only.md", b"---\ntitle: Draft\ntags: [a, b]\n---\n\n   \n"),
+    ("utf16-blank.txt", " \n ".encode("utf-16")),
+]
+
+
+@pytest.mark.parametrize(("name", "data"), EMPTY_TEXTS, ids=[n for n, _ in EMPTY_TEXTS])
+def test_a_text_file_without_text_is_no_text(name: str, data: bytes) -> None:
+    with pytest.raises(ExtractionError) as caught:
+        extract_document(name, data)
+    assert str(caught.value).startswith("no text: ")
+
+
+def test_text_with_front_matter_and_a_body_is_read() -> None:
+    document = extract_document("note.md", b"---\ntitle: x\n---\nThe body.\n")
+    assert document.text is not None
+    assert "The body." in document.text
+
+
+def make_store(kind: str, tmp_path: Path) -> KnowledgeStore:
+    if kind == "memory":
+        return MemoryKnowledgeStore()
+    return EmbeddedKnowledgeStore(tmp_path / "kb.sqlite3", embedder=HashingEmbedder(16))
+
+
+@pytest.mark.parametrize("kind", ["memory", "embedded"])
+def test_an_emptied_text_file_is_a_problem_and_its_old_text_is_gone(
+    kind: str, tmp_path: Path
+) -> None:
+    store = make_store(kind, tmp_path)
+    store.upsert_document(SCOPE, doc("notes.md", b"# Notes\n\nquarterly figures"))
+    assert [r.document_path for r in store.search(SCOPE, SearchQuery("quarterly"))] == ["notes.md"]
+    result = store.upsert_document(SCOPE, doc("notes.md", b"\n \n"))
+    assert result.indexed_chunks == 0
+    (problem,) = store.status(SCOPE).problems
+    assert problem.path == "notes.md"
+    assert problem.reason.startswith("no text: ")
+    assert store.status(SCOPE).document_count == 0
+    assert store.search(SCOPE, SearchQuery("quarterly")) == []
+
+
+# --- XLSX: what Excel shows -------------------------------------------------------------------
+
+
+def _workbook_bytes(build: Callable[[Any], None]) -> bytes:
+    import openpyxl
+
+    workbook = openpyxl.Workbook()
+    build(workbook)
+    buffer = io.BytesIO()
+    workbook.save(buffer)
+    return buffer.getvalue()
+
+
+def _blocks(name: str, data: bytes) -> tuple[list[tuple[str, Any]], list[str]]:
+    document = extract_document(name, data)
+    blocks = [(block.text, dict(block.section)) for block in document.blocks or ()]
+    return blocks, document.warnings
+
+
+def test_hidden_sheets_are_left_out_and_named_in_a_warning() -> None:
+    def build(workbook: Any) -> None:
+        visible = workbook.active
+        visible.title = "Budget"
+        visible.append(["item", "cost"])
+        visible.append(["rent", 1200])
+        for title, state in (("Old figures", "hidden"), ("Macro data", "veryHidden")):
+            sheet = workbook.create_sheet(title)
+            sheet.append(["item", "cost"])
+            sheet.append(["draft", 99])
+            sheet.sheet_state = state
+
+    blocks, warnings = _blocks("plan.xlsx", _workbook_bytes(build))
+    assert blocks == [("item: rent; cost: 1200", {"sheet": "Budget"})]
+    assert warnings == ["2 hidden sheets left out: 'Old figures', 'Macro data'"]
+
+
+def test_formulas_without_a_saved_value_are_named_in_a_warning() -> None:
+    # openpyxl writes formulas without the value Excel would have saved with them.
+    def build(workbook: Any) -> None:
+        sheet = workbook.active
+        sheet.title = "Totals"
+        sheet.append(["item", "cost", "with tax"])
+        sheet.append(["rent", 1000, "=B2*1.2"])
+        sheet.append(["power", 200, "=B3*1.2"])
+        sheet.append(["sum", "=SUM(B2:B3)"])
+        other = workbook.create_sheet("Notes")
+        other.append(["note"])
+        other.append(["no formulas here"])
+
+    blocks, warnings = _blocks("totals.xlsx", _workbook_bytes(build))
+    assert [text for text, _ in blocks][:2] == ["item: rent; cost: 1000", "item: power; cost: 200"]
+    assert warnings == [
+        "sheet 'Totals': 3 formula cells have no saved value (the file was written by a "
+        "program, not saved by Excel), so their values are not indexed; open and save it "
+        "in Excel or LibreOffice to index them"
+    ]
+
+
+def test_numbers_read_as_excel_shows_them() -> None:
+    def build(workbook: Any) -> None:
+        sheet = workbook.active
+        sheet.append(["name", "share", "total", "tiny"])
+        sheet.append(["a", 0.1 + 0.2, 1 / 3, 1e-20])
+        sheet["B2"].number_format = "0%"
+        sheet.append(["b", 0.125, 2.5e20, 12345678.9])
+        sheet["B3"].number_format = "0.0%"
+
+    blocks, _ = _blocks("numbers.xlsx", _workbook_bytes(build))
+    assert [text for text, _ in blocks] == [
+        "name: a; share: 30%; total: 0.333333333333333; tiny: 1E-20",
+        "name: b; share: 12.5%; total: 2.5E+20; tiny: 12345678.9",
+    ]
+
+
+# --- PPTX: hidden slides, as hidden sheets ------------------------------------------------------
+
+
+def test_hidden_slides_are_left_out_keep_their_numbers_and_are_named() -> None:
+    import pptx as python_pptx
+
+    presentation = python_pptx.Presentation()
+    layout = presentation.slide_layouts[1]
+    for title in ("Plan", "Draft idea", "Launch"):
+        slide = presentation.slides.add_slide(layout)
+        slide.shapes.title.text = title
+        slide.placeholders[1].text_frame.text = f"{title} body"
+    presentation.slides[1]._element.set("show", "0")
+    buffer = io.BytesIO()
+    presentation.save(buffer)
+
+    blocks, warnings = _blocks("deck.pptx", buffer.getvalue())
+    assert [(text, section["slide"]) for text, section in blocks] == [
+        ("Plan", 1),
+        ("Plan body", 1),
+        ("Launch", 3),
+        ("Launch body", 3),
+    ]
+    assert warnings == ["1 hidden slide left out: 2"]
+
+
+def _with_sheet_xml(data: bytes, edit: Callable[[bytes], bytes]) -> bytes:
+    import zipfile
+
+    out = io.BytesIO()
+    with zipfile.ZipFile(io.BytesIO(data)) as source, zipfile.ZipFile(out, "w") as target:
+        for info in source.infolist():
+            body = source.read(info)
+            if info.filename == "xl/worksheets/sheet1.xml":
+                body = edit(body)
+            target.writestr(info, body)
+    return out.getvalue()
+
+
+def test_formulas_with_a_saved_value_or_an_empty_text_result_give_no_warning() -> None:
+    def build(workbook: Any) -> None:
+        sheet = workbook.active
+        sheet.append(["item", "cost", "label"])
+        sheet.append(["rent", "=1000*1.2", '=IF(1,"","x")'])
+
+    def as_excel_saves_it(xml: bytes) -> bytes:
+        xml = xml.replace(b"<f>1000*1.2</f><v></v>", b"<f>1000*1.2</f><v>1200</v>")
+        return xml.replace(b'<c r="C2">', b'<c r="C2" t="str">')
+
+    data = _with_sheet_xml(_workbook_bytes(build), as_excel_saves_it)
+    blocks, warnings = _blocks("saved.xlsx", data)
+    assert [text for text, _ in blocks] == ["item: rent; cost: 1200"]
+    assert warnings == []
