@@ -204,3 +204,82 @@ def test_formulas_with_a_saved_value_or_an_empty_text_result_give_no_warning() -
     blocks, warnings = _blocks("saved.xlsx", data)
     assert [text for text, _ in blocks] == ["item: rent; cost: 1200"]
     assert warnings == []
+
+
+# --- DOCX: page headers and footers, equations, pictures' alt text ----------------------------
+
+W_NS = 'xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main"'
+M_NS = 'xmlns:m="http://schemas.openxmlformats.org/officeDocument/2006/math"'
+WP_NS = 'xmlns:wp="http://schemas.openxmlformats.org/drawingml/2006/wordprocessingDrawing"'
+
+
+def _word_lines(build: Callable[[Any], None]) -> list[str]:
+    import docx
+
+    document = docx.Document()
+    document.add_heading("Runbook", level=1)
+    build(document)
+    buffer = io.BytesIO()
+    document.save(buffer)
+    blocks, _ = _blocks("runbook.docx", buffer.getvalue())
+    return [text for text, _ in blocks]
+
+
+def _append_xml(document: Any, xml: str) -> None:
+    from docx.oxml import parse_xml
+
+    body = document.element.body
+    body.insert(len(body) - 1, parse_xml(xml))  # before the final w:sectPr
+
+
+def test_page_headers_and_footers_are_read_once_after_the_body() -> None:
+    def build(document: Any) -> None:
+        document.add_paragraph("Restart the service.")
+        section = document.sections[0]
+        section.header.paragraphs[0].text = "DOC-4711 Rev B"
+        section.header.add_paragraph("Confidential")
+        section.footer.paragraphs[0].text = "Page 1 of 3"  # a page number: left out
+        section.different_first_page_header_footer = True
+        section.first_page_header.paragraphs[0].text = "DOC-4711 Rev B"
+        section.first_page_header.add_paragraph("Confidential")
+        second = document.add_section()
+        second.header.is_linked_to_previous = False
+        second.header.paragraphs[0].text = "Appendix A"
+        document.add_paragraph("More text.")
+
+    assert _word_lines(build) == [
+        "Runbook",
+        "Restart the service.",
+        "More text.",
+        "Header: DOC-4711 Rev B Confidential",
+        "Header: Appendix A",
+    ]
+
+
+def test_equations_and_pictures_alt_text_are_read() -> None:
+    def build(document: Any) -> None:
+        _append_xml(
+            document,
+            f'<w:p {W_NS} {M_NS}><w:r><w:t xml:space="preserve">Quorum is </w:t></w:r>'
+            "<m:oMath><m:r><m:t>q=</m:t></m:r><m:f><m:num><m:r><m:t>n</m:t></m:r></m:num>"
+            "<m:den><m:r><m:t>2</m:t></m:r></m:den></m:f><m:r><m:t>+1</m:t></m:r></m:oMath>"
+            "</w:p>",
+        )
+        _append_xml(
+            document,
+            f"<w:p {W_NS} {WP_NS}><w:r><w:drawing><wp:inline>"
+            '<wp:docPr id="7" name="Picture 7" descr="Load balancer in front of three app '
+            'servers"/></wp:inline></w:drawing></w:r></w:p>',
+        )
+        _append_xml(
+            document,
+            f"<w:p {W_NS} {WP_NS}><w:r><w:drawing><wp:inline>"
+            '<wp:docPr id="8" name="Picture 8" descr="A screenshot of a computer&#10;&#10;'
+            'Description automatically generated"/></wp:inline></w:drawing></w:r></w:p>',
+        )
+
+    assert _word_lines(build) == [
+        "Runbook",
+        "Quorum is q=n/2+1",
+        "Picture: Load balancer in front of three app servers",
+    ]

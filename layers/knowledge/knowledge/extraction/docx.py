@@ -10,9 +10,14 @@
 - the body is walked in the XML itself, so what python-docx's own iteration skips is
   read too: content controls (``w:sdt``) and custom XML, SmartArt (``diagrams``), text
   boxes (after their paragraph; the VML fallback copy of a drawing once, not twice),
-  simple fields, hyperlinks and tracked insertions (not tracked deletions or moved-away
-  text); then footnotes and endnotes, ``Footnote: ...``. Page headers and footers are left out (page
-  chrome, as for HTML).
+  simple fields, hyperlinks, equations (OMML, linear: ``q=n/2+1``) and tracked
+  insertions (not tracked deletions or moved-away text); a picture's alt text,
+  ``Picture: ...``, after its paragraph (not Word's "Description automatically
+  generated" guesses);
+- then the page headers and footers, ``Header: ...`` / ``Footer: ...``, each distinct
+  text once (a document number or title there is found; page numbers are left out), and
+  footnotes and endnotes, ``Footnote: ...``. Review comments and symbol-font
+  characters (``w:sym``) are not read.
 
 The archive is checked first (``archive.open_office_package``: zip bombs, encrypted
 files). The document's title is its core property ``title``, else the first heading.
@@ -47,6 +52,13 @@ _TRANSPARENT = frozenset({_W_SDT, _W_CUSTOM_XML})
 _W_T, _W_TAB, _W_BR, _W_CR = f"{_W}t", f"{_W}tab", f"{_W}br", f"{_W}cr"
 _W_NO_BREAK_HYPHEN = f"{_W}noBreakHyphen"
 _W_TXBX_CONTENT = f"{_W}txbxContent"
+_M = "{http://schemas.openxmlformats.org/officeDocument/2006/math}"
+_M_T, _M_DEN = f"{_M}t", f"{_M}den"
+_WP_DOC_PR = "{http://schemas.openxmlformats.org/drawingml/2006/wordprocessingDrawing}docPr"
+_R_ID = "{http://schemas.openxmlformats.org/officeDocument/2006/relationships}id"
+_PAGE_CHROME = {f"{_W}headerReference": "Header", f"{_W}footerReference": "Footer"}
+# A header or footer that only numbers the page: "3", "Page 3", "Page 3 of 12", "3 / 12".
+_PAGE_NUMBER = re.compile(r"(?:page\s*)?\d+(?:\s*(?:of|/)\s*\d+)?", re.IGNORECASE)
 _W_FOOTNOTE, _W_ENDNOTE, _W_TYPE = f"{_W}footnote", f"{_W}endnote", f"{_W}type"
 # Text under these is not what the document reads: deleted or moved-away revisions, a
 # drawing's fallback copy, a text box (read on its own), a tab stop definition.
@@ -103,6 +115,8 @@ def _blocks(document: Any) -> Iterator[Block]:
             yield Block(text, section)
         for text in _diagram_lines(element, document.part):
             yield Block(text, section)
+        for text in _alt_texts(element):
+            yield Block(f"Picture: {text}", section)
         # Text boxes anchored in the paragraph: their paragraphs and tables follow it.
         for box in _text_boxes(element):
             for inner_kind, inner in _body_items(box):
@@ -111,6 +125,7 @@ def _blocks(document: Any) -> Iterator[Block]:
                         yield Block(row, section)
                 elif inner_text := _paragraph_text(inner).strip():
                     yield Block(inner_text, section)
+    yield from _page_chrome(document, section)
     yield from _notes(document, section)
 
 
@@ -135,12 +150,14 @@ def _paragraph_text(paragraph: Any) -> str:
     tracked insertions; not tracked deletions or moved-away text, not the text of text
     boxes (``_text_boxes``) and not the fallback copy of a drawing."""
     parts: list[str] = []
-    for element in paragraph.iter(_W_T, _W_TAB, _W_BR, _W_CR, _W_NO_BREAK_HYPHEN):
+    for element in paragraph.iter(_W_T, _W_TAB, _W_BR, _W_CR, _W_NO_BREAK_HYPHEN, _M_T, _M_DEN):
         if any(a.tag in _HIDDEN_ANCESTORS for a in _ancestors_within(element, paragraph)):
             continue
         tag = element.tag
-        if tag == _W_T:
+        if tag in (_W_T, _M_T):
             parts.append(element.text or "")
+        elif tag == _M_DEN:  # an equation's fraction, read as a reader says it: n/2
+            parts.append("/")
         elif tag == _W_NO_BREAK_HYPHEN:
             parts.append("-")
         else:
@@ -162,6 +179,41 @@ def _text_boxes(paragraph: Any) -> Iterator[Any]:
         # inside another box (that box's walk reads it).
         if not any(a.tag in (_MC_FALLBACK, _W_TXBX_CONTENT) for a in ancestors):
             yield box
+
+
+def _alt_texts(paragraph: Any) -> Iterator[str]:
+    """The alt text of the pictures and drawings anchored in the paragraph: written for a
+    reader who cannot see the picture, so it says what the picture shows."""
+    for properties in paragraph.iter(_WP_DOC_PR):
+        if any(a.tag == _MC_FALLBACK for a in _ancestors_within(properties, paragraph)):
+            continue
+        text = " ".join((properties.get("descr") or "").split())
+        if text and not text.lower().endswith("automatically generated"):
+            yield text
+
+
+def _page_chrome(document: Any, section: Mapping[str, Any]) -> Iterator[Block]:
+    """The page headers and footers of every section (first-page, odd and even ones),
+    each distinct text once, page numbers left out."""
+    seen: set[str] = set()
+    for reference in document.element.body.iter(*_PAGE_CHROME):
+        part = document.part.related_parts.get(reference.get(_R_ID) or "")
+        root = getattr(part, "element", None)
+        if root is None:
+            continue
+        lines: list[str] = []
+        for kind, element in _body_items(root):
+            if kind == "table":
+                lines.extend(_table_rows(element))
+            else:
+                lines.append(" ".join(_paragraph_text(element).split()))
+                lines.extend(_cell_text(box) for box in _text_boxes(element))
+        text = " ".join(
+            " ".join(line for line in lines if not _PAGE_NUMBER.fullmatch(line)).split()
+        )
+        if text and text not in seen:
+            seen.add(text)
+            yield Block(f"{_PAGE_CHROME[reference.tag]}: {text}", section)
 
 
 def _diagram_lines(paragraph: Any, part: Any) -> Iterator[str]:
