@@ -8,18 +8,22 @@ from __future__ import annotations
 
 import codecs
 import io
+import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+from lambda_support import BUCKET, s3_notification, sqs_event
+from test_handlers_indexer import RUNBOOKS, indexer, s3  # noqa: F401 (fixtures)
 
+from knowledge.cli import main
 from knowledge.embedding.hashing import HashingEmbedder
 from knowledge.errors import ExtractionError
-from knowledge.extraction import extract_document
+from knowledge.extraction import DOCUMENT_PATTERNS, extract_document
 from knowledge.model import SearchQuery
 from knowledge.scope import KnowledgeScope
-from knowledge.source import SourceDocument
+from knowledge.source import SourceDocument, is_document_path
 from knowledge.store import KnowledgeStore
 from knowledge.stores.embedded import EmbeddedKnowledgeStore
 from knowledge.stores.memory import MemoryKnowledgeStore
@@ -283,3 +287,122 @@ def test_equations_and_pictures_alt_text_are_read() -> None:
         "Quorum is q=n/2+1",
         "Picture: Load balancer in front of three app servers",
     ]
+
+
+# --- files a team keeps next to its documents: indexed, or refused with a reason -------------
+
+
+@pytest.mark.parametrize(
+    ("path", "data"),
+    [
+        ("README", b"Project Walrus\n\nRun make deploy."),
+        ("docs/LICENSE", b"Apache License\nVersion 2.0"),
+        ("tools/Makefile", b"deploy:\n\t./deploy.sh --walrus\n"),
+        ("api.json", b'{"service": "walrus", "port": 8080}'),
+        ("config.yaml", b"service: walrus\nport: 8080\n"),
+        ("build.yml", b"steps:\n  - walrus\n"),
+        ("pom.xml", b"<project><name>walrus</name></project>"),
+    ],
+)
+def test_text_files_without_a_document_extension_are_read_as_text(path: str, data: bytes) -> None:
+    assert is_document_path(path, DOCUMENT_PATTERNS)
+    document = extract_document(path, data)
+    assert document.source_type == "text"
+    assert document.text is not None
+    assert "walrus" in document.text.lower() or "license" in document.text.lower()
+
+
+@pytest.mark.parametrize(
+    ("path", "reason"),
+    [
+        ("minutes.odt", "unsupported format: OpenDocument text .odt; save it as .docx"),
+        ("budget.ods", "unsupported format: OpenDocument spreadsheet .ods; save it as .xlsx"),
+        ("deck.odp", "unsupported format: OpenDocument presentation .odp; save it as .pptx"),
+        ("memo.rtf", "unsupported format: Rich Text Format .rtf; save it as .docx"),
+        ("book.epub", "unsupported format: EPUB e-book .epub; convert it to .pdf or .html"),
+        ("thread.eml", "unsupported format: e-mail message .eml; save it as .pdf or .txt"),
+    ],
+)
+def test_formats_no_library_in_the_layer_reads_are_problems_with_a_reason(
+    path: str, reason: str
+) -> None:
+    assert is_document_path(path, DOCUMENT_PATTERNS)
+    with pytest.raises(ExtractionError) as caught:
+        extract_document(path, b"{\\rtf1 PK whatever the content}")
+    assert str(caught.value) == reason
+
+
+def test_binary_and_dot_files_without_extension_are_not_read_as_text() -> None:
+    with pytest.raises(ExtractionError) as caught:
+        extract_document("blob", b"\x7fELF\x02\x01\x01\x00" + bytes(64))
+    assert str(caught.value).startswith(
+        "unsupported format (no extension, and the content is not text)"
+    )
+    with pytest.raises(ExtractionError, match=r"^unsupported format \(no extension"):
+        extract_document(".env", b"API_KEY=secret")
+    assert not is_document_path(".env", DOCUMENT_PATTERNS)
+    assert not is_document_path("notes.pdf.metadata.json", DOCUMENT_PATTERNS)
+    assert not is_document_path("photo.png", DOCUMENT_PATTERNS)
+
+
+def test_kb_index_indexes_readmes_and_data_and_lists_refused_formats(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    (folder / "README").write_text("The narwhal service restarts at midnight.\n")
+    (folder / "api.json").write_text('{"endpoint": "/walrus", "owner": "ops"}')
+    (folder / "api.json.metadata.json").write_text('{"metadataAttributes": {"team": "ops"}}')
+    (folder / "minutes.odt").write_bytes(b"PK\x03\x04 not really")
+    (folder / "photo.png").write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(16))
+    scope = ["--agent", "ops", "--context", "docs", "--db", str(tmp_path / "k.db")]
+
+    code = main(["index", str(folder), *scope, "--json"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert json.loads(out)["indexed_documents"] == 2
+
+    code = main(["search", "narwhal midnight", *scope, "--json", "--mode", "keyword"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    (hit,) = json.loads(out)["results"]
+    assert (hit["document_path"], hit["metadata"]["source_type"]) == ("README", "text")
+
+    code = main(["search", "walrus endpoint", *scope, "--json", "--mode", "keyword"])
+    out, _ = capsys.readouterr()
+    (hit,) = json.loads(out)["results"]
+    assert (hit["document_path"], hit["metadata"]["team"]) == ("api.json", "ops")
+
+    assert main(["status", *scope, "--json"]) == 0
+    out, _ = capsys.readouterr()
+    problems = {p["document_path"]: p["reason"] for p in json.loads(out)["problems"]}
+    assert problems == {
+        "minutes.odt": "unsupported format: OpenDocument text .odt; save it as .docx"
+    }
+
+
+def test_the_indexer_lambda_agrees_readmes_data_refused_formats_and_empty_files(
+    indexer: Any,  # noqa: F811 (the fixture imported above)
+) -> None:
+    uploads = {
+        "README": b"The narwhal service restarts at midnight.\n",
+        "config.yaml": b"service: walrus\nport: 8080\n",
+        "minutes.odt": b"PK\x03\x04 not really",
+        "blank.md": b"\n  \n",
+    }
+    for name, body in uploads.items():
+        indexer.s3.put_object(Bucket=BUCKET, Key=f"ops-bot/runbooks/{name}", Body=body)
+    event = sqs_event(
+        *(
+            s3_notification("ObjectCreated:Put", f"ops-bot/runbooks/{name}", f"0{n}")
+            for n, name in enumerate(uploads)
+        )
+    )
+    assert indexer.invoke(event) == {"batchItemFailures": []}
+    assert indexer.paths() == ["README", "config.yaml"]
+    assert indexer.hits("narwhal", metadata={"source_type": "text"}) == ["README"]
+    reasons = {p.path: p.reason for p in indexer.store.status(RUNBOOKS).problems}
+    assert reasons == {
+        "minutes.odt": "unsupported format: OpenDocument text .odt; save it as .docx",
+        "blank.md": "no text: empty or whitespace only in this markdown file",
+    }
