@@ -406,3 +406,37 @@ def test_the_indexer_lambda_agrees_readmes_data_refused_formats_and_empty_files(
         "minutes.odt": "unsupported format: OpenDocument text .odt; save it as .docx",
         "blank.md": "no text: empty or whitespace only in this markdown file",
     }
+
+
+def test_a_cell_merged_down_several_rows_belongs_to_each_of_them() -> None:
+    def build(workbook: Any) -> None:
+        sheet = workbook.active
+        sheet.title = "Sales"
+        sheet.append(["Region", "Store", "Sales"])
+        sheet.append(["North", "Oslo", 10])
+        sheet.append([None, "Bergen", 12])
+        sheet.append([None, "Tromso", 7])
+        sheet.append(["South", "Note: closed for the summer", None])
+        sheet.merge_cells("A2:A4")
+        sheet.merge_cells("B5:C5")  # across: read once, in its first cell
+
+    blocks, _ = _blocks("sales.xlsx", _workbook_bytes(build))
+    assert [text for text, _ in blocks] == [
+        "Region: North; Store: Oslo; Sales: 10",
+        "Region: North; Store: Bergen; Sales: 12",
+        "Region: North; Store: Tromso; Sales: 7",
+        "Region: South; Store: Note: closed for the summer",
+    ]
+
+
+def test_a_header_merged_down_over_a_second_header_row_is_not_data() -> None:
+    def build(workbook: Any) -> None:
+        sheet = workbook.active
+        sheet.append(["Region", "Sales", None])
+        sheet.append([None, "Q1", "Q2"])
+        sheet.append(["North", 10, 12])
+        sheet.merge_cells("A1:A2")
+        sheet.merge_cells("B1:C1")
+
+    blocks, _ = _blocks("sales.xlsx", _workbook_bytes(build))
+    assert [text for text, _ in blocks][1:] == ["Region: North; Sales: 10; column 3: 12"]

@@ -9,7 +9,8 @@ formulas), so a 100k-row sheet is never in memory whole. The archive is checked 
 
 What Excel shows is what is read: dates as dates (openpyxl, from the cell's format), a
 number formatted as a percentage as one (``0.125`` in ``0.0%`` is ``12.5%``), other
-numbers to Excel's 15 significant digits (``rows``). Hidden and "very hidden" sheets
+numbers to Excel's 15 significant digits (``rows``), a cell merged down over several
+rows in each of them. Hidden and "very hidden" sheets
 (drafts, lookup tables, a macro's machinery) are left out, as hidden slides and hidden
 HTML are, and named in a warning. A formula a program wrote without the value Excel
 saves with it (openpyxl, pandas without a recalculation) has no value to read: its
@@ -24,7 +25,7 @@ import re
 import zipfile
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from types import MappingProxyType
-from typing import IO, Any
+from typing import IO, Any, NamedTuple
 
 from knowledge.extraction.archive import core_title, open_office_package
 from knowledge.extraction.base import Block, ExtractedDocument, ExtractionLimits, corrupt
@@ -42,6 +43,9 @@ _FORMULA_WITHOUT_VALUE = re.compile(
 )
 # An empty text result (``t="str"``) is a saved value: the formula gave "".
 _TEXT_TYPE = re.compile(rb"""\bt\s*=\s*["']str["']""")
+_MERGE_CELL = re.compile(
+    rb"<" + _P + rb"""mergeCell\b[^<>]*\bref\s*=\s*["']([A-Z]+[0-9]+:[A-Z]+[0-9]+)["']"""
+)
 _SCAN_STEP, _SCAN_OVERLAP = 1024 * 1024, 4096
 # ``0%``, ``0.0%``, ``#,##0.00%``: the digits after the point are the decimals shown.
 _PERCENT = re.compile(r"[0#?,]*(?:\.([0#?]+))?%")
@@ -78,25 +82,55 @@ def _blocks(workbook: Any, data: bytes, warnings: list[str]) -> Iterator[Block]:
                 continue
             section = MappingProxyType({"sheet": sheet.title})
             try:
-                yield from row_blocks(_shown_rows(sheet.iter_rows()), section)
-                missing = _formulas_without_value(data, getattr(sheet, "_worksheet_path", None))
+                layout = _sheet_layout(data, getattr(sheet, "_worksheet_path", None))
+                if layout.formulas_without_value:
+                    warnings.append(_no_saved_value(sheet.title, layout.formulas_without_value))
+                rows = _shown_rows(sheet.iter_rows(), layout.merged_down)
+                yield from row_blocks(rows, section)
             except (KeyError, ValueError, TypeError, SyntaxError, zipfile.BadZipFile) as exc:
                 raise corrupt(f"sheet '{sheet.title}' cannot be read ({exc})") from exc
-            if missing:
-                plural = "cell has" if missing == 1 else "cells have"
-                warnings.append(
-                    f"sheet '{sheet.title}': {missing} formula {plural} no saved value (the "
-                    "file was written by a program, not saved by Excel), so their values "
-                    "are not indexed; open and save it in Excel or LibreOffice to index them"
-                )
     finally:
         workbook.close()
 
 
-def _shown_rows(rows: Iterable[Sequence[Any]]) -> Iterator[list[Any]]:
-    """Each row's values, a number formatted as a percentage shown as one."""
-    for row in rows:
-        yield [_shown(cell) for cell in row]
+def _no_saved_value(title: str, count: int) -> str:
+    plural = "cell has" if count == 1 else "cells have"
+    return (
+        f"sheet '{title}': {count} formula {plural} no saved value (the file was written "
+        "by a program, not saved by Excel), so their values are not indexed; open and "
+        "save it in Excel or LibreOffice to index them"
+    )
+
+
+def _shown_rows(
+    rows: Iterable[Sequence[Any]], merged_down: Sequence[_Merge] = ()
+) -> Iterator[list[Any]]:
+    """Each row's values, a number formatted as a percentage shown as one, and the value
+    of a cell merged down over several rows in each of those rows (Excel shows one value
+    for all of them; the file holds it in the first row only). Not from the header row
+    (the first with a value, as ``rows.row_blocks`` reads it): a header merged down over
+    a second header row is not data."""
+    starting: dict[int, list[_Merge]] = {}
+    header_seen = False
+    for merge in merged_down:
+        starting.setdefault(merge.first_row, []).append(merge)
+    active: dict[_Merge, Any] = {}
+    for number, row in enumerate(rows, start=1):
+        values = [_shown(cell) for cell in row]
+        for merge in [m for m in active if m.last_row < number]:
+            del active[merge]
+        for merge, value in active.items():
+            if value is not None:
+                while len(values) <= merge.column:
+                    values.append(None)
+                if values[merge.column] is None:
+                    values[merge.column] = value
+        merges = starting.pop(number, ())
+        if header_seen:
+            for merge in merges:
+                active[merge] = values[merge.column] if merge.column < len(values) else None
+        header_seen = header_seen or any(value is not None and value != "" for value in values)
+        yield values
 
 
 def _shown(cell: Any) -> Any:
@@ -109,19 +143,36 @@ def _shown(cell: Any) -> Any:
     return value
 
 
-def _formulas_without_value(data: bytes, member: str | None) -> int:
-    """How many cells of the sheet stored at ``member`` hold a formula without a saved
-    value (``<f>...</f></c>``: no ``<v>`` after it). A regular expression over the XML
-    bytes, streamed: a tenth of the time a second XML parse of the sheet would take. The
-    archive was checked (sizes, member count) before openpyxl opened it."""
+class _Merge(NamedTuple):
+    """A merged range spanning rows: its first column (0-based) and its rows (1-based)."""
+
+    column: int
+    first_row: int
+    last_row: int
+
+
+class _Layout(NamedTuple):
+    formulas_without_value: int
+    merged_down: tuple[_Merge, ...]
+
+
+def _sheet_layout(data: bytes, member: str | None) -> _Layout:
+    """What the rows alone do not tell, read from the XML of the sheet stored at
+    ``member`` before its rows are: how many cells hold a formula without a saved value
+    (``<f>...</f></c>``: no ``<v>`` after it), and the merged ranges that span rows (the
+    list is after the rows in the file). Regular expressions over the XML bytes,
+    streamed: a tenth of the time a second XML parse of the sheet takes. The archive was
+    checked (sizes, member count) before openpyxl opened it."""
     if not member:
-        return 0
+        return _Layout(0, ())
+    from openpyxl.utils.cell import range_boundaries
+
+    missing, tail, merges = 0, b"", []
     with zipfile.ZipFile(io.BytesIO(data)) as archive:
         try:
             source = archive.open(member.lstrip("/"))
         except KeyError:
-            return 0
-        missing, tail = 0, b""
+            return _Layout(0, ())
         with source:
             while chunk := source.read(_SCAN_STEP):
                 window = tail + chunk
@@ -131,5 +182,14 @@ def _formulas_without_value(data: bytes, member: str | None) -> int:
                     for m in _FORMULA_WITHOUT_VALUE.finditer(window)
                     if m.end() > len(tail) and not _TEXT_TYPE.search(m.group(1))
                 )
+                for m in _MERGE_CELL.finditer(window):
+                    if m.end() > len(tail):
+                        merges.append(m.group(1).decode("ascii"))
                 tail = window[-_SCAN_OVERLAP:]
-        return missing
+    merged_down: list[_Merge] = []
+    for reference in merges:
+        min_col, min_row, _, max_row = range_boundaries(reference)
+        spans_rows = min_row is not None and max_row is not None and max_row > min_row
+        if spans_rows and min_col is not None and min_row is not None and max_row is not None:
+            merged_down.append(_Merge(min_col - 1, min_row, max_row))
+    return _Layout(missing, tuple(merged_down))
