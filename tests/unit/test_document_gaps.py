@@ -440,3 +440,57 @@ def test_a_header_merged_down_over_a_second_header_row_is_not_data() -> None:
 
     blocks, _ = _blocks("sales.xlsx", _workbook_bytes(build))
     assert [text for text, _ in blocks][1:] == ["Region: North; Sales: 10; column 3: 12"]
+
+
+def test_numbered_lists_read_with_the_numbers_word_shows() -> None:
+    from docx.oxml import parse_xml
+
+    def item(text: str, level: int) -> str:
+        return (
+            f'<w:p {W_NS}><w:pPr><w:numPr><w:ilvl w:val="{level}"/><w:numId w:val="90"/>'
+            f"</w:numPr></w:pPr><w:r><w:t>{text}</w:t></w:r></w:p>"
+        )
+
+    def build(document: Any) -> None:
+        numbering = document.part.numbering_part.element
+        numbering.append(
+            parse_xml(
+                f'<w:abstractNum {W_NS} w:abstractNumId="90">'
+                '<w:lvl w:ilvl="0"><w:start w:val="1"/><w:numFmt w:val="decimal"/>'
+                '<w:lvlText w:val="%1."/></w:lvl>'
+                '<w:lvl w:ilvl="1"><w:start w:val="1"/><w:numFmt w:val="lowerLetter"/>'
+                '<w:lvlText w:val="%2)"/></w:lvl>'
+                '<w:lvl w:ilvl="2"><w:start w:val="4"/><w:numFmt w:val="upperRoman"/>'
+                '<w:lvlText w:val="%1.%3"/></w:lvl></w:abstractNum>'
+            )
+        )
+        numbering.append(
+            parse_xml(f'<w:num {W_NS} w:numId="90"><w:abstractNumId w:val="90"/></w:num>')
+        )
+        for step in ("Stop the service.", "Restore the snapshot."):
+            document.add_paragraph(step, style="List Number")
+        document.add_paragraph("Tell the team.", style="List Bullet")
+        for text, level in (
+            ("Prepare", 0),
+            ("Check logs", 1),
+            ("Check disk", 1),
+            ("Deploy", 0),
+            ("Smoke test", 1),
+            ("Annex", 2),
+        ):
+            _append_xml(document, item(text, level))
+        document.add_paragraph("Close the ticket.", style="List Number")
+
+    assert _word_lines(build) == [
+        "Runbook",
+        "1. Stop the service.",
+        "2. Restore the snapshot.",
+        "- Tell the team.",
+        "1. Prepare",
+        "  a) Check logs",
+        "  b) Check disk",
+        "2. Deploy",
+        "  a) Smoke test",
+        "    2.IV Annex",
+        "3. Close the ticket.",
+    ]

@@ -3,7 +3,10 @@
 - a paragraph styled ``Title`` or ``Heading N`` (or with an outline level) starts a
   section; its text joins the ``heading_path`` at level N (``Title`` is level 1), as a
   Markdown heading would, and is the first line of the section;
-- list paragraphs (numbering, or a ``List ...`` style) read ``- item``, indented by level;
+- list paragraphs (numbering, or a ``List ...`` style) read ``- item``, indented by
+  level; a numbered one with the number Word shows (``1.``, ``a)``, ``2.IV``: the
+  level's format and text in the numbering part, counted per list, deeper levels
+  restarting), so "step 3" or "clause 4.2" is found;
 - a table is one block per row, its cells joined with `` | `` (merged cells once; a
   table inside a cell is read into that cell);
 - empty paragraphs are dropped;
@@ -92,6 +95,7 @@ def _blocks(document: Any) -> Iterator[Block]:
     from docx.text.paragraph import Paragraph
 
     container = document._body  # what a Paragraph needs to resolve its style
+    numbering = _Numbering(document)
     headings: list[tuple[int, str]] = []
     section: Mapping[str, Any] = MappingProxyType({"heading_path": []})
     for kind, element in _body_items(document.element.body):
@@ -111,7 +115,8 @@ def _blocks(document: Any) -> Iterator[Block]:
         elif text:
             list_level = _list_level(paragraph)
             if list_level is not None:
-                text = "  " * list_level + "- " + text
+                label = numbering.label(paragraph, list_level) or "-"
+                text = "  " * list_level + label + " " + text
             yield Block(text, section)
         for text in _diagram_lines(element, document.part):
             yield Block(text, section)
@@ -267,6 +272,133 @@ def _list_level(paragraph: Any) -> int | None:
     if _style_name(paragraph).lower().startswith("list"):
         return 0
     return None
+
+
+class _Numbering:
+    """The numbers Word shows before numbered list paragraphs, counted as they come."""
+
+    def __init__(self, document: Any) -> None:
+        # numId -> level -> (format, text, start); counters per numId.
+        self._levels: dict[str, dict[int, tuple[str, str, int]]] = {}
+        self._counters: dict[str, dict[int, int]] = {}
+        try:
+            root = document.part.numbering_part.element
+        except (KeyError, NotImplementedError, AttributeError):
+            return
+        abstract: dict[str, dict[int, tuple[str, str, int]]] = {}
+        for definition in root.iterchildren(f"{_W}abstractNum"):
+            abstract[definition.get(f"{_W}abstractNumId") or ""] = _levels_of(definition)
+        for num in root.iterchildren(f"{_W}num"):
+            base = num.find(f"{_W}abstractNumId")
+            levels = dict(abstract.get(base.get(_W_VAL) if base is not None else "", {}))
+            for override in num.iterchildren(f"{_W}lvlOverride"):
+                level = _int(override.get(f"{_W}ilvl"), 0)
+                replaced = override.find(f"{_W}lvl")
+                if replaced is not None:
+                    levels.update(_levels_of(override))
+                start = override.find(f"{_W}startOverride")
+                if start is not None and level in levels:
+                    fmt, text, _ = levels[level]
+                    levels[level] = (fmt, text, _int(start.get(_W_VAL), 1))
+            self._levels[num.get(f"{_W}numId") or ""] = levels
+
+    def label(self, paragraph: Any, level: int) -> str | None:
+        """The number of a numbered list paragraph at ``level``, counted; None for a
+        bullet, a list without numbering definitions, or a level it does not define."""
+        num_id = _num_id(paragraph)
+        levels = self._levels.get(num_id or "")
+        if num_id is None or not levels or level not in levels:
+            return None
+        fmt, text, start = levels[level]
+        if fmt not in _NUMBER_FORMATS:
+            return None  # bullet, none, or a format not worth spelling out
+        counters = self._counters.setdefault(num_id, {})
+        counters[level] = counters.get(level, start - 1) + 1
+        for deeper in [k for k in counters if k > level]:
+            del counters[deeper]  # a deeper level restarts after a higher one
+
+        def number(match: re.Match[str]) -> str:
+            at = int(match.group(1)) - 1
+            value = counters.get(at, levels[at][2] if at in levels else 1)
+            spell = _NUMBER_FORMATS.get(levels[at][0] if at in levels else "decimal", str)
+            return spell(value)
+
+        return _LEVEL_REFERENCE.sub(number, text).strip() or None
+
+
+_W_VAL = f"{_W}val"
+_LEVEL_REFERENCE = re.compile(r"%([1-9])")
+
+
+def _levels_of(definition: Any) -> dict[int, tuple[str, str, int]]:
+    levels: dict[int, tuple[str, str, int]] = {}
+    for lvl in definition.iterchildren(f"{_W}lvl"):
+        fmt, text, start = (lvl.find(f"{_W}{name}") for name in ("numFmt", "lvlText", "start"))
+        levels[_int(lvl.get(f"{_W}ilvl"), 0)] = (
+            fmt.get(_W_VAL) or "" if fmt is not None else "decimal",
+            text.get(_W_VAL) or "" if text is not None else "",
+            _int(start.get(_W_VAL) if start is not None else None, 1),
+        )
+    return levels
+
+
+def _num_id(paragraph: Any) -> str | None:
+    """The list (``numId``) of a paragraph: its own numbering, else its style's."""
+    own = paragraph._p.xpath("./w:pPr/w:numPr/w:numId/@w:val")
+    if own:
+        return str(own[0])
+    try:
+        style = paragraph.style
+    except (KeyError, ValueError):
+        return None
+    element = getattr(style, "element", None)
+    found = element.xpath("./w:pPr/w:numPr/w:numId/@w:val") if element is not None else []
+    return str(found[0]) if found else None
+
+
+def _int(value: str | None, default: int) -> int:
+    return int(value) if value is not None and value.isdigit() else default
+
+
+def _letters(n: int) -> str:
+    # Word repeats the letter past z: 27 is AA, 28 is BB.
+    return chr(ord("A") + (n - 1) % 26) * ((n - 1) // 26 + 1) if n > 0 else str(n)
+
+
+def _roman(n: int) -> str:
+    if not 0 < n < 4000:
+        return str(n)
+    out = []
+    for value, numeral in (
+        (1000, "M"),
+        (900, "CM"),
+        (500, "D"),
+        (400, "CD"),
+        (100, "C"),
+        (90, "XC"),
+        (50, "L"),
+        (40, "XL"),
+        (10, "X"),
+        (9, "IX"),
+        (5, "V"),
+        (4, "IV"),
+        (1, "I"),
+    ):
+        count, n = divmod(n, value)
+        out.append(numeral * count)
+    return "".join(out)
+
+
+_NUMBER_FORMATS: Mapping[str, Callable[[int], str]] = MappingProxyType(
+    {
+        "decimal": str,
+        "decimalZero": lambda n: f"{n:02d}",
+        "lowerLetter": lambda n: _letters(n).lower(),
+        "upperLetter": _letters,
+        "lowerRoman": lambda n: _roman(n).lower(),
+        "upperRoman": _roman,
+    }
+)
 
 
 def _style_name(paragraph: Any) -> str:
