@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from lambda_support import BUCKET, s3_notification, sqs_event
+from lambda_support import BUCKET, log_records, s3_notification, sqs_event
 from test_handlers_indexer import RUNBOOKS, indexer, s3  # noqa: F401 (fixtures)
 
 from knowledge.cli import main
@@ -494,3 +494,30 @@ def test_numbered_lists_read_with_the_numbers_word_shows() -> None:
         "    2.IV Annex",
         "3. Close the ticket.",
     ]
+
+
+def test_the_indexer_lambda_logs_what_was_left_out_of_a_document(
+    indexer: Any,  # noqa: F811 (the fixture imported above)
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    def build(workbook: Any) -> None:
+        sheet = workbook.active
+        sheet.title = "Budget"
+        sheet.append(["item", "cost"])
+        sheet.append(["rent", 1200])
+        draft = workbook.create_sheet("Draft")
+        draft.append(["item"])
+        draft.append(["x"])
+        draft.sheet_state = "hidden"
+
+    key = "ops-bot/runbooks/plan.xlsx"
+    indexer.s3.put_object(Bucket=BUCKET, Key=key, Body=_workbook_bytes(build))
+    capsys.readouterr()
+    assert indexer.invoke(sqs_event(s3_notification("ObjectCreated:Put", key, "0A"))) == {
+        "batchItemFailures": []
+    }
+    (applied,) = [
+        r for r in log_records(capsys.readouterr().out) if r["message"] == "object event applied"
+    ]
+    assert applied["status"] == "indexed"
+    assert applied["warnings"] == ["1 hidden sheet left out: 'Draft'"]
