@@ -521,3 +521,37 @@ def test_the_indexer_lambda_logs_what_was_left_out_of_a_document(
     ]
     assert applied["status"] == "indexed"
     assert applied["warnings"] == ["1 hidden sheet left out: 'Draft'"]
+
+
+# --- hidden text in DOCX and hidden shapes in PPTX, as hidden sheets and slides ---------------
+
+
+def test_hidden_text_in_a_word_file_is_left_out() -> None:
+    def build(document: Any) -> None:
+        _append_xml(
+            document,
+            f'<w:p {W_NS}><w:r><w:t xml:space="preserve">Rotate the keys </w:t></w:r>'
+            "<w:r><w:rPr><w:vanish/></w:rPr><w:t>TEMPLATE NOTE: delete this hint</w:t></w:r>"
+            '<w:r><w:rPr><w:vanish w:val="false"/></w:rPr><w:t>every month.</w:t></w:r></w:p>',
+        )
+
+    assert _word_lines(build) == ["Runbook", "Rotate the keys every month."]
+
+
+def test_hidden_shapes_on_a_slide_are_left_out() -> None:
+    import pptx as python_pptx
+    from pptx.util import Inches
+
+    presentation = python_pptx.Presentation()
+    slide = presentation.slides.add_slide(presentation.slide_layouts[5])  # title only
+    slide.shapes.title.text = "Plan"
+    for text, hidden in (("Visible note", False), ("Speaker crib hidden", True)):
+        box = slide.shapes.add_textbox(Inches(1), Inches(2), Inches(4), Inches(1))
+        box.text_frame.text = text
+        if hidden:
+            box._element.nvSpPr.cNvPr.set("hidden", "1")
+    buffer = io.BytesIO()
+    presentation.save(buffer)
+
+    blocks, _ = _blocks("deck.pptx", buffer.getvalue())
+    assert [text for text, _ in blocks] == ["Plan", "Visible note"]

@@ -14,9 +14,9 @@
   read too: content controls (``w:sdt``) and custom XML, SmartArt (``diagrams``), text
   boxes (after their paragraph; the VML fallback copy of a drawing once, not twice),
   simple fields, hyperlinks, equations (OMML, linear: ``q=n/2+1``) and tracked
-  insertions (not tracked deletions or moved-away text); a picture's alt text,
-  ``Picture: ...``, after its paragraph (not Word's "Description automatically
-  generated" guesses);
+  insertions (not tracked deletions, moved-away text or text formatted as hidden); a
+  picture's alt text, ``Picture: ...``, after its paragraph (not Word's "Description
+  automatically generated" guesses);
 - then the page headers and footers, ``Header: ...`` / ``Footer: ...``, each distinct
   text once (a document number or title there is found; page numbers are left out), and
   footnotes and endnotes, ``Footnote: ...``. Review comments and symbol-font
@@ -54,6 +54,7 @@ _W_SDT, _W_SDT_CONTENT, _W_CUSTOM_XML = f"{_W}sdt", f"{_W}sdtContent", f"{_W}cus
 _TRANSPARENT = frozenset({_W_SDT, _W_CUSTOM_XML})
 _W_T, _W_TAB, _W_BR, _W_CR = f"{_W}t", f"{_W}tab", f"{_W}br", f"{_W}cr"
 _W_NO_BREAK_HYPHEN = f"{_W}noBreakHyphen"
+_W_R, _W_VANISH = f"{_W}r", f"{_W}rPr/{_W}vanish"
 _W_TXBX_CONTENT = f"{_W}txbxContent"
 _M = "{http://schemas.openxmlformats.org/officeDocument/2006/math}"
 _M_T, _M_DEN = f"{_M}t", f"{_M}den"
@@ -158,6 +159,8 @@ def _paragraph_text(paragraph: Any) -> str:
     for element in paragraph.iter(_W_T, _W_TAB, _W_BR, _W_CR, _W_NO_BREAK_HYPHEN, _M_T, _M_DEN):
         if any(a.tag in _HIDDEN_ANCESTORS for a in _ancestors_within(element, paragraph)):
             continue
+        if _vanished(element):
+            continue
         tag = element.tag
         if tag in (_W_T, _M_T):
             parts.append(element.text or "")
@@ -168,6 +171,16 @@ def _paragraph_text(paragraph: Any) -> str:
         else:
             parts.append(" " if tag != _W_TAB else "\t")
     return "".join(parts)
+
+
+def _vanished(element: Any) -> bool:
+    """True for text in a run formatted as hidden (``w:vanish``): Word does not show or
+    print it (a template's hints, a note to the author)."""
+    run = element.getparent()
+    if run is None or run.tag != _W_R:
+        return False
+    vanish = run.find(_W_VANISH)
+    return vanish is not None and vanish.get(_W_VAL) not in ("0", "false", "off")
 
 
 def _ancestors_within(element: Any, stop: Any) -> Iterator[Any]:

@@ -6,7 +6,8 @@ frames, table rows with cells joined by `` | ``, the shapes inside groups, a cha
 title, the boxes of a SmartArt graphic, whose text lives in its own data part), then the
 speaker notes, prefixed ``Notes:``. Slides without any text give nothing. A hidden slide
 (not shown in the slide show: often a draft or a spare) is left out, as hidden sheets
-are, and named by its number in a warning; the others keep their numbers.
+are, and named by its number in a warning; the others keep their numbers. A shape
+hidden in the selection pane is left out too.
 """
 
 from __future__ import annotations
@@ -77,7 +78,14 @@ def _blocks(presentation: Any, warnings: list[str]) -> Iterator[Block]:
                 yield Block("Notes: " + notes, section)
 
 
+_C_NV_PR = "{http://schemas.openxmlformats.org/presentationml/2006/main}cNvPr"
+
+
 def _shape_texts(shape: Any) -> Iterator[str]:
+    element = getattr(shape, "element", None)
+    properties = next(element.iter(_C_NV_PR), None) if element is not None else None
+    if properties is not None and properties.get("hidden") in ("1", "true"):
+        return  # hidden in the selection pane: not on the slide anyone sees
     if getattr(shape, "shape_type", None) is not None and hasattr(shape, "shapes"):
         for inner in shape.shapes:  # a group shape
             yield from _shape_texts(inner)
