@@ -429,26 +429,29 @@ def test_delete_removes_every_chunk(store: KnowledgeStore, bucket: Path, mode: S
     assert store.delete_document(A_X, "never-there.md") is False
 
 
-def test_empty_document_is_indexed_with_no_chunks(store: KnowledgeStore, bucket: Path) -> None:
+def test_empty_document_is_a_no_text_problem(store: KnowledgeStore, bucket: Path) -> None:
+    # Round 8: as an empty DOCX is (it was "indexed" with 0 chunks, found by nothing).
     write_scope(bucket, A_X, {"empty.md": "", "blank.txt": "  \n\n  "})
     result = index(store, bucket, A_X)
-    assert (result.indexed_documents, result.indexed_chunks) == (2, 0)
+    assert (result.indexed_documents, result.indexed_chunks) == (0, 0)
+    assert {p.path: p.reason.split(":")[0] for p in result.skipped} == {
+        "empty.md": "no text",
+        "blank.txt": "no text",
+    }
     status = store.status(A_X)
-    assert (status.document_count, status.chunk_count) == (2, 0)
-    assert status.state is IndexState.READY
+    assert (status.document_count, status.chunk_count) == (0, 0)
+    assert {p.path for p in status.problems} == {"empty.md", "blank.txt"}
     for mode in store.supported_modes:
         assert search(store, A_X, "anything at all", mode) == []
 
     write_scope(bucket, A_X, {"full.md": "# Full\n\nsome words here"})
     index(store, bucket, A_X)
     status = store.status(A_X)
-    assert (status.document_count, status.chunk_count) == (3, 1)
-    # Unchanged empty documents are skipped like any other.
-    assert {p.path for p in index(store, bucket, A_X).skipped} == {
-        "empty.md",
-        "blank.txt",
-        "full.md",
-    }
+    assert (status.document_count, status.chunk_count) == (1, 1)
+    assert status.state is IndexState.READY
+    # Still empty: still the problem (never "indexed"); the full one is unchanged.
+    again = {p.path: p.reason.split(":")[0] for p in index(store, bucket, A_X).skipped}
+    assert again == {"empty.md": "no text", "blank.txt": "no text", "full.md": "unchanged"}
 
 
 def test_unchanged_documents_are_skipped(store: KnowledgeStore, bucket: Path) -> None:

@@ -137,7 +137,7 @@ def test_docx_text_keeps_lists_and_table_rows() -> None:
         "",
         "Install",
         "- download the package",
-        "- run the installer",
+        "1. run the installer",  # a numbered item with its number (round 8)
         "Platform | Command",
         "Linux | apt install kb",
         "",

@@ -46,12 +46,16 @@ def test_supported_extensions() -> None:
         ".docx",
         ".htm",
         ".html",
+        ".json",
         ".markdown",
         ".md",
         ".pdf",
         ".pptx",
         ".txt",
         ".xlsx",
+        ".xml",
+        ".yaml",
+        ".yml",
     )
 
 
@@ -158,8 +162,8 @@ def test_bad_max_bytes_is_a_validation_error(bad: object) -> None:
     [
         ("setup.exe", "'.exe'"),
         ("photo.PNG", "'.png'"),
-        ("Makefile", "no extension"),
-        ("dir.md/README", "no extension"),
+        (".env", "no extension"),  # a dot file (round 8: Makefile and README are read as text)
+        ("dir.md/.gitignore", "no extension"),
     ],
 )
 def test_unsupported_extension_names_it_and_the_supported_ones(name: str, shown: str) -> None:
@@ -191,5 +195,7 @@ def test_newlines_are_normalised(raw: bytes, expected: str) -> None:
     assert extract_text("a.txt", raw).text == expected
 
 
-def test_empty_document_is_empty_text() -> None:
-    assert extract_text("empty.md", b"") == ExtractedText("", "text/markdown", ())
+def test_empty_document_is_no_text() -> None:
+    # Round 8: as an empty DOCX is (was: empty text, "indexed" with 0 chunks).
+    with pytest.raises(ExtractionError, match=r"^no text: empty or whitespace only"):
+        extract_text("empty.md", b"")

@@ -33,6 +33,7 @@ from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 from knowledge.errors import ValidationError
 from knowledge.extraction.base import Block, PositionKey
+from knowledge.extraction.plain import FRONT_MATTER
 from knowledge.model import DocumentChunk
 
 __all__ = [
@@ -255,7 +256,6 @@ def _base_name(document_path: str) -> str:
 _HEADING = re.compile(r" {0,3}(#{1,6})(?:[ \t]+|\Z)(.*)", re.DOTALL)
 _CLOSING_HASHES = re.compile(r"(?:\A|[ \t])#+\Z")
 _FENCE = re.compile(r" {0,3}(`{3,}|~{3,})(.*)", re.DOTALL)
-_FRONT_MATTER = re.compile(r"---[ \t]*\n(?:.*?\n)?(?:---|\.\.\.)[ \t]*(?:\n|\Z)", re.DOTALL)
 _WHITESPACE = re.compile(r"\s+")
 
 
@@ -274,7 +274,7 @@ def _lines(text: str) -> Iterator[str]:
 
 def _scan(content: str) -> Iterator[tuple[str, tuple[int, str] | None]]:
     """Each line with its heading ``(level, text)``, or ``None`` if it is not a heading."""
-    match = _FRONT_MATTER.match(content)
+    match = FRONT_MATTER.match(content)
     front_matter_end = match.end() if match else 0
     offset = 0
     fence: tuple[str, int] | None = None  # (marker char, marker length) of the open fence

@@ -138,6 +138,8 @@ class EventOutcome:
             fields["embedded_chunks"] = self.result.embedded_chunks
             fields["reused_chunks"] = self.result.reused_chunks
             fields["duration_ms"] = round(self.result.duration_ms, 1)
+            if self.result.warnings:  # indexed, but not all of it: hidden sheets, ...
+                fields["warnings"] = [problem.reason for problem in self.result.warnings]
         return fields
 
 

@@ -57,7 +57,10 @@ def is_document_path(path: str, patterns: Sequence[str]) -> bool:
     matches it (``matches_file_patterns``), or matches it with its extension in lower
     case, as the extractors read extensions: ``Scan.PDF`` and ``Notes.Docx`` are indexed
     by the default ``*.pdf`` and ``*.docx`` instead of being ignored without a word.
-    The rest of the path matches case-sensitively, as S3 keys do."""
+    The rest of the path matches case-sensitively, as S3 keys do. A metadata sidecar is
+    never a document, whatever the patterns (``*.json`` selects data files, not sidecars)."""
+    if path.endswith(SIDECAR_SUFFIX):
+        return False
     if matches_file_patterns(path, patterns):
         return True
     stem, extension = posixpath.splitext(path)

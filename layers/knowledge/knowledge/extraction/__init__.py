@@ -7,6 +7,10 @@ extensions                source_type  structure (citation metadata per chunk)  
 ========================  ===========  ===========================================  ==========
 ``.md`` ``.markdown``     markdown     Markdown headings -> ``heading_path``        ``plain``
 ``.txt``                  text         (headings recognised too)                    ``plain``
+``.json`` ``.yaml``       text         read as plain text                           ``plain``
+``.yml`` ``.xml``
+no extension              text         ``README``, ``LICENSE``, ``Makefile``: plain  ``plain``
+                                       text if the content is text
 ``.pdf``                  pdf          pages -> ``page`` (+ ``page_end``)            ``pdf``
 ``.docx``                 docx         heading styles -> ``heading_path``; lists,   ``docx``
                                        tables as rows
@@ -18,8 +22,10 @@ extensions                source_type  structure (citation metadata per chunk)  
 ``.html`` ``.htm``        html         main text, headings -> ``heading_path``      ``html``
 ========================  ===========  ===========================================  ==========
 
-Legacy binary Office files (``.doc``, ``.xls``, ``.ppt``) are refused with
-``unsupported format: ... convert to .docx`` (etc.). A format's module, and the library it
+Legacy binary Office files (``.doc``, ``.xls``, ``.ppt``), OpenDocument (``.odt``,
+``.ods``, ``.odp``), ``.rtf``, ``.epub`` and ``.eml`` are refused with ``unsupported
+format: ... convert to .docx`` (etc.): the default patterns select them so that they are
+listed as problems instead of being ignored without a word. A format's module, and the library it
 needs, is imported only when a document of that format is extracted: importing this
 package loads no extractor (the search function's cold start stays lean).
 
@@ -108,21 +114,56 @@ _FORMATS: dict[str, _Format] = {
     ".csv": _Format("csv", "csv"),
     ".html": _Format("html", "html"),
     ".htm": _Format("html", "html"),
+    # Data and configuration a team keeps next to its documents: text, read as text.
+    ".json": _Format("text", "plain"),
+    ".yaml": _Format("text", "plain"),
+    ".yml": _Format("text", "plain"),
+    ".xml": _Format("text", "plain"),
 }
 
-# Recognised, so that they are listed and reported, but not extracted.
+# A file without an extension is read as text when its content is text (a binary one is
+# ``unsupported format (no extension)``); these conventional names are in the defaults.
+_NO_EXTENSION = _Format("text", "plain")
+TEXT_FILE_NAMES: tuple[str, ...] = (
+    "README",
+    "LICENSE",
+    "LICENCE",
+    "COPYING",
+    "NOTICE",
+    "AUTHORS",
+    "CHANGELOG",
+    "CHANGES",
+    "CONTRIBUTING",
+    "INSTALL",
+    "TODO",
+    "Makefile",
+    "Dockerfile",
+)
+
+# Recognised, so that they are listed and reported, but not extracted: no library in the
+# layer reads them (and the layer takes no heavy one for them).
 _LEGACY: dict[str, str] = {
     ".doc": "legacy Word .doc; convert to .docx",
     ".xls": "legacy Excel .xls; convert to .xlsx",
     ".ppt": "legacy PowerPoint .ppt; convert to .pptx",
+    ".odt": "OpenDocument text .odt; save it as .docx",
+    ".ods": "OpenDocument spreadsheet .ods; save it as .xlsx",
+    ".odp": "OpenDocument presentation .odp; save it as .pptx",
+    ".rtf": "Rich Text Format .rtf; save it as .docx",
+    ".epub": "EPUB e-book .epub; convert it to .pdf or .html",
+    ".eml": "e-mail message .eml; save it as .pdf or .txt",
 }
 
 SUPPORTED_EXTENSIONS: tuple[str, ...] = tuple(sorted(_FORMATS))
 SOURCE_TYPES: tuple[str, ...] = tuple(dict.fromkeys(f.source_type for f in _FORMATS.values()))
 
-DOCUMENT_PATTERNS: tuple[str, ...] = tuple(f"*{extension}" for extension in (*_FORMATS, *_LEGACY))
-"""The default file patterns: every supported type, plus the legacy Office types so that
-they show up as problems ("convert to ...") instead of being silently ignored."""
+DOCUMENT_PATTERNS: tuple[str, ...] = (
+    *(f"*{extension}" for extension in (*_FORMATS, *_LEGACY)),
+    *TEXT_FILE_NAMES,
+)
+"""The default file patterns: every supported type, plus the types refused with a reason
+(legacy Office, OpenDocument, ...) so that they show up as problems ("convert to ...")
+instead of being silently ignored, plus the conventional text files without extension."""
 
 
 def extract_document(
@@ -143,12 +184,9 @@ def extract_document(
         kind = content_kind(data)
         wrong_type = misnamed(extension, data) if kind is not None and kind[1] else None
         raise wrong_type or ExtractionError(f"{REASON_UNSUPPORTED}: {legacy}")
-    fmt = _FORMATS.get(extension)
+    fmt = _format_of(name)
     if fmt is None:
-        shown = f"'{extension}'" if extension else "no extension"
-        raise ExtractionError(
-            f"{REASON_UNSUPPORTED} ({shown}); supported: {', '.join(SUPPORTED_EXTENSIONS)}"
-        )
+        raise _unsupported(extension)
     if len(data) > limit:
         raise too_large(
             f"document is {human_size(len(data))} ({len(data)} bytes), over the limit of "
@@ -158,9 +196,12 @@ def extract_document(
     try:
         document = extract(data, limits, fmt.source_type)
     except ExtractionError as exc:
-        wrong_type = misnamed(extension, data) if str(exc).startswith(REASON_CORRUPT) else None
+        corrupt_file = str(exc).startswith(REASON_CORRUPT)
+        wrong_type = misnamed(extension, data) if corrupt_file else None
         if wrong_type is not None:
             raise wrong_type from exc
+        if corrupt_file and not extension:  # binary, without extension: not a document
+            raise _unsupported(extension, binary=True) from exc
         raise
     except KnowledgeError:
         raise
@@ -197,6 +238,15 @@ _NO_TEXT = {
 _NO_TEXT_DEFAULT = "nothing readable in this {} (empty, or only images or drawings; no OCR)"
 
 
+def _unsupported(extension: str, *, binary: bool = False) -> ExtractionError:
+    shown = f"'{extension}'" if extension else "no extension"
+    if binary:
+        shown += ", and the content is not text"
+    return ExtractionError(
+        f"{REASON_UNSUPPORTED} ({shown}); supported: {', '.join(SUPPORTED_EXTENSIONS)}"
+    )
+
+
 def _unexpected(source_type: str, exc: Exception) -> ExtractionError:
     _LOG.warning("the %s reader failed on a document", source_type, exc_info=exc)
     if isinstance(exc, MemoryError):
@@ -223,14 +273,24 @@ def extract_text(name: str, data: bytes, *, max_bytes: int | None = None) -> Ext
 
 
 def is_supported(name: str) -> bool:
-    """True if ``extract_document`` can extract a file called ``name`` (case-insensitive)."""
-    return _extension(name) in _FORMATS
+    """True if ``extract_document`` can extract a file called ``name`` (case-insensitive;
+    a name without extension is read as text if its content is text)."""
+    return _format_of(name) is not None
 
 
 def source_type_of(name: str) -> str | None:
     """The ``source_type`` of a file called ``name`` (``pdf``, ``markdown``, ...), or None."""
-    fmt = _FORMATS.get(_extension(name))
+    fmt = _format_of(name)
     return None if fmt is None else fmt.source_type
+
+
+def _format_of(name: str) -> _Format | None:
+    extension = _extension(name)
+    if extension:
+        return _FORMATS.get(extension)
+    base = posixpath.basename(name.replace("\\", "/"))
+    # A dot file (``.env``, ``.gitignore``) is configuration, and often secret: not text to index.
+    return None if not base or base.startswith(".") else _NO_EXTENSION
 
 
 _Extract = Callable[[bytes, ExtractionLimits, str], ExtractedDocument]

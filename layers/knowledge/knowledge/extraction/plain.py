@@ -5,7 +5,9 @@ detected legacy encoding such as CP949 or Windows-1252, reported in ``warnings``
 that are not valid in it become U+FFFD and are reported in ``warnings``; newlines become
 ``\\n``. ``text_stream`` is the same decision for a reader that decodes as it goes
 (CSV). Binary content (a NUL byte in the first 8 KiB, or a high share of control bytes
-there) is ``corrupt file: binary content ...``.
+there) is ``corrupt file: binary content ...``. A file with no text (empty, whitespace
+only, or Markdown YAML front matter and nothing after it) is ``no text: ...``, as an
+empty DOCX is: not an "indexed" document nobody can find.
 """
 
 from __future__ import annotations
@@ -14,10 +16,27 @@ import codecs
 import io
 import re
 
-from knowledge.extraction.base import ExtractedDocument, ExtractionLimits, corrupt, human_size
+from knowledge.errors import ExtractionError
+from knowledge.extraction.base import (
+    REASON_NO_TEXT,
+    ExtractedDocument,
+    ExtractionLimits,
+    corrupt,
+    human_size,
+)
 from knowledge.extraction.encoding import WIDE_CODECS, TextEncoding, choose_encoding
 
-__all__ = ["decode_as", "decode_text", "extract", "reject_binary", "text_stream"]
+__all__ = [
+    "FRONT_MATTER",
+    "decode_as",
+    "decode_text",
+    "extract",
+    "reject_binary",
+    "text_stream",
+]
+
+FRONT_MATTER = re.compile(r"---[ \t]*\n(?:.*?\n)?(?:---|\.\.\.)[ \t]*(?:\n|\Z)", re.DOTALL)
+"""YAML front matter at the very top of a Markdown or text file (``---`` ... ``---``)."""
 
 _SNIFF_BYTES = 8 * 1024
 # Above this share of control bytes in the sniffed prefix, the data is not text.
@@ -35,6 +54,10 @@ _CONTENT_TYPES = {"markdown": "text/markdown", "text": "text/plain"}
 
 def extract(data: bytes, limits: ExtractionLimits, source_type: str) -> ExtractedDocument:
     text, warnings = decode_text(data)
+    front_matter = FRONT_MATTER.match(text)
+    if not text[front_matter.end() if front_matter else 0 :].strip():
+        detail = "only YAML front matter, no body" if front_matter else "empty or whitespace only"
+        raise ExtractionError(f"{REASON_NO_TEXT}: {detail} in this {source_type} file")
     return ExtractedDocument(
         source_type=source_type,
         content_type=_CONTENT_TYPES[source_type],

@@ -4,7 +4,10 @@ Each slide is a section with ``slide`` (1-based) and ``heading_path`` = [its tit
 blocks are the title, then the text of every other shape in the slide's order (text
 frames, table rows with cells joined by `` | ``, the shapes inside groups, a chart's
 title, the boxes of a SmartArt graphic, whose text lives in its own data part), then the
-speaker notes, prefixed ``Notes:``. Slides without any text give nothing.
+speaker notes, prefixed ``Notes:``. Slides without any text give nothing. A hidden slide
+(not shown in the slide show: often a draft or a spare) is left out, as hidden sheets
+are, and named by its number in a warning; the others keep their numbers. A shape
+hidden in the selection pane is left out too.
 """
 
 from __future__ import annotations
@@ -29,12 +32,13 @@ _CONTENT_TYPE = "application/vnd.openxmlformats-officedocument.presentationml.pr
 
 def extract(data: bytes, limits: ExtractionLimits, source_type: str) -> ExtractedDocument:
     presentation = open_office_package(data, limits, "pptx", "PowerPoint file", _load)
-    return ExtractedDocument(
+    document = ExtractedDocument(
         source_type=source_type,
         content_type=_CONTENT_TYPE,
-        blocks=_blocks(presentation),
         title=core_title(presentation.core_properties),
     )
+    document.blocks = _blocks(presentation, document.warnings)
+    return document
 
 
 def _load() -> tuple[Callable[[IO[bytes]], Any], tuple[type[Exception], ...]]:
@@ -44,8 +48,19 @@ def _load() -> tuple[Callable[[IO[bytes]], Any], tuple[type[Exception], ...]]:
     return pptx.Presentation, (PackageNotFoundError,)
 
 
-def _blocks(presentation: Any) -> Iterator[Block]:
+def _blocks(presentation: Any, warnings: list[str]) -> Iterator[Block]:
+    hidden = [
+        number
+        for number, slide in enumerate(presentation.slides, start=1)
+        if slide.element.get("show") in ("0", "false")
+    ]
+    if hidden:
+        plural = "slide" if len(hidden) == 1 else "slides"
+        warnings.append(f"{len(hidden)} hidden {plural} left out: {', '.join(map(str, hidden))}")
+    skipped = frozenset(hidden)
     for number, slide in enumerate(presentation.slides, start=1):
+        if number in skipped:
+            continue
         title_shape = slide.shapes.title
         title = _one_line(title_shape.text_frame.text) if title_shape is not None else ""
         section = MappingProxyType({"slide": number, "heading_path": [title] if title else []})
@@ -63,7 +78,14 @@ def _blocks(presentation: Any) -> Iterator[Block]:
                 yield Block("Notes: " + notes, section)
 
 
+_C_NV_PR = "{http://schemas.openxmlformats.org/presentationml/2006/main}cNvPr"
+
+
 def _shape_texts(shape: Any) -> Iterator[str]:
+    element = getattr(shape, "element", None)
+    properties = next(element.iter(_C_NV_PR), None) if element is not None else None
+    if properties is not None and properties.get("hidden") in ("1", "true"):
+        return  # hidden in the selection pane: not on the slide anyone sees
     if getattr(shape, "shape_type", None) is not None and hasattr(shape, "shapes"):
         for inner in shape.shapes:  # a group shape
             yield from _shape_texts(inner)

@@ -2,7 +2,8 @@
 
 Shared by ``xlsx`` and ``csv``: the first row with any value is the header; every later
 row becomes one line ``name: value; name: value`` (empty cells left out; a column without
-a header name is ``column N``). A row with no value gives nothing.
+a header name is ``column N``). A row with no value gives nothing. A fractional number
+reads as Excel shows it, to 15 significant digits (``0.333333333333333``, ``2.5E+20``).
 """
 
 from __future__ import annotations
@@ -41,8 +42,11 @@ def _cell_text(value: Any) -> str:
         return ""
     if isinstance(value, bool):
         return "TRUE" if value else "FALSE"
-    if isinstance(value, float) and value.is_integer() and abs(value) < 1e15:
-        return str(int(value))
+    if isinstance(value, float):
+        if value.is_integer() and abs(value) < 1e15:
+            return str(int(value))
+        # Excel shows (and keeps) 15 significant digits: 0.1 + 0.2 is 0.3, not 0.30000000000000004.
+        return f"{value:.15G}"
     if isinstance(value, dt.datetime) and value.time() == dt.time(0):
         return value.date().isoformat()
     if isinstance(value, dt.date | dt.time):

@@ -333,6 +333,12 @@ class OpenSearchWriteSession:
         """Remember that the latest attempt to index ``path`` failed with ``reason``, in
         the document's record; the indexed version (if any) stays searchable."""
         self._check_open()
+        if self._client_ids and any(removed == path for removed, _ in self._removals):
+            # A delete of this path queued the removal of its record, sent after its
+            # chunks' deletes, so it would take the problem with it (a changed file that
+            # can no longer be indexed vanished from the status): send it first, and the
+            # problem makes a record of its own.
+            self._settle()
         document_id = _document_id(self._scope, path)
         now = datetime.now(UTC)
         if self._client_ids:

@@ -1,0 +1,111 @@
+"""Round 8's document decisions on the real OpenSearch node: a text file emptied after it
+was indexed is a ``no text`` problem in the index's status and its old text is no longer
+found; a workbook's hidden sheet is not searchable (docs/documents.md, "What is read").
+And a changed file of any format that can no longer be indexed is listed in the status
+(its record's queued removal used to take the problem with it)."""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Iterator
+
+import pytest
+from opensearch_index import NodeIndex
+
+from knowledge.embedding.hashing import HashingEmbedder
+from knowledge.model import SearchMode, SearchQuery
+from knowledge.scope import KnowledgeScope
+from knowledge.source import SourceDocument
+from knowledge.stores.opensearch import OpenSearchKnowledgeStore, RetryPolicy
+
+pytestmark = [pytest.mark.integration, pytest.mark.opensearch]
+
+SCOPE = KnowledgeScope("agent", "docs")
+
+
+@pytest.fixture
+def store(node: NodeIndex) -> Iterator[OpenSearchKnowledgeStore]:
+    made = OpenSearchKnowledgeStore(
+        node.config(),
+        embedder=HashingEmbedder(32),
+        retry=RetryPolicy(max_retries=1, initial_backoff=0.01, max_backoff=0.02),
+    )
+    yield made
+    made.close()
+
+
+def _doc(path: str, data: bytes) -> SourceDocument:
+    return SourceDocument(path, len(data), lambda: data)
+
+
+def _paths(store: OpenSearchKnowledgeStore, text: str) -> list[str]:
+    return [
+        r.document_path for r in store.search(SCOPE, SearchQuery(text, mode=SearchMode.KEYWORD))
+    ]
+
+
+def test_an_emptied_file_is_a_problem_and_a_hidden_sheet_is_not_found(
+    store: OpenSearchKnowledgeStore,
+) -> None:
+    import openpyxl
+
+    workbook = openpyxl.Workbook()
+    visible = workbook.active
+    visible.append(["item", "cost"])
+    visible.append(["quokka rent", 1200])
+    hidden = workbook.create_sheet("Draft")
+    hidden.append(["item"])
+    hidden.append(["wombat draft"])
+    hidden.sheet_state = "hidden"
+    buffer = io.BytesIO()
+    workbook.save(buffer)
+
+    store.upsert_document(SCOPE, _doc("notes.md", b"# Notes\n\nnarwhal figures"))
+    result = store.upsert_document(SCOPE, _doc("plan.xlsx", buffer.getvalue()))
+    assert [w.reason for w in result.warnings] == ["1 hidden sheet left out: 'Draft'"]
+    assert _paths(store, "narwhal") == ["notes.md"]
+    assert _paths(store, "quokka") == ["plan.xlsx"]
+    assert _paths(store, "wombat") == []
+
+    store.upsert_document(SCOPE, _doc("notes.md", b"\n   \n"))
+    assert _paths(store, "narwhal") == []
+    status = store.status(SCOPE)
+    assert [(p.path, p.reason) for p in status.problems] == [
+        (
+            "notes.md",
+            "no text: empty or whitespace only in this markdown file; "
+            "its previously indexed version was removed",
+        )
+    ]
+    assert status.document_count == 1
+
+
+def _docx(text: str) -> bytes:
+    import docx
+
+    document = docx.Document()
+    document.add_paragraph(text)
+    buffer = io.BytesIO()
+    document.save(buffer)
+    return buffer.getvalue()
+
+
+@pytest.mark.parametrize(
+    ("path", "good", "bad", "reason"),
+    [
+        ("notes.md", b"# Notes\n\nnarwhal figures", b"  \n", "no text: "),
+        ("guide.docx", _docx("narwhal figures"), b"PK\x03\x04 damaged", "corrupt file: "),
+    ],
+)
+def test_a_changed_file_that_can_no_longer_be_indexed_is_a_problem_in_the_status(
+    store: OpenSearchKnowledgeStore, path: str, good: bytes, bad: bytes, reason: str
+) -> None:
+    store.upsert_document(SCOPE, _doc(path, good))
+    assert _paths(store, "narwhal") == [path]
+    store.upsert_document(SCOPE, _doc(path, bad))
+    assert _paths(store, "narwhal") == []
+    (problem,) = store.status(SCOPE).problems
+    assert problem.path == path
+    assert problem.reason.startswith(reason)
+    assert problem.reason.endswith("; its previously indexed version was removed")
+    assert store.status(SCOPE).document_count == 0
