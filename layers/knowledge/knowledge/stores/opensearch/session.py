@@ -91,6 +91,7 @@ from knowledge.stores.opensearch.bulk import (
     send_bulk,
     serialize,
 )
+from knowledge.stores.opensearch.client import refused_as_expensive
 from knowledge.stores.opensearch.mapping import (
     GENERATION,
     INDEXED_AT,
@@ -676,12 +677,38 @@ class OpenSearchWriteSession:
         action = f"remove stale generations in {self._scope}"
         for start in range(0, len(bounds), _STALE_IDS_PER_REQUEST):
             batch = dict(bounds[start : start + _STALE_IDS_PER_REQUEST])
-            query = queries.stale_generations_query(self._scope, batch)
             try:
-                self._connection.delete_by_query(self._index, query, action)
+                self._delete_stale(batch, action)
             except KnowledgeError as exc:
                 logger.warning("%s: %s; the next write of those documents retries", action, exc)
                 return
+
+    def _delete_stale(self, bounds: Mapping[str, str], action: str) -> None:
+        """Delete the chunks of each document of ``bounds`` older than its bound. A domain
+        that refuses a ``range`` on a keyword field (``search.allow_expensive_queries:
+        false``) gets the documents' generations read, and the older ones named."""
+        query = queries.stale_generations_query(self._scope, bounds)
+        try:
+            self._connection.delete_by_query(self._index, query, action)
+            return
+        except StoreError as exc:
+            if refused_as_expensive(exc) != "range":
+                raise
+        older: dict[str, list[str]] = {}
+        after: dict[str, Any] | None = None
+        while True:
+            body = queries.chunk_generations_body(self._scope, list(bounds), after)
+            pairs, after = queries.read_generation_pairs(
+                self._connection.search_all(self._index, body, action)
+            )
+            for document, generation in pairs:
+                if document in bounds and generation < bounds[document]:
+                    older.setdefault(document, []).append(generation)
+            if after is None:
+                break
+        if older:
+            named = queries.named_generations_query(self._scope, older)
+            self._connection.delete_by_query(self._index, named, action)
 
     def _remove_unwritten(self) -> None:
         """A reindex: remove every record of the scope written before the session."""
