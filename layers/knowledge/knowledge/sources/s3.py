@@ -31,7 +31,13 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 
-from knowledge.errors import ConfigurationError, KnowledgeError, NotFoundError, ValidationError
+from knowledge.errors import (
+    ArchivedObjectError,
+    ConfigurationError,
+    KnowledgeError,
+    NotFoundError,
+    ValidationError,
+)
 from knowledge.model import FileProblem, IndexOptions
 from knowledge.scope import KnowledgeScope
 from knowledge.source import SIDECAR_SUFFIX, SourceDocument, is_document_path
@@ -43,6 +49,7 @@ logger = logging.getLogger(__name__)
 
 _NOT_FOUND_CODES = frozenset({"404", "NoSuchKey", "NotFound"})
 _CHANGED_CODES = frozenset({"412", "PreconditionFailed"})
+_ARCHIVED_CODE = "InvalidObjectState"
 _ACCESS_CODES = frozenset(
     {"403", "AccessDenied", "AllAccessDisabled", "NoSuchBucket", "InvalidAccessKeyId"}
 )
@@ -72,6 +79,16 @@ def _etag(response: dict[str, Any]) -> str:
 
 def _revision(etag: str, sidecar_etag: str | None) -> str:
     return f"{etag} {sidecar_etag or '-'}"
+
+
+def _archived_reason(exc: BaseException) -> str:
+    response = getattr(exc, "response", None)
+    error = response.get("Error", {}) if isinstance(response, dict) else {}
+    storage = error.get("StorageClass") or error.get("AccessTier") or "an archive"
+    return (
+        f"archived (S3 storage class {storage}): not readable until it is restored; it is "
+        "indexed when a restore completes (ObjectRestore:Completed) or by a reindex after it"
+    )
 
 
 def _is_hidden_or_invalid(path: str) -> str | None:
@@ -314,6 +331,8 @@ class S3DocumentSource:
                 raise KnowledgeError(
                     "the object changed after it was listed; its new version is read again"
                 ) from None
+            if _error_code(exc) == _ARCHIVED_CODE:
+                raise ArchivedObjectError(_archived_reason(exc)) from None
             self._raise_unless_missing(exc, key)
             return None
         body = response["Body"]
