@@ -566,3 +566,25 @@ def test_an_indexed_document_whose_object_is_archived_stays_searchable(indexer):
     assert indexer.hits("long kept runbook") == ["old.md"]
     (problem,) = indexer.store.status(RUNBOOKS).problems
     assert "DEEP_ARCHIVE" in problem.reason
+
+
+def test_an_archived_metadata_sidecar_is_a_problem_not_a_retry(indexer):
+    """A lifecycle rule may archive a document's sidecar too: its metadata cannot be read
+    until it is restored, so the document is a problem (what is indexed stays), not a
+    record retried into the dead-letter queue, nor indexed without its metadata."""
+    key = "ops-bot/runbooks/tagged.md"
+    indexer.put(key, "# Tagged\n\nsidecar described runbook words")
+    sidecar = {"metadataAttributes": {"team": "platform"}}
+    indexer.s3.put_object(
+        Bucket=BUCKET,
+        Key=key + ".metadata.json",
+        Body=json.dumps(sidecar).encode(),
+        StorageClass="GLACIER",
+    )
+    put = sqs_event(s3_notification("ObjectCreated:Put", key, "0065F2A1B3C4D5E6F7"))
+    assert indexer.invoke(put) == NO_FAILURES
+    assert indexer.hits("sidecar described runbook") == []
+    (problem,) = indexer.store.status(RUNBOOKS).problems
+    assert problem.path == "tagged.md"
+    assert "sidecar" in problem.reason
+    assert "GLACIER" in problem.reason

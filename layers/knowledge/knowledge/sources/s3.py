@@ -18,6 +18,11 @@ share one path:
   page of it from a continuation token, and ``objects_after`` the scope's objects whose
   path sorts after a given one (both for a scope reindex, ``knowledge.reindex_queue``).
 
+An object (or its sidecar) in an archive storage class (Glacier Flexible Retrieval, Deep
+Archive, an Intelligent-Tiering archive tier) is listed and looked up like any other;
+``read()`` raises ``ArchivedObjectError`` for it, which the indexer reports as a problem,
+not a failure to retry.
+
 Bytes are read only by ``SourceDocument.read()``. ``boto3`` is imported when the first
 client is created, not at import. A missing object is ``None`` (or ``NotFoundError``
 from ``read()``); access problems (403, missing bucket) are ``ConfigurationError`` naming
@@ -89,6 +94,13 @@ def _archived_reason(exc: BaseException) -> str:
         f"archived (S3 storage class {storage}): not readable until it is restored; it is "
         "indexed when a restore completes (ObjectRestore:Completed) or by a reindex after it"
     )
+
+
+def _unreadable(error: KnowledgeError) -> Callable[[], bytes]:
+    def read() -> bytes:
+        raise error
+
+    return read
 
 
 def _is_hidden_or_invalid(path: str) -> str | None:
@@ -236,6 +248,13 @@ class S3DocumentSource:
                 if path + SIDECAR_SUFFIX in found:
                     try:
                         metadata = self._sidecar(found[path + SIDECAR_SUFFIX].key) or {}
+                    except ArchivedObjectError as exc:
+                        archived = ArchivedObjectError(f"its metadata sidecar is {exc}")
+                        yield replace(
+                            self._document(item.key, path, item.size, {}, None, etag=item.etag),
+                            read=_unreadable(archived),
+                        )
+                        continue
                     except ValidationError as exc:
                         listing.errors.append(
                             FileProblem(
@@ -268,7 +287,16 @@ class S3DocumentSource:
             return None
         etag = _etag(head)
         metadata: dict[str, MetadataValue] = {}
-        sidecar = self._get_object(key + SIDECAR_SUFFIX)
+        try:
+            sidecar = self._get_object(key + SIDECAR_SUFFIX)
+        except ArchivedObjectError as exc:
+            # Its metadata cannot be read until restored: the document is a problem like an
+            # archived object (``read()`` says why), not one indexed without its metadata.
+            size = int(head.get("ContentLength", 0))
+            return replace(
+                self._document(key, path, size, {}, version, etag=etag),
+                read=_unreadable(ArchivedObjectError(f"its metadata sidecar is {exc}")),
+            )
         if sidecar is not None:
             try:
                 metadata = parse_metadata_sidecar(sidecar[0])
