@@ -315,9 +315,20 @@ def test_filters_the_domain_refuses_as_expensive_are_a_clear_400(stack, no_expen
                 text = json.dumps(answer)
                 assert stack.index not in text
                 assert "127.0.0.1" not in text
-        accepted = {"field": "team", "op": "eq", "value": "platform"}
-        status, answer = stack.call(
-            "api_search.json", {"query": "rollback", "mode": mode, "filter": accepted}
-        )
-        assert status == 200, answer
-        assert [r["document_path"] for r in answer["results"]][:1] == ["deploy.md"]
+        accepted = {
+            "and": [
+                {"field": "team", "op": "eq", "value": "platform"},
+                {"field": "tier", "op": "in", "value": [2, 3]},
+                {"field": "indexed_at", "op": "gte", "value": "2000-01-01T00:00:00Z"},
+            ]
+        }
+        for body in (
+            {"filter": accepted},
+            {"file_patterns": ["deploy.md"]},
+            {"metadata": {"team": "platform"}},
+        ):
+            status, answer = stack.call(
+                "api_search.json", {"query": "rollback", "mode": mode, **body}
+            )
+            assert status == 200, (body, answer)
+            assert [r["document_path"] for r in answer["results"]][:1] == ["deploy.md"]
