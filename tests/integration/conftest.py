@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from opensearch_index import NodeIndex, use_fake_aws_credentials
+from opensearch_index import NodeIndex, http_json, use_fake_aws_credentials
 
 
 @pytest.fixture
@@ -25,3 +25,21 @@ def node(opensearch_url: str) -> Iterator[NodeIndex]:
 @pytest.fixture
 def fake_aws(monkeypatch: pytest.MonkeyPatch) -> None:
     use_fake_aws_credentials(monkeypatch)
+
+
+@pytest.fixture
+def no_expensive_queries(opensearch_url: str) -> Iterator[str]:
+    """The node refuses expensive queries (wildcard, prefix, regexp, range on keyword fields)
+    during the test, as a domain with ``search.allow_expensive_queries: false`` does; the
+    cluster setting is restored afterwards (the suite runs its tests one at a time)."""
+
+    def allow(value: bool | None) -> None:
+        body = {"transient": {"search.allow_expensive_queries": value}}
+        status, answer = http_json("PUT", f"{opensearch_url}/_cluster/settings", body)
+        assert status == 200, answer
+
+    allow(False)
+    try:
+        yield opensearch_url
+    finally:
+        allow(None)

@@ -282,3 +282,53 @@ def test_reindex_removals_cover_every_page_of_the_index(stack, opensearch_url):
     store.close()
     assert report.removals == 1200
     assert sorted(queued) == [f"ops-bot/runbooks/{path}" for path in stale]
+
+
+def test_filters_the_domain_refuses_as_expensive_are_a_clear_400(stack, no_expensive_queries):
+    """A domain with ``search.allow_expensive_queries: false`` refuses wildcard, prefix,
+    regexp and keyword-range queries: each search that needs one is a 400 naming the field
+    and the problem (never a 500), in every mode, and what the domain accepts still works."""
+    stack.put("ops-bot/runbooks/deploy.md", DEPLOY)
+    stack.s3.put_object(
+        Bucket=BUCKET,
+        Key="ops-bot/runbooks/deploy.md.metadata.json",
+        Body=json.dumps({"metadataAttributes": {"team": "platform", "tier": 2}}).encode(),
+    )
+    assert stack.index_events(load_event("sqs_s3_put.json")) == {"batchItemFailures": []}
+    refused = {
+        "filter": [
+            {"field": "team", "op": "starts_with", "value": "plat"},
+            {"field": "team", "op": "contains", "value": "latf"},
+            {"field": "tier", "op": "gte", "value": 1},
+            {"field": "document_path", "op": "gt", "value": "a"},
+        ],
+        "file_patterns": ["*.md", "[a-z]*.md"],
+    }
+    for mode in ("keyword", "vector", "hybrid"):
+        for field_name, values in refused.items():
+            for value in values:
+                body = {"query": "rollback", "mode": mode, field_name: value}
+                status, answer = stack.call("api_search.json", body)
+                assert status == 400, (mode, value, answer)
+                assert answer["field"] == field_name, (mode, value, answer)
+                assert "search.allow_expensive_queries" in answer["error"]
+                text = json.dumps(answer)
+                assert stack.index not in text
+                assert "127.0.0.1" not in text
+        accepted = {
+            "and": [
+                {"field": "team", "op": "eq", "value": "platform"},
+                {"field": "tier", "op": "in", "value": [2, 3]},
+                {"field": "indexed_at", "op": "gte", "value": "2000-01-01T00:00:00Z"},
+            ]
+        }
+        for body in (
+            {"filter": accepted},
+            {"file_patterns": ["deploy.md"]},
+            {"metadata": {"team": "platform"}},
+        ):
+            status, answer = stack.call(
+                "api_search.json", {"query": "rollback", "mode": mode, **body}
+            )
+            assert status == 200, (body, answer)
+            assert [r["document_path"] for r in answer["results"]][:1] == ["deploy.md"]

@@ -661,3 +661,52 @@ def test_a_delete_whose_chunk_removals_are_throttled_fails_and_leaves_no_orphan(
     node.refresh()
     assert paths_for(store, "walrus", SearchMode.KEYWORD) == []
     assert node.records(record="chunk") == []
+
+
+def test_an_overwrite_whose_old_chunk_removals_are_throttled_leaves_no_old_chunk(
+    node: NodeIndex, proxy: FaultProxy, stores: Callable[..., OpenSearchKnowledgeStore]
+) -> None:
+    """The new version is committed but the node refuses (429, however often) to remove
+    the old version's chunks: the record is retried, and once it settles (node healthy)
+    nothing of the old version is left or searchable, even though the new version is
+    already indexed (unchanged) when the retry comes."""
+    from knowledge.errors import KnowledgeError
+    from knowledge.event_indexing import EventIndexer
+    from knowledge.events import ActionKind, ObjectAction
+
+    new_text = "# Penguin\n\npenguin notes only"
+
+    class Bucket:
+        """The bucket after the overwrite: ``a.md`` holds the new text."""
+
+        def get_document(self, scope: KnowledgeScope, path: str, *, version: Any = None) -> Any:
+            return document(path, new_text, version)
+
+        def revision(self, scope: KnowledgeScope, path: str) -> str:
+            return "etag-2 -"
+
+    store = stores(node.config(url=proxy.url, wait_for_refresh=True))
+    assert store.upsert_document(SCOPE, document("a.md", long_text("walrus", 3), "0001")).ok
+    overwrite = ObjectAction(
+        ActionKind.UPSERT, "ObjectCreated:Put", BUCKET, "agent-a/docs/a.md", SCOPE, "a.md", "0002"
+    )
+    proxy.throttle_bulk = lambda meta, source: (
+        "delete" in meta and meta["delete"].get("_id", "").count(":") >= 2
+    )
+    failed = False
+    try:
+        EventIndexer(store, Bucket()).apply(overwrite)
+    except KnowledgeError:
+        failed = True  # handed back: retried
+    proxy.throttle_bulk = None
+    if failed:
+        EventIndexer(store, Bucket()).apply(overwrite)  # the retry, the node healthy again
+    node.refresh()
+    assert paths_for(store, "walrus", SearchMode.KEYWORD) == []
+    assert paths_for(store, "penguin", SearchMode.KEYWORD) == ["a.md"]
+    (record,) = node.records(record="document")
+    chunks = node.records(record="chunk")
+    assert record["generation"] in {c["generation"] for c in chunks}
+    # What is left holds the new text only (a generation of the first attempt may remain,
+    # with the same text, until a later write sweeps it): never the old version's.
+    assert all("walrus" not in c["content"] for c in chunks)

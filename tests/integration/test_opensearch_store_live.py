@@ -871,3 +871,55 @@ def test_many_file_patterns_are_a_400_naming_the_field_on_every_store(make_store
     patterns = [f"docs/{i}/*.md" for i in range(1000)]
     answer = KnowledgeApi(store).search("a1", "c1", {"query": "deploy", "file_patterns": patterns})
     assert (answer.status, answer.body["field"]) == (400, "file_patterns"), answer.body
+
+
+def test_orphaned_generations_go_on_a_domain_that_refuses_keyword_ranges(
+    node: NodeIndex, no_expensive_queries: str
+) -> None:
+    """With ``search.allow_expensive_queries: false`` the node refuses a ``range`` on a
+    keyword field; the end-of-session sweep of orphaned generations (a writer that died
+    after its chunks were accepted) must still remove them, and never the committed one."""
+    scope = KnowledgeScope("a1", "c1")
+    minute = 60 * 10**9
+    now = [time.time_ns() - 40 * minute]
+    store = OpenSearchKnowledgeStore(
+        node.config(), HashingEmbedder(DIMS), retry=FAST_RETRY, clock=lambda: now[0]
+    )
+    try:
+        store.index(scope, Source({"a.md": "first version of a", "b.md": "first version of b"}))
+        # A writer that died 20 minutes ago: its chunk of a.md was accepted, its record never.
+        (chunk,) = node.records(record="chunk", document_path="a.md")
+        orphan = f"{now[0] + 20 * minute:019d}-deadbeef"
+        orphan_id = f"{chunk['document_id']}:{orphan}:0"
+        status, body = http_json(
+            "PUT",
+            f"{node.url}/{node.index}/_doc/{orphan_id}?refresh=true",
+            {**chunk, "generation": orphan, "content": "orphaned words of a dead writer"},
+        )
+        assert status == 201, body
+        now[0] += 40 * minute
+        result = store.index(scope, Source({"a.md": "second version of a", "b.md": "b again"}))
+        assert result.indexed_documents == 2
+        records = {r["document_path"]: r for r in node.records(record="document")}
+        chunks = Counter(
+            (c["document_path"], c["generation"]) for c in node.records(record="chunk")
+        )
+        assert chunks == {(path, records[path]["generation"]): 1 for path in ("a.md", "b.md")}
+        assert store.search(scope, SearchQuery("orphaned dead writer", mode="keyword")) == []
+    finally:
+        store.close()
+
+
+def test_file_patterns_naming_files_work_where_wildcards_are_refused(
+    make_store, no_expensive_queries: str
+) -> None:
+    """A file pattern without glob characters names a path or a base name: the domain that
+    refuses wildcard queries (``search.allow_expensive_queries: false``) still answers it."""
+    scope = KnowledgeScope("a1", "c1")
+    store = make_store()
+    store.index(scope, Source({p: f"common words in {p}" for p in PATTERN_PATHS}))
+    for patterns in (("deploy.md",), ("runbooks/db.txt", "a1.txt"), ("[x",)):
+        expected = {p for p in PATTERN_PATHS if matches_file_patterns(p, list(patterns))}
+        for mode in ALL_MODES:
+            query = SearchQuery("common words", mode=mode, max_results=20, file_patterns=patterns)
+            assert _paths(store.search(scope, query)) == expected, (patterns, mode)

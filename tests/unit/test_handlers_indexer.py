@@ -31,6 +31,7 @@ from moto import mock_aws
 
 from knowledge.errors import StoreError
 from knowledge.event_indexing import EventIndexer
+from knowledge.events import reindex_message_body
 from knowledge.lambda_config import LambdaSettings
 from knowledge.model import SearchQuery
 from knowledge.reindex_queue import ScopeReindexer
@@ -519,3 +520,71 @@ def test_real_world_files_through_the_lambda_path(indexer):
     assert sorted(reasons) == ["broken.pptx", "empty.docx"]
     assert reasons["broken.pptx"].startswith("corrupt file: the pptx reader failed")
     assert reasons["empty.docx"].startswith("no text: ")
+
+
+def test_an_archived_object_is_a_problem_until_its_restore_completes(indexer, capsys):
+    """An object in an archive storage class (Glacier Flexible Retrieval / Deep Archive, an
+    Intelligent-Tiering archive tier) cannot be read: its create event is not retried into
+    the dead-letter queue (retrying cannot read it); the object is reported as a problem,
+    and the event S3 sends when a restore completes indexes it."""
+    key = "ops-bot/runbooks/archived.md"
+    indexer.s3.put_object(
+        Bucket=BUCKET, Key=key, Body=b"# Archived\n\nfrozen runbook words", StorageClass="GLACIER"
+    )
+    put = sqs_event(s3_notification("ObjectCreated:Put", key, "0065F2A1B3C4D5E6F7"))
+    assert indexer.invoke(put) == NO_FAILURES
+    assert indexer.hits("frozen runbook") == []
+    (problem,) = indexer.store.status(RUNBOOKS).problems
+    assert problem.path == "archived.md"
+    assert "storage class" in problem.reason
+    capsys.readouterr()
+
+    indexer.s3.restore_object(Bucket=BUCKET, Key=key, RestoreRequest={"Days": 1})
+    restored = sqs_event(s3_notification("ObjectRestore:Completed", key, "0065F2A1B3C4D5E6F9"))
+    assert indexer.invoke(restored) == NO_FAILURES
+    assert indexer.hits("frozen runbook") == ["archived.md"]
+    assert indexer.store.status(RUNBOOKS).problems == ()
+
+
+def test_an_indexed_document_whose_object_is_archived_stays_searchable(indexer):
+    """A reindex (or a late event) that finds the object archived keeps what is indexed of
+    it: the object is still in the bucket, only unreadable until restored."""
+    key = "ops-bot/runbooks/old.md"
+    text = b"# Old\n\nlong kept runbook words"
+    indexer.s3.put_object(Bucket=BUCKET, Key=key, Body=text)
+    put = sqs_event(s3_notification("ObjectCreated:Put", key, "0065F2A1B3C4D5E6F7"))
+    assert indexer.invoke(put) == NO_FAILURES
+    indexer.s3.copy_object(
+        Bucket=BUCKET,
+        Key=key,
+        CopySource={"Bucket": BUCKET, "Key": key},
+        StorageClass="DEEP_ARCHIVE",
+        MetadataDirective="COPY",
+    )
+    again = sqs_event(reindex_message_body(BUCKET, key))
+    assert indexer.invoke(again) == NO_FAILURES
+    assert indexer.hits("long kept runbook") == ["old.md"]
+    (problem,) = indexer.store.status(RUNBOOKS).problems
+    assert "DEEP_ARCHIVE" in problem.reason
+
+
+def test_an_archived_metadata_sidecar_is_a_problem_not_a_retry(indexer):
+    """A lifecycle rule may archive a document's sidecar too: its metadata cannot be read
+    until it is restored, so the document is a problem (what is indexed stays), not a
+    record retried into the dead-letter queue, nor indexed without its metadata."""
+    key = "ops-bot/runbooks/tagged.md"
+    indexer.put(key, "# Tagged\n\nsidecar described runbook words")
+    sidecar = {"metadataAttributes": {"team": "platform"}}
+    indexer.s3.put_object(
+        Bucket=BUCKET,
+        Key=key + ".metadata.json",
+        Body=json.dumps(sidecar).encode(),
+        StorageClass="GLACIER",
+    )
+    put = sqs_event(s3_notification("ObjectCreated:Put", key, "0065F2A1B3C4D5E6F7"))
+    assert indexer.invoke(put) == NO_FAILURES
+    assert indexer.hits("sidecar described runbook") == []
+    (problem,) = indexer.store.status(RUNBOOKS).problems
+    assert problem.path == "tagged.md"
+    assert "sidecar" in problem.reason
+    assert "GLACIER" in problem.reason

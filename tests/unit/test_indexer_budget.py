@@ -158,19 +158,14 @@ def test_an_indexer_short_of_time_hands_back_the_records_it_cannot_finish(aws, m
     assert len(messages) == 10
     response = harness.invoke(messages)
 
-    by_id = {m["MessageId"]: json.loads(m["Body"]) for m in messages}
-    handed_back = [
-        by_id[item["itemIdentifier"]]["Records"][0]["s3"]["object"]["key"]
-        for item in response["batchItemFailures"]
-    ]
-    assert handed_back == [f"ops-bot/runbooks/{name}" for name in names[6:]]
+    # Records 7-10 were not started: sent again as new messages (count 1), not failures.
+    assert response == {"batchItemFailures": []}
     assert harness.paths() == names[:6]
-    # They were never started, so they come back at once (not after 30 minutes).
     again = harness.receive()
-    assert sorted(m["MessageId"] for m in again) == sorted(
-        item["itemIdentifier"] for item in response["batchItemFailures"]
-    )
-    assert all(m["Attributes"]["ApproximateReceiveCount"] == "2" for m in again)
+    keys = sorted(json.loads(m["Body"])["Records"][0]["s3"]["object"]["key"] for m in again)
+    assert keys == [f"ops-bot/runbooks/{name}" for name in names[6:]]
+    assert not {m["MessageId"] for m in again} & {m["MessageId"] for m in messages}
+    assert all(m["Attributes"]["ApproximateReceiveCount"] == "1" for m in again)
     assert emitted_metrics(capsys.readouterr().out)["DocumentsIndexed"] == 6
 
     # The next invocation (a fresh budget) indexes them.
@@ -262,3 +257,33 @@ def test_a_record_runs_under_the_invocation_deadline_less_the_reserve(aws, monke
     assert second is not None
     assert 235 < first <= 240
     assert 225 < second <= 230
+
+
+def test_records_handed_back_unstarted_never_reach_the_dead_letter_queue(aws, monkeypatch):
+    """A record handed back because the invocation ran out of time was never tried: it goes
+    back as a new message, so waiting behind slow records never counts towards the queue's
+    maxReceiveCount (else a busy queue would park records in the dead-letter queue unread)."""
+    # Each record takes 200 s of a 300 s invocation with 60 s kept free: one per invocation.
+    harness = make_harness(
+        monkeypatch, MemoryKnowledgeStore(), read_ms=200_000, TIME_RESERVE_SECONDS="60"
+    )
+    dlq_url = harness.sqs.create_queue(QueueName="document-events-dlq")["QueueUrl"]
+    dlq_arn = harness.sqs.get_queue_attributes(QueueUrl=dlq_url, AttributeNames=["QueueArn"])[
+        "Attributes"
+    ]["QueueArn"]
+    policy = {"deadLetterTargetArn": dlq_arn, "maxReceiveCount": "2"}
+    harness.sqs.set_queue_attributes(
+        QueueUrl=harness.queue_url, Attributes={"RedrivePolicy": json.dumps(policy)}
+    )
+    names = [f"doc-{i}.md" for i in range(1, 6)]
+    harness.send(*names)
+    for _ in range(3 * len(names)):  # one record per invocation; a bound, not a timing
+        messages = harness.receive()
+        if not messages:
+            break
+        harness.invoke(messages)
+    assert harness.paths() == names
+    assert (
+        harness.sqs.receive_message(QueueUrl=dlq_url, MaxNumberOfMessages=10).get("Messages", [])
+        == []
+    )

@@ -209,9 +209,17 @@ def test_empty_records_list_gives_no_actions():
 def test_lifecycle_expiration_deletes_and_other_event_types_are_ignored():
     (expired,) = parse_sqs_message(body(record("LifecycleExpiration:Delete", "a/b/c.md")))
     assert expired.kind is ActionKind.DELETE
+    for other in ("ObjectRestore:Post", "ObjectRestore:Delete", "LifecycleTransition"):
+        (ignored,) = parse_sqs_message(body(record(other, "a/b/c.md")))
+        assert ignored.kind is ActionKind.IGNORE
+        assert other in (ignored.reason or "")
+
+
+def test_a_completed_restore_reads_the_object_again_without_a_version():
+    """An archived object is readable once its restore completes: index it as it is now
+    (its sequencer is not ordered against the key's create events)."""
     (restored,) = parse_sqs_message(body(record("ObjectRestore:Completed", "a/b/c.md")))
-    assert restored.kind is ActionKind.IGNORE
-    assert "ObjectRestore:Completed" in (restored.reason or "")
+    assert (restored.kind, restored.path, restored.version) == (ActionKind.UPSERT, "c.md", None)
 
 
 def test_event_name_with_s3_prefix_is_accepted():

@@ -13,7 +13,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from lambda_support import silent_endpoint, use_fake_aws
 from moto import mock_aws
 
-from knowledge.errors import ConfigurationError, KnowledgeError, NotFoundError
+from knowledge.errors import ArchivedObjectError, ConfigurationError, KnowledgeError, NotFoundError
 from knowledge.model import IndexOptions
 from knowledge.scope import KnowledgeScope
 from knowledge.source import DocumentSource
@@ -285,3 +285,28 @@ def test_a_hung_s3_endpoint_fails_the_call_inside_the_indexers_reserve(monkeypat
             source.get_document(KnowledgeScope("ops-bot", "runbooks"), "deploy.md")
         elapsed = time.monotonic() - started
     assert elapsed < 120.0
+
+
+def test_archived_objects_and_sidecars_list_and_read_as_archived(s3):
+    """A listing goes on past archived objects and sidecars; reading such a document says
+    it is archived (``ArchivedObjectError``: not retried, the indexer skips it)."""
+    s3.put_object(Bucket=BUCKET, Key="ops-bot/runbooks/a.md", Body=b"# A", StorageClass="GLACIER")
+    put(s3, "ops-bot/runbooks/b.md", "# B")
+    s3.put_object(
+        Bucket=BUCKET,
+        Key="ops-bot/runbooks/b.md.metadata.json",
+        Body=sidecar({"team": "ops"}).encode(),
+        StorageClass="DEEP_ARCHIVE",
+    )
+    put(s3, "ops-bot/runbooks/c.md", "# C")
+    source = S3DocumentSource(BUCKET, client=s3)
+    listed = list(source.documents(SCOPE, IndexOptions()))
+    assert [d.path for d in listed] == ["a.md", "b.md", "c.md"]
+    assert listed[2].read() == b"# C"
+    for document, storage in zip(listed[:2], ("GLACIER", "DEEP_ARCHIVE"), strict=True):
+        with pytest.raises(ArchivedObjectError, match=storage):
+            document.read()
+    looked_up = source.get_document(SCOPE, "b.md")
+    assert looked_up is not None
+    with pytest.raises(ArchivedObjectError, match="sidecar"):
+        looked_up.read()

@@ -370,13 +370,19 @@ def test_bucket_notifications_cover_every_event_that_changes_a_document() -> Non
     stack = Stack(TEMPLATE, CREATED)
     bucket = stack.evaluate(stack.resources()["DocumentsBucket"]["Properties"])
     events = {c["Event"] for c in bucket["NotificationConfiguration"]["QueueConfigurations"]}
-    assert events == {"s3:ObjectCreated:*", "s3:ObjectRemoved:*", "s3:LifecycleExpiration:*"}
+    assert events == {
+        "s3:ObjectCreated:*",
+        "s3:ObjectRemoved:*",
+        "s3:LifecycleExpiration:*",
+        "s3:ObjectRestore:Completed",
+    }
     # ... and the indexer acts on each of them (an ignored event would be a silent gap).
     for name, kind in [
         ("ObjectCreated:Put", ActionKind.UPSERT),
         ("ObjectRemoved:DeleteMarkerCreated", ActionKind.DELETE),
         ("LifecycleExpiration:Delete", ActionKind.DELETE),
         ("LifecycleExpiration:DeleteMarkerCreated", ActionKind.DELETE),
+        ("ObjectRestore:Completed", ActionKind.UPSERT),
     ]:
         record = {
             "eventName": name,

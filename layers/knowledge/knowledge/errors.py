@@ -11,6 +11,7 @@
     ├── ConfigurationError              the product is set up wrongly (missing key, bad URL)
     │   └── EmbeddingMismatchError      provider/dimension differs from the existing index
     ├── ExtractionError                 a document's bytes cannot become text
+    ├── ArchivedObjectError             a document's object is archived: unreadable until restored
     ├── EmbeddingError                  the embedding provider failed (after retries)
     └── StoreError                      the index backend failed
         └── StoreUnavailableError       the backend cannot be reached
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 __all__ = [
     "AccessDeniedError",
+    "ArchivedObjectError",
     "ConfigurationError",
     "EmbeddingError",
     "EmbeddingMismatchError",
@@ -82,6 +84,12 @@ class AnalysisMismatchError(ConfigurationError):
 
 class ExtractionError(KnowledgeError):
     """A document's bytes cannot be turned into text (binary, too large, unknown type)."""
+
+
+class ArchivedObjectError(KnowledgeError):
+    """A document's object is in an archive storage class (S3 Glacier Flexible Retrieval,
+    Deep Archive, an Intelligent-Tiering archive tier): it cannot be read until it is
+    restored, so retrying cannot help."""
 
 
 class EmbeddingError(KnowledgeError):

@@ -3,6 +3,8 @@
 Pure parsing, no I/O. One SQS message body becomes a list of ``ObjectAction``:
 
 - ``ObjectCreated:*`` (Put, Post, Copy, CompleteMultipartUpload) -> ``UPSERT``;
+- ``ObjectRestore:Completed`` (an archived object became readable) -> ``UPSERT`` without
+  a version (an archived object is skipped with a problem, ``knowledge.indexing``);
 - ``ObjectRemoved:*`` (Delete, DeleteMarkerCreated) and ``LifecycleExpiration:*`` -> ``DELETE``
   (in a versioned bucket a delete may remove an old version, the latest one, or a delete
   marker: the indexer re-checks the object's current state, ``knowledge.event_indexing``);
@@ -75,6 +77,7 @@ REINDEX_SCOPE_EVENT_NAME = "ReindexScope"
 _TEST_EVENT = "s3:TestEvent"
 _UPSERT_PREFIXES = ("ObjectCreated:",)
 _DELETE_PREFIXES = ("ObjectRemoved:", "LifecycleExpiration:")
+_RESTORE_COMPLETED = "ObjectRestore:Completed"
 
 
 class ActionKind(StrEnum):
@@ -260,19 +263,18 @@ def parse_s3_record(record: Mapping[str, Any], *, bucket: str | None = None) -> 
         return _reject(
             f"the event is from bucket {record_bucket!r}, not from {bucket!r}", "bucket", **known
         )
+    version = _text(s3_object.get("sequencer"))
     if event_name.startswith(_UPSERT_PREFIXES):
         kind = ActionKind.UPSERT
     elif event_name.startswith(_DELETE_PREFIXES):
         kind = ActionKind.DELETE
+    elif event_name == _RESTORE_COMPLETED:
+        # An archived object became readable: index it as it is now. Its sequencer is not
+        # ordered against the key's create events, so it is no version.
+        kind, version = ActionKind.UPSERT, None
     else:
         return _ignore(f"event type {event_name} does not change documents", **known)
-    return _action_for_key(
-        kind,
-        key,
-        event_name=event_name,
-        bucket=record_bucket,
-        version=_text(s3_object.get("sequencer")),
-    )
+    return _action_for_key(kind, key, event_name=event_name, bucket=record_bucket, version=version)
 
 
 def _parse_reindex(message: Mapping[str, Any], bucket: str | None) -> ObjectAction:

@@ -62,6 +62,7 @@ from typing import Any, Protocol
 from knowledge.chunking import DocumentChunker, StructuredChunker, embedding_text
 from knowledge.embedding.base import EmbeddingClient, checked_vector
 from knowledge.errors import (
+    ArchivedObjectError,
     EmbeddingError,
     ExtractionError,
     KnowledgeError,
@@ -390,6 +391,12 @@ class Indexer:
             return
         try:
             data = document.read()
+        except ArchivedObjectError as exc:
+            # Not a failure to retry, nor a stale version: the object is there, unreadable
+            # until restored; what is indexed of it stays, and the status lists why.
+            run.skipped.append(FileProblem(path, str(exc)))
+            _record(session, path, str(exc))
+            return
         except (OSError, KnowledgeError) as exc:
             _reraise_if_unavailable(exc)
             _fail(session, run, FileProblem(path, f"cannot read: {exc}"))

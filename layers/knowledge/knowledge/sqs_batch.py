@@ -3,9 +3,13 @@ a retry backoff. Imported only by the indexer function (it needs ``aws_lambda_po
 
 - **Time budget.** Before each record the processor asks the invocation's ``TimeBudget``
   (``knowledge.time_budget``) whether one more record fits; once it does not, that record
-  and every later one are reported as batch item failures without being started, so
-  the invocation ends in time instead of timing out (a timeout fails the whole batch,
-  and SQS replays every record after the visibility timeout). While a record runs, its
+  and every later one are not started, so the invocation ends in time instead of timing
+  out (a timeout fails the whole batch, and SQS replays every record after the visibility
+  timeout). Records not started are sent to the queue again as new messages (same body
+  and attributes) and reported done: waiting behind slow records must not count towards
+  the queue's ``maxReceiveCount``, or a busy queue would move records it never tried to
+  the dead-letter queue. One that cannot be sent again is reported as a batch item
+  failure instead and comes back at once (visibility ``0``). While a record runs, its
   embedding calls must start before the invocation's end less the reserve
   (``TimeBudget.seconds_left``, ``knowledge.embedding.pool.embedding_time_budget``): the
   embedding pool starts no call past it, so a long document fails (and is retried)
@@ -26,6 +30,7 @@ a retry backoff. Imported only by the indexer function (it needs ``aws_lambda_po
 
 from __future__ import annotations
 
+import base64
 import logging
 import math
 import random
@@ -103,6 +108,23 @@ def _receive_count(record: SQSRecord) -> int:
         return 1
 
 
+def _message_attributes(record: SQSRecord) -> dict[str, Any]:
+    """The record's message attributes in ``SendMessage``'s form (none: ``{}``)."""
+    attributes: dict[str, Any] = {}
+    for name, value in (record.raw_event.get("messageAttributes") or {}).items():
+        if not isinstance(value, dict) or not value.get("dataType"):
+            continue
+        sent: dict[str, Any] = {"DataType": value["dataType"]}
+        if value.get("stringValue") is not None:
+            sent["StringValue"] = value["stringValue"]
+        elif value.get("binaryValue") is not None:
+            sent["BinaryValue"] = base64.b64decode(value["binaryValue"])
+        else:
+            continue
+        attributes[name] = sent
+    return {"MessageAttributes": attributes} if attributes else {}
+
+
 class TimeBudgetBatchProcessor(BatchProcessor):
     """``BatchProcessor`` for SQS with a time budget and retry backoff (module docstring).
 
@@ -168,6 +190,14 @@ class TimeBudgetBatchProcessor(BatchProcessor):
             return super()._process_record(record)
 
     def _clean(self) -> None:
+        if self._not_started:
+            try:
+                self._requeue_not_started()
+            except Exception:  # the response must go out whatever happens here
+                logger.warning(
+                    "cannot queue the records not started again; they are handed back",
+                    exc_info=True,
+                )
         super()._clean()  # type: ignore[no-untyped-call]
         if not self.fail_messages:
             return
@@ -179,6 +209,43 @@ class TimeBudgetBatchProcessor(BatchProcessor):
                 "queue's visibility timeout",
                 exc_info=True,
             )
+
+    def _requeue_not_started(self) -> None:
+        """Send each record not started to its queue again as a new message (module
+        docstring) and drop it from the failures; one that is not sent stays a failure."""
+        by_queue: dict[str, list[SQSRecord]] = {}
+        for record in self.fail_messages:
+            if not isinstance(record, SQSRecord) or record.message_id not in self._not_started:
+                continue
+            if record.attributes.message_group_id is not None:
+                continue  # FIFO: a new message would leave its group's order
+            url = self._queue_url or queue_url_from_arn(record.event_source_arn)
+            if url is not None:
+                by_queue.setdefault(url, []).append(record)
+        requeued: set[str] = set()
+        for url, records in by_queue.items():
+            for start in range(0, len(records), 10):
+                batch = records[start : start + 10]
+                entries = [
+                    {"Id": str(i), "MessageBody": r.body or "", **_message_attributes(r)}
+                    for i, r in enumerate(batch)
+                ]
+                try:
+                    response = self.client.send_message_batch(QueueUrl=url, Entries=entries)
+                except Exception:
+                    logger.warning(
+                        "cannot queue the records not started again; they are handed back",
+                        exc_info=sys.exc_info(),
+                        extra={"records": len(batch)},
+                    )
+                    continue
+                for entry in response.get("Successful") or []:
+                    requeued.add(batch[int(entry["Id"])].message_id)
+        if requeued:
+            self.fail_messages = [
+                r for r in self.fail_messages if getattr(r, "message_id", None) not in requeued
+            ]
+            self._not_started -= requeued
 
     def _delay_failed(self, records: list[Any]) -> None:
         by_queue: dict[str, list[dict[str, Any]]] = {}

@@ -18,6 +18,11 @@ share one path:
   page of it from a continuation token, and ``objects_after`` the scope's objects whose
   path sorts after a given one (both for a scope reindex, ``knowledge.reindex_queue``).
 
+An object (or its sidecar) in an archive storage class (Glacier Flexible Retrieval, Deep
+Archive, an Intelligent-Tiering archive tier) is listed and looked up like any other;
+``read()`` raises ``ArchivedObjectError`` for it, which the indexer reports as a problem,
+not a failure to retry.
+
 Bytes are read only by ``SourceDocument.read()``. ``boto3`` is imported when the first
 client is created, not at import. A missing object is ``None`` (or ``NotFoundError``
 from ``read()``); access problems (403, missing bucket) are ``ConfigurationError`` naming
@@ -31,7 +36,13 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 
-from knowledge.errors import ConfigurationError, KnowledgeError, NotFoundError, ValidationError
+from knowledge.errors import (
+    ArchivedObjectError,
+    ConfigurationError,
+    KnowledgeError,
+    NotFoundError,
+    ValidationError,
+)
 from knowledge.model import FileProblem, IndexOptions
 from knowledge.scope import KnowledgeScope
 from knowledge.source import SIDECAR_SUFFIX, SourceDocument, is_document_path
@@ -43,6 +54,7 @@ logger = logging.getLogger(__name__)
 
 _NOT_FOUND_CODES = frozenset({"404", "NoSuchKey", "NotFound"})
 _CHANGED_CODES = frozenset({"412", "PreconditionFailed"})
+_ARCHIVED_CODE = "InvalidObjectState"
 _ACCESS_CODES = frozenset(
     {"403", "AccessDenied", "AllAccessDisabled", "NoSuchBucket", "InvalidAccessKeyId"}
 )
@@ -72,6 +84,23 @@ def _etag(response: dict[str, Any]) -> str:
 
 def _revision(etag: str, sidecar_etag: str | None) -> str:
     return f"{etag} {sidecar_etag or '-'}"
+
+
+def _archived_reason(exc: BaseException) -> str:
+    response = getattr(exc, "response", None)
+    error = response.get("Error", {}) if isinstance(response, dict) else {}
+    storage = error.get("StorageClass") or error.get("AccessTier") or "an archive"
+    return (
+        f"archived (S3 storage class {storage}): not readable until it is restored; it is "
+        "indexed when a restore completes (ObjectRestore:Completed) or by a reindex after it"
+    )
+
+
+def _unreadable(error: KnowledgeError) -> Callable[[], bytes]:
+    def read() -> bytes:
+        raise error
+
+    return read
 
 
 def _is_hidden_or_invalid(path: str) -> str | None:
@@ -219,6 +248,13 @@ class S3DocumentSource:
                 if path + SIDECAR_SUFFIX in found:
                     try:
                         metadata = self._sidecar(found[path + SIDECAR_SUFFIX].key) or {}
+                    except ArchivedObjectError as exc:
+                        archived = ArchivedObjectError(f"its metadata sidecar is {exc}")
+                        yield replace(
+                            self._document(item.key, path, item.size, {}, None, etag=item.etag),
+                            read=_unreadable(archived),
+                        )
+                        continue
                     except ValidationError as exc:
                         listing.errors.append(
                             FileProblem(
@@ -251,7 +287,16 @@ class S3DocumentSource:
             return None
         etag = _etag(head)
         metadata: dict[str, MetadataValue] = {}
-        sidecar = self._get_object(key + SIDECAR_SUFFIX)
+        try:
+            sidecar = self._get_object(key + SIDECAR_SUFFIX)
+        except ArchivedObjectError as exc:
+            # Its metadata cannot be read until restored: the document is a problem like an
+            # archived object (``read()`` says why), not one indexed without its metadata.
+            size = int(head.get("ContentLength", 0))
+            return replace(
+                self._document(key, path, size, {}, version, etag=etag),
+                read=_unreadable(ArchivedObjectError(f"its metadata sidecar is {exc}")),
+            )
         if sidecar is not None:
             try:
                 metadata = parse_metadata_sidecar(sidecar[0])
@@ -314,6 +359,8 @@ class S3DocumentSource:
                 raise KnowledgeError(
                     "the object changed after it was listed; its new version is read again"
                 ) from None
+            if _error_code(exc) == _ARCHIVED_CODE:
+                raise ArchivedObjectError(_archived_reason(exc)) from None
             self._raise_unless_missing(exc, key)
             return None
         body = response["Body"]

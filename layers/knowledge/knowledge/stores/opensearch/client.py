@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -42,6 +43,7 @@ __all__ = [
     "http_auth",
     "is_retryable",
     "read_password_secret",
+    "refused_as_expensive",
     "sigv4_auth",
     "store_error",
 ]
@@ -52,6 +54,19 @@ RETRYABLE_STATUSES = frozenset({429, 500, 502, 503, 504})
 """Throttled or a node in trouble: worth another try after a pause."""
 
 _UNAVAILABLE_STATUSES = frozenset({502, 503, 504})
+
+_EXPENSIVE_REFUSAL = re.compile(
+    r"\[(\w+)\] queries[^\[]*(?:\[[^\]]*\][^\[]*)*?cannot be executed when "
+    r"'search\.allow_expensive_queries' is set to false"
+)
+
+
+def refused_as_expensive(error: BaseException) -> str | None:
+    """The kind of query (``wildcard``, ``prefix``, ``regexp``, ``range``, ...) the node
+    refused because its cluster sets ``search.allow_expensive_queries: false`` (a managed
+    domain may), or ``None`` if ``error`` is something else."""
+    found = _EXPENSIVE_REFUSAL.search(str(error))
+    return None if found is None else found.group(1)
 
 
 def read_password_secret(secret_arn: str, *, session: Any = None) -> tuple[str | None, str]:

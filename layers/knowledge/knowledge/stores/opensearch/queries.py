@@ -72,6 +72,7 @@ __all__ = [
     "bulk_index_action",
     "bulk_problem_action",
     "bulk_record_action",
+    "chunk_generations_body",
     "chunk_id_facts",
     "chunks_by_id_body",
     "document_filters",
@@ -83,6 +84,7 @@ __all__ = [
     "keyword_search_body",
     "metadata_filters",
     "msearch_body",
+    "named_generations_query",
     "newest_generations",
     "other_generations_query",
     "parse_candidates",
@@ -96,6 +98,7 @@ __all__ = [
     "parse_stored_vectors",
     "problems_body",
     "query_filters",
+    "read_generation_pairs",
     "records_mget_body",
     "scope_filters",
     "scope_query",
@@ -231,6 +234,11 @@ def _glob_parts(pattern: str) -> list[tuple[str, str]] | None:
 
 
 def _pattern_clauses(pattern: str) -> list[dict[str, Any]]:
+    parts = _glob_parts(pattern)
+    if parts is not None and all(kind == "literal" for kind, _ in parts):
+        # No glob character: the pattern names a path or a base name. A ``term`` is the
+        # same match, and a domain that refuses wildcard queries (expensive) accepts it.
+        return [{"term": {DOCUMENT_PATH: pattern}}, {"term": {DOCUMENT_NAME: pattern}}]
     wildcard = glob_to_wildcard(pattern)
     if wildcard is not None:
         return [
@@ -822,6 +830,71 @@ def stale_generations_query(scope: KnowledgeScope, before: Mapping[str, str]) ->
                     }
                 }
                 for document, bound in before.items()
+            ],
+            "minimum_should_match": 1,
+        }
+    }
+
+
+def chunk_generations_body(
+    scope: KnowledgeScope, documents: Sequence[str], after: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """One page of the (document id, generation) pairs of the chunks of ``documents``: a
+    ``composite`` aggregation, paged by its ``after_key``. What the stale sweep reads
+    where the domain refuses a ``range`` on a keyword field (``stale_generations_query``
+    then becomes ``named_generations_query``)."""
+    sources = [
+        {"document": {"terms": {"field": DOCUMENT_ID}}},
+        {"generation": {"terms": {"field": GENERATION}}},
+    ]
+    composite: dict[str, Any] = {"size": 1000, "sources": sources}
+    if after is not None:
+        composite["after"] = dict(after)
+    return {
+        "size": 0,
+        "track_total_hits": False,
+        "query": {
+            "bool": {
+                "filter": [
+                    *scope_filters(scope),
+                    {"term": {RECORD: RECORD_CHUNK}},
+                    {"terms": {DOCUMENT_ID: list(documents)}},
+                ]
+            }
+        },
+        "aggs": {"pairs": {"composite": composite}},
+    }
+
+
+def read_generation_pairs(
+    response: Mapping[str, Any],
+) -> tuple[list[tuple[str, str]], dict[str, Any] | None]:
+    """``([(document id, generation)], after key)`` of a ``chunk_generations_body``
+    answer; the after key is ``None`` once the last page was read."""
+    found = response.get("aggregations", {}).get("pairs", {})
+    buckets = found.get("buckets") or []
+    pairs = [(str(b["key"]["document"]), str(b["key"]["generation"])) for b in buckets]
+    after = found.get("after_key")
+    return pairs, (dict(after) if buckets and isinstance(after, Mapping) else None)
+
+
+def named_generations_query(
+    scope: KnowledgeScope, generations: Mapping[str, Sequence[str]]
+) -> dict[str, Any]:
+    """The chunks of each document (id -> the generations to remove), by ``term``s only."""
+    return {
+        "bool": {
+            "filter": [*scope_filters(scope), {"term": {RECORD: RECORD_CHUNK}}],
+            "should": [
+                {
+                    "bool": {
+                        "filter": [
+                            {"term": {DOCUMENT_ID: document}},
+                            {"terms": {GENERATION: list(names)}},
+                        ]
+                    }
+                }
+                for document, names in generations.items()
             ],
             "minimum_should_match": 1,
         }

@@ -16,6 +16,11 @@ written *beside* the previous version, never over it. Then, per document:
    a record changed meanwhile (409) is read again and decided again. So the version
    check and the write are atomic in effect: two racing writers end at the newer one;
 3. then the chunks of the generation the record pointed at before are deleted by id.
+   If the node refuses (429 until retries are exhausted, a failed request), the record
+   is pointed back at that generation, marked incomplete (``_point_back``), and the
+   document is rejected: its retry finds it incomplete (not "unchanged"), writes it
+   again and removes the old generation by id then. Otherwise the old version's chunks
+   would stay searchable under a record that no longer names them;
 
 4. when the session ends, if it replaced an indexed version of any document, one
    ``_delete_by_query`` (per session, not per document) removes those documents' chunks
@@ -71,7 +76,7 @@ import threading
 import time
 from array import array
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
@@ -91,7 +96,10 @@ from knowledge.stores.opensearch.bulk import (
     send_bulk,
     serialize,
 )
+from knowledge.stores.opensearch.client import refused_as_expensive
 from knowledge.stores.opensearch.mapping import (
+    CHUNK_COUNT,
+    CONTENT_HASH,
     GENERATION,
     INDEXED_AT,
     PROBLEM_AT,
@@ -484,9 +492,19 @@ class OpenSearchWriteSession:
         if request.removals:
             self._remove_records(request.removals, action, refresh_now)
         if request.commits:
-            cleanup = self._commit_records(request.commits, action, refresh_now)
+            switched: dict[str, _Switch] = {}
+            cleanup = self._commit_records(request.commits, action, refresh_now, switched)
             if cleanup:
-                self._send_deletes(cleanup, action, refresh_now, "removal of a replaced version")
+                what = "removal of a replaced version"
+                try:
+                    failed = self._send_deletes(cleanup, action, refresh_now, what)
+                except StoreUnavailableError:
+                    raise
+                except KnowledgeError as exc:
+                    failed = {path for path, _ in cleanup}
+                    for path in failed:
+                        self._reject(path, f"{what}: {exc}")
+                self._point_back(switched, failed, action)
             elif refresh_now is not None and not self._refreshed:
                 # Rare: the records' request could not carry the wait (cleanup was expected).
                 self._connection.refresh(self._index)
@@ -514,10 +532,15 @@ class OpenSearchWriteSession:
             self._server_ids.setdefault(path, []).append(str(info.get("_id")))
 
     def _commit_records(
-        self, commits: Sequence[_Commit], action: str, refresh: str | None
+        self,
+        commits: Sequence[_Commit],
+        action: str,
+        refresh: str | None,
+        switched: dict[str, _Switch] | None = None,
     ) -> list[tuple[str, str]]:
         """Write the records of the documents whose chunks were all accepted; returns the
-        deletes (``(path, id)``) that follow: replaced generations, failed ones."""
+        deletes (``(path, id)``) that follow: replaced generations, failed ones. Each
+        record switched from an indexed generation goes into ``switched``."""
         cleanup: list[tuple[str, str]] = []
         pending: list[_Commit] = []
         with self._state_lock:
@@ -585,6 +608,8 @@ class OpenSearchWriteSession:
                         with self._state_lock:  # replaced a version: step 4 looks
                             self._replaced_documents[commit.document_id] = commit.generation
                     if state is not None and state.generation not in (None, commit.generation):
+                        if switched is not None:
+                            switched[commit.path] = _Switch(commit, state, info)
                         cleanup.extend(
                             (commit.path, i)
                             for i in _generation_ids(
@@ -639,11 +664,39 @@ class OpenSearchWriteSession:
                 ids = self._server_ids.pop(commit.path, [])
         return [(commit.path, i) for i in ids]
 
+    def _point_back(self, switched: Mapping[str, _Switch], failed: set[str], action: str) -> None:
+        """Records switched to a new generation whose old chunks could not be removed point
+        back at the old generation, marked incomplete: the document is rejected (its
+        record is retried), and the retry, finding it incomplete instead of unchanged,
+        writes it again and removes the old generation by id then. Without this the old
+        version's chunks would stay, searchable, under a record that no longer names them.
+        (The new generation left behind holds the new text, as the retry's does.)"""
+        backs = [switched[path] for path in failed if path in switched]
+        if not backs:
+            return
+        lines = [serialize(back.action(), self._serializer) for back in backs]
+        try:
+            answers = send_bulk(
+                self._connection, self._index, lines, action, retry=self._connection.retry
+            )
+        except KnowledgeError as exc:
+            answers = [{"status": 500, "error": str(exc)} for _ in backs]
+        for back, info in zip(backs, answers, strict=True):
+            if not item_ok(info):
+                logger.warning(
+                    "%s: the record of %s still names the new version while the old one's "
+                    "chunks are left (%s); a later write of it removes them",
+                    action,
+                    back.commit.path,
+                    item_reason(info),
+                )
+
     def _send_deletes(
         self, deletes: Sequence[tuple[str, str]], action: str, refresh: str | None, what: str
-    ) -> None:
+    ) -> set[str]:
         """Delete the ids of ``deletes`` (``(path, id)``) in one bulk request; an item that
-        fails (404, already gone, is fine) rejects its path with ``what: <reason>``."""
+        fails (404, already gone, is fine) rejects its path with ``what: <reason>``.
+        Returns the paths rejected here."""
         lines = [serialize(queries.bulk_delete_action(i), self._serializer) for _, i in deletes]
         # The request carries the refresh (counted as sent even if it then fails: a failed
         # request fails the session or rejects its documents).
@@ -656,9 +709,12 @@ class OpenSearchWriteSession:
             retry=self._connection.retry,
             refresh=refresh,
         )
+        failed: set[str] = set()
         for (path, _), info in zip(deletes, answers, strict=True):
             if not item_ok(info) and info.get("status") != 404:
                 self._reject(path, f"{what}: " + item_reason(info))
+                failed.add(path)
+        return failed
 
     def _reject(self, path: str, reason: str, *, plain: bool = False) -> None:
         with self._state_lock:
@@ -687,12 +743,38 @@ class OpenSearchWriteSession:
         action = f"remove stale generations in {self._scope}"
         for start in range(0, len(bounds), _STALE_IDS_PER_REQUEST):
             batch = dict(bounds[start : start + _STALE_IDS_PER_REQUEST])
-            query = queries.stale_generations_query(self._scope, batch)
             try:
-                self._connection.delete_by_query(self._index, query, action)
+                self._delete_stale(batch, action)
             except KnowledgeError as exc:
                 logger.warning("%s: %s; the next write of those documents retries", action, exc)
                 return
+
+    def _delete_stale(self, bounds: Mapping[str, str], action: str) -> None:
+        """Delete the chunks of each document of ``bounds`` older than its bound. A domain
+        that refuses a ``range`` on a keyword field (``search.allow_expensive_queries:
+        false``) gets the documents' generations read, and the older ones named."""
+        query = queries.stale_generations_query(self._scope, bounds)
+        try:
+            self._connection.delete_by_query(self._index, query, action)
+            return
+        except StoreError as exc:
+            if refused_as_expensive(exc) != "range":
+                raise
+        older: dict[str, list[str]] = {}
+        after: dict[str, Any] | None = None
+        while True:
+            body = queries.chunk_generations_body(self._scope, list(bounds), after)
+            pairs, after = queries.read_generation_pairs(
+                self._connection.search_all(self._index, body, action)
+            )
+            for document, generation in pairs:
+                if document in bounds and generation < bounds[document]:
+                    older.setdefault(document, []).append(generation)
+            if after is None:
+                break
+        if older:
+            named = queries.named_generations_query(self._scope, older)
+            self._connection.delete_by_query(self._index, named, action)
 
     def _remove_unwritten(self) -> None:
         """A reindex: remove every record of the scope written before the session."""
@@ -741,6 +823,32 @@ class _Commit:
     version: str | None
     chunk_count: int
     record: Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class _Switch:
+    """A record switched from ``state``'s generation to ``commit``'s (``answer``: the
+    record write's answer, the condition for pointing it back)."""
+
+    commit: _Commit
+    state: queries.RecordState
+    answer: Mapping[str, Any]
+
+    def action(self) -> dict[str, Any]:
+        """Point the record back at the replaced generation, marked incomplete (written
+        only if it is still this write's record)."""
+        source = {
+            **self.commit.record,
+            GENERATION: self.state.generation,
+            CHUNK_COUNT: self.state.chunk_count,
+            CONTENT_HASH: queries.INCOMPLETE_HASH,
+        }
+        condition = replace(
+            self.state,
+            seq_no=int(self.answer.get("_seq_no", -1)),
+            primary_term=int(self.answer.get("_primary_term", -1)),
+        )
+        return queries.bulk_record_action(self.commit.document_id, source, condition)
 
 
 @dataclass(slots=True)

@@ -55,10 +55,11 @@ from knowledge.model import (
     SearchResult,
 )
 from knowledge.scope import KnowledgeScope
+from knowledge.search_filter import AllOf, AnyOf, FilterNode, Not
 from knowledge.store import StoredDocument
 from knowledge.stores.opensearch import listing, queries
 from knowledge.stores.opensearch import search as searching
-from knowledge.stores.opensearch.client import RetryPolicy
+from knowledge.stores.opensearch.client import RetryPolicy, refused_as_expensive
 from knowledge.stores.opensearch.config import OpenSearchConfig
 from knowledge.stores.opensearch.connection import Connection
 from knowledge.stores.opensearch.session import OpenSearchWriteSession
@@ -75,6 +76,44 @@ _SCOPES_PAGE = 500
 _PROBLEM_PATHS = 10_000
 """Problems read by ``problem_paths``, most recent first (one search: the node's
 default ``max_result_window``); status lists the most recent ``MAX_STATUS_PROBLEMS``."""
+
+
+_EXPENSIVE_HINT = (
+    "which this deployment's OpenSearch domain refuses (its cluster setting "
+    "search.allow_expensive_queries is false)"
+)
+
+
+def _filter_ops(node: FilterNode | None) -> set[str]:
+    if node is None:
+        return set()
+    if isinstance(node, AllOf | AnyOf):
+        return set().union(*(_filter_ops(child) for child in node.children))
+    if isinstance(node, Not):
+        return _filter_ops(node.child)
+    return {node.op}
+
+
+def _expensive_query_error(query: SearchQuery, refused: str) -> ValidationError:
+    """The 400 for a search the domain refused as expensive (``refused``: the query kind
+    the node named), naming the part of the request that needs that kind of query."""
+    ops = _filter_ops(query.filter)
+    if refused in ("wildcard", "regexp") and query.file_patterns and "contains" not in ops:
+        return ValidationError(
+            "file_patterns",
+            f"file patterns need {refused} queries, {_EXPENSIVE_HINT}; search without "
+            "file_patterns, or filter on document_path with eq/in",
+        )
+    needs = {
+        "prefix": "'starts_with' needs a prefix query",
+        "wildcard": "'contains' needs a wildcard query",
+        "range": "an order comparison (gt, gte, lt, lte) on a metadata key or on "
+        "document_path needs a range query on a keyword field",
+    }.get(refused, f"this filter needs {refused} queries")
+    return ValidationError(
+        "filter",
+        f"{needs}, {_EXPENSIVE_HINT}; use eq, ne, in or nin (order comparisons on indexed_at work)",
+    )
 
 
 class OpenSearchKnowledgeStore(IndexingStoreMixin):
@@ -246,6 +285,9 @@ class OpenSearchKnowledgeStore(IndexingStoreMixin):
                 mode=mode,
             )
         except StoreError as exc:
+            refused = refused_as_expensive(exc)
+            if refused is not None:
+                raise _expensive_query_error(query, refused) from None
             if _TOO_MANY_CLAUSES.search(str(exc)) is None:
                 raise
             # The caller's query, not the node, is at fault: a 400 naming it.
