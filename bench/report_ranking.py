@@ -106,7 +106,7 @@ def hybrid_ids_section(report: Report) -> None:
         "## 3e. Hybrid candidates as ids and a leaner hot path (issue 11, search overhead)",
         "Before (commit 0dce383), a hybrid candidate carried three doc values "
         "(`document_id`, `generation`, `chunk_index`). After: a candidate is its `_id` and "
-        "score only, since the store's own chunk ids (`queries.generation_chunk_id`) say "
+        "score only, since the store's own chunk ids (`records.generation_chunk_id`) say "
         "those three (`queries.chunk_id_facts`; with server-made ids, on Serverless, they "
         "are still read as doc values); the page cap stops at a full page. The "
         "after version also has this round's title and heading clauses on the keyword "

@@ -13,21 +13,16 @@ from knowledge.headings import DEFAULT_HEADINGS_WEIGHT
 from knowledge.scope import KnowledgeScope
 from knowledge.search_filter import parse_filter
 from knowledge.store import StoredDocument
-from knowledge.stores.opensearch import queries
+from knowledge.stores.opensearch import queries, records
 from knowledge.stores.opensearch.queries import (
     INCOMPLETE_HASH,
     MATCH_NOTHING,
     Hit,
-    RecordState,
     ScopeStats,
-    bulk_delete_action,
-    bulk_index_action,
-    bulk_record_action,
     chunk_id_facts,
     chunks_by_id_body,
     document_ids_page_body,
     file_pattern_filter,
-    generation_chunk_id,
     glob_to_regexp,
     glob_to_wildcard,
     keyword_search_body,
@@ -36,21 +31,28 @@ from knowledge.stores.opensearch.queries import (
     newest_generations,
     parse_candidates,
     parse_hits,
-    parse_problems,
-    parse_records_mget,
     parse_scope_stats,
     parse_scopes_page,
     parse_stored_document,
     parse_stored_documents,
-    parse_stored_vectors,
     query_filters,
     scope_filters,
     scope_query,
     scope_stats_body,
     stored_document_body,
     stored_documents_body,
-    stored_vectors_body,
     vector_search_body,
+)
+from knowledge.stores.opensearch.records import (
+    RecordState,
+    bulk_delete_action,
+    bulk_index_action,
+    bulk_record_action,
+    generation_chunk_id,
+    parse_problems,
+    parse_records_mget,
+    parse_stored_vectors,
+    stored_vectors_body,
 )
 
 SCOPE = KnowledgeScope("ops-bot", "runbooks")
@@ -871,7 +873,7 @@ def test_parse_scopes_page_skips_pairs_that_are_no_scope() -> None:
 
 def test_stored_vectors_body_reads_one_document_of_the_scope_newest_generation_first() -> None:
     scope = KnowledgeScope("ops-bot", "runbooks")
-    body = queries.stored_vectors_body(scope, "doc-1", 500, ["g9", 3])
+    body = records.stored_vectors_body(scope, "doc-1", 500, ["g9", 3])
     assert body["_source"] == {"includes": ["embedding_key", "embedding"]}
     assert body["query"]["bool"]["filter"] == [
         {"term": {"agent": "ops-bot"}},
@@ -898,17 +900,17 @@ def test_parse_stored_vectors_keeps_the_first_of_a_key_and_right_sized_vectors()
             ]
         }
     }
-    vectors, after, count = queries.parse_stored_vectors(response, 2)
+    vectors, after, count = records.parse_stored_vectors(response, 2)
     assert vectors == {"a": [0.1, 0.2], "zero": [0.0, 0.0]}
     assert (after, count) == (["g1", 0], 5)
-    assert queries.parse_stored_vectors({"hits": {"hits": []}}, 2) == ({}, None, 0)
+    assert records.parse_stored_vectors({"hits": {"hits": []}}, 2) == ({}, None, 0)
 
 
 # --- bodies the store's write path sends, as literal data (issue 15) ----------------------
 
 
 def test_problems_body_is_the_scopes_problem_records_most_recent_first() -> None:
-    assert queries.problems_body(SCOPE, 100) == {
+    assert records.problems_body(SCOPE, 100) == {
         "size": 100,
         "track_total_hits": False,
         "_source": {"includes": ["document_path", "problem", "problem_at", "generation"]},
@@ -929,7 +931,7 @@ def test_problems_body_is_the_scopes_problem_records_most_recent_first() -> None
 def test_a_problem_is_merged_into_the_record_or_creates_one() -> None:
     fields = {"problem": "too large", "problem_at": "2026-01-01T00:00:00Z"}
     upsert = {"record": "document", **fields}
-    assert queries.bulk_problem_action("doc1", fields, upsert) == {
+    assert records.bulk_problem_action("doc1", fields, upsert) == {
         "_op_type": "update",
         "_id": "doc1",
         "retry_on_conflict": 3,
@@ -944,14 +946,14 @@ def test_a_problem_is_merged_into_the_record_or_creates_one() -> None:
 
 def test_other_generations_are_every_record_and_chunk_but_the_kept_one() -> None:
     document = [AGENT_TERM, CONTEXT_TERM, {"term": {"document_id": "doc1"}}]
-    assert queries.other_generations_query(SCOPE, "doc1", "g2") == {
+    assert records.other_generations_query(SCOPE, "doc1", "g2") == {
         "bool": {"filter": document, "must_not": [{"term": {"generation": "g2"}}]}
     }
-    assert queries.other_generations_query(SCOPE, "doc1", None) == {"bool": {"filter": document}}
+    assert records.other_generations_query(SCOPE, "doc1", None) == {"bool": {"filter": document}}
 
 
 def test_stale_generations_are_the_chunks_older_than_each_documents_bound() -> None:
-    body = queries.stale_generations_query(SCOPE, {"doc1": "g5", "doc2": "0193"})
+    body = records.stale_generations_query(SCOPE, {"doc1": "g5", "doc2": "0193"})
     assert body == {
         "bool": {
             # Chunks only, of this scope: the records stay.
@@ -981,8 +983,8 @@ def test_stale_generations_are_the_chunks_older_than_each_documents_bound() -> N
 
 
 def test_records_are_read_once_each_in_order() -> None:
-    assert queries.records_mget_body(["b", "a", "b", "c", "a"]) == {"ids": ["b", "a", "c"]}
-    assert queries.records_mget_body([]) == {"ids": []}
+    assert records.records_mget_body(["b", "a", "b", "c", "a"]) == {"ids": ["b", "a", "c"]}
+    assert records.records_mget_body([]) == {"ids": []}
 
 
 def test_a_record_without_a_count_or_version_reads_as_none_and_zero() -> None:

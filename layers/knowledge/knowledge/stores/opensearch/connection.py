@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from knowledge.deadline import Deadline, current_deadline
 from knowledge.errors import EmbeddingMismatchError, StoreError, StoreUnavailableError
-from knowledge.stores.opensearch import queries
+from knowledge.stores.opensearch import queries, records
 from knowledge.stores.opensearch.client import RetryPolicy, create_client, store_error
 from knowledge.stores.opensearch.config import OpenSearchConfig
 from knowledge.stores.opensearch.mapping import (
@@ -307,18 +307,18 @@ class Connection:
 
         return self.read(action, send)
 
-    def mget_records(self, index: str, record_ids: Sequence[str]) -> dict[str, queries.RecordState]:
+    def mget_records(self, index: str, record_ids: Sequence[str]) -> dict[str, records.RecordState]:
         """The current state of document records, read in real time (no refresh needed)."""
         if not record_ids:
             return {}
-        body = queries.records_mget_body(record_ids)
+        body = records.records_mget_body(record_ids)
 
         def send(client: OpenSearch, timeout: float) -> dict[str, Any]:
             response: dict[str, Any] = client.mget(index=index, body=body, request_timeout=timeout)
             return response
 
         action = f"read {len(record_ids)} document record(s)"
-        return queries.parse_records_mget(self.call(action, send))
+        return records.parse_records_mget(self.call(action, send))
 
     def bulk(
         self, index: str, body: str, action: str, *, refresh: str | None = None

@@ -54,7 +54,7 @@ new index. It also records the embedding model, so a different provider or dimen
 is refused (``EmbeddingMismatchError``) instead of silently mixing vectors.
 
 Embedding reuse reads a chunk's ``embedding_key`` and vector back from ``_source``
-(``queries.stored_vectors_body``): ``knn_vector`` fields have no doc values to read them
+(``records.stored_vectors_body``): ``knn_vector`` fields have no doc values to read them
 from otherwise, so ``_source.excludes`` would cost every edit a full re-embedding (and,
 measured in ``bench/scale.py``, saves nothing while the node keeps a recovery copy of
 the full source). ``derived_source=True`` (``OpenSearchConfig.vector_derived_source``)

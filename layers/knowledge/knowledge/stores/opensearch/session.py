@@ -25,7 +25,7 @@ written *beside* the previous version, never over it. Then, per document:
 4. when the session ends, if it replaced an indexed version of any document, one
    ``_delete_by_query`` (per session, not per document) removes those documents' chunks
    whose generation is more than ``_STALE_AFTER_NS`` old *and* older than the generation
-   this session committed for that document (``queries.stale_generations_query``): the
+   this session committed for that document (``records.stale_generations_query``): the
    generations of writers that died after their chunks were accepted and before their
    record switch (*orphans*; step 3 cannot name them, no record pointed at them). The
    committed generation itself is never matched, however long the session ran.
@@ -53,7 +53,7 @@ document's newest generation among their hits (``queries.newest_generations``), 
 while both versions exist for an instant, no search shows both.
 
 Embedding reuse: ``stored_vectors(path)`` reads the document's chunk keys and vectors
-(``queries.stored_vectors_body``: one search per ``_VECTOR_PAGE`` chunks, so one request
+(``records.stored_vectors_body``: one search per ``_VECTOR_PAGE`` chunks, so one request
 for most documents). It reads what is searchable (a write of the last refresh interval
 may be missing: that only costs reuse, since a key is a content address).
 
@@ -87,7 +87,7 @@ from knowledge.identity import is_newer_version
 from knowledge.model import FileProblem
 from knowledge.scope import KnowledgeScope
 from knowledge.store import DocumentHeader, EmbeddedChunk
-from knowledge.stores.opensearch import queries
+from knowledge.stores.opensearch import queries, records
 from knowledge.stores.opensearch.bulk import (
     BulkSender,
     byte_length,
@@ -254,7 +254,7 @@ class OpenSearchWriteSession:
                 if source_type is None:
                     source_type = _text(chunk.metadata.get("source_type"))
                 chunk_id = (
-                    queries.generation_chunk_id(document_id, generation, chunk.chunk_index)
+                    records.generation_chunk_id(document_id, generation, chunk.chunk_index)
                     if self._client_ids
                     else None
                 )
@@ -267,7 +267,7 @@ class OpenSearchWriteSession:
                     embedding_key=item.embedding_key,
                     metadata_pairs=self._metadata_pairs,
                 )
-                self._add(queries.bulk_index_action(chunk_id, source), path)
+                self._add(records.bulk_index_action(chunk_id, source), path)
                 count += 1
         except BaseException:
             self._drop_generation(
@@ -316,21 +316,21 @@ class OpenSearchWriteSession:
             if state is not None:
                 existed = state.generation is not None
                 for chunk_id in _generation_ids(document_id, state.generation, state.chunk_count):
-                    self._add(queries.bulk_delete_action(chunk_id), path)
+                    self._add(records.bulk_delete_action(chunk_id), path)
                 # The record goes only once every chunk is gone (``_send``): a record
                 # removed beside a chunk that stayed would leave that chunk searchable
                 # with nothing left to find it by when the delete is retried.
                 self._removals.append((path, document_id))
                 self._wrote = True
         else:
-            query = queries.other_generations_query(self._scope, document_id, None)
+            query = records.other_generations_query(self._scope, document_id, None)
             found = self._connection.find_ids(self._index, query, action)
             with self._state_lock:
                 # What this session wrote is not searchable yet: its ids were kept.
                 found += self._committed_ids.pop(path, [])
             for doc_id in dict.fromkeys(found):
                 existed = True
-                self._add(queries.bulk_delete_action(doc_id), path)
+                self._add(records.bulk_delete_action(doc_id), path)
         with self._state_lock:
             self._rejections.pop(path, None)
         if existed:
@@ -350,13 +350,13 @@ class OpenSearchWriteSession:
         document_id = _document_id(self._scope, path)
         now = datetime.now(UTC)
         if self._client_ids:
-            action = queries.bulk_problem_action(
+            action = records.bulk_problem_action(
                 document_id,
                 problem_fields(reason, now),
                 problem_record(self._scope, document_id, path, reason, now),
             )
         else:
-            action = queries.bulk_index_action(
+            action = records.bulk_index_action(
                 None, problem_record(self._scope, document_id, path, reason, now)
             )
         self._add(action, path)
@@ -374,8 +374,8 @@ class OpenSearchWriteSession:
         vectors: dict[str, Sequence[float]] = {}
         after: list[Any] | None = None
         while True:
-            body = queries.stored_vectors_body(self._scope, document_id, _VECTOR_PAGE, after)
-            page, after, hits = queries.parse_stored_vectors(
+            body = records.stored_vectors_body(self._scope, document_id, _VECTOR_PAGE, after)
+            page, after, hits = records.parse_stored_vectors(
                 self._connection.search_all(self._index, body, action), dimensions
             )
             for key, vector in page.items():
@@ -451,7 +451,7 @@ class OpenSearchWriteSession:
             with self._state_lock:
                 ids = self._server_ids.pop(path, [])
         for chunk_id in ids:
-            self._add(queries.bulk_delete_action(chunk_id), path)
+            self._add(records.bulk_delete_action(chunk_id), path)
 
     # --- the sender thread -----------------------------------------------------------------
 
@@ -557,7 +557,7 @@ class OpenSearchWriteSession:
             if not pending:
                 break
             states = self._connection.mget_records(self._index, [c.document_id for c in pending])
-            decided: list[tuple[_Commit, queries.RecordState | None]] = []
+            decided: list[tuple[_Commit, records.RecordState | None]] = []
             actions: list[str] = []
             for commit in pending:
                 state = states.get(commit.document_id)
@@ -574,7 +574,7 @@ class OpenSearchWriteSession:
                     )
                     cleanup.extend(self._own_ids(commit))
                     continue
-                record = queries.bulk_record_action(commit.document_id, commit.record, state)
+                record = records.bulk_record_action(commit.document_id, commit.record, state)
                 actions.append(serialize(record, self._serializer))
                 decided.append((commit, state))
             if not actions:
@@ -631,7 +631,7 @@ class OpenSearchWriteSession:
         if not commits:
             return []
         actions = [
-            serialize(queries.bulk_index_action(None, c.record), self._serializer) for c in commits
+            serialize(records.bulk_index_action(None, c.record), self._serializer) for c in commits
         ]
         try:
             answers = send_bulk(
@@ -697,7 +697,7 @@ class OpenSearchWriteSession:
         """Delete the ids of ``deletes`` (``(path, id)``) in one bulk request; an item that
         fails (404, already gone, is fine) rejects its path with ``what: <reason>``.
         Returns the paths rejected here."""
-        lines = [serialize(queries.bulk_delete_action(i), self._serializer) for _, i in deletes]
+        lines = [serialize(records.bulk_delete_action(i), self._serializer) for _, i in deletes]
         # The request carries the refresh (counted as sent even if it then fails: a failed
         # request fails the session or rejects its documents).
         self._refreshed = self._refreshed or refresh is not None
@@ -753,7 +753,7 @@ class OpenSearchWriteSession:
         """Delete the chunks of each document of ``bounds`` older than its bound. A domain
         that refuses a ``range`` on a keyword field (``search.allow_expensive_queries:
         false``) gets the documents' generations read, and the older ones named."""
-        query = queries.stale_generations_query(self._scope, bounds)
+        query = records.stale_generations_query(self._scope, bounds)
         try:
             self._connection.delete_by_query(self._index, query, action)
             return
@@ -763,8 +763,8 @@ class OpenSearchWriteSession:
         older: dict[str, list[str]] = {}
         after: dict[str, Any] | None = None
         while True:
-            body = queries.chunk_generations_body(self._scope, list(bounds), after)
-            pairs, after = queries.read_generation_pairs(
+            body = records.chunk_generations_body(self._scope, list(bounds), after)
+            pairs, after = records.read_generation_pairs(
                 self._connection.search_all(self._index, body, action)
             )
             for document, generation in pairs:
@@ -773,7 +773,7 @@ class OpenSearchWriteSession:
             if after is None:
                 break
         if older:
-            named = queries.named_generations_query(self._scope, older)
+            named = records.named_generations_query(self._scope, older)
             self._connection.delete_by_query(self._index, named, action)
 
     def _remove_unwritten(self) -> None:
@@ -799,7 +799,7 @@ class OpenSearchWriteSession:
         if self._serverless:
             ids = connection.find_ids(self._index, query, action)
             if ids:
-                lines = [serialize(queries.bulk_delete_action(i), self._serializer) for i in ids]
+                lines = [serialize(records.bulk_delete_action(i), self._serializer) for i in ids]
                 send_bulk(connection, self._index, lines, action, retry=connection.retry)
             return
         if connection.delete_by_query(self._index, query, action) and self._wait_for:
@@ -831,7 +831,7 @@ class _Switch:
     record write's answer, the condition for pointing it back)."""
 
     commit: _Commit
-    state: queries.RecordState
+    state: records.RecordState
     answer: Mapping[str, Any]
 
     def action(self) -> dict[str, Any]:
@@ -848,7 +848,7 @@ class _Switch:
             seq_no=int(self.answer.get("_seq_no", -1)),
             primary_term=int(self.answer.get("_primary_term", -1)),
         )
-        return queries.bulk_record_action(self.commit.document_id, source, condition)
+        return records.bulk_record_action(self.commit.document_id, source, condition)
 
 
 @dataclass(slots=True)
@@ -890,7 +890,7 @@ class _Rejection:
 def _generation_ids(document_id: str, generation: str | None, count: int) -> list[str]:
     if generation is None:
         return []
-    return [queries.generation_chunk_id(document_id, generation, i) for i in range(count)]
+    return [records.generation_chunk_id(document_id, generation, i) for i in range(count)]
 
 
 def _older_generations_query(

@@ -57,7 +57,7 @@ from knowledge.model import (
 from knowledge.scope import KnowledgeScope
 from knowledge.search_filter import AllOf, AnyOf, FilterNode, Not
 from knowledge.store import StoredDocument
-from knowledge.stores.opensearch import listing, queries
+from knowledge.stores.opensearch import listing, queries, records
 from knowledge.stores.opensearch import search as searching
 from knowledge.stores.opensearch.client import RetryPolicy, refused_as_expensive
 from knowledge.stores.opensearch.config import OpenSearchConfig
@@ -208,9 +208,9 @@ class OpenSearchKnowledgeStore(IndexingStoreMixin):
         if not self._connection.open_index(index, create=False):
             return set()
         found = self._connection.search(
-            index, f"read the problems of {scope}", queries.problems_body(scope, _PROBLEM_PATHS)
+            index, f"read the problems of {scope}", records.problems_body(scope, _PROBLEM_PATHS)
         )
-        return {path for path, _ in queries.parse_problems(found, _PROBLEM_PATHS)}
+        return {path for path, _ in records.parse_problems(found, _PROBLEM_PATHS)}
 
     def stored_documents(self, scope: KnowledgeScope) -> dict[str, StoredDocument]:
         """Every document of exactly this scope, by path, from a composite aggregation."""
@@ -319,11 +319,11 @@ class OpenSearchKnowledgeStore(IndexingStoreMixin):
             found = connection.search(
                 index,
                 f"read the problems of {scope}",
-                queries.problems_body(scope, MAX_STATUS_PROBLEMS * 2),
+                records.problems_body(scope, MAX_STATUS_PROBLEMS * 2),
             )
             problems = tuple(
                 FileProblem(path, reason)
-                for path, reason in queries.parse_problems(found, MAX_STATUS_PROBLEMS)
+                for path, reason in records.parse_problems(found, MAX_STATUS_PROBLEMS)
             )
         if indexing:
             state = IndexState.INDEXING
