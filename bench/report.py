@@ -1020,6 +1020,9 @@ def main(args: argparse.Namespace) -> None:
     from bench.report_headings import headings_section  # it imports this module's helpers
 
     headings_section(report)
+    from bench.report_ranking import hashing_variants_section
+
+    hashing_variants_section(report)
     indexing_section(report)
     latency_section(report)
     ranking_latency_section(report)
