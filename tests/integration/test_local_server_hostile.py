@@ -816,6 +816,49 @@ def test_kb_index_keeps_the_documents_of_a_folder_it_cannot_read(tmp_path: Path)
     assert paths == ["keep.md", "private/secret.md"]
 
 
+def test_kb_index_reindex_keeps_the_documents_of_a_folder_it_cannot_read(
+    tmp_path: Path,
+) -> None:
+    """A reindex drops the scope and writes it again, but not what a folder it cannot
+    list held (before, those documents were dropped with the rest): the listed files are
+    rewritten, a deleted one is removed, the unreadable folder's documents stay."""
+    docs = tmp_path / "docs"
+    write(docs / "keep.md", "# Keep\n\nokapi keep\n")
+    write(docs / "gone.md", "# Gone\n\nokapi gone\n")
+    write(docs / "private" / "secret.md", "# Secret\n\nokapi secret\n")
+    db = tmp_path / "k.db"
+    scope = ["--agent", "ops", "--context", "one", "--db", str(db)]
+    kb = [sys.executable, "-c", _KB]
+    first = subprocess.run(
+        [*kb, "index", str(docs), *scope], check=False, capture_output=True, text=True, timeout=120
+    )
+    assert first.returncode == 0, first.stderr
+    (docs / "gone.md").unlink()
+    write(docs / "keep.md", "# Keep\n\nokapi keep, rewritten\n")
+    with unreadable(docs / "private"):
+        again = subprocess.run(
+            [*_as_plain_user(), *kb, "index", str(docs), *scope, "--reindex", "--json"],
+            check=False,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    assert again.returncode == 1, again.stderr  # a file error: exit 1 with the reasons
+    result = json.loads(again.stdout)
+    assert result["errors"] == [{"path": "private/", "reason": "cannot list: Permission denied"}]
+    assert (result["indexed_documents"], result["deleted_documents"]) == (1, 1)
+    found = subprocess.run(
+        [*kb, "search", "okapi", *scope, "--json", "--max-results", "10"],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    results = json.loads(found.stdout)["results"]
+    assert sorted({r["document_path"] for r in results}) == ["keep.md", "private/secret.md"]
+    assert any("rewritten" in r["content"] for r in results)
+
+
 def test_the_watcher_syncs_the_rest_of_a_scope_with_a_folder_it_cannot_read(
     tmp_path: Path,
 ) -> None:

@@ -288,23 +288,28 @@ class Indexer:
         """Drop the scope and write every listed document again.
 
         ``deleted_documents`` counts the previously stored documents the source no
-        longer lists. A listing longer than a set ``options.max_documents`` never drops
-        the scope: the documents within it are rewritten, the rest are errors, and
-        nothing is deleted.
+        longer lists. The listing is read in full before anything is dropped, so two
+        cases never drop the scope: a listing longer than a set ``options.max_documents``
+        (the documents within it are rewritten, the rest are errors, and nothing is
+        deleted), and a folder the source could not list (``CANNOT_LIST``): its stored
+        documents are kept (unknown, not gone), every listed one is rewritten and the
+        other stored ones are deleted.
         """
         options = options or IndexOptions()
         run = _Run()
         previous = set(writer.stored_documents(scope))
-        listed: set[str] = set()
         listing = source.documents(scope, options)
-        documents: Iterator[SourceDocument] = iter(listing)
-        truncated = False
-        if options.max_documents is not None:
-            # Known before the scope is dropped: one document more than the limit is read.
-            head = list(islice(documents, options.max_documents + 1))
-            truncated = len(head) > options.max_documents
-            documents = chain(head, documents)
-        with writer.write_session(scope, replace_scope=not truncated) as session:
+        # Up to one document past the limit: a longer listing is not read ahead in full.
+        limit = None if options.max_documents is None else options.max_documents + 1
+        head = list(islice(listing, limit))
+        truncated = limit is not None and len(head) == limit
+        documents: Iterable[SourceDocument] = chain(head, listing) if truncated else head
+        unlisted = under_unlisted_folder(listing_problems(listing)[1])
+        kept = {path for path in previous if unlisted(path)}
+        replace = not truncated and not kept
+        problems = set() if replace else writer.problem_paths(scope)
+        listed: set[str] = set()
+        with writer.write_session(scope, replace_scope=replace) as session:
             for document in documents:
                 if _over_limit(len(listed), options):
                     _fail(session, run, _over_limit_problem(document, options))
@@ -314,7 +319,15 @@ class Indexer:
                     session, scope, document, options=options, run=run, stored=None, force=True
                 )
             run.take_listing_problems(listing, session)
-        run.deleted = set() if truncated else previous - listed
+            if not replace and not truncated:
+                # What replacing the scope would have removed, but what the unlisted folder
+                # held: the stored documents and problems of files no longer listed.
+                reported = {p.path for p in (*run.skipped, *run.errors)}
+                for path in sorted((previous | (problems - reported)) - listed):
+                    if not unlisted(path):
+                        self._delete(session, path, run)
+        if replace:
+            run.deleted = previous - listed
         _record_all(writer, scope, session.failures)
         return run.result(session.failures)
 
