@@ -952,6 +952,104 @@ def test_other_generations_are_every_record_and_chunk_but_the_kept_one() -> None
     assert records.other_generations_query(SCOPE, "doc1", None) == {"bool": {"filter": document}}
 
 
+def test_chunk_generations_pages_the_document_generation_pairs_of_the_scopes_chunks() -> None:
+    query = {
+        "bool": {
+            "filter": [
+                AGENT_TERM,
+                CONTEXT_TERM,
+                {"term": {"record": "chunk"}},
+                {"terms": {"document_id": ["doc1", "doc2"]}},
+            ]
+        }
+    }
+    sources = [
+        {"document": {"terms": {"field": "document_id"}}},
+        {"generation": {"terms": {"field": "generation"}}},
+    ]
+    assert records.chunk_generations_body(SCOPE, ("doc1", "doc2")) == {
+        "size": 0,
+        "track_total_hits": False,
+        "query": query,
+        "aggs": {"pairs": {"composite": {"size": 1000, "sources": sources}}},
+    }
+    after = {"document": "doc1", "generation": "g2"}
+    paged = records.chunk_generations_body(SCOPE, ["doc1", "doc2"], after)
+    assert paged["aggs"]["pairs"]["composite"] == {
+        "size": 1000,
+        "sources": sources,
+        "after": {"document": "doc1", "generation": "g2"},
+    }
+    assert paged["query"] == query
+
+
+@pytest.mark.parametrize(
+    ("found", "expected"),
+    [
+        ({}, ([], None)),
+        ({"aggregations": {"pairs": {"buckets": []}}}, ([], None)),
+        # The last page: no buckets, even if an after key came with it.
+        ({"aggregations": {"pairs": {"buckets": [], "after_key": {"x": 1}}}}, ([], None)),
+        (
+            {
+                "aggregations": {
+                    "pairs": {
+                        "buckets": [
+                            {"key": {"document": "doc1", "generation": "g1"}, "doc_count": 3},
+                            {"key": {"document": "doc1", "generation": "g2"}, "doc_count": 3},
+                        ],
+                        "after_key": {"document": "doc1", "generation": "g2"},
+                    }
+                }
+            },
+            ([("doc1", "g1"), ("doc1", "g2")], {"document": "doc1", "generation": "g2"}),
+        ),
+        (
+            # Buckets without an after key (or a malformed one): no next page.
+            {
+                "aggregations": {
+                    "pairs": {
+                        "buckets": [{"key": {"document": "d", "generation": "g"}}],
+                        "after_key": "not a key",
+                    }
+                }
+            },
+            ([("d", "g")], None),
+        ),
+    ],
+)
+def test_read_generation_pairs(found: dict, expected: tuple) -> None:
+    assert records.read_generation_pairs(found) == expected
+
+
+def test_named_generations_are_terms_per_document_never_a_range() -> None:
+    body = records.named_generations_query(SCOPE, {"doc1": ["g1", "g2"], "doc2": ("g0",)})
+    assert body == {
+        "bool": {
+            "filter": [AGENT_TERM, CONTEXT_TERM, {"term": {"record": "chunk"}}],
+            "should": [
+                {
+                    "bool": {
+                        "filter": [
+                            {"term": {"document_id": "doc1"}},
+                            {"terms": {"generation": ["g1", "g2"]}},
+                        ]
+                    }
+                },
+                {
+                    "bool": {
+                        "filter": [
+                            {"term": {"document_id": "doc2"}},
+                            {"terms": {"generation": ["g0"]}},
+                        ]
+                    }
+                },
+            ],
+            "minimum_should_match": 1,
+        }
+    }
+
+
 def test_stale_generations_are_the_chunks_older_than_each_documents_bound() -> None:
     body = records.stale_generations_query(SCOPE, {"doc1": "g5", "doc2": "0193"})
     assert body == {
