@@ -64,8 +64,9 @@ def _sign_and_bucket(feature: str, dimensions: int) -> tuple[float, int]:
     return (-1.0 if hashed >> 63 else 1.0), hashed % dimensions
 
 
-class VariantEmbedder:
-    """Signed feature hashing of a text's terms and trigrams, as the module docstring says."""
+class VariantEmbedder(HashingEmbedder):
+    """Signed feature hashing of a text's terms and trigrams, as the module docstring says
+    (named ``hashing``, as the product's, for its weights and floor)."""
 
     def __init__(
         self,
@@ -75,16 +76,8 @@ class VariantEmbedder:
         stems: bool = False,
         sublinear: bool = False,
     ) -> None:
-        self._dimensions = dimensions
+        super().__init__(dimensions)
         self._stop, self._stems, self._sublinear = stop, stems, sublinear
-
-    @property
-    def name(self) -> str:
-        return "hashing"
-
-    @property
-    def dimensions(self) -> int:
-        return self._dimensions
 
     def embed(self, text: str) -> Embedding:
         words = tokenize(text)
@@ -108,9 +101,6 @@ class VariantEmbedder:
         if norm > 0.0:
             vector = [x / norm for x in vector]
         return Embedding(vector=tuple(vector), token_count=len(terms))
-
-    def embed_batch(self, texts: list[str]) -> list[Embedding]:
-        return [self.embed(text) for text in texts]
 
 
 def _modes(corpus: Corpus, embedder: Any, chunks: int) -> dict[str, float]:

@@ -39,7 +39,6 @@ The server never closes the store: whoever opened it does (the CLI, a test).
 from __future__ import annotations
 
 import contextlib
-import ipaddress
 import json
 import logging
 import signal
@@ -66,6 +65,7 @@ from knowledge.errors import (
 from knowledge.local.playground import Asset, playground_asset
 from knowledge.local.progress import IndexingProgress, ProgressBar
 from knowledge.local.watcher import BucketWatcher, IndexingStopped, check_poll_interval
+from knowledge.loopback import is_loopback_host
 from knowledge.model import (
     IndexOptions,
     IndexResult,
@@ -116,19 +116,7 @@ class _ApiHttpServer(ThreadingHTTPServer):
         if ":" in address[0]:
             self.address_family = socket.AF_INET6
         super().__init__(address, _ApiRequestHandler)
-        self.loopback = _is_loopback(str(self.server_address[0]))
-
-
-def _is_loopback(host: str) -> bool:
-    """Whether ``host`` (a name or an address, without port or brackets) is this machine
-    by every resolver: ``localhost``, 127.0.0.0/8 or ``::1``."""
-    host = host.lower().removesuffix(".")
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
+        self.loopback = is_loopback_host(str(self.server_address[0]))
 
 
 def _host_name(header: str) -> str | None:
@@ -145,7 +133,7 @@ def _foreign_request(headers: Any) -> ApiResponse | None:
     host = headers.get("Host")
     if host is not None:
         name = _host_name(host)
-        if name is None or not _is_loopback(name):
+        if name is None or not is_loopback_host(name):
             return _error_body(
                 HTTPStatus.MISDIRECTED_REQUEST,
                 "this server answers only requests addressed to 127.0.0.1, localhost or "
@@ -156,7 +144,7 @@ def _foreign_request(headers: Any) -> ApiResponse | None:
     if origin is not None:
         try:
             parts = urlsplit(origin.strip())
-            allowed = parts.scheme in ("http", "https") and _is_loopback(parts.hostname or "")
+            allowed = parts.scheme in ("http", "https") and is_loopback_host(parts.hostname or "")
         except ValueError:
             allowed = False
         if not allowed:

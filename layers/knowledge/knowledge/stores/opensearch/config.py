@@ -70,7 +70,6 @@ query.
 
 from __future__ import annotations
 
-import ipaddress
 import math
 import os
 import re
@@ -81,6 +80,7 @@ from urllib.parse import urlsplit
 
 from knowledge.errors import ConfigurationError, ValidationError
 from knowledge.headings import DEFAULT_HEADINGS_WEIGHT, check_headings_weight
+from knowledge.loopback import is_loopback_url
 from knowledge.model import SearchMode
 
 __all__ = [
@@ -92,7 +92,6 @@ __all__ = [
     "SERVICES",
     "VECTOR_ENGINES",
     "OpenSearchConfig",
-    "is_loopback_url",
 ]
 
 AUTH_MODES = ("none", "basic", "sigv4")
@@ -111,17 +110,6 @@ _EF_RANGE = (2, 10_000)
 _INTERVAL = re.compile(r"[1-9][0-9]{0,5}(ms|s|m)")
 _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("0", "false", "no", "off")
-
-
-def is_loopback_url(url: str) -> bool:
-    """True if ``url`` points at this machine (``localhost``, ``127.0.0.0/8``, ``::1``)."""
-    host = urlsplit(url).hostname or ""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def _default_service(url: str) -> str:

@@ -111,23 +111,10 @@ def stale_generations_query(scope: KnowledgeScope, before: Mapping[str, str]) ->
     prefix of one: they sort by time) whose generation is older than that bound: what a
     write that committed those documents removes at its end, the chunks of writers that
     died before their record switch included. Records are not matched."""
-    return {
-        "bool": {
-            "filter": [*scope_filters(scope), {"term": {RECORD: RECORD_CHUNK}}],
-            "should": [
-                {
-                    "bool": {
-                        "filter": [
-                            {"term": {DOCUMENT_ID: document}},
-                            {"range": {GENERATION: {"lt": bound}}},
-                        ]
-                    }
-                }
-                for document, bound in before.items()
-            ],
-            "minimum_should_match": 1,
-        }
-    }
+    return _chunks_of_documents(
+        scope,
+        {document: {"range": {GENERATION: {"lt": bound}}} for document, bound in before.items()},
+    )
 
 
 def chunk_generations_body(
@@ -176,19 +163,23 @@ def named_generations_query(
     scope: KnowledgeScope, generations: Mapping[str, Sequence[str]]
 ) -> dict[str, Any]:
     """The chunks of each document (id -> the generations to remove), by ``term``s only."""
+    return _chunks_of_documents(
+        scope,
+        {document: {"terms": {GENERATION: list(names)}} for document, names in generations.items()},
+    )
+
+
+def _chunks_of_documents(
+    scope: KnowledgeScope, generations: Mapping[str, Mapping[str, Any]]
+) -> dict[str, Any]:
+    """The scope's chunks (never a record) of each document whose generation matches that
+    document's clause (document id -> a clause on ``generation``)."""
     return {
         "bool": {
             "filter": [*scope_filters(scope), {"term": {RECORD: RECORD_CHUNK}}],
             "should": [
-                {
-                    "bool": {
-                        "filter": [
-                            {"term": {DOCUMENT_ID: document}},
-                            {"terms": {GENERATION: list(names)}},
-                        ]
-                    }
-                }
-                for document, names in generations.items()
+                {"bool": {"filter": [{"term": {DOCUMENT_ID: document}}, clause]}}
+                for document, clause in generations.items()
             ],
             "minimum_should_match": 1,
         }
