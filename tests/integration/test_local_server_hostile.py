@@ -859,6 +859,44 @@ def test_kb_index_reindex_keeps_the_documents_of_a_folder_it_cannot_read(
     assert any("rewritten" in r["content"] for r in results)
 
 
+def test_a_reindex_that_keeps_an_unreadable_folder_keeps_the_listings_own_problems(
+    tmp_path: Path,
+) -> None:
+    """An indexed file that the listing now leaves out with a reason (here: it became a
+    link out of its scope) is removed and its status problem says why, also when a
+    folder that cannot be listed keeps the reindex from replacing the scope."""
+    docs = tmp_path / "docs"
+    write(docs / "keep.md", "# Keep\n\nokapi keep\n")
+    write(docs / "link.md", "# Link\n\nokapi link\n")
+    write(docs / "private" / "secret.md", "# Secret\n\nokapi secret\n")
+    outside = write(tmp_path / "outside.md", "# Outside\n\nokapi outside\n")
+    db = tmp_path / "k.db"
+    scope = ["--agent", "ops", "--context", "one", "--db", str(db)]
+    kb = [sys.executable, "-c", _KB]
+    first = subprocess.run(
+        [*kb, "index", str(docs), *scope], check=False, capture_output=True, text=True, timeout=120
+    )
+    assert first.returncode == 0, first.stderr
+    (docs / "link.md").unlink()
+    (docs / "link.md").symlink_to(outside)
+    with unreadable(docs / "private"):
+        again = subprocess.run(
+            [*_as_plain_user(), *kb, "index", str(docs), *scope, "--reindex", "--json"],
+            check=False,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    assert again.returncode == 1, again.stderr
+    assert json.loads(again.stdout)["deleted_documents"] == 1  # link.md
+    status = subprocess.run(
+        [*kb, "status", *scope, "--json"], check=False, capture_output=True, text=True, timeout=120
+    )
+    problems = {p["document_path"]: p["reason"] for p in json.loads(status.stdout)["problems"]}
+    assert problems.get("link.md") == "symlink outside its scope"
+    assert problems.get("private/") == "cannot list: Permission denied"
+
+
 def test_the_watcher_syncs_the_rest_of_a_scope_with_a_folder_it_cannot_read(
     tmp_path: Path,
 ) -> None:

@@ -259,22 +259,15 @@ class Indexer:
                     run=run,
                     stored=stored.get(document.path),
                 )
-            # A folder the source could not list holds what it held (unknown, not gone).
-            unlisted = under_unlisted_folder(listing_problems(listing)[1])
-            if not truncated:
-                for path in sorted(stored.keys() - listed):
-                    if not unlisted(path):
-                        self._delete(session, path, run)
-            # After the deletes: an indexed file the listing now leaves out (a link out of
-            # its scope, say) is removed and keeps the problem that says why.
-            run.take_listing_problems(listing, session)
-            if not truncated:
-                # A file that was never indexed and is gone: its problem goes with it (the
-                # source's own listing problems were just recorded: they stay).
-                reported = {p.path for p in (*run.skipped, *run.errors)}
-                for path in sorted(problems - listed - reported - stored.keys()):
-                    if not unlisted(path):
-                        self._delete(session, path, run)
+            self._settle_listing(
+                session,
+                run,
+                listing,
+                listed=listed,
+                stored=set(stored),
+                problems=problems,
+                delete=not truncated,
+            )
         _record_all(writer, scope, session.failures)
         return run.result(session.failures)
 
@@ -305,9 +298,8 @@ class Indexer:
         truncated = limit is not None and len(head) == limit
         documents: Iterable[SourceDocument] = chain(head, listing) if truncated else head
         unlisted = under_unlisted_folder(listing_problems(listing)[1])
-        kept = {path for path in previous if unlisted(path)}
-        replace = not truncated and not kept
-        problems = set() if replace else writer.problem_paths(scope)
+        replace = not truncated and not any(unlisted(path) for path in previous)
+        problems = set() if replace or truncated else writer.problem_paths(scope)
         listed: set[str] = set()
         with writer.write_session(scope, replace_scope=replace) as session:
             for document in documents:
@@ -318,18 +310,53 @@ class Indexer:
                 self._put(
                     session, scope, document, options=options, run=run, stored=None, force=True
                 )
-            run.take_listing_problems(listing, session)
-            if not replace and not truncated:
-                # What replacing the scope would have removed, but what the unlisted folder
-                # held: the stored documents and problems of files no longer listed.
-                reported = {p.path for p in (*run.skipped, *run.errors)}
-                for path in sorted((previous | (problems - reported)) - listed):
-                    if not unlisted(path):
-                        self._delete(session, path, run)
+            if replace:
+                run.take_listing_problems(listing, session)
+            else:  # what replacing would remove, but what an unlisted folder held
+                self._settle_listing(
+                    session,
+                    run,
+                    listing,
+                    listed=listed,
+                    stored=previous,
+                    problems=problems,
+                    delete=not truncated,
+                )
         if replace:
             run.deleted = previous - listed
         _record_all(writer, scope, session.failures)
         return run.result(session.failures)
+
+    def _settle_listing(
+        self,
+        session: WriteSession,
+        run: _Run,
+        listing: object,
+        *,
+        listed: set[str],
+        stored: set[str],
+        problems: set[str],
+        delete: bool,
+    ) -> None:
+        """After the listed documents are written: record the listing's own problems and,
+        with ``delete`` (a complete listing), delete the ``stored`` documents and the
+        ``problems`` of files it no longer lists, except what a folder the source could
+        not list held (unknown, not gone)."""
+        unlisted = under_unlisted_folder(listing_problems(listing)[1])
+        if delete:
+            for path in sorted(stored - listed):
+                if not unlisted(path):
+                    self._delete(session, path, run)
+        # After the deletes: an indexed file the listing now leaves out (a link out of its
+        # scope, say) is removed and keeps the problem that says why.
+        run.take_listing_problems(listing, session)
+        if delete:
+            # A file that was never indexed and is gone: its problem goes with it (the
+            # source's own listing problems were just recorded: they stay).
+            reported = {p.path for p in (*run.skipped, *run.errors)}
+            for path in sorted(problems - listed - reported - stored):
+                if not unlisted(path):
+                    self._delete(session, path, run)
 
     def upsert(
         self,
