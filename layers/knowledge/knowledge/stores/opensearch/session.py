@@ -536,7 +536,7 @@ class OpenSearchWriteSession:
         commits: Sequence[_Commit],
         action: str,
         refresh: str | None,
-        switched: dict[str, _Switch] | None = None,
+        switched: dict[str, _Switch],
     ) -> list[tuple[str, str]]:
         """Write the records of the documents whose chunks were all accepted; returns the
         deletes (``(path, id)``) that follow: replaced generations, failed ones. Each
@@ -608,8 +608,7 @@ class OpenSearchWriteSession:
                         with self._state_lock:  # replaced a version: step 4 looks
                             self._replaced_documents[commit.document_id] = commit.generation
                     if state is not None and state.generation not in (None, commit.generation):
-                        if switched is not None:
-                            switched[commit.path] = _Switch(commit, state, info)
+                        switched[commit.path] = _Switch(commit, state, info)
                         cleanup.extend(
                             (commit.path, i)
                             for i in _generation_ids(
