@@ -414,6 +414,7 @@ class LocalServer:
         reranking: RerankingStage | None = None,
     ) -> None:
         self._root = Path(root)
+        self._source_name = f"kb serve {self._root.resolve()}"
         if not self._root.is_dir():
             raise ConfigurationError(f"the folder to serve does not exist: {self._root}")
         check_poll_interval(poll_interval)
@@ -518,8 +519,8 @@ class LocalServer:
     @property
     def source_name(self) -> str:
         """What this server records as the source of the scopes it indexes
-        (``knowledge.store.ScopeSources``)."""
-        return f"kb serve {self._root.resolve()}"
+        (``knowledge.store.ScopeSources``): its root, resolved once when it was made."""
+        return self._source_name
 
     def _indexed_elsewhere(self, scope: KnowledgeScope) -> str | None:
         """The recorded source of ``scope`` when it is not this server (``kb index`` into
