@@ -9,6 +9,7 @@ problems (``write_session``), the most recent first, at most ``MAX_STATUS_PROBLE
 from __future__ import annotations
 
 import sqlite3
+from dataclasses import replace
 from datetime import datetime
 
 from knowledge.model import MAX_STATUS_PROBLEMS, FileProblem, IndexState, IndexStatus
@@ -55,13 +56,6 @@ def damaged_status(advice: str, counted: IndexStatus | None) -> IndexStatus:
     """``ERROR`` with ``advice``, keeping the counts when they could still be read."""
     if counted is None:
         return IndexStatus(0, 0, None, IndexState.ERROR, message=advice)
-    return IndexStatus(
-        document_count=counted.document_count,
-        chunk_count=counted.chunk_count,
-        last_indexed_at=counted.last_indexed_at,
-        state=IndexState.ERROR,
-        message=advice,
-        problems=counted.problems,
-        embedded_chunks=counted.embedded_chunks,
-        reused_chunks=counted.reused_chunks,
-    )
+    # Every count as read; only the state and its message change (scope_status makes no
+    # progress: that is the local server's).
+    return replace(counted, state=IndexState.ERROR, message=advice)
