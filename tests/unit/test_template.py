@@ -20,6 +20,7 @@ TEMPLATE = load_template()
 DOMAIN = f"arn:aws:es:us-east-1:123456789012:domain/{CREATED_DOMAIN_NAME}"
 EXISTING = "arn:aws:es:us-east-1:123456789012:domain/shared-search"
 CREATED = {"CreateDomain": "true", "EmbeddingProvider": "hashing"}
+YOURS = {"CreateDomain": "false", "OpenSearchEndpoint": "https://x.example"}
 
 
 def es(domain: str, method: str, path: str) -> tuple[str, str]:
@@ -90,7 +91,7 @@ ON_EACH_DOMAIN = pytest.mark.parametrize(
     ("parameters", "domain"),
     [
         (CREATED, DOMAIN),
-        ({"OpenSearchEndpoint": "https://x.example", "OpenSearchResourceArn": EXISTING}, EXISTING),
+        ({**YOURS, "OpenSearchResourceArn": EXISTING}, EXISTING),
     ],
 )
 
@@ -158,15 +159,29 @@ def test_an_existing_collection_gets_the_data_access_policy_too() -> None:
         TEMPLATE,
         {
             "OpenSearchService": "aoss",
-            "OpenSearchEndpoint": "https://abc123.us-east-1.aoss.amazonaws.com",
-            "OpenSearchResourceArn": arn,
+            "ServerlessCollectionArn": arn,
             "ServerlessCollectionName": "shared",
         },
     )
     resources = stack.resources()
     assert "ServerlessCollection" not in resources
-    assert "ServerlessDataAccessPolicy" in resources
     assert "OpenSearchDomain" not in resources
+    policy = json.loads(
+        stack.evaluate(resources["ServerlessDataAccessPolicy"]["Properties"])["Policy"]
+    )
+    assert {r for p in policy for rule in p["Rules"] for r in rule["Resource"]} == {
+        "index/shared/knowledge",
+        "index/shared/knowledge-agent-*",
+    }
+    # The endpoint comes from the ARN (its id, the stack's region); IAM names that ARN.
+    assert global_env(stack)["OPENSEARCH_URL"] == "https://abc123.us-east-1.aoss.amazonaws.com"
+    assert global_env(stack)["OPENSEARCH_SERVICE"] == "aoss"
+    for function in ("SearchFunction", "IndexerFunction"):
+        statements = stack.statements(function)
+        assert allows(statements, "aoss:APIAccessAll", arn)
+        assert not any(a.startswith("es:") for s in statements for a in as_list(s["Action"]))
+    # No domain, so no domain alarm (their dimension would name nothing).
+    assert not [r for r in resources.values() if "AWS/ES" in str(r)]
 
 
 def api_arn(method: str, path: str) -> str:
@@ -312,7 +327,7 @@ def test_replicas_can_be_set_for_an_existing_domain() -> None:
     stack = Stack(
         TEMPLATE,
         {
-            "OpenSearchEndpoint": "https://x.example",
+            **YOURS,
             "OpenSearchResourceArn": EXISTING,
             "IndexReplicas": "1",
         },
@@ -350,7 +365,7 @@ def test_an_existing_domain_gets_its_alarms_on_a_given_topic() -> None:
     stack = Stack(
         TEMPLATE,
         {
-            "OpenSearchEndpoint": "https://x.example",
+            **YOURS,
             "OpenSearchResourceArn": EXISTING,
             "AlarmTopicArn": topic,
         },
