@@ -53,8 +53,9 @@ YOUR_COLLECTION = {"OpenSearchService": "aoss", "ServerlessCollectionArn": COLLE
 def docs_examples() -> dict[str, dict[str, str]]:
     """Every ``--parameter-overrides`` of docs/deploy.md, as the parameters it sets."""
     text = (REPO_ROOT / "docs" / "deploy.md").read_text(encoding="utf-8")
+    blocks = "\n".join(re.findall(r"```bash\n(.*?)```", text, flags=re.DOTALL))
     examples: dict[str, dict[str, str]] = {}
-    for number, command in enumerate(re.findall(r"sam deploy(?:[^\n]*\\\n)*[^\n]*", text)):
+    for number, command in enumerate(re.findall(r"sam deploy(?:[^\n]*\\\n)*[^\n]*", blocks)):
         if "--parameter-overrides" not in command:
             continue
         overrides = command.split("--parameter-overrides", 1)[1]

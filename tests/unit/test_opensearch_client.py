@@ -18,6 +18,7 @@ from opensearchpy.exceptions import (
 from knowledge.errors import (
     ConfigurationError,
     EmbeddingMismatchError,
+    StoreAccessDeniedError,
     StoreError,
     StoreUnavailableError,
 )
@@ -72,8 +73,9 @@ def _refused() -> ConnectionError:
         ),
         (
             AuthorizationException(403, "security_exception", {"error": "no permissions"}),
-            StoreError,
-            r"refused to search ops/x \(403\): no permissions; check the none credentials",
+            StoreAccessDeniedError,
+            r"refused to search ops/x \(403\): no permissions; check the none credentials "
+            r"and the domain's access policy \(or its fine-grained access control mapping\)",
         ),
         (ImproperlyConfigured("bad host"), ConfigurationError, "bad host"),
     ],

@@ -54,6 +54,7 @@ from knowledge.errors import (
     EmbeddingError,
     InvalidScopeError,
     NotFoundError,
+    StoreAccessDeniedError,
     StoreError,
     StoreUnavailableError,
     ValidationError,
@@ -342,8 +343,9 @@ def error_response(exc: BaseException, request_id: str | None = None) -> ApiResp
 
     ``ValidationError`` (and ``InvalidScopeError``) -> 400 with the field;
     ``AccessDeniedError`` -> 403 with the field; ``NotFoundError`` -> 404;
-    ``ConfigurationError`` (``EmbeddingMismatchError``) and ``StoreUnavailableError`` ->
-    503, ``EmbeddingError`` -> 502, ``StoreError`` and anything else -> 500. A 5xx body
+    ``ConfigurationError`` (``EmbeddingMismatchError``), ``StoreUnavailableError`` and
+    ``StoreAccessDeniedError`` (the backend refused our own role; its body says what to
+    check) -> 503, ``EmbeddingError`` -> 502, ``StoreError`` and anything else -> 500. A 5xx body
     is a fixed message plus ``request_id`` (``request_id``, or a new one): the exception
     (URLs, library messages, ARNs, the traceback of an unexpected error) is logged with
     that id and never returned.
@@ -362,6 +364,9 @@ def error_response(exc: BaseException, request_id: str | None = None) -> ApiResp
         return _server_error(503, public, rid)
     if isinstance(exc, StoreUnavailableError):
         logger.error("index backend unavailable: %s", exc, extra=extra)
+        return _server_error(503, public, rid)
+    if isinstance(exc, StoreAccessDeniedError):
+        logger.error("index backend refused the function's role: %s", exc, extra=extra)
         return _server_error(503, public, rid)
     if isinstance(exc, EmbeddingError):
         logger.error("embedding provider failed: %s", exc, extra=extra)

@@ -14,7 +14,8 @@
     ├── ArchivedObjectError             a document's object is archived: unreadable until restored
     ├── EmbeddingError                  the embedding provider failed (after retries)
     └── StoreError                      the index backend failed
-        └── StoreUnavailableError       the backend cannot be reached
+        ├── StoreUnavailableError       the backend cannot be reached
+        └── StoreAccessDeniedError      the backend refused our own credentials (401/403)
 
 Callers (HTTP API, tool, CLI) map these in one place; nothing else reaches a user.
 """
@@ -22,6 +23,7 @@ Callers (HTTP API, tool, CLI) map these in one place; nothing else reaches a use
 from __future__ import annotations
 
 __all__ = [
+    "STORE_ACCESS_DENIED",
     "AccessDeniedError",
     "ArchivedObjectError",
     "ConfigurationError",
@@ -31,6 +33,7 @@ __all__ = [
     "InvalidScopeError",
     "KnowledgeError",
     "NotFoundError",
+    "StoreAccessDeniedError",
     "StoreError",
     "StoreUnavailableError",
     "UnsupportedModeError",
@@ -104,6 +107,13 @@ class StoreUnavailableError(StoreError):
     """The index backend cannot be reached."""
 
 
+class StoreAccessDeniedError(StoreError):
+    """The index backend refused the credentials this process signs with (HTTP 401/403):
+    on AWS, the function's role is missing from the collection's data access policy, or
+    from the domain's access policy (or its fine-grained access control mapping). The
+    operator must act; retrying changes nothing."""
+
+
 class AccessDeniedError(KnowledgeError):
     """The caller is authenticated but not allowed this agent or operation (HTTP 403).
 
@@ -117,6 +127,17 @@ class AccessDeniedError(KnowledgeError):
         self.message = message
 
 
+STORE_ACCESS_DENIED = (
+    "OpenSearch refused the function's role (access denied); the operator must check, "
+    "for that role: on OpenSearch Serverless, the collection's data access policy "
+    "(ServerlessCollectionName must be the collection's name) and aoss:APIAccessAll; on a "
+    "domain, its access policy, or the fine-grained access control role mapping "
+    "(docs/deploy.md, section 2)"
+)
+"""What a caller is told when the index backend refuses the service's own role: what is
+wrong and where to look, never the role's ARN or the endpoint."""
+
+
 def public_message(exc: BaseException) -> str:
     """What a caller (an HTTP client, a model using a tool) is told of a failure that is
     not its own: a fixed phrase by kind. The exception's own text (endpoint URLs, index
@@ -128,6 +149,8 @@ def public_message(exc: BaseException) -> str:
         return "the service is misconfigured; the operator must act"
     if isinstance(exc, StoreUnavailableError):
         return "the index backend is unavailable; try again later"
+    if isinstance(exc, StoreAccessDeniedError):
+        return STORE_ACCESS_DENIED
     if isinstance(exc, EmbeddingError):
         return "the embedding provider failed; try again later"
     if isinstance(exc, StoreError):

@@ -29,7 +29,13 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from knowledge.deadline import Deadline
-from knowledge.errors import ConfigurationError, KnowledgeError, StoreError, StoreUnavailableError
+from knowledge.errors import (
+    ConfigurationError,
+    KnowledgeError,
+    StoreAccessDeniedError,
+    StoreError,
+    StoreUnavailableError,
+)
 from knowledge.stores.opensearch.config import OpenSearchConfig
 
 if TYPE_CHECKING:
@@ -181,7 +187,8 @@ def store_error(exc: BaseException, config: OpenSearchConfig, action: str) -> Kn
     """Our error for an ``opensearchpy``/``botocore`` failure while doing ``action``.
 
     Connection failures and 502/503/504 are ``StoreUnavailableError``; bad credentials
-    or permissions, bad requests and everything else are ``StoreError``; errors already
+    or permissions (401/403) ``StoreAccessDeniedError``, naming the policy to check for
+    the service; bad requests and everything else are ``StoreError``; errors already
     ours pass through. The message names the endpoint and never carries a traceback.
     """
     from opensearchpy.exceptions import (
@@ -199,9 +206,14 @@ def store_error(exc: BaseException, config: OpenSearchConfig, action: str) -> Kn
             f"OpenSearch at {config.url} is unreachable: {error_reason(exc)} (trying to {action})"
         )
     if isinstance(exc, AuthenticationException | AuthorizationException):
-        return StoreError(
+        where = (
+            "the collection's data access policy (and aoss:APIAccessAll on the collection)"
+            if config.service == "aoss"
+            else "the domain's access policy (or its fine-grained access control mapping)"
+        )
+        return StoreAccessDeniedError(
             f"OpenSearch at {config.url} refused to {action} ({exc.status_code}): "
-            f"{error_reason(exc)}; check the {config.auth} credentials and the access policy"
+            f"{error_reason(exc)}; check the {config.auth} credentials and {where}"
         )
     if isinstance(exc, TransportError):
         status = exc.status_code
