@@ -326,6 +326,44 @@ class Deployment:
         return variables
 
 
+def _schemas() -> tuple[Path, dict[str, str]]:
+    """cfn-lint's copy of the CloudFormation resource provider schemas (in .venv-sam)."""
+    found = sorted((REPO_ROOT / ".venv-sam" / "lib").glob("python3*/site-packages/cfnlint"))
+    if not found:
+        raise RuntimeError("cfn-lint is not in .venv-sam: run tests/integration/sam_cli.py install")
+    root = found[-1] / "data" / "schemas"
+    index: dict[str, str] = json.loads((root / "providers" / "us-east-1.json").read_text())
+    return root / "resources", index
+
+
+def schema_problems(stack: Deployment) -> list[str]:
+    """Each created resource's top-level string properties that break the constraints of
+    its type's provider schema (pattern, minLength, maxLength, enum): what CloudFormation
+    checks when it creates the resource. Values holding a resource token are skipped."""
+    folder, index = _schemas()
+    problems: list[str] = []
+    for name, resource in stack.created.items():
+        kind = resource["Type"]
+        if kind not in index:
+            continue
+        schema = json.loads((folder / f"{index[kind]}.json").read_text(encoding="utf-8"))
+        for prop, value in stack.properties[name].items():
+            spec = schema.get("properties", {}).get(prop, {})
+            # Numbers and booleans come from parameters as strings; CloudFormation converts.
+            if not isinstance(value, str) or "<" in value or spec.get("type") != "string":
+                continue
+            where = f"{name}.{prop} {value[:60]!r}"
+            if "maxLength" in spec and len(value) > spec["maxLength"]:
+                problems.append(f"{where} is longer than {spec['maxLength']}")
+            if "minLength" in spec and len(value) < spec["minLength"]:
+                problems.append(f"{where} is shorter than {spec['minLength']}")
+            if "pattern" in spec and re.search(spec["pattern"], value) is None:
+                problems.append(f"{where} breaks {spec['pattern']}")
+            if "enum" in spec and value not in spec["enum"]:
+                problems.append(f"{where} is not one of {spec['enum']}")
+    return problems
+
+
 def rehearse(
     parameter_sets: Sequence[Mapping[str, str]],
     stacks: Sequence[tuple[str, str]],

@@ -31,6 +31,7 @@ from deploy_rehearsal import (
     parameter_problems,
     refusals,
     rehearse,
+    schema_problems,
     token,
 )
 
@@ -282,6 +283,13 @@ def test_names_are_within_their_limits(deployments: dict[str, Deployment]) -> No
         scoped_names(stack)
 
 
+def test_properties_meet_their_resource_types_schemas(deployments: dict[str, Deployment]) -> None:
+    """Every created resource's string properties against the CloudFormation provider
+    schema of its type (the longest stack name included)."""
+    problems = {name: schema_problems(d) for name, d in deployments.items()}
+    assert {name: p for name, p in problems.items() if p} == {}
+
+
 @pytest.mark.parametrize(
     ("first", "second"),
     [("defaults", "defaults beside"), ("created collection", "created collection beside")],
@@ -412,6 +420,17 @@ def test_a_mismatch_is_refused_with_what_to_set(
     assert any(fix in m for m in messages), messages
 
 
+def test_every_assertion_of_every_rule_refuses_one_of_the_mismatches() -> None:
+    """No Rule is dead, and each AssertDescription is checked above by some mismatch."""
+    every = {
+        (name, " ".join(a["AssertDescription"].split()))
+        for name, rule in TEMPLATE["Rules"].items()
+        for a in rule["Assertions"]
+    }
+    refused = {r for _, parameters, _ in MISMATCHES for r in refusals(TEMPLATE, parameters)}
+    assert every - refused == set()
+
+
 # Every combination of the OpenSearch parameters: what the Rules let through must deploy.
 COMBINATIONS = {
     "OpenSearchService": ["es", "aoss"],
@@ -461,8 +480,8 @@ def test_translated_template_keeps_the_rules_and_constraints(
 def test_the_rehearsal_finds_what_cloudformation_would_fail_on() -> None:
     """The checks themselves: the old template's domain alarm on a collection ARN (no
     element 1 after splitting on "domain/"), a Ref and a GetAtt to resources that are not
-    created, and a DependsOn on one."""
-    template = {
+    created, a DependsOn on one, and a name too long for its type's schema."""
+    template: dict[str, Any] = {
         "Parameters": {"Arn": {"Type": "String", "Default": COLLECTION_ARN}},
         "Conditions": {"Never": {"Fn::Equals": ["a", "b"]}},
         "Resources": {
@@ -484,7 +503,13 @@ def test_the_rehearsal_finds_what_cloudformation_would_fail_on() -> None:
             },
         },
     }
-    problems = Deployment(template, {}, {"AWS::Region": REGION}).problems
+    template["Resources"]["Policy"] = {
+        "Type": "AWS::OpenSearchServerless::SecurityPolicy",
+        "Properties": {"Name": {"Fn::Sub": "${Arn}-enc"}, "Type": "network", "Policy": "[]"},
+    }
+    stack = Deployment(template, {}, {"AWS::Region": REGION})
+    assert [p for p in schema_problems(stack) if "Policy.Name" in p], schema_problems(stack)
+    problems = stack.problems
     assert len(problems) == 4, problems
     assert any("Fn::Select index 1" in p for p in problems)
     assert any("Ref Maybe" in p for p in problems)
