@@ -182,6 +182,7 @@ class Deployment:
     problems: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
+        self.attributes: set[tuple[str, str]] = set()  # every (resource, attribute) read
         self.values = _values(self.template, self.given)
         self._conditions: dict[str, bool] = {}
         self.created = {
@@ -242,6 +243,7 @@ class Deployment:
     def _get_att(self, name: str, attribute: str, where: str) -> str:
         if name not in self.created:
             self.problems.append(f"{where}: GetAtt {name}.{attribute}, which is not created")
+        self.attributes.add((name, attribute))
         return token(name, attribute)
 
     def resolve(self, value: Any, where: str) -> Any:
@@ -337,11 +339,22 @@ def _schemas() -> tuple[Path, dict[str, str]]:
 
 
 def schema_problems(stack: Deployment) -> list[str]:
-    """Each created resource's top-level string properties that break the constraints of
-    its type's provider schema (pattern, minLength, maxLength, enum): what CloudFormation
-    checks when it creates the resource. Values holding a resource token are skipped."""
+    """Each GetAtt of an attribute its resource's type does not have, and each created
+    resource's top-level string properties that break the constraints of its type's
+    provider schema (pattern, minLength, maxLength, enum): what CloudFormation checks when
+    it creates the resource. Values holding a resource token are skipped."""
     folder, index = _schemas()
     problems: list[str] = []
+    for name, attribute in sorted(stack.attributes):
+        kind = stack.created.get(name, {}).get("Type", "")
+        if kind not in index:
+            continue
+        schema = json.loads((folder / f"{index[kind]}.json").read_text(encoding="utf-8"))
+        path = "/properties/" + attribute.replace(".", "/")
+        if path not in schema.get("readOnlyProperties", []) and attribute not in schema.get(
+            "properties", {}
+        ):
+            problems.append(f"GetAtt {name}.{attribute}: {kind} has no such attribute")
     for name, resource in stack.created.items():
         kind = resource["Type"]
         if kind not in index:

@@ -499,6 +499,7 @@ def test_the_rehearsal_finds_what_cloudformation_would_fail_on() -> None:
                         }
                     ],
                     "AlarmActions": [{"Ref": "Maybe"}, {"Fn::Sub": "${Missing.Arn}"}],
+                    "OKActions": [{"Fn::GetAtt": ["Policy", "Endpoint"]}],
                 },
             },
         },
@@ -508,7 +509,11 @@ def test_the_rehearsal_finds_what_cloudformation_would_fail_on() -> None:
         "Properties": {"Name": {"Fn::Sub": "${Arn}-enc"}, "Type": "network", "Policy": "[]"},
     }
     stack = Deployment(template, {}, {"AWS::Region": REGION})
-    assert [p for p in schema_problems(stack) if "Policy.Name" in p], schema_problems(stack)
+    found = schema_problems(stack)
+    assert [p for p in found if "Policy.Name" in p], found
+    assert "GetAtt Policy.Endpoint: AWS::OpenSearchServerless::SecurityPolicy has no such" in (
+        " ".join(found)
+    )
     problems = stack.problems
     assert len(problems) == 4, problems
     assert any("Fn::Select index 1" in p for p in problems)
