@@ -147,6 +147,11 @@ def refusals(template: Mapping[str, Any], given: Mapping[str, str]) -> list[tupl
 
 def translate(parameter_sets: Sequence[Mapping[str, str]]) -> list[dict[str, Any]]:
     """template.yaml expanded by the SAM translator, once per parameter set (one process)."""
+    if not SAM_PYTHON.is_file():
+        raise RuntimeError(
+            f"{SAM_PYTHON} is missing: run `python3 tests/integration/sam_cli.py install` "
+            "(make test does) to get the SAM translator"
+        )
     request = {"template": load_template(), "parameter_sets": [dict(p) for p in parameter_sets]}
     env = {**os.environ, "AWS_DEFAULT_REGION": "us-east-1", "SAM_CLI_TELEMETRY": "0"}
     done = subprocess.run(

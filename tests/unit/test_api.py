@@ -27,6 +27,7 @@ from knowledge.errors import (
     EmbeddingMismatchError,
     InvalidScopeError,
     NotFoundError,
+    StoreAccessDeniedError,
     StoreError,
     StoreUnavailableError,
     ValidationError,
@@ -512,6 +513,15 @@ def test_query_string_and_trailing_slash_and_lowercase_method(
         (StoreUnavailableError("cannot reach the node"), 503, None, "unavailable"),
         (EmbeddingError("rate limited"), 502, None, "embedding provider failed"),
         (StoreError("bulk write failed"), 500, None, "index backend failed"),
+        (
+            StoreAccessDeniedError(
+                "OpenSearch at https://abc.us-east-1.aoss.amazonaws.com refused to search "
+                "(403): User: arn:aws:sts::123456789012:assumed-role/kb-search/x"
+            ),
+            503,
+            None,
+            "OpenSearch refused the function's role",
+        ),
     ],
 )
 def test_error_mapping(exc: Exception, status: int, field: str | None, fragment: str) -> None:
@@ -519,6 +529,8 @@ def test_error_mapping(exc: Exception, status: int, field: str | None, fragment:
     assert response.status == status
     assert response.body["field"] == field
     assert fragment in response.body["error"]
+    assert "arn:" not in response.body["error"]
+    assert "https://" not in response.body["error"]
 
 
 @pytest.mark.parametrize(
