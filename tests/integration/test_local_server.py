@@ -300,7 +300,7 @@ def test_served_folder_indexes_documents_and_lists_problems_over_http(
         base,
         "POST",
         "/v1/agents/ops-bot/contexts/runbooks/search",
-        {"query": "wombat", "mode": "keyword", "metadata": {"source_type": "pdf"}},
+        {"query": "wombat", "mode": "keyword", "metadata": {"format": "pdf"}},
     )
     assert status == 200, body
     (hit,) = body["results"]

@@ -648,6 +648,18 @@ def test_scope_stats_body() -> None:
         "query": scope_query(SCOPE),
         "aggs": {
             "chunks": {"filter": {"term": {"record": "chunk"}}},
+            "unread": {
+                "filter": {"term": {"record": "unread"}},
+                "aggs": {
+                    "latest": {
+                        "top_hits": {
+                            "size": 1,
+                            "sort": [{"indexed_at": "desc"}],
+                            "_source": {"includes": ["unread_files"]},
+                        }
+                    }
+                },
+            },
             "records": {
                 "filter": INDEXED_RECORD,
                 "aggs": {
