@@ -125,9 +125,9 @@ def test_a_sidecar_cannot_claim_the_shared_library(store: KnowledgeStore, bucket
     # Indexed without the sidecar, and the sidecar's problem is listed (never silent).
     assert result.indexed_documents == 2
     reasons = {p.path: p.reason for p in result.errors}
-    assert "metadataAttributes.origin" in reasons["claim.md"]
-    assert "upload, repo, manual" in reasons["claim.md"]
-    assert "metadataAttributes.url" in reasons["bad-url.md"]
+    assert "metadataAttributes.origin" in reasons["claim.md.metadata.json"]
+    assert "upload, repo, manual" in reasons["claim.md.metadata.json"]
+    assert "metadataAttributes.url" in reasons["bad-url.md.metadata.json"]
     hits = search(store, SearchMode.KEYWORD)
     assert {p: h.origin for p, h in hits.items()} == {  # type: ignore[attr-defined]
         "claim.md": "upload",
@@ -135,7 +135,7 @@ def test_a_sidecar_cannot_claim_the_shared_library(store: KnowledgeStore, bucket
     }
     assert hits["bad-url.md"].url is None  # type: ignore[attr-defined]
     problems = {p.path for p in store.status(SCOPE).problems}
-    assert {"claim.md", "bad-url.md"} <= problems
+    assert {"claim.md.metadata.json", "bad-url.md.metadata.json"} <= problems
 
 
 def test_unread_files_are_counted_by_extension_in_the_status(

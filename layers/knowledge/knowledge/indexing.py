@@ -89,7 +89,7 @@ from knowledge.model import (
 from knowledge.origin import FORMAT, ORIGIN, ORIGINS, SHARED, SIDECAR_ORIGINS, UPLOAD
 from knowledge.scope import KnowledgeScope
 from knowledge.source import DocumentSource, SourceDocument
-from knowledge.sources import under_unlisted_folder
+from knowledge.sources import CANNOT_LIST, under_unlisted_folder
 from knowledge.store import (
     DocumentHeader,
     EmbeddedChunk,
@@ -684,9 +684,12 @@ def _fail(session: WriteSession, run: _Run, problem: FileProblem) -> None:
 def listing_unread(listing: object) -> dict[str, int] | None:
     """The files a source's listing found and no pattern selects, by extension
     (``knowledge.sources.Listing.unread``, capped by ``model.capped_unread``); ``None``
-    for a listing that does not count them (the store's counts then stay)."""
+    for a listing that does not count them, or that could not list a folder (its counts
+    are partial): the store's counts then stay."""
     counts = getattr(listing, "unread", None)
     if not isinstance(counts, Mapping):
+        return None
+    if any(problem.reason.startswith(CANNOT_LIST) for problem in listing_problems(listing)[1]):
         return None
     return capped_unread({str(k): int(v) for k, v in counts.items() if isinstance(v, int)})
 

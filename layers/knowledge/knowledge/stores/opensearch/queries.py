@@ -717,7 +717,8 @@ def parse_stored_documents(
 
 
 def scopes_page_body(page_size: int, after: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """One page of a composite aggregation over every (agent, context) in the index."""
+    """One page of a composite aggregation over every (agent, context) in the index that
+    has a document or a problem (a scope's unread-files record alone is no scope)."""
     composite: dict[str, Any] = {
         "size": page_size,
         "sources": [
@@ -727,7 +728,12 @@ def scopes_page_body(page_size: int, after: Mapping[str, Any] | None = None) -> 
     }
     if after is not None:
         composite["after"] = dict(after)
-    return {"size": 0, "track_total_hits": False, "aggs": {"scopes": {"composite": composite}}}
+    return {
+        "size": 0,
+        "track_total_hits": False,
+        "query": {"bool": {"must_not": [{"term": {RECORD: RECORD_UNREAD}}]}},
+        "aggs": {"scopes": {"composite": composite}},
+    }
 
 
 def parse_scopes_page(
