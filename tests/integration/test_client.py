@@ -525,7 +525,7 @@ def test_kb_search_status_reindex_through_the_api(
     assert json.loads(capsys.readouterr().out)["indexed_documents"] == 1
     assert kb(["documents", *scoped]) == 0
     out = capsys.readouterr().out
-    assert out.startswith("rollback.md  [markdown, ")
+    assert out.startswith("rollback.md  [upload, markdown, ")
     assert ", 2 chunks, " in out
     assert kb(["documents", *scoped, "--limit", "0"]) == 2
     assert "limit" in capsys.readouterr().err

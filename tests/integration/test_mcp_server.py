@@ -222,7 +222,7 @@ def test_documents_tool_lists_its_scope_only_and_refuses_a_foreign_cursor(
     listing = text_of(out["all"])
     assert not out["all"].is_error
     assert listing.startswith("Documents of knowledge scope ops-bot/runbooks:")
-    assert "rollback.md  [markdown, " in listing
+    assert "rollback.md  [upload, markdown, " in listing
     assert ", 2 chunks, " in listing
     for other in ("helm.md", "salaries.md", "a.md", "b.md", "--cursor"):
         assert other not in listing
@@ -258,8 +258,8 @@ def test_a_model_pages_through_the_documents_with_the_cursor_it_is_given(
 
     pages = run_session(db, ["--agent", "ops-bot", "--context", "runbooks"], body)
     assert len(pages) == 2, pages
-    assert "rollback.md  [markdown, " in pages[0]
-    assert "scale.md  [markdown, " in pages[1]
+    assert "rollback.md  [upload, markdown, " in pages[0]
+    assert "scale.md  [upload, markdown, " in pages[1]
     assert "--cursor" not in "".join(pages)
 
 
