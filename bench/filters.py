@@ -63,7 +63,8 @@ def _database(chunks: int) -> sqlite3.Connection:
             "team": rng.choice(["sre", "dev", "ops"]),
             "year": str(2000 + i % 30),
             "tags": ["a", "b", str(i % 7)],
-            "source_type": "markdown",
+            "format": "markdown",
+            "origin": "upload",
         }
         conn.execute(
             "INSERT INTO chunks (doc_id, agent, context, path, chunk_index, content, metadata)"

@@ -76,7 +76,7 @@ def test_mixed_formats_in_one_scope_are_all_found_with_citations(
         "owners.csv",
         "page.html",
     }
-    types = {path: r.metadata["source_type"] for path, r in hits.items()}
+    types = {path: r.metadata["format"] for path, r in hits.items()}
     assert types == {
         "runbook.md": "markdown",
         "notes.txt": "text",
@@ -106,11 +106,11 @@ def test_source_type_is_a_metadata_filter(
 ) -> None:
     mixed_bucket(bucket)
     store.index(SCOPE, BucketFolderSource(bucket), IndexOptions())
-    pdfs = search(store, "zebracorn", mode, metadata={"source_type": "pdf"})
+    pdfs = search(store, "zebracorn", mode, metadata={"format": "pdf"})
     assert [r.document_path for r in pdfs] == ["handbook.pdf"]
-    sheets = search(store, "zebracorn", mode, metadata={"source_type": "xlsx"})
+    sheets = search(store, "zebracorn", mode, metadata={"format": "xlsx"})
     assert [r.document_path for r in sheets] == ["plan.xlsx"]
-    assert search(store, "zebracorn", mode, metadata={"source_type": "doc"}) == []
+    assert search(store, "zebracorn", mode, metadata={"format": "doc"}) == []
 
 
 def test_problems_are_listed_with_specific_reasons_most_recent_first(

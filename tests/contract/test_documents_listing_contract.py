@@ -52,7 +52,7 @@ def put(
                 content_hash=f"h-{tag}{path}",
                 indexed_at=WHEN,
                 version=f"v-{path}",
-                metadata={"source_type": "markdown"},
+                metadata={"format": "markdown"},
                 size=42,
             )
             chunk = DocumentChunk(path, 0, f"note {tag} {path}")
@@ -94,7 +94,7 @@ def test_a_scope_of_5000_documents_pages_in_path_order(store: KnowledgeStore) ->
     by_path = {d.path: d for d in listed}
     assert by_path["가나.md"] == IndexedDocument(
         path="가나.md",
-        source_type="markdown",
+        format="markdown",
         size=42,
         chunk_count=1,
         version="v-가나.md",

@@ -100,8 +100,8 @@ CASES: list[tuple[str, dict[str, Any], frozenset[str]]] = [
     ("path-in", _cmp("document_path", "in", [Q2, MISC, "nope.md"]), frozenset({Q2, MISC})),
     ("path-contains", _cmp("document_path", "contains", "leg"), frozenset({LEGACY})),
     ("path-range", _cmp("document_path", "lt", "reports/q2.md"), frozenset({Q1, MISC, LEGACY})),
-    ("source-type", _cmp("source_type", "eq", "text"), frozenset({MISC})),
-    ("source-type-in", _cmp("source_type", "in", ["markdown"]), ALL - {MISC}),
+    ("source-type", _cmp("format", "eq", "text"), frozenset({MISC})),
+    ("source-type-in", _cmp("format", "in", ["markdown"]), ALL - {MISC}),
     ("indexed-after-epoch", _cmp("indexed_at", "gte", "2000-01-01"), ALL),
     ("indexed-before-epoch", _cmp("indexed_at", "lt", "2000-01-01T00:00:00Z"), frozenset()),
     (

@@ -155,7 +155,7 @@ def test_documents_through_the_client_match_the_store(local: LocalServer) -> Non
     first = client.list_documents(scope, limit=1)
     assert [d.path for d in first.documents] == ["rollback.md"]
     assert first.documents[0].size == len(RUNBOOK.encode())
-    assert first.documents[0].source_type == "markdown"
+    assert first.documents[0].format == "markdown"
     assert first.next_cursor is not None
     second = client.list_documents(scope, limit=1, cursor=first.next_cursor)
     assert [d.path for d in second.documents] == ["장애 대응/배포 #1?.md"]
@@ -202,7 +202,7 @@ def test_a_filter_travels_to_the_server(local: LocalServer) -> None:
         "and": [
             {"field": "document_path", "op": "in", "value": ["helm.md", "nope.md"]},
             {"field": "indexed_at", "op": "gte", "value": "2000-01-01"},
-            {"not": {"field": "source_type", "op": "eq", "value": True}},
+            {"not": {"field": "format", "op": "eq", "value": True}},
         ]
     }
     query = SearchQuery("helm", cross_context=True, filter=helm_only)
@@ -525,7 +525,7 @@ def test_kb_search_status_reindex_through_the_api(
     assert json.loads(capsys.readouterr().out)["indexed_documents"] == 1
     assert kb(["documents", *scoped]) == 0
     out = capsys.readouterr().out
-    assert out.startswith("rollback.md  [markdown, ")
+    assert out.startswith("rollback.md  [upload, markdown, ")
     assert ", 2 chunks, " in out
     assert kb(["documents", *scoped, "--limit", "0"]) == 2
     assert "limit" in capsys.readouterr().err

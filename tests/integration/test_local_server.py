@@ -300,11 +300,25 @@ def test_served_folder_indexes_documents_and_lists_problems_over_http(
         base,
         "POST",
         "/v1/agents/ops-bot/contexts/runbooks/search",
-        {"query": "wombat", "mode": "keyword", "metadata": {"source_type": "pdf"}},
+        {"query": "wombat", "mode": "keyword", "metadata": {"format": "pdf"}},
     )
     assert status == 200, body
     (hit,) = body["results"]
     assert (hit["metadata"]["page"], hit["metadata"]["page_end"]) == (1, 2)
+    assert (hit["origin"], hit["format"], hit["url"]) == ("upload", "pdf", None)
+
+    # A file no pattern selects is counted in the status as the watcher finds it.
+    (folder / "rack.jpg").write_bytes(b"\xff\xd8\xff\xe0")
+
+    def unread() -> dict[str, int]:
+        code, status_body, _ = request(base, "GET", "/v1/agents/ops-bot/contexts/runbooks/status")
+        assert code == 200, status_body
+        counts: dict[str, int] = status_body["unread_files"]
+        return counts
+
+    wait_until(lambda: unread().get(".jpg") == 1, "an image is counted, not read")
+    (folder / "rack.jpg").unlink()
+    wait_until(lambda: ".jpg" not in unread(), "its count goes with it")
 
     def problems() -> list[dict[str, Any]]:
         code, status_body, _ = request(base, "GET", "/v1/agents/ops-bot/contexts/runbooks/status")

@@ -37,6 +37,8 @@ def db(tmp_path: Path) -> Path:
         folder = tmp_path / agent / context
         folder.mkdir(parents=True)
         (folder / name).write_text(text, "utf-8")
+        if context == "runbooks":  # a file no pattern selects: counted, not read
+            (folder / "diagram.png").write_bytes(b"\x89PNG\r\n\x1a\n")
         argv = ["index", str(folder), "--agent", agent, "--context", context, "--db", str(path)]
         assert kb([*argv, "--embedder", "hashing"]) == 0
     return path
@@ -73,7 +75,14 @@ def test_tools_are_listed_with_the_seed_schema(db: Path) -> None:
     tools = {tool.name: tool for tool in listed.tools}
     assert set(tools) == {"knowledge_search", "knowledge_status", "knowledge_documents"}
     schema = tools["knowledge_search"].input_schema
-    assert set(schema["properties"]) == {"query", "max_results", "file_pattern", "max_tokens"}
+    assert set(schema["properties"]) == {
+        "query",
+        "max_results",
+        "file_pattern",
+        "max_tokens",
+        "source_type",
+    }
+    assert schema["properties"]["source_type"]["enum"] == ["upload", "repo", "manual", "shared"]
     assert schema["required"] == ["query"]
     assert tools["knowledge_status"].input_schema.get("properties", {}) == {}
     documents = tools["knowledge_documents"].input_schema
@@ -92,6 +101,15 @@ def test_search_hits_no_hits_bad_arguments_and_status(db: Path) -> None:
             ),
             "status": await session.call_tool("knowledge_status", {}),
             "after": await session.call_tool("knowledge_search", {"query": "helm"}),
+            "uploads": await session.call_tool(
+                "knowledge_search", {"query": "helm rollback", "source_type": "upload"}
+            ),
+            "repos": await session.call_tool(
+                "knowledge_search", {"query": "helm rollback", "source_type": "repo"}
+            ),
+            "format": await session.call_tool(
+                "knowledge_search", {"query": "helm", "source_type": "markdown"}
+            ),
         }
 
     out = run_session(db, ["--agent", "ops-bot", "--context", "runbooks"], body)
@@ -108,7 +126,15 @@ def test_search_hits_no_hits_bad_arguments_and_status(db: Path) -> None:
     status = text_of(out["status"])
     assert status.startswith("Knowledge scope ops-bot/runbooks: READY")
     assert "documents: 1, chunks: 2" in status
+    assert "1 file not read (no pattern selects them): .png 1" in status
     assert not out["after"].is_error  # the server survived the bad calls
+    assert "[1] rollback.md (score: 1.00, chunk: " in text_of(out["uploads"])
+    assert "origin: upload)" in text_of(out["uploads"])
+    assert text_of(out["repos"]) == "No relevant documents found for: helm rollback"
+    assert out["format"].is_error
+    assert text_of(out["format"]) == (
+        "Invalid parameter: source_type: 'markdown' is not one of: upload, repo, manual, shared"
+    )
 
 
 def test_no_argument_can_choose_or_widen_the_scope(db: Path) -> None:
@@ -196,7 +222,7 @@ def test_documents_tool_lists_its_scope_only_and_refuses_a_foreign_cursor(
     listing = text_of(out["all"])
     assert not out["all"].is_error
     assert listing.startswith("Documents of knowledge scope ops-bot/runbooks:")
-    assert "rollback.md  [markdown, " in listing
+    assert "rollback.md  [upload, markdown, " in listing
     assert ", 2 chunks, " in listing
     for other in ("helm.md", "salaries.md", "a.md", "b.md", "--cursor"):
         assert other not in listing
@@ -232,8 +258,8 @@ def test_a_model_pages_through_the_documents_with_the_cursor_it_is_given(
 
     pages = run_session(db, ["--agent", "ops-bot", "--context", "runbooks"], body)
     assert len(pages) == 2, pages
-    assert "rollback.md  [markdown, " in pages[0]
-    assert "scale.md  [markdown, " in pages[1]
+    assert "rollback.md  [upload, markdown, " in pages[0]
+    assert "scale.md  [upload, markdown, " in pages[1]
     assert "--cursor" not in "".join(pages)
 
 

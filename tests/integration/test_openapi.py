@@ -151,7 +151,7 @@ CASES = [
             "query": "helm",
             "filter": {
                 "and": [
-                    {"field": "source_type", "op": "eq", "value": "markdown"},
+                    {"field": "format", "op": "eq", "value": "markdown"},
                     {"not": {"field": "document_path", "op": "in", "value": ["blob.md"]}},
                     {"field": "indexed_at", "op": "gte", "value": "2020-01-01"},
                 ]

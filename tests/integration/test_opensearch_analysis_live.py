@@ -12,7 +12,7 @@ import pytest
 from opensearch_index import http_json
 
 from knowledge.embedding.hashing import HashingEmbedder
-from knowledge.errors import AnalysisMismatchError
+from knowledge.errors import AnalysisMismatchError, RecordsMismatchError
 from knowledge.model import SearchQuery
 from knowledge.scope import KnowledgeScope
 from knowledge.source import SourceDocument
@@ -103,6 +103,29 @@ def test_an_index_made_before_analyses_were_recorded_is_refused(
             store.search(SCOPE, SearchQuery("anything", mode="keyword"))
     finally:
         store.close()
+
+
+def test_an_index_written_before_origins_is_refused_for_reads_and_writes(
+    opensearch_url: str, index: str
+) -> None:
+    # The mapping of the previous version: no "records" in _meta (its chunks carry
+    # source_type, no origin/format), so filters on origin or format would miss.
+    body = index_body(vector_dimensions=16, embedding_model="hashing")
+    del body["mappings"]["_meta"]["knowledge"]["records"]
+    status, answer = http_json("PUT", f"{opensearch_url}/{index}", body)
+    assert status == 200, answer
+    store = _store(opensearch_url, index)
+    try:
+        with pytest.raises(RecordsMismatchError, match="origin and format"):
+            store.search(SCOPE, SearchQuery("anything", mode="keyword"))
+        data = b"# a\n\ntext"
+        document = SourceDocument(path="a.md", size=len(data), read=lambda: data)
+        with pytest.raises(RecordsMismatchError, match="reindex into a fresh index"):
+            store.upsert_document(SCOPE, document)
+    finally:
+        store.close()
+    status, answer = http_json("GET", f"{opensearch_url}/{index}/_count")
+    assert (status, answer.get("count")) == (200, 0)  # nothing was written to it
 
 
 # Korean (with English, digits and a Latin+Hangul word): every term the node indexes for a

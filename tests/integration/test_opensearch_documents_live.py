@@ -109,3 +109,40 @@ def test_a_changed_file_that_can_no_longer_be_indexed_is_a_problem_in_the_status
     assert problem.reason.startswith(reason)
     assert problem.reason.endswith("; its previously indexed version was removed")
     assert store.status(SCOPE).document_count == 0
+
+
+@pytest.mark.parametrize("client_ids", [True, False])
+def test_unread_counts_are_one_record_per_scope_with_or_without_client_ids(
+    node: NodeIndex, tmp_path, client_ids: bool
+) -> None:
+    """The status reads the latest unread-files record (Serverless names no ids, so each
+    full listing writes a new one); a reindex's replace removes the older ones, and the
+    record is never a document, a problem or a scope of its own."""
+    from knowledge.model import IndexOptions
+    from knowledge.sources.local import LocalDirectorySource
+
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    (folder / "a.md").write_text("# A\n\nquokka", "utf-8")
+    for i in range(3):
+        (folder / f"shot{i}.png").write_bytes(b"\x89PNG")
+    store = OpenSearchKnowledgeStore(
+        node.config(client_ids=client_ids), embedder=HashingEmbedder(32)
+    )
+    try:
+        source = LocalDirectorySource(folder)
+        store.index(SCOPE, source, IndexOptions())
+        assert dict(store.status(SCOPE).unread_files) == {".png": 3}
+        (folder / "shot0.png").unlink()
+        (folder / "tool.exe").write_bytes(b"MZ")
+        store.index(SCOPE, source, IndexOptions())
+        status = store.status(SCOPE)
+        assert dict(status.unread_files) == {".png": 2, ".exe": 1}
+        assert (status.document_count, status.problems) == (1, ())
+        assert [d.path for d in store.list_documents(SCOPE).documents] == ["a.md"]
+        assert store.list_scopes() == [SCOPE]
+        store.reindex(SCOPE, source, IndexOptions())
+        assert dict(store.status(SCOPE).unread_files) == {".png": 2, ".exe": 1}
+        assert len(node.records(record="unread")) == 1
+    finally:
+        store.close()

@@ -354,6 +354,9 @@ class _CorruptingSession:
     def record_problem(self, path: str, reason: str) -> None:
         self.inner.record_problem(path, reason)
 
+    def record_unread(self, counts: Mapping[str, int]) -> None:
+        self.inner.record_unread(counts)
+
     def stored_vectors(self, path: str) -> Mapping[str, Sequence[float]]:
         return dict(self.inner.stored_vectors(path))
 

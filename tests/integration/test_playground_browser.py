@@ -8,6 +8,7 @@ browser is a failure, not a skip.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from collections.abc import Iterator
@@ -48,6 +49,13 @@ Promote the standby replica when the primary stops answering health checks.
 """
 
 
+CANARY = """# Canary releases
+
+Shift five percent of traffic to the canary and watch the error budget.
+"""
+CANARY_URL = "https://git.example.com/ops/runbooks/blob/abc123/canary.md"
+
+
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalServer]:
     tmp = tmp_path_factory.mktemp("playground")
@@ -57,6 +65,10 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalServer]:
     (runbooks / "rollback.md").write_text(ROLLBACK, "utf-8")
     (runbooks / "failover.md").write_text(FAILOVER, "utf-8")
     (runbooks / "broken.md").write_bytes(b"\x00\x01binary, not text\x00")  # a problem
+    (runbooks / "canary.md").write_text(CANARY, "utf-8")
+    sidecar = {"metadataAttributes": {"origin": "repo", "url": CANARY_URL}}
+    (runbooks / "canary.md.metadata.json").write_text(json.dumps(sidecar), "utf-8")
+    (runbooks / "diagram.png").write_bytes(b"\x89PNG\r\n\x1a\n")  # counted, not read
     (root / "support-bot" / "faq").mkdir(parents=True)
     (root / "support-bot" / "faq" / "refunds.md").write_text("# Refunds\n\n14 days.\n", "utf-8")
     with closing(open_store(db_path=tmp / "k.db", embedder_name="hashing", environ={})) as store:
@@ -184,3 +196,35 @@ def test_no_hits_and_a_bad_request_are_shown(server: LocalServer, browser: WebDr
     wait(browser).until(
         expected_conditions.text_to_be_present_in_element((By.ID, "message"), "max_results")
     )
+
+
+def test_a_hit_shows_its_origin_badge_and_link_and_the_status_its_unread_files(
+    server: LocalServer, browser: WebDriver
+) -> None:
+    browser.get(server.url + "/")
+    wait(browser).until(
+        expected_conditions.text_to_be_present_in_element((By.ID, "status"), "READY")
+    )
+    wait(browser).until(
+        expected_conditions.text_to_be_present_in_element((By.ID, "status"), ".png 1")
+    )
+    browser.find_element(By.CSS_SELECTOR, "input[name=mode][value=keyword]").click()
+    box = browser.find_element(By.ID, "query")
+    box.clear()
+    box.send_keys("canary traffic error budget")
+    browser.find_element(By.ID, "search-button").click()
+    wait(browser).until(lambda d: len(result_paths(d)) > 0)
+    assert result_paths(browser)[0] == "canary.md"
+    first = browser.find_elements(By.CSS_SELECTOR, "#results li.result")[0]
+    badge = first.find_element(By.CSS_SELECTOR, ".cite .badge")
+    assert (badge.get_attribute("data-origin"), badge.text) == ("repo", "repo · markdown")
+    link = first.find_element(By.CSS_SELECTOR, ".cite a.source-link")
+    assert link.get_attribute("href") == CANARY_URL
+    assert link.get_attribute("rel") == "noopener noreferrer"
+    box.clear()
+    box.send_keys("helm rollback revision")
+    browser.find_element(By.ID, "search-button").click()
+    wait(browser).until(lambda d: result_paths(d)[:1] == ["rollback.md"])
+    first = browser.find_elements(By.CSS_SELECTOR, "#results li.result")[0]
+    assert first.find_element(By.CSS_SELECTOR, ".cite .badge").text == "upload · markdown"
+    assert first.find_elements(By.CSS_SELECTOR, ".cite a.source-link") == []  # no url

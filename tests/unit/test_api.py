@@ -378,6 +378,7 @@ def test_status(api: KnowledgeApi, store: FakeStore) -> None:
         "message": None,
         "problems": [],
         "progress": None,
+        "unread_files": {},
     }
     assert store.status_calls == [KnowledgeScope("ops-bot", "runbooks")]
 

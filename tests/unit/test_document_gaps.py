@@ -366,7 +366,7 @@ def test_kb_index_indexes_readmes_and_data_and_lists_refused_formats(
     out, err = capsys.readouterr()
     assert code == 0, err
     (hit,) = json.loads(out)["results"]
-    assert (hit["document_path"], hit["metadata"]["source_type"]) == ("README", "text")
+    assert (hit["document_path"], hit["metadata"]["format"]) == ("README", "text")
 
     code = main(["search", "walrus endpoint", *scope, "--json", "--mode", "keyword"])
     out, _ = capsys.readouterr()
@@ -400,7 +400,7 @@ def test_the_indexer_lambda_agrees_readmes_data_refused_formats_and_empty_files(
     )
     assert indexer.invoke(event) == {"batchItemFailures": []}
     assert indexer.paths() == ["README", "config.yaml"]
-    assert indexer.hits("narwhal", metadata={"source_type": "text"}) == ["README"]
+    assert indexer.hits("narwhal", metadata={"format": "text"}) == ["README"]
     reasons = {p.path: p.reason for p in indexer.store.status(RUNBOOKS).problems}
     assert reasons == {
         "minutes.odt": "unsupported format: OpenDocument text .odt; save it as .docx",

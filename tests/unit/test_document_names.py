@@ -127,7 +127,7 @@ def test_kb_index_indexes_upper_case_names_and_explains_misnamed_files(
     out, err = capsys.readouterr()
     assert code == 0, err
     (hit,) = json.loads(out)["results"]
-    assert (hit["document_path"], hit["metadata"]["source_type"]) == ("Scan.PDF", "pdf")
+    assert (hit["document_path"], hit["metadata"]["format"]) == ("Scan.PDF", "pdf")
 
     assert main(["status", *scope, "--json"]) == 0
     out, _ = capsys.readouterr()

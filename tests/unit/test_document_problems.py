@@ -241,5 +241,5 @@ def test_a_text_only_chunker_still_gets_each_sections_citation() -> None:
     store.upsert_document(SCOPE, doc("deck.pptx", deck))
     (hit,) = store.search(SCOPE, SearchQuery("kiwis"))
     assert hit.content == "Kiwi plan\ngrow kiwis"
-    assert (hit.metadata["slide"], hit.metadata["source_type"]) == (2, "pptx")
+    assert (hit.metadata["slide"], hit.metadata["format"]) == (2, "pptx")
     assert [r.chunk_index for r in store.search(SCOPE, SearchQuery("hello"))] == [0]

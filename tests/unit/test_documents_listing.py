@@ -111,7 +111,8 @@ def test_page_body_filters_on_the_scope_and_records_and_resumes_after_the_path()
         "_source": {
             "includes": [
                 "document_path",
-                "source_type",
+                "format",
+                "origin",
                 "size",
                 "chunk_count",
                 "version",
@@ -152,7 +153,8 @@ def test_parse_documents_reads_indexed_and_problem_only_records() -> None:
                     "_id": "1",
                     "_source": {
                         "document_path": "a.md",
-                        "source_type": "markdown",
+                        "format": "markdown",
+                        "origin": "upload",
                         "size": 12,
                         "chunk_count": 2,
                         "version": "v1",
@@ -171,7 +173,8 @@ def test_parse_documents_reads_indexed_and_problem_only_records() -> None:
     assert a.to_dict() == {
         "path": "a.md",
         "indexed": True,
-        "source_type": "markdown",
+        "origin": "upload",
+        "format": "markdown",
         "size": 12,
         "chunk_count": 2,
         "version": "v1",

@@ -4,15 +4,17 @@
 from __future__ import annotations
 
 import sqlite3
+from contextlib import closing
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
 from knowledge.embedding.hashing import HashingEmbedder
-from knowledge.errors import AnalysisMismatchError
+from knowledge.errors import AnalysisMismatchError, RecordsMismatchError
 from knowledge.identity import document_id
 from knowledge.model import MAX_STATUS_PROBLEMS, DocumentChunk, FileProblem, IndexState, SearchQuery
+from knowledge.origin import RECORDS
 from knowledge.scope import KnowledgeScope
 from knowledge.store import DocumentHeader, EmbeddedChunk
 from knowledge.stores.embedded import EmbeddedKnowledgeStore
@@ -31,7 +33,7 @@ def header(path: str, *, size: int = 10, version: str | None = None) -> Document
         content_hash=f"hash-of-{path}",
         indexed_at=WHEN,
         version=version,
-        metadata={"source_type": "markdown", "content_type": "text/markdown"},
+        metadata={"format": "markdown", "content_type": "text/markdown"},
         size=size,
     )
 
@@ -261,6 +263,31 @@ def test_a_file_of_the_bigram_analysis_is_refused_with_the_reindex_hint(
     with pytest.raises(AnalysisMismatchError, match="english-snowball-v2") as caught:
         EmbeddedKnowledgeStore(db, isolation=isolation)
     assert "reindex" in str(caught.value)
+
+
+@pytest.mark.parametrize("isolation", ["shared", "agent"])
+def test_a_file_written_before_origins_is_refused_with_the_reindex_hint(
+    db: Path, isolation: str
+) -> None:
+    # Its chunks carry "source_type" and no "origin"/"format" (a file of the version
+    # before records them): a filter on either would silently miss.
+    _file_with(db, isolation, DocumentChunk("a.md", 0, "rollback the deploy", {}))
+    raw = sqlite3.connect(db)
+    with raw:
+        raw.execute("DELETE FROM meta WHERE key = 'records'")
+    raw.close()
+    with pytest.raises(RecordsMismatchError, match="origin and format") as caught:
+        EmbeddedKnowledgeStore(db, isolation=isolation)
+    assert isinstance(caught.value, AnalysisMismatchError)  # kb serve moves it aside
+    assert "Reindex into a new file" in str(caught.value)
+
+
+def test_a_new_file_records_its_record_fields(db: Path) -> None:
+    _file_with(db, "shared", DocumentChunk("a.md", 0, "rollback the deploy", {}))
+    with closing(sqlite3.connect(db)) as raw:
+        (recorded,) = raw.execute("SELECT value FROM meta WHERE key = 'records'").fetchone()
+    assert recorded == RECORDS
+    EmbeddedKnowledgeStore(db).close()  # and opens again
 
 
 # --- analysis version 3 (no title and heading terms) -------------------------------------

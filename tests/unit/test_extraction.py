@@ -7,8 +7,10 @@ import pytest
 from knowledge.errors import ExtractionError, ValidationError
 from knowledge.extraction import (
     DEFAULT_MAX_DOCUMENT_BYTES,
+    DOCUMENT_PATTERNS,
     SUPPORTED_EXTENSIONS,
     ExtractedText,
+    extract_document,
     extract_text,
     is_supported,
 )
@@ -42,6 +44,7 @@ def test_content_type_follows_the_extension_case_insensitively(
 
 def test_supported_extensions() -> None:
     assert SUPPORTED_EXTENSIONS == (
+        ".adoc",
         ".csv",
         ".docx",
         ".htm",
@@ -51,12 +54,33 @@ def test_supported_extensions() -> None:
         ".md",
         ".pdf",
         ".pptx",
+        ".rst",
+        ".toml",
         ".txt",
         ".xlsx",
         ".xml",
         ".yaml",
         ".yml",
     )
+
+
+@pytest.mark.parametrize(
+    ("name", "data", "kind", "content_type"),
+    [
+        ("guide.rst", b"Deploy\n======\n\nRun ``make deploy``.\n", "rst", "text/x-rst"),
+        ("pyproject.toml", b'[project]\nname = "walrus"\n', "text", "text/plain"),
+        ("manual.adoc", b"= Walrus\n\n== Deploy\nRun it.\n", "asciidoc", "text/asciidoc"),
+    ],
+)
+def test_repository_text_formats_are_read_as_text(
+    name: str, data: bytes, kind: str, content_type: str
+) -> None:
+    # A repository's docs and config: they vanished silently before (not in the registry).
+    document = extract_document(name, data)
+    assert (document.source_type, document.content_type) == (kind, content_type)
+    assert document.text is not None
+    assert document.text.strip() == data.decode().strip()
+    assert "*." + name.rsplit(".", 1)[1] in DOCUMENT_PATTERNS  # the default patterns
 
 
 def test_utf8_bom_is_stripped() -> None:

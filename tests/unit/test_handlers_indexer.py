@@ -446,12 +446,12 @@ def test_pdf_upload_is_indexed_with_page_citations_and_a_bad_one_is_a_problem(in
     results = indexer.store.search(RUNBOOKS, SearchQuery("quokka"))
     assert [r.document_path for r in results] == ["handbook.pdf"]
     metadata = results[0].metadata
-    assert (metadata["source_type"], metadata["page"], metadata["page_end"]) == ("pdf", 1, 2)
+    assert (metadata["format"], metadata["page"], metadata["page_end"]) == ("pdf", 1, 2)
     assert metadata["content_type"] == "application/pdf"
     assert (
         format_search_results("quokka", results)
         .splitlines()[2]
-        .startswith("[1] handbook.pdf pp. 1-2 (score: 1.00, chunk: 0)")
+        .startswith("[1] handbook.pdf pp. 1-2 (score: 1.00, chunk: 0, origin: upload)")
     )
     problems = indexer.store.status(RUNBOOKS).problems
     assert [(p.path, p.reason) for p in problems] == [("locked.pdf", "encrypted PDF")]
@@ -513,8 +513,8 @@ def test_real_world_files_through_the_lambda_path(indexer):
     assert indexer.invoke(event) == NO_FAILURES
     assert indexer.paths() == ["Guide.Docx", "Scan.PDF", "legacy.html"]
     (walrus,) = indexer.store.search(RUNBOOKS, SearchQuery("walrus"))
-    assert (walrus.document_path, walrus.metadata["source_type"]) == ("Scan.PDF", "pdf")
-    assert indexer.hits("narwhal", metadata={"source_type": "docx"}) == ["Guide.Docx"]
+    assert (walrus.document_path, walrus.metadata["format"]) == ("Scan.PDF", "pdf")
+    assert indexer.hits("narwhal", metadata={"format": "docx"}) == ["Guide.Docx"]
     assert indexer.hits("서울 리전") == ["legacy.html"]
     reasons = {p.path: p.reason for p in indexer.store.status(RUNBOOKS).problems}
     assert sorted(reasons) == ["broken.pptx", "empty.docx"]

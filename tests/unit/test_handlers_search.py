@@ -525,7 +525,7 @@ def test_documents_pages_through_the_scope_from_the_index(search):
     (first,) = body["documents"]
     assert first["indexed"] is True
     assert first["chunk_count"] == 1
-    assert first["source_type"] == "markdown"
+    assert first["format"] == "markdown"
     event = load_event("api_documents.json")
     event["rawQueryString"] = f"limit=1&cursor={body['next_cursor']}"
     status, body = search.invoke(event)

@@ -102,6 +102,9 @@ class FakeSession:
     def record_problem(self, path: str, reason: str) -> None:
         self.writer.problems[path] = reason
 
+    def record_unread(self, counts: Mapping[str, int]) -> None:
+        self.writer.unread = dict(counts)
+
     def stored_vectors(self, path: str) -> Mapping[str, Sequence[float]]:
         if self.writer.vectors_fail is not None:
             raise self.writer.vectors_fail
@@ -123,6 +126,7 @@ class FakeWriter:
     ) -> None:
         self.documents: dict[str, tuple[DocumentHeader, list[EmbeddedChunk]]] = {}
         self.problems: dict[str, str] = {}
+        self.unread: dict[str, int] | None = None
         self.sessions: list[FakeSession] = []
         self.reject = set(reject)
         self.unavailable = set(unavailable)
@@ -637,7 +641,8 @@ def test_header_and_chunk_metadata() -> None:
         "title": "user title",
         "source_key": "agent/ctx/runbooks/deploy.md",
         "content_type": "text/markdown",
-        "source_type": "markdown",
+        "format": "markdown",
+        "origin": "upload",
     }
     assert [dict(c.chunk.metadata) for c in chunks] == [
         {
@@ -645,7 +650,8 @@ def test_header_and_chunk_metadata() -> None:
             "title": "Deploy",
             "source_key": "agent/ctx/runbooks/deploy.md",
             "content_type": "text/markdown",
-            "source_type": "markdown",
+            "format": "markdown",
+            "origin": "upload",
             "heading_path": ["Deploy"],
         },
         {
@@ -653,14 +659,15 @@ def test_header_and_chunk_metadata() -> None:
             "title": "Deploy",
             "source_key": "agent/ctx/runbooks/deploy.md",
             "content_type": "text/markdown",
-            "source_type": "markdown",
+            "format": "markdown",
+            "origin": "upload",
             "heading_path": ["Deploy", "Rollback"],
         },
     ]
     plain = writer.chunks("plain.txt")[0].chunk.metadata
     assert plain["source_key"] == "plain.txt"
     assert plain["content_type"] == "text/plain"
-    assert plain["source_type"] == "text"
+    assert plain["format"] == "text"
 
 
 def test_max_chunk_size_caps_the_chunker() -> None:

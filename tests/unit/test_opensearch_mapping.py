@@ -7,8 +7,9 @@ from typing import Any
 
 import pytest
 
-from knowledge.errors import AnalysisMismatchError, EmbeddingMismatchError
+from knowledge.errors import AnalysisMismatchError, EmbeddingMismatchError, RecordsMismatchError
 from knowledge.model import DocumentChunk
+from knowledge.origin import RECORDS
 from knowledge.scope import KnowledgeScope
 from knowledge.store import DocumentHeader
 from knowledge.stores.opensearch import mapping
@@ -98,6 +99,7 @@ def test_index_body_for_a_vector_store() -> None:
         "knowledge": {
             "schema_version": 4,
             "analysis": ANALYSIS,
+            "records": RECORDS,
             "embedding_model": "openai:small",
             "embedding_dimensions": 384,
         }
@@ -135,7 +137,9 @@ def test_index_body_for_a_vector_store() -> None:
 def test_index_body_without_embedder_has_no_vector_field() -> None:
     body = index_body(vector_dimensions=None, embedding_model=None)
     assert "embedding" not in body["mappings"]["properties"]
-    assert body["mappings"]["_meta"] == {"knowledge": {"schema_version": 4, "analysis": ANALYSIS}}
+    assert body["mappings"]["_meta"] == {
+        "knowledge": {"schema_version": 4, "analysis": ANALYSIS, "records": RECORDS}
+    }
 
 
 def test_serverless_index_body_leaves_shards_to_the_service() -> None:
@@ -275,7 +279,8 @@ def test_document_record_has_no_text_or_vector() -> None:
         "chunk_count": 3,
         "embedded_chunks": 0,
         "reused_chunks": 0,
-        "source_type": None,
+        "format": None,
+        "origin": None,
         "size": None,
         "problem": None,
         "problem_at": None,
@@ -328,6 +333,26 @@ def test_an_index_of_another_keyword_analysis_is_refused(
         check_layout(layout, "kb", vector_dimensions=dimensions, embedding_model="hashing")
     assert "reindex" in str(caught.value)
     assert ANALYSIS in str(caught.value)
+
+
+@pytest.mark.parametrize("dimensions", [None, 16])
+def test_an_index_written_before_origins_is_refused_with_the_reindex_advice(
+    dimensions: int | None,
+) -> None:
+    # Its chunks carry "source_type" and no "origin"/"format": a filter on either would
+    # silently match nothing, so it is refused as another analysis is.
+    body = index_body(vector_dimensions=16, embedding_model="hashing")
+    del body["mappings"]["_meta"]["knowledge"]["records"]
+    layout = layout_of(_mapping_response(body), "kb")
+    assert layout.records is None
+    with pytest.raises(RecordsMismatchError, match="origin and format") as caught:
+        check_layout(layout, "kb", vector_dimensions=dimensions, embedding_model="hashing")
+    assert isinstance(caught.value, AnalysisMismatchError)  # kb serve's move-aside, the CLI
+    assert "reindex into a fresh index" in str(caught.value)
+    fresh = layout_of(
+        _mapping_response(index_body(vector_dimensions=16, embedding_model="h")), "kb"
+    )
+    assert fresh.records == RECORDS
 
 
 def test_hnsw_parameters_go_into_the_method_and_are_read_back() -> None:

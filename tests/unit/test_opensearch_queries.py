@@ -648,6 +648,18 @@ def test_scope_stats_body() -> None:
         "query": scope_query(SCOPE),
         "aggs": {
             "chunks": {"filter": {"term": {"record": "chunk"}}},
+            "unread": {
+                "filter": {"term": {"record": "unread"}},
+                "aggs": {
+                    "latest": {
+                        "top_hits": {
+                            "size": 1,
+                            "sort": [{"indexed_at": "desc"}],
+                            "_source": {"includes": ["unread_files"]},
+                        }
+                    }
+                },
+            },
             "records": {
                 "filter": INDEXED_RECORD,
                 "aggs": {
@@ -837,6 +849,7 @@ def test_scopes_page_body_is_a_composite_on_agent_and_context() -> None:
     assert queries.scopes_page_body(50, {"agent": "a", "context": "b"}) == {
         "size": 0,
         "track_total_hits": False,
+        "query": {"bool": {"must_not": [{"term": {"record": "unread"}}]}},
         "aggs": {
             "scopes": {
                 "composite": {

@@ -201,3 +201,49 @@ def test_a_step_moves_at_least_one_page_even_without_time(aws):
         task = report.continued
     assert report.continued is None
     assert sorted(keys) == [f"ops-bot/runbooks/doc-{i}.md" for i in range(5)]
+
+
+def test_keys_no_pattern_selects_are_counted_across_steps_into_the_status(aws):
+    """A paged reindex counts the keys it does not queue by extension, carries the counts
+    in its continuation messages, and writes them to the status when the listing ends:
+    a count per extension, never silence and never one problem per image."""
+    s3, sqs, queue_url = aws
+    keys = [
+        *(f"ops-bot/runbooks/img/shot-{i}.png" for i in range(5)),
+        "ops-bot/runbooks/bin/tool.exe",
+        "ops-bot/runbooks/bin/run",
+        "ops-bot/runbooks/deploy.md",
+        "ops-bot/runbooks/deploy.md.metadata.json",  # read with its document, not counted
+        "ops-bot/runbooks/.git/config",  # hidden: never read, not counted
+    ]
+    for key in keys:
+        s3.put_object(Bucket=BUCKET, Key=key, Body=b"x")
+    store = MemoryKnowledgeStore()
+    index_paths(store, "deploy.md")
+    reindexer = ScopeReindexer(
+        queue_url, S3DocumentSource(BUCKET, client=s3), client=sqs, list_page_size=2
+    )
+    no_time = TimeBudget(lambda: 0, reserve_ms=30_000)
+    task = ReindexTask(BUCKET, SCOPE)
+    carried: list[dict[str, int] | None] = []
+    for _ in range(20):
+        report = reindexer.expand(task, store, no_time)
+        drain(sqs, queue_url)
+        if report.continued is None:
+            break
+        # The continuation goes through the queue as a message body and back.
+        (action,) = parse_sqs_message(report.continued.to_body(), bucket=BUCKET)
+        assert action.task == report.continued
+        task = report.continued
+        carried.append(None if task.unread is None else dict(task.unread))
+    assert report.continued is None
+    assert any(counts for counts in carried)  # carried from step to step
+    assert dict(store.status(SCOPE).unread_files) == {".png": 5, ".exe": 1, "(none)": 1}
+
+
+@pytest.mark.parametrize("unread", [[".png"], {".png": "5"}, {".png": -1}, {".png": True}])
+def test_a_reindex_step_with_bad_unread_counts_is_rejected(unread: object) -> None:
+    body = json.loads(ReindexTask(BUCKET, SCOPE).to_body())
+    body["unread"] = unread
+    (action,) = parse_sqs_message(json.dumps(body), bucket=BUCKET)
+    assert (action.kind, action.field) == (ActionKind.REJECT, "unread")

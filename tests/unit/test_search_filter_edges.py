@@ -29,7 +29,7 @@ def cmp(field: str, op: str, value: Any) -> dict[str, Any]:
 OPS = "eq, ne, gt, gte, lt, lte, in, nin, starts_with, contains"
 KEY_RULE = (
     "must be a metadata key of letters, digits and _ . : @ / - (or document_path, "
-    "indexed_at, source_type)"
+    "indexed_at, origin, format)"
 )
 
 ERRORS: list[tuple[object, str, str]] = [

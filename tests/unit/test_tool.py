@@ -88,7 +88,7 @@ def test_no_scope(tool: KnowledgeSearchTool) -> None:
         (
             {"query": "x", "top_k": 3},
             "Invalid parameter: top_k: is not a known property "
-            "(allowed: query, max_results, file_pattern, max_tokens)",
+            "(allowed: query, max_results, file_pattern, max_tokens, source_type)",
         ),
         (
             {"query": "x", "max_results": 0},
@@ -111,6 +111,14 @@ def test_no_scope(tool: KnowledgeSearchTool) -> None:
         (
             {"query": "x", "file_pattern": ["*.md"]},
             "Invalid parameter: file_pattern: must be a non-blank glob string such as '*.md'",
+        ),
+        (
+            {"query": "x", "source_type": "pdf"},
+            "Invalid parameter: source_type: 'pdf' is not one of: upload, repo, manual, shared",
+        ),
+        (
+            {"query": "x", "source_type": ["repo"]},
+            "Invalid parameter: source_type: ['repo'] is not one of: upload, repo, manual, shared",
         ),
     ],
 )
@@ -270,7 +278,14 @@ def test_input_schema(tool: KnowledgeSearchTool) -> None:
     assert schema["type"] == "object"
     assert schema["required"] == ["query"]
     assert schema["additionalProperties"] is False
-    assert set(schema["properties"]) == {"query", "max_results", "file_pattern", "max_tokens"}
+    assert set(schema["properties"]) == {
+        "query",
+        "max_results",
+        "file_pattern",
+        "max_tokens",
+        "source_type",
+    }
+    assert schema["properties"]["source_type"]["enum"] == ["upload", "repo", "manual", "shared"]
     assert schema["properties"]["query"]["type"] == "string"
     assert schema["properties"]["max_results"]["type"] == "integer"
     assert schema["properties"]["file_pattern"]["type"] == "string"
@@ -307,24 +322,24 @@ def cited(path: str, **metadata: Any) -> SearchResult:
 @pytest.mark.parametrize(
     ("result", "line"),
     [
-        (cited("handbook.pdf", source_type="pdf", page=12), "[1] handbook.pdf p. 12"),
+        (cited("handbook.pdf", format="pdf", page=12), "[1] handbook.pdf p. 12"),
         (
-            cited("handbook.pdf", source_type="pdf", page=12, page_end=13),
+            cited("handbook.pdf", format="pdf", page=12, page_end=13),
             "[1] handbook.pdf pp. 12-13",
         ),
-        (cited("deck.pptx", source_type="pptx", slide=4), "[1] deck.pptx slide 4"),
+        (cited("deck.pptx", format="pptx", slide=4), "[1] deck.pptx slide 4"),
         (
-            cited("plan.xlsx", source_type="xlsx", sheet="Budget", row_start=2, row_end=40),
+            cited("plan.xlsx", format="xlsx", sheet="Budget", row_start=2, row_end=40),
             '[1] plan.xlsx sheet "Budget" rows 2-40',
         ),
-        (cited("owners.csv", source_type="csv", row_start=7, row_end=7), "[1] owners.csv row 7"),
+        (cited("owners.csv", format="csv", row_start=7, row_end=7), "[1] owners.csv row 7"),
         (
-            cited("guide.docx", source_type="docx", heading_path=["Install", "Linux"]),
+            cited("guide.docx", format="docx", heading_path=["Install", "Linux"]),
             "[1] guide.docx § Install > Linux",
         ),
-        (cited("page.html", source_type="html", heading_path=[]), "[1] page.html"),
+        (cited("page.html", format="html", heading_path=[]), "[1] page.html"),
         # Markdown keeps the seed's line exactly, heading path or not.
-        (cited("runbook.md", source_type="markdown", heading_path=["Deploy"]), "[1] runbook.md"),
+        (cited("runbook.md", format="markdown", heading_path=["Deploy"]), "[1] runbook.md"),
         # Numbers read back from a store as strings still cite.
         (cited("a.pdf", page="5"), "[1] a.pdf p. 5"),
     ],
@@ -336,8 +351,8 @@ def test_result_lines_cite_where_the_chunk_comes_from(result: SearchResult, line
 
 def test_a_passage_of_adjacent_chunks_cites_the_whole_span() -> None:
     results = [
-        SearchResult("h.pdf", 4, "first part", 0.9, metadata={"source_type": "pdf", "page": 12}),
-        SearchResult("h.pdf", 5, "second part", 0.8, metadata={"source_type": "pdf", "page": 13}),
+        SearchResult("h.pdf", 4, "first part", 0.9, metadata={"format": "pdf", "page": 12}),
+        SearchResult("h.pdf", 5, "second part", 0.8, metadata={"format": "pdf", "page": 13}),
     ]
     text = format_search_results("q", results)
     assert text.splitlines()[2] == "[1] h.pdf pp. 12-13 (score: 0.90, chunks: 4-5)"
@@ -416,3 +431,34 @@ def test_max_tokens_reaches_the_answer(tool: KnowledgeSearchTool) -> None:
     assert "(2 more results were dropped to stay within max_tokens=700)" in result.content
     default = tool.run({"query": "q"}, context(store))
     assert "dropped" not in default.content  # 3 x ~500 tokens fit the default 4000
+
+
+@pytest.mark.parametrize(("given", "origin"), [("repo", "repo"), (" Manual ", "manual")])
+def test_source_type_filters_the_hits_by_origin(
+    tool: KnowledgeSearchTool, given: str, origin: str
+) -> None:
+    # The design's source_type is where a document came from, never its file format.
+    store = FakeStore([hit("a.md", 0.9, 0, "text")])
+    result = tool.run({"query": "deploy", "source_type": given}, context(store))
+    assert not result.is_error
+    (searched,) = store.searches
+    assert dict(searched[1].metadata) == {"origin": origin}
+    tool.run({"query": "deploy"}, context(store))
+    assert dict(store.searches[1][1].metadata) == {}
+
+
+def test_result_lines_name_the_origin_and_the_url() -> None:
+    repo = SearchResult(
+        "guides/deploy.md",
+        2,
+        "text",
+        0.9,
+        metadata={"origin": "repo", "format": "markdown", "url": "https://git.example.com/d.md"},
+    )
+    upload = SearchResult("notes.txt", 0, "more", 0.5, metadata={"origin": "upload"})
+    lines = format_search_results("deploy", [repo, upload]).splitlines()
+    assert lines[2] == (
+        "[1] guides/deploy.md (score: 0.90, chunk: 2, origin: repo, "
+        "url: https://git.example.com/d.md)"
+    )
+    assert lines[5] == "[2] notes.txt (score: 0.50, chunk: 0, origin: upload)"

@@ -32,8 +32,8 @@ def headers(results: list[SearchResult]) -> list[str]:
 
 def test_chunks_of_two_sheets_are_two_citations() -> None:
     results = [
-        hit("plan.xlsx", 0, 0.9, source_type="xlsx", sheet="Budget", row_start=2, row_end=40),
-        hit("plan.xlsx", 1, 0.8, source_type="xlsx", sheet="Staff", row_start=2, row_end=10),
+        hit("plan.xlsx", 0, 0.9, format="xlsx", sheet="Budget", row_start=2, row_end=40),
+        hit("plan.xlsx", 1, 0.8, format="xlsx", sheet="Staff", row_start=2, row_end=10),
     ]
     assert headers(results) == [
         '[1] plan.xlsx sheet "Budget" rows 2-40',
@@ -43,18 +43,18 @@ def test_chunks_of_two_sheets_are_two_citations() -> None:
 
 def test_chunks_of_two_slides_are_two_citations() -> None:
     results = [
-        hit("deck.pptx", 3, 0.9, source_type="pptx", slide=2),
-        hit("deck.pptx", 4, 0.8, source_type="pptx", slide=3),
+        hit("deck.pptx", 3, 0.9, format="pptx", slide=2),
+        hit("deck.pptx", 4, 0.8, format="pptx", slide=3),
     ]
     assert headers(results) == ["[1] deck.pptx slide 2", "[2] deck.pptx slide 3"]
 
 
 def test_chunks_of_one_sheet_and_of_pages_still_merge_into_a_range() -> None:
     results = [
-        hit("plan.xlsx", 0, 0.9, source_type="xlsx", sheet="Budget", row_start=2, row_end=40),
-        hit("plan.xlsx", 1, 0.8, source_type="xlsx", sheet="Budget", row_start=41, row_end=70),
-        hit("handbook.pdf", 3, 0.7, source_type="pdf", page=12),
-        hit("handbook.pdf", 4, 0.6, source_type="pdf", page=12, page_end=13),
+        hit("plan.xlsx", 0, 0.9, format="xlsx", sheet="Budget", row_start=2, row_end=40),
+        hit("plan.xlsx", 1, 0.8, format="xlsx", sheet="Budget", row_start=41, row_end=70),
+        hit("handbook.pdf", 3, 0.7, format="pdf", page=12),
+        hit("handbook.pdf", 4, 0.6, format="pdf", page=12, page_end=13),
     ]
     assert headers(results) == [
         '[1] plan.xlsx sheet "Budget" rows 2-70',

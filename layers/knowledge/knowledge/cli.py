@@ -302,6 +302,9 @@ def _cmd_status(args: argparse.Namespace) -> int:
     ]
     if status.message:
         rows.append(("message", status.message))
+    unread = status.unread_summary()
+    if unread:
+        rows.append(("unread", unread))
     rows.append(("problems", str(len(status.problems))))
     for name, value in rows:
         print(f"{name + ':':<14}{value}")

@@ -494,4 +494,11 @@ def _status(data: Mapping[str, Any]) -> IndexStatus:
         # Absent from an API older than these counts.
         embedded_chunks=int(data.get("embedded_chunks") or 0),
         reused_chunks=int(data.get("reused_chunks") or 0),
+        unread_files=_unread_files(data.get("unread_files")),
     )
+
+
+def _unread_files(value: object) -> dict[str, int]:
+    if not isinstance(value, Mapping):
+        return {}
+    return {str(k): int(v) for k, v in value.items() if isinstance(v, int)}

@@ -58,17 +58,19 @@ class IndexedDocument:
 
     ``indexed_at``, ``content_hash`` are ``None`` (and ``chunk_count`` 0) for a document
     that only has a problem; ``problem`` is the reason the latest attempt failed (the
-    indexed version, if any, is still the one searched).
+    indexed version, if any, is still the one searched). ``format`` and ``origin``
+    (``knowledge.origin``) are ``None`` for a document that is not indexed.
     """
 
     path: str
-    source_type: str | None
+    format: str | None
     size: int | None
     chunk_count: int
     version: str | None
     content_hash: str | None
     indexed_at: datetime | None
     problem: str | None = None
+    origin: str | None = None
 
     @property
     def indexed(self) -> bool:
@@ -81,20 +83,22 @@ class IndexedDocument:
         indexed_at, size, problem = data.get("indexed_at"), data.get("size"), data.get("problem")
         return cls(
             path=str(data["path"]),
-            source_type=_optional_text(data.get("source_type")),
+            format=_optional_text(data.get("format")),
             size=None if size is None else int(size),
             chunk_count=int(data["chunk_count"]),
             version=_optional_text(data.get("version")),
             content_hash=_optional_text(data.get("content_hash")),
             indexed_at=None if indexed_at is None else datetime.fromisoformat(str(indexed_at)),
             problem=None if problem is None else str(problem),
+            origin=_optional_text(data.get("origin")),
         )
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "path": self.path,
             "indexed": self.indexed,
-            "source_type": self.source_type,
+            "origin": self.origin,
+            "format": self.format,
             "size": self.size,
             "chunk_count": self.chunk_count,
             "version": self.version,
@@ -228,7 +232,8 @@ def format_documents(page: DocumentPage, more: str = "more: --cursor {cursor}") 
             else doc.indexed_at.isoformat(timespec="seconds")
         )
         size = "-" if doc.size is None else f"{doc.size} B"
-        line = f"{doc.path}  [{doc.source_type or '-'}, {size}, {doc.chunk_count} chunks, {when}]"
+        kinds = f"{doc.origin or '-'}, {doc.format or '-'}"
+        line = f"{doc.path}  [{kinds}, {size}, {doc.chunk_count} chunks, {when}]"
         if doc.problem:
             line += f"  problem: {doc.problem}"
         lines.append(line)

@@ -85,6 +85,12 @@ class AnalysisMismatchError(ConfigurationError):
     this version's: its keyword side would silently miss; reindex it."""
 
 
+class RecordsMismatchError(AnalysisMismatchError):
+    """The index was written before its records carried the fields this version filters
+    and returns (``knowledge.origin.RECORDS``: ``origin``, ``format``): its filters on
+    them would silently miss; reindex it, as for another analysis."""
+
+
 class ExtractionError(KnowledgeError):
     """A document's bytes cannot be turned into text (binary, too large, unknown type)."""
 

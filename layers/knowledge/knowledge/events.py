@@ -110,18 +110,24 @@ class ReindexTask:
     scope: KnowledgeScope
     phase: ReindexPhase = ReindexPhase.OBJECTS
     cursor: str | None = None
+    unread: Mapping[str, int] | None = None
+    """The ``objects`` phase's counts so far of the keys no pattern selects, by extension
+    (``IndexStatus.unread_files``), carried from step to step; ``None``: none yet."""
 
     def to_body(self) -> str:
         """The SQS message body of this step."""
+        body: dict[str, Any] = {
+            "type": REINDEX_SCOPE_MESSAGE_TYPE,
+            "bucket": self.bucket,
+            "agent": self.scope.agent,
+            "context": self.scope.context,
+            "phase": self.phase.value,
+            "cursor": self.cursor,
+        }
+        if self.unread:
+            body["unread"] = dict(self.unread)
         return json.dumps(
-            {
-                "type": REINDEX_SCOPE_MESSAGE_TYPE,
-                "bucket": self.bucket,
-                "agent": self.scope.agent,
-                "context": self.scope.context,
-                "phase": self.phase.value,
-                "cursor": self.cursor,
-            },
+            body,
             ensure_ascii=False,
             separators=(",", ":"),
         )
@@ -320,7 +326,16 @@ def _parse_reindex_scope(message: Mapping[str, Any], bucket: str | None) -> Obje
     cursor = message.get("cursor")
     if cursor is not None and not isinstance(cursor, str):
         return _reject("the reindex cursor must be a string or null", "cursor", **known)
-    task = ReindexTask(message_bucket, scope, phase, cursor or None)
+    unread = message.get("unread")
+    if unread is not None and not (
+        isinstance(unread, dict)
+        and all(
+            isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool) and v >= 0
+            for k, v in unread.items()
+        )
+    ):
+        return _reject("the reindex unread counts must map extensions to counts", "unread", **known)
+    task = ReindexTask(message_bucket, scope, phase, cursor or None, unread or None)
     return ObjectAction(ActionKind.REINDEX_SCOPE, scope=scope, task=task, **known)
 
 

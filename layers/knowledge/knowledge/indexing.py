@@ -24,11 +24,18 @@ embeds the chunks that paragraph touches, and an embedder change re-embeds every
 chunk again (its escape hatch), and a failed read of the stored vectors only costs the
 reuse (logged), never the document.
 
-Chunk metadata = sidecar user metadata, then ``source_key`` (the source key, else the
-path), ``content_type`` and ``source_type`` (``pdf``, ``markdown``, ...), then the
+Chunk metadata = sidecar user metadata (with its checked ``url``, if any), then
+``source_key`` (the source key, else the path), ``content_type``, ``format`` (``pdf``,
+``markdown``, ...) and ``origin`` (``knowledge.origin``: the source's, or the sidecar's
+``repo``/``manual``), then the
 chunker's ``title``, ``heading_path`` and citation (``page``/``page_end``, ``slide``,
 ``sheet``, ``row_start``/``row_end``); later keys win, so user metadata cannot hide the
 system keys.
+
+Files no pattern selects are visible too, as a count per extension: a listing's
+``unread`` counts (``knowledge.sources.Listing``) are written with
+``WriteSession.record_unread`` (``IndexStatus.unread_files``) and returned in
+``IndexResult.unread_files``, never one problem per image of a repository.
 
 Problems are visible: every document skipped for a reason (too large, unsupported,
 corrupt, encrypted, over ``max_documents``, left out by the source) or failed is
@@ -72,10 +79,17 @@ from knowledge.errors import (
 )
 from knowledge.extraction import ExtractedDocument, extract_document
 from knowledge.identity import content_hash, document_id, embedding_key, is_newer_version
-from knowledge.model import DocumentChunk, FileProblem, IndexOptions, IndexResult
+from knowledge.model import (
+    DocumentChunk,
+    FileProblem,
+    IndexOptions,
+    IndexResult,
+    capped_unread,
+)
+from knowledge.origin import FORMAT, ORIGIN, ORIGINS, SHARED, SIDECAR_ORIGINS, UPLOAD
 from knowledge.scope import KnowledgeScope
 from knowledge.source import DocumentSource, SourceDocument
-from knowledge.sources import under_unlisted_folder
+from knowledge.sources import CANNOT_LIST, under_unlisted_folder
 from knowledge.store import (
     DocumentHeader,
     EmbeddedChunk,
@@ -127,6 +141,17 @@ _NO_VECTORS: Mapping[str, Sequence[float]] = {}
 _STALE_REMOVED = "; its previously indexed version was removed"
 
 
+def document_origin(document: SourceDocument) -> str:
+    """The document's origin: its sidecar's (already checked by ``parse_metadata_sidecar``
+    against what a writer may set) unless its source is the shared library, else the
+    source's. A value that is no origin at all (a source's bug) is the source's."""
+    own = document.origin if document.origin in ORIGINS else UPLOAD
+    said = document.metadata.get(ORIGIN)
+    if own != SHARED and isinstance(said, str) and said in SIDECAR_ORIGINS:
+        return said
+    return own
+
+
 def document_fingerprint(data: bytes, metadata: Mapping[str, Any]) -> str:
     """What ``StoredDocument.content_hash`` holds: the content hash of the bytes, mixed
     with the user metadata when there is any (so editing a sidecar re-indexes)."""
@@ -150,6 +175,7 @@ class _Run:
     tokens: int = 0
     embedded: int = 0
     reused: int = 0
+    unread: dict[str, int] = field(default_factory=dict)
 
     def take_listing_problems(self, listing: object, session: WriteSession) -> None:
         skipped, errors = listing_problems(listing)
@@ -157,6 +183,14 @@ class _Run:
             for problem in problems:
                 target.append(problem)
                 _record(session, problem.path, problem.reason)
+        unread = listing_unread(listing)
+        if unread is not None:
+            self.unread = unread
+            try:
+                session.record_unread(unread)
+            except KnowledgeError as exc:
+                _reraise_if_unavailable(exc)
+                logger.warning("could not record the unread files (%s): %s", unread, exc)
 
     def skip(self, session: WriteSession, problem: FileProblem) -> None:
         self.skipped.append(problem)
@@ -176,6 +210,7 @@ class _Run:
             warnings=tuple(self.warnings),
             embedded_chunks=self.embedded,
             reused_chunks=self.reused,
+            unread_files=self.unread,
         )
 
 
@@ -456,7 +491,8 @@ class Indexer:
             **document.metadata,
             "source_key": document.source_key or path,
             "content_type": extracted.content_type,
-            "source_type": extracted.source_type,
+            FORMAT: extracted.source_type,
+            ORIGIN: document_origin(document),
         }
         header = DocumentHeader(
             path=path,
@@ -643,6 +679,19 @@ def _over_limit_problem(document: SourceDocument, options: IndexOptions) -> File
 def _fail(session: WriteSession, run: _Run, problem: FileProblem) -> None:
     run.errors.append(problem)
     _record(session, problem.path, problem.reason)
+
+
+def listing_unread(listing: object) -> dict[str, int] | None:
+    """The files a source's listing found and no pattern selects, by extension
+    (``knowledge.sources.Listing.unread``, capped by ``model.capped_unread``); ``None``
+    for a listing that does not count them, or that could not list a folder (its counts
+    are partial): the store's counts then stay."""
+    counts = getattr(listing, "unread", None)
+    if not isinstance(counts, Mapping):
+        return None
+    if any(problem.reason.startswith(CANNOT_LIST) for problem in listing_problems(listing)[1]):
+        return None
+    return capped_unread({str(k): int(v) for k, v in counts.items() if isinstance(v, int)})
 
 
 def listing_problems(listing: object) -> tuple[list[FileProblem], list[FileProblem]]:

@@ -2,9 +2,10 @@
 
 Three tools, over stdio (default) or streamable HTTP bound to localhost:
 
-- ``knowledge_search(query, max_results=5, file_pattern=None, max_tokens=4000)``: the
-  ``KnowledgeSearch`` tool (``knowledge.tool``), with its exact messages and the
-  citations it prints;
+- ``knowledge_search(query, max_results=5, file_pattern=None, max_tokens=4000,
+  source_type=None)``: the ``KnowledgeSearch`` tool (``knowledge.tool``), with its exact
+  messages and the citations it prints (``source_type``: only hits of that origin,
+  ``knowledge.origin``);
 - ``knowledge_status()``: the scope's index status and the documents it could not index;
 - ``knowledge_documents(limit=100, cursor=None)``: one page of the scope's documents as
   the index records them (``knowledge.documents``), with the cursor of the next page.
@@ -93,6 +94,9 @@ def format_status(scope: KnowledgeScope, status: IndexStatus) -> str:
     ]
     if status.message:
         lines.append(f"message: {status.message}")
+    unread = status.unread_summary()
+    if unread:
+        lines.append(unread)
     if status.problems:
         lines.append(f"documents not indexed ({len(status.problems)}):")
         lines.extend(f"- {p.path}: {p.reason}" for p in status.problems)

@@ -15,6 +15,7 @@ from typing import Any
 
 from knowledge.errors import ValidationError
 from knowledge.extraction import DOCUMENT_PATTERNS
+from knowledge.origin import FORMAT, ORIGIN, URL, check_origins
 from knowledge.search_filter import FilterNode, check_metadata_key, parse_filter
 
 __all__ = [
@@ -24,6 +25,9 @@ __all__ = [
     "MAX_MAX_RESULTS",
     "MAX_QUERY_LENGTH",
     "MAX_STATUS_PROBLEMS",
+    "MAX_UNREAD_EXTENSIONS",
+    "NO_EXTENSION",
+    "OTHER_EXTENSIONS",
     "DocumentChunk",
     "FileProblem",
     "IndexOptions",
@@ -34,6 +38,8 @@ __all__ = [
     "SearchMode",
     "SearchQuery",
     "SearchResult",
+    "capped_unread",
+    "unread_extension",
 ]
 
 DEFAULT_MAX_RESULTS = 5
@@ -45,6 +51,12 @@ MAX_FILE_PATTERNS = 100
 """Most ``file_patterns`` one search takes (like the filter's 100 comparisons): each is a
 clause of the backend's query, and OpenSearch refuses a query of more than 1,024."""
 MAX_STATUS_PROBLEMS = 100  # the status lists at most this many problems, most recent first
+NO_EXTENSION = "(none)"
+"""The ``unread_files`` key of files without an extension."""
+MAX_UNREAD_EXTENSIONS = 100
+"""The most extensions ``unread_files`` keeps (the most numerous; the rest are summed
+under ``OTHER_EXTENSIONS``), so a store's record of them stays small."""
+OTHER_EXTENSIONS = "(other)"
 
 
 class SearchMode(StrEnum):
@@ -65,6 +77,32 @@ class SearchMode(StrEnum):
                 pass
         allowed = ", ".join(m.value for m in cls)
         raise ValidationError(field_name, f"{value!r} is not one of: {allowed}")
+
+
+def unread_extension(path: str) -> str:
+    """The ``unread_files`` key of a file: its lower-case extension (``.png``), or
+    ``NO_EXTENSION``. An extension is short and has no blank (``notes.final draft`` has
+    none), so the keys stay a few well-formed values."""
+    name = path.rsplit("/", 1)[-1]
+    stem, dot, extension = name.rpartition(".")
+    if not dot or not stem or not extension or len(extension) > 16:
+        return NO_EXTENSION
+    if not all(ch.isalnum() or ch in "_-+" for ch in extension):
+        return NO_EXTENSION
+    return "." + extension.lower()
+
+
+def capped_unread(counts: Mapping[str, int]) -> dict[str, int]:
+    """``counts`` without zeros, at most ``MAX_UNREAD_EXTENSIONS`` keys: past them the
+    least numerous are summed under ``OTHER_EXTENSIONS``."""
+    ranked = sorted(((k, n) for k, n in counts.items() if n > 0), key=lambda kv: (-kv[1], kv[0]))
+    kept = dict(
+        ranked[: MAX_UNREAD_EXTENSIONS - 1] if len(ranked) > MAX_UNREAD_EXTENSIONS else ranked
+    )
+    rest = sum(n for _, n in ranked[len(kept) :])
+    if rest:
+        kept[OTHER_EXTENSIONS] = kept.get(OTHER_EXTENSIONS, 0) + rest
+    return kept
 
 
 def _frozen(mapping: Mapping[str, Any] | None) -> Mapping[str, Any]:
@@ -151,6 +189,8 @@ class SearchQuery:
             if not isinstance(k, str) or not isinstance(v, str):
                 raise ValidationError("metadata", "keys and values must be strings")
             check_metadata_key("metadata", k)
+            if k == ORIGIN:
+                check_origins((v,), f"metadata.{ORIGIN}")
         object.__setattr__(self, "metadata", _frozen(self.metadata))
         if not isinstance(self.cross_context, bool):
             raise ValidationError("cross_context", "must be true or false")
@@ -172,6 +212,10 @@ class DocumentChunk:
         object.__setattr__(self, "metadata", _frozen(self.metadata))
 
 
+def _text_of(value: object) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
 @dataclass(frozen=True, slots=True)
 class SearchResult:
     """A ranked chunk. ``score`` is in [0, 1], higher is better.
@@ -184,6 +228,9 @@ class SearchResult:
     own score and ``rerank_score`` the reranker's (``None`` for a candidate past the
     reranked ones); ``score`` is then the rerank score. Both are ``None`` without
     reranking, and ``to_dict`` leaves them out.
+
+    ``origin``, ``format`` and ``url`` are read from the metadata (``knowledge.origin``)
+    and shown beside it in ``to_dict`` (``url`` ``None`` when the source has none).
     """
 
     document_path: str
@@ -199,6 +246,21 @@ class SearchResult:
     def __post_init__(self) -> None:
         object.__setattr__(self, "metadata", _frozen(self.metadata))
 
+    @property
+    def origin(self) -> str | None:
+        """Where the document came from (``knowledge.origin.ORIGINS``), from the metadata."""
+        return _text_of(self.metadata.get(ORIGIN))
+
+    @property
+    def format(self) -> str | None:
+        """The document's format (``markdown``, ``pdf``, ...), from the metadata."""
+        return _text_of(self.metadata.get(FORMAT))
+
+    @property
+    def url(self) -> str | None:
+        """Where a person can open the document (its sidecar's ``url``), if it has one."""
+        return _text_of(self.metadata.get(URL))
+
     def to_dict(self) -> dict[str, Any]:
         shown: dict[str, Any] = {
             "document_path": self.document_path,
@@ -207,6 +269,9 @@ class SearchResult:
             "score": round(self.score, 6),
             "keyword_score": None if self.keyword_score is None else round(self.keyword_score, 6),
             "vector_score": None if self.vector_score is None else round(self.vector_score, 6),
+            "origin": self.origin,
+            "format": self.format,
+            "url": self.url,
             "metadata": dict(self.metadata),
         }
         if self.search_score is not None:
@@ -271,6 +336,8 @@ class IndexResult:
     ``embedded_chunks`` counts the chunk texts sent to the embedder (paid for, also when
     the document's write then failed); ``reused_chunks`` the chunks whose vector was
     taken from the indexed version of their document instead (same text, same embedder).
+    ``unread_files`` counts the files the patterns left out, by extension (a complete
+    listing's; ``IndexStatus.unread_files``).
     """
 
     indexed_documents: int = 0
@@ -283,6 +350,10 @@ class IndexResult:
     warnings: tuple[FileProblem, ...] = ()
     embedded_chunks: int = 0
     reused_chunks: int = 0
+    unread_files: Mapping[str, int] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "unread_files", _frozen(self.unread_files))
 
     @property
     def skipped_documents(self) -> int:
@@ -305,6 +376,7 @@ class IndexResult:
             "skipped": [p.to_dict() for p in self.skipped],
             "errors": [p.to_dict() for p in self.errors],
             "warnings": [p.to_dict() for p in self.warnings],
+            "unread_files": dict(sorted(self.unread_files.items())),
         }
 
 
@@ -336,6 +408,11 @@ class IndexStatus:
     Of the ``chunk_count`` chunks with a vector, ``embedded_chunks`` were sent to the
     embedder when their document was last written and ``reused_chunks`` kept the vector
     of the version before (same text, same embedder); a keyword-only store has neither.
+
+    ``unread_files`` counts, by lower-case extension (``NO_EXTENSION`` for none), the files
+    of the scope that the file patterns leave out (images, binaries, unlisted types), as
+    the last complete listing of the source found them: a count per extension, never one
+    problem per file, so nothing a source holds vanishes without a word.
     """
 
     document_count: int
@@ -347,6 +424,21 @@ class IndexStatus:
     progress: IndexProgress | None = None
     embedded_chunks: int = 0
     reused_chunks: int = 0
+    unread_files: Mapping[str, int] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "unread_files", _frozen(self.unread_files))
+
+    def unread_summary(self) -> str | None:
+        """``"32 files not read (no pattern selects them): .png 30, .exe 1, (none) 1"``,
+        most numerous first; ``None`` when every file of the source was read."""
+        ranked = sorted(self.unread_files.items(), key=lambda kv: (-kv[1], kv[0]))
+        total = sum(n for _, n in ranked)
+        if not total:
+            return None
+        noun = "file" if total == 1 else "files"
+        counts = ", ".join(f"{extension} {n}" for extension, n in ranked)
+        return f"{total} {noun} not read (no pattern selects them): {counts}"
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -364,4 +456,5 @@ class IndexStatus:
                 for p in self.problems[:MAX_STATUS_PROBLEMS]
             ],
             "progress": None if self.progress is None else self.progress.to_dict(),
+            "unread_files": dict(sorted(self.unread_files.items())),
         }

@@ -7,7 +7,9 @@ answers 202 at once. The indexer expands that message (``ScopeReindexer.expand``
 
 1. phase ``objects``: page through the scope's prefix (``ListObjectsV2``, 1,000 keys a
    page, from the task's continuation token) and queue one reindex message per document
-   key that matches the file patterns (``knowledge.events.reindex_message_body``);
+   key that matches the file patterns (``knowledge.events.reindex_message_body``); the
+   other keys are counted by extension, the counts carried in the task from step to step
+   and written to the scope's status when the listing ends (``IndexStatus.unread_files``);
 2. phase ``removals``: walk the documents the index holds for the scope
    (``IndexWriter.stored_documents``), sorted by path, beside a second listing of the
    prefix in the same order (a merge), and queue a reindex message for each document
@@ -24,6 +26,7 @@ indexer; a new embedding model gets a new index (``IndexName``) instead.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -32,7 +35,7 @@ from knowledge.errors import StoreUnavailableError
 from knowledge.event_indexing import ExpansionReport
 from knowledge.events import ReindexPhase, ReindexTask, reindex_message_body
 from knowledge.filters import matches_file_patterns
-from knowledge.model import IndexOptions
+from knowledge.model import IndexOptions, capped_unread, unread_extension
 from knowledge.scope import KnowledgeScope
 from knowledge.sources.s3 import S3DocumentSource, S3Object
 from knowledge.store import IndexWriter, KnowledgeStore
@@ -157,15 +160,24 @@ class ScopeReindexer:
         progressed = False
         cursor = task.cursor
         if task.phase is ReindexPhase.OBJECTS:
+            unread: Counter[str] = Counter(task.unread or {})
             while True:
                 if progressed and not budget.can_start():
-                    return self._continue(task, ReindexPhase.OBJECTS, cursor, documents, 0)
+                    return self._continue(
+                        task,
+                        ReindexPhase.OBJECTS,
+                        cursor,
+                        documents,
+                        0,
+                        unread=capped_unread(unread),
+                    )
                 with budget.unit():
-                    queued, cursor = self._objects_page(task.scope, cursor)
+                    queued, cursor = self._objects_page(task.scope, cursor, unread)
                 documents += queued
                 progressed = True
                 if cursor is None:
                     break
+            self._record_unread(task.scope, store, capped_unread(unread))
             cursor = None  # the removals phase starts from the first indexed path
         if not isinstance(store, IndexWriter):
             return ExpansionReport(documents, 0)  # a store that cannot list its documents
@@ -191,16 +203,29 @@ class ScopeReindexer:
             progressed = True
         return ExpansionReport(documents, removals)
 
-    def _objects_page(self, scope: KnowledgeScope, cursor: str | None) -> tuple[int, str | None]:
+    def _objects_page(
+        self, scope: KnowledgeScope, cursor: str | None, unread: Counter[str]
+    ) -> tuple[int, str | None]:
         items, next_cursor = self._source.object_page(scope, cursor, max_keys=self._list_page_size)
-        bodies = [
-            reindex_message_body(self._source.bucket, item.key)
-            for item in items
-            if self._source.is_document(item)
-            and matches_file_patterns(item.path, self._options.file_patterns)
-        ]
+        bodies: list[str] = []
+        for item in items:
+            if not self._source.is_document(item):
+                continue
+            if matches_file_patterns(item.path, self._options.file_patterns):
+                bodies.append(reindex_message_body(self._source.bucket, item.key))
+            else:
+                unread[unread_extension(item.path)] += 1
         self._sender.send(bodies)
         return len(bodies), next_cursor
+
+    @staticmethod
+    def _record_unread(
+        scope: KnowledgeScope, store: KnowledgeStore, counts: dict[str, int]
+    ) -> None:
+        """The complete listing's counts of unread keys, into the scope's status."""
+        if isinstance(store, IndexWriter):
+            with store.write_session(scope) as session:
+                session.record_unread(counts)
 
     def _continue(
         self,
@@ -209,8 +234,10 @@ class ScopeReindexer:
         cursor: str | None,
         documents: int,
         removals: int,
+        *,
+        unread: dict[str, int] | None = None,
     ) -> ExpansionReport:
-        following = ReindexTask(task.bucket, task.scope, phase, cursor)
+        following = ReindexTask(task.bucket, task.scope, phase, cursor, unread)
         self._sender.send([following.to_body()])
         return ExpansionReport(documents, removals, following)
 

@@ -7,7 +7,10 @@ A filter is JSON (docs/filters.md)::
 
 ``op`` is one of ``COMPARISON_OPS``. ``field`` is a metadata key, or one of the reserved
 fields ``document_path`` (the path in the scope), ``indexed_at`` (when the document was
-indexed) and ``source_type`` (the metadata key the indexer sets on every chunk).
+indexed), ``origin`` and ``format`` (the metadata keys the indexer sets on every chunk,
+``knowledge.origin``). An ``origin`` compared for equality must be an origin (a typo
+would match nothing), and ``source_type``, the old name of ``format``, is refused with a
+pointer to both.
 
 Typing rule (the same in every store; the stores' translations use ``element_text`` and
 ``element_number``, so there is one copy of it):
@@ -45,6 +48,7 @@ from datetime import UTC, date, datetime, time
 from typing import Any, Final
 
 from knowledge.errors import ValidationError
+from knowledge.origin import FORMAT, ORIGIN, RENAMED_SOURCE_TYPE, SOURCE_TYPE, check_origins
 
 __all__ = [
     "COMPARISON_OPS",
@@ -57,7 +61,6 @@ __all__ = [
     "MAX_IN_VALUES",
     "NUMBER_SUBFIELD",
     "RESERVED_FIELDS",
-    "SOURCE_TYPE",
     "AllOf",
     "AnyOf",
     "Comparison",
@@ -92,8 +95,7 @@ refuses one in every store."""
 
 DOCUMENT_PATH: Final = "document_path"
 INDEXED_AT: Final = "indexed_at"
-SOURCE_TYPE: Final = "source_type"
-RESERVED_FIELDS: Final = (DOCUMENT_PATH, INDEXED_AT, SOURCE_TYPE)
+RESERVED_FIELDS: Final = (DOCUMENT_PATH, INDEXED_AT, ORIGIN, FORMAT)
 
 COMPARISON_OPS: Final = (
     "eq",
@@ -247,7 +249,7 @@ def _comparison(raw: Mapping[str, Any], where: str) -> Comparison:
         raise ValidationError(
             f"{where}.field",
             "must be a metadata key of letters, digits and _ . : @ / - (or document_path, "
-            "indexed_at, source_type)",
+            "indexed_at, origin, format)",
         )
     check_metadata_key(f"{where}.field", field)
     op = raw["op"]
@@ -270,18 +272,25 @@ def _comparison(raw: Mapping[str, Any], where: str) -> Comparison:
         if len({isinstance(item, str) for item in items}) > 1:
             raise ValidationError(value_at, f"must be all strings or all numbers for '{op}'")
         _text_only(field, op, items[0], f"{where}.op")
+        if field == ORIGIN:
+            check_origins(items, value_at)
         return Comparison(field, op, items)
     if op in _TEXT_OPS and not isinstance(value, str):
         raise ValidationError(value_at, f"must be a string for '{op}'")
     scalar = _scalar(value_at, value)
     _text_only(field, op, scalar, value_at)
+    if field == ORIGIN and op in ("eq", "ne"):
+        check_origins((scalar,), value_at)
     return Comparison(field, op, scalar)
 
 
 def check_metadata_key(where: str, key: str) -> str:
     """``key`` if a search may compare it; ``ValidationError`` at ``where`` for one whose
     last dotted part is ``NUMBER_SUBFIELD`` (``year.number``): the name of a key's
-    numeric sub-field in OpenSearch, so no store compares a key of that name."""
+    numeric sub-field in OpenSearch, so no store compares a key of that name; and for
+    ``source_type``, renamed (``knowledge.origin.RENAMED_SOURCE_TYPE``)."""
+    if key == SOURCE_TYPE:
+        raise ValidationError(where, f"'{SOURCE_TYPE}' {RENAMED_SOURCE_TYPE}")
     if key.endswith(f".{NUMBER_SUBFIELD}"):
         raise ValidationError(
             where,

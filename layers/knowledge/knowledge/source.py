@@ -15,6 +15,7 @@ from typing import Protocol, runtime_checkable
 
 from knowledge.filters import matches_file_patterns
 from knowledge.model import IndexOptions
+from knowledge.origin import UPLOAD
 from knowledge.scope import KnowledgeScope
 
 __all__ = ["SIDECAR_SUFFIX", "DocumentSource", "SourceDocument", "is_document_path"]
@@ -31,7 +32,9 @@ class SourceDocument:
     values, or lists of strings for Bedrock ``STRING_LIST`` attributes). ``revision``
     names exactly what ``read()`` and ``metadata`` hold (S3: the object's and its
     sidecar's ETags), so a caller can tell whether the source changed meanwhile
-    (``None``: the source cannot tell).
+    (``None``: the source cannot tell). ``origin`` is where the source's documents come
+    from (``knowledge.origin``): ``upload`` for the bucket and the local folder, where a
+    sidecar ``origin`` (a writer's: ``repo``, ``manual``) says otherwise.
     """
 
     path: str
@@ -41,6 +44,7 @@ class SourceDocument:
     metadata: Mapping[str, str | list[str]] = field(default_factory=dict)
     source_key: str | None = None
     revision: str | None = None
+    origin: str = UPLOAD
 
 
 @runtime_checkable

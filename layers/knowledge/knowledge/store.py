@@ -205,6 +205,13 @@ class WriteSession(Protocol):
         recent first."""
         ...
 
+    def record_unread(self, counts: Mapping[str, int]) -> None:
+        """Replace the scope's counts of the files its source holds that no pattern
+        selects, by extension (``IndexStatus.unread_files``; ``model.capped_unread``
+        already applied). Written with the session; a session that does not call it
+        leaves the counts as they were."""
+        ...
+
     def stored_vectors(self, path: str) -> Mapping[str, Sequence[float]]:
         """The vectors of the indexed version of ``path`` by their ``embedding_key``, so the
         pipeline embeds only the chunks whose text (or embedder) changed. Empty when the

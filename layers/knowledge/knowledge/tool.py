@@ -1,7 +1,9 @@
 """The ``KnowledgeSearch`` tool for LLM agents (seed section 8).
 
 The agent runtime injects a store and a scope through ``ToolContext``; the model
-supplies ``query`` (required), ``max_results`` and ``file_pattern``. ``run`` works in
+supplies ``query`` (required), ``max_results``, ``file_pattern``, ``max_tokens`` and
+``source_type`` (the design's name for the *origin*, ``knowledge.origin.ORIGINS``: only
+hits of that origin; anything else is "Invalid parameter: source_type: ..."). ``run`` works in
 the seed's order, refusals -> parameters -> search -> format, and never raises:
 
 - no store -> error "No knowledge store configured for this agent"
@@ -31,6 +33,7 @@ from knowledge.model import (
     SearchQuery,
     SearchResult,
 )
+from knowledge.origin import FORMAT, ORIGIN, ORIGINS, SOURCE_TYPE, URL, parse_origin
 from knowledge.results import Passage, estimate_tokens, fit_budget, merge_adjacent
 from knowledge.scope import KnowledgeScope
 
@@ -58,7 +61,7 @@ TOOL_DESCRIPTION = (
 NO_STORE_MESSAGE = "No knowledge store configured for this agent"
 NO_SCOPE_MESSAGE = "No knowledge scope configured for this agent"
 
-_PROPERTIES = ("query", "max_results", "file_pattern", "max_tokens")
+_PROPERTIES = ("query", "max_results", "file_pattern", "max_tokens", SOURCE_TYPE)
 DEFAULT_MAX_TOKENS = 4000
 """The tool's default budget for the passages it returns (estimated tokens)."""
 
@@ -124,7 +127,9 @@ def format_search_results(
     result"; no hits read "No relevant documents found for: <q>". Scores have two
     decimals; chunks are 0-based chunk indexes. Where the passage's metadata cites a
     place in the document, it follows the path (``citation``):
-    ``[1] handbook.pdf p. 12 (score: 0.92, chunk: 3)``.
+    ``[1] handbook.pdf p. 12 (score: 0.92, chunk: 3)``. The passage's origin and url
+    (``knowledge.origin``), when its metadata has them, close the parentheses:
+    ``(score: 0.92, chunk: 3, origin: repo, url: https://git.example.com/...)``.
     """
     if not results:
         return f"No relevant documents found for: {query_text}"
@@ -155,7 +160,13 @@ def _header(rank: int, passage: Passage) -> str:
     )
     place = citation(passage.metadata)
     source = f"{passage.document_path} {place}" if place else passage.document_path
-    return f"[{rank}] {source} (score: {passage.score:.2f}, {chunks})"
+    facts = [f"score: {passage.score:.2f}", chunks]
+    origin, url = passage.metadata.get(ORIGIN), passage.metadata.get(URL)
+    if isinstance(origin, str) and origin:
+        facts.append(f"origin: {origin}")
+    if isinstance(url, str) and url:
+        facts.append(f"url: {url}")
+    return f"[{rank}] {source} ({', '.join(facts)})"
 
 
 def _dropped_lines(dropped: int, max_tokens: int | None) -> list[str]:
@@ -203,7 +214,7 @@ def citation(metadata: Mapping[str, Any]) -> str:
     if parts:
         return " ".join(parts)
     headings = metadata.get("heading_path")
-    if metadata.get("source_type") in _HEADING_CITED and isinstance(headings, list | tuple):
+    if metadata.get(FORMAT) in _HEADING_CITED and isinstance(headings, list | tuple):
         names = [str(h) for h in headings if str(h).strip()]
         if names:
             return "§ " + " > ".join(names)
@@ -264,11 +275,15 @@ def _query_from_arguments(
     pattern = arguments.get("file_pattern")
     if pattern is not None and (not isinstance(pattern, str) or not pattern.strip()):
         raise ValidationError("file_pattern", "must be a non-blank glob string such as '*.md'")
+    raw_origin = arguments.get(SOURCE_TYPE)
+    # The design's source_type is the origin (knowledge.origin), never the file format.
+    origin = None if raw_origin is None else parse_origin(raw_origin, SOURCE_TYPE)
     return SearchQuery(
         text=query,
         mode=mode,
         max_results=DEFAULT_MAX_RESULTS if raw_max is None else _max_results(raw_max),
         file_patterns=() if pattern is None else (pattern,),
+        metadata={} if origin is None else {ORIGIN: origin},
         cross_context=cross_context,
     )
 
@@ -295,6 +310,15 @@ class KnowledgeSearchTool:
                 "file_pattern": {
                     "type": "string",
                     "description": "File filter glob (e.g. '*.md')",
+                },
+                SOURCE_TYPE: {
+                    "type": "string",
+                    "enum": list(ORIGINS),
+                    "description": (
+                        "Only documents of this source: upload (files put in the knowledge "
+                        "folder), repo (Git repositories), manual (written notes), shared "
+                        "(the shared library)"
+                    ),
                 },
                 "max_tokens": {
                     "type": "integer",

@@ -3,12 +3,15 @@
 Formats are a registry (``_FORMATS``: extension -> format), one module per format:
 
 ========================  ===========  ===========================================  ==========
-extensions                source_type  structure (citation metadata per chunk)       module
+extensions                format       structure (citation metadata per chunk)       module
 ========================  ===========  ===========================================  ==========
 ``.md`` ``.markdown``     markdown     Markdown headings -> ``heading_path``        ``plain``
 ``.txt``                  text         (headings recognised too)                    ``plain``
 ``.json`` ``.yaml``       text         read as plain text                           ``plain``
 ``.yml`` ``.xml``
+``.toml``
+``.rst``                  rst          reStructuredText, read as text (markup kept) ``plain``
+``.adoc``                 asciidoc     AsciiDoc, read as text (markup kept)         ``plain``
 no extension              text         ``README``, ``LICENSE``, ``Makefile``: plain  ``plain``
                                        text if the content is text
 ``.pdf``                  pdf          pages -> ``page`` (+ ``page_end``)            ``pdf``
@@ -119,6 +122,10 @@ _FORMATS: dict[str, _Format] = {
     ".yaml": _Format("text", "plain"),
     ".yml": _Format("text", "plain"),
     ".xml": _Format("text", "plain"),
+    ".toml": _Format("text", "plain"),
+    # Markup a repository keeps its docs in, read as the text it is (markup and all).
+    ".rst": _Format("rst", "plain"),
+    ".adoc": _Format("asciidoc", "plain"),
 }
 
 # A file without an extension is read as text when its content is text (a binary one is

@@ -49,7 +49,12 @@ _CONTROL_BYTES = bytes(
 _ESCAPED_BYTE = re.compile("[\udc80-\udcff]")
 
 
-_CONTENT_TYPES = {"markdown": "text/markdown", "text": "text/plain"}
+_CONTENT_TYPES = {
+    "markdown": "text/markdown",
+    "text": "text/plain",
+    "rst": "text/x-rst",
+    "asciidoc": "text/asciidoc",
+}
 
 
 def extract(data: bytes, limits: ExtractionLimits, source_type: str) -> ExtractedDocument:

@@ -27,8 +27,9 @@ class ListedSource:
     """A source listed once up front (so a progress report knows its total), whose
     ``read`` calls ``on_read(path)`` the first time each document is read.
 
-    What the original listing skipped or found wrong (``Listing.skipped``/``errors``)
-    is handed on unchanged. ``on_read`` may raise to abort the run.
+    What the original listing skipped or found wrong (``Listing.skipped``/``errors``),
+    and its counts of the files no pattern selects (``Listing.unread``), are handed on
+    unchanged. ``on_read`` may raise to abort the run.
     """
 
     def __init__(
@@ -37,6 +38,7 @@ class ListedSource:
         self._documents = list(listing)
         self._skipped: list[FileProblem] = list(getattr(listing, "skipped", []))
         self._errors: list[FileProblem] = list(getattr(listing, "errors", []))
+        self._unread = getattr(listing, "unread", None)
         self.on_read = on_read
 
     def __len__(self) -> int:
@@ -52,6 +54,8 @@ class ListedSource:
         def produce(listing: Listing[SourceDocument]) -> Iterator[SourceDocument]:
             listing.skipped.extend(self._skipped)
             listing.errors.extend(self._errors)
+            if self._unread is not None:
+                listing.unread.update(self._unread)
             for document in self._documents:
                 yield replace(document, read=self._counting_read(document, seen))
 

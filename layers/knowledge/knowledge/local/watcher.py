@@ -49,7 +49,7 @@ from pathlib import Path
 from typing import Literal
 
 from knowledge.errors import KnowledgeError
-from knowledge.indexing import listing_problems
+from knowledge.indexing import listing_problems, listing_unread
 from knowledge.local.progress import IndexingProgress, ListedSource
 from knowledge.model import FileProblem, IndexOptions, IndexResult
 from knowledge.scope import KnowledgeScope, parse_object_key
@@ -449,7 +449,21 @@ class BucketWatcher:
         # After the deletes: an indexed file the listing now leaves out (a link out of its
         # scope, say) is removed and keeps the problem that says why.
         self._record_listing_problems(scope, to_record, entries)
+        self._record_unread(scope, listing_unread(listing))
         return applied
+
+    def _record_unread(self, scope: KnowledgeScope, counts: dict[str, int] | None) -> None:
+        """The files no pattern selects, by extension, into the status when they changed
+        (``IndexStatus.unread_files``), as the start-up index writes them."""
+        if counts is None or not isinstance(self._store, IndexWriter):
+            return
+        try:
+            if dict(self._store.status(scope).unread_files) == counts:
+                return
+            with self._store.write_session(scope) as session:
+                session.record_unread(counts)
+        except (OSError, KnowledgeError) as exc:
+            logger.warning("cannot record the unread files of %s: %s", scope, exc)
 
     def _walkable(self, key: str) -> bool:
         """Whether ``take_snapshot`` sees ``key``: no folder on its way is a link."""

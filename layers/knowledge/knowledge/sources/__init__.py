@@ -15,11 +15,13 @@ from __future__ import annotations
 
 import json
 import math
+from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Generic, TypeVar
 
 from knowledge.errors import ValidationError
-from knowledge.model import FileProblem
+from knowledge.model import FileProblem, unread_extension
+from knowledge.origin import ORIGIN, URL, check_sidecar_origin, check_url
 
 __all__ = [
     "CANNOT_LIST",
@@ -57,14 +59,20 @@ class Listing(Generic[T]):
     """An iterator of listed items plus the problems met while listing them.
 
     ``produce`` receives the listing itself and returns the item iterator; it appends
-    to ``skipped`` and ``errors`` as it goes (lazily: nothing runs before the first
+    to ``skipped`` and ``errors`` and counts the files no pattern selects in ``unread``
+    (by extension: ``IndexStatus.unread_files``) as it goes (lazily: nothing runs before the first
     ``next()``).
     """
 
     def __init__(self, produce: Callable[[Listing[T]], Iterator[T]]) -> None:
         self.skipped: list[FileProblem] = []
         self.errors: list[FileProblem] = []
+        self.unread: Counter[str] = Counter()
         self._items = produce(self)
+
+    def count_unread(self, path: str) -> None:
+        """Count a file no pattern selects under its extension (``unread_extension``)."""
+        self.unread[unread_extension(path)] += 1
 
     def __iter__(self) -> Listing[T]:
         return self
@@ -116,7 +124,10 @@ def parse_metadata_sidecar(data: bytes) -> dict[str, MetadataValue]:
     number, boolean, list of those, or Bedrock's typed form
     ``{"value": {"type": ..., "stringValue": ...}, "includeForEmbedding": ...}``.
     Scalars become strings (booleans ``"true"``/``"false"``), lists lists of strings.
-    Raises ``ValidationError`` naming the attribute when the sidecar is not of that form.
+    ``origin`` must be one a writer may set (``knowledge.origin.SIDECAR_ORIGINS``:
+    ``upload``, ``repo``, ``manual``; never ``shared``) and ``url`` an absolute http(s)
+    URL. Raises ``ValidationError`` naming the attribute when the sidecar is not of that
+    form.
     """
     if len(data) > MAX_SIDECAR_BYTES:
         raise ValidationError("sidecar", f"is larger than {MAX_SIDECAR_BYTES} bytes")
@@ -137,4 +148,10 @@ def parse_metadata_sidecar(data: bytes) -> dict[str, MetadataValue]:
             metadata[key] = [_scalar_text(field, item) for item in value]
         else:
             metadata[key] = _scalar_text(field, value)
+    # The keys a sidecar may set about the document itself (knowledge.origin): checked
+    # here, so a wrong one is the sidecar's listed problem, never a silent origin.
+    if ORIGIN in metadata:
+        metadata[ORIGIN] = check_sidecar_origin(metadata[ORIGIN], f"metadataAttributes.{ORIGIN}")
+    if URL in metadata:
+        metadata[URL] = check_url(metadata[URL], f"metadataAttributes.{URL}")
     return metadata

@@ -253,7 +253,10 @@ def _list_documents(
 ) -> Iterator[SourceDocument]:
     found = _scan(real_root, options.recursive, listing)
     for rel in sorted(found):
-        if rel.endswith(SIDECAR_SUFFIX) or not is_document_path(rel, options.file_patterns):
+        if rel.endswith(SIDECAR_SUFFIX):
+            continue
+        if not is_document_path(rel, options.file_patterns):
+            listing.count_unread(rel)
             continue
         item = found[rel]
         sidecar = found.get(rel + SIDECAR_SUFFIX)

@@ -242,6 +242,7 @@ class S3DocumentSource:
                 if path.endswith(SIDECAR_SUFFIX):
                     continue
                 if not is_document_path(path, options.file_patterns):
+                    listing.count_unread(path)
                     continue
                 item = found[path]
                 metadata: dict[str, MetadataValue] = {}

@@ -27,9 +27,9 @@ import math
 import threading
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from types import TracebackType
+from types import MappingProxyType, TracebackType
 
 from knowledge.chunking import DocumentChunker, MarkdownSectionChunker
 from knowledge.documents import (
@@ -55,6 +55,7 @@ from knowledge.model import (
     SearchQuery,
     SearchResult,
 )
+from knowledge.origin import FORMAT, ORIGIN
 from knowledge.scope import KnowledgeScope
 from knowledge.search_filter import matches_filter
 from knowledge.store import DocumentHeader, EmbeddedChunk, StoredDocument
@@ -87,8 +88,9 @@ class _DocumentRecord:
     stored: StoredDocument
     chunks: tuple[_ChunkRecord, ...]
     indexed_at: datetime | None = None
-    source_type: str | None = None
+    format: str | None = None
     size: int | None = None
+    origin: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,6 +104,7 @@ class _Snapshot:
     last_indexed_at: datetime | None
     # path -> (when recorded: a store-wide sequence number, reason); most recent = highest
     problems: Mapping[str, tuple[int, str]]
+    unread: Mapping[str, int] = field(default_factory=dict)  # IndexStatus.unread_files
 
 
 def _empty(scope: KnowledgeScope) -> _Snapshot:
@@ -113,6 +116,7 @@ def _apply(
     changes: Mapping[str, _DocumentRecord | None],
     at: datetime,
     problems: Mapping[str, tuple[int, str] | None],
+    unread: Mapping[str, int] | None = None,
 ) -> _Snapshot:
     """A new snapshot: ``base`` with each changed path replaced (``None``: removed) and
     each changed problem set (``None``: cleared).
@@ -153,7 +157,8 @@ def _apply(
             recorded.pop(path, None)
         else:
             recorded[path] = problem
-    return _Snapshot(base.scope, documents, chunks, postings, at, recorded)
+    counts = base.unread if unread is None else MappingProxyType(dict(unread))
+    return _Snapshot(base.scope, documents, chunks, postings, at, recorded, counts)
 
 
 class _MemoryWriteSession:
@@ -165,6 +170,7 @@ class _MemoryWriteSession:
         self._replace = replace
         self._changes: dict[str, _DocumentRecord | None] = {}
         self._problems: dict[str, tuple[int, str] | None] = {}
+        self._unread: Mapping[str, int] | None = None
         self._base: _Snapshot | None = None
         self._done = False
 
@@ -187,7 +193,9 @@ class _MemoryWriteSession:
         base = self._require_open()
         self._done = True
         snapshot = (
-            None if exc_type is not None else _apply(base, self._changes, _now(), self._problems)
+            None
+            if exc_type is not None
+            else _apply(base, self._changes, _now(), self._problems, self._unread)
         )
         self._store._end(self._scope, snapshot)
 
@@ -214,13 +222,14 @@ class _MemoryWriteSession:
             for item in chunks
         )
         stored = StoredDocument(header.path, header.content_hash, header.version, len(records))
-        source_type = header.metadata.get("source_type")
+        kind, origin = header.metadata.get(FORMAT), header.metadata.get(ORIGIN)
         self._changes[header.path] = _DocumentRecord(
             stored,
             records,
             indexed_at=header.indexed_at,
-            source_type=source_type if isinstance(source_type, str) else None,
+            format=kind if isinstance(kind, str) else None,
             size=header.size,
+            origin=origin if isinstance(origin, str) else None,
         )
         self._problems[header.path] = None
         return len(records)
@@ -237,6 +246,11 @@ class _MemoryWriteSession:
         """Published with the session; the indexed version of ``path`` stays as it is."""
         self._require_open()
         self._problems[path] = (self._store._next_problem(), reason)
+
+    def record_unread(self, counts: Mapping[str, int]) -> None:
+        """Published with the session."""
+        self._require_open()
+        self._unread = dict(counts)
 
     def stored_vectors(self, path: str) -> Mapping[str, Sequence[float]]:
         """Always empty: this store keeps no vectors (keyword only), so nothing to reuse."""
@@ -257,13 +271,14 @@ def _listed(snapshot: _Snapshot, path: str) -> IndexedDocument:
         return IndexedDocument(path, None, None, 0, None, None, None, reason)
     return IndexedDocument(
         path=path,
-        source_type=record.source_type,
+        format=record.format,
         size=record.size,
         chunk_count=record.stored.chunk_count,
         version=record.stored.version,
         content_hash=record.stored.content_hash,
         indexed_at=record.indexed_at,
         problem=reason,
+        origin=record.origin,
     )
 
 
@@ -465,6 +480,7 @@ class MemoryKnowledgeStore(IndexingStoreMixin):
             last_indexed_at=None if snapshot is None else snapshot.last_indexed_at,
             state=state,
             problems=problems,
+            unread_files={} if snapshot is None else snapshot.unread,
         )
 
     def list_scopes(self) -> list[KnowledgeScope]:

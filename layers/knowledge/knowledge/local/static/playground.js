@@ -79,6 +79,21 @@ function bar(kind, label, value) {
   ];
 }
 
+// The hit's origin (upload, repo, manual, shared) as a badge; its url, when it is an
+// http(s) link (the server checks sidecar urls too), opens the document at its source.
+function originBadge(result) {
+  if (!result.origin) return null;
+  return el("span", { class: `badge origin-${result.origin}`, "data-origin": result.origin },
+    result.format ? `${result.origin} · ${result.format}` : result.origin);
+}
+
+function sourceLink(result) {
+  const url = typeof result.url === "string" ? result.url : "";
+  if (!/^https?:\/\//i.test(url)) return null;
+  return el("a", { class: "source-link", href: url, target: "_blank", rel: "noopener noreferrer" },
+    "open");
+}
+
 function renderResults(body) {
   const list = $("results");
   list.replaceChildren();
@@ -93,8 +108,10 @@ function renderResults(body) {
     list.append(el("li", { class: "result", "data-path": result.document_path },
       el("div", { class: "cite" },
         `[${i + 1}] ${result.document_path}`,
+        originBadge(result),
         where ? el("span", { class: "where" }, where) : null,
-        el("span", { class: "where" }, `chunk ${result.chunk_index}`)),
+        el("span", { class: "where" }, `chunk ${result.chunk_index}`),
+        sourceLink(result)),
       el("div", { class: "bars" },
         ...bar("score", "score", result.score),
         ...bar("keyword", "keyword", result.keyword_score),
@@ -111,6 +128,11 @@ function renderStatus(status) {
     ["last indexed", status.last_indexed_at || "never"],
   ];
   if (status.message) rows.push(["message", status.message]);
+  const unread = Object.entries(status.unread_files || {}).sort((a, b) => b[1] - a[1]);
+  if (unread.length) {
+    const total = unread.reduce((sum, [, n]) => sum + n, 0);
+    rows.push(["not read", `${total} (${unread.map(([ext, n]) => `${ext} ${n}`).join(", ")})`]);
+  }
   $("status").replaceChildren(...rows.flatMap(([k, v]) => [el("dt", {}, k), el("dd", {}, String(v))]));
   const problems = status.problems || [];
   $("problems-heading").hidden = problems.length === 0;

@@ -19,16 +19,18 @@ __all__ = ["read_document", "read_documents"]
 
 # Values are always bound; ``{after}`` is one of two constant clauses.
 _PAGE: Final = """
-SELECT path, source_type, size, chunk_count, version, content_hash, indexed_at, reason FROM (
+SELECT path, source_type, size, chunk_count, version, content_hash, indexed_at, reason,
+       origin FROM (
     SELECT d.path AS path, d.source_type AS source_type, d.size AS size,
            d.chunk_count AS chunk_count, d.version AS version,
-           d.content_hash AS content_hash, d.indexed_at AS indexed_at, p.reason AS reason
+           d.content_hash AS content_hash, d.indexed_at AS indexed_at, p.reason AS reason,
+           json_extract(d.metadata, '$.origin') AS origin
     FROM documents AS d
     LEFT JOIN problems AS p
         ON p.agent = d.agent AND p.context = d.context AND p.path = d.path
     WHERE d.agent = :agent AND d.context = :context {after_d}
     UNION ALL
-    SELECT p.path, NULL, NULL, 0, NULL, NULL, NULL, p.reason
+    SELECT p.path, NULL, NULL, 0, NULL, NULL, NULL, p.reason, NULL
     FROM problems AS p
     WHERE p.agent = :agent AND p.context = :context {after_p}
       AND NOT EXISTS (
@@ -47,10 +49,11 @@ _ONE: Final = _PAGE.format(after_d="AND d.path = :path", after_p="AND p.path = :
 
 
 def _document(row: tuple[object, ...]) -> IndexedDocument:
-    path, source_type, size, chunk_count, version, content_hash, indexed_at, reason = row
+    path, source_type, size, chunk_count, version, content_hash, indexed_at, reason, origin = row
     return IndexedDocument(
         path=str(path),
-        source_type=None if source_type is None else str(source_type),
+        format=None if source_type is None else str(source_type),  # the format's old column
+        origin=None if origin is None else str(origin),
         size=size if isinstance(size, int) else None,
         chunk_count=chunk_count if isinstance(chunk_count, int) else 0,
         version=None if version is None else str(version),

@@ -9,6 +9,8 @@ Tables (schema version 3):
 - ``chunks``: scope, path, index, content, metadata JSON, vector (unit float32 BLOB),
   ``embedding_key`` (``identity.embedding_key`` of the text embedded and the embedder:
   a later version of the document reuses the vector of a chunk with the same key);
+- ``unread_files``: per scope and extension, how many files no pattern selects
+  (``IndexStatus.unread_files``);
 - ``problems``: per scope and path, why the latest attempt to index it was skipped or
   failed (``WriteSession.record_problem``); the indexed version, if any, stays;
 - ``chunks_fts`` and, with ``isolation="agent"``, one ``chunks_fts_<n>`` per agent
@@ -27,7 +29,10 @@ later within version 3 (``_COLUMNS_V3``): added when missing, left at 0 by older
 of a file without chunks (``check_analysis``). A file whose chunks were analysed otherwise
 (one that records none was made by ``tokenize``, whatever its schema version) is refused
 with ``AnalysisMismatchError``: its keyword side would silently miss; reindex it into a
-new file.
+new file. The same holds for the record fields (``knowledge.origin.RECORDS``, under
+``records``): a file with chunks written before they carried ``origin`` and ``format``
+is refused with ``RecordsMismatchError`` (a subclass, so ``kb serve`` moves it aside
+and rebuilds it from its folder as for another analysis).
 """
 
 from __future__ import annotations
@@ -39,7 +44,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Final
 
-from knowledge.errors import AnalysisMismatchError
+from knowledge.errors import AnalysisMismatchError, RecordsMismatchError
+from knowledge.origin import RECORDS
 from knowledge.text import ANALYSIS
 
 if TYPE_CHECKING:
@@ -134,6 +140,17 @@ _TABLES_V2: Final = (
     )""",
 )
 
+# Added within version 3 without a new version (an older release never reads it).
+_TABLES_V3: Final = (
+    # IndexStatus.unread_files: per scope, the files no pattern selects, by extension.
+    """CREATE TABLE IF NOT EXISTS unread_files (
+        agent TEXT NOT NULL,
+        context TEXT NOT NULL,
+        extension TEXT NOT NULL,
+        count INTEGER NOT NULL,
+        PRIMARY KEY (agent, context, extension)
+    )""",
+)
 
 # Columns added to version 3 without a new version: an older release writing the file
 # leaves them at their defaults (its inserts name their columns), so it can still open it.
@@ -154,7 +171,7 @@ def create_or_upgrade(conn: sqlite3.Connection, display: str) -> None:
         raise ValueError(
             f"{display} is an SQLite database but not a knowledge index; use --db with another file"
         )
-    for statement in (*_TABLES, *_TABLES_V2):
+    for statement in (*_TABLES, *_TABLES_V2, *_TABLES_V3):
         conn.execute(statement)
     row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
     if row is None:
@@ -192,24 +209,38 @@ def _add_columns(conn: sqlite3.Connection, columns: tuple[tuple[str, str, str], 
 
 
 def check_analysis(conn: sqlite3.Connection, display: str) -> None:
-    """Record the keyword analysis in a file without chunks; raise
-    ``AnalysisMismatchError`` for a file whose chunks were analysed otherwise (module
-    docstring). Inside the caller's write transaction, after ``create_or_upgrade``."""
+    """Record the keyword analysis and the record fields (``knowledge.origin.RECORDS``)
+    in a file without chunks; raise ``AnalysisMismatchError`` for a file whose chunks
+    were analysed otherwise, ``RecordsMismatchError`` for one written before its records
+    carried origin and format (module docstring). Inside the caller's write
+    transaction, after ``create_or_upgrade``."""
     row = conn.execute("SELECT value FROM meta WHERE key = 'analysis'").fetchone()
     has_chunks = conn.execute("SELECT EXISTS (SELECT 1 FROM chunks)").fetchone()[0]
     if not has_chunks:
         # Nothing analysed yet (new, emptied, or never written): this version's from now on.
         _settle_keyword_tables(conn)
         conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('analysis', ?)", (ANALYSIS,))
+        conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('records', ?)", (RECORDS,))
         return
     recorded = _ANALYSIS_BEFORE_RECORDING if row is None else row[0]
     if recorded != ANALYSIS:
         raise AnalysisMismatchError(
             f"index file {display} holds keyword terms of the analysis '{recorded}'; this "
             f"version analyses text as '{ANALYSIS}', so keyword searches would miss. "
-            "Reindex into a new file (kb index DIR --db NEW_FILE --reindex), or delete this "
-            "file and index again"
+            f"{_REINDEX_ADVICE}"
         )
+    row = conn.execute("SELECT value FROM meta WHERE key = 'records'").fetchone()
+    if row is None or row[0] != RECORDS:
+        raise RecordsMismatchError(
+            f"index file {display} was written before its records carried their origin and "
+            f"format ({RECORDS}), so filters on them would miss. {_REINDEX_ADVICE}"
+        )
+
+
+_REINDEX_ADVICE: Final = (
+    "Reindex into a new file (kb index DIR --db NEW_FILE --reindex), or delete this "
+    "file and index again"
+)
 
 
 def _settle_keyword_tables(conn: sqlite3.Connection) -> None:

@@ -3,7 +3,8 @@
 State: ``ERROR`` once the store has met a damaged file (with the fix in ``message``),
 else ``INDEXING`` while this process has a write session open on the scope, else
 ``EMPTY`` or ``READY`` by its document count. ``problems`` are the scope's recorded
-problems (``write_session``), the most recent first, at most ``MAX_STATUS_PROBLEMS``.
+problems (``write_session``), the most recent first, at most ``MAX_STATUS_PROBLEMS``;
+``unread_files`` the counts of the files no pattern selects, by extension.
 """
 
 from __future__ import annotations
@@ -35,6 +36,12 @@ def scope_status(conn: sqlite3.Connection, scope: KnowledgeScope, *, writing: bo
             (*where, MAX_STATUS_PROBLEMS),
         )
     )
+    unread = {
+        str(extension): int(count)
+        for extension, count in conn.execute(
+            "SELECT extension, count FROM unread_files WHERE agent = ? AND context = ?", where
+        )
+    }
     if writing:
         state = IndexState.INDEXING
     elif documents == 0:
@@ -49,6 +56,7 @@ def scope_status(conn: sqlite3.Connection, scope: KnowledgeScope, *, writing: bo
         problems=problems,
         embedded_chunks=int(embedded),
         reused_chunks=int(reused),
+        unread_files=unread,
     )
 
 

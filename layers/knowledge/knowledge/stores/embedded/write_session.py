@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Final
 
 from knowledge.errors import ConfigurationError, StoreError
 from knowledge.model import FileProblem
+from knowledge.origin import FORMAT
 from knowledge.scope import KnowledgeScope
 from knowledge.store import DocumentHeader, EmbeddedChunk
 
@@ -197,6 +198,20 @@ class EmbeddedWriteSession:
             raise self._store_error(f"cannot record the problem of {path}", exc) from exc
         self._document_done()
 
+    def record_unread(self, counts: Mapping[str, int]) -> None:
+        """Replace the scope's counts of unread files (``IndexStatus.unread_files``)."""
+        try:
+            conn = self._writing("unread files", touch=False)
+            where = [self._scope.agent, self._scope.context]
+            conn.execute(f"DELETE FROM unread_files WHERE {_SCOPE_CONDITION}", where)  # noqa: S608
+            conn.executemany(
+                "INSERT INTO unread_files (agent, context, extension, count) VALUES (?, ?, ?, ?)",
+                [(*where, extension, int(count)) for extension, count in counts.items()],
+            )
+        except sqlite3.Error as exc:
+            raise self._store_error("cannot record the unread files", exc) from exc
+        self._document_done()
+
     def stored_vectors(self, path: str) -> Mapping[str, Sequence[float]]:
         """The vectors of the indexed version of ``path`` by ``embedding_key`` (float32,
         as stored); empty without an embedder or for a document not indexed."""
@@ -237,7 +252,7 @@ class EmbeddedWriteSession:
         if recorded is not None and recorded != store._identity:
             raise store._mismatch(recorded, store._identity)
 
-    def _writing(self, path: str) -> sqlite3.Connection:
+    def _writing(self, path: str, *, touch: bool = True) -> sqlite3.Connection:
         """The session's connection inside a write transaction, before a change to
         ``path``. Bumps the agent's generation once per transaction, so cached vectors of
         the old generation are not used once it commits."""
@@ -256,7 +271,8 @@ class EmbeddedWriteSession:
                 self._bumped = True
         except sqlite3.Error as exc:
             raise self._store_error(f"cannot start writing {path}", exc) from exc
-        self._touched.add(path)
+        if touch:
+            self._touched.add(path)
         return conn
 
     def _document_done(self) -> None:
@@ -306,7 +322,7 @@ class EmbeddedWriteSession:
             if item.vector is not None:
                 reused += item.reused
                 embedded += not item.reused
-        source_type = header.metadata.get("source_type")
+        source_type = header.metadata.get(FORMAT)  # the column's name from before origins
         conn.execute(
             "INSERT INTO documents (doc_id, agent, context, path, content_hash, version,"
             " chunk_count, indexed_at, metadata, source_type, size, embedded_chunks,"

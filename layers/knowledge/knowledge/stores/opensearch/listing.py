@@ -21,14 +21,15 @@ from knowledge.stores.opensearch.mapping import (
     CHUNK_COUNT,
     CONTENT_HASH,
     DOCUMENT_PATH,
+    FORMAT,
     GENERATION,
     INDEXED_AT,
+    ORIGIN,
     PROBLEM,
     PROBLEM_AT,
     RECORD,
     RECORD_DOCUMENT,
     SIZE,
-    SOURCE_TYPE,
     VERSION,
 )
 from knowledge.stores.opensearch.queries import parse_hits, scope_filters
@@ -37,7 +38,8 @@ __all__ = ["document_record_body", "documents_page_body", "parse_documents"]
 
 _FIELDS = (
     DOCUMENT_PATH,
-    SOURCE_TYPE,
+    FORMAT,
+    ORIGIN,
     SIZE,
     CHUNK_COUNT,
     VERSION,
@@ -104,7 +106,8 @@ def _document(source: Mapping[str, Any]) -> IndexedDocument | None:
     size, chunks = source.get(SIZE), source.get(CHUNK_COUNT)
     return IndexedDocument(
         path=path,
-        source_type=_text(source.get(SOURCE_TYPE)) if indexed else None,
+        format=_text(source.get(FORMAT)) if indexed else None,
+        origin=_text(source.get(ORIGIN)) if indexed else None,
         size=size if indexed and isinstance(size, int) else None,
         chunk_count=chunks if indexed and isinstance(chunks, int) else 0,
         version=_text(source.get(VERSION)) if indexed else None,

@@ -50,7 +50,10 @@ others still works: they change recall and memory, not results' meaning).
 The index's ``_meta`` records the keyword analysis (``knowledge.text.ANALYSIS``): an
 index built with another one (or before analyses were recorded) is refused with
 ``AnalysisMismatchError``, since its keyword side would silently miss; reindex it into a
-new index. It also records the embedding model, so a different provider or dimension
+new index. It records the record fields too (``records``, ``knowledge.origin.RECORDS``):
+an index written before chunks and document records carried ``origin`` and ``format`` is
+refused with ``RecordsMismatchError`` (its filters on them would miss), the same way.
+It also records the embedding model, so a different provider or dimension
 is refused (``EmbeddingMismatchError``) instead of silently mixing vectors.
 
 Embedding reuse reads a chunk's ``embedding_key`` and vector back from ``_source``
@@ -73,8 +76,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 from knowledge.chunking import heading_context
-from knowledge.errors import AnalysisMismatchError, EmbeddingMismatchError
+from knowledge.errors import AnalysisMismatchError, EmbeddingMismatchError, RecordsMismatchError
 from knowledge.model import DocumentChunk
+from knowledge.origin import RECORDS
 from knowledge.scope import KnowledgeScope
 from knowledge.search_filter import MAX_COMPARED_TEXT_UNITS, NUMBER_SUBFIELD
 from knowledge.store import DocumentHeader
@@ -103,6 +107,7 @@ __all__ = [
     "EMBEDDING",
     "EMBEDDING_KEY",
     "ENGLISH_ANALYZER",
+    "FORMAT",
     "GENERATION",
     "HEADINGS",
     "HEADINGS_CJK",
@@ -111,18 +116,20 @@ __all__ = [
     "METADATA",
     "META_KEY",
     "NUMBER_SUBFIELD",
+    "ORIGIN",
     "PROBLEM",
     "PROBLEM_AT",
     "RECORD",
     "RECORD_CHUNK",
     "RECORD_DOCUMENT",
     "RECORD_PROPERTIES",
+    "RECORD_UNREAD",
     "REUSED_CHUNKS",
     "SCHEMA3_METADATA_TEMPLATES",
     "SCHEMA_VERSION",
     "SIZE",
     "SOURCE_FIELDS",
-    "SOURCE_TYPE",
+    "UNREAD_FILES",
     "VERSION",
     "IndexLayout",
     "check_layout",
@@ -133,6 +140,7 @@ __all__ = [
     "layout_of",
     "problem_fields",
     "problem_record",
+    "unread_record",
 ]
 
 AGENT = "agent"
@@ -155,7 +163,8 @@ CONTENT_HASH = "content_hash"
 VERSION = "version"
 INDEXED_AT = "indexed_at"
 GENERATION = "generation"
-SOURCE_TYPE = "source_type"
+FORMAT = "format"  # the document's format (knowledge.origin; ``source_type`` before origins)
+ORIGIN = "origin"  # where the document came from (knowledge.origin.ORIGINS)
 SIZE = "size"
 PROBLEM = "problem"
 EMBEDDED_CHUNKS = "embedded_chunks"
@@ -165,6 +174,8 @@ METADATA = "metadata"
 RECORD = "record"
 RECORD_CHUNK = "chunk"
 RECORD_DOCUMENT = "document"
+RECORD_UNREAD = "unread"  # one per scope: IndexStatus.unread_files, in UNREAD_FILES
+UNREAD_FILES = "unread_files"
 
 CJK_ANALYZER = "knowledge_cjk"
 ENGLISH_ANALYZER = "knowledge_english"
@@ -209,7 +220,8 @@ SCHEMA3_METADATA_TEMPLATES: list[dict[str, Any]] = [
 
 RECORD_PROPERTIES: dict[str, Any] = {
     GENERATION: {"type": "keyword"},
-    SOURCE_TYPE: {"type": "keyword"},
+    FORMAT: {"type": "keyword"},
+    ORIGIN: {"type": "keyword"},
     SIZE: {"type": "long"},
     PROBLEM: {"type": "keyword", "index": False, "doc_values": False},
     PROBLEM_AT: {"type": "date_nanos"},
@@ -220,6 +232,8 @@ RECORD_PROPERTIES: dict[str, Any] = {
     # write, summed by the status (``IndexStatus.embedded_chunks`` / ``reused_chunks``).
     EMBEDDED_CHUNKS: {"type": "integer"},
     REUSED_CHUNKS: {"type": "integer"},
+    # The scope's unread-files record (RECORD_UNREAD): extension -> count, _source only.
+    UNREAD_FILES: {"type": "object", "enabled": False},
 }
 """Fields added after schema 1 (schema 2: generations, per-document records, problems;
 schema 3: ``embedding_key``; later, within schema 4: the embedded and reused counts): put
@@ -243,6 +257,9 @@ class IndexLayout:
     metadata_pairs: bool = True
     """Whether metadata is held as key/value terms (schema 4, ``metadata_pairs``); an
     older index has one dynamic field per key, which its filters then read."""
+    records: str | None = RECORDS
+    """The record fields the index was built with (``knowledge.origin.RECORDS``; None:
+    before they were recorded, so its chunks carry no ``origin``/``format``)."""
 
 
 def index_body(
@@ -323,7 +340,11 @@ def index_body(
             "dimension": vector_dimensions,
             "method": method,
         }
-    meta: dict[str, Any] = {"schema_version": SCHEMA_VERSION, "analysis": ANALYSIS}
+    meta: dict[str, Any] = {
+        "schema_version": SCHEMA_VERSION,
+        "analysis": ANALYSIS,
+        "records": RECORDS,
+    }
     if vector_dimensions is not None:
         meta["embedding_model"] = embedding_model
         meta["embedding_dimensions"] = vector_dimensions
@@ -403,6 +424,8 @@ def layout_of(mapping_response: Mapping[str, Any], index_name: str) -> IndexLayo
     generations = all(name in properties for name in RECORD_PROPERTIES)
     analysis = meta.get("analysis")
     pairs = METADATA_TERMS in properties
+    recorded = meta.get("records")
+    record_fields = recorded if isinstance(recorded, str) else None
     if not isinstance(vector, Mapping):
         return IndexLayout(
             None,
@@ -412,6 +435,7 @@ def layout_of(mapping_response: Mapping[str, Any], index_name: str) -> IndexLayo
             generations,
             analysis,
             metadata_pairs=pairs,
+            records=record_fields,
         )
     method = vector.get("method", {})
     dimension = vector.get("dimension")
@@ -427,6 +451,7 @@ def layout_of(mapping_response: Mapping[str, Any], index_name: str) -> IndexLayo
         hnsw_m=int(m) if m is not None else None,
         hnsw_ef_construction=int(ef_construction) if ef_construction is not None else None,
         metadata_pairs=pairs,
+        records=record_fields,
     )
 
 
@@ -454,6 +479,12 @@ def check_layout(
         raise AnalysisMismatchError(
             f"index '{index_name}' was built with {built}; this version analyses text as "
             f"'{ANALYSIS}', so keyword searches would miss: reindex into a fresh index "
+            "(another index name) and switch over to it"
+        )
+    if layout.records != RECORDS:
+        raise RecordsMismatchError(
+            f"index '{index_name}' was written before its records carried their origin and "
+            f"format ({RECORDS}), so filters on them would miss: reindex into a fresh index "
             "(another index name) and switch over to it"
         )
     if vector_dimensions is None:
@@ -562,7 +593,8 @@ def document_record(
     *,
     chunk_count: int,
     generation: str,
-    source_type: str | None = None,
+    format: str | None = None,
+    origin: str | None = None,
     size: int | None = None,
     embedded_chunks: int = 0,
     reused_chunks: int = 0,
@@ -576,10 +608,23 @@ def document_record(
         CHUNK_COUNT: chunk_count,
         EMBEDDED_CHUNKS: embedded_chunks,
         REUSED_CHUNKS: reused_chunks,
-        SOURCE_TYPE: source_type,
+        FORMAT: format,
+        ORIGIN: origin,
         SIZE: size,
         PROBLEM: None,
         PROBLEM_AT: None,
+    }
+
+
+def unread_record(scope: KnowledgeScope, counts: Mapping[str, int], at: datetime) -> dict[str, Any]:
+    """The scope's record of the files no pattern selects (``IndexStatus.unread_files``):
+    no document id or path, so no document count, listing or problem query reads it."""
+    return {
+        RECORD: RECORD_UNREAD,
+        AGENT: scope.agent,
+        CONTEXT: scope.context,
+        INDEXED_AT: _utc_text(at),
+        UNREAD_FILES: {str(k): int(v) for k, v in counts.items()},
     }
 
 

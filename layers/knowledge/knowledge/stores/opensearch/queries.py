@@ -15,6 +15,7 @@ spelling of ``knowledge.filters.expand_globstars``), case-sensitive. A glob beco
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -50,8 +51,10 @@ from knowledge.stores.opensearch.mapping import (
     RECORD,
     RECORD_CHUNK,
     RECORD_DOCUMENT,
+    RECORD_UNREAD,
     REUSED_CHUNKS,
     SOURCE_FIELDS,
+    UNREAD_FILES,
     VERSION,
 )
 from knowledge.stores.opensearch.metadata_pairs import METADATA_TERMS, text_term
@@ -541,13 +544,26 @@ def document_ids_page_body(
 
 
 def scope_stats_body(scope: KnowledgeScope) -> dict[str, Any]:
-    """Chunk count, distinct documents (chunks or records) and the last indexed time."""
+    """Chunk count, distinct documents (chunks or records), the last indexed time and the
+    latest unread-files record's counts."""
     return {
         "size": 0,
         "track_total_hits": False,
         "query": scope_query(scope),
         "aggs": {
             "chunks": {"filter": {"term": {RECORD: RECORD_CHUNK}}},
+            "unread": {
+                "filter": {"term": {RECORD: RECORD_UNREAD}},
+                "aggs": {
+                    "latest": {
+                        "top_hits": {
+                            "size": 1,
+                            "sort": [{INDEXED_AT: "desc"}],
+                            "_source": {"includes": [UNREAD_FILES]},
+                        }
+                    }
+                },
+            },
             "records": {
                 "filter": _INDEXED_RECORD,
                 "aggs": {
@@ -573,6 +589,7 @@ class ScopeStats:
     last_indexed_at: datetime | None
     embedded_chunks: int = 0
     reused_chunks: int = 0
+    unread_files: Mapping[str, int] = dataclasses.field(default_factory=dict)
 
 
 def parse_scope_stats(response: Mapping[str, Any]) -> ScopeStats:
@@ -594,7 +611,18 @@ def parse_scope_stats(response: Mapping[str, Any]) -> ScopeStats:
         last_indexed_at=last_at,
         embedded_chunks=int(records.get("embedded", {}).get("value") or 0),
         reused_chunks=int(records.get("reused", {}).get("value") or 0),
+        unread_files=_unread_files(aggs.get("unread", {})),
     )
+
+
+def _unread_files(agg: Mapping[str, Any]) -> dict[str, int]:
+    hits = agg.get("latest", {}).get("hits", {}).get("hits") or []
+    counts = (hits[0].get("_source") or {}).get(UNREAD_FILES) if hits else None
+    if not isinstance(counts, Mapping):
+        return {}
+    return {
+        str(k): int(v) for k, v in counts.items() if isinstance(v, int) and not isinstance(v, bool)
+    }
 
 
 def _document_aggs() -> dict[str, Any]:
@@ -689,7 +717,8 @@ def parse_stored_documents(
 
 
 def scopes_page_body(page_size: int, after: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """One page of a composite aggregation over every (agent, context) in the index."""
+    """One page of a composite aggregation over every (agent, context) in the index that
+    has a document or a problem (a scope's unread-files record alone is no scope)."""
     composite: dict[str, Any] = {
         "size": page_size,
         "sources": [
@@ -699,7 +728,12 @@ def scopes_page_body(page_size: int, after: Mapping[str, Any] | None = None) -> 
     }
     if after is not None:
         composite["after"] = dict(after)
-    return {"size": 0, "track_total_hits": False, "aggs": {"scopes": {"composite": composite}}}
+    return {
+        "size": 0,
+        "track_total_hits": False,
+        "query": {"bool": {"must_not": [{"term": {RECORD: RECORD_UNREAD}}]}},
+        "aggs": {"scopes": {"composite": composite}},
+    }
 
 
 def parse_scopes_page(

@@ -85,6 +85,7 @@ from knowledge.errors import KnowledgeError, StoreError, StoreUnavailableError
 from knowledge.identity import document_id as _document_id
 from knowledge.identity import is_newer_version
 from knowledge.model import FileProblem
+from knowledge.origin import FORMAT, ORIGIN
 from knowledge.scope import KnowledgeScope
 from knowledge.store import DocumentHeader, EmbeddedChunk
 from knowledge.stores.opensearch import queries, records
@@ -107,6 +108,7 @@ from knowledge.stores.opensearch.mapping import (
     document_record,
     problem_fields,
     problem_record,
+    unread_record,
 )
 
 if TYPE_CHECKING:
@@ -115,6 +117,9 @@ if TYPE_CHECKING:
 __all__ = ["OpenSearchWriteSession", "new_generation"]
 
 logger = logging.getLogger(__name__)
+
+UNREAD_OWNER = "(unread files)"
+"""The path a failed write of the unread-files record is reported under."""
 
 _BULK_QUEUE_DEPTH = 1
 """Requests waiting for the sender thread (one more is on the wire); 0 sends inline."""
@@ -244,15 +249,15 @@ class OpenSearchWriteSession:
         mark = (len(self._actions), len(self._commits))
         flushed_before = self._flushes
         count = embedded = reused = 0
-        source_type: str | None = _text(header.metadata.get("source_type"))
+        kind: str | None = _text(header.metadata.get(FORMAT))
         try:
             for item in chunks:
                 chunk = item.chunk
                 if item.vector is not None:
                     reused += item.reused
                     embedded += not item.reused
-                if source_type is None:
-                    source_type = _text(chunk.metadata.get("source_type"))
+                if kind is None:
+                    kind = _text(chunk.metadata.get(FORMAT))
                 chunk_id = (
                     records.generation_chunk_id(document_id, generation, chunk.chunk_index)
                     if self._client_ids
@@ -291,7 +296,8 @@ class OpenSearchWriteSession:
                 header,
                 chunk_count=count,
                 generation=generation,
-                source_type=source_type,
+                format=kind,
+                origin=_text(header.metadata.get(ORIGIN)),
                 size=size if isinstance(size, int) else None,
                 embedded_chunks=embedded,
                 reused_chunks=reused,
@@ -360,6 +366,16 @@ class OpenSearchWriteSession:
                 None, problem_record(self._scope, document_id, path, reason, now)
             )
         self._add(action, path)
+        self._wrote = True
+
+    def record_unread(self, counts: Mapping[str, int]) -> None:
+        """Write the scope's unread-files record (``mapping.unread_record``): one record
+        under a fixed id where the store names ids, else a new one each time, of which
+        the status reads the latest (a reindex's replace removes the older ones)."""
+        self._check_open()
+        source = unread_record(self._scope, counts, datetime.now(UTC))
+        record_id = f"unread:{_document_id(self._scope, '')}" if self._client_ids else None
+        self._add(records.bulk_index_action(record_id, source), UNREAD_OWNER)
         self._wrote = True
 
     def stored_vectors(self, path: str) -> Mapping[str, Sequence[float]]:

@@ -337,6 +337,7 @@ class OpenSearchKnowledgeStore(IndexingStoreMixin):
             problems=problems,
             embedded_chunks=stats.embedded_chunks,
             reused_chunks=stats.reused_chunks,
+            unread_files=stats.unread_files,
         )
 
     def list_scopes(self) -> list[KnowledgeScope]:
