@@ -325,11 +325,19 @@ def _error(status: int, message: str, field_name: str | None = None) -> ApiRespo
     return ApiResponse(status, {"error": message, "field": field_name})
 
 
-def _server_error(status: int, message: str, request_id: str) -> ApiResponse:
-    return ApiResponse(
-        status,
-        {"error": f"{message} (request id {request_id})", "field": None, "request_id": request_id},
-    )
+def _server_error(
+    status: int, message: str, request_id: str, *, retryable: bool = True
+) -> ApiResponse:
+    body: dict[str, Any] = {
+        "error": f"{message} (request id {request_id})",
+        "field": None,
+        "request_id": request_id,
+    }
+    if not retryable:
+        # A misconfiguration (the backend refuses our role): asking again cannot cure it,
+        # so clients that retry 5xx (KnowledgeClient) stop at once and show the advice.
+        body["retryable"] = False
+    return ApiResponse(status, body)
 
 
 def new_request_id() -> str:
@@ -367,7 +375,7 @@ def error_response(exc: BaseException, request_id: str | None = None) -> ApiResp
         return _server_error(503, public, rid)
     if isinstance(exc, StoreAccessDeniedError):
         logger.error("index backend refused the function's role: %s", exc, extra=extra)
-        return _server_error(503, public, rid)
+        return _server_error(503, public, rid, retryable=False)
     if isinstance(exc, EmbeddingError):
         logger.error("embedding provider failed: %s", exc, extra=extra)
         return _server_error(502, public, rid)

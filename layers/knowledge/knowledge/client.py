@@ -17,7 +17,9 @@ signature, so an assumed role's rotation is followed); ``BearerAuth`` sends a JW
 stack's JWT mode; ``None`` for a local server.
 
 Failures: HTTP 429 and 5xx, and connection errors, are retried ``retries`` times with
-exponential backoff (``Retry-After`` is honoured, capped at ``max_backoff``). Then:
+exponential backoff (``Retry-After`` is honoured, capped at ``max_backoff``), except a 5xx
+whose body says ``"retryable": false`` (the server's backend refuses its role: a setting
+to fix, raised at once with the server's advice). Then:
 
 - 400 -> ``ValidationError`` (with the ``field`` the server named)
 - 401, 403 -> ``AccessDeniedError``
@@ -363,7 +365,7 @@ class KnowledgeClient:
             with error:
                 raw = error.read()
                 request_id = _request_id(error)
-            if error.code in RETRY_STATUSES:
+            if error.code in RETRY_STATUSES and _json(raw).get("retryable") is not False:
                 raise _TransientError(
                     f"HTTP {error.code}{_detail(_json(raw), request_id)}",
                     error.code,
@@ -457,6 +459,8 @@ def _checked(method: str, path: str, reply: _Reply) -> _Reply:
         raise AccessDeniedError(reply.status, f"{method} {path}: access denied{detail}")
     if reply.status == 404:
         raise NotFoundError(f"{method} {path}: not found{detail}")
+    if reply.status in RETRY_STATUSES:  # a 5xx the server says retrying cannot cure
+        raise ServiceUnavailableError(f"{method} {path}: HTTP {reply.status}{detail}", reply.status)
     raise ApiError(reply.status, f"{method} {path}: HTTP {reply.status}{detail}")
 
 
