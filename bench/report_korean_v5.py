@@ -141,7 +141,8 @@ def _cost(parts: list[str]) -> list[tuple[str, dict[str, Any]]]:
         "**Cost on the node** (`python -m bench korean-cost`, keyword-only index, force-merged "
         "to one segment; bytes = primary store bytes over chunks, commit records included, and "
         f"p50 = the median over {len(runs['after'])} runs of each run's p50 of every query "
-        "sent in keyword mode through the store (bytes: median over the runs too), before and after alternated on one node; "
+        "sent in keyword mode through the store (bytes: median over the runs too), "
+        "before and after alternated on one node; "
         "the machine was shared and loaded, so latency moves by a few ms from run to run):"
     )
     parts.append(
