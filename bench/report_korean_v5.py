@@ -181,7 +181,7 @@ def korean_v5_section(report: Report) -> None:
     if sweep is not None:
         results.append(("fusion-sweep-multilingual", sweep))
     if len(parts) == 2:
-        parts.append("Not run yet (docs/korean.md, bench/README commands).")
+        parts.append("Not run yet (the commands below).")
     parts.append(
         "Commands: `bench/setup.sh`; `python -m bench quality --corpus C --embedder E "
         "--label v5` for C in gimp-help-ko, faq-ko, faq-en, manpages (--limit 300) and E "
