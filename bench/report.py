@@ -1023,6 +1023,9 @@ def main(args: argparse.Namespace) -> None:
     from bench.report_ranking import hashing_variants_section
 
     hashing_variants_section(report)
+    from bench.report_korean_v5 import korean_v5_section  # it imports this module's helpers
+
+    korean_v5_section(report)
     indexing_section(report)
     latency_section(report)
     ranking_latency_section(report)
