@@ -116,7 +116,7 @@ def test_add_edit_rename_delete_and_force_push_keep_the_index_equal_to_the_tree(
     assert (
         hits[0].metadata["url"] == f"http://127.0.0.1:{server.port}/team/docs/runbooks/rollback.md"
     )
-    assert hits[0].metadata["origin"] == "repo"
+    assert hits[0].origin == "repo"
 
     # Edit one file: one write, one document re-indexed.
     work.write("runbooks/rollback.md", "# Rollback\n\nRun the zebracorn rollback twice.")
@@ -264,3 +264,92 @@ def test_remove_deletes_only_that_repositorys_mirror(
     assert registry.remove(SCOPE, "rm") == 2  # the file and its sidecar
     assert registry.names(SCOPE) == []
     assert set(indexed(store, bucket, "")) == {"upload.md"}
+
+
+# --- the front ends: kb serve's routes, KnowledgeClient, kb repo -------------------------
+
+
+def test_routes_and_client_register_sync_and_remove_on_kb_serve(
+    server: GitHttpServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from knowledge.client import KnowledgeClient
+    from knowledge.errors import NotFoundError, ValidationError
+    from knowledge.local.server import LocalServer
+
+    work = new_repo(server, tmp_path, "private/served")
+    work.write("docs/howto.md", "# How to\n\nFeed the wombat twice a day.")
+    commit = work.commit()
+    root = tmp_path / "served"
+    (root / SCOPE.key).mkdir(parents=True)
+    (root / SCOPE.key / "upload.md").write_text("# Upload\n\nNot a wombat.")
+    monkeypatch.setenv("KB_SERVED_TOKEN", server.token)
+    store = MemoryKnowledgeStore()
+    with LocalServer(root, store, port=0, poll_interval=60.0) as local:
+        client = KnowledgeClient(local.url)
+        added = client.add_repo(
+            SCOPE,
+            {
+                "name": "served",
+                "url": server.url("private/served"),
+                "credential": "env:KB_SERVED_TOKEN",
+            },
+        )
+        assert added["credential"] == "env"
+        assert "KB_SERVED_TOKEN" not in json.dumps(added)
+        assert added["status"]["commit"] is None
+        with pytest.raises(ValidationError) as refused:
+            client.add_repo(SCOPE, {"name": "bad", "url": "https://x:tok@h/o/r.git"})
+        assert refused.value.field == "url"
+        report = client.sync_repo(SCOPE, "served")
+        assert report["commit"] == commit
+        assert report["written"] == 1
+        assert report["indexed_documents"] == 1
+        hits = client.search(SCOPE, SearchQuery("wombat twice", mode=SearchMode.KEYWORD))
+        assert hits[0].document_path == "_repos/served/docs/howto.md"
+        assert hits[0].origin == "repo"
+        listed = client.list_repos(SCOPE)
+        assert [r["name"] for r in listed] == ["served"]
+        assert listed[0]["status"]["commit"] == commit
+        assert client.get_repo(SCOPE, "served")["status"]["files"] == 1
+        with pytest.raises(NotFoundError):
+            client.get_repo(SCOPE, "nope")
+        assert client.remove_repo(SCOPE, "served")["removed"] is True
+        local.api.reindex(SCOPE.agent, SCOPE.context)
+        paths = {d.path for d in store.list_documents(SCOPE).documents}
+        assert paths == {"upload.md"}
+
+
+def test_kb_repo_commands_and_the_serve_interval(
+    server: GitHttpServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from knowledge.cli import main
+    from knowledge.repos.local import LocalRepos, RepoScheduler
+
+    work = new_repo(server, tmp_path, "cli")
+    work.write("a.md", "# A\n\nAlpha.")
+    work.commit()
+    root = tmp_path / "root"
+    root.mkdir()
+    db = tmp_path / "kb.db"
+    scope = ["--agent", SCOPE.agent, "--context", SCOPE.context, "--db", str(db)]
+    assert (
+        main(["repo", "add", str(root), *scope, "--name", "cli", "--url", server.url("cli")]) == 0
+    )
+    assert main(["repo", "sync", str(root), *scope]) == 0
+    assert "1 written" in capsys.readouterr().out
+    assert main(["repo", "list", str(root), *scope]) == 0
+    assert "cli: " in capsys.readouterr().out
+    assert main(["search", "Alpha", *scope, "--mode", "keyword"]) == 0
+    assert "_repos/cli/a.md" in capsys.readouterr().out
+
+    # kb serve's interval: a due repository is synced, a fresh one is not.
+    work.write("b.md", "# B\n\nBeta.")
+    work.commit()
+    indexed_scopes: list[KnowledgeScope] = []
+    repos = LocalRepos(root, indexed_scopes.append)
+    assert RepoScheduler(repos, interval=3600.0).run_once() == 0  # synced a moment ago
+    assert RepoScheduler(repos, interval=0.0).run_once() == 1
+    assert indexed_scopes == [SCOPE]
+    assert (root / SCOPE.key / "_repos/cli/b.md").is_file()
+    assert main(["repo", "remove", str(root), *scope, "--name", "cli"]) == 0
+    assert not (root / SCOPE.key / "_repos/cli").exists()

@@ -241,7 +241,7 @@ def routes(stack: Stack) -> dict[str, dict[str, Any]]:
 
 def test_iam_mode_every_route_needs_sigv4() -> None:
     found = routes(Stack(TEMPLATE, CREATED))
-    assert len(found) == 7
+    assert len(found) == 12  # 7 + the 5 repository routes
     for key, route in found.items():
         assert route["AuthorizationType"] == "AWS_IAM", key
         assert "AuthorizerId" not in route
@@ -265,7 +265,10 @@ def test_jwt_mode_every_route_needs_a_token_and_reindex_its_scope() -> None:
     for key, route in routes(stack).items():
         assert route["AuthorizationType"] == "JWT", key
         assert route["AuthorizerId"] == "JwtAuthorizer.Ref"
-        if key.endswith("/reindex"):
+        manages = key.endswith(("/reindex", "/sync")) or key.startswith(
+            ("POST /v1/agents/{agent}/contexts/{context}/repos", "DELETE ")
+        )
+        if manages:  # reindex and the repository sources are granted apart from reading
             assert route["AuthorizationScopes"] == ["kb/reindex"]
         else:
             assert "AuthorizationScopes" not in route

@@ -13,6 +13,10 @@ GET      /v1/agents/{agent}/contexts/{context}/documents the scope's documents (
 GET      .../contexts/{context}/documents/{path}         one document (path URL-encoded)
 POST     /v1/agents/{agent}/contexts/{context}/reindex   re-index from source
 GET      /v1/health                                      liveness
+POST     .../contexts/{context}/repos                    register a Git repository
+GET      .../contexts/{context}/repos[/{name}]           repositories and their syncs
+DELETE   .../contexts/{context}/repos/{name}             unregister, remove its files
+POST     .../contexts/{context}/repos/{name}/sync        sync a repository now
 =======  ==============================================  =======================
 
 Every error becomes a response in one place, ``error_response``: bad input is a 400
@@ -74,6 +78,7 @@ from knowledge.search_filter import parse_filter
 from knowledge.store import KnowledgeStore
 
 if TYPE_CHECKING:  # the stage is built by whoever configures it; no import at cold start
+    from knowledge.repos.service import RepoService
     from knowledge.reranking.stage import RerankingStage, RerankReport
 
 __all__ = [
@@ -397,6 +402,22 @@ _ROUTES = (
         "GET",
         "document",
     ),
+    # Git repository sources (issue 24; knowledge.repos.service).
+    _Route(("v1", "agents", "{agent}", "contexts", "{context}", "repos"), "POST", "repo_add"),
+    _Route(("v1", "agents", "{agent}", "contexts", "{context}", "repos"), "GET", "repo_list"),
+    _Route(
+        ("v1", "agents", "{agent}", "contexts", "{context}", "repos", "{name}"), "GET", "repo_get"
+    ),
+    _Route(
+        ("v1", "agents", "{agent}", "contexts", "{context}", "repos", "{name}"),
+        "DELETE",
+        "repo_remove",
+    ),
+    _Route(
+        ("v1", "agents", "{agent}", "contexts", "{context}", "repos", "{name}", "sync"),
+        "POST",
+        "repo_sync",
+    ),
 )
 
 
@@ -501,7 +522,9 @@ class KnowledgeApi:
         default_mode: SearchMode | None = None,
         status: StatusOf | None = None,
         reranking: RerankingStage | None = None,
+        repos: RepoService | None = None,
     ) -> None:
+        self._repos = repos
         self._store = store
         self._reindex = reindex
         self._default_mode = default_mode
@@ -609,6 +632,38 @@ class KnowledgeApi:
     def health(self) -> ApiResponse:
         return ApiResponse(200, {"status": "ok", "store": self._store.name})
 
+    def repos(
+        self,
+        route: str,
+        captured: Mapping[str, str],
+        body: bytes | str | Mapping[str, Any] | None = None,
+        *,
+        request_id: str | None = None,
+    ) -> ApiResponse:
+        """The repository routes (``knowledge.repos.service``); 503 when not configured."""
+        try:
+            scope = KnowledgeScope(
+                path_segment("agent", captured["agent"]),
+                path_segment("context", captured["context"]),
+            )
+            if self._repos is None:
+                raise ConfigurationError("repository sources are not configured on this server")
+            name = captured.get("name", "")
+            if route == "repo_add":
+                status, answer = self._repos.add(scope, _decode_body(body))
+            elif route == "repo_list":
+                status, answer = self._repos.list(scope)
+            elif route == "repo_get":
+                status, answer = self._repos.get(scope, name)
+            elif route == "repo_remove":
+                status, answer = self._repos.remove(scope, name)
+            else:
+                data = _decode_body(body) if body not in (None, b"", "") else {}
+                status, answer = self._repos.sync(scope, name, data)
+            return ApiResponse(status, {"agent": scope.agent, "context": scope.context, **answer})
+        except Exception as exc:
+            return error_response(exc, request_id)
+
     def handle(
         self,
         method: str,
@@ -657,6 +712,8 @@ class KnowledgeApi:
     ) -> ApiResponse:
         if name == "health":
             return self.health()
+        if name.startswith("repo_"):
+            return self.repos(name, captured, body, request_id=request_id)
         if name == "agent_search":
             return self.search(captured["agent"], None, body, request_id=request_id)
         if name == "search":
