@@ -183,6 +183,7 @@ def fetch_branch(
     try:
         with contextlib.ExitStack() as stack:
             client, path = _client(registration, secret, stack)
+            stack.callback(client.close)
             client.fetch_pack(
                 path,
                 determine_wants,
