@@ -421,6 +421,7 @@ TAGGABLE = {
     "AWS::ApiGatewayV2::Api": "map",
     "AWS::ApiGatewayV2::Stage": "map",
     "AWS::Serverless::Function": "globals",
+    "AWS::IAM::Role": "list",
 }
 UNTAGGABLE = {
     "AWS::Serverless::LayerVersion",
@@ -434,6 +435,7 @@ UNTAGGABLE = {
     "AWS::IAM::ManagedPolicy",
     "AWS::OpenSearchServerless::SecurityPolicy",
     "AWS::OpenSearchServerless::AccessPolicy",
+    "AWS::Scheduler::Schedule",  # no Tags property
 }
 
 

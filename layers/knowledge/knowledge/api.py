@@ -95,6 +95,7 @@ __all__ = [
     "parse_documents_query",
     "parse_search_request",
     "path_segment",
+    "repo_route",
     "request_body",
     "search_response_body",
 ]
@@ -487,6 +488,40 @@ def path_segment(field_name: str, raw: str) -> str:
     return validate_segment(field_name, raw)
 
 
+def repo_route(
+    service: RepoService | None,
+    route: str,
+    captured: Mapping[str, str],
+    body: bytes | str | Mapping[str, Any] | None = None,
+    *,
+    request_id: str | None = None,
+) -> ApiResponse:
+    """One repository route (``repo_add``, ``repo_list``, ``repo_get``, ``repo_remove``,
+    ``repo_sync``) over ``service`` (``knowledge.repos.service``); the local server and
+    the AWS repos function share it. Never raises."""
+    try:
+        scope = KnowledgeScope(
+            path_segment("agent", captured["agent"]), path_segment("context", captured["context"])
+        )
+        if service is None:
+            raise ConfigurationError("repository sources are not configured on this server")
+        name = captured.get("name", "")
+        if route == "repo_add":
+            status, answer = service.add(scope, _decode_body(body))
+        elif route == "repo_list":
+            status, answer = service.list(scope)
+        elif route == "repo_get":
+            status, answer = service.get(scope, name)
+        elif route == "repo_remove":
+            status, answer = service.remove(scope, name)
+        else:
+            data = _decode_body(body) if body not in (None, b"", "") else {}
+            status, answer = service.sync(scope, name, data)
+        return ApiResponse(status, {"agent": scope.agent, "context": scope.context, **answer})
+    except Exception as exc:
+        return error_response(exc, request_id)
+
+
 def _match(pattern: Sequence[str], segments: Sequence[str]) -> dict[str, str] | None:
     if len(pattern) != len(segments):
         return None
@@ -640,29 +675,8 @@ class KnowledgeApi:
         *,
         request_id: str | None = None,
     ) -> ApiResponse:
-        """The repository routes (``knowledge.repos.service``); 503 when not configured."""
-        try:
-            scope = KnowledgeScope(
-                path_segment("agent", captured["agent"]),
-                path_segment("context", captured["context"]),
-            )
-            if self._repos is None:
-                raise ConfigurationError("repository sources are not configured on this server")
-            name = captured.get("name", "")
-            if route == "repo_add":
-                status, answer = self._repos.add(scope, _decode_body(body))
-            elif route == "repo_list":
-                status, answer = self._repos.list(scope)
-            elif route == "repo_get":
-                status, answer = self._repos.get(scope, name)
-            elif route == "repo_remove":
-                status, answer = self._repos.remove(scope, name)
-            else:
-                data = _decode_body(body) if body not in (None, b"", "") else {}
-                status, answer = self._repos.sync(scope, name, data)
-            return ApiResponse(status, {"agent": scope.agent, "context": scope.context, **answer})
-        except Exception as exc:
-            return error_response(exc, request_id)
+        """The repository routes (``repo_route``); 503 when not configured."""
+        return repo_route(self._repos, route, captured, body, request_id=request_id)
 
     def handle(
         self,
