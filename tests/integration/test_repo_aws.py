@@ -200,3 +200,26 @@ def test_schedule_to_sync_function_to_bucket_to_index(
         assert f"{SCOPE.key}/_repos/team/README.rst" not in remaining
     finally:
         server.close()
+
+
+def test_jwt_mode_authorizes_the_repos_routes_per_agent_and_managing_apart(
+    aws: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("API_AUTH", "jwt")
+    monkeypatch.setenv("JWT_REINDEX_SCOPE", "kb/reindex")
+    repos = load_handler("repos", monkeypatch)
+    authorizer = load_event("api_search_jwt.json")["requestContext"]["authorizer"]
+
+    def call(method: str, agent: str, scopes: list[str], body: Any = None) -> int:
+        event = api_event(method, f"/v1/agents/{agent}/contexts/runbooks/repos", body)
+        event["requestContext"]["authorizer"] = copy.deepcopy(authorizer)
+        event["requestContext"]["authorizer"]["jwt"]["scopes"] = scopes
+        event["requestContext"]["authorizer"]["jwt"]["claims"]["scope"] = " ".join(scopes)
+        status: int = repos.lambda_handler(event, LambdaContext())["statusCode"]
+        return status
+
+    body = {"name": "r", "url": "https://github.com/o/r.git"}
+    assert call("GET", "ops-bot", ["kb/search"]) == 200
+    assert call("GET", "billing-bot", ["kb/search"]) == 403  # not in the token's agents
+    assert call("POST", "ops-bot", ["kb/search"], body) == 403  # managing needs its scope
+    assert call("POST", "ops-bot", ["kb/search", "kb/reindex"], body) == 201

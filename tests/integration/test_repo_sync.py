@@ -311,6 +311,10 @@ def test_routes_and_client_register_sync_and_remove_on_kb_serve(
         assert [r["name"] for r in listed] == ["served"]
         assert listed[0]["status"]["commit"] == commit
         assert client.get_repo(SCOPE, "served")["status"]["files"] == 1
+        status = local.api.status(SCOPE.agent, SCOPE.context).body
+        assert [(r["name"], r["commit"], r["error"]) for r in status["repos"]] == [
+            ("served", commit, None)
+        ]
         with pytest.raises(NotFoundError):
             client.get_repo(SCOPE, "nope")
         assert client.remove_repo(SCOPE, "served")["removed"] is True
@@ -353,3 +357,33 @@ def test_kb_repo_commands_and_the_serve_interval(
     assert (root / SCOPE.key / "_repos/cli/b.md").is_file()
     assert main(["repo", "remove", str(root), *scope, "--name", "cli"]) == 0
     assert not (root / SCOPE.key / "_repos/cli").exists()
+
+
+def test_a_sync_out_of_time_stops_writing_and_the_next_one_continues(
+    server: GitHttpServer, tmp_path: Path, bucket: Path, registry: RepoRegistry, store
+) -> None:
+    work = new_repo(server, tmp_path, "slow")
+    for i in range(6):
+        work.write(f"p{i}.md", f"# P{i}\n\nPage {i}.")
+    commit = work.commit()
+    registration = RepoRegistration.from_request({"name": "slow", "url": server.url("slow")})
+    registry.add(SCOPE, registration)
+    ticks = iter(range(10_000))
+
+    def clock() -> float:
+        """A clock that passes one second per call: the budget ends after a few writes."""
+        return float(next(ticks))
+
+    bounds = SyncBounds(time_budget_seconds=4.0)
+    report = sync_repository(registry, SCOPE, registration, bounds=bounds, clock=clock)
+    assert kind(report) == "time"
+    assert 0 < report.written < 6
+    state = registry.state(SCOPE, "slow")
+    assert state.commit is None  # not synced yet: the state says what the mirror holds
+    assert len(state.files) == report.written
+    assert set(indexed(store, bucket, "_repos/slow/")) == set(state.files)
+    report = sync_repository(registry, SCOPE, registration)
+    assert report.ok
+    assert report.commit == commit
+    assert report.unchanged == len(state.files)
+    assert set(indexed(store, bucket, "_repos/slow/")) == readable(work.tree())

@@ -615,7 +615,10 @@ class KnowledgeApi:
             status = self._store.status(scope)
             if self._status_of is not None:
                 status = self._status_of(scope, status)
-            return ApiResponse(200, {"agent": agent, "context": context, **status.to_dict()})
+            body = {"agent": agent, "context": context, **status.to_dict()}
+            if self._repos is not None:  # each repository's last sync (knowledge.repos)
+                body["repos"] = self._repos.statuses(scope)
+            return ApiResponse(200, body)
         except Exception as exc:
             return error_response(exc, request_id)
 

@@ -45,6 +45,13 @@ class RepoService:
             "status": self.registry.state(scope, registration.name).public(),
         }
 
+    def statuses(self, scope: KnowledgeScope) -> list[dict[str, Any]]:
+        """Each repository's last sync, for the scope's status."""
+        return [
+            {"name": name, **self.registry.state(scope, name).public()}
+            for name in self.registry.names(scope)
+        ]
+
     def add(self, scope: KnowledgeScope, body: Mapping[str, Any]) -> tuple[int, dict[str, Any]]:
         registration = RepoRegistration.from_request(body, credential_kinds=self._kinds)
         created = self.registry.add(scope, registration)
