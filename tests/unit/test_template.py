@@ -548,3 +548,38 @@ def test_the_search_function_builds_the_reranker_the_template_configures() -> No
     )
     env = {k: str(v) for k, v in off["Environment"]["Variables"].items()}
     assert build_reranking(LambdaSettings.from_env(env)) is None
+
+
+def test_iam_mode_repos_routes_read_with_search_and_manage_with_reindex() -> None:
+    stack = Stack(TEMPLATE, CREATED)
+    search = agent_policy(stack, "AgentSearchPolicy", "ops-bot")
+    reindex = agent_policy(stack, "AgentReindexPolicy", "ops-bot")
+    invoke = "execute-api:Invoke"
+    base = "/v1/agents/ops-bot/contexts/runbooks/repos"
+    reads = [("GET", base), ("GET", base + "/docs")]
+    manages = [("POST", base), ("DELETE", base + "/docs"), ("POST", base + "/docs/sync")]
+    for method, path in reads:
+        assert allows(search, invoke, api_arn(method, path)), path
+        assert not allows(reindex, invoke, api_arn(method, path)), path
+    for method, path in manages:
+        assert allows(reindex, invoke, api_arn(method, path)), path
+        assert not allows(search, invoke, api_arn(method, path)), path
+        other = path.replace("ops-bot", "support-bot")
+        assert not allows(reindex, invoke, api_arn(method, other)), other
+
+
+def test_repos_function_reads_only_its_prefixes_and_kb_repo_secrets() -> None:
+    stack = Stack(TEMPLATE, CREATED)
+    function = stack.resources()["RepoFunction"]["Properties"]
+    statements = {s["Sid"]: s for p in function["Policies"] for s in stack.evaluate(p)["Statement"]}
+    objects = statements["RepoObjects"]["Resource"]
+    assert all(r.endswith(("/.kb@repos/*", "/*/*/_repos/*")) for r in objects)
+    assert statements["ReadRepoCredentials"]["Resource"].endswith(":secret:kb-repo/*")
+    assert statements["ReadRepoCredentials"]["Action"] == "secretsmanager:GetSecretValue"
+    schedule = stack.evaluate(stack.resources()["RepoSyncSchedule"]["Properties"])
+    assert schedule["ScheduleExpression"] == "rate(24 hours)"
+    hourly = Stack(TEMPLATE, {**CREATED, "RepoSyncIntervalHours": "1"})
+    assert (
+        hourly.evaluate(hourly.resources()["RepoSyncSchedule"]["Properties"])["ScheduleExpression"]
+        == "rate(1 hour)"
+    )
