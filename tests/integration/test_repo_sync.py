@@ -387,3 +387,25 @@ def test_a_sync_out_of_time_stops_writing_and_the_next_one_continues(
     assert report.commit == commit
     assert report.unchanged == len(state.files)
     assert set(indexed(store, bucket, "_repos/slow/")) == readable(work.tree())
+
+
+def test_a_link_in_the_mirror_is_never_written_through(
+    server: GitHttpServer, tmp_path: Path, bucket: Path, registry: RepoRegistry
+) -> None:
+    work = new_repo(server, tmp_path, "linked")
+    work.write("ok.md", "# OK")
+    work.write("sub/escape.md", "# Escape")
+    work.commit()
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    mirror = bucket / SCOPE.key / "_repos" / "linked"
+    mirror.mkdir(parents=True)
+    (mirror / "sub").symlink_to(outside, target_is_directory=True)
+    registration = RepoRegistration.from_request({"name": "linked", "url": server.url("linked")})
+    registry.add(SCOPE, registration)
+    report = sync_repository(registry, SCOPE, registration)
+    assert kind(report) == "storage"
+    assert report.problems == [{"path": "sub/escape.md", "reason": "not written (PermissionError)"}]
+    assert list(outside.iterdir()) == []
+    assert (mirror / "ok.md").is_file()
+    assert registry.state(SCOPE, "linked").commit is None  # not a complete sync

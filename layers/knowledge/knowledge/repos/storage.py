@@ -49,9 +49,18 @@ class FolderStorage:
         except FileNotFoundError:
             return None
 
+    def _inside(self, folder: Path) -> None:
+        """Refuse a folder that resolves outside the root (a link someone put in a
+        mirror): a sync never writes through it."""
+        real, root = os.path.realpath(folder), os.path.realpath(self._root)
+        if os.path.commonpath([real, root]) != root:
+            raise PermissionError("a folder on the way resolves outside the served folder")
+
     def put(self, key: str, data: bytes) -> None:
         path = self._path(key)
+        self._inside(path.parent)  # before mkdir creates anything through a link
         path.parent.mkdir(parents=True, exist_ok=True)
+        self._inside(path.parent)
         fd, tmp = tempfile.mkstemp(prefix=".kb-sync-", dir=path.parent)
         try:
             with os.fdopen(fd, "wb") as out:
@@ -64,6 +73,7 @@ class FolderStorage:
 
     def delete(self, key: str) -> None:
         path = self._path(key)
+        self._inside(path.parent)
         with contextlib.suppress(FileNotFoundError):
             path.unlink()
         # Empty folders left behind go too, but never the scope folder or above.

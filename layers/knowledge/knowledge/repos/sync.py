@@ -169,32 +169,50 @@ def sync_repository(
         files[path] = state.files[path]
     report = SyncReport(registration.name, tree.commit, unchanged=len(plan.keep))
     out_of_time = False
+    failed: list[dict[str, str]] = []
     for path in plan.delete:
         if clock() > deadline:
             out_of_time = True
             break
-        storage.delete(prefix + path + SIDECAR_SUFFIX)
-        storage.delete(prefix + path)
+        try:
+            storage.delete(prefix + path + SIDECAR_SUFFIX)
+            storage.delete(prefix + path)
+        except Exception as exc:  # kept in the manifest: the next sync deletes it again
+            failed.append({"path": path, "reason": f"not deleted ({type(exc).__name__})"})
+            continue
         del files[path]
         report.deleted += 1
     for path, blob in plan.write:
         if out_of_time or clock() > deadline:
             out_of_time = True
             break
-        storage.put(prefix + path + SIDECAR_SUFFIX, sidecar(registration, path, tree.commit))
-        storage.put(prefix + path, tree.read(blob))
+        try:
+            storage.put(prefix + path + SIDECAR_SUFFIX, sidecar(registration, path, tree.commit))
+            storage.put(prefix + path, tree.read(blob))
+        except Exception as exc:  # its old entry stays: the next sync writes it again
+            failed.append({"path": path, "reason": f"not written ({type(exc).__name__})"})
+            continue
         files[path] = [blob, tree.commit]
         report.written += 1
+    plan.problems.extend(failed)
     state.files = files
     state.problems = plan.problems
     state.unread_files = dict(sorted(plan.unread.items()))
-    if out_of_time:
+    if out_of_time or failed:
         left = len(plan.write) + len(plan.delete) - report.written - report.deleted
-        state.error = {
-            "kind": "time",
-            "message": f"the sync budget ran out with {left} changes left; the next sync "
-            "continues from here",
-        }
+        state.error = (
+            {
+                "kind": "time",
+                "message": f"the sync budget ran out with {left} changes left; the next "
+                "sync continues from here",
+            }
+            if out_of_time
+            else {
+                "kind": "storage",
+                "message": f"{len(failed)} files could not be written or deleted (see "
+                "problems); the next sync retries them",
+            }
+        )
         report.commit = state.commit
     else:
         state.commit = tree.commit
