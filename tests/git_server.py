@@ -43,6 +43,7 @@ class GitHttpServer:
         self.root = root
         self.token = token
         self.requests: list[str] = []
+        self.sent: list[tuple[str, int]] = []  # (path, response bytes)
         self.authorizations: list[str] = []
         server = self
 
@@ -106,6 +107,7 @@ class GitHttpServer:
                 self.send_header("Content-Length", str(len(payload)))
                 self.end_headers()
                 self.wfile.write(payload)
+                server.sent.append((parts.path, len(payload)))
 
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.port = self._httpd.server_address[1]
@@ -136,6 +138,10 @@ class Workdir:
         work.mkdir(parents=True)
         git(work, "init", "-q", "-b", branch)
         git(work, "remote", "add", "origin", str(self.bare))
+
+    def allow_filter(self) -> None:
+        """Let clients ask for a filtered pack (protocol v2 ``filter``, ``blob:limit``)."""
+        git(self.bare, "config", "uploadpack.allowFilter", "true")
 
     def write(self, rel: str, data: str | bytes) -> None:
         path = self.path / rel

@@ -8,6 +8,7 @@ index holds exactly the repository's readable files at the synced commit.
 from __future__ import annotations
 
 import json
+import os
 import socket
 from collections.abc import Iterator
 from pathlib import Path
@@ -240,6 +241,20 @@ def test_bounds_fail_before_writing_and_a_large_file_is_a_problem(
     assert report.ok
     assert report.problems == [{"path": "docs/huge.txt", "reason": "larger than 1000 bytes"}]
     assert set(indexed(store, bucket, "_repos/big/")) == {f"docs/page{i}.md" for i in range(5)}
+
+    # A server with protocol v2's filter never sends the large blobs: the same problems,
+    # and the pack holds no 300 kB of random bytes.
+    work.allow_filter()
+    work.write("docs/random.txt", os.urandom(300_000))
+    work.commit()
+    report = sync_repository(registry, SCOPE, registration, bounds=SyncBounds(max_file_bytes=1000))
+    assert report.ok
+    assert report.problems == [
+        {"path": "docs/huge.txt", "reason": "larger than 1000 bytes"},
+        {"path": "docs/random.txt", "reason": "larger than 1000 bytes"},
+    ]
+    pack = [size for path, size in server.sent if path.endswith("/git-upload-pack")][-1]
+    assert pack < 20_000
 
     missing = RepoRegistration.from_request(
         {"name": "big", "url": server.url("big"), "branch": "nope"}

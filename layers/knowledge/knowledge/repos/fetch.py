@@ -1,9 +1,10 @@
 """Fetch one branch of a repository, shallow, and walk its tree (dulwich; no ``git`` binary).
 
-``fetch_branch`` asks the server for ``refs/heads/<branch>`` only, at depth 1, into an
-in-memory object store, counting the pack's bytes as they arrive: over
-``SyncBounds.max_repo_bytes`` or past the deadline the transfer stops. Thin packs are
-refused (the store holds nothing to complete them from). Every failure is a
+``fetch_branch`` asks the server for ``refs/heads/<branch>`` only, at depth 1, without
+the blobs over ``SyncBounds.max_file_bytes`` where the server has protocol v2's
+``filter`` (``blob:limit``), into an in-memory object store, counting the pack's bytes
+as they arrive: over ``SyncBounds.max_repo_bytes`` or past the deadline the transfer
+stops. Thin packs are refused (the store holds nothing to complete them from). Every failure is a
 ``RepoSyncError`` with a message of our own: dulwich's and urllib3's messages can hold
 a URL or a server's text, and a credential never appears in either.
 
@@ -58,8 +59,13 @@ class FetchedTree:
     pack_bytes: int
     _store: Any = field(repr=False)
 
-    def size(self, blob: str) -> int:
-        _, data = self._store.get_raw(blob.encode("ascii"))
+    def size(self, blob: str) -> int | None:
+        """The blob's size; ``None`` when the server left it out (over the filter's
+        limit: ``fetch_branch`` asks for blobs up to ``max_file_bytes`` only)."""
+        try:
+            _, data = self._store.get_raw(blob.encode("ascii"))
+        except KeyError:
+            return None
         return len(data)
 
     def read(self, blob: str) -> bytes:
@@ -191,6 +197,9 @@ def fetch_branch(
                 pack_data,
                 depth=1,
                 ref_prefix=[ref],
+                # Servers with protocol v2's filter leave out the blobs over the file
+                # bound (images, binaries): they are never transferred nor inflated.
+                filter_spec=f"blob:limit={bounds.max_file_bytes}".encode("ascii"),
             )
         commit()
     except _Stop as stop:

@@ -118,7 +118,8 @@ def _plan(
         except ValidationError as exc:
             problems.append({"path": item.path, "reason": f"path not synced: {exc.message}"})
             continue
-        if tree.size(item.blob) > bounds.max_file_bytes:
+        size = tree.size(item.blob)
+        if size is None or size > bounds.max_file_bytes:
             problems.append(
                 {"path": item.path, "reason": f"larger than {bounds.max_file_bytes} bytes"}
             )
