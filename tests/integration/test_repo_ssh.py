@@ -1,7 +1,8 @@
 """A private repository over SSH with a key: Debian's ``sshd`` on a loopback port, started
 by the test with its own host key and config (tools/sshd/install.sh installs it), the
 test's key in ``authorized_keys``; the host key is checked against the registration's
-``known_hosts``, so a wrong one fails the sync and keeps the last good one."""
+``known_hosts`` (paramiko, as in Lambda), so a wrong one fails the sync and keeps the last
+good one."""
 
 from __future__ import annotations
 
@@ -133,12 +134,24 @@ def test_private_repository_over_ssh_with_a_key_and_host_key_checking(
         }
     )
     report = sync_repository(registry, SCOPE, wrong)
-    assert report.error is not None
-    assert report.error["kind"] == "unreachable"
+    assert report.error == {
+        "kind": "credentials",
+        "message": "the SSH host key is not the one in known_hosts",
+    }
     assert registry.state(SCOPE, "ssh").commit == commit
     assert mirrored.is_file()
-    # No key: the server refuses.
+    # No known host at all for this port, and no key: both refused.
+    unknown = RepoRegistration.from_request(
+        {**registration.to_dict(), "known_hosts": f"other.example {other_pub[0]} {other_pub[1]}\n"}
+    )
+    assert sync_repository(registry, SCOPE, unknown).error == {
+        "kind": "credentials",
+        "message": "the SSH host key is not in known_hosts",
+    }
     keyless = RepoRegistration.from_request(
         {"name": "ssh", "url": url, "known_hosts": str(sshd["known_hosts"])}
     )
-    assert sync_repository(registry, SCOPE, keyless).error is not None
+    error = sync_repository(registry, SCOPE, keyless).error
+    assert error is not None
+    assert error["kind"] == "credentials"
+    assert registry.state(SCOPE, "ssh").commit == commit

@@ -10,8 +10,8 @@
   runs out (``error.kind`` ``time``) queues itself again and continues from its manifest.
 - Credentials are Secrets Manager ARNs whose secret name starts with
   ``SECRET_NAME_PREFIX`` (``kb-repo/``): the function may read only those
-  (template.yaml). ``ssh://`` needs an SSH client the Lambda runtime does not have, so it
-  is refused here with that reason (locally it works).
+  (template.yaml): a token for HTTPS, a private key for ``ssh://`` (paramiko,
+  ``knowledge.repos.ssh``; host keys checked against the registration's ``known_hosts``).
 """
 
 from __future__ import annotations
@@ -60,12 +60,6 @@ class RepoSyncQueue:
 
 
 def _check_aws_registration(registration: RepoRegistration) -> None:
-    if registration.is_ssh:
-        raise ValidationError(
-            "url",
-            "ssh:// is not available on AWS (the Lambda runtime has no SSH client); "
-            "use https:// with a token",
-        )
     ref = registration.credential
     if ref is not None:
         name = ref.split(":secret:", 1)[-1]

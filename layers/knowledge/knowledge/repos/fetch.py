@@ -78,24 +78,21 @@ class _Stop(Exception):  # noqa: N818 - internal control flow out of dulwich's c
         self.error = error
 
 
-def _client(
-    registration: RepoRegistration, secret: bytes | None, stack: contextlib.ExitStack
-) -> tuple[Any, str]:
+def _client(registration: RepoRegistration, secret: bytes | None) -> tuple[Any, str]:
     import urllib3
     from dulwich.client import get_transport_and_path_from_url
 
-    kwargs: dict[str, Any] = {"thin_packs": False, "quiet": True}
     if registration.is_ssh:
-        from knowledge.repos.ssh import ssh_options
+        from knowledge.repos.ssh import ssh_client
 
-        kwargs.update(ssh_options(registration, secret, stack))
-    else:
-        kwargs["pool_manager"] = urllib3.PoolManager(
-            timeout=urllib3.Timeout(connect=CONNECT_TIMEOUT, read=READ_TIMEOUT), retries=False
-        )
-        if secret is not None:
-            kwargs["username"] = registration.username or DEFAULT_HTTPS_USER
-            kwargs["password"] = secret.decode("utf-8").strip()
+        return ssh_client(registration, secret)
+    kwargs: dict[str, Any] = {"thin_packs": False, "quiet": True}
+    kwargs["pool_manager"] = urllib3.PoolManager(
+        timeout=urllib3.Timeout(connect=CONNECT_TIMEOUT, read=READ_TIMEOUT), retries=False
+    )
+    if secret is not None:
+        kwargs["username"] = registration.username or DEFAULT_HTTPS_USER
+        kwargs["password"] = secret.decode("utf-8").strip()
     client, path = get_transport_and_path_from_url(registration.url, **kwargs)
     return client, path
 
@@ -188,7 +185,7 @@ def fetch_branch(
 
     try:
         with contextlib.ExitStack() as stack:
-            client, path = _client(registration, secret, stack)
+            client, path = _client(registration, secret)
             stack.callback(client.close)
             client.fetch_pack(
                 path,
