@@ -223,3 +223,19 @@ def test_jwt_mode_authorizes_the_repos_routes_per_agent_and_managing_apart(
     assert call("GET", "billing-bot", ["kb/search"]) == 403  # not in the token's agents
     assert call("POST", "ops-bot", ["kb/search"], body) == 403  # managing needs its scope
     assert call("POST", "ops-bot", ["kb/search", "kb/reindex"], body) == 201
+
+
+def test_ssh_is_refused_on_aws_with_the_reason(
+    aws: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    repos = load_handler("repos", monkeypatch)
+    body = {
+        "name": "r",
+        "url": "ssh://git@github.com/o/r.git",
+        "known_hosts": "github.com ssh-ed25519 AAAA",
+    }
+    answer = repos.lambda_handler(
+        api_event("POST", "/v1/agents/ops-bot/contexts/runbooks/repos", body), LambdaContext()
+    )
+    assert answer["statusCode"] == 400
+    assert json.loads(answer["body"])["field"] == "url"

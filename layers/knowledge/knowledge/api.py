@@ -539,7 +539,8 @@ def _match(pattern: Sequence[str], segments: Sequence[str]) -> dict[str, str] | 
 
 
 class KnowledgeApi:
-    """The seven routes over one store.
+    """The routes over one store; the repository routes go to ``repos``
+    (``knowledge.repos.service``; without it they answer 503, not configured).
 
     ``reindex`` re-indexes a scope from wherever its documents live; without it the
     reindex route answers 503 (not configured). ``default_mode`` is the mode used when

@@ -10,8 +10,9 @@
   runs out (``error.kind`` ``time``) queues itself again and continues from its manifest.
 - Credentials are Secrets Manager ARNs whose secret name starts with
   ``SECRET_NAME_PREFIX`` (``kb-repo/``): the function may read only those
-  (template.yaml): a token for HTTPS, a private key for ``ssh://`` (paramiko,
-  ``knowledge.repos.ssh``; host keys checked against the registration's ``known_hosts``).
+  (template.yaml). ``ssh://`` is refused here: paramiko and cryptography (~17 MB) take
+  the shared layer over Lambda's 250 MB beside the document extractors and the Korean
+  dictionary; a slimmer layer for the repos function would make room (locally SSH works).
 """
 
 from __future__ import annotations
@@ -60,6 +61,12 @@ class RepoSyncQueue:
 
 
 def _check_aws_registration(registration: RepoRegistration) -> None:
+    if registration.is_ssh:
+        raise ValidationError(
+            "url",
+            "ssh:// is not available on AWS yet (its SSH library does not fit in the "
+            "Lambda layer beside the document extractors); use https:// with a token",
+        )
     ref = registration.credential
     if ref is not None:
         name = ref.split(":secret:", 1)[-1]
