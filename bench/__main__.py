@@ -33,6 +33,7 @@ COMMANDS = {
     "hybrid-page": "hybrid: the page read as a second request vs one-request alternatives",
     "hashing-variants": "a probe: richer hashing embedders (stop words, stems, dimensions)",
     "rerank": "search latency with the Bedrock reranking stage (fake endpoint) vs without",
+    "repo-sync": "a 5,000-file Git repository synced, then after a one-file commit",
     "report": "write bench/REPORT.md and the plots from bench/results/*.json",
 }
 
@@ -47,6 +48,7 @@ MODULES = {
     "korean-cost": "korean_cost",
     "hybrid-page": "hybrid_page",
     "hashing-variants": "hashing_variants",
+    "repo-sync": "repo_sync",
 }
 
 

@@ -1057,6 +1057,9 @@ def main(args: argparse.Namespace) -> None:
     from bench.report_scale import scale_section
 
     scale_section(report)
+    from bench.report_repos import repos_section
+
+    repos_section(report)
     text = _header(report) + "\n" + "\n".join(report.sections)
     args.output.write_text(text, encoding="utf-8")
     log(f"wrote {args.output}")

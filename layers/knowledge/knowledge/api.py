@@ -13,6 +13,10 @@ GET      /v1/agents/{agent}/contexts/{context}/documents the scope's documents (
 GET      .../contexts/{context}/documents/{path}         one document (path URL-encoded)
 POST     /v1/agents/{agent}/contexts/{context}/reindex   re-index from source
 GET      /v1/health                                      liveness
+POST     .../contexts/{context}/repos                    register a Git repository
+GET      .../contexts/{context}/repos[/{name}]           repositories and their syncs
+DELETE   .../contexts/{context}/repos/{name}             unregister, remove its files
+POST     .../contexts/{context}/repos/{name}/sync        sync a repository now
 =======  ==============================================  =======================
 
 Every error becomes a response in one place, ``error_response``: bad input is a 400
@@ -74,6 +78,7 @@ from knowledge.search_filter import parse_filter
 from knowledge.store import KnowledgeStore
 
 if TYPE_CHECKING:  # the stage is built by whoever configures it; no import at cold start
+    from knowledge.repos.service import RepoService
     from knowledge.reranking.stage import RerankingStage, RerankReport
 
 __all__ = [
@@ -90,6 +95,7 @@ __all__ = [
     "parse_documents_query",
     "parse_search_request",
     "path_segment",
+    "repo_route",
     "request_body",
     "search_response_body",
 ]
@@ -405,6 +411,22 @@ _ROUTES = (
         "GET",
         "document",
     ),
+    # Git repository sources (issue 24; knowledge.repos.service).
+    _Route(("v1", "agents", "{agent}", "contexts", "{context}", "repos"), "POST", "repo_add"),
+    _Route(("v1", "agents", "{agent}", "contexts", "{context}", "repos"), "GET", "repo_list"),
+    _Route(
+        ("v1", "agents", "{agent}", "contexts", "{context}", "repos", "{name}"), "GET", "repo_get"
+    ),
+    _Route(
+        ("v1", "agents", "{agent}", "contexts", "{context}", "repos", "{name}"),
+        "DELETE",
+        "repo_remove",
+    ),
+    _Route(
+        ("v1", "agents", "{agent}", "contexts", "{context}", "repos", "{name}", "sync"),
+        "POST",
+        "repo_sync",
+    ),
 )
 
 
@@ -474,6 +496,40 @@ def path_segment(field_name: str, raw: str) -> str:
     return validate_segment(field_name, raw)
 
 
+def repo_route(
+    service: RepoService | None,
+    route: str,
+    captured: Mapping[str, str],
+    body: bytes | str | Mapping[str, Any] | None = None,
+    *,
+    request_id: str | None = None,
+) -> ApiResponse:
+    """One repository route (``repo_add``, ``repo_list``, ``repo_get``, ``repo_remove``,
+    ``repo_sync``) over ``service`` (``knowledge.repos.service``); the local server and
+    the AWS repos function share it. Never raises."""
+    try:
+        scope = KnowledgeScope(
+            path_segment("agent", captured["agent"]), path_segment("context", captured["context"])
+        )
+        if service is None:
+            raise ConfigurationError("repository sources are not configured on this server")
+        name = captured.get("name", "")
+        if route == "repo_add":
+            status, answer = service.add(scope, _decode_body(body))
+        elif route == "repo_list":
+            status, answer = service.list(scope)
+        elif route == "repo_get":
+            status, answer = service.get(scope, name)
+        elif route == "repo_remove":
+            status, answer = service.remove(scope, name)
+        else:
+            data = _decode_body(body) if body not in (None, b"", "") else {}
+            status, answer = service.sync(scope, name, data)
+        return ApiResponse(status, {"agent": scope.agent, "context": scope.context, **answer})
+    except Exception as exc:
+        return error_response(exc, request_id)
+
+
 def _match(pattern: Sequence[str], segments: Sequence[str]) -> dict[str, str] | None:
     if len(pattern) != len(segments):
         return None
@@ -491,7 +547,8 @@ def _match(pattern: Sequence[str], segments: Sequence[str]) -> dict[str, str] | 
 
 
 class KnowledgeApi:
-    """The seven routes over one store.
+    """The routes over one store; the repository routes go to ``repos``
+    (``knowledge.repos.service``; without it they answer 503, not configured).
 
     ``reindex`` re-indexes a scope from wherever its documents live; without it the
     reindex route answers 503 (not configured). ``default_mode`` is the mode used when
@@ -509,7 +566,9 @@ class KnowledgeApi:
         default_mode: SearchMode | None = None,
         status: StatusOf | None = None,
         reranking: RerankingStage | None = None,
+        repos: RepoService | None = None,
     ) -> None:
+        self._repos = repos
         self._store = store
         self._reindex = reindex
         self._default_mode = default_mode
@@ -565,7 +624,10 @@ class KnowledgeApi:
             status = self._store.status(scope)
             if self._status_of is not None:
                 status = self._status_of(scope, status)
-            return ApiResponse(200, {"agent": agent, "context": context, **status.to_dict()})
+            body = {"agent": agent, "context": context, **status.to_dict()}
+            if self._repos is not None:  # each repository's last sync (knowledge.repos)
+                body["repos"] = self._repos.statuses(scope)
+            return ApiResponse(200, body)
         except Exception as exc:
             return error_response(exc, request_id)
 
@@ -617,6 +679,17 @@ class KnowledgeApi:
     def health(self) -> ApiResponse:
         return ApiResponse(200, {"status": "ok", "store": self._store.name})
 
+    def repos(
+        self,
+        route: str,
+        captured: Mapping[str, str],
+        body: bytes | str | Mapping[str, Any] | None = None,
+        *,
+        request_id: str | None = None,
+    ) -> ApiResponse:
+        """The repository routes (``repo_route``); 503 when not configured."""
+        return repo_route(self._repos, route, captured, body, request_id=request_id)
+
     def handle(
         self,
         method: str,
@@ -665,6 +738,8 @@ class KnowledgeApi:
     ) -> ApiResponse:
         if name == "health":
             return self.health()
+        if name.startswith("repo_"):
+            return self.repos(name, captured, body, request_id=request_id)
         if name == "agent_search":
             return self.search(captured["agent"], None, body, request_id=request_id)
         if name == "search":

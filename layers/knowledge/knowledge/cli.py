@@ -376,6 +376,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
             port=args.port,
             poll_interval=args.poll_interval,
             reranking=open_reranking(args.rerank_model),
+            repo_sync_interval=args.repo_sync_interval,
         )
         return serve_until_stopped(server)
 
@@ -586,7 +587,18 @@ def build_parser() -> argparse.ArgumentParser:
         "--poll-interval", type=_seconds, default=1.0, help="seconds between folder scans"
     )
     serve.add_argument("--rerank-model", metavar="MODEL", help=_RERANK_HELP)
+    serve.add_argument(
+        "--repo-sync-interval",
+        type=_seconds,
+        default=24 * 3600.0,
+        metavar="SECONDS",
+        help="seconds between syncs of each registered Git repository (default 86400)",
+    )
     serve.set_defaults(handler=_cmd_serve)
+    # Git repository sources: `kb repo add|list|remove|sync` (knowledge.repos.cli).
+    from knowledge.repos.cli import add_repo_commands
+
+    add_repo_commands(commands, store, scoped)
     return parser
 
 

@@ -325,6 +325,30 @@ class KnowledgeClient:
         path = f"/v1/agents/{_segment(scope.agent)}/contexts/{_segment(scope.context)}/reindex"
         return self._call("POST", path, {}).body
 
+    # --- Git repository sources (issue 24; docs/sources.md) --------------------------------
+
+    def _repos_path(self, scope: KnowledgeScope, name: str | None = None) -> str:
+        path = f"/v1/agents/{_segment(scope.agent)}/contexts/{_segment(scope.context)}/repos"
+        return path if name is None else f"{path}/{_segment(name)}"
+
+    def add_repo(self, scope: KnowledgeScope, registration: Mapping[str, Any]) -> dict[str, Any]:
+        """Register (or update) a repository: ``{"name", "url", "branch", "paths",
+        "credential" (a reference), "username", "known_hosts"}``; the server's answer."""
+        return self._call("POST", self._repos_path(scope), registration).body
+
+    def list_repos(self, scope: KnowledgeScope) -> list[dict[str, Any]]:
+        return list(self._call("GET", self._repos_path(scope)).body["repos"])
+
+    def get_repo(self, scope: KnowledgeScope, name: str) -> dict[str, Any]:
+        return self._call("GET", self._repos_path(scope, name)).body
+
+    def remove_repo(self, scope: KnowledgeScope, name: str) -> dict[str, Any]:
+        return self._call("DELETE", self._repos_path(scope, name)).body
+
+    def sync_repo(self, scope: KnowledgeScope, name: str) -> dict[str, Any]:
+        """Sync now: the report locally (200), an accepted sync on AWS (202)."""
+        return self._call("POST", self._repos_path(scope, name) + "/sync", {}).body
+
     def close(self) -> None:
         """Nothing to release (no pooled connections); kept so a client reads like a store."""
 

@@ -412,6 +412,7 @@ class LocalServer:
         default_mode: SearchMode | None = None,
         body_timeout: float = DEFAULT_BODY_TIMEOUT,
         reranking: RerankingStage | None = None,
+        repo_sync_interval: float | None = None,
     ) -> None:
         self._root = Path(root)
         self._source_name = f"kb serve {self._root.resolve()}"
@@ -429,12 +430,20 @@ class LocalServer:
         self._source = BucketFolderSource(self._root)
         self._write_lock = threading.Lock()
         self.progress = IndexingProgress()
+        # Git repository sources (knowledge.repos.local): synced into the folder, indexed.
+        from knowledge.repos.local import LocalRepos, RepoScheduler
+
+        self.repos = LocalRepos(self._root, self._index_synced_scope)
+        self._repo_scheduler = (
+            None if repo_sync_interval is None else RepoScheduler(self.repos, repo_sync_interval)
+        )
         self.api = KnowledgeApi(
             store,
             reindex=self._reindex_scope,
             default_mode=default_mode,
             status=self._status,  # INDEXING while the start-up index runs
             reranking=reranking,
+            repos=self.repos.service,
         )
         self._http: _ApiHttpServer | None = None
         self._http_thread: threading.Thread | None = None
@@ -624,6 +633,8 @@ class LocalServer:
                 return
             self._watcher = watcher
             watcher.start()
+            if self._repo_scheduler is not None:
+                self._repo_scheduler.start()
         self._ready.set()
 
     def stop(self) -> None:
@@ -636,6 +647,8 @@ class LocalServer:
             http_thread, self._http_thread = self._http_thread, None
         if watcher is not None:
             watcher.stop()
+        if self._repo_scheduler is not None:
+            self._repo_scheduler.stop()
         if startup is not None:
             startup.join(30.0)
         if http is not None:
@@ -660,6 +673,11 @@ class LocalServer:
                 progress=None,
             )
         return self.progress.status(scope, status)
+
+    def _index_synced_scope(self, scope: KnowledgeScope) -> IndexResult:
+        """Index a scope a repository sync just wrote (the watcher would, a poll later)."""
+        with self._write_lock:
+            return self._store.index(scope, self._source, self._options)
 
     def _reindex_scope(self, scope: KnowledgeScope) -> IndexResult:
         """Reindex from the folder; a scope whose folder vanished is emptied. A scope with
