@@ -108,6 +108,8 @@ def drain(aws: dict[str, Any], repos: Any) -> list[dict[str, Any]]:
 def test_schedule_to_sync_function_to_bucket_to_index(
     aws: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # The test's Git server is on loopback: allowed as an operator allows a private network.
+    monkeypatch.setenv("REPO_ALLOWED_NETWORKS", "127.0.0.0/8")
     server = GitHttpServer(tmp_path / "git")
     try:
         work = Workdir(server.root, "private/team", tmp_path / "work")
@@ -239,3 +241,40 @@ def test_ssh_is_refused_on_aws_with_the_reason(
     )
     assert answer["statusCode"] == 400
     assert json.loads(answer["body"])["field"] == "url"
+
+
+@pytest.mark.parametrize("allowed", ["", "127.0.0.2/32"])
+def test_a_sync_never_reaches_a_private_address_the_operator_did_not_allow(
+    aws: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, allowed: str
+) -> None:
+    """A registration's URL is the caller's: on AWS a sync must not reach loopback (the
+    Lambda runtime API), link-local metadata or a private network unless the operator
+    allowed that network (REPO_ALLOWED_NETWORKS). Refused at connection time, so the
+    sync fails as a whole, records why, and writes nothing."""
+    monkeypatch.setenv("REPO_ALLOWED_NETWORKS", allowed)
+    server = GitHttpServer(tmp_path / "git")
+    try:
+        work = Workdir(server.root, "public/team", tmp_path / "work")
+        work.write("guide.md", "# Guide\n\nRead me.")
+        work.commit()
+        repos = load_handler("repos", monkeypatch)
+        base = f"/v1/agents/{SCOPE.agent}/contexts/{SCOPE.context}/repos"
+        added = repos.lambda_handler(
+            api_event("POST", base, {"name": "team", "url": server.url("public/team")}),
+            LambdaContext(),
+        )
+        assert added["statusCode"] == 201, added["body"]
+        accepted = repos.lambda_handler(api_event("POST", f"{base}/team/sync"), LambdaContext())
+        assert accepted["statusCode"] == 202
+        assert all(a == {"batchItemFailures": []} for a in drain(aws, repos))
+        assert server.requests == [], "the sync connected to a loopback Git server"
+        listed = aws["s3"].list_objects_v2(Bucket=BUCKET, Prefix=SCOPE.key + "/")
+        assert listed.get("Contents", []) == []
+        status = json.loads(
+            repos.lambda_handler(api_event("GET", f"{base}/team"), LambdaContext())["body"]
+        )["status"]
+        assert status["error"]["kind"] == "network"
+        assert "REPO_ALLOWED_NETWORKS" in status["error"]["message"]
+        assert "127.0.0.1" in status["error"]["message"]  # the host, as registered
+    finally:
+        server.close()

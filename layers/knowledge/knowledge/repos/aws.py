@@ -23,6 +23,7 @@ from typing import Any
 
 from knowledge.errors import ValidationError
 from knowledge.repos import REGISTRY_PREFIX
+from knowledge.repos.network import HostPolicy
 from knowledge.repos.registration import CREDENTIAL_ARN, RepoRegistration, SyncBounds
 from knowledge.repos.service import RepoService
 from knowledge.repos.state import RepoRegistry
@@ -126,8 +127,12 @@ def handle_sync_message(
     read_secret: Callable[[str], bytes],
     remaining_seconds: Callable[[], float],
     bounds: SyncBounds | None = None,
+    hosts: HostPolicy | None = None,
 ) -> list[SyncReport]:
-    """One queue message: ``sync_all`` fans out, ``sync`` syncs one repository."""
+    """One queue message: ``sync_all`` fans out, ``sync`` syncs one repository. A sync
+    connects only to global addresses and the operator's ``REPO_ALLOWED_NETWORKS``
+    (``hosts``, default ``HostPolicy.from_environment()``): a registration's URL is a
+    caller's, and the function can reach what the caller cannot."""
     task = body.get(MESSAGE_KEY)
     if task == SYNC_ALL:
         for scope, name in registered(registry):
@@ -150,6 +155,7 @@ def handle_sync_message(
             time_budget_seconds=budget,
         ),
         read_secret=read_secret,
+        hosts=hosts or HostPolicy.from_environment(),
     )
     if report.error is not None and report.error["kind"] == "time":
         queue.sync(scope, registration.name)  # continue from the manifest

@@ -21,11 +21,14 @@ import stat
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from knowledge.errors import KnowledgeError
 from knowledge.model import FileProblem
 from knowledge.repos.registration import RepoRegistration, SyncBounds
+
+if TYPE_CHECKING:
+    from knowledge.repos.network import HostPolicy
 
 __all__ = ["FetchedTree", "RepoSyncError", "TreeFile", "fetch_branch"]
 
@@ -78,17 +81,23 @@ class _Stop(Exception):  # noqa: N818 - internal control flow out of dulwich's c
         self.error = error
 
 
-def _client(registration: RepoRegistration, secret: bytes | None) -> tuple[Any, str]:
+def _client(
+    registration: RepoRegistration, secret: bytes | None, hosts: HostPolicy | None
+) -> tuple[Any, str]:
     import urllib3
     from dulwich.client import get_transport_and_path_from_url
+
+    from knowledge.repos.network import LOCAL, guarded_pool_manager
 
     if registration.is_ssh:
         from knowledge.repos.ssh import ssh_client
 
         return ssh_client(registration, secret)
     kwargs: dict[str, Any] = {"thin_packs": False, "quiet": True}
-    kwargs["pool_manager"] = urllib3.PoolManager(
-        timeout=urllib3.Timeout(connect=CONNECT_TIMEOUT, read=READ_TIMEOUT), retries=False
+    kwargs["pool_manager"] = guarded_pool_manager(
+        hosts or LOCAL,
+        timeout=urllib3.Timeout(connect=CONNECT_TIMEOUT, read=READ_TIMEOUT),
+        retries=False,
     )
     if secret is not None:
         kwargs["username"] = registration.username or DEFAULT_HTTPS_USER
@@ -113,8 +122,11 @@ def _translated(exc: BaseException) -> RepoSyncError:
     from dulwich.client import HTTPProxyUnauthorized, HTTPUnauthorized
     from dulwich.errors import GitProtocolError, HangupException, NotGitRepository
 
-    if isinstance(exc, RepoSyncError):
-        return exc
+    seen: BaseException | None = exc
+    while seen is not None:  # ours, raised inside the transport (a refused address)
+        if isinstance(seen, RepoSyncError):
+            return seen
+        seen = seen.__cause__ or seen.__context__
     if isinstance(exc, HTTPUnauthorized | HTTPProxyUnauthorized):
         return RepoSyncError(
             "credentials", "the Git host refused the credentials (check the token and its scope)"
@@ -147,8 +159,10 @@ def fetch_branch(
     *,
     deadline: float,
     clock: Callable[[], float] = time.monotonic,
+    hosts: HostPolicy | None = None,
 ) -> FetchedTree:
-    """The branch's head commit and its tree, fetched at depth 1."""
+    """The branch's head commit and its tree, fetched at depth 1; ``hosts`` says which
+    addresses the fetch may connect to (``knowledge.repos.network``; default: any)."""
     from dulwich.repo import MemoryRepo
 
     ref = b"refs/heads/" + registration.branch.encode("utf-8")
@@ -185,7 +199,7 @@ def fetch_branch(
 
     try:
         with contextlib.ExitStack() as stack:
-            client, path = _client(registration, secret)
+            client, path = _client(registration, secret, hosts)
             stack.callback(client.close)
             client.fetch_pack(
                 path,

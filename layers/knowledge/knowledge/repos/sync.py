@@ -24,6 +24,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 from knowledge.documents import validate_document_path
 from knowledge.errors import ValidationError
@@ -37,6 +38,9 @@ from knowledge.repos.registration import RepoRegistration, SyncBounds
 from knowledge.repos.state import RepoRegistry, RepoState, mirror_prefix
 from knowledge.scope import KnowledgeScope
 from knowledge.source import SIDECAR_SUFFIX, is_document_path
+
+if TYPE_CHECKING:
+    from knowledge.repos.network import HostPolicy
 
 __all__ = ["SyncReport", "sync_repository"]
 
@@ -142,6 +146,7 @@ def sync_repository(
     bounds: SyncBounds | None = None,
     read_secret: Callable[[str], bytes] | None = None,
     clock: Callable[[], float] = time.monotonic,
+    hosts: HostPolicy | None = None,
 ) -> SyncReport:
     """Sync ``registration`` into its mirror and record the state; never raises for a
     repository's own failure (it is the report's and the state's ``error``)."""
@@ -151,7 +156,9 @@ def sync_repository(
     state.attempted_at = _now()
     try:
         secret = resolve_credential(registration.credential, read_secret=read_secret)
-        tree = fetch_branch(registration, secret, bounds, deadline=deadline, clock=clock)
+        tree = fetch_branch(
+            registration, secret, bounds, deadline=deadline, clock=clock, hosts=hosts
+        )
         plan = _plan(registration, tree, state, bounds)
     except RepoSyncError as exc:
         state.error = {"kind": exc.kind, "message": exc.message}
