@@ -30,6 +30,7 @@ COMMANDS = {
     "bm25": "man-pages keyword MRR@10 under other BM25 k1/b on the real node (a probe)",
     "korean-analysis": "Korean keyword analysis speed: MeCab-ko morphemes vs Hangul bigrams",
     "korean-cost": "node index bytes per chunk and keyword p50 on the Korean sets (and FAQ en)",
+    "korean-variants": "Korean term-stream variants on the help-page and FAQ ko sets (a probe)",
     "hybrid-page": "hybrid: the page read as a second request vs one-request alternatives",
     "hashing-variants": "a probe: richer hashing embedders (stop words, stems, dimensions)",
     "rerank": "search latency with the Bedrock reranking stage (fake endpoint) vs without",
@@ -45,6 +46,7 @@ MODULES = {
     "embedding-pool": "embedding_pool",
     "korean-analysis": "korean_analysis",
     "korean-cost": "korean_cost",
+    "korean-variants": "korean_variants",
     "hybrid-page": "hybrid_page",
     "hashing-variants": "hashing_variants",
 }

@@ -6,7 +6,7 @@ fresh embedded store and sends every query in keyword mode through ``store.searc
 ``bench quality`` does; the plain FTS5 baselines (``bench/baselines.py``) are computed in
 the same run. Variants are benchmark code: the product is unchanged by this module.
 
-    python -m bench.korean_variants [--variants a,b] [--corpora gnome-help-ko,...]
+    python -m bench korean-variants [--variants a,b] [--corpora gnome-help-ko,...]
 
 Writes ``bench/results/korean-variants.json``.
 """
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import itertools
 import tempfile
 from collections.abc import Callable, Iterator
 from functools import lru_cache
@@ -36,6 +37,7 @@ from knowledge.sources.local import LocalDirectorySource
 from knowledge.stores.embedded import keyword_index
 
 ORIGINAL = text._hangul_run_terms
+_ROWS = keyword_index._terms
 _STRIPPED = ("J", "E", "XS", "VCP", "VCN", "VX")
 """Tags a word's stem ends before: particles, endings, suffixes, the copula."""
 
@@ -100,6 +102,21 @@ def noun_compound(run: str) -> str:
     return "".join(nouns) if len(nouns) > 1 else ""
 
 
+def _tags(extra: tuple[str, ...]) -> Callable[[str], tuple[str, ...]]:
+    """The run's terms with more morpheme tags kept (``text.KOREAN_TAGS`` + ``extra``)."""
+
+    @lru_cache(maxsize=65536)
+    def terms(run: str) -> tuple[str, ...]:
+        saved = text.KOREAN_TAGS
+        text.KOREAN_TAGS = saved + extra
+        try:
+            return tuple(ORIGINAL.__wrapped__(run))
+        finally:
+            text.KOREAN_TAGS = saved
+
+    return terms
+
+
 def _no_short(run: str) -> tuple[str, ...]:
     base = ORIGINAL(run)
     kept = tuple(t for t in base if len(t) > 1)
@@ -120,6 +137,11 @@ VARIANTS: dict[
     ),
     "q-no1": (None, _no_short),
     "compound": (_plus(noun_compound), None),
+    "mbigram": (None, None),
+    # adverbs ("잘못", "미리", "빨리") and determiners ("새", "다른") kept: nori drops both
+    "mag": (_tags(("MAG",)), None),
+    "mm": (_tags(("MM",)), None),
+    "mag+mm": (_tags(("MAG", "MM")), None),
 }
 
 
@@ -149,6 +171,19 @@ def _union() -> Corpus:
     return read_corpus(root, "help-union-ko", None, builder="bench/korean_variants.py")
 
 
+def _with_bigrams(terms: list[str]) -> list[str]:
+    """The terms, then each pair of consecutive Hangul terms joined ("이미지 창" ->
+    "이미지창"): a phrase a page holds counts as a term of its own."""
+    joined = [
+        a + b for a, b in itertools.pairwise(terms) if text.has_hangul(a) and text.has_hangul(b)
+    ]
+    return terms + joined
+
+
+STREAMS: dict[str, Callable[[list[str]], list[str]]] = {"mbigram": _with_bigrams}
+"""Variants of the whole term stream (``keyword_terms``' output), not of one run."""
+
+
 CORPORA: dict[str, Callable[[], Corpus]] = {
     "help-union-ko": _union,
     "gnome-help-ko": load_gnome_help,
@@ -159,26 +194,42 @@ CORPORA: dict[str, Callable[[], Corpus]] = {
 
 @contextlib.contextmanager
 def _variant(name: str) -> Iterator[None]:
+    from knowledge import headings
+
     both, query_only = VARIANTS[name]
     run_terms = both or ORIGINAL
-    original_query_terms = keyword_index.keyword_terms  # type: ignore[attr-defined]
+    saved_index = keyword_index.keyword_terms  # type: ignore[attr-defined]
+    saved_headings = headings.keyword_terms  # type: ignore[attr-defined]
+    stream = STREAMS.get(name)
+
+    def terms(value: str) -> list[str]:
+        found = text.keyword_terms(value)
+        return stream(found) if stream is not None else found
 
     def query_terms(value: str) -> list[str]:
         if query_only is None:
-            return original_query_terms(value)
+            return terms(value)
         text._hangul_run_terms = query_only  # type: ignore[assignment]
         try:
-            return original_query_terms(value)
+            return terms(value)
         finally:
             text._hangul_run_terms = run_terms  # type: ignore[assignment]
 
     text._hangul_run_terms = run_terms  # type: ignore[assignment]
+    # fts_query and the index's rows both call keyword_index.keyword_terms; a query-only
+    # variant applies to both here, so it is for stream variants and query-only run terms
+    # the index path must not see: the index calls _terms, patched apart below.
     setattr(keyword_index, "keyword_terms", query_terms)  # noqa: B010
+    setattr(keyword_index, "_terms", lambda content: " ".join(terms(content)))  # noqa: B010
+    setattr(headings, "keyword_terms", terms)  # noqa: B010
+    saved_rows = _ROWS
     try:
         yield
     finally:
         text._hangul_run_terms = ORIGINAL
-        setattr(keyword_index, "keyword_terms", original_query_terms)  # noqa: B010
+        setattr(keyword_index, "keyword_terms", saved_index)  # noqa: B010
+        setattr(keyword_index, "_terms", saved_rows)  # noqa: B010
+        setattr(headings, "keyword_terms", saved_headings)  # noqa: B010
 
 
 def _keyword(corpus: Corpus, workdir: Path) -> float:
@@ -250,13 +301,14 @@ def section_baseline(corpus: Corpus, analyse: Callable[[str], list[str]] | None)
     return float(evaluate(judged).to_dict()["mrr_at_10"])
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--variants", default=",".join(VARIANTS))
     parser.add_argument("--corpora", default=",".join(CORPORA))
     parser.add_argument("--label", default="")
     parser.add_argument("--baselines-only", action="store_true")
-    args = parser.parse_args()
+
+
+def main(args: argparse.Namespace) -> None:
     results: dict[str, Any] = {"baselines": {}, "variants": {}}
     corpora = {name: CORPORA[name]() for name in args.corpora.split(",")}
     for name, corpus in corpora.items():
@@ -282,4 +334,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    _parser = argparse.ArgumentParser(description=__doc__)
+    add_arguments(_parser)
+    main(_parser.parse_args())
