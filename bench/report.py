@@ -1026,6 +1026,9 @@ def main(args: argparse.Namespace) -> None:
     from bench.report_korean_v5 import korean_v5_section  # it imports this module's helpers
 
     korean_v5_section(report)
+    from bench.report_korean_help import korean_help_section  # likewise
+
+    korean_help_section(report)
     indexing_section(report)
     latency_section(report)
     ranking_latency_section(report)

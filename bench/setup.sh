@@ -63,6 +63,17 @@ if [ ! -e "$GIMP_HELP/usr/share/gimp/2.0/help/ko/index.html" ]; then
     dpkg-deb -x bench/data/debs/gimp-help-ko_*_all.deb "$GIMP_HELP"
 fi
 
+# GNOME Help and the GNOME system administration guide in Korean (Mallard XML): the third
+# help-pages benchmark (bench/gnome_help.py), fetched the same way.
+GNOME_HELP=bench/data/debs/gnome-user-docs
+if [ ! -e "$GNOME_HELP/usr/share/help/ko/gnome-help/index.page" ]; then
+    echo "bench/setup.sh: downloading and unpacking gnome-user-docs into $GNOME_HELP"
+    mkdir -p bench/data/debs
+    (cd bench/data/debs && apt-get download gnome-user-docs)
+    rm -rf "$GNOME_HELP" && mkdir -p "$GNOME_HELP"
+    dpkg-deb -x bench/data/debs/gnome-user-docs_*_all.deb "$GNOME_HELP"
+fi
+
 PYTHON="${PYTHON:-python3}"
 VENV=.venv-bench
 STAMP="$VENV/.installed-bench"
