@@ -296,6 +296,30 @@ def test_built_functions_are_thin_and_use_the_layer(sam_build: Path) -> None:
     assert "KnowledgeLayer" in built
 
 
+def test_built_indexer_function_imports_on_python312(sam_build: Path) -> None:
+    """The built indexer imports with only the layer on its path: its Tracer makes the X-Ray
+    SDK's sampler, whose ``xray`` client needs a service model the package itself never
+    names (the layer keeps it)."""
+    env = {
+        "PATH": os.environ.get("PATH", ""),
+        "PYTHONPATH": os.pathsep.join([str(BUILD_DIR / "IndexerFunction"), str(LAYER_PYTHON)]),
+        "AWS_REGION": "us-east-1",
+        "POWERTOOLS_SERVICE_NAME": "knowledge-indexer",
+    }
+    python = find_python312_bin_dir() / "python3.12"
+    done = subprocess.run(
+        [str(python), "-S", "-s", "-B", "-c", "import app; print(app.lambda_handler.__name__)"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+        cwd=BUILD_DIR / "IndexerFunction",
+    )
+    assert done.returncode == 0, _output(done)
+    assert done.stdout.strip().splitlines()[-1] == "lambda_handler"
+
+
 def test_built_search_function_answers_health_on_python312(sam_build: Path) -> None:
     """The built artifact, on the runtime's Python version: the search function imports
     with only the layer on its path, does not import the SDKs (nor the X-Ray SDK) at cold
