@@ -20,8 +20,8 @@ no bytecode still. Targets, round-robin so that drift hits all alike:
 - ``naive``: the naive handler (boto3, openai, opensearch-py, Powertools at the top);
 - ``<target>+invoke``: the import, then one request through ``lambda_handler``: a keyword
   search (API Gateway HTTP API event) against the real node for ``search`` and ``naive``,
-  an SQS batch with one S3 delete notification (a delete by query on the node) for
-  ``indexer``.
+  an SQS batch with one S3 delete notification for ``indexer`` (S3, on loopback, says the
+  object is gone; the delete by query goes to the node).
 
 One more run per handler and copy with ``python -X importtime`` lists the packages that
 cost the most. Writes ``bench/results/coldstart.json``.
@@ -30,6 +30,8 @@ cost the most. Writes ``bench/results/coldstart.json``.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import http.server
 import json
 import os
 import re
@@ -38,7 +40,9 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +60,7 @@ IMPORT_TARGETS = ("search", "indexer", "naive")
 INVOKE_TARGETS = ("search", "indexer", "naive")
 MODULES = {"search": "app", "indexer": "app", "naive": "naive_handler"}
 CORPUS = REPO_ROOT / "examples" / "bucket" / "ops-bot" / "runbooks"
+TIMEOUTS_MS = {"search": 30_000, "indexer": 300_000, "naive": 30_000}  # template.yaml
 TARGETS_SET = {"search_import_max_ms": 200, "naive_over_search_min": 4.0}
 
 
@@ -150,6 +155,40 @@ def lambda_environment(url: str, index: str) -> dict[str, str]:
     }
 
 
+class _GoneObjects(http.server.BaseHTTPRequestHandler):
+    """S3 on loopback for the indexer's delete: every object is gone (404 NoSuchKey)."""
+
+    def _gone(self, body: bool) -> None:
+        payload = b"<Error><Code>NoSuchKey</Code><Message>gone</Message></Error>"
+        self.send_response(404)
+        self.send_header("Content-Type", "application/xml")
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        if body:
+            self.wfile.write(payload)
+
+    def do_HEAD(self) -> None:
+        self._gone(body=False)
+
+    def do_GET(self) -> None:
+        self._gone(body=True)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        return
+
+
+@contextlib.contextmanager
+def gone_objects_s3() -> Iterator[str]:
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _GoneObjects)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
 def search_event(query: str) -> dict[str, Any]:
     """An API Gateway HTTP API event for a keyword search of the bench scope."""
     template: dict[str, Any] = json.loads(
@@ -184,7 +223,11 @@ def probe(
     command = [str(python), *flags, "-S", "-s", str(PROBE), MODULES[target], str(out)]
     if event is not None:
         command.append(str(event))
-    env = {**env, "PYTHONPATH": os.pathsep.join([str(paths[target]), str(paths["layer"])])}
+    env = {
+        **env,
+        "PYTHONPATH": os.pathsep.join([str(paths[target]), str(paths["layer"])]),
+        "KB_PROBE_TIMEOUT_MS": str(TIMEOUTS_MS[target]),
+    }
     started = time.perf_counter()
     done = subprocess.run(
         command,
@@ -234,7 +277,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> None:
     python = python312()
-    with tempfile.TemporaryDirectory(prefix="kb-coldstart-") as tmp, opensearch_node() as url:
+    with (
+        tempfile.TemporaryDirectory(prefix="kb-coldstart-") as tmp,
+        opensearch_node() as url,
+        gone_objects_s3() as s3_url,
+    ):
         workdir = Path(tmp)
         artifacts = build_artifacts(workdir / "build", python)
         layer = artifacts["bytecode"]["layer"]
@@ -246,7 +293,7 @@ def main(args: argparse.Namespace) -> None:
             store.index(SCOPE, LocalDirectorySource(CORPUS), IndexOptions())
         finally:
             store.close()
-        env = lambda_environment(url, index)
+        env = {**lambda_environment(url, index), "AWS_ENDPOINT_URL_S3": s3_url}
         events = {
             "search": workdir / "search-event.json",
             "naive": workdir / "search-event.json",

@@ -13,6 +13,7 @@ _PROCESS_START = time.perf_counter()
 
 import importlib  # noqa: E402 - everything after the clock started is measured or cheap
 import json  # noqa: E402
+import os  # noqa: E402
 import sys  # noqa: E402
 from pathlib import Path  # noqa: E402
 
@@ -30,7 +31,8 @@ class LambdaContext:
 
     @staticmethod
     def get_remaining_time_in_millis() -> int:
-        return 30_000
+        # The function's timeout (the indexer's is 300 s, and it keeps a reserve).
+        return int(os.environ.get("KB_PROBE_TIMEOUT_MS", "30000"))
 
 
 def main() -> None:

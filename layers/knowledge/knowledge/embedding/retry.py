@@ -16,7 +16,9 @@ the gate for that long, so every worker of the pool backs off, not only this one
 throttle without ``Retry-After`` (``is_throttle``: a 429, Bedrock's
 ``ThrottlingException``) closes the gate for the attempt's own backoff. With
 ``deadline``, no attempt starts once it has passed, nor a backoff that would end after it:
-``EmbeddingDeadlineError`` (caused by the last error, if any) is raised instead. Inside
+``EmbeddingDeadlineError`` (caused by the last error, if any) is raised instead. The
+gate's ``limit`` (``knowledge.embedding.aimd.AdaptiveLimit``) bounds the attempts in
+flight: each waits for room, and its answer (throttled or not) moves the limit. Inside
 an ``EmbeddingPool.map`` whose batch has already failed, no attempt starts either
 (``pool.check_not_cancelled``).
 """
@@ -82,13 +84,18 @@ def call_with_retries(
                 "the time budget ran out before the embedding call could be sent"
                 + (f" again (after {attempt} attempts)" if attempt else "")
             )
+        limit = gate.limit if gate is not None else None
+        ticket = limit.acquire(deadline) if limit is not None else None
         try:
-            return operation()
+            result = operation()
         except Exception as exc:
+            hinted = retry_after(exc) if retry_after is not None else None
+            if limit is not None and ticket is not None:
+                throttled = (is_throttle is not None and is_throttle(exc)) or hinted is not None
+                limit.release(ticket, throttled=throttled)
             if attempt >= max_retries or not is_retryable(exc):
                 raise
             delay = backoff_delay(attempt, base_delay=base_delay, max_delay=max_delay, rand=rand)
-            hinted = retry_after(exc) if retry_after is not None else None
             attempt += 1
             if hinted is not None and hinted > 0:
                 # The server knows when it will take requests again; trust it, within reason.
@@ -106,3 +113,7 @@ def call_with_retries(
                     f"the time budget ends before the next attempt (after {attempt}): {exc}"
                 ) from exc
             sleep(delay)
+        else:
+            if limit is not None and ticket is not None:
+                limit.release(ticket, throttled=False)
+            return result
