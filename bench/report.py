@@ -1066,6 +1066,9 @@ def main(args: argparse.Namespace) -> None:
     from bench.report_embedding import embedding_pool_section  # likewise
 
     embedding_pool_section(report)
+    from bench.report_perf import ef_search_section, quota_section  # likewise
+
+    quota_section(report)
 
     from bench.report_mutation import mutation_section
 
@@ -1073,6 +1076,7 @@ def main(args: argparse.Namespace) -> None:
     from bench.report_scale import scale_section
 
     scale_section(report)
+    ef_search_section(report)
     text = _header(report) + "\n" + "\n".join(report.sections)
     args.output.write_text(text, encoding="utf-8")
     log(f"wrote {args.output}")

@@ -221,3 +221,37 @@ def test_no_lookahead_without_concurrent_calls() -> None:
     assert Indexer(MarkdownSectionChunker())._lookahead == 0
     with pytest.raises(ValidationError, match="lookahead"):
         Indexer(MarkdownSectionChunker(), lookahead=-1)
+
+
+def test_a_throttle_without_retry_after_cuts_the_limit_not_the_whole_pool() -> None:
+    # With an adaptive limit, a 429 without Retry-After (a concurrency quota) cuts the
+    # limit; the gate stays open for the other workers, the throttled one waits its backoff.
+    from knowledge.embedding.pool import RateGate
+    from knowledge.embedding.retry import call_with_retries
+
+    class Throttled(Exception):
+        pass
+
+    limit = AdaptiveLimit(10, 16)
+    gate = RateGate(clock=lambda: 100.0, limit=limit)
+    failures = [Throttled()]
+    sleeps: list[float] = []
+
+    def operation() -> str:
+        if failures:
+            raise failures.pop()
+        return "ok"
+
+    result = call_with_retries(
+        operation,
+        is_retryable=lambda exc: True,
+        is_throttle=lambda exc: isinstance(exc, Throttled),
+        sleep=sleeps.append,
+        rand=lambda: 0.5,
+        gate=gate,
+    )
+    assert result == "ok"
+    assert sleeps == [0.25]
+    assert gate.closed_for() == 0.0
+    assert limit.limit == 7
+    assert limit.decreases == 1

@@ -12,8 +12,8 @@ caller of that provider shares the bound) and returns the results **in input ord
   ``RateGate.pause(seconds)``; every worker waits on the same gate before each attempt,
   so no new request of any worker goes out until the server said it would take them
   again. Requests already on the wire finish as they will. A throttle without
-  ``Retry-After`` (Bedrock's usual ``ThrottlingException``) closes the gate too, for the
-  jittered backoff of the worker that got it.
+  ``Retry-After`` (Bedrock's usual ``ThrottlingException``) cuts the adaptive limit
+  (below), and the worker that got it waits its jittered backoff.
 - **The caller's deadline is respected.** ``embedding_deadline()`` is the nearer of
   ``knowledge.deadline.current_deadline()`` (e.g. the search handler's request budget)
   and the one set by ``embedding_time_budget(seconds)`` (the indexer Lambda sets it per

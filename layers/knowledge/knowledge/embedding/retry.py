@@ -14,7 +14,10 @@ With ``gate`` (the ``RateGate`` of the provider's ``knowledge.embedding.pool.Emb
 every attempt first waits for the gate to be open, and a server's ``Retry-After`` closes
 the gate for that long, so every worker of the pool backs off, not only this one. A
 throttle without ``Retry-After`` (``is_throttle``: a 429, Bedrock's
-``ThrottlingException``) closes the gate for the attempt's own backoff. With
+``ThrottlingException``) closes the gate for the attempt's own backoff, unless the gate
+has an adaptive ``limit``: then the cut limit is the pool's backoff, and only the worker
+that got it waits its backoff (a pool stopped whole at every 429 of a concurrency quota
+would idle below it). With
 ``deadline``, no attempt starts once it has passed, nor a backoff that would end after it:
 ``EmbeddingDeadlineError`` (caused by the last error, if any) is raised instead. The
 gate's ``limit`` (``knowledge.embedding.aimd.AdaptiveLimit``) bounds the attempts in
@@ -103,9 +106,12 @@ def call_with_retries(
                 if gate is not None:
                     gate.pause(delay)  # every worker waits; gate.wait above does it here
                     continue
-            elif gate is not None and is_throttle is not None and is_throttle(exc):
+            elif (
+                gate is not None and limit is None and is_throttle is not None and is_throttle(exc)
+            ):
                 # Throttled without a hint (Bedrock's usual 429): the account's rate is
                 # shared, so the whole pool backs off too, for this attempt's backoff.
+                # With an adaptive limit the cut limit is that backoff (aimd).
                 gate.pause(delay)
                 continue
             if deadline is not None and delay >= deadline.remaining():
