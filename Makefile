@@ -129,8 +129,8 @@ bench-indexing: bench-setup
 bench-latency: bench-setup
 	$(BENCH_PY) -m bench latency --limit 0 --iterations 600 --warmup 100
 
-bench-coldstart: bench-setup
-	$(BENCH_PY) -m bench coldstart --runs 20 --warmup 2
+bench-coldstart: $(STAMP)
+	nice -n 10 $(BIN)/python -m bench coldstart --runs 15 --warmup 1
 
 bench-memory: bench-setup
 	$(BENCH_PY) -m bench memory --sizes 5,12.5,25,50 --files 100

@@ -1,9 +1,10 @@
-"""One cold start, in a fresh interpreter: ``python bench/coldstart_probe.py TARGET OUT [EVENT]``.
+"""One cold start, in a fresh interpreter: ``coldstart_probe.py MODULE OUT [EVENT]``.
 
-Imports the handler module of ``TARGET`` (``search``, ``indexer`` or ``naive``), timing
+Imports the handler module ``MODULE`` (``app``, or ``naive_handler``) from ``sys.path``
+(``PYTHONPATH``: the function's folder and the layer, set by ``bench.coldstart``), timing
 the import alone, then (with ``EVENT``, a JSON file) calls ``lambda_handler`` once and
 times that too. Writes ``{"import_ms", "invoke_ms", "status", "modules", "loaded"}`` to
-``OUT`` as JSON (stdout belongs to the handler's logs). Run by ``bench.coldstart``.
+``OUT`` as JSON (stdout belongs to the handler's logs). Standard library only.
 """
 
 import time
@@ -12,15 +13,10 @@ _PROCESS_START = time.perf_counter()
 
 import importlib  # noqa: E402 - everything after the clock started is measured or cheap
 import json  # noqa: E402
+import os  # noqa: E402
 import sys  # noqa: E402
 from pathlib import Path  # noqa: E402
 
-REPO = Path(__file__).resolve().parent.parent
-TARGETS = {
-    "search": ("app", [REPO / "functions" / "search"]),
-    "indexer": ("app", [REPO / "functions" / "indexer"]),
-    "naive": ("naive_handler", [REPO / "bench", REPO / "functions" / "search"]),
-}
 WATCHED = ("boto3", "botocore", "openai", "opensearchpy", "numpy", "pydantic", "httpx")
 
 
@@ -35,15 +31,13 @@ class LambdaContext:
 
     @staticmethod
     def get_remaining_time_in_millis() -> int:
-        return 30_000
+        # The function's timeout (the indexer's is 300 s, and it keeps a reserve).
+        return int(os.environ.get("KB_PROBE_TIMEOUT_MS", "30000"))
 
 
 def main() -> None:
-    target, out = sys.argv[1], Path(sys.argv[2])
+    module_name, out = sys.argv[1], Path(sys.argv[2])
     event_file = Path(sys.argv[3]) if len(sys.argv) > 3 else None
-    module_name, paths = TARGETS[target]
-    for path in reversed(paths):
-        sys.path.insert(0, str(path))
     before = len(sys.modules)
     started = time.perf_counter()
     module = importlib.import_module(module_name)
@@ -61,8 +55,12 @@ def main() -> None:
         started = time.perf_counter()
         response = module.lambda_handler(event, LambdaContext())
         result["invoke_ms"] = (time.perf_counter() - started) * 1000.0
-        result["status"] = response.get("statusCode")
-        result["results"] = len(json.loads(response.get("body") or "{}").get("results", []))
+        if "batchItemFailures" in response:  # the indexer (SQS partial batch response)
+            result["batch_item_failures"] = len(response["batchItemFailures"])
+        else:
+            result["status"] = response.get("statusCode")
+            body = json.loads(response.get("body") or "{}")
+            result["results"] = len(body.get("results", []))
         result["loaded_after_invoke"] = sorted(n for n in WATCHED if n in sys.modules)
     out.write_text(json.dumps(result), encoding="utf-8")
 

@@ -73,6 +73,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--openai-concurrency", type=_ints, default=[1, 2, 4, 8])
     parser.add_argument("--rate-limit", type=float, default=100.0, help="requests/s")
     parser.add_argument(
+        "--quota-in-flight", type=int, default=24, help="titan quota: 429 beyond this in flight"
+    )
+    parser.add_argument(
+        "--only-quota", action="store_true", help="only the titan quota runs (baseline, adaptive)"
+    )
+    parser.add_argument(
         "--openai-batch-sweep",
         type=_ints,
         default=None,
@@ -181,6 +187,82 @@ def _sweep(
     return runs
 
 
+def _quota_run(
+    docs: Path, workdir: Path, args: argparse.Namespace, *, adaptive: bool
+) -> dict[str, Any]:
+    """``kb index``'s path (the embedded store, ``Indexer.index``) against the Titan-like
+    endpoint with a concurrency quota: ``adaptive`` = the product (the limit grows from 16
+    until throttled, the next documents embedded while one is written); else the
+    baseline, what the product did before: 16 calls in flight at most, one document at a
+    time (``lookahead=0``)."""
+    from knowledge.embedding.bedrock import BedrockEmbeddingClient
+    from knowledge.stores.embedded import EmbeddedKnowledgeStore
+
+    profile = Profile(
+        latency_per_call=args.titan_latency,
+        dimensions=DIMENSIONS,
+        max_in_flight=args.quota_in_flight,
+        retry_after="",  # Bedrock's ThrottlingException carries none
+    )
+    name = "adaptive" if adaptive else "fixed-16"
+    with fake_embedding_server(profile) as server:
+        embedder = BedrockEmbeddingClient(
+            dimensions=DIMENSIONS,
+            region="us-east-1",
+            concurrency=64 if adaptive else 16,
+            endpoint_url=server.url,
+        )
+        chunker = MarkdownSectionChunker()
+        indexer = Indexer(chunker, embedder, lookahead=None if adaptive else 0)
+        store = EmbeddedKnowledgeStore(workdir / f"{name}.db", embedder, chunker)
+        try:
+            started = time.perf_counter()
+            result = indexer.index(store, SCOPE, LocalDirectorySource(docs), OPTIONS)
+            seconds = time.perf_counter() - started
+            wrong = _wrong_vectors(store, docs, embedder, chunker)
+        finally:
+            store.close()
+            embedder._pool.close()
+        limit = embedder._pool.limit
+        run = {
+            "mode": name,
+            "seconds": round(seconds, 3),
+            "documents": result.indexed_documents,
+            "chunks": result.indexed_chunks,
+            "chunks_per_s": round(result.indexed_chunks / seconds, 1),
+            "errors": len(result.errors),
+            "wrong_or_missing_vectors": wrong,
+            "requests": len(server.calls),
+            "throttled": server.throttled,
+            "max_in_flight": server.max_in_flight,
+            "limit_at_end": limit.limit,
+            "limit_decreases": limit.decreases,
+        }
+    log(f"titan quota {name}: {run}")
+    return run
+
+
+def _wrong_vectors(
+    store: Any, docs: Path, embedder: EmbeddingClient, chunker: MarkdownSectionChunker
+) -> int:
+    """Chunks whose stored vector is not the fake's for their text (or is missing)."""
+    from knowledge.identity import embedding_key
+
+    wrong = 0
+    with store.write_session(SCOPE) as session:
+        for path in sorted(docs.rglob("*.md")):
+            relative = path.relative_to(docs).as_posix()
+            stored = session.stored_vectors(relative)
+            for chunk in chunker.chunk(relative, path.read_text(encoding="utf-8")):
+                text = embedding_text(chunk)
+                vector = stored.get(embedding_key(embedder.name, DIMENSIONS, text))
+                expected = vector_for(text, DIMENSIONS)
+                norm = sum(x * x for x in expected) ** 0.5
+                if vector is None or abs(vector[0] - expected[0] / norm) > 1e-5:
+                    wrong += 1
+    return wrong
+
+
 def _openai_batch_sweep(args: argparse.Namespace) -> None:
     """The OpenAI profile per request size: the pipeline hands the embedder
     ``embed_batch_size`` texts at a time, so a request size at or above it leaves the
@@ -228,8 +310,23 @@ def main(args: argparse.Namespace) -> None:
         return
     corpus = load_corpus(args.limit)
     with tempfile.TemporaryDirectory(prefix="kb-embedding-pool-") as tmp:
-        docs = Path(tmp)
+        docs = Path(tmp) / "docs"
         sampled = _sample(corpus.docs_dir, args.documents, docs)
+        quota = {
+            "latency_per_call_s": args.titan_latency,
+            "max_in_flight": args.quota_in_flight,
+            "baseline": _quota_run(docs, Path(tmp), args, adaptive=False),
+            "adaptive": _quota_run(docs, Path(tmp), args, adaptive=True),
+        }
+        quota["speedup"] = round(
+            quota["adaptive"]["chunks_per_s"] / quota["baseline"]["chunks_per_s"], 2
+        )
+        if args.only_quota:
+            write_result(
+                "embedding-quota",
+                {"corpus": corpus.describe(), "documents_sampled": sampled, **quota},
+            )
+            return
         titan = Profile(latency_per_call=args.titan_latency, dimensions=DIMENSIONS)
         titan_runs = _sweep("titan", docs, titan, _bedrock, [1, *args.titan_concurrency])
         openai = Profile(
@@ -276,6 +373,7 @@ def main(args: argparse.Namespace) -> None:
                     "runs": openai_runs,
                 },
             },
+            "quota": quota,
             "rate_limited": {
                 "profile": "titan",
                 "concurrency": 16,

@@ -719,21 +719,28 @@ def latency_section(report: Report) -> None:
 
 def coldstart_section(report: Report) -> None:
     result = read_result("coldstart")
-    parts = ["## 4. Cold start of the Lambda handlers"]
-    if result is None:
-        parts.append("Not run yet: `make bench-coldstart`.")
+    parts = ["## 4. Cold start of the Lambda handlers (as Lambda runs them)"]
+    if result is None or "variants" not in result:
+        parts.append("Not run yet on this code: `make bench-coldstart`.")
         report.add("\n\n".join(parts))
         return
-    t = result["targets"]
+    v = result["variants"]
     parts.append(
-        f"Each row: a new Python process per run ({result['runs']} measured runs per target, "
-        f"round-robin, after {result['warmup']} unmeasured runs that write the `.pyc` files), "
-        "timing `import app` of the handler module (and, for the `+ first request` rows, one "
-        "keyword search request through `lambda_handler` against the real node). Settings as "
-        "in the template for keyword mode (`EMBEDDING_PROVIDER=none`, "
-        "`OPENSEARCH_DEFAULT_MODE=keyword`). `naive` is `bench/naive_handler.py`: boto3, "
-        "openai, opensearch-py and Powertools imported at the top, then the same search "
-        "function. Process = the whole child process, interpreter start-up included. "
+        "The layer and both functions as `sam build` makes them (`layers/knowledge/Makefile`, "
+        "`functions/*/Makefile`: the locked requirements, for this machine's platform instead "
+        f"of arm64), on Python {result['python_version']}. Each run is a new "
+        "`python3.12 -S -s` process with `PYTHONDONTWRITEBYTECODE=1` and only the function "
+        "folder and the layer on `sys.path`: Lambda's code and layer folders are read-only, "
+        "so nothing compiled is ever kept (checked after the runs: the `source` copy holds "
+        "no `.pyc`). **source** = a build without bytecode (every module compiled at every "
+        "cold start: what the product shipped before); **bytecode** = the shipped "
+        "`unchecked-hash` pycs. "
+        f"{result['runs']} measured runs per row, round-robin, after {result['warmup']} "
+        "unmeasured. `+ first request`: then one request through `lambda_handler`: a keyword "
+        "search against the real node (search, naive), an SQS batch with one S3 delete "
+        "notification (indexer: S3 on loopback says the object is gone, the delete goes to "
+        "the node). `naive` is `bench/naive_handler.py` (boto3, openai, opensearch-py and "
+        "Powertools at the top, then the same search function), built the same way. "
         "Times in ms, median (p95)."
     )
     labels = {
@@ -741,31 +748,31 @@ def coldstart_section(report: Report) -> None:
         "indexer": "indexer handler",
         "naive": "naive handler",
         "search+invoke": "search handler + first request",
+        "indexer+invoke": "indexer handler + first request",
         "naive+invoke": "naive handler + first request",
     }
     rows = []
     for key, label in labels.items():
-        if key not in t:
-            continue
-        e = t[key]
-        first = e.get("import_plus_invoke_ms")
-        rows.append(
-            [
-                label,
-                f"{e['import_ms']['p50']:.0f} ({e['import_ms']['p95']:.0f})",
-                "-" if first is None else f"{first['p50']:.0f} ({first['p95']:.0f})",
-                f"{e['process_ms']['p50']:.0f}",
-                e["modules_imported"],
-                ", ".join(e.get("sdks_loaded_after_invoke", e["sdks_loaded_by_import"])) or "-",
-            ]
+        cells = [label]
+        for variant in ("source", "bytecode"):
+            e = v[variant][key]
+            first = e.get("import_plus_invoke_ms")
+            cells.append(f"{e['import_ms']['p50']:.0f} ({e['import_ms']['p95']:.0f})")
+            cells.append("-" if first is None else f"{first['p50']:.0f} ({first['p95']:.0f})")
+        e = v["bytecode"][key]
+        cells.append(e["modules_imported"])
+        cells.append(
+            ", ".join(e.get("sdks_loaded_after_invoke", e["sdks_loaded_by_import"])) or "-"
         )
+        rows.append(cells)
     parts.append(
         _table(
             [
                 "target",
-                "import",
-                "import + first request",
-                "process",
+                "source: import",
+                "source: import + first request",
+                "bytecode: import",
+                "bytecode: import + first request",
                 "modules",
                 "SDKs loaded (after the request, if any)",
             ],
@@ -773,59 +780,71 @@ def coldstart_section(report: Report) -> None:
         )
     )
     r = result["ratios"]
-    search = t["search"]["import_ms"]["p50"]
-    ok = search <= 400 and r["naive_over_search_import"] >= 4.0
+    limit = result["targets_set"]["search_import_max_ms"]
+    minimum = result["targets_set"]["naive_over_search_min"]
+    search = v["bytecode"]["search"]["import_ms"]["p50"]
+    source = v["source"]["search"]["import_ms"]["p50"]
+    ratio = r["bytecode"]["naive_over_search_import"]
+    ok = search <= limit and ratio >= minimum
+    size = result["layer_bytes"] / 1e6
+    pyc = result["layer_bytecode_bytes"] / 1e6
     parts.append(
-        f"Search handler import: {search:.0f} ms (target <= 400 ms: {_met(search <= 400)}); "
-        f"naive / search: **{r['naive_over_search_import']:.1f}x** (target >= 4x: "
-        f"{_met(r['naive_over_search_import'] >= 4.0)}); naive / indexer: "
-        f"{r['naive_over_indexer_import']:.1f}x. With the first keyword request included, "
-        f"naive / search is {r['naive_over_search_first_request']:.1f}x: the lean handler "
-        "defers opensearch-py to the first request, and never loads openai in keyword mode."
+        f"Search handler import with the shipped bytecode: **{search:.0f} ms** (target <= "
+        f"{limit} ms: {_met(search <= limit)}); naive / search, both with bytecode: "
+        f"**{ratio:.1f}x** (target >= {minimum:.0f}x: {_met(ratio >= minimum)}); without "
+        f"bytecode (the baseline, same run): search {source:.0f} ms, naive / search "
+        f"{r['source']['naive_over_search_import']:.1f}x. The bytecode makes each import "
+        + ", ".join(f"{k} {x:.1f}x" for k, x in r["source_over_bytecode"].items())
+        + " faster. With the first request included, naive / search is "
+        f"{r['bytecode']['naive_over_search_first_request']:.1f}x (bytecode). The layer built "
+        f"here is {size:.1f} MB unzipped, {pyc:.1f} MB of it bytecode (the arm64 layer of "
+        "`sam build`: see docs/deploy.md)."
     )
     heavy = result["heaviest_imports"]
     heavy_rows = [
-        [target, ", ".join(f"{h['package']} {h['cumulative_ms']:.0f}" for h in heavy[target][:6])]
+        [
+            f"{target} ({variant})",
+            ", ".join(f"{h['package']} {h['cumulative_ms']:.0f}" for h in heavy[variant][target]),
+        ]
+        for variant in ("source", "bytecode")
         for target in ("search", "indexer", "naive")
     ]
     parts.append(
         "Packages each handler's import loads, by cumulative import time (one "
-        "`python -X importtime` run, ms):"
+        "`python -X importtime` run each, ms):"
     )
     parts.append(_table(["handler", "packages"], heavy_rows))
-    parts.append(
-        "`botocore` in the lean handlers' SDK column is the bare package (well under a "
-        "millisecond), imported by Powertools' user-agent hook; boto3 and the botocore "
-        "clients are not loaded. The issue quotes about 1.75 s for the naive handler on these "
-        f"machines; this run measured {t['naive']['import_ms']['p50']:.0f} ms with the `.pyc` "
-        "files written and the files in the page cache (as in a warm Lambda sandbox image), "
-        "so the ratio, measured in the same run, is the figure to compare."
-    )
     report.headlines.append(
         (
-            "Search handler import (keyword mode), p50",
-            "<= 400 ms and >= 4x faster than naive",
-            f"{search:.0f} ms; naive {t['naive']['import_ms']['p50']:.0f} ms "
-            f"({r['naive_over_search_import']:.1f}x)",
+            "Search handler import as Lambda runs it (read-only, shipped bytecode), p50",
+            f"<= {limit} ms and >= {minimum:.0f}x faster than naive",
+            f"{search:.0f} ms (without bytecode {source:.0f} ms); naive "
+            f"{v['bytecode']['naive']['import_ms']['p50']:.0f} ms ({ratio:.1f}x)",
             _met(ok),
         )
     )
     parts.append(_provenance(result, "coldstart"))
     plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(7, 3.2))
-    keys = [k for k in labels if k in t]
-    values = [
-        t[k]["import_plus_invoke_ms"]["p50"] if "+invoke" in k else t[k]["import_ms"]["p50"]
-        for k in keys
-    ]
-    bars = ax.barh([labels[k] for k in keys], values)
-    ax.bar_label(bars, fmt="%.0f", fontsize=8)
-    ax.axvline(400, color="grey", linestyle="--", linewidth=1, label="target: 400 ms import")
+    fig, ax = plt.subplots(figsize=(7, 3.6))
+    keys = list(labels)
+    height = 0.38
+    for i, variant in enumerate(("source", "bytecode")):
+        values = [
+            v[variant][k]["import_plus_invoke_ms"]["p50"]
+            if "+invoke" in k
+            else v[variant][k]["import_ms"]["p50"]
+            for k in keys
+        ]
+        ys = [y + (i - 0.5) * height for y in range(len(keys))]
+        bars = ax.barh(ys, values, height, label=variant)
+        ax.bar_label(bars, fmt="%.0f", fontsize=7)
+    ax.set_yticks(range(len(keys)), [labels[k] for k in keys])
+    ax.axvline(limit, color="grey", linestyle="--", linewidth=1, label=f"target: {limit} ms")
     ax.legend(fontsize=8, loc="lower right")
     ax.margins(x=0.12)
     ax.invert_yaxis()
     ax.set_xlabel("ms, median (import; or import + first request)")
-    ax.set_title("Lambda handler cold start")
+    ax.set_title("Lambda handler cold start, read-only, python3.12")
     parts.append(_save(fig, "coldstart.png"))
     report.add("\n\n".join(parts))
 
@@ -1053,6 +1072,9 @@ def main(args: argparse.Namespace) -> None:
     from bench.report_embedding import embedding_pool_section  # likewise
 
     embedding_pool_section(report)
+    from bench.report_perf import ef_search_section, quota_section  # likewise
+
+    quota_section(report)
 
     from bench.report_mutation import mutation_section
 
@@ -1060,6 +1082,7 @@ def main(args: argparse.Namespace) -> None:
     from bench.report_scale import scale_section
 
     scale_section(report)
+    ef_search_section(report)
     from bench.report_repos import repos_section
 
     repos_section(report)

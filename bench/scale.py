@@ -66,6 +66,11 @@ from knowledge.stores.opensearch.mapping import (
     chunk_document,
     index_body,
 )
+from knowledge.stores.opensearch.scope_size import (
+    ef_search_for,
+    parse_chunk_total,
+    scope_chunks_body,
+)
 
 __all__ = ["add_arguments", "main"]
 
@@ -237,7 +242,7 @@ def measure_step(
     index: str,
     embedder: HashingEmbedder,
     probe: Probe,
-    ef_values: Sequence[int],
+    ef_values: Sequence[int | str],
 ) -> dict[str, Any]:
     latency: dict[str, dict[str, dict[str, float]]] = {}
     recall: dict[str, dict[str, Any]] = {}
@@ -263,12 +268,24 @@ def measure_step(
             exact_ms.append(ms)
             exact_ids.append(_ids(response, 10))
         group_recall: dict[str, Any] = {"exact_ms": summary(exact_ms)}
-        for ef in ef_values:
+        # "auto": what the product sends, ef_search by the scope's size (scope_size).
+        sizes = {
+            scope_id: parse_chunk_total(
+                client.search(
+                    index=index, body=scope_chunks_body(scope_of(scope_id), cross_context=False)
+                )
+            )
+            for scope_id, _ in vectors
+        }
+        auto = {s: ef_search_for(DEFAULT_EF_SEARCH, n) for s, n in sizes.items()}
+        group_recall["auto_ef_search"] = sorted(set(auto.values()))
+        for ef in [*ef_values, "auto"]:
             hits: list[float] = []
             knn_ms: list[float] = []
             for (scope_id, vector), truth in zip(vectors, exact_ids, strict=True):
                 filters = queries.query_filters(scope_of(scope_id))
-                body = queries.vector_search_body(vector, filters, k, ef_search=ef)
+                sent = auto[scope_id] if ef == "auto" else int(ef)
+                body = queries.vector_search_body(vector, filters, k, ef_search=sent)
                 client.search(index=index, body=body)  # warm-up
                 ms, response = timed_ms(lambda b=body: client.search(index=index, body=b))
                 knn_ms.append(ms)

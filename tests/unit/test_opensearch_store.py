@@ -667,6 +667,10 @@ def test_hybrid_sends_one_msearch_and_errors_name_the_side() -> None:
     fake = FakeOpenSearch(mapping=_vector_mapping(8))
     store = _store(fake)
     assert store.search(SCOPE, SearchQuery("deploy", mode="hybrid")) == []
+    # The first vector search of a scope counts its chunks (scope_size: ef_search), once.
+    assert fake.names().count("search") == 1
+    fake.calls.clear()
+    assert store.search(SCOPE, SearchQuery("deploy", mode="hybrid")) == []
     assert fake.names().count("msearch") == 1
     assert "search" not in fake.names()
     fake.msearch_responses = [
@@ -680,6 +684,9 @@ def test_hybrid_sends_one_msearch_and_errors_name_the_side() -> None:
 def test_hybrid_without_msearch_sends_two_searches() -> None:
     fake = FakeOpenSearch(mapping=_vector_mapping(8))
     store = _store(fake, use_msearch=False)
+    store.search(SCOPE, SearchQuery("deploy", mode="hybrid"))
+    assert fake.names().count("search") == 3  # the first also counts the scope's chunks
+    fake.calls.clear()
     store.search(SCOPE, SearchQuery("deploy", mode="hybrid"))
     assert fake.names().count("search") == 2
     assert "msearch" not in fake.names()

@@ -77,8 +77,9 @@ from knowledge.errors import (
     StoreUnavailableError,
     ValidationError,
 )
-from knowledge.extraction import ExtractedDocument, extract_document
+from knowledge.extraction import ExtractedDocument, extract_document, source_type_of
 from knowledge.identity import content_hash, document_id, embedding_key, is_newer_version
+from knowledge.lookahead import DEFAULT_WINDOW, MAX_PREPARED_BYTES, Lookahead, Prepared
 from knowledge.model import (
     DocumentChunk,
     FileProblem,
@@ -125,6 +126,9 @@ pages and gains nothing in hybrid, so it stays as it was. The stored content nev
 changes; a vector embedded otherwise is not reused (its key hashes the text embedded),
 so a reindex re-embeds it."""
 _NO_CONTEXT_EMBEDDERS = frozenset({"hashing"})
+_PREPARED_TYPES = frozenset({"markdown", "text"})
+"""What ``knowledge.lookahead`` prepares ahead: text, whose extraction is thread-safe
+(PDFium is not) and whose chunks are cheap to hold."""
 
 
 def embeds_context_by_default(embedder: EmbeddingClient | None) -> bool:
@@ -228,6 +232,7 @@ class Indexer:
         *,
         embed_batch_size: int = DEFAULT_EMBED_BATCH_SIZE,
         embed_context: bool | None = DEFAULT_EMBED_CONTEXT,
+        lookahead: int | None = None,
     ) -> None:
         if embed_context is None:
             embed_context = embeds_context_by_default(embedder)
@@ -241,6 +246,12 @@ class Indexer:
         self._chunker = chunker
         self._embedder = embedder
         self._batch_size = embed_batch_size
+        if lookahead is None:  # only an embedder with calls in flight at once gains
+            concurrent = int(getattr(embedder, "concurrency", 1) or 1) > 1
+            lookahead = DEFAULT_WINDOW if concurrent else 0
+        if isinstance(lookahead, bool) or not isinstance(lookahead, int) or lookahead < 0:
+            raise ValidationError("lookahead", f"must be an integer >= 0, got {lookahead!r}")
+        self._lookahead = lookahead
 
     @property
     def chunker(self) -> DocumentChunker:
@@ -280,20 +291,22 @@ class Indexer:
         truncated = False
         with writer.write_session(scope) as session:
             listing = source.documents(scope, options)
-            for document in listing:
-                if _over_limit(len(listed), options):
-                    truncated = True
-                    _fail(session, run, _over_limit_problem(document, options))
-                    continue
-                listed.add(document.path)
-                self._put(
-                    session,
-                    scope,
-                    document,
-                    options=options,
-                    run=run,
-                    stored=stored.get(document.path),
-                )
+            with self._ahead(listing, scope, options, stored) as documents:
+                for document, prepared in documents:
+                    if _over_limit(len(listed), options):
+                        truncated = True
+                        _fail(session, run, _over_limit_problem(document, options))
+                        continue
+                    listed.add(document.path)
+                    self._put(
+                        session,
+                        scope,
+                        document,
+                        options=options,
+                        run=run,
+                        stored=stored.get(document.path),
+                        prepared=prepared,
+                    )
             self._settle_listing(
                 session,
                 run,
@@ -336,14 +349,24 @@ class Indexer:
         replace = not truncated and not any(unlisted(path) for path in previous)
         problems = set() if replace or truncated else writer.problem_paths(scope)
         listed: set[str] = set()
-        with writer.write_session(scope, replace_scope=replace) as session:
-            for document in documents:
+        with (
+            writer.write_session(scope, replace_scope=replace) as session,
+            self._ahead(documents, scope, options, {}) as ahead,
+        ):
+            for document, prepared in ahead:
                 if _over_limit(len(listed), options):
                     _fail(session, run, _over_limit_problem(document, options))
                     continue
                 listed.add(document.path)
                 self._put(
-                    session, scope, document, options=options, run=run, stored=None, force=True
+                    session,
+                    scope,
+                    document,
+                    options=options,
+                    run=run,
+                    stored=None,
+                    force=True,
+                    prepared=prepared,
                 )
             if replace:
                 run.take_listing_problems(listing, session)
@@ -455,6 +478,7 @@ class Indexer:
         run: _Run,
         stored: StoredDocument | None,
         force: bool = False,
+        prepared: Prepared | None = None,
     ) -> None:
         path = document.path
         limit = options.max_document_bytes
@@ -464,8 +488,9 @@ class Indexer:
             )
             self._skip_and_drop_stale(session, path, reason, stored, run)
             return
+        ahead = prepared or Prepared()
         try:
-            data = document.read()
+            data = ahead.read(document)
         except ArchivedObjectError as exc:
             # Not a failure to retry, nor a stale version: the object is there, unreadable
             # until restored; what is indexed of it stays, and the status lists why.
@@ -481,19 +506,15 @@ class Indexer:
             run.skipped.append(FileProblem(path, REASON_UNCHANGED))
             return
         try:
-            extracted = extract_document(path, data, max_bytes=limit)
+            if ahead.extract_error is not None:
+                raise ahead.extract_error
+            extracted = ahead.extracted or extract_document(path, data, max_bytes=limit)
         except KnowledgeError as exc:  # ExtractionError: unsupported, too large, corrupt...
             self._skip_and_drop_stale(session, path, str(exc), stored, run)
             return
         # Structured formats read their bytes while the chunks stream; text ones are done.
         del data
-        document_metadata: dict[str, Any] = {
-            **document.metadata,
-            "source_key": document.source_key or path,
-            "content_type": extracted.content_type,
-            FORMAT: extracted.source_type,
-            ORIGIN: document_origin(document),
-        }
+        document_metadata = _document_metadata(document, extracted)
         header = DocumentHeader(
             path=path,
             document_id=document_id(scope, path),
@@ -504,9 +525,18 @@ class Indexer:
             size=document.size,
         )
         try:
-            chunks = self._chunks(path, extracted, options, document_metadata)
-            reusable = self._stored_vectors(session, path) if stored is not None else _NO_VECTORS
-            written = session.put_document(header, self._embedded(chunks, run, reusable))
+            if ahead.embed_error is not None:
+                raise ahead.embed_error
+            if ahead.embedded is not None:  # chunked and embedded ahead (no stored version)
+                run.tokens += ahead.tokens
+                run.embedded += ahead.embedded_chunks
+                written = session.put_document(header, iter(ahead.embedded))
+            else:
+                chunks = self._chunks(path, extracted, options, document_metadata)
+                reusable = (
+                    self._stored_vectors(session, path) if stored is not None else _NO_VECTORS
+                )
+                written = session.put_document(header, self._embedded(chunks, run, reusable))
         except ExtractionError as exc:  # found while streaming: corrupt page, no text layer
             if stored is None:  # else the stale version's delete below takes the partial too
                 self._remove_partial(session, path, run)
@@ -520,6 +550,67 @@ class Indexer:
         finally:
             run.warnings.extend(FileProblem(path, warning) for warning in extracted.warnings)
         run.written[path] = written
+
+    def _ahead(
+        self,
+        documents: Iterable[SourceDocument],
+        scope: KnowledgeScope,
+        options: IndexOptions,
+        stored: Mapping[str, StoredDocument],
+    ) -> Lookahead:
+        """``documents`` with the next ones prepared ahead (``knowledge.lookahead``); none
+        are with ``lookahead=0`` (an embedder without concurrent calls)."""
+
+        def eligible(number: int, document: SourceDocument) -> bool:
+            return (
+                self._lookahead > 0
+                and not _over_limit(number, options)
+                and document.path not in stored
+                and document.size <= min(options.max_document_bytes, MAX_PREPARED_BYTES)
+                and source_type_of(document.path) in _PREPARED_TYPES
+            )
+
+        def prepare(document: SourceDocument) -> Prepared:
+            return self._prepare(scope, document, options)
+
+        return Lookahead(documents, prepare, eligible=eligible, window=self._lookahead)
+
+    def _prepare(
+        self, scope: KnowledgeScope, document: SourceDocument, options: IndexOptions
+    ) -> Prepared:
+        """Read, extract, chunk and embed one new text document ahead of its write, on a
+        lookahead thread: no store call, and every error kept for the writer to raise."""
+        prepared = Prepared()
+        try:
+            prepared.data = document.read()
+        except Exception as exc:  # the writer raises it where it reads
+            prepared.read_error = exc
+            return prepared
+        path = document.path
+        try:
+            extracted = extract_document(path, prepared.data, max_bytes=options.max_document_bytes)
+        except KnowledgeError as exc:
+            prepared.extract_error = exc
+            return prepared
+        prepared.extracted = extracted
+        if extracted.blocks is not None:
+            return prepared
+        metadata = _document_metadata(document, extracted)
+        cap = self._batch_size * _REUSE_WINDOW
+        try:
+            chunks = list(islice(self._chunks(path, extracted, options, metadata), cap + 1))
+        except KnowledgeError:  # the writer chunks it again and meets the error itself
+            return prepared
+        if len(chunks) > cap:  # a long document: the writer streams it
+            return prepared
+        counts = _Run()
+        try:
+            prepared.embedded = list(self._embedded(chunks, counts))
+        except KnowledgeError as exc:
+            prepared.embed_error = exc
+            return prepared
+        prepared.tokens, prepared.embedded_chunks = counts.tokens, counts.embedded
+        return prepared
 
     def _chunks(
         self,
@@ -662,6 +753,17 @@ class _Pending:
     chunk: DocumentChunk
     text: str
     key: str
+
+
+def _document_metadata(document: SourceDocument, extracted: ExtractedDocument) -> dict[str, Any]:
+    """The metadata every chunk of ``document`` carries (module docstring)."""
+    return {
+        **document.metadata,
+        "source_key": document.source_key or document.path,
+        "content_type": extracted.content_type,
+        FORMAT: extracted.source_type,
+        ORIGIN: document_origin(document),
+    }
 
 
 def _over_limit(taken: int, options: IndexOptions) -> bool:

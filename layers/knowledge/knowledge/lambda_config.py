@@ -10,7 +10,7 @@ variable                        meaning                                         
 ``OPENAI_EMBEDDING_MODEL``      OpenAI model                                        provider's
 ``OPENAI_API_KEY_SECRET_ARN``   Secrets Manager secret with the OpenAI key          unset
 ``BEDROCK_MODEL_ID``            Bedrock embedding model                             provider's
-``EMBEDDING_CONCURRENCY``       embedding calls in flight at once (1-64)            provider's
+``EMBEDDING_CONCURRENCY``       most embedding calls in flight (1-64; adaptive)     provider's
 ``DOCUMENTS_BUCKET``            the documents bucket                                unset
 ``INDEX_QUEUE_URL``             the document events queue (reindex requests)        unset
 ``FILE_PATTERNS``               comma-separated globs of the documents              all types

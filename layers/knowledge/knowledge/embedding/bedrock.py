@@ -2,9 +2,10 @@
 
 - ``boto3`` is imported when the client is first used, not at import.
 - Titan embeds one text per ``InvokeModel`` call, so a batch goes out as concurrent calls
-  on the client's ``knowledge.embedding.pool.EmbeddingPool``: at most ``concurrency``
-  (default ``DEFAULT_BEDROCK_CONCURRENCY`` = 16; the Lambdas' ``EMBEDDING_CONCURRENCY``)
-  in flight, results in input order. A throttle holds back every call of the pool (for
+  on the client's ``knowledge.embedding.pool.EmbeddingPool``: from 16 in flight, growing
+  until Bedrock throttles and backing off when it does, never over ``concurrency``
+  (default ``DEFAULT_BEDROCK_CONCURRENCY`` = 64; the Lambdas' ``EMBEDDING_CONCURRENCY``),
+  results in input order. A throttle holds back every call of the pool (for
   its ``Retry-After``, else the backoff); no call starts past the caller's deadline
   (``knowledge.deadline``). The client created here keeps as many connections as
   ``concurrency``.
@@ -31,7 +32,9 @@ from typing import Any
 from knowledge.embedding.base import Embedding, checked_vector
 from knowledge.embedding.pool import (
     DEFAULT_BEDROCK_CONCURRENCY,
+    DEFAULT_BEDROCK_INITIAL_CONCURRENCY,
     EmbeddingPool,
+    check_concurrency,
     embedding_deadline,
 )
 from knowledge.embedding.retry import call_with_retries
@@ -175,7 +178,11 @@ class BedrockEmbeddingClient:
         self._sleep = sleep
         self._client = client
         self._client_lock = threading.Lock()
-        self._pool = EmbeddingPool(concurrency, name="bedrock-embed")
+        self._pool = EmbeddingPool(
+            concurrency,
+            initial=min(check_concurrency(concurrency), DEFAULT_BEDROCK_INITIAL_CONCURRENCY),
+            name="bedrock-embed",
+        )
         self._endpoint_url = endpoint_url
 
     @property

@@ -10,8 +10,9 @@
   A second 401, or an unchanged key, fails as any 401 does.
 - Inputs go in requests of at most ``batch_size`` texts (``DEFAULT_OPENAI_BATCH_SIZE``,
   16: a pipeline batch of 64 is one request per pool worker), sent concurrently on the
-  client's ``knowledge.embedding.pool.EmbeddingPool`` (at most ``concurrency`` in flight,
-  default ``DEFAULT_OPENAI_CONCURRENCY`` = 4; the Lambdas' ``EMBEDDING_CONCURRENCY``);
+  client's ``knowledge.embedding.pool.EmbeddingPool`` (from 4 in flight, growing until a
+  429 and backing off on one, at most ``concurrency``, default
+  ``DEFAULT_OPENAI_CONCURRENCY`` = 16; the Lambdas' ``EMBEDDING_CONCURRENCY``);
   output order is input order. A 429 holds back every request of the pool (for its
   ``Retry-After``, else the backoff); no request starts past the caller's deadline
   (``knowledge.deadline``).
@@ -42,7 +43,9 @@ from typing import TYPE_CHECKING, Any
 from knowledge.embedding.base import Embedding, checked_vector
 from knowledge.embedding.pool import (
     DEFAULT_OPENAI_CONCURRENCY,
+    DEFAULT_OPENAI_INITIAL_CONCURRENCY,
     EmbeddingPool,
+    check_concurrency,
     embedding_deadline,
 )
 from knowledge.embedding.retry import call_with_retries
@@ -188,7 +191,11 @@ class OpenAIEmbeddingClient:
         self._owns_client = client is None
         self._client_lock = threading.Lock()
         self._key_in_use: str | None = None
-        self._pool = EmbeddingPool(concurrency, name="openai-embed")
+        self._pool = EmbeddingPool(
+            concurrency,
+            initial=min(check_concurrency(concurrency), DEFAULT_OPENAI_INITIAL_CONCURRENCY),
+            name="openai-embed",
+        )
 
     @property
     def concurrency(self) -> int:

@@ -12,8 +12,8 @@ caller of that provider shares the bound) and returns the results **in input ord
   ``RateGate.pause(seconds)``; every worker waits on the same gate before each attempt,
   so no new request of any worker goes out until the server said it would take them
   again. Requests already on the wire finish as they will. A throttle without
-  ``Retry-After`` (Bedrock's usual ``ThrottlingException``) closes the gate too, for the
-  jittered backoff of the worker that got it.
+  ``Retry-After`` (Bedrock's usual ``ThrottlingException``) cuts the adaptive limit
+  (below), and the worker that got it waits its jittered backoff.
 - **The caller's deadline is respected.** ``embedding_deadline()`` is the nearer of
   ``knowledge.deadline.current_deadline()`` (e.g. the search handler's request budget)
   and the one set by ``embedding_time_budget(seconds)`` (the indexer Lambda sets it per
@@ -31,11 +31,16 @@ caller of that provider shares the bound) and returns the results **in input ord
 - Items run on the pool's threads (``concurrency=1``: one thread, one call after
   another), so the caller can stop waiting at its deadline.
 
-Settings: the providers take ``concurrency`` (``BedrockEmbeddingClient``: default
-``DEFAULT_BEDROCK_CONCURRENCY`` = 16; ``OpenAIEmbeddingClient``: default
-``DEFAULT_OPENAI_CONCURRENCY`` = 4), and the Lambda functions read
-``EMBEDDING_CONCURRENCY`` (``knowledge.lambda_config``). The defaults come from
-``bench/embedding_pool.py`` (``bench/REPORT.md``, "Concurrent embedding").
+- **How many calls are in flight adapts** (``knowledge.embedding.aimd.AdaptiveLimit``,
+  the gate's ``limit``): it starts at ``initial`` and grows by about one call per round
+  of answers while it is in use, up to ``concurrency``; a throttled answer cuts it to
+  0.7x (once per round trip). So the pool finds the provider's quota and stays under it.
+
+Settings: the providers take ``concurrency``, the ceiling (``BedrockEmbeddingClient``:
+default ``DEFAULT_BEDROCK_CONCURRENCY`` = 64, starting at 16; ``OpenAIEmbeddingClient``:
+default ``DEFAULT_OPENAI_CONCURRENCY`` = 16, starting at 4), and the Lambda functions
+read ``EMBEDDING_CONCURRENCY`` (``knowledge.lambda_config``) for it. The defaults come
+from ``bench/embedding_pool.py`` (``bench/REPORT.md``, "Concurrent embedding").
 """
 
 from __future__ import annotations
@@ -49,11 +54,14 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import TypeVar
 
 from knowledge.deadline import Deadline, current_deadline
+from knowledge.embedding.aimd import AdaptiveLimit
 from knowledge.errors import EmbeddingError, ValidationError
 
 __all__ = [
     "DEFAULT_BEDROCK_CONCURRENCY",
+    "DEFAULT_BEDROCK_INITIAL_CONCURRENCY",
     "DEFAULT_OPENAI_CONCURRENCY",
+    "DEFAULT_OPENAI_INITIAL_CONCURRENCY",
     "MAX_CONCURRENCY",
     "EmbeddingCancelledError",
     "EmbeddingDeadlineError",
@@ -68,15 +76,22 @@ __all__ = [
 T = TypeVar("T")
 R = TypeVar("R")
 
-DEFAULT_BEDROCK_CONCURRENCY = 16
-"""Titan: one text per call. On the man pages at 80 ms a call (bench/REPORT.md section 7)
-16 in flight gave 11.6x the sequential rate (8: 6.8x, 32: 15.4x); 16 clears the 8x target
-with half the calls of 32 counted against the account's InvokeModel quota."""
+DEFAULT_BEDROCK_CONCURRENCY = 64
+"""Titan: one text per call; the most calls in flight (the adaptive limit's ceiling). The
+limit starts at ``DEFAULT_BEDROCK_INITIAL_CONCURRENCY`` and grows until Bedrock throttles
+(``knowledge.embedding.aimd``): the account's quota, not a guess, sets the pace."""
 
-DEFAULT_OPENAI_CONCURRENCY = 4
-"""OpenAI: requests of up to ``batch_size`` texts. With 16-text requests at 300 ms, 4 in
-flight gave 1.8x sequential and 8 no more (1.87x): the pipeline hands the embedder 64
-chunks at a time, so 4 requests carry a whole batch (bench/REPORT.md section 7)."""
+DEFAULT_BEDROCK_INITIAL_CONCURRENCY = 16
+"""Where Titan's limit starts: on the man pages at 80 ms a call (bench/REPORT.md section
+7) a fixed 16 in flight gave 11.6x the sequential rate; from there the limit grows."""
+
+DEFAULT_OPENAI_CONCURRENCY = 16
+"""OpenAI: requests of up to ``batch_size`` texts; the most in flight (the ceiling)."""
+
+DEFAULT_OPENAI_INITIAL_CONCURRENCY = 4
+"""Where OpenAI's limit starts: with 16-text requests at 300 ms, 4 in flight gave 1.8x
+sequential and 8 no more (1.87x) when the pipeline handed the embedder 64 chunks at a
+time, so 4 requests carried a whole batch (bench/REPORT.md section 7)."""
 
 MAX_CONCURRENCY = 64
 
@@ -138,10 +153,14 @@ class RateGate:
     over an earlier one); ``wait(sleep, deadline)`` returns once it is open.
     """
 
-    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self, clock: Callable[[], float] = time.monotonic, *, limit: AdaptiveLimit | None = None
+    ) -> None:
         self._clock = clock
         self._lock = threading.Lock()
         self._open_at = 0.0
+        self.limit = limit
+        """How many calls may be in flight (``knowledge.embedding.aimd``); ``None``: any."""
 
     def pause(self, seconds: float) -> None:
         """Hold every worker back for ``seconds`` from now."""
@@ -181,15 +200,20 @@ class EmbeddingPool:
     on first concurrent use and live as long as the pool (daemon-like executor threads,
     ended by ``close()``)."""
 
-    def __init__(self, concurrency: int, *, name: str = "embedding") -> None:
+    def __init__(
+        self, concurrency: int, *, initial: int | None = None, name: str = "embedding"
+    ) -> None:
         self._concurrency = check_concurrency(concurrency)
         self._name = name
         self._executor: concurrent.futures.ThreadPoolExecutor | None = None
         self._lock = threading.Lock()
-        self.gate = RateGate()
+        start = self._concurrency if initial is None else check_concurrency(initial)
+        self.limit = AdaptiveLimit(start, self._concurrency)
+        self.gate = RateGate(limit=self.limit)
 
     @property
     def concurrency(self) -> int:
+        """The most calls ever in flight (the adaptive limit's ceiling)."""
         return self._concurrency
 
     def map(self, function: Callable[[T], R], items: Sequence[T]) -> list[R]:
@@ -253,7 +277,7 @@ class EmbeddingPool:
             executor.shutdown(wait=False, cancel_futures=True)
 
     def __repr__(self) -> str:
-        return f"EmbeddingPool(concurrency={self._concurrency})"
+        return f"EmbeddingPool(concurrency={self._concurrency}, limit={self.limit.limit})"
 
 
 class _NotStartedError(Exception):

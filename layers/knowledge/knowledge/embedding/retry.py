@@ -14,9 +14,14 @@ With ``gate`` (the ``RateGate`` of the provider's ``knowledge.embedding.pool.Emb
 every attempt first waits for the gate to be open, and a server's ``Retry-After`` closes
 the gate for that long, so every worker of the pool backs off, not only this one. A
 throttle without ``Retry-After`` (``is_throttle``: a 429, Bedrock's
-``ThrottlingException``) closes the gate for the attempt's own backoff. With
+``ThrottlingException``) closes the gate for the attempt's own backoff, unless the gate
+has an adaptive ``limit``: then the cut limit is the pool's backoff, and only the worker
+that got it waits its backoff (a pool stopped whole at every 429 of a concurrency quota
+would idle below it). With
 ``deadline``, no attempt starts once it has passed, nor a backoff that would end after it:
-``EmbeddingDeadlineError`` (caused by the last error, if any) is raised instead. Inside
+``EmbeddingDeadlineError`` (caused by the last error, if any) is raised instead. The
+gate's ``limit`` (``knowledge.embedding.aimd.AdaptiveLimit``) bounds the attempts in
+flight: each waits for room, and its answer (throttled or not) moves the limit. Inside
 an ``EmbeddingPool.map`` whose batch has already failed, no attempt starts either
 (``pool.check_not_cancelled``).
 """
@@ -82,13 +87,18 @@ def call_with_retries(
                 "the time budget ran out before the embedding call could be sent"
                 + (f" again (after {attempt} attempts)" if attempt else "")
             )
+        limit = gate.limit if gate is not None else None
+        ticket = limit.acquire(deadline) if limit is not None else None
         try:
-            return operation()
+            result = operation()
         except Exception as exc:
+            hinted = retry_after(exc) if retry_after is not None else None
+            if limit is not None and ticket is not None:
+                throttled = (is_throttle is not None and is_throttle(exc)) or hinted is not None
+                limit.release(ticket, throttled=throttled)
             if attempt >= max_retries or not is_retryable(exc):
                 raise
             delay = backoff_delay(attempt, base_delay=base_delay, max_delay=max_delay, rand=rand)
-            hinted = retry_after(exc) if retry_after is not None else None
             attempt += 1
             if hinted is not None and hinted > 0:
                 # The server knows when it will take requests again; trust it, within reason.
@@ -96,9 +106,12 @@ def call_with_retries(
                 if gate is not None:
                     gate.pause(delay)  # every worker waits; gate.wait above does it here
                     continue
-            elif gate is not None and is_throttle is not None and is_throttle(exc):
+            elif (
+                gate is not None and limit is None and is_throttle is not None and is_throttle(exc)
+            ):
                 # Throttled without a hint (Bedrock's usual 429): the account's rate is
                 # shared, so the whole pool backs off too, for this attempt's backoff.
+                # With an adaptive limit the cut limit is that backoff (aimd).
                 gate.pause(delay)
                 continue
             if deadline is not None and delay >= deadline.remaining():
@@ -106,3 +119,7 @@ def call_with_retries(
                     f"the time budget ends before the next attempt (after {attempt}): {exc}"
                 ) from exc
             sleep(delay)
+        else:
+            if limit is not None and ticket is not None:
+                limit.release(ticket, throttled=False)
+            return result

@@ -42,6 +42,7 @@ from knowledge.stores.opensearch.mapping import (
     index_body,
     layout_of,
 )
+from knowledge.stores.opensearch.scope_size import ScopeSizes
 
 if TYPE_CHECKING:
     from opensearchpy import OpenSearch
@@ -89,6 +90,8 @@ class Connection:
         self._lock = threading.Lock()
         self._layouts: dict[str, IndexLayout] = {}
         self._closed = False
+        self.scope_sizes = ScopeSizes()
+        """Scopes' chunk counts, for ``ef_search`` (``scope_size``)."""
 
     # --- the client ------------------------------------------------------------------------
 

@@ -77,6 +77,11 @@ from knowledge.stores.opensearch.mapping import (
     METADATA,
     is_zero_vector,
 )
+from knowledge.stores.opensearch.scope_size import (
+    ef_search_for,
+    parse_chunk_total,
+    scope_chunks_body,
+)
 from knowledge.text import has_cjk
 
 __all__ = ["DEFAULT_EMBED_TIMEOUT", "embed_query", "search"]
@@ -127,6 +132,20 @@ def _checked(embedder: EmbeddingClient, vector: Sequence[float]) -> Sequence[flo
             f"vector, expected {embedder.dimensions}"
         )
     return None if is_zero_vector(vector) else vector
+
+
+def _scope_chunks(
+    connection: Connection, index: str, scope: KnowledgeScope, cross_context: bool, action: str
+) -> int | None:
+    """The chunks a search of ``scope`` filters to, read from the index (kept a while)."""
+
+    def count() -> int | None:
+        body = scope_chunks_body(scope, cross_context=cross_context)
+        return parse_chunk_total(
+            connection.search(index, f"{action}: count", body, filter_path="hits.total")
+        )
+
+    return connection.scope_sizes.get((index, scope, cross_context), count)
 
 
 def search(
@@ -180,6 +199,12 @@ def search(
             document_of=lambda key: _document_of(sources[key]),
         )
 
+    # A big scope is walked with a longer candidate list (scope_size.ef_search_for).
+    ef_search = config.ef_search
+    if vector is not None and ef_search > 0:
+        ef_search = ef_search_for(
+            ef_search, _scope_chunks(connection, index, scope, query.cross_context, action)
+        )
     # Vector candidates below it are none (fusion.above_floor): the embedder's floor.
     floor = 0.0 if embedder is None else relevance_floor(embedder.name)
     needed = query.offset + query.max_results
@@ -193,7 +218,7 @@ def search(
                 body = queries.keyword_search_body(query.text, filters, size)
             else:
                 assert vector is not None
-                body = queries.vector_search_body(vector, filters, size, ef_search=config.ef_search)
+                body = queries.vector_search_body(vector, filters, size, ef_search=ef_search)
             hits = queries.parse_hits(connection.search(index, action, body))
             raw = scores_of(hits)
             if mode is SearchMode.KEYWORD:
@@ -229,7 +254,7 @@ def search(
                 vector,
                 filters,
                 size,
-                ef_search=config.ef_search,
+                ef_search=ef_search,
                 candidates=True,
                 candidate_path=with_path,
                 candidate_facts=facts,

@@ -1,0 +1,127 @@
+"""``ef_search`` by the size of the scope searched (``stores.opensearch.scope_size``), on
+the real node, seen at the wire: a proxy (``faults.FaultProxy``) records what the store
+sends. A small scope is searched as before (the configured 200); a scope of more than
+``LARGE_SCOPE_CHUNKS`` chunks gets a candidate list that grows with it, from a count of
+its chunks read once (and kept) from the index."""
+
+from __future__ import annotations
+
+import json
+import urllib.request
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from faults import FaultProxy
+from opensearch_index import NodeIndex, http_json
+
+from knowledge.embedding.hashing import HashingEmbedder
+from knowledge.model import SearchMode, SearchQuery
+from knowledge.scope import KnowledgeScope
+from knowledge.sources.local import LocalDirectorySource
+from knowledge.stores.opensearch import OpenSearchKnowledgeStore, RetryPolicy
+from knowledge.stores.opensearch.mapping import AGENT, CONTEXT, RECORD, RECORD_CHUNK
+from knowledge.stores.opensearch.scope_size import LARGE_SCOPE_CHUNKS, ef_search_for
+
+pytestmark = [pytest.mark.integration, pytest.mark.opensearch]
+
+DIMS = 32
+SMALL = KnowledgeScope("team-a", "notes")
+BIG = KnowledgeScope("team-b", "handbook")
+
+
+@pytest.fixture
+def proxy(opensearch_url: str) -> Iterator[FaultProxy]:
+    with FaultProxy(opensearch_url) as running:
+        yield running
+
+
+def _ef_sent(proxy: FaultProxy) -> list[int]:
+    """``method_parameters.ef_search`` of every knn query sent."""
+    found: list[int] = []
+
+    def walk(value: Any) -> None:
+        if isinstance(value, dict):
+            if "knn" in value and isinstance(value["knn"], dict):
+                for clause in value["knn"].values():
+                    found.append(clause.get("method_parameters", {}).get("ef_search", 0))
+            for item in value.values():
+                walk(item)
+        elif isinstance(value, list):
+            for item in value:
+                walk(item)
+
+    for body in proxy.search_bodies:
+        for line in body.decode("utf-8").splitlines():
+            if line.strip():
+                walk(json.loads(line))
+    return found
+
+
+def _bulk_chunks(node: NodeIndex, scope: KnowledgeScope, count: int) -> None:
+    """``count`` bare chunk documents of ``scope`` (no vector: the count is what matters)."""
+    lines = []
+    for n in range(count):
+        lines.append(json.dumps({"index": {"_index": node.index, "_id": f"bulk-{n}"}}))
+        lines.append(json.dumps({AGENT: scope.agent, CONTEXT: scope.context, RECORD: RECORD_CHUNK}))
+    request = urllib.request.Request(
+        f"{node.url}/_bulk?refresh=true",
+        data=("\n".join(lines) + "\n").encode("utf-8"),
+        method="POST",
+        headers={"Content-Type": "application/x-ndjson"},
+    )
+    with urllib.request.urlopen(request, timeout=120) as response:
+        assert json.loads(response.read())["errors"] is False
+
+
+def test_big_scopes_get_a_longer_candidate_list(
+    node: NodeIndex, proxy: FaultProxy, tmp_path: Any
+) -> None:
+    for name in ("a.md", "b.md"):
+        (tmp_path / name).write_text(f"# {name}\n\nrollback steps for {name}\n", "utf-8")
+    store = OpenSearchKnowledgeStore(
+        node.config(url=proxy.url, ef_search=200),
+        embedder=HashingEmbedder(DIMS),
+        retry=RetryPolicy(max_retries=1, initial_backoff=0.01, max_backoff=0.02),
+    )
+    try:
+        for scope in (SMALL, BIG):
+            result = store.index(scope, LocalDirectorySource(tmp_path))
+            assert result.errors == ()
+        big = LARGE_SCOPE_CHUNKS + 1000
+        _bulk_chunks(node, BIG, big)
+        chunks = {}
+        for scope in (SMALL, BIG):
+            status, counted = http_json(
+                "POST",
+                f"{node.url}/{node.index}/_count",
+                {"query": {"bool": {"filter": [
+                    {"term": {AGENT: scope.agent}}, {"term": {CONTEXT: scope.context}},
+                    {"term": {RECORD: RECORD_CHUNK}},
+                ]}}},
+            )  # fmt: skip
+            assert status == 200, counted
+            chunks[scope] = counted["count"]
+        assert chunks[SMALL] == 2
+        assert chunks[BIG] == big + 2
+        for mode in (SearchMode.VECTOR, SearchMode.HYBRID):
+            for scope in (SMALL, BIG):
+                proxy.search_bodies.clear()
+                hits = store.search(scope, SearchQuery(text="rollback steps", mode=mode))
+                assert {hit.document_path for hit in hits} == {"a.md", "b.md"}
+                expected = 200 if scope == SMALL else ef_search_for(200, big + 2)
+                assert _ef_sent(proxy) == [expected], (mode, scope)
+        assert ef_search_for(200, big + 2) > 200
+        # Each scope's size was read once, then kept (four searches, two counts).
+        counts = [path for _, path in proxy.requests if "filter_path=hits.total" in path]
+        assert len(counts) == 2, counts
+    finally:
+        store.close()
+
+
+def test_the_rule() -> None:
+    assert ef_search_for(200, None) == 200  # not known: as configured
+    assert ef_search_for(200, LARGE_SCOPE_CHUNKS) == 200  # small scopes unchanged
+    assert ef_search_for(0, 10**6) == 0  # 0: none sent, whatever the scope
+    assert ef_search_for(200, 50_000) > ef_search_for(200, 20_000) > 200
+    assert ef_search_for(200, 10**9) == 10_000
