@@ -12,6 +12,9 @@ GET      /v1/agents/{agent}/contexts/{context}/status    index status
 GET      /v1/agents/{agent}/contexts/{context}/documents the scope's documents (paged)
 GET      .../contexts/{context}/documents/{path}         one document (path URL-encoded)
 POST     /v1/agents/{agent}/contexts/{context}/reindex   re-index from source
+PUT      .../contexts/{context}/documents/{path}         write a document (``writes``)
+DELETE   .../contexts/{context}/documents/{path}         delete a document
+POST     /v1/agents/{agent}/contexts/{context}/uploads   presign a large upload
 GET      /v1/health                                      liveness
 =======  ==============================================  =======================
 
@@ -72,6 +75,15 @@ from knowledge.model import (
 from knowledge.scope import KnowledgeScope, validate_segment
 from knowledge.search_filter import parse_filter
 from knowledge.store import KnowledgeStore
+from knowledge.writes import (
+    MAX_DOCUMENT_BYTES,
+    DocumentStorage,
+    accepted_body,
+    check_writable_scope,
+    check_write_path,
+    parse_upload_request,
+    parse_write,
+)
 
 if TYPE_CHECKING:  # the stage is built by whoever configures it; no import at cold start
     from knowledge.reranking.stage import RerankingStage, RerankReport
@@ -80,7 +92,9 @@ __all__ = [
     "AGENT_WIDE_CONTEXT",
     "DOCUMENTS_PARAMETERS",
     "MAX_BODY_BYTES",
+    "MAX_DOCUMENT_BYTES",
     "SEARCH_FIELDS",
+    "WRITE_ROUTES",
     "ApiResponse",
     "KnowledgeApi",
     "ReindexScope",
@@ -397,7 +411,20 @@ _ROUTES = (
         "GET",
         "document",
     ),
+    # Writes (knowledge.writes): authorized apart from reads on every front end.
+    _Route(
+        ("v1", "agents", "{agent}", "contexts", "{context}", "documents", "{path}"),
+        "PUT",
+        "put_document",
+    ),
+    _Route(
+        ("v1", "agents", "{agent}", "contexts", "{context}", "documents", "{path}"),
+        "DELETE",
+        "delete_document",
+    ),
+    _Route(("v1", "agents", "{agent}", "contexts", "{context}", "uploads"), "POST", "upload"),
 )
+WRITE_ROUTES = frozenset({"put_document", "delete_document", "upload"})
 
 
 def document_path_segment(raw: str) -> str:
@@ -483,7 +510,7 @@ def _match(pattern: Sequence[str], segments: Sequence[str]) -> dict[str, str] | 
 
 
 class KnowledgeApi:
-    """The seven routes over one store.
+    """The routes over one store (writes only with ``writes``: a ``DocumentStorage``).
 
     ``reindex`` re-indexes a scope from wherever its documents live; without it the
     reindex route answers 503 (not configured). ``default_mode`` is the mode used when
@@ -501,8 +528,10 @@ class KnowledgeApi:
         default_mode: SearchMode | None = None,
         status: StatusOf | None = None,
         reranking: RerankingStage | None = None,
+        writes: DocumentStorage | None = None,
     ) -> None:
         self._store = store
+        self._writes = writes
         self._reindex = reindex
         self._default_mode = default_mode
         self._status_of = status
@@ -606,6 +635,94 @@ class KnowledgeApi:
         except Exception as exc:
             return error_response(exc, request_id)
 
+    # -- writes (knowledge.writes); off (403) unless a storage is given ---------------
+
+    @property
+    def writes_enabled(self) -> bool:
+        return self._writes is not None
+
+    def _write_scope(self, agent: str, context: str) -> tuple[KnowledgeScope, DocumentStorage]:
+        scope = KnowledgeScope(path_segment("agent", agent), path_segment("context", context))
+        check_writable_scope(scope)
+        if self._writes is None:
+            raise AccessDeniedError("operation", "writes are off on this server")
+        return scope, self._writes
+
+    def put_document(
+        self,
+        agent: str,
+        context: str,
+        path: str,
+        body: bytes | str | None,
+        *,
+        content_type: str | None = None,
+        query_string: str | None = None,
+        request_id: str | None = None,
+    ) -> ApiResponse:
+        """Store a document (202 ``knowledge.writes.accepted_body``); the source's
+        indexing makes it searchable. ``path`` is the URL-encoded segment."""
+        try:
+            scope, storage = self._write_scope(agent, context)
+            data = body.encode("utf-8") if isinstance(body, str) else (body or b"")
+            write = parse_write(
+                scope,
+                document_path_segment(path),
+                data,
+                content_type=content_type,
+                query_string=query_string,
+            )
+            storage.put(scope, write.path, write.data, write.sidecar)
+            return ApiResponse(202, accepted_body(write))
+        except Exception as exc:
+            return error_response(exc, request_id)
+
+    def delete_document(
+        self, agent: str, context: str, path: str, *, request_id: str | None = None
+    ) -> ApiResponse:
+        """Remove a document and its sidecar: 202, or 404 when the storage knows there
+        was none (the folder; S3 deletes are idempotent and always 202)."""
+        try:
+            scope, storage = self._write_scope(agent, context)
+            document_path = document_path_segment(path)
+            check_write_path(document_path)
+            if storage.delete(scope, document_path) is False:
+                raise NotFoundError(f"no document '{document_path[:200]}' in {scope}")
+            return ApiResponse(
+                202, {"agent": agent, "context": context, "path": document_path, "deleted": True}
+            )
+        except Exception as exc:
+            return error_response(exc, request_id)
+
+    def upload(
+        self,
+        agent: str,
+        context: str,
+        body: bytes | str | Mapping[str, Any] | None,
+        *,
+        request_id: str | None = None,
+    ) -> ApiResponse:
+        """A presigned upload of one document (``{"path", "size"?, "expires_in"?}``)."""
+        try:
+            scope, storage = self._write_scope(agent, context)
+            if body is None or (isinstance(body, bytes | str) and not body.strip()):
+                raise ValidationError("body", "a JSON object with a 'path' field is required")
+            path, size, expires = parse_upload_request(_decode_body(body))
+            grant = storage.presign_upload(scope, path, size, expires)
+            return ApiResponse(
+                200,
+                {
+                    "agent": agent,
+                    "context": context,
+                    "path": path,
+                    "max_bytes": size,
+                    "expires_in": expires,
+                    "method": "POST",
+                    **grant,
+                },
+            )
+        except Exception as exc:
+            return error_response(exc, request_id)
+
     def health(self) -> ApiResponse:
         return ApiResponse(200, {"status": "ok", "store": self._store.name})
 
@@ -616,6 +733,7 @@ class KnowledgeApi:
         body: bytes | str | Mapping[str, Any] | None = None,
         *,
         request_id: str | None = None,
+        content_type: str | None = None,
     ) -> ApiResponse:
         """Route one request. Unknown path -> 404; known path, wrong method -> 405.
 
@@ -633,6 +751,16 @@ class KnowledgeApi:
             if not matched:
                 return _error(404, f"no route for {route_path}")
             for route, captured in matched:
+                if route.method == method and route.name == "put_document":
+                    return self.put_document(
+                        captured["agent"],
+                        captured["context"],
+                        captured["path"],
+                        body if not isinstance(body, Mapping) else None,
+                        content_type=content_type,
+                        query_string=query_string,
+                        request_id=request_id,
+                    )
                 if route.method == method:
                     return self._dispatch(route.name, captured, body, query_string, request_id)
             allowed = ", ".join(sorted({r.method for r, _ in matched}))
@@ -671,4 +799,10 @@ class KnowledgeApi:
             return self.document(
                 captured["agent"], captured["context"], captured["path"], request_id=request_id
             )
+        if name == "delete_document":
+            return self.delete_document(
+                captured["agent"], captured["context"], captured["path"], request_id=request_id
+            )
+        if name == "upload":
+            return self.upload(captured["agent"], captured["context"], body, request_id=request_id)
         return self.reindex(captured["agent"], captured["context"], request_id=request_id)

@@ -9,7 +9,9 @@
     kb status --agent A --context C [--json]
     kb documents --agent A --context C [--limit N] [--cursor C] [--json]
     kb reindex --agent A --context C [--json]
-    kb serve ROOT [--host 127.0.0.1] [--port 8080] [--poll-interval 1.0]
+    kb put FILE --agent A --context C --api-url URL [--path P] [--note] [--meta K=V ...]
+    kb rm PATH --agent A --context C --api-url URL
+    kb serve ROOT [--host 127.0.0.1] [--port 8080] [--poll-interval 1.0] [--allow-writes]
     kb mcp --agent A --context C [--cross-context] [--transport stdio|http]
 
 ``search``, ``status``, ``documents``, ``reindex`` and ``mcp`` take ``--api-url URL`` to
@@ -376,8 +378,56 @@ def _cmd_serve(args: argparse.Namespace) -> int:
             port=args.port,
             poll_interval=args.poll_interval,
             reranking=open_reranking(args.rerank_model),
+            allow_writes=args.allow_writes,
         )
         return serve_until_stopped(server)
+
+
+def _cmd_put(args: argparse.Namespace) -> int:
+    import mimetypes
+
+    if not args.api_url:
+        raise ValidationError("api-url", "kb put writes through a server; give --api-url")
+    source = Path(args.file)
+    data = source.read_bytes()
+    path = args.path or source.name
+    content_type = "text/markdown" if args.note else mimetypes.guess_type(path)[0]
+    with closing(_open_client(args)) as client:
+        answer = client.put_document(
+            _scope(args),
+            path,
+            data,
+            content_type=content_type or "application/octet-stream",
+            origin="manual" if args.note else None,
+            metadata=_metadata_pairs(args.meta) or None,
+        )
+    if args.json:
+        _print_json(answer, sys.stdout)
+    else:
+        print(f"accepted {answer['path']} ({answer['size']} bytes); state: {answer['document']}")
+    return EXIT_OK
+
+
+def _cmd_rm(args: argparse.Namespace) -> int:
+    if not args.api_url:
+        raise ValidationError("api-url", "kb rm deletes through a server; give --api-url")
+    with closing(_open_client(args)) as client:
+        answer = client.delete_document(_scope(args), args.path)
+    if args.json:
+        _print_json(answer, sys.stdout)
+    else:
+        print(f"deleted {answer['path']}")
+    return EXIT_OK
+
+
+def _metadata_pairs(pairs: Sequence[str] | None) -> dict[str, str]:
+    metadata: dict[str, str] = {}
+    for pair in pairs or ():
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise ValidationError("meta", f"'{pair}' is not KEY=VALUE")
+        metadata[key] = value
+    return metadata
 
 
 def _store_options() -> argparse.ArgumentParser:
@@ -586,7 +636,29 @@ def build_parser() -> argparse.ArgumentParser:
         "--poll-interval", type=_seconds, default=1.0, help="seconds between folder scans"
     )
     serve.add_argument("--rerank-model", metavar="MODEL", help=_RERANK_HELP)
+    serve.add_argument(
+        "--allow-writes",
+        action="store_true",
+        help="answer the write routes (PUT/DELETE documents) by writing ROOT; off by default",
+    )
     serve.set_defaults(handler=_cmd_serve)
+
+    put = commands.add_parser(
+        "put", parents=[store, scoped, remote], help="write a document (or a note) via the API"
+    )
+    put.add_argument("file", metavar="FILE", help="the file to send")
+    put.add_argument("--path", help="its path inside the scope (default: the file's name)")
+    put.add_argument("--note", action="store_true", help="a Markdown note (origin manual)")
+    put.add_argument("--meta", action="append", metavar="KEY=VALUE", help="sidecar metadata")
+    put.add_argument("--json", action="store_true", help="print the answer as JSON")
+    put.set_defaults(handler=_cmd_put)
+
+    rm = commands.add_parser(
+        "rm", parents=[store, scoped, remote], help="delete a document via the API"
+    )
+    rm.add_argument("path", metavar="PATH", help="the document's path inside the scope")
+    rm.add_argument("--json", action="store_true", help="print the answer as JSON")
+    rm.set_defaults(handler=_cmd_rm)
     return parser
 
 
