@@ -271,7 +271,10 @@ def upload(agent: str, context: str) -> Response[str]:
     _authorize(agent, Operation.WRITE)
     event = app.current_event
     body = request_body(event.body, base64_encoded=event.is_base64_encoded)
-    return _http(knowledge_api().upload(agent, context, body, request_id=_request_id()))
+    response = knowledge_api().upload(agent, context, body, request_id=_request_id())
+    if response.status == 200:
+        metrics.add_metric(name="UploadGrants", unit=MetricUnit.Count, value=1)
+    return _http(response)
 
 
 @app.get("/v1/health")

@@ -39,7 +39,9 @@ class S3Storage:
         if self._client is None:
             from knowledge.aws_clients import bounded_client  # boto3 when first used
 
-            self._client = bounded_client("s3")
+            # SigV4 for the presigned POST (botocore signs S3 forms with SigV2 otherwise,
+            # which S3 refuses in regions opened since 2014 and is deprecated everywhere).
+            self._client = bounded_client("s3", signature_version="s3v4")
         return self._client
 
     @staticmethod
