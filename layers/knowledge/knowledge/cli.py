@@ -12,7 +12,7 @@
     kb put FILE --agent A --context C --api-url URL [--path P] [--note] [--meta K=V ...]
     kb rm PATH --agent A --context C --api-url URL
     kb serve ROOT [--host 127.0.0.1] [--port 8080] [--poll-interval 1.0] [--allow-writes]
-    kb mcp --agent A --context C [--cross-context] [--transport stdio|http]
+    kb mcp --agent A --context C [--cross-context] [--transport stdio|http] [--allow-reindex]
 
 ``search``, ``status``, ``documents``, ``reindex`` and ``mcp`` take ``--api-url URL`` to
 use a deployed stack (or another ``kb serve``) through ``knowledge.client`` instead of a
@@ -354,7 +354,16 @@ def _cmd_mcp(args: argparse.Namespace) -> int:
     from knowledge.mcp_server import serve_mcp
 
     scope = _scope(args)
+    if args.allow_reindex and not args.api_url:
+        raise ValidationError(
+            "allow-reindex",
+            "the reindex tool asks a server to re-index from its source; give --api-url "
+            "(a kb serve or the deployed stack)",
+        )
     with closing(_open_reader(args)) as backend:
+        reindex = None
+        if args.allow_reindex and isinstance(backend, KnowledgeClient):
+            reindex = backend.reindex
         serve_mcp(
             backend,
             scope,
@@ -363,6 +372,7 @@ def _cmd_mcp(args: argparse.Namespace) -> int:
             transport=args.transport,
             host=args.host,
             port=args.port,
+            reindex=reindex,
         )
     return EXIT_OK
 
@@ -624,6 +634,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     mcp.add_argument("--host", default="127.0.0.1", help="http transport: default 127.0.0.1")
     mcp.add_argument("--port", type=_port, default=8765, help="http transport: default 8765")
+    mcp.add_argument(
+        "--allow-reindex",
+        action="store_true",
+        help="also offer the knowledge_reindex tool (needs --api-url); off by default",
+    )
     mcp.set_defaults(handler=_cmd_mcp)
 
     serve = commands.add_parser(
