@@ -189,7 +189,9 @@ class _ApiRequestHandler(BaseHTTPRequestHandler):
         return False
 
     def do_GET(self) -> None:
-        asset = playground_asset(self.path, self.server.scopes)
+        asset = playground_asset(
+            self.path, self.server.scopes, writes=self.server.api.writes_enabled
+        )
         if asset is not None:
             self._send_asset(asset)
             return
