@@ -101,12 +101,17 @@ def knowledge_api() -> KnowledgeApi:
     """The container's API over its store, created on the first request."""
     if container.api is None:
         from knowledge.lambda_config import build_reranking, build_store
+        from knowledge.shared import SharedGrants
         from knowledge.writes_s3 import S3Storage
 
         config = settings()
         writes = S3Storage(config.documents_bucket) if config.documents_bucket else None
         container.api = KnowledgeApi(
-            build_store(config), reranking=build_reranking(config), writes=writes
+            build_store(config),
+            reranking=build_reranking(config),
+            writes=writes,
+            # Which agents search which shared libraries: configuration only (template).
+            shared=SharedGrants.parse(os.environ.get("KB_SHARED_GRANTS", "")),
         )
     return container.api
 

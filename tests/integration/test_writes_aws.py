@@ -239,3 +239,34 @@ def test_a_presigned_upload_is_bound_to_its_key_size_and_expiry(stack: Stack) ->
         "AccessDenied: Invalid according to Policy: Policy expired."
     )
     assert check_post(fields, 10, secret, dt.datetime.now(dt.UTC), BUCKET) is None
+
+
+def test_the_shared_library_on_opensearch(
+    stack: Stack,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("KB_SHARED_GRANTS", "ops-bot=playbooks")  # read on the first request
+    wire_notifications(stack)
+    stack.put("_shared/playbooks/incident.md", "# Incident\n\nPage the incident commander.\n")
+    stack.put("_shared/secret/x.md", "# Secret\n\nincident never granted\n")
+    stack.put("ops-bot/runbooks/deploy.md", "# Deploy\n\nincident during deploy\n")
+    stack.put("support-bot/faq/refunds.md", "# Refunds\n\nincident refunds\n")
+    drain(stack)
+
+    def search(path: str, **body: Any) -> tuple[int, dict[str, Any]]:
+        event = api_event("POST", path, {"query": "incident", "mode": "keyword", **body})
+        return invoke(stack, event)
+
+    status, answer = search(f"{SCOPE_PATH}/search", max_results=10)
+    assert status == 200, answer
+    found = {
+        (r["document_path"], r["origin"], r["metadata"].get("shared_library"))
+        for r in answer["results"]
+    }
+    assert found == {("deploy.md", "upload", None), ("incident.md", "shared", "_shared/playbooks")}
+    status, answer = search("/v1/agents/ops-bot/search", include_shared=False)
+    assert [r["document_path"] for r in answer["results"]] == ["deploy.md"]
+    status, answer = search("/v1/agents/support-bot/contexts/faq/search", max_results=10)
+    assert [r["document_path"] for r in answer["results"]] == ["refunds.md"]
+    status, answer = search("/v1/agents/support-bot/search", include_shared=True)
+    assert (status, answer["field"]) == (400, "include_shared")

@@ -74,6 +74,7 @@ from knowledge.model import (
 )
 from knowledge.scope import KnowledgeScope, validate_segment
 from knowledge.search_filter import parse_filter
+from knowledge.shared import SharedGrants, SharedLibraryStore
 from knowledge.store import KnowledgeStore
 from knowledge.writes import (
     MAX_DOCUMENT_BYTES,
@@ -124,6 +125,7 @@ SEARCH_FIELDS = (
     "offset",
     "max_chunks_per_document",
     "filter",
+    "include_shared",
 )
 """The fields of a search request body (DESIGN.md "Search query"); any other is a 400."""
 
@@ -275,7 +277,7 @@ def parse_search_request(
 
 
 def _query_from(data: Mapping[str, Any], default_mode: SearchMode | str | None) -> SearchQuery:
-    unknown = sorted(str(k) for k in data if k not in SEARCH_FIELDS)
+    unknown = sorted(str(k) for k in data if k not in SEARCH_FIELDS)  # include_shared: the API's
     if unknown:
         # The name is echoed back, so a pathological one is cut short.
         name = unknown[0] if len(unknown[0]) <= 64 else unknown[0][:61] + "..."
@@ -529,9 +531,11 @@ class KnowledgeApi:
         status: StatusOf | None = None,
         reranking: RerankingStage | None = None,
         writes: DocumentStorage | None = None,
+        shared: SharedGrants | None = None,
     ) -> None:
         self._store = store
         self._writes = writes
+        self._shared = shared or SharedGrants({})
         self._reindex = reindex
         self._default_mode = default_mode
         self._status_of = status
@@ -567,17 +571,30 @@ class KnowledgeApi:
                     )
                 query = replace(query, cross_context=True)
             scope = KnowledgeScope(agent, AGENT_WIDE_CONTEXT if context is None else context)
+            store = self._searched_store(agent, data.get("include_shared"))
             started = time.perf_counter()
             report: RerankReport | None = None
             if self._reranking is None:
-                results = self._store.search(scope, query)
+                results = store.search(scope, query)
             else:
-                results, report = self._reranking.search(self._store, scope, query)
+                results, report = self._reranking.search(store, scope, query)  # type: ignore[arg-type]
             took_ms = (time.perf_counter() - started) * 1000.0
             mode = query.mode or self._store.default_mode
             return ApiResponse(200, search_response_body(query, mode, results, took_ms, report))
         except Exception as exc:
             return error_response(exc, request_id)
+
+    def _searched_store(self, agent: str, include: object) -> KnowledgeStore | SharedLibraryStore:
+        """The store, widened to the agent's granted shared libraries (``knowledge.shared``)
+        unless ``include_shared`` is false; the grant is configuration, never the request."""
+        if include is not None and not isinstance(include, bool):
+            raise ValidationError("include_shared", "must be true or false")
+        libraries = self._shared.scopes_of(agent)
+        if include is True and not libraries:
+            raise ValidationError("include_shared", f"agent '{agent}' has no shared library")
+        if include is False or not libraries:
+            return self._store
+        return SharedLibraryStore(self._store, libraries)
 
     def status(self, agent: str, context: str, *, request_id: str | None = None) -> ApiResponse:
         """Index status of one scope: ``{"agent", "context", **IndexStatus.to_dict()}``."""

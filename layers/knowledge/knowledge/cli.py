@@ -379,6 +379,7 @@ def _cmd_mcp(args: argparse.Namespace) -> int:
 
 def _cmd_serve(args: argparse.Namespace) -> int:
     from knowledge.local.server import LocalServer, serve_until_stopped
+    from knowledge.shared import SharedGrants
 
     with closing(_open_served_store(args, sys.stderr)) as store:
         server = LocalServer(
@@ -389,6 +390,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
             poll_interval=args.poll_interval,
             reranking=open_reranking(args.rerank_model),
             allow_writes=args.allow_writes,
+            shared_grants=SharedGrants.parse(args.shared_grant),
         )
         return serve_until_stopped(server)
 
@@ -655,6 +657,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--allow-writes",
         action="store_true",
         help="answer the write routes (PUT/DELETE documents) by writing ROOT; off by default",
+    )
+    serve.add_argument(
+        "--shared-grant",
+        action="append",
+        metavar="AGENT=CONTEXT[,CONTEXT]",
+        help="let AGENT's searches include the shared library ROOT/_shared/CONTEXT",
     )
     serve.set_defaults(handler=_cmd_serve)
 

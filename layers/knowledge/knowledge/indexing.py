@@ -88,6 +88,7 @@ from knowledge.model import (
 )
 from knowledge.origin import FORMAT, ORIGIN, ORIGINS, SHARED, SIDECAR_ORIGINS, UPLOAD
 from knowledge.scope import KnowledgeScope
+from knowledge.shared import SHARED_AGENT
 from knowledge.source import DocumentSource, SourceDocument
 from knowledge.sources import CANNOT_LIST, under_unlisted_folder
 from knowledge.store import (
@@ -492,7 +493,8 @@ class Indexer:
             "source_key": document.source_key or path,
             "content_type": extracted.content_type,
             FORMAT: extracted.source_type,
-            ORIGIN: document_origin(document),
+            # The shared library's records say so, whatever a sidecar claims (knowledge.shared).
+            ORIGIN: SHARED if scope.agent == SHARED_AGENT else document_origin(document),
         }
         header = DocumentHeader(
             path=path,

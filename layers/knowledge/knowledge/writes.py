@@ -49,6 +49,7 @@ from knowledge.documents import validate_document_path
 from knowledge.errors import AccessDeniedError, ValidationError
 from knowledge.origin import MANUAL, ORIGIN, UPLOAD
 from knowledge.scope import KnowledgeScope
+from knowledge.shared import SHARED_AGENT
 from knowledge.source import SIDECAR_SUFFIX
 
 __all__ = [
@@ -75,8 +76,6 @@ MAX_UPLOAD_BYTES = 100 * 1024 * 1024
 UPLOAD_EXPIRY_SECONDS = 900
 """How long a presigned upload stays valid; a request may ask for 60 to 3,600 seconds."""
 RESERVED_PREFIXES = ("_repos/", "_kb/")
-SHARED_AGENT = "_shared"
-"""The reserved owner of the shared library's scopes (``_shared/<context>``)."""
 WRITE_PARAMETERS = ("origin", "metadata")
 _WRITE_ORIGINS = (UPLOAD, MANUAL)
 _PERCENT_ESCAPE = re.compile(r"%[0-9A-Fa-f]{2}")

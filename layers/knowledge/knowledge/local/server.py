@@ -81,6 +81,7 @@ from knowledge.model import (
 )
 from knowledge.reranking import RerankingStage
 from knowledge.scope import KnowledgeScope
+from knowledge.shared import SharedGrants
 from knowledge.sources.local import SYMLINK_OUTSIDE_SCOPE, BucketFolderSource
 from knowledge.store import KnowledgeStore, ScopeSources
 
@@ -438,6 +439,7 @@ class LocalServer:
         body_timeout: float = DEFAULT_BODY_TIMEOUT,
         reranking: RerankingStage | None = None,
         allow_writes: bool = False,
+        shared_grants: SharedGrants | None = None,
     ) -> None:
         self._root = Path(root)
         self._source_name = f"kb serve {self._root.resolve()}"
@@ -462,6 +464,7 @@ class LocalServer:
             status=self._status,  # INDEXING while the start-up index runs
             reranking=reranking,
             writes=_folder_storage(self._root) if allow_writes else None,
+            shared=shared_grants,
         )
         self._http: _ApiHttpServer | None = None
         self._http_thread: threading.Thread | None = None
