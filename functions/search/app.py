@@ -6,7 +6,11 @@ the routes take the scope from the path, hand the body to the API, and turn its
 ``knowledge.api.error_response`` (bad input 400 with the field, never a 500 with a
 trace; a 5xx carries a plain message and the request id, its details are logged).
 ``POST .../reindex`` queues one scope reindex message for the indexer function, which
-pages through the scope (``knowledge.reindex_queue``), and answers 202 at once.
+pages through the scope (``knowledge.reindex_queue``), and answers 202 at once. The
+write routes (``PUT``/``DELETE .../documents/{path}``, ``POST .../uploads``) put, delete
+or presign objects in the documents bucket (``knowledge.writes_s3``) and answer 202; the
+event pipeline indexes them. A granted agent's searches include its shared libraries
+(``KB_SHARED_GRANTS``, ``knowledge.shared``).
 
 Path segments are used as sent (``rawPath``; ``knowledge.api.path_segment`` refuses a
 percent-encoded one), and ``knowledge.access.AccessPolicy`` decides whether the caller
