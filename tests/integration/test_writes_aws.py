@@ -154,24 +154,24 @@ def test_a_put_is_searchable_after_the_indexer_drains_the_queue(stack: Stack) ->
     assert document(stack, "notes%2Foncall.md")[0] == 404
 
 
-@pytest.mark.parametrize(
-    "raw",
-    [
-        "..%2F..%2Fother-bot%2Fx%2Fevil.md",
-        "%2E%2E%2Fevil.md",
-        "a%2F..%2F..%2F..%2Fevil.md",
-        "%252E%252E%252Fevil.md",
-        "_repos%2Fgithub%2Fevil.md",
-        "evil.md.metadata.json",
-        "..",
-        "%2Fevil.md",
-    ],
+HOSTILE = (
+    "..%2F..%2Fother-bot%2Fx%2Fevil.md",
+    "%2E%2E%2Fevil.md",
+    "a%2F..%2F..%2F..%2Fevil.md",
+    "%252E%252E%252Fevil.md",
+    "_repos%2Fgithub%2Fevil.md",
+    "evil.md.metadata.json",
+    "..",
+    "%2Fevil.md",
 )
-def test_hostile_paths_write_nothing_anywhere(stack: Stack, raw: str) -> None:  # noqa: F811
-    status, body = invoke(stack, api_event("PUT", f"{SCOPE_PATH}/documents/{raw}", b"# evil\n"))
-    assert status in (400, 404), body
-    status, body = invoke(stack, api_event("POST", f"{SCOPE_PATH}/uploads", {"path": raw}))
-    assert status in (400, 404), body
+
+
+def test_hostile_paths_write_nothing_anywhere(stack: Stack) -> None:  # noqa: F811
+    for raw in HOSTILE:  # one stack for all: each would otherwise build its own
+        status, body = invoke(stack, api_event("PUT", f"{SCOPE_PATH}/documents/{raw}", b"# x\n"))
+        assert status in (400, 404), (raw, body)
+        status, body = invoke(stack, api_event("POST", f"{SCOPE_PATH}/uploads", {"path": raw}))
+        assert status in (400, 404), (raw, body)
     assert keys(stack) == []
 
 
