@@ -192,11 +192,11 @@ def test_jwt_writes_need_the_write_claim(stack: Stack, monkeypatch: pytest.Monke
     assert invoke(stack, api_event("PUT", path, b"# a\n", claims=other))[0] == 403
     assert keys(stack) == []
     assert invoke(stack, api_event("PUT", path, b"# a\n", claims=writers))[0] == 202
-    assert keys(stack) == ["ops-bot/runbooks/a.md"]
+    assert keys(stack) == ["ops-bot/runbooks/a.md", "ops-bot/runbooks/a.md.metadata.json"]
     shared = "/v1/agents/_shared/contexts/playbooks/documents/a.md"
     claims = {"agents": "[_shared]", "agents_write": "[_shared]"}
     assert invoke(stack, api_event("PUT", shared, b"# a\n", claims=claims))[0] == 403
-    assert keys(stack) == ["ops-bot/runbooks/a.md"]
+    assert keys(stack) == ["ops-bot/runbooks/a.md", "ops-bot/runbooks/a.md.metadata.json"]
 
 
 def test_a_presigned_upload_is_bound_to_its_key_size_and_expiry(stack: Stack) -> None:  # noqa: F811

@@ -85,7 +85,8 @@ def test_put_searchable_overwrite_delete(server: LocalServer, root: Path) -> Non
     assert first["document"] == "/v1/agents/ops-bot/contexts/runbooks/documents/guides%2Fcanary.md"
     wait_until(lambda: indexed_with(client, "guides/canary.md", first["content_hash"]), "indexed")
     assert paths_for(client, "zebracanary") == ["guides/canary.md"]
-    assert not (root / "ops-bot" / "runbooks" / "guides" / "canary.md.metadata.json").exists()
+    sidecar = root / "ops-bot" / "runbooks" / "guides" / "canary.md.metadata.json"
+    assert json.loads(sidecar.read_text("utf-8")) == {"metadataAttributes": {"origin": "upload"}}
 
     second = client.put_document(SCOPE, "guides/canary.md", b"# Canary\n\nquokkarollout\n")
     assert second["content_hash"] != first["content_hash"]
@@ -130,9 +131,10 @@ def test_a_note_carries_origin_manual_and_metadata(server: LocalServer, root: Pa
         "https://wiki.example.com/oncall",
         "sre",
     )
-    # Rewritten as a plain upload: the sidecar goes, the origin is upload again.
+    # Rewritten as a plain upload: the sidecar says so, the note's metadata is gone.
     plain = client.put_document(SCOPE, "notes/oncall.md", b"# On-call\n\nwombatpager\n")
-    assert not (root / "ops-bot/runbooks/notes/oncall.md.metadata.json").exists()
+    rewritten = (root / "ops-bot/runbooks/notes/oncall.md.metadata.json").read_text("utf-8")
+    assert json.loads(rewritten) == {"metadataAttributes": {"origin": "upload"}}
     wait_until(lambda: indexed_with(client, "notes/oncall.md", plain["content_hash"]), "plain")
     assert client.get_document(SCOPE, "notes/oncall.md").origin == "upload"  # type: ignore[union-attr]
 

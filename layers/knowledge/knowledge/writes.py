@@ -23,10 +23,11 @@ What a write may name, checked before anything is stored (``check_write_path``):
   library is the operator's, written to the bucket directly.
 
 A note is a Markdown file written with ``origin=manual``; any write may carry
-``metadata`` (a JSON object: the sidecar's ``metadataAttributes``). The sidecar written
-is ``{"metadataAttributes": {..., "origin": "manual"}}`` (``upload`` is the default
-origin and needs no sidecar); a write without either removes an earlier sidecar, so a
-document's metadata is always what its last write said.
+``metadata`` (a JSON object: the sidecar's ``metadataAttributes``). Every write stores
+the sidecar ``{"metadataAttributes": {..., "origin": "upload"|"manual"}}`` with its
+document, replacing an earlier one, so a document's metadata is always what its last
+write said. Always writing it (rather than deleting it when there is nothing to say)
+keeps a versioned bucket from collecting a delete marker, and an extra event, per write.
 
 Size: a Lambda behind API Gateway receives at most 6 MB per synchronous invoke (the
 HTTP API itself takes 10 MB), and a binary body arrives base64 encoded (4/3 larger), so
@@ -97,9 +98,9 @@ _TYPE_EXTENSIONS = {
 class DocumentStorage(Protocol):
     """Where written documents go (the bucket, the served folder)."""
 
-    def put(self, scope: KnowledgeScope, path: str, data: bytes, sidecar: bytes | None) -> None:
-        """Store ``data`` at ``path`` and its sidecar (``None``: remove any). The sidecar
-        is written first, so the document's own write is the last event."""
+    def put(self, scope: KnowledgeScope, path: str, data: bytes, sidecar: bytes) -> None:
+        """Store ``data`` at ``path`` and its sidecar, replacing both. The sidecar is
+        written first, so the document's own write is the last event."""
 
     def delete(self, scope: KnowledgeScope, path: str) -> bool | None:
         """Remove the document and its sidecar (the document first); whether it was
@@ -114,7 +115,7 @@ class DocumentStorage(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class DocumentWrite:
-    """One checked write: the bytes, and the sidecar to store with them (or none)."""
+    """One checked write: the bytes, and the sidecar to store with them."""
 
     scope: KnowledgeScope
     path: str
@@ -123,12 +124,8 @@ class DocumentWrite:
     metadata: Mapping[str, Any]
 
     @property
-    def sidecar(self) -> bytes | None:
-        if self.origin == UPLOAD and not self.metadata:
-            return None
-        attributes = dict(self.metadata)
-        if self.origin != UPLOAD:
-            attributes[ORIGIN] = self.origin
+    def sidecar(self) -> bytes:
+        attributes = {**self.metadata, ORIGIN: self.origin}
         return json.dumps({"metadataAttributes": attributes}, ensure_ascii=False).encode("utf-8")
 
     @property
@@ -137,9 +134,7 @@ class DocumentWrite:
         from knowledge.indexing import document_fingerprint  # not on the read path
         from knowledge.sources import parse_metadata_sidecar
 
-        sidecar = self.sidecar
-        metadata = {} if sidecar is None else parse_metadata_sidecar(sidecar)
-        return document_fingerprint(self.data, metadata)
+        return document_fingerprint(self.data, parse_metadata_sidecar(self.sidecar))
 
 
 @dataclass(frozen=True, slots=True)

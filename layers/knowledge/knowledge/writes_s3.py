@@ -57,21 +57,16 @@ class S3Storage:
         except (BotoCoreError, ClientError) as exc:
             raise StoreUnavailableError(f"documents bucket: {what} failed: {exc}") from exc
 
-    def put(self, scope: KnowledgeScope, path: str, data: bytes, sidecar: bytes | None) -> None:
+    def put(self, scope: KnowledgeScope, path: str, data: bytes, sidecar: bytes) -> None:
         key = self.key(scope, path)
-        if sidecar is None:
-            self._call(
-                "delete", self.client.delete_object, Bucket=self._bucket, Key=key + SIDECAR_SUFFIX
-            )
-        else:
-            self._call(
-                "put",
-                self.client.put_object,
-                Bucket=self._bucket,
-                Key=key + SIDECAR_SUFFIX,
-                Body=sidecar,
-                ContentType="application/json",
-            )
+        self._call(
+            "put",
+            self.client.put_object,
+            Bucket=self._bucket,
+            Key=key + SIDECAR_SUFFIX,
+            Body=sidecar,
+            ContentType="application/json",
+        )
         self._call("put", self.client.put_object, Bucket=self._bucket, Key=key, Body=data)
 
     def delete(self, scope: KnowledgeScope, path: str) -> bool | None:

@@ -61,13 +61,9 @@ class FolderStorage:
                 os.unlink(temporary)
             raise
 
-    def put(self, scope: KnowledgeScope, path: str, data: bytes, sidecar: bytes | None) -> None:
+    def put(self, scope: KnowledgeScope, path: str, data: bytes, sidecar: bytes) -> None:
         target = self._target(scope, path, create=True)
-        sidecar_path = target.with_name(target.name + SIDECAR_SUFFIX)
-        if sidecar is None:
-            sidecar_path.unlink(missing_ok=True)
-        else:
-            self._replace(sidecar_path, sidecar)
+        self._replace(target.with_name(target.name + SIDECAR_SUFFIX), sidecar)
         self._replace(target, data)
 
     def delete(self, scope: KnowledgeScope, path: str) -> bool:
