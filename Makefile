@@ -10,7 +10,7 @@ DB ?= .kb/local.db
 SAM_VENV := .venv-sam
 SAM_STAMP := $(SAM_VENV)/.installed
 
-.PHONY: run test lint typecheck unit venv opensearch clean sam-validate sam-build layer-lock checkov browser
+.PHONY: run test lint typecheck unit venv opensearch clean sam-validate sam-build layer-lock checkov browser sshd
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -33,7 +33,7 @@ run: $(STAMP)
 	$(BIN)/kb serve examples/bucket --host $(HOST) --port $(PORT) --db $(DB)
 
 ## Everything: lint, types, unit, contract and integration tests (starts its own OpenSearch node).
-test: $(STAMP) $(SAM_STAMP) browser
+test: $(STAMP) $(SAM_STAMP) browser sshd
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
@@ -42,6 +42,10 @@ test: $(STAMP) $(SAM_STAMP) browser
 ## Debian's Chromium and ChromeDriver for the playground's browser test (no-op once present).
 browser:
 	bash tools/browser/install.sh
+
+## Debian's OpenSSH server for the SSH repository-source test (no-op once present).
+sshd:
+	bash tools/sshd/install.sh
 
 lint: $(STAMP)
 	$(BIN)/ruff check . && $(BIN)/ruff format --check .

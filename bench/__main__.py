@@ -29,9 +29,11 @@ COMMANDS = {
     "scale": "OpenSearch store: one index growing 25x over 1,000 scopes (HNSW, recall, bytes)",
     "bm25": "man-pages keyword MRR@10 under other BM25 k1/b on the real node (a probe)",
     "korean-analysis": "Korean keyword analysis speed: MeCab-ko morphemes vs Hangul bigrams",
+    "korean-cost": "node index bytes per chunk and keyword p50 on the Korean sets (and FAQ en)",
     "hybrid-page": "hybrid: the page read as a second request vs one-request alternatives",
     "hashing-variants": "a probe: richer hashing embedders (stop words, stems, dimensions)",
     "rerank": "search latency with the Bedrock reranking stage (fake endpoint) vs without",
+    "repo-sync": "a 5,000-file Git repository synced, then after a one-file commit",
     "report": "write bench/REPORT.md and the plots from bench/results/*.json",
 }
 
@@ -43,8 +45,10 @@ MODULES = {
     "pdf-throughput": "document_throughput",
     "embedding-pool": "embedding_pool",
     "korean-analysis": "korean_analysis",
+    "korean-cost": "korean_cost",
     "hybrid-page": "hybrid_page",
     "hashing-variants": "hashing_variants",
+    "repo-sync": "repo_sync",
 }
 
 

@@ -1,8 +1,11 @@
 """Plain baselines the product's modes are compared with, computed in the same run.
 
 - ``fts5_ranking``: SQLite FTS5 BM25 over whole documents with FTS5's own tokenizer
-  (``porter unicode61`` for English, ``trigram`` for Korean), the query's words quoted and
-  OR-ed: what one would get from SQLite with no analysis of one's own.
+  (``porter unicode61`` for English, ``trigram`` and plain ``unicode61``, whitespace
+  words, for Korean), the query's words quoted and OR-ed: what one would get from SQLite
+  with no analysis of one's own. With ``analyse`` (the Korean "morphemes only" baseline)
+  documents and queries are first turned into ``knowledge.text.keyword_terms`` (MeCab-ko
+  morphemes), the rest unchanged: the analysis alone, without the product's ranking.
 - ``cosine_ranking``: plain cosine similarity between the query's embedding and every
   chunk's (the product's default chunker, chunk text alone), documents ranked by their
   best chunk: a vector search with no normalisation, floor or fusion.
@@ -14,7 +17,7 @@ from __future__ import annotations
 
 import re
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -35,18 +38,30 @@ def _documents(docs_dir: Path) -> list[tuple[str, str]]:
 
 
 class Fts5Baseline:
-    """FTS5 over whole documents with ``tokenizer`` (``porter unicode61`` or ``trigram``)."""
+    """FTS5 over whole documents with ``tokenizer`` (``porter unicode61``, ``unicode61``
+    or ``trigram``), the text first turned into terms by ``analyse`` if given."""
 
-    def __init__(self, docs_dir: Path, tokenizer: str) -> None:
+    def __init__(
+        self,
+        docs_dir: Path,
+        tokenizer: str,
+        analyse: Callable[[str], list[str]] | None = None,
+    ) -> None:
         self.tokenizer = tokenizer
+        self._analyse = analyse
         self._db = sqlite3.connect(":memory:")
         self._db.execute(
             f"CREATE VIRTUAL TABLE d USING fts5(path UNINDEXED, body, tokenize='{tokenizer}')"
         )
-        self._db.executemany("INSERT INTO d VALUES (?, ?)", _documents(docs_dir))
+        documents = _documents(docs_dir)
+        if analyse is not None:
+            documents = [(path, " ".join(analyse(body))) for path, body in documents]
+        self._db.executemany("INSERT INTO d VALUES (?, ?)", documents)
         self._trigram = tokenizer.startswith("trigram")
 
     def ranking(self, query: str, depth: int) -> list[str]:
+        if self._analyse is not None:
+            query = " ".join(self._analyse(query))
         words = [w for w in _WORD.findall(query.lower()) if not self._trigram or len(w) >= 3]
         if not words:
             return []

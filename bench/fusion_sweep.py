@@ -51,6 +51,7 @@ from typing import Any
 from bench.environment import log, opensearch_node, write_result
 from bench.faq import load_faq
 from bench.fusion_levers import compare_levers
+from bench.gimp_help import load_gimp_help
 from bench.manpages import Corpus, load_corpus
 from bench.metrics import document_ranking, evaluate, percentile, reciprocal_rank
 from bench.stores import (
@@ -370,7 +371,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--corpora",
         default="faq-en,faq-ko,manpages",
-        help="comma-separated: faq-en,faq-ko,manpages",
+        help="comma-separated: faq-en,faq-ko,manpages,gimp-help-ko",
     )
     parser.add_argument("--limit", type=int, default=300, help="man pages (0 = all)")
     parser.add_argument(
@@ -385,9 +386,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace) -> None:
     corpora = []
     for name in [c.strip() for c in args.corpora.split(",") if c.strip()]:
-        corpora.append(
-            load_corpus(args.limit or None) if name == "manpages" else load_faq(name[-2:])
-        )
+        if name == "manpages":
+            corpora.append(load_corpus(args.limit or None))
+        elif name == "gimp-help-ko":
+            corpora.append(load_gimp_help())
+        else:
+            corpora.append(load_faq(name[-2:]))
     label = f"-{args.label}" if args.label else ""
     if args.store == "embedded":
         write_result(f"fusion-sweep-{args.embedder}{label}", run(corpora, args.embedder))

@@ -31,6 +31,7 @@ from bench.baselines import CosineBaseline, Fts5Baseline
 from bench.embedding_cache import CachingEmbedder
 from bench.environment import log, opensearch_node, write_result
 from bench.faq import load_faq
+from bench.gimp_help import load_gimp_help
 from bench.manpages import Corpus, Query, load_corpus
 from bench.metrics import document_ranking, evaluate, first_relevant_rank
 from bench.stores import (
@@ -47,6 +48,7 @@ from knowledge.embedding.base import EmbeddingClient
 from knowledge.model import IndexOptions, SearchMode, SearchQuery
 from knowledge.sources.local import LocalDirectorySource
 from knowledge.store import KnowledgeStore
+from knowledge.text import keyword_terms
 
 __all__ = ["add_arguments", "evaluate_store", "main", "score_modes"]
 
@@ -79,6 +81,17 @@ def evaluate_baselines(corpus: Corpus, embedder: EmbeddingClient, language: str)
         },
         "cosine": _scores([cosine.ranking(q.text, 10) for q in corpus.queries], corpus),
     }
+    if language == "ko":
+        # Whitespace words with no analysis, and the product's morphemes alone (issue 23).
+        for name, label, analyse in (
+            ("fts5_unicode61", "unicode61", None),
+            ("fts5_morphemes", "unicode61 over keyword_terms", keyword_terms),
+        ):
+            baseline = Fts5Baseline(corpus.docs_dir, "unicode61", analyse)
+            baselines[name] = {
+                "tokenizer": label,
+                **_scores([baseline.ranking(q.text, 10) for q in corpus.queries], corpus),
+            }
     for name, value in baselines.items():
         log(f"baseline {name}: MRR@10 {value['mrr_at_10']}, R@5 {value['recall_at_5']}")
     return baselines
@@ -217,9 +230,10 @@ def run(
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--corpus",
-        choices=("manpages", "faq-en", "faq-ko"),
+        choices=("manpages", "faq-en", "faq-ko", "gimp-help-ko"),
         default="manpages",
-        help="man pages (--limit applies) or the Debian FAQ questions in English / Korean",
+        help="man pages (--limit applies), the Debian FAQ questions in English / Korean, or "
+        "the Korean GIMP help pages (titles as queries)",
     )
     parser.add_argument("--limit", type=int, default=300, help="pages (0 = all); default 300")
     parser.add_argument(
@@ -249,8 +263,14 @@ def main(args: argparse.Namespace) -> None:
             options[name] = json.loads(value)
         except json.JSONDecodeError:
             options[name] = value
-    language = "ko" if args.corpus == "faq-ko" else "en"
-    corpus = load_corpus(args.limit or None) if args.corpus == "manpages" else load_faq(language)
+    language = "ko" if args.corpus.endswith("-ko") else "en"
+    corpus: Corpus
+    if args.corpus == "manpages":
+        corpus = load_corpus(args.limit or None)
+    elif args.corpus == "gimp-help-ko":
+        corpus = load_gimp_help()
+    else:
+        corpus = load_faq(language)
     log(f"corpus {corpus.name}: {corpus.documents} documents, {len(corpus.queries)} queries")
     payload = run(corpus, args.embedder, stores, args.chunks, options, language)
     label = f"-{args.label}" if args.label else ""

@@ -1023,6 +1023,9 @@ def main(args: argparse.Namespace) -> None:
     from bench.report_ranking import hashing_variants_section
 
     hashing_variants_section(report)
+    from bench.report_korean_v5 import korean_v5_section  # it imports this module's helpers
+
+    korean_v5_section(report)
     indexing_section(report)
     latency_section(report)
     ranking_latency_section(report)
@@ -1054,6 +1057,9 @@ def main(args: argparse.Namespace) -> None:
     from bench.report_scale import scale_section
 
     scale_section(report)
+    from bench.report_repos import repos_section
+
+    repos_section(report)
     text = _header(report) + "\n" + "\n".join(report.sections)
     args.output.write_text(text, encoding="utf-8")
     log(f"wrote {args.output}")

@@ -52,6 +52,17 @@ if [ ! -e /usr/share/doc/debian/FAQ/basic-defs.en.html ] || [ ! -e /usr/share/do
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y --no-install-recommends debian-faq debian-faq-ko
 fi
 
+# The GIMP manual in Korean: the help-pages benchmark (bench/gimp_help.py). Downloaded and
+# unpacked into bench/data/debs/ (apt-get download + dpkg-deb -x: no root install).
+GIMP_HELP=bench/data/debs/gimp-help-ko
+if [ ! -e "$GIMP_HELP/usr/share/gimp/2.0/help/ko/index.html" ]; then
+    echo "bench/setup.sh: downloading and unpacking gimp-help-ko into $GIMP_HELP"
+    mkdir -p bench/data/debs
+    (cd bench/data/debs && apt-get download gimp-help-ko)
+    rm -rf "$GIMP_HELP" && mkdir -p "$GIMP_HELP"
+    dpkg-deb -x bench/data/debs/gimp-help-ko_*_all.deb "$GIMP_HELP"
+fi
+
 PYTHON="${PYTHON:-python3}"
 VENV=.venv-bench
 STAMP="$VENV/.installed-bench"

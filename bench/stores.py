@@ -31,11 +31,12 @@ __all__ = [
 
 SCOPE = KnowledgeScope("bench", "manpages")
 STORES = ("embedded", "opensearch")
-EMBEDDERS = ("hashing", "minilm")
+EMBEDDERS = ("hashing", "minilm", "multilingual")
 
 
 def make_embedder(name: str, *, cache: bool = True) -> EmbeddingClient:
-    """``hashing`` (256 dimensions, never cached: it is cheap) or ``minilm``."""
+    """``hashing`` (256 dimensions, never cached: it is cheap), ``minilm`` or
+    ``multilingual`` (USE multilingual v3, ``knowledge.embedding.multilingual``)."""
     if name == "hashing":
         from knowledge.embedding.hashing import HashingEmbedder
 
@@ -47,6 +48,11 @@ def make_embedder(name: str, *, cache: bool = True) -> EmbeddingClient:
 
         model = SentenceTransformerEmbedder()
         return CachingEmbedder(model, CACHE_DIR) if cache else model
+    if name == "multilingual":
+        from knowledge.embedding.multilingual import MultilingualEmbedder
+
+        multilingual = MultilingualEmbedder()
+        return CachingEmbedder(multilingual, CACHE_DIR) if cache else multilingual
     raise SystemExit(f"unknown embedder {name!r}: one of {', '.join(EMBEDDERS)}")
 
 

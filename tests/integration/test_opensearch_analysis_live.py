@@ -1,6 +1,7 @@
-"""The OpenSearch mapping analyses English text exactly as ``knowledge.text.keyword_terms``
-does, on the real node, and indexes exactly ``keyword_terms``' Korean morphemes (sent
-pre-analysed in ``content_ko``); an index of another analysis is refused (never mixed)."""
+"""On the real node a chunk's keyword field holds exactly ``knowledge.text.keyword_terms``
+of its text and ``heading_terms`` of its title and headings (sent pre-analysed in
+``content_terms``, analysis version 5), so both stores count the same terms in one field;
+an index of another analysis is refused (never mixed)."""
 
 from __future__ import annotations
 
@@ -17,21 +18,24 @@ from knowledge.model import SearchQuery
 from knowledge.scope import KnowledgeScope
 from knowledge.source import SourceDocument
 from knowledge.stores.opensearch import OpenSearchConfig, OpenSearchKnowledgeStore
-from knowledge.stores.opensearch.mapping import CJK_ANALYZER, ENGLISH_ANALYZER, index_body
-from knowledge.text import KOREAN_MORPHEMES, has_hangul, keyword_terms, korean_terms
+from knowledge.stores.opensearch.mapping import index_body
+from knowledge.text import KOREAN_MORPHEMES, keyword_terms
 
 pytestmark = [pytest.mark.integration, pytest.mark.opensearch]
 
 SCOPE = KnowledgeScope("agent", "ctx")
 
-# English prose, commands, identifiers, possessives, digits, accents: no CJK (the CJK
-# side is the ``content.cjk`` sub-field, which keeps its bigrams as before).
+# English prose, commands, identifiers, possessives, digits, accents; Korean with
+# English, digits and Latin+Hangul words; Japanese.
 SAMPLES = (
     "How do I configure the running processes? The installer detected two interfaces.",
     "Debian's packages: dpkg-reconfigure, apt_get, /etc/apt/sources.list and IPv6 (2001:db8::1)",
     "Généreusement configured caches; the daemon's PID-files were removed at boot-time.",
     "It isn't what they'd have wanted: don't, won't, shouldn't, we've, you'll.",
     "ext4 filesystems, x86_64 kernels, utf-8 locales, and 10,000 files per directory",
+    "데비안은 자유 운영체제입니다. 패키지를 설치했습니다.",
+    "배포실패 시 k8s배포 설정을 되돌린다 (rollback the deployments).",
+    "리눅스 커널 2.6 버전에서 ext4 파일시스템을 지원하나요? 東京の設定",
 )
 
 
@@ -45,21 +49,6 @@ def index(opensearch_url: str) -> Iterator[str]:
 def _store(url: str, index: str) -> OpenSearchKnowledgeStore:
     config = OpenSearchConfig(url=url, index_name=index, number_of_shards=1, number_of_replicas=0)
     return OpenSearchKnowledgeStore(config, embedder=HashingEmbedder(16))
-
-
-@pytest.mark.parametrize("text", SAMPLES)
-def test_the_english_analyzer_gives_the_terms_of_keyword_terms(
-    opensearch_url: str, index: str, text: str
-) -> None:
-    status, body = http_json(
-        "PUT", f"{opensearch_url}/{index}", index_body(vector_dimensions=None, embedding_model=None)
-    )
-    assert status == 200, body
-    status, body = http_json(
-        "POST", f"{opensearch_url}/{index}/_analyze", {"analyzer": ENGLISH_ANALYZER, "text": text}
-    )
-    assert status == 200, body
-    assert [token["token"] for token in body["tokens"]] == keyword_terms(text)
 
 
 def _keyword_paths(opensearch_url: str, index: str, texts: dict[str, str], query: str) -> list[str]:
@@ -128,55 +117,37 @@ def test_an_index_written_before_origins_is_refused_for_reads_and_writes(
     assert (status, answer.get("count")) == (200, 0)  # nothing was written to it
 
 
-# Korean (with English, digits and a Latin+Hangul word): every term the node indexes for a
-# chunk, over ``content``, ``content.cjk`` and ``content_ko``, is one of keyword_terms'.
-KOREAN_SAMPLES = (
-    "데비안은 자유 운영체제입니다. 패키지를 설치했습니다.",
-    "배포실패 시 k8s배포 설정을 되돌린다 (rollback the deployments).",
-    "리눅스 커널 2.6 버전에서 ext4 파일시스템을 지원하나요?",
-)
-
-
-def _chunk_terms(url: str, index: str, field: str) -> Counter[str]:
+def _chunk_terms(url: str, index: str, chunk_index: int = 0) -> Counter[str]:
+    """The terms the node indexed in ``content_terms`` for one chunk, with their counts."""
     status, found = http_json(
-        "POST", f"{url}/{index}/_search", {"query": {"term": {"record": "chunk"}}}
+        "POST", f"{url}/{index}/_search", {"query": {"term": {"chunk_index": chunk_index}}}
     )
     assert status == 200, found
     (hit,) = found["hits"]["hits"]
     status, vectors = http_json(
         "POST",
         f"{url}/{index}/_termvectors/{hit['_id']}",
-        {"fields": [field], "term_statistics": False, "field_statistics": False},
+        {"fields": ["content_terms"], "term_statistics": False, "field_statistics": False},
     )
     assert status == 200, vectors
-    terms = vectors["term_vectors"].get(field, {}).get("terms", {})
+    terms = vectors["term_vectors"].get("content_terms", {}).get("terms", {})
     return Counter({term: info["term_freq"] for term, info in terms.items()})
 
 
-@pytest.mark.parametrize("text", KOREAN_SAMPLES)
-def test_the_node_indexes_the_korean_terms_of_keyword_terms(
+@pytest.mark.parametrize("text", SAMPLES)
+def test_the_node_indexes_the_terms_of_keyword_terms(
     opensearch_url: str, index: str, text: str
 ) -> None:
     store = _store(opensearch_url, index)
     try:
         data = text.encode("utf-8")
-        document = SourceDocument(path="ko.md", size=len(data), read=lambda: data)
+        document = SourceDocument(path="t.txt", size=len(data), read=lambda: data)
         assert store.upsert_document(SCOPE, document).indexed_documents == 1
     finally:
         store.close()
     http_json("POST", f"{opensearch_url}/{index}/_refresh")
-    korean = _chunk_terms(opensearch_url, index, "content_ko")
-    english = _chunk_terms(opensearch_url, index, "content")
-    # Term for term: the Korean words' terms in content_ko, the others' in content.
-    assert korean == Counter(korean_terms(text))
-    assert korean + english == Counter(keyword_terms(text))
-    # No Hangul in the bigram sub-field either (it would count the words twice).
-    assert not [t for t in _chunk_terms(opensearch_url, index, "content.cjk") if has_hangul(t)]
-    status, body = http_json(
-        "POST", f"{opensearch_url}/{index}/_analyze", {"analyzer": CJK_ANALYZER, "text": text}
-    )
-    assert status == 200, body
-    assert not [t["token"] for t in body["tokens"] if has_hangul(t["token"])]
+    # Term for term, as the embedded store's FTS5 row holds them (a .txt has no headings).
+    assert _chunk_terms(opensearch_url, index) == Counter(keyword_terms(text))
 
 
 def test_a_korean_query_finds_its_morphemes_on_the_node(opensearch_url: str, index: str) -> None:
@@ -189,7 +160,7 @@ def test_an_index_of_the_bigram_analysis_is_refused(opensearch_url: str, index: 
     # The mapping of the previous version: Hangul as bigrams, "english-snowball-v2".
     body = index_body(vector_dimensions=16, embedding_model="hashing")
     body["mappings"]["_meta"]["knowledge"]["analysis"] = "english-snowball-v2"
-    body["mappings"]["properties"].pop("content_ko", None)
+    body["mappings"]["properties"].pop("content_terms", None)
     status, answer = http_json("PUT", f"{opensearch_url}/{index}", body)
     assert status == 200, answer
     store = _store(opensearch_url, index)
@@ -202,16 +173,20 @@ def test_an_index_of_the_bigram_analysis_is_refused(opensearch_url: str, index: 
 
 
 PREVIOUS_ANALYSIS = (
-    "english-snowball-mecab-ko-v3" if KOREAN_MORPHEMES else "english-snowball-hangul-bigrams-v3"
+    "english-snowball-mecab-ko-v4" if KOREAN_MORPHEMES else "english-snowball-hangul-bigrams-v4"
 )
 
 
-def test_an_index_of_analysis_3_is_refused(opensearch_url: str, index: str) -> None:
-    # The mapping of the previous version: no title and heading fields.
+def test_an_index_of_analysis_4_is_refused(opensearch_url: str, index: str) -> None:
+    # The mapping of the previous version: content analysed by the node, Korean terms and
+    # headings in fields of their own, no content_terms.
     body = index_body(vector_dimensions=16, embedding_model="hashing")
     body["mappings"]["_meta"]["knowledge"]["analysis"] = PREVIOUS_ANALYSIS
-    for field in ("headings", "headings_ko"):
-        body["mappings"]["properties"].pop(field)
+    properties = body["mappings"]["properties"]
+    properties.pop("content_terms")
+    properties["content"] = {"type": "text"}
+    for field in ("content_ko", "headings", "headings_ko"):
+        properties[field] = {"type": "text", "analyzer": "whitespace"}
     status, answer = http_json("PUT", f"{opensearch_url}/{index}", body)
     assert status == 200, answer
     store = _store(opensearch_url, index)
@@ -230,8 +205,8 @@ def test_an_index_of_analysis_3_is_refused(opensearch_url: str, index: str) -> N
 def test_the_node_indexes_the_heading_terms_of_keyword_terms(
     opensearch_url: str, index: str
 ) -> None:
-    # One chunk whose title and headings mix English, Korean and Japanese: every term of
-    # the headings fields is one of keyword_terms' for its "Title > Section" line.
+    # One chunk whose title and headings mix English, Korean and Japanese: its field holds
+    # the text's terms and those of its "Title > Section" line, as the FTS5 row does.
     text = "# Rolling Deployments 배포했다\n\n## 東京 Configured\n\nbody"
     store = _store(opensearch_url, index)
     try:
@@ -240,24 +215,13 @@ def test_the_node_indexes_the_heading_terms_of_keyword_terms(
         assert store.upsert_document(SCOPE, document).indexed_documents == 1
         http_json("POST", f"{opensearch_url}/{index}/_refresh")
         status, found = http_json(
-            "POST",
-            f"{opensearch_url}/{index}/_search",
-            {"query": {"term": {"chunk_index": 1}}, "_source": ["headings"]},
+            "POST", f"{opensearch_url}/{index}/_search", {"query": {"term": {"chunk_index": 1}}}
         )
         assert status == 200, found
         (hit,) = found["hits"]["hits"]
-        assert hit["_source"]["headings"] == "Rolling Deployments 배포했다 > 東京 Configured"
-        status, vectors = http_json(
-            "POST",
-            f"{opensearch_url}/{index}/_termvectors/{hit['_id']}",
-            {"fields": ["headings", "headings_ko"], "term_statistics": False},
-        )
-        assert status == 200, vectors
-        terms: Counter[str] = Counter()
-        for field in ("headings", "headings_ko"):
-            for term, info in vectors["term_vectors"].get(field, {}).get("terms", {}).items():
-                terms[term] += info["term_freq"]
         line = "Rolling Deployments 배포했다 > 東京 Configured"
-        assert terms == Counter(keyword_terms(line))
+        content = hit["_source"]["content"]
+        expected = Counter(keyword_terms(content)) + Counter(keyword_terms(line))
+        assert _chunk_terms(opensearch_url, index, chunk_index=1) == expected
     finally:
         store.close()

@@ -184,8 +184,12 @@ class LambdaGateway:
     the status route becomes the function's event; its answer goes back as is."""
 
     def __init__(self, function: Any) -> None:
+        self.calls = 0
+        gateway = self
+
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:
+                gateway.calls += 1
                 parts = urllib.parse.urlsplit(self.path).path.strip("/").split("/")
                 response = function.lambda_handler(
                     _status_event(parts[2], parts[4]), LambdaContext()
@@ -231,5 +235,27 @@ def test_the_client_and_kb_name_the_refusal(
             err = capsys.readouterr().err
             assert "OpenSearch refused the function's role" in err
             assert "Traceback" not in err
+        finally:
+            gateway.close()
+
+
+def test_the_client_does_not_retry_a_refusal_that_retrying_cannot_cure(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A refused role is a configuration to fix, not a busy backend: the 503 says it is not
+    retryable, and the client raises at once with the server's advice instead of retrying
+    and then saying the API "did not answer"."""
+    with refused_function("domain access policy", monkeypatch) as (_, search, _):
+        response = search.lambda_handler(_status_event(), LambdaContext())
+        assert json.loads(response["body"])["retryable"] is False
+        gateway = LambdaGateway(search)
+        try:
+            client = KnowledgeClient(gateway.url, retries=3, backoff=0.01)
+            with pytest.raises(ServiceUnavailableError) as caught:
+                client.status(KnowledgeScope("ops-bot", "runbooks"))
+            assert gateway.calls == 1
+            assert caught.value.status == 503
+            assert "did not answer" not in str(caught.value)
+            assert "OpenSearch refused the function's role" in str(caught.value)
         finally:
             gateway.close()

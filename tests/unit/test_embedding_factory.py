@@ -19,7 +19,7 @@ def test_public_names() -> None:
         "HashingEmbedder",
         "create_embedder",
     ]
-    assert EMBEDDER_NAMES == ("hashing", "openai", "local", "bedrock")
+    assert EMBEDDER_NAMES == ("hashing", "openai", "local", "bedrock", "multilingual")
 
 
 def test_creates_the_hashing_embedder_with_options() -> None:

@@ -33,11 +33,15 @@ def test_the_constants_are_pinned() -> None:
     assert fusion.HYBRID_CANDIDATES == 100
     assert fusion.CONFIDENCE_RANK == 10
     assert fusion.KEYWORD_LEANING_WEIGHTS == (0.7, 0.3)
-    assert dict(fusion.EMBEDDER_WEIGHTS) == {"hashing": (0.7, 0.3)}
+    assert dict(fusion.EMBEDDER_WEIGHTS) == {
+        "hashing": (0.7, 0.3),
+        "multilingual:universal-sentence-encoder-multilingual-3": (0.7, 0.3),
+    }
     assert sorted(fusion.ENGLISH_ONLY_EMBEDDERS) == ["local:sentence-transformers/all-MiniLM-L6-v2"]
     assert dict(fusion.RELEVANCE_FLOORS) == {
         "hashing": 0.52,
         "local:sentence-transformers/all-MiniLM-L6-v2": 0.62,
+        "multilingual:universal-sentence-encoder-multilingual-3": 0.54,
     }
     assert (fusion.MIN_CANDIDATES, fusion.MAX_CANDIDATES) == (20, 200)
 

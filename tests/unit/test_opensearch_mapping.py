@@ -22,7 +22,7 @@ from knowledge.stores.opensearch.mapping import (
     is_zero_vector,
     layout_of,
 )
-from knowledge.text import ANALYSIS, KOREAN_MORPHEMES, STOP_WORDS
+from knowledge.text import ANALYSIS, KOREAN_MORPHEMES, keyword_terms
 
 SCOPE = KnowledgeScope("ops-bot", "runbooks")
 HEADER = DocumentHeader(
@@ -46,52 +46,9 @@ def test_index_body_for_a_vector_store() -> None:
         number_of_shards=1,
         number_of_replicas=0,
     )
+    # No analyzer of ours: the writer sends the analysed terms (content_terms).
     assert body["settings"] == {
-        "index": {"knn": True, "number_of_shards": 1, "number_of_replicas": 0},
-        "analysis": {
-            "tokenizer": {
-                "knowledge_words": {
-                    "type": "pattern",
-                    "pattern": "[\\W_]+",
-                    "flags": "UNICODE_CHARACTER_CLASS",
-                }
-            },
-            "filter": {
-                "knowledge_no_hangul": {
-                    "type": "pattern_replace",
-                    "pattern": "^.*[\\p{IsHangul}].*$",
-                    "replacement": "",
-                },
-                "knowledge_not_empty": {"type": "length", "min": 1},
-                "knowledge_min_length": {"type": "length", "min": 2},
-                "knowledge_stop": {"type": "stop", "stopwords": sorted(STOP_WORDS)},
-                "knowledge_stemmer": {"type": "snowball", "language": "English"},
-            },
-            "analyzer": {
-                "knowledge_english": {
-                    "type": "custom",
-                    "tokenizer": "knowledge_words",
-                    "filter": [
-                        "lowercase",
-                        "knowledge_no_hangul",
-                        "knowledge_min_length",
-                        "knowledge_stop",
-                        "knowledge_stemmer",
-                    ],
-                },
-                "knowledge_cjk": {
-                    "type": "custom",
-                    "tokenizer": "standard",
-                    "filter": [
-                        "cjk_width",
-                        "lowercase",
-                        "knowledge_no_hangul",
-                        "knowledge_not_empty",
-                        "cjk_bigram",
-                    ],
-                },
-            },
-        },
+        "index": {"knn": True, "number_of_shards": 1, "number_of_replicas": 0}
     }
     mappings = body["mappings"]
     assert mappings["dynamic"] == "strict"
@@ -107,15 +64,11 @@ def test_index_body_for_a_vector_store() -> None:
     properties = mappings["properties"]
     for name in ("record", "agent", "context", "document_id", "document_path", "document_name"):
         assert properties[name] == {"type": "keyword"}
-    assert properties["content"] == {
-        "type": "text",
-        "analyzer": "knowledge_english",
-        "fields": {"cjk": {"type": "text", "analyzer": "knowledge_cjk"}},
-    }
-    assert properties["content_ko"] == {"type": "text", "analyzer": "whitespace"}
-    # Title and heading path: analysed as the content is.
-    assert properties["headings"] == properties["content"]
-    assert properties["headings_ko"] == properties["content_ko"]
+    # Returned, not searched; the keyword side is one field of pre-analysed terms.
+    assert properties["content"] == {"type": "text", "index": False}
+    assert properties["content_terms"] == {"type": "text", "analyzer": "whitespace"}
+    for old in ("content_ko", "headings", "headings_ko"):  # analysis version 4's fields
+        assert old not in properties
     assert properties["embedding"] == {
         "type": "knn_vector",
         "dimension": 384,
@@ -236,8 +189,8 @@ def test_chunk_record_carries_scope_document_facts_content_and_vector() -> None:
             "heading_path\x1fDeploy",
             "heading_path\x1fRollback",
         ],
-        # Title and heading path, for the keyword side (knowledge.headings).
-        "headings": "Deploy > Rollback",
+        # The keyword terms of the text, then of the title and heading path.
+        "content_terms": "roll back deploy rollback",
         "embedding": [0.5, 1.0],
     }
 
@@ -389,27 +342,27 @@ def test_derived_source_is_an_index_setting_of_vector_indexes_off_serverless() -
     assert off["settings"]["index"] == {"knn": True}
 
 
-def test_a_chunk_with_hangul_carries_its_korean_terms() -> None:
-    korean = DocumentChunk("ko.md", 0, "Debian 패키지를 설치했다", {})
+def test_a_chunk_carries_its_keyword_terms_korean_ones_included() -> None:
+    korean = DocumentChunk("ko.md", 0, "Debian 패키지를 설치했다 東京", {})
     source = chunk_document(SCOPE, HEADER, korean, vector=None, generation="g1")
-    assert source["content_ko"] == "패키지 설치"
-    english = DocumentChunk("en.md", 0, "Debian packages 東京", {})
-    assert "content_ko" not in chunk_document(SCOPE, HEADER, english, vector=None, generation="g1")
+    assert source["content_terms"] == " ".join(keyword_terms("Debian 패키지를 설치했다 東京"))
+    if KOREAN_MORPHEMES:
+        assert source["content_terms"] == "debian 패키지 설치 東京"
+    empty = DocumentChunk("x.md", 0, "the of a", {})  # stop words only: no terms
+    assert "content_terms" not in chunk_document(SCOPE, HEADER, empty, vector=None, generation="g1")
 
 
-def test_a_chunk_carries_its_headings_and_their_korean_terms() -> None:
+def test_a_chunk_carries_its_heading_terms_unless_told_not_to() -> None:
     titled = DocumentChunk(
         "ko.md", 0, "text", {"title": "배포 절차", "heading_path": ["배포 절차", "롤백했다"]}
     )
     source = chunk_document(SCOPE, HEADER, titled, vector=None, generation="g1")
-    assert source["headings"] == "배포 절차 > 롤백했다"
-    # Korean morphemes as in content_ko (MeCab-ko; Hangul bigrams without it).
+    # Korean morphemes as in the text (MeCab-ko; Hangul bigrams without it).
     expected = "배포 절차 롤백" if KOREAN_MORPHEMES else "배포 절차 롤백 백했 했다"
-    assert source["headings_ko"] == expected
+    assert source["content_terms"] == "text " + expected
     assert source["content"] == "text"
-    english = DocumentChunk("en.md", 0, "text", {"title": "Deploy", "heading_path": []})
-    assert "headings_ko" not in chunk_document(SCOPE, HEADER, english, vector=None, generation="g1")
+    plain = chunk_document(SCOPE, HEADER, titled, vector=None, generation="g1", headings=False)
+    assert plain["content_terms"] == "text"
     untitled = DocumentChunk("n.md", 0, "text", {"title": "3.1", "heading_path": ["1.2"]})
     bare = chunk_document(SCOPE, HEADER, untitled, vector=None, generation="g1")
-    assert "headings" not in bare
-    assert "headings_ko" not in bare
+    assert bare["content_terms"] == "text"

@@ -9,7 +9,6 @@ from fnmatch import fnmatchcase
 import pytest
 
 from knowledge.filters import matches_file_patterns
-from knowledge.headings import DEFAULT_HEADINGS_WEIGHT
 from knowledge.scope import KnowledgeScope
 from knowledge.search_filter import parse_filter
 from knowledge.store import StoredDocument
@@ -54,6 +53,7 @@ from knowledge.stores.opensearch.records import (
     parse_stored_vectors,
     stored_vectors_body,
 )
+from knowledge.text import keyword_terms
 
 SCOPE = KnowledgeScope("ops-bot", "runbooks")
 SOURCE = {
@@ -262,24 +262,25 @@ def test_query_filters(kwargs: dict, expected: list[dict]) -> None:
 # --- search bodies ------------------------------------------------------------------------
 
 
-def test_keyword_body_matches_words_cjk_bigrams_or_korean_morphemes_inside_the_filters() -> None:
+def test_keyword_body_matches_the_query_keyword_terms_in_one_field_inside_the_filters() -> None:
     filters = query_filters(SCOPE, metadata={"team": "ops"})
-    assert keyword_search_body("배포실패가", filters, 5, headings_weight=0.5) == {
+    assert keyword_search_body("배포실패가 Deploying 東京", filters, 5) == {
         "size": 5,
         "track_total_hits": False,
         "_source": SOURCE,
         "query": {
             "bool": {
                 "filter": [AGENT_TERM, CONTEXT_TERM, {"term": {"metadata.team": "ops"}}],
+                # The query's keyword_terms (MeCab-ko morphemes, English stems, CJK
+                # bigrams), as the writer sends a chunk's: one field, as in FTS5.
                 "should": [
-                    {"match": {"content": {"query": "배포실패가"}}},
-                    {"match": {"content.cjk": {"query": "배포실패가"}}},
-                    # The query's Korean morphemes (MeCab-ko), as the writer sends them.
-                    {"match": {"content_ko": {"query": "배포 실패"}}},
-                    # The same on the chunk's title and heading path, weighed less.
-                    {"match": {"headings": {"query": "배포실패가", "boost": 0.5}}},
-                    {"match": {"headings.cjk": {"query": "배포실패가", "boost": 0.5}}},
-                    {"match": {"headings_ko": {"query": "배포 실패", "boost": 0.5}}},
+                    {
+                        "match": {
+                            "content_terms": {
+                                "query": " ".join(keyword_terms("배포실패가 Deploying 東京"))
+                            }
+                        }
+                    }
                 ],
                 "minimum_should_match": 1,
             }
@@ -287,39 +288,16 @@ def test_keyword_body_matches_words_cjk_bigrams_or_korean_morphemes_inside_the_f
     }
 
 
-def test_keyword_body_without_hangul_has_no_korean_clause() -> None:
-    body = keyword_search_body("deploy 東京", [AGENT_TERM], 5)
-    assert [next(iter(c["match"])) for c in body["query"]["bool"]["should"]] == [
-        "content",
-        "content.cjk",
-        "headings",
-        "headings.cjk",
-    ]
+def test_keyword_body_sends_each_term_once() -> None:
+    body = keyword_search_body("deploy deploying Deploy", [AGENT_TERM], 5)
+    assert body["query"]["bool"]["should"] == [{"match": {"content_terms": {"query": "deploy"}}}]
 
 
-def test_keyword_body_weighs_headings_by_the_weight_given() -> None:
-    def clauses(weight: float) -> list[tuple[str, float | None]]:
-        body = keyword_search_body("deploy", [AGENT_TERM], 5, headings_weight=weight)
-        return [
-            (field, match.get("boost"))
-            for clause in body["query"]["bool"]["should"]
-            for field, match in clause["match"].items()
-        ]
-
-    assert clauses(0) == [("content", None), ("content.cjk", None)]  # 0: no headings
-    assert clauses(1.0) == [
-        ("content", None),
-        ("content.cjk", None),
-        ("headings", None),
-        ("headings.cjk", None),
-    ]
-    assert clauses(2.5)[2:] == [("headings", 2.5), ("headings.cjk", 2.5)]
-
-
-def test_keyword_body_weighs_headings_by_the_default_weight() -> None:
-    body = keyword_search_body("deploy", [AGENT_TERM], 5)
-    boosts = [c["match"].get("headings", {}).get("boost") for c in body["query"]["bool"]["should"]]
-    assert boosts == [None, None, DEFAULT_HEADINGS_WEIGHT, None]
+def test_keyword_body_without_terms_matches_nothing() -> None:
+    # Stop words and one-letter words only: no term, so no chunk (never every chunk).
+    body = keyword_search_body("the a of", [AGENT_TERM], 5)
+    assert body["query"]["bool"]["should"] == [{"match_none": {}}]
+    assert body["query"]["bool"]["minimum_should_match"] == 1
 
 
 @pytest.mark.parametrize("cross_context", [False, True])

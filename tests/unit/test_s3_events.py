@@ -397,3 +397,19 @@ def test_scope_reindex_message_round_trips():
 def test_bad_scope_reindex_messages_are_rejected(fields, field):
     (action,) = parse_sqs_message(_scope_message(**fields), bucket="kb-docs")
     assert (action.kind, action.field) == (ActionKind.REJECT, field)
+
+
+def test_a_repository_registration_key_is_ignored_not_rejected() -> None:
+    """``.kb@repos/...`` (knowledge.repos) holds registrations, never documents."""
+    from knowledge.events import ActionKind, parse_s3_record
+
+    record = {
+        "eventSource": "aws:s3",
+        "eventName": "ObjectCreated:Put",
+        "s3": {
+            "bucket": {"name": "b"},
+            "object": {"key": ".kb%40repos/ops-bot/runbooks/docs.json", "sequencer": "01"},
+        },
+    }
+    action = parse_s3_record(record, bucket="b")
+    assert action.kind is ActionKind.IGNORE

@@ -266,7 +266,7 @@ def routes(stack: Stack) -> dict[str, dict[str, Any]]:
 
 def test_iam_mode_every_route_needs_sigv4() -> None:
     found = routes(Stack(TEMPLATE, CREATED))
-    assert len(found) == 10  # 7 read/reindex routes, 3 write routes
+    assert len(found) == 15  # 7 read/reindex routes, 3 write routes, 5 repository routes
     for key, route in found.items():
         assert route["AuthorizationType"] == "AWS_IAM", key
         assert "AuthorizerId" not in route
@@ -290,7 +290,13 @@ def test_jwt_mode_every_route_needs_a_token_and_reindex_its_scope() -> None:
     for key, route in routes(stack).items():
         assert route["AuthorizationType"] == "JWT", key
         assert route["AuthorizerId"] == "JwtAuthorizer.Ref"
-        if key.endswith("/reindex"):
+        manages = key.endswith(("/reindex", "/sync")) or key.startswith(
+            (
+                "POST /v1/agents/{agent}/contexts/{context}/repos",
+                "DELETE /v1/agents/{agent}/contexts/{context}/repos",
+            )
+        )
+        if manages:  # reindex and the repository sources are granted apart from reading
             assert route["AuthorizationScopes"] == ["kb/reindex"]
         else:
             assert "AuthorizationScopes" not in route
@@ -447,6 +453,7 @@ TAGGABLE = {
     "AWS::ApiGatewayV2::Api": "map",
     "AWS::ApiGatewayV2::Stage": "map",
     "AWS::Serverless::Function": "globals",
+    "AWS::IAM::Role": "list",
 }
 UNTAGGABLE = {
     "AWS::Serverless::LayerVersion",
@@ -460,6 +467,7 @@ UNTAGGABLE = {
     "AWS::IAM::ManagedPolicy",
     "AWS::OpenSearchServerless::SecurityPolicy",
     "AWS::OpenSearchServerless::AccessPolicy",
+    "AWS::Scheduler::Schedule",  # no Tags property
 }
 
 
@@ -572,3 +580,38 @@ def test_the_search_function_builds_the_reranker_the_template_configures() -> No
     )
     env = {k: str(v) for k, v in off["Environment"]["Variables"].items()}
     assert build_reranking(LambdaSettings.from_env(env)) is None
+
+
+def test_iam_mode_repos_routes_read_with_search_and_manage_with_reindex() -> None:
+    stack = Stack(TEMPLATE, CREATED)
+    search = agent_policy(stack, "AgentSearchPolicy", "ops-bot")
+    reindex = agent_policy(stack, "AgentReindexPolicy", "ops-bot")
+    invoke = "execute-api:Invoke"
+    base = "/v1/agents/ops-bot/contexts/runbooks/repos"
+    reads = [("GET", base), ("GET", base + "/docs")]
+    manages = [("POST", base), ("DELETE", base + "/docs"), ("POST", base + "/docs/sync")]
+    for method, path in reads:
+        assert allows(search, invoke, api_arn(method, path)), path
+        assert not allows(reindex, invoke, api_arn(method, path)), path
+    for method, path in manages:
+        assert allows(reindex, invoke, api_arn(method, path)), path
+        assert not allows(search, invoke, api_arn(method, path)), path
+        other = path.replace("ops-bot", "support-bot")
+        assert not allows(reindex, invoke, api_arn(method, other)), other
+
+
+def test_repos_function_reads_only_its_prefixes_and_kb_repo_secrets() -> None:
+    stack = Stack(TEMPLATE, CREATED)
+    function = stack.resources()["RepoFunction"]["Properties"]
+    statements = {s["Sid"]: s for p in function["Policies"] for s in stack.evaluate(p)["Statement"]}
+    objects = statements["RepoObjects"]["Resource"]
+    assert all(r.endswith(("/.kb@repos/*", "/*/*/_repos/*")) for r in objects)
+    assert statements["ReadRepoCredentials"]["Resource"].endswith(":secret:kb-repo/*")
+    assert statements["ReadRepoCredentials"]["Action"] == "secretsmanager:GetSecretValue"
+    schedule = stack.evaluate(stack.resources()["RepoSyncSchedule"]["Properties"])
+    assert schedule["ScheduleExpression"] == "rate(24 hours)"
+    hourly = Stack(TEMPLATE, {**CREATED, "RepoSyncIntervalHours": "1"})
+    assert (
+        hourly.evaluate(hourly.resources()["RepoSyncSchedule"]["Properties"])["ScheduleExpression"]
+        == "rate(1 hour)"
+    )

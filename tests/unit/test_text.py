@@ -215,8 +215,9 @@ def test_each_thread_builds_its_stemmer_once() -> None:
 
 def test_analysis_name_and_version_are_pinned() -> None:
     # Changing either invalidates every keyword index: only on purpose.
-    # Version 4: the title and heading terms next to the text (knowledge.headings).
-    assert (ANALYSIS_VERSION, ANALYSIS) == (4, "english-snowball-mecab-ko-v4")
+    # Version 4: the title and heading terms next to the text (knowledge.headings);
+    # version 5: OpenSearch holds them and the text's in one field, as FTS5 does.
+    assert (ANALYSIS_VERSION, ANALYSIS) == (5, "english-snowball-mecab-ko-v5")
 
 
 _WITHOUT_MECAB = """
@@ -243,7 +244,7 @@ def test_without_mecab_hangul_is_bigrams_and_the_analysis_says_so() -> None:
     )
     morphemes, analysis, terms, korean, loaded = json.loads(probe.stdout)
     assert morphemes is False
-    assert analysis == "english-snowball-hangul-bigrams-v4"  # never the MeCab-ko one
+    assert analysis == "english-snowball-hangul-bigrams-v5"  # never the MeCab-ko one
     assert terms == ["배포", "포실", "실패", "데비", "비안", "안은", "k8s", "배포", "deploy"]
     assert korean == ["배포", "포실", "실패"]
     assert loaded is False

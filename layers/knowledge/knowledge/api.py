@@ -16,6 +16,10 @@ PUT      .../contexts/{context}/documents/{path}         write a document (``wri
 DELETE   .../contexts/{context}/documents/{path}         delete a document
 POST     /v1/agents/{agent}/contexts/{context}/uploads   presign a large upload
 GET      /v1/health                                      liveness
+POST     .../contexts/{context}/repos                    register a Git repository
+GET      .../contexts/{context}/repos[/{name}]           repositories and their syncs
+DELETE   .../contexts/{context}/repos/{name}             unregister, remove its files
+POST     .../contexts/{context}/repos/{name}/sync        sync a repository now
 =======  ==============================================  =======================
 
 Every error becomes a response in one place, ``error_response``: bad input is a 400
@@ -87,6 +91,7 @@ from knowledge.writes import (
 )
 
 if TYPE_CHECKING:  # the stage is built by whoever configures it; no import at cold start
+    from knowledge.repos.service import RepoService
     from knowledge.reranking.stage import RerankingStage, RerankReport
 
 __all__ = [
@@ -105,6 +110,7 @@ __all__ = [
     "parse_documents_query",
     "parse_search_request",
     "path_segment",
+    "repo_route",
     "request_body",
     "search_response_body",
 ]
@@ -341,11 +347,19 @@ def _error(status: int, message: str, field_name: str | None = None) -> ApiRespo
     return ApiResponse(status, {"error": message, "field": field_name})
 
 
-def _server_error(status: int, message: str, request_id: str) -> ApiResponse:
-    return ApiResponse(
-        status,
-        {"error": f"{message} (request id {request_id})", "field": None, "request_id": request_id},
-    )
+def _server_error(
+    status: int, message: str, request_id: str, *, retryable: bool = True
+) -> ApiResponse:
+    body: dict[str, Any] = {
+        "error": f"{message} (request id {request_id})",
+        "field": None,
+        "request_id": request_id,
+    }
+    if not retryable:
+        # A misconfiguration (the backend refuses our role): asking again cannot cure it,
+        # so clients that retry 5xx (KnowledgeClient) stop at once and show the advice.
+        body["retryable"] = False
+    return ApiResponse(status, body)
 
 
 def new_request_id() -> str:
@@ -383,7 +397,7 @@ def error_response(exc: BaseException, request_id: str | None = None) -> ApiResp
         return _server_error(503, public, rid)
     if isinstance(exc, StoreAccessDeniedError):
         logger.error("index backend refused the function's role: %s", exc, extra=extra)
-        return _server_error(503, public, rid)
+        return _server_error(503, public, rid, retryable=False)
     if isinstance(exc, EmbeddingError):
         logger.error("embedding provider failed: %s", exc, extra=extra)
         return _server_error(502, public, rid)
@@ -425,6 +439,22 @@ _ROUTES = (
         "delete_document",
     ),
     _Route(("v1", "agents", "{agent}", "contexts", "{context}", "uploads"), "POST", "upload"),
+    # Git repository sources (issue 24; knowledge.repos.service).
+    _Route(("v1", "agents", "{agent}", "contexts", "{context}", "repos"), "POST", "repo_add"),
+    _Route(("v1", "agents", "{agent}", "contexts", "{context}", "repos"), "GET", "repo_list"),
+    _Route(
+        ("v1", "agents", "{agent}", "contexts", "{context}", "repos", "{name}"), "GET", "repo_get"
+    ),
+    _Route(
+        ("v1", "agents", "{agent}", "contexts", "{context}", "repos", "{name}"),
+        "DELETE",
+        "repo_remove",
+    ),
+    _Route(
+        ("v1", "agents", "{agent}", "contexts", "{context}", "repos", "{name}", "sync"),
+        "POST",
+        "repo_sync",
+    ),
 )
 WRITE_ROUTES = frozenset({"put_document", "delete_document", "upload"})
 
@@ -495,6 +525,40 @@ def path_segment(field_name: str, raw: str) -> str:
     return validate_segment(field_name, raw)
 
 
+def repo_route(
+    service: RepoService | None,
+    route: str,
+    captured: Mapping[str, str],
+    body: bytes | str | Mapping[str, Any] | None = None,
+    *,
+    request_id: str | None = None,
+) -> ApiResponse:
+    """One repository route (``repo_add``, ``repo_list``, ``repo_get``, ``repo_remove``,
+    ``repo_sync``) over ``service`` (``knowledge.repos.service``); the local server and
+    the AWS repos function share it. Never raises."""
+    try:
+        scope = KnowledgeScope(
+            path_segment("agent", captured["agent"]), path_segment("context", captured["context"])
+        )
+        if service is None:
+            raise ConfigurationError("repository sources are not configured on this server")
+        name = captured.get("name", "")
+        if route == "repo_add":
+            status, answer = service.add(scope, _decode_body(body))
+        elif route == "repo_list":
+            status, answer = service.list(scope)
+        elif route == "repo_get":
+            status, answer = service.get(scope, name)
+        elif route == "repo_remove":
+            status, answer = service.remove(scope, name)
+        else:
+            data = _decode_body(body) if body not in (None, b"", "") else {}
+            status, answer = service.sync(scope, name, data)
+        return ApiResponse(status, {"agent": scope.agent, "context": scope.context, **answer})
+    except Exception as exc:
+        return error_response(exc, request_id)
+
+
 def _match(pattern: Sequence[str], segments: Sequence[str]) -> dict[str, str] | None:
     if len(pattern) != len(segments):
         return None
@@ -512,7 +576,9 @@ def _match(pattern: Sequence[str], segments: Sequence[str]) -> dict[str, str] | 
 
 
 class KnowledgeApi:
-    """The routes over one store (writes only with ``writes``: a ``DocumentStorage``).
+    """The routes over one store; the repository routes go to ``repos``
+    (``knowledge.repos.service``; without it they answer 503, not configured), the write
+    routes to ``writes`` (a ``knowledge.writes.DocumentStorage``; without it, 403).
 
     ``reindex`` re-indexes a scope from wherever its documents live; without it the
     reindex route answers 503 (not configured). ``default_mode`` is the mode used when
@@ -532,7 +598,9 @@ class KnowledgeApi:
         reranking: RerankingStage | None = None,
         writes: DocumentStorage | None = None,
         shared: SharedGrants | None = None,
+        repos: RepoService | None = None,
     ) -> None:
+        self._repos = repos
         self._store = store
         self._writes = writes
         self._shared = shared or SharedGrants({})
@@ -603,7 +671,10 @@ class KnowledgeApi:
             status = self._store.status(scope)
             if self._status_of is not None:
                 status = self._status_of(scope, status)
-            return ApiResponse(200, {"agent": agent, "context": context, **status.to_dict()})
+            body = {"agent": agent, "context": context, **status.to_dict()}
+            if self._repos is not None:  # each repository's last sync (knowledge.repos)
+                body["repos"] = self._repos.statuses(scope)
+            return ApiResponse(200, body)
         except Exception as exc:
             return error_response(exc, request_id)
 
@@ -743,6 +814,17 @@ class KnowledgeApi:
     def health(self) -> ApiResponse:
         return ApiResponse(200, {"status": "ok", "store": self._store.name})
 
+    def repos(
+        self,
+        route: str,
+        captured: Mapping[str, str],
+        body: bytes | str | Mapping[str, Any] | None = None,
+        *,
+        request_id: str | None = None,
+    ) -> ApiResponse:
+        """The repository routes (``repo_route``); 503 when not configured."""
+        return repo_route(self._repos, route, captured, body, request_id=request_id)
+
     def handle(
         self,
         method: str,
@@ -802,6 +884,8 @@ class KnowledgeApi:
     ) -> ApiResponse:
         if name == "health":
             return self.health()
+        if name.startswith("repo_"):
+            return self.repos(name, captured, body, request_id=request_id)
         if name == "agent_search":
             return self.search(captured["agent"], None, body, request_id=request_id)
         if name == "search":

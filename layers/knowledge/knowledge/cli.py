@@ -391,6 +391,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
             reranking=open_reranking(args.rerank_model),
             allow_writes=args.allow_writes,
             shared_grants=SharedGrants.parse(args.shared_grant),
+            repo_sync_interval=args.repo_sync_interval,
         )
         return serve_until_stopped(server)
 
@@ -664,7 +665,18 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="AGENT=CONTEXT[,CONTEXT]",
         help="let AGENT's searches include the shared library ROOT/_shared/CONTEXT",
     )
+    serve.add_argument(
+        "--repo-sync-interval",
+        type=_seconds,
+        default=24 * 3600.0,
+        metavar="SECONDS",
+        help="seconds between syncs of each registered Git repository (default 86400)",
+    )
     serve.set_defaults(handler=_cmd_serve)
+    # Git repository sources: `kb repo add|list|remove|sync` (knowledge.repos.cli).
+    from knowledge.repos.cli import add_repo_commands
+
+    add_repo_commands(commands, store, scoped)
 
     put = commands.add_parser(
         "put", parents=[store, scoped, remote], help="write a document (or a note) via the API"

@@ -17,7 +17,9 @@ signature, so an assumed role's rotation is followed); ``BearerAuth`` sends a JW
 stack's JWT mode; ``None`` for a local server.
 
 Failures: HTTP 429 and 5xx, and connection errors, are retried ``retries`` times with
-exponential backoff (``Retry-After`` is honoured, capped at ``max_backoff``). Then:
+exponential backoff (``Retry-After`` is honoured, capped at ``max_backoff``), except a 5xx
+whose body says ``"retryable": false`` (the server's backend refuses its role: a setting
+to fix, raised at once with the server's advice). Then:
 
 - 400 -> ``ValidationError`` (with the ``field`` the server named)
 - 401, 403 -> ``AccessDeniedError``
@@ -373,6 +375,30 @@ class KnowledgeClient:
             payload["size"] = size
         return self._call("POST", f"{_scope_path(scope)}/uploads", payload).body
 
+    # --- Git repository sources (issue 24; docs/sources.md) --------------------------------
+
+    def _repos_path(self, scope: KnowledgeScope, name: str | None = None) -> str:
+        path = f"/v1/agents/{_segment(scope.agent)}/contexts/{_segment(scope.context)}/repos"
+        return path if name is None else f"{path}/{_segment(name)}"
+
+    def add_repo(self, scope: KnowledgeScope, registration: Mapping[str, Any]) -> dict[str, Any]:
+        """Register (or update) a repository: ``{"name", "url", "branch", "paths",
+        "credential" (a reference), "username", "known_hosts"}``; the server's answer."""
+        return self._call("POST", self._repos_path(scope), registration).body
+
+    def list_repos(self, scope: KnowledgeScope) -> list[dict[str, Any]]:
+        return list(self._call("GET", self._repos_path(scope)).body["repos"])
+
+    def get_repo(self, scope: KnowledgeScope, name: str) -> dict[str, Any]:
+        return self._call("GET", self._repos_path(scope, name)).body
+
+    def remove_repo(self, scope: KnowledgeScope, name: str) -> dict[str, Any]:
+        return self._call("DELETE", self._repos_path(scope, name)).body
+
+    def sync_repo(self, scope: KnowledgeScope, name: str) -> dict[str, Any]:
+        """Sync now: the report locally (200), an accepted sync on AWS (202)."""
+        return self._call("POST", self._repos_path(scope, name) + "/sync", {}).body
+
     def close(self) -> None:
         """Nothing to release (no pooled connections); kept so a client reads like a store."""
 
@@ -425,7 +451,7 @@ class KnowledgeClient:
             with error:
                 raw = error.read()
                 request_id = _request_id(error)
-            if error.code in RETRY_STATUSES:
+            if error.code in RETRY_STATUSES and _json(raw).get("retryable") is not False:
                 raise _TransientError(
                     f"HTTP {error.code}{_detail(_json(raw), request_id)}",
                     error.code,
@@ -519,6 +545,8 @@ def _checked(method: str, path: str, reply: _Reply) -> _Reply:
         raise AccessDeniedError(reply.status, f"{method} {path}: access denied{detail}")
     if reply.status == 404:
         raise NotFoundError(f"{method} {path}: not found{detail}")
+    if reply.status in RETRY_STATUSES:  # a 5xx the server says retrying cannot cure
+        raise ServiceUnavailableError(f"{method} {path}: HTTP {reply.status}{detail}", reply.status)
     raise ApiError(reply.status, f"{method} {path}: HTTP {reply.status}{detail}")
 
 

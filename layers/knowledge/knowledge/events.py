@@ -44,6 +44,7 @@ from typing import Any
 from urllib.parse import unquote_plus
 
 from knowledge.errors import ValidationError
+from knowledge.repos import REGISTRY_PREFIX
 from knowledge.scope import KnowledgeScope, parse_object_key
 from knowledge.source import SIDECAR_SUFFIX
 
@@ -227,6 +228,8 @@ def _action_for_key(
     known: dict[str, Any] = {"event_name": event_name, "bucket": bucket, "key": key}
     if key.endswith("/"):
         return _ignore("folder placeholder, not a document", **known)
+    if key.startswith(REGISTRY_PREFIX):  # repository registrations and states
+        return _ignore("repository registration, not a document", **known)
     document_key = key[: -len(SIDECAR_SUFFIX)] if key.endswith(SIDECAR_SUFFIX) else key
     try:
         scoped = parse_object_key(document_key)

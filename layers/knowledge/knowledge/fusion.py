@@ -67,7 +67,10 @@ query 0.924).
 **Default weights, per embedder** (``hybrid_weights``). 0.3 keyword / 0.7 vector for
 semantic embedders (MiniLM, OpenAI, Bedrock: their vector side is the stronger one),
 0.7 / 0.3 for the ``hashing`` embedder, whose "vectors" are hashed terms (its vector side
-is the weaker one, a fuzzy echo of the keyword side). Measured (bench/REPORT.md, "Hybrid
+is the weaker one, a fuzzy echo of the keyword side), and for the offline
+``multilingual`` one (USE multilingual v3: its vector side is below keyword on every
+benchmark, and fixed weights of 0.5-0.7 keyword were best on all four, 0.3 worst:
+``bench/results/fusion-sweep-multilingual.json``). Measured (bench/REPORT.md, "Hybrid
 fusion"): with these, hybrid is above both of its sides on every benchmark but those
 named above, where one weight pair for both kinds of embedder put hybrid below keyword
 with hashing. An
@@ -139,7 +142,11 @@ HYBRID_CANDIDATES = 100
 CONFIDENCE_RANK = 10
 """The rank whose score ``side_confidence`` compares with the best (module docstring)."""
 KEYWORD_LEANING_WEIGHTS = (0.7, 0.3)
-EMBEDDER_WEIGHTS: Mapping[str, tuple[float, float]] = {"hashing": KEYWORD_LEANING_WEIGHTS}
+EMBEDDER_WEIGHTS: Mapping[str, tuple[float, float]] = {
+    "hashing": KEYWORD_LEANING_WEIGHTS,
+    # Its vector side is the weaker one on every benchmark (docs/korean.md).
+    "multilingual:universal-sentence-encoder-multilingual-3": KEYWORD_LEANING_WEIGHTS,
+}
 """Default ``(keyword_weight, vector_weight)`` by embedder name; others get the defaults."""
 ENGLISH_ONLY_EMBEDDERS: frozenset[str] = frozenset({"local:sentence-transformers/all-MiniLM-L6-v2"})
 """Embedders trained on English only: for a query with CJK characters their vector side
@@ -148,6 +155,7 @@ so such a query gets ``KEYWORD_LEANING_WEIGHTS`` unless weights were configured.
 RELEVANCE_FLOORS: Mapping[str, float] = {
     "hashing": 0.52,
     "local:sentence-transformers/all-MiniLM-L6-v2": 0.62,
+    "multilingual:universal-sentence-encoder-multilingual-3": 0.54,
 }
 """Calibrated unit-score floors of vector candidates, by embedder name (module docstring)."""
 MIN_CANDIDATES = 20

@@ -3,14 +3,17 @@
 Every keyword index holds, next to a chunk's own terms, the terms of its document title
 and heading path (``chunking.heading_context``, the line ``embedding_text`` puts in front
 of the embedded text), analysed exactly as the content (``text.keyword_terms``; in
-OpenSearch the ``headings`` field with the content's analyzers and ``headings_ko``). A
-question often names what a heading names ("how do I X" under a heading "X") while the
+OpenSearch in the same ``content_terms`` field as the text's terms, analysis version 5).
+A question often names what a heading names ("how do I X" under a heading "X") while the
 chunk's text does not repeat it. The returned content is never changed.
 
 ``headings_weight`` is the weight of those terms next to the content's (1.0): the FTS5
-column weight of ``bm25()`` in the embedded store, the ``boost`` of the ``headings``
-clauses in OpenSearch, a factor on their term counts in the memory store. 0 leaves the
-headings out. The default and its figures: ``docs/ranking.md`` section 1.
+column weight of ``bm25()`` in the embedded store, a factor on their term counts in the
+memory store. OpenSearch holds them in the text's own field, so there any weight above
+0 counts them once, as the default 1.0 does everywhere (a field of their own, short,
+over-rewarded heading matches: ``docs/korean.md``); 0 leaves them out (of chunks
+written from then on, on OpenSearch). The default and its figures: ``docs/ranking.md``
+section 1.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from knowledge.text import keyword_terms
 
 __all__ = ["DEFAULT_HEADINGS_WEIGHT", "check_headings_weight", "heading_terms"]
 
-DEFAULT_HEADINGS_WEIGHT: Final = 0.5
+DEFAULT_HEADINGS_WEIGHT: Final = 1.0
 """The weight of title and heading terms next to the content's 1.0 (module docstring)."""
 
 

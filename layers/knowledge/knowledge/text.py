@@ -32,10 +32,12 @@ same terms as the words written apart ("배포 실패"): 배포, 실패. Measure
 FAQ questions (``bench/REPORT.md`` section 1f), this ranks well above bigrams
 (``docs/korean.md``). Each run
 is analysed on its own (cached), so a query and a document analyse a word identically.
-``korean_terms`` gives the terms of the words that hold Hangul: OpenSearch has no
-MeCab-ko of its own (the nori plugin is optional on Amazon OpenSearch Service and not
-published for the local node's version), so the store sends these terms, computed here,
-in a whitespace-analysed field (``content_ko``): the same terms in both stores.
+OpenSearch has no MeCab-ko of its own (the nori plugin is optional on Amazon OpenSearch
+Service and not published for the local node's version), so the store sends a chunk's
+``keyword_terms``, computed here, in a whitespace-analysed field (``content_terms``,
+analysis version 5): the same terms in one field in both stores. ``korean_terms`` (the
+terms of the words that hold Hangul) is what version 4 sent in ``content_ko``; no store
+uses it now.
 
 **Without MeCab-ko** (``KOREAN_MORPHEMES`` false): python-mecab-ko ships wheels for
 CPython up to 3.12 only (on 3.13 it would need the MeCab C library to build), so it is
@@ -85,11 +87,14 @@ def _has_module(name: str) -> bool:
         return False
 
 
-ANALYSIS_VERSION = 4
+ANALYSIS_VERSION = 5
 """Version 1: ``tokenize`` terms as they are (no stemming, no stop words); version 2:
 English stems and stop words, CJK bigrams; version 3: Korean morphemes (MeCab-ko) for
 Hangul instead of bigrams; version 4: each chunk's title and heading path indexed next
-to its text (``knowledge.headings``; an index of version 3 has no such field)."""
+to its text (``knowledge.headings``; an index of version 3 has no such field); version
+5: OpenSearch holds a chunk's ``keyword_terms`` in one field, as the embedded store does
+(``stores/opensearch/mapping.py``; an index of version 4 has three fields instead). The
+terms themselves are those of version 4."""
 KOREAN_MORPHEMES = _has_module("mecab")
 """Whether Hangul is cut into morphemes (MeCab-ko installed) or bigrams (module docstring)."""
 ANALYSIS = (
@@ -308,8 +313,8 @@ def keyword_terms(text: str) -> list[str]:
 def korean_terms(text: str) -> list[str]:
     """The ``keyword_terms`` of the words of ``text`` that hold Hangul, in order.
 
-    What the OpenSearch store puts in ``content_ko``: its own analyzers drop every word
-    that holds Hangul, so together they give the terms ``keyword_terms`` gives.
+    What the OpenSearch store sent in ``content_ko`` up to analysis version 4 (its
+    analyzers dropped every word that holds Hangul); no store uses it now.
     """
     normalized = unicodedata.normalize("NFKC", text).lower()
     terms: list[str] = []

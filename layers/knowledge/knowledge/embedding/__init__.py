@@ -1,7 +1,8 @@
 """Embedding providers behind one protocol, and a factory that picks one by name.
 
 ``create_embedder(name, **options)`` builds ``"hashing"`` (offline, deterministic),
-``"openai"``, ``"local"`` (sentence-transformers) or ``"bedrock"`` (Titan). Provider
+``"openai"``, ``"local"`` (sentence-transformers), ``"multilingual"`` (Universal Sentence
+Encoder multilingual v3, offline, numpy only) or ``"bedrock"`` (Titan). Provider
 modules are imported only when chosen, and their SDKs only when first used, so importing
 this package is cheap. An unknown name or option is a ``ValidationError`` on ``embedder``.
 """
@@ -24,6 +25,7 @@ _PROVIDERS: dict[str, tuple[str, str]] = {
     "openai": ("knowledge.embedding.openai", "OpenAIEmbeddingClient"),
     "local": ("knowledge.embedding.local", "SentenceTransformerEmbedder"),
     "bedrock": ("knowledge.embedding.bedrock", "BedrockEmbeddingClient"),
+    "multilingual": ("knowledge.embedding.multilingual", "MultilingualEmbedder"),
 }
 EMBEDDER_NAMES: tuple[str, ...] = tuple(_PROVIDERS)
 

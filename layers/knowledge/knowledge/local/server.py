@@ -440,6 +440,7 @@ class LocalServer:
         reranking: RerankingStage | None = None,
         allow_writes: bool = False,
         shared_grants: SharedGrants | None = None,
+        repo_sync_interval: float | None = None,
     ) -> None:
         self._root = Path(root)
         self._source_name = f"kb serve {self._root.resolve()}"
@@ -457,6 +458,13 @@ class LocalServer:
         self._source = BucketFolderSource(self._root)
         self._write_lock = threading.Lock()
         self.progress = IndexingProgress()
+        # Git repository sources (knowledge.repos.local): synced into the folder, indexed.
+        from knowledge.repos.local import LocalRepos, RepoScheduler
+
+        self.repos = LocalRepos(self._root, self._index_synced_scope)
+        self._repo_scheduler = (
+            None if repo_sync_interval is None else RepoScheduler(self.repos, repo_sync_interval)
+        )
         self.api = KnowledgeApi(
             store,
             reindex=self._reindex_scope,
@@ -465,6 +473,7 @@ class LocalServer:
             reranking=reranking,
             writes=_folder_storage(self._root) if allow_writes else None,
             shared=shared_grants,
+            repos=self.repos.service,
         )
         self._http: _ApiHttpServer | None = None
         self._http_thread: threading.Thread | None = None
@@ -654,6 +663,8 @@ class LocalServer:
                 return
             self._watcher = watcher
             watcher.start()
+            if self._repo_scheduler is not None:
+                self._repo_scheduler.start()
         self._ready.set()
 
     def stop(self) -> None:
@@ -666,6 +677,8 @@ class LocalServer:
             http_thread, self._http_thread = self._http_thread, None
         if watcher is not None:
             watcher.stop()
+        if self._repo_scheduler is not None:
+            self._repo_scheduler.stop()
         if startup is not None:
             startup.join(30.0)
         if http is not None:
@@ -690,6 +703,11 @@ class LocalServer:
                 progress=None,
             )
         return self.progress.status(scope, status)
+
+    def _index_synced_scope(self, scope: KnowledgeScope) -> IndexResult:
+        """Index a scope a repository sync just wrote (the watcher would, a poll later)."""
+        with self._write_lock:
+            return self._store.index(scope, self._source, self._options)
 
     def _reindex_scope(self, scope: KnowledgeScope) -> IndexResult:
         """Reindex from the folder; a scope whose folder vanished is emptied. A scope with

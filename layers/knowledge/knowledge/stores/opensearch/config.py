@@ -53,9 +53,9 @@ Environment (``OpenSearchConfig.from_env``):
                                    ``index.knn.derived_source.enabled``; 0.71x the
                                    bytes per chunk measured, reuse still reads them);
                                    default ``false``; never sent to Serverless
-``OPENSEARCH_HEADINGS_WEIGHT``     boost of a chunk's title and heading terms next to
-                                   its text's 1.0 in keyword search (``0``: none;
-                                   default ``knowledge.headings``)
+``OPENSEARCH_HEADINGS_WEIGHT``     ``0`` leaves a chunk's title and heading terms out
+                                   of the chunks written; any other value keeps them,
+                                   counted as text terms (``knowledge.headings``)
 =================================  =====================================================
 
 The HNSW defaults come from ``bench/scale.py`` (``bench/REPORT.md`` section 9,

@@ -12,27 +12,31 @@ One shared index holds every scope (D11). It holds two kinds of records (``recor
 So ``stored_documents`` and ``status`` are answered from the index alone, and a document
 whose chunks do not agree with its record (a write that died half-way) is detectable.
 
-Text is analysed twice: ``content`` with ``knowledge_english`` (BM25 on English stems:
-the analysis of ``knowledge.text.keyword_terms`` rebuilt from OpenSearch's own pieces:
-a ``pattern`` tokenizer splitting on what is not a Unicode letter or digit, ``lowercase``,
-``length`` >= 2, ``stop`` with ``knowledge.text.STOP_WORDS`` and the Snowball ``English``
-stemmer, the same Snowball algorithm PyStemmer runs) and
-``content.cjk`` with standard tokenizer + ``cjk_width`` + ``lowercase`` + ``cjk_bigram``
-(analysis-common), so Han and Kana compounds written without spaces share bigrams with
-the same words written apart. Both drop every token that holds Hangul
-(``knowledge_no_hangul``, a ``pattern_replace`` to nothing, then a length filter): Korean
-is analysed by ``knowledge.text`` itself (MeCab-ko morphemes, since analysis version 3) and
-its terms are sent with each chunk in ``content_ko`` (``knowledge.text.korean_terms``,
-space-joined), a ``whitespace``-analysed field that indexes them as they are. So the
-node indexes term for term what the embedded store indexes, and needs no plugin: the
-nori plugin is optional on Amazon OpenSearch Service and not published on Maven Central
-for the local node's version (``docs/korean.md``). A keyword query sends its own
-``korean_terms`` to ``content_ko``.
+**One term stream, as in the embedded store** (analysis version 5). The writer analyses
+each chunk with ``knowledge.text.keyword_terms`` (English Snowball stems without stop
+words, Korean MeCab-ko morphemes, Han and Kana bigrams) and sends the terms space-joined
+in ``content_terms``, a ``whitespace``-analysed field that indexes them as they are; a
+keyword query sends its own ``keyword_terms`` to it. So the node indexes term for term
+what the embedded store indexes *in one field*, and BM25 counts a chunk's length as the
+embedded store does. Before (versions 3-4) English went to ``content`` through an
+analyzer of our own, CJK bigrams to ``content.cjk`` and Korean morphemes to
+``content_ko``, three BM25 clauses summed: a mostly-English chunk's few Korean words
+made a very short ``content_ko``, which BM25 ranked above the Korean pages a Korean
+query was after (Korean help pages: keyword MRR@10 0.530 on the node vs 0.744 in the
+embedded store, ``docs/korean.md``). No plugin is needed: the nori plugin is optional
+on Amazon OpenSearch Service and not published on Maven Central for the local node's
+version. ``content`` is kept in ``_source`` for results and not indexed. (The
+``whitespace`` tokenizer cuts a term at 255 characters; the embedded store keeps it
+whole: only a run of letters that long, a blob, can differ.)
 
-A chunk's title and heading path (``chunking.heading_context``, "Title > Section") is
-analysed the same three ways, in ``headings`` (``knowledge_english``), ``headings.cjk``
-and ``headings_ko`` (analysis version 4); a keyword query matches them with the boost
-``OpenSearchConfig.headings_weight`` (``knowledge.headings``, ``queries``). The returned
+A chunk's title and heading path (``chunking.heading_context``, "Title > Section",
+``knowledge.headings.heading_terms``) is part of the same stream (analysis version 4 put
+it in fields of its own): one field can only count a term once, so the node counts
+heading terms as text terms, as the embedded store does at its default column weight of
+1.0. A separate, short headings field over-rewarded heading matches (Korean help pages
+0.731 without headings, 0.683 with a ``headings`` field at boost 0.5, 0.734 in the one
+stream). ``OpenSearchConfig.headings_weight`` 0 leaves them out of chunks written from
+then on; any other value includes them (``knowledge.headings``). The returned
 ``content`` is never changed.
 
 User metadata makes no mapping field: the ``metadata`` object is kept in ``_source`` only
@@ -75,8 +79,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from knowledge.chunking import heading_context
 from knowledge.errors import AnalysisMismatchError, EmbeddingMismatchError, RecordsMismatchError
+from knowledge.headings import heading_terms
 from knowledge.model import DocumentChunk
 from knowledge.origin import RECORDS
 from knowledge.scope import KnowledgeScope
@@ -88,17 +92,15 @@ from knowledge.stores.opensearch.metadata_pairs import (
     TERM_MAX_CHARS,
     metadata_terms,
 )
-from knowledge.text import ANALYSIS, STOP_WORDS, korean_terms
+from knowledge.text import ANALYSIS, keyword_terms
 
 __all__ = [
     "AGENT",
     "CHUNK_COUNT",
     "CHUNK_INDEX",
-    "CJK_ANALYZER",
     "CONTENT",
-    "CONTENT_CJK",
     "CONTENT_HASH",
-    "CONTENT_KO",
+    "CONTENT_TERMS",
     "CONTEXT",
     "DOCUMENT_ID",
     "DOCUMENT_NAME",
@@ -106,12 +108,8 @@ __all__ = [
     "EMBEDDED_CHUNKS",
     "EMBEDDING",
     "EMBEDDING_KEY",
-    "ENGLISH_ANALYZER",
     "FORMAT",
     "GENERATION",
-    "HEADINGS",
-    "HEADINGS_CJK",
-    "HEADINGS_KO",
     "INDEXED_AT",
     "METADATA",
     "META_KEY",
@@ -151,12 +149,8 @@ DOCUMENT_NAME = "document_name"
 CHUNK_INDEX = "chunk_index"
 CHUNK_COUNT = "chunk_count"
 CONTENT = "content"
-CONTENT_CJK = "content.cjk"
-CONTENT_KO = "content_ko"
-# The chunk's title and heading path (knowledge.headings), analysed as content is.
-HEADINGS = "headings"
-HEADINGS_CJK = "headings.cjk"
-HEADINGS_KO = "headings_ko"
+# The chunk's keyword_terms and heading_terms, space-joined (analysis version 5).
+CONTENT_TERMS = "content_terms"
 EMBEDDING = "embedding"
 EMBEDDING_KEY = "embedding_key"
 CONTENT_HASH = "content_hash"
@@ -177,8 +171,6 @@ RECORD_DOCUMENT = "document"
 RECORD_UNREAD = "unread"  # one per scope: IndexStatus.unread_files, in UNREAD_FILES
 UNREAD_FILES = "unread_files"
 
-CJK_ANALYZER = "knowledge_cjk"
-ENGLISH_ANALYZER = "knowledge_english"
 META_KEY = "knowledge"
 SCHEMA_VERSION = 4
 
@@ -299,20 +291,10 @@ def index_body(
         DOCUMENT_NAME: {"type": "keyword"},
         CHUNK_INDEX: {"type": "integer"},
         CHUNK_COUNT: {"type": "integer"},
-        CONTENT: {
-            "type": "text",
-            "analyzer": ENGLISH_ANALYZER,
-            "fields": {"cjk": {"type": "text", "analyzer": CJK_ANALYZER}},
-        },
-        # The Korean terms of knowledge.text, computed by the writer (never in results).
-        CONTENT_KO: {"type": "text", "analyzer": "whitespace"},
-        # Title and heading path (knowledge.headings): the same analysis as content's.
-        HEADINGS: {
-            "type": "text",
-            "analyzer": ENGLISH_ANALYZER,
-            "fields": {"cjk": {"type": "text", "analyzer": CJK_ANALYZER}},
-        },
-        HEADINGS_KO: {"type": "text", "analyzer": "whitespace"},
+        # Returned, never searched: the keyword side reads content_terms.
+        CONTENT: {"type": "text", "index": False},
+        # The terms of knowledge.text, computed by the writer (never in results).
+        CONTENT_TERMS: {"type": "text", "analyzer": "whitespace"},
         CONTENT_HASH: {"type": "keyword"},
         VERSION: {"type": "keyword"},
         INDEXED_AT: {"type": "date"},
@@ -349,55 +331,7 @@ def index_body(
         meta["embedding_model"] = embedding_model
         meta["embedding_dimensions"] = vector_dimensions
     return {
-        "settings": {
-            "index": index_settings,
-            "analysis": {
-                "tokenizer": {
-                    # knowledge.text's words: runs of Unicode letters/digits, "_" separates.
-                    "knowledge_words": {
-                        "type": "pattern",
-                        "pattern": "[\\W_]+",
-                        "flags": "UNICODE_CHARACTER_CLASS",
-                    }
-                },
-                "filter": {
-                    # Words holding Hangul are analysed by knowledge.text (content_ko).
-                    "knowledge_no_hangul": {
-                        "type": "pattern_replace",
-                        "pattern": "^.*[\\p{IsHangul}].*$",
-                        "replacement": "",
-                    },
-                    "knowledge_not_empty": {"type": "length", "min": 1},
-                    "knowledge_min_length": {"type": "length", "min": 2},
-                    "knowledge_stop": {"type": "stop", "stopwords": sorted(STOP_WORDS)},
-                    "knowledge_stemmer": {"type": "snowball", "language": "English"},
-                },
-                "analyzer": {
-                    ENGLISH_ANALYZER: {
-                        "type": "custom",
-                        "tokenizer": "knowledge_words",
-                        "filter": [
-                            "lowercase",
-                            "knowledge_no_hangul",
-                            "knowledge_min_length",
-                            "knowledge_stop",
-                            "knowledge_stemmer",
-                        ],
-                    },
-                    CJK_ANALYZER: {
-                        "type": "custom",
-                        "tokenizer": "standard",
-                        "filter": [
-                            "cjk_width",
-                            "lowercase",
-                            "knowledge_no_hangul",
-                            "knowledge_not_empty",
-                            "cjk_bigram",
-                        ],
-                    },
-                },
-            },
-        },
+        "settings": {"index": index_settings},
         "mappings": {
             # Unknown top-level fields are a bug here, not data to guess a type for. No
             # field is ever made from data: metadata keys are terms (metadata_pairs).
@@ -555,8 +489,10 @@ def chunk_document(
     generation: str,
     embedding_key: str | None = None,
     metadata_pairs: bool = True,
+    headings: bool = True,
 ) -> dict[str, Any]:
-    """The ``_source`` of one chunk: scope, document facts, generation, content, metadata
+    """The ``_source`` of one chunk: scope, document facts, generation, content, its
+    keyword terms (with ``headings``, its title and heading terms among them), metadata
     (and, with ``metadata_pairs``, its key/value terms: an index of schema 4), vector and
     its ``embedding_key``. A zero vector is left out (see ``is_zero_vector``):
     the chunk is then found by keyword search only (its key stays: a key without a
@@ -571,15 +507,11 @@ def chunk_document(
     }
     if metadata_pairs:
         source.update(metadata_terms(metadata))
-    korean = korean_terms(chunk.content)
-    if korean:
-        source[CONTENT_KO] = " ".join(korean)
-    headings = heading_context(chunk.metadata)
+    terms = keyword_terms(chunk.content)
     if headings:
-        source[HEADINGS] = headings
-        korean_headings = korean_terms(headings)
-        if korean_headings:
-            source[HEADINGS_KO] = " ".join(korean_headings)
+        terms += heading_terms(chunk.metadata)
+    if terms:
+        source[CONTENT_TERMS] = " ".join(terms)
     if vector is not None and not is_zero_vector(vector):
         source[EMBEDDING] = [float(x) for x in vector]
     if vector is not None and embedding_key is not None:

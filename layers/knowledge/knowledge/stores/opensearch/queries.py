@@ -23,7 +23,6 @@ from typing import Any
 
 from knowledge.errors import InvalidScopeError
 from knowledge.filters import expand_globstars
-from knowledge.headings import DEFAULT_HEADINGS_WEIGHT
 from knowledge.scope import KnowledgeScope
 from knowledge.search_filter import FilterNode
 from knowledge.store import StoredDocument
@@ -32,10 +31,8 @@ from knowledge.stores.opensearch.mapping import (
     AGENT,
     CHUNK_COUNT,
     CHUNK_INDEX,
-    CONTENT,
-    CONTENT_CJK,
     CONTENT_HASH,
-    CONTENT_KO,
+    CONTENT_TERMS,
     CONTEXT,
     DOCUMENT_ID,
     DOCUMENT_NAME,
@@ -43,9 +40,6 @@ from knowledge.stores.opensearch.mapping import (
     EMBEDDED_CHUNKS,
     EMBEDDING,
     GENERATION,
-    HEADINGS,
-    HEADINGS_CJK,
-    HEADINGS_KO,
     INDEXED_AT,
     METADATA,
     RECORD,
@@ -58,7 +52,7 @@ from knowledge.stores.opensearch.mapping import (
     VERSION,
 )
 from knowledge.stores.opensearch.metadata_pairs import METADATA_TERMS, text_term
-from knowledge.text import korean_terms
+from knowledge.text import keyword_terms
 
 __all__ = [
     "CANDIDATES_FILTER_PATH",
@@ -345,34 +339,18 @@ def keyword_search_body(
     candidates: bool = False,
     candidate_path: bool = False,
     candidate_facts: bool = True,
-    headings_weight: float = DEFAULT_HEADINGS_WEIGHT,
 ) -> dict[str, Any]:
-    """BM25 on ``content``, on its CJK-bigram sub-field and (for a query with Hangul) on
-    ``content_ko`` with the query's ``knowledge.text.korean_terms``, and the same on the
-    chunk's title and heading path (``headings``, ``headings.cjk``, ``headings_ko``) with
-    ``boost`` ``headings_weight`` (none at 0), inside the filters; each hit with its
-    result fields, or with ``candidates`` its ``_id`` and score, with
-    ``CANDIDATE_FIELDS`` as doc values if ``candidate_facts`` (server-made ids) and
-    ``document_path`` if ``candidate_path``.
-
-    The ``match`` clauses are a ``should`` (at least one must match), so a chunk matches
-    on words, on CJK bigrams *or* on Korean morphemes, in its text or its headings, and
-    one that matches more ranks higher.
+    """BM25 on ``content_terms`` with the query's distinct ``knowledge.text.keyword_terms``
+    (the terms the embedded store looks up, in the one field that holds a chunk's text
+    and heading terms: ``mapping``), OR-ed, inside the filters; each hit with its result
+    fields, or with ``candidates`` its ``_id`` and score, with ``CANDIDATE_FIELDS`` as
+    doc values if ``candidate_facts`` (server-made ids) and ``document_path`` if
+    ``candidate_path``. A query without terms matches nothing.
     """
-    korean = korean_terms(text)
-    fields = [(CONTENT, CONTENT_CJK, CONTENT_KO, 1.0)]
-    if headings_weight > 0:
-        fields.append((HEADINGS, HEADINGS_CJK, HEADINGS_KO, headings_weight))
-    should: list[dict[str, Any]] = []
-    for words, cjk, ko, boost in fields:
-        clauses = [(words, text), (cjk, text)]
-        if korean:
-            clauses.append((ko, " ".join(korean)))
-        for field, value in clauses:
-            match: dict[str, Any] = {"query": value}
-            if boost != 1.0:
-                match["boost"] = boost
-            should.append({"match": {field: match}})
+    terms = " ".join(dict.fromkeys(keyword_terms(text)))
+    should: list[dict[str, Any]] = [
+        {"match": {CONTENT_TERMS: {"query": terms}}} if terms else {"match_none": {}}
+    ]
     return {
         "size": size,
         "track_total_hits": False,

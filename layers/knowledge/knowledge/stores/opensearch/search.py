@@ -190,9 +190,7 @@ def search(
             return []
         while True:
             if mode is SearchMode.KEYWORD:
-                body = queries.keyword_search_body(
-                    query.text, filters, size, headings_weight=config.headings_weight
-                )
+                body = queries.keyword_search_body(query.text, filters, size)
             else:
                 assert vector is not None
                 body = queries.vector_search_body(vector, filters, size, ef_search=config.ef_search)
@@ -220,7 +218,6 @@ def search(
             candidates=True,
             candidate_path=with_path,
             candidate_facts=facts,
-            headings_weight=config.headings_weight,
         )
         if vector is None:
             keyword_response = connection.search(

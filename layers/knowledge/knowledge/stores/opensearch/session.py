@@ -171,6 +171,7 @@ class OpenSearchWriteSession:
         self._replace_scope = replace_scope
         self._on_close = on_close
         self._client_ids = bool(config.client_ids)
+        self._headings = config.headings_weight > 0
         self._serverless = config.serverless
         self._max_actions = config.bulk_chunk_size
         self._max_bytes = config.bulk_max_chunk_bytes
@@ -271,6 +272,7 @@ class OpenSearchWriteSession:
                     generation=generation,
                     embedding_key=item.embedding_key,
                     metadata_pairs=self._metadata_pairs,
+                    headings=self._headings,
                 )
                 self._add(records.bulk_index_action(chunk_id, source), path)
                 count += 1
