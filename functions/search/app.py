@@ -6,7 +6,11 @@ the routes take the scope from the path, hand the body to the API, and turn its
 ``knowledge.api.error_response`` (bad input 400 with the field, never a 500 with a
 trace; a 5xx carries a plain message and the request id, its details are logged).
 ``POST .../reindex`` queues one scope reindex message for the indexer function, which
-pages through the scope (``knowledge.reindex_queue``), and answers 202 at once.
+pages through the scope (``knowledge.reindex_queue``), and answers 202 at once. The
+write routes (``PUT``/``DELETE .../documents/{path}``, ``POST .../uploads``) put, delete
+or presign objects in the documents bucket (``knowledge.writes_s3``) and answer 202; the
+event pipeline indexes them. A granted agent's searches include its shared libraries
+(``KB_SHARED_GRANTS``, ``knowledge.shared``).
 
 Path segments are used as sent (``rawPath``; ``knowledge.api.path_segment`` refuses a
 percent-encoded one), and ``knowledge.access.AccessPolicy`` decides whether the caller
@@ -101,9 +105,18 @@ def knowledge_api() -> KnowledgeApi:
     """The container's API over its store, created on the first request."""
     if container.api is None:
         from knowledge.lambda_config import build_reranking, build_store
+        from knowledge.shared import SharedGrants
+        from knowledge.writes_s3 import S3Storage
 
         config = settings()
-        container.api = KnowledgeApi(build_store(config), reranking=build_reranking(config))
+        writes = S3Storage(config.documents_bucket) if config.documents_bucket else None
+        container.api = KnowledgeApi(
+            build_store(config),
+            reranking=build_reranking(config),
+            writes=writes,
+            # Which agents search which shared libraries: configuration only (template).
+            shared=SharedGrants.parse(os.environ.get("KB_SHARED_GRANTS", "")),
+        )
     return container.api
 
 
@@ -226,6 +239,51 @@ def reindex(agent: str, context: str) -> Response[str]:
     logger.info("reindex accepted", extra=request.to_dict())
     metrics.add_metric(name="ReindexRequests", unit=MetricUnit.Count, value=1)
     return _http(ApiResponse(202, request.to_dict()))
+
+
+# Writes: their own routes (IAM grants them apart); a write is an S3 put/delete that the
+# event pipeline indexes, answered 202 (knowledge.writes).
+@app.put("/v1/agents/<agent>/contexts/<context>/documents/<path>")
+def put_document(agent: str, context: str, path: str) -> Response[str]:
+    _authorize(agent, Operation.WRITE)
+    event = app.current_event
+    body = request_body(event.body, base64_encoded=event.is_base64_encoded)
+    response = knowledge_api().put_document(
+        agent,
+        context,
+        path,
+        body,
+        content_type=event.headers.get("content-type"),
+        query_string=event.raw_event.get("rawQueryString"),
+        request_id=_request_id(),
+    )
+    if response.status == 202:
+        logger.info(
+            "document written",
+            extra={"agent": agent, "context": context, "size": response.body["size"]},
+        )
+        metrics.add_metric(name="DocumentWrites", unit=MetricUnit.Count, value=1)
+    return _http(response)
+
+
+@app.delete("/v1/agents/<agent>/contexts/<context>/documents/<path>")
+def delete_document(agent: str, context: str, path: str) -> Response[str]:
+    _authorize(agent, Operation.WRITE)
+    response = knowledge_api().delete_document(agent, context, path, request_id=_request_id())
+    if response.status == 202:
+        metrics.add_metric(name="DocumentDeletes", unit=MetricUnit.Count, value=1)
+    return _http(response)
+
+
+@app.post("/v1/agents/<agent>/contexts/<context>/uploads")
+def upload(agent: str, context: str) -> Response[str]:
+    _authorize(agent, Operation.WRITE)
+    event = app.current_event
+    body = request_body(event.body, base64_encoded=event.is_base64_encoded)
+    response = knowledge_api().upload(agent, context, body, request_id=_request_id())
+    if response.status == 200:
+        metrics.add_metric(name="UploadGrants", unit=MetricUnit.Count, value=1)
+    return _http(response)
 
 
 @app.get("/v1/health")

@@ -8,6 +8,7 @@ import re
 import subprocess
 import sys
 from collections.abc import Awaitable, Callable
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,7 @@ from mcp import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from knowledge.cli import main as kb
+from knowledge.scope import KnowledgeScope
 
 pytestmark = pytest.mark.integration
 
@@ -282,3 +284,39 @@ def test_an_index_that_is_not_there_stops_the_server_with_a_reason(tmp_path: Pat
     assert done.stdout == ""  # nothing but the protocol ever goes to stdout
     assert not missing.exists()
     assert not missing.parent.exists()
+
+
+def test_the_reindex_tool_is_opt_in_and_reindexes_only_its_scope(tmp_path: Path) -> None:
+    from knowledge.config import open_store
+    from knowledge.local.server import LocalServer
+
+    root = tmp_path / "bucket"
+    for scope in ("ops-bot/runbooks", "ops-bot/other"):
+        (root / scope).mkdir(parents=True)
+        (root / scope / "a.md").write_text("# A\n\nhelm rollback\n", "utf-8")
+    with closing(open_store(db_path=tmp_path / "s.db", embedder_name="hashing")) as store:
+        server = LocalServer(root, store, port=0, poll_interval=30.0)
+        server.start()
+        try:
+            (root / "ops-bot/runbooks/b.md").write_text("# B\n\nnew\n", "utf-8")
+
+            async def body(session: ClientSession) -> Any:
+                listed = await session.list_tools()
+                refused = await session.call_tool("knowledge_reindex", {"agent": "x"})
+                done = await session.call_tool("knowledge_reindex", {})
+                return listed, refused, done
+
+            extra = ["--agent", "ops-bot", "--context", "runbooks", "--api-url", server.url]
+            listed, refused, done = run_session(
+                tmp_path / "s.db", [*extra, "--allow-reindex"], body
+            )
+            assert "knowledge_reindex" in {tool.name for tool in listed.tools}
+            assert refused.is_error
+            assert "takes no arguments" in text_of(refused)
+            assert not done.is_error, text_of(done)
+            assert text_of(done).startswith("Re-index of knowledge scope ops-bot/runbooks:")
+            assert "indexed_documents 2," in text_of(done)  # a.md and b.md, this scope only
+            assert store.get_document(KnowledgeScope("ops-bot", "runbooks"), "b.md") is not None
+        finally:
+            server.stop()
+    assert kb(["mcp", "--agent", "a", "--context", "c", "--allow-reindex"]) == 2

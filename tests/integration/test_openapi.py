@@ -255,3 +255,59 @@ def test_the_described_request_schema_refuses_what_the_server_refuses(
     assert re.fullmatch(segment, "ops-bot")
     assert not re.fullmatch(segment, "..")
     assert not re.fullmatch(segment, "a/b")
+
+
+WRITE_CASES = [
+    # (method, the spec's path template, request path under the scope, body, status)
+    ("PUT", "/documents/{path}", "/documents/notes%2Fa.md?origin=manual", b"# A\n", 202),
+    ("PUT", "/documents/{path}", "/documents/_repos%2Fa.md", b"# A\n", 400),
+    ("DELETE", "/documents/{path}", "/documents/notes%2Fa.md", None, 202),
+    ("DELETE", "/documents/{path}", "/documents/missing.md", None, 404),
+    ("POST", "/uploads", "/uploads", {"path": "big.pdf"}, 400),
+]
+
+
+@pytest.mark.parametrize(("method", "template", "request_path", "body", "status"), WRITE_CASES)
+def test_write_answers_match_the_described_schemas(
+    spec: dict[str, Any],
+    tmp_path_factory: pytest.TempPathFactory,
+    method: str,
+    template: str,
+    request_path: str,
+    body: Any,
+    status: int,
+) -> None:
+    root = tmp_path_factory.mktemp("writes") / "bucket"
+    (root / "ops-bot" / "runbooks" / "notes").mkdir(parents=True)
+    (root / "ops-bot" / "runbooks" / "notes" / "a.md").write_text("# A\n", "utf-8")
+    with closing(open_store(db_path=root.parent / "k.db", embedder_name="hashing")) as store:
+        local = LocalServer(root, store, port=0, poll_interval=0.2, allow_writes=True)
+        local.start()
+        try:
+            scope = "/v1/agents/ops-bot/contexts/runbooks"
+            if isinstance(body, bytes):
+                request = urllib.request.Request(
+                    local.url + scope + request_path, data=body, method=method
+                )
+                request.add_header("Content-Type", "text/markdown")
+                try:
+                    with urllib.request.urlopen(request, timeout=10) as response:
+                        got, answer = response.status, json.loads(response.read())
+                except urllib.error.HTTPError as error:
+                    with error:
+                        got, answer = error.code, json.loads(error.read())
+            else:
+                got, answer, _ = call(local.url, method, scope + request_path, body)
+        finally:
+            local.stop()
+    assert got == status, answer
+    path = "/v1/agents/{agent}/contexts/{context}" + template
+    jsonschema.validate(answer, response_schema(spec, method, path, status))
+
+
+def test_writes_off_is_a_described_403(spec: dict[str, Any], server: LocalServer) -> None:
+    path = "/v1/agents/ops-bot/contexts/runbooks/documents/rollback.md"
+    got, answer, _ = call(server.url, "DELETE", path)
+    assert got == 403, answer
+    template = "/v1/agents/{agent}/contexts/{context}/documents/{path}"
+    jsonschema.validate(answer, response_schema(spec, "DELETE", template, 403))

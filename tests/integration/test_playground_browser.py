@@ -228,3 +228,71 @@ def test_a_hit_shows_its_origin_badge_and_link_and_the_status_its_unread_files(
     first = browser.find_elements(By.CSS_SELECTOR, "#results li.result")[0]
     assert first.find_element(By.CSS_SELECTOR, ".cite .badge").text == "upload · markdown"
     assert first.find_elements(By.CSS_SELECTOR, ".cite a.source-link") == []  # no url
+
+
+def test_writes_off_shows_no_upload_box_or_note_editor(
+    server: LocalServer, browser: WebDriver
+) -> None:
+    browser.get(server.url + "/")
+    wait(browser).until(lambda d: len(Select(d.find_element(By.ID, "scope")).options) == 2)
+    wait(browser).until(
+        expected_conditions.text_to_be_present_in_element((By.ID, "status"), "READY")
+    )
+    assert not browser.find_element(By.ID, "write-panel").is_displayed()
+
+
+def test_with_writes_a_file_and_a_note_become_searchable(
+    tmp_path_factory: pytest.TempPathFactory, browser: WebDriver
+) -> None:
+    tmp = tmp_path_factory.mktemp("playground-writes")
+    root = tmp / "bucket"
+    (root / "ops-bot" / "runbooks").mkdir(parents=True)
+    (root / "ops-bot" / "runbooks" / "rollback.md").write_text(ROLLBACK, "utf-8")
+    upload = tmp / "pager.md"
+    upload.write_text("# Pager\n\nThe wombatpager rota rotates weekly.\n", "utf-8")
+    with closing(open_store(db_path=tmp / "k.db", embedder_name="hashing", environ={})) as store:
+        local = LocalServer(root, store, port=0, poll_interval=0.2, allow_writes=True)
+        local.start()
+        try:
+            browser.get(local.url + "/")
+            panel = browser.find_element(By.ID, "write-panel")
+            wait(browser).until(lambda d: panel.is_displayed())
+            browser.find_element(By.ID, "upload-file").send_keys(str(upload))
+            browser.find_element(By.ID, "upload-path").send_keys("guides/pager.md")
+            browser.find_element(By.ID, "upload-button").click()
+            wait(browser).until(
+                expected_conditions.text_to_be_present_in_element(
+                    (By.ID, "write-message"), "guides/pager.md is searchable."
+                )
+            )
+            path = browser.find_element(By.ID, "note-path")
+            path.clear()
+            path.send_keys("notes/standup.md")
+            browser.find_element(By.ID, "note-text").send_keys("# Standup\n\nquokkaagenda first")
+            browser.find_element(By.ID, "note-button").click()
+            wait(browser).until(
+                expected_conditions.text_to_be_present_in_element(
+                    (By.ID, "write-message"), "notes/standup.md is searchable."
+                )
+            )
+            browser.find_element(By.CSS_SELECTOR, "input[name=mode][value=keyword]").click()
+            box = browser.find_element(By.ID, "query")
+            box.send_keys("quokkaagenda")
+            browser.find_element(By.ID, "search-button").click()
+            wait(browser).until(lambda d: result_paths(d) == ["notes/standup.md"])
+            badge = browser.find_element(By.CSS_SELECTOR, "#results li.result .cite .badge")
+            assert badge.get_attribute("data-origin") == "manual"
+            assert (
+                (root / "ops-bot/runbooks/guides/pager.md").read_text("utf-8").startswith("# Pager")
+            )
+            # a refused write is shown with its field
+            path.clear()
+            path.send_keys("_repos/x.md")
+            browser.find_element(By.ID, "note-button").click()
+            wait(browser).until(
+                expected_conditions.text_to_be_present_in_element(
+                    (By.ID, "write-message"), "(path)"
+                )
+            )
+        finally:
+            local.stop()

@@ -107,3 +107,22 @@ def test_from_env_and_bad_settings() -> None:
     assert AccessPolicy.from_env({}) == AccessPolicy("iam")
     with pytest.raises(ConfigurationError, match="API_AUTH"):
         AccessPolicy.from_env({"API_AUTH": "none"})
+
+
+def test_writes_need_the_agent_in_the_write_claim_too() -> None:
+    readers = context({"agents": "ops-bot"})
+    with pytest.raises(AccessDeniedError) as refused:
+        JWT.check(readers, "ops-bot", Operation.WRITE)
+    assert refused.value.field == "operation"
+    JWT.check(readers, "ops-bot", Operation.SEARCH)
+    writers = context({"agents": "ops-bot", "agents_write": "[ops-bot]"})
+    JWT.check(writers, "ops-bot", Operation.WRITE)
+    with pytest.raises(AccessDeniedError):  # the write claim alone grants nothing
+        JWT.check(context({"agents_write": "ops-bot"}), "ops-bot", Operation.WRITE)
+    with pytest.raises(AccessDeniedError):
+        JWT.check(writers, "support-bot", Operation.WRITE)
+    custom = AccessPolicy.from_env({"API_AUTH": "jwt", "JWT_AGENTS_WRITE_CLAIM": "custom:w"})
+    custom.check(context({"agents": "a", "custom:w": "a"}), "a", Operation.WRITE)
+    with pytest.raises(ConfigurationError):
+        AccessPolicy(mode="jwt", agents_write_claim="agents")  # one claim for both: no apart
+    AccessPolicy(mode="iam").check(None, "ops-bot", Operation.WRITE)  # the route's IAM grant

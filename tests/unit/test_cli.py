@@ -585,3 +585,21 @@ def test_serve_moves_an_index_of_an_older_analysis_aside_and_builds_a_new_one(
     with closing(sqlite3.connect(tmp_path / "k.db.old")) as conn:
         (recorded,) = conn.execute("SELECT value FROM meta WHERE key = 'analysis'").fetchone()
     assert recorded == older  # the old file, kept as it was
+
+
+def test_serve_write_and_shared_flags_and_their_refusals(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = build_parser().parse_args(["serve", str(tmp_path)])
+    assert (args.allow_writes, args.shared_grant) == (False, None)  # off unless asked
+    args = build_parser().parse_args(
+        ["serve", str(tmp_path), "--allow-writes", "--shared-grant", "ops-bot=playbooks"]
+    )
+    assert (args.allow_writes, args.shared_grant) == (True, ["ops-bot=playbooks"])
+    root = tmp_path / "root"
+    root.mkdir()
+    db = ["--db", str(tmp_path / "k.db"), "--embedder", "hashing"]
+    assert main(["serve", str(root), *db, "--shared-grant", "_shared=x"]) == 2
+    assert "cannot be granted" in capsys.readouterr().err
+    assert main(["put", str(root), "--agent", "a", "--context", "c"]) == 2  # no --api-url
+    assert "give --api-url" in capsys.readouterr().err

@@ -231,6 +231,31 @@ def test_iam_mode_per_agent_policy_grants_only_the_tagged_agent() -> None:
     assert not allows(reindex, invoke, api_arn("POST", "/v1/agents/support-bot/contexts/x/reindex"))
 
 
+def test_iam_mode_writes_are_granted_apart_per_agent() -> None:
+    stack = Stack(TEMPLATE, CREATED)
+    invoke = "execute-api:Invoke"
+    writes = [
+        ("PUT", "/v1/agents/ops-bot/contexts/runbooks/documents/a.md"),
+        ("DELETE", "/v1/agents/ops-bot/contexts/runbooks/documents/guides%2Fa.md"),
+        ("POST", "/v1/agents/ops-bot/contexts/runbooks/uploads"),
+    ]
+    search = agent_policy(stack, "AgentSearchPolicy", "ops-bot")
+    reindex = agent_policy(stack, "AgentReindexPolicy", "ops-bot")
+    write = agent_policy(stack, "AgentWritePolicy", "ops-bot")
+    for method, path in writes:
+        assert not allows(search, invoke, api_arn(method, path)), path
+        assert not allows(reindex, invoke, api_arn(method, path)), path
+        assert allows(write, invoke, api_arn(method, path)), path
+        other = path.replace("ops-bot", "support-bot")
+        assert not allows(write, invoke, api_arn(method, other)), other
+    for method, path in [
+        ("POST", "/v1/agents/ops-bot/contexts/runbooks/search"),
+        ("GET", "/v1/agents/ops-bot/contexts/runbooks/documents/a.md"),
+        ("POST", "/v1/agents/ops-bot/contexts/runbooks/reindex"),
+    ]:
+        assert not allows(write, invoke, api_arn(method, path)), path
+
+
 def routes(stack: Stack) -> dict[str, dict[str, Any]]:
     return {
         r["Properties"]["RouteKey"]: stack.evaluate(r["Properties"])
@@ -241,7 +266,7 @@ def routes(stack: Stack) -> dict[str, dict[str, Any]]:
 
 def test_iam_mode_every_route_needs_sigv4() -> None:
     found = routes(Stack(TEMPLATE, CREATED))
-    assert len(found) == 12  # 7 + the 5 repository routes
+    assert len(found) == 15  # 7 read/reindex routes, 3 write routes, 5 repository routes
     for key, route in found.items():
         assert route["AuthorizationType"] == "AWS_IAM", key
         assert "AuthorizerId" not in route
@@ -266,7 +291,10 @@ def test_jwt_mode_every_route_needs_a_token_and_reindex_its_scope() -> None:
         assert route["AuthorizationType"] == "JWT", key
         assert route["AuthorizerId"] == "JwtAuthorizer.Ref"
         manages = key.endswith(("/reindex", "/sync")) or key.startswith(
-            ("POST /v1/agents/{agent}/contexts/{context}/repos", "DELETE ")
+            (
+                "POST /v1/agents/{agent}/contexts/{context}/repos",
+                "DELETE /v1/agents/{agent}/contexts/{context}/repos",
+            )
         )
         if manages:  # reindex and the repository sources are granted apart from reading
             assert route["AuthorizationScopes"] == ["kb/reindex"]
@@ -276,6 +304,7 @@ def test_jwt_mode_every_route_needs_a_token_and_reindex_its_scope() -> None:
     assert env["API_AUTH"] == "jwt"
     assert env["JWT_AGENTS_CLAIM"] == "agents"
     assert env["JWT_REINDEX_SCOPE"] == "kb/reindex"
+    assert env["JWT_AGENTS_WRITE_CLAIM"] == "agents_write"
 
 
 def global_env(stack: Stack) -> dict[str, Any]:
@@ -298,14 +327,17 @@ def test_created_domain_refuses_an_index_named_in_multi_request_bodies() -> None
         {"OpenSearchService": "aoss", "CreateCollection": "true", "ServerlessCollectionName": "kb"},
     ],
 )
-def test_search_role_has_no_bucket_access(parameters: dict[str, str]) -> None:
-    """The reindex route queues one message; the indexer lists the bucket, not search."""
-    actions = {
-        action
+def test_search_role_may_only_put_and_delete_documents(parameters: dict[str, str]) -> None:
+    """The reindex route queues one message; the indexer lists the bucket, not search. The
+    write routes put and delete objects of the documents bucket, nothing else."""
+    s3 = [
+        statement
         for statement in Stack(TEMPLATE, parameters).statements("SearchFunction")
-        for action in as_list(statement["Action"])
-    }
-    assert not any(a.startswith("s3:") for a in actions), actions
+        if any(a.startswith("s3:") for a in as_list(statement["Action"]))
+    ]
+    assert len(s3) == 1, s3
+    assert sorted(as_list(s3[0]["Action"])) == ["s3:DeleteObject", "s3:PutObject"]
+    assert as_list(s3[0]["Resource"]) == ["DocumentsBucket.Arn/*"]
 
 
 @pytest.mark.parametrize(("shape", "nodes", "replicas"), [("dev", 1, "0"), ("production", 3, "2")])

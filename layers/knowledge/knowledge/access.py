@@ -7,12 +7,15 @@ of two modes (``API_AUTH``, set by ``template.yaml``'s ``ApiAuthMode``):
     API Gateway's IAM authorizer already checked ``execute-api:Invoke`` on the exact
     method and literal path (``.../POST/v1/agents/<agent>/...``), which is where the
     per-agent grant lives (docs/deploy.md: the ``AgentSearchPolicy`` managed policy with
-    ``${aws:PrincipalTag/kb-agent}``). Nothing is left to check here.
+    ``${aws:PrincipalTag/kb-agent}``; writes are their own routes, ``AgentWritePolicy``).
+    Nothing is left to check here.
 ``jwt``
     API Gateway's JWT authorizer checked the token's signature, issuer, audience and
     expiry (and, on the reindex route, its OAuth scope). The token's ``agents`` claim
     (``JWT_AGENTS_CLAIM``) must name the agent of the path, or the request is a 403;
-    reindex also needs ``JWT_REINDEX_SCOPE`` among the token's scopes. A request with
+    reindex also needs ``JWT_REINDEX_SCOPE`` among the token's scopes, and a write
+    (``Operation.WRITE``: PUT/DELETE a document, an upload) needs the agent in the
+    write claim (``JWT_AGENTS_WRITE_CLAIM``, default ``agents_write``) too. A request with
     no JWT claims at all is refused (fail closed: a route left without the authorizer
     must not become public).
 
@@ -36,6 +39,7 @@ from knowledge.errors import AccessDeniedError, ConfigurationError
 __all__ = [
     "API_AUTH_MODES",
     "DEFAULT_AGENTS_CLAIM",
+    "DEFAULT_AGENTS_WRITE_CLAIM",
     "AccessPolicy",
     "Operation",
     "agents_in_claim",
@@ -43,6 +47,7 @@ __all__ = [
 
 API_AUTH_MODES = ("iam", "jwt")
 DEFAULT_AGENTS_CLAIM = "agents"
+DEFAULT_AGENTS_WRITE_CLAIM = "agents_write"
 _SEPARATORS = re.compile(r"[\s,\[\]\"']+")
 
 
@@ -53,6 +58,7 @@ class Operation(Enum):
     STATUS = "status"
     DOCUMENTS = "documents"
     REINDEX = "reindex"
+    WRITE = "write"
 
 
 def agents_in_claim(value: object) -> frozenset[str]:
@@ -85,6 +91,7 @@ class AccessPolicy:
     mode: str = "iam"
     agents_claim: str = DEFAULT_AGENTS_CLAIM
     reindex_scope: str | None = None
+    agents_write_claim: str = DEFAULT_AGENTS_WRITE_CLAIM
 
     def __post_init__(self) -> None:
         if self.mode not in API_AUTH_MODES:
@@ -93,6 +100,10 @@ class AccessPolicy:
             )
         if not self.agents_claim:
             raise ConfigurationError("JWT_AGENTS_CLAIM: must name a claim")
+        if not self.agents_write_claim or self.agents_write_claim == self.agents_claim:
+            raise ConfigurationError(
+                "JWT_AGENTS_WRITE_CLAIM: must name a claim other than JWT_AGENTS_CLAIM"
+            )
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> AccessPolicy:
@@ -107,6 +118,7 @@ class AccessPolicy:
             mode=(get("API_AUTH") or "iam").lower(),
             agents_claim=get("JWT_AGENTS_CLAIM") or DEFAULT_AGENTS_CLAIM,
             reindex_scope=get("JWT_REINDEX_SCOPE"),
+            agents_write_claim=get("JWT_AGENTS_WRITE_CLAIM") or DEFAULT_AGENTS_WRITE_CLAIM,
         )
 
     def check(
@@ -128,6 +140,13 @@ class AccessPolicy:
         if agent not in agents_in_claim(claims.get(self.agents_claim)):
             raise AccessDeniedError(
                 "agent", f"the token's '{self.agents_claim}' claim does not grant agent '{agent}'"
+            )
+        if operation is Operation.WRITE and agent not in agents_in_claim(
+            claims.get(self.agents_write_claim)
+        ):
+            raise AccessDeniedError(
+                "operation",
+                f"writing needs agent '{agent}' in the token's '{self.agents_write_claim}' claim",
             )
         if operation is Operation.REINDEX and (
             self.reindex_scope is None or self.reindex_scope not in _scopes(authorizer)

@@ -12,6 +12,9 @@ GET      /v1/agents/{agent}/contexts/{context}/status    index status
 GET      /v1/agents/{agent}/contexts/{context}/documents the scope's documents (paged)
 GET      .../contexts/{context}/documents/{path}         one document (path URL-encoded)
 POST     /v1/agents/{agent}/contexts/{context}/reindex   re-index from source
+PUT      .../contexts/{context}/documents/{path}         write a document (``writes``)
+DELETE   .../contexts/{context}/documents/{path}         delete a document
+POST     /v1/agents/{agent}/contexts/{context}/uploads   presign a large upload
 GET      /v1/health                                      liveness
 POST     .../contexts/{context}/repos                    register a Git repository
 GET      .../contexts/{context}/repos[/{name}]           repositories and their syncs
@@ -75,7 +78,17 @@ from knowledge.model import (
 )
 from knowledge.scope import KnowledgeScope, validate_segment
 from knowledge.search_filter import parse_filter
+from knowledge.shared import SharedGrants, SharedLibraryStore
 from knowledge.store import KnowledgeStore
+from knowledge.writes import (
+    MAX_DOCUMENT_BYTES,
+    DocumentStorage,
+    accepted_body,
+    check_writable_scope,
+    check_write_path,
+    parse_upload_request,
+    parse_write,
+)
 
 if TYPE_CHECKING:  # the stage is built by whoever configures it; no import at cold start
     from knowledge.repos.service import RepoService
@@ -85,7 +98,9 @@ __all__ = [
     "AGENT_WIDE_CONTEXT",
     "DOCUMENTS_PARAMETERS",
     "MAX_BODY_BYTES",
+    "MAX_DOCUMENT_BYTES",
     "SEARCH_FIELDS",
+    "WRITE_ROUTES",
     "ApiResponse",
     "KnowledgeApi",
     "ReindexScope",
@@ -116,6 +131,7 @@ SEARCH_FIELDS = (
     "offset",
     "max_chunks_per_document",
     "filter",
+    "include_shared",
 )
 """The fields of a search request body (DESIGN.md "Search query"); any other is a 400."""
 
@@ -267,7 +283,7 @@ def parse_search_request(
 
 
 def _query_from(data: Mapping[str, Any], default_mode: SearchMode | str | None) -> SearchQuery:
-    unknown = sorted(str(k) for k in data if k not in SEARCH_FIELDS)
+    unknown = sorted(str(k) for k in data if k not in SEARCH_FIELDS)  # include_shared: the API's
     if unknown:
         # The name is echoed back, so a pathological one is cut short.
         name = unknown[0] if len(unknown[0]) <= 64 else unknown[0][:61] + "..."
@@ -411,6 +427,18 @@ _ROUTES = (
         "GET",
         "document",
     ),
+    # Writes (knowledge.writes): authorized apart from reads on every front end.
+    _Route(
+        ("v1", "agents", "{agent}", "contexts", "{context}", "documents", "{path}"),
+        "PUT",
+        "put_document",
+    ),
+    _Route(
+        ("v1", "agents", "{agent}", "contexts", "{context}", "documents", "{path}"),
+        "DELETE",
+        "delete_document",
+    ),
+    _Route(("v1", "agents", "{agent}", "contexts", "{context}", "uploads"), "POST", "upload"),
     # Git repository sources (issue 24; knowledge.repos.service).
     _Route(("v1", "agents", "{agent}", "contexts", "{context}", "repos"), "POST", "repo_add"),
     _Route(("v1", "agents", "{agent}", "contexts", "{context}", "repos"), "GET", "repo_list"),
@@ -428,6 +456,7 @@ _ROUTES = (
         "repo_sync",
     ),
 )
+WRITE_ROUTES = frozenset({"put_document", "delete_document", "upload"})
 
 
 def document_path_segment(raw: str) -> str:
@@ -548,7 +577,8 @@ def _match(pattern: Sequence[str], segments: Sequence[str]) -> dict[str, str] | 
 
 class KnowledgeApi:
     """The routes over one store; the repository routes go to ``repos``
-    (``knowledge.repos.service``; without it they answer 503, not configured).
+    (``knowledge.repos.service``; without it they answer 503, not configured), the write
+    routes to ``writes`` (a ``knowledge.writes.DocumentStorage``; without it, 403).
 
     ``reindex`` re-indexes a scope from wherever its documents live; without it the
     reindex route answers 503 (not configured). ``default_mode`` is the mode used when
@@ -566,10 +596,14 @@ class KnowledgeApi:
         default_mode: SearchMode | None = None,
         status: StatusOf | None = None,
         reranking: RerankingStage | None = None,
+        writes: DocumentStorage | None = None,
+        shared: SharedGrants | None = None,
         repos: RepoService | None = None,
     ) -> None:
         self._repos = repos
         self._store = store
+        self._writes = writes
+        self._shared = shared or SharedGrants({})
         self._reindex = reindex
         self._default_mode = default_mode
         self._status_of = status
@@ -605,17 +639,30 @@ class KnowledgeApi:
                     )
                 query = replace(query, cross_context=True)
             scope = KnowledgeScope(agent, AGENT_WIDE_CONTEXT if context is None else context)
+            store = self._searched_store(agent, data.get("include_shared"))
             started = time.perf_counter()
             report: RerankReport | None = None
             if self._reranking is None:
-                results = self._store.search(scope, query)
+                results = store.search(scope, query)
             else:
-                results, report = self._reranking.search(self._store, scope, query)
+                results, report = self._reranking.search(store, scope, query)  # type: ignore[arg-type]
             took_ms = (time.perf_counter() - started) * 1000.0
             mode = query.mode or self._store.default_mode
             return ApiResponse(200, search_response_body(query, mode, results, took_ms, report))
         except Exception as exc:
             return error_response(exc, request_id)
+
+    def _searched_store(self, agent: str, include: object) -> KnowledgeStore | SharedLibraryStore:
+        """The store, widened to the agent's granted shared libraries (``knowledge.shared``)
+        unless ``include_shared`` is false; the grant is configuration, never the request."""
+        if include is not None and not isinstance(include, bool):
+            raise ValidationError("include_shared", "must be true or false")
+        libraries = self._shared.scopes_of(agent)
+        if include is True and not libraries:
+            raise ValidationError("include_shared", f"agent '{agent}' has no shared library")
+        if include is False or not libraries:
+            return self._store
+        return SharedLibraryStore(self._store, libraries)
 
     def status(self, agent: str, context: str, *, request_id: str | None = None) -> ApiResponse:
         """Index status of one scope: ``{"agent", "context", **IndexStatus.to_dict()}``."""
@@ -676,6 +723,94 @@ class KnowledgeApi:
         except Exception as exc:
             return error_response(exc, request_id)
 
+    # -- writes (knowledge.writes); off (403) unless a storage is given ---------------
+
+    @property
+    def writes_enabled(self) -> bool:
+        return self._writes is not None
+
+    def _write_scope(self, agent: str, context: str) -> tuple[KnowledgeScope, DocumentStorage]:
+        scope = KnowledgeScope(path_segment("agent", agent), path_segment("context", context))
+        check_writable_scope(scope)
+        if self._writes is None:
+            raise AccessDeniedError("operation", "writes are off on this server")
+        return scope, self._writes
+
+    def put_document(
+        self,
+        agent: str,
+        context: str,
+        path: str,
+        body: bytes | str | None,
+        *,
+        content_type: str | None = None,
+        query_string: str | None = None,
+        request_id: str | None = None,
+    ) -> ApiResponse:
+        """Store a document (202 ``knowledge.writes.accepted_body``); the source's
+        indexing makes it searchable. ``path`` is the URL-encoded segment."""
+        try:
+            scope, storage = self._write_scope(agent, context)
+            data = body.encode("utf-8") if isinstance(body, str) else (body or b"")
+            write = parse_write(
+                scope,
+                document_path_segment(path),
+                data,
+                content_type=content_type,
+                query_string=query_string,
+            )
+            storage.put(scope, write.path, write.data, write.sidecar)
+            return ApiResponse(202, accepted_body(write))
+        except Exception as exc:
+            return error_response(exc, request_id)
+
+    def delete_document(
+        self, agent: str, context: str, path: str, *, request_id: str | None = None
+    ) -> ApiResponse:
+        """Remove a document and its sidecar: 202, or 404 when the storage knows there
+        was none (the folder; S3 deletes are idempotent and always 202)."""
+        try:
+            scope, storage = self._write_scope(agent, context)
+            document_path = document_path_segment(path)
+            check_write_path(document_path)
+            if storage.delete(scope, document_path) is False:
+                raise NotFoundError(f"no document '{document_path[:200]}' in {scope}")
+            return ApiResponse(
+                202, {"agent": agent, "context": context, "path": document_path, "deleted": True}
+            )
+        except Exception as exc:
+            return error_response(exc, request_id)
+
+    def upload(
+        self,
+        agent: str,
+        context: str,
+        body: bytes | str | Mapping[str, Any] | None,
+        *,
+        request_id: str | None = None,
+    ) -> ApiResponse:
+        """A presigned upload of one document (``{"path", "size"?, "expires_in"?}``)."""
+        try:
+            scope, storage = self._write_scope(agent, context)
+            if body is None or (isinstance(body, bytes | str) and not body.strip()):
+                raise ValidationError("body", "a JSON object with a 'path' field is required")
+            path, size, expires = parse_upload_request(_decode_body(body))
+            grant = storage.presign_upload(scope, path, size, expires)
+            return ApiResponse(
+                200,
+                {
+                    "agent": agent,
+                    "context": context,
+                    "path": path,
+                    "max_bytes": size,
+                    "expires_in": expires,
+                    "method": "POST",
+                    **grant,
+                },
+            )
+        except Exception as exc:
+            return error_response(exc, request_id)
+
     def health(self) -> ApiResponse:
         return ApiResponse(200, {"status": "ok", "store": self._store.name})
 
@@ -697,6 +832,7 @@ class KnowledgeApi:
         body: bytes | str | Mapping[str, Any] | None = None,
         *,
         request_id: str | None = None,
+        content_type: str | None = None,
     ) -> ApiResponse:
         """Route one request. Unknown path -> 404; known path, wrong method -> 405.
 
@@ -714,6 +850,16 @@ class KnowledgeApi:
             if not matched:
                 return _error(404, f"no route for {route_path}")
             for route, captured in matched:
+                if route.method == method and route.name == "put_document":
+                    return self.put_document(
+                        captured["agent"],
+                        captured["context"],
+                        captured["path"],
+                        body if not isinstance(body, Mapping) else None,
+                        content_type=content_type,
+                        query_string=query_string,
+                        request_id=request_id,
+                    )
                 if route.method == method:
                     return self._dispatch(route.name, captured, body, query_string, request_id)
             allowed = ", ".join(sorted({r.method for r, _ in matched}))
@@ -754,4 +900,10 @@ class KnowledgeApi:
             return self.document(
                 captured["agent"], captured["context"], captured["path"], request_id=request_id
             )
+        if name == "delete_document":
+            return self.delete_document(
+                captured["agent"], captured["context"], captured["path"], request_id=request_id
+            )
+        if name == "upload":
+            return self.upload(captured["agent"], captured["context"], body, request_id=request_id)
         return self.reindex(captured["agent"], captured["context"], request_id=request_id)

@@ -22,10 +22,14 @@ MAX_ATTEMPTS = 2
 
 
 def bounded_client(
-    service: Literal["s3", "sqs", "secretsmanager"], *, region_name: str | None = None
+    service: Literal["s3", "sqs", "secretsmanager"],
+    *,
+    region_name: str | None = None,
+    signature_version: str | None = None,
 ) -> Any:
     """``boto3.client(service)`` (in ``region_name``, else the process's region) with
-    the bounded timeouts and retries above."""
+    the bounded timeouts and retries above; ``signature_version`` as botocore names it
+    (``s3v4`` for presigned S3 forms, which botocore would otherwise sign with SigV2)."""
     import boto3
     from botocore.config import Config
 
@@ -33,5 +37,6 @@ def bounded_client(
         connect_timeout=CONNECT_TIMEOUT_SECONDS,
         read_timeout=READ_TIMEOUT_SECONDS,
         retries={"mode": "standard", "total_max_attempts": MAX_ATTEMPTS},
+        signature_version=signature_version,
     )
     return boto3.client(service, region_name=region_name, config=config)

@@ -9,8 +9,10 @@
     kb status --agent A --context C [--json]
     kb documents --agent A --context C [--limit N] [--cursor C] [--json]
     kb reindex --agent A --context C [--json]
-    kb serve ROOT [--host 127.0.0.1] [--port 8080] [--poll-interval 1.0]
-    kb mcp --agent A --context C [--cross-context] [--transport stdio|http]
+    kb put FILE --agent A --context C --api-url URL [--path P] [--note] [--meta K=V ...]
+    kb rm PATH --agent A --context C --api-url URL
+    kb serve ROOT [--host 127.0.0.1] [--port 8080] [--poll-interval 1.0] [--allow-writes]
+    kb mcp --agent A --context C [--cross-context] [--transport stdio|http] [--allow-reindex]
 
 ``search``, ``status``, ``documents``, ``reindex`` and ``mcp`` take ``--api-url URL`` to
 use a deployed stack (or another ``kb serve``) through ``knowledge.client`` instead of a
@@ -352,7 +354,16 @@ def _cmd_mcp(args: argparse.Namespace) -> int:
     from knowledge.mcp_server import serve_mcp
 
     scope = _scope(args)
+    if args.allow_reindex and not args.api_url:
+        raise ValidationError(
+            "allow-reindex",
+            "the reindex tool asks a server to re-index from its source; give --api-url "
+            "(a kb serve or the deployed stack)",
+        )
     with closing(_open_reader(args)) as backend:
+        reindex = None
+        if args.allow_reindex and isinstance(backend, KnowledgeClient):
+            reindex = backend.reindex
         serve_mcp(
             backend,
             scope,
@@ -361,12 +372,14 @@ def _cmd_mcp(args: argparse.Namespace) -> int:
             transport=args.transport,
             host=args.host,
             port=args.port,
+            reindex=reindex,
         )
     return EXIT_OK
 
 
 def _cmd_serve(args: argparse.Namespace) -> int:
     from knowledge.local.server import LocalServer, serve_until_stopped
+    from knowledge.shared import SharedGrants
 
     with closing(_open_served_store(args, sys.stderr)) as store:
         server = LocalServer(
@@ -376,9 +389,58 @@ def _cmd_serve(args: argparse.Namespace) -> int:
             port=args.port,
             poll_interval=args.poll_interval,
             reranking=open_reranking(args.rerank_model),
+            allow_writes=args.allow_writes,
+            shared_grants=SharedGrants.parse(args.shared_grant),
             repo_sync_interval=args.repo_sync_interval,
         )
         return serve_until_stopped(server)
+
+
+def _cmd_put(args: argparse.Namespace) -> int:
+    import mimetypes
+
+    if not args.api_url:
+        raise ValidationError("api-url", "kb put writes through a server; give --api-url")
+    source = Path(args.file)
+    data = source.read_bytes()
+    path = args.path or source.name
+    content_type = "text/markdown" if args.note else mimetypes.guess_type(path)[0]
+    with closing(_open_client(args)) as client:
+        answer = client.put_document(
+            _scope(args),
+            path,
+            data,
+            content_type=content_type or "application/octet-stream",
+            origin="manual" if args.note else None,
+            metadata=_metadata_pairs(args.meta) or None,
+        )
+    if args.json:
+        _print_json(answer, sys.stdout)
+    else:
+        print(f"accepted {answer['path']} ({answer['size']} bytes); state: {answer['document']}")
+    return EXIT_OK
+
+
+def _cmd_rm(args: argparse.Namespace) -> int:
+    if not args.api_url:
+        raise ValidationError("api-url", "kb rm deletes through a server; give --api-url")
+    with closing(_open_client(args)) as client:
+        answer = client.delete_document(_scope(args), args.path)
+    if args.json:
+        _print_json(answer, sys.stdout)
+    else:
+        print(f"deleted {answer['path']}")
+    return EXIT_OK
+
+
+def _metadata_pairs(pairs: Sequence[str] | None) -> dict[str, str]:
+    metadata: dict[str, str] = {}
+    for pair in pairs or ():
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise ValidationError("meta", f"'{pair}' is not KEY=VALUE")
+        metadata[key] = value
+    return metadata
 
 
 def _store_options() -> argparse.ArgumentParser:
@@ -575,6 +637,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     mcp.add_argument("--host", default="127.0.0.1", help="http transport: default 127.0.0.1")
     mcp.add_argument("--port", type=_port, default=8765, help="http transport: default 8765")
+    mcp.add_argument(
+        "--allow-reindex",
+        action="store_true",
+        help="also offer the knowledge_reindex tool (needs --api-url); off by default",
+    )
     mcp.set_defaults(handler=_cmd_mcp)
 
     serve = commands.add_parser(
@@ -588,6 +655,17 @@ def build_parser() -> argparse.ArgumentParser:
     )
     serve.add_argument("--rerank-model", metavar="MODEL", help=_RERANK_HELP)
     serve.add_argument(
+        "--allow-writes",
+        action="store_true",
+        help="answer the write routes (PUT/DELETE documents) by writing ROOT; off by default",
+    )
+    serve.add_argument(
+        "--shared-grant",
+        action="append",
+        metavar="AGENT=CONTEXT[,CONTEXT]",
+        help="let AGENT's searches include the shared library ROOT/_shared/CONTEXT",
+    )
+    serve.add_argument(
         "--repo-sync-interval",
         type=_seconds,
         default=24 * 3600.0,
@@ -599,6 +677,23 @@ def build_parser() -> argparse.ArgumentParser:
     from knowledge.repos.cli import add_repo_commands
 
     add_repo_commands(commands, store, scoped)
+
+    put = commands.add_parser(
+        "put", parents=[store, scoped, remote], help="write a document (or a note) via the API"
+    )
+    put.add_argument("file", metavar="FILE", help="the file to send")
+    put.add_argument("--path", help="its path inside the scope (default: the file's name)")
+    put.add_argument("--note", action="store_true", help="a Markdown note (origin manual)")
+    put.add_argument("--meta", action="append", metavar="KEY=VALUE", help="sidecar metadata")
+    put.add_argument("--json", action="store_true", help="print the answer as JSON")
+    put.set_defaults(handler=_cmd_put)
+
+    rm = commands.add_parser(
+        "rm", parents=[store, scoped, remote], help="delete a document via the API"
+    )
+    rm.add_argument("path", metavar="PATH", help="the document's path inside the scope")
+    rm.add_argument("--json", action="store_true", help="print the answer as JSON")
+    rm.set_defaults(handler=_cmd_rm)
     return parser
 
 

@@ -325,6 +325,56 @@ class KnowledgeClient:
         path = f"/v1/agents/{_segment(scope.agent)}/contexts/{_segment(scope.context)}/reindex"
         return self._call("POST", path, {}).body
 
+    # --- writes (knowledge.writes): 202 answers; the document route shows when indexed --
+
+    def put_document(
+        self,
+        scope: KnowledgeScope,
+        path: str,
+        data: bytes,
+        *,
+        content_type: str = "application/octet-stream",
+        origin: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """Write one document (``origin="manual"`` with Markdown for a note); the
+        server's 202 answer (``path``, ``content_hash``, ``document``). A file over
+        the servers' limit is refused here, before it is sent (use ``create_upload``)."""
+        from knowledge.writes import MAX_DOCUMENT_BYTES
+
+        if len(data) > MAX_DOCUMENT_BYTES:
+            raise ValidationError(
+                "body",
+                f"is {len(data)} bytes, over {MAX_DOCUMENT_BYTES}; use create_upload instead",
+            )
+        query = {
+            k: v
+            for k, v in (
+                ("origin", origin),
+                ("metadata", None if not metadata else json.dumps(dict(metadata))),
+            )
+            if v is not None
+        }
+        route = f"{_scope_path(scope)}/documents/{urllib.parse.quote(path, safe='')}"
+        if query:
+            route += "?" + urllib.parse.urlencode(query)
+        return self._call("PUT", route, data=data, content_type=content_type).body
+
+    def delete_document(self, scope: KnowledgeScope, path: str) -> dict[str, Any]:
+        """Delete one document and its sidecar (``NotFoundError`` when there is none)."""
+        route = f"{_scope_path(scope)}/documents/{urllib.parse.quote(path, safe='')}"
+        return self._call("DELETE", route).body
+
+    def create_upload(
+        self, scope: KnowledgeScope, path: str, *, size: int | None = None
+    ) -> dict[str, Any]:
+        """A presigned upload of one large document: ``{"url", "fields", "max_bytes", ...}``
+        (POST the file as a multipart form with ``fields`` to ``url``)."""
+        payload: dict[str, Any] = {"path": path}
+        if size is not None:
+            payload["size"] = size
+        return self._call("POST", f"{_scope_path(scope)}/uploads", payload).body
+
     # --- Git repository sources (issue 24; docs/sources.md) --------------------------------
 
     def _repos_path(self, scope: KnowledgeScope, name: str | None = None) -> str:
@@ -354,13 +404,23 @@ class KnowledgeClient:
 
     # --- transport -------------------------------------------------------------------------
 
-    def _call(self, method: str, path: str, payload: Mapping[str, Any] | None = None) -> _Reply:
+    def _call(
+        self,
+        method: str,
+        path: str,
+        payload: Mapping[str, Any] | None = None,
+        *,
+        data: bytes | None = None,
+        content_type: str = "application/json",
+    ) -> _Reply:
         url = self._base + path
-        body = b"" if payload is None else json.dumps(payload).encode("utf-8")
+        body = (
+            data if data is not None else b"" if payload is None else json.dumps(payload).encode()
+        )
         attempt = 0
         while True:
             try:
-                reply = self._send(method, url, body)
+                reply = self._send(method, url, body, content_type)
             except _TransientError as exc:
                 if attempt >= self._retries:
                     raise ServiceUnavailableError(
@@ -373,10 +433,12 @@ class KnowledgeClient:
                 continue
             return _checked(method, path, reply)
 
-    def _send(self, method: str, url: str, body: bytes) -> _Reply:
+    def _send(
+        self, method: str, url: str, body: bytes, content_type: str = "application/json"
+    ) -> _Reply:
         headers = {"Accept": "application/json", "User-Agent": USER_AGENT}
         if body:
-            headers["Content-Type"] = "application/json"
+            headers["Content-Type"] = content_type
         if self._auth is not None:
             self._auth.apply(method, url, headers, body)
         request = urllib.request.Request(  # noqa: S310 - the scheme is checked in __init__

@@ -89,6 +89,7 @@ from knowledge.model import (
 )
 from knowledge.origin import FORMAT, ORIGIN, ORIGINS, SHARED, SIDECAR_ORIGINS, UPLOAD
 from knowledge.scope import KnowledgeScope
+from knowledge.shared import SHARED_AGENT
 from knowledge.source import DocumentSource, SourceDocument
 from knowledge.sources import CANNOT_LIST, under_unlisted_folder
 from knowledge.store import (
@@ -514,7 +515,7 @@ class Indexer:
             return
         # Structured formats read their bytes while the chunks stream; text ones are done.
         del data
-        document_metadata = _document_metadata(document, extracted)
+        document_metadata = _document_metadata(scope, document, extracted)
         header = DocumentHeader(
             path=path,
             document_id=document_id(scope, path),
@@ -595,7 +596,7 @@ class Indexer:
         prepared.extracted = extracted
         if extracted.blocks is not None:
             return prepared
-        metadata = _document_metadata(document, extracted)
+        metadata = _document_metadata(scope, document, extracted)
         cap = self._batch_size * _REUSE_WINDOW
         try:
             chunks = list(islice(self._chunks(path, extracted, options, metadata), cap + 1))
@@ -755,14 +756,17 @@ class _Pending:
     key: str
 
 
-def _document_metadata(document: SourceDocument, extracted: ExtractedDocument) -> dict[str, Any]:
+def _document_metadata(
+    scope: KnowledgeScope, document: SourceDocument, extracted: ExtractedDocument
+) -> dict[str, Any]:
     """The metadata every chunk of ``document`` carries (module docstring)."""
     return {
         **document.metadata,
         "source_key": document.source_key or document.path,
         "content_type": extracted.content_type,
         FORMAT: extracted.source_type,
-        ORIGIN: document_origin(document),
+        # The shared library's records say so, whatever a sidecar claims (knowledge.shared).
+        ORIGIN: SHARED if scope.agent == SHARED_AGENT else document_origin(document),
     }
 
 

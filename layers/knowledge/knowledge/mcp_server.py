@@ -8,7 +8,12 @@ Three tools, over stdio (default) or streamable HTTP bound to localhost:
   ``knowledge.origin``);
 - ``knowledge_status()``: the scope's index status and the documents it could not index;
 - ``knowledge_documents(limit=100, cursor=None)``: one page of the scope's documents as
-  the index records them (``knowledge.documents``), with the cursor of the next page.
+  the index records them (``knowledge.documents``), with the cursor of the next page;
+- ``knowledge_reindex()``, only with ``kb mcp --allow-reindex`` (``reindex`` given): the
+  design's management tool (``KnowledgeManageTool``): re-index the configured scope from
+  its source and say what was done; status is ``knowledge_status``. Off by default, and
+  there is no write tool: a document a model writes could carry instructions into every
+  later search.
 
 The scope is fixed when the server starts (``--agent``, ``--context``, ``--cross-context``).
 No tool takes an agent, a context or a cross-context switch, and unknown arguments are
@@ -25,6 +30,7 @@ dies on a bad call, and nothing is written to stdout but the protocol.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Mapping
 from typing import Any, Literal, Protocol
 
 import anyio
@@ -53,6 +59,7 @@ from knowledge.tool import KnowledgeSearchTool, SearchBackend, ToolContext
 
 __all__ = [
     "DOCUMENTS_TOOL_NAME",
+    "REINDEX_TOOL_NAME",
     "SEARCH_TOOL_NAME",
     "STATUS_TOOL_NAME",
     "StatusBackend",
@@ -66,6 +73,7 @@ logger = logging.getLogger(__name__)
 SEARCH_TOOL_NAME = "knowledge_search"
 STATUS_TOOL_NAME = "knowledge_status"
 DOCUMENTS_TOOL_NAME = "knowledge_documents"
+REINDEX_TOOL_NAME = "knowledge_reindex"
 LOCAL_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
 _MORE_DOCUMENTS = 'more: call knowledge_documents with cursor "{cursor}" for the next page'
 """The last line of a page with a next one: the tool's own argument, the value alone."""
@@ -113,6 +121,7 @@ def build_server(
     *,
     cross_context: bool = False,
     mode: SearchMode | None = None,
+    reindex: Callable[[KnowledgeScope], Mapping[str, Any]] | None = None,
 ) -> Server[Any]:
     """An MCP ``Server`` with the three tools bound to ``scope`` (see the module docstring).
 
@@ -151,6 +160,30 @@ def build_server(
             },
         ),
     ]
+
+    if reindex is not None:
+        tools.append(
+            Tool(
+                name=REINDEX_TOOL_NAME,
+                description=f"Re-index this knowledge base ({scope}) from its source, when "
+                "its documents changed and the status shows them missing or stale.",
+                input_schema={"type": "object", "properties": {}, "additionalProperties": False},
+            )
+        )
+
+    def reindex_text() -> CallToolResult:
+        assert reindex is not None
+        try:
+            answer = reindex(scope)
+        except Exception as exc:
+            logger.warning("knowledge reindex failed for %s: %s", scope, exc)
+            return _text(f"Failed to re-index: {public_message(exc)}", is_error=True)
+        done = ", ".join(
+            f"{k} {v}"
+            for k, v in answer.items()
+            if k not in ("agent", "context") and isinstance(v, str | int | float)
+        )
+        return _text(f"Re-index of knowledge scope {scope}: {done or 'accepted'}")
 
     def status_text() -> CallToolResult:
         try:
@@ -193,6 +226,11 @@ def build_server(
             return status_text()
         if name == DOCUMENTS_TOOL_NAME:
             return documents_text(arguments)
+        if name == REINDEX_TOOL_NAME and reindex is not None:
+            if arguments:
+                unknown = ", ".join(sorted(arguments))
+                return _text(f"Invalid parameter: {unknown}: takes no arguments", is_error=True)
+            return reindex_text()
         return _text(f"Unknown tool: {name}", is_error=True)
 
     async def on_list_tools(ctx: Any, params: PaginatedRequestParams | None) -> ListToolsResult:
@@ -222,6 +260,7 @@ def serve_mcp(
     transport: Literal["stdio", "http"] = "stdio",
     host: str = "127.0.0.1",
     port: int = 8765,
+    reindex: Callable[[KnowledgeScope], Mapping[str, Any]] | None = None,
 ) -> None:
     """Run the server until the client goes away (stdio) or the process is stopped (http).
 
@@ -232,7 +271,7 @@ def serve_mcp(
             "host",
             f"the MCP HTTP transport has no authentication; bind it to 127.0.0.1, not {host}",
         )
-    server = build_server(backend, scope, cross_context=cross_context, mode=mode)
+    server = build_server(backend, scope, cross_context=cross_context, mode=mode, reindex=reindex)
     if transport == "stdio":
 
         async def run_stdio() -> None:

@@ -35,13 +35,17 @@ class Asset:
     body: bytes
 
 
-def playground_asset(path: str, scopes: Callable[[], Iterable[KnowledgeScope]]) -> Asset | None:
+def playground_asset(
+    path: str, scopes: Callable[[], Iterable[KnowledgeScope]], *, writes: bool = False
+) -> Asset | None:
     """The page's file or the scope list for ``path`` (query string ignored); ``None`` for
-    any other path, which is then the API's to answer."""
+    any other path, which is then the API's to answer. ``writes`` (``kb serve
+    --allow-writes``) is said in the scope list, and the page then shows its upload box
+    and note editor."""
     route = path.split("?", 1)[0]
     if route == SCOPES_PATH:
         listed = sorted({(s.agent, s.context) for s in scopes()})
-        body = {"scopes": [{"agent": a, "context": c} for a, c in listed]}
+        body = {"scopes": [{"agent": a, "context": c} for a, c in listed], "writes": writes}
         return Asset("application/json; charset=utf-8", json.dumps(body).encode("utf-8"))
     found = _FILES.get(route)
     if found is None:

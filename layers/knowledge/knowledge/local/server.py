@@ -55,7 +55,13 @@ from types import FrameType
 from typing import Any, TextIO
 from urllib.parse import urlsplit
 
-from knowledge.api import MAX_BODY_BYTES, ApiResponse, KnowledgeApi, error_response
+from knowledge.api import (
+    MAX_BODY_BYTES,
+    MAX_DOCUMENT_BYTES,
+    ApiResponse,
+    KnowledgeApi,
+    error_response,
+)
 from knowledge.errors import (
     ConfigurationError,
     InvalidScopeError,
@@ -75,6 +81,7 @@ from knowledge.model import (
 )
 from knowledge.reranking import RerankingStage
 from knowledge.scope import KnowledgeScope
+from knowledge.shared import SharedGrants
 from knowledge.sources.local import SYMLINK_OUTSIDE_SCOPE, BucketFolderSource
 from knowledge.store import KnowledgeStore, ScopeSources
 
@@ -183,7 +190,9 @@ class _ApiRequestHandler(BaseHTTPRequestHandler):
         return False
 
     def do_GET(self) -> None:
-        asset = playground_asset(self.path, self.server.scopes)
+        asset = playground_asset(
+            self.path, self.server.scopes, writes=self.server.api.writes_enabled
+        )
         if asset is not None:
             self._send_asset(asset)
             return
@@ -277,16 +286,27 @@ class _ApiRequestHandler(BaseHTTPRequestHandler):
             self.close_connection = True
             return error_response(ValidationError("body", f"bad Content-Length '{raw_length}'"))
         length = int(raw_length)
-        if length > MAX_BODY_BYTES:
+        # A document write (--allow-writes) takes a file; every other body is a small JSON.
+        limit = (
+            MAX_DOCUMENT_BYTES
+            if self.command == "PUT" and self.server.api.writes_enabled
+            else MAX_BODY_BYTES
+        )
+        if length > limit:
             # Not read: closing the connection discards it.
             self.close_connection = True
             return error_response(
-                ValidationError("body", f"must be at most {MAX_BODY_BYTES} bytes, got {length}")
+                ValidationError("body", f"must be at most {limit} bytes, got {length}")
             )
         body = self._read_body(length) if length else b""
         if isinstance(body, ApiResponse):
             return body
-        return self.server.api.handle(self.command, self._target(), body or None)
+        return self.server.api.handle(
+            self.command,
+            self._target(),
+            body or None,
+            content_type=self.headers.get("Content-Type"),
+        )
 
     def _target(self) -> str:
         """The request path as the client meant it. The standard library decodes the
@@ -384,6 +404,12 @@ class _ApiRequestHandler(BaseHTTPRequestHandler):
         logger.debug("%s - %s", self.address_string(), format % args)
 
 
+def _folder_storage(root: Path) -> Any:
+    from knowledge.local.writes import FolderStorage
+
+    return FolderStorage(root)
+
+
 def _printable(text: str) -> str:
     return json.dumps(text, ensure_ascii=True)[1:-1] if not text.isprintable() else text
 
@@ -412,6 +438,8 @@ class LocalServer:
         default_mode: SearchMode | None = None,
         body_timeout: float = DEFAULT_BODY_TIMEOUT,
         reranking: RerankingStage | None = None,
+        allow_writes: bool = False,
+        shared_grants: SharedGrants | None = None,
         repo_sync_interval: float | None = None,
     ) -> None:
         self._root = Path(root)
@@ -443,6 +471,8 @@ class LocalServer:
             default_mode=default_mode,
             status=self._status,  # INDEXING while the start-up index runs
             reranking=reranking,
+            writes=_folder_storage(self._root) if allow_writes else None,
+            shared=shared_grants,
             repos=self.repos.service,
         )
         self._http: _ApiHttpServer | None = None

@@ -178,12 +178,56 @@ async function search(event) {
   }
 }
 
+// Writes (kb serve --allow-writes only): PUT the file or the note; the answer is 202 and
+// the watcher indexes it, so the status is refreshed until the document is indexed.
+function writeMessage(text, isError) {
+  $("write-message").textContent = text;
+  $("write-message").className = isError ? "error" : "";
+}
+
+async function putDocument(path, body, contentType, origin) {
+  const { agent, context } = selectedScope();
+  const query = origin ? `?origin=${origin}` : "";
+  const route = `/v1/agents/${agent}/contexts/${context}/documents/${encodeURIComponent(path)}`;
+  writeMessage(`Sending ${path}…`, false);
+  try {
+    const answer = await getJson(route + query,
+      { method: "PUT", headers: { "Content-Type": contentType }, body });
+    writeMessage(`Accepted ${answer.path}; indexing…`, false);
+    for (let i = 0; i < 60; i++) {
+      const doc = await fetch(route).then((r) => (r.ok ? r.json() : null));
+      if (doc && doc.indexed && doc.content_hash === answer.content_hash) {
+        writeMessage(`${answer.path} is searchable.`, false);
+        await loadStatus();
+        return;
+      }
+      await new Promise((resolve) => setTimeout(resolve, 250));
+    }
+    writeMessage(`${answer.path} was accepted but is not indexed yet; see the status.`, false);
+  } catch (error) {
+    writeMessage(error.message, true);
+  }
+}
+
+$("upload-form").addEventListener("submit", (event) => {
+  event.preventDefault();
+  const file = $("upload-file").files[0];
+  if (!file) return;
+  const path = $("upload-path").value.trim() || file.name;
+  putDocument(path, file, file.type || "application/octet-stream", null);
+});
+$("note-form").addEventListener("submit", (event) => {
+  event.preventDefault();
+  putDocument($("note-path").value.trim(), $("note-text").value, "text/markdown", "manual");
+});
+
 async function loadScopes() {
   try {
     const body = await getJson("/playground/scopes");
     const select = $("scope");
     select.replaceChildren(...body.scopes.map((s) =>
       el("option", { value: `${s.agent}/${s.context}` }, `${s.agent} / ${s.context}`)));
+    $("write-panel").hidden = !body.writes;
     if (!body.scopes.length) setMessage("This server has no scopes yet: add files under ROOT/<agent>/<context>/.", true);
     await loadStatus();
   } catch (error) {

@@ -1,0 +1,83 @@
+"""``kb serve --allow-writes``: the write routes store into the served folder.
+
+A write lands at ``ROOT/<agent>/<context>/<path>`` (the sidecar next to it) and the
+folder watcher indexes it as it indexes any edit, so the earlier version stays searchable
+until the new one is committed. Each file is written to a hidden temporary file in the
+same folder (hidden files are never listed) and renamed over the old one, so the watcher
+never reads half a file. Nothing is written outside the scope's folder: the path is
+checked (``knowledge.writes.check_write_path``), no segment may be a link, and the
+resolved folder must lie inside the scope's. There is no presigned upload locally: a
+``PUT`` takes the file (``MAX_DOCUMENT_BYTES``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from knowledge.errors import ValidationError
+from knowledge.scope import KnowledgeScope
+from knowledge.source import SIDECAR_SUFFIX
+from knowledge.writes import MAX_DOCUMENT_BYTES, check_write_path
+
+__all__ = ["FolderStorage"]
+
+
+class FolderStorage:
+    """The ``DocumentStorage`` of a folder laid out as ``<agent>/<context>/<path>``."""
+
+    def __init__(self, root: str | Path) -> None:
+        self._root = Path(root).resolve()
+
+    def _target(self, scope: KnowledgeScope, path: str, *, create: bool) -> Path:
+        check_write_path(path)
+        scope_dir = self._root / scope.agent / scope.context
+        current = self._root
+        for part in (scope.agent, scope.context, *path.split("/")):
+            current = current / part
+            if current.is_symlink():
+                raise ValidationError("path", "passes through a link; write a real folder")
+        target = scope_dir.joinpath(*path.split("/"))
+        if create:
+            target.parent.mkdir(parents=True, exist_ok=True)
+        real_scope = scope_dir.resolve()
+        real_parent = target.parent.resolve()
+        if real_parent != real_scope and real_scope not in real_parent.parents:
+            raise ValidationError("path", "is outside the scope's folder")
+        return target
+
+    @staticmethod
+    def _replace(target: Path, data: bytes) -> None:
+        fd, temporary = tempfile.mkstemp(prefix=".kb-write-", dir=target.parent)
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(data)
+            os.replace(temporary, target)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(temporary)
+            raise
+
+    def put(self, scope: KnowledgeScope, path: str, data: bytes, sidecar: bytes) -> None:
+        target = self._target(scope, path, create=True)
+        self._replace(target.with_name(target.name + SIDECAR_SUFFIX), sidecar)
+        self._replace(target, data)
+
+    def delete(self, scope: KnowledgeScope, path: str) -> bool:
+        target = self._target(scope, path, create=False)
+        existed = target.is_file()
+        target.unlink(missing_ok=True)  # the document first: its removal is what counts
+        target.with_name(target.name + SIDECAR_SUFFIX).unlink(missing_ok=True)
+        return existed
+
+    def presign_upload(
+        self, scope: KnowledgeScope, path: str, max_bytes: int, expires_in: int
+    ) -> dict[str, Any]:
+        raise ValidationError(
+            "uploads",
+            f"kb serve has no presigned uploads; PUT the file to .../documents/{{path}} "
+            f"(at most {MAX_DOCUMENT_BYTES} bytes) or copy it into the folder",
+        )

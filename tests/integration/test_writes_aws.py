@@ -1,0 +1,272 @@
+"""Document writes through the search function on the AWS harness: moto's S3 (with its
+bucket notifications to moto's SQS) and a real OpenSearch node. A PUT is an S3 put that
+the indexer makes searchable once it drains the queue; nothing lands outside the
+scope's prefix whatever the path; JWT writes need the write claim."""
+
+from __future__ import annotations
+
+import base64
+import copy
+import datetime as dt
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import pytest
+import urllib3
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from lambda_support import BUCKET, LambdaContext, load_event, run_queue_through, s3_notification
+from s3_post_policy import check_post, post_policy_endpoint
+from test_handlers_opensearch import Stack, stack  # noqa: F401 - the harness fixture
+
+pytestmark = [pytest.mark.integration, pytest.mark.opensearch]
+
+SCOPE_PATH = "/v1/agents/ops-bot/contexts/runbooks"
+
+
+def wire_notifications(stack: Stack) -> None:  # noqa: F811
+    stack.s3.put_bucket_notification_configuration(
+        Bucket=BUCKET,
+        NotificationConfiguration={
+            "QueueConfigurations": [
+                {
+                    "QueueArn": stack.queue_arn,
+                    "Events": ["s3:ObjectCreated:*", "s3:ObjectRemoved:*"],
+                }
+            ]
+        },
+    )
+
+
+def api_event(
+    method: str,
+    raw_path: str,
+    body: bytes | dict[str, Any] | None = None,
+    *,
+    content_type: str = "application/octet-stream",
+    query: str = "",
+    claims: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    event = copy.deepcopy(load_event("api_document.json"))
+    event["rawPath"] = raw_path
+    event["rawQueryString"] = query
+    event["requestContext"]["http"]["method"] = method
+    event["routeKey"] = event["requestContext"]["routeKey"] = f"{method} {raw_path}"
+    event.pop("pathParameters", None)
+    if isinstance(body, dict):
+        event["body"], event["isBase64Encoded"] = json.dumps(body), False
+        event["headers"]["content-type"] = "application/json"
+    elif body is not None:
+        event["body"] = base64.b64encode(body).decode("ascii")
+        event["isBase64Encoded"] = True
+        event["headers"]["content-type"] = content_type
+    if claims is not None:
+        event["requestContext"]["authorizer"] = {"jwt": {"claims": claims, "scopes": None}}
+    return event
+
+
+def invoke(stack: Stack, event: dict[str, Any]) -> tuple[int, dict[str, Any]]:  # noqa: F811
+    response = stack.search.lambda_handler(event, LambdaContext())
+    return response["statusCode"], json.loads(response["body"])
+
+
+def keys(stack: Stack) -> list[str]:  # noqa: F811
+    listed = stack.s3.list_objects_v2(Bucket=BUCKET).get("Contents", [])
+    return sorted(item["Key"] for item in listed)
+
+
+def drain(stack: Stack) -> None:  # noqa: F811
+    responses = run_queue_through(stack.indexer, stack.sqs, stack.queue_url, stack.queue_arn)
+    assert all(r == {"batchItemFailures": []} for r in responses), responses
+
+
+def document(stack: Stack, path: str) -> tuple[int, dict[str, Any]]:  # noqa: F811
+    return invoke(stack, api_event("GET", f"{SCOPE_PATH}/documents/{path}"))
+
+
+def test_a_put_is_searchable_after_the_indexer_drains_the_queue(stack: Stack) -> None:  # noqa: F811
+    wire_notifications(stack)
+    drain(stack)  # moto's s3:TestEvent
+    note = b"# On-call\n\nwombatpager escalation\n"
+    status, accepted = invoke(
+        stack,
+        api_event(
+            "PUT",
+            f"{SCOPE_PATH}/documents/notes%2Foncall.md",
+            note,
+            content_type="text/markdown",
+            query="origin=manual&metadata=%7B%22team%22%3A%22sre%22%7D",
+        ),
+    )
+    assert status == 202, accepted
+    assert keys(stack) == [
+        "ops-bot/runbooks/notes/oncall.md",
+        "ops-bot/runbooks/notes/oncall.md.metadata.json",
+    ]
+    assert document(stack, "notes%2Foncall.md")[0] == 404  # accepted, not yet indexed
+    drain(stack)
+    status, found = document(stack, "notes%2Foncall.md")
+    assert (status, found["indexed"], found["origin"]) == (200, True, "manual")
+    assert found["content_hash"] == accepted["content_hash"]
+    status, body = stack.call("api_search.json", {"query": "wombatpager", "mode": "keyword"})
+    assert status == 200
+    [hit] = body["results"]
+    assert (hit["document_path"], hit["origin"], hit["metadata"]["team"]) == (
+        "notes/oncall.md",
+        "manual",
+        "sre",
+    )
+
+    # Overwrite: the old text is searched until the indexer commits the new one.
+    status, second = invoke(
+        stack,
+        api_event(
+            "PUT",
+            f"{SCOPE_PATH}/documents/notes%2Foncall.md",
+            b"# On-call\n\nquokkarota\n",
+            content_type="text/markdown",
+            query="origin=manual",
+        ),
+    )
+    assert status == 202
+    assert stack.search_paths("wombatpager") == ["notes/oncall.md"]
+    drain(stack)
+    assert stack.search_paths("wombatpager") == []
+    assert stack.search_paths("quokkarota") == ["notes/oncall.md"]
+    assert document(stack, "notes%2Foncall.md")[1]["content_hash"] == second["content_hash"]
+
+    status, _ = invoke(stack, api_event("DELETE", f"{SCOPE_PATH}/documents/notes%2Foncall.md"))
+    assert status == 202
+    assert keys(stack) == []
+    # moto sends no notification for a delete in a versioned bucket; S3 sends
+    # ObjectRemoved:DeleteMarkerCreated for each key, in the order they were deleted.
+    for key in ("notes/oncall.md", "notes/oncall.md.metadata.json"):
+        encoded = "ops-bot/runbooks/" + quote(key)
+        body = s3_notification("ObjectRemoved:DeleteMarkerCreated", encoded, "00FFFFFFFFFFFFFFFF")
+        stack.sqs.send_message(QueueUrl=stack.queue_url, MessageBody=json.dumps(body))
+    drain(stack)
+    assert stack.search_paths("quokkarota") == []
+    assert document(stack, "notes%2Foncall.md")[0] == 404
+
+
+HOSTILE = (
+    "..%2F..%2Fother-bot%2Fx%2Fevil.md",
+    "%2E%2E%2Fevil.md",
+    "a%2F..%2F..%2F..%2Fevil.md",
+    "%252E%252E%252Fevil.md",
+    "_repos%2Fgithub%2Fevil.md",
+    "evil.md.metadata.json",
+    "..",
+    "%2Fevil.md",
+)
+
+
+def test_hostile_paths_write_nothing_anywhere(stack: Stack) -> None:  # noqa: F811
+    for raw in HOSTILE:  # one stack for all: each would otherwise build its own
+        status, body = invoke(stack, api_event("PUT", f"{SCOPE_PATH}/documents/{raw}", b"# x\n"))
+        assert status in (400, 404), (raw, body)
+        status, body = invoke(stack, api_event("POST", f"{SCOPE_PATH}/uploads", {"path": raw}))
+        assert status in (400, 404), (raw, body)
+    assert keys(stack) == []
+
+
+def test_jwt_writes_need_the_write_claim(stack: Stack, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
+    monkeypatch.setattr(stack.search.container, "access", None)
+    monkeypatch.setenv("API_AUTH", "jwt")
+    readers = {"agents": "[ops-bot]"}
+    writers = {"agents": "[ops-bot]", "agents_write": "[ops-bot]"}
+    path = f"{SCOPE_PATH}/documents/a.md"
+    for method, body in (("PUT", b"# a\n"), ("DELETE", None)):
+        status, refused = invoke(stack, api_event(method, path, body, claims=readers))
+        assert (status, refused["field"]) == (403, "operation"), refused
+    status, refused = invoke(
+        stack, api_event("POST", f"{SCOPE_PATH}/uploads", {"path": "a.pdf"}, claims=readers)
+    )
+    assert status == 403
+    other = {"agents": "[support-bot]", "agents_write": "[ops-bot]"}
+    assert invoke(stack, api_event("PUT", path, b"# a\n", claims=other))[0] == 403
+    assert keys(stack) == []
+    assert invoke(stack, api_event("PUT", path, b"# a\n", claims=writers))[0] == 202
+    assert keys(stack) == ["ops-bot/runbooks/a.md", "ops-bot/runbooks/a.md.metadata.json"]
+    shared = "/v1/agents/_shared/contexts/playbooks/documents/a.md"
+    claims = {"agents": "[_shared]", "agents_write": "[_shared]"}
+    assert invoke(stack, api_event("PUT", shared, b"# a\n", claims=claims))[0] == 403
+    assert keys(stack) == ["ops-bot/runbooks/a.md", "ops-bot/runbooks/a.md.metadata.json"]
+
+
+def test_a_presigned_upload_is_bound_to_its_key_size_and_expiry(stack: Stack) -> None:  # noqa: F811
+    status, grant = invoke(
+        stack,
+        api_event("POST", f"{SCOPE_PATH}/uploads", {"path": "manuals/big.pdf", "size": 1000}),
+    )
+    assert status == 200, grant
+    assert (grant["method"], grant["max_bytes"], grant["expires_in"]) == ("POST", 1000, 900)
+    assert grant["fields"]["key"] == "ops-bot/runbooks/manuals/big.pdf"
+    assert grant["fields"]["x-amz-algorithm"] == "AWS4-HMAC-SHA256"  # SigV4, not SigV2
+    assert grant["url"] == f"https://{BUCKET}.s3.amazonaws.com/"
+    assert keys(stack) == []  # nothing is stored until the caller posts the file
+
+    def post(url: str, key: str, data: bytes, **changed: str) -> tuple[int, str]:
+        fields: dict[str, Any] = {**grant["fields"], "key": key, **changed}
+        fields["file"] = ("big.pdf", data)  # S3 wants the file last
+        response = urllib3.request("POST", url, fields=fields)
+        return response.status, response.data.decode()
+
+    # moto stores any POST (module docstring of s3_post_policy); S3's rules are checked here,
+    # with the secret key the function signed with (mock_aws's own fake credentials).
+    secret = os.environ["AWS_SECRET_ACCESS_KEY"]
+    with post_policy_endpoint(secret, bucket=BUCKET) as (url, stored):
+        key = grant["fields"]["key"]
+        assert post(url, "ops-bot/runbooks/manuals/other.pdf", b"%PDF-1.7")[0] == 403
+        assert post(url, "other-bot/x/big.pdf", b"%PDF-1.7")[0] == 403
+        assert post(url, key, b"%PDF-" + b"x" * 1000)[0] == 403  # over the range
+        assert post(url, key, b"")[0] == 403  # under it
+        forged = json.loads(base64.b64decode(grant["fields"]["policy"]))
+        forged["conditions"] = [c for c in forged["conditions"] if "content-length-range" not in c]
+        forged_policy = base64.b64encode(json.dumps(forged).encode()).decode()
+        assert post(url, key, b"%PDF-" + b"x" * 1000, policy=forged_policy)[0] == 403
+        assert stored == {}
+        assert post(url, key, b"%PDF-1.7 small") == (204, "")
+        assert stored == {key: b"%PDF-1.7 small"}
+    later = dt.datetime.now(dt.UTC) + dt.timedelta(seconds=grant["expires_in"] + 1)
+    fields = {**grant["fields"]}
+    assert check_post(fields, 10, secret, later, BUCKET) == (
+        "AccessDenied: Invalid according to Policy: Policy expired."
+    )
+    assert check_post(fields, 10, secret, dt.datetime.now(dt.UTC), BUCKET) is None
+
+
+def test_the_shared_library_on_opensearch(
+    stack: Stack,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("KB_SHARED_GRANTS", "ops-bot=playbooks")  # read on the first request
+    wire_notifications(stack)
+    stack.put("_shared/playbooks/incident.md", "# Incident\n\nPage the incident commander.\n")
+    stack.put("_shared/secret/x.md", "# Secret\n\nincident never granted\n")
+    stack.put("ops-bot/runbooks/deploy.md", "# Deploy\n\nincident during deploy\n")
+    stack.put("support-bot/faq/refunds.md", "# Refunds\n\nincident refunds\n")
+    drain(stack)
+
+    def search(path: str, **body: Any) -> tuple[int, dict[str, Any]]:
+        event = api_event("POST", path, {"query": "incident", "mode": "keyword", **body})
+        return invoke(stack, event)
+
+    status, answer = search(f"{SCOPE_PATH}/search", max_results=10)
+    assert status == 200, answer
+    found = {
+        (r["document_path"], r["origin"], r["metadata"].get("shared_library"))
+        for r in answer["results"]
+    }
+    assert found == {("deploy.md", "upload", None), ("incident.md", "shared", "_shared/playbooks")}
+    status, answer = search("/v1/agents/ops-bot/search", include_shared=False)
+    assert [r["document_path"] for r in answer["results"]] == ["deploy.md"]
+    status, answer = search("/v1/agents/support-bot/contexts/faq/search", max_results=10)
+    assert [r["document_path"] for r in answer["results"]] == ["refunds.md"]
+    status, answer = search("/v1/agents/support-bot/search", include_shared=True)
+    assert (status, answer["field"]) == (400, "include_shared")
