@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from knowledge.config import open_store
-from knowledge.errors import ConfigurationError
+from knowledge.errors import ConfigurationError, ValidationError
 from knowledge.local.server import LocalServer
 from knowledge.shared import SharedGrants
 
@@ -135,3 +135,23 @@ def test_the_library_is_never_writable(server: LocalServer, tmp_path: Path) -> N
         urllib.request.urlopen(request, timeout=10)
     refused.value.close()
     assert refused.value.code == 403
+
+
+def test_the_client_can_leave_the_library_out_and_sees_it_marked(server: LocalServer) -> None:
+    from knowledge.client import KnowledgeClient
+    from knowledge.model import SearchMode, SearchQuery
+    from knowledge.scope import KnowledgeScope
+
+    client = KnowledgeClient(server.url, retries=0)
+    scope = KnowledgeScope("ops-bot", "runbooks")
+    query = SearchQuery("rollback", mode=SearchMode.KEYWORD, max_results=10)
+    default = client.search(scope, query)
+    assert {(h.document_path, h.origin) for h in default} >= {
+        ("deploy.md", "upload"),
+        ("incident.md", "shared"),
+    }
+    without = client.search(scope, query, include_shared=False)
+    assert [h.document_path for h in without] == ["deploy.md"]
+    with pytest.raises(ValidationError) as caught:
+        client.search(KnowledgeScope("support-bot", "faq"), query, include_shared=True)
+    assert caught.value.field == "include_shared"

@@ -255,17 +255,26 @@ class KnowledgeClient:
     def health(self) -> dict[str, Any]:
         return self._call("GET", "/v1/health").body
 
-    def search(self, scope: KnowledgeScope, query: SearchQuery) -> list[SearchResult]:
-        """Search one scope (or, with ``query.cross_context``, every context of its agent)."""
-        return list(self.search_response(scope, query).results)
+    def search(
+        self, scope: KnowledgeScope, query: SearchQuery, *, include_shared: bool | None = None
+    ) -> list[SearchResult]:
+        """Search one scope (or, with ``query.cross_context``, every context of its agent).
+        ``include_shared``: ``False`` leaves the agent's granted shared libraries out,
+        ``None`` (default) follows the server's grant; ``True`` for an agent without a
+        grant is a ``ValidationError`` (the grant is the server's, never the caller's)."""
+        return list(self.search_response(scope, query, include_shared=include_shared).results)
 
-    def search_response(self, scope: KnowledgeScope, query: SearchQuery) -> SearchResponse:
+    def search_response(
+        self, scope: KnowledgeScope, query: SearchQuery, *, include_shared: bool | None = None
+    ) -> SearchResponse:
         agent = _segment(scope.agent)
         if query.cross_context:
             path = f"/v1/agents/{agent}/search"
         else:
             path = f"/v1/agents/{agent}/contexts/{_segment(scope.context)}/search"
         body = _search_body(query)
+        if include_shared is not None:
+            body["include_shared"] = bool(include_shared)
         reply = self._call("POST", path, body)
         try:
             data = reply.body
