@@ -15,6 +15,7 @@ from knowledge.errors import (
     StoreError,
     StoreUnavailableError,
     UnsupportedModeError,
+    ValidationError,
 )
 from knowledge.model import SearchMode, SearchQuery, SearchResult
 from knowledge.scope import KnowledgeScope
@@ -462,3 +463,21 @@ def test_result_lines_name_the_origin_and_the_url() -> None:
         "url: https://git.example.com/d.md)"
     )
     assert lines[5] == "[2] notes.txt (score: 0.50, chunk: 0, origin: upload)"
+
+
+def test_an_error_keeps_its_cause_for_the_host_never_in_the_model_text(
+    tool: KnowledgeSearchTool,
+) -> None:
+    """The design's ToolResult.error(message, cause): the host can log what failed (the
+    exception, with its URL and trace); the model reads only the plain message."""
+    failure = StoreError("index 'kb-prod' answered 500 from http://10.0.0.5:9200")
+    result = tool.run({"query": "x"}, context(FakeStore(error=failure)))
+    assert result.is_error
+    assert result.cause is failure
+    assert "10.0.0.5" not in result.content
+    assert "cause" not in repr(result)  # never printed into a transcript by accident
+    invalid = tool.run({"query": ""}, context(FakeStore()))
+    assert invalid.is_error
+    assert isinstance(invalid.cause, ValidationError)
+    assert tool.run({"query": "x"}, context(None)).cause is None  # a refusal has no cause
+    assert tool.run({"query": "x"}, context(FakeStore())).cause is None

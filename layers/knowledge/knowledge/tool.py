@@ -22,7 +22,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from knowledge.errors import KnowledgeError, ValidationError, public_message
@@ -90,18 +90,23 @@ class ToolContext:
 
 @dataclass(frozen=True, slots=True)
 class ToolResult:
-    """The tool's answer to the model: text, flagged as an error or a success."""
+    """The tool's answer to the model: text, flagged as an error or a success.
+
+    ``cause`` (the design's ``ToolResult.error(message, cause)``) is the exception behind
+    an error, for the host's logs: it may hold URLs, ARNs or a trace, so it is never part
+    of ``content`` (what the model reads), of equality or of ``repr``."""
 
     is_error: bool
     content: str
+    cause: BaseException | None = field(default=None, compare=False, repr=False)
 
     @classmethod
     def success(cls, content: str) -> ToolResult:
         return cls(False, content)
 
     @classmethod
-    def error(cls, content: str) -> ToolResult:
-        return cls(True, content)
+    def error(cls, content: str, cause: BaseException | None = None) -> ToolResult:
+        return cls(True, content, cause)
 
 
 def format_search_results(
@@ -343,18 +348,18 @@ class KnowledgeSearchTool:
             query = _query_from_arguments(arguments, context.mode, context.cross_context)
             max_tokens = _max_tokens(arguments.get("max_tokens"))
         except ValidationError as exc:
-            return ToolResult.error(f"Invalid parameter: {exc}")
+            return ToolResult.error(f"Invalid parameter: {exc}", exc)
         try:
             results = context.store.search(context.scope, query)
         except ValidationError as exc:
             # e.g. the configured mode is one this store cannot answer
-            return ToolResult.error(f"Invalid parameter: {exc}")
+            return ToolResult.error(f"Invalid parameter: {exc}", exc)
         except KnowledgeError as exc:
             logger.warning("knowledge search failed for %s: %s", context.scope, exc)
-            return ToolResult.error(f"Failed to search knowledge: {public_message(exc)}")
+            return ToolResult.error(f"Failed to search knowledge: {public_message(exc)}", exc)
         except Exception as exc:
             logger.exception("knowledge search failed for %s", context.scope)
-            return ToolResult.error(f"Failed to search knowledge: {public_message(exc)}")
+            return ToolResult.error(f"Failed to search knowledge: {public_message(exc)}", exc)
         return ToolResult.success(format_search_results(query.text, results, max_tokens))
 
     def to_anthropic_tool(self) -> dict[str, Any]:
