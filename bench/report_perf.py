@@ -144,7 +144,7 @@ At the end: big scope recall@10 **{auto["recall_at_10"]:.3f}** with `auto` again
 scopes {small["ef_auto"]["recall_at_10"]:.3f} (unchanged: they get 200). Exact scoring
 of the big scope (`script_score`) took {big["exact_ms"]["p50"]:.0f} ms p50. Not
 measured here: the faiss engine's filtered search, index-per-agent
-(`OPENSEARCH_INDEX_PER_AGENT`, no template parameter yet), oversampling with exact
+(`IndexPerAgent`, docs/sizing.md), oversampling with exact
 rescoring, and a semantic embedder (the hashing embedder is a hard case for HNSW).
 
 {_provenance(result, name)}"""
