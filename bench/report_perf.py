@@ -16,6 +16,14 @@ EF_RUNS = ("scale-120k-ef", "scale-60k-ef")
 QUOTA_TARGET = 150.0
 
 
+def _load(result: dict[str, Any]) -> str:
+    machine = result.get("machine", {})
+    load = machine.get("load_average")
+    if not load:
+        return "not recorded"
+    return f"{load[0]:.2f} (1 min), {load[1]:.2f} (5 min) on {machine.get('cpus', '?')} CPUs"
+
+
 def quota_section(report: Report) -> None:
     title = "## 7.1 Embedding at the provider's quota (Titan-like, 429 beyond 24 in flight)"
     result = read_result(QUOTA)
@@ -73,7 +81,8 @@ the one the fake made for its chunk's text. Same run, in this order.
 {result["max_in_flight"] / result["latency_per_call_s"]:.0f}. What is left: each 429
 without `Retry-After` still closes the pool's gate for the jittered backoff of the call
 that got it (as before this round), and the client's own work per boto3 call (signing,
-parsing; one core under the GIL) bounds what is in flight on this 2-core machine.
+parsing; one core under the GIL) bounds what is in flight on this 2-core machine, so
+the figure moves with the machine's load (load average when the run ended: {_load(result)}).
 
 {_provenance(result, QUOTA)}"""
     )
