@@ -279,12 +279,26 @@ def measure_step(
         }
         auto = {s: ef_search_for(DEFAULT_EF_SEARCH, n) for s, n in sizes.items()}
         group_recall["auto_ef_search"] = sorted(set(auto.values()))
+        # "chunks/N": the same rule with another ratio (to choose scope_size.CHUNKS_PER_EF).
+        ratios = {
+            str(ef): {
+                s: ef_search_for(DEFAULT_EF_SEARCH, n, chunks_per_ef=float(str(ef)[7:]))
+                for s, n in sizes.items()
+            }
+            for ef in ef_values
+            if str(ef).startswith("chunks/")
+        }
         for ef in [*ef_values, "auto"]:
             hits: list[float] = []
             knn_ms: list[float] = []
             for (scope_id, vector), truth in zip(vectors, exact_ids, strict=True):
                 filters = queries.query_filters(scope_of(scope_id))
-                sent = auto[scope_id] if ef == "auto" else int(ef)
+                if ef == "auto":
+                    sent = auto[scope_id]
+                elif str(ef) in ratios:
+                    sent = ratios[str(ef)][scope_id]
+                else:
+                    sent = int(ef)
                 body = queries.vector_search_body(vector, filters, k, ef_search=sent)
                 client.search(index=index, body=body)  # warm-up
                 ms, response = timed_ms(lambda b=body: client.search(index=index, body=b))
@@ -470,7 +484,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--scopes", type=int, default=1_000)
     parser.add_argument("--big-share", type=float, default=0.2, help="the big scope's share")
     parser.add_argument("--queries", type=int, default=30, help="queries per group and step")
-    parser.add_argument("--ef-search", default="0,100,200,400", help="ef_search values for recall")
+    parser.add_argument(
+        "--ef-search",
+        default="0,100,200,400",
+        help="ef_search values for recall; chunks/N: the product's rule with that ratio",
+    )
     parser.add_argument("--writer-chunks", type=int, default=None, help="default: chunks / 10")
     parser.add_argument("--bytes-chunks", type=int, default=10_000)
     parser.add_argument("--seed", type=int, default=13)
@@ -480,7 +498,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> None:
-    ef_values = [int(x) for x in str(args.ef_search).split(",")]
+    ef_values: list[int | str] = [
+        x if x.startswith("chunks/") else int(x) for x in str(args.ef_search).split(",")
+    ]
     corpus = Corpus(args.seed)
     per_document = chunks_per_document(corpus)
     schedule = plan(args.chunks, args.scopes, args.big_share, args.seed, per_document)

@@ -83,6 +83,12 @@ WORKING: dict[str, dict[str, str]] = {
         "AlarmTopicArn": f"arn:aws:sns:{REGION}:{ACCOUNT}:ops",
     },
     "reranking": {"RerankModelId": "amazon.rerank-v1:0"},
+    "index per agent": {"IndexPerAgent": "true", "IndexName": "kb"},
+    "index per agent, created collection": {
+        "IndexPerAgent": "true",
+        "OpenSearchService": "aoss",
+        "CreateCollection": "true",
+    },
     **docs_examples(),
 }
 # Two stacks side by side in one account and region, and the longest stack name.
@@ -231,6 +237,31 @@ def test_grants_and_endpoints_name_the_opensearch_resource_of_the_stack(
                 access = stack.properties["OpenSearchDomain"]["AccessPolicies"]["Statement"]
                 for statement in access:
                     assert all(r.startswith(f"{arn}/") for r in statement["Resource"]), name
+
+
+def test_grants_name_the_index_layout_the_functions_use(
+    deployments: dict[str, Deployment],
+) -> None:
+    """The shared index, or with IndexPerAgent=true the agent indexes, and not the other."""
+    for name, stack in deployments.items():
+        per_agent = stack.values["IndexPerAgent"] == "true"
+        index = stack.values["IndexName"] + ("-agent-*" if per_agent else "")
+        for function in ("SearchFunction", "IndexerFunction", "RepoFunction"):
+            env = stack.environment(function)
+            assert env["OPENSEARCH_INDEX_PER_AGENT"] == str(per_agent).lower(), (name, function)
+            assert env["OPENSEARCH_INDEX"] == stack.values["IndexName"], (name, function)
+        kind, arn, target = _target(stack)
+        if kind == "aoss":
+            (policy,) = stack.of_type("AWS::OpenSearchServerless::AccessPolicy").values()
+            named = {
+                r for s in json.loads(policy["Policy"]) for u in s["Rules"] for r in u["Resource"]
+            }
+            assert named == {f"index/{target}/{index}"}, name
+            continue
+        for role in ("SearchFunctionRole", "IndexerFunctionRole"):
+            grants = _grants(stack, role, "es:")
+            indexes = {r.removeprefix(f"{arn}/").split("/", 1)[0] for r in grants}
+            assert indexes == {index}, (name, role, grants)
 
 
 def test_domain_alarms_exist_only_for_a_domain_and_name_it(

@@ -111,7 +111,7 @@ def test_big_scopes_get_a_longer_candidate_list(
                 assert {hit.document_path for hit in hits} == {"a.md", "b.md"}
                 expected = 200 if scope == SMALL else ef_search_for(200, big + 2)
                 assert _ef_sent(proxy) == [expected], (mode, scope)
-        assert ef_search_for(200, big + 2) > 200
+        assert ef_search_for(200, big + 2) == 401  # a fifteenth of 6,002 chunks
         # Each scope's size was read once, then kept (four searches, two counts).
         counts = [path for _, path in proxy.requests if "filter_path=hits.total" in path]
         assert len(counts) == 2, counts
@@ -124,4 +124,8 @@ def test_the_rule() -> None:
     assert ef_search_for(200, LARGE_SCOPE_CHUNKS) == 200  # small scopes unchanged
     assert ef_search_for(0, 10**6) == 0  # 0: none sent, whatever the scope
     assert ef_search_for(200, 50_000) > ef_search_for(200, 20_000) > 200
+    # A fifteenth of the scope's chunks (REPORT 9.2: a tenth cost 2.5x the p50 of 200).
+    assert ef_search_for(200, 30_000) == 2_000
+    assert ef_search_for(200, 5_001) == 334
+    assert ef_search_for(200, 30_000, chunks_per_ef=20) == 1_500
     assert ef_search_for(200, 10**9) == 10_000

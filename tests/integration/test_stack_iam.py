@@ -188,10 +188,17 @@ def test_template_policies_allow_exactly_what_each_function_calls(
     proxy: RecordingProxy, opensearch_url: str, tmp_path: Path, per_agent: bool
 ) -> None:
     index = f"kb_iam_{uuid.uuid4().hex[:12]}"
-    stack = Stack(load_template(), {"CreateDomain": "true", "IndexName": index})
+    template = load_template()
+    parameters = {"CreateDomain": "true", "IndexName": index}
+    stack = Stack(template, {**parameters, "IndexPerAgent": str(per_agent).lower()})
     search_policy = stack.statements("SearchFunction")
     indexer_policy = stack.statements("IndexerFunction")
-    env = store_env(proxy.url, index, OPENSEARCH_INDEX_PER_AGENT=str(per_agent).lower())
+    # The layout the functions use is the one the template gives them.
+    variables = stack.evaluate(template["Globals"]["Function"]["Environment"]["Variables"])
+    env = store_env(
+        proxy.url, index, OPENSEARCH_INDEX_PER_AGENT=variables["OPENSEARCH_INDEX_PER_AGENT"]
+    )
+    other = Stack(template, {**parameters, "IndexPerAgent": str(not per_agent).lower()})
     try:
         writes, reads = run_both_functions(proxy, env, tmp_path)
     finally:
@@ -206,6 +213,11 @@ def test_template_policies_allow_exactly_what_each_function_calls(
         assert allows(indexer_policy, action, resource), f"indexer may not {action} {resource}"
     for action, resource in requests_as_iam(reads):
         assert allows(search_policy, action, resource), f"search may not {action} {resource}"
+    # The grants name only the layout chosen: the other layout's grants refuse its calls.
+    for action, resource in requests_as_iam(writes):
+        assert not allows(other.statements("IndexerFunction"), action, resource), resource
+    for action, resource in requests_as_iam(reads):
+        assert not allows(other.statements("SearchFunction"), action, resource), resource
     # Read-only: every write the indexer made is refused to the search role.
     refused = [(a, r) for a, r in requests_as_iam(writes) if not allows(search_policy, a, r)]
     write_paths = {p for m, p in writes if m in ("PUT", "DELETE") or "_bulk" in p}

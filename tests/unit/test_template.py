@@ -34,12 +34,9 @@ SEARCH_CALLS = [
     ("GET", "/knowledge/_search"),
     ("POST", "/knowledge/_msearch"),
     ("GET", "/knowledge/_mapping"),
-    ("POST", "/knowledge-agent-ops-bot/_search"),
-    ("POST", "/knowledge-agent-ops-bot/_msearch"),
 ]
 WRITES = [
     ("POST", "/knowledge/_bulk"),
-    ("POST", "/knowledge-agent-ops-bot/_bulk"),
     ("POST", "/knowledge/_delete_by_query"),
     ("POST", "/knowledge/_update_by_query"),
     ("PUT", "/knowledge"),
@@ -51,8 +48,14 @@ WRITES = [
     ("PUT", "/knowledge/_settings"),
     ("POST", "/knowledge/_refresh"),
     ("PUT", "/_cluster/settings"),
-    ("POST", "/knowledge-agent-ops-bot/_delete_by_query"),
 ]
+
+
+def in_agent_index(calls: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The same calls on an agent's own index (``IndexPerAgent=true``)."""
+    return [(m, p.replace("/knowledge", "/knowledge-agent-ops-bot", 1)) for m, p in calls]
+
+
 OTHER_INDEX_READS = [
     ("POST", "/payroll/_search"),
     ("POST", "/payroll/_msearch"),
@@ -86,7 +89,7 @@ def role_policies(parameters: dict[str, str], function: str) -> dict[str, list[d
     return policies
 
 
-# A domain the stack creates, and an existing one.
+# A domain the stack creates, and an existing one; the shared index, and one per agent.
 ON_EACH_DOMAIN = pytest.mark.parametrize(
     ("parameters", "domain"),
     [
@@ -94,27 +97,49 @@ ON_EACH_DOMAIN = pytest.mark.parametrize(
         ({**YOURS, "OpenSearchResourceArn": EXISTING}, EXISTING),
     ],
 )
+ON_EACH_LAYOUT = pytest.mark.parametrize("per_agent", [False, True], ids=["shared", "per-agent"])
 
 
+def layout(
+    parameters: dict[str, str], per_agent: bool, calls: list[tuple[str, str]]
+) -> tuple[dict[str, str], list[tuple[str, str]], list[tuple[str, str]]]:
+    """The parameters for the layout, the calls in its index, the same in the other's
+    (the grants name only the layout chosen)."""
+    if not per_agent:
+        return parameters, calls, in_agent_index(calls)
+    return {**parameters, "IndexPerAgent": "true"}, in_agent_index(calls), calls
+
+
+@ON_EACH_LAYOUT
 @ON_EACH_DOMAIN
-def test_search_role_is_read_only_on_its_index(parameters: dict[str, str], domain: str) -> None:
+def test_search_role_is_read_only_on_its_index(
+    parameters: dict[str, str], domain: str, per_agent: bool
+) -> None:
+    parameters, reads, other_reads = layout(parameters, per_agent, SEARCH_CALLS)
+    _, writes, other_writes = layout(parameters, per_agent, WRITES)
     for where, statements in role_policies(parameters, "SearchFunction").items():
         es_actions = {a for s in statements for a in as_list(s["Action"]) if a.startswith("es:")}
         assert es_actions == {"es:ESHttpGet", "es:ESHttpPost"}, where
-        for method, path in SEARCH_CALLS:
+        for method, path in reads:
             assert allows(statements, *es(domain, method, path)), (where, method, path)
-        for method, path in WRITES + OTHER_INDEX_READS + ROOT_MULTI:
+        refused = writes + other_reads + other_writes + OTHER_INDEX_READS + ROOT_MULTI
+        for method, path in refused:
             assert not allows(statements, *es(domain, method, path)), (where, method, path)
 
 
+@ON_EACH_LAYOUT
 @ON_EACH_DOMAIN
-def test_indexer_role_is_scoped_to_its_index(parameters: dict[str, str], domain: str) -> None:
+def test_indexer_role_is_scoped_to_its_index(
+    parameters: dict[str, str], domain: str, per_agent: bool
+) -> None:
+    calls = [c for c in SEARCH_CALLS if not c[1].endswith("/_msearch")]
+    calls += [("HEAD", "/knowledge"), *(w for w in WRITES if w[1] != "/_cluster/settings")]
+    parameters, needed, other = layout(parameters, per_agent, calls)
     for where, statements in role_policies(parameters, "IndexerFunction").items():
-        needed = [c for c in SEARCH_CALLS if not c[1].endswith("/_msearch")]
-        needed.append(("HEAD", "/knowledge"))
-        for method, path in needed + [w for w in WRITES if w[1] != "/_cluster/settings"]:
+        for method, path in needed:
             assert allows(statements, *es(domain, method, path)), (where, method, path)
         for method, path in [
+            *other,
             *OTHER_INDEX_READS,
             *ROOT_MULTI,
             ("PUT", "/_cluster/settings"),
@@ -125,10 +150,18 @@ def test_indexer_role_is_scoped_to_its_index(parameters: dict[str, str], domain:
             assert not allows(statements, *es(domain, method, path)), (where, method, path)
 
 
-def test_serverless_data_access_policy_is_created_read_for_search_write_for_indexer() -> None:
+@ON_EACH_LAYOUT
+def test_serverless_data_access_policy_is_created_read_for_search_write_for_indexer(
+    per_agent: bool,
+) -> None:
     stack = Stack(
         TEMPLATE,
-        {"OpenSearchService": "aoss", "CreateCollection": "true", "ServerlessCollectionName": "kb"},
+        {
+            "OpenSearchService": "aoss",
+            "CreateCollection": "true",
+            "ServerlessCollectionName": "kb",
+            "IndexPerAgent": str(per_agent).lower(),
+        },
     )
     resources = stack.resources()
     for name in ("ServerlessCollection", "ServerlessEncryptionPolicy", "ServerlessNetworkPolicy"):
@@ -144,7 +177,9 @@ def test_serverless_data_access_policy_is_created_read_for_search_write_for_inde
     assert set(search[0]["Permission"]) == {"aoss:ReadDocument", "aoss:DescribeIndex"}
     assert "aoss:WriteDocument" in indexer[0]["Permission"]
     assert "aoss:DeleteIndex" not in indexer[0]["Permission"]
-    assert search[0]["Resource"] == ["index/kb/knowledge", "index/kb/knowledge-agent-*"]
+    index = "knowledge-agent-*" if per_agent else "knowledge"
+    assert search[0]["Resource"] == indexer[0]["Resource"] == [f"index/kb/{index}"]
+    assert global_env(stack)["OPENSEARCH_INDEX_PER_AGENT"] == str(per_agent).lower()
     # Both roles reach the created collection (and nothing else) through IAM as well.
     for function in ("SearchFunction", "IndexerFunction"):
         aoss = [
@@ -170,8 +205,7 @@ def test_an_existing_collection_gets_the_data_access_policy_too() -> None:
         stack.evaluate(resources["ServerlessDataAccessPolicy"]["Properties"])["Policy"]
     )
     assert {r for p in policy for rule in p["Rules"] for r in rule["Resource"]} == {
-        "index/shared/knowledge",
-        "index/shared/knowledge-agent-*",
+        "index/shared/knowledge"
     }
     # The endpoint comes from the ARN (its id, the stack's region); IAM names that ARN.
     assert global_env(stack)["OPENSEARCH_URL"] == "https://abc123.us-east-1.aoss.amazonaws.com"

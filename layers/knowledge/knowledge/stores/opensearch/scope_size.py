@@ -10,8 +10,8 @@ so a candidate list that grows with the scope buys recall where it is missing an
 nothing where it is not.
 
 ``ef_search_for(configured, chunks)``: the configured ``ef_search`` (``OPENSEARCH_EF_SEARCH``,
-200) up to ``LARGE_SCOPE_CHUNKS`` chunks, above that ``chunks * EF_PER_SCOPE_CHUNK``, at
-most ``MAX_EF_SEARCH``; ``0`` (send none) stays ``0``. The chunk count comes from the
+200) up to ``LARGE_SCOPE_CHUNKS`` chunks, above that ``chunks / CHUNKS_PER_EF`` (a
+fifteenth), at most ``MAX_EF_SEARCH``; ``0`` (send none) stays ``0``. The chunk count comes from the
 index itself (``scope_chunks_body``: a count of the scope's chunk documents, no hits),
 read once per scope and kept ``SCOPE_SIZE_TTL_S`` seconds (``ScopeSizes``), so a search
 costs one more round trip only when its scope's count is not known or has aged.
@@ -30,7 +30,7 @@ from knowledge.stores.opensearch import queries
 from knowledge.stores.opensearch.mapping import RECORD, RECORD_CHUNK
 
 __all__ = [
-    "EF_PER_SCOPE_CHUNK",
+    "CHUNKS_PER_EF",
     "LARGE_SCOPE_CHUNKS",
     "MAX_EF_SEARCH",
     "SCOPE_SIZE_TTL_S",
@@ -43,8 +43,10 @@ __all__ = [
 LARGE_SCOPE_CHUNKS = 5_000
 """Up to this many chunks a scope is searched with the configured ``ef_search``."""
 
-EF_PER_SCOPE_CHUNK = 0.1
-"""``ef_search`` per chunk of a larger scope (bench/REPORT.md section 9.2)."""
+CHUNKS_PER_EF = 15
+"""A larger scope is walked with ``ef_search`` = its chunks / this (bench/REPORT.md section
+9.2: a fifteenth kept recall@10 at 0.95 or more at under twice the p50 of ``ef_search``
+200; a tenth cost 2.5x the p50 for a few thousandths more recall)."""
 
 MAX_EF_SEARCH = 10_000
 """The k-NN plugin's own bound of ``ef_search``."""
@@ -53,11 +55,14 @@ SCOPE_SIZE_TTL_S = 300.0
 """How long a scope's chunk count is trusted (a scope grows by indexing, slowly)."""
 
 
-def ef_search_for(configured: int, chunks: int | None) -> int:
-    """The ``ef_search`` to send for a scope of ``chunks`` chunks (module docstring)."""
+def ef_search_for(
+    configured: int, chunks: int | None, *, chunks_per_ef: float = CHUNKS_PER_EF
+) -> int:
+    """The ``ef_search`` to send for a scope of ``chunks`` chunks (module docstring);
+    ``chunks_per_ef`` other than the product's only for benchmarks (bench/scale.py)."""
     if configured <= 0 or chunks is None or chunks <= LARGE_SCOPE_CHUNKS:
         return configured
-    return min(MAX_EF_SEARCH, max(configured, math.ceil(chunks * EF_PER_SCOPE_CHUNK)))
+    return min(MAX_EF_SEARCH, max(configured, math.ceil(chunks / chunks_per_ef)))
 
 
 def scope_chunks_body(scope: KnowledgeScope, *, cross_context: bool) -> dict[str, Any]:
