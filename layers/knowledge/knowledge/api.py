@@ -47,11 +47,12 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
-from urllib.parse import parse_qsl, unquote
+from urllib.parse import unquote
 
 from knowledge.documents import (
     DEFAULT_DOCUMENTS_LIMIT,
     MAX_DOCUMENTS_LIMIT,
+    query_parameters,
     validate_document_path,
     validate_documents_limit,
 )
@@ -477,20 +478,7 @@ def parse_documents_query(query_string: str | None) -> tuple[int, str | None]:
     a ``limit`` that is no integer in range, or an empty ``cursor`` is a
     ``ValidationError`` naming the parameter. Whether the cursor belongs to the scope is
     the store's check (``knowledge.documents.decode_cursor``)."""
-    values: dict[str, str] = {}
-    try:
-        pairs = parse_qsl(query_string or "", keep_blank_values=True, errors="strict")
-    except UnicodeDecodeError:
-        raise ValidationError("query", "is not URL-encoded UTF-8") from None
-    for name, value in pairs:
-        if name not in DOCUMENTS_PARAMETERS:
-            shown = name if len(name) <= 64 else name[:61] + "..."
-            raise ValidationError(
-                shown, f"is not a known parameter (allowed: {', '.join(DOCUMENTS_PARAMETERS)})"
-            )
-        if name in values:
-            raise ValidationError(name, "is given more than once")
-        values[name] = value
+    values = query_parameters(query_string, DOCUMENTS_PARAMETERS)
     limit = DEFAULT_DOCUMENTS_LIMIT
     if "limit" in values:
         text = values["limit"].strip()

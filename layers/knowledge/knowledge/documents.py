@@ -27,6 +27,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
+from urllib.parse import parse_qsl
 
 from knowledge.errors import ValidationError
 from knowledge.scope import KnowledgeScope
@@ -41,6 +42,7 @@ __all__ = [
     "document_page",
     "encode_cursor",
     "format_documents",
+    "query_parameters",
     "validate_document_path",
     "validate_documents_limit",
 ]
@@ -133,6 +135,27 @@ class DocumentPage:
             tuple(IndexedDocument.from_dict(d) for d in data["documents"]),
             None if cursor is None else str(cursor),
         )
+
+
+def query_parameters(query_string: str | None, allowed: Sequence[str]) -> dict[str, str]:
+    """A document route's query string as ``{name: value}``: every name one of
+    ``allowed``, none twice; otherwise (or not URL-encoded UTF-8) a ``ValidationError``
+    naming the parameter (``query`` for the encoding)."""
+    values: dict[str, str] = {}
+    try:
+        pairs = parse_qsl(query_string or "", keep_blank_values=True, errors="strict")
+    except UnicodeDecodeError:
+        raise ValidationError("query", "is not URL-encoded UTF-8") from None
+    for name, value in pairs:
+        if name not in allowed:
+            shown = name if len(name) <= 64 else name[:61] + "..."
+            raise ValidationError(
+                shown, f"is not a known parameter (allowed: {', '.join(allowed)})"
+            )
+        if name in values:
+            raise ValidationError(name, "is given more than once")
+        values[name] = value
+    return values
 
 
 def validate_documents_limit(value: object, field_name: str = "limit") -> int:

@@ -44,9 +44,9 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
-from urllib.parse import parse_qsl, quote
+from urllib.parse import quote
 
-from knowledge.documents import validate_document_path
+from knowledge.documents import query_parameters, validate_document_path
 from knowledge.errors import AccessDeniedError, ValidationError
 from knowledge.origin import MANUAL, ORIGIN, UPLOAD
 from knowledge.scope import KnowledgeScope
@@ -189,24 +189,6 @@ def check_write_path(path: str, field_name: str = "path") -> str:
     return path
 
 
-def _parameters(query_string: str | None) -> dict[str, str]:
-    values: dict[str, str] = {}
-    try:
-        pairs = parse_qsl(query_string or "", keep_blank_values=True, errors="strict")
-    except UnicodeDecodeError:
-        raise ValidationError("query", "is not URL-encoded UTF-8") from None
-    for name, value in pairs:
-        if name not in WRITE_PARAMETERS:
-            shown = name if len(name) <= 64 else name[:61] + "..."
-            raise ValidationError(
-                shown, f"is not a known parameter (allowed: {', '.join(WRITE_PARAMETERS)})"
-            )
-        if name in values:
-            raise ValidationError(name, "is given more than once")
-        values[name] = value
-    return values
-
-
 def _metadata(text: str | None) -> dict[str, Any]:
     if text is None or not text.strip():
         return {}
@@ -271,7 +253,7 @@ def parse_write(
     """Check one ``PUT .../documents/{path}`` (``path`` decoded) and say what to store."""
     check_writable_scope(scope)
     check_write_path(path)
-    parameters = _parameters(query_string)
+    parameters = query_parameters(query_string, WRITE_PARAMETERS)
     origin = parameters.get("origin") or UPLOAD
     if origin not in _WRITE_ORIGINS:
         raise ValidationError(
