@@ -12,15 +12,13 @@ resolved folder must lie inside the scope's. There is no presigned upload locall
 
 from __future__ import annotations
 
-import contextlib
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
 from knowledge.errors import ValidationError
 from knowledge.scope import KnowledgeScope
 from knowledge.source import SIDECAR_SUFFIX
+from knowledge.sources.local import replace_file
 from knowledge.writes import MAX_DOCUMENT_BYTES, check_write_path
 
 __all__ = ["FolderStorage"]
@@ -49,22 +47,10 @@ class FolderStorage:
             raise ValidationError("path", "is outside the scope's folder")
         return target
 
-    @staticmethod
-    def _replace(target: Path, data: bytes) -> None:
-        fd, temporary = tempfile.mkstemp(prefix=".kb-write-", dir=target.parent)
-        try:
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(data)
-            os.replace(temporary, target)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(temporary)
-            raise
-
     def put(self, scope: KnowledgeScope, path: str, data: bytes, sidecar: bytes) -> None:
         target = self._target(scope, path, create=True)
-        self._replace(target.with_name(target.name + SIDECAR_SUFFIX), sidecar)
-        self._replace(target, data)
+        replace_file(target.with_name(target.name + SIDECAR_SUFFIX), sidecar, prefix=".kb-write-")
+        replace_file(target, data, prefix=".kb-write-")
 
     def delete(self, scope: KnowledgeScope, path: str) -> bool:
         target = self._target(scope, path, create=False)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Protocol
@@ -61,15 +60,9 @@ class FolderStorage:
         self._inside(path.parent)  # before mkdir creates anything through a link
         path.parent.mkdir(parents=True, exist_ok=True)
         self._inside(path.parent)
-        fd, tmp = tempfile.mkstemp(prefix=".kb-sync-", dir=path.parent)
-        try:
-            with os.fdopen(fd, "wb") as out:
-                out.write(data)
-            os.replace(tmp, path)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            raise
+        from knowledge.sources.local import replace_file  # local only: not on AWS's path
+
+        replace_file(path, data, prefix=".kb-sync-")
 
     def delete(self, key: str) -> None:
         path = self._path(key)

@@ -32,9 +32,11 @@ files have no sequencer.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import stat
+import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -57,6 +59,7 @@ __all__ = [
     "BucketFolderSource",
     "LocalDirectorySource",
     "read_regular_file",
+    "replace_file",
 ]
 
 SYMLINK_OUTSIDE_SCOPE = "symlink outside its scope"
@@ -103,6 +106,22 @@ def _kind(mode: int) -> str:
     if stat.S_ISDIR(mode):
         return "a folder"
     return "not a regular file"
+
+
+def replace_file(target: Path, data: bytes, prefix: str) -> None:
+    """Write ``data`` to ``target`` at once: into a hidden temporary file beside it (named
+    ``prefix...``; dot files are never documents), then renamed over it, so a reader (the
+    watcher, an index run) sees the old bytes or the new, never a part; the temporary file
+    is removed if anything fails."""
+    fd, temporary = tempfile.mkstemp(prefix=prefix, dir=target.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+        os.replace(temporary, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise
 
 
 def read_regular_file(path: str, real_root: str, *, limit: int | None = None) -> bytes:
