@@ -125,9 +125,28 @@ def query_title(title: str) -> str:
     return _NUMBER.sub("", title.replace("\xa0", " ")).strip()
 
 
-def _korean(text: str) -> bool:
+def is_korean(text: str) -> bool:
+    """At least ``MIN_HANGUL_SHARE`` of the text's letters are Hangul."""
     letters = len(_LETTER.findall(text))
     return letters > 0 and len(_HANGUL.findall(text)) / letters >= MIN_HANGUL_SHARE
+
+
+def write_title_queries(folder: Path, pages: list[tuple[str, str, str]]) -> int:
+    """``folder/queries.jsonl`` of a help-pages set: each page's title as the query of
+    that page (``pages``: relative path, title, text), for titles with Hangul that no
+    other page shares, over Korean pages; the number of queries written."""
+    counts: dict[str, int] = {}
+    for _, query, _ in pages:
+        counts[query] = counts.get(query, 0) + 1
+    queries = [
+        {"query": query, "relevant": [relative]}
+        for relative, query, text in pages
+        if _HANGUL.search(query) and counts[query] == 1 and is_korean(text)
+    ]
+    (folder / "queries.jsonl").write_text(
+        "".join(json.dumps(q, ensure_ascii=False) + "\n" for q in queries), encoding="utf-8"
+    )
+    return len(queries)
 
 
 def _build(target: Path) -> None:
@@ -146,19 +165,9 @@ def _build(target: Path) -> None:
         doc.parent.mkdir(parents=True, exist_ok=True)
         doc.write_text(text + "\n", encoding="utf-8")
         pages.append((relative, query_title(title), text))
-    counts: dict[str, int] = {}
-    for _, query, _ in pages:
-        counts[query] = counts.get(query, 0) + 1
-    queries = [
-        {"query": query, "relevant": [relative]}
-        for relative, query, text in pages
-        if _HANGUL.search(query) and counts[query] == 1 and _korean(text)
-    ]
-    (partial / "queries.jsonl").write_text(
-        "".join(json.dumps(q, ensure_ascii=False) + "\n" for q in queries), encoding="utf-8"
-    )
+    queries = write_title_queries(partial, pages)
     partial.rename(target)
-    log(f"built {NAME}: {len(queries)} queries over {len(pages)} pages")
+    log(f"built {NAME}: {queries} queries over {len(pages)} pages")
 
 
 def load_gimp_help() -> Corpus:

@@ -21,13 +21,13 @@ Built corpora are cached under ``bench/data/gnome-help-ko/``.
 
 from __future__ import annotations
 
-import json
 import re
 import shutil
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from bench.environment import DATA_DIR, log
+from bench.gimp_help import write_title_queries
 from bench.manpages import Corpus, read_corpus
 
 __all__ = ["HELP_ROOT", "load_gnome_help", "page_text"]
@@ -36,11 +36,8 @@ HELP_ROOT = DATA_DIR / "debs" / "gnome-user-docs" / "usr" / "share" / "help" / "
 GUIDES = ("gnome-help", "system-admin-guide")
 NAME = "gnome-help-ko"
 MIN_TEXT_CHARS = 80
-MIN_HANGUL_SHARE = 0.2
 
 _MAL = "{http://projectmallard.org/1.0/}"
-_HANGUL = re.compile("[\uac00-\ud7af]")
-_LETTER = re.compile(r"[^\W\d_]")
 _SKIPPED = {"info", "comment", "media", "include"}
 _BLOCKS = {
     "p", "item", "td", "th", "tr", "note", "list", "steps", "terms", "tree", "listing",
@@ -96,11 +93,6 @@ def page_text(xml: str) -> tuple[str, str]:
     return heading, text
 
 
-def _korean(text: str) -> bool:
-    letters = len(_LETTER.findall(text))
-    return letters > 0 and len(_HANGUL.findall(text)) / letters >= MIN_HANGUL_SHARE
-
-
 def _build(target: Path) -> None:
     files = sorted(path for guide in GUIDES for path in (HELP_ROOT / guide).glob("*.page"))
     if not files:
@@ -117,19 +109,9 @@ def _build(target: Path) -> None:
         doc.parent.mkdir(parents=True, exist_ok=True)
         doc.write_text(text + "\n", encoding="utf-8")
         pages.append((relative, title, text))
-    counts: dict[str, int] = {}
-    for _, query, _ in pages:
-        counts[query] = counts.get(query, 0) + 1
-    queries = [
-        {"query": query, "relevant": [relative]}
-        for relative, query, text in pages
-        if _HANGUL.search(query) and counts[query] == 1 and _korean(text)
-    ]
-    (partial / "queries.jsonl").write_text(
-        "".join(json.dumps(q, ensure_ascii=False) + "\n" for q in queries), encoding="utf-8"
-    )
+    queries = write_title_queries(partial, pages)
     partial.rename(target)
-    log(f"built {NAME}: {len(queries)} queries over {len(pages)} pages")
+    log(f"built {NAME}: {queries} queries over {len(pages)} pages")
 
 
 def load_gnome_help() -> Corpus:
