@@ -11,12 +11,15 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from knowledge.errors import ValidationError
 from knowledge.extraction import DOCUMENT_PATTERNS
 from knowledge.origin import FORMAT, ORIGIN, URL, check_origins
 from knowledge.search_filter import FilterNode, check_metadata_key, parse_filter
+
+if TYPE_CHECKING:
+    from knowledge.origin_weights import RankWeights
 
 __all__ = [
     "DEFAULT_MAX_CHUNKS_PER_DOCUMENT",
@@ -135,6 +138,8 @@ class SearchQuery:
     offset: int = 0
     max_chunks_per_document: int = DEFAULT_MAX_CHUNKS_PER_DOCUMENT
     filter: FilterNode | None = None
+    weights: RankWeights | None = None
+    """Origin and lesson weights (``knowledge.origin_weights``); ``None``: ``NEUTRAL``."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.text, str) or not self.text.strip():
@@ -242,6 +247,10 @@ class SearchResult:
     metadata: Mapping[str, Any] = field(default_factory=dict)
     rerank_score: float | None = None
     search_score: float | None = None
+    extra: bool = False
+    """A lesson card appended past ``max_results`` (``knowledge.origin_weights``)."""
+    explanation: Mapping[str, Any] | None = field(default=None, compare=False)
+    """How its score was made, with ``explain`` (``knowledge.explain``); not in ``to_dict``."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "metadata", _frozen(self.metadata))
@@ -274,6 +283,8 @@ class SearchResult:
             "url": self.url,
             "metadata": dict(self.metadata),
         }
+        if self.extra:
+            shown["extra"] = True
         if self.search_score is not None:
             shown["search_score"] = round(self.search_score, 6)
             shown["rerank_score"] = (

@@ -30,6 +30,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from types import MappingProxyType, TracebackType
+from typing import Any
 
 from knowledge.chunking import DocumentChunker, MarkdownSectionChunker
 from knowledge.documents import (
@@ -42,7 +43,7 @@ from knowledge.documents import (
 )
 from knowledge.errors import StoreError, UnsupportedModeError
 from knowledge.filters import matches_file_patterns, matches_metadata
-from knowledge.fusion import keyword_only, select
+from knowledge.fusion import keyword_only
 from knowledge.headings import DEFAULT_HEADINGS_WEIGHT, check_headings_weight, heading_terms
 from knowledge.indexing import Indexer, IndexingStoreMixin
 from knowledge.model import (
@@ -56,10 +57,12 @@ from knowledge.model import (
     SearchResult,
 )
 from knowledge.origin import FORMAT, ORIGIN
+from knowledge.origin_weights import is_lesson
 from knowledge.scope import KnowledgeScope
 from knowledge.search_filter import matches_filter
 from knowledge.store import DocumentHeader, EmbeddedChunk, StoredDocument
 from knowledge.text import keyword_terms
+from knowledge.weighted_page import weighted_page
 
 __all__ = ["MemoryKnowledgeStore"]
 
@@ -424,14 +427,29 @@ class MemoryKnowledgeStore(IndexingStoreMixin):
                             continue
                         records[key] = record
                     scores[key] = scores.get(key, 0.0) + _sublinear(count) * idf
-        ranked = select(
+
+        def facts(key: _ChunkKey) -> tuple[object, bool]:
+            metadata = records[key].chunk.metadata
+            return metadata.get(ORIGIN), is_lesson(metadata)
+
+        def trace() -> dict[str, Any]:
+            return {
+                "store": self.name,
+                "scope": f"{scope.agent}/*" if query.cross_context else scope.key,
+                "mode": mode.value,
+                "fusion": "keyword",
+                "keyword": scores,
+                "vector": None,
+            }
+
+        page = weighted_page(
             keyword_only(scores),
-            query.min_score,
-            query.max_results,
-            offset=query.offset,
-            per_document=query.max_chunks_per_document,
+            facts,
+            query,
             document_of=lambda key: (key[2], key[0]),
+            trace=trace,
         )
+        explained = page.explanations()
         return [
             SearchResult(
                 document_path=records[item.key].chunk.document_path,
@@ -441,8 +459,10 @@ class MemoryKnowledgeStore(IndexingStoreMixin):
                 keyword_score=item.keyword_score,
                 vector_score=None,
                 metadata=records[item.key].chunk.metadata,
+                extra=item.key in page.extras,
+                explanation=explained(item.key),
             )
-            for item in ranked
+            for item in page.chosen
         ]
 
     @staticmethod

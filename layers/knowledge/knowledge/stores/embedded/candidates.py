@@ -2,17 +2,26 @@
 
 from __future__ import annotations
 
+import json
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
 from knowledge.model import SearchQuery
+from knowledge.origin_weights import LESSON
 from knowledge.scope import KnowledgeScope
 
 from .schema import load_json
 
-__all__ = ["FETCH_BATCH", "Candidate", "chunk_rows", "metadata_of", "scope_condition"]
+__all__ = [
+    "FETCH_BATCH",
+    "Candidate",
+    "candidate_facts",
+    "chunk_rows",
+    "metadata_of",
+    "scope_condition",
+]
 
 FETCH_BATCH: Final = 256
 """Rows read (or candidates checked against the filters) at a time."""
@@ -58,3 +67,40 @@ def chunk_rows(
     sql = f"SELECT id, path, chunk_index, content, metadata FROM chunks WHERE id IN ({marks})"  # noqa: S608
     rows = conn.execute(sql, list(rowids)).fetchall()
     return {row[0]: (row[1], row[2], row[3], row[4]) for row in rows}
+
+
+def candidate_facts(
+    conn: sqlite3.Connection, *sides: Sequence[Candidate]
+) -> Callable[[tuple[str, int, str]], tuple[object, bool]]:
+    """``(origin, is_lesson)`` of each candidate key (``knowledge.origin_weights``), read
+    in one query of the two metadata keys, not the whole metadata, of the candidates."""
+    rowids = {c.key: c.rowid for side in sides for c in side}
+    facts: dict[int, tuple[object, bool]] = {}
+    ids = list(dict.fromkeys(rowids.values()))
+    for start in range(0, len(ids), FETCH_BATCH):
+        batch = ids[start : start + FETCH_BATCH]
+        marks = ", ".join("?" * len(batch))
+        sql = (
+            "SELECT id, json_extract(metadata, '$.origin'), json_extract(metadata, '$.kind') "  # noqa: S608
+            f"FROM chunks WHERE id IN ({marks})"
+        )
+        for rowid, origin, kind in conn.execute(sql, batch):
+            facts[rowid] = (origin, _is_lesson(kind))
+
+    def of(key: tuple[str, int, str]) -> tuple[object, bool]:
+        return facts.get(rowids[key], (None, False))
+
+    return of
+
+
+def _is_lesson(kind: object) -> bool:
+    """A ``kind`` read with ``json_extract``: the text itself, or a list as JSON text."""
+    if kind == LESSON:
+        return True
+    if isinstance(kind, str) and kind.startswith("["):
+        try:
+            values = json.loads(kind)
+        except ValueError:
+            return False
+        return isinstance(values, list) and LESSON in values
+    return False

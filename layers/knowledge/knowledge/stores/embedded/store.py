@@ -36,6 +36,7 @@ thread sees its uncommitted writes).
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import os
@@ -45,7 +46,7 @@ from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from knowledge.chunking import DocumentChunker, MarkdownSectionChunker
 from knowledge.documents import (
@@ -74,7 +75,6 @@ from knowledge.fusion import (
     fuse_weighted,
     hybrid_weights,
     keyword_only,
-    select,
     vector_only,
 )
 from knowledge.fusion import relevance_floor as fusion_floor
@@ -90,8 +90,9 @@ from knowledge.model import (
 from knowledge.scope import KnowledgeScope
 from knowledge.store import StoredDocument
 from knowledge.text import has_cjk
+from knowledge.weighted_page import weighted_page
 
-from .candidates import Candidate, chunk_rows
+from .candidates import Candidate, candidate_facts, chunk_rows
 from .connections import (
     MEMORY,
     ConnectionPool,
@@ -340,21 +341,21 @@ class EmbeddedKnowledgeStore(IndexingStoreMixin):
                         limit=limit,
                         display=self._display,
                     )
-                ranked = self._fuse(mode, keyword, vector, cjk_query=has_cjk(query.text))
-                chosen = select(
-                    ranked,
-                    query.min_score,
-                    query.max_results,
-                    offset=query.offset,
-                    per_document=query.max_chunks_per_document,
+                cjk = has_cjk(query.text)
+                sides = (keyword, vector)
+                page = weighted_page(
+                    self._fuse(mode, keyword, vector, cjk_query=cjk),
+                    candidate_facts(conn, keyword, vector),
+                    query,
                     document_of=_document_of,
+                    trace=functools.partial(self._trace, scope, query, mode, sides, cjk=cjk),
                 )
                 deeper = _read_deeper(
                     mode,
                     query,
                     limit=limit,
-                    chosen=len(chosen),
-                    fused=ranked,
+                    chosen=page.page_size,
+                    fused=page.ranked,
                     keyword=keyword,
                     vector=vector,
                 )
@@ -362,9 +363,10 @@ class EmbeddedKnowledgeStore(IndexingStoreMixin):
                     break
                 limit = _DEEPEST
             rowids = {c.key: c.rowid for c in (*keyword, *vector)}
-            rows = chunk_rows(conn, [rowids[f.key] for f in chosen])
+            rows = chunk_rows(conn, [rowids[f.key] for f in page.chosen])
+        explained = page.explanations()
         results = []
-        for fused in chosen:
+        for fused in page.chosen:
             path, chunk_index, content, metadata = rows[rowids[fused.key]]
             results.append(
                 SearchResult(
@@ -375,6 +377,8 @@ class EmbeddedKnowledgeStore(IndexingStoreMixin):
                     keyword_score=fused.keyword_score,
                     vector_score=fused.vector_score,
                     metadata=load_json(metadata),
+                    extra=fused.key in page.extras,
+                    explanation=explained(fused.key),
                 )
             )
         return results
@@ -653,6 +657,43 @@ class EmbeddedKnowledgeStore(IndexingStoreMixin):
                 cjk_query=cjk_query,
             ),
         )
+
+    def _trace(
+        self,
+        scope: KnowledgeScope,
+        query: SearchQuery,
+        mode: SearchMode,
+        sides: tuple[list[Candidate], list[Candidate]],
+        *,
+        cjk: bool,
+    ) -> dict[str, Any]:
+        """The store's part of an explained search (``knowledge.explain``)."""
+        keyword, vector = sides
+        above = above_floor({c.key: c.score for c in vector}, self._floor)
+        kept = [c for c in vector if c.key in above]
+        hybrid = mode is SearchMode.HYBRID
+        weighted = hybrid and self._fusion != "rrf"
+        weights = None
+        if weighted:
+            name = None if self._embedder is None else self._embedder.name
+            weights = hybrid_weights(name, self._keyword_weight, self._vector_weight, cjk_query=cjk)
+        return {
+            "store": self.name,
+            "scope": f"{scope.agent}/*" if query.cross_context else scope.key,
+            "mode": mode.value,
+            "fusion": (self._fusion if hybrid else mode.value),
+            "keyword": None if mode is SearchMode.VECTOR else {c.key: c.score for c in keyword},
+            "vector": (None if mode is SearchMode.KEYWORD else {c.key: c.score for c in kept}),
+            "vector_found": len(vector),
+            "floor": self._floor,
+            "hybrid_weights": weights,
+            "rrf_k": self._rrf_k if hybrid and not weighted else None,
+            "orders": (
+                ([c.key for c in keyword], [c.key for c in kept])
+                if hybrid and not weighted
+                else None
+            ),
+        }
 
     def _session_started(self, scope: KnowledgeScope) -> None:
         with self._writing_lock:

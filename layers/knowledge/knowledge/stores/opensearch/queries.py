@@ -58,6 +58,7 @@ __all__ = [
     "CANDIDATES_FILTER_PATH",
     "CANDIDATE_FIELDS",
     "INCOMPLETE_HASH",
+    "MATCHED",
     "MATCH_NOTHING",
     "Hit",
     "ScopeStats",
@@ -86,6 +87,7 @@ __all__ = [
     "stored_document_body",
     "stored_documents_body",
     "vector_search_body",
+    "with_named",
 ]
 
 MATCH_NOTHING: dict[str, Any] = {"bool": {"must_not": [{"match_all": {}}]}}
@@ -304,12 +306,14 @@ CANDIDATES_FILTER_PATH = ",".join(
         "hits.hits._id",
         "hits.hits._score",
         "hits.hits.fields",
+        "hits.hits.matched_queries",
         "responses.error",
         "responses.status",
         "responses.took",
         "responses.hits.hits._id",
         "responses.hits.hits._score",
         "responses.hits.hits.fields",
+        "responses.hits.hits.matched_queries",
     )
 )
 """``filter_path`` of the hybrid candidate requests (``_search`` or ``_msearch``): only
@@ -339,13 +343,15 @@ def keyword_search_body(
     candidates: bool = False,
     candidate_path: bool = False,
     candidate_facts: bool = True,
+    named: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """BM25 on ``content_terms`` with the query's distinct ``knowledge.text.keyword_terms``
     (the terms the embedded store looks up, in the one field that holds a chunk's text
     and heading terms: ``mapping``), OR-ed, inside the filters; each hit with its result
     fields, or with ``candidates`` its ``_id`` and score, with ``CANDIDATE_FIELDS`` as
     doc values if ``candidate_facts`` (server-made ids) and ``document_path`` if
-    ``candidate_path``. A query without terms matches nothing.
+    ``candidate_path``. A query without terms matches nothing. ``named`` clauses
+    (``with_named``) say which hits they match without changing a score.
     """
     terms = " ".join(dict.fromkeys(keyword_terms(text)))
     should: list[dict[str, Any]] = [
@@ -359,13 +365,16 @@ def keyword_search_body(
             if candidates
             else {"_source": _source()}
         ),
-        "query": {
-            "bool": {
-                "filter": list(filters),
-                "should": should,
-                "minimum_should_match": 1,
-            }
-        },
+        "query": with_named(
+            {
+                "bool": {
+                    "filter": list(filters),
+                    "should": should,
+                    "minimum_should_match": 1,
+                }
+            },
+            named,
+        ),
     }
 
 
@@ -378,6 +387,7 @@ def vector_search_body(
     candidates: bool = False,
     candidate_path: bool = False,
     candidate_facts: bool = True,
+    named: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """k-NN on ``embedding`` with the filters *inside* the knn clause (efficient filtering);
     each hit with its result fields, or a candidate as ``keyword_search_body`` says.
@@ -403,7 +413,26 @@ def vector_search_body(
             if candidates
             else {"_source": _source()}
         ),
-        "query": {"knn": {EMBEDDING: clause}},
+        "query": with_named({"knn": {EMBEDDING: clause}}, named),
+    }
+
+
+def with_named(
+    query: dict[str, Any], named: Mapping[str, Mapping[str, Any]] | None
+) -> dict[str, Any]:
+    """``query`` with each of ``named`` (name: a filter clause) as an optional clause of
+    score 0: the hits and their scores stay the same, and each hit lists the names of
+    the clauses it matches (``matched_queries``; ``parse_candidates`` keeps them)."""
+    if not named:
+        return query
+    return {
+        "bool": {
+            "must": [query],
+            "should": [
+                {"constant_score": {"filter": dict(clause), "boost": 0.0, "_name": name}}
+                for name, clause in named.items()
+            ],
+        }
     }
 
 
@@ -464,8 +493,14 @@ def parse_candidates(response: Mapping[str, Any]) -> list[Hit]:
         facts = chunk_id_facts(chunk_id)
         if "fields" in h:
             facts.update(_doc_values(h["fields"]))
+        if h.get("matched_queries"):
+            facts[MATCHED] = tuple(h["matched_queries"])
         candidates.append(Hit(chunk_id, float(h.get("_score") or 0.0), facts))
     return candidates
+
+
+MATCHED = "_matched"
+"""The fact of a candidate that lists the ``named`` clauses it matched (``with_named``)."""
 
 
 def chunk_id_facts(chunk_id: str) -> dict[str, Any]:

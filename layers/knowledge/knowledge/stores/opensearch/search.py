@@ -60,10 +60,11 @@ from knowledge.fusion import (
     hybrid_weights,
     keyword_only,
     relevance_floor,
-    select,
     vector_only,
 )
 from knowledge.model import MAX_MAX_RESULTS, SearchMode, SearchQuery, SearchResult
+from knowledge.origin import ORIGIN
+from knowledge.origin_weights import KIND, LESSON, NEUTRAL, RankWeights, is_lesson
 from knowledge.scope import KnowledgeScope
 from knowledge.stores.opensearch import queries
 from knowledge.stores.opensearch.bulk import item_reason
@@ -83,6 +84,7 @@ from knowledge.stores.opensearch.scope_size import (
     scope_chunks_body,
 )
 from knowledge.text import has_cjk
+from knowledge.weighted_page import Page, weighted_page
 
 __all__ = ["DEFAULT_EMBED_TIMEOUT", "embed_query", "search"]
 
@@ -188,15 +190,32 @@ def search(
             sources[hit.id] = hit.source
         return scores
 
-    def page_of(fused: list[Fused[str]]) -> list[Fused[str]]:
+    weights = query.weights or NEUTRAL
+    sides: dict[str, Mapping[str, float] | None] = {"keyword": None, "vector": None}
+    found: dict[str, int] = {"vector": 0}
+
+    def trace() -> dict[str, Any]:
+        hybrid = mode is SearchMode.HYBRID
+        return {
+            "store": "opensearch",
+            "scope": f"{scope.agent}/*" if query.cross_context else scope.key,
+            "mode": mode.value,
+            "fusion": "weighted" if hybrid else mode.value,
+            "keyword": sides["keyword"],
+            "vector": sides["vector"],
+            "vector_found": found["vector"],
+            "floor": floor,
+            "hybrid_weights": pair if hybrid else None,
+        }
+
+    def page_of(fused: list[Fused[str]]) -> Page[str]:
         # After the newest-generation dedupe in scores_of: the cap and offset see one version.
-        return select(
+        return weighted_page(
             fused,
-            query.min_score,
-            query.max_results,
-            offset=query.offset,
-            per_document=query.max_chunks_per_document,
+            lambda key: _facts(sources[key], weights),
+            query,
             document_of=lambda key: _document_of(sources[key]),
+            trace=trace,
         )
 
     # A big scope is walked with a longer candidate list (scope_size.ef_search_for).
@@ -210,6 +229,7 @@ def search(
     needed = query.offset + query.max_results
     # Room for the newest-generation dedupe and the per-document cap (module docstring).
     size = max(needed * _OVERFETCH, candidate_count(needed))
+    pair: tuple[float, float] | None = None
     if mode is not SearchMode.HYBRID:
         if mode is SearchMode.VECTOR and vector is None:
             return []
@@ -222,11 +242,15 @@ def search(
             hits = queries.parse_hits(connection.search(index, action, body))
             raw = scores_of(hits)
             if mode is SearchMode.KEYWORD:
-                chosen = page_of(keyword_only(raw))
+                sides["keyword"] = raw
+                page = page_of(keyword_only(raw))
             else:
-                chosen = page_of(vector_only(above_floor(raw, floor)))
+                found["vector"] = len(raw)
+                sides["vector"] = kept = above_floor(raw, floor)
+                page = page_of(vector_only(kept))
+            shown = page.chosen[: page.page_size]
             if not _read_deeper(
-                query, size=size, hits=hits, raw=raw, chosen=chosen, floor=floor, mode=mode
+                query, size=size, hits=hits, raw=raw, chosen=shown, floor=floor, mode=mode
             ):
                 break
             size = _DEEPEST
@@ -236,6 +260,7 @@ def search(
         with_path = bool(query.file_patterns)  # for the exact glob check in scores_of
         # Server-made ids (Serverless) say nothing of the chunk: its facts as doc values.
         facts = not config.client_ids
+        named = _named_clauses(weights, connection.metadata_pairs(index))
         keyword_body = queries.keyword_search_body(
             query.text,
             filters,
@@ -243,6 +268,7 @@ def search(
             candidates=True,
             candidate_path=with_path,
             candidate_facts=facts,
+            named=named,
         )
         if vector is None:
             keyword_response = connection.search(
@@ -258,27 +284,33 @@ def search(
                 candidates=True,
                 candidate_path=with_path,
                 candidate_facts=facts,
+                named=named,
             )
             keyword_response, vector_response = _search_both(
                 connection, index, action, keyword_body, vector_body
             )
-        fused = fuse_weighted(
-            scores_of(queries.parse_candidates(keyword_response)),
-            above_floor(scores_of(queries.parse_candidates(vector_response)), floor),
-            *hybrid_weights(
-                None if embedder is None else embedder.name,
-                config.keyword_weight,
-                config.vector_weight,
-                cjk_query=has_cjk(query.text),
-            ),
+        pair = hybrid_weights(
+            None if embedder is None else embedder.name,
+            config.keyword_weight,
+            config.vector_weight,
+            cjk_query=has_cjk(query.text),
         )
-        chosen = page_of(fused)
+        sides["keyword"] = keyword_raw = scores_of(queries.parse_candidates(keyword_response))
+        vector_raw = scores_of(queries.parse_candidates(vector_response))
+        found["vector"] = len(vector_raw)
+        sides["vector"] = vector_kept = above_floor(vector_raw, floor)
+        page = page_of(fuse_weighted(keyword_raw, vector_kept, *pair))
+    chosen = page.chosen
     if mode is SearchMode.HYBRID and chosen:
         ids = [item.key for item in chosen]
-        page = connection.search(index, action, queries.chunks_by_id_body(ids, filters))
-        sources = {hit.id: hit.source for hit in queries.parse_hits(page)}
+        answer = connection.search(index, action, queries.chunks_by_id_body(ids, filters))
+        sources = {hit.id: hit.source for hit in queries.parse_hits(answer)}
         chosen = [item for item in chosen if item.key in sources]
-    return [_result(sources[item.key], item) for item in chosen]
+    explained = page.explanations()
+    return [
+        _result(sources[item.key], item, item.key in page.extras, explained(item.key))
+        for item in chosen
+    ]
 
 
 def _read_deeper(
@@ -348,7 +380,45 @@ def _document_of(source: Mapping[str, Any]) -> object:
     return (str(source.get(CONTEXT, "")), str(source.get(DOCUMENT_PATH, "")))
 
 
-def _result(source: Mapping[str, Any], item: Fused[str]) -> SearchResult:
+_LESSON_CLAUSE = "lesson"
+_ORIGIN_CLAUSE = "origin:"
+
+
+def _named_clauses(weights: RankWeights, pairs: bool) -> dict[str, Mapping[str, Any]]:
+    """What a hybrid candidate must say of itself for the weights (``queries.with_named``):
+    whether it is a lesson card, and its origin when that origin's weight is not 1.0 (a
+    candidate has no ``_source``; the metadata filters' own term clauses tell)."""
+    named: dict[str, Mapping[str, Any]] = {}
+    if weights.lesson != 1.0 or weights.extra_lessons:
+        (clause,) = queries.metadata_filters({KIND: LESSON}, pairs=pairs)
+        named[_LESSON_CLAUSE] = clause
+    for origin, weight in weights.origins.items():
+        if weight != 1.0:
+            (clause,) = queries.metadata_filters({ORIGIN: origin}, pairs=pairs)
+            named[_ORIGIN_CLAUSE + origin] = clause
+    return named
+
+
+def _facts(source: Mapping[str, Any], weights: RankWeights) -> tuple[object, bool]:
+    """A candidate's ``(origin, is_lesson)``: from its metadata (a hit with its source),
+    or from the named clauses it matched (a hybrid candidate)."""
+    metadata = source.get(METADATA)
+    if isinstance(metadata, Mapping):
+        return metadata.get(ORIGIN), is_lesson(metadata)
+    matched = source.get(queries.MATCHED, ())
+    origin = next(
+        (name[len(_ORIGIN_CLAUSE) :] for name in matched if name.startswith(_ORIGIN_CLAUSE)),
+        None,
+    )
+    return origin, _LESSON_CLAUSE in matched
+
+
+def _result(
+    source: Mapping[str, Any],
+    item: Fused[str],
+    extra: bool = False,
+    explanation: Mapping[str, Any] | None = None,
+) -> SearchResult:
     metadata = source.get(METADATA)
     return SearchResult(
         document_path=str(source.get(DOCUMENT_PATH, "")),
@@ -358,4 +428,6 @@ def _result(source: Mapping[str, Any], item: Fused[str]) -> SearchResult:
         keyword_score=item.keyword_score,
         vector_score=item.vector_score,
         metadata=metadata if isinstance(metadata, Mapping) else {},
+        extra=extra,
+        explanation=explanation,
     )

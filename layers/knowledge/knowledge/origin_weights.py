@@ -1,0 +1,292 @@
+"""Ranking a team can steer: a weight per origin, and lesson cards (issue 29).
+
+The design's pipeline normalises each source to [0, 1] and then multiplies by a priority
+weight per source, with short, high-signal *lesson cards* weighted 1.4x and pulled in
+even when they fall just outside the top results. Here:
+
+- **Origin weights** (``RankWeights.origins``): one multiplier per origin
+  (``knowledge.origin.ORIGINS``: ``upload``, ``repo``, ``manual``, ``shared``), 1.0 each
+  by default (neutral: every score and every benchmark figure is what it was without
+  them). The deployment sets its defaults (``KB_ORIGIN_WEIGHTS``, the template's
+  ``OriginWeights``: ``"manual=1.2,shared=0.8"``); a search may override any of them
+  (body field ``origin_weights``: ``{"shared": 0.5}``) within ``WEIGHT_BOUNDS``.
+- **Lesson cards**: a document whose metadata sidecar says ``"kind": "lesson"``
+  (``{"metadataAttributes": {"kind": "lesson"}}``; the key is ordinary user metadata, so
+  every store already keeps it on every chunk) is weighted ``RankWeights.lesson``
+  (``DEFAULT_LESSON_WEIGHT`` 1.4; ``KB_LESSON_WEIGHT``, the body field
+  ``lesson_weight``), and up to ``RankWeights.extra_lessons`` (``KB_LESSON_EXTRA``,
+  default 2, at most ``MAX_EXTRA_LESSONS``) lesson chunks that matched but ranked past
+  the first page are appended to it, each marked ``"extra": true`` (``lesson_extras``).
+
+**Where they apply** (``weigh``): in every store, on every mode, to the store's score of
+each candidate after each side was normalised and fused (``knowledge.fusion``), before
+``min_score``, the per-document cap and the page cut (``fusion.select``), and so before a
+reranker and any token budget. ``score = fused * origin weight * lesson weight /
+divisor``.
+
+**Scores stay in [0, 1]**: the ``divisor`` is 1.0 unless some weighted score exceeds 1
+(a weight above 1 on a candidate near the top); then it is that highest weighted score,
+so every score of the search is divided by it, the best is 1.0 and the order is the
+weighted one. Weights below 1 are never scaled back up: a search of the shared library
+alone with ``shared`` at 0.5 scores at most 0.5, which is what lets a merged answer
+(``knowledge.shared``) rank a team's own documents above the library's.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, Final
+
+from knowledge.errors import ConfigurationError, ValidationError
+from knowledge.fusion import Fused, K
+from knowledge.origin import ORIGIN, ORIGINS
+
+__all__ = [
+    "DEFAULT_EXTRA_LESSONS",
+    "DEFAULT_LESSON_WEIGHT",
+    "ENV_LESSON_EXTRA",
+    "ENV_LESSON_WEIGHT",
+    "ENV_ORIGIN_WEIGHTS",
+    "KIND",
+    "LESSON",
+    "MAX_EXTRA_LESSONS",
+    "NEUTRAL",
+    "WEIGHT_BOUNDS",
+    "RankWeights",
+    "Weighing",
+    "is_lesson",
+    "lesson_extras",
+    "parse_origin_weights",
+    "rank_weights_from_env",
+    "weigh",
+]
+
+KIND: Final = "kind"
+"""The metadata key that marks a lesson card (``LESSON``)."""
+LESSON: Final = "lesson"
+DEFAULT_LESSON_WEIGHT: Final = 1.4
+DEFAULT_EXTRA_LESSONS: Final = 2
+MAX_EXTRA_LESSONS: Final = 5
+WEIGHT_BOUNDS: Final = (0.1, 10.0)
+"""The smallest and largest weight (origin or lesson) a deployment or a request may set."""
+ENV_ORIGIN_WEIGHTS: Final = "KB_ORIGIN_WEIGHTS"
+ENV_LESSON_WEIGHT: Final = "KB_LESSON_WEIGHT"
+ENV_LESSON_EXTRA: Final = "KB_LESSON_EXTRA"
+
+
+def check_weight(value: object, field_name: str) -> float:
+    """``value`` as a weight within ``WEIGHT_BOUNDS``; ``ValidationError`` naming the field."""
+    low, high = WEIGHT_BOUNDS
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValidationError(field_name, f"must be a number between {low} and {high}")
+    if not math.isfinite(value) or not low <= value <= high:
+        raise ValidationError(field_name, f"must be between {low} and {high}, got {value!r}")
+    return float(value)
+
+
+def _check_extra(value: object, field_name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValidationError(field_name, f"must be an integer from 0 to {MAX_EXTRA_LESSONS}")
+    if not 0 <= value <= MAX_EXTRA_LESSONS:
+        raise ValidationError(field_name, f"must be from 0 to {MAX_EXTRA_LESSONS}, got {value!r}")
+    return value
+
+
+def parse_origin_weights(value: object, field_name: str = "origin_weights") -> dict[str, float]:
+    """Origin weights from a mapping (``{"shared": 0.5}``) or its text form
+    (``"shared=0.5,manual=1.2"``, what the environment and the template hold). Unknown
+    origins and out-of-bounds weights are a ``ValidationError`` naming
+    ``<field_name>.<origin>``."""
+    items: Iterable[tuple[object, object]]
+    if isinstance(value, str):
+        pairs = []
+        for part in (p.strip() for p in value.replace(";", ",").split(",")):
+            if not part:
+                continue
+            name, sep, number = part.partition("=")
+            if not sep:
+                raise ValidationError(field_name, f"'{part}' is not ORIGIN=WEIGHT")
+            try:
+                pairs.append((name.strip(), float(number)))
+            except ValueError:
+                raise ValidationError(
+                    f"{field_name}.{name.strip()}", f"'{number.strip()}' is not a number"
+                ) from None
+        items = pairs
+    elif isinstance(value, Mapping):
+        items = value.items()
+    else:
+        raise ValidationError(field_name, "must be an object of origin: weight")
+    weights: dict[str, float] = {}
+    for name, weight in items:
+        if not isinstance(name, str) or name not in ORIGINS:
+            raise ValidationError(
+                field_name, f"{name!r} is not an origin (one of: {', '.join(ORIGINS)})"
+            )
+        weights[name] = check_weight(weight, f"{field_name}.{name}")
+    return weights
+
+
+@dataclass(frozen=True, slots=True)
+class RankWeights:
+    """The ranking controls of one search (module docstring)."""
+
+    origins: Mapping[str, float] = field(default_factory=dict)
+    lesson: float = DEFAULT_LESSON_WEIGHT
+    extra_lessons: int = DEFAULT_EXTRA_LESSONS
+
+    def __post_init__(self) -> None:
+        given = parse_origin_weights(self.origins)
+        full = {origin: given.get(origin, 1.0) for origin in ORIGINS}
+        object.__setattr__(self, "origins", MappingProxyType(full))
+        object.__setattr__(self, "lesson", check_weight(self.lesson, "lesson_weight"))
+        object.__setattr__(self, "extra_lessons", _check_extra(self.extra_lessons, "extra_lessons"))
+
+    def override(
+        self,
+        origins: Mapping[str, float] | None = None,
+        lesson: float | None = None,
+        extra_lessons: int | None = None,
+    ) -> RankWeights:
+        """These weights with a request's overrides (each origin given replaces the
+        deployment's; ``None``: keep)."""
+        return RankWeights(
+            {**self.origins, **(origins or {})},
+            self.lesson if lesson is None else lesson,
+            self.extra_lessons if extra_lessons is None else extra_lessons,
+        )
+
+    def origin_weight(self, origin: object) -> float:
+        """The weight of a candidate of ``origin`` (1.0 for none or an unknown one)."""
+        return self.origins.get(origin, 1.0) if isinstance(origin, str) else 1.0
+
+    @property
+    def neutral_origins(self) -> bool:
+        return all(weight == 1.0 for weight in self.origins.values())
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "origins": dict(self.origins),
+            "lesson": self.lesson,
+            "extra_lessons": self.extra_lessons,
+        }
+
+
+NEUTRAL: Final = RankWeights()
+"""Every origin 1.0, lessons at the default weight: what a search gets unless told."""
+
+
+def rank_weights_from_env(environ: Mapping[str, str] | None = None) -> RankWeights:
+    """The deployment's defaults from ``KB_ORIGIN_WEIGHTS``, ``KB_LESSON_WEIGHT`` and
+    ``KB_LESSON_EXTRA`` (unset or blank: the defaults); a bad value is a
+    ``ConfigurationError`` naming the variable."""
+    env = os.environ if environ is None else environ
+    origins = env.get(ENV_ORIGIN_WEIGHTS, "").strip()
+    lesson = env.get(ENV_LESSON_WEIGHT, "").strip()
+    extra = env.get(ENV_LESSON_EXTRA, "").strip()
+    try:
+        return RankWeights(
+            parse_origin_weights(origins, ENV_ORIGIN_WEIGHTS) if origins else {},
+            float(lesson) if lesson else DEFAULT_LESSON_WEIGHT,
+            int(extra) if extra else DEFAULT_EXTRA_LESSONS,
+        )
+    except ValueError as exc:
+        raise ConfigurationError(f"{ENV_LESSON_WEIGHT} / {ENV_LESSON_EXTRA}: {exc}") from None
+    except ValidationError as exc:
+        raise ConfigurationError(f"ranking weights from the environment: {exc}") from None
+
+
+def is_lesson(metadata: Mapping[str, Any]) -> bool:
+    """Whether a chunk's metadata marks a lesson card (``"kind": "lesson"``; a list of
+    kinds holding it counts too, as a metadata filter would match it)."""
+    kind = metadata.get(KIND)
+    if isinstance(kind, str):
+        return kind == LESSON
+    if isinstance(kind, list | tuple):
+        return LESSON in kind
+    return False
+
+
+@dataclass(frozen=True, slots=True)
+class Weighing:
+    """What ``weigh`` did: each weighted candidate's ``(origin weight, lesson weight)``
+    (only those not 1.0 and 1.0), the lesson candidates, and the ``divisor``."""
+
+    factors: Mapping[Any, tuple[float, float]]
+    lessons: frozenset[Any]
+    divisor: float
+    before: Mapping[Any, float]
+
+    def factor(self, key: object) -> tuple[float, float]:
+        return self.factors.get(key, (1.0, 1.0))
+
+
+def weigh(
+    fused: list[Fused[K]],
+    facts: Callable[[K], tuple[object, bool]],
+    weights: RankWeights,
+) -> tuple[list[Fused[K]], Weighing]:
+    """``fused`` (best first) with each score multiplied by its origin's weight and, for a
+    lesson, the lesson weight, divided by the ``divisor`` (module docstring), best first
+    again (ties by key). ``facts(key)`` says a candidate's ``(origin, is_lesson)``.
+
+    Neutral weights and no lesson among the candidates: ``fused`` itself, unchanged."""
+    factors: dict[Any, tuple[float, float]] = {}
+    lessons: set[Any] = set()
+    for item in fused:
+        origin, lesson = facts(item.key)
+        origin_weight = weights.origin_weight(origin)
+        lesson_weight = weights.lesson if lesson else 1.0
+        if lesson:
+            lessons.add(item.key)
+        if origin_weight != 1.0 or lesson_weight != 1.0:
+            factors[item.key] = (origin_weight, lesson_weight)
+    before = {item.key: item.score for item in fused}
+    if not factors:
+        return fused, Weighing({}, frozenset(lessons), 1.0, before)
+    weighted = [(item.score * math.prod(factors.get(item.key, (1.0, 1.0))), item) for item in fused]
+    top = max(score for score, _ in weighted)
+    divisor = top if top > 1.0 else 1.0
+    ranked = sorted(
+        (
+            Fused(item.key, min(1.0, score / divisor), item.keyword_score, item.vector_score)
+            for score, item in weighted
+        ),
+        key=lambda item: (-item.score, item.key),
+    )
+    return ranked, Weighing(factors, frozenset(lessons), divisor, before)
+
+
+def lesson_extras(
+    ranked: list[Fused[K]],
+    page: list[Fused[K]],
+    weighing: Weighing,
+    weights: RankWeights,
+    *,
+    offset: int,
+    min_score: float,
+) -> list[Fused[K]]:
+    """The lesson candidates appended to a first page (``offset`` 0): up to
+    ``weights.extra_lessons`` of those at or above ``min_score`` that are not on it, in
+    rank order. Later pages get none (a lesson appended to the first one is still listed
+    at its own place when paging reaches it)."""
+    if offset != 0 or weights.extra_lessons == 0 or not weighing.lessons:
+        return []
+    shown = {item.key for item in page}
+    extras: list[Fused[K]] = []
+    for item in ranked:
+        if len(extras) == weights.extra_lessons:
+            break
+        lesson = item.key in weighing.lessons and item.key not in shown
+        if lesson and item.score + 1e-12 >= min_score:
+            extras.append(item)
+    return extras
+
+
+def origin_of(metadata: Mapping[str, Any]) -> object:
+    """A chunk's origin, from its metadata."""
+    return metadata.get(ORIGIN)

@@ -1,0 +1,165 @@
+"""Origin weights, lesson cards and the explain trace on every store and mode (issue 29).
+
+Files go through the whole pipeline from a bucket folder with their sidecars; the
+assertions compare a search with weights to the same search without, so they say
+exactly which results a weight moves; and every score is recomputed from the trace.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from knowledge import explain
+from knowledge.model import IndexOptions, SearchMode, SearchQuery, SearchResult
+from knowledge.origin_weights import RankWeights
+from knowledge.scope import KnowledgeScope
+from knowledge.sources.local import BucketFolderSource
+from knowledge.store import KnowledgeStore
+
+SCOPE = KnowledgeScope("rank-bot", "team")
+
+FILES: dict[str, tuple[str, dict[str, object] | None]] = {
+    "upload/walrus.md": ("# Walrus\n\nThe walrus rota: walrus duty on Monday.", None),
+    "upload/walrus-two.md": ("# Herd\n\nA walrus herd note.", None),
+    "notes/walrus.txt": ("Manual note: walrus drills, walrus feeding.", {"origin": "manual"}),
+    "repo/walrus.md": ("# Walrus repo\n\nwalrus code walrus.", {"origin": "repo"}),
+    "lessons/walrus.md": (
+        "# Lesson\n\nLesson learned: check the walrus gate twice.",
+        {"kind": "lesson"},
+    ),
+    "other/ferret.md": ("# Ferret\n\nNothing about the other animal here.", None),
+}
+
+
+def put_files(bucket: Path, files: dict[str, tuple[str, dict[str, object] | None]]) -> None:
+    for rel, (text, attributes) in files.items():
+        path = bucket / SCOPE.agent / SCOPE.context / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+        if attributes is not None:
+            sidecar = path.with_name(path.name + ".metadata.json")
+            sidecar.write_text(json.dumps({"metadataAttributes": attributes}))
+
+
+@pytest.fixture
+def indexed(store: KnowledgeStore, bucket: Path) -> KnowledgeStore:
+    put_files(bucket, FILES)
+    result = store.index(SCOPE, BucketFolderSource(bucket), IndexOptions())
+    assert result.errors == ()
+    return store
+
+
+def run(store: KnowledgeStore, mode: SearchMode, **fields: object) -> list[SearchResult]:
+    return store.search(SCOPE, SearchQuery("walrus", mode=mode, max_results=20, **fields))
+
+
+def scores(results: list[SearchResult]) -> dict[str, float]:
+    return {r.document_path: r.score for r in results}
+
+
+NO_LESSONS = RankWeights(lesson=1.0, extra_lessons=0)
+
+
+def test_neutral_weights_change_nothing(indexed: KnowledgeStore, mode: SearchMode) -> None:
+    plain = run(indexed, mode, weights=NO_LESSONS)
+    assert plain, "the corpus matches the query"
+    neutral = run(indexed, mode, weights=RankWeights({"upload": 1.0}, 1.0, 0))
+    assert [(r.document_path, r.chunk_index, r.score) for r in neutral] == [
+        (r.document_path, r.chunk_index, r.score) for r in plain
+    ]
+
+
+def test_an_origin_weight_moves_exactly_that_origins_results(
+    indexed: KnowledgeStore, mode: SearchMode
+) -> None:
+    before = scores(run(indexed, mode, weights=NO_LESSONS))
+    after = scores(run(indexed, mode, weights=RankWeights({"manual": 0.5}, 1.0, 0)))
+    assert set(after) == set(before)
+    for path, score in before.items():
+        expected = score * 0.5 if path == "notes/walrus.txt" else score
+        assert after[path] == pytest.approx(expected, abs=1e-9), path
+    # A weight above 1 that lifts a score past 1: every score divided by the highest.
+    lifted = run(indexed, mode, weights=RankWeights({"repo": 3.0}, 1.0, 0))
+    assert lifted[0].document_path == "repo/walrus.md"
+    assert lifted[0].score == pytest.approx(1.0)
+    top = before["repo/walrus.md"] * 3.0
+    divisor = max(1.0, top)
+    for result in lifted:
+        factor = 3.0 if result.document_path == "repo/walrus.md" else 1.0
+        expected = before[result.document_path] * factor / divisor
+        assert result.score == pytest.approx(expected, abs=1e-9)
+        assert 0.0 <= result.score <= 1.0
+
+
+def test_a_lesson_card_is_weighted_and_pulled_in_past_the_page(
+    indexed: KnowledgeStore, mode: SearchMode
+) -> None:
+    plain = run(indexed, mode, weights=NO_LESSONS)
+    lesson = next(r for r in plain if r.document_path == "lessons/walrus.md")
+    weighted = run(indexed, mode, weights=RankWeights(lesson=1.4, extra_lessons=0))
+    divisor = max(1.0, *(r.score * (1.4 if r is lesson else 1.0) for r in plain))
+    for result in weighted:
+        factor = 1.4 if result.document_path == "lessons/walrus.md" else 1.0
+        assert result.score == pytest.approx(scores(plain)[result.document_path] * factor / divisor)
+    # A page of one that the lesson is not on gets it appended, marked extra.
+    page = indexed.search(
+        SCOPE,
+        SearchQuery(
+            "walrus",
+            mode=mode,
+            max_results=1,
+            weights=RankWeights({"manual": 10.0}, lesson=1.0, extra_lessons=2),
+        ),
+    )
+    assert [r.document_path for r in page] == ["notes/walrus.txt", "lessons/walrus.md"]
+    assert [r.extra for r in page] == [False, True]
+    assert page[1].to_dict()["extra"] is True
+    assert "extra" not in page[0].to_dict()
+    # None on a later page, and none when turned off.
+    second = indexed.search(
+        SCOPE,
+        SearchQuery(
+            "walrus",
+            mode=mode,
+            max_results=1,
+            offset=1,
+            weights=RankWeights({"manual": 10.0}, lesson=1.0, extra_lessons=2),
+        ),
+    )
+    assert not any(r.extra for r in second)
+    assert len(second) == 1
+    off = indexed.search(
+        SCOPE,
+        SearchQuery(
+            "walrus",
+            mode=mode,
+            max_results=1,
+            weights=RankWeights({"manual": 10.0}, lesson=1.0, extra_lessons=0),
+        ),
+    )
+    assert [r.document_path for r in off] == ["notes/walrus.txt"]
+
+
+def test_the_trace_recomputes_every_score(indexed: KnowledgeStore, mode: SearchMode) -> None:
+    for weights in (None, RankWeights({"manual": 0.5, "repo": 2.0}, 1.4, 2)):
+        with explain.explaining() as trace:
+            results = indexed.search(
+                SCOPE, SearchQuery("walrus gates", mode=mode, max_results=3, weights=weights)
+            )
+        body = trace.to_dict(results)
+        assert results
+        assert len(body["results"]) == len(results)
+        (search,) = body["searches"]
+        assert search["query"]["terms"] == ["walrus", "gate"]  # analysed: "gates" stemmed
+        assert search["mode"] == mode.value
+        for index, result in enumerate(results):
+            assert body["results"][index] is not None
+            recomputed = explain.recompute(result.to_dict(), body, index)
+            assert math.isclose(recomputed, result.score, abs_tol=1e-9), (index, body)
+        assert search["page"]["returned"] + search["page"]["extra_lessons"] == len(results)
+    # Nothing recorded outside explaining(), and no explanation on the results.
+    assert all(r.explanation is None for r in run(indexed, mode))
