@@ -303,3 +303,39 @@ def test_bad_stage_settings_name_the_field(options: dict[str, Any], field: str) 
     with pytest.raises(ValidationError) as caught:
         RerankingStage(BedrockReranker(MODEL), **options)
     assert caught.value.field == field
+
+
+def test_explain_shows_the_rerank_moves_and_still_recomputes_every_score(
+    store: MemoryKnowledgeStore,
+) -> None:
+    from knowledge import explain
+
+    with fake_rerank_server(ARN, score_of=score_by_document) as fake:
+        body = search(api_with(fake, store, top_n=2), mode="keyword", max_results=4, explain=True)
+    trace = body["explain"]
+    assert trace["rerank"]["reranked"] is True
+    assert [m["to_rank"] for m in trace["rerank"]["moves"]] == [1, 2]
+    for index, result in enumerate(body["results"]):
+        entry = trace["results"][index]
+        assert entry["rerank"]["to_rank"] == index + 1
+        assert explain.recompute(result, trace, index) == pytest.approx(result["score"], abs=2e-6)
+    assert trace["results"][2]["rerank"]["rerank_score"] is None  # past top_n
+
+
+def test_a_lesson_card_past_a_reranked_page_is_appended(store: MemoryKnowledgeStore) -> None:
+    data = b"lesson: when the disk is full, page the storage team"
+    store.upsert_document(
+        SCOPE, SourceDocument("z-lesson.md", len(data), lambda: data, metadata={"kind": "lesson"})
+    )
+    scores = {**RERANK_SCORES, "z-lesson.md": 0.02}
+
+    def score(_query: str, text: str) -> float:
+        if text == data.decode():
+            return scores["z-lesson.md"]
+        return score_by_document(_query, text)
+
+    with fake_rerank_server(ARN, score_of=score) as fake:
+        body = search(api_with(fake, store), mode="keyword", max_results=2)
+    results = body["results"]
+    assert [r["document_path"] for r in results] == ["c.md", "b.md", "z-lesson.md"]
+    assert [r.get("extra", False) for r in results] == [False, False, True]

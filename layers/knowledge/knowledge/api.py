@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 import json
 import logging
 import os
@@ -49,6 +50,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
+from knowledge import explain
 from knowledge.documents import (
     DEFAULT_DOCUMENTS_LIMIT,
     MAX_DOCUMENTS_LIMIT,
@@ -76,6 +78,12 @@ from knowledge.model import (
     SearchMode,
     SearchQuery,
     SearchResult,
+)
+from knowledge.origin_weights import (
+    BODY_FIELDS,
+    RankWeights,
+    rank_weights_from_env,
+    weights_from_body,
 )
 from knowledge.scope import KnowledgeScope, validate_segment
 from knowledge.search_filter import parse_filter
@@ -133,6 +141,8 @@ SEARCH_FIELDS = (
     "max_chunks_per_document",
     "filter",
     "include_shared",
+    *BODY_FIELDS,  # origin_weights, lesson_weight (knowledge.origin_weights)
+    "explain",  # the trace (knowledge.explain)
 )
 """The fields of a search request body (DESIGN.md "Search query"); any other is a 400."""
 
@@ -271,6 +281,7 @@ def parse_search_request(
     body: bytes | str | Mapping[str, Any] | None,
     *,
     default_mode: SearchMode | str | None = None,
+    weights: RankWeights | None = None,
 ) -> SearchQuery:
     """Turn a search request body into a ``SearchQuery``.
 
@@ -280,10 +291,14 @@ def parse_search_request(
     Raises ``ValidationError`` naming the field: ``body`` for undecodable input, the
     field's own name for an unknown field or a bad value.
     """
-    return _query_from(_decode_body(body), default_mode)
+    return _query_from(_decode_body(body), default_mode, weights)
 
 
-def _query_from(data: Mapping[str, Any], default_mode: SearchMode | str | None) -> SearchQuery:
+def _query_from(
+    data: Mapping[str, Any],
+    default_mode: SearchMode | str | None,
+    weights: RankWeights | None = None,
+) -> SearchQuery:
     unknown = sorted(str(k) for k in data if k not in SEARCH_FIELDS)  # include_shared: the API's
     if unknown:
         # The name is echoed back, so a pathological one is cut short.
@@ -321,6 +336,7 @@ def _query_from(data: Mapping[str, Any], default_mode: SearchMode | str | None) 
             DEFAULT_MAX_CHUNKS_PER_DOCUMENT if per_document is None else per_document
         ),
         filter=None if raw_filter is None else parse_filter(raw_filter),
+        weights=weights_from_body(data, weights),
     )
 
 
@@ -587,7 +603,10 @@ class KnowledgeApi:
         writes: DocumentStorage | None = None,
         shared: SharedGrants | None = None,
         repos: RepoService | None = None,
+        weights: RankWeights | None = None,
     ) -> None:
+        # The deployment's origin and lesson weights (knowledge.origin_weights).
+        self._weights = rank_weights_from_env() if weights is None else weights
         self._repos = repos
         self._store = store
         self._writes = writes
@@ -617,7 +636,8 @@ class KnowledgeApi:
             if context is not None:
                 path_segment("context", context)
             data = _decode_body(body)
-            query = _query_from(data, self._default_mode)
+            query = _query_from(data, self._default_mode, self._weights)
+            trace = explain.requested(data)
             if context is None:
                 if data.get("cross_context") is False:
                     raise ValidationError(
@@ -630,13 +650,17 @@ class KnowledgeApi:
             store = self._searched_store(agent, data.get("include_shared"))
             started = time.perf_counter()
             report: RerankReport | None = None
-            if self._reranking is None:
-                results = store.search(scope, query)
-            else:
-                results, report = self._reranking.search(store, scope, query)  # type: ignore[arg-type]
+            with explain.explaining() if trace else contextlib.nullcontext() as recorded:
+                if self._reranking is None:
+                    results = store.search(scope, query)
+                else:
+                    results, report = self._reranking.search(store, scope, query)  # type: ignore[arg-type]
             took_ms = (time.perf_counter() - started) * 1000.0
             mode = query.mode or self._store.default_mode
-            return ApiResponse(200, search_response_body(query, mode, results, took_ms, report))
+            answer = search_response_body(query, mode, results, took_ms, report)
+            if recorded is not None:
+                answer["explain"] = recorded.to_dict(results)
+            return ApiResponse(200, answer)
         except Exception as exc:
             return error_response(exc, request_id)
 

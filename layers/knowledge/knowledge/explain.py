@@ -39,6 +39,7 @@ from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from knowledge.errors import ValidationError
 from knowledge.fusion import CONFIDENCE_RANK, Fused, K, min_max, side_confidence
 from knowledge.origin_weights import RankWeights, Weighing
 from knowledge.text import ANALYSIS, keyword_terms
@@ -51,6 +52,7 @@ __all__ = [
     "record_budget",
     "record_rerank",
     "record_search",
+    "requested",
 ]
 
 
@@ -91,6 +93,14 @@ def explaining() -> Iterator[Explanation]:
         yield explanation
     finally:
         _ACTIVE.reset(token)
+
+
+def requested(data: Mapping[str, Any]) -> bool:
+    """Whether a search body asks for the trace (``"explain": true``; ``null``: no)."""
+    value = data.get("explain")
+    if value is not None and not isinstance(value, bool):
+        raise ValidationError("explain", "must be true or false")
+    return value is True
 
 
 def current() -> Explanation | None:

@@ -36,16 +36,20 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from knowledge.errors import ConfigurationError, ValidationError
 from knowledge.fusion import Fused, K
-from knowledge.origin import ORIGIN, ORIGINS
+from knowledge.origin import ORIGINS
+
+if TYPE_CHECKING:
+    from knowledge.model import SearchResult
 
 __all__ = [
+    "BODY_FIELDS",
     "DEFAULT_EXTRA_LESSONS",
     "DEFAULT_LESSON_WEIGHT",
     "ENV_LESSON_EXTRA",
@@ -61,8 +65,10 @@ __all__ = [
     "is_lesson",
     "lesson_extras",
     "parse_origin_weights",
+    "pick_extra_lessons",
     "rank_weights_from_env",
     "weigh",
+    "weights_from_body",
 ]
 
 KIND: Final = "kind"
@@ -180,6 +186,23 @@ NEUTRAL: Final = RankWeights()
 """Every origin 1.0, lessons at the default weight: what a search gets unless told."""
 
 
+BODY_FIELDS: Final = ("origin_weights", "lesson_weight")
+"""The search body's fields for the weights (``weights_from_body``)."""
+
+
+def weights_from_body(data: Mapping[str, Any], base: RankWeights | None) -> RankWeights | None:
+    """A search body's weights: the deployment's ``base`` (``None``: ``NEUTRAL``) with the
+    body's ``origin_weights`` / ``lesson_weight`` (``null``: not given) over it; a bad
+    one is a ``ValidationError`` naming its field. ``None`` when neither is set."""
+    origins, lesson = data.get("origin_weights"), data.get("lesson_weight")
+    if origins is None and lesson is None:
+        return base
+    return (base or NEUTRAL).override(
+        None if origins is None else parse_origin_weights(origins, "origin_weights"),
+        None if lesson is None else check_weight(lesson, "lesson_weight"),
+    )
+
+
 def rank_weights_from_env(environ: Mapping[str, str] | None = None) -> RankWeights:
     """The deployment's defaults from ``KB_ORIGIN_WEIGHTS``, ``KB_LESSON_WEIGHT`` and
     ``KB_LESSON_EXTRA`` (unset or blank: the defaults); a bad value is a
@@ -287,6 +310,20 @@ def lesson_extras(
     return extras
 
 
-def origin_of(metadata: Mapping[str, Any]) -> object:
-    """A chunk's origin, from its metadata."""
-    return metadata.get(ORIGIN)
+def pick_extra_lessons(
+    page: Sequence[SearchResult], rest: Sequence[SearchResult], weights: RankWeights | None
+) -> list[SearchResult]:
+    """For a first page assembled from longer lists (a reranking stage, the shared
+    library's merge): the first ``extra_lessons`` lesson results of ``rest`` (best first)
+    that are not on ``page``, marked ``extra``."""
+    limit = (weights or NEUTRAL).extra_lessons
+    shown = {(r.document_path, r.chunk_index, r.metadata.get("source_key")) for r in page}
+    picked: list[SearchResult] = []
+    for result in rest:
+        if len(picked) == limit:
+            break
+        where = (result.document_path, result.chunk_index, result.metadata.get("source_key"))
+        if is_lesson(result.metadata) and where not in shown:
+            shown.add(where)
+            picked.append(replace(result, extra=True))
+    return picked

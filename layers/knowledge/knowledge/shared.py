@@ -27,6 +27,7 @@ from dataclasses import dataclass, replace
 
 from knowledge.errors import ConfigurationError, InvalidScopeError
 from knowledge.model import SearchMode, SearchQuery, SearchResult
+from knowledge.origin_weights import pick_extra_lessons
 from knowledge.scope import KnowledgeScope, validate_segment
 from knowledge.store import KnowledgeStore
 
@@ -102,4 +103,10 @@ class SharedLibraryStore:
                 marked = replace(hit, metadata={**hit.metadata, SHARED_CONTEXT_KEY: library.key})
                 ranked.append((hit.score, order, rank, marked))
         ranked.sort(key=lambda item: (-item[0], item[1], item[2]))
-        return [hit for *_, hit in ranked[query.offset : wanted]]
+        # Each search's lesson extras (knowledge.origin_weights) wait for the merged page.
+        merged = [hit for *_, hit in ranked if not hit.extra]
+        page = merged[query.offset : wanted]
+        if query.offset == 0:
+            rest = [*merged[wanted:], *(replace(h, extra=False) for *_, h in ranked if h.extra)]
+            page += pick_extra_lessons(page, rest, query.weights)
+        return page

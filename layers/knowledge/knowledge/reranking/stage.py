@@ -32,9 +32,11 @@ import time
 from dataclasses import dataclass, replace
 from typing import Any
 
+from knowledge import explain
 from knowledge.deadline import current_deadline
 from knowledge.errors import ValidationError
 from knowledge.model import MAX_MAX_RESULTS, SearchQuery, SearchResult
+from knowledge.origin_weights import pick_extra_lessons
 from knowledge.reranking.base import Reranker
 from knowledge.scope import KnowledgeScope
 from knowledge.store import KnowledgeStore
@@ -129,10 +131,17 @@ class RerankingStage:
         """The page ``query`` asks for, reranked (module docstring)."""
         needed = query.offset + query.max_results
         depth = max(self._top_n, needed)
-        candidates = store.search(scope, replace(query, offset=0, max_results=depth, min_score=0.0))
+        found = store.search(scope, replace(query, offset=0, max_results=depth, min_score=0.0))
+        candidates = [r for r in found if not r.extra]
         ranked, report = self.rerank(query.text, candidates)
+        if report.reranked and explain.current() is not None:
+            ranked = explain_moves(candidates, ranked, report.to_dict())
         kept = [r for r in ranked if r.score >= query.min_score]
-        return kept[query.offset : needed], report
+        page = kept[query.offset : needed]
+        if query.offset == 0:  # lesson cards past the page (knowledge.origin_weights)
+            rest = [*kept[needed:], *(r for r in found if r.extra and r.score >= query.min_score)]
+            page += pick_extra_lessons(page, rest, query.weights)
+        return page, report
 
     def rerank(
         self, text: str, candidates: list[SearchResult]
@@ -189,3 +198,35 @@ class RerankingStage:
         lowest = min(float(s) for s in scores)
         rest = [replace(r, score=min(r.score, lowest), search_score=r.score) for r in tail]
         return reranked + rest, RerankReport(name, True, len(head), took_ms)
+
+
+def explain_moves(
+    before: list[SearchResult], after: list[SearchResult], report: dict[str, Any]
+) -> list[SearchResult]:
+    """``after`` with each result's explanation saying its rerank (``knowledge.explain``):
+    its rank before and after, its rerank score (``None`` past the reranked ones) and
+    the lowest rerank score; the stage's report and moves recorded with the request."""
+    rank_of = {(r.document_path, r.chunk_index, id(r.explanation)): i for i, r in enumerate(before)}
+    scores = [r.rerank_score for r in after if r.rerank_score is not None]
+    lowest = min(scores) if scores else None
+    moves: list[dict[str, Any]] = []
+    explained: list[SearchResult] = []
+    for rank, result in enumerate(after):
+        earlier = rank_of.get((result.document_path, result.chunk_index, id(result.explanation)))
+        move = {
+            "document_path": result.document_path,
+            "chunk_index": result.chunk_index,
+            "from_rank": None if earlier is None else earlier + 1,
+            "to_rank": rank + 1,
+            "rerank_score": result.rerank_score,
+            "lowest_rerank_score": lowest,
+        }
+        if result.rerank_score is not None:
+            moves.append(move)
+        if result.explanation is None:
+            explained.append(result)
+        else:
+            explanation = {**result.explanation, "rerank": move}
+            explained.append(replace(result, explanation=explanation))
+    explain.record_rerank(report, moves)
+    return explained
