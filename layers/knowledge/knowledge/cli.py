@@ -31,6 +31,7 @@ never a traceback, unless ``--debug`` is given.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import math
@@ -42,6 +43,7 @@ from contextlib import closing, contextmanager
 from pathlib import Path
 from typing import Any, TextIO
 
+from knowledge import explain
 from knowledge.api import parse_search_request, search_response_body
 from knowledge.client import KnowledgeClient
 from knowledge.config import (
@@ -65,7 +67,10 @@ from knowledge.model import (
     IndexOptions,
     IndexResult,
     SearchMode,
+    SearchQuery,
+    SearchResult,
 )
+from knowledge.origin_weights import rank_weights_from_env, ranking_arguments
 from knowledge.scope import KnowledgeScope
 from knowledge.source import DocumentSource
 from knowledge.store import KnowledgeStore, ScopeSources
@@ -261,27 +266,65 @@ def _cmd_search(args: argparse.Namespace) -> int:
         request["metadata"] = _metadata_filters(args.meta)
     if args.filter is not None:
         request["filter"] = _filter_argument(args.filter)
-    query = parse_search_request(request)
-    # A deployed API reranks on its side (its own configuration); a local store here.
-    reranking = None if getattr(args, "api_url", None) else open_reranking(args.rerank_model)
+    ranking = ranking_arguments(args.origin_weight, args.lesson_weight)
+    remote = bool(getattr(args, "api_url", None))
+    # The deployment's weights are the server's; a local search takes them from KB_*.
+    query = parse_search_request(
+        {**request, **ranking}, weights=None if remote else rank_weights_from_env()
+    )
+    if remote:
+        return _remote_search(args, scope, query, ranking)
+    reranking = open_reranking(args.rerank_model)
     report = None
-    if reranking is not None:
-        with closing(_open_existing_store(args)) as local:
-            started = time.perf_counter()
-            results, report = reranking.search(local, scope, query)
-            took_ms = (time.perf_counter() - started) * 1000.0
-            mode = query.mode or local.default_mode
-    else:
-        with closing(_open_reader(args)) as store:
-            started = time.perf_counter()
-            results = store.search(scope, query)
-            took_ms = (time.perf_counter() - started) * 1000.0
-            mode = query.mode or store.default_mode
-    if args.json:
-        _print_json(search_response_body(query, mode, results, took_ms, report), sys.stdout)
-    else:
-        print(format_search_results(query.text, results))
+    with explain.explaining() if args.explain else contextlib.nullcontext() as trace:
+        if reranking is not None:
+            with closing(_open_existing_store(args)) as local:
+                started = time.perf_counter()
+                results, report = reranking.search(local, scope, query)
+                took_ms = (time.perf_counter() - started) * 1000.0
+                mode = query.mode or local.default_mode
+        else:
+            with closing(_open_existing_store(args)) as store:
+                started = time.perf_counter()
+                results = store.search(scope, query)
+                took_ms = (time.perf_counter() - started) * 1000.0
+                mode = query.mode or store.default_mode
+    body = search_response_body(query, mode, results, took_ms, report)
+    if trace is not None:
+        body["explain"] = trace.to_dict(results)
+    _print_search(args, body, results)
     return EXIT_OK
+
+
+def _remote_search(
+    args: argparse.Namespace, scope: KnowledgeScope, query: SearchQuery, ranking: dict[str, Any]
+) -> int:
+    """``kb search --api-url``: the deployed API searches, reranks and explains."""
+    with closing(_open_client(args)) as client:
+        response = client.search_response(
+            scope,
+            query,
+            explain=args.explain,
+            origin_weights=ranking.get("origin_weights"),
+            lesson_weight=ranking.get("lesson_weight"),
+        )
+    body = search_response_body(query, response.mode, response.results, response.took_ms)
+    if response.explain is not None:
+        body["explain"] = response.explain
+    _print_search(args, body, list(response.results))
+    return EXIT_OK
+
+
+def _print_search(
+    args: argparse.Namespace, body: dict[str, Any], results: Sequence[SearchResult]
+) -> None:
+    if args.json:
+        _print_json(body, sys.stdout)
+        return
+    print(format_search_results(body["query"], results))
+    if "explain" in body:
+        print("\n--- explain ---")
+        print(explain.format_trace(body["explain"], body["results"]))
 
 
 def _cmd_status(args: argparse.Namespace) -> int:
@@ -589,6 +632,19 @@ def build_parser() -> argparse.ArgumentParser:
     )
     search.add_argument(
         "--cross-context", action="store_true", help="search every context of the agent"
+    )
+    search.add_argument(
+        "--origin-weight",
+        action="append",
+        metavar="ORIGIN=WEIGHT",
+        help="weigh one origin's results (upload, repo, manual, shared; 0.1-10), e.g. "
+        "shared=0.5 (docs/ranking.md)",
+    )
+    search.add_argument(
+        "--lesson-weight", type=float, metavar="W", help="weight of lesson cards (default 1.4)"
+    )
+    search.add_argument(
+        "--explain", action="store_true", help="show how every score was made (docs/ranking.md)"
     )
     search.add_argument("--rerank-model", metavar="MODEL", help=_RERANK_HELP + " (local store)")
     search.add_argument("--json", action="store_true", help="print the API response as JSON")

@@ -197,6 +197,8 @@ class SearchResponse:
     mode: SearchMode
     results: tuple[SearchResult, ...]
     took_ms: float
+    explain: Mapping[str, Any] | None = None
+    """The trace (``explain=True``; ``knowledge.explain``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -265,8 +267,18 @@ class KnowledgeClient:
         return list(self.search_response(scope, query, include_shared=include_shared).results)
 
     def search_response(
-        self, scope: KnowledgeScope, query: SearchQuery, *, include_shared: bool | None = None
+        self,
+        scope: KnowledgeScope,
+        query: SearchQuery,
+        *,
+        include_shared: bool | None = None,
+        explain: bool = False,
+        origin_weights: Mapping[str, float] | None = None,
+        lesson_weight: float | None = None,
     ) -> SearchResponse:
+        """``search`` with what the server says it did; ``explain`` asks for the trace
+        (``SearchResponse.explain``), ``origin_weights`` / ``lesson_weight`` override the
+        deployment's ranking weights for this search (docs/ranking.md)."""
         agent = _segment(scope.agent)
         if query.cross_context:
             path = f"/v1/agents/{agent}/search"
@@ -275,6 +287,7 @@ class KnowledgeClient:
         body = _search_body(query)
         if include_shared is not None:
             body["include_shared"] = bool(include_shared)
+        body.update(_ranking_fields(explain, origin_weights, lesson_weight))
         reply = self._call("POST", path, body)
         try:
             data = reply.body
@@ -283,6 +296,7 @@ class KnowledgeClient:
                 mode=SearchMode.parse(data["mode"]),
                 results=tuple(_result(item) for item in data["results"]),
                 took_ms=float(data.get("took_ms", 0.0)),
+                explain=data.get("explain"),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise ApiError(reply.status, f"unexpected search response: {exc}") from None
@@ -514,6 +528,20 @@ def _search_body(query: SearchQuery) -> dict[str, Any]:
     return body
 
 
+def _ranking_fields(
+    explain: bool, origin_weights: Mapping[str, float] | None, lesson_weight: float | None
+) -> dict[str, Any]:
+    """The body fields of ``search_response``'s ranking arguments (only those given)."""
+    fields: dict[str, Any] = {}
+    if explain:
+        fields["explain"] = True
+    if origin_weights is not None:
+        fields["origin_weights"] = dict(origin_weights)
+    if lesson_weight is not None:
+        fields["lesson_weight"] = lesson_weight
+    return fields
+
+
 def _json(raw: bytes) -> dict[str, Any]:
     try:
         data = json.loads(raw.decode("utf-8")) if raw else {}
@@ -577,6 +605,7 @@ def _result(item: Mapping[str, Any]) -> SearchResult:
         metadata=metadata,
         rerank_score=optional("rerank_score"),
         search_score=optional("search_score"),
+        extra=item.get("extra") is True,
     )
 
 

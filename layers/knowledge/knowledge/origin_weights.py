@@ -67,6 +67,7 @@ __all__ = [
     "parse_origin_weights",
     "pick_extra_lessons",
     "rank_weights_from_env",
+    "ranking_arguments",
     "weigh",
     "weights_from_body",
 ]
@@ -201,6 +202,19 @@ def weights_from_body(data: Mapping[str, Any], base: RankWeights | None) -> Rank
         None if origins is None else parse_origin_weights(origins, "origin_weights"),
         None if lesson is None else check_weight(lesson, "lesson_weight"),
     )
+
+
+def ranking_arguments(
+    origin_weights: Sequence[str] | None, lesson_weight: float | None
+) -> dict[str, Any]:
+    """A search body's ranking fields from command-line values (``ORIGIN=WEIGHT`` items
+    and a lesson weight), only those given; checked as the API checks them."""
+    fields: dict[str, Any] = {}
+    if origin_weights:
+        fields["origin_weights"] = parse_origin_weights(",".join(origin_weights))
+    if lesson_weight is not None:
+        fields["lesson_weight"] = check_weight(lesson_weight, "lesson_weight")
+    return fields
 
 
 def rank_weights_from_env(environ: Mapping[str, str] | None = None) -> RankWeights:
