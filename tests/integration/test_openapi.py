@@ -147,6 +147,18 @@ CASES = [
     (
         "POST",
         "/v1/agents/{agent}/contexts/{context}/search",
+        {"query": "helm", "explain": True, "origin_weights": {"upload": 0.5}, "lesson_weight": 2},
+        200,
+    ),
+    (
+        "POST",
+        "/v1/agents/{agent}/contexts/{context}/search",
+        {"query": "x", "origin_weights": {"vault": 2}},
+        400,
+    ),
+    (
+        "POST",
+        "/v1/agents/{agent}/contexts/{context}/search",
         {
             "query": "helm",
             "filter": {
@@ -247,6 +259,10 @@ def test_the_described_request_schema_refuses_what_the_server_refuses(
         {"query": ""},
         {"query": "x", "max_results": 101},
         {"query": "x", "x": 1},
+        {"query": "x", "origin_weights": {"vault": 2}},
+        {"query": "x", "origin_weights": {"shared": 50}},
+        {"query": "x", "lesson_weight": 0},
+        {"query": "x", "explain": "yes"},
         *({"query": "x", "filter": f} for f in bad_filters),
     ):
         with pytest.raises(jsonschema.ValidationError):
