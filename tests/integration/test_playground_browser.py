@@ -230,6 +230,43 @@ def test_a_hit_shows_its_origin_badge_and_link_and_the_status_its_unread_files(
     assert first.find_elements(By.CSS_SELECTOR, ".cite a.source-link") == []  # no url
 
 
+def test_the_explain_toggle_shows_the_terms_and_each_scores_numbers(
+    server: LocalServer, browser: WebDriver
+) -> None:
+    browser.get(server.url + "/")
+    wait(browser).until(lambda d: len(Select(d.find_element(By.ID, "scope")).options) == 2)
+    browser.find_element(By.CSS_SELECTOR, "input[name=mode][value=hybrid]").click()
+    box = browser.find_element(By.ID, "query")
+    box.send_keys("rolling back releases")
+    browser.find_element(By.ID, "search-button").click()
+    wait(browser).until(lambda d: len(result_paths(d)) > 0)
+    summary = browser.find_element(By.ID, "explain-summary")
+    assert not summary.is_displayed()  # off until asked for
+    assert browser.find_elements(By.CSS_SELECTOR, "#results .explain") == []
+    browser.find_element(By.ID, "explain").click()  # toggling searches again, explained
+    wait(browser).until(lambda d: d.find_element(By.ID, "explain-summary").is_displayed())
+    terms = [t.text for t in browser.find_elements(By.CSS_SELECTOR, "#explain-summary .term")]
+    assert terms == ["roll", "back", "releas"]  # the analysed (stemmed) terms
+    sides = browser.find_elements(By.CSS_SELECTOR, "#explain-summary li[data-side]")
+    assert [s.get_attribute("data-side") for s in sides] == ["keyword", "vector"]
+    assert "confidence" in sides[0].text
+    items = browser.find_elements(By.CSS_SELECTOR, "#results li.result")
+    assert items
+    for item in items:
+        line = item.find_element(By.CSS_SELECTOR, ".explain")
+        fused = float(line.get_attribute("data-fused") or "nan")
+        factor = float(line.get_attribute("data-origin-weight") or "nan") * float(
+            line.get_attribute("data-lesson-weight") or "nan"
+        )
+        score = float(item.find_element(By.CSS_SELECTOR, ".bar.score").get_attribute("data-value"))
+        assert float(line.get_attribute("data-searched") or "nan") == pytest.approx(score, abs=1e-6)
+        assert min(1.0, fused * factor) == pytest.approx(score, abs=1e-6)  # divisor 1 here
+        assert "fused" in line.text
+        assert "keyword" in line.text
+    browser.find_element(By.ID, "explain").click()  # off again
+    wait(browser).until(lambda d: not d.find_element(By.ID, "explain-summary").is_displayed())
+
+
 def test_writes_off_shows_no_upload_box_or_note_editor(
     server: LocalServer, browser: WebDriver
 ) -> None:

@@ -94,7 +94,69 @@ function sourceLink(result) {
     "open");
 }
 
+// "explain the ranking": the trace (docs/ranking.md, "Explain") beside the results.
+const num = (value) => (typeof value === "number" ? Number(value.toPrecision(4)).toString() : "-");
+
+function sideText(name, side) {
+  if (!side) return null;
+  let text = `${name}: ${side.candidates} candidates, raw ${num(side.min)}..${num(side.max)}`;
+  if (side.found !== undefined) text += `, ${side.below_floor} below floor ${num(side.floor)}`;
+  if (side.confidence !== undefined) text += `, confidence ${num(side.confidence)}`;
+  if (side.effective_weight !== undefined) {
+    text += `, weight ${num(side.weight)} → ${num(side.effective_weight)}`;
+  }
+  return el("li", { "data-side": name }, text);
+}
+
+function renderExplainSummary(trace) {
+  const box = $("explain-summary");
+  if (!trace) {
+    box.hidden = true;
+    box.replaceChildren();
+    return;
+  }
+  box.hidden = false;
+  box.replaceChildren(...trace.searches.map((search) => {
+    const weights = search.weights;
+    const origins = Object.entries(weights.origins).map(([k, v]) => `${k} ${num(v)}`).join(", ");
+    return el("div", { class: "explain-search", "data-search": search.search },
+      el("div", { class: "explain-title" }, `search ${search.search}: ${search.scope} · ${search.mode}`),
+      el("div", { class: "terms" }, "terms after analysis: ",
+        ...search.query.terms.map((term) => el("code", { class: "term" }, term))),
+      el("ul", {},
+        sideText("keyword", search.keyword),
+        sideText("vector", search.vector),
+        el("li", {}, `fusion: ${search.fusion.method}, ${search.fusion.candidates} candidates` +
+          (search.fusion.divisor !== undefined ? `, divisor ${num(search.fusion.divisor)}` : "")),
+        el("li", {}, `weights: ${origins}; lesson ${num(weights.lesson)}; divisor ${num(weights.divisor)}`),
+        el("li", {}, `min_score ${num(search.min_score.value)}: ${search.min_score.dropped} dropped; ` +
+          `per-document cap ${search.cap.max_chunks_per_document}: ${search.cap.dropped} passed over`)));
+  }));
+  if (trace.rerank) {
+    box.append(el("div", { class: "explain-rerank" },
+      `rerank: ${trace.rerank.reranker}, ${trace.rerank.moves.length} reranked`));
+  }
+}
+
+function explainEntry(entry) {
+  if (!entry) return null;
+  const side = (name, own) => (own ? (own.raw === null ? `${name} -`
+    : `${name} ${num(own.raw)} (#${own.rank}) → ${num(own.normalised)}`) : null);
+  const parts = [side("keyword", entry.keyword), side("vector", entry.vector)].filter(Boolean);
+  parts.push(`fused ${num(entry.fused)} × origin ${num(entry.origin_weight)} × lesson ` +
+    `${num(entry.lesson_weight)} = ${num(entry.searched)}`);
+  if (entry.rerank) {
+    parts.push(`rerank #${entry.rerank.from_rank} → #${entry.rerank.to_rank}` +
+      (entry.rerank.rerank_score === null ? "" : ` (${num(entry.rerank.rerank_score)})`));
+  }
+  return el("div", {
+    class: "explain", "data-fused": entry.fused, "data-origin-weight": entry.origin_weight,
+    "data-lesson-weight": entry.lesson_weight, "data-searched": entry.searched,
+  }, parts.join(" · "));
+}
+
 function renderResults(body) {
+  renderExplainSummary(body.explain);
   const list = $("results");
   list.replaceChildren();
   const heading = $("results-heading");
@@ -111,11 +173,13 @@ function renderResults(body) {
         originBadge(result),
         where ? el("span", { class: "where" }, where) : null,
         el("span", { class: "where" }, `chunk ${result.chunk_index}`),
+        result.extra ? el("span", { class: "badge extra" }, "lesson · extra") : null,
         sourceLink(result)),
       el("div", { class: "bars" },
         ...bar("score", "score", result.score),
         ...bar("keyword", "keyword", result.keyword_score),
         ...bar("vector", "vector", result.vector_score)),
+      body.explain ? explainEntry(body.explain.results[i]) : null,
       el("pre", {}, result.content)));
   });
 }
@@ -162,6 +226,7 @@ async function search(event) {
   const url = cross ? `/v1/agents/${agent}/search`
     : `/v1/agents/${agent}/contexts/${context}/search`;
   const request = { query, mode: selectedMode(), max_results: Number($("max-results").value) || 5 };
+  if ($("explain").checked) request.explain = true;
   setMessage("Searching…", false);
   try {
     const body = await getJson(url, {
@@ -237,6 +302,7 @@ async function loadScopes() {
 
 $("search-form").addEventListener("submit", search);
 $("scope").addEventListener("change", () => { loadStatus(); if ($("query").value.trim()) search(); });
+$("explain").addEventListener("change", () => { if ($("query").value.trim()) search(); });
 for (const radio of document.querySelectorAll("input[name=mode]")) {
   radio.addEventListener("change", () => { if ($("query").value.trim()) search(); });
 }
