@@ -6,6 +6,8 @@ Guarantees every implementation keeps (checked by ``tests/contract``):
   context, or agent only with ``cross_context``); the agent boundary is never crossed;
 - ``score`` in [0, 1], higher is better; results sorted by score, at most
   ``max_results``, none below ``min_score``; no match is an empty list, not an error;
+  a first page may end with up to ``RankWeights.extra_lessons`` lesson cards past
+  ``max_results``, each marked ``extra`` (``knowledge.origin_weights``);
 - an overwrite replaces all chunks of the document; a delete removes them all;
 - ``search`` is safe to call concurrently with indexing and never sees half a document
   where the backend can promise it (memory, embedded; the embedded store commits a long
