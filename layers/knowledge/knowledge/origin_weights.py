@@ -175,6 +175,12 @@ class RankWeights:
     def neutral_origins(self) -> bool:
         return all(weight == 1.0 for weight in self.origins.values())
 
+    @property
+    def inert(self) -> bool:
+        """Whether these weights change no search: neutral origins, lessons weighted
+        1.0 and none pulled in."""
+        return self.neutral_origins and self.lesson == 1.0 and self.extra_lessons == 0
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "origins": dict(self.origins),
@@ -271,9 +277,12 @@ def weigh(
     lesson, the lesson weight, divided by the ``divisor`` (module docstring), best first
     again (ties by key). ``facts(key)`` says a candidate's ``(origin, is_lesson)``.
 
-    Neutral weights and no lesson among the candidates: ``fused`` itself, unchanged."""
+    Neutral weights and no lesson among the candidates: ``fused`` itself, unchanged;
+    ``facts`` is not called at all when the weights are ``inert``."""
     factors: dict[Any, tuple[float, float]] = {}
     lessons: set[Any] = set()
+    if weights.inert:  # nothing to weigh or pull in: no candidate's facts are read
+        return fused, Weighing({}, frozenset(), 1.0, {item.key: item.score for item in fused})
     for item in fused:
         origin, lesson = facts(item.key)
         origin_weight = weights.origin_weight(origin)

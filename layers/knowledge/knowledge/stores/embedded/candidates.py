@@ -73,24 +73,32 @@ def candidate_facts(
     conn: sqlite3.Connection, *sides: Sequence[Candidate]
 ) -> Callable[[tuple[str, int, str]], tuple[object, bool]]:
     """``(origin, is_lesson)`` of each candidate key (``knowledge.origin_weights``), read
-    in one query of the two metadata keys, not the whole metadata, of the candidates."""
+    on the first call in one query of the two metadata keys (not the whole metadata) of
+    every candidate; never read when nobody asks (inert weights)."""
     rowids = {c.key: c.rowid for side in sides for c in side}
     facts: dict[int, tuple[object, bool]] = {}
-    ids = list(dict.fromkeys(rowids.values()))
-    for start in range(0, len(ids), FETCH_BATCH):
-        batch = ids[start : start + FETCH_BATCH]
-        marks = ", ".join("?" * len(batch))
-        sql = (
-            "SELECT id, json_extract(metadata, '$.origin'), json_extract(metadata, '$.kind') "  # noqa: S608
-            f"FROM chunks WHERE id IN ({marks})"
-        )
-        for rowid, origin, kind in conn.execute(sql, batch):
-            facts[rowid] = (origin, _is_lesson(kind))
+
+    def read() -> None:
+        ids = list(dict.fromkeys(rowids.values()))
+        for start in range(0, len(ids), FETCH_BATCH):
+            batch = ids[start : start + FETCH_BATCH]
+            marks = ", ".join("?" * len(batch))
+            sql = _FACTS_SQL.format(marks=marks)
+            for rowid, origin, kind in conn.execute(sql, batch):
+                facts[rowid] = (origin, _is_lesson(kind))
 
     def of(key: tuple[str, int, str]) -> tuple[object, bool]:
+        if not facts and rowids:
+            read()
         return facts.get(rowids[key], (None, False))
 
     return of
+
+
+_FACTS_SQL: Final = (
+    "SELECT id, json_extract(metadata, '$.origin'), json_extract(metadata, '$.kind') "
+    "FROM chunks WHERE id IN ({marks})"
+)
 
 
 def _is_lesson(kind: object) -> bool:

@@ -1,0 +1,132 @@
+"""knowledge.origin_weights and knowledge.explain as pure functions (issue 29): parsing and
+bounds, the weighing and its divisor, the lesson extras, the trace of a reciprocal-rank
+fusion and its text form."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from knowledge import explain
+from knowledge.embedding.hashing import HashingEmbedder
+from knowledge.errors import ValidationError
+from knowledge.fusion import Fused
+from knowledge.model import SearchMode, SearchQuery
+from knowledge.origin_weights import (
+    NEUTRAL,
+    RankWeights,
+    is_lesson,
+    lesson_extras,
+    parse_origin_weights,
+    ranking_arguments,
+    weigh,
+    weights_from_body,
+)
+from knowledge.scope import KnowledgeScope
+from knowledge.source import SourceDocument
+from knowledge.stores.embedded import EmbeddedKnowledgeStore
+
+
+def fused(*scores: float) -> list[Fused[str]]:
+    return [Fused(f"k{i}", s) for i, s in enumerate(scores)]
+
+
+FACTS = {"k0": ("upload", False), "k1": ("manual", False), "k2": ("shared", True)}
+
+
+def test_parsing_names_the_field_and_the_bounds() -> None:
+    assert parse_origin_weights("manual=1.5, shared = 0.5") == {"manual": 1.5, "shared": 0.5}
+    for bad, field in (
+        ("manual", "origin_weights"),
+        ("manual=x", "origin_weights.manual"),
+        ({"shared": 0.05}, "origin_weights.shared"),
+        ({"shared": float("nan")}, "origin_weights.shared"),
+        ({"git": 1}, "origin_weights"),
+    ):
+        with pytest.raises(ValidationError) as caught:
+            parse_origin_weights(bad)
+        assert caught.value.field == field
+    with pytest.raises(ValidationError, match="extra_lessons"):
+        RankWeights(extra_lessons=6)
+    assert ranking_arguments(["shared=0.5"], 2.0) == {
+        "origin_weights": {"shared": 0.5},
+        "lesson_weight": 2.0,
+    }
+    assert weights_from_body({}, None) is None
+    over = weights_from_body({"origin_weights": {"repo": 2}}, RankWeights({"manual": 3}))
+    assert over is not None
+    assert (over.origins["repo"], over.origins["manual"], over.lesson) == (2.0, 3.0, 1.4)
+
+
+def test_is_lesson_reads_a_kind_or_a_list_of_kinds() -> None:
+    assert is_lesson({"kind": "lesson"})
+    assert is_lesson({"kind": ["faq", "lesson"]})
+    assert not is_lesson({"kind": "Lesson learned"})
+    assert not is_lesson({})
+
+
+def test_weigh_multiplies_and_divides_only_past_one() -> None:
+    weights = RankWeights({"manual": 0.5}, lesson=1.4)
+    ranked, weighing = weigh(fused(1.0, 0.8, 0.5), FACTS.__getitem__, weights)
+    assert [(i.key, i.score) for i in ranked] == [("k0", 1.0), ("k2", 0.7), ("k1", 0.4)]
+    assert weighing.divisor == 1.0
+    assert weighing.lessons == {"k2"}
+    lifted, weighing = weigh(fused(1.0, 0.8, 0.9), FACTS.__getitem__, weights)
+    assert weighing.divisor == pytest.approx(1.26)
+    assert [i.key for i in lifted] == ["k2", "k0", "k1"]
+    assert lifted[0].score == pytest.approx(1.0)
+    assert lifted[1].score == pytest.approx(1.0 / 1.26)
+
+
+def test_inert_weights_read_no_facts() -> None:
+    def facts(_key: str) -> tuple[object, bool]:
+        raise AssertionError("facts read")
+
+    inert = RankWeights(lesson=1.0, extra_lessons=0)
+    candidates = fused(1.0, 0.5)
+    ranked, weighing = weigh(candidates, facts, inert)
+    assert ranked is candidates
+    assert weighing.divisor == 1.0
+    unchanged, _ = weigh(candidates, lambda _k: ("upload", False), NEUTRAL)
+    assert unchanged is candidates  # neutral and no lesson: the same list
+
+
+def test_lesson_extras_are_bounded_first_page_only_and_above_min_score() -> None:
+    facts = {f"k{i}": ("upload", i >= 2) for i in range(6)}
+    weights = RankWeights(lesson=1.0, extra_lessons=2)
+    ranked, weighing = weigh(fused(1.0, 0.9, 0.8, 0.7, 0.6, 0.05), facts.__getitem__, weights)
+    page = ranked[:1]
+    extras = lesson_extras(ranked, page, weighing, weights, offset=0, min_score=0.1)
+    assert [i.key for i in extras] == ["k2", "k3"]
+    assert lesson_extras(ranked, page, weighing, weights, offset=1, min_score=0.0) == []
+    tail = lesson_extras(ranked, ranked[:4], weighing, weights, offset=0, min_score=0.1)
+    assert [i.key for i in tail] == ["k4"]  # k5 is below min_score
+
+
+def test_the_trace_of_reciprocal_rank_fusion_recomputes_its_scores(tmp_path: Path) -> None:
+    scope = KnowledgeScope("a", "c")
+    store = EmbeddedKnowledgeStore(tmp_path / "k.db", embedder=HashingEmbedder(64), fusion="rrf")
+    try:
+        for i, text in enumerate(
+            ["otter dam river", "otter otter", "river bank", "dam building river otter"]
+        ):
+            data = text.encode()
+            store.upsert_document(scope, SourceDocument(f"d{i}.md", len(data), lambda d=data: d))
+        with explain.explaining() as recorded:
+            results = store.search(
+                scope, SearchQuery("otter river", mode=SearchMode.HYBRID, max_results=4)
+            )
+        body = recorded.to_dict(results)
+        assert body["searches"][0]["fusion"]["method"] == "rrf"
+        assert results
+        for index, result in enumerate(results):
+            assert explain.recompute(result.to_dict(), body, index) == pytest.approx(
+                result.score, abs=1e-12
+            )
+        text = explain.format_trace(body, [r.to_dict() for r in results])
+        assert "terms: otter, river" in text
+        assert "fusion: rrf" in text
+        assert all(f"[{i}] " in text for i in range(1, len(results) + 1))
+    finally:
+        store.close()
