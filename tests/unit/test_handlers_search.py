@@ -590,3 +590,23 @@ def test_jwt_mode_documents_need_the_agent_in_the_token(jwt_search):
         status, body = jwt_search.invoke(jwt_event(sample, refused))
         assert (status, body["field"]) == (403, "agent"), sample
         assert jwt_search.invoke(jwt_event(sample, {"sub": "u-1", "agents": "ops-bot"}))[0] == 200
+
+
+def test_explain_through_the_lambda_shows_the_korean_terms_and_recomputes_scores(
+    search: Search, store: MemoryKnowledgeStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from knowledge import explain
+
+    # The deployment's weights come from the template's parameters (the environment).
+    monkeypatch.setenv("KB_ORIGIN_WEIGHTS", "upload=0.5")
+    search.module.container.api = KnowledgeApi(store)
+    event = with_body(load_event("api_search.json"), {"query": "배포했다 실패", "explain": True})
+    status, body = search.invoke(event)
+    assert status == 200
+    trace = body["explain"]
+    assert trace["searches"][0]["query"]["terms"] == ["배포", "실패"]
+    assert trace["searches"][0]["weights"]["origins"]["upload"] == 0.5
+    assert [r["document_path"] for r in body["results"]] == ["장애 대응/배포 실패.md"]
+    assert body["results"][0]["score"] == pytest.approx(0.5)
+    for index, result in enumerate(body["results"]):
+        assert explain.recompute(result, trace, index) == pytest.approx(result["score"], abs=2e-6)
