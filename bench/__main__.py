@@ -35,6 +35,7 @@ COMMANDS = {
     "hashing-variants": "a probe: richer hashing embedders (stop words, stems, dimensions)",
     "rerank": "search latency with the Bedrock reranking stage (fake endpoint) vs without",
     "repo-sync": "a 5,000-file Git repository synced, then after a one-file commit",
+    "ranking-cost": "embedded store: search p50 with origin/lesson weights and explain vs inert",
     "report": "write bench/REPORT.md and the plots from bench/results/*.json",
 }
 
@@ -51,6 +52,7 @@ MODULES = {
     "hybrid-page": "hybrid_page",
     "hashing-variants": "hashing_variants",
     "repo-sync": "repo_sync",
+    "ranking-cost": "ranking_cost",
 }
 
 

@@ -1312,3 +1312,26 @@ def test_a_scope_without_documents_has_no_last_indexed_time_even_if_a_number_com
     assert parse_scope_stats(response) == ScopeStats(
         document_count=0, chunk_count=0, last_indexed_at=None
     )
+
+
+def test_named_clauses_wrap_a_search_without_changing_what_it_matches() -> None:
+    q = queries
+    lesson = {"term": {"metadata_terms": "kind\x1flesson"}}
+    plain = q.keyword_search_body("walrus", [], 10, candidates=True)
+    named = q.keyword_search_body("walrus", [], 10, candidates=True, named={"lesson": lesson})
+    assert named["query"] == {
+        "bool": {
+            "must": [plain["query"]],
+            "should": [{"constant_score": {"filter": lesson, "boost": 0.0, "_name": "lesson"}}],
+        }
+    }
+    assert q.keyword_search_body("walrus", [], 10, named={}) == q.keyword_search_body(
+        "walrus", [], 10
+    )
+    vector = q.vector_search_body([1.0, 0.0], [], 5, candidates=True, named={"lesson": lesson})
+    assert "knn" in vector["query"]["bool"]["must"][0]
+    hits = q.parse_candidates(
+        {"hits": {"hits": [{"_id": "d:g:0", "_score": 1.0, "matched_queries": ["lesson"]}]}}
+    )
+    assert hits[0].source[q.MATCHED] == ("lesson",)
+    assert "hits.hits.matched_queries" in q.CANDIDATES_FILTER_PATH
