@@ -91,6 +91,32 @@ def test_search_status_and_reindex_against_the_local_server(local: LocalServer) 
     assert client.health()["status"] == "ok"
 
 
+def test_explain_and_weights_travel_through_the_client(local: LocalServer) -> None:
+    from knowledge import explain
+
+    client = KnowledgeClient(local.url)
+    scope = KnowledgeScope("ops-bot", "runbooks")
+    query = SearchQuery("helm rollback", max_results=3, mode=SearchMode.HYBRID)
+    plain = client.search_response(scope, query)
+    assert plain.explain is None
+    response = client.search_response(
+        scope, query, explain=True, origin_weights={"upload": 0.5}, lesson_weight=2.0
+    )
+    assert response.explain is not None
+    search = response.explain["searches"][0]
+    assert (search["weights"]["origins"]["upload"], search["weights"]["lesson"]) == (0.5, 2.0)
+    assert search["query"]["terms"] == ["helm", "rollback"]
+    assert [r.score for r in response.results] == [
+        pytest.approx(r.score * 0.5, abs=2e-6) for r in plain.results
+    ]
+    for index, result in enumerate(response.results):
+        recomputed = explain.recompute(result.to_dict(), response.explain, index)
+        assert recomputed == pytest.approx(result.score, abs=2e-6)
+    with pytest.raises(ValidationError) as caught:
+        client.search_response(scope, query, origin_weights={"shared": 100})
+    assert caught.value.field == "origin_weights.shared"
+
+
 def test_a_reranking_server_answers_rerank_scores_through_the_client(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -603,3 +603,35 @@ def test_serve_write_and_shared_flags_and_their_refusals(
     assert "cannot be granted" in capsys.readouterr().err
     assert main(["put", str(root), "--agent", "a", "--context", "c"]) == 2  # no --api-url
     assert "give --api-url" in capsys.readouterr().err
+
+
+def test_search_explain_and_weights(
+    docs: Path, db: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from knowledge import explain
+
+    index(docs, db, capsys)
+    argv = ["search", "롤백 절차", *scope_args(db), "--mode", "keyword"]
+    code, out, _ = run([*argv, "--json"], capsys)
+    plain = json.loads(out)
+    code, out, _ = run([*argv, "--json", "--explain", "--origin-weight", "upload=0.5"], capsys)
+    assert code == 0
+    body = json.loads(out)
+    assert body["explain"]["searches"][0]["query"]["terms"] == ["롤백", "절차"]
+    assert [r["score"] for r in body["results"]] == [
+        pytest.approx(r["score"] * 0.5, abs=2e-6) for r in plain["results"]
+    ]
+    for i, result in enumerate(body["results"]):
+        assert explain.recompute(result, body["explain"], i) == pytest.approx(
+            result["score"], abs=2e-6
+        )
+    # The deployment's weights for a local search come from the environment.
+    monkeypatch.setenv("KB_ORIGIN_WEIGHTS", "upload=0.5")
+    code, out, _ = run([*argv, "--explain"], capsys)
+    assert code == 0
+    assert "--- explain ---" in out
+    assert "terms: 롤백, 절차" in out
+    assert "upload=0.5" in out
+    code, _, err = run([*argv, "--origin-weight", "vault=2"], capsys)
+    assert code == 2
+    assert "origin_weights" in err
