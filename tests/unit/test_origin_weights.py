@@ -130,3 +130,21 @@ def test_the_trace_of_reciprocal_rank_fusion_recomputes_its_scores(tmp_path: Pat
         assert all(f"[{i}] " in text for i in range(1, len(results) + 1))
     finally:
         store.close()
+
+
+def test_lesson_extras_keep_the_per_document_cap() -> None:
+    facts = {f"k{i}": ("upload", True) for i in range(4)}
+    weights = RankWeights(lesson=1.0, extra_lessons=2)
+    ranked, weighing = weigh(fused(1.0, 0.9, 0.8, 0.7), facts.__getitem__, weights)
+    document = {"k0": "a", "k1": "a", "k2": "a", "k3": "b"}.__getitem__
+    extras = lesson_extras(
+        ranked,
+        ranked[:2],
+        weighing,
+        weights,
+        offset=0,
+        min_score=0.0,
+        per_document=2,
+        document_of=document,
+    )
+    assert [i.key for i in extras] == ["k3"]  # document a has its 2 chunks on the page

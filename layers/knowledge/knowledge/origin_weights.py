@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Final
@@ -315,21 +315,34 @@ def lesson_extras(
     *,
     offset: int,
     min_score: float,
+    per_document: int | None = None,
+    document_of: Callable[[K], Hashable] | None = None,
 ) -> list[Fused[K]]:
     """The lesson candidates appended to a first page (``offset`` 0): up to
     ``weights.extra_lessons`` of those at or above ``min_score`` that are not on it, in
-    rank order. Later pages get none (a lesson appended to the first one is still listed
-    at its own place when paging reaches it)."""
+    rank order, within the per-document cap (``per_document`` chunks of a document in
+    all, page and extras; ``document_of`` names it). Later pages get none (a lesson
+    appended to the first one is still listed at its own place when paging reaches it)."""
     if offset != 0 or weights.extra_lessons == 0 or not weighing.lessons:
         return []
     shown = {item.key for item in page}
+    taken: dict[Hashable, int] = {}
+    if document_of is not None:
+        for item in page:
+            taken[document_of(item.key)] = taken.get(document_of(item.key), 0) + 1
     extras: list[Fused[K]] = []
     for item in ranked:
         if len(extras) == weights.extra_lessons:
             break
         lesson = item.key in weighing.lessons and item.key not in shown
-        if lesson and item.score + 1e-12 >= min_score:
-            extras.append(item)
+        if not lesson or item.score + 1e-12 < min_score:
+            continue
+        if document_of is not None and per_document is not None:
+            document = document_of(item.key)
+            if taken.get(document, 0) >= per_document:
+                continue
+            taken[document] = taken.get(document, 0) + 1
+        extras.append(item)
     return extras
 
 

@@ -68,7 +68,14 @@ def weighted_page(
         document_of=document_of,
     )
     extras = lesson_extras(
-        ranked, page, weighing, weights, offset=query.offset, min_score=query.min_score
+        ranked,
+        page,
+        weighing,
+        weights,
+        offset=query.offset,
+        min_score=query.min_score,
+        per_document=query.max_chunks_per_document,
+        document_of=document_of,
     )
 
     def record() -> Callable[[K, bool], dict[str, Any]]:
