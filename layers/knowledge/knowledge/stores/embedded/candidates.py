@@ -70,26 +70,30 @@ def chunk_rows(
 
 
 def candidate_facts(
-    conn: sqlite3.Connection, *sides: Sequence[Candidate]
+    conn: sqlite3.Connection, *sides: Sequence[Candidate], origins: bool = True
 ) -> Callable[[tuple[str, int, str]], tuple[object, bool]]:
     """``(origin, is_lesson)`` of each candidate key (``knowledge.origin_weights``), read
-    on the first call in one query of the two metadata keys (not the whole metadata) of
-    every candidate; never read when nobody asks (inert weights)."""
+    on the first call in one query of the candidates' metadata keys (never read when
+    nobody asks: inert weights). Without ``origins`` (every origin weighted 1.0, so none
+    matters) only the rows whose metadata names a ``kind`` are parsed at all, and the
+    origin is left ``None``."""
     rowids = {c.key: c.rowid for side in sides for c in side}
     facts: dict[int, tuple[object, bool]] = {}
+    read = [False]
 
-    def read() -> None:
+    def load() -> None:
+        read[0] = True
         ids = list(dict.fromkeys(rowids.values()))
+        sql = _FACTS_SQL if origins else _KIND_SQL
         for start in range(0, len(ids), FETCH_BATCH):
             batch = ids[start : start + FETCH_BATCH]
             marks = ", ".join("?" * len(batch))
-            sql = _FACTS_SQL.format(marks=marks)
-            for rowid, origin, kind in conn.execute(sql, batch):
+            for rowid, origin, kind in conn.execute(sql.format(marks=marks), batch):
                 facts[rowid] = (origin, _is_lesson(kind))
 
     def of(key: tuple[str, int, str]) -> tuple[object, bool]:
-        if not facts and rowids:
-            read()
+        if not read[0]:
+            load()
         return facts.get(rowids[key], (None, False))
 
     return of
@@ -98,6 +102,11 @@ def candidate_facts(
 _FACTS_SQL: Final = (
     "SELECT id, json_extract(metadata, '$.origin'), json_extract(metadata, '$.kind') "
     "FROM chunks WHERE id IN ({marks})"
+)
+# A row without the text '"kind"' has no kind key: skipped before any JSON is parsed.
+_KIND_SQL: Final = (
+    "SELECT id, NULL, json_extract(metadata, '$.kind') FROM chunks "
+    "WHERE id IN ({marks}) AND instr(metadata, '\"kind\"') > 0"
 )
 
 

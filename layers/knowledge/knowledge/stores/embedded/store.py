@@ -87,6 +87,7 @@ from knowledge.model import (
     SearchQuery,
     SearchResult,
 )
+from knowledge.origin_weights import NEUTRAL
 from knowledge.scope import KnowledgeScope
 from knowledge.store import StoredDocument
 from knowledge.text import has_cjk
@@ -342,10 +343,11 @@ class EmbeddedKnowledgeStore(IndexingStoreMixin):
                         display=self._display,
                     )
                 cjk = has_cjk(query.text)
+                neutral = (query.weights or NEUTRAL).neutral_origins
                 sides = (keyword, vector)
                 page = weighted_page(
                     self._fuse(mode, keyword, vector, cjk_query=cjk),
-                    candidate_facts(conn, keyword, vector),
+                    candidate_facts(conn, keyword, vector, origins=not neutral),
                     query,
                     document_of=_document_of,
                     trace=functools.partial(self._trace, scope, query, mode, sides, cjk=cjk),
