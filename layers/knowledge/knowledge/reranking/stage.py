@@ -12,7 +12,10 @@
    ``rerank_score`` null and ``score = min(search_score, the lowest rerank score)``, so
    the list stays sorted by ``score``;
 3. drops results below ``min_score`` and returns the page ``[offset, offset +
-   max_results)``, with a ``RerankReport`` (the response's ``rerank`` field).
+   max_results)``, with a ``RerankReport`` (the response's ``rerank`` field); a first
+   page gets the lesson cards past it (``origin_weights.pick_extra_lessons``), picked
+   from the reranked order, and, inside ``explain.explaining()``, each result's
+   explanation says its move (``explain_moves``).
 
 The reranker gets ``timeout`` seconds, less when the request's deadline
 (``knowledge.deadline``) is nearer. If it fails, answers something unusable or is late,
