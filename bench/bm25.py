@@ -18,9 +18,9 @@ from typing import Any
 from bench.environment import log, opensearch_node, write_result
 from bench.manpages import load_corpus
 from bench.stores import SCOPE, delete_index, open_store, unique_index_name
+from knowledge.core.model import IndexOptions
 from knowledge.embedding.hashing import HashingEmbedder
-from knowledge.model import IndexOptions
-from knowledge.sources.local import LocalDirectorySource
+from knowledge.ingest.sources.local import LocalDirectorySource
 
 __all__ = ["add_arguments", "main"]
 
@@ -52,8 +52,8 @@ def _mrr(client: Any, index: str, corpus: Any) -> float:
 
 def main(args: argparse.Namespace) -> None:
     from knowledge.stores.opensearch.client import create_client
-    from knowledge.stores.opensearch.config import OpenSearchConfig
     from knowledge.stores.opensearch.mapping import index_body
+    from knowledge.stores.opensearch.settings import OpenSearchConfig
 
     corpus = load_corpus(args.limit or None)
     rows: list[dict[str, Any]] = []

@@ -49,8 +49,8 @@ from typing import Any
 from bench.environment import BENCH_DIR, REPO_ROOT, log, opensearch_node, write_result
 from bench.metrics import summarize
 from bench.stores import SCOPE, delete_index, open_store, unique_index_name
-from knowledge.model import IndexOptions
-from knowledge.sources.local import LocalDirectorySource
+from knowledge.core.model import IndexOptions
+from knowledge.ingest.sources.local import LocalDirectorySource
 
 __all__ = ["add_arguments", "build_artifacts", "main"]
 

@@ -36,9 +36,9 @@ from bench.manpages import load_corpus
 from bench.pdf_libraries import LibrarySource, product_supports
 from bench.quality import DEFAULT_CHUNKS, score_modes
 from bench.stores import EMBEDDERS, SCOPE, make_embedder, open_store
-from knowledge.model import IndexOptions
-from knowledge.source import DocumentSource
-from knowledge.sources.local import LocalDirectorySource
+from knowledge.core.model import IndexOptions
+from knowledge.core.source import DocumentSource
+from knowledge.ingest.sources.local import LocalDirectorySource
 
 __all__ = ["TARGET_DELTA", "add_arguments", "main"]
 

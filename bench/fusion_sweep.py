@@ -62,10 +62,10 @@ from bench.stores import (
     open_store,
     unique_index_name,
 )
-from knowledge import fusion
-from knowledge.model import IndexOptions, SearchQuery
-from knowledge.sources.local import LocalDirectorySource
-from knowledge.text import has_cjk
+from knowledge.core.model import IndexOptions, SearchQuery
+from knowledge.ingest.sources.local import LocalDirectorySource
+from knowledge.ranking import fusion
+from knowledge.ranking.analysis import has_cjk
 
 __all__ = ["add_arguments", "main"]
 

@@ -35,10 +35,10 @@ from bench.environment import log, opensearch_node, write_result
 from bench.manpages import load_corpus
 from bench.metrics import summarize
 from bench.stores import SCOPE, delete_index, open_store, unique_index_name
+from knowledge.core.model import IndexOptions, SearchMode, SearchQuery
 from knowledge.embedding.hashing import HashingEmbedder
-from knowledge.fusion import HYBRID_CANDIDATES
-from knowledge.model import IndexOptions, SearchMode, SearchQuery
-from knowledge.sources.local import LocalDirectorySource
+from knowledge.ingest.sources.local import LocalDirectorySource
+from knowledge.ranking.fusion import HYBRID_CANDIDATES
 
 __all__ = ["add_arguments", "main"]
 
@@ -60,7 +60,7 @@ def _ms(started: float) -> float:
 def main(args: argparse.Namespace) -> None:
     from knowledge.stores.opensearch import queries
     from knowledge.stores.opensearch.client import create_client
-    from knowledge.stores.opensearch.config import OpenSearchConfig
+    from knowledge.stores.opensearch.settings import OpenSearchConfig
 
     tops = [int(k) for k in args.tops.split(",")]
     ways = ["product", *(f"top-{k}" for k in tops), "sources"]

@@ -33,14 +33,14 @@ from bench.client_probe import RecordingClient
 from bench.environment import log, opensearch_node, write_result
 from bench.manpages import Corpus, load_corpus
 from bench.stores import SCOPE, delete_index, open_store, unique_index_name
-from knowledge.chunking import MarkdownSectionChunker
+from knowledge.core.identity import chunk_id
+from knowledge.core.model import FileProblem, IndexOptions, IndexResult
+from knowledge.core.scope import KnowledgeScope
 from knowledge.embedding.hashing import HashingEmbedder
-from knowledge.identity import chunk_id
-from knowledge.indexing import Indexer
-from knowledge.model import FileProblem, IndexOptions, IndexResult
-from knowledge.scope import KnowledgeScope
-from knowledge.sources.local import LocalDirectorySource
-from knowledge.store import DocumentHeader, EmbeddedChunk, StoredDocument
+from knowledge.ingest.chunking import MarkdownSectionChunker
+from knowledge.ingest.pipeline import Indexer
+from knowledge.ingest.sources.local import LocalDirectorySource
+from knowledge.stores.protocol import DocumentHeader, EmbeddedChunk, StoredDocument
 
 __all__ = ["RecordingWriter", "add_arguments", "main"]
 
@@ -175,8 +175,8 @@ def _bulk_actions(
 def run_raw_bulk(url: str, writer: RecordingWriter) -> dict[str, float]:
     from opensearchpy import OpenSearch, helpers
 
-    from knowledge.stores.opensearch.config import OpenSearchConfig
     from knowledge.stores.opensearch.mapping import index_body
+    from knowledge.stores.opensearch.settings import OpenSearchConfig
 
     defaults = OpenSearchConfig(url=url)
     embedder = HashingEmbedder()

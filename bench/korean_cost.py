@@ -22,9 +22,9 @@ from bench.gimp_help import load_gimp_help
 from bench.manpages import Corpus
 from bench.metrics import percentile
 from bench.stores import SCOPE, delete_index, open_store, unique_index_name
-from knowledge.model import IndexOptions, SearchMode, SearchQuery
-from knowledge.sources.local import LocalDirectorySource
-from knowledge.text import ANALYSIS
+from knowledge.core.model import IndexOptions, SearchMode, SearchQuery
+from knowledge.ingest.sources.local import LocalDirectorySource
+from knowledge.ranking.analysis import ANALYSIS
 
 __all__ = ["add_arguments", "main"]
 

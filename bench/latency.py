@@ -29,12 +29,12 @@ from bench.environment import log, opensearch_node, write_result
 from bench.manpages import load_corpus
 from bench.metrics import summarize
 from bench.stores import SCOPE, delete_index, open_store, unique_index_name
-from knowledge import fusion
+from knowledge.core.model import IndexOptions, SearchMode, SearchQuery
 from knowledge.embedding.hashing import HashingEmbedder
-from knowledge.fusion import candidate_count
-from knowledge.model import IndexOptions, SearchMode, SearchQuery
-from knowledge.sources.local import LocalDirectorySource
-from knowledge.store import KnowledgeStore
+from knowledge.ingest.sources.local import LocalDirectorySource
+from knowledge.ranking import fusion
+from knowledge.ranking.fusion import candidate_count
+from knowledge.stores.protocol import KnowledgeStore
 
 __all__ = ["add_arguments", "main"]
 
@@ -95,7 +95,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace) -> None:
     from knowledge.stores.opensearch import queries
     from knowledge.stores.opensearch.client import create_client
-    from knowledge.stores.opensearch.config import OpenSearchConfig
+    from knowledge.stores.opensearch.settings import OpenSearchConfig
 
     corpus = load_corpus(args.limit or None)
     texts = [q.text for q in corpus.queries]

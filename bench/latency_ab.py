@@ -67,11 +67,11 @@ def _worker(args: argparse.Namespace) -> None:
     from bench.latency import _time_store
     from bench.manpages import load_corpus
     from bench.stores import SCOPE, delete_index, open_store, unique_index_name
+    from knowledge.core.model import IndexOptions, SearchMode, SearchQuery
     from knowledge.embedding.hashing import HashingEmbedder
-    from knowledge.model import IndexOptions, SearchMode, SearchQuery
-    from knowledge.sources.local import LocalDirectorySource
+    from knowledge.ingest.sources.local import LocalDirectorySource
     from knowledge.stores.opensearch.client import create_client
-    from knowledge.stores.opensearch.config import OpenSearchConfig
+    from knowledge.stores.opensearch.settings import OpenSearchConfig
 
     url = args.worker
     corpus = load_corpus(args.limit or None)

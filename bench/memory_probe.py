@@ -22,10 +22,10 @@ def main() -> None:
     folder, out = Path(sys.argv[1]), Path(sys.argv[2])
     import numpy  # noqa: F401 - the store loads it on the first vector write; count it as baseline
 
+    from knowledge.core.model import IndexOptions
+    from knowledge.core.scope import KnowledgeScope
     from knowledge.embedding.hashing import HashingEmbedder
-    from knowledge.model import IndexOptions
-    from knowledge.scope import KnowledgeScope
-    from knowledge.sources.local import LocalDirectorySource
+    from knowledge.ingest.sources.local import LocalDirectorySource
     from knowledge.stores.embedded import EmbeddedKnowledgeStore
 
     with tempfile.TemporaryDirectory(prefix="kb-memory-") as tmp:

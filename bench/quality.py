@@ -45,11 +45,11 @@ from bench.stores import (
     refresh_index,
     unique_index_name,
 )
+from knowledge.core.model import IndexOptions, SearchMode, SearchQuery
 from knowledge.embedding.base import EmbeddingClient
-from knowledge.model import IndexOptions, SearchMode, SearchQuery
-from knowledge.sources.local import LocalDirectorySource
-from knowledge.store import KnowledgeStore
-from knowledge.text import keyword_terms
+from knowledge.ingest.sources.local import LocalDirectorySource
+from knowledge.ranking.analysis import keyword_terms
+from knowledge.stores.protocol import KnowledgeStore
 
 __all__ = ["add_arguments", "evaluate_store", "main", "score_modes"]
 

@@ -50,15 +50,13 @@ import numpy as np
 from opensearchpy import OpenSearch
 
 from bench.environment import log, opensearch_node, write_result
-from knowledge.chunking import MarkdownSectionChunker
+from knowledge.core.model import DocumentChunk, IndexOptions, SearchMode, SearchQuery
+from knowledge.core.scope import KnowledgeScope
+from knowledge.core.source import SourceDocument
 from knowledge.embedding.hashing import HashingEmbedder
-from knowledge.fusion import candidate_count
-from knowledge.model import DocumentChunk, IndexOptions, SearchMode, SearchQuery
-from knowledge.scope import KnowledgeScope
-from knowledge.source import SourceDocument
-from knowledge.store import DocumentHeader
+from knowledge.ingest.chunking import MarkdownSectionChunker
+from knowledge.ranking.fusion import candidate_count
 from knowledge.stores.opensearch import OpenSearchConfig, OpenSearchKnowledgeStore, queries
-from knowledge.stores.opensearch.config import DEFAULT_EF_SEARCH
 from knowledge.stores.opensearch.mapping import (
     CHUNK_INDEX,
     DOCUMENT_PATH,
@@ -71,6 +69,8 @@ from knowledge.stores.opensearch.scope_size import (
     parse_chunk_total,
     scope_chunks_body,
 )
+from knowledge.stores.opensearch.settings import DEFAULT_EF_SEARCH
+from knowledge.stores.protocol import DocumentHeader
 
 __all__ = ["add_arguments", "main"]
 

@@ -3,12 +3,12 @@
 Two kinds of event, one thin adapter each:
 
 - API Gateway (HTTP API v2): ``POST|GET .../repos``, ``GET|DELETE .../repos/{name}``,
-  ``POST .../repos/{name}/sync``, answered by ``knowledge.api.repo_route`` over the AWS
-  ``RepoService`` (``knowledge.repos.aws``): registrations in the bucket under
+  ``POST .../repos/{name}/sync``, answered by ``knowledge.service.api.repo_route`` over the AWS
+  ``RepoService`` (``knowledge.ingest.repos.aws``): registrations in the bucket under
   ``.kb@repos/``, a sync request queued (202). Authorization as on the search routes
-  (``knowledge.access``): reading like status, managing like reindex (JWT: its scope).
+  (``knowledge.aws.access``): reading like status, managing like reindex (JWT: its scope).
 - SQS (the repo sync queue, fed by the route and by EventBridge Scheduler):
-  ``knowledge.repos.aws.handle_sync_message`` per record, with partial batch failures;
+  ``knowledge.ingest.repos.aws.handle_sync_message`` per record, with partial batch failures;
   a sync mirrors the repository into ``<agent>/<context>/_repos/<name>/`` of the bucket
   and the bucket's notifications index it.
 
@@ -27,8 +27,14 @@ from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.logging.utils import copy_config_to_registered_loggers
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from knowledge.access import AccessPolicy, Operation
-from knowledge.api import ApiResponse, error_response, path_segment, repo_route, request_body
+from knowledge.aws.access import AccessPolicy, Operation
+from knowledge.service.api import (
+    ApiResponse,
+    error_response,
+    path_segment,
+    repo_route,
+    request_body,
+)
 
 __all__ = ["Container", "app", "container", "lambda_handler"]
 
@@ -62,7 +68,7 @@ def _clients() -> None:
 
 def _queue() -> Any:
     if container.queue is None:
-        from knowledge.repos.aws import RepoSyncQueue
+        from knowledge.ingest.repos.aws import RepoSyncQueue
 
         _clients()
         container.queue = RepoSyncQueue(container.sqs, os.environ["REPO_SYNC_QUEUE_URL"])
@@ -71,7 +77,7 @@ def _queue() -> Any:
 
 def _service() -> Any:
     if container.service is None:
-        from knowledge.repos.aws import aws_repo_service
+        from knowledge.ingest.repos.aws import aws_repo_service
 
         _clients()
         container.service = aws_repo_service(container.s3, os.environ["DOCUMENTS_BUCKET"], _queue())
@@ -141,7 +147,7 @@ def handle_error(exc: Exception) -> Response[str]:
 
 
 def _sync_batch(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    from knowledge.repos.aws import handle_sync_message, secret_reader
+    from knowledge.ingest.repos.aws import handle_sync_message, secret_reader
 
     service = _service()
     failures: list[dict[str, str]] = []

@@ -1,21 +1,21 @@
 """Search function: the HTTP API (DESIGN.md section 3) on API Gateway (IAM or JWT auth).
 
-A thin adapter over ``knowledge.api.KnowledgeApi``, the code the local server runs too:
+A thin adapter over ``knowledge.service.api.KnowledgeApi``, the code the local server runs too:
 the routes take the scope from the path, hand the body to the API, and turn its
 ``ApiResponse`` into an HTTP response. Every error becomes a response in one place,
-``knowledge.api.error_response`` (bad input 400 with the field, never a 500 with a
+``knowledge.service.api.error_response`` (bad input 400 with the field, never a 500 with a
 trace; a 5xx carries a plain message and the request id, its details are logged).
 ``POST .../reindex`` queues one scope reindex message for the indexer function, which
-pages through the scope (``knowledge.reindex_queue``), and answers 202 at once. The
+pages through the scope (``knowledge.aws.reindex_queue``), and answers 202 at once. The
 write routes (``PUT``/``DELETE .../documents/{path}``, ``POST .../uploads``) put, delete
-or presign objects in the documents bucket (``knowledge.writes_s3``) and answer 202; the
+or presign objects in the documents bucket (``knowledge.aws.writes``) and answer 202; the
 event pipeline indexes them. A granted agent's searches include its shared libraries
-(``KB_SHARED_GRANTS``, ``knowledge.shared``).
+(``KB_SHARED_GRANTS``, ``knowledge.search.shared``).
 
-Path segments are used as sent (``rawPath``; ``knowledge.api.path_segment`` refuses a
-percent-encoded one), and ``knowledge.access.AccessPolicy`` decides whether the caller
+Path segments are used as sent (``rawPath``; ``knowledge.service.api.path_segment`` refuses a
+percent-encoded one), and ``knowledge.aws.access.AccessPolicy`` decides whether the caller
 may use the path's agent (JWT mode: the token's ``agents`` claim; reindex needs its own
-scope). The body is decoded by ``knowledge.api.request_body`` (any bytes may arrive
+scope). The body is decoded by ``knowledge.service.api.request_body`` (any bytes may arrive
 base64-encoded: non-UTF-8 is a 400, not a 500).
 
 Logs: Powertools JSON with the API Gateway request id as correlation id, and the
@@ -43,23 +43,29 @@ from aws_lambda_powertools.logging.utils import copy_config_to_registered_logger
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from knowledge.access import AccessPolicy, Operation
-from knowledge.api import ApiResponse, KnowledgeApi, error_response, path_segment, request_body
-from knowledge.deadline import request_budget, time_budget
-from knowledge.scope import KnowledgeScope
+from knowledge.aws.access import AccessPolicy, Operation
+from knowledge.core.deadline import request_budget, time_budget
+from knowledge.core.scope import KnowledgeScope
+from knowledge.service.api import (
+    ApiResponse,
+    KnowledgeApi,
+    error_response,
+    path_segment,
+    request_body,
+)
 
 if TYPE_CHECKING:
     from aws_lambda_powertools import Tracer
 
-    from knowledge.lambda_config import LambdaSettings
-    from knowledge.reindex_queue import ReindexQueue
+    from knowledge.aws.reindex_queue import ReindexQueue
+    from knowledge.aws.settings import LambdaSettings
 
 __all__ = ["Container", "app", "container", "lambda_handler"]
 
 logger = Logger()
 metrics = Metrics()
 app = APIGatewayHttpResolver()
-# The package's loggers (knowledge.api, knowledge.stores...) log JSON through this
+# The package's loggers (knowledge.service.api, knowledge.stores...) log JSON through this
 # logger's handler, at its level, with its correlation id.
 copy_config_to_registered_loggers(source_logger=logger, include={"knowledge"})
 
@@ -79,7 +85,7 @@ container = Container()
 
 def settings() -> LambdaSettings:
     if container.settings is None:
-        from knowledge.lambda_config import LambdaSettings
+        from knowledge.aws.settings import LambdaSettings
 
         container.settings = LambdaSettings.from_env()
     return container.settings
@@ -104,9 +110,9 @@ def _authorize(agent: str, operation: Operation) -> None:
 def knowledge_api() -> KnowledgeApi:
     """The container's API over its store, created on the first request."""
     if container.api is None:
-        from knowledge.lambda_config import build_reranking, build_store
-        from knowledge.shared import SharedGrants
-        from knowledge.writes_s3 import S3Storage
+        from knowledge.aws.settings import build_reranking, build_store
+        from knowledge.aws.writes import S3Storage
+        from knowledge.search.shared import SharedGrants
 
         config = settings()
         writes = S3Storage(config.documents_bucket) if config.documents_bucket else None
@@ -122,7 +128,7 @@ def knowledge_api() -> KnowledgeApi:
 
 def reindex_queue() -> ReindexQueue:
     if container.reindex_queue is None:
-        from knowledge.reindex_queue import ReindexQueue  # imports boto3 lazily
+        from knowledge.aws.reindex_queue import ReindexQueue  # imports boto3 lazily
 
         config = settings()
         container.reindex_queue = ReindexQueue(config.require_queue_url(), config.require_bucket())
@@ -242,7 +248,7 @@ def reindex(agent: str, context: str) -> Response[str]:
 
 
 # Writes: their own routes (IAM grants them apart); a write is an S3 put/delete that the
-# event pipeline indexes, answered 202 (knowledge.writes).
+# event pipeline indexes, answered 202 (knowledge.ingest.writes).
 @app.put("/v1/agents/<agent>/contexts/<context>/documents/<path>")
 def put_document(agent: str, context: str, path: str) -> Response[str]:
     _authorize(agent, Operation.WRITE)
@@ -302,7 +308,7 @@ def route_not_found(exc: RouteNotFoundError) -> Response[str]:
 
 @app.exception_handler(Exception)  # type: ignore[untyped-decorator]
 def handle_error(exc: Exception) -> Response[str]:
-    # knowledge.api.error_response decides status and body; unexpected errors are logged
+    # knowledge.service.api.error_response decides status and body; unexpected errors are logged
     # there with their traceback and answered with a plain "internal error".
     return _http(error_response(exc, _request_id()))
 

@@ -16,11 +16,11 @@ from typing import Any
 
 import pytest
 
-from knowledge.errors import ValidationError
-from knowledge.model import IndexOptions, SearchMode, SearchQuery, SearchResult
-from knowledge.scope import KnowledgeScope
-from knowledge.sources.local import BucketFolderSource
-from knowledge.store import KnowledgeStore
+from knowledge.core.errors import ValidationError
+from knowledge.core.model import IndexOptions, SearchMode, SearchQuery, SearchResult
+from knowledge.core.scope import KnowledgeScope
+from knowledge.ingest.sources.local import BucketFolderSource
+from knowledge.stores.protocol import KnowledgeStore
 
 A_X = KnowledgeScope("agent-a", "ctx-x")
 A_Y = KnowledgeScope("agent-a", "ctx-y")

@@ -2,7 +2,7 @@
 and the files no pattern selects, counted per extension in the status.
 
 Files go through the whole pipeline from a bucket folder, sidecars and all
-(``knowledge.origin``, ``knowledge.sources.parse_metadata_sidecar``).
+(``knowledge.core.origin``, ``knowledge.ingest.sources.parse_metadata_sidecar``).
 """
 
 from __future__ import annotations
@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from knowledge.errors import ValidationError
-from knowledge.model import IndexOptions, SearchMode, SearchQuery
-from knowledge.scope import KnowledgeScope
-from knowledge.sources.local import BucketFolderSource
-from knowledge.store import KnowledgeStore
+from knowledge.core.errors import ValidationError
+from knowledge.core.model import IndexOptions, SearchMode, SearchQuery
+from knowledge.core.scope import KnowledgeScope
+from knowledge.ingest.sources.local import BucketFolderSource
+from knowledge.stores.protocol import KnowledgeStore
 
 SCOPE = KnowledgeScope("docs-bot", "team")
 URL = "https://git.example.com/team/docs/blob/abc123/guides/deploy.md"

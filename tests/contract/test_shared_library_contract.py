@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from knowledge.model import IndexOptions, SearchMode, SearchQuery
-from knowledge.scope import KnowledgeScope
-from knowledge.shared import SHARED_CONTEXT_KEY, SharedGrants, SharedLibraryStore
-from knowledge.sources.local import BucketFolderSource
-from knowledge.store import KnowledgeStore
+from knowledge.core.model import IndexOptions, SearchMode, SearchQuery
+from knowledge.core.scope import KnowledgeScope
+from knowledge.ingest.sources.local import BucketFolderSource
+from knowledge.search.shared import SHARED_CONTEXT_KEY, SharedGrants, SharedLibraryStore
+from knowledge.stores.protocol import KnowledgeStore
 
 OPS = KnowledgeScope("ops-bot", "runbooks")
 SUPPORT = KnowledgeScope("support-bot", "faq")

@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from knowledge.errors import StoreError, UnsupportedModeError
-from knowledge.model import IndexOptions, IndexState, SearchMode, SearchQuery, SearchResult
-from knowledge.scope import KnowledgeScope
-from knowledge.source import SourceDocument
-from knowledge.sources.local import BucketFolderSource
-from knowledge.store import KnowledgeStore
+from knowledge.core.errors import StoreError, UnsupportedModeError
+from knowledge.core.model import IndexOptions, IndexState, SearchMode, SearchQuery, SearchResult
+from knowledge.core.scope import KnowledgeScope
+from knowledge.core.source import SourceDocument
+from knowledge.ingest.sources.local import BucketFolderSource
+from knowledge.stores.protocol import KnowledgeStore
 
 A_X = KnowledgeScope("agent-a", "ctx-x")
 A_Y = KnowledgeScope("agent-a", "ctx-y")
@@ -593,7 +593,7 @@ def test_korean_words_match_by_morpheme_not_by_a_bigram_of_another_word(
     assert paths(search(store, A_X, "패키지 설치하는 법", mode)) == {"ko/debian.md"}
 
 
-# --- title and heading context on the keyword side (knowledge.headings) ------------------
+# --- title and heading context on the keyword side (knowledge.ranking.headings) ------------------
 
 PAYMENTS = (
     "# Payments\n\n## Refunds\n\nMoney goes back to the card within five days.\n\n"

@@ -1,5 +1,6 @@
 """The local server over real HTTP: the same path and body checks as the search Lambda
-(issue 8: percent-encoded segments, lone surrogates), since both go through knowledge.api."""
+(issue 8: percent-encoded segments, lone surrogates), since both go through
+knowledge.service.api."""
 
 from __future__ import annotations
 

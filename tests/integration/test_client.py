@@ -24,7 +24,6 @@ from botocore.auth import SigV4Auth as BotocoreSigV4
 from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials, RefreshableCredentials
 
-from knowledge.api import parse_search_request
 from knowledge.client import (
     AccessDeniedError,
     ApiError,
@@ -34,10 +33,11 @@ from knowledge.client import (
     SigV4Auth,
 )
 from knowledge.config import open_store
-from knowledge.errors import NotFoundError, StoreUnavailableError, ValidationError
+from knowledge.core.errors import NotFoundError, StoreUnavailableError, ValidationError
+from knowledge.core.model import IndexState, SearchMode, SearchQuery
+from knowledge.core.scope import KnowledgeScope
 from knowledge.local.server import LocalServer
-from knowledge.model import IndexState, SearchMode, SearchQuery
-from knowledge.scope import KnowledgeScope
+from knowledge.service.api import parse_search_request
 
 pytestmark = pytest.mark.integration
 
@@ -513,7 +513,7 @@ def test_region_is_read_from_an_api_gateway_url() -> None:
 def test_kb_search_status_reindex_through_the_api(
     local: LocalServer, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from knowledge.cli import main as kb
+    from knowledge.local.cli import main as kb
 
     scoped = ["--agent", "ops-bot", "--context", "runbooks", "--api-url", local.url]
     assert kb(["search", "helm rollback", *scoped]) == 0
@@ -534,7 +534,7 @@ def test_kb_search_status_reindex_through_the_api(
 def test_kb_reindex_without_an_api_url_says_what_to_do(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    from knowledge.cli import main as kb
+    from knowledge.local.cli import main as kb
 
     assert kb(["reindex", "--agent", "ops-bot", "--context", "runbooks"]) == 2
     assert "give --api-url" in capsys.readouterr().err
@@ -543,7 +543,7 @@ def test_kb_reindex_without_an_api_url_says_what_to_do(
 def test_kb_against_an_unreachable_api_is_one_line_exit_1(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    from knowledge.cli import main as kb
+    from knowledge.local.cli import main as kb
 
     argv = ["status", "--agent", "a", "--context", "c", "--api-url", "http://127.0.0.1:9"]
     assert kb(argv) == 1

@@ -22,15 +22,15 @@ from typing import Any
 import pytest
 from opensearch_index import NodeIndex
 
-from knowledge.chunking import MarkdownSectionChunker
+from knowledge.core.errors import EmbeddingError
+from knowledge.core.model import IndexOptions, SearchMode, SearchQuery
+from knowledge.core.scope import KnowledgeScope
+from knowledge.core.source import SourceDocument
 from knowledge.embedding.base import Embedding
 from knowledge.embedding.hashing import HashingEmbedder
-from knowledge.errors import EmbeddingError
-from knowledge.indexing import Indexer
-from knowledge.model import IndexOptions, SearchMode, SearchQuery
-from knowledge.scope import KnowledgeScope
-from knowledge.source import SourceDocument
-from knowledge.store import KnowledgeStore
+from knowledge.ingest.chunking import MarkdownSectionChunker
+from knowledge.ingest.pipeline import Indexer
+from knowledge.stores.protocol import KnowledgeStore
 
 SCOPE = KnowledgeScope("reuse-agent", "docs")
 DIMS = 256

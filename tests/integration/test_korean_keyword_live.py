@@ -11,13 +11,13 @@ from pathlib import Path
 import pytest
 from opensearch_index import http_json
 
+from knowledge.core.model import SearchQuery
+from knowledge.core.scope import KnowledgeScope
+from knowledge.core.source import SourceDocument
 from knowledge.embedding.hashing import HashingEmbedder
-from knowledge.model import SearchQuery
-from knowledge.scope import KnowledgeScope
-from knowledge.source import SourceDocument
-from knowledge.store import KnowledgeStore
 from knowledge.stores.embedded import EmbeddedKnowledgeStore
 from knowledge.stores.opensearch import OpenSearchConfig, OpenSearchKnowledgeStore
+from knowledge.stores.protocol import KnowledgeStore
 
 pytestmark = [pytest.mark.integration, pytest.mark.opensearch]
 

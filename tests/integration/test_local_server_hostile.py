@@ -24,12 +24,12 @@ import pytest
 from test_local_server import WAIT_SECONDS, request, search_paths, wait_until
 
 from knowledge.config import open_store
+from knowledge.core.scope import KnowledgeScope
 from knowledge.embedding.base import Embedding
 from knowledge.embedding.hashing import HashingEmbedder
 from knowledge.local.server import LocalServer
-from knowledge.scope import KnowledgeScope
-from knowledge.store import KnowledgeStore
 from knowledge.stores.embedded import EmbeddedKnowledgeStore
+from knowledge.stores.protocol import KnowledgeStore
 
 pytestmark = pytest.mark.integration
 
@@ -123,7 +123,7 @@ def test_a_scope_kb_index_wrote_into_the_same_file_is_left_alone_by_kb_serve(
     """``kb index DIR`` and ``kb serve ROOT`` share the default index file: the server
     empties the scopes whose folder vanished from *its* root, not a scope ``kb index``
     wrote from another folder (it used to empty it at every start)."""
-    from knowledge.cli import main
+    from knowledge.local.cli import main
 
     db = tmp_path / "k.db"
     notes = write(tmp_path / "notes" / "n.md", "# Notes\n\nthe okapi lives in forests\n")
@@ -499,7 +499,9 @@ def test_keep_alive_responses_are_not_held_back_by_nagle(server: LocalServer) ->
 
 
 def kb_serve(root: Path, db: Path, *extra: str, script: str | None = None) -> subprocess.Popen[str]:
-    code = script or "import sys; from knowledge.cli import main; sys.exit(main(sys.argv[1:]))"
+    code = (
+        script or "import sys; from knowledge.local.cli import main; sys.exit(main(sys.argv[1:]))"
+    )
     argv = [sys.executable, "-c", code, "serve", str(root), "--port", "0", "--db", str(db)]
     return subprocess.Popen(
         [*argv, "--poll-interval", "0.2", *extra],
@@ -601,7 +603,7 @@ def test_kb_serve_prints_the_start_up_progress(tmp_path: Path) -> None:
 # main thread (a signal that lands there during Event.wait() is what once hung a server).
 _SIGNAL_AT_WORST_MOMENT = """
 import os, signal, sys, threading
-from knowledge.cli import main
+from knowledge.local.cli import main
 
 fired = [0]
 
@@ -761,7 +763,7 @@ def _as_plain_user() -> list[str]:
     return ["setpriv", "--bounding-set", "-dac_override,-dac_read_search", "--inh-caps", "-all"]
 
 
-_KB = "import sys; from knowledge.cli import main; sys.exit(main(sys.argv[1:]))"
+_KB = "import sys; from knowledge.local.cli import main; sys.exit(main(sys.argv[1:]))"
 
 
 @contextmanager

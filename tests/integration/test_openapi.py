@@ -1,7 +1,7 @@
 """``docs/openapi.yaml`` is valid and says exactly what the code serves.
 
 - the document is a valid OpenAPI 3.1 description (openapi-spec-validator);
-- its (method, path) pairs equal the routes of ``knowledge.api`` and the HTTP API events
+- its (method, path) pairs equal the routes of ``knowledge.service.api`` and the HTTP API events
   of ``template.yaml``, in both directions;
 - real answers of ``kb serve`` (success and error) validate against its schemas.
 """
@@ -22,9 +22,9 @@ import pytest
 import yaml
 from openapi_spec_validator import validate
 
-from knowledge import api
 from knowledge.config import open_store
 from knowledge.local.server import LocalServer
+from knowledge.service import api
 
 pytestmark = pytest.mark.integration
 

@@ -1,4 +1,5 @@
-"""On the real node a chunk's keyword field holds exactly ``knowledge.text.keyword_terms``
+"""On the real node a chunk's keyword field holds exactly
+``knowledge.ranking.analysis.keyword_terms``
 of its text and ``heading_terms`` of its title and headings (sent pre-analysed in
 ``content_terms``, analysis version 5), so both stores count the same terms in one field;
 an index of another analysis is refused (never mixed)."""
@@ -12,14 +13,14 @@ from collections.abc import Iterator
 import pytest
 from opensearch_index import http_json
 
+from knowledge.core.errors import AnalysisMismatchError, RecordsMismatchError
+from knowledge.core.model import SearchQuery
+from knowledge.core.scope import KnowledgeScope
+from knowledge.core.source import SourceDocument
 from knowledge.embedding.hashing import HashingEmbedder
-from knowledge.errors import AnalysisMismatchError, RecordsMismatchError
-from knowledge.model import SearchQuery
-from knowledge.scope import KnowledgeScope
-from knowledge.source import SourceDocument
+from knowledge.ranking.analysis import KOREAN_MORPHEMES, keyword_terms
 from knowledge.stores.opensearch import OpenSearchConfig, OpenSearchKnowledgeStore
 from knowledge.stores.opensearch.mapping import index_body
-from knowledge.text import KOREAN_MORPHEMES, keyword_terms
 
 pytestmark = [pytest.mark.integration, pytest.mark.opensearch]
 

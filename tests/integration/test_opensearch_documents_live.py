@@ -12,10 +12,10 @@ from collections.abc import Iterator
 import pytest
 from opensearch_index import NodeIndex
 
+from knowledge.core.model import SearchMode, SearchQuery
+from knowledge.core.scope import KnowledgeScope
+from knowledge.core.source import SourceDocument
 from knowledge.embedding.hashing import HashingEmbedder
-from knowledge.model import SearchMode, SearchQuery
-from knowledge.scope import KnowledgeScope
-from knowledge.source import SourceDocument
 from knowledge.stores.opensearch import OpenSearchKnowledgeStore, RetryPolicy
 
 pytestmark = [pytest.mark.integration, pytest.mark.opensearch]
@@ -118,8 +118,8 @@ def test_unread_counts_are_one_record_per_scope_with_or_without_client_ids(
     """The status reads the latest unread-files record (Serverless names no ids, so each
     full listing writes a new one); a reindex's replace removes the older ones, and the
     record is never a document, a problem or a scope of its own."""
-    from knowledge.model import IndexOptions
-    from knowledge.sources.local import LocalDirectorySource
+    from knowledge.core.model import IndexOptions
+    from knowledge.ingest.sources.local import LocalDirectorySource
 
     folder = tmp_path / "docs"
     folder.mkdir()

@@ -25,14 +25,14 @@ from opensearch_index import NodeIndex, http_json
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit"))
 from lambda_support import BUCKET, LambdaContext, load_event, load_handler, use_fake_aws
 
-from knowledge.api import KnowledgeApi
-from knowledge.deadline import time_budget
+from knowledge.core.deadline import time_budget
+from knowledge.core.errors import EmbeddingError, StoreUnavailableError
+from knowledge.core.model import IndexResult, SearchMode, SearchQuery
+from knowledge.core.scope import KnowledgeScope
+from knowledge.core.source import SourceDocument
 from knowledge.embedding.hashing import HashingEmbedder
 from knowledge.embedding.openai import OpenAIEmbeddingClient
-from knowledge.errors import EmbeddingError, StoreUnavailableError
-from knowledge.model import IndexResult, SearchMode, SearchQuery
-from knowledge.scope import KnowledgeScope
-from knowledge.source import SourceDocument
+from knowledge.service.api import KnowledgeApi
 from knowledge.stores.opensearch import OpenSearchConfig, OpenSearchKnowledgeStore, RetryPolicy
 
 pytestmark = [pytest.mark.integration, pytest.mark.opensearch]
@@ -622,9 +622,9 @@ def test_the_indexer_fails_a_record_before_its_invocation_ends_when_the_node_han
 def test_a_delete_whose_chunk_removals_are_throttled_fails_and_leaves_no_orphan(
     node: NodeIndex, proxy: FaultProxy, stores: Callable[..., OpenSearchKnowledgeStore]
 ) -> None:
-    from knowledge.errors import KnowledgeError
-    from knowledge.event_indexing import EventIndexer
-    from knowledge.events import ActionKind, ObjectAction
+    from knowledge.aws.event_indexing import EventIndexer
+    from knowledge.aws.events import ActionKind, ObjectAction
+    from knowledge.core.errors import KnowledgeError
 
     class GoneBucket:
         """The bucket after the object was deleted."""
@@ -670,9 +670,9 @@ def test_an_overwrite_whose_old_chunk_removals_are_throttled_leaves_no_old_chunk
     the old version's chunks: the record is retried, and once it settles (node healthy)
     nothing of the old version is left or searchable, even though the new version is
     already indexed (unchanged) when the retry comes."""
-    from knowledge.errors import KnowledgeError
-    from knowledge.event_indexing import EventIndexer
-    from knowledge.events import ActionKind, ObjectAction
+    from knowledge.aws.event_indexing import EventIndexer
+    from knowledge.aws.events import ActionKind, ObjectAction
+    from knowledge.core.errors import KnowledgeError
 
     new_text = "# Penguin\n\npenguin notes only"
 

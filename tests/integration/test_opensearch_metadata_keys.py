@@ -15,11 +15,11 @@ from typing import Any
 import pytest
 from opensearch_index import NodeIndex, http_json
 
+from knowledge.core.filter_language import parse_filter
+from knowledge.core.model import SearchMode, SearchQuery
+from knowledge.core.scope import KnowledgeScope
+from knowledge.core.source import SourceDocument
 from knowledge.embedding.hashing import HashingEmbedder
-from knowledge.model import SearchMode, SearchQuery
-from knowledge.scope import KnowledgeScope
-from knowledge.search_filter import parse_filter
-from knowledge.source import SourceDocument
 from knowledge.stores.opensearch import OpenSearchConfig, OpenSearchKnowledgeStore
 from knowledge.stores.opensearch.mapping import SCHEMA3_METADATA_TEMPLATES, index_body
 

@@ -27,8 +27,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit"))
 from lambda_support import LambdaContext, load_event, load_handler, use_fake_aws
 
 from knowledge.client import KnowledgeClient, ServiceUnavailableError
-from knowledge.errors import STORE_ACCESS_DENIED
-from knowledge.scope import KnowledgeScope
+from knowledge.core.errors import STORE_ACCESS_DENIED
+from knowledge.core.scope import KnowledgeScope
 
 pytestmark = [pytest.mark.integration]
 
@@ -219,7 +219,7 @@ class LambdaGateway:
 def test_the_client_and_kb_name_the_refusal(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from knowledge.cli import main as kb
+    from knowledge.local.cli import main as kb
 
     with refused_function("serverless data access policy", monkeypatch) as (_, search, _):
         gateway = LambdaGateway(search)

@@ -24,15 +24,14 @@ from typing import Any
 import pytest
 from opensearch_index import NodeIndex, http_json
 
+from knowledge.core.errors import EmbeddingMismatchError, StoreUnavailableError
+from knowledge.core.identity import document_id
+from knowledge.core.model import DocumentChunk, FileProblem, SearchMode, SearchQuery
+from knowledge.core.path_filters import matches_file_patterns
+from knowledge.core.scope import KnowledgeScope
+from knowledge.core.source import SourceDocument
 from knowledge.embedding.base import Embedding
 from knowledge.embedding.hashing import HashingEmbedder
-from knowledge.errors import EmbeddingMismatchError, StoreUnavailableError
-from knowledge.filters import matches_file_patterns
-from knowledge.identity import document_id
-from knowledge.model import DocumentChunk, FileProblem, SearchMode, SearchQuery
-from knowledge.scope import KnowledgeScope
-from knowledge.source import SourceDocument
-from knowledge.store import DocumentHeader, EmbeddedChunk
 from knowledge.stores.opensearch import (
     OpenSearchConfig,
     OpenSearchKnowledgeStore,
@@ -42,6 +41,7 @@ from knowledge.stores.opensearch import (
 from knowledge.stores.opensearch import connection as connection_module
 from knowledge.stores.opensearch import store as store_module
 from knowledge.stores.opensearch.queries import INCOMPLETE_HASH
+from knowledge.stores.protocol import DocumentHeader, EmbeddedChunk
 
 pytestmark = [pytest.mark.integration, pytest.mark.opensearch]
 
@@ -853,7 +853,7 @@ def _two_letter_words() -> str:
 def test_a_query_with_more_terms_than_the_node_accepts_is_a_400_naming_the_query(
     make_store, mode: str
 ) -> None:
-    from knowledge.api import KnowledgeApi
+    from knowledge.service.api import KnowledgeApi
 
     store = make_store(wait_for_refresh=True)
     scope = KnowledgeScope("a1", "c1")
@@ -870,7 +870,7 @@ def node_free(message: str) -> bool:
 
 
 def test_many_file_patterns_are_a_400_naming_the_field_on_every_store(make_store) -> None:
-    from knowledge.api import KnowledgeApi
+    from knowledge.service.api import KnowledgeApi
 
     store = make_store(wait_for_refresh=True)
     scope = KnowledgeScope("a1", "c1")

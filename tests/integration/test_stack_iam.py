@@ -27,12 +27,12 @@ from typing import Any
 import pytest
 from cfn_template import CREATED_DOMAIN_NAME, Stack, allows, load_template
 
+from knowledge.aws.settings import LambdaSettings, build_store
+from knowledge.core.model import SearchMode, SearchQuery
+from knowledge.core.scope import KnowledgeScope
+from knowledge.core.source import SourceDocument
 from knowledge.embedding.hashing import HashingEmbedder
-from knowledge.lambda_config import LambdaSettings, build_store
-from knowledge.model import SearchMode, SearchQuery
-from knowledge.scope import KnowledgeScope
-from knowledge.source import SourceDocument
-from knowledge.sources.local import LocalDirectorySource
+from knowledge.ingest.sources.local import LocalDirectorySource
 
 pytestmark = [pytest.mark.integration, pytest.mark.opensearch]
 

@@ -16,11 +16,11 @@ from knowledge.config import (
     open_store,
     register_store_builder,
 )
+from knowledge.core.errors import ConfigurationError, EmbeddingMismatchError, ValidationError
+from knowledge.core.model import IndexOptions, SearchMode, SearchQuery
+from knowledge.core.scope import KnowledgeScope
 from knowledge.embedding.hashing import HashingEmbedder
-from knowledge.errors import ConfigurationError, EmbeddingMismatchError, ValidationError
-from knowledge.model import IndexOptions, SearchMode, SearchQuery
-from knowledge.scope import KnowledgeScope
-from knowledge.sources.local import LocalDirectorySource
+from knowledge.ingest.sources.local import LocalDirectorySource
 from knowledge.stores.embedded import EmbeddedKnowledgeStore
 from knowledge.stores.memory import MemoryKnowledgeStore
 

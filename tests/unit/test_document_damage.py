@@ -17,9 +17,9 @@ from pathlib import Path
 import document_files as files
 import pytest
 
-from knowledge.cli import main
-from knowledge.errors import ExtractionError
+from knowledge.core.errors import ExtractionError
 from knowledge.extraction import extract_text
+from knowledge.local.cli import main
 
 GOOD = "# Failover\n\nPromote the read replica when the primary database is lost.\n"
 
@@ -153,9 +153,9 @@ def test_kb_index_lists_damaged_and_empty_documents_and_indexes_the_rest(
 def test_a_file_that_grows_after_it_was_listed_is_read_only_to_the_size_limit(
     tmp_path: Path,
 ) -> None:
-    from knowledge.model import IndexOptions
-    from knowledge.scope import KnowledgeScope
-    from knowledge.sources.local import LocalDirectorySource
+    from knowledge.core.model import IndexOptions
+    from knowledge.core.scope import KnowledgeScope
+    from knowledge.ingest.sources.local import LocalDirectorySource
     from knowledge.stores.memory import MemoryKnowledgeStore
 
     folder = tmp_path / "docs"

@@ -17,16 +17,16 @@ import pytest
 from lambda_support import BUCKET, log_records, s3_notification, sqs_event
 from test_handlers_indexer import RUNBOOKS, indexer, s3  # noqa: F401 (fixtures)
 
-from knowledge.cli import main
+from knowledge.core.errors import ExtractionError
+from knowledge.core.model import SearchQuery
+from knowledge.core.scope import KnowledgeScope
+from knowledge.core.source import SourceDocument, is_document_path
 from knowledge.embedding.hashing import HashingEmbedder
-from knowledge.errors import ExtractionError
 from knowledge.extraction import DOCUMENT_PATTERNS, extract_document
-from knowledge.model import SearchQuery
-from knowledge.scope import KnowledgeScope
-from knowledge.source import SourceDocument, is_document_path
-from knowledge.store import KnowledgeStore
+from knowledge.local.cli import main
 from knowledge.stores.embedded import EmbeddedKnowledgeStore
 from knowledge.stores.memory import MemoryKnowledgeStore
+from knowledge.stores.protocol import KnowledgeStore
 
 SCOPE = KnowledgeScope("agent", "docs")
 

@@ -17,11 +17,11 @@ from pathlib import Path
 import document_files as files
 import pytest
 
+from knowledge.core.model import MAX_STATUS_PROBLEMS, FileProblem, IndexOptions, SearchQuery
+from knowledge.core.scope import KnowledgeScope
+from knowledge.core.source import SourceDocument
 from knowledge.embedding.hashing import HashingEmbedder
-from knowledge.model import MAX_STATUS_PROBLEMS, FileProblem, IndexOptions, SearchQuery
-from knowledge.scope import KnowledgeScope
-from knowledge.source import SourceDocument
-from knowledge.sources import Listing
+from knowledge.ingest.sources import Listing
 from knowledge.stores.embedded import EmbeddedKnowledgeStore
 from knowledge.stores.memory import MemoryKnowledgeStore
 
@@ -156,9 +156,9 @@ sys.path.insert(0, sys.argv[1])
 bucket = Path(sys.argv[2])
 limit = int(sys.argv[3])
 import document_files as files
-from knowledge.model import IndexOptions
-from knowledge.scope import KnowledgeScope
-from knowledge.sources.local import BucketFolderSource
+from knowledge.core.model import IndexOptions
+from knowledge.core.scope import KnowledgeScope
+from knowledge.ingest.sources.local import BucketFolderSource
 from knowledge.stores.memory import MemoryKnowledgeStore
 
 scope = KnowledgeScope("agent", "docs")
@@ -230,7 +230,7 @@ class _TextOnlyChunker:
     chunk_size = 500
 
     def chunk(self, document_path: str, content: str, *, max_chunk_size: int | None = None):  # type: ignore[no-untyped-def]
-        from knowledge.chunking import MarkdownSectionChunker
+        from knowledge.ingest.chunking import MarkdownSectionChunker
 
         return MarkdownSectionChunker().chunk(document_path, content, max_chunk_size=max_chunk_size)
 

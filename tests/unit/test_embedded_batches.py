@@ -13,10 +13,10 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
+from knowledge.core.model import IndexOptions, IndexState, SearchQuery
+from knowledge.core.scope import KnowledgeScope
+from knowledge.core.source import SourceDocument
 from knowledge.embedding.hashing import HashingEmbedder
-from knowledge.model import IndexOptions, IndexState, SearchQuery
-from knowledge.scope import KnowledgeScope
-from knowledge.source import SourceDocument
 from knowledge.stores.embedded import EmbeddedKnowledgeStore
 
 SCOPE = KnowledgeScope("ops-bot", "runbooks")
@@ -78,8 +78,8 @@ CRASHING_INDEXER = textwrap.dedent(
     """
     import os, signal, sys
     from knowledge.embedding.hashing import HashingEmbedder
-    from knowledge.scope import KnowledgeScope
-    from knowledge.source import SourceDocument
+    from knowledge.core.scope import KnowledgeScope
+    from knowledge.core.source import SourceDocument
     from knowledge.stores.embedded import EmbeddedKnowledgeStore
 
     def documents(scope, options):

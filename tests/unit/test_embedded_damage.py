@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from knowledge.core.errors import ConfigurationError, StoreError
+from knowledge.core.model import IndexState, SearchQuery
+from knowledge.core.scope import KnowledgeScope
 from knowledge.embedding.hashing import HashingEmbedder
-from knowledge.errors import ConfigurationError, StoreError
-from knowledge.model import IndexState, SearchQuery
-from knowledge.scope import KnowledgeScope
-from knowledge.sources.local import LocalDirectorySource
+from knowledge.ingest.sources.local import LocalDirectorySource
 from knowledge.stores.embedded import EmbeddedKnowledgeStore
 
 SCOPE = KnowledgeScope("ops-bot", "runbooks")

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from knowledge.errors import StoreError, ValidationError
-from knowledge.model import SearchQuery
-from knowledge.scope import KnowledgeScope
-from knowledge.source import SourceDocument
+from knowledge.core.errors import StoreError, ValidationError
+from knowledge.core.model import SearchQuery
+from knowledge.core.scope import KnowledgeScope
+from knowledge.core.source import SourceDocument
 from knowledge.stores.embedded import EmbeddedKnowledgeStore
 
 PROBER = KnowledgeScope("agent-a", "notes")

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from knowledge.model import SearchQuery
-from knowledge.scope import KnowledgeScope
-from knowledge.sources.local import BucketFolderSource
+from knowledge.core.model import SearchQuery
+from knowledge.core.scope import KnowledgeScope
+from knowledge.ingest.sources.local import BucketFolderSource
 from knowledge.stores.embedded import EmbeddedKnowledgeStore
 
 SCOPE = KnowledgeScope("big-agent", "archive")

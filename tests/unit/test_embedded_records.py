@@ -10,15 +10,21 @@ from pathlib import Path
 
 import pytest
 
+from knowledge.core.errors import AnalysisMismatchError, RecordsMismatchError
+from knowledge.core.identity import document_id
+from knowledge.core.model import (
+    MAX_STATUS_PROBLEMS,
+    DocumentChunk,
+    FileProblem,
+    IndexState,
+    SearchQuery,
+)
+from knowledge.core.origin import RECORDS
+from knowledge.core.scope import KnowledgeScope
 from knowledge.embedding.hashing import HashingEmbedder
-from knowledge.errors import AnalysisMismatchError, RecordsMismatchError
-from knowledge.identity import document_id
-from knowledge.model import MAX_STATUS_PROBLEMS, DocumentChunk, FileProblem, IndexState, SearchQuery
-from knowledge.origin import RECORDS
-from knowledge.scope import KnowledgeScope
-from knowledge.store import DocumentHeader, EmbeddedChunk
+from knowledge.ranking.analysis import ANALYSIS, KOREAN_MORPHEMES
 from knowledge.stores.embedded import EmbeddedKnowledgeStore
-from knowledge.text import ANALYSIS, KOREAN_MORPHEMES
+from knowledge.stores.protocol import DocumentHeader, EmbeddedChunk
 
 SCOPE = KnowledgeScope("ops-bot", "runbooks")
 OTHER = KnowledgeScope("ops-bot", "oncall")

@@ -10,9 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from knowledge.embedding.base import Embedding
-from knowledge.embedding.hashing import HashingEmbedder
-from knowledge.errors import (
+from knowledge.core.errors import (
     AnalysisMismatchError,
     ConfigurationError,
     EmbeddingMismatchError,
@@ -20,20 +18,22 @@ from knowledge.errors import (
     UnsupportedModeError,
     ValidationError,
 )
-from knowledge.identity import document_id
-from knowledge.model import DocumentChunk, IndexState, SearchMode, SearchQuery, SearchResult
-from knowledge.scope import KnowledgeScope
-from knowledge.source import SourceDocument
-from knowledge.sources.local import LocalDirectorySource
-from knowledge.store import (
+from knowledge.core.identity import document_id
+from knowledge.core.model import DocumentChunk, IndexState, SearchMode, SearchQuery, SearchResult
+from knowledge.core.scope import KnowledgeScope
+from knowledge.core.source import SourceDocument
+from knowledge.embedding.base import Embedding
+from knowledge.embedding.hashing import HashingEmbedder
+from knowledge.ingest.sources.local import LocalDirectorySource
+from knowledge.ranking.analysis import ANALYSIS
+from knowledge.stores.embedded import EmbeddedKnowledgeStore, fts_query
+from knowledge.stores.protocol import (
     DocumentHeader,
     EmbeddedChunk,
     IndexWriter,
     KnowledgeStore,
     WriteSession,
 )
-from knowledge.stores.embedded import EmbeddedKnowledgeStore, fts_query
-from knowledge.text import ANALYSIS
 
 SCOPE = KnowledgeScope("ops-bot", "runbooks")
 OTHER_CONTEXT = KnowledgeScope("ops-bot", "oncall")

@@ -1,5 +1,5 @@
 """The adaptive embedding concurrency (knowledge.embedding.aimd) and the indexer's
-lookahead (knowledge.lookahead), against the fake embedding service on loopback: a
+lookahead (knowledge.ingest.lookahead), against the fake embedding service on loopback: a
 provider that throttles beyond a number of calls in flight, as Titan's quota does."""
 
 from __future__ import annotations
@@ -14,17 +14,17 @@ import pytest
 from botocore.config import Config
 from fake_embeddings import FakeEmbeddingServer, Profile, fake_embedding_server, vector_for
 
-from knowledge.chunking import MarkdownSectionChunker, embedding_text
-from knowledge.deadline import Deadline
+from knowledge.core.deadline import Deadline
+from knowledge.core.errors import ValidationError
+from knowledge.core.identity import embedding_key
+from knowledge.core.model import IndexOptions
+from knowledge.core.scope import KnowledgeScope
 from knowledge.embedding.aimd import DECREASE_FACTOR, AdaptiveLimit
 from knowledge.embedding.bedrock import BedrockEmbeddingClient
 from knowledge.embedding.pool import EmbeddingDeadlineError
-from knowledge.errors import ValidationError
-from knowledge.identity import embedding_key
-from knowledge.indexing import Indexer
-from knowledge.model import IndexOptions
-from knowledge.scope import KnowledgeScope
-from knowledge.sources.local import LocalDirectorySource
+from knowledge.ingest.chunking import MarkdownSectionChunker, embedding_text
+from knowledge.ingest.pipeline import Indexer
+from knowledge.ingest.sources.local import LocalDirectorySource
 from knowledge.stores.embedded import EmbeddedKnowledgeStore
 
 DIMENSIONS = 256

@@ -12,16 +12,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from knowledge.core.errors import EmbeddingError, EmbeddingMismatchError, ValidationError
+from knowledge.core.scope import KnowledgeScope
+from knowledge.core.source import SourceDocument
 from knowledge.embedding import create_embedder
 from knowledge.embedding.multilingual import (
     MULTILINGUAL_DIMENSIONS,
     MULTILINGUAL_MODEL,
     MultilingualEmbedder,
 )
-from knowledge.errors import EmbeddingError, EmbeddingMismatchError, ValidationError
-from knowledge.fusion import hybrid_weights, relevance_floor
-from knowledge.scope import KnowledgeScope
-from knowledge.source import SourceDocument
+from knowledge.ranking.fusion import hybrid_weights, relevance_floor
 from knowledge.stores.embedded import EmbeddedKnowledgeStore
 
 

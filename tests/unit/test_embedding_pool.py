@@ -21,12 +21,12 @@ import pytest
 from botocore.config import Config
 from fake_embeddings import RESET, FakeEmbeddingServer, Profile, fake_embedding_server, vector_for
 
-from knowledge.deadline import time_budget
+from knowledge.core.deadline import time_budget
+from knowledge.core.errors import EmbeddingError, ValidationError
 from knowledge.embedding.base import EmbeddingClient
 from knowledge.embedding.bedrock import BedrockEmbeddingClient
 from knowledge.embedding.openai import OpenAIEmbeddingClient
 from knowledge.embedding.pool import EmbeddingDeadlineError, EmbeddingPool, RateGate
-from knowledge.errors import EmbeddingError, ValidationError
 
 DIMENSIONS = 256
 WAIT = 30.0  # seconds a test waits for another thread before it fails

@@ -31,15 +31,15 @@ from lambda_support import (
 )
 from moto import mock_aws
 
-from knowledge.api import KnowledgeApi
-from knowledge.errors import StoreUnavailableError
-from knowledge.event_indexing import EventIndexer
-from knowledge.lambda_config import LambdaSettings
-from knowledge.model import SearchQuery
-from knowledge.reindex_queue import ReindexQueue, ScopeReindexer
-from knowledge.scope import KnowledgeScope
-from knowledge.source import SourceDocument
-from knowledge.sources.s3 import S3DocumentSource
+from knowledge.aws.event_indexing import EventIndexer
+from knowledge.aws.reindex_queue import ReindexQueue, ScopeReindexer
+from knowledge.aws.settings import LambdaSettings
+from knowledge.core.errors import StoreUnavailableError
+from knowledge.core.model import SearchQuery
+from knowledge.core.scope import KnowledgeScope
+from knowledge.core.source import SourceDocument
+from knowledge.ingest.sources.s3 import S3DocumentSource
+from knowledge.service.api import KnowledgeApi
 from knowledge.stores.memory import MemoryKnowledgeStore
 
 RUNBOOKS = KnowledgeScope("ops-bot", "runbooks")

@@ -29,13 +29,13 @@ from lambda_support import (
 )
 from moto import mock_aws
 
+from knowledge.aws.event_indexing import EventIndexer
+from knowledge.aws.settings import LambdaSettings
+from knowledge.core.errors import StoreError
+from knowledge.core.scope import KnowledgeScope
+from knowledge.core.source import SIDECAR_SUFFIX, SourceDocument
 from knowledge.embedding.pool import embedding_deadline
-from knowledge.errors import StoreError
-from knowledge.event_indexing import EventIndexer
-from knowledge.lambda_config import LambdaSettings
-from knowledge.scope import KnowledgeScope
-from knowledge.source import SIDECAR_SUFFIX, SourceDocument
-from knowledge.sources.s3 import S3DocumentSource
+from knowledge.ingest.sources.s3 import S3DocumentSource
 from knowledge.stores.memory import MemoryKnowledgeStore
 
 RUNBOOKS = KnowledgeScope("ops-bot", "runbooks")
@@ -208,7 +208,7 @@ def test_a_failed_record_comes_back_after_a_backoff_not_the_visibility_timeout(a
     ],
 )
 def test_retry_backoff_is_exponential_in_the_receive_count(receive_count, rand, expected):
-    from knowledge.sqs_batch import RetryBackoff
+    from knowledge.aws.sqs_batch import RetryBackoff
 
     assert RetryBackoff(60, 900).delay(receive_count, rand=lambda: rand) == expected
 

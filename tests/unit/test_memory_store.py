@@ -10,19 +10,19 @@ from typing import Any
 
 import pytest
 
-from knowledge.errors import StoreError, UnsupportedModeError, ValidationError
-from knowledge.indexing import IndexingStoreMixin
-from knowledge.model import DocumentChunk, IndexState, SearchMode, SearchQuery, SearchResult
-from knowledge.scope import KnowledgeScope
-from knowledge.source import SourceDocument
-from knowledge.store import (
+from knowledge.core.errors import StoreError, UnsupportedModeError, ValidationError
+from knowledge.core.model import DocumentChunk, IndexState, SearchMode, SearchQuery, SearchResult
+from knowledge.core.scope import KnowledgeScope
+from knowledge.core.source import SourceDocument
+from knowledge.ingest.pipeline import IndexingStoreMixin
+from knowledge.stores.memory import MemoryKnowledgeStore
+from knowledge.stores.protocol import (
     DocumentHeader,
     EmbeddedChunk,
     IndexWriter,
     KnowledgeStore,
     WriteSession,
 )
-from knowledge.stores.memory import MemoryKnowledgeStore
 
 SCOPE = KnowledgeScope("agent", "ctx")
 OTHER = KnowledgeScope("agent", "other")

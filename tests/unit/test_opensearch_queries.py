@@ -8,10 +8,10 @@ from fnmatch import fnmatchcase
 
 import pytest
 
-from knowledge.filters import matches_file_patterns
-from knowledge.scope import KnowledgeScope
-from knowledge.search_filter import parse_filter
-from knowledge.store import StoredDocument
+from knowledge.core.filter_language import parse_filter
+from knowledge.core.path_filters import matches_file_patterns
+from knowledge.core.scope import KnowledgeScope
+from knowledge.ranking.analysis import keyword_terms
 from knowledge.stores.opensearch import queries, records
 from knowledge.stores.opensearch.queries import (
     INCOMPLETE_HASH,
@@ -53,7 +53,7 @@ from knowledge.stores.opensearch.records import (
     parse_stored_vectors,
     stored_vectors_body,
 )
-from knowledge.text import keyword_terms
+from knowledge.stores.protocol import StoredDocument
 
 SCOPE = KnowledgeScope("ops-bot", "runbooks")
 SOURCE = {

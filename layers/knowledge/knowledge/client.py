@@ -1,11 +1,11 @@
 """``KnowledgeClient``: the HTTP API of a deployed stack (or ``kb serve``) from Python.
 
-The client speaks the routes of ``knowledge.api`` and returns the package's own value
+The client speaks the routes of ``knowledge.service.api`` and returns the package's own value
 objects, so code written against a local store reads the same against the deployed API::
 
     from knowledge.client import KnowledgeClient, SigV4Auth
-    from knowledge.model import SearchQuery
-    from knowledge.scope import KnowledgeScope
+    from knowledge.core.model import SearchQuery
+    from knowledge.core.scope import KnowledgeScope
 
     client = KnowledgeClient("https://abc123.execute-api.eu-west-1.amazonaws.com",
                              auth=SigV4Auth())
@@ -44,20 +44,21 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
-from knowledge.documents import (
+from knowledge.core.documents import (
     DEFAULT_DOCUMENTS_LIMIT,
     DocumentPage,
     IndexedDocument,
     validate_document_path,
     validate_documents_limit,
 )
-from knowledge.errors import (
+from knowledge.core.errors import (
     KnowledgeError,
     NotFoundError,
     StoreUnavailableError,
     ValidationError,
 )
-from knowledge.model import (
+from knowledge.core.filter_language import filter_to_json
+from knowledge.core.model import (
     DEFAULT_MAX_CHUNKS_PER_DOCUMENT,
     FileProblem,
     IndexState,
@@ -66,9 +67,8 @@ from knowledge.model import (
     SearchQuery,
     SearchResult,
 )
-from knowledge.retry_after import retry_after_seconds
-from knowledge.scope import KnowledgeScope
-from knowledge.search_filter import filter_to_json
+from knowledge.core.retry_after import retry_after_seconds
+from knowledge.core.scope import KnowledgeScope
 
 __all__ = [
     "AccessDeniedError",
@@ -334,7 +334,7 @@ class KnowledgeClient:
         path = f"/v1/agents/{_segment(scope.agent)}/contexts/{_segment(scope.context)}/reindex"
         return self._call("POST", path, {}).body
 
-    # --- writes (knowledge.writes): 202 answers; the document route shows when indexed --
+    # --- writes (knowledge.ingest.writes): 202 answers; the document route shows when indexed --
 
     def put_document(
         self,
@@ -349,7 +349,7 @@ class KnowledgeClient:
         """Write one document (``origin="manual"`` with Markdown for a note); the
         server's 202 answer (``path``, ``content_hash``, ``document``). A file over
         the servers' limit is refused here, before it is sent (use ``create_upload``)."""
-        from knowledge.writes import MAX_DOCUMENT_BYTES
+        from knowledge.ingest.writes import MAX_DOCUMENT_BYTES
 
         if len(data) > MAX_DOCUMENT_BYTES:
             raise ValidationError(

@@ -38,12 +38,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from knowledge.core.errors import ConfigurationError, ValidationError
+from knowledge.core.model import SearchMode
 from knowledge.embedding import EMBEDDER_NAMES as PROVIDER_NAMES
 from knowledge.embedding import create_embedder
 from knowledge.embedding.base import EmbeddingClient
-from knowledge.errors import ConfigurationError, ValidationError
-from knowledge.model import SearchMode
-from knowledge.store import KnowledgeStore
+from knowledge.stores.protocol import KnowledgeStore
 
 if TYPE_CHECKING:
     from knowledge.reranking import RerankingStage

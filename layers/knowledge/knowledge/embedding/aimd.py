@@ -28,7 +28,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from knowledge.deadline import Deadline
+from knowledge.core.deadline import Deadline
 
 __all__ = ["DECREASE_FACTOR", "AdaptiveLimit"]
 

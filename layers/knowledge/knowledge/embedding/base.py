@@ -7,7 +7,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-from knowledge.errors import EmbeddingError
+from knowledge.core.errors import EmbeddingError
 
 __all__ = ["Embedding", "EmbeddingClient", "checked_vector"]
 

@@ -55,7 +55,7 @@ import posixpath
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
-from knowledge.errors import ExtractionError, KnowledgeError, ValidationError
+from knowledge.core.errors import ExtractionError, KnowledgeError, ValidationError
 from knowledge.extraction.base import (
     DEFAULT_LIMITS,
     REASON_CORRUPT,

@@ -55,35 +55,35 @@ from types import FrameType
 from typing import Any, TextIO
 from urllib.parse import urlsplit
 
-from knowledge.api import (
-    MAX_BODY_BYTES,
-    MAX_DOCUMENT_BYTES,
-    ApiResponse,
-    KnowledgeApi,
-    error_response,
-)
-from knowledge.errors import (
+from knowledge.core.errors import (
     ConfigurationError,
     InvalidScopeError,
     NotFoundError,
     ValidationError,
 )
-from knowledge.local.playground import Asset, playground_asset
-from knowledge.local.progress import IndexingProgress, ProgressBar
-from knowledge.local.watcher import BucketWatcher, IndexingStopped, check_poll_interval
-from knowledge.loopback import is_loopback_host
-from knowledge.model import (
+from knowledge.core.loopback import is_loopback_host
+from knowledge.core.model import (
     IndexOptions,
     IndexResult,
     IndexState,
     IndexStatus,
     SearchMode,
 )
+from knowledge.core.scope import KnowledgeScope
+from knowledge.ingest.sources.local import SYMLINK_OUTSIDE_SCOPE, BucketFolderSource
+from knowledge.local.playground import Asset, playground_asset
+from knowledge.local.progress import IndexingProgress, ProgressBar
+from knowledge.local.watcher import BucketWatcher, IndexingStopped, check_poll_interval
 from knowledge.reranking import RerankingStage
-from knowledge.scope import KnowledgeScope
-from knowledge.shared import SharedGrants
-from knowledge.sources.local import SYMLINK_OUTSIDE_SCOPE, BucketFolderSource
-from knowledge.store import KnowledgeStore, ScopeSources
+from knowledge.search.shared import SharedGrants
+from knowledge.service.api import (
+    MAX_BODY_BYTES,
+    MAX_DOCUMENT_BYTES,
+    ApiResponse,
+    KnowledgeApi,
+    error_response,
+)
+from knowledge.stores.protocol import KnowledgeStore, ScopeSources
 
 __all__ = [
     "DEFAULT_BODY_TIMEOUT",
@@ -458,8 +458,8 @@ class LocalServer:
         self._source = BucketFolderSource(self._root)
         self._write_lock = threading.Lock()
         self.progress = IndexingProgress()
-        # Git repository sources (knowledge.repos.local): synced into the folder, indexed.
-        from knowledge.repos.local import LocalRepos, RepoScheduler
+        # Git repository sources (knowledge.ingest.repos.local): synced into the folder, indexed.
+        from knowledge.ingest.repos.local import LocalRepos, RepoScheduler
 
         self.repos = LocalRepos(self._root, self._index_synced_scope)
         self._repo_scheduler = (
@@ -558,7 +558,7 @@ class LocalServer:
     @property
     def source_name(self) -> str:
         """What this server records as the source of the scopes it indexes
-        (``knowledge.store.ScopeSources``): its root, resolved once when it was made."""
+        (``knowledge.stores.protocol.ScopeSources``): its root, resolved once when it was made."""
         return self._source_name
 
     def _indexed_elsewhere(self, scope: KnowledgeScope) -> str | None:

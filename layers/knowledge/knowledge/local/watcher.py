@@ -48,14 +48,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from knowledge.errors import KnowledgeError
-from knowledge.indexing import listing_problems, listing_unread
+from knowledge.core.errors import KnowledgeError
+from knowledge.core.model import FileProblem, IndexOptions, IndexResult
+from knowledge.core.scope import KnowledgeScope, parse_object_key
+from knowledge.core.source import SIDECAR_SUFFIX, DocumentSource, SourceDocument
+from knowledge.ingest.pipeline import listing_problems, listing_unread
+from knowledge.ingest.sources import under_unlisted_folder
 from knowledge.local.progress import IndexingProgress, ListedSource
-from knowledge.model import FileProblem, IndexOptions, IndexResult
-from knowledge.scope import KnowledgeScope, parse_object_key
-from knowledge.source import SIDECAR_SUFFIX, DocumentSource, SourceDocument
-from knowledge.sources import under_unlisted_folder
-from knowledge.store import IndexWriter, KnowledgeStore
+from knowledge.stores.protocol import IndexWriter, KnowledgeStore
 
 __all__ = [
     "RACY_WINDOW_NS",

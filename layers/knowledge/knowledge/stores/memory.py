@@ -12,11 +12,11 @@ scopes they run in parallel. Nothing published is ever mutated.
 
 Scoring: ``sum over distinct query terms of (1 + ln tf) * ln(1 + N / df)``, where a
 chunk's title and heading terms count ``headings_weight`` each in ``tf``
-(``knowledge.headings``; a ``tf`` below 1 counts as itself), with ``N``
+(``knowledge.ranking.headings``; a ``tf`` below 1 counts as itself), with ``N``
 and ``df`` counted over the chunks being searched (every snapshot of the agent with
 ``cross_context``); candidates filtered by file patterns and metadata first, then
 divided by their maximum (``fusion.keyword_only``), then ``min_score``, sort and
-``max_results`` (the rule in ``knowledge.filters``).
+``max_results`` (the rule in ``knowledge.core.path_filters``).
 """
 
 from __future__ import annotations
@@ -31,8 +31,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from types import MappingProxyType, TracebackType
 
-from knowledge.chunking import DocumentChunker, MarkdownSectionChunker
-from knowledge.documents import (
+from knowledge.core.documents import (
     DEFAULT_DOCUMENTS_LIMIT,
     DocumentPage,
     IndexedDocument,
@@ -40,12 +39,9 @@ from knowledge.documents import (
     document_page,
     validate_documents_limit,
 )
-from knowledge.errors import StoreError, UnsupportedModeError
-from knowledge.filters import matches_file_patterns, matches_metadata
-from knowledge.fusion import keyword_only, select
-from knowledge.headings import DEFAULT_HEADINGS_WEIGHT, check_headings_weight, heading_terms
-from knowledge.indexing import Indexer, IndexingStoreMixin
-from knowledge.model import (
+from knowledge.core.errors import StoreError, UnsupportedModeError
+from knowledge.core.filter_language import matches_filter
+from knowledge.core.model import (
     MAX_STATUS_PROBLEMS,
     DocumentChunk,
     FileProblem,
@@ -55,11 +51,15 @@ from knowledge.model import (
     SearchQuery,
     SearchResult,
 )
-from knowledge.origin import FORMAT, ORIGIN
-from knowledge.scope import KnowledgeScope
-from knowledge.search_filter import matches_filter
-from knowledge.store import DocumentHeader, EmbeddedChunk, StoredDocument
-from knowledge.text import keyword_terms
+from knowledge.core.origin import FORMAT, ORIGIN
+from knowledge.core.path_filters import matches_file_patterns, matches_metadata
+from knowledge.core.scope import KnowledgeScope
+from knowledge.ingest.chunking import DocumentChunker, MarkdownSectionChunker
+from knowledge.ingest.pipeline import Indexer, IndexingStoreMixin
+from knowledge.ranking.analysis import keyword_terms
+from knowledge.ranking.fusion import keyword_only, select
+from knowledge.ranking.headings import DEFAULT_HEADINGS_WEIGHT, check_headings_weight, heading_terms
+from knowledge.stores.protocol import DocumentHeader, EmbeddedChunk, StoredDocument
 
 __all__ = ["MemoryKnowledgeStore"]
 
@@ -314,7 +314,7 @@ class MemoryKnowledgeStore(IndexingStoreMixin):
 
     def _term_counts(self, chunk: DocumentChunk) -> dict[str, float]:
         """A chunk's term frequencies: its text's terms, plus its title and heading terms
-        (``knowledge.headings``) counted ``headings_weight`` each."""
+        (``knowledge.ranking.headings``) counted ``headings_weight`` each."""
         counts: dict[str, float] = dict(Counter(keyword_terms(chunk.content)))
         if self._headings_weight > 0:
             for term in heading_terms(chunk.metadata):

@@ -1,7 +1,7 @@
 """The embedded store's keyword index: FTS5 tables, BM25 candidates, per-agent statistics.
 
 **CJK-aware terms, English stems.** FTS5 cannot call a Python tokenizer, so every chunk
-is indexed as the space-joined terms of ``knowledge.text.keyword_terms`` (Korean
+is indexed as the space-joined terms of ``knowledge.ranking.analysis.keyword_terms`` (Korean
 morphemes, Han and Kana bigrams, English Snowball stems, no stop words) under FTS5's
 ``unicode61`` tokenizer with diacritics kept, which splits that text back into exactly
 those terms, in the shared table and in every per-agent table alike. The analysis is
@@ -14,7 +14,7 @@ syntax. The score is ``-bm25()`` (SQLite's lower-is-better turned around).
 analysed the same way; analysis version 4). ``bm25()`` weighs a match in ``headings``
 by ``headings_weight`` against 1.0 for the text (FTS5 column weights: the weight
 multiplies that column's term frequency; the row's length is both columns'). A weight
-of 0 indexes no headings (``knowledge.headings``).
+of 0 indexes no headings (``knowledge.ranking.headings``).
 
 **Isolation.** BM25 weighs a term by how many rows of *its table* hold it. With
 ``isolation="shared"`` (the default) every scope's chunks are rows of one table,
@@ -35,12 +35,12 @@ import sqlite3
 from collections.abc import Mapping
 from typing import Any, Final
 
-from knowledge.errors import StoreError
-from knowledge.filters import matches_file_patterns, matches_metadata
-from knowledge.headings import DEFAULT_HEADINGS_WEIGHT, heading_terms
-from knowledge.model import SearchQuery
-from knowledge.scope import KnowledgeScope
-from knowledge.text import keyword_terms
+from knowledge.core.errors import StoreError
+from knowledge.core.model import SearchQuery
+from knowledge.core.path_filters import matches_file_patterns, matches_metadata
+from knowledge.core.scope import KnowledgeScope
+from knowledge.ranking.analysis import keyword_terms
+from knowledge.ranking.headings import DEFAULT_HEADINGS_WEIGHT, heading_terms
 
 from .candidates import FETCH_BATCH, Candidate, scope_condition
 from .filter_sql import filter_sql
@@ -68,7 +68,8 @@ _TABLE_DDL: Final = (
 def fts_query(text: str) -> str | None:
     """The FTS5 MATCH expression for ``text``: its distinct terms, each quoted, OR-ed.
 
-    Terms come from ``knowledge.text.keyword_terms``; each is an FTS5 string literal (``"``
+    Terms come from ``knowledge.ranking.analysis.keyword_terms``; each is an FTS5 string
+    literal (``"``
     doubled), so no operator, column filter, prefix or NEAR group can be expressed.
     ``None`` when the text has no terms (it then matches nothing).
     """

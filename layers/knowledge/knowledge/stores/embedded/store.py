@@ -3,7 +3,7 @@
 **Search.** The scope is always a SQL condition (``agent`` and ``context``, or ``agent``
 only with ``cross_context``), and so is the search ``filter`` (``filter_sql``). File
 patterns and metadata filters are then applied to the ranked candidates
-(``knowledge.filters``: filter first, then normalise among what is left), until enough
+(``knowledge.core.path_filters``: filter first, then normalise among what is left), until enough
 candidates pass: ``fusion.candidate_count(offset + max_results)`` for one mode (read
 again at the deepest page's depth when the per-document cap leaves the page short),
 ``fusion.HYBRID_CANDIDATES`` per side for hybrid (a fixed depth: every page is a slice of
@@ -21,7 +21,7 @@ vectors: the embedder's name and dimension, or "no embedder (keyword only)". A s
 opened with a different embedder is refused with ``EmbeddingMismatchError`` (a store
 opened without an embedder may still run keyword searches on any file), and so is a
 write that would mix vectors of another kind into the file. A file without chunks
-has no identity yet. Likewise the keyword analysis (``knowledge.text.ANALYSIS``): a file
+has no identity yet. Likewise the keyword analysis (``knowledge.ranking.analysis.ANALYSIS``): a file
 whose chunks were analysed otherwise is refused with ``AnalysisMismatchError``
 (``schema.check_analysis``).
 
@@ -47,8 +47,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
-from knowledge.chunking import DocumentChunker, MarkdownSectionChunker
-from knowledge.documents import (
+from knowledge.core.documents import (
     DEFAULT_DOCUMENTS_LIMIT,
     DocumentPage,
     IndexedDocument,
@@ -56,7 +55,7 @@ from knowledge.documents import (
     document_page,
     validate_documents_limit,
 )
-from knowledge.errors import (
+from knowledge.core.errors import (
     ConfigurationError,
     EmbeddingError,
     EmbeddingMismatchError,
@@ -64,7 +63,18 @@ from knowledge.errors import (
     UnsupportedModeError,
     ValidationError,
 )
-from knowledge.fusion import (
+from knowledge.core.model import (
+    MAX_MAX_RESULTS,
+    IndexStatus,
+    SearchMode,
+    SearchQuery,
+    SearchResult,
+)
+from knowledge.core.scope import KnowledgeScope
+from knowledge.ingest.chunking import DocumentChunker, MarkdownSectionChunker
+from knowledge.ingest.pipeline import DEFAULT_EMBED_CONTEXT, Indexer, IndexingStoreMixin
+from knowledge.ranking.analysis import has_cjk
+from knowledge.ranking.fusion import (
     DEFAULT_RRF_K,
     HYBRID_CANDIDATES,
     Fused,
@@ -77,19 +87,9 @@ from knowledge.fusion import (
     select,
     vector_only,
 )
-from knowledge.fusion import relevance_floor as fusion_floor
-from knowledge.headings import DEFAULT_HEADINGS_WEIGHT, check_headings_weight
-from knowledge.indexing import DEFAULT_EMBED_CONTEXT, Indexer, IndexingStoreMixin
-from knowledge.model import (
-    MAX_MAX_RESULTS,
-    IndexStatus,
-    SearchMode,
-    SearchQuery,
-    SearchResult,
-)
-from knowledge.scope import KnowledgeScope
-from knowledge.store import StoredDocument
-from knowledge.text import has_cjk
+from knowledge.ranking.fusion import relevance_floor as fusion_floor
+from knowledge.ranking.headings import DEFAULT_HEADINGS_WEIGHT, check_headings_weight
+from knowledge.stores.protocol import StoredDocument
 
 from .candidates import Candidate, chunk_rows
 from .connections import (
@@ -178,7 +178,7 @@ class EmbeddedKnowledgeStore(IndexingStoreMixin):
     (``fusion.relevance_floor``). ``embed_context`` embeds each chunk with its title and
     heading path in front (``None``: as ``indexing.DEFAULT_EMBED_CONTEXT`` says).
     ``headings_weight`` is the BM25 weight of the title and heading terms next to the
-    text's (``knowledge.headings``).
+    text's (``knowledge.ranking.headings``).
 
     Raises ``EmbeddingMismatchError`` when the file was built with another embedder,
     ``AnalysisMismatchError`` when its keyword terms were made by another analysis,
@@ -428,7 +428,7 @@ class EmbeddedKnowledgeStore(IndexingStoreMixin):
     # --- ScopeSources ------------------------------------------------------------------
 
     def scope_source(self, scope: KnowledgeScope) -> str | None:
-        """Where ``scope`` was last indexed from (``knowledge.store.ScopeSources``)."""
+        """Where ``scope`` was last indexed from (``knowledge.stores.protocol.ScopeSources``)."""
         with self._reading() as conn:
             row = conn.execute(
                 "SELECT value FROM meta WHERE key = ?", (_scope_source_key(scope),)
@@ -671,5 +671,5 @@ def _require_count(field: str, value: object, *, minimum: int) -> None:
 
 
 def _scope_source_key(scope: KnowledgeScope) -> str:
-    # Agent and context names hold no "/" (``knowledge.scope``), so this is unambiguous.
+    # Agent and context names hold no "/" (``knowledge.core.scope``), so this is unambiguous.
     return f"scope_source:{scope.agent}/{scope.context}"

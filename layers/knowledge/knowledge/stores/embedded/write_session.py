@@ -40,11 +40,11 @@ from datetime import UTC, datetime
 from types import TracebackType
 from typing import TYPE_CHECKING, Final
 
-from knowledge.errors import ConfigurationError, StoreError
-from knowledge.model import FileProblem
-from knowledge.origin import FORMAT
-from knowledge.scope import KnowledgeScope
-from knowledge.store import DocumentHeader, EmbeddedChunk
+from knowledge.core.errors import ConfigurationError, StoreError
+from knowledge.core.model import FileProblem
+from knowledge.core.origin import FORMAT
+from knowledge.core.scope import KnowledgeScope
+from knowledge.stores.protocol import DocumentHeader, EmbeddedChunk
 
 from .connections import BUSY_TIMEOUT_S, damage_advice, is_damage
 from .schema import KEYWORD_ONLY, Identity, bump_generation, recorded_identity, to_json, utc_text

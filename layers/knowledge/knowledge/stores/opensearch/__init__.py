@@ -20,7 +20,7 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from knowledge.stores.opensearch.client import RetryPolicy
-from knowledge.stores.opensearch.config import OpenSearchConfig
+from knowledge.stores.opensearch.settings import OpenSearchConfig
 from knowledge.stores.opensearch.store import OpenSearchKnowledgeStore, OpenSearchWriteSession
 
 if TYPE_CHECKING:

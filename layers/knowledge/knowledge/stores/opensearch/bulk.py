@@ -8,7 +8,7 @@
   answer per action, in order. The index is in the path, never in the action lines;
 - ``BulkSender`` runs requests in order on one background thread, so the caller
   chunks and embeds the next documents while a request is on the wire. The thread runs
-  in a copy of the caller's context, so the caller's deadline (``knowledge.deadline``)
+  in a copy of the caller's context, so the caller's deadline (``knowledge.core.deadline``)
   bounds its requests too; throttled items are not sent again past that deadline.
 """
 
@@ -20,8 +20,8 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Generic, TypeVar
 
-from knowledge.deadline import current_deadline
-from knowledge.errors import StoreError
+from knowledge.core.deadline import current_deadline
+from knowledge.core.errors import StoreError
 from knowledge.stores.opensearch.client import RetryPolicy, error_reason
 from knowledge.stores.opensearch.connection import Connection
 

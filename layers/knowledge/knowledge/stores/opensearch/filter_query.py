@@ -1,4 +1,4 @@
-"""The search ``filter`` (``knowledge.search_filter``) as an OpenSearch query: pure functions.
+"""The search ``filter`` (``knowledge.core.filter_language``) as an OpenSearch query, pure.
 
 One function per comparison, chosen from ``COMPARISON_QUERIES`` by operator; ``and``,
 ``or`` and ``not`` become ``bool`` ``filter``/``should``/``must_not``. The result goes
@@ -24,7 +24,7 @@ from datetime import datetime
 from functools import partial
 from typing import Any, Final
 
-from knowledge.search_filter import (
+from knowledge.core.filter_language import (
     DOCUMENT_PATH,
     INDEXED_AT,
     AllOf,

@@ -13,7 +13,7 @@ So ``stored_documents`` and ``status`` are answered from the index alone, and a 
 whose chunks do not agree with its record (a write that died half-way) is detectable.
 
 **One term stream, as in the embedded store** (analysis version 5). The writer analyses
-each chunk with ``knowledge.text.keyword_terms`` (English Snowball stems without stop
+each chunk with ``knowledge.ranking.analysis.keyword_terms`` (English Snowball stems without stop
 words, Korean MeCab-ko morphemes, Han and Kana bigrams) and sends the terms space-joined
 in ``content_terms``, a ``whitespace``-analysed field that indexes them as they are; a
 keyword query sends its own ``keyword_terms`` to it. So the node indexes term for term
@@ -30,13 +30,13 @@ version. ``content`` is kept in ``_source`` for results and not indexed. (The
 whole: only a run of letters that long, a blob, can differ.)
 
 A chunk's title and heading path (``chunking.heading_context``, "Title > Section",
-``knowledge.headings.heading_terms``) is part of the same stream (analysis version 4 put
+``knowledge.ranking.headings.heading_terms``) is part of the same stream (analysis version 4 put
 it in fields of its own): one field can only count a term once, so the node counts
 heading terms as text terms, as the embedded store does at its default column weight of
 1.0. A separate, short headings field over-rewarded heading matches (Korean help pages
 0.731 without headings, 0.683 with a ``headings`` field at boost 0.5, 0.734 in the one
 stream). ``OpenSearchConfig.headings_weight`` 0 leaves them out of chunks written from
-then on; any other value includes them (``knowledge.headings``). The returned
+then on; any other value includes them (``knowledge.ranking.headings``). The returned
 ``content`` is never changed.
 
 User metadata makes no mapping field: the ``metadata`` object is kept in ``_source`` only
@@ -51,10 +51,10 @@ explicit HNSW parameters ``m`` and ``ef_construction`` (``OpenSearchConfig.hnsw_
 ``hnsw_ef_construction``; the defaults and why are in ``docs/sizing.md``). They are
 fixed when the index is created; ``IndexLayout`` reads them back (an index built with
 others still works: they change recall and memory, not results' meaning).
-The index's ``_meta`` records the keyword analysis (``knowledge.text.ANALYSIS``): an
+The index's ``_meta`` records the keyword analysis (``knowledge.ranking.analysis.ANALYSIS``): an
 index built with another one (or before analyses were recorded) is refused with
 ``AnalysisMismatchError``, since its keyword side would silently miss; reindex it into a
-new index. It records the record fields too (``records``, ``knowledge.origin.RECORDS``):
+new index. It records the record fields too (``records``, ``knowledge.core.origin.RECORDS``):
 an index written before chunks and document records carried ``origin`` and ``format`` is
 refused with ``RecordsMismatchError`` (its filters on them would miss), the same way.
 It also records the embedding model, so a different provider or dimension
@@ -79,20 +79,24 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from knowledge.errors import AnalysisMismatchError, EmbeddingMismatchError, RecordsMismatchError
-from knowledge.headings import heading_terms
-from knowledge.model import DocumentChunk
-from knowledge.origin import RECORDS
-from knowledge.scope import KnowledgeScope
-from knowledge.search_filter import MAX_COMPARED_TEXT_UNITS, NUMBER_SUBFIELD
-from knowledge.store import DocumentHeader
+from knowledge.core.errors import (
+    AnalysisMismatchError,
+    EmbeddingMismatchError,
+    RecordsMismatchError,
+)
+from knowledge.core.filter_language import MAX_COMPARED_TEXT_UNITS, NUMBER_SUBFIELD
+from knowledge.core.model import DocumentChunk
+from knowledge.core.origin import RECORDS
+from knowledge.core.scope import KnowledgeScope
+from knowledge.ranking.analysis import ANALYSIS, keyword_terms
+from knowledge.ranking.headings import heading_terms
 from knowledge.stores.opensearch.metadata_pairs import (
     METADATA_NUMBERS,
     METADATA_TERMS,
     TERM_MAX_CHARS,
     metadata_terms,
 )
-from knowledge.text import ANALYSIS, keyword_terms
+from knowledge.stores.protocol import DocumentHeader
 
 __all__ = [
     "AGENT",
@@ -157,8 +161,8 @@ CONTENT_HASH = "content_hash"
 VERSION = "version"
 INDEXED_AT = "indexed_at"
 GENERATION = "generation"
-FORMAT = "format"  # the document's format (knowledge.origin; ``source_type`` before origins)
-ORIGIN = "origin"  # where the document came from (knowledge.origin.ORIGINS)
+FORMAT = "format"  # the document's format (knowledge.core.origin; ``source_type`` before origins)
+ORIGIN = "origin"  # where the document came from (knowledge.core.origin.ORIGINS)
 SIZE = "size"
 PROBLEM = "problem"
 EMBEDDED_CHUNKS = "embedded_chunks"
@@ -186,7 +190,7 @@ SOURCE_FIELDS: tuple[str, ...] = (
 )
 """What a search hit returns (never the vector: it is large and not part of a result)."""
 
-# NUMBER_SUBFIELD (knowledge.search_filter): the ``double`` sub-field of every metadata
+# NUMBER_SUBFIELD (knowledge.core.filter_language): the ``double`` sub-field of every metadata
 # field, for numeric filters; a search never names it as a key (check_metadata_key).
 
 # How an index of schema 3 or older maps metadata (one dynamic field per key; since
@@ -250,7 +254,7 @@ class IndexLayout:
     """Whether metadata is held as key/value terms (schema 4, ``metadata_pairs``); an
     older index has one dynamic field per key, which its filters then read."""
     records: str | None = RECORDS
-    """The record fields the index was built with (``knowledge.origin.RECORDS``; None:
+    """The record fields the index was built with (``knowledge.core.origin.RECORDS``; None:
     before they were recorded, so its chunks carry no ``origin``/``format``)."""
 
 
@@ -293,7 +297,7 @@ def index_body(
         CHUNK_COUNT: {"type": "integer"},
         # Returned, never searched: the keyword side reads content_terms.
         CONTENT: {"type": "text", "index": False},
-        # The terms of knowledge.text, computed by the writer (never in results).
+        # The terms of knowledge.ranking.analysis, computed by the writer (never in results).
         CONTENT_TERMS: {"type": "text", "analyzer": "whitespace"},
         CONTENT_HASH: {"type": "keyword"},
         VERSION: {"type": "keyword"},
@@ -397,7 +401,7 @@ def check_layout(
     embedding_model: str | None,
 ) -> None:
     """Raise ``AnalysisMismatchError`` if the index's keyword terms were analysed otherwise
-    than ``knowledge.text.ANALYSIS``; ``EmbeddingMismatchError`` if it cannot hold this
+    than ``knowledge.ranking.analysis.ANALYSIS``; ``EmbeddingMismatchError`` if it cannot hold this
     store's vectors.
 
     A keyword-only store (``vector_dimensions=None``) may use any index for reading;

@@ -6,9 +6,9 @@ Every search carries the scope as ``term`` filters (agent and context; agent onl
 the engine filters while it walks the HNSW graph and a small scope still gets ``k``
 neighbours (lucene/faiss efficient filtering).
 
-File patterns follow ``knowledge.filters.matches_file_patterns``: a glob matches the whole
+File patterns follow ``knowledge.core.path_filters.matches_file_patterns``: a glob matches the whole
 path or the base name, ``*`` also crosses ``/``, ``**/`` is zero or more folders (each
-spelling of ``knowledge.filters.expand_globstars``), case-sensitive. A glob becomes a
+spelling of ``knowledge.core.path_filters.expand_globstars``), case-sensitive. A glob becomes a
 ``wildcard`` query (``*``/``?`` only) or a ``regexp`` query (with ``[...]`` classes) on
 ``document_path`` and on ``document_name``.
 """
@@ -21,11 +21,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from knowledge.errors import InvalidScopeError
-from knowledge.filters import expand_globstars
-from knowledge.scope import KnowledgeScope
-from knowledge.search_filter import FilterNode
-from knowledge.store import StoredDocument
+from knowledge.core.errors import InvalidScopeError
+from knowledge.core.filter_language import FilterNode
+from knowledge.core.path_filters import expand_globstars
+from knowledge.core.scope import KnowledgeScope
+from knowledge.ranking.analysis import keyword_terms
 from knowledge.stores.opensearch.filter_query import filter_query
 from knowledge.stores.opensearch.mapping import (
     AGENT,
@@ -52,7 +52,7 @@ from knowledge.stores.opensearch.mapping import (
     VERSION,
 )
 from knowledge.stores.opensearch.metadata_pairs import METADATA_TERMS, text_term
-from knowledge.text import keyword_terms
+from knowledge.stores.protocol import StoredDocument
 
 __all__ = [
     "CANDIDATES_FILTER_PATH",
@@ -254,7 +254,7 @@ def metadata_filters(metadata: Mapping[str, str], *, pairs: bool = False) -> lis
 
     Metadata scalars are indexed as keywords (numbers and booleans by their JSON
     spelling) and a list matches if it contains the value, as
-    ``knowledge.filters.matches_metadata`` defines.
+    ``knowledge.core.path_filters.matches_metadata`` defines.
     """
     if pairs:
         return [
@@ -340,7 +340,8 @@ def keyword_search_body(
     candidate_path: bool = False,
     candidate_facts: bool = True,
 ) -> dict[str, Any]:
-    """BM25 on ``content_terms`` with the query's distinct ``knowledge.text.keyword_terms``
+    """BM25 on ``content_terms`` with the query's distinct
+    ``knowledge.ranking.analysis.keyword_terms``
     (the terms the embedded store looks up, in the one field that holds a chunk's text
     and heading terms: ``mapping``), OR-ed, inside the filters; each hit with its result
     fields, or with ``candidates`` its ``_id`` and score, with ``CANDIDATE_FIELDS`` as

@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from knowledge.scope import KnowledgeScope
+from knowledge.core.scope import KnowledgeScope
 from knowledge.stores.opensearch.mapping import (
     CHUNK_COUNT,
     CHUNK_INDEX,

@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from knowledge.scope import KnowledgeScope
+from knowledge.core.scope import KnowledgeScope
 from knowledge.stores.opensearch import queries
 from knowledge.stores.opensearch.mapping import RECORD, RECORD_CHUNK
 

@@ -46,12 +46,15 @@ import functools
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from knowledge.deadline import Deadline, current_deadline
+from knowledge.core.deadline import Deadline, current_deadline
+from knowledge.core.errors import EmbeddingError, EmbeddingMismatchError, StoreError
+from knowledge.core.model import MAX_MAX_RESULTS, SearchMode, SearchQuery, SearchResult
+from knowledge.core.path_filters import matches_file_patterns
+from knowledge.core.scope import KnowledgeScope
 from knowledge.embedding.base import EmbeddingClient
 from knowledge.embedding.hashing import HashingEmbedder
-from knowledge.errors import EmbeddingError, EmbeddingMismatchError, StoreError
-from knowledge.filters import matches_file_patterns
-from knowledge.fusion import (
+from knowledge.ranking.analysis import has_cjk
+from knowledge.ranking.fusion import (
     HYBRID_CANDIDATES,
     Fused,
     above_floor,
@@ -63,8 +66,6 @@ from knowledge.fusion import (
     select,
     vector_only,
 )
-from knowledge.model import MAX_MAX_RESULTS, SearchMode, SearchQuery, SearchResult
-from knowledge.scope import KnowledgeScope
 from knowledge.stores.opensearch import queries
 from knowledge.stores.opensearch.bulk import item_reason
 from knowledge.stores.opensearch.connection import Connection
@@ -82,7 +83,6 @@ from knowledge.stores.opensearch.scope_size import (
     parse_chunk_total,
     scope_chunks_body,
 )
-from knowledge.text import has_cjk
 
 __all__ = ["DEFAULT_EMBED_TIMEOUT", "embed_query", "search"]
 

@@ -81,13 +81,12 @@ from datetime import UTC, datetime
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from knowledge.errors import KnowledgeError, StoreError, StoreUnavailableError
-from knowledge.identity import document_id as _document_id
-from knowledge.identity import is_newer_version
-from knowledge.model import FileProblem
-from knowledge.origin import FORMAT, ORIGIN
-from knowledge.scope import KnowledgeScope
-from knowledge.store import DocumentHeader, EmbeddedChunk
+from knowledge.core.errors import KnowledgeError, StoreError, StoreUnavailableError
+from knowledge.core.identity import document_id as _document_id
+from knowledge.core.identity import is_newer_version
+from knowledge.core.model import FileProblem
+from knowledge.core.origin import FORMAT, ORIGIN
+from knowledge.core.scope import KnowledgeScope
 from knowledge.stores.opensearch import queries, records
 from knowledge.stores.opensearch.bulk import (
     BulkSender,
@@ -110,6 +109,7 @@ from knowledge.stores.opensearch.mapping import (
     problem_record,
     unread_record,
 )
+from knowledge.stores.protocol import DocumentHeader, EmbeddedChunk
 
 if TYPE_CHECKING:
     from knowledge.stores.opensearch.connection import Connection
@@ -147,7 +147,7 @@ def new_generation(clock: Callable[[], int] = time.time_ns) -> str:
 
 
 class OpenSearchWriteSession:
-    """Writes to one scope (``knowledge.store.WriteSession``); see the module docstring.
+    """Writes to one scope (``knowledge.stores.protocol.WriteSession``); see the module docstring.
 
     ``replace_scope`` (a reindex) removes, when the session ends, every record of the
     scope it did not write, so the old contents stay searchable until the new are in.

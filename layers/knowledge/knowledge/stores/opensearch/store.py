@@ -26,8 +26,7 @@ from collections import Counter
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from knowledge.chunking import DocumentChunker, MarkdownSectionChunker
-from knowledge.documents import (
+from knowledge.core.documents import (
     DEFAULT_DOCUMENTS_LIMIT,
     DocumentPage,
     IndexedDocument,
@@ -35,17 +34,15 @@ from knowledge.documents import (
     document_page,
     validate_documents_limit,
 )
-from knowledge.embedding.base import EmbeddingClient
-from knowledge.errors import (
+from knowledge.core.errors import (
     ConfigurationError,
     EmbeddingMismatchError,
     StoreError,
     UnsupportedModeError,
     ValidationError,
 )
-from knowledge.fusion import hybrid_weights
-from knowledge.indexing import DEFAULT_EMBED_BATCH_SIZE, Indexer, IndexingStoreMixin
-from knowledge.model import (
+from knowledge.core.filter_language import AllOf, AnyOf, FilterNode, Not
+from knowledge.core.model import (
     MAX_STATUS_PROBLEMS,
     FileProblem,
     IndexState,
@@ -54,15 +51,18 @@ from knowledge.model import (
     SearchQuery,
     SearchResult,
 )
-from knowledge.scope import KnowledgeScope
-from knowledge.search_filter import AllOf, AnyOf, FilterNode, Not
-from knowledge.store import StoredDocument
+from knowledge.core.scope import KnowledgeScope
+from knowledge.embedding.base import EmbeddingClient
+from knowledge.ingest.chunking import DocumentChunker, MarkdownSectionChunker
+from knowledge.ingest.pipeline import DEFAULT_EMBED_BATCH_SIZE, Indexer, IndexingStoreMixin
+from knowledge.ranking.fusion import hybrid_weights
 from knowledge.stores.opensearch import listing, queries, records
 from knowledge.stores.opensearch import search as searching
 from knowledge.stores.opensearch.client import RetryPolicy, refused_as_expensive
-from knowledge.stores.opensearch.config import OpenSearchConfig
 from knowledge.stores.opensearch.connection import Connection
 from knowledge.stores.opensearch.session import OpenSearchWriteSession
+from knowledge.stores.opensearch.settings import OpenSearchConfig
+from knowledge.stores.protocol import StoredDocument
 
 if TYPE_CHECKING:
     from opensearchpy import OpenSearch
@@ -266,7 +266,7 @@ class OpenSearchKnowledgeStore(IndexingStoreMixin):
 
     def search(self, scope: KnowledgeScope, query: SearchQuery) -> list[SearchResult]:
         """Search one scope (or every context of its agent with ``cross_context``); see
-        ``search.search``. Inside the current deadline (``knowledge.deadline``); a node
+        ``search.search``. Inside the current deadline (``knowledge.core.deadline``); a node
         that does not answer in time is a ``StoreUnavailableError``. No match is ``[]``."""
         mode = query.mode or self.default_mode
         if mode not in self.supported_modes:
