@@ -52,6 +52,8 @@ MOVES: dict[str, str] = {
     "writes": "ingest.writes",
     "sources": "ingest.sources",
     "repos": "ingest.repos",
+    "repos.cli": "local.repo_cli",  # ``kb repo``: a command, so beside ``kb``
+    "ingest.repos.cli": "local.repo_cli",
     # stores
     "store": "stores.protocol",
     "stores.opensearch.config": "stores.opensearch.settings",

@@ -673,8 +673,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="seconds between syncs of each registered Git repository (default 86400)",
     )
     serve.set_defaults(handler=_cmd_serve)
-    # Git repository sources: `kb repo add|list|remove|sync` (knowledge.ingest.repos.cli).
-    from knowledge.ingest.repos.cli import add_repo_commands
+    # Git repository sources: `kb repo add|list|remove|sync` (knowledge.local.repo_cli).
+    from knowledge.local.repo_cli import add_repo_commands
 
     add_repo_commands(commands, store, scoped)
 
