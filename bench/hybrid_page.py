@@ -37,6 +37,7 @@ from bench.metrics import summarize
 from bench.stores import SCOPE, delete_index, open_store, unique_index_name
 from knowledge.core.model import IndexOptions, SearchMode, SearchQuery
 from knowledge.embedding.hashing import HashingEmbedder
+from knowledge.ingest.pipeline import index_source
 from knowledge.ingest.sources.local import LocalDirectorySource
 from knowledge.ranking.fusion import HYBRID_CANDIDATES
 
@@ -81,8 +82,11 @@ def main(args: argparse.Namespace) -> None:
             "opensearch", embedder, workdir=None, node_url=url, index_name=name, client=probe
         )
         try:
-            result = store.index(
-                SCOPE, LocalDirectorySource(corpus.docs_dir), IndexOptions(max_documents=100_000)
+            result = index_source(
+                store,
+                SCOPE,
+                LocalDirectorySource(corpus.docs_dir),
+                IndexOptions(max_documents=100_000),
             )
             log(f"indexed {result.indexed_documents} docs / {result.indexed_chunks} chunks")
 

@@ -38,7 +38,7 @@ from knowledge.core.model import FileProblem, IndexOptions, IndexResult
 from knowledge.core.scope import KnowledgeScope
 from knowledge.embedding.hashing import HashingEmbedder
 from knowledge.ingest.chunking import MarkdownSectionChunker
-from knowledge.ingest.pipeline import Indexer
+from knowledge.ingest.pipeline import Indexer, index_source
 from knowledge.ingest.sources.local import LocalDirectorySource
 from knowledge.stores.protocol import DocumentHeader, EmbeddedChunk, StoredDocument
 
@@ -120,7 +120,7 @@ def run_embedded(corpus: Corpus, workdir: Path) -> dict[str, float]:
     store = open_store("embedded", HashingEmbedder(), workdir=workdir)
     try:
         started = time.perf_counter()
-        result = store.index(SCOPE, LocalDirectorySource(corpus.docs_dir), OPTIONS)
+        result = index_source(store, SCOPE, LocalDirectorySource(corpus.docs_dir), OPTIONS)
         return _rates(result, time.perf_counter() - started)
     finally:
         store.close()
@@ -138,7 +138,7 @@ def run_opensearch(corpus: Corpus, url: str, client: Any = None) -> dict[str, fl
     )
     try:
         started = time.perf_counter()
-        result = store.index(SCOPE, LocalDirectorySource(corpus.docs_dir), OPTIONS)
+        result = index_source(store, SCOPE, LocalDirectorySource(corpus.docs_dir), OPTIONS)
         rates = _rates(result, time.perf_counter() - started)
         rates["records_in_index"] = _count(url, name)
         return rates

@@ -55,6 +55,7 @@ from knowledge.core.scope import KnowledgeScope
 from knowledge.core.source import SourceDocument
 from knowledge.embedding.hashing import HashingEmbedder
 from knowledge.ingest.chunking import MarkdownSectionChunker
+from knowledge.ingest.pipeline import index_source
 from knowledge.ranking.fusion import candidate_count
 from knowledge.stores.opensearch import OpenSearchConfig, OpenSearchKnowledgeStore, queries
 from knowledge.stores.opensearch.mapping import (
@@ -335,8 +336,8 @@ def _write_tenant(url: str, index: str, seed: int, scope_id: int, documents: int
         OpenSearchConfig(url=url, index_name=index, timeout=120.0), embedder=HashingEmbedder()
     )
     started = time.perf_counter()
-    result = store.index(
-        scope_of(scope_id), CorpusSource(Corpus(seed), scope_id, documents), OPTIONS
+    result = index_source(
+        store, scope_of(scope_id), CorpusSource(Corpus(seed), scope_id, documents), OPTIONS
     )
     out.put((result.indexed_chunks, time.perf_counter() - started))
     store.close()
@@ -546,8 +547,11 @@ def main(args: argparse.Namespace) -> None:
                 started = time.perf_counter()
                 for scope_id, documents in step:
                     call_started = time.perf_counter()
-                    outcome = store.index(
-                        scope_of(scope_id), CorpusSource(corpus, scope_id, documents), OPTIONS
+                    outcome = index_source(
+                        store,
+                        scope_of(scope_id),
+                        CorpusSource(corpus, scope_id, documents),
+                        OPTIONS,
                     )
                     if scope_id == 0:
                         big_seconds = time.perf_counter() - call_started

@@ -23,7 +23,7 @@ from knowledge.embedding.aimd import DECREASE_FACTOR, AdaptiveLimit
 from knowledge.embedding.bedrock import BedrockEmbeddingClient
 from knowledge.embedding.pool import EmbeddingDeadlineError
 from knowledge.ingest.chunking import MarkdownSectionChunker, embedding_text
-from knowledge.ingest.pipeline import Indexer
+from knowledge.ingest.pipeline import Indexer, index_source
 from knowledge.ingest.sources.local import LocalDirectorySource
 from knowledge.stores.embedded import EmbeddedKnowledgeStore
 
@@ -175,9 +175,9 @@ def test_indexing_embeds_the_next_documents_while_one_is_written(tmp_path: Path)
     profile = Profile(latency_per_call=0.02, dimensions=DIMENSIONS, on_arrival=hold_the_first)
     with fake_embedding_server(profile) as server:
         embedder = _bedrock(server)
-        store = EmbeddedKnowledgeStore(tmp_path / "kb.db", embedder, MarkdownSectionChunker())
+        store = EmbeddedKnowledgeStore(tmp_path / "kb.db", embedder)
         try:
-            result = store.index(SCOPE, LocalDirectorySource(docs), IndexOptions())
+            result = index_source(store, SCOPE, LocalDirectorySource(docs), IndexOptions())
             vectors = _stored_vectors(store, [f"doc-{n:02d}.md" for n in range(12)])
         finally:
             store.close()

@@ -54,8 +54,6 @@ from knowledge.core.model import (
 from knowledge.core.origin import FORMAT, ORIGIN
 from knowledge.core.path_filters import matches_file_patterns, matches_metadata
 from knowledge.core.scope import KnowledgeScope
-from knowledge.ingest.chunking import DocumentChunker, MarkdownSectionChunker
-from knowledge.ingest.pipeline import Indexer, IndexingStoreMixin
 from knowledge.ranking.analysis import keyword_terms
 from knowledge.ranking.fusion import keyword_only, select
 from knowledge.ranking.headings import DEFAULT_HEADINGS_WEIGHT, check_headings_weight, heading_terms
@@ -286,21 +284,19 @@ def _now() -> datetime:
     return datetime.now(UTC)
 
 
-class MemoryKnowledgeStore(IndexingStoreMixin):
+class MemoryKnowledgeStore:
     """Keyword-only ``KnowledgeStore`` held in memory (module docstring).
 
-    ``chunker`` defaults to ``MarkdownSectionChunker()``. Everything is lost on
-    ``close()`` or when the process ends.
+    Keyword-only: its ``embedder`` is ``None``. Everything is lost on ``close()`` or
+    when the process ends.
     """
 
     def __init__(
         self,
-        chunker: DocumentChunker | None = None,
         *,
         headings_weight: float = DEFAULT_HEADINGS_WEIGHT,
     ) -> None:
         self._headings_weight = check_headings_weight(headings_weight)
-        self._indexer = Indexer(chunker or MarkdownSectionChunker(), None)
         self._lock = threading.Lock()
         self._snapshots: dict[str, _Snapshot] = {}
         self._writers: dict[str, threading.Lock] = {}
@@ -311,6 +307,11 @@ class MemoryKnowledgeStore(IndexingStoreMixin):
     @property
     def name(self) -> str:
         return "memory"
+
+    @property
+    def embedder(self) -> None:
+        """Keyword-only: the pipeline embeds nothing for this store."""
+        return None
 
     def _term_counts(self, chunk: DocumentChunk) -> dict[str, float]:
         """A chunk's term frequencies: its text's terms, plus its title and heading terms

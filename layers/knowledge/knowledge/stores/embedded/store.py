@@ -71,8 +71,6 @@ from knowledge.core.model import (
     SearchResult,
 )
 from knowledge.core.scope import KnowledgeScope
-from knowledge.ingest.chunking import DocumentChunker, MarkdownSectionChunker
-from knowledge.ingest.pipeline import DEFAULT_EMBED_CONTEXT, Indexer, IndexingStoreMixin
 from knowledge.ranking.analysis import has_cjk
 from knowledge.ranking.fusion import (
     DEFAULT_RRF_K,
@@ -113,7 +111,12 @@ from .schema import (
 )
 from .status import damaged_status, scope_status
 from .vector_search import DEFAULT_VECTOR_CACHE_BYTES, VectorCache, vector_candidates
-from .write_session import DEFAULT_BATCH_DOCUMENTS, DEFAULT_BATCH_SECONDS, EmbeddedWriteSession
+from .write_session import (
+    DEFAULT_BATCH_DOCUMENTS,
+    DEFAULT_BATCH_SECONDS,
+    EmbeddedWriteSession,
+    SessionStore,
+)
 
 if TYPE_CHECKING:
     from knowledge.embedding.base import EmbeddingClient
@@ -164,7 +167,7 @@ def _read_deeper(
     )
 
 
-class EmbeddedKnowledgeStore(IndexingStoreMixin):
+class EmbeddedKnowledgeStore:
     """``KnowledgeStore`` in one SQLite file (package docstring); the local default.
 
     ``path`` is the file (its folder is created) or ``":memory:"``. Without an
@@ -175,16 +178,14 @@ class EmbeddedKnowledgeStore(IndexingStoreMixin):
     on another's documents; ``keyword_index``). Writes commit every ``batch_documents``
     documents or ``batch_seconds`` seconds (``write_session``). ``relevance_floor`` (unit
     score) drops weaker vector candidates; ``None`` takes the embedder's calibrated floor
-    (``fusion.relevance_floor``). ``embed_context`` embeds each chunk with its title and
-    heading path in front (``None``: as ``indexing.DEFAULT_EMBED_CONTEXT`` says).
-    ``headings_weight`` is the BM25 weight of the title and heading terms next to the
-    text's (``knowledge.ranking.headings``).
+    (``fusion.relevance_floor``). ``headings_weight`` is the BM25 weight of the title and
+    heading terms next to the text's (``knowledge.ranking.headings``).
 
     Raises ``EmbeddingMismatchError`` when the file was built with another embedder,
     ``AnalysisMismatchError`` when its keyword terms were made by another analysis,
     ``ConfigurationError`` when the file is not a usable index (another database, a
     damaged file: the message names it and says that deleting it rebuilds the index),
-    ``ValidationError`` for bad options. The embedder and chunker are the caller's:
+    ``ValidationError`` for bad options. The embedder is the caller's:
     ``close()`` never closes them.
     """
 
@@ -192,7 +193,6 @@ class EmbeddedKnowledgeStore(IndexingStoreMixin):
         self,
         path: str | os.PathLike[str],
         embedder: EmbeddingClient | None = None,
-        chunker: DocumentChunker | None = None,
         *,
         default_mode: SearchMode | str | None = None,
         keyword_weight: float | None = None,
@@ -204,7 +204,6 @@ class EmbeddedKnowledgeStore(IndexingStoreMixin):
         batch_documents: int = DEFAULT_BATCH_DOCUMENTS,
         batch_seconds: float = DEFAULT_BATCH_SECONDS,
         relevance_floor: float | None = None,
-        embed_context: bool | None = DEFAULT_EMBED_CONTEXT,
         headings_weight: float = DEFAULT_HEADINGS_WEIGHT,
     ) -> None:
         target = os.fspath(path)
@@ -262,10 +261,6 @@ class EmbeddedKnowledgeStore(IndexingStoreMixin):
         self._damage: str | None = None
         # Not for ":memory:": there a read inside a session's thread sees uncommitted rows.
         self._vectors = VectorCache(0 if target == MEMORY else vector_cache_bytes)
-        # Read by IndexingStoreMixin: index, reindex, upsert and delete run through it.
-        self._indexer = Indexer(
-            chunker or MarkdownSectionChunker(), embedder, embed_context=embed_context
-        )
         if target != MEMORY:
             try:
                 Path(target).parent.mkdir(parents=True, exist_ok=True)
@@ -291,6 +286,11 @@ class EmbeddedKnowledgeStore(IndexingStoreMixin):
     @property
     def name(self) -> str:
         return _STORE_NAME
+
+    @property
+    def embedder(self) -> EmbeddingClient | None:
+        """The embedder the file's vectors were made with (``None``: keyword-only)."""
+        return self._embedder
 
     @property
     def supported_modes(self) -> frozenset[SearchMode]:
@@ -459,7 +459,7 @@ class EmbeddedKnowledgeStore(IndexingStoreMixin):
             self._pool.release(conn)
 
     def close(self) -> None:
-        """Release the file. Idempotent; the embedder and chunker are left alone."""
+        """Release the file. Idempotent; the embedder is left alone."""
         self._pool.close()
         self._vectors.clear()
 
@@ -499,7 +499,17 @@ class EmbeddedKnowledgeStore(IndexingStoreMixin):
     ) -> EmbeddedWriteSession:
         """A write batch on ``scope`` in batched transactions (``write_session``)."""
         return EmbeddedWriteSession(
-            self,
+            SessionStore(
+                path=self._display,
+                pool=self._pool,
+                keywords=self._keywords,
+                identity=self._identity,
+                with_vectors=self._embedder is not None,
+                mismatch=self._mismatch,
+                damaged=self._damaged,
+                started=self._session_started,
+                ended=self._session_ended,
+            ),
             scope,
             replace_scope=replace_scope,
             batch_documents=self._batch_documents,

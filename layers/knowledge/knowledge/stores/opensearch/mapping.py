@@ -29,7 +29,7 @@ version. ``content`` is kept in ``_source`` for results and not indexed. (The
 ``whitespace`` tokenizer cuts a term at 255 characters; the embedded store keeps it
 whole: only a run of letters that long, a blob, can differ.)
 
-A chunk's title and heading path (``chunking.heading_context``, "Title > Section",
+A chunk's title and heading path (``headings.heading_context``, "Title > Section",
 ``knowledge.ranking.headings.heading_terms``) is part of the same stream (analysis version 4 put
 it in fields of its own): one field can only count a term once, so the node counts
 heading terms as text terms, as the embedded store does at its default column weight of

@@ -53,8 +53,6 @@ from knowledge.core.model import (
 )
 from knowledge.core.scope import KnowledgeScope
 from knowledge.embedding.base import EmbeddingClient
-from knowledge.ingest.chunking import DocumentChunker, MarkdownSectionChunker
-from knowledge.ingest.pipeline import DEFAULT_EMBED_BATCH_SIZE, Indexer, IndexingStoreMixin
 from knowledge.ranking.fusion import hybrid_weights
 from knowledge.stores.opensearch import listing, queries, records
 from knowledge.stores.opensearch import search as searching
@@ -116,7 +114,7 @@ def _expensive_query_error(query: SearchQuery, refused: str) -> ValidationError:
     )
 
 
-class OpenSearchKnowledgeStore(IndexingStoreMixin):
+class OpenSearchKnowledgeStore:
     """``KnowledgeStore`` on an OpenSearch index (a managed domain, Serverless, or a node).
 
     Without an ``embedder`` only keyword search is supported and ``config.default_mode``
@@ -130,11 +128,9 @@ class OpenSearchKnowledgeStore(IndexingStoreMixin):
         self,
         config: OpenSearchConfig,
         embedder: EmbeddingClient | None = None,
-        chunker: DocumentChunker | None = None,
         *,
         client: OpenSearch | None = None,
         aws_session: Any = None,
-        embed_batch_size: int = DEFAULT_EMBED_BATCH_SIZE,
         retry: RetryPolicy | None = None,
         clock: Callable[[], int] = time.time_ns,
     ) -> None:
@@ -154,9 +150,6 @@ class OpenSearchKnowledgeStore(IndexingStoreMixin):
             )
         self._config = config
         self._clock = clock  # nanoseconds since the epoch: generation ids, session ages
-        self._indexer = Indexer(
-            chunker or MarkdownSectionChunker(), embedder, embed_batch_size=embed_batch_size
-        )
         self._embedder = embedder
         # Validated now (the configured hybrid weights, else the embedder's); resolved per
         # query in search (fusion.hybrid_weights).
@@ -181,6 +174,11 @@ class OpenSearchKnowledgeStore(IndexingStoreMixin):
     @property
     def name(self) -> str:
         return "opensearch"
+
+    @property
+    def embedder(self) -> EmbeddingClient | None:
+        """The embedder of the index's vectors (``None``: keyword-only)."""
+        return self._embedder
 
     @property
     def config(self) -> OpenSearchConfig:
@@ -389,7 +387,7 @@ class OpenSearchKnowledgeStore(IndexingStoreMixin):
 
     def close(self) -> None:
         """Close the client if this store created it. Idempotent; later calls raise
-        ``StoreError``; an injected client, chunker and embedder stay open."""
+        ``StoreError``; an injected client and embedder stay open."""
         self._connection.close()
 
     def __enter__(self) -> OpenSearchKnowledgeStore:
