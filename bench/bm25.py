@@ -33,9 +33,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _mrr(client: Any, index: str, corpus: Any) -> float:
-    from knowledge.stores.opensearch import queries
+    from knowledge.stores.opensearch import queries, query_filters
 
-    filters = queries.query_filters(SCOPE)
+    filters = query_filters.query_filters(SCOPE)
     total = 0.0
     for query in corpus.queries:
         body = queries.keyword_search_body(query.text, filters, 50)

@@ -59,7 +59,7 @@ def _ms(started: float) -> float:
 
 
 def main(args: argparse.Namespace) -> None:
-    from knowledge.stores.opensearch import queries
+    from knowledge.stores.opensearch import queries, query_filters
     from knowledge.stores.opensearch.client import create_client
     from knowledge.stores.opensearch.settings import OpenSearchConfig
 
@@ -68,7 +68,7 @@ def main(args: argparse.Namespace) -> None:
     corpus = load_corpus(args.limit or None)
     texts = [q.text for q in corpus.queries]
     embedder = HashingEmbedder()
-    filters = queries.query_filters(SCOPE)
+    filters = query_filters.query_filters(SCOPE)
     fields = queries.chunks_by_id_body([], filters)["_source"]  # the page's result fields
     samples: dict[str, dict[str, list[float]]] = {
         way: {"requests_ms": [], "took_ms": []} for way in ways

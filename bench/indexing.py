@@ -10,7 +10,7 @@ Per repetition (the order of the three targets rotates, to spread drift):
 - ``embedded``: ``EmbeddedKnowledgeStore.index`` into a fresh SQLite file;
 - ``opensearch``: ``OpenSearchKnowledgeStore.index`` into a fresh index;
 - ``raw_bulk``: create an index with the same body (``mapping.index_body``), send the
-  recorder's chunks and document records (``mapping.chunk_document``/``document_record``,
+  recorder's chunks and document records (``chunk_records.chunk_document``/``document_record``,
   same ids) with ``helpers.bulk`` (same chunk size and byte limit as the store), refresh.
 
 Both OpenSearch targets include index creation and the final refresh. A last, untimed
@@ -150,7 +150,7 @@ def run_opensearch(corpus: Corpus, url: str, client: Any = None) -> dict[str, fl
 def _bulk_actions(
     index: str, documents: list[tuple[DocumentHeader, list[EmbeddedChunk]]]
 ) -> list[dict[str, Any]]:
-    from knowledge.stores.opensearch.mapping import chunk_document, document_record
+    from knowledge.stores.opensearch.chunk_records import chunk_document, document_record
 
     actions: list[dict[str, Any]] = []
     for header, chunks in documents:

@@ -44,9 +44,9 @@ MODES = (SearchMode.KEYWORD, SearchMode.VECTOR, SearchMode.HYBRID)
 
 def _raw_request(mode: SearchMode, text: str, max_results: int) -> tuple[str, Any]:
     """What the store would send for ``text`` (method name and body)."""
-    from knowledge.stores.opensearch import queries
+    from knowledge.stores.opensearch import queries, query_filters
 
-    filters = queries.query_filters(SCOPE)
+    filters = query_filters.query_filters(SCOPE)
     # The sizes the store asks for: since issue 11 every mode fetches candidate_count
     # (room for the per-document cap) and hybrid a fixed HYBRID_CANDIDATES per side.
     single = candidate_count(max_results) if hasattr(fusion, "HYBRID_CANDIDATES") else max_results

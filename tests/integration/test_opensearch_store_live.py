@@ -38,10 +38,11 @@ from knowledge.stores.opensearch import (
     OpenSearchKnowledgeStore,
     RetryPolicy,
     queries,
+    query_filters,
 )
 from knowledge.stores.opensearch import connection as connection_module
 from knowledge.stores.opensearch import store as store_module
-from knowledge.stores.opensearch.queries import INCOMPLETE_HASH
+from knowledge.stores.opensearch.answers import INCOMPLETE_HASH
 from knowledge.stores.protocol import DocumentHeader, EmbeddedChunk
 
 pytestmark = [pytest.mark.integration, pytest.mark.opensearch]
@@ -615,7 +616,7 @@ def test_the_trimmed_candidate_answer_keeps_a_side_error(make_store, node: NodeI
     """``CANDIDATES_FILTER_PATH`` on the real node: a failing side still says why."""
     scope = KnowledgeScope("a1", "c1")
     index_source(make_store(), scope, Source({"a.md": "deploy notes"}))
-    filters = queries.query_filters(scope)
+    filters = query_filters.query_filters(scope)
     lines = queries.msearch_body(
         [
             queries.keyword_search_body("deploy", filters, 10, candidates=True),

@@ -54,7 +54,7 @@ from knowledge.core.model import (
 from knowledge.core.scope import KnowledgeScope
 from knowledge.embedding.base import EmbeddingClient
 from knowledge.ranking.fusion import hybrid_weights
-from knowledge.stores.opensearch import listing, queries, records
+from knowledge.stores.opensearch import answers, listing, queries, records
 from knowledge.stores.opensearch import search as searching
 from knowledge.stores.opensearch.client import RetryPolicy, refused_as_expensive
 from knowledge.stores.opensearch.connection import Connection
@@ -219,7 +219,7 @@ class OpenSearchKnowledgeStore:
         after: dict[str, Any] | None = None
         while True:
             body = queries.stored_documents_body(scope, _STORED_DOCUMENTS_PAGE, after)
-            page, after = queries.parse_stored_documents(
+            page, after = answers.parse_stored_documents(
                 self._connection.search(index, f"list the documents of {scope}", body)
             )
             documents.update(page)
@@ -231,7 +231,7 @@ class OpenSearchKnowledgeStore:
         if not self._connection.open_index(index, create=False):
             return None
         body = queries.stored_document_body(scope, path)
-        return queries.parse_stored_document(
+        return answers.parse_stored_document(
             self._connection.search(index, f"read document '{path}' of {scope}", body), path
         )
 
@@ -306,10 +306,10 @@ class OpenSearchKnowledgeStore:
         index = self.index_name(scope)
         problems: tuple[FileProblem, ...] = ()
         if not self._connection.open_index(index, create=False):
-            stats = queries.ScopeStats(0, 0, None)
+            stats = answers.ScopeStats(0, 0, None)
         else:
             connection = self._connection
-            stats = queries.parse_scope_stats(
+            stats = answers.parse_scope_stats(
                 connection.search(
                     index, f"read the status of {scope}", queries.scope_stats_body(scope)
                 )
@@ -351,7 +351,7 @@ class OpenSearchKnowledgeStore:
         after: dict[str, Any] | None = None
         while True:
             body = queries.scopes_page_body(_SCOPES_PAGE, after)
-            page, after = queries.parse_scopes_page(
+            page, after = answers.parse_scopes_page(
                 self._connection.search(target, "list the scopes", body)
             )
             scopes.extend(page)
