@@ -9,10 +9,14 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
-import boto3
 import pytest
-from botocore.config import Config
-from fake_embeddings import FakeEmbeddingServer, Profile, fake_embedding_server, vector_for
+from fake_embeddings import (
+    FakeEmbeddingServer,
+    Profile,
+    bedrock_runtime,
+    fake_embedding_server,
+    vector_for,
+)
 
 from knowledge.core.deadline import Deadline
 from knowledge.core.errors import ValidationError
@@ -101,19 +105,7 @@ def titan() -> Iterator[FakeEmbeddingServer]:
 
 
 def _bedrock(server: FakeEmbeddingServer, concurrency: int = 64) -> BedrockEmbeddingClient:
-    runtime = boto3.client(
-        "bedrock-runtime",
-        region_name="us-east-1",
-        endpoint_url=server.url,
-        aws_access_key_id="test",
-        aws_secret_access_key="test",
-        config=Config(
-            retries={"total_max_attempts": 1},
-            max_pool_connections=concurrency,
-            connect_timeout=WAIT,
-            read_timeout=WAIT,
-        ),
-    )
+    runtime = bedrock_runtime(server, timeout=WAIT, connections=concurrency)
     return BedrockEmbeddingClient(
         dimensions=DIMENSIONS, client=runtime, concurrency=concurrency, max_retries=8
     )
