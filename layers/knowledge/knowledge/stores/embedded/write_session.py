@@ -30,6 +30,7 @@ version alone; ``put_document`` or ``delete_document`` of the path clears it.
 
 from __future__ import annotations
 
+import math
 import sqlite3
 import sys
 import time
@@ -41,7 +42,7 @@ from datetime import UTC, datetime
 from types import TracebackType
 from typing import TYPE_CHECKING, Final
 
-from knowledge.core.errors import ConfigurationError, StoreError
+from knowledge.core.errors import ConfigurationError, StoreError, ValidationError
 from knowledge.core.model import FileProblem
 from knowledge.core.origin import FORMAT
 from knowledge.core.scope import KnowledgeScope
@@ -62,6 +63,8 @@ __all__ = [
     "DEFAULT_BATCH_SECONDS",
     "EmbeddedWriteSession",
     "SessionStore",
+    "check_batches",
+    "require_count",
 ]
 
 DEFAULT_BATCH_DOCUMENTS: Final = 100
@@ -69,6 +72,27 @@ DEFAULT_BATCH_DOCUMENTS: Final = 100
 
 DEFAULT_BATCH_SECONDS: Final = 1.0
 """Seconds a transaction stays open, at most (checked between documents)."""
+
+
+def require_count(field: str, value: object, *, minimum: int) -> None:
+    """``ValidationError`` naming ``field`` unless ``value`` is an integer >= ``minimum``."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ValidationError(field, f"must be an integer >= {minimum}, got {value!r}")
+
+
+def check_batches(batch_documents: object, batch_seconds: object) -> None:
+    """Check a store's batch limits (documents per transaction, seconds it stays open)."""
+    require_count("batch_documents", batch_documents, minimum=1)
+    if (
+        isinstance(batch_seconds, bool)
+        or not isinstance(batch_seconds, int | float)
+        or not math.isfinite(batch_seconds)
+        or batch_seconds <= 0
+    ):
+        raise ValidationError(
+            "batch_seconds", f"must be a number of seconds > 0, got {batch_seconds!r}"
+        )
+
 
 _SCOPE_CONDITION: Final = "agent = ? AND context = ?"
 _PATH_CONDITION: Final = "agent = ? AND context = ? AND path = ?"
