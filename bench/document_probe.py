@@ -24,6 +24,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from knowledge.ingest.pipeline import index_source
+
 
 def _status_kib(field: str, pid: str = "self") -> float | None:
     try:
@@ -150,8 +152,8 @@ def main() -> None:
             options = IndexOptions(file_patterns=(f"*{path.suffix}",), max_documents=10)
             baseline = _peak_mib()
             started = time.perf_counter()
-            result = store.index(
-                KnowledgeScope("bench", "probe"), LocalDirectorySource(path.parent), options
+            result = index_source(
+                store, KnowledgeScope("bench", "probe"), LocalDirectorySource(path.parent), options
             )
             store.close()
         if result.errors or result.skipped or result.indexed_documents != 1:

@@ -214,7 +214,7 @@ def _quota_run(
         )
         chunker = MarkdownSectionChunker()
         indexer = Indexer(chunker, embedder, lookahead=None if adaptive else 0)
-        store = EmbeddedKnowledgeStore(workdir / f"{name}.db", embedder, chunker)
+        store = EmbeddedKnowledgeStore(workdir / f"{name}.db", embedder)
         try:
             started = time.perf_counter()
             result = indexer.index(store, SCOPE, LocalDirectorySource(docs), OPTIONS)

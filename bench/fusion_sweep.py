@@ -63,6 +63,7 @@ from bench.stores import (
     unique_index_name,
 )
 from knowledge.core.model import IndexOptions, SearchQuery
+from knowledge.ingest.pipeline import reindex_source
 from knowledge.ingest.sources.local import LocalDirectorySource
 from knowledge.ranking import fusion
 from knowledge.ranking.analysis import has_cjk
@@ -268,8 +269,11 @@ def _candidates(
                 options={"wait_for_refresh": True},  # searched right after indexing
             )
         try:
-            store.reindex(
-                SCOPE, LocalDirectorySource(corpus.docs_dir), IndexOptions(max_documents=100_000)
+            reindex_source(
+                store,
+                SCOPE,
+                LocalDirectorySource(corpus.docs_dir),
+                IndexOptions(max_documents=100_000),
             )
             data = []
             for query in corpus.queries:

@@ -33,6 +33,7 @@ from bench.metrics import document_ranking, evaluate
 from bench.quality import score_modes
 from bench.stores import SCOPE, make_embedder, open_store
 from knowledge.core.model import IndexOptions, SearchMode
+from knowledge.ingest.pipeline import reindex_source
 from knowledge.ingest.sources.local import LocalDirectorySource
 from knowledge.stores.embedded import keyword_index
 
@@ -235,8 +236,8 @@ def _variant(name: str) -> Iterator[None]:
 def _keyword(corpus: Corpus, workdir: Path) -> float:
     store = open_store("embedded", make_embedder("hashing"), workdir=workdir)
     try:
-        result = store.reindex(
-            SCOPE, LocalDirectorySource(corpus.docs_dir), IndexOptions(max_documents=100_000)
+        result = reindex_source(
+            store, SCOPE, LocalDirectorySource(corpus.docs_dir), IndexOptions(max_documents=100_000)
         )
         if result.errors:
             raise SystemExit(f"indexing failed: {result.errors[:3]}")

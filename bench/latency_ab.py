@@ -30,6 +30,7 @@ from typing import IO, Any
 
 from bench.environment import REPO_ROOT, log, opensearch_node, write_result
 from bench.metrics import summarize
+from knowledge.ingest.pipeline import index_source
 
 __all__ = ["add_arguments", "main"]
 
@@ -86,8 +87,11 @@ def _worker(args: argparse.Namespace) -> None:
             status = store.status(SCOPE)
             _send(sys.stdout, {"chunks": status.chunk_count, "documents": status.document_count})
         else:
-            result = store.index(
-                SCOPE, LocalDirectorySource(corpus.docs_dir), IndexOptions(max_documents=100_000)
+            result = index_source(
+                store,
+                SCOPE,
+                LocalDirectorySource(corpus.docs_dir),
+                IndexOptions(max_documents=100_000),
             )
             indexed = {"chunks": result.indexed_chunks, "documents": result.indexed_documents}
             _send(sys.stdout, indexed)

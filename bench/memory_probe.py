@@ -1,7 +1,7 @@
 """One memory measurement in a fresh interpreter: ``python bench/memory_probe.py FOLDER OUT``.
 
 Indexes every Markdown file of ``FOLDER`` into a new embedded store (hashing embedder)
-with the product's ``store.index`` and writes to ``OUT`` (JSON) the peak resident set
+with the product's ``index_source`` and writes to ``OUT`` (JSON) the peak resident set
 size (``ru_maxrss``) before indexing (interpreter, imports, store, numpy) and after.
 Run by ``bench.memory``.
 """
@@ -12,6 +12,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+from knowledge.ingest.pipeline import index_source
 
 
 def _peak_mib() -> float:
@@ -33,8 +35,8 @@ def main() -> None:
         scope = KnowledgeScope("bench", "memory")
         baseline = _peak_mib()
         started = time.perf_counter()
-        result = store.index(
-            scope, LocalDirectorySource(folder), IndexOptions(max_documents=100_000)
+        result = index_source(
+            store, scope, LocalDirectorySource(folder), IndexOptions(max_documents=100_000)
         )
         seconds = time.perf_counter() - started
         peak = _peak_mib()

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.environment import REPO_ROOT, log, write_result
+from knowledge.ingest.pipeline import index_source
 
 __all__ = ["add_arguments", "main"]
 
@@ -58,7 +59,7 @@ def _timed_sync(
     started = time.perf_counter()
     report = sync_repository(registry, scope, registration)
     synced = time.perf_counter()
-    result = store.index(scope, BucketFolderSource(root), IndexOptions())
+    result = index_source(store, scope, BucketFolderSource(root), IndexOptions())
     done = time.perf_counter()
     assert report.ok, report.error
     return {

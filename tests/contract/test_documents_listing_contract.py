@@ -16,9 +16,9 @@ import pytest
 
 from knowledge.core.documents import MAX_DOCUMENTS_LIMIT, IndexedDocument
 from knowledge.core.errors import ValidationError
+from knowledge.core.identity import document_id
 from knowledge.core.model import DocumentChunk
 from knowledge.core.scope import KnowledgeScope
-from knowledge.ingest.pipeline import document_id
 from knowledge.stores.protocol import DocumentHeader, EmbeddedChunk, IndexWriter, KnowledgeStore
 
 A_X = KnowledgeScope("agent-a", "ctx-x")

@@ -15,6 +15,7 @@ from knowledge.core.model import SearchQuery
 from knowledge.core.scope import KnowledgeScope
 from knowledge.core.source import SourceDocument
 from knowledge.embedding.hashing import HashingEmbedder
+from knowledge.ingest.pipeline import upsert_document
 from knowledge.stores.embedded import EmbeddedKnowledgeStore
 from knowledge.stores.opensearch import OpenSearchConfig, OpenSearchKnowledgeStore
 from knowledge.stores.protocol import KnowledgeStore
@@ -85,7 +86,7 @@ def _index(store: KnowledgeStore, texts: dict[str, str]) -> None:
     for path, text in texts.items():
         data = text.encode("utf-8")
         document = SourceDocument(path=path, size=len(data), read=lambda data=data: data)
-        assert store.upsert_document(SCOPE, document).indexed_documents == 1
+        assert upsert_document(store, SCOPE, document).indexed_documents == 1
 
 
 def _found(store: KnowledgeStore, query: str) -> list[str]:

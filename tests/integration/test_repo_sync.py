@@ -18,6 +18,7 @@ from git_server import GitHttpServer, Workdir
 
 from knowledge.core.model import IndexOptions, SearchMode, SearchQuery
 from knowledge.core.scope import KnowledgeScope
+from knowledge.ingest.pipeline import index_source
 from knowledge.ingest.repos.registration import RepoRegistration, SyncBounds
 from knowledge.ingest.repos.state import RepoRegistry
 from knowledge.ingest.repos.storage import FolderStorage
@@ -61,7 +62,7 @@ def new_repo(server: GitHttpServer, tmp_path: Path, name: str) -> Workdir:
 
 def indexed(store: MemoryKnowledgeStore, bucket: Path, prefix: str) -> dict[str, str | None]:
     """Index the bucket folder's scope; return its documents under ``prefix`` -> origin."""
-    store.index(SCOPE, BucketFolderSource(bucket), IndexOptions())
+    index_source(store, SCOPE, BucketFolderSource(bucket), IndexOptions())
     page = store.list_documents(SCOPE, limit=1000)
     return {d.path[len(prefix) :]: d.origin for d in page.documents if d.path.startswith(prefix)}
 
@@ -124,7 +125,7 @@ def test_add_edit_rename_delete_and_force_push_keep_the_index_equal_to_the_tree(
     second = work.commit("edit")
     report = sync_repository(registry, SCOPE, registration)
     assert (report.written, report.deleted, report.unchanged) == (1, 0, 2)
-    result = store.index(SCOPE, BucketFolderSource(bucket), IndexOptions())
+    result = index_source(store, SCOPE, BucketFolderSource(bucket), IndexOptions())
     assert result.indexed_documents == 1
     assert registry.state(SCOPE, "docs").files["README.md"][1] == first  # unchanged blob kept
     assert registry.state(SCOPE, "docs").files["runbooks/rollback.md"] == [

@@ -12,7 +12,8 @@ import pytest
 from knowledge.core.errors import ValidationError
 from knowledge.core.model import DocumentChunk
 from knowledge.extraction.base import Block
-from knowledge.ingest.chunking import MarkdownSectionChunker, embedding_text, heading_context
+from knowledge.ingest.chunking import MarkdownSectionChunker, embedding_text
+from knowledge.ranking.headings import heading_context
 
 ALPHA = "alpha bravo charlie delta echo foxtrot golf hotel"  # 49 characters
 

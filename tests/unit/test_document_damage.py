@@ -19,6 +19,7 @@ import pytest
 
 from knowledge.core.errors import ExtractionError
 from knowledge.extraction import extract_text
+from knowledge.ingest.pipeline import index_source
 from knowledge.local.cli import main
 
 GOOD = "# Failover\n\nPromote the read replica when the primary database is lost.\n"
@@ -169,5 +170,5 @@ def test_a_file_that_grows_after_it_was_listed_is_read_only_to_the_size_limit(
     assert len(document.read()) == 4097  # bounded, not the megabyte on disk
 
     store = MemoryKnowledgeStore()
-    result = store.index(KnowledgeScope("a", "b"), LocalDirectorySource(folder), options)
+    result = index_source(store, KnowledgeScope("a", "b"), LocalDirectorySource(folder), options)
     assert [p.reason.split(":")[0] for p in result.skipped] == ["too large"]

@@ -12,6 +12,7 @@ from knowledge.core.documents import decode_cursor, encode_cursor, validate_docu
 from knowledge.core.errors import ValidationError
 from knowledge.core.scope import KnowledgeScope
 from knowledge.core.source import SourceDocument
+from knowledge.ingest.pipeline import upsert_document
 from knowledge.service.api import KnowledgeApi, parse_documents_query
 from knowledge.stores.memory import MemoryKnowledgeStore
 from knowledge.stores.opensearch.listing import (
@@ -190,7 +191,7 @@ def api() -> KnowledgeApi:
     store = MemoryKnowledgeStore()
     data = b"# Setup\n\nhelm install\n"
     for path in ("guides/setup.md", "a b.md"):
-        store.upsert_document(SCOPE, SourceDocument(path=path, size=len(data), read=lambda: data))
+        upsert_document(store, SCOPE, SourceDocument(path=path, size=len(data), read=lambda: data))
     return KnowledgeApi(store)
 
 

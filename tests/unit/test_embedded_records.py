@@ -22,6 +22,7 @@ from knowledge.core.model import (
 from knowledge.core.origin import RECORDS
 from knowledge.core.scope import KnowledgeScope
 from knowledge.embedding.hashing import HashingEmbedder
+from knowledge.ingest.pipeline import delete_document
 from knowledge.ranking.analysis import ANALYSIS, KOREAN_MORPHEMES
 from knowledge.stores.embedded import EmbeddedKnowledgeStore
 from knowledge.stores.protocol import DocumentHeader, EmbeddedChunk
@@ -350,7 +351,7 @@ def test_a_file_of_analysis_3_without_chunks_gets_the_headings_column(
         with store.write_session(SCOPE) as session:  # leaves the agent's table (isolation)
             old = DocumentChunk("old.md", 0, "old text", {})
             session.put_document(header("old.md"), [EmbeddedChunk(old, None)])
-        assert store.delete_document(SCOPE, "old.md")
+        assert delete_document(store, SCOPE, "old.md")
     finally:
         store.close()
     _as_analysis_3(db)

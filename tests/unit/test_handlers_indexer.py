@@ -36,7 +36,6 @@ from knowledge.aws.settings import LambdaSettings
 from knowledge.core.errors import StoreError
 from knowledge.core.model import SearchQuery
 from knowledge.core.scope import KnowledgeScope
-from knowledge.core.source import SourceDocument
 from knowledge.ingest.sources.s3 import S3DocumentSource
 from knowledge.stores.memory import MemoryKnowledgeStore
 
@@ -265,12 +264,10 @@ def test_mixed_batch_sample(indexer):
 class PoisonStore(MemoryKnowledgeStore):
     """Fails every write of ``poison.md``, as a backend bug or a bad document would."""
 
-    def upsert_document(
-        self, scope: KnowledgeScope, document: SourceDocument, options: Any = None
-    ) -> Any:
-        if document.path == "poison.md":
+    def stored_document(self, scope: KnowledgeScope, path: str) -> Any:
+        if path == "poison.md":  # the pipeline's first read of a write
             raise StoreError("the index rejected poison.md")
-        return super().upsert_document(scope, document, options)
+        return super().stored_document(scope, path)
 
 
 def test_poison_record_in_a_batch_is_the_only_failure(monkeypatch, s3, capsys):

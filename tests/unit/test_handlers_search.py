@@ -38,6 +38,7 @@ from knowledge.core.errors import StoreUnavailableError
 from knowledge.core.model import SearchQuery
 from knowledge.core.scope import KnowledgeScope
 from knowledge.core.source import SourceDocument
+from knowledge.ingest.pipeline import upsert_document
 from knowledge.ingest.sources.s3 import S3DocumentSource
 from knowledge.service.api import KnowledgeApi
 from knowledge.stores.memory import MemoryKnowledgeStore
@@ -54,16 +55,21 @@ def document(path: str, text: str) -> SourceDocument:
 @pytest.fixture
 def store() -> MemoryKnowledgeStore:
     store = MemoryKnowledgeStore()
-    store.upsert_document(
+    upsert_document(
+        store,
         RUNBOOKS,
         document("deploy.md", "# Deploy\n\nTo rollback a failed deployment run helm rollback."),
     )
-    store.upsert_document(
-        RUNBOOKS, document("장애 대응/배포 실패.md", "# 배포 실패\n\n배포 실패 시 롤백한다.")
+    upsert_document(
+        store, RUNBOOKS, document("장애 대응/배포 실패.md", "# 배포 실패\n\n배포 실패 시 롤백한다.")
     )
-    store.upsert_document(MANUALS, document("helm.md", "# Helm\n\nhelm rollback takes a revision."))
-    store.upsert_document(
-        KnowledgeScope("other-bot", "runbooks"), document("secret.md", "rollback of other-bot")
+    upsert_document(
+        store, MANUALS, document("helm.md", "# Helm\n\nhelm rollback takes a revision.")
+    )
+    upsert_document(
+        store,
+        KnowledgeScope("other-bot", "runbooks"),
+        document("secret.md", "rollback of other-bot"),
     )
     return store
 
@@ -554,7 +560,7 @@ def test_documents_bad_parameters_are_400_naming_them(search, query, field):
 
 def test_a_cursor_of_another_agent_is_refused(search, store):
     other_scope = KnowledgeScope("other-bot", "runbooks")
-    store.upsert_document(other_scope, document("zz.md", "more of other-bot"))
+    upsert_document(store, other_scope, document("zz.md", "more of other-bot"))
     event = load_event("api_documents.json")  # limit=1
     event["rawPath"] = "/v1/agents/other-bot/contexts/runbooks/documents"
     status, body = search.invoke(event)

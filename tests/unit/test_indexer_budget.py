@@ -33,7 +33,7 @@ from knowledge.aws.event_indexing import EventIndexer
 from knowledge.aws.settings import LambdaSettings
 from knowledge.core.errors import StoreError
 from knowledge.core.scope import KnowledgeScope
-from knowledge.core.source import SIDECAR_SUFFIX, SourceDocument
+from knowledge.core.source import SIDECAR_SUFFIX
 from knowledge.embedding.pool import embedding_deadline
 from knowledge.ingest.sources.s3 import S3DocumentSource
 from knowledge.stores.memory import MemoryKnowledgeStore
@@ -63,12 +63,10 @@ class SlowReadS3:
 class FailingStore(MemoryKnowledgeStore):
     """Fails every write of ``broken.md``, as an unavailable index would."""
 
-    def upsert_document(
-        self, scope: KnowledgeScope, document: SourceDocument, options: Any = None
-    ) -> Any:
-        if document.path == "broken.md":
+    def stored_document(self, scope: KnowledgeScope, path: str) -> Any:
+        if path == "broken.md":  # the pipeline's first read of a write
             raise StoreError("the index is unavailable")
-        return super().upsert_document(scope, document, options)
+        return super().stored_document(scope, path)
 
 
 @dataclass
@@ -237,12 +235,11 @@ class DeadlineRecordingStore(MemoryKnowledgeStore):
         super().__init__()
         self.seconds_left: list[float | None] = []
 
-    def upsert_document(
-        self, scope: KnowledgeScope, document: SourceDocument, options: Any = None
-    ) -> Any:
+    def stored_document(self, scope: KnowledgeScope, path: str) -> Any:
+        # The pipeline's first read of an upsert: under the record's deadline.
         deadline = embedding_deadline()
         self.seconds_left.append(None if deadline is None else deadline.remaining())
-        return super().upsert_document(scope, document, options)
+        return super().stored_document(scope, path)
 
 
 def test_a_record_runs_under_the_invocation_deadline_less_the_reserve(aws, monkeypatch):

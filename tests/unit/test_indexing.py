@@ -21,7 +21,12 @@ from knowledge.core.source import SourceDocument
 from knowledge.embedding.base import Embedding
 from knowledge.embedding.hashing import HashingEmbedder
 from knowledge.ingest.chunking import MarkdownSectionChunker
-from knowledge.ingest.pipeline import Indexer, document_fingerprint, embeds_context_by_default
+from knowledge.ingest.pipeline import (
+    Indexer,
+    document_fingerprint,
+    embeds_context_by_default,
+    upsert_document,
+)
 from knowledge.ingest.sources import Listing
 from knowledge.stores.protocol import DocumentHeader, EmbeddedChunk, StoredDocument
 
@@ -347,7 +352,7 @@ def test_the_memory_store_has_no_vectors_to_reuse() -> None:
     from knowledge.stores.memory import MemoryKnowledgeStore
 
     store = MemoryKnowledgeStore()
-    store.upsert_document(SCOPE, doc("a.md", sections(3)))
+    upsert_document(store, SCOPE, doc("a.md", sections(3)))
     with store.write_session(SCOPE) as session:
         assert session.stored_vectors("a.md") == {}
 

@@ -19,6 +19,7 @@ from knowledge.core.errors import ConfigurationError
 from knowledge.core.model import IndexOptions, SearchMode, SearchQuery
 from knowledge.core.secrets import clear_secret_cache
 from knowledge.embedding.hashing import HashingEmbedder
+from knowledge.ingest.pipeline import upsert_document
 from knowledge.stores.opensearch import OpenSearchKnowledgeStore
 
 SECRET_ARN = "arn:aws:secretsmanager:us-east-1:123456789012:secret:openai-AbCdEf"
@@ -279,7 +280,7 @@ def test_reranking_from_the_environment_reranks_through_bedrock(monkeypatch):
         "b.md": "how to rollback helm",
     }.items():
         data = text.encode()
-        store.upsert_document(scope, SourceDocument(path, len(data), lambda d=data: d))
+        upsert_document(store, scope, SourceDocument(path, len(data), lambda d=data: d))
     with fake_rerank_server(arn) as fake:
         monkeypatch.setenv("AWS_ENDPOINT_URL_BEDROCK_AGENT_RUNTIME", fake.url)
         settings = LambdaSettings.from_env(

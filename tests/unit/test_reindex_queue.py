@@ -26,6 +26,7 @@ from knowledge.core.errors import StoreUnavailableError
 from knowledge.core.model import IndexOptions
 from knowledge.core.scope import KnowledgeScope
 from knowledge.core.source import SourceDocument
+from knowledge.ingest.pipeline import upsert_document
 from knowledge.ingest.sources.s3 import S3DocumentSource
 from knowledge.stores.memory import MemoryKnowledgeStore
 
@@ -64,8 +65,8 @@ def drain(sqs: Any, queue_url: str) -> list[str]:
 def index_paths(store: MemoryKnowledgeStore, *paths: str) -> None:
     for path in paths:
         data = f"# {path}".encode()
-        store.upsert_document(
-            SCOPE, SourceDocument(path=path, size=len(data), read=lambda d=data: d)
+        upsert_document(
+            store, SCOPE, SourceDocument(path=path, size=len(data), read=lambda d=data: d)
         )
 
 

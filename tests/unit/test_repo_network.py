@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from knowledge.core.errors import ConfigurationError
-from knowledge.ingest.repos.fetch import RepoSyncError
+from knowledge.ingest.repos.errors import RepoSyncError
 from knowledge.ingest.repos.network import LOCAL, HostPolicy
 
 

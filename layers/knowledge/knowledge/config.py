@@ -199,7 +199,11 @@ def _build_embedded(settings: StoreSettings) -> KnowledgeStore:
 def _build_opensearch(settings: StoreSettings) -> KnowledgeStore:
     from knowledge.stores.opensearch import build_store  # only if asked; opensearchpy is lazy
 
-    return build_store(settings)
+    return build_store(
+        url=settings.opensearch_url,
+        default_mode=settings.default_mode,
+        open_embedder=lambda: open_embedder(settings.embedder_name),
+    )
 
 
 STORE_BUILDERS: dict[str, StoreBuilder] = {

@@ -46,7 +46,12 @@ from knowledge.core.errors import ConfigurationError, KnowledgeError
 from knowledge.core.model import IndexOptions, IndexResult
 from knowledge.core.scope import KnowledgeScope
 from knowledge.core.source import SourceDocument, is_document_path
-from knowledge.ingest.pipeline import REASON_STALE_VERSION, REASON_UNCHANGED
+from knowledge.ingest.pipeline import (
+    REASON_STALE_VERSION,
+    REASON_UNCHANGED,
+    delete_document,
+    upsert_document,
+)
 from knowledge.stores.protocol import KnowledgeStore
 
 __all__ = [
@@ -221,7 +226,7 @@ class EventIndexer:
         if document is None:
             why = None if action.kind is ActionKind.DELETE else "the object no longer exists"
             return self._delete(action, scope, path, why)
-        result = self._store.upsert_document(scope, document, self._options)
+        result = upsert_document(self._store, scope, document, self._options)
         if result.errors and self._source.revision(scope, path) is None:
             # Deleted under the read (or the write): the bucket decides, nothing to retry.
             return self._delete(action, scope, path, "the object was deleted while indexing")
@@ -258,7 +263,7 @@ class EventIndexer:
     def _delete(
         self, action: ObjectAction, scope: KnowledgeScope, path: str, why: str | None
     ) -> EventOutcome:
-        if self._store.delete_document(scope, path, action.version):
+        if delete_document(self._store, scope, path, action.version):
             return EventOutcome(action, EventStatus.DELETED, why)
         detail = "not in the index, or a newer version is indexed"
         return EventOutcome(

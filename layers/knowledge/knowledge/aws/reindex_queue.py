@@ -179,8 +179,6 @@ class ScopeReindexer:
                     break
             self._record_unread(task.scope, store, capped_unread(unread))
             cursor = None  # the removals phase starts from the first indexed path
-        if not isinstance(store, IndexWriter):
-            return ExpansionReport(documents, 0)  # a store that cannot list its documents
         if progressed and not budget.can_start():
             return self._continue(task, ReindexPhase.REMOVALS, cursor, documents, 0)
         with budget.unit():

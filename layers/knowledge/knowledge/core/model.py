@@ -15,8 +15,8 @@ from typing import Any
 
 from knowledge.core.errors import ValidationError
 from knowledge.core.filter_language import FilterNode, check_metadata_key, parse_filter
+from knowledge.core.formats import DOCUMENT_PATTERNS
 from knowledge.core.origin import FORMAT, ORIGIN, URL, check_origins
-from knowledge.extraction import DOCUMENT_PATTERNS
 
 __all__ = [
     "DEFAULT_MAX_CHUNKS_PER_DOCUMENT",

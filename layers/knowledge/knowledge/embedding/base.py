@@ -9,7 +9,13 @@ from typing import Protocol, runtime_checkable
 
 from knowledge.core.errors import EmbeddingError
 
-__all__ = ["Embedding", "EmbeddingClient", "checked_vector"]
+__all__ = ["Embedding", "EmbeddingClient", "EmbeddingDeadlineError", "checked_vector"]
+
+
+class EmbeddingDeadlineError(EmbeddingError):
+    """The caller's deadline passed (or would pass while waiting out a rate limit) before
+    every text was embedded; no further call was started (``knowledge.embedding.pool``,
+    ``knowledge.embedding.aimd``)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -56,6 +56,7 @@ from typing import TypeVar
 from knowledge.core.deadline import Deadline, current_deadline
 from knowledge.core.errors import EmbeddingError, ValidationError
 from knowledge.embedding.aimd import AdaptiveLimit
+from knowledge.embedding.base import EmbeddingDeadlineError
 
 __all__ = [
     "DEFAULT_BEDROCK_CONCURRENCY",
@@ -118,11 +119,6 @@ def embedding_time_budget(seconds: float) -> Iterator[Deadline]:
         yield deadline
     finally:
         _EMBEDDING_DEADLINE.reset(token)
-
-
-class EmbeddingDeadlineError(EmbeddingError):
-    """The caller's deadline passed (or would pass while waiting out a rate limit) before
-    every text was embedded; no further call was started."""
 
 
 class EmbeddingCancelledError(EmbeddingError):

@@ -35,6 +35,7 @@ from knowledge.core.errors import ValidationError
 from knowledge.core.model import DocumentChunk
 from knowledge.extraction.base import Block, PositionKey
 from knowledge.extraction.plain import FRONT_MATTER
+from knowledge.ranking.headings import heading_context
 
 __all__ = [
     "DEFAULT_CHUNK_SIZE",
@@ -44,7 +45,6 @@ __all__ = [
     "MarkdownSectionChunker",
     "StructuredChunker",
     "embedding_text",
-    "heading_context",
 ]
 
 DEFAULT_CHUNK_SIZE = 500
@@ -214,19 +214,6 @@ class MarkdownSectionChunker:
                 metadata={"title": title, "heading_path": list(heading_path)},
             )
             index += 1
-
-
-def heading_context(metadata: Mapping[str, Any]) -> str:
-    """A chunk's document title and heading path as one line (``"Title > Section > Sub"``)
-    from its ``metadata``: what ``embedding_text`` puts in front of the text, and what
-    the keyword indexes hold next to it (``headings``). The title is not repeated when it
-    is the first heading; a title or heading without a letter ("3.1.4", "2024-05") says
-    nothing and is left out; ``""`` when none is left."""
-    title = str(metadata.get("title") or "").strip()
-    raw_path = metadata.get("heading_path") or ()
-    path = [str(h).strip() for h in raw_path if str(h).strip()]
-    parts = path if path and path[0] == title else [p for p in (title, *path) if p]
-    return " > ".join(part for part in parts if any(ch.isalpha() for ch in part))
 
 
 def embedding_text(chunk: DocumentChunk) -> str:

@@ -65,7 +65,7 @@ from knowledge.core.model import (
 )
 from knowledge.core.scope import KnowledgeScope
 from knowledge.core.source import DocumentSource
-from knowledge.ingest.pipeline import REASON_UNCHANGED
+from knowledge.ingest.pipeline import REASON_UNCHANGED, index_source, reindex_source
 from knowledge.local.progress import ListedSource, ProgressBar
 from knowledge.search.tool import format_search_results
 from knowledge.service.api import parse_search_request, search_response_body
@@ -210,9 +210,9 @@ def _cmd_index(args: argparse.Namespace) -> int:
             store.set_scope_source(scope, f"kb index {folder.resolve()}")
         try:
             if args.reindex:
-                result = store.reindex(scope, source, options)
+                result = reindex_source(store, scope, source, options)
             else:
-                result = store.index(scope, source, options)
+                result = index_source(store, scope, source, options)
         finally:
             progress.finish()
     if args.json:

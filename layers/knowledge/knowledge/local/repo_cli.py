@@ -18,6 +18,7 @@ from typing import Any
 
 from knowledge.core.errors import ValidationError
 from knowledge.core.scope import KnowledgeScope
+from knowledge.ingest.pipeline import index_source
 
 __all__ = ["add_repo_commands"]
 
@@ -35,7 +36,7 @@ def _service(args: argparse.Namespace) -> Any:
         from knowledge.local.cli import _open_store
 
         with closing(_open_store(args)) as store:
-            return store.index(scope, BucketFolderSource(root), IndexOptions())
+            return index_source(store, scope, BucketFolderSource(root), IndexOptions())
 
     return LocalRepos(root, index_scope).service
 

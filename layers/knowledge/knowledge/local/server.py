@@ -70,6 +70,7 @@ from knowledge.core.model import (
     SearchMode,
 )
 from knowledge.core.scope import KnowledgeScope
+from knowledge.ingest.pipeline import index_source, reindex_source
 from knowledge.ingest.sources.local import SYMLINK_OUTSIDE_SCOPE, BucketFolderSource
 from knowledge.local.playground import Asset, playground_asset
 from knowledge.local.progress import IndexingProgress, ProgressBar
@@ -707,7 +708,7 @@ class LocalServer:
     def _index_synced_scope(self, scope: KnowledgeScope) -> IndexResult:
         """Index a scope a repository sync just wrote (the watcher would, a poll later)."""
         with self._write_lock:
-            return self._store.index(scope, self._source, self._options)
+            return index_source(self._store, scope, self._source, self._options)
 
     def _reindex_scope(self, scope: KnowledgeScope) -> IndexResult:
         """Reindex from the folder; a scope whose folder vanished is emptied. A scope with
@@ -716,7 +717,7 @@ class LocalServer:
         if not folder.is_dir() and scope not in self._store.list_scopes():
             raise NotFoundError(f"no folder and no index for scope {scope}")
         with self._write_lock:
-            return self._store.reindex(scope, self._source, self._options)
+            return reindex_source(self._store, scope, self._source, self._options)
 
 
 class _TerminalProgress:

@@ -52,7 +52,13 @@ from knowledge.core.errors import KnowledgeError
 from knowledge.core.model import FileProblem, IndexOptions, IndexResult
 from knowledge.core.scope import KnowledgeScope, parse_object_key
 from knowledge.core.source import SIDECAR_SUFFIX, DocumentSource, SourceDocument
-from knowledge.ingest.pipeline import listing_problems, listing_unread
+from knowledge.ingest.pipeline import (
+    delete_document,
+    index_source,
+    listing_problems,
+    listing_unread,
+    upsert_document,
+)
 from knowledge.ingest.sources import under_unlisted_folder
 from knowledge.local.progress import IndexingProgress, ListedSource
 from knowledge.stores.protocol import IndexWriter, KnowledgeStore
@@ -245,7 +251,7 @@ class BucketWatcher:
         progress: IndexingProgress | None = None,
         should_stop: Callable[[], bool] = lambda: False,
     ) -> dict[KnowledgeScope, IndexResult]:
-        """Bring every one of ``scopes`` in line with its folder (``store.index``: new and
+        """Bring every one of ``scopes`` in line with its folder (``index_source``: new and
         changed documents written, unchanged skipped, the rest deleted; a scope without
         a folder is emptied), then remember the folder so later polls see later changes.
 
@@ -270,7 +276,7 @@ class BucketWatcher:
                     raise IndexingStopped("stopped before the start-up index finished")
                 with self._write_lock:
                     # ``index`` also clears the problems of files it no longer lists.
-                    results[scope] = self._store.index(scope, source, self._options)
+                    results[scope] = index_source(self._store, scope, source, self._options)
                 progress.finish_scope(scope)
                 _log_result(scope, results[scope])
                 for path in source.paths:
@@ -508,8 +514,6 @@ class BucketWatcher:
     def _stale_problems(self, scope: KnowledgeScope, listed: Container[str]) -> set[str]:
         """The paths with a recorded problem that are neither a listed document nor
         reported by the listing: nothing in the folder has that problem any more."""
-        if not isinstance(self._store, IndexWriter):
-            return set()
         try:
             recorded = self._store.problem_paths(scope)
         except (OSError, KnowledgeError) as exc:
@@ -518,13 +522,11 @@ class BucketWatcher:
         return {path for path in recorded if path not in listed}
 
     def _stored_paths(self, scope: KnowledgeScope) -> set[str] | None:
-        if isinstance(self._store, IndexWriter):
-            return set(self._store.stored_documents(scope))
-        return None
+        return set(self._store.stored_documents(scope))
 
     def _upsert(self, key: str, scope: KnowledgeScope, document: SourceDocument) -> AppliedChange:
         try:
-            result = self._store.upsert_document(scope, document)
+            result = upsert_document(self._store, scope, document)
         except Exception as exc:
             logger.debug("upsert of %s failed", key, exc_info=exc)
             return AppliedChange(key, "failed", str(exc) or type(exc).__name__)
@@ -537,7 +539,7 @@ class BucketWatcher:
 
     def _delete(self, key: str, scope: KnowledgeScope, path: str) -> AppliedChange:
         try:
-            removed = self._store.delete_document(scope, path)
+            removed = delete_document(self._store, scope, path)
         except Exception as exc:
             logger.debug("delete of %s failed", key, exc_info=exc)
             return AppliedChange(key, "failed", str(exc) or type(exc).__name__)

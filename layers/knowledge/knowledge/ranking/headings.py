@@ -1,7 +1,7 @@
 """Title and heading context on the keyword side: how much it weighs next to the text.
 
 Every keyword index holds, next to a chunk's own terms, the terms of its document title
-and heading path (``chunking.heading_context``, the line ``embedding_text`` puts in front
+and heading path (``heading_context``, the line ``chunking.embedding_text`` puts in front
 of the embedded text), analysed exactly as the content (``text.keyword_terms``; in
 OpenSearch in the same ``content_terms`` field as the text's terms, analysis version 5).
 A question often names what a heading names ("how do I X" under a heading "X") while the
@@ -23,13 +23,30 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from knowledge.core.errors import ValidationError
-from knowledge.ingest.chunking import heading_context
 from knowledge.ranking.analysis import keyword_terms
 
-__all__ = ["DEFAULT_HEADINGS_WEIGHT", "check_headings_weight", "heading_terms"]
+__all__ = [
+    "DEFAULT_HEADINGS_WEIGHT",
+    "check_headings_weight",
+    "heading_context",
+    "heading_terms",
+]
 
 DEFAULT_HEADINGS_WEIGHT: Final = 1.0
 """The weight of title and heading terms next to the content's 1.0 (module docstring)."""
+
+
+def heading_context(metadata: Mapping[str, Any]) -> str:
+    """A chunk's document title and heading path as one line (``"Title > Section > Sub"``)
+    from its ``metadata``: what ``chunking.embedding_text`` puts in front of the text, and what
+    the keyword indexes hold next to it (``headings``). The title is not repeated when it
+    is the first heading; a title or heading without a letter ("3.1.4", "2024-05") says
+    nothing and is left out; ``""`` when none is left."""
+    title = str(metadata.get("title") or "").strip()
+    raw_path = metadata.get("heading_path") or ()
+    path = [str(h).strip() for h in raw_path if str(h).strip()]
+    parts = path if path and path[0] == title else [p for p in (title, *path) if p]
+    return " > ".join(part for part in parts if any(ch.isalpha() for ch in part))
 
 
 def check_headings_weight(value: object, field: str = "headings_weight") -> float:

@@ -25,15 +25,13 @@ from knowledge.core.documents import DEFAULT_DOCUMENTS_LIMIT, DocumentPage, Inde
 from knowledge.core.model import (
     DocumentChunk,
     FileProblem,
-    IndexOptions,
-    IndexResult,
     IndexStatus,
     SearchMode,
     SearchQuery,
     SearchResult,
 )
 from knowledge.core.scope import KnowledgeScope
-from knowledge.core.source import DocumentSource, SourceDocument
+from knowledge.embedding.base import EmbeddingClient
 
 __all__ = [
     "DocumentHeader",
@@ -44,77 +42,6 @@ __all__ = [
     "StoredDocument",
     "WriteSession",
 ]
-
-
-@runtime_checkable
-class KnowledgeStore(Protocol):
-    @property
-    def name(self) -> str:
-        """Short backend name for messages and logs (``memory``, ``embedded``, ``opensearch``)."""
-        ...
-
-    @property
-    def supported_modes(self) -> frozenset[SearchMode]: ...
-
-    @property
-    def default_mode(self) -> SearchMode: ...
-
-    def index(
-        self, scope: KnowledgeScope, source: DocumentSource, options: IndexOptions | None = None
-    ) -> IndexResult:
-        """Bring the scope in line with the source: new and changed documents are indexed,
-        unchanged ones (same content hash) skipped, documents gone from the source removed."""
-        ...
-
-    def reindex(
-        self, scope: KnowledgeScope, source: DocumentSource, options: IndexOptions | None = None
-    ) -> IndexResult:
-        """Drop everything in the scope and index the source again in full."""
-        ...
-
-    def upsert_document(
-        self, scope: KnowledgeScope, document: SourceDocument, options: IndexOptions | None = None
-    ) -> IndexResult:
-        """Index one document (event-driven path). A ``document.version`` older than the
-        stored one changes nothing; unchanged content is skipped. ``options`` give the
-        limits (``max_document_bytes``, chunk size); file patterns are not applied."""
-        ...
-
-    def delete_document(self, scope: KnowledgeScope, path: str, version: str | None = None) -> bool:
-        """Remove all chunks of one document; ``False`` if there was nothing to remove or
-        the stored version is newer than ``version``."""
-        ...
-
-    def search(self, scope: KnowledgeScope, query: SearchQuery) -> list[SearchResult]: ...
-
-    def status(self, scope: KnowledgeScope) -> IndexStatus: ...
-
-    def list_scopes(self) -> list[KnowledgeScope]:
-        """Every scope holding at least one indexed document or problem, sorted (by agent,
-        then context). Lets a caller reconcile the index with the source (``kb serve``
-        empties the scopes whose folders vanished)."""
-        ...
-
-    def list_documents(
-        self,
-        scope: KnowledgeScope,
-        *,
-        limit: int = DEFAULT_DOCUMENTS_LIMIT,
-        cursor: str | None = None,
-    ) -> DocumentPage:
-        """One page of exactly this scope's documents (indexed, with a problem, or both),
-        in path order, from the per-document records (``knowledge.core.documents``).
-        ``limit`` in [1, MAX_DOCUMENTS_LIMIT]; ``cursor`` is a page's ``next_cursor``.
-        Raises ``ValidationError`` (``limit``/``cursor``) for a bad limit or a cursor
-        that is not one of this scope's."""
-        ...
-
-    def get_document(self, scope: KnowledgeScope, path: str) -> IndexedDocument | None:
-        """The record of one document of exactly this scope; ``None`` when it has
-        neither an indexed version nor a problem."""
-        ...
-
-    def close(self) -> None: ...
 
 
 # --- The write side every backend provides to the shared indexing pipeline ---------------
@@ -237,6 +164,12 @@ class WriteSession(Protocol):
 class IndexWriter(Protocol):
     """The primitive write API of a backend."""
 
+    @property
+    def embedder(self) -> EmbeddingClient | None:
+        """The embedder whose vectors the store holds (the pipeline embeds with it by
+        default); ``None``: a keyword-only store."""
+        ...
+
     def stored_documents(self, scope: KnowledgeScope) -> dict[str, StoredDocument]:
         """Every document of the scope (exact scope, not cross-context), by path."""
         ...
@@ -251,3 +184,52 @@ class IndexWriter(Protocol):
     def write_session(self, scope: KnowledgeScope, *, replace_scope: bool = False) -> WriteSession:
         """Open a write batch; ``replace_scope`` first drops everything in the scope."""
         ...
+
+
+@runtime_checkable
+class KnowledgeStore(IndexWriter, Protocol):
+    """A backend: the read side (search, status, documents) and the ``IndexWriter`` the
+    indexing pipeline (``knowledge.ingest.pipeline``) writes through. A store never
+    indexes by itself: ``index_source(store, scope, source)`` and its siblings do."""
+
+    @property
+    def name(self) -> str:
+        """Short backend name for messages and logs (``memory``, ``embedded``, ``opensearch``)."""
+        ...
+
+    @property
+    def supported_modes(self) -> frozenset[SearchMode]: ...
+
+    @property
+    def default_mode(self) -> SearchMode: ...
+
+    def search(self, scope: KnowledgeScope, query: SearchQuery) -> list[SearchResult]: ...
+
+    def status(self, scope: KnowledgeScope) -> IndexStatus: ...
+
+    def list_scopes(self) -> list[KnowledgeScope]:
+        """Every scope holding at least one indexed document or problem, sorted (by agent,
+        then context). Lets a caller reconcile the index with the source (``kb serve``
+        empties the scopes whose folders vanished)."""
+        ...
+
+    def list_documents(
+        self,
+        scope: KnowledgeScope,
+        *,
+        limit: int = DEFAULT_DOCUMENTS_LIMIT,
+        cursor: str | None = None,
+    ) -> DocumentPage:
+        """One page of exactly this scope's documents (indexed, with a problem, or both),
+        in path order, from the per-document records (``knowledge.core.documents``).
+        ``limit`` in [1, MAX_DOCUMENTS_LIMIT]; ``cursor`` is a page's ``next_cursor``.
+        Raises ``ValidationError`` (``limit``/``cursor``) for a bad limit or a cursor
+        that is not one of this scope's."""
+        ...
+
+    def get_document(self, scope: KnowledgeScope, path: str) -> IndexedDocument | None:
+        """The record of one document of exactly this scope; ``None`` when it has
+        neither an indexed version nor a problem."""
+        ...
+
+    def close(self) -> None: ...

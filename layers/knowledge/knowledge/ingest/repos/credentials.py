@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Mapping
 
-from knowledge.ingest.repos.fetch import RepoSyncError
+from knowledge.ingest.repos.errors import RepoSyncError
 from knowledge.ingest.repos.registration import CREDENTIAL_ARN, CREDENTIAL_ENV, CREDENTIAL_FILE
 
 __all__ = ["MAX_SECRET_BYTES", "resolve_credential"]

@@ -5,7 +5,7 @@ the blobs over ``SyncBounds.max_file_bytes`` where the server has protocol v2's
 ``filter`` (``blob:limit``), into an in-memory object store, counting the pack's bytes
 as they arrive: over ``SyncBounds.max_repo_bytes`` or past the deadline the transfer
 stops. Thin packs are refused (the store holds nothing to complete them from). Every failure is a
-``RepoSyncError`` with a message of our own: dulwich's and urllib3's messages can hold
+``RepoSyncError`` (``errors``) with a message of our own: dulwich's and urllib3's messages can hold
 a URL or a server's text, and a credential never appears in either.
 
 ``walk_tree`` lists the regular files of the fetched commit's tree (``TreeFile``: path,
@@ -23,28 +23,17 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from knowledge.core.errors import KnowledgeError
 from knowledge.core.model import FileProblem
+from knowledge.ingest.repos.errors import RepoSyncError
+from knowledge.ingest.repos.network import CONNECT_TIMEOUT, READ_TIMEOUT
 from knowledge.ingest.repos.registration import RepoRegistration, SyncBounds
 
 if TYPE_CHECKING:
     from knowledge.ingest.repos.network import HostPolicy
 
-__all__ = ["FetchedTree", "RepoSyncError", "TreeFile", "fetch_branch"]
+__all__ = ["FetchedTree", "TreeFile", "fetch_branch"]
 
 DEFAULT_HTTPS_USER = "x-access-token"
-CONNECT_TIMEOUT = 10.0
-READ_TIMEOUT = 60.0
-
-
-class RepoSyncError(KnowledgeError):
-    """A sync that could not run; ``kind`` names what to check (``unreachable``,
-    ``credentials``, ``branch``, ``bounds``, ``time``, ``protocol``, ``credential``)."""
-
-    def __init__(self, kind: str, message: str) -> None:
-        super().__init__(message)
-        self.kind = kind
-        self.message = message
 
 
 @dataclass(frozen=True, slots=True)

@@ -26,9 +26,20 @@ from dataclasses import dataclass
 from typing import Any
 
 from knowledge.core.errors import ConfigurationError
-from knowledge.ingest.repos.fetch import RepoSyncError
+from knowledge.ingest.repos.errors import RepoSyncError
 
-__all__ = ["ALLOWED_NETWORKS_ENV", "LOCAL", "HostPolicy", "guarded_pool_manager"]
+__all__ = [
+    "ALLOWED_NETWORKS_ENV",
+    "CONNECT_TIMEOUT",
+    "LOCAL",
+    "READ_TIMEOUT",
+    "HostPolicy",
+    "guarded_pool_manager",
+]
+
+CONNECT_TIMEOUT = 10.0
+READ_TIMEOUT = 60.0
+"""Seconds to connect to a Git server and to wait for its next bytes (HTTPS and SSH)."""
 
 ALLOWED_NETWORKS_ENV = "REPO_ALLOWED_NETWORKS"
 

@@ -16,7 +16,8 @@ import io
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-from knowledge.ingest.repos.fetch import CONNECT_TIMEOUT, READ_TIMEOUT, RepoSyncError
+from knowledge.ingest.repos.errors import RepoSyncError
+from knowledge.ingest.repos.network import CONNECT_TIMEOUT, READ_TIMEOUT
 from knowledge.ingest.repos.registration import RepoRegistration
 
 __all__ = ["ParamikoVendor", "ssh_client"]

@@ -34,7 +34,8 @@ from knowledge.core.scope import KnowledgeScope
 from knowledge.core.source import SIDECAR_SUFFIX, is_document_path
 from knowledge.ingest.repos import MIRROR_FOLDER
 from knowledge.ingest.repos.credentials import resolve_credential
-from knowledge.ingest.repos.fetch import FetchedTree, RepoSyncError, fetch_branch
+from knowledge.ingest.repos.errors import RepoSyncError
+from knowledge.ingest.repos.fetch import FetchedTree, fetch_branch
 from knowledge.ingest.repos.links import file_url
 from knowledge.ingest.repos.registration import RepoRegistration, SyncBounds
 from knowledge.ingest.repos.state import RepoRegistry, RepoState, mirror_prefix

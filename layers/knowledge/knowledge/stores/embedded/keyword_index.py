@@ -10,7 +10,7 @@ each a quoted FTS5 string, OR-ed (``fts_query``): user input never reaches FTS5 
 syntax. The score is ``-bm25()`` (SQLite's lower-is-better turned around).
 
 **Title and headings.** Every table has two columns: ``terms`` (the chunk's text) and
-``headings`` (the terms of its title and heading path, ``chunking.heading_context``,
+``headings`` (the terms of its title and heading path, ``headings.heading_context``,
 analysed the same way; analysis version 4). ``bm25()`` weighs a match in ``headings``
 by ``headings_weight`` against 1.0 for the text (FTS5 column weights: the weight
 multiplies that column's term frequency; the row's length is both columns'). A weight

@@ -17,6 +17,7 @@ from typing import Any
 
 from knowledge.core.documents import IndexedDocument
 from knowledge.core.scope import KnowledgeScope
+from knowledge.stores.opensearch.answers import parse_hits
 from knowledge.stores.opensearch.mapping import (
     CHUNK_COUNT,
     CONTENT_HASH,
@@ -32,7 +33,7 @@ from knowledge.stores.opensearch.mapping import (
     SIZE,
     VERSION,
 )
-from knowledge.stores.opensearch.queries import parse_hits, scope_filters
+from knowledge.stores.opensearch.query_filters import scope_filters
 
 __all__ = ["document_record_body", "documents_page_body", "parse_documents"]
 
