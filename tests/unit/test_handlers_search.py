@@ -83,7 +83,7 @@ def search(
     monkeypatch: pytest.MonkeyPatch, store: MemoryKnowledgeStore, capsys: pytest.CaptureFixture[str]
 ) -> Search:
     module = load_handler("search", monkeypatch)
-    module.container.api = KnowledgeApi(store)
+    module.container.api = KnowledgeApi(store, reindex=module.queue_reindex)
     return Search(module)
 
 
@@ -439,7 +439,7 @@ def test_cold_start_metric_is_emitted_once(monkeypatch, store, capsys):
 
     cold_start.reset_cold_start_flag()  # a new container: earlier tests ran in this process
     module = load_handler("search", monkeypatch)
-    module.container.api = KnowledgeApi(store)
+    module.container.api = KnowledgeApi(store, reindex=module.queue_reindex)
     module.lambda_handler(load_event("api_health.json"), LambdaContext())
     module.lambda_handler(load_event("api_health.json"), LambdaContext())
     assert emitted_metrics(capsys.readouterr().out).get("ColdStart") == 1
@@ -504,7 +504,7 @@ def test_detailed_tracing_creates_the_tracer_on_the_first_request_only_when_aske
     monkeypatch, store
 ):
     module = load_handler("search", monkeypatch)
-    module.container.api = KnowledgeApi(store)
+    module.container.api = KnowledgeApi(store, reindex=module.queue_reindex)
     module.lambda_handler(load_event("api_health.json"), LambdaContext())
     assert module.container.tracer is None  # default: no X-Ray SDK import at all
     monkeypatch.setenv("KB_DETAILED_TRACING", "true")
