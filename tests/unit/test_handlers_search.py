@@ -40,6 +40,7 @@ from knowledge.core.scope import KnowledgeScope
 from knowledge.core.source import SourceDocument
 from knowledge.ingest.sources.s3 import S3DocumentSource
 from knowledge.service.api import KnowledgeApi
+from knowledge.service.routes import ROUTES
 from knowledge.stores.memory import MemoryKnowledgeStore
 
 RUNBOOKS = KnowledgeScope("ops-bot", "runbooks")
@@ -188,6 +189,23 @@ def test_status(search):
     assert (body["agent"], body["context"]) == ("ops-bot", "runbooks")
     assert body["document_count"] == 2
     assert body["state"] == "READY"
+
+
+@pytest.mark.parametrize(
+    "route", [r for r in ROUTES if r.function == "search"], ids=lambda r: r.name
+)
+def test_every_route_of_the_table_for_this_function_is_served(search, route, monkeypatch):
+    """The search function registers its routes from the one table (knowledge.service.routes):
+    each is answered by its view, none falls through to the 404 of an unknown route."""
+    monkeypatch.delenv("INDEX_QUEUE_URL", raising=False)  # reindex: a 503, no SQS call
+    path = route.path.format(agent="ops-bot", context="runbooks", path="deploy.md", name="x")
+    event = copy.deepcopy(load_event("api_status.json"))
+    event["rawPath"] = event["requestContext"]["http"]["path"] = path
+    event["requestContext"]["http"]["method"] = route.method
+    event["routeKey"] = event["requestContext"]["routeKey"] = f"{route.method} {route.path}"
+    event["body"], event["isBase64Encoded"] = '{"query": "rollback", "path": "a.md"}', False
+    status, body = search.invoke(event)
+    assert not str(body.get("error", "")).startswith("no route"), (status, body)
 
 
 def test_unknown_route_is_a_json_404(search):
