@@ -3,7 +3,8 @@
 Two kinds of event, one thin adapter each:
 
 - API Gateway (HTTP API v2): ``POST|GET .../repos``, ``GET|DELETE .../repos/{name}``,
-  ``POST .../repos/{name}/sync``, answered by ``knowledge.service.api.repo_route`` over the AWS
+  ``POST .../repos/{name}/sync`` (the table's ``repos`` routes, ``knowledge.service.routes``),
+  answered by ``knowledge.service.api.repo_route`` over the AWS
   ``RepoService`` (``knowledge.ingest.repos.aws``): registrations in the bucket under
   ``.kb@repos/``, a sync request queued (202). Authorization as on the search routes
   (``knowledge.aws.access``): reading like status, managing like reindex (JWT: its scope).
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from typing import Any
 
 from aws_lambda_powertools import Logger
@@ -27,7 +29,7 @@ from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.logging.utils import copy_config_to_registered_loggers
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from knowledge.aws.access import AccessPolicy, Operation
+from knowledge.aws.access import AccessPolicy
 from knowledge.service.api import (
     ApiResponse,
     error_response,
@@ -35,6 +37,7 @@ from knowledge.service.api import (
     repo_route,
     request_body,
 )
+from knowledge.service.routes import ROUTES, Operation, Route
 
 __all__ = ["Container", "app", "container", "lambda_handler"]
 
@@ -110,35 +113,20 @@ def _route(route: str, captured: dict[str, str], operation: Operation) -> Respon
     return _http(response)
 
 
-_BASE = "/v1/agents/<agent>/contexts/<context>/repos"
+def _endpoint(route: Route) -> Callable[..., Response[str]]:
+    def endpoint(**captured: str) -> Response[str]:
+        assert route.permission is not None  # every repository route is authorized
+        return _route(route.name, captured, route.permission)
+
+    endpoint.__name__ = route.name
+    return endpoint
 
 
-@app.post(_BASE)
-def add(agent: str, context: str) -> Response[str]:
-    return _route("repo_add", {"agent": agent, "context": context}, Operation.REINDEX)
-
-
-@app.get(_BASE)
-def list_repos(agent: str, context: str) -> Response[str]:
-    return _route("repo_list", {"agent": agent, "context": context}, Operation.STATUS)
-
-
-@app.get(_BASE + "/<name>")
-def get(agent: str, context: str, name: str) -> Response[str]:
-    captured = {"agent": agent, "context": context, "name": name}
-    return _route("repo_get", captured, Operation.STATUS)
-
-
-@app.delete(_BASE + "/<name>")
-def remove(agent: str, context: str, name: str) -> Response[str]:
-    captured = {"agent": agent, "context": context, "name": name}
-    return _route("repo_remove", captured, Operation.REINDEX)
-
-
-@app.post(_BASE + "/<name>/sync")
-def sync(agent: str, context: str, name: str) -> Response[str]:
-    captured = {"agent": agent, "context": context, "name": name}
-    return _route("repo_sync", captured, Operation.REINDEX)
+# The table's repository routes (knowledge.service.routes; template.yaml sends them here).
+for served in ROUTES:
+    if served.function == "repos":
+        rule = served.path.replace("{", "<").replace("}", ">")
+        app.route(rule, method=served.method)(_endpoint(served))
 
 
 @app.exception_handler(Exception)  # type: ignore[untyped-decorator]

@@ -23,6 +23,7 @@ import pytest
 from botocore.auth import SigV4Auth as BotocoreSigV4
 from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials, RefreshableCredentials
+from local_stack import local_server
 
 from knowledge.client import (
     AccessDeniedError,
@@ -53,22 +54,13 @@ RUNBOOK = "# Rolling back\n\n## Helm\n\nRun helm rollback checkout-api to the pr
 
 @pytest.fixture
 def local(tmp_path: Path) -> Iterator[LocalServer]:
-    root = tmp_path / "bucket"
-    (root / "ops-bot" / "runbooks").mkdir(parents=True)
-    (root / "ops-bot" / "runbooks" / "rollback.md").write_text(RUNBOOK, "utf-8")
-    (root / "ops-bot" / "notes").mkdir(parents=True)
-    (root / "ops-bot" / "notes" / "helm.md").write_text("# Helm notes\n\nhelm charts\n", "utf-8")
-    (root / "other-bot" / "secret").mkdir(parents=True)
-    (root / "other-bot" / "secret" / "s.md").write_text("# helm secret\n\nhelm\n", "utf-8")
-    with closing(
-        open_store(db_path=tmp_path / "k.db", embedder_name="hashing", environ={})
-    ) as store:
-        server = LocalServer(root, store, host="127.0.0.1", port=0, poll_interval=0.1)
-        server.start()
-        try:
-            yield server
-        finally:
-            server.stop()
+    files = {
+        "ops-bot/runbooks/rollback.md": RUNBOOK,
+        "ops-bot/notes/helm.md": "# Helm notes\n\nhelm charts\n",
+        "other-bot/secret/s.md": "# helm secret\n\nhelm\n",
+    }
+    with local_server(tmp_path, files) as server:
+        yield server
 
 
 def test_search_status_and_reindex_against_the_local_server(local: LocalServer) -> None:

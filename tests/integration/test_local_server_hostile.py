@@ -498,15 +498,24 @@ def test_keep_alive_responses_are_not_held_back_by_nagle(server: LocalServer) ->
     assert min(quartiles) < 0.030, [round(m * 1000, 1) for m in quartiles]
 
 
-def kb_serve(root: Path, db: Path, *extra: str, script: str | None = None) -> subprocess.Popen[str]:
+def kb_serve(
+    root: Path,
+    db: Path,
+    *extra: str,
+    script: str | None = None,
+    prefix: Sequence[str] = (),
+    stderr: Any = subprocess.PIPE,
+) -> subprocess.Popen[str]:
+    """``kb serve ROOT --port 0 --db DB --poll-interval 0.2 EXTRA...`` in a child Python
+    (``script`` instead of the plain ``kb`` main; ``prefix``: a command to run it under)."""
     code = (
         script or "import sys; from knowledge.local.cli import main; sys.exit(main(sys.argv[1:]))"
     )
     argv = [sys.executable, "-c", code, "serve", str(root), "--port", "0", "--db", str(db)]
     return subprocess.Popen(
-        [*argv, "--poll-interval", "0.2", *extra],
+        [*prefix, *argv, "--poll-interval", "0.2", *extra],
         stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
+        stderr=stderr,
         text=True,
         encoding="utf-8",
     )
@@ -909,25 +918,9 @@ def test_the_watcher_syncs_the_rest_of_a_scope_with_a_folder_it_cannot_read(
     write(folder / "keep.md", "# Keep\n\nokapi keep\n")
     write(folder / "gone.md", "# Gone\n\nokapi gone\n")
     write(folder / "private" / "secret.md", "# Secret\n\nokapi secret\n")
-    argv = [sys.executable, "-c", _KB, "serve", str(root), "--port", "0"]
     with (
         (tmp_path / "serve.log").open("w") as log,
-        running(
-            subprocess.Popen(
-                [
-                    *_as_plain_user(),
-                    *argv,
-                    "--db",
-                    str(tmp_path / "k.db"),
-                    "--poll-interval",
-                    "0.2",
-                ],
-                stdout=subprocess.PIPE,
-                stderr=log,
-                text=True,
-                encoding="utf-8",
-            )
-        ) as process,
+        running(kb_serve(root, tmp_path / "k.db", prefix=_as_plain_user(), stderr=log)) as process,
     ):
         url = served_url(process)
         wait_until(
@@ -961,25 +954,9 @@ def test_an_agent_folder_that_cannot_be_read_empties_none_of_its_scopes(tmp_path
     root = tmp_path / "bucket"
     write(root / "ops" / "one" / "a.md", "# A\n\nokapi one\n")
     write(root / "ops" / "two" / "b.md", "# B\n\nokapi two\n")
-    argv = [sys.executable, "-c", _KB, "serve", str(root), "--port", "0"]
     with (
         (tmp_path / "serve.log").open("w") as log,
-        running(
-            subprocess.Popen(
-                [
-                    *_as_plain_user(),
-                    *argv,
-                    "--db",
-                    str(tmp_path / "k.db"),
-                    "--poll-interval",
-                    "0.2",
-                ],
-                stdout=subprocess.PIPE,
-                stderr=log,
-                text=True,
-                encoding="utf-8",
-            )
-        ) as process,
+        running(kb_serve(root, tmp_path / "k.db", prefix=_as_plain_user(), stderr=log)) as process,
     ):
         url = served_url(process)
         wait_until(

@@ -123,6 +123,7 @@ def test_built_layer_has_the_knowledge_package(sam_build: Path) -> None:
     for module in (
         "__init__.py",
         "service/api.py",
+        "service/routes.py",
         "aws/events.py",
         "aws/event_indexing.py",
         "aws/settings.py",

@@ -564,7 +564,7 @@ def test_serve_moves_an_index_of_an_older_analysis_aside_and_builds_a_new_one(
     import sqlite3
 
     from knowledge.core.errors import AnalysisMismatchError
-    from knowledge.local import cli
+    from knowledge.local import cli_open
 
     docs = tmp_path / "docs"
     docs.mkdir()
@@ -575,10 +575,10 @@ def test_serve_moves_an_index_of_an_older_analysis_aside_and_builds_a_new_one(
         conn.execute("UPDATE meta SET value = ? WHERE key = 'analysis'", (older,))
     args = build_parser().parse_args(["serve", str(tmp_path), "--db", str(db)])
     with pytest.raises(AnalysisMismatchError):  # what any other command says
-        cli._open_store(args).close()
+        cli_open.open_cli_store(args).close()
 
     err = io.StringIO()
-    with closing(cli._open_served_store(args, err)) as store:
+    with closing(cli_open.open_served_store(args, err)) as store:
         assert store.list_scopes() == []  # a new, empty index: the server fills it
     assert "moved it to" in err.getvalue()
     assert str(tmp_path / "k.db.old") in err.getvalue()

@@ -41,6 +41,7 @@ from knowledge.core.source import SourceDocument
 from knowledge.ingest.pipeline import upsert_document
 from knowledge.ingest.sources.s3 import S3DocumentSource
 from knowledge.service.api import KnowledgeApi
+from knowledge.service.routes import ROUTES
 from knowledge.stores.memory import MemoryKnowledgeStore
 
 RUNBOOKS = KnowledgeScope("ops-bot", "runbooks")
@@ -89,7 +90,7 @@ def search(
     monkeypatch: pytest.MonkeyPatch, store: MemoryKnowledgeStore, capsys: pytest.CaptureFixture[str]
 ) -> Search:
     module = load_handler("search", monkeypatch)
-    module.container.api = KnowledgeApi(store)
+    module.container.api = KnowledgeApi(store, reindex=module.queue_reindex)
     return Search(module)
 
 
@@ -194,6 +195,23 @@ def test_status(search):
     assert (body["agent"], body["context"]) == ("ops-bot", "runbooks")
     assert body["document_count"] == 2
     assert body["state"] == "READY"
+
+
+@pytest.mark.parametrize(
+    "route", [r for r in ROUTES if r.function == "search"], ids=lambda r: r.name
+)
+def test_every_route_of_the_table_for_this_function_is_served(search, route, monkeypatch):
+    """The search function registers its routes from the one table (knowledge.service.routes):
+    each is answered by its view, none falls through to the 404 of an unknown route."""
+    monkeypatch.delenv("INDEX_QUEUE_URL", raising=False)  # reindex: a 503, no SQS call
+    path = route.path.format(agent="ops-bot", context="runbooks", path="deploy.md", name="x")
+    event = copy.deepcopy(load_event("api_status.json"))
+    event["rawPath"] = event["requestContext"]["http"]["path"] = path
+    event["requestContext"]["http"]["method"] = route.method
+    event["routeKey"] = event["requestContext"]["routeKey"] = f"{route.method} {route.path}"
+    event["body"], event["isBase64Encoded"] = '{"query": "rollback", "path": "a.md"}', False
+    status, body = search.invoke(event)
+    assert not str(body.get("error", "")).startswith("no route"), (status, body)
 
 
 def test_unknown_route_is_a_json_404(search):
@@ -445,7 +463,7 @@ def test_cold_start_metric_is_emitted_once(monkeypatch, store, capsys):
 
     cold_start.reset_cold_start_flag()  # a new container: earlier tests ran in this process
     module = load_handler("search", monkeypatch)
-    module.container.api = KnowledgeApi(store)
+    module.container.api = KnowledgeApi(store, reindex=module.queue_reindex)
     module.lambda_handler(load_event("api_health.json"), LambdaContext())
     module.lambda_handler(load_event("api_health.json"), LambdaContext())
     assert emitted_metrics(capsys.readouterr().out).get("ColdStart") == 1
@@ -510,7 +528,7 @@ def test_detailed_tracing_creates_the_tracer_on_the_first_request_only_when_aske
     monkeypatch, store
 ):
     module = load_handler("search", monkeypatch)
-    module.container.api = KnowledgeApi(store)
+    module.container.api = KnowledgeApi(store, reindex=module.queue_reindex)
     module.lambda_handler(load_event("api_health.json"), LambdaContext())
     assert module.container.tracer is None  # default: no X-Ray SDK import at all
     monkeypatch.setenv("KB_DETAILED_TRACING", "true")

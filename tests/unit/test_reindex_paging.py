@@ -141,7 +141,7 @@ def test_reindex_of_2500_objects_pages_through_the_scope_and_the_index(aws, monk
     monkeypatch.setenv("DOCUMENTS_BUCKET", BUCKET)
     monkeypatch.setenv("INDEX_QUEUE_URL", queue_url)
     search = load_handler("search", monkeypatch)
-    search.container.api = KnowledgeApi(store)
+    search.container.api = KnowledgeApi(store, reindex=search.queue_reindex)
     search.container.reindex_queue = ReindexQueue(queue_url, BUCKET, client=sqs)
     response = search.lambda_handler(load_event("api_reindex.json"), LambdaContext())
     assert response["statusCode"] == 202

@@ -31,10 +31,10 @@ import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from enum import Enum
 from typing import Any
 
 from knowledge.core.errors import AccessDeniedError, ConfigurationError
+from knowledge.service.routes import Operation  # what each route needs (the route table)
 
 __all__ = [
     "API_AUTH_MODES",
@@ -49,16 +49,6 @@ API_AUTH_MODES = ("iam", "jwt")
 DEFAULT_AGENTS_CLAIM = "agents"
 DEFAULT_AGENTS_WRITE_CLAIM = "agents_write"
 _SEPARATORS = re.compile(r"[\s,\[\]\"']+")
-
-
-class Operation(Enum):
-    """What a route does, for authorization (reindex is granted apart from reading)."""
-
-    SEARCH = "search"
-    STATUS = "status"
-    DOCUMENTS = "documents"
-    REINDEX = "reindex"
-    WRITE = "write"
 
 
 def agents_in_claim(value: object) -> frozenset[str]:

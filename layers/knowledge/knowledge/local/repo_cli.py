@@ -33,9 +33,9 @@ def _service(args: argparse.Namespace) -> Any:
     def index_scope(scope: KnowledgeScope) -> Any:
         from knowledge.core.model import IndexOptions
         from knowledge.ingest.sources.local import BucketFolderSource
-        from knowledge.local.cli import _open_store
+        from knowledge.local.cli_open import open_cli_store
 
-        with closing(_open_store(args)) as store:
+        with closing(open_cli_store(args)) as store:
             return index_source(store, scope, BucketFolderSource(root), IndexOptions())
 
     return LocalRepos(root, index_scope).service

@@ -1,12 +1,13 @@
 """Score normalisation and hybrid fusion: pure functions shared by every store.
 
-Every function returns scores in [0, 1], higher is better (D8). Lists of ``Fused`` are
-sorted by score descending, ties by key ascending, so equal inputs give equal output
-order on every store. Keys are whatever identifies a chunk (a chunk id, or a
-``(document_path, chunk_index)`` tuple); they must be hashable and mutually orderable.
+Every function returns scores in [0, 1], higher is better (docs/architecture.md, "Score
+contract"). Lists of ``Fused`` are sorted by score descending, ties by key ascending, so
+equal inputs give equal output order on every store. Keys are whatever identifies a
+chunk (a chunk id, or a ``(document_path, chunk_index)`` tuple); they must be hashable
+and mutually orderable.
 Raw scores that are negative or not finite count as 0.
 
-Weighted hybrid (D9, the default), per DESIGN "Score":
+Weighted hybrid (the default; docs/architecture.md, "Score contract"):
 
 1. each side is min-max normalised over its own candidates (``min_max``), because raw
    BM25 is unbounded and cosine crowds into a narrow band (unrelated texts often score
@@ -29,55 +30,18 @@ Weighted hybrid (D9, the default), per DESIGN "Score":
 normalised score of that chunk (step 1, 0.0 if that side did not return it), not
 scaled by weight or confidence; ``score`` is the fused value of step 4.
 
-**Per-query confidence** (issue 11, bench/REPORT.md section 1c, "Levers"). MRR@10 with
-fixed weights -> with the confidence, the same candidate lists, embedded store: man
-pages (258) hashing 0.817 -> 0.827 (keyword 0.819), MiniLM 0.851 -> 0.867; Debian FAQ
-English hashing 0.500 -> 0.512, MiniLM 0.672 -> 0.674; Korean hashing 0.398 -> 0.397,
-MiniLM 0.368 -> 0.370: hybrid above its better side on each of these, where fixed
-weights left hashing on the man pages below keyword. On the OpenSearch node (its own
-BM25, approximate kNN) MiniLM gains as much (man pages 0.857 -> 0.877), hashing not
-everywhere (Korean FAQ 0.383 -> 0.375; man pages 0.822 -> 0.820, under keyword's 0.825
-either way). On all 1741 man pages (hashing, a set not used to choose it) it changes
-nothing: 0.628 fixed, 0.627 with it, keyword 0.630. Rank 10 (``CONFIDENCE_RANK``) is
-the first page the benchmarks score; ranks 5 and 20 each lost somewhere.
-Document-level evidence (a chunk credited with its document's best score on a side
-that missed it) was measured too and is in no store: it helps the man pages (~30
-chunks a document; all 1741 pages with hashing: 0.636 at full lift), costs the FAQ
-sets with MiniLM (~3 chunks a document: English 0.672 -> 0.651), and adds nothing on
-top of the confidence.
-
-**Measured in round 5 and not adopted** (figures: docs/ranking.md section 3 and
-bench/REPORT.md section 1c, "Round 5 levers"; ``bench/fusion_levers.py``: one change at
-a time on the same candidate lists; man pages and FAQ English / Korean with hashing and
-MiniLM on both stores, all 1741 pages with hashing on both). None gained on most sets
-while moving clearly more queries up than down against this formula, so none is a
-default: a presence credit for the vector side (its lowest candidate scores 0.1 instead
-of 0, a chunk it did not return still 0; with min-max a missing candidate otherwise
-scores exactly as the side's lowest one); the confidence's shape (``confidence ** 0.5``
-or ``** 2``, a floor of 0.2, the keyword share shifted by the difference of the two
-confidences); agreement between the sides (``+ 0.2 * kw * vec``, which lifts MiniLM on
-the man pages to about 0.90 but costs the Korean FAQ with MiniLM 0.02 embedded; or x1.1
-for a chunk both sides returned); the confidence over documents instead of chunks; 40
-vector candidates instead of 100 (worse on every set). With the hashing embedder hybrid
-stays a few thousandths under keyword on the Korean FAQ (embedded), the man pages
-(OpenSearch) and all 1741 pages; MiniLM on the man pages stays under 0.90 (embedded
-0.891; ceilings on the same lists: the best weight per query 0.937, the better side per
-query 0.924).
+Why this formula and these constants, with the benchmark figures of every lever that was
+measured and left out: docs/ranking.md, section 3 ("Hybrid: fusion" and "History of
+the formula").
 
 **Default weights, per embedder** (``hybrid_weights``). 0.3 keyword / 0.7 vector for
 semantic embedders (MiniLM, OpenAI, Bedrock: their vector side is the stronger one),
 0.7 / 0.3 for the ``hashing`` embedder, whose "vectors" are hashed terms (its vector side
 is the weaker one, a fuzzy echo of the keyword side), and for the offline
 ``multilingual`` one (USE multilingual v3: its vector side is below keyword on every
-benchmark, and fixed weights of 0.5-0.7 keyword were best on all four, 0.3 worst:
-``bench/results/fusion-sweep-multilingual.json``). Measured (bench/REPORT.md, "Hybrid
-fusion"): with these, hybrid is above both of its sides on every benchmark but those
-named above, where one weight pair for both kinds of embedder put hybrid below keyword
-with hashing. An
-English-only embedder (``ENGLISH_ONLY_EMBEDDERS``) is the weaker side for a query in
+benchmark). An English-only embedder (``ENGLISH_ONLY_EMBEDDERS``) is the weaker side for a query in
 Korean, Chinese or Japanese, so such a query gets the keyword-leaning weights. Min-max
-stays the normalisation: z-score and distribution-based (mean +- 3 sd) normalisation
-and RRF were measured too and were not better. Each side fetches
+stays the normalisation (docs/ranking.md). Each side fetches
 ``HYBRID_CANDIDATES`` candidates, whatever the page asked for, so every page of one
 query is a slice of one fused order.
 
@@ -89,11 +53,10 @@ always "finds" something. ``RELEVANCE_FLOORS`` holds, per embedder name, the uni
 (``cosine_to_unit``) below which a vector candidate is not a candidate at all
 (``above_floor``): in vector mode it is not returned, in hybrid it brings nothing from
 the vector side (a keyword match still counts). So "nothing relevant" is a possible
-answer in every mode. The floors are calibrated on the benchmarks (bench/REPORT.md): the
-2nd percentile of the unit score of the relevant document's best chunk, lowest over the
-man-pages and Debian FAQ (English, Korean) sets, so at most about 2% of the answers
-that vector search ranks are lost. An embedder without a calibrated floor gets none
-(0.0). ``min_score`` still applies on top, to the final score.
+answer in every mode. The floors are calibrated on the benchmarks (docs/ranking.md,
+section 2): at most about 2% of the answers that vector search ranks are lost. An
+embedder without a calibrated floor gets none (0.0). ``min_score`` still applies on
+top, to the final score.
 """
 
 from __future__ import annotations

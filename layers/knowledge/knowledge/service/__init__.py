@@ -1,5 +1,10 @@
 """The HTTP API, independent of any HTTP framework: one set of routes for both front ends.
 
-``api`` validates a request, calls the store and answers a status and a JSON body;
-the Lambda search function and ``kb serve`` (``knowledge.local.server``) serve it.
+``routes`` declares every route once (method, path, the permission a caller needs, the
+handler into the API); ``validation`` checks bodies, path segments and query strings;
+``responses`` turns answers and errors into a status and a JSON body; ``api`` is
+``KnowledgeApi``, each route's behaviour over one store, with the collaborators that
+differ between the stacks (reindex, writes, status, repositories) injected. The Lambda
+functions (``functions/search``, ``functions/repos``) and ``kb serve``
+(``knowledge.local.server``) register from the same table.
 """

@@ -1,84 +1,36 @@
-"""The HTTP API's request handling, independent of any HTTP framework.
+"""``KnowledgeApi``: every route's behaviour over one store, independent of any HTTP framework.
 
-The local server (``knowledge.local.server``) and the AWS Lambda search function call
-the same functions, so both answer the same routes with the same bodies:
+The routes are declared once in ``knowledge.service.routes`` (method, path, the
+permission a caller needs, the handler); ``kb serve`` (``knowledge.local.server``)
+routes raw requests through ``KnowledgeApi.handle`` and the AWS Lambda functions
+register each route with Powertools and call ``KnowledgeApi.respond``, so both answer
+the same routes with the same bodies. What differs between the two stacks plugs in
+behind the API as collaborators: ``reindex`` (``kb serve`` re-indexes the folder now
+and answers 200 with the result; the search Lambda queues one SQS message for the
+indexer and answers 202), ``writes`` (the folder, or S3 puts), ``status`` (the start-up
+index's progress), ``repos`` (the Git repository service) and ``reranking``.
 
-=======  ==============================================  =======================
-method   path                                            does
-=======  ==============================================  =======================
-POST     /v1/agents/{agent}/contexts/{context}/search    search one scope
-POST     /v1/agents/{agent}/search                       search every context
-GET      /v1/agents/{agent}/contexts/{context}/status    index status
-GET      /v1/agents/{agent}/contexts/{context}/documents the scope's documents (paged)
-GET      .../contexts/{context}/documents/{path}         one document (path URL-encoded)
-POST     /v1/agents/{agent}/contexts/{context}/reindex   re-index from source
-PUT      .../contexts/{context}/documents/{path}         write a document (``writes``)
-DELETE   .../contexts/{context}/documents/{path}         delete a document
-POST     /v1/agents/{agent}/contexts/{context}/uploads   presign a large upload
-GET      /v1/health                                      liveness
-POST     .../contexts/{context}/repos                    register a Git repository
-GET      .../contexts/{context}/repos[/{name}]           repositories and their syncs
-DELETE   .../contexts/{context}/repos/{name}             unregister, remove its files
-POST     .../contexts/{context}/repos/{name}/sync        sync a repository now
-=======  ==============================================  =======================
-
-Every error becomes a response in one place, ``error_response``: bad input is a 400
-``{"error", "field"}``; a refused caller a 403; a failing backend or provider a 502/503
-and an unexpected exception a 500, each with a plain message and the request id
-(``{"error", "field", "request_id"}``): the details (endpoint URL, client library
-messages, secret ARNs, tracebacks) go to the log under that id, never to the caller.
-
-Path segments are taken as sent: a segment whose percent-decoded form differs from the
-raw one (``%6Fps-bot``) is a 400, so an IAM policy or an authorizer written on the
-literal path sees exactly the agent that is served (``path_segment``). The one exception
-is a document path, which is one URL-encoded segment (``docs%2Fguide.md``) decoded and
-checked by ``document_path_segment``. The documents listing takes ``limit`` and
-``cursor`` from the query string (``DOCUMENTS_PARAMETERS``); other routes ignore it.
+Requests are checked by ``knowledge.service.validation`` (bodies, path segments, query
+strings) and every error becomes a response in one place,
+``knowledge.service.responses.error_response``. The names of both modules that callers
+use are re-exported here.
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
-import json
-import logging
-import os
 import time
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
-from urllib.parse import unquote
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any, Protocol
 
-from knowledge.core.documents import (
-    DEFAULT_DOCUMENTS_LIMIT,
-    MAX_DOCUMENTS_LIMIT,
-    query_parameters,
-    validate_document_path,
-    validate_documents_limit,
-)
 from knowledge.core.errors import (
     AccessDeniedError,
     ConfigurationError,
-    EmbeddingError,
-    InvalidScopeError,
     NotFoundError,
-    StoreAccessDeniedError,
-    StoreError,
-    StoreUnavailableError,
     ValidationError,
-    public_message,
 )
-from knowledge.core.filter_language import parse_filter
-from knowledge.core.model import (
-    DEFAULT_MAX_CHUNKS_PER_DOCUMENT,
-    DEFAULT_MAX_RESULTS,
-    IndexResult,
-    IndexStatus,
-    SearchMode,
-    SearchQuery,
-    SearchResult,
-)
-from knowledge.core.scope import KnowledgeScope, validate_segment
+from knowledge.core.model import IndexResult, IndexStatus, SearchMode
+from knowledge.core.scope import KnowledgeScope
 from knowledge.ingest.writes import (
     MAX_DOCUMENT_BYTES,
     DocumentStorage,
@@ -89,6 +41,22 @@ from knowledge.ingest.writes import (
     parse_write,
 )
 from knowledge.search.shared import SharedGrants, SharedLibraryStore
+from knowledge.service.responses import ApiResponse, error_response, new_request_id
+from knowledge.service.routes import ROUTES, WRITE_ROUTES, Request, Route, resolve
+from knowledge.service.validation import (
+    AGENT_WIDE_CONTEXT,
+    DOCUMENTS_PARAMETERS,
+    MAX_BODY_BYTES,
+    SEARCH_FIELDS,
+    decode_body,
+    document_path_segment,
+    parse_documents_query,
+    parse_search_request,
+    path_segment,
+    query_from,
+    request_body,
+    search_response_body,
+)
 from knowledge.stores.protocol import KnowledgeStore
 
 if TYPE_CHECKING:  # the stage is built by whoever configures it; no import at cold start
@@ -100,14 +68,17 @@ __all__ = [
     "DOCUMENTS_PARAMETERS",
     "MAX_BODY_BYTES",
     "MAX_DOCUMENT_BYTES",
+    "ROUTES",
     "SEARCH_FIELDS",
     "WRITE_ROUTES",
     "ApiResponse",
     "KnowledgeApi",
+    "QueuedReindex",
     "ReindexScope",
     "StatusOf",
     "document_path_segment",
     "error_response",
+    "new_request_id",
     "parse_documents_query",
     "parse_search_request",
     "path_segment",
@@ -116,401 +87,20 @@ __all__ = [
     "search_response_body",
 ]
 
-logger = logging.getLogger(__name__)
 
-MAX_BODY_BYTES = 64 * 1024
-"""Largest accepted request body; a query is at most a few KiB, so more is a mistake."""
+class QueuedReindex(Protocol):
+    """A reindex accepted for later (the search Lambda's: one message on the indexer's
+    queue); the route answers 202 with ``to_dict()``."""
 
-SEARCH_FIELDS = (
-    "query",
-    "mode",
-    "max_results",
-    "min_score",
-    "file_patterns",
-    "metadata",
-    "cross_context",
-    "offset",
-    "max_chunks_per_document",
-    "filter",
-    "include_shared",
-)
-"""The fields of a search request body (DESIGN.md "Search query"); any other is a 400."""
+    def to_dict(self) -> dict[str, Any]: ...
 
-AGENT_WIDE_CONTEXT = "_all"
-"""Placeholder context of the scope used for an agent-wide search.
 
-``KnowledgeStore.search`` takes a full scope; with ``cross_context`` it filters on
-the agent only, so the context value is never used to match anything.
-"""
-
-DOCUMENTS_PARAMETERS = ("limit", "cursor")
-"""The query parameters of the documents listing; any other is a 400."""
-
-ReindexScope = Callable[[KnowledgeScope], IndexResult]
+ReindexScope = Callable[[KnowledgeScope], IndexResult | QueuedReindex]
+"""Re-indexes one scope from its source (the local folder: an ``IndexResult``, answered
+200), or queues it (the S3 prefix: a ``QueuedReindex``, answered 202)."""
 StatusOf = Callable[[KnowledgeScope, IndexStatus], IndexStatus]
 """What the status route answers for a scope, given the store's status (``kb serve``
 adds the progress of its start-up index)."""
-"""Re-indexes one scope from its source (the local folder, the S3 prefix)."""
-
-
-@dataclass(frozen=True, slots=True)
-class ApiResponse:
-    """A status code and a JSON object body (plus extra headers, e.g. ``Allow`` on a 405)."""
-
-    status: int
-    body: dict[str, Any]
-    headers: Mapping[str, str] = field(default_factory=dict)
-
-    def to_json(self) -> bytes:
-        """The body as UTF-8 JSON; non-ASCII text (Korean) is kept as is, not escaped."""
-        return json.dumps(self.body, ensure_ascii=False).encode("utf-8")
-
-
-def _reject_constant(name: str) -> Any:
-    # Python's json accepts NaN/Infinity; JSON does not, and they would only reach a
-    # numeric check with a confusing message.
-    raise ValueError(f"{name} is not valid JSON")
-
-
-def _decode_body(body: bytes | str | Mapping[str, Any] | None) -> Mapping[str, Any]:
-    if body is None or (isinstance(body, bytes | str) and not body.strip()):
-        raise ValidationError("body", "a JSON object with at least a 'query' field is required")
-    if isinstance(body, Mapping):
-        return body
-    raw = body.encode("utf-8") if isinstance(body, str) else body
-    if len(raw) > MAX_BODY_BYTES:
-        raise ValidationError("body", f"must be at most {MAX_BODY_BYTES} bytes, got {len(raw)}")
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise ValidationError("body", f"must be UTF-8 encoded JSON: {exc.reason}") from None
-    try:
-        decoded = json.loads(text, parse_constant=_reject_constant)
-    except json.JSONDecodeError as exc:
-        raise ValidationError(
-            "body", f"malformed JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})"
-        ) from None
-    except ValueError as exc:
-        raise ValidationError("body", f"malformed JSON: {exc}") from None
-    except RecursionError:
-        raise ValidationError("body", "malformed JSON: nested too deeply") from None
-    if not isinstance(decoded, dict):
-        raise ValidationError("body", f"must be a JSON object, got {_json_type(decoded)}")
-    for key, value in decoded.items():
-        _reject_lone_surrogates(str(key) if _is_text(key) else "body", key)
-        _reject_lone_surrogates(str(key) if _is_text(key) else "body", value)
-    return decoded
-
-
-def _is_text(value: object) -> bool:
-    return isinstance(value, str) and _encodes(value)
-
-
-def _encodes(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
-def _reject_lone_surrogates(field_name: str, value: object) -> None:
-    """JSON may escape half of a surrogate pair (``"\\ud800"``): valid JSON, but not text.
-    It could never be encoded again (the response, the log, the index), so it is a 400."""
-    if isinstance(value, str):
-        if not _encodes(value):
-            raise ValidationError(
-                field_name, "contains an unpaired surrogate escape (\\ud800-\\udfff); not text"
-            )
-    elif isinstance(value, dict):
-        for key, item in value.items():
-            _reject_lone_surrogates(field_name, key)
-            _reject_lone_surrogates(field_name, item)
-    elif isinstance(value, list):
-        for item in value:
-            _reject_lone_surrogates(field_name, item)
-
-
-def request_body(body: str | None, *, base64_encoded: bool) -> bytes | str | None:
-    """The body of an API Gateway event: base64 decoded to bytes when the gateway encoded
-    it (any bytes may arrive; ``_decode_body`` checks they are UTF-8), else as given.
-
-    Raises ``ValidationError`` (field ``body``) for base64 that does not decode.
-    """
-    if body is None or not base64_encoded:
-        return body
-    try:
-        return base64.b64decode(body.encode("ascii"), validate=True)
-    except (binascii.Error, UnicodeEncodeError):
-        raise ValidationError("body", "is marked base64-encoded but is not valid base64") from None
-
-
-def _json_type(value: object) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int | float):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, list):
-        return "an array"
-    return type(value).__name__
-
-
-def _file_patterns(value: object) -> tuple[str, ...]:
-    if isinstance(value, str):
-        return (value,)
-    if isinstance(value, list | tuple) and all(isinstance(p, str) for p in value):
-        return tuple(value)
-    raise ValidationError("file_patterns", "must be a glob string or a list of glob strings")
-
-
-def parse_search_request(
-    body: bytes | str | Mapping[str, Any] | None,
-    *,
-    default_mode: SearchMode | str | None = None,
-) -> SearchQuery:
-    """Turn a search request body into a ``SearchQuery``.
-
-    ``body`` is raw JSON (bytes or text, at most ``MAX_BODY_BYTES``) or an already
-    decoded object. Fields are exactly ``SEARCH_FIELDS``; a JSON ``null`` means "not
-    given". A missing ``mode`` becomes ``default_mode`` (``None``: the store's default).
-    Raises ``ValidationError`` naming the field: ``body`` for undecodable input, the
-    field's own name for an unknown field or a bad value.
-    """
-    return _query_from(_decode_body(body), default_mode)
-
-
-def _query_from(data: Mapping[str, Any], default_mode: SearchMode | str | None) -> SearchQuery:
-    unknown = sorted(str(k) for k in data if k not in SEARCH_FIELDS)  # include_shared: the API's
-    if unknown:
-        # The name is echoed back, so a pathological one is cut short.
-        name = unknown[0] if len(unknown[0]) <= 64 else unknown[0][:61] + "..."
-        raise ValidationError(name, f"is not a known field (allowed: {', '.join(SEARCH_FIELDS)})")
-    if data.get("query") is None:
-        raise ValidationError("query", "is required")
-
-    mode_value = data.get("mode")
-    mode = (
-        SearchMode.parse(mode_value)
-        if mode_value is not None
-        else (None if default_mode is None else SearchMode.parse(default_mode))
-    )
-    max_results = data.get("max_results")
-    min_score = data.get("min_score")
-    patterns = data.get("file_patterns")
-    metadata = data.get("metadata")
-    if metadata is not None and not isinstance(metadata, Mapping):
-        raise ValidationError("metadata", "must be an object of string values")
-    cross_context = data.get("cross_context")
-    offset = data.get("offset")
-    per_document = data.get("max_chunks_per_document")
-    raw_filter = data.get("filter")
-    return SearchQuery(
-        text=data["query"],
-        mode=mode,
-        max_results=DEFAULT_MAX_RESULTS if max_results is None else max_results,
-        min_score=0.0 if min_score is None else min_score,
-        file_patterns=() if patterns is None else _file_patterns(patterns),
-        metadata={} if metadata is None else metadata,
-        cross_context=False if cross_context is None else cross_context,
-        offset=0 if offset is None else offset,
-        max_chunks_per_document=(
-            DEFAULT_MAX_CHUNKS_PER_DOCUMENT if per_document is None else per_document
-        ),
-        filter=None if raw_filter is None else parse_filter(raw_filter),
-    )
-
-
-def search_response_body(
-    query: SearchQuery,
-    mode: SearchMode,
-    results: Sequence[SearchResult],
-    took_ms: float,
-    rerank: RerankReport | None = None,
-) -> dict[str, Any]:
-    """The search response: ``{"query", "mode", "results", "took_ms"}``, plus
-    ``"rerank"`` (``RerankReport.to_dict``) when a reranking stage is configured."""
-    body: dict[str, Any] = {
-        "query": query.text,
-        "mode": mode.value,
-        "results": [r.to_dict() for r in results],
-        "took_ms": round(took_ms, 1),
-    }
-    if rerank is not None:
-        body["rerank"] = rerank.to_dict()
-    return body
-
-
-def _error(status: int, message: str, field_name: str | None = None) -> ApiResponse:
-    return ApiResponse(status, {"error": message, "field": field_name})
-
-
-def _server_error(
-    status: int, message: str, request_id: str, *, retryable: bool = True
-) -> ApiResponse:
-    body: dict[str, Any] = {
-        "error": f"{message} (request id {request_id})",
-        "field": None,
-        "request_id": request_id,
-    }
-    if not retryable:
-        # A misconfiguration (the backend refuses our role): asking again cannot cure it,
-        # so clients that retry 5xx (KnowledgeClient) stop at once and show the advice.
-        body["retryable"] = False
-    return ApiResponse(status, body)
-
-
-def new_request_id() -> str:
-    """An id for a request that arrived without one (the local server). Not ``uuid``:
-    importing it loads ``platform``, which the Lambda cold start would pay for."""
-    return os.urandom(16).hex()
-
-
-def error_response(exc: BaseException, request_id: str | None = None) -> ApiResponse:
-    """Map any exception to a response; the only place errors become HTTP shapes.
-
-    ``ValidationError`` (and ``InvalidScopeError``) -> 400 with the field;
-    ``AccessDeniedError`` -> 403 with the field; ``NotFoundError`` -> 404;
-    ``ConfigurationError`` (``EmbeddingMismatchError``), ``StoreUnavailableError`` and
-    ``StoreAccessDeniedError`` (the backend refused our own role; its body says what to
-    check) -> 503, ``EmbeddingError`` -> 502, ``StoreError`` and anything else -> 500. A 5xx body
-    is a fixed message plus ``request_id`` (``request_id``, or a new one): the exception
-    (URLs, library messages, ARNs, the traceback of an unexpected error) is logged with
-    that id and never returned.
-    """
-    if isinstance(exc, ValidationError):
-        return _error(400, exc.message, exc.field)
-    if isinstance(exc, AccessDeniedError):
-        return _error(403, exc.message, exc.field)
-    if isinstance(exc, NotFoundError):
-        return _error(404, str(exc))
-    rid = request_id or new_request_id()
-    extra = {"request_id": rid, "error_type": type(exc).__name__}
-    public = public_message(exc)
-    if isinstance(exc, ConfigurationError):
-        logger.error("configuration error: %s", exc, extra=extra)
-        return _server_error(503, public, rid)
-    if isinstance(exc, StoreUnavailableError):
-        logger.error("index backend unavailable: %s", exc, extra=extra)
-        return _server_error(503, public, rid)
-    if isinstance(exc, StoreAccessDeniedError):
-        logger.error("index backend refused the function's role: %s", exc, extra=extra)
-        return _server_error(503, public, rid, retryable=False)
-    if isinstance(exc, EmbeddingError):
-        logger.error("embedding provider failed: %s", exc, extra=extra)
-        return _server_error(502, public, rid)
-    if isinstance(exc, StoreError):
-        logger.error("index backend failed: %s", exc, exc_info=exc, extra=extra)
-        return _server_error(500, public, rid)
-    logger.error("internal error: %s", type(exc).__name__, exc_info=exc, extra=extra)
-    return _server_error(500, public, rid)
-
-
-@dataclass(frozen=True, slots=True)
-class _Route:
-    pattern: tuple[str, ...]  # "{agent}" / "{context}" are captured segments
-    method: str
-    name: str
-
-
-_ROUTES = (
-    _Route(("v1", "health"), "GET", "health"),
-    _Route(("v1", "agents", "{agent}", "search"), "POST", "agent_search"),
-    _Route(("v1", "agents", "{agent}", "contexts", "{context}", "search"), "POST", "search"),
-    _Route(("v1", "agents", "{agent}", "contexts", "{context}", "status"), "GET", "status"),
-    _Route(("v1", "agents", "{agent}", "contexts", "{context}", "reindex"), "POST", "reindex"),
-    _Route(("v1", "agents", "{agent}", "contexts", "{context}", "documents"), "GET", "documents"),
-    _Route(
-        ("v1", "agents", "{agent}", "contexts", "{context}", "documents", "{path}"),
-        "GET",
-        "document",
-    ),
-    # Writes (knowledge.ingest.writes): authorized apart from reads on every front end.
-    _Route(
-        ("v1", "agents", "{agent}", "contexts", "{context}", "documents", "{path}"),
-        "PUT",
-        "put_document",
-    ),
-    _Route(
-        ("v1", "agents", "{agent}", "contexts", "{context}", "documents", "{path}"),
-        "DELETE",
-        "delete_document",
-    ),
-    _Route(("v1", "agents", "{agent}", "contexts", "{context}", "uploads"), "POST", "upload"),
-    # Git repository sources (issue 24; knowledge.ingest.repos.service).
-    _Route(("v1", "agents", "{agent}", "contexts", "{context}", "repos"), "POST", "repo_add"),
-    _Route(("v1", "agents", "{agent}", "contexts", "{context}", "repos"), "GET", "repo_list"),
-    _Route(
-        ("v1", "agents", "{agent}", "contexts", "{context}", "repos", "{name}"), "GET", "repo_get"
-    ),
-    _Route(
-        ("v1", "agents", "{agent}", "contexts", "{context}", "repos", "{name}"),
-        "DELETE",
-        "repo_remove",
-    ),
-    _Route(
-        ("v1", "agents", "{agent}", "contexts", "{context}", "repos", "{name}", "sync"),
-        "POST",
-        "repo_sync",
-    ),
-)
-WRITE_ROUTES = frozenset({"put_document", "delete_document", "upload"})
-
-
-def document_path_segment(raw: str) -> str:
-    """The document path of a ``.../documents/{path}`` request: one URL-encoded segment
-    (``docs%2Fguide.md``), decoded (UTF-8) and checked like any document path.
-    Raises ``ValidationError`` (field ``path``)."""
-    try:
-        decoded = unquote(raw, errors="strict")
-    except UnicodeDecodeError:
-        raise ValidationError("path", "is not URL-encoded UTF-8") from None
-    return validate_document_path(decoded, "path")
-
-
-def parse_documents_query(query_string: str | None) -> tuple[int, str | None]:
-    """``(limit, cursor)`` from the listing's query string (``limit=50&cursor=...``).
-
-    ``limit`` defaults to ``DEFAULT_DOCUMENTS_LIMIT``; an unknown or repeated parameter,
-    a ``limit`` that is no integer in range, or an empty ``cursor`` is a
-    ``ValidationError`` naming the parameter. Whether the cursor belongs to the scope is
-    the store's check (``knowledge.core.documents.decode_cursor``)."""
-    values = query_parameters(query_string, DOCUMENTS_PARAMETERS)
-    limit = DEFAULT_DOCUMENTS_LIMIT
-    if "limit" in values:
-        text = values["limit"].strip()
-        # Many digits are out of range anyway; int() of thousands of them would be refused.
-        if not text.isascii() or not text.isdigit() or len(text) > 9:
-            shown = text if len(text) <= 32 else text[:29] + "..."
-            raise ValidationError(
-                "limit", f"must be an integer from 1 to {MAX_DOCUMENTS_LIMIT}, got '{shown}'"
-            )
-        limit = validate_documents_limit(int(text))
-    cursor = values.get("cursor")
-    if cursor is not None and not cursor:
-        raise ValidationError("cursor", "must not be empty (leave it out for the first page)")
-    return limit, cursor
-
-
-def path_segment(field_name: str, raw: str) -> str:
-    """An ``agent``/``context`` path segment exactly as sent, checked.
-
-    The allowed alphabet (``knowledge.core.scope``) never needs escaping, so a segment whose
-    percent-decoded form differs from the raw one (``%6Fps-bot`` for ``ops-bot``) is a
-    400: served as the decoded name it would sidestep a policy on the literal path.
-    Raises ``ValidationError``/``InvalidScopeError`` naming ``field_name``.
-    """
-    if unquote(raw) != raw:
-        shown = raw if len(raw) <= 80 else raw[:77] + "..."
-        raise InvalidScopeError(
-            field_name,
-            f"'{shown}' is percent-encoded; send the name itself "
-            "(letters, digits, '.', '_' or '-' never need escaping)",
-        )
-    return validate_segment(field_name, raw)
 
 
 def repo_route(
@@ -532,7 +122,7 @@ def repo_route(
             raise ConfigurationError("repository sources are not configured on this server")
         name = captured.get("name", "")
         if route == "repo_add":
-            status, answer = service.add(scope, _decode_body(body))
+            status, answer = service.add(scope, decode_body(body))
         elif route == "repo_list":
             status, answer = service.list(scope)
         elif route == "repo_get":
@@ -540,27 +130,11 @@ def repo_route(
         elif route == "repo_remove":
             status, answer = service.remove(scope, name)
         else:
-            data = _decode_body(body) if body not in (None, b"", "") else {}
+            data = decode_body(body) if body not in (None, b"", "") else {}
             status, answer = service.sync(scope, name, data)
         return ApiResponse(status, {"agent": scope.agent, "context": scope.context, **answer})
     except Exception as exc:
         return error_response(exc, request_id)
-
-
-def _match(pattern: Sequence[str], segments: Sequence[str]) -> dict[str, str] | None:
-    if len(pattern) != len(segments):
-        return None
-    pairs = list(zip(pattern, segments, strict=True))
-    if any(not expected.startswith("{") and expected != actual for expected, actual in pairs):
-        return None
-    return {
-        # A document path is decoded and checked by the route itself (``document``).
-        expected.strip("{}"): (
-            actual if expected == "{path}" else path_segment(expected.strip("{}"), actual)
-        )
-        for expected, actual in pairs
-        if expected.startswith("{")
-    }
 
 
 class KnowledgeApi:
@@ -616,8 +190,8 @@ class KnowledgeApi:
             path_segment("agent", agent)
             if context is not None:
                 path_segment("context", context)
-            data = _decode_body(body)
-            query = _query_from(data, self._default_mode)
+            data = decode_body(body)
+            query = query_from(data, self._default_mode)
             if context is None:
                 if data.get("cross_context") is False:
                     raise ValidationError(
@@ -673,6 +247,8 @@ class KnowledgeApi:
             if self._reindex is None:
                 raise ConfigurationError("re-indexing is not configured on this server")
             result = self._reindex(scope)
+            if not isinstance(result, IndexResult):  # queued: the indexer does it later
+                return ApiResponse(202, result.to_dict())
             return ApiResponse(200, {"agent": agent, "context": context, **result.to_dict()})
         except Exception as exc:
             return error_response(exc, request_id)
@@ -782,7 +358,7 @@ class KnowledgeApi:
             scope, storage = self._write_scope(agent, context)
             if body is None or (isinstance(body, bytes | str) and not body.strip()):
                 raise ValidationError("body", "a JSON object with a 'path' field is required")
-            path, size, expires = parse_upload_request(_decode_body(body))
+            path, size, expires = parse_upload_request(decode_body(body))
             grant = storage.presign_upload(scope, path, size, expires)
             return ApiResponse(
                 200,
@@ -813,6 +389,14 @@ class KnowledgeApi:
         """The repository routes (``repo_route``); 503 when not configured."""
         return repo_route(self._repos, route, captured, body, request_id=request_id)
 
+    def respond(self, route: Route, request: Request) -> ApiResponse:
+        """Answer one request of ``route`` (``knowledge.service.routes``): how the Lambda
+        functions call the API once Powertools has matched the route. Never raises."""
+        try:
+            return route.handler(self, request)
+        except Exception as exc:
+            return error_response(exc, request.request_id)
+
     def handle(
         self,
         method: str,
@@ -822,76 +406,19 @@ class KnowledgeApi:
         request_id: str | None = None,
         content_type: str | None = None,
     ) -> ApiResponse:
-        """Route one request. Unknown path -> 404; known path, wrong method -> 405.
+        """Route one raw request (``knowledge.service.routes.resolve``). Unknown path ->
+        404; known path, wrong method -> 405.
 
-        ``path`` is the raw request path and may carry a query string (ignored); a
+        ``path`` is the raw request path and may carry a query string; a
         percent-encoded agent or context segment is a 400 (``path_segment``).
         ``request_id`` goes into 5xx bodies (a new one when not given).
         """
         try:
-            route_path, _, query_string = path.partition("?")
-            if len(route_path) > 1:
-                route_path = route_path.rstrip("/")
-            segments = route_path.lstrip("/").split("/")
-            method = method.upper()
-            matched = [(r, c) for r in _ROUTES if (c := _match(r.pattern, segments)) is not None]
-            if not matched:
-                return _error(404, f"no route for {route_path}")
-            for route, captured in matched:
-                if route.method == method and route.name == "put_document":
-                    return self.put_document(
-                        captured["agent"],
-                        captured["context"],
-                        captured["path"],
-                        body if not isinstance(body, Mapping) else None,
-                        content_type=content_type,
-                        query_string=query_string,
-                        request_id=request_id,
-                    )
-                if route.method == method:
-                    return self._dispatch(route.name, captured, body, query_string, request_id)
-            allowed = ", ".join(sorted({r.method for r, _ in matched}))
-            return ApiResponse(
-                405,
-                {
-                    "error": f"method {method} is not allowed on {route_path} (allowed: {allowed})",
-                    "field": None,
-                },
-                {"Allow": allowed},
-            )
+            resolved = resolve(method, path)
+            if isinstance(resolved, ApiResponse):
+                return resolved
+            route, captured, query_string = resolved
+            request = Request(captured, body, query_string, content_type, request_id)
+            return self.respond(route, request)
         except Exception as exc:
             return error_response(exc, request_id)
-
-    def _dispatch(
-        self,
-        name: str,
-        captured: Mapping[str, str],
-        body: bytes | str | Mapping[str, Any] | None,
-        query_string: str,
-        request_id: str | None,
-    ) -> ApiResponse:
-        if name == "health":
-            return self.health()
-        if name.startswith("repo_"):
-            return self.repos(name, captured, body, request_id=request_id)
-        if name == "agent_search":
-            return self.search(captured["agent"], None, body, request_id=request_id)
-        if name == "search":
-            return self.search(captured["agent"], captured["context"], body, request_id=request_id)
-        if name == "status":
-            return self.status(captured["agent"], captured["context"], request_id=request_id)
-        if name == "documents":
-            return self.documents(
-                captured["agent"], captured["context"], query_string, request_id=request_id
-            )
-        if name == "document":
-            return self.document(
-                captured["agent"], captured["context"], captured["path"], request_id=request_id
-            )
-        if name == "delete_document":
-            return self.delete_document(
-                captured["agent"], captured["context"], captured["path"], request_id=request_id
-            )
-        if name == "upload":
-            return self.upload(captured["agent"], captured["context"], body, request_id=request_id)
-        return self.reindex(captured["agent"], captured["context"], request_id=request_id)
