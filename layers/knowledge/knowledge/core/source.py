@@ -1,4 +1,5 @@
-"""Where documents come from. The source owns documents; stores own only the index (D2).
+"""Where documents come from. The source owns documents; stores own only the index
+(docs/architecture.md, "Sources own documents").
 
 A ``DocumentSource`` lists the documents of one scope. Paths are relative to the
 scope (``runbooks/deploy.md``), ``/``-separated. A document's optional sidecar

@@ -55,7 +55,8 @@ MIN_CHUNK_SIZE = 50
 
 @runtime_checkable
 class DocumentChunker(Protocol):
-    """Splits one document's text into ordered chunks; injected into stores (D6, D7).
+    """Splits one document's text into ordered chunks; handed to the pipeline
+    (docs/architecture.md, "Chunking contract").
 
     ``chunk`` yields chunks with consecutive 0-based ``chunk_index``, none longer than
     ``min(chunk_size, max_chunk_size)``; an empty document yields nothing. Bad arguments

@@ -1,4 +1,6 @@
-"""The ``KnowledgeStore`` protocol: one interface for every index backend (D4).
+"""The ``KnowledgeStore`` protocol: one interface for every index backend.
+
+docs/architecture.md, "One store protocol".
 
 Guarantees every implementation keeps (checked by ``tests/contract``):
 

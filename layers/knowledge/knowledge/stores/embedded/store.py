@@ -122,7 +122,7 @@ if TYPE_CHECKING:
 __all__ = ["FUSION_METHODS", "EmbeddedKnowledgeStore"]
 
 FUSION_METHODS: Final = ("weighted", "rrf")
-"""Hybrid fusion methods: the weighted linear default (D9) or reciprocal rank fusion."""
+"""Hybrid fusion: the weighted linear default ("Score contract") or reciprocal rank fusion."""
 
 _STORE_NAME: Final = "embedded"
 
