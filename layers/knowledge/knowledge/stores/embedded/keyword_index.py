@@ -19,15 +19,15 @@ of 0 indexes no headings (``knowledge.ranking.headings``).
 **Isolation.** BM25 weighs a term by how many rows of *its table* hold it. With
 ``isolation="shared"`` (the default) every scope's chunks are rows of one table,
 ``chunks_fts``, as in OpenSearch's one shared index (docs/architecture.md, "One shared
-index"): a score then depends a little on other agents' documents, and an agent can probe whether some other agent's documents
-contain a word (a word they hold a lot of scores near zero). With ``isolation="agent"``
-each agent's chunks have their own table, ``chunks_fts_<n>`` (``n`` from ``fts_agents``),
-so an agent's scores depend on its own documents only (contexts of one agent share their
-statistics, as they share ``cross_context`` searches). A file remembers its isolation;
-opened with the other one, its keyword index is rebuilt from the chunks (``rebuild``),
-and a store still open with the old setting (another process) is refused on its next
-search or write (``check``) rather than silently searching the other way.
-"""
+index"): a score then depends a little on other agents' documents, and an agent can
+probe whether some other agent's documents contain a word (a word they hold a lot of
+scores near zero). With ``isolation="agent"`` each agent's chunks have their own table,
+``chunks_fts_<n>`` (``n`` from ``fts_agents``), so an agent's scores depend on its own
+documents only (contexts of one agent share their statistics, as they share
+``cross_context`` searches). A file remembers its isolation; opened with the other one,
+its keyword index is rebuilt from the chunks (``rebuild``), and a store still open with
+the old setting (another process) is refused on its next search or write (``check``)
+rather than silently searching the other way."""
 
 from __future__ import annotations
 
