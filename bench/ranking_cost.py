@@ -29,10 +29,11 @@ from bench.environment import log, write_result
 from bench.manpages import load_corpus
 from bench.metrics import document_ranking, evaluate, summarize
 from bench.stores import SCOPE, make_embedder
-from knowledge import explain
-from knowledge.model import IndexOptions, SearchMode, SearchQuery
-from knowledge.origin_weights import NEUTRAL, RankWeights
-from knowledge.sources.local import LocalDirectorySource
+from knowledge.core.model import IndexOptions, SearchMode, SearchQuery
+from knowledge.ingest.pipeline import index_source
+from knowledge.ingest.sources.local import LocalDirectorySource
+from knowledge.ranking import explain
+from knowledge.ranking.origin_weights import NEUTRAL, RankWeights
 from knowledge.stores.embedded import EmbeddedKnowledgeStore
 
 __all__ = ["add_arguments", "main"]
@@ -57,7 +58,7 @@ def main(args: argparse.Namespace) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         store = EmbeddedKnowledgeStore(Path(tmp) / "kb.db", embedder=make_embedder("hashing"))
         try:
-            store.index(SCOPE, LocalDirectorySource(corpus.docs_dir), IndexOptions())
+            index_source(store, SCOPE, LocalDirectorySource(corpus.docs_dir), IndexOptions())
             payload: dict[str, Any] = {"corpus": corpus.name, "modes": {}}
             for mode in MODES:
                 payload["modes"][mode.value] = _measure(store, corpus, mode, args.max_results)

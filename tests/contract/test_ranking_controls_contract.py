@@ -13,12 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from knowledge import explain
-from knowledge.model import IndexOptions, SearchMode, SearchQuery, SearchResult
-from knowledge.origin_weights import RankWeights
-from knowledge.scope import KnowledgeScope
-from knowledge.sources.local import BucketFolderSource
-from knowledge.store import KnowledgeStore
+from knowledge.core.model import IndexOptions, SearchMode, SearchQuery, SearchResult
+from knowledge.core.scope import KnowledgeScope
+from knowledge.ingest.pipeline import index_source
+from knowledge.ingest.sources.local import BucketFolderSource
+from knowledge.ranking import explain
+from knowledge.ranking.origin_weights import RankWeights
+from knowledge.stores.protocol import KnowledgeStore
 
 SCOPE = KnowledgeScope("rank-bot", "team")
 
@@ -48,7 +49,7 @@ def put_files(bucket: Path, files: dict[str, tuple[str, dict[str, object] | None
 @pytest.fixture
 def indexed(store: KnowledgeStore, bucket: Path) -> KnowledgeStore:
     put_files(bucket, FILES)
-    result = store.index(SCOPE, BucketFolderSource(bucket), IndexOptions())
+    result = index_source(store, SCOPE, BucketFolderSource(bucket), IndexOptions())
     assert result.errors == ()
     return store
 

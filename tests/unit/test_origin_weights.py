@@ -1,6 +1,6 @@
-"""knowledge.origin_weights and knowledge.explain as pure functions (issue 29): parsing and
-bounds, the weighing and its divisor, the lesson extras, the trace of a reciprocal-rank
-fusion and its text form."""
+"""knowledge.ranking.origin_weights and knowledge.ranking.explain as pure functions
+(issue 29): parsing and bounds, the weighing and its divisor, the lesson extras, the
+trace of a reciprocal-rank fusion and its text form."""
 
 from __future__ import annotations
 
@@ -8,12 +8,15 @@ from pathlib import Path
 
 import pytest
 
-from knowledge import explain
+from knowledge.core.errors import ValidationError
+from knowledge.core.model import SearchMode, SearchQuery
+from knowledge.core.scope import KnowledgeScope
+from knowledge.core.source import SourceDocument
 from knowledge.embedding.hashing import HashingEmbedder
-from knowledge.errors import ValidationError
-from knowledge.fusion import Fused
-from knowledge.model import SearchMode, SearchQuery
-from knowledge.origin_weights import (
+from knowledge.ingest.pipeline import upsert_document
+from knowledge.ranking import explain
+from knowledge.ranking.fusion import Fused
+from knowledge.ranking.origin_weights import (
     NEUTRAL,
     RankWeights,
     is_lesson,
@@ -23,8 +26,6 @@ from knowledge.origin_weights import (
     weigh,
     weights_from_body,
 )
-from knowledge.scope import KnowledgeScope
-from knowledge.source import SourceDocument
 from knowledge.stores.embedded import EmbeddedKnowledgeStore
 
 
@@ -112,7 +113,7 @@ def test_the_trace_of_reciprocal_rank_fusion_recomputes_its_scores(tmp_path: Pat
             ["otter dam river", "otter otter", "river bank", "dam building river otter"]
         ):
             data = text.encode()
-            store.upsert_document(scope, SourceDocument(f"d{i}.md", len(data), lambda d=data: d))
+            upsert_document(store, scope, SourceDocument(f"d{i}.md", len(data), lambda d=data: d))
         with explain.explaining() as recorded:
             results = store.search(
                 scope, SearchQuery("otter river", mode=SearchMode.HYBRID, max_results=4)

@@ -10,13 +10,14 @@ from typing import Any
 
 import pytest
 
-from knowledge import explain
-from knowledge.api import KnowledgeApi
-from knowledge.errors import ConfigurationError
-from knowledge.origin_weights import RankWeights, rank_weights_from_env
-from knowledge.scope import KnowledgeScope
-from knowledge.shared import SharedGrants
-from knowledge.source import SourceDocument
+from knowledge.core.errors import ConfigurationError
+from knowledge.core.scope import KnowledgeScope
+from knowledge.core.source import SourceDocument
+from knowledge.ingest.pipeline import upsert_document
+from knowledge.ranking import explain
+from knowledge.ranking.origin_weights import RankWeights, rank_weights_from_env
+from knowledge.search.shared import SharedGrants
+from knowledge.service.api import KnowledgeApi
 from knowledge.stores.memory import MemoryKnowledgeStore
 
 SCOPE = KnowledgeScope("ops-bot", "runbooks")
@@ -36,11 +37,11 @@ def store() -> Iterator[MemoryKnowledgeStore]:
     store = MemoryKnowledgeStore()
     for path, (text, metadata) in OWN.items():
         data = text.encode()
-        store.upsert_document(
-            SCOPE, SourceDocument(path, len(data), lambda d=data: d, metadata=metadata)
+        upsert_document(
+            store, SCOPE, SourceDocument(path, len(data), lambda d=data: d, metadata=metadata)
         )
     library = b"disk full playbook: the shared answer on disk full volumes"
-    store.upsert_document(LIBRARY, SourceDocument("playbook.md", len(library), lambda: library))
+    upsert_document(store, LIBRARY, SourceDocument("playbook.md", len(library), lambda: library))
     yield store
     store.close()
 
@@ -64,6 +65,8 @@ def paths(body: dict[str, Any]) -> list[str]:
         ({"lesson_weight": 0}, "lesson_weight"),
         ({"lesson_weight": True}, "lesson_weight"),
         ({"explain": "yes"}, "explain"),
+        ({"extra_lessons": 9}, "extra_lessons"),
+        ({"extra_lessons": 1.5}, "extra_lessons"),
     ],
 )
 def test_a_bad_ranking_field_is_a_400_naming_it(
@@ -129,6 +132,8 @@ def test_a_lesson_past_the_page_is_appended_and_marked(store: MemoryKnowledgeSto
     _, page = post(api, max_results=1)
     assert paths(page) == [paths(full)[0], "lesson.md"]
     assert page["results"][1]["extra"] is True
+    _, off = post(api, max_results=1, extra_lessons=0)  # a request turns them off
+    assert paths(off) == [paths(full)[0]]
     # Through the shared library's merge too: its page keeps one extra lesson.
     shared = KnowledgeApi(
         store,

@@ -14,14 +14,15 @@ from typing import Any
 import pytest
 from fake_rerank import FakeRerankServer, fake_rerank_server
 
-from knowledge.api import KnowledgeApi
-from knowledge.deadline import time_budget
-from knowledge.errors import ValidationError
-from knowledge.model import SearchMode, SearchQuery
+from knowledge.core.deadline import time_budget
+from knowledge.core.errors import ValidationError
+from knowledge.core.model import SearchMode, SearchQuery
+from knowledge.core.scope import KnowledgeScope
+from knowledge.core.source import SourceDocument
+from knowledge.ingest.pipeline import upsert_document
 from knowledge.reranking import Reranker, RerankError, RerankingStage
 from knowledge.reranking.bedrock import BedrockReranker, model_arn
-from knowledge.scope import KnowledgeScope
-from knowledge.source import SourceDocument
+from knowledge.service.api import KnowledgeApi
 from knowledge.stores.memory import MemoryKnowledgeStore
 
 REGION = "us-west-2"
@@ -66,7 +67,7 @@ def store() -> Iterator[MemoryKnowledgeStore]:
     store = MemoryKnowledgeStore()
     for path, text in DOCUMENTS.items():
         data = text.encode()
-        store.upsert_document(SCOPE, SourceDocument(path, len(data), lambda d=data: d))
+        upsert_document(store, SCOPE, SourceDocument(path, len(data), lambda d=data: d))
     yield store
     store.close()
 
@@ -308,7 +309,7 @@ def test_bad_stage_settings_name_the_field(options: dict[str, Any], field: str) 
 def test_explain_shows_the_rerank_moves_and_still_recomputes_every_score(
     store: MemoryKnowledgeStore,
 ) -> None:
-    from knowledge import explain
+    from knowledge.ranking import explain
 
     with fake_rerank_server(ARN, score_of=score_by_document) as fake:
         body = search(api_with(fake, store, top_n=2), mode="keyword", max_results=4, explain=True)
@@ -324,8 +325,10 @@ def test_explain_shows_the_rerank_moves_and_still_recomputes_every_score(
 
 def test_a_lesson_card_past_a_reranked_page_is_appended(store: MemoryKnowledgeStore) -> None:
     data = b"lesson: when the disk is full, page the storage team"
-    store.upsert_document(
-        SCOPE, SourceDocument("z-lesson.md", len(data), lambda: data, metadata={"kind": "lesson"})
+    upsert_document(
+        store,
+        SCOPE,
+        SourceDocument("z-lesson.md", len(data), lambda: data, metadata={"kind": "lesson"}),
     )
     scores = {**RERANK_SCORES, "z-lesson.md": 0.02}
 

@@ -18,7 +18,7 @@
    explanation says its move (``explain_moves``).
 
 The reranker gets ``timeout`` seconds, less when the request's deadline
-(``knowledge.deadline``) is nearer. If it fails, answers something unusable or is late,
+(``knowledge.core.deadline``) is nearer. If it fails, answers something unusable or is late,
 the search order stands (``reranked`` false, logged as a warning with the reason); the
 caller never sees an error from it. A late call finishes in the background (the Bedrock
 client's own timeouts end it).
@@ -35,14 +35,14 @@ import time
 from dataclasses import dataclass, replace
 from typing import Any
 
-from knowledge import explain
-from knowledge.deadline import current_deadline
-from knowledge.errors import ValidationError
-from knowledge.model import MAX_MAX_RESULTS, SearchQuery, SearchResult
-from knowledge.origin_weights import pick_extra_lessons
+from knowledge.core.deadline import current_deadline
+from knowledge.core.errors import ValidationError
+from knowledge.core.model import MAX_MAX_RESULTS, SearchQuery, SearchResult
+from knowledge.core.scope import KnowledgeScope
+from knowledge.ranking import explain
+from knowledge.ranking.origin_weights import pick_extra_lessons
 from knowledge.reranking.base import Reranker
-from knowledge.scope import KnowledgeScope
-from knowledge.store import KnowledgeStore
+from knowledge.stores.protocol import KnowledgeStore
 
 __all__ = [
     "DEFAULT_RERANK_TIMEOUT",
@@ -141,7 +141,7 @@ class RerankingStage:
             ranked = explain_moves(candidates, ranked, report.to_dict())
         kept = [r for r in ranked if r.score >= query.min_score]
         page = kept[query.offset : needed]
-        if query.offset == 0:  # lesson cards past the page (knowledge.origin_weights)
+        if query.offset == 0:  # lesson cards past the page (knowledge.ranking.origin_weights)
             rest = [*kept[needed:], *(r for r in found if r.extra and r.score >= query.min_score)]
             page += pick_extra_lessons(page, rest, query.weights)
         return page, report
@@ -206,7 +206,7 @@ class RerankingStage:
 def explain_moves(
     before: list[SearchResult], after: list[SearchResult], report: dict[str, Any]
 ) -> list[SearchResult]:
-    """``after`` with each result's explanation saying its rerank (``knowledge.explain``):
+    """``after`` with each result's explanation saying its rerank (``knowledge.ranking.explain``):
     its rank before and after, its rerank score (``None`` past the reranked ones) and
     the lowest rerank score; the stage's report and moves recorded with the request."""
     rank_of = {(r.document_path, r.chunk_index, id(r.explanation)): i for i, r in enumerate(before)}

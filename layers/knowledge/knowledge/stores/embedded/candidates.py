@@ -8,9 +8,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from knowledge.model import SearchQuery
-from knowledge.origin_weights import LESSON
-from knowledge.scope import KnowledgeScope
+from knowledge.core.model import SearchQuery
+from knowledge.core.scope import KnowledgeScope
+from knowledge.ranking.origin_weights import LESSON, NEUTRAL, RankWeights
 
 from .schema import load_json
 
@@ -70,13 +70,14 @@ def chunk_rows(
 
 
 def candidate_facts(
-    conn: sqlite3.Connection, *sides: Sequence[Candidate], origins: bool = True
+    conn: sqlite3.Connection, *sides: Sequence[Candidate], weights: RankWeights | None = None
 ) -> Callable[[tuple[str, int, str]], tuple[object, bool]]:
-    """``(origin, is_lesson)`` of each candidate key (``knowledge.origin_weights``), read
+    """``(origin, is_lesson)`` of each candidate key (``knowledge.ranking.origin_weights``), read
     on the first call in one query of the candidates' metadata keys (never read when
     nobody asks: inert weights). Without ``origins`` (every origin weighted 1.0, so none
     matters) only the rows whose metadata names a ``kind`` are parsed at all, and the
-    origin is left ``None``."""
+    origin is left ``None``. ``weights``: the search's (``None``: ``NEUTRAL``)."""
+    origins = not (weights or NEUTRAL).neutral_origins
     rowids = {c.key: c.rowid for side in sides for c in side}
     facts: dict[int, tuple[object, bool]] = {}
     read = [False]

@@ -22,7 +22,7 @@ Vector and hybrid drop vector candidates below the embedder's relevance floor
 A single-mode side asks for at least twice the results the page needs (``offset +
 max_results``, and ``fusion.candidate_count`` of it, room for the per-document cap) and
 keeps, per document, only the hits of its newest generation
-(``queries.newest_generations``): a document being replaced, or an older generation that
+(``answers.newest_generations``): a document being replaced, or an older generation that
 Serverless still shows, never appears twice. Only then does ``fusion.select`` cap the
 chunks per document and cut the page at ``offset``, so a stale generation's hits never
 take a place on the page or count against the cap. A page that depends on hits past that
@@ -46,12 +46,16 @@ import functools
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from knowledge.deadline import Deadline, current_deadline
+from knowledge.core.deadline import Deadline, current_deadline
+from knowledge.core.errors import EmbeddingError, EmbeddingMismatchError, StoreError
+from knowledge.core.model import MAX_MAX_RESULTS, SearchMode, SearchQuery, SearchResult
+from knowledge.core.origin import ORIGIN
+from knowledge.core.path_filters import matches_file_patterns
+from knowledge.core.scope import KnowledgeScope
 from knowledge.embedding.base import EmbeddingClient
 from knowledge.embedding.hashing import HashingEmbedder
-from knowledge.errors import EmbeddingError, EmbeddingMismatchError, StoreError
-from knowledge.filters import matches_file_patterns
-from knowledge.fusion import (
+from knowledge.ranking.analysis import has_cjk
+from knowledge.ranking.fusion import (
     HYBRID_CANDIDATES,
     Fused,
     above_floor,
@@ -62,12 +66,10 @@ from knowledge.fusion import (
     relevance_floor,
     vector_only,
 )
-from knowledge.model import MAX_MAX_RESULTS, SearchMode, SearchQuery, SearchResult
-from knowledge.origin import ORIGIN
-from knowledge.origin_weights import KIND, LESSON, NEUTRAL, RankWeights, is_lesson
-from knowledge.scope import KnowledgeScope
-from knowledge.stores.opensearch import queries
-from knowledge.stores.opensearch.bulk import item_reason
+from knowledge.ranking.origin_weights import KIND, LESSON, NEUTRAL, RankWeights, is_lesson
+from knowledge.ranking.weighted_page import Page, weighted_page
+from knowledge.stores.opensearch import answers, queries, query_filters
+from knowledge.stores.opensearch.answers import item_reason
 from knowledge.stores.opensearch.connection import Connection
 from knowledge.stores.opensearch.mapping import (
     CHUNK_INDEX,
@@ -83,8 +85,6 @@ from knowledge.stores.opensearch.scope_size import (
     parse_chunk_total,
     scope_chunks_body,
 )
-from knowledge.text import has_cjk
-from knowledge.weighted_page import Page, weighted_page
 
 __all__ = ["DEFAULT_EMBED_TIMEOUT", "embed_query", "search"]
 
@@ -162,7 +162,7 @@ def search(
     """Search one scope (or every context of its agent with ``cross_context``) of
     ``index``; the index exists and ``mode`` is supported."""
     config = connection.config
-    filters = queries.query_filters(
+    filters = query_filters.query_filters(
         scope,
         cross_context=query.cross_context,
         file_patterns=query.file_patterns,
@@ -177,10 +177,10 @@ def search(
     action = f"search {scope}" + (" (all contexts)" if query.cross_context else "")
     sources: dict[str, Mapping[str, Any]] = {}
 
-    def scores_of(hits: Sequence[queries.Hit]) -> dict[str, float]:
+    def scores_of(hits: Sequence[answers.Hit]) -> dict[str, float]:
         scores: dict[str, float] = {}
         patterns = query.file_patterns
-        for hit in queries.newest_generations(hits):
+        for hit in answers.newest_generations(hits):
             # The engine filtered already; this keeps the glob semantics exact.
             if patterns and not matches_file_patterns(
                 str(hit.source.get(DOCUMENT_PATH, "")), patterns
@@ -209,10 +209,11 @@ def search(
         }
 
     def page_of(fused: list[Fused[str]]) -> Page[str]:
-        # After the newest-generation dedupe in scores_of: the cap and offset see one version.
+        # After the newest-generation dedupe in scores_of: the cap and offset see one version;
+        # then the weights, the page and the lesson extras (ranking.weighted_page).
         return weighted_page(
             fused,
-            lambda key: _facts(sources[key], weights),
+            lambda key: _facts(sources[key]),
             query,
             document_of=lambda key: _document_of(sources[key]),
             trace=trace,
@@ -239,7 +240,7 @@ def search(
             else:
                 assert vector is not None
                 body = queries.vector_search_body(vector, filters, size, ef_search=ef_search)
-            hits = queries.parse_hits(connection.search(index, action, body))
+            hits = answers.parse_hits(connection.search(index, action, body))
             raw = scores_of(hits)
             if mode is SearchMode.KEYWORD:
                 sides["keyword"] = raw
@@ -295,8 +296,8 @@ def search(
             config.vector_weight,
             cjk_query=has_cjk(query.text),
         )
-        sides["keyword"] = keyword_raw = scores_of(queries.parse_candidates(keyword_response))
-        vector_raw = scores_of(queries.parse_candidates(vector_response))
+        sides["keyword"] = keyword_raw = scores_of(answers.parse_candidates(keyword_response))
+        vector_raw = scores_of(answers.parse_candidates(vector_response))
         found["vector"] = len(vector_raw)
         sides["vector"] = vector_kept = above_floor(vector_raw, floor)
         page = page_of(fuse_weighted(keyword_raw, vector_kept, *pair))
@@ -304,7 +305,7 @@ def search(
     if mode is SearchMode.HYBRID and chosen:
         ids = [item.key for item in chosen]
         answer = connection.search(index, action, queries.chunks_by_id_body(ids, filters))
-        sources = {hit.id: hit.source for hit in queries.parse_hits(answer)}
+        sources = {hit.id: hit.source for hit in answers.parse_hits(answer)}
         chosen = [item for item in chosen if item.key in sources]
     explained = page.explanations()
     return [
@@ -317,7 +318,7 @@ def _read_deeper(
     query: SearchQuery,
     *,
     size: int,
-    hits: Sequence[queries.Hit],
+    hits: Sequence[answers.Hit],
     raw: Mapping[str, float],
     chosen: Sequence[Fused[str]],
     floor: float,
@@ -389,23 +390,23 @@ def _named_clauses(weights: RankWeights, pairs: bool) -> dict[str, Mapping[str, 
     whether it is a lesson card, and its origin when that origin's weight is not 1.0 (a
     candidate has no ``_source``; the metadata filters' own term clauses tell)."""
     named: dict[str, Mapping[str, Any]] = {}
-    if weights.lesson != 1.0 or weights.extra_lessons:
-        (clause,) = queries.metadata_filters({KIND: LESSON}, pairs=pairs)
+    if not weights.inert and (weights.lesson != 1.0 or weights.extra_lessons):
+        (clause,) = query_filters.metadata_filters({KIND: LESSON}, pairs=pairs)
         named[_LESSON_CLAUSE] = clause
     for origin, weight in weights.origins.items():
         if weight != 1.0:
-            (clause,) = queries.metadata_filters({ORIGIN: origin}, pairs=pairs)
+            (clause,) = query_filters.metadata_filters({ORIGIN: origin}, pairs=pairs)
             named[_ORIGIN_CLAUSE + origin] = clause
     return named
 
 
-def _facts(source: Mapping[str, Any], weights: RankWeights) -> tuple[object, bool]:
+def _facts(source: Mapping[str, Any]) -> tuple[object, bool]:
     """A candidate's ``(origin, is_lesson)``: from its metadata (a hit with its source),
     or from the named clauses it matched (a hybrid candidate)."""
     metadata = source.get(METADATA)
     if isinstance(metadata, Mapping):
         return metadata.get(ORIGIN), is_lesson(metadata)
-    matched = source.get(queries.MATCHED, ())
+    matched = source.get(answers.MATCHED, ())
     origin = next(
         (name[len(_ORIGIN_CLAUSE) :] for name in matched if name.startswith(_ORIGIN_CLAUSE)),
         None,

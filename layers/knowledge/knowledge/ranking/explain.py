@@ -1,0 +1,446 @@
+"""Why a search ranked what it did: the per-stage trace of ``"explain": true`` (issue 29).
+
+The design's pipeline logs every stage (``fusionLog``). Here a request that asks for it
+runs its search inside ``explaining()``; while it does, every store search records one
+*search* (``record_search``: the query's terms after analysis, what each side found,
+the normalisation bounds, weights and per-query confidence, the relevance floor,
+``min_score`` and the per-document cap, the origin and lesson weights) and gives each
+result its own explanation (``SearchResult.explanation``: its raw side scores and ranks,
+normalised scores, fused score, origin and lesson weights). A reranking stage adds its
+moves (``record_rerank``), a token budget what it dropped (``record_budget``). A
+search of the shared library too is one search per scope searched, each numbered.
+
+**The numbers recompute every score** (``recompute``; ``tests/contract`` does it on
+every store and mode): with ``e`` a result's explanation and ``s`` its search,
+
+- keyword mode: ``fused = e.keyword.raw / s.keyword.max``;
+- vector mode: ``fused = e.vector.raw`` (the unit score ``(1 + cos) / 2``);
+- hybrid, weighted: each side ``n = (raw - min) / (max - min)`` (1.0 when the side's
+  scores are all equal; 0 for a side that did not return the chunk), ``fused =
+  (keyword.effective_weight * n_kw + vector.effective_weight * n_vec) / fusion.divisor``
+  where ``effective_weight = weight * confidence`` (the configured weights when both
+  would be 0);
+- hybrid, RRF: ``fused = ((k + 1) / (k + rank_kw) + (k + 1) / (k + rank_vec)) /
+  fusion.divisor`` (a side without the chunk adds 0);
+- then ``searched = fused * origin_weight * lesson_weight / weights.divisor``
+  (``knowledge.ranking.origin_weights``), which is ``score`` unless a reranker ran: then the
+  reranked ones score their ``rerank_score`` and the rest ``min(searched, lowest
+  rerank score)``.
+
+Nothing is recorded, and nothing costs anything, outside ``explaining()``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import math
+from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from knowledge.core.errors import ValidationError
+from knowledge.ranking.analysis import ANALYSIS, keyword_terms
+from knowledge.ranking.fusion import CONFIDENCE_RANK, Fused, K, min_max, side_confidence
+from knowledge.ranking.origin_weights import RankWeights, Weighing
+
+__all__ = [
+    "Explanation",
+    "current",
+    "explaining",
+    "format_trace",
+    "recompute",
+    "record_budget",
+    "record_rerank",
+    "record_search",
+    "requested",
+]
+
+
+_ACTIVE: contextvars.ContextVar[Explanation | None] = contextvars.ContextVar(
+    "knowledge_explain", default=None
+)
+
+
+@dataclass(slots=True)
+class Explanation:
+    """What one request's searches recorded (module docstring)."""
+
+    searches: list[dict[str, Any]] = field(default_factory=list)
+    rerank: dict[str, Any] | None = None
+    budget: dict[str, Any] | None = None
+
+    def to_dict(self, results: Sequence[Any]) -> dict[str, Any]:
+        """The response's ``explain`` field: the searches, each result's explanation in
+        result order (``None`` for a result no store explained), the reranker's and the
+        budget's records when there were any."""
+        body: dict[str, Any] = {
+            "searches": self.searches,
+            "results": [getattr(r, "explanation", None) for r in results],
+        }
+        if self.rerank is not None:
+            body["rerank"] = self.rerank
+        if self.budget is not None:
+            body["budget"] = self.budget
+        return body
+
+
+@contextlib.contextmanager
+def explaining() -> Iterator[Explanation]:
+    """Record the searches run inside the block (module docstring)."""
+    explanation = Explanation()
+    token = _ACTIVE.set(explanation)
+    try:
+        yield explanation
+    finally:
+        _ACTIVE.reset(token)
+
+
+def requested(data: Mapping[str, Any]) -> bool:
+    """Whether a search body asks for the trace (``"explain": true``; ``null``: no)."""
+    value = data.get("explain")
+    if value is not None and not isinstance(value, bool):
+        raise ValidationError("explain", "must be true or false")
+    return value is True
+
+
+def current() -> Explanation | None:
+    """The request's ``Explanation`` while one is being recorded, else ``None``."""
+    return _ACTIVE.get()
+
+
+def _clean(score: float) -> float:
+    return score if math.isfinite(score) and score > 0.0 else 0.0
+
+
+def _side(
+    scores: Mapping[K, float] | None, weight: float | None
+) -> tuple[dict[str, Any] | None, dict[K, float], dict[K, int]]:
+    """A side's record, its normalised scores and its ranks (1-based, by raw score)."""
+    if scores is None:
+        return None, {}, {}
+    cleaned = {key: _clean(score) for key, score in scores.items()}
+    ranks = {
+        key: rank
+        for rank, key in enumerate(sorted(cleaned, key=lambda k: (-cleaned[k], k)), start=1)
+    }
+    record: dict[str, Any] = {
+        "candidates": len(cleaned),
+        "max": max(cleaned.values(), default=0.0),
+        "min": min(cleaned.values(), default=0.0),
+    }
+    if weight is not None:
+        record["weight"] = weight
+        record["confidence"] = side_confidence(cleaned, CONFIDENCE_RANK)
+    return record, min_max(cleaned), ranks
+
+
+def record_search(
+    *,
+    store: str,
+    scope: str,
+    text: str,
+    mode: str,
+    fusion: str,
+    keyword: Mapping[K, float] | None,
+    vector: Mapping[K, float] | None,
+    vector_found: int = 0,
+    floor: float = 0.0,
+    hybrid_weights: tuple[float, float] | None = None,
+    rrf_k: int | None = None,
+    orders: tuple[Sequence[K], Sequence[K]] | None = None,
+    ranked: Sequence[Fused[K]],
+    weighing: Weighing,
+    weights: RankWeights,
+    min_score: float,
+    max_chunks_per_document: int,
+    document_of: Callable[[K], Hashable],
+    offset: int,
+    max_results: int,
+    returned: int,
+    extras: int,
+) -> Callable[[K, bool], dict[str, Any]]:
+    """Record one store search in the request's ``Explanation`` and return the function
+    that explains one of its results (``explain(key, extra)``). ``keyword``/``vector`` are
+    the side's raw candidate scores as fusion got them (``vector`` above the floor,
+    ``vector_found`` how many there were before it); ``ranked`` the candidates after
+    the weights (best first), ``weighing`` what ``origin_weights.weigh`` did; ``orders``
+    the two sides' candidate orders RRF ranked (keyword, vector)."""
+    explanation = current()
+    assert explanation is not None  # the stores call this only inside explaining()
+    kw_weight, vec_weight = hybrid_weights if hybrid_weights is not None else (None, None)
+    kw_record, kw_norm, kw_rank = _side(keyword, kw_weight)
+    vec_record, vec_norm, vec_rank = _side(vector, vec_weight)
+    if orders is not None:  # RRF ranks as the store listed the sides
+        kw_rank, vec_rank = _ranks(orders[0]), _ranks(orders[1])
+    if vec_record is not None:
+        vec_record["found"] = vector_found
+        vec_record["floor"] = floor
+        vec_record["below_floor"] = vector_found - vec_record["candidates"]
+    fusion_record: dict[str, Any] = {"method": fusion, "candidates": len(ranked)}
+    if fusion == "weighted" and kw_record is not None and vec_record is not None:
+        kw_eff = kw_record["weight"] * kw_record["confidence"]
+        vec_eff = vec_record["weight"] * vec_record["confidence"]
+        if kw_eff + vec_eff <= 0.0:
+            kw_eff, vec_eff = kw_record["weight"], vec_record["weight"]
+        kw_record["effective_weight"] = kw_eff
+        vec_record["effective_weight"] = vec_eff
+        totals = [
+            kw_eff * kw_norm.get(key, 0.0) + vec_eff * vec_norm.get(key, 0.0)
+            for key in kw_norm.keys() | vec_norm.keys()
+        ]
+        fusion_record["divisor"] = max(totals, default=0.0)
+    elif fusion == "rrf":
+        k = rrf_k or 0
+        fusion_record["k"] = k
+        totals = [
+            (k + 1) / (k + kw_rank[key]) * (key in kw_rank)
+            + (k + 1) / (k + vec_rank[key]) * (key in vec_rank)
+            for key in kw_rank.keys() | vec_rank.keys()
+        ]
+        fusion_record["divisor"] = max(totals, default=0.0)
+    elif fusion == "keyword" and kw_record is not None:
+        fusion_record["divisor"] = kw_record["max"]
+    number = len(explanation.searches)
+    explanation.searches.append(
+        {
+            "search": number,
+            "store": store,
+            "scope": scope,
+            "mode": mode,
+            "query": {"text": text, "terms": keyword_terms(text), "analysis": ANALYSIS},
+            "keyword": kw_record,
+            "vector": vec_record,
+            "fusion": fusion_record,
+            "weights": {
+                **weights.to_dict(),
+                "divisor": weighing.divisor,
+                "weighted": len(weighing.factors),
+                "lessons": len(weighing.lessons),
+            },
+            "min_score": {
+                "value": min_score,
+                "dropped": sum(1 for item in ranked if item.score + 1e-12 < min_score),
+            },
+            "cap": {
+                "max_chunks_per_document": max_chunks_per_document,
+                "dropped": count_cap_drops(
+                    ranked, min_score, max_chunks_per_document, document_of, offset + max_results
+                ),
+            },
+            "page": {
+                "offset": offset,
+                "max_results": max_results,
+                "returned": returned,
+                "extra_lessons": extras,
+            },
+        }
+    )
+
+    def explain(key: K, extra: bool) -> dict[str, Any]:
+        origin_weight, lesson_weight = weighing.factor(key)
+        before = weighing.before.get(key, 0.0)
+        entry: dict[str, Any] = {
+            "search": number,
+            "keyword": _side_entry(keyword, kw_norm, kw_rank, key),
+            "vector": _side_entry(vector, vec_norm, vec_rank, key),
+            "fused": before,
+            "origin_weight": origin_weight,
+            "lesson": key in weighing.lessons,
+            "lesson_weight": lesson_weight,
+            "weighted": before * origin_weight * lesson_weight,
+            "searched": min(1.0, before * origin_weight * lesson_weight / weighing.divisor),
+            "extra": extra,
+        }
+        return entry
+
+    return explain
+
+
+def _ranks(order: Sequence[K]) -> dict[K, int]:
+    ranks: dict[K, int] = {}
+    for rank, key in enumerate(order, start=1):
+        ranks.setdefault(key, rank)
+    return ranks
+
+
+def _side_entry(
+    raw: Mapping[K, float] | None, norm: Mapping[K, float], ranks: Mapping[K, int], key: K
+) -> dict[str, Any] | None:
+    if raw is None:
+        return None
+    if key not in raw:
+        return {"raw": None, "rank": None, "normalised": 0.0}
+    return {"raw": _clean(raw[key]), "rank": ranks[key], "normalised": norm.get(key, 0.0)}
+
+
+def count_cap_drops(
+    ranked: Sequence[Fused[K]],
+    min_score: float,
+    per_document: int,
+    document_of: Callable[[K], Hashable],
+    wanted: int,
+) -> int:
+    """Candidates the per-document cap skipped (in the weighted order, above
+    ``min_score``) before ``wanted`` results were taken, as ``fusion.select`` does."""
+    taken: dict[Hashable, int] = {}
+    kept = dropped = 0
+    for item in ranked:
+        if kept == wanted:
+            break
+        if item.score + 1e-12 < min_score:
+            continue
+        document = document_of(item.key)
+        if taken.get(document, 0) < per_document:
+            taken[document] = taken.get(document, 0) + 1
+            kept += 1
+        else:
+            dropped += 1
+    return dropped
+
+
+def record_rerank(report: Mapping[str, Any], moves: list[dict[str, Any]]) -> None:
+    """A reranking stage's report and each reranked candidate's move."""
+    explanation = current()
+    if explanation is not None:
+        explanation.rerank = {**report, "moves": moves}
+
+
+def record_budget(max_tokens: int, used: int, kept: int, dropped: Sequence[str]) -> None:
+    """A token budget's cut: the budget, the tokens used, and the passages it dropped."""
+    explanation = current()
+    if explanation is not None:
+        explanation.budget = {
+            "max_tokens": max_tokens,
+            "used_tokens": used,
+            "kept": kept,
+            "dropped": list(dropped),
+        }
+
+
+def recompute(result: Mapping[str, Any], explain: Mapping[str, Any], index: int) -> float:
+    """A result's ``score`` computed again from the trace alone (module docstring):
+    ``result`` is the response's result ``index``, ``explain`` the response's trace."""
+    entry = explain["results"][index]
+    search = explain["searches"][entry["search"]]
+    method = search["fusion"]["method"]
+    if method == "keyword":
+        fused = entry["keyword"]["raw"] / search["keyword"]["max"]
+    elif method == "vector":
+        fused = entry["vector"]["raw"]
+    elif method == "weighted":
+        total = 0.0
+        for side in ("keyword", "vector"):
+            record, own = search[side], entry[side]
+            if own["raw"] is None:
+                continue
+            span = record["max"] - record["min"]
+            flat = span <= 1e-12 * record["max"]
+            normalised = (
+                (1.0 if record["max"] > 0 else 0.0)
+                if flat
+                else ((own["raw"] - record["min"]) / span)
+            )
+            total += record["effective_weight"] * min(1.0, max(0.0, normalised))
+        fused = min(1.0, total / search["fusion"]["divisor"])
+    else:  # rrf
+        k = search["fusion"]["k"]
+        total = sum(
+            (k + 1) / (k + entry[side]["rank"])
+            for side in ("keyword", "vector")
+            if entry[side]["rank"] is not None
+        )
+        fused = min(1.0, total / search["fusion"]["divisor"])
+    weights = search["weights"]
+    factor = entry["origin_weight"] * entry["lesson_weight"]
+    searched = float(min(1.0, fused * factor / weights["divisor"]))
+    rerank = entry.get("rerank")
+    if rerank is None:
+        return float(searched)
+    if rerank["rerank_score"] is not None:
+        return float(rerank["rerank_score"])
+    return min(searched, float(rerank["lowest_rerank_score"]))
+
+
+def _number(value: object) -> str:
+    return f"{value:.4g}" if isinstance(value, float) else str(value)
+
+
+def _side_line(name: str, side: Mapping[str, Any] | None) -> str | None:
+    if side is None:
+        return None
+    text = f"  {name}: {side['candidates']} candidates"
+    if "found" in side:
+        text += f" ({side['found']} found, {side['below_floor']} below floor {side['floor']})"
+    text += f", raw {_number(side['min'])}..{_number(side['max'])}"
+    if "confidence" in side:
+        text += f", confidence {_number(side['confidence'])}, weight {_number(side['weight'])}"
+        if "effective_weight" in side:
+            text += f" -> {_number(side['effective_weight'])}"
+    return text
+
+
+def _entry_side(name: str, entry: Mapping[str, Any] | None) -> str:
+    if entry is None:
+        return ""
+    if entry["raw"] is None:
+        return f" {name} -"
+    return f" {name} {_number(entry['raw'])} (#{entry['rank']}) -> {_number(entry['normalised'])}"
+
+
+def format_trace(trace: Mapping[str, Any], results: Sequence[Mapping[str, Any]]) -> str:
+    """The trace as text (``kb search --explain``): each search's stages, then each
+    result's numbers, in result order."""
+    lines: list[str] = []
+    for search in trace["searches"]:
+        query = search["query"]
+        lines.append(
+            f"search {search['search']}: {search['store']} {search['scope']} ({search['mode']})"
+        )
+        lines.append(f"  terms: {', '.join(query['terms']) or '(none)'}  [{query['analysis']}]")
+        for name in ("keyword", "vector"):
+            line = _side_line(name, search[name])
+            if line:
+                lines.append(line)
+        fusion = search["fusion"]
+        divisor = fusion.get("divisor")
+        lines.append(
+            f"  fusion: {fusion['method']}, {fusion['candidates']} candidates"
+            + ("" if divisor is None else f", divisor {_number(divisor)}")
+        )
+        weights = search["weights"]
+        origins = " ".join(f"{k}={_number(v)}" for k, v in weights["origins"].items())
+        lines.append(
+            f"  weights: {origins} lesson={_number(weights['lesson'])}"
+            f" (extra {weights['extra_lessons']}); {weights['weighted']} weighted,"
+            f" {weights['lessons']} lessons, divisor {_number(weights['divisor'])}"
+        )
+        cap = search["cap"]
+        lines.append(
+            f"  min_score {_number(search['min_score']['value'])}: "
+            f"{search['min_score']['dropped']} dropped; per-document cap "
+            f"{cap['max_chunks_per_document']}: {cap['dropped']} passed over"
+        )
+    rerank = trace.get("rerank")
+    if rerank is not None:
+        lines.append(
+            f"rerank: {rerank['reranker']}, {rerank['candidates']} candidates, "
+            f"{len(rerank['moves'])} moved"
+        )
+    for index, (entry, result) in enumerate(zip(trace["results"], results, strict=False), 1):
+        if entry is None:
+            continue
+        where = f"{result['document_path']}#{result['chunk_index']}"
+        text = f"[{index}] {where} (search {entry['search']}):"
+        text += _entry_side("kw", entry["keyword"]) + _entry_side("vec", entry["vector"])
+        text += (
+            f" fused {_number(entry['fused'])} x{_number(entry['origin_weight'])}"
+            f" x{_number(entry['lesson_weight'])} = {_number(entry['searched'])}"
+        )
+        if entry.get("rerank"):
+            move = entry["rerank"]
+            text += f"; rerank #{move['from_rank']} -> #{move['to_rank']}"
+        if entry["extra"]:
+            text += " (extra lesson)"
+        lines.append(text + f"; score {_number(float(result['score']))}")
+    return "\n".join(lines)
