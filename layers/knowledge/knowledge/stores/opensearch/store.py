@@ -6,7 +6,8 @@ This module is the facade: it puts together the parts, each in its own module,
 - ``connection``: the lazy client, retried calls, the search path's time budget, and
   the indexes (checked against the store, created when a write needs one);
 - ``session``: the write session (a new generation beside the old, a conditional
-  record, then the old generation removed);
+  record, then the old generation removed: ``generations``; the requests sent by
+  ``sender``, on Serverless by ``serverless``);
 - ``bulk``: bulk sending (throttled items again, the background sender);
 - ``search``: searches and the query embedding, inside the caller's deadline;
 - ``queries``: every request body and response reader, pure functions;
