@@ -10,9 +10,9 @@
   runs out (``error.kind`` ``time``) queues itself again and continues from its manifest.
 - Credentials are Secrets Manager ARNs whose secret name starts with
   ``SECRET_NAME_PREFIX`` (``kb-repo/``): the function may read only those
-  (template.yaml). ``ssh://`` is refused here: paramiko and cryptography (~17 MB) take
-  the shared layer over Lambda's 250 MB beside the document extractors and the Korean
-  dictionary; a slimmer layer for the repos function would make room (locally SSH works).
+  (template.yaml): the HTTPS token, or the SSH private key of an ``ssh://`` registration
+  (whose ``known_hosts`` are always checked). The repos function has its own layer
+  (``RepoLayer``: no extractors, no Korean dictionary) so that paramiko fits.
 """
 
 from __future__ import annotations
@@ -62,12 +62,6 @@ class RepoSyncQueue:
 
 
 def _check_aws_registration(registration: RepoRegistration) -> None:
-    if registration.is_ssh:
-        raise ValidationError(
-            "url",
-            "ssh:// is not available on AWS yet (its SSH library does not fit in the "
-            "Lambda layer beside the document extractors); use https:// with a token",
-        )
     ref = registration.credential
     if ref is not None:
         name = ref.split(":secret:", 1)[-1]

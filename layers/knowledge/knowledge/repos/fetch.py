@@ -92,7 +92,7 @@ def _client(
     if registration.is_ssh:
         from knowledge.repos.ssh import ssh_client
 
-        return ssh_client(registration, secret)
+        return ssh_client(registration, secret, hosts)
     kwargs: dict[str, Any] = {"thin_packs": False, "quiet": True}
     kwargs["pool_manager"] = guarded_pool_manager(
         hosts or LOCAL,

@@ -7,17 +7,27 @@ Host keys are always checked: the registration's ``known_hosts`` lines (OpenSSH 
 The private key (the resolved credential: OpenSSH or PEM, Ed25519, ECDSA or RSA, no
 passphrase) is parsed in memory and never written anywhere; the agent and the user's own
 keys are never looked at.
+
+Where it may connect: ``hosts`` (``knowledge.repos.network.HostPolicy``) as for HTTPS. On
+AWS the host is resolved once, every address must be allowed, and paramiko gets a socket
+already connected to the checked address (the host key is still looked up by the host's
+name), so an ``ssh://`` registration cannot reach loopback, link-local or a private
+network the operator did not allow.
 """
 
 from __future__ import annotations
 
 import contextlib
 import io
-from typing import Any
+import socket
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlsplit
 
 from knowledge.repos.fetch import CONNECT_TIMEOUT, READ_TIMEOUT, RepoSyncError
 from knowledge.repos.registration import RepoRegistration
+
+if TYPE_CHECKING:
+    from knowledge.repos.network import HostPolicy
 
 __all__ = ["ParamikoVendor", "ssh_client"]
 
@@ -76,9 +86,20 @@ class _Connection:
 
 
 class ParamikoVendor:
-    def __init__(self, known_hosts: str, key: bytes | None) -> None:
+    def __init__(
+        self, known_hosts: str, key: bytes | None, hosts: HostPolicy | None = None
+    ) -> None:
         self._known_hosts = known_hosts
         self._key = key
+        self._hosts = hosts
+
+    def _socket(self, host: str, port: int) -> socket.socket | None:
+        """A socket connected to the policy's checked address; ``None`` when every address
+        is allowed (paramiko then connects by name, trying each address)."""
+        if self._hosts is None or self._hosts.allow_private:
+            return None
+        address = self._hosts.checked_address(host, port)
+        return socket.create_connection((address, port), timeout=CONNECT_TIMEOUT)
 
     def run_command(
         self,
@@ -100,10 +121,13 @@ class ParamikoVendor:
                     known.add(name, entry.key.get_name(), entry.key)
         client.set_missing_host_key_policy(paramiko.RejectPolicy())
         pkey = None if self._key is None else _private_key(self._key)
+        port = port or 22
+        sock = self._socket(host, port)
         try:
             client.connect(
                 host,
-                port=port or 22,
+                port=port,
+                sock=sock,
                 username=username,
                 pkey=pkey,
                 allow_agent=False,
@@ -117,11 +141,15 @@ class ParamikoVendor:
             channel.exec_command(command.decode("utf-8") if isinstance(command, bytes) else command)
         except paramiko.BadHostKeyException:
             client.close()
+            if sock is not None:
+                sock.close()
             raise RepoSyncError(
                 "credentials", "the SSH host key is not the one in known_hosts"
             ) from None
         except paramiko.SSHException as exc:
             client.close()
+            if sock is not None:
+                sock.close()
             unknown = "not found in known_hosts" in str(exc)
             raise RepoSyncError(
                 "credentials",
@@ -132,8 +160,11 @@ class ParamikoVendor:
         return _Connection(client, channel)
 
 
-def ssh_client(registration: RepoRegistration, secret: bytes | None) -> tuple[Any, str]:
-    """A dulwich SSH client over paramiko for ``registration.url`` and the remote path."""
+def ssh_client(
+    registration: RepoRegistration, secret: bytes | None, hosts: HostPolicy | None = None
+) -> tuple[Any, str]:
+    """A dulwich SSH client over paramiko for ``registration.url`` and the remote path;
+    ``hosts`` says which addresses it may connect to (default: any)."""
     from dulwich.client import SSHGitClient
 
     if not registration.known_hosts:
@@ -143,7 +174,7 @@ def ssh_client(registration: RepoRegistration, secret: bytes | None) -> tuple[An
         parts.hostname or "",
         port=parts.port,
         username=parts.username,
-        vendor=ParamikoVendor(registration.known_hosts, secret),  # type: ignore[arg-type]
+        vendor=ParamikoVendor(registration.known_hosts, secret, hosts),  # type: ignore[arg-type]
         thin_packs=False,
         quiet=True,
     )
