@@ -6,17 +6,18 @@
     kb search "query" --agent A --context C [--mode M] [-k N] [--min-score X]
               [--offset N] [--max-chunks-per-document N] [--pattern GLOB ...]
               [--meta KEY=VALUE ...] [--filter JSON] [--cross-context] [--json]
-    kb status --agent A --context C [--json]
+    kb status --agent A --context C [--root ROOT] [--json]
     kb documents --agent A --context C [--limit N] [--cursor C] [--json]
     kb reindex --agent A --context C [--json]
     kb put FILE --agent A --context C --api-url URL [--path P] [--note] [--meta K=V ...]
     kb rm PATH --agent A --context C --api-url URL
     kb serve ROOT [--host 127.0.0.1] [--port 8080] [--poll-interval 1.0] [--allow-writes]
+    kb repo add|list|remove|sync [ROOT | --api-url URL] --agent A --context C ...
     kb mcp --agent A --context C [--cross-context] [--transport stdio|http] [--allow-reindex]
 
-``search``, ``status``, ``documents``, ``reindex`` and ``mcp`` take ``--api-url URL`` to
-use a deployed stack (or another ``kb serve``) through ``knowledge.client`` instead of a
-local store, with ``--auth sigv4|bearer|none`` (bearer reads the token from
+``search``, ``status``, ``documents``, ``reindex``, ``repo`` and ``mcp`` take ``--api-url
+URL`` to use a deployed stack (or another ``kb serve``) through ``knowledge.client``
+instead of a local store, with ``--auth sigv4|bearer|none`` (bearer reads the token from
 ``KB_API_TOKEN``).
 
 Every command takes ``--store``, ``--db``, ``--embedder``, ``--opensearch-url`` (see
@@ -285,13 +286,17 @@ def _cmd_search(args: argparse.Namespace) -> int:
 
 
 def _cmd_status(args: argparse.Namespace) -> int:
+    from knowledge.repos.cli import repo_lines, scope_repos
+
     scope = _scope(args)
     with closing(_open_reader(args)) as store:
         status = store.status(scope)
+    repos, repos_error = scope_repos(args, scope)  # with --api-url or --root only
     if args.json:
-        _print_json(
-            {"agent": scope.agent, "context": scope.context, **status.to_dict()}, sys.stdout
-        )
+        body = {"agent": scope.agent, "context": scope.context, **status.to_dict()}
+        body.update({} if repos is None else {"repos": repos})
+        body.update({} if repos_error is None else {"repos_error": repos_error})
+        _print_json(body, sys.stdout)
         return EXIT_OK
     last = "never" if status.last_indexed_at is None else status.last_indexed_at.isoformat()
     rows = [
@@ -312,6 +317,10 @@ def _cmd_status(args: argparse.Namespace) -> int:
         print(f"{name + ':':<14}{value}")
     for problem in status.problems:
         print(f"  {problem.path}: {problem.reason}")
+    if repos is not None or repos_error is not None:
+        print(f"{'repos:':<14}{repos_error or len(repos or [])}")
+        for line in repo_lines(repos or []):
+            print(f"  {line}")
     return EXIT_OK
 
 
@@ -598,6 +607,9 @@ def build_parser() -> argparse.ArgumentParser:
         "status", parents=[store, scoped, remote], help="index status of a scope"
     )
     status.add_argument("--json", action="store_true", help="print the status as JSON")
+    status.add_argument(
+        "--root", metavar="ROOT", help="the folder kb serve serves: list its repositories too"
+    )
     status.set_defaults(handler=_cmd_status)
 
     documents = commands.add_parser(
@@ -676,7 +688,7 @@ def build_parser() -> argparse.ArgumentParser:
     # Git repository sources: `kb repo add|list|remove|sync` (knowledge.repos.cli).
     from knowledge.repos.cli import add_repo_commands
 
-    add_repo_commands(commands, store, scoped)
+    add_repo_commands(commands, store, scoped, remote)
 
     put = commands.add_parser(
         "put", parents=[store, scoped, remote], help="write a document (or a note) via the API"
