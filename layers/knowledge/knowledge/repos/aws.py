@@ -17,6 +17,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
@@ -142,12 +143,7 @@ def handle_sync_message(
         registry,
         scope,
         registration,
-        bounds=SyncBounds(
-            max_repo_bytes=base.max_repo_bytes,
-            max_files=base.max_files,
-            max_file_bytes=base.max_file_bytes,
-            time_budget_seconds=budget,
-        ),
+        bounds=dataclasses.replace(base, time_budget_seconds=budget),
         read_secret=read_secret,
         hosts=hosts or HostPolicy.from_environment(),
     )

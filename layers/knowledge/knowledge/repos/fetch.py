@@ -4,7 +4,9 @@
 the blobs over ``SyncBounds.max_file_bytes`` where the server has protocol v2's
 ``filter`` (``blob:limit``), into an in-memory object store, counting the pack's bytes
 as they arrive: over ``SyncBounds.max_repo_bytes`` or past the deadline the transfer
-stops. Thin packs are refused (the store holds nothing to complete them from). Every failure is a
+stops; the pack's objects are then measured inflated (``knowledge.repos.pack``) and over
+``SyncBounds.max_inflated_bytes`` refused before they are inflated. Thin packs are
+refused (the store holds nothing to complete them from). Every failure is a
 ``RepoSyncError`` with a message of our own: dulwich's and urllib3's messages can hold
 a URL or a server's text, and a credential never appears in either.
 
@@ -152,6 +154,34 @@ def _translated(exc: BaseException) -> RepoSyncError:
     )
 
 
+def _check_inflated_size(sink: Any, bounds: SyncBounds) -> None:
+    """Refuse a pack whose objects inflate past ``max_inflated_bytes`` before dulwich's
+    in-memory store inflates them (``knowledge.repos.pack``); the sink is left where it
+    was (dulwich takes the pack's size from its position)."""
+    from knowledge.repos.pack import PackFormatError, PackLimitExceeded, inflated_size
+
+    end = sink.tell()
+    if end == 0:
+        return
+    sink.seek(0)
+    try:
+        inflated_size(sink, bounds.max_inflated_bytes)
+    except PackLimitExceeded:
+        raise _Stop(
+            RepoSyncError(
+                "bounds",
+                f"the repository's files are over {bounds.max_inflated_bytes} bytes "
+                "uncompressed at depth 1 (narrow it with 'paths' on a smaller repository, "
+                "or raise the bound)",
+            )
+        ) from None
+    except PackFormatError:
+        raise _Stop(
+            RepoSyncError("protocol", "the Git host sent a pack that cannot be read")
+        ) from None
+    sink.seek(end)
+
+
 def fetch_branch(
     registration: RepoRegistration,
     secret: bytes | None,
@@ -212,6 +242,7 @@ def fetch_branch(
                 # bound (images, binaries): they are never transferred nor inflated.
                 filter_spec=f"blob:limit={bounds.max_file_bytes}".encode("ascii"),
             )
+        _check_inflated_size(sink, bounds)
         commit()
     except _Stop as stop:
         abort()

@@ -226,6 +226,9 @@ class SyncBounds:
     """What one sync may take. Over a bound the sync writes nothing and says which."""
 
     max_repo_bytes: int = 256 * 1024 * 1024  # the fetched pack
+    # The pack's objects once inflated (dulwich holds them in memory; the repos function
+    # has 1,024 MB): a small pack of very compressible blobs stops here.
+    max_inflated_bytes: int = 512 * 1024 * 1024
     max_files: int = 20_000  # files selected in the tree (``paths``), read or not
     max_file_bytes: int = 16 * 1024 * 1024  # one file; larger ones are skipped with a problem
     time_budget_seconds: float = 600.0  # the fetch plus the writes
