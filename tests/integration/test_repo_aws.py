@@ -265,8 +265,10 @@ def test_ssh_repository_synced_by_the_repos_function_becomes_searchable(
     base = f"/v1/agents/{SCOPE.agent}/contexts/{SCOPE.context}/repos"
     body = {"name": "ops", "url": sshd.url(work.bare), "credential": secret["ARN"]}
 
-    # The host key is always checked: no known_hosts, no registration.
-    refused = repos.lambda_handler(api_event("POST", base, body), LambdaContext())
+    # The host key is always checked: no known_hosts (and no secret to hold them), no
+    # registration.
+    keyless = {"name": "ops", "url": body["url"]}
+    refused = repos.lambda_handler(api_event("POST", base, keyless), LambdaContext())
     assert refused["statusCode"] == 400
     assert json.loads(refused["body"])["field"] == "known_hosts"
 
@@ -293,6 +295,21 @@ def test_ssh_repository_synced_by_the_repos_function_becomes_searchable(
     assert hits, "the synced file is not searchable"
     assert hits[0].document_path == "_repos/ops/runbooks/rotate.md"
     assert hits[0].origin == "repo"
+
+    # The host keys pinned in the secret beside the key (JSON), none in the registration.
+    pinned = aws["secrets"].create_secret(
+        Name="kb-repo/pinned",
+        SecretString=json.dumps({"private_key": private_key, "known_hosts": sshd.known_hosts}),
+    )
+    body_pinned = {"name": "pinned", "url": body["url"], "credential": pinned["ARN"]}
+    added_pinned = repos.lambda_handler(api_event("POST", base, body_pinned), LambdaContext())
+    assert added_pinned["statusCode"] == 201, added_pinned["body"]
+    repos.lambda_handler(api_event("POST", f"{base}/pinned/sync"), LambdaContext())
+    assert all(a == {"batchItemFailures": []} for a in drain(aws, repos))
+    status = json.loads(
+        repos.lambda_handler(api_event("GET", f"{base}/pinned"), LambdaContext())["body"]
+    )["status"]
+    assert (status["error"], status["commit"]) == (None, commit)
 
     # A host key that is not the server's: refused, nothing written for that repository.
     other = keygen(tmp_path / "impostor").split()

@@ -14,7 +14,8 @@
 - ``username``: the HTTPS user sent with a token (default ``x-access-token``, which
   GitHub accepts; GitLab takes ``oauth2``, Bitbucket ``x-token-auth``);
 - ``known_hosts``: OpenSSH ``known_hosts`` lines, required for ``ssh://`` (host keys are
-  always checked).
+  always checked) unless the credential is a Secrets Manager ARN, whose secret may hold
+  them (``knowledge.repos.ssh.ssh_identity``; a sync with neither fails).
 """
 
 from __future__ import annotations
@@ -180,16 +181,19 @@ class RepoRegistration:
         known_hosts = _text(data, "known_hosts")
         if known_hosts is not None and len(known_hosts) > MAX_KNOWN_HOSTS:
             raise ValidationError("known_hosts", f"must be at most {MAX_KNOWN_HOSTS} characters")
-        if url.startswith("ssh://") and known_hosts is None:
+        credential = _credential(_text(data, "credential"), credential_kinds)
+        in_secret = credential is not None and credential.startswith(CREDENTIAL_ARN + ":")
+        if url.startswith("ssh://") and known_hosts is None and not in_secret:
             raise ValidationError(
-                "known_hosts", "is required for an ssh:// URL: the host key is always checked"
+                "known_hosts",
+                "is required for an ssh:// URL (or in its secret): the host key is always checked",
             )
         return cls(
             name=name,
             url=url,
             branch=branch,
             paths=_paths(data.get("paths")),
-            credential=_credential(_text(data, "credential"), credential_kinds),
+            credential=credential,
             username=_text(data, "username"),
             known_hosts=known_hosts,
         )

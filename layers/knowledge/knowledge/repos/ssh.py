@@ -1,12 +1,17 @@
 """SSH for repository sources with paramiko (pure-Python SSH; no ``ssh`` binary, so the
 same code runs in Lambda), as dulwich's SSH vendor.
 
-Host keys are always checked: the registration's ``known_hosts`` lines (OpenSSH format;
-``[host]:port`` for a port other than 22) are the only keys accepted, with paramiko's
-``RejectPolicy`` for anything else, so an unknown or changed host key fails the sync.
-The private key (the resolved credential: OpenSSH or PEM, Ed25519, ECDSA or RSA, no
-passphrase) is parsed in memory and never written anywhere; the agent and the user's own
-keys are never looked at.
+Host keys are always checked: the ``known_hosts`` lines (OpenSSH format; ``[host]:port``
+for a port other than 22) of the registration and of the secret (``ssh_identity``) are
+the only keys accepted, with paramiko's ``RejectPolicy`` for anything else, so an unknown
+or changed host key fails the sync. The private key (the resolved credential: OpenSSH or
+PEM, Ed25519, ECDSA or RSA, no passphrase) is parsed in memory and never written
+anywhere; the agent and the user's own keys are never looked at.
+
+The secret is either the private key itself, or a JSON object ``{"private_key": ...,
+"known_hosts": ...}`` (``known_hosts`` optional): then whoever keeps the secret (on AWS the
+operator, in Secrets Manager) pins the host keys beside the key, and a registration
+whose credential is a secret ARN may leave its own ``known_hosts`` out.
 
 Where it may connect: ``hosts`` (``knowledge.repos.network.HostPolicy``) as for HTTPS. On
 AWS the host is resolved once, every address must be allowed, and paramiko gets a socket
@@ -19,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 import socket
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlsplit
@@ -29,7 +35,29 @@ from knowledge.repos.registration import RepoRegistration
 if TYPE_CHECKING:
     from knowledge.repos.network import HostPolicy
 
-__all__ = ["ParamikoVendor", "ssh_client"]
+__all__ = ["ParamikoVendor", "ssh_client", "ssh_identity"]
+
+IDENTITY_FIELDS = ("private_key", "known_hosts")
+
+
+def ssh_identity(secret: bytes | None) -> tuple[bytes | None, str | None]:
+    """The private key and the secret's own ``known_hosts`` (``None`` when it has none)."""
+    if secret is None or not secret.lstrip().startswith(b"{"):
+        return secret, None
+    try:
+        data = json.loads(secret)
+    except (UnicodeDecodeError, ValueError):
+        data = None
+    if not isinstance(data, dict) or not isinstance(data.get("private_key"), str):
+        raise RepoSyncError(
+            "credential", "the SSH secret is JSON but has no 'private_key' string"
+        ) from None
+    hosts = data.get("known_hosts")
+    if (hosts is not None and not isinstance(hosts, str)) or set(data) - set(IDENTITY_FIELDS):
+        raise RepoSyncError(
+            "credential", "the SSH secret holds only 'private_key' and 'known_hosts' strings"
+        )
+    return data["private_key"].encode("utf-8"), hosts or None
 
 
 def _private_key(secret: bytes) -> Any:
@@ -167,14 +195,18 @@ def ssh_client(
     ``hosts`` says which addresses it may connect to (default: any)."""
     from dulwich.client import SSHGitClient
 
-    if not registration.known_hosts:
-        raise RepoSyncError("credentials", "an ssh:// repository needs known_hosts")
+    key, secret_hosts = ssh_identity(secret)
+    known_hosts = "\n".join(h for h in (registration.known_hosts, secret_hosts) if h)
+    if not known_hosts.strip():
+        raise RepoSyncError(
+            "credentials", "an ssh:// repository needs known_hosts (its own or its secret's)"
+        )
     parts = urlsplit(registration.url)
     client = SSHGitClient(
         parts.hostname or "",
         port=parts.port,
         username=parts.username,
-        vendor=ParamikoVendor(registration.known_hosts, secret, hosts),  # type: ignore[arg-type]
+        vendor=ParamikoVendor(known_hosts, key, hosts),  # type: ignore[arg-type]
         thin_packs=False,
         quiet=True,
     )
