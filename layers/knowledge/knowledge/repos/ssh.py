@@ -167,25 +167,29 @@ class ParamikoVendor:
             channel = client.get_transport().open_session()
             channel.settimeout(READ_TIMEOUT)
             channel.exec_command(command.decode("utf-8") if isinstance(command, bytes) else command)
-        except paramiko.BadHostKeyException:
+        except BaseException as exc:
             client.close()
             if sock is not None:
                 sock.close()
-            raise RepoSyncError(
-                "credentials", "the SSH host key is not the one in known_hosts"
-            ) from None
-        except paramiko.SSHException as exc:
-            client.close()
-            if sock is not None:
-                sock.close()
-            unknown = "not found in known_hosts" in str(exc)
-            raise RepoSyncError(
-                "credentials",
-                "the SSH host key is not in known_hosts"
-                if unknown
-                else "the SSH server refused the key (or the connection)",
-            ) from None
+            if isinstance(exc, paramiko.SSHException):
+                raise _refused(exc) from None
+            raise
         return _Connection(client, channel)
+
+
+def _refused(exc: Exception) -> RepoSyncError:
+    """Our own message for paramiko's refusal (its text can hold the host's answer)."""
+    import paramiko
+
+    if isinstance(exc, paramiko.BadHostKeyException):
+        return RepoSyncError("credentials", "the SSH host key is not the one in known_hosts")
+    unknown = "not found in known_hosts" in str(exc)
+    return RepoSyncError(
+        "credentials",
+        "the SSH host key is not in known_hosts"
+        if unknown
+        else "the SSH server refused the key (or the connection)",
+    )
 
 
 def ssh_client(
