@@ -9,10 +9,13 @@ the secret, the host key checked against the registration's ``known_hosts``)."""
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import sys
+import threading
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -122,6 +125,41 @@ def index_keys(
     ]
     assert indexer.lambda_handler(sqs_event(*events), LambdaContext()) == {"batchItemFailures": []}
     return store
+
+
+@contextlib.contextmanager
+def http_gateway(function: Any) -> Iterator[str]:
+    """The HTTP API in front of a function, on loopback: each request becomes the API
+    Gateway v2 event the function gets, its answer the HTTP response (no authorizer:
+    ``API_AUTH`` is iam in the samples, whose checks this event passes)."""
+
+    class Gateway(BaseHTTPRequestHandler):
+        def log_message(self, *args: object) -> None:
+            return
+
+        def _call(self) -> None:
+            length = int(self.headers.get("Content-Length") or 0)
+            body = json.loads(self.rfile.read(length)) if length else None
+            answer = function.lambda_handler(
+                api_event(self.command, self.path.split("?", 1)[0], body), LambdaContext()
+            )
+            payload = answer["body"].encode()
+            self.send_response(answer["statusCode"])
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload)
+
+        do_GET = do_POST = do_DELETE = _call
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Gateway)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 def drain(aws: dict[str, Any], repos: Any) -> list[dict[str, Any]]:
@@ -401,5 +439,41 @@ def test_a_sync_never_reaches_a_private_address_the_operator_did_not_allow(
         assert status["error"]["kind"] == "network"
         assert "REPO_ALLOWED_NETWORKS" in status["error"]["message"]
         assert "127.0.0.1" in status["error"]["message"]  # the host, as registered
+    finally:
+        server.close()
+
+
+def test_kb_repo_talks_to_the_deployed_repos_function(
+    aws: dict[str, Any],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """``kb repo ... --api-url``: registered through the repos function, a sync queued
+    (202: "sync queued"), synced by the queue's consumer, listed with its commit."""
+    from knowledge.cli import main
+
+    monkeypatch.setenv("REPO_ALLOWED_NETWORKS", "127.0.0.0/8")
+    server = GitHttpServer(tmp_path / "git")
+    try:
+        work = Workdir(server.root, "public/cli", tmp_path / "work")
+        work.write("guide.md", "# Guide\n\nThe axolotl steps.")
+        commit = work.commit()
+        repos = load_handler("repos", monkeypatch)
+        with http_gateway(repos) as url:
+            api = ["--agent", SCOPE.agent, "--context", SCOPE.context, "--api-url", url]
+            add = ["repo", "add", *api, "--name", "cli", "--url", server.url("public/cli")]
+            assert main(add) == 0
+            assert "cli: " in capsys.readouterr().out
+            assert main(["repo", "sync", *api]) == 0
+            printed = capsys.readouterr().out.splitlines()  # and the function's log lines
+            assert "cli: sync queued (kb repo list shows its result)" in printed
+            drain(aws, repos)
+            assert main(["repo", "list", *api]) == 0
+            assert f"at {commit[:12]}, 1 files" in capsys.readouterr().out
+        assert scope_keys(aws) == [
+            f"{SCOPE.key}/_repos/cli/guide.md",
+            f"{SCOPE.key}/_repos/cli/guide.md.metadata.json",
+        ]
     finally:
         server.close()
