@@ -38,11 +38,11 @@ from lambda_support import (
     use_fake_aws,
 )
 
-from knowledge.event_indexing import EventIndexer
-from knowledge.lambda_config import LambdaSettings
-from knowledge.model import IndexOptions, SearchQuery
-from knowledge.scope import KnowledgeScope
-from knowledge.sources.s3 import S3DocumentSource
+from knowledge.aws.event_indexing import EventIndexer
+from knowledge.aws.settings import LambdaSettings
+from knowledge.core.model import IndexOptions, SearchQuery
+from knowledge.core.scope import KnowledgeScope
+from knowledge.ingest.sources.s3 import S3DocumentSource
 from knowledge.stores.memory import MemoryKnowledgeStore
 
 pytestmark = pytest.mark.integration
@@ -451,7 +451,7 @@ def test_kb_repo_talks_to_the_deployed_repos_function(
 ) -> None:
     """``kb repo ... --api-url``: registered through the repos function, a sync queued
     (202: "sync queued"), synced by the queue's consumer, listed with its commit."""
-    from knowledge.cli import main
+    from knowledge.local.cli import main
 
     monkeypatch.setenv("REPO_ALLOWED_NETWORKS", "127.0.0.0/8")
     server = GitHttpServer(tmp_path / "git")

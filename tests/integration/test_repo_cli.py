@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from git_server import GitHttpServer, Workdir
 
-from knowledge.cli import main
+from knowledge.core.scope import KnowledgeScope
+from knowledge.local.cli import main
 from knowledge.local.server import LocalServer
-from knowledge.scope import KnowledgeScope
 from knowledge.stores.memory import MemoryKnowledgeStore
 
 pytestmark = pytest.mark.integration

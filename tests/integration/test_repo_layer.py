@@ -31,12 +31,12 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 _SYNC = """
 import json, sys
 import app  # the handler module, as Lambda imports it
-from knowledge.repos.aws import handle_sync_message
-from knowledge.repos.network import HostPolicy
-from knowledge.repos.registration import CREDENTIAL_ARN, RepoRegistration
-from knowledge.repos.state import RepoRegistry
-from knowledge.repos.storage import FolderStorage
-from knowledge.scope import KnowledgeScope
+from knowledge.ingest.repos.aws import handle_sync_message
+from knowledge.ingest.repos.network import HostPolicy
+from knowledge.ingest.repos.registration import CREDENTIAL_ARN, RepoRegistration
+from knowledge.ingest.repos.state import RepoRegistry
+from knowledge.ingest.repos.storage import FolderStorage
+from knowledge.core.scope import KnowledgeScope
 
 job = json.load(sys.stdin)
 scope = KnowledgeScope("ops-bot", "runbooks")

@@ -145,13 +145,14 @@ def test_built_layer_has_the_knowledge_package(sam_build: Path) -> None:
     package = LAYER_PYTHON / "knowledge"
     for module in (
         "__init__.py",
-        "api.py",
-        "events.py",
-        "event_indexing.py",
-        "lambda_config.py",
-        "reindex_queue.py",
-        "secrets.py",
-        "sources/s3.py",
+        "service/api.py",
+        "service/routes.py",
+        "aws/events.py",
+        "aws/event_indexing.py",
+        "aws/settings.py",
+        "aws/reindex_queue.py",
+        "core/secrets.py",
+        "ingest/sources/s3.py",
         "stores/opensearch/store.py",
         "py.typed",
     ):
@@ -401,7 +402,8 @@ def test_built_repo_function_imports_on_python312_with_its_own_layer(sam_build: 
     script = """
 import json, sys
 import app
-import knowledge.repos.aws, knowledge.repos.fetch, knowledge.repos.ssh, dulwich.client
+import dulwich.client
+import knowledge.ingest.repos.aws, knowledge.ingest.repos.fetch, knowledge.ingest.repos.ssh
 heavy = ("openai", "opensearchpy", "lxml", "mecab", "pypdfium2", "PIL", "boto3")
 heavy = sorted(m for m in heavy if m in sys.modules)
 assert not heavy, f"imported: {heavy}"

@@ -1,4 +1,4 @@
-"""``knowledge.repos.pack.inflated_size`` against packs written by the real ``git``: the
+"""``knowledge.ingest.repos.pack.inflated_size`` against packs written by the real ``git``: the
 sum of every object's size (deltas at the size of the object they make) as
 ``git cat-file`` reports it, and the limit refused before the walk ends."""
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from knowledge.repos.pack import PackFormatError, PackLimitExceeded, inflated_size
+from knowledge.ingest.repos.pack import PackFormatError, PackLimitExceeded, inflated_size
 
 ENV = {
     "GIT_AUTHOR_NAME": "T",

@@ -1,4 +1,4 @@
-"""Repository registrations and file links (pure parts of knowledge.repos)."""
+"""Repository registrations and file links (pure parts of knowledge.ingest.repos)."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from knowledge.errors import ValidationError
-from knowledge.repos.links import file_url
-from knowledge.repos.registration import RepoRegistration
+from knowledge.core.errors import ValidationError
+from knowledge.ingest.repos.links import file_url
+from knowledge.ingest.repos.registration import RepoRegistration
 
 SHA = "0123456789abcdef0123456789abcdef01234567"
 
@@ -73,8 +73,8 @@ def test_arn_credentials_only_where_accepted_and_never_shown() -> None:
 
 
 def test_an_ssh_secret_is_the_key_or_json_with_the_key_and_known_hosts() -> None:
-    from knowledge.repos.fetch import RepoSyncError
-    from knowledge.repos.ssh import ssh_identity
+    from knowledge.ingest.repos.fetch import RepoSyncError
+    from knowledge.ingest.repos.ssh import ssh_identity
 
     pem = b"-----BEGIN OPENSSH PRIVATE KEY-----\nabc\n-----END OPENSSH PRIVATE KEY-----\n"
     assert ssh_identity(pem) == (pem, None)
