@@ -176,11 +176,17 @@ def cmd_search(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
+    from knowledge.local.repo_cli import repo_lines, scope_repos
+
     scope = scope_of(args)
     with closing(open_reader(args)) as store:
         status = store.status(scope)
+    repos, repos_error = scope_repos(args, scope)  # with --api-url or --root only
     if args.json:
-        print_json({"agent": scope.agent, "context": scope.context, **status.to_dict()}, sys.stdout)
+        body = {"agent": scope.agent, "context": scope.context, **status.to_dict()}
+        body.update({} if repos is None else {"repos": repos})
+        body.update({} if repos_error is None else {"repos_error": repos_error})
+        print_json(body, sys.stdout)
         return EXIT_OK
     last = "never" if status.last_indexed_at is None else status.last_indexed_at.isoformat()
     rows = [
@@ -201,6 +207,10 @@ def cmd_status(args: argparse.Namespace) -> int:
         print(f"{name + ':':<14}{value}")
     for problem in status.problems:
         print(f"  {problem.path}: {problem.reason}")
+    if repos is not None or repos_error is not None:
+        print(f"{'repos:':<14}{repos_error or len(repos or [])}")
+        for line in repo_lines(repos or []):
+            print(f"  {line}")
     return EXIT_OK
 
 

@@ -189,6 +189,9 @@ def build_parser() -> argparse.ArgumentParser:
         "status", parents=[store, scoped, remote], help="index status of a scope"
     )
     status.add_argument("--json", action="store_true", help="print the status as JSON")
+    status.add_argument(
+        "--root", metavar="ROOT", help="the folder kb serve serves: list its repositories too"
+    )
     status.set_defaults(handler=cmd_status)
 
     documents = commands.add_parser(
@@ -267,7 +270,7 @@ def build_parser() -> argparse.ArgumentParser:
     # Git repository sources: `kb repo add|list|remove|sync` (knowledge.local.repo_cli).
     from knowledge.local.repo_cli import add_repo_commands
 
-    add_repo_commands(commands, store, scoped)
+    add_repo_commands(commands, store, scoped, remote)
 
     put = commands.add_parser(
         "put", parents=[store, scoped, remote], help="write a document (or a note) via the API"
