@@ -8,6 +8,8 @@ method   path                                            does
 =======  ==============================================  =======================
 POST     /v1/agents/{agent}/contexts/{context}/search    search one scope
 POST     /v1/agents/{agent}/search                       search every context
+POST     /v1/agents/{agent}/contexts/{context}/context   a search as a prompt block
+POST     /v1/agents/{agent}/context                      the same, every context
 GET      /v1/agents/{agent}/contexts/{context}/status    index status
 GET      /v1/agents/{agent}/contexts/{context}/documents the scope's documents (paged)
 GET      .../contexts/{context}/documents/{path}         one document (path URL-encoded)
@@ -97,6 +99,7 @@ if TYPE_CHECKING:  # the stage is built by whoever configures it; no import at c
 
 __all__ = [
     "AGENT_WIDE_CONTEXT",
+    "CONTEXT_FIELDS",
     "DOCUMENTS_PARAMETERS",
     "MAX_BODY_BYTES",
     "MAX_DOCUMENT_BYTES",
@@ -133,8 +136,11 @@ SEARCH_FIELDS = (
     "max_chunks_per_document",
     "filter",
     "include_shared",
+    "group_by",
 )
 """The fields of a search request body (DESIGN.md "Search query"); any other is a 400."""
+CONTEXT_FIELDS = (*SEARCH_FIELDS, "max_tokens")
+"""The fields of a prompt-context request body: the search's and the token budget."""
 
 AGENT_WIDE_CONTEXT = "_all"
 """Placeholder context of the scope used for an agent-wide search.
@@ -283,12 +289,16 @@ def parse_search_request(
     return _query_from(_decode_body(body), default_mode)
 
 
-def _query_from(data: Mapping[str, Any], default_mode: SearchMode | str | None) -> SearchQuery:
-    unknown = sorted(str(k) for k in data if k not in SEARCH_FIELDS)  # include_shared: the API's
+def _query_from(
+    data: Mapping[str, Any],
+    default_mode: SearchMode | str | None,
+    fields: Sequence[str] = SEARCH_FIELDS,
+) -> SearchQuery:
+    unknown = sorted(str(k) for k in data if k not in fields)  # include_shared: the API's
     if unknown:
         # The name is echoed back, so a pathological one is cut short.
         name = unknown[0] if len(unknown[0]) <= 64 else unknown[0][:61] + "..."
-        raise ValidationError(name, f"is not a known field (allowed: {', '.join(SEARCH_FIELDS)})")
+        raise ValidationError(name, f"is not a known field (allowed: {', '.join(fields)})")
     if data.get("query") is None:
         raise ValidationError("query", "is required")
 
@@ -321,6 +331,7 @@ def _query_from(data: Mapping[str, Any], default_mode: SearchMode | str | None) 
             DEFAULT_MAX_CHUNKS_PER_DOCUMENT if per_document is None else per_document
         ),
         filter=None if raw_filter is None else parse_filter(raw_filter),
+        group_by=data.get("group_by"),
     )
 
 
@@ -420,6 +431,9 @@ _ROUTES = (
     _Route(("v1", "health"), "GET", "health"),
     _Route(("v1", "agents", "{agent}", "search"), "POST", "agent_search"),
     _Route(("v1", "agents", "{agent}", "contexts", "{context}", "search"), "POST", "search"),
+    # Prompt context (knowledge.prompt_context): a search, answered as a prompt block.
+    _Route(("v1", "agents", "{agent}", "context"), "POST", "agent_context"),
+    _Route(("v1", "agents", "{agent}", "contexts", "{context}", "context"), "POST", "context"),
     _Route(("v1", "agents", "{agent}", "contexts", "{context}", "status"), "GET", "status"),
     _Route(("v1", "agents", "{agent}", "contexts", "{context}", "reindex"), "POST", "reindex"),
     _Route(("v1", "agents", "{agent}", "contexts", "{context}", "documents"), "GET", "documents"),
@@ -613,32 +627,65 @@ class KnowledgeApi:
 
         ``agent``/``context`` are path segments as sent (``path_segment``)."""
         try:
-            path_segment("agent", agent)
-            if context is not None:
-                path_segment("context", context)
             data = _decode_body(body)
-            query = _query_from(data, self._default_mode)
-            if context is None:
-                if data.get("cross_context") is False:
-                    raise ValidationError(
-                        "cross_context",
-                        "the agent-wide route always searches every context; "
-                        "use /v1/agents/{agent}/contexts/{context}/search for one context",
-                    )
-                query = replace(query, cross_context=True)
-            scope = KnowledgeScope(agent, AGENT_WIDE_CONTEXT if context is None else context)
-            store = self._searched_store(agent, data.get("include_shared"))
-            started = time.perf_counter()
-            report: RerankReport | None = None
-            if self._reranking is None:
-                results = store.search(scope, query)
-            else:
-                results, report = self._reranking.search(store, scope, query)  # type: ignore[arg-type]
-            took_ms = (time.perf_counter() - started) * 1000.0
-            mode = query.mode or self._store.default_mode
+            query, mode, results, took_ms, report = self._search(agent, context, data)
             return ApiResponse(200, search_response_body(query, mode, results, took_ms, report))
         except Exception as exc:
             return error_response(exc, request_id)
+
+    def prompt_context(
+        self,
+        agent: str,
+        context: str | None,
+        body: bytes | str | Mapping[str, Any] | None,
+        *,
+        request_id: str | None = None,
+    ) -> ApiResponse:
+        """The search's results as a block for a prompt, within the body's ``max_tokens``
+        (``knowledge.prompt_context``): ``{"query", "mode", "context", "passages",
+        "dropped", "tokens", "took_ms"}``. Same scope rules and body as ``search``."""
+        try:
+            from knowledge.prompt_context import build_prompt_context, parse_max_tokens
+
+            data = _decode_body(body)
+            max_tokens = parse_max_tokens(data.get("max_tokens"))
+            query, mode, results, took_ms, _ = self._search(agent, context, data, CONTEXT_FIELDS)
+            block = build_prompt_context(results, max_tokens)
+            answer = {"query": query.text, "mode": mode.value, **block.to_dict()}
+            return ApiResponse(200, {**answer, "took_ms": round(took_ms, 1)})
+        except Exception as exc:
+            return error_response(exc, request_id)
+
+    def _search(
+        self,
+        agent: str,
+        context: str | None,
+        data: Mapping[str, Any],
+        fields: Sequence[str] = SEARCH_FIELDS,
+    ) -> tuple[SearchQuery, SearchMode, list[SearchResult], float, RerankReport | None]:
+        path_segment("agent", agent)
+        if context is not None:
+            path_segment("context", context)
+        query = _query_from(data, self._default_mode, fields)
+        if context is None:
+            if data.get("cross_context") is False:
+                raise ValidationError(
+                    "cross_context",
+                    "the agent-wide route always searches every context; "
+                    "use /v1/agents/{agent}/contexts/{context}/search for one context",
+                )
+            query = replace(query, cross_context=True)
+        scope = KnowledgeScope(agent, AGENT_WIDE_CONTEXT if context is None else context)
+        store = self._searched_store(agent, data.get("include_shared"))
+        started = time.perf_counter()
+        report: RerankReport | None = None
+        if self._reranking is None:
+            results = store.search(scope, query)
+        else:
+            results, report = self._reranking.search(store, scope, query)  # type: ignore[arg-type]
+        took_ms = (time.perf_counter() - started) * 1000.0
+        mode = query.mode or self._store.default_mode
+        return query, mode, results, took_ms, report
 
     def _searched_store(self, agent: str, include: object) -> KnowledgeStore | SharedLibraryStore:
         """The store, widened to the agent's granted shared libraries (``knowledge.shared``)
@@ -878,6 +925,12 @@ class KnowledgeApi:
             return self.search(captured["agent"], None, body, request_id=request_id)
         if name == "search":
             return self.search(captured["agent"], captured["context"], body, request_id=request_id)
+        if name == "agent_context":
+            return self.prompt_context(captured["agent"], None, body, request_id=request_id)
+        if name == "context":
+            return self.prompt_context(
+                captured["agent"], captured["context"], body, request_id=request_id
+            )
         if name == "status":
             return self.status(captured["agent"], captured["context"], request_id=request_id)
         if name == "documents":

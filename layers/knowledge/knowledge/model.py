@@ -15,6 +15,7 @@ from typing import Any
 
 from knowledge.errors import ValidationError
 from knowledge.extraction import DOCUMENT_PATTERNS
+from knowledge.grouping import parse_group_by
 from knowledge.origin import FORMAT, ORIGIN, URL, check_origins
 from knowledge.search_filter import FilterNode, check_metadata_key, parse_filter
 
@@ -123,6 +124,9 @@ class SearchQuery:
     ``MAX_MAX_RESULTS``; pages of one query are slices of one stable order);
     ``max_chunks_per_document`` caps the chunks of any one document in the list (the
     document's best ones are kept), so one long document cannot fill every slot.
+    ``group_by="document"`` answers one result per document, its best chunk, with the
+    count of its matching chunks (``knowledge.grouping``); ``offset`` and
+    ``max_results`` then count documents.
     """
 
     text: str
@@ -135,6 +139,7 @@ class SearchQuery:
     offset: int = 0
     max_chunks_per_document: int = DEFAULT_MAX_CHUNKS_PER_DOCUMENT
     filter: FilterNode | None = None
+    group_by: str | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.text, str) or not self.text.strip():
@@ -197,6 +202,7 @@ class SearchQuery:
         raw_filter: object = self.filter
         if isinstance(raw_filter, Mapping):
             object.__setattr__(self, "filter", parse_filter(raw_filter))
+        parse_group_by(self.group_by)
 
 
 @dataclass(frozen=True, slots=True)
@@ -231,6 +237,10 @@ class SearchResult:
 
     ``origin``, ``format`` and ``url`` are read from the metadata (``knowledge.origin``)
     and shown beside it in ``to_dict`` (``url`` ``None`` when the source has none).
+
+    ``matching_chunks`` is set by a grouped search (``SearchQuery.group_by``): how many
+    of the document's chunks matched (``knowledge.grouping``); ``to_dict`` shows it only
+    then.
     """
 
     document_path: str
@@ -242,6 +252,7 @@ class SearchResult:
     metadata: Mapping[str, Any] = field(default_factory=dict)
     rerank_score: float | None = None
     search_score: float | None = None
+    matching_chunks: int | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "metadata", _frozen(self.metadata))
@@ -279,6 +290,8 @@ class SearchResult:
             shown["rerank_score"] = (
                 None if self.rerank_score is None else round(self.rerank_score, 6)
             )
+        if self.matching_chunks is not None:
+            shown["matching_chunks"] = self.matching_chunks
         return shown
 
 

@@ -42,7 +42,8 @@ from knowledge.documents import (
 )
 from knowledge.errors import StoreError, UnsupportedModeError
 from knowledge.filters import matches_file_patterns, matches_metadata
-from knowledge.fusion import keyword_only, select
+from knowledge.fusion import keyword_only
+from knowledge.grouping import select_page
 from knowledge.headings import DEFAULT_HEADINGS_WEIGHT, check_headings_weight, heading_terms
 from knowledge.indexing import Indexer, IndexingStoreMixin
 from knowledge.model import (
@@ -424,13 +425,8 @@ class MemoryKnowledgeStore(IndexingStoreMixin):
                             continue
                         records[key] = record
                     scores[key] = scores.get(key, 0.0) + _sublinear(count) * idf
-        ranked = select(
-            keyword_only(scores),
-            query.min_score,
-            query.max_results,
-            offset=query.offset,
-            per_document=query.max_chunks_per_document,
-            document_of=lambda key: (key[2], key[0]),
+        ranked, counts = select_page(
+            keyword_only(scores), query, document_of=lambda key: (key[2], key[0])
         )
         return [
             SearchResult(
@@ -441,6 +437,7 @@ class MemoryKnowledgeStore(IndexingStoreMixin):
                 keyword_score=item.keyword_score,
                 vector_score=None,
                 metadata=records[item.key].chunk.metadata,
+                matching_chunks=counts.get(item.key),
             )
             for item in ranked
         ]

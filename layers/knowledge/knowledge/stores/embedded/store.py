@@ -74,10 +74,10 @@ from knowledge.fusion import (
     fuse_weighted,
     hybrid_weights,
     keyword_only,
-    select,
     vector_only,
 )
 from knowledge.fusion import relevance_floor as fusion_floor
+from knowledge.grouping import select_page
 from knowledge.headings import DEFAULT_HEADINGS_WEIGHT, check_headings_weight
 from knowledge.indexing import DEFAULT_EMBED_CONTEXT, Indexer, IndexingStoreMixin
 from knowledge.model import (
@@ -317,9 +317,12 @@ class EmbeddedKnowledgeStore(IndexingStoreMixin):
         query_vector = self._embed_query(query.text) if mode is not SearchMode.KEYWORD else None
         # Enough candidates for the page after the per-document cap (fusion.select); hybrid
         # fuses a fixed depth, so that every page is a slice of one order.
+        # A grouped search reads the deepest depth for every page (knowledge.grouping).
         limit = (
             HYBRID_CANDIDATES
             if mode is SearchMode.HYBRID
+            else _DEEPEST
+            if query.group_by is not None
             else candidate_count(query.offset + query.max_results)
         )
         with self._reading() as conn:
@@ -341,14 +344,7 @@ class EmbeddedKnowledgeStore(IndexingStoreMixin):
                         display=self._display,
                     )
                 ranked = self._fuse(mode, keyword, vector, cjk_query=has_cjk(query.text))
-                chosen = select(
-                    ranked,
-                    query.min_score,
-                    query.max_results,
-                    offset=query.offset,
-                    per_document=query.max_chunks_per_document,
-                    document_of=_document_of,
-                )
+                chosen, counts = select_page(ranked, query, document_of=_document_of)
                 deeper = _read_deeper(
                     mode,
                     query,
@@ -375,6 +371,7 @@ class EmbeddedKnowledgeStore(IndexingStoreMixin):
                     keyword_score=fused.keyword_score,
                     vector_score=fused.vector_score,
                     metadata=load_json(metadata),
+                    matching_chunks=counts.get(fused.key),
                 )
             )
         return results

@@ -44,6 +44,7 @@ import concurrent.futures
 import contextvars
 import functools
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from knowledge.deadline import Deadline, current_deadline
@@ -60,9 +61,9 @@ from knowledge.fusion import (
     hybrid_weights,
     keyword_only,
     relevance_floor,
-    select,
     vector_only,
 )
+from knowledge.grouping import select_page
 from knowledge.model import MAX_MAX_RESULTS, SearchMode, SearchQuery, SearchResult
 from knowledge.scope import KnowledgeScope
 from knowledge.stores.opensearch import queries
@@ -188,16 +189,16 @@ def search(
             sources[hit.id] = hit.source
         return scores
 
+    counts: dict[str, int] = {}
+
     def page_of(fused: list[Fused[str]]) -> list[Fused[str]]:
         # After the newest-generation dedupe in scores_of: the cap and offset see one version.
-        return select(
-            fused,
-            query.min_score,
-            query.max_results,
-            offset=query.offset,
-            per_document=query.max_chunks_per_document,
-            document_of=lambda key: _document_of(sources[key]),
+        chosen, grouped = select_page(
+            fused, query, document_of=lambda key: _document_of(sources[key])
         )
+        counts.clear()
+        counts.update(grouped)
+        return chosen
 
     # A big scope is walked with a longer candidate list (scope_size.ef_search_for).
     ef_search = config.ef_search
@@ -210,6 +211,8 @@ def search(
     needed = query.offset + query.max_results
     # Room for the newest-generation dedupe and the per-document cap (module docstring).
     size = max(needed * _OVERFETCH, candidate_count(needed))
+    if query.group_by is not None:  # every page of a grouped search at one depth (grouping)
+        size = _DEEPEST
     if mode is not SearchMode.HYBRID:
         if mode is SearchMode.VECTOR and vector is None:
             return []
@@ -278,7 +281,10 @@ def search(
         page = connection.search(index, action, queries.chunks_by_id_body(ids, filters))
         sources = {hit.id: hit.source for hit in queries.parse_hits(page)}
         chosen = [item for item in chosen if item.key in sources]
-    return [_result(sources[item.key], item) for item in chosen]
+    return [
+        replace(_result(sources[item.key], item), matching_chunks=counts.get(item.key))
+        for item in chosen
+    ]
 
 
 def _read_deeper(
