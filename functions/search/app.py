@@ -4,13 +4,15 @@ A thin adapter over ``knowledge.api.KnowledgeApi``, the code the local server ru
 the routes take the scope from the path, hand the body to the API, and turn its
 ``ApiResponse`` into an HTTP response. Every error becomes a response in one place,
 ``knowledge.api.error_response`` (bad input 400 with the field, never a 500 with a
-trace; a 5xx carries a plain message and the request id, its details are logged).
-``POST .../reindex`` queues one scope reindex message for the indexer function, which
-pages through the scope (``knowledge.reindex_queue``), and answers 202 at once. The
-write routes (``PUT``/``DELETE .../documents/{path}``, ``POST .../uploads``) put, delete
-or presign objects in the documents bucket (``knowledge.writes_s3``) and answer 202; the
-event pipeline indexes them. A granted agent's searches include its shared libraries
-(``KB_SHARED_GRANTS``, ``knowledge.shared``).
+trace; a 5xx carries a plain message and the request id, its details are logged). ``POST
+.../context`` answers a search as a prompt block (``knowledge.prompt_context``),
+authorized as a search. ``POST .../reindex`` queues one scope reindex message for the
+indexer function, which pages through the scope (``knowledge.reindex_queue``), and
+answers 202 at once. The write routes (``PUT``/``DELETE .../documents/{path}``, ``POST
+.../uploads``) put, delete or presign objects in the documents bucket
+(``knowledge.writes_s3``) and answer 202; the event pipeline indexes them. A granted
+agent's searches include its shared libraries (``KB_SHARED_GRANTS``,
+``knowledge.shared``).
 
 Path segments are used as sent (``rawPath``; ``knowledge.api.path_segment`` refuses a
 percent-encoded one), and ``knowledge.access.AccessPolicy`` decides whether the caller
@@ -188,6 +190,41 @@ def search_scope(agent: str, context: str) -> Response[str]:
 @app.post("/v1/agents/<agent>/search")
 def search_agent(agent: str) -> Response[str]:
     return _search(agent, None)
+
+
+def _context(agent: str, context: str | None) -> Response[str]:
+    # A search answered as a prompt block (knowledge.prompt_context): a search's rights.
+    _authorize(agent, Operation.SEARCH)
+    event = app.current_event
+    body = request_body(event.body, base64_encoded=event.is_base64_encoded)
+    with time_budget(request_budget(app.lambda_context.get_remaining_time_in_millis())):
+        response = knowledge_api().prompt_context(agent, context, body, request_id=_request_id())
+    if response.status == 200:
+        tokens = response.body["tokens"]
+        logger.info(
+            "context",
+            extra={
+                "agent": agent,
+                "context": context if context is not None else "*",
+                "passages": len(response.body["passages"]),
+                "dropped": len(response.body["dropped"]),
+                "tokens": tokens["used"],
+                "max_tokens": tokens["max_tokens"],
+                "took_ms": response.body["took_ms"],
+            },
+        )
+        metrics.add_metric(name="ContextRequests", unit=MetricUnit.Count, value=1)
+    return _http(response)
+
+
+@app.post("/v1/agents/<agent>/contexts/<context>/context")
+def context_scope(agent: str, context: str) -> Response[str]:
+    return _context(agent, context)
+
+
+@app.post("/v1/agents/<agent>/context")
+def context_agent(agent: str) -> Response[str]:
+    return _context(agent, None)
 
 
 @app.get("/v1/agents/<agent>/contexts/<context>/status")
