@@ -6,6 +6,8 @@
     kb search "query" --agent A --context C [--mode M] [-k N] [--min-score X]
               [--offset N] [--max-chunks-per-document N] [--pattern GLOB ...]
               [--meta KEY=VALUE ...] [--filter JSON] [--cross-context] [--json]
+              [--group-by document]
+    kb context "query" --agent A --context C [--max-tokens N] [the search's options]
     kb status --agent A --context C [--json]
     kb documents --agent A --context C [--limit N] [--cursor C] [--json]
     kb reindex --agent A --context C [--json]
@@ -14,10 +16,10 @@
     kb serve ROOT [--host 127.0.0.1] [--port 8080] [--poll-interval 1.0] [--allow-writes]
     kb mcp --agent A --context C [--cross-context] [--transport stdio|http] [--allow-reindex]
 
-``search``, ``status``, ``documents``, ``reindex`` and ``mcp`` take ``--api-url URL`` to
-use a deployed stack (or another ``kb serve``) through ``knowledge.client`` instead of a
-local store, with ``--auth sigv4|bearer|none`` (bearer reads the token from
-``KB_API_TOKEN``).
+``search``, ``context``, ``status``, ``documents``, ``reindex`` and ``mcp`` take
+``--api-url URL`` to use a deployed stack (or another ``kb serve``) through
+``knowledge.client`` instead of a local store, with ``--auth sigv4|bearer|none`` (bearer
+reads the token from ``KB_API_TOKEN``).
 
 Every command takes ``--store``, ``--db``, ``--embedder``, ``--opensearch-url`` (see
 ``knowledge.config`` for the environment variables and defaults) and ``--debug``.
@@ -40,7 +42,7 @@ import time
 from collections.abc import Iterator, Sequence
 from contextlib import closing, contextmanager
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from knowledge.api import parse_search_request, search_response_body
 from knowledge.client import KnowledgeClient
@@ -58,6 +60,7 @@ from knowledge.errors import (
     KnowledgeError,
     ValidationError,
 )
+from knowledge.grouping import GROUP_BY_VALUES
 from knowledge.indexing import REASON_UNCHANGED
 from knowledge.local.progress import ListedSource, ProgressBar
 from knowledge.model import (
@@ -65,11 +68,16 @@ from knowledge.model import (
     IndexOptions,
     IndexResult,
     SearchMode,
+    SearchQuery,
+    SearchResult,
 )
 from knowledge.scope import KnowledgeScope
 from knowledge.source import DocumentSource
 from knowledge.store import KnowledgeStore, ScopeSources
 from knowledge.tool import format_search_results
+
+if TYPE_CHECKING:
+    from knowledge.reranking.stage import RerankReport
 
 __all__ = ["ProgressBar", "build_parser", "main"]
 
@@ -242,7 +250,10 @@ def _filter_argument(text: str) -> object:
         raise ValidationError("filter", f"is not valid JSON ({exc.msg} at {exc.pos})") from None
 
 
-def _cmd_search(args: argparse.Namespace) -> int:
+def _search(
+    args: argparse.Namespace,
+) -> tuple[SearchQuery, SearchMode, list[SearchResult], float, RerankReport | None]:
+    """The search the flags describe (``search`` and ``context`` share them)."""
     scope = _scope(args)
     request: dict[str, Any] = {
         "query": args.query,
@@ -261,6 +272,8 @@ def _cmd_search(args: argparse.Namespace) -> int:
         request["metadata"] = _metadata_filters(args.meta)
     if args.filter is not None:
         request["filter"] = _filter_argument(args.filter)
+    if args.group_by is not None:
+        request["group_by"] = args.group_by
     query = parse_search_request(request)
     # A deployed API reranks on its side (its own configuration); a local store here.
     reranking = None if getattr(args, "api_url", None) else open_reranking(args.rerank_model)
@@ -277,10 +290,38 @@ def _cmd_search(args: argparse.Namespace) -> int:
             results = store.search(scope, query)
             took_ms = (time.perf_counter() - started) * 1000.0
             mode = query.mode or store.default_mode
+    return query, mode, results, took_ms, report
+
+
+def _cmd_search(args: argparse.Namespace) -> int:
+    query, mode, results, took_ms, report = _search(args)
     if args.json:
         _print_json(search_response_body(query, mode, results, took_ms, report), sys.stdout)
     else:
         print(format_search_results(query.text, results))
+    return EXIT_OK
+
+
+def _cmd_context(args: argparse.Namespace) -> int:
+    """The search's prompt block (``knowledge.prompt_context``); the same as the route's."""
+    from knowledge.prompt_context import build_prompt_context, parse_max_tokens
+
+    max_tokens = parse_max_tokens(args.max_tokens)
+    query, mode, results, took_ms, _ = _search(args)
+    block = build_prompt_context(results, max_tokens)
+    if args.json:
+        body = {"query": query.text, "mode": mode.value, **block.to_dict()}
+        _print_json({**body, "took_ms": round(took_ms, 1)}, sys.stdout)
+        return EXIT_OK
+    if block.text:
+        print(block.text)
+    dropped = f", {len(block.dropped)} dropped for the budget" if block.dropped else ""
+    noun = "passage" if len(block.passages) == 1 else "passages"
+    print(
+        f"({len(block.passages)} {noun}, {block.tokens_used} of {max_tokens} tokens "
+        f"by the estimate{dropped})",
+        file=sys.stderr,
+    )
     return EXIT_OK
 
 
@@ -526,6 +567,58 @@ def _seconds(text: str) -> float:
     return value
 
 
+def _search_options() -> argparse.ArgumentParser:
+    """The flags of a search (``kb search`` and ``kb context``)."""
+    options = argparse.ArgumentParser(add_help=False)
+    options.add_argument("query", help="what to search for")
+    options.add_argument(
+        "--mode",
+        choices=[m.value for m in SearchMode],
+        help="keyword, vector or hybrid (default: the store's)",
+    )
+    options.add_argument(
+        "-k", "--max-results", dest="k", type=_positive_int, default=5, help="default 5"
+    )
+    options.add_argument("--min-score", type=float, default=0.0, help="in [0, 1]; default 0")
+    options.add_argument(
+        "--offset",
+        type=int,
+        default=0,
+        metavar="N",
+        help="skip the first N results (the next page: --offset K with -k K); default 0",
+    )
+    options.add_argument(
+        "--max-chunks-per-document",
+        type=int,
+        metavar="N",
+        help="at most N chunks of one document in the results "
+        f"(default {DEFAULT_MAX_CHUNKS_PER_DOCUMENT})",
+    )
+    options.add_argument(
+        "--pattern", action="append", metavar="GLOB", help="only documents whose path matches"
+    )
+    options.add_argument(
+        "--meta", action="append", metavar="KEY=VALUE", help="exact-match metadata filter"
+    )
+    options.add_argument(
+        "--filter",
+        metavar="JSON",
+        help='metadata filter, e.g. \'{"field": "year", "op": "gte", "value": 2024}\' '
+        "(docs/filters.md); AND-ed with --meta",
+    )
+    options.add_argument(
+        "--cross-context", action="store_true", help="search every context of the agent"
+    )
+    options.add_argument("--rerank-model", metavar="MODEL", help=_RERANK_HELP + " (local store)")
+    options.add_argument("--json", action="store_true", help="print the API response as JSON")
+    options.add_argument(
+        "--group-by",
+        choices=list(GROUP_BY_VALUES),
+        help="document: one result per document, its best chunk and how many matched",
+    )
+    return options
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``kb`` argument parser (exposed for tests and documentation)."""
     parser = argparse.ArgumentParser(
@@ -550,49 +643,24 @@ def build_parser() -> argparse.ArgumentParser:
     index.add_argument("--json", action="store_true", help="print the result as JSON")
     index.set_defaults(handler=_cmd_index)
 
-    search = commands.add_parser("search", parents=[store, scoped, remote], help="search one scope")
-    search.add_argument("query", help="what to search for")
-    search.add_argument(
-        "--mode",
-        choices=[m.value for m in SearchMode],
-        help="keyword, vector or hybrid (default: the store's)",
+    searching = _search_options()
+    search = commands.add_parser(
+        "search", parents=[store, scoped, remote, searching], help="search one scope"
     )
-    search.add_argument(
-        "-k", "--max-results", dest="k", type=_positive_int, default=5, help="default 5"
-    )
-    search.add_argument("--min-score", type=float, default=0.0, help="in [0, 1]; default 0")
-    search.add_argument(
-        "--offset",
-        type=int,
-        default=0,
-        metavar="N",
-        help="skip the first N results (the next page: --offset K with -k K); default 0",
-    )
-    search.add_argument(
-        "--max-chunks-per-document",
-        type=int,
-        metavar="N",
-        help="at most N chunks of one document in the results "
-        f"(default {DEFAULT_MAX_CHUNKS_PER_DOCUMENT})",
-    )
-    search.add_argument(
-        "--pattern", action="append", metavar="GLOB", help="only documents whose path matches"
-    )
-    search.add_argument(
-        "--meta", action="append", metavar="KEY=VALUE", help="exact-match metadata filter"
-    )
-    search.add_argument(
-        "--filter",
-        metavar="JSON",
-        help='metadata filter, e.g. \'{"field": "year", "op": "gte", "value": 2024}\' '
-        "(docs/filters.md); AND-ed with --meta",
-    )
-    search.add_argument(
-        "--cross-context", action="store_true", help="search every context of the agent"
-    )
-    search.add_argument("--rerank-model", metavar="MODEL", help=_RERANK_HELP + " (local store)")
-    search.add_argument("--json", action="store_true", help="print the API response as JSON")
     search.set_defaults(handler=_cmd_search)
+
+    context = commands.add_parser(
+        "context",
+        parents=[store, scoped, remote, searching],
+        help="a search as a block to insert into a prompt, within a token budget",
+    )
+    context.add_argument(
+        "--max-tokens",
+        type=int,
+        metavar="N",
+        help="the block's budget in estimated tokens (default 4000)",
+    )
+    context.set_defaults(handler=_cmd_context)
 
     status = commands.add_parser(
         "status", parents=[store, scoped, remote], help="index status of a scope"

@@ -42,7 +42,7 @@ import urllib.request
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from knowledge.documents import (
     DEFAULT_DOCUMENTS_LIMIT,
@@ -69,6 +69,9 @@ from knowledge.model import (
 from knowledge.retry_after import retry_after_seconds
 from knowledge.scope import KnowledgeScope
 from knowledge.search_filter import filter_to_json
+
+if TYPE_CHECKING:
+    from knowledge.prompt_context import PromptContext
 
 __all__ = [
     "AccessDeniedError",
@@ -286,6 +289,35 @@ class KnowledgeClient:
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise ApiError(reply.status, f"unexpected search response: {exc}") from None
+
+    def context(
+        self,
+        scope: KnowledgeScope,
+        query: SearchQuery,
+        *,
+        max_tokens: int | None = None,
+        include_shared: bool | None = None,
+    ) -> PromptContext:
+        """The prompt block of a search (``POST .../context``, ``knowledge.prompt_context``):
+        passages with their citations within ``max_tokens`` (``None``: the server's
+        default), what the budget dropped, and the tokens used."""
+        from knowledge.prompt_context import PromptContext
+
+        agent = _segment(scope.agent)
+        if query.cross_context:
+            path = f"/v1/agents/{agent}/context"
+        else:
+            path = f"/v1/agents/{agent}/contexts/{_segment(scope.context)}/context"
+        body = _search_body(query)
+        if max_tokens is not None:
+            body["max_tokens"] = max_tokens
+        if include_shared is not None:
+            body["include_shared"] = bool(include_shared)
+        reply = self._call("POST", path, body)
+        try:
+            return PromptContext.from_dict(reply.body)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ApiError(reply.status, f"unexpected context response: {exc}") from None
 
     def status(self, scope: KnowledgeScope) -> IndexStatus:
         path = f"/v1/agents/{_segment(scope.agent)}/contexts/{_segment(scope.context)}/status"
@@ -511,6 +543,8 @@ def _search_body(query: SearchQuery) -> dict[str, Any]:
         body["offset"] = query.offset
     if query.max_chunks_per_document != DEFAULT_MAX_CHUNKS_PER_DOCUMENT:
         body["max_chunks_per_document"] = query.max_chunks_per_document
+    if query.group_by is not None:
+        body["group_by"] = query.group_by
     return body
 
 
@@ -567,6 +601,7 @@ def _result(item: Mapping[str, Any]) -> SearchResult:
     metadata = item.get("metadata") or {}
     if not isinstance(metadata, Mapping):
         raise TypeError("metadata is not an object")
+    matching = item.get("matching_chunks")  # a grouped search's (knowledge.grouping)
     return SearchResult(
         document_path=str(item["document_path"]),
         chunk_index=int(item["chunk_index"]),
@@ -577,6 +612,7 @@ def _result(item: Mapping[str, Any]) -> SearchResult:
         metadata=metadata,
         rerank_score=optional("rerank_score"),
         search_score=optional("search_score"),
+        matching_chunks=None if matching is None else int(matching),
     )
 
 

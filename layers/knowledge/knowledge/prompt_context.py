@@ -34,7 +34,7 @@ Guarantees:
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -121,9 +121,24 @@ def _dropped_dict(passage: Passage) -> dict[str, Any]:
     return {
         "document_path": passage.document_path,
         "chunks": passage.chunks,
+        "first_chunk": passage.first_chunk,
+        "last_chunk": passage.last_chunk,
         "score": round(passage.score, 6),
         "tokens": estimate_tokens(passage.content),
     }
+
+
+def _passage_of(item: Mapping[str, Any], content: str, cut: bool) -> Passage:
+    metadata = {k: item[k] for k in ("origin", "url") if isinstance(item.get(k), str)}
+    return Passage(
+        document_path=str(item["document_path"]),
+        first_chunk=int(item["first_chunk"]),
+        last_chunk=int(item["last_chunk"]),
+        content=content,
+        score=float(item["score"]),
+        metadata=metadata,
+        cut=cut,
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,6 +150,26 @@ class PromptContext:
     dropped: tuple[Passage, ...]
     tokens_used: int
     max_tokens: int
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> PromptContext:
+        """The value an answer's ``to_dict`` came from (``KnowledgeClient.context``); a
+        dropped passage's text is not sent back, so its ``content`` is empty. Raises
+        ``KeyError``/``TypeError``/``ValueError`` for an answer of another shape."""
+        passages = tuple(
+            ContextPassage(
+                rank=int(item["rank"]),
+                header=str(item["citation"]),
+                passage=_passage_of(item, str(item["content"]), bool(item["cut"])),
+                tokens=int(item["tokens"]),
+            )
+            for item in data["passages"]
+        )
+        dropped = tuple(_passage_of(item, "", False) for item in data["dropped"])
+        tokens = data["tokens"]
+        return cls(
+            str(data["context"]), passages, dropped, int(tokens["used"]), int(tokens["max_tokens"])
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return {
