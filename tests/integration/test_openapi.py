@@ -268,10 +268,17 @@ def test_the_described_request_schema_refuses_what_the_server_refuses(
         {"query": ""},
         {"query": "x", "max_results": 101},
         {"query": "x", "x": 1},
+        {"query": "x", "max_tokens": 10},  # the context route's field only
+        {"query": "x", "group_by": "page"},
         *({"query": "x", "filter": f} for f in bad_filters),
     ):
         with pytest.raises(jsonschema.ValidationError):
             jsonschema.validate(bad, schema)
+    context = schema_of(spec, "#/components/schemas/ContextRequest")
+    jsonschema.validate({"query": "x", "max_tokens": 10, "group_by": "document"}, context)
+    for bad in ({"query": "x", "max_tokens": 0}, {"query": "x", "x": 1}, {"max_tokens": 5}):
+        with pytest.raises(jsonschema.ValidationError):
+            jsonschema.validate(bad, context)
     segment = spec["components"]["schemas"]["ScopeSegment"]["pattern"]
     assert re.fullmatch(segment, "ops-bot")
     assert not re.fullmatch(segment, "..")
