@@ -90,3 +90,17 @@ def test_jwt_mode_refuses_an_agent_the_token_does_not_grant(
     assert (status, body["field"]) == (403, "agent")
     claims["agents"] = "[ops-bot]"
     assert invoke(module, event)[0] == 200
+
+
+def test_group_by_document_on_the_lambda_search_route(module: Any) -> None:
+    event = copy.deepcopy(load_event("api_search_agent.json"))
+    event["body"] = json.dumps({"query": "rollback", "group_by": "document", "max_results": 1})
+    status, first = invoke(module, event)
+    assert status == 200, first
+    event["body"] = json.dumps(
+        {"query": "rollback", "group_by": "document", "max_results": 1, "offset": 1}
+    )
+    _, second = invoke(module, event)
+    names = [r["document_path"] for r in first["results"] + second["results"]]
+    assert sorted(names) == ["deploy.md", "helm.md"]  # each once, other-bot never
+    assert all(r["matching_chunks"] == 1 for r in first["results"] + second["results"])
