@@ -100,6 +100,15 @@ def test_keyword_counts_are_the_sections_that_name_the_words(corpus: KnowledgeSt
     assert all(r.score >= 0.99 for r in unit)
 
 
+def test_grouping_keeps_the_filters(corpus: KnowledgeStore, mode) -> None:
+    got = grouped(corpus, mode, file_patterns=["services/service-1.md", "*-4.md"])
+    assert sorted(r.document_path for r in got) == [
+        "services/service-1.md",
+        "services/service-4.md",
+    ]
+    assert all(r.matching_chunks is not None and r.matching_chunks >= 1 for r in got)
+
+
 def test_a_chunk_level_search_has_no_count(corpus: KnowledgeStore, mode) -> None:
     results = corpus.search(SCOPE, SearchQuery("deploy procedure", mode=mode))
     assert results

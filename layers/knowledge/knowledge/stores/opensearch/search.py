@@ -216,13 +216,30 @@ def search(
     if mode is not SearchMode.HYBRID:
         if mode is SearchMode.VECTOR and vector is None:
             return []
+        # A grouped search reads its deep candidate list as ids and scores, then only the
+        # page's chunks, as hybrid does (bench/results/grouping.json).
+        lean: dict[str, bool] = {}
+        if query.group_by is not None:
+            lean = {
+                "candidates": True,
+                "candidate_path": bool(query.file_patterns),
+                "candidate_facts": not config.client_ids,
+            }
         while True:
             if mode is SearchMode.KEYWORD:
-                body = queries.keyword_search_body(query.text, filters, size)
+                body = queries.keyword_search_body(query.text, filters, size, **lean)
             else:
                 assert vector is not None
-                body = queries.vector_search_body(vector, filters, size, ef_search=ef_search)
-            hits = queries.parse_hits(connection.search(index, action, body))
+                body = queries.vector_search_body(
+                    vector, filters, size, ef_search=ef_search, **lean
+                )
+            if lean:
+                trim = queries.CANDIDATES_FILTER_PATH
+                hits = queries.parse_candidates(
+                    connection.search(index, action, body, filter_path=trim)
+                )
+            else:
+                hits = queries.parse_hits(connection.search(index, action, body))
             raw = scores_of(hits)
             if mode is SearchMode.KEYWORD:
                 chosen = page_of(keyword_only(raw))
@@ -276,7 +293,7 @@ def search(
             ),
         )
         chosen = page_of(fused)
-    if mode is SearchMode.HYBRID and chosen:
+    if (mode is SearchMode.HYBRID or query.group_by is not None) and chosen:
         ids = [item.key for item in chosen]
         page = connection.search(index, action, queries.chunks_by_id_body(ids, filters))
         sources = {hit.id: hit.source for hit in queries.parse_hits(page)}
