@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from knowledge.errors import ValidationError
+from knowledge.model import SearchResult
 from knowledge.results import Passage, estimate_tokens, fit_budget, merge_adjacent
 from knowledge.tool import DEFAULT_MAX_TOKENS, passage_header
 
@@ -200,8 +201,8 @@ def _identity(passage: Passage) -> tuple[str, int, object]:
     return passage.document_path, passage.first_chunk, passage.metadata.get("source_key")
 
 
-def build_prompt_context(results: Sequence[Any], max_tokens: int) -> PromptContext:
-    """The prompt block of ``results`` (``SearchResult``s, best first) within
+def build_prompt_context(results: Sequence[SearchResult], max_tokens: int) -> PromptContext:
+    """The prompt block of ``results`` (a search's, best first) within
     ``max_tokens`` (module docstring). ``ValueError`` for a budget below 1."""
     if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
         raise ValueError(f"max_tokens must be an integer >= 1, got {max_tokens!r}")
