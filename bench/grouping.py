@@ -1,6 +1,6 @@
 """``group_by: "document"`` on the OpenSearch node: the product's grouping against ``collapse``.
 
-The product groups the fused candidate list client-side (``knowledge.grouping``) and, so
+The product groups the fused candidate list client-side (``knowledge.ranking.grouping``) and, so
 that every page sees the same candidates, always reads its mode's deepest depth. The
 alternative is the engine's field collapse on ``document_id``. On the man pages (many
 chunks per page), per query and mode, in one run on one index:
@@ -28,16 +28,16 @@ from bench.environment import log, opensearch_node, write_result
 from bench.manpages import load_corpus
 from bench.metrics import summarize
 from bench.stores import SCOPE, delete_index, open_store, unique_index_name
+from knowledge.core.model import IndexOptions, SearchMode, SearchQuery
 from knowledge.embedding.hashing import HashingEmbedder
-from knowledge.fusion import (
+from knowledge.ingest.sources.local import LocalDirectorySource
+from knowledge.ranking.fusion import (
     HYBRID_CANDIDATES,
     above_floor,
     fuse_weighted,
     hybrid_weights,
     relevance_floor,
 )
-from knowledge.model import IndexOptions, SearchMode, SearchQuery
-from knowledge.sources.local import LocalDirectorySource
 
 __all__ = ["add_arguments", "main"]
 
@@ -64,7 +64,7 @@ def _collapsed(response: dict[str, Any]) -> dict[str, float]:
 def main(args: argparse.Namespace) -> None:
     from knowledge.stores.opensearch import queries
     from knowledge.stores.opensearch.client import create_client
-    from knowledge.stores.opensearch.config import OpenSearchConfig
+    from knowledge.stores.opensearch.settings import OpenSearchConfig
 
     corpus = load_corpus(args.limit or None)
     texts = [q.text for q in corpus.queries]

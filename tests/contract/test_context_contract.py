@@ -1,4 +1,4 @@
-"""The prompt context (``POST .../context``, knowledge.prompt_context) on every store and
+"""The prompt context (``POST .../context``, knowledge.search.prompt_context) on every store and
 mode: never over the budget, citations before content, cut passages end on a boundary."""
 
 from __future__ import annotations
@@ -11,13 +11,14 @@ from typing import Any
 
 import pytest
 
-from knowledge.api import KnowledgeApi
-from knowledge.model import IndexOptions, SearchMode, SearchQuery
-from knowledge.prompt_context import PREAMBLE, build_prompt_context
-from knowledge.results import CUT_MARKER, estimate_tokens
-from knowledge.scope import KnowledgeScope
-from knowledge.sources.local import BucketFolderSource
-from knowledge.store import KnowledgeStore
+from knowledge.core.model import IndexOptions, SearchMode, SearchQuery
+from knowledge.core.scope import KnowledgeScope
+from knowledge.ingest.pipeline import index_source
+from knowledge.ingest.sources.local import BucketFolderSource
+from knowledge.search.prompt_context import PREAMBLE, build_prompt_context
+from knowledge.search.results import CUT_MARKER, estimate_tokens
+from knowledge.service.api import KnowledgeApi
+from knowledge.stores.protocol import KnowledgeStore
 
 SCOPE = KnowledgeScope("agent-a", "ctx-x")
 FILES = {
@@ -40,7 +41,7 @@ def api(store: KnowledgeStore, bucket: Path) -> KnowledgeApi:
         path = bucket / SCOPE.key / rel
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text, "utf-8")
-    assert store.index(SCOPE, BucketFolderSource(bucket), IndexOptions()).errors == ()
+    assert index_source(store, SCOPE, BucketFolderSource(bucket), IndexOptions()).errors == ()
     return KnowledgeApi(store)
 
 

@@ -1,5 +1,5 @@
 """``group_by: "document"`` on every store and mode: one result per document, its best
-chunk and the count of its matching chunks, paged consistently (knowledge.grouping)."""
+chunk and the count of its matching chunks, paged consistently (knowledge.ranking.grouping)."""
 
 from __future__ import annotations
 
@@ -8,11 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from knowledge.errors import ValidationError
-from knowledge.model import IndexOptions, SearchMode, SearchQuery, SearchResult
-from knowledge.scope import KnowledgeScope
-from knowledge.sources.local import BucketFolderSource
-from knowledge.store import KnowledgeStore
+from knowledge.core.errors import ValidationError
+from knowledge.core.model import IndexOptions, SearchMode, SearchQuery, SearchResult
+from knowledge.core.scope import KnowledgeScope
+from knowledge.ingest.pipeline import index_source
+from knowledge.ingest.sources.local import BucketFolderSource
+from knowledge.stores.protocol import KnowledgeStore
 
 SCOPE = KnowledgeScope("agent-a", "ctx-x")
 OTHER = KnowledgeScope("agent-b", "ctx-x")
@@ -41,7 +42,7 @@ def corpus(store: KnowledgeStore, bucket: Path) -> KnowledgeStore:
             path = bucket / scope.key / f"services/service-{i}.md"
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(document_text(i), "utf-8")
-        result = store.index(scope, BucketFolderSource(bucket), IndexOptions())
+        result = index_source(store, scope, BucketFolderSource(bucket), IndexOptions())
         assert result.errors == ()
     return store
 

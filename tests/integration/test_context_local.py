@@ -13,10 +13,10 @@ import pytest
 
 from knowledge.client import KnowledgeClient
 from knowledge.config import open_store
+from knowledge.core.model import SearchQuery
+from knowledge.core.scope import KnowledgeScope
 from knowledge.local.server import LocalServer
-from knowledge.model import SearchQuery
-from knowledge.results import CUT_MARKER, estimate_tokens
-from knowledge.scope import KnowledgeScope
+from knowledge.search.results import CUT_MARKER, estimate_tokens
 
 pytestmark = pytest.mark.integration
 

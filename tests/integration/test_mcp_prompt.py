@@ -14,9 +14,9 @@ import pytest
 from mcp import ClientSession, MCPError
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
-from knowledge.cli import main as kb
-from knowledge.prompt_context import PREAMBLE
-from knowledge.results import CUT_MARKER, estimate_tokens
+from knowledge.local.cli import main as kb
+from knowledge.search.prompt_context import PREAMBLE
+from knowledge.search.results import CUT_MARKER, estimate_tokens
 
 pytestmark = pytest.mark.integration
 
@@ -48,7 +48,7 @@ def db(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def run_session(db: Path, extra: list[str], body: Callable[[ClientSession], Awaitable[Any]]) -> Any:
     params = StdioServerParameters(
         command=sys.executable,
-        args=["-m", "knowledge.cli", "mcp", "--db", str(db), "--embedder", "hashing", *extra],
+        args=["-m", "knowledge.local.cli", "mcp", "--db", str(db), "--embedder", "hashing", *extra],
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
     )
 

@@ -13,10 +13,11 @@ from typing import Any
 import pytest
 from lambda_support import LambdaContext, load_event, load_handler, log_records
 
-from knowledge.api import KnowledgeApi
-from knowledge.results import estimate_tokens
-from knowledge.scope import KnowledgeScope
-from knowledge.source import SourceDocument
+from knowledge.core.scope import KnowledgeScope
+from knowledge.core.source import SourceDocument
+from knowledge.ingest.pipeline import upsert_document
+from knowledge.search.results import estimate_tokens
+from knowledge.service.api import KnowledgeApi
 from knowledge.stores.memory import MemoryKnowledgeStore
 
 RUNBOOKS = KnowledgeScope("ops-bot", "runbooks")
@@ -25,7 +26,7 @@ MANUALS = KnowledgeScope("ops-bot", "manuals")
 
 def _put(store: MemoryKnowledgeStore, scope: KnowledgeScope, path: str, text: str) -> None:
     data = text.encode("utf-8")
-    store.upsert_document(scope, SourceDocument(path=path, size=len(data), read=lambda: data))
+    upsert_document(store, scope, SourceDocument(path=path, size=len(data), read=lambda: data))
 
 
 @pytest.fixture
