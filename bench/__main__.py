@@ -32,6 +32,7 @@ COMMANDS = {
     "korean-cost": "node index bytes per chunk and keyword p50 on the Korean sets (and FAQ en)",
     "korean-variants": "Korean term-stream variants on the help-page and FAQ ko sets (a probe)",
     "hybrid-page": "hybrid: the page read as a second request vs one-request alternatives",
+    "grouping": "group_by document on the node: the product's grouping vs field collapse",
     "hashing-variants": "a probe: richer hashing embedders (stop words, stems, dimensions)",
     "rerank": "search latency with the Bedrock reranking stage (fake endpoint) vs without",
     "repo-sync": "a 5,000-file Git repository synced, then after a one-file commit",

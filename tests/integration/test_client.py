@@ -401,6 +401,7 @@ def test_every_field_of_a_query_reaches_the_server(scripted: _Scripted) -> None:
         offset=14,
         max_chunks_per_document=1,
         filter={"field": "year", "op": "gte", "value": 2024},
+        group_by="document",
     )
     known = {f.name for f in dataclasses.fields(SearchQuery)}
     assert known == {
@@ -414,6 +415,7 @@ def test_every_field_of_a_query_reaches_the_server(scripted: _Scripted) -> None:
         "offset",
         "max_chunks_per_document",
         "filter",
+        "group_by",
     }, "a new query field: set it above and make the client send it"
     scripted.replies = [(200, {"query": query.text, "mode": "hybrid", "results": []}, {})]
     KnowledgeClient(scripted.url).search(KnowledgeScope("ops-bot", "runbooks"), query)

@@ -21,6 +21,8 @@ from knowledge.core.origin import FORMAT, ORIGIN, URL, check_origins
 __all__ = [
     "DEFAULT_MAX_CHUNKS_PER_DOCUMENT",
     "DEFAULT_MAX_RESULTS",
+    "GROUP_BY_DOCUMENT",
+    "GROUP_BY_VALUES",
     "MAX_FILE_PATTERNS",
     "MAX_MAX_RESULTS",
     "MAX_QUERY_LENGTH",
@@ -39,6 +41,7 @@ __all__ = [
     "SearchQuery",
     "SearchResult",
     "capped_unread",
+    "parse_group_by",
     "unread_extension",
 ]
 
@@ -57,6 +60,24 @@ MAX_UNREAD_EXTENSIONS = 100
 """The most extensions ``unread_files`` keeps (the most numerous; the rest are summed
 under ``OTHER_EXTENSIONS``), so a store's record of them stays small."""
 OTHER_EXTENSIONS = "(other)"
+
+
+GROUP_BY_DOCUMENT = "document"
+GROUP_BY_VALUES = (GROUP_BY_DOCUMENT,)
+"""What a search may be grouped by (``None``: one result per chunk;
+``knowledge.ranking.grouping``)."""
+
+
+def parse_group_by(value: object, field_name: str = "group_by") -> str | None:
+    """``None`` (not given) or one of ``GROUP_BY_VALUES``; else ``ValidationError``."""
+    if value is None:
+        return None
+    if isinstance(value, str) and value in GROUP_BY_VALUES:
+        return value
+    shown = repr(value) if len(repr(value)) <= 64 else repr(value)[:61] + "..."
+    raise ValidationError(
+        field_name, f"{shown} is not one of: {', '.join(GROUP_BY_VALUES)} (or leave it out)"
+    )
 
 
 class SearchMode(StrEnum):
@@ -123,6 +144,9 @@ class SearchQuery:
     ``MAX_MAX_RESULTS``; pages of one query are slices of one stable order);
     ``max_chunks_per_document`` caps the chunks of any one document in the list (the
     document's best ones are kept), so one long document cannot fill every slot.
+    ``group_by="document"`` answers one result per document, its best chunk, with the
+    count of its matching chunks (``knowledge.ranking.grouping``); ``offset`` and
+    ``max_results`` then count documents.
     """
 
     text: str
@@ -135,6 +159,7 @@ class SearchQuery:
     offset: int = 0
     max_chunks_per_document: int = DEFAULT_MAX_CHUNKS_PER_DOCUMENT
     filter: FilterNode | None = None
+    group_by: str | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.text, str) or not self.text.strip():
@@ -197,6 +222,7 @@ class SearchQuery:
         raw_filter: object = self.filter
         if isinstance(raw_filter, Mapping):
             object.__setattr__(self, "filter", parse_filter(raw_filter))
+        parse_group_by(self.group_by)
 
 
 @dataclass(frozen=True, slots=True)
@@ -231,6 +257,10 @@ class SearchResult:
 
     ``origin``, ``format`` and ``url`` are read from the metadata (``knowledge.core.origin``)
     and shown beside it in ``to_dict`` (``url`` ``None`` when the source has none).
+
+    ``matching_chunks`` is set by a grouped search (``SearchQuery.group_by``): how many
+    of the document's chunks matched (``knowledge.ranking.grouping``); ``to_dict`` shows it only
+    then.
     """
 
     document_path: str
@@ -242,6 +272,7 @@ class SearchResult:
     metadata: Mapping[str, Any] = field(default_factory=dict)
     rerank_score: float | None = None
     search_score: float | None = None
+    matching_chunks: int | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "metadata", _frozen(self.metadata))
@@ -279,6 +310,8 @@ class SearchResult:
             shown["rerank_score"] = (
                 None if self.rerank_score is None else round(self.rerank_score, 6)
             )
+        if self.matching_chunks is not None:
+            shown["matching_chunks"] = self.matching_chunks
         return shown
 
 

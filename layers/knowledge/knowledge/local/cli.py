@@ -6,6 +6,8 @@
     kb search "query" --agent A --context C [--mode M] [-k N] [--min-score X]
               [--offset N] [--max-chunks-per-document N] [--pattern GLOB ...]
               [--meta KEY=VALUE ...] [--filter JSON] [--cross-context] [--json]
+              [--group-by document]
+    kb context "query" --agent A --context C [--max-tokens N] [the search's options]
     kb status --agent A --context C [--root ROOT] [--json]
     kb documents --agent A --context C [--limit N] [--cursor C] [--json]
     kb reindex --agent A --context C [--json]
@@ -15,10 +17,10 @@
     kb repo add|list|remove|sync [ROOT | --api-url URL] --agent A --context C ...
     kb mcp --agent A --context C [--cross-context] [--transport stdio|http] [--allow-reindex]
 
-``search``, ``status``, ``documents``, ``reindex``, ``repo`` and ``mcp`` take ``--api-url
-URL`` to use a deployed stack (or another ``kb serve``) through ``knowledge.client``
-instead of a local store, with ``--auth sigv4|bearer|none`` (bearer reads the token from
-``KB_API_TOKEN``).
+``search``, ``context``, ``status``, ``documents``, ``reindex``, ``repo`` and ``mcp`` take
+``--api-url URL`` to use a deployed stack (or another ``kb serve``) through
+``knowledge.client`` instead of a local store, with ``--auth sigv4|bearer|none`` (bearer
+reads the token from ``KB_API_TOKEN``).
 
 Every command takes ``--store``, ``--db``, ``--embedder``, ``--opensearch-url`` (see
 ``knowledge.config`` for the environment variables and defaults) and ``--debug``.

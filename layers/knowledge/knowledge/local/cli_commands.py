@@ -1,6 +1,7 @@
 """What each ``kb`` command does once its arguments are parsed (``cli_parser``).
 
 One ``cmd_<name>(args) -> exit code`` per command: ``index`` a folder, ``search``,
+``context`` (the search as a prompt block),
 ``status``, ``documents`` (a local store or ``--api-url``), ``reindex`` (a server),
 ``mcp``, ``serve``, and the write commands ``put``/``rm`` (through the API). Errors
 are raised; ``knowledge.local.cli.main`` turns them into one line and an exit code.
@@ -16,7 +17,7 @@ import time
 from collections.abc import Sequence
 from contextlib import closing
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from knowledge.client import KnowledgeClient
 from knowledge.config import (
@@ -30,6 +31,8 @@ from knowledge.core.model import (
     IndexOptions,
     IndexResult,
     SearchMode,
+    SearchQuery,
+    SearchResult,
 )
 from knowledge.core.scope import KnowledgeScope
 from knowledge.core.source import DocumentSource
@@ -48,6 +51,9 @@ from knowledge.local.progress import ListedSource, ProgressBar
 from knowledge.search.tool import format_search_results
 from knowledge.service.api import parse_search_request, search_response_body
 from knowledge.stores.protocol import ScopeSources
+
+if TYPE_CHECKING:
+    from knowledge.reranking.stage import RerankReport
 
 __all__ = [
     "cmd_documents",
@@ -133,7 +139,10 @@ def _filter_argument(text: str) -> object:
         raise ValidationError("filter", f"is not valid JSON ({exc.msg} at {exc.pos})") from None
 
 
-def cmd_search(args: argparse.Namespace) -> int:
+def _search(
+    args: argparse.Namespace,
+) -> tuple[SearchQuery, SearchMode, list[SearchResult], float, RerankReport | None]:
+    """The search the flags describe (``search`` and ``context`` share them)."""
     scope = scope_of(args)
     request: dict[str, Any] = {
         "query": args.query,
@@ -152,6 +161,8 @@ def cmd_search(args: argparse.Namespace) -> int:
         request["metadata"] = _metadata_filters(args.meta)
     if args.filter is not None:
         request["filter"] = _filter_argument(args.filter)
+    if args.group_by is not None:
+        request["group_by"] = args.group_by
     query = parse_search_request(request)
     # A deployed API reranks on its side (its own configuration); a local store here.
     reranking = None if getattr(args, "api_url", None) else open_reranking(args.rerank_model)
@@ -168,10 +179,38 @@ def cmd_search(args: argparse.Namespace) -> int:
             results = store.search(scope, query)
             took_ms = (time.perf_counter() - started) * 1000.0
             mode = query.mode or store.default_mode
+    return query, mode, results, took_ms, report
+
+
+def cmd_search(args: argparse.Namespace) -> int:
+    query, mode, results, took_ms, report = _search(args)
     if args.json:
         print_json(search_response_body(query, mode, results, took_ms, report), sys.stdout)
     else:
         print(format_search_results(query.text, results))
+    return EXIT_OK
+
+
+def cmd_context(args: argparse.Namespace) -> int:
+    """The search's prompt block (``knowledge.search.prompt_context``), as the route's."""
+    from knowledge.search.prompt_context import build_prompt_context, parse_max_tokens
+
+    max_tokens = parse_max_tokens(args.max_tokens)
+    query, mode, results, took_ms, _ = _search(args)
+    block = build_prompt_context(results, max_tokens)
+    if args.json:
+        body = {"query": query.text, "mode": mode.value, **block.to_dict()}
+        print_json({**body, "took_ms": round(took_ms, 1)}, sys.stdout)
+        return EXIT_OK
+    if block.text:
+        print(block.text)
+    dropped = f", {len(block.dropped)} dropped for the budget" if block.dropped else ""
+    noun = "passage" if len(block.passages) == 1 else "passages"
+    print(
+        f"({len(block.passages)} {noun}, {block.tokens_used} of {max_tokens} tokens "
+        f"by the estimate{dropped})",
+        file=sys.stderr,
+    )
     return EXIT_OK
 
 

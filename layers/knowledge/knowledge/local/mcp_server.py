@@ -15,6 +15,12 @@ Three tools, over stdio (default) or streamable HTTP bound to localhost:
   there is no write tool: a document a model writes could carry instructions into every
   later search.
 
+One prompt (the protocol's prompts primitive, ``knowledge.local.mcp_prompt``):
+
+- ``knowledge_context(query, context=None, max_tokens=None)``: the prompt block of a
+  search (``knowledge.search.prompt_context``), so a host that supports prompts inserts
+  knowledge with no tool call; ``context`` only narrows the server's scope.
+
 The scope is fixed when the server starts (``--agent``, ``--context``, ``--cross-context``).
 No tool takes an agent, a context or a cross-context switch, and unknown arguments are
 refused, so nothing a model sends can choose or widen the scope. The backend is any local
@@ -34,11 +40,16 @@ from collections.abc import Callable, Mapping
 from typing import Any, Literal, Protocol
 
 import anyio
+from mcp import MCPError
 from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
 from mcp.types import (
+    INVALID_PARAMS,
     CallToolRequestParams,
     CallToolResult,
+    GetPromptRequestParams,
+    GetPromptResult,
+    ListPromptsResult,
     ListToolsResult,
     PaginatedRequestParams,
     TextContent,
@@ -55,6 +66,7 @@ from knowledge.core.documents import (
 from knowledge.core.errors import ValidationError, public_message
 from knowledge.core.model import IndexStatus, SearchMode
 from knowledge.core.scope import KnowledgeScope
+from knowledge.local.mcp_prompt import CONTEXT_PROMPT_NAME, context_prompt, get_context_prompt
 from knowledge.search.tool import KnowledgeSearchTool, SearchBackend, ToolContext
 
 __all__ = [
@@ -240,6 +252,22 @@ def build_server(
         # Stores block (SQLite, HTTP): run the call in a worker thread, off the event loop.
         return await anyio.to_thread.run_sync(call, params.name, dict(params.arguments or {}))
 
+    prompt = context_prompt(scope, cross_context=cross_context)
+
+    async def on_list_prompts(ctx: Any, params: PaginatedRequestParams | None) -> ListPromptsResult:
+        return ListPromptsResult(prompts=[prompt])
+
+    async def on_get_prompt(ctx: Any, params: GetPromptRequestParams) -> GetPromptResult:
+        if params.name != CONTEXT_PROMPT_NAME:
+            raise MCPError(INVALID_PARAMS, f"Unknown prompt: {params.name}")
+
+        def get() -> GetPromptResult:
+            return get_context_prompt(
+                backend, scope, params.arguments, cross_context=cross_context, mode=mode
+            )
+
+        return await anyio.to_thread.run_sync(get)
+
     return Server(
         "knowledge-search",
         instructions=(
@@ -248,6 +276,8 @@ def build_server(
         ),
         on_list_tools=on_list_tools,
         on_call_tool=on_call_tool,
+        on_list_prompts=on_list_prompts,
+        on_get_prompt=on_get_prompt,
     )
 
 

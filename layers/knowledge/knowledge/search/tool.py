@@ -47,6 +47,7 @@ __all__ = [
     "ToolResult",
     "citation",
     "format_search_results",
+    "passage_header",
 ]
 
 logger = logging.getLogger(__name__)
@@ -145,7 +146,7 @@ def format_search_results(
     lines = [_found_line(query_text, len(passages))]
     for i, passage in enumerate(passages, start=1):
         lines.append("---")
-        lines.append(_header(i, passage))
+        lines.append(passage_header(i, passage))
         lines.append(passage.content.rstrip())
     if dropped:
         lines.extend(_dropped_lines(dropped, max_tokens))
@@ -157,7 +158,10 @@ def _found_line(query_text: str, count: int) -> str:
     return f'Found {count} {noun} for "{query_text}":'
 
 
-def _header(rank: int, passage: Passage) -> str:
+def passage_header(rank: int, passage: Passage) -> str:
+    """A passage's source line, what comes before its text (seed 8.1): ``[1] runbook.md
+    p. 3 (score: 0.92, chunk: 3, origin: repo, url: ...)``; also the prompt context's
+    (``knowledge.search.prompt_context``)."""
     chunks = (
         f"chunk: {passage.chunks}"
         if passage.first_chunk == passage.last_chunk
@@ -187,7 +191,7 @@ def _fit(query_text: str, passages: list[Passage], max_tokens: int) -> tuple[lis
 
     def overhead(passage: Passage) -> int:
         # "---", the header and the text, each on its own line.
-        return estimate_tokens("---\n" + _header(widest, passage) + "\n\n")
+        return estimate_tokens("---\n" + passage_header(widest, passage) + "\n\n")
 
     fixed = estimate_tokens(_found_line(query_text, widest))
     kept, dropped = fit_budget(passages, max(1, max_tokens - fixed), overhead_tokens=overhead)

@@ -43,6 +43,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AGENT_WIDE_CONTEXT",
+    "CONTEXT_FIELDS",
     "DOCUMENTS_PARAMETERS",
     "MAX_BODY_BYTES",
     "SEARCH_FIELDS",
@@ -71,9 +72,12 @@ SEARCH_FIELDS = (
     "max_chunks_per_document",
     "filter",
     "include_shared",
+    "group_by",
 )
 """The fields of a search request body (docs/architecture.md, "Search request"); any
 other is a 400."""
+CONTEXT_FIELDS = (*SEARCH_FIELDS, "max_tokens")
+"""The fields of a prompt-context request body: the search's and the token budget."""
 
 AGENT_WIDE_CONTEXT = "_all"
 """Placeholder context of the scope used for an agent-wide search.
@@ -203,12 +207,16 @@ def parse_search_request(
     return query_from(decode_body(body), default_mode)
 
 
-def query_from(data: Mapping[str, Any], default_mode: SearchMode | str | None) -> SearchQuery:
-    unknown = sorted(str(k) for k in data if k not in SEARCH_FIELDS)  # include_shared: the API's
+def query_from(
+    data: Mapping[str, Any],
+    default_mode: SearchMode | str | None,
+    fields: Sequence[str] = SEARCH_FIELDS,
+) -> SearchQuery:
+    unknown = sorted(str(k) for k in data if k not in fields)  # include_shared: the API's
     if unknown:
         # The name is echoed back, so a pathological one is cut short.
         name = unknown[0] if len(unknown[0]) <= 64 else unknown[0][:61] + "..."
-        raise ValidationError(name, f"is not a known field (allowed: {', '.join(SEARCH_FIELDS)})")
+        raise ValidationError(name, f"is not a known field (allowed: {', '.join(fields)})")
     if data.get("query") is None:
         raise ValidationError("query", "is required")
 
@@ -241,6 +249,7 @@ def query_from(data: Mapping[str, Any], default_mode: SearchMode | str | None) -
             DEFAULT_MAX_CHUNKS_PER_DOCUMENT if per_document is None else per_document
         ),
         filter=None if raw_filter is None else parse_filter(raw_filter),
+        group_by=data.get("group_by"),
     )
 
 

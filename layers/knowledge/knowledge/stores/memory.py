@@ -53,7 +53,8 @@ from knowledge.core.origin import FORMAT, ORIGIN
 from knowledge.core.path_filters import matches_file_patterns, matches_metadata
 from knowledge.core.scope import KnowledgeScope
 from knowledge.ranking.analysis import keyword_terms
-from knowledge.ranking.fusion import keyword_only, select
+from knowledge.ranking.fusion import keyword_only
+from knowledge.ranking.grouping import select_page
 from knowledge.ranking.headings import DEFAULT_HEADINGS_WEIGHT, check_headings_weight, heading_terms
 from knowledge.stores.memory_snapshots import (
     ChunkKey,
@@ -321,13 +322,8 @@ class MemoryKnowledgeStore:
                             continue
                         records[key] = record
                     scores[key] = scores.get(key, 0.0) + _sublinear(count) * idf
-        ranked = select(
-            keyword_only(scores),
-            query.min_score,
-            query.max_results,
-            offset=query.offset,
-            per_document=query.max_chunks_per_document,
-            document_of=lambda key: (key[2], key[0]),
+        ranked, counts = select_page(
+            keyword_only(scores), query, document_of=lambda key: (key[2], key[0])
         )
         return [
             SearchResult(
@@ -338,6 +334,7 @@ class MemoryKnowledgeStore:
                 keyword_score=item.keyword_score,
                 vector_score=None,
                 metadata=records[item.key].chunk.metadata,
+                matching_chunks=counts.get(item.key),
             )
             for item in ranked
         ]

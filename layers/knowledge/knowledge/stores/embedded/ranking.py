@@ -138,8 +138,10 @@ def search_results(
     chosen: list[Fused[tuple[str, int, str]]],
     rowids: dict[tuple[str, int, str], int],
     rows: dict[int, tuple[str, int, str, str]],
+    counts: dict[tuple[str, int, str], int] | None = None,
 ) -> list[SearchResult]:
-    """The chosen candidates as results, from their chunk rows (``candidates.chunk_rows``)."""
+    """The chosen candidates as results, from their chunk rows (``candidates.chunk_rows``);
+    ``counts``: a grouped search's ``matching_chunks`` by key (``ranking.grouping``)."""
     results = []
     for fused in chosen:
         path, chunk_index, content, metadata = rows[rowids[fused.key]]
@@ -152,6 +154,7 @@ def search_results(
                 keyword_score=fused.keyword_score,
                 vector_score=fused.vector_score,
                 metadata=load_json(metadata),
+                matching_chunks=None if counts is None else counts.get(fused.key),
             )
         )
     return results

@@ -76,9 +76,9 @@ from knowledge.ranking.fusion import (
     candidate_count,
     fuse_rrf,
     hybrid_weights,
-    select,
 )
 from knowledge.ranking.fusion import relevance_floor as fusion_floor
+from knowledge.ranking.grouping import select_page
 from knowledge.ranking.headings import DEFAULT_HEADINGS_WEIGHT, check_headings_weight
 from knowledge.stores.protocol import StoredDocument
 
@@ -285,9 +285,12 @@ class EmbeddedKnowledgeStore:
         )
         # Enough candidates for the page after the per-document cap (fusion.select); hybrid
         # fuses a fixed depth, so that every page is a slice of one order.
+        # A grouped search reads the deepest depth for every page (ranking.grouping).
         limit = (
             HYBRID_CANDIDATES
             if mode is SearchMode.HYBRID
+            else DEEPEST
+            if query.group_by is not None
             else candidate_count(query.offset + query.max_results)
         )
         with self._reading() as conn:
@@ -309,14 +312,7 @@ class EmbeddedKnowledgeStore:
                         display=self._display,
                     )
                 ranked = self._fusion.fuse(mode, keyword, vector, cjk_query=has_cjk(query.text))
-                chosen = select(
-                    ranked,
-                    query.min_score,
-                    query.max_results,
-                    offset=query.offset,
-                    per_document=query.max_chunks_per_document,
-                    document_of=document_of,
-                )
+                chosen, counts = select_page(ranked, query, document_of=document_of)
                 deeper = read_deeper(
                     mode,
                     query,
@@ -331,7 +327,7 @@ class EmbeddedKnowledgeStore:
                 limit = DEEPEST
             rowids = {c.key: c.rowid for c in (*keyword, *vector)}
             rows = chunk_rows(conn, [rowids[f.key] for f in chosen])
-        return search_results(chosen, rowids, rows)
+        return search_results(chosen, rowids, rows, counts)
 
     def list_scopes(self) -> list[KnowledgeScope]:
         """Every scope with at least one document or problem, sorted (index-only queries)."""

@@ -44,6 +44,7 @@ import concurrent.futures
 import contextvars
 import functools
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from knowledge.core.deadline import Deadline, current_deadline
@@ -63,9 +64,9 @@ from knowledge.ranking.fusion import (
     hybrid_weights,
     keyword_only,
     relevance_floor,
-    select,
     vector_only,
 )
+from knowledge.ranking.grouping import select_page
 from knowledge.stores.opensearch import answers, queries, query_filters
 from knowledge.stores.opensearch.answers import item_reason
 from knowledge.stores.opensearch.connection import Connection
@@ -188,16 +189,16 @@ def search(
             sources[hit.id] = hit.source
         return scores
 
+    counts: dict[str, int] = {}
+
     def page_of(fused: list[Fused[str]]) -> list[Fused[str]]:
         # After the newest-generation dedupe in scores_of: the cap and offset see one version.
-        return select(
-            fused,
-            query.min_score,
-            query.max_results,
-            offset=query.offset,
-            per_document=query.max_chunks_per_document,
-            document_of=lambda key: _document_of(sources[key]),
+        chosen, grouped = select_page(
+            fused, query, document_of=lambda key: _document_of(sources[key])
         )
+        counts.clear()
+        counts.update(grouped)
+        return chosen
 
     # A big scope is walked with a longer candidate list (scope_size.ef_search_for).
     ef_search = config.ef_search
@@ -210,16 +211,35 @@ def search(
     needed = query.offset + query.max_results
     # Room for the newest-generation dedupe and the per-document cap (module docstring).
     size = max(needed * _OVERFETCH, candidate_count(needed))
+    if query.group_by is not None:  # every page of a grouped search at one depth (grouping)
+        size = _DEEPEST
     if mode is not SearchMode.HYBRID:
         if mode is SearchMode.VECTOR and vector is None:
             return []
+        # A grouped search reads its deep candidate list as ids and scores, then only the
+        # page's chunks, as hybrid does (bench/results/grouping.json).
+        lean: dict[str, bool] = {}
+        if query.group_by is not None:
+            lean = {
+                "candidates": True,
+                "candidate_path": bool(query.file_patterns),
+                "candidate_facts": not config.client_ids,
+            }
         while True:
             if mode is SearchMode.KEYWORD:
-                body = queries.keyword_search_body(query.text, filters, size)
+                body = queries.keyword_search_body(query.text, filters, size, **lean)
             else:
                 assert vector is not None
-                body = queries.vector_search_body(vector, filters, size, ef_search=ef_search)
-            hits = answers.parse_hits(connection.search(index, action, body))
+                body = queries.vector_search_body(
+                    vector, filters, size, ef_search=ef_search, **lean
+                )
+            if lean:
+                trim = queries.CANDIDATES_FILTER_PATH
+                hits = answers.parse_candidates(
+                    connection.search(index, action, body, filter_path=trim)
+                )
+            else:
+                hits = answers.parse_hits(connection.search(index, action, body))
             raw = scores_of(hits)
             if mode is SearchMode.KEYWORD:
                 chosen = page_of(keyword_only(raw))
@@ -273,12 +293,15 @@ def search(
             ),
         )
         chosen = page_of(fused)
-    if mode is SearchMode.HYBRID and chosen:
+    if (mode is SearchMode.HYBRID or query.group_by is not None) and chosen:
         ids = [item.key for item in chosen]
         page = connection.search(index, action, queries.chunks_by_id_body(ids, filters))
         sources = {hit.id: hit.source for hit in answers.parse_hits(page)}
         chosen = [item for item in chosen if item.key in sources]
-    return [_result(sources[item.key], item) for item in chosen]
+    return [
+        replace(_result(sources[item.key], item), matching_chunks=counts.get(item.key))
+        for item in chosen
+    ]
 
 
 def _read_deeper(
