@@ -37,11 +37,11 @@ from bench.gnome_help import load_gnome_help
 from bench.manpages import Corpus, load_corpus
 from bench.metrics import document_ranking, evaluate
 from bench.stores import SCOPE, make_embedder
-from knowledge.chunking import MarkdownSectionChunker
-from knowledge.model import IndexOptions, SearchMode, SearchQuery
-from knowledge.sources.local import LocalDirectorySource
+from knowledge.core.model import IndexOptions, SearchMode, SearchQuery
+from knowledge.ingest.chunking import MarkdownSectionChunker
+from knowledge.ingest.sources.local import LocalDirectorySource
+from knowledge.ranking.analysis import keyword_terms
 from knowledge.stores.embedded import EmbeddedKnowledgeStore
-from knowledge.text import keyword_terms
 
 __all__ = ["add_arguments", "main"]
 
