@@ -30,7 +30,7 @@ from bench.gimp_help import write_title_queries
 from bench.gnome_help import MIN_TEXT_CHARS, page_text
 from bench.manpages import Corpus, read_corpus
 
-__all__ = ["HELP_ROOT", "PACKAGES", "load_gnome_apps_help"]
+__all__ = ["HELP_ROOT", "PACKAGES", "build", "load_gnome_apps_help"]
 
 PACKAGES = (
     "baobab", "brasero-common", "cheese-common", "eog", "epiphany-browser-data",
@@ -45,15 +45,17 @@ EXCLUDED = ("gnome-help", "system-admin-guide")
 NAME = "gnome-apps-help-ko"
 
 
-def _build(target: Path) -> None:
+def build(target: Path, help_root: Path = HELP_ROOT) -> int:
+    """Write the set from ``help_root`` (``<app>/*.page``) into ``target``; the number of
+    queries."""
     files = sorted(
         path
-        for guide in sorted(HELP_ROOT.iterdir() if HELP_ROOT.is_dir() else [])
+        for guide in sorted(help_root.iterdir() if help_root.is_dir() else [])
         if guide.name not in EXCLUDED
         for path in guide.glob("*.page")
     )
     if not files:
-        raise SystemExit(f"no GNOME applications' help under {HELP_ROOT}: run bench/setup.sh")
+        raise SystemExit(f"no GNOME applications' help under {help_root}: run bench/setup.sh")
     partial = target.with_name(target.name + ".partial")
     shutil.rmtree(partial, ignore_errors=True)
     pages: list[tuple[str, str, str]] = []
@@ -69,12 +71,13 @@ def _build(target: Path) -> None:
     queries = write_title_queries(partial, pages)
     partial.rename(target)
     log(f"built {NAME}: {queries} queries over {len(pages)} pages")
+    return queries
 
 
 def load_gnome_apps_help() -> Corpus:
     """The gnome-apps-help-ko corpus, built from the unpacked packages if missing."""
     root = DATA_DIR / NAME
     if not (root / "queries.jsonl").is_file():
-        _build(root)
+        build(root)
     builder = "bench/gnome_apps_help.py from the Korean help of 19 GNOME applications"
     return read_corpus(root, NAME, None, builder=builder)
