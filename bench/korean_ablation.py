@@ -4,7 +4,7 @@ terms, on the Korean sets (a probe; the product is unchanged by it).
 Plain FTS5 over ``keyword_terms`` ("FTS5 morphemes", ``bench/baselines.py``) ranks whole
 pages by one BM25; the product ranks 500-character chunks of a page's sections, each
 with its title and heading terms, and a page by its best chunk. Each row changes one of
-those through the embedded store's public options (the chunker, ``headings_weight``)
+those through public options (the pipeline's chunker, the store's ``headings_weight``)
 and sends every query in keyword mode through ``store.search``, as ``bench quality``
 does; the plain baselines are computed in the same run. English sets are measured too,
 as a check that a change would not cost them.
@@ -39,6 +39,7 @@ from bench.metrics import document_ranking, evaluate
 from bench.stores import SCOPE, make_embedder
 from knowledge.core.model import IndexOptions, SearchMode, SearchQuery
 from knowledge.ingest.chunking import MarkdownSectionChunker
+from knowledge.ingest.pipeline import Indexer
 from knowledge.ingest.sources.local import LocalDirectorySource
 from knowledge.ranking.analysis import keyword_terms
 from knowledge.stores.embedded import EmbeddedKnowledgeStore
@@ -87,15 +88,18 @@ def _keyword(
     corpus: Corpus, workdir: Path, config: dict[str, Any]
 ) -> tuple[float, list[list[tuple[str, float]]]]:
     chunker = MarkdownSectionChunker(config.get("chunk_size", 500), config.get("overlap", 50))
+    embedder = make_embedder("hashing")
     store = EmbeddedKnowledgeStore(
         workdir / f"{len(list(workdir.iterdir()))}.db",
-        embedder=make_embedder("hashing"),
-        chunker=chunker,
+        embedder=embedder,
         headings_weight=config.get("headings_weight", 1.0),
     )
     try:
-        result = store.reindex(
-            SCOPE, LocalDirectorySource(corpus.docs_dir), IndexOptions(max_documents=100_000)
+        result = Indexer(chunker, embedder).reindex(
+            store,
+            SCOPE,
+            LocalDirectorySource(corpus.docs_dir),
+            IndexOptions(max_documents=100_000),
         )
         if result.errors:
             raise SystemExit(f"indexing failed: {result.errors[:3]}")
