@@ -68,8 +68,8 @@ def _keyword_rows(results: list[tuple[str, dict[str, Any]]]) -> list[list[object
 
 def _mode_rows(embedder: str, results: list[tuple[str, dict[str, Any]]]) -> list[list[object]]:
     rows: list[list[object]] = []
-    for corpus in (*KOREAN, *ENGLISH):
-        # MiniLM: the FAQ sets, re-run on this code under section 1b's own file names.
+    # MiniLM: the FAQ sets only, re-run on this code under section 1b's own file names.
+    for corpus in ("faq-ko", "faq-en") if embedder == "minilm" else (*KOREAN, *ENGLISH):
         name = f"quality-{corpus}-{embedder}" + ("" if embedder == "minilm" else f"-{LABEL}")
         result = read_result(name)
         if result is None:
