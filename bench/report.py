@@ -1048,6 +1048,9 @@ def main(args: argparse.Namespace) -> None:
     from bench.report_korean_help import korean_help_section  # likewise
 
     korean_help_section(report)
+    from bench.report_korean_sets import korean_sets_section  # likewise
+
+    korean_sets_section(report)
     indexing_section(report)
     latency_section(report)
     ranking_latency_section(report)
