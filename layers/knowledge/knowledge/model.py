@@ -16,6 +16,8 @@ from typing import Any
 from knowledge.errors import ValidationError
 from knowledge.extraction import DOCUMENT_PATTERNS
 from knowledge.origin import FORMAT, ORIGIN, URL, check_origins
+from knowledge.scope import KnowledgeScope
+from knowledge.scope_set import check_libraries
 from knowledge.search_filter import FilterNode, check_metadata_key, parse_filter
 
 __all__ = [
@@ -123,6 +125,9 @@ class SearchQuery:
     ``MAX_MAX_RESULTS``; pages of one query are slices of one stable order);
     ``max_chunks_per_document`` caps the chunks of any one document in the list (the
     document's best ones are kept), so one long document cannot fill every slot.
+    ``shared_libraries`` are ``_shared/<context>`` scopes searched in the same query as
+    the scope (``knowledge.scope_set``): set by the server from the operator's grant,
+    never from a request.
     """
 
     text: str
@@ -135,6 +140,7 @@ class SearchQuery:
     offset: int = 0
     max_chunks_per_document: int = DEFAULT_MAX_CHUNKS_PER_DOCUMENT
     filter: FilterNode | None = None
+    shared_libraries: tuple[KnowledgeScope, ...] = ()
 
     def __post_init__(self) -> None:
         if not isinstance(self.text, str) or not self.text.strip():
@@ -197,6 +203,8 @@ class SearchQuery:
         raw_filter: object = self.filter
         if isinstance(raw_filter, Mapping):
             object.__setattr__(self, "filter", parse_filter(raw_filter))
+        if self.shared_libraries != ():
+            object.__setattr__(self, "shared_libraries", check_libraries(self.shared_libraries))
 
 
 @dataclass(frozen=True, slots=True)

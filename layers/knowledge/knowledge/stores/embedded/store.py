@@ -14,7 +14,9 @@ the embedder's, ``fusion.hybrid_weights``) or ``fusion.fuse_rrf`` with ``fusion=
 then ``fusion.select`` (per-document cap, ``offset``, ``max_results``). The query is
 embedded once per search, only in vector and hybrid modes, and before the read snapshot is
 taken. A query whose embedding is the zero vector finds nothing on the vector side. Ties
-rank by (path, chunk index, context).
+rank by (path, chunk index, context, agent). A query's shared libraries
+(``knowledge.scope_set``) are part of the same scope condition, each side's candidates
+of every scope ranked together.
 
 **Embedder identity.** The first chunk written to a file records what made its
 vectors: the embedder's name and dimension, or "no embedder (keyword only)". A store
@@ -88,10 +90,11 @@ from knowledge.model import (
     SearchResult,
 )
 from knowledge.scope import KnowledgeScope
+from knowledge.scope_set import library_hit, marked
 from knowledge.store import StoredDocument
 from knowledge.text import has_cjk
 
-from .candidates import Candidate, chunk_rows
+from .candidates import Candidate, ChunkKey, chunk_rows
 from .connections import (
     MEMORY,
     ConnectionPool,
@@ -126,9 +129,9 @@ FUSION_METHODS: Final = ("weighted", "rrf")
 _STORE_NAME: Final = "embedded"
 
 
-def _document_of(key: tuple[str, int, str]) -> tuple[str, str]:
-    """The document of a candidate key ``(path, chunk_index, context)``."""
-    return key[2], key[0]
+def _document_of(key: ChunkKey) -> tuple[str, str, str]:
+    """The document of a candidate key ``(path, chunk_index, context, agent)``."""
+    return key[3], key[2], key[0]
 
 
 logger = logging.getLogger(__name__)
@@ -145,7 +148,7 @@ def _read_deeper(
     *,
     limit: int,
     chosen: int,
-    fused: list[Fused[tuple[str, int, str]]],
+    fused: list[Fused[ChunkKey]],
     keyword: list[Candidate],
     vector: list[Candidate],
 ) -> bool:
@@ -366,6 +369,7 @@ class EmbeddedKnowledgeStore(IndexingStoreMixin):
         results = []
         for fused in chosen:
             path, chunk_index, content, metadata = rows[rowids[fused.key]]
+            library = library_hit(scope, query.shared_libraries, fused.key[3], fused.key[2])
             results.append(
                 SearchResult(
                     document_path=path,
@@ -374,7 +378,7 @@ class EmbeddedKnowledgeStore(IndexingStoreMixin):
                     score=fused.score,
                     keyword_score=fused.keyword_score,
                     vector_score=fused.vector_score,
-                    metadata=load_json(metadata),
+                    metadata=marked(load_json(metadata), library),
                 )
             )
         return results
@@ -634,7 +638,7 @@ class EmbeddedKnowledgeStore(IndexingStoreMixin):
         vector: list[Candidate],
         *,
         cjk_query: bool = False,
-    ) -> list[Fused[tuple[str, int, str]]]:
+    ) -> list[Fused[ChunkKey]]:
         if mode is SearchMode.KEYWORD:
             return keyword_only({c.key: c.score for c in keyword})
         kept = above_floor({c.key: c.score for c in vector}, self._floor)

@@ -24,6 +24,7 @@ from typing import Any
 from knowledge.errors import InvalidScopeError
 from knowledge.filters import expand_globstars
 from knowledge.scope import KnowledgeScope
+from knowledge.scope_set import searched_scopes
 from knowledge.search_filter import FilterNode
 from knowledge.store import StoredDocument
 from knowledge.stores.opensearch.filter_query import filter_query
@@ -83,6 +84,7 @@ __all__ = [
     "scope_query",
     "scope_stats_body",
     "scopes_page_body",
+    "searched_scope_filters",
     "stored_document_body",
     "stored_documents_body",
     "vector_search_body",
@@ -109,6 +111,32 @@ def scope_filters(scope: KnowledgeScope, *, cross_context: bool = False) -> list
     if not cross_context:
         filters.append({"term": {CONTEXT: scope.context}})
     return filters
+
+
+def searched_scope_filters(
+    scope: KnowledgeScope,
+    *,
+    cross_context: bool = False,
+    libraries: Sequence[KnowledgeScope] = (),
+) -> list[dict[str, Any]]:
+    """The scope filters of a search: ``scope_filters`` alone, or with shared libraries
+    (``knowledge.scope_set``) one ``bool`` ``should`` of the caller's scope and each
+    library owner's contexts (``terms``), at least one of which must hold."""
+    pairs = searched_scopes(scope, cross_context, tuple(libraries))
+    if len(pairs) == 1:
+        return scope_filters(scope, cross_context=cross_context)
+    should: list[dict[str, Any]] = [
+        {"bool": {"filter": scope_filters(scope, cross_context=cross_context)}}
+    ]
+    owners: dict[str, list[str]] = {}
+    for agent, context in pairs[1:]:
+        assert context is not None  # a library is one exact scope
+        owners.setdefault(agent, []).append(context)
+    for agent, contexts in owners.items():
+        should.append(
+            {"bool": {"filter": [{"term": {AGENT: agent}}, {"terms": {CONTEXT: contexts}}]}}
+        )
+    return [{"bool": {"should": should, "minimum_should_match": 1}}]
 
 
 def glob_to_wildcard(pattern: str) -> str | None:
@@ -271,11 +299,13 @@ def query_filters(
     metadata: Mapping[str, str] | None = None,
     search_filter: FilterNode | None = None,
     metadata_pairs: bool = False,
+    libraries: Sequence[KnowledgeScope] = (),
 ) -> list[dict[str, Any]]:
-    """Every filter of a search: scope, then file patterns, then metadata, then the
-    ``filter`` (``filter_query``); all must hold. ``metadata_pairs``: the index holds
-    metadata as key/value terms (schema 4)."""
-    filters = scope_filters(scope, cross_context=cross_context)
+    """Every filter of a search: scope (with its shared ``libraries``:
+    ``searched_scope_filters``), then file patterns, then metadata, then the ``filter``
+    (``filter_query``); all must hold. ``metadata_pairs``: the index holds metadata as
+    key/value terms (schema 4)."""
+    filters = searched_scope_filters(scope, cross_context=cross_context, libraries=libraries)
     patterns = file_pattern_filter(file_patterns)
     if patterns is not None:
         filters.append(patterns)

@@ -55,6 +55,7 @@ from knowledge.model import (
     SearchResult,
 )
 from knowledge.scope import KnowledgeScope
+from knowledge.scope_set import SHARED_AGENT
 from knowledge.search_filter import AllOf, AnyOf, FilterNode, Not
 from knowledge.store import StoredDocument
 from knowledge.stores.opensearch import listing, queries, records
@@ -272,8 +273,8 @@ class OpenSearchKnowledgeStore(IndexingStoreMixin):
         if mode not in self.supported_modes:
             supported = ", ".join(sorted(m.value for m in self.supported_modes))
             raise UnsupportedModeError(mode.value, self.name, supported)
-        index = self.index_name(scope)
-        if not self._connection.open_index(index, create=False):
+        index = self._searched_indexes(scope, query)
+        if not index:
             return []
         try:
             return searching.search(
@@ -296,6 +297,20 @@ class OpenSearchKnowledgeStore(IndexingStoreMixin):
                 "has more distinct terms than the index matches in one query (OpenSearch's "
                 "max clause count, 1,024 by default); shorten it",
             ) from None
+
+    def _searched_indexes(self, scope: KnowledgeScope, query: SearchQuery) -> str:
+        """The existing indexes a search reads, comma-separated ("": none): the scope's,
+        and with shared libraries and per-agent indexes the library owner's too (one
+        request over both, each index with its own term statistics)."""
+        wanted = [self.index_name(scope)]
+        if query.shared_libraries:
+            wanted.append(self._config.index_for(SHARED_AGENT))
+        found = [
+            name
+            for name in dict.fromkeys(wanted)
+            if self._connection.open_index(name, create=False)
+        ]
+        return ",".join(found)
 
     # --- status and lifecycle ----------------------------------------------------------
 
