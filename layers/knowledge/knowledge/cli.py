@@ -373,8 +373,20 @@ def _cmd_mcp(args: argparse.Namespace) -> int:
             host=args.host,
             port=args.port,
             reindex=reindex,
+            shared_libraries=_mcp_libraries(args),
         )
     return EXIT_OK
+
+
+def _mcp_libraries(args: argparse.Namespace) -> tuple[KnowledgeScope, ...]:
+    """``kb mcp --shared-library CONTEXT``: a local store's grant (a server has its own)."""
+    from knowledge.shared import SHARED_AGENT
+
+    if args.shared_library and args.api_url:
+        raise ValidationError(
+            "shared-library", "with --api-url the server's grant applies (kb serve --shared-grant)"
+        )
+    return tuple(KnowledgeScope(SHARED_AGENT, c) for c in args.shared_library or ())
 
 
 def _cmd_serve(args: argparse.Namespace) -> int:
@@ -641,6 +653,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--allow-reindex",
         action="store_true",
         help="also offer the knowledge_reindex tool (needs --api-url); off by default",
+    )
+    mcp.add_argument(
+        "--shared-library",
+        action="append",
+        metavar="CONTEXT",
+        help="local store: the search also covers the shared library _shared/CONTEXT",
     )
     mcp.set_defaults(handler=_cmd_mcp)
 
