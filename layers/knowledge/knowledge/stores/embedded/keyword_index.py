@@ -23,7 +23,10 @@ on other agents' documents, and an agent can probe whether some other agent's do
 contain a word (a word they hold a lot of scores near zero). With ``isolation="agent"``
 each agent's chunks have their own table, ``chunks_fts_<n>`` (``n`` from ``fts_agents``),
 so an agent's scores depend on its own documents only (contexts of one agent share their
-statistics, as they share ``cross_context`` searches). A file remembers its isolation;
+statistics, as they share ``cross_context`` searches). A search that covers shared
+libraries (``knowledge.scope_set``) is one statement: in the shared table one scope
+condition; per agent, the caller's table and ``_shared``'s, one ``SELECT`` each (each its
+own statistics) joined by ``UNION ALL`` and ranked together. A file remembers its isolation;
 opened with the other one, its keyword index is rebuilt from the chunks (``rebuild``),
 and a store still open with the old setting (another process) is refused on its next
 search or write (``check``) rather than silently searching the other way.
