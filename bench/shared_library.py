@@ -60,18 +60,29 @@ def _n_search(store: Any, scope: Any, libraries: tuple[Any, ...], query: Any) ->
     return [hit for *_, hit in ranked[query.offset : wanted]]
 
 
-def _fill(store: Any, args: argparse.Namespace) -> tuple[Any, tuple[Any, ...], list[str]]:
+def _fill(
+    store: Any, args: argparse.Namespace, root: Path
+) -> tuple[Any, tuple[Any, ...], list[str]]:
+    """Write the corpus under ``root`` (``<agent>/<context>/``) and index each scope in one
+    run (one write session: the node refreshes once per scope, not per document)."""
+    from knowledge.model import IndexOptions
     from knowledge.scope import KnowledgeScope
-    from knowledge.source import SourceDocument
+    from knowledge.sources.local import BucketFolderSource
 
     rng = random.Random(7)
     vocabulary = [f"w{n}" for n in range(3000)]
     own = KnowledgeScope("ops-bot", "runbooks")
     libraries = tuple(KnowledgeScope("_shared", f"lib{n}") for n in range(args.libraries))
     for scope, count in ((own, args.own_docs), *((lib, args.library_docs) for lib in libraries)):
-        for path, text in _corpus(count, rng, vocabulary):
-            data = text.encode()
-            store.upsert_document(scope, SourceDocument(path, len(data), lambda d=data: d))
+        folder = root / scope.agent / scope.context
+        if not folder.exists():
+            folder.mkdir(parents=True)
+            for path, text in _corpus(count, rng, vocabulary):
+                (folder / path).write_text(text, "utf-8")
+        result = store.index(scope, BucketFolderSource(root), IndexOptions())
+        if result.errors:
+            raise RuntimeError(f"{scope}: {result.errors[:3]}")
+    rng = random.Random(11)
     queries = [
         " ".join(rng.choice(vocabulary) for _ in range(3))
         for _ in range(args.warmup + args.iterations)
@@ -156,7 +167,7 @@ def main(args: argparse.Namespace) -> None:
             store = make()
             try:
                 log(f"{label}: indexing ...")
-                own, libraries, texts = _fill(store, args)  # each write waits for its refresh
+                own, libraries, texts = _fill(store, args, folder / "bucket")
                 results[label] = _measure(store, args, own, libraries, texts)
             finally:
                 store.close()

@@ -13,6 +13,7 @@
     kb rm PATH --agent A --context C --api-url URL
     kb serve ROOT [--host 127.0.0.1] [--port 8080] [--poll-interval 1.0] [--allow-writes]
     kb mcp --agent A --context C [--cross-context] [--transport stdio|http] [--allow-reindex]
+           [--shared-library CONTEXT ...]
 
 ``search``, ``status``, ``documents``, ``reindex`` and ``mcp`` take ``--api-url URL`` to
 use a deployed stack (or another ``kb serve``) through ``knowledge.client`` instead of a
@@ -360,6 +361,7 @@ def _cmd_mcp(args: argparse.Namespace) -> int:
             "the reindex tool asks a server to re-index from its source; give --api-url "
             "(a kb serve or the deployed stack)",
         )
+    libraries = _mcp_libraries(args)
     with closing(_open_reader(args)) as backend:
         reindex = None
         if args.allow_reindex and isinstance(backend, KnowledgeClient):
@@ -373,7 +375,7 @@ def _cmd_mcp(args: argparse.Namespace) -> int:
             host=args.host,
             port=args.port,
             reindex=reindex,
-            shared_libraries=_mcp_libraries(args),
+            shared_libraries=libraries,
         )
     return EXIT_OK
 
