@@ -39,7 +39,7 @@ def section_text(result: dict[str, Any]) -> str:
         f"{corpus['libraries']} granted libraries of {corpus['documents_per_library']} each "
         "(seeded random words), searched with the libraries included, "
         f"{corpus['max_results']} results, {corpus['iterations']} queries per mode. "
-        "`one query` is the product (`knowledge.scope_set`: one filter over the scope set); "
+        "`one query` is the product (`knowledge.core.scope_set`: one filter over the scope set); "
         f"`N searches` is round 9's way, rebuilt in the bench: {scopes} searches "
         "(the agent's, then each library's) merged by score. The two take turns on every "
         "query (the first alternating), so both see the same machine; ratio = one query's "

@@ -2,7 +2,7 @@
 
 Round 9 searched the agent's scope and then each granted library apart and merged the
 lists by score (``n-search`` here, rebuilt from that code); the product now runs one
-query over the scope set (``knowledge.scope_set``). Both answer the same request: the
+query over the scope set (``knowledge.core.scope_set``). Both answer the same request: the
 agent's scope (``--own-docs`` documents) and ``--libraries`` library scopes
 (``--library-docs`` each), a synthetic corpus of seeded random words (latency does not
 need real text). Per store and mode the two are timed in turns (the first of each pair
@@ -65,9 +65,10 @@ def _fill(
 ) -> tuple[Any, tuple[Any, ...], list[str]]:
     """Write the corpus under ``root`` (``<agent>/<context>/``) and index each scope in one
     run (one write session: the node refreshes once per scope, not per document)."""
-    from knowledge.model import IndexOptions
-    from knowledge.scope import KnowledgeScope
-    from knowledge.sources.local import BucketFolderSource
+    from knowledge.core.model import IndexOptions
+    from knowledge.core.scope import KnowledgeScope
+    from knowledge.ingest.pipeline import index_source
+    from knowledge.ingest.sources.local import BucketFolderSource
 
     rng = random.Random(7)
     vocabulary = [f"w{n}" for n in range(3000)]
@@ -79,7 +80,7 @@ def _fill(
             folder.mkdir(parents=True)
             for path, text in _corpus(count, rng, vocabulary):
                 (folder / path).write_text(text, "utf-8")
-        result = store.index(scope, BucketFolderSource(root), IndexOptions())
+        result = index_source(store, scope, BucketFolderSource(root), IndexOptions())
         if result.errors:
             raise RuntimeError(f"{scope}: {result.errors[:3]}")
     rng = random.Random(11)
@@ -93,8 +94,8 @@ def _fill(
 def _measure(
     store: Any, args: argparse.Namespace, own: Any, libraries: tuple[Any, ...], texts: list[str]
 ) -> dict[str, Any]:
-    from knowledge.model import SearchMode, SearchQuery
-    from knowledge.shared import SharedLibraryStore
+    from knowledge.core.model import SearchMode, SearchQuery
+    from knowledge.search.shared import SharedLibraryStore
 
     one_query = SharedLibraryStore(store, libraries)
     answers: dict[str, Any] = {}

@@ -17,13 +17,13 @@ from typing import Any
 import pytest
 
 from knowledge.client import AccessDeniedError, KnowledgeClient
-from knowledge.errors import NotFoundError, ValidationError
+from knowledge.core.errors import NotFoundError, ValidationError
+from knowledge.core.model import SearchMode, SearchQuery
+from knowledge.core.scope import KnowledgeScope
 from knowledge.local.server import LocalServer
-from knowledge.model import SearchMode, SearchQuery
-from knowledge.scope import KnowledgeScope
-from knowledge.shared import SharedGrants
-from knowledge.store import KnowledgeStore
-from knowledge.tool import KnowledgeSearchTool, ToolContext
+from knowledge.search.shared import SharedGrants
+from knowledge.search.tool import KnowledgeSearchTool, ToolContext
+from knowledge.stores.protocol import KnowledgeStore
 
 OPS = KnowledgeScope("ops-bot", "runbooks")
 SUPPORT = KnowledgeScope("support-bot", "faq")

@@ -8,12 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from knowledge.errors import ValidationError
-from knowledge.model import IndexOptions, SearchMode, SearchQuery
-from knowledge.scope import KnowledgeScope
-from knowledge.shared import SHARED_CONTEXT_KEY, SharedGrants, SharedLibraryStore
-from knowledge.sources.local import BucketFolderSource
-from knowledge.store import KnowledgeStore
+from knowledge.core.errors import ValidationError
+from knowledge.core.model import IndexOptions, SearchMode, SearchQuery
+from knowledge.core.scope import KnowledgeScope
+from knowledge.ingest.pipeline import index_source
+from knowledge.ingest.sources.local import BucketFolderSource
+from knowledge.search.shared import SHARED_CONTEXT_KEY, SharedGrants, SharedLibraryStore
+from knowledge.stores.protocol import KnowledgeStore
 
 OPS = KnowledgeScope("ops-bot", "runbooks")
 SUPPORT = KnowledgeScope("support-bot", "faq")
@@ -33,7 +34,7 @@ def library_bucket(bucket: Path, store: KnowledgeStore) -> None:
         folder.mkdir(parents=True, exist_ok=True)
         (folder / name).write_text(text, "utf-8")
     for scope in (LIBRARY, OTHER_LIBRARY, OPS, SUPPORT):
-        result = store.index(scope, BucketFolderSource(bucket), IndexOptions())
+        result = index_source(store, scope, BucketFolderSource(bucket), IndexOptions())
         assert result.errors == ()
 
 
@@ -70,7 +71,7 @@ def test_granted_and_not_granted(store: KnowledgeStore, bucket: Path, mode: Sear
     assert first + rest == found(store, "ops-bot", mode, max_results=3)
 
 
-# --- one store query over the scope set (knowledge.scope_set) ----------------------------
+# --- one store query over the scope set (knowledge.core.scope_set) ----------------------------
 
 RUNBOOKS = {
     "deploy.md": "# Deploy\n\nHow to deploy the gateway. Rollback with helm if the deploy fails.",
@@ -99,7 +100,7 @@ def rich_bucket(bucket: Path, store: KnowledgeStore) -> None:
         folder.mkdir(parents=True, exist_ok=True)
         (folder / name).write_text(text, "utf-8")
     for scope in {scope for scope, _, _ in files}:
-        assert store.index(scope, BucketFolderSource(bucket), IndexOptions()).errors == ()
+        assert index_source(store, scope, BucketFolderSource(bucket), IndexOptions()).errors == ()
 
 
 def ranked(

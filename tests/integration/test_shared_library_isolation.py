@@ -1,4 +1,4 @@
-"""Term statistics of a search over the scope set (``knowledge.scope_set``) are no side
+"""Term statistics of a search over the scope set (``knowledge.core.scope_set``) are no side
 channel between agents where the store isolates agents (memory; embedded
 ``isolation="agent"``; OpenSearch ``index_per_agent``): with its shared library included,
 agent A's scores depend neither on agent B's documents nor, for the library's hits, on
@@ -13,16 +13,17 @@ from pathlib import Path
 import pytest
 from opensearch_index import NodeIndex
 
+from knowledge.core.model import SearchMode, SearchQuery
+from knowledge.core.scope import KnowledgeScope
+from knowledge.core.scope_set import SHARED_CONTEXT_KEY
+from knowledge.core.source import SourceDocument
 from knowledge.embedding.hashing import HashingEmbedder
-from knowledge.model import SearchMode, SearchQuery
-from knowledge.scope import KnowledgeScope
-from knowledge.scope_set import SHARED_CONTEXT_KEY
-from knowledge.shared import SharedLibraryStore
-from knowledge.source import SourceDocument
-from knowledge.store import KnowledgeStore
+from knowledge.ingest.pipeline import upsert_document
+from knowledge.search.shared import SharedLibraryStore
 from knowledge.stores.embedded import EmbeddedKnowledgeStore
 from knowledge.stores.memory import MemoryKnowledgeStore
 from knowledge.stores.opensearch import OpenSearchKnowledgeStore
+from knowledge.stores.protocol import KnowledgeStore
 
 pytestmark = pytest.mark.integration
 
@@ -85,13 +86,13 @@ def fill(store: KnowledgeStore) -> None:
         "t.md": "# T\n\ntapir",
         "x.md": "# X\n\nnone",
     }.items():
-        assert store.upsert_document(PROBER, document(path, text)).ok
+        assert upsert_document(store, PROBER, document(path, text)).ok
     for path, text in {
         "lib-m.md": "# Playbook\n\nmarmot marmot drill",
         "lib-t.md": "# Playbook\n\ntapir drill",
         "lib-x.md": "# Playbook\n\nother drill",
     }.items():
-        assert store.upsert_document(LIBRARY, document(path, text)).ok
+        assert upsert_document(store, LIBRARY, document(path, text)).ok
 
 
 @pytest.mark.parametrize("kind", STORES)
@@ -102,7 +103,7 @@ def test_another_agents_documents_change_nothing_an_agent_measures(
     fill(store)
     before = probe(store)
     for i in range(20):
-        assert store.upsert_document(VICTIM, document(f"b{i}.md", "# B\n\ntapir tapir")).ok
+        assert upsert_document(store, VICTIM, document(f"b{i}.md", "# B\n\ntapir tapir")).ok
     after = probe(store)
     if kind in ISOLATED:
         assert after == before
@@ -120,7 +121,7 @@ def test_the_librarys_hits_are_scored_over_the_library_alone(
     # agent-a's own corpus grows with "tapir": its own scores move, the library's do not
     # relative to each other (the library keeps its own statistics).
     for i in range(20):
-        assert store.upsert_document(PROBER, document(f"a{i}.md", "# A\n\ntapir tapir")).ok
+        assert upsert_document(store, PROBER, document(f"a{i}.md", "# A\n\ntapir tapir")).ok
     after = probe(store)
     # lib-m / lib-t before and after, cross-multiplied (a score may round to 0).
     kept = before["lib-m.md"] * after["lib-t.md"]

@@ -1,14 +1,14 @@
-"""The scope set of a search (``knowledge.scope_set``) and what each store builds of it:
+"""The scope set of a search (``knowledge.core.scope_set``) and what each store builds of it:
 pure functions, tested as data."""
 
 from __future__ import annotations
 
 import pytest
 
-from knowledge.errors import ValidationError
-from knowledge.model import SearchQuery
-from knowledge.scope import KnowledgeScope
-from knowledge.scope_set import (
+from knowledge.core.errors import ValidationError
+from knowledge.core.model import SearchQuery
+from knowledge.core.scope import KnowledgeScope
+from knowledge.core.scope_set import (
     MAX_SHARED_LIBRARIES,
     SHARED_CONTEXT_KEY,
     check_libraries,
@@ -17,7 +17,8 @@ from knowledge.scope_set import (
     searched_scopes,
 )
 from knowledge.stores.embedded.candidates import pairs_condition, scope_condition
-from knowledge.stores.opensearch.queries import searched_scope_filters, vector_search_body
+from knowledge.stores.opensearch.queries import vector_search_body
+from knowledge.stores.opensearch.query_filters import searched_scope_filters
 
 OPS = KnowledgeScope("ops-bot", "runbooks")
 PLAYBOOKS = KnowledgeScope("_shared", "playbooks")

@@ -1,4 +1,4 @@
-"""knowledge.tool: the KnowledgeSearch tool's messages, parameters, format and schema."""
+"""knowledge.search.tool: the KnowledgeSearch tool's messages, parameters, format and schema."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from knowledge.errors import (
+from knowledge.core.errors import (
     AccessDeniedError,
     ConfigurationError,
     EmbeddingError,
@@ -17,9 +17,9 @@ from knowledge.errors import (
     UnsupportedModeError,
     ValidationError,
 )
-from knowledge.model import SearchMode, SearchQuery, SearchResult
-from knowledge.scope import KnowledgeScope
-from knowledge.tool import (
+from knowledge.core.model import SearchMode, SearchQuery, SearchResult
+from knowledge.core.scope import KnowledgeScope
+from knowledge.search.tool import (
     TOOL_DESCRIPTION,
     TOOL_NAME,
     KnowledgeSearchTool,
@@ -485,12 +485,13 @@ def test_an_error_keeps_its_cause_for_the_host_never_in_the_model_text(
     assert tool.run({"query": "x"}, context(FakeStore())).cause is None
 
 
-# --- the shared library (knowledge.shared, knowledge.scope_set) -----------------------------
+# --- the shared library (knowledge.search.shared, knowledge.core.scope_set) ---------------
 
 
 def _library_store() -> Any:
-    from knowledge.shared import SharedLibraryStore
-    from knowledge.source import SourceDocument
+    from knowledge.core.source import SourceDocument
+    from knowledge.ingest.pipeline import upsert_document
+    from knowledge.search.shared import SharedLibraryStore
     from knowledge.stores.memory import MemoryKnowledgeStore
 
     store = MemoryKnowledgeStore()
@@ -499,7 +500,7 @@ def _library_store() -> Any:
         (KnowledgeScope("_shared", "playbooks"), "incident.md", "# Incident\n\nrollback playbook"),
     ):
         data = text.encode()
-        store.upsert_document(scope, SourceDocument(path, len(data), lambda d=data: d))
+        upsert_document(store, scope, SourceDocument(path, len(data), lambda d=data: d))
     return store, SharedLibraryStore(store, (KnowledgeScope("_shared", "playbooks"),))
 
 

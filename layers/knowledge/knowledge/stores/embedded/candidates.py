@@ -7,9 +7,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from knowledge.model import SearchQuery
-from knowledge.scope import KnowledgeScope
-from knowledge.scope_set import searched_scopes
+from knowledge.core.model import SearchQuery
+from knowledge.core.scope import KnowledgeScope
+from knowledge.core.scope_set import searched_scopes
 
 from .schema import load_json
 
@@ -48,7 +48,7 @@ def scope_condition(
 ) -> tuple[str, list[str]]:
     """The SQL condition (and its values) of what a search covers: the scope (agent and
     context, or agent only with ``cross_context``) or one of the query's shared libraries
-    (``knowledge.scope_set``). Every search read of chunks goes through it."""
+    (``knowledge.core.scope_set``). Every search read of chunks goes through it."""
     return pairs_condition(
         searched_scopes(scope, query.cross_context, query.shared_libraries), alias
     )

@@ -25,8 +25,8 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from knowledge.scope import KnowledgeScope
-from knowledge.stores.opensearch import queries
+from knowledge.core.scope import KnowledgeScope
+from knowledge.stores.opensearch import query_filters
 from knowledge.stores.opensearch.mapping import RECORD, RECORD_CHUNK
 
 SizeKey = tuple[str, KnowledgeScope, bool, tuple[KnowledgeScope, ...]]
@@ -76,7 +76,7 @@ def scope_chunks_body(
 ) -> dict[str, Any]:
     """A count of the chunk documents a search of ``scope`` (and its shared ``libraries``)
     filters to (no hits)."""
-    scope_filters = queries.searched_scope_filters(
+    scope_filters = query_filters.searched_scope_filters(
         scope, cross_context=cross_context, libraries=libraries
     )
     return {
