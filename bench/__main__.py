@@ -37,6 +37,7 @@ COMMANDS = {
     "hashing-variants": "a probe: richer hashing embedders (stop words, stems, dimensions)",
     "rerank": "search latency with the Bedrock reranking stage (fake endpoint) vs without",
     "repo-sync": "a 5,000-file Git repository synced, then after a one-file commit",
+    "shared-library": "a granted agent's search with its libraries: one store query vs N",
     "report": "write bench/REPORT.md and the plots from bench/results/*.json",
 }
 
@@ -54,6 +55,7 @@ MODULES = {
     "hybrid-page": "hybrid_page",
     "hashing-variants": "hashing_variants",
     "repo-sync": "repo_sync",
+    "shared-library": "shared_library",
 }
 
 

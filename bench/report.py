@@ -1089,6 +1089,9 @@ def main(args: argparse.Namespace) -> None:
     from bench.report_repos import repos_section
 
     repos_section(report)
+    from bench.report_shared import shared_section
+
+    shared_section(report)
     text = _header(report) + "\n" + "\n".join(report.sections)
     args.output.write_text(text, encoding="utf-8")
     log(f"wrote {args.output}")

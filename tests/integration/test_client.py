@@ -416,6 +416,7 @@ def test_every_field_of_a_query_reaches_the_server(scripted: _Scripted) -> None:
         "max_chunks_per_document",
         "filter",
         "group_by",
+        "shared_libraries",  # never sent: the server's grant (the client refuses it)
     }, "a new query field: set it above and make the client send it"
     scripted.replies = [(200, {"query": query.text, "mode": "hybrid", "results": []}, {})]
     KnowledgeClient(scripted.url).search(KnowledgeScope("ops-bot", "runbooks"), query)

@@ -158,6 +158,10 @@ class KnowledgeClient:
     def search_response(
         self, scope: KnowledgeScope, query: SearchQuery, *, include_shared: bool | None = None
     ) -> SearchResponse:
+        if query.shared_libraries:  # the server builds the set from its grant
+            raise ValidationError(
+                "shared_libraries", "is the server's (its grant); pass include_shared instead"
+            )
         agent = segment(scope.agent)
         if query.cross_context:
             path = f"/v1/agents/{agent}/search"

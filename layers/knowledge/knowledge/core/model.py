@@ -17,6 +17,8 @@ from knowledge.core.errors import ValidationError
 from knowledge.core.filter_language import FilterNode, check_metadata_key, parse_filter
 from knowledge.core.formats import DOCUMENT_PATTERNS
 from knowledge.core.origin import FORMAT, ORIGIN, URL, check_origins
+from knowledge.core.scope import KnowledgeScope
+from knowledge.core.scope_set import check_libraries
 
 __all__ = [
     "DEFAULT_MAX_CHUNKS_PER_DOCUMENT",
@@ -147,6 +149,9 @@ class SearchQuery:
     ``group_by="document"`` answers one result per document, its best chunk, with the
     count of its matching chunks (``knowledge.ranking.grouping``); ``offset`` and
     ``max_results`` then count documents.
+    ``shared_libraries`` are ``_shared/<context>`` scopes searched in the same query as
+    the scope (``knowledge.core.scope_set``): set by the server from the operator's grant,
+    never from a request.
     """
 
     text: str
@@ -160,6 +165,7 @@ class SearchQuery:
     max_chunks_per_document: int = DEFAULT_MAX_CHUNKS_PER_DOCUMENT
     filter: FilterNode | None = None
     group_by: str | None = None
+    shared_libraries: tuple[KnowledgeScope, ...] = ()
 
     def __post_init__(self) -> None:
         if not isinstance(self.text, str) or not self.text.strip():
@@ -223,6 +229,8 @@ class SearchQuery:
         if isinstance(raw_filter, Mapping):
             object.__setattr__(self, "filter", parse_filter(raw_filter))
         parse_group_by(self.group_by)
+        if self.shared_libraries != ():
+            object.__setattr__(self, "shared_libraries", check_libraries(self.shared_libraries))
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,6 +16,7 @@
     kb serve ROOT [--host 127.0.0.1] [--port 8080] [--poll-interval 1.0] [--allow-writes]
     kb repo add|list|remove|sync [ROOT | --api-url URL] --agent A --context C ...
     kb mcp --agent A --context C [--cross-context] [--transport stdio|http] [--allow-reindex]
+           [--shared-library CONTEXT ...]
 
 ``search``, ``context``, ``status``, ``documents``, ``reindex``, ``repo`` and ``mcp`` take
 ``--api-url URL`` to use a deployed stack (or another ``kb serve``) through

@@ -298,6 +298,7 @@ def cmd_mcp(args: argparse.Namespace) -> int:
             "the reindex tool asks a server to re-index from its source; give --api-url "
             "(a kb serve or the deployed stack)",
         )
+    libraries = _mcp_libraries(args)
     with closing(open_reader(args)) as backend:
         reindex = None
         if args.allow_reindex and isinstance(backend, KnowledgeClient):
@@ -311,8 +312,20 @@ def cmd_mcp(args: argparse.Namespace) -> int:
             host=args.host,
             port=args.port,
             reindex=reindex,
+            shared_libraries=libraries,
         )
     return EXIT_OK
+
+
+def _mcp_libraries(args: argparse.Namespace) -> tuple[KnowledgeScope, ...]:
+    """``kb mcp --shared-library CONTEXT``: a local store's grant (a server has its own)."""
+    from knowledge.search.shared import SHARED_AGENT
+
+    if args.shared_library and args.api_url:
+        raise ValidationError(
+            "shared-library", "with --api-url the server's grant applies (kb serve --shared-grant)"
+        )
+    return tuple(KnowledgeScope(SHARED_AGENT, c) for c in args.shared_library or ())
 
 
 def cmd_serve(args: argparse.Namespace) -> int:

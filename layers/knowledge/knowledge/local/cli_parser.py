@@ -265,6 +265,12 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="also offer the knowledge_reindex tool (needs --api-url); off by default",
     )
+    mcp.add_argument(
+        "--shared-library",
+        action="append",
+        metavar="CONTEXT",
+        help="local store: the search also covers the shared library _shared/CONTEXT",
+    )
     mcp.set_defaults(handler=cmd_mcp)
 
     serve = commands.add_parser(

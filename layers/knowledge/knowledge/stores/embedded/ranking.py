@@ -16,6 +16,8 @@ from dataclasses import dataclass
 
 from knowledge.core.errors import EmbeddingError
 from knowledge.core.model import MAX_MAX_RESULTS, SearchMode, SearchQuery, SearchResult
+from knowledge.core.scope import KnowledgeScope
+from knowledge.core.scope_set import library_hit, marked
 from knowledge.embedding.base import EmbeddingClient
 from knowledge.ranking.fusion import (
     Fused,
@@ -28,7 +30,7 @@ from knowledge.ranking.fusion import (
     vector_only,
 )
 
-from .candidates import Candidate
+from .candidates import Candidate, ChunkKey
 from .schema import Identity, load_json
 
 __all__ = [
@@ -41,9 +43,9 @@ __all__ = [
 ]
 
 
-def document_of(key: tuple[str, int, str]) -> tuple[str, str]:
-    """The document of a candidate key ``(path, chunk_index, context)``."""
-    return key[2], key[0]
+def document_of(key: ChunkKey) -> tuple[str, str, str]:
+    """The document of a candidate key ``(path, chunk_index, context, agent)``."""
+    return key[3], key[2], key[0]
 
 
 DEEPEST = candidate_count(MAX_MAX_RESULTS)
@@ -57,7 +59,7 @@ def read_deeper(
     *,
     limit: int,
     chosen: int,
-    fused: list[Fused[tuple[str, int, str]]],
+    fused: list[Fused[ChunkKey]],
     keyword: list[Candidate],
     vector: list[Candidate],
 ) -> bool:
@@ -95,7 +97,7 @@ class Fusion:
         vector: list[Candidate],
         *,
         cjk_query: bool = False,
-    ) -> list[Fused[tuple[str, int, str]]]:
+    ) -> list[Fused[ChunkKey]]:
         if mode is SearchMode.KEYWORD:
             return keyword_only({c.key: c.score for c in keyword})
         kept = above_floor({c.key: c.score for c in vector}, self.floor)
@@ -135,16 +137,21 @@ def unit_query_vector(
 
 
 def search_results(
-    chosen: list[Fused[tuple[str, int, str]]],
-    rowids: dict[tuple[str, int, str], int],
+    chosen: list[Fused[ChunkKey]],
+    rowids: dict[ChunkKey, int],
     rows: dict[int, tuple[str, int, str, str]],
-    counts: dict[tuple[str, int, str], int] | None = None,
+    scope: KnowledgeScope,
+    libraries: tuple[KnowledgeScope, ...],
+    *,
+    counts: dict[ChunkKey, int] | None = None,
 ) -> list[SearchResult]:
     """The chosen candidates as results, from their chunk rows (``candidates.chunk_rows``);
+    a hit of one of the query's shared ``libraries`` names it (``core.scope_set.marked``);
     ``counts``: a grouped search's ``matching_chunks`` by key (``ranking.grouping``)."""
     results = []
     for fused in chosen:
         path, chunk_index, content, metadata = rows[rowids[fused.key]]
+        library = library_hit(scope, libraries, fused.key[3], fused.key[2])
         results.append(
             SearchResult(
                 document_path=path,
@@ -153,7 +160,7 @@ def search_results(
                 score=fused.score,
                 keyword_score=fused.keyword_score,
                 vector_score=fused.vector_score,
-                metadata=load_json(metadata),
+                metadata=marked(load_json(metadata), library),
                 matching_chunks=None if counts is None else counts.get(fused.key),
             )
         )

@@ -14,7 +14,9 @@ the embedder's, ``fusion.hybrid_weights``) or ``fusion.fuse_rrf`` with ``fusion=
 then ``fusion.select`` (per-document cap, ``offset``, ``max_results``). The query is
 embedded once per search, only in vector and hybrid modes, and before the read snapshot is
 taken. A query whose embedding is the zero vector finds nothing on the vector side. Ties
-rank by (path, chunk index, context).
+rank by (path, chunk index, context, agent). A query's shared libraries
+(``knowledge.core.scope_set``) are part of the same scope condition, each side's candidates
+of every scope ranked together.
 
 **Embedder identity.** The first chunk written to a file records what made its
 vectors: the embedder's name and dimension, or "no embedder (keyword only)". A store
@@ -327,7 +329,7 @@ class EmbeddedKnowledgeStore:
                 limit = DEEPEST
             rowids = {c.key: c.rowid for c in (*keyword, *vector)}
             rows = chunk_rows(conn, [rowids[f.key] for f in chosen])
-        return search_results(chosen, rowids, rows, counts)
+        return search_results(chosen, rowids, rows, scope, query.shared_libraries, counts=counts)
 
     def list_scopes(self) -> list[KnowledgeScope]:
         """Every scope with at least one document or problem, sorted (index-only queries)."""

@@ -52,6 +52,7 @@ from knowledge.core.errors import EmbeddingError, EmbeddingMismatchError, StoreE
 from knowledge.core.model import MAX_MAX_RESULTS, SearchMode, SearchQuery, SearchResult
 from knowledge.core.path_filters import matches_file_patterns
 from knowledge.core.scope import KnowledgeScope
+from knowledge.core.scope_set import library_hit, marked
 from knowledge.embedding.base import EmbeddingClient
 from knowledge.embedding.hashing import HashingEmbedder
 from knowledge.ranking.analysis import has_cjk
@@ -71,6 +72,7 @@ from knowledge.stores.opensearch import answers, queries, query_filters
 from knowledge.stores.opensearch.answers import item_reason
 from knowledge.stores.opensearch.connection import Connection
 from knowledge.stores.opensearch.mapping import (
+    AGENT,
     CHUNK_INDEX,
     CONTENT,
     CONTEXT,
@@ -136,17 +138,32 @@ def _checked(embedder: EmbeddingClient, vector: Sequence[float]) -> Sequence[flo
 
 
 def _scope_chunks(
-    connection: Connection, index: str, scope: KnowledgeScope, cross_context: bool, action: str
+    connection: Connection, index: str, scope: KnowledgeScope, query: SearchQuery, action: str
 ) -> int | None:
-    """The chunks a search of ``scope`` filters to, read from the index (kept a while)."""
+    """The chunks a search of ``scope`` (and the query's shared libraries) filters to,
+    read from the index (kept a while)."""
+    cross, libraries = query.cross_context, query.shared_libraries
 
     def count() -> int | None:
-        body = scope_chunks_body(scope, cross_context=cross_context)
+        body = scope_chunks_body(scope, cross_context=cross, libraries=libraries)
         return parse_chunk_total(
             connection.search(index, f"{action}: count", body, filter_path="hits.total")
         )
 
-    return connection.scope_sizes.get((index, scope, cross_context), count)
+    return connection.scope_sizes.get((index, scope, cross, libraries), count)
+
+
+def _metadata_pairs(connection: Connection, index: str) -> bool:
+    """Whether the searched index (or every one of a comma-separated list: a per-agent
+    index and the shared library's) holds metadata as key/value terms; indexes of two
+    schemas are refused, since one filter could not match both."""
+    kinds = {connection.metadata_pairs(name) for name in index.split(",")}
+    if len(kinds) > 1:
+        raise StoreError(
+            f"indexes {index} hold metadata in two layouts; reindex the older one "
+            "(docs/deploy.md) before searching them together"
+        )
+    return kinds.pop()
 
 
 def search(
@@ -158,8 +175,10 @@ def search(
     query: SearchQuery,
     mode: SearchMode,
 ) -> list[SearchResult]:
-    """Search one scope (or every context of its agent with ``cross_context``) of
-    ``index``; the index exists and ``mode`` is supported."""
+    """Search one scope (or every context of its agent with ``cross_context``) and the
+    query's shared libraries (``knowledge.core.scope_set``) of ``index`` (with per-agent
+    indexes, the caller's and the library owner's, comma-separated: one request over
+    both); the indexes exist and ``mode`` is supported."""
     config = connection.config
     filters = query_filters.query_filters(
         scope,
@@ -167,13 +186,16 @@ def search(
         file_patterns=query.file_patterns,
         metadata=query.metadata,
         search_filter=query.filter,
-        metadata_pairs=connection.metadata_pairs(index),
+        metadata_pairs=_metadata_pairs(connection, index),
+        libraries=query.shared_libraries,
     )
     vector: Sequence[float] | None = None
     if mode is not SearchMode.KEYWORD:
         assert embedder is not None  # the store checked the mode
         vector = embed_query(embedder, query.text)
     action = f"search {scope}" + (" (all contexts)" if query.cross_context else "")
+    if query.shared_libraries:
+        action += f" and {len(query.shared_libraries)} shared library scope(s)"
     sources: dict[str, Mapping[str, Any]] = {}
 
     def scores_of(hits: Sequence[answers.Hit]) -> dict[str, float]:
@@ -203,9 +225,7 @@ def search(
     # A big scope is walked with a longer candidate list (scope_size.ef_search_for).
     ef_search = config.ef_search
     if vector is not None and ef_search > 0:
-        ef_search = ef_search_for(
-            ef_search, _scope_chunks(connection, index, scope, query.cross_context, action)
-        )
+        ef_search = ef_search_for(ef_search, _scope_chunks(connection, index, scope, query, action))
     # Vector candidates below it are none (fusion.above_floor): the embedder's floor.
     floor = 0.0 if embedder is None else relevance_floor(embedder.name)
     needed = query.offset + query.max_results
@@ -298,8 +318,11 @@ def search(
         page = connection.search(index, action, queries.chunks_by_id_body(ids, filters))
         sources = {hit.id: hit.source for hit in answers.parse_hits(page)}
         chosen = [item for item in chosen if item.key in sources]
+    libraries = query.shared_libraries
     return [
-        replace(_result(sources[item.key], item), matching_chunks=counts.get(item.key))
+        replace(
+            _result(sources[item.key], item, scope, libraries), matching_chunks=counts.get(item.key)
+        )
         for item in chosen
     ]
 
@@ -371,8 +394,14 @@ def _document_of(source: Mapping[str, Any]) -> object:
     return (str(source.get(CONTEXT, "")), str(source.get(DOCUMENT_PATH, "")))
 
 
-def _result(source: Mapping[str, Any], item: Fused[str]) -> SearchResult:
+def _result(
+    source: Mapping[str, Any],
+    item: Fused[str],
+    scope: KnowledgeScope,
+    libraries: tuple[KnowledgeScope, ...],
+) -> SearchResult:
     metadata = source.get(METADATA)
+    library = library_hit(scope, libraries, str(source.get(AGENT)), str(source.get(CONTEXT)))
     return SearchResult(
         document_path=str(source.get(DOCUMENT_PATH, "")),
         chunk_index=int(source.get(CHUNK_INDEX, 0)),
@@ -380,5 +409,5 @@ def _result(source: Mapping[str, Any], item: Fused[str]) -> SearchResult:
         score=item.score,
         keyword_score=item.keyword_score,
         vector_score=item.vector_score,
-        metadata=metadata if isinstance(metadata, Mapping) else {},
+        metadata=marked(metadata if isinstance(metadata, Mapping) else {}, library),
     )
