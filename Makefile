@@ -78,13 +78,16 @@ sam-validate: $(SAM_STAMP)
 sam-build: $(SAM_STAMP)
 	$(PYTHON) tests/integration/sam_cli.py build
 
-## Re-resolve the layer's whole dependency tree (layers/knowledge/requirements.in) for the
-## Lambda runtime (CPython 3.12, arm64) into requirements.txt, pinned with hashes.
+## Re-resolve the layers' whole dependency trees (layers/knowledge/requirements.in, and
+## requirements-repos.in held to the first's versions) for the Lambda runtime (CPython 3.12,
+## arm64) into requirements.txt and requirements-repos.txt, pinned with hashes.
 LAYER_LOCK_FLAGS := --python-version 3.12 --python-platform aarch64-manylinux_2_28 \
 	--generate-hashes --emit-index-url --custom-compile-command "make layer-lock"
 layer-lock: $(STAMP)
 	$(BIN)/uv pip compile $(LAYER_LOCK_FLAGS) --quiet \
 		--output-file layers/knowledge/requirements.txt layers/knowledge/requirements.in
+	$(BIN)/uv pip compile $(LAYER_LOCK_FLAGS) --quiet \
+		--output-file layers/knowledge/requirements-repos.txt layers/knowledge/requirements-repos.in
 
 ## Security scan of template.yaml (checkov in .venv-checkov; the accepted findings are
 ## listed in tools/checkov/config.yaml and justified in docs/deploy.md section 12).

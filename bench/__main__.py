@@ -31,10 +31,13 @@ COMMANDS = {
     "korean-analysis": "Korean keyword analysis speed: MeCab-ko morphemes vs Hangul bigrams",
     "korean-cost": "node index bytes per chunk and keyword p50 on the Korean sets (and FAQ en)",
     "korean-variants": "Korean term-stream variants on the help-page and FAQ ko sets (a probe)",
+    "korean-ablation": "Korean sets: which part of the product's ranking costs it vs plain BM25",
     "hybrid-page": "hybrid: the page read as a second request vs one-request alternatives",
+    "grouping": "group_by document on the node: the product's grouping vs field collapse",
     "hashing-variants": "a probe: richer hashing embedders (stop words, stems, dimensions)",
     "rerank": "search latency with the Bedrock reranking stage (fake endpoint) vs without",
     "repo-sync": "a 5,000-file Git repository synced, then after a one-file commit",
+    "shared-library": "a granted agent's search with its libraries: one store query vs N",
     "ranking-cost": "embedded store: search p50 with origin/lesson weights and explain vs inert",
     "report": "write bench/REPORT.md and the plots from bench/results/*.json",
 }
@@ -49,9 +52,11 @@ MODULES = {
     "korean-analysis": "korean_analysis",
     "korean-cost": "korean_cost",
     "korean-variants": "korean_variants",
+    "korean-ablation": "korean_ablation",
     "hybrid-page": "hybrid_page",
     "hashing-variants": "hashing_variants",
     "repo-sync": "repo_sync",
+    "shared-library": "shared_library",
     "ranking-cost": "ranking_cost",
 }
 

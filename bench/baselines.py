@@ -59,13 +59,27 @@ class Fts5Baseline:
         self._db.executemany("INSERT INTO d VALUES (?, ?)", documents)
         self._trigram = tokenizer.startswith("trigram")
 
-    def ranking(self, query: str, depth: int) -> list[str]:
+    def scores(self, query: str) -> dict[str, float]:
+        """Every matching document's BM25 for ``query`` (higher is better), terms as in
+        ``ranking``."""
+        match = self._match(query)
+        if match is None:
+            return {}
+        rows = self._db.execute("SELECT path, -bm25(d) FROM d WHERE d MATCH ?", (match,))
+        return {path: float(score) for path, score in rows}
+
+    def _match(self, query: str) -> str | None:
         if self._analyse is not None:
             query = " ".join(self._analyse(query))
         words = [w for w in _WORD.findall(query.lower()) if not self._trigram or len(w) >= 3]
         if not words:
+            return None
+        return " OR ".join('"' + w.replace('"', '""') + '"' for w in dict.fromkeys(words))
+
+    def ranking(self, query: str, depth: int) -> list[str]:
+        match = self._match(query)
+        if match is None:
             return []
-        match = " OR ".join('"' + w.replace('"', '""') + '"' for w in dict.fromkeys(words))
         rows = self._db.execute(
             "SELECT path FROM d WHERE d MATCH ? ORDER BY bm25(d) LIMIT ?", (match, depth)
         ).fetchall()

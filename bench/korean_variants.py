@@ -27,6 +27,7 @@ from bench.baselines import Fts5Baseline
 from bench.environment import log, write_result
 from bench.faq import load_faq
 from bench.gimp_help import load_gimp_help
+from bench.gnome_apps_help import load_gnome_apps_help
 from bench.gnome_help import load_gnome_help
 from bench.manpages import Corpus
 from bench.metrics import document_ranking, evaluate
@@ -124,6 +125,26 @@ def _no_short(run: str) -> tuple[str, ...]:
     return kept or base
 
 
+@lru_cache(maxsize=65536)
+def _compound_no1(run: str) -> tuple[str, ...]:
+    """The run's terms with the one-syllable parts of a compound left out, on both sides
+    ("글꼴" -> 글꼴, not 글 and 꼴; "편집기" -> 편집, 편집기): a part such as 글 or 기
+    matches nearly every page of a manual."""
+    terms: list[str] = []
+    for surface, pos, kind, expression in _morphemes(run):
+        if not pos.startswith(text.KOREAN_TAGS):
+            continue
+        if kind == "Compound" and expression:
+            parts = [part.split("/")[0] for part in expression.split("+")]
+            terms.extend(part for part in parts if len(part) > 1)
+            terms.append(surface)
+        elif kind == "Inflect" and expression:
+            terms.append(expression.split("+")[0].split("/")[0])
+        else:
+            terms.append(surface)
+    return tuple(term for term in terms if term)
+
+
 VARIANTS: dict[
     str, tuple[Callable[[str], tuple[str, ...]] | None, Callable[[str], tuple[str, ...]] | None]
 ] = {
@@ -143,6 +164,7 @@ VARIANTS: dict[
     "mag": (_tags(("MAG",)), None),
     "mm": (_tags(("MM",)), None),
     "mag+mm": (_tags(("MAG", "MM")), None),
+    "compound-no1": (_compound_no1, None),
 }
 
 
@@ -189,6 +211,7 @@ CORPORA: dict[str, Callable[[], Corpus]] = {
     "help-union-ko": _union,
     "gnome-help-ko": load_gnome_help,
     "gimp-help-ko": load_gimp_help,
+    "gnome-apps-help-ko": load_gnome_apps_help,
     "faq-ko": lambda: load_faq("ko"),
 }
 

@@ -32,6 +32,7 @@ from bench.embedding_cache import CachingEmbedder
 from bench.environment import log, opensearch_node, write_result
 from bench.faq import load_faq
 from bench.gimp_help import load_gimp_help
+from bench.gnome_apps_help import load_gnome_apps_help
 from bench.gnome_help import load_gnome_help
 from bench.manpages import Corpus, Query, load_corpus
 from bench.metrics import document_ranking, evaluate, first_relevant_rank
@@ -232,10 +233,17 @@ def run(
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--corpus",
-        choices=("manpages", "faq-en", "faq-ko", "gimp-help-ko", "gnome-help-ko"),
+        choices=(
+            "manpages",
+            "faq-en",
+            "faq-ko",
+            "gimp-help-ko",
+            "gnome-help-ko",
+            "gnome-apps-help-ko",
+        ),
         default="manpages",
         help="man pages (--limit applies), the Debian FAQ questions in English / Korean, or "
-        "the Korean GIMP or GNOME help pages (titles as queries)",
+        "the Korean GIMP, GNOME or GNOME applications' help pages (titles as queries)",
     )
     parser.add_argument("--limit", type=int, default=300, help="pages (0 = all); default 300")
     parser.add_argument(
@@ -273,6 +281,8 @@ def main(args: argparse.Namespace) -> None:
         corpus = load_gimp_help()
     elif args.corpus == "gnome-help-ko":
         corpus = load_gnome_help()
+    elif args.corpus == "gnome-apps-help-ko":
+        corpus = load_gnome_apps_help()
     else:
         corpus = load_faq(language)
     log(f"corpus {corpus.name}: {corpus.documents} documents, {len(corpus.queries)} queries")

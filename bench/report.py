@@ -1048,6 +1048,9 @@ def main(args: argparse.Namespace) -> None:
     from bench.report_korean_help import korean_help_section  # likewise
 
     korean_help_section(report)
+    from bench.report_korean_sets import korean_sets_section  # likewise
+
+    korean_sets_section(report)
     indexing_section(report)
     latency_section(report)
     ranking_latency_section(report)
@@ -1086,6 +1089,9 @@ def main(args: argparse.Namespace) -> None:
     from bench.report_repos import repos_section
 
     repos_section(report)
+    from bench.report_shared import shared_section
+
+    shared_section(report)
     from bench.report_controls import controls_section
 
     controls_section(report)

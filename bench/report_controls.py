@@ -1,4 +1,4 @@
-"""``bench/REPORT.md`` section 11: the ranking controls of issue 29 (origin weights, lesson
+"""``bench/REPORT.md`` section 12: the ranking controls of issue 29 (origin weights, lesson
 cards, ``explain``): quality before and after with the neutral defaults
 (``bench/quality.py``, labels ``r10rank-before`` / ``r10rank-after``) and their cost
 (``bench/ranking_cost.py``)."""
@@ -12,7 +12,7 @@ from bench.report import Report, _met, _provenance, _table
 
 __all__ = ["controls_section", "section_text"]
 
-TITLE = "## 11. Ranking controls: origin weights, lesson cards, explain (issue 29)"
+TITLE = "## 12. Ranking controls: origin weights, lesson cards, explain (issue 29)"
 SETS = ("faq-ko", "faq-en", "manpages-300")
 COST = "ranking-cost"
 

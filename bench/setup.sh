@@ -74,6 +74,24 @@ if [ ! -e "$GNOME_HELP/usr/share/help/ko/gnome-help/index.page" ]; then
     dpkg-deb -x bench/data/debs/gnome-user-docs_*_all.deb "$GNOME_HELP"
 fi
 
+# The Korean help of GNOME applications (text editor, viewers, archive manager, terminal,
+# ...): the fourth help-pages benchmark (bench/gnome_apps_help.py). Only usr/share/help/ko/
+# of each package is unpacked; the list is bench/gnome_apps_help.py's PACKAGES.
+APPS_HELP=bench/data/debs/gnome-apps-help-ko
+APPS_PACKAGES=(baobab brasero-common cheese-common eog epiphany-browser-data evince-common
+    file-roller gedit-common ghex gnome-boxes gnome-calculator gnome-clocks gnome-logs
+    gnome-mines gnome-music gnome-sudoku gnome-system-monitor gnome-terminal-data totem-common)
+if [ ! -e "$APPS_HELP/.complete" ]; then
+    echo "bench/setup.sh: downloading the Korean help of ${#APPS_PACKAGES[@]} GNOME applications into $APPS_HELP"
+    rm -rf "$APPS_HELP" && mkdir -p "$APPS_HELP/debs"
+    (cd "$APPS_HELP/debs" && apt-get download "${APPS_PACKAGES[@]}")
+    for deb in "$APPS_HELP"/debs/*.deb; do
+        dpkg-deb --fsys-tarfile "$deb" | tar -x -C "$APPS_HELP" --wildcards './usr/share/help/ko/*'
+    done
+    rm -rf "$APPS_HELP/debs"
+    touch "$APPS_HELP/.complete"
+fi
+
 PYTHON="${PYTHON:-python3}"
 VENV=.venv-bench
 STAMP="$VENV/.installed-bench"

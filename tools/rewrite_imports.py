@@ -77,7 +77,7 @@ MOVES: dict[str, str] = {
     "mcp_server": "local.mcp_server",
 }
 
-SUFFIXES = {".py", ".pyi", ".md", ".toml", ".yaml", ".yml", ".txt", ".cfg", ".ini", ".json"}
+SUFFIXES = {".sh", ".py", ".pyi", ".md", ".toml", ".yaml", ".yml", ".txt", ".cfg", ".ini", ".json"}
 NAMES = {"Makefile", "run"}
 SKIP_DIRS = {"results", ".git", ".venv", ".venv-sam", ".venv-bench", "node_modules", "__pycache__", ".aws-sam"}
 SKIP_FILES = {Path(__file__).resolve()}

@@ -193,6 +193,23 @@ def _log_search(params: dict[str, str], response: ApiResponse) -> None:
     )
 
 
+def _log_context(params: dict[str, str], response: ApiResponse) -> None:
+    body = response.body
+    logger.info(
+        "context",
+        extra={
+            "agent": params["agent"],
+            "context": params.get("context", "*"),
+            "passages": len(body["passages"]),
+            "dropped": len(body["dropped"]),
+            "tokens": body["tokens"]["used"],
+            "max_tokens": body["tokens"]["max_tokens"],
+            "took_ms": body["took_ms"],
+        },
+    )
+    metrics.add_metric(name="ContextRequests", unit=MetricUnit.Count, value=1)
+
+
 def _log_status(params: dict[str, str], response: ApiResponse) -> None:
     logger.info(
         "status",
@@ -239,6 +256,8 @@ def _count(metric: str) -> Callable[[dict[str, str], ApiResponse], None]:
 _OBSERVED: dict[str, tuple[int, Callable[[dict[str, str], ApiResponse], None]]] = {
     "search": (200, _log_search),
     "agent_search": (200, _log_search),
+    "context": (200, _log_context),
+    "agent_context": (200, _log_context),
     "status": (200, _log_status),
     "documents": (200, _log_documents),
     "document": (200, _count("DocumentsRequests")),
@@ -247,7 +266,7 @@ _OBSERVED: dict[str, tuple[int, Callable[[dict[str, str], ApiResponse], None]]] 
     "delete_document": (202, _count("DocumentDeletes")),
     "upload": (200, _count("UploadGrants")),
 }
-_BUDGETED = frozenset({"search", "agent_search"})
+_BUDGETED = frozenset({"search", "agent_search", "context", "agent_context"})
 """Routes whose every call (OpenSearch, the query embedding) ends before the gateway's."""
 
 

@@ -429,6 +429,7 @@ def test_every_field_of_a_query_reaches_the_server(scripted: _Scripted) -> None:
         max_chunks_per_document=1,
         filter={"field": "year", "op": "gte", "value": 2024},
         weights=RankWeights({"shared": 0.5}, lesson=2.0, extra_lessons=0),
+        group_by="document",
     )
     known = {f.name for f in dataclasses.fields(SearchQuery)}
     assert known == {
@@ -443,6 +444,8 @@ def test_every_field_of_a_query_reaches_the_server(scripted: _Scripted) -> None:
         "max_chunks_per_document",
         "filter",
         "weights",
+        "group_by",
+        "shared_libraries",  # never sent: the server's grant (the client refuses it)
     }, "a new query field: set it above and make the client send it"
     scripted.replies = [(200, {"query": query.text, "mode": "hybrid", "results": []}, {})]
     KnowledgeClient(scripted.url).search(KnowledgeScope("ops-bot", "runbooks"), query)

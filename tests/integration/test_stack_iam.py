@@ -161,7 +161,12 @@ def run_both_functions(
         delete_document(indexer, scope, "b.md")
         (tmp_path / "c.md").write_text("# New\n\nfresh start", encoding="utf-8")
         reindex_source(indexer, scope, LocalDirectorySource(tmp_path))
+        library = KnowledgeScope("_shared", "playbooks")
+        upsert_document(indexer, library, document("p.md", "# Playbook\n\nrollback drill"))
         writes = proxy.take()
+        # Straight to the node (not recorded): the library's new index is searchable now.
+        refresh = f"{proxy.target}/{env['OPENSEARCH_INDEX']}*/_refresh"
+        urllib.request.urlopen(urllib.request.Request(refresh, method="POST"), timeout=30).close()
     finally:
         indexer.close()
     searcher = build_store(settings, env=env, embedder=HashingEmbedder())
@@ -169,6 +174,9 @@ def run_both_functions(
         for mode in SearchMode:
             assert isinstance(searcher.search(scope, SearchQuery("rollback", mode=mode)), list)
         searcher.search(scope, SearchQuery("rollback", cross_context=True))
+        for mode in SearchMode:  # a granted agent: its scope and its library in one request
+            query = SearchQuery("rollback", mode=mode, shared_libraries=(library,))
+            assert any(h.origin == "shared" for h in searcher.search(scope, query)), mode
         searcher.status(scope)
         searcher.stored_documents(scope)  # the reindex route lists what is indexed
         searcher.list_documents(scope, limit=1)  # the documents routes
@@ -208,6 +216,9 @@ def test_template_policies_allow_exactly_what_each_function_calls(
     assert writes
     assert reads
     assert any(p.endswith("/_msearch") for _, p in reads), "hybrid search uses _msearch"
+    # A granted agent's search reads its own index and the library's in one request.
+    both = f"/{index}-agent-ops-bot,{index}-agent-__shared/_search"
+    assert (both in {p for _, p in reads}) is per_agent
     assert root_calls(writes + reads) == []
     assert proxy.named_indexes == []
     for action, resource in requests_as_iam(writes):

@@ -264,6 +264,16 @@ def test_the_shared_library_on_opensearch(
         for r in answer["results"]
     }
     assert found == {("deploy.md", "upload", None), ("incident.md", "shared", "_shared/playbooks")}
+    # One query, normalised once: one best hit, the next below it (N searches gave both 1.0).
+    scores = [r["score"] for r in answer["results"]]
+    assert scores[0] == pytest.approx(1.0)
+    assert 0.0 <= scores[1] < scores[0]
+    pages = [search(f"{SCOPE_PATH}/search", max_results=1, offset=n)[1] for n in (0, 1)]
+    assert [p["results"][0]["document_path"] for p in pages] == [
+        r["document_path"] for r in answer["results"]
+    ]
+    status, answer = search(f"{SCOPE_PATH}/search", shared_libraries=["_shared/secret"])
+    assert (status, answer["field"]) == (400, "shared_libraries")
     status, answer = search("/v1/agents/ops-bot/search", include_shared=False)
     assert [r["document_path"] for r in answer["results"]] == ["deploy.md"]
     status, answer = search("/v1/agents/support-bot/contexts/faq/search", max_results=10)

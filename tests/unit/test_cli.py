@@ -635,3 +635,17 @@ def test_search_explain_and_weights(
     code, _, err = run([*argv, "--origin-weight", "vault=2"], capsys)
     assert code == 2
     assert "origin_weights" in err
+
+
+def test_mcp_shared_library_is_a_local_grant_only(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    scope = ["--agent", "ops-bot", "--context", "runbooks"]
+    args = build_parser().parse_args(["mcp", *scope, "--shared-library", "playbooks"])
+    assert args.shared_library == ["playbooks"]
+    assert build_parser().parse_args(["mcp", *scope]).shared_library is None
+    remote = ["mcp", *scope, "--api-url", "http://127.0.0.1:9", "--shared-library", "playbooks"]
+    assert main(remote) == 2
+    assert "the server's grant applies" in capsys.readouterr().err
+    assert main(["mcp", *scope_args(tmp_path / "k.db"), "--shared-library", "../x"]) == 2
+    assert "context" in capsys.readouterr().err

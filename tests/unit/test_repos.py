@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from knowledge.core.errors import ValidationError
@@ -68,3 +70,36 @@ def test_arn_credentials_only_where_accepted_and_never_shown() -> None:
     assert registration.public()["credential"] == "arn"
     assert arn not in str(registration.public())
     assert RepoRegistration.from_stored(registration.to_dict()) == registration
+
+
+def test_an_ssh_secret_is_the_key_or_json_with_the_key_and_known_hosts() -> None:
+    from knowledge.ingest.repos.fetch import RepoSyncError
+    from knowledge.ingest.repos.ssh import ssh_identity
+
+    pem = b"-----BEGIN OPENSSH PRIVATE KEY-----\nabc\n-----END OPENSSH PRIVATE KEY-----\n"
+    assert ssh_identity(pem) == (pem, None)
+    assert ssh_identity(None) == (None, None)
+    pinned = json.dumps({"private_key": pem.decode(), "known_hosts": "h ssh-ed25519 AAAA"})
+    assert ssh_identity(pinned.encode()) == (pem, "h ssh-ed25519 AAAA")
+    assert ssh_identity(json.dumps({"private_key": pem.decode()}).encode()) == (pem, None)
+    for bad in (
+        b"{not json",
+        b'{"key": "x"}',
+        b'{"private_key": "k", "known_hosts": 3}',
+        b'{"private_key": "k", "passphrase": "p"}',
+    ):
+        with pytest.raises(RepoSyncError) as refused:
+            ssh_identity(bad)
+        assert refused.value.kind == "credential"
+
+
+def test_known_hosts_may_be_left_to_the_secret_only_with_a_secret_arn() -> None:
+    arn = "arn:aws:secretsmanager:eu-west-1:123456789012:secret:kb-repo/docs-AbCdEf"
+    url = "ssh://git@h/o/r.git"
+    registration = RepoRegistration.from_request(
+        {"name": "r", "url": url, "credential": arn}, credential_kinds=("arn",)
+    )
+    assert registration.known_hosts is None
+    with pytest.raises(ValidationError) as refused:
+        RepoRegistration.from_request({"name": "r", "url": url, "credential": "file:/k"})
+    assert refused.value.field == "known_hosts"

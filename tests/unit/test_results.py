@@ -6,7 +6,14 @@ import pytest
 
 from knowledge.core.model import SearchResult
 from knowledge.ingest.chunking import MarkdownSectionChunker
-from knowledge.search.results import Passage, estimate_tokens, fit_budget, merge_adjacent
+from knowledge.search.results import (
+    CUT_MARKER,
+    Passage,
+    cut_text,
+    estimate_tokens,
+    fit_budget,
+    merge_adjacent,
+)
 
 TEXT = " ".join(f"Sentence number {i} explains one more step of the rollback." for i in range(40))
 
@@ -62,12 +69,32 @@ def test_fit_budget_keeps_what_fits_in_rank_order() -> None:
     assert fit_budget(passages, 10_000) == (passages, 0)
 
 
-def test_fit_budget_cuts_the_first_passage_when_nothing_fits() -> None:
-    kept, dropped = fit_budget([_passage("a", 4000, 0.9), _passage("b", 4000, 0.8)], 50)
+def test_fit_budget_cuts_the_first_passage_at_a_sentence_end_when_nothing_fits() -> None:
+    sentences = "The pod restarts. It reads its config again! Then it serves? " * 100
+    text = Passage("a", 0, 0, sentences, 0.9)
+    kept, dropped = fit_budget([text, _passage("b", 4000, 0.8)], 50)
     assert dropped == 1
     assert len(kept) == 1
-    assert kept[0].content.endswith("[...]")
+    assert kept[0].cut
+    assert kept[0].content.endswith(CUT_MARKER)
+    body = kept[0].content.removesuffix(CUT_MARKER)
+    assert body.endswith(("restarts.", "again!", "serves?"))
     assert estimate_tokens(kept[0].content) <= 50
+
+
+def test_a_cut_ends_at_a_line_end_never_inside_a_word() -> None:
+    lines = "\n".join(f"line {n} without a stop" for n in range(200))
+    # Three lines and the marker: (3 * 22 + 2 + 34) / 4 = 26 tokens; a fourth makes 32.
+    three = "line 0 without a stop\nline 1 without a stop\nline 2 without a stop"
+    assert cut_text(lines, 30) == three + CUT_MARKER
+    assert cut_text("1.5 and e.g.x are not ends " * 40, 40) is None  # no end: never mid-word
+    # 6 CJK characters + (2 + 34) / 4: 15 tokens; the second sentence makes 21.
+    assert cut_text("배포가 끝났다. 로그를 본다. " * 40, 16) == "배포가 끝났다." + CUT_MARKER
+
+
+def test_fit_budget_drops_a_first_passage_without_an_end_in_the_budget() -> None:
+    kept, dropped = fit_budget([_passage("a", 4000, 0.9), _passage("b", 4000, 0.8)], 50)
+    assert (kept, dropped) == ([], 2)
 
 
 @pytest.mark.parametrize("bad", [0, -1, 1.5, True])

@@ -240,6 +240,8 @@ def test_iam_mode_per_agent_policy_grants_only_the_tagged_agent() -> None:
     for method, path in [
         ("POST", "/v1/agents/ops-bot/contexts/runbooks/search"),
         ("POST", "/v1/agents/ops-bot/search"),
+        ("POST", "/v1/agents/ops-bot/contexts/runbooks/context"),
+        ("POST", "/v1/agents/ops-bot/context"),
         ("GET", "/v1/agents/ops-bot/contexts/runbooks/status"),
         ("GET", "/v1/agents/ops-bot/contexts/runbooks/documents"),
         ("GET", "/v1/agents/ops-bot/contexts/runbooks/documents/guides%2Fsetup.md"),
@@ -251,6 +253,8 @@ def test_iam_mode_per_agent_policy_grants_only_the_tagged_agent() -> None:
         ("POST", "/v1/agents/support-bot/search"),
         ("POST", "/v1/agents/ops-bot-2/search"),
         ("POST", "/v1/agents/ops/search"),
+        ("POST", "/v1/agents/support-bot/contexts/runbooks/context"),
+        ("POST", "/v1/agents/support-bot/context"),
         ("GET", "/v1/agents/support-bot/contexts/runbooks/status"),
         ("GET", "/v1/agents/support-bot/contexts/runbooks/documents"),
         ("GET", "/v1/agents/support-bot/contexts/runbooks/documents/a.md"),
@@ -300,7 +304,7 @@ def routes(stack: Stack) -> dict[str, dict[str, Any]]:
 
 def test_iam_mode_every_route_needs_sigv4() -> None:
     found = routes(Stack(TEMPLATE, CREATED))
-    assert len(found) == 15  # 7 read/reindex routes, 3 write routes, 5 repository routes
+    assert len(found) == 17  # 9 read/reindex routes, 3 write routes, 5 repository routes
     for key, route in found.items():
         assert route["AuthorizationType"] == "AWS_IAM", key
         assert "AuthorizerId" not in route

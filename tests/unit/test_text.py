@@ -15,7 +15,6 @@ from knowledge.ranking.analysis import (
     has_hangul,
     is_cjk,
     keyword_terms,
-    korean_terms,
     tokenize,
 )
 
@@ -226,7 +225,7 @@ sys.modules["mecab"] = None  # as on CPython 3.13, where python-mecab-ko is not 
 from knowledge.ranking import analysis as text
 print(json.dumps([text.KOREAN_MORPHEMES, text.ANALYSIS,
                   text.keyword_terms("배포실패 데비안은 한 k8s배포 Deploying"),
-                  text.korean_terms("배포실패 x"), sys.modules["mecab"] is not None]))
+                  sys.modules["mecab"] is not None]))
 """
 
 
@@ -242,11 +241,10 @@ def test_without_mecab_hangul_is_bigrams_and_the_analysis_says_so() -> None:
         check=True,
         timeout=120,
     )
-    morphemes, analysis, terms, korean, loaded = json.loads(probe.stdout)
+    morphemes, analysis, terms, loaded = json.loads(probe.stdout)
     assert morphemes is False
     assert analysis == "english-snowball-hangul-bigrams-v5"  # never the MeCab-ko one
     assert terms == ["배포", "포실", "실패", "데비", "비안", "안은", "k8s", "배포", "deploy"]
-    assert korean == ["배포", "포실", "실패"]
     assert loaded is False
 
 
@@ -283,22 +281,7 @@ def test_a_query_word_does_not_match_a_bigram_of_another_word() -> None:
     assert not set(keyword_terms("데비안은")) & set(keyword_terms("상자 안은 조용하다"))
 
 
-@pytest.mark.parametrize(
-    ("text", "expected"),
-    [
-        # Only the words that hold Hangul, all of their terms (Latin parts too).
-        ("k8s배포 the kernel 東京 데비안은", ["k8s", "배포", "데비안"]),
-        ("no Korean here 東京", []),
-        ("설치했다", ["설치"]),
-    ],
-)
-def test_korean_terms_are_the_terms_of_the_words_holding_hangul(
-    text: str, expected: list[str]
-) -> None:
-    assert korean_terms(text) == expected
-
-
-def test_keyword_terms_are_korean_terms_plus_the_other_words_terms() -> None:
+def test_keyword_terms_of_mixed_text_keep_every_script() -> None:
     text = "Debian 패키지를 설치했다: dpkg-reconfigure k8s배포 東京都"
     assert keyword_terms(text) == [
         "debian",
@@ -311,7 +294,6 @@ def test_keyword_terms_are_korean_terms_plus_the_other_words_terms() -> None:
         "東京",
         "京都",
     ]
-    assert korean_terms(text) == ["패키지", "설치", "k8s", "배포"]
 
 
 def test_korean_terms_are_the_same_in_every_thread() -> None:
@@ -383,7 +365,6 @@ def test_has_module_finds_a_module_and_a_blocked_one_is_missing() -> None:
 def test_a_one_letter_latin_part_of_a_hangul_word_is_dropped() -> None:
     # One character is not a term, also when it is glued to Hangul.
     assert keyword_terms("x배포") == keyword_terms("배포") == ["배포"]
-    assert korean_terms("x배포") == ["배포"]
 
 
 def test_has_module_is_false_when_the_lookup_fails() -> None:
@@ -405,14 +386,13 @@ def test_has_module_is_false_when_the_lookup_fails() -> None:
 def test_a_two_letter_latin_part_of_a_hangul_word_is_a_term() -> None:
     # Two characters are a term, also when they are glued to Hangul.
     assert keyword_terms("db배포") == ["db", "배포"]
-    assert korean_terms("db배포") == ["db", "배포"]
 
 
 def test_an_inflected_verb_or_adjective_gives_its_stem() -> None:
     # MeCab-ko reads "갔다" as 갔 (가/VV + 았/EP, one inflected form) + 다: the term is the
     # stem 가, never the inflected surface 갔; likewise for adjectives.
     assert keyword_terms("갔다 아름다운 가르쳐 예뻤다") == ["가", "아름답", "가르치", "예쁘"]
-    assert korean_terms("집에 갔다") == ["집", "가"]
+    assert keyword_terms("집에 갔다") == ["집", "가"]
 
 
 def test_a_dropped_morpheme_inside_a_run_does_not_end_it() -> None:

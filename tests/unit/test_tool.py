@@ -88,8 +88,8 @@ def test_no_scope(tool: KnowledgeSearchTool) -> None:
         ({"query": 5}, "Invalid parameter: query: must be a non-blank string"),
         (
             {"query": "x", "top_k": 3},
-            "Invalid parameter: top_k: is not a known property "
-            "(allowed: query, max_results, file_pattern, max_tokens, source_type)",
+            "Invalid parameter: top_k: is not a known property (allowed: query, "
+            "max_results, file_pattern, max_tokens, source_type, include_shared)",
         ),
         (
             {"query": "x", "max_results": 0},
@@ -285,8 +285,10 @@ def test_input_schema(tool: KnowledgeSearchTool) -> None:
         "file_pattern",
         "max_tokens",
         "source_type",
+        "include_shared",
     }
     assert schema["properties"]["source_type"]["enum"] == ["upload", "repo", "manual", "shared"]
+    assert schema["properties"]["include_shared"]["type"] == "boolean"
     assert schema["properties"]["query"]["type"] == "string"
     assert schema["properties"]["max_results"]["type"] == "integer"
     assert schema["properties"]["file_pattern"]["type"] == "string"
@@ -481,3 +483,56 @@ def test_an_error_keeps_its_cause_for_the_host_never_in_the_model_text(
     assert isinstance(invalid.cause, ValidationError)
     assert tool.run({"query": "x"}, context(None)).cause is None  # a refusal has no cause
     assert tool.run({"query": "x"}, context(FakeStore())).cause is None
+
+
+# --- the shared library (knowledge.search.shared, knowledge.core.scope_set) ---------------
+
+
+def _library_store() -> Any:
+    from knowledge.core.source import SourceDocument
+    from knowledge.ingest.pipeline import upsert_document
+    from knowledge.search.shared import SharedLibraryStore
+    from knowledge.stores.memory import MemoryKnowledgeStore
+
+    store = MemoryKnowledgeStore()
+    for scope, path, text in (
+        (SCOPE, "deploy.md", "# Deploy\n\nrollback the deploy"),
+        (KnowledgeScope("_shared", "playbooks"), "incident.md", "# Incident\n\nrollback playbook"),
+    ):
+        data = text.encode()
+        upsert_document(store, scope, SourceDocument(path, len(data), lambda d=data: d))
+    return store, SharedLibraryStore(store, (KnowledgeScope("_shared", "playbooks"),))
+
+
+def test_include_shared_defaults_to_the_grant_and_hits_name_their_library(
+    tool: KnowledgeSearchTool,
+) -> None:
+    plain, granted = _library_store()
+    default = tool.run({"query": "rollback"}, context(granted))
+    assert not default.is_error
+    assert "incident.md (score: 1.00, chunk: 0, origin: shared, library: playbooks)" in (
+        default.content
+    )
+    assert "deploy.md" in default.content
+    assert tool.run({"query": "rollback", "include_shared": True}, context(granted)) == default
+    alone = tool.run({"query": "rollback", "include_shared": False}, context(granted))
+    assert "incident.md" not in alone.content
+    assert "deploy.md" in alone.content
+    only = tool.run({"query": "rollback", "source_type": "shared"}, context(granted))
+    assert "incident.md" in only.content
+    assert "deploy.md" not in only.content
+    # A plain store knows no grant: leaving the library out is fine, asking for it is not.
+    assert tool.run({"query": "rollback", "include_shared": False}, context(plain)) == alone
+    refused = tool.run({"query": "rollback", "include_shared": True}, context(plain))
+    assert refused == ToolResult(
+        True, "Invalid parameter: include_shared: no shared library is granted to this agent"
+    )
+
+
+def test_a_bad_include_shared_is_an_invalid_parameter(tool: KnowledgeSearchTool) -> None:
+    _, granted = _library_store()
+    for value in ("yes", 1, 0, [True]):
+        result = tool.run({"query": "rollback", "include_shared": value}, context(granted))
+        assert result == ToolResult(
+            True, "Invalid parameter: include_shared: must be true or false"
+        )

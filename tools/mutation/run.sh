@@ -6,7 +6,7 @@
 # in a copy of the repository, .mutation/, with the package at src/knowledge, and with its
 # own venv, .venv-mutation, that has the dependencies but not the package itself.
 #   tools/mutation/run.sh                  every module in [tool.mutmut] only_mutate
-#   tools/mutation/run.sh "knowledge.scope*"   mutmut's own mutant-name filter; the figures
+#   tools/mutation/run.sh "knowledge.core.scope*"   mutmut's own mutant-name filter; the figures
 #                                              are merged with the other modules' last run
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -29,7 +29,7 @@ cp -r tests bench events examples functions docs layers tools template.yaml pypr
 # mutmut leaves decorated functions alone. text.py's two @lru_cache functions are pure (the
 # cache only saves time), so the copy drops the decorator and they are mutated too; it also
 # keeps a run's mutant from answering with results the unmutated code cached before the fork.
-sed -i '/^@lru_cache(/d' "$work/src/knowledge/text.py"
+sed -i '/^@lru_cache(/d' "$work/src/knowledge/ranking/analysis.py"
 cd "$work"
 "$venv/bin/mutmut" run "$@" || true   # survivors are the result, not a failure
 "$venv/bin/mutmut" results --all true > "$work/results.txt" || true

@@ -44,7 +44,7 @@ import urllib.parse
 import urllib.request
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from knowledge.client.answers import (
     ranking_fields,
@@ -75,6 +75,9 @@ from knowledge.core.model import (
     SearchResult,
 )
 from knowledge.core.scope import KnowledgeScope
+
+if TYPE_CHECKING:
+    from knowledge.search.prompt_context import PromptContext
 
 __all__ = [
     "AccessDeniedError",
@@ -174,6 +177,10 @@ class KnowledgeClient:
         """``search`` with what the server says it did; ``explain`` asks for the trace
         (``SearchResponse.explain``), ``origin_weights`` / ``lesson_weight`` override the
         deployment's ranking weights for this search (docs/ranking.md)."""
+        if query.shared_libraries:  # the server builds the set from its grant
+            raise ValidationError(
+                "shared_libraries", "is the server's (its grant); pass include_shared instead"
+            )
         agent = segment(scope.agent)
         if query.cross_context:
             path = f"/v1/agents/{agent}/search"
@@ -195,6 +202,36 @@ class KnowledgeClient:
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise ApiError(reply.status, f"unexpected search response: {exc}") from None
+
+    def context(
+        self,
+        scope: KnowledgeScope,
+        query: SearchQuery,
+        *,
+        max_tokens: int | None = None,
+        include_shared: bool | None = None,
+    ) -> PromptContext:
+        """The prompt block of a search (``POST .../context``,
+        ``knowledge.search.prompt_context``): passages with their citations within
+        ``max_tokens`` (``None``: the server's default), what the budget dropped, and the
+        tokens used."""
+        from knowledge.search.prompt_context import PromptContext
+
+        agent = segment(scope.agent)
+        if query.cross_context:
+            path = f"/v1/agents/{agent}/context"
+        else:
+            path = f"/v1/agents/{agent}/contexts/{segment(scope.context)}/context"
+        body = search_body(query)
+        if max_tokens is not None:
+            body["max_tokens"] = max_tokens
+        if include_shared is not None:
+            body["include_shared"] = bool(include_shared)
+        reply = self._call("POST", path, body)
+        try:
+            return PromptContext.from_dict(reply.body)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ApiError(reply.status, f"unexpected context response: {exc}") from None
 
     def status(self, scope: KnowledgeScope) -> IndexStatus:
         path = f"/v1/agents/{segment(scope.agent)}/contexts/{segment(scope.context)}/status"

@@ -53,6 +53,8 @@ def search_body(query: SearchQuery) -> dict[str, Any]:
         body["offset"] = query.offset
     if query.max_chunks_per_document != DEFAULT_MAX_CHUNKS_PER_DOCUMENT:
         body["max_chunks_per_document"] = query.max_chunks_per_document
+    if query.group_by is not None:
+        body["group_by"] = query.group_by
     body.update(weights_body(query.weights))  # knowledge.ranking.origin_weights
     return body
 
@@ -65,6 +67,7 @@ def result_of(item: Mapping[str, Any]) -> SearchResult:
     metadata = item.get("metadata") or {}
     if not isinstance(metadata, Mapping):
         raise TypeError("metadata is not an object")
+    matching = item.get("matching_chunks")  # a grouped search's (knowledge.ranking.grouping)
     return SearchResult(
         document_path=str(item["document_path"]),
         chunk_index=int(item["chunk_index"]),
@@ -75,6 +78,7 @@ def result_of(item: Mapping[str, Any]) -> SearchResult:
         metadata=metadata,
         rerank_score=optional("rerank_score"),
         search_score=optional("search_score"),
+        matching_chunks=None if matching is None else int(matching),
         extra=item.get("extra") is True,
     )
 

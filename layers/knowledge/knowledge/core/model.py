@@ -16,7 +16,10 @@ from typing import TYPE_CHECKING, Any
 from knowledge.core.errors import ValidationError
 from knowledge.core.filter_language import FilterNode, check_metadata_key, parse_filter
 from knowledge.core.formats import DOCUMENT_PATTERNS
+from knowledge.core.group_by import GROUP_BY_DOCUMENT, GROUP_BY_VALUES, parse_group_by
 from knowledge.core.origin import FORMAT, ORIGIN, URL, check_origins
+from knowledge.core.scope import KnowledgeScope
+from knowledge.core.scope_set import check_libraries
 
 if TYPE_CHECKING:
     from knowledge.core.rank_weights import RankWeights
@@ -24,6 +27,8 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_MAX_CHUNKS_PER_DOCUMENT",
     "DEFAULT_MAX_RESULTS",
+    "GROUP_BY_DOCUMENT",
+    "GROUP_BY_VALUES",
     "MAX_FILE_PATTERNS",
     "MAX_MAX_RESULTS",
     "MAX_QUERY_LENGTH",
@@ -42,6 +47,7 @@ __all__ = [
     "SearchQuery",
     "SearchResult",
     "capped_unread",
+    "parse_group_by",
     "unread_extension",
 ]
 
@@ -126,6 +132,12 @@ class SearchQuery:
     ``MAX_MAX_RESULTS``; pages of one query are slices of one stable order);
     ``max_chunks_per_document`` caps the chunks of any one document in the list (the
     document's best ones are kept), so one long document cannot fill every slot.
+    ``group_by="document"`` answers one result per document, its best chunk, with the
+    count of its matching chunks (``knowledge.ranking.grouping``); ``offset`` and
+    ``max_results`` then count documents.
+    ``shared_libraries`` are ``_shared/<context>`` scopes searched in the same query as
+    the scope (``knowledge.core.scope_set``): set by the server from the operator's grant,
+    never from a request.
     """
 
     text: str
@@ -138,6 +150,8 @@ class SearchQuery:
     offset: int = 0
     max_chunks_per_document: int = DEFAULT_MAX_CHUNKS_PER_DOCUMENT
     filter: FilterNode | None = None
+    group_by: str | None = None
+    shared_libraries: tuple[KnowledgeScope, ...] = ()
     weights: RankWeights | None = None
     """Origin and lesson weights (``knowledge.ranking.origin_weights``); ``None``: ``NEUTRAL``."""
 
@@ -202,6 +216,9 @@ class SearchQuery:
         raw_filter: object = self.filter
         if isinstance(raw_filter, Mapping):
             object.__setattr__(self, "filter", parse_filter(raw_filter))
+        parse_group_by(self.group_by)
+        if self.shared_libraries != ():
+            object.__setattr__(self, "shared_libraries", check_libraries(self.shared_libraries))
 
 
 @dataclass(frozen=True, slots=True)
@@ -236,6 +253,10 @@ class SearchResult:
 
     ``origin``, ``format`` and ``url`` are read from the metadata (``knowledge.core.origin``)
     and shown beside it in ``to_dict`` (``url`` ``None`` when the source has none).
+
+    ``matching_chunks`` is set by a grouped search (``SearchQuery.group_by``): how many
+    of the document's chunks matched (``knowledge.ranking.grouping``); ``to_dict`` shows it only
+    then.
     """
 
     document_path: str
@@ -247,6 +268,7 @@ class SearchResult:
     metadata: Mapping[str, Any] = field(default_factory=dict)
     rerank_score: float | None = None
     search_score: float | None = None
+    matching_chunks: int | None = None
     extra: bool = False
     """A lesson card appended past ``max_results`` (``knowledge.ranking.origin_weights``)."""
     explanation: Mapping[str, Any] | None = field(default=None, compare=False)
@@ -291,6 +313,8 @@ class SearchResult:
             shown["rerank_score"] = (
                 None if self.rerank_score is None else round(self.rerank_score, 6)
             )
+        if self.matching_chunks is not None:
+            shown["matching_chunks"] = self.matching_chunks
         return shown
 
 

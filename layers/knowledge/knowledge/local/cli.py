@@ -6,18 +6,22 @@
     kb search "query" --agent A --context C [--mode M] [-k N] [--min-score X]
               [--offset N] [--max-chunks-per-document N] [--pattern GLOB ...]
               [--meta KEY=VALUE ...] [--filter JSON] [--cross-context] [--json]
-    kb status --agent A --context C [--json]
+              [--group-by document]
+    kb context "query" --agent A --context C [--max-tokens N] [the search's options]
+    kb status --agent A --context C [--root ROOT] [--json]
     kb documents --agent A --context C [--limit N] [--cursor C] [--json]
     kb reindex --agent A --context C [--json]
     kb put FILE --agent A --context C --api-url URL [--path P] [--note] [--meta K=V ...]
     kb rm PATH --agent A --context C --api-url URL
     kb serve ROOT [--host 127.0.0.1] [--port 8080] [--poll-interval 1.0] [--allow-writes]
+    kb repo add|list|remove|sync [ROOT | --api-url URL] --agent A --context C ...
     kb mcp --agent A --context C [--cross-context] [--transport stdio|http] [--allow-reindex]
+           [--shared-library CONTEXT ...]
 
-``search``, ``status``, ``documents``, ``reindex`` and ``mcp`` take ``--api-url URL`` to
-use a deployed stack (or another ``kb serve``) through ``knowledge.client`` instead of a
-local store, with ``--auth sigv4|bearer|none`` (bearer reads the token from
-``KB_API_TOKEN``).
+``search``, ``context``, ``status``, ``documents``, ``reindex``, ``repo`` and ``mcp`` take
+``--api-url URL`` to use a deployed stack (or another ``kb serve``) through
+``knowledge.client`` instead of a local store, with ``--auth sigv4|bearer|none`` (bearer
+reads the token from ``KB_API_TOKEN``).
 
 Every command takes ``--store``, ``--db``, ``--embedder``, ``--opensearch-url`` (see
 ``knowledge.config`` for the environment variables and defaults) and ``--debug``.

@@ -1,6 +1,7 @@
 """What each ``kb`` command does once its arguments are parsed (``cli_parser``).
 
 One ``cmd_<name>(args) -> exit code`` per command: ``index`` a folder, ``search``,
+``context`` (the search as a prompt block),
 ``status``, ``documents`` (a local store or ``--api-url``), ``reindex`` (a server),
 ``mcp``, ``serve``, and the write commands ``put``/``rm`` (through the API). Errors
 are raised; ``knowledge.local.cli.main`` turns them into one line and an exit code.
@@ -14,10 +15,10 @@ import json
 import logging
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from contextlib import closing
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from knowledge.client import KnowledgeClient
 from knowledge.config import (
@@ -31,6 +32,8 @@ from knowledge.core.model import (
     IndexOptions,
     IndexResult,
     SearchMode,
+    SearchQuery,
+    SearchResult,
 )
 from knowledge.core.scope import KnowledgeScope
 from knowledge.core.source import DocumentSource
@@ -51,6 +54,9 @@ from knowledge.ranking import explain
 from knowledge.ranking.origin_weights import rank_weights_from_env, ranking_arguments
 from knowledge.service.api import parse_search_request, search_response_body
 from knowledge.stores.protocol import ScopeSources
+
+if TYPE_CHECKING:
+    from knowledge.reranking.stage import RerankReport
 
 __all__ = [
     "cmd_documents",
@@ -136,7 +142,18 @@ def _filter_argument(text: str) -> object:
         raise ValidationError("filter", f"is not valid JSON ({exc.msg} at {exc.pos})") from None
 
 
-def cmd_search(args: argparse.Namespace) -> int:
+def _search(
+    args: argparse.Namespace,
+) -> tuple[
+    SearchQuery,
+    SearchMode,
+    list[SearchResult],
+    float,
+    RerankReport | None,
+    Mapping[str, Any] | None,
+]:
+    """The search the flags describe (``search`` and ``context`` share them), with the
+    trace (``knowledge.ranking.explain``) when ``--explain`` asks for it."""
     scope = scope_of(args)
     request: dict[str, Any] = {
         "query": args.query,
@@ -155,18 +172,22 @@ def cmd_search(args: argparse.Namespace) -> int:
         request["metadata"] = _metadata_filters(args.meta)
     if args.filter is not None:
         request["filter"] = _filter_argument(args.filter)
+    if args.group_by is not None:
+        request["group_by"] = args.group_by
     ranking = ranking_arguments(args.origin_weight, args.lesson_weight)
     remote = bool(getattr(args, "api_url", None))
     # The deployment's weights are the server's; a local search takes them from KB_*.
     query = parse_search_request(
         {**request, **ranking}, weights=None if remote else rank_weights_from_env()
     )
-    if remote:  # the deployed API searches, reranks and explains on its side
-        return remote_search(args, scope, query, ranking)
+    wanted = bool(getattr(args, "explain", False))
+    if remote:  # the deployed API searches, reranks, weighs and explains on its side
+        mode, results, took_ms, told = remote_search(args, scope, query, ranking, with_trace=wanted)
+        return query, mode, results, took_ms, None, told
     reranking = open_reranking(args.rerank_model)
     report = None
-    recording = explain.explaining() if args.explain else contextlib.nullcontext()
-    with recording as trace, closing(open_existing_store(args)) as local:
+    recording = explain.explaining() if wanted else contextlib.nullcontext()
+    with recording as recorded, closing(open_existing_store(args)) as local:
         started = time.perf_counter()
         if reranking is not None:
             results, report = reranking.search(local, scope, query)
@@ -174,19 +195,54 @@ def cmd_search(args: argparse.Namespace) -> int:
             results = local.search(scope, query)
         took_ms = (time.perf_counter() - started) * 1000.0
         mode = query.mode or local.default_mode
+    trace = None if recorded is None else recorded.to_dict(results)
+    return query, mode, results, took_ms, report, trace
+
+
+def cmd_search(args: argparse.Namespace) -> int:
+    query, mode, results, took_ms, report, trace = _search(args)
     body = search_response_body(query, mode, results, took_ms, report)
     if trace is not None:
-        body["explain"] = trace.to_dict(results)
+        body["explain"] = trace
     print_search(args, body, results)
     return EXIT_OK
 
 
+def cmd_context(args: argparse.Namespace) -> int:
+    """The search's prompt block (``knowledge.search.prompt_context``), as the route's."""
+    from knowledge.search.prompt_context import build_prompt_context, parse_max_tokens
+
+    max_tokens = parse_max_tokens(args.max_tokens)
+    query, mode, results, took_ms, *_ = _search(args)
+    block = build_prompt_context(results, max_tokens)
+    if args.json:
+        body = {"query": query.text, "mode": mode.value, **block.to_dict()}
+        print_json({**body, "took_ms": round(took_ms, 1)}, sys.stdout)
+        return EXIT_OK
+    if block.text:
+        print(block.text)
+    dropped = f", {len(block.dropped)} dropped for the budget" if block.dropped else ""
+    noun = "passage" if len(block.passages) == 1 else "passages"
+    print(
+        f"({len(block.passages)} {noun}, {block.tokens_used} of {max_tokens} tokens "
+        f"by the estimate{dropped})",
+        file=sys.stderr,
+    )
+    return EXIT_OK
+
+
 def cmd_status(args: argparse.Namespace) -> int:
+    from knowledge.local.repo_cli import repo_lines, scope_repos
+
     scope = scope_of(args)
     with closing(open_reader(args)) as store:
         status = store.status(scope)
+    repos, repos_error = scope_repos(args, scope)  # with --api-url or --root only
     if args.json:
-        print_json({"agent": scope.agent, "context": scope.context, **status.to_dict()}, sys.stdout)
+        body = {"agent": scope.agent, "context": scope.context, **status.to_dict()}
+        body.update({} if repos is None else {"repos": repos})
+        body.update({} if repos_error is None else {"repos_error": repos_error})
+        print_json(body, sys.stdout)
         return EXIT_OK
     last = "never" if status.last_indexed_at is None else status.last_indexed_at.isoformat()
     rows = [
@@ -207,6 +263,10 @@ def cmd_status(args: argparse.Namespace) -> int:
         print(f"{name + ':':<14}{value}")
     for problem in status.problems:
         print(f"  {problem.path}: {problem.reason}")
+    if repos is not None or repos_error is not None:
+        print(f"{'repos:':<14}{repos_error or len(repos or [])}")
+        for line in repo_lines(repos or []):
+            print(f"  {line}")
     return EXIT_OK
 
 
@@ -255,6 +315,7 @@ def cmd_mcp(args: argparse.Namespace) -> int:
             "the reindex tool asks a server to re-index from its source; give --api-url "
             "(a kb serve or the deployed stack)",
         )
+    libraries = _mcp_libraries(args)
     with closing(open_reader(args)) as backend:
         reindex = None
         if args.allow_reindex and isinstance(backend, KnowledgeClient):
@@ -268,8 +329,20 @@ def cmd_mcp(args: argparse.Namespace) -> int:
             host=args.host,
             port=args.port,
             reindex=reindex,
+            shared_libraries=libraries,
         )
     return EXIT_OK
+
+
+def _mcp_libraries(args: argparse.Namespace) -> tuple[KnowledgeScope, ...]:
+    """``kb mcp --shared-library CONTEXT``: a local store's grant (a server has its own)."""
+    from knowledge.search.shared import SHARED_AGENT
+
+    if args.shared_library and args.api_url:
+        raise ValidationError(
+            "shared-library", "with --api-url the server's grant applies (kb serve --shared-grant)"
+        )
+    return tuple(KnowledgeScope(SHARED_AGENT, c) for c in args.shared_library or ())
 
 
 def cmd_serve(args: argparse.Namespace) -> int:

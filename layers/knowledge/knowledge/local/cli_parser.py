@@ -17,9 +17,11 @@ from knowledge.config import (
 from knowledge.core.documents import DEFAULT_DOCUMENTS_LIMIT, MAX_DOCUMENTS_LIMIT
 from knowledge.core.model import (
     DEFAULT_MAX_CHUNKS_PER_DOCUMENT,
+    GROUP_BY_VALUES,
     SearchMode,
 )
 from knowledge.local.cli_commands import (
+    cmd_context,
     cmd_documents,
     cmd_index,
     cmd_mcp,
@@ -117,6 +119,68 @@ def _seconds(text: str) -> float:
     return value
 
 
+def _search_options() -> argparse.ArgumentParser:
+    """The flags of a search (``kb search`` and ``kb context``)."""
+    options = argparse.ArgumentParser(add_help=False)
+    options.add_argument("query", help="what to search for")
+    options.add_argument(
+        "--mode",
+        choices=[m.value for m in SearchMode],
+        help="keyword, vector or hybrid (default: the store's)",
+    )
+    options.add_argument(
+        "-k", "--max-results", dest="k", type=_positive_int, default=5, help="default 5"
+    )
+    options.add_argument("--min-score", type=float, default=0.0, help="in [0, 1]; default 0")
+    options.add_argument(
+        "--offset",
+        type=int,
+        default=0,
+        metavar="N",
+        help="skip the first N results (the next page: --offset K with -k K); default 0",
+    )
+    options.add_argument(
+        "--max-chunks-per-document",
+        type=int,
+        metavar="N",
+        help="at most N chunks of one document in the results "
+        f"(default {DEFAULT_MAX_CHUNKS_PER_DOCUMENT})",
+    )
+    options.add_argument(
+        "--pattern", action="append", metavar="GLOB", help="only documents whose path matches"
+    )
+    options.add_argument(
+        "--meta", action="append", metavar="KEY=VALUE", help="exact-match metadata filter"
+    )
+    options.add_argument(
+        "--filter",
+        metavar="JSON",
+        help='metadata filter, e.g. \'{"field": "year", "op": "gte", "value": 2024}\' '
+        "(docs/filters.md); AND-ed with --meta",
+    )
+    options.add_argument(
+        "--cross-context", action="store_true", help="search every context of the agent"
+    )
+    options.add_argument(
+        "--origin-weight",
+        action="append",
+        metavar="ORIGIN=WEIGHT",
+        help="weigh one origin's results (upload, repo, manual, shared; 0.1-10), e.g. "
+        "shared=0.5 (docs/ranking.md)",
+    )
+    options.add_argument(
+        "--lesson-weight", type=float, metavar="W", help="weight of lesson cards (default 1.4)"
+    )
+    options.add_argument("--rerank-model", metavar="MODEL", help=_RERANK_HELP + " (local store)")
+    options.add_argument("--json", action="store_true", help="print the API response as JSON")
+    options.add_argument(
+        "--group-by",
+        choices=list(GROUP_BY_VALUES),
+        help="document: one result per document, its best chunk and how many matched",
+    )
+    return options
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``kb`` argument parser (exposed for tests and documentation)."""
     parser = argparse.ArgumentParser(
@@ -141,67 +205,35 @@ def build_parser() -> argparse.ArgumentParser:
     index.add_argument("--json", action="store_true", help="print the result as JSON")
     index.set_defaults(handler=cmd_index)
 
-    search = commands.add_parser("search", parents=[store, scoped, remote], help="search one scope")
-    search.add_argument("query", help="what to search for")
-    search.add_argument(
-        "--mode",
-        choices=[m.value for m in SearchMode],
-        help="keyword, vector or hybrid (default: the store's)",
-    )
-    search.add_argument(
-        "-k", "--max-results", dest="k", type=_positive_int, default=5, help="default 5"
-    )
-    search.add_argument("--min-score", type=float, default=0.0, help="in [0, 1]; default 0")
-    search.add_argument(
-        "--offset",
-        type=int,
-        default=0,
-        metavar="N",
-        help="skip the first N results (the next page: --offset K with -k K); default 0",
-    )
-    search.add_argument(
-        "--max-chunks-per-document",
-        type=int,
-        metavar="N",
-        help="at most N chunks of one document in the results "
-        f"(default {DEFAULT_MAX_CHUNKS_PER_DOCUMENT})",
-    )
-    search.add_argument(
-        "--pattern", action="append", metavar="GLOB", help="only documents whose path matches"
-    )
-    search.add_argument(
-        "--meta", action="append", metavar="KEY=VALUE", help="exact-match metadata filter"
-    )
-    search.add_argument(
-        "--filter",
-        metavar="JSON",
-        help='metadata filter, e.g. \'{"field": "year", "op": "gte", "value": 2024}\' '
-        "(docs/filters.md); AND-ed with --meta",
-    )
-    search.add_argument(
-        "--cross-context", action="store_true", help="search every context of the agent"
-    )
-    search.add_argument(
-        "--origin-weight",
-        action="append",
-        metavar="ORIGIN=WEIGHT",
-        help="weigh one origin's results (upload, repo, manual, shared; 0.1-10), e.g. "
-        "shared=0.5 (docs/ranking.md)",
-    )
-    search.add_argument(
-        "--lesson-weight", type=float, metavar="W", help="weight of lesson cards (default 1.4)"
+    searching = _search_options()
+    search = commands.add_parser(
+        "search", parents=[store, scoped, remote, searching], help="search one scope"
     )
     search.add_argument(
         "--explain", action="store_true", help="show how every score was made (docs/ranking.md)"
     )
-    search.add_argument("--rerank-model", metavar="MODEL", help=_RERANK_HELP + " (local store)")
-    search.add_argument("--json", action="store_true", help="print the API response as JSON")
     search.set_defaults(handler=cmd_search)
+
+    context = commands.add_parser(
+        "context",
+        parents=[store, scoped, remote, searching],
+        help="a search as a block to insert into a prompt, within a token budget",
+    )
+    context.add_argument(
+        "--max-tokens",
+        type=int,
+        metavar="N",
+        help="the block's budget in estimated tokens (default 4000)",
+    )
+    context.set_defaults(handler=cmd_context)
 
     status = commands.add_parser(
         "status", parents=[store, scoped, remote], help="index status of a scope"
     )
     status.add_argument("--json", action="store_true", help="print the status as JSON")
+    status.add_argument(
+        "--root", metavar="ROOT", help="the folder kb serve serves: list its repositories too"
+    )
     status.set_defaults(handler=cmd_status)
 
     documents = commands.add_parser(
@@ -246,6 +278,12 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="also offer the knowledge_reindex tool (needs --api-url); off by default",
     )
+    mcp.add_argument(
+        "--shared-library",
+        action="append",
+        metavar="CONTEXT",
+        help="local store: the search also covers the shared library _shared/CONTEXT",
+    )
     mcp.set_defaults(handler=cmd_mcp)
 
     serve = commands.add_parser(
@@ -280,7 +318,7 @@ def build_parser() -> argparse.ArgumentParser:
     # Git repository sources: `kb repo add|list|remove|sync` (knowledge.local.repo_cli).
     from knowledge.local.repo_cli import add_repo_commands
 
-    add_repo_commands(commands, store, scoped)
+    add_repo_commands(commands, store, scoped, remote)
 
     put = commands.add_parser(
         "put", parents=[store, scoped, remote], help="write a document (or a note) via the API"

@@ -3,9 +3,10 @@
 Three tools, over stdio (default) or streamable HTTP bound to localhost:
 
 - ``knowledge_search(query, max_results=5, file_pattern=None, max_tokens=4000,
-  source_type=None)``: the ``KnowledgeSearch`` tool (``knowledge.search.tool``), with its exact
-  messages and the citations it prints (``source_type``: only hits of that origin,
-  ``knowledge.core.origin``);
+  source_type=None, include_shared=None)``: the ``KnowledgeSearch`` tool
+  (``knowledge.search.tool``), with its exact messages and the citations it prints
+  (``source_type``: only hits of that origin, ``knowledge.core.origin``;
+  ``include_shared``: false leaves the granted shared library out, ``knowledge.search.shared``);
 - ``knowledge_status()``: the scope's index status and the documents it could not index;
 - ``knowledge_documents(limit=100, cursor=None)``: one page of the scope's documents as
   the index records them (``knowledge.core.documents``), with the cursor of the next page;
@@ -14,6 +15,12 @@ Three tools, over stdio (default) or streamable HTTP bound to localhost:
   its source and say what was done; status is ``knowledge_status``. Off by default, and
   there is no write tool: a document a model writes could carry instructions into every
   later search.
+
+One prompt (the protocol's prompts primitive, ``knowledge.local.mcp_prompt``):
+
+- ``knowledge_context(query, context=None, max_tokens=None)``: the prompt block of a
+  search (``knowledge.search.prompt_context``), so a host that supports prompts inserts
+  knowledge with no tool call; ``context`` only narrows the server's scope.
 
 The scope is fixed when the server starts (``--agent``, ``--context``, ``--cross-context``).
 No tool takes an agent, a context or a cross-context switch, and unknown arguments are
@@ -30,15 +37,20 @@ dies on a bad call, and nothing is written to stdout but the protocol.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal, Protocol
 
 import anyio
+from mcp import MCPError
 from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
 from mcp.types import (
+    INVALID_PARAMS,
     CallToolRequestParams,
     CallToolResult,
+    GetPromptRequestParams,
+    GetPromptResult,
+    ListPromptsResult,
     ListToolsResult,
     PaginatedRequestParams,
     TextContent,
@@ -55,6 +67,7 @@ from knowledge.core.documents import (
 from knowledge.core.errors import ValidationError, public_message
 from knowledge.core.model import IndexStatus, SearchMode
 from knowledge.core.scope import KnowledgeScope
+from knowledge.local.mcp_prompt import CONTEXT_PROMPT_NAME, context_prompt, get_context_prompt
 from knowledge.search.tool import KnowledgeSearchTool, SearchBackend, ToolContext
 
 __all__ = [
@@ -122,15 +135,24 @@ def build_server(
     cross_context: bool = False,
     mode: SearchMode | None = None,
     reindex: Callable[[KnowledgeScope], Mapping[str, Any]] | None = None,
+    shared_libraries: Sequence[KnowledgeScope] = (),
 ) -> Server[Any]:
     """An MCP ``Server`` with the three tools bound to ``scope`` (see the module docstring).
+    ``shared_libraries`` (a local store's grant, ``kb mcp --shared-library``): the search
+    tool covers them in the same query (``knowledge.search.shared``); a deployed API applies its
+    own grant.
 
     The SDK's low-level server, so the search tool advertises exactly the seed's input
     schema (``additionalProperties: false``) and its arguments are checked by the tool
     itself, which refuses unknown properties instead of silently dropping them.
     """
     tool = KnowledgeSearchTool()
-    context = ToolContext(store=backend, scope=scope, mode=mode, cross_context=cross_context)
+    searched: SearchBackend = backend
+    if shared_libraries:
+        from knowledge.search.shared import SharedLibraryStore
+
+        searched = SharedLibraryStore(backend, shared_libraries)  # type: ignore[arg-type]
+    context = ToolContext(store=searched, scope=scope, mode=mode, cross_context=cross_context)
     where = f"every context of agent {scope.agent}" if cross_context else f"scope {scope}"
     tools = [
         Tool(name=SEARCH_TOOL_NAME, description=tool.description, input_schema=tool.input_schema),
@@ -240,6 +262,22 @@ def build_server(
         # Stores block (SQLite, HTTP): run the call in a worker thread, off the event loop.
         return await anyio.to_thread.run_sync(call, params.name, dict(params.arguments or {}))
 
+    prompt = context_prompt(scope, cross_context=cross_context)
+
+    async def on_list_prompts(ctx: Any, params: PaginatedRequestParams | None) -> ListPromptsResult:
+        return ListPromptsResult(prompts=[prompt])
+
+    async def on_get_prompt(ctx: Any, params: GetPromptRequestParams) -> GetPromptResult:
+        if params.name != CONTEXT_PROMPT_NAME:
+            raise MCPError(INVALID_PARAMS, f"Unknown prompt: {params.name}")
+
+        def get() -> GetPromptResult:
+            return get_context_prompt(
+                backend, scope, params.arguments, cross_context=cross_context, mode=mode
+            )
+
+        return await anyio.to_thread.run_sync(get)
+
     return Server(
         "knowledge-search",
         instructions=(
@@ -248,6 +286,8 @@ def build_server(
         ),
         on_list_tools=on_list_tools,
         on_call_tool=on_call_tool,
+        on_list_prompts=on_list_prompts,
+        on_get_prompt=on_get_prompt,
     )
 
 
@@ -261,6 +301,7 @@ def serve_mcp(
     host: str = "127.0.0.1",
     port: int = 8765,
     reindex: Callable[[KnowledgeScope], Mapping[str, Any]] | None = None,
+    shared_libraries: Sequence[KnowledgeScope] = (),
 ) -> None:
     """Run the server until the client goes away (stdio) or the process is stopped (http).
 
@@ -271,7 +312,14 @@ def serve_mcp(
             "host",
             f"the MCP HTTP transport has no authentication; bind it to 127.0.0.1, not {host}",
         )
-    server = build_server(backend, scope, cross_context=cross_context, mode=mode, reindex=reindex)
+    server = build_server(
+        backend,
+        scope,
+        cross_context=cross_context,
+        mode=mode,
+        reindex=reindex,
+        shared_libraries=shared_libraries,
+    )
     if transport == "stdio":
 
         async def run_stdio() -> None:

@@ -30,32 +30,37 @@ files, so a ``stat`` of each per second is cheap, and a poll naturally coalesces
 burst of events an editor produces when it saves a file.
 
 Which files are documents (patterns, sidecars, hidden files, links) is the source's
-decision: the watcher asks ``source.documents`` for each scope that changed.
+decision: the watcher asks ``source.documents`` for each scope that changed. What it
+does with one key (upsert or delete, the outcome, how it is logged) is
+``knowledge.local.changes``.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 import time
 from collections.abc import Callable, Container, Iterable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
 
 from knowledge.core.errors import KnowledgeError
 from knowledge.core.model import FileProblem, IndexOptions, IndexResult
 from knowledge.core.scope import KnowledgeScope, parse_object_key
-from knowledge.core.source import SIDECAR_SUFFIX, DocumentSource, SourceDocument
+from knowledge.core.source import SIDECAR_SUFFIX, DocumentSource
 from knowledge.ingest.pipeline import (
-    delete_document,
     index_source,
     listing_problems,
     listing_unread,
-    upsert_document,
 )
 from knowledge.ingest.sources import under_unlisted_folder
+from knowledge.local.changes import (
+    LOG_LEVELS,
+    AppliedChange,
+    delete_key,
+    log_result,
+    shown,
+    upsert_key,
+)
 from knowledge.local.progress import IndexingProgress, ListedSource
 from knowledge.local.snapshots import (
     DIRTY,
@@ -84,29 +89,9 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-ChangeAction = Literal["indexed", "unchanged", "deleted", "ignored", "rejected", "failed"]
-
-_LOG_LEVELS: dict[str, int] = {
-    "indexed": logging.INFO,
-    "deleted": logging.INFO,
-    "unchanged": logging.INFO,
-    "ignored": logging.DEBUG,  # not a document (a .pdf without a pattern, say): no news
-    "rejected": logging.WARNING,
-    "failed": logging.WARNING,
-}
-
 
 class IndexingStopped(Exception):  # noqa: N818 - a request, not an error
     """Raised inside an index run to abandon it (the server is stopping)."""
-
-
-@dataclass(frozen=True, slots=True)
-class AppliedChange:
-    """What the watcher did with one key, and why."""
-
-    key: str
-    action: ChangeAction
-    detail: str = ""
 
 
 class BucketWatcher:
@@ -184,7 +169,7 @@ class BucketWatcher:
                     # ``index`` also clears the problems of files it no longer lists.
                     results[scope] = index_source(self._store, scope, source, self._options)
                 progress.finish_scope(scope)
-                _log_result(scope, results[scope])
+                log_result(scope, results[scope])
                 for path in source.paths:
                     # Listed but not seen by the snapshot: created meanwhile; look again.
                     baseline.setdefault(f"{scope.key}/{path}", DIRTY)
@@ -241,7 +226,7 @@ class BucketWatcher:
         return applied
 
     def _log(self, change: AppliedChange) -> None:
-        level = _LOG_LEVELS[change.action]
+        level = LOG_LEVELS[change.action]
         if change.action == "failed":
             # A file that keeps failing is retried every poll; say so once per reason.
             if self._failures.get(change.key) == change.detail:
@@ -250,7 +235,7 @@ class BucketWatcher:
         else:
             self._failures.pop(change.key, None)
         detail = f": {change.detail}" if change.detail else ""
-        logger.log(level, "%s %s%s", change.action, _shown(change.key), detail)
+        logger.log(level, "%s %s%s", change.action, shown(change.key), detail)
 
     def _apply(
         self,
@@ -301,7 +286,7 @@ class BucketWatcher:
                 # Reached through a folder link inside the scope, which snapshots do not
                 # follow: refreshed whenever its scope changes (unchanged content is skipped).
                 upserted.add(path)
-                applied.append(self._upsert(prefix + path, scope, listed))
+                applied.append(upsert_key(self._store, prefix + path, scope, listed))
         skipped = {p.path: p.reason for p in getattr(listing, "skipped", ())}
         for key, path, deleted in entries:
             # A sidecar's change is a change of its document's metadata.
@@ -310,7 +295,7 @@ class BucketWatcher:
             if document is not None:
                 if target not in upserted:
                     upserted.add(target)
-                    change = self._upsert(prefix + target, scope, document)
+                    change = upsert_key(self._store, prefix + target, scope, document)
                     if change.action == "failed":
                         remembered[prefix + target] = DIRTY
                     applied.append(change)
@@ -354,7 +339,7 @@ class BucketWatcher:
             stale = self._stale_problems(scope, documents.keys() | reported)
             gone |= {path for path in stale if not unlisted(path)}
         for path in sorted(gone):
-            change = self._delete(prefix + path, scope, path)
+            change = delete_key(self._store, prefix + path, scope, path)
             if change.action == "failed":
                 remembered[prefix + path] = DIRTY
             applied.append(change)
@@ -415,7 +400,7 @@ class BucketWatcher:
             logger.warning("cannot record the problems of %s: %s", scope, exc)
             return
         for problem in new:
-            logger.warning("not indexed %s/%s: %s", scope, _shown(problem.path), problem.reason)
+            logger.warning("not indexed %s/%s: %s", scope, shown(problem.path), problem.reason)
 
     def _stale_problems(self, scope: KnowledgeScope, listed: Container[str]) -> set[str]:
         """The paths with a recorded problem that are neither a listed document nor
@@ -429,29 +414,6 @@ class BucketWatcher:
 
     def _stored_paths(self, scope: KnowledgeScope) -> set[str] | None:
         return set(self._store.stored_documents(scope))
-
-    def _upsert(self, key: str, scope: KnowledgeScope, document: SourceDocument) -> AppliedChange:
-        try:
-            result = upsert_document(self._store, scope, document)
-        except Exception as exc:
-            logger.debug("upsert of %s failed", key, exc_info=exc)
-            return AppliedChange(key, "failed", str(exc) or type(exc).__name__)
-        if result.errors:
-            return AppliedChange(key, "failed", "; ".join(p.reason for p in result.errors))
-        if result.indexed_documents:
-            return AppliedChange(key, "indexed", f"{result.indexed_chunks} chunks")
-        reason = "; ".join(p.reason for p in result.skipped) or "unchanged"
-        return AppliedChange(key, "unchanged", reason)
-
-    def _delete(self, key: str, scope: KnowledgeScope, path: str) -> AppliedChange:
-        try:
-            removed = delete_document(self._store, scope, path)
-        except Exception as exc:
-            logger.debug("delete of %s failed", key, exc_info=exc)
-            return AppliedChange(key, "failed", str(exc) or type(exc).__name__)
-        return AppliedChange(
-            key, "deleted" if removed else "ignored", "" if removed else "not indexed"
-        )
 
     # --- the polling thread --------------------------------------------------------------
 
@@ -478,25 +440,3 @@ class BucketWatcher:
         thread, self._thread = self._thread, None
         if thread is not None:
             thread.join(timeout)
-
-
-def _shown(path: str) -> str:
-    """``path`` for a log line: control characters escaped, so a file name cannot forge one."""
-    return path if path.isprintable() else json.dumps(path, ensure_ascii=False)[1:-1]
-
-
-def _log_result(scope: KnowledgeScope, result: IndexResult) -> None:
-    logger.info(
-        "indexed %s: %d documents (%d chunks), %d unchanged or skipped, %d deleted, %d errors",
-        scope,
-        result.indexed_documents,
-        result.indexed_chunks,
-        result.skipped_documents,
-        result.deleted_documents,
-        len(result.errors),
-    )
-    for problem in result.skipped:
-        if problem.reason.startswith("symlink"):
-            logger.warning("skipped %s/%s: %s", scope, _shown(problem.path), problem.reason)
-    for problem in result.errors:
-        logger.warning("not indexed %s/%s: %s", scope, _shown(problem.path), problem.reason)

@@ -35,15 +35,13 @@ is analysed on its own (cached), so a query and a document analyse a word identi
 OpenSearch has no MeCab-ko of its own (the nori plugin is optional on Amazon OpenSearch
 Service and not published for the local node's version), so the store sends a chunk's
 ``keyword_terms``, computed here, in a whitespace-analysed field (``content_terms``,
-analysis version 5): the same terms in one field in both stores. ``korean_terms`` (the
-terms of the words that hold Hangul) is what version 4 sent in ``content_ko``; no store
-uses it now.
+analysis version 5): the same terms in one field in both stores.
 
 **Without MeCab-ko** (``KOREAN_MORPHEMES`` false): python-mecab-ko ships wheels for
 CPython up to 3.12 only (on 3.13 it would need the MeCab C library to build), so it is
 installed only there (``pyproject.toml``). Elsewhere a run of Hangul is cut into
 character bigrams, as in version 2, everywhere it would be cut into morphemes (both
-stores, ``korean_terms`` too), and ``ANALYSIS`` says so: an index built with one Korean
+stores), and ``ANALYSIS`` says so: an index built with one Korean
 analysis is refused by a process that has the other (``AnalysisMismatchError``), never
 searched with terms that would not match.
 
@@ -74,7 +72,6 @@ __all__ = [
     "has_hangul",
     "is_cjk",
     "keyword_terms",
-    "korean_terms",
     "tokenize",
 ]
 
@@ -307,20 +304,4 @@ def keyword_terms(text: str) -> list[str]:
                     terms.append(term)
             continue
         _word_terms(word, terms)
-    return terms
-
-
-def korean_terms(text: str) -> list[str]:
-    """The ``keyword_terms`` of the words of ``text`` that hold Hangul, in order.
-
-    What the OpenSearch store sent in ``content_ko`` up to analysis version 4 (its
-    analyzers dropped every word that holds Hangul); no store uses it now.
-    """
-    normalized = unicodedata.normalize("NFKC", text).lower()
-    terms: list[str] = []
-    if _ANY_HANGUL.search(normalized) is None:
-        return terms
-    for word in _WORD.findall(normalized):
-        if _ANY_HANGUL.search(word) is not None:
-            _word_terms(word, terms)
     return terms

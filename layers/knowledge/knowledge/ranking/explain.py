@@ -8,7 +8,8 @@ the normalisation bounds, weights and per-query confidence, the relevance floor,
 result its own explanation (``SearchResult.explanation``: its raw side scores and ranks,
 normalised scores, fused score, origin and lesson weights). A reranking stage adds its
 moves (``record_rerank``), a token budget what it dropped (``record_budget``). A
-search of the shared library too is one search per scope searched, each numbered.
+search with the shared library is one store query (``knowledge.core.scope_set``): one
+search record, its library hits weighted and normalised with the rest.
 
 **The numbers recompute every score** (``recompute``; ``tests/contract`` does it on
 every store and mode): with ``e`` a result's explanation and ``s`` its search,
@@ -159,6 +160,7 @@ def record_search(
     max_results: int,
     returned: int,
     extras: int,
+    group_by: str | None = None,
 ) -> Callable[[K, bool], dict[str, Any]]:
     """Record one store search in the request's ``Explanation`` and return the function
     that explains one of its results (``explain(key, extra)``). ``keyword``/``vector`` are
@@ -233,6 +235,7 @@ def record_search(
                 "max_results": max_results,
                 "returned": returned,
                 "extra_lessons": extras,
+                "group_by": group_by,
             },
         }
     )

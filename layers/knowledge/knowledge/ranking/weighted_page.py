@@ -2,10 +2,18 @@
 
 Each store fuses its candidates (``knowledge.ranking.fusion``) and hands them here
 (``weighted_page``), so the order of the stages is one copy for all of them: origin and
-lesson weights (``origin_weights.weigh``), then ``min_score``, the per-document cap and
-the page cut (``fusion.select``), then the lesson cards appended to a first page
-(``origin_weights.lesson_extras``), and, inside ``explain.explaining()``, the record of
-the search (``explain.record_search``).
+lesson weights (``origin_weights.weigh``; a shared library's hits are candidates of the
+same query, so the ``shared`` weight and the divisor see them with the rest), then
+``min_score``, the per-document cap and the page cut, or one result per document with
+``group_by`` (``grouping.select_page``, which also counts ``matching_chunks``), then the
+lesson cards appended to a first chunk-level page (``origin_weights.lesson_extras``),
+and, inside ``explain.explaining()``, the record of the search (``explain.record_search``).
+
+A grouped page (``group_by: "document"``) gets no lesson extras: it answers "which
+documents", each at most once, so a lesson document competes for its place on the page
+with its lesson weight like any other document (an extra past ``max_results`` would be
+a document without its ``matching_chunks`` count, and a second copy of a document the
+next page lists).
 """
 
 from __future__ import annotations
@@ -16,7 +24,8 @@ from typing import Any, Generic
 
 from knowledge.core.model import SearchQuery
 from knowledge.ranking import explain
-from knowledge.ranking.fusion import Fused, K, select
+from knowledge.ranking.fusion import Fused, K
+from knowledge.ranking.grouping import select_page
 from knowledge.ranking.origin_weights import NEUTRAL, lesson_extras, weigh
 
 __all__ = ["Page", "weighted_page"]
@@ -24,12 +33,15 @@ __all__ = ["Page", "weighted_page"]
 
 @dataclass(slots=True)
 class Page(Generic[K]):
-    """The page's candidates (the page, then its ``extras``), and the candidates after the
-    weights (``ranked``, best first), for a store's read-deeper decision. ``explanations``
-    records the search (once, after the store's last read) and explains its results."""
+    """The page's candidates (the page, then its ``extras``), each grouped one's
+    ``matching_chunks`` (``counts``, empty for a chunk-level page), and the candidates
+    after the weights (``ranked``, best first), for a store's read-deeper decision.
+    ``explanations`` records the search (once, after the store's last read) and explains
+    its results."""
 
     chosen: list[Fused[K]]
     extras: frozenset[K]
+    counts: dict[K, int]
     ranked: list[Fused[K]]
     _record: Callable[[], Callable[[K, bool], dict[str, Any]]] | None
 
@@ -59,23 +71,21 @@ def weighted_page(
     (``explain.record_search``'s side arguments), called only when explaining."""
     weights = query.weights or NEUTRAL
     ranked, weighing = weigh(fused, facts, weights)
-    page = select(
-        ranked,
-        query.min_score,
-        query.max_results,
-        offset=query.offset,
-        per_document=query.max_chunks_per_document,
-        document_of=document_of,
-    )
-    extras = lesson_extras(
-        ranked,
-        page,
-        weighing,
-        weights,
-        offset=query.offset,
-        min_score=query.min_score,
-        per_document=query.max_chunks_per_document,
-        document_of=document_of,
+    page, counts = select_page(ranked, query, document_of)
+    grouped = query.group_by is not None
+    extras = (
+        []
+        if grouped  # a page of documents gets none (module docstring)
+        else lesson_extras(
+            ranked,
+            page,
+            weighing,
+            weights,
+            offset=query.offset,
+            min_score=query.min_score,
+            per_document=query.max_chunks_per_document,
+            document_of=document_of,
+        )
     )
 
     def record() -> Callable[[K, bool], dict[str, Any]]:
@@ -87,8 +97,10 @@ def weighted_page(
             weighing=weighing,
             weights=weights,
             min_score=query.min_score,
-            max_chunks_per_document=query.max_chunks_per_document,
+            # A page of documents keeps one chunk of each: its cap is 1.
+            max_chunks_per_document=1 if grouped else query.max_chunks_per_document,
             document_of=document_of,
+            group_by=query.group_by,
             offset=query.offset,
             max_results=query.max_results,
             returned=len(page),
@@ -98,6 +110,7 @@ def weighted_page(
     return Page(
         [*page, *extras],
         frozenset(item.key for item in extras),
+        counts,
         ranked,
         None if trace is None else record,
     )

@@ -18,13 +18,16 @@ Pure functions on ``SearchResult`` lists (seed "context budget" rules), used by 
   never zero for non-empty text.
 - ``fit_budget``: keeps passages in rank order while their estimated tokens fit
   ``max_tokens``; a passage that does not fit is dropped (a later, smaller one may still
-  fit); if not even the first fits, its text is cut to the budget. Returns what was kept
-  and how many were dropped, so the answer can say so.
+  fit); if not even the first fits, its text is cut to the budget (``cut_text``): at the
+  end of a sentence or of a line, never inside a word, followed by ``CUT_MARKER`` and
+  flagged ``Passage.cut``; with no such end within the budget it is dropped too. Returns
+  what was kept and how many were dropped, so the answer can say so.
 """
 
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -32,10 +35,22 @@ from typing import Any
 from knowledge.core.model import SearchResult
 from knowledge.ranking.analysis import is_cjk
 
-__all__ = ["MIN_OVERLAP", "Passage", "estimate_tokens", "fit_budget", "merge_adjacent"]
+__all__ = [
+    "CUT_MARKER",
+    "MIN_OVERLAP",
+    "Passage",
+    "cut_text",
+    "estimate_tokens",
+    "fit_budget",
+    "merge_adjacent",
+]
 
 MIN_OVERLAP = 8
-_TRUNCATED = " [...]"
+CUT_MARKER = " [... cut to fit the token budget]"
+"""What ends a passage cut short by ``fit_budget``, so a reader knows text is missing."""
+# A sentence ends at . ! ? (or their CJK forms, or an ellipsis), closing quotes or
+# brackets included, before a blank or the end; "1.5" and "e.g.x" do not end one.
+_SENTENCE_END = re.compile(r"[.!?\u2026\u3002\uff01\uff1f][\"'\u201d\u2019)\]]*(?=\s|$)")
 # Where a chunk's place in its document ends (a range's end key and its start key).
 _RANGE_ENDS = (("page_end", "page"), ("row_end", "row_start"))
 # Places a citation names one of: chunks in different ones are never merged.
@@ -52,6 +67,8 @@ class Passage:
     content: str
     score: float
     metadata: Mapping[str, Any] = field(default_factory=dict)
+    cut: bool = False
+    """The text was cut short to fit a token budget (it ends with ``CUT_MARKER``)."""
 
     @property
     def chunks(self) -> str:
@@ -131,17 +148,29 @@ def estimate_tokens(text: str) -> int:
     return cjk + math.ceil((len(text) - cjk) / 4)
 
 
-def _cut(text: str, max_tokens: int) -> str:
-    """The longest prefix of ``text`` (plus a marker) within ``max_tokens``."""
-    budget = max_tokens - estimate_tokens(_TRUNCATED)
-    low, high = 0, len(text)
+def _boundaries(text: str) -> list[int]:
+    """Where ``text`` may be cut, ascending: after each sentence end, before each line
+    break (the line's end)."""
+    ends = {m.end() for m in _SENTENCE_END.finditer(text)}
+    ends.update(i for i, char in enumerate(text) if char == "\n")
+    return sorted(end for end in ends if text[:end].strip())
+
+
+def cut_text(text: str, max_tokens: int) -> str | None:
+    """The longest prefix of ``text`` that ends a sentence or a line, followed by
+    ``CUT_MARKER``, within ``max_tokens`` estimated tokens; ``None`` when no such prefix
+    fits (the text is never cut inside a word)."""
+    ends = _boundaries(text)
+    low, high = 0, len(ends)  # ends[:low] fit
     while low < high:
-        middle = (low + high + 1) // 2
-        if estimate_tokens(text[:middle]) <= budget:
-            low = middle
+        middle = (low + high) // 2
+        if estimate_tokens(text[: ends[middle]].rstrip() + CUT_MARKER) <= max_tokens:
+            low = middle + 1
         else:
-            high = middle - 1
-    return text[:low].rstrip() + _TRUNCATED
+            high = middle
+    if low == 0:
+        return None
+    return text[: ends[low - 1]].rstrip() + CUT_MARKER
 
 
 def fit_budget(
@@ -167,14 +196,17 @@ def fit_budget(
             used += cost
     if not kept and passages:
         first = passages[0]
-        room = max(1, max_tokens - overhead(first))
-        cut = Passage(
-            first.document_path,
-            first.first_chunk,
-            first.last_chunk,
-            _cut(first.content, room),
-            first.score,
-            first.metadata,
-        )
-        kept.append(cut)
+        shortened = cut_text(first.content, max_tokens - overhead(first))
+        if shortened is not None:
+            kept.append(
+                Passage(
+                    first.document_path,
+                    first.first_chunk,
+                    first.last_chunk,
+                    shortened,
+                    first.score,
+                    first.metadata,
+                    cut=True,
+                )
+            )
     return kept, len(passages) - len(kept)

@@ -13,10 +13,10 @@ searches (one context, or agent-wide) include its granted libraries unless the r
 says ``"include_shared": false``; an agent without a grant never sees them, whatever it
 sends (``"include_shared": true`` is then a 400).
 
-How a search covers them (``SharedLibraryStore``): the agent's own search and one search
-per granted library scope, each through the store's ordinary scope filter and with its
-own term statistics (the library's corpus never mixes into an agent's, nor one agent's
-into another's), merged by score; paging (``offset``) pages through the merged list.
+How a search covers them (``SharedLibraryStore``): one store query over the agent's scope
+and its granted library scopes (``SearchQuery.shared_libraries``, ``knowledge.core.scope_set``:
+one scope filter, each side with its own term statistics, normalised once, every page a
+slice of one order). The set is built here, from the grant, never from the request.
 """
 
 from __future__ import annotations
@@ -25,17 +25,14 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from knowledge.core.errors import ConfigurationError, InvalidScopeError
+from knowledge.core.errors import ConfigurationError, InvalidScopeError, ValidationError
 from knowledge.core.model import SearchMode, SearchQuery, SearchResult
 from knowledge.core.scope import KnowledgeScope, validate_segment
-from knowledge.ranking.origin_weights import pick_extra_lessons
+from knowledge.core.scope_set import SHARED_AGENT, SHARED_CONTEXT_KEY
 from knowledge.stores.protocol import KnowledgeStore
 
 __all__ = ["SHARED_AGENT", "SHARED_CONTEXT_KEY", "SharedGrants", "SharedLibraryStore"]
 
-SHARED_AGENT = "_shared"
-SHARED_CONTEXT_KEY = "shared_library"
-"""Metadata key of a shared hit: the library scope it came from (``_shared/<context>``)."""
 _AGENTS = re.compile(r"[;\s]+")
 
 
@@ -75,9 +72,9 @@ class SharedGrants:
 
 
 class SharedLibraryStore:
-    """A store's search widened to granted library scopes (module docstring); only
-    ``search``, ``name`` and ``default_mode`` (what the search route and a reranking
-    stage use)."""
+    """A store's search widened to granted library scopes, in one store query (module
+    docstring); only ``search``, ``name`` and ``default_mode`` (what the search route and
+    a reranking stage use)."""
 
     def __init__(self, store: KnowledgeStore, libraries: Sequence[KnowledgeScope]) -> None:
         self._store = store
@@ -91,22 +88,19 @@ class SharedLibraryStore:
     def default_mode(self) -> SearchMode:
         return self._store.default_mode
 
-    def search(self, scope: KnowledgeScope, query: SearchQuery) -> list[SearchResult]:
-        wanted = query.offset + query.max_results
-        each = replace(query, offset=0, max_results=wanted)
-        ranked: list[tuple[float, int, int, SearchResult]] = []
-        for rank, hit in enumerate(self._store.search(scope, each)):
-            ranked.append((hit.score, 0, rank, hit))
-        library_query = replace(each, cross_context=False)
-        for order, library in enumerate(self._libraries, start=1):
-            for rank, hit in enumerate(self._store.search(library, library_query)):
-                marked = replace(hit, metadata={**hit.metadata, SHARED_CONTEXT_KEY: library.key})
-                ranked.append((hit.score, order, rank, marked))
-        ranked.sort(key=lambda item: (-item[0], item[1], item[2]))
-        # Each search's lesson extras (knowledge.ranking.origin_weights) wait for the merged page.
-        merged = [hit for *_, hit in ranked if not hit.extra]
-        page = merged[query.offset : wanted]
-        if query.offset == 0:
-            rest = [*merged[wanted:], *(replace(h, extra=False) for *_, h in ranked if h.extra)]
-            page += pick_extra_lessons(page, rest, query.weights)
-        return page
+    @property
+    def libraries(self) -> tuple[KnowledgeScope, ...]:
+        """The granted library scopes."""
+        return self._libraries
+
+    def search(
+        self, scope: KnowledgeScope, query: SearchQuery, *, include_shared: bool | None = None
+    ) -> list[SearchResult]:
+        """The store's search of ``scope`` and the granted libraries (``include_shared``
+        false: the scope alone; true without a library: a ``ValidationError``)."""
+        if include_shared is not None and not isinstance(include_shared, bool):
+            raise ValidationError("include_shared", "must be true or false")
+        if include_shared is True and not self._libraries:
+            raise ValidationError("include_shared", "no shared library is granted to this agent")
+        libraries = () if include_shared is False else self._libraries
+        return self._store.search(scope, replace(query, shared_libraries=libraries))

@@ -1,10 +1,12 @@
 """The ``KnowledgeSearch`` tool for LLM agents (seed section 8).
 
 The agent runtime injects a store and a scope through ``ToolContext``; the model
-supplies ``query`` (required), ``max_results``, ``file_pattern``, ``max_tokens`` and
+supplies ``query`` (required), ``max_results``, ``file_pattern``, ``max_tokens``,
 ``source_type`` (the design's name for the *origin*, ``knowledge.core.origin.ORIGINS``: only
-hits of that origin; anything else is "Invalid parameter: source_type: ..."). ``run`` works in
-the seed's order, refusals -> parameters -> search -> format, and never raises:
+hits of that origin; anything else is "Invalid parameter: source_type: ...") and
+``include_shared`` (``false``: leave the agent's granted shared library out; default: the
+grant's, ``knowledge.search.shared``; ``true`` without a grant is an invalid parameter).
+``run`` works in the seed's order, refusals -> parameters -> search -> format, and never raises:
 
 - no store -> error "No knowledge store configured for this agent"
 - no scope -> error "No knowledge scope configured for this agent"
@@ -19,6 +21,7 @@ the seed's order, refusals -> parameters -> search -> format, and never raises:
 
 from __future__ import annotations
 
+import inspect
 import logging
 import math
 from collections.abc import Mapping, Sequence
@@ -35,10 +38,12 @@ from knowledge.core.model import (
 )
 from knowledge.core.origin import FORMAT, ORIGIN, ORIGINS, SOURCE_TYPE, URL, parse_origin
 from knowledge.core.scope import KnowledgeScope
+from knowledge.core.scope_set import SHARED_CONTEXT_KEY
 from knowledge.search.results import Passage, estimate_tokens, fit_budget, merge_adjacent
 
 __all__ = [
     "DEFAULT_MAX_TOKENS",
+    "INCLUDE_SHARED",
     "TOOL_DESCRIPTION",
     "TOOL_NAME",
     "KnowledgeSearchTool",
@@ -47,6 +52,7 @@ __all__ = [
     "ToolResult",
     "citation",
     "format_search_results",
+    "passage_header",
 ]
 
 logger = logging.getLogger(__name__)
@@ -61,16 +67,44 @@ TOOL_DESCRIPTION = (
 NO_STORE_MESSAGE = "No knowledge store configured for this agent"
 NO_SCOPE_MESSAGE = "No knowledge scope configured for this agent"
 
-_PROPERTIES = ("query", "max_results", "file_pattern", "max_tokens", SOURCE_TYPE)
+INCLUDE_SHARED = "include_shared"
+_PROPERTIES = ("query", "max_results", "file_pattern", "max_tokens", SOURCE_TYPE, INCLUDE_SHARED)
 DEFAULT_MAX_TOKENS = 4000
 """The tool's default budget for the passages it returns (estimated tokens)."""
 
 
 class SearchBackend(Protocol):
-    """What the tool searches: any ``KnowledgeStore``, or a ``KnowledgeClient`` of a deployed
-    API (``knowledge.client``)."""
+    """What the tool searches: any ``KnowledgeStore``, a ``KnowledgeClient`` of a deployed
+    API (``knowledge.client``: the server's grant applies), or a store widened to the
+    agent's granted shared libraries (``knowledge.search.shared.SharedLibraryStore``). The last
+    two also take ``include_shared`` (``_search``)."""
 
     def search(self, scope: KnowledgeScope, query: SearchQuery) -> list[SearchResult]: ...
+
+
+def _takes_include_shared(backend: SearchBackend) -> bool:
+    try:
+        parameters = inspect.signature(backend.search).parameters
+    except (TypeError, ValueError):
+        return False
+    return INCLUDE_SHARED in parameters
+
+
+def _search(
+    backend: SearchBackend, scope: KnowledgeScope, query: SearchQuery, include: bool | None
+) -> list[SearchResult]:
+    """The backend's search; ``include`` (the model's ``include_shared``) only where the
+    backend knows a grant. A plain store has none: leaving it out changes nothing, asking
+    for it is an invalid parameter."""
+    if include is None:
+        return backend.search(scope, query)
+    if _takes_include_shared(backend):
+        search: Any = backend.search
+        found: list[SearchResult] = search(scope, query, include_shared=include)
+        return found
+    if include:
+        raise ValidationError(INCLUDE_SHARED, "no shared library is granted to this agent")
+    return backend.search(scope, query)
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,7 +168,9 @@ def format_search_results(
     place in the document, it follows the path (``citation``):
     ``[1] handbook.pdf p. 12 (score: 0.92, chunk: 3)``. The passage's origin and url
     (``knowledge.core.origin``), when its metadata has them, close the parentheses:
-    ``(score: 0.92, chunk: 3, origin: repo, url: https://git.example.com/...)``.
+    ``(score: 0.92, chunk: 3, origin: repo, url: https://git.example.com/...)``; a hit of
+    the shared library names it: ``(score: 0.80, chunk: 0, origin: shared, library:
+    playbooks)``.
     """
     if not results:
         return f"No relevant documents found for: {query_text}"
@@ -145,7 +181,7 @@ def format_search_results(
     lines = [_found_line(query_text, len(passages))]
     for i, passage in enumerate(passages, start=1):
         lines.append("---")
-        lines.append(_header(i, passage))
+        lines.append(passage_header(i, passage))
         lines.append(passage.content.rstrip())
     if dropped:
         lines.extend(_dropped_lines(dropped, max_tokens))
@@ -157,7 +193,10 @@ def _found_line(query_text: str, count: int) -> str:
     return f'Found {count} {noun} for "{query_text}":'
 
 
-def _header(rank: int, passage: Passage) -> str:
+def passage_header(rank: int, passage: Passage) -> str:
+    """A passage's source line, what comes before its text (seed 8.1): ``[1] runbook.md
+    p. 3 (score: 0.92, chunk: 3, origin: repo, url: ...)``; also the prompt context's
+    (``knowledge.search.prompt_context``)."""
     chunks = (
         f"chunk: {passage.chunks}"
         if passage.first_chunk == passage.last_chunk
@@ -169,6 +208,9 @@ def _header(rank: int, passage: Passage) -> str:
     origin, url = passage.metadata.get(ORIGIN), passage.metadata.get(URL)
     if isinstance(origin, str) and origin:
         facts.append(f"origin: {origin}")
+    library = passage.metadata.get(SHARED_CONTEXT_KEY)
+    if isinstance(library, str) and library:
+        facts.append(f"library: {library.rpartition('/')[2]}")
     if isinstance(url, str) and url:
         facts.append(f"url: {url}")
     return f"[{rank}] {source} ({', '.join(facts)})"
@@ -187,7 +229,7 @@ def _fit(query_text: str, passages: list[Passage], max_tokens: int) -> tuple[lis
 
     def overhead(passage: Passage) -> int:
         # "---", the header and the text, each on its own line.
-        return estimate_tokens("---\n" + _header(widest, passage) + "\n\n")
+        return estimate_tokens("---\n" + passage_header(widest, passage) + "\n\n")
 
     fixed = estimate_tokens(_found_line(query_text, widest))
     kept, dropped = fit_budget(passages, max(1, max_tokens - fixed), overhead_tokens=overhead)
@@ -263,6 +305,13 @@ def _max_tokens(value: object) -> int:
     return count
 
 
+def _include_shared(arguments: Mapping[str, Any]) -> bool | None:
+    value = arguments.get(INCLUDE_SHARED)
+    if value is not None and not isinstance(value, bool):
+        raise ValidationError(INCLUDE_SHARED, "must be true or false")
+    return value
+
+
 def _query_from_arguments(
     arguments: object, mode: SearchMode | None, cross_context: bool = False
 ) -> SearchQuery:
@@ -325,6 +374,13 @@ class KnowledgeSearchTool:
                         "(the shared library)"
                     ),
                 },
+                INCLUDE_SHARED: {
+                    "type": "boolean",
+                    "description": (
+                        "Also search the shared library this agent is granted (default: "
+                        "yes, when one is granted); false: only the agent's own documents"
+                    ),
+                },
                 "max_tokens": {
                     "type": "integer",
                     "description": (
@@ -347,10 +403,11 @@ class KnowledgeSearchTool:
         try:
             query = _query_from_arguments(arguments, context.mode, context.cross_context)
             max_tokens = _max_tokens(arguments.get("max_tokens"))
+            include = _include_shared(arguments)
         except ValidationError as exc:
             return ToolResult.error(f"Invalid parameter: {exc}", exc)
         try:
-            results = context.store.search(context.scope, query)
+            results = _search(context.store, context.scope, query, include)
         except ValidationError as exc:
             # e.g. the configured mode is one this store cannot answer
             return ToolResult.error(f"Invalid parameter: {exc}", exc)

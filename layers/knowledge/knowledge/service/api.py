@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -30,7 +30,7 @@ from knowledge.core.errors import (
     NotFoundError,
     ValidationError,
 )
-from knowledge.core.model import IndexResult, IndexStatus, SearchMode
+from knowledge.core.model import IndexResult, IndexStatus, SearchMode, SearchQuery, SearchResult
 from knowledge.core.scope import KnowledgeScope
 from knowledge.ingest.writes import (
     MAX_DOCUMENT_BYTES,
@@ -48,6 +48,7 @@ from knowledge.service.responses import ApiResponse, error_response, new_request
 from knowledge.service.routes import ROUTES, WRITE_ROUTES, Request, Route, resolve
 from knowledge.service.validation import (
     AGENT_WIDE_CONTEXT,
+    CONTEXT_FIELDS,
     DOCUMENTS_PARAMETERS,
     MAX_BODY_BYTES,
     SEARCH_FIELDS,
@@ -68,6 +69,7 @@ if TYPE_CHECKING:  # the stage is built by whoever configures it; no import at c
 
 __all__ = [
     "AGENT_WIDE_CONTEXT",
+    "CONTEXT_FIELDS",
     "DOCUMENTS_PARAMETERS",
     "MAX_BODY_BYTES",
     "MAX_DOCUMENT_BYTES",
@@ -193,37 +195,80 @@ class KnowledgeApi:
 
         ``agent``/``context`` are path segments as sent (``path_segment``)."""
         try:
-            path_segment("agent", agent)
-            if context is not None:
-                path_segment("context", context)
             data = decode_body(body)
-            query = query_from(data, self._default_mode, self._weights)
-            trace = explain.requested(data)
-            if context is None:
-                if data.get("cross_context") is False:
-                    raise ValidationError(
-                        "cross_context",
-                        "the agent-wide route always searches every context; "
-                        "use /v1/agents/{agent}/contexts/{context}/search for one context",
-                    )
-                query = replace(query, cross_context=True)
-            scope = KnowledgeScope(agent, AGENT_WIDE_CONTEXT if context is None else context)
-            store = self._searched_store(agent, data.get("include_shared"))
-            started = time.perf_counter()
-            report: RerankReport | None = None
-            with explain.explaining() if trace else contextlib.nullcontext() as recorded:
-                if self._reranking is None:
-                    results = store.search(scope, query)
-                else:
-                    results, report = self._reranking.search(store, scope, query)  # type: ignore[arg-type]
-            took_ms = (time.perf_counter() - started) * 1000.0
-            mode = query.mode or self._store.default_mode
+            query, mode, results, took_ms, report, recorded = self._search(agent, context, data)
             answer = search_response_body(query, mode, results, took_ms, report)
             if recorded is not None:  # "explain": true (knowledge.ranking.explain)
                 answer["explain"] = recorded.to_dict(results)
             return ApiResponse(200, answer)
         except Exception as exc:
             return error_response(exc, request_id)
+
+    def prompt_context(
+        self,
+        agent: str,
+        context: str | None,
+        body: bytes | str | Mapping[str, Any] | None,
+        *,
+        request_id: str | None = None,
+    ) -> ApiResponse:
+        """The search's results as a block for a prompt, within the body's ``max_tokens``
+        (``knowledge.search.prompt_context``): ``{"query", "mode", "context", "passages",
+        "dropped", "tokens", "took_ms"}``. Same scope rules and body as ``search``."""
+        try:
+            from knowledge.search.prompt_context import build_prompt_context, parse_max_tokens
+
+            data = decode_body(body)
+            max_tokens = parse_max_tokens(data.get("max_tokens"))
+            query, mode, results, took_ms, *_ = self._search(agent, context, data, CONTEXT_FIELDS)
+            block = build_prompt_context(results, max_tokens)
+            answer = {"query": query.text, "mode": mode.value, **block.to_dict()}
+            return ApiResponse(200, {**answer, "took_ms": round(took_ms, 1)})
+        except Exception as exc:
+            return error_response(exc, request_id)
+
+    def _search(
+        self,
+        agent: str,
+        context: str | None,
+        data: Mapping[str, Any],
+        fields: Sequence[str] = SEARCH_FIELDS,
+    ) -> tuple[
+        SearchQuery,
+        SearchMode,
+        list[SearchResult],
+        float,
+        RerankReport | None,
+        explain.Explanation | None,
+    ]:
+        """The search of a body with ``fields``: the query (parsed with the deployment's
+        weights), the mode, the results, the time, the reranker's report, and the trace
+        when the body asks for one (``explain``, a search field only)."""
+        path_segment("agent", agent)
+        if context is not None:
+            path_segment("context", context)
+        query = query_from(data, self._default_mode, self._weights, fields)
+        trace = "explain" in fields and explain.requested(data)
+        if context is None:
+            if data.get("cross_context") is False:
+                raise ValidationError(
+                    "cross_context",
+                    "the agent-wide route always searches every context; "
+                    "use /v1/agents/{agent}/contexts/{context}/search for one context",
+                )
+            query = replace(query, cross_context=True)
+        scope = KnowledgeScope(agent, AGENT_WIDE_CONTEXT if context is None else context)
+        store = self._searched_store(agent, data.get("include_shared"))
+        started = time.perf_counter()
+        report: RerankReport | None = None
+        with explain.explaining() if trace else contextlib.nullcontext() as recorded:
+            if self._reranking is None:
+                results = store.search(scope, query)
+            else:
+                results, report = self._reranking.search(store, scope, query)  # type: ignore[arg-type]
+        took_ms = (time.perf_counter() - started) * 1000.0
+        mode = query.mode or self._store.default_mode
+        return query, mode, results, took_ms, report, recorded
 
     def _searched_store(self, agent: str, include: object) -> KnowledgeStore | SharedLibraryStore:
         """The store, widened to the agent's granted shared libraries (``knowledge.search.shared``)

@@ -6,6 +6,8 @@ method   path                                            name         needs     
 GET      /v1/health                                      health       (none)     search
 POST     /v1/agents/{agent}/search                       agent_search SEARCH     search
 POST     /v1/agents/{agent}/contexts/{context}/search    search       SEARCH     search
+POST     /v1/agents/{agent}/context                      agent_cont.. SEARCH     search
+POST     /v1/agents/{agent}/contexts/{context}/context   context      SEARCH     search
 GET      .../contexts/{context}/status                   status       STATUS     search
 POST     .../contexts/{context}/reindex                  reindex      REINDEX    search
 GET      .../contexts/{context}/documents                documents    DOCUMENTS  search
@@ -80,6 +82,10 @@ class RouteTarget(Protocol):
     """What the handlers call: ``knowledge.service.api.KnowledgeApi``."""
 
     def search(
+        self, agent: str, context: str | None, body: Body, *, request_id: str | None = None
+    ) -> ApiResponse: ...
+
+    def prompt_context(
         self, agent: str, context: str | None, body: Body, *, request_id: str | None = None
     ) -> ApiResponse: ...
 
@@ -167,6 +173,15 @@ def _search(api: RouteTarget, r: Request) -> ApiResponse:
     return api.search(r.params["agent"], r.params["context"], r.body, request_id=r.request_id)
 
 
+def _agent_context(api: RouteTarget, r: Request) -> ApiResponse:
+    return api.prompt_context(r.params["agent"], None, r.body, request_id=r.request_id)
+
+
+def _context(api: RouteTarget, r: Request) -> ApiResponse:
+    p = r.params
+    return api.prompt_context(p["agent"], p["context"], r.body, request_id=r.request_id)
+
+
 def _status(api: RouteTarget, r: Request) -> ApiResponse:
     return api.status(r.params["agent"], r.params["context"], request_id=r.request_id)
 
@@ -224,6 +239,16 @@ ROUTES: tuple[Route, ...] = (
         "POST", "/v1/agents/{agent}/search", "agent_search", Operation.SEARCH, _agent_search, True
     ),
     Route("POST", _SCOPE + "/search", "search", Operation.SEARCH, _search, True),
+    # The prompt context (knowledge.search.prompt_context): a search as a prompt block.
+    Route(
+        "POST",
+        "/v1/agents/{agent}/context",
+        "agent_context",
+        Operation.SEARCH,
+        _agent_context,
+        True,
+    ),
+    Route("POST", _SCOPE + "/context", "context", Operation.SEARCH, _context, True),
     Route("GET", _SCOPE + "/status", "status", Operation.STATUS, _status),
     Route("POST", _SCOPE + "/reindex", "reindex", Operation.REINDEX, _reindex),
     Route("GET", _SCOPE + "/documents", "documents", Operation.DOCUMENTS, _documents),

@@ -44,6 +44,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AGENT_WIDE_CONTEXT",
+    "CONTEXT_FIELDS",
     "DOCUMENTS_PARAMETERS",
     "MAX_BODY_BYTES",
     "SEARCH_FIELDS",
@@ -72,11 +73,15 @@ SEARCH_FIELDS = (
     "max_chunks_per_document",
     "filter",
     "include_shared",
+    "group_by",
     *BODY_FIELDS,  # origin_weights, lesson_weight (knowledge.ranking.origin_weights)
     "explain",  # the trace (knowledge.ranking.explain)
 )
 """The fields of a search request body (docs/architecture.md, "Search request"); any
 other is a 400."""
+CONTEXT_FIELDS = (*(f for f in SEARCH_FIELDS if f != "explain"), "max_tokens")
+"""The fields of a prompt-context request body: the search's (its ranking weights too, not
+``explain``: the block has no trace) and the token budget."""
 
 AGENT_WIDE_CONTEXT = "_all"
 """Placeholder context of the scope used for an agent-wide search.
@@ -211,14 +216,16 @@ def query_from(
     data: Mapping[str, Any],
     default_mode: SearchMode | str | None,
     weights: RankWeights | None = None,
+    fields: Sequence[str] = SEARCH_FIELDS,
 ) -> SearchQuery:
     """``parse_search_request`` of a decoded body; ``weights``: the deployment's origin and
-    lesson weights, which the body's ``origin_weights`` / ``lesson_weight`` override."""
-    unknown = sorted(str(k) for k in data if k not in SEARCH_FIELDS)  # include_shared: the API's
+    lesson weights, which the body's ``origin_weights`` / ``lesson_weight`` override;
+    ``fields``: the body's allowed fields (``CONTEXT_FIELDS`` for the prompt context)."""
+    unknown = sorted(str(k) for k in data if k not in fields)  # include_shared: the API's
     if unknown:
         # The name is echoed back, so a pathological one is cut short.
         name = unknown[0] if len(unknown[0]) <= 64 else unknown[0][:61] + "..."
-        raise ValidationError(name, f"is not a known field (allowed: {', '.join(SEARCH_FIELDS)})")
+        raise ValidationError(name, f"is not a known field (allowed: {', '.join(fields)})")
     if data.get("query") is None:
         raise ValidationError("query", "is required")
 
@@ -251,6 +258,7 @@ def query_from(
             DEFAULT_MAX_CHUNKS_PER_DOCUMENT if per_document is None else per_document
         ),
         filter=None if raw_filter is None else parse_filter(raw_filter),
+        group_by=data.get("group_by"),
         weights=weights_from_body(data, weights),
     )
 

@@ -14,7 +14,8 @@ Scoring: ``sum over distinct query terms of (1 + ln tf) * ln(1 + N / df)``, wher
 chunk's title and heading terms count ``headings_weight`` each in ``tf``
 (``knowledge.ranking.headings``; a ``tf`` below 1 counts as itself), with ``N``
 and ``df`` counted over the chunks being searched (every snapshot of the agent with
-``cross_context``); candidates filtered by file patterns and metadata first, then
+``cross_context``; a search's shared libraries, ``knowledge.core.scope_set``, over
+theirs); candidates filtered by file patterns and metadata first, then
 divided by their maximum (``fusion.keyword_only``), then ``min_score``, sort and
 ``max_results`` (the rule in ``knowledge.core.path_filters``).
 """
@@ -53,6 +54,7 @@ from knowledge.core.model import (
 from knowledge.core.origin import FORMAT, ORIGIN
 from knowledge.core.path_filters import matches_file_patterns, matches_metadata
 from knowledge.core.scope import KnowledgeScope
+from knowledge.core.scope_set import library_hit, marked, searched_scopes
 from knowledge.ranking.analysis import keyword_terms
 from knowledge.ranking.fusion import keyword_only
 from knowledge.ranking.headings import DEFAULT_HEADINGS_WEIGHT, check_headings_weight, heading_terms
@@ -287,24 +289,87 @@ class MemoryKnowledgeStore:
 
     def search(self, scope: KnowledgeScope, query: SearchQuery) -> list[SearchResult]:
         """TF-IDF keyword search in the scope (or the agent's every context with
-        ``cross_context``). Only keyword mode; no match is ``[]``."""
+        ``cross_context``) and the query's shared libraries (``knowledge.core.scope_set``), in
+        one ranking. Only keyword mode; no match is ``[]``."""
         mode = query.mode or SearchMode.KEYWORD
         if mode not in _MODES:
             raise UnsupportedModeError(mode.value, self.name, SearchMode.KEYWORD.value)
+        searched = searched_scopes(scope, query.cross_context, query.shared_libraries)
         with self._lock:
             self._check_open()
             if query.cross_context:
-                snapshots = [s for s in self._snapshots.values() if s.scope.agent == scope.agent]
+                own = [s for s in self._snapshots.values() if s.scope.agent == scope.agent]
             else:
                 one = self._snapshots.get(scope.key)
-                snapshots = [] if one is None else [one]
+                own = [] if one is None else [one]
+            shared = [
+                self._snapshots[key]
+                for key in (f"{agent}/{context}" for agent, context in searched[1:])
+                if key in self._snapshots
+            ]
         terms = set(keyword_terms(query.text))
-        if not terms or not snapshots:
+        if not terms or not (own or shared):
             return []
-        total_chunks = sum(len(s.chunks) for s in snapshots)
-        frequencies = {t: sum(len(s.postings.get(t, ())) for s in snapshots) for t in terms}
         scores: dict[ChunkKey, float] = {}
         records: dict[ChunkKey, ChunkRecord] = {}
+        # Each side over its own statistics (knowledge.core.scope_set), normalised once.
+        for snapshots in (own, shared):
+            self._score(snapshots, terms, query, scores, records)
+
+        def facts(key: ChunkKey) -> tuple[object, bool]:
+            metadata = records[key].chunk.metadata
+            return metadata.get(ORIGIN), is_lesson(metadata)
+
+        def trace() -> dict[str, Any]:
+            return {
+                "store": self.name,
+                "scope": f"{scope.agent}/*" if query.cross_context else scope.key,
+                "mode": mode.value,
+                "fusion": "keyword",
+                "keyword": scores,
+                "vector": None,
+            }
+
+        # Weights, the page (group_by, counts), lesson extras, the trace (ranking.weighted_page).
+        page = weighted_page(
+            keyword_only(scores), facts, query, document_of=lambda k: (k[2], k[0]), trace=trace
+        )
+        explained = page.explanations()
+        results = []
+        for item in page.chosen:
+            chunk = records[item.key].chunk
+            agent, _, context = item.key[2].partition("/")
+            library = library_hit(scope, query.shared_libraries, agent, context)
+            results.append(
+                SearchResult(
+                    document_path=chunk.document_path,
+                    chunk_index=chunk.chunk_index,
+                    content=chunk.content,
+                    score=item.score,
+                    keyword_score=item.keyword_score,
+                    vector_score=None,
+                    metadata=marked(chunk.metadata, library),
+                    matching_chunks=page.counts.get(item.key),
+                    extra=item.key in page.extras,
+                    explanation=explained(item.key),
+                )
+            )
+        return results
+
+    def _score(
+        self,
+        snapshots: Sequence[Snapshot],
+        terms: set[str],
+        query: SearchQuery,
+        scores: dict[ChunkKey, float],
+        records: dict[ChunkKey, ChunkRecord],
+    ) -> None:
+        """Add the raw scores of ``snapshots``' chunks, with ``N`` and ``df`` counted over
+        those snapshots only."""
+        if not snapshots:
+            return
+        total_chunks = sum(len(s.chunks) for s in snapshots)
+        frequencies = {t: sum(len(s.postings.get(t, ())) for s in snapshots) for t in terms}
         rejected: set[ChunkKey] = set()
         for snapshot in snapshots:
             for term in terms:
@@ -324,39 +389,6 @@ class MemoryKnowledgeStore:
                             continue
                         records[key] = record
                     scores[key] = scores.get(key, 0.0) + _sublinear(count) * idf
-
-        def facts(key: ChunkKey) -> tuple[object, bool]:
-            metadata = records[key].chunk.metadata
-            return metadata.get(ORIGIN), is_lesson(metadata)
-
-        def trace() -> dict[str, Any]:
-            return {
-                "store": self.name,
-                "scope": f"{scope.agent}/*" if query.cross_context else scope.key,
-                "mode": mode.value,
-                "fusion": "keyword",
-                "keyword": scores,
-                "vector": None,
-            }
-
-        page = weighted_page(  # weights, the page, lesson extras (ranking.weighted_page)
-            keyword_only(scores), facts, query, document_of=lambda k: (k[2], k[0]), trace=trace
-        )
-        explained = page.explanations()
-        return [
-            SearchResult(
-                document_path=records[item.key].chunk.document_path,
-                chunk_index=records[item.key].chunk.chunk_index,
-                content=records[item.key].chunk.content,
-                score=item.score,
-                keyword_score=item.keyword_score,
-                vector_score=None,
-                metadata=records[item.key].chunk.metadata,
-                extra=item.key in page.extras,
-                explanation=explained(item.key),
-            )
-            for item in page.chosen
-        ]
 
     @staticmethod
     def _wanted(chunk: DocumentChunk, query: SearchQuery, indexed_at: datetime | None) -> bool:

@@ -6,6 +6,9 @@ Guarantees every implementation keeps (checked by ``tests/contract``):
 
 - every write is tagged with the scope; every search filters on it (agent and
   context, or agent only with ``cross_context``); the agent boundary is never crossed;
+  a query's ``shared_libraries`` (``_shared`` scopes only, set by the server from its
+  grant: ``knowledge.core.scope_set``) are covered by the same search, one ranking, and their
+  hits name their library;
 - ``score`` in [0, 1], higher is better; results sorted by score, at most
   ``max_results``, none below ``min_score``; no match is an empty list, not an error;
   a first page may end with up to ``RankWeights.extra_lessons`` lesson cards past

@@ -10,13 +10,14 @@
   runs out (``error.kind`` ``time``) queues itself again and continues from its manifest.
 - Credentials are Secrets Manager ARNs whose secret name starts with
   ``SECRET_NAME_PREFIX`` (``kb-repo/``): the function may read only those
-  (template.yaml). ``ssh://`` is refused here: paramiko and cryptography (~17 MB) take
-  the shared layer over Lambda's 250 MB beside the document extractors and the Korean
-  dictionary; a slimmer layer for the repos function would make room (locally SSH works).
+  (template.yaml): the HTTPS token, or the SSH private key of an ``ssh://`` registration
+  (whose ``known_hosts`` are always checked). The repos function has its own layer
+  (``RepoLayer``: no extractors, no Korean dictionary) so that paramiko fits.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
@@ -62,12 +63,6 @@ class RepoSyncQueue:
 
 
 def _check_aws_registration(registration: RepoRegistration) -> None:
-    if registration.is_ssh:
-        raise ValidationError(
-            "url",
-            "ssh:// is not available on AWS yet (its SSH library does not fit in the "
-            "Lambda layer beside the document extractors); use https:// with a token",
-        )
     ref = registration.credential
     if ref is not None:
         name = ref.split(":secret:", 1)[-1]
@@ -148,12 +143,7 @@ def handle_sync_message(
         registry,
         scope,
         registration,
-        bounds=SyncBounds(
-            max_repo_bytes=base.max_repo_bytes,
-            max_files=base.max_files,
-            max_file_bytes=base.max_file_bytes,
-            time_budget_seconds=budget,
-        ),
+        bounds=dataclasses.replace(base, time_budget_seconds=budget),
         read_secret=read_secret,
         hosts=hosts or HostPolicy.from_environment(),
     )

@@ -4,9 +4,11 @@
 the blobs over ``SyncBounds.max_file_bytes`` where the server has protocol v2's
 ``filter`` (``blob:limit``), into an in-memory object store, counting the pack's bytes
 as they arrive: over ``SyncBounds.max_repo_bytes`` or past the deadline the transfer
-stops. Thin packs are refused (the store holds nothing to complete them from). Every failure is a
-``RepoSyncError`` (``errors``) with a message of our own: dulwich's and urllib3's messages can hold
-a URL or a server's text, and a credential never appears in either.
+stops; the pack's objects are then measured inflated (``pack``) and over
+``SyncBounds.max_inflated_bytes`` refused before they are inflated. Thin packs are
+refused (the store holds nothing to complete them from). Every failure is a
+``RepoSyncError`` (``errors``) with a message of our own: dulwich's and urllib3's
+messages can hold a URL or a server's text, and a credential never appears in either.
 
 ``walk_tree`` lists the regular files of the fetched commit's tree (``TreeFile``: path,
 blob id, mode); submodules, symbolic links and names that are not UTF-8 come back as
@@ -81,7 +83,7 @@ def _client(
     if registration.is_ssh:
         from knowledge.ingest.repos.ssh import ssh_client
 
-        return ssh_client(registration, secret)
+        return ssh_client(registration, secret, hosts)
     kwargs: dict[str, Any] = {"thin_packs": False, "quiet": True}
     kwargs["pool_manager"] = guarded_pool_manager(
         hosts or LOCAL,
@@ -139,6 +141,34 @@ def _translated(exc: BaseException) -> RepoSyncError:
     return RepoSyncError(
         "unreachable", f"cannot reach the Git host ({type(exc).__name__}); the last sync is kept"
     )
+
+
+def _check_inflated_size(sink: Any, bounds: SyncBounds) -> None:
+    """Refuse a pack whose objects inflate past ``max_inflated_bytes`` before dulwich's
+    in-memory store inflates them (``knowledge.ingest.repos.pack``); the sink is left where it
+    was (dulwich takes the pack's size from its position)."""
+    from knowledge.ingest.repos.pack import PackFormatError, PackLimitExceeded, inflated_size
+
+    end = sink.tell()
+    if end == 0:
+        return
+    sink.seek(0)
+    try:
+        inflated_size(sink, bounds.max_inflated_bytes)
+    except PackLimitExceeded:
+        raise _Stop(
+            RepoSyncError(
+                "bounds",
+                f"the repository's files are over {bounds.max_inflated_bytes} bytes "
+                "uncompressed at depth 1 (narrow it with 'paths' on a smaller repository, "
+                "or raise the bound)",
+            )
+        ) from None
+    except PackFormatError:
+        raise _Stop(
+            RepoSyncError("protocol", "the Git host sent a pack that cannot be read")
+        ) from None
+    sink.seek(end)
 
 
 def fetch_branch(
@@ -201,6 +231,7 @@ def fetch_branch(
                 # bound (images, binaries): they are never transferred nor inflated.
                 filter_spec=f"blob:limit={bounds.max_file_bytes}".encode("ascii"),
             )
+        _check_inflated_size(sink, bounds)
         commit()
     except _Stop as stop:
         abort()

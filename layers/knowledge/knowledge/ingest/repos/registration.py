@@ -14,7 +14,8 @@
 - ``username``: the HTTPS user sent with a token (default ``x-access-token``, which
   GitHub accepts; GitLab takes ``oauth2``, Bitbucket ``x-token-auth``);
 - ``known_hosts``: OpenSSH ``known_hosts`` lines, required for ``ssh://`` (host keys are
-  always checked).
+  always checked) unless the credential is a Secrets Manager ARN, whose secret may hold
+  them (``knowledge.ingest.repos.ssh.ssh_identity``; a sync with neither fails).
 """
 
 from __future__ import annotations
@@ -180,16 +181,19 @@ class RepoRegistration:
         known_hosts = _text(data, "known_hosts")
         if known_hosts is not None and len(known_hosts) > MAX_KNOWN_HOSTS:
             raise ValidationError("known_hosts", f"must be at most {MAX_KNOWN_HOSTS} characters")
-        if url.startswith("ssh://") and known_hosts is None:
+        credential = _credential(_text(data, "credential"), credential_kinds)
+        in_secret = credential is not None and credential.startswith(CREDENTIAL_ARN + ":")
+        if url.startswith("ssh://") and known_hosts is None and not in_secret:
             raise ValidationError(
-                "known_hosts", "is required for an ssh:// URL: the host key is always checked"
+                "known_hosts",
+                "is required for an ssh:// URL (or in its secret): the host key is always checked",
             )
         return cls(
             name=name,
             url=url,
             branch=branch,
             paths=_paths(data.get("paths")),
-            credential=_credential(_text(data, "credential"), credential_kinds),
+            credential=credential,
             username=_text(data, "username"),
             known_hosts=known_hosts,
         )
@@ -226,6 +230,9 @@ class SyncBounds:
     """What one sync may take. Over a bound the sync writes nothing and says which."""
 
     max_repo_bytes: int = 256 * 1024 * 1024  # the fetched pack
+    # The pack's objects once inflated (dulwich holds them in memory; the repos function
+    # has 1,024 MB): a small pack of very compressible blobs stops here.
+    max_inflated_bytes: int = 512 * 1024 * 1024
     max_files: int = 20_000  # files selected in the tree (``paths``), read or not
     max_file_bytes: int = 16 * 1024 * 1024  # one file; larger ones are skipped with a problem
     time_budget_seconds: float = 600.0  # the fetch plus the writes

@@ -10,6 +10,7 @@ from typing import Any, Final
 
 from knowledge.core.model import SearchQuery
 from knowledge.core.scope import KnowledgeScope
+from knowledge.core.scope_set import searched_scopes
 from knowledge.ranking.origin_weights import LESSON, NEUTRAL, RankWeights
 
 from .schema import load_json
@@ -17,36 +18,77 @@ from .schema import load_json
 __all__ = [
     "FETCH_BATCH",
     "Candidate",
+    "ChunkKey",
     "candidate_facts",
     "chunk_rows",
     "metadata_of",
+    "pairs_condition",
     "scope_condition",
 ]
 
 FETCH_BATCH: Final = 256
 """Rows read (or candidates checked against the filters) at a time."""
 
+ChunkKey = tuple[str, int, str, str]
+"""(path, chunk index, context, agent): unique in the file, the fusion key; its order
+ranks equal scores."""
+
 
 @dataclass(frozen=True, slots=True)
 class Candidate:
     """A chunk that passed the scope and the filters, with its raw side score.
 
-    ``key`` is (path, chunk index, context): unique within an agent, the fusion key.
+    ``key`` is a ``ChunkKey``.
     """
 
     rowid: int
-    key: tuple[str, int, str]
+    key: ChunkKey
     score: float
 
 
 def scope_condition(
     scope: KnowledgeScope, query: SearchQuery, alias: str = ""
 ) -> tuple[str, list[str]]:
-    """The SQL condition (and its values) of the scope: agent and context, or agent only
-    with ``cross_context``. Every read of chunks goes through it."""
-    if query.cross_context:
-        return f"{alias}agent = ?", [scope.agent]
-    return f"{alias}agent = ? AND {alias}context = ?", [scope.agent, scope.context]
+    """The SQL condition (and its values) of what a search covers: the scope (agent and
+    context, or agent only with ``cross_context``) or one of the query's shared libraries
+    (``knowledge.core.scope_set``). Every search read of chunks goes through it."""
+    return pairs_condition(
+        searched_scopes(scope, query.cross_context, query.shared_libraries), alias
+    )
+
+
+def pairs_condition(
+    pairs: Sequence[tuple[str, str | None]], alias: str = ""
+) -> tuple[str, list[str]]:
+    """The SQL condition of (agent, context) pairs, any of which may match (context
+    ``None``: every context of that agent); never empty."""
+    if not pairs:
+        raise ValueError("a scope condition needs at least one scope")
+    by_agent: dict[str, list[str] | None] = {}
+    for agent, context in pairs:
+        if context is None:
+            by_agent[agent] = None
+        elif agent not in by_agent or by_agent[agent] is not None:
+            contexts = by_agent.setdefault(agent, [])
+            assert contexts is not None
+            if context not in contexts:
+                contexts.append(context)
+    clauses: list[str] = []
+    params: list[str] = []
+    for agent, contexts in by_agent.items():
+        if contexts is None:
+            clauses.append(f"{alias}agent = ?")
+            params.append(agent)
+        elif len(contexts) == 1:
+            clauses.append(f"{alias}agent = ? AND {alias}context = ?")
+            params.extend((agent, contexts[0]))
+        else:
+            marks = ", ".join("?" * len(contexts))
+            clauses.append(f"{alias}agent = ? AND {alias}context IN ({marks})")
+            params.extend((agent, *contexts))
+    if len(clauses) == 1:
+        return clauses[0], params
+    return "(" + " OR ".join(f"({c})" for c in clauses) + ")", params
 
 
 def metadata_of(conn: sqlite3.Connection, rowids: Sequence[int]) -> dict[int, dict[str, Any]]:
@@ -71,7 +113,7 @@ def chunk_rows(
 
 def candidate_facts(
     conn: sqlite3.Connection, *sides: Sequence[Candidate], weights: RankWeights | None = None
-) -> Callable[[tuple[str, int, str]], tuple[object, bool]]:
+) -> Callable[[ChunkKey], tuple[object, bool]]:
     """``(origin, is_lesson)`` of each candidate key (``knowledge.ranking.origin_weights``), read
     on the first call in one query of the candidates' metadata keys (never read when
     nobody asks: inert weights). Without ``origins`` (every origin weighted 1.0, so none
@@ -92,7 +134,7 @@ def candidate_facts(
             for rowid, origin, kind in conn.execute(sql.format(marks=marks), batch):
                 facts[rowid] = (origin, _is_lesson(kind))
 
-    def of(key: tuple[str, int, str]) -> tuple[object, bool]:
+    def of(key: ChunkKey) -> tuple[object, bool]:
         if not read[0]:
             load()
         return facts.get(rowids[key], (None, False))

@@ -24,10 +24,13 @@ probe whether some other agent's documents contain a word (a word they hold a lo
 scores near zero). With ``isolation="agent"`` each agent's chunks have their own table,
 ``chunks_fts_<n>`` (``n`` from ``fts_agents``), so an agent's scores depend on its own
 documents only (contexts of one agent share their statistics, as they share
-``cross_context`` searches). A file remembers its isolation; opened with the other one,
-its keyword index is rebuilt from the chunks (``rebuild``), and a store still open with
-the old setting (another process) is refused on its next search or write (``check``)
-rather than silently searching the other way."""
+``cross_context`` searches). A search that covers shared libraries
+(``knowledge.core.scope_set``) is one statement: in the shared table one scope condition;
+per agent, the caller's table and ``_shared``'s, one ``SELECT`` each (each its own
+statistics) joined by ``UNION ALL`` and ranked together. A file remembers its isolation;
+opened with the other one, its keyword index is rebuilt from the chunks (``rebuild``), and
+a store still open with the old setting (another process) is refused on its next search
+or write (``check``) rather than silently searching the other way."""
 
 from __future__ import annotations
 
@@ -39,10 +42,11 @@ from knowledge.core.errors import StoreError
 from knowledge.core.model import SearchQuery
 from knowledge.core.path_filters import matches_file_patterns, matches_metadata
 from knowledge.core.scope import KnowledgeScope
+from knowledge.core.scope_set import searched_scopes
 from knowledge.ranking.analysis import keyword_terms
 from knowledge.ranking.headings import DEFAULT_HEADINGS_WEIGHT, heading_terms
 
-from .candidates import FETCH_BATCH, Candidate, scope_condition
+from .candidates import FETCH_BATCH, Candidate, pairs_condition
 from .filter_sql import filter_sql
 from .schema import load_json
 
@@ -178,40 +182,50 @@ class KeywordIndex:
         match: str,
         limit: int,
     ) -> list[Candidate]:
-        """The best ``limit`` chunks of the scope for ``match`` that pass the filters,
-        best first, ties by (path, chunk index, context)."""
-        table = self.table(conn, scope.agent, create=False)
-        if table is None:
+        """The best ``limit`` chunks of the scope and the query's shared libraries for
+        ``match`` that pass the filters, best first, ties by ``ChunkKey``. One statement:
+        with per-agent tables, one ``SELECT`` per table (each its own statistics,
+        ``knowledge.core.scope_set``) joined by ``UNION ALL`` and ranked together."""
+        groups: dict[str, list[tuple[str, str | None]]] = {}
+        for agent, context in searched_scopes(scope, query.cross_context, query.shared_libraries):
+            table = self.table(conn, agent, create=False)
+            if table is not None:
+                groups.setdefault(table, []).append((agent, context))
+        if not groups:
             return []
         filter_clause, filter_params = "", list[object]()
         if query.filter is not None:
             condition, filter_params = filter_sql(query.filter)  # values are bound
             filter_clause = f" AND ({condition})"
-        scope_sql, params = scope_condition(scope, query, "c.")
-        bound: list[object] = [*params, *filter_params]
+        selects: list[str] = []
+        bound: list[object] = []
+        for table, pairs in groups.items():
+            scope_sql, params = pairs_condition(pairs, "c.")
+            selects.append(
+                "SELECT c.id AS id, c.path AS path, c.chunk_index AS chunk_index,"  # noqa: S608
+                " c.context AS context, c.agent AS agent, c.metadata AS metadata,"
+                f" -bm25({table}, 1.0, ?) AS s"
+                f" FROM {table} JOIN chunks AS c ON c.id = {table}.rowid"
+                f" WHERE {table} MATCH ? AND {scope_sql}{filter_clause}"
+            )
+            bound.extend((self._headings_weight, match, *params, *filter_params))
+        sql = " UNION ALL ".join(selects) + (" ORDER BY s DESC, path, chunk_index, context, agent")
         # The search filter is part of the SQL (filter_sql), so only these are left to Python.
         filtered = bool(query.file_patterns or query.metadata)
-        sql = (
-            "SELECT c.id, c.path, c.chunk_index, c.context, c.metadata,"  # noqa: S608
-            f" -bm25({table}, 1.0, ?) AS s"
-            f" FROM {table} JOIN chunks AS c ON c.id = {table}.rowid"
-            f" WHERE {table} MATCH ? AND {scope_sql}{filter_clause}"
-            " ORDER BY s DESC, c.path, c.chunk_index, c.context"
-        )
         # Without filters every row is a candidate, so SQLite can stop at the limit.
         cursor = (
-            conn.execute(sql, [self._headings_weight, match, *bound])
+            conn.execute(sql, bound)
             if filtered
-            else conn.execute(sql + " LIMIT ?", [self._headings_weight, match, *bound, limit])
+            else conn.execute(sql + " LIMIT ?", [*bound, limit])
         )
         found: list[Candidate] = []
         while len(found) < limit and (batch := cursor.fetchmany(FETCH_BATCH)):
-            for rowid, path, chunk_index, context, metadata, score in batch:
+            for rowid, path, chunk_index, context, agent, metadata, score in batch:
                 if not matches_file_patterns(path, query.file_patterns):
                     continue
                 if query.metadata and not matches_metadata(load_json(metadata), query.metadata):
                     continue
-                found.append(Candidate(rowid, (path, chunk_index, context), float(score)))
+                found.append(Candidate(rowid, (path, chunk_index, context, agent), float(score)))
                 if len(found) == limit:
                     break
         cursor.close()

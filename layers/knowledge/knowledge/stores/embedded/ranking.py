@@ -12,13 +12,13 @@ over candidates, no SQL.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from knowledge.core.errors import EmbeddingError
 from knowledge.core.model import MAX_MAX_RESULTS, SearchMode, SearchQuery, SearchResult
 from knowledge.core.scope import KnowledgeScope
+from knowledge.core.scope_set import library_hit, marked
 from knowledge.embedding.base import EmbeddingClient
 from knowledge.ranking.fusion import (
     Fused,
@@ -30,8 +30,9 @@ from knowledge.ranking.fusion import (
     keyword_only,
     vector_only,
 )
+from knowledge.ranking.weighted_page import Page
 
-from .candidates import Candidate
+from .candidates import Candidate, ChunkKey
 from .schema import Identity, load_json
 
 __all__ = [
@@ -44,9 +45,9 @@ __all__ = [
 ]
 
 
-def document_of(key: tuple[str, int, str]) -> tuple[str, str]:
-    """The document of a candidate key ``(path, chunk_index, context)``."""
-    return key[2], key[0]
+def document_of(key: ChunkKey) -> tuple[str, str, str]:
+    """The document of a candidate key ``(path, chunk_index, context, agent)``."""
+    return key[3], key[2], key[0]
 
 
 DEEPEST = candidate_count(MAX_MAX_RESULTS)
@@ -60,7 +61,7 @@ def read_deeper(
     *,
     limit: int,
     chosen: int,
-    fused: list[Fused[tuple[str, int, str]]],
+    fused: list[Fused[ChunkKey]],
     keyword: list[Candidate],
     vector: list[Candidate],
 ) -> bool:
@@ -98,7 +99,7 @@ class Fusion:
         vector: list[Candidate],
         *,
         cjk_query: bool = False,
-    ) -> list[Fused[tuple[str, int, str]]]:
+    ) -> list[Fused[ChunkKey]]:
         if mode is SearchMode.KEYWORD:
             return keyword_only({c.key: c.score for c in keyword})
         kept = above_floor({c.key: c.score for c in vector}, self.floor)
@@ -177,17 +178,22 @@ def unit_query_vector(
 
 
 def search_results(
-    chosen: list[Fused[tuple[str, int, str]]],
-    rowids: dict[tuple[str, int, str], int],
+    page: Page[ChunkKey],
+    rowids: dict[ChunkKey, int],
     rows: dict[int, tuple[str, int, str, str]],
-    extras: frozenset[tuple[str, int, str]] = frozenset(),
-    explained: Callable[[tuple[str, int, str]], Mapping[str, Any] | None] = lambda _key: None,
+    scope: KnowledgeScope,
+    libraries: tuple[KnowledgeScope, ...],
 ) -> list[SearchResult]:
-    """The chosen candidates as results, from their chunk rows (``candidates.chunk_rows``);
-    the lesson ``extras`` marked, each with its explanation (``ranking.explain``)."""
+    """The page's candidates (``ranking.weighted_page``) as results, from their chunk rows
+    (``candidates.chunk_rows``); a hit of one of the query's shared ``libraries`` names it
+    (``core.scope_set.marked``); a grouped search's ``matching_chunks``
+    (``ranking.grouping``), the lesson extras marked, each with its explanation
+    (``ranking.explain``)."""
+    explained = page.explanations()
     results = []
-    for fused in chosen:
+    for fused in page.chosen:
         path, chunk_index, content, metadata = rows[rowids[fused.key]]
+        library = library_hit(scope, libraries, fused.key[3], fused.key[2])
         results.append(
             SearchResult(
                 document_path=path,
@@ -196,8 +202,9 @@ def search_results(
                 score=fused.score,
                 keyword_score=fused.keyword_score,
                 vector_score=fused.vector_score,
-                metadata=load_json(metadata),
-                extra=fused.key in extras,
+                metadata=marked(load_json(metadata), library),
+                matching_chunks=page.counts.get(fused.key),
+                extra=fused.key in page.extras,
                 explanation=explained(fused.key),
             )
         )

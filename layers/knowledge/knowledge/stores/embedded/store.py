@@ -11,10 +11,13 @@ one order). Keyword mode is ``fusion.keyword_only`` over ``keyword_index``; vect
 ``fusion.vector_only`` over ``vector_search`` above the relevance floor
 (``fusion.above_floor``); hybrid ``fusion.fuse_weighted`` with the store's weights (default:
 the embedder's, ``fusion.hybrid_weights``) or ``fusion.fuse_rrf`` with ``fusion="rrf"``;
-then ``fusion.select`` (per-document cap, ``offset``, ``max_results``). The query is
+then ``ranking.weighted_page`` (origin and lesson weights, then the per-document cap or
+``group_by``, ``offset``, ``max_results``, lesson extras). The query is
 embedded once per search, only in vector and hybrid modes, and before the read snapshot is
 taken. A query whose embedding is the zero vector finds nothing on the vector side. Ties
-rank by (path, chunk index, context).
+rank by (path, chunk index, context, agent). A query's shared libraries
+(``knowledge.core.scope_set``) are part of the same scope condition, each side's candidates
+of every scope ranked together.
 
 **Embedder identity.** The first chunk written to a file records what made its
 vectors: the embedder's name and dimension, or "no embedder (keyword only)". A store
@@ -62,12 +65,7 @@ from knowledge.core.errors import (
     UnsupportedModeError,
     ValidationError,
 )
-from knowledge.core.model import (
-    IndexStatus,
-    SearchMode,
-    SearchQuery,
-    SearchResult,
-)
+from knowledge.core.model import IndexStatus, SearchMode, SearchQuery, SearchResult
 from knowledge.core.scope import KnowledgeScope
 from knowledge.ranking.analysis import has_cjk
 from knowledge.ranking.fusion import (
@@ -84,12 +82,7 @@ from knowledge.ranking.weighted_page import weighted_page
 from knowledge.stores.protocol import StoredDocument
 
 from .candidates import Candidate, candidate_facts, chunk_rows
-from .connections import (
-    MEMORY,
-    ConnectionPool,
-    damage_advice,
-    is_damage,
-)
+from .connections import MEMORY, ConnectionPool, damage_advice, is_damage
 from .keyword_index import DEFAULT_ISOLATION, ISOLATION_MODES, KeywordIndex, fts_query
 from .listing import read_document, read_documents
 from .opening import mismatch_error, open_file
@@ -101,10 +94,7 @@ from .ranking import (
     search_results,
     unit_query_vector,
 )
-from .schema import (
-    Identity,
-    identity_of,
-)
+from .schema import Identity, identity_of
 from .scope_sources import read_scope_source, write_scope_source
 from .status import damaged_status, scope_status
 from .vector_search import DEFAULT_VECTOR_CACHE_BYTES, VectorCache, vector_candidates
@@ -286,9 +276,12 @@ class EmbeddedKnowledgeStore:
         )
         # Enough candidates for the page after the per-document cap (fusion.select); hybrid
         # fuses a fixed depth, so that every page is a slice of one order.
+        # A grouped search reads the deepest depth for every page (ranking.grouping).
         limit = (
             HYBRID_CANDIDATES
             if mode is SearchMode.HYBRID
+            else DEEPEST
+            if query.group_by is not None
             else candidate_count(query.offset + query.max_results)
         )
         with self._reading() as conn:
@@ -310,7 +303,7 @@ class EmbeddedKnowledgeStore:
                         display=self._display,
                     )
                 cjk = has_cjk(query.text)
-                page = weighted_page(  # weights, the page, lesson extras (ranking.weighted_page)
+                page = weighted_page(  # weights, page, extras (ranking.weighted_page)
                     self._fusion.fuse(mode, keyword, vector, cjk_query=cjk),
                     candidate_facts(conn, keyword, vector, weights=query.weights),
                     query,
@@ -333,7 +326,7 @@ class EmbeddedKnowledgeStore:
                 limit = DEEPEST
             rowids = {c.key: c.rowid for c in (*keyword, *vector)}
             rows = chunk_rows(conn, [rowids[f.key] for f in page.chosen])
-        return search_results(page.chosen, rowids, rows, page.extras, page.explanations())
+        return search_results(page, rowids, rows, scope, query.shared_libraries)
 
     def list_scopes(self) -> list[KnowledgeScope]:
         """Every scope with at least one document or problem, sorted (index-only queries)."""

@@ -37,9 +37,10 @@ from knowledge.core.errors import EmbeddingError, EmbeddingMismatchError, StoreE
 from knowledge.core.model import SearchQuery
 from knowledge.core.path_filters import matches_file_patterns, matches_metadata
 from knowledge.core.scope import KnowledgeScope
+from knowledge.core.scope_set import searched_scopes
 from knowledge.ranking.fusion import cosine_to_unit
 
-from .candidates import FETCH_BATCH, Candidate, metadata_of, scope_condition
+from .candidates import FETCH_BATCH, Candidate, ChunkKey, metadata_of, pairs_condition
 from .filter_sql import filter_sql
 from .schema import Identity, generation
 
@@ -64,7 +65,7 @@ class ScopeVectors:
 
     generation: int
     rowids: list[int]
-    keys: list[tuple[str, int, str]]
+    keys: list[ChunkKey]
     matrix: Any  # numpy float32 (chunks x dimensions), unit rows; numpy is not imported here
 
     @property
@@ -147,16 +148,46 @@ def vector_candidates(
     limit: int,
     display: str,
 ) -> list[Candidate]:
-    """The ``limit`` chunks of the scope nearest ``query_vector`` that pass the filters,
-    best first; equal cosines keep the (path, chunk index, context) order."""
+    """The ``limit`` chunks of the scope and the query's shared libraries nearest
+    ``query_vector`` that pass the filters, best first; equal cosines in ``ChunkKey``
+    order. Each scope's vectors are their own matrix (cached apart); the best of each are
+    ranked together, which is the exact kNN of the union."""
+    pairs = searched_scopes(scope, query.cross_context, query.shared_libraries)
+    found: list[Candidate] = []
+    for agent, context in pairs:
+        found.extend(
+            _part_candidates(
+                conn,
+                cache,
+                (agent, context),
+                query,
+                query_vector=query_vector,
+                limit=limit,
+                display=display,
+            )
+        )
+    if len(pairs) > 1:
+        found.sort(key=lambda c: (-c.score, c.key))
+    return found[:limit]
 
-    vectors = _scope_vectors(
-        conn, cache, scope, query, dimensions=len(query_vector), display=display
-    )
+
+def _part_candidates(
+    conn: sqlite3.Connection,
+    cache: VectorCache,
+    part: CacheKey,
+    query: SearchQuery,
+    *,
+    query_vector: Sequence[float],
+    limit: int,
+    display: str,
+) -> list[Candidate]:
+    """``vector_candidates`` of one (agent, context) pair (context ``None``: the agent's
+    every context)."""
+    vectors = _scope_vectors(conn, cache, part, dimensions=len(query_vector), display=display)
     if vectors is None:
         return []
     similarity = cosines(vectors.matrix, query_vector)
-    allowed = _filtered_rowids(conn, scope, query)
+    allowed = _filtered_rowids(conn, part, query)
     found: list[Candidate] = []
     for positions in _best_first(similarity, FETCH_BATCH):
         passing = [
@@ -177,14 +208,14 @@ def vector_candidates(
 
 
 def _filtered_rowids(
-    conn: sqlite3.Connection, scope: KnowledgeScope, query: SearchQuery
+    conn: sqlite3.Connection, part: CacheKey, query: SearchQuery
 ) -> set[int] | None:
-    """The scope's chunk ids that pass the search filter (``filter_sql``); ``None``: no
-    filter, every chunk passes. The cached matrix holds the whole scope, so the filter is
+    """The part's chunk ids that pass the search filter (``filter_sql``); ``None``: no
+    filter, every chunk passes. The cached matrix holds the whole part, so the filter is
     one SQL read beside it rather than part of the cache key."""
     if query.filter is None:
         return None
-    scope_sql, params = scope_condition(scope, query, "c.")
+    scope_sql, params = pairs_condition([part], "c.")
     condition, filter_params = filter_sql(query.filter)
     rows = conn.execute(
         f"SELECT c.id FROM chunks AS c WHERE {scope_sql} AND ({condition})",  # noqa: S608
@@ -220,21 +251,20 @@ def _best_first(similarity: Any, batch: int) -> Iterator[list[int]]:
 def _scope_vectors(
     conn: sqlite3.Connection,
     cache: VectorCache,
-    scope: KnowledgeScope,
-    query: SearchQuery,
+    part: CacheKey,
     *,
     dimensions: int,
     display: str,
 ) -> ScopeVectors | None:
-    """The scope's vectors in (path, chunk_index, context) order, cached per generation."""
+    """The part's vectors in ``ChunkKey`` order, cached per generation of its agent."""
     import numpy as np  # lazy: keyword-only use never loads numpy
 
-    cache_key = (scope.agent, None if query.cross_context else scope.context)
-    current = generation(conn, scope.agent)
-    cached = cache.get(cache_key, current)
+    agent = part[0]
+    current = generation(conn, agent)
+    cached = cache.get(part, current)
     if cached is not None:
         return cached
-    scope_sql, params = scope_condition(scope, query)
+    scope_sql, params = pairs_condition([part])
     rows = conn.execute(
         "SELECT id, path, chunk_index, context, vector FROM chunks"  # noqa: S608
         f" WHERE {scope_sql} AND vector IS NOT NULL ORDER BY path, chunk_index, context",
@@ -252,8 +282,8 @@ def _scope_vectors(
     entry = ScopeVectors(
         generation=current,
         rowids=[row[0] for row in rows],
-        keys=[(row[1], row[2], row[3]) for row in rows],
+        keys=[(row[1], row[2], row[3], agent) for row in rows],
         matrix=matrix.reshape(len(rows), dimensions),
     )
-    cache.put(cache_key, entry)
+    cache.put(part, entry)
     return entry

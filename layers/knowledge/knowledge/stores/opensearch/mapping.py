@@ -1,6 +1,7 @@
 """The index layout: field names, the index body, chunk documents, and mapping checks.
 
-One shared index holds every scope (D11). It holds two kinds of records (``record``):
+One shared index holds every scope (docs/architecture.md, "One shared index"). It holds
+two kinds of records (``record``):
 
 - ``chunk``: one per chunk, searchable; it carries its scope (``agent``, ``context`` as
   ``keyword``) and the facts of its whole document (path, base name, content hash,

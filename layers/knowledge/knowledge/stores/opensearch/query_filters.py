@@ -23,6 +23,7 @@ from typing import Any
 from knowledge.core.filter_language import FilterNode
 from knowledge.core.path_filters import expand_globstars
 from knowledge.core.scope import KnowledgeScope
+from knowledge.core.scope_set import searched_scopes
 from knowledge.stores.opensearch.filter_query import filter_query
 from knowledge.stores.opensearch.mapping import (
     AGENT,
@@ -43,6 +44,7 @@ __all__ = [
     "query_filters",
     "scope_filters",
     "scope_query",
+    "searched_scope_filters",
 ]
 
 
@@ -56,6 +58,32 @@ def scope_filters(scope: KnowledgeScope, *, cross_context: bool = False) -> list
     if not cross_context:
         filters.append({"term": {CONTEXT: scope.context}})
     return filters
+
+
+def searched_scope_filters(
+    scope: KnowledgeScope,
+    *,
+    cross_context: bool = False,
+    libraries: Sequence[KnowledgeScope] = (),
+) -> list[dict[str, Any]]:
+    """The scope filters of a search: ``scope_filters`` alone, or with shared libraries
+    (``knowledge.core.scope_set``) one ``bool`` ``should`` of the caller's scope and each
+    library owner's contexts (``terms``), at least one of which must hold."""
+    pairs = searched_scopes(scope, cross_context, tuple(libraries))
+    if len(pairs) == 1:
+        return scope_filters(scope, cross_context=cross_context)
+    should: list[dict[str, Any]] = [
+        {"bool": {"filter": scope_filters(scope, cross_context=cross_context)}}
+    ]
+    owners: dict[str, list[str]] = {}
+    for agent, context in pairs[1:]:
+        assert context is not None  # a library is one exact scope
+        owners.setdefault(agent, []).append(context)
+    for agent, contexts in owners.items():
+        should.append(
+            {"bool": {"filter": [{"term": {AGENT: agent}}, {"terms": {CONTEXT: contexts}}]}}
+        )
+    return [{"bool": {"should": should, "minimum_should_match": 1}}]
 
 
 def glob_to_wildcard(pattern: str) -> str | None:
@@ -218,11 +246,13 @@ def query_filters(
     metadata: Mapping[str, str] | None = None,
     search_filter: FilterNode | None = None,
     metadata_pairs: bool = False,
+    libraries: Sequence[KnowledgeScope] = (),
 ) -> list[dict[str, Any]]:
-    """Every filter of a search: scope, then file patterns, then metadata, then the
-    ``filter`` (``filter_query``); all must hold. ``metadata_pairs``: the index holds
-    metadata as key/value terms (schema 4)."""
-    filters = scope_filters(scope, cross_context=cross_context)
+    """Every filter of a search: scope (with its shared ``libraries``:
+    ``searched_scope_filters``), then file patterns, then metadata, then the ``filter``
+    (``filter_query``); all must hold. ``metadata_pairs``: the index holds metadata as
+    key/value terms (schema 4)."""
+    filters = searched_scope_filters(scope, cross_context=cross_context, libraries=libraries)
     patterns = file_pattern_filter(file_patterns)
     if patterns is not None:
         filters.append(patterns)

@@ -1,7 +1,7 @@
 """The OpenSearch store's write-side requests: chunk ids, document records and their
 generations, problems, stored vectors, and ``_bulk`` actions (pure builders and parsers,
-no I/O; the read side is ``queries``). Module docstring of ``session`` for how a write
-uses them."""
+no I/O; the read side is ``queries``). Module docstring of ``generations`` for how a
+write uses them."""
 
 from __future__ import annotations
 

@@ -22,12 +22,15 @@ from __future__ import annotations
 import math
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from knowledge.core.scope import KnowledgeScope
 from knowledge.stores.opensearch import query_filters
 from knowledge.stores.opensearch.mapping import RECORD, RECORD_CHUNK
+
+SizeKey = tuple[str, KnowledgeScope, bool, tuple[KnowledgeScope, ...]]
+"""(index, scope, cross_context, shared libraries): what one count covers."""
 
 __all__ = [
     "CHUNKS_PER_EF",
@@ -65,15 +68,24 @@ def ef_search_for(
     return min(MAX_EF_SEARCH, max(configured, math.ceil(chunks / chunks_per_ef)))
 
 
-def scope_chunks_body(scope: KnowledgeScope, *, cross_context: bool) -> dict[str, Any]:
-    """A count of the chunk documents a search of ``scope`` filters to (no hits)."""
+def scope_chunks_body(
+    scope: KnowledgeScope,
+    *,
+    cross_context: bool,
+    libraries: Sequence[KnowledgeScope] = (),
+) -> dict[str, Any]:
+    """A count of the chunk documents a search of ``scope`` (and its shared ``libraries``)
+    filters to (no hits)."""
+    scope_filters = query_filters.searched_scope_filters(
+        scope, cross_context=cross_context, libraries=libraries
+    )
     return {
         "size": 0,
         "track_total_hits": True,
         "query": {
             "bool": {
                 "filter": [
-                    *query_filters.scope_filters(scope, cross_context=cross_context),
+                    *scope_filters,
                     {"term": {RECORD: RECORD_CHUNK}},
                 ]
             }
@@ -88,7 +100,8 @@ def parse_chunk_total(response: Mapping[str, Any]) -> int | None:
 
 
 class ScopeSizes:
-    """Chunk counts by (index, scope, cross_context), each kept ``ttl`` seconds. Thread-safe."""
+    """Chunk counts by (index, scope, cross_context, libraries), each kept ``ttl`` seconds.
+    Thread-safe."""
 
     def __init__(
         self, ttl: float = SCOPE_SIZE_TTL_S, clock: Callable[[], float] = time.monotonic
@@ -96,11 +109,11 @@ class ScopeSizes:
         self._ttl = ttl
         self._clock = clock
         self._lock = threading.Lock()
-        self._sizes: dict[tuple[str, KnowledgeScope, bool], tuple[float, int | None]] = {}
+        self._sizes: dict[SizeKey, tuple[float, int | None]] = {}
 
     def get(
         self,
-        key: tuple[str, KnowledgeScope, bool],
+        key: SizeKey,
         count: Callable[[], int | None],
     ) -> int | None:
         now = self._clock()

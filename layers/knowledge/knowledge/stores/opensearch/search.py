@@ -52,6 +52,7 @@ from knowledge.core.model import MAX_MAX_RESULTS, SearchMode, SearchQuery, Searc
 from knowledge.core.origin import ORIGIN
 from knowledge.core.path_filters import matches_file_patterns
 from knowledge.core.scope import KnowledgeScope
+from knowledge.core.scope_set import library_hit, marked
 from knowledge.embedding.base import EmbeddingClient
 from knowledge.embedding.hashing import HashingEmbedder
 from knowledge.ranking.analysis import has_cjk
@@ -72,6 +73,7 @@ from knowledge.stores.opensearch import answers, queries, query_filters
 from knowledge.stores.opensearch.answers import item_reason
 from knowledge.stores.opensearch.connection import Connection
 from knowledge.stores.opensearch.mapping import (
+    AGENT,
     CHUNK_INDEX,
     CONTENT,
     CONTEXT,
@@ -137,17 +139,32 @@ def _checked(embedder: EmbeddingClient, vector: Sequence[float]) -> Sequence[flo
 
 
 def _scope_chunks(
-    connection: Connection, index: str, scope: KnowledgeScope, cross_context: bool, action: str
+    connection: Connection, index: str, scope: KnowledgeScope, query: SearchQuery, action: str
 ) -> int | None:
-    """The chunks a search of ``scope`` filters to, read from the index (kept a while)."""
+    """The chunks a search of ``scope`` (and the query's shared libraries) filters to,
+    read from the index (kept a while)."""
+    cross, libraries = query.cross_context, query.shared_libraries
 
     def count() -> int | None:
-        body = scope_chunks_body(scope, cross_context=cross_context)
+        body = scope_chunks_body(scope, cross_context=cross, libraries=libraries)
         return parse_chunk_total(
             connection.search(index, f"{action}: count", body, filter_path="hits.total")
         )
 
-    return connection.scope_sizes.get((index, scope, cross_context), count)
+    return connection.scope_sizes.get((index, scope, cross, libraries), count)
+
+
+def _metadata_pairs(connection: Connection, index: str) -> bool:
+    """Whether the searched index (or every one of a comma-separated list: a per-agent
+    index and the shared library's) holds metadata as key/value terms; indexes of two
+    schemas are refused, since one filter could not match both."""
+    kinds = {connection.metadata_pairs(name) for name in index.split(",")}
+    if len(kinds) > 1:
+        raise StoreError(
+            f"indexes {index} hold metadata in two layouts; reindex the older one "
+            "(docs/deploy.md) before searching them together"
+        )
+    return kinds.pop()
 
 
 def search(
@@ -159,22 +176,28 @@ def search(
     query: SearchQuery,
     mode: SearchMode,
 ) -> list[SearchResult]:
-    """Search one scope (or every context of its agent with ``cross_context``) of
-    ``index``; the index exists and ``mode`` is supported."""
+    """Search one scope (or every context of its agent with ``cross_context``) and the
+    query's shared libraries (``knowledge.core.scope_set``) of ``index`` (with per-agent
+    indexes, the caller's and the library owner's, comma-separated: one request over
+    both); the indexes exist and ``mode`` is supported."""
     config = connection.config
+    pairs = _metadata_pairs(connection, index)
     filters = query_filters.query_filters(
         scope,
         cross_context=query.cross_context,
         file_patterns=query.file_patterns,
         metadata=query.metadata,
         search_filter=query.filter,
-        metadata_pairs=connection.metadata_pairs(index),
+        metadata_pairs=pairs,
+        libraries=query.shared_libraries,
     )
     vector: Sequence[float] | None = None
     if mode is not SearchMode.KEYWORD:
         assert embedder is not None  # the store checked the mode
         vector = embed_query(embedder, query.text)
     action = f"search {scope}" + (" (all contexts)" if query.cross_context else "")
+    if query.shared_libraries:
+        action += f" and {len(query.shared_libraries)} shared library scope(s)"
     sources: dict[str, Mapping[str, Any]] = {}
 
     def scores_of(hits: Sequence[answers.Hit]) -> dict[str, float]:
@@ -222,25 +245,44 @@ def search(
     # A big scope is walked with a longer candidate list (scope_size.ef_search_for).
     ef_search = config.ef_search
     if vector is not None and ef_search > 0:
-        ef_search = ef_search_for(
-            ef_search, _scope_chunks(connection, index, scope, query.cross_context, action)
-        )
+        ef_search = ef_search_for(ef_search, _scope_chunks(connection, index, scope, query, action))
     # Vector candidates below it are none (fusion.above_floor): the embedder's floor.
     floor = 0.0 if embedder is None else relevance_floor(embedder.name)
     needed = query.offset + query.max_results
     # Room for the newest-generation dedupe and the per-document cap (module docstring).
     size = max(needed * _OVERFETCH, candidate_count(needed))
     pair: tuple[float, float] | None = None
+    if query.group_by is not None:  # every page of a grouped search at one depth (grouping)
+        size = _DEEPEST
     if mode is not SearchMode.HYBRID:
         if mode is SearchMode.VECTOR and vector is None:
             return []
+        # A grouped search reads its deep candidate list as ids and scores, then only the
+        # page's chunks, as hybrid does (bench/results/grouping.json).
+        # Such a candidate has no _source: the named clauses say its origin and kind.
+        lean: dict[str, Any] = {}
+        if query.group_by is not None:
+            lean = {
+                "candidates": True,
+                "candidate_path": bool(query.file_patterns),
+                "candidate_facts": not config.client_ids,
+                "named": _named_clauses(weights, pairs),
+            }
         while True:
             if mode is SearchMode.KEYWORD:
-                body = queries.keyword_search_body(query.text, filters, size)
+                body = queries.keyword_search_body(query.text, filters, size, **lean)
             else:
                 assert vector is not None
-                body = queries.vector_search_body(vector, filters, size, ef_search=ef_search)
-            hits = answers.parse_hits(connection.search(index, action, body))
+                body = queries.vector_search_body(
+                    vector, filters, size, ef_search=ef_search, **lean
+                )
+            if lean:
+                trim = queries.CANDIDATES_FILTER_PATH
+                hits = answers.parse_candidates(
+                    connection.search(index, action, body, filter_path=trim)
+                )
+            else:
+                hits = answers.parse_hits(connection.search(index, action, body))
             raw = scores_of(hits)
             if mode is SearchMode.KEYWORD:
                 sides["keyword"] = raw
@@ -261,7 +303,7 @@ def search(
         with_path = bool(query.file_patterns)  # for the exact glob check in scores_of
         # Server-made ids (Serverless) say nothing of the chunk: its facts as doc values.
         facts = not config.client_ids
-        named = _named_clauses(weights, connection.metadata_pairs(index))
+        named = _named_clauses(weights, pairs)
         keyword_body = queries.keyword_search_body(
             query.text,
             filters,
@@ -302,14 +344,25 @@ def search(
         sides["vector"] = vector_kept = above_floor(vector_raw, floor)
         page = page_of(fuse_weighted(keyword_raw, vector_kept, *pair))
     chosen = page.chosen
-    if mode is SearchMode.HYBRID and chosen:
+    # The page's chunks with their _source; the candidates' own stay for the trace.
+    page_sources = sources
+    if (mode is SearchMode.HYBRID or query.group_by is not None) and chosen:
         ids = [item.key for item in chosen]
         answer = connection.search(index, action, queries.chunks_by_id_body(ids, filters))
-        sources = {hit.id: hit.source for hit in answers.parse_hits(answer)}
-        chosen = [item for item in chosen if item.key in sources]
+        page_sources = {hit.id: hit.source for hit in answers.parse_hits(answer)}
+        chosen = [item for item in chosen if item.key in page_sources]
     explained = page.explanations()
+    libraries = query.shared_libraries
     return [
-        _result(sources[item.key], item, item.key in page.extras, explained(item.key))
+        _result(
+            page_sources[item.key],
+            item,
+            scope,
+            libraries,
+            extra=item.key in page.extras,
+            explanation=explained(item.key),
+            matching_chunks=page.counts.get(item.key),
+        )
         for item in chosen
     ]
 
@@ -386,7 +439,8 @@ _ORIGIN_CLAUSE = "origin:"
 
 
 def _named_clauses(weights: RankWeights, pairs: bool) -> dict[str, Mapping[str, Any]]:
-    """What a hybrid candidate must say of itself for the weights (``queries.with_named``):
+    """What a candidate (hybrid, or a grouped search's) must say of itself for the weights
+    (``queries.with_named``):
     whether it is a lesson card, and its origin when that origin's weight is not 1.0 (a
     candidate has no ``_source``; the metadata filters' own term clauses tell)."""
     named: dict[str, Mapping[str, Any]] = {}
@@ -402,7 +456,7 @@ def _named_clauses(weights: RankWeights, pairs: bool) -> dict[str, Mapping[str, 
 
 def _facts(source: Mapping[str, Any]) -> tuple[object, bool]:
     """A candidate's ``(origin, is_lesson)``: from its metadata (a hit with its source),
-    or from the named clauses it matched (a hybrid candidate)."""
+    or from the named clauses it matched (a candidate read without it)."""
     metadata = source.get(METADATA)
     if isinstance(metadata, Mapping):
         return metadata.get(ORIGIN), is_lesson(metadata)
@@ -417,10 +471,15 @@ def _facts(source: Mapping[str, Any]) -> tuple[object, bool]:
 def _result(
     source: Mapping[str, Any],
     item: Fused[str],
+    scope: KnowledgeScope,
+    libraries: tuple[KnowledgeScope, ...],
+    *,
     extra: bool = False,
     explanation: Mapping[str, Any] | None = None,
+    matching_chunks: int | None = None,
 ) -> SearchResult:
     metadata = source.get(METADATA)
+    library = library_hit(scope, libraries, str(source.get(AGENT)), str(source.get(CONTEXT)))
     return SearchResult(
         document_path=str(source.get(DOCUMENT_PATH, "")),
         chunk_index=int(source.get(CHUNK_INDEX, 0)),
@@ -428,7 +487,8 @@ def _result(
         score=item.score,
         keyword_score=item.keyword_score,
         vector_score=item.vector_score,
-        metadata=metadata if isinstance(metadata, Mapping) else {},
+        metadata=marked(metadata if isinstance(metadata, Mapping) else {}, library),
+        matching_chunks=matching_chunks,
         extra=extra,
         explanation=explanation,
     )

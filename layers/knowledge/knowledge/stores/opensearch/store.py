@@ -6,7 +6,8 @@ This module is the facade: it puts together the parts, each in its own module,
 - ``connection``: the lazy client, retried calls, the search path's time budget, and
   the indexes (checked against the store, created when a write needs one);
 - ``session``: the write session (a new generation beside the old, a conditional
-  record, then the old generation removed);
+  record, then the old generation removed: ``generations``; the requests sent by
+  ``sender``, on Serverless by ``serverless``);
 - ``bulk``: bulk sending (throttled items again, the background sender);
 - ``search``: searches and the query embedding, inside the caller's deadline;
 - ``queries``: every request body and response reader, pure functions;
@@ -52,6 +53,7 @@ from knowledge.core.model import (
     SearchResult,
 )
 from knowledge.core.scope import KnowledgeScope
+from knowledge.core.scope_set import SHARED_AGENT
 from knowledge.embedding.base import EmbeddingClient
 from knowledge.ranking.fusion import hybrid_weights
 from knowledge.stores.opensearch import answers, listing, queries, records
@@ -270,8 +272,8 @@ class OpenSearchKnowledgeStore:
         if mode not in self.supported_modes:
             supported = ", ".join(sorted(m.value for m in self.supported_modes))
             raise UnsupportedModeError(mode.value, self.name, supported)
-        index = self.index_name(scope)
-        if not self._connection.open_index(index, create=False):
+        index = self._searched_indexes(scope, query)
+        if not index:
             return []
         try:
             return searching.search(
@@ -294,6 +296,20 @@ class OpenSearchKnowledgeStore:
                 "has more distinct terms than the index matches in one query (OpenSearch's "
                 "max clause count, 1,024 by default); shorten it",
             ) from None
+
+    def _searched_indexes(self, scope: KnowledgeScope, query: SearchQuery) -> str:
+        """The existing indexes a search reads, comma-separated ("": none): the scope's,
+        and with shared libraries and per-agent indexes the library owner's too (one
+        request over both, each index with its own term statistics)."""
+        wanted = [self.index_name(scope)]
+        if query.shared_libraries:
+            wanted.append(self._config.index_for(SHARED_AGENT))
+        found = [
+            name
+            for name in dict.fromkeys(wanted)
+            if self._connection.open_index(name, create=False)
+        ]
+        return ",".join(found)
 
     # --- status and lifecycle ----------------------------------------------------------
 

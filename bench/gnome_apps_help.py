@@ -1,0 +1,83 @@
+"""A fourth Korean help-pages known-item benchmark: the Korean help of GNOME applications.
+
+Debian ships each GNOME application's user manual with the application (Mallard ``.page``
+XML under ``usr/share/help/ko/<app>/``, translated by the GNOME Korean team): text
+editor, image viewer, document viewer, archive manager, calculator, system monitor,
+disk usage analyser, terminal, video player, web browser, webcam, disc burner, hex
+editor, clocks, logs, music, virtual machines and two games. Unlike GNOME Help (the
+desktop, ``bench/gnome_help.py``) these manuals are mostly about one program's menus,
+dialogs, settings and keyboard shortcuts: UI names, compounds and terms of art, the kind
+of text where whitespace words were seen to beat morphemes.
+
+``bench/setup.sh`` downloads the packages (``PACKAGES``) with ``apt-get download`` and
+unpacks only their ``usr/share/help/ko/`` with ``dpkg-deb`` into
+``bench/data/debs/gnome-apps-help-ko/`` (no root install). Pages are turned into
+documents and queries exactly as ``bench/gnome_help.py`` does (the page's title is the
+query; the page is indexed without its title and ``<info>``; titles shared by two pages
+give no query; untranslated pages stay as distractors), all applications in one
+collection, as a team would index every manual it uses.
+
+Built corpora are cached under ``bench/data/gnome-apps-help-ko/``.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from bench.environment import DATA_DIR, log
+from bench.gimp_help import write_title_queries
+from bench.gnome_help import MIN_TEXT_CHARS, page_text
+from bench.manpages import Corpus, read_corpus
+
+__all__ = ["HELP_ROOT", "PACKAGES", "build", "load_gnome_apps_help"]
+
+PACKAGES = (
+    "baobab", "brasero-common", "cheese-common", "eog", "epiphany-browser-data",
+    "evince-common", "file-roller", "gedit-common", "ghex", "gnome-boxes",
+    "gnome-calculator", "gnome-clocks", "gnome-logs", "gnome-mines", "gnome-music",
+    "gnome-sudoku", "gnome-system-monitor", "gnome-terminal-data", "totem-common",
+)  # fmt: skip
+"""Debian packages whose Korean help is in the set (bench/setup.sh keeps the same list)."""
+HELP_ROOT = DATA_DIR / "debs" / "gnome-apps-help-ko" / "usr" / "share" / "help" / "ko"
+EXCLUDED = ("gnome-help", "system-admin-guide")
+"""Guides of ``gnome-user-docs``: the gnome-help-ko set (never installed here anyway)."""
+NAME = "gnome-apps-help-ko"
+
+
+def build(target: Path, help_root: Path = HELP_ROOT) -> int:
+    """Write the set from ``help_root`` (``<app>/*.page``) into ``target``; the number of
+    queries."""
+    files = sorted(
+        path
+        for guide in sorted(help_root.iterdir() if help_root.is_dir() else [])
+        if guide.name not in EXCLUDED
+        for path in guide.glob("*.page")
+    )
+    if not files:
+        raise SystemExit(f"no GNOME applications' help under {help_root}: run bench/setup.sh")
+    partial = target.with_name(target.name + ".partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    pages: list[tuple[str, str, str]] = []
+    for path in files:
+        title, text = page_text(path.read_text(encoding="utf-8"))
+        if len(text) < MIN_TEXT_CHARS:
+            continue
+        relative = f"{path.parent.name}/{path.stem}.md"
+        doc = partial / "docs" / relative
+        doc.parent.mkdir(parents=True, exist_ok=True)
+        doc.write_text(text + "\n", encoding="utf-8")
+        pages.append((relative, title, text))
+    queries = write_title_queries(partial, pages)
+    partial.rename(target)
+    log(f"built {NAME}: {queries} queries over {len(pages)} pages")
+    return queries
+
+
+def load_gnome_apps_help() -> Corpus:
+    """The gnome-apps-help-ko corpus, built from the unpacked packages if missing."""
+    root = DATA_DIR / NAME
+    if not (root / "queries.jsonl").is_file():
+        build(root)
+    builder = "bench/gnome_apps_help.py from the Korean help of 19 GNOME applications"
+    return read_corpus(root, NAME, None, builder=builder)

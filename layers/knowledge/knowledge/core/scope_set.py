@@ -1,0 +1,122 @@
+"""The scopes one search covers: the caller's own, and the shared libraries granted to it.
+
+A search is always inside the caller's scope (``agent/context``, or every context of the
+agent with ``cross_context``). A granted agent's search also covers its shared libraries,
+``_shared/<context>`` (``knowledge.search.shared``), in the *same* store query: every store
+turns the set into one filter, "the caller's scope OR one of these library scopes"
+(memory: the snapshots it reads; embedded: one SQL condition; OpenSearch: a ``bool``
+``should`` of scope ``term`` filters inside the mandatory filter, also inside the
+``knn`` clause), ranks the candidates of every scope together, normalises them once and
+cuts every page from that one order.
+
+Only the server builds the set, from the operator's grant (``SearchQuery.shared_libraries``
+is never read from a request body; the API and ``KnowledgeClient`` refuse it): a caller
+can only narrow it (``include_shared: false``). A library scope is always one of the
+reserved owner ``_shared`` (``check_libraries``), so no set ever names another agent's
+scope, whoever builds it.
+
+**Term statistics.** Each side keeps the statistics it has without the other: the
+caller's chunks are scored over the caller's corpus exactly as without the library, and
+a library's chunks over the library owner's (``_shared``'s) corpus; then both are
+normalised once, together. No agent's documents enter another agent's statistics:
+
+- memory store: the caller's searched snapshots, and the granted library snapshots;
+- embedded store, ``isolation="agent"``: the caller's FTS table and ``_shared``'s table
+  (every library's chunks: text the operator publishes, never an agent's);
+- OpenSearch with ``index_per_agent``: the caller's index and ``_shared``'s index, in one
+  request over both (each index keeps its own statistics).
+
+With shared statistics (the embedded store's default ``isolation="shared"``, OpenSearch's
+one shared index) every scope is scored over the whole table or index, as before: that
+mode's documented side channel, nothing new.
+
+Hits of a library carry ``metadata.shared_library`` (``SHARED_CONTEXT_KEY``: the library
+scope, ``_shared/<context>``) besides their origin ``shared``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Final
+
+from knowledge.core.errors import ValidationError
+from knowledge.core.scope import KnowledgeScope
+
+__all__ = [
+    "MAX_SHARED_LIBRARIES",
+    "SHARED_AGENT",
+    "SHARED_CONTEXT_KEY",
+    "check_libraries",
+    "library_hit",
+    "marked",
+    "searched_scopes",
+]
+
+SHARED_AGENT: Final = "_shared"
+"""The reserved owner of the shared library's scopes (never an agent:
+``knowledge.search.shared``)."""
+
+SHARED_CONTEXT_KEY: Final = "shared_library"
+"""Metadata key of a shared hit: the library scope it came from (``_shared/<context>``)."""
+
+MAX_SHARED_LIBRARIES: Final = 32
+"""The most library scopes one search covers (each is a clause of the store's filter)."""
+
+_FIELD: Final = "shared_libraries"
+
+
+def check_libraries(value: object) -> tuple[KnowledgeScope, ...]:
+    """``value`` as a tuple of distinct library scopes (order kept); ``ValidationError``
+    naming ``shared_libraries`` for anything that is not a ``_shared`` scope."""
+    if isinstance(value, KnowledgeScope | str) or not isinstance(value, tuple | list):
+        raise ValidationError(_FIELD, "must be a sequence of shared library scopes")
+    libraries: dict[KnowledgeScope, None] = {}
+    for scope in value:
+        if not isinstance(scope, KnowledgeScope):
+            raise ValidationError(_FIELD, "each item must be a KnowledgeScope")
+        if scope.agent != SHARED_AGENT:
+            raise ValidationError(
+                _FIELD, f"'{scope}' is not a shared library (its owner must be {SHARED_AGENT})"
+            )
+        libraries[scope] = None
+    if len(libraries) > MAX_SHARED_LIBRARIES:
+        raise ValidationError(
+            _FIELD, f"must name at most {MAX_SHARED_LIBRARIES} libraries, got {len(libraries)}"
+        )
+    return tuple(libraries)
+
+
+def searched_scopes(
+    scope: KnowledgeScope, cross_context: bool, libraries: tuple[KnowledgeScope, ...]
+) -> list[tuple[str, str | None]]:
+    """The (agent, context) pairs a search covers, the caller's first; context ``None``:
+    every context of that agent (the caller's own with ``cross_context``). A library
+    already inside the caller's own scope (the caller is ``_shared`` itself) is not
+    repeated."""
+    pairs: list[tuple[str, str | None]] = [(scope.agent, None if cross_context else scope.context)]
+    for library in libraries:
+        if library.agent == scope.agent and (cross_context or library.context == scope.context):
+            continue
+        pairs.append((library.agent, library.context))
+    return pairs
+
+
+def library_hit(
+    scope: KnowledgeScope, libraries: tuple[KnowledgeScope, ...], agent: str, context: str
+) -> KnowledgeScope | None:
+    """The library a hit of ``agent/context`` came from, when the search of ``scope`` covered
+    it as a library (not as the caller's own scope); else ``None``."""
+    if agent != SHARED_AGENT or agent == scope.agent:
+        return None
+    for library in libraries:
+        if library.context == context:
+            return library
+    return None
+
+
+def marked(metadata: Mapping[str, Any], library: KnowledgeScope | None) -> Mapping[str, Any]:
+    """A hit's metadata with its library named (``SHARED_CONTEXT_KEY``); as it is when the
+    hit is the caller's own."""
+    if library is None:
+        return metadata
+    return {**metadata, SHARED_CONTEXT_KEY: library.key}

@@ -1,0 +1,156 @@
+"""The MCP prompt ``knowledge_context``: knowledge for a prompt with no tool call.
+
+A host that supports the protocol's prompts primitive lists this prompt, asks it for a
+query, and inserts what it answers (the design's ``KnowledgeAugmenter``, "autoRag"): one
+user message whose text is the prompt block of ``knowledge.search.prompt_context`` (passages
+in score order, each opened by its citation, within ``max_tokens``), or the tool's "No
+relevant documents found for: <query>" when the search finds nothing (a line saying
+so when no passage fits the budget).
+
+Arguments (MCP prompt arguments are strings):
+
+- ``query`` (required): what to search for;
+- ``context`` (optional): one context of the server's agent. It can only narrow the
+  server's scope, never widen it: a server started with ``--cross-context`` searches
+  that context alone; a server of one context accepts only that context's name;
+- ``max_tokens`` (optional): the block's budget, an integer in [1,
+  ``prompt_context.MAX_CONTEXT_TOKENS``] (default ``prompt_context.DEFAULT_MAX_TOKENS``).
+
+A bad argument is an ``INVALID_PARAMS`` protocol error naming it; a failing search an
+``INTERNAL_ERROR`` with the fixed public message (``errors.public_message``), the cause
+logged; the server keeps running either way.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+
+from mcp import MCPError
+from mcp.types import (
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    GetPromptResult,
+    Prompt,
+    PromptArgument,
+    PromptMessage,
+    TextContent,
+)
+
+from knowledge.core.errors import ValidationError, public_message
+from knowledge.core.model import SearchMode, SearchQuery
+from knowledge.core.scope import KnowledgeScope, validate_segment
+from knowledge.search.prompt_context import build_prompt_context, parse_max_tokens
+from knowledge.search.tool import SearchBackend
+
+__all__ = ["CONTEXT_PROMPT_NAME", "context_prompt", "get_context_prompt"]
+
+logger = logging.getLogger(__name__)
+
+CONTEXT_PROMPT_NAME = "knowledge_context"
+_ARGUMENTS = ("query", "context", "max_tokens")
+
+
+def context_prompt(scope: KnowledgeScope, *, cross_context: bool) -> Prompt:
+    """The prompt as ``prompts/list`` shows it."""
+    where = f"any context of agent {scope.agent}" if cross_context else f"only {scope.context}"
+    return Prompt(
+        name=CONTEXT_PROMPT_NAME,
+        title="Knowledge for this question",
+        description=(
+            "Passages of the knowledge base that match a question, each opened by its "
+            "source, within a token budget: insert them into the conversation as "
+            "reference material."
+        ),
+        arguments=[
+            PromptArgument(name="query", description="What to search for", required=True),
+            PromptArgument(
+                name="context",
+                description=f"One context of the knowledge base ({where})",
+                required=False,
+            ),
+            PromptArgument(
+                name="max_tokens",
+                description="Budget of the inserted text in tokens (default 4000)",
+                required=False,
+            ),
+        ],
+    )
+
+
+def _invalid(field: str, message: str) -> MCPError:
+    return MCPError(INVALID_PARAMS, f"Invalid parameter: {field}: {message}")
+
+
+def _searched(
+    scope: KnowledgeScope, cross_context: bool, wanted: str | None
+) -> tuple[KnowledgeScope, bool]:
+    """The scope a prompt searches: the server's, or one context of it (never wider)."""
+    if wanted is None:
+        return scope, cross_context
+    try:
+        name = validate_segment("context", wanted)
+    except ValidationError as exc:
+        raise _invalid("context", exc.message) from None
+    if not cross_context and name != scope.context:
+        raise _invalid("context", f"this server serves context '{scope.context}' only")
+    return KnowledgeScope(scope.agent, name), False
+
+
+def _max_tokens(value: str | None) -> int:
+    if value is None:
+        return parse_max_tokens(None)
+    text = value.strip()
+    if not text.isascii() or not text.isdigit() or len(text) > 9:
+        raise _invalid("max_tokens", "must be an integer")
+    try:
+        return parse_max_tokens(int(text))
+    except ValidationError as exc:
+        raise _invalid("max_tokens", exc.message) from None
+
+
+def get_context_prompt(
+    backend: SearchBackend,
+    scope: KnowledgeScope,
+    arguments: Mapping[str, str] | None,
+    *,
+    cross_context: bool = False,
+    mode: SearchMode | None = None,
+) -> GetPromptResult:
+    """Answer ``prompts/get`` for ``knowledge_context`` (module docstring). Blocking: run
+    it off the event loop."""
+    given = dict(arguments or {})
+    unknown = sorted(set(given) - set(_ARGUMENTS))
+    if unknown:
+        raise _invalid(unknown[0], f"is not an argument (allowed: {', '.join(_ARGUMENTS)})")
+    searched, across = _searched(scope, cross_context, given.get("context"))
+    max_tokens = _max_tokens(given.get("max_tokens"))
+    try:
+        query = SearchQuery(text=given.get("query", ""), mode=mode, cross_context=across)
+    except ValidationError as exc:
+        raise _invalid(exc.field, exc.message) from None
+    try:
+        results = backend.search(searched, query)
+    except ValidationError as exc:
+        raise _invalid(exc.field, exc.message) from None
+    except Exception as exc:
+        logger.warning("knowledge context failed for %s: %s", searched, exc)
+        raise MCPError(
+            INTERNAL_ERROR, f"Failed to search knowledge: {public_message(exc)}"
+        ) from None
+    block = build_prompt_context(results, max_tokens)
+    if block.text:
+        text = block.text
+    elif results:
+        text = f"No passage found for: {query.text} fits max_tokens={max_tokens}"
+    else:
+        text = f"No relevant documents found for: {query.text}"
+    dropped = f", {len(block.dropped)} dropped for the budget" if block.dropped else ""
+    return GetPromptResult(
+        description=(
+            f"{len(block.passages)} passages from {searched}"
+            f"{' (all contexts)' if across else ''}, {block.tokens_used} of {max_tokens} "
+            f"tokens (estimated){dropped}"
+        ),
+        messages=[PromptMessage(role="user", content=TextContent(type="text", text=text))],
+    )

@@ -1,0 +1,182 @@
+"""``kb serve``'s front end over every store (memory, embedded, OpenSearch), through real
+HTTP and the real ``KnowledgeClient``: document writes (put -> searchable -> overwrite ->
+delete, a note, the library never writable) and the shared library in one query
+(granted/not granted, ``include_shared``, the caller cannot name scopes, pages, scores in
+[0, 1], normalised once, the ``KnowledgeSearch`` tool over the client)."""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from knowledge.client import AccessDeniedError, KnowledgeClient
+from knowledge.core.errors import NotFoundError, ValidationError
+from knowledge.core.model import SearchMode, SearchQuery
+from knowledge.core.scope import KnowledgeScope
+from knowledge.local.server import LocalServer
+from knowledge.search.shared import SharedGrants
+from knowledge.search.tool import KnowledgeSearchTool, ToolContext
+from knowledge.stores.protocol import KnowledgeStore
+
+OPS = KnowledgeScope("ops-bot", "runbooks")
+SUPPORT = KnowledgeScope("support-bot", "faq")
+LIBRARY = KnowledgeScope("_shared", "playbooks")
+WAIT_SECONDS = 30.0
+
+
+def wait_until(condition: Callable[[], bool], what: str) -> None:
+    deadline = time.monotonic() + WAIT_SECONDS
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.05)
+    pytest.fail(f"not within {WAIT_SECONDS} s: {what}")
+
+
+@pytest.fixture
+def served(store: KnowledgeStore, bucket: Path) -> Iterator[LocalServer]:
+    for scope, name, text in (
+        (OPS, "deploy.md", "# Deploy\n\nDeploy the gateway; rollback with helm if it fails."),
+        (OPS, "alerts.md", "# Alerts\n\nThe gateway alert pages the on-call."),
+        (LIBRARY, "incident.md", "# Incident\n\nIncident commander playbook for the gateway."),
+        (LIBRARY, "rollback.md", "# Rollback\n\nRollback playbook: helm rollback, gateway."),
+        (KnowledgeScope("_shared", "secret"), "s.md", "# S\n\ngateway rollback secret"),
+        (SUPPORT, "refunds.md", "# Refunds\n\ngateway rollback of a charge"),
+    ):
+        (bucket / scope.key).mkdir(parents=True, exist_ok=True)
+        (bucket / scope.key / name).write_text(text, "utf-8")
+    server = LocalServer(
+        bucket,
+        store,
+        port=0,
+        poll_interval=0.1,
+        allow_writes=True,
+        shared_grants=SharedGrants.parse("ops-bot=playbooks"),
+    )
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def post(server: LocalServer, path: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+    request = urllib.request.Request(
+        server.url + path, data=json.dumps(body).encode(), method="POST"
+    )
+    request.add_header("Content-Type", "application/json")
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as error:
+        with error:
+            return error.code, json.loads(error.read())
+
+
+def hits(server: LocalServer, path: str, **body: Any) -> list[tuple[str, str | None, float]]:
+    status, answer = post(server, path, {"query": "gateway rollback", "mode": "keyword", **body})
+    assert status == 200, answer
+    return [
+        (r["document_path"], r["metadata"].get("shared_library"), r["score"])
+        for r in answer["results"]
+    ]
+
+
+OWN = "/v1/agents/ops-bot/contexts/runbooks/search"
+
+
+def test_writes_on_every_store(served: LocalServer) -> None:
+    client = KnowledgeClient(served.url, retries=0)
+
+    def indexed(path: str, content_hash: str) -> bool:
+        found = client.get_document(OPS, path)
+        return found is not None and found.indexed and found.content_hash == content_hash
+
+    def paths(text: str) -> list[str]:
+        query = SearchQuery(text, mode=SearchMode.KEYWORD)
+        return [h.document_path for h in client.search(OPS, query, include_shared=False)]
+
+    first = client.put_document(OPS, "guides/canary.md", b"# Canary\n\nzebracanary rollout\n")
+    wait_until(lambda: indexed("guides/canary.md", first["content_hash"]), "indexed")
+    assert paths("zebracanary") == ["guides/canary.md"]
+    second = client.put_document(OPS, "guides/canary.md", b"# Canary\n\nquokkarollout\n")
+    wait_until(lambda: indexed("guides/canary.md", second["content_hash"]), "overwritten")
+    assert paths("quokkarollout") == ["guides/canary.md"]
+    assert paths("zebracanary") == []
+    note = client.put_document(
+        OPS,
+        "notes/oncall.md",
+        b"# On-call\n\nwombatpager\n",
+        content_type="text/markdown",
+        origin="manual",
+    )
+    wait_until(lambda: indexed("notes/oncall.md", note["content_hash"]), "note")
+    found = client.search(OPS, SearchQuery("wombatpager", mode=SearchMode.KEYWORD))
+    assert [(h.document_path, h.origin) for h in found] == [("notes/oncall.md", "manual")]
+    assert client.delete_document(OPS, "guides/canary.md")["deleted"] is True
+    wait_until(lambda: client.get_document(OPS, "guides/canary.md") is None, "deleted")
+    assert paths("quokkarollout") == []
+    with pytest.raises(NotFoundError):
+        client.delete_document(OPS, "guides/canary.md")
+    with pytest.raises(AccessDeniedError):
+        client.put_document(LIBRARY, "x.md", b"# x")
+    with pytest.raises(AccessDeniedError):
+        client.delete_document(LIBRARY, "incident.md")
+
+
+def test_the_shared_library_in_one_query_on_every_store(served: LocalServer) -> None:
+    both = hits(served, OWN, max_results=10)
+    assert {(p, lib) for p, lib, _ in both} == {
+        ("deploy.md", None),
+        ("alerts.md", None),
+        ("incident.md", LIBRARY.key),
+        ("rollback.md", LIBRARY.key),
+    }
+    assert all(0.0 <= s <= 1.0 for *_, s in both)
+    assert sum(1 for *_, s in both if s == pytest.approx(1.0)) == 1  # normalised once
+    pages = hits(served, OWN, max_results=1) + hits(served, OWN, max_results=3, offset=1)
+    assert [h[:2] for h in pages] == [h[:2] for h in both]
+    assert {lib for _, lib, _ in hits(served, OWN, include_shared=False)} == {None}
+    shared_only = {"field": "origin", "op": "eq", "value": "shared"}
+    assert {lib for _, lib, _ in hits(served, OWN, filter=shared_only)} == {LIBRARY.key}
+    agent_wide = hits(served, "/v1/agents/ops-bot/search", max_results=10)
+    assert {p for p, _, _ in agent_wide} == {p for p, _, _ in both}
+    # Not granted: never the library, and asking for it is a 400 naming the field.
+    for path in ("/v1/agents/support-bot/contexts/faq/search", "/v1/agents/support-bot/search"):
+        assert [p for p, _, _ in hits(served, path, max_results=10)] == ["refunds.md"]
+        status, answer = post(served, path, {"query": "gateway", "include_shared": True})
+        assert (status, answer["field"]) == (400, "include_shared")
+    # The scope set is the server's: a body cannot name one.
+    for body in (
+        {"shared_libraries": ["_shared/secret"]},
+        {"shared_libraries": [{"agent": "support-bot", "context": "faq"}]},
+    ):
+        status, answer = post(served, OWN, {"query": "gateway", **body})
+        assert (status, answer["field"]) == (400, "shared_libraries")
+    client = KnowledgeClient(served.url, retries=0)
+    with pytest.raises(ValidationError) as refused:
+        client.search(OPS, SearchQuery("gateway", shared_libraries=(LIBRARY,)))
+    assert refused.value.field == "shared_libraries"
+
+
+def test_the_tool_over_the_client_follows_the_servers_grant(served: LocalServer) -> None:
+    tool = KnowledgeSearchTool()
+    client = KnowledgeClient(served.url, retries=0)
+    mine = ToolContext(store=client, scope=OPS, mode=SearchMode.KEYWORD)
+    granted = tool.run({"query": "incident commander gateway"}, mine)
+    assert "incident.md (score: 1.00, chunk: 0, origin: shared, library: playbooks)" in (
+        granted.content
+    )
+    alone = tool.run({"query": "incident commander gateway", "include_shared": False}, mine)
+    assert "library:" not in alone.content
+    theirs = ToolContext(store=client, scope=SUPPORT, mode=SearchMode.KEYWORD)
+    refused = tool.run({"query": "gateway", "include_shared": True}, theirs)
+    assert refused.is_error
+    assert refused.content.startswith("Invalid parameter: include_shared:")

@@ -1,0 +1,133 @@
+"""Term statistics of a search over the scope set (``knowledge.core.scope_set``) are no side
+channel between agents where the store isolates agents (memory; embedded
+``isolation="agent"``; OpenSearch ``index_per_agent``): with its shared library included,
+agent A's scores depend neither on agent B's documents nor, for the library's hits, on
+A's own corpus. The same probes are sensitive: with shared statistics (the embedded
+store's default, OpenSearch's one shared index) both tell."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from opensearch_index import NodeIndex
+
+from knowledge.core.model import SearchMode, SearchQuery
+from knowledge.core.scope import KnowledgeScope
+from knowledge.core.scope_set import SHARED_CONTEXT_KEY
+from knowledge.core.source import SourceDocument
+from knowledge.embedding.hashing import HashingEmbedder
+from knowledge.ingest.pipeline import upsert_document
+from knowledge.search.shared import SharedLibraryStore
+from knowledge.stores.embedded import EmbeddedKnowledgeStore
+from knowledge.stores.memory import MemoryKnowledgeStore
+from knowledge.stores.opensearch import OpenSearchKnowledgeStore
+from knowledge.stores.protocol import KnowledgeStore
+
+pytestmark = pytest.mark.integration
+
+PROBER = KnowledgeScope("agent-a", "notes")
+VICTIM = KnowledgeScope("agent-b", "secrets")
+LIBRARY = KnowledgeScope("_shared", "playbooks")
+KINDS = ["memory", "embedded-agent", "embedded-shared", "opensearch-agent", "opensearch-shared"]
+ISOLATED = {"memory", "embedded-agent", "opensearch-agent"}
+STORES = [
+    pytest.param(k, marks=(pytest.mark.opensearch,) if k.startswith("opensearch") else ())
+    for k in KINDS
+]
+
+
+def document(path: str, text: str) -> SourceDocument:
+    data = text.encode()
+    return SourceDocument(path=path, size=len(data), read=lambda: data)
+
+
+@pytest.fixture
+def make_store(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> Iterator[Callable[[str], KnowledgeStore]]:
+    made: list[KnowledgeStore] = []
+
+    def make(kind: str) -> KnowledgeStore:
+        store: KnowledgeStore
+        if kind == "memory":
+            store = MemoryKnowledgeStore()
+        elif kind.startswith("embedded"):
+            isolation = kind.split("-")[1]
+            store = EmbeddedKnowledgeStore(
+                tmp_path / f"{len(made)}.db", embedder=HashingEmbedder(64), isolation=isolation
+            )
+        else:
+            node = NodeIndex(request.getfixturevalue("opensearch_url"))
+            request.addfinalizer(node.delete)
+            config = node.config(index_per_agent=kind.endswith("agent"))
+            store = OpenSearchKnowledgeStore(config, embedder=HashingEmbedder(64))
+        made.append(store)
+        return store
+
+    yield make
+    for store in made:
+        store.close()
+
+
+def probe(store: KnowledgeStore) -> dict[str, float]:
+    """agent-a's keyword scores for "marmot tapir" over its notes and its library."""
+    searched = SharedLibraryStore(store, (LIBRARY,))
+    query = SearchQuery("marmot tapir", mode=SearchMode.KEYWORD, max_results=50)
+    hits = searched.search(PROBER, query)
+    assert {h.metadata.get(SHARED_CONTEXT_KEY) for h in hits} == {None, LIBRARY.key}
+    return {h.document_path: round(h.score, 6) for h in hits}
+
+
+def fill(store: KnowledgeStore) -> None:
+    for path, text in {
+        "m.md": "# M\n\nmarmot",
+        "t.md": "# T\n\ntapir",
+        "x.md": "# X\n\nnone",
+    }.items():
+        assert upsert_document(store, PROBER, document(path, text)).ok
+    for path, text in {
+        "lib-m.md": "# Playbook\n\nmarmot marmot drill",
+        "lib-t.md": "# Playbook\n\ntapir drill",
+        "lib-x.md": "# Playbook\n\nother drill",
+    }.items():
+        assert upsert_document(store, LIBRARY, document(path, text)).ok
+
+
+@pytest.mark.parametrize("kind", STORES)
+def test_another_agents_documents_change_nothing_an_agent_measures(
+    make_store: Callable[[str], KnowledgeStore], kind: str
+) -> None:
+    store = make_store(kind)
+    fill(store)
+    before = probe(store)
+    for i in range(20):
+        assert upsert_document(store, VICTIM, document(f"b{i}.md", "# B\n\ntapir tapir")).ok
+    after = probe(store)
+    if kind in ISOLATED:
+        assert after == before
+    else:
+        assert after != before  # the probe is sensitive: shared statistics leak
+
+
+@pytest.mark.parametrize("kind", STORES)
+def test_the_librarys_hits_are_scored_over_the_library_alone(
+    make_store: Callable[[str], KnowledgeStore], kind: str
+) -> None:
+    store = make_store(kind)
+    fill(store)
+    before = probe(store)
+    # agent-a's own corpus grows with "tapir": its own scores move, the library's do not
+    # relative to each other (the library keeps its own statistics).
+    for i in range(20):
+        assert upsert_document(store, PROBER, document(f"a{i}.md", "# A\n\ntapir tapir")).ok
+    after = probe(store)
+    # lib-m / lib-t before and after, cross-multiplied (a score may round to 0).
+    kept = before["lib-m.md"] * after["lib-t.md"]
+    moved = after["lib-m.md"] * before["lib-t.md"]
+    if kind in ISOLATED:
+        assert kept == pytest.approx(moved, rel=1e-4)
+        assert after["m.md"] != before["m.md"]  # the caller's own scores did move
+    else:
+        assert kept != pytest.approx(moved, rel=1e-4)
