@@ -37,6 +37,7 @@ test: $(STAMP) $(SAM_STAMP) browser sshd
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 	$(BIN)/python -m pytest
 
 ## Debian's Chromium and ChromeDriver for the playground's browser test (no-op once present).
@@ -48,7 +49,7 @@ sshd:
 	bash tools/sshd/install.sh
 
 lint: $(STAMP)
-	$(BIN)/ruff check . && $(BIN)/ruff format --check .
+	$(BIN)/ruff check . && $(BIN)/ruff format --check . && $(BIN)/lint-imports
 
 typecheck: $(STAMP)
 	$(BIN)/mypy

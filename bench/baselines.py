@@ -4,7 +4,7 @@
   (``porter unicode61`` for English, ``trigram`` and plain ``unicode61``, whitespace
   words, for Korean), the query's words quoted and OR-ed: what one would get from SQLite
   with no analysis of one's own. With ``analyse`` (the Korean "morphemes only" baseline)
-  documents and queries are first turned into ``knowledge.text.keyword_terms`` (MeCab-ko
+  documents and queries are first turned into ``knowledge.ranking.analysis.keyword_terms`` (MeCab-ko
   morphemes), the rest unchanged: the analysis alone, without the product's ranking.
 - ``cosine_ranking``: plain cosine similarity between the query's embedding and every
   chunk's (the product's default chunker, chunk text alone), documents ranked by their
@@ -22,8 +22,8 @@ from pathlib import Path
 
 import numpy as np
 
-from knowledge.chunking import MarkdownSectionChunker
 from knowledge.embedding.base import EmbeddingClient
+from knowledge.ingest.chunking import MarkdownSectionChunker
 
 __all__ = ["CosineBaseline", "Fts5Baseline"]
 

@@ -1,7 +1,7 @@
 """Keyword analysis probe for the man-pages benchmark: BM25 parameters on the real node.
 
 Why keyword MRR@10 sits near 0.82 on the 300-page man-pages sample: the index of the
-product (hashing embedder, ``store.index``) is copied server-side (``_reindex``, vectors
+product (hashing embedder, ``index_source``) is copied server-side (``_reindex``, vectors
 left out) into indexes that differ only in their BM25 ``k1``/``b`` (the product's mapping
 otherwise), and every query runs the product's own keyword request
 (``queries.keyword_search_body``, 50 chunks) on each; MRR@10 at document level as in
@@ -18,9 +18,10 @@ from typing import Any
 from bench.environment import log, opensearch_node, write_result
 from bench.manpages import load_corpus
 from bench.stores import SCOPE, delete_index, open_store, unique_index_name
+from knowledge.core.model import IndexOptions
 from knowledge.embedding.hashing import HashingEmbedder
-from knowledge.model import IndexOptions
-from knowledge.sources.local import LocalDirectorySource
+from knowledge.ingest.pipeline import index_source
+from knowledge.ingest.sources.local import LocalDirectorySource
 
 __all__ = ["add_arguments", "main"]
 
@@ -32,9 +33,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _mrr(client: Any, index: str, corpus: Any) -> float:
-    from knowledge.stores.opensearch import queries
+    from knowledge.stores.opensearch import queries, query_filters
 
-    filters = queries.query_filters(SCOPE)
+    filters = query_filters.query_filters(SCOPE)
     total = 0.0
     for query in corpus.queries:
         body = queries.keyword_search_body(query.text, filters, 50)
@@ -52,8 +53,8 @@ def _mrr(client: Any, index: str, corpus: Any) -> float:
 
 def main(args: argparse.Namespace) -> None:
     from knowledge.stores.opensearch.client import create_client
-    from knowledge.stores.opensearch.config import OpenSearchConfig
     from knowledge.stores.opensearch.mapping import index_body
+    from knowledge.stores.opensearch.settings import OpenSearchConfig
 
     corpus = load_corpus(args.limit or None)
     rows: list[dict[str, Any]] = []
@@ -65,8 +66,11 @@ def main(args: argparse.Namespace) -> None:
         )
         made = [source]
         try:
-            store.index(
-                SCOPE, LocalDirectorySource(corpus.docs_dir), IndexOptions(max_documents=100_000)
+            index_source(
+                store,
+                SCOPE,
+                LocalDirectorySource(corpus.docs_dir),
+                IndexOptions(max_documents=100_000),
             )
             client.indices.refresh(index=source)  # every chunk searchable before the copies
             for k1, b in PARAMETERS:

@@ -49,8 +49,9 @@ from typing import Any
 from bench.environment import BENCH_DIR, REPO_ROOT, log, opensearch_node, write_result
 from bench.metrics import summarize
 from bench.stores import SCOPE, delete_index, open_store, unique_index_name
-from knowledge.model import IndexOptions
-from knowledge.sources.local import LocalDirectorySource
+from knowledge.core.model import IndexOptions
+from knowledge.ingest.pipeline import index_source
+from knowledge.ingest.sources.local import LocalDirectorySource
 
 __all__ = ["add_arguments", "build_artifacts", "main"]
 
@@ -290,7 +291,7 @@ def main(args: argparse.Namespace) -> None:
         index = unique_index_name("bench-coldstart")
         store = open_store("opensearch", None, workdir=None, node_url=url, index_name=index)
         try:
-            store.index(SCOPE, LocalDirectorySource(CORPUS), IndexOptions())
+            index_source(store, SCOPE, LocalDirectorySource(CORPUS), IndexOptions())
         finally:
             store.close()
         env = {**lambda_environment(url, index), "AWS_ENDPOINT_URL_S3": s3_url}

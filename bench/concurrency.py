@@ -39,7 +39,7 @@ __all__ = ["add_arguments", "main"]
 
 AGENT, CONTEXT = "bench", "corpus"
 MODES = ("keyword", "vector", "hybrid")
-_SERVE = "import sys; from knowledge.cli import main; sys.exit(main(sys.argv[1:]))"
+_SERVE = "import sys; from knowledge.local.cli import main; sys.exit(main(sys.argv[1:]))"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

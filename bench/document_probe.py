@@ -24,6 +24,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from knowledge.ingest.pipeline import index_source
+
 
 def _status_kib(field: str, pid: str = "self") -> float | None:
     try:
@@ -139,10 +141,10 @@ def main() -> None:
     elif kind == "product-index":
         import numpy  # noqa: F401 - the store loads it on the first vector write
 
+        from knowledge.core.model import IndexOptions
+        from knowledge.core.scope import KnowledgeScope
         from knowledge.embedding.hashing import HashingEmbedder
-        from knowledge.model import IndexOptions
-        from knowledge.scope import KnowledgeScope
-        from knowledge.sources.local import LocalDirectorySource
+        from knowledge.ingest.sources.local import LocalDirectorySource
         from knowledge.stores.embedded import EmbeddedKnowledgeStore
 
         with tempfile.TemporaryDirectory(prefix="kb-probe-") as tmp:
@@ -150,8 +152,8 @@ def main() -> None:
             options = IndexOptions(file_patterns=(f"*{path.suffix}",), max_documents=10)
             baseline = _peak_mib()
             started = time.perf_counter()
-            result = store.index(
-                KnowledgeScope("bench", "probe"), LocalDirectorySource(path.parent), options
+            result = index_source(
+                store, KnowledgeScope("bench", "probe"), LocalDirectorySource(path.parent), options
             )
             store.close()
         if result.errors or result.skipped or result.indexed_documents != 1:

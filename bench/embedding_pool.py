@@ -40,10 +40,10 @@ from bench.environment import REPO_ROOT, log, write_result
 from bench.indexing import OPTIONS, RecordingWriter
 from bench.manpages import load_corpus
 from bench.stores import SCOPE
-from knowledge.chunking import MarkdownSectionChunker, embedding_text
 from knowledge.embedding.base import EmbeddingClient
-from knowledge.indexing import Indexer, embeds_context_by_default
-from knowledge.sources.local import LocalDirectorySource
+from knowledge.ingest.chunking import MarkdownSectionChunker, embedding_text
+from knowledge.ingest.pipeline import Indexer, embeds_context_by_default
+from knowledge.ingest.sources.local import LocalDirectorySource
 
 sys.path.insert(0, str(REPO_ROOT / "tests"))
 from fake_embeddings import (  # the same fake the tests use
@@ -144,7 +144,7 @@ def _run(
         close()
     chunks = [chunk for _, kept in writer.documents for chunk in kept]
     # The text the fake was sent: with the title and headings in front for every
-    # embedder but hashing (knowledge.indexing.DEFAULT_EMBED_CONTEXT).
+    # embedder but hashing (knowledge.ingest.pipeline.DEFAULT_EMBED_CONTEXT).
     context = embeds_context_by_default(embedder)
     wrong = sum(
         1
@@ -214,7 +214,7 @@ def _quota_run(
         )
         chunker = MarkdownSectionChunker()
         indexer = Indexer(chunker, embedder, lookahead=None if adaptive else 0)
-        store = EmbeddedKnowledgeStore(workdir / f"{name}.db", embedder, chunker)
+        store = EmbeddedKnowledgeStore(workdir / f"{name}.db", embedder)
         try:
             started = time.perf_counter()
             result = indexer.index(store, SCOPE, LocalDirectorySource(docs), OPTIONS)
@@ -246,7 +246,7 @@ def _wrong_vectors(
     store: Any, docs: Path, embedder: EmbeddingClient, chunker: MarkdownSectionChunker
 ) -> int:
     """Chunks whose stored vector is not the fake's for their text (or is missing)."""
-    from knowledge.identity import embedding_key
+    from knowledge.core.identity import embedding_key
 
     wrong = 0
     with store.write_session(SCOPE) as session:

@@ -24,7 +24,7 @@ import sqlite3
 import time
 from typing import Any
 
-from knowledge.search_filter import parse_filter
+from knowledge.core.filter_language import parse_filter
 from knowledge.stores.embedded.filter_sql import filter_sql, register_functions
 from knowledge.stores.embedded.schema import create_or_upgrade
 

@@ -2,7 +2,7 @@
 
 The corpus (``bench.manpages``) is rendered from the same man sources to PDF (groff),
 DOCX and HTML (pandoc) by ``bench.documents.load_rendering``. Each format is indexed
-into a fresh store with the product's ``store.reindex`` and every query is sent in every
+into a fresh store with the product's ``reindex_source`` and every query is sent in every
 mode with ``bench.quality.score_modes``; a hit counts for its page whatever the format
 (``bench.documents.document_key``). Two kinds of run per format:
 
@@ -36,9 +36,10 @@ from bench.manpages import load_corpus
 from bench.pdf_libraries import LibrarySource, product_supports
 from bench.quality import DEFAULT_CHUNKS, score_modes
 from bench.stores import EMBEDDERS, SCOPE, make_embedder, open_store
-from knowledge.model import IndexOptions
-from knowledge.source import DocumentSource
-from knowledge.sources.local import LocalDirectorySource
+from knowledge.core.model import IndexOptions
+from knowledge.core.source import DocumentSource
+from knowledge.ingest.pipeline import reindex_source
+from knowledge.ingest.sources.local import LocalDirectorySource
 
 __all__ = ["TARGET_DELTA", "add_arguments", "main"]
 
@@ -59,7 +60,7 @@ def _run(
     try:
         cpu_started = cpu_seconds()
         started = time.perf_counter()
-        result = store.reindex(SCOPE, source, options)
+        result = reindex_source(store, SCOPE, source, options)
         seconds = time.perf_counter() - started
         cpu = cpu_seconds() - cpu_started
         log(

@@ -35,7 +35,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from bench.metrics import document_ranking, reciprocal_rank
-from knowledge import fusion
+from knowledge.ranking import fusion
 
 __all__ = ["LEVERS", "compare_levers"]
 

@@ -62,10 +62,11 @@ from bench.stores import (
     open_store,
     unique_index_name,
 )
-from knowledge import fusion
-from knowledge.model import IndexOptions, SearchQuery
-from knowledge.sources.local import LocalDirectorySource
-from knowledge.text import has_cjk
+from knowledge.core.model import IndexOptions, SearchQuery
+from knowledge.ingest.pipeline import reindex_source
+from knowledge.ingest.sources.local import LocalDirectorySource
+from knowledge.ranking import fusion
+from knowledge.ranking.analysis import has_cjk
 
 __all__ = ["add_arguments", "main"]
 
@@ -268,8 +269,11 @@ def _candidates(
                 options={"wait_for_refresh": True},  # searched right after indexing
             )
         try:
-            store.reindex(
-                SCOPE, LocalDirectorySource(corpus.docs_dir), IndexOptions(max_documents=100_000)
+            reindex_source(
+                store,
+                SCOPE,
+                LocalDirectorySource(corpus.docs_dir),
+                IndexOptions(max_documents=100_000),
             )
             data = []
             for query in corpus.queries:

@@ -6,7 +6,7 @@ This probe builds variants of that embedder (the product's ``HashingEmbedder`` i
 ``product`` row) and runs the product's search path on the embedded store with each, per
 corpus, keyword / vector / hybrid MRR@10 (document level, as ``bench quality``):
 
-- ``stop``: stop words left out (``knowledge.text.STOP_WORDS``);
+- ``stop``: stop words left out (``knowledge.ranking.analysis.STOP_WORDS``);
 - ``stems``: stop words out and the keyword side's Snowball stems as the terms;
 - ``sublinear``: stems, and ``1 + log(tf)`` per feature instead of the raw count;
 - ``d1024``: the product's features in 1,024 dimensions instead of 256;
@@ -36,7 +36,7 @@ from bench.quality import evaluate_store
 from bench.stores import open_store
 from knowledge.embedding.base import Embedding
 from knowledge.embedding.hashing import DEFAULT_HASHING_DIMENSIONS, HashingEmbedder
-from knowledge.text import STOP_WORDS, is_cjk, keyword_terms, tokenize
+from knowledge.ranking.analysis import STOP_WORDS, is_cjk, keyword_terms, tokenize
 
 __all__ = ["VARIANTS", "VariantEmbedder"]
 

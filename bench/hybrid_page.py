@@ -35,10 +35,11 @@ from bench.environment import log, opensearch_node, write_result
 from bench.manpages import load_corpus
 from bench.metrics import summarize
 from bench.stores import SCOPE, delete_index, open_store, unique_index_name
+from knowledge.core.model import IndexOptions, SearchMode, SearchQuery
 from knowledge.embedding.hashing import HashingEmbedder
-from knowledge.fusion import HYBRID_CANDIDATES
-from knowledge.model import IndexOptions, SearchMode, SearchQuery
-from knowledge.sources.local import LocalDirectorySource
+from knowledge.ingest.pipeline import index_source
+from knowledge.ingest.sources.local import LocalDirectorySource
+from knowledge.ranking.fusion import HYBRID_CANDIDATES
 
 __all__ = ["add_arguments", "main"]
 
@@ -58,16 +59,16 @@ def _ms(started: float) -> float:
 
 
 def main(args: argparse.Namespace) -> None:
-    from knowledge.stores.opensearch import queries
+    from knowledge.stores.opensearch import queries, query_filters
     from knowledge.stores.opensearch.client import create_client
-    from knowledge.stores.opensearch.config import OpenSearchConfig
+    from knowledge.stores.opensearch.settings import OpenSearchConfig
 
     tops = [int(k) for k in args.tops.split(",")]
     ways = ["product", *(f"top-{k}" for k in tops), "sources"]
     corpus = load_corpus(args.limit or None)
     texts = [q.text for q in corpus.queries]
     embedder = HashingEmbedder()
-    filters = queries.query_filters(SCOPE)
+    filters = query_filters.query_filters(SCOPE)
     fields = queries.chunks_by_id_body([], filters)["_source"]  # the page's result fields
     samples: dict[str, dict[str, list[float]]] = {
         way: {"requests_ms": [], "took_ms": []} for way in ways
@@ -81,8 +82,11 @@ def main(args: argparse.Namespace) -> None:
             "opensearch", embedder, workdir=None, node_url=url, index_name=name, client=probe
         )
         try:
-            result = store.index(
-                SCOPE, LocalDirectorySource(corpus.docs_dir), IndexOptions(max_documents=100_000)
+            result = index_source(
+                store,
+                SCOPE,
+                LocalDirectorySource(corpus.docs_dir),
+                IndexOptions(max_documents=100_000),
             )
             log(f"indexed {result.indexed_documents} docs / {result.indexed_chunks} chunks")
 

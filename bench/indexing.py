@@ -10,7 +10,7 @@ Per repetition (the order of the three targets rotates, to spread drift):
 - ``embedded``: ``EmbeddedKnowledgeStore.index`` into a fresh SQLite file;
 - ``opensearch``: ``OpenSearchKnowledgeStore.index`` into a fresh index;
 - ``raw_bulk``: create an index with the same body (``mapping.index_body``), send the
-  recorder's chunks and document records (``mapping.chunk_document``/``document_record``,
+  recorder's chunks and document records (``chunk_records.chunk_document``/``document_record``,
   same ids) with ``helpers.bulk`` (same chunk size and byte limit as the store), refresh.
 
 Both OpenSearch targets include index creation and the final refresh. A last, untimed
@@ -33,14 +33,14 @@ from bench.client_probe import RecordingClient
 from bench.environment import log, opensearch_node, write_result
 from bench.manpages import Corpus, load_corpus
 from bench.stores import SCOPE, delete_index, open_store, unique_index_name
-from knowledge.chunking import MarkdownSectionChunker
+from knowledge.core.identity import chunk_id
+from knowledge.core.model import FileProblem, IndexOptions, IndexResult
+from knowledge.core.scope import KnowledgeScope
 from knowledge.embedding.hashing import HashingEmbedder
-from knowledge.identity import chunk_id
-from knowledge.indexing import Indexer
-from knowledge.model import FileProblem, IndexOptions, IndexResult
-from knowledge.scope import KnowledgeScope
-from knowledge.sources.local import LocalDirectorySource
-from knowledge.store import DocumentHeader, EmbeddedChunk, StoredDocument
+from knowledge.ingest.chunking import MarkdownSectionChunker
+from knowledge.ingest.pipeline import Indexer, index_source
+from knowledge.ingest.sources.local import LocalDirectorySource
+from knowledge.stores.protocol import DocumentHeader, EmbeddedChunk, StoredDocument
 
 __all__ = ["RecordingWriter", "add_arguments", "main"]
 
@@ -120,7 +120,7 @@ def run_embedded(corpus: Corpus, workdir: Path) -> dict[str, float]:
     store = open_store("embedded", HashingEmbedder(), workdir=workdir)
     try:
         started = time.perf_counter()
-        result = store.index(SCOPE, LocalDirectorySource(corpus.docs_dir), OPTIONS)
+        result = index_source(store, SCOPE, LocalDirectorySource(corpus.docs_dir), OPTIONS)
         return _rates(result, time.perf_counter() - started)
     finally:
         store.close()
@@ -138,7 +138,7 @@ def run_opensearch(corpus: Corpus, url: str, client: Any = None) -> dict[str, fl
     )
     try:
         started = time.perf_counter()
-        result = store.index(SCOPE, LocalDirectorySource(corpus.docs_dir), OPTIONS)
+        result = index_source(store, SCOPE, LocalDirectorySource(corpus.docs_dir), OPTIONS)
         rates = _rates(result, time.perf_counter() - started)
         rates["records_in_index"] = _count(url, name)
         return rates
@@ -150,7 +150,7 @@ def run_opensearch(corpus: Corpus, url: str, client: Any = None) -> dict[str, fl
 def _bulk_actions(
     index: str, documents: list[tuple[DocumentHeader, list[EmbeddedChunk]]]
 ) -> list[dict[str, Any]]:
-    from knowledge.stores.opensearch.mapping import chunk_document, document_record
+    from knowledge.stores.opensearch.chunk_records import chunk_document, document_record
 
     actions: list[dict[str, Any]] = []
     for header, chunks in documents:
@@ -175,8 +175,8 @@ def _bulk_actions(
 def run_raw_bulk(url: str, writer: RecordingWriter) -> dict[str, float]:
     from opensearchpy import OpenSearch, helpers
 
-    from knowledge.stores.opensearch.config import OpenSearchConfig
     from knowledge.stores.opensearch.mapping import index_body
+    from knowledge.stores.opensearch.settings import OpenSearchConfig
 
     defaults = OpenSearchConfig(url=url)
     embedder = HashingEmbedder()

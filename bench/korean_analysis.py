@@ -22,14 +22,14 @@ from typing import Any
 
 from bench.environment import log, write_result
 from bench.faq import load_faq
-from knowledge import text
+from knowledge.ranking import analysis as text
 
 __all__ = ["add_arguments", "main"]
 
 _FIRST_USE = """
 import time
 t = time.perf_counter()
-from knowledge.text import keyword_terms
+from knowledge.ranking.analysis import keyword_terms
 keyword_terms("데비안")
 print(time.perf_counter() - t)
 """

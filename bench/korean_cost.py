@@ -22,9 +22,10 @@ from bench.gimp_help import load_gimp_help
 from bench.manpages import Corpus
 from bench.metrics import percentile
 from bench.stores import SCOPE, delete_index, open_store, unique_index_name
-from knowledge.model import IndexOptions, SearchMode, SearchQuery
-from knowledge.sources.local import LocalDirectorySource
-from knowledge.text import ANALYSIS
+from knowledge.core.model import IndexOptions, SearchMode, SearchQuery
+from knowledge.ingest.pipeline import reindex_source
+from knowledge.ingest.sources.local import LocalDirectorySource
+from knowledge.ranking.analysis import ANALYSIS
 
 __all__ = ["add_arguments", "main"]
 
@@ -47,8 +48,8 @@ def _measure(url: str, corpus: Corpus, passes: int) -> dict[str, Any]:
     index = unique_index_name("bench-korean-cost")
     store = open_store("opensearch", None, workdir=None, node_url=url, index_name=index)
     try:
-        result = store.reindex(
-            SCOPE, LocalDirectorySource(corpus.docs_dir), IndexOptions(max_documents=100_000)
+        result = reindex_source(
+            store, SCOPE, LocalDirectorySource(corpus.docs_dir), IndexOptions(max_documents=100_000)
         )
         size, records = _stats(url, index)
         queries = [q.text for q in corpus.queries]

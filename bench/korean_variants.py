@@ -1,6 +1,6 @@
 """Exploratory: Korean term-stream variants, measured through the embedded store.
 
-Each variant replaces how one run of Hangul becomes terms (``knowledge.text
+Each variant replaces how one run of Hangul becomes terms (``knowledge.ranking.analysis
 ._hangul_run_terms``, optionally only on the query side), indexes each Korean set into a
 fresh embedded store and sends every query in keyword mode through ``store.search``, as
 ``bench quality`` does; the plain FTS5 baselines (``bench/baselines.py``) are computed in
@@ -22,7 +22,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-import knowledge.text as text
+import knowledge.ranking.analysis as text
 from bench.baselines import Fts5Baseline
 from bench.environment import log, write_result
 from bench.faq import load_faq
@@ -32,8 +32,9 @@ from bench.manpages import Corpus
 from bench.metrics import document_ranking, evaluate
 from bench.quality import score_modes
 from bench.stores import SCOPE, make_embedder, open_store
-from knowledge.model import IndexOptions, SearchMode
-from knowledge.sources.local import LocalDirectorySource
+from knowledge.core.model import IndexOptions, SearchMode
+from knowledge.ingest.pipeline import reindex_source
+from knowledge.ingest.sources.local import LocalDirectorySource
 from knowledge.stores.embedded import keyword_index
 
 ORIGINAL = text._hangul_run_terms
@@ -194,7 +195,7 @@ CORPORA: dict[str, Callable[[], Corpus]] = {
 
 @contextlib.contextmanager
 def _variant(name: str) -> Iterator[None]:
-    from knowledge import headings
+    from knowledge.ranking import headings
 
     both, query_only = VARIANTS[name]
     run_terms = both or ORIGINAL
@@ -235,8 +236,8 @@ def _variant(name: str) -> Iterator[None]:
 def _keyword(corpus: Corpus, workdir: Path) -> float:
     store = open_store("embedded", make_embedder("hashing"), workdir=workdir)
     try:
-        result = store.reindex(
-            SCOPE, LocalDirectorySource(corpus.docs_dir), IndexOptions(max_documents=100_000)
+        result = reindex_source(
+            store, SCOPE, LocalDirectorySource(corpus.docs_dir), IndexOptions(max_documents=100_000)
         )
         if result.errors:
             raise SystemExit(f"indexing failed: {result.errors[:3]}")

@@ -1,6 +1,6 @@
 """Search latency per mode against the real node, next to OpenSearch's own ``took``.
 
-The corpus is indexed once (hashing embedder, ``store.index``); then, per mode, after a
+The corpus is indexed once (hashing embedder, ``index_source``); then, per mode, after a
 warm-up, each iteration sends the next man-pages query twice, in alternating order:
 
 - ``store``: ``OpenSearchKnowledgeStore.search`` (the product path: validation, query
@@ -29,12 +29,13 @@ from bench.environment import log, opensearch_node, write_result
 from bench.manpages import load_corpus
 from bench.metrics import summarize
 from bench.stores import SCOPE, delete_index, open_store, unique_index_name
-from knowledge import fusion
+from knowledge.core.model import IndexOptions, SearchMode, SearchQuery
 from knowledge.embedding.hashing import HashingEmbedder
-from knowledge.fusion import candidate_count
-from knowledge.model import IndexOptions, SearchMode, SearchQuery
-from knowledge.sources.local import LocalDirectorySource
-from knowledge.store import KnowledgeStore
+from knowledge.ingest.pipeline import index_source
+from knowledge.ingest.sources.local import LocalDirectorySource
+from knowledge.ranking import fusion
+from knowledge.ranking.fusion import candidate_count
+from knowledge.stores.protocol import KnowledgeStore
 
 __all__ = ["add_arguments", "main"]
 
@@ -43,9 +44,9 @@ MODES = (SearchMode.KEYWORD, SearchMode.VECTOR, SearchMode.HYBRID)
 
 def _raw_request(mode: SearchMode, text: str, max_results: int) -> tuple[str, Any]:
     """What the store would send for ``text`` (method name and body)."""
-    from knowledge.stores.opensearch import queries
+    from knowledge.stores.opensearch import queries, query_filters
 
-    filters = queries.query_filters(SCOPE)
+    filters = query_filters.query_filters(SCOPE)
     # The sizes the store asks for: since issue 11 every mode fetches candidate_count
     # (room for the per-document cap) and hybrid a fixed HYBRID_CANDIDATES per side.
     single = candidate_count(max_results) if hasattr(fusion, "HYBRID_CANDIDATES") else max_results
@@ -95,7 +96,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace) -> None:
     from knowledge.stores.opensearch import queries
     from knowledge.stores.opensearch.client import create_client
-    from knowledge.stores.opensearch.config import OpenSearchConfig
+    from knowledge.stores.opensearch.settings import OpenSearchConfig
 
     corpus = load_corpus(args.limit or None)
     texts = [q.text for q in corpus.queries]
@@ -113,8 +114,11 @@ def main(args: argparse.Namespace) -> None:
             client=probe,
         )
         try:
-            result = store.index(
-                SCOPE, LocalDirectorySource(corpus.docs_dir), IndexOptions(max_documents=100_000)
+            result = index_source(
+                store,
+                SCOPE,
+                LocalDirectorySource(corpus.docs_dir),
+                IndexOptions(max_documents=100_000),
             )
             log(f"indexed {result.indexed_documents} docs / {result.indexed_chunks} chunks")
             for mode in MODES:

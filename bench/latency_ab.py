@@ -30,6 +30,7 @@ from typing import IO, Any
 
 from bench.environment import REPO_ROOT, log, opensearch_node, write_result
 from bench.metrics import summarize
+from knowledge.ingest.pipeline import index_source
 
 __all__ = ["add_arguments", "main"]
 
@@ -67,11 +68,11 @@ def _worker(args: argparse.Namespace) -> None:
     from bench.latency import _time_store
     from bench.manpages import load_corpus
     from bench.stores import SCOPE, delete_index, open_store, unique_index_name
+    from knowledge.core.model import IndexOptions, SearchMode, SearchQuery
     from knowledge.embedding.hashing import HashingEmbedder
-    from knowledge.model import IndexOptions, SearchMode, SearchQuery
-    from knowledge.sources.local import LocalDirectorySource
+    from knowledge.ingest.sources.local import LocalDirectorySource
     from knowledge.stores.opensearch.client import create_client
-    from knowledge.stores.opensearch.config import OpenSearchConfig
+    from knowledge.stores.opensearch.settings import OpenSearchConfig
 
     url = args.worker
     corpus = load_corpus(args.limit or None)
@@ -86,8 +87,11 @@ def _worker(args: argparse.Namespace) -> None:
             status = store.status(SCOPE)
             _send(sys.stdout, {"chunks": status.chunk_count, "documents": status.document_count})
         else:
-            result = store.index(
-                SCOPE, LocalDirectorySource(corpus.docs_dir), IndexOptions(max_documents=100_000)
+            result = index_source(
+                store,
+                SCOPE,
+                LocalDirectorySource(corpus.docs_dir),
+                IndexOptions(max_documents=100_000),
             )
             indexed = {"chunks": result.indexed_chunks, "documents": result.indexed_documents}
             _send(sys.stdout, indexed)

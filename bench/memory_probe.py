@@ -1,7 +1,7 @@
 """One memory measurement in a fresh interpreter: ``python bench/memory_probe.py FOLDER OUT``.
 
 Indexes every Markdown file of ``FOLDER`` into a new embedded store (hashing embedder)
-with the product's ``store.index`` and writes to ``OUT`` (JSON) the peak resident set
+with the product's ``index_source`` and writes to ``OUT`` (JSON) the peak resident set
 size (``ru_maxrss``) before indexing (interpreter, imports, store, numpy) and after.
 Run by ``bench.memory``.
 """
@@ -13,6 +13,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from knowledge.ingest.pipeline import index_source
+
 
 def _peak_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # KiB on Linux
@@ -22,10 +24,10 @@ def main() -> None:
     folder, out = Path(sys.argv[1]), Path(sys.argv[2])
     import numpy  # noqa: F401 - the store loads it on the first vector write; count it as baseline
 
+    from knowledge.core.model import IndexOptions
+    from knowledge.core.scope import KnowledgeScope
     from knowledge.embedding.hashing import HashingEmbedder
-    from knowledge.model import IndexOptions
-    from knowledge.scope import KnowledgeScope
-    from knowledge.sources.local import LocalDirectorySource
+    from knowledge.ingest.sources.local import LocalDirectorySource
     from knowledge.stores.embedded import EmbeddedKnowledgeStore
 
     with tempfile.TemporaryDirectory(prefix="kb-memory-") as tmp:
@@ -33,8 +35,8 @@ def main() -> None:
         scope = KnowledgeScope("bench", "memory")
         baseline = _peak_mib()
         started = time.perf_counter()
-        result = store.index(
-            scope, LocalDirectorySource(folder), IndexOptions(max_documents=100_000)
+        result = index_source(
+            store, scope, LocalDirectorySource(folder), IndexOptions(max_documents=100_000)
         )
         seconds = time.perf_counter() - started
         peak = _peak_mib()

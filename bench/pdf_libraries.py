@@ -22,10 +22,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
 
-from knowledge.model import IndexOptions
-from knowledge.scope import KnowledgeScope
-from knowledge.source import SourceDocument
-from knowledge.sources.local import LocalDirectorySource
+from knowledge.core.model import IndexOptions
+from knowledge.core.scope import KnowledgeScope
+from knowledge.core.source import SourceDocument
+from knowledge.ingest.sources.local import LocalDirectorySource
 
 __all__ = [
     "LIBRARIES",

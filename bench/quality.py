@@ -1,7 +1,7 @@
 """Retrieval quality (man pages; Debian FAQ questions in English and Korean), through the
 production search path, next to plain baselines computed in the same run.
 
-For each store (embedded, OpenSearch) the corpus is indexed with ``store.reindex`` from a
+For each store (embedded, OpenSearch) the corpus is indexed with ``reindex_source`` from a
 ``LocalDirectorySource`` and every query is sent as a ``SearchQuery`` to
 ``store.search`` in each mode: nothing of the scoring is re-implemented here (the seed's
 evaluation-integrity rule). A search asks for ``--chunks`` chunks (default 50); the
@@ -45,11 +45,12 @@ from bench.stores import (
     refresh_index,
     unique_index_name,
 )
+from knowledge.core.model import IndexOptions, SearchMode, SearchQuery
 from knowledge.embedding.base import EmbeddingClient
-from knowledge.model import IndexOptions, SearchMode, SearchQuery
-from knowledge.sources.local import LocalDirectorySource
-from knowledge.store import KnowledgeStore
-from knowledge.text import keyword_terms
+from knowledge.ingest.pipeline import reindex_source
+from knowledge.ingest.sources.local import LocalDirectorySource
+from knowledge.ranking.analysis import keyword_terms
+from knowledge.stores.protocol import KnowledgeStore
 
 __all__ = ["add_arguments", "evaluate_store", "main", "score_modes"]
 
@@ -108,7 +109,7 @@ def evaluate_store(
     score every mode; returns (index, modes)."""
     options = IndexOptions(max_documents=100_000)
     started = time.perf_counter()
-    result = store.reindex(SCOPE, LocalDirectorySource(corpus.docs_dir), options)
+    result = reindex_source(store, SCOPE, LocalDirectorySource(corpus.docs_dir), options)
     seconds = time.perf_counter() - started
     if result.errors:
         raise SystemExit(f"indexing failed for {len(result.errors)} documents: {result.errors[:3]}")

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.environment import REPO_ROOT, log, write_result
+from knowledge.ingest.pipeline import index_source
 
 __all__ = ["add_arguments", "main"]
 
@@ -51,14 +52,14 @@ def _fast_import(bare: Path, files: int) -> None:
 def _timed_sync(
     registry: Any, scope: Any, registration: Any, store: Any, root: Path
 ) -> dict[str, Any]:
-    from knowledge.model import IndexOptions
-    from knowledge.repos.sync import sync_repository
-    from knowledge.sources.local import BucketFolderSource
+    from knowledge.core.model import IndexOptions
+    from knowledge.ingest.repos.sync import sync_repository
+    from knowledge.ingest.sources.local import BucketFolderSource
 
     started = time.perf_counter()
     report = sync_repository(registry, scope, registration)
     synced = time.perf_counter()
-    result = store.index(scope, BucketFolderSource(root), IndexOptions())
+    result = index_source(store, scope, BucketFolderSource(root), IndexOptions())
     done = time.perf_counter()
     assert report.ok, report.error
     return {
@@ -77,10 +78,10 @@ def main(args: argparse.Namespace) -> None:
     from git_server import GIT_ENV, GitHttpServer, Workdir
 
     from knowledge.config import open_store
-    from knowledge.repos.registration import RepoRegistration
-    from knowledge.repos.state import RepoRegistry
-    from knowledge.repos.storage import FolderStorage
-    from knowledge.scope import KnowledgeScope
+    from knowledge.core.scope import KnowledgeScope
+    from knowledge.ingest.repos.registration import RepoRegistration
+    from knowledge.ingest.repos.state import RepoRegistry
+    from knowledge.ingest.repos.storage import FolderStorage
 
     scope = KnowledgeScope("bench", "repo")
     with tempfile.TemporaryDirectory(prefix="kb-bench-repo-") as tmp:

@@ -151,7 +151,7 @@ def quality_section(report: Report) -> None:
     parts.append(
         "Corpus: the Linux man pages (sections 2, 3, 5, 7) as Markdown, built by "
         "`shared/bench/build_manpages.py`; each query is a page's NAME line, removed "
-        "from the page; the page is the one relevant document. Indexed with `store.reindex` "
+        "from the page; the page is the one relevant document. Indexed with `reindex_source` "
         "and searched with `store.search(scope, SearchQuery(text, mode, max_results=N))`: "
         "the production path, no scoring code of the benchmark's own. The N chunks returned "
         "are ranked as distinct documents (best chunk first) and scored at document level. "
@@ -237,7 +237,7 @@ def _quality_notes(runs: list[tuple[str, str, dict[str, Any]]]) -> str:
         "(seen in this work: hashing, 300 pages, hybrid 0.727 in one run and 0.705 in "
         "another); the embedded store's rows repeat to the last digit. The keyword rows "
         "differ a little "
-        "because BM25 differs: SQLite FTS5 over `knowledge.text.keyword_terms` vs "
+        "because BM25 differs: SQLite FTS5 over `knowledge.ranking.analysis.keyword_terms` vs "
         "OpenSearch's `knowledge_english` analyzer (the same terms for English, tested "
         "term for term on the node) plus a CJK-bigram sub-field, with their own BM25 "
         "statistics and parameters."
@@ -457,8 +457,8 @@ def indexing_section(report: Report) -> None:
     chunks = result["runs"]["pipeline"][0]["chunks"]
     labels = {
         "pipeline": "pipeline only (read, extract, chunk, embed; no store)",
-        "embedded": "product -> embedded store (`store.index`)",
-        "opensearch": "product -> OpenSearch node (`store.index`)",
+        "embedded": "product -> embedded store (`index_source`)",
+        "opensearch": "product -> OpenSearch node (`index_source`)",
         "raw_bulk": "raw `helpers.bulk` of the same pre-made chunks -> node",
     }
     rows = [
@@ -575,7 +575,7 @@ def _indexing_notes(result: dict[str, Any]) -> str:
             f"For comparison, the first run of this benchmark (commit {before['git_commit']}, "
             f"{before['finished_at']}; `bench/results/indexing-before-text-fastpath.json`), "
             "before the tokenizer and hashing-embedder speed-ups (among them the "
-            "`knowledge.text.is_cjk` fast path this benchmark led to) and before the "
+            "`knowledge.ranking.analysis.is_cjk` fast path this benchmark led to) and before the "
             "OpenSearch store batched its writes, measured: pipeline "
             f"{b['pipeline']['seconds']:.1f} s, embedded store "
             f"{b['embedded']['chunks_per_s']:.0f} chunks/s, OpenSearch store "
@@ -861,7 +861,7 @@ def memory_section(report: Report) -> None:
         return
     parts.append(
         "Each row indexes a generated Markdown corpus (`bench.memory.generate_markdown`, "
-        "seeded) in a new process with `store.index` and reads the peak resident set size "
+        "seeded) in a new process with `index_source` and reads the peak resident set size "
         "(`ru_maxrss`) before indexing (interpreter, imports, numpy, an empty store) and "
         "after. Growth = peak after minus peak before."
     )

@@ -49,7 +49,7 @@ def _parity(report: Report, parts: list[str]) -> None:
         "The benchmark pages are rendered from the same man sources (NAME section removed, "
         "as in the Markdown corpus) to PDF by groff's PDF device and to DOCX and HTML by "
         "pandoc's man reader (`bench/documents.py`). Each rendering is indexed into a fresh "
-        "embedded store with the product's `store.reindex` and every query is run in every "
+        "embedded store with the product's `reindex_source` and every query is run in every "
         "mode; a hit counts for its page in any format. `product` = the product's own "
         "extractor; `pypdfium2`/`pypdf`/`pdftotext` = that library's text of each PDF "
         "indexed by the product as a text document (library level, to compare the "

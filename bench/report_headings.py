@@ -2,7 +2,8 @@
 
 Reads the quality runs of ``bench/quality.py`` made with ``--option headings_weight=W
 --label hwW`` (W = 0: the headings left out, as before analysis version 4; 0.25; 1.0)
-next to the product's default run (no label: ``knowledge.headings.DEFAULT_HEADINGS_WEIGHT``).
+next to the product's default run (no label:
+``knowledge.ranking.headings.DEFAULT_HEADINGS_WEIGHT``).
 """
 
 from __future__ import annotations
@@ -71,7 +72,7 @@ def headings_section(report: Report) -> None:
         "with the same analysis (English Snowball stems, CJK bigrams, Korean morphemes), and "
         "weighs `headings_weight` against the text's 1.0: an FTS5 column weight of `bm25()` "
         "in the embedded store, the `boost` of the `headings` clauses in OpenSearch "
-        "(`knowledge.headings`). The returned content is unchanged. MRR@10 per weight "
+        "(`knowledge.ranking.headings`). The returned content is unchanged. MRR@10 per weight "
         "(0: no headings, the figures before analysis version 4); *change*: the default "
         "0.5 against 0. Vector mode does not read the headings field (its figures are "
         "section 1's). OpenSearch's hybrid figures move by a few thousandths from run to "

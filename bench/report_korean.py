@@ -65,7 +65,7 @@ def korean_section(report: Report) -> None:
         "that commit (`PYTHONPATH=<export>/layers/knowledge:. .venv-bench/bin/python -m "
         "bench quality --corpus C --embedder E --label bigrams`: the result file records "
         "the worktree's commit and calls its code digest stale, as it should); "
-        "*morphemes* = this code (`knowledge.text`: each Hangul run cut by "
+        "*morphemes* = this code (`knowledge.ranking.analysis`: each Hangul run cut by "
         "MeCab-ko with mecab-ko-dic into its content morphemes, particles and endings "
         "dropped; the OpenSearch store indexes the same terms, sent pre-analysed in "
         "`content_ko`). Han and Kana keep their bigrams; English text is analysed as "

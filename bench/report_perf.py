@@ -69,7 +69,7 @@ product did: at most 16 calls in flight, one document after another (the same co
 `concurrency=16` and `lookahead=0`). Product = the adaptive limit
 (`knowledge.embedding.aimd`: from 16, +1/limit per answer while in use, x0.7 on a
 throttle) under a ceiling of 64, and the next 8 documents read, chunked and embedded
-while one is written (`knowledge.lookahead`). Every stored vector is checked against
+while one is written (`knowledge.ingest.lookahead`). Every stored vector is checked against
 the one the fake made for its chunk's text. Same run, in this order.
 
 {_table(header, rows, "{:.1f}")}

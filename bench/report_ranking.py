@@ -108,7 +108,7 @@ def hybrid_ids_section(report: Report) -> None:
         "Before (commit 0dce383), a hybrid candidate carried three doc values "
         "(`document_id`, `generation`, `chunk_index`). After: a candidate is its `_id` and "
         "score only, since the store's own chunk ids (`records.generation_chunk_id`) say "
-        "those three (`queries.chunk_id_facts`; with server-made ids, on Serverless, they "
+        "those three (`answers.chunk_id_facts`; with server-made ids, on Serverless, they "
         "are still read as doc values); the page cap stops at a full page. The "
         "after version also has this round's title and heading clauses on the keyword "
         "side (section 1g), 2-3 more `match` clauses per keyword query.",
@@ -126,7 +126,7 @@ def hybrid_python_section(report: Report) -> None:
         "candidate. After: one pass per side (`fusion._side`), the candidates ranked as "
         "plain tuples and `Fused` / `Hit` plain slotted dataclasses (a frozen one's "
         "`__init__` costs about five times as much: one `object.__setattr__` per field), "
-        "and `queries.newest_generations` returning the hits as they are when no document "
+        "and `answers.newest_generations` returning the hits as they are when no document "
         "shows two generations and no chunk shows twice (the usual case). Ranking is "
         "unchanged (the same order and scores, by the same tests) but for one case that "
         "answered nothing before: a side that found nothing now has confidence 0. The after "

@@ -34,12 +34,13 @@ from bench.environment import REPO_ROOT, log, opensearch_node, write_result
 from bench.manpages import load_corpus
 from bench.metrics import summarize
 from bench.stores import SCOPE, delete_index, open_store, unique_index_name
-from knowledge.api import KnowledgeApi
+from knowledge.core.model import IndexOptions, SearchQuery
 from knowledge.embedding.hashing import HashingEmbedder
-from knowledge.model import IndexOptions, SearchQuery
+from knowledge.ingest.pipeline import index_source
+from knowledge.ingest.sources.local import LocalDirectorySource
 from knowledge.reranking import RerankingStage
 from knowledge.reranking.bedrock import BedrockReranker
-from knowledge.sources.local import LocalDirectorySource
+from knowledge.service.api import KnowledgeApi
 
 __all__ = ["add_arguments", "main"]
 
@@ -97,8 +98,11 @@ def main(args: argparse.Namespace) -> None:
             "opensearch", HashingEmbedder(), workdir=None, node_url=url, index_name=name
         )
         try:
-            result = store.index(
-                SCOPE, LocalDirectorySource(corpus.docs_dir), IndexOptions(max_documents=100_000)
+            result = index_source(
+                store,
+                SCOPE,
+                LocalDirectorySource(corpus.docs_dir),
+                IndexOptions(max_documents=100_000),
             )
             log(f"indexed {result.indexed_documents} docs / {result.indexed_chunks} chunks")
             plain = KnowledgeApi(store)

@@ -50,27 +50,28 @@ import numpy as np
 from opensearchpy import OpenSearch
 
 from bench.environment import log, opensearch_node, write_result
-from knowledge.chunking import MarkdownSectionChunker
+from knowledge.core.model import DocumentChunk, IndexOptions, SearchMode, SearchQuery
+from knowledge.core.scope import KnowledgeScope
+from knowledge.core.source import SourceDocument
 from knowledge.embedding.hashing import HashingEmbedder
-from knowledge.fusion import candidate_count
-from knowledge.model import DocumentChunk, IndexOptions, SearchMode, SearchQuery
-from knowledge.scope import KnowledgeScope
-from knowledge.source import SourceDocument
-from knowledge.store import DocumentHeader
-from knowledge.stores.opensearch import OpenSearchConfig, OpenSearchKnowledgeStore, queries
-from knowledge.stores.opensearch.config import DEFAULT_EF_SEARCH
-from knowledge.stores.opensearch.mapping import (
-    CHUNK_INDEX,
-    DOCUMENT_PATH,
-    EMBEDDING,
-    chunk_document,
-    index_body,
+from knowledge.ingest.chunking import MarkdownSectionChunker
+from knowledge.ingest.pipeline import index_source
+from knowledge.ranking.fusion import candidate_count
+from knowledge.stores.opensearch import (
+    OpenSearchConfig,
+    OpenSearchKnowledgeStore,
+    queries,
+    query_filters,
 )
+from knowledge.stores.opensearch.chunk_records import chunk_document
+from knowledge.stores.opensearch.mapping import CHUNK_INDEX, DOCUMENT_PATH, EMBEDDING, index_body
 from knowledge.stores.opensearch.scope_size import (
     ef_search_for,
     parse_chunk_total,
     scope_chunks_body,
 )
+from knowledge.stores.opensearch.settings import DEFAULT_EF_SEARCH
+from knowledge.stores.protocol import DocumentHeader
 
 __all__ = ["add_arguments", "main"]
 
@@ -198,7 +199,10 @@ def exact_body(vector: Sequence[float], scope: KnowledgeScope, size: int) -> dic
             "script_score": {
                 "query": {
                     "bool": {
-                        "filter": [*queries.scope_filters(scope), {"exists": {"field": EMBEDDING}}]
+                        "filter": [
+                            *query_filters.scope_filters(scope),
+                            {"exists": {"field": EMBEDDING}},
+                        ]
                     }
                 },
                 "script": {
@@ -292,7 +296,7 @@ def measure_step(
             hits: list[float] = []
             knn_ms: list[float] = []
             for (scope_id, vector), truth in zip(vectors, exact_ids, strict=True):
-                filters = queries.query_filters(scope_of(scope_id))
+                filters = query_filters.query_filters(scope_of(scope_id))
                 if ef == "auto":
                     sent = auto[scope_id]
                 elif str(ef) in ratios:
@@ -335,8 +339,8 @@ def _write_tenant(url: str, index: str, seed: int, scope_id: int, documents: int
         OpenSearchConfig(url=url, index_name=index, timeout=120.0), embedder=HashingEmbedder()
     )
     started = time.perf_counter()
-    result = store.index(
-        scope_of(scope_id), CorpusSource(Corpus(seed), scope_id, documents), OPTIONS
+    result = index_source(
+        store, scope_of(scope_id), CorpusSource(Corpus(seed), scope_id, documents), OPTIONS
     )
     out.put((result.indexed_chunks, time.perf_counter() - started))
     store.close()
@@ -356,7 +360,7 @@ def interference(
     seed, scope_id, documents = writer
     bodies: dict[str, list[dict[str, Any]]] = {"keyword": [], "vector": []}
     for small_scope, text in probe.groups["small"]:
-        filters = queries.query_filters(scope_of(small_scope))
+        filters = query_filters.query_filters(scope_of(small_scope))
         bodies["keyword"].append(queries.keyword_search_body(text, filters, 20))
         vector = embedder.embed(text).vector
         bodies["vector"].append(
@@ -546,8 +550,11 @@ def main(args: argparse.Namespace) -> None:
                 started = time.perf_counter()
                 for scope_id, documents in step:
                     call_started = time.perf_counter()
-                    outcome = store.index(
-                        scope_of(scope_id), CorpusSource(corpus, scope_id, documents), OPTIONS
+                    outcome = index_source(
+                        store,
+                        scope_of(scope_id),
+                        CorpusSource(corpus, scope_id, documents),
+                        OPTIONS,
                     )
                     if scope_id == 0:
                         big_seconds = time.perf_counter() - call_started

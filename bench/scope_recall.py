@@ -56,15 +56,20 @@ from bench.scale import (
     timed_ms,
 )
 from knowledge.embedding.hashing import HashingEmbedder
-from knowledge.fusion import candidate_count
-from knowledge.stores.opensearch import OpenSearchConfig, OpenSearchKnowledgeStore, queries
-from knowledge.stores.opensearch.config import DEFAULT_EF_SEARCH
+from knowledge.ranking.fusion import candidate_count
+from knowledge.stores.opensearch import (
+    OpenSearchConfig,
+    OpenSearchKnowledgeStore,
+    queries,
+    query_filters,
+)
 from knowledge.stores.opensearch.scope_size import (
     ef_search_for,
     exact_for,
     parse_chunk_total,
     scope_chunks_body,
 )
+from knowledge.stores.opensearch.settings import DEFAULT_EF_SEARCH
 
 __all__ = ["add_arguments", "main", "sent_ef"]
 
@@ -109,7 +114,7 @@ def measure_scope(
         client.search(index=index, body=scope_chunks_body(scope, cross_context=False))
     )
     k = max(2 * TOP, candidate_count(TOP))
-    filters = queries.query_filters(scope)
+    filters = query_filters.query_filters(scope)
     sent = {v: sent_ef(v, chunks) for v in variants}
     exact = {v: v == "auto" and exact_for(chunks) for v in variants}
     exact_ms: list[float] = []
@@ -180,7 +185,7 @@ def copy_scope(client: Any, shared: str, target: str, scope_id: int) -> dict[str
         body={
             "source": {
                 "index": shared,
-                "query": {"bool": {"filter": queries.scope_filters(scope_of(scope_id))}},
+                "query": {"bool": {"filter": query_filters.scope_filters(scope_of(scope_id))}},
             },
             "dest": {"index": target},
         },

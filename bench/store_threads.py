@@ -88,12 +88,12 @@ def _figures(name: str, work: Callable[[int], object], seconds: float) -> dict[s
 def main(args: argparse.Namespace) -> None:
     import numpy as np
 
+    from knowledge.core.model import DocumentChunk, SearchMode, SearchQuery
+    from knowledge.core.scope import KnowledgeScope
     from knowledge.embedding.hashing import HashingEmbedder
-    from knowledge.model import DocumentChunk, SearchMode, SearchQuery
-    from knowledge.scope import KnowledgeScope
-    from knowledge.store import DocumentHeader, EmbeddedChunk
     from knowledge.stores.embedded import EmbeddedKnowledgeStore
     from knowledge.stores.embedded.vector_search import cosines
+    from knowledge.stores.protocol import DocumentHeader, EmbeddedChunk
 
     scope = KnowledgeScope("bench", "threads")
     rng = np.random.default_rng(7)

@@ -15,9 +15,9 @@ from typing import Any
 
 from bench.embedding_cache import CachingEmbedder
 from bench.environment import CACHE_DIR
+from knowledge.core.scope import KnowledgeScope
 from knowledge.embedding.base import EmbeddingClient
-from knowledge.scope import KnowledgeScope
-from knowledge.store import KnowledgeStore
+from knowledge.stores.protocol import KnowledgeStore
 
 __all__ = [
     "EMBEDDERS",

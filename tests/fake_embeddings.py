@@ -46,7 +46,49 @@ from json_http import JsonHandler, serving
 RESET = 0
 """``Call.status`` of a request whose connection the fake reset."""
 
-__all__ = ["RESET", "Call", "FakeEmbeddingServer", "Profile", "fake_embedding_server", "vector_for"]
+__all__ = [
+    "RESET",
+    "Call",
+    "FakeEmbeddingServer",
+    "Profile",
+    "bedrock_runtime",
+    "fake_embedding_server",
+    "openai_sdk",
+    "vector_for",
+]
+
+
+def bedrock_runtime(server: FakeEmbeddingServer, *, timeout: float, connections: int = 32) -> Any:
+    """A real ``boto3`` ``bedrock-runtime`` client on ``server``, bounded like the product's
+    own clients: one attempt (the product retries), ``connections`` pooled, and ``timeout``
+    seconds to connect and read, so a call left in flight when a test ends (a batch that
+    failed early) ends by itself instead of holding the process's exit."""
+    import boto3
+    from botocore.config import Config
+
+    return boto3.client(
+        "bedrock-runtime",
+        region_name="us-east-1",
+        endpoint_url=server.url,
+        aws_access_key_id="test",
+        aws_secret_access_key="test",
+        config=Config(
+            retries={"total_max_attempts": 1},
+            max_pool_connections=connections,
+            connect_timeout=timeout,
+            read_timeout=timeout,
+        ),
+    )
+
+
+def openai_sdk(server: FakeEmbeddingServer, *, timeout: float) -> Any:
+    """A real ``openai.OpenAI`` client on ``server``: no retries of its own, ``timeout``
+    seconds a call (bounded as ``bedrock_runtime``)."""
+    import openai
+
+    return openai.OpenAI(
+        base_url=server.url + "/v1", api_key="test", max_retries=0, timeout=timeout
+    )
 
 
 def vector_for(text: str, dimensions: int) -> list[float]:

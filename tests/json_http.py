@@ -26,7 +26,8 @@ def serving(server: HTTPServer) -> Iterator[str]:
 
 
 class JsonHandler(BaseHTTPRequestHandler):
-    """A handler whose ``send_json`` writes one JSON answer with its length; quiet."""
+    """A handler whose ``send_json`` writes one JSON answer with its length (a ``HEAD``
+    answer: the headers only); quiet."""
 
     def send_json(
         self, status: int, payload: Any, headers: Mapping[str, str] | None = None
@@ -38,7 +39,8 @@ class JsonHandler(BaseHTTPRequestHandler):
         for name, value in (headers or {}).items():
             self.send_header(name, value)
         self.end_headers()
-        self.wfile.write(raw)
+        if self.command != "HEAD":
+            self.wfile.write(raw)
 
     def log_message(self, format: str, *args: Any) -> None:
         pass

@@ -1,10 +1,10 @@
 """Indexer function: S3 notifications (and reindex requests) from SQS -> the knowledge index.
 
-A thin adapter: ``knowledge.events`` parses each SQS record into actions,
-``knowledge.event_indexing.EventIndexer`` applies them (reading objects through
-``knowledge.sources.s3.S3DocumentSource``; expanding scope reindex steps through
-``knowledge.reindex_queue.ScopeReindexer``). Records go through
-``knowledge.sqs_batch.TimeBudgetBatchProcessor``: a record that raises is reported as a
+A thin adapter: ``knowledge.aws.events`` parses each SQS record into actions,
+``knowledge.aws.event_indexing.EventIndexer`` applies them (reading objects through
+``knowledge.ingest.sources.s3.S3DocumentSource``; expanding scope reindex steps through
+``knowledge.aws.reindex_queue.ScopeReindexer``). Records go through
+``knowledge.aws.sqs_batch.TimeBudgetBatchProcessor``: a record that raises is reported as a
 batch item failure and comes back after an exponential backoff, records that no longer
 fit in the invocation's time are handed back unstarted, and after ``maxReceiveCount``
 deliveries a record moves to the dead-letter queue; the object stays in S3. Rejected
@@ -27,12 +27,12 @@ from aws_lambda_powertools.utilities.batch import process_partial_response
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from knowledge.event_indexing import EventIndexer, EventOutcome, EventStatus
-from knowledge.events import parse_sqs_message
-from knowledge.lambda_config import LambdaSettings, build_store
-from knowledge.reindex_queue import ScopeReindexer
-from knowledge.sources.s3 import S3DocumentSource
-from knowledge.sqs_batch import RetryBackoff, TimeBudgetBatchProcessor
+from knowledge.aws.event_indexing import EventIndexer, EventOutcome, EventStatus
+from knowledge.aws.events import parse_sqs_message
+from knowledge.aws.reindex_queue import ScopeReindexer
+from knowledge.aws.settings import LambdaSettings, build_store
+from knowledge.aws.sqs_batch import RetryBackoff, TimeBudgetBatchProcessor
+from knowledge.ingest.sources.s3 import S3DocumentSource
 
 __all__ = ["Container", "container", "lambda_handler", "record_handler"]
 

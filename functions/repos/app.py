@@ -3,12 +3,13 @@
 Two kinds of event, one thin adapter each:
 
 - API Gateway (HTTP API v2): ``POST|GET .../repos``, ``GET|DELETE .../repos/{name}``,
-  ``POST .../repos/{name}/sync``, answered by ``knowledge.api.repo_route`` over the AWS
-  ``RepoService`` (``knowledge.repos.aws``): registrations in the bucket under
+  ``POST .../repos/{name}/sync`` (the table's ``repos`` routes, ``knowledge.service.routes``),
+  answered by ``knowledge.service.api.repo_route`` over the AWS
+  ``RepoService`` (``knowledge.ingest.repos.aws``): registrations in the bucket under
   ``.kb@repos/``, a sync request queued (202). Authorization as on the search routes
-  (``knowledge.access``): reading like status, managing like reindex (JWT: its scope).
+  (``knowledge.aws.access``): reading like status, managing like reindex (JWT: its scope).
 - SQS (the repo sync queue, fed by the route and by EventBridge Scheduler):
-  ``knowledge.repos.aws.handle_sync_message`` per record, with partial batch failures;
+  ``knowledge.ingest.repos.aws.handle_sync_message`` per record, with partial batch failures;
   a sync mirrors the repository into ``<agent>/<context>/_repos/<name>/`` of the bucket
   and the bucket's notifications index it.
 
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from typing import Any
 
 from aws_lambda_powertools import Logger
@@ -27,8 +29,15 @@ from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.logging.utils import copy_config_to_registered_loggers
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from knowledge.access import AccessPolicy, Operation
-from knowledge.api import ApiResponse, error_response, path_segment, repo_route, request_body
+from knowledge.aws.access import AccessPolicy
+from knowledge.service.api import (
+    ApiResponse,
+    error_response,
+    path_segment,
+    repo_route,
+    request_body,
+)
+from knowledge.service.routes import ROUTES, Operation, Route
 
 __all__ = ["Container", "app", "container", "lambda_handler"]
 
@@ -62,7 +71,7 @@ def _clients() -> None:
 
 def _queue() -> Any:
     if container.queue is None:
-        from knowledge.repos.aws import RepoSyncQueue
+        from knowledge.ingest.repos.aws import RepoSyncQueue
 
         _clients()
         container.queue = RepoSyncQueue(container.sqs, os.environ["REPO_SYNC_QUEUE_URL"])
@@ -71,7 +80,7 @@ def _queue() -> Any:
 
 def _service() -> Any:
     if container.service is None:
-        from knowledge.repos.aws import aws_repo_service
+        from knowledge.ingest.repos.aws import aws_repo_service
 
         _clients()
         container.service = aws_repo_service(container.s3, os.environ["DOCUMENTS_BUCKET"], _queue())
@@ -104,35 +113,20 @@ def _route(route: str, captured: dict[str, str], operation: Operation) -> Respon
     return _http(response)
 
 
-_BASE = "/v1/agents/<agent>/contexts/<context>/repos"
+def _endpoint(route: Route) -> Callable[..., Response[str]]:
+    def endpoint(**captured: str) -> Response[str]:
+        assert route.permission is not None  # every repository route is authorized
+        return _route(route.name, captured, route.permission)
+
+    endpoint.__name__ = route.name
+    return endpoint
 
 
-@app.post(_BASE)
-def add(agent: str, context: str) -> Response[str]:
-    return _route("repo_add", {"agent": agent, "context": context}, Operation.REINDEX)
-
-
-@app.get(_BASE)
-def list_repos(agent: str, context: str) -> Response[str]:
-    return _route("repo_list", {"agent": agent, "context": context}, Operation.STATUS)
-
-
-@app.get(_BASE + "/<name>")
-def get(agent: str, context: str, name: str) -> Response[str]:
-    captured = {"agent": agent, "context": context, "name": name}
-    return _route("repo_get", captured, Operation.STATUS)
-
-
-@app.delete(_BASE + "/<name>")
-def remove(agent: str, context: str, name: str) -> Response[str]:
-    captured = {"agent": agent, "context": context, "name": name}
-    return _route("repo_remove", captured, Operation.REINDEX)
-
-
-@app.post(_BASE + "/<name>/sync")
-def sync(agent: str, context: str, name: str) -> Response[str]:
-    captured = {"agent": agent, "context": context, "name": name}
-    return _route("repo_sync", captured, Operation.REINDEX)
+# The table's repository routes (knowledge.service.routes; template.yaml sends them here).
+for served in ROUTES:
+    if served.function == "repos":
+        rule = served.path.replace("{", "<").replace("}", ">")
+        app.route(rule, method=served.method)(_endpoint(served))
 
 
 @app.exception_handler(Exception)  # type: ignore[untyped-decorator]
@@ -141,7 +135,7 @@ def handle_error(exc: Exception) -> Response[str]:
 
 
 def _sync_batch(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    from knowledge.repos.aws import handle_sync_message, secret_reader
+    from knowledge.ingest.repos.aws import handle_sync_message, secret_reader
 
     service = _service()
     failures: list[dict[str, str]] = []

@@ -1,21 +1,26 @@
-"""Search function: the HTTP API (DESIGN.md section 3) on API Gateway (IAM or JWT auth).
+"""Search function: the HTTP API (docs/architecture.md, "HTTP API") on API Gateway (IAM or
+JWT auth).
 
-A thin adapter over ``knowledge.api.KnowledgeApi``, the code the local server runs too:
-the routes take the scope from the path, hand the body to the API, and turn its
+A thin adapter over ``knowledge.service.api.KnowledgeApi``, the code the local server runs too:
+each route of the table ``knowledge.service.routes.ROUTES`` that this function serves is
+registered with Powertools; its view authorizes the path's agent for the route's
+permission, hands the request to ``KnowledgeApi.respond``, logs and counts, and turns the
 ``ApiResponse`` into an HTTP response. Every error becomes a response in one place,
-``knowledge.api.error_response`` (bad input 400 with the field, never a 500 with a
-trace; a 5xx carries a plain message and the request id, its details are logged).
-``POST .../reindex`` queues one scope reindex message for the indexer function, which
-pages through the scope (``knowledge.reindex_queue``), and answers 202 at once. The
-write routes (``PUT``/``DELETE .../documents/{path}``, ``POST .../uploads``) put, delete
-or presign objects in the documents bucket (``knowledge.writes_s3``) and answer 202; the
-event pipeline indexes them. A granted agent's searches include its shared libraries
-(``KB_SHARED_GRANTS``, ``knowledge.shared``).
+``knowledge.service.responses.error_response`` (bad input 400 with the field, never a 500
+with a trace; a 5xx carries a plain message and the request id, its details are logged).
+The AWS behaviours plug in behind the API: ``POST .../reindex`` goes through
+``KnowledgeApi.reindex`` to ``queue_reindex``, which queues one scope reindex message for
+the indexer function (it pages through the scope, ``knowledge.aws.reindex_queue``), and
+answers 202 at once. The write routes (``PUT``/``DELETE .../documents/{path}``, ``POST
+.../uploads``) put, delete or presign objects in the documents bucket
+(``knowledge.aws.writes``, the API's ``writes``) and answer 202; the event pipeline
+indexes them. A granted agent's searches include its shared libraries
+(``KB_SHARED_GRANTS``, ``knowledge.search.shared``).
 
-Path segments are used as sent (``rawPath``; ``knowledge.api.path_segment`` refuses a
-percent-encoded one), and ``knowledge.access.AccessPolicy`` decides whether the caller
+Path segments are used as sent (``rawPath``; ``knowledge.service.api.path_segment`` refuses a
+percent-encoded one), and ``knowledge.aws.access.AccessPolicy`` decides whether the caller
 may use the path's agent (JWT mode: the token's ``agents`` claim; reindex needs its own
-scope). The body is decoded by ``knowledge.api.request_body`` (any bytes may arrive
+scope). The body is decoded by ``knowledge.service.api.request_body`` (any bytes may arrive
 base64-encoded: non-UTF-8 is a 400, not a 500).
 
 Logs: Powertools JSON with the API Gateway request id as correlation id, and the
@@ -33,6 +38,7 @@ only) and ``boto3`` (reindex) load on first use, and are created once per contai
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools import Logger, Metrics
@@ -43,23 +49,30 @@ from aws_lambda_powertools.logging.utils import copy_config_to_registered_logger
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from knowledge.access import AccessPolicy, Operation
-from knowledge.api import ApiResponse, KnowledgeApi, error_response, path_segment, request_body
-from knowledge.deadline import request_budget, time_budget
-from knowledge.scope import KnowledgeScope
+from knowledge.aws.access import AccessPolicy
+from knowledge.core.deadline import request_budget, time_budget
+from knowledge.core.scope import KnowledgeScope
+from knowledge.service.api import (
+    ApiResponse,
+    KnowledgeApi,
+    error_response,
+    path_segment,
+    request_body,
+)
+from knowledge.service.routes import ROUTES, Operation, Request, Route
 
 if TYPE_CHECKING:
     from aws_lambda_powertools import Tracer
 
-    from knowledge.lambda_config import LambdaSettings
-    from knowledge.reindex_queue import ReindexQueue
+    from knowledge.aws.reindex_queue import ReindexQueue, ReindexRequest
+    from knowledge.aws.settings import LambdaSettings
 
-__all__ = ["Container", "app", "container", "lambda_handler"]
+__all__ = ["Container", "app", "container", "lambda_handler", "queue_reindex"]
 
 logger = Logger()
 metrics = Metrics()
 app = APIGatewayHttpResolver()
-# The package's loggers (knowledge.api, knowledge.stores...) log JSON through this
+# The package's loggers (knowledge.service.api, knowledge.stores...) log JSON through this
 # logger's handler, at its level, with its correlation id.
 copy_config_to_registered_loggers(source_logger=logger, include={"knowledge"})
 
@@ -79,7 +92,7 @@ container = Container()
 
 def settings() -> LambdaSettings:
     if container.settings is None:
-        from knowledge.lambda_config import LambdaSettings
+        from knowledge.aws.settings import LambdaSettings
 
         container.settings = LambdaSettings.from_env()
     return container.settings
@@ -104,14 +117,15 @@ def _authorize(agent: str, operation: Operation) -> None:
 def knowledge_api() -> KnowledgeApi:
     """The container's API over its store, created on the first request."""
     if container.api is None:
-        from knowledge.lambda_config import build_reranking, build_store
-        from knowledge.shared import SharedGrants
-        from knowledge.writes_s3 import S3Storage
+        from knowledge.aws.settings import build_reranking, build_store
+        from knowledge.aws.writes import S3Storage
+        from knowledge.search.shared import SharedGrants
 
         config = settings()
         writes = S3Storage(config.documents_bucket) if config.documents_bucket else None
         container.api = KnowledgeApi(
             build_store(config),
+            reindex=queue_reindex,
             reranking=build_reranking(config),
             writes=writes,
             # Which agents search which shared libraries: configuration only (template).
@@ -122,11 +136,18 @@ def knowledge_api() -> KnowledgeApi:
 
 def reindex_queue() -> ReindexQueue:
     if container.reindex_queue is None:
-        from knowledge.reindex_queue import ReindexQueue  # imports boto3 lazily
+        from knowledge.aws.reindex_queue import ReindexQueue  # imports boto3 lazily
 
         config = settings()
         container.reindex_queue = ReindexQueue(config.require_queue_url(), config.require_bucket())
     return container.reindex_queue
+
+
+def queue_reindex(scope: KnowledgeScope) -> ReindexRequest:
+    """The reindex route on AWS, behind ``KnowledgeApi.reindex``: one message for the
+    indexer, which lists the scope (and the index, for removals) page by page; the route
+    answers 202 at once."""
+    return reindex_queue().request_scope(scope)
 
 
 def _http(response: ApiResponse) -> Response[str]:
@@ -151,145 +172,127 @@ def _http(response: ApiResponse) -> Response[str]:
     )
 
 
-def _search(agent: str, context: str | None) -> Response[str]:
-    _authorize(agent, Operation.SEARCH)
-    event = app.current_event
-    body = request_body(event.body, base64_encoded=event.is_base64_encoded)
-    # Every call of the search (OpenSearch, the query embedding) ends before the gateway's.
-    with time_budget(request_budget(app.lambda_context.get_remaining_time_in_millis())):
-        response = knowledge_api().search(agent, context, body, request_id=_request_id())
-    if response.status == 200:
-        body = response.body
-        results = len(body["results"])
-        logger.info(
-            "search",
-            extra={
-                "agent": agent,
-                "context": context if context is not None else "*",
-                "mode": body["mode"],
-                "results": results,
-                "took_ms": body["took_ms"],
-                "query_chars": len(body["query"]),
-            },
-        )
-        metrics.add_metric(name="Searches", unit=MetricUnit.Count, value=1)
-        metrics.add_metric(name="SearchResults", unit=MetricUnit.Count, value=results)
-        metrics.add_metric(
-            name="SearchLatency", unit=MetricUnit.Milliseconds, value=float(body["took_ms"])
-        )
-    return _http(response)
-
-
-@app.post("/v1/agents/<agent>/contexts/<context>/search")
-def search_scope(agent: str, context: str) -> Response[str]:
-    return _search(agent, context)
-
-
-@app.post("/v1/agents/<agent>/search")
-def search_agent(agent: str) -> Response[str]:
-    return _search(agent, None)
-
-
-@app.get("/v1/agents/<agent>/contexts/<context>/status")
-def status(agent: str, context: str) -> Response[str]:
-    _authorize(agent, Operation.STATUS)
-    response = knowledge_api().status(agent, context, request_id=_request_id())
-    if response.status == 200:
-        logger.info(
-            "status",
-            extra={
-                "agent": agent,
-                "context": context,
-                "state": response.body["state"],
-                "documents": response.body["document_count"],
-            },
-        )
-        metrics.add_metric(name="StatusRequests", unit=MetricUnit.Count, value=1)
-    return _http(response)
-
-
-@app.get("/v1/agents/<agent>/contexts/<context>/documents")
-def documents(agent: str, context: str) -> Response[str]:
-    _authorize(agent, Operation.DOCUMENTS)
-    query_string = app.current_event.raw_event.get("rawQueryString")
-    response = knowledge_api().documents(agent, context, query_string, request_id=_request_id())
-    if response.status == 200:
-        listed = len(response.body["documents"])
-        logger.info("documents", extra={"agent": agent, "context": context, "listed": listed})
-        metrics.add_metric(name="DocumentsRequests", unit=MetricUnit.Count, value=1)
-    return _http(response)
-
-
-@app.get("/v1/agents/<agent>/contexts/<context>/documents/<path>")
-def document(agent: str, context: str, path: str) -> Response[str]:
-    # ``path`` is the raw segment (``docs%2Fguide.md``); the API decodes and checks it.
-    _authorize(agent, Operation.DOCUMENTS)
-    response = knowledge_api().document(agent, context, path, request_id=_request_id())
-    if response.status == 200:
-        metrics.add_metric(name="DocumentsRequests", unit=MetricUnit.Count, value=1)
-    return _http(response)
-
-
-@app.post("/v1/agents/<agent>/contexts/<context>/reindex")
-def reindex(agent: str, context: str) -> Response[str]:
-    _authorize(agent, Operation.REINDEX)
-    scope = KnowledgeScope(path_segment("agent", agent), path_segment("context", context))
-    # One message; the indexer lists the scope (and the index, for removals) page by page.
-    request = reindex_queue().request_scope(scope)
-    logger.info("reindex accepted", extra=request.to_dict())
-    metrics.add_metric(name="ReindexRequests", unit=MetricUnit.Count, value=1)
-    return _http(ApiResponse(202, request.to_dict()))
-
-
-# Writes: their own routes (IAM grants them apart); a write is an S3 put/delete that the
-# event pipeline indexes, answered 202 (knowledge.writes).
-@app.put("/v1/agents/<agent>/contexts/<context>/documents/<path>")
-def put_document(agent: str, context: str, path: str) -> Response[str]:
-    _authorize(agent, Operation.WRITE)
-    event = app.current_event
-    body = request_body(event.body, base64_encoded=event.is_base64_encoded)
-    response = knowledge_api().put_document(
-        agent,
-        context,
-        path,
-        body,
-        content_type=event.headers.get("content-type"),
-        query_string=event.raw_event.get("rawQueryString"),
-        request_id=_request_id(),
+def _log_search(params: dict[str, str], response: ApiResponse) -> None:
+    body = response.body
+    results = len(body["results"])
+    logger.info(
+        "search",
+        extra={
+            "agent": params["agent"],
+            "context": params.get("context", "*"),
+            "mode": body["mode"],
+            "results": results,
+            "took_ms": body["took_ms"],
+            "query_chars": len(body["query"]),
+        },
     )
-    if response.status == 202:
-        logger.info(
-            "document written",
-            extra={"agent": agent, "context": context, "size": response.body["size"]},
+    metrics.add_metric(name="Searches", unit=MetricUnit.Count, value=1)
+    metrics.add_metric(name="SearchResults", unit=MetricUnit.Count, value=results)
+    metrics.add_metric(
+        name="SearchLatency", unit=MetricUnit.Milliseconds, value=float(body["took_ms"])
+    )
+
+
+def _log_status(params: dict[str, str], response: ApiResponse) -> None:
+    logger.info(
+        "status",
+        extra={
+            **params,
+            "state": response.body["state"],
+            "documents": response.body["document_count"],
+        },
+    )
+    metrics.add_metric(name="StatusRequests", unit=MetricUnit.Count, value=1)
+
+
+def _log_documents(params: dict[str, str], response: ApiResponse) -> None:
+    listed = len(response.body["documents"])
+    logger.info("documents", extra={**params, "listed": listed})
+    metrics.add_metric(name="DocumentsRequests", unit=MetricUnit.Count, value=1)
+
+
+def _log_reindex(params: dict[str, str], response: ApiResponse) -> None:
+    logger.info("reindex accepted", extra=response.body)
+    metrics.add_metric(name="ReindexRequests", unit=MetricUnit.Count, value=1)
+
+
+def _log_write(params: dict[str, str], response: ApiResponse) -> None:
+    logger.info(
+        "document written",
+        extra={
+            "agent": params["agent"],
+            "context": params["context"],
+            "size": response.body["size"],
+        },
+    )
+    metrics.add_metric(name="DocumentWrites", unit=MetricUnit.Count, value=1)
+
+
+def _count(metric: str) -> Callable[[dict[str, str], ApiResponse], None]:
+    def observe(params: dict[str, str], response: ApiResponse) -> None:
+        metrics.add_metric(name=metric, unit=MetricUnit.Count, value=1)
+
+    return observe
+
+
+# What each route logs and counts once it succeeded: (the success status, the observer).
+_OBSERVED: dict[str, tuple[int, Callable[[dict[str, str], ApiResponse], None]]] = {
+    "search": (200, _log_search),
+    "agent_search": (200, _log_search),
+    "status": (200, _log_status),
+    "documents": (200, _log_documents),
+    "document": (200, _count("DocumentsRequests")),
+    "reindex": (202, _log_reindex),
+    "put_document": (202, _log_write),
+    "delete_document": (202, _count("DocumentDeletes")),
+    "upload": (200, _count("UploadGrants")),
+}
+_BUDGETED = frozenset({"search", "agent_search"})
+"""Routes whose every call (OpenSearch, the query embedding) ends before the gateway's."""
+
+
+def _endpoint(route: Route) -> Callable[..., Response[str]]:
+    """The Powertools view of one route of the table: authorize the path's agent for the
+    route's permission, hand the request to ``KnowledgeApi.respond``, log and count."""
+
+    def endpoint(**params: str) -> Response[str]:
+        if route.name == "health":
+            metrics.add_metric(name="HealthChecks", unit=MetricUnit.Count, value=1)
+        if route.permission is not None:
+            _authorize(params["agent"], route.permission)
+        event = app.current_event
+        request = Request(
+            params,
+            body=request_body(event.body, base64_encoded=event.is_base64_encoded)
+            if route.body
+            else None,
+            query_string=event.raw_event.get("rawQueryString"),
+            content_type=event.headers.get("content-type"),
+            request_id=_request_id(),
         )
-        metrics.add_metric(name="DocumentWrites", unit=MetricUnit.Count, value=1)
-    return _http(response)
+        api = knowledge_api()
+        if route.name in _BUDGETED:
+            remaining = app.lambda_context.get_remaining_time_in_millis()
+            with time_budget(request_budget(remaining)):
+                response = api.respond(route, request)
+        else:
+            response = api.respond(route, request)
+        observed = _OBSERVED.get(route.name)
+        if observed is not None and response.status == observed[0]:
+            observed[1](params, response)
+        return _http(response)
+
+    endpoint.__name__ = route.name
+    return endpoint
 
 
-@app.delete("/v1/agents/<agent>/contexts/<context>/documents/<path>")
-def delete_document(agent: str, context: str, path: str) -> Response[str]:
-    _authorize(agent, Operation.WRITE)
-    response = knowledge_api().delete_document(agent, context, path, request_id=_request_id())
-    if response.status == 202:
-        metrics.add_metric(name="DocumentDeletes", unit=MetricUnit.Count, value=1)
-    return _http(response)
-
-
-@app.post("/v1/agents/<agent>/contexts/<context>/uploads")
-def upload(agent: str, context: str) -> Response[str]:
-    _authorize(agent, Operation.WRITE)
-    event = app.current_event
-    body = request_body(event.body, base64_encoded=event.is_base64_encoded)
-    response = knowledge_api().upload(agent, context, body, request_id=_request_id())
-    if response.status == 200:
-        metrics.add_metric(name="UploadGrants", unit=MetricUnit.Count, value=1)
-    return _http(response)
-
-
-@app.get("/v1/health")
-def health() -> Response[str]:
-    metrics.add_metric(name="HealthChecks", unit=MetricUnit.Count, value=1)
-    return _http(knowledge_api().health())
+# The search function serves the table's routes of its own (template.yaml routes the
+# repository routes to the repos function); writes are S3 puts/deletes that the event
+# pipeline indexes, answered 202 (knowledge.ingest.writes).
+for served in ROUTES:
+    if served.function == "search":
+        rule = served.path.replace("{", "<").replace("}", ">")
+        app.route(rule, method=served.method)(_endpoint(served))
 
 
 @app.not_found
@@ -302,7 +305,7 @@ def route_not_found(exc: RouteNotFoundError) -> Response[str]:
 
 @app.exception_handler(Exception)  # type: ignore[untyped-decorator]
 def handle_error(exc: Exception) -> Response[str]:
-    # knowledge.api.error_response decides status and body; unexpected errors are logged
+    # knowledge.service.api.error_response decides status and body; unexpected errors are logged
     # there with their traceback and answered with a plain "internal error".
     return _http(error_response(exc, _request_id()))
 

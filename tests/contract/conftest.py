@@ -36,9 +36,9 @@ from pathlib import Path
 
 import pytest
 
-from knowledge.model import SearchMode
-from knowledge.store import KnowledgeStore
+from knowledge.core.model import SearchMode
 from knowledge.stores.memory import MemoryKnowledgeStore
+from knowledge.stores.protocol import KnowledgeStore
 
 StoreFactory = Callable[[pytest.FixtureRequest, Path], KnowledgeStore]
 

@@ -12,11 +12,12 @@ from pathlib import Path
 import document_files as files
 import pytest
 
-from knowledge.model import IndexOptions, SearchMode, SearchQuery
-from knowledge.scope import KnowledgeScope
-from knowledge.source import SourceDocument
-from knowledge.sources.local import BucketFolderSource
-from knowledge.store import KnowledgeStore
+from knowledge.core.model import IndexOptions, SearchMode, SearchQuery
+from knowledge.core.scope import KnowledgeScope
+from knowledge.core.source import SourceDocument
+from knowledge.ingest.pipeline import delete_document, index_source, upsert_document
+from knowledge.ingest.sources.local import BucketFolderSource
+from knowledge.stores.protocol import KnowledgeStore
 
 SCOPE = KnowledgeScope("docs-bot", "handbook")
 OTHER = KnowledgeScope("docs-bot", "other")
@@ -59,7 +60,7 @@ def test_mixed_formats_in_one_scope_are_all_found_with_citations(
     store: KnowledgeStore, bucket: Path, mode: SearchMode
 ) -> None:
     mixed_bucket(bucket)
-    result = store.index(SCOPE, BucketFolderSource(bucket), IndexOptions())
+    result = index_source(store, SCOPE, BucketFolderSource(bucket), IndexOptions())
     assert result.errors == ()
     assert result.skipped == ()
     assert result.indexed_documents == 8
@@ -105,7 +106,7 @@ def test_source_type_is_a_metadata_filter(
     store: KnowledgeStore, bucket: Path, mode: SearchMode
 ) -> None:
     mixed_bucket(bucket)
-    store.index(SCOPE, BucketFolderSource(bucket), IndexOptions())
+    index_source(store, SCOPE, BucketFolderSource(bucket), IndexOptions())
     pdfs = search(store, "zebracorn", mode, metadata={"format": "pdf"})
     assert [r.document_path for r in pdfs] == ["handbook.pdf"]
     sheets = search(store, "zebracorn", mode, metadata={"format": "xlsx"})
@@ -121,7 +122,7 @@ def test_problems_are_listed_with_specific_reasons_most_recent_first(
     put(bucket, SCOPE, "b-scan.pdf", files.scanned_pdf(1))
     put(bucket, SCOPE, "c-old.doc", b"\xd0\xcf\x11\xe0 legacy word")
     put(bucket, SCOPE, "d-broken.xlsx", b"PK\x03\x04 not really a zip")
-    result = store.index(SCOPE, BucketFolderSource(bucket), IndexOptions())
+    result = index_source(store, SCOPE, BucketFolderSource(bucket), IndexOptions())
     assert result.indexed_documents == 1
     status = store.status(SCOPE)
     assert status.document_count == 1
@@ -151,10 +152,10 @@ def test_a_fixed_file_clears_its_problem_and_a_broken_overwrite_keeps_none_stale
     store: KnowledgeStore, bucket: Path
 ) -> None:
     put(bucket, SCOPE, "report.pdf", files.pdf(["quarterly numbers"], password="pw"))
-    store.index(SCOPE, BucketFolderSource(bucket), IndexOptions())
+    index_source(store, SCOPE, BucketFolderSource(bucket), IndexOptions())
     assert [p.path for p in store.status(SCOPE).problems] == ["report.pdf"]
     put(bucket, SCOPE, "report.pdf", files.pdf(["quarterly numbers"]))
-    store.index(SCOPE, BucketFolderSource(bucket), IndexOptions())
+    index_source(store, SCOPE, BucketFolderSource(bucket), IndexOptions())
     status = store.status(SCOPE)
     assert status.problems == ()
     assert status.document_count == 1
@@ -162,7 +163,7 @@ def test_a_fixed_file_clears_its_problem_and_a_broken_overwrite_keeps_none_stale
 
 def test_recording_a_problem_keeps_the_indexed_version(store: KnowledgeStore) -> None:
     data = b"# Kept\n\nstill here"
-    store.upsert_document(SCOPE, SourceDocument("kept.md", len(data), lambda: data))
+    upsert_document(store, SCOPE, SourceDocument("kept.md", len(data), lambda: data))
     with store.write_session(SCOPE) as session:  # type: ignore[attr-defined]
         session.record_problem("kept.md", "corrupt file: test")
         session.record_problem("kept.md", "too large: test")
@@ -176,7 +177,7 @@ def test_deleting_a_file_that_never_indexed_clears_its_problem(store: KnowledgeS
     with store.write_session(SCOPE) as session:  # type: ignore[attr-defined]
         session.record_problem("gone.pdf", "encrypted PDF")
     assert len(store.status(SCOPE).problems) == 1
-    assert store.delete_document(SCOPE, "gone.pdf") is False
+    assert delete_document(store, SCOPE, "gone.pdf") is False
     assert store.status(SCOPE).problems == ()
 
 
@@ -186,10 +187,10 @@ def test_an_index_clears_the_problem_of_a_file_that_is_gone(
     put(bucket, SCOPE, "good.md", b"# Good\n\nindexed fine")
     put(bucket, SCOPE, "secret.pdf", files.pdf(["classified"], password="pw"))
     put(bucket, SCOPE, "old.doc", b"\xd0\xcf\x11\xe0 legacy word")
-    store.index(SCOPE, BucketFolderSource(bucket), IndexOptions())
+    index_source(store, SCOPE, BucketFolderSource(bucket), IndexOptions())
     assert {p.path for p in store.status(SCOPE).problems} == {"secret.pdf", "old.doc"}
     (bucket / SCOPE.agent / SCOPE.context / "old.doc").unlink()
-    store.index(SCOPE, BucketFolderSource(bucket), IndexOptions())
+    index_source(store, SCOPE, BucketFolderSource(bucket), IndexOptions())
     status = store.status(SCOPE)
     assert [p.path for p in status.problems] == ["secret.pdf"]
     assert status.document_count == 1

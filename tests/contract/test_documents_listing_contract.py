@@ -14,12 +14,12 @@ from datetime import UTC, datetime
 
 import pytest
 
-from knowledge.documents import MAX_DOCUMENTS_LIMIT, IndexedDocument
-from knowledge.errors import ValidationError
-from knowledge.indexing import document_id
-from knowledge.model import DocumentChunk
-from knowledge.scope import KnowledgeScope
-from knowledge.store import DocumentHeader, EmbeddedChunk, IndexWriter, KnowledgeStore
+from knowledge.core.documents import MAX_DOCUMENTS_LIMIT, IndexedDocument
+from knowledge.core.errors import ValidationError
+from knowledge.core.identity import document_id
+from knowledge.core.model import DocumentChunk
+from knowledge.core.scope import KnowledgeScope
+from knowledge.stores.protocol import DocumentHeader, EmbeddedChunk, IndexWriter, KnowledgeStore
 
 A_X = KnowledgeScope("agent-a", "ctx-x")
 A_Y = KnowledgeScope("agent-a", "ctx-y")

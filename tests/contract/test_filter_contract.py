@@ -16,11 +16,12 @@ from typing import Any
 
 import pytest
 
-from knowledge.errors import ValidationError
-from knowledge.model import IndexOptions, SearchMode, SearchQuery, SearchResult
-from knowledge.scope import KnowledgeScope
-from knowledge.sources.local import BucketFolderSource
-from knowledge.store import KnowledgeStore
+from knowledge.core.errors import ValidationError
+from knowledge.core.model import IndexOptions, SearchMode, SearchQuery, SearchResult
+from knowledge.core.scope import KnowledgeScope
+from knowledge.ingest.pipeline import index_source
+from knowledge.ingest.sources.local import BucketFolderSource
+from knowledge.stores.protocol import KnowledgeStore
 
 A_X = KnowledgeScope("agent-a", "ctx-x")
 A_Y = KnowledgeScope("agent-a", "ctx-y")
@@ -138,7 +139,7 @@ def _index(store: KnowledgeStore, bucket: Path, scope: KnowledgeScope) -> None:
         if attrs is not None:
             body = json.dumps({"metadataAttributes": attrs})
             _write(bucket, f"{scope.key}/{rel}.metadata.json", body)
-    result = store.index(scope, BucketFolderSource(bucket), IndexOptions())
+    result = index_source(store, scope, BucketFolderSource(bucket), IndexOptions())
     assert result.errors == (), result.errors
 
 
@@ -196,7 +197,7 @@ def test_a_key_holding_dates_and_other_text_indexes_and_compares_as_text(
         _write(bucket, f"{A_X.key}/{rel}", f"# {rel}\n\n{TEXT}\n")
         sidecar = json.dumps({"metadataAttributes": {"released": released}})
         _write(bucket, f"{A_X.key}/{rel}.metadata.json", sidecar)
-    result = store.index(A_X, BucketFolderSource(bucket), IndexOptions())
+    result = index_source(store, A_X, BucketFolderSource(bucket), IndexOptions())
     assert (result.errors, result.indexed_documents) == ((), 3)
     found = _search(store, A_X, mode, filter=_cmp("released", "gte", "2024"))
     assert _paths(found) == {"a.md", "b.md"}  # "someday" > "2024" as text
@@ -214,7 +215,7 @@ def test_no_filter_reaches_another_agent(
     secret = {"team": "sre", "agent": "agent-a", "context": "ctx-x", "owner": "agent-b"}
     _write(bucket, f"{B_X.key}/secret.md", f"# Secret\n\n{TEXT}\n")
     _write(bucket, f"{B_X.key}/secret.md.metadata.json", json.dumps({"metadataAttributes": secret}))
-    assert store.index(B_X, BucketFolderSource(bucket), IndexOptions()).errors == ()
+    assert index_source(store, B_X, BucketFolderSource(bucket), IndexOptions()).errors == ()
 
     probes: list[dict[str, Any]] = [
         _cmp("document_path", "eq", "secret.md"),
@@ -242,7 +243,7 @@ def test_a_filter_never_widens_to_another_context(
 ) -> None:
     _index(store, bucket, A_X)
     _write(bucket, f"{A_Y.key}/other.md", f"# Other\n\n{TEXT}\n")
-    assert store.index(A_Y, BucketFolderSource(bucket), IndexOptions()).errors == ()
+    assert index_source(store, A_Y, BucketFolderSource(bucket), IndexOptions()).errors == ()
     probe = {"or": [_cmp("document_path", "eq", "other.md"), _cmp("team", "eq", "sre")]}
     assert _paths(_search(store, A_X, mode, filter=probe)) == {Q1, Q3}
     assert _paths(_search(store, A_X, mode, filter=probe, cross_context=True)) == {
@@ -308,7 +309,7 @@ def test_numbers_and_long_texts_at_the_edges_compare_alike(
     for rel, attrs in EDGE_DOCS.items():
         _write(bucket, f"{A_X.key}/{rel}", f"# {rel}\n\n{TEXT}\n")
         _write(bucket, f"{A_X.key}/{rel}.metadata.json", json.dumps({"metadataAttributes": attrs}))
-    result = store.index(A_X, BucketFolderSource(bucket), IndexOptions())
+    result = index_source(store, A_X, BucketFolderSource(bucket), IndexOptions())
     assert (result.errors, result.indexed_documents) == ((), len(EDGE_DOCS))
     wrong = {}
     for name, raw, expected in EDGE_CASES:
@@ -342,7 +343,7 @@ def test_a_key_naming_the_numeric_sub_field_is_refused(
     _write(bucket, f"{A_X.key}/a.md", f"# a\n\n{TEXT}\n")
     sidecar = json.dumps({"metadataAttributes": {"team": "sre", "n": "5"}})
     _write(bucket, f"{A_X.key}/a.md.metadata.json", sidecar)
-    assert store.index(A_X, BucketFolderSource(bucket), IndexOptions()).errors == ()
+    assert index_source(store, A_X, BucketFolderSource(bucket), IndexOptions()).errors == ()
     with pytest.raises(ValidationError) as caught:
         _search(store, A_X, SearchMode.KEYWORD, **fields)
     assert caught.value.field == where

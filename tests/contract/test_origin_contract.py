@@ -2,7 +2,7 @@
 and the files no pattern selects, counted per extension in the status.
 
 Files go through the whole pipeline from a bucket folder, sidecars and all
-(``knowledge.origin``, ``knowledge.sources.parse_metadata_sidecar``).
+(``knowledge.core.origin``, ``knowledge.ingest.sources.parse_metadata_sidecar``).
 """
 
 from __future__ import annotations
@@ -12,11 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from knowledge.errors import ValidationError
-from knowledge.model import IndexOptions, SearchMode, SearchQuery
-from knowledge.scope import KnowledgeScope
-from knowledge.sources.local import BucketFolderSource
-from knowledge.store import KnowledgeStore
+from knowledge.core.errors import ValidationError
+from knowledge.core.model import IndexOptions, SearchMode, SearchQuery
+from knowledge.core.scope import KnowledgeScope
+from knowledge.ingest.pipeline import index_source, reindex_source
+from knowledge.ingest.sources.local import BucketFolderSource
+from knowledge.stores.protocol import KnowledgeStore
 
 SCOPE = KnowledgeScope("docs-bot", "team")
 URL = "https://git.example.com/team/docs/blob/abc123/guides/deploy.md"
@@ -51,7 +52,7 @@ def test_hits_carry_origin_format_and_url(
     store: KnowledgeStore, bucket: Path, mode: SearchMode
 ) -> None:
     origins_bucket(bucket)
-    result = store.index(SCOPE, BucketFolderSource(bucket), IndexOptions())
+    result = index_source(store, SCOPE, BucketFolderSource(bucket), IndexOptions())
     assert (result.errors, result.indexed_documents) == ((), 3)
     hits = search(store, mode)
     shown = {
@@ -73,7 +74,7 @@ def test_origin_and_format_filter_in_every_store(
     store: KnowledgeStore, bucket: Path, mode: SearchMode
 ) -> None:
     origins_bucket(bucket)
-    store.index(SCOPE, BucketFolderSource(bucket), IndexOptions())
+    index_source(store, SCOPE, BucketFolderSource(bucket), IndexOptions())
     assert set(search(store, mode, metadata={"origin": "repo"})) == {"guides/deploy.md"}
     assert set(search(store, mode, metadata={"format": "text"})) == {"note.txt"}
     by_filter = search(
@@ -106,7 +107,7 @@ def test_a_filter_that_would_silently_match_nothing_is_refused(
 
 def test_documents_listing_shows_origin_and_format(store: KnowledgeStore, bucket: Path) -> None:
     origins_bucket(bucket)
-    store.index(SCOPE, BucketFolderSource(bucket), IndexOptions())
+    index_source(store, SCOPE, BucketFolderSource(bucket), IndexOptions())
     listed = {d.path: (d.origin, d.format) for d in store.list_documents(SCOPE).documents}
     assert listed == {
         "upload.md": ("upload", "markdown"),
@@ -121,7 +122,7 @@ def test_documents_listing_shows_origin_and_format(store: KnowledgeStore, bucket
 def test_a_sidecar_cannot_claim_the_shared_library(store: KnowledgeStore, bucket: Path) -> None:
     put(bucket, "claim.md", b"# Claim\n\nquokka", {"origin": "shared", "team": "x"})
     put(bucket, "bad-url.md", b"# Link\n\nquokka", {"url": "javascript:alert(1)"})
-    result = store.index(SCOPE, BucketFolderSource(bucket), IndexOptions())
+    result = index_source(store, SCOPE, BucketFolderSource(bucket), IndexOptions())
     # Indexed without the sidecar, and the sidecar's problem is listed (never silent).
     assert result.indexed_documents == 2
     reasons = {p.path: p.reason for p in result.errors}
@@ -149,7 +150,7 @@ def test_unread_files_are_counted_by_extension_in_the_status(
         put(bucket, f"img/shot{i}.PNG", b"\x89PNG\r\n\x1a\n")
     put(bucket, "bin/tool.exe", b"MZ\x00\x00")
     put(bucket, "bin/run", b"#!/bin/sh\n")
-    result = store.index(SCOPE, BucketFolderSource(bucket), IndexOptions())
+    result = index_source(store, SCOPE, BucketFolderSource(bucket), IndexOptions())
     assert result.errors == ()
     assert result.indexed_documents == 4  # .rst, .toml and .adoc are read as text
     expected = {".png": 30, ".exe": 1, "(none)": 1}
@@ -165,9 +166,9 @@ def test_unread_files_are_counted_by_extension_in_the_status(
     # The count follows the folder: a later run that finds fewer replaces it.
     for i in range(30):
         (bucket / SCOPE.agent / SCOPE.context / f"img/shot{i}.PNG").unlink()
-    store.index(SCOPE, BucketFolderSource(bucket), IndexOptions())
+    index_source(store, SCOPE, BucketFolderSource(bucket), IndexOptions())
     assert dict(store.status(SCOPE).unread_files) == {".exe": 1, "(none)": 1}
-    store.reindex(SCOPE, BucketFolderSource(bucket), IndexOptions())
+    reindex_source(store, SCOPE, BucketFolderSource(bucket), IndexOptions())
     assert dict(store.status(SCOPE).unread_files) == {".exe": 1, "(none)": 1}
     other = KnowledgeScope("docs-bot", "other")
     assert dict(store.status(other).unread_files) == {}

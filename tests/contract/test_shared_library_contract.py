@@ -6,11 +6,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from knowledge.model import IndexOptions, SearchMode, SearchQuery
-from knowledge.scope import KnowledgeScope
-from knowledge.shared import SHARED_CONTEXT_KEY, SharedGrants, SharedLibraryStore
-from knowledge.sources.local import BucketFolderSource
-from knowledge.store import KnowledgeStore
+from knowledge.core.model import IndexOptions, SearchMode, SearchQuery
+from knowledge.core.scope import KnowledgeScope
+from knowledge.ingest.pipeline import index_source
+from knowledge.ingest.sources.local import BucketFolderSource
+from knowledge.search.shared import SHARED_CONTEXT_KEY, SharedGrants, SharedLibraryStore
+from knowledge.stores.protocol import KnowledgeStore
 
 OPS = KnowledgeScope("ops-bot", "runbooks")
 SUPPORT = KnowledgeScope("support-bot", "faq")
@@ -30,7 +31,7 @@ def library_bucket(bucket: Path, store: KnowledgeStore) -> None:
         folder.mkdir(parents=True, exist_ok=True)
         (folder / name).write_text(text, "utf-8")
     for scope in (LIBRARY, OTHER_LIBRARY, OPS, SUPPORT):
-        result = store.index(scope, BucketFolderSource(bucket), IndexOptions())
+        result = index_source(store, scope, BucketFolderSource(bucket), IndexOptions())
         assert result.errors == ()
 
 

@@ -13,12 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from knowledge.errors import StoreError, UnsupportedModeError
-from knowledge.model import IndexOptions, IndexState, SearchMode, SearchQuery, SearchResult
-from knowledge.scope import KnowledgeScope
-from knowledge.source import SourceDocument
-from knowledge.sources.local import BucketFolderSource
-from knowledge.store import KnowledgeStore
+from knowledge.core.errors import StoreError, UnsupportedModeError
+from knowledge.core.model import IndexOptions, IndexState, SearchMode, SearchQuery, SearchResult
+from knowledge.core.scope import KnowledgeScope
+from knowledge.core.source import SourceDocument
+from knowledge.ingest.pipeline import delete_document, index_source, reindex_source, upsert_document
+from knowledge.ingest.sources.local import BucketFolderSource
+from knowledge.stores.protocol import KnowledgeStore
 
 A_X = KnowledgeScope("agent-a", "ctx-x")
 A_Y = KnowledgeScope("agent-a", "ctx-y")
@@ -52,7 +53,7 @@ def write_scope(bucket: Path, scope: KnowledgeScope, files: dict[str, str]) -> N
 
 
 def index(store: KnowledgeStore, bucket: Path, scope: KnowledgeScope, **options: object):
-    result = store.index(scope, BucketFolderSource(bucket), IndexOptions(**options))
+    result = index_source(store, scope, BucketFolderSource(bucket), IndexOptions(**options))
     assert result.errors == (), result.errors
     return result
 
@@ -142,7 +143,7 @@ def test_same_paths_in_two_scopes_are_independent_documents(
     write_scope(bucket, A_Y, {"doc.md": "alpha delta echo"})
     index(store, bucket, A_X)
     index(store, bucket, A_Y)
-    assert store.delete_document(A_X, "doc.md") is True
+    assert delete_document(store, A_X, "doc.md") is True
 
     assert search(store, A_X, "alpha", mode) == []
     assert [r.content for r in search(store, A_Y, "alpha", mode)] == ["alpha delta echo"]
@@ -421,12 +422,12 @@ def test_delete_removes_every_chunk(store: KnowledgeStore, bucket: Path, mode: S
     write_scope(bucket, A_X, {"doc.md": FIVE_SECTIONS, "other.md": "# Other\n\nmarker text"})
     index(store, bucket, A_X)
 
-    assert store.delete_document(A_X, "doc.md") is True
+    assert delete_document(store, A_X, "doc.md") is True
     assert paths(search(store, A_X, "marker text section", mode)) == {"other.md"}
     status = store.status(A_X)
     assert (status.document_count, status.chunk_count) == (1, 1)
-    assert store.delete_document(A_X, "doc.md") is False
-    assert store.delete_document(A_X, "never-there.md") is False
+    assert delete_document(store, A_X, "doc.md") is False
+    assert delete_document(store, A_X, "never-there.md") is False
 
 
 def test_empty_document_is_a_no_text_problem(store: KnowledgeStore, bucket: Path) -> None:
@@ -519,7 +520,7 @@ def test_max_documents_is_a_loud_limit_that_deletes_nothing(
     (bucket / A_X.key / "a.md").unlink()
     write_scope(bucket, A_X, {"d.md": "delta", "e.md": "echo"})
 
-    result = store.index(A_X, BucketFolderSource(bucket), IndexOptions(max_documents=2))
+    result = index_source(store, A_X, BucketFolderSource(bucket), IndexOptions(max_documents=2))
     # Sorted b, c, d, e: b and c are unchanged, d and e are over the limit.
     assert result.indexed_documents == 0
     assert result.deleted_documents == 0
@@ -529,7 +530,7 @@ def test_max_documents_is_a_loud_limit_that_deletes_nothing(
     assert store.status(A_X).document_count == 3
 
     # A capped reindex rewrites what it may and drops nothing.
-    result = store.reindex(A_X, BucketFolderSource(bucket), IndexOptions(max_documents=2))
+    result = reindex_source(store, A_X, BucketFolderSource(bucket), IndexOptions(max_documents=2))
     assert result.deleted_documents == 0
     assert [p.path for p in result.errors] == ["d.md", "e.md"]
     assert store.status(A_X).document_count == 3
@@ -543,7 +544,7 @@ def test_reindex_rewrites_everything_and_drops_what_is_gone(
     before = store.status(A_X)
     (bucket / A_X.key / "guides/style.md").unlink()
 
-    result = store.reindex(A_X, BucketFolderSource(bucket), IndexOptions())
+    result = reindex_source(store, A_X, BucketFolderSource(bucket), IndexOptions())
     assert result.errors == ()
     assert result.indexed_documents == len(CORPUS) - 1
     assert result.skipped == ()
@@ -593,7 +594,7 @@ def test_korean_words_match_by_morpheme_not_by_a_bigram_of_another_word(
     assert paths(search(store, A_X, "패키지 설치하는 법", mode)) == {"ko/debian.md"}
 
 
-# --- title and heading context on the keyword side (knowledge.headings) ------------------
+# --- title and heading context on the keyword side (knowledge.ranking.headings) ------------------
 
 PAYMENTS = (
     "# Payments\n\n## Refunds\n\nMoney goes back to the card within five days.\n\n"
@@ -659,33 +660,37 @@ def _document(path: str, text: str, version: str | None) -> SourceDocument:
 
 def test_upsert_respects_version_order(store: KnowledgeStore) -> None:
     mode = store.default_mode
-    newer = store.upsert_document(A_X, _document("doc.md", "newer zulu text", "00000000000000B0"))
+    newer = upsert_document(store, A_X, _document("doc.md", "newer zulu text", "00000000000000B0"))
     assert (newer.indexed_documents, newer.errors) == (1, ())
 
-    older = store.upsert_document(A_X, _document("doc.md", "older yankee text", "000000000000000A"))
+    older = upsert_document(
+        store, A_X, _document("doc.md", "older yankee text", "000000000000000A")
+    )
     assert older.indexed_documents == 0
     assert [p.reason.split(":")[0] for p in older.skipped] == ["stale version"]
     assert [r.content for r in search(store, A_X, "text", mode)] == ["newer zulu text"]
 
-    same = store.upsert_document(A_X, _document("doc.md", "newer zulu text", "00000000000000B0"))
+    same = upsert_document(store, A_X, _document("doc.md", "newer zulu text", "00000000000000B0"))
     assert [p.reason for p in same.skipped] == ["unchanged"]
 
     # A shorter sequencer is compared after right-padding with zeros: "C" > "00..B0".
-    latest = store.upsert_document(A_X, _document("doc.md", "latest xray text", "C"))
+    latest = upsert_document(store, A_X, _document("doc.md", "latest xray text", "C"))
     assert latest.indexed_documents == 1
     assert [r.content for r in search(store, A_X, "text", mode)] == ["latest xray text"]
 
-    assert store.delete_document(A_X, "doc.md", version="00000000000000B0") is False
+    assert delete_document(store, A_X, "doc.md", version="00000000000000B0") is False
     assert store.status(A_X).document_count == 1
-    assert store.delete_document(A_X, "doc.md", version="D0") is True
+    assert delete_document(store, A_X, "doc.md", version="D0") is True
     assert store.status(A_X).document_count == 0
 
 
 def test_upsert_then_index_agree_on_unchanged(store: KnowledgeStore, bucket: Path) -> None:
     write_scope(bucket, A_X, {"doc.md": "# Doc\n\nsame bytes"})
     data = (bucket / A_X.key / "doc.md").read_bytes()
-    store.upsert_document(
-        A_X, SourceDocument("doc.md", len(data), lambda: data, source_key=f"{A_X.key}/doc.md")
+    upsert_document(
+        store,
+        A_X,
+        SourceDocument("doc.md", len(data), lambda: data, source_key=f"{A_X.key}/doc.md"),
     )
     assert [p.reason for p in index(store, bucket, A_X).skipped] == ["unchanged"]
 

@@ -1,5 +1,6 @@
 """The local server over real HTTP: the same path and body checks as the search Lambda
-(issue 8: percent-encoded segments, lone surrogates), since both go through knowledge.api."""
+(issue 8: percent-encoded segments, lone surrogates), since both go through
+knowledge.service.api."""
 
 from __future__ import annotations
 
@@ -7,13 +8,12 @@ import json
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
-from contextlib import closing
 from pathlib import Path
 from typing import Any
 
 import pytest
+from local_stack import local_server
 
-from knowledge.config import open_store
 from knowledge.local.server import LocalServer
 
 pytestmark = pytest.mark.integration
@@ -32,20 +32,9 @@ def post(base: str, path: str, data: bytes) -> tuple[int, dict[str, Any]]:
 
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[LocalServer]:
-    root = tmp_path / "bucket"
-    (root / "ops-bot" / "runbooks").mkdir(parents=True)
-    (root / "ops-bot" / "runbooks" / "deploy.md").write_text(
-        "# Deploy\n\nRun helm rollback to return to the previous revision.\n", encoding="utf-8"
-    )
-    with closing(
-        open_store(db_path=tmp_path / "k.db", embedder_name="hashing", environ={})
-    ) as store:
-        local = LocalServer(root, store, host="127.0.0.1", port=0, poll_interval=0.1)
-        local.start()
-        try:
-            yield local
-        finally:
-            local.stop()
+    deploy = "# Deploy\n\nRun helm rollback to return to the previous revision.\n"
+    with local_server(tmp_path, {"ops-bot/runbooks/deploy.md": deploy}) as local:
+        yield local
 
 
 def test_the_plain_agent_name_searches(server: LocalServer) -> None:

@@ -23,8 +23,8 @@ import pytest
 from botocore.auth import SigV4Auth as BotocoreSigV4
 from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials, RefreshableCredentials
+from local_stack import local_server
 
-from knowledge.api import parse_search_request
 from knowledge.client import (
     AccessDeniedError,
     ApiError,
@@ -34,10 +34,11 @@ from knowledge.client import (
     SigV4Auth,
 )
 from knowledge.config import open_store
-from knowledge.errors import NotFoundError, StoreUnavailableError, ValidationError
+from knowledge.core.errors import NotFoundError, StoreUnavailableError, ValidationError
+from knowledge.core.model import IndexState, SearchMode, SearchQuery
+from knowledge.core.scope import KnowledgeScope
 from knowledge.local.server import LocalServer
-from knowledge.model import IndexState, SearchMode, SearchQuery
-from knowledge.scope import KnowledgeScope
+from knowledge.service.api import parse_search_request
 
 pytestmark = pytest.mark.integration
 
@@ -53,22 +54,13 @@ RUNBOOK = "# Rolling back\n\n## Helm\n\nRun helm rollback checkout-api to the pr
 
 @pytest.fixture
 def local(tmp_path: Path) -> Iterator[LocalServer]:
-    root = tmp_path / "bucket"
-    (root / "ops-bot" / "runbooks").mkdir(parents=True)
-    (root / "ops-bot" / "runbooks" / "rollback.md").write_text(RUNBOOK, "utf-8")
-    (root / "ops-bot" / "notes").mkdir(parents=True)
-    (root / "ops-bot" / "notes" / "helm.md").write_text("# Helm notes\n\nhelm charts\n", "utf-8")
-    (root / "other-bot" / "secret").mkdir(parents=True)
-    (root / "other-bot" / "secret" / "s.md").write_text("# helm secret\n\nhelm\n", "utf-8")
-    with closing(
-        open_store(db_path=tmp_path / "k.db", embedder_name="hashing", environ={})
-    ) as store:
-        server = LocalServer(root, store, host="127.0.0.1", port=0, poll_interval=0.1)
-        server.start()
-        try:
-            yield server
-        finally:
-            server.stop()
+    files = {
+        "ops-bot/runbooks/rollback.md": RUNBOOK,
+        "ops-bot/notes/helm.md": "# Helm notes\n\nhelm charts\n",
+        "other-bot/secret/s.md": "# helm secret\n\nhelm\n",
+    }
+    with local_server(tmp_path, files) as server:
+        yield server
 
 
 def test_search_status_and_reindex_against_the_local_server(local: LocalServer) -> None:
@@ -513,7 +505,7 @@ def test_region_is_read_from_an_api_gateway_url() -> None:
 def test_kb_search_status_reindex_through_the_api(
     local: LocalServer, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from knowledge.cli import main as kb
+    from knowledge.local.cli import main as kb
 
     scoped = ["--agent", "ops-bot", "--context", "runbooks", "--api-url", local.url]
     assert kb(["search", "helm rollback", *scoped]) == 0
@@ -534,7 +526,7 @@ def test_kb_search_status_reindex_through_the_api(
 def test_kb_reindex_without_an_api_url_says_what_to_do(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    from knowledge.cli import main as kb
+    from knowledge.local.cli import main as kb
 
     assert kb(["reindex", "--agent", "ops-bot", "--context", "runbooks"]) == 2
     assert "give --api-url" in capsys.readouterr().err
@@ -543,7 +535,7 @@ def test_kb_reindex_without_an_api_url_says_what_to_do(
 def test_kb_against_an_unreachable_api_is_one_line_exit_1(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    from knowledge.cli import main as kb
+    from knowledge.local.cli import main as kb
 
     argv = ["status", "--agent", "a", "--context", "c", "--api-url", "http://127.0.0.1:9"]
     assert kb(argv) == 1

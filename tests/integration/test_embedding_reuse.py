@@ -22,15 +22,15 @@ from typing import Any
 import pytest
 from opensearch_index import NodeIndex
 
-from knowledge.chunking import MarkdownSectionChunker
+from knowledge.core.errors import EmbeddingError
+from knowledge.core.model import IndexOptions, SearchMode, SearchQuery
+from knowledge.core.scope import KnowledgeScope
+from knowledge.core.source import SourceDocument
 from knowledge.embedding.base import Embedding
 from knowledge.embedding.hashing import HashingEmbedder
-from knowledge.errors import EmbeddingError
-from knowledge.indexing import Indexer
-from knowledge.model import IndexOptions, SearchMode, SearchQuery
-from knowledge.scope import KnowledgeScope
-from knowledge.source import SourceDocument
-from knowledge.store import KnowledgeStore
+from knowledge.ingest.chunking import MarkdownSectionChunker
+from knowledge.ingest.pipeline import Indexer, delete_document, index_source, upsert_document
+from knowledge.stores.protocol import KnowledgeStore
 
 SCOPE = KnowledgeScope("reuse-agent", "docs")
 DIMS = 256
@@ -114,7 +114,7 @@ def _embedded(tmp_path: Path) -> Backend:
     db = tmp_path / "kb.db"
 
     def open_store(embedder: CountingEmbedder) -> KnowledgeStore:
-        return EmbeddedKnowledgeStore(db, embedder=embedder, chunker=MarkdownSectionChunker())
+        return EmbeddedKnowledgeStore(db, embedder=embedder)
 
     def vectors() -> dict[int, tuple[str, tuple[float, ...]]]:
         import numpy as np
@@ -153,7 +153,7 @@ def _opensearch(request: pytest.FixtureRequest, *, derived_source: bool = False)
     config = node.config(refresh_interval="100ms", vector_derived_source=derived_source)
 
     def open_store(embedder: CountingEmbedder) -> KnowledgeStore:
-        return OpenSearchKnowledgeStore(config, embedder=embedder, chunker=MarkdownSectionChunker())
+        return OpenSearchKnowledgeStore(config, embedder=embedder)
 
     def vectors() -> dict[int, tuple[str, tuple[float, ...]]]:
         _http("POST", f"{url}/{index}/_refresh")
@@ -211,12 +211,12 @@ def test_an_edit_embeds_only_the_changed_chunk_and_keeps_the_others_vectors(
     embedder = CountingEmbedder()
     store = backend.open(embedder)
     try:
-        first = store.upsert_document(SCOPE, document(sections(20)))
+        first = upsert_document(store, SCOPE, document(sections(20)))
         assert (first.indexed_chunks, first.embedded_chunks, first.reused_chunks) == (20, 20, 0)
         before = backend.vectors()
         embedder.texts.clear()
 
-        second = store.upsert_document(SCOPE, document(sections(20, edited=[7])))
+        second = upsert_document(store, SCOPE, document(sections(20, edited=[7])))
 
         # What was embedded: the title and heading in front (embed_context, on by default).
         assert embedder.texts == [
@@ -244,7 +244,7 @@ def test_a_changed_embedder_reuses_nothing(backend: Backend) -> None:
     embedder = CountingEmbedder()
     store = backend.open(embedder)
     try:
-        store.upsert_document(SCOPE, document(sections(8)))
+        upsert_document(store, SCOPE, document(sections(8)))
         # Same dimension, other model: the pipeline must not take the stored vectors.
         other = CountingEmbedder(name="counting:another-model")
         result = Indexer(MarkdownSectionChunker(), other).upsert(
@@ -255,7 +255,7 @@ def test_a_changed_embedder_reuses_nothing(backend: Backend) -> None:
         assert (len(other.texts), result.embedded_chunks, result.reused_chunks) == (8, 8, 0)
         # And back: the chunks now carry the other model's keys, so nothing is reused.
         embedder.texts.clear()
-        back = store.upsert_document(SCOPE, document(sections(8, edited=[3])))
+        back = upsert_document(store, SCOPE, document(sections(8, edited=[3])))
         assert (len(embedder.texts), back.reused_chunks) == (8, 0)
     finally:
         store.close()
@@ -265,16 +265,16 @@ def test_a_failed_write_keeps_the_previous_version_and_its_vectors(backend: Back
     embedder = CountingEmbedder()
     store = backend.open(embedder)
     try:
-        store.upsert_document(SCOPE, document(sections(10)))
+        upsert_document(store, SCOPE, document(sections(10)))
         before = backend.vectors()
         embedder.fail_on = "Rewritten paragraph 4"
-        failed = store.upsert_document(SCOPE, document(sections(10, edited=[4])))
+        failed = upsert_document(store, SCOPE, document(sections(10, edited=[4])))
         assert [e.path for e in failed.errors] == [PATH]
         assert backend.vectors() == before  # the previous version, untouched
 
         embedder.fail_on = None
         embedder.texts.clear()
-        retried = store.upsert_document(SCOPE, document(sections(10, edited=[4])))
+        retried = upsert_document(store, SCOPE, document(sections(10, edited=[4])))
         assert retried.ok
         # What was embedded: the title and heading in front (embed_context, on by default).
         assert embedder.texts == [
@@ -294,15 +294,15 @@ def test_a_nan_vector_fails_the_document_and_keeps_the_previous_version(
     embedder = CountingEmbedder()
     store = backend.open(embedder)
     try:
-        store.upsert_document(SCOPE, document(sections(6)))
+        upsert_document(store, SCOPE, document(sections(6)))
         before = backend.vectors()
         embedder.nan_on = "Rewritten paragraph 2"
-        failed = store.upsert_document(SCOPE, document(sections(6, edited=[2])))
+        failed = upsert_document(store, SCOPE, document(sections(6, edited=[2])))
         assert [e.path for e in failed.errors] == [PATH]
         assert "not finite" in failed.errors[0].reason
         assert backend.vectors() == before
         embedder.nan_on = None
-        retried = store.upsert_document(SCOPE, document(sections(6, edited=[2])))
+        retried = upsert_document(store, SCOPE, document(sections(6, edited=[2])))
         assert retried.ok
         assert (retried.embedded_chunks, retried.reused_chunks) == (1, 5)
         assert all(math.isfinite(x) for _, vector in backend.vectors().values() for x in vector)
@@ -350,10 +350,10 @@ def test_benchmark_editing_one_paragraph_of_a_200_chunk_document(
     embedder = CountingEmbedder()
     store = backend.open(embedder)
     try:
-        first = store.index(SCOPE, OneDocument(_guide()))
+        first = index_source(store, SCOPE, OneDocument(_guide()))
         assert (first.indexed_chunks, first.embedded_chunks) == (200, 200)
         embedder.texts.clear()
-        edited = store.index(SCOPE, OneDocument(_guide(edit)))
+        edited = index_source(store, SCOPE, OneDocument(_guide(edit)))
         sent = len(embedder.texts)
         print(f"\nedit one paragraph of a 200-chunk document: {sent} of 200 texts embedded")
         assert edited.indexed_chunks == 200
@@ -397,14 +397,14 @@ def test_an_index_made_before_embedding_keys_gets_the_field_and_then_reuses(
     embedder = CountingEmbedder()
     store = backend.open(embedder)
     try:
-        first = store.upsert_document(SCOPE, document(sections(5)))
+        first = upsert_document(store, SCOPE, document(sections(5)))
         assert first.ok
         assert first.embedded_chunks == 5
         mapping = _http("GET", f"{url}/{index}/_mapping")
         (entry,) = mapping.values()
         assert "embedding_key" in entry["mappings"]["properties"]
         embedder.texts.clear()
-        second = store.upsert_document(SCOPE, document(sections(5, edited=[0])))
+        second = upsert_document(store, SCOPE, document(sections(5, edited=[0])))
         assert (len(embedder.texts), second.reused_chunks) == (1, 4)
     finally:
         store.close()
@@ -416,15 +416,15 @@ def test_the_status_counts_the_chunks_embedded_and_those_that_kept_their_vector(
     embedder = CountingEmbedder()
     store = backend.open(embedder)
     try:
-        store.upsert_document(SCOPE, document(sections(20)))
+        upsert_document(store, SCOPE, document(sections(20)))
         other = "other.md"
         data = sections(5).encode()
-        store.upsert_document(SCOPE, SourceDocument(other, len(data), lambda: data))
+        upsert_document(store, SCOPE, SourceDocument(other, len(data), lambda: data))
         backend.settle()
         status = store.status(SCOPE)
         assert (status.chunk_count, status.embedded_chunks, status.reused_chunks) == (25, 25, 0)
 
-        store.upsert_document(SCOPE, document(sections(20, edited=[3, 9])))
+        upsert_document(store, SCOPE, document(sections(20, edited=[3, 9])))
         backend.settle()
         status = store.status(SCOPE)
         # guide.md: 2 embedded, 18 kept; other.md as it was.
@@ -432,7 +432,7 @@ def test_the_status_counts_the_chunks_embedded_and_those_that_kept_their_vector(
         assert status.to_dict()["embedded_chunks"] == 7
         assert status.to_dict()["reused_chunks"] == 18
 
-        store.delete_document(SCOPE, other)
+        delete_document(store, SCOPE, other)
         backend.settle()
         status = store.status(SCOPE)
         assert (status.chunk_count, status.embedded_chunks, status.reused_chunks) == (20, 2, 18)
@@ -467,8 +467,8 @@ def test_an_index_made_before_the_counts_reads_its_status_and_gets_the_fields_on
             0,
             0,
         )
-        store.upsert_document(SCOPE, document(sections(4)))
-        store.upsert_document(SCOPE, document(sections(4, edited=[1])))
+        upsert_document(store, SCOPE, document(sections(4)))
+        upsert_document(store, SCOPE, document(sections(4, edited=[1])))
         backend.settle()
         status = store.status(SCOPE)
         assert (status.chunk_count, status.embedded_chunks, status.reused_chunks) == (4, 1, 3)
@@ -485,7 +485,7 @@ def test_an_embedded_file_made_before_the_counts_gets_the_columns(tmp_path: Path
     backend = _embedded(tmp_path)
     store = backend.open(CountingEmbedder())
     data = sections(3).encode()
-    store.upsert_document(SCOPE, SourceDocument("old.md", len(data), lambda: data))
+    upsert_document(store, SCOPE, SourceDocument("old.md", len(data), lambda: data))
     store.close()
     conn = sqlite3.connect(tmp_path / "kb.db")
     try:
@@ -499,8 +499,8 @@ def test_an_embedded_file_made_before_the_counts_gets_the_columns(tmp_path: Path
     try:
         status = store.status(SCOPE)
         assert (status.chunk_count, status.embedded_chunks, status.reused_chunks) == (3, 0, 0)
-        store.upsert_document(SCOPE, document(sections(4)))
-        store.upsert_document(SCOPE, document(sections(4, edited=[2])))
+        upsert_document(store, SCOPE, document(sections(4)))
+        upsert_document(store, SCOPE, document(sections(4, edited=[2])))
         status = store.status(SCOPE)
         assert (status.chunk_count, status.embedded_chunks, status.reused_chunks) == (7, 1, 3)
     finally:

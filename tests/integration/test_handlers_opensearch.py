@@ -35,7 +35,7 @@ from lambda_support import (
     use_fake_aws,
 )
 
-from knowledge.scope import KnowledgeScope
+from knowledge.core.scope import KnowledgeScope
 
 pytestmark = [pytest.mark.integration, pytest.mark.opensearch]
 
@@ -244,13 +244,13 @@ def test_reindex_removals_cover_every_page_of_the_index(stack, opensearch_url):
     of the store's listing (500) must all be seen, or stale documents stay searchable."""
     from datetime import UTC, datetime
 
-    from knowledge.events import ReindexPhase, ReindexTask
-    from knowledge.model import DocumentChunk
-    from knowledge.reindex_queue import ScopeReindexer
-    from knowledge.sources.s3 import S3DocumentSource
-    from knowledge.store import DocumentHeader, EmbeddedChunk
+    from knowledge.aws.events import ReindexPhase, ReindexTask
+    from knowledge.aws.invocation_time import TimeBudget
+    from knowledge.aws.reindex_queue import ScopeReindexer
+    from knowledge.core.model import DocumentChunk
+    from knowledge.ingest.sources.s3 import S3DocumentSource
     from knowledge.stores.opensearch import OpenSearchConfig, OpenSearchKnowledgeStore
-    from knowledge.time_budget import TimeBudget
+    from knowledge.stores.protocol import DocumentHeader, EmbeddedChunk
 
     stack.put("ops-bot/runbooks/kept-0001.md", DEPLOY)
     config = OpenSearchConfig(

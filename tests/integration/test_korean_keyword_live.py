@@ -11,13 +11,14 @@ from pathlib import Path
 import pytest
 from opensearch_index import http_json
 
+from knowledge.core.model import SearchQuery
+from knowledge.core.scope import KnowledgeScope
+from knowledge.core.source import SourceDocument
 from knowledge.embedding.hashing import HashingEmbedder
-from knowledge.model import SearchQuery
-from knowledge.scope import KnowledgeScope
-from knowledge.source import SourceDocument
-from knowledge.store import KnowledgeStore
+from knowledge.ingest.pipeline import upsert_document
 from knowledge.stores.embedded import EmbeddedKnowledgeStore
 from knowledge.stores.opensearch import OpenSearchConfig, OpenSearchKnowledgeStore
+from knowledge.stores.protocol import KnowledgeStore
 
 pytestmark = [pytest.mark.integration, pytest.mark.opensearch]
 
@@ -85,7 +86,7 @@ def _index(store: KnowledgeStore, texts: dict[str, str]) -> None:
     for path, text in texts.items():
         data = text.encode("utf-8")
         document = SourceDocument(path=path, size=len(data), read=lambda data=data: data)
-        assert store.upsert_document(SCOPE, document).indexed_documents == 1
+        assert upsert_document(store, SCOPE, document).indexed_documents == 1
 
 
 def _found(store: KnowledgeStore, query: str) -> list[str]:

@@ -355,7 +355,7 @@ def test_a_bad_poll_interval_is_refused_when_the_server_is_made(
 
 
 def test_a_port_out_of_range_is_a_configuration_error(root: Path) -> None:
-    from knowledge.errors import ConfigurationError
+    from knowledge.core.errors import ConfigurationError
     from knowledge.stores.memory import MemoryKnowledgeStore
 
     local = LocalServer(root, MemoryKnowledgeStore(), port=65536)
@@ -366,7 +366,7 @@ def test_a_port_out_of_range_is_a_configuration_error(root: Path) -> None:
 
 def test_kb_serve_prints_url_and_stops_on_sigterm(root: Path, tmp_path: Path) -> None:
     """The real command: URL on stdout, one log line per request, clean exit on SIGTERM."""
-    script = "import sys; from knowledge.cli import main; sys.exit(main(sys.argv[1:]))"
+    script = "import sys; from knowledge.local.cli import main; sys.exit(main(sys.argv[1:]))"
     argv = [sys.executable, "-c", script, "serve", str(root), "--port", "0"]
     argv += ["--db", str(tmp_path / "serve.db"), "--poll-interval", "0.2"]
     process = subprocess.Popen(

@@ -24,12 +24,12 @@ import pytest
 from test_local_server import WAIT_SECONDS, request, search_paths, wait_until
 
 from knowledge.config import open_store
+from knowledge.core.scope import KnowledgeScope
 from knowledge.embedding.base import Embedding
 from knowledge.embedding.hashing import HashingEmbedder
 from knowledge.local.server import LocalServer
-from knowledge.scope import KnowledgeScope
-from knowledge.store import KnowledgeStore
 from knowledge.stores.embedded import EmbeddedKnowledgeStore
+from knowledge.stores.protocol import KnowledgeStore
 
 pytestmark = pytest.mark.integration
 
@@ -123,7 +123,7 @@ def test_a_scope_kb_index_wrote_into_the_same_file_is_left_alone_by_kb_serve(
     """``kb index DIR`` and ``kb serve ROOT`` share the default index file: the server
     empties the scopes whose folder vanished from *its* root, not a scope ``kb index``
     wrote from another folder (it used to empty it at every start)."""
-    from knowledge.cli import main
+    from knowledge.local.cli import main
 
     db = tmp_path / "k.db"
     notes = write(tmp_path / "notes" / "n.md", "# Notes\n\nthe okapi lives in forests\n")
@@ -498,13 +498,24 @@ def test_keep_alive_responses_are_not_held_back_by_nagle(server: LocalServer) ->
     assert min(quartiles) < 0.030, [round(m * 1000, 1) for m in quartiles]
 
 
-def kb_serve(root: Path, db: Path, *extra: str, script: str | None = None) -> subprocess.Popen[str]:
-    code = script or "import sys; from knowledge.cli import main; sys.exit(main(sys.argv[1:]))"
+def kb_serve(
+    root: Path,
+    db: Path,
+    *extra: str,
+    script: str | None = None,
+    prefix: Sequence[str] = (),
+    stderr: Any = subprocess.PIPE,
+) -> subprocess.Popen[str]:
+    """``kb serve ROOT --port 0 --db DB --poll-interval 0.2 EXTRA...`` in a child Python
+    (``script`` instead of the plain ``kb`` main; ``prefix``: a command to run it under)."""
+    code = (
+        script or "import sys; from knowledge.local.cli import main; sys.exit(main(sys.argv[1:]))"
+    )
     argv = [sys.executable, "-c", code, "serve", str(root), "--port", "0", "--db", str(db)]
     return subprocess.Popen(
-        [*argv, "--poll-interval", "0.2", *extra],
+        [*prefix, *argv, "--poll-interval", "0.2", *extra],
         stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
+        stderr=stderr,
         text=True,
         encoding="utf-8",
     )
@@ -601,7 +612,7 @@ def test_kb_serve_prints_the_start_up_progress(tmp_path: Path) -> None:
 # main thread (a signal that lands there during Event.wait() is what once hung a server).
 _SIGNAL_AT_WORST_MOMENT = """
 import os, signal, sys, threading
-from knowledge.cli import main
+from knowledge.local.cli import main
 
 fired = [0]
 
@@ -761,7 +772,7 @@ def _as_plain_user() -> list[str]:
     return ["setpriv", "--bounding-set", "-dac_override,-dac_read_search", "--inh-caps", "-all"]
 
 
-_KB = "import sys; from knowledge.cli import main; sys.exit(main(sys.argv[1:]))"
+_KB = "import sys; from knowledge.local.cli import main; sys.exit(main(sys.argv[1:]))"
 
 
 @contextmanager
@@ -907,25 +918,9 @@ def test_the_watcher_syncs_the_rest_of_a_scope_with_a_folder_it_cannot_read(
     write(folder / "keep.md", "# Keep\n\nokapi keep\n")
     write(folder / "gone.md", "# Gone\n\nokapi gone\n")
     write(folder / "private" / "secret.md", "# Secret\n\nokapi secret\n")
-    argv = [sys.executable, "-c", _KB, "serve", str(root), "--port", "0"]
     with (
         (tmp_path / "serve.log").open("w") as log,
-        running(
-            subprocess.Popen(
-                [
-                    *_as_plain_user(),
-                    *argv,
-                    "--db",
-                    str(tmp_path / "k.db"),
-                    "--poll-interval",
-                    "0.2",
-                ],
-                stdout=subprocess.PIPE,
-                stderr=log,
-                text=True,
-                encoding="utf-8",
-            )
-        ) as process,
+        running(kb_serve(root, tmp_path / "k.db", prefix=_as_plain_user(), stderr=log)) as process,
     ):
         url = served_url(process)
         wait_until(
@@ -959,25 +954,9 @@ def test_an_agent_folder_that_cannot_be_read_empties_none_of_its_scopes(tmp_path
     root = tmp_path / "bucket"
     write(root / "ops" / "one" / "a.md", "# A\n\nokapi one\n")
     write(root / "ops" / "two" / "b.md", "# B\n\nokapi two\n")
-    argv = [sys.executable, "-c", _KB, "serve", str(root), "--port", "0"]
     with (
         (tmp_path / "serve.log").open("w") as log,
-        running(
-            subprocess.Popen(
-                [
-                    *_as_plain_user(),
-                    *argv,
-                    "--db",
-                    str(tmp_path / "k.db"),
-                    "--poll-interval",
-                    "0.2",
-                ],
-                stdout=subprocess.PIPE,
-                stderr=log,
-                text=True,
-                encoding="utf-8",
-            )
-        ) as process,
+        running(kb_serve(root, tmp_path / "k.db", prefix=_as_plain_user(), stderr=log)) as process,
     ):
         url = served_url(process)
         wait_until(

@@ -17,8 +17,8 @@ import pytest
 from mcp import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
-from knowledge.cli import main as kb
-from knowledge.scope import KnowledgeScope
+from knowledge.core.scope import KnowledgeScope
+from knowledge.local.cli import main as kb
 
 pytestmark = pytest.mark.integration
 
@@ -49,7 +49,7 @@ def db(tmp_path: Path) -> Path:
 def run_session(db: Path, extra: list[str], body: Callable[[ClientSession], Awaitable[Any]]) -> Any:
     params = StdioServerParameters(
         command=sys.executable,
-        args=["-m", "knowledge.cli", "mcp", "--db", str(db), "--embedder", "hashing", *extra],
+        args=["-m", "knowledge.local.cli", "mcp", "--db", str(db), "--embedder", "hashing", *extra],
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
     )
 
@@ -271,7 +271,7 @@ def test_an_index_that_is_not_there_stops_the_server_with_a_reason(tmp_path: Pat
     missing = tmp_path / "typo" / "local.db"
     scope = ["--agent", "ops-bot", "--context", "x"]
     done = subprocess.run(
-        [sys.executable, "-m", "knowledge.cli", "mcp", *scope, "--db", str(missing)],
+        [sys.executable, "-m", "knowledge.local.cli", "mcp", *scope, "--db", str(missing)],
         stdin=subprocess.DEVNULL,
         capture_output=True,
         text=True,

@@ -1,4 +1,5 @@
-"""On the real node a chunk's keyword field holds exactly ``knowledge.text.keyword_terms``
+"""On the real node a chunk's keyword field holds exactly
+``knowledge.ranking.analysis.keyword_terms``
 of its text and ``heading_terms`` of its title and headings (sent pre-analysed in
 ``content_terms``, analysis version 5), so both stores count the same terms in one field;
 an index of another analysis is refused (never mixed)."""
@@ -12,14 +13,15 @@ from collections.abc import Iterator
 import pytest
 from opensearch_index import http_json
 
+from knowledge.core.errors import AnalysisMismatchError, RecordsMismatchError
+from knowledge.core.model import SearchQuery
+from knowledge.core.scope import KnowledgeScope
+from knowledge.core.source import SourceDocument
 from knowledge.embedding.hashing import HashingEmbedder
-from knowledge.errors import AnalysisMismatchError, RecordsMismatchError
-from knowledge.model import SearchQuery
-from knowledge.scope import KnowledgeScope
-from knowledge.source import SourceDocument
+from knowledge.ingest.pipeline import upsert_document
+from knowledge.ranking.analysis import KOREAN_MORPHEMES, keyword_terms
 from knowledge.stores.opensearch import OpenSearchConfig, OpenSearchKnowledgeStore
 from knowledge.stores.opensearch.mapping import index_body
-from knowledge.text import KOREAN_MORPHEMES, keyword_terms
 
 pytestmark = [pytest.mark.integration, pytest.mark.opensearch]
 
@@ -59,7 +61,7 @@ def _keyword_paths(opensearch_url: str, index: str, texts: dict[str, str], query
         for path, text in texts.items():
             data = text.encode("utf-8")
             document = SourceDocument(path=path, size=len(data), read=lambda data=data: data)
-            assert store.upsert_document(SCOPE, document).indexed_documents == 1
+            assert upsert_document(store, SCOPE, document).indexed_documents == 1
         http_json("POST", f"{opensearch_url}/{index}/_refresh")
         return [r.document_path for r in store.search(SCOPE, SearchQuery(query, mode="keyword"))]
     finally:
@@ -110,7 +112,7 @@ def test_an_index_written_before_origins_is_refused_for_reads_and_writes(
         data = b"# a\n\ntext"
         document = SourceDocument(path="a.md", size=len(data), read=lambda: data)
         with pytest.raises(RecordsMismatchError, match="reindex into a fresh index"):
-            store.upsert_document(SCOPE, document)
+            upsert_document(store, SCOPE, document)
     finally:
         store.close()
     status, answer = http_json("GET", f"{opensearch_url}/{index}/_count")
@@ -142,7 +144,7 @@ def test_the_node_indexes_the_terms_of_keyword_terms(
     try:
         data = text.encode("utf-8")
         document = SourceDocument(path="t.txt", size=len(data), read=lambda: data)
-        assert store.upsert_document(SCOPE, document).indexed_documents == 1
+        assert upsert_document(store, SCOPE, document).indexed_documents == 1
     finally:
         store.close()
     http_json("POST", f"{opensearch_url}/{index}/_refresh")
@@ -197,7 +199,7 @@ def test_an_index_of_analysis_4_is_refused(opensearch_url: str, index: str) -> N
         data = b"# Payments\n\n## Disputes\n\nAnswer with the receipt."
         document = SourceDocument(path="pay.md", size=len(data), read=lambda: data)
         with pytest.raises(AnalysisMismatchError, match=PREVIOUS_ANALYSIS):
-            store.upsert_document(SCOPE, document)
+            upsert_document(store, SCOPE, document)
     finally:
         store.close()
 
@@ -212,7 +214,7 @@ def test_the_node_indexes_the_heading_terms_of_keyword_terms(
     try:
         data = text.encode("utf-8")
         document = SourceDocument(path="h.md", size=len(data), read=lambda: data)
-        assert store.upsert_document(SCOPE, document).indexed_documents == 1
+        assert upsert_document(store, SCOPE, document).indexed_documents == 1
         http_json("POST", f"{opensearch_url}/{index}/_refresh")
         status, found = http_json(
             "POST", f"{opensearch_url}/{index}/_search", {"query": {"term": {"chunk_index": 1}}}

@@ -12,10 +12,11 @@ from collections.abc import Iterator
 import pytest
 from opensearch_index import NodeIndex
 
+from knowledge.core.model import SearchMode, SearchQuery
+from knowledge.core.scope import KnowledgeScope
+from knowledge.core.source import SourceDocument
 from knowledge.embedding.hashing import HashingEmbedder
-from knowledge.model import SearchMode, SearchQuery
-from knowledge.scope import KnowledgeScope
-from knowledge.source import SourceDocument
+from knowledge.ingest.pipeline import index_source, reindex_source, upsert_document
 from knowledge.stores.opensearch import OpenSearchKnowledgeStore, RetryPolicy
 
 pytestmark = [pytest.mark.integration, pytest.mark.opensearch]
@@ -60,14 +61,14 @@ def test_an_emptied_file_is_a_problem_and_a_hidden_sheet_is_not_found(
     buffer = io.BytesIO()
     workbook.save(buffer)
 
-    store.upsert_document(SCOPE, _doc("notes.md", b"# Notes\n\nnarwhal figures"))
-    result = store.upsert_document(SCOPE, _doc("plan.xlsx", buffer.getvalue()))
+    upsert_document(store, SCOPE, _doc("notes.md", b"# Notes\n\nnarwhal figures"))
+    result = upsert_document(store, SCOPE, _doc("plan.xlsx", buffer.getvalue()))
     assert [w.reason for w in result.warnings] == ["1 hidden sheet left out: 'Draft'"]
     assert _paths(store, "narwhal") == ["notes.md"]
     assert _paths(store, "quokka") == ["plan.xlsx"]
     assert _paths(store, "wombat") == []
 
-    store.upsert_document(SCOPE, _doc("notes.md", b"\n   \n"))
+    upsert_document(store, SCOPE, _doc("notes.md", b"\n   \n"))
     assert _paths(store, "narwhal") == []
     status = store.status(SCOPE)
     assert [(p.path, p.reason) for p in status.problems] == [
@@ -100,9 +101,9 @@ def _docx(text: str) -> bytes:
 def test_a_changed_file_that_can_no_longer_be_indexed_is_a_problem_in_the_status(
     store: OpenSearchKnowledgeStore, path: str, good: bytes, bad: bytes, reason: str
 ) -> None:
-    store.upsert_document(SCOPE, _doc(path, good))
+    upsert_document(store, SCOPE, _doc(path, good))
     assert _paths(store, "narwhal") == [path]
-    store.upsert_document(SCOPE, _doc(path, bad))
+    upsert_document(store, SCOPE, _doc(path, bad))
     assert _paths(store, "narwhal") == []
     (problem,) = store.status(SCOPE).problems
     assert problem.path == path
@@ -118,8 +119,8 @@ def test_unread_counts_are_one_record_per_scope_with_or_without_client_ids(
     """The status reads the latest unread-files record (Serverless names no ids, so each
     full listing writes a new one); a reindex's replace removes the older ones, and the
     record is never a document, a problem or a scope of its own."""
-    from knowledge.model import IndexOptions
-    from knowledge.sources.local import LocalDirectorySource
+    from knowledge.core.model import IndexOptions
+    from knowledge.ingest.sources.local import LocalDirectorySource
 
     folder = tmp_path / "docs"
     folder.mkdir()
@@ -131,17 +132,17 @@ def test_unread_counts_are_one_record_per_scope_with_or_without_client_ids(
     )
     try:
         source = LocalDirectorySource(folder)
-        store.index(SCOPE, source, IndexOptions())
+        index_source(store, SCOPE, source, IndexOptions())
         assert dict(store.status(SCOPE).unread_files) == {".png": 3}
         (folder / "shot0.png").unlink()
         (folder / "tool.exe").write_bytes(b"MZ")
-        store.index(SCOPE, source, IndexOptions())
+        index_source(store, SCOPE, source, IndexOptions())
         status = store.status(SCOPE)
         assert dict(status.unread_files) == {".png": 2, ".exe": 1}
         assert (status.document_count, status.problems) == (1, ())
         assert [d.path for d in store.list_documents(SCOPE).documents] == ["a.md"]
         assert store.list_scopes() == [SCOPE]
-        store.reindex(SCOPE, source, IndexOptions())
+        reindex_source(store, SCOPE, source, IndexOptions())
         assert dict(store.status(SCOPE).unread_files) == {".png": 2, ".exe": 1}
         assert len(node.records(record="unread")) == 1
     finally:

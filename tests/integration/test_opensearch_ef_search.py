@@ -16,10 +16,11 @@ import pytest
 from faults import FaultProxy
 from opensearch_index import NodeIndex, http_json
 
+from knowledge.core.model import SearchMode, SearchQuery
+from knowledge.core.scope import KnowledgeScope
 from knowledge.embedding.hashing import HashingEmbedder
-from knowledge.model import SearchMode, SearchQuery
-from knowledge.scope import KnowledgeScope
-from knowledge.sources.local import LocalDirectorySource
+from knowledge.ingest.pipeline import index_source
+from knowledge.ingest.sources.local import LocalDirectorySource
 from knowledge.stores.opensearch import OpenSearchKnowledgeStore, RetryPolicy
 from knowledge.stores.opensearch.mapping import AGENT, CONTEXT, RECORD, RECORD_CHUNK
 from knowledge.stores.opensearch.scope_size import LARGE_SCOPE_CHUNKS, exact_for
@@ -90,7 +91,7 @@ def test_bigger_scopes_are_scored_exactly(
     )
     try:
         for scope in (SMALL, BIG):
-            result = store.index(scope, LocalDirectorySource(tmp_path))
+            result = index_source(store, scope, LocalDirectorySource(tmp_path))
             assert result.errors == ()
         big = LARGE_SCOPE_CHUNKS + 1000
         _bulk_chunks(node, BIG, big)

@@ -25,14 +25,15 @@ from opensearch_index import NodeIndex, http_json
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit"))
 from lambda_support import BUCKET, LambdaContext, load_event, load_handler, use_fake_aws
 
-from knowledge.api import KnowledgeApi
-from knowledge.deadline import time_budget
+from knowledge.core.deadline import time_budget
+from knowledge.core.errors import EmbeddingError, StoreUnavailableError
+from knowledge.core.model import IndexResult, SearchMode, SearchQuery
+from knowledge.core.scope import KnowledgeScope
+from knowledge.core.source import SourceDocument
 from knowledge.embedding.hashing import HashingEmbedder
 from knowledge.embedding.openai import OpenAIEmbeddingClient
-from knowledge.errors import EmbeddingError, StoreUnavailableError
-from knowledge.model import IndexResult, SearchMode, SearchQuery
-from knowledge.scope import KnowledgeScope
-from knowledge.source import SourceDocument
+from knowledge.ingest.pipeline import index_source, upsert_document
+from knowledge.service.api import KnowledgeApi
 from knowledge.stores.opensearch import OpenSearchConfig, OpenSearchKnowledgeStore, RetryPolicy
 
 pytestmark = [pytest.mark.integration, pytest.mark.opensearch]
@@ -84,11 +85,11 @@ def test_a_throttled_overwrite_fails_and_leaves_the_old_version_searchable(
     node: NodeIndex, proxy: FaultProxy, stores: Callable[..., OpenSearchKnowledgeStore]
 ) -> None:
     store = stores(node.config(url=proxy.url))
-    assert store.upsert_document(SCOPE, document("a.md", long_text("walrus", 3))).ok
+    assert upsert_document(store, SCOPE, document("a.md", long_text("walrus", 3))).ok
     before = store.stored_document(SCOPE, "a.md")
     # Every chunk item of the next write answers 429, however often it is sent again.
     proxy.throttle_bulk = lambda meta, source: (source or {}).get("record") == "chunk"
-    result = store.upsert_document(SCOPE, document("a.md", long_text("narwhal", 4)))
+    result = upsert_document(store, SCOPE, document("a.md", long_text("narwhal", 4)))
     assert proxy.throttled_items > 0
     assert [p.path for p in result.errors] == ["a.md"]
     assert "429" in result.errors[0].reason or "rejected" in result.errors[0].reason
@@ -108,10 +109,10 @@ def test_throttled_items_are_not_sent_again_past_the_callers_deadline(
     # A backoff of 20-40 s before the first resend, a deadline of 15 s: resending would
     # sleep past the deadline; the write must fail inside it, the old version kept.
     store = stores(node.config(url=proxy.url), retry=RetryPolicy(3, 40.0, 80.0))
-    assert store.upsert_document(SCOPE, document("a.md", "# A\n\nwalrus")).ok
+    assert upsert_document(store, SCOPE, document("a.md", "# A\n\nwalrus")).ok
     proxy.throttle_bulk = lambda meta, source: (source or {}).get("record") == "chunk"
     with time_budget(15.0) as deadline:
-        result = store.upsert_document(SCOPE, document("a.md", "# A\n\nnarwhal"))
+        result = upsert_document(store, SCOPE, document("a.md", "# A\n\nnarwhal"))
         in_time = not deadline.expired()
     proxy.throttle_bulk = None
     assert in_time, "the write slept past the caller's deadline"
@@ -134,19 +135,19 @@ def _race(
     # any loaded machine takes for that, so it is not retried meanwhile
     slow = stores(node.config(url=proxy.url, timeout=60))
     fast = stores(node.config())
-    assert fast.upsert_document(SCOPE, document("a.md", "# A\n\nversion zero", "0001")).ok
+    assert upsert_document(fast, SCOPE, document("a.md", "# A\n\nversion zero", "0001")).ok
     outcome: list[IndexResult] = []
     proxy.pause(pause_on)
     thread = threading.Thread(
         target=lambda: outcome.append(
-            slow.upsert_document(SCOPE, document("a.md", "# A\n\nversion one oldtext", "0002"))
+            upsert_document(slow, SCOPE, document("a.md", "# A\n\nversion one oldtext", "0002"))
         )
     )
     thread.start()
     try:
         assert proxy.wait_paused(1), "the slow writer never reached the paused request"
-        assert fast.upsert_document(
-            SCOPE, document("a.md", "# A\n\nversion two newtext", "0003")
+        assert upsert_document(
+            fast, SCOPE, document("a.md", "# A\n\nversion two newtext", "0003")
         ).ok
     finally:
         proxy.resume()
@@ -202,10 +203,10 @@ def test_duplicate_events_never_duplicate_chunks_in_results(
     text = long_text("octopus", 13)
     event = document("a.md", text, "0005")
     # The same PUT delivered twice, inside the refresh window.
-    first = store.upsert_document(SCOPE, event)
+    first = upsert_document(store, SCOPE, event)
     assert first.ok
     assert first.indexed_chunks > 13
-    assert store.upsert_document(SCOPE, event).ok
+    assert upsert_document(store, SCOPE, event).ok
     node.refresh()
     for mode in SearchMode:
         # Every chunk of the one document (no per-document cap in the way).
@@ -216,12 +217,12 @@ def test_duplicate_events_never_duplicate_chunks_in_results(
         keys = [(r.document_path, r.chunk_index) for r in results]
         assert len(keys) == len(set(keys)) == first.indexed_chunks, (mode, Counter(keys))
     # A later write cleans up every older generation.
-    assert store.upsert_document(SCOPE, document("a.md", long_text("squid", 2), "0006")).ok
+    assert upsert_document(store, SCOPE, document("a.md", long_text("squid", 2), "0006")).ok
     node.refresh()
     if service == "aoss":
         # Serverless: the older generations are found by a search, so a write made
         # within a refresh interval of them may miss some; the next write takes them.
-        assert store.upsert_document(SCOPE, document("a.md", long_text("squid", 2), "0007")).ok
+        assert upsert_document(store, SCOPE, document("a.md", long_text("squid", 2), "0007")).ok
         node.refresh()
     chunks = node.records(record="chunk")
     assert len(chunks) == 2
@@ -233,7 +234,7 @@ def test_the_next_write_removes_a_crashed_writers_generation_and_keeps_one_in_fl
     node: NodeIndex, stores: Callable[..., OpenSearchKnowledgeStore]
 ) -> None:
     store = stores(node.config())
-    assert store.upsert_document(SCOPE, document("a.md", long_text("octopus", 2), "0005")).ok
+    assert upsert_document(store, SCOPE, document("a.md", long_text("octopus", 2), "0005")).ok
     [chunk] = [c for c in node.records(record="chunk") if c["chunk_index"] == 0]
     document_id = chunk["document_id"]
 
@@ -251,7 +252,7 @@ def test_the_next_write_removes_a_crashed_writers_generation_and_keeps_one_in_fl
     write_generation(crashed, "kraken")
     write_generation(in_flight, "nautilus")
 
-    result = store.upsert_document(SCOPE, document("a.md", long_text("squid", 2), "0006"))
+    result = upsert_document(store, SCOPE, document("a.md", long_text("squid", 2), "0006"))
     assert result.ok
     [record] = node.records(record="document")
     generations = Counter(c["generation"] for c in node.records(record="chunk"))
@@ -269,8 +270,8 @@ def test_reordered_events_on_serverless_show_one_version_only(
         document("a.md", long_text("newer", 4), "0009"),
         document("a.md", long_text("older", 4), "0008"),
     )
-    assert store.upsert_document(SCOPE, newer).ok
-    assert store.upsert_document(SCOPE, older).ok  # arrives late, before a refresh
+    assert upsert_document(store, SCOPE, newer).ok
+    assert upsert_document(store, SCOPE, older).ok  # arrives late, before a refresh
     node.refresh()
     results = store.search(
         SCOPE, SearchQuery("section", max_results=20, max_chunks_per_document=20)
@@ -304,7 +305,7 @@ def test_writes_send_no_refresh_and_are_searchable_when_the_call_returns(
 ) -> None:
     store = stores(node.config(url=proxy.url, refresh_interval="1s", wait_for_refresh=True))
     for i in range(3):
-        assert store.upsert_document(SCOPE, document(f"d{i}.md", f"# D\n\nzebra{i} text")).ok
+        assert upsert_document(store, SCOPE, document(f"d{i}.md", f"# D\n\nzebra{i} text")).ok
         # Searchable at once: the last request waited for the scheduled refresh.
         assert paths_for(store, f"zebra{i}", SearchMode.KEYWORD) == [f"d{i}.md"]
     assert not [p for _, p in proxy.requests if "_refresh" in p]
@@ -315,7 +316,7 @@ def test_without_waiting_writes_are_searchable_within_the_refresh_interval(
     node: NodeIndex, proxy: FaultProxy, stores: Callable[..., OpenSearchKnowledgeStore]
 ) -> None:
     store = stores(node.config(url=proxy.url, refresh_interval="1s", wait_for_refresh=False))
-    assert store.upsert_document(SCOPE, document("d.md", "# D\n\nyak text")).ok
+    assert upsert_document(store, SCOPE, document("d.md", "# D\n\nyak text")).ok
     written = time.monotonic()
     while not paths_for(store, "yak", SearchMode.KEYWORD):
         # The refresh interval is 1 s; the margin is for a loaded machine (no refresh
@@ -330,7 +331,7 @@ def test_a_new_scope_in_an_existing_index_costs_no_delete(
 ) -> None:
     # Another process created the index and wrote its own scope.
     other = stores(node.config())
-    assert other.upsert_document(KnowledgeScope("other", "docs"), document("x.md", "x")).ok
+    assert upsert_document(other, KnowledgeScope("other", "docs"), document("x.md", "x")).ok
     store = stores(node.config(url=proxy.url, bulk_chunk_size=50))
     docs = {f"d{i:02}.md": long_text(f"w{i}", 4) for i in range(30)}
 
@@ -339,7 +340,7 @@ def test_a_new_scope_in_an_existing_index_costs_no_delete(
             for path, text in sorted(docs.items()):
                 yield document(path, text)
 
-    assert store.index(SCOPE, Source()).indexed_documents == 30
+    assert index_source(store, SCOPE, Source()).indexed_documents == 30
     bulk_bodies = proxy.bulk_bodies
     deletes = sum(b.count(b'{"delete"') for b in bulk_bodies)
     assert deletes == 0
@@ -358,7 +359,7 @@ def test_a_hung_node_ends_the_search_within_its_deadline(
     # a loaded machine (no tight margin on how fast the error is handled).
     config = node.config(url=proxy.url, search_timeout=60.0, search_budget=120.0)
     store = stores(config, retry=RetryPolicy())  # production retries
-    assert store.upsert_document(SCOPE, document("a.md", "# A\n\nalpha")).ok
+    assert upsert_document(store, SCOPE, document("a.md", "# A\n\nalpha")).ok
     proxy.hang = True
     started = time.monotonic()
     with time_budget(2.5), pytest.raises(StoreUnavailableError):
@@ -380,7 +381,7 @@ def test_without_a_deadline_a_hung_node_still_ends_in_the_search_budget(
         url=proxy.url, search_timeout=1.0, search_max_retries=20, search_budget=2.0
     )
     store = stores(config, retry=RetryPolicy())
-    assert store.upsert_document(SCOPE, document("a.md", "# A\n\nalpha")).ok
+    assert upsert_document(store, SCOPE, document("a.md", "# A\n\nalpha")).ok
     proxy.hang = True
     started = time.monotonic()
     with pytest.raises(StoreUnavailableError):
@@ -448,11 +449,11 @@ def test_a_score_probe_tells_another_agents_words_only_in_a_shared_index(
     store = stores(node.config(index_per_agent=strict))
     docs = {"m.md": "# M\n\nmarmot", "t.md": "# T\n\ntapir", "x.md": "# X\n\nnothing"}
     for path, text in docs.items():
-        assert store.upsert_document(SCOPE, document(path, text)).ok
+        assert upsert_document(store, SCOPE, document(path, text)).ok
     before = _probe(store)
     other = KnowledgeScope("agent-b", "docs")
     for i in range(20):
-        assert store.upsert_document(other, document(f"b{i}.md", "# B\n\ntapir tapir")).ok
+        assert upsert_document(store, other, document(f"b{i}.md", "# B\n\ntapir tapir")).ok
     after = _probe(store)
     if strict:
         assert after == before  # agent B's documents change nothing agent A can measure
@@ -495,7 +496,7 @@ def test_the_search_function_answers_503_before_its_invocation_ends_when_the_nod
 
     runbooks = KnowledgeScope("ops-bot", "runbooks")
     with OpenSearchKnowledgeStore(node.config(), embedder=open_embedder("hashing")) as writer:
-        assert writer.upsert_document(runbooks, document("deploy.md", "# Deploy\n\nrollback")).ok
+        assert upsert_document(writer, runbooks, document("deploy.md", "# Deploy\n\nrollback")).ok
     _functions_through(
         proxy,
         node,
@@ -532,7 +533,7 @@ def test_a_problem_is_kept_in_the_record_and_leaves_the_indexed_version_searchab
 ) -> None:
     store = stores(node.config())
     text = "# Guide\n\nbadger"
-    assert store.upsert_document(SCOPE, document("guide.md", text, "0001")).ok
+    assert upsert_document(store, SCOPE, document("guide.md", text, "0001")).ok
     [record] = node.records(record="document")
     assert record["document_path"] == "guide.md"
     assert record["version"] == "0001"
@@ -552,7 +553,7 @@ def test_a_problem_is_kept_in_the_record_and_leaves_the_indexed_version_searchab
     assert paths_for(store, "badger", SearchMode.KEYWORD) == ["guide.md"]
     assert set(store.stored_documents(SCOPE)) == {"guide.md"}
     # A later successful write clears the path's problem; so does a delete.
-    assert store.upsert_document(SCOPE, document("guide.md", text + " again", "0002")).ok
+    assert upsert_document(store, SCOPE, document("guide.md", text + " again", "0002")).ok
     with store.write_session(SCOPE) as session:
         assert session.delete_document("never.pdf") is False
     assert store.status(SCOPE).problems == ()
@@ -583,7 +584,7 @@ def test_the_indexer_fails_a_record_before_its_invocation_ends_when_the_node_han
 
     runbooks = KnowledgeScope("ops-bot", "runbooks")
     with OpenSearchKnowledgeStore(node.config(), embedder=open_embedder("hashing")) as writer:
-        assert writer.upsert_document(runbooks, document("old.md", "# Old\n\nrollback")).ok
+        assert upsert_document(writer, runbooks, document("old.md", "# Old\n\nrollback")).ok
     _functions_through(
         proxy,
         node,
@@ -622,9 +623,9 @@ def test_the_indexer_fails_a_record_before_its_invocation_ends_when_the_node_han
 def test_a_delete_whose_chunk_removals_are_throttled_fails_and_leaves_no_orphan(
     node: NodeIndex, proxy: FaultProxy, stores: Callable[..., OpenSearchKnowledgeStore]
 ) -> None:
-    from knowledge.errors import KnowledgeError
-    from knowledge.event_indexing import EventIndexer
-    from knowledge.events import ActionKind, ObjectAction
+    from knowledge.aws.event_indexing import EventIndexer
+    from knowledge.aws.events import ActionKind, ObjectAction
+    from knowledge.core.errors import KnowledgeError
 
     class GoneBucket:
         """The bucket after the object was deleted."""
@@ -636,7 +637,7 @@ def test_a_delete_whose_chunk_removals_are_throttled_fails_and_leaves_no_orphan(
             return None
 
     store = stores(node.config(url=proxy.url, wait_for_refresh=True))
-    assert store.upsert_document(SCOPE, document("a.md", long_text("walrus", 3))).ok
+    assert upsert_document(store, SCOPE, document("a.md", long_text("walrus", 3))).ok
     delete = ObjectAction(
         ActionKind.DELETE, "ObjectRemoved:Delete", BUCKET, "agent-a/docs/a.md", SCOPE, "a.md"
     )
@@ -670,9 +671,9 @@ def test_an_overwrite_whose_old_chunk_removals_are_throttled_leaves_no_old_chunk
     the old version's chunks: the record is retried, and once it settles (node healthy)
     nothing of the old version is left or searchable, even though the new version is
     already indexed (unchanged) when the retry comes."""
-    from knowledge.errors import KnowledgeError
-    from knowledge.event_indexing import EventIndexer
-    from knowledge.events import ActionKind, ObjectAction
+    from knowledge.aws.event_indexing import EventIndexer
+    from knowledge.aws.events import ActionKind, ObjectAction
+    from knowledge.core.errors import KnowledgeError
 
     new_text = "# Penguin\n\npenguin notes only"
 
@@ -686,7 +687,7 @@ def test_an_overwrite_whose_old_chunk_removals_are_throttled_leaves_no_old_chunk
             return "etag-2 -"
 
     store = stores(node.config(url=proxy.url, wait_for_refresh=True))
-    assert store.upsert_document(SCOPE, document("a.md", long_text("walrus", 3), "0001")).ok
+    assert upsert_document(store, SCOPE, document("a.md", long_text("walrus", 3), "0001")).ok
     overwrite = ObjectAction(
         ActionKind.UPSERT, "ObjectCreated:Put", BUCKET, "agent-a/docs/a.md", SCOPE, "a.md", "0002"
     )

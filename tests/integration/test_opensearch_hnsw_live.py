@@ -25,10 +25,11 @@ import numpy as np
 import pytest
 from faults import FaultProxy
 
+from knowledge.core.model import IndexOptions, SearchMode, SearchQuery
+from knowledge.core.scope import KnowledgeScope
+from knowledge.core.source import SourceDocument
 from knowledge.embedding.hashing import HashingEmbedder
-from knowledge.model import IndexOptions, SearchMode, SearchQuery
-from knowledge.scope import KnowledgeScope
-from knowledge.source import SourceDocument
+from knowledge.ingest.pipeline import index_source
 from knowledge.stores.opensearch import OpenSearchConfig, OpenSearchKnowledgeStore
 
 pytestmark = [pytest.mark.integration, pytest.mark.opensearch]
@@ -78,7 +79,7 @@ def test_the_created_index_carries_the_configured_hnsw_parameters(
 ) -> None:
     store = _store(opensearch_url, index_name, hnsw_m=24, hnsw_ef_construction=64)
     try:
-        store.index(SMALL, WordsSource(3, seed=1))
+        index_source(store, SMALL, WordsSource(3, seed=1))
     finally:
         store.close()
     mapping = _get(f"{opensearch_url}/{index_name}/_mapping")[index_name]["mappings"]
@@ -91,7 +92,7 @@ def test_derived_source_keeps_vectors_out_of_source_yet_readable(
 ) -> None:
     store = _store(opensearch_url, index_name, vector_derived_source=True)
     try:
-        store.index(SMALL, WordsSource(3, seed=1))
+        index_source(store, SMALL, WordsSource(3, seed=1))
     finally:
         store.close()
     flat = f"{opensearch_url}/{index_name}/_settings?flat_settings=true"
@@ -112,7 +113,7 @@ def test_vector_queries_carry_ef_search_and_the_node_accepts_it(
     with FaultProxy(opensearch_url) as proxy:
         store = _store(proxy.url, index_name, ef_search=77)
         try:
-            store.index(SMALL, WordsSource(5, seed=2))
+            index_source(store, SMALL, WordsSource(5, seed=2))
             proxy.search_bodies.clear()
             text = WordsSource(5, seed=2)._texts[0]
             results = store.search(SMALL, SearchQuery(text=text, mode=mode))
@@ -132,8 +133,8 @@ def test_a_small_scope_in_a_shared_index_gets_the_exact_top_10(
 ) -> None:
     store = _store(opensearch_url, index_name, ef_search=ef_search)
     try:
-        store.index(BIG, WordsSource(600, seed=3))
-        store.index(SMALL, WordsSource(60, seed=4))
+        index_source(store, BIG, WordsSource(600, seed=3))
+        index_source(store, SMALL, WordsSource(60, seed=4))
         # The scope's vectors as the node stores them, read without the store.
         stored = _get(
             f"{opensearch_url}/{index_name}/_search",

@@ -15,11 +15,12 @@ from typing import Any
 import pytest
 from opensearch_index import NodeIndex, http_json
 
+from knowledge.core.filter_language import parse_filter
+from knowledge.core.model import SearchMode, SearchQuery
+from knowledge.core.scope import KnowledgeScope
+from knowledge.core.source import SourceDocument
 from knowledge.embedding.hashing import HashingEmbedder
-from knowledge.model import SearchMode, SearchQuery
-from knowledge.scope import KnowledgeScope
-from knowledge.search_filter import parse_filter
-from knowledge.source import SourceDocument
+from knowledge.ingest.pipeline import index_source
 from knowledge.stores.opensearch import OpenSearchConfig, OpenSearchKnowledgeStore
 from knowledge.stores.opensearch.mapping import SCHEMA3_METADATA_TEMPLATES, index_body
 
@@ -66,8 +67,10 @@ def test_one_tenants_many_keys_leave_every_other_tenant_its_own(make_store) -> N
     noisy, other = KnowledgeScope("noisy", "c"), KnowledgeScope("quiet", "c")
     # 1,500 distinct keys over three documents: more than the node's default field limit.
     many = {f"d{d}.md": ("a report", {f"k{d}_{i}": str(i) for i in range(500)}) for d in range(3)}
-    assert store.index(noisy, Source(many)).errors == ()
-    result = store.index(other, Source({"q.md": ("the quarterly report", {"team": "blue"})}))
+    assert index_source(store, noisy, Source(many)).errors == ()
+    result = index_source(
+        store, other, Source({"q.md": ("the quarterly report", {"team": "blue"})})
+    )
     assert result.errors == ()
     assert result.indexed_documents == 1
     assert _found(store, other, {"field": "team", "op": "eq", "value": "blue"}) == {"q.md"}
@@ -77,8 +80,8 @@ def test_one_tenants_many_keys_leave_every_other_tenant_its_own(make_store) -> N
 def test_a_key_and_a_dotted_key_in_two_scopes_do_not_clash(make_store) -> None:
     store = make_store()
     first, second = KnowledgeScope("a1", "c"), KnowledgeScope("a2", "c")
-    assert store.index(first, Source({"a.md": ("a report", {"team": "blue"})})).errors == ()
-    result = store.index(second, Source({"b.md": ("a report", {"team.lead": "kim"})}))
+    assert index_source(store, first, Source({"a.md": ("a report", {"team": "blue"})})).errors == ()
+    result = index_source(store, second, Source({"b.md": ("a report", {"team.lead": "kim"})}))
     assert result.errors == ()
     assert _found(store, first, {"field": "team", "op": "eq", "value": "blue"}) == {"a.md"}
     assert _found(store, second, {"field": "team.lead", "op": "eq", "value": "kim"}) == {"b.md"}
@@ -88,11 +91,11 @@ def test_a_key_and_a_dotted_key_in_two_scopes_do_not_clash(make_store) -> None:
 def test_the_index_mapping_does_not_grow_with_metadata_keys(make_store, node: NodeIndex) -> None:
     store = make_store()
     scope = KnowledgeScope("a", "c")
-    store.index(scope, Source({"a.md": ("a report", {"x": "1"})}))
+    index_source(store, scope, Source({"a.md": ("a report", {"x": "1"})}))
     status, before = http_json("GET", f"{node.url}/{node.index}/_mapping")
     assert status == 200
     keys = {f"key{i}": "v" for i in range(50)}
-    assert store.index(scope, Source({"b.md": ("a report", keys)})).errors == ()
+    assert index_source(store, scope, Source({"b.md": ("a report", keys)})).errors == ()
     status, after = http_json("GET", f"{node.url}/{node.index}/_mapping")
     assert after == before
 
@@ -117,7 +120,7 @@ def test_an_index_of_schema_3_keeps_filtering_with_its_fields(node: NodeIndex) -
             "a.md": ("a report", {"year": "2023", "team": "blue"}),
             "b.md": ("a report", {"year": "2025", "team": "red"}),
         }
-        assert store.index(scope, Source(documents)).errors == ()
+        assert index_source(store, scope, Source(documents)).errors == ()
         assert _found(store, scope, {"field": "year", "op": "gt", "value": 2024}) == {"b.md"}
         assert _found(store, scope, {"field": "team", "op": "eq", "value": "blue"}) == {"a.md"}
         query = SearchQuery("report", mode=SearchMode.HYBRID, metadata={"team": "red"})

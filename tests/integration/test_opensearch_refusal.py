@@ -14,21 +14,21 @@ from __future__ import annotations
 import contextlib
 import json
 import sys
-import threading
 import urllib.parse
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit"))
+from json_http import JsonHandler, serving
 from lambda_support import LambdaContext, load_event, load_handler, use_fake_aws
 
 from knowledge.client import KnowledgeClient, ServiceUnavailableError
-from knowledge.errors import STORE_ACCESS_DENIED
-from knowledge.scope import KnowledgeScope
+from knowledge.core.errors import STORE_ACCESS_DENIED
+from knowledge.core.scope import KnowledgeScope
 
 pytestmark = [pytest.mark.integration]
 
@@ -78,37 +78,26 @@ class RefusingNode:
     that no policy grants; records the paths asked for."""
 
     def __init__(self, body: dict[str, Any]) -> None:
-        payload = json.dumps(body).encode("utf-8")
         self.paths: list[str] = []
         node = self
 
-        class Handler(BaseHTTPRequestHandler):
+        class Handler(JsonHandler):
             def _refuse(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
                 if length:
                     self.rfile.read(length)
                 node.paths.append(self.path)
-                self.send_response(403)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(payload)))
-                self.end_headers()
-                if self.command != "HEAD":
-                    self.wfile.write(payload)
+                self.send_json(403, body)
 
             do_GET = do_POST = do_PUT = do_HEAD = do_DELETE = _refuse
 
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(
-            target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
-        ).start()
+        self._serving = contextlib.ExitStack()
+        self.url = self._serving.enter_context(
+            serving(ThreadingHTTPServer(("127.0.0.1", 0), Handler))
+        )
 
     def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        self._serving.close()
 
 
 @contextlib.contextmanager
@@ -187,7 +176,7 @@ class LambdaGateway:
         self.calls = 0
         gateway = self
 
-        class Handler(BaseHTTPRequestHandler):
+        class Handler(JsonHandler):
             def do_GET(self) -> None:
                 gateway.calls += 1
                 parts = urllib.parse.urlsplit(self.path).path.strip("/").split("/")
@@ -202,24 +191,19 @@ class LambdaGateway:
                 self.end_headers()
                 self.wfile.write(payload)
 
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(
-            target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
-        ).start()
+        self._serving = contextlib.ExitStack()
+        self.url = self._serving.enter_context(
+            serving(ThreadingHTTPServer(("127.0.0.1", 0), Handler))
+        )
 
     def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        self._serving.close()
 
 
 def test_the_client_and_kb_name_the_refusal(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from knowledge.cli import main as kb
+    from knowledge.local.cli import main as kb
 
     with refused_function("serverless data access policy", monkeypatch) as (_, search, _):
         gateway = LambdaGateway(search)

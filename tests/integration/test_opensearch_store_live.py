@@ -24,24 +24,26 @@ from typing import Any
 import pytest
 from opensearch_index import NodeIndex, http_json
 
+from knowledge.core.errors import EmbeddingMismatchError, StoreUnavailableError
+from knowledge.core.identity import document_id
+from knowledge.core.model import DocumentChunk, FileProblem, SearchMode, SearchQuery
+from knowledge.core.path_filters import matches_file_patterns
+from knowledge.core.scope import KnowledgeScope
+from knowledge.core.source import SourceDocument
 from knowledge.embedding.base import Embedding
 from knowledge.embedding.hashing import HashingEmbedder
-from knowledge.errors import EmbeddingMismatchError, StoreUnavailableError
-from knowledge.filters import matches_file_patterns
-from knowledge.identity import document_id
-from knowledge.model import DocumentChunk, FileProblem, SearchMode, SearchQuery
-from knowledge.scope import KnowledgeScope
-from knowledge.source import SourceDocument
-from knowledge.store import DocumentHeader, EmbeddedChunk
+from knowledge.ingest.pipeline import delete_document, index_source
 from knowledge.stores.opensearch import (
     OpenSearchConfig,
     OpenSearchKnowledgeStore,
     RetryPolicy,
     queries,
+    query_filters,
 )
 from knowledge.stores.opensearch import connection as connection_module
 from knowledge.stores.opensearch import store as store_module
-from knowledge.stores.opensearch.queries import INCOMPLETE_HASH
+from knowledge.stores.opensearch.answers import INCOMPLETE_HASH
+from knowledge.stores.protocol import DocumentHeader, EmbeddedChunk
 
 pytestmark = [pytest.mark.integration, pytest.mark.opensearch]
 
@@ -110,12 +112,12 @@ def _paths(results: Iterable[Any]) -> set[str]:
 def test_an_index_with_another_vector_dimension_is_refused(make_store, node: NodeIndex) -> None:
     scope = KnowledgeScope("a1", "c1")
     first = make_store()
-    assert first.index(scope, Source({"a.md": "deploy the service"})).ok
+    assert index_source(first, scope, Source({"a.md": "deploy the service"})).ok
     before = node.records()
 
     other = make_store(embedder=HashingEmbedder(DIMS * 2))
     with pytest.raises(EmbeddingMismatchError, match=rf"'{node.index}' stores {DIMS}-dimension"):
-        other.index(scope, Source({"b.md": "other text"}))
+        index_source(other, scope, Source({"b.md": "other text"}))
     with pytest.raises(EmbeddingMismatchError):
         other.search(scope, SearchQuery("deploy", mode="vector"))
     assert node.records() == before  # nothing was mixed in
@@ -146,9 +148,9 @@ def test_an_index_built_by_another_embedder_of_the_same_dimension_is_refused(
     make_store, node: NodeIndex
 ) -> None:
     scope = KnowledgeScope("a1", "c1")
-    assert make_store().index(scope, Source({"a.md": "deploy"})).ok
+    assert index_source(make_store(), scope, Source({"a.md": "deploy"})).ok
     with pytest.raises(EmbeddingMismatchError, match="'hashing', not 'another-model'"):
-        make_store(embedder=_RenamedEmbedder()).index(scope, Source({"b.md": "x"}))
+        index_source(make_store(embedder=_RenamedEmbedder()), scope, Source({"b.md": "x"}))
 
 
 # --- the node unreachable -------------------------------------------------------------------
@@ -165,7 +167,7 @@ def test_nothing_listening_is_a_clear_unavailable_error(make_store, node: NodeIn
     store = make_store(config=node.config(url=url, timeout=2))
     scope = KnowledgeScope("a1", "c1")
     for call in (
-        lambda: store.index(scope, Source({"a.md": "text"})),
+        lambda: index_source(store, scope, Source({"a.md": "text"})),
         lambda: store.search(scope, SearchQuery("text")),
         lambda: store.status(scope),
     ):
@@ -252,7 +254,7 @@ def test_node_lost_mid_run_reports_nothing_that_was_not_indexed(
     # while the next ones are read.
     store = make_store(config=node.config(url=proxy.url, timeout=30, bulk_chunk_size=2))
     with pytest.raises(StoreUnavailableError, match=rf"OpenSearch at {proxy.url} is unreachable"):
-        store.index(scope, Source(documents, on_read=cut_on_third))
+        index_source(store, scope, Source(documents, on_read=cut_on_third))
 
     # What the node holds: complete documents read before the cut, nothing of the others
     # (writes are buffered and sent in the background: how many got through varies).
@@ -266,7 +268,7 @@ def test_node_lost_mid_run_reports_nothing_that_was_not_indexed(
     assert direct.search(scope, SearchQuery("marker3")) == []
 
     # The next run (node back) indexes the rest and skips what was done.
-    result = direct.index(scope, Source(documents))
+    result = index_source(direct, scope, Source(documents))
     assert result.indexed_documents == 5 - len(stored)
     assert {p.path for p in result.skipped} == set(stored)
 
@@ -372,8 +374,8 @@ class _CorruptingSession:
 def test_a_rejected_document_is_an_error_of_the_run_not_an_indexed_one(node: NodeIndex) -> None:
     scope = KnowledgeScope("a1", "c1")
     with _CorruptingStore(node.config(), embedder=HashingEmbedder(DIMS)) as store:
-        result = store.index(
-            scope, Source({"a.md": "alpha", "b.md": "beta words", "c.md": "gamma"})
+        result = index_source(
+            store, scope, Source({"a.md": "alpha", "b.md": "beta words", "c.md": "gamma"})
         )
         assert result.indexed_documents == 2
         assert [e.path for e in result.errors] == ["b.md"]
@@ -396,7 +398,8 @@ def three_scopes(make_store) -> OpenSearchKnowledgeStore:
     store = make_store()
     for scope in (A1_C1, A1_C2, A2_C1):
         tag = f"{scope.agent}-{scope.context}"
-        result = store.index(
+        result = index_source(
+            store,
             scope,
             Source(
                 {
@@ -437,8 +440,10 @@ def test_a_small_scope_still_gets_k_neighbours(make_store) -> None:
     so the nearest chunks of a big neighbour scope do not use up the k results."""
     store = make_store()
     big, small = KnowledgeScope("big", "c1"), KnowledgeScope("small", "c1")
-    store.index(big, Source({f"d{i}.md": f"kubernetes rollout number {i}" for i in range(60)}))
-    store.index(small, Source({"x.md": "payroll export", "y.md": "holiday calendar"}))
+    index_source(
+        store, big, Source({f"d{i}.md": f"kubernetes rollout number {i}" for i in range(60)})
+    )
+    index_source(store, small, Source({"x.md": "payroll export", "y.md": "holiday calendar"}))
     for mode in (SearchMode.VECTOR, SearchMode.HYBRID):
         query = SearchQuery("kubernetes rollout", mode=mode, max_results=2)
         assert _paths(store.search(small, query)) == {"x.md", "y.md"}
@@ -454,7 +459,7 @@ def test_status_and_stored_documents_are_per_scope(three_scopes) -> None:
             f"{scope.agent}-{scope.context}.md",
         }
     assert store.status(KnowledgeScope("agent-1", "ctx-3")).document_count == 0
-    assert store.delete_document(A1_C2, "shared.md") is True
+    assert delete_document(store, A1_C2, "shared.md") is True
     assert store.stored_document(A1_C1, "shared.md") is not None
     assert store.stored_document(A2_C1, "shared.md") is not None
 
@@ -466,14 +471,14 @@ def test_stored_documents_pages_through_many_documents(
     scope = KnowledgeScope("a1", "c1")
     store = make_store()
     documents = {f"d{i}.md": f"text {i}" for i in range(7)}
-    assert store.index(scope, Source(documents)).indexed_documents == 7
+    assert index_source(store, scope, Source(documents)).indexed_documents == 7
     # A record without chunks (an empty file indexed by a version before round 8).
     with store.write_session(scope) as session:
         session.put_document(_header(scope, "empty.md"), [])
     stored = store.stored_documents(scope)
     assert set(stored) == {*documents, "empty.md"}
     assert stored["empty.md"].chunk_count == 0
-    assert store.index(scope, Source(documents)).indexed_documents == 0  # all unchanged
+    assert index_source(store, scope, Source(documents)).indexed_documents == 0  # all unchanged
 
 
 # --- text analysis, metadata and file patterns ---------------------------------------------------
@@ -486,7 +491,7 @@ def test_stored_documents_pages_through_many_documents(
 def test_korean_compounds_match_with_or_without_spaces(make_store, document, query) -> None:
     scope = KnowledgeScope("a1", "c1")
     store = make_store()
-    store.index(scope, Source({"ko.md": document, "en.md": "deploy failure rollback"}))
+    index_source(store, scope, Source({"ko.md": document, "en.md": "deploy failure rollback"}))
     results = store.search(scope, SearchQuery(query, mode="keyword"))
     assert [r.document_path for r in results] == ["ko.md"]
     assert results[0].score == 1.0
@@ -499,7 +504,9 @@ def test_metadata_filters_match_like_knowledge_filters(make_store) -> None:
         "a.md": {"team": "ops", "tags": ["k8s", "deploy"], "tier": 1, "public": True},
         "b.md": {"team": "dev", "tags": ["deploy"], "tier": 2, "public": False},
     }
-    store.index(scope, Source({"a.md": "deploy guide", "b.md": "deploy notes"}, metadata=metadata))
+    index_source(
+        store, scope, Source({"a.md": "deploy guide", "b.md": "deploy notes"}, metadata=metadata)
+    )
     cases = {
         ("team", "ops"): {"a.md"},
         ("tags", "deploy"): {"a.md", "b.md"},
@@ -524,7 +531,7 @@ PATTERN_PATHS = ["deploy.md", "runbooks/deploy.md", "runbooks/db.txt", "a1.txt",
 def test_file_patterns_on_the_node_follow_knowledge_filters(make_store, pattern: str) -> None:
     scope = KnowledgeScope("a1", "c1")
     store = make_store()
-    store.index(scope, Source({p: f"common words in {p}" for p in PATTERN_PATHS}))
+    index_source(store, scope, Source({p: f"common words in {p}" for p in PATTERN_PATHS}))
     expected = {p for p in PATTERN_PATHS if matches_file_patterns(p, [pattern])}
     for mode in ALL_MODES:
         query = SearchQuery("common words", mode=mode, max_results=20, file_patterns=(pattern,))
@@ -534,7 +541,7 @@ def test_file_patterns_on_the_node_follow_knowledge_filters(make_store, pattern:
 def test_hybrid_is_the_same_with_one_msearch_or_two_searches(make_store, node: NodeIndex) -> None:
     scope = KnowledgeScope("a1", "c1")
     store = make_store()
-    store.index(scope, Source({p: f"common words in {p}" for p in PATTERN_PATHS}))
+    index_source(store, scope, Source({p: f"common words in {p}" for p in PATTERN_PATHS}))
     two = make_store(config=node.config(use_msearch=False))
     query = SearchQuery("common words deploy", mode="hybrid", max_results=10)
     assert store.search(scope, query) == two.search(scope, query)
@@ -569,7 +576,7 @@ def test_hybrid_reads_the_text_of_the_chosen_chunks_only(make_store, node: NodeI
     chunks are read with their text afterwards."""
     scope = KnowledgeScope("a1", "c1")
     texts = {f"doc{i:02}.md": f"# Doc {i}\n\ncommon words and deploy notes {i}" for i in range(30)}
-    make_store().index(scope, Source(texts))
+    index_source(make_store(), scope, Source(texts))
     recording = _RecordingClient(node.url)
     store = OpenSearchKnowledgeStore(
         node.config(), HashingEmbedder(DIMS), client=recording, retry=FAST_RETRY
@@ -608,8 +615,8 @@ def test_hybrid_reads_the_text_of_the_chosen_chunks_only(make_store, node: NodeI
 def test_the_trimmed_candidate_answer_keeps_a_side_error(make_store, node: NodeIndex) -> None:
     """``CANDIDATES_FILTER_PATH`` on the real node: a failing side still says why."""
     scope = KnowledgeScope("a1", "c1")
-    make_store().index(scope, Source({"a.md": "deploy notes"}))
-    filters = queries.query_filters(scope)
+    index_source(make_store(), scope, Source({"a.md": "deploy notes"}))
+    filters = query_filters.query_filters(scope)
     lines = queries.msearch_body(
         [
             queries.keyword_search_body("deploy", filters, 10, candidates=True),
@@ -645,7 +652,9 @@ def test_a_long_write_session_keeps_every_generation_it_committed(node: NodeInde
         node.config(), HashingEmbedder(DIMS), retry=FAST_RETRY, clock=lambda: now[0]
     )
     try:
-        store.index(scope, Source({"a.md": "first version of a", "b.md": "first version of b"}))
+        index_source(
+            store, scope, Source({"a.md": "first version of a", "b.md": "first version of b"})
+        )
 
         def twenty_minutes_pass(path: str) -> None:
             if path == "b.md":  # read after a.md's new version was written
@@ -655,7 +664,7 @@ def test_a_long_write_session_keeps_every_generation_it_committed(node: NodeInde
             {"a.md": "second version of a", "b.md": "second version of b"},
             on_read=twenty_minutes_pass,
         )
-        result = store.index(scope, second)
+        result = index_source(store, scope, second)
         assert result.indexed_documents == 2
         node.refresh()
         records = {r["document_path"]: r for r in node.records(record="document")}
@@ -673,14 +682,14 @@ def test_a_document_whose_write_died_half_way_is_written_again(make_store, node:
     scope = KnowledgeScope("a1", "c1")
     store = make_store()
     source = Source({"a.md": "# A\n\nalpha", "b.md": "# B\n\nbeta"})
-    store.index(scope, source)
+    index_source(store, scope, source)
     # A crash between the chunks and the document record leaves chunks without a record.
     status, body = http_json(
         "DELETE", f"{node.url}/{node.index}/_doc/{document_id(scope, 'b.md')}?refresh=true"
     )
     assert status == 200, body
     assert store.stored_document(scope, "b.md").content_hash == INCOMPLETE_HASH
-    result = store.index(scope, source)
+    result = index_source(store, scope, source)
     assert result.indexed_documents == 1
     assert [p.path for p in result.skipped] == ["a.md"]
     assert store.stored_document(scope, "b.md").content_hash != INCOMPLETE_HASH
@@ -723,7 +732,7 @@ def test_documents_share_bulk_requests_and_an_overwrite_removes_the_old_chunks_b
         node.config(bulk_chunk_size=50), HashingEmbedder(DIMS), client=counting, retry=FAST_RETRY
     )
     try:
-        assert store.index(scope, Source(long)).indexed_documents == 30
+        assert index_source(store, scope, Source(long)).indexed_documents == 30
         # 120 chunks in requests of 50; after each, the records of the documents it
         # completes; nothing to delete.
         assert counting.calls == {"bulk": 6}
@@ -731,7 +740,7 @@ def test_documents_share_bulk_requests_and_an_overwrite_removes_the_old_chunks_b
 
         counting.calls.clear()
         short = {path: f"# Short\n\nnow short {path}" for path in long}
-        assert store.index(scope, Source(short)).indexed_documents == 30
+        assert index_source(store, scope, Source(short)).indexed_documents == 30
         # 30 chunks, their 30 records, then the 120 replaced chunks deleted by id; then
         # one request for the stale generations of the replaced documents (session.py).
         assert counting.calls == {"bulk": 3, "delete_by_query": 1}
@@ -760,14 +769,14 @@ def test_serverless_mode_keeps_the_contract_without_ids_refresh_or_delete_by_que
     )
     scope = KnowledgeScope("a1", "c1")
     long_doc = "\n\n".join(f"# Part {i}\n\n" + f"section {i} words " * 40 for i in range(6))
-    assert store.index(scope, Source({"a.md": long_doc, "b.md": "# B\n\nbeta"})).ok
+    assert index_source(store, scope, Source({"a.md": long_doc, "b.md": "# B\n\nbeta"})).ok
     node.refresh()
     chunks = node.records(document_path="a.md", record="chunk")
     assert len(chunks) > 2
     ids = {hit_id for hit_id in _ids(node, "a.md")}
     assert not any(":" in i for i in ids)  # server-generated, not <doc id>:<n>
 
-    result = store.index(scope, Source({"a.md": "# A\n\nnow short", "b.md": "# B\n\nbeta"}))
+    result = index_source(store, scope, Source({"a.md": "# A\n\nnow short", "b.md": "# B\n\nbeta"}))
     assert result.indexed_documents == 1
     node.refresh()
     assert [c["content"] for c in node.records(document_path="a.md", record="chunk")] == [
@@ -777,7 +786,7 @@ def test_serverless_mode_keeps_the_contract_without_ids_refresh_or_delete_by_que
     for mode in ALL_MODES:
         assert _paths(store.search(scope, SearchQuery("short", mode=mode))) >= {"a.md"}
 
-    assert store.delete_document(scope, "b.md") is True
+    assert delete_document(store, scope, "b.md") is True
     node.refresh()
     assert node.records(document_path="b.md") == []
     assert set(store.stored_documents(scope)) == {"a.md"}
@@ -794,7 +803,7 @@ def test_serverless_hybrid_caps_chunks_per_document_by_doc_values(
     scope = KnowledgeScope("a1", "c1")
     long_doc = "\n\n".join(f"# Part {i}\n\n" + "deploy notes " * 60 for i in range(8))
     texts = {"long.md": long_doc, **{f"s{i}.md": f"deploy notes {i}" for i in range(6)}}
-    assert store.index(scope, Source(texts)).ok
+    assert index_source(store, scope, Source(texts)).ok
     node.refresh()
     assert len(node.records(document_path="long.md", record="chunk")) >= 6
     results = store.search(
@@ -814,7 +823,7 @@ def test_serverless_mode_replaces_and_clears_problem_records(
         config=node.config(auth="sigv4", service="aoss", region="us-east-1", vector_engine="lucene")
     )
     scope = KnowledgeScope("a1", "c1")
-    assert store.index(scope, Source({"a.md": "# A\n\nfirst"})).ok
+    assert index_source(store, scope, Source({"a.md": "# A\n\nfirst"})).ok
     node.refresh()
     with store.write_session(scope) as session:
         session.record_problem("a.md", "corrupt file: first try")
@@ -826,7 +835,7 @@ def test_serverless_mode_replaces_and_clears_problem_records(
     status = store.status(scope)
     assert [(p.path, p.reason) for p in status.problems] == [("a.md", "too large: second try")]
     assert status.document_count == 1  # the indexed version stays
-    assert store.index(scope, Source({"a.md": "# A\n\nsecond"})).indexed_documents == 1
+    assert index_source(store, scope, Source({"a.md": "# A\n\nsecond"})).indexed_documents == 1
     node.refresh()
     assert node.records(document_path="a.md", record="problem") == []
     assert store.status(scope).problems == ()
@@ -853,11 +862,11 @@ def _two_letter_words() -> str:
 def test_a_query_with_more_terms_than_the_node_accepts_is_a_400_naming_the_query(
     make_store, mode: str
 ) -> None:
-    from knowledge.api import KnowledgeApi
+    from knowledge.service.api import KnowledgeApi
 
     store = make_store(wait_for_refresh=True)
     scope = KnowledgeScope("a1", "c1")
-    assert store.index(scope, Source({"a.md": "deploy the service"})).ok
+    assert index_source(store, scope, Source({"a.md": "deploy the service"})).ok
     answer = KnowledgeApi(store).search("a1", "c1", {"query": _two_letter_words(), "mode": mode})
     assert (answer.status, answer.body["field"]) == (400, "query"), answer.body
     assert "1024" not in answer.body["error"] or "terms" in answer.body["error"]
@@ -870,11 +879,11 @@ def node_free(message: str) -> bool:
 
 
 def test_many_file_patterns_are_a_400_naming_the_field_on_every_store(make_store) -> None:
-    from knowledge.api import KnowledgeApi
+    from knowledge.service.api import KnowledgeApi
 
     store = make_store(wait_for_refresh=True)
     scope = KnowledgeScope("a1", "c1")
-    assert store.index(scope, Source({"a.md": "deploy the service"})).ok
+    assert index_source(store, scope, Source({"a.md": "deploy the service"})).ok
     patterns = [f"docs/{i}/*.md" for i in range(1000)]
     answer = KnowledgeApi(store).search("a1", "c1", {"query": "deploy", "file_patterns": patterns})
     assert (answer.status, answer.body["field"]) == (400, "file_patterns"), answer.body
@@ -893,7 +902,9 @@ def test_orphaned_generations_go_on_a_domain_that_refuses_keyword_ranges(
         node.config(), HashingEmbedder(DIMS), retry=FAST_RETRY, clock=lambda: now[0]
     )
     try:
-        store.index(scope, Source({"a.md": "first version of a", "b.md": "first version of b"}))
+        index_source(
+            store, scope, Source({"a.md": "first version of a", "b.md": "first version of b"})
+        )
         # A writer that died 20 minutes ago: its chunk of a.md was accepted, its record never.
         (chunk,) = node.records(record="chunk", document_path="a.md")
         orphan = f"{now[0] + 20 * minute:019d}-deadbeef"
@@ -905,7 +916,9 @@ def test_orphaned_generations_go_on_a_domain_that_refuses_keyword_ranges(
         )
         assert status == 201, body
         now[0] += 40 * minute
-        result = store.index(scope, Source({"a.md": "second version of a", "b.md": "b again"}))
+        result = index_source(
+            store, scope, Source({"a.md": "second version of a", "b.md": "b again"})
+        )
         assert result.indexed_documents == 2
         records = {r["document_path"]: r for r in node.records(record="document")}
         chunks = Counter(
@@ -924,7 +937,7 @@ def test_file_patterns_naming_files_work_where_wildcards_are_refused(
     refuses wildcard queries (``search.allow_expensive_queries: false``) still answers it."""
     scope = KnowledgeScope("a1", "c1")
     store = make_store()
-    store.index(scope, Source({p: f"common words in {p}" for p in PATTERN_PATHS}))
+    index_source(store, scope, Source({p: f"common words in {p}" for p in PATTERN_PATHS}))
     for patterns in (("deploy.md",), ("runbooks/db.txt", "a1.txt"), ("[x",)):
         expected = {p for p in PATTERN_PATHS if matches_file_patterns(p, list(patterns))}
         for mode in ALL_MODES:

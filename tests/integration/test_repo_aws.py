@@ -31,11 +31,11 @@ from lambda_support import (
     use_fake_aws,
 )
 
-from knowledge.event_indexing import EventIndexer
-from knowledge.lambda_config import LambdaSettings
-from knowledge.model import IndexOptions
-from knowledge.scope import KnowledgeScope
-from knowledge.sources.s3 import S3DocumentSource
+from knowledge.aws.event_indexing import EventIndexer
+from knowledge.aws.settings import LambdaSettings
+from knowledge.core.model import IndexOptions
+from knowledge.core.scope import KnowledgeScope
+from knowledge.ingest.sources.s3 import S3DocumentSource
 from knowledge.stores.memory import MemoryKnowledgeStore
 
 pytestmark = pytest.mark.integration

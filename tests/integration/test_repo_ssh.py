@@ -16,11 +16,11 @@ from pathlib import Path
 import pytest
 from git_server import Workdir
 
-from knowledge.repos.registration import RepoRegistration
-from knowledge.repos.state import RepoRegistry
-from knowledge.repos.storage import FolderStorage
-from knowledge.repos.sync import sync_repository
-from knowledge.scope import KnowledgeScope
+from knowledge.core.scope import KnowledgeScope
+from knowledge.ingest.repos.registration import RepoRegistration
+from knowledge.ingest.repos.state import RepoRegistry
+from knowledge.ingest.repos.storage import FolderStorage
+from knowledge.ingest.repos.sync import sync_repository
 
 pytestmark = pytest.mark.integration
 

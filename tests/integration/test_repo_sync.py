@@ -16,13 +16,14 @@ from pathlib import Path
 import pytest
 from git_server import GitHttpServer, Workdir
 
-from knowledge.model import IndexOptions, SearchMode, SearchQuery
-from knowledge.repos.registration import RepoRegistration, SyncBounds
-from knowledge.repos.state import RepoRegistry
-from knowledge.repos.storage import FolderStorage
-from knowledge.repos.sync import SyncReport, sync_repository
-from knowledge.scope import KnowledgeScope
-from knowledge.sources.local import BucketFolderSource
+from knowledge.core.model import IndexOptions, SearchMode, SearchQuery
+from knowledge.core.scope import KnowledgeScope
+from knowledge.ingest.pipeline import index_source
+from knowledge.ingest.repos.registration import RepoRegistration, SyncBounds
+from knowledge.ingest.repos.state import RepoRegistry
+from knowledge.ingest.repos.storage import FolderStorage
+from knowledge.ingest.repos.sync import SyncReport, sync_repository
+from knowledge.ingest.sources.local import BucketFolderSource
 from knowledge.stores.memory import MemoryKnowledgeStore
 
 pytestmark = pytest.mark.integration
@@ -61,7 +62,7 @@ def new_repo(server: GitHttpServer, tmp_path: Path, name: str) -> Workdir:
 
 def indexed(store: MemoryKnowledgeStore, bucket: Path, prefix: str) -> dict[str, str | None]:
     """Index the bucket folder's scope; return its documents under ``prefix`` -> origin."""
-    store.index(SCOPE, BucketFolderSource(bucket), IndexOptions())
+    index_source(store, SCOPE, BucketFolderSource(bucket), IndexOptions())
     page = store.list_documents(SCOPE, limit=1000)
     return {d.path[len(prefix) :]: d.origin for d in page.documents if d.path.startswith(prefix)}
 
@@ -124,7 +125,7 @@ def test_add_edit_rename_delete_and_force_push_keep_the_index_equal_to_the_tree(
     second = work.commit("edit")
     report = sync_repository(registry, SCOPE, registration)
     assert (report.written, report.deleted, report.unchanged) == (1, 0, 2)
-    result = store.index(SCOPE, BucketFolderSource(bucket), IndexOptions())
+    result = index_source(store, SCOPE, BucketFolderSource(bucket), IndexOptions())
     assert result.indexed_documents == 1
     assert registry.state(SCOPE, "docs").files["README.md"][1] == first  # unchanged blob kept
     assert registry.state(SCOPE, "docs").files["runbooks/rollback.md"] == [
@@ -288,7 +289,7 @@ def test_routes_and_client_register_sync_and_remove_on_kb_serve(
     server: GitHttpServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from knowledge.client import KnowledgeClient
-    from knowledge.errors import NotFoundError, ValidationError
+    from knowledge.core.errors import NotFoundError, ValidationError
     from knowledge.local.server import LocalServer
 
     work = new_repo(server, tmp_path, "private/served")
@@ -341,8 +342,8 @@ def test_routes_and_client_register_sync_and_remove_on_kb_serve(
 def test_kb_repo_commands_and_the_serve_interval(
     server: GitHttpServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from knowledge.cli import main
-    from knowledge.repos.local import LocalRepos, RepoScheduler
+    from knowledge.ingest.repos.local import LocalRepos, RepoScheduler
+    from knowledge.local.cli import main
 
     work = new_repo(server, tmp_path, "cli")
     work.write("a.md", "# A\n\nAlpha.")

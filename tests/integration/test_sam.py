@@ -122,13 +122,14 @@ def test_built_layer_has_the_knowledge_package(sam_build: Path) -> None:
     package = LAYER_PYTHON / "knowledge"
     for module in (
         "__init__.py",
-        "api.py",
-        "events.py",
-        "event_indexing.py",
-        "lambda_config.py",
-        "reindex_queue.py",
-        "secrets.py",
-        "sources/s3.py",
+        "service/api.py",
+        "service/routes.py",
+        "aws/events.py",
+        "aws/event_indexing.py",
+        "aws/settings.py",
+        "aws/reindex_queue.py",
+        "core/secrets.py",
+        "ingest/sources/s3.py",
         "stores/opensearch/store.py",
         "py.typed",
     ):

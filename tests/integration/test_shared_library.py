@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 
 from knowledge.config import open_store
-from knowledge.errors import ConfigurationError, ValidationError
+from knowledge.core.errors import ConfigurationError, ValidationError
 from knowledge.local.server import LocalServer
-from knowledge.shared import SharedGrants
+from knowledge.search.shared import SharedGrants
 
 pytestmark = pytest.mark.integration
 
@@ -139,8 +139,8 @@ def test_the_library_is_never_writable(server: LocalServer, tmp_path: Path) -> N
 
 def test_the_client_can_leave_the_library_out_and_sees_it_marked(server: LocalServer) -> None:
     from knowledge.client import KnowledgeClient
-    from knowledge.model import SearchMode, SearchQuery
-    from knowledge.scope import KnowledgeScope
+    from knowledge.core.model import SearchMode, SearchQuery
+    from knowledge.core.scope import KnowledgeScope
 
     client = KnowledgeClient(server.url, retries=0)
     scope = KnowledgeScope("ops-bot", "runbooks")

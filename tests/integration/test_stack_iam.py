@@ -27,12 +27,13 @@ from typing import Any
 import pytest
 from cfn_template import CREATED_DOMAIN_NAME, Stack, allows, load_template
 
+from knowledge.aws.settings import LambdaSettings, build_store
+from knowledge.core.model import SearchMode, SearchQuery
+from knowledge.core.scope import KnowledgeScope
+from knowledge.core.source import SourceDocument
 from knowledge.embedding.hashing import HashingEmbedder
-from knowledge.lambda_config import LambdaSettings, build_store
-from knowledge.model import SearchMode, SearchQuery
-from knowledge.scope import KnowledgeScope
-from knowledge.source import SourceDocument
-from knowledge.sources.local import LocalDirectorySource
+from knowledge.ingest.pipeline import delete_document, reindex_source, upsert_document
+from knowledge.ingest.sources.local import LocalDirectorySource
 
 pytestmark = [pytest.mark.integration, pytest.mark.opensearch]
 
@@ -154,12 +155,12 @@ def run_both_functions(
     settings = LambdaSettings(embedding_provider="hashing")
     indexer = build_store(settings, env=env, embedder=HashingEmbedder())
     try:
-        indexer.upsert_document(scope, document("a.md", "# Deploy\n\nhelm rollback " * 30))
-        indexer.upsert_document(scope, document("b.md", "# Scale\n\nkubectl scale"))
-        indexer.upsert_document(scope, document("a.md", "# Deploy\n\nargo rollouts undo"))
-        indexer.delete_document(scope, "b.md")
+        upsert_document(indexer, scope, document("a.md", "# Deploy\n\nhelm rollback " * 30))
+        upsert_document(indexer, scope, document("b.md", "# Scale\n\nkubectl scale"))
+        upsert_document(indexer, scope, document("a.md", "# Deploy\n\nargo rollouts undo"))
+        delete_document(indexer, scope, "b.md")
         (tmp_path / "c.md").write_text("# New\n\nfresh start", encoding="utf-8")
-        indexer.reindex(scope, LocalDirectorySource(tmp_path))
+        reindex_source(indexer, scope, LocalDirectorySource(tmp_path))
         writes = proxy.take()
     finally:
         indexer.close()
@@ -262,7 +263,7 @@ def test_replicas_setting_reaches_the_index_the_store_creates(
     env = store_env(opensearch_url, index, OPENSEARCH_REPLICAS=replicas)
     store = build_store(LambdaSettings(embedding_provider="hashing"), env=env)
     try:
-        store.upsert_document(KnowledgeScope("ops-bot", "runbooks"), document("a.md", "# A\n\nx"))
+        upsert_document(store, KnowledgeScope("ops-bot", "runbooks"), document("a.md", "# A\n\nx"))
         with urllib.request.urlopen(f"{opensearch_url}/{index}/_settings", timeout=30) as r:
             settings = json.loads(r.read())
     finally:

@@ -14,13 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from knowledge.cli import main
 from knowledge.client import AccessDeniedError, KnowledgeClient
 from knowledge.config import open_store
-from knowledge.errors import NotFoundError, ValidationError
+from knowledge.core.errors import NotFoundError, ValidationError
+from knowledge.core.model import SearchMode, SearchQuery
+from knowledge.core.scope import KnowledgeScope
+from knowledge.local.cli import main
 from knowledge.local.server import LocalServer
-from knowledge.model import SearchMode, SearchQuery
-from knowledge.scope import KnowledgeScope
 
 pytestmark = pytest.mark.integration
 

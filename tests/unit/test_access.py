@@ -1,4 +1,4 @@
-"""knowledge.access: the per-agent check of the JWT mode (issue 8, item 10b)."""
+"""knowledge.aws.access: the per-agent check of the JWT mode (issue 8, item 10b)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from knowledge.access import AccessPolicy, Operation, agents_in_claim
-from knowledge.errors import AccessDeniedError, ConfigurationError
+from knowledge.aws.access import AccessPolicy, Operation, agents_in_claim
+from knowledge.core.errors import AccessDeniedError, ConfigurationError
 
 JWT = AccessPolicy(mode="jwt", reindex_scope="kb/reindex")
 

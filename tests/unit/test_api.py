@@ -1,4 +1,4 @@
-"""knowledge.api: request parsing, routing and the one error-to-response mapping."""
+"""knowledge.service.api: request parsing, routing and the one error-to-response mapping."""
 
 from __future__ import annotations
 
@@ -10,17 +10,7 @@ from typing import Any
 
 import pytest
 
-from knowledge.api import (
-    AGENT_WIDE_CONTEXT,
-    MAX_BODY_BYTES,
-    ApiResponse,
-    KnowledgeApi,
-    error_response,
-    parse_search_request,
-    path_segment,
-    request_body,
-)
-from knowledge.errors import (
+from knowledge.core.errors import (
     AccessDeniedError,
     ConfigurationError,
     EmbeddingError,
@@ -32,7 +22,7 @@ from knowledge.errors import (
     StoreUnavailableError,
     ValidationError,
 )
-from knowledge.model import (
+from knowledge.core.model import (
     FileProblem,
     IndexResult,
     IndexState,
@@ -41,7 +31,17 @@ from knowledge.model import (
     SearchQuery,
     SearchResult,
 )
-from knowledge.scope import KnowledgeScope
+from knowledge.core.scope import KnowledgeScope
+from knowledge.service.api import (
+    AGENT_WIDE_CONTEXT,
+    MAX_BODY_BYTES,
+    ApiResponse,
+    KnowledgeApi,
+    error_response,
+    parse_search_request,
+    path_segment,
+    request_body,
+)
 
 
 class FakeStore:
@@ -424,7 +424,7 @@ def test_reindex_calls_back_with_scope(store: FakeStore) -> None:
 def test_reindex_without_callback_is_503(
     store: FakeStore, caplog: pytest.LogCaptureFixture
 ) -> None:
-    with caplog.at_level(logging.ERROR, logger="knowledge.api"):
+    with caplog.at_level(logging.ERROR, logger="knowledge.service.api"):
         response = KnowledgeApi(store).handle(
             "POST", "/v1/agents/ops-bot/contexts/runbooks/reindex", request_id="req-7"
         )
@@ -546,7 +546,7 @@ def test_unexpected_error_is_500_without_trace(
 ) -> None:
     secret = "secret-detail-in-exception"
     api = KnowledgeApi(FakeStore(error=KeyError(secret)))
-    with caplog.at_level(logging.ERROR, logger="knowledge.api"):
+    with caplog.at_level(logging.ERROR, logger="knowledge.service.api"):
         response = call(api)
     assert response.status == 500
     assert response.body["error"].startswith("internal error (request id ")
@@ -576,7 +576,7 @@ def test_to_json_is_utf8_without_escapes() -> None:
 def test_status_problems_are_listed_most_recent_first_and_capped() -> None:
     from datetime import UTC, datetime
 
-    from knowledge.model import FileProblem, IndexState, IndexStatus
+    from knowledge.core.model import FileProblem, IndexState, IndexStatus
 
     problems = tuple(FileProblem(f"doc-{i}.pdf", "encrypted PDF") for i in range(150))
     status = IndexStatus(1, 2, datetime(2024, 5, 1, tzinfo=UTC), IndexState.READY, None, problems)
@@ -705,7 +705,7 @@ def test_5xx_bodies_hide_urls_library_details_and_arns(
     error: Exception, caplog: pytest.LogCaptureFixture
 ) -> None:
     api = KnowledgeApi(FakeStore(error=error))
-    with caplog.at_level(logging.ERROR, logger="knowledge.api"):
+    with caplog.at_level(logging.ERROR, logger="knowledge.service.api"):
         response = api.search("ops-bot", "runbooks", b'{"query": "x"}', request_id="Usm-req-1")
     assert response.status >= 500
     text = response.to_json().decode()
@@ -714,7 +714,7 @@ def test_5xx_bodies_hide_urls_library_details_and_arns(
     assert response.body["request_id"] == "Usm-req-1"
     assert "Usm-req-1" in response.body["error"]
     # The operator finds the detail in the log, under the same id.
-    record = next(r for r in caplog.records if r.name == "knowledge.api")
+    record = next(r for r in caplog.records if r.name == "knowledge.service.api")
     assert getattr(record, "request_id", None) == "Usm-req-1"
     assert str(error) in record.getMessage()
 

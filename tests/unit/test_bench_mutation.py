@@ -20,31 +20,31 @@ summary = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(summary)
 
 RESULTS = """\
-    knowledge.scope.x_validate__mutmut_1: killed
-    knowledge.scope.x_validate__mutmut_2: survived
-    knowledge.scope.x_validate__mutmut_3: killed
-    knowledge.scope.x_validate__mutmut_4: skipped
-    knowledge.chunking.xǁ_SectionSplitterǁadd__mutmut_7: killed
-    knowledge.chunking.xǁ_SectionSplitterǁadd__mutmut_8: timeout
-    knowledge.fusion.x_fuse__mutmut_1: not checked
+    knowledge.core.scope.x_validate__mutmut_1: killed
+    knowledge.core.scope.x_validate__mutmut_2: survived
+    knowledge.core.scope.x_validate__mutmut_3: killed
+    knowledge.core.scope.x_validate__mutmut_4: skipped
+    knowledge.ingest.chunking.xǁ_SectionSplitterǁadd__mutmut_7: killed
+    knowledge.ingest.chunking.xǁ_SectionSplitterǁadd__mutmut_8: timeout
+    knowledge.ranking.fusion.x_fuse__mutmut_1: not checked
 """
 
 
 def test_scores_count_killed_over_every_checked_mutant() -> None:
     table = summary.summarise(RESULTS.splitlines())
     assert table == {
-        "knowledge.chunking": {
+        "knowledge.ingest.chunking": {
             "killed": 1,
             "timeout": 1,
             "score": 0.5,
-            "not killed": ["knowledge.chunking.xǁ_SectionSplitterǁadd__mutmut_8"],
+            "not killed": ["knowledge.ingest.chunking.xǁ_SectionSplitterǁadd__mutmut_8"],
         },
-        "knowledge.scope": {
+        "knowledge.core.scope": {
             "killed": 2,
             "skipped": 1,
             "survived": 1,
             "score": 0.6667,
-            "not killed": ["knowledge.scope.x_validate__mutmut_2"],
+            "not killed": ["knowledge.core.scope.x_validate__mutmut_2"],
         },
     }
 
@@ -56,35 +56,40 @@ def test_the_report_section_lists_scores_and_explains_survivors(tmp_path: Path) 
     assert summary.main(["summary.py", str(results), str(merged), str(out)]) == 0
     written = json.loads(out.read_text(encoding="utf-8"))
     assert written["command"] == "make mutation"
-    assert written["modules"]["knowledge.scope"]["command"] == "make mutation"
-    assert set(written["modules"]) == {"knowledge.chunking", "knowledge.scope"}
+    assert written["modules"]["knowledge.core.scope"]["command"] == "make mutation"
+    assert set(written["modules"]) == {"knowledge.ingest.chunking", "knowledge.core.scope"}
     assert merged.read_text(encoding="utf-8") == RESULTS
 
     report = Report()
     report_mutation.mutation_section(
         report,
         result=written,
-        reasons={"knowledge.scope.x_validate__mutmut_2": "same message either way"},
+        reasons={"knowledge.core.scope.x_validate__mutmut_2": "same message either way"},
     )
     text = report.sections[0]
     commit = written["git_commit"]
-    assert f"| `knowledge.scope` | 2 | 1 | 0 | 66.7% | **missed** | {commit} |" in text
-    assert f"| `knowledge.chunking` | 1 | 0 | 1 | 50.0% | **missed** | {commit} |" in text
-    assert "- `knowledge.scope.x_validate__mutmut_2`: same message either way" in text
-    assert "- `knowledge.chunking.xǁ_SectionSplitterǁadd__mutmut_8`: **unexplained**" in text
+    assert f"| `knowledge.core.scope` | 2 | 1 | 0 | 66.7% | **missed** | {commit} |" in text
+    assert f"| `knowledge.ingest.chunking` | 1 | 0 | 1 | 50.0% | **missed** | {commit} |" in text
+    assert "- `knowledge.core.scope.x_validate__mutmut_2`: same message either way" in text
+    assert "- `knowledge.ingest.chunking.xǁ_SectionSplitterǁadd__mutmut_8`: **unexplained**" in text
     assert report.headlines == [
-        ("mutation score, lowest module", ">= 90%", "50.0% (knowledge.chunking)", "**missed**")
+        (
+            "mutation score, lowest module",
+            ">= 90%",
+            "50.0% (knowledge.ingest.chunking)",
+            "**missed**",
+        )
     ]
 
 
 LATER = """\
-    knowledge.scope.x_validate__mutmut_1: killed
-    knowledge.scope.x_validate__mutmut_2: killed
-    knowledge.scope.x_validate__mutmut_3: killed
-    knowledge.scope.x_validate__mutmut_4: skipped
-    knowledge.chunking.xǁ_SectionSplitterǁadd__mutmut_7: not checked
-    knowledge.chunking.xǁ_SectionSplitterǁadd__mutmut_8: not checked
-    knowledge.fusion.x_fuse__mutmut_1: not checked
+    knowledge.core.scope.x_validate__mutmut_1: killed
+    knowledge.core.scope.x_validate__mutmut_2: killed
+    knowledge.core.scope.x_validate__mutmut_3: killed
+    knowledge.core.scope.x_validate__mutmut_4: skipped
+    knowledge.ingest.chunking.xǁ_SectionSplitterǁadd__mutmut_7: not checked
+    knowledge.ingest.chunking.xǁ_SectionSplitterǁadd__mutmut_8: not checked
+    knowledge.ranking.fusion.x_fuse__mutmut_1: not checked
 """
 
 
@@ -94,29 +99,32 @@ def test_a_filtered_run_replaces_only_the_modules_it_checked(tmp_path: Path) -> 
     later.write_text(LATER, encoding="utf-8")
     merged, out = tmp_path / "all.txt", tmp_path / "mutation.json"
     assert summary.main(["summary.py", str(first), str(merged), str(out)]) == 0
-    assert summary.main(["summary.py", str(later), str(merged), str(out), "knowledge.scope*"]) == 0
+    assert (
+        summary.main(["summary.py", str(later), str(merged), str(out), "knowledge.core.scope*"])
+        == 0
+    )
     written = json.loads(out.read_text(encoding="utf-8"))
     assert written["command"] == "per-module runs of tools/mutation/run.sh, merged"
     scope, chunking = (
-        written["modules"]["knowledge.scope"],
-        written["modules"]["knowledge.chunking"],
+        written["modules"]["knowledge.core.scope"],
+        written["modules"]["knowledge.ingest.chunking"],
     )
     assert (scope["killed"], scope["score"], scope["not killed"]) == (3, 1.0, [])
-    assert scope["command"] == "tools/mutation/run.sh 'knowledge.scope*'"
+    assert scope["command"] == "tools/mutation/run.sh 'knowledge.core.scope*'"
     assert (chunking["killed"], chunking["timeout"], chunking["score"]) == (1, 1, 0.5)
     assert chunking["command"] == "make mutation"
     assert merged.read_text(encoding="utf-8").splitlines() == [
-        "    knowledge.chunking.xǁ_SectionSplitterǁadd__mutmut_7: killed",
-        "    knowledge.chunking.xǁ_SectionSplitterǁadd__mutmut_8: timeout",
-        "    knowledge.fusion.x_fuse__mutmut_1: not checked",
-        "    knowledge.scope.x_validate__mutmut_1: killed",
-        "    knowledge.scope.x_validate__mutmut_2: killed",
-        "    knowledge.scope.x_validate__mutmut_3: killed",
-        "    knowledge.scope.x_validate__mutmut_4: skipped",
+        "    knowledge.core.scope.x_validate__mutmut_1: killed",
+        "    knowledge.core.scope.x_validate__mutmut_2: killed",
+        "    knowledge.core.scope.x_validate__mutmut_3: killed",
+        "    knowledge.core.scope.x_validate__mutmut_4: skipped",
+        "    knowledge.ingest.chunking.xǁ_SectionSplitterǁadd__mutmut_7: killed",
+        "    knowledge.ingest.chunking.xǁ_SectionSplitterǁadd__mutmut_8: timeout",
+        "    knowledge.ranking.fusion.x_fuse__mutmut_1: not checked",
     ]
     report = Report()
     report_mutation.mutation_section(report, result=written, reasons={})
     assert (
         "Per-module runs (each module's row says on which commit its run was): "
-        "`make mutation`; `tools/mutation/run.sh 'knowledge.scope*'`."
+        "`make mutation`; `tools/mutation/run.sh 'knowledge.core.scope*'`."
     ) in report.sections[0]

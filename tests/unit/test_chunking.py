@@ -8,14 +8,14 @@ from collections.abc import Sequence
 
 import pytest
 
-from knowledge.chunking import (
+from knowledge.core.errors import ValidationError
+from knowledge.core.model import DocumentChunk
+from knowledge.ingest.chunking import (
     DEFAULT_CHUNK_SIZE,
     DEFAULT_OVERLAP,
     DocumentChunker,
     MarkdownSectionChunker,
 )
-from knowledge.errors import ValidationError
-from knowledge.model import DocumentChunk
 
 
 def chunks_of(

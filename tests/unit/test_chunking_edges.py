@@ -1,4 +1,4 @@
-"""knowledge.chunking at its edges, each case with its literal chunks: argument errors,
+"""knowledge.ingest.chunking at its edges, each case with its literal chunks: argument errors,
 structured blocks (numbering, metadata, sections, line ends, page tags), headings and
 fences, and the overlap and cutting rules on long lines."""
 
@@ -9,10 +9,11 @@ from typing import Any
 
 import pytest
 
-from knowledge.chunking import MarkdownSectionChunker, embedding_text, heading_context
-from knowledge.errors import ValidationError
+from knowledge.core.errors import ValidationError
+from knowledge.core.model import DocumentChunk
 from knowledge.extraction.base import Block
-from knowledge.model import DocumentChunk
+from knowledge.ingest.chunking import MarkdownSectionChunker, embedding_text
+from knowledge.ranking.headings import heading_context
 
 ALPHA = "alpha bravo charlie delta echo foxtrot golf hotel"  # 49 characters
 
@@ -280,5 +281,5 @@ def test_embedding_text_puts_title_and_headings_in_front(
 def test_heading_context_is_the_line_embedding_text_puts_in_front(
     metadata: dict[str, Any], context: str
 ) -> None:
-    # What the keyword indexes hold next to a chunk's text (knowledge.headings).
+    # What the keyword indexes hold next to a chunk's text (knowledge.ranking.headings).
     assert heading_context(metadata) == context

@@ -1,4 +1,4 @@
-"""knowledge.cli: `kb index/search/status` end to end on a temporary folder and store."""
+"""knowledge.local.cli: `kb index/search/status` end to end on a temporary folder and store."""
 
 from __future__ import annotations
 
@@ -10,14 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from knowledge.cli import ProgressBar, build_parser, main
 from knowledge.config import STORE_BUILDERS, StoreSettings, register_store_builder
+from knowledge.core.model import IndexOptions
+from knowledge.core.scope import KnowledgeScope
+from knowledge.core.source import SourceDocument
+from knowledge.local.cli import ProgressBar, build_parser, main
 from knowledge.local.progress import ListedSource
-from knowledge.model import IndexOptions
-from knowledge.scope import KnowledgeScope
-from knowledge.source import SourceDocument
-from knowledge.store import KnowledgeStore
-from knowledge.text import KOREAN_MORPHEMES
+from knowledge.ranking.analysis import KOREAN_MORPHEMES
+from knowledge.stores.protocol import KnowledgeStore
 
 ROLLBACK = """# Rolling back a deployment
 
@@ -552,7 +552,7 @@ def test_a_bad_rerank_top_n_is_named(
     "older",
     [
         "english-snowball-v2",  # Hangul as bigrams
-        # No title and heading terms (analysis 4 added them, knowledge.headings).
+        # No title and heading terms (analysis 4 added them, knowledge.ranking.headings).
         "english-snowball-mecab-ko-v3"
         if KOREAN_MORPHEMES
         else "english-snowball-hangul-bigrams-v3",
@@ -563,8 +563,8 @@ def test_serve_moves_an_index_of_an_older_analysis_aside_and_builds_a_new_one(
 ) -> None:
     import sqlite3
 
-    from knowledge import cli
-    from knowledge.errors import AnalysisMismatchError
+    from knowledge.core.errors import AnalysisMismatchError
+    from knowledge.local import cli_open
 
     docs = tmp_path / "docs"
     docs.mkdir()
@@ -575,10 +575,10 @@ def test_serve_moves_an_index_of_an_older_analysis_aside_and_builds_a_new_one(
         conn.execute("UPDATE meta SET value = ? WHERE key = 'analysis'", (older,))
     args = build_parser().parse_args(["serve", str(tmp_path), "--db", str(db)])
     with pytest.raises(AnalysisMismatchError):  # what any other command says
-        cli._open_store(args).close()
+        cli_open.open_cli_store(args).close()
 
     err = io.StringIO()
-    with closing(cli._open_served_store(args, err)) as store:
+    with closing(cli_open.open_served_store(args, err)) as store:
         assert store.list_scopes() == []  # a new, empty index: the server fills it
     assert "moved it to" in err.getvalue()
     assert str(tmp_path / "k.db.old") in err.getvalue()

@@ -16,11 +16,12 @@ from knowledge.config import (
     open_store,
     register_store_builder,
 )
+from knowledge.core.errors import ConfigurationError, EmbeddingMismatchError, ValidationError
+from knowledge.core.model import IndexOptions, SearchMode, SearchQuery
+from knowledge.core.scope import KnowledgeScope
 from knowledge.embedding.hashing import HashingEmbedder
-from knowledge.errors import ConfigurationError, EmbeddingMismatchError, ValidationError
-from knowledge.model import IndexOptions, SearchMode, SearchQuery
-from knowledge.scope import KnowledgeScope
-from knowledge.sources.local import LocalDirectorySource
+from knowledge.ingest.pipeline import index_source
+from knowledge.ingest.sources.local import LocalDirectorySource
 from knowledge.stores.embedded import EmbeddedKnowledgeStore
 from knowledge.stores.memory import MemoryKnowledgeStore
 
@@ -168,7 +169,7 @@ def test_embedded_store_indexes_and_searches(tmp_path: Path) -> None:
     docs.mkdir()
     (docs / "rollback.md").write_text("# Rollback\n\nhelm rollback checkout-api\n", "utf-8")
     with closing(open_store(db_path=tmp_path / "k.db", environ={})) as store:
-        store.index(SCOPE, LocalDirectorySource(docs), IndexOptions())
+        index_source(store, SCOPE, LocalDirectorySource(docs), IndexOptions())
         results = store.search(SCOPE, SearchQuery("helm rollback", mode=SearchMode.KEYWORD))
     assert [r.document_path for r in results] == ["rollback.md"]
 
@@ -180,7 +181,7 @@ def test_mismatched_embedder_is_refused(tmp_path: Path) -> None:
     (docs / "a.md").write_text("alpha beta", "utf-8")
     db = tmp_path / "k.db"
     with closing(open_store(db_path=db, embedder_name="hashing", environ={})) as store:
-        store.index(SCOPE, LocalDirectorySource(docs), IndexOptions())
+        index_source(store, SCOPE, LocalDirectorySource(docs), IndexOptions())
 
     class OtherEmbedder(HashingEmbedder):
         @property

@@ -1,4 +1,4 @@
-"""Time budgets (``knowledge.deadline``) and the OpenSearch settings that use them."""
+"""Time budgets (``knowledge.core.deadline``) and the OpenSearch settings that use them."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import time
 
 import pytest
 
-from knowledge.deadline import Deadline, current_deadline, request_budget, time_budget
-from knowledge.errors import ConfigurationError, ValidationError
+from knowledge.core.deadline import Deadline, current_deadline, request_budget, time_budget
+from knowledge.core.errors import ConfigurationError, ValidationError
 from knowledge.stores.opensearch import OpenSearchConfig
 
 

@@ -17,9 +17,10 @@ from pathlib import Path
 import document_files as files
 import pytest
 
-from knowledge.cli import main
-from knowledge.errors import ExtractionError
+from knowledge.core.errors import ExtractionError
 from knowledge.extraction import extract_text
+from knowledge.ingest.pipeline import index_source
+from knowledge.local.cli import main
 
 GOOD = "# Failover\n\nPromote the read replica when the primary database is lost.\n"
 
@@ -153,9 +154,9 @@ def test_kb_index_lists_damaged_and_empty_documents_and_indexes_the_rest(
 def test_a_file_that_grows_after_it_was_listed_is_read_only_to_the_size_limit(
     tmp_path: Path,
 ) -> None:
-    from knowledge.model import IndexOptions
-    from knowledge.scope import KnowledgeScope
-    from knowledge.sources.local import LocalDirectorySource
+    from knowledge.core.model import IndexOptions
+    from knowledge.core.scope import KnowledgeScope
+    from knowledge.ingest.sources.local import LocalDirectorySource
     from knowledge.stores.memory import MemoryKnowledgeStore
 
     folder = tmp_path / "docs"
@@ -169,5 +170,5 @@ def test_a_file_that_grows_after_it_was_listed_is_read_only_to_the_size_limit(
     assert len(document.read()) == 4097  # bounded, not the megabyte on disk
 
     store = MemoryKnowledgeStore()
-    result = store.index(KnowledgeScope("a", "b"), LocalDirectorySource(folder), options)
+    result = index_source(store, KnowledgeScope("a", "b"), LocalDirectorySource(folder), options)
     assert [p.reason.split(":")[0] for p in result.skipped] == ["too large"]

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from knowledge.cli import main
-from knowledge.errors import ExtractionError
+from knowledge.core.errors import ExtractionError
 from knowledge.extraction import extract_text
+from knowledge.local.cli import main
 
 KOREAN_ROWS = "이름,도시,메모\n김민준,서울특별시,배포 담당자\n이서연,부산광역시,장애 대응 책임자\n"
 GERMAN_ROWS = "Name;Stadt;Notiz\nMüller;Köln;Größe prüfen\nSchäfer;Düsseldorf;Übergabe\n"

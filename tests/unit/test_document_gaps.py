@@ -17,16 +17,17 @@ import pytest
 from lambda_support import BUCKET, log_records, s3_notification, sqs_event
 from test_handlers_indexer import RUNBOOKS, indexer, s3  # noqa: F401 (fixtures)
 
-from knowledge.cli import main
+from knowledge.core.errors import ExtractionError
+from knowledge.core.model import SearchQuery
+from knowledge.core.scope import KnowledgeScope
+from knowledge.core.source import SourceDocument, is_document_path
 from knowledge.embedding.hashing import HashingEmbedder
-from knowledge.errors import ExtractionError
 from knowledge.extraction import DOCUMENT_PATTERNS, extract_document
-from knowledge.model import SearchQuery
-from knowledge.scope import KnowledgeScope
-from knowledge.source import SourceDocument, is_document_path
-from knowledge.store import KnowledgeStore
+from knowledge.ingest.pipeline import upsert_document
+from knowledge.local.cli import main
 from knowledge.stores.embedded import EmbeddedKnowledgeStore
 from knowledge.stores.memory import MemoryKnowledgeStore
+from knowledge.stores.protocol import KnowledgeStore
 
 SCOPE = KnowledgeScope("agent", "docs")
 
@@ -70,9 +71,9 @@ def test_an_emptied_text_file_is_a_problem_and_its_old_text_is_gone(
     kind: str, tmp_path: Path
 ) -> None:
     store = make_store(kind, tmp_path)
-    store.upsert_document(SCOPE, doc("notes.md", b"# Notes\n\nquarterly figures"))
+    upsert_document(store, SCOPE, doc("notes.md", b"# Notes\n\nquarterly figures"))
     assert [r.document_path for r in store.search(SCOPE, SearchQuery("quarterly"))] == ["notes.md"]
-    result = store.upsert_document(SCOPE, doc("notes.md", b"\n \n"))
+    result = upsert_document(store, SCOPE, doc("notes.md", b"\n \n"))
     assert result.indexed_chunks == 0
     (problem,) = store.status(SCOPE).problems
     assert problem.path == "notes.md"

@@ -15,10 +15,10 @@ from pathlib import Path
 import document_files as files
 import pytest
 
-from knowledge.cli import main
-from knowledge.errors import ExtractionError
+from knowledge.core.errors import ExtractionError
+from knowledge.core.source import is_document_path
 from knowledge.extraction import DOCUMENT_PATTERNS, extract_text
-from knowledge.source import is_document_path
+from knowledge.local.cli import main
 
 PNG = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + bytes(64)
 

@@ -17,11 +17,12 @@ from pathlib import Path
 import document_files as files
 import pytest
 
+from knowledge.core.model import MAX_STATUS_PROBLEMS, FileProblem, IndexOptions, SearchQuery
+from knowledge.core.scope import KnowledgeScope
+from knowledge.core.source import SourceDocument
 from knowledge.embedding.hashing import HashingEmbedder
-from knowledge.model import MAX_STATUS_PROBLEMS, FileProblem, IndexOptions, SearchQuery
-from knowledge.scope import KnowledgeScope
-from knowledge.source import SourceDocument
-from knowledge.sources import Listing
+from knowledge.ingest.pipeline import Indexer, index_source, reindex_source, upsert_document
+from knowledge.ingest.sources import Listing
 from knowledge.stores.embedded import EmbeddedKnowledgeStore
 from knowledge.stores.memory import MemoryKnowledgeStore
 
@@ -34,11 +35,12 @@ def doc(path: str, data: bytes) -> SourceDocument:
 
 def test_unchanged_and_stale_are_not_problems_but_too_large_is() -> None:
     store = MemoryKnowledgeStore()
-    store.upsert_document(SCOPE, doc("a.md", b"# A\n\none"))
-    store.upsert_document(SCOPE, doc("a.md", b"# A\n\none"))  # unchanged
+    upsert_document(store, SCOPE, doc("a.md", b"# A\n\none"))
+    upsert_document(store, SCOPE, doc("a.md", b"# A\n\none"))  # unchanged
     assert store.status(SCOPE).problems == ()
     big = b"x" * 2000
-    result = store.index(
+    result = index_source(
+        store,
         SCOPE,
         _ListSource([doc("a.md", b"# A\n\none"), doc("big.txt", big)]),
         IndexOptions(max_document_bytes=1000),
@@ -52,7 +54,7 @@ def test_unchanged_and_stale_are_not_problems_but_too_large_is() -> None:
 def test_over_max_documents_is_a_problem() -> None:
     store = MemoryKnowledgeStore()
     source = _ListSource([doc(f"{n}.md", b"# x\n\ntext") for n in range(3)])
-    store.index(SCOPE, source, IndexOptions(max_documents=2))
+    index_source(store, SCOPE, source, IndexOptions(max_documents=2))
     assert [(p.path, p.reason) for p in store.status(SCOPE).problems] == [
         (
             "2.md",
@@ -76,9 +78,9 @@ def test_status_lists_at_most_100_problems_most_recent_first() -> None:
 def test_a_reindex_starts_the_problem_list_afresh() -> None:
     store = MemoryKnowledgeStore()
     source = _ListSource([doc("old.doc", b"legacy")])
-    store.index(SCOPE, source, IndexOptions())
+    index_source(store, SCOPE, source, IndexOptions())
     assert len(store.status(SCOPE).problems) == 1
-    store.reindex(SCOPE, _ListSource([doc("new.md", b"# New\n\ntext")]), IndexOptions())
+    reindex_source(store, SCOPE, _ListSource([doc("new.md", b"# New\n\ntext")]), IndexOptions())
     assert store.status(SCOPE).problems == ()
 
 
@@ -91,17 +93,17 @@ def test_an_index_drops_the_problem_of_a_file_it_no_longer_lists(kind: str, tmp_
     )
     options = IndexOptions(max_document_bytes=1000)
     big, legacy, ok = doc("big.txt", b"x" * 2000), doc("old.doc", b"legacy"), doc("a.md", b"# A")
-    store.index(SCOPE, _ListSource([big, legacy, ok]), options)
+    index_source(store, SCOPE, _ListSource([big, legacy, ok]), options)
     assert {p.path for p in store.status(SCOPE).problems} == {"big.txt", "old.doc"}
     # old.doc is gone; big.txt is still there and still too large; the source itself
     # reports a link it left out.
     link = FileProblem("link.md", "symlink: not followed")
-    store.index(SCOPE, _ListSource([big, ok], skipped=[link]), options)
+    index_source(store, SCOPE, _ListSource([big, ok], skipped=[link]), options)
     assert {p.path for p in store.status(SCOPE).problems} == {"big.txt", "link.md"}
     assert set(store.stored_documents(SCOPE)) == {"a.md"}
     # A listing cut short by max_documents removes nothing, problems included.
     other = doc("b.md", b"# B")
-    store.index(SCOPE, _ListSource([ok, other]), IndexOptions(max_documents=1))
+    index_source(store, SCOPE, _ListSource([ok, other]), IndexOptions(max_documents=1))
     assert {p.path for p in store.status(SCOPE).problems} == {"big.txt", "link.md", "b.md"}
 
 
@@ -115,8 +117,8 @@ def test_an_aborted_session_records_nothing() -> None:
 
 def test_a_pdf_whose_pages_fail_mid_stream_keeps_nothing_half_indexed() -> None:
     store = MemoryKnowledgeStore()
-    store.upsert_document(SCOPE, doc("scan.pdf", files.pdf(["an old text version"])))
-    result = store.upsert_document(SCOPE, doc("scan.pdf", files.scanned_pdf(2)))
+    upsert_document(store, SCOPE, doc("scan.pdf", files.pdf(["an old text version"])))
+    result = upsert_document(store, SCOPE, doc("scan.pdf", files.scanned_pdf(2)))
     assert [p.reason for p in result.skipped] == [
         "no text layer (scanned image; OCR not supported); its previously indexed version"
         " was removed"
@@ -156,9 +158,10 @@ sys.path.insert(0, sys.argv[1])
 bucket = Path(sys.argv[2])
 limit = int(sys.argv[3])
 import document_files as files
-from knowledge.model import IndexOptions
-from knowledge.scope import KnowledgeScope
-from knowledge.sources.local import BucketFolderSource
+from knowledge.core.model import IndexOptions
+from knowledge.core.scope import KnowledgeScope
+from knowledge.ingest.pipeline import index_source
+from knowledge.ingest.sources.local import BucketFolderSource
 from knowledge.stores.memory import MemoryKnowledgeStore
 
 scope = KnowledgeScope("agent", "docs")
@@ -179,7 +182,7 @@ for name, data in hostile.items():
 resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
 started = time.process_time()  # CPU time: the work done, not how busy the machine is
 store = MemoryKnowledgeStore()
-result = store.index(scope, BucketFolderSource(bucket), IndexOptions())
+result = index_source(store, scope, BucketFolderSource(bucket), IndexOptions())
 print(json.dumps({
     "seconds": time.process_time() - started,
     "indexed": result.indexed_documents,
@@ -230,15 +233,15 @@ class _TextOnlyChunker:
     chunk_size = 500
 
     def chunk(self, document_path: str, content: str, *, max_chunk_size: int | None = None):  # type: ignore[no-untyped-def]
-        from knowledge.chunking import MarkdownSectionChunker
+        from knowledge.ingest.chunking import MarkdownSectionChunker
 
         return MarkdownSectionChunker().chunk(document_path, content, max_chunk_size=max_chunk_size)
 
 
 def test_a_text_only_chunker_still_gets_each_sections_citation() -> None:
-    store = MemoryKnowledgeStore(chunker=_TextOnlyChunker())
+    store = MemoryKnowledgeStore()
     deck = files.pptx([("Intro", ["hello there"], ""), ("Kiwi plan", ["grow kiwis"], "")])
-    store.upsert_document(SCOPE, doc("deck.pptx", deck))
+    Indexer(_TextOnlyChunker()).upsert(store, SCOPE, doc("deck.pptx", deck))
     (hit,) = store.search(SCOPE, SearchQuery("kiwis"))
     assert hit.content == "Kiwi plan\ngrow kiwis"
     assert (hit.metadata["slide"], hit.metadata["format"]) == (2, "pptx")

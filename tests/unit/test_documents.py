@@ -11,8 +11,8 @@ from typing import Any
 import document_files as files
 import pytest
 
-from knowledge.chunking import MarkdownSectionChunker
-from knowledge.errors import ExtractionError
+from knowledge.core.errors import ExtractionError
+from knowledge.core.model import DocumentChunk, IndexOptions
 from knowledge.extraction import (
     DOCUMENT_PATTERNS,
     extract_document,
@@ -20,7 +20,7 @@ from knowledge.extraction import (
     is_supported,
     source_type_of,
 )
-from knowledge.model import DocumentChunk, IndexOptions
+from knowledge.ingest.chunking import MarkdownSectionChunker
 
 
 def chunks(name: str, data: bytes, size: int = 500) -> list[DocumentChunk]:
@@ -229,7 +229,7 @@ _STREAM_PROBE = """
 import json, resource, sys
 sys.path.insert(0, sys.argv[1])
 import document_files
-from knowledge.chunking import MarkdownSectionChunker
+from knowledge.ingest.chunking import MarkdownSectionChunker
 from knowledge.extraction import extract_document
 import knowledge.extraction.xlsx  # the library's import is not the data's memory
 

@@ -1,5 +1,5 @@
-"""``knowledge.documents`` (cursors, limits, paths), the OpenSearch listing bodies as data,
-and the documents routes of ``knowledge.api`` on the memory store."""
+"""``knowledge.core.documents`` (cursors, limits, paths), the OpenSearch listing bodies as data,
+and the documents routes of ``knowledge.service.api`` on the memory store."""
 
 from __future__ import annotations
 
@@ -8,11 +8,12 @@ import json
 
 import pytest
 
-from knowledge.api import KnowledgeApi, parse_documents_query
-from knowledge.documents import decode_cursor, encode_cursor, validate_document_path
-from knowledge.errors import ValidationError
-from knowledge.scope import KnowledgeScope
-from knowledge.source import SourceDocument
+from knowledge.core.documents import decode_cursor, encode_cursor, validate_document_path
+from knowledge.core.errors import ValidationError
+from knowledge.core.scope import KnowledgeScope
+from knowledge.core.source import SourceDocument
+from knowledge.ingest.pipeline import upsert_document
+from knowledge.service.api import KnowledgeApi, parse_documents_query
 from knowledge.stores.memory import MemoryKnowledgeStore
 from knowledge.stores.opensearch.listing import (
     document_record_body,
@@ -190,7 +191,7 @@ def api() -> KnowledgeApi:
     store = MemoryKnowledgeStore()
     data = b"# Setup\n\nhelm install\n"
     for path in ("guides/setup.md", "a b.md"):
-        store.upsert_document(SCOPE, SourceDocument(path=path, size=len(data), read=lambda: data))
+        upsert_document(store, SCOPE, SourceDocument(path=path, size=len(data), read=lambda: data))
     return KnowledgeApi(store)
 
 

@@ -13,10 +13,11 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
+from knowledge.core.model import IndexOptions, IndexState, SearchQuery
+from knowledge.core.scope import KnowledgeScope
+from knowledge.core.source import SourceDocument
 from knowledge.embedding.hashing import HashingEmbedder
-from knowledge.model import IndexOptions, IndexState, SearchQuery
-from knowledge.scope import KnowledgeScope
-from knowledge.source import SourceDocument
+from knowledge.ingest.pipeline import index_source, reindex_source
 from knowledge.stores.embedded import EmbeddedKnowledgeStore
 
 SCOPE = KnowledgeScope("ops-bot", "runbooks")
@@ -62,7 +63,7 @@ def test_a_long_first_index_is_searchable_as_documents_land(tmp_path: Path) -> N
             return status.document_count, status.state, [r.document_path for r in found]
 
         source = ProbingSource(probe)
-        result = store.index(SCOPE, source)
+        result = index_source(store, SCOPE, source)
         assert result.indexed_documents == DOCUMENTS
         [(count, state, found)] = source.seen
         # Committed in batches: most of what was written before the probe is visible.
@@ -78,8 +79,9 @@ CRASHING_INDEXER = textwrap.dedent(
     """
     import os, signal, sys
     from knowledge.embedding.hashing import HashingEmbedder
-    from knowledge.scope import KnowledgeScope
-    from knowledge.source import SourceDocument
+    from knowledge.core.scope import KnowledgeScope
+    from knowledge.core.source import SourceDocument
+    from knowledge.ingest.pipeline import index_source
     from knowledge.stores.embedded import EmbeddedKnowledgeStore
 
     def documents(scope, options):
@@ -95,7 +97,7 @@ CRASHING_INDEXER = textwrap.dedent(
     # batches of 100 documents only (not also every second, which on a slow machine could
     # commit the very document before the crash)
     store = EmbeddedKnowledgeStore(sys.argv[1], embedder=HashingEmbedder(32), batch_seconds=3600.0)
-    store.index(KnowledgeScope("ops-bot", "runbooks"), Source())
+    index_source(store, KnowledgeScope("ops-bot", "runbooks"), Source())
     """
 )
 
@@ -142,7 +144,7 @@ def test_a_reindex_never_shows_the_scope_empty_and_drops_what_is_gone_at_the_end
 ) -> None:
     store = EmbeddedKnowledgeStore(tmp_path / "kb.db")  # keyword only
     try:
-        assert store.index(SCOPE, OldDocuments()).indexed_documents == DOCUMENTS
+        assert index_source(store, SCOPE, OldDocuments()).indexed_documents == DOCUMENTS
 
         def probe() -> tuple[int, int, list[str]]:
             legacy = store.search(SCOPE, SearchQuery("legacy", mode="keyword", max_results=3))
@@ -151,7 +153,7 @@ def test_a_reindex_never_shows_the_scope_empty_and_drops_what_is_gone_at_the_end
             return count, len(legacy), [r.document_path for r in fresh]
 
         source = ProbingSource(probe)
-        result = store.reindex(SCOPE, source)
+        result = reindex_source(store, SCOPE, source)
         [(count, legacy, fresh)] = source.seen
         # Mid-run: the old documents are all there, and the new ones land batch by batch.
         assert DOCUMENTS + 100 <= count < DOCUMENTS + PROBE_AT

@@ -9,11 +9,12 @@ from pathlib import Path
 
 import pytest
 
+from knowledge.core.errors import ConfigurationError, StoreError
+from knowledge.core.model import IndexState, SearchQuery
+from knowledge.core.scope import KnowledgeScope
 from knowledge.embedding.hashing import HashingEmbedder
-from knowledge.errors import ConfigurationError, StoreError
-from knowledge.model import IndexState, SearchQuery
-from knowledge.scope import KnowledgeScope
-from knowledge.sources.local import LocalDirectorySource
+from knowledge.ingest.pipeline import index_source
+from knowledge.ingest.sources.local import LocalDirectorySource
 from knowledge.stores.embedded import EmbeddedKnowledgeStore
 
 SCOPE = KnowledgeScope("ops-bot", "runbooks")
@@ -28,7 +29,9 @@ def build_index(tmp_path: Path, documents: int = 300) -> Path:
     db = tmp_path / "index" / "kb.db"
     store = EmbeddedKnowledgeStore(db, embedder=HashingEmbedder(64))
     try:
-        assert store.index(SCOPE, LocalDirectorySource(folder)).indexed_documents == documents
+        assert (
+            index_source(store, SCOPE, LocalDirectorySource(folder)).indexed_documents == documents
+        )
     finally:
         store.close()
     assert not Path(f"{db}-wal").exists()  # everything is in the main file now

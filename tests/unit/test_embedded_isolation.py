@@ -7,10 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from knowledge.errors import StoreError, ValidationError
-from knowledge.model import SearchQuery
-from knowledge.scope import KnowledgeScope
-from knowledge.source import SourceDocument
+from knowledge.core.errors import StoreError, ValidationError
+from knowledge.core.model import SearchQuery
+from knowledge.core.scope import KnowledgeScope
+from knowledge.core.source import SourceDocument
+from knowledge.ingest.pipeline import delete_document, upsert_document
 from knowledge.stores.embedded import EmbeddedKnowledgeStore
 
 PROBER = KnowledgeScope("agent-a", "notes")
@@ -27,11 +28,11 @@ def probe_scores(db: Path, isolation: str, victim_word: str) -> dict[str, float]
     """agent-a's scores for a query of two words, one of which agent-b may hold a lot."""
     store = EmbeddedKnowledgeStore(db, isolation=isolation)
     try:
-        store.upsert_document(PROBER, document("falcon.md", "falcon sighting report"))
-        store.upsert_document(PROBER, document("harbor.md", "harbor opening hours"))
+        upsert_document(store, PROBER, document("falcon.md", "falcon sighting report"))
+        upsert_document(store, PROBER, document("harbor.md", "harbor opening hours"))
         for n in range(12):
             scope = VICTIM if n % 2 else VICTIM_OTHER_CONTEXT
-            store.upsert_document(scope, document(f"s{n}.md", f"{victim_word} plan number {n}"))
+            upsert_document(store, scope, document(f"s{n}.md", f"{victim_word} plan number {n}"))
         results = store.search(PROBER, SearchQuery("falcon harbor", mode="keyword"))
         return {r.document_path: r.score for r in results}
     finally:
@@ -55,14 +56,14 @@ def test_the_probe_cannot_tell_with_agent_isolation(tmp_path: Path) -> None:
 def test_agent_isolation_still_searches_every_context_of_an_agent(tmp_path: Path) -> None:
     store = EmbeddedKnowledgeStore(tmp_path / "kb.db", isolation="agent")
     try:
-        store.upsert_document(VICTIM, document("a.md", "falcon one"))
-        store.upsert_document(VICTIM_OTHER_CONTEXT, document("b.md", "falcon two"))
-        store.upsert_document(PROBER, document("c.md", "falcon three"))
+        upsert_document(store, VICTIM, document("a.md", "falcon one"))
+        upsert_document(store, VICTIM_OTHER_CONTEXT, document("b.md", "falcon two"))
+        upsert_document(store, PROBER, document("c.md", "falcon three"))
         one = store.search(VICTIM, SearchQuery("falcon", mode="keyword"))
         every = store.search(VICTIM, SearchQuery("falcon", mode="keyword", cross_context=True))
         assert [r.document_path for r in one] == ["a.md"]
         assert sorted(r.document_path for r in every) == ["a.md", "b.md"]
-        assert store.delete_document(VICTIM, "a.md")
+        assert delete_document(store, VICTIM, "a.md")
         assert store.search(VICTIM, SearchQuery("falcon", mode="keyword")) == []
     finally:
         store.close()
@@ -84,12 +85,12 @@ def test_a_switch_by_another_process_is_refused_never_silent(tmp_path: Path) -> 
     db = tmp_path / "kb.db"
     strict = EmbeddedKnowledgeStore(db, isolation="agent")
     try:
-        strict.upsert_document(PROBER, document("a.md", "falcon"))
+        upsert_document(strict, PROBER, document("a.md", "falcon"))
         EmbeddedKnowledgeStore(db, isolation="shared").close()  # rebuilds the keyword index
         with pytest.raises(StoreError, match="isolation=shared"):
             strict.search(PROBER, SearchQuery("falcon", mode="keyword"))
         with pytest.raises(StoreError, match="isolation=shared"):
-            strict.upsert_document(PROBER, document("b.md", "harbor"))
+            upsert_document(strict, PROBER, document("b.md", "harbor"))
     finally:
         strict.close()
 

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from knowledge.model import SearchQuery
-from knowledge.scope import KnowledgeScope
-from knowledge.sources.local import BucketFolderSource
+from knowledge.core.model import SearchQuery
+from knowledge.core.scope import KnowledgeScope
+from knowledge.ingest.pipeline import index_source, reindex_source
+from knowledge.ingest.sources.local import BucketFolderSource
 from knowledge.stores.embedded import EmbeddedKnowledgeStore
 
 SCOPE = KnowledgeScope("big-agent", "archive")
@@ -24,13 +25,13 @@ def test_a_scope_of_5000_files_is_indexed_whole_and_reindex_deletes_nothing(
     source = BucketFolderSource(tmp_path / "bucket")
     store = EmbeddedKnowledgeStore(tmp_path / "kb.db")  # keyword only
     try:
-        first = store.index(SCOPE, source)
+        first = index_source(store, SCOPE, source)
         assert (first.indexed_documents, first.skipped, first.errors) == (FILES, (), ())
         assert store.status(SCOPE).document_count == FILES
         last = store.search(SCOPE, SearchQuery(f"entry{FILES - 1}", mode="keyword"))
         assert [r.document_path for r in last] == [f"note{FILES - 1:04d}.md"]
 
-        again = store.reindex(SCOPE, source)
+        again = reindex_source(store, SCOPE, source)
         assert (again.indexed_documents, again.deleted_documents) == (FILES, 0)
         assert again.errors == ()
         assert store.status(SCOPE).document_count == FILES

@@ -10,15 +10,22 @@ from pathlib import Path
 
 import pytest
 
+from knowledge.core.errors import AnalysisMismatchError, RecordsMismatchError
+from knowledge.core.identity import document_id
+from knowledge.core.model import (
+    MAX_STATUS_PROBLEMS,
+    DocumentChunk,
+    FileProblem,
+    IndexState,
+    SearchQuery,
+)
+from knowledge.core.origin import RECORDS
+from knowledge.core.scope import KnowledgeScope
 from knowledge.embedding.hashing import HashingEmbedder
-from knowledge.errors import AnalysisMismatchError, RecordsMismatchError
-from knowledge.identity import document_id
-from knowledge.model import MAX_STATUS_PROBLEMS, DocumentChunk, FileProblem, IndexState, SearchQuery
-from knowledge.origin import RECORDS
-from knowledge.scope import KnowledgeScope
-from knowledge.store import DocumentHeader, EmbeddedChunk
+from knowledge.ingest.pipeline import delete_document
+from knowledge.ranking.analysis import ANALYSIS, KOREAN_MORPHEMES
 from knowledge.stores.embedded import EmbeddedKnowledgeStore
-from knowledge.text import ANALYSIS, KOREAN_MORPHEMES
+from knowledge.stores.protocol import DocumentHeader, EmbeddedChunk
 
 SCOPE = KnowledgeScope("ops-bot", "runbooks")
 OTHER = KnowledgeScope("ops-bot", "oncall")
@@ -344,7 +351,7 @@ def test_a_file_of_analysis_3_without_chunks_gets_the_headings_column(
         with store.write_session(SCOPE) as session:  # leaves the agent's table (isolation)
             old = DocumentChunk("old.md", 0, "old text", {})
             session.put_document(header("old.md"), [EmbeddedChunk(old, None)])
-        assert store.delete_document(SCOPE, "old.md")
+        assert delete_document(store, SCOPE, "old.md")
     finally:
         store.close()
     _as_analysis_3(db)

@@ -10,9 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from knowledge.embedding.base import Embedding
-from knowledge.embedding.hashing import HashingEmbedder
-from knowledge.errors import (
+from knowledge.core.errors import (
     AnalysisMismatchError,
     ConfigurationError,
     EmbeddingMismatchError,
@@ -20,20 +18,23 @@ from knowledge.errors import (
     UnsupportedModeError,
     ValidationError,
 )
-from knowledge.identity import document_id
-from knowledge.model import DocumentChunk, IndexState, SearchMode, SearchQuery, SearchResult
-from knowledge.scope import KnowledgeScope
-from knowledge.source import SourceDocument
-from knowledge.sources.local import LocalDirectorySource
-from knowledge.store import (
+from knowledge.core.identity import document_id
+from knowledge.core.model import DocumentChunk, IndexState, SearchMode, SearchQuery, SearchResult
+from knowledge.core.scope import KnowledgeScope
+from knowledge.core.source import SourceDocument
+from knowledge.embedding.base import Embedding
+from knowledge.embedding.hashing import HashingEmbedder
+from knowledge.ingest.pipeline import delete_document, reindex_source, upsert_document
+from knowledge.ingest.sources.local import LocalDirectorySource
+from knowledge.ranking.analysis import ANALYSIS
+from knowledge.stores.embedded import EmbeddedKnowledgeStore, fts_query
+from knowledge.stores.protocol import (
     DocumentHeader,
     EmbeddedChunk,
     IndexWriter,
     KnowledgeStore,
     WriteSession,
 )
-from knowledge.stores.embedded import EmbeddedKnowledgeStore, fts_query
-from knowledge.text import ANALYSIS
 
 SCOPE = KnowledgeScope("ops-bot", "runbooks")
 OTHER_CONTEXT = KnowledgeScope("ops-bot", "oncall")
@@ -129,7 +130,7 @@ def store(db: Path) -> Iterator[EmbeddedKnowledgeStore]:
 @pytest.fixture
 def filled(store: EmbeddedKnowledgeStore) -> EmbeddedKnowledgeStore:
     for path, text in (("deploy.md", DEPLOY), ("bread.md", BREAD), ("garden.md", GARDEN)):
-        assert store.upsert_document(SCOPE, source_doc(path, text)).indexed_documents == 1
+        assert upsert_document(store, SCOPE, source_doc(path, text)).indexed_documents == 1
     return store
 
 
@@ -150,7 +151,7 @@ def test_reopened_file_gives_the_same_results_and_status(filled: EmbeddedKnowled
         assert status.document_count == 3
         assert status.state is IndexState.READY
         # The content hashes survived too: nothing is written again.
-        result = reopened.upsert_document(SCOPE, source_doc("deploy.md", DEPLOY))
+        result = upsert_document(reopened, SCOPE, source_doc("deploy.md", DEPLOY))
         assert result.indexed_documents == 0
         assert [p.reason for p in result.skipped] == ["unchanged"]
     finally:
@@ -159,8 +160,8 @@ def test_reopened_file_gives_the_same_results_and_status(filled: EmbeddedKnowled
 
 def test_changed_document_is_rewritten_without_a_stale_tail(store: EmbeddedKnowledgeStore):
     long_text = "# A\n\nalpha words here\n\n# B\n\nbravo words here\n\n# C\n\ncharlie tail\n"
-    assert store.upsert_document(SCOPE, source_doc("doc.md", long_text)).indexed_chunks == 3
-    assert store.upsert_document(SCOPE, source_doc("doc.md", "# A\n\nalpha only\n")).ok
+    assert upsert_document(store, SCOPE, source_doc("doc.md", long_text)).indexed_chunks == 3
+    assert upsert_document(store, SCOPE, source_doc("doc.md", "# A\n\nalpha only\n")).ok
     assert search(store, "charlie") == []
     assert [r.chunk_index for r in search(store, "alpha")] == [0]
     assert store.status(SCOPE).chunk_count == 1
@@ -194,7 +195,7 @@ def test_creates_the_folder_of_the_file(tmp_path: Path):
 def test_memory_store_works_without_a_file(tmp_path: Path):
     store = EmbeddedKnowledgeStore(":memory:", embedder=HashingEmbedder(32))
     try:
-        store.upsert_document(SCOPE, source_doc("deploy.md", DEPLOY))
+        upsert_document(store, SCOPE, source_doc("deploy.md", DEPLOY))
         assert paths(search(store, "rollback", "hybrid")) == ["deploy.md"]
         assert store.path == ":memory:"
     finally:
@@ -234,7 +235,7 @@ def test_keyword_only_store_reads_a_vector_file_but_never_writes_to_it(
         with pytest.raises(UnsupportedModeError):
             search(keyword, "bread", "vector")
         with pytest.raises(EmbeddingMismatchError, match="without vectors"):
-            keyword.upsert_document(SCOPE, source_doc("bread.md", "# Bread\n\nrye and spelt\n"))
+            upsert_document(keyword, SCOPE, source_doc("bread.md", "# Bread\n\nrye and spelt\n"))
         assert paths(search(keyword, "flour")) == ["bread.md"]  # untouched
     finally:
         keyword.close()
@@ -242,7 +243,7 @@ def test_keyword_only_store_reads_a_vector_file_but_never_writes_to_it(
 
 def test_keyword_built_file_refuses_an_embedder(db: Path):
     keyword = EmbeddedKnowledgeStore(db)
-    keyword.upsert_document(SCOPE, source_doc("bread.md", BREAD))
+    upsert_document(keyword, SCOPE, source_doc("bread.md", BREAD))
     keyword.close()
     with pytest.raises(EmbeddingMismatchError, match="without an embedder"):
         EmbeddedKnowledgeStore(db, embedder=HashingEmbedder(64))
@@ -250,11 +251,11 @@ def test_keyword_built_file_refuses_an_embedder(db: Path):
 
 def test_a_file_without_chunks_takes_a_new_embedder(filled: EmbeddedKnowledgeStore, db: Path):
     for path in ("deploy.md", "bread.md", "garden.md"):
-        assert filled.delete_document(SCOPE, path)
+        assert delete_document(filled, SCOPE, path)
     filled.close()
     store = EmbeddedKnowledgeStore(db, embedder=HashingEmbedder(128))
     try:
-        store.upsert_document(SCOPE, source_doc("bread.md", BREAD))
+        upsert_document(store, SCOPE, source_doc("bread.md", BREAD))
         assert paths(search(store, "bread", "vector")) == ["bread.md"]
     finally:
         store.close()
@@ -292,12 +293,12 @@ def test_a_file_of_another_keyword_analysis_is_refused(
 
 def test_a_file_without_chunks_takes_this_analysis(filled: EmbeddedKnowledgeStore, db: Path):
     for path in ("deploy.md", "bread.md", "garden.md"):
-        assert filled.delete_document(SCOPE, path)
+        assert delete_document(filled, SCOPE, path)
     filled.close()
     _set_analysis(db, None)
     store = EmbeddedKnowledgeStore(db, embedder=HashingEmbedder(64))
     try:
-        store.upsert_document(SCOPE, source_doc("bread.md", BREAD))
+        upsert_document(store, SCOPE, source_doc("bread.md", BREAD))
         assert paths(search(store, "bread", "keyword")) == ["bread.md"]
     finally:
         store.close()
@@ -305,10 +306,10 @@ def test_a_file_without_chunks_takes_this_analysis(filled: EmbeddedKnowledgeStor
 
 
 def test_keyword_search_finds_other_inflections(store: EmbeddedKnowledgeStore):
-    store.upsert_document(
-        SCOPE, source_doc("net.md", "The installer detected two network interfaces.")
+    upsert_document(
+        store, SCOPE, source_doc("net.md", "The installer detected two network interfaces.")
     )
-    store.upsert_document(SCOPE, source_doc("other.md", "Bread rises in a warm kitchen."))
+    upsert_document(store, SCOPE, source_doc("other.md", "Bread rises in a warm kitchen."))
     assert paths(search(store, "detecting an interface", "keyword")) == ["net.md"]
 
 
@@ -381,11 +382,11 @@ def test_fts_syntax_in_the_query_is_plain_text(filled: EmbeddedKnowledgeStore, t
 
 
 def test_cjk_compound_matches_words_written_apart(store: EmbeddedKnowledgeStore):
-    store.upsert_document(
-        SCOPE, source_doc("ko.md", "# 장애\n\n배포 실패 시 이전 버전으로 롤백한다.")
+    upsert_document(
+        store, SCOPE, source_doc("ko.md", "# 장애\n\n배포 실패 시 이전 버전으로 롤백한다.")
     )
-    store.upsert_document(SCOPE, source_doc("ja.md", "# 障害\n\n本番環境のデプロイ手順"))
-    store.upsert_document(SCOPE, source_doc("en.md", DEPLOY))
+    upsert_document(store, SCOPE, source_doc("ja.md", "# 障害\n\n本番環境のデプロイ手順"))
+    upsert_document(store, SCOPE, source_doc("en.md", DEPLOY))
     assert paths(search(store, "배포실패")) == ["ko.md"]
     assert paths(search(store, "롤백")) == ["ko.md"]
     assert paths(search(store, "本番環境")) == ["ja.md"]
@@ -447,7 +448,7 @@ def test_vector_candidates_below_the_floor_are_not_results(db: Path):
     store = EmbeddedKnowledgeStore(db, embedder=HashingEmbedder(64))  # the calibrated floor
     try:
         for path, text in (("deploy.md", DEPLOY), ("bread.md", BREAD), ("garden.md", GARDEN)):
-            store.upsert_document(SCOPE, source_doc(path, text))
+            upsert_document(store, SCOPE, source_doc(path, text))
         unrelated = "zeppelin xylophone quasar"
         assert search(store, unrelated, "vector") == []
         assert search(store, unrelated, "hybrid") == []
@@ -475,8 +476,8 @@ def test_a_bad_relevance_floor_is_refused(db: Path, bad: float):
 def test_rrf_fusion_option(db: Path):
     store = EmbeddedKnowledgeStore(db, embedder=HashingEmbedder(64), fusion="rrf")
     try:
-        store.upsert_document(SCOPE, source_doc("deploy.md", DEPLOY))
-        store.upsert_document(SCOPE, source_doc("bread.md", BREAD))
+        upsert_document(store, SCOPE, source_doc("deploy.md", DEPLOY))
+        upsert_document(store, SCOPE, source_doc("bread.md", BREAD))
         results = search(store, "rollback deployment", "hybrid")
         assert paths(results)[0] == "deploy.md"
         assert results[0].score == 1.0
@@ -488,7 +489,7 @@ def test_query_is_embedded_once_and_only_when_needed(db: Path):
     embedder = CountingEmbedder()
     store = EmbeddedKnowledgeStore(db, embedder=embedder)
     try:
-        store.upsert_document(SCOPE, source_doc("deploy.md", DEPLOY))
+        upsert_document(store, SCOPE, source_doc("deploy.md", DEPLOY))
         embedder.embed_calls = 0
         search(store, "rollback")
         assert embedder.embed_calls == 0
@@ -514,13 +515,13 @@ def test_vector_search_sees_every_commit(db: Path, cache_bytes: int):
     )
     other = EmbeddedKnowledgeStore(db, embedder=HashingEmbedder(64))  # another writer
     try:
-        store.upsert_document(SCOPE, source_doc("bread.md", BREAD))
+        upsert_document(store, SCOPE, source_doc("bread.md", BREAD))
         assert paths(search(store, "kubectl rollout", "vector")) == ["bread.md"]
-        store.upsert_document(SCOPE, source_doc("deploy.md", DEPLOY))
+        upsert_document(store, SCOPE, source_doc("deploy.md", DEPLOY))
         assert paths(search(store, "kubectl rollout", "vector"))[0] == "deploy.md"
-        other.upsert_document(SCOPE, source_doc("garden.md", GARDEN))
+        upsert_document(other, SCOPE, source_doc("garden.md", GARDEN))
         assert "garden.md" in paths(search(store, "kubectl rollout", "vector"))
-        assert other.delete_document(SCOPE, "deploy.md")
+        assert delete_document(other, SCOPE, "deploy.md")
         assert "deploy.md" not in paths(search(store, "kubectl rollout", "vector"))
         # A rolled-back session changes nothing, cached or not.
         with pytest.raises(RuntimeError), other.write_session(SCOPE, replace_scope=True):
@@ -538,9 +539,9 @@ def test_vector_search_sees_every_commit(db: Path, cache_bytes: int):
 
 
 def test_scope_isolation_and_cross_context(store: EmbeddedKnowledgeStore):
-    store.upsert_document(SCOPE, source_doc("a.md", "shared word rollback"))
-    store.upsert_document(OTHER_CONTEXT, source_doc("b.md", "shared word rollback"))
-    store.upsert_document(OTHER_AGENT, source_doc("c.md", "shared word rollback"))
+    upsert_document(store, SCOPE, source_doc("a.md", "shared word rollback"))
+    upsert_document(store, OTHER_CONTEXT, source_doc("b.md", "shared word rollback"))
+    upsert_document(store, OTHER_AGENT, source_doc("c.md", "shared word rollback"))
     for mode in SearchMode:
         assert paths(search(store, "rollback", mode.value)) == ["a.md"]
         crossed = search(store, "rollback", mode.value, cross_context=True)
@@ -551,19 +552,19 @@ def test_scope_isolation_and_cross_context(store: EmbeddedKnowledgeStore):
 
 
 def test_same_path_in_two_contexts_stays_apart(store: EmbeddedKnowledgeStore):
-    store.upsert_document(SCOPE, source_doc("same.md", "rollback one"))
-    store.upsert_document(OTHER_CONTEXT, source_doc("same.md", "rollback two"))
+    upsert_document(store, SCOPE, source_doc("same.md", "rollback one"))
+    upsert_document(store, OTHER_CONTEXT, source_doc("same.md", "rollback two"))
     crossed = search(store, "rollback", "hybrid", cross_context=True)
     assert sorted(r.content for r in crossed) == ["rollback one", "rollback two"]
-    assert store.delete_document(SCOPE, "same.md")
+    assert delete_document(store, SCOPE, "same.md")
     assert [r.content for r in search(store, "rollback", cross_context=True)] == ["rollback two"]
 
 
 @pytest.mark.parametrize("mode", ["keyword", "vector", "hybrid"])
 def test_filters_apply_before_normalising(store: EmbeddedKnowledgeStore, mode: str):
-    store.upsert_document(SCOPE, source_doc("runbooks/deploy.md", DEPLOY, team="ops"))
-    store.upsert_document(
-        SCOPE, source_doc("notes/deploy.txt", "deployment notes rollback", team="dev")
+    upsert_document(store, SCOPE, source_doc("runbooks/deploy.md", DEPLOY, team="ops"))
+    upsert_document(
+        store, SCOPE, source_doc("notes/deploy.txt", "deployment notes rollback", team="dev")
     )
     by_pattern = search(store, "rollback deployment", mode, file_patterns=("*.txt",))
     assert paths(by_pattern) == ["notes/deploy.txt"]
@@ -577,7 +578,7 @@ def test_filters_apply_before_normalising(store: EmbeddedKnowledgeStore, mode: s
 
 
 def test_result_metadata_comes_from_the_indexer(store: EmbeddedKnowledgeStore):
-    store.upsert_document(SCOPE, source_doc("runbooks/deploy.md", DEPLOY, team="ops"))
+    upsert_document(store, SCOPE, source_doc("runbooks/deploy.md", DEPLOY, team="ops"))
     (result,) = search(store, "kubectl")
     assert result.metadata["title"] == "Deploy"
     assert list(result.metadata["heading_path"]) == ["Deploy"]
@@ -658,12 +659,12 @@ def test_session_used_outside_its_block_is_refused(store: EmbeddedKnowledgeStore
 
 
 def test_reindex_replaces_the_scope_only(store: EmbeddedKnowledgeStore, tmp_path: Path):
-    store.upsert_document(SCOPE, source_doc("old.md", "old rollback"))
-    store.upsert_document(OTHER_CONTEXT, source_doc("keep.md", "keep rollback"))
+    upsert_document(store, SCOPE, source_doc("old.md", "old rollback"))
+    upsert_document(store, OTHER_CONTEXT, source_doc("keep.md", "keep rollback"))
     folder = tmp_path / "docs"
     folder.mkdir()
     (folder / "new.md").write_text(DEPLOY, encoding="utf-8")
-    result = store.reindex(SCOPE, LocalDirectorySource(folder))
+    result = reindex_source(store, SCOPE, LocalDirectorySource(folder))
     assert (result.indexed_documents, result.deleted_documents) == (1, 1)
     assert set(store.stored_documents(SCOPE)) == {"new.md"}
     assert set(store.stored_documents(OTHER_CONTEXT)) == {"keep.md"}
@@ -746,7 +747,7 @@ def test_concurrent_searches_never_see_half_a_session(db: Path):
 def test_two_stores_on_one_file_see_each_others_commits(filled: EmbeddedKnowledgeStore, db: Path):
     second = EmbeddedKnowledgeStore(db, embedder=HashingEmbedder(64))
     try:
-        second.upsert_document(SCOPE, source_doc("late.md", "late arrival rollback"))
+        upsert_document(second, SCOPE, source_doc("late.md", "late arrival rollback"))
         assert "late.md" in paths(search(filled, "rollback"))
     finally:
         second.close()

@@ -22,9 +22,9 @@ PROBE = textwrap.dedent(
     import json, os, sys
     import numpy as np
     from datetime import UTC, datetime
-    from knowledge.model import DocumentChunk, SearchQuery
-    from knowledge.scope import KnowledgeScope
-    from knowledge.store import DocumentHeader, EmbeddedChunk
+    from knowledge.core.model import DocumentChunk, SearchQuery
+    from knowledge.core.scope import KnowledgeScope
+    from knowledge.stores.protocol import DocumentHeader, EmbeddedChunk
     from knowledge.stores.embedded import EmbeddedKnowledgeStore
 
     class Embedder:

@@ -1,5 +1,5 @@
 """The adaptive embedding concurrency (knowledge.embedding.aimd) and the indexer's
-lookahead (knowledge.lookahead), against the fake embedding service on loopback: a
+lookahead (knowledge.ingest.lookahead), against the fake embedding service on loopback: a
 provider that throttles beyond a number of calls in flight, as Titan's quota does."""
 
 from __future__ import annotations
@@ -9,22 +9,26 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
-import boto3
 import pytest
-from botocore.config import Config
-from fake_embeddings import FakeEmbeddingServer, Profile, fake_embedding_server, vector_for
+from fake_embeddings import (
+    FakeEmbeddingServer,
+    Profile,
+    bedrock_runtime,
+    fake_embedding_server,
+    vector_for,
+)
 
-from knowledge.chunking import MarkdownSectionChunker, embedding_text
-from knowledge.deadline import Deadline
+from knowledge.core.deadline import Deadline
+from knowledge.core.errors import ValidationError
+from knowledge.core.identity import embedding_key
+from knowledge.core.model import IndexOptions
+from knowledge.core.scope import KnowledgeScope
 from knowledge.embedding.aimd import DECREASE_FACTOR, AdaptiveLimit
 from knowledge.embedding.bedrock import BedrockEmbeddingClient
 from knowledge.embedding.pool import EmbeddingDeadlineError
-from knowledge.errors import ValidationError
-from knowledge.identity import embedding_key
-from knowledge.indexing import Indexer
-from knowledge.model import IndexOptions
-from knowledge.scope import KnowledgeScope
-from knowledge.sources.local import LocalDirectorySource
+from knowledge.ingest.chunking import MarkdownSectionChunker, embedding_text
+from knowledge.ingest.pipeline import Indexer, index_source
+from knowledge.ingest.sources.local import LocalDirectorySource
 from knowledge.stores.embedded import EmbeddedKnowledgeStore
 
 DIMENSIONS = 256
@@ -101,19 +105,7 @@ def titan() -> Iterator[FakeEmbeddingServer]:
 
 
 def _bedrock(server: FakeEmbeddingServer, concurrency: int = 64) -> BedrockEmbeddingClient:
-    runtime = boto3.client(
-        "bedrock-runtime",
-        region_name="us-east-1",
-        endpoint_url=server.url,
-        aws_access_key_id="test",
-        aws_secret_access_key="test",
-        config=Config(
-            retries={"total_max_attempts": 1},
-            max_pool_connections=concurrency,
-            connect_timeout=WAIT,
-            read_timeout=WAIT,
-        ),
-    )
+    runtime = bedrock_runtime(server, timeout=WAIT, connections=concurrency)
     return BedrockEmbeddingClient(
         dimensions=DIMENSIONS, client=runtime, concurrency=concurrency, max_retries=8
     )
@@ -175,9 +167,9 @@ def test_indexing_embeds_the_next_documents_while_one_is_written(tmp_path: Path)
     profile = Profile(latency_per_call=0.02, dimensions=DIMENSIONS, on_arrival=hold_the_first)
     with fake_embedding_server(profile) as server:
         embedder = _bedrock(server)
-        store = EmbeddedKnowledgeStore(tmp_path / "kb.db", embedder, MarkdownSectionChunker())
+        store = EmbeddedKnowledgeStore(tmp_path / "kb.db", embedder)
         try:
-            result = store.index(SCOPE, LocalDirectorySource(docs), IndexOptions())
+            result = index_source(store, SCOPE, LocalDirectorySource(docs), IndexOptions())
             vectors = _stored_vectors(store, [f"doc-{n:02d}.md" for n in range(12)])
         finally:
             store.close()

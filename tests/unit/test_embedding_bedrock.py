@@ -14,13 +14,13 @@ from botocore.exceptions import ClientError, EndpointConnectionError, NoCredenti
 from botocore.response import StreamingBody
 from botocore.stub import Stubber
 
+from knowledge.core.errors import ConfigurationError, EmbeddingError, ValidationError
 from knowledge.embedding.base import EmbeddingClient
 from knowledge.embedding.bedrock import (
     BedrockEmbeddingClient,
     is_bedrock_throttle,
     is_retryable_bedrock_error,
 )
-from knowledge.errors import ConfigurationError, EmbeddingError, ValidationError
 
 MODEL = "amazon.titan-embed-text-v2:0"
 

@@ -7,8 +7,8 @@ import sys
 import pytest
 
 import knowledge.embedding as embedding
+from knowledge.core.errors import ValidationError
 from knowledge.embedding import EMBEDDER_NAMES, EmbeddingClient, HashingEmbedder, create_embedder
-from knowledge.errors import ValidationError
 
 
 def test_public_names() -> None:

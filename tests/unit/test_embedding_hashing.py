@@ -9,10 +9,10 @@ import sys
 
 import pytest
 
+from knowledge.core.errors import ValidationError
 from knowledge.embedding.base import Embedding, EmbeddingClient
 from knowledge.embedding.hashing import HashingEmbedder
-from knowledge.errors import ValidationError
-from knowledge.text import tokenize
+from knowledge.ranking.analysis import tokenize
 
 
 def _cosine(a: Embedding, b: Embedding) -> float:

@@ -9,13 +9,13 @@ from typing import Any
 import numpy as np
 import pytest
 
+from knowledge.core.errors import ConfigurationError, EmbeddingError, ValidationError
 from knowledge.embedding.base import EmbeddingClient
 from knowledge.embedding.local import (
     DEFAULT_LOCAL_MODEL,
     SentenceTransformerEmbedder,
     resolve_model_location,
 )
-from knowledge.errors import ConfigurationError, EmbeddingError, ValidationError
 
 
 class FakeTokenizer:

@@ -12,16 +12,17 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from knowledge.core.errors import EmbeddingError, EmbeddingMismatchError, ValidationError
+from knowledge.core.scope import KnowledgeScope
+from knowledge.core.source import SourceDocument
 from knowledge.embedding import create_embedder
 from knowledge.embedding.multilingual import (
     MULTILINGUAL_DIMENSIONS,
     MULTILINGUAL_MODEL,
     MultilingualEmbedder,
 )
-from knowledge.errors import EmbeddingError, EmbeddingMismatchError, ValidationError
-from knowledge.fusion import hybrid_weights, relevance_floor
-from knowledge.scope import KnowledgeScope
-from knowledge.source import SourceDocument
+from knowledge.ingest.pipeline import upsert_document
+from knowledge.ranking.fusion import hybrid_weights, relevance_floor
 from knowledge.stores.embedded import EmbeddedKnowledgeStore
 
 
@@ -131,7 +132,7 @@ def test_an_index_built_with_it_is_refused_with_another_embedder(
     store = EmbeddedKnowledgeStore(path, embedder=real)
     try:
         document = SourceDocument(path="a.md", size=len(data), read=lambda: data)
-        assert store.upsert_document(scope, document).indexed_documents == 1
+        assert upsert_document(store, scope, document).indexed_documents == 1
     finally:
         store.close()
     with pytest.raises(EmbeddingMismatchError, match="universal-sentence-encoder"):

@@ -17,6 +17,7 @@ import openai
 import pytest
 from json_http import JsonHandler, serving
 
+from knowledge.core.errors import ConfigurationError, EmbeddingError, ValidationError
 from knowledge.embedding.base import EmbeddingClient
 from knowledge.embedding.openai import (
     OpenAIEmbeddingClient,
@@ -24,7 +25,6 @@ from knowledge.embedding.openai import (
     is_retryable_openai_error,
     split_token_count,
 )
-from knowledge.errors import ConfigurationError, EmbeddingError, ValidationError
 
 # --- a tiny OpenAI-compatible embeddings server on 127.0.0.1 -----------------------------
 
@@ -400,7 +400,7 @@ def test_a_pipeline_batch_fills_the_pool(api: FakeEmbeddingsAPI, sdk: openai.Ope
     # default request size they go out as one request per pool worker (with 256 they
     # were one request, and the pool had nothing to run beside it).
     from knowledge.embedding.pool import DEFAULT_OPENAI_INITIAL_CONCURRENCY
-    from knowledge.indexing import DEFAULT_EMBED_BATCH_SIZE
+    from knowledge.ingest.pipeline import DEFAULT_EMBED_BATCH_SIZE
 
     embedder = OpenAIEmbeddingClient(client=sdk)
     texts = [f"text {n}" for n in range(DEFAULT_EMBED_BATCH_SIZE)]

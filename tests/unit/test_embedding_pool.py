@@ -15,18 +15,23 @@ from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
 from typing import Any
 
-import boto3
-import openai
 import pytest
-from botocore.config import Config
-from fake_embeddings import RESET, FakeEmbeddingServer, Profile, fake_embedding_server, vector_for
+from fake_embeddings import (
+    RESET,
+    FakeEmbeddingServer,
+    Profile,
+    bedrock_runtime,
+    fake_embedding_server,
+    openai_sdk,
+    vector_for,
+)
 
-from knowledge.deadline import time_budget
+from knowledge.core.deadline import time_budget
+from knowledge.core.errors import EmbeddingError, ValidationError
 from knowledge.embedding.base import EmbeddingClient
 from knowledge.embedding.bedrock import BedrockEmbeddingClient
 from knowledge.embedding.openai import OpenAIEmbeddingClient
 from knowledge.embedding.pool import EmbeddingDeadlineError, EmbeddingPool, RateGate
-from knowledge.errors import EmbeddingError, ValidationError
 
 DIMENSIONS = 256
 WAIT = 30.0  # seconds a test waits for another thread before it fails
@@ -38,21 +43,7 @@ _OPEN: list[Any] = []  # SDK clients made by a test, closed after it
 def _bedrock(
     server: FakeEmbeddingServer, concurrency: int, sleep: Sleep = time.sleep
 ) -> EmbeddingClient:
-    runtime = boto3.client(
-        "bedrock-runtime",
-        region_name="us-east-1",
-        endpoint_url=server.url,
-        aws_access_key_id="test",
-        aws_secret_access_key="test",
-        # Bounded like the product's own clients: a call left in flight when a test ends
-        # (a batch that failed early) ends by itself instead of holding the process's exit.
-        config=Config(
-            retries={"total_max_attempts": 1},
-            max_pool_connections=32,
-            connect_timeout=WAIT,
-            read_timeout=WAIT,
-        ),
-    )
+    runtime = bedrock_runtime(server, timeout=WAIT)
     _OPEN.append(runtime)
     return BedrockEmbeddingClient(
         dimensions=DIMENSIONS, client=runtime, concurrency=concurrency, sleep=sleep
@@ -62,9 +53,7 @@ def _bedrock(
 def _openai(
     server: FakeEmbeddingServer, concurrency: int, sleep: Sleep = time.sleep
 ) -> EmbeddingClient:
-    sdk = openai.OpenAI(
-        base_url=server.url + "/v1", api_key="test", max_retries=0, timeout=WAIT
-    )  # bounded like the product's own client (see _bedrock)
+    sdk = openai_sdk(server, timeout=WAIT)
     _OPEN.append(sdk)
     return OpenAIEmbeddingClient(
         dimensions=DIMENSIONS, client=sdk, batch_size=1, concurrency=concurrency, sleep=sleep
@@ -432,9 +421,7 @@ def test_openai_answer_must_cover_each_input_once(
     # The right number of vectors, but not one per input: taking them by position
     # would give some texts another text's vector.
     server = serve(Profile(dimensions=DIMENSIONS, openai_data=rewrite))
-    sdk = openai.OpenAI(
-        base_url=server.url + "/v1", api_key="test", max_retries=0, timeout=WAIT
-    )  # bounded like the product's own client (see _bedrock)
+    sdk = openai_sdk(server, timeout=WAIT)
     _OPEN.append(sdk)
     embedder = OpenAIEmbeddingClient(dimensions=DIMENSIONS, client=sdk, batch_size=4)
     with pytest.raises(EmbeddingError, match="index"):

@@ -6,10 +6,10 @@ from datetime import UTC, datetime
 
 import pytest
 
+from knowledge.core.errors import ValidationError
+from knowledge.core.retry_after import retry_after_seconds
 from knowledge.embedding.pool import RateGate
 from knowledge.embedding.retry import backoff_delay, call_with_retries
-from knowledge.errors import ValidationError
-from knowledge.retry_after import retry_after_seconds
 
 
 class Transient(Exception):

@@ -1,4 +1,4 @@
-"""knowledge.event_indexing.EventIndexer: events applied so the index ends like the bucket."""
+"""knowledge.aws.event_indexing.EventIndexer: events applied so the index ends like the bucket."""
 
 from __future__ import annotations
 
@@ -6,12 +6,12 @@ from dataclasses import dataclass, field, replace
 
 import pytest
 
-from knowledge.errors import EmbeddingError, NotFoundError, StoreUnavailableError
-from knowledge.event_indexing import DocumentNotIndexedError, EventIndexer, EventStatus
-from knowledge.events import ActionKind, ObjectAction
-from knowledge.model import IndexOptions, SearchQuery
-from knowledge.scope import KnowledgeScope
-from knowledge.source import SourceDocument
+from knowledge.aws.event_indexing import DocumentNotIndexedError, EventIndexer, EventStatus
+from knowledge.aws.events import ActionKind, ObjectAction
+from knowledge.core.errors import EmbeddingError, NotFoundError, StoreUnavailableError
+from knowledge.core.model import IndexOptions, SearchQuery
+from knowledge.core.scope import KnowledgeScope
+from knowledge.core.source import SourceDocument
 from knowledge.stores.memory import MemoryKnowledgeStore
 
 SCOPE = KnowledgeScope("ops-bot", "runbooks")

@@ -4,7 +4,8 @@ import codecs
 
 import pytest
 
-from knowledge.errors import ExtractionError, ValidationError
+from knowledge.core.errors import ExtractionError, ValidationError
+from knowledge.core.model import IndexOptions
 from knowledge.extraction import (
     DEFAULT_MAX_DOCUMENT_BYTES,
     DOCUMENT_PATTERNS,
@@ -14,7 +15,6 @@ from knowledge.extraction import (
     extract_text,
     is_supported,
 )
-from knowledge.model import IndexOptions
 
 
 def test_utf8_markdown() -> None:

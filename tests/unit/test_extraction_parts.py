@@ -17,7 +17,7 @@ from typing import IO
 
 import pytest
 
-from knowledge.errors import ExtractionError
+from knowledge.core.errors import ExtractionError
 from knowledge.extraction.archive import check_office_archive, core_title, open_office_package
 from knowledge.extraction.base import (
     DEFAULT_LIMITS,

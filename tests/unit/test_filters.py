@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from knowledge.filters import matches_file_patterns, matches_metadata
+from knowledge.core.path_filters import matches_file_patterns, matches_metadata
 
 
 @pytest.mark.parametrize(

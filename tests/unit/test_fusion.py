@@ -5,9 +5,9 @@ import random
 
 import pytest
 
-from knowledge import fusion
-from knowledge.errors import ValidationError
-from knowledge.fusion import (
+from knowledge.core.errors import ValidationError
+from knowledge.ranking import fusion
+from knowledge.ranking.fusion import (
     Fused,
     candidate_count,
     cosine_to_unit,

@@ -1,4 +1,4 @@
-"""knowledge.fusion's per-query side confidence in weighted hybrid fusion, with literal,
+"""knowledge.ranking.fusion's per-query side confidence in weighted hybrid fusion, with literal,
 hand-computed expected values (issue 11: hybrid never below its better side)."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from knowledge.fusion import fuse_weighted
+from knowledge.ranking.fusion import fuse_weighted
 
 
 def _eleven_descending() -> dict[str, float]:

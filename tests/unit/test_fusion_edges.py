@@ -1,4 +1,4 @@
-"""knowledge.fusion at its edges, with literal expected values: the constants, the
+"""knowledge.ranking.fusion at its edges, with literal expected values: the constants, the
 defaults, non-finite and negative inputs, weight types, the per-side scores of RRF."""
 
 from __future__ import annotations
@@ -7,9 +7,9 @@ import math
 
 import pytest
 
-from knowledge import fusion
-from knowledge.errors import ValidationError
-from knowledge.fusion import (
+from knowledge.core.errors import ValidationError
+from knowledge.ranking import fusion
+from knowledge.ranking.fusion import (
     Fused,
     above_floor,
     candidate_count,

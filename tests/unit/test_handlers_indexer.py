@@ -29,15 +29,14 @@ from lambda_support import (
 )
 from moto import mock_aws
 
-from knowledge.errors import StoreError
-from knowledge.event_indexing import EventIndexer
-from knowledge.events import reindex_message_body
-from knowledge.lambda_config import LambdaSettings
-from knowledge.model import SearchQuery
-from knowledge.reindex_queue import ScopeReindexer
-from knowledge.scope import KnowledgeScope
-from knowledge.source import SourceDocument
-from knowledge.sources.s3 import S3DocumentSource
+from knowledge.aws.event_indexing import EventIndexer
+from knowledge.aws.events import reindex_message_body
+from knowledge.aws.reindex_queue import ScopeReindexer
+from knowledge.aws.settings import LambdaSettings
+from knowledge.core.errors import StoreError
+from knowledge.core.model import SearchQuery
+from knowledge.core.scope import KnowledgeScope
+from knowledge.ingest.sources.s3 import S3DocumentSource
 from knowledge.stores.memory import MemoryKnowledgeStore
 
 RUNBOOKS = KnowledgeScope("ops-bot", "runbooks")
@@ -265,12 +264,10 @@ def test_mixed_batch_sample(indexer):
 class PoisonStore(MemoryKnowledgeStore):
     """Fails every write of ``poison.md``, as a backend bug or a bad document would."""
 
-    def upsert_document(
-        self, scope: KnowledgeScope, document: SourceDocument, options: Any = None
-    ) -> Any:
-        if document.path == "poison.md":
+    def stored_document(self, scope: KnowledgeScope, path: str) -> Any:
+        if path == "poison.md":  # the pipeline's first read of a write
             raise StoreError("the index rejected poison.md")
-        return super().upsert_document(scope, document, options)
+        return super().stored_document(scope, path)
 
 
 def test_poison_record_in_a_batch_is_the_only_failure(monkeypatch, s3, capsys):
@@ -431,7 +428,7 @@ def test_scope_reindex_sample_queues_a_message_per_key(monkeypatch, s3, capsys):
 def test_pdf_upload_is_indexed_with_page_citations_and_a_bad_one_is_a_problem(indexer):
     import document_files as files
 
-    from knowledge.tool import format_search_results
+    from knowledge.search.tool import format_search_results
 
     handbook = files.pdf(["Cover", "To roll back, run the quokka job."], title="Handbook")
     indexer.s3.put_object(Bucket=BUCKET, Key="ops-bot/runbooks/handbook.pdf", Body=handbook)

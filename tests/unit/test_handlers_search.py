@@ -31,15 +31,17 @@ from lambda_support import (
 )
 from moto import mock_aws
 
-from knowledge.api import KnowledgeApi
-from knowledge.errors import StoreUnavailableError
-from knowledge.event_indexing import EventIndexer
-from knowledge.lambda_config import LambdaSettings
-from knowledge.model import SearchQuery
-from knowledge.reindex_queue import ReindexQueue, ScopeReindexer
-from knowledge.scope import KnowledgeScope
-from knowledge.source import SourceDocument
-from knowledge.sources.s3 import S3DocumentSource
+from knowledge.aws.event_indexing import EventIndexer
+from knowledge.aws.reindex_queue import ReindexQueue, ScopeReindexer
+from knowledge.aws.settings import LambdaSettings
+from knowledge.core.errors import StoreUnavailableError
+from knowledge.core.model import SearchQuery
+from knowledge.core.scope import KnowledgeScope
+from knowledge.core.source import SourceDocument
+from knowledge.ingest.pipeline import upsert_document
+from knowledge.ingest.sources.s3 import S3DocumentSource
+from knowledge.service.api import KnowledgeApi
+from knowledge.service.routes import ROUTES
 from knowledge.stores.memory import MemoryKnowledgeStore
 
 RUNBOOKS = KnowledgeScope("ops-bot", "runbooks")
@@ -54,16 +56,21 @@ def document(path: str, text: str) -> SourceDocument:
 @pytest.fixture
 def store() -> MemoryKnowledgeStore:
     store = MemoryKnowledgeStore()
-    store.upsert_document(
+    upsert_document(
+        store,
         RUNBOOKS,
         document("deploy.md", "# Deploy\n\nTo rollback a failed deployment run helm rollback."),
     )
-    store.upsert_document(
-        RUNBOOKS, document("장애 대응/배포 실패.md", "# 배포 실패\n\n배포 실패 시 롤백한다.")
+    upsert_document(
+        store, RUNBOOKS, document("장애 대응/배포 실패.md", "# 배포 실패\n\n배포 실패 시 롤백한다.")
     )
-    store.upsert_document(MANUALS, document("helm.md", "# Helm\n\nhelm rollback takes a revision."))
-    store.upsert_document(
-        KnowledgeScope("other-bot", "runbooks"), document("secret.md", "rollback of other-bot")
+    upsert_document(
+        store, MANUALS, document("helm.md", "# Helm\n\nhelm rollback takes a revision.")
+    )
+    upsert_document(
+        store,
+        KnowledgeScope("other-bot", "runbooks"),
+        document("secret.md", "rollback of other-bot"),
     )
     return store
 
@@ -83,7 +90,7 @@ def search(
     monkeypatch: pytest.MonkeyPatch, store: MemoryKnowledgeStore, capsys: pytest.CaptureFixture[str]
 ) -> Search:
     module = load_handler("search", monkeypatch)
-    module.container.api = KnowledgeApi(store)
+    module.container.api = KnowledgeApi(store, reindex=module.queue_reindex)
     return Search(module)
 
 
@@ -188,6 +195,23 @@ def test_status(search):
     assert (body["agent"], body["context"]) == ("ops-bot", "runbooks")
     assert body["document_count"] == 2
     assert body["state"] == "READY"
+
+
+@pytest.mark.parametrize(
+    "route", [r for r in ROUTES if r.function == "search"], ids=lambda r: r.name
+)
+def test_every_route_of_the_table_for_this_function_is_served(search, route, monkeypatch):
+    """The search function registers its routes from the one table (knowledge.service.routes):
+    each is answered by its view, none falls through to the 404 of an unknown route."""
+    monkeypatch.delenv("INDEX_QUEUE_URL", raising=False)  # reindex: a 503, no SQS call
+    path = route.path.format(agent="ops-bot", context="runbooks", path="deploy.md", name="x")
+    event = copy.deepcopy(load_event("api_status.json"))
+    event["rawPath"] = event["requestContext"]["http"]["path"] = path
+    event["requestContext"]["http"]["method"] = route.method
+    event["routeKey"] = event["requestContext"]["routeKey"] = f"{route.method} {route.path}"
+    event["body"], event["isBase64Encoded"] = '{"query": "rollback", "path": "a.md"}', False
+    status, body = search.invoke(event)
+    assert not str(body.get("error", "")).startswith("no route"), (status, body)
 
 
 def test_unknown_route_is_a_json_404(search):
@@ -439,7 +463,7 @@ def test_cold_start_metric_is_emitted_once(monkeypatch, store, capsys):
 
     cold_start.reset_cold_start_flag()  # a new container: earlier tests ran in this process
     module = load_handler("search", monkeypatch)
-    module.container.api = KnowledgeApi(store)
+    module.container.api = KnowledgeApi(store, reindex=module.queue_reindex)
     module.lambda_handler(load_event("api_health.json"), LambdaContext())
     module.lambda_handler(load_event("api_health.json"), LambdaContext())
     assert emitted_metrics(capsys.readouterr().out).get("ColdStart") == 1
@@ -504,7 +528,7 @@ def test_detailed_tracing_creates_the_tracer_on_the_first_request_only_when_aske
     monkeypatch, store
 ):
     module = load_handler("search", monkeypatch)
-    module.container.api = KnowledgeApi(store)
+    module.container.api = KnowledgeApi(store, reindex=module.queue_reindex)
     module.lambda_handler(load_event("api_health.json"), LambdaContext())
     assert module.container.tracer is None  # default: no X-Ray SDK import at all
     monkeypatch.setenv("KB_DETAILED_TRACING", "true")
@@ -554,7 +578,7 @@ def test_documents_bad_parameters_are_400_naming_them(search, query, field):
 
 def test_a_cursor_of_another_agent_is_refused(search, store):
     other_scope = KnowledgeScope("other-bot", "runbooks")
-    store.upsert_document(other_scope, document("zz.md", "more of other-bot"))
+    upsert_document(store, other_scope, document("zz.md", "more of other-bot"))
     event = load_event("api_documents.json")  # limit=1
     event["rawPath"] = "/v1/agents/other-bot/contexts/runbooks/documents"
     status, body = search.invoke(event)

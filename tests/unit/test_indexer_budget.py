@@ -29,13 +29,13 @@ from lambda_support import (
 )
 from moto import mock_aws
 
+from knowledge.aws.event_indexing import EventIndexer
+from knowledge.aws.settings import LambdaSettings
+from knowledge.core.errors import StoreError
+from knowledge.core.scope import KnowledgeScope
+from knowledge.core.source import SIDECAR_SUFFIX
 from knowledge.embedding.pool import embedding_deadline
-from knowledge.errors import StoreError
-from knowledge.event_indexing import EventIndexer
-from knowledge.lambda_config import LambdaSettings
-from knowledge.scope import KnowledgeScope
-from knowledge.source import SIDECAR_SUFFIX, SourceDocument
-from knowledge.sources.s3 import S3DocumentSource
+from knowledge.ingest.sources.s3 import S3DocumentSource
 from knowledge.stores.memory import MemoryKnowledgeStore
 
 RUNBOOKS = KnowledgeScope("ops-bot", "runbooks")
@@ -63,12 +63,10 @@ class SlowReadS3:
 class FailingStore(MemoryKnowledgeStore):
     """Fails every write of ``broken.md``, as an unavailable index would."""
 
-    def upsert_document(
-        self, scope: KnowledgeScope, document: SourceDocument, options: Any = None
-    ) -> Any:
-        if document.path == "broken.md":
+    def stored_document(self, scope: KnowledgeScope, path: str) -> Any:
+        if path == "broken.md":  # the pipeline's first read of a write
             raise StoreError("the index is unavailable")
-        return super().upsert_document(scope, document, options)
+        return super().stored_document(scope, path)
 
 
 @dataclass
@@ -208,7 +206,7 @@ def test_a_failed_record_comes_back_after_a_backoff_not_the_visibility_timeout(a
     ],
 )
 def test_retry_backoff_is_exponential_in_the_receive_count(receive_count, rand, expected):
-    from knowledge.sqs_batch import RetryBackoff
+    from knowledge.aws.sqs_batch import RetryBackoff
 
     assert RetryBackoff(60, 900).delay(receive_count, rand=lambda: rand) == expected
 
@@ -237,12 +235,11 @@ class DeadlineRecordingStore(MemoryKnowledgeStore):
         super().__init__()
         self.seconds_left: list[float | None] = []
 
-    def upsert_document(
-        self, scope: KnowledgeScope, document: SourceDocument, options: Any = None
-    ) -> Any:
+    def stored_document(self, scope: KnowledgeScope, path: str) -> Any:
+        # The pipeline's first read of an upsert: under the record's deadline.
         deadline = embedding_deadline()
         self.seconds_left.append(None if deadline is None else deadline.remaining())
-        return super().upsert_document(scope, document, options)
+        return super().stored_document(scope, path)
 
 
 def test_a_record_runs_under_the_invocation_deadline_less_the_reserve(aws, monkeypatch):

@@ -30,14 +30,14 @@ from lambda_support import (
 )
 from moto import mock_aws
 
-from knowledge.event_indexing import EventIndexer
-from knowledge.events import reindex_message_body
-from knowledge.lambda_config import LambdaSettings
-from knowledge.model import SearchMode, SearchQuery
-from knowledge.scope import KnowledgeScope
-from knowledge.sources.s3 import S3DocumentSource
-from knowledge.store import KnowledgeStore
+from knowledge.aws.event_indexing import EventIndexer
+from knowledge.aws.events import reindex_message_body
+from knowledge.aws.settings import LambdaSettings
+from knowledge.core.model import SearchMode, SearchQuery
+from knowledge.core.scope import KnowledgeScope
+from knowledge.ingest.sources.s3 import S3DocumentSource
 from knowledge.stores.memory import MemoryKnowledgeStore
+from knowledge.stores.protocol import KnowledgeStore
 
 RUNBOOKS = KnowledgeScope("ops-bot", "runbooks")
 KEY = "ops-bot/runbooks/deploy.md"

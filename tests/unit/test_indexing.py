@@ -7,23 +7,28 @@ from types import TracebackType
 
 import pytest
 
-from knowledge.chunking import MarkdownSectionChunker
-from knowledge.embedding.base import Embedding
-from knowledge.embedding.hashing import HashingEmbedder
-from knowledge.errors import (
+from knowledge.core.errors import (
     EmbeddingError,
     NotFoundError,
     StoreError,
     StoreUnavailableError,
     ValidationError,
 )
-from knowledge.identity import content_hash, document_id
-from knowledge.indexing import Indexer, document_fingerprint, embeds_context_by_default
-from knowledge.model import DocumentChunk, FileProblem, IndexOptions
-from knowledge.scope import KnowledgeScope
-from knowledge.source import SourceDocument
-from knowledge.sources import Listing
-from knowledge.store import DocumentHeader, EmbeddedChunk, StoredDocument
+from knowledge.core.identity import content_hash, document_id
+from knowledge.core.model import DocumentChunk, FileProblem, IndexOptions
+from knowledge.core.scope import KnowledgeScope
+from knowledge.core.source import SourceDocument
+from knowledge.embedding.base import Embedding
+from knowledge.embedding.hashing import HashingEmbedder
+from knowledge.ingest.chunking import MarkdownSectionChunker
+from knowledge.ingest.pipeline import (
+    Indexer,
+    document_fingerprint,
+    embeds_context_by_default,
+    upsert_document,
+)
+from knowledge.ingest.sources import Listing
+from knowledge.stores.protocol import DocumentHeader, EmbeddedChunk, StoredDocument
 
 SCOPE = KnowledgeScope("agent", "ctx")
 FIVE_SECTIONS = "\n\n".join(f"## Part {i}\n\nbody of part {i}" for i in range(5))
@@ -262,7 +267,7 @@ def test_an_edit_sends_only_the_changed_chunks_to_the_embedder_and_counts_both()
 
 
 def test_the_key_is_the_embedded_text_with_the_embedder_name_and_dimension() -> None:
-    from knowledge.identity import embedding_key
+    from knowledge.core.identity import embedding_key
 
     embedder = FakeEmbedder()
     writer = FakeWriter()
@@ -347,7 +352,7 @@ def test_the_memory_store_has_no_vectors_to_reuse() -> None:
     from knowledge.stores.memory import MemoryKnowledgeStore
 
     store = MemoryKnowledgeStore()
-    store.upsert_document(SCOPE, doc("a.md", sections(3)))
+    upsert_document(store, SCOPE, doc("a.md", sections(3)))
     with store.write_session(SCOPE) as session:
         assert session.stored_vectors("a.md") == {}
 

@@ -1,4 +1,4 @@
-"""knowledge.lambda_config: the functions' settings, embedder and store from the environment."""
+"""knowledge.aws.settings: the functions' settings, embedder and store from the environment."""
 
 from __future__ import annotations
 
@@ -14,11 +14,12 @@ import boto3
 import pytest
 from moto import mock_aws
 
+from knowledge.aws.settings import LambdaSettings, build_embedder, build_reranking, build_store
+from knowledge.core.errors import ConfigurationError
+from knowledge.core.model import IndexOptions, SearchMode, SearchQuery
+from knowledge.core.secrets import clear_secret_cache
 from knowledge.embedding.hashing import HashingEmbedder
-from knowledge.errors import ConfigurationError
-from knowledge.lambda_config import LambdaSettings, build_embedder, build_reranking, build_store
-from knowledge.model import IndexOptions, SearchMode, SearchQuery
-from knowledge.secrets import clear_secret_cache
+from knowledge.ingest.pipeline import upsert_document
 from knowledge.stores.opensearch import OpenSearchKnowledgeStore
 
 SECRET_ARN = "arn:aws:secretsmanager:us-east-1:123456789012:secret:openai-AbCdEf"
@@ -128,7 +129,7 @@ def test_building_everything_for_openai_imports_no_sdk():
     """A keyword request never pays for openai, opensearchpy or boto3 at cold start."""
     code = f"""
 import sys
-from knowledge.lambda_config import LambdaSettings, build_store
+from knowledge.aws.settings import LambdaSettings, build_store
 settings = LambdaSettings(embedding_provider="openai", openai_secret_arn={SECRET_ARN!r})
 store = build_store(settings, env={{"OPENSEARCH_URL": "http://127.0.0.1:9"}})
 print(sorted(m for m in ("openai", "opensearchpy", "boto3") if m in sys.modules))
@@ -260,8 +261,8 @@ def test_reranking_from_the_environment_reranks_through_bedrock(monkeypatch):
     sends its calls to the fake endpoint, which checks what it receives."""
     from fake_rerank import fake_rerank_server
 
-    from knowledge.scope import KnowledgeScope
-    from knowledge.source import SourceDocument
+    from knowledge.core.scope import KnowledgeScope
+    from knowledge.core.source import SourceDocument
     from knowledge.stores.memory import MemoryKnowledgeStore
 
     arn = "arn:aws:bedrock:eu-central-1::foundation-model/cohere.rerank-v3-5:0"
@@ -279,7 +280,7 @@ def test_reranking_from_the_environment_reranks_through_bedrock(monkeypatch):
         "b.md": "how to rollback helm",
     }.items():
         data = text.encode()
-        store.upsert_document(scope, SourceDocument(path, len(data), lambda d=data: d))
+        upsert_document(store, scope, SourceDocument(path, len(data), lambda d=data: d))
     with fake_rerank_server(arn) as fake:
         monkeypatch.setenv("AWS_ENDPOINT_URL_BEDROCK_AGENT_RUNTIME", fake.url)
         settings = LambdaSettings.from_env(

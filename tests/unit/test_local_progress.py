@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from knowledge.core.model import IndexProgress
+from knowledge.core.scope import KnowledgeScope
 from knowledge.local.progress import IndexingProgress
-from knowledge.model import IndexProgress
-from knowledge.scope import KnowledgeScope
 
 A = KnowledgeScope("ops", "a")
 B = KnowledgeScope("ops", "b")

@@ -10,19 +10,19 @@ from typing import Any
 
 import pytest
 
-from knowledge.errors import StoreError, UnsupportedModeError, ValidationError
-from knowledge.indexing import IndexingStoreMixin
-from knowledge.model import DocumentChunk, IndexState, SearchMode, SearchQuery, SearchResult
-from knowledge.scope import KnowledgeScope
-from knowledge.source import SourceDocument
-from knowledge.store import (
+from knowledge.core.errors import StoreError, UnsupportedModeError, ValidationError
+from knowledge.core.model import DocumentChunk, IndexState, SearchMode, SearchQuery, SearchResult
+from knowledge.core.scope import KnowledgeScope
+from knowledge.core.source import SourceDocument
+from knowledge.ingest.pipeline import delete_document, upsert_document
+from knowledge.stores.memory import MemoryKnowledgeStore
+from knowledge.stores.protocol import (
     DocumentHeader,
     EmbeddedChunk,
     IndexWriter,
     KnowledgeStore,
     WriteSession,
 )
-from knowledge.stores.memory import MemoryKnowledgeStore
 
 SCOPE = KnowledgeScope("agent", "ctx")
 OTHER = KnowledgeScope("agent", "other")
@@ -51,7 +51,8 @@ def test_is_a_knowledge_store_and_its_own_index_writer() -> None:
     store = MemoryKnowledgeStore()
     assert isinstance(store, KnowledgeStore)
     assert isinstance(store, IndexWriter)
-    assert isinstance(store, IndexingStoreMixin)
+    # The pipeline indexes (knowledge.ingest.pipeline); the store only writes what it is given.
+    assert not hasattr(store, "upsert_document")
     assert isinstance(store.write_session(SCOPE), WriteSession)
     assert store.supported_modes == frozenset({SearchMode.KEYWORD})
 
@@ -257,7 +258,7 @@ def test_deleted_terms_leave_no_postings() -> None:
     store = MemoryKnowledgeStore()
     put(store, SCOPE, "a.md", "unique kept")
     put(store, SCOPE, "b.md", "kept")
-    assert store.delete_document(SCOPE, "a.md") is True
+    assert delete_document(store, SCOPE, "a.md") is True
     snapshot = store._snapshots[SCOPE.key]
     assert "unique" not in snapshot.postings
     assert set(snapshot.postings["kept"]) == {("b.md", 0, SCOPE.key)}
@@ -266,7 +267,7 @@ def test_deleted_terms_leave_no_postings() -> None:
 def test_upsert_and_status_through_the_mixin() -> None:
     store = MemoryKnowledgeStore()
     data = b"# Title\n\nbody text"
-    result = store.upsert_document(SCOPE, SourceDocument("doc.md", len(data), lambda: data))
+    result = upsert_document(store, SCOPE, SourceDocument("doc.md", len(data), lambda: data))
     assert result.indexed_documents == 1
     status = store.status(SCOPE)
     assert (status.document_count, status.chunk_count, status.state) == (1, 1, IndexState.READY)

@@ -3,7 +3,7 @@
 A real HTTP server on 127.0.0.1 plays OpenAI's embeddings API and accepts only the key
 it currently holds (401 otherwise, as OpenAI does for a revoked key); the key lives in
 moto's Secrets Manager. The embedder is built exactly as the Lambda functions build it
-(``knowledge.lambda_config.build_embedder`` from ``LambdaSettings``); ``OPENAI_BASE_URL``
+(``knowledge.aws.settings.build_embedder`` from ``LambdaSettings``); ``OPENAI_BASE_URL``
 (read by the OpenAI SDK) points it at the server.
 """
 
@@ -22,9 +22,9 @@ from json_http import JsonHandler, serving
 from lambda_support import use_fake_aws
 from moto import mock_aws
 
-from knowledge.errors import EmbeddingError
-from knowledge.lambda_config import LambdaSettings, build_embedder
-from knowledge.secrets import clear_secret_cache, read_secret
+from knowledge.aws.settings import LambdaSettings, build_embedder
+from knowledge.core.errors import EmbeddingError
+from knowledge.core.secrets import clear_secret_cache, read_secret
 
 
 @dataclass

@@ -15,7 +15,7 @@ from opensearchpy.exceptions import (
     TransportError,
 )
 
-from knowledge.errors import (
+from knowledge.core.errors import (
     ConfigurationError,
     EmbeddingMismatchError,
     StoreAccessDeniedError,
@@ -24,7 +24,7 @@ from knowledge.errors import (
 )
 from knowledge.stores.opensearch import client as client_module
 from knowledge.stores.opensearch.client import RetryPolicy, is_retryable, store_error
-from knowledge.stores.opensearch.config import OpenSearchConfig
+from knowledge.stores.opensearch.settings import OpenSearchConfig
 
 CONFIG = OpenSearchConfig(url="http://127.0.0.1:9200")
 

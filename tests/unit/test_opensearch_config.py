@@ -16,13 +16,13 @@ import pytest
 from botocore.credentials import RefreshableCredentials
 from moto import mock_aws
 
-from knowledge.errors import ConfigurationError
-from knowledge.loopback import is_loopback_url
-from knowledge.model import SearchMode
-from knowledge.secrets import clear_secret_cache
-from knowledge.stores.opensearch import config as config_module
+from knowledge.core.errors import ConfigurationError
+from knowledge.core.loopback import is_loopback_url
+from knowledge.core.model import SearchMode
+from knowledge.core.secrets import clear_secret_cache
+from knowledge.stores.opensearch import settings as config_module
 from knowledge.stores.opensearch.client import create_client, http_auth, sigv4_auth
-from knowledge.stores.opensearch.config import OpenSearchConfig
+from knowledge.stores.opensearch.settings import OpenSearchConfig
 
 DOMAIN = "https://search-kb-abc.us-east-1.es.amazonaws.com"
 COLLECTION = "https://abc123.us-east-1.aoss.amazonaws.com"

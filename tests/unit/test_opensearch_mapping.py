@@ -7,22 +7,23 @@ from typing import Any
 
 import pytest
 
-from knowledge.errors import AnalysisMismatchError, EmbeddingMismatchError, RecordsMismatchError
-from knowledge.model import DocumentChunk
-from knowledge.origin import RECORDS
-from knowledge.scope import KnowledgeScope
-from knowledge.store import DocumentHeader
+from knowledge.core.errors import (
+    AnalysisMismatchError,
+    EmbeddingMismatchError,
+    RecordsMismatchError,
+)
+from knowledge.core.model import DocumentChunk
+from knowledge.core.origin import RECORDS
+from knowledge.core.scope import KnowledgeScope
+from knowledge.ranking.analysis import ANALYSIS, KOREAN_MORPHEMES, keyword_terms
 from knowledge.stores.opensearch import mapping
-from knowledge.stores.opensearch.mapping import (
-    IndexLayout,
-    check_layout,
+from knowledge.stores.opensearch.chunk_records import (
     chunk_document,
     document_record,
-    index_body,
     is_zero_vector,
-    layout_of,
 )
-from knowledge.text import ANALYSIS, KOREAN_MORPHEMES, keyword_terms
+from knowledge.stores.opensearch.mapping import IndexLayout, check_layout, index_body, layout_of
+from knowledge.stores.protocol import DocumentHeader
 
 SCOPE = KnowledgeScope("ops-bot", "runbooks")
 HEADER = DocumentHeader(

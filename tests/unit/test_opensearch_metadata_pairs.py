@@ -8,7 +8,7 @@ import random
 
 import pytest
 
-from knowledge.search_filter import parse_filter
+from knowledge.core.filter_language import parse_filter
 from knowledge.stores.opensearch.filter_query import filter_query
 from knowledge.stores.opensearch.metadata_pairs import (
     key_range,

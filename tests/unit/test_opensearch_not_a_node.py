@@ -13,12 +13,12 @@ from typing import Any
 import pytest
 from json_http import serving
 
+from knowledge.core.errors import StoreError
+from knowledge.core.model import SearchQuery
+from knowledge.core.scope import KnowledgeScope
 from knowledge.embedding.hashing import HashingEmbedder
-from knowledge.errors import StoreError
-from knowledge.model import SearchQuery
-from knowledge.scope import KnowledgeScope
+from knowledge.search.tool import KnowledgeSearchTool, ToolContext
 from knowledge.stores.opensearch import OpenSearchConfig, OpenSearchKnowledgeStore
-from knowledge.tool import KnowledgeSearchTool, ToolContext
 
 SCOPE = KnowledgeScope("ops-bot", "runbooks")
 

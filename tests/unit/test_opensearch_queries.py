@@ -8,25 +8,16 @@ from fnmatch import fnmatchcase
 
 import pytest
 
-from knowledge.filters import matches_file_patterns
-from knowledge.scope import KnowledgeScope
-from knowledge.search_filter import parse_filter
-from knowledge.store import StoredDocument
-from knowledge.stores.opensearch import queries, records
-from knowledge.stores.opensearch.queries import (
+from knowledge.core.filter_language import parse_filter
+from knowledge.core.path_filters import matches_file_patterns
+from knowledge.core.scope import KnowledgeScope
+from knowledge.ranking.analysis import keyword_terms
+from knowledge.stores.opensearch import answers, queries, records
+from knowledge.stores.opensearch.answers import (
     INCOMPLETE_HASH,
-    MATCH_NOTHING,
     Hit,
     ScopeStats,
     chunk_id_facts,
-    chunks_by_id_body,
-    document_ids_page_body,
-    file_pattern_filter,
-    glob_to_regexp,
-    glob_to_wildcard,
-    keyword_search_body,
-    metadata_filters,
-    msearch_body,
     newest_generations,
     parse_candidates,
     parse_hits,
@@ -34,13 +25,26 @@ from knowledge.stores.opensearch.queries import (
     parse_scopes_page,
     parse_stored_document,
     parse_stored_documents,
-    query_filters,
-    scope_filters,
-    scope_query,
+)
+from knowledge.stores.opensearch.queries import (
+    chunks_by_id_body,
+    document_ids_page_body,
+    keyword_search_body,
+    msearch_body,
     scope_stats_body,
     stored_document_body,
     stored_documents_body,
     vector_search_body,
+)
+from knowledge.stores.opensearch.query_filters import (
+    MATCH_NOTHING,
+    file_pattern_filter,
+    glob_to_regexp,
+    glob_to_wildcard,
+    metadata_filters,
+    query_filters,
+    scope_filters,
+    scope_query,
 )
 from knowledge.stores.opensearch.records import (
     RecordState,
@@ -53,7 +57,7 @@ from knowledge.stores.opensearch.records import (
     parse_stored_vectors,
     stored_vectors_body,
 )
-from knowledge.text import keyword_terms
+from knowledge.stores.protocol import StoredDocument
 
 SCOPE = KnowledgeScope("ops-bot", "runbooks")
 SOURCE = {
@@ -881,10 +885,10 @@ def test_parse_scopes_page_skips_pairs_that_are_no_scope() -> None:
             }
         }
     }
-    scopes, after = queries.parse_scopes_page(response)
+    scopes, after = answers.parse_scopes_page(response)
     assert scopes == [KnowledgeScope("ops-bot", "runbooks")]
     assert after == {"agent": "ops-bot", "context": "runbooks"}
-    assert queries.parse_scopes_page({"aggregations": {"scopes": {"buckets": []}}}) == ([], None)
+    assert answers.parse_scopes_page({"aggregations": {"scopes": {"buckets": []}}}) == ([], None)
 
 
 def test_stored_vectors_body_reads_one_document_of_the_scope_newest_generation_first() -> None:
@@ -1193,10 +1197,10 @@ def test_a_complete_record_without_a_hash_reports_an_empty_hash() -> None:
 
 
 def test_scopes_page_of_a_response_without_buckets_ends_the_paging() -> None:
-    assert queries.parse_scopes_page({}) == ([], None)
-    assert queries.parse_scopes_page({"aggregations": {}}) == ([], None)
+    assert answers.parse_scopes_page({}) == ([], None)
+    assert answers.parse_scopes_page({"aggregations": {}}) == ([], None)
     empty = {"aggregations": {"scopes": {"buckets": [], "after_key": {"agent": "a"}}}}
-    assert queries.parse_scopes_page(empty) == ([], None)
+    assert answers.parse_scopes_page(empty) == ([], None)
 
 
 def test_a_pair_that_is_no_scope_does_not_hide_the_ones_after_it() -> None:
@@ -1210,7 +1214,7 @@ def test_a_pair_that_is_no_scope_does_not_hide_the_ones_after_it() -> None:
             }
         }
     }
-    assert queries.parse_scopes_page(response) == (
+    assert answers.parse_scopes_page(response) == (
         [KnowledgeScope("ops-bot", "runbooks")],
         None,
     )
@@ -1224,7 +1228,7 @@ def test_a_bucket_without_an_agent_and_context_is_no_scope(key: dict) -> None:
     # Not the scope "None/None" or "ops-bot/None": a missing value names no scope (a
     # composite aggregation with missing buckets would send null).
     response = {"aggregations": {"scopes": {"buckets": [{"key": key}, {}]}}}
-    assert queries.parse_scopes_page(response) == ([], None)
+    assert answers.parse_scopes_page(response) == ([], None)
 
 
 # --- mutation survivors of the round-3 run (literal expected values) ---------------------

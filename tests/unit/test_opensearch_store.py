@@ -21,8 +21,7 @@ from opensearchpy.exceptions import ConnectionError as OSConnectionError
 from opensearchpy.exceptions import NotFoundError, RequestError
 from opensearchpy.serializer import JSONSerializer
 
-from knowledge.embedding.hashing import HashingEmbedder
-from knowledge.errors import (
+from knowledge.core.errors import (
     ConfigurationError,
     EmbeddingError,
     EmbeddingMismatchError,
@@ -30,14 +29,15 @@ from knowledge.errors import (
     StoreUnavailableError,
     UnsupportedModeError,
 )
-from knowledge.identity import document_id
-from knowledge.model import DocumentChunk, IndexState, SearchMode, SearchQuery
-from knowledge.scope import KnowledgeScope
-from knowledge.store import DocumentHeader, EmbeddedChunk, IndexWriter, KnowledgeStore
+from knowledge.core.identity import document_id
+from knowledge.core.model import DocumentChunk, IndexState, SearchMode, SearchQuery
+from knowledge.core.scope import KnowledgeScope
+from knowledge.embedding.hashing import HashingEmbedder
 from knowledge.stores import opensearch as package
 from knowledge.stores.opensearch import OpenSearchConfig, OpenSearchKnowledgeStore, RetryPolicy
 from knowledge.stores.opensearch import connection as connection_module
 from knowledge.stores.opensearch.mapping import index_body
+from knowledge.stores.protocol import DocumentHeader, EmbeddedChunk, IndexWriter, KnowledgeStore
 
 SCOPE = KnowledgeScope("ops-bot", "runbooks")
 NO_RETRY = RetryPolicy(max_retries=0)

@@ -1,4 +1,4 @@
-"""knowledge.origin's rules and the sidecar keys they check; the unread-files counts."""
+"""knowledge.core.origin's rules and the sidecar keys they check; the unread-files counts."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from knowledge.errors import ValidationError
-from knowledge.model import (
+from knowledge.core.errors import ValidationError
+from knowledge.core.model import (
     MAX_UNREAD_EXTENSIONS,
     NO_EXTENSION,
     OTHER_EXTENSIONS,
@@ -16,7 +16,7 @@ from knowledge.model import (
     capped_unread,
     unread_extension,
 )
-from knowledge.sources import parse_metadata_sidecar
+from knowledge.ingest.sources import parse_metadata_sidecar
 
 
 def sidecar(**attributes: object) -> bytes:

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from knowledge.chunking import MarkdownSectionChunker
+from knowledge.core.model import DocumentChunk
 from knowledge.extraction import extract_document
-from knowledge.model import DocumentChunk
+from knowledge.ingest.chunking import MarkdownSectionChunker
 
 DATA = Path(__file__).parents[1] / "data" / "documents"
 

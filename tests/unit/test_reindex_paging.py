@@ -38,15 +38,15 @@ from moto import mock_aws
 from moto.core import DEFAULT_ACCOUNT_ID
 from moto.s3.models import s3_backends
 
-from knowledge.api import KnowledgeApi
-from knowledge.event_indexing import EventIndexer
-from knowledge.lambda_config import LambdaSettings
-from knowledge.model import DocumentChunk
-from knowledge.reindex_queue import ReindexQueue, ScopeReindexer
-from knowledge.scope import KnowledgeScope
-from knowledge.sources.s3 import S3DocumentSource
-from knowledge.store import DocumentHeader, EmbeddedChunk
+from knowledge.aws.event_indexing import EventIndexer
+from knowledge.aws.reindex_queue import ReindexQueue, ScopeReindexer
+from knowledge.aws.settings import LambdaSettings
+from knowledge.core.model import DocumentChunk
+from knowledge.core.scope import KnowledgeScope
+from knowledge.ingest.sources.s3 import S3DocumentSource
+from knowledge.service.api import KnowledgeApi
 from knowledge.stores.memory import MemoryKnowledgeStore
+from knowledge.stores.protocol import DocumentHeader, EmbeddedChunk
 
 RUNBOOKS = KnowledgeScope("ops-bot", "runbooks")
 OBJECTS = 2500
@@ -141,7 +141,7 @@ def test_reindex_of_2500_objects_pages_through_the_scope_and_the_index(aws, monk
     monkeypatch.setenv("DOCUMENTS_BUCKET", BUCKET)
     monkeypatch.setenv("INDEX_QUEUE_URL", queue_url)
     search = load_handler("search", monkeypatch)
-    search.container.api = KnowledgeApi(store)
+    search.container.api = KnowledgeApi(store, reindex=search.queue_reindex)
     search.container.reindex_queue = ReindexQueue(queue_url, BUCKET, client=sqs)
     response = search.lambda_handler(load_event("api_reindex.json"), LambdaContext())
     assert response["statusCode"] == 202

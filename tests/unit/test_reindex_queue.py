@@ -1,4 +1,4 @@
-"""knowledge.reindex_queue (ReindexQueue, ScopeReindexer) against moto's S3 and SQS.
+"""knowledge.aws.reindex_queue (ReindexQueue, ScopeReindexer) against moto's S3 and SQS.
 
 The paging of a large scope through the handlers, with the time budget, is in
 test_reindex_paging.py."""
@@ -13,21 +13,22 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from knowledge.errors import StoreUnavailableError
-from knowledge.events import (
+from knowledge.aws.events import (
     REINDEX_EVENT_NAME,
     ActionKind,
     ReindexPhase,
     ReindexTask,
     parse_sqs_message,
 )
-from knowledge.model import IndexOptions
-from knowledge.reindex_queue import ReindexQueue, ScopeReindexer
-from knowledge.scope import KnowledgeScope
-from knowledge.source import SourceDocument
-from knowledge.sources.s3 import S3DocumentSource
+from knowledge.aws.invocation_time import TimeBudget
+from knowledge.aws.reindex_queue import ReindexQueue, ScopeReindexer
+from knowledge.core.errors import StoreUnavailableError
+from knowledge.core.model import IndexOptions
+from knowledge.core.scope import KnowledgeScope
+from knowledge.core.source import SourceDocument
+from knowledge.ingest.pipeline import upsert_document
+from knowledge.ingest.sources.s3 import S3DocumentSource
 from knowledge.stores.memory import MemoryKnowledgeStore
-from knowledge.time_budget import TimeBudget
 
 BUCKET = "kb-test-documents"
 SCOPE = KnowledgeScope("ops-bot", "runbooks")
@@ -64,8 +65,8 @@ def drain(sqs: Any, queue_url: str) -> list[str]:
 def index_paths(store: MemoryKnowledgeStore, *paths: str) -> None:
     for path in paths:
         data = f"# {path}".encode()
-        store.upsert_document(
-            SCOPE, SourceDocument(path=path, size=len(data), read=lambda d=data: d)
+        upsert_document(
+            store, SCOPE, SourceDocument(path=path, size=len(data), read=lambda d=data: d)
         )
 
 

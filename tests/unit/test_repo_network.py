@@ -1,12 +1,12 @@
-"""Which addresses a repository sync may connect to (knowledge.repos.network)."""
+"""Which addresses a repository sync may connect to (knowledge.ingest.repos.network)."""
 
 from __future__ import annotations
 
 import pytest
 
-from knowledge.errors import ConfigurationError
-from knowledge.repos.fetch import RepoSyncError
-from knowledge.repos.network import LOCAL, HostPolicy
+from knowledge.core.errors import ConfigurationError
+from knowledge.ingest.repos.errors import RepoSyncError
+from knowledge.ingest.repos.network import LOCAL, HostPolicy
 
 
 @pytest.mark.parametrize(

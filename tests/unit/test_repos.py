@@ -1,12 +1,12 @@
-"""Repository registrations and file links (pure parts of knowledge.repos)."""
+"""Repository registrations and file links (pure parts of knowledge.ingest.repos)."""
 
 from __future__ import annotations
 
 import pytest
 
-from knowledge.errors import ValidationError
-from knowledge.repos.links import file_url
-from knowledge.repos.registration import RepoRegistration
+from knowledge.core.errors import ValidationError
+from knowledge.ingest.repos.links import file_url
+from knowledge.ingest.repos.registration import RepoRegistration
 
 SHA = "0123456789abcdef0123456789abcdef01234567"
 

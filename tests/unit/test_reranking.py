@@ -14,14 +14,15 @@ from typing import Any
 import pytest
 from fake_rerank import FakeRerankServer, fake_rerank_server
 
-from knowledge.api import KnowledgeApi
-from knowledge.deadline import time_budget
-from knowledge.errors import ValidationError
-from knowledge.model import SearchMode, SearchQuery
+from knowledge.core.deadline import time_budget
+from knowledge.core.errors import ValidationError
+from knowledge.core.model import SearchMode, SearchQuery
+from knowledge.core.scope import KnowledgeScope
+from knowledge.core.source import SourceDocument
+from knowledge.ingest.pipeline import upsert_document
 from knowledge.reranking import Reranker, RerankError, RerankingStage
 from knowledge.reranking.bedrock import BedrockReranker, model_arn
-from knowledge.scope import KnowledgeScope
-from knowledge.source import SourceDocument
+from knowledge.service.api import KnowledgeApi
 from knowledge.stores.memory import MemoryKnowledgeStore
 
 REGION = "us-west-2"
@@ -66,7 +67,7 @@ def store() -> Iterator[MemoryKnowledgeStore]:
     store = MemoryKnowledgeStore()
     for path, text in DOCUMENTS.items():
         data = text.encode()
-        store.upsert_document(SCOPE, SourceDocument(path, len(data), lambda d=data: d))
+        upsert_document(store, SCOPE, SourceDocument(path, len(data), lambda d=data: d))
     yield store
     store.close()
 

@@ -1,12 +1,12 @@
-"""knowledge.results: adjacent chunks merged into passages, passages cut to a token budget."""
+"""knowledge.search.results: adjacent chunks merged into passages, cut to a token budget."""
 
 from __future__ import annotations
 
 import pytest
 
-from knowledge.chunking import MarkdownSectionChunker
-from knowledge.model import SearchResult
-from knowledge.results import Passage, estimate_tokens, fit_budget, merge_adjacent
+from knowledge.core.model import SearchResult
+from knowledge.ingest.chunking import MarkdownSectionChunker
+from knowledge.search.results import Passage, estimate_tokens, fit_budget, merge_adjacent
 
 TEXT = " ".join(f"Sentence number {i} explains one more step of the rollback." for i in range(40))
 

@@ -1,4 +1,4 @@
-"""knowledge.events: SQS message bodies (S3 notifications, reindex requests) -> actions."""
+"""knowledge.aws.events: SQS message bodies (S3 notifications, reindex requests) -> actions."""
 
 from __future__ import annotations
 
@@ -8,8 +8,7 @@ from typing import Any
 
 import pytest
 
-from knowledge.errors import ValidationError
-from knowledge.events import (
+from knowledge.aws.events import (
     REINDEX_EVENT_NAME,
     REINDEX_MESSAGE_TYPE,
     ActionKind,
@@ -21,7 +20,8 @@ from knowledge.events import (
     parse_sqs_message,
     reindex_message_body,
 )
-from knowledge.scope import KnowledgeScope
+from knowledge.core.errors import ValidationError
+from knowledge.core.scope import KnowledgeScope
 
 EVENTS = Path(__file__).resolve().parents[2] / "events"
 BUCKET = "kb-123456789012-example"
@@ -400,8 +400,8 @@ def test_bad_scope_reindex_messages_are_rejected(fields, field):
 
 
 def test_a_repository_registration_key_is_ignored_not_rejected() -> None:
-    """``.kb@repos/...`` (knowledge.repos) holds registrations, never documents."""
-    from knowledge.events import ActionKind, parse_s3_record
+    """``.kb@repos/...`` (knowledge.ingest.repos) holds registrations, never documents."""
+    from knowledge.aws.events import ActionKind, parse_s3_record
 
     record = {
         "eventSource": "aws:s3",

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from knowledge.errors import InvalidScopeError, ValidationError
-from knowledge.scope import KnowledgeScope, ScopedKey, parse_object_key, validate_segment
+from knowledge.core.errors import InvalidScopeError, ValidationError
+from knowledge.core.scope import KnowledgeScope, ScopedKey, parse_object_key, validate_segment
 
 # --- validate_segment ---------------------------------------------------------------
 

@@ -13,10 +13,8 @@ from typing import Any
 
 import pytest
 
-from knowledge.api import KnowledgeApi, parse_search_request
-from knowledge.errors import ValidationError
-from knowledge.model import SearchQuery
-from knowledge.search_filter import (
+from knowledge.core.errors import ValidationError
+from knowledge.core.filter_language import (
     MAX_FILTER_DEPTH,
     MAX_FILTER_NODES,
     MAX_FILTER_STRING_BYTES,
@@ -29,6 +27,8 @@ from knowledge.search_filter import (
     matches_filter,
     parse_filter,
 )
+from knowledge.core.model import SearchQuery
+from knowledge.service.api import KnowledgeApi, parse_search_request
 from knowledge.stores.embedded.filter_sql import filter_sql, register_functions
 from knowledge.stores.memory import MemoryKnowledgeStore
 from knowledge.stores.opensearch.filter_query import filter_query

@@ -1,4 +1,4 @@
-"""knowledge.search_filter at its edges, with literal expectations: every error's exact
+"""knowledge.core.filter_language at its edges, with literal expectations: every error's exact
 field and message, the depth of and/or, time zones of ``indexed_at``, each operator on
 the values where it differs from its neighbours, and and/or/not over every kind of field."""
 
@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from knowledge.errors import ValidationError
-from knowledge.search_filter import (
+from knowledge.core.errors import ValidationError
+from knowledge.core.filter_language import (
     Comparison,
     Not,
     element_number,

@@ -1,4 +1,4 @@
-"""knowledge.secrets: Secrets Manager reads, cached, never leaking the value."""
+"""knowledge.core.secrets: Secrets Manager reads, cached, never leaking the value."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ import pytest
 from lambda_support import silent_endpoint, use_fake_aws
 from moto import mock_aws
 
-from knowledge.errors import ConfigurationError
-from knowledge.secrets import clear_secret_cache, read_secret, secret_reader
+from knowledge.core.errors import ConfigurationError
+from knowledge.core.secrets import clear_secret_cache, read_secret, secret_reader
 
 
 @pytest.fixture(autouse=True)
@@ -125,7 +125,7 @@ def test_not_an_arn_is_refused_before_any_call():
 
 def test_importing_the_module_does_not_import_boto3_or_powertools():
     code = (
-        "import sys, knowledge.secrets; "
+        "import sys, knowledge.core.secrets; "
         "print('boto3' in sys.modules or 'aws_lambda_powertools' in sys.modules)"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
@@ -136,7 +136,7 @@ def test_a_hung_secrets_manager_fails_the_read_inside_the_functions_timeout(monk
     # botocore's defaults (60 s per read, five attempts) would hold the read for up to
     # five minutes, past the search function's 29 s: API Gateway would answer 504
     # instead of the function's JSON 503, and the indexer would spend its invocation.
-    # The default client gives up like the S3 and SQS ones (knowledge.aws_clients).
+    # The default client gives up like the S3 and SQS ones (knowledge.core.aws_clients).
     use_fake_aws(monkeypatch)
     arn = "arn:aws:secretsmanager:us-east-1:123456789012:secret:kb/opensearch-AbCdEf"
     with silent_endpoint() as url:

@@ -5,9 +5,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from knowledge.errors import ValidationError
-from knowledge.model import FileProblem
-from knowledge.sources import MAX_SIDECAR_BYTES, Listing, parse_metadata_sidecar
+from knowledge.core.errors import ValidationError
+from knowledge.core.model import FileProblem
+from knowledge.ingest.sources import MAX_SIDECAR_BYTES, Listing, parse_metadata_sidecar
 
 
 def sidecar(attributes: object) -> bytes:

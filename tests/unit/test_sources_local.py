@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from knowledge.errors import NotFoundError
-from knowledge.model import IndexOptions
-from knowledge.scope import KnowledgeScope
-from knowledge.source import DocumentSource, SourceDocument
-from knowledge.sources import Listing
-from knowledge.sources.local import BucketFolderSource, LocalDirectorySource
+from knowledge.core.errors import NotFoundError
+from knowledge.core.model import IndexOptions
+from knowledge.core.scope import KnowledgeScope
+from knowledge.core.source import DocumentSource, SourceDocument
+from knowledge.ingest.sources import Listing
+from knowledge.ingest.sources.local import BucketFolderSource, LocalDirectorySource
 
 SCOPE = KnowledgeScope("agent", "ctx")
 ALL = IndexOptions(file_patterns=("*",))
@@ -167,7 +167,7 @@ def test_a_file_whose_path_the_api_cannot_name_is_skipped_with_the_reason(
     """A control character in a name (a tab, a newline) or a path longer than a document
     path may be (1,024 characters, S3's key limit) would be indexed but could never be
     fetched by the documents route, which refuses such a path."""
-    from knowledge.documents import validate_document_path
+    from knowledge.core.documents import validate_document_path
 
     write(tmp_path, "good.md")
     write(tmp_path, "tab\there.md")

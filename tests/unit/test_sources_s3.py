@@ -1,4 +1,4 @@
-"""knowledge.sources.s3.S3DocumentSource against moto's S3 (no network)."""
+"""knowledge.ingest.sources.s3.S3DocumentSource against moto's S3 (no network)."""
 
 from __future__ import annotations
 
@@ -13,12 +13,17 @@ from botocore.exceptions import BotoCoreError, ClientError
 from lambda_support import silent_endpoint, use_fake_aws
 from moto import mock_aws
 
-from knowledge.errors import ArchivedObjectError, ConfigurationError, KnowledgeError, NotFoundError
-from knowledge.model import IndexOptions
-from knowledge.scope import KnowledgeScope
-from knowledge.source import DocumentSource
-from knowledge.sources import Listing
-from knowledge.sources.s3 import S3DocumentSource
+from knowledge.core.errors import (
+    ArchivedObjectError,
+    ConfigurationError,
+    KnowledgeError,
+    NotFoundError,
+)
+from knowledge.core.model import IndexOptions
+from knowledge.core.scope import KnowledgeScope
+from knowledge.core.source import DocumentSource
+from knowledge.ingest.sources import Listing
+from knowledge.ingest.sources.s3 import S3DocumentSource
 
 BUCKET = "kb-test-documents"
 SCOPE = KnowledgeScope("ops-bot", "runbooks")

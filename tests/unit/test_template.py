@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from cfn_template import CREATED_DOMAIN_NAME, PSEUDO, Stack, allows, as_list, load_template
 
-from knowledge.events import ActionKind, parse_s3_record
+from knowledge.aws.events import ActionKind, parse_s3_record
 
 TEMPLATE = load_template()
 DOMAIN = f"arn:aws:es:us-east-1:123456789012:domain/{CREATED_DOMAIN_NAME}"
@@ -534,7 +534,7 @@ def test_hybrid_weights_default_to_the_embedders_own(
 ) -> None:
     """The template passes no weights unless the operator sets them, so the store picks
     the embedder's measured ones (issue 11): 0.7/0.3 for hashing, 0.3/0.7 otherwise."""
-    from knowledge.fusion import hybrid_weights
+    from knowledge.ranking.fusion import hybrid_weights
     from knowledge.stores.opensearch import OpenSearchConfig
 
     stack = Stack(TEMPLATE, {**CREATED, "EmbeddingProvider": provider})
@@ -601,7 +601,7 @@ def test_reranking_grants_rerank_and_invoke_on_that_model_only() -> None:
 
 
 def test_the_search_function_builds_the_reranker_the_template_configures() -> None:
-    from knowledge.lambda_config import LambdaSettings, build_reranking
+    from knowledge.aws.settings import LambdaSettings, build_reranking
 
     stack = Stack(TEMPLATE, {**CREATED, "RerankModelId": "cohere.rerank-v3-5:0"})
     search = stack.evaluate(stack.resources()["SearchFunction"]["Properties"])

@@ -1,4 +1,4 @@
-"""knowledge.text: the keyword terms every keyword index and the hashing embedder share."""
+"""knowledge.ranking.analysis: the keyword terms of every keyword index and the hashing embedder."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import unicodedata
 
 import pytest
 
-from knowledge.text import (
+from knowledge.ranking.analysis import (
     ANALYSIS,
     ANALYSIS_VERSION,
     STOP_WORDS,
@@ -192,7 +192,7 @@ def test_has_cjk() -> None:
 def test_each_thread_builds_its_stemmer_once() -> None:
     import threading
 
-    from knowledge import text
+    from knowledge.ranking import analysis as text
 
     mine = text._stemmer()
     assert text._stemmer() is mine  # kept for this thread
@@ -215,7 +215,7 @@ def test_each_thread_builds_its_stemmer_once() -> None:
 
 def test_analysis_name_and_version_are_pinned() -> None:
     # Changing either invalidates every keyword index: only on purpose.
-    # Version 4: the title and heading terms next to the text (knowledge.headings);
+    # Version 4: the title and heading terms next to the text (knowledge.ranking.headings);
     # version 5: OpenSearch holds them and the text's in one field, as FTS5 does.
     assert (ANALYSIS_VERSION, ANALYSIS) == (5, "english-snowball-mecab-ko-v5")
 
@@ -223,7 +223,7 @@ def test_analysis_name_and_version_are_pinned() -> None:
 _WITHOUT_MECAB = """
 import json, sys
 sys.modules["mecab"] = None  # as on CPython 3.13, where python-mecab-ko is not installed
-from knowledge import text
+from knowledge.ranking import analysis as text
 print(json.dumps([text.KOREAN_MORPHEMES, text.ANALYSIS,
                   text.keyword_terms("배포실패 데비안은 한 k8s배포 Deploying"),
                   text.korean_terms("배포실패 x"), sys.modules["mecab"] is not None]))
@@ -344,7 +344,7 @@ def test_has_hangul() -> None:
 def test_each_thread_opens_its_mecab_tagger_once() -> None:
     import threading
 
-    from knowledge import text
+    from knowledge.ranking import analysis as text
 
     mine = text._mecab()
     assert [m.surface for m in mine.parse("배포")] == ["배포"]  # a working tagger
@@ -369,7 +369,7 @@ def test_each_thread_opens_its_mecab_tagger_once() -> None:
 def test_has_module_finds_a_module_and_a_blocked_one_is_missing() -> None:
     import sys
 
-    from knowledge import text
+    from knowledge.ranking import analysis as text
 
     assert text._has_module("json") is True
     assert text._has_module("knowledge_no_such_module") is False
@@ -390,7 +390,7 @@ def test_has_module_is_false_when_the_lookup_fails() -> None:
     import sys
     import types
 
-    from knowledge import text
+    from knowledge.ranking import analysis as text
 
     # A parent package that does not exist: find_spec raises ModuleNotFoundError.
     assert text._has_module("knowledge_no_such_package.sub") is False

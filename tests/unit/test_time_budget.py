@@ -1,12 +1,12 @@
-"""knowledge.time_budget.TimeBudget and knowledge.sqs_batch.queue_url_from_arn (pure)."""
+"""knowledge.aws.invocation_time.TimeBudget, knowledge.aws.sqs_batch.queue_url_from_arn (pure)."""
 
 from __future__ import annotations
 
 import pytest
 
-from knowledge.errors import ValidationError
-from knowledge.sqs_batch import queue_url_from_arn
-from knowledge.time_budget import TimeBudget
+from knowledge.aws.invocation_time import TimeBudget
+from knowledge.aws.sqs_batch import queue_url_from_arn
+from knowledge.core.errors import ValidationError
 
 
 def test_a_unit_starts_only_if_one_as_long_as_the_longest_leaves_the_reserve():

@@ -1,4 +1,4 @@
-"""knowledge.tool: the KnowledgeSearch tool's messages, parameters, format and schema."""
+"""knowledge.search.tool: the KnowledgeSearch tool's messages, parameters, format and schema."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from knowledge.errors import (
+from knowledge.core.errors import (
     AccessDeniedError,
     ConfigurationError,
     EmbeddingError,
@@ -17,9 +17,9 @@ from knowledge.errors import (
     UnsupportedModeError,
     ValidationError,
 )
-from knowledge.model import SearchMode, SearchQuery, SearchResult
-from knowledge.scope import KnowledgeScope
-from knowledge.tool import (
+from knowledge.core.model import SearchMode, SearchQuery, SearchResult
+from knowledge.core.scope import KnowledgeScope
+from knowledge.search.tool import (
     TOOL_DESCRIPTION,
     TOOL_NAME,
     KnowledgeSearchTool,

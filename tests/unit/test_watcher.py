@@ -15,7 +15,12 @@ import openai
 import pytest
 from fake_embeddings import Profile, fake_embedding_server
 
+from knowledge.core.model import IndexOptions, SearchMode, SearchQuery
+from knowledge.core.scope import KnowledgeScope
+from knowledge.core.source import SourceDocument
 from knowledge.embedding.openai import OpenAIEmbeddingClient
+from knowledge.ingest.sources import Listing
+from knowledge.ingest.sources.local import BucketFolderSource
 from knowledge.local.watcher import (
     BucketWatcher,
     FileStamp,
@@ -23,11 +28,6 @@ from knowledge.local.watcher import (
     diff_snapshots,
     take_snapshot,
 )
-from knowledge.model import IndexOptions, SearchMode, SearchQuery
-from knowledge.scope import KnowledgeScope
-from knowledge.source import SourceDocument
-from knowledge.sources import Listing
-from knowledge.sources.local import BucketFolderSource
 from knowledge.stores.embedded import EmbeddedKnowledgeStore
 from knowledge.stores.memory import MemoryKnowledgeStore
 

@@ -32,8 +32,8 @@ COUNTED = ("killed", "survived", "no tests", "timeout", "suspicious")
 
 
 def module_of(name: str) -> str:
-    """``knowledge.scope.x_validate_segment__mutmut_3`` -> ``knowledge.scope`` (classes:
-    ``knowledge.chunking.xǁ_SectionSplitterǁadd__mutmut_1``)."""
+    """``knowledge.core.scope.x_validate_segment__mutmut_3`` -> ``knowledge.core.scope`` (classes:
+    ``knowledge.ingest.chunking.xǁ_SectionSplitterǁadd__mutmut_1``)."""
     module, _, _function = name.rpartition(".")
     return module
 

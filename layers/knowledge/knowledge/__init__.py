@@ -7,8 +7,8 @@ local server live in their own modules and are imported where they are used.
 
 from __future__ import annotations
 
-from knowledge.documents import DocumentPage, IndexedDocument
-from knowledge.errors import (
+from knowledge.core.documents import DocumentPage, IndexedDocument
+from knowledge.core.errors import (
     ConfigurationError,
     EmbeddingError,
     EmbeddingMismatchError,
@@ -21,7 +21,7 @@ from knowledge.errors import (
     UnsupportedModeError,
     ValidationError,
 )
-from knowledge.model import (
+from knowledge.core.model import (
     DocumentChunk,
     FileProblem,
     IndexOptions,
@@ -32,9 +32,9 @@ from knowledge.model import (
     SearchQuery,
     SearchResult,
 )
-from knowledge.scope import KnowledgeScope
-from knowledge.source import DocumentSource, SourceDocument
-from knowledge.store import KnowledgeStore
+from knowledge.core.scope import KnowledgeScope
+from knowledge.core.source import DocumentSource, SourceDocument
+from knowledge.stores.protocol import KnowledgeStore
 
 __all__ = [
     "ConfigurationError",

@@ -38,12 +38,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from knowledge.core.errors import ConfigurationError, ValidationError
+from knowledge.core.model import SearchMode
 from knowledge.embedding import EMBEDDER_NAMES as PROVIDER_NAMES
 from knowledge.embedding import create_embedder
 from knowledge.embedding.base import EmbeddingClient
-from knowledge.errors import ConfigurationError, ValidationError
-from knowledge.model import SearchMode
-from knowledge.store import KnowledgeStore
+from knowledge.stores.protocol import KnowledgeStore
 
 if TYPE_CHECKING:
     from knowledge.reranking import RerankingStage
@@ -199,7 +199,11 @@ def _build_embedded(settings: StoreSettings) -> KnowledgeStore:
 def _build_opensearch(settings: StoreSettings) -> KnowledgeStore:
     from knowledge.stores.opensearch import build_store  # only if asked; opensearchpy is lazy
 
-    return build_store(settings)
+    return build_store(
+        url=settings.opensearch_url,
+        default_mode=settings.default_mode,
+        open_embedder=lambda: open_embedder(settings.embedder_name),
+    )
 
 
 STORE_BUILDERS: dict[str, StoreBuilder] = {

@@ -13,9 +13,9 @@ import importlib
 import inspect
 from typing import Any
 
+from knowledge.core.errors import ValidationError
 from knowledge.embedding.base import Embedding, EmbeddingClient
 from knowledge.embedding.hashing import HashingEmbedder
-from knowledge.errors import ValidationError
 
 __all__ = ["EMBEDDER_NAMES", "Embedding", "EmbeddingClient", "HashingEmbedder", "create_embedder"]
 

@@ -28,7 +28,8 @@ import threading
 import time
 from collections.abc import Callable
 
-from knowledge.deadline import Deadline
+from knowledge.core.deadline import Deadline
+from knowledge.embedding.base import EmbeddingDeadlineError
 
 __all__ = ["DECREASE_FACTOR", "AdaptiveLimit"]
 
@@ -65,8 +66,6 @@ class AdaptiveLimit:
             while self._in_flight >= int(self._limit):
                 timeout = None if deadline is None else deadline.remaining()
                 if timeout is not None and timeout <= 0:
-                    from knowledge.embedding.pool import EmbeddingDeadlineError  # a cycle
-
                     raise EmbeddingDeadlineError(
                         "the time budget ran out waiting for the embedding provider's "
                         "calls in flight to answer"

@@ -7,9 +7,15 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-from knowledge.errors import EmbeddingError
+from knowledge.core.errors import EmbeddingError
 
-__all__ = ["Embedding", "EmbeddingClient", "checked_vector"]
+__all__ = ["Embedding", "EmbeddingClient", "EmbeddingDeadlineError", "checked_vector"]
+
+
+class EmbeddingDeadlineError(EmbeddingError):
+    """The caller's deadline passed (or would pass while waiting out a rate limit) before
+    every text was embedded; no further call was started (``knowledge.embedding.pool``,
+    ``knowledge.embedding.aimd``)."""
 
 
 @dataclass(frozen=True, slots=True)

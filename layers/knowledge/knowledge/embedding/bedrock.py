@@ -7,7 +7,7 @@
   (default ``DEFAULT_BEDROCK_CONCURRENCY`` = 64; the Lambdas' ``EMBEDDING_CONCURRENCY``),
   results in input order. A throttle holds back every call of the pool (for
   its ``Retry-After``, else the backoff); no call starts past the caller's deadline
-  (``knowledge.deadline``). The client created here keeps as many connections as
+  (``knowledge.core.deadline``). The client created here keeps as many connections as
   ``concurrency``.
 - Titan v2 (``amazon.titan-embed-text-v2:0``) takes ``dimensions`` 256, 512 or 1024
   (default 1024) and returns normalised vectors; Titan v1 (``amazon.titan-embed-text-v1``)
@@ -29,6 +29,13 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from knowledge.core.errors import (
+    ConfigurationError,
+    EmbeddingError,
+    KnowledgeError,
+    ValidationError,
+)
+from knowledge.core.retry_after import retry_after_seconds
 from knowledge.embedding.base import Embedding, checked_vector
 from knowledge.embedding.pool import (
     DEFAULT_BEDROCK_CONCURRENCY,
@@ -38,8 +45,6 @@ from knowledge.embedding.pool import (
     embedding_deadline,
 )
 from knowledge.embedding.retry import call_with_retries
-from knowledge.errors import ConfigurationError, EmbeddingError, KnowledgeError, ValidationError
-from knowledge.retry_after import retry_after_seconds
 
 __all__ = [
     "DEFAULT_BEDROCK_MODEL_ID",

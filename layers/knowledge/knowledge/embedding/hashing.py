@@ -1,7 +1,7 @@
 """A deterministic, offline embedder: signed feature hashing of keyword terms.
 
 Used by tests and by the no-key local mode. It has no model and no network: a text's
-vector is a bag of its ``knowledge.text.tokenize`` terms plus, for fuzzy matching of
+vector is a bag of its ``knowledge.ranking.analysis.tokenize`` terms plus, for fuzzy matching of
 word forms ("deploy" / "deployment"), the character trigrams of each longer non-CJK
 term, each feature hashed with BLAKE2b (stable across processes, unlike ``hash()``)
 into one of ``dimensions`` buckets with a hashed sign, then L2-normalised.
@@ -21,9 +21,9 @@ from collections.abc import Callable, Sequence
 from functools import lru_cache
 from itertools import chain, repeat
 
+from knowledge.core.errors import ValidationError
 from knowledge.embedding.base import Embedding
-from knowledge.errors import ValidationError
-from knowledge.text import is_cjk, tokenize
+from knowledge.ranking.analysis import is_cjk, tokenize
 
 __all__ = ["DEFAULT_HASHING_DIMENSIONS", "HashingEmbedder"]
 

@@ -27,8 +27,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from knowledge.core.errors import ConfigurationError, EmbeddingError, ValidationError
 from knowledge.embedding.base import Embedding, checked_vector
-from knowledge.errors import ConfigurationError, EmbeddingError, ValidationError
 
 __all__ = [
     "BUNDLED_MODEL_PACKAGE",

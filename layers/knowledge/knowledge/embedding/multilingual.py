@@ -23,8 +23,8 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
+from knowledge.core.errors import ConfigurationError, EmbeddingError, ValidationError
 from knowledge.embedding.base import Embedding, checked_vector
-from knowledge.errors import ConfigurationError, EmbeddingError, ValidationError
 
 __all__ = ["MULTILINGUAL_DIMENSIONS", "MULTILINGUAL_MODEL", "MultilingualEmbedder"]
 

@@ -5,7 +5,7 @@
 - The API key is read on first use: ``api_key`` (a string, or a function returning one,
   e.g. a Secrets Manager lookup), else ``OPENAI_API_KEY``; none -> ``ConfigurationError``.
 - Key rotation: on a 401 with a function as ``api_key``, the key is read again once (by
-  its ``refresh()`` if it has one, as ``knowledge.secrets.SecretReader`` does, skipping
+  its ``refresh()`` if it has one, as ``knowledge.core.secrets.SecretReader`` does, skipping
   its cache) and, if it changed, the request is retried once with a new SDK client.
   A second 401, or an unchanged key, fails as any 401 does.
 - Inputs go in requests of at most ``batch_size`` texts (``DEFAULT_OPENAI_BATCH_SIZE``,
@@ -15,7 +15,7 @@
   ``DEFAULT_OPENAI_CONCURRENCY`` = 16; the Lambdas' ``EMBEDDING_CONCURRENCY``);
   output order is input order. A 429 holds back every request of the pool (for its
   ``Retry-After``, else the backoff); no request starts past the caller's deadline
-  (``knowledge.deadline``).
+  (``knowledge.core.deadline``).
 - 408, 429, 5xx and connection errors are retried (``max_retries`` times, exponential
   backoff with jitter, ``Retry-After`` honoured) by ``knowledge.embedding.retry``; the SDK's
   own retries are switched off so attempts are not multiplied. Other errors (400, 401, ...)
@@ -40,6 +40,13 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from knowledge.core.errors import (
+    ConfigurationError,
+    EmbeddingError,
+    KnowledgeError,
+    ValidationError,
+)
+from knowledge.core.retry_after import retry_after_seconds
 from knowledge.embedding.base import Embedding, checked_vector
 from knowledge.embedding.pool import (
     DEFAULT_OPENAI_CONCURRENCY,
@@ -49,8 +56,6 @@ from knowledge.embedding.pool import (
     embedding_deadline,
 )
 from knowledge.embedding.retry import call_with_retries
-from knowledge.errors import ConfigurationError, EmbeddingError, KnowledgeError, ValidationError
-from knowledge.retry_after import retry_after_seconds
 
 if TYPE_CHECKING:
     import openai
@@ -75,7 +80,7 @@ _MAX_BATCH_SIZE = 2048  # the API's limit on inputs per request
 
 DEFAULT_OPENAI_BATCH_SIZE = 16
 """Texts per request: the indexing pipeline hands the embedder
-``knowledge.indexing.DEFAULT_EMBED_BATCH_SIZE`` (64) texts at a time, so 16-text
+``knowledge.ingest.pipeline.DEFAULT_EMBED_BATCH_SIZE`` (64) texts at a time, so 16-text
 requests give the pool's ``DEFAULT_OPENAI_CONCURRENCY`` (4) workers one request each.
 With the earlier 256 a pipeline batch was one request and the pool had nothing to run
 beside it (bench/REPORT.md section 9.1: 16 at concurrency 4 against 256 on the fake

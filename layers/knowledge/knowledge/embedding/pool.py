@@ -15,9 +15,9 @@ caller of that provider shares the bound) and returns the results **in input ord
   ``Retry-After`` (Bedrock's usual ``ThrottlingException``) cuts the adaptive limit
   (below), and the worker that got it waits its jittered backoff.
 - **The caller's deadline is respected.** ``embedding_deadline()`` is the nearer of
-  ``knowledge.deadline.current_deadline()`` (e.g. the search handler's request budget)
+  ``knowledge.core.deadline.current_deadline()`` (e.g. the search handler's request budget)
   and the one set by ``embedding_time_budget(seconds)`` (the indexer Lambda sets it per
-  record, in ``knowledge.sqs_batch``: the invocation's time left less its reserve; it
+  record, in ``knowledge.aws.sqs_batch``: the invocation's time left less its reserve; it
   binds the embedding calls only, not the store's own requests). No call, first attempt
   or retry, starts once it has passed, and a gate that would only reopen after it fails
   at once. Such a failure is ``EmbeddingDeadlineError``. ``map`` also stops waiting at
@@ -39,7 +39,7 @@ caller of that provider shares the bound) and returns the results **in input ord
 Settings: the providers take ``concurrency``, the ceiling (``BedrockEmbeddingClient``:
 default ``DEFAULT_BEDROCK_CONCURRENCY`` = 64, starting at 16; ``OpenAIEmbeddingClient``:
 default ``DEFAULT_OPENAI_CONCURRENCY`` = 16, starting at 4), and the Lambda functions
-read ``EMBEDDING_CONCURRENCY`` (``knowledge.lambda_config``) for it. The defaults come
+read ``EMBEDDING_CONCURRENCY`` (``knowledge.aws.settings``) for it. The defaults come
 from ``bench/embedding_pool.py`` (``bench/REPORT.md``, "Concurrent embedding").
 """
 
@@ -53,9 +53,10 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import TypeVar
 
-from knowledge.deadline import Deadline, current_deadline
+from knowledge.core.deadline import Deadline, current_deadline
+from knowledge.core.errors import EmbeddingError, ValidationError
 from knowledge.embedding.aimd import AdaptiveLimit
-from knowledge.errors import EmbeddingError, ValidationError
+from knowledge.embedding.base import EmbeddingDeadlineError
 
 __all__ = [
     "DEFAULT_BEDROCK_CONCURRENCY",
@@ -110,7 +111,7 @@ def embedding_deadline() -> Deadline | None:
 @contextlib.contextmanager
 def embedding_time_budget(seconds: float) -> Iterator[Deadline]:
     """Run the block with embedding calls bound to start within ``seconds`` from now (a
-    nearer deadline already set stays in force). Unlike ``knowledge.deadline.time_budget``
+    nearer deadline already set stays in force). Unlike ``knowledge.core.deadline.time_budget``
     it does not bind the store's requests."""
     deadline = Deadline.after(seconds).earliest(_EMBEDDING_DEADLINE.get())
     token = _EMBEDDING_DEADLINE.set(deadline)
@@ -118,11 +119,6 @@ def embedding_time_budget(seconds: float) -> Iterator[Deadline]:
         yield deadline
     finally:
         _EMBEDDING_DEADLINE.reset(token)
-
-
-class EmbeddingDeadlineError(EmbeddingError):
-    """The caller's deadline passed (or would pass while waiting out a rate limit) before
-    every text was embedded; no further call was started."""
 
 
 class EmbeddingCancelledError(EmbeddingError):

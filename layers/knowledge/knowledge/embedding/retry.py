@@ -33,9 +33,9 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
-from knowledge.deadline import Deadline
+from knowledge.core.deadline import Deadline
+from knowledge.core.errors import ValidationError
 from knowledge.embedding.pool import EmbeddingDeadlineError, RateGate, check_not_cancelled
-from knowledge.errors import ValidationError
 
 __all__ = ["DEFAULT_BASE_DELAY", "DEFAULT_MAX_DELAY", "backoff_delay", "call_with_retries"]
 

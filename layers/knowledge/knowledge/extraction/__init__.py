@@ -1,6 +1,7 @@
 """Turn a document's bytes into text with structure, chosen by the file name's extension.
 
-Formats are a registry (``_FORMATS``: extension -> format), one module per format:
+Formats are a registry (``_FORMATS``: extension -> format, from the table of
+``knowledge.core.formats``), one module per format:
 
 ========================  ===========  ===========================================  ==========
 extensions                format       structure (citation metadata per chunk)       module
@@ -55,7 +56,12 @@ import posixpath
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
-from knowledge.errors import ExtractionError, KnowledgeError, ValidationError
+from knowledge.core.errors import ExtractionError, KnowledgeError, ValidationError
+from knowledge.core.formats import (
+    DOCUMENT_PATTERNS,
+    REFUSED_FORMATS,
+    SOURCE_TYPE_BY_EXTENSION,
+)
 from knowledge.extraction.base import (
     DEFAULT_LIMITS,
     REASON_CORRUPT,
@@ -106,71 +112,32 @@ class _Format:
     module: str  # knowledge.extraction.<module>.extract(data, limits) -> ExtractedDocument
 
 
+_READERS: dict[str, str] = {
+    "markdown": "plain",
+    "text": "plain",
+    "rst": "plain",
+    "asciidoc": "plain",
+    "pdf": "pdf",
+    "docx": "docx",
+    "pptx": "pptx",
+    "xlsx": "xlsx",
+    "csv": "csv",
+    "html": "html",
+}
+"""The module that reads each source type (``knowledge.core.formats`` says which extension
+is which type)."""
 _FORMATS: dict[str, _Format] = {
-    ".md": _Format("markdown", "plain"),
-    ".markdown": _Format("markdown", "plain"),
-    ".txt": _Format("text", "plain"),
-    ".pdf": _Format("pdf", "pdf"),
-    ".docx": _Format("docx", "docx"),
-    ".pptx": _Format("pptx", "pptx"),
-    ".xlsx": _Format("xlsx", "xlsx"),
-    ".csv": _Format("csv", "csv"),
-    ".html": _Format("html", "html"),
-    ".htm": _Format("html", "html"),
-    # Data and configuration a team keeps next to its documents: text, read as text.
-    ".json": _Format("text", "plain"),
-    ".yaml": _Format("text", "plain"),
-    ".yml": _Format("text", "plain"),
-    ".xml": _Format("text", "plain"),
-    ".toml": _Format("text", "plain"),
-    # Markup a repository keeps its docs in, read as the text it is (markup and all).
-    ".rst": _Format("rst", "plain"),
-    ".adoc": _Format("asciidoc", "plain"),
+    extension: _Format(source_type, _READERS[source_type])
+    for extension, source_type in SOURCE_TYPE_BY_EXTENSION.items()
 }
-
 # A file without an extension is read as text when its content is text (a binary one is
-# ``unsupported format (no extension)``); these conventional names are in the defaults.
+# ``unsupported format (no extension)``); the conventional names
+# (``core.formats.TEXT_FILE_NAMES``) are in the defaults.
 _NO_EXTENSION = _Format("text", "plain")
-TEXT_FILE_NAMES: tuple[str, ...] = (
-    "README",
-    "LICENSE",
-    "LICENCE",
-    "COPYING",
-    "NOTICE",
-    "AUTHORS",
-    "CHANGELOG",
-    "CHANGES",
-    "CONTRIBUTING",
-    "INSTALL",
-    "TODO",
-    "Makefile",
-    "Dockerfile",
-)
-
-# Recognised, so that they are listed and reported, but not extracted: no library in the
-# layer reads them (and the layer takes no heavy one for them).
-_LEGACY: dict[str, str] = {
-    ".doc": "legacy Word .doc; convert to .docx",
-    ".xls": "legacy Excel .xls; convert to .xlsx",
-    ".ppt": "legacy PowerPoint .ppt; convert to .pptx",
-    ".odt": "OpenDocument text .odt; save it as .docx",
-    ".ods": "OpenDocument spreadsheet .ods; save it as .xlsx",
-    ".odp": "OpenDocument presentation .odp; save it as .pptx",
-    ".rtf": "Rich Text Format .rtf; save it as .docx",
-    ".epub": "EPUB e-book .epub; convert it to .pdf or .html",
-    ".eml": "e-mail message .eml; save it as .pdf or .txt",
-}
+_LEGACY = REFUSED_FORMATS
 
 SUPPORTED_EXTENSIONS: tuple[str, ...] = tuple(sorted(_FORMATS))
 SOURCE_TYPES: tuple[str, ...] = tuple(dict.fromkeys(f.source_type for f in _FORMATS.values()))
-
-DOCUMENT_PATTERNS: tuple[str, ...] = (
-    *(f"*{extension}" for extension in (*_FORMATS, *_LEGACY)),
-    *TEXT_FILE_NAMES,
-)
-"""The default file patterns: every supported type, plus the types refused with a reason
-(legacy Office, OpenDocument, ...) so that they show up as problems ("convert to ...")
-instead of being silently ignored, plus the conventional text files without extension."""
 
 
 def extract_document(

@@ -20,7 +20,7 @@ import zlib
 from collections.abc import Callable
 from typing import IO, Any, TypeVar
 
-from knowledge.errors import ExtractionError
+from knowledge.core.errors import ExtractionError
 from knowledge.extraction.base import (
     REASON_ARCHIVE_BOMB,
     ExtractionLimits,

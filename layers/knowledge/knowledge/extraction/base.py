@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Literal
 
-from knowledge.errors import ExtractionError
+from knowledge.core.errors import ExtractionError
 
 __all__ = [
     "DEFAULT_LIMITS",

@@ -16,7 +16,7 @@ import codecs
 import io
 import re
 
-from knowledge.errors import ExtractionError
+from knowledge.core.errors import ExtractionError
 from knowledge.extraction.base import (
     REASON_NO_TEXT,
     ExtractedDocument,

@@ -12,7 +12,7 @@ from __future__ import annotations
 import io
 import zipfile
 
-from knowledge.errors import ExtractionError
+from knowledge.core.errors import ExtractionError
 
 __all__ = ["REASON_WRONG_TYPE", "content_kind", "misnamed"]
 

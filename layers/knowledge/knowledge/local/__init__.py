@@ -1,30 +1,11 @@
-"""The local stack (no AWS): a folder laid out like the bucket, watched and served.
+"""The local stack (no AWS): ``kb``, a folder laid out like the bucket, watched and served.
 
-``LocalServer`` is imported lazily by ``kb serve``; this package's modules import
-only the standard library and the ``knowledge`` core.
+``cli`` is the ``kb`` command (its parser ``cli_parser``, the commands ``cli_commands``,
+what they open ``cli_open``, ``kb repo`` ``repo_cli``); ``server`` is ``kb serve``: the
+HTTP API (``knowledge.service``) on the embedded store, through ``http_handler`` (the
+stdlib HTTP layer), with ``watcher`` indexing the folder's changes (``snapshots``:
+what a poll sees); ``writes`` are the write routes on the folder, ``playground`` the
+page, ``progress`` the index progress lines, and ``mcp_server`` the knowledge base as an
+MCP server (``kb mcp``). Nothing is imported here, so ``kb --help`` loads only what it
+needs.
 """
-
-from __future__ import annotations
-
-from knowledge.local.server import DEFAULT_HOST, DEFAULT_PORT, LocalServer, serve_until_stopped
-from knowledge.local.watcher import (
-    AppliedChange,
-    BucketWatcher,
-    FileStamp,
-    SnapshotDiff,
-    diff_snapshots,
-    take_snapshot,
-)
-
-__all__ = [
-    "DEFAULT_HOST",
-    "DEFAULT_PORT",
-    "AppliedChange",
-    "BucketWatcher",
-    "FileStamp",
-    "LocalServer",
-    "SnapshotDiff",
-    "diff_snapshots",
-    "serve_until_stopped",
-    "take_snapshot",
-]

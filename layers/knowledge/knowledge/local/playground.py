@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from importlib import resources
 
-from knowledge.scope import KnowledgeScope
+from knowledge.core.scope import KnowledgeScope
 
 __all__ = ["SCOPES_PATH", "Asset", "playground_asset"]
 

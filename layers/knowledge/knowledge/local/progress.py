@@ -15,10 +15,10 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import replace
 from typing import TextIO
 
-from knowledge.model import FileProblem, IndexOptions, IndexProgress, IndexState, IndexStatus
-from knowledge.scope import KnowledgeScope
-from knowledge.source import SourceDocument
-from knowledge.sources import Listing
+from knowledge.core.model import FileProblem, IndexOptions, IndexProgress, IndexState, IndexStatus
+from knowledge.core.scope import KnowledgeScope
+from knowledge.core.source import SourceDocument
+from knowledge.ingest.sources import Listing
 
 __all__ = ["IndexingProgress", "ListedSource", "ProgressBar"]
 

@@ -2,13 +2,12 @@
 
 The folder is laid out like the bucket: ``ROOT/<agent>/<context>/<path>``. Every poll
 takes a snapshot (``mtime_ns`` and size of every regular file) and compares it with the
-last one to find the scopes that changed (a file whose mtime is within 2 s of a snapshot
-is read again by the next poll: on a coarse file-system clock a rewrite of the same size
-within one tick keeps its stamp; ``racy_keys``). Each changed scope is then *reconciled*: its
-folder is listed, created or changed documents are upserted, and every document the
-store holds that the listing no longer has is deleted. Deletions are decided against
-the store's own documents, not against the previous snapshot, so a file that comes and
-goes between a snapshot and a listing can never leave a stale document behind; and a
+last one to find the scopes that changed (``knowledge.local.snapshots``; a file whose
+mtime is within 2 s of a snapshot is read again by the next poll). Each changed scope is
+then *reconciled*: its folder is listed, created or changed documents are upserted, and
+every document the store holds that the listing no longer has is deleted. Deletions are
+decided against the store's own documents, not against the previous snapshot, so a file
+that comes and goes between a snapshot and a listing never leaves a stale document; and a
 key the listing saw but the snapshot did not (or whose write failed) is remembered as
 *dirty*, so the next poll looks at it again. What the listing leaves out or finds wrong
 (an invalid sidecar, a link out of the scope, a name that is not UTF-8) is recorded as a
@@ -38,9 +37,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
-import os
-import stat
 import threading
 import time
 from collections.abc import Callable, Container, Iterable, Mapping
@@ -48,14 +44,30 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from knowledge.errors import KnowledgeError
-from knowledge.indexing import listing_problems, listing_unread
+from knowledge.core.errors import KnowledgeError
+from knowledge.core.model import FileProblem, IndexOptions, IndexResult
+from knowledge.core.scope import KnowledgeScope, parse_object_key
+from knowledge.core.source import SIDECAR_SUFFIX, DocumentSource, SourceDocument
+from knowledge.ingest.pipeline import (
+    delete_document,
+    index_source,
+    listing_problems,
+    listing_unread,
+    upsert_document,
+)
+from knowledge.ingest.sources import under_unlisted_folder
 from knowledge.local.progress import IndexingProgress, ListedSource
-from knowledge.model import FileProblem, IndexOptions, IndexResult
-from knowledge.scope import KnowledgeScope, parse_object_key
-from knowledge.source import SIDECAR_SUFFIX, DocumentSource, SourceDocument
-from knowledge.sources import under_unlisted_folder
-from knowledge.store import IndexWriter, KnowledgeStore
+from knowledge.local.snapshots import (
+    DIRTY,
+    RACY_WINDOW_NS,
+    FileStamp,
+    SnapshotDiff,
+    check_poll_interval,
+    diff_snapshots,
+    racy_keys,
+    take_snapshot,
+)
+from knowledge.stores.protocol import IndexWriter, KnowledgeStore
 
 __all__ = [
     "RACY_WINDOW_NS",
@@ -84,39 +96,8 @@ _LOG_LEVELS: dict[str, int] = {
 }
 
 
-@dataclass(frozen=True, slots=True)
-class FileStamp:
-    """What a poll remembers of a file: a change of any field means the file changed.
-
-    ``mtime_ns`` and ``size`` can both stay the same when a file changes: a backup
-    restored with ``cp -p`` / ``rsync -t``, a file renamed over another after its times
-    were copied. ``inode`` (another file now has the name) and ``ctime_ns`` (set by the
-    system on every write, rename or ``utime``, and by no one to a chosen value) catch
-    those; a change of them alone costs a hash of the file's bytes."""
-
-    mtime_ns: int
-    size: int
-    inode: int = 0
-    ctime_ns: int = 0
-
-
-_DIRTY = FileStamp(-1, -1)
-"""Remembered for a key the next poll must look at again: it equals no real stamp."""
-
-
 class IndexingStopped(Exception):  # noqa: N818 - a request, not an error
     """Raised inside an index run to abandon it (the server is stopping)."""
-
-
-@dataclass(frozen=True, slots=True)
-class SnapshotDiff:
-    """Keys (``agent/context/path``) created or changed, and keys deleted, sorted."""
-
-    changed: tuple[str, ...] = ()
-    deleted: tuple[str, ...] = ()
-
-    def __bool__(self) -> bool:
-        return bool(self.changed or self.deleted)
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,75 +107,6 @@ class AppliedChange:
     key: str
     action: ChangeAction
     detail: str = ""
-
-
-def check_poll_interval(seconds: float) -> float:
-    """``seconds`` if it is a positive, finite number; else ``ValueError`` naming
-    ``poll_interval`` (a wait of NaN seconds returns at once: a poll loop without pause;
-    an infinite one raises on the polling thread, which then never polls)."""
-    if not 0 < seconds < math.inf:
-        raise ValueError(f"poll_interval must be a positive number of seconds, got {seconds}")
-    return seconds
-
-
-def take_snapshot(root: Path) -> dict[str, FileStamp]:
-    """``{key: FileStamp}`` for every regular, non-hidden file under ``root``.
-
-    Keys are ``/``-separated paths relative to ``root``. Symbolic links to folders are
-    not followed (no loops, nothing outside ``root``); FIFOs, sockets and devices are
-    left out (``stat`` never opens them). Files that vanish meanwhile, and folders that
-    cannot be listed, are left out. Folders are walked with a stack, not recursion: a
-    tree nested deeper than Python's recursion limit cannot stop every poll.
-    """
-    snapshot: dict[str, FileStamp] = {}
-    folders = [str(root)]
-    while folders:
-        folder = folders.pop()
-        try:
-            with os.scandir(folder) as entries:
-                listed = list(entries)
-        except OSError:
-            continue
-        for entry in listed:
-            # Hidden entries are never documents (the sources skip them too); pruning
-            # them keeps a .git folder or an editor's swap files from costing a stat.
-            if entry.name.startswith("."):
-                continue
-            try:
-                if entry.is_dir(follow_symlinks=False):
-                    folders.append(entry.path)
-                    continue
-                info = os.stat(entry.path)
-            except OSError:
-                continue
-            if not stat.S_ISREG(info.st_mode):
-                continue
-            key = Path(os.path.relpath(entry.path, root)).as_posix()
-            snapshot[key] = FileStamp(info.st_mtime_ns, info.st_size, info.st_ino, info.st_ctime_ns)
-    return snapshot
-
-
-RACY_WINDOW_NS = 2_000_000_000
-"""How close to a snapshot a file's mtime must be for the snapshot to be unsure it saw the
-file's last write: the coarsest file-system clock in common use (FAT's 2 s)."""
-
-
-def racy_keys(snapshot: Mapping[str, FileStamp], taken_at_ns: int) -> set[str]:
-    """The keys of ``snapshot`` (taken from wall-clock time ``taken_at_ns`` on) whose mtime
-    is not clearly older than the snapshot. On a coarse file-system clock a later write
-    within the same tick keeps the mtime, and with the same size the stamp too; so such
-    a file is read again by the next poll (an unchanged one costs a hash of its bytes).
-    An mtime ahead of this machine's clock (a skewed share) stays racy until the clock
-    passes it."""
-    since = taken_at_ns - RACY_WINDOW_NS
-    return {key for key, stamp in snapshot.items() if stamp.mtime_ns >= since}
-
-
-def diff_snapshots(before: Mapping[str, FileStamp], after: Mapping[str, FileStamp]) -> SnapshotDiff:
-    """Keys that are new or whose stamp changed, and keys that are gone."""
-    changed = sorted(key for key, stamp in after.items() if before.get(key) != stamp)
-    deleted = sorted(key for key in before if key not in after)
-    return SnapshotDiff(tuple(changed), tuple(deleted))
 
 
 class BucketWatcher:
@@ -245,7 +157,7 @@ class BucketWatcher:
         progress: IndexingProgress | None = None,
         should_stop: Callable[[], bool] = lambda: False,
     ) -> dict[KnowledgeScope, IndexResult]:
-        """Bring every one of ``scopes`` in line with its folder (``store.index``: new and
+        """Bring every one of ``scopes`` in line with its folder (``index_source``: new and
         changed documents written, unchanged skipped, the rest deleted; a scope without
         a folder is emptied), then remember the folder so later polls see later changes.
 
@@ -270,17 +182,17 @@ class BucketWatcher:
                     raise IndexingStopped("stopped before the start-up index finished")
                 with self._write_lock:
                     # ``index`` also clears the problems of files it no longer lists.
-                    results[scope] = self._store.index(scope, source, self._options)
+                    results[scope] = index_source(self._store, scope, source, self._options)
                 progress.finish_scope(scope)
                 _log_result(scope, results[scope])
                 for path in source.paths:
                     # Listed but not seen by the snapshot: created meanwhile; look again.
-                    baseline.setdefault(f"{scope.key}/{path}", _DIRTY)
+                    baseline.setdefault(f"{scope.key}/{path}", DIRTY)
                 for problem in results[scope].errors:
                     # A file that failed (its read, the embedder, the write) is retried by
                     # the polls, as a failure in a poll is: it may not change again.
                     if f"{scope.key}/{problem.path}" in baseline:
-                        baseline[f"{scope.key}/{problem.path}"] = _DIRTY
+                        baseline[f"{scope.key}/{problem.path}"] = DIRTY
         finally:
             progress.end()
         self._snapshot = baseline
@@ -374,7 +286,7 @@ class BucketWatcher:
         except (OSError, KnowledgeError) as exc:
             logger.warning("cannot reconcile %s: %s", scope, exc)
             for key, _, _ in entries:
-                remembered[key] = _DIRTY
+                remembered[key] = DIRTY
             return [
                 AppliedChange(key, "failed", f"cannot list the scope: {exc}") for key, *_ in entries
             ]
@@ -384,7 +296,7 @@ class BucketWatcher:
             if prefix + path in current:
                 continue
             if self._walkable(prefix + path):
-                remembered[prefix + path] = _DIRTY  # created after the snapshot: look again
+                remembered[prefix + path] = DIRTY  # created after the snapshot: look again
             else:
                 # Reached through a folder link inside the scope, which snapshots do not
                 # follow: refreshed whenever its scope changes (unchanged content is skipped).
@@ -400,7 +312,7 @@ class BucketWatcher:
                     upserted.add(target)
                     change = self._upsert(prefix + target, scope, document)
                     if change.action == "failed":
-                        remembered[prefix + target] = _DIRTY
+                        remembered[prefix + target] = DIRTY
                     applied.append(change)
             elif not deleted and target == path and (stored is None or path not in stored):
                 reason = skipped.get(path, "not a document for these options")
@@ -419,7 +331,7 @@ class BucketWatcher:
                 self._unlisted.add(scope)
                 for key, path, _ in entries:
                     if unlisted(path):
-                        remembered[key] = _DIRTY
+                        remembered[key] = DIRTY
             else:
                 self._unlisted.discard(scope)
             gone = {path for path in stored - documents.keys() if not unlisted(path)}
@@ -444,7 +356,7 @@ class BucketWatcher:
         for path in sorted(gone):
             change = self._delete(prefix + path, scope, path)
             if change.action == "failed":
-                remembered[prefix + path] = _DIRTY
+                remembered[prefix + path] = DIRTY
             applied.append(change)
         # After the deletes: an indexed file the listing now leaves out (a link out of its
         # scope, say) is removed and keeps the problem that says why.
@@ -508,8 +420,6 @@ class BucketWatcher:
     def _stale_problems(self, scope: KnowledgeScope, listed: Container[str]) -> set[str]:
         """The paths with a recorded problem that are neither a listed document nor
         reported by the listing: nothing in the folder has that problem any more."""
-        if not isinstance(self._store, IndexWriter):
-            return set()
         try:
             recorded = self._store.problem_paths(scope)
         except (OSError, KnowledgeError) as exc:
@@ -518,13 +428,11 @@ class BucketWatcher:
         return {path for path in recorded if path not in listed}
 
     def _stored_paths(self, scope: KnowledgeScope) -> set[str] | None:
-        if isinstance(self._store, IndexWriter):
-            return set(self._store.stored_documents(scope))
-        return None
+        return set(self._store.stored_documents(scope))
 
     def _upsert(self, key: str, scope: KnowledgeScope, document: SourceDocument) -> AppliedChange:
         try:
-            result = self._store.upsert_document(scope, document)
+            result = upsert_document(self._store, scope, document)
         except Exception as exc:
             logger.debug("upsert of %s failed", key, exc_info=exc)
             return AppliedChange(key, "failed", str(exc) or type(exc).__name__)
@@ -537,7 +445,7 @@ class BucketWatcher:
 
     def _delete(self, key: str, scope: KnowledgeScope, path: str) -> AppliedChange:
         try:
-            removed = self._store.delete_document(scope, path)
+            removed = delete_document(self._store, scope, path)
         except Exception as exc:
             logger.debug("delete of %s failed", key, exc_info=exc)
             return AppliedChange(key, "failed", str(exc) or type(exc).__name__)

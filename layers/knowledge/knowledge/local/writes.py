@@ -5,7 +5,7 @@ folder watcher indexes it as it indexes any edit, so the earlier version stays s
 until the new one is committed. Each file is written to a hidden temporary file in the
 same folder (hidden files are never listed) and renamed over the old one, so the watcher
 never reads half a file. Nothing is written outside the scope's folder: the path is
-checked (``knowledge.writes.check_write_path``), no segment may be a link, and the
+checked (``knowledge.ingest.writes.check_write_path``), no segment may be a link, and the
 resolved folder must lie inside the scope's. There is no presigned upload locally: a
 ``PUT`` takes the file (``MAX_DOCUMENT_BYTES``).
 """
@@ -15,11 +15,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from knowledge.errors import ValidationError
-from knowledge.scope import KnowledgeScope
-from knowledge.source import SIDECAR_SUFFIX
-from knowledge.sources.local import replace_file
-from knowledge.writes import MAX_DOCUMENT_BYTES, check_write_path
+from knowledge.core.errors import ValidationError
+from knowledge.core.scope import KnowledgeScope
+from knowledge.core.source import SIDECAR_SUFFIX
+from knowledge.ingest.sources.local import replace_file
+from knowledge.ingest.writes import MAX_DOCUMENT_BYTES, check_write_path
 
 __all__ = ["FolderStorage"]
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
-from knowledge.errors import KnowledgeError
+from knowledge.core.errors import KnowledgeError
 
 __all__ = ["RerankError", "Reranker"]
 

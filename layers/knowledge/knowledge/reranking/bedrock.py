@@ -20,7 +20,7 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
-from knowledge.errors import ValidationError
+from knowledge.core.errors import ValidationError
 from knowledge.reranking.base import RerankError
 
 __all__ = ["DEFAULT_RERANK_MODEL_ID", "MAX_PASSAGE_CHARS", "BedrockReranker", "model_arn"]

@@ -15,7 +15,7 @@
    max_results)``, with a ``RerankReport`` (the response's ``rerank`` field).
 
 The reranker gets ``timeout`` seconds, less when the request's deadline
-(``knowledge.deadline``) is nearer. If it fails, answers something unusable or is late,
+(``knowledge.core.deadline``) is nearer. If it fails, answers something unusable or is late,
 the search order stands (``reranked`` false, logged as a warning with the reason); the
 caller never sees an error from it. A late call finishes in the background (the Bedrock
 client's own timeouts end it).
@@ -32,12 +32,12 @@ import time
 from dataclasses import dataclass, replace
 from typing import Any
 
-from knowledge.deadline import current_deadline
-from knowledge.errors import ValidationError
-from knowledge.model import MAX_MAX_RESULTS, SearchQuery, SearchResult
+from knowledge.core.deadline import current_deadline
+from knowledge.core.errors import ValidationError
+from knowledge.core.model import MAX_MAX_RESULTS, SearchQuery, SearchResult
+from knowledge.core.scope import KnowledgeScope
 from knowledge.reranking.base import Reranker
-from knowledge.scope import KnowledgeScope
-from knowledge.store import KnowledgeStore
+from knowledge.stores.protocol import KnowledgeStore
 
 __all__ = [
     "DEFAULT_RERANK_TIMEOUT",

@@ -1,4 +1,6 @@
-"""Index backends. Each module implements ``knowledge.store.KnowledgeStore`` whole (D4).
+"""Index backends. Each module implements ``knowledge.stores.protocol.KnowledgeStore`` whole.
+
+docs/architecture.md, "One store protocol".
 
 - ``memory``: in-memory TF-IDF keyword store, no dependencies (the seed's default);
 - ``embedded``: persistent local store with keyword, vector and hybrid search;

@@ -12,11 +12,11 @@ scopes they run in parallel. Nothing published is ever mutated.
 
 Scoring: ``sum over distinct query terms of (1 + ln tf) * ln(1 + N / df)``, where a
 chunk's title and heading terms count ``headings_weight`` each in ``tf``
-(``knowledge.headings``; a ``tf`` below 1 counts as itself), with ``N``
+(``knowledge.ranking.headings``; a ``tf`` below 1 counts as itself), with ``N``
 and ``df`` counted over the chunks being searched (every snapshot of the agent with
 ``cross_context``); candidates filtered by file patterns and metadata first, then
 divided by their maximum (``fusion.keyword_only``), then ``min_score``, sort and
-``max_results`` (the rule in ``knowledge.filters``).
+``max_results`` (the rule in ``knowledge.core.path_filters``).
 """
 
 from __future__ import annotations
@@ -27,12 +27,10 @@ import math
 import threading
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from types import MappingProxyType, TracebackType
+from types import TracebackType
 
-from knowledge.chunking import DocumentChunker, MarkdownSectionChunker
-from knowledge.documents import (
+from knowledge.core.documents import (
     DEFAULT_DOCUMENTS_LIMIT,
     DocumentPage,
     IndexedDocument,
@@ -40,13 +38,9 @@ from knowledge.documents import (
     document_page,
     validate_documents_limit,
 )
-from knowledge.errors import StoreError, UnsupportedModeError
-from knowledge.filters import matches_file_patterns, matches_metadata
-from knowledge.fusion import keyword_only, select
-from knowledge.headings import DEFAULT_HEADINGS_WEIGHT, check_headings_weight, heading_terms
-from knowledge.indexing import Indexer, IndexingStoreMixin
-from knowledge.model import (
-    MAX_STATUS_PROBLEMS,
+from knowledge.core.errors import StoreError, UnsupportedModeError
+from knowledge.core.filter_language import matches_filter
+from knowledge.core.model import (
     DocumentChunk,
     FileProblem,
     IndexState,
@@ -55,17 +49,26 @@ from knowledge.model import (
     SearchQuery,
     SearchResult,
 )
-from knowledge.origin import FORMAT, ORIGIN
-from knowledge.scope import KnowledgeScope
-from knowledge.search_filter import matches_filter
-from knowledge.store import DocumentHeader, EmbeddedChunk, StoredDocument
-from knowledge.text import keyword_terms
+from knowledge.core.origin import FORMAT, ORIGIN
+from knowledge.core.path_filters import matches_file_patterns, matches_metadata
+from knowledge.core.scope import KnowledgeScope
+from knowledge.ranking.analysis import keyword_terms
+from knowledge.ranking.fusion import keyword_only, select
+from knowledge.ranking.headings import DEFAULT_HEADINGS_WEIGHT, check_headings_weight, heading_terms
+from knowledge.stores.memory_snapshots import (
+    ChunkKey,
+    ChunkRecord,
+    DocumentRecord,
+    Snapshot,
+    apply_changes,
+    empty_snapshot,
+    latest_problems,
+    listed_document,
+)
+from knowledge.stores.protocol import DocumentHeader, EmbeddedChunk, StoredDocument
 
 __all__ = ["MemoryKnowledgeStore"]
 
-# (document path, chunk index, scope key): unique across the snapshots of one agent, and
-# ordered so that equal scores rank by path, then position (fusion breaks ties by key).
-_ChunkKey = tuple[str, int, str]
 
 _MODES = frozenset({SearchMode.KEYWORD})
 
@@ -76,91 +79,6 @@ def _sublinear(count: float) -> float:
     return 1.0 + math.log(count) if count >= 1.0 else count
 
 
-@dataclass(frozen=True, slots=True)
-class _ChunkRecord:
-    key: _ChunkKey
-    chunk: DocumentChunk
-    term_counts: Mapping[str, float]
-
-
-@dataclass(frozen=True, slots=True)
-class _DocumentRecord:
-    stored: StoredDocument
-    chunks: tuple[_ChunkRecord, ...]
-    indexed_at: datetime | None = None
-    format: str | None = None
-    size: int | None = None
-    origin: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class _Snapshot:
-    """One scope's index. Its dicts are never mutated once the snapshot is published."""
-
-    scope: KnowledgeScope
-    documents: Mapping[str, _DocumentRecord]
-    chunks: Mapping[_ChunkKey, _ChunkRecord]
-    postings: Mapping[str, Mapping[_ChunkKey, float]]  # term -> chunk -> term frequency
-    last_indexed_at: datetime | None
-    # path -> (when recorded: a store-wide sequence number, reason); most recent = highest
-    problems: Mapping[str, tuple[int, str]]
-    unread: Mapping[str, int] = field(default_factory=dict)  # IndexStatus.unread_files
-
-
-def _empty(scope: KnowledgeScope) -> _Snapshot:
-    return _Snapshot(scope, {}, {}, {}, None, {})
-
-
-def _apply(
-    base: _Snapshot,
-    changes: Mapping[str, _DocumentRecord | None],
-    at: datetime,
-    problems: Mapping[str, tuple[int, str] | None],
-    unread: Mapping[str, int] | None = None,
-) -> _Snapshot:
-    """A new snapshot: ``base`` with each changed path replaced (``None``: removed) and
-    each changed problem set (``None``: cleared).
-
-    Copies the outer dicts and only the posting lists of the terms that change.
-    """
-    documents = dict(base.documents)
-    chunks = dict(base.chunks)
-    owned: dict[str, dict[_ChunkKey, float]] = {}
-
-    def own(term: str) -> dict[_ChunkKey, float]:
-        if term not in owned:
-            owned[term] = dict(base.postings.get(term, {}))
-        return owned[term]
-
-    for path, new in changes.items():
-        old = documents.pop(path, None)
-        if old is not None:
-            for record in old.chunks:
-                del chunks[record.key]
-                for term in record.term_counts:
-                    del own(term)[record.key]
-        if new is not None:
-            documents[path] = new
-            for record in new.chunks:
-                chunks[record.key] = record
-                for term, count in record.term_counts.items():
-                    own(term)[record.key] = count
-    postings = dict(base.postings)
-    for term, posting in owned.items():
-        if posting:
-            postings[term] = posting
-        else:
-            postings.pop(term, None)
-    recorded = dict(base.problems)
-    for path, problem in problems.items():
-        if problem is None:
-            recorded.pop(path, None)
-        else:
-            recorded[path] = problem
-    counts = base.unread if unread is None else MappingProxyType(dict(unread))
-    return _Snapshot(base.scope, documents, chunks, postings, at, recorded, counts)
-
-
 class _MemoryWriteSession:
     """Collects one scope's writes; ``__exit__`` publishes them (or drops them on error)."""
 
@@ -168,10 +86,10 @@ class _MemoryWriteSession:
         self._store = store
         self._scope = scope
         self._replace = replace
-        self._changes: dict[str, _DocumentRecord | None] = {}
+        self._changes: dict[str, DocumentRecord | None] = {}
         self._problems: dict[str, tuple[int, str] | None] = {}
         self._unread: Mapping[str, int] | None = None
-        self._base: _Snapshot | None = None
+        self._base: Snapshot | None = None
         self._done = False
 
     @property
@@ -195,16 +113,16 @@ class _MemoryWriteSession:
         snapshot = (
             None
             if exc_type is not None
-            else _apply(base, self._changes, _now(), self._problems, self._unread)
+            else apply_changes(base, self._changes, _now(), self._problems, self._unread)
         )
         self._store._end(self._scope, snapshot)
 
-    def _require_open(self) -> _Snapshot:
+    def _require_open(self) -> Snapshot:
         if self._base is None or self._done:
             raise StoreError("memory write session used outside its 'with' block")
         return self._base
 
-    def _current(self, path: str) -> _DocumentRecord | None:
+    def _current(self, path: str) -> DocumentRecord | None:
         if path in self._changes:
             return self._changes[path]
         return self._require_open().documents.get(path)
@@ -214,7 +132,7 @@ class _MemoryWriteSession:
         key = self._scope.key
         # Built in full before anything changes: if the stream fails, the session is untouched.
         records = tuple(
-            _ChunkRecord(
+            ChunkRecord(
                 key=(header.path, item.chunk.chunk_index, key),
                 chunk=item.chunk,
                 term_counts=self._store._term_counts(item.chunk),
@@ -223,7 +141,7 @@ class _MemoryWriteSession:
         )
         stored = StoredDocument(header.path, header.content_hash, header.version, len(records))
         kind, origin = header.metadata.get(FORMAT), header.metadata.get(ORIGIN)
-        self._changes[header.path] = _DocumentRecord(
+        self._changes[header.path] = DocumentRecord(
             stored,
             records,
             indexed_at=header.indexed_at,
@@ -258,51 +176,25 @@ class _MemoryWriteSession:
         return {}
 
 
-def _latest_problems(problems: Mapping[str, tuple[int, str]]) -> tuple[FileProblem, ...]:
-    latest = sorted(problems.items(), key=lambda item: item[1][0], reverse=True)
-    return tuple(FileProblem(path, reason) for path, (_, reason) in latest[:MAX_STATUS_PROBLEMS])
-
-
-def _listed(snapshot: _Snapshot, path: str) -> IndexedDocument:
-    record = snapshot.documents.get(path)
-    problem = snapshot.problems.get(path)
-    reason = None if problem is None else problem[1]
-    if record is None:
-        return IndexedDocument(path, None, None, 0, None, None, None, reason)
-    return IndexedDocument(
-        path=path,
-        format=record.format,
-        size=record.size,
-        chunk_count=record.stored.chunk_count,
-        version=record.stored.version,
-        content_hash=record.stored.content_hash,
-        indexed_at=record.indexed_at,
-        problem=reason,
-        origin=record.origin,
-    )
-
-
 def _now() -> datetime:
     return datetime.now(UTC)
 
 
-class MemoryKnowledgeStore(IndexingStoreMixin):
+class MemoryKnowledgeStore:
     """Keyword-only ``KnowledgeStore`` held in memory (module docstring).
 
-    ``chunker`` defaults to ``MarkdownSectionChunker()``. Everything is lost on
-    ``close()`` or when the process ends.
+    Keyword-only: its ``embedder`` is ``None``. Everything is lost on ``close()`` or
+    when the process ends.
     """
 
     def __init__(
         self,
-        chunker: DocumentChunker | None = None,
         *,
         headings_weight: float = DEFAULT_HEADINGS_WEIGHT,
     ) -> None:
         self._headings_weight = check_headings_weight(headings_weight)
-        self._indexer = Indexer(chunker or MarkdownSectionChunker(), None)
         self._lock = threading.Lock()
-        self._snapshots: dict[str, _Snapshot] = {}
+        self._snapshots: dict[str, Snapshot] = {}
         self._writers: dict[str, threading.Lock] = {}
         self._open_sessions: Counter[str] = Counter()
         self._problem_sequence = itertools.count()
@@ -312,9 +204,14 @@ class MemoryKnowledgeStore(IndexingStoreMixin):
     def name(self) -> str:
         return "memory"
 
+    @property
+    def embedder(self) -> None:
+        """Keyword-only: the pipeline embeds nothing for this store."""
+        return None
+
     def _term_counts(self, chunk: DocumentChunk) -> dict[str, float]:
         """A chunk's term frequencies: its text's terms, plus its title and heading terms
-        (``knowledge.headings``) counted ``headings_weight`` each."""
+        (``knowledge.ranking.headings``) counted ``headings_weight`` each."""
         counts: dict[str, float] = dict(Counter(keyword_terms(chunk.content)))
         if self._headings_weight > 0:
             for term in heading_terms(chunk.metadata):
@@ -331,7 +228,7 @@ class MemoryKnowledgeStore(IndexingStoreMixin):
 
     # --- IndexWriter -----------------------------------------------------------------------
 
-    def _snapshot(self, scope: KnowledgeScope) -> _Snapshot | None:
+    def _snapshot(self, scope: KnowledgeScope) -> Snapshot | None:
         with self._lock:
             self._check_open()
             return self._snapshots.get(scope.key)
@@ -358,7 +255,7 @@ class MemoryKnowledgeStore(IndexingStoreMixin):
         without an exception; ``replace_scope`` starts from an empty scope."""
         return _MemoryWriteSession(self, scope, replace_scope)
 
-    def _begin(self, scope: KnowledgeScope, replace: bool) -> _Snapshot:
+    def _begin(self, scope: KnowledgeScope, replace: bool) -> Snapshot:
         with self._lock:
             self._check_open()
             writer = self._writers.setdefault(scope.key, threading.Lock())
@@ -367,13 +264,13 @@ class MemoryKnowledgeStore(IndexingStoreMixin):
         writer.acquire()
         with self._lock:
             current = self._snapshots.get(scope.key)
-        return _empty(scope) if replace or current is None else current
+        return empty_snapshot(scope) if replace or current is None else current
 
     def _next_problem(self) -> int:
         with self._lock:
             return next(self._problem_sequence)
 
-    def _end(self, scope: KnowledgeScope, snapshot: _Snapshot | None) -> None:
+    def _end(self, scope: KnowledgeScope, snapshot: Snapshot | None) -> None:
         with self._lock:
             if snapshot is not None and not self._closed:
                 self._snapshots[scope.key] = snapshot
@@ -403,9 +300,9 @@ class MemoryKnowledgeStore(IndexingStoreMixin):
             return []
         total_chunks = sum(len(s.chunks) for s in snapshots)
         frequencies = {t: sum(len(s.postings.get(t, ())) for s in snapshots) for t in terms}
-        scores: dict[_ChunkKey, float] = {}
-        records: dict[_ChunkKey, _ChunkRecord] = {}
-        rejected: set[_ChunkKey] = set()
+        scores: dict[ChunkKey, float] = {}
+        records: dict[ChunkKey, ChunkRecord] = {}
+        rejected: set[ChunkKey] = set()
         for snapshot in snapshots:
             for term in terms:
                 posting = snapshot.postings.get(term)
@@ -473,7 +370,7 @@ class MemoryKnowledgeStore(IndexingStoreMixin):
             state = IndexState.INDEXING
         else:
             state = IndexState.READY if documents else IndexState.EMPTY
-        problems = () if snapshot is None else _latest_problems(snapshot.problems)
+        problems = () if snapshot is None else latest_problems(snapshot.problems)
         return IndexStatus(
             document_count=documents,
             chunk_count=chunks,
@@ -505,14 +402,14 @@ class MemoryKnowledgeStore(IndexingStoreMixin):
             return DocumentPage(())
         paths = sorted(set(snapshot.documents) | set(snapshot.problems))
         start = 0 if after is None else bisect.bisect_right(paths, after)
-        documents = [_listed(snapshot, path) for path in paths[start : start + limit + 1]]
+        documents = [listed_document(snapshot, path) for path in paths[start : start + limit + 1]]
         return document_page(scope, documents, limit)
 
     def get_document(self, scope: KnowledgeScope, path: str) -> IndexedDocument | None:
         snapshot = self._snapshot(scope)
         if snapshot is None or (path not in snapshot.documents and path not in snapshot.problems):
             return None
-        return _listed(snapshot, path)
+        return listed_document(snapshot, path)
 
     def close(self) -> None:
         """Drop every index. Idempotent; the chunker is not closed. Later calls raise

@@ -1,6 +1,6 @@
 """The embedded store: one SQLite file with keyword (BM25), vector and hybrid search.
 
-The local default (DESIGN section 4): no server to start, nothing to install.
+The local default (docs/architecture.md, "Stores"): no server to start, nothing to install.
 
 **Why SQLite.** It ships with Python, so the store costs no dependency; the index is
 one file that can be copied, deleted or inspected with the ``sqlite3`` shell; its

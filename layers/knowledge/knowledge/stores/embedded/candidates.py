@@ -7,8 +7,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from knowledge.model import SearchQuery
-from knowledge.scope import KnowledgeScope
+from knowledge.core.model import SearchQuery
+from knowledge.core.scope import KnowledgeScope
 
 from .schema import load_json
 

@@ -19,7 +19,7 @@ import sqlite3
 import threading
 from typing import Final
 
-from knowledge.errors import StoreError
+from knowledge.core.errors import StoreError
 
 from .filter_sql import register_functions
 

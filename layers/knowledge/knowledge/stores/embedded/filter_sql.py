@@ -1,4 +1,4 @@
-"""The search ``filter`` (``knowledge.search_filter``) as an SQL condition: pure functions.
+"""The search ``filter`` (``knowledge.core.filter_language``) as an SQL condition: pure functions.
 
 One function per comparison, chosen from ``COMPARISON_SQL`` by operator; ``and``/``or``/
 ``not`` become ``AND``/``OR``/``NOT``. Every value is a bound parameter (``?``): a filter
@@ -24,7 +24,7 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Final
 
-from knowledge.search_filter import (
+from knowledge.core.filter_language import (
     DOCUMENT_PATH,
     INDEXED_AT,
     MAX_COMPARED_TEXT_UNITS,

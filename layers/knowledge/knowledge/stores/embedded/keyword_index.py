@@ -1,7 +1,7 @@
 """The embedded store's keyword index: FTS5 tables, BM25 candidates, per-agent statistics.
 
 **CJK-aware terms, English stems.** FTS5 cannot call a Python tokenizer, so every chunk
-is indexed as the space-joined terms of ``knowledge.text.keyword_terms`` (Korean
+is indexed as the space-joined terms of ``knowledge.ranking.analysis.keyword_terms`` (Korean
 morphemes, Han and Kana bigrams, English Snowball stems, no stop words) under FTS5's
 ``unicode61`` tokenizer with diacritics kept, which splits that text back into exactly
 those terms, in the shared table and in every per-agent table alike. The analysis is
@@ -10,24 +10,24 @@ each a quoted FTS5 string, OR-ed (``fts_query``): user input never reaches FTS5 
 syntax. The score is ``-bm25()`` (SQLite's lower-is-better turned around).
 
 **Title and headings.** Every table has two columns: ``terms`` (the chunk's text) and
-``headings`` (the terms of its title and heading path, ``chunking.heading_context``,
+``headings`` (the terms of its title and heading path, ``headings.heading_context``,
 analysed the same way; analysis version 4). ``bm25()`` weighs a match in ``headings``
 by ``headings_weight`` against 1.0 for the text (FTS5 column weights: the weight
 multiplies that column's term frequency; the row's length is both columns'). A weight
-of 0 indexes no headings (``knowledge.headings``).
+of 0 indexes no headings (``knowledge.ranking.headings``).
 
 **Isolation.** BM25 weighs a term by how many rows of *its table* hold it. With
 ``isolation="shared"`` (the default) every scope's chunks are rows of one table,
-``chunks_fts``, as in OpenSearch's one shared index (D11): a score then depends a little
-on other agents' documents, and an agent can probe whether some other agent's documents
-contain a word (a word they hold a lot of scores near zero). With ``isolation="agent"``
-each agent's chunks have their own table, ``chunks_fts_<n>`` (``n`` from ``fts_agents``),
-so an agent's scores depend on its own documents only (contexts of one agent share their
-statistics, as they share ``cross_context`` searches). A file remembers its isolation;
-opened with the other one, its keyword index is rebuilt from the chunks (``rebuild``),
-and a store still open with the old setting (another process) is refused on its next
-search or write (``check``) rather than silently searching the other way.
-"""
+``chunks_fts``, as in OpenSearch's one shared index (docs/architecture.md, "One shared
+index"): a score then depends a little on other agents' documents, and an agent can
+probe whether some other agent's documents contain a word (a word they hold a lot of
+scores near zero). With ``isolation="agent"`` each agent's chunks have their own table,
+``chunks_fts_<n>`` (``n`` from ``fts_agents``), so an agent's scores depend on its own
+documents only (contexts of one agent share their statistics, as they share
+``cross_context`` searches). A file remembers its isolation; opened with the other one,
+its keyword index is rebuilt from the chunks (``rebuild``), and a store still open with
+the old setting (another process) is refused on its next search or write (``check``)
+rather than silently searching the other way."""
 
 from __future__ import annotations
 
@@ -35,12 +35,12 @@ import sqlite3
 from collections.abc import Mapping
 from typing import Any, Final
 
-from knowledge.errors import StoreError
-from knowledge.filters import matches_file_patterns, matches_metadata
-from knowledge.headings import DEFAULT_HEADINGS_WEIGHT, heading_terms
-from knowledge.model import SearchQuery
-from knowledge.scope import KnowledgeScope
-from knowledge.text import keyword_terms
+from knowledge.core.errors import StoreError
+from knowledge.core.model import SearchQuery
+from knowledge.core.path_filters import matches_file_patterns, matches_metadata
+from knowledge.core.scope import KnowledgeScope
+from knowledge.ranking.analysis import keyword_terms
+from knowledge.ranking.headings import DEFAULT_HEADINGS_WEIGHT, heading_terms
 
 from .candidates import FETCH_BATCH, Candidate, scope_condition
 from .filter_sql import filter_sql
@@ -68,7 +68,8 @@ _TABLE_DDL: Final = (
 def fts_query(text: str) -> str | None:
     """The FTS5 MATCH expression for ``text``: its distinct terms, each quoted, OR-ed.
 
-    Terms come from ``knowledge.text.keyword_terms``; each is an FTS5 string literal (``"``
+    Terms come from ``knowledge.ranking.analysis.keyword_terms``; each is an FTS5 string
+    literal (``"``
     doubled), so no operator, column filter, prefix or NEAR group can be expressed.
     ``None`` when the text has no terms (it then matches nothing).
     """

@@ -1,5 +1,5 @@
 """The embedded store's documents listing: the ``documents`` and ``problems`` tables read
-together, by path (``knowledge.documents``).
+together, by path (``knowledge.core.documents``).
 
 A path is listed once: its document row (with its problem, if any) or, for a path that
 only has a problem, the problem row. Both tables have a unique ``(agent, context, path)``
@@ -12,8 +12,8 @@ import sqlite3
 from datetime import datetime
 from typing import Final
 
-from knowledge.documents import IndexedDocument
-from knowledge.scope import KnowledgeScope
+from knowledge.core.documents import IndexedDocument
+from knowledge.core.scope import KnowledgeScope
 
 __all__ = ["read_document", "read_documents"]
 

@@ -25,11 +25,11 @@ upgraded in place when opened; a newer version is refused. The two count columns
 later within version 3 (``_COLUMNS_V3``): added when missing, left at 0 by older releases.
 
 **Keyword analysis.** The terms in the keyword index are those of one analysis
-(``knowledge.text.ANALYSIS``), recorded in ``meta`` under ``analysis`` by the first open
+(``knowledge.ranking.analysis.ANALYSIS``), recorded in ``meta`` under ``analysis`` by the first open
 of a file without chunks (``check_analysis``). A file whose chunks were analysed otherwise
 (one that records none was made by ``tokenize``, whatever its schema version) is refused
 with ``AnalysisMismatchError``: its keyword side would silently miss; reindex it into a
-new file. The same holds for the record fields (``knowledge.origin.RECORDS``, under
+new file. The same holds for the record fields (``knowledge.core.origin.RECORDS``, under
 ``records``): a file with chunks written before they carried ``origin`` and ``format``
 is refused with ``RecordsMismatchError`` (a subclass, so ``kb serve`` moves it aside
 and rebuilds it from its folder as for another analysis).
@@ -44,9 +44,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Final
 
-from knowledge.errors import AnalysisMismatchError, RecordsMismatchError
-from knowledge.origin import RECORDS
-from knowledge.text import ANALYSIS
+from knowledge.core.errors import AnalysisMismatchError, RecordsMismatchError
+from knowledge.core.origin import RECORDS
+from knowledge.ranking.analysis import ANALYSIS
 
 if TYPE_CHECKING:
     from knowledge.embedding.base import EmbeddingClient
@@ -73,7 +73,7 @@ _ANALYSIS_BEFORE_RECORDING: Final = "tokenize-v1"
 
 # Not external-content: FTS5 then keeps its own copy of the terms, so rows are deleted by
 # rowid alone (SQLite < 3.43 has no contentless delete). ``headings``: the terms of the
-# chunk's title and heading path (analysis version 4, ``knowledge.headings``).
+# chunk's title and heading path (analysis version 4, ``knowledge.ranking.headings``).
 _KEYWORD_TABLE: Final = """CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts USING fts5(
     terms, headings, tokenize = 'unicode61 remove_diacritics 0'
 )"""
@@ -209,7 +209,7 @@ def _add_columns(conn: sqlite3.Connection, columns: tuple[tuple[str, str, str], 
 
 
 def check_analysis(conn: sqlite3.Connection, display: str) -> None:
-    """Record the keyword analysis and the record fields (``knowledge.origin.RECORDS``)
+    """Record the keyword analysis and the record fields (``knowledge.core.origin.RECORDS``)
     in a file without chunks; raise ``AnalysisMismatchError`` for a file whose chunks
     were analysed otherwise, ``RecordsMismatchError`` for one written before its records
     carried origin and format (module docstring). Inside the caller's write

@@ -13,8 +13,8 @@ import sqlite3
 from dataclasses import replace
 from datetime import datetime
 
-from knowledge.model import MAX_STATUS_PROBLEMS, FileProblem, IndexState, IndexStatus
-from knowledge.scope import KnowledgeScope
+from knowledge.core.model import MAX_STATUS_PROBLEMS, FileProblem, IndexState, IndexStatus
+from knowledge.core.scope import KnowledgeScope
 
 __all__ = ["damaged_status", "scope_status"]
 

@@ -3,7 +3,7 @@
 **Search.** The scope is always a SQL condition (``agent`` and ``context``, or ``agent``
 only with ``cross_context``), and so is the search ``filter`` (``filter_sql``). File
 patterns and metadata filters are then applied to the ranked candidates
-(``knowledge.filters``: filter first, then normalise among what is left), until enough
+(``knowledge.core.path_filters``: filter first, then normalise among what is left), until enough
 candidates pass: ``fusion.candidate_count(offset + max_results)`` for one mode (read
 again at the deepest page's depth when the per-document cap leaves the page short),
 ``fusion.HYBRID_CANDIDATES`` per side for hybrid (a fixed depth: every page is a slice of
@@ -21,7 +21,7 @@ vectors: the embedder's name and dimension, or "no embedder (keyword only)". A s
 opened with a different embedder is refused with ``EmbeddingMismatchError`` (a store
 opened without an embedder may still run keyword searches on any file), and so is a
 write that would mix vectors of another kind into the file. A file without chunks
-has no identity yet. Likewise the keyword analysis (``knowledge.text.ANALYSIS``): a file
+has no identity yet. Likewise the keyword analysis (``knowledge.ranking.analysis.ANALYSIS``): a file
 whose chunks were analysed otherwise is refused with ``AnalysisMismatchError``
 (``schema.check_analysis``).
 
@@ -37,7 +37,6 @@ thread sees its uncommitted writes).
 from __future__ import annotations
 
 import logging
-import math
 import os
 import sqlite3
 import threading
@@ -47,8 +46,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
-from knowledge.chunking import DocumentChunker, MarkdownSectionChunker
-from knowledge.documents import (
+from knowledge.core.documents import (
     DEFAULT_DOCUMENTS_LIMIT,
     DocumentPage,
     IndexedDocument,
@@ -56,64 +54,67 @@ from knowledge.documents import (
     document_page,
     validate_documents_limit,
 )
-from knowledge.errors import (
+from knowledge.core.errors import (
     ConfigurationError,
-    EmbeddingError,
     EmbeddingMismatchError,
     StoreError,
     UnsupportedModeError,
     ValidationError,
 )
-from knowledge.fusion import (
-    DEFAULT_RRF_K,
-    HYBRID_CANDIDATES,
-    Fused,
-    above_floor,
-    candidate_count,
-    fuse_rrf,
-    fuse_weighted,
-    hybrid_weights,
-    keyword_only,
-    select,
-    vector_only,
-)
-from knowledge.fusion import relevance_floor as fusion_floor
-from knowledge.headings import DEFAULT_HEADINGS_WEIGHT, check_headings_weight
-from knowledge.indexing import DEFAULT_EMBED_CONTEXT, Indexer, IndexingStoreMixin
-from knowledge.model import (
-    MAX_MAX_RESULTS,
+from knowledge.core.model import (
     IndexStatus,
     SearchMode,
     SearchQuery,
     SearchResult,
 )
-from knowledge.scope import KnowledgeScope
-from knowledge.store import StoredDocument
-from knowledge.text import has_cjk
+from knowledge.core.scope import KnowledgeScope
+from knowledge.ranking.analysis import has_cjk
+from knowledge.ranking.fusion import (
+    DEFAULT_RRF_K,
+    HYBRID_CANDIDATES,
+    above_floor,
+    candidate_count,
+    fuse_rrf,
+    hybrid_weights,
+    select,
+)
+from knowledge.ranking.fusion import relevance_floor as fusion_floor
+from knowledge.ranking.headings import DEFAULT_HEADINGS_WEIGHT, check_headings_weight
+from knowledge.stores.protocol import StoredDocument
 
 from .candidates import Candidate, chunk_rows
 from .connections import (
     MEMORY,
     ConnectionPool,
-    DamagedFileError,
-    check_file,
     damage_advice,
     is_damage,
 )
 from .keyword_index import DEFAULT_ISOLATION, ISOLATION_MODES, KeywordIndex, fts_query
 from .listing import read_document, read_documents
-from .schema import (
-    KEYWORD_ONLY,
-    Identity,
-    check_analysis,
-    create_or_upgrade,
-    identity_of,
-    load_json,
-    recorded_identity,
+from .opening import mismatch_error, open_file
+from .ranking import (
+    DEEPEST,
+    Fusion,
+    document_of,
+    read_deeper,
+    search_results,
+    unit_query_vector,
 )
+from .schema import (
+    Identity,
+    identity_of,
+)
+from .scope_sources import read_scope_source, write_scope_source
 from .status import damaged_status, scope_status
 from .vector_search import DEFAULT_VECTOR_CACHE_BYTES, VectorCache, vector_candidates
-from .write_session import DEFAULT_BATCH_DOCUMENTS, DEFAULT_BATCH_SECONDS, EmbeddedWriteSession
+from .write_session import (
+    DEFAULT_BATCH_DOCUMENTS,
+    DEFAULT_BATCH_SECONDS,
+    EmbeddedWriteSession,
+    SessionStore,
+    check_batches,
+    require_count,
+)
 
 if TYPE_CHECKING:
     from knowledge.embedding.base import EmbeddingClient
@@ -121,50 +122,15 @@ if TYPE_CHECKING:
 __all__ = ["FUSION_METHODS", "EmbeddedKnowledgeStore"]
 
 FUSION_METHODS: Final = ("weighted", "rrf")
-"""Hybrid fusion methods: the weighted linear default (D9) or reciprocal rank fusion."""
+"""Hybrid fusion: the weighted linear default ("Score contract") or reciprocal rank fusion."""
 
 _STORE_NAME: Final = "embedded"
-
-
-def _document_of(key: tuple[str, int, str]) -> tuple[str, str]:
-    """The document of a candidate key ``(path, chunk_index, context)``."""
-    return key[2], key[0]
 
 
 logger = logging.getLogger(__name__)
 
 
-_DEEPEST = candidate_count(MAX_MAX_RESULTS)
-"""The candidate depth of a single-mode search's deepest page (``offset + max_results``
-at its maximum)."""
-
-
-def _read_deeper(
-    mode: SearchMode,
-    query: SearchQuery,
-    *,
-    limit: int,
-    chosen: int,
-    fused: list[Fused[tuple[str, int, str]]],
-    keyword: list[Candidate],
-    vector: list[Candidate],
-) -> bool:
-    """Whether a single-mode page left short (by the per-document cap) must be read again
-    at ``_DEEPEST``: only if the side returned ``limit`` candidates (more exist) and its
-    weakest still counted (above the floor and ``min_score``), so that every page of a
-    query is a slice of the order its deepest page sees. Hybrid has one fixed depth."""
-    side = keyword if mode is SearchMode.KEYWORD else vector
-    return (
-        mode is not SearchMode.HYBRID
-        and chosen < query.max_results
-        and limit < _DEEPEST
-        and len(side) == limit
-        and len(fused) == limit
-        and min(item.score for item in fused) + 1e-9 >= query.min_score
-    )
-
-
-class EmbeddedKnowledgeStore(IndexingStoreMixin):
+class EmbeddedKnowledgeStore:
     """``KnowledgeStore`` in one SQLite file (package docstring); the local default.
 
     ``path`` is the file (its folder is created) or ``":memory:"``. Without an
@@ -175,16 +141,14 @@ class EmbeddedKnowledgeStore(IndexingStoreMixin):
     on another's documents; ``keyword_index``). Writes commit every ``batch_documents``
     documents or ``batch_seconds`` seconds (``write_session``). ``relevance_floor`` (unit
     score) drops weaker vector candidates; ``None`` takes the embedder's calibrated floor
-    (``fusion.relevance_floor``). ``embed_context`` embeds each chunk with its title and
-    heading path in front (``None``: as ``indexing.DEFAULT_EMBED_CONTEXT`` says).
-    ``headings_weight`` is the BM25 weight of the title and heading terms next to the
-    text's (``knowledge.headings``).
+    (``fusion.relevance_floor``). ``headings_weight`` is the BM25 weight of the title and
+    heading terms next to the text's (``knowledge.ranking.headings``).
 
     Raises ``EmbeddingMismatchError`` when the file was built with another embedder,
     ``AnalysisMismatchError`` when its keyword terms were made by another analysis,
     ``ConfigurationError`` when the file is not a usable index (another database, a
     damaged file: the message names it and says that deleting it rebuilds the index),
-    ``ValidationError`` for bad options. The embedder and chunker are the caller's:
+    ``ValidationError`` for bad options. The embedder is the caller's:
     ``close()`` never closes them.
     """
 
@@ -192,7 +156,6 @@ class EmbeddedKnowledgeStore(IndexingStoreMixin):
         self,
         path: str | os.PathLike[str],
         embedder: EmbeddingClient | None = None,
-        chunker: DocumentChunker | None = None,
         *,
         default_mode: SearchMode | str | None = None,
         keyword_weight: float | None = None,
@@ -204,7 +167,6 @@ class EmbeddedKnowledgeStore(IndexingStoreMixin):
         batch_documents: int = DEFAULT_BATCH_DOCUMENTS,
         batch_seconds: float = DEFAULT_BATCH_SECONDS,
         relevance_floor: float | None = None,
-        embed_context: bool | None = DEFAULT_EMBED_CONTEXT,
         headings_weight: float = DEFAULT_HEADINGS_WEIGHT,
     ) -> None:
         target = os.fspath(path)
@@ -222,18 +184,9 @@ class EmbeddedKnowledgeStore(IndexingStoreMixin):
         # where none are given, which may depend on the query's script).
         hybrid_weights(None if embedder is None else embedder.name, keyword_weight, vector_weight)
         fuse_rrf([], [], rrf_k)  # validates rrf_k exactly as every search will, but now
-        _require_count("vector_cache_bytes", vector_cache_bytes, minimum=0)
+        require_count("vector_cache_bytes", vector_cache_bytes, minimum=0)
         weight = check_headings_weight(headings_weight)
-        _require_count("batch_documents", batch_documents, minimum=1)
-        if (
-            isinstance(batch_seconds, bool)
-            or not isinstance(batch_seconds, int | float)
-            or not math.isfinite(batch_seconds)
-            or batch_seconds <= 0
-        ):
-            raise ValidationError(
-                "batch_seconds", f"must be a number of seconds > 0, got {batch_seconds!r}"
-            )
+        check_batches(batch_documents, batch_seconds)
         with_vectors = embedder is not None
         self._modes = frozenset(SearchMode) if with_vectors else frozenset({SearchMode.KEYWORD})
         self._default_mode = self._supported(
@@ -249,10 +202,14 @@ class EmbeddedKnowledgeStore(IndexingStoreMixin):
         else:
             above_floor({}, relevance_floor)  # validates it, as every search would
             self._floor = float(relevance_floor)
-        self._keyword_weight = keyword_weight
-        self._vector_weight = vector_weight
-        self._fusion = fusion
-        self._rrf_k = rrf_k
+        self._fusion = Fusion(
+            fusion,
+            rrf_k,
+            self._floor,
+            keyword_weight,
+            vector_weight,
+            None if embedder is None else embedder.name,
+        )
         self._display = target
         self._keywords = KeywordIndex(isolation, weight)
         self._batch_documents = batch_documents
@@ -262,10 +219,6 @@ class EmbeddedKnowledgeStore(IndexingStoreMixin):
         self._damage: str | None = None
         # Not for ":memory:": there a read inside a session's thread sees uncommitted rows.
         self._vectors = VectorCache(0 if target == MEMORY else vector_cache_bytes)
-        # Read by IndexingStoreMixin: index, reindex, upsert and delete run through it.
-        self._indexer = Indexer(
-            chunker or MarkdownSectionChunker(), embedder, embed_context=embed_context
-        )
         if target != MEMORY:
             try:
                 Path(target).parent.mkdir(parents=True, exist_ok=True)
@@ -278,7 +231,13 @@ class EmbeddedKnowledgeStore(IndexingStoreMixin):
         except StoreError as exc:
             raise ConfigurationError(str(exc)) from exc
         try:
-            self._open_file()
+            open_file(
+                self._pool,
+                target,
+                self._keywords,
+                self._identity,
+                with_vectors=embedder is not None,
+            )
         except StoreError as exc:
             self._pool.close()
             raise ConfigurationError(str(exc)) from exc
@@ -291,6 +250,11 @@ class EmbeddedKnowledgeStore(IndexingStoreMixin):
     @property
     def name(self) -> str:
         return _STORE_NAME
+
+    @property
+    def embedder(self) -> EmbeddingClient | None:
+        """The embedder the file's vectors were made with (``None``: keyword-only)."""
+        return self._embedder
 
     @property
     def supported_modes(self) -> frozenset[SearchMode]:
@@ -314,7 +278,11 @@ class EmbeddedKnowledgeStore(IndexingStoreMixin):
         """Rank the scope's chunks for ``query`` (module docstring); ``[]`` when none match."""
         mode = self._supported(query.mode or self._default_mode)
         match = fts_query(query.text) if mode is not SearchMode.VECTOR else None
-        query_vector = self._embed_query(query.text) if mode is not SearchMode.KEYWORD else None
+        query_vector = (
+            unit_query_vector(self._embedder, self._identity, query.text)
+            if self._embedder is not None and mode is not SearchMode.KEYWORD
+            else None
+        )
         # Enough candidates for the page after the per-document cap (fusion.select); hybrid
         # fuses a fixed depth, so that every page is a slice of one order.
         limit = (
@@ -340,16 +308,16 @@ class EmbeddedKnowledgeStore(IndexingStoreMixin):
                         limit=limit,
                         display=self._display,
                     )
-                ranked = self._fuse(mode, keyword, vector, cjk_query=has_cjk(query.text))
+                ranked = self._fusion.fuse(mode, keyword, vector, cjk_query=has_cjk(query.text))
                 chosen = select(
                     ranked,
                     query.min_score,
                     query.max_results,
                     offset=query.offset,
                     per_document=query.max_chunks_per_document,
-                    document_of=_document_of,
+                    document_of=document_of,
                 )
-                deeper = _read_deeper(
+                deeper = read_deeper(
                     mode,
                     query,
                     limit=limit,
@@ -360,24 +328,10 @@ class EmbeddedKnowledgeStore(IndexingStoreMixin):
                 )
                 if not deeper:
                     break
-                limit = _DEEPEST
+                limit = DEEPEST
             rowids = {c.key: c.rowid for c in (*keyword, *vector)}
             rows = chunk_rows(conn, [rowids[f.key] for f in chosen])
-        results = []
-        for fused in chosen:
-            path, chunk_index, content, metadata = rows[rowids[fused.key]]
-            results.append(
-                SearchResult(
-                    document_path=path,
-                    chunk_index=chunk_index,
-                    content=content,
-                    score=fused.score,
-                    keyword_score=fused.keyword_score,
-                    vector_score=fused.vector_score,
-                    metadata=load_json(metadata),
-                )
-            )
-        return results
+        return search_results(chosen, rowids, rows)
 
     def list_scopes(self) -> list[KnowledgeScope]:
         """Every scope with at least one document or problem, sorted (index-only queries)."""
@@ -428,38 +382,16 @@ class EmbeddedKnowledgeStore(IndexingStoreMixin):
     # --- ScopeSources ------------------------------------------------------------------
 
     def scope_source(self, scope: KnowledgeScope) -> str | None:
-        """Where ``scope`` was last indexed from (``knowledge.store.ScopeSources``)."""
+        """Where ``scope`` was last indexed from (``knowledge.stores.protocol.ScopeSources``)."""
         with self._reading() as conn:
-            row = conn.execute(
-                "SELECT value FROM meta WHERE key = ?", (_scope_source_key(scope),)
-            ).fetchone()
-        return None if row is None else str(row[0])
+            return read_scope_source(conn, scope)
 
     def set_scope_source(self, scope: KnowledgeScope, source: str) -> None:
         """Record where ``scope`` is indexed from (a row of ``meta``)."""
-        key = _scope_source_key(scope)
-        conn = self._pool.acquire()
-        began = False
-        try:
-            row = conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
-            if row is not None and row[0] == source:
-                return  # the usual case: nothing to write
-            # Already in a transaction only on ":memory:", inside this thread's write session.
-            if not conn.in_transaction:
-                conn.execute("BEGIN IMMEDIATE")
-                began = True
-            conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (key, source))
-            if began:
-                conn.execute("COMMIT")
-        except sqlite3.Error as exc:
-            raise StoreError(f"index {self._display}: {exc}") from exc
-        finally:
-            if began and conn.in_transaction:
-                conn.execute("ROLLBACK")
-            self._pool.release(conn)
+        write_scope_source(self._pool, self._display, scope, source)
 
     def close(self) -> None:
-        """Release the file. Idempotent; the embedder and chunker are left alone."""
+        """Release the file. Idempotent; the embedder is left alone."""
         self._pool.close()
         self._vectors.clear()
 
@@ -499,7 +431,17 @@ class EmbeddedKnowledgeStore(IndexingStoreMixin):
     ) -> EmbeddedWriteSession:
         """A write batch on ``scope`` in batched transactions (``write_session``)."""
         return EmbeddedWriteSession(
-            self,
+            SessionStore(
+                path=self._display,
+                pool=self._pool,
+                keywords=self._keywords,
+                identity=self._identity,
+                with_vectors=self._embedder is not None,
+                mismatch=self._mismatch,
+                damaged=self._damaged,
+                started=self._session_started,
+                ended=self._session_ended,
+            ),
             scope,
             replace_scope=replace_scope,
             batch_documents=self._batch_documents,
@@ -514,75 +456,8 @@ class EmbeddedKnowledgeStore(IndexingStoreMixin):
             raise UnsupportedModeError(mode.value, f"{_STORE_NAME} (no embedder)", supported)
         return mode
 
-    def _open_file(self) -> None:
-        conn = self._pool.acquire()
-        try:
-            if self._display != MEMORY:
-                check_file(conn)  # before anything is written to a damaged file
-            # Persistent in the file. Where WAL is impossible (some network file systems)
-            # SQLite keeps its rollback journal: still atomic, readers just wait more.
-            conn.execute("PRAGMA journal_mode = WAL")
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                create_or_upgrade(conn, self._display)
-            except ValueError as exc:
-                raise ConfigurationError(str(exc)) from None
-            check_analysis(conn, self._display)
-            if self._embedder is not None:
-                recorded = recorded_identity(conn)
-                if recorded is not None and recorded != self._identity:
-                    raise self._mismatch(recorded, self._identity)
-            self._settle_isolation(conn)
-            conn.execute("COMMIT")
-        except DamagedFileError as exc:
-            raise ConfigurationError(self._refusal(exc.not_a_database, str(exc))) from exc
-        except sqlite3.Error as exc:
-            if is_damage(exc):
-                raise ConfigurationError(
-                    self._refusal(exc.sqlite_errorcode == sqlite3.SQLITE_NOTADB, str(exc))
-                ) from exc
-            raise ConfigurationError(f"cannot open the index file {self._display}: {exc}") from exc
-        finally:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            self._pool.release(conn)
-
-    def _refusal(self, not_a_database: bool, found: str) -> str:
-        if not_a_database:
-            return (
-                f"{self._display} is not an index file (not an SQLite database: {found}); "
-                "use --db with another file (or delete it if it is a damaged index: the "
-                "index is rebuilt from the folder)"
-            )
-        return f"{damage_advice(self._display)} ({found})"
-
-    def _settle_isolation(self, conn: sqlite3.Connection) -> None:
-        """Record the isolation in a new file; rebuild the keyword index of a file that was
-        built with the other one (a version 1 file was built shared)."""
-        wanted = self._keywords.isolation
-        row = conn.execute("SELECT value FROM meta WHERE key = 'isolation'").fetchone()
-        has_chunks = conn.execute("SELECT EXISTS (SELECT 1 FROM chunks)").fetchone()[0]
-        recorded = row[0] if row is not None else ("shared" if has_chunks else wanted)
-        if recorded != wanted:
-            logger.warning(
-                "index %s: rebuilding the keyword index for isolation=%s (was %s)",
-                self._display,
-                wanted,
-                recorded,
-            )
-            self._keywords.rebuild(conn)
-        conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('isolation', ?)", (wanted,))
-
     def _mismatch(self, recorded: Identity, wanted: Identity) -> EmbeddingMismatchError:
-        refused = (
-            "to write chunks without vectors (the store has no embedder)"
-            if wanted == KEYWORD_ONLY
-            else wanted.describe()
-        )
-        return EmbeddingMismatchError(
-            f"index {self._display} was built {recorded.built_with()}; refusing {refused}. "
-            "Use --db with another file or reindex into a new one"
-        )
+        return mismatch_error(self._display, recorded, wanted)
 
     def _damaged(self, exc: sqlite3.Error) -> None:
         """Remember that the file is damaged: from now on the status says ERROR."""
@@ -611,49 +486,6 @@ class EmbeddedKnowledgeStore(IndexingStoreMixin):
                 conn.execute("ROLLBACK")
             self._pool.release(conn)
 
-    def _embed_query(self, text: str) -> list[float] | None:
-        """The query's unit vector, or ``None`` when it is the zero vector (no signal)."""
-        assert self._embedder is not None  # guaranteed by _supported
-        vector = list(self._embedder.embed(text).vector)
-        if len(vector) != self._identity.dimensions:
-            raise EmbeddingError(
-                f"embedder {self._identity.name} returned {len(vector)} dimensions for the "
-                f"query; it declares {self._identity.dimensions}"
-            )
-        norm = math.sqrt(math.fsum(x * x for x in vector))
-        if not math.isfinite(norm):
-            raise EmbeddingError(f"embedder {self._identity.name} returned a non-finite vector")
-        if norm == 0.0:
-            return None
-        return [x / norm for x in vector]
-
-    def _fuse(
-        self,
-        mode: SearchMode,
-        keyword: list[Candidate],
-        vector: list[Candidate],
-        *,
-        cjk_query: bool = False,
-    ) -> list[Fused[tuple[str, int, str]]]:
-        if mode is SearchMode.KEYWORD:
-            return keyword_only({c.key: c.score for c in keyword})
-        kept = above_floor({c.key: c.score for c in vector}, self._floor)
-        vector = [c for c in vector if c.key in kept]
-        if mode is SearchMode.VECTOR:
-            return vector_only({c.key: c.score for c in vector})
-        if self._fusion == "rrf":
-            return fuse_rrf([c.key for c in keyword], [c.key for c in vector], self._rrf_k)
-        return fuse_weighted(
-            {c.key: c.score for c in keyword},
-            {c.key: c.score for c in vector},
-            *hybrid_weights(
-                None if self._embedder is None else self._embedder.name,
-                self._keyword_weight,
-                self._vector_weight,
-                cjk_query=cjk_query,
-            ),
-        )
-
     def _session_started(self, scope: KnowledgeScope) -> None:
         with self._writing_lock:
             self._writing[scope] += 1
@@ -663,13 +495,3 @@ class EmbeddedKnowledgeStore(IndexingStoreMixin):
             self._writing[scope] -= 1
             if self._writing[scope] <= 0:
                 del self._writing[scope]
-
-
-def _require_count(field: str, value: object, *, minimum: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ValidationError(field, f"must be an integer >= {minimum}, got {value!r}")
-
-
-def _scope_source_key(scope: KnowledgeScope) -> str:
-    # Agent and context names hold no "/" (``knowledge.scope``), so this is unambiguous.
-    return f"scope_source:{scope.agent}/{scope.context}"

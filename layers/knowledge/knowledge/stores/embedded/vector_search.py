@@ -33,11 +33,11 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from knowledge.errors import EmbeddingError, EmbeddingMismatchError, StoreError
-from knowledge.filters import matches_file_patterns, matches_metadata
-from knowledge.fusion import cosine_to_unit
-from knowledge.model import SearchQuery
-from knowledge.scope import KnowledgeScope
+from knowledge.core.errors import EmbeddingError, EmbeddingMismatchError, StoreError
+from knowledge.core.model import SearchQuery
+from knowledge.core.path_filters import matches_file_patterns, matches_metadata
+from knowledge.core.scope import KnowledgeScope
+from knowledge.ranking.fusion import cosine_to_unit
 
 from .candidates import FETCH_BATCH, Candidate, metadata_of, scope_condition
 from .filter_sql import filter_sql

@@ -30,30 +30,42 @@ version alone; ``put_document`` or ``delete_document`` of the path clears it.
 
 from __future__ import annotations
 
+import math
 import sqlite3
 import sys
 import time
 from array import array
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import suppress
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from types import TracebackType
 from typing import TYPE_CHECKING, Final
 
-from knowledge.errors import ConfigurationError, StoreError
-from knowledge.model import FileProblem
-from knowledge.origin import FORMAT
-from knowledge.scope import KnowledgeScope
-from knowledge.store import DocumentHeader, EmbeddedChunk
+from knowledge.core.errors import ConfigurationError, StoreError, ValidationError
+from knowledge.core.model import FileProblem
+from knowledge.core.origin import FORMAT
+from knowledge.core.scope import KnowledgeScope
+from knowledge.stores.protocol import DocumentHeader, EmbeddedChunk
 
 from .connections import BUSY_TIMEOUT_S, damage_advice, is_damage
 from .schema import KEYWORD_ONLY, Identity, bump_generation, recorded_identity, to_json, utc_text
 from .vector_search import encode
 
 if TYPE_CHECKING:
-    from .store import EmbeddedKnowledgeStore
+    from knowledge.core.errors import EmbeddingMismatchError
 
-__all__ = ["DEFAULT_BATCH_DOCUMENTS", "DEFAULT_BATCH_SECONDS", "EmbeddedWriteSession"]
+    from .connections import ConnectionPool
+    from .keyword_index import KeywordIndex
+
+__all__ = [
+    "DEFAULT_BATCH_DOCUMENTS",
+    "DEFAULT_BATCH_SECONDS",
+    "EmbeddedWriteSession",
+    "SessionStore",
+    "check_batches",
+    "require_count",
+]
 
 DEFAULT_BATCH_DOCUMENTS: Final = 100
 """Documents (puts, deletes, problems) per transaction, at most."""
@@ -61,8 +73,49 @@ DEFAULT_BATCH_DOCUMENTS: Final = 100
 DEFAULT_BATCH_SECONDS: Final = 1.0
 """Seconds a transaction stays open, at most (checked between documents)."""
 
+
+def require_count(field: str, value: object, *, minimum: int) -> None:
+    """``ValidationError`` naming ``field`` unless ``value`` is an integer >= ``minimum``."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ValidationError(field, f"must be an integer >= {minimum}, got {value!r}")
+
+
+def check_batches(batch_documents: object, batch_seconds: object) -> None:
+    """Check a store's batch limits (documents per transaction, seconds it stays open)."""
+    require_count("batch_documents", batch_documents, minimum=1)
+    if (
+        isinstance(batch_seconds, bool)
+        or not isinstance(batch_seconds, int | float)
+        or not math.isfinite(batch_seconds)
+        or batch_seconds <= 0
+    ):
+        raise ValidationError(
+            "batch_seconds", f"must be a number of seconds > 0, got {batch_seconds!r}"
+        )
+
+
 _SCOPE_CONDITION: Final = "agent = ? AND context = ?"
 _PATH_CONDITION: Final = "agent = ? AND context = ? AND path = ?"
+
+
+@dataclass(frozen=True, slots=True)
+class SessionStore:
+    """What a write session needs of its store, handed over explicitly: the file's
+    ``path`` (for messages), its connection ``pool``, its ``keywords`` index, the
+    ``identity`` its vectors are made with (``with_vectors``: the store has an embedder),
+    and the store's callbacks: ``mismatch`` (the error for a file built otherwise),
+    ``damaged`` (the file is damaged: the status says ERROR), ``started``/``ended`` (a
+    session on a scope opened/closed: the status says INDEXING meanwhile)."""
+
+    path: str
+    pool: ConnectionPool
+    keywords: KeywordIndex
+    identity: Identity
+    with_vectors: bool
+    mismatch: Callable[[Identity, Identity], EmbeddingMismatchError]
+    damaged: Callable[[sqlite3.Error], None]
+    started: Callable[[KnowledgeScope], None]
+    ended: Callable[[KnowledgeScope], None]
 
 
 class EmbeddedWriteSession:
@@ -71,7 +124,7 @@ class EmbeddedWriteSession:
 
     def __init__(
         self,
-        store: EmbeddedKnowledgeStore,
+        store: SessionStore,
         scope: KnowledgeScope,
         *,
         replace_scope: bool,
@@ -100,7 +153,7 @@ class EmbeddedWriteSession:
         if self._conn is not None:
             raise StoreError("this write session is already open")
         store = self._store
-        conn = self._conn = store._pool.acquire()
+        conn = self._conn = store.pool.acquire()
         try:
             # Refused before anything is written: the indexer would otherwise drop every
             # changed document it fails to write.
@@ -116,11 +169,11 @@ class EmbeddedWriteSession:
         except BaseException as exc:
             self._conn = None
             _rollback(conn)
-            store._pool.release(conn)
+            store.pool.release(conn)
             if isinstance(exc, sqlite3.Error):
                 raise self._store_error("cannot start writing", exc) from exc
             raise
-        store._session_started(self._scope)
+        store.started(self._scope)
         return self
 
     def __exit__(
@@ -147,8 +200,8 @@ class EmbeddedWriteSession:
         finally:
             _rollback(conn)  # after an error other than SQLite's while dropping
             self._conn = None
-            self._store._session_ended(self._scope)
-            self._store._pool.release(conn)
+            self._store.ended(self._scope)
+            self._store.pool.release(conn)
 
     # --- the three writes -------------------------------------------------------------
 
@@ -218,8 +271,8 @@ class EmbeddedWriteSession:
         conn = self._conn
         if conn is None:
             raise StoreError("the write session is not open (use it in a with-block)")
-        dimensions = self._store._identity.dimensions
-        if self._store._embedder is None or dimensions == 0:
+        dimensions = self._store.identity.dimensions
+        if not self._store.with_vectors or dimensions == 0:
             return {}
         try:
             rows = conn.execute(
@@ -247,10 +300,10 @@ class EmbeddedWriteSession:
         self._bumped = False
         self._batch_started = time.monotonic()
         store = self._store
-        store._keywords.check(conn, store.path)
+        store.keywords.check(conn, store.path)
         recorded = recorded_identity(conn)
-        if recorded is not None and recorded != store._identity:
-            raise store._mismatch(recorded, store._identity)
+        if recorded is not None and recorded != store.identity:
+            raise store.mismatch(recorded, store.identity)
 
     def _writing(self, path: str, *, touch: bool = True) -> sqlite3.Connection:
         """The session's connection inside a write transaction, before a change to
@@ -295,7 +348,7 @@ class EmbeddedWriteSession:
         self, conn: sqlite3.Connection, header: DocumentHeader, chunks: Iterable[EmbeddedChunk]
     ) -> int:
         scope = self._scope
-        keywords = self._store._keywords
+        keywords = self._store.keywords
         table = keywords.table(conn, scope.agent, create=True)
         assert table is not None  # create=True always names one
         count = embedded = reused = 0
@@ -353,7 +406,7 @@ class EmbeddedWriteSession:
         conn = self._conn
         assert conn is not None
         # ``condition`` is one of this module's constant clauses; values are bound.
-        self._store._keywords.remove(conn, self._scope.agent, condition, params)
+        self._store.keywords.remove(conn, self._scope.agent, condition, params)
         conn.execute(f"DELETE FROM chunks WHERE {condition}", params)  # noqa: S608
         conn.execute(f"DELETE FROM problems WHERE {condition}", params)  # noqa: S608
         deleted = conn.execute(f"DELETE FROM documents WHERE {condition}", params)  # noqa: S608
@@ -375,12 +428,12 @@ class EmbeddedWriteSession:
     ) -> bytes | None:
         """Check the vector against the file's identity; return it unit-normalised."""
         store = self._store
-        if vector is not None and store._embedder is None:
+        if vector is not None and not store.with_vectors:
             raise ConfigurationError(
                 f"chunk {chunk_index} of {path} has a vector, but the store was opened "
                 "without an embedder to name it"
             )
-        identity = store._identity if vector is not None else KEYWORD_ONLY
+        identity = store.identity if vector is not None else KEYWORD_ONLY
         if identity != self._verified:
             self._claim_identity(conn, identity)
         if vector is None:
@@ -396,13 +449,13 @@ class EmbeddedWriteSession:
                 [("embedder", identity.name), ("dimensions", str(identity.dimensions))],
             )
         elif recorded != identity:
-            raise self._store._mismatch(recorded, identity)
+            raise self._store.mismatch(recorded, identity)
         self._verified = identity
 
     def _store_error(self, what: str, exc: sqlite3.Error) -> StoreError:
         store = self._store
         if is_damage(exc):
-            store._damaged(exc)
+            store.damaged(exc)
             return StoreError(f"index {store.path}: {what}: {damage_advice(store.path)} ({exc})")
         if isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc):
             return StoreError(

@@ -11,7 +11,8 @@ layout, authentication, and what differs on OpenSearch Serverless.
         embedder=HashingEmbedder(),
     )
 
-``build_store`` is the builder ``knowledge.config`` uses for ``--store opensearch``.
+``build_store`` is the builder ``knowledge.config`` uses for ``--store opensearch`` (config
+resolves the settings and opens the embedder; this package never imports config).
 """
 
 from __future__ import annotations
@@ -19,12 +20,15 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any
 
+from knowledge.core.model import SearchMode
 from knowledge.stores.opensearch.client import RetryPolicy
-from knowledge.stores.opensearch.config import OpenSearchConfig
+from knowledge.stores.opensearch.settings import OpenSearchConfig
 from knowledge.stores.opensearch.store import OpenSearchKnowledgeStore, OpenSearchWriteSession
 
 if TYPE_CHECKING:
-    from knowledge.config import StoreSettings
+    from collections.abc import Callable
+
+    from knowledge.embedding.base import EmbeddingClient
 
 __all__ = [
     "OpenSearchConfig",
@@ -35,21 +39,25 @@ __all__ = [
 ]
 
 
-def build_store(settings: StoreSettings) -> OpenSearchKnowledgeStore:
-    """The store for ``kb``/the local server: the endpoint from ``--opensearch-url`` (or
-    ``KB_OPENSEARCH_URL``, then ``OPENSEARCH_URL``), every other setting from the
-    ``OPENSEARCH_*`` environment (``OpenSearchConfig.from_env``), the embedder by name.
-    Writes wait until they are searchable unless ``OPENSEARCH_WAIT_FOR_REFRESH`` says
-    otherwise."""
-    from knowledge.config import open_embedder  # config imports backends lazily
-
+def build_store(
+    *,
+    url: str | None,
+    default_mode: SearchMode | str | None,
+    open_embedder: Callable[[], EmbeddingClient | None],
+) -> OpenSearchKnowledgeStore:
+    """The store for ``kb``/the local server: the endpoint ``url`` (``--opensearch-url``,
+    ``KB_OPENSEARCH_URL``, as ``knowledge.config`` resolved it; ``None``: ``OPENSEARCH_URL``),
+    every other setting from the ``OPENSEARCH_*`` environment (``OpenSearchConfig.from_env``),
+    then the embedder from ``open_embedder`` (after the settings are checked: a bad setting
+    fails before a model loads). Writes wait until they are searchable unless
+    ``OPENSEARCH_WAIT_FOR_REFRESH`` says otherwise."""
     overrides: dict[str, Any] = {}
     if "OPENSEARCH_WAIT_FOR_REFRESH" not in os.environ:
         # On the command line, `kb index` then `kb search` should see what was written.
         overrides["wait_for_refresh"] = True
-    if settings.opensearch_url:
-        overrides["url"] = settings.opensearch_url
-    if settings.default_mode is not None:
-        overrides["default_mode"] = settings.default_mode
+    if url:
+        overrides["url"] = url
+    if default_mode is not None:
+        overrides["default_mode"] = default_mode
     config = OpenSearchConfig.from_env(**overrides)
-    return OpenSearchKnowledgeStore(config, embedder=open_embedder(settings.embedder_name))
+    return OpenSearchKnowledgeStore(config, embedder=open_embedder())

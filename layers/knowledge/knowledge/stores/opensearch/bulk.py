@@ -8,7 +8,7 @@
   answer per action, in order. The index is in the path, never in the action lines;
 - ``BulkSender`` runs requests in order on one background thread, so the caller
   chunks and embeds the next documents while a request is on the wire. The thread runs
-  in a copy of the caller's context, so the caller's deadline (``knowledge.deadline``)
+  in a copy of the caller's context, so the caller's deadline (``knowledge.core.deadline``)
   bounds its requests too; throttled items are not sent again past that deadline.
 """
 
@@ -20,12 +20,12 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Generic, TypeVar
 
-from knowledge.deadline import current_deadline
-from knowledge.errors import StoreError
-from knowledge.stores.opensearch.client import RetryPolicy, error_reason
+from knowledge.core.deadline import current_deadline
+from knowledge.core.errors import StoreError
+from knowledge.stores.opensearch.client import RetryPolicy
 from knowledge.stores.opensearch.connection import Connection
 
-__all__ = ["BulkSender", "byte_length", "item_ok", "item_reason", "send_bulk", "serialize"]
+__all__ = ["BulkSender", "byte_length", "item_ok", "send_bulk", "serialize"]
 
 R = TypeVar("R")
 
@@ -100,31 +100,6 @@ def send_bulk(
             retry.sleep(pause)
         pending = throttled
     return results
-
-
-def item_reason(info: Mapping[str, Any]) -> str:
-    """One line for a failed bulk item / ``_msearch`` answer / delete-by-query failure."""
-    error = info.get("error", info.get("cause"))
-    chunk = ""
-    doc_id = info.get("_id") or info.get("id")
-    if isinstance(doc_id, str) and doc_id.count(":") >= 1:
-        chunk = f"chunk {doc_id.rsplit(':', 1)[1]}: "
-    if isinstance(error, Mapping):
-        caused = error.get("caused_by")
-        reason = f"{error.get('type', 'error')}: {error.get('reason', '')}"
-        if isinstance(caused, Mapping) and caused.get("reason"):
-            reason += f" ({caused.get('reason')})"
-        roots = error.get("root_cause")
-        root = roots[0] if isinstance(roots, list) and roots else None
-        # "all shards failed" says nothing; the shard's own reason does
-        if isinstance(root, Mapping) and root.get("reason") and root is not error:
-            reason += f" [{root.get('type', 'error')}: {root.get('reason')}]"
-        return chunk + reason[:300]
-    if isinstance(error, BaseException):
-        return chunk + error_reason(error)
-    if error is not None:
-        return chunk + str(error)[:300]
-    return chunk + f"status {info.get('status')}"
 
 
 class BulkSender(Generic[R]):

@@ -7,7 +7,7 @@ Authentication:
 
 - ``none``: a local node.
 - ``basic``: username and password; the password comes from the config (local use) or
-  from a Secrets Manager secret (``knowledge.secrets``), read when the client is created.
+  from a Secrets Manager secret (``knowledge.core.secrets``), read when the client is created.
 - ``sigv4``: requests signed with ``opensearchpy.Urllib3AWSV4SignerAuth`` (botocore's
   SigV4 signer) for service ``es`` or ``aoss``. It is given the botocore credentials
   object of a ``boto3.Session``, which for role-based providers (Lambda, ECS, EC2,
@@ -28,15 +28,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from knowledge.deadline import Deadline
-from knowledge.errors import (
+from knowledge.core.deadline import Deadline
+from knowledge.core.errors import (
     ConfigurationError,
     KnowledgeError,
     StoreAccessDeniedError,
     StoreError,
     StoreUnavailableError,
 )
-from knowledge.stores.opensearch.config import OpenSearchConfig
+from knowledge.stores.opensearch.settings import OpenSearchConfig
 
 if TYPE_CHECKING:
     from opensearchpy import OpenSearch
@@ -80,10 +80,10 @@ def read_password_secret(secret_arn: str, *, session: Any = None) -> tuple[str |
 
     The secret string is either the password itself or a JSON object with
     ``password`` (and optionally ``username``), as RDS-style secrets are. Read (and
-    cached) by ``knowledge.secrets``; ``session`` is a ``boto3.Session`` to read with.
+    cached) by ``knowledge.core.secrets``; ``session`` is a ``boto3.Session`` to read with.
     Raises ``ConfigurationError`` naming the secret (never its value).
     """
-    from knowledge.secrets import read_secret
+    from knowledge.core.secrets import read_secret
 
     client = None
     if session is not None:

@@ -8,12 +8,12 @@ Two kinds of calls:
 
 - writes and index upkeep (``call``): ``config.timeout`` per request,
   ``config.max_retries`` retries with backoff; inside the caller's deadline when one is
-  set (``knowledge.deadline``: the indexer sets one per record, the invocation's
+  set (``knowledge.core.deadline``: the indexer sets one per record, the invocation's
   remaining time less its reserve), so a hung node fails the record before the Lambda
   times out instead of holding it past the end of its invocation;
 - reads on the search path (``read``): a per-request timeout of ``config.search_timeout``
   (4 s), at most ``config.search_max_retries`` (1) retry, and all of it inside a
-  deadline: the caller's (``knowledge.deadline``, e.g. the Lambda's remaining time) or
+  deadline: the caller's (``knowledge.core.deadline``, e.g. the Lambda's remaining time) or
   ``config.search_budget``. A hung node ends in ``StoreUnavailableError`` in time.
 
 Indexes are checked against the store (vector dimension, embedder) the first time each
@@ -30,11 +30,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from knowledge.deadline import Deadline, current_deadline
-from knowledge.errors import EmbeddingMismatchError, StoreError, StoreUnavailableError
+from knowledge.core.deadline import Deadline, current_deadline
+from knowledge.core.errors import EmbeddingMismatchError, StoreError, StoreUnavailableError
 from knowledge.stores.opensearch import queries, records
 from knowledge.stores.opensearch.client import RetryPolicy, create_client, store_error
-from knowledge.stores.opensearch.config import OpenSearchConfig
 from knowledge.stores.opensearch.mapping import (
     RECORD_PROPERTIES,
     IndexLayout,
@@ -43,6 +42,7 @@ from knowledge.stores.opensearch.mapping import (
     layout_of,
 )
 from knowledge.stores.opensearch.scope_size import ScopeSizes
+from knowledge.stores.opensearch.settings import OpenSearchConfig
 
 if TYPE_CHECKING:
     from opensearchpy import OpenSearch

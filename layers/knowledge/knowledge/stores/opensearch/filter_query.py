@@ -1,8 +1,8 @@
-"""The search ``filter`` (``knowledge.search_filter``) as an OpenSearch query: pure functions.
+"""The search ``filter`` (``knowledge.core.filter_language``) as an OpenSearch query, pure.
 
 One function per comparison, chosen from ``COMPARISON_QUERIES`` by operator; ``and``,
 ``or`` and ``not`` become ``bool`` ``filter``/``should``/``must_not``. The result goes
-into the same filter list as the scope (``queries.query_filters``), so it is applied
+into the same filter list as the scope (``query_filters.query_filters``), so it is applied
 inside the kNN clause for vector search and in the ``bool`` filter for keyword search,
 and can never widen the scope.
 
@@ -24,7 +24,7 @@ from datetime import datetime
 from functools import partial
 from typing import Any, Final
 
-from knowledge.search_filter import (
+from knowledge.core.filter_language import (
     DOCUMENT_PATH,
     INDEXED_AT,
     AllOf,

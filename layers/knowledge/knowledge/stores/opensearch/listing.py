@@ -4,7 +4,7 @@ The listing reads the per-document records (``record: document``, one per docume
 the document id; see README "Writes"), never the chunks: a record with a ``generation``
 is an indexed document, one with a ``problem_at`` has a problem, one with both is an
 indexed document whose latest attempt failed. Pages are ``search_after`` on
-``document_path`` (a ``keyword``: UTF-8 byte order, the order of ``knowledge.documents``),
+``document_path`` (a ``keyword``: UTF-8 byte order, the order of ``knowledge.core.documents``),
 so a page costs the same wherever it is in the scope and no scroll context is held
 between requests.
 """
@@ -15,8 +15,9 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from knowledge.documents import IndexedDocument
-from knowledge.scope import KnowledgeScope
+from knowledge.core.documents import IndexedDocument
+from knowledge.core.scope import KnowledgeScope
+from knowledge.stores.opensearch.answers import parse_hits
 from knowledge.stores.opensearch.mapping import (
     CHUNK_COUNT,
     CONTENT_HASH,
@@ -32,7 +33,7 @@ from knowledge.stores.opensearch.mapping import (
     SIZE,
     VERSION,
 )
-from knowledge.stores.opensearch.queries import parse_hits, scope_filters
+from knowledge.stores.opensearch.query_filters import scope_filters
 
 __all__ = ["document_record_body", "documents_page_body", "parse_documents"]
 

@@ -13,7 +13,7 @@ So ``stored_documents`` and ``status`` are answered from the index alone, and a 
 whose chunks do not agree with its record (a write that died half-way) is detectable.
 
 **One term stream, as in the embedded store** (analysis version 5). The writer analyses
-each chunk with ``knowledge.text.keyword_terms`` (English Snowball stems without stop
+each chunk with ``knowledge.ranking.analysis.keyword_terms`` (English Snowball stems without stop
 words, Korean MeCab-ko morphemes, Han and Kana bigrams) and sends the terms space-joined
 in ``content_terms``, a ``whitespace``-analysed field that indexes them as they are; a
 keyword query sends its own ``keyword_terms`` to it. So the node indexes term for term
@@ -29,14 +29,14 @@ version. ``content`` is kept in ``_source`` for results and not indexed. (The
 ``whitespace`` tokenizer cuts a term at 255 characters; the embedded store keeps it
 whole: only a run of letters that long, a blob, can differ.)
 
-A chunk's title and heading path (``chunking.heading_context``, "Title > Section",
-``knowledge.headings.heading_terms``) is part of the same stream (analysis version 4 put
+A chunk's title and heading path (``headings.heading_context``, "Title > Section",
+``knowledge.ranking.headings.heading_terms``) is part of the same stream (analysis version 4 put
 it in fields of its own): one field can only count a term once, so the node counts
 heading terms as text terms, as the embedded store does at its default column weight of
 1.0. A separate, short headings field over-rewarded heading matches (Korean help pages
 0.731 without headings, 0.683 with a ``headings`` field at boost 0.5, 0.734 in the one
 stream). ``OpenSearchConfig.headings_weight`` 0 leaves them out of chunks written from
-then on; any other value includes them (``knowledge.headings``). The returned
+then on; any other value includes them (``knowledge.ranking.headings``). The returned
 ``content`` is never changed.
 
 User metadata makes no mapping field: the ``metadata`` object is kept in ``_source`` only
@@ -51,10 +51,10 @@ explicit HNSW parameters ``m`` and ``ef_construction`` (``OpenSearchConfig.hnsw_
 ``hnsw_ef_construction``; the defaults and why are in ``docs/sizing.md``). They are
 fixed when the index is created; ``IndexLayout`` reads them back (an index built with
 others still works: they change recall and memory, not results' meaning).
-The index's ``_meta`` records the keyword analysis (``knowledge.text.ANALYSIS``): an
+The index's ``_meta`` records the keyword analysis (``knowledge.ranking.analysis.ANALYSIS``): an
 index built with another one (or before analyses were recorded) is refused with
 ``AnalysisMismatchError``, since its keyword side would silently miss; reindex it into a
-new index. It records the record fields too (``records``, ``knowledge.origin.RECORDS``):
+new index. It records the record fields too (``records``, ``knowledge.core.origin.RECORDS``):
 an index written before chunks and document records carried ``origin`` and ``format`` is
 refused with ``RecordsMismatchError`` (its filters on them would miss), the same way.
 It also records the embedding model, so a different provider or dimension
@@ -73,26 +73,23 @@ working and a chunk took 0.71x the bytes in ``bench/scale.py`` (``docs/sizing.md
 from __future__ import annotations
 
 import math
-import posixpath
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
-from knowledge.errors import AnalysisMismatchError, EmbeddingMismatchError, RecordsMismatchError
-from knowledge.headings import heading_terms
-from knowledge.model import DocumentChunk
-from knowledge.origin import RECORDS
-from knowledge.scope import KnowledgeScope
-from knowledge.search_filter import MAX_COMPARED_TEXT_UNITS, NUMBER_SUBFIELD
-from knowledge.store import DocumentHeader
+from knowledge.core.errors import (
+    AnalysisMismatchError,
+    EmbeddingMismatchError,
+    RecordsMismatchError,
+)
+from knowledge.core.filter_language import MAX_COMPARED_TEXT_UNITS, NUMBER_SUBFIELD
+from knowledge.core.origin import RECORDS
+from knowledge.ranking.analysis import ANALYSIS
 from knowledge.stores.opensearch.metadata_pairs import (
     METADATA_NUMBERS,
     METADATA_TERMS,
     TERM_MAX_CHARS,
-    metadata_terms,
 )
-from knowledge.text import ANALYSIS, keyword_terms
 
 __all__ = [
     "AGENT",
@@ -131,14 +128,9 @@ __all__ = [
     "VERSION",
     "IndexLayout",
     "check_layout",
-    "chunk_document",
-    "document_record",
     "index_body",
     "is_zero_vector",
     "layout_of",
-    "problem_fields",
-    "problem_record",
-    "unread_record",
 ]
 
 AGENT = "agent"
@@ -157,8 +149,8 @@ CONTENT_HASH = "content_hash"
 VERSION = "version"
 INDEXED_AT = "indexed_at"
 GENERATION = "generation"
-FORMAT = "format"  # the document's format (knowledge.origin; ``source_type`` before origins)
-ORIGIN = "origin"  # where the document came from (knowledge.origin.ORIGINS)
+FORMAT = "format"  # the document's format (knowledge.core.origin; ``source_type`` before origins)
+ORIGIN = "origin"  # where the document came from (knowledge.core.origin.ORIGINS)
 SIZE = "size"
 PROBLEM = "problem"
 EMBEDDED_CHUNKS = "embedded_chunks"
@@ -186,7 +178,7 @@ SOURCE_FIELDS: tuple[str, ...] = (
 )
 """What a search hit returns (never the vector: it is large and not part of a result)."""
 
-# NUMBER_SUBFIELD (knowledge.search_filter): the ``double`` sub-field of every metadata
+# NUMBER_SUBFIELD (knowledge.core.filter_language): the ``double`` sub-field of every metadata
 # field, for numeric filters; a search never names it as a key (check_metadata_key).
 
 # How an index of schema 3 or older maps metadata (one dynamic field per key; since
@@ -250,7 +242,7 @@ class IndexLayout:
     """Whether metadata is held as key/value terms (schema 4, ``metadata_pairs``); an
     older index has one dynamic field per key, which its filters then read."""
     records: str | None = RECORDS
-    """The record fields the index was built with (``knowledge.origin.RECORDS``; None:
+    """The record fields the index was built with (``knowledge.core.origin.RECORDS``; None:
     before they were recorded, so its chunks carry no ``origin``/``format``)."""
 
 
@@ -293,7 +285,7 @@ def index_body(
         CHUNK_COUNT: {"type": "integer"},
         # Returned, never searched: the keyword side reads content_terms.
         CONTENT: {"type": "text", "index": False},
-        # The terms of knowledge.text, computed by the writer (never in results).
+        # The terms of knowledge.ranking.analysis, computed by the writer (never in results).
         CONTENT_TERMS: {"type": "text", "analyzer": "whitespace"},
         CONTENT_HASH: {"type": "keyword"},
         VERSION: {"type": "keyword"},
@@ -397,7 +389,7 @@ def check_layout(
     embedding_model: str | None,
 ) -> None:
     """Raise ``AnalysisMismatchError`` if the index's keyword terms were analysed otherwise
-    than ``knowledge.text.ANALYSIS``; ``EmbeddingMismatchError`` if it cannot hold this
+    than ``knowledge.ranking.analysis.ANALYSIS``; ``EmbeddingMismatchError`` if it cannot hold this
     store's vectors.
 
     A keyword-only store (``vector_dimensions=None``) may use any index for reading;
@@ -456,139 +448,3 @@ def is_zero_vector(vector: Sequence[float]) -> bool:
     chunk is stored without a vector and such a query has no vector side.
     """
     return not any(math.isfinite(x) and x != 0.0 for x in vector)
-
-
-def _utc_text(moment: datetime) -> str:
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return moment.astimezone(UTC).isoformat()
-
-
-def _document_facts(
-    scope: KnowledgeScope, header: DocumentHeader, generation: str
-) -> dict[str, Any]:
-    return {
-        AGENT: scope.agent,
-        CONTEXT: scope.context,
-        DOCUMENT_ID: header.document_id,
-        DOCUMENT_PATH: header.path,
-        DOCUMENT_NAME: posixpath.basename(header.path),
-        CONTENT_HASH: header.content_hash,
-        VERSION: header.version,
-        INDEXED_AT: _utc_text(header.indexed_at),
-        GENERATION: generation,
-    }
-
-
-def chunk_document(
-    scope: KnowledgeScope,
-    header: DocumentHeader,
-    chunk: DocumentChunk,
-    *,
-    vector: Sequence[float] | None,
-    generation: str,
-    embedding_key: str | None = None,
-    metadata_pairs: bool = True,
-    headings: bool = True,
-) -> dict[str, Any]:
-    """The ``_source`` of one chunk: scope, document facts, generation, content, its
-    keyword terms (with ``headings``, its title and heading terms among them), metadata
-    (and, with ``metadata_pairs``, its key/value terms: an index of schema 4), vector and
-    its ``embedding_key``. A zero vector is left out (see ``is_zero_vector``):
-    the chunk is then found by keyword search only (its key stays: a key without a
-    vector stands for the zero vector when it is reused)."""
-    metadata = _json_safe({**dict(header.metadata), **dict(chunk.metadata)})
-    source: dict[str, Any] = {
-        RECORD: RECORD_CHUNK,
-        **_document_facts(scope, header, generation),
-        CHUNK_INDEX: chunk.chunk_index,
-        CONTENT: chunk.content,
-        METADATA: metadata,
-    }
-    if metadata_pairs:
-        source.update(metadata_terms(metadata))
-    terms = keyword_terms(chunk.content)
-    if headings:
-        terms += heading_terms(chunk.metadata)
-    if terms:
-        source[CONTENT_TERMS] = " ".join(terms)
-    if vector is not None and not is_zero_vector(vector):
-        source[EMBEDDING] = [float(x) for x in vector]
-    if vector is not None and embedding_key is not None:
-        source[EMBEDDING_KEY] = embedding_key
-    return source
-
-
-def document_record(
-    scope: KnowledgeScope,
-    header: DocumentHeader,
-    *,
-    chunk_count: int,
-    generation: str,
-    format: str | None = None,
-    origin: str | None = None,
-    size: int | None = None,
-    embedded_chunks: int = 0,
-    reused_chunks: int = 0,
-) -> dict[str, Any]:
-    """The ``_source`` of a document's record (no content, no vector): its facts, the
-    generation of its chunks that searches show, how many of them were embedded and how
-    many kept their vector, and no problem (a write succeeded)."""
-    return {
-        RECORD: RECORD_DOCUMENT,
-        **_document_facts(scope, header, generation),
-        CHUNK_COUNT: chunk_count,
-        EMBEDDED_CHUNKS: embedded_chunks,
-        REUSED_CHUNKS: reused_chunks,
-        FORMAT: format,
-        ORIGIN: origin,
-        SIZE: size,
-        PROBLEM: None,
-        PROBLEM_AT: None,
-    }
-
-
-def unread_record(scope: KnowledgeScope, counts: Mapping[str, int], at: datetime) -> dict[str, Any]:
-    """The scope's record of the files no pattern selects (``IndexStatus.unread_files``):
-    no document id or path, so no document count, listing or problem query reads it."""
-    return {
-        RECORD: RECORD_UNREAD,
-        AGENT: scope.agent,
-        CONTEXT: scope.context,
-        INDEXED_AT: _utc_text(at),
-        UNREAD_FILES: {str(k): int(v) for k, v in counts.items()},
-    }
-
-
-def problem_fields(reason: str, at: datetime) -> dict[str, Any]:
-    """What ``record_problem`` merges into a document's record."""
-    return {PROBLEM: reason[:2000], PROBLEM_AT: _utc_text(at)}
-
-
-def problem_record(
-    scope: KnowledgeScope, document_id: str, path: str, reason: str, at: datetime
-) -> dict[str, Any]:
-    """A record for a document that has a problem and no indexed version (no generation:
-    it counts as no document)."""
-    return {
-        RECORD: RECORD_DOCUMENT,
-        AGENT: scope.agent,
-        CONTEXT: scope.context,
-        DOCUMENT_ID: document_id,
-        DOCUMENT_PATH: path,
-        DOCUMENT_NAME: posixpath.basename(path),
-        **problem_fields(reason, at),
-    }
-
-
-def _json_safe(value: Any) -> Any:
-    """Metadata as JSON: tuples become lists, datetimes ISO strings, other objects strings."""
-    if isinstance(value, Mapping):
-        return {str(k): _json_safe(v) for k, v in value.items()}
-    if isinstance(value, list | tuple | set | frozenset):
-        return [_json_safe(v) for v in value]
-    if isinstance(value, datetime):
-        return value.isoformat()
-    if value is None or isinstance(value, str | int | float | bool):
-        return value
-    return str(value)

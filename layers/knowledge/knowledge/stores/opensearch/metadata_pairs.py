@@ -18,7 +18,7 @@ schema 4 (``mapping.SCHEMA_VERSION``) the ``metadata`` object is kept in ``_sour
 
 Keyword terms sort by code point, and every term of a key starts with ``<key>\\x1f``, so a
 range of one key's values is a range between two terms of that prefix (``key_range``):
-the text comparisons order text exactly as ``knowledge.search_filter`` defines. A key that
+the text comparisons order text exactly as ``knowledge.core.filter_language`` defines. A key that
 holds the separator (it can never be named by a filter: ``search_filter`` keys are
 ``[\\w.:@/-]+``) is left out. The number of fields is fixed whatever the tenants write.
 An index made before schema 4 keeps its per-key fields (``filter_query`` reads them) until
@@ -31,7 +31,7 @@ import struct
 from collections.abc import Mapping
 from typing import Any, Final
 
-from knowledge.search_filter import element_number, element_text, metadata_elements
+from knowledge.core.filter_language import element_number, element_text, metadata_elements
 
 __all__ = [
     "METADATA_NUMBERS",

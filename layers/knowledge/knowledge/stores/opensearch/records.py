@@ -9,7 +9,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from knowledge.scope import KnowledgeScope
+from knowledge.core.scope import KnowledgeScope
+from knowledge.stores.opensearch.answers import parse_hits
 from knowledge.stores.opensearch.mapping import (
     CHUNK_COUNT,
     CHUNK_INDEX,
@@ -25,7 +26,7 @@ from knowledge.stores.opensearch.mapping import (
     RECORD_DOCUMENT,
     VERSION,
 )
-from knowledge.stores.opensearch.queries import parse_hits, scope_filters
+from knowledge.stores.opensearch.query_filters import scope_filters
 
 __all__ = [
     "RecordState",

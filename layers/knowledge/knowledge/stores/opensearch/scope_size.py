@@ -33,8 +33,8 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from knowledge.scope import KnowledgeScope
-from knowledge.stores.opensearch import queries
+from knowledge.core.scope import KnowledgeScope
+from knowledge.stores.opensearch import query_filters
 from knowledge.stores.opensearch.mapping import RECORD, RECORD_CHUNK
 
 __all__ = [
@@ -111,7 +111,7 @@ def scope_chunks_body(scope: KnowledgeScope, *, cross_context: bool) -> dict[str
         "query": {
             "bool": {
                 "filter": [
-                    *queries.scope_filters(scope, cross_context=cross_context),
+                    *query_filters.scope_filters(scope, cross_context=cross_context),
                     {"term": {RECORD: RECORD_CHUNK}},
                 ]
             }

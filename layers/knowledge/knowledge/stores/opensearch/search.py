@@ -22,7 +22,7 @@ Vector and hybrid drop vector candidates below the embedder's relevance floor
 A single-mode side asks for at least twice the results the page needs (``offset +
 max_results``, and ``fusion.candidate_count`` of it, room for the per-document cap) and
 keeps, per document, only the hits of its newest generation
-(``queries.newest_generations``): a document being replaced, or an older generation that
+(``answers.newest_generations``): a document being replaced, or an older generation that
 Serverless still shows, never appears twice. Only then does ``fusion.select`` cap the
 chunks per document and cut the page at ``offset``, so a stale generation's hits never
 take a place on the page or count against the cap. A page that depends on hits past that
@@ -46,12 +46,15 @@ import functools
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from knowledge.deadline import Deadline, current_deadline
+from knowledge.core.deadline import Deadline, current_deadline
+from knowledge.core.errors import EmbeddingError, EmbeddingMismatchError, StoreError
+from knowledge.core.model import MAX_MAX_RESULTS, SearchMode, SearchQuery, SearchResult
+from knowledge.core.path_filters import matches_file_patterns
+from knowledge.core.scope import KnowledgeScope
 from knowledge.embedding.base import EmbeddingClient
 from knowledge.embedding.hashing import HashingEmbedder
-from knowledge.errors import EmbeddingError, EmbeddingMismatchError, StoreError
-from knowledge.filters import matches_file_patterns
-from knowledge.fusion import (
+from knowledge.ranking.analysis import has_cjk
+from knowledge.ranking.fusion import (
     HYBRID_CANDIDATES,
     Fused,
     above_floor,
@@ -63,10 +66,8 @@ from knowledge.fusion import (
     select,
     vector_only,
 )
-from knowledge.model import MAX_MAX_RESULTS, SearchMode, SearchQuery, SearchResult
-from knowledge.scope import KnowledgeScope
-from knowledge.stores.opensearch import queries
-from knowledge.stores.opensearch.bulk import item_reason
+from knowledge.stores.opensearch import answers, queries, query_filters
+from knowledge.stores.opensearch.answers import item_reason
 from knowledge.stores.opensearch.connection import Connection
 from knowledge.stores.opensearch.mapping import (
     CHUNK_INDEX,
@@ -83,7 +84,6 @@ from knowledge.stores.opensearch.scope_size import (
     parse_chunk_total,
     scope_chunks_body,
 )
-from knowledge.text import has_cjk
 
 __all__ = ["DEFAULT_EMBED_TIMEOUT", "embed_query", "search"]
 
@@ -161,7 +161,7 @@ def search(
     """Search one scope (or every context of its agent with ``cross_context``) of
     ``index``; the index exists and ``mode`` is supported."""
     config = connection.config
-    filters = queries.query_filters(
+    filters = query_filters.query_filters(
         scope,
         cross_context=query.cross_context,
         file_patterns=query.file_patterns,
@@ -176,10 +176,10 @@ def search(
     action = f"search {scope}" + (" (all contexts)" if query.cross_context else "")
     sources: dict[str, Mapping[str, Any]] = {}
 
-    def scores_of(hits: Sequence[queries.Hit]) -> dict[str, float]:
+    def scores_of(hits: Sequence[answers.Hit]) -> dict[str, float]:
         scores: dict[str, float] = {}
         patterns = query.file_patterns
-        for hit in queries.newest_generations(hits):
+        for hit in answers.newest_generations(hits):
             # The engine filtered already; this keeps the glob semantics exact.
             if patterns and not matches_file_patterns(
                 str(hit.source.get(DOCUMENT_PATH, "")), patterns
@@ -223,7 +223,7 @@ def search(
                 body = queries.vector_search_body(
                     vector, filters, size, ef_search=ef_search, exact=exact
                 )
-            hits = queries.parse_hits(connection.search(index, action, body))
+            hits = answers.parse_hits(connection.search(index, action, body))
             raw = scores_of(hits)
             if mode is SearchMode.KEYWORD:
                 chosen = page_of(keyword_only(raw))
@@ -268,8 +268,8 @@ def search(
                 connection, index, action, keyword_body, vector_body
             )
         fused = fuse_weighted(
-            scores_of(queries.parse_candidates(keyword_response)),
-            above_floor(scores_of(queries.parse_candidates(vector_response)), floor),
+            scores_of(answers.parse_candidates(keyword_response)),
+            above_floor(scores_of(answers.parse_candidates(vector_response)), floor),
             *hybrid_weights(
                 None if embedder is None else embedder.name,
                 config.keyword_weight,
@@ -281,7 +281,7 @@ def search(
     if mode is SearchMode.HYBRID and chosen:
         ids = [item.key for item in chosen]
         page = connection.search(index, action, queries.chunks_by_id_body(ids, filters))
-        sources = {hit.id: hit.source for hit in queries.parse_hits(page)}
+        sources = {hit.id: hit.source for hit in answers.parse_hits(page)}
         chosen = [item for item in chosen if item.key in sources]
     return [_result(sources[item.key], item) for item in chosen]
 
@@ -290,7 +290,7 @@ def _read_deeper(
     query: SearchQuery,
     *,
     size: int,
-    hits: Sequence[queries.Hit],
+    hits: Sequence[answers.Hit],
     raw: Mapping[str, float],
     chosen: Sequence[Fused[str]],
     floor: float,

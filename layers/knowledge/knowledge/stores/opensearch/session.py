@@ -49,7 +49,7 @@ left to the next write: the session's documents are written.
 A document whose chunks or record the node rejects (429 until retries are exhausted,
 a mapping error) is listed in ``failures`` and only *its new chunks* are removed: the
 previous version stays searchable, its record untouched. Searches show only each
-document's newest generation among their hits (``queries.newest_generations``), so
+document's newest generation among their hits (``answers.newest_generations``), so
 while both versions exist for an instant, no search shows both.
 
 Embedding reuse: ``stored_vectors(path)`` reads the document's chunk keys and vectors
@@ -81,21 +81,27 @@ from datetime import UTC, datetime
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from knowledge.errors import KnowledgeError, StoreError, StoreUnavailableError
-from knowledge.identity import document_id as _document_id
-from knowledge.identity import is_newer_version
-from knowledge.model import FileProblem
-from knowledge.origin import FORMAT, ORIGIN
-from knowledge.scope import KnowledgeScope
-from knowledge.store import DocumentHeader, EmbeddedChunk
-from knowledge.stores.opensearch import queries, records
+from knowledge.core.errors import KnowledgeError, StoreError, StoreUnavailableError
+from knowledge.core.identity import document_id as _document_id
+from knowledge.core.identity import is_newer_version
+from knowledge.core.model import FileProblem
+from knowledge.core.origin import FORMAT, ORIGIN
+from knowledge.core.scope import KnowledgeScope
+from knowledge.stores.opensearch import answers, query_filters, records
+from knowledge.stores.opensearch.answers import item_reason
 from knowledge.stores.opensearch.bulk import (
     BulkSender,
     byte_length,
     item_ok,
-    item_reason,
     send_bulk,
     serialize,
+)
+from knowledge.stores.opensearch.chunk_records import (
+    chunk_document,
+    document_record,
+    problem_fields,
+    problem_record,
+    unread_record,
 )
 from knowledge.stores.opensearch.client import refused_as_expensive
 from knowledge.stores.opensearch.mapping import (
@@ -104,12 +110,8 @@ from knowledge.stores.opensearch.mapping import (
     GENERATION,
     INDEXED_AT,
     PROBLEM_AT,
-    chunk_document,
-    document_record,
-    problem_fields,
-    problem_record,
-    unread_record,
 )
+from knowledge.stores.protocol import DocumentHeader, EmbeddedChunk
 
 if TYPE_CHECKING:
     from knowledge.stores.opensearch.connection import Connection
@@ -147,7 +149,7 @@ def new_generation(clock: Callable[[], int] = time.time_ns) -> str:
 
 
 class OpenSearchWriteSession:
-    """Writes to one scope (``knowledge.store.WriteSession``); see the module docstring.
+    """Writes to one scope (``knowledge.stores.protocol.WriteSession``); see the module docstring.
 
     ``replace_scope`` (a reindex) removes, when the session ends, every record of the
     scope it did not write, so the old contents stay searchable until the new are in.
@@ -371,7 +373,7 @@ class OpenSearchWriteSession:
         self._wrote = True
 
     def record_unread(self, counts: Mapping[str, int]) -> None:
-        """Write the scope's unread-files record (``mapping.unread_record``): one record
+        """Write the scope's unread-files record (``chunk_records.unread_record``): one record
         under a fixed id where the store names ids, else a new one each time, of which
         the status reads the latest (a reindex's replace removes the older ones)."""
         self._check_open()
@@ -798,7 +800,7 @@ class OpenSearchWriteSession:
         before = self._started.isoformat()
         query = {
             "bool": {
-                "filter": queries.scope_filters(self._scope),
+                "filter": query_filters.scope_filters(self._scope),
                 "should": [
                     {"range": {INDEXED_AT: {"lt": before}}},
                     {
@@ -858,7 +860,7 @@ class _Switch:
             **self.commit.record,
             GENERATION: self.state.generation,
             CHUNK_COUNT: self.state.chunk_count,
-            CONTENT_HASH: queries.INCOMPLETE_HASH,
+            CONTENT_HASH: answers.INCOMPLETE_HASH,
         }
         condition = replace(
             self.state,
@@ -917,7 +919,7 @@ def _older_generations_query(
     problem-only record), never a newer writer's."""
     return {
         "bool": {
-            "filter": [*queries.scope_filters(scope), {"term": {"document_id": document_id}}],
+            "filter": [*query_filters.scope_filters(scope), {"term": {"document_id": document_id}}],
             "should": [
                 {"range": {GENERATION: {"lt": generation}}},
                 {"bool": {"must_not": [{"exists": {"field": GENERATION}}]}},

@@ -26,8 +26,7 @@ from collections import Counter
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from knowledge.chunking import DocumentChunker, MarkdownSectionChunker
-from knowledge.documents import (
+from knowledge.core.documents import (
     DEFAULT_DOCUMENTS_LIMIT,
     DocumentPage,
     IndexedDocument,
@@ -35,17 +34,15 @@ from knowledge.documents import (
     document_page,
     validate_documents_limit,
 )
-from knowledge.embedding.base import EmbeddingClient
-from knowledge.errors import (
+from knowledge.core.errors import (
     ConfigurationError,
     EmbeddingMismatchError,
     StoreError,
     UnsupportedModeError,
     ValidationError,
 )
-from knowledge.fusion import hybrid_weights
-from knowledge.indexing import DEFAULT_EMBED_BATCH_SIZE, Indexer, IndexingStoreMixin
-from knowledge.model import (
+from knowledge.core.filter_language import AllOf, AnyOf, FilterNode, Not
+from knowledge.core.model import (
     MAX_STATUS_PROBLEMS,
     FileProblem,
     IndexState,
@@ -54,15 +51,16 @@ from knowledge.model import (
     SearchQuery,
     SearchResult,
 )
-from knowledge.scope import KnowledgeScope
-from knowledge.search_filter import AllOf, AnyOf, FilterNode, Not
-from knowledge.store import StoredDocument
-from knowledge.stores.opensearch import listing, queries, records
+from knowledge.core.scope import KnowledgeScope
+from knowledge.embedding.base import EmbeddingClient
+from knowledge.ranking.fusion import hybrid_weights
+from knowledge.stores.opensearch import answers, listing, queries, records
 from knowledge.stores.opensearch import search as searching
 from knowledge.stores.opensearch.client import RetryPolicy, refused_as_expensive
-from knowledge.stores.opensearch.config import OpenSearchConfig
 from knowledge.stores.opensearch.connection import Connection
 from knowledge.stores.opensearch.session import OpenSearchWriteSession
+from knowledge.stores.opensearch.settings import OpenSearchConfig
+from knowledge.stores.protocol import StoredDocument
 
 if TYPE_CHECKING:
     from opensearchpy import OpenSearch
@@ -116,7 +114,7 @@ def _expensive_query_error(query: SearchQuery, refused: str) -> ValidationError:
     )
 
 
-class OpenSearchKnowledgeStore(IndexingStoreMixin):
+class OpenSearchKnowledgeStore:
     """``KnowledgeStore`` on an OpenSearch index (a managed domain, Serverless, or a node).
 
     Without an ``embedder`` only keyword search is supported and ``config.default_mode``
@@ -130,11 +128,9 @@ class OpenSearchKnowledgeStore(IndexingStoreMixin):
         self,
         config: OpenSearchConfig,
         embedder: EmbeddingClient | None = None,
-        chunker: DocumentChunker | None = None,
         *,
         client: OpenSearch | None = None,
         aws_session: Any = None,
-        embed_batch_size: int = DEFAULT_EMBED_BATCH_SIZE,
         retry: RetryPolicy | None = None,
         clock: Callable[[], int] = time.time_ns,
     ) -> None:
@@ -154,9 +150,6 @@ class OpenSearchKnowledgeStore(IndexingStoreMixin):
             )
         self._config = config
         self._clock = clock  # nanoseconds since the epoch: generation ids, session ages
-        self._indexer = Indexer(
-            chunker or MarkdownSectionChunker(), embedder, embed_batch_size=embed_batch_size
-        )
         self._embedder = embedder
         # Validated now (the configured hybrid weights, else the embedder's); resolved per
         # query in search (fusion.hybrid_weights).
@@ -181,6 +174,11 @@ class OpenSearchKnowledgeStore(IndexingStoreMixin):
     @property
     def name(self) -> str:
         return "opensearch"
+
+    @property
+    def embedder(self) -> EmbeddingClient | None:
+        """The embedder of the index's vectors (``None``: keyword-only)."""
+        return self._embedder
 
     @property
     def config(self) -> OpenSearchConfig:
@@ -221,7 +219,7 @@ class OpenSearchKnowledgeStore(IndexingStoreMixin):
         after: dict[str, Any] | None = None
         while True:
             body = queries.stored_documents_body(scope, _STORED_DOCUMENTS_PAGE, after)
-            page, after = queries.parse_stored_documents(
+            page, after = answers.parse_stored_documents(
                 self._connection.search(index, f"list the documents of {scope}", body)
             )
             documents.update(page)
@@ -233,7 +231,7 @@ class OpenSearchKnowledgeStore(IndexingStoreMixin):
         if not self._connection.open_index(index, create=False):
             return None
         body = queries.stored_document_body(scope, path)
-        return queries.parse_stored_document(
+        return answers.parse_stored_document(
             self._connection.search(index, f"read document '{path}' of {scope}", body), path
         )
 
@@ -266,7 +264,7 @@ class OpenSearchKnowledgeStore(IndexingStoreMixin):
 
     def search(self, scope: KnowledgeScope, query: SearchQuery) -> list[SearchResult]:
         """Search one scope (or every context of its agent with ``cross_context``); see
-        ``search.search``. Inside the current deadline (``knowledge.deadline``); a node
+        ``search.search``. Inside the current deadline (``knowledge.core.deadline``); a node
         that does not answer in time is a ``StoreUnavailableError``. No match is ``[]``."""
         mode = query.mode or self.default_mode
         if mode not in self.supported_modes:
@@ -308,10 +306,10 @@ class OpenSearchKnowledgeStore(IndexingStoreMixin):
         index = self.index_name(scope)
         problems: tuple[FileProblem, ...] = ()
         if not self._connection.open_index(index, create=False):
-            stats = queries.ScopeStats(0, 0, None)
+            stats = answers.ScopeStats(0, 0, None)
         else:
             connection = self._connection
-            stats = queries.parse_scope_stats(
+            stats = answers.parse_scope_stats(
                 connection.search(
                     index, f"read the status of {scope}", queries.scope_stats_body(scope)
                 )
@@ -353,7 +351,7 @@ class OpenSearchKnowledgeStore(IndexingStoreMixin):
         after: dict[str, Any] | None = None
         while True:
             body = queries.scopes_page_body(_SCOPES_PAGE, after)
-            page, after = queries.parse_scopes_page(
+            page, after = answers.parse_scopes_page(
                 self._connection.search(target, "list the scopes", body)
             )
             scopes.extend(page)
@@ -389,7 +387,7 @@ class OpenSearchKnowledgeStore(IndexingStoreMixin):
 
     def close(self) -> None:
         """Close the client if this store created it. Idempotent; later calls raise
-        ``StoreError``; an injected client, chunker and embedder stay open."""
+        ``StoreError``; an injected client and embedder stay open."""
         self._connection.close()
 
     def __enter__(self) -> OpenSearchKnowledgeStore:

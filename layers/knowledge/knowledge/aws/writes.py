@@ -1,0 +1,93 @@
+"""The write routes on AWS: a write is an S3 put or delete in the documents bucket.
+
+The bucket stays the single source of truth: the object's event goes through the
+pipeline that indexes any upload (S3 -> SQS -> indexer), so a write is searchable once
+the indexer has committed it, and until then the earlier version is the one searched
+(the stores switch generations on commit). The sidecar is written before the document
+and deleted after it, so the document's own event is the last one on a put and the first
+on a delete: the indexer never indexes a new document under an old sidecar's origin for
+long, and a delete never re-reads a document through its sidecar's event.
+
+Large files: ``presign_upload`` answers a presigned **POST** (``generate_presigned_post``),
+not a presigned PUT: a presigned PUT signs the request but cannot bound its body's size
+(``Content-Length`` may only be fixed to one exact value), while a POST policy carries
+conditions S3 enforces: the exact ``key`` (one document inside the scope), a
+``content-length-range`` (1 to the requested size) and the policy's expiry.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from knowledge.core.errors import StoreUnavailableError
+from knowledge.core.scope import KnowledgeScope
+from knowledge.core.source import SIDECAR_SUFFIX
+from knowledge.ingest.writes import check_write_path
+
+__all__ = ["S3Storage"]
+
+
+class S3Storage:
+    """The ``DocumentStorage`` of the documents bucket (keys ``<agent>/<context>/<path>``)."""
+
+    def __init__(self, bucket: str, client: Any | None = None) -> None:
+        self._bucket = bucket
+        self._client = client
+
+    @property
+    def client(self) -> Any:
+        if self._client is None:
+            from knowledge.core.aws_clients import bounded_client  # boto3 when first used
+
+            # SigV4 for the presigned POST (botocore signs S3 forms with SigV2 otherwise,
+            # which S3 refuses in regions opened since 2014 and is deprecated everywhere).
+            self._client = bounded_client("s3", signature_version="s3v4")
+        return self._client
+
+    @staticmethod
+    def key(scope: KnowledgeScope, path: str) -> str:
+        """The object key of a checked path: always under ``<agent>/<context>/``."""
+        return f"{scope.key}/{check_write_path(path)}"
+
+    def _call(self, what: str, call: Any, **kwargs: Any) -> Any:
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        try:
+            return call(**kwargs)
+        except (BotoCoreError, ClientError) as exc:
+            raise StoreUnavailableError(f"documents bucket: {what} failed: {exc}") from exc
+
+    def put(self, scope: KnowledgeScope, path: str, data: bytes, sidecar: bytes) -> None:
+        key = self.key(scope, path)
+        self._call(
+            "put",
+            self.client.put_object,
+            Bucket=self._bucket,
+            Key=key + SIDECAR_SUFFIX,
+            Body=sidecar,
+            ContentType="application/json",
+        )
+        self._call("put", self.client.put_object, Bucket=self._bucket, Key=key, Body=data)
+
+    def delete(self, scope: KnowledgeScope, path: str) -> bool | None:
+        # No HeadObject first: it would need s3:GetObject, and a delete is idempotent.
+        key = self.key(scope, path)
+        self._call("delete", self.client.delete_object, Bucket=self._bucket, Key=key)
+        self._call(
+            "delete", self.client.delete_object, Bucket=self._bucket, Key=key + SIDECAR_SUFFIX
+        )
+        return None
+
+    def presign_upload(
+        self, scope: KnowledgeScope, path: str, max_bytes: int, expires_in: int
+    ) -> dict[str, Any]:
+        key = self.key(scope, path)
+        post = self._call(
+            "presign",
+            self.client.generate_presigned_post,
+            Bucket=self._bucket,
+            Key=key,
+            Conditions=[{"key": key}, ["content-length-range", 1, max_bytes]],
+            ExpiresIn=expires_in,
+        )
+        return {"url": post["url"], "fields": post["fields"]}

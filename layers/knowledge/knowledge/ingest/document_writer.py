@@ -1,0 +1,347 @@
+"""One document into a write session: read, fingerprint, extract, chunk, embed, put.
+
+Per document: size check (``options.max_document_bytes``, before reading) -> read ->
+fingerprint (``identity.content_hash`` of the bytes, and of the sidecar metadata when
+there is some, so a metadata change re-indexes) -> skip if the stored document has the
+same fingerprint ("unchanged") -> ``extraction.extract_document`` -> ``chunker.chunk``
+(text) or ``chunker.chunk_blocks`` (structured formats: PDF, Office, CSV, HTML) -> embed
+(``knowledge.ingest.chunk_embedding``) -> ``put_document``. Chunks are streamed: at most
+one embedding batch of one document is in memory, and a structured document's blocks are
+read from its bytes as the chunks are asked for. New text documents can be read,
+chunked and embedded ahead of their write (``ahead``: ``knowledge.ingest.lookahead``).
+
+Chunk metadata = sidecar user metadata (with its checked ``url``, if any), then
+``source_key`` (the source key, else the path), ``content_type``, ``format`` (``pdf``,
+``markdown``, ...) and ``origin`` (``knowledge.core.origin``: the source's, or the sidecar's
+``repo``/``manual``), then the chunker's ``title``, ``heading_path`` and citation
+(``page``/``page_end``, ``slide``, ``sheet``, ``row_start``/``row_end``); later keys win,
+so user metadata cannot hide the system keys.
+
+A failed write leaves the previous version searchable: every store's ``put_document``
+writes the new version beside the old one (or in a transaction) and drops what it wrote
+of a version that failed, so nothing is removed then. A document whose new content cannot
+be indexed (too large, binary, unsupported) has its previous version removed, as that
+version is stale.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections.abc import Iterable, Iterator, Mapping
+from datetime import UTC, datetime
+from itertools import islice
+from typing import Any
+
+from knowledge.core.errors import ArchivedObjectError, ExtractionError, KnowledgeError
+from knowledge.core.identity import content_hash, document_id
+from knowledge.core.model import DocumentChunk, FileProblem, IndexOptions
+from knowledge.core.origin import FORMAT, ORIGIN, ORIGINS, SHARED, SIDECAR_ORIGINS, UPLOAD
+from knowledge.core.scope import KnowledgeScope
+from knowledge.core.source import SourceDocument
+from knowledge.extraction import ExtractedDocument, extract_document, source_type_of
+from knowledge.ingest.chunk_embedding import NO_VECTORS, REUSE_WINDOW, ChunkEmbedder
+from knowledge.ingest.chunking import DocumentChunker, StructuredChunker
+from knowledge.ingest.lookahead import MAX_PREPARED_BYTES, Lookahead, Prepared
+from knowledge.ingest.run_report import (
+    RunReport,
+    fail,
+    over_limit,
+    record_problem,
+    reraise_if_unavailable,
+)
+from knowledge.search.shared import SHARED_AGENT
+from knowledge.stores.protocol import DocumentHeader, StoredDocument, WriteSession
+
+__all__ = [
+    "REASON_UNCHANGED",
+    "DocumentWriter",
+    "document_fingerprint",
+    "document_origin",
+]
+
+REASON_UNCHANGED = "unchanged"
+_STALE_REMOVED = "; its previously indexed version was removed"
+_PREPARED_TYPES = frozenset({"markdown", "text"})
+"""What ``knowledge.ingest.lookahead`` prepares ahead: text, whose extraction is thread-safe
+(PDFium is not) and whose chunks are cheap to hold."""
+
+
+def document_origin(document: SourceDocument) -> str:
+    """The document's origin: its sidecar's (already checked by ``parse_metadata_sidecar``
+    against what a writer may set) unless its source is the shared library, else the
+    source's. A value that is no origin at all (a source's bug) is the source's."""
+    own = document.origin if document.origin in ORIGINS else UPLOAD
+    said = document.metadata.get(ORIGIN)
+    if own != SHARED and isinstance(said, str) and said in SIDECAR_ORIGINS:
+        return said
+    return own
+
+
+def document_fingerprint(data: bytes, metadata: Mapping[str, Any]) -> str:
+    """What ``StoredDocument.content_hash`` holds: the content hash of the bytes, mixed
+    with the user metadata when there is any (so editing a sidecar re-indexes)."""
+    digest = content_hash(data)
+    if not metadata:
+        return digest
+    canonical = json.dumps(dict(metadata), sort_keys=True, ensure_ascii=False)
+    return content_hash(f"{digest}\x00{canonical}".encode())
+
+
+class DocumentWriter:
+    """Writes one document at a time into a session (module docstring), with ``chunker``
+    and ``embedding``; ``lookahead`` documents are prepared ahead (0: none)."""
+
+    def __init__(self, chunker: DocumentChunker, embedding: ChunkEmbedder, lookahead: int) -> None:
+        self._chunker = chunker
+        self._embedding = embedding
+        self._lookahead = lookahead
+
+    def put(
+        self,
+        session: WriteSession,
+        scope: KnowledgeScope,
+        document: SourceDocument,
+        *,
+        options: IndexOptions,
+        run: RunReport,
+        stored: StoredDocument | None,
+        force: bool = False,
+        prepared: Prepared | None = None,
+    ) -> None:
+        path = document.path
+        limit = options.max_document_bytes
+        if document.size > limit:
+            reason = (
+                f"too large: document is {document.size} bytes, over max_document_bytes ({limit})"
+            )
+            self._skip_and_drop_stale(session, path, reason, stored, run)
+            return
+        ahead = prepared or Prepared()
+        try:
+            data = ahead.read(document)
+        except ArchivedObjectError as exc:
+            # Not a failure to retry, nor a stale version: the object is there, unreadable
+            # until restored; what is indexed of it stays, and the status lists why.
+            run.skipped.append(FileProblem(path, str(exc)))
+            record_problem(session, path, str(exc))
+            return
+        except (OSError, KnowledgeError) as exc:
+            reraise_if_unavailable(exc)
+            fail(session, run, FileProblem(path, f"cannot read: {exc}"))
+            return
+        fingerprint = document_fingerprint(data, document.metadata)
+        if not force and stored is not None and stored.content_hash == fingerprint:
+            run.skipped.append(FileProblem(path, REASON_UNCHANGED))
+            return
+        try:
+            if ahead.extract_error is not None:
+                raise ahead.extract_error
+            extracted = ahead.extracted or extract_document(path, data, max_bytes=limit)
+        except KnowledgeError as exc:  # ExtractionError: unsupported, too large, corrupt...
+            self._skip_and_drop_stale(session, path, str(exc), stored, run)
+            return
+        # Structured formats read their bytes while the chunks stream; text ones are done.
+        del data
+        document_metadata = _document_metadata(scope, document, extracted)
+        header = DocumentHeader(
+            path=path,
+            document_id=document_id(scope, path),
+            content_hash=fingerprint,
+            indexed_at=datetime.now(UTC),
+            version=document.version,
+            metadata=document_metadata,
+            size=document.size,
+        )
+        try:
+            if ahead.embed_error is not None:
+                raise ahead.embed_error
+            if ahead.embedded is not None:  # chunked and embedded ahead (no stored version)
+                run.tokens += ahead.tokens
+                run.embedded += ahead.embedded_chunks
+                written = session.put_document(header, iter(ahead.embedded))
+            else:
+                chunks = self._chunks(path, extracted, options, document_metadata)
+                embedding = self._embedding
+                reusable = (
+                    embedding.stored_vectors(session, path) if stored is not None else NO_VECTORS
+                )
+                written = session.put_document(header, embedding.embedded(chunks, run, reusable))
+        except ExtractionError as exc:  # found while streaming: corrupt page, no text layer
+            if stored is None:  # else the stale version's delete below takes the partial too
+                self._remove_partial(session, path, run)
+            self._skip_and_drop_stale(session, path, str(exc), stored, run)
+            return
+        except KnowledgeError as exc:  # EmbeddingError, StoreError, a chunker's ValidationError
+            reraise_if_unavailable(exc)
+            # The session dropped what it wrote of this version; the previous one stays.
+            fail(session, run, FileProblem(path, f"not indexed: {exc}"))
+            return
+        finally:
+            run.warnings.extend(FileProblem(path, warning) for warning in extracted.warnings)
+        run.written[path] = written
+
+    def ahead(
+        self,
+        documents: Iterable[SourceDocument],
+        scope: KnowledgeScope,
+        options: IndexOptions,
+        stored: Mapping[str, StoredDocument],
+    ) -> Lookahead:
+        """``documents`` with the next ones prepared ahead (``knowledge.ingest.lookahead``); none
+        are with ``lookahead=0`` (an embedder without concurrent calls)."""
+
+        def eligible(number: int, document: SourceDocument) -> bool:
+            return (
+                self._lookahead > 0
+                and not over_limit(number, options)
+                and document.path not in stored
+                and document.size <= min(options.max_document_bytes, MAX_PREPARED_BYTES)
+                and source_type_of(document.path) in _PREPARED_TYPES
+            )
+
+        def prepare(document: SourceDocument) -> Prepared:
+            return self._prepare(scope, document, options)
+
+        return Lookahead(documents, prepare, eligible=eligible, window=self._lookahead)
+
+    def _prepare(
+        self, scope: KnowledgeScope, document: SourceDocument, options: IndexOptions
+    ) -> Prepared:
+        """Read, extract, chunk and embed one new text document ahead of its write, on a
+        lookahead thread: no store call, and every error kept for the writer to raise."""
+        prepared = Prepared()
+        try:
+            prepared.data = document.read()
+        except Exception as exc:  # the writer raises it where it reads
+            prepared.read_error = exc
+            return prepared
+        path = document.path
+        try:
+            extracted = extract_document(path, prepared.data, max_bytes=options.max_document_bytes)
+        except KnowledgeError as exc:
+            prepared.extract_error = exc
+            return prepared
+        prepared.extracted = extracted
+        if extracted.blocks is not None:
+            return prepared
+        metadata = _document_metadata(scope, document, extracted)
+        cap = self._embedding.batch_size * REUSE_WINDOW
+        try:
+            chunks = list(islice(self._chunks(path, extracted, options, metadata), cap + 1))
+        except KnowledgeError:  # the writer chunks it again and meets the error itself
+            return prepared
+        if len(chunks) > cap:  # a long document: the writer streams it
+            return prepared
+        counts = RunReport()
+        try:
+            prepared.embedded = list(self._embedding.embedded(chunks, counts))
+        except KnowledgeError as exc:
+            prepared.embed_error = exc
+            return prepared
+        prepared.tokens, prepared.embedded_chunks = counts.tokens, counts.embedded
+        return prepared
+
+    def _chunks(
+        self,
+        path: str,
+        extracted: ExtractedDocument,
+        options: IndexOptions,
+        metadata: Mapping[str, Any],
+    ) -> Iterator[DocumentChunk]:
+        pieces = self._pieces(path, extracted, options.max_chunk_size)
+        # Renumbered so chunk ids are always dense (0..n-1): no gap can hide a stale chunk.
+        for index, piece in enumerate(pieces):
+            yield DocumentChunk(
+                document_path=path,
+                chunk_index=index,
+                content=piece.content,
+                metadata={**metadata, **piece.metadata},
+            )
+
+    def _pieces(
+        self, path: str, extracted: ExtractedDocument, max_chunk_size: int
+    ) -> Iterator[DocumentChunk]:
+        chunker = self._chunker
+        if extracted.blocks is None:
+            return chunker.chunk(path, extracted.text or "", max_chunk_size=max_chunk_size)
+        if isinstance(chunker, StructuredChunker):
+            return chunker.chunk_blocks(
+                path,
+                extracted.blocks,
+                title=extracted.title,
+                position_key=extracted.position_key,
+                max_chunk_size=max_chunk_size,
+            )
+        # A chunker that knows only text: each section as one text, its citation kept.
+        return _chunk_sections(chunker, path, extracted, max_chunk_size)
+
+    @staticmethod
+    def delete(session: WriteSession, path: str, run: RunReport) -> None:
+        try:
+            if session.delete_document(path):
+                run.deleted.add(path)
+        except KnowledgeError as exc:
+            reraise_if_unavailable(exc)
+            run.errors.append(FileProblem(path, f"not deleted: {exc}"))
+
+    def _skip_and_drop_stale(
+        self,
+        session: WriteSession,
+        path: str,
+        reason: str,
+        stored: StoredDocument | None,
+        run: RunReport,
+    ) -> None:
+        if stored is not None:
+            before = len(run.deleted)
+            self.delete(session, path, run)
+            if len(run.deleted) > before:
+                reason += _STALE_REMOVED
+        run.skipped.append(FileProblem(path, reason))
+        record_problem(session, path, reason)
+
+    @staticmethod
+    def _remove_partial(session: WriteSession, path: str, run: RunReport) -> None:
+        try:
+            session.delete_document(path)
+        except KnowledgeError as exc:
+            reraise_if_unavailable(exc)
+            run.errors.append(FileProblem(path, f"partly written and not removed: {exc}"))
+
+
+def _document_metadata(
+    scope: KnowledgeScope, document: SourceDocument, extracted: ExtractedDocument
+) -> dict[str, Any]:
+    """The metadata every chunk of ``document`` carries (module docstring)."""
+    return {
+        **document.metadata,
+        "source_key": document.source_key or document.path,
+        "content_type": extracted.content_type,
+        FORMAT: extracted.source_type,
+        # The shared library's records say so, whatever a sidecar claims (knowledge.search.shared).
+        ORIGIN: SHARED if scope.agent == SHARED_AGENT else document_origin(document),
+    }
+
+
+def _chunk_sections(
+    chunker: DocumentChunker, path: str, extracted: ExtractedDocument, max_chunk_size: int
+) -> Iterator[DocumentChunk]:
+    key = extracted.position_key
+    for section, blocks in itertools.groupby(extracted.blocks or (), key=lambda b: b.section):
+        group = list(blocks)
+        citation: dict[str, Any] = dict(section)
+        positions = [b.position for b in group if b.position is not None]
+        if key is not None and positions:
+            first, last = min(positions), max(positions)
+            if key == "page":
+                citation["page"] = first
+                if last != first:
+                    citation["page_end"] = last
+            else:
+                citation.update(row_start=first, row_end=last)
+        text = "\n".join(block.text for block in group)
+        for piece in chunker.chunk(path, text, max_chunk_size=max_chunk_size):
+            yield DocumentChunk(
+                path, piece.chunk_index, piece.content, {**piece.metadata, **citation}
+            )

@@ -1,0 +1,121 @@
+"""What the product remembers of a repository: its registration and its sync state.
+
+Both are JSON under ``REGISTRY_PREFIX`` of the storage (``.kb@repos/<agent>/<context>/
+<name>.json`` and ``<name>.state.json``), never under a scope's documents.
+
+``RepoState.files`` is the manifest: repository path -> ``[blob id, commit]``, the blob
+mirrored and the commit it was written at (its sidecar's ``url`` and ``commit``): an
+unchanged blob keeps both, so an unchanged file is never rewritten nor re-indexed.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from knowledge.core.errors import NotFoundError, ValidationError
+from knowledge.core.scope import KnowledgeScope
+from knowledge.ingest.repos import MIRROR_FOLDER, REGISTRY_PREFIX
+from knowledge.ingest.repos.registration import RepoRegistration
+from knowledge.ingest.repos.storage import ObjectStorage
+
+__all__ = ["MAX_REPOS_PER_SCOPE", "RepoRegistry", "RepoState", "mirror_prefix"]
+
+MAX_REPOS_PER_SCOPE = 50
+_STATE = ".state.json"
+
+
+def mirror_prefix(scope: KnowledgeScope, name: str) -> str:
+    """The bucket key prefix of a repository's mirrored files."""
+    return f"{scope.key}/{MIRROR_FOLDER}/{name}/"
+
+
+@dataclass
+class RepoState:
+    commit: str | None = None
+    synced_at: str | None = None
+    attempted_at: str | None = None
+    error: dict[str, str] | None = None
+    problems: list[dict[str, str]] = field(default_factory=list)
+    unread_files: dict[str, int] = field(default_factory=dict)
+    files: dict[str, list[str]] = field(default_factory=dict)
+
+    @classmethod
+    def from_json(cls, data: bytes | None) -> RepoState:
+        if not data:
+            return cls()
+        raw: dict[str, Any] = json.loads(data)
+        return cls(**{k: raw[k] for k in cls.__dataclass_fields__ if k in raw})
+
+    def to_json(self) -> bytes:
+        return json.dumps(asdict(self), sort_keys=True).encode("utf-8")
+
+    def public(self) -> dict[str, Any]:
+        """The status of the repository (no manifest: its size is the file count)."""
+        return {
+            "commit": self.commit,
+            "synced_at": self.synced_at,
+            "attempted_at": self.attempted_at,
+            "error": self.error,
+            "problems": self.problems,
+            "unread_files": self.unread_files,
+            "files": len(self.files),
+        }
+
+
+class RepoRegistry:
+    def __init__(self, storage: ObjectStorage) -> None:
+        self.storage = storage
+
+    @staticmethod
+    def _key(scope: KnowledgeScope, name: str, suffix: str = ".json") -> str:
+        return f"{REGISTRY_PREFIX}{scope.key}/{name}{suffix}"
+
+    def names(self, scope: KnowledgeScope) -> list[str]:
+        prefix = f"{REGISTRY_PREFIX}{scope.key}/"
+        return sorted(
+            key[len(prefix) : -len(".json")]
+            for key in self.storage.keys(prefix)
+            if key.endswith(".json") and not key.endswith(_STATE) and "/" not in key[len(prefix) :]
+        )
+
+    def add(self, scope: KnowledgeScope, registration: RepoRegistration) -> bool:
+        """Register (or update) ``registration``; True when it is new."""
+        existing = self.storage.get(self._key(scope, registration.name))
+        if existing is None and len(self.names(scope)) >= MAX_REPOS_PER_SCOPE:
+            raise ValidationError(
+                "name", f"a scope holds at most {MAX_REPOS_PER_SCOPE} repositories"
+            )
+        data = json.dumps(registration.to_dict(), sort_keys=True).encode("utf-8")
+        self.storage.put(self._key(scope, registration.name), data)
+        return existing is None
+
+    def get(self, scope: KnowledgeScope, name: str) -> RepoRegistration:
+        data = self.storage.get(self._key(scope, name))
+        if data is None:
+            raise NotFoundError(f"no repository '{name}' is registered in {scope}")
+        return RepoRegistration.from_stored(json.loads(data))
+
+    def all(self, scope: KnowledgeScope) -> Iterator[RepoRegistration]:
+        for name in self.names(scope):
+            yield self.get(scope, name)
+
+    def state(self, scope: KnowledgeScope, name: str) -> RepoState:
+        return RepoState.from_json(self.storage.get(self._key(scope, name, _STATE)))
+
+    def save_state(self, scope: KnowledgeScope, name: str, state: RepoState) -> None:
+        self.storage.put(self._key(scope, name, _STATE), state.to_json())
+
+    def remove(self, scope: KnowledgeScope, name: str) -> int:
+        """Unregister ``name`` and delete its mirrored files; returns how many were deleted.
+        The mirror goes first, the registration last: an interrupted remove can be redone."""
+        self.get(scope, name)
+        deleted = 0
+        for key in list(self.storage.keys(mirror_prefix(scope, name))):
+            self.storage.delete(key)
+            deleted += 1
+        self.storage.delete(self._key(scope, name, _STATE))
+        self.storage.delete(self._key(scope, name))
+        return deleted

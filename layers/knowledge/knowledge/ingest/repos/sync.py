@@ -1,0 +1,238 @@
+"""One sync of one registered repository into its mirror ``_repos/<name>/`` of the scope.
+
+1. Resolve the credential, fetch the branch at depth 1 and walk its tree
+   (``knowledge.ingest.repos.fetch``). A failure here writes nothing: the state records the
+   error (``error``: kind and message) and keeps the last good commit and manifest, so
+   the last good sync stays searchable. A force-push is nothing special: the new tree
+   is compared with the manifest, whatever the history.
+2. Select the files: under ``paths``, no hidden segment (``.github/``, as every listing
+   skips them), read by the product (``DOCUMENT_PATTERNS``; the others are counted by
+   extension in ``unread_files``), at most ``max_file_bytes`` (else a problem). More
+   than ``max_files`` selected files fail the sync (bounds) before anything is written.
+3. Write what changed: for a new or changed blob its sidecar (``origin`` ``repo``,
+   ``url``, ``repo``, ``commit``) then its bytes; delete the files gone from the tree.
+   Nothing outside ``_repos/<name>/`` is written. Past the deadline the writes stop, the
+   manifest records what was written and the state says the sync is incomplete
+   (``error.kind`` ``time``): the next sync continues from there.
+"""
+
+from __future__ import annotations
+
+import json
+import posixpath
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING
+
+from knowledge.core.documents import validate_document_path
+from knowledge.core.errors import ValidationError
+from knowledge.core.model import IndexOptions, unread_extension
+from knowledge.core.origin import REPO
+from knowledge.core.scope import KnowledgeScope
+from knowledge.core.source import SIDECAR_SUFFIX, is_document_path
+from knowledge.ingest.repos import MIRROR_FOLDER
+from knowledge.ingest.repos.credentials import resolve_credential
+from knowledge.ingest.repos.errors import RepoSyncError
+from knowledge.ingest.repos.fetch import FetchedTree, fetch_branch
+from knowledge.ingest.repos.links import file_url
+from knowledge.ingest.repos.registration import RepoRegistration, SyncBounds
+from knowledge.ingest.repos.state import RepoRegistry, RepoState, mirror_prefix
+
+if TYPE_CHECKING:
+    from knowledge.ingest.repos.network import HostPolicy
+
+__all__ = ["SyncReport", "sync_repository"]
+
+_PATTERNS = IndexOptions().file_patterns
+
+
+@dataclass
+class SyncReport:
+    name: str
+    commit: str | None
+    written: int = 0
+    deleted: int = 0
+    unchanged: int = 0
+    error: dict[str, str] | None = None
+    problems: list[dict[str, str]] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+    def public(self) -> dict[str, object]:
+        return {
+            "name": self.name,
+            "commit": self.commit,
+            "written": self.written,
+            "deleted": self.deleted,
+            "unchanged": self.unchanged,
+            "error": self.error,
+            "problems": self.problems,
+        }
+
+
+def _now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _is_hidden(path: str) -> bool:
+    return any(segment.startswith(".") for segment in path.split("/"))
+
+
+def sidecar(registration: RepoRegistration, path: str, commit: str) -> bytes:
+    attributes: dict[str, str] = {"origin": REPO, "repo": registration.name, "commit": commit}
+    url = file_url(registration.url, commit, path)
+    if url is not None:
+        attributes["url"] = url
+    return json.dumps({"metadataAttributes": attributes}, sort_keys=True).encode("utf-8")
+
+
+@dataclass
+class _Plan:
+    keep: dict[str, list[str]]
+    write: list[tuple[str, str]]  # (path, blob)
+    delete: list[str]
+    problems: list[dict[str, str]]
+    unread: dict[str, int]
+
+
+def _plan(
+    registration: RepoRegistration, tree: FetchedTree, old: RepoState, bounds: SyncBounds
+) -> _Plan:
+    selected = [f for f in tree.files if registration.selects(f.path) and not _is_hidden(f.path)]
+    if len(selected) > bounds.max_files:
+        raise RepoSyncError(
+            "bounds",
+            f"the branch holds {len(selected)} files, over the bound of {bounds.max_files} "
+            "(narrow it with 'paths', or raise the bound)",
+        )
+    problems = [{"path": p.path, "reason": p.reason} for p in tree.skipped]
+    unread: dict[str, int] = {}
+    keep: dict[str, list[str]] = {}
+    write: list[tuple[str, str]] = []
+    for item in selected:
+        if not is_document_path(item.path, _PATTERNS):
+            ext = unread_extension(item.path)
+            unread[ext] = unread.get(ext, 0) + 1
+            continue
+        try:
+            validate_document_path(f"{MIRROR_FOLDER}/{registration.name}/{item.path}")
+        except ValidationError as exc:
+            problems.append({"path": item.path, "reason": f"path not synced: {exc.message}"})
+            continue
+        size = tree.size(item.blob)
+        if size is None or size > bounds.max_file_bytes:
+            problems.append(
+                {"path": item.path, "reason": f"larger than {bounds.max_file_bytes} bytes"}
+            )
+            continue
+        previous = old.files.get(item.path)
+        if previous is not None and previous[0] == item.blob:
+            keep[item.path] = previous
+        else:
+            write.append((item.path, item.blob))
+    wanted = set(keep) | {path for path, _ in write}
+    delete = sorted(path for path in old.files if path not in wanted)
+    return _Plan(keep, write, delete, problems, unread)
+
+
+def sync_repository(
+    registry: RepoRegistry,
+    scope: KnowledgeScope,
+    registration: RepoRegistration,
+    *,
+    bounds: SyncBounds | None = None,
+    read_secret: Callable[[str], bytes] | None = None,
+    clock: Callable[[], float] = time.monotonic,
+    hosts: HostPolicy | None = None,
+) -> SyncReport:
+    """Sync ``registration`` into its mirror and record the state; never raises for a
+    repository's own failure (it is the report's and the state's ``error``)."""
+    bounds = bounds or SyncBounds()
+    deadline = clock() + bounds.time_budget_seconds
+    state = registry.state(scope, registration.name)
+    state.attempted_at = _now()
+    try:
+        secret = resolve_credential(registration.credential, read_secret=read_secret)
+        tree = fetch_branch(
+            registration, secret, bounds, deadline=deadline, clock=clock, hosts=hosts
+        )
+        plan = _plan(registration, tree, state, bounds)
+    except RepoSyncError as exc:
+        state.error = {"kind": exc.kind, "message": exc.message}
+        registry.save_state(scope, registration.name, state)
+        return SyncReport(registration.name, state.commit, error=state.error)
+
+    storage = registry.storage
+    prefix = mirror_prefix(scope, registration.name)
+    files = dict(plan.keep)
+    # Entries not yet rewritten keep their old version until they are (an incomplete
+    # sync's manifest then says what the mirror holds).
+    for path, _ in plan.write:
+        if path in state.files:
+            files[path] = state.files[path]
+    for path in plan.delete:
+        files[path] = state.files[path]
+    report = SyncReport(registration.name, tree.commit, unchanged=len(plan.keep))
+    out_of_time = False
+    failed: list[dict[str, str]] = []
+    for path in plan.delete:
+        if clock() > deadline:
+            out_of_time = True
+            break
+        try:
+            storage.delete(prefix + path + SIDECAR_SUFFIX)
+            storage.delete(prefix + path)
+        except Exception as exc:  # kept in the manifest: the next sync deletes it again
+            failed.append({"path": path, "reason": f"not deleted ({type(exc).__name__})"})
+            continue
+        del files[path]
+        report.deleted += 1
+    for path, blob in plan.write:
+        if out_of_time or clock() > deadline:
+            out_of_time = True
+            break
+        try:
+            storage.put(prefix + path + SIDECAR_SUFFIX, sidecar(registration, path, tree.commit))
+            storage.put(prefix + path, tree.read(blob))
+        except Exception as exc:  # its old entry stays: the next sync writes it again
+            failed.append({"path": path, "reason": f"not written ({type(exc).__name__})"})
+            continue
+        files[path] = [blob, tree.commit]
+        report.written += 1
+    plan.problems.extend(failed)
+    state.files = files
+    state.problems = plan.problems
+    state.unread_files = dict(sorted(plan.unread.items()))
+    if out_of_time or failed:
+        left = len(plan.write) + len(plan.delete) - report.written - report.deleted
+        state.error = (
+            {
+                "kind": "time",
+                "message": f"the sync budget ran out with {left} changes left; the next "
+                "sync continues from here",
+            }
+            if out_of_time
+            else {
+                "kind": "storage",
+                "message": f"{len(failed)} files could not be written or deleted (see "
+                "problems); the next sync retries them",
+            }
+        )
+        report.commit = state.commit
+    else:
+        state.commit = tree.commit
+        state.synced_at = state.attempted_at
+        state.error = None
+    report.error = state.error
+    report.problems = state.problems
+    registry.save_state(scope, registration.name, state)
+    return report
+
+
+def mirror_document_path(name: str, path: str) -> str:
+    """The scope-relative document path of a repository file."""
+    return posixpath.join(MIRROR_FOLDER, name, path)

@@ -1,0 +1,332 @@
+"""What each ``kb`` command does once its arguments are parsed (``cli_parser``).
+
+One ``cmd_<name>(args) -> exit code`` per command: ``index`` a folder, ``search``,
+``status``, ``documents`` (a local store or ``--api-url``), ``reindex`` (a server),
+``mcp``, ``serve``, and the write commands ``put``/``rm`` (through the API). Errors
+are raised; ``knowledge.local.cli.main`` turns them into one line and an exit code.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+import time
+from collections.abc import Sequence
+from contextlib import closing
+from pathlib import Path
+from typing import Any, TextIO
+
+from knowledge.client import KnowledgeClient
+from knowledge.config import (
+    open_reranking,
+)
+from knowledge.core.documents import format_documents
+from knowledge.core.errors import (
+    ValidationError,
+)
+from knowledge.core.model import (
+    IndexOptions,
+    IndexResult,
+    SearchMode,
+)
+from knowledge.core.scope import KnowledgeScope
+from knowledge.core.source import DocumentSource
+from knowledge.ingest.pipeline import REASON_UNCHANGED, index_source, reindex_source
+from knowledge.local.cli_open import (
+    EXIT_FAILED,
+    EXIT_OK,
+    open_cli_store,
+    open_client,
+    open_existing_store,
+    open_reader,
+    open_served_store,
+    scope_of,
+)
+from knowledge.local.progress import ListedSource, ProgressBar
+from knowledge.search.tool import format_search_results
+from knowledge.service.api import parse_search_request, search_response_body
+from knowledge.stores.protocol import ScopeSources
+
+__all__ = [
+    "cmd_documents",
+    "cmd_index",
+    "cmd_mcp",
+    "cmd_put",
+    "cmd_reindex",
+    "cmd_rm",
+    "cmd_search",
+    "cmd_serve",
+    "cmd_status",
+]
+
+logger = logging.getLogger("knowledge.local.cli")
+
+
+def print_json(data: Any, out: TextIO) -> None:
+    print(json.dumps(data, ensure_ascii=False, indent=2), file=out)
+
+
+def _summary(scope: KnowledgeScope, result: IndexResult) -> list[str]:
+    """A headline, then one line per file that was skipped for a reason worth reading,
+    had a warning, or failed. Unchanged files are only counted: a re-run lists them all."""
+    unchanged = sum(1 for p in result.skipped if p.reason == REASON_UNCHANGED)
+    lines = [
+        f"{scope}: indexed {result.indexed_documents} documents "
+        f"({result.indexed_chunks} chunks), skipped {result.skipped_documents} "
+        f"({unchanged} unchanged), deleted {result.deleted_documents}, "
+        f"errors {len(result.errors)} in {result.duration_ms / 1000.0:.1f} s"
+    ]
+    lines.extend(
+        f"  skipped {p.path}: {p.reason}" for p in result.skipped if p.reason != REASON_UNCHANGED
+    )
+    lines.extend(f"  warning {p.path}: {p.reason}" for p in result.warnings)
+    lines.extend(f"  error   {p.path}: {p.reason}" for p in result.errors)
+    return lines
+
+
+def cmd_index(args: argparse.Namespace) -> int:
+    from knowledge.ingest.sources.local import LocalDirectorySource  # only for index
+
+    folder = Path(args.dir)
+    if not folder.is_dir():
+        raise ValidationError("DIR", f"'{folder}' is not a folder")
+    scope = scope_of(args)
+    options = IndexOptions(file_patterns=tuple(args.pattern)) if args.pattern else IndexOptions()
+    listed = ListedSource(LocalDirectorySource(folder).documents(scope, options))
+    progress = ProgressBar(len(listed), sys.stderr, enabled=sys.stderr.isatty())
+    listed.on_read = progress.advance
+    source: DocumentSource = listed
+    with closing(open_cli_store(args)) as store:
+        if isinstance(store, ScopeSources):  # so that kb serve leaves this scope alone
+            store.set_scope_source(scope, f"kb index {folder.resolve()}")
+        try:
+            if args.reindex:
+                result = reindex_source(store, scope, source, options)
+            else:
+                result = index_source(store, scope, source, options)
+        finally:
+            progress.finish()
+    if args.json:
+        print_json({"agent": scope.agent, "context": scope.context, **result.to_dict()}, sys.stdout)
+    else:
+        print("\n".join(_summary(scope, result)))
+    return EXIT_OK if result.ok else EXIT_FAILED
+
+
+def _metadata_filters(pairs: Sequence[str]) -> dict[str, str]:
+    filters: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise ValidationError("metadata", f"'{pair}' is not of the form KEY=VALUE")
+        filters[key.strip()] = value
+    return filters
+
+
+def _filter_argument(text: str) -> object:
+    """``--filter``: a JSON filter (docs/filters.md); validated by ``parse_search_request``."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValidationError("filter", f"is not valid JSON ({exc.msg} at {exc.pos})") from None
+
+
+def cmd_search(args: argparse.Namespace) -> int:
+    scope = scope_of(args)
+    request: dict[str, Any] = {
+        "query": args.query,
+        "max_results": args.k,
+        "min_score": args.min_score,
+        "offset": args.offset,
+        "cross_context": args.cross_context,
+    }
+    if args.max_chunks_per_document is not None:
+        request["max_chunks_per_document"] = args.max_chunks_per_document
+    if args.mode is not None:
+        request["mode"] = args.mode
+    if args.pattern:
+        request["file_patterns"] = list(args.pattern)
+    if args.meta:
+        request["metadata"] = _metadata_filters(args.meta)
+    if args.filter is not None:
+        request["filter"] = _filter_argument(args.filter)
+    query = parse_search_request(request)
+    # A deployed API reranks on its side (its own configuration); a local store here.
+    reranking = None if getattr(args, "api_url", None) else open_reranking(args.rerank_model)
+    report = None
+    if reranking is not None:
+        with closing(open_existing_store(args)) as local:
+            started = time.perf_counter()
+            results, report = reranking.search(local, scope, query)
+            took_ms = (time.perf_counter() - started) * 1000.0
+            mode = query.mode or local.default_mode
+    else:
+        with closing(open_reader(args)) as store:
+            started = time.perf_counter()
+            results = store.search(scope, query)
+            took_ms = (time.perf_counter() - started) * 1000.0
+            mode = query.mode or store.default_mode
+    if args.json:
+        print_json(search_response_body(query, mode, results, took_ms, report), sys.stdout)
+    else:
+        print(format_search_results(query.text, results))
+    return EXIT_OK
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    scope = scope_of(args)
+    with closing(open_reader(args)) as store:
+        status = store.status(scope)
+    if args.json:
+        print_json({"agent": scope.agent, "context": scope.context, **status.to_dict()}, sys.stdout)
+        return EXIT_OK
+    last = "never" if status.last_indexed_at is None else status.last_indexed_at.isoformat()
+    rows = [
+        ("scope", str(scope)),
+        ("state", status.state.value),
+        ("documents", str(status.document_count)),
+        ("chunks", str(status.chunk_count)),
+        ("vectors", f"{status.embedded_chunks} embedded, {status.reused_chunks} reused"),
+        ("last indexed", last),
+    ]
+    if status.message:
+        rows.append(("message", status.message))
+    unread = status.unread_summary()
+    if unread:
+        rows.append(("unread", unread))
+    rows.append(("problems", str(len(status.problems))))
+    for name, value in rows:
+        print(f"{name + ':':<14}{value}")
+    for problem in status.problems:
+        print(f"  {problem.path}: {problem.reason}")
+    return EXIT_OK
+
+
+def cmd_documents(args: argparse.Namespace) -> int:
+    scope = scope_of(args)
+    with closing(open_reader(args)) as store:
+        page = store.list_documents(scope, limit=args.limit, cursor=args.cursor)
+    if args.json:
+        print_json({"agent": scope.agent, "context": scope.context, **page.to_dict()}, sys.stdout)
+        return EXIT_OK
+    print(format_documents(page))
+    return EXIT_OK
+
+
+def cmd_reindex(args: argparse.Namespace) -> int:
+    if not args.api_url:
+        raise ValidationError(
+            "api-url",
+            "kb reindex asks a server to re-index a scope; give --api-url "
+            "(for a local folder use: kb index DIR --reindex)",
+        )
+    scope = scope_of(args)
+    with closing(open_client(args)) as client:
+        answer = client.reindex(scope)
+    if args.json:
+        print_json(answer, sys.stdout)
+    else:
+        print(
+            f"{scope}: "
+            + ", ".join(
+                f"{k} {v}"
+                for k, v in answer.items()
+                if k not in ("agent", "context", "skipped", "errors", "warnings")
+            )
+        )
+    return EXIT_OK
+
+
+def cmd_mcp(args: argparse.Namespace) -> int:
+    from knowledge.local.mcp_server import serve_mcp
+
+    scope = scope_of(args)
+    if args.allow_reindex and not args.api_url:
+        raise ValidationError(
+            "allow-reindex",
+            "the reindex tool asks a server to re-index from its source; give --api-url "
+            "(a kb serve or the deployed stack)",
+        )
+    with closing(open_reader(args)) as backend:
+        reindex = None
+        if args.allow_reindex and isinstance(backend, KnowledgeClient):
+            reindex = backend.reindex
+        serve_mcp(
+            backend,
+            scope,
+            cross_context=args.cross_context,
+            mode=SearchMode.parse(args.mode) if args.mode else None,
+            transport=args.transport,
+            host=args.host,
+            port=args.port,
+            reindex=reindex,
+        )
+    return EXIT_OK
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from knowledge.local.server import LocalServer, serve_until_stopped
+    from knowledge.search.shared import SharedGrants
+
+    with closing(open_served_store(args, sys.stderr)) as store:
+        server = LocalServer(
+            args.root,
+            store,
+            host=args.host,
+            port=args.port,
+            poll_interval=args.poll_interval,
+            reranking=open_reranking(args.rerank_model),
+            allow_writes=args.allow_writes,
+            shared_grants=SharedGrants.parse(args.shared_grant),
+            repo_sync_interval=args.repo_sync_interval,
+        )
+        return serve_until_stopped(server)
+
+
+def cmd_put(args: argparse.Namespace) -> int:
+    import mimetypes
+
+    if not args.api_url:
+        raise ValidationError("api-url", "kb put writes through a server; give --api-url")
+    source = Path(args.file)
+    data = source.read_bytes()
+    path = args.path or source.name
+    content_type = "text/markdown" if args.note else mimetypes.guess_type(path)[0]
+    with closing(open_client(args)) as client:
+        answer = client.put_document(
+            scope_of(args),
+            path,
+            data,
+            content_type=content_type or "application/octet-stream",
+            origin="manual" if args.note else None,
+            metadata=_metadata_pairs(args.meta) or None,
+        )
+    if args.json:
+        print_json(answer, sys.stdout)
+    else:
+        print(f"accepted {answer['path']} ({answer['size']} bytes); state: {answer['document']}")
+    return EXIT_OK
+
+
+def cmd_rm(args: argparse.Namespace) -> int:
+    if not args.api_url:
+        raise ValidationError("api-url", "kb rm deletes through a server; give --api-url")
+    with closing(open_client(args)) as client:
+        answer = client.delete_document(scope_of(args), args.path)
+    if args.json:
+        print_json(answer, sys.stdout)
+    else:
+        print(f"deleted {answer['path']}")
+    return EXIT_OK
+
+
+def _metadata_pairs(pairs: Sequence[str] | None) -> dict[str, str]:
+    metadata: dict[str, str] = {}
+    for pair in pairs or ():
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise ValidationError("meta", f"'{pair}' is not KEY=VALUE")
+        metadata[key] = value
+    return metadata

@@ -1,0 +1,288 @@
+"""The ``kb`` argument parser: every command, its options and their checks.
+
+The options shared by several commands (the store, the scope, the API) are parent
+parsers; each command's ``handler`` is its ``knowledge.local.cli_commands`` function.
+Every flag is documented in ``knowledge.local.cli``'s docstring and docs/local.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+
+from knowledge.config import (
+    EMBEDDER_NAMES,
+    STORE_BUILDERS,
+)
+from knowledge.core.documents import DEFAULT_DOCUMENTS_LIMIT, MAX_DOCUMENTS_LIMIT
+from knowledge.core.model import (
+    DEFAULT_MAX_CHUNKS_PER_DOCUMENT,
+    SearchMode,
+)
+from knowledge.local.cli_commands import (
+    cmd_documents,
+    cmd_index,
+    cmd_mcp,
+    cmd_put,
+    cmd_reindex,
+    cmd_rm,
+    cmd_search,
+    cmd_serve,
+    cmd_status,
+)
+
+__all__ = ["MAX_PORT", "build_parser"]
+
+
+def _store_options() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    group = common.add_argument_group("store")
+    group.add_argument(
+        "--store",
+        metavar="KIND",
+        help=f"index backend: {', '.join(sorted(STORE_BUILDERS))} (env KB_STORE; default embedded)",
+    )
+    group.add_argument(
+        "--db", metavar="PATH", help="embedded store file (env KB_DB; default .kb/knowledge.db)"
+    )
+    group.add_argument(
+        "--embedder",
+        metavar="NAME",
+        help=f"embedding provider: {', '.join(EMBEDDER_NAMES)} (env KB_EMBEDDER; default hashing)",
+    )
+    group.add_argument(
+        "--opensearch-url", metavar="URL", help="OpenSearch endpoint (env KB_OPENSEARCH_URL)"
+    )
+    common.add_argument("--debug", action="store_true", help="show tracebacks and debug logs")
+    return common
+
+
+def _api_options() -> argparse.ArgumentParser:
+    remote = argparse.ArgumentParser(add_help=False)
+    group = remote.add_argument_group("deployed API (instead of a local store)")
+    group.add_argument(
+        "--api-url", metavar="URL", help="base URL of a deployed stack or of another kb serve"
+    )
+    group.add_argument(
+        "--auth",
+        choices=["sigv4", "bearer", "none"],
+        help="sigv4 (AWS credentials; default for https), bearer (KB_API_TOKEN), none",
+    )
+    return remote
+
+
+def _scope_options() -> argparse.ArgumentParser:
+    scoped = argparse.ArgumentParser(add_help=False)
+    scoped.add_argument("--agent", required=True, help="agent name (scope segment)")
+    scoped.add_argument("--context", required=True, help="context name (scope segment)")
+    return scoped
+
+
+_RERANK_HELP = (
+    "Bedrock rerank model for the top candidates, e.g. amazon.rerank-v1:0 "
+    "(env KB_RERANK_MODEL, KB_RERANK_TOP_N; default: no reranking)"
+)
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not an integer") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+MAX_PORT = 65535
+
+
+def _port(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not an integer") from None
+    if not 0 <= value <= MAX_PORT:
+        raise argparse.ArgumentTypeError(f"must be from 0 to {MAX_PORT}, got {value}")
+    return value
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a number") from None
+    if not 0 < value < math.inf:  # also NaN
+        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``kb`` argument parser (exposed for tests and documentation)."""
+    parser = argparse.ArgumentParser(
+        prog="kb", description="Scoped knowledge search for AI agents, locally."
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    store, scoped, remote = _store_options(), _scope_options(), _api_options()
+
+    index = commands.add_parser(
+        "index", parents=[store, scoped], help="index a folder into one scope"
+    )
+    index.add_argument("dir", metavar="DIR", help="folder whose files are the scope's documents")
+    index.add_argument(
+        "--pattern",
+        action="append",
+        metavar="GLOB",
+        help="file pattern to index (repeatable; default: every supported type)",
+    )
+    index.add_argument(
+        "--reindex", action="store_true", help="drop the scope's index and index everything"
+    )
+    index.add_argument("--json", action="store_true", help="print the result as JSON")
+    index.set_defaults(handler=cmd_index)
+
+    search = commands.add_parser("search", parents=[store, scoped, remote], help="search one scope")
+    search.add_argument("query", help="what to search for")
+    search.add_argument(
+        "--mode",
+        choices=[m.value for m in SearchMode],
+        help="keyword, vector or hybrid (default: the store's)",
+    )
+    search.add_argument(
+        "-k", "--max-results", dest="k", type=_positive_int, default=5, help="default 5"
+    )
+    search.add_argument("--min-score", type=float, default=0.0, help="in [0, 1]; default 0")
+    search.add_argument(
+        "--offset",
+        type=int,
+        default=0,
+        metavar="N",
+        help="skip the first N results (the next page: --offset K with -k K); default 0",
+    )
+    search.add_argument(
+        "--max-chunks-per-document",
+        type=int,
+        metavar="N",
+        help="at most N chunks of one document in the results "
+        f"(default {DEFAULT_MAX_CHUNKS_PER_DOCUMENT})",
+    )
+    search.add_argument(
+        "--pattern", action="append", metavar="GLOB", help="only documents whose path matches"
+    )
+    search.add_argument(
+        "--meta", action="append", metavar="KEY=VALUE", help="exact-match metadata filter"
+    )
+    search.add_argument(
+        "--filter",
+        metavar="JSON",
+        help='metadata filter, e.g. \'{"field": "year", "op": "gte", "value": 2024}\' '
+        "(docs/filters.md); AND-ed with --meta",
+    )
+    search.add_argument(
+        "--cross-context", action="store_true", help="search every context of the agent"
+    )
+    search.add_argument("--rerank-model", metavar="MODEL", help=_RERANK_HELP + " (local store)")
+    search.add_argument("--json", action="store_true", help="print the API response as JSON")
+    search.set_defaults(handler=cmd_search)
+
+    status = commands.add_parser(
+        "status", parents=[store, scoped, remote], help="index status of a scope"
+    )
+    status.add_argument("--json", action="store_true", help="print the status as JSON")
+    status.set_defaults(handler=cmd_status)
+
+    documents = commands.add_parser(
+        "documents",
+        parents=[store, scoped, remote],
+        help="the documents of a scope as the index records them (paged)",
+    )
+    documents.add_argument(
+        "--limit",
+        type=int,
+        default=DEFAULT_DOCUMENTS_LIMIT,
+        help=f"documents per page, 1-{MAX_DOCUMENTS_LIMIT} (default {DEFAULT_DOCUMENTS_LIMIT})",
+    )
+    documents.add_argument("--cursor", help="the cursor a previous page printed")
+    documents.add_argument("--json", action="store_true", help="print JSON")
+    documents.set_defaults(handler=cmd_documents)
+
+    reindex = commands.add_parser(
+        "reindex", parents=[store, scoped, remote], help="ask a server to re-index a scope"
+    )
+    reindex.add_argument("--json", action="store_true", help="print the answer as JSON")
+    reindex.set_defaults(handler=cmd_reindex)
+
+    mcp = commands.add_parser(
+        "mcp",
+        parents=[store, scoped, remote],
+        help="serve the knowledge_search tool to MCP clients (scope fixed at start)",
+    )
+    mcp.add_argument(
+        "--cross-context", action="store_true", help="search every context of the agent"
+    )
+    mcp.add_argument(
+        "--mode", choices=[m.value for m in SearchMode], help="search mode (default: the store's)"
+    )
+    mcp.add_argument(
+        "--transport", choices=["stdio", "http"], default="stdio", help="default stdio"
+    )
+    mcp.add_argument("--host", default="127.0.0.1", help="http transport: default 127.0.0.1")
+    mcp.add_argument("--port", type=_port, default=8765, help="http transport: default 8765")
+    mcp.add_argument(
+        "--allow-reindex",
+        action="store_true",
+        help="also offer the knowledge_reindex tool (needs --api-url); off by default",
+    )
+    mcp.set_defaults(handler=cmd_mcp)
+
+    serve = commands.add_parser(
+        "serve", parents=[store], help="watch a bucket-like folder and serve the HTTP API"
+    )
+    serve.add_argument("root", metavar="ROOT", help="folder laid out as <agent>/<context>/<path>")
+    serve.add_argument("--host", default="127.0.0.1", help="default 127.0.0.1 (local only)")
+    serve.add_argument("--port", type=_port, default=8080, help="default 8080; 0 picks a free port")
+    serve.add_argument(
+        "--poll-interval", type=_seconds, default=1.0, help="seconds between folder scans"
+    )
+    serve.add_argument("--rerank-model", metavar="MODEL", help=_RERANK_HELP)
+    serve.add_argument(
+        "--allow-writes",
+        action="store_true",
+        help="answer the write routes (PUT/DELETE documents) by writing ROOT; off by default",
+    )
+    serve.add_argument(
+        "--shared-grant",
+        action="append",
+        metavar="AGENT=CONTEXT[,CONTEXT]",
+        help="let AGENT's searches include the shared library ROOT/_shared/CONTEXT",
+    )
+    serve.add_argument(
+        "--repo-sync-interval",
+        type=_seconds,
+        default=24 * 3600.0,
+        metavar="SECONDS",
+        help="seconds between syncs of each registered Git repository (default 86400)",
+    )
+    serve.set_defaults(handler=cmd_serve)
+    # Git repository sources: `kb repo add|list|remove|sync` (knowledge.local.repo_cli).
+    from knowledge.local.repo_cli import add_repo_commands
+
+    add_repo_commands(commands, store, scoped)
+
+    put = commands.add_parser(
+        "put", parents=[store, scoped, remote], help="write a document (or a note) via the API"
+    )
+    put.add_argument("file", metavar="FILE", help="the file to send")
+    put.add_argument("--path", help="its path inside the scope (default: the file's name)")
+    put.add_argument("--note", action="store_true", help="a Markdown note (origin manual)")
+    put.add_argument("--meta", action="append", metavar="KEY=VALUE", help="sidecar metadata")
+    put.add_argument("--json", action="store_true", help="print the answer as JSON")
+    put.set_defaults(handler=cmd_put)
+
+    rm = commands.add_parser(
+        "rm", parents=[store, scoped, remote], help="delete a document via the API"
+    )
+    rm.add_argument("path", metavar="PATH", help="the document's path inside the scope")
+    rm.add_argument("--json", action="store_true", help="print the answer as JSON")
+    rm.set_defaults(handler=cmd_rm)
+    return parser

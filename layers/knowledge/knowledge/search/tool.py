@@ -1,0 +1,382 @@
+"""The ``KnowledgeSearch`` tool for LLM agents (seed section 8).
+
+The agent runtime injects a store and a scope through ``ToolContext``; the model
+supplies ``query`` (required), ``max_results``, ``file_pattern``, ``max_tokens`` and
+``source_type`` (the design's name for the *origin*, ``knowledge.core.origin.ORIGINS``: only
+hits of that origin; anything else is "Invalid parameter: source_type: ..."). ``run`` works in
+the seed's order, refusals -> parameters -> search -> format, and never raises:
+
+- no store -> error "No knowledge store configured for this agent"
+- no scope -> error "No knowledge scope configured for this agent"
+- bad arguments (unknown properties too) -> error "Invalid parameter: ..."
+- the search fails -> error "Failed to search knowledge: ..." (a fixed phrase by kind,
+  ``errors.public_message``: no traceback, URL, index name or ARN; those go to the log)
+- no hits -> *success* "No relevant documents found for: <query>": an absence of
+  knowledge is a valid observation, so the model moves on to other tools
+- hits -> success in the source-first format (``format_search_results``), which also
+  keeps instructions planted in documents apart from the user's words.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from knowledge.core.errors import KnowledgeError, ValidationError, public_message
+from knowledge.core.model import (
+    DEFAULT_MAX_RESULTS,
+    MAX_MAX_RESULTS,
+    SearchMode,
+    SearchQuery,
+    SearchResult,
+)
+from knowledge.core.origin import FORMAT, ORIGIN, ORIGINS, SOURCE_TYPE, URL, parse_origin
+from knowledge.core.scope import KnowledgeScope
+from knowledge.search.results import Passage, estimate_tokens, fit_budget, merge_adjacent
+
+__all__ = [
+    "DEFAULT_MAX_TOKENS",
+    "TOOL_DESCRIPTION",
+    "TOOL_NAME",
+    "KnowledgeSearchTool",
+    "SearchBackend",
+    "ToolContext",
+    "ToolResult",
+    "citation",
+    "format_search_results",
+]
+
+logger = logging.getLogger(__name__)
+
+TOOL_NAME = "KnowledgeSearch"
+TOOL_DESCRIPTION = (
+    "Search agent's knowledge base for relevant documents.\n"
+    "Returns document chunks ranked by relevance.\n"
+    "Use this tool to find information from the agent's configured knowledge directory."
+)
+
+NO_STORE_MESSAGE = "No knowledge store configured for this agent"
+NO_SCOPE_MESSAGE = "No knowledge scope configured for this agent"
+
+_PROPERTIES = ("query", "max_results", "file_pattern", "max_tokens", SOURCE_TYPE)
+DEFAULT_MAX_TOKENS = 4000
+"""The tool's default budget for the passages it returns (estimated tokens)."""
+
+
+class SearchBackend(Protocol):
+    """What the tool searches: any ``KnowledgeStore``, or a ``KnowledgeClient`` of a deployed
+    API (``knowledge.client``)."""
+
+    def search(self, scope: KnowledgeScope, query: SearchQuery) -> list[SearchResult]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class ToolContext:
+    """What the runtime injects: the store and the scope travel together (seed 8.2).
+
+    ``mode`` is the search mode for this agent (``None``: the store's default);
+    ``cross_context`` searches every context of the scope's agent (never another agent).
+    Both are the runtime's choice, never the model's.
+    """
+
+    store: SearchBackend | None = None
+    scope: KnowledgeScope | None = None
+    mode: SearchMode | None = None
+    cross_context: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ToolResult:
+    """The tool's answer to the model: text, flagged as an error or a success.
+
+    ``cause`` (the design's ``ToolResult.error(message, cause)``) is the exception behind
+    an error, for the host's logs: it may hold URLs, ARNs or a trace, so it is never part
+    of ``content`` (what the model reads), of equality or of ``repr``."""
+
+    is_error: bool
+    content: str
+    cause: BaseException | None = field(default=None, compare=False, repr=False)
+
+    @classmethod
+    def success(cls, content: str) -> ToolResult:
+        return cls(False, content)
+
+    @classmethod
+    def error(cls, content: str, cause: BaseException | None = None) -> ToolResult:
+        return cls(True, content, cause)
+
+
+def format_search_results(
+    query_text: str, results: Sequence[SearchResult], max_tokens: int | None = None
+) -> str:
+    """The source-first format of seed 8.1.
+
+    ::
+
+        Found 2 results for "CrashLoopBackOff":
+        ---
+        [1] runbook.md (score: 0.92, chunk: 3)
+        <chunk content>
+        ---
+        [2] guide.md (score: 0.71, chunks: 4-5)
+        <the two chunks as one passage>
+
+    Consecutive chunks of one document are one passage (``results.merge_adjacent``).
+    With ``max_tokens`` the passages are cut to fit that budget (``results.fit_budget``,
+    estimated tokens) and a last line says how many were dropped; the budget covers the
+    whole answer (the "Found" line, each header with its path and citation, that last
+    line), unless the query or one header alone exceeds it. One hit reads "Found 1
+    result"; no hits read "No relevant documents found for: <q>". Scores have two
+    decimals; chunks are 0-based chunk indexes. Where the passage's metadata cites a
+    place in the document, it follows the path (``citation``):
+    ``[1] handbook.pdf p. 12 (score: 0.92, chunk: 3)``. The passage's origin and url
+    (``knowledge.core.origin``), when its metadata has them, close the parentheses:
+    ``(score: 0.92, chunk: 3, origin: repo, url: https://git.example.com/...)``.
+    """
+    if not results:
+        return f"No relevant documents found for: {query_text}"
+    passages = merge_adjacent(results)
+    dropped = 0
+    if max_tokens is not None:
+        passages, dropped = _fit(query_text, passages, max_tokens)
+    lines = [_found_line(query_text, len(passages))]
+    for i, passage in enumerate(passages, start=1):
+        lines.append("---")
+        lines.append(_header(i, passage))
+        lines.append(passage.content.rstrip())
+    if dropped:
+        lines.extend(_dropped_lines(dropped, max_tokens))
+    return "\n".join(lines)
+
+
+def _found_line(query_text: str, count: int) -> str:
+    noun = "result" if count == 1 else "results"
+    return f'Found {count} {noun} for "{query_text}":'
+
+
+def _header(rank: int, passage: Passage) -> str:
+    chunks = (
+        f"chunk: {passage.chunks}"
+        if passage.first_chunk == passage.last_chunk
+        else f"chunks: {passage.chunks}"
+    )
+    place = citation(passage.metadata)
+    source = f"{passage.document_path} {place}" if place else passage.document_path
+    facts = [f"score: {passage.score:.2f}", chunks]
+    origin, url = passage.metadata.get(ORIGIN), passage.metadata.get(URL)
+    if isinstance(origin, str) and origin:
+        facts.append(f"origin: {origin}")
+    if isinstance(url, str) and url:
+        facts.append(f"url: {url}")
+    return f"[{rank}] {source} ({', '.join(facts)})"
+
+
+def _dropped_lines(dropped: int, max_tokens: int | None) -> list[str]:
+    more = "result was" if dropped == 1 else "results were"
+    return ["---", f"({dropped} more {more} dropped to stay within max_tokens={max_tokens})"]
+
+
+def _fit(query_text: str, passages: list[Passage], max_tokens: int) -> tuple[list[Passage], int]:
+    """The passages that fit ``max_tokens`` with everything printed around them: the
+    "Found" line, each passage's header (its path and citation, at the widest rank), the
+    line breaks, and the line saying how many were dropped when some are."""
+    widest = len(passages)
+
+    def overhead(passage: Passage) -> int:
+        # "---", the header and the text, each on its own line.
+        return estimate_tokens("---\n" + _header(widest, passage) + "\n\n")
+
+    fixed = estimate_tokens(_found_line(query_text, widest))
+    kept, dropped = fit_budget(passages, max(1, max_tokens - fixed), overhead_tokens=overhead)
+    if dropped:
+        reserve = estimate_tokens("\n" + "\n".join(_dropped_lines(widest, max_tokens)))
+        budget = max(1, max_tokens - fixed - reserve)
+        kept, dropped = fit_budget(passages, budget, overhead_tokens=overhead)
+    return kept, dropped
+
+
+def citation(metadata: Mapping[str, Any]) -> str:
+    """Where in its document a chunk comes from, for a result line ("" if not known):
+    ``p. 12`` / ``pp. 12-13`` (PDF), ``slide 4``, ``sheet "Budget" rows 2-40`` (XLSX),
+    ``rows 2-40`` (CSV), ``§ Install > Linux`` (the heading path of DOCX and HTML; a
+    Markdown result line stays as the seed has it)."""
+    page, page_end = _number(metadata.get("page")), _number(metadata.get("page_end"))
+    if page is not None:
+        return f"pp. {page}-{page_end}" if page_end not in (None, page) else f"p. {page}"
+    slide = _number(metadata.get("slide"))
+    if slide is not None:
+        return f"slide {slide}"
+    parts: list[str] = []
+    sheet = metadata.get("sheet")
+    if isinstance(sheet, str) and sheet:
+        parts.append(f'sheet "{sheet}"')
+    first, last = _number(metadata.get("row_start")), _number(metadata.get("row_end"))
+    if first is not None:
+        parts.append(f"rows {first}-{last}" if last not in (None, first) else f"row {first}")
+    if parts:
+        return " ".join(parts)
+    headings = metadata.get("heading_path")
+    if metadata.get(FORMAT) in _HEADING_CITED and isinstance(headings, list | tuple):
+        names = [str(h) for h in headings if str(h).strip()]
+        if names:
+            return "§ " + " > ".join(names)
+    return ""
+
+
+_HEADING_CITED = frozenset({"docx", "html"})
+
+
+def _number(value: object) -> int | None:
+    # Metadata read back from a store may spell numbers as strings.
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str) and value.isdigit():
+        return int(value)
+    return None
+
+
+def _max_results(value: object) -> int:
+    # The schema says integer, but models often send 3.0; a fractional count is refused.
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValidationError("max_results", "must be an integer")
+    if isinstance(value, float):
+        if not math.isfinite(value) or not value.is_integer():
+            raise ValidationError("max_results", f"must be an integer, got {value}")
+        return int(value)
+    return value
+
+
+def _max_tokens(value: object) -> int:
+    if value is None:
+        return DEFAULT_MAX_TOKENS
+    try:
+        count = _max_results(value)
+    except ValidationError:
+        raise ValidationError("max_tokens", "must be an integer") from None
+    if count < 1:
+        raise ValidationError("max_tokens", f"must be at least 1, got {count}")
+    return count
+
+
+def _query_from_arguments(
+    arguments: object, mode: SearchMode | None, cross_context: bool = False
+) -> SearchQuery:
+    if not isinstance(arguments, Mapping):
+        raise ValidationError("arguments", "must be an object")
+    unknown = sorted(str(k) for k in arguments if k not in _PROPERTIES)
+    if unknown:
+        raise ValidationError(
+            unknown[0], f"is not a known property (allowed: {', '.join(_PROPERTIES)})"
+        )
+    query = arguments.get("query")
+    if not isinstance(query, str) or not query.strip():
+        raise ValidationError("query", "must be a non-blank string")
+    raw_max = arguments.get("max_results")
+    pattern = arguments.get("file_pattern")
+    if pattern is not None and (not isinstance(pattern, str) or not pattern.strip()):
+        raise ValidationError("file_pattern", "must be a non-blank glob string such as '*.md'")
+    raw_origin = arguments.get(SOURCE_TYPE)
+    # The design's source_type is the origin (knowledge.core.origin), never the file format.
+    origin = None if raw_origin is None else parse_origin(raw_origin, SOURCE_TYPE)
+    return SearchQuery(
+        text=query,
+        mode=mode,
+        max_results=DEFAULT_MAX_RESULTS if raw_max is None else _max_results(raw_max),
+        file_patterns=() if pattern is None else (pattern,),
+        metadata={} if origin is None else {ORIGIN: origin},
+        cross_context=cross_context,
+    )
+
+
+class KnowledgeSearchTool:
+    """The ``KnowledgeSearch`` tool: search the agent's knowledge inside its scope."""
+
+    name = TOOL_NAME
+    description = TOOL_DESCRIPTION
+
+    @property
+    def input_schema(self) -> dict[str, Any]:
+        """JSON Schema of the arguments; a fresh dict each time, safe to modify."""
+        return {
+            "type": "object",
+            "properties": {
+                "query": {"type": "string", "description": "The search query"},
+                "max_results": {
+                    "type": "integer",
+                    "description": f"Maximum number of results (default {DEFAULT_MAX_RESULTS})",
+                    "minimum": 1,
+                    "maximum": MAX_MAX_RESULTS,
+                },
+                "file_pattern": {
+                    "type": "string",
+                    "description": "File filter glob (e.g. '*.md')",
+                },
+                SOURCE_TYPE: {
+                    "type": "string",
+                    "enum": list(ORIGINS),
+                    "description": (
+                        "Only documents of this source: upload (files put in the knowledge "
+                        "folder), repo (Git repositories), manual (written notes), shared "
+                        "(the shared library)"
+                    ),
+                },
+                "max_tokens": {
+                    "type": "integer",
+                    "description": (
+                        "Budget for the returned text, in tokens (default "
+                        f"{DEFAULT_MAX_TOKENS}); results beyond it are dropped"
+                    ),
+                    "minimum": 1,
+                },
+            },
+            "required": ["query"],
+            "additionalProperties": False,
+        }
+
+    def run(self, arguments: Mapping[str, Any], context: ToolContext) -> ToolResult:
+        """Refusals -> parameters -> search -> format; never raises."""
+        if context.store is None:
+            return ToolResult.error(NO_STORE_MESSAGE)
+        if context.scope is None:
+            return ToolResult.error(NO_SCOPE_MESSAGE)
+        try:
+            query = _query_from_arguments(arguments, context.mode, context.cross_context)
+            max_tokens = _max_tokens(arguments.get("max_tokens"))
+        except ValidationError as exc:
+            return ToolResult.error(f"Invalid parameter: {exc}", exc)
+        try:
+            results = context.store.search(context.scope, query)
+        except ValidationError as exc:
+            # e.g. the configured mode is one this store cannot answer
+            return ToolResult.error(f"Invalid parameter: {exc}", exc)
+        except KnowledgeError as exc:
+            logger.warning("knowledge search failed for %s: %s", context.scope, exc)
+            return ToolResult.error(f"Failed to search knowledge: {public_message(exc)}", exc)
+        except Exception as exc:
+            logger.exception("knowledge search failed for %s", context.scope)
+            return ToolResult.error(f"Failed to search knowledge: {public_message(exc)}", exc)
+        return ToolResult.success(format_search_results(query.text, results, max_tokens))
+
+    def to_anthropic_tool(self) -> dict[str, Any]:
+        """The tool definition for the Anthropic Messages API (``tools=[...]``)."""
+        return {
+            "name": self.name,
+            "description": self.description,
+            "input_schema": self.input_schema,
+        }
+
+    def to_openai_tool(self) -> dict[str, Any]:
+        """The tool definition for OpenAI function calling (``tools=[...]``)."""
+        return {
+            "type": "function",
+            "function": {
+                "name": self.name,
+                "description": self.description,
+                "parameters": self.input_schema,
+            },
+        }

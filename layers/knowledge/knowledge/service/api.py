@@ -1,0 +1,424 @@
+"""``KnowledgeApi``: every route's behaviour over one store, independent of any HTTP framework.
+
+The routes are declared once in ``knowledge.service.routes`` (method, path, the
+permission a caller needs, the handler); ``kb serve`` (``knowledge.local.server``)
+routes raw requests through ``KnowledgeApi.handle`` and the AWS Lambda functions
+register each route with Powertools and call ``KnowledgeApi.respond``, so both answer
+the same routes with the same bodies. What differs between the two stacks plugs in
+behind the API as collaborators: ``reindex`` (``kb serve`` re-indexes the folder now
+and answers 200 with the result; the search Lambda queues one SQS message for the
+indexer and answers 202), ``writes`` (the folder, or S3 puts), ``status`` (the start-up
+index's progress), ``repos`` (the Git repository service) and ``reranking``.
+
+Requests are checked by ``knowledge.service.validation`` (bodies, path segments, query
+strings) and every error becomes a response in one place,
+``knowledge.service.responses.error_response``. The names of both modules that callers
+use are re-exported here.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any, Protocol
+
+from knowledge.core.errors import (
+    AccessDeniedError,
+    ConfigurationError,
+    NotFoundError,
+    ValidationError,
+)
+from knowledge.core.model import IndexResult, IndexStatus, SearchMode
+from knowledge.core.scope import KnowledgeScope
+from knowledge.ingest.writes import (
+    MAX_DOCUMENT_BYTES,
+    DocumentStorage,
+    accepted_body,
+    check_writable_scope,
+    check_write_path,
+    parse_upload_request,
+    parse_write,
+)
+from knowledge.search.shared import SharedGrants, SharedLibraryStore
+from knowledge.service.responses import ApiResponse, error_response, new_request_id
+from knowledge.service.routes import ROUTES, WRITE_ROUTES, Request, Route, resolve
+from knowledge.service.validation import (
+    AGENT_WIDE_CONTEXT,
+    DOCUMENTS_PARAMETERS,
+    MAX_BODY_BYTES,
+    SEARCH_FIELDS,
+    decode_body,
+    document_path_segment,
+    parse_documents_query,
+    parse_search_request,
+    path_segment,
+    query_from,
+    request_body,
+    search_response_body,
+)
+from knowledge.stores.protocol import KnowledgeStore
+
+if TYPE_CHECKING:  # the stage is built by whoever configures it; no import at cold start
+    from knowledge.ingest.repos.service import RepoService
+    from knowledge.reranking.stage import RerankingStage, RerankReport
+
+__all__ = [
+    "AGENT_WIDE_CONTEXT",
+    "DOCUMENTS_PARAMETERS",
+    "MAX_BODY_BYTES",
+    "MAX_DOCUMENT_BYTES",
+    "ROUTES",
+    "SEARCH_FIELDS",
+    "WRITE_ROUTES",
+    "ApiResponse",
+    "KnowledgeApi",
+    "QueuedReindex",
+    "ReindexScope",
+    "StatusOf",
+    "document_path_segment",
+    "error_response",
+    "new_request_id",
+    "parse_documents_query",
+    "parse_search_request",
+    "path_segment",
+    "repo_route",
+    "request_body",
+    "search_response_body",
+]
+
+
+class QueuedReindex(Protocol):
+    """A reindex accepted for later (the search Lambda's: one message on the indexer's
+    queue); the route answers 202 with ``to_dict()``."""
+
+    def to_dict(self) -> dict[str, Any]: ...
+
+
+ReindexScope = Callable[[KnowledgeScope], IndexResult | QueuedReindex]
+"""Re-indexes one scope from its source (the local folder: an ``IndexResult``, answered
+200), or queues it (the S3 prefix: a ``QueuedReindex``, answered 202)."""
+StatusOf = Callable[[KnowledgeScope, IndexStatus], IndexStatus]
+"""What the status route answers for a scope, given the store's status (``kb serve``
+adds the progress of its start-up index)."""
+
+
+def repo_route(
+    service: RepoService | None,
+    route: str,
+    captured: Mapping[str, str],
+    body: bytes | str | Mapping[str, Any] | None = None,
+    *,
+    request_id: str | None = None,
+) -> ApiResponse:
+    """One repository route (``repo_add``, ``repo_list``, ``repo_get``, ``repo_remove``,
+    ``repo_sync``) over ``service`` (``knowledge.ingest.repos.service``); the local server and
+    the AWS repos function share it. Never raises."""
+    try:
+        scope = KnowledgeScope(
+            path_segment("agent", captured["agent"]), path_segment("context", captured["context"])
+        )
+        if service is None:
+            raise ConfigurationError("repository sources are not configured on this server")
+        name = captured.get("name", "")
+        if route == "repo_add":
+            status, answer = service.add(scope, decode_body(body))
+        elif route == "repo_list":
+            status, answer = service.list(scope)
+        elif route == "repo_get":
+            status, answer = service.get(scope, name)
+        elif route == "repo_remove":
+            status, answer = service.remove(scope, name)
+        else:
+            data = decode_body(body) if body not in (None, b"", "") else {}
+            status, answer = service.sync(scope, name, data)
+        return ApiResponse(status, {"agent": scope.agent, "context": scope.context, **answer})
+    except Exception as exc:
+        return error_response(exc, request_id)
+
+
+class KnowledgeApi:
+    """The routes over one store; the repository routes go to ``repos``
+    (``knowledge.ingest.repos.service``; without it they answer 503, not configured), the write
+    routes to ``writes`` (a ``knowledge.ingest.writes.DocumentStorage``; without it, 403).
+
+    ``reindex`` re-indexes a scope from wherever its documents live; without it the
+    reindex route answers 503 (not configured). ``default_mode`` is the mode used when
+    a request names none (``None``: the store's default). ``status``, if given, turns the
+    store's status of a scope into what the status route answers. ``reranking`` reranks
+    every search's top candidates (``knowledge.reranking``; off when ``None``). Every
+    method returns an ``ApiResponse`` and never raises.
+    """
+
+    def __init__(
+        self,
+        store: KnowledgeStore,
+        *,
+        reindex: ReindexScope | None = None,
+        default_mode: SearchMode | None = None,
+        status: StatusOf | None = None,
+        reranking: RerankingStage | None = None,
+        writes: DocumentStorage | None = None,
+        shared: SharedGrants | None = None,
+        repos: RepoService | None = None,
+    ) -> None:
+        self._repos = repos
+        self._store = store
+        self._writes = writes
+        self._shared = shared or SharedGrants({})
+        self._reindex = reindex
+        self._default_mode = default_mode
+        self._status_of = status
+        self._reranking = reranking
+
+    @property
+    def store(self) -> KnowledgeStore:
+        return self._store
+
+    def search(
+        self,
+        agent: str,
+        context: str | None,
+        body: bytes | str | Mapping[str, Any] | None,
+        *,
+        request_id: str | None = None,
+    ) -> ApiResponse:
+        """Search one scope, or every context of ``agent`` when ``context`` is ``None``.
+
+        ``agent``/``context`` are path segments as sent (``path_segment``)."""
+        try:
+            path_segment("agent", agent)
+            if context is not None:
+                path_segment("context", context)
+            data = decode_body(body)
+            query = query_from(data, self._default_mode)
+            if context is None:
+                if data.get("cross_context") is False:
+                    raise ValidationError(
+                        "cross_context",
+                        "the agent-wide route always searches every context; "
+                        "use /v1/agents/{agent}/contexts/{context}/search for one context",
+                    )
+                query = replace(query, cross_context=True)
+            scope = KnowledgeScope(agent, AGENT_WIDE_CONTEXT if context is None else context)
+            store = self._searched_store(agent, data.get("include_shared"))
+            started = time.perf_counter()
+            report: RerankReport | None = None
+            if self._reranking is None:
+                results = store.search(scope, query)
+            else:
+                results, report = self._reranking.search(store, scope, query)  # type: ignore[arg-type]
+            took_ms = (time.perf_counter() - started) * 1000.0
+            mode = query.mode or self._store.default_mode
+            return ApiResponse(200, search_response_body(query, mode, results, took_ms, report))
+        except Exception as exc:
+            return error_response(exc, request_id)
+
+    def _searched_store(self, agent: str, include: object) -> KnowledgeStore | SharedLibraryStore:
+        """The store, widened to the agent's granted shared libraries (``knowledge.search.shared``)
+        unless ``include_shared`` is false; the grant is configuration, never the request."""
+        if include is not None and not isinstance(include, bool):
+            raise ValidationError("include_shared", "must be true or false")
+        libraries = self._shared.scopes_of(agent)
+        if include is True and not libraries:
+            raise ValidationError("include_shared", f"agent '{agent}' has no shared library")
+        if include is False or not libraries:
+            return self._store
+        return SharedLibraryStore(self._store, libraries)
+
+    def status(self, agent: str, context: str, *, request_id: str | None = None) -> ApiResponse:
+        """Index status of one scope: ``{"agent", "context", **IndexStatus.to_dict()}``."""
+        try:
+            scope = KnowledgeScope(path_segment("agent", agent), path_segment("context", context))
+            status = self._store.status(scope)
+            if self._status_of is not None:
+                status = self._status_of(scope, status)
+            body = {"agent": agent, "context": context, **status.to_dict()}
+            if self._repos is not None:  # each repository's last sync (knowledge.ingest.repos)
+                body["repos"] = self._repos.statuses(scope)
+            return ApiResponse(200, body)
+        except Exception as exc:
+            return error_response(exc, request_id)
+
+    def reindex(self, agent: str, context: str, *, request_id: str | None = None) -> ApiResponse:
+        """Re-index one scope from its source: ``{"agent", "context", **IndexResult.to_dict()}``."""
+        try:
+            scope = KnowledgeScope(path_segment("agent", agent), path_segment("context", context))
+            if self._reindex is None:
+                raise ConfigurationError("re-indexing is not configured on this server")
+            result = self._reindex(scope)
+            if not isinstance(result, IndexResult):  # queued: the indexer does it later
+                return ApiResponse(202, result.to_dict())
+            return ApiResponse(200, {"agent": agent, "context": context, **result.to_dict()})
+        except Exception as exc:
+            return error_response(exc, request_id)
+
+    def documents(
+        self,
+        agent: str,
+        context: str,
+        query_string: str | None = None,
+        *,
+        request_id: str | None = None,
+    ) -> ApiResponse:
+        """One page of the scope's documents: ``{"agent", "context", "documents",
+        "next_cursor"}`` (``knowledge.core.documents``); ``query_string`` as sent."""
+        try:
+            scope = KnowledgeScope(path_segment("agent", agent), path_segment("context", context))
+            limit, cursor = parse_documents_query(query_string)
+            page = self._store.list_documents(scope, limit=limit, cursor=cursor)
+            return ApiResponse(200, {"agent": agent, "context": context, **page.to_dict()})
+        except Exception as exc:
+            return error_response(exc, request_id)
+
+    def document(
+        self, agent: str, context: str, path: str, *, request_id: str | None = None
+    ) -> ApiResponse:
+        """One document of the scope: ``{"agent", "context", **IndexedDocument.to_dict()}``,
+        404 when the scope has no record of it. ``path`` is the URL-encoded segment."""
+        try:
+            scope = KnowledgeScope(path_segment("agent", agent), path_segment("context", context))
+            document_path = document_path_segment(path)
+            found = self._store.get_document(scope, document_path)
+            if found is None:
+                shown = document_path if len(document_path) <= 200 else document_path[:197] + "..."
+                raise NotFoundError(f"no document '{shown}' in {scope}")
+            return ApiResponse(200, {"agent": agent, "context": context, **found.to_dict()})
+        except Exception as exc:
+            return error_response(exc, request_id)
+
+    # -- writes (knowledge.ingest.writes); off (403) unless a storage is given ---------------
+
+    @property
+    def writes_enabled(self) -> bool:
+        return self._writes is not None
+
+    def _write_scope(self, agent: str, context: str) -> tuple[KnowledgeScope, DocumentStorage]:
+        scope = KnowledgeScope(path_segment("agent", agent), path_segment("context", context))
+        check_writable_scope(scope)
+        if self._writes is None:
+            raise AccessDeniedError("operation", "writes are off on this server")
+        return scope, self._writes
+
+    def put_document(
+        self,
+        agent: str,
+        context: str,
+        path: str,
+        body: bytes | str | None,
+        *,
+        content_type: str | None = None,
+        query_string: str | None = None,
+        request_id: str | None = None,
+    ) -> ApiResponse:
+        """Store a document (202 ``knowledge.ingest.writes.accepted_body``); the source's
+        indexing makes it searchable. ``path`` is the URL-encoded segment."""
+        try:
+            scope, storage = self._write_scope(agent, context)
+            data = body.encode("utf-8") if isinstance(body, str) else (body or b"")
+            write = parse_write(
+                scope,
+                document_path_segment(path),
+                data,
+                content_type=content_type,
+                query_string=query_string,
+            )
+            storage.put(scope, write.path, write.data, write.sidecar)
+            return ApiResponse(202, accepted_body(write))
+        except Exception as exc:
+            return error_response(exc, request_id)
+
+    def delete_document(
+        self, agent: str, context: str, path: str, *, request_id: str | None = None
+    ) -> ApiResponse:
+        """Remove a document and its sidecar: 202, or 404 when the storage knows there
+        was none (the folder; S3 deletes are idempotent and always 202)."""
+        try:
+            scope, storage = self._write_scope(agent, context)
+            document_path = document_path_segment(path)
+            check_write_path(document_path)
+            if storage.delete(scope, document_path) is False:
+                raise NotFoundError(f"no document '{document_path[:200]}' in {scope}")
+            return ApiResponse(
+                202, {"agent": agent, "context": context, "path": document_path, "deleted": True}
+            )
+        except Exception as exc:
+            return error_response(exc, request_id)
+
+    def upload(
+        self,
+        agent: str,
+        context: str,
+        body: bytes | str | Mapping[str, Any] | None,
+        *,
+        request_id: str | None = None,
+    ) -> ApiResponse:
+        """A presigned upload of one document (``{"path", "size"?, "expires_in"?}``)."""
+        try:
+            scope, storage = self._write_scope(agent, context)
+            if body is None or (isinstance(body, bytes | str) and not body.strip()):
+                raise ValidationError("body", "a JSON object with a 'path' field is required")
+            path, size, expires = parse_upload_request(decode_body(body))
+            grant = storage.presign_upload(scope, path, size, expires)
+            return ApiResponse(
+                200,
+                {
+                    "agent": agent,
+                    "context": context,
+                    "path": path,
+                    "max_bytes": size,
+                    "expires_in": expires,
+                    "method": "POST",
+                    **grant,
+                },
+            )
+        except Exception as exc:
+            return error_response(exc, request_id)
+
+    def health(self) -> ApiResponse:
+        return ApiResponse(200, {"status": "ok", "store": self._store.name})
+
+    def repos(
+        self,
+        route: str,
+        captured: Mapping[str, str],
+        body: bytes | str | Mapping[str, Any] | None = None,
+        *,
+        request_id: str | None = None,
+    ) -> ApiResponse:
+        """The repository routes (``repo_route``); 503 when not configured."""
+        return repo_route(self._repos, route, captured, body, request_id=request_id)
+
+    def respond(self, route: Route, request: Request) -> ApiResponse:
+        """Answer one request of ``route`` (``knowledge.service.routes``): how the Lambda
+        functions call the API once Powertools has matched the route. Never raises."""
+        try:
+            return route.handler(self, request)
+        except Exception as exc:
+            return error_response(exc, request.request_id)
+
+    def handle(
+        self,
+        method: str,
+        path: str,
+        body: bytes | str | Mapping[str, Any] | None = None,
+        *,
+        request_id: str | None = None,
+        content_type: str | None = None,
+    ) -> ApiResponse:
+        """Route one raw request (``knowledge.service.routes.resolve``). Unknown path ->
+        404; known path, wrong method -> 405.
+
+        ``path`` is the raw request path and may carry a query string; a
+        percent-encoded agent or context segment is a 400 (``path_segment``).
+        ``request_id`` goes into 5xx bodies (a new one when not given).
+        """
+        try:
+            resolved = resolve(method, path)
+            if isinstance(resolved, ApiResponse):
+                return resolved
+            route, captured, query_string = resolved
+            request = Request(captured, body, query_string, content_type, request_id)
+            return self.respond(route, request)
+        except Exception as exc:
+            return error_response(exc, request_id)

@@ -1,0 +1,157 @@
+"""How the embedded store ranks: fusing its two sides, and when a page reads deeper.
+
+``Fusion`` holds the store's fusion settings (``"weighted"`` with its weights, or
+``"rrf"`` with its ``k``; the vector side's relevance floor) and fuses one search's
+candidates (``fusion.keyword_only``, ``vector_only``, ``fuse_weighted``, ``fuse_rrf``).
+``read_deeper`` says when a single-mode page left short by the per-document cap is read
+again at ``DEEPEST``; ``unit_query_vector`` is the query's unit vector, and
+``search_results`` the chosen page as results. Pure functions
+over candidates, no SQL.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from knowledge.core.errors import EmbeddingError
+from knowledge.core.model import MAX_MAX_RESULTS, SearchMode, SearchQuery, SearchResult
+from knowledge.embedding.base import EmbeddingClient
+from knowledge.ranking.fusion import (
+    Fused,
+    above_floor,
+    candidate_count,
+    fuse_rrf,
+    fuse_weighted,
+    hybrid_weights,
+    keyword_only,
+    vector_only,
+)
+
+from .candidates import Candidate
+from .schema import Identity, load_json
+
+__all__ = [
+    "DEEPEST",
+    "Fusion",
+    "document_of",
+    "read_deeper",
+    "search_results",
+    "unit_query_vector",
+]
+
+
+def document_of(key: tuple[str, int, str]) -> tuple[str, str]:
+    """The document of a candidate key ``(path, chunk_index, context)``."""
+    return key[2], key[0]
+
+
+DEEPEST = candidate_count(MAX_MAX_RESULTS)
+"""The candidate depth of a single-mode search's deepest page (``offset + max_results``
+at its maximum)."""
+
+
+def read_deeper(
+    mode: SearchMode,
+    query: SearchQuery,
+    *,
+    limit: int,
+    chosen: int,
+    fused: list[Fused[tuple[str, int, str]]],
+    keyword: list[Candidate],
+    vector: list[Candidate],
+) -> bool:
+    """Whether a single-mode page left short (by the per-document cap) must be read again
+    at ``DEEPEST``: only if the side returned ``limit`` candidates (more exist) and its
+    weakest still counted (above the floor and ``min_score``), so that every page of a
+    query is a slice of the order its deepest page sees. Hybrid has one fixed depth."""
+    side = keyword if mode is SearchMode.KEYWORD else vector
+    return (
+        mode is not SearchMode.HYBRID
+        and chosen < query.max_results
+        and limit < DEEPEST
+        and len(side) == limit
+        and len(fused) == limit
+        and min(item.score for item in fused) + 1e-9 >= query.min_score
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Fusion:
+    """A store's fusion settings (module docstring); ``embedder_name`` picks the default
+    hybrid weights (``fusion.hybrid_weights``) where none are given."""
+
+    method: str
+    rrf_k: int
+    floor: float
+    keyword_weight: float | None
+    vector_weight: float | None
+    embedder_name: str | None
+
+    def fuse(
+        self,
+        mode: SearchMode,
+        keyword: list[Candidate],
+        vector: list[Candidate],
+        *,
+        cjk_query: bool = False,
+    ) -> list[Fused[tuple[str, int, str]]]:
+        if mode is SearchMode.KEYWORD:
+            return keyword_only({c.key: c.score for c in keyword})
+        kept = above_floor({c.key: c.score for c in vector}, self.floor)
+        vector = [c for c in vector if c.key in kept]
+        if mode is SearchMode.VECTOR:
+            return vector_only({c.key: c.score for c in vector})
+        if self.method == "rrf":
+            return fuse_rrf([c.key for c in keyword], [c.key for c in vector], self.rrf_k)
+        return fuse_weighted(
+            {c.key: c.score for c in keyword},
+            {c.key: c.score for c in vector},
+            *hybrid_weights(
+                self.embedder_name,
+                self.keyword_weight,
+                self.vector_weight,
+                cjk_query=cjk_query,
+            ),
+        )
+
+
+def unit_query_vector(
+    embedder: EmbeddingClient, identity: Identity, text: str
+) -> list[float] | None:
+    """The query's unit vector, or ``None`` when it is the zero vector (no signal)."""
+    vector = list(embedder.embed(text).vector)
+    if len(vector) != identity.dimensions:
+        raise EmbeddingError(
+            f"embedder {identity.name} returned {len(vector)} dimensions for the "
+            f"query; it declares {identity.dimensions}"
+        )
+    norm = math.sqrt(math.fsum(x * x for x in vector))
+    if not math.isfinite(norm):
+        raise EmbeddingError(f"embedder {identity.name} returned a non-finite vector")
+    if norm == 0.0:
+        return None
+    return [x / norm for x in vector]
+
+
+def search_results(
+    chosen: list[Fused[tuple[str, int, str]]],
+    rowids: dict[tuple[str, int, str], int],
+    rows: dict[int, tuple[str, int, str, str]],
+) -> list[SearchResult]:
+    """The chosen candidates as results, from their chunk rows (``candidates.chunk_rows``)."""
+    results = []
+    for fused in chosen:
+        path, chunk_index, content, metadata = rows[rowids[fused.key]]
+        results.append(
+            SearchResult(
+                document_path=path,
+                chunk_index=chunk_index,
+                content=content,
+                score=fused.score,
+                keyword_score=fused.keyword_score,
+                vector_score=fused.vector_score,
+                metadata=load_json(metadata),
+            )
+        )
+    return results

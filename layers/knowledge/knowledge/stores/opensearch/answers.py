@@ -1,0 +1,285 @@
+"""Readers of the OpenSearch store's answers: hits, candidates, scope facts, stored documents.
+
+The value types a search answer becomes (``Hit``, ``ScopeStats``, ``StoredDocument``)
+and the pure functions that read them from a response (``parse_*``), plus
+``newest_generations``: only each document's newest generation among the hits, so a
+document being replaced never shows twice. Shared by the read path and the write side
+(which reads records and vectors back); the request bodies are ``queries``'. No I/O.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from knowledge.core.errors import InvalidScopeError
+from knowledge.core.scope import KnowledgeScope
+from knowledge.stores.opensearch.client import error_reason
+from knowledge.stores.opensearch.mapping import (
+    CHUNK_COUNT,
+    CHUNK_INDEX,
+    CONTENT_HASH,
+    DOCUMENT_ID,
+    GENERATION,
+    UNREAD_FILES,
+    VERSION,
+)
+from knowledge.stores.protocol import StoredDocument
+
+__all__ = [
+    "INCOMPLETE_HASH",
+    "Hit",
+    "ScopeStats",
+    "chunk_id_facts",
+    "item_reason",
+    "newest_generations",
+    "parse_candidates",
+    "parse_hits",
+    "parse_scope_stats",
+    "parse_scopes_page",
+    "parse_stored_document",
+    "parse_stored_documents",
+]
+
+
+INCOMPLETE_HASH = ""
+"""``content_hash`` reported for a document whose stored records are not one complete
+write (chunks without the document record, or not as many as it declares): it never
+equals a real hash, so the indexer writes the document again."""
+
+
+@dataclass(slots=True)
+class Hit:
+    """One search hit: its id (unique in the index), raw engine score and stored fields.
+
+    A value: never change one. Not ``frozen`` because a hybrid search parses 200 on the
+    hot path and a frozen dataclass's ``__init__`` costs about five times a plain one's."""
+
+    id: str
+    score: float
+    source: Mapping[str, Any]
+
+
+def parse_hits(response: Mapping[str, Any]) -> list[Hit]:
+    """The hits of a ``_search`` response (or of one ``_msearch`` response), in order;
+    a hit without ``_source`` has its doc values (``fields``, one value each) instead."""
+    hits = response.get("hits", {}).get("hits", [])
+    return [
+        Hit(
+            id=str(h["_id"]),
+            score=float(h.get("_score") or 0.0),
+            source=h["_source"] if "_source" in h else _doc_values(h.get("fields", {})),
+        )
+        for h in hits
+    ]
+
+
+def parse_candidates(response: Mapping[str, Any]) -> list[Hit]:
+    """The hits of a hybrid candidate request (``_candidate_fields``), in order, each with
+    what its ``_id`` says of it (``chunk_id_facts``) and its doc values (which win)."""
+    candidates: list[Hit] = []
+    for h in response.get("hits", {}).get("hits", []):
+        chunk_id = str(h["_id"])
+        facts = chunk_id_facts(chunk_id)
+        if "fields" in h:
+            facts.update(_doc_values(h["fields"]))
+        candidates.append(Hit(chunk_id, float(h.get("_score") or 0.0), facts))
+    return candidates
+
+
+def chunk_id_facts(chunk_id: str) -> dict[str, Any]:
+    """``document_id``, ``generation`` and ``chunk_index`` as a chunk id made by
+    ``generation_chunk_id`` says them (``document_id`` and ``chunk_index`` of a schema-1
+    ``<document>:<index>`` id); nothing for an id of another form (a server-made one)."""
+    parts = chunk_id.split(":")
+    if len(parts) == 3 and parts[0] and parts[1] and parts[2].isdigit():
+        return {DOCUMENT_ID: parts[0], GENERATION: parts[1], CHUNK_INDEX: int(parts[2])}
+    if len(parts) == 2 and parts[0] and parts[1].isdigit():
+        return {DOCUMENT_ID: parts[0], CHUNK_INDEX: int(parts[1])}
+    return {}
+
+
+def _doc_values(fields: Mapping[str, Any]) -> dict[str, Any]:
+    return {
+        name: values[0] for name, values in fields.items() if isinstance(values, list) and values
+    }
+
+
+@dataclass(frozen=True, slots=True)
+class ScopeStats:
+    document_count: int
+    chunk_count: int
+    last_indexed_at: datetime | None
+    embedded_chunks: int = 0
+    reused_chunks: int = 0
+    unread_files: Mapping[str, int] = dataclasses.field(default_factory=dict)
+
+
+def parse_scope_stats(response: Mapping[str, Any]) -> ScopeStats:
+    aggs = response.get("aggregations", {})
+    chunks = int(aggs.get("chunks", {}).get("doc_count") or 0)
+    records = aggs.get("records", {})
+    documents = int(records.get("documents", {}).get("value") or 0)
+    last = records.get("last_indexed", {})
+    last_text = last.get("value_as_string")
+    last_ms = last.get("value")
+    last_at: datetime | None = None
+    if documents and last_text:
+        last_at = datetime.fromisoformat(str(last_text))  # reads "Z" since Python 3.11
+    elif documents and last_ms is not None:
+        last_at = datetime.fromtimestamp(float(last_ms) / 1000.0, tz=UTC)
+    return ScopeStats(
+        document_count=documents,
+        chunk_count=chunks,
+        last_indexed_at=last_at,
+        embedded_chunks=int(records.get("embedded", {}).get("value") or 0),
+        reused_chunks=int(records.get("reused", {}).get("value") or 0),
+        unread_files=_unread_files(aggs.get("unread", {})),
+    )
+
+
+def _unread_files(agg: Mapping[str, Any]) -> dict[str, int]:
+    hits = agg.get("latest", {}).get("hits", {}).get("hits") or []
+    counts = (hits[0].get("_source") or {}).get(UNREAD_FILES) if hits else None
+    if not isinstance(counts, Mapping):
+        return {}
+    return {
+        str(k): int(v) for k, v in counts.items() if isinstance(v, int) and not isinstance(v, bool)
+    }
+
+
+def _stored(path: str, aggs: Mapping[str, Any]) -> StoredDocument | None:
+    record = aggs.get("record", {})
+    chunks = int(aggs.get("chunks", {}).get("doc_count") or 0)
+    top = record.get("latest", {}).get("hits", {}).get("hits", [])
+    if not top and not chunks:
+        return None
+    source: Mapping[str, Any] = top[0].get("_source", {}) if top else {}
+    declared = source.get(CHUNK_COUNT)
+    generations = aggs.get("chunks", {}).get("generations", {}).get("buckets", [])
+    of_record = sum(
+        int(b.get("doc_count") or 0) for b in generations if b.get("key") == source.get(GENERATION)
+    )
+    complete = bool(top) and isinstance(declared, int) and declared == of_record
+    # Chunks without their record, two records, or a count that does not match: a write
+    # that did not finish. Reported with a hash nothing equals, so it is written again.
+    content_hash = str(source.get(CONTENT_HASH) or "") if complete else INCOMPLETE_HASH
+    version = source.get(VERSION)
+    return StoredDocument(
+        path=path,
+        content_hash=content_hash,
+        version=None if version is None else str(version),
+        chunk_count=chunks,
+    )
+
+
+def parse_stored_documents(
+    response: Mapping[str, Any],
+) -> tuple[dict[str, StoredDocument], dict[str, Any] | None]:
+    """The documents of one composite page and the ``after`` key of the next (None: done)."""
+    agg = response.get("aggregations", {}).get("documents", {})
+    buckets = agg.get("buckets", [])
+    documents: dict[str, StoredDocument] = {}
+    for bucket in buckets:
+        path = str(bucket["key"]["path"])
+        stored = _stored(path, bucket)
+        if stored is not None:
+            documents[path] = stored
+    after = agg.get("after_key") if buckets else None
+    return documents, after
+
+
+def parse_scopes_page(
+    response: Mapping[str, Any],
+) -> tuple[list[KnowledgeScope], dict[str, Any] | None]:
+    """The scopes of one composite page and the ``after`` key of the next (None: done).
+    A pair that is not a valid scope (written by something else) is left out."""
+    agg = response.get("aggregations", {}).get("scopes", {})
+    buckets = agg.get("buckets", [])
+    scopes: list[KnowledgeScope] = []
+    for bucket in buckets:
+        key = bucket.get("key") or {}
+        agent, context = key.get("agent"), key.get("context")
+        if not isinstance(agent, str) or not isinstance(context, str):
+            continue  # a missing value is no scope (str(None) would make one: "None")
+        try:
+            scopes.append(KnowledgeScope(agent, context))
+        except InvalidScopeError:
+            continue
+    after = agg.get("after_key") if buckets else None
+    return scopes, after
+
+
+def parse_stored_document(response: Mapping[str, Any], path: str) -> StoredDocument | None:
+    return _stored(path, response.get("aggregations", {}))
+
+
+def newest_generations(hits: Sequence[Hit]) -> list[Hit]:
+    """The hits of each document's newest generation among ``hits``, in order.
+
+    While a document is being replaced (or on Serverless, where an older generation may
+    stay searchable for a refresh interval or two), both versions can match: a search
+    shows one version of a document, never a mix or a duplicate; and one hit per
+    (document, generation, chunk). Hits without a generation (schema 1) are kept."""
+    newest: dict[str, str] = {}
+    keys: list[tuple[object, object, object]] = []
+    dropping = False  # a document with hits of two generations, or a generation alone
+    for hit in hits:
+        source = hit.source
+        document, generation = source.get(DOCUMENT_ID), source.get(GENERATION)
+        keys.append((document, generation, source.get(CHUNK_INDEX)))
+        if not isinstance(generation, str):
+            continue
+        if not isinstance(document, str):
+            dropping = True
+            continue
+        known = newest.get(document)
+        if known is None:
+            newest[document] = generation
+        elif generation != known:
+            dropping = True
+            if generation > known:
+                newest[document] = generation
+    if not dropping and len(set(keys)) == len(keys):
+        return list(hits)  # the usual case: one generation each, no chunk twice
+    kept: list[Hit] = []
+    seen: set[tuple[object, object, object]] = set()
+    for hit, key in zip(hits, keys, strict=True):
+        document, generation, _ = key
+        if not isinstance(generation, str):
+            kept.append(hit)
+            continue
+        if generation != newest.get(str(document)):
+            continue
+        if key not in seen:
+            seen.add(key)  # one hit per chunk (a retried bulk may store one twice)
+            kept.append(hit)
+    return kept
+
+
+def item_reason(info: Mapping[str, Any]) -> str:
+    """One line for a failed bulk item / ``_msearch`` answer / delete-by-query failure."""
+    error = info.get("error", info.get("cause"))
+    chunk = ""
+    doc_id = info.get("_id") or info.get("id")
+    if isinstance(doc_id, str) and doc_id.count(":") >= 1:
+        chunk = f"chunk {doc_id.rsplit(':', 1)[1]}: "
+    if isinstance(error, Mapping):
+        caused = error.get("caused_by")
+        reason = f"{error.get('type', 'error')}: {error.get('reason', '')}"
+        if isinstance(caused, Mapping) and caused.get("reason"):
+            reason += f" ({caused.get('reason')})"
+        roots = error.get("root_cause")
+        root = roots[0] if isinstance(roots, list) and roots else None
+        # "all shards failed" says nothing; the shard's own reason does
+        if isinstance(root, Mapping) and root.get("reason") and root is not error:
+            reason += f" [{root.get('type', 'error')}: {root.get('reason')}]"
+        return chunk + reason[:300]
+    if isinstance(error, BaseException):
+        return chunk + error_reason(error)
+    if error is not None:
+        return chunk + str(error)[:300]
+    return chunk + f"status {info.get('status')}"

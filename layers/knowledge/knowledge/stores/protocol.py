@@ -1,0 +1,237 @@
+"""The ``KnowledgeStore`` protocol: one interface for every index backend.
+
+docs/architecture.md, "One store protocol".
+
+Guarantees every implementation keeps (checked by ``tests/contract``):
+
+- every write is tagged with the scope; every search filters on it (agent and
+  context, or agent only with ``cross_context``); the agent boundary is never crossed;
+- ``score`` in [0, 1], higher is better; results sorted by score, at most
+  ``max_results``, none below ``min_score``; no match is an empty list, not an error;
+- an overwrite replaces all chunks of the document; a delete removes them all;
+- ``search`` is safe to call concurrently with indexing and never sees half a document
+  where the backend can promise it (memory, embedded; the embedded store commits a long
+  write session in batches, so its documents become searchable as they land);
+- ``close()`` is idempotent and never closes injected collaborators.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from types import TracebackType
+from typing import Any, Protocol, runtime_checkable
+
+from knowledge.core.documents import DEFAULT_DOCUMENTS_LIMIT, DocumentPage, IndexedDocument
+from knowledge.core.model import (
+    DocumentChunk,
+    FileProblem,
+    IndexStatus,
+    SearchMode,
+    SearchQuery,
+    SearchResult,
+)
+from knowledge.core.scope import KnowledgeScope
+from knowledge.embedding.base import EmbeddingClient
+
+__all__ = [
+    "DocumentHeader",
+    "EmbeddedChunk",
+    "IndexWriter",
+    "KnowledgeStore",
+    "ScopeSources",
+    "StoredDocument",
+    "WriteSession",
+]
+
+
+# --- The write side every backend provides to the shared indexing pipeline ---------------
+#
+# ``knowledge.ingest.pipeline`` owns extract -> chunk -> embed and the index/reindex/upsert/delete
+# logic once; a backend only stores what it is given. Chunks arrive as a stream so that one
+# very large document never has to sit in memory with all its vectors.
+
+
+@dataclass(frozen=True, slots=True)
+class DocumentHeader:
+    """Document-level facts written with every chunk of the document.
+
+    ``size`` is the source document's size in bytes (``None`` when not known).
+    """
+
+    path: str
+    document_id: str
+    content_hash: str
+    indexed_at: datetime
+    version: str | None = None
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+    size: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class EmbeddedChunk:
+    """A chunk and its vector (``None`` for keyword-only stores).
+
+    ``embedding_key`` (``identity.embedding_key``: the embedded text and the embedder's
+    identity) is stored with the vector, so a later version of the document can reuse
+    the vector of an unchanged chunk (``WriteSession.stored_vectors``). ``reused`` says
+    the vector is such a reused one (not sent to the embedder for this write); the stores
+    keep it, and a scope's status counts both kinds (``IndexStatus.reused_chunks``)."""
+
+    chunk: DocumentChunk
+    vector: Sequence[float] | None = None
+    embedding_key: str | None = None
+    reused: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class StoredDocument:
+    """What a backend remembers of an indexed document, for skip-unchanged and ordering."""
+
+    path: str
+    content_hash: str
+    version: str | None
+    chunk_count: int
+
+
+@runtime_checkable
+class ScopeSources(Protocol):
+    """A local store that remembers where each scope was last indexed from.
+
+    ``kb index DIR`` records ``kb index <DIR>``, ``kb serve ROOT`` records ``kb serve
+    <ROOT>`` for every scope it finds under ROOT. At start-up ``kb serve`` empties a scope
+    it holds no folder for (deleted while nothing watched), but not one recorded as
+    indexed from somewhere else: two commands sharing one index file never undo each
+    other's scopes. ``None``: nothing recorded (a scope written before this was kept).
+    """
+
+    def scope_source(self, scope: KnowledgeScope) -> str | None: ...
+
+    def set_scope_source(self, scope: KnowledgeScope, source: str) -> None: ...
+
+
+@runtime_checkable
+class WriteSession(Protocol):
+    """A batch of writes to one scope; a context manager that commits on success.
+
+    ``put_document`` replaces all chunks of the document (no stale tail).
+    ``failures`` lists per-document write failures (a bulk item error, say);
+    a failed document must not be reported as indexed.
+    """
+
+    def put_document(self, header: DocumentHeader, chunks: Iterable[EmbeddedChunk]) -> int:
+        """Write the document; return the number of chunks written."""
+        ...
+
+    def delete_document(self, path: str) -> bool: ...
+
+    def record_problem(self, path: str, reason: str) -> None:
+        """Remember that the latest attempt to index ``path`` was skipped or failed with
+        ``reason``, replacing an earlier problem of that path. Never removes the previously
+        indexed version of the document. A later successful ``put_document(path)`` or
+        ``delete_document(path)`` clears it; ``status(scope).problems`` lists them, most
+        recent first."""
+        ...
+
+    def record_unread(self, counts: Mapping[str, int]) -> None:
+        """Replace the scope's counts of the files its source holds that no pattern
+        selects, by extension (``IndexStatus.unread_files``; ``model.capped_unread``
+        already applied). Written with the session; a session that does not call it
+        leaves the counts as they were."""
+        ...
+
+    def stored_vectors(self, path: str) -> Mapping[str, Sequence[float]]:
+        """The vectors of the indexed version of ``path`` by their ``embedding_key``, so the
+        pipeline embeds only the chunks whose text (or embedder) changed. Empty when the
+        document is not indexed or the store keeps no vectors (memory). May be a snapshot
+        slightly behind the latest write (OpenSearch reads what is searchable): a key is
+        a content address, so any vector found under it is right for it."""
+        ...
+
+    @property
+    def failures(self) -> Sequence[FileProblem]: ...
+
+    def __enter__(self) -> WriteSession: ...
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None: ...
+
+
+@runtime_checkable
+class IndexWriter(Protocol):
+    """The primitive write API of a backend."""
+
+    @property
+    def embedder(self) -> EmbeddingClient | None:
+        """The embedder whose vectors the store holds (the pipeline embeds with it by
+        default); ``None``: a keyword-only store."""
+        ...
+
+    def stored_documents(self, scope: KnowledgeScope) -> dict[str, StoredDocument]:
+        """Every document of the scope (exact scope, not cross-context), by path."""
+        ...
+
+    def stored_document(self, scope: KnowledgeScope, path: str) -> StoredDocument | None: ...
+
+    def problem_paths(self, scope: KnowledgeScope) -> set[str]:
+        """The paths of the scope with a recorded problem (``WriteSession.record_problem``),
+        indexed or not: what an index clears for the files its source no longer lists."""
+        ...
+
+    def write_session(self, scope: KnowledgeScope, *, replace_scope: bool = False) -> WriteSession:
+        """Open a write batch; ``replace_scope`` first drops everything in the scope."""
+        ...
+
+
+@runtime_checkable
+class KnowledgeStore(IndexWriter, Protocol):
+    """A backend: the read side (search, status, documents) and the ``IndexWriter`` the
+    indexing pipeline (``knowledge.ingest.pipeline``) writes through. A store never
+    indexes by itself: ``index_source(store, scope, source)`` and its siblings do."""
+
+    @property
+    def name(self) -> str:
+        """Short backend name for messages and logs (``memory``, ``embedded``, ``opensearch``)."""
+        ...
+
+    @property
+    def supported_modes(self) -> frozenset[SearchMode]: ...
+
+    @property
+    def default_mode(self) -> SearchMode: ...
+
+    def search(self, scope: KnowledgeScope, query: SearchQuery) -> list[SearchResult]: ...
+
+    def status(self, scope: KnowledgeScope) -> IndexStatus: ...
+
+    def list_scopes(self) -> list[KnowledgeScope]:
+        """Every scope holding at least one indexed document or problem, sorted (by agent,
+        then context). Lets a caller reconcile the index with the source (``kb serve``
+        empties the scopes whose folders vanished)."""
+        ...
+
+    def list_documents(
+        self,
+        scope: KnowledgeScope,
+        *,
+        limit: int = DEFAULT_DOCUMENTS_LIMIT,
+        cursor: str | None = None,
+    ) -> DocumentPage:
+        """One page of exactly this scope's documents (indexed, with a problem, or both),
+        in path order, from the per-document records (``knowledge.core.documents``).
+        ``limit`` in [1, MAX_DOCUMENTS_LIMIT]; ``cursor`` is a page's ``next_cursor``.
+        Raises ``ValidationError`` (``limit``/``cursor``) for a bad limit or a cursor
+        that is not one of this scope's."""
+        ...
+
+    def get_document(self, scope: KnowledgeScope, path: str) -> IndexedDocument | None:
+        """The record of one document of exactly this scope; ``None`` when it has
+        neither an indexed version nor a problem."""
+        ...
+
+    def close(self) -> None: ...

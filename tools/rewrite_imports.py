@@ -1,0 +1,188 @@
+"""Rewrite the layer's old module paths (before the sub-package layout) to the new ones.
+
+The ``knowledge`` package moved from 34 top-level modules to sub-packages that say the data
+flow (docs/architecture.md, "The package"). This script rewrites every reference to an old
+path in the repository's text files: dotted module paths (``knowledge.indexing`` ->
+``knowledge.ingest.pipeline``), file paths (``knowledge/indexing.py``) and the
+``from knowledge import text`` form. It is idempotent: a new path never contains an old one.
+
+    python tools/rewrite_imports.py            # rewrite in place, print the files changed
+    python tools/rewrite_imports.py --check    # exit 1 if any file still names an old path
+    python tools/rewrite_imports.py --move     # git mv the old modules first (done once)
+
+Branches written against the old layout run it after merging main.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = ROOT / "layers" / "knowledge" / "knowledge"
+
+#: old module (below ``knowledge.``) -> new module. Packages move with everything below.
+MOVES: dict[str, str] = {
+    # core: value types, contracts and the small I/O helpers every layer uses
+    "errors": "core.errors",
+    "scope": "core.scope",
+    "identity": "core.identity",
+    "model": "core.model",
+    "origin": "core.origin",
+    "documents": "core.documents",
+    "source": "core.source",
+    "search_filter": "core.filter_language",
+    "filters": "core.path_filters",
+    "deadline": "core.deadline",
+    "retry_after": "core.retry_after",
+    "loopback": "core.loopback",
+    "aws_clients": "core.aws_clients",
+    "secrets": "core.secrets",
+    # ranking: how text becomes terms and scores become one list (pure, shared by stores)
+    "text": "ranking.analysis",
+    "headings": "ranking.headings",
+    "fusion": "ranking.fusion",
+    # ingest: from a source to a store
+    "chunking": "ingest.chunking",
+    "indexing": "ingest.pipeline",
+    "lookahead": "ingest.lookahead",
+    "writes": "ingest.writes",
+    "sources": "ingest.sources",
+    "repos": "ingest.repos",
+    "repos.cli": "local.repo_cli",  # ``kb repo``: a command, so beside ``kb``
+    "ingest.repos.cli": "local.repo_cli",
+    # stores
+    "store": "stores.protocol",
+    "stores.opensearch.config": "stores.opensearch.settings",
+    # search: what an agent reads
+    "results": "search.results",
+    "tool": "search.tool",
+    "shared": "search.shared",
+    # service: the HTTP API, framework-free, served by both front ends
+    "api": "service.api",
+    # aws: the Lambda glue
+    "access": "aws.access",
+    "lambda_config": "aws.settings",
+    "time_budget": "aws.invocation_time",
+    "sqs_batch": "aws.sqs_batch",
+    "reindex_queue": "aws.reindex_queue",
+    "events": "aws.events",
+    "event_indexing": "aws.event_indexing",
+    "writes_s3": "aws.writes",
+    # local: kb, its server, watcher and MCP server
+    "cli": "local.cli",
+    "mcp_server": "local.mcp_server",
+}
+
+SUFFIXES = {".py", ".pyi", ".md", ".toml", ".yaml", ".yml", ".txt", ".cfg", ".ini", ".json"}
+NAMES = {"Makefile", "run"}
+SKIP_DIRS = {"results", ".git", ".venv", ".venv-sam", ".venv-bench", "node_modules", "__pycache__", ".aws-sam"}
+SKIP_FILES = {Path(__file__).resolve()}
+
+_ID = r"[A-Za-z0-9_]"
+
+
+def _dotted(old: str) -> re.Pattern[str]:
+    return re.compile(rf"(?<![A-Za-z0-9_.])knowledge\.{re.escape(old)}(?!{_ID})")
+
+
+def _path(old: str) -> re.Pattern[str]:
+    tail = old.replace(".", "/")
+    return re.compile(rf"(?<!{_ID})knowledge/{re.escape(tail)}(?=\.py\b|/)")
+
+
+# Longest first, so ``stores.opensearch.config`` is rewritten before anything shorter.
+_ORDER = sorted(MOVES, key=len, reverse=True)
+_DOTTED = [(_dotted(old), "knowledge." + MOVES[old]) for old in _ORDER]
+_PATHS = [(_path(old), "knowledge/" + MOVES[old].replace(".", "/")) for old in _ORDER]
+# ``from knowledge import text`` / ``from knowledge.stores.opensearch import config``
+_FROM = re.compile(
+    r"^(?P<indent>[ \t]*)from knowledge(?P<parent>(?:\.[A-Za-z_]+)*) import "
+    r"(?P<name>[A-Za-z_]+)(?P<alias> as [A-Za-z_]+)?(?P<rest>[ \t]*(?:#.*)?)$",
+    re.MULTILINE,
+)
+
+
+def _from_form(match: re.Match[str]) -> str:
+    parent = match["parent"].lstrip(".")
+    old = f"{parent}.{match['name']}" if parent else match["name"]
+    new = MOVES.get(old)
+    if new is None:
+        return match[0]
+    new_parent, _, leaf = new.rpartition(".")
+    alias = match["alias"] or (f" as {match['name']}" if leaf != match["name"] else "")
+    return f"{match['indent']}from knowledge.{new_parent} import {leaf}{alias}{match['rest']}"
+
+
+def rewrite(text: str) -> str:
+    text = _FROM.sub(_from_form, text)
+    for pattern, new in _DOTTED:
+        text = pattern.sub(new, text)
+    for pattern, new in _PATHS:
+        text = pattern.sub(new, text)
+    return text
+
+
+def _files() -> list[Path]:
+    listed = subprocess.run(
+        ["git", "ls-files", "-co", "--exclude-standard"],
+        cwd=ROOT,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.split("\n")
+    found = []
+    for name in listed:
+        if not name:
+            continue
+        path = ROOT / name
+        if any(part in SKIP_DIRS for part in path.parts) or path.resolve() in SKIP_FILES:
+            continue
+        if (path.suffix in SUFFIXES or path.name in NAMES) and path.is_file():
+            found.append(path)
+    return found
+
+
+def move() -> None:
+    """``git mv`` every old module to its new place, creating the sub-packages."""
+    for old in _ORDER:
+        source = PACKAGE / (old.replace(".", "/") + ".py")
+        if not source.exists():
+            source = PACKAGE / old.replace(".", "/")
+        if not source.exists():
+            continue
+        target = PACKAGE / MOVES[old].replace(".", "/")
+        if source.suffix == ".py":
+            target = target.with_suffix(".py")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        subprocess.run(["git", "mv", str(source), str(target)], cwd=ROOT, check=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--check", action="store_true", help="only report old paths")
+    parser.add_argument("--move", action="store_true", help="git mv the old modules first")
+    args = parser.parse_args(argv)
+    if args.move:
+        move()
+    stale = []
+    for path in _files():
+        try:
+            text = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError:
+            continue
+        new = rewrite(text)
+        if new != text:
+            stale.append(path)
+            if not args.check:
+                path.write_text(new, encoding="utf-8")
+    for path in stale:
+        print(path.relative_to(ROOT))
+    return 1 if args.check and stale else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
