@@ -1,7 +1,7 @@
 """Vector recall@10 by scope size in one big shared index, and the levers against it.
 
 The issue's shape: a 53,000-chunk scope in a 253,000-chunk shared index. One index on
-the real node is written by the product (``OpenSearchKnowledgeStore.index``, hashing
+the real node is written by the product (``index_source`` into ``OpenSearchKnowledgeStore``, hashing
 embedder, the synthetic corpus of ``bench/scale.py``) with **probed scopes** of the sizes
 ``--sizes`` (default 1k, 2.5k, 4k, 5k, 8k, 15k, 50k chunks) and log-normal **filler**
 scopes up to ``--chunks`` in all. The probed scopes grow in five steps between the
@@ -56,6 +56,7 @@ from bench.scale import (
     timed_ms,
 )
 from knowledge.embedding.hashing import HashingEmbedder
+from knowledge.ingest.pipeline import index_source
 from knowledge.ranking.fusion import candidate_count
 from knowledge.stores.opensearch import (
     OpenSearchConfig,
@@ -255,7 +256,8 @@ def main(args: argparse.Namespace) -> None:
             for fraction in GROW:
                 while placed < round(fraction * len(fillers)):
                     scope_id = first_filler + placed
-                    outcome = store.index(
+                    outcome = index_source(
+                        store,
                         scope_of(scope_id),
                         CorpusSource(corpus, scope_id, fillers[placed]),
                         OPTIONS,
@@ -263,7 +265,8 @@ def main(args: argparse.Namespace) -> None:
                     written += outcome.indexed_chunks
                     placed += 1
                 for scope_id, documents in enumerate(probed_docs):
-                    outcome = store.index(
+                    outcome = index_source(
+                        store,
                         scope_of(scope_id),
                         CorpusSource(corpus, scope_id, max(1, round(fraction * documents))),
                         OPTIONS,
