@@ -27,6 +27,7 @@ COMMANDS = {
     "embedding-pool": "concurrent embedding vs sequential against a fake remote embedder",
     "filters": "embedded store: search filter SQL over one scope, next to no filter",
     "scale": "OpenSearch store: one index growing 25x over 1,000 scopes (HNSW, recall, bytes)",
+    "scope-recall": "vector recall@10 by scope size in a 253k-chunk index; ef_search, own index",
     "bm25": "man-pages keyword MRR@10 under other BM25 k1/b on the real node (a probe)",
     "korean-analysis": "Korean keyword analysis speed: MeCab-ko morphemes vs Hangul bigrams",
     "korean-cost": "node index bytes per chunk and keyword p50 on the Korean sets (and FAQ en)",
@@ -58,6 +59,7 @@ MODULES = {
     "repo-sync": "repo_sync",
     "shared-library": "shared_library",
     "ranking-cost": "ranking_cost",
+    "scope-recall": "scope_recall",
 }
 
 

@@ -1075,7 +1075,7 @@ def main(args: argparse.Namespace) -> None:
     from bench.report_embedding import embedding_pool_section  # likewise
 
     embedding_pool_section(report)
-    from bench.report_perf import ef_search_section, quota_section  # likewise
+    from bench.report_perf import quota_section  # likewise
 
     quota_section(report)
 
@@ -1085,7 +1085,9 @@ def main(args: argparse.Namespace) -> None:
     from bench.report_scale import scale_section
 
     scale_section(report)
-    ef_search_section(report)
+    from bench.report_scope_recall import scope_recall_section
+
+    scope_recall_section(report)
     from bench.report_repos import repos_section
 
     repos_section(report)

@@ -1,8 +1,9 @@
-"""``ef_search`` by the size of the scope searched (``stores.opensearch.scope_size``), on
-the real node, seen at the wire: a proxy (``faults.FaultProxy``) records what the store
-sends. A small scope is searched as before (the configured 200); a scope of more than
-``LARGE_SCOPE_CHUNKS`` chunks gets a candidate list that grows with it, from a count of
-its chunks read once (and kept) from the index."""
+"""How a vector search walks a scope, by the scope's size (``stores.opensearch.scope_size``),
+on the real node, seen at the wire: a proxy (``faults.FaultProxy``) records what the store
+sends. A small scope is searched as before (the knn query with the configured 200); a
+scope of more than ``LARGE_SCOPE_CHUNKS`` chunks is scored exactly (``script_score``),
+from a count of its chunks read once (and kept) from the index. The rule's values:
+tests/unit/test_opensearch_scope_size.py."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ from knowledge.ingest.pipeline import index_source
 from knowledge.ingest.sources.local import LocalDirectorySource
 from knowledge.stores.opensearch import OpenSearchKnowledgeStore, RetryPolicy
 from knowledge.stores.opensearch.mapping import AGENT, CONTEXT, RECORD, RECORD_CHUNK
-from knowledge.stores.opensearch.scope_size import LARGE_SCOPE_CHUNKS, ef_search_for
+from knowledge.stores.opensearch.scope_size import LARGE_SCOPE_CHUNKS, exact_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.opensearch]
 
@@ -37,15 +38,18 @@ def proxy(opensearch_url: str) -> Iterator[FaultProxy]:
         yield running
 
 
-def _ef_sent(proxy: FaultProxy) -> list[int]:
-    """``method_parameters.ef_search`` of every knn query sent."""
-    found: list[int] = []
+def _vector_queries(proxy: FaultProxy) -> list[str]:
+    """Each vector query sent: ``knn <ef_search>`` or ``exact``."""
+    found: list[str] = []
 
     def walk(value: Any) -> None:
         if isinstance(value, dict):
             if "knn" in value and isinstance(value["knn"], dict):
                 for clause in value["knn"].values():
-                    found.append(clause.get("method_parameters", {}).get("ef_search", 0))
+                    ef = clause.get("method_parameters", {}).get("ef_search", 0)
+                    found.append(f"knn {ef}")
+            if value.get("script", {}).get("source") == "knn_score":
+                found.append("exact")
             for item in value.values():
                 walk(item)
         elif isinstance(value, list):
@@ -75,7 +79,7 @@ def _bulk_chunks(node: NodeIndex, scope: KnowledgeScope, count: int) -> None:
         assert json.loads(response.read())["errors"] is False
 
 
-def test_big_scopes_get_a_longer_candidate_list(
+def test_bigger_scopes_are_scored_exactly(
     node: NodeIndex, proxy: FaultProxy, tmp_path: Any
 ) -> None:
     for name in ("a.md", "b.md"):
@@ -105,28 +109,25 @@ def test_big_scopes_get_a_longer_candidate_list(
             chunks[scope] = counted["count"]
         assert chunks[SMALL] == 2
         assert chunks[BIG] == big + 2
+        assert exact_for(big + 2)
+        assert not exact_for(2)
         for mode in (SearchMode.VECTOR, SearchMode.HYBRID):
             for scope in (SMALL, BIG):
                 proxy.search_bodies.clear()
                 hits = store.search(scope, SearchQuery(text="rollback steps", mode=mode))
+                # The node answered the exact body: the same two chunks (the bare ones
+                # have no vector), with the knn query's scores.
                 assert {hit.document_path for hit in hits} == {"a.md", "b.md"}
-                expected = 200 if scope == SMALL else ef_search_for(200, big + 2)
-                assert _ef_sent(proxy) == [expected], (mode, scope)
-        assert ef_search_for(200, big + 2) == 401  # a fifteenth of 6,002 chunks
+                expected = "knn 200" if scope == SMALL else "exact"
+                assert _vector_queries(proxy) == [expected], (mode, scope)
         # Each scope's size was read once, then kept (four searches, two counts).
         counts = [path for _, path in proxy.requests if "filter_path=hits.total" in path]
         assert len(counts) == 2, counts
+        # Same scores either way: the exact body scores as the knn query does.
+        small = store.search(SMALL, SearchQuery(text="rollback steps", mode=SearchMode.VECTOR))
+        big_hits = store.search(BIG, SearchQuery(text="rollback steps", mode=SearchMode.VECTOR))
+        assert sorted((h.document_path, round(h.score, 6)) for h in small) == sorted(
+            (h.document_path, round(h.score, 6)) for h in big_hits
+        )
     finally:
         store.close()
-
-
-def test_the_rule() -> None:
-    assert ef_search_for(200, None) == 200  # not known: as configured
-    assert ef_search_for(200, LARGE_SCOPE_CHUNKS) == 200  # small scopes unchanged
-    assert ef_search_for(0, 10**6) == 0  # 0: none sent, whatever the scope
-    assert ef_search_for(200, 50_000) > ef_search_for(200, 20_000) > 200
-    # A fifteenth of the scope's chunks (REPORT 9.2: a tenth cost 2.5x the p50 of 200).
-    assert ef_search_for(200, 30_000) == 2_000
-    assert ef_search_for(200, 5_001) == 334
-    assert ef_search_for(200, 30_000, chunks_per_ef=20) == 1_500
-    assert ef_search_for(200, 10**9) == 10_000

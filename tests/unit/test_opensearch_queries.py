@@ -339,6 +339,31 @@ def test_vector_search_sends_ef_search_as_a_method_parameter() -> None:
     assert "method_parameters" not in plain
 
 
+def test_an_exact_vector_search_scores_every_chunk_of_the_scope() -> None:
+    filters = query_filters(SCOPE)
+    body = vector_search_body([1, 0.5], filters, 40, ef_search=400, exact=True)
+    assert body["size"] == 40
+    assert body["_source"] == SOURCE
+    assert body["query"] == {
+        "script_score": {
+            "query": {"bool": {"filter": [*filters, {"exists": {"field": "embedding"}}]}},
+            "script": {
+                "source": "knn_score",
+                "lang": "knn",
+                "params": {
+                    "field": "embedding",
+                    "query_value": [1.0, 0.5],
+                    "space_type": "cosinesimil",
+                },
+            },
+        }
+    }
+    # As candidates (hybrid), the same fields as the knn query's: only the query differs.
+    exact = vector_search_body([1, 0.5], filters, 40, exact=True, candidates=True)
+    walked = vector_search_body([1, 0.5], filters, 40, candidates=True)
+    assert {**exact, "query": None} == {**walked, "query": None}
+
+
 def test_hybrid_sends_both_searches_in_one_msearch() -> None:
     filters = query_filters(SCOPE)
     keyword = keyword_search_body("q", filters, 20)

@@ -159,9 +159,14 @@ def vector_search_body(
     candidate_path: bool = False,
     candidate_facts: bool = True,
     named: Mapping[str, Mapping[str, Any]] | None = None,
+    exact: bool = False,
 ) -> dict[str, Any]:
     """k-NN on ``embedding`` with the filters *inside* the knn clause (efficient filtering);
     each hit with its result fields, or a candidate as ``keyword_search_body`` says.
+
+    ``exact``: every chunk the filters leave is scored instead (``script_score`` with the
+    k-NN plugin's ``knn_score``, the same cosine score as the knn query), no graph walk:
+    the true top ``k`` (``scope_size.exact_for`` says when).
 
     ``ef_search`` > 0 is sent as ``method_parameters.ef_search`` (k-NN 2.16+): the size
     of the candidate list the HNSW walk keeps. Without it the lucene engine walks with
@@ -169,13 +174,32 @@ def vector_search_body(
     fewer documents than the walk would visit makes the engine score that subset
     exactly (lucene and faiss both), so a small scope gets exact results either way.
     """
-    clause: dict[str, Any] = {
-        "vector": [float(x) for x in vector],
-        "k": k,
-        "filter": {"bool": {"filter": list(filters)}},
-    }
-    if ef_search > 0:
-        clause["method_parameters"] = {"ef_search": ef_search}
+    values = [float(x) for x in vector]
+    query: dict[str, Any]
+    if exact:
+        query = {
+            "script_score": {
+                "query": {"bool": {"filter": [*filters, {"exists": {"field": EMBEDDING}}]}},
+                "script": {
+                    "source": "knn_score",
+                    "lang": "knn",
+                    "params": {
+                        "field": EMBEDDING,
+                        "query_value": values,
+                        "space_type": "cosinesimil",
+                    },
+                },
+            }
+        }
+    else:
+        clause: dict[str, Any] = {
+            "vector": values,
+            "k": k,
+            "filter": {"bool": {"filter": list(filters)}},
+        }
+        if ef_search > 0:
+            clause["method_parameters"] = {"ef_search": ef_search}
+        query = {"knn": {EMBEDDING: clause}}
     return {
         "size": k,
         "track_total_hits": False,
@@ -184,7 +208,7 @@ def vector_search_body(
             if candidates
             else {"_source": _source()}
         ),
-        "query": with_named({"knn": {EMBEDDING: clause}}, named),
+        "query": with_named(query, named),
     }
 
 

@@ -1,20 +1,28 @@
-"""``ef_search`` chosen by the size of the scope searched.
+"""How a vector search walks a scope, chosen by the scope's size.
 
 A vector search filters the shared index to one scope while it walks the HNSW graph
-(``queries.vector_search_body``). A small scope is found whole (the engine searches its
-few vectors exactly, recall 1.00); a big one (tens of thousands of chunks among
-hundreds of thousands) is walked with a candidate list of ``ef_search``, and a fixed 200
-misses a fifth of its nearest neighbours (bench/REPORT.md, section 9). The lucene engine
-walks at most as many vectors as the filter lets through before it searches them exactly,
-so a candidate list that grows with the scope buys recall where it is missing and costs
-nothing where it is not.
+(``queries.vector_search_body``). The lucene engine scores a filtered subset exactly
+when the walk would visit more vectors than the filter lets through, so a scope that is
+a small part of its index is found whole (recall 1.00). A scope that is a large part of
+its index (a big scope among others, or any scope of more than a couple of thousand
+chunks in an index of its own, ``IndexPerAgent``) is walked, and the walk misses
+neighbours: bench/REPORT.md section 9.2 measured recall@10 0.77 for a 56,000-chunk scope
+of a 260,000-chunk index at ``ef_search`` 200, 0.935 for a 4,800-chunk scope in an index
+of its own; a longer walk costs more than scoring the scope (``ef_search`` 1,200 reached
+0.957 at 2.6x the p50 of 200, while exact scoring took 1.2x and finds the true top 10).
 
-``ef_search_for(configured, chunks)``: the configured ``ef_search`` (``OPENSEARCH_EF_SEARCH``,
-200) up to ``LARGE_SCOPE_CHUNKS`` chunks, above that ``chunks / CHUNKS_PER_EF`` (a
-fifteenth), at most ``MAX_EF_SEARCH``; ``0`` (send none) stays ``0``. The chunk count comes from the
-index itself (``scope_chunks_body``: a count of the scope's chunk documents, no hits),
-read once per scope and kept ``SCOPE_SIZE_TTL_S`` seconds (``ScopeSizes``), so a search
-costs one more round trip only when its scope's count is not known or has aged.
+So, from the scope's chunk count (``scope_chunks_body``: a count of the scope's chunk
+documents, read once per scope and kept ``SCOPE_SIZE_TTL_S`` seconds, ``ScopeSizes``):
+
+- up to ``LARGE_SCOPE_CHUNKS`` (2,000) chunks: the knn query with the configured
+  ``ef_search`` (``OPENSEARCH_EF_SEARCH``, 200), as before;
+- more, up to ``EXACT_MAX_CHUNKS`` (60,000): every chunk of the scope scored exactly
+  (``exact_for``: ``script_score`` with ``knn_score``, the knn query's own score), except
+  on Serverless, where the knn query is kept (exact scoring there is not verified);
+- more (or on Serverless): the knn query with ``ef_search`` = max(configured, chunks /
+  ``CHUNKS_PER_EF``), at most ``MAX_EF_SEARCH`` (``ef_search_for``).
+
+``ef_search`` 0 (send none) keeps the knn query and sends no count, whatever the scope.
 """
 
 from __future__ import annotations
@@ -34,22 +42,33 @@ SizeKey = tuple[str, KnowledgeScope, bool, tuple[KnowledgeScope, ...]]
 
 __all__ = [
     "CHUNKS_PER_EF",
+    "EXACT_MAX_CHUNKS",
     "LARGE_SCOPE_CHUNKS",
     "MAX_EF_SEARCH",
     "SCOPE_SIZE_TTL_S",
     "ScopeSizes",
     "ef_search_for",
+    "exact_for",
     "parse_chunk_total",
     "scope_chunks_body",
 ]
 
-LARGE_SCOPE_CHUNKS = 5_000
-"""Up to this many chunks a scope is searched with the configured ``ef_search``."""
+LARGE_SCOPE_CHUNKS = 2_000
+"""Up to this many chunks a scope is walked with the configured ``ef_search`` (REPORT 9.2:
+recall@10 0.98 or more at 200 up to 2,550 chunks even as the whole index; 0.935 at 4,775
+chunks in an index of its own; the run before measured 0.927 at 4,809 chunks as a fifth
+of its index)."""
 
-CHUNKS_PER_EF = 15
-"""A larger scope is walked with ``ef_search`` = its chunks / this (bench/REPORT.md section
-9.2: a fifteenth kept recall@10 at 0.95 or more at under twice the p50 of ``ef_search``
-200; a tenth cost 2.5x the p50 for a few thousandths more recall)."""
+EXACT_MAX_CHUNKS = 60_000
+"""Up to this many chunks a larger scope is scored exactly (REPORT 9.2: 56,061 chunks of
+256 dimensions in 1.2x the p50 of the knn query at ``ef_search`` 200; exact scoring's
+cost grows with the scope's chunks and the vectors' dimensions)."""
+
+CHUNKS_PER_EF = 12
+"""Above ``EXACT_MAX_CHUNKS`` (or on Serverless, above ``LARGE_SCOPE_CHUNKS``) a scope is
+walked with ``ef_search`` = its chunks / this (REPORT 9.2: a twelfth, 400 at 4,775
+chunks in an index of its own, gave 0.972; 0.997 or more from 7,800 to 56,000 chunks in
+the shared index; at 56,000 chunks it costs 2.7x the p50 of 200)."""
 
 MAX_EF_SEARCH = 10_000
 """The k-NN plugin's own bound of ``ef_search``."""
@@ -59,13 +78,32 @@ SCOPE_SIZE_TTL_S = 300.0
 
 
 def ef_search_for(
-    configured: int, chunks: int | None, *, chunks_per_ef: float = CHUNKS_PER_EF
+    configured: int,
+    chunks: int | None,
+    *,
+    chunks_per_ef: float = CHUNKS_PER_EF,
+    large_scope_chunks: int = LARGE_SCOPE_CHUNKS,
 ) -> int:
     """The ``ef_search`` to send for a scope of ``chunks`` chunks (module docstring);
-    ``chunks_per_ef`` other than the product's only for benchmarks (bench/scale.py)."""
-    if configured <= 0 or chunks is None or chunks <= LARGE_SCOPE_CHUNKS:
+    ``chunks_per_ef`` and ``large_scope_chunks`` other than the product's only for
+    benchmarks (bench/scope_recall.py)."""
+    if configured <= 0 or chunks is None or chunks <= large_scope_chunks:
         return configured
     return min(MAX_EF_SEARCH, max(configured, math.ceil(chunks / chunks_per_ef)))
+
+
+def exact_for(
+    chunks: int | None,
+    *,
+    serverless: bool = False,
+    large_scope_chunks: int = LARGE_SCOPE_CHUNKS,
+    exact_max_chunks: int = EXACT_MAX_CHUNKS,
+) -> bool:
+    """True when a scope of ``chunks`` chunks is scored exactly rather than walked (module
+    docstring); the bounds other than the product's only for benchmarks."""
+    if serverless or chunks is None:
+        return False
+    return large_scope_chunks < chunks <= exact_max_chunks
 
 
 def scope_chunks_body(

@@ -84,6 +84,7 @@ from knowledge.stores.opensearch.mapping import (
 )
 from knowledge.stores.opensearch.scope_size import (
     ef_search_for,
+    exact_for,
     parse_chunk_total,
     scope_chunks_body,
 )
@@ -242,10 +243,13 @@ def search(
             trace=trace,
         )
 
-    # A big scope is walked with a longer candidate list (scope_size.ef_search_for).
-    ef_search = config.ef_search
+    # A mid-size scope is scored exactly, a big one walked with a longer candidate list
+    # (scope_size.exact_for, ef_search_for).
+    ef_search, exact = config.ef_search, False
     if vector is not None and ef_search > 0:
-        ef_search = ef_search_for(ef_search, _scope_chunks(connection, index, scope, query, action))
+        chunks = _scope_chunks(connection, index, scope, query, action)
+        exact = exact_for(chunks, serverless=config.serverless)
+        ef_search = ef_search_for(ef_search, chunks)
     # Vector candidates below it are none (fusion.above_floor): the embedder's floor.
     floor = 0.0 if embedder is None else relevance_floor(embedder.name)
     needed = query.offset + query.max_results
@@ -274,7 +278,7 @@ def search(
             else:
                 assert vector is not None
                 body = queries.vector_search_body(
-                    vector, filters, size, ef_search=ef_search, **lean
+                    vector, filters, size, ef_search=ef_search, exact=exact, **lean
                 )
             if lean:
                 trim = queries.CANDIDATES_FILTER_PATH
@@ -328,6 +332,7 @@ def search(
                 candidate_path=with_path,
                 candidate_facts=facts,
                 named=named,
+                exact=exact,
             )
             keyword_response, vector_response = _search_both(
                 connection, index, action, keyword_body, vector_body
