@@ -112,7 +112,7 @@ def test_the_shared_weight_ranks_the_library_below_the_teams_own(
     api = KnowledgeApi(store, shared=grants, weights=RankWeights(lesson=1.0, extra_lessons=0))
     _, plain = post(api, max_results=10)
     library = next(r for r in plain["results"] if r["document_path"] == "playbook.md")
-    assert library["score"] == 1.0  # the library's own search scores its best 1.0
+    assert library["score"] == 1.0  # the best of the one query (scope and library)
     _, weighted = post(api, max_results=10, origin_weights={"shared": 0.3})
     scores = {r["document_path"]: r["score"] for r in weighted["results"]}
     assert scores["playbook.md"] == pytest.approx(0.3)
@@ -149,15 +149,39 @@ def test_explain_returns_a_trace_that_recomputes_every_score(
     store: MemoryKnowledgeStore,
 ) -> None:
     api = KnowledgeApi(store, shared=SharedGrants.parse("ops-bot=playbooks"))
-    status, body = post(api, explain=True, origin_weights={"shared": 0.5}, max_results=3)
+    status, body = post(api, explain=True, origin_weights={"shared": 0.5}, max_results=10)
     assert status == 200
     trace = body["explain"]
-    assert [s["scope"] for s in trace["searches"]] == ["ops-bot/runbooks", "_shared/playbooks"]
+    # The library is searched in the same store query: one search, weighted once.
+    assert [s["scope"] for s in trace["searches"]] == ["ops-bot/runbooks"]
+    assert trace["searches"][0]["libraries"] == ["_shared/playbooks"]
     assert trace["searches"][0]["query"]["terms"] == ["disk", "full"]
-    assert trace["searches"][1]["weights"]["origins"]["shared"] == 0.5
+    assert trace["searches"][0]["weights"]["origins"]["shared"] == 0.5
+    library = [r for r in body["results"] if r["metadata"].get("shared_library")]
+    assert library
+    assert all(trace["results"][body["results"].index(r)]["origin_weight"] == 0.5 for r in library)
     json.dumps(trace)  # plain JSON
     assert len(trace["results"]) == len(body["results"])
     for index, result in enumerate(body["results"]):
         assert explain.recompute(result, trace, index) == pytest.approx(result["score"], abs=2e-6)
     _, plain = post(api)
     assert "explain" not in plain
+
+
+def test_the_context_route_ranks_with_the_weights_and_takes_no_explain(
+    store: MemoryKnowledgeStore,
+) -> None:
+    api = KnowledgeApi(store, weights=RankWeights({"manual": 5.0}, lesson=1.0, extra_lessons=0))
+    route = "/v1/agents/ops-bot/contexts/runbooks/context"
+    answer = api.handle("POST", route, json.dumps({"query": "disk full"}))
+    assert answer.status == 200
+    # The deployment's weights: the manual note first, as the search ranks it.
+    assert answer.body["passages"][0]["document_path"] == "note.md"
+    _, searched = post(api)
+    assert paths(searched)[0] == "note.md"
+    body = {"query": "disk full", "origin_weights": {"manual": 0.1}}
+    answer = api.handle("POST", route, json.dumps(body))
+    assert answer.body["passages"][0]["document_path"] != "note.md"
+    refused = api.handle("POST", route, json.dumps({"query": "disk full", "explain": True}))
+    assert refused.status == 400
+    assert "explain" in json.dumps(refused.body)

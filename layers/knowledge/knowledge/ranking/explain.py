@@ -9,7 +9,8 @@ result its own explanation (``SearchResult.explanation``: its raw side scores an
 normalised scores, fused score, origin and lesson weights). A reranking stage adds its
 moves (``record_rerank``), a token budget what it dropped (``record_budget``). A
 search with the shared library is one store query (``knowledge.core.scope_set``): one
-search record, its library hits weighted and normalised with the rest.
+search record naming the ``libraries``, its library hits weighted and normalised with
+the rest.
 
 **The numbers recompute every score** (``recompute``; ``tests/contract`` does it on
 every store and mode): with ``e`` a result's explanation and ``s`` its search,
@@ -161,6 +162,7 @@ def record_search(
     returned: int,
     extras: int,
     group_by: str | None = None,
+    libraries: Sequence[str] = (),
 ) -> Callable[[K, bool], dict[str, Any]]:
     """Record one store search in the request's ``Explanation`` and return the function
     that explains one of its results (``explain(key, extra)``). ``keyword``/``vector`` are
@@ -209,6 +211,7 @@ def record_search(
             "search": number,
             "store": store,
             "scope": scope,
+            "libraries": list(libraries),
             "mode": mode,
             "query": {"text": text, "terms": keyword_terms(text), "analysis": ANALYSIS},
             "keyword": kw_record,
@@ -397,8 +400,11 @@ def format_trace(trace: Mapping[str, Any], results: Sequence[Mapping[str, Any]])
     lines: list[str] = []
     for search in trace["searches"]:
         query = search["query"]
+        libraries = search.get("libraries") or ()
+        shared = f" + {', '.join(libraries)}" if libraries else ""
         lines.append(
-            f"search {search['search']}: {search['store']} {search['scope']} ({search['mode']})"
+            f"search {search['search']}: {search['store']} {search['scope']}{shared}"
+            f" ({search['mode']})"
         )
         lines.append(f"  terms: {', '.join(query['terms']) or '(none)'}  [{query['analysis']}]")
         for name in ("keyword", "vector"):

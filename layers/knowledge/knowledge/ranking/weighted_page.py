@@ -101,6 +101,7 @@ def weighted_page(
             max_chunks_per_document=1 if grouped else query.max_chunks_per_document,
             document_of=document_of,
             group_by=query.group_by,
+            libraries=[library.key for library in query.shared_libraries],
             offset=query.offset,
             max_results=query.max_results,
             returned=len(page),
