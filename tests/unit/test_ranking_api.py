@@ -185,3 +185,15 @@ def test_the_context_route_ranks_with_the_weights_and_takes_no_explain(
     refused = api.handle("POST", route, json.dumps({"query": "disk full", "explain": True}))
     assert refused.status == 400
     assert "explain" in json.dumps(refused.body)
+
+
+def test_a_page_of_documents_gets_no_lesson_extras(store: MemoryKnowledgeStore) -> None:
+    api = KnowledgeApi(store, weights=RankWeights(lesson=1.0, extra_lessons=2))
+    _, full = post(api, max_results=10, group_by="document")
+    assert "lesson.md" in paths(full)[1:]
+    _, page = post(api, max_results=1, group_by="document", explain=True)
+    assert paths(page) == paths(full)[:1]
+    assert "extra" not in page["results"][0]
+    assert page["results"][0]["matching_chunks"] >= 1
+    assert page["explain"]["searches"][0]["page"]["group_by"] == "document"
+    assert page["explain"]["searches"][0]["page"]["extra_lessons"] == 0

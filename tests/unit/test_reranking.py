@@ -339,6 +339,9 @@ def test_a_lesson_card_past_a_reranked_page_is_appended(store: MemoryKnowledgeSt
 
     with fake_rerank_server(ARN, score_of=score) as fake:
         body = search(api_with(fake, store), mode="keyword", max_results=2)
+        grouped = search(api_with(fake, store), mode="keyword", max_results=2, group_by="document")
     results = body["results"]
     assert [r["document_path"] for r in results] == ["c.md", "b.md", "z-lesson.md"]
     assert [r.get("extra", False) for r in results] == [False, False, True]
+    # A page of documents gets no extras (ranking.weighted_page), reranked or not.
+    assert [r["document_path"] for r in grouped["results"]] == ["c.md", "b.md"]

@@ -20,16 +20,18 @@ even when they fall just outside the top results. Here:
 
 **Where they apply** (``weigh``): in every store, on every mode, to the store's score of
 each candidate after each side was normalised and fused (``knowledge.ranking.fusion``), before
-``min_score``, the per-document cap and the page cut (``fusion.select``), and so before a
+``min_score``, the per-document cap and the page cut (``grouping.select_page``, in
+``weighted_page``), and so before a
 reranker and any token budget. ``score = fused * origin weight * lesson weight /
 divisor``.
 
 **Scores stay in [0, 1]**: the ``divisor`` is 1.0 unless some weighted score exceeds 1
 (a weight above 1 on a candidate near the top); then it is that highest weighted score,
 so every score of the search is divided by it, the best is 1.0 and the order is the
-weighted one. Weights below 1 are never scaled back up: a search of the shared library
-alone with ``shared`` at 0.5 scores at most 0.5, which is what lets a merged answer
-(``knowledge.search.shared``) rank a team's own documents above the library's.
+weighted one. Weights below 1 are never scaled back up. The shared library's hits are
+candidates of the same store query as the agent's own (``knowledge.core.scope_set``),
+so ``shared`` at 0.5 halves their scores inside that one ranking, before the page is
+cut, with one divisor for the whole search.
 """
 
 from __future__ import annotations
@@ -259,9 +261,9 @@ def lesson_extras(
 def pick_extra_lessons(
     page: Sequence[SearchResult], rest: Sequence[SearchResult], weights: RankWeights | None
 ) -> list[SearchResult]:
-    """For a first page assembled from longer lists (a reranking stage, the shared
-    library's merge): the first ``extra_lessons`` lesson results of ``rest`` (best first)
-    that are not on ``page``, marked ``extra``."""
+    """For a first page assembled from a longer list (a reranking stage): the first
+    ``extra_lessons`` lesson results of ``rest`` (best first) that are not on ``page``,
+    marked ``extra``."""
     limit = (weights or NEUTRAL).extra_lessons
     shown = {(r.document_path, r.chunk_index, r.metadata.get("source_key")) for r in page}
     picked: list[SearchResult] = []

@@ -141,7 +141,8 @@ class RerankingStage:
             ranked = explain_moves(candidates, ranked, report.to_dict())
         kept = [r for r in ranked if r.score >= query.min_score]
         page = kept[query.offset : needed]
-        if query.offset == 0:  # lesson cards past the page (knowledge.ranking.origin_weights)
+        # Lesson cards past a first chunk-level page (ranking.origin_weights, weighted_page).
+        if query.offset == 0 and query.group_by is None:
             rest = [*kept[needed:], *(r for r in found if r.extra and r.score >= query.min_score)]
             page += pick_extra_lessons(page, rest, query.weights)
         return page, report
