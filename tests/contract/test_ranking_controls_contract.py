@@ -164,3 +164,31 @@ def test_the_trace_recomputes_every_score(indexed: KnowledgeStore, mode: SearchM
         assert search["page"]["returned"] + search["page"]["extra_lessons"] == len(results)
     # Nothing recorded outside explaining(), and no explanation on the results.
     assert all(r.explanation is None for r in run(indexed, mode))
+
+
+def test_weights_rank_a_page_of_documents_without_extras(
+    indexed: KnowledgeStore, mode: SearchMode
+) -> None:
+    weights = RankWeights({"manual": 0.5}, lesson=1.4, extra_lessons=2)
+    plain = scores(run(indexed, mode, weights=NO_LESSONS, group_by="document"))
+    chunks = run(indexed, mode, weights=weights)
+    with explain.explaining() as trace:
+        grouped = run(indexed, mode, weights=weights, group_by="document")
+    # Each document by its best weighted chunk, as the chunk-level search scores it.
+    best: dict[str, float] = {}
+    for result in chunks:
+        best.setdefault(result.document_path, result.score)
+    assert scores(grouped) == pytest.approx(best)
+    assert scores(grouped)["notes/walrus.txt"] < plain["notes/walrus.txt"]
+    assert not any(r.extra for r in grouped)
+    assert all(r.matching_chunks for r in grouped)
+    body = trace.to_dict(grouped)
+    assert body["searches"][0]["page"]["group_by"] == "document"
+    for index, result in enumerate(grouped):
+        recomputed = explain.recompute(result.to_dict(), body, index)
+        assert math.isclose(recomputed, result.score, abs_tol=1e-9), (index, body)
+    # A page of one: the lesson is not appended.
+    page = indexed.search(
+        SCOPE, SearchQuery("walrus", mode=mode, max_results=1, weights=weights, group_by="document")
+    )
+    assert len(page) == 1
