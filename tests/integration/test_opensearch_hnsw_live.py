@@ -123,8 +123,28 @@ def test_vector_queries_carry_ef_search_and_the_node_accepts_it(
     sent = b"\n".join(proxy.search_bodies).decode()
     knn = [json.loads(line) for line in sent.splitlines() if '"knn"' in line]
     assert len(knn) == 1
-    clause = knn[0]["query"]["knn"]["embedding"]
+    # The knn clause may sit inside a bool (hybrid's named origin/lesson clauses wrap it).
+    clause = _knn_clause(knn[0]["query"])["embedding"]
     assert clause["method_parameters"] == {"ef_search": 77}
+
+
+def _knn_clause(query: Any) -> dict[str, Any]:
+    """The one ``knn`` clause of a query body, wherever it is nested."""
+    found: list[dict[str, Any]] = []
+
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            if "knn" in node:
+                found.append(node["knn"])
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+
+    walk(query)
+    assert len(found) == 1, query
+    return found[0]
 
 
 @pytest.mark.parametrize("ef_search", [0, 100])
