@@ -22,12 +22,10 @@ Built corpora are cached under ``bench/data/gnome-apps-help-ko/``.
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
-from bench.environment import DATA_DIR, log
-from bench.gimp_help import write_title_queries
-from bench.gnome_help import MIN_TEXT_CHARS, page_text
+from bench.environment import DATA_DIR
+from bench.gnome_help import write_help_pages
 from bench.manpages import Corpus, read_corpus
 
 __all__ = ["HELP_ROOT", "PACKAGES", "build", "load_gnome_apps_help"]
@@ -56,22 +54,7 @@ def build(target: Path, help_root: Path = HELP_ROOT) -> int:
     )
     if not files:
         raise SystemExit(f"no GNOME applications' help under {help_root}: run bench/setup.sh")
-    partial = target.with_name(target.name + ".partial")
-    shutil.rmtree(partial, ignore_errors=True)
-    pages: list[tuple[str, str, str]] = []
-    for path in files:
-        title, text = page_text(path.read_text(encoding="utf-8"))
-        if len(text) < MIN_TEXT_CHARS:
-            continue
-        relative = f"{path.parent.name}/{path.stem}.md"
-        doc = partial / "docs" / relative
-        doc.parent.mkdir(parents=True, exist_ok=True)
-        doc.write_text(text + "\n", encoding="utf-8")
-        pages.append((relative, title, text))
-    queries = write_title_queries(partial, pages)
-    partial.rename(target)
-    log(f"built {NAME}: {queries} queries over {len(pages)} pages")
-    return queries
+    return write_help_pages(target, files, NAME)
 
 
 def load_gnome_apps_help() -> Corpus:

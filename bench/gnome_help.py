@@ -97,6 +97,13 @@ def _build(target: Path) -> None:
     files = sorted(path for guide in GUIDES for path in (HELP_ROOT / guide).glob("*.page"))
     if not files:
         raise SystemExit(f"gnome-user-docs is not unpacked under {HELP_ROOT}: run bench/setup.sh")
+    write_help_pages(target, files, NAME)
+
+
+def write_help_pages(target: Path, files: list[Path], name: str) -> int:
+    """Write the Mallard ``files`` long enough to be pages as ``target/docs/<guide>/<page>.md``
+    (through ``<target>.partial``, renamed when done) with their title queries; the count of
+    queries. Shared by the GNOME help sets."""
     partial = target.with_name(target.name + ".partial")
     shutil.rmtree(partial, ignore_errors=True)
     pages: list[tuple[str, str, str]] = []
@@ -111,7 +118,8 @@ def _build(target: Path) -> None:
         pages.append((relative, title, text))
     queries = write_title_queries(partial, pages)
     partial.rename(target)
-    log(f"built {NAME}: {queries} queries over {len(pages)} pages")
+    log(f"built {name}: {queries} queries over {len(pages)} pages")
+    return queries
 
 
 def load_gnome_help() -> Corpus:
