@@ -3,16 +3,12 @@ stdio from a real ``kb mcp`` subprocess."""
 
 from __future__ import annotations
 
-import os
-import sys
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-import anyio
 import pytest
 from mcp import ClientSession, MCPError
-from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp_stdio import run_session
 
 from knowledge.local.cli import main as kb
 from knowledge.search.prompt_context import PREAMBLE
@@ -43,25 +39,6 @@ def db(tmp_path_factory: pytest.TempPathFactory) -> Path:
         argv = ["index", str(folder), "--agent", agent, "--context", context, "--db", str(path)]
         assert kb([*argv, "--embedder", "hashing"]) == 0
     return path
-
-
-def run_session(db: Path, extra: list[str], body: Callable[[ClientSession], Awaitable[Any]]) -> Any:
-    params = StdioServerParameters(
-        command=sys.executable,
-        args=["-m", "knowledge.local.cli", "mcp", "--db", str(db), "--embedder", "hashing", *extra],
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-    )
-
-    async def go() -> Any:
-        with anyio.fail_after(60):
-            async with (
-                stdio_client(params) as (read, write),
-                ClientSession(read, write) as session,
-            ):
-                await session.initialize()
-                return await body(session)
-
-    return anyio.run(go)
 
 
 def test_the_prompt_is_listed_and_answers_cited_passages_within_the_budget(db: Path) -> None:

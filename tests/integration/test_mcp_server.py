@@ -3,19 +3,16 @@
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import sys
-from collections.abc import Awaitable, Callable
 from contextlib import closing
 from pathlib import Path
 from typing import Any
 
-import anyio
 import pytest
 from mcp import ClientSession
-from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp_stdio import run_session
 
 from knowledge.core.scope import KnowledgeScope
 from knowledge.local.cli import main as kb
@@ -44,25 +41,6 @@ def db(tmp_path: Path) -> Path:
         argv = ["index", str(folder), "--agent", agent, "--context", context, "--db", str(path)]
         assert kb([*argv, "--embedder", "hashing"]) == 0
     return path
-
-
-def run_session(db: Path, extra: list[str], body: Callable[[ClientSession], Awaitable[Any]]) -> Any:
-    params = StdioServerParameters(
-        command=sys.executable,
-        args=["-m", "knowledge.local.cli", "mcp", "--db", str(db), "--embedder", "hashing", *extra],
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-    )
-
-    async def go() -> Any:
-        with anyio.fail_after(60):
-            async with (
-                stdio_client(params) as (read, write),
-                ClientSession(read, write) as session,
-            ):
-                await session.initialize()
-                return await body(session)
-
-    return anyio.run(go)
 
 
 def text_of(result: Any) -> str:
