@@ -16,6 +16,7 @@ from contextlib import closing
 
 import pytest
 from selenium import webdriver
+from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
@@ -107,7 +108,9 @@ def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WebDriver]:
 
 
 def wait(driver: WebDriver, seconds: float = 30.0) -> WebDriverWait[WebDriver]:
-    return WebDriverWait(driver, seconds)
+    # A condition that reads the result list while the page renders it again finds an
+    # element already replaced: that is "not yet", so the wait polls again.
+    return WebDriverWait(driver, seconds, ignored_exceptions=(StaleElementReferenceException,))
 
 
 def result_paths(driver: WebDriver) -> list[str]:
