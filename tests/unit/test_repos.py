@@ -52,6 +52,9 @@ def test_file_url_per_host_style(url: str, expected: str | None) -> None:
         ({"name": "r", "url": "https://h/o/r.git", "credential": "ghp_rawtoken"}, "credential"),
         ({"name": "r", "url": "https://h/o/r.git", "credential": "file:relative"}, "credential"),
         ({"name": "r", "url": "https://h/o/r.git", "token": "x"}, "token"),
+        # A token over plain http:// would cross the network in clear.
+        ({"name": "r", "url": "http://git.example.com/o/r", "credential": "env:T"}, "credential"),
+        ({"name": "r", "url": "http://10.0.0.5:8080/o/r", "credential": "env:T"}, "credential"),
     ],
 )
 def test_bad_registrations_name_the_field(body: dict[str, object], field: str) -> None:
@@ -103,3 +106,51 @@ def test_known_hosts_may_be_left_to_the_secret_only_with_a_secret_arn() -> None:
     with pytest.raises(ValidationError) as refused:
         RepoRegistration.from_request({"name": "r", "url": url, "credential": "file:/k"})
     assert refused.value.field == "known_hosts"
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://127.0.0.1:8080/o/r.git",
+        "http://localhost/o/r.git",
+        "http://[::1]:9418/o/r.git",
+        "https://git.example.com/o/r.git",
+    ],
+)
+def test_a_credential_goes_over_tls_or_stays_on_the_machine(url: str) -> None:
+    registration = RepoRegistration.from_request({"name": "r", "url": url, "credential": "env:T"})
+    assert registration.credential == "env:T"
+
+
+def test_a_credential_on_plain_http_is_refused_with_a_message_saying_why() -> None:
+    with pytest.raises(ValidationError) as caught:
+        RepoRegistration.from_request(
+            {"name": "r", "url": "http://git.example.com/o/r.git", "credential": "env:T"}
+        )
+    assert "https://" in caught.value.message
+    assert "clear" in caught.value.message
+    # Without a credential plain http:// stays accepted (a public mirror).
+    assert RepoRegistration.from_request({"name": "r", "url": "http://git.example.com/o/r.git"})
+
+
+def test_a_stored_registration_never_sends_its_token_over_plain_http(
+    tmp_path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A registration kept from before http:// with a credential was refused: its sync
+    fails on the credential before any connection, and the token is never sent."""
+    from knowledge.core.scope import KnowledgeScope
+    from knowledge.ingest.repos.state import RepoRegistry
+    from knowledge.ingest.repos.storage import FolderStorage
+    from knowledge.ingest.repos.sync import sync_repository
+
+    scope = KnowledgeScope("a", "c")
+    registry = RepoRegistry(FolderStorage(tmp_path))
+    stored = RepoRegistration.from_stored(
+        {"name": "r", "url": "http://git.invalid/o/r.git", "credential": "env:KB_T"}
+    )
+    registry.add(scope, stored)
+    monkeypatch.setenv("KB_T", "tok")
+    report = sync_repository(registry, scope, stored)
+    assert report.error is not None
+    assert report.error["kind"] == "credential"
+    assert "https://" in report.error["message"]

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 from knowledge.core.model import FileProblem
 from knowledge.ingest.repos.errors import RepoSyncError
 from knowledge.ingest.repos.network import CONNECT_TIMEOUT, READ_TIMEOUT
-from knowledge.ingest.repos.registration import RepoRegistration, SyncBounds
+from knowledge.ingest.repos.registration import RepoRegistration, SyncBounds, sends_in_clear
 
 if TYPE_CHECKING:
     from knowledge.ingest.repos.network import HostPolicy
@@ -91,6 +91,12 @@ def _client(
         retries=False,
     )
     if secret is not None:
+        if sends_in_clear(registration.url):  # registered before http:// was refused
+            raise RepoSyncError(
+                "credential",
+                "a credential is sent only over https:// or ssh://, not over this http:// "
+                "URL (register the repository's https:// URL)",
+            )
         kwargs["username"] = registration.username or DEFAULT_HTTPS_USER
         kwargs["password"] = secret.decode("utf-8").strip()
     client, path = get_transport_and_path_from_url(registration.url, **kwargs)

@@ -11,6 +11,8 @@
 - ``paths``: optional folder prefixes; only files under one of them are synced;
 - ``credential``: a *reference*, never the secret: ``env:NAME`` or ``file:/abs/path``
   locally, a Secrets Manager ARN on AWS (``credential_kinds`` says which are accepted);
+  refused with an ``http://`` URL unless its host is loopback (``sends_in_clear``): the
+  token would cross the network in clear;
 - ``username``: the HTTPS user sent with a token (default ``x-access-token``, which
   GitHub accepts; GitLab takes ``oauth2``, Bitbucket ``x-token-auth``);
 - ``known_hosts``: OpenSSH ``known_hosts`` lines, required for ``ssh://`` (host keys are
@@ -20,6 +22,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
@@ -34,6 +37,7 @@ __all__ = [
     "CREDENTIAL_FILE",
     "RepoRegistration",
     "SyncBounds",
+    "sends_in_clear",
     "validate_repo_name",
 ]
 
@@ -89,6 +93,22 @@ def _url(value: str) -> str:
     except ValueError as exc:
         raise ValidationError("url", "has an invalid port") from exc
     return value
+
+
+def _is_loopback(host: str) -> bool:
+    if host.lower() in ("localhost", "localhost."):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def sends_in_clear(url: str) -> bool:
+    """Whether a credential sent to ``url`` would travel in clear: ``http://`` to a host
+    other than loopback (a loopback server never puts it on a network; tests use one)."""
+    parts = urlsplit(url)
+    return parts.scheme == "http" and not _is_loopback(parts.hostname or "")
 
 
 def _branch(value: str) -> str:
@@ -182,6 +202,12 @@ class RepoRegistration:
         if known_hosts is not None and len(known_hosts) > MAX_KNOWN_HOSTS:
             raise ValidationError("known_hosts", f"must be at most {MAX_KNOWN_HOSTS} characters")
         credential = _credential(_text(data, "credential"), credential_kinds)
+        if credential is not None and sends_in_clear(url):
+            raise ValidationError(
+                "credential",
+                "is sent only over https:// or ssh://: this http:// URL would send it in "
+                "clear (use the repository's https:// URL)",
+            )
         in_secret = credential is not None and credential.startswith(CREDENTIAL_ARN + ":")
         if url.startswith("ssh://") and known_hosts is None and not in_secret:
             raise ValidationError(
