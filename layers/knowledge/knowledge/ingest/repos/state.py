@@ -6,6 +6,11 @@ Both are JSON under ``REGISTRY_PREFIX`` of the storage (``.kb@repos/<agent>/<con
 ``RepoState.files`` is the manifest: repository path -> ``[blob id, commit]``, the blob
 mirrored and the commit it was written at (its sidecar's ``url`` and ``commit``): an
 unchanged blob keeps both, so an unchanged file is never rewritten nor re-indexed.
+``large_blobs``: the blobs over the file bound at that sync (an incremental fetch does
+not send them again, and they are still problems, not files to fetch in full).
+
+``<name>.trees`` holds the trees of the synced commit (``knowledge.ingest.repos.trees``),
+from which the next sync fetches incrementally.
 """
 
 from __future__ import annotations
@@ -20,11 +25,13 @@ from knowledge.core.scope import KnowledgeScope
 from knowledge.ingest.repos import MIRROR_FOLDER, REGISTRY_PREFIX
 from knowledge.ingest.repos.registration import RepoRegistration
 from knowledge.ingest.repos.storage import ObjectStorage
+from knowledge.ingest.repos.trees import TreeCache
 
 __all__ = ["MAX_REPOS_PER_SCOPE", "RepoRegistry", "RepoState", "mirror_prefix"]
 
 MAX_REPOS_PER_SCOPE = 50
 _STATE = ".state.json"
+_TREES = ".trees"
 
 
 def mirror_prefix(scope: KnowledgeScope, name: str) -> str:
@@ -41,6 +48,7 @@ class RepoState:
     problems: list[dict[str, str]] = field(default_factory=list)
     unread_files: dict[str, int] = field(default_factory=dict)
     files: dict[str, list[str]] = field(default_factory=dict)
+    large_blobs: list[str] = field(default_factory=list)
 
     @classmethod
     def from_json(cls, data: bytes | None) -> RepoState:
@@ -108,6 +116,16 @@ class RepoRegistry:
     def save_state(self, scope: KnowledgeScope, name: str, state: RepoState) -> None:
         self.storage.put(self._key(scope, name, _STATE), state.to_json())
 
+    def trees(self, scope: KnowledgeScope, name: str) -> TreeCache | None:
+        """The trees of the last synced commit, or ``None`` (none kept, or unreadable)."""
+        return TreeCache.from_bytes(self.storage.get(self._key(scope, name, _TREES)))
+
+    def save_trees(self, scope: KnowledgeScope, name: str, trees: TreeCache) -> None:
+        self.storage.put(self._key(scope, name, _TREES), trees.to_bytes())
+
+    def drop_trees(self, scope: KnowledgeScope, name: str) -> None:
+        self.storage.delete(self._key(scope, name, _TREES))
+
     def remove(self, scope: KnowledgeScope, name: str) -> int:
         """Unregister ``name`` and delete its mirrored files; returns how many were deleted.
         The mirror goes first, the registration last: an interrupted remove can be redone."""
@@ -116,6 +134,7 @@ class RepoRegistry:
         for key in list(self.storage.keys(mirror_prefix(scope, name))):
             self.storage.delete(key)
             deleted += 1
+        self.storage.delete(self._key(scope, name, _TREES))
         self.storage.delete(self._key(scope, name, _STATE))
         self.storage.delete(self._key(scope, name))
         return deleted
