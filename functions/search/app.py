@@ -130,8 +130,23 @@ def knowledge_api() -> KnowledgeApi:
             writes=writes,
             # Which agents search which shared libraries: configuration only (template).
             shared=SharedGrants.parse(os.environ.get("KB_SHARED_GRANTS", "")),
+            repo_statuses=repo_statuses(),
         )
     return container.api
+
+
+def repo_statuses() -> Callable[[KnowledgeScope], list[dict[str, Any]]] | None:
+    """The status route's ``repos``: each repository's last sync, read from the sync
+    summaries the repos function writes under ``.kb@repos/`` (the only keys of the bucket
+    this function may read: template.yaml); ``None`` without a documents bucket."""
+    bucket = settings().documents_bucket
+    if not bucket:
+        return None
+    import boto3
+
+    from knowledge.ingest.repos.aws import repo_statuses as statuses_in
+
+    return statuses_in(boto3.client("s3"), bucket)
 
 
 def reindex_queue() -> ReindexQueue:

@@ -1,7 +1,10 @@
 """What the product remembers of a repository: its registration and its sync state.
 
 Both are JSON under ``REGISTRY_PREFIX`` of the storage (``.kb@repos/<agent>/<context>/
-<name>.json`` and ``<name>.state.json``), never under a scope's documents.
+<name>.json`` and ``<name>.state.json``), never under a scope's documents. Beside the
+state, ``<name>.status.json`` is its summary (``RepoState.public``: no manifest), which
+the scope's status reads (``statuses``; on AWS the search function may read only the
+summaries, not the registrations nor the kept trees).
 
 ``RepoState.files`` is the manifest: repository path -> ``[blob id, commit]``, the blob
 mirrored and the commit it was written at (its sidecar's ``url`` and ``commit``): an
@@ -27,11 +30,26 @@ from knowledge.ingest.repos.registration import RepoRegistration
 from knowledge.ingest.repos.storage import ObjectStorage
 from knowledge.ingest.repos.trees import TreeCache
 
-__all__ = ["MAX_REPOS_PER_SCOPE", "RepoRegistry", "RepoState", "mirror_prefix"]
+__all__ = [
+    "MAX_REPOS_PER_SCOPE",
+    "RepoRegistry",
+    "RepoState",
+    "mirror_prefix",
+    "registration_name",
+]
 
 MAX_REPOS_PER_SCOPE = 50
 _STATE = ".state.json"
+_STATUS = ".status.json"
 _TREES = ".trees"
+
+
+def registration_name(filename: str) -> str | None:
+    """The repository a key's last segment registers (``<name>.json``), or ``None`` for
+    a state, a summary, kept trees or anything else."""
+    if not filename.endswith(".json") or filename.endswith((_STATE, _STATUS)):
+        return None
+    return filename[: -len(".json")]
 
 
 def mirror_prefix(scope: KnowledgeScope, name: str) -> str:
@@ -83,10 +101,11 @@ class RepoRegistry:
 
     def names(self, scope: KnowledgeScope) -> list[str]:
         prefix = f"{REGISTRY_PREFIX}{scope.key}/"
+        found = (key[len(prefix) :] for key in self.storage.keys(prefix))
         return sorted(
-            key[len(prefix) : -len(".json")]
-            for key in self.storage.keys(prefix)
-            if key.endswith(".json") and not key.endswith(_STATE) and "/" not in key[len(prefix) :]
+            name
+            for name in (registration_name(f) for f in found if "/" not in f)
+            if name is not None
         )
 
     def add(self, scope: KnowledgeScope, registration: RepoRegistration) -> bool:
@@ -115,6 +134,21 @@ class RepoRegistry:
 
     def save_state(self, scope: KnowledgeScope, name: str, state: RepoState) -> None:
         self.storage.put(self._key(scope, name, _STATE), state.to_json())
+        summary = json.dumps(state.public(), sort_keys=True).encode("utf-8")
+        self.storage.put(self._key(scope, name, _STATUS), summary)
+
+    def summary(self, scope: KnowledgeScope, name: str) -> dict[str, Any]:
+        """The last sync of ``name`` (``RepoState.public``), from its summary (from the
+        state for one synced before summaries were written)."""
+        data = self.storage.get(self._key(scope, name, _STATUS))
+        if data is None:
+            return self.state(scope, name).public()
+        summary: dict[str, Any] = json.loads(data)
+        return summary
+
+    def statuses(self, scope: KnowledgeScope) -> list[dict[str, Any]]:
+        """Each registered repository's last sync, for the scope's status."""
+        return [{"name": name, **self.summary(scope, name)} for name in self.names(scope)]
 
     def trees(self, scope: KnowledgeScope, name: str) -> TreeCache | None:
         """The trees of the last synced commit, or ``None`` (none kept, or unreadable)."""
@@ -135,6 +169,7 @@ class RepoRegistry:
             self.storage.delete(key)
             deleted += 1
         self.storage.delete(self._key(scope, name, _TREES))
+        self.storage.delete(self._key(scope, name, _STATUS))
         self.storage.delete(self._key(scope, name, _STATE))
         self.storage.delete(self._key(scope, name))
         return deleted
