@@ -120,7 +120,13 @@ def _plan(
             f"the branch holds {len(selected)} files, over the bound of {bounds.max_files} "
             "(narrow it with 'paths', or raise the bound)",
         )
-    problems = [{"path": p.path, "reason": p.reason} for p in tree.skipped]
+    # Links and submodules are problems where a file would have been synced: under
+    # ``paths``, not hidden (a link in .github/ or outside the prefixes is not the user's).
+    problems = [
+        {"path": p.path, "reason": p.reason}
+        for p in tree.skipped
+        if registration.selects(p.path) and not _is_hidden(p.path)
+    ]
     unread: dict[str, int] = {}
     large: list[str] = []
     keep: dict[str, list[str]] = {}
