@@ -37,6 +37,45 @@ def test_file_url_per_host_style(url: str, expected: str | None) -> None:
 
 
 @pytest.mark.parametrize(
+    ("url", "expected"),
+    [
+        # Bitbucket Server / Data Center: clone under /scm/, browse under /projects/.
+        (
+            "https://bitbucket.acme.com/scm/OPS/runbooks.git",
+            f"https://bitbucket.acme.com/projects/OPS/repos/runbooks/browse/docs/a%20b.md?at={SHA}",
+        ),
+        (
+            "ssh://git@bitbucket.acme.com:7999/ops/runbooks.git",
+            f"https://bitbucket.acme.com/projects/ops/repos/runbooks/browse/docs/a%20b.md?at={SHA}",
+        ),
+        # Azure DevOps: the path and the commit are query parameters.
+        (
+            "https://dev.azure.com/acme/ops/_git/runbooks",
+            f"https://dev.azure.com/acme/ops/_git/runbooks?path=/docs/a%20b.md&version=GC{SHA}",
+        ),
+        (
+            "ssh://git@ssh.dev.azure.com/v3/acme/ops/runbooks",
+            f"https://dev.azure.com/acme/ops/_git/runbooks?path=/docs/a%20b.md&version=GC{SHA}",
+        ),
+        # Gitea / Forgejo (Codeberg) and sourcehut.
+        (
+            "https://codeberg.org/o/r.git",
+            f"https://codeberg.org/o/r/src/commit/{SHA}/docs/a%20b.md",
+        ),
+        (
+            "https://gitea.acme.com/o/r.git",
+            f"https://gitea.acme.com/o/r/src/commit/{SHA}/docs/a%20b.md",
+        ),
+        ("https://git.sr.ht/~o/r", f"https://git.sr.ht/~o/r/tree/{SHA}/item/docs/a%20b.md"),
+        # An SSH URL's port is the SSH server's, never the web page's.
+        ("ssh://git@gitlab.com:2222/g/r.git", f"https://gitlab.com/g/r/-/blob/{SHA}/docs/a%20b.md"),
+    ],
+)
+def test_file_url_of_other_well_known_hosts(url: str, expected: str) -> None:
+    assert file_url(url, SHA, "docs/a b.md") == expected
+
+
+@pytest.mark.parametrize(
     ("body", "field"),
     [
         ({"url": "https://h/o/r.git"}, "name"),
