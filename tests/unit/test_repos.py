@@ -193,3 +193,26 @@ def test_a_stored_registration_never_sends_its_token_over_plain_http(
     assert report.error is not None
     assert report.error["kind"] == "credential"
     assert "https://" in report.error["message"]
+
+
+@pytest.mark.parametrize(
+    ("given", "stored"),
+    [
+        ("git@github.com:acme/runbooks.git", "ssh://git@github.com/acme/runbooks.git"),
+        ("git@gitlab.example.com:g/sub/r.git", "ssh://git@gitlab.example.com/g/sub/r.git"),
+    ],
+)
+def test_an_scp_like_ssh_address_is_taken_as_its_ssh_url(given: str, stored: str) -> None:
+    """The address a Git host shows under "Clone with SSH" (``git@host:owner/repo``)."""
+    registration = RepoRegistration.from_request(
+        {"name": "r", "url": given, "known_hosts": "github.com ssh-ed25519 AAAA"}
+    )
+    assert registration.url == stored
+    assert registration.is_ssh
+
+
+@pytest.mark.parametrize("url", ["git@github.com:", "git@:acme/r.git", "C:/repos/r.git"])
+def test_what_is_not_an_scp_like_address_stays_refused(url: str) -> None:
+    with pytest.raises(ValidationError) as caught:
+        RepoRegistration.from_request({"name": "r", "url": url, "known_hosts": "h k A"})
+    assert caught.value.field == "url"

@@ -6,7 +6,9 @@
 - ``name``: 1-64 of ``[A-Za-z0-9._-]``, not starting with ``.``; the mirror folder
   ``_repos/<name>/`` of the scope;
 - ``url``: ``https://``, ``http://`` or ``ssh://`` with a host; no password in it (a
-  credential goes in ``credential``), no query or fragment;
+  credential goes in ``credential``), no query or fragment; the scp-like address a Git
+  host shows for SSH (``git@github.com:acme/runbooks.git``) is taken as its ``ssh://``
+  URL (``ssh://git@github.com/acme/runbooks.git``);
 - ``branch``: the one branch fetched (default ``main``);
 - ``paths``: optional folder prefixes; only files under one of them are synced;
 - ``credential``: a *reference*, never the secret: ``env:NAME`` or ``file:/abs/path``
@@ -74,7 +76,14 @@ def _text(data: Mapping[str, Any], key: str, default: str | None = None) -> str 
     return value
 
 
+# git's scp-like syntax: user@host:path (no scheme, a path after the colon, never "//").
+_SCP_LIKE = re.compile(r"(?P<user>[A-Za-z0-9._-]+)@(?P<host>[A-Za-z0-9.-]+):(?!//)(?P<path>[^\s]+)")
+
+
 def _url(value: str) -> str:
+    scp = _SCP_LIKE.fullmatch(value)
+    if scp is not None:
+        value = f"ssh://{scp['user']}@{scp['host']}/{scp['path'].lstrip('/')}"
     parts = urlsplit(value)
     if parts.scheme not in ("https", "http", "ssh"):
         raise ValidationError("url", "must be an https://, http:// or ssh:// Git URL")
