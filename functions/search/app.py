@@ -144,9 +144,11 @@ def repo_statuses() -> Callable[[KnowledgeScope], list[dict[str, Any]]] | None:
         return None
     import boto3
 
-    from knowledge.ingest.repos.aws import repo_statuses as statuses_in
+    # The registry and its storage only (not the sync, dulwich or the routes' service).
+    from knowledge.ingest.repos.state import RepoRegistry
+    from knowledge.ingest.repos.storage import S3Storage
 
-    return statuses_in(boto3.client("s3"), bucket)
+    return RepoRegistry(S3Storage(boto3.client("s3"), bucket)).statuses
 
 
 def reindex_queue() -> ReindexQueue:

@@ -39,7 +39,6 @@ __all__ = [
     "RepoSyncQueue",
     "aws_repo_service",
     "handle_sync_message",
-    "repo_statuses",
     "secret_reader",
 ]
 
@@ -92,12 +91,6 @@ def aws_repo_service(s3: Any, bucket: str, queue: RepoSyncQueue) -> RepoService:
         return 202, {**queue.sync(scope, registration.name), "accepted": True}
 
     return _AwsRepoService(registry, sync_later, credential_kinds=(CREDENTIAL_ARN,))
-
-
-def repo_statuses(s3: Any, bucket: str) -> Callable[[KnowledgeScope], list[dict[str, Any]]]:
-    """Each repository's last sync in a scope, for the search function's status route
-    (which may read only the summaries under ``.kb@repos/``: template.yaml)."""
-    return RepoRegistry(S3Storage(s3, bucket)).statuses
 
 
 def secret_reader(client: Any) -> Callable[[str], bytes]:

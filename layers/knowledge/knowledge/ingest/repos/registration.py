@@ -24,7 +24,6 @@
 
 from __future__ import annotations
 
-import ipaddress
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
@@ -105,6 +104,8 @@ def _url(value: str) -> str:
 
 
 def _is_loopback(host: str) -> bool:
+    import ipaddress  # registration checks only (the status reader imports this module)
+
     if host.lower() in ("localhost", "localhost."):
         return True
     try:
