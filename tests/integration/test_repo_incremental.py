@@ -259,3 +259,24 @@ def test_a_force_push_over_a_fetched_commit_keeps_the_index_equal_to_the_tree(
     report = synced(registry, registration)
     assert (report.written, report.deleted) == (1, 1)
     assert mirrored(store, bucket, "fp") == work.tree()
+
+
+def test_trees_that_cannot_be_kept_cost_a_full_fetch_never_the_sync(
+    server: GitHttpServer, tmp_path: Path, bucket: Path, registry: RepoRegistry, store
+) -> None:
+    """The kept trees' key cannot be written (nor deleted): the sync still succeeds and
+    records its state; the next one fetches in full."""
+    work = Workdir(server.root, "unkept", tmp_path / "work")
+    work.write("a.md", "# A")
+    work.commit()
+    registration = RepoRegistration.from_request({"name": "uk", "url": server.url("unkept")})
+    registry.add(SCOPE, registration)
+    blocked = bucket / ".kb@repos" / SCOPE.key / "uk.trees"
+    (blocked / "in-the-way").mkdir(parents=True)  # a folder where the file would go
+    first = synced(registry, registration)
+    assert registry.state(SCOPE, "uk").commit == first.commit
+    work.write("a.md", "# A twice")
+    work.commit()
+    second = synced(registry, registration)
+    assert not second.incremental
+    assert mirrored(store, bucket, "uk") == work.tree()

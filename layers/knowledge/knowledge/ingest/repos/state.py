@@ -151,8 +151,13 @@ class RepoRegistry:
         return [{"name": name, **self.summary(scope, name)} for name in self.names(scope)]
 
     def trees(self, scope: KnowledgeScope, name: str) -> TreeCache | None:
-        """The trees of the last synced commit, or ``None`` (none kept, or unreadable)."""
-        return TreeCache.from_bytes(self.storage.get(self._key(scope, name, _TREES)))
+        """The trees of the last synced commit, or ``None`` (none kept, or unreadable:
+        an optimisation never fails a sync, which then fetches in full)."""
+        try:
+            data = self.storage.get(self._key(scope, name, _TREES))
+        except Exception:
+            return None
+        return TreeCache.from_bytes(data)
 
     def save_trees(self, scope: KnowledgeScope, name: str, trees: TreeCache) -> None:
         self.storage.put(self._key(scope, name, _TREES), trees.to_bytes())

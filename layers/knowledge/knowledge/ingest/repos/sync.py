@@ -22,6 +22,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import posixpath
 import time
@@ -294,7 +295,10 @@ def sync_repository(
         try:
             registry.save_trees(scope, registration.name, tree.trees)
         except Exception:  # an optimisation: the next sync fetches in full
-            registry.drop_trees(scope, registration.name)
+            # Trees of another commit than the state's are never used, so a failed drop
+            # leaves nothing wrong behind either.
+            with contextlib.suppress(Exception):
+                registry.drop_trees(scope, registration.name)
     registry.save_state(scope, registration.name, state)
     return report
 
