@@ -116,11 +116,15 @@ def test_a_sync_after_the_first_fetches_only_what_changed(
     assert pack_sizes(server, sent) < full / 50
     assert mirrored(store, bucket, "wide") == work.tree()
 
-    # Nothing new on the branch: the refs are listed, no pack is asked for at all.
+    # Nothing new on the branch: the refs are listed, no pack is asked for at all, and
+    # the kept trees are not written again.
+    kept = bucket / ".kb@repos" / SCOPE.key / "wide.trees"
+    written_at = kept.stat().st_mtime_ns
     sent = len(server.sent)
     none = synced(registry, registration)
     assert (none.written, none.deleted, none.fetched_bytes) == (0, 0, 0)
     assert pack_sizes(server, sent) < 1_000
+    assert kept.stat().st_mtime_ns == written_at
     assert mirrored(store, bucket, "wide") == work.tree()
 
 

@@ -289,7 +289,8 @@ def sync_repository(
     report.problems = state.problems
     report.fetched_bytes = tree.pack_bytes
     report.incremental = tree.incremental
-    if state.commit == tree.commit and tree.trees is not None:
+    unchanged_trees = tree.incremental and since is not None and since.commit == tree.commit
+    if state.commit == tree.commit and tree.trees is not None and not unchanged_trees:
         # The next sync fetches from here. Saved before the state: a state naming a
         # commit whose trees are not kept only costs a full fetch.
         try:
