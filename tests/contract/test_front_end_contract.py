@@ -210,3 +210,25 @@ def test_the_context_route_covers_the_library_only_when_granted(served: LocalSer
         assert (status, refused["field"]) == (400, "include_shared")
         status, refused = block(path, shared_libraries=["_shared/playbooks"])
         assert (status, refused["field"]) == (400, "shared_libraries")
+
+
+def test_a_grant_adds_no_library_document_to_the_agents_listing(served: LocalServer) -> None:
+    """The grant widens searches only: the documents routes of a granted agent list its own
+    documents, page by page, and a cursor of the library's listing is refused there."""
+    client = KnowledgeClient(served.url, retries=0)
+    wait_until(lambda: client.get_document(LIBRARY, "incident.md") is not None, "indexed")
+    listed: list[str] = []
+    cursor: str | None = None
+    while True:
+        page = client.list_documents(OPS, limit=1, cursor=cursor)
+        listed += [d.path for d in page.documents]
+        if page.next_cursor is None:
+            break
+        cursor = page.next_cursor
+    assert sorted(listed) == ["alerts.md", "deploy.md"]
+    assert client.get_document(OPS, "incident.md") is None
+    theirs = client.list_documents(LIBRARY, limit=1)
+    assert theirs.next_cursor is not None
+    with pytest.raises(ValidationError) as refused:
+        client.list_documents(OPS, limit=1, cursor=theirs.next_cursor)
+    assert refused.value.field == "cursor"
