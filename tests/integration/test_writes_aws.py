@@ -196,6 +196,14 @@ def test_jwt_writes_need_the_write_claim(stack: Stack, monkeypatch: pytest.Monke
     shared = "/v1/agents/_shared/contexts/playbooks/documents/a.md"
     claims = {"agents": "[_shared]", "agents_write": "[_shared]"}
     assert invoke(stack, api_event("PUT", shared, b"# a\n", claims=claims))[0] == 403
+    # Whatever the token grants, the library takes no delete and no presigned upload either.
+    assert invoke(stack, api_event("DELETE", shared, claims=claims))[0] == 403
+    uploads = "/v1/agents/_shared/contexts/playbooks/uploads"
+    event = api_event("POST", uploads, {"path": "big.pdf", "size": 10}, claims=claims)
+    status, refused = invoke(stack, event)
+    assert status == 403, refused
+    assert "url" not in refused
+    assert "fields" not in refused
     assert keys(stack) == ["ops-bot/runbooks/a.md", "ops-bot/runbooks/a.md.metadata.json"]
 
 
