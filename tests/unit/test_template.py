@@ -294,6 +294,36 @@ def test_iam_mode_writes_are_granted_apart_per_agent() -> None:
         assert not allows(write, invoke, api_arn(method, path)), path
 
 
+def test_iam_mode_a_library_grant_is_no_grant_on_the_shared_owners_routes() -> None:
+    """SharedLibraryGrants puts a library into an agent's searches; the agent's own
+    principal (tagged ``kb-agent=ops-bot``) still reaches no ``_shared`` route, and no
+    policy of the stack lets anyone write it."""
+    stack = Stack(TEMPLATE, {**CREATED, "SharedLibraryGrants": "ops-bot=playbooks"})
+    invoke = "execute-api:Invoke"
+    library = "/v1/agents/_shared/contexts/playbooks"
+    policies = [
+        agent_policy(stack, name, "ops-bot")
+        for name in ("AgentSearchPolicy", "AgentReindexPolicy", "AgentWritePolicy")
+    ]
+    for method, path in [
+        ("POST", f"{library}/search"),
+        ("POST", "/v1/agents/_shared/search"),
+        ("POST", f"{library}/context"),
+        ("GET", f"{library}/status"),
+        ("GET", f"{library}/documents"),
+        ("GET", f"{library}/documents/incident.md"),
+        ("POST", f"{library}/reindex"),
+        ("PUT", f"{library}/documents/x.md"),
+        ("DELETE", f"{library}/documents/incident.md"),
+        ("POST", f"{library}/uploads"),
+    ]:
+        for statements in policies:
+            assert not allows(statements, invoke, api_arn(method, path)), path
+    assert allows(policies[0], invoke, api_arn("POST", "/v1/agents/ops-bot/contexts/r/search"))
+    search = stack.resources()["SearchFunction"]["Properties"]["Environment"]["Variables"]
+    assert stack.evaluate(search)["KB_SHARED_GRANTS"] == "ops-bot=playbooks"
+
+
 def routes(stack: Stack) -> dict[str, dict[str, Any]]:
     return {
         r["Properties"]["RouteKey"]: stack.evaluate(r["Properties"])

@@ -14,8 +14,8 @@ Scoring: ``sum over distinct query terms of (1 + ln tf) * ln(1 + N / df)``, wher
 chunk's title and heading terms count ``headings_weight`` each in ``tf``
 (``knowledge.ranking.headings``; a ``tf`` below 1 counts as itself), with ``N``
 and ``df`` counted over the chunks being searched (every snapshot of the agent with
-``cross_context``; a search's shared libraries, ``knowledge.core.scope_set``, over
-theirs); candidates filtered by file patterns and metadata first, then
+``cross_context``; each of a search's shared libraries, ``knowledge.core.scope_set``,
+over its own); candidates filtered by file patterns and metadata first, then
 divided by their maximum (``fusion.keyword_only``), then ``min_score``, sort and
 ``max_results`` (the rule in ``knowledge.core.path_filters``).
 """
@@ -312,8 +312,9 @@ class MemoryKnowledgeStore:
             return []
         scores: dict[ChunkKey, float] = {}
         records: dict[ChunkKey, ChunkRecord] = {}
-        # Each side over its own statistics (knowledge.core.scope_set), normalised once.
-        for snapshots in (own, shared):
+        # The caller's snapshots over their statistics, each library over its own
+        # (knowledge.core.scope_set.statistics_owner), normalised once.
+        for snapshots in (own, *([library] for library in shared)):
             self._score(snapshots, terms, query, scores, records)
 
         def facts(key: ChunkKey) -> tuple[object, bool]:

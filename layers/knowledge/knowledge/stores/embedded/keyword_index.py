@@ -24,10 +24,14 @@ probe whether some other agent's documents contain a word (a word they hold a lo
 scores near zero). With ``isolation="agent"`` each agent's chunks have their own table,
 ``chunks_fts_<n>`` (``n`` from ``fts_agents``), so an agent's scores depend on its own
 documents only (contexts of one agent share their statistics, as they share
-``cross_context`` searches). A search that covers shared libraries
-(``knowledge.core.scope_set``) is one statement: in the shared table one scope condition;
-per agent, the caller's table and ``_shared``'s, one ``SELECT`` each (each its own
-statistics) joined by ``UNION ALL`` and ranked together. A file remembers its isolation;
+``cross_context`` searches), and each shared library ``_shared/<context>`` has a table of
+its own (``knowledge.core.scope_set.statistics_owner``: ``fts_agents`` names the owner), so
+a library no caller is granted changes nothing that caller measures. A search that covers
+shared libraries (``knowledge.core.scope_set``) is one statement: in the shared table one
+scope condition; per agent, the caller's table and each granted library's, one ``SELECT``
+each (each its own statistics) joined by ``UNION ALL`` and ranked together. A file built
+when the libraries shared ``_shared``'s one table is rebuilt on opening
+(``needs_rebuild``). A file remembers its isolation;
 opened with the other one, its keyword index is rebuilt from the chunks (``rebuild``), and
 a store still open with the old setting (another process) is refused on its next search
 or write (``check``) rather than silently searching the other way."""
@@ -42,7 +46,7 @@ from knowledge.core.errors import StoreError
 from knowledge.core.model import SearchQuery
 from knowledge.core.path_filters import matches_file_patterns, matches_metadata
 from knowledge.core.scope import KnowledgeScope
-from knowledge.core.scope_set import searched_scopes
+from knowledge.core.scope_set import SHARED_AGENT, searched_scopes, statistics_owner
 from knowledge.ranking.analysis import keyword_terms
 from knowledge.ranking.headings import DEFAULT_HEADINGS_WEIGHT, heading_terms
 
@@ -114,17 +118,21 @@ class KeywordIndex:
 
     # --- which table ------------------------------------------------------------------
 
-    def table(self, conn: sqlite3.Connection, agent: str, *, create: bool) -> str | None:
-        """The table holding ``agent``'s terms; ``None`` if it has none and not ``create``."""
+    def table(
+        self, conn: sqlite3.Connection, agent: str, context: str, *, create: bool
+    ) -> str | None:
+        """The table holding the terms of ``agent/context`` (its statistics owner's,
+        ``statistics_owner``); ``None`` if it has none and not ``create``."""
         if self._isolation == "shared":
             return _SHARED_TABLE
-        row = conn.execute("SELECT id FROM fts_agents WHERE agent = ?", (agent,)).fetchone()
+        owner = statistics_owner(agent, context)
+        row = conn.execute("SELECT id FROM fts_agents WHERE agent = ?", (owner,)).fetchone()
         if row is not None:
             return f"chunks_fts_{int(row[0])}"
         if not create:
             return None
         number = conn.execute("SELECT coalesce(max(id), 0) + 1 FROM fts_agents").fetchone()[0]
-        conn.execute("INSERT INTO fts_agents (agent, id) VALUES (?, ?)", (agent, number))
+        conn.execute("INSERT INTO fts_agents (agent, id) VALUES (?, ?)", (owner, number))
         table = f"chunks_fts_{int(number)}"
         conn.execute(_TABLE_DDL.format(table=table))
         return table
@@ -148,10 +156,11 @@ class KeywordIndex:
         )
 
     def remove(
-        self, conn: sqlite3.Connection, agent: str, condition: str, params: list[str]
+        self, conn: sqlite3.Connection, scope: KnowledgeScope, condition: str, params: list[str]
     ) -> None:
-        """Drop the terms of the chunks matching ``condition`` (a clause on ``chunks``)."""
-        table = self.table(conn, agent, create=False)
+        """Drop the terms of the chunks matching ``condition`` (a clause on ``chunks``, inside
+        ``scope``)."""
+        table = self.table(conn, scope.agent, scope.context, create=False)
         if table is None:
             return
         chunk_ids = f"SELECT id FROM chunks WHERE {condition}"  # noqa: S608
@@ -164,15 +173,40 @@ class KeywordIndex:
         conn.execute("DELETE FROM fts_agents")
         conn.execute("DELETE FROM chunks_fts")
         tables: dict[str, str] = {}
-        rows = conn.execute("SELECT id, agent, content, metadata FROM chunks ORDER BY id")
+        rows = conn.execute("SELECT id, agent, context, content, metadata FROM chunks ORDER BY id")
         for batch in iter(lambda: rows.fetchmany(FETCH_BATCH), []):
-            for rowid, agent, content, metadata in batch:
-                table = tables.get(agent)
+            for rowid, agent, context, content, metadata in batch:
+                owner = statistics_owner(agent, context)
+                table = tables.get(owner)
                 if table is None:
-                    table = tables[agent] = self.table(conn, agent, create=True) or ""
+                    table = tables[owner] = self.table(conn, agent, context, create=True) or ""
                 self.add(conn, table, rowid, content, load_json(metadata))
 
+    def needs_rebuild(self, conn: sqlite3.Connection) -> bool:
+        """Whether a per-agent file still keeps every shared library in the one table of
+        ``_shared`` (as files built before each library had its own did)."""
+        if self._isolation == "shared":
+            return False
+        found = conn.execute("SELECT 1 FROM fts_agents WHERE agent = ?", (SHARED_AGENT,))
+        return found.fetchone() is not None
+
     # --- reads --------------------------------------------------------------------------
+
+    def _tables_of(
+        self, conn: sqlite3.Connection, agent: str, context: str | None
+    ) -> list[tuple[str, str | None]]:
+        """The existing tables holding ``agent/context`` (``context`` ``None``: every context
+        of the agent), each with the context it is searched for there: one table, except
+        for every context of ``_shared`` under agent isolation (one per library)."""
+        if context is not None or self._isolation == "shared" or agent != SHARED_AGENT:
+            table = self.table(conn, agent, context or "", create=False)
+            return [] if table is None else [(table, context)]
+        prefix = f"{SHARED_AGENT}/"
+        rows = conn.execute(
+            "SELECT agent, id FROM fts_agents WHERE substr(agent, 1, ?) = ? ORDER BY id",
+            (len(prefix), prefix),
+        ).fetchall()
+        return [(f"chunks_fts_{int(number)}", owner[len(prefix) :]) for owner, number in rows]
 
     def candidates(
         self,
@@ -188,9 +222,8 @@ class KeywordIndex:
         ``knowledge.core.scope_set``) joined by ``UNION ALL`` and ranked together."""
         groups: dict[str, list[tuple[str, str | None]]] = {}
         for agent, context in searched_scopes(scope, query.cross_context, query.shared_libraries):
-            table = self.table(conn, agent, create=False)
-            if table is not None:
-                groups.setdefault(table, []).append((agent, context))
+            for table, searched in self._tables_of(conn, agent, context):
+                groups.setdefault(table, []).append((agent, searched))
         if not groups:
             return []
         filter_clause, filter_params = "", list[object]()

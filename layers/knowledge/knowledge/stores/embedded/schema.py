@@ -13,8 +13,8 @@ Tables (schema version 3):
   (``IndexStatus.unread_files``);
 - ``problems``: per scope and path, why the latest attempt to index it was skipped or
   failed (``WriteSession.record_problem``); the indexed version, if any, stays;
-- ``chunks_fts`` and, with ``isolation="agent"``, one ``chunks_fts_<n>`` per agent
-  (listed in ``fts_agents``): the keyword index (``keyword_index``);
+- ``chunks_fts`` and, with ``isolation="agent"``, one ``chunks_fts_<n>`` per agent and
+  per shared library (listed in ``fts_agents``): the keyword index (``keyword_index``);
 - ``generations``: per agent, a counter every write transaction bumps, which tells cached
   vectors from stale ones, also across processes (``vector_search``);
 - ``meta``: schema version, keyword analysis, embedder identity, keyword isolation.

@@ -349,7 +349,7 @@ class EmbeddedWriteSession:
     ) -> int:
         scope = self._scope
         keywords = self._store.keywords
-        table = keywords.table(conn, scope.agent, create=True)
+        table = keywords.table(conn, scope.agent, scope.context, create=True)
         assert table is not None  # create=True always names one
         count = embedded = reused = 0
         for item in chunks:
@@ -406,7 +406,7 @@ class EmbeddedWriteSession:
         conn = self._conn
         assert conn is not None
         # ``condition`` is one of this module's constant clauses; values are bound.
-        self._store.keywords.remove(conn, self._scope.agent, condition, params)
+        self._store.keywords.remove(conn, self._scope, condition, params)
         conn.execute(f"DELETE FROM chunks WHERE {condition}", params)  # noqa: S608
         conn.execute(f"DELETE FROM problems WHERE {condition}", params)  # noqa: S608
         deleted = conn.execute(f"DELETE FROM documents WHERE {condition}", params)  # noqa: S608

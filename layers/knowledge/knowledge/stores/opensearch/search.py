@@ -179,8 +179,8 @@ def search(
 ) -> list[SearchResult]:
     """Search one scope (or every context of its agent with ``cross_context``) and the
     query's shared libraries (``knowledge.core.scope_set``) of ``index`` (with per-agent
-    indexes, the caller's and the library owner's, comma-separated: one request over
-    both); the indexes exist and ``mode`` is supported."""
+    indexes, the caller's and each granted library's, comma-separated: one request over
+    all); the indexes exist and ``mode`` is supported."""
     config = connection.config
     pairs = _metadata_pairs(connection, index)
     filters = query_filters.query_filters(

@@ -198,7 +198,7 @@ class OpenSearchKnowledgeStore:
 
     def index_name(self, scope: KnowledgeScope) -> str:
         """The index holding ``scope`` (``OpenSearchConfig.index_for``)."""
-        return self._config.index_for(scope.agent)
+        return self._config.index_for(scope.agent, scope.context)
 
     # --- IndexWriter ---------------------------------------------------------------------
 
@@ -299,11 +299,17 @@ class OpenSearchKnowledgeStore:
 
     def _searched_indexes(self, scope: KnowledgeScope, query: SearchQuery) -> str:
         """The existing indexes a search reads, comma-separated ("": none): the scope's,
-        and with shared libraries and per-agent indexes the library owner's too (one
-        request over both, each index with its own term statistics)."""
+        and with per-agent indexes each granted library's own too (one request over all,
+        each index with its own term statistics; an explicit list, never a pattern)."""
+        config = self._config
+        if config.index_per_agent and scope.agent == SHARED_AGENT and query.cross_context:
+            raise ValidationError(
+                "cross_context",
+                f"'{SHARED_AGENT}' has an index per library here: search one library "
+                "(its context) at a time",
+            )
         wanted = [self.index_name(scope)]
-        if query.shared_libraries:
-            wanted.append(self._config.index_for(SHARED_AGENT))
+        wanted += [config.index_for(lib.agent, lib.context) for lib in query.shared_libraries]
         found = [
             name
             for name in dict.fromkeys(wanted)
