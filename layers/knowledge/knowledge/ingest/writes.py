@@ -48,6 +48,7 @@ from urllib.parse import quote
 
 from knowledge.core.documents import query_parameters, validate_document_path
 from knowledge.core.errors import AccessDeniedError, ValidationError
+from knowledge.core.formats import REFUSED_FORMATS
 from knowledge.core.origin import MANUAL, ORIGIN, UPLOAD
 from knowledge.core.scope import KnowledgeScope
 from knowledge.core.source import SIDECAR_SUFFIX
@@ -82,6 +83,14 @@ _WRITE_ORIGINS = (UPLOAD, MANUAL)
 _PERCENT_ESCAPE = re.compile(r"%[0-9A-Fa-f]{2}")
 _NOTE_TYPES = ("text/markdown", "text/plain", "text/x-markdown")
 _UPLOAD_FIELDS = ("path", "size", "expires_in")
+# Formats whose bytes carry a signature (knowledge.extraction.sniff): a body without it
+# is refused rather than stored to become a corrupt file.
+_SIGNED_FORMATS = {
+    ".pdf": "a PDF document (no '%PDF-' header in its first 1,024 bytes)",
+    ".docx": "a Word document (a zip holding word/document.xml)",
+    ".pptx": "a PowerPoint presentation (a zip holding ppt/presentation.xml)",
+    ".xlsx": "an Excel workbook (a zip holding xl/workbook.xml)",
+}
 # Content types that name a format; anything else (octet-stream, none) is sniffed only.
 _TYPE_EXTENSIONS = {
     "application/pdf": (".pdf",),
@@ -149,11 +158,18 @@ class UploadGrant:
 
 
 def check_writable_scope(scope: KnowledgeScope) -> KnowledgeScope:
-    """``scope``, unless it is the shared library's (``AccessDeniedError``)."""
+    """``scope``, unless it is the shared library's (``AccessDeniedError``) or a hidden
+    one (``ValidationError``: a ``.name`` folder or prefix is never indexed, so the write
+    would never be searchable, and ``.git``/``.kb`` are other programs' own)."""
     if scope.agent == SHARED_AGENT:
         raise AccessDeniedError(
             "agent", f"'{SHARED_AGENT}' is the shared library: read-only through the API"
         )
+    for field_name, segment in (("agent", scope.agent), ("context", scope.context)):
+        if segment.startswith("."):
+            raise ValidationError(
+                field_name, f"'{segment}' starts with '.': a hidden folder is never indexed"
+            )
     return scope
 
 
@@ -189,7 +205,7 @@ def check_write_path(path: str, field_name: str = "path") -> str:
     return path
 
 
-def _metadata(text: str | None) -> dict[str, Any]:
+def _metadata(text: str | None, origin: str) -> dict[str, Any]:
     if text is None or not text.strip():
         return {}
     try:
@@ -202,10 +218,22 @@ def _metadata(text: str | None) -> dict[str, Any]:
         raise ValidationError("metadata.origin", "is set by the 'origin' parameter")
     from knowledge.ingest.sources import parse_metadata_sidecar
 
-    # The sidecar's own rules (values, url), so a write never stores one the indexer refuses.
-    encoded = json.dumps({"metadataAttributes": value}, ensure_ascii=False).encode("utf-8")
+    # The sidecar's own rules (values, url, size with the origin it is stored with), so a
+    # write never stores one the indexer refuses.
+    attributes = {**value, ORIGIN: origin}
+    encoded = json.dumps({"metadataAttributes": attributes}, ensure_ascii=False).encode("utf-8")
     parse_metadata_sidecar(encoded)
     return value
+
+
+def _check_supported(path: str) -> str:
+    """The path's lower-case extension, unless it names a format the indexer lists but
+    never reads (``REFUSED_FORMATS``: a write of it could never be searchable; a delete
+    of one still may name it)."""
+    extension = posixpath.splitext(path)[1].lower()
+    if extension in REFUSED_FORMATS:
+        raise ValidationError("path", f"unsupported format: {REFUSED_FORMATS[extension]}")
+    return extension
 
 
 def _check_content(path: str, data: bytes, content_type: str | None, origin: str) -> None:
@@ -217,7 +245,7 @@ def _check_content(path: str, data: bytes, content_type: str | None, origin: str
             f"is {len(data)} bytes, over {MAX_DOCUMENT_BYTES}; "
             "use POST .../uploads for a larger file",
         )
-    extension = posixpath.splitext(path)[1].lower()
+    extension = _check_supported(path)
     media = (content_type or "").split(";")[0].strip().lower()
     if origin == MANUAL:
         if extension not in (".md", ".markdown"):
@@ -235,11 +263,18 @@ def _check_content(path: str, data: bytes, content_type: str | None, origin: str
         raise ValidationError(
             "content-type", f"'{media}' does not match the path's extension '{extension}'"
         )
-    from knowledge.extraction.sniff import misnamed
+    from knowledge.extraction.sniff import content_kind, misnamed
 
     wrong = misnamed(extension, data)
     if wrong is not None:
         raise ValidationError("body", str(wrong))
+    signed = _SIGNED_FORMATS.get(extension)
+    kind = content_kind(data) if signed is not None else None
+    if signed is not None and (kind is None or kind[1] != extension):
+        # Indexed, it would be a corrupt file: and an overwrite would take the searchable
+        # earlier version out of the index with it.
+        found = f"is {kind[0]}, not" if kind is not None else "is not"
+        raise ValidationError("body", f"{found} {signed}; send the file itself")
 
 
 def parse_write(
@@ -259,7 +294,7 @@ def parse_write(
         raise ValidationError(
             "origin", f"must be one of {', '.join(_WRITE_ORIGINS)} (got '{origin[:40]}')"
         )
-    metadata = _metadata(parameters.get("metadata"))
+    metadata = _metadata(parameters.get("metadata"), origin)
     _check_content(path, data, content_type, origin)
     return DocumentWrite(scope, path, data, origin, metadata)
 
@@ -273,6 +308,7 @@ def parse_upload_request(data: Mapping[str, Any]) -> tuple[str, int, int]:
             unknown[0][:64], f"is not a known field (allowed: {', '.join(_UPLOAD_FIELDS)})"
         )
     path = check_write_path(data.get("path"), "path")  # type: ignore[arg-type]
+    _check_supported(path)
     size = data.get("size", MAX_UPLOAD_BYTES)
     if isinstance(size, bool) or not isinstance(size, int) or not 1 <= size <= MAX_UPLOAD_BYTES:
         raise ValidationError("size", f"must be an integer from 1 to {MAX_UPLOAD_BYTES}")

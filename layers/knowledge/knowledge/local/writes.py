@@ -12,6 +12,7 @@ resolved folder must lie inside the scope's. There is no presigned upload locall
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 from typing import Any
 
@@ -33,14 +34,23 @@ class FolderStorage:
     def _target(self, scope: KnowledgeScope, path: str, *, create: bool) -> Path:
         check_write_path(path)
         scope_dir = self._root / scope.agent / scope.context
+        parts = (scope.agent, scope.context, *path.split("/"))
         current = self._root
-        for part in (scope.agent, scope.context, *path.split("/")):
+        for depth, part in enumerate(parts, start=1):
             current = current / part
             if current.is_symlink():
                 raise ValidationError("path", "passes through a link; write a real folder")
+            if depth < len(parts) and current.exists() and not current.is_dir():
+                shown = "/".join(parts[2:depth]) or "the scope"
+                raise ValidationError("path", f"'{shown[:200]}' is a file, not a folder")
         target = scope_dir.joinpath(*path.split("/"))
+        if target.is_dir():
+            raise ValidationError("path", "is a folder, not a document")
         if create:
-            target.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                target.parent.mkdir(parents=True, exist_ok=True)
+            except (FileExistsError, NotADirectoryError):  # a file appeared on the way
+                raise ValidationError("path", "a part of it is a file, not a folder") from None
         real_scope = scope_dir.resolve()
         real_parent = target.parent.resolve()
         if real_parent != real_scope and real_scope not in real_parent.parents:
@@ -53,10 +63,16 @@ class FolderStorage:
         replace_file(target, data, prefix=".kb-write-")
 
     def delete(self, scope: KnowledgeScope, path: str) -> bool:
-        target = self._target(scope, path, create=False)
+        try:
+            target = self._target(scope, path, create=False)
+        except ValidationError:
+            return False  # through a file, or a folder: no document of that name (404)
         existed = target.is_file()
-        target.unlink(missing_ok=True)  # the document first: its removal is what counts
-        target.with_name(target.name + SIDECAR_SUFFIX).unlink(missing_ok=True)
+        # The document first: its removal is what counts; then its sidecar, also an orphan.
+        for name in (target.name, target.name + SIDECAR_SUFFIX):
+            if target.with_name(name).is_file():
+                with contextlib.suppress(FileNotFoundError):
+                    target.with_name(name).unlink()
         return existed
 
     def presign_upload(
