@@ -5,6 +5,7 @@ hostile paths that must never write outside the scope's folder."""
 from __future__ import annotations
 
 import json
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -398,3 +399,39 @@ def test_a_body_that_is_not_the_format_its_name_says_keeps_the_old_version_searc
     assert paths_for(client, "wombatfeeder") == ["manual.pdf"]
     assert client.get_document(SCOPE, "manual.pdf").content_hash == good["content_hash"]  # type: ignore[union-attr]
     assert not (root / "ops-bot" / "runbooks" / "guide.docx").exists()
+
+
+def test_concurrent_writes_of_one_path_leave_one_writes_document_and_sidecar(
+    server: LocalServer, root: Path
+) -> None:
+    # Each write stores its sidecar, then its document: unserialised, eight writers left the
+    # document of one with the sidecar of another (most runs), whose content_hash then
+    # matched no 202 answer, so no writer ever saw its version indexed.
+    folder = root / "ops-bot" / "runbooks"
+    for trial in range(10):
+        barrier = threading.Barrier(8)
+
+        def put(writer: int, trial: int = trial, barrier: threading.Barrier = barrier) -> None:
+            barrier.wait()
+            origin = "origin=manual&" if writer % 2 else ""
+            metadata = quote(json.dumps({"writer": str(writer)}))
+            answer = server.api.put_document(
+                "ops-bot",
+                "runbooks",
+                "race.md",
+                f"# Race {trial}\n\nwriter{writer}\n".encode(),
+                content_type="text/markdown",
+                query_string=f"{origin}metadata={metadata}",
+            )
+            assert answer.status == 202, answer.body
+
+        threads = [threading.Thread(target=put, args=(w,)) for w in range(8)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        document = (folder / "race.md").read_text("utf-8")
+        sidecar = json.loads((folder / "race.md.metadata.json").read_text("utf-8"))
+        writer = int(document.rsplit("writer", 1)[1])
+        assert sidecar["metadataAttributes"]["writer"] == str(writer), (trial, document, sidecar)
+        assert not [p for p in folder.iterdir() if p.name.startswith(".kb-write-")]

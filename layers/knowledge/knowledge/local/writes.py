@@ -8,11 +8,17 @@ never reads half a file. Nothing is written outside the scope's folder: the path
 checked (``knowledge.ingest.writes.check_write_path``), no segment may be a link, and the
 resolved folder must lie inside the scope's. There is no presigned upload locally: a
 ``PUT`` takes the file (``MAX_DOCUMENT_BYTES``).
+
+Writes are serialised (one lock per storage; the server's request threads share it): a
+write is two renames, the sidecar's then the document's, and two writers of one path
+interleaved would leave the document of one beside the sidecar of the other, whose
+``content_hash`` then matches neither answer.
 """
 
 from __future__ import annotations
 
 import contextlib
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +36,7 @@ class FolderStorage:
 
     def __init__(self, root: str | Path) -> None:
         self._root = Path(root).resolve()
+        self._lock = threading.Lock()
 
     def _target(self, scope: KnowledgeScope, path: str, *, create: bool) -> Path:
         check_write_path(path)
@@ -58,11 +65,17 @@ class FolderStorage:
         return target
 
     def put(self, scope: KnowledgeScope, path: str, data: bytes, sidecar: bytes) -> None:
-        target = self._target(scope, path, create=True)
-        replace_file(target.with_name(target.name + SIDECAR_SUFFIX), sidecar, prefix=".kb-write-")
-        replace_file(target, data, prefix=".kb-write-")
+        with self._lock:
+            target = self._target(scope, path, create=True)
+            sidecar_path = target.with_name(target.name + SIDECAR_SUFFIX)
+            replace_file(sidecar_path, sidecar, prefix=".kb-write-")
+            replace_file(target, data, prefix=".kb-write-")
 
     def delete(self, scope: KnowledgeScope, path: str) -> bool:
+        with self._lock:
+            return self._delete(scope, path)
+
+    def _delete(self, scope: KnowledgeScope, path: str) -> bool:
         try:
             target = self._target(scope, path, create=False)
         except ValidationError:
