@@ -435,3 +435,19 @@ def test_concurrent_writes_of_one_path_leave_one_writes_document_and_sidecar(
         writer = int(document.rsplit("writer", 1)[1])
         assert sidecar["metadataAttributes"]["writer"] == str(writer), (trial, document, sidecar)
         assert not [p for p in folder.iterdir() if p.name.startswith(".kb-write-")]
+
+
+@pytest.mark.parametrize(
+    "path",
+    ["a" * 250 + ".md", "b" * 300 + ".md", "한" * 90 + ".md", "c" * 300 + "/x.md"],
+    ids=["sidecar-over-255", "document-over-255", "korean-over-255-bytes", "folder-over-255"],
+)
+def test_a_name_longer_than_the_file_system_takes_is_a_400(
+    server: LocalServer, root: Path, path: str
+) -> None:
+    # Within the API's 1,024 characters, but over a file name's 255 bytes (the sidecar's
+    # name 14 more): the write was a 500 from the file system.
+    before = _tree(root)
+    answer = server.api.put_document("ops-bot", "runbooks", quote(path, safe=""), b"# x\n")
+    assert (answer.status, answer.body["field"]) == (400, "path"), answer.body
+    assert _tree(root) == before

@@ -175,3 +175,24 @@ def test_refusals_and_failures_name_no_bucket_arn_or_trace(writes: Writes) -> No
     status, body = writes.invoke(api_event("PUT", f"{SCOPE_PATH}/documents/a.md", b"# a\n"))
     assert status == 503, body
     assert leaks(body) == [], body
+
+
+def test_a_path_too_long_for_an_s3_key_is_a_400_before_anything_is_stored(
+    writes: Writes,
+) -> None:
+    # 1,024 characters pass the path rules, but S3 keys are at most 1,024 bytes of UTF-8
+    # (with the scope's prefix and the sidecar's suffix); moto takes longer ones, S3 answers
+    # KeyTooLongError, which became a 503. The longest path that fits is accepted.
+    prefix = len("ops-bot/runbooks/") + len(".metadata.json")
+    fits = "a" * (1024 - prefix - 3) + ".md"
+    for path in ("한" * 332 + ".md", "a" * (1024 - prefix - 2) + ".md"):
+        event = api_event("PUT", f"{SCOPE_PATH}/documents/{quote(path, safe='')}", b"# x\n")
+        status, body = writes.invoke(event)
+        assert (status, body["field"]) == (400, "path"), body
+        status, body = writes.invoke(
+            api_event("POST", f"{SCOPE_PATH}/uploads", {"path": path[:-3] + ".pdf"})
+        )
+        assert (status, body["field"]) == (400, "path"), body
+    assert writes.keys() == []
+    event = api_event("PUT", f"{SCOPE_PATH}/documents/{fits}", b"# x\n")
+    assert writes.invoke(event)[0] == 202

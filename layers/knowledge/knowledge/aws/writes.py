@@ -19,12 +19,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from knowledge.core.errors import StoreUnavailableError
+from knowledge.core.errors import StoreUnavailableError, ValidationError
 from knowledge.core.scope import KnowledgeScope
 from knowledge.core.source import SIDECAR_SUFFIX
 from knowledge.ingest.writes import check_write_path
 
-__all__ = ["S3Storage"]
+__all__ = ["MAX_KEY_BYTES", "S3Storage"]
+
+MAX_KEY_BYTES = 1024
+"""S3's longest object key, in bytes of UTF-8 (a longer one is a ``KeyTooLongError``)."""
 
 
 class S3Storage:
@@ -46,8 +49,17 @@ class S3Storage:
 
     @staticmethod
     def key(scope: KnowledgeScope, path: str) -> str:
-        """The object key of a checked path: always under ``<agent>/<context>/``."""
-        return f"{scope.key}/{check_write_path(path)}"
+        """The object key of a checked path: always under ``<agent>/<context>/``, and short
+        enough for S3 (``MAX_KEY_BYTES`` of UTF-8) with its sidecar's suffix."""
+        key = f"{scope.key}/{check_write_path(path)}"
+        size = len((key + SIDECAR_SUFFIX).encode("utf-8"))
+        if size > MAX_KEY_BYTES:
+            raise ValidationError(
+                "path",
+                f"is too long for the bucket: its sidecar's key would be {size} bytes of "
+                f"UTF-8, over S3's {MAX_KEY_BYTES}",
+            )
+        return key
 
     def _call(self, what: str, call: Any, **kwargs: Any) -> Any:
         from botocore.exceptions import BotoCoreError, ClientError

@@ -18,6 +18,8 @@ interleaved would leave the document of one beside the sidecar of the other, who
 from __future__ import annotations
 
 import contextlib
+import errno
+import os
 import threading
 from pathlib import Path
 from typing import Any
@@ -31,6 +33,17 @@ from knowledge.ingest.writes import MAX_DOCUMENT_BYTES, check_write_path
 __all__ = ["FolderStorage"]
 
 
+_SUFFIX = len(SIDECAR_SUFFIX.encode("utf-8"))
+
+
+def _name_max(folder: Path) -> int:
+    """The longest file name, in bytes, the folder's file system takes (255 on most)."""
+    try:
+        return os.pathconf(folder, "PC_NAME_MAX")
+    except (OSError, ValueError):
+        return 255
+
+
 class FolderStorage:
     """The ``DocumentStorage`` of a folder laid out as ``<agent>/<context>/<path>``."""
 
@@ -41,6 +54,17 @@ class FolderStorage:
     def _target(self, scope: KnowledgeScope, path: str, *, create: bool) -> Path:
         check_write_path(path)
         scope_dir = self._root / scope.agent / scope.context
+        longest = _name_max(self._root)
+        *folders, name = path.split("/")
+        for segment, limit in (*((f, longest) for f in folders), (name, longest - _SUFFIX)):
+            size = len(segment.encode("utf-8"))
+            if size > limit:
+                raise ValidationError(
+                    "path",
+                    f"'{segment[:40]}...' is {size} bytes of UTF-8, over the {limit} a name "
+                    f"may have here (the file system's {longest}, less '{SIDECAR_SUFFIX}' "
+                    "for a document's sidecar)",
+                )
         parts = (scope.agent, scope.context, *path.split("/"))
         current = self._root
         for depth, part in enumerate(parts, start=1):
@@ -66,10 +90,15 @@ class FolderStorage:
 
     def put(self, scope: KnowledgeScope, path: str, data: bytes, sidecar: bytes) -> None:
         with self._lock:
-            target = self._target(scope, path, create=True)
-            sidecar_path = target.with_name(target.name + SIDECAR_SUFFIX)
-            replace_file(sidecar_path, sidecar, prefix=".kb-write-")
-            replace_file(target, data, prefix=".kb-write-")
+            try:
+                target = self._target(scope, path, create=True)
+                sidecar_path = target.with_name(target.name + SIDECAR_SUFFIX)
+                replace_file(sidecar_path, sidecar, prefix=".kb-write-")
+                replace_file(target, data, prefix=".kb-write-")
+            except OSError as exc:
+                if exc.errno != errno.ENAMETOOLONG:
+                    raise
+                raise ValidationError("path", "is too long for this file system") from None
 
     def delete(self, scope: KnowledgeScope, path: str) -> bool:
         with self._lock:
