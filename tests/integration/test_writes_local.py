@@ -396,7 +396,11 @@ def test_a_body_that_is_not_the_format_its_name_says_keeps_the_old_version_searc
         with pytest.raises(ValidationError) as refused:
             client.put_document(SCOPE, path, data, content_type=content_type)
         assert refused.value.field in ("body", "path"), (path, refused.value)
+    with pytest.raises(ValidationError) as blank:
+        client.put_document(SCOPE, "rollback.md", b"  \n\n", content_type="text/markdown")
+    assert blank.value.field == "body"
     assert paths_for(client, "wombatfeeder") == ["manual.pdf"]
+    assert paths_for(client, "helm") == ["rollback.md"]
     assert client.get_document(SCOPE, "manual.pdf").content_hash == good["content_hash"]  # type: ignore[union-attr]
     assert not (root / "ops-bot" / "runbooks" / "guide.docx").exists()
 

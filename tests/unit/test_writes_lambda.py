@@ -119,6 +119,8 @@ def test_metadata_claiming_a_shared_library_is_refused(writes: Writes) -> None:
     ("path", "data", "content_type", "field"),
     [
         ("manual.pdf", b"# text, not a PDF\n", "application/pdf", "body"),
+        ("blank.md", b"\xef\xbb\xbf \n\t\r\n", "text/markdown", "body"),
+        ("blank.csv", b"\n\n", "text/csv", "body"),
         ("guide.docx", b"PK\x03\x04" + b"\x00" * 64, "application/octet-stream", "body"),
         ("sheet.xlsx", files.docx([("Title", "Word")]), "application/octet-stream", "body"),
         (

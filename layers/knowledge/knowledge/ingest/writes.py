@@ -269,6 +269,9 @@ def _check_content(path: str, data: bytes, content_type: str | None, origin: str
     if wrong is not None:
         raise ValidationError("body", str(wrong))
     signed = _SIGNED_FORMATS.get(extension)
+    if signed is None and not data.removeprefix(b"\xef\xbb\xbf").strip():
+        # Indexed, "no text": the earlier version would leave the index with nothing new.
+        raise ValidationError("body", "holds no text (white space only); DELETE it instead")
     kind = content_kind(data) if signed is not None else None
     if signed is not None and (kind is None or kind[1] != extension):
         # Indexed, it would be a corrupt file: and an overwrite would take the searchable
