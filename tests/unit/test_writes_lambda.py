@@ -198,3 +198,11 @@ def test_a_path_too_long_for_an_s3_key_is_a_400_before_anything_is_stored(
     assert writes.keys() == []
     event = api_event("PUT", f"{SCOPE_PATH}/documents/{fits}", b"# x\n")
     assert writes.invoke(event)[0] == 202
+    # A document put straight into the bucket with no room for a sidecar's key can still
+    # be deleted through the API (it has no sidecar).
+    longest = "b" * (1024 - len("ops-bot/runbooks/") - 3) + ".md"
+    writes.s3.put_object(Bucket=BUCKET, Key=f"ops-bot/runbooks/{longest}", Body=b"# b\n")
+    event = api_event("DELETE", f"{SCOPE_PATH}/documents/{longest}")
+    assert writes.invoke(event)[0] == 202
+    stored = writes.keys()
+    assert f"ops-bot/runbooks/{longest}" not in stored

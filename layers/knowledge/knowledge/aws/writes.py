@@ -48,16 +48,17 @@ class S3Storage:
         return self._client
 
     @staticmethod
-    def key(scope: KnowledgeScope, path: str) -> str:
+    def key(scope: KnowledgeScope, path: str, *, suffix: str = SIDECAR_SUFFIX) -> str:
         """The object key of a checked path: always under ``<agent>/<context>/``, and short
-        enough for S3 (``MAX_KEY_BYTES`` of UTF-8) with its sidecar's suffix."""
+        enough for S3 (``MAX_KEY_BYTES`` of UTF-8) with ``suffix`` (the sidecar's) added."""
         key = f"{scope.key}/{check_write_path(path)}"
-        size = len((key + SIDECAR_SUFFIX).encode("utf-8"))
+        size = len((key + suffix).encode("utf-8"))
         if size > MAX_KEY_BYTES:
+            whose = "its sidecar's key" if suffix else "its key"
             raise ValidationError(
                 "path",
-                f"is too long for the bucket: its sidecar's key would be {size} bytes of "
-                f"UTF-8, over S3's {MAX_KEY_BYTES}",
+                f"is too long for the bucket: {whose} would be {size} bytes of UTF-8, "
+                f"over S3's {MAX_KEY_BYTES}",
             )
         return key
 
@@ -82,12 +83,13 @@ class S3Storage:
         self._call("put", self.client.put_object, Bucket=self._bucket, Key=key, Body=data)
 
     def delete(self, scope: KnowledgeScope, path: str) -> bool | None:
-        # No HeadObject first: it would need s3:GetObject, and a delete is idempotent.
-        key = self.key(scope, path)
+        # No HeadObject first: it would need s3:GetObject, and a delete is idempotent. A key
+        # with no room for a sidecar's (put straight into the bucket) can have none.
+        key = self.key(scope, path, suffix="")
         self._call("delete", self.client.delete_object, Bucket=self._bucket, Key=key)
-        self._call(
-            "delete", self.client.delete_object, Bucket=self._bucket, Key=key + SIDECAR_SUFFIX
-        )
+        sidecar = key + SIDECAR_SUFFIX
+        if len(sidecar.encode("utf-8")) <= MAX_KEY_BYTES:
+            self._call("delete", self.client.delete_object, Bucket=self._bucket, Key=sidecar)
         return None
 
     def presign_upload(
