@@ -154,6 +154,11 @@ HOSTILE = [
     "guides/.git/config.md",
     "_repos/github/x.md",
     "_kb/x.md",
+    # The same names on a case-insensitive file system (macOS, Windows): x.md's sidecar,
+    # the Git mirror folder.
+    "x.md.METADATA.JSON",
+    "_REPOS/github/x.md",
+    "_Kb/x.md",
     "a\\..\\..\\escape.md",
     "program.exe",
     "nul\x00.md",

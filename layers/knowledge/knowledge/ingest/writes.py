@@ -177,7 +177,10 @@ def check_write_path(path: str, field_name: str = "path") -> str:
     """A document path a write may name (module docstring), else ``ValidationError``."""
     validate_document_path(path, field_name)
     shown = path if len(path) <= 80 else path[:77] + "..."
-    if path.endswith(SIDECAR_SUFFIX):
+    # Case-insensitively: on macOS's and Windows' file systems X.METADATA.JSON is the
+    # sidecar and _REPOS/ the mirror folder (kb serve writes the folder as named).
+    folded = path.casefold()
+    if folded.endswith(SIDECAR_SUFFIX):
         raise ValidationError(
             field_name,
             f"'{shown}' is a metadata sidecar name; send metadata with the document instead",
@@ -191,7 +194,7 @@ def check_write_path(path: str, field_name: str = "path") -> str:
             field_name, f"'{shown}' still holds a percent-escape once decoded (encoded twice?)"
         )
     for prefix in RESERVED_PREFIXES:
-        if path.startswith(prefix) or path == prefix.rstrip("/"):
+        if folded.startswith(prefix) or folded == prefix.rstrip("/"):
             raise ValidationError(field_name, f"'{prefix}' is reserved; choose another folder")
     from knowledge.core.source import is_document_path
     from knowledge.extraction import DOCUMENT_PATTERNS
