@@ -161,7 +161,8 @@ def check_writable_scope(scope: KnowledgeScope) -> KnowledgeScope:
     """``scope``, unless it is the shared library's (``AccessDeniedError``) or a hidden
     one (``ValidationError``: a ``.name`` folder or prefix is never indexed, so the write
     would never be searchable, and ``.git``/``.kb`` are other programs' own)."""
-    if scope.agent == SHARED_AGENT:
+    # In any letter case: on macOS's file system _SHARED/ is the library's folder.
+    if scope.agent.casefold() == SHARED_AGENT:
         raise AccessDeniedError(
             "agent", f"'{SHARED_AGENT}' is the shared library: read-only through the API"
         )
