@@ -15,12 +15,21 @@ What a write may name, checked before anything is stored (``check_write_path``):
 - no metadata sidecar name (``*.metadata.json``: the sidecar is written with its
   document, never on its own), no hidden segment (``.name``: never indexed), no
   reserved prefix (``RESERVED_PREFIXES``: ``_repos/`` holds the Git repository mirrors,
-  ``_kb/`` is kept for the product's own files);
-- an extension the indexer reads (``knowledge.extraction.DOCUMENT_PATTERNS``), content
-  that is what the extension says (``knowledge.extraction.sniff``), at most
-  ``MAX_DOCUMENT_BYTES`` (the API Gateway -> Lambda payload bound, below);
-- the reserved owner ``_shared`` (``SHARED_AGENT``) is never writable: the shared
-  library is the operator's, written to the bucket directly.
+  ``_kb/`` is kept for the product's own files); names and prefixes in any letter case,
+  since a case-insensitive file system (macOS, Windows) makes them the same folder;
+- an extension the indexer reads (``knowledge.extraction.DOCUMENT_PATTERNS``) and not
+  one it only lists as a problem (``REFUSED_FORMATS``: ``.doc``, ``.odt``, ...), content
+  that is what the extension says (``knowledge.extraction.sniff``; a PDF or Office file
+  must carry its signature, a text body must hold more than white space), at most
+  ``MAX_DOCUMENT_BYTES`` (the API Gateway -> Lambda payload bound, below): a write the
+  indexer could not read would, on an overwrite, take the earlier version out of the
+  index;
+- the reserved owner ``_shared`` (``SHARED_AGENT``, any case) is never writable: the
+  shared library is the operator's, written to the bucket directly; nor is a hidden
+  agent or context (``.kb``, ``.git``).
+
+Each storage checks what only it knows: S3 keys of at most 1,024 bytes (with the
+sidecar's suffix), the folder's file-name length, a path through a file or onto a folder.
 
 A note is a Markdown file written with ``origin=manual``; any write may carry
 ``metadata`` (a JSON object: the sidecar's ``metadataAttributes``). Every write stores
