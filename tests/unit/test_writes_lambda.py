@@ -167,6 +167,13 @@ def test_refusals_and_failures_name_no_bucket_arn_or_trace(writes: Writes) -> No
         api_event("POST", f"{SCOPE_PATH}/uploads", {"path": ["a.pdf"]}),
         api_event("POST", f"{SCOPE_PATH}/uploads", {"path": "a.pdf", "size": 10**12}),
         api_event("POST", f"{SCOPE_PATH}/uploads", {"path": "a.pdf", "acl": "public-read"}),
+        # metadata nested deeper than Python's parser goes (a RecursionError: a 500 before)
+        api_event(
+            "PUT",
+            f"{SCOPE_PATH}/documents/a.md",
+            b"# a\n",
+            query="metadata=" + quote('{"a":' + "[" * 20_000 + "]" * 20_000 + "}"),
+        ),
     ]
     for event in refused:
         status, body = writes.invoke(event)

@@ -223,7 +223,7 @@ def _metadata(text: str | None, origin: str) -> dict[str, Any]:
         return {}
     try:
         value = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nested deeper than Python parses
         raise ValidationError("metadata", "must be a JSON object (URL-encoded)") from None
     if not isinstance(value, dict):
         raise ValidationError("metadata", "must be a JSON object of attributes")

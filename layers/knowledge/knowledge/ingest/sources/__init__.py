@@ -135,8 +135,10 @@ def parse_metadata_sidecar(data: bytes) -> dict[str, MetadataValue]:
         raise ValidationError("sidecar", f"is larger than {MAX_SIDECAR_BYTES} bytes")
     try:
         document = json.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ValidationError("sidecar", f"is not valid UTF-8 JSON ({exc})") from exc
+    except ValueError as exc:  # not UTF-8, not JSON, or an integer over Python's 4,300 digits
+        raise ValidationError("sidecar", f"is not valid UTF-8 JSON ({str(exc)[:200]})") from exc
+    except RecursionError:
+        raise ValidationError("sidecar", "is not valid JSON here: nested too deeply") from None
     if not isinstance(document, dict) or not isinstance(document.get("metadataAttributes"), dict):
         raise ValidationError("metadataAttributes", "the sidecar must be an object with this key")
     metadata: dict[str, MetadataValue] = {}
