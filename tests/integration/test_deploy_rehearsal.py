@@ -597,6 +597,7 @@ CHOICES: dict[str, dict[str, dict[str, str]]] = {
             "VectorWeight": "0.7",
             "DetailedTracing": "true",
             "LogLevel": "DEBUG",
+            "MaxDocumentMiB": "16",
         },
     },
 }
@@ -650,6 +651,9 @@ def test_every_pair_of_settings_deploys_with_its_conditions_resolved() -> None:
         assert indexer["EMBEDDING_PROVIDER"] == parameters.get("EmbeddingProvider", "bedrock")
         assert indexer["OPENSEARCH_SERVICE"] == _target(stack)[0], row
         assert search["KB_SHARED_GRANTS"] == parameters.get("SharedLibraryGrants", ""), row
+        # The upload grant's limit is the indexer's (knowledge.aws.writes).
+        limit = parameters.get("MaxDocumentMiB", "64")
+        assert search["MAX_DOCUMENT_MIB"] == indexer["MAX_DOCUMENT_MIB"] == limit, row
         secret_read = any(
             "secretsmanager:GetSecretValue" in json.dumps(s)
             for s in stack.role_statements("SearchFunctionRole")

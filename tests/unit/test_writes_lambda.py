@@ -213,3 +213,19 @@ def test_a_path_too_long_for_an_s3_key_is_a_400_before_anything_is_stored(
     assert writes.invoke(event)[0] == 202
     stored = writes.keys()
     assert f"ops-bot/runbooks/{longest}" not in stored
+
+
+def test_an_upload_grant_admits_no_more_than_the_indexer_indexes(writes: Writes) -> None:
+    # The grant admitted 100 MiB whatever MaxDocumentMiB said (64 by default): a larger
+    # upload could only become a "too large" problem, and take an earlier version out.
+    limit = 64 * 1024 * 1024
+    storage = S3Storage(BUCKET, writes.s3, max_upload_bytes=limit)
+    writes.module.container.api = KnowledgeApi(MemoryKnowledgeStore(), writes=storage)
+    status, grant = writes.invoke(api_event("POST", f"{SCOPE_PATH}/uploads", {"path": "a.pdf"}))
+    assert (status, grant["max_bytes"]) == (200, limit), grant
+    policy = json.loads(base64.b64decode(grant["fields"]["policy"]))
+    assert ["content-length-range", 1, limit] in policy["conditions"]
+    event = api_event("POST", f"{SCOPE_PATH}/uploads", {"path": "a.pdf", "size": limit + 1})
+    status, body = writes.invoke(event)
+    assert (status, body["field"]) == (400, "size"), body
+    assert str(limit) in body["error"]

@@ -22,7 +22,7 @@ from typing import Any
 from knowledge.core.errors import StoreUnavailableError, ValidationError
 from knowledge.core.scope import KnowledgeScope
 from knowledge.core.source import SIDECAR_SUFFIX
-from knowledge.ingest.writes import check_write_path
+from knowledge.ingest.writes import MAX_UPLOAD_BYTES, check_write_path
 
 __all__ = ["MAX_KEY_BYTES", "S3Storage"]
 
@@ -33,9 +33,17 @@ MAX_KEY_BYTES = 1024
 class S3Storage:
     """The ``DocumentStorage`` of the documents bucket (keys ``<agent>/<context>/<path>``)."""
 
-    def __init__(self, bucket: str, client: Any | None = None) -> None:
+    def __init__(
+        self, bucket: str, client: Any | None = None, *, max_upload_bytes: int = MAX_UPLOAD_BYTES
+    ) -> None:
         self._bucket = bucket
         self._client = client
+        self._max_upload_bytes = max_upload_bytes
+
+    @property
+    def max_upload_bytes(self) -> int:
+        """The indexer's document limit (``MAX_DOCUMENT_MIB``, as the function is given it)."""
+        return self._max_upload_bytes
 
     @property
     def client(self) -> Any:

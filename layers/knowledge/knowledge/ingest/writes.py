@@ -116,6 +116,11 @@ _TYPE_EXTENSIONS = {
 class DocumentStorage(Protocol):
     """Where written documents go (the bucket, the served folder)."""
 
+    @property
+    def max_upload_bytes(self) -> int:
+        """The largest file an upload grant admits: the indexer's document limit (a larger
+        one could only become a "too large" problem, and take an earlier version out)."""
+
     def put(self, scope: KnowledgeScope, path: str, data: bytes, sidecar: bytes) -> None:
         """Store ``data`` at ``path`` and its sidecar, replacing both. The sidecar is
         written first, so the document's own write is the last event."""
@@ -315,9 +320,12 @@ def parse_write(
     return DocumentWrite(scope, path, data, origin, metadata)
 
 
-def parse_upload_request(data: Mapping[str, Any]) -> tuple[str, int, int]:
+def parse_upload_request(
+    data: Mapping[str, Any], limit: int = MAX_UPLOAD_BYTES
+) -> tuple[str, int, int]:
     """``(path, max_bytes, expires_in)`` of a ``POST .../uploads`` body
-    ``{"path", "size"?, "expires_in"?}``; ``size`` is the most the upload may send."""
+    ``{"path", "size"?, "expires_in"?}``; ``size`` is the most the upload may send, from 1
+    to ``limit`` (the storage's ``max_upload_bytes``), which is also its default."""
     unknown = sorted(str(k) for k in data if k not in _UPLOAD_FIELDS)
     if unknown:
         raise ValidationError(
@@ -325,9 +333,12 @@ def parse_upload_request(data: Mapping[str, Any]) -> tuple[str, int, int]:
         )
     path = check_write_path(data.get("path"), "path")  # type: ignore[arg-type]
     _check_supported(path)
-    size = data.get("size", MAX_UPLOAD_BYTES)
-    if isinstance(size, bool) or not isinstance(size, int) or not 1 <= size <= MAX_UPLOAD_BYTES:
-        raise ValidationError("size", f"must be an integer from 1 to {MAX_UPLOAD_BYTES}")
+    limit = min(limit, MAX_UPLOAD_BYTES)
+    size = data.get("size", limit)
+    if isinstance(size, bool) or not isinstance(size, int) or not 1 <= size <= limit:
+        raise ValidationError(
+            "size", f"must be an integer from 1 to {limit} (the largest document indexed)"
+        )
     expires = data.get("expires_in", UPLOAD_EXPIRY_SECONDS)
     if isinstance(expires, bool) or not isinstance(expires, int) or not 60 <= expires <= 3600:
         raise ValidationError("expires_in", "must be an integer from 60 to 3600 seconds")

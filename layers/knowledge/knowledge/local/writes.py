@@ -51,6 +51,10 @@ class FolderStorage:
         self._root = Path(root).resolve()
         self._lock = threading.Lock()
 
+    @property
+    def max_upload_bytes(self) -> int:
+        return MAX_DOCUMENT_BYTES  # no uploads here: a PUT takes the file
+
     def _target(self, scope: KnowledgeScope, path: str, *, create: bool) -> Path:
         check_write_path(path)
         scope_dir = self._root / scope.agent / scope.context
