@@ -122,7 +122,12 @@ def knowledge_api() -> KnowledgeApi:
         from knowledge.search.shared import SharedGrants
 
         config = settings()
-        writes = S3Storage(config.documents_bucket) if config.documents_bucket else None
+        writes = (
+            # An upload grant admits what the indexer indexes (MAX_DOCUMENT_MIB), no more.
+            S3Storage(config.documents_bucket, max_upload_bytes=config.max_document_mib << 20)
+            if config.documents_bucket
+            else None
+        )
         container.api = KnowledgeApi(
             build_store(config),
             reindex=queue_reindex,

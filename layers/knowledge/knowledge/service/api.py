@@ -420,7 +420,7 @@ class KnowledgeApi:
             scope, storage = self._write_scope(agent, context)
             if body is None or (isinstance(body, bytes | str) and not body.strip()):
                 raise ValidationError("body", "a JSON object with a 'path' field is required")
-            path, size, expires = parse_upload_request(decode_body(body))
+            path, size, expires = parse_upload_request(decode_body(body), storage.max_upload_bytes)
             grant = storage.presign_upload(scope, path, size, expires)
             return ApiResponse(
                 200,

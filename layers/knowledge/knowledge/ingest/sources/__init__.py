@@ -22,6 +22,7 @@ from typing import Any, Generic, TypeVar
 from knowledge.core.errors import ValidationError
 from knowledge.core.model import FileProblem, unread_extension
 from knowledge.core.origin import ORIGIN, URL, check_sidecar_origin, check_url
+from knowledge.core.scope_set import SHARED_CONTEXT_KEY
 
 __all__ = [
     "CANNOT_LIST",
@@ -126,15 +127,18 @@ def parse_metadata_sidecar(data: bytes) -> dict[str, MetadataValue]:
     Scalars become strings (booleans ``"true"``/``"false"``), lists lists of strings.
     ``origin`` must be one a writer may set (``knowledge.core.origin.SIDECAR_ORIGINS``:
     ``upload``, ``repo``, ``manual``; never ``shared``) and ``url`` an absolute http(s)
-    URL. Raises ``ValidationError`` naming the attribute when the sidecar is not of that
-    form.
+    URL; ``shared_library`` is never a sidecar's (it names the library of a shared hit,
+    set by the search alone: ``knowledge.core.scope_set``). Raises ``ValidationError``
+    naming the attribute when the sidecar is not of that form.
     """
     if len(data) > MAX_SIDECAR_BYTES:
         raise ValidationError("sidecar", f"is larger than {MAX_SIDECAR_BYTES} bytes")
     try:
         document = json.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ValidationError("sidecar", f"is not valid UTF-8 JSON ({exc})") from exc
+    except ValueError as exc:  # not UTF-8, not JSON, or an integer over Python's 4,300 digits
+        raise ValidationError("sidecar", f"is not valid UTF-8 JSON ({str(exc)[:200]})") from exc
+    except RecursionError:
+        raise ValidationError("sidecar", "is not valid JSON here: nested too deeply") from None
     if not isinstance(document, dict) or not isinstance(document.get("metadataAttributes"), dict):
         raise ValidationError("metadataAttributes", "the sidecar must be an object with this key")
     metadata: dict[str, MetadataValue] = {}
@@ -142,6 +146,10 @@ def parse_metadata_sidecar(data: bytes) -> dict[str, MetadataValue]:
         field = f"metadataAttributes.{key}"
         if not key.strip():
             raise ValidationError("metadataAttributes", "attribute names must not be blank")
+        if key == SHARED_CONTEXT_KEY:
+            raise ValidationError(
+                field, "is set by the search for a shared library's hits, never by a sidecar"
+            )
         if isinstance(value, dict) and isinstance(value.get("value"), dict):
             metadata[key] = _typed_value(field, value["value"])
         elif isinstance(value, list):
