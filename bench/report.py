@@ -798,7 +798,9 @@ def coldstart_section(report: Report) -> None:
         + " faster. With the first request included, naive / search is "
         f"{r['bytecode']['naive_over_search_first_request']:.1f}x (bytecode). The layer built "
         f"here is {size:.1f} MB unzipped, {pyc:.1f} MB of it bytecode (the arm64 layer of "
-        "`sam build`: see docs/deploy.md)."
+        "`sam build`: see docs/deploy.md). The targets are rows of one round-robin run, so "
+        "load that stretches every time alike leaves the ratios; the milliseconds grow with "
+        f"it.{_load_note(result)}"
     )
     heavy = result["heaviest_imports"]
     heavy_rows = [
