@@ -8,15 +8,18 @@ Plots are PNGs next to the results (matplotlib, Agg backend).
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from bench.environment import BENCH_DIR, RESULTS_DIR, log, read_result, source_digest
+from bench.environment import RESULTS_DIR, log, read_result, source_digest
+from bench.report_layout import HISTORY, STALE, Report, headline_table, history_text, moved_note
+from bench.report_layout import REPORT as REPORT_PATH
+from bench.report_layout import table as _table
 
-__all__ = ["add_arguments", "main"]
+__all__ = ["Report", "add_arguments", "main"]
 
-REPORT = BENCH_DIR / "REPORT.md"
+REPORT = REPORT_PATH
 MODES = ("keyword", "vector", "hybrid")
 STORE_LABEL = {"embedded": "embedded (SQLite)", "opensearch": "OpenSearch node"}
 EMBEDDER_LABEL = {"hashing": "hashing", "minilm": "all-MiniLM-L6-v2"}
@@ -37,23 +40,9 @@ def _pyplot() -> Any:
     return plt
 
 
-def _table(
-    header: Sequence[str], rows: Sequence[Sequence[object]], float_format: str = "{:.3f}"
-) -> str:
-    def cell(value: object) -> str:
-        return float_format.format(value) if isinstance(value, float) else str(value)
-
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in rows]
-    return "\n".join(lines)
-
-
 def _provenance(result: dict[str, Any], name: str) -> str:
     stale = (
-        " **Made with another version of the product code than the current one** (its "
-        "digest differs from the current source's)."
-        if not _current(result)
-        else ""
+        f" {STALE} (its digest differs from the current source's)." if not _current(result) else ""
     )
     return (
         f"Source: `bench/results/{name}.json`, made by `{result['command']}` "
@@ -101,15 +90,6 @@ def _save(fig: Any, name: str) -> str:
     fig.savefig(path, dpi=110)
     _pyplot().close(fig)
     return f"![{name}](results/{name})"
-
-
-class Report:
-    def __init__(self) -> None:
-        self.sections: list[str] = []
-        self.headlines: list[tuple[str, str, str, str]] = []  # what, target, measured, verdict
-
-    def add(self, text: str) -> None:
-        self.sections.append(text.strip() + "\n")
 
 
 # --- quality ---------------------------------------------------------------------------------
@@ -1002,7 +982,10 @@ def _header(report: Report) -> str:
         "benchmark starts its own OpenSearch node from `tools/opensearch-local`). One "
         "benchmark: `make bench-quality`, `bench-questions`, `bench-indexing`, "
         "`bench-latency`, `bench-coldstart`, `bench-memory`, `bench-documents`, then "
-        "`make bench-report`.",
+        "`make bench-report`. A new benchmark's section is written by a generator "
+        "(`bench/report_<topic>.py`: its headline rows, then its text) that "
+        "`bench/report.py`'s `main` calls last; a section it replaces moves to "
+        "`_superseded_sections`, which writes `bench/results/history.md`.",
     ]
     if machine is not None:
         packages = ", ".join(f"{k} {v}" for k, v in machine["packages"].items() if v)
@@ -1013,65 +996,85 @@ def _header(report: Report) -> str:
             "shared and noisy: figures are medians, and performance is reported as ratios "
             "to a baseline measured in the same run.",
         ]
-    lines += ["", "## Headline figures", ""]
-    lines.append(
-        _table(["what", "target", "measured", "verdict"], [list(h) for h in report.headlines])
-    )
+    lines += [
+        "",
+        "## Headline figures",
+        "",
+        "Each row links to the section that tells how it was measured; *measured on* says "
+        "whether every run behind that section measured the product code as it is now "
+        "(its source digest) or an earlier version (the section names the commit).",
+        "",
+        headline_table(report.rows()),
+    ]
+    moved = moved_note(report)
+    if moved:
+        lines += ["", moved]
     return "\n".join(lines) + "\n"
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--output", type=Path, default=REPORT)
-
-
-def main(args: argparse.Namespace) -> None:
-    RESULTS_DIR.mkdir(parents=True, exist_ok=True)
-    report = Report()
-    quality_section(report)
-    questions_section(report)
-    from bench.report_ranking import context_section, fusion_section, keyword_probe_section
-
-    fusion_section(report)
-    context_section(report)
-
-    keyword_probe_section(report)
-    from bench.report_korean import korean_section  # it imports this module's helpers
-
-    korean_section(report)
-    from bench.report_headings import headings_section  # it imports this module's helpers
-
-    headings_section(report)
-    from bench.report_ranking import hashing_variants_section
-
-    hashing_variants_section(report)
-    from bench.report_korean_v5 import korean_v5_section  # it imports this module's helpers
-
-    korean_v5_section(report)
-    from bench.report_korean_help import korean_help_section  # likewise
-
-    korean_help_section(report)
-    from bench.report_korean_sets import korean_sets_section  # likewise
-
-    korean_sets_section(report)
-    indexing_section(report)
-    latency_section(report)
-    ranking_latency_section(report)
-    from bench.report_ranking import (  # after 3b
+def _superseded_sections(report: Report) -> None:
+    """The sections a later run, or the decision they informed, superseded: ablations and
+    probes behind today's defaults, and past rounds' before/after runs. They go to
+    ``bench/results/history.md`` (``Report.superseded``)."""
+    from bench.report_headings import headings_section  # they import this module's helpers
+    from bench.report_korean import korean_section
+    from bench.report_korean_help import korean_help_section
+    from bench.report_korean_v5 import korean_v5_section
+    from bench.report_ranking import (
+        context_section,
+        fusion_section,
+        hashing_variants_section,
         hybrid_fetch_section,
         hybrid_ids_section,
         hybrid_page_section,
         hybrid_python_section,
-        rerank_section,
+        keyword_probe_section,
     )
 
+    fusion_section(report)  # 1c: the fusion defaults (docs/ranking.md)
+    context_section(report)  # 1d: title and headings embedded in front
+    keyword_probe_section(report)  # 1e: BM25 parameters
+    korean_section(report)  # 1f: bigrams vs morphemes (docs/korean.md)
+    headings_section(report)  # 1g: headings on the keyword side
+    hashing_variants_section(report)  # 1h: a probe
+    korean_v5_section(report)  # 1i: superseded by 1k
+    korean_help_section(report)  # 1j: superseded by 1k
+    ranking_latency_section(report)  # 3b-3g: issue 11's rounds; section 3 is today's
     hybrid_fetch_section(report)
-    rerank_section(report)
     hybrid_ids_section(report)
     hybrid_python_section(report)
     hybrid_page_section(report)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--output", type=Path, default=REPORT)
+    parser.add_argument(
+        "--history", type=Path, default=HISTORY, help="where the superseded sections go"
+    )
+
+
+def main(args: argparse.Namespace) -> None:
+    RESULTS_DIR.mkdir(parents=True, exist_ok=True)
+    report = Report(args.output, args.history)
+    with report.superseded():
+        _superseded_sections(report)
+    args.history.write_text(history_text(report), encoding="utf-8")
+    log(f"wrote {args.history}")
+    # The current sections, in the report's order. A new benchmark's section goes last;
+    # when it replaces an older one, move that one's call to _superseded_sections.
+    quality_section(report)
+    questions_section(report)
+    from bench.report_korean_sets import korean_sets_section  # it imports this module's helpers
+
+    korean_sets_section(report)
+    indexing_section(report)
+    latency_section(report)
+    from bench.report_ranking import rerank_section  # likewise
+
+    rerank_section(report)
     coldstart_section(report)
     memory_section(report)
-    from bench.report_documents import documents_section  # it imports this module's helpers
+    from bench.report_documents import documents_section  # likewise
 
     documents_section(report)
     from bench.report_embedding import embedding_pool_section  # likewise
