@@ -15,7 +15,9 @@ What a write may name, checked before anything is stored (``check_write_path``):
 - no metadata sidecar name (``*.metadata.json``: the sidecar is written with its
   document, never on its own), no hidden segment (``.name``: never indexed), no
   reserved prefix (``RESERVED_PREFIXES``: ``_repos/`` holds the Git repository mirrors,
-  ``_kb/`` is kept for the product's own files);
+  ``_kb/`` is kept for the product's own files), nor the scope's synonyms file
+  (``_synonyms.txt`` at its root: configuration, read by the indexer from the bucket or
+  folder, ``knowledge.ranking.synonyms``);
 - an extension the indexer reads (``knowledge.extraction.DOCUMENT_PATTERNS``), content
   that is what the extension says (``knowledge.extraction.sniff``), at most
   ``MAX_DOCUMENT_BYTES`` (the API Gateway -> Lambda payload bound, below);
@@ -50,7 +52,7 @@ from knowledge.core.documents import query_parameters, validate_document_path
 from knowledge.core.errors import AccessDeniedError, ValidationError
 from knowledge.core.origin import MANUAL, ORIGIN, UPLOAD
 from knowledge.core.scope import KnowledgeScope
-from knowledge.core.source import SIDECAR_SUFFIX
+from knowledge.core.source import SIDECAR_SUFFIX, SYNONYMS_FILE
 from knowledge.search.shared import SHARED_AGENT
 
 __all__ = [
@@ -177,6 +179,12 @@ def check_write_path(path: str, field_name: str = "path") -> str:
     for prefix in RESERVED_PREFIXES:
         if path.startswith(prefix) or path == prefix.rstrip("/"):
             raise ValidationError(field_name, f"'{prefix}' is reserved; choose another folder")
+    if path == SYNONYMS_FILE:
+        raise ValidationError(
+            field_name,
+            f"'{SYNONYMS_FILE}' is the scope's synonyms file (configuration, not a document); "
+            "put it in the bucket or the folder itself (docs/ranking.md)",
+        )
     from knowledge.core.source import is_document_path
     from knowledge.extraction import DOCUMENT_PATTERNS
 
