@@ -126,6 +126,26 @@ def section_text(
             "or bring queries that needed no synonym. Each added term weighs 0.5 "
             "(`SYNONYM_WEIGHT`, docs/ranking.md section 5a)."
         )
+        cost = []
+        for key, found in probe["sets"].items():
+            for run in found["runs"]:
+                plain, synonyms = (
+                    run["scores"]["original/plain"],
+                    run["scores"]["original/synonyms"],
+                )
+                if "p50_ms" in plain:
+                    ratio = f"{synonyms['p50_ms'] / plain['p50_ms']:.2f}x"
+                    row = [SET_NAMES.get(key, key), run["store"], run["mode"]]
+                    cost.append([*row, plain["p50_ms"], synonyms["p50_ms"], ratio])
+        if cost:
+            text += (
+                "\n\nCost, the same run: p50 ms of one search of every query, without and "
+                "with the file (the file read from the store: the embedded store's row, "
+                "the node's record cached for a minute; the expanded queries' second "
+                "`MATCH` / `match`). A machine shared with other runs (load average ~20): "
+                "ratios, not absolute times.\n\n"
+                + _table(["set", "store", "mode", "no file", "with the file", "ratio"], cost)
+            )
         text += "\n\n" + _provenance(probe, PROBE)
     if pairs:
         rows = []

@@ -14,10 +14,11 @@ file (``synonyms``), the same documents:
   the old spelling people also write (``설치`` -> ``인스톨``, ``데비안`` -> ``Debian``,
   ``파일`` -> ``화일``: ``KOREAN``); the file holds each pair.
 
-MRR@10 for every (store, mode, query set, scope), all in one run: the gain is
-``rewritten`` with the file against ``rewritten`` without; ``original`` with the file
-against ``original`` without is what the file costs queries that need no synonym; and
-``original`` without the file is the product's default (no file), the neutral figure.
+MRR@10 (and the p50 of one search) for every (store, mode, query set, scope), in one
+run: the gain is ``rewritten`` with the file against ``rewritten`` without;
+``original`` with the file against ``original`` without is what the file costs queries
+that need no synonym; and ``original`` without the file is the product's default (no
+file), the neutral figure.
 Only the rewritten queries that differ from their original count in ``rewritten``.
 
 Writes ``bench/results/synonym-probe.json``. Run:
@@ -31,6 +32,7 @@ import contextlib
 import re
 import shutil
 import tempfile
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -39,7 +41,7 @@ from typing import Any
 from bench.environment import log, opensearch_node, write_result
 from bench.faq import load_faq
 from bench.manpages import Corpus, Query, load_corpus
-from bench.metrics import document_ranking, evaluate, first_relevant_rank
+from bench.metrics import document_ranking, evaluate, first_relevant_rank, summarize
 from bench.stores import delete_index, make_embedder, open_store, unique_index_name
 from knowledge.core.model import IndexOptions, SearchMode, SearchQuery
 from knowledge.core.scope import KnowledgeScope
@@ -119,15 +121,15 @@ def rewrite(text: str, pairs: Sequence[tuple[str, str]], *, whole_words: bool) -
     return text
 
 
-def _query_sets(corpus: Corpus, pairs: Sequence[tuple[str, str]], whole: bool) -> dict[str, Any]:
+def _query_sets(
+    corpus: Corpus, pairs: Sequence[tuple[str, str]], whole: bool
+) -> tuple[dict[str, list[Query]], list[int]]:
+    """The ``original`` queries, the ``rewritten`` ones the rewriting changed, and the
+    positions of those among the originals."""
     rewritten = [replace(q, text=rewrite(q.text, pairs, whole_words=whole)) for q in corpus.queries]
-    changed = [q for q, original in zip(rewritten, corpus.queries, strict=True) if q != original]
-    originals = [q for q in corpus.queries if rewrite(q.text, pairs, whole_words=whole) != q.text]
-    return {
-        "original": list(corpus.queries),
-        "rewritten": changed,
-        "rewritten-original": originals,  # the same queries before their rewriting
-    }
+    picked = [i for i, q in enumerate(rewritten) if q != corpus.queries[i]]
+    sets = {"original": list(corpus.queries), "rewritten": [rewritten[i] for i in picked]}
+    return sets, picked
 
 
 def _copy(corpus: Corpus, target: Path, synonyms: str | None) -> Path:
@@ -141,13 +143,24 @@ def _score(
     store: KnowledgeStore, scope: KnowledgeScope, queries: Sequence[Query], mode: SearchMode
 ) -> dict[str, Any]:
     judged: list[tuple[list[str], tuple[str, ...]]] = []
+    times: list[float] = []
     for query in queries:
+        started = time.perf_counter()
         hits = store.search(scope, SearchQuery(query.text, mode=mode, max_results=CHUNKS))
+        times.append((time.perf_counter() - started) * 1000.0)
         judged.append((document_ranking(hit.document_path for hit in hits), query.relevant))
     return {
         "mrr_at_10": round(evaluate(judged).mrr_at_10, 4),
+        "p50_ms": round(summarize(times)["p50"], 2),
         "ranks": [first_relevant_rank(ranking, relevant) for ranking, relevant in judged],
     }
+
+
+def _subset(scores: dict[str, Any], picked: Sequence[int]) -> dict[str, Any]:
+    """The scores of the queries at ``picked`` (the originals of the rewritten ones)."""
+    ranks = [scores["ranks"][i] for i in picked]
+    mrr = sum(0.0 if r is None or r > 10 else 1.0 / r for r in ranks) / max(len(ranks), 1)
+    return {"mrr_at_10": round(mrr, 4), "ranks": ranks}
 
 
 @contextlib.contextmanager
@@ -191,7 +204,7 @@ def _probe(
     url: str | None,
 ) -> dict[str, Any]:
     synonyms = synonyms_file(pairs)
-    sets = _query_sets(corpus, pairs, whole)
+    sets, picked = _query_sets(corpus, pairs, whole)
     folders = {
         "plain": _copy(corpus, workdir / f"{corpus.name}-plain", None),
         "synonyms": _copy(corpus, workdir / f"{corpus.name}-synonyms", synonyms),
@@ -211,9 +224,13 @@ def _probe(
                     continue
                 scores = {
                     f"{queries}/{variant}": _score(store, scopes[variant], sets[queries], mode)
-                    for queries in ("original", "rewritten", "rewritten-original")
+                    for queries in ("original", "rewritten")
                     for variant in folders
                 }
+                for variant in folders:  # the same queries before their rewriting
+                    scores[f"rewritten-original/{variant}"] = _subset(
+                        scores[f"original/{variant}"], picked
+                    )
                 runs.append({"store": name, "mode": mode.value, "scores": scores})
                 log(
                     f"{name} {mode.value}: "
@@ -225,8 +242,8 @@ def _probe(
         "synonyms_file": synonyms,
         "queries": {name: len(queries) for name, queries in sets.items()},
         "examples": [
-            [original.text, changed.text]
-            for original, changed in zip(sets["rewritten-original"], sets["rewritten"], strict=True)
+            [corpus.queries[i].text, changed.text]
+            for i, changed in zip(picked, sets["rewritten"], strict=True)
         ][:5],
         "runs": runs,
     }
