@@ -143,3 +143,33 @@ def test_a_write_route_refuses_the_name_and_says_what_it_is() -> None:
     assert caught.value.field == "path"
     assert "synonyms file" in caught.value.message
     assert check_write_path("notes/_synonyms.txt") == "notes/_synonyms.txt"
+
+
+def test_per_agent_keyword_tables_expand_the_same(tmp_path: Path) -> None:
+    """With ``isolation="agent"`` each agent has its own FTS table (the contract runs the
+    shared one): the expanded query is a second MATCH of each, summed per chunk."""
+    from knowledge.core.model import SearchMode, SearchQuery
+    from knowledge.ingest.pipeline import index_source
+    from knowledge.stores.embedded import EmbeddedKnowledgeStore
+
+    store = EmbeddedKnowledgeStore(tmp_path / "kb.db", isolation="agent")
+    try:
+        for agent in ("a", "b"):
+            folder = tmp_path / "bucket" / agent / "c"
+            folder.mkdir(parents=True)
+            (folder / "one.txt").write_text("Notes: k8s rollout plan.")
+            (folder / "two.txt").write_text("Notes: kubernetes rollout plan.")
+            for n in range(6):
+                (folder / f"filler-{n}.txt").write_text(f"Lunch menu {n}: soup and tea.")
+        (tmp_path / "bucket" / "a" / "c" / SYNONYMS_FILE).write_text("k8s, kubernetes\n")
+        source = BucketFolderSource(tmp_path / "bucket")
+        for agent in ("a", "b"):
+            index_source(store, KnowledgeScope(agent, "c"), source, IndexOptions())
+        query = SearchQuery("k8s", mode=SearchMode.KEYWORD)
+        found = store.search(KnowledgeScope("a", "c"), query)
+        assert [(r.document_path, r.score) for r in found] == [("one.txt", 1.0), ("two.txt", 0.5)]
+        assert [r.document_path for r in store.search(KnowledgeScope("b", "c"), query)] == [
+            "one.txt"
+        ]
+    finally:
+        store.close()
