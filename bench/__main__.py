@@ -41,6 +41,7 @@ COMMANDS = {
     "repo-sync-incremental": "the 5,000-file repository: incremental vs full fetch, same run",
     "shared-library": "a granted agent's search with its libraries: one store query vs N",
     "ranking-cost": "embedded store: search p50 with origin/lesson weights and explain vs inert",
+    "synonym-probe": "a probe: a scope's synonyms file on abbreviated / Korean loanword queries",
     "report": "write bench/REPORT.md and the plots from bench/results/*.json",
 }
 
@@ -61,6 +62,7 @@ MODULES = {
     "repo-sync-incremental": "repo_sync_incremental",
     "shared-library": "shared_library",
     "ranking-cost": "ranking_cost",
+    "synonym-probe": "synonym_probe",
     "scope-recall": "scope_recall",
 }
 

@@ -1059,6 +1059,9 @@ def main(args: argparse.Namespace) -> None:
     from bench.report_repos import incremental_section  # round 11: appended at the end
 
     incremental_section(report)
+    from bench.report_synonyms import synonyms_section
+
+    synonyms_section(report)
     text = _header(report) + "\n" + "\n".join(report.sections)
     args.output.write_text(text, encoding="utf-8")
     log(f"wrote {args.output}")

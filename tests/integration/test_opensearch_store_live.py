@@ -359,6 +359,9 @@ class _CorruptingSession:
     def record_unread(self, counts: Mapping[str, int]) -> None:
         self.inner.record_unread(counts)
 
+    def put_synonyms(self, text: str | None) -> None:
+        self.inner.put_synonyms(text)
+
     def stored_vectors(self, path: str) -> Mapping[str, Sequence[float]]:
         return dict(self.inner.stored_vectors(path))
 

@@ -110,6 +110,9 @@ class FakeSession:
     def record_unread(self, counts: Mapping[str, int]) -> None:
         self.writer.unread = dict(counts)
 
+    def put_synonyms(self, text: str | None) -> None:
+        self.writer.synonyms = text
+
     def stored_vectors(self, path: str) -> Mapping[str, Sequence[float]]:
         if self.writer.vectors_fail is not None:
             raise self.writer.vectors_fail
@@ -132,6 +135,7 @@ class FakeWriter:
         self.documents: dict[str, tuple[DocumentHeader, list[EmbeddedChunk]]] = {}
         self.problems: dict[str, str] = {}
         self.unread: dict[str, int] | None = None
+        self.synonyms: str | None = None
         self.sessions: list[FakeSession] = []
         self.reject = set(reject)
         self.unavailable = set(unavailable)

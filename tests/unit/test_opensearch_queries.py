@@ -856,7 +856,7 @@ def test_scopes_page_body_is_a_composite_on_agent_and_context() -> None:
     assert queries.scopes_page_body(50, {"agent": "a", "context": "b"}) == {
         "size": 0,
         "track_total_hits": False,
-        "query": {"bool": {"must_not": [{"term": {"record": "unread"}}]}},
+        "query": {"bool": {"must_not": [{"terms": {"record": ["unread", "synonyms"]}}]}},
         "aggs": {
             "scopes": {
                 "composite": {

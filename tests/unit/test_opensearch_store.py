@@ -686,8 +686,9 @@ def test_hybrid_sends_one_msearch_and_errors_name_the_side() -> None:
     fake = FakeOpenSearch(mapping=_vector_mapping(8))
     store = _store(fake)
     assert store.search(SCOPE, SearchQuery("deploy", mode="hybrid")) == []
-    # The first vector search of a scope counts its chunks (scope_size: ef_search), once.
-    assert fake.names().count("search") == 1
+    # The first vector search of a scope counts its chunks (scope_size: ef_search), once;
+    # the first keyword side reads the scope's synonyms, cached (opensearch.synonyms).
+    assert fake.names().count("search") == 2
     fake.calls.clear()
     assert store.search(SCOPE, SearchQuery("deploy", mode="hybrid")) == []
     assert fake.names().count("msearch") == 1
@@ -704,7 +705,8 @@ def test_hybrid_without_msearch_sends_two_searches() -> None:
     fake = FakeOpenSearch(mapping=_vector_mapping(8))
     store = _store(fake, use_msearch=False)
     store.search(SCOPE, SearchQuery("deploy", mode="hybrid"))
-    assert fake.names().count("search") == 3  # the first also counts the scope's chunks
+    # The first also counts the scope's chunks and reads its synonyms (both cached).
+    assert fake.names().count("search") == 4
     fake.calls.clear()
     store.search(SCOPE, SearchQuery("deploy", mode="hybrid"))
     assert fake.names().count("search") == 2

@@ -26,6 +26,9 @@ all end with the index matching the bucket.
   matching the object's current state, whatever kind of delete it was;
 - ``REINDEX_SCOPE``: one step of a scope reindex, expanded by the injected
   ``ScopeExpander`` (``knowledge.aws.reindex_queue.ScopeReindexer``) within the time budget;
+- the scope's synonyms file (``_synonyms.txt``, any event): stored with the scope as it
+  is now (``knowledge.ingest.synonyms``; a bad file is a problem in the status, kept
+  until fixed, not retried);
 - ``IGNORE`` and ``REJECT`` change nothing; a path that does not match the file patterns
   is ignored.
 
@@ -45,13 +48,15 @@ from knowledge.aws.invocation_time import TimeBudget
 from knowledge.core.errors import ConfigurationError, KnowledgeError
 from knowledge.core.model import IndexOptions, IndexResult
 from knowledge.core.scope import KnowledgeScope
-from knowledge.core.source import SourceDocument, is_document_path
+from knowledge.core.source import SYNONYMS_FILE, SourceDocument, is_document_path
 from knowledge.ingest.pipeline import (
     REASON_STALE_VERSION,
     REASON_UNCHANGED,
     delete_document,
     upsert_document,
 )
+from knowledge.ingest.sources import SynonymsFile
+from knowledge.ingest.synonyms import apply_synonyms
 from knowledge.stores.protocol import KnowledgeStore
 
 __all__ = [
@@ -82,6 +87,8 @@ class ObjectLookup(Protocol):
     ) -> SourceDocument | None: ...
 
     def revision(self, scope: KnowledgeScope, path: str) -> str | None: ...
+
+    def synonyms_file(self, scope: KnowledgeScope) -> SynonymsFile: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -202,6 +209,8 @@ class EventIndexer:
         scope, path = action.scope, action.path
         if scope is None or path is None:
             return EventOutcome(action, EventStatus.REJECTED, "the action names no document")
+        if path == SYNONYMS_FILE:
+            return self._synonyms(action, scope)
         if not is_document_path(path, self._options.file_patterns):
             patterns = ", ".join(self._options.file_patterns)
             return EventOutcome(
@@ -249,6 +258,18 @@ class EventIndexer:
         if outcome.detail:
             detail += f" ({outcome.detail})"
         return EventOutcome(action, outcome.status, detail, outcome.result)
+
+    def _synonyms(self, action: ObjectAction, scope: KnowledgeScope) -> EventOutcome:
+        """The scope's synonyms file changed: store it as it is now (``ingest.synonyms``).
+        A bad file is a problem in the status (the last good set stays), not retried."""
+        found = self._source.synonyms_file(scope)
+        with self._store.write_session(scope) as session:
+            problem = apply_synonyms(session, found)
+        if problem is not None:
+            return EventOutcome(action, EventStatus.SKIPPED, problem.reason)
+        if found.data is None:
+            return EventOutcome(action, EventStatus.DELETED, "the scope has no synonyms now")
+        return EventOutcome(action, EventStatus.INDEXED, "the scope's synonyms")
 
     def _expand(self, action: ObjectAction, budget: TimeBudget) -> EventOutcome:
         if action.task is None:

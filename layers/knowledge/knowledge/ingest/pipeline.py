@@ -31,7 +31,7 @@ from knowledge.core.errors import StoreError, ValidationError
 from knowledge.core.identity import is_newer_version
 from knowledge.core.model import FileProblem, IndexOptions, IndexResult
 from knowledge.core.scope import KnowledgeScope
-from knowledge.core.source import DocumentSource, SourceDocument
+from knowledge.core.source import SYNONYMS_FILE, DocumentSource, SourceDocument
 from knowledge.embedding.base import EmbeddingClient
 from knowledge.ingest.chunk_embedding import (
     DEFAULT_EMBED_BATCH_SIZE,
@@ -260,7 +260,8 @@ class Indexer:
             # A file that was never indexed and is gone: its problem goes with it (the
             # source's own listing problems were just recorded: they stay).
             reported = {p.path for p in (*run.skipped, *run.errors)}
-            for path in sorted(problems - listed - reported - stored):
+            # The synonyms file's problem is the synonyms' own (ingest.synonyms).
+            for path in sorted(problems - listed - reported - stored - {SYNONYMS_FILE}):
                 if not unlisted(path):
                     self._documents.delete(session, path, run)
 

@@ -15,7 +15,9 @@ What a write may name, checked before anything is stored (``check_write_path``):
 - no metadata sidecar name (``*.metadata.json``: the sidecar is written with its
   document, never on its own), no hidden segment (``.name``: never indexed), no
   reserved prefix (``RESERVED_PREFIXES``: ``_repos/`` holds the Git repository mirrors,
-  ``_kb/`` is kept for the product's own files); names and prefixes in any letter case,
+  ``_kb/`` is kept for the product's own files), nor the scope's synonyms file
+  (``_synonyms.txt`` at its root: configuration, read by the indexer from the bucket or
+  folder, ``knowledge.ranking.synonyms``); names and prefixes in any letter case,
   since a case-insensitive file system (macOS, Windows) makes them the same folder;
 - an extension the indexer reads (``knowledge.extraction.DOCUMENT_PATTERNS``) and not
   one it only lists as a problem (``REFUSED_FORMATS``: ``.doc``, ``.odt``, ...), content
@@ -60,7 +62,7 @@ from knowledge.core.errors import AccessDeniedError, ValidationError
 from knowledge.core.formats import REFUSED_FORMATS
 from knowledge.core.origin import MANUAL, ORIGIN, UPLOAD
 from knowledge.core.scope import KnowledgeScope
-from knowledge.core.source import SIDECAR_SUFFIX
+from knowledge.core.source import SIDECAR_SUFFIX, SYNONYMS_FILE
 from knowledge.search.shared import SHARED_AGENT
 
 __all__ = [
@@ -211,6 +213,12 @@ def check_write_path(path: str, field_name: str = "path") -> str:
     for prefix in RESERVED_PREFIXES:
         if folded.startswith(prefix) or folded == prefix.rstrip("/"):
             raise ValidationError(field_name, f"'{prefix}' is reserved; choose another folder")
+    if folded == SYNONYMS_FILE.casefold():
+        raise ValidationError(
+            field_name,
+            f"'{SYNONYMS_FILE}' is the scope's synonyms file (configuration, not a document); "
+            "put it in the bucket or the folder itself (docs/ranking.md)",
+        )
     from knowledge.core.source import is_document_path
     from knowledge.extraction import DOCUMENT_PATTERNS
 

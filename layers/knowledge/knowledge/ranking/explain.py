@@ -45,6 +45,7 @@ from knowledge.core.errors import ValidationError
 from knowledge.ranking.analysis import ANALYSIS, keyword_terms
 from knowledge.ranking.fusion import CONFIDENCE_RANK, Fused, K, min_max, side_confidence
 from knowledge.ranking.origin_weights import RankWeights, Weighing
+from knowledge.ranking.synonyms import QueryTerms
 
 __all__ = [
     "Explanation",
@@ -163,13 +164,17 @@ def record_search(
     extras: int,
     group_by: str | None = None,
     libraries: Sequence[str] = (),
+    synonyms: QueryTerms | None = None,
 ) -> Callable[[K, bool], dict[str, Any]]:
     """Record one store search in the request's ``Explanation`` and return the function
     that explains one of its results (``explain(key, extra)``). ``keyword``/``vector`` are
     the side's raw candidate scores as fusion got them (``vector`` above the floor,
     ``vector_found`` how many there were before it); ``ranked`` the candidates after
     the weights (best first), ``weighing`` what ``origin_weights.weigh`` did; ``orders``
-    the two sides' candidate orders RRF ranked (keyword, vector)."""
+    the two sides' candidate orders RRF ranked (keyword, vector); ``synonyms`` the keyword
+    side's terms with what the scope's synonyms added (``query.synonyms``: each added term
+    and its weight; the raw keyword scores already hold them, so the formulas are the
+    same)."""
     explanation = current()
     assert explanation is not None  # the stores call this only inside explaining()
     kw_weight, vec_weight = hybrid_weights if hybrid_weights is not None else (None, None)
@@ -206,6 +211,13 @@ def record_search(
     elif fusion == "keyword" and kw_record is not None:
         fusion_record["divisor"] = kw_record["max"]
     number = len(explanation.searches)
+    query_record: dict[str, Any] = {
+        "text": text,
+        "terms": keyword_terms(text),
+        "analysis": ANALYSIS,
+    }
+    if synonyms is not None and synonyms.expanded:
+        query_record["synonyms"] = synonyms.to_dict()
     explanation.searches.append(
         {
             "search": number,
@@ -213,7 +225,7 @@ def record_search(
             "scope": scope,
             "libraries": list(libraries),
             "mode": mode,
-            "query": {"text": text, "terms": keyword_terms(text), "analysis": ANALYSIS},
+            "query": query_record,
             "keyword": kw_record,
             "vector": vec_record,
             "fusion": fusion_record,
@@ -407,6 +419,10 @@ def format_trace(trace: Mapping[str, Any], results: Sequence[Mapping[str, Any]])
             f" ({search['mode']})"
         )
         lines.append(f"  terms: {', '.join(query['terms']) or '(none)'}  [{query['analysis']}]")
+        synonyms = query.get("synonyms")
+        if synonyms:
+            added = ", ".join(synonyms["expanded"])
+            lines.append(f"  synonyms: + {added} (weight {_number(synonyms['weight'])} each)")
         for name in ("keyword", "vector"):
             line = _side_line(name, search[name])
             if line:

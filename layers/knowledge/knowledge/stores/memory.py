@@ -23,6 +23,7 @@ divided by their maximum (``fusion.keyword_only``), then ``min_score``, sort and
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import itertools
 import math
 import threading
@@ -55,10 +56,12 @@ from knowledge.core.origin import FORMAT, ORIGIN
 from knowledge.core.path_filters import matches_file_patterns, matches_metadata
 from knowledge.core.scope import KnowledgeScope
 from knowledge.core.scope_set import library_hit, marked, searched_scopes
+from knowledge.core.source import SYNONYMS_FILE
 from knowledge.ranking.analysis import keyword_terms
 from knowledge.ranking.fusion import keyword_only
 from knowledge.ranking.headings import DEFAULT_HEADINGS_WEIGHT, check_headings_weight, heading_terms
 from knowledge.ranking.origin_weights import is_lesson
+from knowledge.ranking.synonyms import compiled, expand
 from knowledge.ranking.weighted_page import weighted_page
 from knowledge.stores.memory_snapshots import (
     ChunkKey,
@@ -94,6 +97,7 @@ class _MemoryWriteSession:
         self._changes: dict[str, DocumentRecord | None] = {}
         self._problems: dict[str, tuple[int, str] | None] = {}
         self._unread: Mapping[str, int] | None = None
+        self._synonyms: tuple[str | None] | None = None
         self._base: Snapshot | None = None
         self._done = False
 
@@ -118,7 +122,9 @@ class _MemoryWriteSession:
         snapshot = (
             None
             if exc_type is not None
-            else apply_changes(base, self._changes, _now(), self._problems, self._unread)
+            else apply_changes(
+                base, self._changes, _now(), self._problems, self._unread, synonyms=self._synonyms
+            )
         )
         self._store._end(self._scope, snapshot)
 
@@ -174,6 +180,12 @@ class _MemoryWriteSession:
         """Published with the session."""
         self._require_open()
         self._unread = dict(counts)
+
+    def put_synonyms(self, text: str | None) -> None:
+        """Published with the session; clears the synonyms file's problem."""
+        self._require_open()
+        self._synonyms = (text,)
+        self._problems[SYNONYMS_FILE] = None
 
     def stored_vectors(self, path: str) -> Mapping[str, Sequence[float]]:
         """Always empty: this store keeps no vectors (keyword only), so nothing to reuse."""
@@ -269,7 +281,11 @@ class MemoryKnowledgeStore:
         writer.acquire()
         with self._lock:
             current = self._snapshots.get(scope.key)
-        return empty_snapshot(scope) if replace or current is None else current
+        if current is None:
+            return empty_snapshot(scope)
+        if replace:  # the synonyms are the scope's config, not documents: they stay
+            return dataclasses.replace(empty_snapshot(scope), synonyms=current.synonyms)
+        return current
 
     def _next_problem(self) -> int:
         with self._lock:
@@ -307,7 +323,9 @@ class MemoryKnowledgeStore:
                 for key in (f"{agent}/{context}" for agent, context in searched[1:])
                 if key in self._snapshots
             ]
-        terms = set(keyword_terms(query.text))
+            snapshot = self._snapshots.get(scope.key)  # its synonyms: the scope's own
+        expansion = expand(query.text, compiled(None if snapshot is None else snapshot.synonyms))
+        terms = expansion.weights
         if not terms or not (own or shared):
             return []
         scores: dict[ChunkKey, float] = {}
@@ -329,6 +347,7 @@ class MemoryKnowledgeStore:
                 "fusion": "keyword",
                 "keyword": scores,
                 "vector": None,
+                "synonyms": expansion,
             }
 
         # Weights, the page (group_by, counts), lesson extras, the trace (ranking.weighted_page).
@@ -360,7 +379,7 @@ class MemoryKnowledgeStore:
     def _score(
         self,
         snapshots: Sequence[Snapshot],
-        terms: set[str],
+        terms: Mapping[str, float],
         query: SearchQuery,
         scores: dict[ChunkKey, float],
         records: dict[ChunkKey, ChunkRecord],
@@ -373,11 +392,11 @@ class MemoryKnowledgeStore:
         frequencies = {t: sum(len(s.postings.get(t, ())) for s in snapshots) for t in terms}
         rejected: set[ChunkKey] = set()
         for snapshot in snapshots:
-            for term in terms:
+            for term, weight in terms.items():
                 posting = snapshot.postings.get(term)
                 if not posting:
                     continue
-                idf = math.log(1.0 + total_chunks / frequencies[term])
+                idf = weight * math.log(1.0 + total_chunks / frequencies[term])
                 for key, count in posting.items():
                     if key in rejected:
                         continue

@@ -71,6 +71,7 @@ class Snapshot:
     # path -> (when recorded: a store-wide sequence number, reason); most recent = highest
     problems: Mapping[str, tuple[int, str]]
     unread: Mapping[str, int] = field(default_factory=dict)  # IndexStatus.unread_files
+    synonyms: str | None = None  # the scope's synonyms text (ranking.synonyms), config
 
 
 def empty_snapshot(scope: KnowledgeScope) -> Snapshot:
@@ -83,9 +84,12 @@ def apply_changes(
     at: datetime,
     problems: Mapping[str, tuple[int, str] | None],
     unread: Mapping[str, int] | None = None,
+    *,
+    synonyms: tuple[str | None] | None = None,
 ) -> Snapshot:
     """A new snapshot: ``base`` with each changed path replaced (``None``: removed) and
-    each changed problem set (``None``: cleared).
+    each changed problem set (``None``: cleared); ``synonyms`` (a 1-tuple) replaces the
+    scope's synonyms text, ``None`` keeps it.
 
     Copies the outer dicts and only the posting lists of the terms that change.
     """
@@ -124,7 +128,8 @@ def apply_changes(
         else:
             recorded[path] = problem
     counts = base.unread if unread is None else MappingProxyType(dict(unread))
-    return Snapshot(base.scope, documents, chunks, postings, at, recorded, counts)
+    text = base.synonyms if synonyms is None else synonyms[0]
+    return Snapshot(base.scope, documents, chunks, postings, at, recorded, counts, text)
 
 
 def latest_problems(problems: Mapping[str, tuple[int, str]]) -> tuple[FileProblem, ...]:

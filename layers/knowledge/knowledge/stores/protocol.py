@@ -17,6 +17,9 @@ Guarantees every implementation keeps (checked by ``tests/contract``):
 - ``search`` is safe to call concurrently with indexing and never sees half a document
   where the backend can promise it (memory, embedded; the embedded store commits a long
   write session in batches, so its documents become searchable as they land);
+- a keyword search (keyword mode, hybrid's keyword side) expands its terms with the
+  synonyms of exactly the scope it names (``WriteSession.put_synonyms``,
+  ``knowledge.ranking.synonyms``), each added term weighing ``SYNONYM_WEIGHT``;
 - ``close()`` is idempotent and never closes injected collaborators.
 """
 
@@ -144,6 +147,14 @@ class WriteSession(Protocol):
         selects, by extension (``IndexStatus.unread_files``; ``model.capped_unread``
         already applied). Written with the session; a session that does not call it
         leaves the counts as they were."""
+        ...
+
+    def put_synonyms(self, text: str | None) -> None:
+        """Replace the scope's synonyms with ``text`` (a synonyms file that
+        ``knowledge.ranking.synonyms.parse_synonyms`` accepted; ``None``: none), written
+        with the session, and clear a problem recorded under ``SYNONYMS_FILE``. Every
+        keyword search of exactly this scope expands its terms with them; a reindex's
+        ``replace_scope`` keeps them (configuration, not documents)."""
         ...
 
     def stored_vectors(self, path: str) -> Mapping[str, Sequence[float]]:

@@ -17,6 +17,7 @@ import json
 import math
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from knowledge.core.errors import ValidationError
@@ -29,6 +30,7 @@ __all__ = [
     "MAX_SIDECAR_BYTES",
     "Listing",
     "MetadataValue",
+    "SynonymsFile",
     "parse_metadata_sidecar",
     "under_unlisted_folder",
 ]
@@ -56,19 +58,30 @@ def under_unlisted_folder(problems: list[FileProblem]) -> Callable[[str], bool]:
     return lambda path: path.startswith(prefixes) if prefixes else False
 
 
+@dataclass(frozen=True, slots=True)
+class SynonymsFile:
+    """What a listing found of the scope's synonyms file (``core.source.SYNONYMS_FILE``):
+    its bytes (``None``: the scope has none), or why it could not be read."""
+
+    data: bytes | None = None
+    error: str | None = None
+
+
 class Listing(Generic[T]):
     """An iterator of listed items plus the problems met while listing them.
 
     ``produce`` receives the listing itself and returns the item iterator; it appends
     to ``skipped`` and ``errors`` and counts the files no pattern selects in ``unread``
     (by extension: ``IndexStatus.unread_files``) as it goes (lazily: nothing runs before the first
-    ``next()``).
+    ``next()``), and sets ``synonyms`` to what it found of the scope's synonyms file.
     """
 
     def __init__(self, produce: Callable[[Listing[T]], Iterator[T]]) -> None:
         self.skipped: list[FileProblem] = []
         self.errors: list[FileProblem] = []
         self.unread: Counter[str] = Counter()
+        # None: this listing does not look for a synonyms file (else what it found).
+        self.synonyms: SynonymsFile | None = None
         self._items = produce(self)
 
     def count_unread(self, path: str) -> None:

@@ -39,7 +39,7 @@ or write (``check``) rather than silently searching the other way."""
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
 from knowledge.core.errors import StoreError
@@ -49,6 +49,7 @@ from knowledge.core.scope import KnowledgeScope
 from knowledge.core.scope_set import SHARED_AGENT, searched_scopes, statistics_owner
 from knowledge.ranking.analysis import keyword_terms
 from knowledge.ranking.headings import DEFAULT_HEADINGS_WEIGHT, heading_terms
+from knowledge.ranking.synonyms import SYNONYM_WEIGHT, QueryTerms
 
 from .candidates import FETCH_BATCH, Candidate, pairs_condition
 from .filter_sql import filter_sql
@@ -58,7 +59,9 @@ __all__ = [
     "DEFAULT_ISOLATION",
     "ISOLATION_MODES",
     "KeywordIndex",
+    "fts_match",
     "fts_query",
+    "scope_synonyms",
 ]
 
 ISOLATION_MODES: Final = ("shared", "agent")
@@ -81,10 +84,24 @@ def fts_query(text: str) -> str | None:
     doubled), so no operator, column filter, prefix or NEAR group can be expressed.
     ``None`` when the text has no terms (it then matches nothing).
     """
-    terms = dict.fromkeys(keyword_terms(text))
-    if not terms:
+    return fts_match(keyword_terms(text))
+
+
+def fts_match(terms: Iterable[str]) -> str | None:
+    """The FTS5 MATCH expression of already analysed ``terms`` (``fts_query``)."""
+    distinct = dict.fromkeys(terms)
+    if not distinct:
         return None
-    return " OR ".join('"' + term.replace('"', '""') + '"' for term in terms)
+    return " OR ".join('"' + term.replace('"', '""') + '"' for term in distinct)
+
+
+def scope_synonyms(conn: sqlite3.Connection, scope: KnowledgeScope) -> str | None:
+    """The text of the scope's synonyms (``knowledge.ranking.synonyms``), ``None`` for none:
+    one primary-key lookup in the search's read transaction."""
+    row = conn.execute(
+        "SELECT rules FROM synonyms WHERE agent = ? AND context = ?", (scope.agent, scope.context)
+    ).fetchone()
+    return None if row is None else str(row[0])
 
 
 def _terms(content: str) -> str:
@@ -213,13 +230,21 @@ class KeywordIndex:
         conn: sqlite3.Connection,
         scope: KnowledgeScope,
         query: SearchQuery,
-        match: str,
+        terms: QueryTerms,
         limit: int,
     ) -> list[Candidate]:
         """The best ``limit`` chunks of the scope and the query's shared libraries for
-        ``match`` that pass the filters, best first, ties by ``ChunkKey``. One statement:
+        ``terms`` that pass the filters, best first, ties by ``ChunkKey``. One statement:
         with per-agent tables, one ``SELECT`` per table (each its own statistics,
-        ``knowledge.core.scope_set``) joined by ``UNION ALL`` and ranked together."""
+        ``knowledge.core.scope_set``) joined by ``UNION ALL`` and ranked together. Terms a
+        synonym added (``terms.expanded``) are a second ``MATCH`` of each table whose
+        ``bm25()`` counts ``SYNONYM_WEIGHT``: FTS5's BM25 is a sum over the query's
+        phrases, so a chunk's score is that of its typed terms plus ``SYNONYM_WEIGHT``
+        times that of its added ones, as in the other stores."""
+        match = fts_match(terms.typed)
+        if match is None:
+            return []
+        extra = fts_match(terms.expanded)
         groups: dict[str, list[tuple[str, str | None]]] = {}
         for agent, context in searched_scopes(scope, query.cross_context, query.shared_libraries):
             for table, searched in self._tables_of(conn, agent, context):
@@ -232,17 +257,28 @@ class KeywordIndex:
             filter_clause = f" AND ({condition})"
         selects: list[str] = []
         bound: list[object] = []
+        matches = [(1.0, match)] if extra is None else [(1.0, match), (SYNONYM_WEIGHT, extra)]
+        # Inside the GROUP BY's subquery SQLite would otherwise walk ``chunks`` and probe
+        # the FTS table per row (seconds on 10,000 chunks): CROSS JOIN keeps FTS outer.
+        join = "JOIN" if extra is None else "CROSS JOIN"
         for table, pairs in groups.items():
             scope_sql, params = pairs_condition(pairs, "c.")
-            selects.append(
-                "SELECT c.id AS id, c.path AS path, c.chunk_index AS chunk_index,"  # noqa: S608
-                " c.context AS context, c.agent AS agent, c.metadata AS metadata,"
-                f" -bm25({table}, 1.0, ?) AS s"
-                f" FROM {table} JOIN chunks AS c ON c.id = {table}.rowid"
-                f" WHERE {table} MATCH ? AND {scope_sql}{filter_clause}"
+            for weight, expression in matches:
+                selects.append(
+                    "SELECT c.id AS id, c.path AS path, c.chunk_index AS chunk_index,"  # noqa: S608
+                    " c.context AS context, c.agent AS agent, c.metadata AS metadata,"
+                    f" ? * -bm25({table}, 1.0, ?) AS s"
+                    f" FROM {table} {join} chunks AS c ON c.id = {table}.rowid"
+                    f" WHERE {table} MATCH ? AND {scope_sql}{filter_clause}"
+                )
+                bound.extend((weight, self._headings_weight, expression, *params, *filter_params))
+        union = " UNION ALL ".join(selects)
+        if extra is not None:  # a chunk matched by both: the sum of its two scores
+            union = (
+                "SELECT id, path, chunk_index, context, agent, metadata, sum(s) AS s"  # noqa: S608
+                f" FROM ({union}) GROUP BY id"
             )
-            bound.extend((self._headings_weight, match, *params, *filter_params))
-        sql = " UNION ALL ".join(selects) + (" ORDER BY s DESC, path, chunk_index, context, agent")
+        sql = union + " ORDER BY s DESC, path, chunk_index, context, agent"
         # The search filter is part of the SQL (filter_sql), so only these are left to Python.
         filtered = bool(query.file_patterns or query.metadata)
         # Without filters every row is a candidate, so SQLite can stop at the limit.

@@ -30,6 +30,7 @@ from knowledge.ranking.fusion import (
     keyword_only,
     vector_only,
 )
+from knowledge.ranking.synonyms import QueryTerms
 from knowledge.ranking.weighted_page import Page
 
 from .candidates import Candidate, ChunkKey
@@ -127,6 +128,7 @@ class Fusion:
         sides: tuple[list[Candidate], list[Candidate]],
         *,
         cjk: bool,
+        synonyms: QueryTerms | None = None,
     ) -> dict[str, Any]:
         """The store's part of an explained search (``ranking.explain.record_search``):
         the sides as ``fuse`` got them, the floor, the weights or RRF's ``k``."""
@@ -156,6 +158,7 @@ class Fusion:
                 if hybrid and not weighted
                 else None
             ),
+            "synonyms": synonyms,
         }
 
 

@@ -46,6 +46,7 @@ from knowledge.core.errors import ConfigurationError, StoreError, ValidationErro
 from knowledge.core.model import FileProblem
 from knowledge.core.origin import FORMAT
 from knowledge.core.scope import KnowledgeScope
+from knowledge.core.source import SYNONYMS_FILE
 from knowledge.stores.protocol import DocumentHeader, EmbeddedChunk
 
 from .connections import BUSY_TIMEOUT_S, damage_advice, is_damage
@@ -263,6 +264,25 @@ class EmbeddedWriteSession:
             )
         except sqlite3.Error as exc:
             raise self._store_error("cannot record the unread files", exc) from exc
+        self._document_done()
+
+    def put_synonyms(self, text: str | None) -> None:
+        """Replace the scope's synonyms (``None``: none) and clear the synonyms file's
+        problem; a reindex's replace leaves them (configuration, not documents)."""
+        try:
+            conn = self._writing(SYNONYMS_FILE, touch=False)
+            where = [self._scope.agent, self._scope.context]
+            conn.execute(f"DELETE FROM synonyms WHERE {_SCOPE_CONDITION}", where)  # noqa: S608
+            if text:
+                conn.execute(
+                    "INSERT INTO synonyms (agent, context, rules) VALUES (?, ?, ?)", (*where, text)
+                )
+            conn.execute(
+                f"DELETE FROM problems WHERE {_PATH_CONDITION}",  # noqa: S608
+                [*where, SYNONYMS_FILE],
+            )
+        except sqlite3.Error as exc:
+            raise self._store_error("cannot store the synonyms", exc) from exc
         self._document_done()
 
     def stored_vectors(self, path: str) -> Mapping[str, Sequence[float]]:

@@ -84,6 +84,8 @@ from knowledge.stores.opensearch.mapping import (
     GENERATION,
     INDEXED_AT,
     PROBLEM_AT,
+    RECORD,
+    RECORD_SYNONYMS,
 )
 
 if TYPE_CHECKING:
@@ -269,11 +271,14 @@ def _delete_stale(
 
 def unwritten_query(scope: KnowledgeScope, started: datetime) -> dict[str, Any]:
     """What a reindex that started at ``started`` removes when it ends: every record of
-    the scope written before it (indexed, or only a problem, before then)."""
+    the scope written before it (indexed, or only a problem, before then), but its
+    synonyms record (configuration, not documents: a reindex whose file is bad keeps the
+    last good set)."""
     before = started.isoformat()
     return {
         "bool": {
             "filter": query_filters.scope_filters(scope),
+            "must_not": [{"term": {RECORD: RECORD_SYNONYMS}}],
             "should": [
                 {"range": {INDEXED_AT: {"lt": before}}},
                 {

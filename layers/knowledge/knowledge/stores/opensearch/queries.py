@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from knowledge.core.scope import KnowledgeScope
-from knowledge.ranking.analysis import keyword_terms
+from knowledge.ranking.synonyms import SYNONYM_WEIGHT, QueryTerms, expand
 from knowledge.stores.opensearch.mapping import (
     AGENT,
     CHUNK_COUNT,
@@ -29,6 +29,7 @@ from knowledge.stores.opensearch.mapping import (
     RECORD,
     RECORD_CHUNK,
     RECORD_DOCUMENT,
+    RECORD_SYNONYMS,
     RECORD_UNREAD,
     REUSED_CHUNKS,
     SOURCE_FIELDS,
@@ -106,7 +107,7 @@ def _candidate_fields(with_path: bool, facts: bool) -> dict[str, Any]:
 
 
 def keyword_search_body(
-    text: str,
+    text: str | QueryTerms,
     filters: Sequence[Mapping[str, Any]],
     size: int,
     *,
@@ -122,12 +123,18 @@ def keyword_search_body(
     fields, or with ``candidates`` its ``_id`` and score, with ``CANDIDATE_FIELDS`` as
     doc values if ``candidate_facts`` (server-made ids) and ``document_path`` if
     ``candidate_path``. A query without terms matches nothing. ``named`` clauses
-    (``with_named``) say which hits they match without changing a score.
+    (``with_named``) say which hits they match without changing a score. ``text`` as
+    ``QueryTerms`` (``ranking.synonyms.expand``): the terms a synonym added are a second
+    ``match`` boosted ``SYNONYM_WEIGHT`` (BM25 sums the clauses, as the other stores do).
     """
-    terms = " ".join(dict.fromkeys(keyword_terms(text)))
+    found = expand(text, None) if isinstance(text, str) else text
+    terms = " ".join(found.typed)
     should: list[dict[str, Any]] = [
         {"match": {CONTENT_TERMS: {"query": terms}}} if terms else {"match_none": {}}
     ]
+    if terms and found.expanded:
+        added = " ".join(found.expanded)
+        should.append({"match": {CONTENT_TERMS: {"query": added, "boost": SYNONYM_WEIGHT}}})
     return {
         "size": size,
         "track_total_hits": False,
@@ -379,7 +386,7 @@ def scopes_page_body(page_size: int, after: Mapping[str, Any] | None = None) -> 
     return {
         "size": 0,
         "track_total_hits": False,
-        "query": {"bool": {"must_not": [{"term": {RECORD: RECORD_UNREAD}}]}},
+        "query": {"bool": {"must_not": [{"terms": {RECORD: [RECORD_UNREAD, RECORD_SYNONYMS]}}]}},
         "aggs": {"scopes": {"composite": composite}},
     }
 

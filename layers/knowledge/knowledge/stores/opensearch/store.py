@@ -55,13 +55,16 @@ from knowledge.core.model import (
 from knowledge.core.scope import KnowledgeScope
 from knowledge.core.scope_set import SHARED_AGENT
 from knowledge.embedding.base import EmbeddingClient
+from knowledge.ranking.analysis import keyword_terms
 from knowledge.ranking.fusion import hybrid_weights
+from knowledge.ranking.synonyms import QueryTerms, compiled, expand
 from knowledge.stores.opensearch import answers, listing, queries, records
 from knowledge.stores.opensearch import search as searching
 from knowledge.stores.opensearch.client import RetryPolicy, refused_as_expensive
 from knowledge.stores.opensearch.connection import Connection
 from knowledge.stores.opensearch.session import OpenSearchWriteSession
 from knowledge.stores.opensearch.settings import OpenSearchConfig
+from knowledge.stores.opensearch.synonyms import SynonymCache
 from knowledge.stores.protocol import StoredDocument
 
 if TYPE_CHECKING:
@@ -169,6 +172,7 @@ class OpenSearchKnowledgeStore:
             embedding_model=None if embedder is None else embedder.name,
         )
         self._lock = threading.Lock()
+        self._synonyms = SynonymCache()
         self._open_sessions: Counter[str] = Counter()
 
     # --- identity ----------------------------------------------------------------------
@@ -248,6 +252,7 @@ class OpenSearchKnowledgeStore:
             self._open_sessions[scope.key] += 1
 
         def ended() -> None:
+            self._synonyms.forget(scope)
             with self._lock:
                 self._open_sessions[scope.key] -= 1
                 if self._open_sessions[scope.key] <= 0:
@@ -275,6 +280,11 @@ class OpenSearchKnowledgeStore:
         index = self._searched_indexes(scope, query)
         if not index:
             return []
+        terms, own = QueryTerms(()), self.index_name(scope)
+        if mode is not SearchMode.VECTOR:  # the scope's own synonyms (ranking.synonyms)
+            found = own in index.split(",") and bool(keyword_terms(query.text))
+            synonyms = self._synonyms.text(self._connection, own, scope) if found else None
+            terms = expand(query.text, compiled(synonyms))
         try:
             return searching.search(
                 self._connection,
@@ -283,6 +293,7 @@ class OpenSearchKnowledgeStore:
                 scope=scope,
                 query=query,
                 mode=mode,
+                terms=terms,
             )
         except StoreError as exc:
             refused = refused_as_expensive(exc)
