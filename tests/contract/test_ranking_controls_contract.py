@@ -221,3 +221,23 @@ def test_the_tools_controls_weigh_group_and_explain_on_every_store(
     grouped = tool.run({**arguments, "group_by": "document"}, context)
     paths = [line.split()[1] for line in grouped.content.splitlines() if line[:1] == "["]
     assert len(paths) == len(set(paths)) == len({r.document_path for r in expected})
+
+
+def test_the_default_weights_change_nothing_where_no_document_is_a_lesson(
+    store: KnowledgeStore, bucket: Path, mode: SearchMode
+) -> None:
+    """What a search gets unless told (``NEUTRAL``: lessons at 1.4, 2 extras) on a corpus
+    with no lesson card, as every quality set in bench/REPORT.md is: the same results and
+    scores as weights that read nothing (on OpenSearch the score-0 named clauses ride
+    along and must not move a score), so those sets' figures cannot move."""
+    from knowledge.ranking.origin_weights import NEUTRAL
+
+    put_files(bucket, {k: v for k, v in FILES.items() if not k.startswith("lessons/")})
+    assert index_source(store, SCOPE, BucketFolderSource(bucket), IndexOptions()).errors == ()
+    for fields in ({}, {"group_by": "document"}, {"offset": 2}):
+        inert = run(store, mode, weights=NO_LESSONS, **fields)
+        default = run(store, mode, weights=NEUTRAL, **fields)
+        assert inert
+        assert [(r.document_path, r.chunk_index, r.score) for r in default] == [
+            (r.document_path, r.chunk_index, r.score) for r in inert
+        ], fields
