@@ -40,6 +40,7 @@ COMMANDS = {
     "repo-sync": "a 5,000-file Git repository synced, then after a one-file commit",
     "shared-library": "a granted agent's search with its libraries: one store query vs N",
     "ranking-cost": "embedded store: search p50 with origin/lesson weights and explain vs inert",
+    "named-clauses": "node: hybrid/grouped p50 with the score-0 origin/lesson clauses vs none",
     "report": "write bench/REPORT.md and the plots from bench/results/*.json",
 }
 
@@ -59,6 +60,7 @@ MODULES = {
     "repo-sync": "repo_sync",
     "shared-library": "shared_library",
     "ranking-cost": "ranking_cost",
+    "named-clauses": "named_clauses",
     "scope-recall": "scope_recall",
 }
 
