@@ -42,6 +42,7 @@ COMMANDS = {
     "shared-library": "a granted agent's search with its libraries: one store query vs N",
     "ranking-cost": "embedded store: search p50 with origin/lesson weights and explain vs inert",
     "synonym-probe": "a probe: a scope's synonyms file on abbreviated / Korean loanword queries",
+    "named-clauses": "node: hybrid/grouped p50 with the score-0 origin/lesson clauses vs none",
     "report": "write bench/REPORT.md and the plots from bench/results/*.json",
 }
 
@@ -63,6 +64,7 @@ MODULES = {
     "shared-library": "shared_library",
     "ranking-cost": "ranking_cost",
     "synonym-probe": "synonym_probe",
+    "named-clauses": "named_clauses",
     "scope-recall": "scope_recall",
 }
 

@@ -324,16 +324,12 @@ def record_rerank(report: Mapping[str, Any], moves: list[dict[str, Any]]) -> Non
         explanation.rerank = {**report, "moves": moves}
 
 
-def record_budget(max_tokens: int, used: int, kept: int, dropped: Sequence[str]) -> None:
-    """A token budget's cut: the budget, the tokens used, and the passages it dropped."""
+def record_budget(record: Mapping[str, Any]) -> None:
+    """A token budget's cut (``knowledge.search.results.budget_record``: the budget, the
+    tokens used, the passages kept, each passage dropped)."""
     explanation = current()
     if explanation is not None:
-        explanation.budget = {
-            "max_tokens": max_tokens,
-            "used_tokens": used,
-            "kept": kept,
-            "dropped": list(dropped),
-        }
+        explanation.budget = dict(record)
 
 
 def recompute(result: Mapping[str, Any], explain: Mapping[str, Any], index: int) -> float:
@@ -452,6 +448,18 @@ def format_trace(trace: Mapping[str, Any], results: Sequence[Mapping[str, Any]])
             f"rerank: {rerank['reranker']}, {rerank['candidates']} candidates, "
             f"{len(rerank['moves'])} moved"
         )
+    budget = trace.get("budget")
+    if budget is not None:  # a route with a token budget (the prompt context)
+        lines.append(
+            f"budget: {budget['used_tokens']} of {budget['max_tokens']} tokens, "
+            f"{budget['kept']} passages kept, {len(budget['dropped'])} dropped"
+            + (", the first cut" if budget.get("cut") else "")
+        )
+        for dropped in budget["dropped"]:
+            lines.append(
+                f"  dropped {dropped['document_path']}#{dropped['chunks']} "
+                f"(score {_number(float(dropped['score']))}, {dropped['tokens']} tokens)"
+            )
     for index, (entry, result) in enumerate(zip(trace["results"], results, strict=False), 1):
         if entry is None:
             continue

@@ -220,16 +220,26 @@ class KnowledgeApi:
     ) -> ApiResponse:
         """The search's results as a block for a prompt, within the body's ``max_tokens``
         (``knowledge.search.prompt_context``): ``{"query", "mode", "context", "passages",
-        "dropped", "tokens", "took_ms"}``. Same scope rules and body as ``search``."""
+        "dropped", "tokens", "took_ms"}``, and ``explain`` (``context_trace``: the search's
+        trace with the budget's drops) when asked. Same scope rules and body as ``search``."""
         try:
-            from knowledge.search.prompt_context import build_prompt_context, parse_max_tokens
+            from knowledge.search.prompt_context import (
+                build_prompt_context,
+                context_trace,
+                parse_max_tokens,
+            )
 
             data = decode_body(body)
             max_tokens = parse_max_tokens(data.get("max_tokens"))
-            query, mode, results, took_ms, *_ = self._search(agent, context, data, CONTEXT_FIELDS)
+            query, mode, results, took_ms, _, recorded = self._search(
+                agent, context, data, CONTEXT_FIELDS
+            )
             block = build_prompt_context(results, max_tokens)
             answer = {"query": query.text, "mode": mode.value, **block.to_dict()}
-            return ApiResponse(200, {**answer, "took_ms": round(took_ms, 1)})
+            answer["took_ms"] = round(took_ms, 1)
+            if recorded is not None:
+                answer["explain"] = context_trace(recorded.to_dict(results), results, block)
+            return ApiResponse(200, answer)
         except Exception as exc:
             return error_response(exc, request_id)
 
@@ -249,7 +259,7 @@ class KnowledgeApi:
     ]:
         """The search of a body with ``fields``: the query (parsed with the deployment's
         weights), the mode, the results, the time, the reranker's report, and the trace
-        when the body asks for one (``explain``, a search field only)."""
+        when the body asks for one (``explain``)."""
         path_segment("agent", agent)
         if context is not None:
             path_segment("context", context)
