@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -254,15 +255,34 @@ def test_a_failing_reranker_leaves_the_search_order_and_is_logged(
     assert any(fail_with[1] in r.getMessage() for r in caplog.records)
 
 
+def _received(fake: FakeRerankServer, count: int) -> bool:
+    """Wait (a condition, not a time) until the fake has received ``count`` requests."""
+    deadline = time.monotonic() + 60
+    while len(fake.requests) < count and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return len(fake.requests) == count
+
+
 def test_a_late_reranker_is_not_waited_for(store: MemoryKnowledgeStore) -> None:
     before = keyword_order(store)
     release = threading.Event()
+    release.set()
     with fake_rerank_server(ARN, hold=release) as fake:
-        body = search(api_with(fake, store, timeout=0.3), mode="keyword", max_results=10)
+        reranker = BedrockReranker(MODEL, region=REGION, endpoint_url=fake.url)
+        # A first search, in no hurry, makes the reranker's client (boto3 loading its
+        # models can take longer than 0.3 s under load): the timed call is the request.
+        unhurried = KnowledgeApi(store, reranking=RerankingStage(reranker, timeout=60))
+        assert search(unhurried, mode="keyword", max_results=10)["rerank"]["reranked"]
+        assert _received(fake, 1)
+        release.clear()
+        api = KnowledgeApi(store, reranking=RerankingStage(reranker, timeout=0.3))
+        body = search(api, mode="keyword", max_results=10)
+        # The search answered while the fake held its request; it reaches the fake, once.
+        assert _received(fake, 2)
         release.set()  # only now may the fake answer: the search had given up already
     assert [r["document_path"] for r in body["results"]] == before
     assert (body["rerank"]["reranked"], body["rerank"]["reason"]) == (False, "timeout")
-    assert len(fake.requests) == 1
+    assert len(fake.requests) == 2
 
 
 def test_no_rerank_call_once_the_requests_deadline_has_passed(store: MemoryKnowledgeStore) -> None:
