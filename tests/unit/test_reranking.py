@@ -365,3 +365,28 @@ def test_a_lesson_card_past_a_reranked_page_is_appended(store: MemoryKnowledgeSt
     assert [r.get("extra", False) for r in results] == [False, False, True]
     # A page of documents gets no extras (ranking.weighted_page), reranked or not.
     assert [r["document_path"] for r in grouped["results"]] == ["c.md", "b.md"]
+
+
+def test_the_stages_that_kb_and_the_search_function_build_make_their_client_first(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The reranker's boto3 client is made when the stage is built, not inside the first
+    search's rerank time limit (3 s), which a cold ``boto3`` on a loaded machine used up
+    by itself (1.6 s to make the client, 6-8 s with the import, at load 19 on 2 cores):
+    ``kb search --rerank-model`` then answered in search order. Seen through botocore's
+    own ``creating-client-class`` event on a session of the test's."""
+    import boto3
+
+    from knowledge.aws.settings import LambdaSettings, build_reranking
+    from knowledge.config import open_reranking
+
+    session = boto3.Session(region_name=REGION)
+    made: list[str] = []
+    session.events.register(
+        "creating-client-class.bedrock-agent-runtime", lambda **_: made.append("client")
+    )
+    monkeypatch.setattr(boto3, "DEFAULT_SESSION", session)
+    assert open_reranking(MODEL, environ={}) is not None
+    assert made == ["client"]
+    assert build_reranking(LambdaSettings.from_env({"RERANK_MODEL_ID": MODEL})) is not None
+    assert made == ["client", "client"]
