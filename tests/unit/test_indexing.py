@@ -720,14 +720,15 @@ def test_document_fingerprint() -> None:
 # --- upsert and delete ---------------------------------------------------------------------------
 
 
-def test_upsert_skips_older_versions_without_opening_a_session() -> None:
+def test_upsert_skips_older_versions_and_writes_nothing() -> None:
     writer = FakeWriter()
     assert indexer().upsert(writer, SCOPE, doc("a.md", "new", version="0B")).indexed_documents == 1
     sessions = len(writer.sessions)
     older = indexer().upsert(writer, SCOPE, doc("a.md", "old", version="0A"))
     assert older.indexed_documents == 0
     assert older.skipped[0].reason == "stale version: 0A is older than the indexed 0B"
-    assert len(writer.sessions) == sessions
+    # Decided inside the session (on the version indexed then), which writes nothing.
+    assert [(s.put_paths, s.deleted) for s in writer.sessions[sessions:]] == [([], [])]
     assert writer.chunks("a.md")[0].chunk.content == "new"
 
 

@@ -15,8 +15,10 @@ all end with the index matching the bucket.
   (or sidecar) replaced meanwhile is indexed again as it is now, since a write without
   a version (a sidecar event, a reindex message) is not ordered against the newer
   one's and may have replaced it. Either would otherwise leave the index stale. A
-  document that fails because its object was deleted under the read is removed, not
-  retried;
+  write that another writer's commit superseded (``REASON_SUPERSEDED``: the store
+  committed the document after this write read it, so what this one read may be older,
+  and nothing of it was kept) is read and decided again the same way. A document that
+  fails because its object was deleted under the read is removed, not retried;
 - ``DELETE`` (of the latest version, of an older version, of a delete marker = a
   restore, a delete marker created, a lifecycle expiration): the bucket is asked again.
   If an object exists at the key now, its current version is indexed with the delete
@@ -51,6 +53,7 @@ from knowledge.core.scope import KnowledgeScope
 from knowledge.core.source import SYNONYMS_FILE, SourceDocument, is_document_path
 from knowledge.ingest.pipeline import (
     REASON_STALE_VERSION,
+    REASON_SUPERSEDED,
     REASON_UNCHANGED,
     delete_document,
     upsert_document,
@@ -71,8 +74,8 @@ __all__ = [
 
 
 _CHANGED_ROUNDS = 2
-"""How often an object replaced while it was being indexed is read and indexed again
-before the record is handed back for a retry."""
+"""How often an object replaced while it was being indexed (or a write superseded by
+another writer's) is read and indexed again before the record is handed back for a retry."""
 
 
 class DocumentNotIndexedError(KnowledgeError):
@@ -239,6 +242,10 @@ class EventIndexer:
         if result.errors and self._source.revision(scope, path) is None:
             # Deleted under the read (or the write): the bucket decides, nothing to retry.
             return self._delete(action, scope, path, "the object was deleted while indexing")
+        if any(problem.reason.startswith(REASON_SUPERSEDED) for problem in result.skipped):
+            # Another writer committed the document after this one read it: nothing of
+            # this write stays; read the object again and decide on what is indexed now.
+            return None
         outcome = _upsert_outcome(action, result)
         if outcome.status is EventStatus.INDEXED:
             now = self._source.revision(scope, path)

@@ -7,7 +7,8 @@ left out by the source) or failed is recorded with ``WriteSession.record_problem
 (``record_problem``; the status lists them); "unchanged" and "stale version" are not
 problems. A later successful write or delete clears it. ``WriteSession.failures``
 reported at commit are recorded after the session (``record_all``) and count as errors,
-not as indexed documents.
+not as indexed documents, except a write another writer's won at commit ("stale
+version", "superseded": ``Indexer.upsert`` reports it skipped).
 
 Files no pattern selects are visible too, as a count per extension: a listing's
 ``unread`` counts (``knowledge.ingest.sources.Listing``, read by ``listing_unread``) are

@@ -208,6 +208,7 @@ class OpenSearchWriteSession:
             generation=generation,
             version=header.version,
             chunk_count=count,
+            precondition=header.precondition,
             record=document_record(
                 self._scope,
                 header,

@@ -43,6 +43,7 @@ from knowledge.core.errors import (
     ValidationError,
 )
 from knowledge.core.filter_language import AllOf, AnyOf, FilterNode, Not
+from knowledge.core.identity import document_id
 from knowledge.core.model import (
     MAX_STATUS_PROBLEMS,
     FileProblem,
@@ -233,13 +234,22 @@ class OpenSearchKnowledgeStore:
                 return documents
 
     def stored_document(self, scope: KnowledgeScope, path: str) -> StoredDocument | None:
+        """The document as searches show it, checked against its record read in real
+        time (``records.as_of_record``): a search lags up to a refresh interval behind
+        the writes, and an upsert decided on it ("unchanged", its ``Precondition``) must
+        see what the node holds now. On Serverless (no record ids) the search alone."""
         index = self.index_name(scope)
         if not self._connection.open_index(index, create=False):
             return None
         body = queries.stored_document_body(scope, path)
-        return answers.parse_stored_document(
+        searched = answers.parse_stored_document(
             self._connection.search(index, f"read document '{path}' of {scope}", body), path
         )
+        if not self._config.client_ids:
+            return searched
+        record_id = document_id(scope, path)
+        record = self._connection.mget_records(index, [record_id]).get(record_id)
+        return records.as_of_record(searched, record, path)
 
     def write_session(
         self, scope: KnowledgeScope, *, replace_scope: bool = False
