@@ -193,3 +193,40 @@ def test_a_host_passes_the_ranking_controls_as_strings_checked_as_the_tool_does(
 
     weighed, neutral = run_session(weighed_db, scope, defaults)
     assert (_first_source(weighed), _first_source(neutral)) == ("note.md", "runbook.md")
+
+
+def test_the_prompt_covers_the_granted_shared_library_as_the_tool_does(tmp_path: Path) -> None:
+    path = tmp_path / "k.db"
+    for agent, context, name, text in (
+        ("ops-bot", "runbooks", "rollback.md", RUNBOOK),
+        (
+            "_shared",
+            "playbooks",
+            "playbook.md",
+            "# Helm playbook\n\nhelm rollback, helm rollback.\n",
+        ),
+    ):
+        folder = tmp_path / agent / context
+        folder.mkdir(parents=True)
+        (folder / name).write_text(text, "utf-8")
+        argv = ["index", str(folder), "--agent", agent, "--context", context, "--db", str(path)]
+        assert kb([*argv, "--embedder", "hashing"]) == 0
+
+    async def body(session: ClientSession) -> Any:
+        plain = await session.get_prompt("knowledge_context", {"query": "helm rollback"})
+        less = await session.get_prompt(
+            "knowledge_context", {"query": "helm rollback", "origin_weights": "shared=0.1"}
+        )
+        return plain.messages[0].content.text, less.messages[0].content.text
+
+    scope = ["--agent", "ops-bot", "--context", "runbooks"]
+    plain, less = run_session(path, [*scope, "--shared-library", "playbooks"], body)
+    assert ("playbook.md" in plain, "rollback.md" in plain) == (True, True)
+    assert plain.index("playbook.md") < plain.index("rollback.md")
+    assert less.index("rollback.md") < less.index("playbook.md")  # the library weighed down
+
+    async def alone(session: ClientSession) -> str:
+        got = await session.get_prompt("knowledge_context", {"query": "helm rollback"})
+        return got.messages[0].content.text
+
+    assert "playbook.md" not in run_session(path, scope, alone)  # no grant, no library

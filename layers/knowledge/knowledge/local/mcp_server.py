@@ -284,8 +284,8 @@ def build_server(
             raise MCPError(INVALID_PARAMS, f"Unknown prompt: {params.name}")
 
         def get() -> GetPromptResult:
-            return get_context_prompt(
-                backend,
+            return get_context_prompt(  # the tool's backend: the granted library too
+                searched,
                 scope,
                 params.arguments,
                 cross_context=cross_context,
