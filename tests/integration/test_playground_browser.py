@@ -72,6 +72,11 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalServer]:
     (runbooks / "diagram.png").write_bytes(b"\x89PNG\r\n\x1a\n")  # counted, not read
     (root / "support-bot" / "faq").mkdir(parents=True)
     (root / "support-bot" / "faq" / "refunds.md").write_text("# Refunds\n\n14 days.\n", "utf-8")
+    (root / "support-bot" / "faq" / "shipping.md").write_text(
+        "# Shipping\n\nParcels leave in two days; a refund of shipping needs the parcel back.\n",
+        "utf-8",
+    )
+    (root / "support-bot" / "faq" / "_synonyms.txt").write_text("money back, refund\n", "utf-8")
     with closing(open_store(db_path=tmp / "k.db", embedder_name="hashing", environ={})) as store:
         local = LocalServer(root, store, host="127.0.0.1", port=0, poll_interval=0.5)
         local.start()
@@ -268,6 +273,48 @@ def test_the_explain_toggle_shows_the_terms_and_each_scores_numbers(
         assert "keyword" in line.text
     browser.find_element(By.ID, "explain").click()  # off again
     wait(browser).until(lambda d: not d.find_element(By.ID, "explain-summary").is_displayed())
+
+
+def test_the_explain_panel_shows_the_synonym_expansion_and_the_keyword_division(
+    server: LocalServer, browser: WebDriver
+) -> None:
+    browser.get(server.url + "/")
+    wait(browser).until(lambda d: len(Select(d.find_element(By.ID, "scope")).options) == 2)
+    Select(browser.find_element(By.ID, "scope")).select_by_value("support-bot/faq")
+    wait(browser).until(
+        expected_conditions.text_to_be_present_in_element((By.ID, "status"), "READY")
+    )
+    browser.find_element(By.CSS_SELECTOR, "input[name=mode][value=keyword]").click()
+    browser.find_element(By.ID, "explain").click()
+    box = browser.find_element(By.ID, "query")
+    box.send_keys("money back")
+    browser.find_element(By.ID, "search-button").click()
+    wait(browser).until(lambda d: d.find_elements(By.CSS_SELECTOR, "#results .explain"))
+    # the expansion: which typed terms added which terms, at what weight
+    rules = browser.find_elements(By.CSS_SELECTOR, "#explain-summary .synonyms li")
+    assert [
+        (r.get_attribute("data-from"), r.get_attribute("data-adds"), r.get_attribute("data-weight"))
+        for r in rules
+    ] == [("money back", "refund", "0.5")]
+    assert rules[0].text == "money back → refund × 0.5"
+    block = browser.find_element(By.CSS_SELECTOR, "#explain-summary .synonyms")
+    assert "added: refund" in block.text
+    # keyword mode: each score is its raw keyword score over the side's maximum, as shown
+    maximum = browser.find_element(By.CSS_SELECTOR, "#explain-summary li[data-side=keyword]")
+    top = float(maximum.get_attribute("data-max") or "nan")
+    items = browser.find_elements(By.CSS_SELECTOR, "#results li.result")
+    assert len(items) == 2
+    for item in items:
+        line = item.find_element(By.CSS_SELECTOR, ".explain")
+        raw = float(line.get_attribute("data-keyword-raw") or "nan")
+        assert float(line.get_attribute("data-fused") or "nan") == pytest.approx(raw / top)
+        assert " / max " in line.text
+        assert "→" not in line.text.split("fused")[0]  # no min-max value shown before it
+    box.clear()
+    box.send_keys("parcels")  # no rule fires: no synonyms in the panel
+    browser.find_element(By.ID, "search-button").click()
+    wait(browser).until(lambda d: result_paths(d) == ["shipping.md"])
+    assert browser.find_elements(By.CSS_SELECTOR, "#explain-summary .synonyms") == []
 
 
 def test_writes_off_shows_no_upload_box_or_note_editor(

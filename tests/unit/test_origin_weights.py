@@ -149,3 +149,46 @@ def test_lesson_extras_keep_the_per_document_cap() -> None:
         document_of=document,
     )
     assert [i.key for i in extras] == ["k3"]  # document a has its 2 chunks on the page
+
+
+def _explained(tmp_path: Path, mode: SearchMode) -> tuple[dict, list[dict]]:
+    scope = KnowledgeScope("a", "c")
+    store = EmbeddedKnowledgeStore(tmp_path / "k.db", embedder=HashingEmbedder(64))
+    try:
+        for i, text in enumerate(
+            ["otter dam river otter", "otter bank", "river bank otter dam building", "dam"]
+        ):
+            data = text.encode()
+            upsert_document(store, scope, SourceDocument(f"d{i}.md", len(data), lambda d=data: d))
+        with explain.explaining() as recorded:
+            results = store.search(scope, SearchQuery("otter dam", mode=mode, max_results=4))
+        return recorded.to_dict(results), [r.to_dict() for r in results]
+    finally:
+        store.close()
+
+
+def test_the_keyword_mode_line_shows_raw_over_the_maximum_not_min_max(tmp_path: Path) -> None:
+    body, results = _explained(tmp_path, SearchMode.KEYWORD)
+    (search,) = body["searches"]
+    top = search["keyword"]["max"]
+    assert search["keyword"]["min"] < top  # min-max would differ from raw / max
+    lines = explain.format_trace(body, results).splitlines()[-len(results) :]
+    assert len(results) > 1
+    for line, entry, result in zip(lines, body["results"], results, strict=True):
+        raw = entry["keyword"]["raw"]
+        # what the score is computed from: raw / max, which is the fused score
+        rank = entry["keyword"]["rank"]
+        assert f"kw {raw:.4g} (#{rank}) / max {top:.4g}: fused {raw / top:.4g} x" in line
+        assert f"-> {entry['keyword']['normalised']:.4g}" not in line or raw == top
+        assert explain.recompute(result, body, results.index(result)) == pytest.approx(
+            result["score"], abs=1e-5
+        )
+
+
+def test_the_vector_mode_line_says_the_unit_score_is_used_as_it_is(tmp_path: Path) -> None:
+    body, results = _explained(tmp_path, SearchMode.VECTOR)
+    lines = explain.format_trace(body, results).splitlines()[-len(results) :]
+    for line, entry in zip(lines, body["results"], strict=True):
+        raw = entry["vector"]["raw"]
+        rank = entry["vector"]["rank"]
+        assert f"vec {raw:.4g} (#{rank}, unit score): fused {raw:.4g} x" in line

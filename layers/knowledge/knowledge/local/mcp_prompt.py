@@ -14,7 +14,15 @@ Arguments (MCP prompt arguments are strings):
   server's scope, never widen it: a server started with ``--cross-context`` searches
   that context alone; a server of one context accepts only that context's name;
 - ``max_tokens`` (optional): the block's budget, an integer in [1,
-  ``prompt_context.MAX_CONTEXT_TOKENS``] (default ``prompt_context.DEFAULT_MAX_TOKENS``).
+  ``prompt_context.MAX_CONTEXT_TOKENS``] (default ``prompt_context.DEFAULT_MAX_TOKENS``);
+- the ranking controls of the ``KnowledgeSearch`` tool (``knowledge.search.tool_controls``)
+  in their text form, checked by the same functions: ``group_by`` (``"document"``),
+  ``origin_weights`` (``"manual=1.5,shared=0.5"``, each within ``WEIGHT_BOUNDS``) and
+  ``lesson_weight`` (``"1.4"``). They reorder or group what the searched scope holds, never
+  widen it; the server's weights (``kb mcp``: ``KB_ORIGIN_WEIGHTS`` ...) are the defaults a
+  host's override for one prompt. A blank control is not given (hosts send empty strings
+  for optional fields left empty). No ``explain``: the answer is text a model reads, and a
+  trace is for whoever tunes the ranking (``kb context --explain``).
 
 A bad argument is an ``INVALID_PARAMS`` protocol error naming it; a failing search an
 ``INTERNAL_ERROR`` with the fixed public message (``errors.public_message``), the cause
@@ -38,22 +46,33 @@ from mcp.types import (
 )
 
 from knowledge.core.errors import ValidationError, public_message
-from knowledge.core.model import SearchMode, SearchQuery
+from knowledge.core.model import SearchMode, SearchQuery, SearchResult
+from knowledge.core.rank_weights import WEIGHT_BOUNDS, RankWeights, parse_origin_weights
 from knowledge.core.scope import KnowledgeScope, validate_segment
 from knowledge.search.prompt_context import build_prompt_context, parse_max_tokens
 from knowledge.search.tool import SearchBackend
+from knowledge.search.tool_controls import (
+    GROUP_BY,
+    LESSON_WEIGHT,
+    ORIGIN_WEIGHTS,
+    Controls,
+    parse_controls,
+    search_with_controls,
+)
 
 __all__ = ["CONTEXT_PROMPT_NAME", "context_prompt", "get_context_prompt"]
 
 logger = logging.getLogger(__name__)
 
 CONTEXT_PROMPT_NAME = "knowledge_context"
-_ARGUMENTS = ("query", "context", "max_tokens")
+_CONTROLS = (GROUP_BY, ORIGIN_WEIGHTS, LESSON_WEIGHT)
+_ARGUMENTS = ("query", "context", "max_tokens", *_CONTROLS)
 
 
 def context_prompt(scope: KnowledgeScope, *, cross_context: bool) -> Prompt:
     """The prompt as ``prompts/list`` shows it."""
     where = f"any context of agent {scope.agent}" if cross_context else f"only {scope.context}"
+    low, high = WEIGHT_BOUNDS
     return Prompt(
         name=CONTEXT_PROMPT_NAME,
         title="Knowledge for this question",
@@ -72,6 +91,24 @@ def context_prompt(scope: KnowledgeScope, *, cross_context: bool) -> Prompt:
             PromptArgument(
                 name="max_tokens",
                 description="Budget of the inserted text in tokens (default 4000)",
+                required=False,
+            ),
+            PromptArgument(
+                name=GROUP_BY,
+                description="document: one passage per document, its best one",
+                required=False,
+            ),
+            PromptArgument(
+                name=ORIGIN_WEIGHTS,
+                description=(
+                    f"Weigh passages by source ({low}-{high}, 1 = neutral), e.g. "
+                    "manual=1.5,shared=0.5 (origins: upload, repo, manual, shared)"
+                ),
+                required=False,
+            ),
+            PromptArgument(
+                name=LESSON_WEIGHT,
+                description=f"Weight of lesson cards ({low}-{high})",
                 required=False,
             ),
         ],
@@ -109,6 +146,34 @@ def _max_tokens(value: str | None) -> int:
         raise _invalid("max_tokens", exc.message) from None
 
 
+def _controls(given: Mapping[str, str]) -> Controls:
+    """The ranking controls among the prompt's string arguments, in the tool's form and
+    checked by ``parse_controls`` (module docstring)."""
+    raw: dict[str, object] = {}
+    group_by = given.get(GROUP_BY, "").strip()
+    if group_by:
+        raw[GROUP_BY] = group_by
+    origins = given.get(ORIGIN_WEIGHTS, "").strip()
+    if origins:
+        raw[ORIGIN_WEIGHTS] = parse_origin_weights(origins, ORIGIN_WEIGHTS)
+    lesson = given.get(LESSON_WEIGHT, "").strip()
+    if lesson:
+        try:
+            raw[LESSON_WEIGHT] = float(lesson)
+        except ValueError:
+            low, high = WEIGHT_BOUNDS
+            raise ValidationError(
+                LESSON_WEIGHT, f"must be a number between {low} and {high}"
+            ) from None
+    return parse_controls(raw)
+
+
+def _plain_search(
+    backend: SearchBackend, scope: KnowledgeScope, query: SearchQuery, include: bool | None
+) -> list[SearchResult]:
+    return backend.search(scope, query)
+
+
 def get_context_prompt(
     backend: SearchBackend,
     scope: KnowledgeScope,
@@ -116,9 +181,12 @@ def get_context_prompt(
     *,
     cross_context: bool = False,
     mode: SearchMode | None = None,
+    weights: RankWeights | None = None,
 ) -> GetPromptResult:
-    """Answer ``prompts/get`` for ``knowledge_context`` (module docstring). Blocking: run
-    it off the event loop."""
+    """Answer ``prompts/get`` for ``knowledge_context`` (module docstring). ``weights``:
+    the server's default origin and lesson weights (``None``: the backend's own), which
+    the ``origin_weights`` / ``lesson_weight`` arguments override. Blocking: run it off
+    the event loop."""
     given = dict(arguments or {})
     unknown = sorted(set(given) - set(_ARGUMENTS))
     if unknown:
@@ -126,11 +194,20 @@ def get_context_prompt(
     searched, across = _searched(scope, cross_context, given.get("context"))
     max_tokens = _max_tokens(given.get("max_tokens"))
     try:
+        controls = _controls(given)
         query = SearchQuery(text=given.get("query", ""), mode=mode, cross_context=across)
     except ValidationError as exc:
         raise _invalid(exc.field, exc.message) from None
     try:
-        results = backend.search(searched, query)
+        results, _ = search_with_controls(
+            backend,
+            searched,
+            query,
+            controls,
+            host_weights=weights,
+            include=None,
+            search=_plain_search,
+        )
     except ValidationError as exc:
         raise _invalid(exc.field, exc.message) from None
     except Exception as exc:

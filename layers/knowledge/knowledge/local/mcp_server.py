@@ -22,9 +22,11 @@ Three tools, over stdio (default) or streamable HTTP bound to localhost:
 
 One prompt (the protocol's prompts primitive, ``knowledge.local.mcp_prompt``):
 
-- ``knowledge_context(query, context=None, max_tokens=None)``: the prompt block of a
-  search (``knowledge.search.prompt_context``), so a host that supports prompts inserts
-  knowledge with no tool call; ``context`` only narrows the server's scope.
+- ``knowledge_context(query, context=None, max_tokens=None, group_by=None,
+  origin_weights=None, lesson_weight=None)``: the prompt block of a search
+  (``knowledge.search.prompt_context``), so a host that supports prompts inserts
+  knowledge with no tool call; ``context`` only narrows the server's scope; the ranking
+  controls are the tool's, as strings, over the server's ``weights``.
 
 The scope is fixed when the server starts (``--agent``, ``--context``, ``--cross-context``).
 No tool takes an agent, a context or a cross-context switch, and unknown arguments are
@@ -282,8 +284,13 @@ def build_server(
             raise MCPError(INVALID_PARAMS, f"Unknown prompt: {params.name}")
 
         def get() -> GetPromptResult:
-            return get_context_prompt(
-                backend, scope, params.arguments, cross_context=cross_context, mode=mode
+            return get_context_prompt(  # the tool's backend: the granted library too
+                searched,
+                scope,
+                params.arguments,
+                cross_context=cross_context,
+                mode=mode,
+                weights=weights,
             )
 
         return await anyio.to_thread.run_sync(get)

@@ -394,12 +394,23 @@ def _side_line(name: str, side: Mapping[str, Any] | None) -> str | None:
     return text
 
 
-def _entry_side(name: str, entry: Mapping[str, Any] | None) -> str:
+def _entry_side(name: str, entry: Mapping[str, Any] | None, search: Mapping[str, Any]) -> str:
+    """One side of a result's line, as its score is computed from it: keyword mode
+    divides the raw score by the side's maximum, vector mode takes the unit score as it
+    is, a weighted hybrid min-max normalises (``-> n``), RRF uses the rank alone."""
     if entry is None:
         return ""
     if entry["raw"] is None:
         return f" {name} -"
-    return f" {name} {_number(entry['raw'])} (#{entry['rank']}) -> {_number(entry['normalised'])}"
+    own = f" {name} {_number(entry['raw'])} (#{entry['rank']}"
+    method = search["fusion"]["method"]
+    if method == "keyword":
+        return f"{own}) / max {_number(search['keyword']['max'])}:"
+    if method == "vector":
+        return f"{own}, unit score):"
+    if method == "rrf":
+        return f"{own})"
+    return f"{own}) -> {_number(entry['normalised'])}"
 
 
 def format_trace(trace: Mapping[str, Any], results: Sequence[Mapping[str, Any]]) -> str:
@@ -418,7 +429,12 @@ def format_trace(trace: Mapping[str, Any], results: Sequence[Mapping[str, Any]])
         synonyms = query.get("synonyms")
         if synonyms:
             added = ", ".join(synonyms["expanded"])
-            lines.append(f"  synonyms: + {added} (weight {_number(synonyms['weight'])} each)")
+            matched = "; ".join(
+                f"{' '.join(m['from'])} -> {' '.join(m['adds'])}" for m in synonyms["matches"]
+            )
+            lines.append(
+                f"  synonyms: + {added} (weight {_number(synonyms['weight'])} each): {matched}"
+            )
         for name in ("keyword", "vector"):
             line = _side_line(name, search[name])
             if line:
@@ -465,7 +481,9 @@ def format_trace(trace: Mapping[str, Any], results: Sequence[Mapping[str, Any]])
             continue
         where = f"{result['document_path']}#{result['chunk_index']}"
         text = f"[{index}] {where} (search {entry['search']}):"
-        text += _entry_side("kw", entry["keyword"]) + _entry_side("vec", entry["vector"])
+        search = trace["searches"][entry["search"]]
+        text += _entry_side("kw", entry["keyword"], search)
+        text += _entry_side("vec", entry["vector"], search)
         text += (
             f" fused {_number(entry['fused'])} x{_number(entry['origin_weight'])}"
             f" x{_number(entry['lesson_weight'])} = {_number(entry['searched'])}"

@@ -105,7 +105,23 @@ function sideText(name, side) {
   if (side.effective_weight !== undefined) {
     text += `, weight ${num(side.weight)} → ${num(side.effective_weight)}`;
   }
-  return el("li", { "data-side": name }, text);
+  return el("li", { "data-side": name, "data-min": side.min, "data-max": side.max }, text);
+}
+
+// The scope's synonyms that fired (docs/ranking.md, 5a): each rule's typed terms, the
+// terms it added and their weight (an added term counts less than a typed one).
+function synonymsBlock(synonyms) {
+  if (!synonyms || !synonyms.matches || !synonyms.matches.length) return null;
+  const weight = num(synonyms.weight);
+  return el("div", { class: "synonyms" },
+    `synonyms (added: ${synonyms.expanded.join(", ")})`,
+    el("ul", {}, ...synonyms.matches.map((match) => {
+      const from = match.from.join(" ");
+      const adds = match.adds.join(" ");
+      return el("li", { "data-from": from, "data-adds": adds, "data-weight": synonyms.weight },
+        el("code", { class: "term" }, from), " → ", el("code", { class: "term" }, adds),
+        ` × ${weight}`);
+    })));
 }
 
 function renderExplainSummary(trace) {
@@ -123,6 +139,7 @@ function renderExplainSummary(trace) {
       el("div", { class: "explain-title" }, `search ${search.search}: ${search.scope} · ${search.mode}`),
       el("div", { class: "terms" }, "terms after analysis: ",
         ...search.query.terms.map((term) => el("code", { class: "term" }, term))),
+      synonymsBlock(search.query.synonyms),
       el("ul", {},
         sideText("keyword", search.keyword),
         sideText("vector", search.vector),
@@ -138,11 +155,25 @@ function renderExplainSummary(trace) {
   }
 }
 
-function explainEntry(entry) {
+// A side as the score is computed from it: keyword mode divides the raw score by the
+// side's maximum, vector mode takes the unit score as it is, a weighted hybrid min-max
+// normalises it (→), RRF uses the rank alone (knowledge.ranking.explain.recompute).
+function sidePart(name, own, search) {
+  if (!own) return null;
+  if (own.raw === null) return `${name} -`;
+  const text = `${name} ${num(own.raw)} (#${own.rank}`;
+  const method = search ? search.fusion.method : "";
+  if (method === "keyword") return `${text}) / max ${num(search.keyword.max)}`;
+  if (method === "vector") return `${text}, unit score)`;
+  if (method === "rrf") return `${text})`;
+  return `${text}) → ${num(own.normalised)}`;
+}
+
+function explainEntry(entry, trace) {
   if (!entry) return null;
-  const side = (name, own) => (own ? (own.raw === null ? `${name} -`
-    : `${name} ${num(own.raw)} (#${own.rank}) → ${num(own.normalised)}`) : null);
-  const parts = [side("keyword", entry.keyword), side("vector", entry.vector)].filter(Boolean);
+  const search = trace.searches[entry.search];
+  const parts = [sidePart("keyword", entry.keyword, search),
+    sidePart("vector", entry.vector, search)].filter(Boolean);
   parts.push(`fused ${num(entry.fused)} × origin ${num(entry.origin_weight)} × lesson ` +
     `${num(entry.lesson_weight)} = ${num(entry.searched)}`);
   if (entry.rerank) {
@@ -152,6 +183,7 @@ function explainEntry(entry) {
   return el("div", {
     class: "explain", "data-fused": entry.fused, "data-origin-weight": entry.origin_weight,
     "data-lesson-weight": entry.lesson_weight, "data-searched": entry.searched,
+    "data-keyword-raw": entry.keyword && entry.keyword.raw !== null ? entry.keyword.raw : "",
   }, parts.join(" · "));
 }
 
@@ -179,7 +211,7 @@ function renderResults(body) {
         ...bar("score", "score", result.score),
         ...bar("keyword", "keyword", result.keyword_score),
         ...bar("vector", "vector", result.vector_score)),
-      body.explain ? explainEntry(body.explain.results[i]) : null,
+      body.explain ? explainEntry(body.explain.results[i], body.explain) : null,
       el("pre", {}, result.content)));
   });
 }
