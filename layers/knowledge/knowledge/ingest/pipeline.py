@@ -17,9 +17,12 @@ document), ``document_writer`` (one document: read, fingerprint, extract, chunk,
 Failures are per document and never stop a run: a file that cannot be read, extracted,
 embedded or written is listed in ``errors`` (or ``skipped`` for deliberate skips), and
 the run goes on. ``StoreUnavailableError`` is re-raised (nothing more can be written),
-as is an error while listing the source (nothing is deleted then). A failed write
-leaves the previous version searchable (``document_writer``); ``WriteSession.failures``
-reported at commit count as errors, not as indexed documents.
+as is an error while listing the source (nothing is deleted then). A failed write never
+removes what was searchable before: a new version that cannot be read, extracted,
+embedded or written is a problem naming that version, and the previous version stays
+searchable (``document_writer``; the documents listing marks it ``stale``) until a good
+version replaces it or the file is deleted. ``WriteSession.failures`` reported at commit
+count as errors, not as indexed documents.
 """
 
 from __future__ import annotations
@@ -154,6 +157,7 @@ class Indexer:
                         run=run,
                         stored=stored.get(document.path),
                         prepared=prepared,
+                        has_problem=problems.__contains__,
                     )
             self._settle_listing(
                 session,
@@ -273,7 +277,8 @@ class Indexer:
     ) -> IndexResult:
         """Index one document (event-driven path). A ``document.version`` older than the
         stored one is skipped with reason ``"stale version"`` and nothing is written;
-        unchanged content is skipped as ``"unchanged"``. File patterns are not applied:
+        unchanged content is skipped as ``"unchanged"`` (unless the path has a problem:
+        then it is written again, which clears it). File patterns are not applied:
         the caller chose the document."""
         options = options or IndexOptions()
         run = RunReport()
@@ -288,7 +293,15 @@ class Indexer:
             )
             return run.result(())
         with writer.write_session(scope) as session:
-            self._documents.put(session, scope, document, options=options, run=run, stored=stored)
+            self._documents.put(
+                session,
+                scope,
+                document,
+                options=options,
+                run=run,
+                stored=stored,
+                has_problem=lambda path: path in writer.problem_paths(scope),
+            )
         record_all(writer, scope, session.failures)
         return run.result(session.failures)
 
