@@ -16,6 +16,7 @@ from pathlib import Path
 import document_files as files
 import pytest
 
+from knowledge.core.documents import format_documents
 from knowledge.core.model import IndexOptions, SearchMode, SearchQuery
 from knowledge.core.scope import KnowledgeScope
 from knowledge.core.source import SourceDocument
@@ -108,7 +109,11 @@ def test_a_new_version_that_cannot_be_indexed_keeps_the_previous_one_searchable(
     assert record.stale
     assert record.version == "0001"
     assert record.to_dict()["stale"] is True
-    (listed,) = store.list_documents(SCOPE).documents
+    page = store.list_documents(SCOPE)
+    (listed,) = page.documents
+    assert f"chunks, {record.indexed_at.isoformat(timespec='seconds')}, stale]" in (
+        format_documents(page)
+    )
     assert listed.stale
     assert listed.problem == problem.reason
 

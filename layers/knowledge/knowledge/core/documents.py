@@ -252,7 +252,7 @@ def document_page(
 
 
 def format_documents(page: DocumentPage, more: str = "more: --cursor {cursor}") -> str:
-    """One line per document (path, type, size, chunks, when indexed, problem), then the
+    """One line per document (path, type, size, chunks, when indexed, ``stale``, problem), then the
     cursor of the next page, if any, as ``more`` says it (``{cursor}``: the cursor; the
     default is the ``kb documents`` option)."""
     lines: list[str] = []
@@ -264,7 +264,8 @@ def format_documents(page: DocumentPage, more: str = "more: --cursor {cursor}") 
         )
         size = "-" if doc.size is None else f"{doc.size} B"
         kinds = f"{doc.origin or '-'}, {doc.format or '-'}"
-        line = f"{doc.path}  [{kinds}, {size}, {doc.chunk_count} chunks, {when}]"
+        stale = ", stale" if doc.stale else ""
+        line = f"{doc.path}  [{kinds}, {size}, {doc.chunk_count} chunks, {when}{stale}]"
         if doc.problem:
             line += f"  problem: {doc.problem}"
         lines.append(line)
