@@ -19,9 +19,20 @@ from knowledge.core.origin import UPLOAD
 from knowledge.core.path_filters import matches_file_patterns
 from knowledge.core.scope import KnowledgeScope
 
-__all__ = ["SIDECAR_SUFFIX", "DocumentSource", "SourceDocument", "is_document_path"]
+__all__ = [
+    "SIDECAR_SUFFIX",
+    "UPLOAD_MARKER",
+    "DocumentSource",
+    "SourceDocument",
+    "is_document_path",
+]
 
 SIDECAR_SUFFIX = ".metadata.json"
+UPLOAD_MARKER = ("kb-upload", "1")
+"""The S3 user metadata (``x-amz-meta-kb-upload: 1``) a presigned upload's object carries:
+its POST policy fixes the field, so every object stored through a grant has it. The
+indexer then ignores a sidecar no newer than the object (one left by an earlier note of
+the same path), so the upload is indexed as an ``upload`` without the note's metadata."""
 
 
 @dataclass(frozen=True, slots=True)
