@@ -20,7 +20,12 @@ from knowledge.core.documents import format_documents
 from knowledge.core.model import IndexOptions, SearchMode, SearchQuery
 from knowledge.core.scope import KnowledgeScope
 from knowledge.core.source import SourceDocument
-from knowledge.ingest.pipeline import delete_document, index_source, upsert_document
+from knowledge.ingest.pipeline import (
+    delete_document,
+    index_source,
+    reindex_source,
+    upsert_document,
+)
 from knowledge.ingest.sources.local import BucketFolderSource
 from knowledge.stores.protocol import KnowledgeStore
 
@@ -181,3 +186,39 @@ def test_a_folder_index_keeps_the_previous_version_and_the_old_content_again_cle
     assert record.indexed
     assert not record.stale
     assert _found(store, "narwhal") == ["guide.docx"]
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        lambda: files.pdf(["x"], password="pw"),  # refused before any chunk
+        lambda: files.scanned_pdf(2),  # found while its chunks stream
+    ],
+    ids=["encrypted", "scanned"],
+)
+def test_a_reindex_keeps_the_previous_version_of_a_file_it_cannot_index(
+    store: KnowledgeStore, bucket: Path, bad: Callable[[], bytes]
+) -> None:
+    folder = bucket / SCOPE.agent / SCOPE.context
+    folder.mkdir(parents=True)
+    (folder / "report.pdf").write_bytes(files.pdf(["narwhal numbers"]))
+    (folder / "gone.md").write_bytes(b"# Gone\n\nwalrus")
+    source = BucketFolderSource(bucket)
+    index_source(store, SCOPE, source)
+    (folder / "report.pdf").write_bytes(bad())
+    (folder / "gone.md").unlink()
+    (folder / "new.md").write_bytes(b"# New\n\nokapi")
+
+    result = reindex_source(store, SCOPE, source)
+    assert result.deleted_documents == 1  # gone.md, not report.pdf
+    assert _found(store, "narwhal") == ["report.pdf"]
+    assert _found(store, "walrus") == []
+    assert _found(store, "okapi") == ["new.md"]
+    (problem,) = store.status(SCOPE).problems
+    assert problem.path == "report.pdf"
+    assert KEPT in problem.reason
+    record = store.get_document(SCOPE, "report.pdf")
+    assert record is not None
+    assert record.stale
+    assert record.chunk_count == 1
+    assert store.status(SCOPE).document_count == 2

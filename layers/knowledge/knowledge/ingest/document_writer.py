@@ -125,12 +125,16 @@ class DocumentWriter:
         force: bool = False,
         prepared: Prepared | None = None,
         has_problem: Callable[[str], bool] | None = None,
+        replacing: StoredDocument | None = None,
     ) -> None:
         """Write ``document`` (module docstring); ``stored`` is its indexed version, kept
         if this one cannot be written; ``has_problem`` (asked only for content equal to
         ``stored``'s) says its path has a recorded problem: then that content is written
-        again (clearing it), not skipped as "unchanged"."""
+        again (clearing it), not skipped as "unchanged". ``replacing``: the version a
+        reindex (``stored=None``, ``force``) replaces, kept the same way."""
         path = document.path
+        own_vectors = stored
+        stored = stored or replacing
         limit = options.max_document_bytes
         if document.size > limit:
             reason = (
@@ -186,7 +190,9 @@ class DocumentWriter:
                 chunks = self._chunks(path, extracted, options, document_metadata)
                 embedding = self._embedding
                 reusable = (
-                    embedding.stored_vectors(session, path) if stored is not None else NO_VECTORS
+                    embedding.stored_vectors(session, path)
+                    if own_vectors is not None
+                    else NO_VECTORS
                 )
                 written = session.put_document(header, embedding.embedded(chunks, run, reusable))
         except ExtractionError as exc:  # found while streaming: corrupt page, no text layer

@@ -186,11 +186,13 @@ class Indexer:
         (the documents within it are rewritten, the rest are errors, and nothing is
         deleted), and a folder the source could not list (``CANNOT_LIST``): its stored
         documents are kept (unknown, not gone), every listed one is rewritten and the
-        other stored ones are deleted.
+        other stored ones are deleted. A listed document whose new version cannot be
+        indexed keeps its indexed version (a problem, ``stale``), as in ``index``.
         """
         options = options or IndexOptions()
         run = RunReport()
-        previous = set(writer.stored_documents(scope))
+        indexed = writer.stored_documents(scope)
+        previous = set(indexed)
         listing = source.documents(scope, options)
         # Up to one document past the limit: a longer listing is not read ahead in full.
         limit = None if options.max_documents is None else options.max_documents + 1
@@ -219,6 +221,7 @@ class Indexer:
                     stored=None,
                     force=True,
                     prepared=prepared,
+                    replacing=indexed.get(document.path),
                 )
             if replace:
                 run.take_listing_problems(listing, session)
