@@ -332,3 +332,42 @@ def test_filters_the_domain_refuses_as_expensive_are_a_clear_400(stack, no_expen
             )
             assert status == 200, (body, answer)
             assert [r["document_path"] for r in answer["results"]][:1] == ["deploy.md"]
+
+
+def test_a_new_object_version_that_cannot_be_indexed_keeps_the_old_one_on_the_node(stack):
+    """S3 event -> indexer -> OpenSearch: an encrypted PDF over an indexed one is a problem
+    (no retry), the old text is still found and the document route says ``stale``; the
+    delete marker's event removes it."""
+    import document_files as files
+
+    key = "ops-bot/runbooks/handbook.pdf"
+    stack.s3.put_object(Bucket=BUCKET, Key=key, Body=files.pdf(["the wombatpager procedure"]))
+    first = sqs_event(s3_notification("ObjectCreated:Put", key, "0A"))
+    assert stack.index_events(first) == {"batchItemFailures": []}
+    stack.s3.put_object(Bucket=BUCKET, Key=key, Body=files.pdf(["x"], password="pw"))
+    second = sqs_event(s3_notification("ObjectCreated:Put", key, "0B"))
+    assert stack.index_events(second) == {"batchItemFailures": []}
+    assert stack.search_paths("wombatpager") == ["handbook.pdf"]
+
+    event = load_event("api_document.json")
+    event["rawPath"] = "/v1/agents/ops-bot/contexts/runbooks/documents/handbook.pdf"
+    event["pathParameters"] = {"agent": "ops-bot", "context": "runbooks", "path": "handbook.pdf"}
+    response = stack.search.lambda_handler(event, LambdaContext())
+    found = json.loads(response["body"])
+    assert (response["statusCode"], found["indexed"], found["stale"], found["version"]) == (
+        200,
+        True,
+        True,
+        "0A",
+    )
+    assert found["problem"].startswith("encrypted PDF; version 0B is not indexed")
+    status, body = stack.call("api_status.json")
+    assert (status, body["document_count"]) == (200, 1)
+    assert "still searched" in body["problems"][0]["reason"]
+
+    stack.s3.delete_object(Bucket=BUCKET, Key=key)
+    removed = sqs_event(s3_notification("ObjectRemoved:DeleteMarkerCreated", key, "0C"))
+    assert stack.index_events(removed) == {"batchItemFailures": []}
+    assert stack.search_paths("wombatpager") == []
+    _, gone = stack.call("api_status.json")
+    assert (gone["document_count"], gone["problems"]) == (0, [])

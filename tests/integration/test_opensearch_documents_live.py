@@ -1,8 +1,9 @@
-"""Round 8's document decisions on the real OpenSearch node: a text file emptied after it
-was indexed is a ``no text`` problem in the index's status and its old text is no longer
-found; a workbook's hidden sheet is not searchable (docs/documents.md, "What is read").
+"""Document decisions on the real OpenSearch node: a text file emptied after it was
+indexed is a ``no text`` problem in the index's status and its old text is still found
+until a good version or a delete (a failed write never removes what was searchable
+before); a workbook's hidden sheet is not searchable (docs/documents.md, "What is read").
 And a changed file of any format that can no longer be indexed is listed in the status
-(its record's queued removal used to take the problem with it)."""
+and its previous version stays searchable."""
 
 from __future__ import annotations
 
@@ -69,16 +70,16 @@ def test_an_emptied_file_is_a_problem_and_a_hidden_sheet_is_not_found(
     assert _paths(store, "wombat") == []
 
     upsert_document(store, SCOPE, _doc("notes.md", b"\n   \n"))
-    assert _paths(store, "narwhal") == []
+    assert _paths(store, "narwhal") == ["notes.md"]
     status = store.status(SCOPE)
     assert [(p.path, p.reason) for p in status.problems] == [
         (
             "notes.md",
             "no text: empty or whitespace only in this markdown file; "
-            "its previously indexed version was removed",
+            "this version is not indexed: the previously indexed version is still searched",
         )
     ]
-    assert status.document_count == 1
+    assert status.document_count == 2
 
 
 def _docx(text: str) -> bytes:
@@ -104,12 +105,17 @@ def test_a_changed_file_that_can_no_longer_be_indexed_is_a_problem_in_the_status
     upsert_document(store, SCOPE, _doc(path, good))
     assert _paths(store, "narwhal") == [path]
     upsert_document(store, SCOPE, _doc(path, bad))
-    assert _paths(store, "narwhal") == []
+    assert _paths(store, "narwhal") == [path]
     (problem,) = store.status(SCOPE).problems
     assert problem.path == path
     assert problem.reason.startswith(reason)
-    assert problem.reason.endswith("; its previously indexed version was removed")
-    assert store.status(SCOPE).document_count == 0
+    assert problem.reason.endswith(
+        "; this version is not indexed: the previously indexed version is still searched"
+    )
+    assert store.status(SCOPE).document_count == 1
+    record = store.get_document(SCOPE, path)
+    assert record is not None
+    assert record.stale
 
 
 @pytest.mark.parametrize("client_ids", [True, False])

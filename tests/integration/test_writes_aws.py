@@ -354,3 +354,72 @@ def test_a_granted_agent_cannot_read_the_library_directly(
     status, answer = invoke(stack, event)
     assert status == 200, answer
     assert [r["metadata"].get("shared_library") for r in answer["results"]] == ["_shared/playbooks"]
+
+
+def test_a_presigned_upload_over_a_note_is_indexed_as_an_upload_not_with_the_notes_sidecar(
+    stack: Stack,  # noqa: F811
+) -> None:
+    """The note's sidecar stays in the bucket (the search function writes none for an
+    upload), but the upload's object carries the marker its POST policy fixes, so the
+    indexer ignores the older sidecar: origin ``upload``, none of the note's metadata."""
+    wire_notifications(stack)
+    drain(stack)
+    path, route = "notes/oncall.md", f"{SCOPE_PATH}/documents/notes%2Foncall.md"
+    status, _ = invoke(
+        stack,
+        api_event(
+            "PUT",
+            route,
+            b"# On-call\n\nwombatpager\n",
+            content_type="text/markdown",
+            query="origin=manual&metadata=%7B%22team%22%3A%22sre%22%7D",
+        ),
+    )
+    assert status == 202
+    drain(stack)
+    assert document(stack, "notes%2Foncall.md")[1]["origin"] == "manual"
+
+    status, grant = invoke(stack, api_event("POST", f"{SCOPE_PATH}/uploads", {"path": path}))
+    assert status == 200, grant
+    assert grant["fields"]["x-amz-meta-kb-upload"] == "1"
+    secret = os.environ["AWS_SECRET_ACCESS_KEY"]
+    now = dt.datetime.now(dt.UTC)
+    without = {k: v for k, v in grant["fields"].items() if k != "x-amz-meta-kb-upload"}
+    assert check_post(without, 10, secret, now, BUCKET) is not None  # the marker is required
+    assert check_post({**grant["fields"], "x-amz-meta-kb-upload": "0"}, 10, secret, now, BUCKET)
+    assert check_post(grant["fields"], 10, secret, now, BUCKET) is None
+    # What S3 stores from that form: the file under the key, the x-amz-meta-* field as
+    # its user metadata (moto accepts any POST, so the object is put as S3 would store it).
+    stack.s3.put_object(
+        Bucket=BUCKET,
+        Key=grant["fields"]["key"],
+        Body=b"# On-call\n\nquokkarota uploaded\n",
+        Metadata={"kb-upload": "1"},
+    )
+    assert "ops-bot/runbooks/notes/oncall.md.metadata.json" in keys(stack)  # still there
+    drain(stack)
+    status, found = document(stack, "notes%2Foncall.md")
+    assert (status, found["indexed"], found["origin"], found["stale"]) == (
+        200,
+        True,
+        "upload",
+        False,
+    )
+    status, body = stack.call("api_search.json", {"query": "quokkarota", "mode": "keyword"})
+    [hit] = body["results"]
+    assert (hit["origin"], "team" in hit["metadata"]) == ("upload", False)
+
+    # A note written over the upload again has its own, newer sidecar and no marker.
+    status, _ = invoke(
+        stack,
+        api_event(
+            "PUT",
+            route,
+            b"# On-call\n\nokapinote\n",
+            content_type="text/markdown",
+            query="origin=manual",
+        ),
+    )
+    assert status == 202
+    drain(stack)
+    assert document(stack, "notes%2Foncall.md")[1]["origin"] == "manual"

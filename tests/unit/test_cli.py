@@ -649,3 +649,43 @@ def test_mcp_shared_library_is_a_local_grant_only(
     assert "the server's grant applies" in capsys.readouterr().err
     assert main(["mcp", *scope_args(tmp_path / "k.db"), "--shared-library", "../x"]) == 2
     assert "context" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "::", "192.168.1.20", "kb.example.internal"])
+def test_serve_refuses_writes_on_an_address_others_can_reach(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], host: str
+) -> None:
+    root = tmp_path / "root"
+    root.mkdir()
+    db = tmp_path / "k.db"
+    argv = ["serve", str(root), "--db", str(db), "--embedder", "hashing", "--host", host]
+    assert main([*argv, "--allow-writes", "--port", "0"]) == 2
+    err = capsys.readouterr().err
+    assert f"--allow-writes on --host {host}" in err
+    assert "no authentication" in err
+    assert "--allow-remote-writes" in err
+    assert not db.exists()  # refused before anything was opened
+
+
+def test_write_exposure_check_admits_loopback_and_an_explicit_acknowledgement(
+    tmp_path: Path,
+) -> None:
+    from knowledge.core.errors import ConfigurationError
+    from knowledge.local.server import LocalServer
+    from knowledge.local.writes import check_write_exposure, is_loopback_host
+    from knowledge.stores.memory import MemoryKnowledgeStore
+
+    for host in ("127.0.0.1", "127.1.2.3", "localhost", "::1", "[::1]"):
+        assert is_loopback_host(host)
+        check_write_exposure(host, allow_writes=True, allow_remote_writes=False)
+    for host in ("0.0.0.0", "::", "10.0.0.5", "example.com", ""):
+        assert not is_loopback_host(host)
+        check_write_exposure(host, allow_writes=False, allow_remote_writes=False)  # read-only
+        check_write_exposure(host, allow_writes=True, allow_remote_writes=True)  # acknowledged
+        with pytest.raises(ConfigurationError, match="no authentication"):
+            check_write_exposure(host, allow_writes=True, allow_remote_writes=False)
+    # The server itself refuses it too, whoever builds it.
+    with pytest.raises(ConfigurationError, match="--allow-remote-writes"):
+        LocalServer(tmp_path, MemoryKnowledgeStore(), host="0.0.0.0", port=0, allow_writes=True)
+    args = build_parser().parse_args(["serve", str(tmp_path)])
+    assert args.allow_remote_writes is False

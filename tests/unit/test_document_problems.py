@@ -25,6 +25,7 @@ from knowledge.ingest.pipeline import Indexer, index_source, reindex_source, ups
 from knowledge.ingest.sources import Listing
 from knowledge.stores.embedded import EmbeddedKnowledgeStore
 from knowledge.stores.memory import MemoryKnowledgeStore
+from knowledge.stores.protocol import KnowledgeStore
 
 SCOPE = KnowledgeScope("agent", "docs")
 
@@ -115,17 +116,25 @@ def test_an_aborted_session_records_nothing() -> None:
     assert store.status(SCOPE).problems == ()
 
 
-def test_a_pdf_whose_pages_fail_mid_stream_keeps_nothing_half_indexed() -> None:
-    store = MemoryKnowledgeStore()
+@pytest.mark.parametrize("kind", ["memory", "embedded"])
+def test_a_pdf_whose_pages_fail_mid_stream_keeps_the_previous_version_and_nothing_half(
+    kind: str, tmp_path: Path
+) -> None:
+    store: KnowledgeStore = (
+        MemoryKnowledgeStore() if kind == "memory" else EmbeddedKnowledgeStore(tmp_path / "kb.db")
+    )
     upsert_document(store, SCOPE, doc("scan.pdf", files.pdf(["an old text version"])))
     result = upsert_document(store, SCOPE, doc("scan.pdf", files.scanned_pdf(2)))
     assert [p.reason for p in result.skipped] == [
-        "no text layer (scanned image; OCR not supported); its previously indexed version"
-        " was removed"
+        "no text layer (scanned image; OCR not supported); this version is not indexed:"
+        " the previously indexed version is still searched"
     ]
-    assert store.stored_documents(SCOPE) == {}
+    assert set(store.stored_documents(SCOPE)) == {"scan.pdf"}
+    assert store.stored_documents(SCOPE)["scan.pdf"].chunk_count == 1
     assert [p.path for p in store.status(SCOPE).problems] == ["scan.pdf"]
-    assert store.search(SCOPE, SearchQuery("text version")) == []
+    found = store.search(SCOPE, SearchQuery("old text version"))
+    assert [(r.document_path, r.chunk_index) for r in found] == [("scan.pdf", 0)]
+    store.close()
 
 
 def _record_then_fail(session) -> None:  # type: ignore[no-untyped-def]
@@ -163,6 +172,7 @@ from knowledge.core.scope import KnowledgeScope
 from knowledge.ingest.pipeline import index_source
 from knowledge.ingest.sources.local import BucketFolderSource
 from knowledge.stores.memory import MemoryKnowledgeStore
+from knowledge.stores.protocol import KnowledgeStore
 
 scope = KnowledgeScope("agent", "docs")
 folder = bucket / "agent" / "docs"

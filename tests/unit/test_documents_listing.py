@@ -174,6 +174,7 @@ def test_parse_documents_reads_indexed_and_problem_only_records() -> None:
     assert a.to_dict() == {
         "path": "a.md",
         "indexed": True,
+        "stale": False,
         "origin": "upload",
         "format": "markdown",
         "size": 12,

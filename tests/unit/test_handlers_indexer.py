@@ -619,3 +619,46 @@ def test_the_synonyms_file_event_stores_the_scopes_synonyms_and_a_bad_one_is_a_p
     assert "_synonyms.txt" not in {p.path for p in indexer.store.status(RUNBOOKS).problems}
     applied = [r for r in log_records(capsys.readouterr().out) if r.get("path") == "_synonyms.txt"]
     assert [r["status"] for r in applied] == ["indexed", "skipped", "deleted"]
+
+
+@pytest.mark.parametrize("bad", ["encrypted", "bomb", "corrupt"])
+def test_a_new_object_version_that_cannot_be_indexed_keeps_the_old_one_searchable(indexer, bad):
+    """A failed write never removes what was searchable before: the new version is a
+    problem (not a retry) naming its sequencer, the old version stays searchable and
+    ``stale``; a delete of the object still removes the document."""
+    import document_files as files
+
+    key = "ops-bot/runbooks/handbook.docx" if bad != "encrypted" else "ops-bot/runbooks/h.pdf"
+    path = key.rsplit("/", 1)[1]
+    good = (
+        files.pdf(["To roll back, run the quokka job."])
+        if bad == "encrypted"
+        else files.docx([("p", "To roll back, run the quokka job.")])
+    )
+    broken = {
+        "encrypted": lambda: files.pdf(["secret"], password="pw"),
+        "bomb": lambda: files.zip_bomb("word/document.xml", 260),
+        "corrupt": lambda: b"PK\x03\x04 damaged",
+    }[bad]()
+    indexer.s3.put_object(Bucket=BUCKET, Key=key, Body=good)
+    assert indexer.invoke(sqs_event(s3_notification("ObjectCreated:Put", key, "0A"))) == (
+        NO_FAILURES
+    )
+    indexer.s3.put_object(Bucket=BUCKET, Key=key, Body=broken)
+    assert indexer.invoke(sqs_event(s3_notification("ObjectCreated:Put", key, "0B"))) == (
+        NO_FAILURES
+    )
+    assert indexer.hits("quokka") == [path]
+    (problem,) = indexer.store.status(RUNBOOKS).problems
+    assert "version 0B is not indexed" in problem.reason
+    assert "the previously indexed version is still searched (version 0A)" in problem.reason
+    record = indexer.store.get_document(RUNBOOKS, path)
+    assert record is not None
+    assert record.to_dict()["stale"] is True
+    assert record.version == "0A"
+
+    indexer.s3.delete_object(Bucket=BUCKET, Key=key)
+    removed = sqs_event(s3_notification("ObjectRemoved:DeleteMarkerCreated", key, "0C"))
+    assert indexer.invoke(removed) == NO_FAILURES
+    assert indexer.hits("quokka") == []
+    assert indexer.store.get_document(RUNBOOKS, path) is None

@@ -419,13 +419,13 @@ def test_extraction_failures_are_skipped_and_the_rest_indexed() -> None:
     assert set(writer.documents) == {"a.md", "z.txt"}
 
 
-def test_content_that_became_unindexable_removes_the_stale_version() -> None:
+def test_content_that_became_unindexable_keeps_the_previous_version() -> None:
     writer = FakeWriter()
     indexer().index(writer, SCOPE, ListSource([doc("a.md", "alpha")]))
     result = indexer().index(writer, SCOPE, ListSource([doc("a.md", b"\x00binary now")]))
-    assert "a.md" not in writer.documents
-    assert result.deleted_documents == 1
-    assert "previously indexed version was removed" in result.skipped[0].reason
+    assert "a.md" in writer.documents
+    assert result.deleted_documents == 0
+    assert "the previously indexed version is still searched" in result.skipped[0].reason
 
 
 def test_too_large_documents_are_skipped_without_reading() -> None:

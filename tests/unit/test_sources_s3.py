@@ -339,3 +339,33 @@ def test_the_synonyms_file_is_read_with_the_listing_and_is_not_a_document(s3):
     assert f"at most {MAX_SYNONYMS_BYTES}" in found.error
     s3.delete_object(Bucket=BUCKET, Key="ops-bot/runbooks/_synonyms.txt")
     assert source.synonyms_file(SCOPE) == SynonymsFile()
+
+
+def test_an_uploaded_object_ignores_a_sidecar_no_newer_than_it(s3):
+    """A presigned upload's object carries ``x-amz-meta-kb-upload: 1``: a sidecar written
+    before it (an earlier note's) is not its metadata; one written after it is, and an
+    object without the marker (a PUT note, a file dropped in) keeps its sidecar."""
+    source = S3DocumentSource(BUCKET, client=s3)
+    key = "ops-bot/runbooks/guide.md"
+    put(s3, key + ".metadata.json", sidecar({"origin": "manual", "team": "sre"}))
+    put(s3, key, "# Guide\n\nwritten as a note")
+    noted = source.get_document(SCOPE, "guide.md")
+    assert noted is not None
+    assert noted.metadata == {"origin": "manual", "team": "sre"}
+
+    s3.put_object(Bucket=BUCKET, Key=key, Body=b"# Guide\n\nuploaded", Metadata={"kb-upload": "1"})
+    uploaded = source.get_document(SCOPE, "guide.md")
+    assert uploaded is not None
+    assert uploaded.metadata == {}
+    assert uploaded.read() == b"# Guide\n\nuploaded"
+
+    time.sleep(1.1)  # S3's Last-Modified counts whole seconds
+    put(s3, key + ".metadata.json", sidecar({"team": "docs"}))
+    later = source.get_document(SCOPE, "guide.md")
+    assert later is not None
+    assert later.metadata == {"team": "docs"}
+
+    s3.put_object(Bucket=BUCKET, Key=key, Body=b"# Guide\n\nother", Metadata={"kb-upload": "0"})
+    unmarked = source.get_document(SCOPE, "guide.md")
+    assert unmarked is not None
+    assert unmarked.metadata == {"team": "docs"}

@@ -734,3 +734,51 @@ def test_the_synonyms_file_is_stored_as_the_scopes_synonyms(
     assert paths(store, "k8s") == []
     assert store.status(SCOPE).problems == ()
     assert sorted(store.stored_documents(SCOPE)) == ["kube.md", "other.md"]
+
+
+@pytest.mark.parametrize("kind", ["memory", "embedded"])
+def test_an_edit_that_cannot_be_indexed_keeps_the_previous_version_searchable(
+    root: Path, tmp_path: Path, kind: str
+) -> None:
+    """A failed write never removes what was searchable before: the watcher's edit that
+    breaks the file is a problem, the old text stays found (``stale``) until a good
+    version replaces it; the file's delete removes it."""
+    import document_files as files
+
+    root.mkdir()
+    store = (
+        MemoryKnowledgeStore() if kind == "memory" else EmbeddedKnowledgeStore(tmp_path / "k.db")
+    )
+    watcher = BucketWatcher(root, store, BucketFolderSource(root), poll_interval=0.05)
+    doc = root / "ops-bot" / "runbooks" / "guide.pdf"
+    doc.parent.mkdir(parents=True)
+    doc.write_bytes(files.pdf(["zebra escalation"]))
+    watcher.poll_once()
+    assert paths(store, "zebra") == ["guide.pdf"]
+
+    doc.write_bytes(files.pdf(["okapi"], password="pw"))
+    os.utime(doc, ns=(doc.stat().st_atime_ns, doc.stat().st_mtime_ns + 1_000_000_000))
+    watcher.poll_once()
+    assert paths(store, "zebra") == ["guide.pdf"]
+    (problem,) = store.status(SCOPE).problems
+    assert problem.reason.startswith("encrypted PDF; this version is not indexed")
+    record = store.get_document(SCOPE, "guide.pdf")
+    assert record is not None
+    assert record.stale
+
+    doc.write_bytes(files.pdf(["okapi escalation"]))
+    os.utime(doc, ns=(doc.stat().st_atime_ns, doc.stat().st_mtime_ns + 2_000_000_000))
+    watcher.poll_once()
+    assert paths(store, "okapi") == ["guide.pdf"]
+    assert paths(store, "zebra") == []
+    assert store.status(SCOPE).problems == ()
+
+    doc.write_bytes(b"%PDF-1.4 broken")
+    os.utime(doc, ns=(doc.stat().st_atime_ns, doc.stat().st_mtime_ns + 3_000_000_000))
+    watcher.poll_once()
+    assert paths(store, "okapi") == ["guide.pdf"]
+    doc.unlink()
+    assert [c.action for c in watcher.poll_once()] == ["deleted"]
+    assert paths(store, "okapi") == []
+    assert store.get_document(SCOPE, "guide.pdf") is None
+    store.close()

@@ -12,7 +12,12 @@ Large files: ``presign_upload`` answers a presigned **POST** (``generate_presign
 not a presigned PUT: a presigned PUT signs the request but cannot bound its body's size
 (``Content-Length`` may only be fixed to one exact value), while a POST policy carries
 conditions S3 enforces: the exact ``key`` (one document inside the scope), a
-``content-length-range`` (1 to the requested size) and the policy's expiry.
+``content-length-range`` (1 to the requested size), the policy's expiry, and the user
+metadata ``x-amz-meta-kb-upload: 1`` (``knowledge.core.source.UPLOAD_MARKER``). An upload
+writes no sidecar (that would take ``s3:PutObject`` on the sidecar at grant time, before
+anything is uploaded, and change an existing note's metadata for an upload that may never
+come); the marker lets the indexer ignore the sidecar an earlier note of the path left,
+so the upload is indexed as an ``upload``, not with the note's ``manual`` origin.
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ from typing import Any
 
 from knowledge.core.errors import StoreUnavailableError, ValidationError
 from knowledge.core.scope import KnowledgeScope
-from knowledge.core.source import SIDECAR_SUFFIX
+from knowledge.core.source import SIDECAR_SUFFIX, UPLOAD_MARKER
 from knowledge.ingest.writes import MAX_UPLOAD_BYTES, check_write_path
 
 __all__ = ["MAX_KEY_BYTES", "S3Storage"]
@@ -104,12 +109,15 @@ class S3Storage:
         self, scope: KnowledgeScope, path: str, max_bytes: int, expires_in: int
     ) -> dict[str, Any]:
         key = self.key(scope, path)
+        name, value = UPLOAD_MARKER
+        marker = {f"x-amz-meta-{name}": value}
         post = self._call(
             "presign",
             self.client.generate_presigned_post,
             Bucket=self._bucket,
             Key=key,
-            Conditions=[{"key": key}, ["content-length-range", 1, max_bytes]],
+            Fields=marker,
+            Conditions=[{"key": key}, marker, ["content-length-range", 1, max_bytes]],
             ExpiresIn=expires_in,
         )
         return {"url": post["url"], "fields": post["fields"]}

@@ -60,8 +60,8 @@ class IndexedDocument:
 
     ``indexed_at``, ``content_hash`` are ``None`` (and ``chunk_count`` 0) for a document
     that only has a problem; ``problem`` is the reason the latest attempt failed (the
-    indexed version, if any, is still the one searched). ``format`` and ``origin``
-    (``knowledge.core.origin``) are ``None`` for a document that is not indexed.
+    indexed version, if any, is still the one searched: ``stale``). ``format`` and
+    ``origin`` (``knowledge.core.origin``) are ``None`` for a document that is not indexed.
     """
 
     path: str
@@ -77,6 +77,13 @@ class IndexedDocument:
     @property
     def indexed(self) -> bool:
         return self.indexed_at is not None
+
+    @property
+    def stale(self) -> bool:
+        """An older version is what is searched: the latest attempt failed (``problem``)
+        and a previous version is indexed. A failed write never removes what was
+        searchable before; a good version or a delete of the file ends it."""
+        return self.indexed and self.problem is not None
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> IndexedDocument:
@@ -99,6 +106,7 @@ class IndexedDocument:
         return {
             "path": self.path,
             "indexed": self.indexed,
+            "stale": self.stale,
             "origin": self.origin,
             "format": self.format,
             "size": self.size,
@@ -244,7 +252,7 @@ def document_page(
 
 
 def format_documents(page: DocumentPage, more: str = "more: --cursor {cursor}") -> str:
-    """One line per document (path, type, size, chunks, when indexed, problem), then the
+    """One line per document (path, type, size, chunks, when indexed, ``stale``, problem), then the
     cursor of the next page, if any, as ``more`` says it (``{cursor}``: the cursor; the
     default is the ``kb documents`` option)."""
     lines: list[str] = []
@@ -256,7 +264,8 @@ def format_documents(page: DocumentPage, more: str = "more: --cursor {cursor}") 
         )
         size = "-" if doc.size is None else f"{doc.size} B"
         kinds = f"{doc.origin or '-'}, {doc.format or '-'}"
-        line = f"{doc.path}  [{kinds}, {size}, {doc.chunk_count} chunks, {when}]"
+        stale = ", stale" if doc.stale else ""
+        line = f"{doc.path}  [{kinds}, {size}, {doc.chunk_count} chunks, {when}{stale}]"
         if doc.problem:
             line += f"  problem: {doc.problem}"
         lines.append(line)

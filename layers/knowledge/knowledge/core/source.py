@@ -24,6 +24,7 @@ from knowledge.core.scope import KnowledgeScope
 __all__ = [
     "SIDECAR_SUFFIX",
     "SYNONYMS_FILE",
+    "UPLOAD_MARKER",
     "DocumentSource",
     "SourceDocument",
     "is_document_path",
@@ -33,6 +34,11 @@ SIDECAR_SUFFIX = ".metadata.json"
 SYNONYMS_FILE = "_synonyms.txt"
 """The scope's synonyms (Solr format, ``knowledge.ranking.synonyms``): at the scope's root
 only, never a document; its problems are recorded under this path."""
+UPLOAD_MARKER = ("kb-upload", "1")
+"""The S3 user metadata (``x-amz-meta-kb-upload: 1``) a presigned upload's object carries:
+its POST policy fixes the field, so every object stored through a grant has it. The
+indexer then ignores a sidecar no newer than the object (one left by an earlier note of
+the same path), so the upload is indexed as an ``upload`` without the note's metadata."""
 
 
 @dataclass(frozen=True, slots=True)

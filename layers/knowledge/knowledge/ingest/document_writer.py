@@ -17,18 +17,22 @@ Chunk metadata = sidecar user metadata (with its checked ``url``, if any), then
 (``page``/``page_end``, ``slide``, ``sheet``, ``row_start``/``row_end``); later keys win,
 so user metadata cannot hide the system keys.
 
-A failed write leaves the previous version searchable: every store's ``put_document``
+A failed write never removes what was searchable before: every store's ``put_document``
 writes the new version beside the old one (or in a transaction) and drops what it wrote
-of a version that failed, so nothing is removed then. A document whose new content cannot
-be indexed (too large, binary, unsupported) has its previous version removed, as that
-version is stale.
+of a version that failed. A new version that cannot be indexed at all (too large,
+encrypted, corrupt, an archive bomb, no text; or a read, embedding or store failure)
+is a problem whose reason names that version (``kept_previous``), and the previously
+indexed version stays searchable: the documents listing marks it ``stale``
+(``IndexedDocument.stale``). Only a delete of the file removes it. Content the index
+already holds while its path has a problem (the old file back again) is written again
+rather than skipped as "unchanged", so that the write clears the problem.
 """
 
 from __future__ import annotations
 
 import itertools
 import json
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import UTC, datetime
 from itertools import islice
 from typing import Any
@@ -47,21 +51,22 @@ from knowledge.ingest.run_report import (
     RunReport,
     fail,
     over_limit,
-    record_problem,
     reraise_if_unavailable,
 )
 from knowledge.search.shared import SHARED_AGENT
 from knowledge.stores.protocol import DocumentHeader, Precondition, StoredDocument, WriteSession
 
 __all__ = [
+    "KEPT_PREVIOUS",
     "REASON_UNCHANGED",
     "DocumentWriter",
     "document_fingerprint",
     "document_origin",
+    "kept_previous",
 ]
 
 REASON_UNCHANGED = "unchanged"
-_STALE_REMOVED = "; its previously indexed version was removed"
+KEPT_PREVIOUS = "the previously indexed version is still searched"
 _PREPARED_TYPES = frozenset({"markdown", "text"})
 """What ``knowledge.ingest.lookahead`` prepares ahead: text, whose extraction is thread-safe
 (PDFium is not) and whose chunks are cheap to hold."""
@@ -76,6 +81,17 @@ def document_origin(document: SourceDocument) -> str:
     if own != SHARED and isinstance(said, str) and said in SIDECAR_ORIGINS:
         return said
     return own
+
+
+def kept_previous(reason: str, document: SourceDocument, stored: StoredDocument | None) -> str:
+    """``reason`` as the problem of ``document``'s new version: for a document with an
+    indexed version, it says that this version is not indexed and the previous one is
+    still searched (module docstring)."""
+    if stored is None:
+        return reason
+    which = "this version" if document.version is None else f"version {document.version}"
+    indexed = "" if stored.version is None else f" (version {stored.version})"
+    return f"{reason}; {which} is not indexed: {KEPT_PREVIOUS}{indexed}"
 
 
 def document_fingerprint(data: bytes, metadata: Mapping[str, Any]) -> str:
@@ -109,30 +125,40 @@ class DocumentWriter:
         force: bool = False,
         prepared: Prepared | None = None,
         precondition: Precondition | None = None,
+        has_problem: Callable[[str], bool] | None = None,
+        replacing: StoredDocument | None = None,
     ) -> None:
+        """Write ``document`` (module docstring); ``stored`` is its indexed version, kept
+        if this one cannot be written; ``has_problem`` (asked only for content equal to
+        ``stored``'s) says its path has a recorded problem: then that content is written
+        again (clearing it), not skipped as "unchanged". ``replacing``: the version a
+        reindex (``stored=None``, ``force``) replaces, kept the same way."""
         path = document.path
+        own_vectors = stored
+        stored = stored or replacing
         limit = options.max_document_bytes
         if document.size > limit:
             reason = (
                 f"too large: document is {document.size} bytes, over max_document_bytes ({limit})"
             )
-            self._skip_and_drop_stale(session, path, reason, stored, run)
+            run.skip(session, FileProblem(path, kept_previous(reason, document, stored)))
             return
         ahead = prepared or Prepared()
         try:
             data = ahead.read(document)
         except ArchivedObjectError as exc:
-            # Not a failure to retry, nor a stale version: the object is there, unreadable
-            # until restored; what is indexed of it stays, and the status lists why.
-            run.skipped.append(FileProblem(path, str(exc)))
-            record_problem(session, path, str(exc))
+            # Not a failure to retry: the object is there, unreadable until restored; what
+            # is indexed of it stays, and the status lists why.
+            run.skip(session, FileProblem(path, kept_previous(str(exc), document, stored)))
             return
         except (OSError, KnowledgeError) as exc:
             reraise_if_unavailable(exc)
-            fail(session, run, FileProblem(path, f"cannot read: {exc}"))
+            reason = kept_previous(f"cannot read: {exc}", document, stored)
+            fail(session, run, FileProblem(path, reason))
             return
         fingerprint = document_fingerprint(data, document.metadata)
-        if not force and stored is not None and stored.content_hash == fingerprint:
+        unchanged = stored is not None and stored.content_hash == fingerprint
+        if not force and unchanged and not (has_problem is not None and has_problem(path)):
             run.skipped.append(FileProblem(path, REASON_UNCHANGED))
             return
         try:
@@ -140,7 +166,7 @@ class DocumentWriter:
                 raise ahead.extract_error
             extracted = ahead.extracted or extract_document(path, data, max_bytes=limit)
         except KnowledgeError as exc:  # ExtractionError: unsupported, too large, corrupt...
-            self._skip_and_drop_stale(session, path, str(exc), stored, run)
+            run.skip(session, FileProblem(path, kept_previous(str(exc), document, stored)))
             return
         # Structured formats read their bytes while the chunks stream; text ones are done.
         del data
@@ -166,18 +192,23 @@ class DocumentWriter:
                 chunks = self._chunks(path, extracted, options, document_metadata)
                 embedding = self._embedding
                 reusable = (
-                    embedding.stored_vectors(session, path) if stored is not None else NO_VECTORS
+                    embedding.stored_vectors(session, path)
+                    if own_vectors is not None
+                    else NO_VECTORS
                 )
                 written = session.put_document(header, embedding.embedded(chunks, run, reusable))
         except ExtractionError as exc:  # found while streaming: corrupt page, no text layer
-            if stored is None:  # else the stale version's delete below takes the partial too
+            # Every store drops what it wrote of a version whose chunks raised; one that
+            # had no previous version is made sure of (nothing of it may stay).
+            if stored is None:
                 self._remove_partial(session, path, run)
-            self._skip_and_drop_stale(session, path, str(exc), stored, run)
+            run.skip(session, FileProblem(path, kept_previous(str(exc), document, stored)))
             return
         except KnowledgeError as exc:  # EmbeddingError, StoreError, a chunker's ValidationError
             reraise_if_unavailable(exc)
             # The session dropped what it wrote of this version; the previous one stays.
-            fail(session, run, FileProblem(path, f"not indexed: {exc}"))
+            reason = kept_previous(f"not indexed: {exc}", document, stored)
+            fail(session, run, FileProblem(path, reason))
             return
         finally:
             run.warnings.extend(FileProblem(path, warning) for warning in extracted.warnings)
@@ -286,22 +317,6 @@ class DocumentWriter:
         except KnowledgeError as exc:
             reraise_if_unavailable(exc)
             run.errors.append(FileProblem(path, f"not deleted: {exc}"))
-
-    def _skip_and_drop_stale(
-        self,
-        session: WriteSession,
-        path: str,
-        reason: str,
-        stored: StoredDocument | None,
-        run: RunReport,
-    ) -> None:
-        if stored is not None:
-            before = len(run.deleted)
-            self.delete(session, path, run)
-            if len(run.deleted) > before:
-                reason += _STALE_REMOVED
-        run.skipped.append(FileProblem(path, reason))
-        record_problem(session, path, reason)
 
     @staticmethod
     def _remove_partial(session: WriteSession, path: str, run: RunReport) -> None:

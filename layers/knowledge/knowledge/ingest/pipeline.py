@@ -17,9 +17,12 @@ document), ``document_writer`` (one document: read, fingerprint, extract, chunk,
 Failures are per document and never stop a run: a file that cannot be read, extracted,
 embedded or written is listed in ``errors`` (or ``skipped`` for deliberate skips), and
 the run goes on. ``StoreUnavailableError`` is re-raised (nothing more can be written),
-as is an error while listing the source (nothing is deleted then). A failed write
-leaves the previous version searchable (``document_writer``); ``WriteSession.failures``
-reported at commit count as errors, not as indexed documents.
+as is an error while listing the source (nothing is deleted then). A failed write never
+removes what was searchable before: a new version that cannot be read, extracted,
+embedded or written is a problem naming that version, and the previous version stays
+searchable (``document_writer``; the documents listing marks it ``stale``) until a good
+version replaces it or the file is deleted. ``WriteSession.failures`` reported at commit
+count as errors, not as indexed documents.
 """
 
 from __future__ import annotations
@@ -163,6 +166,7 @@ class Indexer:
                         run=run,
                         stored=stored.get(document.path),
                         prepared=prepared,
+                        has_problem=problems.__contains__,
                     )
             self._settle_listing(
                 session,
@@ -191,11 +195,13 @@ class Indexer:
         (the documents within it are rewritten, the rest are errors, and nothing is
         deleted), and a folder the source could not list (``CANNOT_LIST``): its stored
         documents are kept (unknown, not gone), every listed one is rewritten and the
-        other stored ones are deleted.
+        other stored ones are deleted. A listed document whose new version cannot be
+        indexed keeps its indexed version (a problem, ``stale``), as in ``index``.
         """
         options = options or IndexOptions()
         run = RunReport()
-        previous = set(writer.stored_documents(scope))
+        indexed = writer.stored_documents(scope)
+        previous = set(indexed)
         listing = source.documents(scope, options)
         # Up to one document past the limit: a longer listing is not read ahead in full.
         limit = None if options.max_documents is None else options.max_documents + 1
@@ -224,6 +230,7 @@ class Indexer:
                     stored=None,
                     force=True,
                     prepared=prepared,
+                    replacing=indexed.get(document.path),
                 )
             if replace:
                 run.take_listing_problems(listing, session)
@@ -283,8 +290,9 @@ class Indexer:
     ) -> IndexResult:
         """Index one document (event-driven path). A ``document.version`` older than the
         stored one is skipped with reason ``"stale version"`` and nothing is written;
-        unchanged content is skipped as ``"unchanged"``. File patterns are not applied:
-        the caller chose the document.
+        unchanged content is skipped as ``"unchanged"`` (unless the path has a problem:
+        then it is written again, which clears it). File patterns are not applied: the
+        caller chose the document.
 
         The indexed version is read inside the write session, just before the document's
         bytes: where sessions of a scope run one at a time (memory, embedded) nothing can
@@ -314,6 +322,7 @@ class Indexer:
                 run=run,
                 stored=stored,
                 precondition=precondition,
+                has_problem=lambda path: path in writer.problem_paths(scope),
             )
         lost = [p for p in session.failures if p.reason.startswith(_LOST_AT_COMMIT)]
         failures = [p for p in session.failures if p not in lost]

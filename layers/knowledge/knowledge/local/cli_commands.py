@@ -362,8 +362,13 @@ def _mcp_libraries(args: argparse.Namespace) -> tuple[KnowledgeScope, ...]:
 
 def cmd_serve(args: argparse.Namespace) -> int:
     from knowledge.local.server import LocalServer, serve_until_stopped
+    from knowledge.local.writes import check_write_exposure
     from knowledge.search.shared import SharedGrants
 
+    # Before the store opens: a refused start leaves no index file behind.
+    check_write_exposure(
+        args.host, allow_writes=args.allow_writes, allow_remote_writes=args.allow_remote_writes
+    )
     with closing(open_served_store(args, sys.stderr)) as store:
         server = LocalServer(
             args.root,
@@ -373,6 +378,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             poll_interval=args.poll_interval,
             reranking=open_reranking(args.rerank_model),
             allow_writes=args.allow_writes,
+            allow_remote_writes=args.allow_remote_writes,
             shared_grants=SharedGrants.parse(args.shared_grant),
             repo_sync_interval=args.repo_sync_interval,
         )

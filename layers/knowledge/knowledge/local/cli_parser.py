@@ -308,6 +308,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="answer the write routes (PUT/DELETE documents) by writing ROOT; off by default",
     )
     serve.add_argument(
+        "--allow-remote-writes",
+        action="store_true",
+        help="with --allow-writes on a --host other than loopback: the server has no "
+        "authentication, so only with something else guarding that address",
+    )
+    serve.add_argument(
         "--shared-grant",
         action="append",
         metavar="AGENT=CONTEXT[,CONTEXT]",

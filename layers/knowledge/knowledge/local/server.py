@@ -49,6 +49,7 @@ from knowledge.ingest.sources.local import SYMLINK_OUTSIDE_SCOPE, BucketFolderSo
 from knowledge.local.http_handler import DEFAULT_BODY_TIMEOUT, LISTEN_BACKLOG, ApiHttpServer
 from knowledge.local.progress import IndexingProgress, ProgressBar
 from knowledge.local.watcher import BucketWatcher, IndexingStopped, check_poll_interval
+from knowledge.local.writes import check_write_exposure
 from knowledge.reranking import RerankingStage
 from knowledge.search.shared import SharedGrants
 from knowledge.service.api import (
@@ -102,6 +103,7 @@ class LocalServer:
         body_timeout: float = DEFAULT_BODY_TIMEOUT,
         reranking: RerankingStage | None = None,
         allow_writes: bool = False,
+        allow_remote_writes: bool = False,
         shared_grants: SharedGrants | None = None,
         repo_sync_interval: float | None = None,
     ) -> None:
@@ -110,6 +112,9 @@ class LocalServer:
         if not self._root.is_dir():
             raise ConfigurationError(f"the folder to serve does not exist: {self._root}")
         check_poll_interval(poll_interval)
+        check_write_exposure(
+            host, allow_writes=allow_writes, allow_remote_writes=allow_remote_writes
+        )
         if body_timeout <= 0:
             raise ValueError(f"body_timeout must be positive, got {body_timeout}")
         self._store = store

@@ -13,24 +13,55 @@ Writes are serialised (one lock per storage; the server's request threads share 
 write is two renames, the sidecar's then the document's, and two writers of one path
 interleaved would leave the document of one beside the sidecar of the other, whose
 ``content_hash`` then matches neither answer.
+
+The local server has no authentication: whoever reaches its address can call every
+route. So ``--allow-writes`` on an address other than loopback is refused at start-up
+(``check_write_exposure``) unless ``--allow-remote-writes`` says the caller means it
+(a firewall, a private network or a proxy with its own authentication in front).
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
+import ipaddress
 import os
 import threading
 from pathlib import Path
 from typing import Any
 
-from knowledge.core.errors import ValidationError
+from knowledge.core.errors import ConfigurationError, ValidationError
 from knowledge.core.scope import KnowledgeScope
 from knowledge.core.source import SIDECAR_SUFFIX
 from knowledge.ingest.sources.local import replace_file
 from knowledge.ingest.writes import MAX_DOCUMENT_BYTES, check_write_path
 
-__all__ = ["FolderStorage"]
+__all__ = ["FolderStorage", "check_write_exposure", "is_loopback_host"]
+
+
+def is_loopback_host(host: str) -> bool:
+    """``host`` listens on this machine only: ``localhost`` or a loopback address
+    (``127.0.0.0/8``, ``::1``). Any other name or address (``0.0.0.0``, ``::``, a LAN
+    address, a host name that could resolve elsewhere) is not."""
+    name = host.strip().strip("[]").lower()
+    if name == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False
+
+
+def check_write_exposure(host: str, *, allow_writes: bool, allow_remote_writes: bool) -> None:
+    """Refuse to open the write routes with no authentication on an address others can
+    reach (module docstring): a ``ConfigurationError`` naming the fix."""
+    if allow_writes and not allow_remote_writes and not is_loopback_host(host):
+        raise ConfigurationError(
+            f"--allow-writes on --host {host}: the local server has no authentication, so "
+            "anyone who can reach that address could write and delete documents. Serve "
+            "writes on 127.0.0.1 (the default), or add --allow-remote-writes if something "
+            "else (a firewall, a private network, an authenticating proxy) guards it"
+        )
 
 
 _SUFFIX = len(SIDECAR_SUFFIX.encode("utf-8"))

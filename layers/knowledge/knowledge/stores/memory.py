@@ -99,6 +99,7 @@ class _MemoryWriteSession:
         self._unread: Mapping[str, int] | None = None
         self._synonyms: tuple[str | None] | None = None
         self._base: Snapshot | None = None
+        self._replaced: Mapping[str, DocumentRecord] = {}
         self._done = False
 
     @property
@@ -108,6 +109,9 @@ class _MemoryWriteSession:
     def __enter__(self) -> _MemoryWriteSession:
         if self._base is not None or self._done:
             raise StoreError("a memory write session can be entered only once")
+        if self._replace:  # what the scope held: a failed write keeps its document's
+            previous = self._store._snapshot(self._scope)
+            self._replaced = {} if previous is None else previous.documents
         self._base = self._store._begin(self._scope, self._replace)
         return self
 
@@ -119,6 +123,11 @@ class _MemoryWriteSession:
     ) -> None:
         base = self._require_open()
         self._done = True
+        # replace_scope: a document whose latest attempt is a problem keeps the indexed
+        # version it had (a failed write never removes what was searchable before).
+        for path, problem in self._problems.items():
+            if problem is not None and path not in self._changes and path in self._replaced:
+                self._changes[path] = self._replaced[path]
         snapshot = (
             None
             if exc_type is not None
@@ -269,7 +278,8 @@ class MemoryKnowledgeStore:
         self, scope: KnowledgeScope, *, replace_scope: bool = False
     ) -> _MemoryWriteSession:
         """A batch of writes to ``scope``, published atomically when its ``with`` block ends
-        without an exception; ``replace_scope`` starts from an empty scope."""
+        without an exception; ``replace_scope`` starts from an empty scope, keeping only
+        the indexed version of a document whose problem the session records."""
         return _MemoryWriteSession(self, scope, replace_scope)
 
     def _begin(self, scope: KnowledgeScope, replace: bool) -> Snapshot:

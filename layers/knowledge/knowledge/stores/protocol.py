@@ -241,7 +241,9 @@ class IndexWriter(Protocol):
         ...
 
     def write_session(self, scope: KnowledgeScope, *, replace_scope: bool = False) -> WriteSession:
-        """Open a write batch; ``replace_scope`` first drops everything in the scope."""
+        """Open a write batch; ``replace_scope`` drops everything in the scope the session
+        does not write, except the indexed version of a document whose problem it records
+        (a failed write never removes what was searchable before)."""
         ...
 
 

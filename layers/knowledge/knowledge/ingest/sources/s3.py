@@ -13,7 +13,10 @@ share one path:
   object does not exist (any more), which the indexer turns into a delete. Its
   ``revision`` is the object's ETag (looked up before ``read()``, which can only read
   that or a newer object) and its sidecar's; ``revision(scope, path)`` is the same pair
-  as it is now, which the indexer compares after its write;
+  as it is now, which the indexer compares after its write. An object stored by a
+  presigned upload (``knowledge.core.source.UPLOAD_MARKER`` in its user metadata) is
+  indexed without a sidecar that is no newer than it: that one was left by an earlier
+  note of the path, not written for the upload;
 - ``object_keys(scope)`` lists every document key of the scope; ``object_page`` lists one
   page of it from a continuation token, and ``objects_after`` the scope's objects whose
   path sorts after a given one (both for a scope reindex, ``knowledge.aws.reindex_queue``).
@@ -45,7 +48,13 @@ from knowledge.core.errors import (
 )
 from knowledge.core.model import FileProblem, IndexOptions
 from knowledge.core.scope import KnowledgeScope
-from knowledge.core.source import SIDECAR_SUFFIX, SYNONYMS_FILE, SourceDocument, is_document_path
+from knowledge.core.source import (
+    SIDECAR_SUFFIX,
+    SYNONYMS_FILE,
+    UPLOAD_MARKER,
+    SourceDocument,
+    is_document_path,
+)
 from knowledge.ingest.sources import Listing, MetadataValue, SynonymsFile, parse_metadata_sidecar
 from knowledge.ranking.synonyms import MAX_SYNONYMS_BYTES
 
@@ -102,6 +111,18 @@ def _unreadable(error: KnowledgeError) -> Callable[[], bytes]:
         raise error
 
     return read
+
+
+def _left_before_upload(head: dict[str, Any], sidecar_modified: Any) -> bool:
+    """True if the object ``head`` describes came by a presigned upload and the sidecar
+    (modified at ``sidecar_modified``) is no newer: a note's, left from before (module
+    docstring). S3's own clock stamps both; one unknown keeps the sidecar."""
+    name, value = UPLOAD_MARKER
+    metadata = head.get("Metadata") or {}
+    modified = head.get("LastModified")
+    if metadata.get(name) != value or modified is None or sidecar_modified is None:
+        return False
+    return bool(sidecar_modified <= modified)
 
 
 def _is_hidden_or_invalid(path: str) -> str | None:
@@ -323,7 +344,12 @@ class S3DocumentSource:
                 self._document(key, path, size, {}, version, etag=etag),
                 read=_unreadable(ArchivedObjectError(f"its metadata sidecar is {exc}")),
             )
-        if sidecar is not None:
+        if sidecar is not None and _left_before_upload(head, sidecar[2]):
+            logger.info(
+                "a sidecar older than its uploaded document is ignored",
+                extra={"key": key + SIDECAR_SUFFIX},
+            )
+        elif sidecar is not None:
             try:
                 metadata = parse_metadata_sidecar(sidecar[0])
             except ValidationError as exc:
@@ -372,9 +398,10 @@ class S3DocumentSource:
         found = self._get_object(key)
         return None if found is None else found[0]
 
-    def _get_object(self, key: str, *, etag: str = "") -> tuple[bytes, str] | None:
-        """The object's bytes and ETag (``None``: it does not exist). With ``etag``, only
-        that version: a ``KnowledgeError`` if the object has changed since."""
+    def _get_object(self, key: str, *, etag: str = "") -> tuple[bytes, str, Any] | None:
+        """The object's bytes, ETag and ``LastModified`` (``None``: it does not exist).
+        With ``etag``, only that version: a ``KnowledgeError`` if the object has changed
+        since."""
         arguments = {"Bucket": self._bucket, "Key": key}
         if etag:
             arguments["IfMatch"] = etag
@@ -394,7 +421,7 @@ class S3DocumentSource:
             data: bytes = body.read()
         finally:
             body.close()
-        return data, _etag(response)
+        return data, _etag(response), response.get("LastModified")
 
     def _sidecar(self, key: str) -> dict[str, MetadataValue] | None:
         data = self._get(key)

@@ -72,7 +72,7 @@ import logging
 import secrets
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -85,6 +85,7 @@ from knowledge.stores.opensearch.client import refused_as_expensive
 from knowledge.stores.opensearch.mapping import (
     CHUNK_COUNT,
     CONTENT_HASH,
+    DOCUMENT_PATH,
     GENERATION,
     INDEXED_AT,
     PROBLEM_AT,
@@ -275,13 +276,21 @@ def _delete_stale(
         connection.delete_by_query(index, named, action)
 
 
-def unwritten_query(scope: KnowledgeScope, started: datetime) -> dict[str, Any]:
+MAX_KEPT_PATHS = 65_536
+"""OpenSearch's default ``index.max_terms_count``: a reindex keeps at most this many
+failed documents' previous versions (past it, it removes them as before)."""
+
+
+def unwritten_query(
+    scope: KnowledgeScope, started: datetime, keep: Collection[str] = ()
+) -> dict[str, Any]:
     """What a reindex that started at ``started`` removes when it ends: every record of
     the scope written before it (indexed, or only a problem, before then), but its
     synonyms record (configuration, not documents: a reindex whose file is bad keeps the
-    last good set)."""
+    last good set) and the indexed versions of ``keep``: the documents whose new version
+    the reindex could not index (a failed write never removes what was searchable before)."""
     before = started.isoformat()
-    return {
+    query: dict[str, Any] = {
         "bool": {
             "filter": query_filters.scope_filters(scope),
             "must_not": [{"term": {RECORD: RECORD_SYNONYMS}}],
@@ -297,3 +306,8 @@ def unwritten_query(scope: KnowledgeScope, started: datetime) -> dict[str, Any]:
             "minimum_should_match": 1,
         }
     }
+    if keep and len(keep) <= MAX_KEPT_PATHS:
+        kept = {"terms": {DOCUMENT_PATH: sorted(keep)}}
+        indexed = {"exists": {"field": INDEXED_AT}}
+        query["bool"]["must_not"].append({"bool": {"filter": [kept, indexed]}})
+    return query

@@ -79,7 +79,10 @@ class OpenSearchWriteSession:
     """Writes to one scope (``knowledge.stores.protocol.WriteSession``); see the module docstring.
 
     ``replace_scope`` (a reindex) removes, when the session ends, every record of the
-    scope it did not write, so the old contents stay searchable until the new are in.
+    scope it did not write, so the old contents stay searchable until the new are in;
+    but not the indexed version of a document whose latest problem this session recorded
+    (its new version could not be indexed: a failed write never removes what was
+    searchable before).
     """
 
     def __init__(
@@ -105,6 +108,7 @@ class OpenSearchWriteSession:
         self._wait_for = config.wait_for_refresh and not config.serverless
         self._entered = False
         self._started = datetime.now(UTC)
+        self._failed: set[str] = set()  # replace_scope: problems recorded, versions kept
         self._serializer: Any = None
         self._metadata_pairs = True  # the index's layout, read on entering
         self._buffer = RequestBuffer(config.bulk_chunk_size, config.bulk_max_chunk_bytes)
@@ -161,6 +165,7 @@ class OpenSearchWriteSession:
         self._check_open()
         self._sender.check()
         path, document_id = header.path, header.document_id
+        self._failed.discard(path)
         generation = new_generation(self._clock)
         mark = len(self._buffer.actions)
         flushed_before = self._flushes
@@ -232,6 +237,7 @@ class OpenSearchWriteSession:
         version existed. What the session queued before is written first."""
         self._check_open()
         self._settle_commits()
+        self._failed.discard(path)
         document_id = _document_id(self._scope, path)
         action = f"delete '{path}' from {self._scope}"
         existed = False
@@ -269,6 +275,7 @@ class OpenSearchWriteSession:
         """Remember that the latest attempt to index ``path`` failed with ``reason``, in
         the document's record; the indexed version (if any) stays searchable."""
         self._check_open()
+        self._failed.add(path)
         if self._client_ids and any(removed == path for removed, _ in self._buffer.removals):
             # A delete of this path queued the removal of its record, sent after its
             # chunks' deletes, so it would take the problem with it (a changed file that
@@ -412,7 +419,7 @@ class OpenSearchWriteSession:
 
     def _remove_unwritten(self) -> None:
         """A reindex: remove every record of the scope written before the session."""
-        query = unwritten_query(self._scope, self._started)
+        query = unwritten_query(self._scope, self._started, keep=self._failed)
         action = f"remove what the reindex of {self._scope} did not write"
         connection = self._connection
         if self._serverless:
