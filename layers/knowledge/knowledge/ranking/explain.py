@@ -15,6 +15,10 @@ the rest.
 **The numbers recompute every score** (``recompute``; ``tests/contract`` does it on
 every store and mode): with ``e`` a result's explanation and ``s`` its search,
 
+- the keyword side's ``raw`` is ``e.keyword.chunk / s.keyword.chunk_max +
+  s.keyword.page_weight * e.keyword.page / s.keyword.page_max`` (a chunk's own score
+  and its page's, ``knowledge.ranking.page_signal``; the page part 0 when ``page_max``
+  is 0);
 - keyword mode: ``fused = e.keyword.raw / s.keyword.max``;
 - vector mode: ``fused = e.vector.raw`` (the unit score ``(1 + cos) / 2``);
 - hybrid, weighted: each side ``n = (raw - min) / (max - min)`` (1.0 when the side's
@@ -45,6 +49,7 @@ from knowledge.core.errors import ValidationError
 from knowledge.ranking.analysis import ANALYSIS, keyword_terms
 from knowledge.ranking.fusion import CONFIDENCE_RANK, Fused, K, min_max, side_confidence
 from knowledge.ranking.origin_weights import RankWeights, Weighing
+from knowledge.ranking.page_signal import PageScores, recombine
 
 __all__ = [
     "Explanation",
@@ -163,13 +168,15 @@ def record_search(
     extras: int,
     group_by: str | None = None,
     libraries: Sequence[str] = (),
+    page: PageScores[K, Any] | None = None,
 ) -> Callable[[K, bool], dict[str, Any]]:
     """Record one store search in the request's ``Explanation`` and return the function
     that explains one of its results (``explain(key, extra)``). ``keyword``/``vector`` are
     the side's raw candidate scores as fusion got them (``vector`` above the floor,
     ``vector_found`` how many there were before it); ``ranked`` the candidates after
     the weights (best first), ``weighing`` what ``origin_weights.weigh`` did; ``orders``
-    the two sides' candidate orders RRF ranked (keyword, vector)."""
+    the two sides' candidate orders RRF ranked (keyword, vector); ``page`` the keyword
+    side's two parts (``ranking.page_signal``: ``keyword`` is their combination)."""
     explanation = current()
     assert explanation is not None  # the stores call this only inside explaining()
     kw_weight, vec_weight = hybrid_weights if hybrid_weights is not None else (None, None)
@@ -177,6 +184,8 @@ def record_search(
     vec_record, vec_norm, vec_rank = _side(vector, vec_weight)
     if orders is not None:  # RRF ranks as the store listed the sides
         kw_rank, vec_rank = _ranks(orders[0]), _ranks(orders[1])
+    if kw_record is not None and page is not None:
+        kw_record.update(page.record())
     if vec_record is not None:
         vec_record["found"] = vector_found
         vec_record["floor"] = floor
@@ -246,9 +255,12 @@ def record_search(
     def explain(key: K, extra: bool) -> dict[str, Any]:
         origin_weight, lesson_weight = weighing.factor(key)
         before = weighing.before.get(key, 0.0)
+        kw_entry = _side_entry(keyword, kw_norm, kw_rank, key)
+        if kw_entry is not None and page is not None and kw_entry["raw"] is not None:
+            kw_entry.update(page.entry(key))
         entry: dict[str, Any] = {
             "search": number,
-            "keyword": _side_entry(keyword, kw_norm, kw_rank, key),
+            "keyword": kw_entry,
             "vector": _side_entry(vector, vec_norm, vec_rank, key),
             "fused": before,
             "origin_weight": origin_weight,
@@ -330,6 +342,10 @@ def recompute(result: Mapping[str, Any], explain: Mapping[str, Any], index: int)
     entry = explain["results"][index]
     search = explain["searches"][entry["search"]]
     method = search["fusion"]["method"]
+    own = entry.get("keyword")
+    if own is not None and own["raw"] is not None and "page_weight" in search["keyword"]:
+        # The keyword raw score from its two parts (ranking.page_signal).
+        entry = {**entry, "keyword": {**own, "raw": recombine(search["keyword"], own)}}
     if method == "keyword":
         fused = entry["keyword"]["raw"] / search["keyword"]["max"]
     elif method == "vector":
@@ -379,6 +395,11 @@ def _side_line(name: str, side: Mapping[str, Any] | None) -> str | None:
     if "found" in side:
         text += f" ({side['found']} found, {side['below_floor']} below floor {side['floor']})"
     text += f", raw {_number(side['min'])}..{_number(side['max'])}"
+    if "page_weight" in side:
+        text += (
+            f" (chunk / {_number(side['chunk_max'])} + {_number(side['page_weight'])}"
+            f" x page / {_number(side['page_max'])})"
+        )
     if "confidence" in side:
         text += f", confidence {_number(side['confidence'])}, weight {_number(side['weight'])}"
         if "effective_weight" in side:
@@ -391,7 +412,15 @@ def _entry_side(name: str, entry: Mapping[str, Any] | None) -> str:
         return ""
     if entry["raw"] is None:
         return f" {name} -"
-    return f" {name} {_number(entry['raw'])} (#{entry['rank']}) -> {_number(entry['normalised'])}"
+    parts = (
+        f" [chunk {_number(entry['chunk'])}, page {_number(entry['page'])}]"
+        if "page" in entry
+        else ""
+    )
+    return (
+        f" {name} {_number(entry['raw'])}{parts} (#{entry['rank']})"
+        f" -> {_number(entry['normalised'])}"
+    )
 
 
 def format_trace(trace: Mapping[str, Any], results: Sequence[Mapping[str, Any]]) -> str:

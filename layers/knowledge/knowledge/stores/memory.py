@@ -59,6 +59,7 @@ from knowledge.ranking.analysis import keyword_terms
 from knowledge.ranking.fusion import keyword_only
 from knowledge.ranking.headings import DEFAULT_HEADINGS_WEIGHT, check_headings_weight, heading_terms
 from knowledge.ranking.origin_weights import is_lesson
+from knowledge.ranking.page_signal import PAGE_WEIGHT, PageRow, check_page_weight, with_pages
 from knowledge.ranking.weighted_page import weighted_page
 from knowledge.stores.memory_snapshots import (
     ChunkKey,
@@ -82,6 +83,31 @@ def _sublinear(count: float) -> float:
     """``1 + ln tf``; below 1 (a term only in the headings, weighed < 1) ``tf`` itself,
     so a term counts more the more it occurs, and never negatively."""
     return 1.0 + math.log(count) if count >= 1.0 else count
+
+
+def _document_of(key: ChunkKey) -> tuple[str, str]:
+    """A chunk key's document: (scope key, path)."""
+    return key[2], key[0]
+
+
+def _page_scores(
+    snapshots: Sequence[Snapshot],
+    terms: set[str],
+    wanted: set[tuple[str, str]],
+    pages: dict[tuple[str, str], float],
+) -> None:
+    """Add the page-row scores (``knowledge.ranking.page_signal``) of the ``wanted``
+    documents of ``snapshots``, scored as chunks are, with ``N`` and ``df`` counted over
+    those snapshots' documents."""
+    total = sum(len(s.documents) for s in snapshots)
+    frequencies = {t: sum(len(s.page_postings.get(t, ())) for s in snapshots) for t in terms}
+    for snapshot in snapshots:
+        key = snapshot.scope.key
+        for term in terms:
+            for path, count in snapshot.page_postings.get(term, {}).items():
+                if (key, path) in wanted:
+                    idf = math.log(1.0 + total / frequencies[term])
+                    pages[key, path] = pages.get((key, path), 0.0) + _sublinear(count) * idf
 
 
 class _MemoryWriteSession:
@@ -136,11 +162,12 @@ class _MemoryWriteSession:
         self._require_open()
         key = self._scope.key
         # Built in full before anything changes: if the stream fails, the session is untouched.
+        page = PageRow()  # the page row (knowledge.ranking.page_signal)
         records = tuple(
             ChunkRecord(
                 key=(header.path, item.chunk.chunk_index, key),
                 chunk=item.chunk,
-                term_counts=self._store._term_counts(item.chunk),
+                term_counts=self._store._term_counts(item.chunk, page),
             )
             for item in chunks
         )
@@ -153,6 +180,7 @@ class _MemoryWriteSession:
             format=kind if isinstance(kind, str) else None,
             size=header.size,
             origin=origin if isinstance(origin, str) else None,
+            page_terms=dict(Counter(page.terms)),
         )
         self._problems[header.path] = None
         return len(records)
@@ -196,8 +224,10 @@ class MemoryKnowledgeStore:
         self,
         *,
         headings_weight: float = DEFAULT_HEADINGS_WEIGHT,
+        page_weight: float = PAGE_WEIGHT,
     ) -> None:
         self._headings_weight = check_headings_weight(headings_weight)
+        self._page_weight = check_page_weight(page_weight)
         self._lock = threading.Lock()
         self._snapshots: dict[str, Snapshot] = {}
         self._writers: dict[str, threading.Lock] = {}
@@ -214,10 +244,13 @@ class MemoryKnowledgeStore:
         """Keyword-only: the pipeline embeds nothing for this store."""
         return None
 
-    def _term_counts(self, chunk: DocumentChunk) -> dict[str, float]:
+    def _term_counts(self, chunk: DocumentChunk, page: PageRow) -> dict[str, float]:
         """A chunk's term frequencies: its text's terms, plus its title and heading terms
-        (``knowledge.ranking.headings``) counted ``headings_weight`` each."""
-        counts: dict[str, float] = dict(Counter(keyword_terms(chunk.content)))
+        (``knowledge.ranking.headings``) counted ``headings_weight`` each; its text's terms
+        are added to ``page``, its document's page row."""
+        terms = keyword_terms(chunk.content)
+        page.add(terms)
+        counts: dict[str, float] = dict(Counter(terms))
         if self._headings_weight > 0:
             for term in heading_terms(chunk.metadata):
                 counts[term] = counts.get(term, 0.0) + self._headings_weight
@@ -313,8 +346,11 @@ class MemoryKnowledgeStore:
         scores: dict[ChunkKey, float] = {}
         records: dict[ChunkKey, ChunkRecord] = {}
         # Each side over its own statistics (knowledge.core.scope_set), normalised once.
+        pages: dict[tuple[str, str], float] = {}
         for snapshots in (own, shared):
             self._score(snapshots, terms, query, scores, records)
+            _page_scores(snapshots, terms, {_document_of(k) for k in scores}, pages)
+        keyword = with_pages(scores, pages, _document_of, self._page_weight)
 
         def facts(key: ChunkKey) -> tuple[object, bool]:
             metadata = records[key].chunk.metadata
@@ -326,13 +362,15 @@ class MemoryKnowledgeStore:
                 "scope": f"{scope.agent}/*" if query.cross_context else scope.key,
                 "mode": mode.value,
                 "fusion": "keyword",
-                "keyword": scores,
+                "keyword": combined,
                 "vector": None,
+                "page": keyword,
             }
 
         # Weights, the page (group_by, counts), lesson extras, the trace (ranking.weighted_page).
+        combined = keyword.combined()
         page = weighted_page(
-            keyword_only(scores), facts, query, document_of=lambda k: (k[2], k[0]), trace=trace
+            keyword_only(combined), facts, query, document_of=_document_of, trace=trace
         )
         explained = page.explanations()
         results = []

@@ -45,9 +45,17 @@ from knowledge.core.scope import KnowledgeScope
 from knowledge.core.scope_set import searched_scopes
 from knowledge.ranking.analysis import keyword_terms
 from knowledge.ranking.headings import DEFAULT_HEADINGS_WEIGHT, heading_terms
+from knowledge.ranking.page_signal import (
+    PAGE_WEIGHT,
+    PageRow,
+    PageScores,
+    check_page_weight,
+    with_pages,
+)
 
-from .candidates import FETCH_BATCH, Candidate, pairs_condition
+from .candidates import FETCH_BATCH, Candidate, ChunkKey, pairs_condition
 from .filter_sql import filter_sql
+from .page_index import Document, add_page, create_page_table, page_scores, remove_pages
 from .schema import load_json
 
 __all__ = [
@@ -83,8 +91,9 @@ def fts_query(text: str) -> str | None:
     return " OR ".join('"' + term.replace('"', '""') + '"' for term in terms)
 
 
-def _terms(content: str) -> str:
-    return " ".join(keyword_terms(content))
+def _document_of(key: ChunkKey) -> Document:
+    """A candidate key's document (``ranking.document_of``)."""
+    return key[3], key[2], key[0]
 
 
 class KeywordIndex:
@@ -94,9 +103,15 @@ class KeywordIndex:
     so a table created by a write that is rolled back is never remembered.
     """
 
-    def __init__(self, isolation: str, headings_weight: float = DEFAULT_HEADINGS_WEIGHT) -> None:
+    def __init__(
+        self,
+        isolation: str,
+        headings_weight: float = DEFAULT_HEADINGS_WEIGHT,
+        page_weight: float = PAGE_WEIGHT,
+    ) -> None:
         self._isolation = isolation
         self._headings_weight = headings_weight
+        self._page_weight = check_page_weight(page_weight)
 
     @property
     def isolation(self) -> str:
@@ -127,6 +142,7 @@ class KeywordIndex:
         conn.execute("INSERT INTO fts_agents (agent, id) VALUES (?, ?)", (agent, number))
         table = f"chunks_fts_{int(number)}"
         conn.execute(_TABLE_DDL.format(table=table))
+        create_page_table(conn, table)
         return table
 
     # --- writes (inside the caller's write transaction) -------------------------------
@@ -138,14 +154,21 @@ class KeywordIndex:
         rowid: int,
         content: str,
         metadata: Mapping[str, Any],
-    ) -> None:
+    ) -> list[str]:
         """Index one chunk: the terms of its ``content`` and of its title and heading path
-        (from its ``metadata``; none with a headings weight of 0)."""
+        (from its ``metadata``; none with a headings weight of 0). Returns its content's
+        terms, for its document's page row (``add_page``)."""
         headings = " ".join(heading_terms(metadata)) if self._headings_weight > 0 else ""
+        terms = keyword_terms(content)
         conn.execute(
             f"INSERT INTO {table} (rowid, terms, headings) VALUES (?, ?, ?)",  # noqa: S608
-            (rowid, _terms(content), headings),
+            (rowid, " ".join(terms), headings),
         )
+        return terms
+
+    def add_page(self, conn: sqlite3.Connection, table: str, rowid: int, page: PageRow) -> None:
+        """Index a document's page row (``page_index``), ``rowid`` its first chunk's id."""
+        add_page(conn, table, rowid, page.terms)
 
     def remove(
         self, conn: sqlite3.Connection, agent: str, condition: str, params: list[str]
@@ -155,24 +178,85 @@ class KeywordIndex:
         if table is None:
             return
         chunk_ids = f"SELECT id FROM chunks WHERE {condition}"  # noqa: S608
+        remove_pages(conn, table, chunk_ids, params)
         conn.execute(f"DELETE FROM {table} WHERE rowid IN ({chunk_ids})", params)  # noqa: S608
 
     def rebuild(self, conn: sqlite3.Connection) -> None:
         """Empty every keyword table and index every chunk again in this mode's tables."""
         for (number,) in conn.execute("SELECT id FROM fts_agents").fetchall():
             conn.execute(f"DROP TABLE IF EXISTS chunks_fts_{int(number)}")
+            conn.execute(f"DROP TABLE IF EXISTS pages_fts_{int(number)}")
         conn.execute("DELETE FROM fts_agents")
         conn.execute("DELETE FROM chunks_fts")
+        create_page_table(conn, "chunks_fts")
+        conn.execute("DELETE FROM pages_fts")
         tables: dict[str, str] = {}
-        rows = conn.execute("SELECT id, agent, content, metadata FROM chunks ORDER BY id")
+        page: tuple[str, int, str] | None = None  # (doc_id, first chunk id, table)
+        page_terms = PageRow()
+        rows = conn.execute(
+            "SELECT id, doc_id, agent, content, metadata FROM chunks ORDER BY doc_id, chunk_index"
+        )
         for batch in iter(lambda: rows.fetchmany(FETCH_BATCH), []):
-            for rowid, agent, content, metadata in batch:
+            for rowid, doc_id, agent, content, metadata in batch:
                 table = tables.get(agent)
                 if table is None:
                     table = tables[agent] = self.table(conn, agent, create=True) or ""
-                self.add(conn, table, rowid, content, load_json(metadata))
+                if page is None or page[0] != doc_id:
+                    if page is not None:
+                        add_page(conn, page[2], page[1], page_terms.terms)
+                    page, page_terms = (doc_id, rowid, table), PageRow()
+                page_terms.add(self.add(conn, table, rowid, content, load_json(metadata)))
+        if page is not None:
+            add_page(conn, page[2], page[1], page_terms.terms)
 
     # --- reads --------------------------------------------------------------------------
+
+    def _groups(
+        self, conn: sqlite3.Connection, scope: KnowledgeScope, query: SearchQuery
+    ) -> dict[str, list[tuple[str, str | None]]]:
+        """The searched scope pairs by the table holding them."""
+        groups: dict[str, list[tuple[str, str | None]]] = {}
+        for agent, context in searched_scopes(scope, query.cross_context, query.shared_libraries):
+            table = self.table(conn, agent, create=False)
+            if table is not None:
+                groups.setdefault(table, []).append((agent, context))
+        return groups
+
+    def side(
+        self,
+        conn: sqlite3.Connection,
+        scope: KnowledgeScope,
+        query: SearchQuery,
+        match: str,
+        limit: int,
+    ) -> tuple[list[Candidate], PageScores[ChunkKey, Document]]:
+        """The keyword side of a search: the best ``limit`` chunks (``candidates``), each
+        scored with its page's part (``knowledge.ranking.page_signal``), best first, ties
+        by key; and the two parts, for the trace."""
+        chunks = self.candidates(conn, scope, query, match, limit)
+        pages = with_pages(
+            {c.key: c.score for c in chunks},
+            self.page_scores(conn, scope, query, match, chunks) if self._page_weight else {},
+            _document_of,
+            self._page_weight,
+        )
+        combined = pages.combined()
+        ranked = sorted(chunks, key=lambda c: (-combined[c.key], c.key))
+        return [Candidate(c.rowid, c.key, combined[c.key]) for c in ranked], pages
+
+    def page_scores(
+        self,
+        conn: sqlite3.Connection,
+        scope: KnowledgeScope,
+        query: SearchQuery,
+        match: str,
+        candidates: list[Candidate],
+    ) -> dict[Document, float]:
+        """The page rows' scores of the candidates' documents (``page_index``), by
+        ``(agent, context, path)``, each table's with its own statistics."""
+        if not candidates:
+            return {}
+        return page_scores(conn, self._groups(conn, scope, query), match, candidates)
 
     def candidates(
         self,
@@ -186,11 +270,7 @@ class KeywordIndex:
         ``match`` that pass the filters, best first, ties by ``ChunkKey``. One statement:
         with per-agent tables, one ``SELECT`` per table (each its own statistics,
         ``knowledge.core.scope_set``) joined by ``UNION ALL`` and ranked together."""
-        groups: dict[str, list[tuple[str, str | None]]] = {}
-        for agent, context in searched_scopes(scope, query.cross_context, query.shared_libraries):
-            table = self.table(conn, agent, create=False)
-            if table is not None:
-                groups.setdefault(table, []).append((agent, context))
+        groups = self._groups(conn, scope, query)
         if not groups:
             return []
         filter_clause, filter_params = "", list[object]()

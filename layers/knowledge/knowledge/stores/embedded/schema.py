@@ -78,6 +78,10 @@ _KEYWORD_TABLE: Final = """CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts USING f
     terms, headings, tokenize = 'unicode61 remove_diacritics 0'
 )"""
 
+_PAGE_TABLE: Final = """CREATE VIRTUAL TABLE IF NOT EXISTS pages_fts USING fts5(
+    terms, tokenize = 'unicode61 remove_diacritics 0'
+)"""
+
 _TABLES: Final = (
     """CREATE TABLE IF NOT EXISTS meta (
         key TEXT PRIMARY KEY,
@@ -116,6 +120,9 @@ _TABLES: Final = (
     # and the (path, chunk_index) order, so no other index is needed; doc_id is kept for
     # inspection and joins.
     _KEYWORD_TABLE,
+    # One row per document, rowid its first chunk's id (analysis version 6,
+    # ``knowledge.ranking.page_signal``; per-agent ones beside ``chunks_fts_<n>``).
+    _PAGE_TABLE,
 )
 
 # New in version 2; a version 1 file gets them (and the two record columns) on open.

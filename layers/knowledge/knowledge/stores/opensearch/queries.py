@@ -26,6 +26,7 @@ from knowledge.stores.opensearch.mapping import (
     EMBEDDING,
     GENERATION,
     INDEXED_AT,
+    PAGE_TERMS,
     RECORD,
     RECORD_CHUNK,
     RECORD_DOCUMENT,
@@ -47,6 +48,7 @@ __all__ = [
     "document_ids_page_body",
     "keyword_search_body",
     "msearch_body",
+    "page_search_body",
     "scope_stats_body",
     "scopes_page_body",
     "stored_document_body",
@@ -146,6 +148,35 @@ def keyword_search_body(
             },
             named,
         ),
+    }
+
+
+def page_search_body(
+    text: str, scope_filters: Sequence[Mapping[str, Any]], document_ids: Sequence[str]
+) -> dict[str, Any]:
+    """BM25 on the document records' ``page_terms`` (``knowledge.ranking.page_signal``)
+    with the query's distinct terms, as ``keyword_search_body`` sends them, over the
+    records of ``document_ids`` only (the keyword candidates' documents, which the
+    search's filters chose) inside the search's ``scope_filters``: each hit its
+    ``document_id`` and score, at most one per document."""
+    terms = " ".join(dict.fromkeys(keyword_terms(text)))
+    return {
+        "size": len(document_ids),
+        "track_total_hits": False,
+        "_source": [DOCUMENT_ID],
+        "query": {
+            "bool": {
+                "filter": [
+                    *scope_filters,
+                    {"term": {RECORD: RECORD_DOCUMENT}},
+                    {"terms": {DOCUMENT_ID: list(document_ids)}},
+                ],
+                "should": [
+                    {"match": {PAGE_TERMS: {"query": terms}}} if terms else {"match_none": {}}
+                ],
+                "minimum_should_match": 1,
+            }
+        },
     }
 
 

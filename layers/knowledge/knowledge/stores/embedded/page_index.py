@@ -1,0 +1,101 @@
+"""The embedded store's page rows: one FTS5 row per document (``knowledge.ranking.page_signal``).
+
+Beside each keyword table of chunks (``chunks_fts``, or ``chunks_fts_<n>`` per agent:
+``keyword_index``) is a table of pages, ``pages_fts`` (``pages_fts_<n>``), one column
+``terms``: the document's text terms, every chunk's ``keyword_terms`` in chunk order, as
+the chunks hold them (no headings: a title repeated on every chunk would count once per
+chunk). Its rowid is the id of the document's first chunk, so the page goes with its
+chunks: deleted by the same chunk condition, before them, and ``UNIQUE`` as chunk ids are.
+BM25 is taken over the pages of that table, as the chunks' over its chunks.
+
+A search reads the pages of its keyword candidates' documents only, with the same scope
+condition as the candidates (``pairs_condition``) and their paths named, so what the
+filters kept out is never read and never sets the best page's score.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterable, Sequence
+from typing import Final
+
+from .candidates import Candidate, pairs_condition
+
+__all__ = ["add_page", "create_page_table", "page_scores", "page_table", "remove_pages"]
+
+_PAGE_DDL: Final = (
+    "CREATE VIRTUAL TABLE IF NOT EXISTS {table} USING fts5("
+    "terms, tokenize = 'unicode61 remove_diacritics 0')"
+)
+
+Document = tuple[str, str, str]
+"""(agent, context, path): ``ranking.document_of`` of a candidate key."""
+
+
+def page_table(chunk_table: str) -> str:
+    """The page table beside a chunk table (``chunks_fts`` -> ``pages_fts``)."""
+    return "pages" + chunk_table.removeprefix("chunks")
+
+
+def create_page_table(conn: sqlite3.Connection, chunk_table: str) -> None:
+    conn.execute(_PAGE_DDL.format(table=page_table(chunk_table)))
+
+
+def add_page(conn: sqlite3.Connection, chunk_table: str, rowid: int, terms: Iterable[str]) -> None:
+    """Index one document's page row (``rowid``: its first chunk's id)."""
+    text = " ".join(term for term in terms if term)
+    if text:
+        conn.execute(
+            f"INSERT INTO {page_table(chunk_table)} (rowid, terms) VALUES (?, ?)",  # noqa: S608
+            (rowid, text),
+        )
+
+
+def remove_pages(
+    conn: sqlite3.Connection, chunk_table: str, chunk_ids: str, params: list[str]
+) -> None:
+    """Drop the page rows of the documents whose chunks ``chunk_ids`` selects."""
+    if _exists(conn, page_table(chunk_table)):
+        conn.execute(
+            f"DELETE FROM {page_table(chunk_table)} WHERE rowid IN ({chunk_ids})",  # noqa: S608
+            params,
+        )
+
+
+def _exists(conn: sqlite3.Connection, table: str) -> bool:
+    row = conn.execute(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (table,)
+    ).fetchone()
+    return row is not None
+
+
+def page_scores(
+    conn: sqlite3.Connection,
+    groups: dict[str, list[tuple[str, str | None]]],
+    match: str,
+    candidates: Sequence[Candidate],
+) -> dict[Document, float]:
+    """``-bm25()`` of the page rows of the candidates' documents that match ``match``,
+    by ``(agent, context, path)``; ``groups`` maps each chunk table to the scope pairs
+    searched in it (``KeywordIndex.candidates``), each table's pages read with its own."""
+    paths = sorted({c.key[0] for c in candidates})
+    if not paths:
+        return {}
+    wanted = {(c.key[3], c.key[2], c.key[0]) for c in candidates}
+    scores: dict[Document, float] = {}
+    marks = ", ".join("?" * len(paths))
+    for chunk_table, pairs in groups.items():
+        table = page_table(chunk_table)
+        if not _exists(conn, table):
+            continue
+        scope_sql, params = pairs_condition(pairs, "c.")
+        rows = conn.execute(
+            f"SELECT c.agent, c.context, c.path, -bm25({table}) FROM {table}"  # noqa: S608
+            f" JOIN chunks AS c ON c.id = {table}.rowid"
+            f" WHERE {table} MATCH ? AND {scope_sql} AND c.path IN ({marks})",
+            [match, *params, *paths],
+        )
+        for agent, context, path, score in rows:
+            if (agent, context, path) in wanted:
+                scores[agent, context, path] = float(score)
+    return scores
