@@ -91,6 +91,10 @@ def fts_query(text: str) -> str | None:
     return " OR ".join('"' + term.replace('"', '""') + '"' for term in terms)
 
 
+def _terms(content: str) -> str:
+    return " ".join(keyword_terms(content))
+
+
 def _document_of(key: ChunkKey) -> Document:
     """A candidate key's document (``ranking.document_of``)."""
     return key[3], key[2], key[0]
@@ -159,12 +163,12 @@ class KeywordIndex:
         (from its ``metadata``; none with a headings weight of 0). Returns its content's
         terms, for its document's page row (``add_page``)."""
         headings = " ".join(heading_terms(metadata)) if self._headings_weight > 0 else ""
-        terms = keyword_terms(content)
+        terms = _terms(content)
         conn.execute(
             f"INSERT INTO {table} (rowid, terms, headings) VALUES (?, ?, ?)",  # noqa: S608
-            (rowid, " ".join(terms), headings),
+            (rowid, terms, headings),
         )
-        return terms
+        return terms.split()
 
     def add_page(self, conn: sqlite3.Connection, table: str, rowid: int, page: PageRow) -> None:
         """Index a document's page row (``page_index``), ``rowid`` its first chunk's id."""

@@ -17,16 +17,12 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Iterable, Sequence
-from typing import Final
 
 from .candidates import Candidate, pairs_condition
+from .schema import PAGE_TABLE_DDL
 
 __all__ = ["add_page", "create_page_table", "page_scores", "page_table", "remove_pages"]
 
-_PAGE_DDL: Final = (
-    "CREATE VIRTUAL TABLE IF NOT EXISTS {table} USING fts5("
-    "terms, tokenize = 'unicode61 remove_diacritics 0')"
-)
 
 Document = tuple[str, str, str]
 """(agent, context, path): ``ranking.document_of`` of a candidate key."""
@@ -38,7 +34,7 @@ def page_table(chunk_table: str) -> str:
 
 
 def create_page_table(conn: sqlite3.Connection, chunk_table: str) -> None:
-    conn.execute(_PAGE_DDL.format(table=page_table(chunk_table)))
+    conn.execute(PAGE_TABLE_DDL.format(table=page_table(chunk_table)))
 
 
 def add_page(conn: sqlite3.Connection, chunk_table: str, rowid: int, terms: Iterable[str]) -> None:
