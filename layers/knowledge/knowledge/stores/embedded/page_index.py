@@ -85,10 +85,13 @@ def page_scores(
         if not _exists(conn, table):
             continue
         scope_sql, params = pairs_condition(pairs, "c.")
+        # The matching pages first (one full-text query), then their chunks' scope and
+        # path: joined the other way SQLite would run the query once per chunk.
         rows = conn.execute(
-            f"SELECT c.agent, c.context, c.path, -bm25({table}) FROM {table}"  # noqa: S608
-            f" JOIN chunks AS c ON c.id = {table}.rowid"
-            f" WHERE {table} MATCH ? AND {scope_sql} AND c.path IN ({marks})",
+            f"WITH p AS MATERIALIZED (SELECT rowid AS id, -bm25({table}) AS s"  # noqa: S608
+            f" FROM {table} WHERE {table} MATCH ?)"
+            " SELECT c.agent, c.context, c.path, p.s FROM p JOIN chunks AS c ON c.id = p.id"
+            f" WHERE {scope_sql} AND c.path IN ({marks})",
             [match, *params, *paths],
         )
         for agent, context, path, score in rows:
