@@ -253,8 +253,11 @@ def test_a_document_record_holds_its_page_row() -> None:
     )
     assert record["page_terms"] == "deploy 배포 deploy"
     properties = index_body(vector_dimensions=None, embedding_model=None)["mappings"]["properties"]
-    assert properties["page_terms"] == {"type": "text", "analyzer": "whitespace"}
-    assert properties["page_terms"] == properties["content_terms"]
+    assert properties["page_terms"] == {
+        "type": "text",
+        "analyzer": "whitespace",
+        "index_options": "freqs",  # matched, never phrase-searched
+    }
 
 
 def test_a_chunk_keeps_the_embedding_key_of_its_vector_even_a_zero_one() -> None:

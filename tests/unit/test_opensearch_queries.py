@@ -306,7 +306,8 @@ def test_page_body_scores_the_candidates_document_records_inside_the_scope() -> 
     assert body == {
         "size": 2,
         "track_total_hits": False,
-        "_source": ["document_id"],
+        "_source": False,
+        "docvalue_fields": ["document_id"],
         "query": {
             "bool": {
                 "filter": [

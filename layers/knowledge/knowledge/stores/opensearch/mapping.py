@@ -293,7 +293,8 @@ def index_body(
         # The terms of knowledge.ranking.analysis, computed by the writer (never in results).
         CONTENT_TERMS: {"type": "text", "analyzer": "whitespace"},
         # The document record's terms (knowledge.ranking.page_signal), the same analyzer.
-        PAGE_TERMS: {"type": "text", "analyzer": "whitespace"},
+        # Matched, never phrase-searched: term frequencies without positions.
+        PAGE_TERMS: {"type": "text", "analyzer": "whitespace", "index_options": "freqs"},
         CONTENT_HASH: {"type": "keyword"},
         VERSION: {"type": "keyword"},
         INDEXED_AT: {"type": "date"},

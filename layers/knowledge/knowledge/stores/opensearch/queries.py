@@ -163,7 +163,9 @@ def page_search_body(
     return {
         "size": len(document_ids),
         "track_total_hits": False,
-        "_source": [DOCUMENT_ID],
+        # The id as a doc value: reading the record's _source would parse its page row.
+        "_source": False,
+        "docvalue_fields": [DOCUMENT_ID],
         "query": {
             "bool": {
                 "filter": [
