@@ -39,8 +39,11 @@ COMMANDS = {
     "hashing-variants": "a probe: richer hashing embedders (stop words, stems, dimensions)",
     "rerank": "search latency with the Bedrock reranking stage (fake endpoint) vs without",
     "repo-sync": "a 5,000-file Git repository synced, then after a one-file commit",
+    "repo-sync-incremental": "the 5,000-file repository: incremental vs full fetch, same run",
     "shared-library": "a granted agent's search with its libraries: one store query vs N",
     "ranking-cost": "embedded store: search p50 with origin/lesson weights and explain vs inert",
+    "synonym-probe": "a probe: a scope's synonyms file on abbreviated / Korean loanword queries",
+    "named-clauses": "node: hybrid/grouped p50 with the score-0 origin/lesson clauses vs none",
     "report": "write bench/REPORT.md and the plots from bench/results/*.json",
 }
 
@@ -59,8 +62,11 @@ MODULES = {
     "hybrid-page": "hybrid_page",
     "hashing-variants": "hashing_variants",
     "repo-sync": "repo_sync",
+    "repo-sync-incremental": "repo_sync_incremental",
     "shared-library": "shared_library",
     "ranking-cost": "ranking_cost",
+    "synonym-probe": "synonym_probe",
+    "named-clauses": "named_clauses",
     "scope-recall": "scope_recall",
 }
 

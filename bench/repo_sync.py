@@ -50,20 +50,24 @@ def _fast_import(bare: Path, files: int) -> None:
 
 
 def _timed_sync(
-    registry: Any, scope: Any, registration: Any, store: Any, root: Path
+    registry: Any, scope: Any, registration: Any, store: Any, root: Path, server: Any
 ) -> dict[str, Any]:
     from knowledge.core.model import IndexOptions
     from knowledge.ingest.repos.sync import sync_repository
     from knowledge.ingest.sources.local import BucketFolderSource
 
+    sent_before = len(server.sent)
     started = time.perf_counter()
     report = sync_repository(registry, scope, registration)
     synced = time.perf_counter()
+    # What the Git server sent for this sync (refs and the pack), in bytes.
+    fetched = sum(size for _, size in server.sent[sent_before:])
     result = index_source(store, scope, BucketFolderSource(root), IndexOptions())
     done = time.perf_counter()
     assert report.ok, report.error
     return {
         "sync_s": round(synced - started, 3),
+        "fetched_bytes": fetched,
         "index_s": round(done - synced, 3),
         "total_s": round(done - started, 3),
         "written": report.written,
@@ -103,7 +107,7 @@ def main(args: argparse.Namespace) -> None:
             registry.add(scope, registration)
             store = open_store("embedded", db_path=base / "kb.db", embedder_name="hashing")
             try:
-                first = _timed_sync(registry, scope, registration, store, root)
+                first = _timed_sync(registry, scope, registration, store, root, server)
                 log(f"first sync: {first}")
                 work = Workdir.__new__(Workdir)
                 work.bare, work.branch, work.path = bare, "main", base / "work"
@@ -112,9 +116,9 @@ def main(args: argparse.Namespace) -> None:
                 )
                 work.write("docs/d00/page-00000.md", _page(0, version=1))
                 work.commit("one file")
-                one = _timed_sync(registry, scope, registration, store, root)
+                one = _timed_sync(registry, scope, registration, store, root, server)
                 log(f"one-file commit: {one}")
-                nothing = _timed_sync(registry, scope, registration, store, root)
+                nothing = _timed_sync(registry, scope, registration, store, root, server)
                 log(f"nothing changed: {nothing}")
             finally:
                 store.close()

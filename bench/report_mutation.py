@@ -115,8 +115,13 @@ def splice(report_path: Path = REPORT) -> None:
     mutation_section(section)
     text = report_path.read_text(encoding="utf-8")
     start = text.find(_HEADING)
-    kept = text if start < 0 else text[:start]
-    report_path.write_text(kept.rstrip("\n") + "\n\n" + section.sections[0], encoding="utf-8")
+    if start < 0:
+        text = text.rstrip("\n") + "\n\n" + section.sections[0]
+    else:  # up to the next section: the ones after it stay
+        end = text.find("\n## ", start + len(_HEADING))
+        after = "" if end < 0 else "\n" + text[end + 1 :]
+        text = text[:start] + section.sections[0] + after
+    report_path.write_text(text, encoding="utf-8")
 
 
 if __name__ == "__main__":

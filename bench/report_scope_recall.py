@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from bench.environment import read_result
-from bench.report import Report, _met, _provenance, _table
+from bench.report import Report, _load_note, _met, _provenance, _table
 from knowledge.stores.opensearch.scope_size import (
     CHUNKS_PER_EF,
     EXACT_MAX_CHUNKS,
@@ -139,6 +139,9 @@ scope's count as the store reads it), a smaller run for time: an index of
 {result["indexing"]["chunks"]:,} chunks, {result["queries"]} queries a scope; recall@10 / p50 ms:
 
 {_table(header, rows)}
+
+The two requests of a query (ef 200, the product's) ran one after the other in a rotating
+order, so the load fell on both alike.{_load_note(result)}
 
 {_provenance(result, FINAL)}
 """

@@ -10,6 +10,13 @@ alternating, ``--iterations`` queries each after ``--warmup``), so both see the 
 machine; the answer is the p50/p95 wall time and one-query/N-search p50 ratio. Writes
 ``bench/results/shared-library.json``. ``--opensearch`` adds the real node (shared index
 and index per agent).
+
+**Layout** (the stores that isolate statistics: embedded ``isolation="agent"``, OpenSearch
+index per agent). Each library is a table / index of its own there, so the one query
+reads 1 + ``--libraries`` of them; before, every library shared ``_shared``'s one (2 in
+all). Timed in turns as above: the one query over the libraries (``per-library``) and
+the one query over one library holding all their documents (``one-library``: the old
+layout's shape, the same documents in one table / index beside the agent's).
 """
 
 from __future__ import annotations
@@ -83,6 +90,17 @@ def _fill(
         result = index_source(store, scope, BucketFolderSource(root), IndexOptions())
         if result.errors:
             raise RuntimeError(f"{scope}: {result.errors[:3]}")
+    if _isolates(store):  # every library's documents in one more library (the layout)
+        together = root / "_shared" / "all"
+        if not together.exists():
+            together.mkdir(parents=True)
+            for library in libraries:
+                for source in sorted((root / library.agent / library.context).iterdir()):
+                    (together / f"{library.context}-{source.name}").write_bytes(source.read_bytes())
+        combined = KnowledgeScope("_shared", "all")
+        result = index_source(store, combined, BucketFolderSource(root), IndexOptions())
+        if result.errors:
+            raise RuntimeError(f"{combined}: {result.errors[:3]}")
     rng = random.Random(11)
     queries = [
         " ".join(rng.choice(vocabulary) for _ in range(3))
@@ -91,36 +109,83 @@ def _fill(
     return own, libraries, queries
 
 
-def _measure(
-    store: Any, args: argparse.Namespace, own: Any, libraries: tuple[Any, ...], texts: list[str]
-) -> dict[str, Any]:
-    from knowledge.core.model import SearchMode, SearchQuery
-    from knowledge.search.shared import SharedLibraryStore
+def _isolates(store: Any) -> bool:
+    """Whether the store keeps each library's statistics apart (a table / index each)."""
+    return getattr(store, "isolation", None) == "agent" or bool(
+        getattr(getattr(store, "config", None), "index_per_agent", False)
+    )
 
-    one_query = SharedLibraryStore(store, libraries)
+
+def _turns(
+    store: Any,
+    args: argparse.Namespace,
+    texts: list[str],
+    ways: dict[str, Callable[[Any], list[Any]]],
+) -> dict[str, Any]:
+    """Per mode, the two ``ways`` timed in turns (the first alternating) and the p50 ratio
+    of the first over the second."""
+    from knowledge.core.model import SearchMode, SearchQuery
+
+    first, second = ways
     answers: dict[str, Any] = {}
     for mode in sorted(store.supported_modes, key=lambda m: m.value):
-        times: dict[str, list[float]] = {"one-query": [], "n-search": []}
-        ways: dict[str, Callable[[Any], list[Any]]] = {
-            "one-query": lambda q: one_query.search(own, q),
-            "n-search": lambda q: _n_search(store, own, libraries, q),
-        }
+        times: dict[str, list[float]] = {first: [], second: []}
         for n, text in enumerate(texts):
             query = SearchQuery(text, mode=SearchMode(mode), max_results=args.max_results)
-            order = ("one-query", "n-search") if n % 2 else ("n-search", "one-query")
-            for name in order:
+            for name in (first, second) if n % 2 else (second, first):
                 started = time.perf_counter()
                 ways[name](query)
                 if n >= args.warmup:
                     times[name].append((time.perf_counter() - started) * 1000.0)
         summaries = {name: summarize(values) for name, values in times.items()}
-        ratio = summaries["one-query"]["p50"] / summaries["n-search"]["p50"]
-        answers[mode.value] = {**summaries, "p50_ratio_one_over_n": round(ratio, 3)}
+        ratio = summaries[first]["p50"] / summaries[second]["p50"]
+        answers[mode.value] = {**summaries, f"p50_ratio_{first}_over_{second}": round(ratio, 3)}
         log(
-            f"{store.name} {mode.value}: one query p50 {summaries['one-query']['p50']} ms, "
-            f"N searches {summaries['n-search']['p50']} ms (x{ratio:.2f})"
+            f"{store.name} {mode.value}: {first} p50 {summaries[first]['p50']} ms, "
+            f"{second} {summaries[second]['p50']} ms (x{ratio:.2f})"
         )
     return answers
+
+
+def _measure(
+    store: Any, args: argparse.Namespace, own: Any, libraries: tuple[Any, ...], texts: list[str]
+) -> dict[str, Any]:
+    from knowledge.search.shared import SharedLibraryStore
+
+    one_query = SharedLibraryStore(store, libraries)
+    answers = _turns(
+        store,
+        args,
+        texts,
+        {
+            "one-query": lambda q: one_query.search(own, q),
+            "n-search": lambda q: _n_search(store, own, libraries, q),
+        },
+    )
+    for run in answers.values():  # the name the report reads
+        run["p50_ratio_one_over_n"] = run.pop("p50_ratio_one-query_over_n-search")
+    return answers
+
+
+def _measure_layout(
+    store: Any, args: argparse.Namespace, own: Any, libraries: tuple[Any, ...], texts: list[str]
+) -> dict[str, Any]:
+    """The one query over a table / index per library against the same query over one
+    library holding all their documents (module docstring, *Layout*)."""
+    from knowledge.core.scope import KnowledgeScope
+    from knowledge.search.shared import SharedLibraryStore
+
+    apart = SharedLibraryStore(store, libraries)
+    together = SharedLibraryStore(store, (KnowledgeScope("_shared", "all"),))
+    return _turns(
+        store,
+        args,
+        texts,
+        {
+            "per-library": lambda q: apart.search(own, q),
+            "one-library": lambda q: together.search(own, q),
+        },
+    )
 
 
 def main(args: argparse.Namespace) -> None:
@@ -129,6 +194,7 @@ def main(args: argparse.Namespace) -> None:
     from knowledge.stores.memory import MemoryKnowledgeStore
 
     results: dict[str, Any] = {}
+    layouts: dict[str, Any] = {}
     url = ""
     with ExitStack() as stack:
         folder = Path(stack.enter_context(tempfile.TemporaryDirectory()))
@@ -170,6 +236,8 @@ def main(args: argparse.Namespace) -> None:
                 log(f"{label}: indexing ...")
                 own, libraries, texts = _fill(store, args, folder / "bucket")
                 results[label] = _measure(store, args, own, libraries, texts)
+                if _isolates(store):
+                    layouts[label] = _measure_layout(store, args, own, libraries, texts)
             finally:
                 store.close()
                 if label.startswith("opensearch"):
@@ -184,5 +252,6 @@ def main(args: argparse.Namespace) -> None:
             "iterations": args.iterations,
         },
         "stores": results,
+        "layout": layouts,
     }
     log(f"wrote {write_result('shared-library', payload)}")

@@ -122,7 +122,12 @@ def knowledge_api() -> KnowledgeApi:
         from knowledge.search.shared import SharedGrants
 
         config = settings()
-        writes = S3Storage(config.documents_bucket) if config.documents_bucket else None
+        writes = (
+            # An upload grant admits what the indexer indexes (MAX_DOCUMENT_MIB), no more.
+            S3Storage(config.documents_bucket, max_upload_bytes=config.max_document_mib << 20)
+            if config.documents_bucket
+            else None
+        )
         container.api = KnowledgeApi(
             build_store(config),
             reindex=queue_reindex,
@@ -130,8 +135,25 @@ def knowledge_api() -> KnowledgeApi:
             writes=writes,
             # Which agents search which shared libraries: configuration only (template).
             shared=SharedGrants.parse(os.environ.get("KB_SHARED_GRANTS", "")),
+            repo_statuses=repo_statuses(),
         )
     return container.api
+
+
+def repo_statuses() -> Callable[[KnowledgeScope], list[dict[str, Any]]] | None:
+    """The status route's ``repos``: each repository's last sync, read from the sync
+    summaries the repos function writes under ``.kb@repos/`` (the only keys of the bucket
+    this function may read: template.yaml); ``None`` without a documents bucket."""
+    bucket = settings().documents_bucket
+    if not bucket:
+        return None
+    import boto3
+
+    # The registry and its storage only (not the sync, dulwich or the routes' service).
+    from knowledge.ingest.repos.state import RepoRegistry
+    from knowledge.ingest.repos.storage import S3Storage
+
+    return RepoRegistry(S3Storage(boto3.client("s3"), bucket)).statuses
 
 
 def reindex_queue() -> ReindexQueue:

@@ -66,7 +66,22 @@ def _embedded(request: pytest.FixtureRequest, tmp_path: Path) -> KnowledgeStore:
     return EmbeddedKnowledgeStore(tmp_path / "kb.db", embedder=HashingEmbedder(64))
 
 
-def _opensearch(request: pytest.FixtureRequest, tmp_path: Path) -> KnowledgeStore:
+def _embedded_per_agent(request: pytest.FixtureRequest, tmp_path: Path) -> KnowledgeStore:
+    from knowledge.embedding.hashing import HashingEmbedder
+    from knowledge.stores.embedded import EmbeddedKnowledgeStore
+
+    return EmbeddedKnowledgeStore(
+        tmp_path / "kb.db", embedder=HashingEmbedder(64), isolation="agent"
+    )
+
+
+def _opensearch_per_agent(request: pytest.FixtureRequest, tmp_path: Path) -> KnowledgeStore:
+    return _opensearch(request, tmp_path, index_per_agent=True)
+
+
+def _opensearch(
+    request: pytest.FixtureRequest, tmp_path: Path, *, index_per_agent: bool = False
+) -> KnowledgeStore:
     from opensearch_index import NodeIndex  # tests/integration, on the path (tests/conftest.py)
 
     from knowledge.embedding.hashing import HashingEmbedder
@@ -77,7 +92,7 @@ def _opensearch(request: pytest.FixtureRequest, tmp_path: Path) -> KnowledgeStor
     request.addfinalizer(node.delete)
     # Sessions wait for the next scheduled refresh (no forced refresh; the contract reads
     # its writes at once): a short interval keeps the suite fast.
-    config = node.config(refresh_interval="100ms")
+    config = node.config(refresh_interval="100ms", index_per_agent=index_per_agent)
     return OpenSearchKnowledgeStore(config, embedder=HashingEmbedder(64))
 
 
@@ -96,9 +111,29 @@ STORE_SPECS: dict[str, StoreSpec] = {
 }
 
 
+ISOLATED_SPECS: dict[str, StoreSpec] = {
+    spec.name: spec
+    for spec in (
+        StoreSpec("embedded-agent", ALL_MODES, _embedded_per_agent),
+        StoreSpec(
+            "opensearch-agent",
+            ALL_MODES,
+            _opensearch_per_agent,
+            marks=(pytest.mark.opensearch, pytest.mark.integration),
+        ),
+    )
+}
+"""The stores again with agent isolation (per-agent FTS tables, an index per agent and per
+shared library), for the modules marked ``isolated_stores`` (what differs there: the
+shared library)."""
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "modes(*modes): run a contract test only in these search modes"
+    )
+    config.addinivalue_line(
+        "markers", "isolated_stores: run a contract module on the isolated stores as well"
     )
 
 
@@ -107,17 +142,19 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         return
     marker = metafunc.definition.get_closest_marker("modes")
     wanted = frozenset(SearchMode) if marker is None else frozenset(marker.args)
+    specs = list(STORE_SPECS.values())
+    if metafunc.definition.get_closest_marker("isolated_stores") is not None:
+        specs += ISOLATED_SPECS.values()
     if "mode" not in metafunc.fixturenames:
         metafunc.parametrize(
-            "store_spec",
-            [pytest.param(s, id=s.name, marks=s.marks) for s in STORE_SPECS.values()],
+            "store_spec", [pytest.param(s, id=s.name, marks=s.marks) for s in specs]
         )
         return
     metafunc.parametrize(
         ("store_spec", "mode"),
         [
             pytest.param(spec, mode, id=f"{spec.name}-{mode.value}", marks=spec.marks)
-            for spec in STORE_SPECS.values()
+            for spec in specs
             for mode in sorted(spec.modes & wanted)
         ],
     )

@@ -123,3 +123,50 @@ def test_grouped_context_has_one_passage_per_document(api: KnowledgeApi, mode: S
 def test_a_bad_budget_is_a_400_naming_it(api: KnowledgeApi, field: str, value: object) -> None:
     answer = api.prompt_context(SCOPE.agent, SCOPE.context, {"query": "deploy", field: value})
     assert (answer.status, answer.body["field"]) == (400, field)
+
+
+@pytest.mark.parametrize("max_tokens", [90, 400, 200_000])
+def test_explain_recomputes_every_score_and_lists_the_budgets_drops(
+    api: KnowledgeApi, mode: SearchMode, max_tokens: int
+) -> None:
+    from knowledge.ranking import explain
+
+    body = context(
+        api,
+        mode,
+        query="deploy 배포",
+        max_tokens=max_tokens,
+        explain=True,
+        origin_weights={"upload": 0.7},
+    )
+    check_block(body, max_tokens)
+    trace = body["explain"]
+    chunks = trace["chunks"]
+    assert chunks
+    assert len(trace["results"]) == len(chunks)
+    for index, chunk in enumerate(chunks):
+        assert explain.recompute(chunk, trace, index) == pytest.approx(chunk["score"], abs=2e-6)
+        assert trace["results"][index]["origin_weight"] == 0.7
+    # Each passage scores as its best chunk; each chunk is in a kept passage or a dropped one.
+    for passage in body["passages"]:
+        members = [c for c in chunks if c["passage"] == passage["rank"]]
+        assert {c["document_path"] for c in members} == {passage["document_path"]}
+        assert all(
+            passage["first_chunk"] <= c["chunk_index"] <= passage["last_chunk"] for c in members
+        )
+        assert passage["score"] == pytest.approx(max(c["score"] for c in members), abs=1e-6)
+    budget = trace["budget"]
+    assert (budget["max_tokens"], budget["used_tokens"]) == (max_tokens, body["tokens"]["used"])
+    assert budget["kept"] == len(body["passages"])
+    assert budget["dropped"] == body["dropped"]
+    dropped_chunks = [c for c in chunks if c["passage"] is None]
+    for chunk in dropped_chunks:
+        assert any(
+            d["document_path"] == chunk["document_path"]
+            and d["first_chunk"] <= chunk["chunk_index"] <= d["last_chunk"]
+            for d in budget["dropped"]
+        )
+    if max_tokens == 90:
+        assert budget["dropped"]  # the tight budget drops some: the trace says which
+    plain = context(api, mode, query="deploy 배포", max_tokens=max_tokens)
+    assert "explain" not in plain

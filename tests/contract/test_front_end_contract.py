@@ -180,3 +180,55 @@ def test_the_tool_over_the_client_follows_the_servers_grant(served: LocalServer)
     refused = tool.run({"query": "gateway", "include_shared": True}, theirs)
     assert refused.is_error
     assert refused.content.startswith("Invalid parameter: include_shared:")
+
+
+def test_the_context_route_covers_the_library_only_when_granted(served: LocalServer) -> None:
+    """The prompt block (``POST .../context``, one context and agent-wide) is a search: a
+    granted agent's block quotes its library, cited as such; an agent without the grant
+    never gets a passage of it, whatever it sends."""
+
+    def block(path: str, **body: Any) -> tuple[int, dict[str, Any]]:
+        return post(
+            served, path, {"query": "incident commander gateway", "mode": "keyword", **body}
+        )
+
+    for path in ("/v1/agents/ops-bot/contexts/runbooks/context", "/v1/agents/ops-bot/context"):
+        status, answer = block(path, max_tokens=2000)
+        assert status == 200, answer
+        cited = [p["citation"] for p in answer["passages"]]
+        assert any("incident.md" in c and "library: playbooks" in c for c in cited), cited
+        assert "secret" not in answer["context"]  # the library not granted
+        assert "s.md" not in {p["document_path"] for p in answer["passages"]}
+        status, alone = block(path, include_shared=False, max_tokens=2000)
+        assert status == 200, alone
+        assert not any("library:" in p["citation"] for p in alone["passages"]), alone
+    for path in ("/v1/agents/support-bot/contexts/faq/context", "/v1/agents/support-bot/context"):
+        status, answer = block(path, max_tokens=2000)
+        assert status == 200, answer
+        assert [p["document_path"] for p in answer["passages"]] == ["refunds.md"]
+        status, refused = block(path, include_shared=True)
+        assert (status, refused["field"]) == (400, "include_shared")
+        status, refused = block(path, shared_libraries=["_shared/playbooks"])
+        assert (status, refused["field"]) == (400, "shared_libraries")
+
+
+def test_a_grant_adds_no_library_document_to_the_agents_listing(served: LocalServer) -> None:
+    """The grant widens searches only: the documents routes of a granted agent list its own
+    documents, page by page, and a cursor of the library's listing is refused there."""
+    client = KnowledgeClient(served.url, retries=0)
+    wait_until(lambda: client.get_document(LIBRARY, "incident.md") is not None, "indexed")
+    listed: list[str] = []
+    cursor: str | None = None
+    while True:
+        page = client.list_documents(OPS, limit=1, cursor=cursor)
+        listed += [d.path for d in page.documents]
+        if page.next_cursor is None:
+            break
+        cursor = page.next_cursor
+    assert sorted(listed) == ["alerts.md", "deploy.md"]
+    assert client.get_document(OPS, "incident.md") is None
+    theirs = client.list_documents(LIBRARY, limit=1)
+    assert theirs.next_cursor is not None
+    with pytest.raises(ValidationError) as refused:
+        client.list_documents(OPS, limit=1, cursor=theirs.next_cursor)
+    assert refused.value.field == "cursor"

@@ -192,3 +192,52 @@ def test_weights_rank_a_page_of_documents_without_extras(
         SCOPE, SearchQuery("walrus", mode=mode, max_results=1, weights=weights, group_by="document")
     )
     assert len(page) == 1
+
+
+def test_the_tools_controls_weigh_group_and_explain_on_every_store(
+    indexed: KnowledgeStore, mode: SearchMode
+) -> None:
+    """The ``KnowledgeSearch`` tool (``knowledge.search.tool_controls``): a model's weight
+    moves the results a body's weight moves, the trace recomputes every score, and
+    ``group_by`` lists each document once."""
+    from knowledge.search.tool import KnowledgeSearchTool, ToolContext
+
+    tool = KnowledgeSearchTool()
+    context = ToolContext(store=indexed, scope=SCOPE, mode=mode, weights=NO_LESSONS)
+    arguments = {"query": "walrus", "max_results": 20, "max_tokens": 200_000}
+    weighted = tool.run({**arguments, "origin_weights": {"repo": 3}, "explain": True}, context)
+    assert not weighted.is_error, weighted.content
+    expected = run(indexed, mode, weights=RankWeights({"repo": 3.0}, 1.0, 0))
+    headers = [line for line in weighted.content.splitlines() if line.startswith("[1] ")]
+    assert headers[0].startswith(f"[1] {expected[0].document_path} ")
+    trace = weighted.trace
+    assert trace is not None
+    assert trace["searches"][0]["weights"]["origins"]["repo"] == 3.0
+    assert len(trace["results"]) == len(expected)
+    for index, result in enumerate(expected):
+        recomputed = explain.recompute(result.to_dict(), trace, index)
+        assert math.isclose(recomputed, result.score, abs_tol=1e-9), index
+    assert trace["budget"]["dropped"] == []
+    grouped = tool.run({**arguments, "group_by": "document"}, context)
+    paths = [line.split()[1] for line in grouped.content.splitlines() if line[:1] == "["]
+    assert len(paths) == len(set(paths)) == len({r.document_path for r in expected})
+
+
+def test_the_default_weights_change_nothing_where_no_document_is_a_lesson(
+    store: KnowledgeStore, bucket: Path, mode: SearchMode
+) -> None:
+    """What a search gets unless told (``NEUTRAL``: lessons at 1.4, 2 extras) on a corpus
+    with no lesson card, as every quality set in bench/REPORT.md is: the same results and
+    scores as weights that read nothing (on OpenSearch the score-0 named clauses ride
+    along and must not move a score), so those sets' figures cannot move."""
+    from knowledge.ranking.origin_weights import NEUTRAL
+
+    put_files(bucket, {k: v for k, v in FILES.items() if not k.startswith("lessons/")})
+    assert index_source(store, SCOPE, BucketFolderSource(bucket), IndexOptions()).errors == ()
+    for fields in ({}, {"group_by": "document"}, {"offset": 2}):
+        inert = run(store, mode, weights=NO_LESSONS, **fields)
+        default = run(store, mode, weights=NEUTRAL, **fields)
+        assert inert
+        assert [(r.document_path, r.chunk_index, r.score) for r in default] == [
+            (r.document_path, r.chunk_index, r.score) for r in inert
+        ], fields

@@ -1,6 +1,8 @@
 """The shared library on every store and mode: a granted agent's search covers its
 library scopes (hits origin ``shared``, named by ``metadata.shared_library``), an agent
-without a grant never sees them, an origin filter and paging apply to the merged list."""
+without a grant never sees them, an origin filter and paging apply to the merged list.
+Also on the isolated stores (``isolated_stores``: per-agent FTS tables, an index per agent
+and per library), where each library is searched in a table or index of its own."""
 
 from __future__ import annotations
 
@@ -15,6 +17,8 @@ from knowledge.ingest.pipeline import index_source
 from knowledge.ingest.sources.local import BucketFolderSource
 from knowledge.search.shared import SHARED_CONTEXT_KEY, SharedGrants, SharedLibraryStore
 from knowledge.stores.protocol import KnowledgeStore
+
+pytestmark = pytest.mark.isolated_stores
 
 OPS = KnowledgeScope("ops-bot", "runbooks")
 SUPPORT = KnowledgeScope("support-bot", "faq")

@@ -555,6 +555,62 @@ def test_kb_search_status_reindex_through_the_api(
     assert "limit" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("command", ["search", "context"])
+def test_kb_through_the_api_sends_only_the_weights_asked_for(
+    command: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """``--lesson-weight`` alone overrides the lesson weight alone: the deployment's origin
+    weights and extra lessons stand (they were sent back as 1.0 and the default 2)."""
+    from knowledge.local.cli import main as kb
+
+    monkeypatch.setenv("KB_ORIGIN_WEIGHTS", "manual=5")  # the deployment's, read by kb serve
+    monkeypatch.setenv("KB_LESSON_EXTRA", "0")
+    with local_server(tmp_path, {"ops-bot/runbooks/rollback.md": RUNBOOK}) as server:
+        monkeypatch.delenv("KB_ORIGIN_WEIGHTS")  # the CLI's own environment plays no part
+        monkeypatch.delenv("KB_LESSON_EXTRA")
+        scoped = ["--agent", "ops-bot", "--context", "runbooks", "--api-url", server.url]
+        argv = [command, "helm rollback", *scoped, "--lesson-weight", "2", "--explain", "--json"]
+        assert kb(argv) == 0
+        weights = json.loads(capsys.readouterr().out)["explain"]["searches"][0]["weights"]
+        assert weights["origins"]["manual"] == 5.0
+        assert (weights["lesson"], weights["extra_lessons"]) == (2.0, 0)
+        argv = [command, "helm rollback", *scoped, "--origin-weight", "repo=0.5", "--json"]
+        assert kb([*argv, "--explain"]) == 0
+        weights = json.loads(capsys.readouterr().out)["explain"]["searches"][0]["weights"]
+        assert (weights["origins"]["manual"], weights["origins"]["repo"]) == (5.0, 0.5)
+
+
+def test_the_tool_over_the_api_sends_the_models_controls_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The ``KnowledgeSearch`` tool over a deployed API: a model's ``lesson_weight`` and
+    ``explain`` travel, the deployment's origin weights and extras stand."""
+    from knowledge.search.tool import KnowledgeSearchTool, ToolContext
+
+    monkeypatch.setenv("KB_ORIGIN_WEIGHTS", "manual=5")
+    monkeypatch.setenv("KB_LESSON_EXTRA", "0")
+    with local_server(tmp_path, {"ops-bot/runbooks/rollback.md": RUNBOOK}) as server:
+        context = ToolContext(
+            store=KnowledgeClient(server.url), scope=KnowledgeScope("ops-bot", "runbooks")
+        )
+        arguments = {"query": "helm rollback", "lesson_weight": 2, "explain": True}
+        result = KnowledgeSearchTool().run(arguments, context)
+        assert not result.is_error, result.content
+        assert result.trace is not None
+        weights = result.trace["searches"][0]["weights"]
+        assert (weights["origins"]["manual"], weights["lesson"], weights["extra_lessons"]) == (
+            5.0,
+            2.0,
+            0,
+        )
+        assert "weights: upload=1 repo=1 manual=5 shared=1 lesson=2" in result.content
+        grouped = KnowledgeSearchTool().run({"query": "helm", "group_by": "document"}, context)
+        assert grouped.content.startswith('Found 1 result for "helm":')
+
+
 def test_kb_reindex_without_an_api_url_says_what_to_do(
     capsys: pytest.CaptureFixture[str],
 ) -> None:

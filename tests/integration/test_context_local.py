@@ -92,3 +92,23 @@ def test_the_client_reads_the_block_and_grouped_results(server: LocalServer) -> 
         RUNBOOKS, SearchQuery("helm", group_by="document", max_results=1, offset=1)
     )
     assert [r.document_path for r in page] == [grouped[1].document_path]
+
+
+def test_the_client_reads_the_trace_of_a_block(server: LocalServer) -> None:
+    from knowledge.ranking import explain
+
+    client = KnowledgeClient(server.url)
+    query = SearchQuery("helm rollback", max_results=10)
+    plain = client.context(RUNBOOKS, query, max_tokens=300)
+    assert plain.explain is None
+    block = client.context(
+        RUNBOOKS, query, max_tokens=300, explain=True, origin_weights={"upload": 0.5}
+    )
+    assert block.explain is not None
+    trace = block.explain
+    assert trace["searches"][0]["weights"]["origins"]["upload"] == 0.5
+    assert [d["document_path"] for d in trace["budget"]["dropped"]] == [
+        p.document_path for p in block.dropped
+    ]
+    for index, chunk in enumerate(trace["chunks"]):
+        assert explain.recompute(chunk, trace, index) == pytest.approx(chunk["score"], abs=2e-6)

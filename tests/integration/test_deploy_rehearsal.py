@@ -551,3 +551,157 @@ def test_the_rehearsal_finds_what_cloudformation_would_fail_on() -> None:
     assert any("Ref Maybe" in p for p in problems)
     assert any("GetAtt Missing.Arn" in p for p in problems)
     assert any("DependsOn Maybe" in p for p in problems)
+
+
+# Every pair of choices across the stack's independent settings (round 11's probe): the
+# working sets above change one setting at a time, the combinations above only the
+# OpenSearch parameters. Each choice is the parameters it takes (jwt needs its issuer and
+# audience, openai its secret): a greedy all-pairs cover, a couple of dozen stacks.
+CHOICES: dict[str, dict[str, dict[str, str]]] = {
+    "search": {
+        "created domain": {},
+        "production domain": {"DomainShape": "production", "IndexReplicas": "1"},
+        "your domain": {**YOUR_DOMAIN, "OpenSearchResourceArn": DOMAIN_ARN},
+        "created collection": WORKING["created collection"],
+        "your collection": {**YOUR_COLLECTION, "ServerlessCollectionName": "shared"},
+    },
+    "auth": {
+        "iam": {},
+        "jwt": {"ApiAuthMode": "jwt", "JwtIssuer": ISSUER, "JwtAudience": "client-a"},
+    },
+    "embedder": {
+        "bedrock": {},
+        "openai": {"EmbeddingProvider": "openai", "OpenAIApiKeySecretArn": SECRET},
+        "hashing": {"EmbeddingProvider": "hashing", "DefaultSearchMode": "keyword"},
+    },
+    "layout": {"one index": {}, "index per agent": {"IndexPerAgent": "true"}},
+    "rerank": {"none": {}, "bedrock": {"RerankModelId": "amazon.rerank-v1:0"}},
+    "alarms": {
+        "created topic": {},
+        "e-mail": {"AlarmEmail": "ops@example.com"},
+        "your topic": {"AlarmTopicArn": f"arn:aws:sns:{REGION}:{ACCOUNT}:ops"},
+    },
+    "schedule": {
+        "daily": {},
+        "hourly": {"RepoSyncIntervalHours": "1"},
+        "monthly": {"RepoSyncIntervalHours": "720"},
+    },
+    "extras": {
+        "none": {},
+        "all": {
+            "DocumentsBucketName": "team-knowledge-docs",
+            "SharedLibraryGrants": "ops-bot=playbooks,policies; support-bot=playbooks",
+            "RepoAllowedNetworks": "10.0.0.0/8,fd00::/8",
+            "OriginWeights": "shared=0.5,manual=1.2",
+            "KeywordWeight": "0.3",
+            "VectorWeight": "0.7",
+            "DetailedTracing": "true",
+            "LogLevel": "DEBUG",
+            "MaxDocumentMiB": "16",
+        },
+    },
+}
+
+
+def all_pairs(choices: Mapping[str, Mapping[str, Any]]) -> list[dict[str, str]]:
+    """Choice names per dimension such that every pair of choices of two dimensions is in
+    some row (greedy: each row takes, dimension by dimension, the choice covering the most
+    pairs not yet covered)."""
+    dimensions = list(choices)
+    uncovered = {
+        ((a, x), (b, y))
+        for a, b in itertools.combinations(dimensions, 2)
+        for x in choices[a]
+        for y in choices[b]
+    }
+    rows: list[dict[str, str]] = []
+    while uncovered:
+        ((first, value), _) = min(uncovered)
+        row = {first: value}
+        for dimension in dimensions:
+            if dimension in row:
+                continue
+            row[dimension] = max(
+                choices[dimension],
+                key=lambda c, d=dimension: sum(  # type: ignore[misc]
+                    ((k, row[k]), (d, c)) in uncovered or ((d, c), (k, row[k])) in uncovered
+                    for k in row
+                ),
+            )
+        uncovered -= {((a, row[a]), (b, row[b])) for a, b in itertools.combinations(dimensions, 2)}
+        rows.append(row)
+    return rows
+
+
+def test_every_pair_of_settings_deploys_with_its_conditions_resolved() -> None:
+    rows = all_pairs(CHOICES)
+    assert len(rows) <= 25, len(rows)
+    sets = []
+    for row in rows:
+        parameters = {k: v for d, choice in row.items() for k, v in CHOICES[d][choice].items()}
+        assert parameter_problems(TEMPLATE, parameters) == [], row
+        assert refusals(TEMPLATE, parameters) == [], row
+        sets.append(parameters)
+    for row, parameters, stack in zip(rows, sets, rehearse(sets, [DEV] * len(sets)), strict=True):
+        assert stack.problems == [], (row, stack.problems)
+        assert schema_problems(stack) == [], row
+        search = stack.environment("SearchFunction")
+        indexer = stack.environment("IndexerFunction")
+        assert search["API_AUTH"] == parameters.get("ApiAuthMode", "iam"), row
+        assert indexer["EMBEDDING_PROVIDER"] == parameters.get("EmbeddingProvider", "bedrock")
+        assert indexer["OPENSEARCH_SERVICE"] == _target(stack)[0], row
+        assert search["KB_SHARED_GRANTS"] == parameters.get("SharedLibraryGrants", ""), row
+        # The upload grant's limit is the indexer's (knowledge.aws.writes).
+        limit = parameters.get("MaxDocumentMiB", "64")
+        assert search["MAX_DOCUMENT_MIB"] == indexer["MAX_DOCUMENT_MIB"] == limit, row
+        secret_read = any(
+            "secretsmanager:GetSecretValue" in json.dumps(s)
+            for s in stack.role_statements("SearchFunctionRole")
+        )
+        assert secret_read == (row["embedder"] == "openai"), row
+        topics = stack.of_type("AWS::SNS::Topic")
+        assert bool(topics) == (row["alarms"] != "your topic"), row
+        authorizers = json.dumps(stack.of_type("AWS::ApiGatewayV2::Authorizer"))
+        assert (ISSUER in authorizers) == (row["auth"] == "jwt"), row
+        (schedule,) = stack.of_type("AWS::Scheduler::Schedule").values()
+        hours = parameters.get("RepoSyncIntervalHours", "24")
+        unit = "hour" if hours == "1" else "hours"
+        assert schedule["ScheduleExpression"] == f"rate({hours} {unit})", row
+
+
+# Counts: a fraction passed CloudFormation's Number check (MinValue/MaxValue only) and then
+# failed late: rate(1.5 hours), BatchSize 2.5 and VolumeSize 10.5 at resource creation (a
+# rollback after the domain's 20 minutes), HnswM/EfSearch/RerankTopN/MaxDocumentMiB only at
+# the functions' first request (every call a 503 from a stack that deployed "fine").
+INTEGER_SETTINGS = {
+    "DomainVolumeSize": (10, 100),
+    "HnswM": (2, 100),
+    "HnswEfConstruction": (2, 10000),
+    "EfSearch": (0, 10000),
+    "RerankTopN": (1, 100),
+    "MaxDocumentMiB": (1, 1024),
+    "IndexerBatchSize": (1, 100),
+    "IndexerMaxConcurrency": (2, 1000),
+    "MaxReceiveCount": (1, 1000),
+    "RepoSyncIntervalHours": (1, 720),
+    "NoncurrentVersionRetentionDays": (1, 99999),
+}
+
+
+@pytest.mark.parametrize("name", INTEGER_SETTINGS)
+def test_a_count_takes_exactly_the_integers_of_its_range(name: str) -> None:
+    low, high = INTEGER_SETTINGS[name]
+    for value in (low, (low + high) // 2, high):
+        assert parameter_problems(TEMPLATE, {name: str(value)}) == [], value
+    for wrong in ("2.5", f"{low}.0", f"0{low}", "1e1", str(low - 1), str(high + 1), "", "ten"):
+        problems = parameter_problems(TEMPLATE, {name: wrong})
+        assert problems, f"{name}={wrong!r} is accepted"
+        assert any(f"an integer from {low} to {high}" in p for p in problems), problems
+
+
+def test_every_count_of_the_template_is_checked_as_an_integer() -> None:
+    """No Number parameter left whose value a resource or a function takes as an integer:
+    the Numbers left are the ones a float is right for."""
+    numbers = {n for n, spec in TEMPLATE["Parameters"].items() if spec["Type"] == "Number"}
+    # LogRetentionDays has AllowedValues: CloudFormation takes exactly those.
+    assert numbers == {"LessonWeight", "FreeStorageAlarmMiB", "LogRetentionDays"}

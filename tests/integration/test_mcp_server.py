@@ -62,8 +62,13 @@ def test_tools_are_listed_with_the_seed_schema(db: Path) -> None:
         "max_tokens",
         "source_type",
         "include_shared",
+        "group_by",
+        "origin_weights",
+        "lesson_weight",
+        "explain",
     }
     assert schema["properties"]["source_type"]["enum"] == ["upload", "repo", "manual", "shared"]
+    assert schema["properties"]["origin_weights"]["additionalProperties"] is False
     assert schema["required"] == ["query"]
     assert tools["knowledge_status"].input_schema.get("properties", {}) == {}
     documents = tools["knowledge_documents"].input_schema
@@ -334,3 +339,39 @@ def test_a_granted_shared_library_is_searched_in_the_same_call(db: Path, tmp_pat
     assert run_session(db, scope, ask) == (
         "Invalid parameter: include_shared: no shared library is granted to this agent"
     )
+
+
+def test_the_ranking_controls_the_model_may_pass(db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The server's default weights (a local store: ``KB_*``, as ``kb search``), a model's
+    override within the bounds, one result per document, the trace; a bad weight and a
+    field of the host's are refused, and the scope holds whatever the weights."""
+    monkeypatch.setenv("KB_ORIGIN_WEIGHTS", "upload=0.5")
+
+    async def body(session: ClientSession) -> dict[str, Any]:
+        call = session.call_tool
+        return {
+            "host": await call("knowledge_search", {"query": "helm", "explain": True}),
+            "model": await call(
+                "knowledge_search",
+                {"query": "helm", "explain": True, "origin_weights": {"upload": 2}},
+            ),
+            "grouped": await call("knowledge_search", {"query": "helm", "group_by": "document"}),
+            "bad": await call("knowledge_search", {"query": "helm", "lesson_weight": 11}),
+            "extra": await call("knowledge_search", {"query": "helm", "extra_lessons": 5}),
+        }
+
+    scope = ["--agent", "ops-bot", "--context", "runbooks", "--cross-context"]
+    out = run_session(db, scope, body)
+    host = text_of(out["host"])
+    assert "--- explain ---" in host
+    assert "weights: upload=0.5 repo=1 manual=1 shared=1" in host
+    model = text_of(out["model"])
+    assert "weights: upload=2 repo=1 manual=1 shared=1" in model
+    assert "salaries" not in model  # another agent's, never
+    assert "salaries" not in host
+    grouped = text_of(out["grouped"])
+    assert grouped.startswith('Found 2 results for "helm":')
+    assert out["bad"].is_error
+    assert text_of(out["bad"]).startswith("Invalid parameter: lesson_weight: must be between")
+    assert out["extra"].is_error
+    assert "extra_lessons: is not a known property" in text_of(out["extra"])

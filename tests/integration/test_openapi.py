@@ -193,6 +193,13 @@ CASES = [
         200,
     ),
     ("POST", "/v1/agents/{agent}/context", {"query": "helm rollback"}, 200),
+    (
+        "POST",
+        "/v1/agents/{agent}/contexts/{context}/context",
+        {"query": "helm", "max_tokens": 30, "explain": True},
+        200,
+    ),
+    ("POST", "/v1/agents/{agent}/context", {"query": "helm rollback", "explain": True}, 200),
     ("POST", "/v1/agents/{agent}/contexts/{context}/context", {"query": "x", "max_tokens": 0}, 400),
     ("GET", "/v1/agents/{agent}/contexts/{context}/status", None, 200),
     ("POST", "/v1/agents/{agent}/contexts/{context}/reindex", None, 200),
@@ -290,11 +297,12 @@ def test_the_described_request_schema_refuses_what_the_server_refuses(
     context = schema_of(spec, "#/components/schemas/ContextRequest")
     jsonschema.validate({"query": "x", "max_tokens": 10, "group_by": "document"}, context)
     jsonschema.validate({"query": "x", "origin_weights": {"shared": 0.5}}, context)
+    jsonschema.validate({"query": "x", "explain": True}, context)  # the trace, with the budget
     for bad in (
         {"query": "x", "max_tokens": 0},
         {"query": "x", "x": 1},
         {"max_tokens": 5},
-        {"query": "x", "explain": True},  # the search route's field only
+        {"query": "x", "explain": "yes"},
     ):
         with pytest.raises(jsonschema.ValidationError):
             jsonschema.validate(bad, context)

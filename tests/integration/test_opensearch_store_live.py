@@ -359,6 +359,9 @@ class _CorruptingSession:
     def record_unread(self, counts: Mapping[str, int]) -> None:
         self.inner.record_unread(counts)
 
+    def put_synonyms(self, text: str | None) -> None:
+        self.inner.put_synonyms(text)
+
     def stored_vectors(self, path: str) -> Mapping[str, Sequence[float]]:
         return dict(self.inner.stored_vectors(path))
 
@@ -613,7 +616,10 @@ def test_hybrid_reads_the_text_of_the_chosen_chunks_only(make_store, node: NodeI
         {"term": {"record": "document"}},
     ]
     assert pages[0][1]["size"] == len(texts)  # every candidate's document, no more
-    page = [r for r in searches if r not in counts and r not in pages]
+    # The scope's synonyms (ranking.synonyms: one read, then cached).
+    synonyms = [r for r in searches if r[1].get("_source") == {"includes": ["synonyms"]}]
+    assert len(synonyms) == 1
+    page = [r for r in searches if r not in counts and r not in pages and r not in synonyms]
     assert len(page) == 1
     assert page[0][1]["query"]["bool"]["filter"][:2] == [
         {"term": {"agent": "a1"}},

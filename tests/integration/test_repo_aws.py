@@ -43,6 +43,7 @@ from knowledge.aws.settings import LambdaSettings
 from knowledge.core.model import IndexOptions, SearchQuery
 from knowledge.core.scope import KnowledgeScope
 from knowledge.ingest.sources.s3 import S3DocumentSource
+from knowledge.service.api import KnowledgeApi
 from knowledge.stores.memory import MemoryKnowledgeStore
 
 pytestmark = pytest.mark.integration
@@ -234,6 +235,22 @@ def test_schedule_to_sync_function_to_bucket_to_index(
         assert status["commit"] == commit
         assert status["unread_files"] == {".png": 1}
 
+        # The scope's status on the search function shows each repository's last sync, as
+        # the local status does (the search function reads the sync summaries only).
+        search = load_handler("search", monkeypatch)
+        search.container.api = KnowledgeApi(
+            MemoryKnowledgeStore(), repo_statuses=search.repo_statuses()
+        )
+        scope_status = f"/v1/agents/{SCOPE.agent}/contexts/{SCOPE.context}/status"
+        answer = search.lambda_handler(api_event("GET", scope_status), LambdaContext())
+        assert answer["statusCode"] == 200, answer["body"]
+        (listed,) = json.loads(answer["body"])["repos"]
+        assert (listed["name"], listed["commit"], listed["files"]) == ("team", commit, 2)
+        assert listed["synced_at"] is not None
+        assert (listed["error"], listed["problems"]) == (None, [])
+        assert listed["unread_files"] == {".png": 1}
+        assert secret["ARN"] not in answer["body"]
+
         # The bucket's notifications -> the indexer function -> the index.
         store = index_keys(aws, keys, monkeypatch)
         documents = {d.path: d.origin for d in store.list_documents(SCOPE).documents}
@@ -254,6 +271,16 @@ def test_schedule_to_sync_function_to_bucket_to_index(
             for o in aws["s3"].list_objects_v2(Bucket=BUCKET, Prefix=SCOPE.key + "/")["Contents"]
         ]
         assert f"{SCOPE.key}/_repos/team/README.rst" not in remaining
+
+        # A failed sync: the status says so and keeps the last good commit.
+        server.token = "rotated"
+        repos.lambda_handler(api_event("POST", f"{base}/team/sync"), LambdaContext())
+        drain(aws, repos)
+        answer = search.lambda_handler(api_event("GET", scope_status), LambdaContext())
+        (listed,) = json.loads(answer["body"])["repos"]
+        assert listed["error"]["kind"] == "credentials"
+        assert listed["commit"] != commit  # the delete's commit, the last good one
+        assert listed["files"] == 1
     finally:
         server.close()
 

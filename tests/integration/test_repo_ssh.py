@@ -53,6 +53,15 @@ def test_private_repository_over_ssh_with_a_key_and_host_key_checking(
     mirrored = tmp_path / "bucket" / SCOPE.key / "_repos/ssh/ops/page.md"
     assert mirrored.read_text() == "# Paging\n\nThe platypus rotation."
 
+    # The next sync over SSH (protocol v0 through paramiko) fetches only what changed.
+    work.write("ops/page.md", "# Paging\n\nThe platypus rotation, weekly.")
+    work.write("ops/new.md", "# New")
+    changed = work.commit()
+    report = sync_repository(registry, SCOPE, registration)
+    assert report.ok, report.error
+    assert (report.commit, report.written, report.incremental) == (changed, 2, True)
+    assert mirrored.read_text() == "# Paging\n\nThe platypus rotation, weekly."
+
     # A host key that is not the server's: refused, the last sync kept.
     other = tmp_path / "other_host"
     other_pub = keygen(other).split()
@@ -67,7 +76,7 @@ def test_private_repository_over_ssh_with_a_key_and_host_key_checking(
         "kind": "credentials",
         "message": "the SSH host key is not the one in known_hosts",
     }
-    assert registry.state(SCOPE, "ssh").commit == commit
+    assert registry.state(SCOPE, "ssh").commit == changed
     assert mirrored.is_file()
     # No known host at all for this port, and no key: both refused.
     unknown = RepoRegistration.from_request(
@@ -83,4 +92,4 @@ def test_private_repository_over_ssh_with_a_key_and_host_key_checking(
     error = sync_repository(registry, SCOPE, keyless).error
     assert error is not None
     assert error["kind"] == "credentials"
-    assert registry.state(SCOPE, "ssh").commit == commit
+    assert registry.state(SCOPE, "ssh").commit == changed

@@ -303,8 +303,16 @@ def test_remove_deletes_only_that_repositorys_mirror(
     registry.add(SCOPE, registration)
     assert sync_repository(registry, SCOPE, registration).ok
     assert registry.names(SCOPE) == ["rm"]
+    kept = bucket / ".kb@repos" / SCOPE.key
+    assert sorted(p.name for p in kept.iterdir()) == [
+        "rm.json",
+        "rm.state.json",
+        "rm.status.json",
+        "rm.trees",
+    ]
     assert registry.remove(SCOPE, "rm") == 2  # the file and its sidecar
     assert registry.names(SCOPE) == []
+    assert not kept.exists()  # registration, state, summary, trees: all gone (and the folder)
     assert set(indexed(store, bucket, "")) == {"upload.md"}
 
 

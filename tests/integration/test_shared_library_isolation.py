@@ -1,9 +1,10 @@
 """Term statistics of a search over the scope set (``knowledge.core.scope_set``) are no side
 channel between agents where the store isolates agents (memory; embedded
 ``isolation="agent"``; OpenSearch ``index_per_agent``): with its shared library included,
-agent A's scores depend neither on agent B's documents nor, for the library's hits, on
-A's own corpus. The same probes are sensitive: with shared statistics (the embedded
-store's default, OpenSearch's one shared index) both tell."""
+agent A's scores depend neither on agent B's documents, nor on a shared library A is not
+granted, nor, for the library's hits, on A's own corpus or on another granted library.
+The same probes are sensitive: with shared statistics (the embedded store's default,
+OpenSearch's one shared index) they tell."""
 
 from __future__ import annotations
 
@@ -31,6 +32,8 @@ pytestmark = pytest.mark.integration
 PROBER = KnowledgeScope("agent-a", "notes")
 VICTIM = KnowledgeScope("agent-b", "secrets")
 LIBRARY = KnowledgeScope("_shared", "playbooks")
+NOT_GRANTED = KnowledgeScope("_shared", "secret-plans")
+SECOND = KnowledgeScope("_shared", "policies")
 KINDS = ["memory", "embedded-agent", "embedded-shared", "opensearch-agent", "opensearch-shared"]
 ISOLATED = {"memory", "embedded-agent", "opensearch-agent"}
 STORES = [
@@ -72,20 +75,25 @@ def make_store(
         store.close()
 
 
-def probe(store: KnowledgeStore) -> dict[str, float]:
-    """agent-a's keyword scores for "marmot tapir" over its notes and its library."""
-    searched = SharedLibraryStore(store, (LIBRARY,))
+def probe(
+    store: KnowledgeStore, libraries: tuple[KnowledgeScope, ...] = (LIBRARY,)
+) -> dict[str, float]:
+    """agent-a's keyword scores for "marmot tapir" over its notes and its libraries."""
+    searched = SharedLibraryStore(store, libraries)
     query = SearchQuery("marmot tapir", mode=SearchMode.KEYWORD, max_results=50)
     hits = searched.search(PROBER, query)
-    assert {h.metadata.get(SHARED_CONTEXT_KEY) for h in hits} == {None, LIBRARY.key}
+    named = {h.metadata.get(SHARED_CONTEXT_KEY) for h in hits}
+    assert named == {None, *(library.key for library in libraries)}
     return {h.document_path: round(h.score, 6) for h in hits}
 
 
-def parts(store: KnowledgeStore) -> dict[str, tuple[float, float]]:
+def parts(
+    store: KnowledgeStore, libraries: tuple[KnowledgeScope, ...] = (LIBRARY,)
+) -> dict[str, tuple[float, float]]:
     """The same search's two keyword parts per document, from the trace: each hit's own
     score and its page's (``knowledge.ranking.page_signal``), each over the statistics
     of its own side."""
-    searched = SharedLibraryStore(store, (LIBRARY,))
+    searched = SharedLibraryStore(store, libraries)
     query = SearchQuery("marmot tapir", mode=SearchMode.KEYWORD, max_results=50)
     with explain.explaining() as trace:
         hits = searched.search(PROBER, query)
@@ -147,5 +155,47 @@ def test_the_librarys_hits_are_scored_over_the_library_alone(
     if kind in ISOLATED:
         assert kept == pytest.approx(moved, rel=1e-4)
         assert after["m.md"] != before["m.md"]  # the caller's own scores did move
+    else:
+        assert kept[0] != pytest.approx(moved[0], rel=1e-4)
+
+
+@pytest.mark.parametrize("kind", STORES)
+def test_a_library_not_granted_changes_nothing_a_granted_agent_measures(
+    make_store: Callable[[str], KnowledgeStore], kind: str
+) -> None:
+    store = make_store(kind)
+    fill(store)
+    before = probe(store)
+    # Another library (granted to someone else, or to nobody) fills up with "tapir": agent-a,
+    # granted only LIBRARY, must not be able to tell (its own and its library's scores).
+    for i in range(20):
+        assert upsert_document(store, NOT_GRANTED, document(f"s{i}.md", "# S\n\ntapir tapir")).ok
+    after = probe(store)
+    assert not set(after) & {f"s{i}.md" for i in range(20)}  # never a hit of it
+    if kind in ISOLATED:
+        assert after == before
+    else:
+        assert after != before  # the probe is sensitive: shared statistics leak
+
+
+@pytest.mark.parametrize("kind", STORES)
+def test_each_granted_library_keeps_its_own_statistics(
+    make_store: Callable[[str], KnowledgeStore], kind: str
+) -> None:
+    store = make_store(kind)
+    fill(store)
+    assert upsert_document(store, SECOND, document("pol-m.md", "# Policy\n\nmarmot rule")).ok
+    assert upsert_document(store, SECOND, document("pol-x.md", "# Policy\n\nother rule")).ok
+    before = parts(store, (LIBRARY, SECOND))
+    # SECOND grows with "tapir": LIBRARY's hits keep their scores relative to each other,
+    # as they would in a search granted LIBRARY alone (each library its own corpus), chunk
+    # and page part alike (the combined score weighs them by the best over all sides).
+    for i in range(20):
+        assert upsert_document(store, SECOND, document(f"p{i}.md", "# P\n\ntapir tapir")).ok
+    after = parts(store, (LIBRARY, SECOND))
+    kept = [before["lib-m.md"][i] * after["lib-t.md"][i] for i in (0, 1)]
+    moved = [after["lib-m.md"][i] * before["lib-t.md"][i] for i in (0, 1)]
+    if kind in ISOLATED:
+        assert kept == pytest.approx(moved, rel=1e-4)
     else:
         assert kept[0] != pytest.approx(moved[0], rel=1e-4)

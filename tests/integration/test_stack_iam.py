@@ -14,6 +14,7 @@ node gives the index the store creates (item 14).
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import threading
 import urllib.error
@@ -163,6 +164,8 @@ def run_both_functions(
         reindex_source(indexer, scope, LocalDirectorySource(tmp_path))
         library = KnowledgeScope("_shared", "playbooks")
         upsert_document(indexer, library, document("p.md", "# Playbook\n\nrollback drill"))
+        not_granted = KnowledgeScope("_shared", "secret")
+        upsert_document(indexer, not_granted, document("s.md", "# Secret\n\nrollback plan"))
         writes = proxy.take()
         # Straight to the node (not recorded): the library's new index is searchable now.
         refresh = f"{proxy.target}/{env['OPENSEARCH_INDEX']}*/_refresh"
@@ -216,9 +219,17 @@ def test_template_policies_allow_exactly_what_each_function_calls(
     assert writes
     assert reads
     assert any(p.endswith("/_msearch") for _, p in reads), "hybrid search uses _msearch"
-    # A granted agent's search reads its own index and the library's in one request.
-    both = f"/{index}-agent-ops-bot,{index}-agent-__shared/_search"
+    # A granted agent's search reads its own index and its library's (each library has
+    # an index of its own) in one request, an explicit list: never the library it is not
+    # granted, never a pattern.
+    both = f"/{index}-agent-ops-bot,{index}-agent-__shared_-playbooks/_search"
     assert (both in {p for _, p in reads}) is per_agent
+    assert not [p for _, p in reads if "*" in p or "__shared_-secret" in p]
+    if per_agent:
+        created = {p for m, p in writes if m == "PUT" and p.count("/") == 1}
+        assert {f"/{index}-agent-__shared_-playbooks", f"/{index}-agent-__shared_-secret"} <= (
+            created
+        )
     assert root_calls(writes + reads) == []
     assert proxy.named_indexes == []
     for action, resource in requests_as_iam(writes):
@@ -240,11 +251,14 @@ def test_template_policies_allow_exactly_what_each_function_calls(
             assert (action, f"{DOMAIN}/{path.lstrip('/')}") in refused, (method, path)
 
 
+@pytest.mark.parametrize("per_agent", [False, True], ids=["shared-index", "index-per-agent"])
 def test_serverless_mode_calls_no_root_path_either(
-    proxy: RecordingProxy, opensearch_url: str, tmp_path: Path, fake_aws: None
+    proxy: RecordingProxy, opensearch_url: str, tmp_path: Path, fake_aws: None, per_agent: bool
 ) -> None:
     """service=aoss on the local node (it ignores the SigV4 headers): the Serverless write
-    path (server ids, deletes by search + bulk) names its index in the path as well."""
+    path (server ids, deletes by search + bulk) names its index in the path as well, and
+    every index a path names is one the evaluated data access policy grants that role
+    (with an index per agent: the agent's and each library's, inside ``<IndexName>-agent-*``)."""
     index = f"kb_iam_{uuid.uuid4().hex[:12]}"
     env = store_env(
         proxy.url,
@@ -253,15 +267,39 @@ def test_serverless_mode_calls_no_root_path_either(
         OPENSEARCH_SERVICE="aoss",
         AWS_REGION="us-east-1",
         OPENSEARCH_VECTOR_ENGINE="lucene",
+        OPENSEARCH_INDEX_PER_AGENT=str(per_agent).lower(),
     )
     try:
         writes, reads = run_both_functions(proxy, env, tmp_path)
     finally:
-        delete_indexes(opensearch_url, index)
+        delete_indexes(opensearch_url, f"{index}*")
     assert any(p.endswith("/_bulk") for _, p in writes)
     assert any(p.endswith("/_msearch") for _, p in reads)
     assert root_calls(writes + reads) == []
     assert proxy.named_indexes == []
+    stack = Stack(
+        load_template(),
+        {
+            "OpenSearchService": "aoss",
+            "CreateCollection": "true",
+            "ServerlessCollectionName": "kb",
+            "IndexName": index,
+            "IndexPerAgent": str(per_agent).lower(),
+        },
+    )
+    policy = json.loads(
+        stack.evaluate(stack.resources()["ServerlessDataAccessPolicy"]["Properties"])["Policy"]
+    )
+    granted = {p["Principal"][0]: p["Rules"][0]["Resource"] for p in policy}
+    for role, calls in (("SearchFunctionRole.Arn", reads), ("IndexerFunctionRole.Arn", writes)):
+        named = {name for _, path in calls for name in path.lstrip("/").split("/")[0].split(",")}
+        assert named, role
+        for name in named:
+            assert any(fnmatch.fnmatchcase(f"index/kb/{name}", r) for r in granted[role]), name
+    if per_agent:
+        assert f"/{index}-agent-ops-bot,{index}-agent-__shared_-playbooks/_search" in {
+            p for _, p in reads
+        }
 
 
 @pytest.mark.parametrize("replicas", ["0", "2"])

@@ -196,6 +196,14 @@ def test_jwt_writes_need_the_write_claim(stack: Stack, monkeypatch: pytest.Monke
     shared = "/v1/agents/_shared/contexts/playbooks/documents/a.md"
     claims = {"agents": "[_shared]", "agents_write": "[_shared]"}
     assert invoke(stack, api_event("PUT", shared, b"# a\n", claims=claims))[0] == 403
+    # Whatever the token grants, the library takes no delete and no presigned upload either.
+    assert invoke(stack, api_event("DELETE", shared, claims=claims))[0] == 403
+    uploads = "/v1/agents/_shared/contexts/playbooks/uploads"
+    event = api_event("POST", uploads, {"path": "big.pdf", "size": 10}, claims=claims)
+    status, refused = invoke(stack, event)
+    assert status == 403, refused
+    assert "url" not in refused
+    assert "fields" not in refused
     assert keys(stack) == ["ops-bot/runbooks/a.md", "ops-bot/runbooks/a.md.metadata.json"]
 
 
@@ -241,11 +249,19 @@ def test_a_presigned_upload_is_bound_to_its_key_size_and_expiry(stack: Stack) ->
     assert check_post(fields, 10, secret, dt.datetime.now(dt.UTC), BUCKET) is None
 
 
+@pytest.mark.parametrize("per_agent", [False, True], ids=["shared-index", "index-per-agent"])
 def test_the_shared_library_on_opensearch(
     stack: Stack,  # noqa: F811
     monkeypatch: pytest.MonkeyPatch,
+    opensearch_url: str,
+    request: pytest.FixtureRequest,
+    per_agent: bool,
 ) -> None:
     monkeypatch.setenv("KB_SHARED_GRANTS", "ops-bot=playbooks")  # read on the first request
+    monkeypatch.setenv("OPENSEARCH_INDEX_PER_AGENT", str(per_agent).lower())
+    if per_agent:  # the fixture drops the shared index only
+        index = f"{opensearch_url}/{stack.index}-*"
+        request.addfinalizer(lambda: urllib3.request("DELETE", index).close())
     wire_notifications(stack)
     stack.put("_shared/playbooks/incident.md", "# Incident\n\nPage the incident commander.\n")
     stack.put("_shared/secret/x.md", "# Secret\n\nincident never granted\n")
@@ -280,3 +296,61 @@ def test_the_shared_library_on_opensearch(
     assert [r["document_path"] for r in answer["results"]] == ["refunds.md"]
     status, answer = search("/v1/agents/support-bot/search", include_shared=True)
     assert (status, answer["field"]) == (400, "include_shared")
+
+    # The prompt block is a search too: the library only for the granted agent.
+    status, answer = search(f"{SCOPE_PATH}/context", max_tokens=2000)
+    assert status == 200, answer
+    assert {p["document_path"] for p in answer["passages"]} == {"deploy.md", "incident.md"}
+    assert any("library: playbooks" in p["citation"] for p in answer["passages"])
+    status, answer = search("/v1/agents/support-bot/contexts/faq/context", max_tokens=2000)
+    assert [p["document_path"] for p in answer["passages"]] == ["refunds.md"]
+
+    # The library the agent is not granted fills up with the query's term: with an index
+    # per agent (and per library) the granted agent's scores do not move.
+    before = search(f"{SCOPE_PATH}/search", max_results=10)[1]["results"]
+    for n in range(15):
+        stack.put(f"_shared/secret/more-{n}.md", "# More\n\nincident incident incident\n")
+    drain(stack)
+    after = search(f"{SCOPE_PATH}/search", max_results=10)[1]["results"]
+    scores = [[(r["document_path"], r["keyword_score"]) for r in hits] for hits in (before, after)]
+    if per_agent:
+        assert scores[0] == scores[1]
+        indexes = urllib3.request("GET", f"{opensearch_url}/_cat/indices/{stack.index}-*?h=index")
+        assert {
+            f"{stack.index}-agent-__shared_-playbooks",
+            f"{stack.index}-agent-__shared_-secret",
+        } <= (set(indexes.data.decode().split()))
+    else:
+        assert [p for p, _ in scores[0]] == [p for p, _ in scores[1]]
+        assert scores[0] != scores[1]  # one shared index: the probe tells
+
+
+def test_a_granted_agent_cannot_read_the_library_directly(
+    stack: Stack,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """JWT mode: the grant puts the library into the agent's searches, never the agent onto
+    the ``_shared`` routes (status, documents, search, context, reindex): 403 on each."""
+    monkeypatch.setattr(stack.search.container, "access", None)
+    monkeypatch.setenv("API_AUTH", "jwt")
+    monkeypatch.setenv("KB_SHARED_GRANTS", "ops-bot=playbooks")
+    wire_notifications(stack)
+    stack.put("_shared/playbooks/incident.md", "# Incident\n\nPage the incident commander.\n")
+    drain(stack)
+    granted = {"agents": "[ops-bot]", "agents_write": "[ops-bot]"}
+    library = "/v1/agents/_shared/contexts/playbooks"
+    for method, path, body in (
+        ("GET", f"{library}/status", None),
+        ("GET", f"{library}/documents", None),
+        ("GET", f"{library}/documents/incident.md", None),
+        ("POST", f"{library}/search", {"query": "incident"}),
+        ("POST", "/v1/agents/_shared/search", {"query": "incident"}),
+        ("POST", f"{library}/context", {"query": "incident"}),
+        ("POST", f"{library}/reindex", {}),
+    ):
+        status, refused = invoke(stack, api_event(method, path, body, claims=granted))
+        assert status == 403, (path, refused)
+    event = api_event("POST", f"{SCOPE_PATH}/search", {"query": "incident"}, claims=granted)
+    status, answer = invoke(stack, event)
+    assert status == 200, answer
+    assert [r["metadata"].get("shared_library") for r in answer["results"]] == ["_shared/playbooks"]

@@ -5,12 +5,14 @@ hostile paths that must never write outside the scope's folder."""
 from __future__ import annotations
 
 import json
+import threading
 import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
 from contextlib import closing
 from pathlib import Path
+from urllib.parse import quote
 
 import pytest
 
@@ -152,6 +154,11 @@ HOSTILE = [
     "guides/.git/config.md",
     "_repos/github/x.md",
     "_kb/x.md",
+    # The same names on a case-insensitive file system (macOS, Windows): x.md's sidecar,
+    # the Git mirror folder.
+    "x.md.METADATA.JSON",
+    "_REPOS/github/x.md",
+    "_Kb/x.md",
     "a\\..\\..\\escape.md",
     "program.exe",
     "nul\x00.md",
@@ -223,11 +230,12 @@ def test_limits_metadata_uploads_and_the_shared_library(server: LocalServer) -> 
     with pytest.raises(ValidationError) as no_uploads:
         client.create_upload(SCOPE, "big.pdf")
     assert no_uploads.value.field == "uploads"
-    shared = KnowledgeScope("_shared", "playbooks")
-    with pytest.raises(AccessDeniedError):
-        client.put_document(shared, "a.md", b"# a")
-    with pytest.raises(AccessDeniedError):
-        client.delete_document(shared, "a.md")
+    for owner in ("_shared", "_SHARED", "_Shared"):  # macOS: one folder, whatever the case
+        shared = KnowledgeScope(owner, "playbooks")
+        with pytest.raises(AccessDeniedError):
+            client.put_document(shared, "a.md", b"# a")
+        with pytest.raises(AccessDeniedError):
+            client.delete_document(shared, "a.md")
 
 
 def test_writes_are_off_without_the_flag(root: Path, tmp_path: Path) -> None:
@@ -301,3 +309,155 @@ def test_the_server_refuses_a_body_over_the_limit(server: LocalServer) -> None:
     answer = server.api.put_document("ops-bot", "runbooks", "big.md", b"a" * (4 * 1024 * 1024 + 1))
     assert (answer.status, answer.body["field"]) == (400, "body")
     assert not (server.root / "ops-bot" / "runbooks" / "big.md").exists()
+
+
+# -- the red team's probe (round 11): each of these answered 202 or 500 before ---------------
+
+
+def _tree(root: Path) -> list[Path]:
+    return sorted(p for p in root.parent.rglob("*") if ".db" not in p.name)
+
+
+@pytest.mark.parametrize(
+    ("agent", "context", "field"),
+    [(".kb", "notes", "agent"), (".git", "hooks", "agent"), ("ops-bot", ".hidden", "context")],
+)
+def test_a_hidden_agent_or_context_is_not_writable(
+    server: LocalServer, root: Path, agent: str, context: str, field: str
+) -> None:
+    # A dot folder is never indexed: the write would be a 202 that never becomes
+    # searchable, into a folder the product (or git) keeps for itself.
+    client = KnowledgeClient(server.url, retries=0)
+    before = _tree(root)
+    with pytest.raises(ValidationError) as refused:
+        client.put_document(KnowledgeScope(agent, context), "a.md", b"# a\n")
+    assert refused.value.field == field, refused.value
+    assert _tree(root) == before
+
+
+def test_a_path_through_a_file_or_onto_a_folder_is_a_400_and_writes_nothing(
+    server: LocalServer, root: Path
+) -> None:
+    folder = root / "ops-bot" / "runbooks"
+    (folder / "README").mkdir()
+    (folder / "README" / "keep.md").write_text("# keep\n", "utf-8")
+    before = _tree(root)
+    for path in ("rollback.md/inner.md", "rollback.md/a/inner.md", "README"):
+        answer = server.api.put_document("ops-bot", "runbooks", quote(path, safe=""), b"# x\n")
+        assert (answer.status, answer.body["field"]) == (400, "path"), (path, answer.body)
+        assert "Traceback" not in str(answer.body)
+        assert str(root) not in str(answer.body)
+    for path in ("README", "rollback.md/inner.md"):
+        answer = server.api.delete_document("ops-bot", "runbooks", quote(path, safe=""))
+        assert answer.status == 404, (path, answer.body)
+    assert _tree(root) == before  # no sidecar left behind by a refused write
+
+
+def test_a_sidecar_over_its_limit_with_the_origin_is_refused_before_anything_is_written(
+    server: LocalServer, root: Path
+) -> None:
+    # The metadata alone fits the sidecar's limit; with the origin added it does not. The
+    # answer used to be a 400 raised after the document had been written.
+    from knowledge.ingest.sources import MAX_SIDECAR_BYTES
+
+    overhead = len(json.dumps({"metadataAttributes": {"k": ""}}))
+    metadata = json.dumps({"k": "v" * (MAX_SIDECAR_BYTES - overhead - 2)})
+    answer = server.api.put_document(
+        "ops-bot", "runbooks", "big-meta.md", b"# x\n", query_string="metadata=" + quote(metadata)
+    )
+    assert answer.status == 400, answer.body
+    assert not (root / "ops-bot" / "runbooks" / "big-meta.md").exists()
+
+
+def test_metadata_cannot_claim_a_shared_library(server: LocalServer, root: Path) -> None:
+    # shared_library is what a hit of a granted library carries; a document of the agent's
+    # own claiming it would be shown as the library's ("library: playbooks").
+    client = KnowledgeClient(server.url, retries=0)
+    with pytest.raises(ValidationError) as refused:
+        client.put_document(
+            SCOPE, "forged.md", b"# x\n", metadata={"shared_library": "_shared/playbooks"}
+        )
+    assert refused.value.field == "metadataAttributes.shared_library", refused.value
+    assert not (root / "ops-bot" / "runbooks" / "forged.md").exists()
+
+
+def test_a_body_that_is_not_the_format_its_name_says_keeps_the_old_version_searchable(
+    server: LocalServer, root: Path
+) -> None:
+    import document_files as files
+
+    client = KnowledgeClient(server.url, retries=0)
+    good = client.put_document(SCOPE, "manual.pdf", files.pdf(["Feed the wombatfeeder daily."]))
+    wait_until(lambda: indexed_with(client, "manual.pdf", good["content_hash"]), "the pdf")
+    refused_bodies = [
+        ("manual.pdf", b"# just text, not a PDF\n", "application/pdf"),
+        ("manual.pdf", b"", "application/octet-stream"),
+        ("guide.docx", b"PK\x03\x04" + b"\x00" * 200, "application/octet-stream"),  # no zip
+        ("deck.pptx", files.docx([("Title", "wrong")]), "application/octet-stream"),  # Word
+        ("sheet.xlsx", b"name,value\n", "application/octet-stream"),
+        ("old.doc", b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1" + b"\x00" * 100, "application/msword"),
+        ("notes.odt", b"PK\x03\x04", "application/octet-stream"),
+    ]
+    for path, data, content_type in refused_bodies:
+        with pytest.raises(ValidationError) as refused:
+            client.put_document(SCOPE, path, data, content_type=content_type)
+        assert refused.value.field in ("body", "path"), (path, refused.value)
+    with pytest.raises(ValidationError) as blank:
+        client.put_document(SCOPE, "rollback.md", b"  \n\n", content_type="text/markdown")
+    assert blank.value.field == "body"
+    assert paths_for(client, "wombatfeeder") == ["manual.pdf"]
+    assert paths_for(client, "helm") == ["rollback.md"]
+    assert client.get_document(SCOPE, "manual.pdf").content_hash == good["content_hash"]  # type: ignore[union-attr]
+    assert not (root / "ops-bot" / "runbooks" / "guide.docx").exists()
+
+
+def test_concurrent_writes_of_one_path_leave_one_writes_document_and_sidecar(
+    server: LocalServer, root: Path
+) -> None:
+    # Each write stores its sidecar, then its document: unserialised, eight writers left the
+    # document of one with the sidecar of another (most runs), whose content_hash then
+    # matched no 202 answer, so no writer ever saw its version indexed.
+    folder = root / "ops-bot" / "runbooks"
+    for trial in range(10):
+        barrier = threading.Barrier(8)
+
+        def put(writer: int, trial: int = trial, barrier: threading.Barrier = barrier) -> None:
+            barrier.wait()
+            origin = "origin=manual&" if writer % 2 else ""
+            metadata = quote(json.dumps({"writer": str(writer)}))
+            answer = server.api.put_document(
+                "ops-bot",
+                "runbooks",
+                "race.md",
+                f"# Race {trial}\n\nwriter{writer}\n".encode(),
+                content_type="text/markdown",
+                query_string=f"{origin}metadata={metadata}",
+            )
+            assert answer.status == 202, answer.body
+
+        threads = [threading.Thread(target=put, args=(w,)) for w in range(8)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        document = (folder / "race.md").read_text("utf-8")
+        sidecar = json.loads((folder / "race.md.metadata.json").read_text("utf-8"))
+        writer = int(document.rsplit("writer", 1)[1])
+        assert sidecar["metadataAttributes"]["writer"] == str(writer), (trial, document, sidecar)
+        assert not [p for p in folder.iterdir() if p.name.startswith(".kb-write-")]
+
+
+@pytest.mark.parametrize(
+    "path",
+    ["a" * 250 + ".md", "b" * 300 + ".md", "한" * 90 + ".md", "c" * 300 + "/x.md"],
+    ids=["sidecar-over-255", "document-over-255", "korean-over-255-bytes", "folder-over-255"],
+)
+def test_a_name_longer_than_the_file_system_takes_is_a_400(
+    server: LocalServer, root: Path, path: str
+) -> None:
+    # Within the API's 1,024 characters, but over a file name's 255 bytes (the sidecar's
+    # name 14 more): the write was a 500 from the file system.
+    before = _tree(root)
+    answer = server.api.put_document("ops-bot", "runbooks", quote(path, safe=""), b"# x\n")
+    assert (answer.status, answer.body["field"]) == (400, "path"), answer.body
+    assert _tree(root) == before

@@ -310,6 +310,10 @@ def test_context_search_may_widen_to_agent(api: KnowledgeApi, store: FakeStore) 
         (b"[]", "body"),
         (b'{"query": "x", "limit": 3}', "limit"),
         (None, "body"),
+        # A blank key matches nothing any store holds (a sidecar cannot set one): it was a
+        # 200 with no results, where the filter language's blank field is a 400.
+        (b'{"query": "x", "metadata": {"": "a"}}', "metadata"),
+        (b'{"query": "x", "metadata": {"  ": "a"}}', "metadata"),
     ],
 )
 def test_search_bad_input_is_400_with_field(

@@ -128,3 +128,18 @@ def test_a_filtered_run_replaces_only_the_modules_it_checked(tmp_path: Path) -> 
         "Per-module runs (each module's row says on which commit its run was): "
         "`make mutation`; `tools/mutation/run.sh 'knowledge.core.scope*'`."
     ) in report.sections[0]
+
+
+def test_splice_replaces_the_section_and_keeps_the_ones_after_it(tmp_path: Path) -> None:
+    path = tmp_path / "REPORT.md"
+    path.write_text(
+        "# Benchmarks\n\n## 7.1 Quota\n\nseven\n\n## 8. Mutation testing (mutmut)\n\nold\n\n"
+        "## 9. Scale\n\nnine\n",
+        encoding="utf-8",
+    )
+    report_mutation.splice(path)
+    text = path.read_text(encoding="utf-8")
+    assert text.startswith("# Benchmarks\n\n## 7.1 Quota\n\nseven\n\n## 8. Mutation testing")
+    assert "\nold\n" not in text
+    assert text.endswith("\n\n## 9. Scale\n\nnine\n")
+    assert text.count("## 8. Mutation testing (mutmut)") == 1

@@ -58,3 +58,26 @@ def test_kb_search_group_by_document(db: Path, capsys: pytest.CaptureFixture[str
         "rollback.md": 4,
         "helm.md": 1,
     }
+
+
+def test_kb_context_explain_lists_the_budgets_drops(
+    db: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from knowledge.ranking import explain
+
+    scope = ["--agent", "ops", "--context", "rb", "--db", str(db)]
+    capsys.readouterr()
+    argv = ["context", "helm rollback", *scope, "--max-tokens", "120", "--explain"]
+    assert main([*argv, "--json"]) == 0
+    body = json.loads(capsys.readouterr().out)
+    trace = body["explain"]
+    assert trace["budget"]["dropped"] == body["dropped"] != []
+    for index, chunk in enumerate(trace["chunks"]):
+        assert explain.recompute(chunk, trace, index) == pytest.approx(chunk["score"], abs=2e-6)
+    assert main(argv) == 0
+    printed = capsys.readouterr()
+    assert printed.out.startswith(PREAMBLE)  # stdout stays the block
+    assert "--- explain ---" not in printed.out
+    assert "--- explain ---" in printed.err
+    assert f"budget: {body['tokens']['used']} of 120 tokens" in printed.err
+    assert f"dropped {body['dropped'][0]['document_path']}#" in printed.err

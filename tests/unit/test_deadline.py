@@ -112,3 +112,26 @@ def test_each_agent_gets_its_own_index_one_to_one() -> None:
     assert strict.index_for("ops-bot") == "kb-agent-ops-bot"
     assert strict.index_for("Ops_Bot") == "kb-agent-_ops___bot"
     assert all(name == name.lower() for name in names)
+
+
+def test_each_shared_library_gets_its_own_index_which_no_agent_can_have() -> None:
+    shared = OpenSearchConfig(url="http://localhost:9200", index_name="kb")
+    assert shared.index_for("_shared", "playbooks") == "kb"
+    strict = OpenSearchConfig(url="http://localhost:9200", index_name="kb", index_per_agent=True)
+    libraries = {strict.index_for("_shared", c) for c in ("playbooks", "Playbooks", "p_b", "p-b")}
+    assert len(libraries) == 4
+    assert strict.index_for("_shared", "playbooks") == "kb-agent-__shared_-playbooks"
+    # "_-" never appears in an encoded agent name: no agent's index is a library's, even
+    # for agent names that spell the library's index out.
+    agents = ("_shared-playbooks", "_shared_-playbooks", "_Shared-playbooks", "__shared")
+    assert not libraries & {strict.index_for(agent) for agent in agents}
+    assert all(name.startswith("kb-agent-") for name in libraries)  # inside the IAM grant
+    with pytest.raises(ValueError, match="context"):
+        strict.index_for("_shared")  # a library is one context
+    # At most OpenSearch's 255 bytes, whatever the index and context names.
+    long_index = OpenSearchConfig(
+        url="http://localhost:9200", index_name="k" * 120, index_per_agent=True
+    )
+    names = {long_index.index_for("_shared", c) for c in ("A" * 64, "B" * 64, "a" * 64)}
+    assert len(names) == 3
+    assert all(len(n.encode()) <= 255 and n.startswith("k" * 120 + "-agent-") for n in names)

@@ -3,6 +3,7 @@ one agent depends on what another agent's documents contain (the BM25 side chann
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -98,3 +99,71 @@ def test_a_switch_by_another_process_is_refused_never_silent(tmp_path: Path) -> 
 def test_an_unknown_isolation_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ValidationError, match="isolation"):
         EmbeddedKnowledgeStore(tmp_path / "kb.db", isolation="tenant")
+
+
+PLAYBOOKS = KnowledgeScope("_shared", "playbooks")
+POLICIES = KnowledgeScope("_shared", "policies")
+
+
+def page_rows(db: Path) -> dict[str, int]:
+    """Each statistics owner's page rows (``page_index``: ``pages_fts_<n>`` beside its
+    ``chunks_fts_<n>``)."""
+    conn = sqlite3.connect(db)
+    try:
+        owners = conn.execute("SELECT agent, id FROM fts_agents").fetchall()
+        return {
+            owner: conn.execute(f"SELECT count(*) FROM pages_fts_{int(n)}").fetchone()[0]
+            for owner, n in owners
+        }
+    finally:
+        conn.close()
+
+
+def test_each_shared_library_has_a_table_and_the_owner_still_searches_them_all(
+    tmp_path: Path,
+) -> None:
+    store = EmbeddedKnowledgeStore(tmp_path / "kb.db", isolation="agent")
+    try:
+        upsert_document(store, PLAYBOOKS, document("p.md", "falcon drill"))
+        upsert_document(store, POLICIES, document("q.md", "falcon rule"))
+        conn = sqlite3.connect(tmp_path / "kb.db")
+        owners = {row[0] for row in conn.execute("SELECT agent FROM fts_agents")}
+        conn.close()
+        assert owners == {"_shared/playbooks", "_shared/policies"}
+        # Each library's page rows beside its own chunks (one document each).
+        assert page_rows(tmp_path / "kb.db") == {"_shared/playbooks": 1, "_shared/policies": 1}
+        every = store.search(PLAYBOOKS, SearchQuery("falcon", mode="keyword", cross_context=True))
+        assert sorted(r.document_path for r in every) == ["p.md", "q.md"]
+        one = store.search(PLAYBOOKS, SearchQuery("falcon", mode="keyword"))
+        assert [r.document_path for r in one] == ["p.md"]
+        assert delete_document(store, POLICIES, "q.md")
+        assert store.search(POLICIES, SearchQuery("falcon", mode="keyword")) == []
+        assert page_rows(tmp_path / "kb.db") == {"_shared/playbooks": 1, "_shared/policies": 0}
+    finally:
+        store.close()
+
+
+def test_a_file_keeping_the_libraries_in_one_table_is_rebuilt_on_opening(tmp_path: Path) -> None:
+    db = tmp_path / "kb.db"
+    store = EmbeddedKnowledgeStore(db, isolation="agent")
+    upsert_document(store, PLAYBOOKS, document("p.md", "falcon drill"))
+    upsert_document(store, PROBER, document("a.md", "falcon notes"))
+    store.close()
+    # The layout of a file written before each library had its own table: the library's
+    # terms in the one table of the owner "_shared".
+    conn = sqlite3.connect(db)
+    with conn:
+        conn.execute("UPDATE fts_agents SET agent = '_shared' WHERE agent = '_shared/playbooks'")
+    conn.close()
+    store = EmbeddedKnowledgeStore(db, isolation="agent")
+    try:
+        query = SearchQuery("falcon", mode="keyword", shared_libraries=(PLAYBOOKS,))
+        assert sorted(r.document_path for r in store.search(PROBER, query)) == ["a.md", "p.md"]
+    finally:
+        store.close()
+    conn = sqlite3.connect(db)
+    owners = {row[0] for row in conn.execute("SELECT agent FROM fts_agents")}
+    conn.close()
+    assert owners == {"_shared/playbooks", "agent-a"}
+    # The rebuild made the page rows again, each beside its owner's chunks.
+    assert page_rows(db) == {"_shared/playbooks": 1, "agent-a": 1}

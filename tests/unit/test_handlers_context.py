@@ -105,3 +105,20 @@ def test_group_by_document_on_the_lambda_search_route(module: Any) -> None:
     names = [r["document_path"] for r in first["results"] + second["results"]]
     assert sorted(names) == ["deploy.md", "helm.md"]  # each once, other-bot never
     assert all(r["matching_chunks"] == 1 for r in first["results"] + second["results"])
+
+
+@pytest.mark.parametrize("sample", ["api_context.json", "api_context_agent.json"])
+def test_explain_on_the_lambda_context_routes(module: Any, sample: str) -> None:
+    from knowledge.ranking import explain
+
+    event = copy.deepcopy(load_event(sample))
+    event["body"] = json.dumps({"query": "rollback helm", "max_tokens": 40, "explain": True})
+    status, body = invoke(module, event)
+    assert status == 200, body
+    trace = body["explain"]
+    assert trace["searches"][0]["query"]["terms"] == ["rollback", "helm"]
+    for index, chunk in enumerate(trace["chunks"]):
+        assert explain.recompute(chunk, trace, index) == pytest.approx(chunk["score"], abs=2e-6)
+    assert trace["budget"]["max_tokens"] == 40
+    assert trace["budget"]["dropped"] == body["dropped"]
+    assert trace["budget"]["kept"] == len(body["passages"])

@@ -585,3 +585,37 @@ def test_an_archived_metadata_sidecar_is_a_problem_not_a_retry(indexer):
     assert problem.path == "tagged.md"
     assert "sidecar" in problem.reason
     assert "GLACIER" in problem.reason
+
+
+def test_the_synonyms_file_event_stores_the_scopes_synonyms_and_a_bad_one_is_a_problem(
+    indexer, capsys
+):
+    """``_synonyms.txt`` is config (ranking.synonyms): its events store the scope's set,
+    never a document; a bad file is a status problem, not retried, the last set kept."""
+    key = "ops-bot/runbooks/_synonyms.txt"
+    indexer.put("ops-bot/runbooks/kube.md", "# Cluster\n\nThe kubernetes upgrade notes.")
+    indexer.invoke(
+        sqs_event(s3_notification("ObjectCreated:Put", "ops-bot/runbooks/kube.md", "01"))
+    )
+    assert indexer.hits("k8s") == []
+    indexer.put(key, "k8s, kubernetes\n")
+    created = sqs_event(
+        s3_notification("ObjectCreated:Put", "ops-bot/runbooks/_synonyms.txt", "02")
+    )
+    assert indexer.invoke(created) == NO_FAILURES
+    assert indexer.hits("k8s") == ["kube.md"]
+    assert indexer.paths() == ["kube.md"]  # not a document
+    indexer.put(key, "k8s => kubernetes => containers\n")
+    assert indexer.invoke(created) == NO_FAILURES  # not retried: the file is wrong
+    problems = {p.path: p.reason for p in indexer.store.status(RUNBOOKS).problems}
+    assert "'=>' more than once" in problems["_synonyms.txt"]
+    assert indexer.hits("k8s") == ["kube.md"]  # the last good set stays
+    indexer.remove(key)
+    removed = sqs_event(
+        s3_notification("ObjectRemoved:Delete", "ops-bot/runbooks/_synonyms.txt", "03")
+    )
+    assert indexer.invoke(removed) == NO_FAILURES
+    assert indexer.hits("k8s") == []
+    assert "_synonyms.txt" not in {p.path for p in indexer.store.status(RUNBOOKS).problems}
+    applied = [r for r in log_records(capsys.readouterr().out) if r.get("path") == "_synonyms.txt"]
+    assert [r["status"] for r in applied] == ["indexed", "skipped", "deleted"]

@@ -110,6 +110,9 @@ class FakeSession:
     def record_unread(self, counts: Mapping[str, int]) -> None:
         self.writer.unread = dict(counts)
 
+    def put_synonyms(self, text: str | None) -> None:
+        self.writer.synonyms = text
+
     def stored_vectors(self, path: str) -> Mapping[str, Sequence[float]]:
         if self.writer.vectors_fail is not None:
             raise self.writer.vectors_fail
@@ -132,6 +135,7 @@ class FakeWriter:
         self.documents: dict[str, tuple[DocumentHeader, list[EmbeddedChunk]]] = {}
         self.problems: dict[str, str] = {}
         self.unread: dict[str, int] | None = None
+        self.synonyms: str | None = None
         self.sessions: list[FakeSession] = []
         self.reject = set(reject)
         self.unavailable = set(unavailable)
@@ -716,14 +720,15 @@ def test_document_fingerprint() -> None:
 # --- upsert and delete ---------------------------------------------------------------------------
 
 
-def test_upsert_skips_older_versions_without_opening_a_session() -> None:
+def test_upsert_skips_older_versions_and_writes_nothing() -> None:
     writer = FakeWriter()
     assert indexer().upsert(writer, SCOPE, doc("a.md", "new", version="0B")).indexed_documents == 1
     sessions = len(writer.sessions)
     older = indexer().upsert(writer, SCOPE, doc("a.md", "old", version="0A"))
     assert older.indexed_documents == 0
     assert older.skipped[0].reason == "stale version: 0A is older than the indexed 0B"
-    assert len(writer.sessions) == sessions
+    # Decided inside the session (on the version indexed then), which writes nothing.
+    assert [(s.put_paths, s.deleted) for s in writer.sessions[sessions:]] == [([], [])]
     assert writer.chunks("a.md")[0].chunk.content == "new"
 
 

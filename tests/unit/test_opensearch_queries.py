@@ -847,15 +847,19 @@ RECORD = {"content_hash": "h1", "version": "0A", "chunk_count": 2, "generation":
 @pytest.mark.parametrize(
     ("records", "chunks", "expected"),
     [
-        ([RECORD], 2, StoredDocument("a.md", "h1", "0A", 2)),
-        ([{**RECORD, "chunk_count": 0, "version": None}], 0, StoredDocument("a.md", "h1", None, 0)),
+        ([RECORD], 2, StoredDocument("a.md", "h1", "0A", 2, "g1")),
+        (
+            [{**RECORD, "chunk_count": 0, "version": None}],
+            0,
+            StoredDocument("a.md", "h1", None, 0, "g1"),
+        ),
         # A newer generation being written (or an older one not yet removed) beside it.
-        ([RECORD], {"g1": 2, "g2": 3}, StoredDocument("a.md", "h1", "0A", 5)),
-        ([RECORD, RECORD], 2, StoredDocument("a.md", "h1", "0A", 2)),
+        ([RECORD], {"g1": 2, "g2": 3}, StoredDocument("a.md", "h1", "0A", 5, "g1")),
+        ([RECORD, RECORD], 2, StoredDocument("a.md", "h1", "0A", 2, "g1")),
         # A write that died half-way: chunks without their record, or fewer than declared.
         ([], 2, StoredDocument("a.md", INCOMPLETE_HASH, None, 2)),
-        ([RECORD], 1, StoredDocument("a.md", INCOMPLETE_HASH, "0A", 1)),
-        ([RECORD], {"g0": 2}, StoredDocument("a.md", INCOMPLETE_HASH, "0A", 2)),
+        ([RECORD], 1, StoredDocument("a.md", INCOMPLETE_HASH, "0A", 1, "g1")),
+        ([RECORD], {"g0": 2}, StoredDocument("a.md", INCOMPLETE_HASH, "0A", 2, "g1")),
     ],
 )
 def test_stored_documents_report_incomplete_writes(records, chunks, expected) -> None:
@@ -886,7 +890,7 @@ def test_scopes_page_body_is_a_composite_on_agent_and_context() -> None:
     assert queries.scopes_page_body(50, {"agent": "a", "context": "b"}) == {
         "size": 0,
         "track_total_hits": False,
-        "query": {"bool": {"must_not": [{"term": {"record": "unread"}}]}},
+        "query": {"bool": {"must_not": [{"terms": {"record": ["unread", "synonyms"]}}]}},
         "aggs": {
             "scopes": {
                 "composite": {
@@ -1206,12 +1210,12 @@ def test_a_record_of_no_chunks_without_generation_buckets_is_complete() -> None:
     record = {"content_hash": "h1", "chunk_count": 0, "generation": "g1"}
     aggs = {"record": {"latest": {"hits": {"hits": [{"_source": record}]}}}}
     assert parse_stored_document({"aggregations": aggs}, "a.md") == StoredDocument(
-        "a.md", "h1", None, 0
+        "a.md", "h1", None, 0, "g1"
     )
     # A generation bucket without a count counts no chunk.
     aggs["chunks"] = {"generations": {"buckets": [{"key": "g1"}]}}
     assert parse_stored_document({"aggregations": aggs}, "a.md") == StoredDocument(
-        "a.md", "h1", None, 0
+        "a.md", "h1", None, 0, "g1"
     )
 
 
@@ -1222,7 +1226,7 @@ def test_a_complete_record_without_a_hash_reports_an_empty_hash() -> None:
         "chunks": {"doc_count": 1, "generations": {"buckets": [{"key": "g1", "doc_count": 1}]}},
     }
     assert parse_stored_document({"aggregations": aggs}, "a.md") == StoredDocument(
-        "a.md", "", "3", 1
+        "a.md", "", "3", 1, "g1"
     )
 
 

@@ -28,6 +28,7 @@ from knowledge.core.errors import (
     StoreError,
     StoreUnavailableError,
     UnsupportedModeError,
+    ValidationError,
 )
 from knowledge.core.identity import document_id
 from knowledge.core.model import DocumentChunk, IndexState, SearchMode, SearchQuery
@@ -86,6 +87,24 @@ def test_construction_does_no_io_and_first_use_reports_the_endpoint() -> None:
     with pytest.raises(StoreUnavailableError, match=rf"OpenSearch at {url} is unreachable"):
         store.search(SCOPE, SearchQuery("deploy"))
     store.close()
+
+
+def test_an_agent_wide_search_of_the_shared_owner_is_refused_with_an_index_per_library() -> None:
+    url = f"http://127.0.0.1:{_closed_port()}"
+    config = OpenSearchConfig(url=url, timeout=2, index_per_agent=True)
+    store = OpenSearchKnowledgeStore(config, retry=NO_RETRY)
+    library = KnowledgeScope("_shared", "playbooks")
+    try:
+        # Every library has its own index: "every context of _shared" names no one index,
+        # and the store never searches a pattern. A 400 naming the field, before any I/O.
+        with pytest.raises(ValidationError) as refused:
+            store.search(library, SearchQuery("x", cross_context=True))
+        assert refused.value.field == "cross_context"
+        assert store.index_name(library) == "knowledge-agent-__shared_-playbooks"
+        with pytest.raises(StoreUnavailableError):  # one library: searched as any scope
+            store.search(library, SearchQuery("x"))
+    finally:
+        store.close()
 
 
 def test_client_is_created_once_and_reused(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -667,8 +686,9 @@ def test_hybrid_sends_one_msearch_and_errors_name_the_side() -> None:
     fake = FakeOpenSearch(mapping=_vector_mapping(8))
     store = _store(fake)
     assert store.search(SCOPE, SearchQuery("deploy", mode="hybrid")) == []
-    # The first vector search of a scope counts its chunks (scope_size: ef_search), once.
-    assert fake.names().count("search") == 1
+    # The first vector search of a scope counts its chunks (scope_size: ef_search), once;
+    # the first keyword side reads the scope's synonyms, cached (opensearch.synonyms).
+    assert fake.names().count("search") == 2
     fake.calls.clear()
     assert store.search(SCOPE, SearchQuery("deploy", mode="hybrid")) == []
     assert fake.names().count("msearch") == 1
@@ -685,7 +705,8 @@ def test_hybrid_without_msearch_sends_two_searches() -> None:
     fake = FakeOpenSearch(mapping=_vector_mapping(8))
     store = _store(fake, use_msearch=False)
     store.search(SCOPE, SearchQuery("deploy", mode="hybrid"))
-    assert fake.names().count("search") == 3  # the first also counts the scope's chunks
+    # The first also counts the scope's chunks and reads its synonyms (both cached).
+    assert fake.names().count("search") == 4
     fake.calls.clear()
     store.search(SCOPE, SearchQuery("deploy", mode="hybrid"))
     assert fake.names().count("search") == 2

@@ -168,7 +168,7 @@ def test_explain_returns_a_trace_that_recomputes_every_score(
     assert "explain" not in plain
 
 
-def test_the_context_route_ranks_with_the_weights_and_takes_no_explain(
+def test_the_context_route_ranks_with_the_weights_and_explains_them(
     store: MemoryKnowledgeStore,
 ) -> None:
     api = KnowledgeApi(store, weights=RankWeights({"manual": 5.0}, lesson=1.0, extra_lessons=0))
@@ -182,9 +182,16 @@ def test_the_context_route_ranks_with_the_weights_and_takes_no_explain(
     body = {"query": "disk full", "origin_weights": {"manual": 0.1}}
     answer = api.handle("POST", route, json.dumps(body))
     assert answer.body["passages"][0]["document_path"] != "note.md"
-    refused = api.handle("POST", route, json.dumps({"query": "disk full", "explain": True}))
-    assert refused.status == 400
-    assert "explain" in json.dumps(refused.body)
+    explained = api.handle("POST", route, json.dumps({"query": "disk full", "explain": True}))
+    assert explained.status == 200, explained.body
+    trace = explained.body["explain"]
+    assert trace["searches"][0]["weights"]["origins"]["manual"] == 5.0
+    assert trace["budget"]["kept"] == len(explained.body["passages"])
+    for index, chunk in enumerate(trace["chunks"]):
+        assert explain.recompute(chunk, trace, index) == pytest.approx(chunk["score"], abs=2e-6)
+    for agent_wide in ("/v1/agents/ops-bot/context", route):
+        refused = api.handle("POST", agent_wide, json.dumps({"query": "disk", "explain": "yes"}))
+        assert (refused.status, refused.body["field"]) == (400, "explain")
 
 
 def test_a_page_of_documents_gets_no_lesson_extras(store: MemoryKnowledgeStore) -> None:

@@ -37,6 +37,45 @@ def test_file_url_per_host_style(url: str, expected: str | None) -> None:
 
 
 @pytest.mark.parametrize(
+    ("url", "expected"),
+    [
+        # Bitbucket Server / Data Center: clone under /scm/, browse under /projects/.
+        (
+            "https://bitbucket.acme.com/scm/OPS/runbooks.git",
+            f"https://bitbucket.acme.com/projects/OPS/repos/runbooks/browse/docs/a%20b.md?at={SHA}",
+        ),
+        (
+            "ssh://git@bitbucket.acme.com:7999/ops/runbooks.git",
+            f"https://bitbucket.acme.com/projects/ops/repos/runbooks/browse/docs/a%20b.md?at={SHA}",
+        ),
+        # Azure DevOps: the path and the commit are query parameters.
+        (
+            "https://dev.azure.com/acme/ops/_git/runbooks",
+            f"https://dev.azure.com/acme/ops/_git/runbooks?path=/docs/a%20b.md&version=GC{SHA}",
+        ),
+        (
+            "ssh://git@ssh.dev.azure.com/v3/acme/ops/runbooks",
+            f"https://dev.azure.com/acme/ops/_git/runbooks?path=/docs/a%20b.md&version=GC{SHA}",
+        ),
+        # Gitea / Forgejo (Codeberg) and sourcehut.
+        (
+            "https://codeberg.org/o/r.git",
+            f"https://codeberg.org/o/r/src/commit/{SHA}/docs/a%20b.md",
+        ),
+        (
+            "https://gitea.acme.com/o/r.git",
+            f"https://gitea.acme.com/o/r/src/commit/{SHA}/docs/a%20b.md",
+        ),
+        ("https://git.sr.ht/~o/r", f"https://git.sr.ht/~o/r/tree/{SHA}/item/docs/a%20b.md"),
+        # An SSH URL's port is the SSH server's, never the web page's.
+        ("ssh://git@gitlab.com:2222/g/r.git", f"https://gitlab.com/g/r/-/blob/{SHA}/docs/a%20b.md"),
+    ],
+)
+def test_file_url_of_other_well_known_hosts(url: str, expected: str) -> None:
+    assert file_url(url, SHA, "docs/a b.md") == expected
+
+
+@pytest.mark.parametrize(
     ("body", "field"),
     [
         ({"url": "https://h/o/r.git"}, "name"),
@@ -52,6 +91,9 @@ def test_file_url_per_host_style(url: str, expected: str | None) -> None:
         ({"name": "r", "url": "https://h/o/r.git", "credential": "ghp_rawtoken"}, "credential"),
         ({"name": "r", "url": "https://h/o/r.git", "credential": "file:relative"}, "credential"),
         ({"name": "r", "url": "https://h/o/r.git", "token": "x"}, "token"),
+        # A token over plain http:// would cross the network in clear.
+        ({"name": "r", "url": "http://git.example.com/o/r", "credential": "env:T"}, "credential"),
+        ({"name": "r", "url": "http://10.0.0.5:8080/o/r", "credential": "env:T"}, "credential"),
     ],
 )
 def test_bad_registrations_name_the_field(body: dict[str, object], field: str) -> None:
@@ -103,3 +145,74 @@ def test_known_hosts_may_be_left_to_the_secret_only_with_a_secret_arn() -> None:
     with pytest.raises(ValidationError) as refused:
         RepoRegistration.from_request({"name": "r", "url": url, "credential": "file:/k"})
     assert refused.value.field == "known_hosts"
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://127.0.0.1:8080/o/r.git",
+        "http://localhost/o/r.git",
+        "http://[::1]:9418/o/r.git",
+        "https://git.example.com/o/r.git",
+    ],
+)
+def test_a_credential_goes_over_tls_or_stays_on_the_machine(url: str) -> None:
+    registration = RepoRegistration.from_request({"name": "r", "url": url, "credential": "env:T"})
+    assert registration.credential == "env:T"
+
+
+def test_a_credential_on_plain_http_is_refused_with_a_message_saying_why() -> None:
+    with pytest.raises(ValidationError) as caught:
+        RepoRegistration.from_request(
+            {"name": "r", "url": "http://git.example.com/o/r.git", "credential": "env:T"}
+        )
+    assert "https://" in caught.value.message
+    assert "clear" in caught.value.message
+    # Without a credential plain http:// stays accepted (a public mirror).
+    assert RepoRegistration.from_request({"name": "r", "url": "http://git.example.com/o/r.git"})
+
+
+def test_a_stored_registration_never_sends_its_token_over_plain_http(
+    tmp_path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A registration kept from before http:// with a credential was refused: its sync
+    fails on the credential before any connection, and the token is never sent."""
+    from knowledge.core.scope import KnowledgeScope
+    from knowledge.ingest.repos.state import RepoRegistry
+    from knowledge.ingest.repos.storage import FolderStorage
+    from knowledge.ingest.repos.sync import sync_repository
+
+    scope = KnowledgeScope("a", "c")
+    registry = RepoRegistry(FolderStorage(tmp_path))
+    stored = RepoRegistration.from_stored(
+        {"name": "r", "url": "http://git.invalid/o/r.git", "credential": "env:KB_T"}
+    )
+    registry.add(scope, stored)
+    monkeypatch.setenv("KB_T", "tok")
+    report = sync_repository(registry, scope, stored)
+    assert report.error is not None
+    assert report.error["kind"] == "credential"
+    assert "https://" in report.error["message"]
+
+
+@pytest.mark.parametrize(
+    ("given", "stored"),
+    [
+        ("git@github.com:acme/runbooks.git", "ssh://git@github.com/acme/runbooks.git"),
+        ("git@gitlab.example.com:g/sub/r.git", "ssh://git@gitlab.example.com/g/sub/r.git"),
+    ],
+)
+def test_an_scp_like_ssh_address_is_taken_as_its_ssh_url(given: str, stored: str) -> None:
+    """The address a Git host shows under "Clone with SSH" (``git@host:owner/repo``)."""
+    registration = RepoRegistration.from_request(
+        {"name": "r", "url": given, "known_hosts": "github.com ssh-ed25519 AAAA"}
+    )
+    assert registration.url == stored
+    assert registration.is_ssh
+
+
+@pytest.mark.parametrize("url", ["git@github.com:", "git@:acme/r.git", "C:/repos/r.git"])
+def test_what_is_not_an_scp_like_address_stays_refused(url: str) -> None:
+    with pytest.raises(ValidationError) as caught:
+        RepoRegistration.from_request({"name": "r", "url": url, "known_hosts": "h k A"})
+    assert caught.value.field == "url"

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -254,15 +255,34 @@ def test_a_failing_reranker_leaves_the_search_order_and_is_logged(
     assert any(fail_with[1] in r.getMessage() for r in caplog.records)
 
 
+def _received(fake: FakeRerankServer, count: int) -> bool:
+    """Wait (a condition, not a time) until the fake has received ``count`` requests."""
+    deadline = time.monotonic() + 60
+    while len(fake.requests) < count and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return len(fake.requests) == count
+
+
 def test_a_late_reranker_is_not_waited_for(store: MemoryKnowledgeStore) -> None:
     before = keyword_order(store)
     release = threading.Event()
+    release.set()
     with fake_rerank_server(ARN, hold=release) as fake:
-        body = search(api_with(fake, store, timeout=0.3), mode="keyword", max_results=10)
+        reranker = BedrockReranker(MODEL, region=REGION, endpoint_url=fake.url)
+        # A first search, in no hurry, makes the reranker's client (boto3 loading its
+        # models can take longer than 0.3 s under load): the timed call is the request.
+        unhurried = KnowledgeApi(store, reranking=RerankingStage(reranker, timeout=60))
+        assert search(unhurried, mode="keyword", max_results=10)["rerank"]["reranked"]
+        assert _received(fake, 1)
+        release.clear()
+        api = KnowledgeApi(store, reranking=RerankingStage(reranker, timeout=0.3))
+        body = search(api, mode="keyword", max_results=10)
+        # The search answered while the fake held its request; it reaches the fake, once.
+        assert _received(fake, 2)
         release.set()  # only now may the fake answer: the search had given up already
     assert [r["document_path"] for r in body["results"]] == before
     assert (body["rerank"]["reranked"], body["rerank"]["reason"]) == (False, "timeout")
-    assert len(fake.requests) == 1
+    assert len(fake.requests) == 2
 
 
 def test_no_rerank_call_once_the_requests_deadline_has_passed(store: MemoryKnowledgeStore) -> None:
@@ -345,3 +365,28 @@ def test_a_lesson_card_past_a_reranked_page_is_appended(store: MemoryKnowledgeSt
     assert [r.get("extra", False) for r in results] == [False, False, True]
     # A page of documents gets no extras (ranking.weighted_page), reranked or not.
     assert [r["document_path"] for r in grouped["results"]] == ["c.md", "b.md"]
+
+
+def test_the_stages_that_kb_and_the_search_function_build_make_their_client_first(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The reranker's boto3 client is made when the stage is built, not inside the first
+    search's rerank time limit (3 s), which a cold ``boto3`` on a loaded machine used up
+    by itself (1.6 s to make the client, 6-8 s with the import, at load 19 on 2 cores):
+    ``kb search --rerank-model`` then answered in search order. Seen through botocore's
+    own ``creating-client-class`` event on a session of the test's."""
+    import boto3
+
+    from knowledge.aws.settings import LambdaSettings, build_reranking
+    from knowledge.config import open_reranking
+
+    session = boto3.Session(region_name=REGION)
+    made: list[str] = []
+    session.events.register(
+        "creating-client-class.bedrock-agent-runtime", lambda **_: made.append("client")
+    )
+    monkeypatch.setattr(boto3, "DEFAULT_SESSION", session)
+    assert open_reranking(MODEL, environ={}) is not None
+    assert made == ["client"]
+    assert build_reranking(LambdaSettings.from_env({"RERANK_MODEL_ID": MODEL})) is not None
+    assert made == ["client", "client"]

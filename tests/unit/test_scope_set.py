@@ -15,6 +15,7 @@ from knowledge.core.scope_set import (
     library_hit,
     marked,
     searched_scopes,
+    statistics_owner,
 )
 from knowledge.stores.embedded.candidates import pairs_condition, scope_condition
 from knowledge.stores.opensearch.queries import vector_search_body
@@ -126,3 +127,12 @@ def test_the_opensearch_scope_filter_is_one_should_of_scope_terms() -> None:
     # Inside the knn clause too: the engine filters while it walks the graph.
     body = vector_search_body([1.0, 0.0], filters, 10)
     assert body["query"]["knn"]["embedding"]["filter"] == {"bool": {"filter": expected}}
+
+
+def test_each_library_owns_its_statistics_and_no_agent_shares_them() -> None:
+    assert statistics_owner("ops-bot", "runbooks") == statistics_owner("ops-bot", "x") == "ops-bot"
+    assert statistics_owner("_shared", "playbooks") == "_shared/playbooks"
+    assert statistics_owner("_shared", "policies") != statistics_owner("_shared", "playbooks")
+    # An agent name has no "/": no agent's statistics are ever a library's.
+    with pytest.raises(ValidationError):
+        KnowledgeScope("_shared/playbooks", "x")

@@ -82,6 +82,12 @@ def test_empty_attributes_are_fine() -> None:
             "metadataAttributes.x",
         ),
         (sidecar({" ": "blank name"}), "metadataAttributes"),
+        # JSON Python's parser refuses with other errors than JSONDecodeError: an integer
+        # over its 4,300 digits (ValueError) and nesting over its recursion limit. They
+        # escaped as unexpected errors and ended a whole `kb index` run.
+        (b'{"metadataAttributes": {"n": ' + b"9" * 5000 + b"}}", "sidecar"),
+        (b'{"metadataAttributes": {"n": ' + b"[" * 100_000 + b"]" * 100_000 + b"}}", "sidecar"),
+        (sidecar({"shared_library": "_shared/playbooks"}), "metadataAttributes.shared_library"),
     ],
 )
 def test_invalid_sidecars_name_the_field(data: bytes, field: str) -> None:

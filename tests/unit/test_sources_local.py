@@ -114,6 +114,20 @@ def test_an_invalid_sidecar_is_an_error_and_its_document_is_listed_without_it(
     assert "invalid metadata sidecar" in listing.errors[0].reason
 
 
+def test_a_hostile_sidecar_is_its_files_error_not_the_listings(tmp_path: Path) -> None:
+    write(tmp_path, "doc.md")
+    write(tmp_path, "doc.md.metadata.json", '{"metadataAttributes": {"n": ' + "9" * 5000 + "}}")
+    write(tmp_path, "deep.md")
+    write(tmp_path, "deep.md.metadata.json", '{"metadataAttributes": {"n": ' + "[" * 50_000 + "}}")
+    write(tmp_path, "ok.md")
+    docs, listing = listing_of(LocalDirectorySource(tmp_path))
+    assert [d.path for d in docs] == ["deep.md", "doc.md", "ok.md"]
+    assert sorted(p.path for p in listing.errors) == [
+        "deep.md.metadata.json",
+        "doc.md.metadata.json",
+    ]
+
+
 def test_a_link_out_of_the_folder_is_never_followed(tmp_path: Path) -> None:
     root = tmp_path / "root"
     outside = tmp_path / "outside"

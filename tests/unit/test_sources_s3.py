@@ -315,3 +315,27 @@ def test_archived_objects_and_sidecars_list_and_read_as_archived(s3):
     assert looked_up is not None
     with pytest.raises(ArchivedObjectError, match="sidecar"):
         looked_up.read()
+
+
+def test_the_synonyms_file_is_read_with_the_listing_and_is_not_a_document(s3):
+    from knowledge.ingest.sources import SynonymsFile
+    from knowledge.ranking.synonyms import MAX_SYNONYMS_BYTES
+
+    source = S3DocumentSource(BUCKET, client=s3)
+    put(s3, "ops-bot/runbooks/doc.md", "# Doc\n\nk8s")
+    put(s3, "ops-bot/runbooks/notes/_synonyms.txt", "only at the root is it the file")
+    listing = source.documents(SCOPE, IndexOptions())
+    assert [d.path for d in listing] == ["doc.md", "notes/_synonyms.txt"]
+    assert listing.synonyms == SynonymsFile()  # the scope has none
+    put(s3, "ops-bot/runbooks/_synonyms.txt", "k8s, kubernetes\n")
+    listing = source.documents(SCOPE, IndexOptions())
+    assert [d.path for d in listing] == ["doc.md", "notes/_synonyms.txt"]
+    assert listing.synonyms == SynonymsFile(b"k8s, kubernetes\n")
+    assert source.synonyms_file(SCOPE) == SynonymsFile(b"k8s, kubernetes\n")
+    put(s3, "ops-bot/runbooks/_synonyms.txt", b"a, b\n" * (MAX_SYNONYMS_BYTES // 5 + 1))
+    found = source.synonyms_file(SCOPE)  # too big: not read, the bound named
+    assert found.data is None
+    assert found.error is not None
+    assert f"at most {MAX_SYNONYMS_BYTES}" in found.error
+    s3.delete_object(Bucket=BUCKET, Key="ops-bot/runbooks/_synonyms.txt")
+    assert source.synonyms_file(SCOPE) == SynonymsFile()

@@ -294,6 +294,36 @@ def test_iam_mode_writes_are_granted_apart_per_agent() -> None:
         assert not allows(write, invoke, api_arn(method, path)), path
 
 
+def test_iam_mode_a_library_grant_is_no_grant_on_the_shared_owners_routes() -> None:
+    """SharedLibraryGrants puts a library into an agent's searches; the agent's own
+    principal (tagged ``kb-agent=ops-bot``) still reaches no ``_shared`` route, and no
+    policy of the stack lets anyone write it."""
+    stack = Stack(TEMPLATE, {**CREATED, "SharedLibraryGrants": "ops-bot=playbooks"})
+    invoke = "execute-api:Invoke"
+    library = "/v1/agents/_shared/contexts/playbooks"
+    policies = [
+        agent_policy(stack, name, "ops-bot")
+        for name in ("AgentSearchPolicy", "AgentReindexPolicy", "AgentWritePolicy")
+    ]
+    for method, path in [
+        ("POST", f"{library}/search"),
+        ("POST", "/v1/agents/_shared/search"),
+        ("POST", f"{library}/context"),
+        ("GET", f"{library}/status"),
+        ("GET", f"{library}/documents"),
+        ("GET", f"{library}/documents/incident.md"),
+        ("POST", f"{library}/reindex"),
+        ("PUT", f"{library}/documents/x.md"),
+        ("DELETE", f"{library}/documents/incident.md"),
+        ("POST", f"{library}/uploads"),
+    ]:
+        for statements in policies:
+            assert not allows(statements, invoke, api_arn(method, path)), path
+    assert allows(policies[0], invoke, api_arn("POST", "/v1/agents/ops-bot/contexts/r/search"))
+    search = stack.resources()["SearchFunction"]["Properties"]["Environment"]["Variables"]
+    assert stack.evaluate(search)["KB_SHARED_GRANTS"] == "ops-bot=playbooks"
+
+
 def routes(stack: Stack) -> dict[str, dict[str, Any]]:
     return {
         r["Properties"]["RouteKey"]: stack.evaluate(r["Properties"])
@@ -367,11 +397,14 @@ def test_created_domain_refuses_an_index_named_in_multi_request_bodies() -> None
 )
 def test_search_role_may_only_put_and_delete_documents(parameters: dict[str, str]) -> None:
     """The reindex route queues one message; the indexer lists the bucket, not search. The
-    write routes put and delete objects of the documents bucket, nothing else."""
+    write routes put and delete objects of the documents bucket, nothing else (the
+    status's repository summaries are read under .kb@repos/ only: the test below)."""
     s3 = [
         statement
         for statement in Stack(TEMPLATE, parameters).statements("SearchFunction")
         if any(a.startswith("s3:") for a in as_list(statement["Action"]))
+        and not statement["Sid"].startswith("ReadRepoSyncSummaries")
+        and statement["Sid"] != "ListRepoSyncSummaries"
     ]
     assert len(s3) == 1, s3
     assert sorted(as_list(s3[0]["Action"])) == ["s3:DeleteObject", "s3:PutObject"]
@@ -653,3 +686,20 @@ def test_repos_function_reads_only_its_prefixes_and_kb_repo_secrets() -> None:
         hourly.evaluate(hourly.resources()["RepoSyncSchedule"]["Properties"])["ScheduleExpression"]
         == "rate(1 hour)"
     )
+
+
+def test_the_search_function_reads_the_repo_sync_summaries_only() -> None:
+    """The scope's status shows each repository's last sync (``repos``): the search
+    function reads the summaries (and, for one written before them, the states) under
+    .kb@repos/, never a registration, the kept trees or a document, and lists only
+    .kb@repos/."""
+    statements = Stack(TEMPLATE, CREATED).statements("SearchFunction")
+    key = "DocumentsBucket.Arn/.kb@repos/ops-bot/runbooks/docs"
+    assert allows(statements, "s3:GetObject", key + ".status.json")
+    assert allows(statements, "s3:GetObject", key + ".state.json")
+    for other in (key + ".json", key + ".trees", "DocumentsBucket.Arn/ops-bot/runbooks/a.md"):
+        assert not allows(statements, "s3:GetObject", other)
+    listing = [s for s in statements if "s3:ListBucket" in as_list(s["Action"])]
+    assert len(listing) == 1
+    assert listing[0]["Resource"] == "DocumentsBucket.Arn"
+    assert listing[0]["Condition"] == {"StringLike": {"s3:prefix": [".kb@repos/*"]}}

@@ -89,7 +89,8 @@ def test_no_scope(tool: KnowledgeSearchTool) -> None:
         (
             {"query": "x", "top_k": 3},
             "Invalid parameter: top_k: is not a known property (allowed: query, "
-            "max_results, file_pattern, max_tokens, source_type, include_shared)",
+            "max_results, file_pattern, max_tokens, source_type, include_shared, group_by, "
+            "origin_weights, lesson_weight, explain)",
         ),
         (
             {"query": "x", "max_results": 0},
@@ -286,6 +287,10 @@ def test_input_schema(tool: KnowledgeSearchTool) -> None:
         "max_tokens",
         "source_type",
         "include_shared",
+        "group_by",
+        "origin_weights",
+        "lesson_weight",
+        "explain",
     }
     assert schema["properties"]["source_type"]["enum"] == ["upload", "repo", "manual", "shared"]
     assert schema["properties"]["include_shared"]["type"] == "boolean"

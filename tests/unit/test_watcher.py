@@ -702,3 +702,35 @@ def test_a_served_folder_that_vanishes_empties_nothing(
     watcher.poll_once()
     assert paths(store, "okapi") == ["doc.md", "new.md"]
     assert store.status(SCOPE).problems == ()
+
+
+def test_the_synonyms_file_is_stored_as_the_scopes_synonyms(
+    root: Path, watcher: BucketWatcher, store: MemoryKnowledgeStore
+) -> None:
+    """``_synonyms.txt`` is config (ranking.synonyms): a change is stored with the scope,
+    a bad one is a status problem until fixed (the last good set stays), a delete drops it."""
+    folder = root / "ops-bot" / "runbooks"
+    write(folder / "kube.md", "# Cluster\n\nkubernetes upgrade notes\n")
+    watcher.poll_once()
+    assert paths(store, "k8s") == []
+    synonyms = folder / "_synonyms.txt"
+    write(synonyms, "k8s, kubernetes\n")
+    assert [(c.key, c.action) for c in watcher.poll_once()] == [
+        ("ops-bot/runbooks/_synonyms.txt", "indexed")
+    ]
+    assert paths(store, "k8s") == ["kube.md"]
+    write(synonyms, "k8s => kubernetes => pods\n", bump=1_000_000_000)
+    assert [c.action for c in watcher.poll_once()] == ["failed"]
+    assert "_synonyms.txt" in {p.path for p in store.status(SCOPE).problems}
+    assert paths(store, "k8s") == ["kube.md"]
+    # Another file's change keeps the synonyms file's problem (it is still bad).
+    write(folder / "other.md", "# Other\n\nnothing here\n")
+    watcher.poll_once()
+    assert "_synonyms.txt" in {p.path for p in store.status(SCOPE).problems}
+    synonyms.unlink()
+    assert [(c.key, c.action) for c in watcher.poll_once()] == [
+        ("ops-bot/runbooks/_synonyms.txt", "deleted")
+    ]
+    assert paths(store, "k8s") == []
+    assert store.status(SCOPE).problems == ()
+    assert sorted(store.stored_documents(SCOPE)) == ["kube.md", "other.md"]

@@ -273,7 +273,10 @@ def open_reranking(
             count = int(text) if text else DEFAULT_RERANK_TOP_N
         except ValueError:
             raise ConfigurationError(f"{ENV_RERANK_TOP_N}: {text!r} is not an integer") from None
+    reranker = BedrockReranker(name)
     try:
-        return RerankingStage(BedrockReranker(name), top_n=count)
+        stage = RerankingStage(reranker, top_n=count)
     except ValidationError as exc:
         raise ConfigurationError(f"{ENV_RERANK_TOP_N}: {exc.message}") from None
+    reranker.prepare()  # its client, before a search's rerank time limit starts
+    return stage

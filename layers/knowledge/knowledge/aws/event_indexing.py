@@ -15,8 +15,10 @@ all end with the index matching the bucket.
   (or sidecar) replaced meanwhile is indexed again as it is now, since a write without
   a version (a sidecar event, a reindex message) is not ordered against the newer
   one's and may have replaced it. Either would otherwise leave the index stale. A
-  document that fails because its object was deleted under the read is removed, not
-  retried;
+  write that another writer's commit superseded (``REASON_SUPERSEDED``: the store
+  committed the document after this write read it, so what this one read may be older,
+  and nothing of it was kept) is read and decided again the same way. A document that
+  fails because its object was deleted under the read is removed, not retried;
 - ``DELETE`` (of the latest version, of an older version, of a delete marker = a
   restore, a delete marker created, a lifecycle expiration): the bucket is asked again.
   If an object exists at the key now, its current version is indexed with the delete
@@ -26,6 +28,9 @@ all end with the index matching the bucket.
   matching the object's current state, whatever kind of delete it was;
 - ``REINDEX_SCOPE``: one step of a scope reindex, expanded by the injected
   ``ScopeExpander`` (``knowledge.aws.reindex_queue.ScopeReindexer``) within the time budget;
+- the scope's synonyms file (``_synonyms.txt``, any event): stored with the scope as it
+  is now (``knowledge.ingest.synonyms``; a bad file is a problem in the status, kept
+  until fixed, not retried);
 - ``IGNORE`` and ``REJECT`` change nothing; a path that does not match the file patterns
   is ignored.
 
@@ -45,13 +50,16 @@ from knowledge.aws.invocation_time import TimeBudget
 from knowledge.core.errors import ConfigurationError, KnowledgeError
 from knowledge.core.model import IndexOptions, IndexResult
 from knowledge.core.scope import KnowledgeScope
-from knowledge.core.source import SourceDocument, is_document_path
+from knowledge.core.source import SYNONYMS_FILE, SourceDocument, is_document_path
 from knowledge.ingest.pipeline import (
     REASON_STALE_VERSION,
+    REASON_SUPERSEDED,
     REASON_UNCHANGED,
     delete_document,
     upsert_document,
 )
+from knowledge.ingest.sources import SynonymsFile
+from knowledge.ingest.synonyms import apply_synonyms
 from knowledge.stores.protocol import KnowledgeStore
 
 __all__ = [
@@ -66,8 +74,8 @@ __all__ = [
 
 
 _CHANGED_ROUNDS = 2
-"""How often an object replaced while it was being indexed is read and indexed again
-before the record is handed back for a retry."""
+"""How often an object replaced while it was being indexed (or a write superseded by
+another writer's) is read and indexed again before the record is handed back for a retry."""
 
 
 class DocumentNotIndexedError(KnowledgeError):
@@ -82,6 +90,8 @@ class ObjectLookup(Protocol):
     ) -> SourceDocument | None: ...
 
     def revision(self, scope: KnowledgeScope, path: str) -> str | None: ...
+
+    def synonyms_file(self, scope: KnowledgeScope) -> SynonymsFile: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -202,6 +212,8 @@ class EventIndexer:
         scope, path = action.scope, action.path
         if scope is None or path is None:
             return EventOutcome(action, EventStatus.REJECTED, "the action names no document")
+        if path == SYNONYMS_FILE:
+            return self._synonyms(action, scope)
         if not is_document_path(path, self._options.file_patterns):
             patterns = ", ".join(self._options.file_patterns)
             return EventOutcome(
@@ -230,6 +242,10 @@ class EventIndexer:
         if result.errors and self._source.revision(scope, path) is None:
             # Deleted under the read (or the write): the bucket decides, nothing to retry.
             return self._delete(action, scope, path, "the object was deleted while indexing")
+        if any(problem.reason.startswith(REASON_SUPERSEDED) for problem in result.skipped):
+            # Another writer committed the document after this one read it: nothing of
+            # this write stays; read the object again and decide on what is indexed now.
+            return None
         outcome = _upsert_outcome(action, result)
         if outcome.status is EventStatus.INDEXED:
             now = self._source.revision(scope, path)
@@ -249,6 +265,18 @@ class EventIndexer:
         if outcome.detail:
             detail += f" ({outcome.detail})"
         return EventOutcome(action, outcome.status, detail, outcome.result)
+
+    def _synonyms(self, action: ObjectAction, scope: KnowledgeScope) -> EventOutcome:
+        """The scope's synonyms file changed: store it as it is now (``ingest.synonyms``).
+        A bad file is a problem in the status (the last good set stays), not retried."""
+        found = self._source.synonyms_file(scope)
+        with self._store.write_session(scope) as session:
+            problem = apply_synonyms(session, found)
+        if problem is not None:
+            return EventOutcome(action, EventStatus.SKIPPED, problem.reason)
+        if found.data is None:
+            return EventOutcome(action, EventStatus.DELETED, "the scope has no synonyms now")
+        return EventOutcome(action, EventStatus.INDEXED, "the scope's synonyms")
 
     def _expand(self, action: ObjectAction, budget: TimeBudget) -> EventOutcome:
         if action.task is None:

@@ -259,18 +259,18 @@ def build_embedder(
 
 def build_reranking(settings: LambdaSettings) -> RerankingStage | None:
     """The search's reranking stage (Bedrock ``Rerank`` with ``RERANK_MODEL_ID``), or
-    ``None`` when no model is set (the default). No I/O; ``boto3`` loads on first use."""
+    ``None`` when no model is set (the default). No network call; the reranker's ``boto3``
+    client is made here (``BedrockReranker.prepare``), not in the first search's rerank
+    time limit."""
     if settings.rerank_model_id is None:
         return None
     from knowledge.reranking import RerankingStage
     from knowledge.reranking.bedrock import BedrockReranker
 
     timeout = settings.rerank_timeout_seconds
-    return RerankingStage(
-        BedrockReranker(settings.rerank_model_id, timeout=timeout),
-        top_n=settings.rerank_top_n,
-        timeout=timeout,
-    )
+    reranker = BedrockReranker(settings.rerank_model_id, timeout=timeout)
+    reranker.prepare()
+    return RerankingStage(reranker, top_n=settings.rerank_top_n, timeout=timeout)
 
 
 def build_store(

@@ -19,20 +19,31 @@ from __future__ import annotations
 
 from typing import Any
 
-from knowledge.core.errors import StoreUnavailableError
+from knowledge.core.errors import StoreUnavailableError, ValidationError
 from knowledge.core.scope import KnowledgeScope
 from knowledge.core.source import SIDECAR_SUFFIX
-from knowledge.ingest.writes import check_write_path
+from knowledge.ingest.writes import MAX_UPLOAD_BYTES, check_write_path
 
-__all__ = ["S3Storage"]
+__all__ = ["MAX_KEY_BYTES", "S3Storage"]
+
+MAX_KEY_BYTES = 1024
+"""S3's longest object key, in bytes of UTF-8 (a longer one is a ``KeyTooLongError``)."""
 
 
 class S3Storage:
     """The ``DocumentStorage`` of the documents bucket (keys ``<agent>/<context>/<path>``)."""
 
-    def __init__(self, bucket: str, client: Any | None = None) -> None:
+    def __init__(
+        self, bucket: str, client: Any | None = None, *, max_upload_bytes: int = MAX_UPLOAD_BYTES
+    ) -> None:
         self._bucket = bucket
         self._client = client
+        self._max_upload_bytes = max_upload_bytes
+
+    @property
+    def max_upload_bytes(self) -> int:
+        """The indexer's document limit (``MAX_DOCUMENT_MIB``, as the function is given it)."""
+        return self._max_upload_bytes
 
     @property
     def client(self) -> Any:
@@ -45,9 +56,19 @@ class S3Storage:
         return self._client
 
     @staticmethod
-    def key(scope: KnowledgeScope, path: str) -> str:
-        """The object key of a checked path: always under ``<agent>/<context>/``."""
-        return f"{scope.key}/{check_write_path(path)}"
+    def key(scope: KnowledgeScope, path: str, *, suffix: str = SIDECAR_SUFFIX) -> str:
+        """The object key of a checked path: always under ``<agent>/<context>/``, and short
+        enough for S3 (``MAX_KEY_BYTES`` of UTF-8) with ``suffix`` (the sidecar's) added."""
+        key = f"{scope.key}/{check_write_path(path)}"
+        size = len((key + suffix).encode("utf-8"))
+        if size > MAX_KEY_BYTES:
+            whose = "its sidecar's key" if suffix else "its key"
+            raise ValidationError(
+                "path",
+                f"is too long for the bucket: {whose} would be {size} bytes of UTF-8, "
+                f"over S3's {MAX_KEY_BYTES}",
+            )
+        return key
 
     def _call(self, what: str, call: Any, **kwargs: Any) -> Any:
         from botocore.exceptions import BotoCoreError, ClientError
@@ -70,12 +91,13 @@ class S3Storage:
         self._call("put", self.client.put_object, Bucket=self._bucket, Key=key, Body=data)
 
     def delete(self, scope: KnowledgeScope, path: str) -> bool | None:
-        # No HeadObject first: it would need s3:GetObject, and a delete is idempotent.
-        key = self.key(scope, path)
+        # No HeadObject first: it would need s3:GetObject, and a delete is idempotent. A key
+        # with no room for a sidecar's (put straight into the bucket) can have none.
+        key = self.key(scope, path, suffix="")
         self._call("delete", self.client.delete_object, Bucket=self._bucket, Key=key)
-        self._call(
-            "delete", self.client.delete_object, Bucket=self._bucket, Key=key + SIDECAR_SUFFIX
-        )
+        sidecar = key + SIDECAR_SUFFIX
+        if len(sidecar.encode("utf-8")) <= MAX_KEY_BYTES:
+            self._call("delete", self.client.delete_object, Bucket=self._bucket, Key=sidecar)
         return None
 
     def presign_upload(

@@ -210,11 +210,15 @@ class KnowledgeClient:
         *,
         max_tokens: int | None = None,
         include_shared: bool | None = None,
+        explain: bool = False,
+        origin_weights: Mapping[str, float] | None = None,
+        lesson_weight: float | None = None,
     ) -> PromptContext:
         """The prompt block of a search (``POST .../context``,
         ``knowledge.search.prompt_context``): passages with their citations within
         ``max_tokens`` (``None``: the server's default), what the budget dropped, and the
-        tokens used."""
+        tokens used. ``explain``: the trace in ``PromptContext.explain`` (the search's,
+        with the budget's drops); the weights as ``search_response`` takes them."""
         from knowledge.search.prompt_context import PromptContext
 
         agent = segment(scope.agent)
@@ -227,6 +231,7 @@ class KnowledgeClient:
             body["max_tokens"] = max_tokens
         if include_shared is not None:
             body["include_shared"] = bool(include_shared)
+        body.update(ranking_fields(explain, origin_weights, lesson_weight))
         reply = self._call("POST", path, body)
         try:
             return PromptContext.from_dict(reply.body)

@@ -289,6 +289,8 @@ def check_metadata_key(where: str, key: str) -> str:
     last dotted part is ``NUMBER_SUBFIELD`` (``year.number``): the name of a key's
     numeric sub-field in OpenSearch, so no store compares a key of that name; and for
     ``source_type``, renamed (``knowledge.core.origin.RENAMED_SOURCE_TYPE``)."""
+    if not key.strip():
+        raise ValidationError(where, "a metadata key must not be blank")
     if key == SOURCE_TYPE:
         raise ValidationError(where, f"'{SOURCE_TYPE}' {RENAMED_SOURCE_TYPE}")
     if key.endswith(f".{NUMBER_SUBFIELD}"):

@@ -17,14 +17,16 @@ scope, whoever builds it.
 
 **Term statistics.** Each side keeps the statistics it has without the other: the
 caller's chunks are scored over the caller's corpus exactly as without the library, and
-a library's chunks over the library owner's (``_shared``'s) corpus; then both are
-normalised once, together. No agent's documents enter another agent's statistics:
+each library's chunks over that library's own corpus; then all are normalised once,
+together. No agent's documents, and no library the caller is not granted, enter the
+statistics of what the caller is scored over (``statistics_owner``):
 
-- memory store: the caller's searched snapshots, and the granted library snapshots;
-- embedded store, ``isolation="agent"``: the caller's FTS table and ``_shared``'s table
-  (every library's chunks: text the operator publishes, never an agent's);
-- OpenSearch with ``index_per_agent``: the caller's index and ``_shared``'s index, in one
-  request over both (each index keeps its own statistics).
+- memory store: the caller's searched snapshots, and each granted library snapshot;
+- embedded store, ``isolation="agent"``: the caller's FTS table and one table per
+  granted library (``_shared/<context>``'s own);
+- OpenSearch with ``index_per_agent``: the caller's index and one index per granted
+  library, in one request over all of them (each index keeps its own statistics; the
+  list is explicit, never a wildcard).
 
 With shared statistics (the embedded store's default ``isolation="shared"``, OpenSearch's
 one shared index) every scope is scored over the whole table or index, as before: that
@@ -50,6 +52,7 @@ __all__ = [
     "library_hit",
     "marked",
     "searched_scopes",
+    "statistics_owner",
 ]
 
 SHARED_AGENT: Final = "_shared"
@@ -84,6 +87,15 @@ def check_libraries(value: object) -> tuple[KnowledgeScope, ...]:
             _FIELD, f"must name at most {MAX_SHARED_LIBRARIES} libraries, got {len(libraries)}"
         )
     return tuple(libraries)
+
+
+def statistics_owner(agent: str, context: str) -> str:
+    """Whose term statistics the chunks of ``agent/context`` are scored over where a store
+    isolates them (an FTS table, an index): the agent's (every context of an agent shares
+    them, as its ``cross_context`` searches do); a shared library's own, ``_shared/<context>``,
+    so that no library is scored over (or can be probed through) another one. Never a
+    valid agent name (an agent has no ``/``)."""
+    return f"{agent}/{context}" if agent == SHARED_AGENT else agent
 
 
 def searched_scopes(

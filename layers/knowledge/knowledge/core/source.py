@@ -4,7 +4,9 @@
 A ``DocumentSource`` lists the documents of one scope. Paths are relative to the
 scope (``runbooks/deploy.md``), ``/``-separated. A document's optional sidecar
 ``<path>.metadata.json`` (Bedrock's ``{"metadataAttributes": {...}}`` form) is not a
-document itself: its attributes become metadata of every chunk.
+document itself: its attributes become metadata of every chunk. Nor is the scope's
+synonyms file ``_synonyms.txt`` (``SYNONYMS_FILE``, at the scope's root: configuration,
+``knowledge.ranking.synonyms``), which the indexing run stores with the scope instead.
 """
 
 from __future__ import annotations
@@ -19,9 +21,18 @@ from knowledge.core.origin import UPLOAD
 from knowledge.core.path_filters import matches_file_patterns
 from knowledge.core.scope import KnowledgeScope
 
-__all__ = ["SIDECAR_SUFFIX", "DocumentSource", "SourceDocument", "is_document_path"]
+__all__ = [
+    "SIDECAR_SUFFIX",
+    "SYNONYMS_FILE",
+    "DocumentSource",
+    "SourceDocument",
+    "is_document_path",
+]
 
 SIDECAR_SUFFIX = ".metadata.json"
+SYNONYMS_FILE = "_synonyms.txt"
+"""The scope's synonyms (Solr format, ``knowledge.ranking.synonyms``): at the scope's root
+only, never a document; its problems are recorded under this path."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,8 +74,9 @@ def is_document_path(path: str, patterns: Sequence[str]) -> bool:
     case, as the extractors read extensions: ``Scan.PDF`` and ``Notes.Docx`` are indexed
     by the default ``*.pdf`` and ``*.docx`` instead of being ignored without a word.
     The rest of the path matches case-sensitively, as S3 keys do. A metadata sidecar is
-    never a document, whatever the patterns (``*.json`` selects data files, not sidecars)."""
-    if path.endswith(SIDECAR_SUFFIX):
+    never a document, whatever the patterns (``*.json`` selects data files, not sidecars),
+    nor is the scope's synonyms file (``SYNONYMS_FILE``)."""
+    if path.endswith(SIDECAR_SUFFIX) or path == SYNONYMS_FILE:
         return False
     if matches_file_patterns(path, patterns):
         return True

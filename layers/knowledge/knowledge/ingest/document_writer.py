@@ -51,7 +51,7 @@ from knowledge.ingest.run_report import (
     reraise_if_unavailable,
 )
 from knowledge.search.shared import SHARED_AGENT
-from knowledge.stores.protocol import DocumentHeader, StoredDocument, WriteSession
+from knowledge.stores.protocol import DocumentHeader, Precondition, StoredDocument, WriteSession
 
 __all__ = [
     "REASON_UNCHANGED",
@@ -108,6 +108,7 @@ class DocumentWriter:
         stored: StoredDocument | None,
         force: bool = False,
         prepared: Prepared | None = None,
+        precondition: Precondition | None = None,
     ) -> None:
         path = document.path
         limit = options.max_document_bytes
@@ -152,6 +153,7 @@ class DocumentWriter:
             version=document.version,
             metadata=document_metadata,
             size=document.size,
+            precondition=precondition,
         )
         try:
             if ahead.embed_error is not None:

@@ -31,7 +31,7 @@ from knowledge.core.errors import StoreError, ValidationError
 from knowledge.core.identity import is_newer_version
 from knowledge.core.model import FileProblem, IndexOptions, IndexResult
 from knowledge.core.scope import KnowledgeScope
-from knowledge.core.source import DocumentSource, SourceDocument
+from knowledge.core.source import SYNONYMS_FILE, DocumentSource, SourceDocument
 from knowledge.embedding.base import EmbeddingClient
 from knowledge.ingest.chunk_embedding import (
     DEFAULT_EMBED_BATCH_SIZE,
@@ -52,12 +52,19 @@ from knowledge.ingest.run_report import (
     record_all,
 )
 from knowledge.ingest.sources import under_unlisted_folder
-from knowledge.stores.protocol import IndexWriter, WriteSession
+from knowledge.stores.protocol import (
+    REASON_STALE_VERSION,
+    REASON_SUPERSEDED,
+    IndexWriter,
+    Precondition,
+    WriteSession,
+)
 
 __all__ = [
     "DEFAULT_EMBED_BATCH_SIZE",
     "DEFAULT_EMBED_CONTEXT",
     "REASON_STALE_VERSION",
+    "REASON_SUPERSEDED",
     "REASON_UNCHANGED",
     "Indexer",
     "delete_document",
@@ -71,7 +78,9 @@ __all__ = [
     "upsert_document",
 ]
 
-REASON_STALE_VERSION = "stale version"
+
+_LOST_AT_COMMIT = (REASON_STALE_VERSION, REASON_SUPERSEDED)
+"""What a store reports of a write that another writer's won at commit: skips, not errors."""
 
 
 class Indexer:
@@ -260,7 +269,8 @@ class Indexer:
             # A file that was never indexed and is gone: its problem goes with it (the
             # source's own listing problems were just recorded: they stay).
             reported = {p.path for p in (*run.skipped, *run.errors)}
-            for path in sorted(problems - listed - reported - stored):
+            # The synonyms file's problem is the synonyms' own (ingest.synonyms).
+            for path in sorted(problems - listed - reported - stored - {SYNONYMS_FILE}):
                 if not unlisted(path):
                     self._documents.delete(session, path, run)
 
@@ -274,23 +284,44 @@ class Indexer:
         """Index one document (event-driven path). A ``document.version`` older than the
         stored one is skipped with reason ``"stale version"`` and nothing is written;
         unchanged content is skipped as ``"unchanged"``. File patterns are not applied:
-        the caller chose the document."""
+        the caller chose the document.
+
+        The indexed version is read inside the write session, just before the document's
+        bytes: where sessions of a scope run one at a time (memory, embedded) nothing can
+        change it before the write lands; where they run side by side (OpenSearch) the
+        write carries it as its ``Precondition``. A write that loses at commit (a newer
+        version, or another writer's commit since: ``"superseded"``) is skipped with that
+        reason, not an error: the indexed version stays."""
         options = options or IndexOptions()
         run = RunReport()
-        stored = writer.stored_document(scope, document.path)
-        if stored is not None and not is_newer_version(document.version, stored.version):
-            run.skipped.append(
-                FileProblem(
-                    document.path,
-                    f"{REASON_STALE_VERSION}: {document.version} is older than the "
-                    f"indexed {stored.version}",
-                )
-            )
-            return run.result(())
         with writer.write_session(scope) as session:
-            self._documents.put(session, scope, document, options=options, run=run, stored=stored)
-        record_all(writer, scope, session.failures)
-        return run.result(session.failures)
+            stored = writer.stored_document(scope, document.path)
+            if stored is not None and not is_newer_version(document.version, stored.version):
+                run.skipped.append(
+                    FileProblem(
+                        document.path,
+                        f"{REASON_STALE_VERSION}: {document.version} is older than the "
+                        f"indexed {stored.version}",
+                    )
+                )
+                return run.result(())
+            precondition = Precondition(None if stored is None else stored.generation)
+            self._documents.put(
+                session,
+                scope,
+                document,
+                options=options,
+                run=run,
+                stored=stored,
+                precondition=precondition,
+            )
+        lost = [p for p in session.failures if p.reason.startswith(_LOST_AT_COMMIT)]
+        failures = [p for p in session.failures if p not in lost]
+        run.skipped.extend(lost)
+        for problem in lost:
+            run.written.pop(problem.path, None)
+        record_all(writer, scope, failures)
+        return run.result(failures)
 
     def delete(
         self, writer: IndexWriter, scope: KnowledgeScope, path: str, version: str | None = None

@@ -7,7 +7,8 @@ left out by the source) or failed is recorded with ``WriteSession.record_problem
 (``record_problem``; the status lists them); "unchanged" and "stale version" are not
 problems. A later successful write or delete clears it. ``WriteSession.failures``
 reported at commit are recorded after the session (``record_all``) and count as errors,
-not as indexed documents.
+not as indexed documents, except a write another writer's won at commit ("stale
+version", "superseded": ``Indexer.upsert`` reports it skipped).
 
 Files no pattern selects are visible too, as a count per extension: a listing's
 ``unread`` counts (``knowledge.ingest.sources.Listing``, read by ``listing_unread``) are
@@ -27,8 +28,9 @@ from dataclasses import dataclass, field
 from knowledge.core.errors import KnowledgeError, StoreUnavailableError
 from knowledge.core.model import FileProblem, IndexOptions, IndexResult, capped_unread
 from knowledge.core.scope import KnowledgeScope
-from knowledge.core.source import SourceDocument
-from knowledge.ingest.sources import CANNOT_LIST
+from knowledge.core.source import SYNONYMS_FILE, SourceDocument
+from knowledge.ingest.sources import CANNOT_LIST, SynonymsFile, under_unlisted_folder
+from knowledge.ingest.synonyms import apply_synonyms
 from knowledge.stores.protocol import IndexWriter, WriteSession
 
 __all__ = [
@@ -67,6 +69,7 @@ class RunReport:
             for problem in problems:
                 target.append(problem)
                 record_problem(session, problem.path, problem.reason)
+        self._take_synonyms(listing, session)
         unread = listing_unread(listing)
         if unread is not None:
             self.unread = unread
@@ -75,6 +78,23 @@ class RunReport:
             except KnowledgeError as exc:
                 reraise_if_unavailable(exc)
                 logger.warning("could not record the unread files (%s): %s", unread, exc)
+
+    def _take_synonyms(self, listing: object, session: WriteSession) -> None:
+        """Store what the listing found of the scope's synonyms file (``ingest.synonyms``);
+        nothing when it does not look for one, or could not list the scope's folder."""
+        found = getattr(listing, "synonyms", None)
+        if not isinstance(found, SynonymsFile) or under_unlisted_folder(
+            listing_problems(listing)[1]
+        )(SYNONYMS_FILE):
+            return
+        try:
+            problem = apply_synonyms(session, found)
+        except KnowledgeError as exc:
+            reraise_if_unavailable(exc)
+            logger.warning("could not store the synonyms: %s", exc)
+            problem = FileProblem(SYNONYMS_FILE, f"synonyms not stored: {exc}")
+        if problem is not None:
+            self.errors.append(problem)
 
     def skip(self, session: WriteSession, problem: FileProblem) -> None:
         self.skipped.append(problem)

@@ -15,12 +15,23 @@ What a write may name, checked before anything is stored (``check_write_path``):
 - no metadata sidecar name (``*.metadata.json``: the sidecar is written with its
   document, never on its own), no hidden segment (``.name``: never indexed), no
   reserved prefix (``RESERVED_PREFIXES``: ``_repos/`` holds the Git repository mirrors,
-  ``_kb/`` is kept for the product's own files);
-- an extension the indexer reads (``knowledge.extraction.DOCUMENT_PATTERNS``), content
-  that is what the extension says (``knowledge.extraction.sniff``), at most
-  ``MAX_DOCUMENT_BYTES`` (the API Gateway -> Lambda payload bound, below);
-- the reserved owner ``_shared`` (``SHARED_AGENT``) is never writable: the shared
-  library is the operator's, written to the bucket directly.
+  ``_kb/`` is kept for the product's own files), nor the scope's synonyms file
+  (``_synonyms.txt`` at its root: configuration, read by the indexer from the bucket or
+  folder, ``knowledge.ranking.synonyms``); names and prefixes in any letter case,
+  since a case-insensitive file system (macOS, Windows) makes them the same folder;
+- an extension the indexer reads (``knowledge.extraction.DOCUMENT_PATTERNS``) and not
+  one it only lists as a problem (``REFUSED_FORMATS``: ``.doc``, ``.odt``, ...), content
+  that is what the extension says (``knowledge.extraction.sniff``; a PDF or Office file
+  must carry its signature, a text body must hold more than white space), at most
+  ``MAX_DOCUMENT_BYTES`` (the API Gateway -> Lambda payload bound, below): a write the
+  indexer could not read would, on an overwrite, take the earlier version out of the
+  index;
+- the reserved owner ``_shared`` (``SHARED_AGENT``, any case) is never writable: the
+  shared library is the operator's, written to the bucket directly; nor is a hidden
+  agent or context (``.kb``, ``.git``).
+
+Each storage checks what only it knows: S3 keys of at most 1,024 bytes (with the
+sidecar's suffix), the folder's file-name length, a path through a file or onto a folder.
 
 A note is a Markdown file written with ``origin=manual``; any write may carry
 ``metadata`` (a JSON object: the sidecar's ``metadataAttributes``). Every write stores
@@ -48,9 +59,10 @@ from urllib.parse import quote
 
 from knowledge.core.documents import query_parameters, validate_document_path
 from knowledge.core.errors import AccessDeniedError, ValidationError
+from knowledge.core.formats import REFUSED_FORMATS
 from knowledge.core.origin import MANUAL, ORIGIN, UPLOAD
 from knowledge.core.scope import KnowledgeScope
-from knowledge.core.source import SIDECAR_SUFFIX
+from knowledge.core.source import SIDECAR_SUFFIX, SYNONYMS_FILE
 from knowledge.search.shared import SHARED_AGENT
 
 __all__ = [
@@ -82,6 +94,14 @@ _WRITE_ORIGINS = (UPLOAD, MANUAL)
 _PERCENT_ESCAPE = re.compile(r"%[0-9A-Fa-f]{2}")
 _NOTE_TYPES = ("text/markdown", "text/plain", "text/x-markdown")
 _UPLOAD_FIELDS = ("path", "size", "expires_in")
+# Formats whose bytes carry a signature (knowledge.extraction.sniff): a body without it
+# is refused rather than stored to become a corrupt file.
+_SIGNED_FORMATS = {
+    ".pdf": "a PDF document (no '%PDF-' header in its first 1,024 bytes)",
+    ".docx": "a Word document (a zip holding word/document.xml)",
+    ".pptx": "a PowerPoint presentation (a zip holding ppt/presentation.xml)",
+    ".xlsx": "an Excel workbook (a zip holding xl/workbook.xml)",
+}
 # Content types that name a format; anything else (octet-stream, none) is sniffed only.
 _TYPE_EXTENSIONS = {
     "application/pdf": (".pdf",),
@@ -97,6 +117,11 @@ _TYPE_EXTENSIONS = {
 
 class DocumentStorage(Protocol):
     """Where written documents go (the bucket, the served folder)."""
+
+    @property
+    def max_upload_bytes(self) -> int:
+        """The largest file an upload grant admits: the indexer's document limit (a larger
+        one could only become a "too large" problem, and take an earlier version out)."""
 
     def put(self, scope: KnowledgeScope, path: str, data: bytes, sidecar: bytes) -> None:
         """Store ``data`` at ``path`` and its sidecar, replacing both. The sidecar is
@@ -149,11 +174,19 @@ class UploadGrant:
 
 
 def check_writable_scope(scope: KnowledgeScope) -> KnowledgeScope:
-    """``scope``, unless it is the shared library's (``AccessDeniedError``)."""
-    if scope.agent == SHARED_AGENT:
+    """``scope``, unless it is the shared library's (``AccessDeniedError``) or a hidden
+    one (``ValidationError``: a ``.name`` folder or prefix is never indexed, so the write
+    would never be searchable, and ``.git``/``.kb`` are other programs' own)."""
+    # In any letter case: on macOS's file system _SHARED/ is the library's folder.
+    if scope.agent.casefold() == SHARED_AGENT:
         raise AccessDeniedError(
             "agent", f"'{SHARED_AGENT}' is the shared library: read-only through the API"
         )
+    for field_name, segment in (("agent", scope.agent), ("context", scope.context)):
+        if segment.startswith("."):
+            raise ValidationError(
+                field_name, f"'{segment}' starts with '.': a hidden folder is never indexed"
+            )
     return scope
 
 
@@ -161,7 +194,10 @@ def check_write_path(path: str, field_name: str = "path") -> str:
     """A document path a write may name (module docstring), else ``ValidationError``."""
     validate_document_path(path, field_name)
     shown = path if len(path) <= 80 else path[:77] + "..."
-    if path.endswith(SIDECAR_SUFFIX):
+    # Case-insensitively: on macOS's and Windows' file systems X.METADATA.JSON is the
+    # sidecar and _REPOS/ the mirror folder (kb serve writes the folder as named).
+    folded = path.casefold()
+    if folded.endswith(SIDECAR_SUFFIX):
         raise ValidationError(
             field_name,
             f"'{shown}' is a metadata sidecar name; send metadata with the document instead",
@@ -175,8 +211,14 @@ def check_write_path(path: str, field_name: str = "path") -> str:
             field_name, f"'{shown}' still holds a percent-escape once decoded (encoded twice?)"
         )
     for prefix in RESERVED_PREFIXES:
-        if path.startswith(prefix) or path == prefix.rstrip("/"):
+        if folded.startswith(prefix) or folded == prefix.rstrip("/"):
             raise ValidationError(field_name, f"'{prefix}' is reserved; choose another folder")
+    if folded == SYNONYMS_FILE.casefold():
+        raise ValidationError(
+            field_name,
+            f"'{SYNONYMS_FILE}' is the scope's synonyms file (configuration, not a document); "
+            "put it in the bucket or the folder itself (docs/ranking.md)",
+        )
     from knowledge.core.source import is_document_path
     from knowledge.extraction import DOCUMENT_PATTERNS
 
@@ -189,12 +231,12 @@ def check_write_path(path: str, field_name: str = "path") -> str:
     return path
 
 
-def _metadata(text: str | None) -> dict[str, Any]:
+def _metadata(text: str | None, origin: str) -> dict[str, Any]:
     if text is None or not text.strip():
         return {}
     try:
         value = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nested deeper than Python parses
         raise ValidationError("metadata", "must be a JSON object (URL-encoded)") from None
     if not isinstance(value, dict):
         raise ValidationError("metadata", "must be a JSON object of attributes")
@@ -202,10 +244,22 @@ def _metadata(text: str | None) -> dict[str, Any]:
         raise ValidationError("metadata.origin", "is set by the 'origin' parameter")
     from knowledge.ingest.sources import parse_metadata_sidecar
 
-    # The sidecar's own rules (values, url), so a write never stores one the indexer refuses.
-    encoded = json.dumps({"metadataAttributes": value}, ensure_ascii=False).encode("utf-8")
+    # The sidecar's own rules (values, url, size with the origin it is stored with), so a
+    # write never stores one the indexer refuses.
+    attributes = {**value, ORIGIN: origin}
+    encoded = json.dumps({"metadataAttributes": attributes}, ensure_ascii=False).encode("utf-8")
     parse_metadata_sidecar(encoded)
     return value
+
+
+def _check_supported(path: str) -> str:
+    """The path's lower-case extension, unless it names a format the indexer lists but
+    never reads (``REFUSED_FORMATS``: a write of it could never be searchable; a delete
+    of one still may name it)."""
+    extension = posixpath.splitext(path)[1].lower()
+    if extension in REFUSED_FORMATS:
+        raise ValidationError("path", f"unsupported format: {REFUSED_FORMATS[extension]}")
+    return extension
 
 
 def _check_content(path: str, data: bytes, content_type: str | None, origin: str) -> None:
@@ -217,7 +271,7 @@ def _check_content(path: str, data: bytes, content_type: str | None, origin: str
             f"is {len(data)} bytes, over {MAX_DOCUMENT_BYTES}; "
             "use POST .../uploads for a larger file",
         )
-    extension = posixpath.splitext(path)[1].lower()
+    extension = _check_supported(path)
     media = (content_type or "").split(";")[0].strip().lower()
     if origin == MANUAL:
         if extension not in (".md", ".markdown"):
@@ -235,11 +289,21 @@ def _check_content(path: str, data: bytes, content_type: str | None, origin: str
         raise ValidationError(
             "content-type", f"'{media}' does not match the path's extension '{extension}'"
         )
-    from knowledge.extraction.sniff import misnamed
+    from knowledge.extraction.sniff import content_kind, misnamed
 
     wrong = misnamed(extension, data)
     if wrong is not None:
         raise ValidationError("body", str(wrong))
+    signed = _SIGNED_FORMATS.get(extension)
+    if signed is None and not data.removeprefix(b"\xef\xbb\xbf").strip():
+        # Indexed, "no text": the earlier version would leave the index with nothing new.
+        raise ValidationError("body", "holds no text (white space only); DELETE it instead")
+    kind = content_kind(data) if signed is not None else None
+    if signed is not None and (kind is None or kind[1] != extension):
+        # Indexed, it would be a corrupt file: and an overwrite would take the searchable
+        # earlier version out of the index with it.
+        found = f"is {kind[0]}, not" if kind is not None else "is not"
+        raise ValidationError("body", f"{found} {signed}; send the file itself")
 
 
 def parse_write(
@@ -259,23 +323,30 @@ def parse_write(
         raise ValidationError(
             "origin", f"must be one of {', '.join(_WRITE_ORIGINS)} (got '{origin[:40]}')"
         )
-    metadata = _metadata(parameters.get("metadata"))
+    metadata = _metadata(parameters.get("metadata"), origin)
     _check_content(path, data, content_type, origin)
     return DocumentWrite(scope, path, data, origin, metadata)
 
 
-def parse_upload_request(data: Mapping[str, Any]) -> tuple[str, int, int]:
+def parse_upload_request(
+    data: Mapping[str, Any], limit: int = MAX_UPLOAD_BYTES
+) -> tuple[str, int, int]:
     """``(path, max_bytes, expires_in)`` of a ``POST .../uploads`` body
-    ``{"path", "size"?, "expires_in"?}``; ``size`` is the most the upload may send."""
+    ``{"path", "size"?, "expires_in"?}``; ``size`` is the most the upload may send, from 1
+    to ``limit`` (the storage's ``max_upload_bytes``), which is also its default."""
     unknown = sorted(str(k) for k in data if k not in _UPLOAD_FIELDS)
     if unknown:
         raise ValidationError(
             unknown[0][:64], f"is not a known field (allowed: {', '.join(_UPLOAD_FIELDS)})"
         )
     path = check_write_path(data.get("path"), "path")  # type: ignore[arg-type]
-    size = data.get("size", MAX_UPLOAD_BYTES)
-    if isinstance(size, bool) or not isinstance(size, int) or not 1 <= size <= MAX_UPLOAD_BYTES:
-        raise ValidationError("size", f"must be an integer from 1 to {MAX_UPLOAD_BYTES}")
+    _check_supported(path)
+    limit = min(limit, MAX_UPLOAD_BYTES)
+    size = data.get("size", limit)
+    if isinstance(size, bool) or not isinstance(size, int) or not 1 <= size <= limit:
+        raise ValidationError(
+            "size", f"must be an integer from 1 to {limit} (the largest document indexed)"
+        )
     expires = data.get("expires_in", UPLOAD_EXPIRY_SECONDS)
     if isinstance(expires, bool) or not isinstance(expires, int) or not 60 <= expires <= 3600:
         raise ValidationError("expires_in", "must be an integer from 60 to 3600 seconds")

@@ -176,10 +176,13 @@ def _search(
         request["group_by"] = args.group_by
     ranking = ranking_arguments(args.origin_weight, args.lesson_weight)
     remote = bool(getattr(args, "api_url", None))
-    # The deployment's weights are the server's; a local search takes them from KB_*.
-    query = parse_search_request(
-        {**request, **ranking}, weights=None if remote else rank_weights_from_env()
-    )
+    # The deployment's weights are the server's: a remote search sends the flags given and
+    # nothing else (the query carries no weights, which a client would send whole, every
+    # origin and the extra lessons included). A local search takes its base from KB_*.
+    if remote:
+        query = parse_search_request(request)
+    else:
+        query = parse_search_request({**request, **ranking}, weights=rank_weights_from_env())
     wanted = bool(getattr(args, "explain", False))
     if remote:  # the deployed API searches, reranks, weighs and explains on its side
         mode, results, took_ms, told = remote_search(args, scope, query, ranking, with_trace=wanted)
@@ -210,17 +213,26 @@ def cmd_search(args: argparse.Namespace) -> int:
 
 def cmd_context(args: argparse.Namespace) -> int:
     """The search's prompt block (``knowledge.search.prompt_context``), as the route's."""
-    from knowledge.search.prompt_context import build_prompt_context, parse_max_tokens
+    from knowledge.search.prompt_context import (
+        build_prompt_context,
+        context_trace,
+        parse_max_tokens,
+    )
 
     max_tokens = parse_max_tokens(args.max_tokens)
-    query, mode, results, took_ms, *_ = _search(args)
+    query, mode, results, took_ms, _, trace = _search(args)
     block = build_prompt_context(results, max_tokens)
+    told = None if trace is None else context_trace(trace, results, block)
     if args.json:
         body = {"query": query.text, "mode": mode.value, **block.to_dict()}
-        print_json({**body, "took_ms": round(took_ms, 1)}, sys.stdout)
+        body["took_ms"] = round(took_ms, 1)
+        print_json(body if told is None else {**body, "explain": told}, sys.stdout)
         return EXIT_OK
     if block.text:
         print(block.text)
+    if told is not None:  # stdout stays the block a host inserts
+        print("--- explain ---", file=sys.stderr)
+        print(explain.format_trace(told, told["chunks"]), file=sys.stderr)
     dropped = f", {len(block.dropped)} dropped for the budget" if block.dropped else ""
     noun = "passage" if len(block.passages) == 1 else "passages"
     print(
@@ -330,6 +342,9 @@ def cmd_mcp(args: argparse.Namespace) -> int:
             port=args.port,
             reindex=reindex,
             shared_libraries=libraries,
+            # A local store's searches take the KB_* weights as kb search does; a deployed
+            # API applies its own.
+            weights=None if isinstance(backend, KnowledgeClient) else rank_weights_from_env(),
         )
     return EXIT_OK
 

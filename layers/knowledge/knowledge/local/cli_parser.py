@@ -225,6 +225,12 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N",
         help="the block's budget in estimated tokens (default 4000)",
     )
+    context.add_argument(
+        "--explain",
+        action="store_true",
+        help="show how every score was made and what the budget dropped (on stderr; "
+        "in the JSON with --json)",
+    )
     context.set_defaults(handler=cmd_context)
 
     status = commands.add_parser(

@@ -3,10 +3,14 @@
 Three tools, over stdio (default) or streamable HTTP bound to localhost:
 
 - ``knowledge_search(query, max_results=5, file_pattern=None, max_tokens=4000,
-  source_type=None, include_shared=None)``: the ``KnowledgeSearch`` tool
+  source_type=None, include_shared=None, group_by=None, origin_weights=None,
+  lesson_weight=None, explain=False)``: the ``KnowledgeSearch`` tool
   (``knowledge.search.tool``), with its exact messages and the citations it prints
   (``source_type``: only hits of that origin, ``knowledge.core.origin``;
-  ``include_shared``: false leaves the granted shared library out, ``knowledge.search.shared``);
+  ``include_shared``: false leaves the granted shared library out, ``knowledge.search.shared``;
+  the ranking controls as the HTTP API has them, ``knowledge.search.tool_controls``: they
+  reorder or group what the scope holds, never widen it; the default weights are the
+  server's, ``weights``);
 - ``knowledge_status()``: the scope's index status and the documents it could not index;
 - ``knowledge_documents(limit=100, cursor=None)``: one page of the scope's documents as
   the index records them (``knowledge.core.documents``), with the cursor of the next page;
@@ -66,6 +70,7 @@ from knowledge.core.documents import (
 )
 from knowledge.core.errors import ValidationError, public_message
 from knowledge.core.model import IndexStatus, SearchMode
+from knowledge.core.rank_weights import RankWeights
 from knowledge.core.scope import KnowledgeScope
 from knowledge.local.mcp_prompt import CONTEXT_PROMPT_NAME, context_prompt, get_context_prompt
 from knowledge.search.tool import KnowledgeSearchTool, SearchBackend, ToolContext
@@ -136,8 +141,11 @@ def build_server(
     mode: SearchMode | None = None,
     reindex: Callable[[KnowledgeScope], Mapping[str, Any]] | None = None,
     shared_libraries: Sequence[KnowledgeScope] = (),
+    weights: RankWeights | None = None,
 ) -> Server[Any]:
     """An MCP ``Server`` with the three tools bound to ``scope`` (see the module docstring).
+    ``weights``: the default origin and lesson weights of a local store's searches (``kb
+    mcp``: ``KB_ORIGIN_WEIGHTS`` ...; ``None``: the backend's own, a deployed API's).
     ``shared_libraries`` (a local store's grant, ``kb mcp --shared-library``): the search
     tool covers them in the same query (``knowledge.search.shared``); a deployed API applies its
     own grant.
@@ -152,7 +160,9 @@ def build_server(
         from knowledge.search.shared import SharedLibraryStore
 
         searched = SharedLibraryStore(backend, shared_libraries)  # type: ignore[arg-type]
-    context = ToolContext(store=searched, scope=scope, mode=mode, cross_context=cross_context)
+    context = ToolContext(
+        store=searched, scope=scope, mode=mode, cross_context=cross_context, weights=weights
+    )
     where = f"every context of agent {scope.agent}" if cross_context else f"scope {scope}"
     tools = [
         Tool(name=SEARCH_TOOL_NAME, description=tool.description, input_schema=tool.input_schema),
@@ -302,6 +312,7 @@ def serve_mcp(
     port: int = 8765,
     reindex: Callable[[KnowledgeScope], Mapping[str, Any]] | None = None,
     shared_libraries: Sequence[KnowledgeScope] = (),
+    weights: RankWeights | None = None,
 ) -> None:
     """Run the server until the client goes away (stdio) or the process is stopped (http).
 
@@ -319,6 +330,7 @@ def serve_mcp(
         mode=mode,
         reindex=reindex,
         shared_libraries=shared_libraries,
+        weights=weights,
     )
     if transport == "stdio":
 

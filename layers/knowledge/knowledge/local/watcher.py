@@ -46,13 +46,14 @@ from pathlib import Path
 from knowledge.core.errors import KnowledgeError
 from knowledge.core.model import FileProblem, IndexOptions, IndexResult
 from knowledge.core.scope import KnowledgeScope, parse_object_key
-from knowledge.core.source import SIDECAR_SUFFIX, DocumentSource
+from knowledge.core.source import SIDECAR_SUFFIX, SYNONYMS_FILE, DocumentSource
 from knowledge.ingest.pipeline import (
     index_source,
     listing_problems,
     listing_unread,
 )
-from knowledge.ingest.sources import under_unlisted_folder
+from knowledge.ingest.sources import SynonymsFile, under_unlisted_folder
+from knowledge.ingest.synonyms import apply_synonyms
 from knowledge.local.changes import (
     LOG_LEVELS,
     AppliedChange,
@@ -299,7 +300,11 @@ class BucketWatcher:
                     if change.action == "failed":
                         remembered[prefix + target] = DIRTY
                     applied.append(change)
-            elif not deleted and target == path and (stored is None or path not in stored):
+            elif (
+                not deleted
+                and target == path != SYNONYMS_FILE
+                and (stored is None or path not in stored)
+            ):
                 reason = skipped.get(path, "not a document for these options")
                 applied.append(AppliedChange(key, "ignored", reason))
         to_record: list[FileProblem] = []
@@ -328,6 +333,7 @@ class BucketWatcher:
                 if deleted
                 and path not in documents
                 and not path.endswith(SIDECAR_SUFFIX)
+                and path != SYNONYMS_FILE
                 and not unlisted(path)
             }
             skipped_problems, error_problems = listing_problems(listing)
@@ -336,7 +342,8 @@ class BucketWatcher:
             # A problem of a file gone without a delete event (it went while no snapshot
             # saw it: before the watcher started, between a snapshot and a listing), or of
             # an entry the listing no longer reports (a sidecar fixed, a link removed).
-            stale = self._stale_problems(scope, documents.keys() | reported)
+            # The synonyms file's problem is the synonyms' own (_sync_synonyms).
+            stale = self._stale_problems(scope, documents.keys() | reported | {SYNONYMS_FILE})
             gone |= {path for path in stale if not unlisted(path)}
         for path in sorted(gone):
             change = delete_key(self._store, prefix + path, scope, path)
@@ -347,7 +354,26 @@ class BucketWatcher:
         # scope, say) is removed and keeps the problem that says why.
         self._record_listing_problems(scope, to_record, entries)
         self._record_unread(scope, listing_unread(listing))
+        if any(path == SYNONYMS_FILE for _, path, _ in entries):
+            applied.append(self._sync_synonyms(prefix + SYNONYMS_FILE, scope, listing))
         return applied
+
+    def _sync_synonyms(self, key: str, scope: KnowledgeScope, listing: object) -> AppliedChange:
+        """The scope's synonyms file changed: store it as the listing found it
+        (``ingest.synonyms``); a bad file is a problem in the status."""
+        found = getattr(listing, "synonyms", None)
+        if not isinstance(found, SynonymsFile) or not isinstance(self._store, IndexWriter):
+            return AppliedChange(key, "ignored", "this source does not read a synonyms file")
+        try:
+            with self._store.write_session(scope) as session:
+                problem = apply_synonyms(session, found)
+        except KnowledgeError as exc:
+            return AppliedChange(key, "failed", str(exc))
+        if problem is not None:
+            return AppliedChange(key, "failed", problem.reason)
+        if found.data is None:
+            return AppliedChange(key, "deleted", "the scope has no synonyms now")
+        return AppliedChange(key, "indexed", "the scope's synonyms")
 
     def _record_unread(self, scope: KnowledgeScope, counts: dict[str, int] | None) -> None:
         """The files no pattern selects, by extension, into the status when they changed

@@ -47,9 +47,11 @@ from typing import Any
 
 from knowledge.core.errors import ValidationError
 from knowledge.ranking.analysis import ANALYSIS, keyword_terms
+from knowledge.ranking.explain_format import format_trace
 from knowledge.ranking.fusion import CONFIDENCE_RANK, Fused, K, min_max, side_confidence
 from knowledge.ranking.origin_weights import RankWeights, Weighing
 from knowledge.ranking.page_signal import PageScores, recombine
+from knowledge.ranking.synonyms import QueryTerms
 
 __all__ = [
     "Explanation",
@@ -169,6 +171,7 @@ def record_search(
     group_by: str | None = None,
     libraries: Sequence[str] = (),
     page: PageScores[K, Any] | None = None,
+    synonyms: QueryTerms | None = None,
 ) -> Callable[[K, bool], dict[str, Any]]:
     """Record one store search in the request's ``Explanation`` and return the function
     that explains one of its results (``explain(key, extra)``). ``keyword``/``vector`` are
@@ -176,7 +179,10 @@ def record_search(
     ``vector_found`` how many there were before it); ``ranked`` the candidates after
     the weights (best first), ``weighing`` what ``origin_weights.weigh`` did; ``orders``
     the two sides' candidate orders RRF ranked (keyword, vector); ``page`` the keyword
-    side's two parts (``ranking.page_signal``: ``keyword`` is their combination)."""
+    side's two parts (``ranking.page_signal``: ``keyword`` is their combination);
+    ``synonyms`` the keyword side's terms with what the scope's synonyms added
+    (``query.synonyms``: each added term and its weight; both keyword parts, chunk and
+    page, already hold them, so the formulas are the same)."""
     explanation = current()
     assert explanation is not None  # the stores call this only inside explaining()
     kw_weight, vec_weight = hybrid_weights if hybrid_weights is not None else (None, None)
@@ -215,6 +221,13 @@ def record_search(
     elif fusion == "keyword" and kw_record is not None:
         fusion_record["divisor"] = kw_record["max"]
     number = len(explanation.searches)
+    query_record: dict[str, Any] = {
+        "text": text,
+        "terms": keyword_terms(text),
+        "analysis": ANALYSIS,
+    }
+    if synonyms is not None and synonyms.expanded:
+        query_record["synonyms"] = synonyms.to_dict()
     explanation.searches.append(
         {
             "search": number,
@@ -222,7 +235,7 @@ def record_search(
             "scope": scope,
             "libraries": list(libraries),
             "mode": mode,
-            "query": {"text": text, "terms": keyword_terms(text), "analysis": ANALYSIS},
+            "query": query_record,
             "keyword": kw_record,
             "vector": vec_record,
             "fusion": fusion_record,
@@ -324,16 +337,12 @@ def record_rerank(report: Mapping[str, Any], moves: list[dict[str, Any]]) -> Non
         explanation.rerank = {**report, "moves": moves}
 
 
-def record_budget(max_tokens: int, used: int, kept: int, dropped: Sequence[str]) -> None:
-    """A token budget's cut: the budget, the tokens used, and the passages it dropped."""
+def record_budget(record: Mapping[str, Any]) -> None:
+    """A token budget's cut (``knowledge.search.results.budget_record``: the budget, the
+    tokens used, the passages kept, each passage dropped)."""
     explanation = current()
     if explanation is not None:
-        explanation.budget = {
-            "max_tokens": max_tokens,
-            "used_tokens": used,
-            "kept": kept,
-            "dropped": list(dropped),
-        }
+        explanation.budget = dict(record)
 
 
 def recompute(result: Mapping[str, Any], explain: Mapping[str, Any], index: int) -> float:
@@ -382,103 +391,3 @@ def recompute(result: Mapping[str, Any], explain: Mapping[str, Any], index: int)
     if rerank["rerank_score"] is not None:
         return float(rerank["rerank_score"])
     return min(searched, float(rerank["lowest_rerank_score"]))
-
-
-def _number(value: object) -> str:
-    return f"{value:.4g}" if isinstance(value, float) else str(value)
-
-
-def _side_line(name: str, side: Mapping[str, Any] | None) -> str | None:
-    if side is None:
-        return None
-    text = f"  {name}: {side['candidates']} candidates"
-    if "found" in side:
-        text += f" ({side['found']} found, {side['below_floor']} below floor {side['floor']})"
-    text += f", raw {_number(side['min'])}..{_number(side['max'])}"
-    if "page_weight" in side:
-        text += (
-            f" (chunk / {_number(side['chunk_max'])} + {_number(side['page_weight'])}"
-            f" x page / {_number(side['page_max'])})"
-        )
-    if "confidence" in side:
-        text += f", confidence {_number(side['confidence'])}, weight {_number(side['weight'])}"
-        if "effective_weight" in side:
-            text += f" -> {_number(side['effective_weight'])}"
-    return text
-
-
-def _entry_side(name: str, entry: Mapping[str, Any] | None) -> str:
-    if entry is None:
-        return ""
-    if entry["raw"] is None:
-        return f" {name} -"
-    parts = (
-        f" [chunk {_number(entry['chunk'])}, page {_number(entry['page'])}]"
-        if "page" in entry
-        else ""
-    )
-    return (
-        f" {name} {_number(entry['raw'])}{parts} (#{entry['rank']})"
-        f" -> {_number(entry['normalised'])}"
-    )
-
-
-def format_trace(trace: Mapping[str, Any], results: Sequence[Mapping[str, Any]]) -> str:
-    """The trace as text (``kb search --explain``): each search's stages, then each
-    result's numbers, in result order."""
-    lines: list[str] = []
-    for search in trace["searches"]:
-        query = search["query"]
-        libraries = search.get("libraries") or ()
-        shared = f" + {', '.join(libraries)}" if libraries else ""
-        lines.append(
-            f"search {search['search']}: {search['store']} {search['scope']}{shared}"
-            f" ({search['mode']})"
-        )
-        lines.append(f"  terms: {', '.join(query['terms']) or '(none)'}  [{query['analysis']}]")
-        for name in ("keyword", "vector"):
-            line = _side_line(name, search[name])
-            if line:
-                lines.append(line)
-        fusion = search["fusion"]
-        divisor = fusion.get("divisor")
-        lines.append(
-            f"  fusion: {fusion['method']}, {fusion['candidates']} candidates"
-            + ("" if divisor is None else f", divisor {_number(divisor)}")
-        )
-        weights = search["weights"]
-        origins = " ".join(f"{k}={_number(v)}" for k, v in weights["origins"].items())
-        lines.append(
-            f"  weights: {origins} lesson={_number(weights['lesson'])}"
-            f" (extra {weights['extra_lessons']}); {weights['weighted']} weighted,"
-            f" {weights['lessons']} lessons, divisor {_number(weights['divisor'])}"
-        )
-        cap = search["cap"]
-        lines.append(
-            f"  min_score {_number(search['min_score']['value'])}: "
-            f"{search['min_score']['dropped']} dropped; per-document cap "
-            f"{cap['max_chunks_per_document']}: {cap['dropped']} passed over"
-        )
-    rerank = trace.get("rerank")
-    if rerank is not None:
-        lines.append(
-            f"rerank: {rerank['reranker']}, {rerank['candidates']} candidates, "
-            f"{len(rerank['moves'])} moved"
-        )
-    for index, (entry, result) in enumerate(zip(trace["results"], results, strict=False), 1):
-        if entry is None:
-            continue
-        where = f"{result['document_path']}#{result['chunk_index']}"
-        text = f"[{index}] {where} (search {entry['search']}):"
-        text += _entry_side("kw", entry["keyword"]) + _entry_side("vec", entry["vector"])
-        text += (
-            f" fused {_number(entry['fused'])} x{_number(entry['origin_weight'])}"
-            f" x{_number(entry['lesson_weight'])} = {_number(entry['searched'])}"
-        )
-        if entry.get("rerank"):
-            move = entry["rerank"]
-            text += f"; rerank #{move['from_rank']} -> #{move['to_rank']}"
-        if entry["extra"]:
-            text += " (extra lesson)"
-        lines.append(text + f"; score {_number(float(result['score']))}")
-    return "\n".join(lines)

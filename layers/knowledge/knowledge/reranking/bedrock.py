@@ -8,7 +8,8 @@ in the request. The model is named by its ARN; a bare model id
 client's partition and region.
 
 The caller needs ``bedrock:Rerank`` and ``bedrock:InvokeModel`` on that model (the
-template grants exactly these when reranking is on). ``boto3`` is imported on first use;
+template grants exactly these when reranking is on). ``boto3`` is imported on first use
+(``prepare``: when the stage is built);
 botocore's own retries are off (a reranker that fails is skipped, not waited for) and its
 timeouts are ``timeout``. Every failure is a ``RerankError``.
 """
@@ -70,6 +71,16 @@ class BedrockReranker:
     @property
     def name(self) -> str:
         return f"bedrock:{self._model_id}"
+
+    def prepare(self) -> None:
+        """Make the client now (``boto3`` imported, its models loaded: no network call),
+        off the clock of any search: the first rerank call of a process otherwise spent
+        its time limit (3 s) on it, more than a loaded machine had. A failure is left to
+        the first call, which reports it as it always did."""
+        try:
+            self._get_client()
+        except RerankError:
+            return
 
     @property
     def model_id(self) -> str:

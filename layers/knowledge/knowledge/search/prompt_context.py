@@ -29,18 +29,31 @@ Guarantees:
   fits, it is cut at the end of a sentence or a line (never inside a word), marked
   ``results.CUT_MARKER`` and ``cut``; with no such end within the budget it is dropped.
   ``dropped`` lists what the budget left out, best first.
+
+With ``"explain": true`` the route answers the search's trace (``knowledge.ranking.explain``)
+with two parts of its own (``context_trace``): ``chunks``, the search's results that
+``results`` explains (each one's ``document_path``, ``chunk_index``, ``score`` and
+``passage``, the rank of the passage it is in, ``null`` when the budget dropped it), and
+``budget``: the budget, the tokens used, the passages kept, and each passage dropped.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from knowledge.core.errors import ValidationError
 from knowledge.core.model import SearchResult
-from knowledge.search.results import Passage, estimate_tokens, fit_budget, merge_adjacent
+from knowledge.search.results import (
+    Passage,
+    budget_record,
+    estimate_tokens,
+    fit_budget,
+    merge_adjacent,
+    passage_summary,
+)
 from knowledge.search.tool import DEFAULT_MAX_TOKENS, passage_header
 
 __all__ = [
@@ -52,6 +65,7 @@ __all__ = [
     "ContextPassage",
     "PromptContext",
     "build_prompt_context",
+    "context_trace",
     "parse_max_tokens",
 ]
 
@@ -118,17 +132,6 @@ class ContextPassage:
         }
 
 
-def _dropped_dict(passage: Passage) -> dict[str, Any]:
-    return {
-        "document_path": passage.document_path,
-        "chunks": passage.chunks,
-        "first_chunk": passage.first_chunk,
-        "last_chunk": passage.last_chunk,
-        "score": round(passage.score, 6),
-        "tokens": estimate_tokens(passage.content),
-    }
-
-
 def _passage_of(item: Mapping[str, Any], content: str, cut: bool) -> Passage:
     metadata = {k: item[k] for k in ("origin", "url") if isinstance(item.get(k), str)}
     return Passage(
@@ -151,6 +154,8 @@ class PromptContext:
     dropped: tuple[Passage, ...]
     tokens_used: int
     max_tokens: int
+    explain: Mapping[str, Any] | None = field(default=None, compare=False)
+    """The trace, when the request asked for it (``context_trace``; a client's answer)."""
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> PromptContext:
@@ -168,15 +173,21 @@ class PromptContext:
         )
         dropped = tuple(_passage_of(item, "", False) for item in data["dropped"])
         tokens = data["tokens"]
+        trace = data.get("explain")
         return cls(
-            str(data["context"]), passages, dropped, int(tokens["used"]), int(tokens["max_tokens"])
+            str(data["context"]),
+            passages,
+            dropped,
+            int(tokens["used"]),
+            int(tokens["max_tokens"]),
+            trace if isinstance(trace, Mapping) else None,
         )
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "context": self.text,
             "passages": [p.to_dict() for p in self.passages],
-            "dropped": [_dropped_dict(p) for p in self.dropped],
+            "dropped": [passage_summary(p) for p in self.dropped],
             "tokens": {
                 "used": self.tokens_used,
                 "max_tokens": self.max_tokens,
@@ -184,6 +195,44 @@ class PromptContext:
                 "rule": COUNTING_RULE,
             },
         }
+
+
+def _scope_part(metadata: Mapping[str, Any], path: str) -> str:
+    # The scope part of a source key, as merge_adjacent tells documents of two scopes apart.
+    source = str(metadata.get("source_key", ""))
+    return source[: -len(path)] if source.endswith(path) else ""
+
+
+def _holds(passage: Passage, result: SearchResult) -> bool:
+    # A passage's metadata is its first chunk's: the same scope part as each of its chunks.
+    return (
+        passage.document_path == result.document_path
+        and passage.first_chunk <= result.chunk_index <= passage.last_chunk
+        and _scope_part(passage.metadata, passage.document_path)
+        == _scope_part(result.metadata, result.document_path)
+    )
+
+
+def context_trace(
+    trace: Mapping[str, Any], results: Sequence[SearchResult], block: PromptContext
+) -> dict[str, Any]:
+    """The context route's ``explain``: the search's ``trace`` (``Explanation.to_dict`` of
+    ``results``) with ``chunks`` and ``budget`` (module docstring). Each kept passage's
+    ``score`` is that of its best chunk, so it is recomputed as that chunk's is."""
+    chunks = []
+    for result in results:
+        rank = next((p.rank for p in block.passages if _holds(p.passage, result)), None)
+        chunks.append(
+            {
+                "document_path": result.document_path,
+                "chunk_index": result.chunk_index,
+                "score": result.score,
+                "passage": rank,
+            }
+        )
+    kept = [p.passage for p in block.passages]
+    budget = budget_record(block.max_tokens, block.tokens_used, kept, block.dropped)
+    return {**trace, "chunks": chunks, "budget": budget}
 
 
 def _section(rank: int, passage: Passage) -> str:

@@ -39,10 +39,12 @@ __all__ = [
     "CUT_MARKER",
     "MIN_OVERLAP",
     "Passage",
+    "budget_record",
     "cut_text",
     "estimate_tokens",
     "fit_budget",
     "merge_adjacent",
+    "passage_summary",
 ]
 
 MIN_OVERLAP = 8
@@ -171,6 +173,34 @@ def cut_text(text: str, max_tokens: int) -> str | None:
     if low == 0:
         return None
     return text[: ends[low - 1]].rstrip() + CUT_MARKER
+
+
+def passage_summary(passage: Passage) -> dict[str, Any]:
+    """A passage without its text, as a budget's trace lists one it dropped."""
+    return {
+        "document_path": passage.document_path,
+        "chunks": passage.chunks,
+        "first_chunk": passage.first_chunk,
+        "last_chunk": passage.last_chunk,
+        "score": round(passage.score, 6),
+        "tokens": estimate_tokens(passage.content),
+    }
+
+
+def budget_record(
+    max_tokens: int, used_tokens: int, kept: Sequence[Passage], dropped: Sequence[Passage]
+) -> dict[str, Any]:
+    """What a token budget did, for an ``explain`` trace (``explain.record_budget``): the
+    budget, the tokens used (as ``estimate_tokens`` counts them), the passages kept and
+    whether the first was cut, and each passage dropped (``passage_summary``), best first."""
+    return {
+        "max_tokens": max_tokens,
+        "used_tokens": used_tokens,
+        "counter": "estimate",
+        "kept": len(kept),
+        "cut": any(p.cut for p in kept),
+        "dropped": [passage_summary(p) for p in dropped],
+    }
 
 
 def fit_budget(

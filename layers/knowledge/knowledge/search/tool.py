@@ -6,7 +6,10 @@ supplies ``query`` (required), ``max_results``, ``file_pattern``, ``max_tokens``
 hits of that origin; anything else is "Invalid parameter: source_type: ...") and
 ``include_shared`` (``false``: leave the agent's granted shared library out; default: the
 grant's, ``knowledge.search.shared``; ``true`` without a grant is an invalid parameter).
-``run`` works in the seed's order, refusals -> parameters -> search -> format, and never raises:
+The model may also steer the ranking, never the scope (``group_by``, ``origin_weights``,
+``lesson_weight``, ``explain``: ``knowledge.search.tool_controls``, which says what is the
+model's and what the host's). ``run`` works in the seed's order, refusals -> parameters
+-> search -> format, and never raises:
 
 - no store -> error "No knowledge store configured for this agent"
 - no scope -> error "No knowledge scope configured for this agent"
@@ -26,7 +29,7 @@ import logging
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from knowledge.core.errors import KnowledgeError, ValidationError, public_message
 from knowledge.core.model import (
@@ -36,10 +39,26 @@ from knowledge.core.model import (
     SearchQuery,
     SearchResult,
 )
-from knowledge.core.origin import FORMAT, ORIGIN, ORIGINS, SOURCE_TYPE, URL, parse_origin
+from knowledge.core.origin import ORIGIN, ORIGINS, SOURCE_TYPE, URL, parse_origin
 from knowledge.core.scope import KnowledgeScope
 from knowledge.core.scope_set import SHARED_CONTEXT_KEY
-from knowledge.search.results import Passage, estimate_tokens, fit_budget, merge_adjacent
+from knowledge.search.citation import citation
+from knowledge.search.results import (
+    Passage,
+    budget_record,
+    estimate_tokens,
+    fit_budget,
+    merge_adjacent,
+)
+from knowledge.search.tool_controls import (
+    CONTROL_PROPERTIES,
+    control_schema,
+    parse_controls,
+    search_with_controls,
+)
+
+if TYPE_CHECKING:
+    from knowledge.core.rank_weights import RankWeights
 
 __all__ = [
     "DEFAULT_MAX_TOKENS",
@@ -68,7 +87,15 @@ NO_STORE_MESSAGE = "No knowledge store configured for this agent"
 NO_SCOPE_MESSAGE = "No knowledge scope configured for this agent"
 
 INCLUDE_SHARED = "include_shared"
-_PROPERTIES = ("query", "max_results", "file_pattern", "max_tokens", SOURCE_TYPE, INCLUDE_SHARED)
+_PROPERTIES = (
+    "query",
+    "max_results",
+    "file_pattern",
+    "max_tokens",
+    SOURCE_TYPE,
+    INCLUDE_SHARED,
+    *CONTROL_PROPERTIES,  # group_by, origin_weights, lesson_weight, explain
+)
 DEFAULT_MAX_TOKENS = 4000
 """The tool's default budget for the passages it returns (estimated tokens)."""
 
@@ -113,13 +140,16 @@ class ToolContext:
 
     ``mode`` is the search mode for this agent (``None``: the store's default);
     ``cross_context`` searches every context of the scope's agent (never another agent).
-    Both are the runtime's choice, never the model's.
+    Both are the runtime's choice, never the model's. ``weights``: the default origin and
+    lesson weights (``None``: the backend's own), which a model's ``origin_weights`` /
+    ``lesson_weight`` override for one search (``knowledge.search.tool_controls``).
     """
 
     store: SearchBackend | None = None
     scope: KnowledgeScope | None = None
     mode: SearchMode | None = None
     cross_context: bool = False
+    weights: RankWeights | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,15 +158,18 @@ class ToolResult:
 
     ``cause`` (the design's ``ToolResult.error(message, cause)``) is the exception behind
     an error, for the host's logs: it may hold URLs, ARNs or a trace, so it is never part
-    of ``content`` (what the model reads), of equality or of ``repr``."""
+    of ``content`` (what the model reads), of equality or of ``repr``. ``trace`` is the
+    ranking trace as data when the model asked for ``explain`` (``content`` shows it as
+    text), for a host that logs or displays it."""
 
     is_error: bool
     content: str
     cause: BaseException | None = field(default=None, compare=False, repr=False)
+    trace: Mapping[str, Any] | None = field(default=None, compare=False, repr=False)
 
     @classmethod
-    def success(cls, content: str) -> ToolResult:
-        return cls(False, content)
+    def success(cls, content: str, trace: Mapping[str, Any] | None = None) -> ToolResult:
+        return cls(False, content, None, trace)
 
     @classmethod
     def error(cls, content: str, cause: BaseException | None = None) -> ToolResult:
@@ -174,10 +207,8 @@ def format_search_results(
     """
     if not results:
         return f"No relevant documents found for: {query_text}"
-    passages = merge_adjacent(results)
-    dropped = 0
-    if max_tokens is not None:
-        passages, dropped = _fit(query_text, passages, max_tokens)
+    passages, left_out = fitted_passages(query_text, results, max_tokens)
+    dropped = len(left_out)
     lines = [_found_line(query_text, len(passages))]
     for i, passage in enumerate(passages, start=1):
         lines.append("---")
@@ -186,6 +217,22 @@ def format_search_results(
     if dropped:
         lines.extend(_dropped_lines(dropped, max_tokens))
     return "\n".join(lines)
+
+
+def fitted_passages(
+    query_text: str, results: Sequence[SearchResult], max_tokens: int | None
+) -> tuple[list[Passage], list[Passage]]:
+    """The passages ``format_search_results`` shows and those its budget drops, best first."""
+    passages = merge_adjacent(results)
+    if max_tokens is None or not passages:
+        return passages, []
+    kept, _ = _fit(query_text, passages, max_tokens)
+    taken = {(p.document_path, p.first_chunk, p.metadata.get("source_key")) for p in kept}
+    return kept, [
+        p
+        for p in passages
+        if (p.document_path, p.first_chunk, p.metadata.get("source_key")) not in taken
+    ]
 
 
 def _found_line(query_text: str, count: int) -> str:
@@ -238,48 +285,6 @@ def _fit(query_text: str, passages: list[Passage], max_tokens: int) -> tuple[lis
         budget = max(1, max_tokens - fixed - reserve)
         kept, dropped = fit_budget(passages, budget, overhead_tokens=overhead)
     return kept, dropped
-
-
-def citation(metadata: Mapping[str, Any]) -> str:
-    """Where in its document a chunk comes from, for a result line ("" if not known):
-    ``p. 12`` / ``pp. 12-13`` (PDF), ``slide 4``, ``sheet "Budget" rows 2-40`` (XLSX),
-    ``rows 2-40`` (CSV), ``§ Install > Linux`` (the heading path of DOCX and HTML; a
-    Markdown result line stays as the seed has it)."""
-    page, page_end = _number(metadata.get("page")), _number(metadata.get("page_end"))
-    if page is not None:
-        return f"pp. {page}-{page_end}" if page_end not in (None, page) else f"p. {page}"
-    slide = _number(metadata.get("slide"))
-    if slide is not None:
-        return f"slide {slide}"
-    parts: list[str] = []
-    sheet = metadata.get("sheet")
-    if isinstance(sheet, str) and sheet:
-        parts.append(f'sheet "{sheet}"')
-    first, last = _number(metadata.get("row_start")), _number(metadata.get("row_end"))
-    if first is not None:
-        parts.append(f"rows {first}-{last}" if last not in (None, first) else f"row {first}")
-    if parts:
-        return " ".join(parts)
-    headings = metadata.get("heading_path")
-    if metadata.get(FORMAT) in _HEADING_CITED and isinstance(headings, list | tuple):
-        names = [str(h) for h in headings if str(h).strip()]
-        if names:
-            return "§ " + " > ".join(names)
-    return ""
-
-
-_HEADING_CITED = frozenset({"docx", "html"})
-
-
-def _number(value: object) -> int | None:
-    # Metadata read back from a store may spell numbers as strings.
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value
-    if isinstance(value, str) and value.isdigit():
-        return int(value)
-    return None
 
 
 def _max_results(value: object) -> int:
@@ -389,6 +394,7 @@ class KnowledgeSearchTool:
                     ),
                     "minimum": 1,
                 },
+                **control_schema(),
             },
             "required": ["query"],
             "additionalProperties": False,
@@ -404,10 +410,19 @@ class KnowledgeSearchTool:
             query = _query_from_arguments(arguments, context.mode, context.cross_context)
             max_tokens = _max_tokens(arguments.get("max_tokens"))
             include = _include_shared(arguments)
+            controls = parse_controls(arguments)
         except ValidationError as exc:
             return ToolResult.error(f"Invalid parameter: {exc}", exc)
         try:
-            results = _search(context.store, context.scope, query, include)
+            results, trace = search_with_controls(
+                context.store,
+                context.scope,
+                query,
+                controls,
+                host_weights=context.weights,
+                include=include,
+                search=_search,
+            )
         except ValidationError as exc:
             # e.g. the configured mode is one this store cannot answer
             return ToolResult.error(f"Invalid parameter: {exc}", exc)
@@ -417,7 +432,10 @@ class KnowledgeSearchTool:
         except Exception as exc:
             logger.exception("knowledge search failed for %s", context.scope)
             return ToolResult.error(f"Failed to search knowledge: {public_message(exc)}", exc)
-        return ToolResult.success(format_search_results(query.text, results, max_tokens))
+        text = format_search_results(query.text, results, max_tokens)
+        if trace is None:
+            return ToolResult.success(text)
+        return ToolResult.success(*_with_trace(text, trace, query.text, results, max_tokens))
 
     def to_anthropic_tool(self) -> dict[str, Any]:
         """The tool definition for the Anthropic Messages API (``tools=[...]``)."""
@@ -437,3 +455,21 @@ class KnowledgeSearchTool:
                 "parameters": self.input_schema,
             },
         }
+
+
+def _with_trace(
+    text: str,
+    trace: Mapping[str, Any],
+    query_text: str,
+    results: Sequence[SearchResult],
+    max_tokens: int,
+) -> tuple[str, dict[str, Any]]:
+    """The answer with its trace (``explain``) after it, and the trace with the budget's
+    drops (``results.budget_record``; the budget covers the results, the trace follows)."""
+    from knowledge.ranking.explain import format_trace
+
+    kept, dropped = fitted_passages(query_text, results, max_tokens)
+    used = estimate_tokens(text)
+    full = {**trace, "budget": budget_record(max_tokens, used, kept, dropped)}
+    shown = [r.to_dict() for r in results]
+    return f"{text}\n\n--- explain ---\n{format_trace(full, shown)}", full

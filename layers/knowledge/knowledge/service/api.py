@@ -80,6 +80,7 @@ __all__ = [
     "KnowledgeApi",
     "QueuedReindex",
     "ReindexScope",
+    "RepoStatuses",
     "StatusOf",
     "document_path_segment",
     "error_response",
@@ -104,6 +105,7 @@ ReindexScope = Callable[[KnowledgeScope], IndexResult | QueuedReindex]
 """Re-indexes one scope from its source (the local folder: an ``IndexResult``, answered
 200), or queues it (the S3 prefix: a ``QueuedReindex``, answered 202)."""
 StatusOf = Callable[[KnowledgeScope, IndexStatus], IndexStatus]
+RepoStatuses = Callable[[KnowledgeScope], list[dict[str, Any]]]
 """What the status route answers for a scope, given the store's status (``kb serve``
 adds the progress of its start-up index)."""
 
@@ -150,7 +152,9 @@ class KnowledgeApi:
     ``reindex`` re-indexes a scope from wherever its documents live; without it the
     reindex route answers 503 (not configured). ``default_mode`` is the mode used when
     a request names none (``None``: the store's default). ``status``, if given, turns the
-    store's status of a scope into what the status route answers. ``reranking`` reranks
+    store's status of a scope into what the status route answers; ``repo_statuses``
+    gives the status its ``repos`` (each repository's last sync) where the repository
+    routes are another function's (AWS; default: ``repos``'). ``reranking`` reranks
     every search's top candidates (``knowledge.reranking``; off when ``None``). Every
     method returns an ``ApiResponse`` and never raises.
     """
@@ -167,10 +171,12 @@ class KnowledgeApi:
         shared: SharedGrants | None = None,
         repos: RepoService | None = None,
         weights: RankWeights | None = None,
+        repo_statuses: RepoStatuses | None = None,
     ) -> None:
         # The deployment's origin and lesson weights (knowledge.ranking.origin_weights).
         self._weights = rank_weights_from_env() if weights is None else weights
         self._repos = repos
+        self._repo_statuses = repo_statuses or (None if repos is None else repos.statuses)
         self._store = store
         self._writes = writes
         self._shared = shared or SharedGrants({})
@@ -214,16 +220,26 @@ class KnowledgeApi:
     ) -> ApiResponse:
         """The search's results as a block for a prompt, within the body's ``max_tokens``
         (``knowledge.search.prompt_context``): ``{"query", "mode", "context", "passages",
-        "dropped", "tokens", "took_ms"}``. Same scope rules and body as ``search``."""
+        "dropped", "tokens", "took_ms"}``, and ``explain`` (``context_trace``: the search's
+        trace with the budget's drops) when asked. Same scope rules and body as ``search``."""
         try:
-            from knowledge.search.prompt_context import build_prompt_context, parse_max_tokens
+            from knowledge.search.prompt_context import (
+                build_prompt_context,
+                context_trace,
+                parse_max_tokens,
+            )
 
             data = decode_body(body)
             max_tokens = parse_max_tokens(data.get("max_tokens"))
-            query, mode, results, took_ms, *_ = self._search(agent, context, data, CONTEXT_FIELDS)
+            query, mode, results, took_ms, _, recorded = self._search(
+                agent, context, data, CONTEXT_FIELDS
+            )
             block = build_prompt_context(results, max_tokens)
             answer = {"query": query.text, "mode": mode.value, **block.to_dict()}
-            return ApiResponse(200, {**answer, "took_ms": round(took_ms, 1)})
+            answer["took_ms"] = round(took_ms, 1)
+            if recorded is not None:
+                answer["explain"] = context_trace(recorded.to_dict(results), results, block)
+            return ApiResponse(200, answer)
         except Exception as exc:
             return error_response(exc, request_id)
 
@@ -243,7 +259,7 @@ class KnowledgeApi:
     ]:
         """The search of a body with ``fields``: the query (parsed with the deployment's
         weights), the mode, the results, the time, the reranker's report, and the trace
-        when the body asks for one (``explain``, a search field only)."""
+        when the body asks for one (``explain``)."""
         path_segment("agent", agent)
         if context is not None:
             path_segment("context", context)
@@ -290,8 +306,8 @@ class KnowledgeApi:
             if self._status_of is not None:
                 status = self._status_of(scope, status)
             body = {"agent": agent, "context": context, **status.to_dict()}
-            if self._repos is not None:  # each repository's last sync (knowledge.ingest.repos)
-                body["repos"] = self._repos.statuses(scope)
+            if self._repo_statuses is not None:  # each repository's last sync
+                body["repos"] = self._repo_statuses(scope)
             return ApiResponse(200, body)
         except Exception as exc:
             return error_response(exc, request_id)
@@ -414,7 +430,7 @@ class KnowledgeApi:
             scope, storage = self._write_scope(agent, context)
             if body is None or (isinstance(body, bytes | str) and not body.strip()):
                 raise ValidationError("body", "a JSON object with a 'path' field is required")
-            path, size, expires = parse_upload_request(decode_body(body))
+            path, size, expires = parse_upload_request(decode_body(body), storage.max_upload_bytes)
             grant = storage.presign_upload(scope, path, size, expires)
             return ApiResponse(
                 200,

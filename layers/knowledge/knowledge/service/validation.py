@@ -79,9 +79,9 @@ SEARCH_FIELDS = (
 )
 """The fields of a search request body (docs/architecture.md, "Search request"); any
 other is a 400."""
-CONTEXT_FIELDS = (*(f for f in SEARCH_FIELDS if f != "explain"), "max_tokens")
-"""The fields of a prompt-context request body: the search's (its ranking weights too, not
-``explain``: the block has no trace) and the token budget."""
+CONTEXT_FIELDS = (*SEARCH_FIELDS, "max_tokens")
+"""The fields of a prompt-context request body: the search's (its ranking weights and
+``explain`` too: the trace then lists the budget's drops) and the token budget."""
 
 AGENT_WIDE_CONTEXT = "_all"
 """Placeholder context of the scope used for an agent-wide search.

@@ -14,8 +14,8 @@ Scoring: ``sum over distinct query terms of (1 + ln tf) * ln(1 + N / df)``, wher
 chunk's title and heading terms count ``headings_weight`` each in ``tf``
 (``knowledge.ranking.headings``; a ``tf`` below 1 counts as itself), with ``N``
 and ``df`` counted over the chunks being searched (every snapshot of the agent with
-``cross_context``; a search's shared libraries, ``knowledge.core.scope_set``, over
-theirs); candidates filtered by file patterns and metadata first, then
+``cross_context``; each of a search's shared libraries, ``knowledge.core.scope_set``,
+over its own); candidates filtered by file patterns and metadata first, then
 divided by their maximum (``fusion.keyword_only``), then ``min_score``, sort and
 ``max_results`` (the rule in ``knowledge.core.path_filters``).
 """
@@ -23,6 +23,7 @@ divided by their maximum (``fusion.keyword_only``), then ``min_score``, sort and
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import itertools
 import math
 import threading
@@ -55,12 +56,15 @@ from knowledge.core.origin import FORMAT, ORIGIN
 from knowledge.core.path_filters import matches_file_patterns, matches_metadata
 from knowledge.core.scope import KnowledgeScope
 from knowledge.core.scope_set import library_hit, marked, searched_scopes
+from knowledge.core.source import SYNONYMS_FILE
 from knowledge.ranking.analysis import keyword_terms
 from knowledge.ranking.fusion import keyword_only
 from knowledge.ranking.headings import DEFAULT_HEADINGS_WEIGHT, check_headings_weight, heading_terms
 from knowledge.ranking.origin_weights import is_lesson
 from knowledge.ranking.page_signal import PAGE_WEIGHT, PageRow, check_page_weight, with_pages
+from knowledge.ranking.synonyms import compiled, expand
 from knowledge.ranking.weighted_page import weighted_page
+from knowledge.stores.memory_pages import document_of, page_scores, sublinear
 from knowledge.stores.memory_snapshots import (
     ChunkKey,
     ChunkRecord,
@@ -79,37 +83,6 @@ __all__ = ["MemoryKnowledgeStore"]
 _MODES = frozenset({SearchMode.KEYWORD})
 
 
-def _sublinear(count: float) -> float:
-    """``1 + ln tf``; below 1 (a term only in the headings, weighed < 1) ``tf`` itself,
-    so a term counts more the more it occurs, and never negatively."""
-    return 1.0 + math.log(count) if count >= 1.0 else count
-
-
-def _document_of(key: ChunkKey) -> tuple[str, str]:
-    """A chunk key's document: (scope key, path)."""
-    return key[2], key[0]
-
-
-def _page_scores(
-    snapshots: Sequence[Snapshot],
-    terms: set[str],
-    wanted: set[tuple[str, str]],
-    pages: dict[tuple[str, str], float],
-) -> None:
-    """Add the page-row scores (``knowledge.ranking.page_signal``) of the ``wanted``
-    documents of ``snapshots``, scored as chunks are, with ``N`` and ``df`` counted over
-    those snapshots' documents."""
-    total = sum(len(s.documents) for s in snapshots)
-    frequencies = {t: sum(len(s.page_postings.get(t, ())) for s in snapshots) for t in terms}
-    for snapshot in snapshots:
-        key = snapshot.scope.key
-        for term in terms:
-            for path, count in snapshot.page_postings.get(term, {}).items():
-                if (key, path) in wanted:
-                    idf = math.log(1.0 + total / frequencies[term])
-                    pages[key, path] = pages.get((key, path), 0.0) + _sublinear(count) * idf
-
-
 class _MemoryWriteSession:
     """Collects one scope's writes; ``__exit__`` publishes them (or drops them on error)."""
 
@@ -120,6 +93,7 @@ class _MemoryWriteSession:
         self._changes: dict[str, DocumentRecord | None] = {}
         self._problems: dict[str, tuple[int, str] | None] = {}
         self._unread: Mapping[str, int] | None = None
+        self._synonyms: tuple[str | None] | None = None
         self._base: Snapshot | None = None
         self._done = False
 
@@ -144,7 +118,9 @@ class _MemoryWriteSession:
         snapshot = (
             None
             if exc_type is not None
-            else apply_changes(base, self._changes, _now(), self._problems, self._unread)
+            else apply_changes(
+                base, self._changes, _now(), self._problems, self._unread, synonyms=self._synonyms
+            )
         )
         self._store._end(self._scope, snapshot)
 
@@ -202,6 +178,12 @@ class _MemoryWriteSession:
         """Published with the session."""
         self._require_open()
         self._unread = dict(counts)
+
+    def put_synonyms(self, text: str | None) -> None:
+        """Published with the session; clears the synonyms file's problem."""
+        self._require_open()
+        self._synonyms = (text,)
+        self._problems[SYNONYMS_FILE] = None
 
     def stored_vectors(self, path: str) -> Mapping[str, Sequence[float]]:
         """Always empty: this store keeps no vectors (keyword only), so nothing to reuse."""
@@ -302,7 +284,11 @@ class MemoryKnowledgeStore:
         writer.acquire()
         with self._lock:
             current = self._snapshots.get(scope.key)
-        return empty_snapshot(scope) if replace or current is None else current
+        if current is None:
+            return empty_snapshot(scope)
+        if replace:  # the synonyms are the scope's config, not documents: they stay
+            return dataclasses.replace(empty_snapshot(scope), synonyms=current.synonyms)
+        return current
 
     def _next_problem(self) -> int:
         with self._lock:
@@ -340,17 +326,21 @@ class MemoryKnowledgeStore:
                 for key in (f"{agent}/{context}" for agent, context in searched[1:])
                 if key in self._snapshots
             ]
-        terms = set(keyword_terms(query.text))
+            snapshot = self._snapshots.get(scope.key)  # its synonyms: the scope's own
+        expansion = expand(query.text, compiled(None if snapshot is None else snapshot.synonyms))
+        terms = expansion.weights
         if not terms or not (own or shared):
             return []
         scores: dict[ChunkKey, float] = {}
         records: dict[ChunkKey, ChunkRecord] = {}
-        # Each side over its own statistics (knowledge.core.scope_set), normalised once.
+        # The caller's snapshots over their statistics, each library over its own
+        # (knowledge.core.scope_set.statistics_owner), normalised once; the page rows
+        # (knowledge.ranking.page_signal) over the same snapshots, for the same terms.
         pages: dict[tuple[str, str], float] = {}
-        for snapshots in (own, shared):
+        for snapshots in (own, *([library] for library in shared)):
             self._score(snapshots, terms, query, scores, records)
-            _page_scores(snapshots, terms, {_document_of(k) for k in scores}, pages)
-        keyword = with_pages(scores, pages, _document_of, self._page_weight)
+            page_scores(snapshots, terms, {document_of(k) for k in scores}, pages)
+        keyword = with_pages(scores, pages, document_of, self._page_weight)
 
         def facts(key: ChunkKey) -> tuple[object, bool]:
             metadata = records[key].chunk.metadata
@@ -365,12 +355,13 @@ class MemoryKnowledgeStore:
                 "keyword": combined,
                 "vector": None,
                 "page": keyword,
+                "synonyms": expansion,
             }
 
         # Weights, the page (group_by, counts), lesson extras, the trace (ranking.weighted_page).
         combined = keyword.combined()
         page = weighted_page(
-            keyword_only(combined), facts, query, document_of=_document_of, trace=trace
+            keyword_only(combined), facts, query, document_of=document_of, trace=trace
         )
         explained = page.explanations()
         results = []
@@ -397,7 +388,7 @@ class MemoryKnowledgeStore:
     def _score(
         self,
         snapshots: Sequence[Snapshot],
-        terms: set[str],
+        terms: Mapping[str, float],
         query: SearchQuery,
         scores: dict[ChunkKey, float],
         records: dict[ChunkKey, ChunkRecord],
@@ -410,11 +401,11 @@ class MemoryKnowledgeStore:
         frequencies = {t: sum(len(s.postings.get(t, ())) for s in snapshots) for t in terms}
         rejected: set[ChunkKey] = set()
         for snapshot in snapshots:
-            for term in terms:
+            for term, weight in terms.items():
                 posting = snapshot.postings.get(term)
                 if not posting:
                     continue
-                idf = math.log(1.0 + total_chunks / frequencies[term])
+                idf = weight * math.log(1.0 + total_chunks / frequencies[term])
                 for key, count in posting.items():
                     if key in rejected:
                         continue
@@ -426,7 +417,7 @@ class MemoryKnowledgeStore:
                             rejected.add(key)
                             continue
                         records[key] = record
-                    scores[key] = scores.get(key, 0.0) + _sublinear(count) * idf
+                    scores[key] = scores.get(key, 0.0) + sublinear(count) * idf
 
     @staticmethod
     def _wanted(chunk: DocumentChunk, query: SearchQuery, indexed_at: datetime | None) -> bool:

@@ -75,6 +75,7 @@ class Snapshot:
     unread: Mapping[str, int] = field(default_factory=dict)  # IndexStatus.unread_files
     # term -> document path -> its count in the page row (knowledge.ranking.page_signal)
     page_postings: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
+    synonyms: str | None = None  # the scope's synonyms text (ranking.synonyms), config
 
 
 def empty_snapshot(scope: KnowledgeScope) -> Snapshot:
@@ -87,9 +88,12 @@ def apply_changes(
     at: datetime,
     problems: Mapping[str, tuple[int, str] | None],
     unread: Mapping[str, int] | None = None,
+    *,
+    synonyms: tuple[str | None] | None = None,
 ) -> Snapshot:
     """A new snapshot: ``base`` with each changed path replaced (``None``: removed) and
-    each changed problem set (``None``: cleared).
+    each changed problem set (``None``: cleared); ``synonyms`` (a 1-tuple) replaces the
+    scope's synonyms text, ``None`` keeps it.
 
     Copies the outer dicts and only the posting lists of the terms that change.
     """
@@ -144,7 +148,10 @@ def apply_changes(
         else:
             recorded[path] = problem
     counts = base.unread if unread is None else MappingProxyType(dict(unread))
-    return Snapshot(base.scope, documents, chunks, postings, at, recorded, counts, page_postings)
+    text = base.synonyms if synonyms is None else synonyms[0]
+    return Snapshot(
+        base.scope, documents, chunks, postings, at, recorded, counts, page_postings, text
+    )
 
 
 def latest_problems(problems: Mapping[str, tuple[int, str]]) -> tuple[FileProblem, ...]:

@@ -17,6 +17,9 @@ Guarantees every implementation keeps (checked by ``tests/contract``):
 - ``search`` is safe to call concurrently with indexing and never sees half a document
   where the backend can promise it (memory, embedded; the embedded store commits a long
   write session in batches, so its documents become searchable as they land);
+- a keyword search (keyword mode, hybrid's keyword side) expands its terms with the
+  synonyms of exactly the scope it names (``WriteSession.put_synonyms``,
+  ``knowledge.ranking.synonyms``), each added term weighing ``SYNONYM_WEIGHT``;
 - ``close()`` is idempotent and never closes injected collaborators.
 """
 
@@ -41,10 +44,13 @@ from knowledge.core.scope import KnowledgeScope
 from knowledge.embedding.base import EmbeddingClient
 
 __all__ = [
+    "REASON_STALE_VERSION",
+    "REASON_SUPERSEDED",
     "DocumentHeader",
     "EmbeddedChunk",
     "IndexWriter",
     "KnowledgeStore",
+    "Precondition",
     "ScopeSources",
     "StoredDocument",
     "WriteSession",
@@ -57,12 +63,39 @@ __all__ = [
 # logic once; a backend only stores what it is given. Chunks arrive as a stream so that one
 # very large document never has to sit in memory with all its vectors.
 
+REASON_STALE_VERSION = "stale version"
+"""A write (or an event) older than the indexed version: skipped, not a failure."""
+
+REASON_SUPERSEDED = "superseded"
+"""A write with a ``Precondition`` that no longer held when it was committed: another
+writer committed the document meanwhile, with content that may be newer. Nothing of it
+stays (the indexed version is kept); the writer reads the document and decides again."""
+
+
+@dataclass(frozen=True, slots=True)
+class Precondition:
+    """What an upsert was decided against: the ``StoredDocument.generation`` the store
+    held, read inside the write session just before the document's bytes (``None``:
+    no version was indexed).
+
+    A store whose write sessions of one scope run side by side (OpenSearch) commits a
+    document with a precondition only while that generation is still the indexed one,
+    unless the write and the indexed version both carry a version (their order decides):
+    else it reports the document ``REASON_SUPERSEDED`` in ``failures``. A write without a
+    version (a reindex message, a sidecar event, a watcher) read the document as it was
+    *then*, so it must not replace a version committed since. Stores whose sessions of a
+    scope run one at a time (memory, embedded) hold it by construction and ignore it."""
+
+    generation: str | None
+
 
 @dataclass(frozen=True, slots=True)
 class DocumentHeader:
     """Document-level facts written with every chunk of the document.
 
-    ``size`` is the source document's size in bytes (``None`` when not known).
+    ``size`` is the source document's size in bytes (``None`` when not known);
+    ``precondition`` what the write was decided against (``None``: unconditional, as a
+    listing run's writes are).
     """
 
     path: str
@@ -72,6 +105,7 @@ class DocumentHeader:
     version: str | None = None
     metadata: Mapping[str, Any] = field(default_factory=dict)
     size: int | None = None
+    precondition: Precondition | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,12 +126,16 @@ class EmbeddedChunk:
 
 @dataclass(frozen=True, slots=True)
 class StoredDocument:
-    """What a backend remembers of an indexed document, for skip-unchanged and ordering."""
+    """What a backend remembers of an indexed document, for skip-unchanged and ordering.
+
+    ``generation``: the store's id of the indexed version, where it has one (OpenSearch:
+    the generation the document's record names), for a ``Precondition``."""
 
     path: str
     content_hash: str
     version: str | None
     chunk_count: int
+    generation: str | None = None
 
 
 @runtime_checkable
@@ -146,6 +184,14 @@ class WriteSession(Protocol):
         leaves the counts as they were."""
         ...
 
+    def put_synonyms(self, text: str | None) -> None:
+        """Replace the scope's synonyms with ``text`` (a synonyms file that
+        ``knowledge.ranking.synonyms.parse_synonyms`` accepted; ``None``: none), written
+        with the session, and clear a problem recorded under ``SYNONYMS_FILE``. Every
+        keyword search of exactly this scope expands its terms with them; a reindex's
+        ``replace_scope`` keeps them (configuration, not documents)."""
+        ...
+
     def stored_vectors(self, path: str) -> Mapping[str, Sequence[float]]:
         """The vectors of the indexed version of ``path`` by their ``embedding_key``, so the
         pipeline embeds only the chunks whose text (or embedder) changed. Empty when the
@@ -181,7 +227,13 @@ class IndexWriter(Protocol):
         """Every document of the scope (exact scope, not cross-context), by path."""
         ...
 
-    def stored_document(self, scope: KnowledgeScope, path: str) -> StoredDocument | None: ...
+    def stored_document(self, scope: KnowledgeScope, path: str) -> StoredDocument | None:
+        """The document's indexed version as the store holds it now: what a write that
+        follows is decided on (unchanged, stale, its ``Precondition``). Where searches
+        lag behind writes (OpenSearch's refresh), it is checked against a real-time read
+        of the document's record, and a search that lags reports it incomplete (so a
+        write follows, never a wrong "unchanged")."""
+        ...
 
     def problem_paths(self, scope: KnowledgeScope) -> set[str]:
         """The paths of the scope with a recorded problem (``WriteSession.record_problem``),

@@ -9,8 +9,10 @@ sidecar (``origin`` ``repo``, ``url``, ``repo``, ``commit``). The existing pipel
 index and delete them as they do uploads: the S3 event pipeline on AWS, the folder
 watcher or ``kb index`` locally. One ingestion path, not two (docs/sources.md says why).
 
-Incremental: a per-repository manifest (path -> blob id) in the repository's state; only
-blobs whose id changed are written, paths gone from the tree are deleted, and nothing
+Incremental twice over: the fetch after the first asks the server only for what changed
+since the last synced commit (``trees`` keeps that commit's trees, the mirror its blobs);
+and a per-repository manifest (path -> blob id) in the repository's state; only blobs
+whose id changed are written, paths gone from the tree are deleted, and nothing
 outside ``_repos/<name>/`` is ever touched. A failed sync (unreachable host, refused
 credentials, over a bound) writes nothing and records its problem: the last good sync
 stays searchable.

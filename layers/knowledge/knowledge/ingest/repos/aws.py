@@ -28,7 +28,7 @@ from knowledge.ingest.repos import REGISTRY_PREFIX
 from knowledge.ingest.repos.network import HostPolicy
 from knowledge.ingest.repos.registration import CREDENTIAL_ARN, RepoRegistration, SyncBounds
 from knowledge.ingest.repos.service import RepoService
-from knowledge.ingest.repos.state import RepoRegistry
+from knowledge.ingest.repos.state import RepoRegistry, registration_name
 from knowledge.ingest.repos.storage import S3Storage
 from knowledge.ingest.repos.sync import SyncReport, sync_repository
 
@@ -107,9 +107,10 @@ def registered(registry: RepoRegistry) -> Iterator[tuple[KnowledgeScope, str]]:
     """Every registered repository of the bucket: ``.kb@repos/<agent>/<context>/<name>.json``."""
     for key in registry.storage.keys(REGISTRY_PREFIX):
         parts = key[len(REGISTRY_PREFIX) :].split("/")
-        if len(parts) == 3 and parts[2].endswith(".json") and not parts[2].endswith(".state.json"):
+        name = registration_name(parts[2]) if len(parts) == 3 else None
+        if name is not None:
             try:
-                yield KnowledgeScope(parts[0], parts[1]), parts[2][: -len(".json")]
+                yield KnowledgeScope(parts[0], parts[1]), name
             except ValidationError:
                 continue
 

@@ -10,6 +10,18 @@ refused (the store holds nothing to complete them from). Every failure is a
 ``RepoSyncError`` (``errors``) with a message of our own: dulwich's and urllib3's
 messages can hold a URL or a server's text, and a credential never appears in either.
 
+Incremental: given the trees of the last synced commit (``since``, a ``TreeCache``), the
+fetch tells the server that commit (``have`` and ``shallow``), so it sends only what the
+new commit adds; the cached trees are loaded into the store so that the whole new tree
+can be walked. A branch still at that commit fetches no pack at all. The pack is asked
+for thin (``git upload-pack`` leaves out the objects the client has only in a thin
+pack): its deltas may name a base outside it, which is a cached tree or the mirrored
+file of an old blob (``old_blob``, its id checked from its bytes); a delta whose base
+is neither (an image's old version, never mirrored) is left out
+(``FetchedTree.unresolved``). A tree the walk cannot find (a damaged or partial cache)
+makes the fetch start again in full. The blobs the server left out because the client
+"has" them are ``FetchedTree.assumed``.
+
 ``walk_tree`` lists the regular files of the fetched commit's tree (``TreeFile``: path,
 blob id, mode); submodules, symbolic links and names that are not UTF-8 come back as
 skipped problems.
@@ -28,7 +40,8 @@ from typing import TYPE_CHECKING, Any
 from knowledge.core.model import FileProblem
 from knowledge.ingest.repos.errors import RepoSyncError
 from knowledge.ingest.repos.network import CONNECT_TIMEOUT, READ_TIMEOUT
-from knowledge.ingest.repos.registration import RepoRegistration, SyncBounds
+from knowledge.ingest.repos.registration import RepoRegistration, SyncBounds, sends_in_clear
+from knowledge.ingest.repos.trees import TreeCache
 
 if TYPE_CHECKING:
     from knowledge.ingest.repos.network import HostPolicy
@@ -52,14 +65,27 @@ class FetchedTree:
     skipped: list[FileProblem]
     pack_bytes: int
     _store: Any = field(repr=False)
+    # Blobs of the ``since`` commit's tree: an incremental fetch leaves them out.
+    assumed: frozenset[str] = frozenset()
+    incremental: bool = False
+    trees: TreeCache | None = field(default=None, repr=False)
+    unresolved: bool = False  # deltas of the thin pack whose base was not at hand
+
+    # A blob's bytes from the mirror (a renamed or copied file the server left out as known).
+    mirrored: Callable[[str], bytes | None] | None = field(default=None, repr=False)
 
     def size(self, blob: str) -> int | None:
         """The blob's size; ``None`` when the server left it out (over the filter's
-        limit: ``fetch_branch`` asks for blobs up to ``max_file_bytes`` only)."""
+        limit: ``fetch_branch`` asks for blobs up to ``max_file_bytes`` only; or known to
+        this client, and not in the mirror either)."""
         try:
             _, data = self._store.get_raw(blob.encode("ascii"))
         except KeyError:
-            return None
+            found = _checked_blob(self.mirrored, blob)
+            if found is None:
+                return None
+            self._store.add_object(found)
+            return len(found.data)
         return len(data)
 
     def read(self, blob: str) -> bytes:
@@ -73,7 +99,11 @@ class _Stop(Exception):  # noqa: N818 - internal control flow out of dulwich's c
 
 
 def _client(
-    registration: RepoRegistration, secret: bytes | None, hosts: HostPolicy | None
+    registration: RepoRegistration,
+    secret: bytes | None,
+    hosts: HostPolicy | None,
+    *,
+    thin: bool = False,
 ) -> tuple[Any, str]:
     import urllib3
     from dulwich.client import get_transport_and_path_from_url
@@ -83,14 +113,20 @@ def _client(
     if registration.is_ssh:
         from knowledge.ingest.repos.ssh import ssh_client
 
-        return ssh_client(registration, secret, hosts)
-    kwargs: dict[str, Any] = {"thin_packs": False, "quiet": True}
+        return ssh_client(registration, secret, hosts, thin=thin)
+    kwargs: dict[str, Any] = {"thin_packs": thin, "quiet": True}
     kwargs["pool_manager"] = guarded_pool_manager(
         hosts or LOCAL,
         timeout=urllib3.Timeout(connect=CONNECT_TIMEOUT, read=READ_TIMEOUT),
         retries=False,
     )
     if secret is not None:
+        if sends_in_clear(registration.url):  # registered before http:// was refused
+            raise RepoSyncError(
+                "credential",
+                "a credential is sent only over https:// or ssh://, not over this http:// "
+                "URL (register the repository's https:// URL)",
+            )
         kwargs["username"] = registration.username or DEFAULT_HTTPS_USER
         kwargs["password"] = secret.decode("utf-8").strip()
     client, path = get_transport_and_path_from_url(registration.url, **kwargs)
@@ -171,6 +207,53 @@ def _check_inflated_size(sink: Any, bounds: SyncBounds) -> None:
     sink.seek(end)
 
 
+def _checked_blob(source: Callable[[str], bytes | None] | None, blob: str) -> Any:
+    """The dulwich ``Blob`` of id ``blob`` from ``source``, or ``None`` (absent, or bytes
+    whose id is another's)."""
+    from dulwich.objects import Blob
+
+    data = source(blob) if source is not None else None
+    if data is None:
+        return None
+    found = Blob.from_string(data)
+    return found if found.id.decode("ascii") == blob else None
+
+
+def _store_pack(sink: Any, store: Any, old_blob: Callable[[str], bytes | None] | None) -> bool:
+    """Inflate the received pack into ``store`` (its checksum verified first); a thin
+    pack's delta bases come from the store (the cached trees) or ``old_blob``. Returns
+    whether some deltas were left out for want of their base."""
+    from dulwich.objects import Blob
+    from dulwich.pack import PackData, PackInflater, UnresolvedDeltas
+
+    size = sink.tell()
+    if size == 0:
+        return False
+    sink.seek(0)
+
+    def base(raw_id: bytes) -> tuple[int, list[bytes]]:
+        try:
+            return store.get_raw(raw_id)  # type: ignore[no-any-return]
+        except KeyError:
+            pass
+        found = _checked_blob(old_blob, raw_id.hex())
+        if found is None:
+            raise KeyError(raw_id.hex())
+        return Blob.type_num, [found.data]
+
+    pack = PackData.from_file(sink, store.object_format, size)
+    try:
+        pack.check()
+        try:
+            for obj in PackInflater.for_pack_data(pack, base):
+                store.add_object(obj)
+        except UnresolvedDeltas:
+            return True
+    finally:
+        pack.close()
+    return False
+
+
 def fetch_branch(
     registration: RepoRegistration,
     secret: bytes | None,
@@ -179,13 +262,36 @@ def fetch_branch(
     deadline: float,
     clock: Callable[[], float] = time.monotonic,
     hosts: HostPolicy | None = None,
+    since: TreeCache | None = None,
+    old_blob: Callable[[str], bytes | None] | None = None,
 ) -> FetchedTree:
     """The branch's head commit and its tree, fetched at depth 1; ``hosts`` says which
-    addresses the fetch may connect to (``knowledge.ingest.repos.network``; default: any)."""
+    addresses the fetch may connect to (``knowledge.ingest.repos.network``; default: any);
+    ``since``: the trees of the last synced commit, to fetch only what changed, and
+    ``old_blob``: the bytes of a blob of it where the mirror holds them (a thin pack's
+    delta bases)."""
+    from tempfile import SpooledTemporaryFile
+
+    from dulwich.object_store import ObjectStoreGraphWalker
     from dulwich.repo import MemoryRepo
 
+    if since is not None and not since.matches(registration.url, registration.branch):
+        since = None
     ref = b"refs/heads/" + registration.branch.encode("utf-8")
     wanted: list[bytes] = []
+    repo = MemoryRepo()
+    assumed: set[str] = set()
+    graph_walker: Any = repo.get_graph_walker()
+    if since is not None:
+        try:
+            assumed = since.load_into(repo.object_store)
+        except Exception:  # unreadable: fetch in full
+            return fetch_branch(
+                registration, secret, bounds, deadline=deadline, clock=clock, hosts=hosts
+            )
+        have: Any = since.commit.encode("ascii")  # dulwich's ObjectID
+        # The client holds that commit and its tree, never its parents.
+        graph_walker = ObjectStoreGraphWalker([have], lambda sha: [], shallow={have})
 
     def determine_wants(refs: Any, depth: int | None = None) -> list[bytes]:
         sha = refs.get(ref)
@@ -194,11 +300,12 @@ def fetch_branch(
                 RepoSyncError("branch", f"the repository has no branch '{registration.branch}'")
             )
         wanted.append(sha)
+        if since is not None and sha.decode("ascii") == since.commit:
+            return []  # nothing new: the cached trees are the tree
         return [sha]
 
-    repo = MemoryRepo()
-    sink, commit, abort = repo.object_store.add_pack()
     received = 0
+    unresolved = False
 
     def pack_data(data: bytes) -> int:
         nonlocal received
@@ -217,45 +324,63 @@ def fetch_branch(
         return len(data)
 
     try:
-        with contextlib.ExitStack() as stack:
-            client, path = _client(registration, secret, hosts)
-            stack.callback(client.close)
-            client.fetch_pack(
-                path,
-                determine_wants,
-                repo.get_graph_walker(),
-                pack_data,
-                depth=1,
-                ref_prefix=[ref],
-                # Servers with protocol v2's filter leave out the blobs over the file
-                # bound (images, binaries): they are never transferred nor inflated.
-                filter_spec=f"blob:limit={bounds.max_file_bytes}".encode("ascii"),
-            )
-        _check_inflated_size(sink, bounds)
-        commit()
+        with SpooledTemporaryFile(max_size=16 * 1024 * 1024, prefix="kb-pack-") as sink:
+            with contextlib.ExitStack() as stack:
+                client, path = _client(registration, secret, hosts, thin=since is not None)
+                stack.callback(client.close)
+                client.fetch_pack(
+                    path,
+                    determine_wants,
+                    graph_walker,
+                    pack_data,
+                    depth=1,
+                    ref_prefix=[ref],
+                    # Servers with protocol v2's filter leave out the blobs over the file
+                    # bound (images, binaries): they are never transferred nor inflated.
+                    filter_spec=f"blob:limit={bounds.max_file_bytes}".encode("ascii"),
+                )
+            _check_inflated_size(sink, bounds)
+            unresolved = _store_pack(sink, repo.object_store, old_blob)
     except _Stop as stop:
-        abort()
         raise stop.error from None
     except Exception as exc:  # dulwich, urllib3, socket and subprocess errors alike
-        abort()
         raise _translated(exc) from None
     if not wanted:
         raise RepoSyncError("branch", f"the repository has no branch '{registration.branch}'")
     head = wanted[0]
     try:
-        tree_id = repo.object_store[head].tree  # type: ignore[index,attr-defined]
+        head_commit = repo.object_store[head]  # type: ignore[index]
+        tree_id = head_commit.tree  # type: ignore[attr-defined]
+        files, skipped, trees = _walk(repo.object_store, tree_id)
     except KeyError:
-        raise RepoSyncError("protocol", "the Git host did not send the branch's commit") from None
-    files, skipped = _walk(repo.object_store, tree_id)
-    return FetchedTree(head.decode("ascii"), files, skipped, received, repo.object_store)
+        if since is not None:  # a tree the cache should have held: fetch in full
+            return fetch_branch(
+                registration, secret, bounds, deadline=deadline, clock=clock, hosts=hosts
+            )
+        raise RepoSyncError("protocol", "the Git host did not send the branch's tree") from None
+    return FetchedTree(
+        head.decode("ascii"),
+        files,
+        skipped,
+        received,
+        repo.object_store,
+        assumed=frozenset(assumed),
+        incremental=since is not None,
+        unresolved=unresolved,
+        mirrored=old_blob if since is not None else None,
+        trees=TreeCache.of(registration.url, registration.branch, head_commit, trees),
+    )
 
 
-def _walk(store: Any, tree_id: bytes) -> tuple[list[TreeFile], list[FileProblem]]:
+def _walk(store: Any, tree_id: bytes) -> tuple[list[TreeFile], list[FileProblem], list[Any]]:
     files: list[TreeFile] = []
     skipped: list[FileProblem] = []
+    trees: list[Any] = []
 
     def visit(tid: bytes, prefix: str) -> None:
-        for entry in store[tid].iteritems():
+        tree = store[tid]
+        trees.append(tree)
+        for entry in tree.iteritems():
             try:
                 name = entry.path.decode("utf-8")
             except UnicodeDecodeError:
@@ -274,4 +399,4 @@ def _walk(store: Any, tree_id: bytes) -> tuple[list[TreeFile], list[FileProblem]
                 skipped.append(FileProblem(path, "submodule not synced"))
 
     visit(tree_id, "")
-    return files, skipped
+    return files, skipped, trees

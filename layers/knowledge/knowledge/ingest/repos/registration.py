@@ -6,11 +6,15 @@
 - ``name``: 1-64 of ``[A-Za-z0-9._-]``, not starting with ``.``; the mirror folder
   ``_repos/<name>/`` of the scope;
 - ``url``: ``https://``, ``http://`` or ``ssh://`` with a host; no password in it (a
-  credential goes in ``credential``), no query or fragment;
+  credential goes in ``credential``), no query or fragment; the scp-like address a Git
+  host shows for SSH (``git@github.com:acme/runbooks.git``) is taken as its ``ssh://``
+  URL (``ssh://git@github.com/acme/runbooks.git``);
 - ``branch``: the one branch fetched (default ``main``);
 - ``paths``: optional folder prefixes; only files under one of them are synced;
 - ``credential``: a *reference*, never the secret: ``env:NAME`` or ``file:/abs/path``
   locally, a Secrets Manager ARN on AWS (``credential_kinds`` says which are accepted);
+  refused with an ``http://`` URL unless its host is loopback (``sends_in_clear``): the
+  token would cross the network in clear;
 - ``username``: the HTTPS user sent with a token (default ``x-access-token``, which
   GitHub accepts; GitLab takes ``oauth2``, Bitbucket ``x-token-auth``);
 - ``known_hosts``: OpenSSH ``known_hosts`` lines, required for ``ssh://`` (host keys are
@@ -34,6 +38,7 @@ __all__ = [
     "CREDENTIAL_FILE",
     "RepoRegistration",
     "SyncBounds",
+    "sends_in_clear",
     "validate_repo_name",
 ]
 
@@ -70,7 +75,14 @@ def _text(data: Mapping[str, Any], key: str, default: str | None = None) -> str 
     return value
 
 
+# git's scp-like syntax: user@host:path (no scheme, a path after the colon, never "//").
+_SCP_LIKE = re.compile(r"(?P<user>[A-Za-z0-9._-]+)@(?P<host>[A-Za-z0-9.-]+):(?!//)(?P<path>[^\s]+)")
+
+
 def _url(value: str) -> str:
+    scp = _SCP_LIKE.fullmatch(value)
+    if scp is not None:
+        value = f"ssh://{scp['user']}@{scp['host']}/{scp['path'].lstrip('/')}"
     parts = urlsplit(value)
     if parts.scheme not in ("https", "http", "ssh"):
         raise ValidationError("url", "must be an https://, http:// or ssh:// Git URL")
@@ -89,6 +101,24 @@ def _url(value: str) -> str:
     except ValueError as exc:
         raise ValidationError("url", "has an invalid port") from exc
     return value
+
+
+def _is_loopback(host: str) -> bool:
+    import ipaddress  # registration checks only (the status reader imports this module)
+
+    if host.lower() in ("localhost", "localhost."):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def sends_in_clear(url: str) -> bool:
+    """Whether a credential sent to ``url`` would travel in clear: ``http://`` to a host
+    other than loopback (a loopback server never puts it on a network; tests use one)."""
+    parts = urlsplit(url)
+    return parts.scheme == "http" and not _is_loopback(parts.hostname or "")
 
 
 def _branch(value: str) -> str:
@@ -182,6 +212,12 @@ class RepoRegistration:
         if known_hosts is not None and len(known_hosts) > MAX_KNOWN_HOSTS:
             raise ValidationError("known_hosts", f"must be at most {MAX_KNOWN_HOSTS} characters")
         credential = _credential(_text(data, "credential"), credential_kinds)
+        if credential is not None and sends_in_clear(url):
+            raise ValidationError(
+                "credential",
+                "is sent only over https:// or ssh://: this http:// URL would send it in "
+                "clear (use the repository's https:// URL)",
+            )
         in_secret = credential is not None and credential.startswith(CREDENTIAL_ARN + ":")
         if url.startswith("ssh://") and known_hosts is None and not in_secret:
             raise ValidationError(

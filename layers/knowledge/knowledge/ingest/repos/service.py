@@ -47,10 +47,7 @@ class RepoService:
 
     def statuses(self, scope: KnowledgeScope) -> list[dict[str, Any]]:
         """Each repository's last sync, for the scope's status."""
-        return [
-            {"name": name, **self.registry.state(scope, name).public()}
-            for name in self.registry.names(scope)
-        ]
+        return self.registry.statuses(scope)
 
     def add(self, scope: KnowledgeScope, body: Mapping[str, Any]) -> tuple[int, dict[str, Any]]:
         registration = RepoRegistration.from_request(body, credential_kinds=self._kinds)

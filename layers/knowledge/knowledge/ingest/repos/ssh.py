@@ -191,10 +191,15 @@ def _refused(exc: Exception) -> RepoSyncError:
 
 
 def ssh_client(
-    registration: RepoRegistration, secret: bytes | None, hosts: HostPolicy | None = None
+    registration: RepoRegistration,
+    secret: bytes | None,
+    hosts: HostPolicy | None = None,
+    *,
+    thin: bool = False,
 ) -> tuple[Any, str]:
     """A dulwich SSH client over paramiko for ``registration.url`` and the remote path;
-    ``hosts`` says which addresses it may connect to (default: any)."""
+    ``hosts`` says which addresses it may connect to (default: any); ``thin``: ask for
+    a thin pack (an incremental fetch, ``knowledge.ingest.repos.fetch``)."""
     from dulwich.client import SSHGitClient
 
     key, secret_hosts = ssh_identity(secret)
@@ -209,7 +214,7 @@ def ssh_client(
         port=parts.port,
         username=parts.username,
         vendor=ParamikoVendor(known_hosts, key, hosts),  # type: ignore[arg-type]
-        thin_packs=False,
+        thin_packs=thin,
         quiet=True,
     )
     return client, unquote(parts.path)

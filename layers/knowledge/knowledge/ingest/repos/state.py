@@ -1,11 +1,19 @@
 """What the product remembers of a repository: its registration and its sync state.
 
 Both are JSON under ``REGISTRY_PREFIX`` of the storage (``.kb@repos/<agent>/<context>/
-<name>.json`` and ``<name>.state.json``), never under a scope's documents.
+<name>.json`` and ``<name>.state.json``), never under a scope's documents. Beside the
+state, ``<name>.status.json`` is its summary (``RepoState.public``: no manifest), which
+the scope's status reads (``statuses``; on AWS the search function may read only the
+summaries, not the registrations nor the kept trees).
 
 ``RepoState.files`` is the manifest: repository path -> ``[blob id, commit]``, the blob
 mirrored and the commit it was written at (its sidecar's ``url`` and ``commit``): an
 unchanged blob keeps both, so an unchanged file is never rewritten nor re-indexed.
+``large_blobs``: the blobs over the file bound at that sync (an incremental fetch does
+not send them again, and they are still problems, not files to fetch in full).
+
+``<name>.trees`` holds the trees of the synced commit (``knowledge.ingest.repos.trees``),
+from which the next sync fetches incrementally.
 """
 
 from __future__ import annotations
@@ -20,11 +28,28 @@ from knowledge.core.scope import KnowledgeScope
 from knowledge.ingest.repos import MIRROR_FOLDER, REGISTRY_PREFIX
 from knowledge.ingest.repos.registration import RepoRegistration
 from knowledge.ingest.repos.storage import ObjectStorage
+from knowledge.ingest.repos.trees import TreeCache
 
-__all__ = ["MAX_REPOS_PER_SCOPE", "RepoRegistry", "RepoState", "mirror_prefix"]
+__all__ = [
+    "MAX_REPOS_PER_SCOPE",
+    "RepoRegistry",
+    "RepoState",
+    "mirror_prefix",
+    "registration_name",
+]
 
 MAX_REPOS_PER_SCOPE = 50
 _STATE = ".state.json"
+_STATUS = ".status.json"
+_TREES = ".trees"
+
+
+def registration_name(filename: str) -> str | None:
+    """The repository a key's last segment registers (``<name>.json``), or ``None`` for
+    a state, a summary, kept trees or anything else."""
+    if not filename.endswith(".json") or filename.endswith((_STATE, _STATUS)):
+        return None
+    return filename[: -len(".json")]
 
 
 def mirror_prefix(scope: KnowledgeScope, name: str) -> str:
@@ -41,6 +66,7 @@ class RepoState:
     problems: list[dict[str, str]] = field(default_factory=list)
     unread_files: dict[str, int] = field(default_factory=dict)
     files: dict[str, list[str]] = field(default_factory=dict)
+    large_blobs: list[str] = field(default_factory=list)
 
     @classmethod
     def from_json(cls, data: bytes | None) -> RepoState:
@@ -75,10 +101,11 @@ class RepoRegistry:
 
     def names(self, scope: KnowledgeScope) -> list[str]:
         prefix = f"{REGISTRY_PREFIX}{scope.key}/"
+        found = (key[len(prefix) :] for key in self.storage.keys(prefix))
         return sorted(
-            key[len(prefix) : -len(".json")]
-            for key in self.storage.keys(prefix)
-            if key.endswith(".json") and not key.endswith(_STATE) and "/" not in key[len(prefix) :]
+            name
+            for name in (registration_name(f) for f in found if "/" not in f)
+            if name is not None
         )
 
     def add(self, scope: KnowledgeScope, registration: RepoRegistration) -> bool:
@@ -107,6 +134,36 @@ class RepoRegistry:
 
     def save_state(self, scope: KnowledgeScope, name: str, state: RepoState) -> None:
         self.storage.put(self._key(scope, name, _STATE), state.to_json())
+        summary = json.dumps(state.public(), sort_keys=True).encode("utf-8")
+        self.storage.put(self._key(scope, name, _STATUS), summary)
+
+    def summary(self, scope: KnowledgeScope, name: str) -> dict[str, Any]:
+        """The last sync of ``name`` (``RepoState.public``), from its summary (from the
+        state for one synced before summaries were written)."""
+        data = self.storage.get(self._key(scope, name, _STATUS))
+        if data is None:
+            return self.state(scope, name).public()
+        summary: dict[str, Any] = json.loads(data)
+        return summary
+
+    def statuses(self, scope: KnowledgeScope) -> list[dict[str, Any]]:
+        """Each registered repository's last sync, for the scope's status."""
+        return [{"name": name, **self.summary(scope, name)} for name in self.names(scope)]
+
+    def trees(self, scope: KnowledgeScope, name: str) -> TreeCache | None:
+        """The trees of the last synced commit, or ``None`` (none kept, or unreadable:
+        an optimisation never fails a sync, which then fetches in full)."""
+        try:
+            data = self.storage.get(self._key(scope, name, _TREES))
+        except Exception:
+            return None
+        return TreeCache.from_bytes(data)
+
+    def save_trees(self, scope: KnowledgeScope, name: str, trees: TreeCache) -> None:
+        self.storage.put(self._key(scope, name, _TREES), trees.to_bytes())
+
+    def drop_trees(self, scope: KnowledgeScope, name: str) -> None:
+        self.storage.delete(self._key(scope, name, _TREES))
 
     def remove(self, scope: KnowledgeScope, name: str) -> int:
         """Unregister ``name`` and delete its mirrored files; returns how many were deleted.
@@ -116,6 +173,8 @@ class RepoRegistry:
         for key in list(self.storage.keys(mirror_prefix(scope, name))):
             self.storage.delete(key)
             deleted += 1
+        self.storage.delete(self._key(scope, name, _TREES))
+        self.storage.delete(self._key(scope, name, _STATUS))
         self.storage.delete(self._key(scope, name, _STATE))
         self.storage.delete(self._key(scope, name))
         return deleted

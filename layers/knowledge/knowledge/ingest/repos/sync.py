@@ -1,10 +1,14 @@
 """One sync of one registered repository into its mirror ``_repos/<name>/`` of the scope.
 
 1. Resolve the credential, fetch the branch at depth 1 and walk its tree
-   (``knowledge.ingest.repos.fetch``). A failure here writes nothing: the state records the
-   error (``error``: kind and message) and keeps the last good commit and manifest, so
-   the last good sync stays searchable. A force-push is nothing special: the new tree
-   is compared with the manifest, whatever the history.
+   (``knowledge.ingest.repos.fetch``): incrementally, from the trees of the last synced
+   commit (``knowledge.ingest.repos.trees``, kept by the registry) when there are any; a
+   file the plan needs whose blob the server assumed known (it was in the old tree but
+   was never mirrored: ``paths`` changed) makes the sync fetch again in full. A failure
+   here writes nothing: the state records the error (``error``: kind and message) and
+   keeps the last good commit and manifest, so the last good sync stays searchable. A
+   force-push is nothing special: the new tree is compared with the manifest, whatever
+   the history.
 2. Select the files: under ``paths``, no hidden segment (``.github/``, as every listing
    skips them), read by the product (``DOCUMENT_PATTERNS``; the others are counted by
    extension in ``unread_files``), at most ``max_file_bytes`` (else a problem). More
@@ -18,6 +22,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import posixpath
 import time
@@ -57,6 +62,8 @@ class SyncReport:
     unchanged: int = 0
     error: dict[str, str] | None = None
     problems: list[dict[str, str]] = field(default_factory=list)
+    fetched_bytes: int = 0  # the pack the server sent (0: nothing new)
+    incremental: bool = False  # fetched from the last synced commit's trees
 
     @property
     def ok(self) -> bool:
@@ -90,6 +97,10 @@ def sidecar(registration: RepoRegistration, path: str, commit: str) -> bytes:
     return json.dumps({"metadataAttributes": attributes}, sort_keys=True).encode("utf-8")
 
 
+class _NeedFullFetch(Exception):  # noqa: N818 - internal: a blob only a full fetch sends
+    pass
+
+
 @dataclass
 class _Plan:
     keep: dict[str, list[str]]
@@ -97,6 +108,7 @@ class _Plan:
     delete: list[str]
     problems: list[dict[str, str]]
     unread: dict[str, int]
+    large: list[str]  # blobs over the file bound (or left out by the server's filter)
 
 
 def _plan(
@@ -109,8 +121,15 @@ def _plan(
             f"the branch holds {len(selected)} files, over the bound of {bounds.max_files} "
             "(narrow it with 'paths', or raise the bound)",
         )
-    problems = [{"path": p.path, "reason": p.reason} for p in tree.skipped]
+    # Links and submodules are problems where a file would have been synced: under
+    # ``paths``, not hidden (a link in .github/ or outside the prefixes is not the user's).
+    problems = [
+        {"path": p.path, "reason": p.reason}
+        for p in tree.skipped
+        if registration.selects(p.path) and not _is_hidden(p.path)
+    ]
     unread: dict[str, int] = {}
+    large: list[str] = []
     keep: dict[str, list[str]] = {}
     write: list[tuple[str, str]] = []
     for item in selected:
@@ -123,20 +142,42 @@ def _plan(
         except ValidationError as exc:
             problems.append({"path": item.path, "reason": f"path not synced: {exc.message}"})
             continue
+        previous = old.files.get(item.path)
+        if previous is not None and previous[0] == item.blob:
+            keep[item.path] = previous  # mirrored already: never read again
+            continue
         size = tree.size(item.blob)
+        if size is None and (
+            tree.unresolved or (item.blob in tree.assumed and item.blob not in old.large_blobs)
+        ):
+            # Left out as known though never mirrored (``paths`` changed), or a delta
+            # without its base: only a full fetch is sure to send it.
+            raise _NeedFullFetch
         if size is None or size > bounds.max_file_bytes:
+            large.append(item.blob)
             problems.append(
                 {"path": item.path, "reason": f"larger than {bounds.max_file_bytes} bytes"}
             )
             continue
-        previous = old.files.get(item.path)
-        if previous is not None and previous[0] == item.blob:
-            keep[item.path] = previous
-        else:
-            write.append((item.path, item.blob))
+        write.append((item.path, item.blob))
     wanted = set(keep) | {path for path, _ in write}
     delete = sorted(path for path in old.files if path not in wanted)
-    return _Plan(keep, write, delete, problems, unread)
+    return _Plan(keep, write, delete, problems, unread, sorted(set(large)))
+
+
+def _mirrored_blobs(
+    registry: RepoRegistry, scope: KnowledgeScope, name: str, state: RepoState
+) -> Callable[[str], bytes | None]:
+    """A blob's bytes from the mirror, by the manifest (a thin pack's delta base; the
+    fetch checks the id against the bytes)."""
+    paths = {entry[0]: path for path, entry in state.files.items()}
+    prefix = mirror_prefix(scope, name)
+
+    def read(blob: str) -> bytes | None:
+        path = paths.get(blob)
+        return None if path is None else registry.storage.get(prefix + path)
+
+    return read
 
 
 def sync_repository(
@@ -157,10 +198,26 @@ def sync_repository(
     state.attempted_at = _now()
     try:
         secret = resolve_credential(registration.credential, read_secret=read_secret)
+        since = registry.trees(scope, registration.name)
+        if since is not None and since.commit != state.commit:
+            since = None  # kept for another commit than the mirror's: start afresh
         tree = fetch_branch(
-            registration, secret, bounds, deadline=deadline, clock=clock, hosts=hosts
+            registration,
+            secret,
+            bounds,
+            deadline=deadline,
+            clock=clock,
+            hosts=hosts,
+            since=since,
+            old_blob=_mirrored_blobs(registry, scope, registration.name, state),
         )
-        plan = _plan(registration, tree, state, bounds)
+        try:
+            plan = _plan(registration, tree, state, bounds)
+        except _NeedFullFetch:
+            tree = fetch_branch(
+                registration, secret, bounds, deadline=deadline, clock=clock, hosts=hosts
+            )
+            plan = _plan(registration, tree, state, bounds)
     except RepoSyncError as exc:
         state.error = {"kind": exc.kind, "message": exc.message}
         registry.save_state(scope, registration.name, state)
@@ -207,6 +264,7 @@ def sync_repository(
     state.files = files
     state.problems = plan.problems
     state.unread_files = dict(sorted(plan.unread.items()))
+    state.large_blobs = plan.large
     if out_of_time or failed:
         left = len(plan.write) + len(plan.delete) - report.written - report.deleted
         state.error = (
@@ -229,6 +287,19 @@ def sync_repository(
         state.error = None
     report.error = state.error
     report.problems = state.problems
+    report.fetched_bytes = tree.pack_bytes
+    report.incremental = tree.incremental
+    unchanged_trees = tree.incremental and since is not None and since.commit == tree.commit
+    if state.commit == tree.commit and tree.trees is not None and not unchanged_trees:
+        # The next sync fetches from here. Saved before the state: a state naming a
+        # commit whose trees are not kept only costs a full fetch.
+        try:
+            registry.save_trees(scope, registration.name, tree.trees)
+        except Exception:  # an optimisation: the next sync fetches in full
+            # Trees of another commit than the state's are never used, so a failed drop
+            # leaves nothing wrong behind either.
+            with contextlib.suppress(Exception):
+                registry.drop_trees(scope, registration.name)
     registry.save_state(scope, registration.name, state)
     return report
 

@@ -17,17 +17,20 @@ import json
 import math
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from knowledge.core.errors import ValidationError
 from knowledge.core.model import FileProblem, unread_extension
 from knowledge.core.origin import ORIGIN, URL, check_sidecar_origin, check_url
+from knowledge.core.scope_set import SHARED_CONTEXT_KEY
 
 __all__ = [
     "CANNOT_LIST",
     "MAX_SIDECAR_BYTES",
     "Listing",
     "MetadataValue",
+    "SynonymsFile",
     "parse_metadata_sidecar",
     "under_unlisted_folder",
 ]
@@ -55,19 +58,30 @@ def under_unlisted_folder(problems: list[FileProblem]) -> Callable[[str], bool]:
     return lambda path: path.startswith(prefixes) if prefixes else False
 
 
+@dataclass(frozen=True, slots=True)
+class SynonymsFile:
+    """What a listing found of the scope's synonyms file (``core.source.SYNONYMS_FILE``):
+    its bytes (``None``: the scope has none), or why it could not be read."""
+
+    data: bytes | None = None
+    error: str | None = None
+
+
 class Listing(Generic[T]):
     """An iterator of listed items plus the problems met while listing them.
 
     ``produce`` receives the listing itself and returns the item iterator; it appends
     to ``skipped`` and ``errors`` and counts the files no pattern selects in ``unread``
     (by extension: ``IndexStatus.unread_files``) as it goes (lazily: nothing runs before the first
-    ``next()``).
+    ``next()``), and sets ``synonyms`` to what it found of the scope's synonyms file.
     """
 
     def __init__(self, produce: Callable[[Listing[T]], Iterator[T]]) -> None:
         self.skipped: list[FileProblem] = []
         self.errors: list[FileProblem] = []
         self.unread: Counter[str] = Counter()
+        # None: this listing does not look for a synonyms file (else what it found).
+        self.synonyms: SynonymsFile | None = None
         self._items = produce(self)
 
     def count_unread(self, path: str) -> None:
@@ -126,15 +140,18 @@ def parse_metadata_sidecar(data: bytes) -> dict[str, MetadataValue]:
     Scalars become strings (booleans ``"true"``/``"false"``), lists lists of strings.
     ``origin`` must be one a writer may set (``knowledge.core.origin.SIDECAR_ORIGINS``:
     ``upload``, ``repo``, ``manual``; never ``shared``) and ``url`` an absolute http(s)
-    URL. Raises ``ValidationError`` naming the attribute when the sidecar is not of that
-    form.
+    URL; ``shared_library`` is never a sidecar's (it names the library of a shared hit,
+    set by the search alone: ``knowledge.core.scope_set``). Raises ``ValidationError``
+    naming the attribute when the sidecar is not of that form.
     """
     if len(data) > MAX_SIDECAR_BYTES:
         raise ValidationError("sidecar", f"is larger than {MAX_SIDECAR_BYTES} bytes")
     try:
         document = json.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ValidationError("sidecar", f"is not valid UTF-8 JSON ({exc})") from exc
+    except ValueError as exc:  # not UTF-8, not JSON, or an integer over Python's 4,300 digits
+        raise ValidationError("sidecar", f"is not valid UTF-8 JSON ({str(exc)[:200]})") from exc
+    except RecursionError:
+        raise ValidationError("sidecar", "is not valid JSON here: nested too deeply") from None
     if not isinstance(document, dict) or not isinstance(document.get("metadataAttributes"), dict):
         raise ValidationError("metadataAttributes", "the sidecar must be an object with this key")
     metadata: dict[str, MetadataValue] = {}
@@ -142,6 +159,10 @@ def parse_metadata_sidecar(data: bytes) -> dict[str, MetadataValue]:
         field = f"metadataAttributes.{key}"
         if not key.strip():
             raise ValidationError("metadataAttributes", "attribute names must not be blank")
+        if key == SHARED_CONTEXT_KEY:
+            raise ValidationError(
+                field, "is set by the search for a shared library's hits, never by a sidecar"
+            )
         if isinstance(value, dict) and isinstance(value.get("value"), dict):
             metadata[key] = _typed_value(field, value["value"])
         elif isinstance(value, list):

@@ -45,14 +45,16 @@ from knowledge.core.documents import validate_document_path
 from knowledge.core.errors import InvalidScopeError, NotFoundError, ValidationError
 from knowledge.core.model import FileProblem, IndexOptions
 from knowledge.core.scope import KnowledgeScope, validate_segment
-from knowledge.core.source import SIDECAR_SUFFIX, SourceDocument, is_document_path
+from knowledge.core.source import SIDECAR_SUFFIX, SYNONYMS_FILE, SourceDocument, is_document_path
 from knowledge.ingest.sources import (
     CANNOT_LIST,
     MAX_SIDECAR_BYTES,
     Listing,
     MetadataValue,
+    SynonymsFile,
     parse_metadata_sidecar,
 )
+from knowledge.ranking.synonyms import MAX_SYNONYMS_BYTES
 
 __all__ = [
     "SYMLINK_OUTSIDE_SCOPE",
@@ -263,6 +265,17 @@ def _sidecar_metadata(
     return {}
 
 
+def _synonyms_file(found: _Found | None, real_root: str) -> SynonymsFile:
+    """The scope's synonyms file (``ingest.synonyms``), read with the same checks as a
+    document (a regular file inside the folder), up to one byte past its bound."""
+    if found is None:
+        return SynonymsFile()
+    try:
+        return SynonymsFile(read_regular_file(found.real, real_root, limit=MAX_SYNONYMS_BYTES + 1))
+    except OSError as exc:
+        return SynonymsFile(error=_failed("cannot read it", exc))
+
+
 def _list_documents(
     real_root: str,
     options: IndexOptions,
@@ -271,8 +284,9 @@ def _list_documents(
     key_prefix: str | None,
 ) -> Iterator[SourceDocument]:
     found = _scan(real_root, options.recursive, listing)
+    listing.synonyms = _synonyms_file(found.get(SYNONYMS_FILE), real_root)
     for rel in sorted(found):
-        if rel.endswith(SIDECAR_SUFFIX):
+        if rel.endswith(SIDECAR_SUFFIX) or rel == SYNONYMS_FILE:
             continue
         if not is_document_path(rel, options.file_patterns):
             listing.count_unread(rel)

@@ -45,8 +45,9 @@ from knowledge.core.errors import (
 )
 from knowledge.core.model import FileProblem, IndexOptions
 from knowledge.core.scope import KnowledgeScope
-from knowledge.core.source import SIDECAR_SUFFIX, SourceDocument, is_document_path
-from knowledge.ingest.sources import Listing, MetadataValue, parse_metadata_sidecar
+from knowledge.core.source import SIDECAR_SUFFIX, SYNONYMS_FILE, SourceDocument, is_document_path
+from knowledge.ingest.sources import Listing, MetadataValue, SynonymsFile, parse_metadata_sidecar
+from knowledge.ranking.synonyms import MAX_SYNONYMS_BYTES
 
 __all__ = ["S3DocumentSource", "S3Object"]
 
@@ -238,8 +239,10 @@ class S3DocumentSource:
                     )
                     continue
                 found[item.path] = item
+            synonyms = found.get(SYNONYMS_FILE)
+            listing.synonyms = self._synonyms(synonyms.key if synonyms else None, synonyms)
             for path in sorted(found):
-                if path.endswith(SIDECAR_SUFFIX):
+                if path.endswith(SIDECAR_SUFFIX) or path == SYNONYMS_FILE:
                     continue
                 if not is_document_path(path, options.file_patterns):
                     listing.count_unread(path)
@@ -269,6 +272,28 @@ class S3DocumentSource:
                 )
 
         return Listing(produce)
+
+    # --- the synonyms file -------------------------------------------------------------------
+
+    def synonyms_file(self, scope: KnowledgeScope) -> SynonymsFile:
+        """The scope's synonyms file as it is now (``ingest.synonyms``; its S3 event)."""
+        key = self.prefix(scope) + SYNONYMS_FILE
+        head = self._head(key)
+        if head is None:
+            return SynonymsFile()
+        size = int(head.get("ContentLength", 0))
+        return self._synonyms(key, S3Object(key=key, path=SYNONYMS_FILE, size=size, etag=""))
+
+    def _synonyms(self, key: str | None, item: S3Object | None) -> SynonymsFile:
+        if key is None or item is None:
+            return SynonymsFile()
+        if item.size > MAX_SYNONYMS_BYTES:  # not read
+            return SynonymsFile(error=f"is {item.size} bytes, at most {MAX_SYNONYMS_BYTES}")
+        try:
+            got = self._get_object(key)
+        except KnowledgeError as exc:
+            return SynonymsFile(error=f"cannot read it ({exc})")
+        return SynonymsFile() if got is None else SynonymsFile(got[0])
 
     # --- one document -----------------------------------------------------------------------
 

@@ -24,10 +24,14 @@ probe whether some other agent's documents contain a word (a word they hold a lo
 scores near zero). With ``isolation="agent"`` each agent's chunks have their own table,
 ``chunks_fts_<n>`` (``n`` from ``fts_agents``), so an agent's scores depend on its own
 documents only (contexts of one agent share their statistics, as they share
-``cross_context`` searches). A search that covers shared libraries
-(``knowledge.core.scope_set``) is one statement: in the shared table one scope condition;
-per agent, the caller's table and ``_shared``'s, one ``SELECT`` each (each its own
-statistics) joined by ``UNION ALL`` and ranked together. A file remembers its isolation;
+``cross_context`` searches), and each shared library ``_shared/<context>`` has a table of
+its own (``knowledge.core.scope_set.statistics_owner``: ``fts_agents`` names the owner), so
+a library no caller is granted changes nothing that caller measures. A search that covers
+shared libraries (``knowledge.core.scope_set``) is one statement: in the shared table one
+scope condition; per agent, the caller's table and each granted library's, one ``SELECT``
+each (each its own statistics) joined by ``UNION ALL`` and ranked together. A file built
+when the libraries shared ``_shared``'s one table is rebuilt on opening
+(``needs_rebuild``). A file remembers its isolation;
 opened with the other one, its keyword index is rebuilt from the chunks (``rebuild``), and
 a store still open with the old setting (another process) is refused on its next search
 or write (``check``) rather than silently searching the other way."""
@@ -35,14 +39,14 @@ or write (``check``) rather than silently searching the other way."""
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
 from knowledge.core.errors import StoreError
 from knowledge.core.model import SearchQuery
 from knowledge.core.path_filters import matches_file_patterns, matches_metadata
 from knowledge.core.scope import KnowledgeScope
-from knowledge.core.scope_set import searched_scopes
+from knowledge.core.scope_set import SHARED_AGENT, searched_scopes, statistics_owner
 from knowledge.ranking.analysis import keyword_terms
 from knowledge.ranking.headings import DEFAULT_HEADINGS_WEIGHT, heading_terms
 from knowledge.ranking.page_signal import (
@@ -52,6 +56,7 @@ from knowledge.ranking.page_signal import (
     check_page_weight,
     with_pages,
 )
+from knowledge.ranking.synonyms import SYNONYM_WEIGHT, QueryTerms
 
 from .candidates import FETCH_BATCH, Candidate, ChunkKey, pairs_condition
 from .filter_sql import filter_sql
@@ -62,7 +67,9 @@ __all__ = [
     "DEFAULT_ISOLATION",
     "ISOLATION_MODES",
     "KeywordIndex",
+    "fts_match",
     "fts_query",
+    "scope_synonyms",
 ]
 
 ISOLATION_MODES: Final = ("shared", "agent")
@@ -85,14 +92,39 @@ def fts_query(text: str) -> str | None:
     doubled), so no operator, column filter, prefix or NEAR group can be expressed.
     ``None`` when the text has no terms (it then matches nothing).
     """
-    terms = dict.fromkeys(keyword_terms(text))
-    if not terms:
+    return fts_match(keyword_terms(text))
+
+
+def fts_match(terms: Iterable[str]) -> str | None:
+    """The FTS5 MATCH expression of already analysed ``terms`` (``fts_query``)."""
+    distinct = dict.fromkeys(terms)
+    if not distinct:
         return None
-    return " OR ".join('"' + term.replace('"', '""') + '"' for term in terms)
+    return " OR ".join('"' + term.replace('"', '""') + '"' for term in distinct)
+
+
+def scope_synonyms(conn: sqlite3.Connection, scope: KnowledgeScope) -> str | None:
+    """The text of the scope's synonyms (``knowledge.ranking.synonyms``), ``None`` for none:
+    one primary-key lookup in the search's read transaction."""
+    row = conn.execute(
+        "SELECT rules FROM synonyms WHERE agent = ? AND context = ?", (scope.agent, scope.context)
+    ).fetchone()
+    return None if row is None else str(row[0])
 
 
 def _terms(content: str) -> str:
     return " ".join(keyword_terms(content))
+
+
+def _matches(terms: QueryTerms) -> list[tuple[float, str]]:
+    """The FTS5 ``MATCH`` expressions of a query's terms, each with its weight: the typed
+    terms at 1.0, those a synonym added at ``SYNONYM_WEIGHT`` (none without typed terms).
+    The chunk side and the page side both score these."""
+    match = fts_match(terms.typed)
+    if match is None:
+        return []
+    extra = fts_match(terms.expanded)
+    return [(1.0, match)] if extra is None else [(1.0, match), (SYNONYM_WEIGHT, extra)]
 
 
 def _document_of(key: ChunkKey) -> Document:
@@ -133,17 +165,21 @@ class KeywordIndex:
 
     # --- which table ------------------------------------------------------------------
 
-    def table(self, conn: sqlite3.Connection, agent: str, *, create: bool) -> str | None:
-        """The table holding ``agent``'s terms; ``None`` if it has none and not ``create``."""
+    def table(
+        self, conn: sqlite3.Connection, agent: str, context: str, *, create: bool
+    ) -> str | None:
+        """The table holding the terms of ``agent/context`` (its statistics owner's,
+        ``statistics_owner``); ``None`` if it has none and not ``create``."""
         if self._isolation == "shared":
             return _SHARED_TABLE
-        row = conn.execute("SELECT id FROM fts_agents WHERE agent = ?", (agent,)).fetchone()
+        owner = statistics_owner(agent, context)
+        row = conn.execute("SELECT id FROM fts_agents WHERE agent = ?", (owner,)).fetchone()
         if row is not None:
             return f"chunks_fts_{int(row[0])}"
         if not create:
             return None
         number = conn.execute("SELECT coalesce(max(id), 0) + 1 FROM fts_agents").fetchone()[0]
-        conn.execute("INSERT INTO fts_agents (agent, id) VALUES (?, ?)", (agent, number))
+        conn.execute("INSERT INTO fts_agents (agent, id) VALUES (?, ?)", (owner, number))
         table = f"chunks_fts_{int(number)}"
         conn.execute(_TABLE_DDL.format(table=table))
         create_page_table(conn, table)
@@ -175,10 +211,11 @@ class KeywordIndex:
         add_page(conn, table, rowid, page.terms)
 
     def remove(
-        self, conn: sqlite3.Connection, agent: str, condition: str, params: list[str]
+        self, conn: sqlite3.Connection, scope: KnowledgeScope, condition: str, params: list[str]
     ) -> None:
-        """Drop the terms of the chunks matching ``condition`` (a clause on ``chunks``)."""
-        table = self.table(conn, agent, create=False)
+        """Drop the terms of the chunks matching ``condition`` (a clause on ``chunks``, inside
+        ``scope``)."""
+        table = self.table(conn, scope.agent, scope.context, create=False)
         if table is None:
             return
         chunk_ids = f"SELECT id FROM chunks WHERE {condition}"  # noqa: S608
@@ -198,13 +235,15 @@ class KeywordIndex:
         page: tuple[str, int, str] | None = None  # (doc_id, first chunk id, table)
         page_terms = PageRow()
         rows = conn.execute(
-            "SELECT id, doc_id, agent, content, metadata FROM chunks ORDER BY doc_id, chunk_index"
+            "SELECT id, doc_id, agent, context, content, metadata FROM chunks"
+            " ORDER BY doc_id, chunk_index"
         )
         for batch in iter(lambda: rows.fetchmany(FETCH_BATCH), []):
-            for rowid, doc_id, agent, content, metadata in batch:
-                table = tables.get(agent)
+            for rowid, doc_id, agent, context, content, metadata in batch:
+                owner = statistics_owner(agent, context)
+                table = tables.get(owner)
                 if table is None:
-                    table = tables[agent] = self.table(conn, agent, create=True) or ""
+                    table = tables[owner] = self.table(conn, agent, context, create=True) or ""
                 if page is None or page[0] != doc_id:
                     if page is not None:
                         add_page(conn, page[2], page[1], page_terms.terms)
@@ -213,17 +252,40 @@ class KeywordIndex:
         if page is not None:
             add_page(conn, page[2], page[1], page_terms.terms)
 
+    def needs_rebuild(self, conn: sqlite3.Connection) -> bool:
+        """Whether a per-agent file still keeps every shared library in the one table of
+        ``_shared`` (as files built before each library had its own did)."""
+        if self._isolation == "shared":
+            return False
+        found = conn.execute("SELECT 1 FROM fts_agents WHERE agent = ?", (SHARED_AGENT,))
+        return found.fetchone() is not None
+
     # --- reads --------------------------------------------------------------------------
+
+    def _tables_of(
+        self, conn: sqlite3.Connection, agent: str, context: str | None
+    ) -> list[tuple[str, str | None]]:
+        """The existing tables holding ``agent/context`` (``context`` ``None``: every context
+        of the agent), each with the context it is searched for there: one table, except
+        for every context of ``_shared`` under agent isolation (one per library)."""
+        if context is not None or self._isolation == "shared" or agent != SHARED_AGENT:
+            table = self.table(conn, agent, context or "", create=False)
+            return [] if table is None else [(table, context)]
+        prefix = f"{SHARED_AGENT}/"
+        rows = conn.execute(
+            "SELECT agent, id FROM fts_agents WHERE substr(agent, 1, ?) = ? ORDER BY id",
+            (len(prefix), prefix),
+        ).fetchall()
+        return [(f"chunks_fts_{int(number)}", owner[len(prefix) :]) for owner, number in rows]
 
     def _groups(
         self, conn: sqlite3.Connection, scope: KnowledgeScope, query: SearchQuery
     ) -> dict[str, list[tuple[str, str | None]]]:
-        """The searched scope pairs by the table holding them."""
+        """The searched scope pairs by the table holding them (``_tables_of``)."""
         groups: dict[str, list[tuple[str, str | None]]] = {}
         for agent, context in searched_scopes(scope, query.cross_context, query.shared_libraries):
-            table = self.table(conn, agent, create=False)
-            if table is not None:
-                groups.setdefault(table, []).append((agent, context))
+            for table, searched in self._tables_of(conn, agent, context):
+                groups.setdefault(table, []).append((agent, searched))
         return groups
 
     def side(
@@ -231,16 +293,17 @@ class KeywordIndex:
         conn: sqlite3.Connection,
         scope: KnowledgeScope,
         query: SearchQuery,
-        match: str,
+        terms: QueryTerms,
         limit: int,
     ) -> tuple[list[Candidate], PageScores[ChunkKey, Document]]:
         """The keyword side of a search: the best ``limit`` chunks (``candidates``), each
         scored with its page's part (``knowledge.ranking.page_signal``), best first, ties
-        by key; and the two parts, for the trace."""
-        chunks = self.candidates(conn, scope, query, match, limit)
+        by key; and the two parts, for the trace. Both parts score the same ``terms``
+        (the typed ones and those a synonym added, at ``SYNONYM_WEIGHT``)."""
+        chunks = self.candidates(conn, scope, query, terms, limit)
         pages = with_pages(
             {c.key: c.score for c in chunks},
-            self.page_scores(conn, scope, query, match, chunks) if self._page_weight else {},
+            self.page_scores(conn, scope, query, terms, chunks) if self._page_weight else {},
             _document_of,
             self._page_weight,
         )
@@ -253,27 +316,36 @@ class KeywordIndex:
         conn: sqlite3.Connection,
         scope: KnowledgeScope,
         query: SearchQuery,
-        match: str,
+        terms: QueryTerms,
         candidates: list[Candidate],
     ) -> dict[Document, float]:
         """The page rows' scores of the candidates' documents (``page_index``), by
         ``(agent, context, path)``, each table's with its own statistics."""
-        if not candidates:
+        matches = _matches(terms)
+        if not candidates or not matches:
             return {}
-        return page_scores(conn, self._groups(conn, scope, query), match, candidates)
+        return page_scores(conn, self._groups(conn, scope, query), matches, candidates)
 
     def candidates(
         self,
         conn: sqlite3.Connection,
         scope: KnowledgeScope,
         query: SearchQuery,
-        match: str,
+        terms: QueryTerms,
         limit: int,
     ) -> list[Candidate]:
         """The best ``limit`` chunks of the scope and the query's shared libraries for
-        ``match`` that pass the filters, best first, ties by ``ChunkKey``. One statement:
+        ``terms`` that pass the filters, best first, ties by ``ChunkKey``. One statement:
         with per-agent tables, one ``SELECT`` per table (each its own statistics,
-        ``knowledge.core.scope_set``) joined by ``UNION ALL`` and ranked together."""
+        ``knowledge.core.scope_set``) joined by ``UNION ALL`` and ranked together. Terms a
+        synonym added (``terms.expanded``) are a second ``MATCH`` of each table whose
+        ``bm25()`` counts ``SYNONYM_WEIGHT``: FTS5's BM25 is a sum over the query's
+        phrases, so a chunk's score is that of its typed terms plus ``SYNONYM_WEIGHT``
+        times that of its added ones, as in the other stores (``_matches``)."""
+        matches = _matches(terms)
+        if not matches:
+            return []
+        extra = len(matches) > 1
         groups = self._groups(conn, scope, query)
         if not groups:
             return []
@@ -283,17 +355,27 @@ class KeywordIndex:
             filter_clause = f" AND ({condition})"
         selects: list[str] = []
         bound: list[object] = []
+        # Inside the GROUP BY's subquery SQLite would otherwise walk ``chunks`` and probe
+        # the FTS table per row (seconds on 10,000 chunks): CROSS JOIN keeps FTS outer.
+        join = "CROSS JOIN" if extra else "JOIN"
         for table, pairs in groups.items():
             scope_sql, params = pairs_condition(pairs, "c.")
-            selects.append(
-                "SELECT c.id AS id, c.path AS path, c.chunk_index AS chunk_index,"  # noqa: S608
-                " c.context AS context, c.agent AS agent, c.metadata AS metadata,"
-                f" -bm25({table}, 1.0, ?) AS s"
-                f" FROM {table} JOIN chunks AS c ON c.id = {table}.rowid"
-                f" WHERE {table} MATCH ? AND {scope_sql}{filter_clause}"
+            for weight, expression in matches:
+                selects.append(
+                    "SELECT c.id AS id, c.path AS path, c.chunk_index AS chunk_index,"  # noqa: S608
+                    " c.context AS context, c.agent AS agent, c.metadata AS metadata,"
+                    f" ? * -bm25({table}, 1.0, ?) AS s"
+                    f" FROM {table} {join} chunks AS c ON c.id = {table}.rowid"
+                    f" WHERE {table} MATCH ? AND {scope_sql}{filter_clause}"
+                )
+                bound.extend((weight, self._headings_weight, expression, *params, *filter_params))
+        union = " UNION ALL ".join(selects)
+        if extra:  # a chunk matched by both: the sum of its two scores
+            union = (
+                "SELECT id, path, chunk_index, context, agent, metadata, sum(s) AS s"  # noqa: S608
+                f" FROM ({union}) GROUP BY id"
             )
-            bound.extend((self._headings_weight, match, *params, *filter_params))
-        sql = " UNION ALL ".join(selects) + (" ORDER BY s DESC, path, chunk_index, context, agent")
+        sql = union + " ORDER BY s DESC, path, chunk_index, context, agent"
         # The search filter is part of the SQL (filter_sql), so only these are left to Python.
         filtered = bool(query.file_patterns or query.metadata)
         # Without filters every row is a candidate, so SQLite can stop at the limit.

@@ -103,6 +103,11 @@ def _settle_isolation(conn: sqlite3.Connection, keywords: KeywordIndex, display:
             recorded,
         )
         keywords.rebuild(conn)
+    elif keywords.needs_rebuild(conn):
+        logger.warning(
+            "index %s: rebuilding the keyword index: one table per shared library", display
+        )
+        keywords.rebuild(conn)
     conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('isolation', ?)", (wanted,))
 
 

@@ -1,12 +1,16 @@
 """The embedded store's page rows: one FTS5 row per document (``knowledge.ranking.page_signal``).
 
-Beside each keyword table of chunks (``chunks_fts``, or ``chunks_fts_<n>`` per agent:
-``keyword_index``) is a table of pages, ``pages_fts`` (``pages_fts_<n>``), one column
+Beside each keyword table of chunks (``chunks_fts``, or ``chunks_fts_<n>`` per statistics
+owner under agent isolation: each agent, and each shared library on its own,
+``keyword_index``) is a table of pages, ``pages_fts`` (``pages_fts_<n>``), created,
+dropped and rebuilt with it (``KeywordIndex.table``, ``rebuild``), one column
 ``terms``: the document's text terms, every chunk's ``keyword_terms`` in chunk order, as
 the chunks hold them (no headings: a title repeated on every chunk would count once per
 chunk). Its rowid is the id of the document's first chunk, so the page goes with its
 chunks: deleted by the same chunk condition, before them, and ``UNIQUE`` as chunk ids are.
-BM25 is taken over the pages of that table, as the chunks' over its chunks.
+BM25 is taken over the pages of that table, as the chunks' over its chunks, for the same
+terms: the typed ones, and those a scope's synonym added at ``SYNONYM_WEIGHT``, a second
+``MATCH`` summed in as on the chunk side (``knowledge.ranking.synonyms``).
 
 A search reads the pages of its keyword candidates' documents only, with the same scope
 condition as the candidates (``pairs_condition``) and their paths named, so what the
@@ -68,12 +72,15 @@ def _exists(conn: sqlite3.Connection, table: str) -> bool:
 def page_scores(
     conn: sqlite3.Connection,
     groups: dict[str, list[tuple[str, str | None]]],
-    match: str,
+    matches: Sequence[tuple[float, str]],
     candidates: Sequence[Candidate],
 ) -> dict[Document, float]:
-    """``-bm25()`` of the page rows of the candidates' documents that match ``match``,
-    by ``(agent, context, path)``; ``groups`` maps each chunk table to the scope pairs
-    searched in it (``KeywordIndex.candidates``), each table's pages read with its own."""
+    """The page rows' scores of the candidates' documents, by ``(agent, context, path)``:
+    for each ``(weight, expression)`` of ``matches`` (the typed terms at 1.0, those a
+    synonym added at ``SYNONYM_WEIGHT``: ``keyword_index._matches``, as the chunks are
+    scored) ``weight * -bm25()`` of the rows that match it, summed. ``groups`` maps each
+    chunk table to the scope pairs searched in it (``KeywordIndex._groups``), each
+    table's pages read with its own statistics."""
     paths = sorted({c.key[0] for c in candidates})
     if not paths:
         return {}
@@ -85,16 +92,18 @@ def page_scores(
         if not _exists(conn, table):
             continue
         scope_sql, params = pairs_condition(pairs, "c.")
-        # The matching pages first (one full-text query), then their chunks' scope and
-        # path: joined the other way SQLite would run the query once per chunk.
-        rows = conn.execute(
-            f"WITH p AS MATERIALIZED (SELECT rowid AS id, -bm25({table}) AS s"  # noqa: S608
-            f" FROM {table} WHERE {table} MATCH ?)"
-            " SELECT c.agent, c.context, c.path, p.s FROM p JOIN chunks AS c ON c.id = p.id"
-            f" WHERE {scope_sql} AND c.path IN ({marks})",
-            [match, *params, *paths],
-        )
-        for agent, context, path, score in rows:
-            if (agent, context, path) in wanted:
-                scores[agent, context, path] = float(score)
+        for weight, match in matches:
+            # The matching pages first (one full-text query), then their chunks' scope and
+            # path: joined the other way SQLite would run the query once per chunk.
+            rows = conn.execute(
+                f"WITH p AS MATERIALIZED (SELECT rowid AS id, -bm25({table}) AS s"  # noqa: S608
+                f" FROM {table} WHERE {table} MATCH ?)"
+                " SELECT c.agent, c.context, c.path, p.s FROM p JOIN chunks AS c ON c.id = p.id"
+                f" WHERE {scope_sql} AND c.path IN ({marks})",
+                [match, *params, *paths],
+            )
+            for agent, context, path, score in rows:
+                if (agent, context, path) in wanted:
+                    key = (agent, context, path)
+                    scores[key] = scores.get(key, 0.0) + weight * float(score)
     return scores

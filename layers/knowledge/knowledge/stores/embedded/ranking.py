@@ -31,6 +31,7 @@ from knowledge.ranking.fusion import (
     vector_only,
 )
 from knowledge.ranking.page_signal import PageScores
+from knowledge.ranking.synonyms import QueryTerms
 from knowledge.ranking.weighted_page import Page
 
 from .candidates import Candidate, ChunkKey
@@ -129,6 +130,7 @@ class Fusion:
         *,
         cjk: bool,
         pages: PageScores[ChunkKey, Any] | None = None,
+        synonyms: QueryTerms | None = None,
     ) -> dict[str, Any]:
         """The store's part of an explained search (``ranking.explain.record_search``):
         the sides as ``fuse`` got them, the keyword side's two parts (``pages``), the
@@ -160,6 +162,7 @@ class Fusion:
                 if hybrid and not weighted
                 else None
             ),
+            "synonyms": synonyms,
         }
 
 

@@ -11,10 +11,11 @@ Tables (schema version 3):
   a later version of the document reuses the vector of a chunk with the same key);
 - ``unread_files``: per scope and extension, how many files no pattern selects
   (``IndexStatus.unread_files``);
+- ``synonyms``: per scope, the text of its synonyms file (``knowledge.ranking.synonyms``);
 - ``problems``: per scope and path, why the latest attempt to index it was skipped or
   failed (``WriteSession.record_problem``); the indexed version, if any, stays;
-- ``chunks_fts`` and, with ``isolation="agent"``, one ``chunks_fts_<n>`` per agent
-  (listed in ``fts_agents``): the keyword index (``keyword_index``);
+- ``chunks_fts`` and, with ``isolation="agent"``, one ``chunks_fts_<n>`` per agent and
+  per shared library (listed in ``fts_agents``): the keyword index (``keyword_index``);
 - ``generations``: per agent, a counter every write transaction bumps, which tells cached
   vectors from stale ones, also across processes (``vector_search``);
 - ``meta``: schema version, keyword analysis, embedder identity, keyword isolation.
@@ -161,6 +162,14 @@ _TABLES_V3: Final = (
         count INTEGER NOT NULL,
         PRIMARY KEY (agent, context, extension)
     )""",
+    # The scope's synonyms (knowledge.ranking.synonyms): its checked file's text, read by
+    # every keyword search of the scope (one primary-key lookup), kept by a reindex.
+    """CREATE TABLE IF NOT EXISTS synonyms (
+        agent TEXT NOT NULL,
+        context TEXT NOT NULL,
+        rules TEXT NOT NULL,
+        PRIMARY KEY (agent, context)
+    )""",
 )
 
 # Columns added to version 3 without a new version: an older release writing the file
@@ -266,6 +275,7 @@ def _settle_keyword_tables(conn: sqlite3.Connection) -> None:
         return
     for (number,) in conn.execute("SELECT id FROM fts_agents").fetchall():
         conn.execute(f"DROP TABLE IF EXISTS chunks_fts_{int(number)}")
+        conn.execute(f"DROP TABLE IF EXISTS pages_fts_{int(number)}")
     conn.execute("DELETE FROM fts_agents")
     conn.execute("DROP TABLE chunks_fts")
     conn.execute(_KEYWORD_TABLE)

@@ -79,12 +79,13 @@ from knowledge.ranking.fusion import (
 from knowledge.ranking.fusion import relevance_floor as fusion_floor
 from knowledge.ranking.headings import DEFAULT_HEADINGS_WEIGHT, check_headings_weight
 from knowledge.ranking.page_signal import PAGE_WEIGHT
+from knowledge.ranking.synonyms import QueryTerms, compiled, expand
 from knowledge.ranking.weighted_page import weighted_page
 from knowledge.stores.protocol import StoredDocument
 
 from .candidates import Candidate, candidate_facts, chunk_rows
 from .connections import MEMORY, ConnectionPool, damage_advice, is_damage
-from .keyword_index import DEFAULT_ISOLATION, ISOLATION_MODES, KeywordIndex, fts_query
+from .keyword_index import DEFAULT_ISOLATION, ISOLATION_MODES, KeywordIndex, scope_synonyms
 from .listing import read_document, read_documents
 from .opening import mismatch_error, open_file
 from .ranking import (
@@ -271,7 +272,7 @@ class EmbeddedKnowledgeStore:
     def search(self, scope: KnowledgeScope, query: SearchQuery) -> list[SearchResult]:
         """Rank the scope's chunks for ``query`` (module docstring); ``[]`` when none match."""
         mode = self._supported(query.mode or self._default_mode)
-        match = fts_query(query.text) if mode is not SearchMode.VECTOR else None
+        keyword_side = mode is not SearchMode.VECTOR
         query_vector = (
             unit_query_vector(self._embedder, self._identity, query.text)
             if self._embedder is not None and mode is not SearchMode.KEYWORD
@@ -288,14 +289,17 @@ class EmbeddedKnowledgeStore:
             else candidate_count(query.offset + query.max_results)
         )
         with self._reading() as conn:
-            if match is not None:
+            terms = QueryTerms(())
+            if keyword_side:
                 self._keywords.check(conn, self._display)
+                # The scope's own synonyms (ranking.synonyms), never another's.
+                terms = expand(query.text, compiled(scope_synonyms(conn, scope)))
             while True:
                 keyword: list[Candidate] = []
                 vector: list[Candidate] = []
                 pages = None  # the keyword side's two parts (ranking.page_signal)
-                if match is not None:
-                    keyword, pages = self._keywords.side(conn, scope, query, match, limit)
+                if keyword_side:
+                    keyword, pages = self._keywords.side(conn, scope, query, terms, limit)
                 if query_vector is not None:
                     vector = vector_candidates(
                         conn,
@@ -320,6 +324,7 @@ class EmbeddedKnowledgeStore:
                         (keyword, vector),
                         cjk=cjk,
                         pages=pages,
+                        synonyms=terms if keyword_side else None,
                     ),
                 )
                 deeper = read_deeper(

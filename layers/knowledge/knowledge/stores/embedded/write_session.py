@@ -46,6 +46,7 @@ from knowledge.core.errors import ConfigurationError, StoreError, ValidationErro
 from knowledge.core.model import FileProblem
 from knowledge.core.origin import FORMAT
 from knowledge.core.scope import KnowledgeScope
+from knowledge.core.source import SYNONYMS_FILE
 from knowledge.ranking.page_signal import PageRow
 from knowledge.stores.protocol import DocumentHeader, EmbeddedChunk
 
@@ -266,6 +267,25 @@ class EmbeddedWriteSession:
             raise self._store_error("cannot record the unread files", exc) from exc
         self._document_done()
 
+    def put_synonyms(self, text: str | None) -> None:
+        """Replace the scope's synonyms (``None``: none) and clear the synonyms file's
+        problem; a reindex's replace leaves them (configuration, not documents)."""
+        try:
+            conn = self._writing(SYNONYMS_FILE, touch=False)
+            where = [self._scope.agent, self._scope.context]
+            conn.execute(f"DELETE FROM synonyms WHERE {_SCOPE_CONDITION}", where)  # noqa: S608
+            if text:
+                conn.execute(
+                    "INSERT INTO synonyms (agent, context, rules) VALUES (?, ?, ?)", (*where, text)
+                )
+            conn.execute(
+                f"DELETE FROM problems WHERE {_PATH_CONDITION}",  # noqa: S608
+                [*where, SYNONYMS_FILE],
+            )
+        except sqlite3.Error as exc:
+            raise self._store_error("cannot store the synonyms", exc) from exc
+        self._document_done()
+
     def stored_vectors(self, path: str) -> Mapping[str, Sequence[float]]:
         """The vectors of the indexed version of ``path`` by ``embedding_key`` (float32,
         as stored); empty without an embedder or for a document not indexed."""
@@ -350,7 +370,7 @@ class EmbeddedWriteSession:
     ) -> int:
         scope = self._scope
         keywords = self._store.keywords
-        table = keywords.table(conn, scope.agent, create=True)
+        table = keywords.table(conn, scope.agent, scope.context, create=True)
         assert table is not None  # create=True always names one
         count = embedded = reused = 0
         first: int | None = None  # the page row's rowid (page_index)
@@ -412,7 +432,7 @@ class EmbeddedWriteSession:
         conn = self._conn
         assert conn is not None
         # ``condition`` is one of this module's constant clauses; values are bound.
-        self._store.keywords.remove(conn, self._scope.agent, condition, params)
+        self._store.keywords.remove(conn, self._scope, condition, params)
         conn.execute(f"DELETE FROM chunks WHERE {condition}", params)  # noqa: S608
         conn.execute(f"DELETE FROM problems WHERE {condition}", params)  # noqa: S608
         deleted = conn.execute(f"DELETE FROM documents WHERE {condition}", params)  # noqa: S608

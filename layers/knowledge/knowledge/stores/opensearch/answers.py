@@ -175,12 +175,13 @@ def _stored(path: str, aggs: Mapping[str, Any]) -> StoredDocument | None:
     # Chunks without their record, two records, or a count that does not match: a write
     # that did not finish. Reported with a hash nothing equals, so it is written again.
     content_hash = str(source.get(CONTENT_HASH) or "") if complete else INCOMPLETE_HASH
-    version = source.get(VERSION)
+    version, generation = source.get(VERSION), source.get(GENERATION)
     return StoredDocument(
         path=path,
         content_hash=content_hash,
         version=None if version is None else str(version),
         chunk_count=chunks,
+        generation=None if generation is None else str(generation),
     )
 
 

@@ -14,8 +14,12 @@ document:
    is still what was read just before* (``_mget`` in real time, then ``create`` or
    ``index`` with ``if_seq_no``/``if_primary_term``). An indexed version newer than
    this one wins (the new chunks are removed; the document is reported "stale version");
-   a record changed meanwhile (409) is read again and decided again. So the version
-   check and the write are atomic in effect: two racing writers end at the newer one;
+   so does a record that no longer names the generation an upsert was decided on
+   (``Commit.precondition``), unless both carry a version (their order decides): the
+   document is reported "superseded" (``sender.lost_to``), since the other writer
+   committed after this one read the document; a record changed meanwhile (409) is
+   read again and decided again. So the decision and the write are atomic in effect:
+   two racing writers end at the newer one, with or without versions;
 3. then the chunks of the generation the record pointed at before are deleted by id.
    If the node refuses (429 until retries are exhausted, a failed request), the record
    is pointed back at that generation, marked incomplete (``Switch.action``), and the
@@ -84,7 +88,10 @@ from knowledge.stores.opensearch.mapping import (
     GENERATION,
     INDEXED_AT,
     PROBLEM_AT,
+    RECORD,
+    RECORD_SYNONYMS,
 )
+from knowledge.stores.protocol import Precondition
 
 if TYPE_CHECKING:
     from knowledge.stores.opensearch.connection import Connection
@@ -136,6 +143,7 @@ class Commit:
     version: str | None
     chunk_count: int
     record: Mapping[str, Any]
+    precondition: Precondition | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -269,11 +277,14 @@ def _delete_stale(
 
 def unwritten_query(scope: KnowledgeScope, started: datetime) -> dict[str, Any]:
     """What a reindex that started at ``started`` removes when it ends: every record of
-    the scope written before it (indexed, or only a problem, before then)."""
+    the scope written before it (indexed, or only a problem, before then), but its
+    synonyms record (configuration, not documents: a reindex whose file is bad keeps the
+    last good set)."""
     before = started.isoformat()
     return {
         "bool": {
             "filter": query_filters.scope_filters(scope),
+            "must_not": [{"term": {RECORD: RECORD_SYNONYMS}}],
             "should": [
                 {"range": {INDEXED_AT: {"lt": before}}},
                 {

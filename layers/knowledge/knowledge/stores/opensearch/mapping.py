@@ -120,12 +120,14 @@ __all__ = [
     "RECORD_CHUNK",
     "RECORD_DOCUMENT",
     "RECORD_PROPERTIES",
+    "RECORD_SYNONYMS",
     "RECORD_UNREAD",
     "REUSED_CHUNKS",
     "SCHEMA3_METADATA_TEMPLATES",
     "SCHEMA_VERSION",
     "SIZE",
     "SOURCE_FIELDS",
+    "SYNONYMS",
     "UNREAD_FILES",
     "VERSION",
     "IndexLayout",
@@ -167,6 +169,8 @@ RECORD_CHUNK = "chunk"
 RECORD_DOCUMENT = "document"
 RECORD_UNREAD = "unread"  # one per scope: IndexStatus.unread_files, in UNREAD_FILES
 UNREAD_FILES = "unread_files"
+RECORD_SYNONYMS = "synonyms"  # one per scope: its synonyms (ranking.synonyms), in SYNONYMS
+SYNONYMS = "synonyms"
 
 META_KEY = "knowledge"
 SCHEMA_VERSION = 4
@@ -223,6 +227,8 @@ RECORD_PROPERTIES: dict[str, Any] = {
     REUSED_CHUNKS: {"type": "integer"},
     # The scope's unread-files record (RECORD_UNREAD): extension -> count, _source only.
     UNREAD_FILES: {"type": "object", "enabled": False},
+    # The scope's synonyms record (RECORD_SYNONYMS): {"rules": the file's text}, _source only.
+    SYNONYMS: {"type": "object", "enabled": False},
 }
 """Fields added after schema 1 (schema 2: generations, per-document records, problems;
 schema 3: ``embedding_key``; later, within schema 4: the embedded and reused counts): put

@@ -16,6 +16,7 @@ from typing import Any
 from knowledge.core.model import SearchQuery
 from knowledge.core.scope import KnowledgeScope
 from knowledge.ranking.page_signal import PageScores, with_pages
+from knowledge.ranking.synonyms import QueryTerms
 from knowledge.stores.opensearch import answers, queries, query_filters
 from knowledge.stores.opensearch.connection import Connection
 from knowledge.stores.opensearch.mapping import DOCUMENT_ID
@@ -30,11 +31,13 @@ def page_scores(
     action: str,
     scope: KnowledgeScope,
     query: SearchQuery,
+    terms: QueryTerms,
     chunks: Mapping[str, float],
     sources: Mapping[str, Mapping[str, Any]],
 ) -> PageScores[str, str]:
     """The keyword side's two parts for the candidates ``chunks`` (raw scores by id;
-    ``sources`` what each candidate says of itself)."""
+    ``sources`` what each candidate says of itself); the pages scored for the same
+    ``terms`` as the chunks (a synonym's added terms at ``SYNONYM_WEIGHT``)."""
     weight = connection.config.page_weight
 
     def document_of(key: str) -> str:
@@ -46,7 +49,7 @@ def page_scores(
         filters = query_filters.searched_scope_filters(
             scope, cross_context=query.cross_context, libraries=query.shared_libraries
         )
-        body = queries.page_search_body(query.text, filters, documents)
+        body = queries.page_search_body(terms, filters, documents)
         pages = _parse(answers.parse_hits(connection.search(index, f"{action}: pages", body)))
     return with_pages(chunks, pages, document_of, weight)
 

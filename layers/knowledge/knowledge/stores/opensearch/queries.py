@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from knowledge.core.scope import KnowledgeScope
-from knowledge.ranking.analysis import keyword_terms
+from knowledge.ranking.synonyms import SYNONYM_WEIGHT, QueryTerms, expand
 from knowledge.stores.opensearch.mapping import (
     AGENT,
     CHUNK_COUNT,
@@ -30,6 +30,7 @@ from knowledge.stores.opensearch.mapping import (
     RECORD,
     RECORD_CHUNK,
     RECORD_DOCUMENT,
+    RECORD_SYNONYMS,
     RECORD_UNREAD,
     REUSED_CHUNKS,
     SOURCE_FIELDS,
@@ -108,7 +109,7 @@ def _candidate_fields(with_path: bool, facts: bool) -> dict[str, Any]:
 
 
 def keyword_search_body(
-    text: str,
+    text: str | QueryTerms,
     filters: Sequence[Mapping[str, Any]],
     size: int,
     *,
@@ -124,12 +125,11 @@ def keyword_search_body(
     fields, or with ``candidates`` its ``_id`` and score, with ``CANDIDATE_FIELDS`` as
     doc values if ``candidate_facts`` (server-made ids) and ``document_path`` if
     ``candidate_path``. A query without terms matches nothing. ``named`` clauses
-    (``with_named``) say which hits they match without changing a score.
+    (``with_named``) say which hits they match without changing a score. ``text`` as
+    ``QueryTerms`` (``ranking.synonyms.expand``): the terms a synonym added are a second
+    ``match`` boosted ``SYNONYM_WEIGHT`` (BM25 sums the clauses, as the other stores do).
     """
-    terms = " ".join(dict.fromkeys(keyword_terms(text)))
-    should: list[dict[str, Any]] = [
-        {"match": {CONTENT_TERMS: {"query": terms}}} if terms else {"match_none": {}}
-    ]
+    should = _term_clauses(CONTENT_TERMS, text)
     return {
         "size": size,
         "track_total_hits": False,
@@ -151,15 +151,32 @@ def keyword_search_body(
     }
 
 
+def _term_clauses(field: str, text: str | QueryTerms) -> list[dict[str, Any]]:
+    """The ``should`` clauses of a keyword query on ``field``: the typed terms, and the
+    terms a synonym added as a second ``match`` boosted ``SYNONYM_WEIGHT``."""
+    found = expand(text, None) if isinstance(text, str) else text
+    terms = " ".join(found.typed)
+    should: list[dict[str, Any]] = [
+        {"match": {field: {"query": terms}}} if terms else {"match_none": {}}
+    ]
+    if terms and found.expanded:
+        added = " ".join(found.expanded)
+        should.append({"match": {field: {"query": added, "boost": SYNONYM_WEIGHT}}})
+    return should
+
+
 def page_search_body(
-    text: str, scope_filters: Sequence[Mapping[str, Any]], document_ids: Sequence[str]
+    text: str | QueryTerms,
+    scope_filters: Sequence[Mapping[str, Any]],
+    document_ids: Sequence[str],
 ) -> dict[str, Any]:
     """BM25 on the document records' ``page_terms`` (``knowledge.ranking.page_signal``)
-    with the query's distinct terms, as ``keyword_search_body`` sends them, over the
-    records of ``document_ids`` only (the keyword candidates' documents, which the
-    search's filters chose) inside the search's ``scope_filters``: each hit its
-    ``document_id`` and score, at most one per document."""
-    terms = " ".join(dict.fromkeys(keyword_terms(text)))
+    with the query's terms exactly as ``keyword_search_body`` sends them (a synonym's
+    added terms a second ``match`` boosted ``SYNONYM_WEIGHT``), over the records of
+    ``document_ids`` only (the keyword candidates' documents, which the search's
+    filters chose) inside the search's ``scope_filters``: each hit its ``document_id``
+    and score, at most one per document."""
+    should = _term_clauses(PAGE_TERMS, text)
     return {
         "size": len(document_ids),
         "track_total_hits": False,
@@ -173,9 +190,7 @@ def page_search_body(
                     {"term": {RECORD: RECORD_DOCUMENT}},
                     {"terms": {DOCUMENT_ID: list(document_ids)}},
                 ],
-                "should": [
-                    {"match": {PAGE_TERMS: {"query": terms}}} if terms else {"match_none": {}}
-                ],
+                "should": should,
                 "minimum_should_match": 1,
             }
         },
@@ -412,7 +427,7 @@ def scopes_page_body(page_size: int, after: Mapping[str, Any] | None = None) -> 
     return {
         "size": 0,
         "track_total_hits": False,
-        "query": {"bool": {"must_not": [{"term": {RECORD: RECORD_UNREAD}}]}},
+        "query": {"bool": {"must_not": [{"terms": {RECORD: [RECORD_UNREAD, RECORD_SYNONYMS]}}]}},
         "aggs": {"scopes": {"composite": composite}},
     }
 

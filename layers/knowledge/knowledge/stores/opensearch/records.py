@@ -5,15 +5,17 @@ write uses them."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from knowledge.core.scope import KnowledgeScope
-from knowledge.stores.opensearch.answers import parse_hits
+from knowledge.stores.opensearch.answers import INCOMPLETE_HASH, parse_hits
 from knowledge.stores.opensearch.mapping import (
     CHUNK_COUNT,
     CHUNK_INDEX,
+    CONTENT_HASH,
     DOCUMENT_ID,
     DOCUMENT_PATH,
     EMBEDDING,
@@ -27,9 +29,11 @@ from knowledge.stores.opensearch.mapping import (
     VERSION,
 )
 from knowledge.stores.opensearch.query_filters import scope_filters
+from knowledge.stores.protocol import StoredDocument
 
 __all__ = [
     "RecordState",
+    "as_of_record",
     "bulk_delete_action",
     "bulk_index_action",
     "bulk_problem_action",
@@ -71,6 +75,7 @@ class RecordState:
     version: str | None
     generation: str | None
     chunk_count: int
+    content_hash: str | None = None
 
 
 def parse_records_mget(response: Mapping[str, Any]) -> dict[str, RecordState]:
@@ -89,8 +94,34 @@ def parse_records_mget(response: Mapping[str, Any]) -> dict[str, RecordState]:
             version=None if version is None else str(version),
             generation=None if generation is None else str(generation),
             chunk_count=count if isinstance(count, int) else 0,
+            content_hash=None if source.get(CONTENT_HASH) is None else str(source[CONTENT_HASH]),
         )
     return states
+
+
+def as_of_record(
+    searched: StoredDocument | None, record: RecordState | None, path: str
+) -> StoredDocument | None:
+    """The stored document a search read (``searched``: up to the last refresh), checked
+    against its record read in real time (``record``). A search that shows the record as
+    it is now is right (its chunk counts say whether the version is complete); one that
+    lags (the record was written, replaced or removed since the last refresh) is
+    reported with the record's facts and ``INCOMPLETE_HASH``, a hash nothing equals: the
+    document is written again (under its ``Precondition``), never skipped as unchanged
+    on a version the index no longer holds."""
+    if record is None or record.generation is None:
+        if searched is None:
+            return None
+        return StoredDocument(path, INCOMPLETE_HASH, None, searched.chunk_count)
+    if (
+        searched is not None
+        and searched.generation == record.generation
+        and searched.content_hash in (record.content_hash, INCOMPLETE_HASH)
+    ):
+        return dataclasses.replace(searched, version=record.version)
+    return StoredDocument(
+        path, INCOMPLETE_HASH, record.version, record.chunk_count, record.generation
+    )
 
 
 def other_generations_query(

@@ -2,7 +2,8 @@
 
 ``search`` sends what ``queries`` builds and reads the answers:
 
-- keyword: BM25 (words + CJK bigrams) divided by the best hit's score;
+- keyword: BM25 on the query's terms (``terms``: with the scope's synonyms, the store
+  reads them) divided by the best hit's score;
 - vector: the engine's cosine score ``(1 + cos) / 2``;
 - hybrid: both sides in one ``_msearch`` (or two searches), ``fusion.HYBRID_CANDIDATES``
   each whatever the page (every page of a query is a slice of one order), fused
@@ -16,9 +17,7 @@
   candidates cost more than that round trip (bench/REPORT.md, 3b). A chunk gone between
   the two reads (its document replaced meanwhile) is left out.
 
-Vector and hybrid drop vector candidates below the embedder's relevance floor
-(``fusion.relevance_floor``).
-
+Vector and hybrid drop vector candidates below the floor (``fusion.relevance_floor``).
 A single-mode side asks for at least twice the results the page needs (``offset +
 max_results``, and ``fusion.candidate_count`` of it, room for the per-document cap) and
 keeps, per document, only the hits of its newest generation
@@ -33,9 +32,8 @@ result whatever their size.
 
 Time: every request is a ``Connection.read`` (per-request timeout, at most one retry,
 inside the caller's deadline); the query embedding runs inside the same deadline
-(``embed_query``), so a hung node or provider ends the request in time. The ``hashing``
-embedder, arithmetic in this process that cannot hang, runs in the caller's thread: a
-hand-off to the embedding pool would cost more than the embedding.
+(``embed_query``). The ``hashing`` embedder (arithmetic that cannot hang) runs in the
+caller's thread: a hand-off to the embedding pool would cost more than the embedding.
 """
 
 from __future__ import annotations
@@ -69,6 +67,7 @@ from knowledge.ranking.fusion import (
 )
 from knowledge.ranking.origin_weights import KIND, LESSON, NEUTRAL, RankWeights, is_lesson
 from knowledge.ranking.page_signal import PageScores
+from knowledge.ranking.synonyms import QueryTerms
 from knowledge.ranking.weighted_page import Page, weighted_page
 from knowledge.stores.opensearch import answers, queries, query_filters
 from knowledge.stores.opensearch.both_sides import search_both
@@ -178,11 +177,12 @@ def search(
     scope: KnowledgeScope,
     query: SearchQuery,
     mode: SearchMode,
+    terms: QueryTerms,
 ) -> list[SearchResult]:
     """Search one scope (or every context of its agent with ``cross_context``) and the
     query's shared libraries (``knowledge.core.scope_set``) of ``index`` (with per-agent
-    indexes, the caller's and the library owner's, comma-separated: one request over
-    both); the indexes exist and ``mode`` is supported."""
+    indexes, the caller's and each granted library's, comma-separated: one request over
+    all); the indexes exist and ``mode`` is supported."""
     config = connection.config
     pairs = _metadata_pairs(connection, index)
     filters = query_filters.query_filters(
@@ -234,6 +234,7 @@ def search(
             "floor": floor,
             "hybrid_weights": pair if hybrid else None,
             "page": parts["pages"],
+            "synonyms": None if mode is SearchMode.VECTOR else terms,
         }
 
     def page_of(fused: list[Fused[str]]) -> Page[str]:
@@ -278,7 +279,7 @@ def search(
             }
         while True:
             if mode is SearchMode.KEYWORD:
-                body = queries.keyword_search_body(query.text, filters, size, **lean)
+                body = queries.keyword_search_body(terms, filters, size, **lean)
             else:
                 assert vector is not None
                 body = queries.vector_search_body(
@@ -299,6 +300,7 @@ def search(
                     action=action,
                     scope=scope,
                     query=query,
+                    terms=terms,
                     chunks=raw,
                     sources=sources,
                 )
@@ -322,7 +324,7 @@ def search(
         facts = not config.client_ids
         named = _named_clauses(weights, pairs)
         keyword_body = queries.keyword_search_body(
-            query.text,
+            terms,
             filters,
             size,
             candidates=True,
@@ -363,6 +365,7 @@ def search(
             action=action,
             scope=scope,
             query=query,
+            terms=terms,
             chunks=keyword_raw,
             sources=sources,
         )

@@ -27,11 +27,12 @@ from knowledge.stores.opensearch import records
 from knowledge.stores.opensearch.answers import item_reason
 from knowledge.stores.opensearch.bulk import byte_length, item_ok, send_bulk, serialize
 from knowledge.stores.opensearch.generations import Commit, Switch, WriteState, generation_ids
+from knowledge.stores.protocol import REASON_STALE_VERSION, REASON_SUPERSEDED
 
 if TYPE_CHECKING:
     from knowledge.stores.opensearch.connection import Connection
 
-__all__ = ["Request", "RequestBuffer", "RequestWriter"]
+__all__ = ["Request", "RequestBuffer", "RequestWriter", "lost_to"]
 
 logger = logging.getLogger("knowledge.stores.opensearch.session")  # the write session's log
 
@@ -100,6 +101,30 @@ class RequestBuffer:
             self.actions = [self.actions[i] for i in keep]
             self.owners = [self.owners[i] for i in keep]
         self._bytes = sum(byte_length(lines) for lines in self.actions)
+
+
+def lost_to(commit: Commit, stored: records.RecordState | None) -> str | None:
+    """Why ``commit`` must not replace the record as it is now (``stored``, read in real
+    time), or ``None`` to write it. A newer indexed version wins ("stale version"); a
+    write with a ``Precondition`` (an upsert) that no longer holds loses too
+    ("superseded": another writer committed since it read the document, with content
+    that may be newer), unless both carry a version, whose order then decides."""
+    indexed = None if stored is None else stored.generation
+    if stored is not None and indexed is not None:
+        if not is_newer_version(commit.version, stored.version):
+            return (
+                f"{REASON_STALE_VERSION}: {commit.version} is older than the indexed "
+                f"{stored.version}"
+            )
+        if commit.version is not None and stored.version is not None:
+            return None
+    expected = commit.precondition
+    if expected is None or expected.generation == indexed:
+        return None
+    return (
+        f"{REASON_SUPERSEDED}: another write of the document was committed while this "
+        "one was made; the indexed version is kept and the document is read again"
+    )
 
 
 class RequestWriter:
@@ -269,17 +294,9 @@ class RequestWriter:
             actions: list[str] = []
             for commit in pending:
                 stored = states.get(commit.document_id)
-                if (
-                    stored is not None
-                    and stored.generation is not None
-                    and not is_newer_version(commit.version, stored.version)
-                ):
-                    state.reject(
-                        commit.path,
-                        f"stale version: {commit.version} is older than the indexed "
-                        f"{stored.version}",
-                        plain=True,
-                    )
+                lost = lost_to(commit, stored)
+                if lost is not None:
+                    state.reject(commit.path, lost, plain=True)
                     cleanup.extend(self.own_ids(commit))
                     continue
                 record = records.bulk_record_action(commit.document_id, commit.record, stored)

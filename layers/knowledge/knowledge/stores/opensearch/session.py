@@ -37,6 +37,7 @@ from knowledge.core.identity import document_id as _document_id
 from knowledge.core.model import FileProblem
 from knowledge.core.origin import FORMAT, ORIGIN
 from knowledge.core.scope import KnowledgeScope
+from knowledge.core.source import SYNONYMS_FILE
 from knowledge.ranking.analysis import keyword_terms
 from knowledge.ranking.page_signal import PageRow
 from knowledge.stores.opensearch import records
@@ -58,6 +59,7 @@ from knowledge.stores.opensearch.generations import (
 )
 from knowledge.stores.opensearch.sender import Request, RequestBuffer, RequestWriter
 from knowledge.stores.opensearch.serverless import ServerlessWriter, delete_matching, document_ids
+from knowledge.stores.opensearch.synonyms import synonyms_body, synonyms_record, synonyms_record_id
 from knowledge.stores.protocol import DocumentHeader, EmbeddedChunk
 
 if TYPE_CHECKING:
@@ -212,6 +214,7 @@ class OpenSearchWriteSession:
             generation=generation,
             version=header.version,
             chunk_count=count,
+            precondition=header.precondition,
             record=document_record(
                 self._scope,
                 header,
@@ -303,6 +306,23 @@ class OpenSearchWriteSession:
         record_id = f"unread:{_document_id(self._scope, '')}" if self._client_ids else None
         self._add(records.bulk_index_action(record_id, source), UNREAD_OWNER)
         self._state.wrote = True
+
+    def put_synonyms(self, text: str | None) -> None:
+        """Write the scope's synonyms record (``opensearch.synonyms``; ``None``: none) and
+        clear the synonyms file's problem. With server-made ids the older records of the
+        scope are deleted first (the status and searches read the latest)."""
+        self._check_open()
+        record_id = None
+        if self._client_ids:
+            record_id = synonyms_record_id(_document_id(self._scope, ""))
+        else:
+            query = {"bool": {"filter": synonyms_body(self._scope)["query"]["bool"]["filter"]}}
+            action = f"remove the older synonyms of {self._scope}"
+            delete_matching(self._connection, self._index, query, self._serializer, action)
+        source = synonyms_record(self._scope, text, datetime.now(UTC))
+        self._add(records.bulk_index_action(record_id, source), SYNONYMS_FILE)
+        self._state.wrote = True
+        self.delete_document(SYNONYMS_FILE)  # its problem, if one was recorded
 
     def stored_vectors(self, path: str) -> Mapping[str, Sequence[float]]:
         """The vectors of the indexed version(s) of ``path`` by ``embedding_key``

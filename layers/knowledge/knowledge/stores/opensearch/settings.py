@@ -41,8 +41,9 @@ Environment (``OpenSearchConfig.from_env``):
                                    scheduled refresh (``refresh=wait_for``), so writes
                                    are searchable when the call returns (``kb`` sets it)
 ``OPENSEARCH_INDEX_PER_AGENT``     ``true``: strict per-agent isolation, one index per
-                                   agent (``<index>-agent-<agent>``), so term statistics
-                                   never mix agents (default ``false``: one shared index)
+                                   agent (``<index>-agent-<agent>``) and one per shared
+                                   library, so term statistics never mix agents or
+                                   libraries (default ``false``: one shared index)
 ``OPENSEARCH_HNSW_M``              HNSW ``m`` (links per node) of a new index (default 16)
 ``OPENSEARCH_HNSW_EF_CONSTRUCTION`` HNSW ``ef_construction`` of a new index (default 100)
 ``OPENSEARCH_EF_SEARCH``           HNSW ``ef_search`` sent with every vector query
@@ -72,17 +73,19 @@ query.
 
 from __future__ import annotations
 
+import hashlib
 import math
 import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
-from typing import Any
+from typing import Any, Final
 from urllib.parse import urlsplit
 
 from knowledge.core.errors import ConfigurationError, ValidationError
 from knowledge.core.loopback import is_loopback_url
 from knowledge.core.model import SearchMode
+from knowledge.core.scope_set import SHARED_AGENT
 from knowledge.ranking.headings import DEFAULT_HEADINGS_WEIGHT, check_headings_weight
 from knowledge.ranking.page_signal import PAGE_WEIGHT, check_page_weight
 
@@ -123,6 +126,16 @@ def _default_service(url: str) -> str:
 def _default_auth(url: str) -> str:
     host = urlsplit(url).hostname or ""
     return "sigv4" if host.endswith(".amazonaws.com") else "none"
+
+
+_MAX_INDEX_NAME_BYTES: Final = 255
+
+
+def _encoded(segment: str) -> str:
+    """A scope segment as a valid, lower-case part of an index name, one-to-one."""
+    return "".join(
+        "__" if ch == "_" else ("_" + ch.lower() if ch.isupper() else ch) for ch in segment
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -347,17 +360,26 @@ class OpenSearchConfig:
         """True for Amazon OpenSearch Serverless (``service='aoss'``)."""
         return self.service == "aoss"
 
-    def index_for(self, agent: str) -> str:
-        """The index holding ``agent``'s documents: the shared index, or with
-        ``index_per_agent`` the agent's own, ``<index_name>-agent-<agent>`` with the agent
-        name made a valid index name one-to-one (``_`` -> ``__``, an upper-case letter X
-        -> ``_x``), so two agents never share an index."""
+    def index_for(self, agent: str, context: str | None = None) -> str:
+        """The index holding ``agent``'s documents (of ``context``): the shared index, or
+        with ``index_per_agent`` the agent's own, ``<index_name>-agent-<agent>`` with the
+        agent name made a valid index name one-to-one (``_`` -> ``__``, an upper-case
+        letter X -> ``_x``), so two agents never share an index. A shared library
+        (``_shared/<context>``, ``knowledge.core.scope_set.statistics_owner``) has an index of
+        its own, ``<index_name>-agent-__shared_-<context>`` (the context encoded alike;
+        ``_-`` never appears in an encoded agent, so no agent's index has that name), or,
+        were that over OpenSearch's 255 bytes, ``...-agent-__shared_.<digest>``."""
         if not self.index_per_agent:
             return self.index_name
-        encoded = "".join(
-            "__" if ch == "_" else ("_" + ch.lower() if ch.isupper() else ch) for ch in agent
-        )
-        return f"{self.index_name}-agent-{encoded}"
+        agent_index = f"{self.index_name}-agent-{_encoded(agent)}"
+        if agent != SHARED_AGENT:
+            return agent_index
+        if context is None:
+            raise ValueError("a shared library's index needs its context")
+        name = f"{agent_index}_-{_encoded(context)}"
+        if len(name.encode()) <= _MAX_INDEX_NAME_BYTES:
+            return name
+        return f"{agent_index}_.{hashlib.sha256(context.encode()).hexdigest()[:40]}"
 
     def with_overrides(self, **changes: Any) -> OpenSearchConfig:
         """A copy with some settings changed (validated again)."""

@@ -43,6 +43,7 @@ from knowledge.core.errors import (
     ValidationError,
 )
 from knowledge.core.filter_language import AllOf, AnyOf, FilterNode, Not
+from knowledge.core.identity import document_id
 from knowledge.core.model import (
     MAX_STATUS_PROBLEMS,
     FileProblem,
@@ -55,13 +56,16 @@ from knowledge.core.model import (
 from knowledge.core.scope import KnowledgeScope
 from knowledge.core.scope_set import SHARED_AGENT
 from knowledge.embedding.base import EmbeddingClient
+from knowledge.ranking.analysis import keyword_terms
 from knowledge.ranking.fusion import hybrid_weights
+from knowledge.ranking.synonyms import QueryTerms, compiled, expand
 from knowledge.stores.opensearch import answers, listing, queries, records
 from knowledge.stores.opensearch import search as searching
 from knowledge.stores.opensearch.client import RetryPolicy, refused_as_expensive
 from knowledge.stores.opensearch.connection import Connection
 from knowledge.stores.opensearch.session import OpenSearchWriteSession
 from knowledge.stores.opensearch.settings import OpenSearchConfig
+from knowledge.stores.opensearch.synonyms import SynonymCache
 from knowledge.stores.protocol import StoredDocument
 
 if TYPE_CHECKING:
@@ -169,6 +173,7 @@ class OpenSearchKnowledgeStore:
             embedding_model=None if embedder is None else embedder.name,
         )
         self._lock = threading.Lock()
+        self._synonyms = SynonymCache()
         self._open_sessions: Counter[str] = Counter()
 
     # --- identity ----------------------------------------------------------------------
@@ -198,7 +203,7 @@ class OpenSearchKnowledgeStore:
 
     def index_name(self, scope: KnowledgeScope) -> str:
         """The index holding ``scope`` (``OpenSearchConfig.index_for``)."""
-        return self._config.index_for(scope.agent)
+        return self._config.index_for(scope.agent, scope.context)
 
     # --- IndexWriter ---------------------------------------------------------------------
 
@@ -229,13 +234,22 @@ class OpenSearchKnowledgeStore:
                 return documents
 
     def stored_document(self, scope: KnowledgeScope, path: str) -> StoredDocument | None:
+        """The document as searches show it, checked against its record read in real
+        time (``records.as_of_record``): a search lags up to a refresh interval behind
+        the writes, and an upsert decided on it ("unchanged", its ``Precondition``) must
+        see what the node holds now. On Serverless (no record ids) the search alone."""
         index = self.index_name(scope)
         if not self._connection.open_index(index, create=False):
             return None
         body = queries.stored_document_body(scope, path)
-        return answers.parse_stored_document(
+        searched = answers.parse_stored_document(
             self._connection.search(index, f"read document '{path}' of {scope}", body), path
         )
+        if not self._config.client_ids:
+            return searched
+        record_id = document_id(scope, path)
+        record = self._connection.mget_records(index, [record_id]).get(record_id)
+        return records.as_of_record(searched, record, path)
 
     def write_session(
         self, scope: KnowledgeScope, *, replace_scope: bool = False
@@ -248,6 +262,7 @@ class OpenSearchKnowledgeStore:
             self._open_sessions[scope.key] += 1
 
         def ended() -> None:
+            self._synonyms.forget(scope)
             with self._lock:
                 self._open_sessions[scope.key] -= 1
                 if self._open_sessions[scope.key] <= 0:
@@ -275,6 +290,11 @@ class OpenSearchKnowledgeStore:
         index = self._searched_indexes(scope, query)
         if not index:
             return []
+        terms, own = QueryTerms(()), self.index_name(scope)
+        if mode is not SearchMode.VECTOR:  # the scope's own synonyms (ranking.synonyms)
+            found = own in index.split(",") and bool(keyword_terms(query.text))
+            synonyms = self._synonyms.text(self._connection, own, scope) if found else None
+            terms = expand(query.text, compiled(synonyms))
         try:
             return searching.search(
                 self._connection,
@@ -283,6 +303,7 @@ class OpenSearchKnowledgeStore:
                 scope=scope,
                 query=query,
                 mode=mode,
+                terms=terms,
             )
         except StoreError as exc:
             refused = refused_as_expensive(exc)
@@ -299,11 +320,17 @@ class OpenSearchKnowledgeStore:
 
     def _searched_indexes(self, scope: KnowledgeScope, query: SearchQuery) -> str:
         """The existing indexes a search reads, comma-separated ("": none): the scope's,
-        and with shared libraries and per-agent indexes the library owner's too (one
-        request over both, each index with its own term statistics)."""
+        and with per-agent indexes each granted library's own too (one request over all,
+        each index with its own term statistics; an explicit list, never a pattern)."""
+        config = self._config
+        if config.index_per_agent and scope.agent == SHARED_AGENT and query.cross_context:
+            raise ValidationError(
+                "cross_context",
+                f"'{SHARED_AGENT}' has an index per library here: search one library "
+                "(its context) at a time",
+            )
         wanted = [self.index_name(scope)]
-        if query.shared_libraries:
-            wanted.append(self._config.index_for(SHARED_AGENT))
+        wanted += [config.index_for(lib.agent, lib.context) for lib in query.shared_libraries]
         found = [
             name
             for name in dict.fromkeys(wanted)
