@@ -1065,6 +1065,9 @@ def main(args: argparse.Namespace) -> None:
     from bench.report_named_clauses import named_clauses_section
 
     named_clauses_section(report)
+    from bench.report_page_signal import page_signal_section
+
+    page_signal_section(report)
     text = _header(report) + "\n" + "\n".join(report.sections)
     args.output.write_text(text, encoding="utf-8")
     log(f"wrote {args.output}")

@@ -146,6 +146,24 @@ def test_an_added_term_weighs_less_than_the_typed_one(indexed: KnowledgeStore) -
         assert math.isclose(second.score, SYNONYM_WEIGHT, rel_tol=1e-3), (typed, results)
 
 
+def test_the_page_part_counts_an_added_term_at_its_weight_too(
+    indexed: KnowledgeStore,
+) -> None:
+    # The page part (ranking.page_signal) scores the same terms as the chunk part: a term
+    # a synonym added counts SYNONYM_WEIGHT there too, in every store (one.txt and
+    # two.txt are one chunk each, so their page rows have the same statistics).
+    with explain.explaining() as trace:
+        results = search(indexed, WITH, "k8s")
+    entries = {
+        r.document_path: e["keyword"]
+        for r, e in zip(results, trace.to_dict(results)["results"], strict=True)
+    }
+    typed, added = entries["one.txt"], entries["two.txt"]
+    assert typed["page"] > 0.0
+    assert math.isclose(added["page"], SYNONYM_WEIGHT * typed["page"], rel_tol=1e-3), entries
+    assert math.isclose(added["chunk"], SYNONYM_WEIGHT * typed["chunk"], rel_tol=1e-3), entries
+
+
 def test_the_synonyms_file_is_config_never_a_document(indexed: KnowledgeStore) -> None:
     listed = [d.path for d in indexed.list_documents(WITH).documents]
     assert SYNONYMS_FILE not in listed

@@ -603,10 +603,23 @@ def test_hybrid_reads_the_text_of_the_chosen_chunks_only(make_store, node: NodeI
     assert all(set(h) == {"_id", "_score"} for h in hits)
     assert {h["_id"].split(":")[0] for h in hits} == {document_id(scope, path) for path in texts}
     searches = [r for r in recording.sent if r[0] == "search"]
-    # The scope's chunk count (read once, for ef_search: scope_size), then the page read.
+    # The scope's chunk count (read once, for ef_search: scope_size), the page rows of the
+    # keyword candidates' documents (ranking.page_signal: inside the scope, at most one
+    # hit per document, ids as doc values), then the page read.
     counts = [r for r in searches if r[1].get("track_total_hits") is True]
     assert len(counts) == 1
-    page = [r for r in searches if r not in counts]
+    pages = [r for r in searches if r[1].get("docvalue_fields") == ["document_id"]]
+    assert len(pages) == 1
+    assert pages[0][1]["query"]["bool"]["filter"][:3] == [
+        {"term": {"agent": "a1"}},
+        {"term": {"context": "c1"}},
+        {"term": {"record": "document"}},
+    ]
+    assert pages[0][1]["size"] == len(texts)  # every candidate's document, no more
+    # The scope's synonyms (ranking.synonyms: one read, then cached).
+    synonyms = [r for r in searches if r[1].get("_source") == {"includes": ["synonyms"]}]
+    assert len(synonyms) == 1
+    page = [r for r in searches if r not in counts and r not in pages and r not in synonyms]
     assert len(page) == 1
     assert page[0][1]["query"]["bool"]["filter"][:2] == [
         {"term": {"agent": "a1"}},

@@ -20,6 +20,7 @@ from knowledge.core.scope_set import SHARED_CONTEXT_KEY
 from knowledge.core.source import SourceDocument
 from knowledge.embedding.hashing import HashingEmbedder
 from knowledge.ingest.pipeline import upsert_document
+from knowledge.ranking import explain
 from knowledge.search.shared import SharedLibraryStore
 from knowledge.stores.embedded import EmbeddedKnowledgeStore
 from knowledge.stores.memory import MemoryKnowledgeStore
@@ -86,6 +87,23 @@ def probe(
     return {h.document_path: round(h.score, 6) for h in hits}
 
 
+def parts(
+    store: KnowledgeStore, libraries: tuple[KnowledgeScope, ...] = (LIBRARY,)
+) -> dict[str, tuple[float, float]]:
+    """The same search's two keyword parts per document, from the trace: each hit's own
+    score and its page's (``knowledge.ranking.page_signal``), each over the statistics
+    of its own side."""
+    searched = SharedLibraryStore(store, libraries)
+    query = SearchQuery("marmot tapir", mode=SearchMode.KEYWORD, max_results=50)
+    with explain.explaining() as trace:
+        hits = searched.search(PROBER, query)
+    entries = trace.to_dict(hits)["results"]
+    return {
+        h.document_path: (e["keyword"]["chunk"], e["keyword"]["page"])
+        for h, e in zip(hits, entries, strict=True)
+    }
+
+
 def fill(store: KnowledgeStore) -> None:
     for path, text in {
         "m.md": "# M\n\nmarmot",
@@ -123,20 +141,22 @@ def test_the_librarys_hits_are_scored_over_the_library_alone(
 ) -> None:
     store = make_store(kind)
     fill(store)
-    before = probe(store)
+    before = parts(store)
     # agent-a's own corpus grows with "tapir": its own scores move, the library's do not
-    # relative to each other (the library keeps its own statistics).
+    # relative to each other (the library keeps its own statistics), chunk and page
+    # part alike. (The combined score weighs the two parts by the best of each over
+    # both sides, so it is each part that the library's statistics alone make.)
     for i in range(20):
         assert upsert_document(store, PROBER, document(f"a{i}.md", "# A\n\ntapir tapir")).ok
-    after = probe(store)
+    after = parts(store)
     # lib-m / lib-t before and after, cross-multiplied (a score may round to 0).
-    kept = before["lib-m.md"] * after["lib-t.md"]
-    moved = after["lib-m.md"] * before["lib-t.md"]
+    kept = [before["lib-m.md"][i] * after["lib-t.md"][i] for i in (0, 1)]
+    moved = [after["lib-m.md"][i] * before["lib-t.md"][i] for i in (0, 1)]
     if kind in ISOLATED:
         assert kept == pytest.approx(moved, rel=1e-4)
         assert after["m.md"] != before["m.md"]  # the caller's own scores did move
     else:
-        assert kept != pytest.approx(moved, rel=1e-4)
+        assert kept[0] != pytest.approx(moved[0], rel=1e-4)
 
 
 @pytest.mark.parametrize("kind", STORES)
@@ -166,15 +186,16 @@ def test_each_granted_library_keeps_its_own_statistics(
     fill(store)
     assert upsert_document(store, SECOND, document("pol-m.md", "# Policy\n\nmarmot rule")).ok
     assert upsert_document(store, SECOND, document("pol-x.md", "# Policy\n\nother rule")).ok
-    before = probe(store, (LIBRARY, SECOND))
+    before = parts(store, (LIBRARY, SECOND))
     # SECOND grows with "tapir": LIBRARY's hits keep their scores relative to each other,
-    # as they would in a search granted LIBRARY alone (each library its own corpus).
+    # as they would in a search granted LIBRARY alone (each library its own corpus), chunk
+    # and page part alike (the combined score weighs them by the best over all sides).
     for i in range(20):
         assert upsert_document(store, SECOND, document(f"p{i}.md", "# P\n\ntapir tapir")).ok
-    after = probe(store, (LIBRARY, SECOND))
-    kept = before["lib-m.md"] * after["lib-t.md"]
-    moved = after["lib-m.md"] * before["lib-t.md"]
+    after = parts(store, (LIBRARY, SECOND))
+    kept = [before["lib-m.md"][i] * after["lib-t.md"][i] for i in (0, 1)]
+    moved = [after["lib-m.md"][i] * before["lib-t.md"][i] for i in (0, 1)]
     if kind in ISOLATED:
         assert kept == pytest.approx(moved, rel=1e-4)
     else:
-        assert kept != pytest.approx(moved, rel=1e-4)
+        assert kept[0] != pytest.approx(moved[0], rel=1e-4)

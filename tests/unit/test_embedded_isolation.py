@@ -105,6 +105,20 @@ PLAYBOOKS = KnowledgeScope("_shared", "playbooks")
 POLICIES = KnowledgeScope("_shared", "policies")
 
 
+def page_rows(db: Path) -> dict[str, int]:
+    """Each statistics owner's page rows (``page_index``: ``pages_fts_<n>`` beside its
+    ``chunks_fts_<n>``)."""
+    conn = sqlite3.connect(db)
+    try:
+        owners = conn.execute("SELECT agent, id FROM fts_agents").fetchall()
+        return {
+            owner: conn.execute(f"SELECT count(*) FROM pages_fts_{int(n)}").fetchone()[0]
+            for owner, n in owners
+        }
+    finally:
+        conn.close()
+
+
 def test_each_shared_library_has_a_table_and_the_owner_still_searches_them_all(
     tmp_path: Path,
 ) -> None:
@@ -116,12 +130,15 @@ def test_each_shared_library_has_a_table_and_the_owner_still_searches_them_all(
         owners = {row[0] for row in conn.execute("SELECT agent FROM fts_agents")}
         conn.close()
         assert owners == {"_shared/playbooks", "_shared/policies"}
+        # Each library's page rows beside its own chunks (one document each).
+        assert page_rows(tmp_path / "kb.db") == {"_shared/playbooks": 1, "_shared/policies": 1}
         every = store.search(PLAYBOOKS, SearchQuery("falcon", mode="keyword", cross_context=True))
         assert sorted(r.document_path for r in every) == ["p.md", "q.md"]
         one = store.search(PLAYBOOKS, SearchQuery("falcon", mode="keyword"))
         assert [r.document_path for r in one] == ["p.md"]
         assert delete_document(store, POLICIES, "q.md")
         assert store.search(POLICIES, SearchQuery("falcon", mode="keyword")) == []
+        assert page_rows(tmp_path / "kb.db") == {"_shared/playbooks": 1, "_shared/policies": 0}
     finally:
         store.close()
 
@@ -148,3 +165,5 @@ def test_a_file_keeping_the_libraries_in_one_table_is_rebuilt_on_opening(tmp_pat
     owners = {row[0] for row in conn.execute("SELECT agent FROM fts_agents")}
     conn.close()
     assert owners == {"_shared/playbooks", "agent-a"}
+    # The rebuild made the page rows again, each beside its owner's chunks.
+    assert page_rows(db) == {"_shared/playbooks": 1, "agent-a": 1}

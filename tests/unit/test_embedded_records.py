@@ -17,12 +17,14 @@ from knowledge.core.model import (
     DocumentChunk,
     FileProblem,
     IndexState,
+    SearchMode,
     SearchQuery,
 )
 from knowledge.core.origin import RECORDS
 from knowledge.core.scope import KnowledgeScope
 from knowledge.embedding.hashing import HashingEmbedder
 from knowledge.ingest.pipeline import delete_document
+from knowledge.ranking import explain
 from knowledge.ranking.analysis import ANALYSIS, KOREAN_MORPHEMES
 from knowledge.stores.embedded import EmbeddedKnowledgeStore
 from knowledge.stores.protocol import DocumentHeader, EmbeddedChunk
@@ -366,3 +368,61 @@ def test_a_file_of_analysis_3_without_chunks_gets_the_headings_column(
     raw = sqlite3.connect(db)
     assert raw.execute("SELECT value FROM meta WHERE key = 'analysis'").fetchone() == (ANALYSIS,)
     raw.close()
+
+
+# --- analysis version 5 (no page rows) ------------------------------------------------
+
+ANALYSIS_5 = (
+    "english-snowball-mecab-ko-v5" if KOREAN_MORPHEMES else "english-snowball-hangul-bigrams-v5"
+)
+
+
+def _as_analysis_5(db: Path) -> None:
+    """Make the file look as analysis version 5 left it: no page tables, that analysis
+    recorded."""
+    raw = sqlite3.connect(db)
+    with raw:
+        tables = ["pages_fts"] + [
+            f"pages_fts_{n}" for (n,) in raw.execute("SELECT id FROM fts_agents").fetchall()
+        ]
+        for table in tables:
+            raw.execute(f"DROP TABLE IF EXISTS {table}")
+        raw.execute("UPDATE meta SET value = ? WHERE key = 'analysis'", (ANALYSIS_5,))
+    raw.close()
+
+
+@pytest.mark.parametrize("isolation", ["shared", "agent"])
+def test_a_file_of_analysis_5_is_refused_with_the_reindex_hint(db: Path, isolation: str) -> None:
+    # Its keyword index has no page rows: searched as it is, every page would rank by its
+    # best chunk alone, so it is refused.
+    _file_with(db, isolation, PAYMENTS)
+    _as_analysis_5(db)
+    with pytest.raises(AnalysisMismatchError, match=ANALYSIS_5) as caught:
+        EmbeddedKnowledgeStore(db, isolation=isolation)
+    assert "Reindex" in str(caught.value)
+    assert ANALYSIS in str(caught.value)
+
+
+@pytest.mark.parametrize("isolation", ["shared", "agent"])
+def test_a_file_of_analysis_5_without_chunks_gets_its_page_tables(db: Path, isolation: str) -> None:
+    # Emptied, it is this version's: the next write gets its page row (per agent too).
+    store = EmbeddedKnowledgeStore(db, isolation=isolation)
+    try:
+        with store.write_session(SCOPE) as session:  # leaves the agent's table (isolation)
+            old = DocumentChunk("old.md", 0, "old text", {})
+            session.put_document(header("old.md"), [EmbeddedChunk(old, None)])
+        assert delete_document(store, SCOPE, "old.md")
+    finally:
+        store.close()
+    _as_analysis_5(db)
+    store = EmbeddedKnowledgeStore(db, isolation=isolation)
+    try:
+        with store.write_session(SCOPE) as session:
+            session.put_document(header("pay.md"), [EmbeddedChunk(PAYMENTS, None)])
+        with explain.explaining() as trace:
+            found = store.search(SCOPE, SearchQuery("chargeback", mode=SearchMode.KEYWORD))
+        assert [r.document_path for r in found] == ["pay.md"]
+        (search,) = trace.to_dict(found)["searches"]
+        assert search["keyword"]["page_max"] > 0  # the page row was written and read
+    finally:
+        store.close()

@@ -211,7 +211,8 @@ def test_title_and_heading_terms_count_by_their_weight() -> None:
     )
 
     def scores(weight: float) -> dict[str, float]:
-        store = MemoryKnowledgeStore(headings_weight=weight)
+        # No page part (ranking.page_signal): the chunks' own scores alone.
+        store = MemoryKnowledgeStore(headings_weight=weight, page_weight=0)
         with store.write_session(SCOPE) as session:
             session.put_document(header("pay.md"), [EmbeddedChunk(titled)])
         put(store, SCOPE, "text.md", "payments by card")
@@ -244,7 +245,8 @@ def test_filters_apply_before_normalising() -> None:
 
 
 def test_equal_scores_rank_by_path_then_chunk() -> None:
-    store = MemoryKnowledgeStore()
+    # Without the page part, which lifts b.md (it matches twice as a whole).
+    store = MemoryKnowledgeStore(page_weight=0)
     put(store, SCOPE, "b.md", "alike", "alike")
     put(store, SCOPE, "a.md", "alike")
     assert [(r.document_path, r.chunk_index) for r in found(store, "alike")] == [

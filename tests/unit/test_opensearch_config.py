@@ -392,6 +392,25 @@ def test_headings_weight_from_the_environment() -> None:
         )
 
 
+@pytest.mark.parametrize("weight", [-1.0, float("nan"), True, "high"])
+def test_a_bad_page_weight_names_the_setting(weight: object) -> None:
+    with pytest.raises(ConfigurationError, match="page_weight: must be a number >= 0"):
+        OpenSearchConfig(url="http://localhost:9200", page_weight=weight)  # type: ignore[arg-type]
+
+
+def test_page_weight_from_the_environment() -> None:
+    # The page part's weight (knowledge.ranking.page_signal); 0 turns it off.
+    assert OpenSearchConfig(url="http://localhost:9200").page_weight == 0.5
+    config = OpenSearchConfig.from_env(
+        {"OPENSEARCH_URL": "http://localhost:9200", "OPENSEARCH_PAGE_WEIGHT": "0"}
+    )
+    assert config.page_weight == 0.0
+    with pytest.raises(ConfigurationError, match="OPENSEARCH_PAGE_WEIGHT"):
+        OpenSearchConfig.from_env(
+            {"OPENSEARCH_URL": "http://localhost:9200", "OPENSEARCH_PAGE_WEIGHT": "many"}
+        )
+
+
 def test_bad_hnsw_environment_names_the_variable() -> None:
     with pytest.raises(ConfigurationError, match="OPENSEARCH_EF_SEARCH"):
         OpenSearchConfig.from_env(

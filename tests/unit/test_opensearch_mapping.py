@@ -245,6 +245,21 @@ def test_document_record_has_no_text_or_vector() -> None:
     assert (counted["embedded_chunks"], counted["reused_chunks"]) == (1, 2)
 
 
+def test_a_document_record_holds_its_page_row() -> None:
+    # The chunks' text terms in chunk order (knowledge.ranking.page_signal), in one field
+    # with the chunks' analyzer; a document without terms has none.
+    record = document_record(
+        SCOPE, HEADER, chunk_count=2, generation="g1", page_terms=["deploy", "배포", "deploy"]
+    )
+    assert record["page_terms"] == "deploy 배포 deploy"
+    properties = index_body(vector_dimensions=None, embedding_model=None)["mappings"]["properties"]
+    assert properties["page_terms"] == {
+        "type": "text",
+        "analyzer": "whitespace",
+        "index_options": "freqs",  # matched, never phrase-searched
+    }
+
+
 def test_a_chunk_keeps_the_embedding_key_of_its_vector_even_a_zero_one() -> None:
     chunk = DocumentChunk("a.md", 0, "text")
     source = chunk_document(
@@ -271,9 +286,16 @@ def test_the_embedding_key_is_kept_in_source_only_and_added_to_older_indexes() -
     assert not layout_of(_mapping_response(body), "kb").has_generations
 
 
+_ANALYSIS_5 = ANALYSIS.replace("-v6", "-v5")  # no page_terms on its document records
+
+
 @pytest.mark.parametrize(
     ("analysis", "named"),
-    [(None, "standard analyzer"), ("tokenize-v1", "'tokenize-v1'")],
+    [
+        (None, "standard analyzer"),
+        ("tokenize-v1", "'tokenize-v1'"),
+        (_ANALYSIS_5, f"'{_ANALYSIS_5}'"),
+    ],
 )
 @pytest.mark.parametrize("dimensions", [None, 16])
 def test_an_index_of_another_keyword_analysis_is_refused(

@@ -297,6 +297,36 @@ def test_keyword_body_sends_each_term_once() -> None:
     assert body["query"]["bool"]["should"] == [{"match": {"content_terms": {"query": "deploy"}}}]
 
 
+def test_page_body_scores_the_candidates_document_records_inside_the_scope() -> None:
+    # The page part (knowledge.ranking.page_signal): the records of the named documents
+    # only, inside the search's scope filters, on page_terms with the query's terms.
+    body = queries.page_search_body(
+        "Deploying deploy 배포", [AGENT_TERM, CONTEXT_TERM], ["d2", "d1"]
+    )
+    assert body == {
+        "size": 2,
+        "track_total_hits": False,
+        "_source": False,
+        "docvalue_fields": ["document_id"],
+        "query": {
+            "bool": {
+                "filter": [
+                    AGENT_TERM,
+                    CONTEXT_TERM,
+                    {"term": {"record": "document"}},
+                    {"terms": {"document_id": ["d2", "d1"]}},
+                ],
+                "should": [
+                    {"match": {"page_terms": {"query": " ".join(keyword_terms("deploy 배포"))}}}
+                ],
+                "minimum_should_match": 1,
+            }
+        },
+    }
+    empty = queries.page_search_body("the a of", [AGENT_TERM], ["d1"])
+    assert empty["query"]["bool"]["should"] == [{"match_none": {}}]
+
+
 def test_keyword_body_without_terms_matches_nothing() -> None:
     # Stop words and one-letter words only: no term, so no chunk (never every chunk).
     body = keyword_search_body("the a of", [AGENT_TERM], 5)

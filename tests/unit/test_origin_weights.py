@@ -178,7 +178,9 @@ def test_the_keyword_mode_line_shows_raw_over_the_maximum_not_min_max(tmp_path: 
         raw = entry["keyword"]["raw"]
         # what the score is computed from: raw / max, which is the fused score
         rank = entry["keyword"]["rank"]
-        assert f"kw {raw:.4g} (#{rank}) / max {top:.4g}: fused {raw / top:.4g} x" in line
+        side = entry["keyword"]
+        parts = f" [chunk {side['chunk']:.4g}, page {side['page']:.4g}]" if "page" in side else ""
+        assert f"kw {raw:.4g}{parts} (#{rank}) / max {top:.4g}: fused {raw / top:.4g} x" in line
         assert f"-> {entry['keyword']['normalised']:.4g}" not in line or raw == top
         assert explain.recompute(result, body, results.index(result)) == pytest.approx(
             result["score"], abs=1e-5

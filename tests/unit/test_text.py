@@ -216,7 +216,7 @@ def test_analysis_name_and_version_are_pinned() -> None:
     # Changing either invalidates every keyword index: only on purpose.
     # Version 4: the title and heading terms next to the text (knowledge.ranking.headings);
     # version 5: OpenSearch holds them and the text's in one field, as FTS5 does.
-    assert (ANALYSIS_VERSION, ANALYSIS) == (5, "english-snowball-mecab-ko-v5")
+    assert (ANALYSIS_VERSION, ANALYSIS) == (6, "english-snowball-mecab-ko-v6")
 
 
 _WITHOUT_MECAB = """
@@ -243,7 +243,7 @@ def test_without_mecab_hangul_is_bigrams_and_the_analysis_says_so() -> None:
     )
     morphemes, analysis, terms, loaded = json.loads(probe.stdout)
     assert morphemes is False
-    assert analysis == "english-snowball-hangul-bigrams-v5"  # never the MeCab-ko one
+    assert analysis == "english-snowball-hangul-bigrams-v6"  # never the MeCab-ko one
     assert terms == ["배포", "포실", "실패", "데비", "비안", "안은", "k8s", "배포", "deploy"]
     assert loaded is False
 

@@ -84,14 +84,16 @@ def _has_module(name: str) -> bool:
         return False
 
 
-ANALYSIS_VERSION = 5
+ANALYSIS_VERSION = 6
 """Version 1: ``tokenize`` terms as they are (no stemming, no stop words); version 2:
 English stems and stop words, CJK bigrams; version 3: Korean morphemes (MeCab-ko) for
 Hangul instead of bigrams; version 4: each chunk's title and heading path indexed next
 to its text (``knowledge.ranking.headings``; an index of version 3 has no such field); version
 5: OpenSearch holds a chunk's ``keyword_terms`` in one field, as the embedded store does
 (``stores/opensearch/mapping.py``; an index of version 4 has three fields instead). The
-terms themselves are those of version 4."""
+terms themselves are those of version 4. Version 6: every keyword index also holds one
+page row per document, its text's terms (``knowledge.ranking.page_signal``); an index of
+version 5 has none, so its keyword side would rank without the page's part."""
 KOREAN_MORPHEMES = _has_module("mecab")
 """Whether Hangul is cut into morphemes (MeCab-ko installed) or bigrams (module docstring)."""
 ANALYSIS = (

@@ -15,6 +15,10 @@ the rest.
 **The numbers recompute every score** (``recompute``; ``tests/contract`` does it on
 every store and mode): with ``e`` a result's explanation and ``s`` its search,
 
+- the keyword side's ``raw`` is ``e.keyword.chunk / s.keyword.chunk_max +
+  s.keyword.page_weight * e.keyword.page / s.keyword.page_max`` (a chunk's own score
+  and its page's, ``knowledge.ranking.page_signal``; the page part 0 when ``page_max``
+  is 0);
 - keyword mode: ``fused = e.keyword.raw / s.keyword.max``;
 - vector mode: ``fused = e.vector.raw`` (the unit score ``(1 + cos) / 2``);
 - hybrid, weighted: each side ``n = (raw - min) / (max - min)`` (1.0 when the side's
@@ -43,8 +47,10 @@ from typing import Any
 
 from knowledge.core.errors import ValidationError
 from knowledge.ranking.analysis import ANALYSIS, keyword_terms
+from knowledge.ranking.explain_format import format_trace
 from knowledge.ranking.fusion import CONFIDENCE_RANK, Fused, K, min_max, side_confidence
 from knowledge.ranking.origin_weights import RankWeights, Weighing
+from knowledge.ranking.page_signal import PageScores, recombine
 from knowledge.ranking.synonyms import QueryTerms
 
 __all__ = [
@@ -164,6 +170,7 @@ def record_search(
     extras: int,
     group_by: str | None = None,
     libraries: Sequence[str] = (),
+    page: PageScores[K, Any] | None = None,
     synonyms: QueryTerms | None = None,
 ) -> Callable[[K, bool], dict[str, Any]]:
     """Record one store search in the request's ``Explanation`` and return the function
@@ -171,10 +178,11 @@ def record_search(
     the side's raw candidate scores as fusion got them (``vector`` above the floor,
     ``vector_found`` how many there were before it); ``ranked`` the candidates after
     the weights (best first), ``weighing`` what ``origin_weights.weigh`` did; ``orders``
-    the two sides' candidate orders RRF ranked (keyword, vector); ``synonyms`` the keyword
-    side's terms with what the scope's synonyms added (``query.synonyms``: each added term
-    and its weight; the raw keyword scores already hold them, so the formulas are the
-    same)."""
+    the two sides' candidate orders RRF ranked (keyword, vector); ``page`` the keyword
+    side's two parts (``ranking.page_signal``: ``keyword`` is their combination);
+    ``synonyms`` the keyword side's terms with what the scope's synonyms added
+    (``query.synonyms``: each added term and its weight; both keyword parts, chunk and
+    page, already hold them, so the formulas are the same)."""
     explanation = current()
     assert explanation is not None  # the stores call this only inside explaining()
     kw_weight, vec_weight = hybrid_weights if hybrid_weights is not None else (None, None)
@@ -182,6 +190,8 @@ def record_search(
     vec_record, vec_norm, vec_rank = _side(vector, vec_weight)
     if orders is not None:  # RRF ranks as the store listed the sides
         kw_rank, vec_rank = _ranks(orders[0]), _ranks(orders[1])
+    if kw_record is not None and page is not None:
+        kw_record.update(page.record())
     if vec_record is not None:
         vec_record["found"] = vector_found
         vec_record["floor"] = floor
@@ -258,9 +268,12 @@ def record_search(
     def explain(key: K, extra: bool) -> dict[str, Any]:
         origin_weight, lesson_weight = weighing.factor(key)
         before = weighing.before.get(key, 0.0)
+        kw_entry = _side_entry(keyword, kw_norm, kw_rank, key)
+        if kw_entry is not None and page is not None and kw_entry["raw"] is not None:
+            kw_entry.update(page.entry(key))
         entry: dict[str, Any] = {
             "search": number,
-            "keyword": _side_entry(keyword, kw_norm, kw_rank, key),
+            "keyword": kw_entry,
             "vector": _side_entry(vector, vec_norm, vec_rank, key),
             "fused": before,
             "origin_weight": origin_weight,
@@ -338,6 +351,10 @@ def recompute(result: Mapping[str, Any], explain: Mapping[str, Any], index: int)
     entry = explain["results"][index]
     search = explain["searches"][entry["search"]]
     method = search["fusion"]["method"]
+    own = entry.get("keyword")
+    if own is not None and own["raw"] is not None and "page_weight" in search["keyword"]:
+        # The keyword raw score from its two parts (ranking.page_signal).
+        entry = {**entry, "keyword": {**own, "raw": recombine(search["keyword"], own)}}
     if method == "keyword":
         fused = entry["keyword"]["raw"] / search["keyword"]["max"]
     elif method == "vector":
@@ -374,124 +391,3 @@ def recompute(result: Mapping[str, Any], explain: Mapping[str, Any], index: int)
     if rerank["rerank_score"] is not None:
         return float(rerank["rerank_score"])
     return min(searched, float(rerank["lowest_rerank_score"]))
-
-
-def _number(value: object) -> str:
-    return f"{value:.4g}" if isinstance(value, float) else str(value)
-
-
-def _side_line(name: str, side: Mapping[str, Any] | None) -> str | None:
-    if side is None:
-        return None
-    text = f"  {name}: {side['candidates']} candidates"
-    if "found" in side:
-        text += f" ({side['found']} found, {side['below_floor']} below floor {side['floor']})"
-    text += f", raw {_number(side['min'])}..{_number(side['max'])}"
-    if "confidence" in side:
-        text += f", confidence {_number(side['confidence'])}, weight {_number(side['weight'])}"
-        if "effective_weight" in side:
-            text += f" -> {_number(side['effective_weight'])}"
-    return text
-
-
-def _entry_side(name: str, entry: Mapping[str, Any] | None, search: Mapping[str, Any]) -> str:
-    """One side of a result's line, as its score is computed from it: keyword mode
-    divides the raw score by the side's maximum, vector mode takes the unit score as it
-    is, a weighted hybrid min-max normalises (``-> n``), RRF uses the rank alone."""
-    if entry is None:
-        return ""
-    if entry["raw"] is None:
-        return f" {name} -"
-    own = f" {name} {_number(entry['raw'])} (#{entry['rank']}"
-    method = search["fusion"]["method"]
-    if method == "keyword":
-        return f"{own}) / max {_number(search['keyword']['max'])}:"
-    if method == "vector":
-        return f"{own}, unit score):"
-    if method == "rrf":
-        return f"{own})"
-    return f"{own}) -> {_number(entry['normalised'])}"
-
-
-def format_trace(trace: Mapping[str, Any], results: Sequence[Mapping[str, Any]]) -> str:
-    """The trace as text (``kb search --explain``): each search's stages, then each
-    result's numbers, in result order."""
-    lines: list[str] = []
-    for search in trace["searches"]:
-        query = search["query"]
-        libraries = search.get("libraries") or ()
-        shared = f" + {', '.join(libraries)}" if libraries else ""
-        lines.append(
-            f"search {search['search']}: {search['store']} {search['scope']}{shared}"
-            f" ({search['mode']})"
-        )
-        lines.append(f"  terms: {', '.join(query['terms']) or '(none)'}  [{query['analysis']}]")
-        synonyms = query.get("synonyms")
-        if synonyms:
-            added = ", ".join(synonyms["expanded"])
-            matched = "; ".join(
-                f"{' '.join(m['from'])} -> {' '.join(m['adds'])}" for m in synonyms["matches"]
-            )
-            lines.append(
-                f"  synonyms: + {added} (weight {_number(synonyms['weight'])} each): {matched}"
-            )
-        for name in ("keyword", "vector"):
-            line = _side_line(name, search[name])
-            if line:
-                lines.append(line)
-        fusion = search["fusion"]
-        divisor = fusion.get("divisor")
-        lines.append(
-            f"  fusion: {fusion['method']}, {fusion['candidates']} candidates"
-            + ("" if divisor is None else f", divisor {_number(divisor)}")
-        )
-        weights = search["weights"]
-        origins = " ".join(f"{k}={_number(v)}" for k, v in weights["origins"].items())
-        lines.append(
-            f"  weights: {origins} lesson={_number(weights['lesson'])}"
-            f" (extra {weights['extra_lessons']}); {weights['weighted']} weighted,"
-            f" {weights['lessons']} lessons, divisor {_number(weights['divisor'])}"
-        )
-        cap = search["cap"]
-        lines.append(
-            f"  min_score {_number(search['min_score']['value'])}: "
-            f"{search['min_score']['dropped']} dropped; per-document cap "
-            f"{cap['max_chunks_per_document']}: {cap['dropped']} passed over"
-        )
-    rerank = trace.get("rerank")
-    if rerank is not None:
-        lines.append(
-            f"rerank: {rerank['reranker']}, {rerank['candidates']} candidates, "
-            f"{len(rerank['moves'])} moved"
-        )
-    budget = trace.get("budget")
-    if budget is not None:  # a route with a token budget (the prompt context)
-        lines.append(
-            f"budget: {budget['used_tokens']} of {budget['max_tokens']} tokens, "
-            f"{budget['kept']} passages kept, {len(budget['dropped'])} dropped"
-            + (", the first cut" if budget.get("cut") else "")
-        )
-        for dropped in budget["dropped"]:
-            lines.append(
-                f"  dropped {dropped['document_path']}#{dropped['chunks']} "
-                f"(score {_number(float(dropped['score']))}, {dropped['tokens']} tokens)"
-            )
-    for index, (entry, result) in enumerate(zip(trace["results"], results, strict=False), 1):
-        if entry is None:
-            continue
-        where = f"{result['document_path']}#{result['chunk_index']}"
-        text = f"[{index}] {where} (search {entry['search']}):"
-        search = trace["searches"][entry["search"]]
-        text += _entry_side("kw", entry["keyword"], search)
-        text += _entry_side("vec", entry["vector"], search)
-        text += (
-            f" fused {_number(entry['fused'])} x{_number(entry['origin_weight'])}"
-            f" x{_number(entry['lesson_weight'])} = {_number(entry['searched'])}"
-        )
-        if entry.get("rerank"):
-            move = entry["rerank"]
-            text += f"; rerank #{move['from_rank']} -> #{move['to_rank']}"
-        if entry["extra"]:
-            text += " (extra lesson)"
-        lines.append(text + f"; score {_number(float(result['score']))}")
-    return "\n".join(lines)

@@ -61,8 +61,10 @@ from knowledge.ranking.analysis import keyword_terms
 from knowledge.ranking.fusion import keyword_only
 from knowledge.ranking.headings import DEFAULT_HEADINGS_WEIGHT, check_headings_weight, heading_terms
 from knowledge.ranking.origin_weights import is_lesson
+from knowledge.ranking.page_signal import PAGE_WEIGHT, PageRow, check_page_weight, with_pages
 from knowledge.ranking.synonyms import compiled, expand
 from knowledge.ranking.weighted_page import weighted_page
+from knowledge.stores.memory_pages import document_of, page_scores, sublinear
 from knowledge.stores.memory_snapshots import (
     ChunkKey,
     ChunkRecord,
@@ -79,12 +81,6 @@ __all__ = ["MemoryKnowledgeStore"]
 
 
 _MODES = frozenset({SearchMode.KEYWORD})
-
-
-def _sublinear(count: float) -> float:
-    """``1 + ln tf``; below 1 (a term only in the headings, weighed < 1) ``tf`` itself,
-    so a term counts more the more it occurs, and never negatively."""
-    return 1.0 + math.log(count) if count >= 1.0 else count
 
 
 class _MemoryWriteSession:
@@ -151,11 +147,12 @@ class _MemoryWriteSession:
         self._require_open()
         key = self._scope.key
         # Built in full before anything changes: if the stream fails, the session is untouched.
+        page = PageRow()  # the page row (knowledge.ranking.page_signal)
         records = tuple(
             ChunkRecord(
                 key=(header.path, item.chunk.chunk_index, key),
                 chunk=item.chunk,
-                term_counts=self._store._term_counts(item.chunk),
+                term_counts=self._store._term_counts(item.chunk, page),
             )
             for item in chunks
         )
@@ -168,6 +165,7 @@ class _MemoryWriteSession:
             format=kind if isinstance(kind, str) else None,
             size=header.size,
             origin=origin if isinstance(origin, str) else None,
+            page_terms=dict(Counter(page.terms)),
         )
         self._problems[header.path] = None
         return len(records)
@@ -217,8 +215,10 @@ class MemoryKnowledgeStore:
         self,
         *,
         headings_weight: float = DEFAULT_HEADINGS_WEIGHT,
+        page_weight: float = PAGE_WEIGHT,
     ) -> None:
         self._headings_weight = check_headings_weight(headings_weight)
+        self._page_weight = check_page_weight(page_weight)
         self._lock = threading.Lock()
         self._snapshots: dict[str, Snapshot] = {}
         self._writers: dict[str, threading.Lock] = {}
@@ -235,10 +235,13 @@ class MemoryKnowledgeStore:
         """Keyword-only: the pipeline embeds nothing for this store."""
         return None
 
-    def _term_counts(self, chunk: DocumentChunk) -> dict[str, float]:
+    def _term_counts(self, chunk: DocumentChunk, page: PageRow) -> dict[str, float]:
         """A chunk's term frequencies: its text's terms, plus its title and heading terms
-        (``knowledge.ranking.headings``) counted ``headings_weight`` each."""
-        counts: dict[str, float] = dict(Counter(keyword_terms(chunk.content)))
+        (``knowledge.ranking.headings``) counted ``headings_weight`` each; its text's terms
+        are added to ``page``, its document's page row."""
+        terms = keyword_terms(chunk.content)
+        page.add(terms)
+        counts: dict[str, float] = dict(Counter(terms))
         if self._headings_weight > 0:
             for term in heading_terms(chunk.metadata):
                 counts[term] = counts.get(term, 0.0) + self._headings_weight
@@ -341,9 +344,13 @@ class MemoryKnowledgeStore:
         scores: dict[ChunkKey, float] = {}
         records: dict[ChunkKey, ChunkRecord] = {}
         # The caller's snapshots over their statistics, each library over its own
-        # (knowledge.core.scope_set.statistics_owner), normalised once.
+        # (knowledge.core.scope_set.statistics_owner), normalised once; the page rows
+        # (knowledge.ranking.page_signal) over the same snapshots, for the same terms.
+        pages: dict[tuple[str, str], float] = {}
         for snapshots in (own, *([library] for library in shared)):
             self._score(snapshots, terms, query, scores, records)
+            page_scores(snapshots, terms, {document_of(k) for k in scores}, pages)
+        keyword = with_pages(scores, pages, document_of, self._page_weight)
 
         def facts(key: ChunkKey) -> tuple[object, bool]:
             metadata = records[key].chunk.metadata
@@ -355,14 +362,16 @@ class MemoryKnowledgeStore:
                 "scope": f"{scope.agent}/*" if query.cross_context else scope.key,
                 "mode": mode.value,
                 "fusion": "keyword",
-                "keyword": scores,
+                "keyword": combined,
                 "vector": None,
+                "page": keyword,
                 "synonyms": expansion,
             }
 
         # Weights, the page (group_by, counts), lesson extras, the trace (ranking.weighted_page).
+        combined = keyword.combined()
         page = weighted_page(
-            keyword_only(scores), facts, query, document_of=lambda k: (k[2], k[0]), trace=trace
+            keyword_only(combined), facts, query, document_of=document_of, trace=trace
         )
         explained = page.explanations()
         results = []
@@ -418,7 +427,7 @@ class MemoryKnowledgeStore:
                             rejected.add(key)
                             continue
                         records[key] = record
-                    scores[key] = scores.get(key, 0.0) + _sublinear(count) * idf
+                    scores[key] = scores.get(key, 0.0) + sublinear(count) * idf
 
     @staticmethod
     def _wanted(chunk: DocumentChunk, query: SearchQuery, indexed_at: datetime | None) -> bool:

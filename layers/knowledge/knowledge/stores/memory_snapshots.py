@@ -57,6 +57,8 @@ class DocumentRecord:
     format: str | None = None
     size: int | None = None
     origin: str | None = None
+    # The page row (knowledge.ranking.page_signal): the document's text terms, counted.
+    page_terms: Mapping[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +73,8 @@ class Snapshot:
     # path -> (when recorded: a store-wide sequence number, reason); most recent = highest
     problems: Mapping[str, tuple[int, str]]
     unread: Mapping[str, int] = field(default_factory=dict)  # IndexStatus.unread_files
+    # term -> document path -> its count in the page row (knowledge.ranking.page_signal)
+    page_postings: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
     synonyms: str | None = None  # the scope's synonyms text (ranking.synonyms), config
 
 
@@ -96,11 +100,17 @@ def apply_changes(
     documents = dict(base.documents)
     chunks = dict(base.chunks)
     owned: dict[str, dict[ChunkKey, float]] = {}
+    owned_pages: dict[str, dict[str, int]] = {}
 
     def own(term: str) -> dict[ChunkKey, float]:
         if term not in owned:
             owned[term] = dict(base.postings.get(term, {}))
         return owned[term]
+
+    def own_page(term: str) -> dict[str, int]:
+        if term not in owned_pages:
+            owned_pages[term] = dict(base.page_postings.get(term, {}))
+        return owned_pages[term]
 
     for path, new in changes.items():
         old = documents.pop(path, None)
@@ -109,18 +119,28 @@ def apply_changes(
                 del chunks[record.key]
                 for term in record.term_counts:
                     del own(term)[record.key]
+            for term in old.page_terms:
+                del own_page(term)[path]
         if new is not None:
             documents[path] = new
             for record in new.chunks:
                 chunks[record.key] = record
                 for term, count in record.term_counts.items():
                     own(term)[record.key] = count
+            for term, page_count in new.page_terms.items():
+                own_page(term)[path] = page_count
     postings = dict(base.postings)
     for term, posting in owned.items():
         if posting:
             postings[term] = posting
         else:
             postings.pop(term, None)
+    page_postings = dict(base.page_postings)
+    for term, pages in owned_pages.items():
+        if pages:
+            page_postings[term] = pages
+        else:
+            page_postings.pop(term, None)
     recorded = dict(base.problems)
     for path, problem in problems.items():
         if problem is None:
@@ -129,7 +149,9 @@ def apply_changes(
             recorded[path] = problem
     counts = base.unread if unread is None else MappingProxyType(dict(unread))
     text = base.synonyms if synonyms is None else synonyms[0]
-    return Snapshot(base.scope, documents, chunks, postings, at, recorded, counts, text)
+    return Snapshot(
+        base.scope, documents, chunks, postings, at, recorded, counts, page_postings, text
+    )
 
 
 def latest_problems(problems: Mapping[str, tuple[int, str]]) -> tuple[FileProblem, ...]:

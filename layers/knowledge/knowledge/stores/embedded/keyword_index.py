@@ -49,10 +49,18 @@ from knowledge.core.scope import KnowledgeScope
 from knowledge.core.scope_set import SHARED_AGENT, searched_scopes, statistics_owner
 from knowledge.ranking.analysis import keyword_terms
 from knowledge.ranking.headings import DEFAULT_HEADINGS_WEIGHT, heading_terms
+from knowledge.ranking.page_signal import (
+    PAGE_WEIGHT,
+    PageRow,
+    PageScores,
+    check_page_weight,
+    with_pages,
+)
 from knowledge.ranking.synonyms import SYNONYM_WEIGHT, QueryTerms
 
-from .candidates import FETCH_BATCH, Candidate, pairs_condition
+from .candidates import FETCH_BATCH, Candidate, ChunkKey, pairs_condition
 from .filter_sql import filter_sql
+from .page_index import Document, add_page, create_page_table, page_scores, remove_pages
 from .schema import load_json
 
 __all__ = [
@@ -108,6 +116,22 @@ def _terms(content: str) -> str:
     return " ".join(keyword_terms(content))
 
 
+def _matches(terms: QueryTerms) -> list[tuple[float, str]]:
+    """The FTS5 ``MATCH`` expressions of a query's terms, each with its weight: the typed
+    terms at 1.0, those a synonym added at ``SYNONYM_WEIGHT`` (none without typed terms).
+    The chunk side and the page side both score these."""
+    match = fts_match(terms.typed)
+    if match is None:
+        return []
+    extra = fts_match(terms.expanded)
+    return [(1.0, match)] if extra is None else [(1.0, match), (SYNONYM_WEIGHT, extra)]
+
+
+def _document_of(key: ChunkKey) -> Document:
+    """A candidate key's document (``ranking.document_of``)."""
+    return key[3], key[2], key[0]
+
+
 class KeywordIndex:
     """Reads and writes the FTS5 table(s) of one isolation mode (module docstring).
 
@@ -115,9 +139,15 @@ class KeywordIndex:
     so a table created by a write that is rolled back is never remembered.
     """
 
-    def __init__(self, isolation: str, headings_weight: float = DEFAULT_HEADINGS_WEIGHT) -> None:
+    def __init__(
+        self,
+        isolation: str,
+        headings_weight: float = DEFAULT_HEADINGS_WEIGHT,
+        page_weight: float = PAGE_WEIGHT,
+    ) -> None:
         self._isolation = isolation
         self._headings_weight = headings_weight
+        self._page_weight = check_page_weight(page_weight)
 
     @property
     def isolation(self) -> str:
@@ -152,6 +182,7 @@ class KeywordIndex:
         conn.execute("INSERT INTO fts_agents (agent, id) VALUES (?, ?)", (owner, number))
         table = f"chunks_fts_{int(number)}"
         conn.execute(_TABLE_DDL.format(table=table))
+        create_page_table(conn, table)
         return table
 
     # --- writes (inside the caller's write transaction) -------------------------------
@@ -163,14 +194,21 @@ class KeywordIndex:
         rowid: int,
         content: str,
         metadata: Mapping[str, Any],
-    ) -> None:
+    ) -> list[str]:
         """Index one chunk: the terms of its ``content`` and of its title and heading path
-        (from its ``metadata``; none with a headings weight of 0)."""
+        (from its ``metadata``; none with a headings weight of 0). Returns its content's
+        terms, for its document's page row (``add_page``)."""
         headings = " ".join(heading_terms(metadata)) if self._headings_weight > 0 else ""
+        terms = _terms(content)
         conn.execute(
             f"INSERT INTO {table} (rowid, terms, headings) VALUES (?, ?, ?)",  # noqa: S608
-            (rowid, _terms(content), headings),
+            (rowid, terms, headings),
         )
+        return terms.split()
+
+    def add_page(self, conn: sqlite3.Connection, table: str, rowid: int, page: PageRow) -> None:
+        """Index a document's page row (``page_index``), ``rowid`` its first chunk's id."""
+        add_page(conn, table, rowid, page.terms)
 
     def remove(
         self, conn: sqlite3.Connection, scope: KnowledgeScope, condition: str, params: list[str]
@@ -181,23 +219,38 @@ class KeywordIndex:
         if table is None:
             return
         chunk_ids = f"SELECT id FROM chunks WHERE {condition}"  # noqa: S608
+        remove_pages(conn, table, chunk_ids, params)
         conn.execute(f"DELETE FROM {table} WHERE rowid IN ({chunk_ids})", params)  # noqa: S608
 
     def rebuild(self, conn: sqlite3.Connection) -> None:
         """Empty every keyword table and index every chunk again in this mode's tables."""
         for (number,) in conn.execute("SELECT id FROM fts_agents").fetchall():
             conn.execute(f"DROP TABLE IF EXISTS chunks_fts_{int(number)}")
+            conn.execute(f"DROP TABLE IF EXISTS pages_fts_{int(number)}")
         conn.execute("DELETE FROM fts_agents")
         conn.execute("DELETE FROM chunks_fts")
+        create_page_table(conn, "chunks_fts")
+        conn.execute("DELETE FROM pages_fts")
         tables: dict[str, str] = {}
-        rows = conn.execute("SELECT id, agent, context, content, metadata FROM chunks ORDER BY id")
+        page: tuple[str, int, str] | None = None  # (doc_id, first chunk id, table)
+        page_terms = PageRow()
+        rows = conn.execute(
+            "SELECT id, doc_id, agent, context, content, metadata FROM chunks"
+            " ORDER BY doc_id, chunk_index"
+        )
         for batch in iter(lambda: rows.fetchmany(FETCH_BATCH), []):
-            for rowid, agent, context, content, metadata in batch:
+            for rowid, doc_id, agent, context, content, metadata in batch:
                 owner = statistics_owner(agent, context)
                 table = tables.get(owner)
                 if table is None:
                     table = tables[owner] = self.table(conn, agent, context, create=True) or ""
-                self.add(conn, table, rowid, content, load_json(metadata))
+                if page is None or page[0] != doc_id:
+                    if page is not None:
+                        add_page(conn, page[2], page[1], page_terms.terms)
+                    page, page_terms = (doc_id, rowid, table), PageRow()
+                page_terms.add(self.add(conn, table, rowid, content, load_json(metadata)))
+        if page is not None:
+            add_page(conn, page[2], page[1], page_terms.terms)
 
     def needs_rebuild(self, conn: sqlite3.Connection) -> bool:
         """Whether a per-agent file still keeps every shared library in the one table of
@@ -225,6 +278,54 @@ class KeywordIndex:
         ).fetchall()
         return [(f"chunks_fts_{int(number)}", owner[len(prefix) :]) for owner, number in rows]
 
+    def _groups(
+        self, conn: sqlite3.Connection, scope: KnowledgeScope, query: SearchQuery
+    ) -> dict[str, list[tuple[str, str | None]]]:
+        """The searched scope pairs by the table holding them (``_tables_of``)."""
+        groups: dict[str, list[tuple[str, str | None]]] = {}
+        for agent, context in searched_scopes(scope, query.cross_context, query.shared_libraries):
+            for table, searched in self._tables_of(conn, agent, context):
+                groups.setdefault(table, []).append((agent, searched))
+        return groups
+
+    def side(
+        self,
+        conn: sqlite3.Connection,
+        scope: KnowledgeScope,
+        query: SearchQuery,
+        terms: QueryTerms,
+        limit: int,
+    ) -> tuple[list[Candidate], PageScores[ChunkKey, Document]]:
+        """The keyword side of a search: the best ``limit`` chunks (``candidates``), each
+        scored with its page's part (``knowledge.ranking.page_signal``), best first, ties
+        by key; and the two parts, for the trace. Both parts score the same ``terms``
+        (the typed ones and those a synonym added, at ``SYNONYM_WEIGHT``)."""
+        chunks = self.candidates(conn, scope, query, terms, limit)
+        pages = with_pages(
+            {c.key: c.score for c in chunks},
+            self.page_scores(conn, scope, query, terms, chunks) if self._page_weight else {},
+            _document_of,
+            self._page_weight,
+        )
+        combined = pages.combined()
+        ranked = sorted(chunks, key=lambda c: (-combined[c.key], c.key))
+        return [Candidate(c.rowid, c.key, combined[c.key]) for c in ranked], pages
+
+    def page_scores(
+        self,
+        conn: sqlite3.Connection,
+        scope: KnowledgeScope,
+        query: SearchQuery,
+        terms: QueryTerms,
+        candidates: list[Candidate],
+    ) -> dict[Document, float]:
+        """The page rows' scores of the candidates' documents (``page_index``), by
+        ``(agent, context, path)``, each table's with its own statistics."""
+        matches = _matches(terms)
+        if not candidates or not matches:
+            return {}
+        return page_scores(conn, self._groups(conn, scope, query), matches, candidates)
+
     def candidates(
         self,
         conn: sqlite3.Connection,
@@ -240,15 +341,12 @@ class KeywordIndex:
         synonym added (``terms.expanded``) are a second ``MATCH`` of each table whose
         ``bm25()`` counts ``SYNONYM_WEIGHT``: FTS5's BM25 is a sum over the query's
         phrases, so a chunk's score is that of its typed terms plus ``SYNONYM_WEIGHT``
-        times that of its added ones, as in the other stores."""
-        match = fts_match(terms.typed)
-        if match is None:
+        times that of its added ones, as in the other stores (``_matches``)."""
+        matches = _matches(terms)
+        if not matches:
             return []
-        extra = fts_match(terms.expanded)
-        groups: dict[str, list[tuple[str, str | None]]] = {}
-        for agent, context in searched_scopes(scope, query.cross_context, query.shared_libraries):
-            for table, searched in self._tables_of(conn, agent, context):
-                groups.setdefault(table, []).append((agent, searched))
+        extra = len(matches) > 1
+        groups = self._groups(conn, scope, query)
         if not groups:
             return []
         filter_clause, filter_params = "", list[object]()
@@ -257,10 +355,9 @@ class KeywordIndex:
             filter_clause = f" AND ({condition})"
         selects: list[str] = []
         bound: list[object] = []
-        matches = [(1.0, match)] if extra is None else [(1.0, match), (SYNONYM_WEIGHT, extra)]
         # Inside the GROUP BY's subquery SQLite would otherwise walk ``chunks`` and probe
         # the FTS table per row (seconds on 10,000 chunks): CROSS JOIN keeps FTS outer.
-        join = "JOIN" if extra is None else "CROSS JOIN"
+        join = "CROSS JOIN" if extra else "JOIN"
         for table, pairs in groups.items():
             scope_sql, params = pairs_condition(pairs, "c.")
             for weight, expression in matches:
@@ -273,7 +370,7 @@ class KeywordIndex:
                 )
                 bound.extend((weight, self._headings_weight, expression, *params, *filter_params))
         union = " UNION ALL ".join(selects)
-        if extra is not None:  # a chunk matched by both: the sum of its two scores
+        if extra:  # a chunk matched by both: the sum of its two scores
             union = (
                 "SELECT id, path, chunk_index, context, agent, metadata, sum(s) AS s"  # noqa: S608
                 f" FROM ({union}) GROUP BY id"

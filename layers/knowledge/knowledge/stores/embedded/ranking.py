@@ -30,6 +30,7 @@ from knowledge.ranking.fusion import (
     keyword_only,
     vector_only,
 )
+from knowledge.ranking.page_signal import PageScores
 from knowledge.ranking.synonyms import QueryTerms
 from knowledge.ranking.weighted_page import Page
 
@@ -128,10 +129,12 @@ class Fusion:
         sides: tuple[list[Candidate], list[Candidate]],
         *,
         cjk: bool,
+        pages: PageScores[ChunkKey, Any] | None = None,
         synonyms: QueryTerms | None = None,
     ) -> dict[str, Any]:
         """The store's part of an explained search (``ranking.explain.record_search``):
-        the sides as ``fuse`` got them, the floor, the weights or RRF's ``k``."""
+        the sides as ``fuse`` got them, the keyword side's two parts (``pages``), the
+        floor, the weights or RRF's ``k``."""
         keyword, vector = sides
         above = above_floor({c.key: c.score for c in vector}, self.floor)
         kept = [c for c in vector if c.key in above]
@@ -148,6 +151,7 @@ class Fusion:
             "mode": mode.value,
             "fusion": self.method if hybrid else mode.value,
             "keyword": None if mode is SearchMode.VECTOR else {c.key: c.score for c in keyword},
+            "page": None if mode is SearchMode.VECTOR else pages,
             "vector": None if mode is SearchMode.KEYWORD else {c.key: c.score for c in kept},
             "vector_found": len(vector),
             "floor": self.floor,

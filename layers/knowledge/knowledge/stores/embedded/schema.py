@@ -54,6 +54,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "KEYWORD_ONLY",
+    "PAGE_TABLE_DDL",
     "SCHEMA_VERSION",
     "Identity",
     "bump_generation",
@@ -78,6 +79,13 @@ _ANALYSIS_BEFORE_RECORDING: Final = "tokenize-v1"
 _KEYWORD_TABLE: Final = """CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts USING fts5(
     terms, headings, tokenize = 'unicode61 remove_diacritics 0'
 )"""
+
+PAGE_TABLE_DDL: Final = (
+    "CREATE VIRTUAL TABLE IF NOT EXISTS {table} USING fts5("
+    "terms, tokenize = 'unicode61 remove_diacritics 0')"
+)
+"""A page table (``page_index``): ``pages_fts``, or ``pages_fts_<n>`` per agent."""
+_PAGE_TABLE: Final = PAGE_TABLE_DDL.format(table="pages_fts")
 
 _TABLES: Final = (
     """CREATE TABLE IF NOT EXISTS meta (
@@ -117,6 +125,9 @@ _TABLES: Final = (
     # and the (path, chunk_index) order, so no other index is needed; doc_id is kept for
     # inspection and joins.
     _KEYWORD_TABLE,
+    # One row per document, rowid its first chunk's id (analysis version 6,
+    # ``knowledge.ranking.page_signal``; per-agent ones beside ``chunks_fts_<n>``).
+    _PAGE_TABLE,
 )
 
 # New in version 2; a version 1 file gets them (and the two record columns) on open.
@@ -255,12 +266,16 @@ _REINDEX_ADVICE: Final = (
 def _settle_keyword_tables(conn: sqlite3.Connection) -> None:
     """Give a file without chunks this version's keyword tables: one made before analysis
     version 4 has FTS5 tables without the ``headings`` column; they are empty, so they
-    are made again (per-agent tables on their next write, ``keyword_index``)."""
+    are made again (per-agent tables on their next write, ``keyword_index``). One made
+    before version 6 has no per-agent page tables (``page_index``): they are added."""
+    for (number,) in conn.execute("SELECT id FROM fts_agents").fetchall():
+        conn.execute(PAGE_TABLE_DDL.format(table=f"pages_fts_{int(number)}"))
     columns = {info[1] for info in conn.execute("PRAGMA table_info(chunks_fts)")}
     if "headings" in columns:
         return
     for (number,) in conn.execute("SELECT id FROM fts_agents").fetchall():
         conn.execute(f"DROP TABLE IF EXISTS chunks_fts_{int(number)}")
+        conn.execute(f"DROP TABLE IF EXISTS pages_fts_{int(number)}")
     conn.execute("DELETE FROM fts_agents")
     conn.execute("DROP TABLE chunks_fts")
     conn.execute(_KEYWORD_TABLE)

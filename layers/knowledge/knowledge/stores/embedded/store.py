@@ -78,6 +78,7 @@ from knowledge.ranking.fusion import (
 )
 from knowledge.ranking.fusion import relevance_floor as fusion_floor
 from knowledge.ranking.headings import DEFAULT_HEADINGS_WEIGHT, check_headings_weight
+from knowledge.ranking.page_signal import PAGE_WEIGHT
 from knowledge.ranking.synonyms import QueryTerms, compiled, expand
 from knowledge.ranking.weighted_page import weighted_page
 from knowledge.stores.protocol import StoredDocument
@@ -134,7 +135,8 @@ class EmbeddedKnowledgeStore:
     documents or ``batch_seconds`` seconds (``write_session``). ``relevance_floor`` (unit
     score) drops weaker vector candidates; ``None`` takes the embedder's calibrated floor
     (``fusion.relevance_floor``). ``headings_weight`` is the BM25 weight of the title and
-    heading terms next to the text's (``knowledge.ranking.headings``).
+    heading terms next to the text's (``knowledge.ranking.headings``), ``page_weight``
+    that of a page's own score next to its chunk's (``knowledge.ranking.page_signal``).
 
     Raises ``EmbeddingMismatchError`` when the file was built with another embedder,
     ``AnalysisMismatchError`` when its keyword terms were made by another analysis,
@@ -160,6 +162,7 @@ class EmbeddedKnowledgeStore:
         batch_seconds: float = DEFAULT_BATCH_SECONDS,
         relevance_floor: float | None = None,
         headings_weight: float = DEFAULT_HEADINGS_WEIGHT,
+        page_weight: float = PAGE_WEIGHT,
     ) -> None:
         target = os.fspath(path)
         if not isinstance(target, str) or not target:
@@ -203,7 +206,7 @@ class EmbeddedKnowledgeStore:
             None if embedder is None else embedder.name,
         )
         self._display = target
-        self._keywords = KeywordIndex(isolation, weight)
+        self._keywords = KeywordIndex(isolation, weight, page_weight)
         self._batch_documents = batch_documents
         self._batch_seconds = float(batch_seconds)
         self._writing: Counter[KnowledgeScope] = Counter()
@@ -294,8 +297,9 @@ class EmbeddedKnowledgeStore:
             while True:
                 keyword: list[Candidate] = []
                 vector: list[Candidate] = []
+                pages = None  # the keyword side's two parts (ranking.page_signal)
                 if keyword_side:
-                    keyword = self._keywords.candidates(conn, scope, query, terms, limit)
+                    keyword, pages = self._keywords.side(conn, scope, query, terms, limit)
                 if query_vector is not None:
                     vector = vector_candidates(
                         conn,
@@ -319,6 +323,7 @@ class EmbeddedKnowledgeStore:
                         mode,
                         (keyword, vector),
                         cjk=cjk,
+                        pages=pages,
                         synonyms=terms if keyword_side else None,
                     ),
                 )

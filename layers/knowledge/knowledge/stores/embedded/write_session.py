@@ -47,6 +47,7 @@ from knowledge.core.model import FileProblem
 from knowledge.core.origin import FORMAT
 from knowledge.core.scope import KnowledgeScope
 from knowledge.core.source import SYNONYMS_FILE
+from knowledge.ranking.page_signal import PageRow
 from knowledge.stores.protocol import DocumentHeader, EmbeddedChunk
 
 from .connections import BUSY_TIMEOUT_S, damage_advice, is_damage
@@ -372,6 +373,8 @@ class EmbeddedWriteSession:
         table = keywords.table(conn, scope.agent, scope.context, create=True)
         assert table is not None  # create=True always names one
         count = embedded = reused = 0
+        first: int | None = None  # the page row's rowid (page_index)
+        page = PageRow()
         for item in chunks:
             chunk = item.chunk
             cursor = conn.execute(
@@ -390,11 +393,14 @@ class EmbeddedWriteSession:
                 ),
             )
             assert cursor.lastrowid is not None
-            keywords.add(conn, table, cursor.lastrowid, chunk.content, chunk.metadata)
+            page.add(keywords.add(conn, table, cursor.lastrowid, chunk.content, chunk.metadata))
+            first = cursor.lastrowid if first is None else first
             count += 1
             if item.vector is not None:
                 reused += item.reused
                 embedded += not item.reused
+        if first is not None:
+            keywords.add_page(conn, table, first, page)
         source_type = header.metadata.get(FORMAT)  # the column's name from before origins
         conn.execute(
             "INSERT INTO documents (doc_id, agent, context, path, content_hash, version,"

@@ -38,6 +38,7 @@ from knowledge.stores.opensearch.mapping import (
     INDEXED_AT,
     METADATA,
     ORIGIN,
+    PAGE_TERMS,
     PROBLEM,
     PROBLEM_AT,
     RECORD,
@@ -96,6 +97,7 @@ def chunk_document(
     embedding_key: str | None = None,
     metadata_pairs: bool = True,
     headings: bool = True,
+    text_terms: Sequence[str] | None = None,
 ) -> dict[str, Any]:
     """The ``_source`` of one chunk: scope, document facts, generation, content, its
     keyword terms (with ``headings``, its title and heading terms among them), metadata
@@ -113,7 +115,8 @@ def chunk_document(
     }
     if metadata_pairs:
         source.update(metadata_terms(metadata))
-    terms = keyword_terms(chunk.content)
+    # ``text_terms``: the chunk's keyword_terms when the writer has them already.
+    terms = list(text_terms) if text_terms is not None else keyword_terms(chunk.content)
     if headings:
         terms += heading_terms(chunk.metadata)
     if terms:
@@ -136,11 +139,13 @@ def document_record(
     size: int | None = None,
     embedded_chunks: int = 0,
     reused_chunks: int = 0,
+    page_terms: Sequence[str] = (),
 ) -> dict[str, Any]:
     """The ``_source`` of a document's record (no content, no vector): its facts, the
     generation of its chunks that searches show, how many of them were embedded and how
-    many kept their vector, and no problem (a write succeeded)."""
-    return {
+    many kept their vector, no problem (a write succeeded), and its page row
+    (``page_terms``: its chunks' keyword terms, ``knowledge.ranking.page_signal``)."""
+    record: dict[str, Any] = {
         RECORD: RECORD_DOCUMENT,
         **_document_facts(scope, header, generation),
         CHUNK_COUNT: chunk_count,
@@ -152,6 +157,9 @@ def document_record(
         PROBLEM: None,
         PROBLEM_AT: None,
     }
+    if page_terms:
+        record[PAGE_TERMS] = " ".join(page_terms)
+    return record
 
 
 def unread_record(scope: KnowledgeScope, counts: Mapping[str, int], at: datetime) -> dict[str, Any]:

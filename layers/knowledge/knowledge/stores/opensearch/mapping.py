@@ -113,6 +113,7 @@ __all__ = [
     "META_KEY",
     "NUMBER_SUBFIELD",
     "ORIGIN",
+    "PAGE_TERMS",
     "PROBLEM",
     "PROBLEM_AT",
     "RECORD",
@@ -146,6 +147,9 @@ CHUNK_COUNT = "chunk_count"
 CONTENT = "content"
 # The chunk's keyword_terms and heading_terms, space-joined (analysis version 5).
 CONTENT_TERMS = "content_terms"
+# A document record's page row: its chunks' keyword_terms, space-joined (analysis
+# version 6, knowledge.ranking.page_signal).
+PAGE_TERMS = "page_terms"
 EMBEDDING = "embedding"
 EMBEDDING_KEY = "embedding_key"
 CONTENT_HASH = "content_hash"
@@ -294,6 +298,9 @@ def index_body(
         CONTENT: {"type": "text", "index": False},
         # The terms of knowledge.ranking.analysis, computed by the writer (never in results).
         CONTENT_TERMS: {"type": "text", "analyzer": "whitespace"},
+        # The document record's terms (knowledge.ranking.page_signal), the same analyzer.
+        # Matched, never phrase-searched: term frequencies without positions.
+        PAGE_TERMS: {"type": "text", "analyzer": "whitespace", "index_options": "freqs"},
         CONTENT_HASH: {"type": "keyword"},
         VERSION: {"type": "keyword"},
         INDEXED_AT: {"type": "date"},

@@ -26,6 +26,7 @@ from knowledge.stores.opensearch.mapping import (
     EMBEDDING,
     GENERATION,
     INDEXED_AT,
+    PAGE_TERMS,
     RECORD,
     RECORD_CHUNK,
     RECORD_DOCUMENT,
@@ -48,6 +49,7 @@ __all__ = [
     "document_ids_page_body",
     "keyword_search_body",
     "msearch_body",
+    "page_search_body",
     "scope_stats_body",
     "scopes_page_body",
     "stored_document_body",
@@ -127,14 +129,7 @@ def keyword_search_body(
     ``QueryTerms`` (``ranking.synonyms.expand``): the terms a synonym added are a second
     ``match`` boosted ``SYNONYM_WEIGHT`` (BM25 sums the clauses, as the other stores do).
     """
-    found = expand(text, None) if isinstance(text, str) else text
-    terms = " ".join(found.typed)
-    should: list[dict[str, Any]] = [
-        {"match": {CONTENT_TERMS: {"query": terms}}} if terms else {"match_none": {}}
-    ]
-    if terms and found.expanded:
-        added = " ".join(found.expanded)
-        should.append({"match": {CONTENT_TERMS: {"query": added, "boost": SYNONYM_WEIGHT}}})
+    should = _term_clauses(CONTENT_TERMS, text)
     return {
         "size": size,
         "track_total_hits": False,
@@ -153,6 +148,52 @@ def keyword_search_body(
             },
             named,
         ),
+    }
+
+
+def _term_clauses(field: str, text: str | QueryTerms) -> list[dict[str, Any]]:
+    """The ``should`` clauses of a keyword query on ``field``: the typed terms, and the
+    terms a synonym added as a second ``match`` boosted ``SYNONYM_WEIGHT``."""
+    found = expand(text, None) if isinstance(text, str) else text
+    terms = " ".join(found.typed)
+    should: list[dict[str, Any]] = [
+        {"match": {field: {"query": terms}}} if terms else {"match_none": {}}
+    ]
+    if terms and found.expanded:
+        added = " ".join(found.expanded)
+        should.append({"match": {field: {"query": added, "boost": SYNONYM_WEIGHT}}})
+    return should
+
+
+def page_search_body(
+    text: str | QueryTerms,
+    scope_filters: Sequence[Mapping[str, Any]],
+    document_ids: Sequence[str],
+) -> dict[str, Any]:
+    """BM25 on the document records' ``page_terms`` (``knowledge.ranking.page_signal``)
+    with the query's terms exactly as ``keyword_search_body`` sends them (a synonym's
+    added terms a second ``match`` boosted ``SYNONYM_WEIGHT``), over the records of
+    ``document_ids`` only (the keyword candidates' documents, which the search's
+    filters chose) inside the search's ``scope_filters``: each hit its ``document_id``
+    and score, at most one per document."""
+    should = _term_clauses(PAGE_TERMS, text)
+    return {
+        "size": len(document_ids),
+        "track_total_hits": False,
+        # The id as a doc value: reading the record's _source would parse its page row.
+        "_source": False,
+        "docvalue_fields": [DOCUMENT_ID],
+        "query": {
+            "bool": {
+                "filter": [
+                    *scope_filters,
+                    {"term": {RECORD: RECORD_DOCUMENT}},
+                    {"terms": {DOCUMENT_ID: list(document_ids)}},
+                ],
+                "should": should,
+                "minimum_should_match": 1,
+            }
+        },
     }
 
 

@@ -66,10 +66,11 @@ from knowledge.ranking.fusion import (
     vector_only,
 )
 from knowledge.ranking.origin_weights import KIND, LESSON, NEUTRAL, RankWeights, is_lesson
+from knowledge.ranking.page_signal import PageScores
 from knowledge.ranking.synonyms import QueryTerms
 from knowledge.ranking.weighted_page import Page, weighted_page
 from knowledge.stores.opensearch import answers, queries, query_filters
-from knowledge.stores.opensearch.answers import item_reason
+from knowledge.stores.opensearch.both_sides import search_both
 from knowledge.stores.opensearch.connection import Connection
 from knowledge.stores.opensearch.mapping import (
     AGENT,
@@ -81,6 +82,7 @@ from knowledge.stores.opensearch.mapping import (
     METADATA,
     is_zero_vector,
 )
+from knowledge.stores.opensearch.page_side import page_scores
 from knowledge.stores.opensearch.scope_size import (
     ef_search_for,
     exact_for,
@@ -217,6 +219,7 @@ def search(
     weights = query.weights or NEUTRAL
     sides: dict[str, Mapping[str, float] | None] = {"keyword": None, "vector": None}
     found: dict[str, int] = {"vector": 0}
+    parts: dict[str, PageScores[str, str] | None] = {"pages": None}
 
     def trace() -> dict[str, Any]:
         hybrid = mode is SearchMode.HYBRID
@@ -230,6 +233,7 @@ def search(
             "vector_found": found["vector"],
             "floor": floor,
             "hybrid_weights": pair if hybrid else None,
+            "page": parts["pages"],
             "synonyms": None if mode is SearchMode.VECTOR else terms,
         }
 
@@ -289,9 +293,19 @@ def search(
             else:
                 hits = answers.parse_hits(connection.search(index, action, body))
             raw = scores_of(hits)
-            if mode is SearchMode.KEYWORD:
-                sides["keyword"] = raw
-                page = page_of(keyword_only(raw))
+            if mode is SearchMode.KEYWORD:  # with the page part (ranking.page_signal)
+                parts["pages"] = pages = page_scores(
+                    connection,
+                    index,
+                    action=action,
+                    scope=scope,
+                    query=query,
+                    terms=terms,
+                    chunks=raw,
+                    sources=sources,
+                )
+                sides["keyword"] = combined = pages.combined()
+                page = page_of(keyword_only(combined))
             else:
                 found["vector"] = len(raw)
                 sides["vector"] = kept = above_floor(raw, floor)
@@ -335,7 +349,7 @@ def search(
                 named=named,
                 exact=exact,
             )
-            keyword_response, vector_response = _search_both(
+            keyword_response, vector_response = search_both(
                 connection, index, action, keyword_body, vector_body
             )
         pair = hybrid_weights(
@@ -344,7 +358,18 @@ def search(
             config.vector_weight,
             cjk_query=has_cjk(query.text),
         )
-        sides["keyword"] = keyword_raw = scores_of(answers.parse_candidates(keyword_response))
+        keyword_raw = scores_of(answers.parse_candidates(keyword_response))
+        parts["pages"] = pages = page_scores(
+            connection,
+            index,
+            action=action,
+            scope=scope,
+            query=query,
+            terms=terms,
+            chunks=keyword_raw,
+            sources=sources,
+        )
+        sides["keyword"] = keyword_raw = pages.combined()
         vector_raw = scores_of(answers.parse_candidates(vector_response))
         found["vector"] = len(vector_raw)
         sides["vector"] = vector_kept = above_floor(vector_raw, floor)
@@ -396,39 +421,6 @@ def _read_deeper(
     if normalised + 1e-9 < query.min_score or (mode is SearchMode.VECTOR and boundary < floor):
         return False
     return len(chosen) < query.max_results or raw[chosen[-1].key] <= boundary
-
-
-def _search_both(
-    connection: Connection,
-    index: str,
-    action: str,
-    keyword_body: dict[str, Any],
-    vector_body: dict[str, Any],
-) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Both hybrid searches: one ``/<index>/_msearch`` round trip, or two searches if disabled."""
-    config = connection.config
-    if not config.use_msearch:
-        trim = queries.CANDIDATES_FILTER_PATH
-        return (
-            connection.search(index, action, keyword_body, filter_path=trim),
-            connection.search(index, action, vector_body, filter_path=trim),
-        )
-    lines = queries.msearch_body([keyword_body, vector_body])
-    response = connection.msearch(index, action, lines, filter_path=queries.CANDIDATES_FILTER_PATH)
-    answers = response.get("responses", [])
-    if len(answers) != 2:
-        raise StoreError(
-            f"OpenSearch at {config.url} failed to {action}: _msearch returned "
-            f"{len(answers)} responses for 2 searches"
-        )
-    for answer in answers:
-        if "error" in answer:
-            side = "keyword" if answer is answers[0] else "vector"
-            raise StoreError(
-                f"OpenSearch at {config.url} failed to {action} ({side} side, "
-                f"{answer.get('status')}): {item_reason(answer)}"
-            )
-    return answers[0], answers[1]
 
 
 def _document_of(source: Mapping[str, Any]) -> object:

@@ -38,6 +38,8 @@ from knowledge.core.model import FileProblem
 from knowledge.core.origin import FORMAT, ORIGIN
 from knowledge.core.scope import KnowledgeScope
 from knowledge.core.source import SYNONYMS_FILE
+from knowledge.ranking.analysis import keyword_terms
+from knowledge.ranking.page_signal import PageRow
 from knowledge.stores.opensearch import records
 from knowledge.stores.opensearch.bulk import BulkSender, byte_length, serialize
 from knowledge.stores.opensearch.chunk_records import (
@@ -170,6 +172,7 @@ class OpenSearchWriteSession:
         mark = len(self._buffer.actions)
         flushed_before = self._flushes
         count = embedded = reused = 0
+        page = PageRow()  # the record's page row (ranking.page_signal)
         kind: str | None = _text(header.metadata.get(FORMAT))
         try:
             for item in chunks:
@@ -184,6 +187,8 @@ class OpenSearchWriteSession:
                     if self._client_ids
                     else None
                 )
+                text_terms = keyword_terms(chunk.content)
+                page.add(text_terms)
                 source = chunk_document(
                     self._scope,
                     header,
@@ -193,6 +198,7 @@ class OpenSearchWriteSession:
                     embedding_key=item.embedding_key,
                     metadata_pairs=self._metadata_pairs,
                     headings=self._headings,
+                    text_terms=text_terms,
                 )
                 self._add(records.bulk_index_action(chunk_id, source), path)
                 count += 1
@@ -224,6 +230,7 @@ class OpenSearchWriteSession:
                 size=size if isinstance(size, int) else None,
                 embedded_chunks=embedded,
                 reused_chunks=reused,
+                page_terms=page.terms,
             ),
         )
         self._buffer.commits.append(commit)

@@ -57,6 +57,8 @@ Environment (``OpenSearchConfig.from_env``):
 ``OPENSEARCH_HEADINGS_WEIGHT``     ``0`` leaves a chunk's title and heading terms out
                                    of the chunks written; any other value keeps them,
                                    counted as text terms (``knowledge.ranking.headings``)
+``OPENSEARCH_PAGE_WEIGHT``         the weight of a page's own keyword score next to its
+                                   chunk's (``knowledge.ranking.page_signal``; 0: off)
 =================================  =====================================================
 
 The HNSW defaults come from ``bench/scale.py`` (``bench/REPORT.md`` section 9,
@@ -85,6 +87,7 @@ from knowledge.core.loopback import is_loopback_url
 from knowledge.core.model import SearchMode
 from knowledge.core.scope_set import SHARED_AGENT
 from knowledge.ranking.headings import DEFAULT_HEADINGS_WEIGHT, check_headings_weight
+from knowledge.ranking.page_signal import PAGE_WEIGHT, check_page_weight
 
 __all__ = [
     "AUTH_MODES",
@@ -183,6 +186,7 @@ class OpenSearchConfig:
     ef_search: int = DEFAULT_EF_SEARCH
     vector_derived_source: bool = False
     headings_weight: float = DEFAULT_HEADINGS_WEIGHT
+    page_weight: float = PAGE_WEIGHT
 
     def __post_init__(self) -> None:
         url = self.url.strip().rstrip("/") if isinstance(self.url, str) else ""
@@ -266,6 +270,10 @@ class OpenSearchConfig:
             object.__setattr__(self, "headings_weight", check_headings_weight(self.headings_weight))
         except ValidationError as exc:
             raise ConfigurationError(f"opensearch headings_weight: {exc.message}") from None
+        try:
+            object.__setattr__(self, "page_weight", check_page_weight(self.page_weight))
+        except ValidationError as exc:
+            raise ConfigurationError(f"opensearch page_weight: {exc.message}") from None
         if (
             self.keyword_weight is not None
             and self.vector_weight is not None
@@ -433,6 +441,7 @@ class OpenSearchConfig:
             "hnsw_ef_construction": ("OPENSEARCH_HNSW_EF_CONSTRUCTION", int),
             "ef_search": ("OPENSEARCH_EF_SEARCH", int),
             "headings_weight": ("OPENSEARCH_HEADINGS_WEIGHT", float),
+            "page_weight": ("OPENSEARCH_PAGE_WEIGHT", float),
         }
         for key, (var, kind) in number_settings.items():
             value = get(var)
