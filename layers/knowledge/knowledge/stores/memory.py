@@ -25,7 +25,6 @@ from __future__ import annotations
 import bisect
 import dataclasses
 import itertools
-import math
 import threading
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
@@ -42,7 +41,6 @@ from knowledge.core.documents import (
     validate_documents_limit,
 )
 from knowledge.core.errors import StoreError, UnsupportedModeError
-from knowledge.core.filter_language import matches_filter
 from knowledge.core.model import (
     DocumentChunk,
     FileProblem,
@@ -53,7 +51,6 @@ from knowledge.core.model import (
     SearchResult,
 )
 from knowledge.core.origin import FORMAT, ORIGIN
-from knowledge.core.path_filters import matches_file_patterns, matches_metadata
 from knowledge.core.scope import KnowledgeScope
 from knowledge.core.scope_set import library_hit, marked, searched_scopes
 from knowledge.core.source import SYNONYMS_FILE
@@ -64,7 +61,7 @@ from knowledge.ranking.origin_weights import is_lesson
 from knowledge.ranking.page_signal import PAGE_WEIGHT, PageRow, check_page_weight, with_pages
 from knowledge.ranking.synonyms import compiled, expand
 from knowledge.ranking.weighted_page import weighted_page
-from knowledge.stores.memory_pages import document_of, page_scores, sublinear
+from knowledge.stores.memory_pages import chunk_scores, document_of, page_scores
 from knowledge.stores.memory_snapshots import (
     ChunkKey,
     ChunkRecord,
@@ -348,7 +345,7 @@ class MemoryKnowledgeStore:
         # (knowledge.ranking.page_signal) over the same snapshots, for the same terms.
         pages: dict[tuple[str, str], float] = {}
         for snapshots in (own, *([library] for library in shared)):
-            self._score(snapshots, terms, query, scores, records)
+            chunk_scores(snapshots, terms, query, scores, records)
             page_scores(snapshots, terms, {document_of(k) for k in scores}, pages)
         keyword = with_pages(scores, pages, document_of, self._page_weight)
 
@@ -394,56 +391,6 @@ class MemoryKnowledgeStore:
                 )
             )
         return results
-
-    def _score(
-        self,
-        snapshots: Sequence[Snapshot],
-        terms: Mapping[str, float],
-        query: SearchQuery,
-        scores: dict[ChunkKey, float],
-        records: dict[ChunkKey, ChunkRecord],
-    ) -> None:
-        """Add the raw scores of ``snapshots``' chunks, with ``N`` and ``df`` counted over
-        those snapshots only."""
-        if not snapshots:
-            return
-        total_chunks = sum(len(s.chunks) for s in snapshots)
-        frequencies = {t: sum(len(s.postings.get(t, ())) for s in snapshots) for t in terms}
-        rejected: set[ChunkKey] = set()
-        for snapshot in snapshots:
-            for term, weight in terms.items():
-                posting = snapshot.postings.get(term)
-                if not posting:
-                    continue
-                idf = weight * math.log(1.0 + total_chunks / frequencies[term])
-                for key, count in posting.items():
-                    if key in rejected:
-                        continue
-                    if key not in records:
-                        record = snapshot.chunks[key]
-                        document = snapshot.documents.get(record.chunk.document_path)
-                        indexed_at = None if document is None else document.indexed_at
-                        if not self._wanted(record.chunk, query, indexed_at):
-                            rejected.add(key)
-                            continue
-                        records[key] = record
-                    scores[key] = scores.get(key, 0.0) + sublinear(count) * idf
-
-    @staticmethod
-    def _wanted(chunk: DocumentChunk, query: SearchQuery, indexed_at: datetime | None) -> bool:
-        return (
-            matches_file_patterns(chunk.document_path, query.file_patterns)
-            and matches_metadata(chunk.metadata, query.metadata)
-            and (
-                query.filter is None
-                or matches_filter(
-                    query.filter,
-                    path=chunk.document_path,
-                    metadata=chunk.metadata,
-                    indexed_at=indexed_at,
-                )
-            )
-        )
 
     def status(self, scope: KnowledgeScope) -> IndexStatus:
         """Counts of the published snapshot; ``INDEXING`` while a write session is open."""

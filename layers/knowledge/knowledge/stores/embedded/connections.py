@@ -10,6 +10,14 @@ better than a server that answers READY and fails every search). SQLite reports 
 it meets later as ``SQLITE_CORRUPT`` (``is_damage``); the store then says so in its
 status. Either way the fix is the same: the index is a copy, so delete the file and it
 is rebuilt from the documents.
+
+**Concurrency.** WAL journal. Every operation of the store borrows a connection from this
+pool. Each search is one read transaction: it sees the file as of the last commit, never
+half a document, and never waits for a writer. Writes go through ``write_session``
+(batched transactions). Writers (also in other processes) queue on
+SQLite's write lock for up to 30 seconds. A ``":memory:"`` store has one connection:
+there, searches from other threads wait for an open session (and the session's own
+thread sees its uncommitted writes).
 """
 
 from __future__ import annotations

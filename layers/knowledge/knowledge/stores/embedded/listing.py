@@ -15,7 +15,7 @@ from typing import Final
 from knowledge.core.documents import IndexedDocument
 from knowledge.core.scope import KnowledgeScope
 
-__all__ = ["read_document", "read_documents"]
+__all__ = ["read_document", "read_documents", "read_scopes"]
 
 # Values are always bound; ``{after}`` is one of two constant clauses.
 _PAGE: Final = """
@@ -80,3 +80,12 @@ def read_document(
     params = {"agent": scope.agent, "context": scope.context, "path": path, "size": 1}
     row = conn.execute(_ONE, params).fetchone()
     return None if row is None else _document(row)
+
+
+def read_scopes(conn: sqlite3.Connection) -> list[KnowledgeScope]:
+    """Every scope with at least one document or problem, sorted (index-only queries)."""
+    rows = conn.execute(
+        "SELECT agent, context FROM documents UNION SELECT agent, context FROM problems"
+        " ORDER BY 1, 2"
+    ).fetchall()
+    return [KnowledgeScope(agent, context) for agent, context in rows]

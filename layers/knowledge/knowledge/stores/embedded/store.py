@@ -28,13 +28,8 @@ has no identity yet. Likewise the keyword analysis (``knowledge.ranking.analysis
 whose chunks were analysed otherwise is refused with ``AnalysisMismatchError``
 (``schema.check_analysis``).
 
-**Concurrency.** WAL journal. Every operation borrows a connection from a small pool
-(``connections``). Each search is one read transaction: it sees the file as of the last
-commit, never half a document, and never waits for a writer. Writes go through
-``write_session`` (batched transactions). Writers (also in other processes) queue on
-SQLite's write lock for up to 30 seconds. A ``":memory:"`` store has one connection:
-there, searches from other threads wait for an open session (and the session's own
-thread sees its uncommitted writes).
+**Concurrency**: one read transaction per search, batched write transactions, a pool of
+connections (``connections``).
 """
 
 from __future__ import annotations
@@ -86,7 +81,7 @@ from knowledge.stores.protocol import StoredDocument
 from .candidates import Candidate, candidate_facts, chunk_rows
 from .connections import MEMORY, ConnectionPool, damage_advice, is_damage
 from .keyword_index import DEFAULT_ISOLATION, ISOLATION_MODES, KeywordIndex, scope_synonyms
-from .listing import read_document, read_documents
+from .listing import read_document, read_documents, read_scopes
 from .opening import mismatch_error, open_file
 from .ranking import (
     DEEPEST,
@@ -346,11 +341,7 @@ class EmbeddedKnowledgeStore:
     def list_scopes(self) -> list[KnowledgeScope]:
         """Every scope with at least one document or problem, sorted (index-only queries)."""
         with self._reading() as conn:
-            rows = conn.execute(
-                "SELECT agent, context FROM documents UNION SELECT agent, context FROM problems"
-                " ORDER BY 1, 2"
-            ).fetchall()
-        return [KnowledgeScope(agent, context) for agent, context in rows]
+            return read_scopes(conn)
 
     def list_documents(
         self,
