@@ -67,9 +67,11 @@ def make_store(kind: str, tmp_path: Path) -> KnowledgeStore:
 
 
 @pytest.mark.parametrize("kind", ["memory", "embedded"])
-def test_an_emptied_text_file_is_a_problem_and_its_old_text_is_gone(
+def test_an_emptied_text_file_is_a_problem_and_its_old_text_stays_searchable(
     kind: str, tmp_path: Path
 ) -> None:
+    """A failed write never removes what was searchable before: a file emptied to white
+    space is a "no text" problem naming that the previous version is still searched."""
     store = make_store(kind, tmp_path)
     upsert_document(store, SCOPE, doc("notes.md", b"# Notes\n\nquarterly figures"))
     assert [r.document_path for r in store.search(SCOPE, SearchQuery("quarterly"))] == ["notes.md"]
@@ -78,8 +80,9 @@ def test_an_emptied_text_file_is_a_problem_and_its_old_text_is_gone(
     (problem,) = store.status(SCOPE).problems
     assert problem.path == "notes.md"
     assert problem.reason.startswith("no text: ")
-    assert store.status(SCOPE).document_count == 0
-    assert store.search(SCOPE, SearchQuery("quarterly")) == []
+    assert "the previously indexed version is still searched" in problem.reason
+    assert store.status(SCOPE).document_count == 1
+    assert [r.document_path for r in store.search(SCOPE, SearchQuery("quarterly"))] == ["notes.md"]
 
 
 # --- XLSX: what Excel shows -------------------------------------------------------------------
