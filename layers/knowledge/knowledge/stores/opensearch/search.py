@@ -248,6 +248,19 @@ def search(
             trace=trace,
         )
 
+    def with_pages(chunks: Mapping[str, float]) -> PageScores[str, str]:
+        # The keyword side's page part (ranking.page_signal), in keyword and hybrid alike.
+        return page_scores(
+            connection,
+            index,
+            action=action,
+            scope=scope,
+            query=query,
+            terms=terms,
+            chunks=chunks,
+            sources=sources,
+        )
+
     # A mid-size scope is scored exactly, a big one walked with a longer candidate list
     # (scope_size.exact_for, ef_search_for).
     ef_search, exact = config.ef_search, False
@@ -294,16 +307,7 @@ def search(
                 hits = answers.parse_hits(connection.search(index, action, body))
             raw = scores_of(hits)
             if mode is SearchMode.KEYWORD:  # with the page part (ranking.page_signal)
-                parts["pages"] = pages = page_scores(
-                    connection,
-                    index,
-                    action=action,
-                    scope=scope,
-                    query=query,
-                    terms=terms,
-                    chunks=raw,
-                    sources=sources,
-                )
+                parts["pages"] = pages = with_pages(raw)
                 sides["keyword"] = combined = pages.combined()
                 page = page_of(keyword_only(combined))
             else:
@@ -359,16 +363,7 @@ def search(
             cjk_query=has_cjk(query.text),
         )
         keyword_raw = scores_of(answers.parse_candidates(keyword_response))
-        parts["pages"] = pages = page_scores(
-            connection,
-            index,
-            action=action,
-            scope=scope,
-            query=query,
-            terms=terms,
-            chunks=keyword_raw,
-            sources=sources,
-        )
+        parts["pages"] = pages = with_pages(keyword_raw)
         sides["keyword"] = keyword_raw = pages.combined()
         vector_raw = scores_of(answers.parse_candidates(vector_response))
         found["vector"] = len(vector_raw)
