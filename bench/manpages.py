@@ -1,4 +1,5 @@
-"""The man-pages known-item benchmark (``../shared/bench/README.md``): build and load it.
+"""The man-pages known-item benchmark (described in the man-pages builder's README,
+outside this repository): build and load it.
 
 The corpus is built by the shared script ``shared/bench/build_manpages.py`` (called where
 it lies, next to the repository, or at ``KB_MANPAGES_BUILDER``), from the Debian packages

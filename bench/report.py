@@ -131,7 +131,8 @@ def quality_section(report: Report) -> None:
         return
     parts.append(
         "Corpus: the Linux man pages (sections 2, 3, 5, 7) as Markdown, built by "
-        "`shared/bench/build_manpages.py`; each query is a page's NAME line, removed "
+        "the man-pages builder (`build_manpages.py`, located by `bench/manpages.py`); "
+        "each query is a page's NAME line, removed "
         "from the page; the page is the one relevant document. Indexed with `reindex_source` "
         "and searched with `store.search(scope, SearchQuery(text, mode, max_results=N))`: "
         "the production path, no scoring code of the benchmark's own. The N chunks returned "
@@ -141,7 +142,7 @@ def quality_section(report: Report) -> None:
         "embedder's weights (hashing 0.7 keyword / 0.3 vector, MiniLM 0.3 / 0.7), each "
         "scaled per query by its side's confidence (`fusion.side_confidence`), over 100 "
         "candidates per side, the embedder's relevance floor, at most 3 chunks per "
-        "document. Reference from `shared/bench/README.md`: plain "
+        "document. Reference from the man-pages builder's README: plain "
         "SQLite FTS5 BM25 over ~1000-character sections, 300-page sample: MRR@10 0.828, "
         "R@5 0.934, R@10 0.961."
     )
@@ -231,7 +232,7 @@ def _quality_notes(runs: list[tuple[str, str, dict[str, Any]]]) -> str:
         "vector side is the strong one and the weights are 0.3 / 0.7."
     )
     lines.append(
-        "- The FTS5 reference of `shared/bench/README.md` (0.828) indexes ~1000-character "
+        "- The FTS5 reference of the man-pages builder's README (0.828) indexes ~1000-character "
         "heading sections of its own sample; the baseline row of section 1b's kind, plain "
         "FTS5 `porter` over whole pages, is computed in the same run on the same pages "
         "(`bench/baselines.py`) and is the fairer comparison."

@@ -271,7 +271,8 @@ def keyword_probe_section(report: Report) -> None:
     shown = ", ".join(f"{store} {value:.3f}" for store, value in product.items())
     parts = [
         title,
-        "The issue's 0.83 is the FTS5 reference of `shared/bench/README.md`, measured on that "
+        "The issue's 0.83 is the FTS5 reference of the man-pages builder's README, "
+        "measured on that "
         "builder's own 300-page sample with ~1000-character heading sections. On the pages "
         "this benchmark really holds (258 after the builder's filtering) and the same run, "
         f"plain FTS5 `porter` over whole pages scores {fts5:.3f} (`bench/baselines.py`), and "
