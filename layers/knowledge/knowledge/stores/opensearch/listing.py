@@ -1,7 +1,8 @@
 """Request bodies and a response reader for the documents listing: pure functions, no I/O.
 
 The listing reads the per-document records (``record: document``, one per document, id =
-the document id; see README "Writes"), never the chunks: a record with a ``generation``
+the document id; see README "Writes"), never the chunks (one document's read also counts
+the generations its chunks show, ``parse_document_record``): a record with a ``generation``
 is an indexed document, one with a ``problem_at`` has a problem, one with both is an
 indexed document whose latest attempt failed. Pages are ``search_after`` on
 ``document_path`` (a ``keyword``: UTF-8 byte order, the order of ``knowledge.core.documents``),
@@ -11,6 +12,7 @@ between requests.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
@@ -30,12 +32,18 @@ from knowledge.stores.opensearch.mapping import (
     PROBLEM_AT,
     RECORD,
     RECORD_DOCUMENT,
+    REPLACES,
     SIZE,
     VERSION,
 )
 from knowledge.stores.opensearch.query_filters import scope_filters
 
-__all__ = ["document_record_body", "documents_page_body", "parse_documents"]
+__all__ = [
+    "document_record_body",
+    "documents_page_body",
+    "parse_document_record",
+    "parse_documents",
+]
 
 _FIELDS = (
     DOCUMENT_PATH,
@@ -80,13 +88,24 @@ def documents_page_body(scope: KnowledgeScope, size: int, after: str | None) -> 
 
 
 def document_record_body(scope: KnowledgeScope, path: str) -> dict[str, Any]:
-    """The record of one document of exactly this scope."""
+    """The record of one document of exactly this scope, and the generations searches
+    show for it (its record's and its chunks', as of the same refresh): a record that
+    replaced a generation whose chunks searches still show reads as not indexed yet
+    (``parse_document_record``)."""
     return {
         "size": 1,
         "track_total_hits": False,
-        "_source": {"includes": list(_FIELDS)},
-        "query": _records_query(scope, path),
+        "_source": {"includes": [*_FIELDS, REPLACES]},
+        "query": {"bool": {"filter": [*scope_filters(scope), {"term": {DOCUMENT_PATH: path}}]}},
+        "post_filter": _records_query(scope, path),
+        "aggs": {_SHOWN: {"terms": {"field": GENERATION, "size": _SHOWN_GENERATIONS}}},
     }
+
+
+_SHOWN = "shown_generations"
+# A document's generations searches show at once: its own, the one it replaced until
+# the deletes are searchable, an orphan or two (knowledge.stores.opensearch.generations).
+_SHOWN_GENERATIONS = 16
 
 
 def _text(value: object) -> str | None:
@@ -116,6 +135,31 @@ def _document(source: Mapping[str, Any]) -> IndexedDocument | None:
         indexed_at=_when(source.get(INDEXED_AT)) if indexed else None,
         problem=_text(source.get(PROBLEM)),
     )
+
+
+def parse_document_record(response: Mapping[str, Any]) -> IndexedDocument | None:
+    """The document of a ``document_record_body`` answer. While the chunks of the
+    generation its record replaced are still searchable (the write's step 3 has not
+    reached the searches yet), the new version is not what every search shows: the
+    document reads as not indexed yet, as a first write does before its record."""
+    hits = parse_hits(response)
+    document = _document(hits[0].source) if hits else None
+    if document is None or not document.indexed:
+        return document
+    replaced = hits[0].source.get(REPLACES)
+    buckets = response.get("aggregations", {}).get(_SHOWN, {}).get("buckets", [])
+    if isinstance(replaced, str) and any(b.get("key") == replaced for b in buckets):
+        return dataclasses.replace(
+            document,
+            format=None,
+            origin=None,
+            size=None,
+            chunk_count=0,
+            version=None,
+            content_hash=None,
+            indexed_at=None,
+        )
+    return document
 
 
 def parse_documents(response: Mapping[str, Any]) -> list[IndexedDocument]:

@@ -122,6 +122,7 @@ __all__ = [
     "RECORD_PROPERTIES",
     "RECORD_SYNONYMS",
     "RECORD_UNREAD",
+    "REPLACES",
     "REUSED_CHUNKS",
     "SCHEMA3_METADATA_TEMPLATES",
     "SCHEMA_VERSION",
@@ -156,6 +157,10 @@ CONTENT_HASH = "content_hash"
 VERSION = "version"
 INDEXED_AT = "indexed_at"
 GENERATION = "generation"
+# A document record's previous generation, when its last write replaced one: until that
+# generation's chunks are gone from searches, the record reads as not indexed yet
+# (``listing``), so a version the API reports is the only one searches show.
+REPLACES = "replaces"
 FORMAT = "format"  # the document's format (knowledge.core.origin; ``source_type`` before origins)
 ORIGIN = "origin"  # where the document came from (knowledge.core.origin.ORIGINS)
 SIZE = "size"
@@ -213,6 +218,7 @@ SCHEMA3_METADATA_TEMPLATES: list[dict[str, Any]] = [
 
 RECORD_PROPERTIES: dict[str, Any] = {
     GENERATION: {"type": "keyword"},
+    REPLACES: {"type": "keyword", "index": False, "doc_values": False},
     FORMAT: {"type": "keyword"},
     ORIGIN: {"type": "keyword"},
     SIZE: {"type": "long"},

@@ -27,6 +27,7 @@ from knowledge.stores.opensearch import records
 from knowledge.stores.opensearch.answers import item_reason
 from knowledge.stores.opensearch.bulk import byte_length, item_ok, send_bulk, serialize
 from knowledge.stores.opensearch.generations import Commit, Switch, WriteState, generation_ids
+from knowledge.stores.opensearch.mapping import REPLACES
 from knowledge.stores.protocol import REASON_STALE_VERSION, REASON_SUPERSEDED
 
 if TYPE_CHECKING:
@@ -299,7 +300,11 @@ class RequestWriter:
                     state.reject(commit.path, lost, plain=True)
                     cleanup.extend(self.own_ids(commit))
                     continue
-                record = records.bulk_record_action(commit.document_id, commit.record, stored)
+                source = commit.record
+                if stored is not None and stored.generation not in (None, commit.generation):
+                    # Named until step 3's deletes are searchable (``listing``).
+                    source = {**source, REPLACES: stored.generation}
+                record = records.bulk_record_action(commit.document_id, source, stored)
                 actions.append(serialize(record, self.serializer))
                 decided.append((commit, stored))
             if not actions:

@@ -423,10 +423,9 @@ class OpenSearchKnowledgeStore:
         if not self._connection.open_index(index, create=False):
             return None
         body = listing.document_record_body(scope, path)
-        found = listing.parse_documents(
+        return listing.parse_document_record(
             self._connection.search(index, f"read the record of '{path}' in {scope}", body)
         )
-        return found[0] if found else None
 
     def close(self) -> None:
         """Close the client if this store created it. Idempotent; later calls raise

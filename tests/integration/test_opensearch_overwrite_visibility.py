@@ -1,0 +1,97 @@
+"""An overwrite on the real OpenSearch node, seen between its record switch and the removal
+of the old chunks: once ``get_document`` reports the new version, no search shows the old
+text (README "Writes", step 3). A proxy holds the deletes of the old chunks while the node
+refreshes, which a periodic refresh does at any moment in production."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+
+import pytest
+from faults import FaultProxy
+from opensearch_index import NodeIndex
+
+from knowledge.core.model import IndexResult, SearchMode, SearchQuery
+from knowledge.core.scope import KnowledgeScope
+from knowledge.core.source import SourceDocument
+from knowledge.embedding.hashing import HashingEmbedder
+from knowledge.ingest.pipeline import upsert_document
+from knowledge.stores.opensearch import OpenSearchKnowledgeStore, RetryPolicy
+
+pytestmark = [pytest.mark.integration, pytest.mark.opensearch]
+
+SCOPE = KnowledgeScope("agent", "docs")
+
+
+@pytest.fixture
+def proxy(opensearch_url: str) -> Iterator[FaultProxy]:
+    with FaultProxy(opensearch_url) as running:
+        yield running
+
+
+def _store(node: NodeIndex, url: str | None = None) -> OpenSearchKnowledgeStore:
+    return OpenSearchKnowledgeStore(
+        node.config(url=url, timeout=60),
+        embedder=HashingEmbedder(32),
+        retry=RetryPolicy(max_retries=1, initial_backoff=0.01, max_backoff=0.02),
+    )
+
+
+def _doc(text: str) -> SourceDocument:
+    data = text.encode("utf-8")
+    return SourceDocument("a.md", len(data), lambda: data)
+
+
+def _keyword(store: OpenSearchKnowledgeStore, text: str) -> list[str]:
+    found = store.search(SCOPE, SearchQuery(text, mode=SearchMode.KEYWORD))
+    return [r.document_path for r in found]
+
+
+def _deletes(method: str, path: str, body: bytes) -> bool:
+    return "_bulk" in path and b'"delete"' in body
+
+
+def test_a_reported_version_is_the_only_one_searches_show(
+    node: NodeIndex, proxy: FaultProxy
+) -> None:
+    reader, writer = _store(node), _store(node, proxy.url)
+    try:
+        assert upsert_document(writer, SCOPE, _doc("# A\n\nzebracanary rollout")).ok
+        first = reader.get_document(SCOPE, "a.md")
+        assert first is not None
+        assert first.indexed
+        outcome: list[IndexResult] = []
+        proxy.pause(_deletes)
+        thread = threading.Thread(
+            target=lambda: outcome.append(
+                upsert_document(writer, SCOPE, _doc("# A\n\nquokkarollout"))
+            )
+        )
+        thread.start()
+        try:
+            assert proxy.wait_paused(1), "the write never reached the removal of the old chunks"
+            node.refresh()  # a periodic refresh between the record switch and the deletes
+            between = reader.get_document(SCOPE, "a.md")
+            assert between is not None
+            reported_new = between.indexed and between.content_hash != first.content_hash
+            old_shown = _keyword(reader, "zebracanary") == ["a.md"]
+            assert not (reported_new and old_shown), (
+                "the new version is reported while searches still show the old text"
+            )
+            assert _keyword(reader, "quokkarollout") == ["a.md"]  # searchable throughout
+        finally:
+            proxy.resume()
+            thread.join(60)
+        assert not thread.is_alive()
+        assert outcome
+        assert outcome[0].ok
+        after = reader.get_document(SCOPE, "a.md")
+        assert after is not None
+        assert after.indexed
+        assert after.content_hash not in (None, first.content_hash)
+        assert _keyword(reader, "zebracanary") == []
+        assert _keyword(reader, "quokkarollout") == ["a.md"]
+    finally:
+        reader.close()
+        writer.close()
