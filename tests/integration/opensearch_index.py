@@ -63,7 +63,7 @@ class NodeIndex:
             "index_name": self.index,
             "number_of_shards": 1,
             "number_of_replicas": 0,
-            "refresh_interval": "200ms",
+            "refresh_interval": "100ms",
             "wait_for_refresh": True,  # the tests read their writes at once
             **settings,
         }

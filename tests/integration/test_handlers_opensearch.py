@@ -109,6 +109,8 @@ def stack(opensearch_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[Stac
             # The tests search right after indexing; deployed, a write is searchable
             # within the index's refresh interval (1 s) instead.
             "OPENSEARCH_WAIT_FOR_REFRESH": "true",
+            # ...and each write's wait is one refresh: a short one keeps the suite quick.
+            "OPENSEARCH_REFRESH_INTERVAL": "100ms",
             "EMBEDDING_PROVIDER": "hashing",
             "DOCUMENTS_BUCKET": BUCKET,
             "INDEX_QUEUE_URL": queue_url,

@@ -347,7 +347,9 @@ def assert_error_shape(payload: bytes) -> dict[str, Any]:
 
 @pytest.mark.parametrize("method", ["OPTIONS", "TRACE", "FOO", "PROPFIND"])
 def test_unknown_methods_are_405_with_allow(server: LocalServer, method: str) -> None:
-    reply = exchange(server, f"{method} /v1/health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".encode())
+    # Connection: close, so the answer ends with the connection, not with the read timeout
+    raw = f"{method} /v1/health HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
+    reply = exchange(server, raw.encode())
     status, headers, payload = parse(reply)
     assert status == 405
     assert headers["allow"] == "GET"

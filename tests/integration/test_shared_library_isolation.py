@@ -65,7 +65,8 @@ def make_store(
         else:
             node = NodeIndex(request.getfixturevalue("opensearch_url"))
             request.addfinalizer(node.delete)
-            config = node.config(index_per_agent=kind.endswith("agent"))
+            # each write waits for a refresh: a short interval keeps 26 writes quick
+            config = node.config(index_per_agent=kind.endswith("agent"), refresh_interval="20ms")
             store = OpenSearchKnowledgeStore(config, embedder=HashingEmbedder(64))
         made.append(store)
         return store
