@@ -18,6 +18,7 @@ from knowledge.core.source import SourceDocument
 from knowledge.embedding.hashing import HashingEmbedder
 from knowledge.ingest.pipeline import upsert_document
 from knowledge.stores.opensearch import OpenSearchKnowledgeStore, RetryPolicy
+from knowledge.stores.opensearch.answers import INCOMPLETE_HASH
 
 pytestmark = [pytest.mark.integration, pytest.mark.opensearch]
 
@@ -80,6 +81,10 @@ def test_a_reported_version_is_the_only_one_searches_show(
                 "the new version is reported while searches still show the old text"
             )
             assert _keyword(reader, "quokkarollout") == ["a.md"]  # searchable throughout
+            # and a write decided now (a redelivery) writes it again, never "unchanged"
+            decided = reader.stored_document(SCOPE, "a.md")
+            assert decided is not None
+            assert decided.content_hash == INCOMPLETE_HASH
         finally:
             proxy.resume()
             thread.join(60)

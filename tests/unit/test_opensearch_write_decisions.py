@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from knowledge.stores.opensearch.answers import INCOMPLETE_HASH
+from knowledge.stores.opensearch.answers import INCOMPLETE_HASH, parse_stored_document
 from knowledge.stores.opensearch.generations import Commit
 from knowledge.stores.opensearch.records import RecordState, as_of_record
 from knowledge.stores.opensearch.sender import lost_to
@@ -90,3 +90,39 @@ def test_a_commit_replaces_the_record_only_if_it_is_not_newer_than_what_was_read
 ) -> None:
     reason = lost_to(commit, stored)
     assert (None if reason is None else reason.split(":")[0]) == lost
+
+
+def _stored_answer(replaces: str | None, chunk_generations: dict[str, int]) -> dict[str, object]:
+    record = {"content_hash": "h2", "version": None, "chunk_count": 2, "generation": "g2"}
+    if replaces is not None:
+        record["replaces"] = replaces
+    buckets = [{"key": g, "doc_count": n} for g, n in chunk_generations.items()]
+    return {
+        "aggregations": {
+            "record": {"latest": {"hits": {"hits": [{"_source": record}]}}},
+            "chunks": {
+                "doc_count": sum(chunk_generations.values()),
+                "generations": {"buckets": buckets},
+            },
+        }
+    }
+
+
+@pytest.mark.parametrize(
+    ("replaces", "chunks", "content_hash"),
+    [
+        ("g1", {"g2": 2, "g1": 3}, INCOMPLETE_HASH),  # the replaced chunks still searchable
+        ("g1", {"g2": 2}, "h2"),  # gone: the version is complete
+        (None, {"g2": 2}, "h2"),  # a first write replaced nothing
+        (None, {"g2": 2, "g0": 1}, "h2"),  # an orphan is not what this record replaced
+    ],
+)
+def test_a_version_whose_replaced_chunks_are_still_searchable_is_not_unchanged(
+    replaces: str | None, chunks: dict[str, int], content_hash: str
+) -> None:
+    # A writer that died between the record switch and the deletes of the old chunks:
+    # its redelivery writes the document again (step 4 then removes the old generation)
+    # instead of skipping it as unchanged with the old text still found.
+    stored = parse_stored_document(_stored_answer(replaces, chunks), "a.md")
+    assert stored is not None
+    assert (stored.content_hash, stored.generation) == (content_hash, "g2")

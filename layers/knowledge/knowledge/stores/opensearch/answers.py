@@ -24,6 +24,7 @@ from knowledge.stores.opensearch.mapping import (
     CONTENT_HASH,
     DOCUMENT_ID,
     GENERATION,
+    REPLACES,
     UNREAD_FILES,
     VERSION,
 )
@@ -171,9 +172,16 @@ def _stored(path: str, aggs: Mapping[str, Any]) -> StoredDocument | None:
     of_record = sum(
         int(b.get("doc_count") or 0) for b in generations if b.get("key") == source.get(GENERATION)
     )
-    complete = bool(top) and isinstance(declared, int) and declared == of_record
-    # Chunks without their record, two records, or a count that does not match: a write
-    # that did not finish. Reported with a hash nothing equals, so it is written again.
+    replaced = source.get(REPLACES)
+    complete = (
+        bool(top)
+        and isinstance(declared, int)
+        and declared == of_record
+        and not any(b.get("key") == replaced for b in generations if replaced is not None)
+    )
+    # Chunks without their record, two records, a count that does not match, or the
+    # generation the record replaced still there: a write that did not finish. Reported
+    # with a hash nothing equals, so it is written again.
     content_hash = str(source.get(CONTENT_HASH) or "") if complete else INCOMPLETE_HASH
     version, generation = source.get(VERSION), source.get(GENERATION)
     return StoredDocument(

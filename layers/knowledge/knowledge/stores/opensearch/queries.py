@@ -32,6 +32,7 @@ from knowledge.stores.opensearch.mapping import (
     RECORD_DOCUMENT,
     RECORD_SYNONYMS,
     RECORD_UNREAD,
+    REPLACES,
     REUSED_CHUNKS,
     SOURCE_FIELDS,
     UNREAD_FILES,
@@ -371,7 +372,9 @@ def _document_aggs() -> dict[str, Any]:
                     "top_hits": {
                         "size": 1,
                         "sort": [{GENERATION: "desc"}],
-                        "_source": {"includes": [CONTENT_HASH, VERSION, CHUNK_COUNT, GENERATION]},
+                        "_source": {
+                            "includes": [CONTENT_HASH, VERSION, CHUNK_COUNT, GENERATION, REPLACES]
+                        },
                     }
                 }
             },
