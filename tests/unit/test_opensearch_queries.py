@@ -776,7 +776,13 @@ DOCUMENT_AGGS = {
                     "size": 1,
                     "sort": [{"generation": "desc"}],
                     "_source": {
-                        "includes": ["content_hash", "version", "chunk_count", "generation"]
+                        "includes": [
+                            "content_hash",
+                            "version",
+                            "chunk_count",
+                            "generation",
+                            "replaces",
+                        ]
                     },
                 }
             }
