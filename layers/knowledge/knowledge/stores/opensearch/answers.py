@@ -44,6 +44,7 @@ __all__ = [
     "parse_scopes_page",
     "parse_stored_document",
     "parse_stored_documents",
+    "replaced_still_shown",
 ]
 
 
@@ -160,6 +161,14 @@ def _unread_files(agg: Mapping[str, Any]) -> dict[str, int]:
     }
 
 
+def replaced_still_shown(record: Mapping[str, Any], buckets: Sequence[Mapping[str, Any]]) -> bool:
+    """Whether the generation a document ``record`` replaced (``REPLACES``) is among the
+    generations searches show for the document (``buckets`` of a ``terms`` aggregation on
+    ``GENERATION``): the write's step 3 has not reached the searches yet."""
+    replaced = record.get(REPLACES)
+    return isinstance(replaced, str) and any(b.get("key") == replaced for b in buckets)
+
+
 def _stored(path: str, aggs: Mapping[str, Any]) -> StoredDocument | None:
     record = aggs.get("record", {})
     chunks = int(aggs.get("chunks", {}).get("doc_count") or 0)
@@ -172,12 +181,11 @@ def _stored(path: str, aggs: Mapping[str, Any]) -> StoredDocument | None:
     of_record = sum(
         int(b.get("doc_count") or 0) for b in generations if b.get("key") == source.get(GENERATION)
     )
-    replaced = source.get(REPLACES)
     complete = (
         bool(top)
         and isinstance(declared, int)
         and declared == of_record
-        and not any(b.get("key") == replaced for b in generations if replaced is not None)
+        and not replaced_still_shown(source, generations)
     )
     # Chunks without their record, two records, a count that does not match, or the
     # generation the record replaced still there: a write that did not finish. Reported

@@ -12,14 +12,13 @@ between requests.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
 from knowledge.core.documents import IndexedDocument
 from knowledge.core.scope import KnowledgeScope
-from knowledge.stores.opensearch.answers import parse_hits
+from knowledge.stores.opensearch.answers import parse_hits, replaced_still_shown
 from knowledge.stores.opensearch.mapping import (
     CHUNK_COUNT,
     CONTENT_HASH,
@@ -143,26 +142,16 @@ def parse_document_record(response: Mapping[str, Any]) -> IndexedDocument | None
     reached the searches yet), the new version is not what every search shows: the
     document reads as not indexed yet, as a first write does before its record."""
     hits = parse_hits(response)
-    document = _document(hits[0].source) if hits else None
-    if document is None or not document.indexed:
-        return document
-    replaced = hits[0].source.get(REPLACES)
+    if not hits:
+        return None
+    source = hits[0].source
     buckets = response.get("aggregations", {}).get(_SHOWN, {}).get("buckets", [])
-    if isinstance(replaced, str) and any(b.get("key") == replaced for b in buckets):
-        return dataclasses.replace(
-            document,
-            format=None,
-            origin=None,
-            size=None,
-            chunk_count=0,
-            version=None,
-            content_hash=None,
-            indexed_at=None,
-        )
-    return document
+    if replaced_still_shown(source, buckets):
+        source = {**source, GENERATION: None}  # read as a record with no indexed version
+    return _document(source)
 
 
 def parse_documents(response: Mapping[str, Any]) -> list[IndexedDocument]:
-    """The documents of a ``documents_page_body``/``document_record_body`` answer, in order."""
+    """The documents of a ``documents_page_body`` answer, in order."""
     documents = (_document(hit.source) for hit in parse_hits(response))
     return [d for d in documents if d is not None]

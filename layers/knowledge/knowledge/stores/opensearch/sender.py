@@ -128,6 +128,13 @@ def lost_to(commit: Commit, stored: records.RecordState | None) -> str | None:
     )
 
 
+def _replaced(commit: Commit, stored: records.RecordState | None) -> str | None:
+    """The indexed generation ``commit``'s record write replaces (None: none, or its own)."""
+    if stored is None or stored.generation in (None, commit.generation):
+        return None
+    return stored.generation
+
+
 class RequestWriter:
     """Sends a session's requests (``send``, in the sender thread) on a managed domain:
     chunk ids of our own, records written under a condition (module docstring)."""
@@ -301,18 +308,17 @@ class RequestWriter:
                     cleanup.extend(self.own_ids(commit))
                     continue
                 source = commit.record
-                if stored is not None and stored.generation not in (None, commit.generation):
+                replaced = _replaced(commit, stored)
+                if replaced is not None:
                     # Named until step 3's deletes are searchable (``listing``).
-                    source = {**source, REPLACES: stored.generation}
+                    source = {**source, REPLACES: replaced}
                 record = records.bulk_record_action(commit.document_id, source, stored)
                 actions.append(serialize(record, self.serializer))
                 decided.append((commit, stored))
             if not actions:
                 pending = []
                 break
-            replaces = any(
-                s is not None and s.generation not in (None, c.generation) for c, s in decided
-            )
+            replaces = any(_replaced(c, s) is not None for c, s in decided)
             last = refresh if not cleanup and not replaces else None
             try:
                 answers = send_bulk(
@@ -337,12 +343,13 @@ class RequestWriter:
                     if stored is not None and stored.generation is not None:
                         with state.lock:  # replaced a version: step 4 looks
                             state.replaced_documents[commit.document_id] = commit.generation
-                    if stored is not None and stored.generation not in (None, commit.generation):
+                    replaced = _replaced(commit, stored)
+                    if stored is not None and replaced is not None:
                         switched[commit.path] = Switch(commit, stored, info)
                         cleanup.extend(
                             (commit.path, i)
                             for i in generation_ids(
-                                commit.document_id, stored.generation, stored.chunk_count
+                                commit.document_id, replaced, stored.chunk_count
                             )
                         )
                 elif info.get("status") == 409:
