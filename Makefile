@@ -9,6 +9,9 @@ PORT ?= 8080
 DB ?= .kb/local.db
 SAM_VENV := .venv-sam
 SAM_STAMP := $(SAM_VENV)/.installed
+# pytest worker processes for `make test` (pytest-xdist). Each worker starts its own
+# OpenSearch node (1 GB heap); test files stay whole on one worker (--dist loadfile).
+TEST_WORKERS ?= 2
 
 .PHONY: run test lint typecheck unit venv opensearch clean sam-validate sam-build layer-lock checkov browser sshd
 
@@ -38,7 +41,7 @@ test: $(STAMP) $(SAM_STAMP) browser sshd
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 	$(BIN)/lint-imports
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile
 
 ## Debian's Chromium and ChromeDriver for the playground's browser test (no-op once present).
 browser:

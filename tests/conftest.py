@@ -39,11 +39,13 @@ def _restore_package_logging() -> Iterator[None]:
 
 @pytest.fixture(scope="session")
 def opensearch_url() -> Iterator[str]:
-    """URL of a real single-node OpenSearch (tools/opensearch-local), started once per session.
+    """URL of a real single-node OpenSearch (tools/opensearch-local), started once per session
+    (per pytest process: each worker of ``make test`` starts a node of its own).
 
     Set KB_SKIP_OPENSEARCH=1 to skip the tests that use it; otherwise a node that
     cannot be built or started is a test error (with the node's log tail).
-    Set KB_OPENSEARCH_URL to use an already running node instead.
+    Set KB_OPENSEARCH_URL to use an already running node instead (then run pytest without
+    workers, ``-n 0``: a test that changes a cluster setting assumes the node is its own).
     """
     if os.environ.get("KB_SKIP_OPENSEARCH", "").strip() in ("1", "true", "yes"):
         pytest.skip("KB_SKIP_OPENSEARCH is set: not starting OpenSearch")

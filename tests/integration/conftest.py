@@ -31,7 +31,8 @@ def fake_aws(monkeypatch: pytest.MonkeyPatch) -> None:
 def no_expensive_queries(opensearch_url: str) -> Iterator[str]:
     """The node refuses expensive queries (wildcard, prefix, regexp, range on keyword fields)
     during the test, as a domain with ``search.allow_expensive_queries: false`` does; the
-    cluster setting is restored afterwards (the suite runs its tests one at a time)."""
+    cluster setting is restored afterwards (a pytest process runs its tests one at a time,
+    and every worker of ``make test`` has a node of its own)."""
 
     def allow(value: bool | None) -> None:
         body = {"transient": {"search.allow_expensive_queries": value}}
