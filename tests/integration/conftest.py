@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
+from faults import FaultProxy
 from opensearch_index import NodeIndex, http_json, use_fake_aws_credentials
 
 
@@ -44,3 +45,11 @@ def no_expensive_queries(opensearch_url: str) -> Iterator[str]:
         yield opensearch_url
     finally:
         allow(None)
+
+
+@pytest.fixture
+def node_proxy(opensearch_url: str) -> Iterator[FaultProxy]:
+    """A loopback ``faults.FaultProxy`` in front of the session node: the test points a store
+    at ``node_proxy.url`` to see what it sends, or to hold, refuse or throttle a request."""
+    with FaultProxy(opensearch_url) as running:
+        yield running

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import urllib.request
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -32,13 +31,7 @@ SMALL = KnowledgeScope("team-a", "notes")
 BIG = KnowledgeScope("team-b", "handbook")
 
 
-@pytest.fixture
-def proxy(opensearch_url: str) -> Iterator[FaultProxy]:
-    with FaultProxy(opensearch_url) as running:
-        yield running
-
-
-def _vector_queries(proxy: FaultProxy) -> list[str]:
+def _vector_queries(node_proxy: FaultProxy) -> list[str]:
     """Each vector query sent: ``knn <ef_search>`` or ``exact``."""
     found: list[str] = []
 
@@ -56,7 +49,7 @@ def _vector_queries(proxy: FaultProxy) -> list[str]:
             for item in value:
                 walk(item)
 
-    for body in proxy.search_bodies:
+    for body in node_proxy.search_bodies:
         for line in body.decode("utf-8").splitlines():
             if line.strip():
                 walk(json.loads(line))
@@ -80,12 +73,12 @@ def _bulk_chunks(node: NodeIndex, scope: KnowledgeScope, count: int) -> None:
 
 
 def test_bigger_scopes_are_scored_exactly(
-    node: NodeIndex, proxy: FaultProxy, tmp_path: Any
+    node: NodeIndex, node_proxy: FaultProxy, tmp_path: Any
 ) -> None:
     for name in ("a.md", "b.md"):
         (tmp_path / name).write_text(f"# {name}\n\nrollback steps for {name}\n", "utf-8")
     store = OpenSearchKnowledgeStore(
-        node.config(url=proxy.url, ef_search=200),
+        node.config(url=node_proxy.url, ef_search=200),
         embedder=HashingEmbedder(DIMS),
         retry=RetryPolicy(max_retries=1, initial_backoff=0.01, max_backoff=0.02),
     )
@@ -113,15 +106,15 @@ def test_bigger_scopes_are_scored_exactly(
         assert not exact_for(2)
         for mode in (SearchMode.VECTOR, SearchMode.HYBRID):
             for scope in (SMALL, BIG):
-                proxy.search_bodies.clear()
+                node_proxy.search_bodies.clear()
                 hits = store.search(scope, SearchQuery(text="rollback steps", mode=mode))
                 # The node answered the exact body: the same two chunks (the bare ones
                 # have no vector), with the knn query's scores.
                 assert {hit.document_path for hit in hits} == {"a.md", "b.md"}
                 expected = "knn 200" if scope == SMALL else "exact"
-                assert _vector_queries(proxy) == [expected], (mode, scope)
+                assert _vector_queries(node_proxy) == [expected], (mode, scope)
         # Each scope's size was read once, then kept (four searches, two counts).
-        counts = [path for _, path in proxy.requests if "filter_path=hits.total" in path]
+        counts = [path for _, path in node_proxy.requests if "filter_path=hits.total" in path]
         assert len(counts) == 2, counts
         # Same scores either way: the exact body scores as the knn query does.
         small = store.search(SMALL, SearchQuery(text="rollback steps", mode=SearchMode.VECTOR))

@@ -44,12 +44,6 @@ FAST_RETRY = RetryPolicy(max_retries=2, initial_backoff=0.01, max_backoff=0.02)
 
 
 @pytest.fixture
-def proxy(opensearch_url: str) -> Iterator[FaultProxy]:
-    with FaultProxy(opensearch_url) as running:
-        yield running
-
-
-@pytest.fixture
 def stores() -> Iterator[Callable[..., OpenSearchKnowledgeStore]]:
     made: list[OpenSearchKnowledgeStore] = []
 
@@ -82,18 +76,18 @@ def long_text(word: str, sections: int) -> str:
 
 
 def test_a_throttled_overwrite_fails_and_leaves_the_old_version_searchable(
-    node: NodeIndex, proxy: FaultProxy, stores: Callable[..., OpenSearchKnowledgeStore]
+    node: NodeIndex, node_proxy: FaultProxy, stores: Callable[..., OpenSearchKnowledgeStore]
 ) -> None:
-    store = stores(node.config(url=proxy.url))
+    store = stores(node.config(url=node_proxy.url))
     assert upsert_document(store, SCOPE, document("a.md", long_text("walrus", 3))).ok
     before = store.stored_document(SCOPE, "a.md")
     # Every chunk item of the next write answers 429, however often it is sent again.
-    proxy.throttle_bulk = lambda meta, source: (source or {}).get("record") == "chunk"
+    node_proxy.throttle_bulk = lambda meta, source: (source or {}).get("record") == "chunk"
     result = upsert_document(store, SCOPE, document("a.md", long_text("narwhal", 4)))
-    assert proxy.throttled_items > 0
+    assert node_proxy.throttled_items > 0
     assert [p.path for p in result.errors] == ["a.md"]
     assert "429" in result.errors[0].reason or "rejected" in result.errors[0].reason
-    proxy.throttle_bulk = None
+    node_proxy.throttle_bulk = None
     for mode in SearchMode:
         assert paths_for(store, "walrus", mode)[:1] == ["a.md"], mode
     assert paths_for(store, "narwhal", SearchMode.KEYWORD) == []
@@ -104,17 +98,17 @@ def test_a_throttled_overwrite_fails_and_leaves_the_old_version_searchable(
 
 
 def test_throttled_items_are_not_sent_again_past_the_callers_deadline(
-    node: NodeIndex, proxy: FaultProxy, stores: Callable[..., OpenSearchKnowledgeStore]
+    node: NodeIndex, node_proxy: FaultProxy, stores: Callable[..., OpenSearchKnowledgeStore]
 ) -> None:
     # A backoff of 20-40 s before the first resend, a deadline of 15 s: resending would
     # sleep past the deadline; the write must fail inside it, the old version kept.
-    store = stores(node.config(url=proxy.url), retry=RetryPolicy(3, 40.0, 80.0))
+    store = stores(node.config(url=node_proxy.url), retry=RetryPolicy(3, 40.0, 80.0))
     assert upsert_document(store, SCOPE, document("a.md", "# A\n\nwalrus")).ok
-    proxy.throttle_bulk = lambda meta, source: (source or {}).get("record") == "chunk"
+    node_proxy.throttle_bulk = lambda meta, source: (source or {}).get("record") == "chunk"
     with time_budget(15.0) as deadline:
         result = upsert_document(store, SCOPE, document("a.md", "# A\n\nnarwhal"))
         in_time = not deadline.expired()
-    proxy.throttle_bulk = None
+    node_proxy.throttle_bulk = None
     assert in_time, "the write slept past the caller's deadline"
     assert [p.path for p in result.errors] == ["a.md"]
     assert paths_for(store, "walrus", SearchMode.KEYWORD) == ["a.md"]
@@ -125,7 +119,7 @@ def test_throttled_items_are_not_sent_again_past_the_callers_deadline(
 
 def _race(
     node: NodeIndex,
-    proxy: FaultProxy,
+    node_proxy: FaultProxy,
     stores: Callable[..., OpenSearchKnowledgeStore],
     pause_on: Callable[[str, str, bytes], bool],
     slow_version: str | None = "0002",
@@ -134,11 +128,11 @@ def _race(
     meanwhile B indexes v2; then A goes on. Returns A's result."""
     # the slow writer's request is held while the fast one writes: a timeout longer than
     # any loaded machine takes for that, so it is not retried meanwhile
-    slow = stores(node.config(url=proxy.url, timeout=60))
+    slow = stores(node.config(url=node_proxy.url, timeout=60))
     fast = stores(node.config())
     assert upsert_document(fast, SCOPE, document("a.md", "# A\n\nversion zero", "0001")).ok
     outcome: list[IndexResult] = []
-    proxy.pause(pause_on)
+    node_proxy.pause(pause_on)
     thread = threading.Thread(
         target=lambda: outcome.append(
             upsert_document(
@@ -148,12 +142,12 @@ def _race(
     )
     thread.start()
     try:
-        assert proxy.wait_paused(1), "the slow writer never reached the paused request"
+        assert node_proxy.wait_paused(1), "the slow writer never reached the paused request"
         assert upsert_document(
             fast, SCOPE, document("a.md", "# A\n\nversion two newtext", "0003")
         ).ok
     finally:
-        proxy.resume()
+        node_proxy.resume()
         thread.join(60)
     assert not thread.is_alive()
     stored = fast.stored_document(SCOPE, "a.md")
@@ -168,10 +162,10 @@ def _race(
 
 
 def test_a_slow_writer_that_passed_its_version_check_does_not_overwrite_a_newer_version(
-    node: NodeIndex, proxy: FaultProxy, stores: Callable[..., OpenSearchKnowledgeStore]
+    node: NodeIndex, node_proxy: FaultProxy, stores: Callable[..., OpenSearchKnowledgeStore]
 ) -> None:
     # A stalls before its chunks go out (after the pipeline's version check passed).
-    result = _race(node, proxy, stores, lambda method, path, body: "_bulk" in path)
+    result = _race(node, node_proxy, stores, lambda method, path, body: "_bulk" in path)
     # Lost at commit: a skip like the version check's own, not an error nor a problem.
     assert result.errors == ()
     assert [p.reason.split(":")[0] for p in result.skipped] == ["stale version"]
@@ -179,7 +173,7 @@ def test_a_slow_writer_that_passed_its_version_check_does_not_overwrite_a_newer_
 
 
 def test_a_slow_writer_without_a_version_does_not_overwrite_a_version_committed_since(
-    node: NodeIndex, proxy: FaultProxy, stores: Callable[..., OpenSearchKnowledgeStore]
+    node: NodeIndex, node_proxy: FaultProxy, stores: Callable[..., OpenSearchKnowledgeStore]
 ) -> None:
     # A reindex (no version) read the document when v0 was indexed, and stalls before its
     # chunks go out; B commits v2 meanwhile. A's write read the document before B's did,
@@ -187,19 +181,19 @@ def test_a_slow_writer_without_a_version_does_not_overwrite_a_version_committed_
     def chunks(method: str, path: str, body: bytes) -> bool:
         return "_bulk" in path
 
-    result = _race(node, proxy, stores, chunks, slow_version=None)
+    result = _race(node, node_proxy, stores, chunks, slow_version=None)
     assert result.errors == ()
     assert [p.reason.split(":")[0] for p in result.skipped] == ["superseded"]
 
 
 def test_a_record_changed_between_read_and_write_is_decided_again(
-    node: NodeIndex, proxy: FaultProxy, stores: Callable[..., OpenSearchKnowledgeStore]
+    node: NodeIndex, node_proxy: FaultProxy, stores: Callable[..., OpenSearchKnowledgeStore]
 ) -> None:
     # A stalls after reading the record, just before its conditional write (a 409 then).
     def record_write(method: str, path: str, body: bytes) -> bool:
         return "_bulk" in path and b'"record":"document"' in body.replace(b" ", b"")
 
-    result = _race(node, proxy, stores, record_write)
+    result = _race(node, node_proxy, stores, record_write)
     assert result.errors == ()
     assert [p.reason.split(":")[0] for p in result.skipped] == ["stale version"]
 
@@ -322,21 +316,21 @@ def test_reordered_events_on_serverless_show_one_version_only(
 
 
 def test_writes_send_no_refresh_and_are_searchable_when_the_call_returns(
-    node: NodeIndex, proxy: FaultProxy, stores: Callable[..., OpenSearchKnowledgeStore]
+    node: NodeIndex, node_proxy: FaultProxy, stores: Callable[..., OpenSearchKnowledgeStore]
 ) -> None:
-    store = stores(node.config(url=proxy.url, refresh_interval="1s", wait_for_refresh=True))
+    store = stores(node.config(url=node_proxy.url, refresh_interval="1s", wait_for_refresh=True))
     for i in range(3):
         assert upsert_document(store, SCOPE, document(f"d{i}.md", f"# D\n\nzebra{i} text")).ok
         # Searchable at once: the last request waited for the scheduled refresh.
         assert paths_for(store, f"zebra{i}", SearchMode.KEYWORD) == [f"d{i}.md"]
-    assert not [p for _, p in proxy.requests if "_refresh" in p]
-    assert any("refresh=wait_for" in p for _, p in proxy.requests)
+    assert not [p for _, p in node_proxy.requests if "_refresh" in p]
+    assert any("refresh=wait_for" in p for _, p in node_proxy.requests)
 
 
 def test_without_waiting_writes_are_searchable_within_the_refresh_interval(
-    node: NodeIndex, proxy: FaultProxy, stores: Callable[..., OpenSearchKnowledgeStore]
+    node: NodeIndex, node_proxy: FaultProxy, stores: Callable[..., OpenSearchKnowledgeStore]
 ) -> None:
-    store = stores(node.config(url=proxy.url, refresh_interval="1s", wait_for_refresh=False))
+    store = stores(node.config(url=node_proxy.url, refresh_interval="1s", wait_for_refresh=False))
     assert upsert_document(store, SCOPE, document("d.md", "# D\n\nyak text")).ok
     written = time.monotonic()
     while not paths_for(store, "yak", SearchMode.KEYWORD):
@@ -344,16 +338,16 @@ def test_without_waiting_writes_are_searchable_within_the_refresh_interval(
         # call is what this checks, below, not how fast the node is).
         assert time.monotonic() - written < 30.0, "never searchable without a refresh"
         time.sleep(0.05)
-    assert not [p for _, p in proxy.requests if "_refresh" in p or "wait_for" in p]
+    assert not [p for _, p in node_proxy.requests if "_refresh" in p or "wait_for" in p]
 
 
 def test_a_new_scope_in_an_existing_index_costs_no_delete(
-    node: NodeIndex, proxy: FaultProxy, stores: Callable[..., OpenSearchKnowledgeStore]
+    node: NodeIndex, node_proxy: FaultProxy, stores: Callable[..., OpenSearchKnowledgeStore]
 ) -> None:
     # Another process created the index and wrote its own scope.
     other = stores(node.config())
     assert upsert_document(other, KnowledgeScope("other", "docs"), document("x.md", "x")).ok
-    store = stores(node.config(url=proxy.url, bulk_chunk_size=50))
+    store = stores(node.config(url=node_proxy.url, bulk_chunk_size=50))
     docs = {f"d{i:02}.md": long_text(f"w{i}", 4) for i in range(30)}
 
     class Source:
@@ -362,10 +356,10 @@ def test_a_new_scope_in_an_existing_index_costs_no_delete(
                 yield document(path, text)
 
     assert index_source(store, SCOPE, Source()).indexed_documents == 30
-    bulk_bodies = proxy.bulk_bodies
+    bulk_bodies = node_proxy.bulk_bodies
     deletes = sum(b.count(b'{"delete"') for b in bulk_bodies)
     assert deletes == 0
-    assert not [p for _, p in proxy.requests if "_refresh" in p or "_delete_by_query" in p]
+    assert not [p for _, p in node_proxy.requests if "_refresh" in p or "_delete_by_query" in p]
     assert len(node.records(record="chunk")) == 30 * 4 + 1
 
 
@@ -373,15 +367,15 @@ def test_a_new_scope_in_an_existing_index_costs_no_delete(
 
 
 def test_a_hung_node_ends_the_search_within_its_deadline(
-    node: NodeIndex, proxy: FaultProxy, stores: Callable[..., OpenSearchKnowledgeStore]
+    node: NodeIndex, node_proxy: FaultProxy, stores: Callable[..., OpenSearchKnowledgeStore]
 ) -> None:
     # Tries of up to 60 s each: a search that ignored its deadline would hang for minutes.
     # The deadlines are 2.5 and 2 s; the bound of 20 s tells the two apart with room for
     # a loaded machine (no tight margin on how fast the error is handled).
-    config = node.config(url=proxy.url, search_timeout=60.0, search_budget=120.0)
+    config = node.config(url=node_proxy.url, search_timeout=60.0, search_budget=120.0)
     store = stores(config, retry=RetryPolicy())  # production retries
     assert upsert_document(store, SCOPE, document("a.md", "# A\n\nalpha")).ok
-    proxy.hang = True
+    node_proxy.hang = True
     started = time.monotonic()
     with time_budget(2.5), pytest.raises(StoreUnavailableError):
         store.search(SCOPE, SearchQuery("alpha", mode=SearchMode.HYBRID))
@@ -395,15 +389,15 @@ def test_a_hung_node_ends_the_search_within_its_deadline(
 
 
 def test_without_a_deadline_a_hung_node_still_ends_in_the_search_budget(
-    node: NodeIndex, proxy: FaultProxy, stores: Callable[..., OpenSearchKnowledgeStore]
+    node: NodeIndex, node_proxy: FaultProxy, stores: Callable[..., OpenSearchKnowledgeStore]
 ) -> None:
     # tries of 1 s, up to 20 retries (21 s and more without a budget), a budget of 2 s
     config = node.config(
-        url=proxy.url, search_timeout=1.0, search_max_retries=20, search_budget=2.0
+        url=node_proxy.url, search_timeout=1.0, search_max_retries=20, search_budget=2.0
     )
     store = stores(config, retry=RetryPolicy())
     assert upsert_document(store, SCOPE, document("a.md", "# A\n\nalpha")).ok
-    proxy.hang = True
+    node_proxy.hang = True
     started = time.monotonic()
     with pytest.raises(StoreUnavailableError):
         store.search(SCOPE, SearchQuery("alpha"))
@@ -487,13 +481,13 @@ def test_a_score_probe_tells_another_agents_words_only_in_a_shared_index(
 
 
 def _functions_through(
-    proxy: FaultProxy, node: NodeIndex, monkeypatch: pytest.MonkeyPatch, **settings: str
+    node_proxy: FaultProxy, node: NodeIndex, monkeypatch: pytest.MonkeyPatch, **settings: str
 ) -> None:
-    """The Lambda functions' environment: fake AWS, the node's index behind ``proxy``, the
+    """The Lambda functions' environment: fake AWS, the node's index behind ``node_proxy``, the
     hashing embedder, the test bucket, and ``settings`` on top."""
     use_fake_aws(monkeypatch)
     for name, value in {
-        "OPENSEARCH_URL": proxy.url,
+        "OPENSEARCH_URL": node_proxy.url,
         "OPENSEARCH_INDEX": node.index,
         "EMBEDDING_PROVIDER": "hashing",
         "DOCUMENTS_BUCKET": BUCKET,
@@ -511,7 +505,7 @@ class _ShortContext(LambdaContext):
 
 
 def test_the_search_function_answers_503_before_its_invocation_ends_when_the_node_hangs(
-    node: NodeIndex, proxy: FaultProxy, monkeypatch: pytest.MonkeyPatch
+    node: NodeIndex, node_proxy: FaultProxy, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from knowledge.config import open_embedder
 
@@ -519,7 +513,7 @@ def test_the_search_function_answers_503_before_its_invocation_ends_when_the_nod
     with OpenSearchKnowledgeStore(node.config(), embedder=open_embedder("hashing")) as writer:
         assert upsert_document(writer, runbooks, document("deploy.md", "# Deploy\n\nrollback")).ok
     _functions_through(
-        proxy,
+        node_proxy,
         node,
         monkeypatch,
         # tries of 60 s: only the invocation's own time can end the search in seconds
@@ -532,7 +526,7 @@ def test_the_search_function_answers_503_before_its_invocation_ends_when_the_nod
     try:
         answer = search.lambda_handler(event, _ShortContext())
         assert answer["statusCode"] == 200, answer
-        proxy.hang = True
+        node_proxy.hang = True
         started = time.monotonic()
         answer = search.lambda_handler(event, _ShortContext(remaining_ms=4_000))
         elapsed = time.monotonic() - started
@@ -595,7 +589,7 @@ class _ClockContext(LambdaContext):
 
 
 def test_the_indexer_fails_a_record_before_its_invocation_ends_when_the_node_hangs_on_writes(
-    node: NodeIndex, proxy: FaultProxy, monkeypatch: pytest.MonkeyPatch
+    node: NodeIndex, node_proxy: FaultProxy, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import boto3
     from lambda_support import s3_notification, sqs_event
@@ -607,7 +601,7 @@ def test_the_indexer_fails_a_record_before_its_invocation_ends_when_the_node_han
     with OpenSearchKnowledgeStore(node.config(), embedder=open_embedder("hashing")) as writer:
         assert upsert_document(writer, runbooks, document("old.md", "# Old\n\nrollback")).ok
     _functions_through(
-        proxy,
+        node_proxy,
         node,
         monkeypatch,
         # one write try of 60 s: only the invocation's own time can end it sooner
@@ -623,7 +617,7 @@ def test_the_indexer_fails_a_record_before_its_invocation_ends_when_the_node_han
         s3 = boto3.client("s3")
         s3.create_bucket(Bucket=BUCKET)
         s3.put_object(Bucket=BUCKET, Key=key, Body=b"# Deploy\n\nroll back with helm")
-        proxy.pause(lambda method, path, body: "_bulk" in path)  # the node hangs on writes
+        node_proxy.pause(lambda method, path, body: "_bulk" in path)  # the node hangs on writes
         # 35 s left, 30 kept free: the record may write for 5 s; the hung write alone
         # would hold it for 60 s, past the end of the invocation
         context = _ClockContext(budget_ms=35_000, started=time.monotonic())
@@ -631,7 +625,7 @@ def test_the_indexer_fails_a_record_before_its_invocation_ends_when_the_node_han
             answer = indexer.lambda_handler(event, context)
             left_ms = context.get_remaining_time_in_millis()
         finally:
-            proxy.resume()
+            node_proxy.resume()
             if indexer.container.indexer is not None:
                 indexer.container.indexer.store.close()
     assert answer == {"batchItemFailures": [{"itemIdentifier": event["Records"][0]["messageId"]}]}
@@ -642,7 +636,7 @@ def test_the_indexer_fails_a_record_before_its_invocation_ends_when_the_node_han
 
 
 def test_a_delete_whose_chunk_removals_are_throttled_fails_and_leaves_no_orphan(
-    node: NodeIndex, proxy: FaultProxy, stores: Callable[..., OpenSearchKnowledgeStore]
+    node: NodeIndex, node_proxy: FaultProxy, stores: Callable[..., OpenSearchKnowledgeStore]
 ) -> None:
     from knowledge.aws.event_indexing import EventIndexer
     from knowledge.aws.events import ActionKind, ObjectAction
@@ -657,13 +651,13 @@ def test_a_delete_whose_chunk_removals_are_throttled_fails_and_leaves_no_orphan(
         def revision(self, scope: KnowledgeScope, path: str) -> None:
             return None
 
-    store = stores(node.config(url=proxy.url, wait_for_refresh=True))
+    store = stores(node.config(url=node_proxy.url, wait_for_refresh=True))
     assert upsert_document(store, SCOPE, document("a.md", long_text("walrus", 3))).ok
     delete = ObjectAction(
         ActionKind.DELETE, "ObjectRemoved:Delete", BUCKET, "agent-a/docs/a.md", SCOPE, "a.md"
     )
     # Every chunk removal answers 429, however often it is sent again; the record's goes.
-    proxy.throttle_bulk = lambda meta, source: (
+    node_proxy.throttle_bulk = lambda meta, source: (
         "delete" in meta and meta["delete"].get("_id", "").count(":") >= 2
     )
     failed = False
@@ -671,7 +665,7 @@ def test_a_delete_whose_chunk_removals_are_throttled_fails_and_leaves_no_orphan(
         EventIndexer(store, GoneBucket()).apply(delete)
     except KnowledgeError:
         failed = True  # the handler hands the record back: it is retried
-    proxy.throttle_bulk = None
+    node_proxy.throttle_bulk = None
     node.refresh()
     # Either the delete failed (and its retry can still find the document) or it removed
     # everything; never "done" with the content still searchable.
@@ -686,7 +680,7 @@ def test_a_delete_whose_chunk_removals_are_throttled_fails_and_leaves_no_orphan(
 
 
 def test_an_overwrite_whose_old_chunk_removals_are_throttled_leaves_no_old_chunk(
-    node: NodeIndex, proxy: FaultProxy, stores: Callable[..., OpenSearchKnowledgeStore]
+    node: NodeIndex, node_proxy: FaultProxy, stores: Callable[..., OpenSearchKnowledgeStore]
 ) -> None:
     """The new version is committed but the node refuses (429, however often) to remove
     the old version's chunks: the record is retried, and once it settles (node healthy)
@@ -707,12 +701,12 @@ def test_an_overwrite_whose_old_chunk_removals_are_throttled_leaves_no_old_chunk
         def revision(self, scope: KnowledgeScope, path: str) -> str:
             return "etag-2 -"
 
-    store = stores(node.config(url=proxy.url, wait_for_refresh=True))
+    store = stores(node.config(url=node_proxy.url, wait_for_refresh=True))
     assert upsert_document(store, SCOPE, document("a.md", long_text("walrus", 3), "0001")).ok
     overwrite = ObjectAction(
         ActionKind.UPSERT, "ObjectCreated:Put", BUCKET, "agent-a/docs/a.md", SCOPE, "a.md", "0002"
     )
-    proxy.throttle_bulk = lambda meta, source: (
+    node_proxy.throttle_bulk = lambda meta, source: (
         "delete" in meta and meta["delete"].get("_id", "").count(":") >= 2
     )
     failed = False
@@ -720,7 +714,7 @@ def test_an_overwrite_whose_old_chunk_removals_are_throttled_leaves_no_old_chunk
         EventIndexer(store, Bucket()).apply(overwrite)
     except KnowledgeError:
         failed = True  # handed back: retried
-    proxy.throttle_bulk = None
+    node_proxy.throttle_bulk = None
     if failed:
         EventIndexer(store, Bucket()).apply(overwrite)  # the retry, the node healthy again
     node.refresh()
