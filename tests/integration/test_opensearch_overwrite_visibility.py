@@ -1,12 +1,12 @@
 """An overwrite on the real OpenSearch node, seen between its record switch and the removal
-of the old chunks: once ``get_document`` reports the new version, no search shows the old
-text (README "Writes", step 3). A proxy holds the deletes of the old chunks while the node
-refreshes, which a periodic refresh does at any moment in production."""
+of the old chunks: once ``get_document`` or the documents listing reports the new version,
+no search shows the old text (README "Writes", step 3). A proxy holds the deletes of the
+old chunks while the node refreshes, which a periodic refresh does at any moment in
+production."""
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
 
 import pytest
 from faults import FaultProxy
@@ -23,12 +23,6 @@ from knowledge.stores.opensearch.answers import INCOMPLETE_HASH
 pytestmark = [pytest.mark.integration, pytest.mark.opensearch]
 
 SCOPE = KnowledgeScope("agent", "docs")
-
-
-@pytest.fixture
-def proxy(opensearch_url: str) -> Iterator[FaultProxy]:
-    with FaultProxy(opensearch_url) as running:
-        yield running
 
 
 def _store(node: NodeIndex, url: str | None = None) -> OpenSearchKnowledgeStore:
@@ -54,16 +48,16 @@ def _deletes(method: str, path: str, body: bytes) -> bool:
 
 
 def test_a_reported_version_is_the_only_one_searches_show(
-    node: NodeIndex, proxy: FaultProxy
+    node: NodeIndex, node_proxy: FaultProxy
 ) -> None:
-    reader, writer = _store(node), _store(node, proxy.url)
+    reader, writer = _store(node), _store(node, node_proxy.url)
     try:
         assert upsert_document(writer, SCOPE, _doc("# A\n\nzebracanary rollout")).ok
         first = reader.get_document(SCOPE, "a.md")
         assert first is not None
         assert first.indexed
         outcome: list[IndexResult] = []
-        proxy.pause(_deletes)
+        node_proxy.pause(_deletes)
         thread = threading.Thread(
             target=lambda: outcome.append(
                 upsert_document(writer, SCOPE, _doc("# A\n\nquokkarollout"))
@@ -71,7 +65,9 @@ def test_a_reported_version_is_the_only_one_searches_show(
         )
         thread.start()
         try:
-            assert proxy.wait_paused(1), "the write never reached the removal of the old chunks"
+            assert node_proxy.wait_paused(1), (
+                "the write never reached the removal of the old chunks"
+            )
             node.refresh()  # a periodic refresh between the record switch and the deletes
             between = reader.get_document(SCOPE, "a.md")
             assert between is not None
@@ -80,13 +76,18 @@ def test_a_reported_version_is_the_only_one_searches_show(
             assert not (reported_new and old_shown), (
                 "the new version is reported while searches still show the old text"
             )
+            (listed,) = reader.list_documents(SCOPE).documents
+            listed_new = listed.indexed and listed.content_hash != first.content_hash
+            assert not (listed_new and old_shown), (
+                "the listing reports the new version while searches still show the old text"
+            )
             assert _keyword(reader, "quokkarollout") == ["a.md"]  # searchable throughout
             # and a write decided now (a redelivery) writes it again, never "unchanged"
             decided = reader.stored_document(SCOPE, "a.md")
             assert decided is not None
             assert decided.content_hash == INCOMPLETE_HASH
         finally:
-            proxy.resume()
+            node_proxy.resume()
             thread.join(60)
         assert not thread.is_alive()
         assert outcome
@@ -95,6 +96,7 @@ def test_a_reported_version_is_the_only_one_searches_show(
         assert after is not None
         assert after.indexed
         assert after.content_hash not in (None, first.content_hash)
+        assert reader.list_documents(SCOPE).documents == (after,)
         assert _keyword(reader, "zebracanary") == []
         assert _keyword(reader, "quokkarollout") == ["a.md"]
     finally:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import json
+from typing import Any
 
 import pytest
 
@@ -19,6 +20,8 @@ from knowledge.stores.opensearch.listing import (
     document_record_body,
     documents_page_body,
     parse_documents,
+    replaced_generations,
+    replaced_shown_body,
 )
 
 SCOPE = KnowledgeScope("ops-bot", "runbooks")
@@ -121,6 +124,7 @@ def test_page_body_filters_on_the_scope_and_records_and_resumes_after_the_path()
                 "indexed_at",
                 "generation",
                 "problem",
+                "replaces",
             ]
         },
         "query": {
@@ -185,6 +189,51 @@ def test_parse_documents_reads_indexed_and_problem_only_records() -> None:
         "problem": None,
     }
     assert (b.path, b.indexed, b.chunk_count, b.problem) == ("b.pdf", False, 0, "no text")
+
+
+def _page_with_replacements() -> dict[str, Any]:
+    def record(path: str, generation: str, replaces: str | None) -> dict[str, Any]:
+        source = {"document_path": path, "generation": generation, "content_hash": path}
+        if replaces is not None:
+            source["replaces"] = replaces
+        when = {"indexed_at": "2026-03-14T09:26:53Z"}
+        return {"_id": path, "_source": {**source, **when, "chunk_count": 1, "version": "v2"}}
+
+    hits = [record("a.md", "2-a", "1-a"), record("b.md", "2-b", "1-b"), record("c.md", "1-c", None)]
+    return {"hits": {"hits": hits}}
+
+
+def test_a_page_asks_which_replaced_generations_searches_still_show() -> None:
+    page = _page_with_replacements()
+    replaced = replaced_generations(page)
+    assert replaced == {"a.md": "1-a", "b.md": "1-b"}
+    assert replaced_generations({"hits": {"hits": []}}) == {}
+    assert replaced_shown_body(SCOPE, replaced) == {
+        "size": 0,
+        "track_total_hits": False,
+        "query": {
+            "bool": {
+                "filter": [
+                    {"term": {"agent": "ops-bot"}},
+                    {"term": {"context": "runbooks"}},
+                    {"terms": {"document_path": ["a.md", "b.md"]}},
+                    {"terms": {"generation": ["1-a", "1-b"]}},
+                ]
+            }
+        },
+        "aggs": {"shown_generations": {"terms": {"field": "generation", "size": 2}}},
+    }
+
+
+def test_a_listed_document_whose_replaced_generation_is_still_shown_reads_not_indexed() -> None:
+    page = _page_with_replacements()
+    shown = {"aggregations": {"shown_generations": {"buckets": [{"key": "1-b", "doc_count": 3}]}}}
+    a, b, c = parse_documents(page, shown)
+    assert (a.path, a.indexed, a.content_hash, a.version) == ("a.md", True, "a.md", "v2")
+    assert (b.path, b.indexed, b.content_hash, b.version) == ("b.md", False, None, None)
+    assert (c.path, c.indexed) == ("c.md", True)
+    # without the second answer (no record on the page replaced anything) all read indexed
+    assert [d.indexed for d in parse_documents(page)] == [True, True, True]
 
 
 @pytest.fixture

@@ -1,10 +1,11 @@
 """Request bodies and a response reader for the documents listing: pure functions, no I/O.
 
 The listing reads the per-document records (``record: document``, one per document, id =
-the document id; see README "Writes"), never the chunks (one document's read also counts
-the generations its chunks show, ``parse_document_record``): a record with a ``generation``
-is an indexed document, one with a ``problem_at`` has a problem, one with both is an
-indexed document whose latest attempt failed. Pages are ``search_after`` on
+the document id; see README "Writes"): a record with a ``generation`` is an indexed
+document, one with a ``problem_at`` has a problem, one with both is an indexed document
+whose latest attempt failed. A page holding records that replaced a generation asks once
+more whether searches still show those generations (``replaced_shown_body``), as one
+document's read does in its own request (``parse_document_record``). Pages are ``search_after`` on
 ``document_path`` (a ``keyword``: UTF-8 byte order, the order of ``knowledge.core.documents``),
 so a page costs the same wherever it is in the scope and no scroll context is held
 between requests.
@@ -42,6 +43,8 @@ __all__ = [
     "documents_page_body",
     "parse_document_record",
     "parse_documents",
+    "replaced_generations",
+    "replaced_shown_body",
 ]
 
 _FIELDS = (
@@ -77,7 +80,7 @@ def documents_page_body(scope: KnowledgeScope, size: int, after: str | None) -> 
     body: dict[str, Any] = {
         "size": size,
         "track_total_hits": False,
-        "_source": {"includes": list(_FIELDS)},
+        "_source": {"includes": [*_FIELDS, REPLACES]},
         "query": _records_query(scope),
         "sort": [{DOCUMENT_PATH: {"order": "asc"}}],
     }
@@ -98,6 +101,38 @@ def document_record_body(scope: KnowledgeScope, path: str) -> dict[str, Any]:
         "query": {"bool": {"filter": [*scope_filters(scope), {"term": {DOCUMENT_PATH: path}}]}},
         "post_filter": _records_query(scope, path),
         "aggs": {_SHOWN: {"terms": {"field": GENERATION, "size": _SHOWN_GENERATIONS}}},
+    }
+
+
+def replaced_generations(response: Mapping[str, Any]) -> dict[str, str]:
+    """Path -> the generation its record replaced, for the records of a
+    ``documents_page_body`` answer that name one (``REPLACES``)."""
+    found: dict[str, str] = {}
+    for hit in parse_hits(response):
+        path, replaced = hit.source.get(DOCUMENT_PATH), hit.source.get(REPLACES)
+        if isinstance(path, str) and isinstance(replaced, str):
+            found[path] = replaced
+    return found
+
+
+def replaced_shown_body(scope: KnowledgeScope, replaced: Mapping[str, str]) -> dict[str, Any]:
+    """Which of the ``replaced`` generations (path -> generation, ``replaced_generations``)
+    searches of exactly this scope still show: asked after the page was read, so an
+    answer that shows none is at least as new as the page (refreshes only move forward)."""
+    generations = sorted(set(replaced.values()))
+    return {
+        "size": 0,
+        "track_total_hits": False,
+        "query": {
+            "bool": {
+                "filter": [
+                    *scope_filters(scope),
+                    {"terms": {DOCUMENT_PATH: sorted(replaced)}},
+                    {"terms": {GENERATION: generations}},
+                ]
+            }
+        },
+        "aggs": {_SHOWN: {"terms": {"field": GENERATION, "size": len(generations)}}},
     }
 
 
@@ -151,7 +186,19 @@ def parse_document_record(response: Mapping[str, Any]) -> IndexedDocument | None
     return _document(source)
 
 
-def parse_documents(response: Mapping[str, Any]) -> list[IndexedDocument]:
-    """The documents of a ``documents_page_body`` answer, in order."""
-    documents = (_document(hit.source) for hit in parse_hits(response))
-    return [d for d in documents if d is not None]
+def parse_documents(
+    response: Mapping[str, Any], shown: Mapping[str, Any] | None = None
+) -> list[IndexedDocument]:
+    """The documents of a ``documents_page_body`` answer, in order. ``shown``: the answer
+    to its ``replaced_shown_body``; a document whose replaced generation searches still
+    show reads as not indexed yet, as in ``parse_document_record``."""
+    buckets = (shown or {}).get("aggregations", {}).get(_SHOWN, {}).get("buckets", [])
+    documents: list[IndexedDocument] = []
+    for hit in parse_hits(response):
+        source = hit.source
+        if replaced_still_shown(source, buckets):
+            source = {**source, GENERATION: None}
+        document = _document(source)
+        if document is not None:
+            documents.append(document)
+    return documents

@@ -408,7 +408,8 @@ class OpenSearchKnowledgeStore:
         limit: int = DEFAULT_DOCUMENTS_LIMIT,
         cursor: str | None = None,
     ) -> DocumentPage:
-        """A page of exactly this scope's document records, by path (``listing``)."""
+        """A page of exactly this scope's document records, by path (``listing``); a page
+        with records that replaced a generation costs a second, size-0 request."""
         validate_documents_limit(limit)
         after = decode_cursor(scope, cursor)
         index = self.index_name(scope)
@@ -416,7 +417,15 @@ class OpenSearchKnowledgeStore:
             return DocumentPage(())
         body = listing.documents_page_body(scope, limit + 1, after)
         found = self._connection.search(index, f"list the documents of {scope}", body)
-        return document_page(scope, listing.parse_documents(found), limit)
+        replaced = listing.replaced_generations(found)
+        shown = None
+        if replaced:
+            shown = self._connection.search(
+                index,
+                f"check the replaced versions listed in {scope}",
+                listing.replaced_shown_body(scope, replaced),
+            )
+        return document_page(scope, listing.parse_documents(found, shown), limit)
 
     def get_document(self, scope: KnowledgeScope, path: str) -> IndexedDocument | None:
         index = self.index_name(scope)
