@@ -9,8 +9,8 @@ from __future__ import annotations
 from typing import Any
 
 from bench.environment import RESULTS_DIR, read_result
-from bench.report import Report, _met, _table
-from bench.report import _provenance as _plain_provenance
+from bench.report_common import Report, _met, _table
+from bench.report_common import _provenance as _plain_provenance
 
 __all__ = ["documents_section"]
 

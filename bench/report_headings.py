@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from bench.environment import read_result
-from bench.report import EMBEDDER_LABEL, Report, _provenance, _table
+from bench.report_common import EMBEDDER_LABEL, Report, _provenance, _table
 
 __all__ = ["headings_section"]
 

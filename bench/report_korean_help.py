@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from bench.environment import read_result
-from bench.report import Report, _provenance, _table
+from bench.report_common import Report, _provenance, _table
 
 __all__ = ["korean_help_section"]
 

@@ -37,7 +37,7 @@ __all__ = [
 REPORT = BENCH_DIR / "REPORT.md"
 HISTORY = RESULTS_DIR / "history.md"
 STALE = "**Made with another version of the product code than the current one**"
-"""What ``bench.report._provenance`` writes after a source measured on other code."""
+"""What ``bench.report_common._provenance`` writes after a source measured on other code."""
 
 
 def table(

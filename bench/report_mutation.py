@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.environment import REPO_ROOT, read_result
-from bench.report import REPORT, Report, _met, _table
+from bench.report_common import REPORT, Report, _met, _table
 
 __all__ = ["mutation_section"]
 

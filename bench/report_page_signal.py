@@ -16,7 +16,7 @@ import statistics
 from typing import Any
 
 from bench.environment import read_result
-from bench.report import Report, _provenance, _table
+from bench.report_common import Report, _provenance, _table
 
 __all__ = ["page_signal_section"]
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from bench.environment import read_result
-from bench.report import Report, _met, _provenance, _table
+from bench.report_common import Report, _met, _provenance, _table
 
 __all__ = ["quota_section"]
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from bench.environment import read_result
-from bench.report import (
+from bench.report_common import (
     EMBEDDER_LABEL,
     P50_BEFORE_AFTER_COLUMNS,
     Report,

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from bench.environment import read_result
-from bench.report import Report, _load_note, _met, _provenance, _table
+from bench.report_common import Report, _load_note, _met, _provenance, _table
 from knowledge.stores.opensearch.scope_size import (
     CHUNKS_PER_EF,
     EXACT_MAX_CHUNKS,
