@@ -7,14 +7,14 @@ delete, a note, the library never writable) and the shared library in one query
 from __future__ import annotations
 
 import json
-import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from polling import wait_until
 
 from knowledge.client import AccessDeniedError, KnowledgeClient
 from knowledge.core.errors import NotFoundError, ValidationError
@@ -28,16 +28,6 @@ from knowledge.stores.protocol import KnowledgeStore
 OPS = KnowledgeScope("ops-bot", "runbooks")
 SUPPORT = KnowledgeScope("support-bot", "faq")
 LIBRARY = KnowledgeScope("_shared", "playbooks")
-WAIT_SECONDS = 30.0
-
-
-def wait_until(condition: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + WAIT_SECONDS
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        time.sleep(0.05)
-    pytest.fail(f"not within {WAIT_SECONDS} s: {what}")
 
 
 @pytest.fixture

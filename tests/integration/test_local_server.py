@@ -9,15 +9,15 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import closing
 from pathlib import Path
 from typing import Any
 
 import pytest
+from polling import WAIT_SECONDS, wait_until
 
 from knowledge.config import open_store
 from knowledge.local.server import LocalServer
@@ -45,8 +45,6 @@ FAQ = """# Billing FAQ
 Refunds are available within 14 days of an annual charge.
 """
 
-WAIT_SECONDS = 30.0  # how long a test waits for the server (a loaded machine is slow)
-
 
 def request(
     base: str, method: str, path: str, body: bytes | dict[str, Any] | None = None
@@ -72,15 +70,6 @@ def search_paths(base: str, agent: str, context: str, query: str) -> list[str]:
     )
     assert status == 200, body
     return [r["document_path"] for r in body["results"]]
-
-
-def wait_until(condition: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + WAIT_SECONDS
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        time.sleep(0.05)
-    pytest.fail(f"not within {WAIT_SECONDS} s: {what}")
 
 
 def touch_later(path: Path, text: str) -> None:

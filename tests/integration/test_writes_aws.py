@@ -6,7 +6,6 @@ scope's prefix whatever the path; JWT writes need the write claim."""
 from __future__ import annotations
 
 import base64
-import copy
 import datetime as dt
 import json
 import os
@@ -20,7 +19,7 @@ import urllib3
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from lambda_support import BUCKET, LambdaContext, load_event, run_queue_through, s3_notification
+from lambda_support import BUCKET, LambdaContext, api_event, run_queue_through, s3_notification
 from s3_post_policy import check_post, post_policy_endpoint
 from test_handlers_opensearch import Stack, stack  # noqa: F401 - the harness fixture
 
@@ -41,33 +40,6 @@ def wire_notifications(stack: Stack) -> None:  # noqa: F811
             ]
         },
     )
-
-
-def api_event(
-    method: str,
-    raw_path: str,
-    body: bytes | dict[str, Any] | None = None,
-    *,
-    content_type: str = "application/octet-stream",
-    query: str = "",
-    claims: dict[str, Any] | None = None,
-) -> dict[str, Any]:
-    event = copy.deepcopy(load_event("api_document.json"))
-    event["rawPath"] = raw_path
-    event["rawQueryString"] = query
-    event["requestContext"]["http"]["method"] = method
-    event["routeKey"] = event["requestContext"]["routeKey"] = f"{method} {raw_path}"
-    event.pop("pathParameters", None)
-    if isinstance(body, dict):
-        event["body"], event["isBase64Encoded"] = json.dumps(body), False
-        event["headers"]["content-type"] = "application/json"
-    elif body is not None:
-        event["body"] = base64.b64encode(body).decode("ascii")
-        event["isBase64Encoded"] = True
-        event["headers"]["content-type"] = content_type
-    if claims is not None:
-        event["requestContext"]["authorizer"] = {"jwt": {"claims": claims, "scopes": None}}
-    return event
 
 
 def invoke(stack: Stack, event: dict[str, Any]) -> tuple[int, dict[str, Any]]:  # noqa: F811

@@ -6,15 +6,15 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import closing
 from pathlib import Path
 from urllib.parse import quote
 
 import pytest
+from polling import wait_until
 
 from knowledge.client import AccessDeniedError, KnowledgeClient
 from knowledge.config import open_store
@@ -27,16 +27,6 @@ from knowledge.local.server import LocalServer
 pytestmark = pytest.mark.integration
 
 SCOPE = KnowledgeScope("ops-bot", "runbooks")
-WAIT_SECONDS = 30.0
-
-
-def wait_until(condition: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + WAIT_SECONDS
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        time.sleep(0.05)
-    pytest.fail(f"not within {WAIT_SECONDS} s: {what}")
 
 
 def serve(root: Path, db: Path, *, allow_writes: bool) -> Iterator[LocalServer]:

@@ -4,6 +4,7 @@ structured logs and EMF metrics Powertools prints, and SQS messages as Lambda se
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import copy
 import http.server
@@ -142,6 +143,36 @@ def load_handler(name: str, monkeypatch: pytest.MonkeyPatch) -> ModuleType:
 
 def load_event(name: str) -> dict[str, Any]:
     event: dict[str, Any] = json.loads((EVENTS / name).read_text(encoding="utf-8"))
+    return event
+
+
+def api_event(
+    method: str,
+    raw_path: str,
+    body: bytes | dict[str, Any] | None = None,
+    *,
+    content_type: str = "application/octet-stream",
+    query: str = "",
+    claims: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """An API Gateway (HTTP API) event for ``method raw_path``, shaped like
+    ``events/api_document.json``: a dict body goes as JSON, bytes base64-encoded with
+    ``content_type``; ``claims``: the JWT authorizer's claims (JWT mode)."""
+    event = copy.deepcopy(load_event("api_document.json"))
+    event["rawPath"] = raw_path
+    event["rawQueryString"] = query
+    event["requestContext"]["http"]["method"] = method
+    event["routeKey"] = event["requestContext"]["routeKey"] = f"{method} {raw_path}"
+    event.pop("pathParameters", None)
+    if isinstance(body, dict):
+        event["body"], event["isBase64Encoded"] = json.dumps(body), False
+        event["headers"]["content-type"] = "application/json"
+    elif body is not None:
+        event["body"] = base64.b64encode(body).decode("ascii")
+        event["isBase64Encoded"] = True
+        event["headers"]["content-type"] = content_type
+    if claims is not None:
+        event["requestContext"]["authorizer"] = {"jwt": {"claims": claims, "scopes": None}}
     return event
 
 

@@ -7,7 +7,6 @@ OpenSearch node is tests/integration/test_writes_aws.py.)"""
 from __future__ import annotations
 
 import base64
-import copy
 import json
 import sys
 from collections.abc import Iterator
@@ -18,7 +17,7 @@ from urllib.parse import quote
 
 import boto3
 import pytest
-from lambda_support import BUCKET, LambdaContext, load_event, load_handler, use_fake_aws
+from lambda_support import BUCKET, LambdaContext, api_event, load_handler, use_fake_aws
 from moto import mock_aws
 
 from knowledge.aws.writes import S3Storage
@@ -29,30 +28,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import document_files as files  # tests/document_files.py
 
 SCOPE_PATH = "/v1/agents/ops-bot/contexts/runbooks"
-
-
-def api_event(
-    method: str,
-    raw_path: str,
-    body: bytes | dict[str, Any] | None = None,
-    *,
-    content_type: str = "application/octet-stream",
-    query: str = "",
-) -> dict[str, Any]:
-    event = copy.deepcopy(load_event("api_document.json"))
-    event["rawPath"] = raw_path
-    event["rawQueryString"] = query
-    event["requestContext"]["http"]["method"] = method
-    event["routeKey"] = event["requestContext"]["routeKey"] = f"{method} {raw_path}"
-    event.pop("pathParameters", None)
-    if isinstance(body, dict):
-        event["body"], event["isBase64Encoded"] = json.dumps(body), False
-        event["headers"]["content-type"] = "application/json"
-    elif body is not None:
-        event["body"] = base64.b64encode(body).decode("ascii")
-        event["isBase64Encoded"] = True
-        event["headers"]["content-type"] = content_type
-    return event
 
 
 class Writes:
