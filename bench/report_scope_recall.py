@@ -240,30 +240,30 @@ node, written by the product (`index_source` into `OpenSearchKnowledgeStore`, ha
 scopes of 1,000 to {big["chunks"]:,} chunks among {result["fillers"]:,} log-normal filler
 scopes; the probed scopes grew in five steps between the fillers', nothing force-merged
 ({indexing["segments"]} segments at the end; {indexing["chunks_per_s"]:.0f} chunks/s on
-this loaded machine). Then some probed scopes were copied (`_reindex`, same mapping)
+this machine). Then some probed scopes were copied (`_reindex`, same mapping)
 into an index of their own: what `IndexPerAgent=true` gives an agent with one context
 ("own index": the scope is the whole index). For every scope {result["queries"]}
 queries; each cell is vector recall@10 of the product's knn request (filters inside
 the knn clause, `k` 40 as the store asks for 10 results) against exact scoring of the
 same scope (`script_score` with `knn_score`, every chunk of it) / the request's p50 in
 ms, client side. The variants of one query ran one after another in a rotating order,
-so the same noise falls on all of them. The machine was shared and heavily loaded
-(load average 15-35 on 2 CPUs during the run; at the end: {_load(result)}): absolute
-times are slow, read ratios within a row.
+so the same noise falls on all of them. Load average at the end of the run:
+{_load(result)}; absolute times follow the machine's load, read ratios within a row.
 
 {_sweep(result)}
 
 In the shared index the engine already scores a scope of up to ~5,000 chunks exactly
 (recall 1.000 at every `ef_search`: the walk would visit more vectors than the scope
-filter lets through); beyond that, and for any scope of a few thousand chunks alone in
-its index, the walk misses neighbours. At {big["chunks"]:,} chunks {walk_note}, while
+filter lets through); beyond that, and for scopes alone in their index (where the filter
+lets everything through), the walk misses neighbours. At {big["chunks"]:,} chunks {walk_note}, while
 exact scoring took {big["exact_ms"]["p50"]:.0f} ms,
 {big["exact_ms"]["p50"] / base["knn_ms"]["p50"]:.2f}x: with {indexing["segments"]}
 segments a walk per segment costs more than scoring the scope's vectors once.
 
 **The product's rule** (`knowledge.stores.opensearch.scope_size`), chosen from this
-table: a scope of up to {LARGE_SCOPE_CHUNKS:,} chunks is walked with `EfSearch` (200) as
-before; a scope of more, up to {EXACT_MAX_CHUNKS:,}, is **scored exactly**
+table: a scope of up to {LARGE_SCOPE_CHUNKS:,} chunks (the default `EfSearch`: a candidate
+list as long as the scope) is walked with `EfSearch`; a scope of more, up to
+{EXACT_MAX_CHUNKS:,}, is **scored exactly**
 (`script_score` with `knn_score`, the knn query's own score, so fusion and the
 relevance floor see the same numbers; not on Serverless, where exact scoring is not
 verified); above that (or on Serverless) the walk gets `ef_search` = max(`EfSearch`,

@@ -1,6 +1,6 @@
 """How a vector search walks a scope, by the scope's size (``stores.opensearch.scope_size``),
 on the real node, seen at the wire: a proxy (``faults.FaultProxy``) records what the store
-sends. A small scope is searched as before (the knn query with the configured 200); a
+sends. A small scope (up to ``LARGE_SCOPE_CHUNKS``) is walked with the configured 200; a
 scope of more than ``LARGE_SCOPE_CHUNKS`` chunks is scored exactly (``script_score``),
 from a count of its chunks read once (and kept) from the index. The rule's values:
 tests/unit/test_opensearch_scope_size.py."""

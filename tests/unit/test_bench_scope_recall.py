@@ -36,7 +36,7 @@ def test_variants_send_fixed_values_rules_and_the_product_rule() -> None:
 
 
 def test_the_rule_cell_is_the_measured_request_the_rule_sends() -> None:
-    small = rule_cell(_scope(1_053, **{"200": (200, 0.99), "400": (400, 1.0)}))
+    small = rule_cell(_scope(150, **{"200": (200, 0.99), "400": (400, 1.0)}))
     assert small is not None
     assert (small["sent"], small["recall_at_10"]) == ("knn 200", 0.99)
     mid = rule_cell(_scope(16_217, **{"200": (200, 0.9)}))

@@ -15,18 +15,18 @@ from knowledge.stores.opensearch.scope_size import (
 
 
 def test_the_bounds_are_the_measured_ones() -> None:
-    assert (LARGE_SCOPE_CHUNKS, EXACT_MAX_CHUNKS, CHUNKS_PER_EF) == (2_000, 60_000, 12)
+    assert (LARGE_SCOPE_CHUNKS, EXACT_MAX_CHUNKS, CHUNKS_PER_EF) == (200, 60_000, 12)
 
 
 def test_small_scopes_are_walked_as_configured() -> None:
-    for chunks in (None, 0, 1, 200, LARGE_SCOPE_CHUNKS):
+    for chunks in (None, 0, 1, 40, LARGE_SCOPE_CHUNKS):
         assert not exact_for(chunks)
         assert ef_search_for(200, chunks) == 200
     assert ef_search_for(350, LARGE_SCOPE_CHUNKS) == 350  # the operator's EfSearch
 
 
 def test_mid_size_scopes_are_scored_exactly_up_to_the_bound() -> None:
-    for chunks in (LARGE_SCOPE_CHUNKS + 1, 4_775, 16_217, 56_061, EXACT_MAX_CHUNKS):
+    for chunks in (LARGE_SCOPE_CHUNKS + 1, 1_053, 2_550, 4_775, 16_217, 56_061, EXACT_MAX_CHUNKS):
         assert exact_for(chunks), chunks
     assert not exact_for(EXACT_MAX_CHUNKS + 1)
     assert not exact_for(10**9)

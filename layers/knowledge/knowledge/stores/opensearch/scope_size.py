@@ -4,18 +4,21 @@ A vector search filters the shared index to one scope while it walks the HNSW gr
 (``queries.vector_search_body``). The lucene engine scores a filtered subset exactly
 when the walk would visit more vectors than the filter lets through, so a scope that is
 a small part of its index is found whole (recall 1.00). A scope that is a large part of
-its index (a big scope among others, or any scope of more than a couple of thousand
-chunks in an index of its own, ``IndexPerAgent``) is walked, and the walk misses
-neighbours: bench/REPORT.md section 9.2 measured recall@10 0.77 for a 56,000-chunk scope
-of a 260,000-chunk index at ``ef_search`` 200, 0.935 for a 4,800-chunk scope in an index
-of its own; a longer walk costs more than scoring the scope (``ef_search`` 1,200 reached
-0.957 at 2.6x the p50 of 200, while exact scoring took 1.2x and finds the true top 10).
+its index (a big scope among others, or any scope of more than a few hundred chunks in
+an index of its own, ``IndexPerAgent``) is walked, and the walk misses neighbours:
+bench/REPORT.md section 9.2 measured recall@10 0.77-0.78 for a 56,000-chunk scope of a
+260,000-chunk index at ``ef_search`` 200, 0.92-0.94 for a 4,800-chunk scope and 0.97
+(one query 0.7) for a 1,053-chunk scope in an index of its own; a longer walk costs more
+than scoring the scope (``ef_search`` 1,600 reached 0.953 at 2.4x the p50 of 200, while
+exact scoring took 1.4x and finds the true top 10), and scoring a small scope exactly was
+faster than walking it in every layout measured.
 
 So, from the scope's chunk count (``scope_chunks_body``: a count of the scope's chunk
 documents, read once per scope and kept ``SCOPE_SIZE_TTL_S`` seconds, ``ScopeSizes``):
 
-- up to ``LARGE_SCOPE_CHUNKS`` (2,000) chunks: the knn query with the configured
-  ``ef_search`` (``OPENSEARCH_EF_SEARCH``, 200), as before;
+- up to ``LARGE_SCOPE_CHUNKS`` (200, the default ``ef_search``: a candidate list as long
+  as the scope) chunks: the knn query with the configured ``ef_search``
+  (``OPENSEARCH_EF_SEARCH``, 200);
 - more, up to ``EXACT_MAX_CHUNKS`` (60,000): every chunk of the scope scored exactly
   (``exact_for``: ``script_score`` with ``knn_score``, the knn query's own score), except
   on Serverless, where the knn query is kept (exact scoring there is not verified);
@@ -53,22 +56,25 @@ __all__ = [
     "scope_chunks_body",
 ]
 
-LARGE_SCOPE_CHUNKS = 2_000
-"""Up to this many chunks a scope is walked with the configured ``ef_search`` (REPORT 9.2:
-recall@10 0.98 or more at 200 up to 2,550 chunks even as the whole index; 0.935 at 4,775
-chunks in an index of its own; the run before measured 0.927 at 4,809 chunks as a fifth
-of its index)."""
+LARGE_SCOPE_CHUNKS = 200
+"""Up to this many chunks (the default ``ef_search``: the walk's candidate list holds the
+whole scope) a scope is walked with the configured ``ef_search``. It was 2,000 until
+REPORT 9.2's second full-size run measured recall@10 0.970 (one query 0.7) at 200 for a
+1,053-chunk scope in an index of its own and 0.945 at 2,550 chunks (the first run:
+0.993 and 0.980), while exact scoring of those scopes took 3 ms against the walk's 5-6
+(in the shared index 5-11 ms against 10-16)."""
 
 EXACT_MAX_CHUNKS = 60_000
 """Up to this many chunks a larger scope is scored exactly (REPORT 9.2: 56,061 chunks of
-256 dimensions in 1.2x the p50 of the knn query at ``ef_search`` 200; exact scoring's
+256 dimensions in 1.2-1.4x the p50 of the knn query at ``ef_search`` 200; exact scoring's
 cost grows with the scope's chunks and the vectors' dimensions)."""
 
 CHUNKS_PER_EF = 12
 """Above ``EXACT_MAX_CHUNKS`` (or on Serverless, above ``LARGE_SCOPE_CHUNKS``) a scope is
 walked with ``ef_search`` = its chunks / this (REPORT 9.2: a twelfth, 400 at 4,775
 chunks in an index of its own, gave 0.972; 0.997 or more from 7,800 to 56,000 chunks in
-the shared index; at 56,000 chunks it costs 2.7x the p50 of 200)."""
+the shared index; at 56,000 chunks it costs 2.7x the p50 of 200). On Serverless a
+twelfth passes the configured 200 only above 2,400 chunks."""
 
 MAX_EF_SEARCH = 10_000
 """The k-NN plugin's own bound of ``ef_search``."""
