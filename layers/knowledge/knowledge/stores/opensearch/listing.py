@@ -171,34 +171,37 @@ def _document(source: Mapping[str, Any]) -> IndexedDocument | None:
     )
 
 
-def parse_document_record(response: Mapping[str, Any]) -> IndexedDocument | None:
-    """The document of a ``document_record_body`` answer. While the chunks of the
-    generation its record replaced are still searchable (the write's step 3 has not
-    reached the searches yet), the new version is not what every search shows: the
+def _shown(response: Mapping[str, Any] | None) -> list[Mapping[str, Any]]:
+    """The ``_SHOWN`` buckets of an answer (none without one)."""
+    buckets: list[Mapping[str, Any]] = (
+        (response or {}).get("aggregations", {}).get(_SHOWN, {}).get("buckets", [])
+    )
+    return buckets
+
+
+def _as_searched(
+    source: Mapping[str, Any], shown: list[Mapping[str, Any]]
+) -> IndexedDocument | None:
+    """The document of a record, as searches show it: while the chunks of the generation
+    the record replaced are still among the ``shown`` ones (the write's step 3 has not
+    reached the searches yet), the new version is not what every search shows, and the
     document reads as not indexed yet, as a first write does before its record."""
-    hits = parse_hits(response)
-    if not hits:
-        return None
-    source = hits[0].source
-    buckets = response.get("aggregations", {}).get(_SHOWN, {}).get("buckets", [])
-    if replaced_still_shown(source, buckets):
+    if replaced_still_shown(source, shown):
         source = {**source, GENERATION: None}  # read as a record with no indexed version
     return _document(source)
+
+
+def parse_document_record(response: Mapping[str, Any]) -> IndexedDocument | None:
+    """The document of a ``document_record_body`` answer (``_as_searched``)."""
+    hits = parse_hits(response)
+    return _as_searched(hits[0].source, _shown(response)) if hits else None
 
 
 def parse_documents(
     response: Mapping[str, Any], shown: Mapping[str, Any] | None = None
 ) -> list[IndexedDocument]:
     """The documents of a ``documents_page_body`` answer, in order. ``shown``: the answer
-    to its ``replaced_shown_body``; a document whose replaced generation searches still
-    show reads as not indexed yet, as in ``parse_document_record``."""
-    buckets = (shown or {}).get("aggregations", {}).get(_SHOWN, {}).get("buckets", [])
-    documents: list[IndexedDocument] = []
-    for hit in parse_hits(response):
-        source = hit.source
-        if replaced_still_shown(source, buckets):
-            source = {**source, GENERATION: None}
-        document = _document(source)
-        if document is not None:
-            documents.append(document)
-    return documents
+    to its ``replaced_shown_body``, read as in ``parse_document_record``."""
+    buckets = _shown(shown)
+    documents = (_as_searched(hit.source, buckets) for hit in parse_hits(response))
+    return [d for d in documents if d is not None]
