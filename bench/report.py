@@ -15,6 +15,7 @@ from bench.report_common import REPORT, Report
 from bench.report_controls import controls_section
 from bench.report_documents import documents_section
 from bench.report_embedding import embedding_pool_section
+from bench.report_footprint import coldstart_section, memory_section
 from bench.report_headings import headings_section
 from bench.report_korean import korean_section
 from bench.report_korean_help import korean_help_section
@@ -39,13 +40,7 @@ from bench.report_ranking import (
     rerank_section,
 )
 from bench.report_repos import incremental_section, repos_section
-from bench.report_runtime import (
-    coldstart_section,
-    indexing_section,
-    latency_section,
-    memory_section,
-    ranking_latency_section,
-)
+from bench.report_runtime import indexing_section, latency_section, ranking_latency_section
 from bench.report_scale import scale_section
 from bench.report_scope_recall import scope_recall_section
 from bench.report_shared import shared_section
