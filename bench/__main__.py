@@ -44,6 +44,8 @@ COMMANDS = {
     "ranking-cost": "embedded store: search p50 with origin/lesson weights and explain vs inert",
     "synonym-probe": "a probe: a scope's synonyms file on abbreviated / Korean loanword queries",
     "named-clauses": "node: hybrid/grouped p50 with the score-0 origin/lesson clauses vs none",
+    "relevance": "top score: answerable vs unanswerable questions (raw per-question records)",
+    "relevance-fit": "fit the absolute relevance calibration on the fit sets' relevance records",
     "report": "write bench/REPORT.md and the plots from bench/results/*.json",
 }
 
@@ -68,6 +70,7 @@ MODULES = {
     "synonym-probe": "synonym_probe",
     "named-clauses": "named_clauses",
     "scope-recall": "scope_recall",
+    "relevance-fit": "relevance_fit",
 }
 
 

@@ -68,6 +68,17 @@ class Fts5Baseline:
         rows = self._db.execute("SELECT path, -bm25(d) FROM d WHERE d MATCH ?", (match,))
         return {path: float(score) for path, score in rows}
 
+    def best_score(self, query: str) -> float:
+        """The best document's raw BM25 for ``query`` (higher is better; 0.0 when no
+        document matches): plain BM25's own confidence, on no fixed scale."""
+        match = self._match(query)
+        if match is None:
+            return 0.0
+        row = self._db.execute(
+            "SELECT -bm25(d) FROM d WHERE d MATCH ? ORDER BY bm25(d) LIMIT 1", (match,)
+        ).fetchone()
+        return 0.0 if row is None else float(row[0])
+
     def _match(self, query: str) -> str | None:
         if self._analyse is not None:
             query = " ".join(self._analyse(query))

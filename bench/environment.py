@@ -160,8 +160,9 @@ def machine() -> dict[str, Any]:
     }
 
 
-def write_result(name: str, payload: Mapping[str, Any]) -> Path:
-    """Write ``bench/results/<name>.json``: the payload plus how and where it was made."""
+def write_result(name: str, payload: Mapping[str, Any], *, indent: int | None = 2) -> Path:
+    """Write ``bench/results/<name>.json``: the payload plus how and where it was made
+    (``indent=None``: on one line, for large raw records)."""
     RESULTS_DIR.mkdir(parents=True, exist_ok=True)
     record = {
         "benchmark": name,
@@ -174,7 +175,7 @@ def write_result(name: str, payload: Mapping[str, Any]) -> Path:
         **payload,
     }
     path = RESULTS_DIR / f"{name}.json"
-    path.write_text(json.dumps(record, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    path.write_text(json.dumps(record, indent=indent, ensure_ascii=False) + "\n", encoding="utf-8")
     log(f"wrote {path.relative_to(REPO_ROOT)}")
     return path
 

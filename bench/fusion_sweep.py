@@ -286,9 +286,10 @@ def _candidates(
                             mode=mode,
                             max_results=HYBRID_CANDIDATES,
                             max_chunks_per_document=HYBRID_CANDIDATES,
+                            min_score=0.0,
                         ),
                     )
-                    sides.append([(h.document_path, h.chunk_index, h.score) for h in hits])
+                    sides.append([(h.document_path, h.chunk_index, h.rank_score) for h in hits])
                 data.append((query.relevant, sides[0], sides[1]))
         finally:
             store.close()

@@ -98,11 +98,19 @@ def main(args: argparse.Namespace) -> None:
                     for way in order:
                         started = time.perf_counter()
                         if way == "chunks":
-                            store.search(SCOPE, SearchQuery(text, mode=mode, max_results=k))
+                            store.search(
+                                SCOPE, SearchQuery(text, mode=mode, max_results=k, min_score=0.0)
+                            )
                         elif way == "grouped":
                             grouped = store.search(
                                 SCOPE,
-                                SearchQuery(text, mode=mode, max_results=k, group_by="document"),
+                                SearchQuery(
+                                    text,
+                                    mode=mode,
+                                    max_results=k,
+                                    group_by="document",
+                                    min_score=0.0,
+                                ),
                             )
                         elif mode is SearchMode.KEYWORD:
                             body = queries.keyword_search_body(text, filters, k)

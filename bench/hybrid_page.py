@@ -104,7 +104,10 @@ def main(args: argparse.Namespace) -> None:
                 probe.took_sum = 0
                 probe.seconds.clear()
                 page = store.search(
-                    SCOPE, SearchQuery(text, mode=SearchMode.HYBRID, max_results=args.max_results)
+                    SCOPE,
+                    SearchQuery(
+                        text, mode=SearchMode.HYBRID, max_results=args.max_results, min_score=0.0
+                    ),
                 )
                 wanted = {(r.document_path, r.chunk_index) for r in page}
                 timings: dict[str, tuple[float, float]] = {

@@ -106,10 +106,11 @@ def _keyword(
         judged, found = [], []
         for query in corpus.queries:
             hits = store.search(
-                SCOPE, SearchQuery(query.text, mode=SearchMode.KEYWORD, max_results=50)
+                SCOPE,
+                SearchQuery(query.text, mode=SearchMode.KEYWORD, max_results=50, min_score=0.0),
             )
             judged.append((document_ranking(hit.document_path for hit in hits), query.relevant))
-            found.append([(hit.document_path, hit.score) for hit in hits])
+            found.append([(hit.document_path, hit.rank_score) for hit in hits])
     finally:
         store.close()
     return round(float(evaluate(judged).to_dict()["mrr_at_10"]), 4), found

@@ -48,7 +48,9 @@ CHUNKS = 50
 def _score(store: KnowledgeStore, corpus: Corpus, mode: SearchMode) -> float:
     judged = []
     for query in corpus.queries:
-        hits = store.search(SCOPE, SearchQuery(query.text, mode=mode, max_results=CHUNKS))
+        hits = store.search(
+            SCOPE, SearchQuery(query.text, mode=mode, max_results=CHUNKS, min_score=0.0)
+        )
         judged.append((document_ranking(hit.document_path for hit in hits), query.relevant))
     return round(float(evaluate(judged).to_dict()["mrr_at_10"]), 4)
 

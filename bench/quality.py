@@ -144,7 +144,9 @@ def score_modes(
         judged: list[tuple[list[str], tuple[str, ...]]] = []
         started = time.perf_counter()
         for query in queries:
-            hits = store.search(SCOPE, SearchQuery(query.text, mode=mode, max_results=chunks))
+            hits = store.search(
+                SCOPE, SearchQuery(query.text, mode=mode, max_results=chunks, min_score=0.0)
+            )
             ranking = document_ranking(same(hit.document_path) for hit in hits)
             relevant = tuple(same(path) for path in query.relevant)
             judged.append((ranking, relevant))

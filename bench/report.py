@@ -39,6 +39,7 @@ from bench.report_ranking import (
     keyword_probe_section,
     rerank_section,
 )
+from bench.report_relevance import relevance_section
 from bench.report_repos import incremental_section, repos_section
 from bench.report_runtime import indexing_section, latency_section, ranking_latency_section
 from bench.report_scale import scale_section
@@ -107,6 +108,7 @@ def main(args: argparse.Namespace) -> None:
     synonyms_section(report)
     named_clauses_section(report)
     page_signal_section(report)
+    relevance_section(report)
     text = _header(report) + "\n" + "\n".join(report.sections)
     args.output.write_text(text, encoding="utf-8")
     log(f"wrote {args.output}")

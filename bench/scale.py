@@ -254,7 +254,10 @@ def measure_step(
     for group, items in probe.groups.items():
         latency[group] = {}
         for mode in MODES:
-            run = [SearchQuery(text=text, mode=mode, max_results=10) for _, text in items]
+            run = [
+                SearchQuery(text=text, mode=mode, max_results=10, min_score=0.0)
+                for _, text in items
+            ]
             for (scope_id, _), query in zip(items, run, strict=True):  # warm-up, untimed
                 store.search(scope_of(scope_id), query)
             times = [

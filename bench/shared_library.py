@@ -58,11 +58,11 @@ def _n_search(store: Any, scope: Any, libraries: tuple[Any, ...], query: Any) ->
     """Round 9's ``SharedLibraryStore.search``: one search per scope, merged by score."""
     wanted = query.offset + query.max_results
     each = replace(query, offset=0, max_results=wanted, shared_libraries=())
-    ranked = [(h.score, 0, r, h) for r, h in enumerate(store.search(scope, each))]
+    ranked = [(h.rank_score, 0, r, h) for r, h in enumerate(store.search(scope, each))]
     library_query = replace(each, cross_context=False)
     for order, library in enumerate(libraries, start=1):
         for rank, hit in enumerate(store.search(library, library_query)):
-            ranked.append((hit.score, order, rank, hit))
+            ranked.append((hit.rank_score, order, rank, hit))
     ranked.sort(key=lambda item: (-item[0], item[1], item[2]))
     return [hit for *_, hit in ranked[query.offset : wanted]]
 

@@ -155,7 +155,8 @@ def _score(
         for variant in order:
             started = time.perf_counter()
             hits = store.search(
-                scopes[variant], SearchQuery(query.text, mode=mode, max_results=CHUNKS)
+                scopes[variant],
+                SearchQuery(query.text, mode=mode, max_results=CHUNKS, min_score=0.0),
             )
             times[variant].append((time.perf_counter() - started) * 1000.0)
             ranking = document_ranking(hit.document_path for hit in hits)

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from knowledge.core.model import IndexOptions, SearchMode, SearchQuery
+from knowledge.core.model import IndexOptions, SearchMode, SearchQuery, SearchResult
 from knowledge.core.scope import KnowledgeScope
 from knowledge.ingest.pipeline import index_source
 from knowledge.ingest.sources.local import BucketFolderSource
@@ -46,14 +46,18 @@ def api(store: KnowledgeStore, bucket: Path) -> KnowledgeApi:
 
 
 def context(api: KnowledgeApi, mode: SearchMode, **body: Any) -> dict[str, Any]:
-    answer = api.prompt_context(
-        SCOPE.agent, SCOPE.context, json.dumps({"mode": mode.value, **body}, ensure_ascii=False)
-    )
+    # min_score 0 unless given: every candidate, the weak ones too (the budget is the subject).
+    request = {"mode": mode.value, "min_score": 0.0, **body}
+    answer = api.prompt_context(SCOPE.agent, SCOPE.context, json.dumps(request, ensure_ascii=False))
     assert answer.status == 200, answer.body
     return answer.body
 
 
-def check_block(body: dict[str, Any], max_tokens: int) -> None:
+def check_block(
+    body: dict[str, Any], max_tokens: int, results: list[SearchResult] | None = None
+) -> None:
+    """``body`` a block within ``max_tokens``; with the search's ``results``, its passages
+    in their rank order (each at the place of its best-ranked chunk)."""
     text = body["context"]
     tokens = body["tokens"]
     assert tokens["used"] == estimate_tokens(text) <= max_tokens  # the budget's own count
@@ -73,8 +77,19 @@ def check_block(body: dict[str, Any], max_tokens: int) -> None:
             kept = content.removesuffix(CUT_MARKER)
             assert content.endswith(CUT_MARKER)
             assert BOUNDARY.search(kept) or kept + "\n" in FILES_TEXT, kept[-40:]
-    scores = [p["score"] for p in body["passages"]]
-    assert scores == sorted(scores, reverse=True)
+    assert [p["rank"] for p in body["passages"]] == list(range(1, len(body["passages"]) + 1))
+    assert all(0.0 <= p["score"] <= 1.0 for p in body["passages"])
+    if results is not None:
+        places = [
+            min(
+                i
+                for i, r in enumerate(results)
+                if r.document_path == p["document_path"]
+                and p["first_chunk"] <= r.chunk_index <= p["last_chunk"]
+            )
+            for p in body["passages"]
+        ]
+        assert places == sorted(places)
 
 
 FILES_TEXT = "\n".join(FILES.values())
@@ -83,12 +98,14 @@ FILES_TEXT = "\n".join(FILES.values())
 def sweep(api: KnowledgeApi, mode: SearchMode, **fields: Any) -> tuple[int, int]:
     """Every budget of ``BUDGETS`` over one search of the store (the route's own block
     builder), and a few through the route itself; how many cut and how many dropped."""
-    results = api.store.search(SCOPE, SearchQuery("deploy 배포", mode=mode, **fields))
-    assert results
+    # min_score 0: every candidate, so that the budget has many passages to choose from.
+    query = SearchQuery("deploy 배포", mode=mode, min_score=0.0, **fields)
+    results = api.store.search(SCOPE, query)
+    assert len(results) > 1
     cut = dropped = 0
     for budget in BUDGETS:
         body = build_prompt_context(results, budget).to_dict()
-        check_block(body, budget)
+        check_block(body, budget, results)
         kept = {(p["document_path"], p["first_chunk"]) for p in body["passages"]}
         assert not kept & {(d["document_path"], d["first_chunk"]) for d in body["dropped"]}
         cut += any(p["cut"] for p in body["passages"])
@@ -145,16 +162,21 @@ def test_explain_recomputes_every_score_and_lists_the_budgets_drops(
     assert chunks
     assert len(trace["results"]) == len(chunks)
     for index, chunk in enumerate(chunks):
-        assert explain.recompute(chunk, trace, index) == pytest.approx(chunk["score"], abs=2e-6)
+        assert explain.recompute(chunk, trace, index) == pytest.approx(
+            chunk["rank_score"], abs=2e-6
+        )
+        assert explain.recompute_relevance(trace, index) == pytest.approx(chunk["score"], abs=2e-6)
         assert trace["results"][index]["origin_weight"] == 0.7
-    # Each passage scores as its best chunk; each chunk is in a kept passage or a dropped one.
+    # Each passage scores as its best-ranked chunk (the chunks are in rank order); each
+    # chunk is in a kept passage or a dropped one.
     for passage in body["passages"]:
         members = [c for c in chunks if c["passage"] == passage["rank"]]
         assert {c["document_path"] for c in members} == {passage["document_path"]}
         assert all(
             passage["first_chunk"] <= c["chunk_index"] <= passage["last_chunk"] for c in members
         )
-        assert passage["score"] == pytest.approx(max(c["score"] for c in members), abs=1e-6)
+        assert members[0]["rank_score"] == max(c["rank_score"] for c in members)
+        assert passage["score"] == pytest.approx(members[0]["score"], abs=1e-6)
     budget = trace["budget"]
     assert (budget["max_tokens"], budget["used_tokens"]) == (max_tokens, body["tokens"]["used"])
     assert budget["kept"] == len(body["passages"])

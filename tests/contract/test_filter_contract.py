@@ -183,9 +183,10 @@ def test_filtered_results_keep_scores_in_range(
     found = _search(store, A_X, mode, filter=_cmp("team", "eq", "sre"))
     assert _paths(found) == {Q1, Q3}
     assert all(0.0 <= r.score <= 1.0 for r in found)
-    # Filter first, then normalise: the best chunk the caller can see scores 1 (keyword).
+    assert all(r.rank_score is not None and 0.0 <= r.rank_score <= 1.0 for r in found)
+    # Filter first, then normalise: the best chunk the caller can see ranks at 1 (keyword).
     if mode is SearchMode.KEYWORD:
-        assert max(r.score for r in found) == pytest.approx(1.0)
+        assert max(r.rank_score or 0.0 for r in found) == pytest.approx(1.0)
 
 
 def test_a_key_holding_dates_and_other_text_indexes_and_compares_as_text(

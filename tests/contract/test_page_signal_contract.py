@@ -1,5 +1,9 @@
 """The page-level keyword signal (``knowledge.ranking.page_signal``) on every store.
 
+Each chunk here matches a fifth of the query at most: weak evidence on the absolute scale
+(``knowledge.ranking.relevance``), so every search asks for every candidate (``min_score``
+0); the ranking is the subject.
+
 A page whose chunks each match a little of the query but which matches most of it as a
 whole outranks a page with one lucky chunk (each store ranked the lucky one first before
 the signal: its chunk is the best single chunk); the order is the same in every store
@@ -75,10 +79,12 @@ def test_a_page_that_matches_as_a_whole_outranks_one_lucky_chunk(
     indexed: KnowledgeStore, mode: SearchMode
 ) -> None:
     with explain.explaining() as trace:
-        results = indexed.search(SCOPE, SearchQuery(QUERY, mode=mode, max_results=10))
+        results = indexed.search(
+            SCOPE, SearchQuery(QUERY, mode=mode, max_results=10, min_score=0.0)
+        )
     # The page that matches the whole query ranks first, in every store alike, ...
     assert documents(results) == ["b-spread.md", "a-lucky.md"]
-    assert results[0].score == 1.0
+    assert results[0].rank_score == 1.0
     # ... though the best single chunk is the lucky page's.
     body = trace.to_dict(results)
     entries = {
@@ -96,12 +102,17 @@ def test_a_page_that_matches_as_a_whole_outranks_one_lucky_chunk(
 
 def test_the_trace_recomputes_the_page_part(indexed: KnowledgeStore, mode: SearchMode) -> None:
     with explain.explaining() as trace:
-        results = indexed.search(SCOPE, SearchQuery(QUERY, mode=mode, max_results=10))
+        results = indexed.search(
+            SCOPE, SearchQuery(QUERY, mode=mode, max_results=10, min_score=0.0)
+        )
     body = trace.to_dict(results)
     assert results
     for index, result in enumerate(results):
         recomputed = explain.recompute(result.to_dict(), body, index)
-        assert math.isclose(recomputed, result.score, abs_tol=1e-9), (index, body)
+        assert result.rank_score is not None
+        assert math.isclose(recomputed, result.rank_score, abs_tol=1e-9), (index, body)
+        relevance = explain.recompute_relevance(body, index)
+        assert math.isclose(relevance, result.score, abs_tol=1e-9), (index, body)
     if mode is not SearchMode.VECTOR:
         (search,) = body["searches"]
         assert {"chunk_max", "page_max", "page_weight"} <= set(search["keyword"])
@@ -114,7 +125,8 @@ def test_a_filter_keeps_its_pages_out_of_the_page_part(
 ) -> None:
     with explain.explaining() as trace:
         results = indexed.search(
-            SCOPE, SearchQuery(QUERY, mode=mode, max_results=10, file_patterns=("a-*",))
+            SCOPE,
+            SearchQuery(QUERY, mode=mode, max_results=10, file_patterns=("a-*",), min_score=0.0),
         )
     assert documents(results) == ["a-lucky.md"]
     (search,) = trace.to_dict(results)["searches"]
@@ -131,7 +143,7 @@ def test_another_scopes_page_lifts_nothing(
     for scope in (SCOPE, OTHER):
         assert index_source(store, scope, BucketFolderSource(bucket), IndexOptions()).errors == ()
     with explain.explaining() as trace:
-        results = store.search(SCOPE, SearchQuery(QUERY, mode=mode, max_results=10))
+        results = store.search(SCOPE, SearchQuery(QUERY, mode=mode, max_results=10, min_score=0.0))
     assert documents(results) == ["a-lucky.md"]
     body = trace.to_dict(results)
     # Its page is the best page the search saw: the other scope's was never read.
@@ -147,6 +159,6 @@ def test_a_deleted_page_leaves_no_page_part(
     )
     result = index_source(indexed, SCOPE, BucketFolderSource(bucket), IndexOptions())
     assert result.errors == ()
-    results = indexed.search(SCOPE, SearchQuery(QUERY, mode=mode, max_results=10))
+    results = indexed.search(SCOPE, SearchQuery(QUERY, mode=mode, max_results=10, min_score=0.0))
     assert documents(results) == ["a-lucky.md"]
-    assert results[0].score == 1.0
+    assert results[0].rank_score == 1.0

@@ -2,7 +2,9 @@
 
 Files go through the whole pipeline from a bucket folder with their sidecars; the
 assertions compare a search with weights to the same search without, so they say
-exactly which results a weight moves; and every score is recomputed from the trace.
+exactly which results a weight moves (its ``rank_score``; the absolute ``score`` is the
+evidence's, which no weight moves); and every score is recomputed from the trace. The
+searches ask for every candidate (``min_score`` 0): the ranking is the subject.
 """
 
 from __future__ import annotations
@@ -55,11 +57,21 @@ def indexed(store: KnowledgeStore, bucket: Path) -> KnowledgeStore:
 
 
 def run(store: KnowledgeStore, mode: SearchMode, **fields: object) -> list[SearchResult]:
-    return store.search(SCOPE, SearchQuery("walrus", mode=mode, max_results=20, **fields))
+    fields = {"max_results": 20, "min_score": 0.0, **fields}
+    return store.search(SCOPE, SearchQuery("walrus", mode=mode, **fields))
 
 
 def scores(results: list[SearchResult]) -> dict[str, float]:
-    return {r.document_path: r.score for r in results}
+    """Each document's ``rank_score`` (of its first result)."""
+    found: dict[str, float] = {}
+    for r in results:
+        assert r.rank_score is not None
+        found.setdefault(r.document_path, r.rank_score)
+    return found
+
+
+def absolute(results: list[SearchResult]) -> dict[tuple[str, int], float]:
+    return {(r.document_path, r.chunk_index): r.score for r in results}
 
 
 NO_LESSONS = RankWeights(lesson=1.0, extra_lessons=0)
@@ -69,31 +81,36 @@ def test_neutral_weights_change_nothing(indexed: KnowledgeStore, mode: SearchMod
     plain = run(indexed, mode, weights=NO_LESSONS)
     assert plain, "the corpus matches the query"
     neutral = run(indexed, mode, weights=RankWeights({"upload": 1.0}, 1.0, 0))
-    assert [(r.document_path, r.chunk_index, r.score) for r in neutral] == [
-        (r.document_path, r.chunk_index, r.score) for r in plain
+    assert [(r.document_path, r.chunk_index, r.rank_score, r.score) for r in neutral] == [
+        (r.document_path, r.chunk_index, r.rank_score, r.score) for r in plain
     ]
 
 
 def test_an_origin_weight_moves_exactly_that_origins_results(
     indexed: KnowledgeStore, mode: SearchMode
 ) -> None:
-    before = scores(run(indexed, mode, weights=NO_LESSONS))
-    after = scores(run(indexed, mode, weights=RankWeights({"manual": 0.5}, 1.0, 0)))
+    plain = run(indexed, mode, weights=NO_LESSONS)
+    before = scores(plain)
+    halved = run(indexed, mode, weights=RankWeights({"manual": 0.5}, 1.0, 0))
+    after = scores(halved)
     assert set(after) == set(before)
     for path, score in before.items():
         expected = score * 0.5 if path == "notes/walrus.txt" else score
         assert after[path] == pytest.approx(expected, abs=1e-9), path
+    assert absolute(halved) == absolute(plain)  # the evidence is the same
     # A weight above 1 that lifts a score past 1: every score divided by the highest.
     lifted = run(indexed, mode, weights=RankWeights({"repo": 3.0}, 1.0, 0))
     assert lifted[0].document_path == "repo/walrus.md"
-    assert lifted[0].score == pytest.approx(1.0)
+    assert lifted[0].rank_score == pytest.approx(1.0)
     top = before["repo/walrus.md"] * 3.0
     divisor = max(1.0, top)
     for result in lifted:
         factor = 3.0 if result.document_path == "repo/walrus.md" else 1.0
         expected = before[result.document_path] * factor / divisor
-        assert result.score == pytest.approx(expected, abs=1e-9)
-        assert 0.0 <= result.score <= 1.0
+        assert result.rank_score == pytest.approx(expected, abs=1e-9)
+        assert result.rank_score is not None
+        assert 0.0 <= result.rank_score <= 1.0
+    assert absolute(lifted) == absolute(plain)
 
 
 def test_a_lesson_card_is_weighted_and_pulled_in_past_the_page(
@@ -102,10 +119,12 @@ def test_a_lesson_card_is_weighted_and_pulled_in_past_the_page(
     plain = run(indexed, mode, weights=NO_LESSONS)
     lesson = next(r for r in plain if r.document_path == "lessons/walrus.md")
     weighted = run(indexed, mode, weights=RankWeights(lesson=1.4, extra_lessons=0))
-    divisor = max(1.0, *(r.score * (1.4 if r is lesson else 1.0) for r in plain))
+    divisor = max(1.0, *((r.rank_score or 0.0) * (1.4 if r is lesson else 1.0) for r in plain))
     for result in weighted:
         factor = 1.4 if result.document_path == "lessons/walrus.md" else 1.0
-        assert result.score == pytest.approx(scores(plain)[result.document_path] * factor / divisor)
+        expected = scores(plain)[result.document_path] * factor / divisor
+        assert result.rank_score == pytest.approx(expected)
+    assert absolute(weighted) == absolute(plain)
     # A page of one that the lesson is not on gets it appended, marked extra.
     page = indexed.search(
         SCOPE,
@@ -114,6 +133,7 @@ def test_a_lesson_card_is_weighted_and_pulled_in_past_the_page(
             mode=mode,
             max_results=1,
             weights=RankWeights({"manual": 10.0}, lesson=1.0, extra_lessons=2),
+            min_score=0.0,
         ),
     )
     assert [r.document_path for r in page] == ["notes/walrus.txt", "lessons/walrus.md"]
@@ -129,6 +149,7 @@ def test_a_lesson_card_is_weighted_and_pulled_in_past_the_page(
             max_results=1,
             offset=1,
             weights=RankWeights({"manual": 10.0}, lesson=1.0, extra_lessons=2),
+            min_score=0.0,
         ),
     )
     assert not any(r.extra for r in second)
@@ -140,6 +161,7 @@ def test_a_lesson_card_is_weighted_and_pulled_in_past_the_page(
             mode=mode,
             max_results=1,
             weights=RankWeights({"manual": 10.0}, lesson=1.0, extra_lessons=0),
+            min_score=0.0,
         ),
     )
     assert [r.document_path for r in off] == ["notes/walrus.txt"]
@@ -148,9 +170,10 @@ def test_a_lesson_card_is_weighted_and_pulled_in_past_the_page(
 def test_the_trace_recomputes_every_score(indexed: KnowledgeStore, mode: SearchMode) -> None:
     for weights in (None, RankWeights({"manual": 0.5, "repo": 2.0}, 1.4, 2)):
         with explain.explaining() as trace:
-            results = indexed.search(
-                SCOPE, SearchQuery("walrus gates", mode=mode, max_results=3, weights=weights)
+            query = SearchQuery(
+                "walrus gates", mode=mode, max_results=3, weights=weights, min_score=0.0
             )
+            results = indexed.search(SCOPE, query)
         body = trace.to_dict(results)
         assert results
         assert len(body["results"]) == len(results)
@@ -160,7 +183,10 @@ def test_the_trace_recomputes_every_score(indexed: KnowledgeStore, mode: SearchM
         for index, result in enumerate(results):
             assert body["results"][index] is not None
             recomputed = explain.recompute(result.to_dict(), body, index)
-            assert math.isclose(recomputed, result.score, abs_tol=1e-9), (index, body)
+            assert result.rank_score is not None
+            assert math.isclose(recomputed, result.rank_score, abs_tol=1e-9), (index, body)
+            relevance = explain.recompute_relevance(body, index)
+            assert math.isclose(relevance, result.score, abs_tol=1e-9), (index, body)
         assert search["page"]["returned"] + search["page"]["extra_lessons"] == len(results)
     # Nothing recorded outside explaining(), and no explanation on the results.
     assert all(r.explanation is None for r in run(indexed, mode))
@@ -174,11 +200,10 @@ def test_weights_rank_a_page_of_documents_without_extras(
     chunks = run(indexed, mode, weights=weights)
     with explain.explaining() as trace:
         grouped = run(indexed, mode, weights=weights, group_by="document")
-    # Each document by its best weighted chunk, as the chunk-level search scores it.
-    best: dict[str, float] = {}
-    for result in chunks:
-        best.setdefault(result.document_path, result.score)
-    assert scores(grouped) == pytest.approx(best)
+    # Each document by its best weighted chunk, as the chunk-level search ranks it.
+    assert scores(grouped) == pytest.approx(scores(chunks))
+    first = {r.document_path: r.score for r in reversed(chunks)}  # its best chunk's
+    assert {r.document_path: r.score for r in grouped} == first
     assert scores(grouped)["notes/walrus.txt"] < plain["notes/walrus.txt"]
     assert not any(r.extra for r in grouped)
     assert all(r.matching_chunks for r in grouped)
@@ -186,11 +211,12 @@ def test_weights_rank_a_page_of_documents_without_extras(
     assert body["searches"][0]["page"]["group_by"] == "document"
     for index, result in enumerate(grouped):
         recomputed = explain.recompute(result.to_dict(), body, index)
-        assert math.isclose(recomputed, result.score, abs_tol=1e-9), (index, body)
+        assert result.rank_score is not None
+        assert math.isclose(recomputed, result.rank_score, abs_tol=1e-9), (index, body)
+        relevance = explain.recompute_relevance(body, index)
+        assert math.isclose(relevance, result.score, abs_tol=1e-9), (index, body)
     # A page of one: the lesson is not appended.
-    page = indexed.search(
-        SCOPE, SearchQuery("walrus", mode=mode, max_results=1, weights=weights, group_by="document")
-    )
+    page = run(indexed, mode, max_results=1, weights=weights, group_by="document")
     assert len(page) == 1
 
 
@@ -207,7 +233,8 @@ def test_the_tools_controls_weigh_group_and_explain_on_every_store(
     arguments = {"query": "walrus", "max_results": 20, "max_tokens": 200_000}
     weighted = tool.run({**arguments, "origin_weights": {"repo": 3}, "explain": True}, context)
     assert not weighted.is_error, weighted.content
-    expected = run(indexed, mode, weights=RankWeights({"repo": 3.0}, 1.0, 0))
+    # The tool searches without a min_score (it has none to give): the default.
+    expected = run(indexed, mode, weights=RankWeights({"repo": 3.0}, 1.0, 0), min_score=None)
     headers = [line for line in weighted.content.splitlines() if line.startswith("[1] ")]
     assert headers[0].startswith(f"[1] {expected[0].document_path} ")
     trace = weighted.trace
@@ -216,7 +243,10 @@ def test_the_tools_controls_weigh_group_and_explain_on_every_store(
     assert len(trace["results"]) == len(expected)
     for index, result in enumerate(expected):
         recomputed = explain.recompute(result.to_dict(), trace, index)
-        assert math.isclose(recomputed, result.score, abs_tol=1e-9), index
+        assert result.rank_score is not None
+        assert math.isclose(recomputed, result.rank_score, abs_tol=1e-9), index
+        relevance = explain.recompute_relevance(trace, index)
+        assert math.isclose(relevance, result.score, abs_tol=1e-9), index
     assert trace["budget"]["dropped"] == []
     grouped = tool.run({**arguments, "group_by": "document"}, context)
     paths = [line.split()[1] for line in grouped.content.splitlines() if line[:1] == "["]
@@ -238,6 +268,6 @@ def test_the_default_weights_change_nothing_where_no_document_is_a_lesson(
         inert = run(store, mode, weights=NO_LESSONS, **fields)
         default = run(store, mode, weights=NEUTRAL, **fields)
         assert inert
-        assert [(r.document_path, r.chunk_index, r.score) for r in default] == [
-            (r.document_path, r.chunk_index, r.score) for r in inert
+        assert [(r.document_path, r.chunk_index, r.rank_score, r.score) for r in default] == [
+            (r.document_path, r.chunk_index, r.rank_score, r.score) for r in inert
         ], fields

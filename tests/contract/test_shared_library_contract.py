@@ -116,11 +116,15 @@ def ranked(
     include_shared: bool | None = None,
     **fields: object,
 ) -> list[tuple[str, str | None, float]]:
+    """Each hit's path, library and ``rank_score``, every candidate (``min_score`` 0 unless
+    given): the ranking is the subject."""
     searched = SharedLibraryStore(store, (LIBRARY,))
-    query = SearchQuery(text, mode=mode, **{"max_results": 20, **fields})  # type: ignore[arg-type]
+    query = SearchQuery(text, mode=mode, **{"max_results": 20, "min_score": 0.0, **fields})  # type: ignore[arg-type]
+    hits = searched.search(scope, query, include_shared=include_shared)
+    assert all(0.0 <= hit.score <= 1.0 for hit in hits)
     return [
-        (hit.document_path, hit.metadata.get(SHARED_CONTEXT_KEY), hit.score)
-        for hit in searched.search(scope, query, include_shared=include_shared)
+        (hit.document_path, hit.metadata.get(SHARED_CONTEXT_KEY), hit.rank_score or 0.0)
+        for hit in hits
     ]
 
 

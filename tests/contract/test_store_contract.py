@@ -14,7 +14,14 @@ from pathlib import Path
 import pytest
 
 from knowledge.core.errors import StoreError, UnsupportedModeError
-from knowledge.core.model import IndexOptions, IndexState, SearchMode, SearchQuery, SearchResult
+from knowledge.core.model import (
+    DEFAULT_MIN_SCORE,
+    IndexOptions,
+    IndexState,
+    SearchMode,
+    SearchQuery,
+    SearchResult,
+)
 from knowledge.core.scope import KnowledgeScope
 from knowledge.core.source import SourceDocument
 from knowledge.ingest.pipeline import delete_document, index_source, reindex_source, upsert_document
@@ -159,14 +166,17 @@ def test_scores_are_in_unit_range_and_sorted(
     write_scope(bucket, A_X, CORPUS)
     index(store, bucket, A_X)
 
-    found = search(store, A_X, "deploy rollback", mode)
+    found = search(store, A_X, "deploy rollback", mode, min_score=0.0)  # every candidate
     assert found
-    scores = [r.score for r in found]
-    assert all(0.0 <= s <= 1.0 for s in scores)
-    assert scores == sorted(scores, reverse=True)
+    # The absolute scores are in [0, 1]; the list is in rank order, by rank_score.
+    assert all(0.0 <= r.score <= 1.0 for r in found)
+    ranks = [r.rank_score for r in found]
+    assert all(s is not None and 0.0 <= s <= 1.0 for s in ranks)
+    assert ranks == sorted(ranks, reverse=True)
     if mode is SearchMode.KEYWORD:
-        assert scores[0] == pytest.approx(1.0)
+        assert ranks[0] == pytest.approx(1.0)
     for r in found:
+        assert r.strength in ("strong", "partial", "weak")
         assert r.document_path in CORPUS
         assert r.content
         assert r.chunk_index >= 0
@@ -188,22 +198,36 @@ def test_min_score_drops_weaker_results(
 ) -> None:
     write_scope(bucket, A_X, CORPUS)
     index(store, bucket, A_X)
-    everything = search(store, A_X, "deploy rollback database", mode)
+    text = "deploy rollback database"
+    everything = search(store, A_X, text, mode, min_score=0.0)
     distinct = sorted({r.score for r in everything})
     assert len(distinct) >= 3, everything
-    # Half-way between two scores: no result sits on the boundary.
+    # Half-way between two absolute scores: no result sits on the boundary.
     middle = len(distinct) // 2
     threshold = (distinct[middle - 1] + distinct[middle]) / 2
 
-    kept = search(store, A_X, "deploy rollback database", mode, min_score=threshold)
+    kept = search(store, A_X, text, mode, min_score=threshold)
     assert kept
     assert all(r.score >= threshold for r in kept)
-    expected = {(r.document_path, r.chunk_index) for r in everything if r.score >= threshold}
-    assert {(r.document_path, r.chunk_index) for r in kept} == expected
-    assert len(kept) < len(everything)
+    # min_score filters on the absolute score and keeps the rank order: the others of
+    # the same list, in the same order, with the same scores.
+    assert kept == [r for r in everything if r.score >= threshold]
+    dropped = [r for r in everything if r not in kept]
+    assert dropped
+    assert all(r.score < threshold for r in dropped)
+    ranks = [r.rank_score for r in kept]
+    assert ranks == sorted(ranks, reverse=True)
 
+    # No min_score: the default floor decides on the best candidate alone; past it, every
+    # candidate follows in rank order, the weak ones too.
+    assert max(r.score for r in everything) >= DEFAULT_MIN_SCORE  # the corpus answers it
+    assert search(store, A_X, text, mode) == everything
+    off_topic = "chocolate cake strawberries"
+    assert search(store, A_X, off_topic, mode) == []
+    weak = search(store, A_X, off_topic, mode, min_score=0.0)
+    assert all(r.score < DEFAULT_MIN_SCORE for r in weak)
     assert search(store, A_X, "deploy", mode, min_score=1.0) == [
-        r for r in search(store, A_X, "deploy", mode) if r.score >= 1.0 - 1e-9
+        r for r in search(store, A_X, "deploy", mode, min_score=0.0) if r.score >= 1.0 - 1e-9
     ]
 
 

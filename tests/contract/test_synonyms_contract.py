@@ -75,7 +75,9 @@ def indexed(store: KnowledgeStore, bucket: Path) -> KnowledgeStore:
 def search(
     store: KnowledgeStore, scope: KnowledgeScope, text: str, mode: SearchMode = SearchMode.KEYWORD
 ) -> list[SearchResult]:
-    return store.search(scope, SearchQuery(text, mode=mode, max_results=20, weights=NO_LESSONS))
+    """Every candidate (``min_score`` 0): what a synonym finds, however weak, is the subject."""
+    query = SearchQuery(text, mode=mode, max_results=20, weights=NO_LESSONS, min_score=0.0)
+    return store.search(scope, query)
 
 
 def paths(results: list[SearchResult]) -> list[str]:
@@ -139,11 +141,18 @@ def test_an_added_term_weighs_less_than_the_typed_one(indexed: KnowledgeStore) -
     # the same length and term statistics, so the synonym's document scores exactly
     # SYNONYM_WEIGHT of the typed one's, either way round.
     for typed, other in (("k8s", "two.txt"), ("kubernetes", "one.txt")):
-        results = search(indexed, WITH, typed)
+        with explain.explaining() as trace:
+            results = search(indexed, WITH, typed)
         first, second = results
-        assert first.score == 1.0
+        assert first.rank_score == 1.0
         assert second.document_path == other
-        assert math.isclose(second.score, SYNONYM_WEIGHT, rel_tol=1e-3), (typed, results)
+        assert second.rank_score is not None
+        assert math.isclose(second.rank_score, SYNONYM_WEIGHT, rel_tol=1e-3), (typed, results)
+        # On the absolute scale too: the added term covers SYNONYM_WEIGHT of the query.
+        entries = trace.to_dict(results)["results"]
+        assert entries[0]["relevance"]["coverage"] == pytest.approx(1.0)
+        assert entries[1]["relevance"]["coverage"] == pytest.approx(SYNONYM_WEIGHT, rel=1e-3)
+        assert second.score < first.score
 
 
 def test_the_page_part_counts_an_added_term_at_its_weight_too(
@@ -228,7 +237,10 @@ def test_the_trace_shows_the_expansion_and_recomputes_every_score(
     assert results
     for index, result in enumerate(results):
         recomputed = explain.recompute(result.to_dict(), body, index)
-        assert math.isclose(recomputed, result.score, abs_tol=1e-9), (index, body)
+        assert result.rank_score is not None
+        assert math.isclose(recomputed, result.rank_score, abs_tol=1e-9), (index, body)
+        relevance = explain.recompute_relevance(body, index)
+        assert math.isclose(relevance, result.score, abs_tol=1e-9), (index, body)
     assert "synonyms: + kubernet (weight 0.5 each)" in explain.format_trace(
         body, [r.to_dict() for r in results]
     )

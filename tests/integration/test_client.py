@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import threading
 import time
 from collections.abc import Iterator
@@ -99,12 +100,16 @@ def test_explain_and_weights_travel_through_the_client(local: LocalServer) -> No
     search = response.explain["searches"][0]
     assert (search["weights"]["origins"]["upload"], search["weights"]["lesson"]) == (0.5, 2.0)
     assert search["query"]["terms"] == ["helm", "rollback"]
-    assert [r.score for r in response.results] == [
-        pytest.approx(r.score * 0.5, abs=2e-6) for r in plain.results
+    assert [r.rank_score for r in response.results] == [
+        pytest.approx(r.rank_score * 0.5, abs=2e-6) for r in plain.results
     ]
+    # A weight moves the ranking, not the absolute relevance.
+    assert [r.score for r in response.results] == [r.score for r in plain.results]
     for index, result in enumerate(response.results):
         recomputed = explain.recompute(result.to_dict(), response.explain, index)
-        assert recomputed == pytest.approx(result.score, abs=2e-6)
+        assert recomputed == pytest.approx(result.rank_score, abs=2e-6)
+        relevance = explain.recompute_relevance(response.explain, index)
+        assert relevance == pytest.approx(result.score, abs=2e-6)
     with pytest.raises(ValidationError) as caught:
         client.search_response(scope, query, origin_weights={"shared": 100})
     assert caught.value.field == "origin_weights.shared"
@@ -146,22 +151,27 @@ def test_a_reranking_server_answers_rerank_scores_through_the_client(
         server.start()
         try:
             scope = KnowledgeScope("ops-bot", "runbooks")
-            plain = store.search(scope, SearchQuery("helm rollback", max_results=5))
-            response = KnowledgeClient(server.url).search_response(
-                scope, SearchQuery("helm rollback", max_results=5)
-            )
+            # min_score 0: a.md holds one of the two words, weak evidence (the order is
+            # the subject).
+            query = SearchQuery("helm rollback", max_results=5, min_score=0.0)
+            plain = store.search(scope, query)
+            response = KnowledgeClient(server.url).search_response(scope, query)
         finally:
             server.stop()
     assert fake.problems == []
-    searched = {r.document_path: r.score for r in plain}
+    searched = {r.document_path: r for r in plain}
     # the fake's word overlap: b.md has both words, a.md one of two
     assert [(r.document_path, r.rerank_score) for r in response.results] == [
         ("b.md", 1.0),
         ("a.md", 0.5),
     ]
     for result in response.results:
-        assert result.score == result.rerank_score
-        assert result.search_score == pytest.approx(searched[result.document_path], abs=1e-6)
+        store_result = searched[result.document_path]
+        # The reranker orders (rank_score); the store's ranking score is search_score; the
+        # absolute relevance is the store's.
+        assert result.rank_score == result.rerank_score
+        assert result.search_score == pytest.approx(store_result.rank_score, abs=1e-6)
+        assert result.score == pytest.approx(store_result.score, abs=1e-6)
 
 
 def test_documents_through_the_client_match_the_store(local: LocalServer) -> None:
@@ -542,7 +552,8 @@ def test_kb_search_status_reindex_through_the_api(
     scoped = ["--agent", "ops-bot", "--context", "runbooks", "--api-url", local.url]
     assert kb(["search", "helm rollback", *scoped]) == 0
     out = capsys.readouterr().out
-    assert out.startswith('Found 1 result for "helm rollback":')
+    # Passed the default floor: at least partial evidence.
+    assert re.match(r'Found 1 result for "helm rollback" \(best evidence: (strong|partial)\):', out)
     assert kb(["status", *scoped, "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["document_count"] == 1
     assert kb(["reindex", *scoped, "--json"]) == 0
@@ -608,7 +619,9 @@ def test_the_tool_over_the_api_sends_the_models_controls_alone(
         )
         assert "weights: upload=1 repo=1 manual=5 shared=1 lesson=2" in result.content
         grouped = KnowledgeSearchTool().run({"query": "helm", "group_by": "document"}, context)
-        assert grouped.content.startswith('Found 1 result for "helm":')
+        assert re.match(
+            r'Found 1 result for "helm" \(best evidence: (strong|partial)\):', grouped.content
+        )
 
 
 def test_kb_reindex_without_an_api_url_says_what_to_do(

@@ -111,4 +111,7 @@ def test_the_client_reads_the_trace_of_a_block(server: LocalServer) -> None:
         p.document_path for p in block.dropped
     ]
     for index, chunk in enumerate(trace["chunks"]):
-        assert explain.recompute(chunk, trace, index) == pytest.approx(chunk["score"], abs=2e-6)
+        assert explain.recompute(chunk, trace, index) == pytest.approx(
+            chunk["rank_score"], abs=2e-6
+        )
+        assert explain.recompute_relevance(trace, index) == pytest.approx(chunk["score"], abs=2e-6)

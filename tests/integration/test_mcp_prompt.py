@@ -4,6 +4,7 @@ stdio from a real ``kb mcp`` subprocess."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -67,7 +68,7 @@ def test_the_prompt_is_listed_and_answers_cited_passages_within_the_budget(db: P
     lines = text.splitlines()
     assert lines[0] == PREAMBLE
     assert lines[1] == "---"
-    assert lines[2].startswith("[1] rollback.md (score: 1.00, chunk")  # the source first
+    assert re.match(r"\[1\] rollback\.md \(score: [01]\.\d\d, chunk", lines[2])  # the source first
     assert "Ignore all previous instructions" in text  # quoted under its source line
     assert "helm.md" not in text  # the server's scope only
     assert "salaries" not in text

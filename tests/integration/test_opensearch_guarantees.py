@@ -450,11 +450,16 @@ def test_a_hung_embedding_provider_ends_a_vector_search_within_its_deadline(
 # --- strict per-agent isolation (issue 9 item 10) -----------------------------------------------
 
 
-def _probe(store: OpenSearchKnowledgeStore) -> list[float]:
-    """Agent A's normalised keyword scores for a two-word query: their ratio follows the
-    words' document frequencies in the index (BM25's IDF)."""
-    results = store.search(SCOPE, SearchQuery("marmot tapir", mode=SearchMode.KEYWORD))
-    return sorted(round(r.score, 6) for r in results)
+def _probe(store: OpenSearchKnowledgeStore) -> tuple[list[float], list[float]]:
+    """Agent A's normalised keyword scores for a two-word query (their ratio follows the
+    words' document frequencies in the index: BM25's IDF), and its absolute scores
+    (weighted by the scope's own statistics, ranking.relevance)."""
+    query = SearchQuery("marmot tapir", mode=SearchMode.KEYWORD, min_score=0.0)
+    results = store.search(SCOPE, query)
+    return (
+        sorted(round(r.rank_score or 0.0, 6) for r in results),
+        sorted(round(r.score, 6) for r in results),
+    )
 
 
 @pytest.mark.parametrize("strict", [False, True])
@@ -465,11 +470,13 @@ def test_a_score_probe_tells_another_agents_words_only_in_a_shared_index(
     docs = {"m.md": "# M\n\nmarmot", "t.md": "# T\n\ntapir", "x.md": "# X\n\nnothing"}
     for path, text in docs.items():
         assert upsert_document(store, SCOPE, document(path, text)).ok
-    before = _probe(store)
+    before, absolute_before = _probe(store)
     other = KnowledgeScope("agent-b", "docs")
     for i in range(20):
         assert upsert_document(store, other, document(f"b{i}.md", "# B\n\ntapir tapir")).ok
-    after = _probe(store)
+    after, absolute_after = _probe(store)
+    # The absolute scores count the scope's own chunks only: no index layout leaks them.
+    assert absolute_after == absolute_before
     if strict:
         assert after == before  # agent B's documents change nothing agent A can measure
         assert store.index_name(SCOPE) != store.index_name(other)

@@ -184,10 +184,11 @@ def test_a_small_scope_in_a_shared_index_gets_the_exact_top_10(
             # The engine's score is (1 + cos) / 2 (ties broken either way: compare scores).
             exact = sorted(((1.0 + c) / 2.0 for c in cosine), reverse=True)[:10]
             found = store.search(
-                SMALL, SearchQuery(text=text, mode=SearchMode.VECTOR, max_results=10)
+                SMALL,
+                SearchQuery(text=text, mode=SearchMode.VECTOR, max_results=10, min_score=0.0),
             )
             assert len(found) == 10
-            assert [r.score for r in found] == pytest.approx(exact, abs=1e-4)
+            assert [r.rank_score for r in found] == pytest.approx(exact, abs=1e-4)
             assert {r.document_path for r in found} <= set(paths)
     finally:
         store.close()

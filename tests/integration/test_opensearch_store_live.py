@@ -448,7 +448,8 @@ def test_a_small_scope_still_gets_k_neighbours(make_store) -> None:
     )
     index_source(store, small, Source({"x.md": "payroll export", "y.md": "holiday calendar"}))
     for mode in (SearchMode.VECTOR, SearchMode.HYBRID):
-        query = SearchQuery("kubernetes rollout", mode=mode, max_results=2)
+        # min_score 0: neither of the small scope's documents answers the query.
+        query = SearchQuery("kubernetes rollout", mode=mode, max_results=2, min_score=0.0)
         assert _paths(store.search(small, query)) == {"x.md", "y.md"}
 
 
@@ -497,7 +498,8 @@ def test_korean_compounds_match_with_or_without_spaces(make_store, document, que
     index_source(store, scope, Source({"ko.md": document, "en.md": "deploy failure rollback"}))
     results = store.search(scope, SearchQuery(query, mode="keyword"))
     assert [r.document_path for r in results] == ["ko.md"]
-    assert results[0].score == 1.0
+    assert results[0].rank_score == 1.0
+    assert results[0].strength == "strong"  # every term of the query is in the chunk
 
 
 def test_metadata_filters_match_like_knowledge_filters(make_store) -> None:
@@ -597,10 +599,12 @@ def test_hybrid_reads_the_text_of_the_chosen_chunks_only(make_store, node: NodeI
     (lines, answer) = candidates[0][1], candidates[0][2]
     for body in lines[1::2]:
         assert body["_source"] is False
-    hits = [h for response in answer["responses"] for h in response["hits"]["hits"]]
+    # The two sides; the third answer is the scope's term statistics (ranking.relevance).
+    hits = [h for response in answer["responses"][:2] for h in response["hits"]["hits"]]
     assert len(hits) > 4
-    # Only what fusion reads: no source, no index name, no doc values.
-    assert all(set(h) == {"_id", "_score"} for h in hits)
+    # Only what fusion reads (and the query terms a hit holds, for its absolute score):
+    # no source, no index name, no doc values.
+    assert all(set(h) <= {"_id", "_score", "matched_queries"} for h in hits)
     assert {h["_id"].split(":")[0] for h in hits} == {document_id(scope, path) for path in texts}
     searches = [r for r in recording.sent if r[0] == "search"]
     # The scope's chunk count (read once, for ef_search: scope_size), the page rows of the

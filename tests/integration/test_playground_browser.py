@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 from collections.abc import Iterator
 from contextlib import closing
@@ -160,10 +161,17 @@ def test_load_search_see_results_switch_mode(server: LocalServer, browser: WebDr
     assert result_paths(browser)[0] == "rollback.md"
     heading = browser.find_element(By.ID, "results-heading").text
     assert "keyword" in heading
+    assert re.search(r"best evidence: (strong|partial)", heading)  # passed the default floor
     first = browser.find_elements(By.CSS_SELECTOR, "#results li.result")[0]
     assert "Rolling back a release" in first.find_element(By.CSS_SELECTOR, ".cite").text
-    score_bar = first.find_element(By.CSS_SELECTOR, ".bar.score")
-    assert float(score_bar.get_attribute("data-value") or "nan") == pytest.approx(1.0)
+    # The rank bar: the best hit of a keyword search ranks at 1.0; the score bar: the
+    # absolute relevance, named in a word beside the citation.
+    rank_bar = first.find_element(By.CSS_SELECTOR, ".bar.rank")
+    assert float(rank_bar.get_attribute("data-value") or "nan") == pytest.approx(1.0)
+    score = float(first.find_element(By.CSS_SELECTOR, ".bar.score").get_attribute("data-value"))
+    assert 0.0 < score <= 1.0
+    strength = first.find_element(By.CSS_SELECTOR, ".cite .strength").text
+    assert strength in ("strong", "partial")
     assert_bars_drawn_to_their_values(browser)
     vector_value = first.find_element(By.CSS_SELECTOR, ".bar.vector").get_attribute("data-value")
     assert vector_value == ""  # keyword mode: no vector side
@@ -266,9 +274,10 @@ def test_the_explain_toggle_shows_the_terms_and_each_scores_numbers(
         factor = float(line.get_attribute("data-origin-weight") or "nan") * float(
             line.get_attribute("data-lesson-weight") or "nan"
         )
-        score = float(item.find_element(By.CSS_SELECTOR, ".bar.score").get_attribute("data-value"))
-        assert float(line.get_attribute("data-searched") or "nan") == pytest.approx(score, abs=1e-6)
-        assert min(1.0, fused * factor) == pytest.approx(score, abs=1e-6)  # divisor 1 here
+        # What the explain line computes is the rank score (the rank bar).
+        rank = float(item.find_element(By.CSS_SELECTOR, ".bar.rank").get_attribute("data-value"))
+        assert float(line.get_attribute("data-searched") or "nan") == pytest.approx(rank, abs=1e-6)
+        assert min(1.0, fused * factor) == pytest.approx(rank, abs=1e-6)  # divisor 1 here
         assert "fused" in line.text
         assert "keyword" in line.text
     browser.find_element(By.ID, "explain").click()  # off again

@@ -4,7 +4,9 @@ channel between agents where the store isolates agents (memory; embedded
 agent A's scores depend neither on agent B's documents, nor on a shared library A is not
 granted, nor, for the library's hits, on A's own corpus or on another granted library.
 The same probes are sensitive: with shared statistics (the embedded store's default,
-OpenSearch's one shared index) they tell."""
+OpenSearch's one shared index) they tell. The probes read the ranking scores
+(``rank_score``); the absolute scores (``knowledge.ranking.relevance``) weigh the terms
+over the searched scopes alone, so they tell nothing in any store."""
 
 from __future__ import annotations
 
@@ -77,15 +79,22 @@ def make_store(
 
 
 def probe(
-    store: KnowledgeStore, libraries: tuple[KnowledgeScope, ...] = (LIBRARY,)
+    store: KnowledgeStore,
+    libraries: tuple[KnowledgeScope, ...] = (LIBRARY,),
+    *,
+    absolute: bool = False,
 ) -> dict[str, float]:
-    """agent-a's keyword scores for "marmot tapir" over its notes and its libraries."""
+    """agent-a's keyword ranking scores (``rank_score``: BM25, divided by the best) for
+    "marmot tapir" over its notes and its libraries, every candidate (``min_score`` 0);
+    with ``absolute``, their absolute scores instead."""
     searched = SharedLibraryStore(store, libraries)
-    query = SearchQuery("marmot tapir", mode=SearchMode.KEYWORD, max_results=50)
+    query = SearchQuery("marmot tapir", mode=SearchMode.KEYWORD, max_results=50, min_score=0.0)
     hits = searched.search(PROBER, query)
     named = {h.metadata.get(SHARED_CONTEXT_KEY) for h in hits}
     assert named == {None, *(library.key for library in libraries)}
-    return {h.document_path: round(h.score, 6) for h in hits}
+    if absolute:
+        return {h.document_path: round(h.score, 6) for h in hits}
+    return {h.document_path: round(h.rank_score or 0.0, 6) for h in hits}
 
 
 def parts(
@@ -95,7 +104,7 @@ def parts(
     score and its page's (``knowledge.ranking.page_signal``), each over the statistics
     of its own side."""
     searched = SharedLibraryStore(store, libraries)
-    query = SearchQuery("marmot tapir", mode=SearchMode.KEYWORD, max_results=50)
+    query = SearchQuery("marmot tapir", mode=SearchMode.KEYWORD, max_results=50, min_score=0.0)
     with explain.explaining() as trace:
         hits = searched.search(PROBER, query)
     entries = trace.to_dict(hits)["results"]
@@ -127,6 +136,7 @@ def test_another_agents_documents_change_nothing_an_agent_measures(
     store = make_store(kind)
     fill(store)
     before = probe(store)
+    absolute = probe(store, absolute=True)
     for i in range(20):
         assert upsert_document(store, VICTIM, document(f"b{i}.md", "# B\n\ntapir tapir")).ok
     after = probe(store)
@@ -134,6 +144,9 @@ def test_another_agents_documents_change_nothing_an_agent_measures(
         assert after == before
     else:
         assert after != before  # the probe is sensitive: shared statistics leak
+    # The absolute scores weigh the terms over the searched scopes alone: they cannot
+    # tell, whatever the store's statistics.
+    assert probe(store, absolute=True) == absolute
 
 
 @pytest.mark.parametrize("kind", STORES)
@@ -167,6 +180,7 @@ def test_a_library_not_granted_changes_nothing_a_granted_agent_measures(
     store = make_store(kind)
     fill(store)
     before = probe(store)
+    absolute = probe(store, absolute=True)
     # Another library (granted to someone else, or to nobody) fills up with "tapir": agent-a,
     # granted only LIBRARY, must not be able to tell (its own and its library's scores).
     for i in range(20):
@@ -177,6 +191,7 @@ def test_a_library_not_granted_changes_nothing_a_granted_agent_measures(
         assert after == before
     else:
         assert after != before  # the probe is sensitive: shared statistics leak
+    assert probe(store, absolute=True) == absolute  # a library not granted is not searched
 
 
 @pytest.mark.parametrize("kind", STORES)

@@ -252,10 +252,12 @@ def test_the_shared_library_on_opensearch(
         for r in answer["results"]
     }
     assert found == {("deploy.md", "upload", None), ("incident.md", "shared", "_shared/playbooks")}
-    # One query, normalised once: one best hit, the next below it (N searches gave both 1.0).
-    scores = [r["score"] for r in answer["results"]]
+    # One query, normalised once: one best hit, the next below it (N searches gave both
+    # 1.0); the ranking's scores (rank_score), the absolute ones in [0, 1].
+    scores = [r["rank_score"] for r in answer["results"]]
     assert scores[0] == pytest.approx(1.0)
     assert 0.0 <= scores[1] < scores[0]
+    assert all(0.0 <= r["score"] <= 1.0 for r in answer["results"])
     pages = [search(f"{SCOPE_PATH}/search", max_results=1, offset=n)[1] for n in (0, 1)]
     assert [p["results"][0]["document_path"] for p in pages] == [
         r["document_path"] for r in answer["results"]

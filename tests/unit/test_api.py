@@ -23,6 +23,7 @@ from knowledge.core.errors import (
     ValidationError,
 )
 from knowledge.core.model import (
+    DEFAULT_MIN_SCORE,
     FileProblem,
     IndexResult,
     IndexState,
@@ -134,7 +135,14 @@ def test_parse_full_request() -> None:
 
 def test_parse_defaults_and_default_mode() -> None:
     query = parse_search_request('{"query": "x"}', default_mode="vector")
-    assert (query.mode, query.max_results, query.min_score) == (SearchMode.VECTOR, 5, 0.0)
+    assert (query.mode, query.max_results) == (SearchMode.VECTOR, 5)
+    # Omitted or null: not given, so the default floor applies to the best result only
+    # (answer nothing below it, else every ranked result); a given one to every result.
+    assert query.min_score is None
+    assert (query.evidence_floor, query.result_floor) == (DEFAULT_MIN_SCORE, 0.0)
+    assert parse_search_request('{"query": "x", "min_score": null}').min_score is None
+    given = parse_search_request('{"query": "x", "min_score": 0}')
+    assert (given.min_score, given.evidence_floor, given.result_floor) == (0.0, 0.0, 0.0)
     assert (query.file_patterns, dict(query.metadata), query.cross_context) == ((), {}, False)
     assert parse_search_request({"query": "x"}).mode is None
 
@@ -235,10 +243,15 @@ def test_search_response_shape(api: KnowledgeApi, store: FakeStore) -> None:
     response = api.handle("POST", SEARCH, b'{"query": "rollback", "max_results": 3}')
     assert response.status == 200
     body = response.body
-    assert set(body) == {"query", "mode", "results", "took_ms"}
+    assert set(body) == {"query", "mode", "min_score", "evidence", "results", "took_ms"}
     assert body["query"] == "rollback"
     assert body["mode"] == "hybrid"  # the store's default when none is asked
+    assert body["min_score"] == DEFAULT_MIN_SCORE  # the floor the best result had to reach
+    assert body["evidence"] == result().strength == "strong"  # the best result's (0.9)
     assert body["results"] == [result().to_dict()]
+    assert body["results"][0]["strength"] == "strong"
+    given = api.handle("POST", SEARCH, b'{"query": "rollback", "min_score": 0.25}').body
+    assert given["min_score"] == 0.25  # the request's floor
     assert isinstance(body["took_ms"], float)
     scope, query = store.searches[0]
     assert scope == KnowledgeScope("ops-bot", "runbooks")
@@ -269,6 +282,7 @@ def test_search_empty_result_is_200(store: FakeStore) -> None:
     store.results = []
     response = KnowledgeApi(store).handle("POST", SEARCH, '{"query": "nothing"}')
     assert (response.status, response.body["results"]) == (200, [])
+    assert response.body["evidence"] == "none"
 
 
 def test_agent_wide_search_is_cross_context(api: KnowledgeApi, store: FakeStore) -> None:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from knowledge.config import STORE_BUILDERS, StoreSettings, register_store_builder
-from knowledge.core.model import IndexOptions
+from knowledge.core.model import DEFAULT_MIN_SCORE, IndexOptions
 from knowledge.core.scope import KnowledgeScope
 from knowledge.core.source import SourceDocument
 from knowledge.local.cli import ProgressBar, build_parser, main
@@ -143,12 +143,17 @@ def test_search_human_output(docs: Path, db: Path, capsys: pytest.CaptureFixture
     code, out, _ = run(["search", "helm rollback", *scope_args(db), "-k", "2"], capsys)
     assert code == 0
     lines = out.splitlines()
-    assert lines[0] in (
-        'Found 1 result for "helm rollback":',
-        'Found 2 results for "helm rollback":',
+    code, out, _ = run(["search", "helm rollback", *scope_args(db), "-k", "2", "--json"], capsys)
+    body = json.loads(out)
+    count, best = len(body["results"]), body["results"][0]
+    noun = "result" if count == 1 else "results"
+    assert body["evidence"] in ("strong", "partial")  # on topic: above the default floor
+    assert (
+        lines[0] == f'Found {count} {noun} for "helm rollback" (best evidence: {body["evidence"]}):'
     )
     assert lines[1] == "---"
-    assert lines[2].startswith("[1] rollback.md (score: 1.00, chunk: ")
+    # The absolute score, two decimals.
+    assert lines[2].startswith(f"[1] rollback.md (score: {best['score']:.2f}, chunk: ")
 
 
 def test_search_json_is_the_api_response(
@@ -160,8 +165,11 @@ def test_search_json_is_the_api_response(
     )
     assert code == 0
     body = json.loads(out)
-    assert set(body) == {"query", "mode", "results", "took_ms"}
+    assert set(body) == {"query", "mode", "min_score", "evidence", "results", "took_ms"}
     assert (body["query"], body["mode"]) == ("롤백 절차", "keyword")
+    assert body["min_score"] == DEFAULT_MIN_SCORE
+    best = max(body["results"], key=lambda r: r["score"])
+    assert body["evidence"] == best["strength"] != "weak"
     assert body["results"][0]["document_path"] == "deploy-failure.ko.md"
     assert "롤백" in body["results"][0]["content"]
     assert 0.0 <= body["results"][0]["score"] <= 1.0
@@ -178,7 +186,9 @@ def test_search_filters(docs: Path, db: Path, capsys: pytest.CaptureFixture[str]
 
 def test_search_filter_flag(docs: Path, db: Path, capsys: pytest.CaptureFixture[str]) -> None:
     index(docs, db, capsys)
+    # Every candidate, the weak ones too: the filter is what this is about.
     argv = ["search", "helm rollback database", *scope_args(db), "--mode", "keyword", "--json"]
+    argv += ["--min-score", "0"]
     code, out, _ = run(argv, capsys)
     assert code == 0
     assert "rollback.md" in {r["document_path"] for r in json.loads(out)["results"]}
@@ -211,6 +221,7 @@ def test_search_pages_with_offset_and_the_per_document_cap(
 ) -> None:
     index(docs, db, capsys)
     argv = ["search", "rollback database helm", *scope_args(db), "--mode", "keyword", "--json"]
+    argv += ["--min-score", "0"]  # every candidate, the weak ones too: paging is the subject
 
     def found(*extra: str) -> list[tuple[str, int]]:
         code, out, _ = run([*argv, *extra], capsys)
@@ -618,11 +629,16 @@ def test_search_explain_and_weights(
     assert code == 0
     body = json.loads(out)
     assert body["explain"]["searches"][0]["query"]["terms"] == ["롤백", "절차"]
-    assert [r["score"] for r in body["results"]] == [
-        pytest.approx(r["score"] * 0.5, abs=2e-6) for r in plain["results"]
+    assert [r["rank_score"] for r in body["results"]] == [
+        pytest.approx(r["rank_score"] * 0.5, abs=2e-6) for r in plain["results"]
     ]
+    # A weight moves the ranking, not the absolute relevance.
+    assert [r["score"] for r in body["results"]] == [r["score"] for r in plain["results"]]
     for i, result in enumerate(body["results"]):
         assert explain.recompute(result, body["explain"], i) == pytest.approx(
+            result["rank_score"], abs=2e-6
+        )
+        assert explain.recompute_relevance(body["explain"], i) == pytest.approx(
             result["score"], abs=2e-6
         )
     # The deployment's weights for a local search come from the environment.

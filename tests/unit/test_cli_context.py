@@ -73,7 +73,10 @@ def test_kb_context_explain_lists_the_budgets_drops(
     trace = body["explain"]
     assert trace["budget"]["dropped"] == body["dropped"] != []
     for index, chunk in enumerate(trace["chunks"]):
-        assert explain.recompute(chunk, trace, index) == pytest.approx(chunk["score"], abs=2e-6)
+        assert explain.recompute(chunk, trace, index) == pytest.approx(
+            chunk["rank_score"], abs=2e-6
+        )
+        assert explain.recompute_relevance(trace, index) == pytest.approx(chunk["score"], abs=2e-6)
     assert main(argv) == 0
     printed = capsys.readouterr()
     assert printed.out.startswith(PREAMBLE)  # stdout stays the block

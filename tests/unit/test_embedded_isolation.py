@@ -25,8 +25,12 @@ def document(path: str, text: str) -> SourceDocument:
     return SourceDocument(path=path, size=len(data), read=lambda: data)
 
 
-def probe_scores(db: Path, isolation: str, victim_word: str) -> dict[str, float]:
-    """agent-a's scores for a query of two words, one of which agent-b may hold a lot."""
+def probe_scores(
+    db: Path, isolation: str, victim_word: str, *, absolute: bool = False
+) -> dict[str, float]:
+    """agent-a's ranking scores (``rank_score``, BM25 relative to the best hit; with
+    ``absolute``, the absolute ``score``) for a query of two words, one of which agent-b
+    may hold a lot."""
     store = EmbeddedKnowledgeStore(db, isolation=isolation)
     try:
         upsert_document(store, PROBER, document("falcon.md", "falcon sighting report"))
@@ -34,8 +38,11 @@ def probe_scores(db: Path, isolation: str, victim_word: str) -> dict[str, float]
         for n in range(12):
             scope = VICTIM if n % 2 else VICTIM_OTHER_CONTEXT
             upsert_document(store, scope, document(f"s{n}.md", f"{victim_word} plan number {n}"))
-        results = store.search(PROBER, SearchQuery("falcon harbor", mode="keyword"))
-        return {r.document_path: r.score for r in results}
+        query = SearchQuery("falcon harbor", mode="keyword", min_score=0.0)
+        results = store.search(PROBER, query)
+        if absolute:
+            return {r.document_path: r.score for r in results}
+        return {r.document_path: r.rank_score or 0.0 for r in results}
     finally:
         store.close()
 
@@ -45,6 +52,11 @@ def test_the_probe_tells_with_shared_statistics(tmp_path: Path) -> None:
     holds = probe_scores(tmp_path / "holds.db", "shared", victim_word="falcon")
     lacks = probe_scores(tmp_path / "lacks.db", "shared", victim_word="meadow")
     assert holds["falcon.md"] < 0.01 < 0.99 < lacks["falcon.md"]
+    # The absolute score weighs the query's terms over the searched scope alone: it
+    # cannot tell, whatever the isolation.
+    assert probe_scores(
+        tmp_path / "holds.db", "shared", victim_word="falcon", absolute=True
+    ) == probe_scores(tmp_path / "lacks.db", "shared", victim_word="meadow", absolute=True)
 
 
 def test_the_probe_cannot_tell_with_agent_isolation(tmp_path: Path) -> None:

@@ -395,17 +395,21 @@ def test_cjk_compound_matches_words_written_apart(store: EmbeddedKnowledgeStore)
 
 
 def test_more_matching_terms_rank_higher(filled: EmbeddedKnowledgeStore):
-    results = search(filled, "water flour yeast")
+    results = search(filled, "water flour yeast", min_score=0.0)
     assert paths(results) == ["bread.md", "garden.md"]
-    assert results[0].score == 1.0
-    assert 0.0 < results[1].score < 1.0
+    assert results[0].rank_score == 1.0
+    assert results[1].rank_score is not None
+    assert 0.0 < results[1].rank_score < 1.0
     assert results[0].keyword_score == 1.0
     assert results[0].vector_score is None
+    # The absolute score agrees: all three terms are stronger evidence than one.
+    assert results[0].score > results[1].score
 
 
 def test_very_long_query_works(filled: EmbeddedKnowledgeStore):
     text = "".join(chr(0xAC00 + i) for i in range(4000)) + " rollback"
-    assert paths(search(filled, text)) == ["deploy.md"]
+    # One term of thousands: weak evidence, asked for with min_score 0.
+    assert paths(search(filled, text, min_score=0.0)) == ["deploy.md"]
 
 
 # --- vector and hybrid ------------------------------------------------------------------
@@ -421,19 +425,21 @@ def test_document_sharing_words_with_the_query_ranks_first(
 
 
 def test_vector_scores_are_cosine_in_unit_range(filled: EmbeddedKnowledgeStore):
-    results = search(filled, "rollback failed deployment", "vector", max_results=3)
+    results = search(filled, "rollback failed deployment", "vector", max_results=3, min_score=0.0)
     assert len(results) == 3
-    scores = [r.score for r in results]
+    scores = [r.rank_score for r in results]
+    assert all(s is not None and 0.0 <= s <= 1.0 for s in scores)
     assert scores == sorted(scores, reverse=True)
-    assert all(0.0 <= s <= 1.0 for s in scores)
-    assert all(r.vector_score == r.score and r.keyword_score is None for r in results)
+    assert all(r.vector_score == r.rank_score and r.keyword_score is None for r in results)
     # Not rescaled: an absolute similarity, below 1.0 for an inexact match.
-    assert scores[0] < 1.0
+    assert results[0].vector_score is not None
+    assert results[0].vector_score < 1.0
+    assert all(0.0 <= r.score <= 1.0 for r in results)
 
 
 def test_hybrid_results_explain_both_sides(filled: EmbeddedKnowledgeStore):
-    results = search(filled, "rollback failed deployment", "hybrid", max_results=3)
-    assert results[0].score == 1.0
+    results = search(filled, "rollback failed deployment", "hybrid", max_results=3, min_score=0.0)
+    assert results[0].rank_score == 1.0
     for r in results:
         assert r.keyword_score is not None
         assert r.vector_score is not None
@@ -450,18 +456,21 @@ def test_vector_candidates_below_the_floor_are_not_results(db: Path):
         for path, text in (("deploy.md", DEPLOY), ("bread.md", BREAD), ("garden.md", GARDEN)):
             upsert_document(store, SCOPE, source_doc(path, text))
         unrelated = "zeppelin xylophone quasar"
-        assert search(store, unrelated, "vector") == []
-        assert search(store, unrelated, "hybrid") == []
+        # min_score 0: the floor alone (the absolute score would drop these too).
+        assert search(store, unrelated, "vector", min_score=0.0) == []
+        assert search(store, unrelated, "hybrid", min_score=0.0) == []
         # Without a floor the same search "finds" every chunk.
         raw = EmbeddedKnowledgeStore(db, embedder=HashingEmbedder(64), relevance_floor=0.0)
         try:
-            assert len(search(raw, unrelated, "vector", max_results=50)) >= 3
+            assert len(search(raw, unrelated, "vector", max_results=50, min_score=0.0)) >= 3
         finally:
             raw.close()
         # Related text still passes, in both modes; min_score still cuts on top of it.
-        assert paths(search(store, "kubectl rollout", "vector"))[0] == "deploy.md"
-        assert paths(search(store, "kubectl rollout", "hybrid"))[0] == "deploy.md"
-        assert search(store, "kubectl rollout", "vector", min_score=0.99) == []
+        related = search(store, "kubectl rollout", "vector", min_score=0.0)
+        assert paths(related)[0] == "deploy.md"
+        assert paths(search(store, "kubectl rollout", "hybrid", min_score=0.0))[0] == "deploy.md"
+        above = min(1.0, max(r.score for r in related) + 1e-6)
+        assert search(store, "kubectl rollout", "vector", min_score=above) == []
     finally:
         store.close()
 
@@ -480,7 +489,7 @@ def test_rrf_fusion_option(db: Path):
         upsert_document(store, SCOPE, source_doc("bread.md", BREAD))
         results = search(store, "rollback deployment", "hybrid")
         assert paths(results)[0] == "deploy.md"
-        assert results[0].score == 1.0
+        assert results[0].rank_score == 1.0
     finally:
         store.close()
 
@@ -514,19 +523,20 @@ def test_vector_search_sees_every_commit(db: Path, cache_bytes: int):
         db, embedder=HashingEmbedder(64), vector_cache_bytes=cache_bytes, relevance_floor=0.0
     )
     other = EmbeddedKnowledgeStore(db, embedder=HashingEmbedder(64))  # another writer
+    # No floor and min_score 0: every chunk is a result, however unrelated.
     try:
         upsert_document(store, SCOPE, source_doc("bread.md", BREAD))
-        assert paths(search(store, "kubectl rollout", "vector")) == ["bread.md"]
+        assert paths(search(store, "kubectl rollout", "vector", min_score=0.0)) == ["bread.md"]
         upsert_document(store, SCOPE, source_doc("deploy.md", DEPLOY))
-        assert paths(search(store, "kubectl rollout", "vector"))[0] == "deploy.md"
+        assert paths(search(store, "kubectl rollout", "vector", min_score=0.0))[0] == "deploy.md"
         upsert_document(other, SCOPE, source_doc("garden.md", GARDEN))
-        assert "garden.md" in paths(search(store, "kubectl rollout", "vector"))
+        assert "garden.md" in paths(search(store, "kubectl rollout", "vector", min_score=0.0))
         assert delete_document(other, SCOPE, "deploy.md")
-        assert "deploy.md" not in paths(search(store, "kubectl rollout", "vector"))
+        assert "deploy.md" not in paths(search(store, "kubectl rollout", "vector", min_score=0.0))
         # A rolled-back session changes nothing, cached or not.
         with pytest.raises(RuntimeError), other.write_session(SCOPE, replace_scope=True):
             raise RuntimeError("abandon")
-        assert sorted(paths(search(store, "kubectl rollout", "vector"))) == [
+        assert sorted(paths(search(store, "kubectl rollout", "vector", min_score=0.0))) == [
             "bread.md",
             "garden.md",
         ]
@@ -571,9 +581,9 @@ def test_filters_apply_before_normalising(store: EmbeddedKnowledgeStore, mode: s
     by_metadata = search(store, "rollback deployment", mode, metadata={"team": "ops"})
     assert paths(by_metadata) == ["runbooks/deploy.md"]
     if mode != "vector":
-        # The best chunk the caller may see scores 1.0 (vector scores are absolute).
-        assert by_pattern[0].score == 1.0
-        assert by_metadata[0].score == 1.0
+        # The best chunk the caller may see ranks at 1.0 (vector scores are absolute).
+        assert by_pattern[0].rank_score == 1.0
+        assert by_metadata[0].rank_score == 1.0
     assert search(store, "rollback", mode, metadata={"team": "nobody"}) == []
 
 
@@ -588,9 +598,15 @@ def test_result_metadata_comes_from_the_indexer(store: EmbeddedKnowledgeStore):
 
 
 def test_max_results_and_min_score(filled: EmbeddedKnowledgeStore):
-    assert len(search(filled, "water", "vector", max_results=2)) == 2
-    high = search(filled, "water flour yeast", min_score=0.99)
+    assert len(search(filled, "water", "vector", max_results=2, min_score=0.0)) == 2
+    every = search(filled, "water flour yeast", min_score=0.0)
+    assert paths(every) == ["bread.md", "garden.md"]
+    # min_score applies to the absolute score: one between the two keeps the stronger.
+    floor = (every[0].score + every[1].score) / 2
+    assert every[1].score < floor <= every[0].score
+    high = search(filled, "water flour yeast", min_score=floor)
     assert paths(high) == ["bread.md"]
+    assert all(r.score >= floor for r in high)
 
 
 # --- write sessions ---------------------------------------------------------------------

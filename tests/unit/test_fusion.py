@@ -52,6 +52,7 @@ def test_all_is_the_public_api() -> None:
             "above_floor",
             "candidate_count",
             "cosine_to_unit",
+            "english_only",
             "fuse_rrf",
             "fuse_weighted",
             "hybrid_weights",

@@ -118,7 +118,10 @@ def test_explain_on_the_lambda_context_routes(module: Any, sample: str) -> None:
     trace = body["explain"]
     assert trace["searches"][0]["query"]["terms"] == ["rollback", "helm"]
     for index, chunk in enumerate(trace["chunks"]):
-        assert explain.recompute(chunk, trace, index) == pytest.approx(chunk["score"], abs=2e-6)
+        assert explain.recompute(chunk, trace, index) == pytest.approx(
+            chunk["rank_score"], abs=2e-6
+        )
+        assert explain.recompute_relevance(trace, index) == pytest.approx(chunk["score"], abs=2e-6)
     assert trace["budget"]["max_tokens"] == 40
     assert trace["budget"]["dropped"] == body["dropped"]
     assert trace["budget"]["kept"] == len(body["passages"])

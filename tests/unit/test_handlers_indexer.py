@@ -448,7 +448,9 @@ def test_pdf_upload_is_indexed_with_page_citations_and_a_bad_one_is_a_problem(in
     assert (
         format_search_results("quokka", results)
         .splitlines()[2]
-        .startswith("[1] handbook.pdf pp. 1-2 (score: 1.00, chunk: 0, origin: upload)")
+        .startswith(
+            f"[1] handbook.pdf pp. 1-2 (score: {results[0].score:.2f}, chunk: 0, origin: upload)"
+        )
     )
     problems = indexer.store.status(RUNBOOKS).problems
     assert [(p.path, p.reason) for p in problems] == [("locked.pdf", "encrypted PDF")]
@@ -591,7 +593,9 @@ def test_the_synonyms_file_event_stores_the_scopes_synonyms_and_a_bad_one_is_a_p
     indexer, capsys
 ):
     """``_synonyms.txt`` is config (ranking.synonyms): its events store the scope's set,
-    never a document; a bad file is a status problem, not retried, the last set kept."""
+    never a document; a bad file is a status problem, not retried, the last set kept.
+    (``min_score`` 0: a hit through a synonym alone covers part of the query, whatever
+    the default floor; what the synonyms find is the subject.)"""
     key = "ops-bot/runbooks/_synonyms.txt"
     indexer.put("ops-bot/runbooks/kube.md", "# Cluster\n\nThe kubernetes upgrade notes.")
     indexer.invoke(

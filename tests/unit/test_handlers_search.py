@@ -35,7 +35,7 @@ from knowledge.aws.event_indexing import EventIndexer
 from knowledge.aws.reindex_queue import ReindexQueue, ScopeReindexer
 from knowledge.aws.settings import LambdaSettings
 from knowledge.core.errors import StoreUnavailableError
-from knowledge.core.model import SearchQuery
+from knowledge.core.model import DEFAULT_MIN_SCORE, SearchQuery
 from knowledge.core.scope import KnowledgeScope
 from knowledge.core.source import SourceDocument
 from knowledge.ingest.pipeline import upsert_document
@@ -157,7 +157,13 @@ def test_no_results_is_an_empty_success(search):
     assert took_ms >= 0.0
     assert (status, body) == (
         200,
-        {"query": "kubernetes autoscaling", "mode": "keyword", "results": []},
+        {
+            "query": "kubernetes autoscaling",
+            "mode": "keyword",
+            "min_score": DEFAULT_MIN_SCORE,
+            "evidence": "none",
+            "results": [],
+        },
     )
 
 
@@ -631,6 +637,9 @@ def test_explain_through_the_lambda_shows_the_korean_terms_and_recomputes_scores
     assert trace["searches"][0]["query"]["terms"] == ["배포", "실패"]
     assert trace["searches"][0]["weights"]["origins"]["upload"] == 0.5
     assert [r["document_path"] for r in body["results"]] == ["장애 대응/배포 실패.md"]
-    assert body["results"][0]["score"] == pytest.approx(0.5)
+    assert body["results"][0]["rank_score"] == pytest.approx(0.5)
     for index, result in enumerate(body["results"]):
-        assert explain.recompute(result, trace, index) == pytest.approx(result["score"], abs=2e-6)
+        assert explain.recompute(result, trace, index) == pytest.approx(
+            result["rank_score"], abs=2e-6
+        )
+        assert explain.recompute_relevance(trace, index) == pytest.approx(result["score"], abs=2e-6)

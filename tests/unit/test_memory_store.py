@@ -192,17 +192,22 @@ def test_tf_idf_ranks_rare_terms_and_more_matches_higher() -> None:
         session.put_document(header("rare.md"), chunks("rare.md", "rare words only"))
         for i in range(5):
             session.put_document(header(f"c{i}.md"), chunks(f"c{i}.md", f"common filler {i}"))
-    results = found(store, "common rare")
+    results = found(store, "common rare", min_score=0.0)
     assert [r.document_path for r in results[:2]] == ["both.md", "rare.md"]
-    assert results[0].score == 1.0
-    assert results[1].score > results[2].score
-    # Repeating a term helps, sublinearly.
+    assert results[0].rank_score == 1.0
+    assert results[1].rank_score > results[2].rank_score
+    # The absolute score agrees: both terms, then the rarer (weightier) one alone.
+    assert results[0].score > results[1].score > results[2].score
+    # Repeating a term helps the ranking, sublinearly.
     put(store, OTHER, "once.md", "term other")
     put(store, OTHER, "twice.md", "term term other")
     put(store, OTHER, "none.md", "nothing here")
-    scores = {r.document_path: r.score for r in found(store, "term", OTHER)}
+    term = found(store, "term", OTHER, min_score=0.0)
+    scores = {r.document_path: r.rank_score for r in term}
     assert scores["twice.md"] == 1.0
     assert 0.5 < scores["once.md"] < 1.0
+    # The absolute score counts what the chunk holds, not how often.
+    assert len({r.score for r in term}) == 1
 
 
 def test_title_and_heading_terms_count_by_their_weight() -> None:
@@ -217,7 +222,8 @@ def test_title_and_heading_terms_count_by_their_weight() -> None:
             session.put_document(header("pay.md"), [EmbeddedChunk(titled)])
         put(store, SCOPE, "text.md", "payments by card")
         put(store, SCOPE, "other.md", "nothing here")
-        return {r.document_path: r.score for r in found(store, "payments")}
+        results = found(store, "payments", min_score=0.0)
+        return {r.document_path: r.rank_score or 0.0 for r in results}
 
     assert scores(0) == {"text.md": 1.0}  # 0: the title is not indexed
     # A title term weighs its weight next to the same term once in the text (1.0).
@@ -239,9 +245,9 @@ def test_filters_apply_before_normalising() -> None:
     store = MemoryKnowledgeStore()
     put(store, SCOPE, "best.md", "deploy deploy deploy rollback")
     put(store, SCOPE, "notes.txt", "deploy")
-    results = found(store, "deploy rollback", file_patterns=("*.txt",))
-    # The best chunk the caller can see scores 1.0, whatever is filtered away.
-    assert [(r.document_path, r.score) for r in results] == [("notes.txt", 1.0)]
+    results = found(store, "deploy rollback", file_patterns=("*.txt",), min_score=0.0)
+    # The best chunk the caller can see ranks at 1.0, whatever is filtered away.
+    assert [(r.document_path, r.rank_score) for r in results] == [("notes.txt", 1.0)]
 
 
 def test_equal_scores_rank_by_path_then_chunk() -> None:

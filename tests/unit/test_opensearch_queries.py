@@ -1398,7 +1398,11 @@ def test_named_clauses_wrap_a_search_without_changing_what_it_matches() -> None:
         "walrus", [], 10
     )
     vector = q.vector_search_body([1.0, 0.0], [], 5, candidates=True, named={"lesson": lesson})
-    assert "knn" in vector["query"]["bool"]["must"][0]
+    # The vector side's clauses go inside the knn filter as optional ones: wrapping the
+    # knn query would change which neighbours a walk with ef_search returns.
+    should = vector["query"]["knn"]["embedding"]["filter"]["bool"]["should"]
+    assert should == [{"constant_score": {"filter": lesson, "boost": 0.0, "_name": "lesson"}}]
+    assert vector["query"]["knn"]["embedding"]["filter"]["bool"]["minimum_should_match"] == 0
     hits = answers.parse_candidates(
         {"hits": {"hits": [{"_id": "d:g:0", "_score": 1.0, "matched_queries": ["lesson"]}]}}
     )

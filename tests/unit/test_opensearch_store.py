@@ -212,7 +212,8 @@ class FakeOpenSearch:
         self.request_indexes.append(index)
         if self.msearch_responses is not None:
             return {"responses": self.msearch_responses}
-        return {"responses": [{"hits": {"hits": []}}, {"hits": {"hits": []}}]}
+        # One answer per search of the request (its bodies are header, body pairs).
+        return {"responses": [{"hits": {"hits": []}} for _ in body[1::2]]}
 
     def mget(self, index: str, body: dict[str, Any], **params: Any) -> dict[str, Any]:
         self.calls.append(("mget", body))
@@ -696,6 +697,7 @@ def test_hybrid_sends_one_msearch_and_errors_name_the_side() -> None:
     fake.msearch_responses = [
         {"hits": {"hits": []}},
         {"error": {"type": "illegal_argument_exception", "reason": "bad knn"}, "status": 400},
+        {"hits": {"hits": []}},  # the scope's term statistics (ranking.relevance)
     ]
     with pytest.raises(StoreError, match=r"vector side, 400\): illegal_argument_exception"):
         store.search(SCOPE, SearchQuery("deploy", mode="hybrid"))
@@ -705,11 +707,12 @@ def test_hybrid_without_msearch_sends_two_searches() -> None:
     fake = FakeOpenSearch(mapping=_vector_mapping(8))
     store = _store(fake, use_msearch=False)
     store.search(SCOPE, SearchQuery("deploy", mode="hybrid"))
-    # The first also counts the scope's chunks and reads its synonyms (both cached).
-    assert fake.names().count("search") == 4
+    # The first also counts the scope's chunks and reads its synonyms (both cached); each
+    # reads the scope's term statistics for the absolute scores (ranking.relevance).
+    assert fake.names().count("search") == 5
     fake.calls.clear()
     store.search(SCOPE, SearchQuery("deploy", mode="hybrid"))
-    assert fake.names().count("search") == 2
+    assert fake.names().count("search") == 3
     assert "msearch" not in fake.names()
 
 

@@ -116,13 +116,17 @@ def test_the_trace_of_reciprocal_rank_fusion_recomputes_its_scores(tmp_path: Pat
             upsert_document(store, scope, SourceDocument(f"d{i}.md", len(data), lambda d=data: d))
         with explain.explaining() as recorded:
             results = store.search(
-                scope, SearchQuery("otter river", mode=SearchMode.HYBRID, max_results=4)
+                scope,
+                SearchQuery("otter river", mode=SearchMode.HYBRID, max_results=4, min_score=0.0),
             )
         body = recorded.to_dict(results)
         assert body["searches"][0]["fusion"]["method"] == "rrf"
         assert results
         for index, result in enumerate(results):
             assert explain.recompute(result.to_dict(), body, index) == pytest.approx(
+                result.rank_score, abs=1e-12
+            )
+            assert explain.recompute_relevance(body, index) == pytest.approx(
                 result.score, abs=1e-12
             )
         text = explain.format_trace(body, [r.to_dict() for r in results])
@@ -161,7 +165,8 @@ def _explained(tmp_path: Path, mode: SearchMode) -> tuple[dict, list[dict]]:
             data = text.encode()
             upsert_document(store, scope, SourceDocument(f"d{i}.md", len(data), lambda d=data: d))
         with explain.explaining() as recorded:
-            results = store.search(scope, SearchQuery("otter dam", mode=mode, max_results=4))
+            query = SearchQuery("otter dam", mode=mode, max_results=4, min_score=0.0)
+            results = store.search(scope, query)
         return recorded.to_dict(results), [r.to_dict() for r in results]
     finally:
         store.close()
@@ -183,6 +188,9 @@ def test_the_keyword_mode_line_shows_raw_over_the_maximum_not_min_max(tmp_path: 
         assert f"kw {raw:.4g}{parts} (#{rank}) / max {top:.4g}: fused {raw / top:.4g} x" in line
         assert f"-> {entry['keyword']['normalised']:.4g}" not in line or raw == top
         assert explain.recompute(result, body, results.index(result)) == pytest.approx(
+            result["rank_score"], abs=1e-5
+        )
+        assert explain.recompute_relevance(body, results.index(result)) == pytest.approx(
             result["score"], abs=1e-5
         )
 

@@ -47,7 +47,9 @@ def store() -> Iterator[MemoryKnowledgeStore]:
 
 
 def post(api: KnowledgeApi, **body: Any) -> tuple[int, dict[str, Any]]:
-    response = api.handle("POST", SEARCH, json.dumps({"query": "disk full", **body}))
+    # min_score 0: every candidate, the weak ones too (these tests are about the ranking).
+    request = {"query": "disk full", "min_score": 0.0, **body}
+    response = api.handle("POST", SEARCH, json.dumps(request))
     return response.status, response.body
 
 
@@ -81,19 +83,22 @@ def test_the_deployment_default_applies_and_a_request_overrides_it(
     store: MemoryKnowledgeStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     _, plain = post(KnowledgeApi(store, weights=RankWeights(lesson=1.0, extra_lessons=0)))
-    before = {r["document_path"]: r["score"] for r in plain["results"]}
+    before = {r["document_path"]: r["rank_score"] for r in plain["results"]}
     monkeypatch.setenv("KB_ORIGIN_WEIGHTS", "manual=0.5")
     monkeypatch.setenv("KB_LESSON_WEIGHT", "1.0")
     monkeypatch.setenv("KB_LESSON_EXTRA", "0")
     api = KnowledgeApi(store)  # the defaults from the environment
     _, halved = post(api)
-    after = {r["document_path"]: r["score"] for r in halved["results"]}
+    after = {r["document_path"]: r["rank_score"] for r in halved["results"]}
     assert after["note.md"] == pytest.approx(before["note.md"] * 0.5, abs=1e-6)
     assert {p: s for p, s in after.items() if p != "note.md"} == {
         p: s for p, s in before.items() if p != "note.md"
     }
+    # A weight moves the ranking, not the absolute relevance.
+    absolute = {r["document_path"]: r["score"] for r in plain["results"]}
+    assert {r["document_path"]: r["score"] for r in halved["results"]} == absolute
     _, overridden = post(api, origin_weights={"manual": 1.0})
-    assert {r["document_path"]: r["score"] for r in overridden["results"]} == before
+    assert {r["document_path"]: r["rank_score"] for r in overridden["results"]} == before
 
 
 def test_a_bad_environment_weight_names_the_variable() -> None:
@@ -112,16 +117,16 @@ def test_the_shared_weight_ranks_the_library_below_the_teams_own(
     api = KnowledgeApi(store, shared=grants, weights=RankWeights(lesson=1.0, extra_lessons=0))
     _, plain = post(api, max_results=10)
     library = next(r for r in plain["results"] if r["document_path"] == "playbook.md")
-    assert library["score"] == 1.0  # the best of the one query (scope and library)
+    assert library["rank_score"] == 1.0  # the best of the one query (scope and library)
     _, weighted = post(api, max_results=10, origin_weights={"shared": 0.3})
-    scores = {r["document_path"]: r["score"] for r in weighted["results"]}
+    scores = {r["document_path"]: r["rank_score"] for r in weighted["results"]}
     assert scores["playbook.md"] == pytest.approx(0.3)
     above = [p for p, s in scores.items() if s > 0.3]
     assert above
     assert paths(weighted)[: len(above)] == above
     _, own_down = post(api, max_results=10, origin_weights={"upload": 0.2, "manual": 0.2})
     assert paths(own_down)[0] == "playbook.md"
-    assert all(r["score"] <= 0.2 + 1e-9 for r in own_down["results"][1:])
+    assert all(r["rank_score"] <= 0.2 + 1e-9 for r in own_down["results"][1:])
 
 
 def test_a_lesson_past_the_page_is_appended_and_marked(store: MemoryKnowledgeStore) -> None:
@@ -163,7 +168,10 @@ def test_explain_returns_a_trace_that_recomputes_every_score(
     json.dumps(trace)  # plain JSON
     assert len(trace["results"]) == len(body["results"])
     for index, result in enumerate(body["results"]):
-        assert explain.recompute(result, trace, index) == pytest.approx(result["score"], abs=2e-6)
+        assert explain.recompute(result, trace, index) == pytest.approx(
+            result["rank_score"], abs=2e-6
+        )
+        assert explain.recompute_relevance(trace, index) == pytest.approx(result["score"], abs=2e-6)
     _, plain = post(api)
     assert "explain" not in plain
 
@@ -188,7 +196,10 @@ def test_the_context_route_ranks_with_the_weights_and_explains_them(
     assert trace["searches"][0]["weights"]["origins"]["manual"] == 5.0
     assert trace["budget"]["kept"] == len(explained.body["passages"])
     for index, chunk in enumerate(trace["chunks"]):
-        assert explain.recompute(chunk, trace, index) == pytest.approx(chunk["score"], abs=2e-6)
+        assert explain.recompute(chunk, trace, index) == pytest.approx(
+            chunk["rank_score"], abs=2e-6
+        )
+        assert explain.recompute_relevance(trace, index) == pytest.approx(chunk["score"], abs=2e-6)
     for agent_wide in ("/v1/agents/ops-bot/context", route):
         refused = api.handle("POST", agent_wide, json.dumps({"query": "disk", "explain": "yes"}))
         assert (refused.status, refused.body["field"]) == (400, "explain")

@@ -74,8 +74,9 @@ def store() -> Iterator[MemoryKnowledgeStore]:
 
 
 def keyword_order(store: MemoryKnowledgeStore, text: str = "disk full") -> list[str]:
-    results = store.search(SCOPE, SearchQuery(text, mode=SearchMode.KEYWORD, max_results=10))
-    return [r.document_path for r in results]
+    """Every candidate in the search's order (min_score 0: the weak ones too)."""
+    query = SearchQuery(text, mode=SearchMode.KEYWORD, max_results=10, min_score=0.0)
+    return [r.document_path for r in store.search(SCOPE, query)]
 
 
 # --- BedrockReranker against the fake endpoint ---------------------------------------------
@@ -166,7 +167,9 @@ def api_with(fake: FakeRerankServer, store: MemoryKnowledgeStore, **stage: Any) 
 
 
 def search(api: KnowledgeApi, **body: Any) -> dict[str, Any]:
-    response = api.handle("POST", SEARCH, json.dumps({"query": "disk full", **body}))
+    # min_score 0 unless given: every candidate, as keyword_order lists them.
+    request = {"query": "disk full", "min_score": 0.0, **body}
+    response = api.handle("POST", SEARCH, json.dumps(request))
     assert response.status == 200, response.body
     return response.body
 
@@ -179,14 +182,14 @@ def test_the_top_candidates_are_reranked_and_say_so(store: MemoryKnowledgeStore)
     assert fake.problems == []
     results = body["results"]
     assert [r["document_path"] for r in results] == ["c.md", "b.md", "a.md"]
-    assert [r["score"] for r in results] == [0.9, 0.8, 0.1]
+    assert [r["rank_score"] for r in results] == [0.9, 0.8, 0.1]
     assert [r["rerank_score"] for r in results] == [0.9, 0.8, 0.1]
-    plain = {
-        r.document_path: r
-        for r in store.search(SCOPE, SearchQuery("disk full", mode="keyword", max_results=10))
-    }
+    everything = SearchQuery("disk full", mode="keyword", max_results=10, min_score=0.0)
+    plain = {r.document_path: r for r in store.search(SCOPE, everything)}
     for result in results:  # the search's own scores stay visible
-        assert result["search_score"] == pytest.approx(plain[result["document_path"]].score)
+        assert result["search_score"] == pytest.approx(plain[result["document_path"]].rank_score)
+        # The absolute relevance is the search's: the reranker orders, it does not judge.
+        assert result["score"] == pytest.approx(plain[result["document_path"]].score)
         assert result["keyword_score"] == pytest.approx(
             plain[result["document_path"]].keyword_score
         )
@@ -211,10 +214,10 @@ def test_only_the_top_n_are_sent_and_the_rest_follow_in_search_order(
     assert [r["rerank_score"] is None for r in results] == [False, False] + [True] * (
         len(before) - 2
     )
-    scores = [r["score"] for r in results]
+    scores = [r["rank_score"] for r in results]
     assert scores == sorted(scores, reverse=True)
     lowest = min(RERANK_SCORES[p] for p in before[:2])
-    assert all(r["score"] <= lowest for r in results[2:])
+    assert all(r["rank_score"] <= lowest for r in results[2:])
 
 
 def test_pages_are_slices_of_one_reranked_order(store: MemoryKnowledgeStore) -> None:
@@ -229,10 +232,24 @@ def test_pages_are_slices_of_one_reranked_order(store: MemoryKnowledgeStore) -> 
     assert pages == whole == ["c.md", "b.md", "a.md", "d.md"]
 
 
-def test_min_score_applies_to_the_rerank_score(store: MemoryKnowledgeStore) -> None:
+def test_min_score_applies_to_the_absolute_score_in_the_reranked_order(
+    store: MemoryKnowledgeStore,
+) -> None:
     with fake_rerank_server(ARN, score_of=score_by_document) as fake:
-        body = search(api_with(fake, store), mode="keyword", max_results=10, min_score=0.5)
-    assert [r["document_path"] for r in body["results"]] == ["c.md", "b.md"]
+        api = api_with(fake, store)
+        every = search(api, mode="keyword", max_results=10)["results"]
+        assert [r["document_path"] for r in every] == ["c.md", "b.md", "a.md", "d.md", "e.md"]
+        # a, b and c hold both terms, d and e one: a floor between the two keeps three,
+        # although the reranker scores a.md below the floor (0.1).
+        both = [r["score"] for r in every[:3]]
+        one = [r["score"] for r in every[3:]]
+        floor = (min(both) + max(one)) / 2
+        assert max(one) < floor <= min(both)
+        body = search(api, mode="keyword", max_results=10, min_score=floor)
+    kept = body["results"]
+    assert [r["document_path"] for r in kept] == ["c.md", "b.md", "a.md"]  # reranked order
+    assert all(r["score"] >= floor for r in kept)
+    assert kept[2]["rerank_score"] == 0.1
 
 
 @pytest.mark.parametrize(
@@ -306,7 +323,7 @@ def test_no_match_sends_nothing(store: MemoryKnowledgeStore) -> None:
 
 def test_without_a_reranker_the_response_is_unchanged(store: MemoryKnowledgeStore) -> None:
     body = KnowledgeApi(store).handle("POST", SEARCH, json.dumps({"query": "disk full"})).body
-    assert set(body) == {"query", "mode", "results", "took_ms"}
+    assert set(body) == {"query", "mode", "min_score", "evidence", "results", "took_ms"}
     assert all("rerank_score" not in r and "search_score" not in r for r in body["results"])
 
 
@@ -339,7 +356,10 @@ def test_explain_shows_the_rerank_moves_and_still_recomputes_every_score(
     for index, result in enumerate(body["results"]):
         entry = trace["results"][index]
         assert entry["rerank"]["to_rank"] == index + 1
-        assert explain.recompute(result, trace, index) == pytest.approx(result["score"], abs=2e-6)
+        assert explain.recompute(result, trace, index) == pytest.approx(
+            result["rank_score"], abs=2e-6
+        )
+        assert explain.recompute_relevance(trace, index) == pytest.approx(result["score"], abs=2e-6)
     assert trace["results"][2]["rerank"]["rerank_score"] is None  # past top_n
 
 

@@ -165,9 +165,14 @@ def test_per_agent_keyword_tables_expand_the_same(tmp_path: Path) -> None:
         source = BucketFolderSource(tmp_path / "bucket")
         for agent in ("a", "b"):
             index_source(store, KnowledgeScope(agent, "c"), source, IndexOptions())
-        query = SearchQuery("k8s", mode=SearchMode.KEYWORD)
+        query = SearchQuery("k8s", mode=SearchMode.KEYWORD, min_score=0.0)
         found = store.search(KnowledgeScope("a", "c"), query)
-        assert [(r.document_path, r.score) for r in found] == [("one.txt", 1.0), ("two.txt", 0.5)]
+        assert [(r.document_path, r.rank_score) for r in found] == [
+            ("one.txt", 1.0),
+            ("two.txt", 0.5),
+        ]
+        # The added term is weaker evidence on the absolute scale too.
+        assert found[0].score > found[1].score
         assert [r.document_path for r in store.search(KnowledgeScope("b", "c"), query)] == [
             "one.txt"
         ]

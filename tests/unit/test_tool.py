@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import pytest
@@ -17,7 +18,13 @@ from knowledge.core.errors import (
     UnsupportedModeError,
     ValidationError,
 )
-from knowledge.core.model import SearchMode, SearchQuery, SearchResult
+from knowledge.core.model import (
+    DEFAULT_MIN_SCORE,
+    STRONG_SCORE,
+    SearchMode,
+    SearchQuery,
+    SearchResult,
+)
 from knowledge.core.scope import KnowledgeScope
 from knowledge.search.tool import (
     TOOL_DESCRIPTION,
@@ -237,7 +244,7 @@ def test_results_source_first_format(tool: KnowledgeSearchTool) -> None:
     result = tool.run({"query": "CrashLoopBackOff"}, context(store))
     assert result == ToolResult(
         False,
-        'Found 3 results for "CrashLoopBackOff":\n'
+        'Found 3 results for "CrashLoopBackOff" (best evidence: strong):\n'
         "---\n"
         "[1] runbook.md (score: 0.92, chunk: 3)\n"
         "Check the pod logs with --previous.\n"
@@ -253,11 +260,29 @@ def test_results_source_first_format(tool: KnowledgeSearchTool) -> None:
 def test_one_result_is_singular() -> None:
     text = format_search_results("롤백", [hit("배포.md", 1.0, 0, "배포 실패 시 롤백 절차")])
     assert text == (
-        'Found 1 result for "롤백":\n'
+        'Found 1 result for "롤백" (best evidence: strong):\n'
         "---\n"
         "[1] 배포.md (score: 1.00, chunk: 0)\n"
         "배포 실패 시 롤백 절차"
     )
+
+
+@pytest.mark.parametrize(
+    ("scores", "word"),
+    [
+        ((STRONG_SCORE,), "strong"),
+        ((DEFAULT_MIN_SCORE,), "partial"),
+        ((DEFAULT_MIN_SCORE - 0.01,), "weak"),  # only shown to a caller who lowered min_score
+        # The best score, wherever the ranking put it (lists are in rank order).
+        ((DEFAULT_MIN_SCORE - 0.01, STRONG_SCORE), "strong"),
+        ((STRONG_SCORE - 0.01, DEFAULT_MIN_SCORE - 0.01), "partial"),
+    ],
+)
+def test_the_found_line_names_the_best_evidence(scores: tuple[float, ...], word: str) -> None:
+    results = [hit(f"d{i}.md", score, 0, "text") for i, score in enumerate(scores)]
+    first = format_search_results("q", results).splitlines()[0]
+    noun = "result" if len(scores) == 1 else "results"
+    assert first == f'Found {len(scores)} {noun} for "q" (best evidence: {word}):'
 
 
 def test_format_no_results() -> None:
@@ -369,7 +394,7 @@ def test_a_passage_of_adjacent_chunks_cites_the_whole_span() -> None:
 def test_max_tokens_drops_results_and_says_how_many() -> None:
     results = [hit(f"doc-{i}.md", 0.9 - i / 10, 0, "word " * 200) for i in range(4)]
     text = format_search_results("q", results, max_tokens=600)
-    assert text.startswith('Found 2 results for "q":')
+    assert text.startswith('Found 2 results for "q" (best evidence: strong):')
     assert "[2] doc-1.md" in text
     assert "doc-2.md" not in text
     assert text.endswith("(2 more results were dropped to stay within max_tokens=600)")
@@ -515,9 +540,9 @@ def test_include_shared_defaults_to_the_grant_and_hits_name_their_library(
     plain, granted = _library_store()
     default = tool.run({"query": "rollback"}, context(granted))
     assert not default.is_error
-    assert "incident.md (score: 1.00, chunk: 0, origin: shared, library: playbooks)" in (
-        default.content
-    )
+    (line,) = [line for line in default.content.splitlines() if "incident.md" in line]
+    score = r"\(score: [01]\.\d\d, chunk: 0, origin: shared, library: playbooks\)"
+    assert re.fullmatch(r"\[[12]\] incident\.md " + score, line)
     assert "deploy.md" in default.content
     assert tool.run({"query": "rollback", "include_shared": True}, context(granted)) == default
     alone = tool.run({"query": "rollback", "include_shared": False}, context(granted))

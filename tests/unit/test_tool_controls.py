@@ -89,7 +89,10 @@ def test_explain_appends_the_trace_and_hands_it_to_the_host(store: MemoryKnowled
     searched = store.search(SCOPE, SearchQuery("disk full", weights=weights))
     assert len(trace["results"]) == len(searched)
     for index, hit in enumerate(searched):
-        assert explain.recompute(hit.to_dict(), trace, index) == pytest.approx(hit.score, abs=2e-6)
+        assert explain.recompute(hit.to_dict(), trace, index) == pytest.approx(
+            hit.rank_score, abs=2e-6
+        )
+        assert explain.recompute_relevance(trace, index) == pytest.approx(hit.score, abs=2e-6)
     budget = trace["budget"]
     assert budget["max_tokens"] == 60
     assert budget["used_tokens"] <= 60

@@ -10,6 +10,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import openai
 import pytest
@@ -42,10 +43,11 @@ def write(path: Path, text: str, *, bump: int = 0) -> None:
         os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns + bump))
 
 
-def paths(store: MemoryKnowledgeStore, query: str, scope: KnowledgeScope = SCOPE) -> list[str]:
-    return sorted(
-        {r.document_path for r in store.search(scope, SearchQuery(query, mode=SearchMode.KEYWORD))}
-    )
+def paths(
+    store: MemoryKnowledgeStore, query: str, scope: KnowledgeScope = SCOPE, **fields: Any
+) -> list[str]:
+    searched = SearchQuery(query, mode=SearchMode.KEYWORD, **fields)
+    return sorted({r.document_path for r in store.search(scope, searched)})
 
 
 @pytest.fixture
@@ -708,7 +710,9 @@ def test_the_synonyms_file_is_stored_as_the_scopes_synonyms(
     root: Path, watcher: BucketWatcher, store: MemoryKnowledgeStore
 ) -> None:
     """``_synonyms.txt`` is config (ranking.synonyms): a change is stored with the scope,
-    a bad one is a status problem until fixed (the last good set stays), a delete drops it."""
+    a bad one is a status problem until fixed (the last good set stays), a delete drops it.
+    (``min_score`` 0: a hit through a synonym alone covers part of the query, whatever
+    the default floor.)"""
     folder = root / "ops-bot" / "runbooks"
     write(folder / "kube.md", "# Cluster\n\nkubernetes upgrade notes\n")
     watcher.poll_once()

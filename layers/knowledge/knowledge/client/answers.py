@@ -41,7 +41,7 @@ def search_body(query: SearchQuery) -> dict[str, Any]:
     body: dict[str, Any] = {"query": query.text, "max_results": query.max_results}
     if query.mode is not None:
         body["mode"] = query.mode.value
-    if query.min_score:
+    if query.min_score is not None:  # else the server's default floor
         body["min_score"] = query.min_score
     if query.file_patterns:
         body["file_patterns"] = list(query.file_patterns)
@@ -75,6 +75,7 @@ def result_of(item: Mapping[str, Any]) -> SearchResult:
         score=float(item["score"]),
         keyword_score=optional("keyword_score"),
         vector_score=optional("vector_score"),
+        rank_score=optional("rank_score"),
         metadata=metadata,
         rerank_score=optional("rerank_score"),
         search_score=optional("search_score"),

@@ -6,7 +6,7 @@ All are immutable. Constructors validate and raise ``ValidationError`` naming th
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_MAX_CHUNKS_PER_DOCUMENT",
     "DEFAULT_MAX_RESULTS",
+    "DEFAULT_MIN_SCORE",
     "GROUP_BY_DOCUMENT",
     "GROUP_BY_VALUES",
     "MAX_FILE_PATTERNS",
@@ -36,6 +37,7 @@ __all__ = [
     "MAX_UNREAD_EXTENSIONS",
     "NO_EXTENSION",
     "OTHER_EXTENSIONS",
+    "STRONG_SCORE",
     "DocumentChunk",
     "FileProblem",
     "IndexOptions",
@@ -47,7 +49,9 @@ __all__ = [
     "SearchQuery",
     "SearchResult",
     "capped_unread",
+    "evidence_of",
     "parse_group_by",
+    "strength_of",
     "unread_extension",
 ]
 
@@ -55,6 +59,14 @@ DEFAULT_MAX_RESULTS = 5
 MAX_MAX_RESULTS = 100
 DEFAULT_MAX_CHUNKS_PER_DOCUMENT = 3
 """At most this many chunks of one document in a result list (the seed's per-file cap)."""
+DEFAULT_MIN_SCORE = 0.5
+"""The default floor on the absolute relevance score (``knowledge.ranking.relevance``): a
+search without ``min_score`` answers nothing when its best result scores below it (the
+scope does not hold the answer), else its ranked results. Each embedder's and mode's
+calibration puts at this score the floor that keeps 97% of the benchmark's findable
+answers (docs/ranking.md, "What `score` means")."""
+STRONG_SCORE = 0.75
+"""From this absolute score on, a hit is ``strong`` evidence (``strength_of``)."""
 MAX_QUERY_LENGTH = 4096
 MAX_FILE_PATTERNS = 100
 """Most ``file_patterns`` one search takes (like the filter's 100 comparisons): each is a
@@ -123,7 +135,10 @@ class SearchQuery:
     """One search inside a scope.
 
     ``text`` is required and non-blank; ``max_results`` in [1, MAX_MAX_RESULTS];
-    ``min_score`` in [0, 1]; ``file_patterns`` are globs on the document path;
+    ``min_score`` in [0, 1] on the absolute score: every result reaches it (0: every
+    candidate); ``None`` (the default): the search answers nothing when its best result
+    is below ``DEFAULT_MIN_SCORE``, else its ranked results (``evidence_floor``,
+    ``result_floor``); ``file_patterns`` are globs on the document path;
     ``metadata`` are exact-match filters; ``filter`` is a parsed
     ``knowledge.core.filter_language`` tree (a decoded JSON filter is parsed here), AND-ed with
     ``metadata``; ``cross_context`` searches every context of the scope's agent (never
@@ -143,7 +158,7 @@ class SearchQuery:
     text: str
     mode: SearchMode | None = None
     max_results: int = DEFAULT_MAX_RESULTS
-    min_score: float = 0.0
+    min_score: float | None = None
     file_patterns: tuple[str, ...] = ()
     metadata: Mapping[str, str] = field(default_factory=dict)
     cross_context: bool = False
@@ -187,10 +202,11 @@ class SearchQuery:
                 "max_chunks_per_document",
                 f"must be between 1 and {MAX_MAX_RESULTS}, got {per_document}",
             )
-        if isinstance(self.min_score, bool) or not isinstance(self.min_score, int | float):
-            raise ValidationError("min_score", "must be a number")
-        if math.isnan(self.min_score) or not 0.0 <= self.min_score <= 1.0:
-            raise ValidationError("min_score", f"must be between 0 and 1, got {self.min_score}")
+        if self.min_score is not None:
+            if isinstance(self.min_score, bool) or not isinstance(self.min_score, int | float):
+                raise ValidationError("min_score", "must be a number")
+            if math.isnan(self.min_score) or not 0.0 <= self.min_score <= 1.0:
+                raise ValidationError("min_score", f"must be between 0 and 1, got {self.min_score}")
         raw: object = self.file_patterns
         patterns = (raw,) if isinstance(raw, str) else tuple(self.file_patterns)
         if len(patterns) > MAX_FILE_PATTERNS:
@@ -220,6 +236,18 @@ class SearchQuery:
         if self.shared_libraries != ():
             object.__setattr__(self, "shared_libraries", check_libraries(self.shared_libraries))
 
+    @property
+    def evidence_floor(self) -> float:
+        """The score the best result must reach for the search to answer anything:
+        ``min_score``, else ``DEFAULT_MIN_SCORE``."""
+        return DEFAULT_MIN_SCORE if self.min_score is None else self.min_score
+
+    @property
+    def result_floor(self) -> float:
+        """The score every returned result reaches: ``min_score``, else 0 (without it, a
+        weaker hit may follow a result above the floor)."""
+        return 0.0 if self.min_score is None else self.min_score
+
 
 @dataclass(frozen=True, slots=True)
 class DocumentChunk:
@@ -240,11 +268,15 @@ def _text_of(value: object) -> str | None:
 
 @dataclass(frozen=True, slots=True)
 class SearchResult:
-    """A ranked chunk. ``score`` is in [0, 1], higher is better.
+    """A ranked chunk. ``score`` is in [0, 1], higher is better, on an absolute scale:
+    the same score means equally strong evidence in every query, scope, mode and store
+    (``knowledge.ranking.relevance``); ``min_score`` applies to it, and ``strength``
+    names it in a word.
 
-    ``keyword_score`` and ``vector_score`` are the normalised per-side scores that
-    produced ``score`` (``None`` when that side was not searched), so a ranking
-    can be explained.
+    Lists are in rank order: ``rank_score`` is the score the store ranked by, relative to
+    the query (its best candidate 1.0 in keyword and hybrid mode). ``keyword_score`` and
+    ``vector_score`` are the normalised per-side scores that produced it (``None`` when
+    that side was not searched), so a ranking can be explained.
 
     After a reranking stage (``knowledge.reranking``), ``search_score`` is the store's
     own score and ``rerank_score`` the reranker's (``None`` for a candidate past the
@@ -269,6 +301,9 @@ class SearchResult:
     rerank_score: float | None = None
     search_score: float | None = None
     matching_chunks: int | None = None
+    rank_score: float | None = None
+    """The relative score the list is ordered by (class docstring); ``None`` where a
+    result was not made by a store search."""
     extra: bool = False
     """A lesson card appended past ``max_results`` (``knowledge.ranking.origin_weights``)."""
     explanation: Mapping[str, Any] | None = field(default=None, compare=False)
@@ -277,6 +312,12 @@ class SearchResult:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "metadata", _frozen(self.metadata))
+
+    @property
+    def strength(self) -> str:
+        """``strong``, ``partial`` or ``weak``: how strong evidence ``score`` is
+        (``strength_of``)."""
+        return strength_of(self.score)
 
     @property
     def origin(self) -> str | None:
@@ -299,6 +340,8 @@ class SearchResult:
             "chunk_index": self.chunk_index,
             "content": self.content,
             "score": round(self.score, 6),
+            "strength": self.strength,
+            "rank_score": None if self.rank_score is None else round(self.rank_score, 6),
             "keyword_score": None if self.keyword_score is None else round(self.keyword_score, 6),
             "vector_score": None if self.vector_score is None else round(self.vector_score, 6),
             "origin": self.origin,
@@ -316,6 +359,25 @@ class SearchResult:
         if self.matching_chunks is not None:
             shown["matching_chunks"] = self.matching_chunks
         return shown
+
+
+def strength_of(score: float) -> str:
+    """How strong evidence an absolute ``score`` is: ``strong`` from ``STRONG_SCORE`` on,
+    ``partial`` from ``DEFAULT_MIN_SCORE`` on, else ``weak`` (shown only to a caller
+    who lowered ``min_score``)."""
+    if score >= STRONG_SCORE:
+        return "strong"
+    if score >= DEFAULT_MIN_SCORE:
+        return "partial"
+    return "weak"
+
+
+def evidence_of(results: Sequence[SearchResult]) -> str:
+    """How strong the best evidence of a result list is, in a word: ``strength_of`` its
+    best score, ``none`` for no results."""
+    if not results:
+        return "none"
+    return strength_of(max(r.score for r in results))
 
 
 @dataclass(frozen=True, slots=True)

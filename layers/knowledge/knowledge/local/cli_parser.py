@@ -17,6 +17,7 @@ from knowledge.config import (
 from knowledge.core.documents import DEFAULT_DOCUMENTS_LIMIT, MAX_DOCUMENTS_LIMIT
 from knowledge.core.model import (
     DEFAULT_MAX_CHUNKS_PER_DOCUMENT,
+    DEFAULT_MIN_SCORE,
     GROUP_BY_VALUES,
     SearchMode,
 )
@@ -131,7 +132,15 @@ def _search_options() -> argparse.ArgumentParser:
     options.add_argument(
         "-k", "--max-results", dest="k", type=_positive_int, default=5, help="default 5"
     )
-    options.add_argument("--min-score", type=float, default=0.0, help="in [0, 1]; default 0")
+    options.add_argument(
+        "--min-score",
+        type=float,
+        default=None,
+        help=(
+            "the floor every result's absolute score reaches, in [0, 1]; 0 shows every "
+            f"candidate (default: nothing when the best result is below {DEFAULT_MIN_SCORE})"
+        ),
+    )
     options.add_argument(
         "--offset",
         type=int,

@@ -29,9 +29,12 @@ every store and mode): with ``e`` a result's explanation and ``s`` its search,
 - hybrid, RRF: ``fused = ((k + 1) / (k + rank_kw) + (k + 1) / (k + rank_vec)) /
   fusion.divisor`` (a side without the chunk adds 0);
 - then ``searched = fused * origin_weight * lesson_weight / weights.divisor``
-  (``knowledge.ranking.origin_weights``), which is ``score`` unless a reranker ran: then the
-  reranked ones score their ``rerank_score`` and the rest ``min(searched, lowest
-  rerank score)``.
+  (``knowledge.ranking.origin_weights``), which is ``rank_score`` unless a reranker ran:
+  then the reranked ones score their ``rerank_score`` and the rest ``min(searched,
+  lowest rerank score)``;
+- the absolute ``score`` (``knowledge.ranking.relevance``): the result's
+  ``relevance.coverage`` and ``relevance.vector`` through the search's
+  ``relevance.calibration`` (``recompute_relevance``).
 
 Nothing is recorded, and nothing costs anything, outside ``explaining()``.
 """
@@ -46,11 +49,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from knowledge.core.errors import ValidationError
+from knowledge.core.model import SearchQuery
 from knowledge.ranking.analysis import ANALYSIS, keyword_terms
 from knowledge.ranking.explain_format import format_trace
 from knowledge.ranking.fusion import CONFIDENCE_RANK, Fused, K, min_max, side_confidence
 from knowledge.ranking.origin_weights import RankWeights, Weighing
 from knowledge.ranking.page_signal import PageScores, recombine
+from knowledge.ranking.relevance import Judged
 from knowledge.ranking.synonyms import QueryTerms
 
 __all__ = [
@@ -59,6 +64,7 @@ __all__ = [
     "explaining",
     "format_trace",
     "recompute",
+    "recompute_relevance",
     "record_budget",
     "record_rerank",
     "record_search",
@@ -172,6 +178,8 @@ def record_search(
     libraries: Sequence[str] = (),
     page: PageScores[K, Any] | None = None,
     synonyms: QueryTerms | None = None,
+    judged: Judged[K] | None = None,
+    query: SearchQuery | None = None,
 ) -> Callable[[K, bool], dict[str, Any]]:
     """Record one store search in the request's ``Explanation`` and return the function
     that explains one of its results (``explain(key, extra)``). ``keyword``/``vector`` are
@@ -221,6 +229,7 @@ def record_search(
     elif fusion == "keyword" and kw_record is not None:
         fusion_record["divisor"] = kw_record["max"]
     number = len(explanation.searches)
+    passing = list(ranked) if judged is None or query is None else judged.passing(ranked, query)
     query_record: dict[str, Any] = {
         "text": text,
         "terms": keyword_terms(text),
@@ -246,13 +255,22 @@ def record_search(
                 "lessons": len(weighing.lessons),
             },
             "min_score": {
-                "value": min_score,
-                "dropped": sum(1 for item in ranked if item.score + 1e-12 < min_score),
+                "value": min_score if query is None else query.min_score,
+                "dropped": (
+                    sum(1 for item in ranked if item.score + 1e-12 < min_score)
+                    if judged is None
+                    else len(ranked) - len(passing)
+                ),
             },
+            "relevance": None if judged is None or query is None else judged.record(query),
             "cap": {
                 "max_chunks_per_document": max_chunks_per_document,
                 "dropped": count_cap_drops(
-                    ranked, min_score, max_chunks_per_document, document_of, offset + max_results
+                    passing,
+                    min_score if judged is None else 0.0,
+                    max_chunks_per_document,
+                    document_of,
+                    offset + max_results,
                 ),
             },
             "page": {
@@ -283,6 +301,8 @@ def record_search(
             "searched": min(1.0, before * origin_weight * lesson_weight / weighing.divisor),
             "extra": extra,
         }
+        if judged is not None:
+            entry["relevance"] = judged.entry(key)
         return entry
 
     return explain
@@ -345,9 +365,29 @@ def record_budget(record: Mapping[str, Any]) -> None:
         explanation.budget = dict(record)
 
 
+def recompute_relevance(explain: Mapping[str, Any], index: int) -> float:
+    """Result ``index``'s absolute ``score`` computed again from the trace alone: its
+    ``relevance`` evidence through its search's calibration (``ranking.relevance``)."""
+    entry = explain["results"][index]
+    search = explain["searches"][entry["search"]]
+    calibration = search["relevance"]["calibration"]
+    evidence = entry["relevance"]
+    coverage, vector = evidence["coverage"], evidence["vector"]
+    if search["mode"] == "keyword" or vector is None:
+        a, b = calibration["keyword"]
+        return float(_sigmoid(a + b * coverage))
+    a, b, c = calibration[search["mode"]]
+    return float(_sigmoid(a + b * coverage + c * vector))
+
+
+def _sigmoid(x: float) -> float:
+    return 1.0 / (1.0 + math.exp(-x)) if x >= 0 else math.exp(x) / (1.0 + math.exp(x))
+
+
 def recompute(result: Mapping[str, Any], explain: Mapping[str, Any], index: int) -> float:
-    """A result's ``score`` computed again from the trace alone (module docstring):
-    ``result`` is the response's result ``index``, ``explain`` the response's trace."""
+    """A result's ``rank_score`` (the score its list is ordered by) computed again from
+    the trace alone (module docstring): ``result`` is the response's result ``index``,
+    ``explain`` the response's trace. Its absolute ``score``: ``recompute_relevance``."""
     entry = explain["results"][index]
     search = explain["searches"][entry["search"]]
     method = search["fusion"]["method"]

@@ -97,11 +97,21 @@ def format_trace(trace: Mapping[str, Any], results: Sequence[Mapping[str, Any]])
             f" {weights['lessons']} lessons, divisor {_number(weights['divisor'])}"
         )
         cap = search["cap"]
+        value = search["min_score"]["value"]
         lines.append(
-            f"  min_score {_number(search['min_score']['value'])}: "
+            f"  min_score {'default' if value is None else _number(value)}: "
             f"{search['min_score']['dropped']} dropped; per-document cap "
             f"{cap['max_chunks_per_document']}: {cap['dropped']} passed over"
         )
+        relevance = search.get("relevance")
+        if relevance is not None:
+            lines.append(
+                f"  relevance: best {_number(relevance['best'])}, evidence floor "
+                f"{_number(relevance['evidence_floor'])}"
+                + (" (nothing answered)" if relevance["abstained"] else "")
+                + f", result floor {_number(relevance['result_floor'])}; calibration "
+                f"{relevance['calibration']['family']}, {relevance['terms']['chunks']} chunks"
+            )
     rerank = trace.get("rerank")
     if rerank is not None:
         lines.append(
@@ -137,5 +147,16 @@ def format_trace(trace: Mapping[str, Any], results: Sequence[Mapping[str, Any]])
             text += f"; rerank #{move['from_rank']} -> #{move['to_rank']}"
         if entry["extra"]:
             text += " (extra lesson)"
-        lines.append(text + f"; score {_number(float(result['score']))}")
+        text += f"; rank_score {_number(float(result.get('rank_score') or 0.0))}"
+        evidence = entry.get("relevance")
+        if evidence is not None:
+            vector = evidence["vector"]
+            text += (
+                f"; coverage {_number(evidence['coverage'])}"
+                + ("" if vector is None else f", vector {_number(vector)}")
+                + f" -> score {_number(float(result['score']))} ({evidence['strength']})"
+            )
+        else:
+            text += f"; score {_number(float(result['score']))}"
+        lines.append(text)
     return "\n".join(lines)

@@ -84,6 +84,7 @@ __all__ = [
     "above_floor",
     "candidate_count",
     "cosine_to_unit",
+    "english_only",
     "fuse_rrf",
     "fuse_weighted",
     "hybrid_weights",
@@ -453,6 +454,12 @@ def hybrid_weights(
             "keyword_weight", "keyword_weight + vector_weight must be > 0 (both are 0)"
         )
     return kw, vec
+
+
+def english_only(embedder_name: str | None) -> bool:
+    """Whether ``embedder_name``'s model is one of ``ENGLISH_ONLY_EMBEDDERS`` (by family):
+    its vector side says nothing of a query in Korean, Chinese or Japanese."""
+    return model_family(embedder_name) in _ENGLISH_ONLY_FAMILIES
 
 
 def relevance_floor(embedder_name: str) -> float:

@@ -75,15 +75,21 @@ def select_documents(
 
 
 def select_page(
-    fused: Iterable[Fused[K]], query: SearchQuery, document_of: Callable[[K], Hashable]
+    fused: Iterable[Fused[K]],
+    query: SearchQuery,
+    document_of: Callable[[K], Hashable],
+    *,
+    min_score: float | None = None,
 ) -> tuple[list[Fused[K]], dict[K, int]]:
     """The page a store answers for ``query``: ``fusion.select`` (per-document cap) and no
     counts for a chunk-level search; for a grouped one ``select_documents`` and each
-    chosen key's ``matching_chunks``."""
+    chosen key's ``matching_chunks``. ``min_score`` on the candidates' ``score``: the
+    query's unless given."""
+    floor = query.result_floor if min_score is None else min_score
     if query.group_by is None:
         chosen = select(
             fused,
-            query.min_score,
+            floor,
             query.max_results,
             offset=query.offset,
             per_document=query.max_chunks_per_document,
@@ -91,7 +97,7 @@ def select_page(
         )
         return chosen, {}
     grouped = select_documents(
-        fused, query.min_score, query.max_results, offset=query.offset, document_of=document_of
+        fused, floor, query.max_results, offset=query.offset, document_of=document_of
     )
     return [item for item, _ in grouped], {item.key: count for item, count in grouped}
 

@@ -3,11 +3,12 @@
 Each store fuses its candidates (``knowledge.ranking.fusion``) and hands them here
 (``weighted_page``), so the order of the stages is one copy for all of them: origin and
 lesson weights (``origin_weights.weigh``; a shared library's hits are candidates of the
-same query, so the ``shared`` weight and the divisor see them with the rest), then
-``min_score``, the per-document cap and the page cut, or one result per document with
-``group_by`` (``grouping.select_page``, which also counts ``matching_chunks``), then the
-lesson cards appended to a first chunk-level page (``origin_weights.lesson_extras``),
-and, inside ``explain.explaining()``, the record of the search (``explain.record_search``).
+same query, so the ``shared`` weight and the divisor see them with the rest), then the
+absolute scores (``relevance``) and ``min_score`` on them, the per-document cap and the
+page cut, or one result per document with ``group_by`` (``grouping.select_page``, which
+also counts ``matching_chunks``), then the lesson cards appended to a first chunk-level
+page (``origin_weights.lesson_extras``), and, inside ``explain.explaining()``, the record
+of the search (``explain.record_search``).
 
 A grouped page (``group_by: "document"``) gets no lesson extras: it answers "which
 documents", each at most once, so a lesson document competes for its place on the page
@@ -27,6 +28,7 @@ from knowledge.ranking import explain
 from knowledge.ranking.fusion import Fused, K
 from knowledge.ranking.grouping import select_page
 from knowledge.ranking.origin_weights import NEUTRAL, lesson_extras, weigh
+from knowledge.ranking.relevance import Judged
 
 __all__ = ["Page", "weighted_page"]
 
@@ -43,12 +45,17 @@ class Page(Generic[K]):
     extras: frozenset[K]
     counts: dict[K, int]
     ranked: list[Fused[K]]
+    judged: Judged[K]
     _record: Callable[[], Callable[[K, bool], dict[str, Any]]] | None
 
     @property
     def page_size(self) -> int:
         """Results on the page without the extras."""
         return len(self.chosen) - len(self.extras)
+
+    def score(self, key: K) -> float:
+        """A chosen candidate's absolute score (``ranking.relevance``): its ``score``."""
+        return self.judged.score(key)
 
     def explanations(self) -> Callable[[K], Mapping[str, Any] | None]:
         """Record the search (when explaining) and return what explains one result."""
@@ -64,25 +71,31 @@ def weighted_page(
     query: SearchQuery,
     *,
     document_of: Callable[[K], Hashable],
+    judge: Callable[[list[Fused[K]]], Judged[K]],
     trace: Callable[[], dict[str, Any]] | None = None,
 ) -> Page[K]:
     """One page of ``fused`` for ``query`` (module docstring). ``facts(key)`` is a
-    candidate's ``(origin, is_lesson)``; ``trace()`` the store's part of the record
-    (``explain.record_search``'s side arguments), called only when explaining."""
+    candidate's ``(origin, is_lesson)``; ``judge(candidates)`` their absolute scores
+    (``ranking.relevance``), which ``min_score`` applies to while the order stays the
+    ranking's; ``trace()`` the store's part of the record (``explain.record_search``'s
+    side arguments), called only when explaining."""
     weights = query.weights or NEUTRAL
     ranked, weighing = weigh(fused, facts, weights)
-    page, counts = select_page(ranked, query, document_of)
+    judged = judge(ranked)
+    # The floors apply to the absolute scores; the order stays the ranking's.
+    passing = judged.passing(ranked, query)
+    page, counts = select_page(passing, query, document_of, min_score=0.0)
     grouped = query.group_by is not None
     extras = (
         []
         if grouped  # a page of documents gets none (module docstring)
         else lesson_extras(
-            ranked,
+            passing,
             page,
             weighing,
             weights,
             offset=query.offset,
-            min_score=query.min_score,
+            min_score=0.0,
             per_document=query.max_chunks_per_document,
             document_of=document_of,
         )
@@ -96,7 +109,9 @@ def weighted_page(
             ranked=ranked,
             weighing=weighing,
             weights=weights,
-            min_score=query.min_score,
+            min_score=query.result_floor,
+            judged=judged,
+            query=query,
             # A page of documents keeps one chunk of each: its cap is 1.
             max_chunks_per_document=1 if grouped else query.max_chunks_per_document,
             document_of=document_of,
@@ -113,5 +128,6 @@ def weighted_page(
         frozenset(item.key for item in extras),
         counts,
         ranked,
+        judged,
         None if trace is None else record,
     )

@@ -3,16 +3,19 @@
 ``RerankingStage.search(store, scope, query)``:
 
 1. asks the store for ``max(top_n, offset + max_results)`` results from the top
-   (``offset`` 0, ``min_score`` 0: the cut is made on the final score), the same
-   candidates in the same order every page of the query sees;
+   (``offset`` 0; ``min_score`` 0 when the query has one: that cut is made here; without
+   one the store's default floor applies, so an unanswerable question is not reranked),
+   the same candidates in the same order every page of the query sees;
 2. reranks the first ``top_n`` of them (``RERANK_TOP_N``, default 20): each becomes
-   ``score = rerank_score`` (the reranker's, in [0, 1]), ``search_score`` keeps the
-   store's fused score and ``keyword_score``/``vector_score`` stay as they were; ties keep
-   the search order. Candidates past ``top_n`` follow in search order with
-   ``rerank_score`` null and ``score = min(search_score, the lowest rerank score)``, so
-   the list stays sorted by ``score``;
-3. drops results below ``min_score`` and returns the page ``[offset, offset +
-   max_results)``, with a ``RerankReport`` (the response's ``rerank`` field); a first
+   ``rank_score = rerank_score`` (the reranker's, in [0, 1]), ``search_score`` keeps the
+   store's ``rank_score`` (its fused score) and ``score`` (the absolute relevance,
+   ``knowledge.ranking.relevance``), ``keyword_score`` and ``vector_score`` stay as they
+   were; ties keep the search order. Candidates past ``top_n`` follow in search order
+   with ``rerank_score`` null and ``rank_score = min(search_score, the lowest rerank
+   score)``, so the list stays sorted by ``rank_score``;
+3. drops results whose absolute ``score`` is below ``min_score`` (as a store does), in
+   the reranked order, and returns the page ``[offset, offset + max_results)``, with a
+   ``RerankReport`` (the response's ``rerank`` field); a first
    page gets the lesson cards past it (``origin_weights.pick_extra_lessons``), picked
    from the reranked order, and, inside ``explain.explaining()``, each result's
    explanation says its move (``explain_moves``).
@@ -134,23 +137,29 @@ class RerankingStage:
         """The page ``query`` asks for, reranked (module docstring)."""
         needed = query.offset + query.max_results
         depth = max(self._top_n, needed)
-        found = store.search(scope, replace(query, offset=0, max_results=depth, min_score=0.0))
+        # Without min_score the store's default floor decides whether the scope has
+        # anything to say; a caller's min_score is applied below, in the reranked order.
+        floor = None if query.min_score is None else 0.0
+        found = store.search(scope, replace(query, offset=0, max_results=depth, min_score=floor))
         candidates = [r for r in found if not r.extra]
         ranked, report = self.rerank(query.text, candidates)
         if report.reranked and explain.current() is not None:
             ranked = explain_moves(candidates, ranked, report.to_dict())
-        kept = [r for r in ranked if r.score >= query.min_score]
+        kept = [r for r in ranked if r.score >= query.result_floor]
         page = kept[query.offset : needed]
         # Lesson cards past a first chunk-level page (ranking.origin_weights, weighted_page).
         if query.offset == 0 and query.group_by is None:
-            rest = [*kept[needed:], *(r for r in found if r.extra and r.score >= query.min_score)]
+            rest = [
+                *kept[needed:],
+                *(r for r in found if r.extra and r.score >= query.result_floor),
+            ]
             page += pick_extra_lessons(page, rest, query.weights)
         return page, report
 
     def rerank(
         self, text: str, candidates: list[SearchResult]
     ) -> tuple[list[SearchResult], RerankReport]:
-        """``candidates`` (sorted by score) with the first ``top_n`` reranked, or as they
+        """``candidates`` (in rank order) with the first ``top_n`` reranked, or as they
         are when the reranker fails or is late."""
         head, tail = candidates[: self._top_n], candidates[self._top_n :]
         name = self._reranker.name
@@ -193,15 +202,24 @@ class RerankingStage:
         reranked = [
             replace(
                 head[i],
-                score=float(scores[i]),
+                rank_score=float(scores[i]),
                 rerank_score=float(scores[i]),
-                search_score=head[i].score,
+                search_score=_searched(head[i]),
             )
             for i in order
         ]
         lowest = min(float(s) for s in scores)
-        rest = [replace(r, score=min(r.score, lowest), search_score=r.score) for r in tail]
+        rest = [
+            replace(r, rank_score=min(_searched(r), lowest), search_score=_searched(r))
+            for r in tail
+        ]
         return reranked + rest, RerankReport(name, True, len(head), took_ms)
+
+
+def _searched(result: SearchResult) -> float:
+    """The score the store ranked ``result`` by (its ``score`` when it has no
+    ``rank_score``)."""
+    return result.score if result.rank_score is None else result.rank_score
 
 
 def explain_moves(

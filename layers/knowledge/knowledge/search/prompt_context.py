@@ -32,8 +32,9 @@ Guarantees:
 
 With ``"explain": true`` the route answers the search's trace (``knowledge.ranking.explain``)
 with two parts of its own (``context_trace``): ``chunks``, the search's results that
-``results`` explains (each one's ``document_path``, ``chunk_index``, ``score`` and
-``passage``, the rank of the passage it is in, ``null`` when the budget dropped it), and
+``results`` explains (each one's ``document_path``, ``chunk_index``, ``score``,
+``rank_score`` and ``passage``, the rank of the passage it is in, ``null`` when the budget
+dropped it), and
 ``budget``: the budget, the tokens used, the passages kept, and each passage dropped.
 """
 
@@ -218,7 +219,8 @@ def context_trace(
 ) -> dict[str, Any]:
     """The context route's ``explain``: the search's ``trace`` (``Explanation.to_dict`` of
     ``results``) with ``chunks`` and ``budget`` (module docstring). Each kept passage's
-    ``score`` is that of its best chunk, so it is recomputed as that chunk's is."""
+    ``score`` is that of its best chunk, so it is recomputed as that chunk's is
+    (``explain.recompute_relevance``; its ``rank_score``: ``explain.recompute``)."""
     chunks = []
     for result in results:
         rank = next((p.rank for p in block.passages if _holds(p.passage, result)), None)
@@ -227,6 +229,7 @@ def context_trace(
                 "document_path": result.document_path,
                 "chunk_index": result.chunk_index,
                 "score": result.score,
+                "rank_score": result.rank_score,
                 "passage": rank,
             }
         )

@@ -38,6 +38,7 @@ from knowledge.core.model import (
     SearchMode,
     SearchQuery,
     SearchResult,
+    evidence_of,
 )
 from knowledge.core.origin import ORIGIN, ORIGINS, SOURCE_TYPE, URL, parse_origin
 from knowledge.core.scope import KnowledgeScope
@@ -183,7 +184,7 @@ def format_search_results(
 
     ::
 
-        Found 2 results for "CrashLoopBackOff":
+        Found 2 results for "CrashLoopBackOff" (best evidence: strong):
         ---
         [1] runbook.md (score: 0.92, chunk: 3)
         <chunk content>
@@ -196,9 +197,13 @@ def format_search_results(
     estimated tokens) and a last line says how many were dropped; the budget covers the
     whole answer (the "Found" line, each header with its path and citation, that last
     line), unless the query or one header alone exceeds it. One hit reads "Found 1
-    result"; no hits read "No relevant documents found for: <q>". Scores have two
-    decimals; chunks are 0-based chunk indexes. Where the passage's metadata cites a
-    place in the document, it follows the path (``citation``):
+    result"; no hits read "No relevant documents found for: <q>" (a search drops the
+    hits below its floor, ``core.model.DEFAULT_MIN_SCORE`` unless ``min_score`` is given,
+    so a question the scope cannot answer gets that). The "Found" line names how strong
+    the best evidence is (``core.model.evidence_of``: ``strong``, ``partial``, or ``weak`` below the
+    default floor). Scores are absolute (the same score means as strong evidence in
+    every query) with two decimals; chunks are 0-based chunk indexes. Where the passage's
+    metadata cites a place in the document, it follows the path (``citation``):
     ``[1] handbook.pdf p. 12 (score: 0.92, chunk: 3)``. The passage's origin and url
     (``knowledge.core.origin``), when its metadata has them, close the parentheses:
     ``(score: 0.92, chunk: 3, origin: repo, url: https://git.example.com/...)``; a hit of
@@ -209,7 +214,7 @@ def format_search_results(
         return f"No relevant documents found for: {query_text}"
     passages, left_out = fitted_passages(query_text, results, max_tokens)
     dropped = len(left_out)
-    lines = [_found_line(query_text, len(passages))]
+    lines = [_found_line(query_text, len(passages), evidence_of(results))]
     for i, passage in enumerate(passages, start=1):
         lines.append("---")
         lines.append(passage_header(i, passage))
@@ -235,9 +240,9 @@ def fitted_passages(
     ]
 
 
-def _found_line(query_text: str, count: int) -> str:
+def _found_line(query_text: str, count: int, strength: str) -> str:
     noun = "result" if count == 1 else "results"
-    return f'Found {count} {noun} for "{query_text}":'
+    return f'Found {count} {noun} for "{query_text}" (best evidence: {strength}):'
 
 
 def passage_header(rank: int, passage: Passage) -> str:
@@ -278,7 +283,7 @@ def _fit(query_text: str, passages: list[Passage], max_tokens: int) -> tuple[lis
         # "---", the header and the text, each on its own line.
         return estimate_tokens("---\n" + passage_header(widest, passage) + "\n\n")
 
-    fixed = estimate_tokens(_found_line(query_text, widest))
+    fixed = estimate_tokens(_found_line(query_text, widest, "partial"))  # the longest word
     kept, dropped = fit_budget(passages, max(1, max_tokens - fixed), overhead_tokens=overhead)
     if dropped:
         reserve = estimate_tokens("\n" + "\n".join(_dropped_lines(widest, max_tokens)))

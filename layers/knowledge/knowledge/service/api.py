@@ -30,7 +30,14 @@ from knowledge.core.errors import (
     NotFoundError,
     ValidationError,
 )
-from knowledge.core.model import IndexResult, IndexStatus, SearchMode, SearchQuery, SearchResult
+from knowledge.core.model import (
+    IndexResult,
+    IndexStatus,
+    SearchMode,
+    SearchQuery,
+    SearchResult,
+    evidence_of,
+)
 from knowledge.core.scope import KnowledgeScope
 from knowledge.ingest.writes import (
     MAX_DOCUMENT_BYTES,
@@ -236,6 +243,11 @@ class KnowledgeApi:
             )
             block = build_prompt_context(results, max_tokens)
             answer = {"query": query.text, "mode": mode.value, **block.to_dict()}
+            # An empty block says why: nothing passed the floor, or nothing fit the budget.
+            answer["min_score"] = query.evidence_floor
+            answer["evidence"] = evidence_of(results)
+            if not results:
+                answer["note"] = f"No relevant documents found for: {query.text}"
             answer["took_ms"] = round(took_ms, 1)
             if recorded is not None:
                 answer["explain"] = context_trace(recorded.to_dict(results), results, block)

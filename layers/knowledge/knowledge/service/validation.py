@@ -35,6 +35,7 @@ from knowledge.core.model import (
     SearchMode,
     SearchQuery,
     SearchResult,
+    evidence_of,
 )
 from knowledge.core.scope import validate_segment
 from knowledge.ranking.origin_weights import BODY_FIELDS, RankWeights, weights_from_body
@@ -249,7 +250,7 @@ def query_from(
         text=data["query"],
         mode=mode,
         max_results=DEFAULT_MAX_RESULTS if max_results is None else max_results,
-        min_score=0.0 if min_score is None else min_score,
+        min_score=min_score,
         file_patterns=() if patterns is None else _file_patterns(patterns),
         metadata={} if metadata is None else metadata,
         cross_context=False if cross_context is None else cross_context,
@@ -270,11 +271,16 @@ def search_response_body(
     took_ms: float,
     rerank: RerankReport | None = None,
 ) -> dict[str, Any]:
-    """The search response: ``{"query", "mode", "results", "took_ms"}``, plus
-    ``"rerank"`` (``RerankReport.to_dict``) when a reranking stage is configured."""
+    """The search response: ``{"query", "mode", "min_score", "evidence", "results",
+    "took_ms"}`` (``min_score``: the request's, else the default floor the best result had
+    to reach, ``SearchQuery.evidence_floor``; ``evidence``: how strong the best result is,
+    ``core.model.evidence_of``, ``none`` for no results), plus ``"rerank"``
+    (``RerankReport.to_dict``) when a reranking stage is configured."""
     body: dict[str, Any] = {
         "query": query.text,
         "mode": mode.value,
+        "min_score": query.evidence_floor,
+        "evidence": evidence_of(results),
         "results": [r.to_dict() for r in results],
         "took_ms": round(took_ms, 1),
     }

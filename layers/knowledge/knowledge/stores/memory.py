@@ -55,10 +55,11 @@ from knowledge.core.scope import KnowledgeScope
 from knowledge.core.scope_set import library_hit, marked, searched_scopes
 from knowledge.core.source import SYNONYMS_FILE
 from knowledge.ranking.analysis import keyword_terms
-from knowledge.ranking.fusion import keyword_only
+from knowledge.ranking.fusion import Fused, keyword_only
 from knowledge.ranking.headings import DEFAULT_HEADINGS_WEIGHT, check_headings_weight, heading_terms
 from knowledge.ranking.origin_weights import is_lesson
 from knowledge.ranking.page_signal import PAGE_WEIGHT, PageRow, check_page_weight, with_pages
+from knowledge.ranking.relevance import Judged, calibration, judge, query_terms, query_weights
 from knowledge.ranking.synonyms import compiled, expand
 from knowledge.ranking.weighted_page import weighted_page
 from knowledge.stores.memory_pages import chunk_scores, document_of, page_scores
@@ -365,10 +366,28 @@ class MemoryKnowledgeStore:
                 "synonyms": expansion,
             }
 
+        # The absolute scores' term weights over every searched snapshot (ranking.relevance).
+        searched_snapshots = [*own, *shared]
+        chunk_total = sum(len(s.chunks) for s in searched_snapshots)
+        df = {
+            t: sum(len(s.postings.get(t, ())) for s in searched_snapshots)
+            for t in query_terms(expansion)
+        }
+        relevance_weights = query_weights(expansion, df, chunk_total)
+
+        def judge_candidates(candidates: list[Fused[ChunkKey]]) -> Judged[ChunkKey]:
+            terms_of = {item.key: records[item.key].term_counts.keys() for item in candidates}
+            return judge(mode, relevance_weights, calibration(None), candidates, terms_of=terms_of)
+
         # Weights, the page (group_by, counts), lesson extras, the trace (ranking.weighted_page).
         combined = keyword.combined()
         page = weighted_page(
-            keyword_only(combined), facts, query, document_of=document_of, trace=trace
+            keyword_only(combined),
+            facts,
+            query,
+            document_of=document_of,
+            judge=judge_candidates,
+            trace=trace,
         )
         explained = page.explanations()
         results = []
@@ -381,7 +400,8 @@ class MemoryKnowledgeStore:
                     document_path=chunk.document_path,
                     chunk_index=chunk.chunk_index,
                     content=chunk.content,
-                    score=item.score,
+                    score=page.score(item.key),
+                    rank_score=item.score,
                     keyword_score=item.keyword_score,
                     vector_score=None,
                     metadata=marked(chunk.metadata, library),

@@ -195,7 +195,7 @@ function renderResults(body) {
   heading.hidden = false;
   const count = body.results.length;
   heading.textContent = count
-    ? `${count} result${count === 1 ? "" : "s"} · ${body.mode} · ${body.took_ms} ms`
+    ? `${count} result${count === 1 ? "" : "s"} · best evidence: ${body.evidence} · ${body.mode} · ${body.took_ms} ms`
     : `No relevant documents found for: ${body.query}`;
   body.results.forEach((result, i) => {
     const where = citation(result.metadata || {});
@@ -205,10 +205,12 @@ function renderResults(body) {
         originBadge(result),
         where ? el("span", { class: "where" }, where) : null,
         el("span", { class: "where" }, `chunk ${result.chunk_index}`),
+        el("span", { class: `badge strength ${result.strength}` }, result.strength),
         result.extra ? el("span", { class: "badge extra" }, "lesson · extra") : null,
         sourceLink(result)),
       el("div", { class: "bars" },
         ...bar("score", "score", result.score),
+        ...bar("rank", "rank", result.rank_score),
         ...bar("keyword", "keyword", result.keyword_score),
         ...bar("vector", "vector", result.vector_score)),
       body.explain ? explainEntry(body.explain.results[i], body.explain) : null,

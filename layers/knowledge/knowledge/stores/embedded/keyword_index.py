@@ -39,7 +39,7 @@ or write (``check``) rather than silently searching the other way."""
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
 
 from knowledge.core.errors import StoreError
@@ -62,6 +62,7 @@ from .candidates import FETCH_BATCH, Candidate, ChunkKey, pairs_condition
 from .filter_sql import filter_sql
 from .page_index import Document, add_page, create_page_table, page_scores, remove_pages
 from .schema import load_json
+from .term_statistics import TermStatistics
 
 __all__ = [
     "DEFAULT_ISOLATION",
@@ -287,6 +288,47 @@ class KeywordIndex:
             for table, searched in self._tables_of(conn, agent, context):
                 groups.setdefault(table, []).append((agent, searched))
         return groups
+
+    def scope_statistics(
+        self,
+        conn: sqlite3.Connection,
+        scope: KnowledgeScope,
+        query: SearchQuery,
+        terms: Sequence[str],
+        statistics: TermStatistics,
+    ) -> tuple[int, dict[str, int]]:
+        """The chunks a search of ``scope`` covers (its shared libraries too, the filters
+        not applied) and, per term, how many of them hold it: what the absolute scores'
+        term weights are computed over (``knowledge.ranking.relevance``), counted or kept
+        by ``statistics``."""
+        groups = self._groups(conn, scope, query)
+        return statistics.read(conn, scope, query, terms, groups)
+
+    def chunk_terms(
+        self, conn: sqlite3.Connection, candidates: Iterable[Candidate]
+    ) -> dict[ChunkKey, set[str]]:
+        """The terms each candidate's chunk is indexed with (its text's and its headings'),
+        by key, read from the table holding its scope."""
+        by_table: dict[str, dict[int, ChunkKey]] = {}
+        for candidate in candidates:
+            agent, context = candidate.key[3], candidate.key[2]
+            table = self.table(conn, agent, context, create=False)
+            if table is not None:
+                by_table.setdefault(table, {})[candidate.rowid] = candidate.key
+        found: dict[ChunkKey, set[str]] = {}
+        for table, keys in by_table.items():
+            rowids = list(keys)
+            for start in range(0, len(rowids), FETCH_BATCH):
+                batch = rowids[start : start + FETCH_BATCH]
+                marks = ", ".join("?" * len(batch))
+                rows = conn.execute(
+                    f"SELECT rowid, terms, headings FROM {table}"  # noqa: S608
+                    f" WHERE rowid IN ({marks})",
+                    batch,
+                )
+                for rowid, terms, headings in rows:
+                    found[keys[rowid]] = {*terms.split(), *headings.split()}
+        return found
 
     def side(
         self,

@@ -69,8 +69,10 @@ def read_deeper(
 ) -> bool:
     """Whether a single-mode page left short (by the per-document cap) must be read again
     at ``DEEPEST``: only if the side returned ``limit`` candidates (more exist) and its
-    weakest still counted (above the floor and ``min_score``), so that every page of a
-    query is a slice of the order its deepest page sees. Hybrid has one fixed depth."""
+    weakest still counted (above the floor; ``min_score`` is on the absolute scale,
+    which does not follow the rank order, so a candidate past the depth may pass it), so
+    that every page of a query is a slice of the order its deepest page sees. Hybrid
+    has one fixed depth."""
     side = keyword if mode is SearchMode.KEYWORD else vector
     return (
         mode is not SearchMode.HYBRID
@@ -78,7 +80,7 @@ def read_deeper(
         and limit < DEEPEST
         and len(side) == limit
         and len(fused) == limit
-        and min(item.score for item in fused) + 1e-9 >= query.min_score
+        and min(item.score for item in fused) > 0.0
     )
 
 
@@ -206,7 +208,8 @@ def search_results(
                 document_path=path,
                 chunk_index=chunk_index,
                 content=content,
-                score=fused.score,
+                score=page.score(fused.key),
+                rank_score=fused.score,
                 keyword_score=fused.keyword_score,
                 vector_score=fused.vector_score,
                 metadata=marked(load_json(metadata), library),

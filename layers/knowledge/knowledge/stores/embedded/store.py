@@ -66,6 +66,7 @@ from knowledge.ranking.analysis import has_cjk
 from knowledge.ranking.fusion import (
     DEFAULT_RRF_K,
     HYBRID_CANDIDATES,
+    Fused,
     above_floor,
     candidate_count,
     fuse_rrf,
@@ -74,11 +75,20 @@ from knowledge.ranking.fusion import (
 from knowledge.ranking.fusion import relevance_floor as fusion_floor
 from knowledge.ranking.headings import DEFAULT_HEADINGS_WEIGHT, check_headings_weight
 from knowledge.ranking.page_signal import PAGE_WEIGHT
-from knowledge.ranking.synonyms import QueryTerms, compiled, expand
+from knowledge.ranking.relevance import (
+    Calibration,
+    Judged,
+    QueryWeights,
+    judge,
+    query_terms,
+    query_weights,
+)
+from knowledge.ranking.relevance import calibration as relevance_calibration
+from knowledge.ranking.synonyms import compiled, expand
 from knowledge.ranking.weighted_page import weighted_page
 from knowledge.stores.protocol import StoredDocument
 
-from .candidates import Candidate, candidate_facts, chunk_rows
+from .candidates import Candidate, ChunkKey, candidate_facts, chunk_rows
 from .connections import MEMORY, ConnectionPool, damage_advice, is_damage
 from .keyword_index import DEFAULT_ISOLATION, ISOLATION_MODES, KeywordIndex, scope_synonyms
 from .listing import read_document, read_documents, read_scopes
@@ -94,6 +104,7 @@ from .ranking import (
 from .schema import Identity, identity_of
 from .scope_sources import read_scope_source, write_scope_source
 from .status import damaged_status, scope_status
+from .term_statistics import TermStatistics
 from .vector_search import DEFAULT_VECTOR_CACHE_BYTES, VectorCache, vector_candidates
 from .write_session import (
     DEFAULT_BATCH_DOCUMENTS,
@@ -209,6 +220,7 @@ class EmbeddedKnowledgeStore:
         self._damage: str | None = None
         # Not for ":memory:": there a read inside a session's thread sees uncommitted rows.
         self._vectors = VectorCache(0 if target == MEMORY else vector_cache_bytes)
+        self._statistics = TermStatistics()
         if target != MEMORY:
             try:
                 Path(target).parent.mkdir(parents=True, exist_ok=True)
@@ -284,11 +296,18 @@ class EmbeddedKnowledgeStore:
             else candidate_count(query.offset + query.max_results)
         )
         with self._reading() as conn:
-            terms = QueryTerms(())
-            if keyword_side:
-                self._keywords.check(conn, self._display)
-                # The scope's own synonyms (ranking.synonyms), never another's.
-                terms = expand(query.text, compiled(scope_synonyms(conn, scope)))
+            self._keywords.check(conn, self._display)
+            # The scope's own synonyms (ranking.synonyms), never another's.
+            terms = expand(query.text, compiled(scope_synonyms(conn, scope)))
+            # The absolute scores' term weights, over the searched scopes (ranking.relevance).
+            chunk_total, frequencies = self._keywords.scope_statistics(
+                conn, scope, query, query_terms(terms), self._statistics
+            )
+            relevance_weights = query_weights(terms, frequencies, chunk_total)
+            scale = relevance_calibration(
+                None if self._embedder is None else self._embedder.name,
+                cjk_query=has_cjk(query.text),
+            )
             while True:
                 keyword: list[Candidate] = []
                 vector: list[Candidate] = []
@@ -311,6 +330,14 @@ class EmbeddedKnowledgeStore:
                     candidate_facts(conn, keyword, vector, weights=query.weights),
                     query,
                     document_of=document_of,
+                    judge=functools.partial(
+                        self._judge,
+                        conn,
+                        mode=mode,
+                        weights=relevance_weights,
+                        scale=scale,
+                        sides=(keyword, vector),
+                    ),
                     trace=functools.partial(
                         self._fusion.trace,
                         scope,
@@ -337,6 +364,24 @@ class EmbeddedKnowledgeStore:
             rowids = {c.key: c.rowid for c in (*keyword, *vector)}
             rows = chunk_rows(conn, [rowids[f.key] for f in page.chosen])
         return search_results(page, rowids, rows, scope, query.shared_libraries)
+
+    def _judge(
+        self,
+        conn: sqlite3.Connection,
+        candidates: list[Fused[ChunkKey]],
+        *,
+        mode: SearchMode,
+        weights: QueryWeights,
+        scale: Calibration,
+        sides: tuple[list[Candidate], list[Candidate]],
+    ) -> Judged[ChunkKey]:
+        """The candidates' absolute scores (``ranking.relevance``): their chunks' terms, and
+        the vector side's unit scores before its floor."""
+        keyword, vector = sides
+        by_key = {c.key: c for c in (*keyword, *vector)}
+        terms_of = self._keywords.chunk_terms(conn, [by_key[item.key] for item in candidates])
+        units = {c.key: c.score for c in vector}
+        return judge(mode, weights, scale, candidates, terms_of=terms_of, vector=units)
 
     def list_scopes(self) -> list[KnowledgeScope]:
         """Every scope with at least one document or problem, sorted (index-only queries)."""
@@ -395,6 +440,7 @@ class EmbeddedKnowledgeStore:
         """Release the file. Idempotent; the embedder is left alone."""
         self._pool.close()
         self._vectors.clear()
+        self._statistics.clear()
 
     def __repr__(self) -> str:
         return f"EmbeddedKnowledgeStore({self._display!r}, embedder={self._embedder!r})"

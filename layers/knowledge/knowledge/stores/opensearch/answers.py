@@ -68,16 +68,16 @@ class Hit:
 
 def parse_hits(response: Mapping[str, Any]) -> list[Hit]:
     """The hits of a ``_search`` response (or of one ``_msearch`` response), in order;
-    a hit without ``_source`` has its doc values (``fields``, one value each) instead."""
-    hits = response.get("hits", {}).get("hits", [])
-    return [
-        Hit(
-            id=str(h["_id"]),
-            score=float(h.get("_score") or 0.0),
-            source=h["_source"] if "_source" in h else _doc_values(h.get("fields", {})),
-        )
-        for h in hits
-    ]
+    a hit without ``_source`` has its doc values (``fields``, one value each) instead,
+    and a hit that matched named clauses (``queries.with_named``) lists them as
+    ``MATCHED``, as a candidate does."""
+    found: list[Hit] = []
+    for h in response.get("hits", {}).get("hits", []):
+        source = h["_source"] if "_source" in h else _doc_values(h.get("fields", {}))
+        if h.get("matched_queries"):
+            source = {**source, MATCHED: tuple(h["matched_queries"])}
+        found.append(Hit(id=str(h["_id"]), score=float(h.get("_score") or 0.0), source=source))
+    return found
 
 
 def parse_candidates(response: Mapping[str, Any]) -> list[Hit]:

@@ -50,6 +50,7 @@ __all__ = [
     "document_ids_page_body",
     "keyword_search_body",
     "msearch_body",
+    "named_filters",
     "page_search_body",
     "scope_stats_body",
     "scopes_page_body",
@@ -212,6 +213,10 @@ def vector_search_body(
 ) -> dict[str, Any]:
     """k-NN on ``embedding`` with the filters *inside* the knn clause (efficient filtering);
     each hit with its result fields, or a candidate as ``keyword_search_body`` says.
+    ``named`` clauses (``named_filters``) go next to the filters, never around the knn
+    clause: wrapped in a ``bool``, a knn clause with ``ef_search`` returned other
+    neighbours than alone (the k-NN plugin's lucene engine, 2.19: the nearest chunk of a
+    60-chunk scope went missing).
 
     ``exact``: every chunk the filters leave is scored instead (``script_score`` with the
     k-NN plugin's ``knn_score``, the same cosine score as the knn query), no graph walk:
@@ -228,7 +233,9 @@ def vector_search_body(
     if exact:
         query = {
             "script_score": {
-                "query": {"bool": {"filter": [*filters, {"exists": {"field": EMBEDDING}}]}},
+                "query": named_filters(
+                    {"bool": {"filter": [*filters, {"exists": {"field": EMBEDDING}}]}}, named
+                ),
                 "script": {
                     "source": "knn_score",
                     "lang": "knn",
@@ -244,7 +251,7 @@ def vector_search_body(
         clause: dict[str, Any] = {
             "vector": values,
             "k": k,
-            "filter": {"bool": {"filter": list(filters)}},
+            "filter": named_filters({"bool": {"filter": list(filters)}}, named),
         }
         if ef_search > 0:
             clause["method_parameters"] = {"ef_search": ef_search}
@@ -257,7 +264,33 @@ def vector_search_body(
             if candidates
             else {"_source": _source()}
         ),
-        "query": with_named(query, named),
+        "query": query,
+    }
+
+
+def _named_clauses(named: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
+    return [
+        {"constant_score": {"filter": dict(clause), "boost": 0.0, "_name": name}}
+        for name, clause in named.items()
+    ]
+
+
+def named_filters(
+    filters: dict[str, Any], named: Mapping[str, Mapping[str, Any]] | None
+) -> dict[str, Any]:
+    """A ``bool`` of ``filters`` with each of ``named`` (name: a filter clause) as an
+    optional clause (``minimum_should_match`` 0): it matches what ``filters`` match, and
+    each hit of the query it filters lists the names of the clauses it matches
+    (``matched_queries``: the node checks every named clause of a request against every
+    hit, wherever the clause is). For a query that must not be wrapped (``knn``)."""
+    if not named:
+        return filters
+    return {
+        "bool": {
+            **filters["bool"],
+            "should": _named_clauses(named),
+            "minimum_should_match": 0,
+        }
     }
 
 
@@ -269,15 +302,7 @@ def with_named(
     the clauses it matches (``matched_queries``; ``answers.parse_candidates`` keeps them)."""
     if not named:
         return query
-    return {
-        "bool": {
-            "must": [query],
-            "should": [
-                {"constant_score": {"filter": dict(clause), "boost": 0.0, "_name": name}}
-                for name, clause in named.items()
-            ],
-        }
-    }
+    return {"bool": {"must": [query], "should": _named_clauses(named)}}
 
 
 def chunks_by_id_body(ids: Sequence[str], filters: Sequence[Mapping[str, Any]]) -> dict[str, Any]:

@@ -18,6 +18,11 @@
   the two reads (its document replaced meanwhile) is left out.
 
 Vector and hybrid drop vector candidates below the floor (``fusion.relevance_floor``).
+Every hit also gets its absolute score (``ranking.relevance``: its ``score``; the one it
+is ranked by is its ``rank_score``), from the scope's term statistics, read with the
+first search, and the query terms its named clauses say it holds (``relevance_side``);
+``min_score`` applies to it.
+
 A single-mode side asks for at least twice the results the page needs (``offset +
 max_results``, and ``fusion.candidate_count`` of it, room for the per-document cap) and
 keeps, per document, only the hits of its newest generation
@@ -25,10 +30,11 @@ keeps, per document, only the hits of its newest generation
 Serverless still shows, never appears twice. Only then does ``fusion.select`` cap the
 chunks per document and cut the page at ``offset``, so a stale generation's hits never
 take a place on the page or count against the cap. A page that depends on hits past that
-depth, because it is left short (the cap, stale generations) or its last result ties with
-the weakest hit (the engine cuts equal scores in its own order), is read again at the
-depth of the deepest page (``_DEEPEST``), so pages of one query never repeat or skip a
-result whatever their size.
+depth, because it is left short (the cap, stale generations, ``min_score``) or its last
+result ties with the weakest hit (the engine cuts equal scores in its own order), is
+read again at the depth of the deepest page (``_DEEPEST``), so pages of one query never
+repeat or skip a result whatever their size. ``min_score`` never stops that read: the
+absolute score does not follow the rank order, so a hit past the depth may pass it.
 
 Time: every request is a ``Connection.read`` (per-request timeout, at most one retry,
 inside the caller's deadline); the query embedding runs inside the same deadline
@@ -47,7 +53,6 @@ from typing import Any
 from knowledge.core.deadline import Deadline, current_deadline
 from knowledge.core.errors import EmbeddingError, EmbeddingMismatchError, StoreError
 from knowledge.core.model import MAX_MAX_RESULTS, SearchMode, SearchQuery, SearchResult
-from knowledge.core.origin import ORIGIN
 from knowledge.core.path_filters import matches_file_patterns
 from knowledge.core.scope import KnowledgeScope
 from knowledge.core.scope_set import library_hit, marked
@@ -65,12 +70,13 @@ from knowledge.ranking.fusion import (
     relevance_floor,
     vector_only,
 )
-from knowledge.ranking.origin_weights import KIND, LESSON, NEUTRAL, RankWeights, is_lesson
+from knowledge.ranking.origin_weights import NEUTRAL
 from knowledge.ranking.page_signal import PageScores
+from knowledge.ranking.relevance import calibration, query_terms, query_weights
 from knowledge.ranking.synonyms import QueryTerms
 from knowledge.ranking.weighted_page import Page, weighted_page
 from knowledge.stores.opensearch import answers, queries, query_filters
-from knowledge.stores.opensearch.both_sides import search_both
+from knowledge.stores.opensearch.both_sides import Search, search_together
 from knowledge.stores.opensearch.connection import Connection
 from knowledge.stores.opensearch.mapping import (
     AGENT,
@@ -82,7 +88,14 @@ from knowledge.stores.opensearch.mapping import (
     METADATA,
     is_zero_vector,
 )
+from knowledge.stores.opensearch.named_clauses import facts, named_clauses, term_clauses
 from knowledge.stores.opensearch.page_side import page_scores
+from knowledge.stores.opensearch.relevance_side import (
+    STATISTICS_FILTER_PATH,
+    judge_candidates,
+    parse_statistics,
+    statistics_body,
+)
 from knowledge.stores.opensearch.scope_size import (
     ef_search_for,
     exact_for,
@@ -201,6 +214,7 @@ def search(
     action = f"search {scope}" + (" (all contexts)" if query.cross_context else "")
     if query.shared_libraries:
         action += f" and {len(query.shared_libraries)} shared library scope(s)"
+    libraries = query.shared_libraries
     sources: dict[str, Mapping[str, Any]] = {}
 
     def scores_of(hits: Sequence[answers.Hit]) -> dict[str, float]:
@@ -220,6 +234,28 @@ def search(
     sides: dict[str, Mapping[str, float] | None] = {"keyword": None, "vector": None}
     found: dict[str, int] = {"vector": 0}
     parts: dict[str, PageScores[str, str] | None] = {"pages": None}
+    # The absolute scores (ranking.relevance, relevance_side): the query's terms' weights
+    # over the searched scope, read with the first search; none to read without terms.
+    wanted = query_terms(terms)
+    relevance = {"weights": query_weights(terms, {}, 0)}
+    statistics: list[Search] = []
+    if wanted:
+        body = statistics_body(
+            scope, cross_context=query.cross_context, libraries=libraries, terms=wanted
+        )
+        statistics.append(
+            Search("term statistics", body, STATISTICS_FILTER_PATH, f"{action}: term statistics")
+        )
+    scale = calibration(None if embedder is None else embedder.name, cjk_query=has_cjk(query.text))
+
+    def send(searches: list[Search]) -> list[dict[str, Any]]:
+        # The searches' answers; the first also carries the scope's term statistics.
+        answered = search_together(connection, index, action, [*searches, *statistics])
+        if statistics:
+            chunk_total, df = parse_statistics(answered[len(searches)], wanted)
+            relevance["weights"] = query_weights(terms, df, chunk_total)
+            statistics.clear()
+        return answered[: len(searches)]
 
     def trace() -> dict[str, Any]:
         hybrid = mode is SearchMode.HYBRID
@@ -237,14 +273,25 @@ def search(
             "synonyms": None if mode is SearchMode.VECTOR else terms,
         }
 
-    def page_of(fused: list[Fused[str]]) -> Page[str]:
+    def page_of(fused: list[Fused[str]], vector_units: Mapping[str, float]) -> Page[str]:
         # After the newest-generation dedupe in scores_of: the cap and offset see one version;
-        # then the weights, the page and the lesson extras (ranking.weighted_page).
+        # then the weights, the absolute scores and min_score on them, the page and the
+        # lesson extras (ranking.weighted_page). ``vector_units``: the vector side's unit
+        # scores before the floor (relevance.judge).
         return weighted_page(
             fused,
-            lambda key: _facts(sources[key]),
+            lambda key: facts(sources[key]),
             query,
             document_of=lambda key: _document_of(sources[key]),
+            judge=functools.partial(
+                judge_candidates,
+                mode=mode,
+                weights=relevance["weights"],
+                scale=scale,
+                terms=wanted,
+                sources=sources,
+                vector=vector_units,
+            ),
             trace=trace,
         )
 
@@ -282,14 +329,16 @@ def search(
         # A grouped search reads its deep candidate list as ids and scores, then only the
         # page's chunks, as hybrid does (bench/results/grouping.json).
         # Such a candidate has no _source: the named clauses say its origin and kind.
-        lean: dict[str, Any] = {}
+        # Every hit's named clauses say which query terms its chunk holds (named_clauses).
+        lean: dict[str, Any] = {"named": term_clauses(wanted)}
         if query.group_by is not None:
             lean = {
                 "candidates": True,
                 "candidate_path": bool(query.file_patterns),
                 "candidate_facts": not config.client_ids,
-                "named": _named_clauses(weights, pairs),
+                "named": named_clauses(weights, pairs, wanted),
             }
+        trim = queries.CANDIDATES_FILTER_PATH if query.group_by is not None else None
         while True:
             if mode is SearchMode.KEYWORD:
                 body = queries.keyword_search_body(terms, filters, size, **lean)
@@ -298,22 +347,17 @@ def search(
                 body = queries.vector_search_body(
                     vector, filters, size, ef_search=ef_search, exact=exact, **lean
                 )
-            if lean:
-                trim = queries.CANDIDATES_FILTER_PATH
-                hits = answers.parse_candidates(
-                    connection.search(index, action, body, filter_path=trim)
-                )
-            else:
-                hits = answers.parse_hits(connection.search(index, action, body))
+            (answer,) = send([Search(mode.value, body, trim)])
+            hits = (answers.parse_hits if trim is None else answers.parse_candidates)(answer)
             raw = scores_of(hits)
             if mode is SearchMode.KEYWORD:  # with the page part (ranking.page_signal)
                 parts["pages"] = pages = with_pages(raw)
                 sides["keyword"] = combined = pages.combined()
-                page = page_of(keyword_only(combined))
+                page = page_of(keyword_only(combined), {})
             else:
                 found["vector"] = len(raw)
                 sides["vector"] = kept = above_floor(raw, floor)
-                page = page_of(vector_only(kept))
+                page = page_of(vector_only(kept), raw)
             shown = page.chosen[: page.page_size]
             if not _read_deeper(
                 query, size=size, hits=hits, raw=raw, chosen=shown, floor=floor, mode=mode
@@ -325,37 +369,22 @@ def search(
         size = HYBRID_CANDIDATES
         with_path = bool(query.file_patterns)  # for the exact glob check in scores_of
         # Server-made ids (Serverless) say nothing of the chunk: its facts as doc values.
-        facts = not config.client_ids
-        named = _named_clauses(weights, pairs)
-        keyword_body = queries.keyword_search_body(
-            terms,
-            filters,
-            size,
-            candidates=True,
-            candidate_path=with_path,
-            candidate_facts=facts,
-            named=named,
-        )
-        if vector is None:
-            keyword_response = connection.search(
-                index, action, keyword_body, filter_path=queries.CANDIDATES_FILTER_PATH
+        lean = {
+            "candidates": True,
+            "candidate_path": with_path,
+            "candidate_facts": not config.client_ids,
+            "named": named_clauses(weights, pairs, wanted),
+        }
+        trim = queries.CANDIDATES_FILTER_PATH
+        body = queries.keyword_search_body(terms, filters, size, **lean)
+        searches = [Search("keyword", body, trim)]
+        if vector is not None:
+            body = queries.vector_search_body(
+                vector, filters, size, ef_search=ef_search, exact=exact, **lean
             )
-            vector_response: Mapping[str, Any] = {}
-        else:
-            vector_body = queries.vector_search_body(
-                vector,
-                filters,
-                size,
-                ef_search=ef_search,
-                candidates=True,
-                candidate_path=with_path,
-                candidate_facts=facts,
-                named=named,
-                exact=exact,
-            )
-            keyword_response, vector_response = search_both(
-                connection, index, action, keyword_body, vector_body
-            )
+            searches.append(Search("vector", body, trim))
+        keyword_response, *rest = send(searches)
+        vector_response: Mapping[str, Any] = rest[0] if rest else {}
         pair = hybrid_weights(
             None if embedder is None else embedder.name,
             config.keyword_weight,
@@ -368,7 +397,7 @@ def search(
         vector_raw = scores_of(answers.parse_candidates(vector_response))
         found["vector"] = len(vector_raw)
         sides["vector"] = vector_kept = above_floor(vector_raw, floor)
-        page = page_of(fuse_weighted(keyword_raw, vector_kept, *pair))
+        page = page_of(fuse_weighted(keyword_raw, vector_kept, *pair), vector_raw)
     chosen = page.chosen
     # The page's chunks with their _source; the candidates' own stay for the trace.
     page_sources = sources
@@ -378,13 +407,13 @@ def search(
         page_sources = {hit.id: hit.source for hit in answers.parse_hits(answer)}
         chosen = [item for item in chosen if item.key in page_sources]
     explained = page.explanations()
-    libraries = query.shared_libraries
     return [
         _result(
             page_sources[item.key],
             item,
             scope,
             libraries,
+            score=page.score(item.key),
             extra=item.key in page.extras,
             explanation=explained(item.key),
             matching_chunks=page.counts.get(item.key),
@@ -406,15 +435,17 @@ def _read_deeper(
     """Whether a single-mode page must be read again at ``_DEEPEST`` (module docstring).
 
     Only when the engine returned ``size`` hits (more exist) whose weakest still counts
-    (above the floor and ``min_score``), and the page depends on what lies past them:
-    it is short (the per-document cap, stale generations), or its last result ties with
-    the weakest hit (the engine cut equal scores in its own order, not the page's)."""
+    (a vector hit above the floor), and the page depends on what lies past them: it is
+    short (the per-document cap, stale generations, ``min_score``), or its last result
+    ties with the weakest hit (the engine cut equal scores in its own order, not the
+    page's). ``min_score`` applies to the absolute score, which does not follow the
+    rank order: a hit past the depth may pass it where the weakest read did not, so it
+    never stops a deeper read."""
     if size >= _DEEPEST or len(hits) < size or not hits or not raw:
         return False
-    boundary = hits[-1].score
-    normalised = boundary / max(raw.values()) if mode is SearchMode.KEYWORD else boundary
-    if normalised + 1e-9 < query.min_score or (mode is SearchMode.VECTOR and boundary < floor):
+    if mode is SearchMode.VECTOR and hits[-1].score < floor:
         return False
+    boundary = hits[-1].score
     return len(chosen) < query.max_results or raw[chosen[-1].key] <= boundary
 
 
@@ -427,57 +458,27 @@ def _document_of(source: Mapping[str, Any]) -> object:
     return (str(source.get(CONTEXT, "")), str(source.get(DOCUMENT_PATH, "")))
 
 
-_LESSON_CLAUSE = "lesson"
-_ORIGIN_CLAUSE = "origin:"
-
-
-def _named_clauses(weights: RankWeights, pairs: bool) -> dict[str, Mapping[str, Any]]:
-    """What a candidate (hybrid, or a grouped search's) must say of itself for the weights
-    (``queries.with_named``):
-    whether it is a lesson card, and its origin when that origin's weight is not 1.0 (a
-    candidate has no ``_source``; the metadata filters' own term clauses tell)."""
-    named: dict[str, Mapping[str, Any]] = {}
-    if not weights.inert and (weights.lesson != 1.0 or weights.extra_lessons):
-        (clause,) = query_filters.metadata_filters({KIND: LESSON}, pairs=pairs)
-        named[_LESSON_CLAUSE] = clause
-    for origin, weight in weights.origins.items():
-        if weight != 1.0:
-            (clause,) = query_filters.metadata_filters({ORIGIN: origin}, pairs=pairs)
-            named[_ORIGIN_CLAUSE + origin] = clause
-    return named
-
-
-def _facts(source: Mapping[str, Any]) -> tuple[object, bool]:
-    """A candidate's ``(origin, is_lesson)``: from its metadata (a hit with its source),
-    or from the named clauses it matched (a candidate read without it)."""
-    metadata = source.get(METADATA)
-    if isinstance(metadata, Mapping):
-        return metadata.get(ORIGIN), is_lesson(metadata)
-    matched = source.get(answers.MATCHED, ())
-    origin = next(
-        (name[len(_ORIGIN_CLAUSE) :] for name in matched if name.startswith(_ORIGIN_CLAUSE)),
-        None,
-    )
-    return origin, _LESSON_CLAUSE in matched
-
-
 def _result(
     source: Mapping[str, Any],
     item: Fused[str],
     scope: KnowledgeScope,
     libraries: tuple[KnowledgeScope, ...],
     *,
+    score: float,
     extra: bool = False,
     explanation: Mapping[str, Any] | None = None,
     matching_chunks: int | None = None,
 ) -> SearchResult:
+    """One result: ``score`` its absolute score (ranking.relevance), ``rank_score`` the
+    one it was ranked by."""
     metadata = source.get(METADATA)
     library = library_hit(scope, libraries, str(source.get(AGENT)), str(source.get(CONTEXT)))
     return SearchResult(
         document_path=str(source.get(DOCUMENT_PATH, "")),
         chunk_index=int(source.get(CHUNK_INDEX, 0)),
         content=str(source.get(CONTENT, "")),
-        score=item.score,
+        score=score,
+        rank_score=item.score,
         keyword_score=item.keyword_score,
         vector_score=item.vector_score,
         metadata=marked(metadata if isinstance(metadata, Mapping) else {}, library),

@@ -58,7 +58,7 @@ from knowledge.core.scope_set import SHARED_AGENT
 from knowledge.embedding.base import EmbeddingClient
 from knowledge.ranking.analysis import keyword_terms
 from knowledge.ranking.fusion import hybrid_weights
-from knowledge.ranking.synonyms import QueryTerms, compiled, expand
+from knowledge.ranking.synonyms import compiled, expand
 from knowledge.stores.opensearch import answers, listing, queries, records
 from knowledge.stores.opensearch import search as searching
 from knowledge.stores.opensearch.client import RetryPolicy, refused_as_expensive
@@ -290,11 +290,13 @@ class OpenSearchKnowledgeStore:
         index = self._searched_indexes(scope, query)
         if not index:
             return []
-        terms, own = QueryTerms(()), self.index_name(scope)
-        if mode is not SearchMode.VECTOR:  # the scope's own synonyms (ranking.synonyms)
-            found = own in index.split(",") and bool(keyword_terms(query.text))
-            synonyms = self._synonyms.text(self._connection, own, scope) if found else None
-            terms = expand(query.text, compiled(synonyms))
+        # The query's terms with the scope's own synonyms (ranking.synonyms), in every mode:
+        # the keyword side searches them, and every mode's absolute scores weigh them
+        # (ranking.relevance).
+        own = self.index_name(scope)
+        found = own in index.split(",") and bool(keyword_terms(query.text))
+        synonyms = self._synonyms.text(self._connection, own, scope) if found else None
+        terms = expand(query.text, compiled(synonyms))
         try:
             return searching.search(
                 self._connection,

@@ -1,0 +1,123 @@
+"""The searched scope's term statistics that the absolute scores weigh terms by.
+
+``knowledge.ranking.relevance`` weighs each query term by its inverse document frequency
+over the chunks a search covers: the scope (every context of the agent with
+``cross_context``) and the query's shared libraries, the request's other filters not
+applied. ``TermStatistics.read`` counts them in the caller's read transaction: the chunks
+(the ``chunks`` table's scope prefix) and, per term, the chunks whose indexed terms (text
+and headings) hold it (one FTS5 ``MATCH`` per term and keyword table, joined to the scope).
+
+Counting a common term walks its whole posting list, milliseconds in a scope of tens of
+thousands of chunks, so the counts are kept: per searched scope and term, valid for one
+write generation of each agent involved (``schema.generation``, bumped by every write
+transaction of the agent), as the vector cache keeps its matrices. A search on a newer
+snapshot never reads an older count; the cache is bounded in entries, least recently
+used out first.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from typing import Final
+
+from knowledge.core.model import SearchQuery
+from knowledge.core.scope import KnowledgeScope
+from knowledge.core.scope_set import searched_scopes
+
+from .candidates import pairs_condition
+from .schema import generation
+
+__all__ = ["MAX_ENTRIES", "TermStatistics"]
+
+MAX_ENTRIES: Final = 20_000
+"""Counts kept (a scope's chunk count or one term's), about 200 bytes each."""
+
+Pairs = tuple[tuple[str, str | None], ...]
+_Key = tuple[Pairs, str | None]  # a term, or None for the chunk count
+
+
+class TermStatistics:
+    """Counts of the searched scopes' chunks and terms (module docstring)."""
+
+    def __init__(self, max_entries: int = MAX_ENTRIES) -> None:
+        self._max_entries = max_entries
+        self._entries: OrderedDict[_Key, tuple[tuple[int, ...], int]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def read(
+        self,
+        conn: sqlite3.Connection,
+        scope: KnowledgeScope,
+        query: SearchQuery,
+        terms: Sequence[str],
+        tables: Mapping[str, list[tuple[str, str | None]]],
+    ) -> tuple[int, dict[str, int]]:
+        """``(chunks, {term: chunks holding it})`` of what a search of ``scope`` covers;
+        ``tables`` are the keyword tables holding those scopes, with the pairs each holds
+        (``KeywordIndex``'s grouping)."""
+        pairs: Pairs = tuple(searched_scopes(scope, query.cross_context, query.shared_libraries))
+        agents = sorted({agent for agent, _ in pairs})
+        stamp = tuple(generation(conn, agent) for agent in agents)
+        chunks = self._cached((pairs, None), stamp)
+        if chunks is None:
+            scope_sql, params = pairs_condition(list(pairs))
+            chunks = int(
+                conn.execute(
+                    f"SELECT count(*) FROM chunks WHERE {scope_sql}",  # noqa: S608
+                    params,
+                ).fetchone()[0]
+            )
+            self._put((pairs, None), stamp, chunks)
+        frequencies: dict[str, int] = {}
+        for term in dict.fromkeys(terms):
+            found = self._cached((pairs, term), stamp) if chunks else 0
+            if found is None:
+                found = _count(conn, term, tables)
+                self._put((pairs, term), stamp, found)
+            frequencies[term] = found
+        return chunks, frequencies
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+
+    def _cached(self, key: _Key, stamp: tuple[int, ...]) -> int | None:
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is None or entry[0] != stamp:
+                return None
+            self._entries.move_to_end(key)
+            return entry[1]
+
+    def _put(self, key: _Key, stamp: tuple[int, ...], value: int) -> None:
+        if self._max_entries <= 0:
+            return
+        with self._lock:
+            current = self._entries.get(key)
+            if current is not None and current[0] > stamp:
+                return  # a search on an older snapshot finished late
+            self._entries[key] = (stamp, value)
+            self._entries.move_to_end(key)
+            while len(self._entries) > self._max_entries:
+                self._entries.popitem(last=False)
+
+
+def _count(
+    conn: sqlite3.Connection, term: str, tables: Mapping[str, list[tuple[str, str | None]]]
+) -> int:
+    """The searched chunks whose indexed terms hold ``term``, over every keyword table."""
+    expression = '"' + term.replace('"', '""') + '"'
+    total = 0
+    for table, pairs in tables.items():
+        pairs_sql, params = pairs_condition(pairs, "c.")
+        total += int(
+            conn.execute(
+                f"SELECT count(*) FROM {table} CROSS JOIN chunks AS c"  # noqa: S608
+                f" ON c.id = {table}.rowid WHERE {table} MATCH ? AND {pairs_sql}",
+                [expression, *params],
+            ).fetchone()[0]
+        )
+    return total
