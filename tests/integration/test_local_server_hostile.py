@@ -96,6 +96,37 @@ def test_links_never_expose_another_agents_files(tmp_path: Path, store: Knowledg
         assert search_paths(url, "agent-a", "later", "zebra") == []
 
 
+@pytest.mark.parametrize(
+    "loops",
+    [
+        # A link to itself, and two links to each other: following either never ends.
+        [("loop", "loop"), ("agent-a/loop", "loop")],
+        [("ping", "pong"), ("pong", "ping"), ("agent-a/ping", "pong"), ("agent-a/pong", "ping")],
+        # A link back to a folder above it (resolvable: a folder outside any scope).
+        [("loop", "."), ("agent-a/loop", ".")],
+    ],
+)
+def test_a_link_loop_in_the_served_folder_or_an_agent_folder_is_skipped(
+    tmp_path: Path,
+    store: KnowledgeStore,
+    loops: list[tuple[str, str]],
+    capfd: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    root = tmp_path / "bucket"
+    write(root / "agent-a" / "own" / "mine.md", "# Mine\n\nthe okapi notes\n")
+    for link, target in loops:
+        (root / link).symlink_to(target)
+    with serving(root, store) as server:
+        status, body, _ = request(server.url, "GET", "/playground/scopes")
+        assert status == 200, body
+        assert body["scopes"] == [{"agent": "agent-a", "context": "own"}]
+        assert search_paths(server.url, "agent-a", "own", "okapi") == ["mine.md"]
+    logged = capfd.readouterr().err + caplog.text
+    assert "Traceback" not in logged
+    assert str(tmp_path) not in logged
+
+
 # --- item 5: orphaned scopes ------------------------------------------------------------------
 
 

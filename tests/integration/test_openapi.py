@@ -23,6 +23,7 @@ import yaml
 from openapi_spec_validator import validate
 
 from knowledge.config import open_store
+from knowledge.core.model import IndexOptions
 from knowledge.local.server import LocalServer
 from knowledge.service.routes import ROUTES
 
@@ -358,6 +359,31 @@ def test_write_answers_match_the_described_schemas(
     assert got == status, answer
     path = "/v1/agents/{agent}/contexts/{context}" + template
     jsonschema.validate(answer, response_schema(spec, method, path, status))
+
+
+def test_a_body_over_the_document_limit_is_a_described_413(
+    spec: dict[str, Any], tmp_path: Path
+) -> None:
+    # A server whose indexer takes 1,000 bytes at most, so the body is small enough to
+    # arrive whole before the server answers without reading it.
+    root = tmp_path / "bucket"
+    (root / "ops-bot" / "runbooks").mkdir(parents=True)
+    with closing(open_store(db_path=tmp_path / "k.db", embedder_name="hashing")) as store:
+        options = IndexOptions(max_document_bytes=1000)
+        local = LocalServer(root, store, port=0, allow_writes=True, options=options)
+        local.start()
+        try:
+            path = "/v1/agents/ops-bot/contexts/runbooks/documents/big.md"
+            request = urllib.request.Request(local.url + path, data=b"a" * 1001, method="PUT")
+            with pytest.raises(urllib.error.HTTPError) as refused:
+                urllib.request.urlopen(request, timeout=10)
+            with refused.value:
+                got, answer = refused.value.code, json.loads(refused.value.read())
+        finally:
+            local.stop()
+    assert (got, answer["field"]) == (413, "body"), answer
+    template = "/v1/agents/{agent}/contexts/{context}/documents/{path}"
+    jsonschema.validate(answer, response_schema(spec, "PUT", template, 413))
 
 
 def test_writes_off_is_a_described_403(spec: dict[str, Any], server: LocalServer) -> None:

@@ -140,6 +140,9 @@ HOSTILE = [
     "guides//x.md",
     "guides/./x.md",
     "x.md.metadata.json",
+    # A folder named like a sidecar: x.md's sidecar could never be written after it.
+    "x.md.metadata.json/inner.md",
+    "guides/X.MD.Metadata.Json/deeper/inner.md",
     ".hidden.md",
     "guides/.git/config.md",
     "_repos/github/x.md",
@@ -149,9 +152,18 @@ HOSTILE = [
     "x.md.METADATA.JSON",
     "_REPOS/github/x.md",
     "_Kb/x.md",
+    # Names a file system that drops trailing dots and spaces (Windows, SMB and exFAT
+    # shares) stores as the reserved folder itself.
+    "_repos /github/x.md",
+    "_Kb./x.md",
+    "_repos. ./x.md",
+    "x.md.metadata.json./inner.md",
     "a\\..\\..\\escape.md",
     "program.exe",
     "nul\x00.md",
+    # C1 controls: U+0085 is a line break to str.splitlines(), U+009B a terminal escape.
+    "nel\x85.md",
+    "guides/csi\x9b31m.md",
     "x" * 1100 + ".md",
 ]
 
@@ -190,6 +202,12 @@ def test_a_link_inside_the_scope_is_not_followed(server: LocalServer, root: Path
         ("note.md", b"# x", "text/markdown", "shared", "origin"),
         ("note.md", b"# x", "text/markdown", "repo", "origin"),
         ("empty.md", b"", "text/markdown", None, "body"),
+        # White space beyond ASCII: the indexer strips it as it strips a blank, so the
+        # document would have no text (and an overwrite would take the old one out).
+        ("blank.md", "\u3000\u00a0\n\u2003".encode(), "text/markdown", None, "body"),
+        ("blank.txt", "\ufeff\u3000 \u2029".encode(), "text/plain", None, "body"),
+        ("blank.html", "\u00a0\r\n".encode("utf-16"), "text/html", None, "body"),
+        ("note.md", "\u3000\u3000\n".encode(), "text/markdown", "manual", "body"),
     ],
 )
 def test_bad_writes_name_the_field(
@@ -226,6 +244,21 @@ def test_limits_metadata_uploads_and_the_shared_library(server: LocalServer) -> 
             client.put_document(shared, "a.md", b"# a")
         with pytest.raises(AccessDeniedError):
             client.delete_document(shared, "a.md")
+
+
+def test_an_owner_named_like_the_shared_library_with_a_trailing_dot_or_space_is_refused(
+    server: LocalServer, root: Path
+) -> None:
+    # On a file system that drops trailing dots and spaces, '_shared.' is the library's
+    # own folder: a write there would land in the operator's read-only library.
+    client = KnowledgeClient(server.url, retries=0)
+    before = _tree(root)
+    for owner in ("_shared.", "_SHARED..", "_Shared."):
+        with pytest.raises(ValidationError) as refused:
+            client.put_document(KnowledgeScope(owner, "playbooks"), "a.md", b"# a\n")
+        assert refused.value.field == "agent", refused.value
+        assert "_shared" in refused.value.message
+    assert _tree(root) == before
 
 
 def test_writes_are_off_without_the_flag(root: Path, tmp_path: Path) -> None:
@@ -295,10 +328,48 @@ def test_raw_hostile_segments_are_refused(server: LocalServer, root: Path, raw: 
 
 def test_the_server_refuses_a_body_over_the_limit(server: LocalServer) -> None:
     # The API's own check (the client refuses before sending; the HTTP layer does not read
-    # a body over the limit): a 400 naming the body, nothing written.
+    # a body over the limit): a 413 naming the body, nothing written.
     answer = server.api.put_document("ops-bot", "runbooks", "big.md", b"a" * (4 * 1024 * 1024 + 1))
-    assert (answer.status, answer.body["field"]) == (400, "body")
+    assert (answer.status, answer.body["field"]) == (413, "body")
     assert not (server.root / "ops-bot" / "runbooks" / "big.md").exists()
+
+
+def test_a_put_over_the_servers_document_limit_is_a_413_naming_it(
+    root: Path, tmp_path: Path
+) -> None:
+    # A server whose indexer skips documents over 1,000 bytes: a larger PUT answered 202
+    # with a content_hash that was never indexed.
+    from knowledge.core.model import IndexOptions
+
+    with closing(open_store(db_path=tmp_path / "k.db", embedder_name="hashing", environ={})) as s:
+        local = LocalServer(
+            root,
+            s,
+            host="127.0.0.1",
+            port=0,
+            poll_interval=0.1,
+            allow_writes=True,
+            options=IndexOptions(max_document_bytes=1000),
+        )
+        local.start()
+        try:
+            client = KnowledgeClient(local.url, retries=0)
+            with pytest.raises(ValidationError) as refused:
+                client.put_document(SCOPE, "big.md", b"# big\n" + b"a" * 1000)
+            assert refused.value.field == "body", refused.value
+            assert "1000" in refused.value.message
+            url = f"{local.url}/v1/agents/ops-bot/contexts/runbooks/documents/big.md"
+            raw = urllib.request.Request(url, data=b"a" * 1001, method="PUT")
+            with pytest.raises(urllib.error.HTTPError) as answer:
+                urllib.request.urlopen(raw, timeout=10)
+            with answer.value:
+                assert answer.value.code == 413
+                assert json.loads(answer.value.read())["field"] == "body"
+            assert not (root / "ops-bot" / "runbooks" / "big.md").exists()
+            fits = client.put_document(SCOPE, "fits.md", b"# fits\n" + b"a" * 900)
+            wait_until(lambda: indexed_with(client, "fits.md", fits["content_hash"]), "indexed")
+        finally:
+            local.stop()
 
 
 # -- the red team's probe (round 11): each of these answered 202 or 500 before ---------------
@@ -341,6 +412,25 @@ def test_a_path_through_a_file_or_onto_a_folder_is_a_400_and_writes_nothing(
         answer = server.api.delete_document("ops-bot", "runbooks", quote(path, safe=""))
         assert answer.status == 404, (path, answer.body)
     assert _tree(root) == before  # no sidecar left behind by a refused write
+
+
+def test_a_folder_where_the_sidecar_goes_is_a_400_and_writes_nothing(
+    server: LocalServer, root: Path
+) -> None:
+    # Made beside the API (a copy into the folder): renaming the sidecar over it was a 500
+    # (IsADirectoryError) on every write of the document.
+    folder = root / "ops-bot" / "runbooks"
+    (folder / "x.md.metadata.json").mkdir()
+    (folder / "x.md.metadata.json" / "inner.md").write_text("# inner\n", "utf-8")
+    (folder / "rollback.md.metadata.json").mkdir()  # beside a document already there
+    before = _tree(root)
+    for path in ("x.md", "rollback.md"):
+        answer = server.api.put_document("ops-bot", "runbooks", path, b"# x\n")
+        assert (answer.status, answer.body["field"]) == (400, "path"), (path, answer.body)
+        assert f"{path}.metadata.json" in answer.body["error"], answer.body
+        assert str(root) not in answer.body["error"]
+        assert _tree(root) == before
+    assert (folder / "rollback.md").read_text("utf-8") == "# Rollback\n\nhelm\n"
 
 
 def test_a_sidecar_over_its_limit_with_the_origin_is_refused_before_anything_is_written(

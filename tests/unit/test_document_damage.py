@@ -12,6 +12,7 @@ from __future__ import annotations
 import io
 import json
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
 
 import document_files as files
@@ -73,6 +74,60 @@ def sheet_without_its_shared_strings() -> bytes:
                 content = text.encode()
             target.writestr(info.filename, content)
     return out.getvalue()
+
+
+def word_file_with(member: str, change: Callable[[bytes], bytes] | None) -> bytes:
+    """A real Word file whose ``member`` is changed (``None``: left out), as a damaged
+    copy or another program's broken writer leaves it."""
+    source = zipfile.ZipFile(io.BytesIO(files.docx([("Heading 1", "Runbook"), ("p", "Rotate.")])))
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as target:
+        for info in source.infolist():
+            content = source.read(info)
+            if info.filename == member:
+                if change is None:
+                    continue
+                content = change(content)
+            target.writestr(info.filename, content)
+    return out.getvalue()
+
+
+DAMAGED_WORD_FILES = {
+    # python-docx opens these, then trips on them while the body is read: the reason was
+    # "the docx reader failed (AttributeError: 'lxml.etree._Element' object has no ...)".
+    "root-not-a-document": word_file_with(
+        "word/document.xml", lambda xml: xml.replace(b"w:document", b"w:documenx")
+    ),
+    "no-body": word_file_with("word/document.xml", lambda xml: xml.replace(b"w:body", b"w:bodx")),
+    # These fail while the package opens: "not a readable Word document (XMLSyntaxError:
+    # ..., line 2, column 753 (<string>, line 2))", "(KeyError: ...)".
+    "cut-xml": word_file_with("word/document.xml", lambda xml: xml[: len(xml) // 2]),
+    "broken-core-properties": word_file_with("docProps/core.xml", lambda xml: b"<x"),
+    "no-content-types": word_file_with("[Content_Types].xml", None),
+}
+WORD_FILE_DAMAGED = "corrupt file: the Word file could not be read: it is damaged or not a .docx"
+
+
+@pytest.mark.parametrize("data", DAMAGED_WORD_FILES.values(), ids=DAMAGED_WORD_FILES.keys())
+def test_a_damaged_word_file_is_a_plain_reason_without_library_internals(data: bytes) -> None:
+    with pytest.raises(ExtractionError) as caught:
+        extract_text("guide.docx", data)
+    assert str(caught.value) == WORD_FILE_DAMAGED
+
+
+def test_kb_status_says_a_damaged_word_file_in_plain_words(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    (folder / "guide.docx").write_bytes(DAMAGED_WORD_FILES["root-not-a-document"])
+    scope = ["--agent", "ops", "--context", "docs", "--db", str(tmp_path / "k.db")]
+    assert main(["index", str(folder), *scope, "--json"]) == 0
+    capsys.readouterr()
+    assert main(["status", *scope, "--json"]) == 0
+    out, _ = capsys.readouterr()
+    problems = {p["document_path"]: p["reason"] for p in json.loads(out)["problems"]}
+    assert problems == {"guide.docx": WORD_FILE_DAMAGED}
 
 
 @pytest.mark.parametrize(

@@ -64,6 +64,30 @@ def test_bad_document_paths_are_refused(path: str) -> None:
 
 
 @pytest.mark.parametrize(
+    ("path", "message"),
+    [
+        # C1 controls: U+0085 (NEL) is a line break to str.splitlines(), U+009B a
+        # terminal's escape introducer; DEL and the C0 controls were refused already.
+        ("a\x85b.md", "must not contain control characters"),
+        ("a\x80.md", "must not contain control characters"),
+        ("docs/\x9b31m.md", "must not contain control characters"),
+        ("a\x7f.md", "must not contain control characters"),
+        ("a\u2028b.md", "must not contain a line or paragraph separator (U+2028, U+2029)"),
+        ("a\u2029b.md", "must not contain a line or paragraph separator (U+2028, U+2029)"),
+    ],
+)
+def test_a_path_with_a_c1_control_or_a_line_separator_is_refused(path: str, message: str) -> None:
+    with pytest.raises(ValidationError) as caught:
+        validate_document_path(path, "path")
+    assert (caught.value.field, caught.value.message) == ("path", message)
+
+
+def test_a_path_with_printable_text_beyond_latin_1_is_accepted() -> None:
+    for path in ("배포/가이드.md", "caf\u00e9.md", "a\u00a0b.md", "\u00a1hola.md"):
+        assert validate_document_path(path, "path") == path
+
+
+@pytest.mark.parametrize(
     ("query", "expected"),
     [
         ("", (100, None)),

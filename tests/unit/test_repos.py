@@ -88,6 +88,8 @@ def test_file_url_of_other_well_known_hosts(url: str, expected: str) -> None:
         ({"name": "r", "url": "ssh://git@h/o/r.git"}, "known_hosts"),
         ({"name": "r", "url": "https://h/o/r.git", "branch": "a..b"}, "branch"),
         ({"name": "r", "url": "https://h/o/r.git", "paths": ["../up"]}, "paths"),
+        ({"name": "r", "url": "https://h/o/r.git", "paths": ["docs\x85"]}, "paths"),
+        ({"name": "r", "url": "https://h/o/r.git", "paths": ["docs\x7f"]}, "paths"),
         ({"name": "r", "url": "https://h/o/r.git", "credential": "ghp_rawtoken"}, "credential"),
         ({"name": "r", "url": "https://h/o/r.git", "credential": "file:relative"}, "credential"),
         ({"name": "r", "url": "https://h/o/r.git", "token": "x"}, "token"),

@@ -186,13 +186,15 @@ def test_a_file_whose_path_the_api_cannot_name_is_skipped_with_the_reason(
     write(tmp_path, "good.md")
     write(tmp_path, "tab\there.md")
     write(tmp_path, "new\nline.md")
+    write(tmp_path, "next\x85line.md")  # U+0085: a line break to str.splitlines()
     deep = "/".join(["d" * 200] * 6) + "/long.md"
     write(tmp_path, deep)
     docs, listing = listing_of(LocalDirectorySource(tmp_path))
     assert [d.path for d in docs] == ["good.md"]
     skipped = {p.path: p.reason for p in listing.skipped}
-    assert set(skipped) == {"tab\there.md", "new\nline.md", deep}
+    assert set(skipped) == {"tab\there.md", "new\nline.md", "next\x85line.md", deep}
     assert skipped["tab\there.md"] == "path not indexed: must not contain control characters"
+    assert skipped["next\x85line.md"] == skipped["tab\there.md"]
     too_long = f"path not indexed: must be at most 1024 characters, got {len(deep)}"
     assert skipped[deep] == too_long
     for doc in docs:

@@ -96,6 +96,7 @@ def test_metadata_claiming_a_shared_library_is_refused(writes: Writes) -> None:
         ("manual.pdf", b"# text, not a PDF\n", "application/pdf", "body"),
         ("blank.md", b"\xef\xbb\xbf \n\t\r\n", "text/markdown", "body"),
         ("blank.csv", b"\n\n", "text/csv", "body"),
+        ("blank-unicode.md", "\u3000\u00a0\n".encode(), "text/markdown", "body"),
         ("guide.docx", b"PK\x03\x04" + b"\x00" * 64, "application/octet-stream", "body"),
         ("sheet.xlsx", files.docx([("Title", "Word")]), "application/octet-stream", "body"),
         (
@@ -112,6 +113,28 @@ def test_a_body_the_indexer_could_never_read_is_refused(
     event = api_event("PUT", f"{SCOPE_PATH}/documents/{path}", data, content_type=content_type)
     status, body = writes.invoke(event)
     assert (status, body["field"]) == (400, field), body
+    assert writes.keys() == []
+
+
+@pytest.mark.parametrize(
+    ("agent", "path", "field"),
+    [
+        ("ops-bot", "x.md.metadata.json/inner.md", "path"),
+        ("ops-bot", "nel\x85.md", "path"),
+        ("ops-bot", "_repos /x.md", "path"),
+        ("ops-bot", "_synonyms.txt.", "path"),
+        ("_shared.", "a.md", "agent"),
+    ],
+)
+def test_a_name_the_folder_rules_refuse_is_refused_on_aws_too(
+    writes: Writes, agent: str, path: str, field: str
+) -> None:
+    # S3 keys have no folders to collide with, but a bucket is often copied to a kb serve
+    # folder (and back), and the indexer reads both alike: one rule for every stack.
+    raw_path = f"/v1/agents/{agent}/contexts/runbooks/documents/{quote(path, safe='')}"
+    status, body = writes.invoke(api_event("PUT", raw_path, b"# a\n"))
+    assert (status, body["field"]) == (400, field), body
+    assert leaks(body) == [], body
     assert writes.keys() == []
 
 
@@ -204,3 +227,28 @@ def test_an_upload_grant_admits_no_more_than_the_indexer_indexes(writes: Writes)
     status, body = writes.invoke(event)
     assert (status, body["field"]) == (400, "size"), body
     assert str(limit) in body["error"]
+
+
+def test_a_put_over_the_indexers_document_limit_is_a_413_naming_it(writes: Writes) -> None:
+    # MaxDocumentMiB below the 4 MiB a PUT takes: such a body answered 202 with a
+    # content_hash the indexer never indexed (it skips the file as too large).
+    limit = 1024 * 1024
+    storage = S3Storage(BUCKET, writes.s3, max_upload_bytes=limit)
+    writes.module.container.api = KnowledgeApi(MemoryKnowledgeStore(), writes=storage)
+    over = api_event("PUT", f"{SCOPE_PATH}/documents/big.md", b"a" * (limit + 1))
+    status, body = writes.invoke(over)
+    assert (status, body["field"]) == (413, "body"), body
+    assert str(limit) in body["error"], body
+    assert leaks(body) == [], body
+    assert writes.keys() == []
+    at_limit = api_event("PUT", f"{SCOPE_PATH}/documents/big.md", b"a" * limit)
+    assert writes.invoke(at_limit)[0] == 202
+
+
+def test_a_put_over_the_fixed_body_limit_is_a_413_pointing_to_uploads(writes: Writes) -> None:
+    over = api_event("PUT", f"{SCOPE_PATH}/documents/big.md", b"a" * (4 * 1024 * 1024 + 1))
+    status, body = writes.invoke(over)
+    assert (status, body["field"]) == (413, "body"), body
+    assert str(4 * 1024 * 1024) in body["error"], body
+    assert "uploads" in body["error"], body
+    assert writes.keys() == []

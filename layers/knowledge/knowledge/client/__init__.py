@@ -21,7 +21,8 @@ exponential backoff (``Retry-After`` is honoured, capped at ``max_backoff``), ex
 whose body says ``"retryable": false`` (the server's backend refuses its role: a setting
 to fix, raised at once with the server's advice). Then:
 
-- 400 -> ``ValidationError`` (with the ``field`` the server named)
+- 400 -> ``ValidationError`` (with the ``field`` the server named); 413 (a document
+  over the server's size limit) -> ``TooLargeError``, a ``ValidationError`` too
 - 401, 403 -> ``AccessDeniedError``
 - 404 -> ``NotFoundError``
 - 429, 5xx, timeouts, refused connections -> ``ServiceUnavailableError``
@@ -66,6 +67,7 @@ from knowledge.core.documents import (
 )
 from knowledge.core.errors import (
     NotFoundError,
+    TooLargeError,
     ValidationError,
 )
 from knowledge.core.model import (
@@ -303,7 +305,7 @@ class KnowledgeClient:
         from knowledge.ingest.writes import MAX_DOCUMENT_BYTES
 
         if len(data) > MAX_DOCUMENT_BYTES:
-            raise ValidationError(
+            raise TooLargeError(
                 "body",
                 f"is {len(data)} bytes, over {MAX_DOCUMENT_BYTES}; use create_upload instead",
             )

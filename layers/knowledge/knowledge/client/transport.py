@@ -21,6 +21,7 @@ from knowledge.client.auth import Auth
 from knowledge.client.errors import AccessDeniedError, ApiError, ServiceUnavailableError
 from knowledge.core.errors import (
     NotFoundError,
+    TooLargeError,
     ValidationError,
 )
 from knowledge.core.retry_after import retry_after_seconds
@@ -166,9 +167,10 @@ def checked(method: str, path: str, reply: Reply) -> Reply:
     body = reply.body
     message = str(body.get("error") or body.get("message") or f"HTTP {reply.status}")
     detail = _detail(body, reply.request_id)
-    if reply.status == 400:
+    if reply.status in (400, 413):
         field_name = body.get("field")
-        raise ValidationError(field_name if isinstance(field_name, str) else "request", message)
+        error = TooLargeError if reply.status == 413 else ValidationError
+        raise error(field_name if isinstance(field_name, str) else "request", message)
     if reply.status in (401, 403):
         raise AccessDeniedError(reply.status, f"{method} {path}: access denied{detail}")
     if reply.status == 404:

@@ -15,7 +15,8 @@ scope to resume. The binding turns a cursor used on the wrong scope into a clear
 instead of a silently wrong page, so no secret (signing key) is needed.
 
 Paths read from a caller (``validate_document_path``) follow the object-key rule of
-``knowledge.core.scope``: no empty, ``.`` or ``..`` segment.
+``knowledge.core.scope``: no empty, ``.`` or ``..`` segment; and hold no control
+character or line separator, so a path is always one printable line.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ __all__ = [
     "document_page",
     "encode_cursor",
     "format_documents",
+    "has_control_character",
     "query_parameters",
     "validate_document_path",
     "validate_documents_limit",
@@ -177,18 +179,32 @@ def validate_documents_limit(value: object, field_name: str = "limit") -> int:
     return value
 
 
+def has_control_character(value: str) -> bool:
+    """Whether ``value`` holds a C0 control, DEL or a C1 control (U+0080-U+009F). None of
+    them prints, and several are line breaks to ``str.splitlines()`` (U+0085, U+001C to
+    U+001E) or a terminal's escapes (U+009B): a name holding one could forge a line of a
+    log or a listing, or be shown as something else than it is."""
+    return any(ord(ch) < 0x20 or 0x7F <= ord(ch) <= 0x9F for ch in value)
+
+
 def validate_document_path(value: object, field_name: str = "path") -> str:
     """A document path inside a scope: non-empty text of at most
-    ``MAX_DOCUMENT_PATH_LENGTH`` characters, without empty, ``.`` or ``..`` segments or
-    control characters. Raises ``ValidationError`` naming ``field_name``."""
+    ``MAX_DOCUMENT_PATH_LENGTH`` characters, without empty, ``.`` or ``..`` segments,
+    control characters (``has_control_character``) or the line and paragraph separators
+    U+2028 and U+2029 (line breaks too, to ``str.splitlines()`` and JavaScript). Raises
+    ``ValidationError`` naming ``field_name``."""
     if not isinstance(value, str) or not value:
         raise ValidationError(field_name, "must be a non-empty document path")
     if len(value) > MAX_DOCUMENT_PATH_LENGTH:
         raise ValidationError(
             field_name, f"must be at most {MAX_DOCUMENT_PATH_LENGTH} characters, got {len(value)}"
         )
-    if any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in value):
+    if has_control_character(value):
         raise ValidationError(field_name, "must not contain control characters")
+    if "\u2028" in value or "\u2029" in value:
+        raise ValidationError(
+            field_name, "must not contain a line or paragraph separator (U+2028, U+2029)"
+        )
     if not _is_text(value):
         raise ValidationError(field_name, "must be text (it holds an unpaired surrogate)")
     if any(segment in ("", ".", "..") for segment in value.split("/")):

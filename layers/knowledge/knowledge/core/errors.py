@@ -5,7 +5,8 @@
     KnowledgeError                      base of everything raised on purpose
     ├── ValidationError                 bad input; names the field (HTTP 400)
     │   ├── InvalidScopeError           agent/context segment not a valid scope name
-    │   └── UnsupportedModeError        the store cannot answer this search mode
+    │   ├── UnsupportedModeError        the store cannot answer this search mode
+    │   └── TooLargeError               a document body over the size limit (HTTP 413)
     ├── AccessDeniedError               caller not allowed this agent or operation (403)
     ├── NotFoundError                   a route, scope or document that does not exist (404)
     ├── ConfigurationError              the product is set up wrongly (missing key, bad URL)
@@ -36,6 +37,7 @@ __all__ = [
     "StoreAccessDeniedError",
     "StoreError",
     "StoreUnavailableError",
+    "TooLargeError",
     "UnsupportedModeError",
     "ValidationError",
     "public_message",
@@ -66,6 +68,12 @@ class UnsupportedModeError(ValidationError):
         super().__init__(
             "mode", f"'{mode}' is not supported by the {store} store (supported: {supported})"
         )
+
+
+class TooLargeError(ValidationError):
+    """A body larger than what is taken (HTTP 413: the request itself is fine, only too
+    big, so a caller can tell "send it another way" from "fix the request"); ``message``
+    names the limit."""
 
 
 class NotFoundError(KnowledgeError):

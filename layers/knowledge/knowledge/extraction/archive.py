@@ -15,6 +15,7 @@ said as ``corrupt``; ``core_title`` reads the title from the core properties.
 from __future__ import annotations
 
 import io
+import logging
 import zipfile
 import zlib
 from collections.abc import Callable
@@ -32,6 +33,7 @@ from knowledge.extraction.base import (
 __all__ = ["check_office_archive", "core_title", "open_office_package"]
 
 T = TypeVar("T")
+_LOG = logging.getLogger("knowledge.extraction")
 # What the libraries raise on a damaged package: lxml's XMLSyntaxError is a SyntaxError,
 # a missing part a KeyError.
 _UNREADABLE: tuple[type[Exception], ...] = (KeyError, ValueError, SyntaxError)
@@ -93,16 +95,22 @@ def open_office_package(
     kind: str,
     description: str,
     load: Callable[[], tuple[Callable[[IO[bytes]], T], tuple[type[Exception], ...]]],
+    *,
+    reason: str | None = None,
 ) -> T:
     """Check the archive, then open it with the opener ``load`` returns (``load`` imports
     the library, so it is imported only when such a file comes); the opener's errors
     (``KeyError``, ``ValueError``, ``SyntaxError`` and those ``load`` names) are
-    ``corrupt``: "not a readable <description>"."""
+    ``corrupt``: "not a readable <description>" with the library's error, or ``reason``
+    when given (a plain sentence for users; the library's error is then logged only)."""
     check_office_archive(data, limits, kind)
     opener, errors = load()
     try:
         return opener(io.BytesIO(data))
     except (*_UNREADABLE, *errors) as exc:
+        if reason is not None:
+            _LOG.warning("the %s library could not open a document", kind, exc_info=exc)
+            raise corrupt(reason) from exc
         raise corrupt(f"not a readable {description} ({type(exc).__name__}: {exc})") from exc
 
 

@@ -23,18 +23,22 @@
   characters (``w:sym``) are not read.
 
 The archive is checked first (``archive.open_office_package``: zip bombs, encrypted
-files). The document's title is its core property ``title``, else the first heading.
+files). A file python-docx cannot read, as it opens or while its body is read, is the
+plain ``corrupt file: `` + ``DAMAGED_WORD_FILE`` (the library's own error is logged).
+The document's title is its core property ``title``, else the first heading.
 """
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Callable, Iterator, Mapping
 from types import MappingProxyType
 from typing import IO, Any
 
+from knowledge.core.errors import ExtractionError, KnowledgeError
 from knowledge.extraction.archive import core_title, open_office_package
-from knowledge.extraction.base import Block, ExtractedDocument, ExtractionLimits
+from knowledge.extraction.base import Block, ExtractedDocument, ExtractionLimits, corrupt
 from knowledge.extraction.diagrams import (
     DIAGRAM_DATA_ID,
     DIAGRAM_REL_IDS,
@@ -42,7 +46,11 @@ from knowledge.extraction.diagrams import (
     diagram_texts,
 )
 
-__all__ = ["extract"]
+__all__ = ["DAMAGED_WORD_FILE", "extract"]
+
+DAMAGED_WORD_FILE = "the Word file could not be read: it is damaged or not a .docx"
+"""The reason (after ``corrupt file: ``) for a Word file python-docx cannot read."""
+_LOG = logging.getLogger("knowledge.extraction")
 
 _CONTENT_TYPE = "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
 _HEADING_STYLE = re.compile(r"heading\s*([1-9])", re.IGNORECASE)
@@ -76,13 +84,41 @@ _NOTE_PARTS = {
 
 
 def extract(data: bytes, limits: ExtractionLimits, source_type: str) -> ExtractedDocument:
-    document = open_office_package(data, limits, "docx", "Word document", _load)
+    try:
+        document = open_office_package(
+            data, limits, "docx", "Word document", _load, reason=DAMAGED_WORD_FILE
+        )
+        title = core_title(document.core_properties)
+    except (KnowledgeError, MemoryError):
+        raise
+    except Exception as exc:
+        raise _damaged(exc) from exc
     return ExtractedDocument(
         source_type=source_type,
         content_type=_CONTENT_TYPE,
-        blocks=_blocks(document),
-        title=core_title(document.core_properties),
+        blocks=_plain_failures(_blocks(document)),
+        title=title,
     )
+
+
+def _damaged(exc: Exception) -> ExtractionError:
+    """The problem of a Word file python-docx fails on, in words a user reads in a status:
+    its own errors name lxml's classes and XML line numbers (``AttributeError:
+    'lxml.etree._Element' object has no attribute 'body'``), which say nothing to whoever
+    must fix the file, so they go to the log only."""
+    _LOG.warning("the docx reader failed on a document", exc_info=exc)
+    return corrupt(DAMAGED_WORD_FILE)
+
+
+def _plain_failures(blocks: Iterator[Block]) -> Iterator[Block]:
+    """``blocks``, with a failure while the body is read (a damaged part only shows then)
+    said as ``_damaged`` does. Running out of memory stays what it is (``too large``)."""
+    try:
+        yield from blocks
+    except (KnowledgeError, MemoryError):
+        raise
+    except Exception as exc:
+        raise _damaged(exc) from exc
 
 
 def _load() -> tuple[Callable[[IO[bytes]], Any], tuple[type[Exception], ...]]:

@@ -13,7 +13,8 @@ What a write may name, checked before anything is stored (``check_write_path``):
   or ``..`` segment, no control characters, at most 1,024 characters; the route's
   segment is one URL-encoded path, ``document_path_segment``);
 - no metadata sidecar name (``*.metadata.json``: the sidecar is written with its
-  document, never on its own), no hidden segment (``.name``: never indexed), no
+  document, never on its own) as any segment (a folder of that name would stand where
+  a document's sidecar file goes), no hidden segment (``.name``: never indexed), no
   reserved prefix (``RESERVED_PREFIXES``: ``_repos/`` holds the Git repository mirrors,
   ``_kb/`` is kept for the product's own files), nor the scope's synonyms file
   (``_synonyms.txt`` at its root: configuration, read by the indexer from the bucket or
@@ -22,13 +23,16 @@ What a write may name, checked before anything is stored (``check_write_path``):
 - an extension the indexer reads (``knowledge.extraction.DOCUMENT_PATTERNS``) and not
   one it only lists as a problem (``REFUSED_FORMATS``: ``.doc``, ``.odt``, ...), content
   that is what the extension says (``knowledge.extraction.sniff``; a PDF or Office file
-  must carry its signature, a text body must hold more than white space), at most
-  ``MAX_DOCUMENT_BYTES`` (the API Gateway -> Lambda payload bound, below): a write the
-  indexer could not read would, on an overwrite, take the earlier version out of the
-  index;
-- the reserved owner ``_shared`` (``SHARED_AGENT``, any case) is never writable: the
-  shared library is the operator's, written to the bucket directly; nor is a hidden
-  agent or context (``.kb``, ``.git``).
+  must carry its signature, a text body must hold more than white space, Unicode
+  white space included), at most ``MAX_DOCUMENT_BYTES`` (the API Gateway -> Lambda
+  payload bound, below) and at most the indexer's own document limit (``put_limit``;
+  over either is a 413, ``TooLargeError``): a write the indexer could not read would,
+  on an overwrite, take the earlier version out of the index;
+- the reserved owner ``_shared`` (``SHARED_AGENT``, any case, and with trailing dots,
+  which some file systems drop) is never writable: the shared library is the
+  operator's, written to the bucket directly; nor is a hidden agent or context
+  (``.kb``, ``.git``). Reserved names are compared as such a file system stores them:
+  without trailing dots and spaces (``_repos. /`` is ``_repos/`` on Windows).
 
 Each storage checks what only it knows: S3 keys of at most 1,024 bytes (with the
 sidecar's suffix), the folder's file-name length, a path through a file or onto a folder.
@@ -58,7 +62,7 @@ from typing import Any, Protocol
 from urllib.parse import quote
 
 from knowledge.core.documents import query_parameters, validate_document_path
-from knowledge.core.errors import AccessDeniedError, ValidationError
+from knowledge.core.errors import AccessDeniedError, TooLargeError, ValidationError
 from knowledge.core.formats import REFUSED_FORMATS
 from knowledge.core.origin import MANUAL, ORIGIN, UPLOAD
 from knowledge.core.scope import KnowledgeScope
@@ -80,6 +84,7 @@ __all__ = [
     "check_write_path",
     "parse_upload_request",
     "parse_write",
+    "put_limit",
 ]
 
 MAX_DOCUMENT_BYTES = 4 * 1024 * 1024
@@ -173,6 +178,13 @@ class UploadGrant:
     expires_in: int
 
 
+def _stored_name(segment: str) -> str:
+    """The name a file system that drops trailing dots and spaces (Windows; SMB and exFAT
+    shares mounted elsewhere) stores ``segment`` under, folded to one letter case (macOS
+    and Windows file systems ignore it): the name that decides which folder it is."""
+    return segment.rstrip(". ").casefold()
+
+
 def check_writable_scope(scope: KnowledgeScope) -> KnowledgeScope:
     """``scope``, unless it is the shared library's (``AccessDeniedError``) or a hidden
     one (``ValidationError``: a ``.name`` folder or prefix is never indexed, so the write
@@ -181,6 +193,12 @@ def check_writable_scope(scope: KnowledgeScope) -> KnowledgeScope:
     if scope.agent.casefold() == SHARED_AGENT:
         raise AccessDeniedError(
             "agent", f"'{SHARED_AGENT}' is the shared library: read-only through the API"
+        )
+    if _stored_name(scope.agent) == SHARED_AGENT:
+        raise ValidationError(
+            "agent",
+            f"'{scope.agent}' ends in a dot: where trailing dots are dropped it is the shared "
+            f"library '{SHARED_AGENT}' (read-only through the API); choose another name",
         )
     for field_name, segment in (("agent", scope.agent), ("context", scope.context)):
         if segment.startswith("."):
@@ -194,13 +212,21 @@ def check_write_path(path: str, field_name: str = "path") -> str:
     """A document path a write may name (module docstring), else ``ValidationError``."""
     validate_document_path(path, field_name)
     shown = path if len(path) <= 80 else path[:77] + "..."
-    # Case-insensitively: on macOS's and Windows' file systems X.METADATA.JSON is the
-    # sidecar and _REPOS/ the mirror folder (kb serve writes the folder as named).
-    folded = path.casefold()
-    if folded.endswith(SIDECAR_SUFFIX):
+    # Each segment as the file system stores it: in any letter case (on macOS's and
+    # Windows' file systems X.METADATA.JSON is the sidecar and _REPOS/ the mirror folder)
+    # and without trailing dots and spaces ('_repos. ' is _repos/ on Windows), since
+    # kb serve writes the folder as named.
+    *folders, name = (_stored_name(segment) for segment in path.split("/"))
+    if name.endswith(SIDECAR_SUFFIX):
         raise ValidationError(
             field_name,
             f"'{shown}' is a metadata sidecar name; send metadata with the document instead",
+        )
+    if any(folder.endswith(SIDECAR_SUFFIX) for folder in folders):
+        # A folder named like a sidecar takes the place of a document's sidecar file, so
+        # that document could never be written again.
+        raise ValidationError(
+            field_name, f"'{shown}' has a folder named like a metadata sidecar (*{SIDECAR_SUFFIX})"
         )
     if any(segment.startswith(".") for segment in path.split("/")):
         raise ValidationError(field_name, f"'{shown}' has a hidden segment (never indexed)")
@@ -210,10 +236,11 @@ def check_write_path(path: str, field_name: str = "path") -> str:
         raise ValidationError(
             field_name, f"'{shown}' still holds a percent-escape once decoded (encoded twice?)"
         )
+    first = (folders or [name])[0]
     for prefix in RESERVED_PREFIXES:
-        if folded.startswith(prefix) or folded == prefix.rstrip("/"):
+        if first == prefix.rstrip("/"):
             raise ValidationError(field_name, f"'{prefix}' is reserved; choose another folder")
-    if folded == SYNONYMS_FILE.casefold():
+    if not folders and name == SYNONYMS_FILE.casefold():
         raise ValidationError(
             field_name,
             f"'{SYNONYMS_FILE}' is the scope's synonyms file (configuration, not a document); "
@@ -262,15 +289,31 @@ def _check_supported(path: str) -> str:
     return extension
 
 
-def _check_content(path: str, data: bytes, content_type: str | None, origin: str) -> None:
+def put_limit(indexed_bytes: int) -> int:
+    """The largest body a ``PUT`` takes where the indexer indexes documents of at most
+    ``indexed_bytes`` (``DocumentStorage.max_upload_bytes``): ``MAX_DOCUMENT_BYTES`` or
+    less. A larger body would be answered 202 and then skipped as too large, so the
+    caller would wait for a version that is never indexed."""
+    return min(MAX_DOCUMENT_BYTES, indexed_bytes)
+
+
+def _check_size(data: bytes, indexed_bytes: int) -> None:
+    limit = put_limit(indexed_bytes)
+    if len(data) <= limit:
+        return
+    if limit < indexed_bytes:  # the payload bound: the indexer takes more another way
+        advice = "use POST .../uploads for a larger file (kb serve: copy it into the folder)"
+    else:
+        advice = "the largest document this service indexes"
+    raise TooLargeError("body", f"is {len(data)} bytes, over the limit of {limit}; {advice}")
+
+
+def _check_content(
+    path: str, data: bytes, content_type: str | None, origin: str, indexed_bytes: int
+) -> None:
     if not data:
         raise ValidationError("body", "is empty; send the document's bytes")
-    if len(data) > MAX_DOCUMENT_BYTES:
-        raise ValidationError(
-            "body",
-            f"is {len(data)} bytes, over {MAX_DOCUMENT_BYTES}; "
-            "use POST .../uploads for a larger file",
-        )
+    _check_size(data, indexed_bytes)
     extension = _check_supported(path)
     media = (content_type or "").split(";")[0].strip().lower()
     if origin == MANUAL:
@@ -295,7 +338,7 @@ def _check_content(path: str, data: bytes, content_type: str | None, origin: str
     if wrong is not None:
         raise ValidationError("body", str(wrong))
     signed = _SIGNED_FORMATS.get(extension)
-    if signed is None and not data.removeprefix(b"\xef\xbb\xbf").strip():
+    if signed is None and _holds_no_text(data):
         # Indexed, "no text": the earlier version would leave the index with nothing new.
         raise ValidationError("body", "holds no text (white space only); DELETE it instead")
     kind = content_kind(data) if signed is not None else None
@@ -306,6 +349,19 @@ def _check_content(path: str, data: bytes, content_type: str | None, origin: str
         raise ValidationError("body", f"{found} {signed}; send the file itself")
 
 
+def _holds_no_text(data: bytes) -> bool:
+    """Whether a text format's ``data`` is only white space once decoded as the indexer
+    decodes it (``knowledge.extraction.encoding``): Unicode white space (U+3000, a no-break
+    space, UTF-16 blanks) too, which the indexer strips as it strips ASCII blanks, and
+    byte order marks."""
+    if not data.removeprefix(b"\xef\xbb\xbf").strip():
+        return True
+    from knowledge.extraction.encoding import choose_encoding
+
+    text = data.decode(choose_encoding(data).codec, errors="replace")
+    return not text.replace("\ufeff", "").strip()
+
+
 def parse_write(
     scope: KnowledgeScope,
     path: str,
@@ -313,8 +369,12 @@ def parse_write(
     *,
     content_type: str | None,
     query_string: str | None,
+    indexed_bytes: int = MAX_DOCUMENT_BYTES,
 ) -> DocumentWrite:
-    """Check one ``PUT .../documents/{path}`` (``path`` decoded) and say what to store."""
+    """Check one ``PUT .../documents/{path}`` (``path`` decoded) and say what to store.
+    ``indexed_bytes`` is the indexer's document limit (the storage's
+    ``max_upload_bytes``): a body over it, or over ``MAX_DOCUMENT_BYTES``, is a
+    ``TooLargeError`` (``put_limit``)."""
     check_writable_scope(scope)
     check_write_path(path)
     parameters = query_parameters(query_string, WRITE_PARAMETERS)
@@ -324,7 +384,7 @@ def parse_write(
             "origin", f"must be one of {', '.join(_WRITE_ORIGINS)} (got '{origin[:40]}')"
         )
     metadata = _metadata(parameters.get("metadata"), origin)
-    _check_content(path, data, content_type, origin)
+    _check_content(path, data, content_type, origin, indexed_bytes)
     return DocumentWrite(scope, path, data, origin, metadata)
 
 

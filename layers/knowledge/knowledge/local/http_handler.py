@@ -34,13 +34,12 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import urlsplit
 
-from knowledge.core.errors import ValidationError
+from knowledge.core.errors import TooLargeError, ValidationError
 from knowledge.core.loopback import is_loopback_host
 from knowledge.core.scope import KnowledgeScope
 from knowledge.local.playground import Asset, playground_asset
 from knowledge.service.api import (
     MAX_BODY_BYTES,
-    MAX_DOCUMENT_BYTES,
     ApiResponse,
     KnowledgeApi,
     error_response,
@@ -142,9 +141,14 @@ class _ApiRequestHandler(BaseHTTPRequestHandler):
         return False
 
     def do_GET(self) -> None:
-        asset = playground_asset(
-            self.path, self.server.scopes, writes=self.server.api.writes_enabled
-        )
+        try:
+            asset = playground_asset(
+                self.path, self.server.scopes, writes=self.server.api.writes_enabled
+            )
+        except Exception as exc:  # the scope list reads the folder: answer, never hang up
+            with contextlib.suppress(OSError):  # the client went away
+                self._send(error_response(exc))
+            return
         if asset is not None:
             self._send_asset(asset)
             return
@@ -238,18 +242,15 @@ class _ApiRequestHandler(BaseHTTPRequestHandler):
             self.close_connection = True
             return error_response(ValidationError("body", f"bad Content-Length '{raw_length}'"))
         length = int(raw_length)
-        # A document write (--allow-writes) takes a file; every other body is a small JSON.
-        limit = (
-            MAX_DOCUMENT_BYTES
-            if self.command == "PUT" and self.server.api.writes_enabled
-            else MAX_BODY_BYTES
-        )
+        # A document write (--allow-writes) takes a file, up to what the indexer indexes
+        # (KnowledgeApi.max_put_bytes); every other body is a small JSON.
+        document_limit = self.server.api.max_put_bytes if self.command == "PUT" else None
+        limit = MAX_BODY_BYTES if document_limit is None else document_limit
         if length > limit:
             # Not read: closing the connection discards it.
             self.close_connection = True
-            return error_response(
-                ValidationError("body", f"must be at most {limit} bytes, got {length}")
-            )
+            too_large = TooLargeError if document_limit is not None else ValidationError
+            return error_response(too_large("body", f"must be at most {limit} bytes, got {length}"))
         body = self._read_body(length) if length else b""
         if isinstance(body, ApiResponse):
             return body

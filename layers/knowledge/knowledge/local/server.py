@@ -72,10 +72,10 @@ DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8080
 
 
-def _folder_storage(root: Path) -> Any:
+def _folder_storage(root: Path, max_document_bytes: int) -> Any:
     from knowledge.local.writes import FolderStorage
 
-    return FolderStorage(root)
+    return FolderStorage(root, max_document_bytes=max_document_bytes)
 
 
 class LocalServer:
@@ -139,7 +139,12 @@ class LocalServer:
             default_mode=default_mode,
             status=self._status,  # INDEXING while the start-up index runs
             reranking=reranking,
-            writes=_folder_storage(self._root) if allow_writes else None,
+            # A PUT takes no more than the indexer indexes (self._options).
+            writes=(
+                _folder_storage(self._root, self._options.max_document_bytes)
+                if allow_writes
+                else None
+            ),
             shared=shared_grants,
             repos=self.repos.service,
         )

@@ -7,7 +7,8 @@ same folder (hidden files are never listed) and renamed over the old one, so the
 never reads half a file. Nothing is written outside the scope's folder: the path is
 checked (``knowledge.ingest.writes.check_write_path``), no segment may be a link, and the
 resolved folder must lie inside the scope's. There is no presigned upload locally: a
-``PUT`` takes the file (``MAX_DOCUMENT_BYTES``).
+``PUT`` takes the file, up to ``knowledge.ingest.writes.put_limit`` of the server's
+``IndexOptions.max_document_bytes``.
 
 Writes are serialised (one lock per storage; the server's request threads share it): a
 write is two renames, the sidecar's then the document's, and two writers of one path
@@ -33,8 +34,9 @@ from typing import Any
 from knowledge.core.errors import ConfigurationError, ValidationError
 from knowledge.core.scope import KnowledgeScope
 from knowledge.core.source import SIDECAR_SUFFIX
+from knowledge.extraction import DEFAULT_MAX_DOCUMENT_BYTES
 from knowledge.ingest.sources.local import replace_file
-from knowledge.ingest.writes import MAX_DOCUMENT_BYTES, check_write_path
+from knowledge.ingest.writes import check_write_path, put_limit
 
 __all__ = ["FolderStorage", "check_write_exposure", "is_loopback_host"]
 
@@ -78,13 +80,18 @@ def _name_max(folder: Path) -> int:
 class FolderStorage:
     """The ``DocumentStorage`` of a folder laid out as ``<agent>/<context>/<path>``."""
 
-    def __init__(self, root: str | Path) -> None:
+    def __init__(
+        self, root: str | Path, *, max_document_bytes: int = DEFAULT_MAX_DOCUMENT_BYTES
+    ) -> None:
         self._root = Path(root).resolve()
         self._lock = threading.Lock()
+        self._max_document_bytes = max_document_bytes
 
     @property
     def max_upload_bytes(self) -> int:
-        return MAX_DOCUMENT_BYTES  # no uploads here: a PUT takes the file
+        """The served folder's indexer limit (``IndexOptions.max_document_bytes`` of
+        ``kb serve``): there are no uploads here, but a PUT is bounded by it too."""
+        return self._max_document_bytes
 
     def _target(self, scope: KnowledgeScope, path: str, *, create: bool) -> Path:
         check_write_path(path)
@@ -128,8 +135,20 @@ class FolderStorage:
             try:
                 target = self._target(scope, path, create=True)
                 sidecar_path = target.with_name(target.name + SIDECAR_SUFFIX)
+                if sidecar_path.is_dir() and not sidecar_path.is_symlink():
+                    # A folder made beside the API: no file can replace it, so every write
+                    # of the document would fail. Checked before anything is written.
+                    raise ValidationError(
+                        "path",
+                        f"'{sidecar_path.name[:200]}' is a folder where the document's "
+                        "metadata sidecar goes; move or rename that folder first",
+                    )
                 replace_file(sidecar_path, sidecar, prefix=".kb-write-")
                 replace_file(target, data, prefix=".kb-write-")
+            except IsADirectoryError:  # a folder made there while the write ran
+                raise ValidationError(
+                    "path", "a folder took the place of the document or its sidecar"
+                ) from None
             except OSError as exc:
                 if exc.errno != errno.ENAMETOOLONG:
                     raise
@@ -158,5 +177,5 @@ class FolderStorage:
         raise ValidationError(
             "uploads",
             f"kb serve has no presigned uploads; PUT the file to .../documents/{{path}} "
-            f"(at most {MAX_DOCUMENT_BYTES} bytes) or copy it into the folder",
+            f"(at most {put_limit(self.max_upload_bytes)} bytes) or copy it into the folder",
         )

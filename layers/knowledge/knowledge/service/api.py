@@ -47,6 +47,7 @@ from knowledge.ingest.writes import (
     check_write_path,
     parse_upload_request,
     parse_write,
+    put_limit,
 )
 from knowledge.ranking import explain
 from knowledge.ranking.origin_weights import RankWeights, rank_weights_from_env
@@ -377,6 +378,12 @@ class KnowledgeApi:
     def writes_enabled(self) -> bool:
         return self._writes is not None
 
+    @property
+    def max_put_bytes(self) -> int | None:
+        """The largest body a document ``PUT`` takes (``knowledge.ingest.writes.put_limit``
+        of the storage's indexer limit); ``None`` when writes are off."""
+        return None if self._writes is None else put_limit(self._writes.max_upload_bytes)
+
     def _write_scope(self, agent: str, context: str) -> tuple[KnowledgeScope, DocumentStorage]:
         scope = KnowledgeScope(path_segment("agent", agent), path_segment("context", context))
         check_writable_scope(scope)
@@ -406,6 +413,7 @@ class KnowledgeApi:
                 data,
                 content_type=content_type,
                 query_string=query_string,
+                indexed_bytes=storage.max_upload_bytes,
             )
             storage.put(scope, write.path, write.data, write.sidecar)
             return ApiResponse(202, accepted_body(write))

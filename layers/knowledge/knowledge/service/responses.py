@@ -1,10 +1,11 @@
 """Errors and answers as HTTP shapes: ``ApiResponse`` and the one ``error_response``.
 
-Every error becomes a response here: bad input is a 400 ``{"error", "field"}``; a
-refused caller a 403; a failing backend or provider a 502/503 and an unexpected
-exception a 500, each with a plain message and the request id (``{"error", "field",
-"request_id"}``): the details (endpoint URL, client library messages, secret ARNs,
-tracebacks) go to the log under that id, never to the caller.
+Every error becomes a response here: bad input is a 400 ``{"error", "field"}`` (a
+document body over its size limit a 413); a refused caller a 403; a failing backend or
+provider a 502/503 and an unexpected exception a 500, each with a plain message and the
+request id (``{"error", "field", "request_id"}``): the details (endpoint URL, client
+library messages, secret ARNs, tracebacks) go to the log under that id, never to the
+caller.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from knowledge.core.errors import (
     StoreAccessDeniedError,
     StoreError,
     StoreUnavailableError,
+    TooLargeError,
     ValidationError,
     public_message,
 )
@@ -74,7 +76,8 @@ def new_request_id() -> str:
 def error_response(exc: BaseException, request_id: str | None = None) -> ApiResponse:
     """Map any exception to a response; the only place errors become HTTP shapes.
 
-    ``ValidationError`` (and ``InvalidScopeError``) -> 400 with the field;
+    ``ValidationError`` (and ``InvalidScopeError``) -> 400 with the field, but
+    ``TooLargeError`` -> 413;
     ``AccessDeniedError`` -> 403 with the field; ``NotFoundError`` -> 404;
     ``ConfigurationError`` (``EmbeddingMismatchError``), ``StoreUnavailableError`` and
     ``StoreAccessDeniedError`` (the backend refused our own role; its body says what to
@@ -83,6 +86,8 @@ def error_response(exc: BaseException, request_id: str | None = None) -> ApiResp
     (URLs, library messages, ARNs, the traceback of an unexpected error) is logged with
     that id and never returned.
     """
+    if isinstance(exc, TooLargeError):
+        return error_body(413, exc.message, exc.field)
     if isinstance(exc, ValidationError):
         return error_body(400, exc.message, exc.field)
     if isinstance(exc, AccessDeniedError):

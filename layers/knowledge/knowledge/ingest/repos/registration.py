@@ -30,6 +30,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
+from knowledge.core.documents import has_control_character
 from knowledge.core.errors import ValidationError
 
 __all__ = [
@@ -143,10 +144,10 @@ def _paths(value: object) -> tuple[str, ...]:
         if not isinstance(item, str) or not item.strip("/"):
             raise ValidationError("paths", "each prefix must be a non-empty folder path")
         prefix = item.strip("/")
-        if any(seg in ("", ".", "..") for seg in prefix.split("/")) or any(
-            ord(ch) < 0x20 for ch in prefix
-        ):
+        if any(seg in ("", ".", "..") for seg in prefix.split("/")):
             raise ValidationError("paths", f"'{prefix[:80]}' has an empty, '.' or '..' segment")
+        if has_control_character(prefix):
+            raise ValidationError("paths", "a prefix must not contain control characters")
         prefixes.append(prefix)
     return tuple(prefixes)
 

@@ -430,11 +430,17 @@ class BucketFolderSource:
             if entry.name.startswith("."):
                 continue
             rel = _printable(prefix + entry.name)
-            if entry.is_symlink() and entry.is_dir():
-                # An agent or scope folder that is a link is always someone else's folder.
-                listing.skipped.append(FileProblem(rel, SYMLINK_OUTSIDE_SCOPE))
-            elif entry.is_dir(follow_symlinks=False):
-                names.append(entry.name)
-            else:
-                listing.skipped.append(FileProblem(rel, f"not inside {level} folder"))
+            try:
+                if entry.is_symlink() and entry.is_dir():
+                    # An agent or scope folder that is a link is always someone else's folder.
+                    listing.skipped.append(FileProblem(rel, SYMLINK_OUTSIDE_SCOPE))
+                elif entry.is_dir(follow_symlinks=False):
+                    names.append(entry.name)
+                else:
+                    listing.skipped.append(FileProblem(rel, f"not inside {level} folder"))
+            except OSError as exc:
+                # A link that never resolves (to itself, or two links to each other) is
+                # no folder: skipped, as a loop inside a scope is, so one bad entry does
+                # not stop the listing of every scope beside it.
+                listing.skipped.append(FileProblem(rel, _failed("link not followed", exc)))
         return names
