@@ -1,4 +1,4 @@
-"""Repos function: the repository routes and the repository syncs (issue 24, docs/sources.md).
+"""Repos function: the repository routes and the repository syncs (docs/sources.md).
 
 Two kinds of event, one thin adapter each:
 

@@ -41,14 +41,6 @@ TERMS = QueryTerms(("deploy", "rollback"), ("revert",))
 WANTED = query_terms(TERMS)
 
 
-def _named_wrapper(query: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """The query ``with_named`` wrapped and its optional clauses."""
-    wrapper = query["bool"]
-    assert set(wrapper) == {"must", "should"}
-    (inner,) = wrapper["must"]
-    return inner, wrapper["should"]
-
-
 def test_one_named_term_clause_per_query_term_on_content_terms() -> None:
     assert WANTED == ["deploy", "rollback", "revert"]
     assert term_clauses(WANTED) == {
@@ -60,27 +52,48 @@ def test_one_named_term_clause_per_query_term_on_content_terms() -> None:
 
 
 @pytest.mark.parametrize("candidates", [False, True])
-def test_the_keyword_body_carries_the_term_clauses_at_score_zero(candidates: bool) -> None:
+def test_the_keyword_body_names_its_scored_term_clauses(candidates: bool) -> None:
     filters = query_filters(SCOPE)
     plain = queries.keyword_search_body(TERMS, filters, 20, candidates=candidates)
+    lesson = {"term": {"metadata_terms": "kind\x1flesson"}}
     named = queries.keyword_search_body(
-        TERMS, filters, 20, candidates=candidates, named=term_clauses(WANTED)
+        TERMS, filters, 20, candidates=candidates, named={**term_clauses(WANTED), "lesson": lesson}
     )
-    # Everything but the query is the same, and the query is the plain one, required.
+    # Everything but the query is the same.
     assert {k: v for k, v in named.items() if k != "query"} == {
         k: v for k, v in plain.items() if k != "query"
     }
-    inner, should = _named_wrapper(named["query"])
-    assert inner == plain["query"]
-    assert should == [
+    # The plain query matches the typed terms, and a synonym's at its weight, in one
+    # ``match`` each; the named one is the same clauses term by term, each named: the node
+    # evaluates each term once, and BM25 sums the same clauses.
+    assert plain["query"]["bool"]["should"] == [
+        {"match": {"content_terms": {"query": "deploy rollback"}}},
+        {"match": {"content_terms": {"query": "revert", "boost": 0.5}}},
+    ]
+    wrapper = named["query"]["bool"]
+    assert set(wrapper) == {"must", "should"}  # only the lesson clause is added, at score 0
+    assert wrapper["should"] == [
+        {"constant_score": {"filter": lesson, "boost": 0.0, "_name": "lesson"}}
+    ]
+    (inner,) = wrapper["must"]
+    assert inner["bool"]["filter"] == plain["query"]["bool"]["filter"]
+    assert inner["bool"]["should"] == [
         {
-            "constant_score": {
-                "filter": {"term": {"content_terms": term}},
-                "boost": 0.0,
-                "_name": f"{TERM_CLAUSE}{i}",
+            "bool": {
+                "should": [
+                    {"term": {"content_terms": {"value": "deploy", "_name": f"{TERM_CLAUSE}0"}}},
+                    {"term": {"content_terms": {"value": "rollback", "_name": f"{TERM_CLAUSE}1"}}},
+                ]
             }
-        }
-        for i, term in enumerate(WANTED)
+        },
+        {
+            "bool": {
+                "should": [
+                    {"term": {"content_terms": {"value": "revert", "_name": f"{TERM_CLAUSE}2"}}}
+                ],
+                "boost": 0.5,
+            }
+        },
     ]
 
 

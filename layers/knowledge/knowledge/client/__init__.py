@@ -337,7 +337,7 @@ class KnowledgeClient:
             payload["size"] = size
         return self._call("POST", f"{scope_path(scope)}/uploads", payload).body
 
-    # --- Git repository sources (issue 24; docs/sources.md) --------------------------------
+    # --- Git repository sources (docs/sources.md) -----------------------------------------
 
     def _repos_path(self, scope: KnowledgeScope, name: str | None = None) -> str:
         path = f"/v1/agents/{segment(scope.agent)}/contexts/{segment(scope.context)}/repos"

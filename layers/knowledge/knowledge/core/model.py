@@ -58,7 +58,8 @@ __all__ = [
 DEFAULT_MAX_RESULTS = 5
 MAX_MAX_RESULTS = 100
 DEFAULT_MAX_CHUNKS_PER_DOCUMENT = 3
-"""At most this many chunks of one document in a result list (the seed's per-file cap)."""
+"""At most this many chunks of one document in a result list, so one document cannot take
+every top slot."""
 DEFAULT_MIN_SCORE = 0.5
 """The default floor on the absolute relevance score (``knowledge.ranking.relevance``): a
 search without ``min_score`` answers nothing when its best result scores below it (the

@@ -1,4 +1,4 @@
-"""The ranking weights of one search as a value (issue 29): a weight per origin and the
+"""The ranking weights of one search as a value: a weight per origin and the
 lesson cards' weight and extras, each within its bounds. What they do to scores, and where
 they come from (the environment, a request), is ``knowledge.ranking.origin_weights``; the
 value lives here so that a ``SearchQuery`` can carry it."""

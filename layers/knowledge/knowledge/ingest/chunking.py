@@ -1,6 +1,6 @@
 """Split a document into chunks: Markdown sections first, then lines, then characters.
 
-``MarkdownSectionChunker`` (seed section 3.5):
+``MarkdownSectionChunker``:
 
 - a section starts at every ATX heading (``#`` .. ``######``) that is not inside a fenced
   code block (fenced by 3+ backticks or tildes) or the YAML front matter at the top; text

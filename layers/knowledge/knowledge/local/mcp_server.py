@@ -152,9 +152,9 @@ def build_server(
     tool covers them in the same query (``knowledge.search.shared``); a deployed API applies its
     own grant.
 
-    The SDK's low-level server, so the search tool advertises exactly the seed's input
-    schema (``additionalProperties: false``) and its arguments are checked by the tool
-    itself, which refuses unknown properties instead of silently dropping them.
+    The SDK's low-level server, so the search tool advertises exactly the tool's own
+    ``input_schema`` (``additionalProperties: false``) and its arguments are checked by the
+    tool itself, which refuses unknown properties instead of silently dropping them.
     """
     tool = KnowledgeSearchTool()
     searched: SearchBackend = backend

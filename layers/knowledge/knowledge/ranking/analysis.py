@@ -1,6 +1,6 @@
 """Keyword tokenization shared by every keyword index and by the hashing embedder.
 
-Rules (the seed's, plus CJK):
+Rules:
 
 - split on whitespace, punctuation and symbols; lower-case;
 - drop tokens of one character;

@@ -1,4 +1,4 @@
-"""Why a search ranked what it did: the per-stage trace of ``"explain": true`` (issue 29).
+"""Why a search ranked what it did: the per-stage trace of ``"explain": true``.
 
 The design's pipeline logs every stage (``fusionLog``). Here a request that asks for it
 runs its search inside ``explaining()``; while it does, every store search records one

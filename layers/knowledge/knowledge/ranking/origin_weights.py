@@ -1,4 +1,4 @@
-"""Ranking a team can steer: a weight per origin, and lesson cards (issue 29).
+"""Ranking a team can steer: a weight per origin, and lesson cards.
 
 The design's pipeline normalises each source to [0, 1] and then multiplies by a priority
 weight per source, with short, high-signal *lesson cards* weighted 1.4x and pulled in

@@ -1,4 +1,4 @@
-"""Per-scope synonyms applied at query time (issue 29): parsing a scope's synonyms file and
+"""Per-scope synonyms applied at query time: parsing a scope's synonyms file and
 expanding a query's keyword terms with it, the same in every store.
 
 **The file** (``knowledge.core.source.SYNONYMS_FILE``, ``_synonyms.txt`` at the root of a

@@ -1,4 +1,4 @@
-"""Optional reranking of search results (issue 11, step 7): off unless configured.
+"""Optional reranking of search results: off unless configured.
 
 - ``Reranker`` (``base``): ``rerank(query, passages) -> scores in [0, 1]``;
 - ``BedrockReranker`` (``bedrock``): Amazon Bedrock's ``Rerank`` API (Agent Runtime),

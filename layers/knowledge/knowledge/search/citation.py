@@ -14,7 +14,7 @@ def citation(metadata: Mapping[str, Any]) -> str:
     """Where in its document a chunk comes from, for a result line ("" if not known):
     ``p. 12`` / ``pp. 12-13`` (PDF), ``slide 4``, ``sheet "Budget" rows 2-40`` (XLSX),
     ``rows 2-40`` (CSV), ``§ Install > Linux`` (the heading path of DOCX and HTML; a
-    Markdown result line stays as the seed has it)."""
+    Markdown or text result has none: its line is path, score and chunk only)."""
     page, page_end = _number(metadata.get("page")), _number(metadata.get("page_end"))
     if page is not None:
         return f"pp. {page}-{page_end}" if page_end not in (None, page) else f"p. {page}"

@@ -18,7 +18,7 @@ Guarantees:
 - passages in score order, consecutive chunks of one document merged
   (``results.merge_adjacent``), each opened by its source line (``tool.passage_header``:
   the ``KnowledgeSearch`` tool's citation, source before content, so a model can tell
-  retrieved text from instructions, seed 11);
+  retrieved text from instructions);
 - the whole block is within ``max_tokens`` as ``results.estimate_tokens`` counts it (the
   estimator is ``COUNTED_BY``: one token per CJK character, one per four other
   characters, rounded up); ``tokens_used`` is that count of the block itself, the same

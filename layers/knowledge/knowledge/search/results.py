@@ -1,7 +1,6 @@
 """Result lists as an agent reads them: adjacent chunks merged, cut to a token budget.
 
-Pure functions on ``SearchResult`` lists (seed "context budget" rules), used by the
-``KnowledgeSearch`` tool:
+Pure functions on ``SearchResult`` lists, used by the ``KnowledgeSearch`` tool:
 
 - ``merge_adjacent``: results of one document whose chunks are consecutive (``chunk_index``
   i, i+1, ...) become one passage, so the overlap the chunker repeats at every cut

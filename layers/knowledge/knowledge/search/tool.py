@@ -1,4 +1,4 @@
-"""The ``KnowledgeSearch`` tool for LLM agents (seed section 8).
+"""The ``KnowledgeSearch`` tool for LLM agents.
 
 The agent runtime injects a store and a scope through ``ToolContext``; the model
 supplies ``query`` (required), ``max_results``, ``file_pattern``, ``max_tokens``,
@@ -8,7 +8,7 @@ hits of that origin; anything else is "Invalid parameter: source_type: ...") and
 grant's, ``knowledge.search.shared``; ``true`` without a grant is an invalid parameter).
 The model may also steer the ranking, never the scope (``group_by``, ``origin_weights``,
 ``lesson_weight``, ``explain``: ``knowledge.search.tool_controls``, which says what is the
-model's and what the host's). ``run`` works in the seed's order, refusals -> parameters
+model's and what the host's). ``run`` works in a fixed order, refusals -> parameters
 -> search -> format, and never raises:
 
 - no store -> error "No knowledge store configured for this agent"
@@ -137,7 +137,8 @@ def _search(
 
 @dataclass(frozen=True, slots=True)
 class ToolContext:
-    """What the runtime injects: the store and the scope travel together (seed 8.2).
+    """What the runtime injects: the store and the scope travel together, since one store
+    serves many agents and a search without a scope would break their isolation.
 
     ``mode`` is the search mode for this agent (``None``: the store's default);
     ``cross_context`` searches every context of the scope's agent (never another agent).
@@ -180,7 +181,8 @@ class ToolResult:
 def format_search_results(
     query_text: str, results: Sequence[SearchResult], max_tokens: int | None = None
 ) -> str:
-    """The source-first format of seed 8.1.
+    """The source-first format: the source before the content, so a model can tell retrieved
+    text from instructions.
 
     ::
 
@@ -246,8 +248,8 @@ def _found_line(query_text: str, count: int, strength: str) -> str:
 
 
 def passage_header(rank: int, passage: Passage) -> str:
-    """A passage's source line, what comes before its text (seed 8.1): ``[1] runbook.md
-    p. 3 (score: 0.92, chunk: 3, origin: repo, url: ...)``; also the prompt context's
+    """A passage's source line, what comes before its text: ``[1] runbook.md p. 3
+    (score: 0.92, chunk: 3, origin: repo, url: ...)``; also the prompt context's
     (``knowledge.search.prompt_context``)."""
     chunks = (
         f"chunk: {passage.chunks}"

@@ -1,4 +1,4 @@
-"""The ranking controls of the ``KnowledgeSearch`` tool and ``kb mcp`` (issue 29).
+"""The ranking controls of the ``KnowledgeSearch`` tool and ``kb mcp``.
 
 What a **model** may pass, beside the query and its narrowing filters (``tool``): the
 controls the HTTP API has that change how results are ranked or shown, never which

@@ -2,7 +2,7 @@
 
 docs/architecture.md, "One store protocol".
 
-- ``memory``: in-memory TF-IDF keyword store, no dependencies (the seed's default);
+- ``memory``: in-memory TF-IDF keyword store, no dependencies (for tests and embedding-free use);
 - ``embedded``: persistent local store with keyword, vector and hybrid search;
 - ``opensearch``: Amazon OpenSearch Service or a local node.
 

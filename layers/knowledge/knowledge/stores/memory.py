@@ -1,4 +1,4 @@
-"""In-memory keyword store: an inverted index with TF-IDF scoring (seed section 5).
+"""In-memory keyword store: an inverted index with TF-IDF scoring.
 
 No dependencies and no persistence: the default for tests and embedding-free use.
 Keyword mode only; asking for vector or hybrid raises ``UnsupportedModeError``.

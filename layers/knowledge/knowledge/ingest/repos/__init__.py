@@ -1,4 +1,4 @@
-"""Git repositories as document sources, per scope (issue 24 part 2).
+"""Git repositories as document sources, per scope.
 
 A repository is registered in a scope (``registration.RepoRegistration``: name, URL,
 branch, optional path prefixes, a credential reference, SSH known hosts) and synced:
@@ -26,7 +26,8 @@ from __future__ import annotations
 
 MIRROR_FOLDER = "_repos"
 """The reserved folder of a scope that holds the mirrored repositories: ``_repos/<name>/``.
-Document writes refuse paths under it (issue 25)."""
+Document writes refuse paths under it (``knowledge.ingest.writes.RESERVED_PREFIXES``): only
+a sync writes there."""
 
 REGISTRY_PREFIX = ".kb@repos/"
 """The storage prefix of registrations and states: ``.kb@repos/<agent>/<context>/<name>``."""

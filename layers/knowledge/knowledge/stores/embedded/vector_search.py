@@ -11,7 +11,7 @@ dot product per row, which numpy computes in the calling thread (OpenBLAS only s
 single dot product of more than 10,000 dimensions). ``matrix @ query`` would call BLAS
 ``sgemv``, which hands every product of more than a few thousand numbers to all of
 OpenBLAS's threads: with many searches at once, those threads fight over the cores
-(issue 9: 16 concurrent clients got a fifth of one client's throughput on 2 cores).
+(measured: 16 concurrent clients got a fifth of one client's throughput on 2 cores).
 Not relying on ``OPENBLAS_NUM_THREADS`` (the user's environment) or on changing
 process-wide BLAS settings (threadpoolctl) that the host application may depend on.
 ``bench/store_threads.py`` measures both products at 1 and 16 threads.

@@ -131,7 +131,19 @@ def keyword_search_body(
     ``QueryTerms`` (``ranking.synonyms.expand``): the terms a synonym added are a second
     ``match`` boosted ``SYNONYM_WEIGHT`` (BM25 sums the clauses, as the other stores do).
     """
-    should = _term_clauses(CONTENT_TERMS, text)
+    found = expand(text, None) if isinstance(text, str) else text
+    # A named clause that asks whether a hit holds one of the query's own terms is the
+    # scored clause of that term, named: the node evaluates each term once.
+    scored = {term for term in (*found.typed, *found.expanded)}
+    names: dict[str, str] = {}
+    rest: dict[str, Mapping[str, Any]] = {}
+    for name, clause in (named or {}).items():
+        term = _content_term(clause)
+        if term is not None and term in scored and term not in names:
+            names[term] = name
+        else:
+            rest[name] = clause
+    should = _term_clauses(CONTENT_TERMS, found, names)
     return {
         "size": size,
         "track_total_hits": False,
@@ -148,22 +160,47 @@ def keyword_search_body(
                     "minimum_should_match": 1,
                 }
             },
-            named,
+            rest,
         ),
     }
 
 
-def _term_clauses(field: str, text: str | QueryTerms) -> list[dict[str, Any]]:
+def _content_term(clause: Mapping[str, Any]) -> str | None:
+    """The term of a ``{"term": {"content_terms": term}}`` clause, else ``None``."""
+    if set(clause) != {"term"} or not isinstance(clause["term"], Mapping):
+        return None
+    inner = clause["term"]
+    value = inner.get(CONTENT_TERMS) if set(inner) == {CONTENT_TERMS} else None
+    return value if isinstance(value, str) else None
+
+
+def _term_clauses(
+    field: str, text: str | QueryTerms, names: Mapping[str, str] | None = None
+) -> list[dict[str, Any]]:
     """The ``should`` clauses of a keyword query on ``field``: the typed terms, and the
-    terms a synonym added as a second ``match`` boosted ``SYNONYM_WEIGHT``."""
+    terms a synonym added as a second clause boosted ``SYNONYM_WEIGHT`` (BM25 sums the
+    clauses). Without ``names`` each is one ``match`` of its terms; with ``names`` (a
+    term's clause name) each term is a ``term`` clause of its own inside them, named, so
+    a hit says which terms it holds. A ``match`` of whitespace-separated terms on this
+    field's whitespace analysis is exactly the ``bool`` of their ``term`` clauses, so the
+    scores are the same either way."""
     found = expand(text, None) if isinstance(text, str) else text
-    terms = " ".join(found.typed)
-    should: list[dict[str, Any]] = [
-        {"match": {field: {"query": terms}}} if terms else {"match_none": {}}
-    ]
-    if terms and found.expanded:
-        added = " ".join(found.expanded)
-        should.append({"match": {field: {"query": added, "boost": SYNONYM_WEIGHT}}})
+    if not found.typed:
+        return [{"match_none": {}}]
+    groups: list[tuple[tuple[str, ...], float]] = [(found.typed, 1.0)]
+    if found.expanded:
+        groups.append((found.expanded, SYNONYM_WEIGHT))
+    should: list[dict[str, Any]] = []
+    for terms, boost in groups:
+        weight = {} if boost == 1.0 else {"boost": boost}
+        if not names:
+            should.append({"match": {field: {"query": " ".join(terms), **weight}}})
+            continue
+        clauses = [
+            {"term": {field: {"value": term, **({"_name": names[term]} if term in names else {})}}}
+            for term in terms
+        ]
+        should.append({"bool": {"should": clauses, **weight}})
     return should
 
 
