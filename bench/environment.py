@@ -36,6 +36,7 @@ __all__ = [
     "cpu_seconds",
     "log",
     "machine",
+    "node_if",
     "opensearch_node",
     "product_package",
     "read_result",
@@ -212,3 +213,14 @@ def opensearch_node() -> Iterator[str]:
         yield url
     finally:
         node.stop()
+
+
+@contextlib.contextmanager
+def node_if(needed: bool) -> Iterator[str | None]:
+    """``opensearch_node()``'s URL when ``needed`` (a run with the OpenSearch store), else
+    ``None`` and no node."""
+    if not needed:
+        yield None
+        return
+    with opensearch_node() as url:
+        yield url

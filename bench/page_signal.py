@@ -19,14 +19,12 @@ Writes ``bench/results/page-signal[-L].json``.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from bench.baselines import Fts5Baseline
-from bench.environment import log, opensearch_node, write_result
+from bench.environment import log, node_if, write_result
 from bench.korean_ablation import CORPORA
 from bench.manpages import Corpus
 from bench.metrics import document_ranking, evaluate
@@ -105,15 +103,6 @@ def _measure(
     return {"chunks": result.indexed_chunks, "documents": result.indexed_documents, **scores}
 
 
-@contextlib.contextmanager
-def _node_if(needed: bool) -> Iterator[str | None]:
-    if not needed:
-        yield None
-        return
-    with opensearch_node() as url:
-        yield url
-
-
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--corpora", default=",".join(CORPORA))
     parser.add_argument("--weights", default="0,0.25,0.5,0.75,1.0")
@@ -142,7 +131,7 @@ def main(args: argparse.Namespace) -> None:
         log(f"{name} ({len(corpus.queries)} queries): {found}")
     with (
         tempfile.TemporaryDirectory(prefix="kb-page-signal-") as workdir,
-        _node_if("opensearch" in stores) as url,
+        node_if("opensearch" in stores) as url,
     ):
         for kind in stores:
             for name, corpus in corpora.items():

@@ -18,18 +18,17 @@ Writes ``bench/results/quality-<corpus>-<embedder>[-<label>].json``.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import functools
 import json
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from bench.baselines import CosineBaseline, Fts5Baseline
 from bench.embedding_cache import CachingEmbedder
-from bench.environment import log, opensearch_node, write_result
+from bench.environment import log, node_if, write_result
 from bench.faq import load_faq
 from bench.gimp_help import load_gimp_help
 from bench.gnome_apps_help import load_gnome_apps_help
@@ -163,15 +162,6 @@ def score_modes(
     return modes
 
 
-@contextlib.contextmanager
-def _node_if(needed: bool) -> Iterator[str | None]:
-    if not needed:
-        yield None
-        return
-    with opensearch_node() as url:
-        yield url
-
-
 def run(
     corpus: Corpus,
     embedder_name: str,
@@ -185,7 +175,7 @@ def run(
     runs: list[dict[str, Any]] = []
     with (
         tempfile.TemporaryDirectory(prefix="kb-bench-") as workdir,
-        _node_if("opensearch" in stores) as url,
+        node_if("opensearch" in stores) as url,
     ):
         for kind in stores:
             index_name = None

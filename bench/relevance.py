@@ -42,18 +42,17 @@ from __future__ import annotations
 
 import argparse
 import bisect
-import contextlib
 import json
 import math
 import tempfile
 import time
-from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from bench.baselines import Fts5Baseline
 from bench.embedding_cache import CachingEmbedder
-from bench.environment import DATA_DIR, log, opensearch_node, write_result
+from bench.environment import DATA_DIR, log, node_if, write_result
 from bench.metrics import document_ranking, reciprocal_rank
 from bench.stores import (
     EMBEDDERS,
@@ -430,15 +429,6 @@ def _limited(questions: Sequence[Question], limit: int) -> list[Question]:
     return out
 
 
-@contextlib.contextmanager
-def _node_if(needed: bool) -> Iterator[str | None]:
-    if not needed:
-        yield None
-        return
-    with opensearch_node() as url:
-        yield url
-
-
 def _run_store(
     kind: str,
     embedder: EmbeddingClient,
@@ -646,7 +636,7 @@ def main(args: argparse.Namespace) -> None:
                     if payload is not None:
                         print_summary(payload, floor)
         return
-    with _node_if("opensearch" in stores) as url:
+    with node_if("opensearch" in stores) as url:
         for name in sets:
             abstention = load_set(name, args.manpages_limit or None)
             log(f"set {name}: {json.dumps(abstention.counts())}")

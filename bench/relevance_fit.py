@@ -53,8 +53,10 @@ from bench.relevance import (
 )
 from bench.stores import EMBEDDERS, STORES
 from bench.unanswerable import FIT_SETS, REPORT_SETS, SETS
+from knowledge.core.model import SearchMode
 from knowledge.ranking.analysis import has_cjk
 from knowledge.ranking.fusion import english_only
+from knowledge.ranking.relevance import Calibration, Evidence
 
 __all__ = [
     "DEFAULT_FAMILY",
@@ -172,20 +174,25 @@ def _sigmoid(value: float) -> float:
 def calibrated_score(
     result: Mapping[str, Any], mode: str, params: Mapping[str, list[float]]
 ) -> float:
-    """The score a calibration gives a result, as the product computes it: the keyword
-    coefficients in keyword mode or without a vector feature, else the mode's. A result
-    without features scores 0."""
+    """The score a calibration gives a result, computed by the product
+    (``relevance.Calibration.score``; a mode ``params`` lacks weighs coverage only, with
+    the keyword coefficients). A result without features scores 0."""
     relevance = result.get("relevance") or {}
     coverage = relevance.get("coverage")
     if coverage is None:
         return 0.0
-    coverage = min(1.0, max(0.0, float(coverage)))
+    keyword = list(params["keyword"][:2])
+    scale = Calibration.from_dict(
+        "fit",
+        {
+            "keyword": keyword,
+            "vector": params.get("vector", [*keyword, 0.0]),
+            "hybrid": params.get("hybrid", [*keyword, 0.0]),
+        },
+    )
     vector = relevance.get("vector")
-    if mode == "keyword" or vector is None or mode not in params:
-        a, b = params["keyword"][:2]
-        return _sigmoid(a + b * coverage)
-    a, b, c = params[mode]
-    return _sigmoid(a + b * coverage + c * min(1.0, max(0.0, float(vector))))
+    evidence = Evidence(float(coverage), None if vector is None else float(vector))
+    return scale.score(SearchMode(mode), evidence)
 
 
 def recalibrated(

@@ -49,13 +49,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from knowledge.core.errors import ValidationError
-from knowledge.core.model import SearchQuery
+from knowledge.core.model import SearchMode, SearchQuery
 from knowledge.ranking.analysis import ANALYSIS, keyword_terms
 from knowledge.ranking.explain_format import format_trace
 from knowledge.ranking.fusion import CONFIDENCE_RANK, Fused, K, min_max, side_confidence
 from knowledge.ranking.origin_weights import RankWeights, Weighing
 from knowledge.ranking.page_signal import PageScores, recombine
-from knowledge.ranking.relevance import Judged
+from knowledge.ranking.relevance import Calibration, Evidence, Judged
 from knowledge.ranking.synonyms import QueryTerms
 
 __all__ = [
@@ -370,18 +370,10 @@ def recompute_relevance(explain: Mapping[str, Any], index: int) -> float:
     ``relevance`` evidence through its search's calibration (``ranking.relevance``)."""
     entry = explain["results"][index]
     search = explain["searches"][entry["search"]]
-    calibration = search["relevance"]["calibration"]
-    evidence = entry["relevance"]
-    coverage, vector = evidence["coverage"], evidence["vector"]
-    if search["mode"] == "keyword" or vector is None:
-        a, b = calibration["keyword"]
-        return float(_sigmoid(a + b * coverage))
-    a, b, c = calibration[search["mode"]]
-    return float(_sigmoid(a + b * coverage + c * vector))
-
-
-def _sigmoid(x: float) -> float:
-    return 1.0 / (1.0 + math.exp(-x)) if x >= 0 else math.exp(x) / (1.0 + math.exp(x))
+    recorded = search["relevance"]["calibration"]
+    scale = Calibration.from_dict(recorded["family"], recorded)
+    evidence = Evidence(entry["relevance"]["coverage"], entry["relevance"]["vector"])
+    return scale.score(SearchMode(search["mode"]), evidence)
 
 
 def recompute(result: Mapping[str, Any], explain: Mapping[str, Any], index: int) -> float:

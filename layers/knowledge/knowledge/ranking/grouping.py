@@ -78,14 +78,13 @@ def select_page(
     fused: Iterable[Fused[K]],
     query: SearchQuery,
     document_of: Callable[[K], Hashable],
-    *,
-    min_score: float | None = None,
 ) -> tuple[list[Fused[K]], dict[K, int]]:
     """The page a store answers for ``query``: ``fusion.select`` (per-document cap) and no
     counts for a chunk-level search; for a grouped one ``select_documents`` and each
-    chosen key's ``matching_chunks``. ``min_score`` on the candidates' ``score``: the
-    query's unless given."""
-    floor = query.result_floor if min_score is None else min_score
+    chosen key's ``matching_chunks``. ``fused`` already passed the query's floors, which
+    are on the absolute scores (``ranking.relevance``, ``weighted_page``), so no candidate
+    is dropped here for its ``score``."""
+    floor = 0.0
     if query.group_by is None:
         chosen = select(
             fused,

@@ -123,14 +123,14 @@ class QueryWeights:
 
 
 def query_terms(terms: QueryTerms) -> list[str]:
-    """Every term a store must know of a chunk for ``QueryWeights.coverage`` (the typed
-    ones and those a synonym added), and count the document frequency of."""
+    """Every term a store must know of a chunk for ``QueryWeights.coverage``: the typed
+    ones and those a synonym added (only the typed ones' document frequencies weigh)."""
     return [*terms.typed, *(t for t in terms.expanded if t not in terms.typed)]
 
 
 def query_weights(terms: QueryTerms, df: Mapping[str, int], chunks: int) -> QueryWeights:
     """The query's term weights over a scope of ``chunks`` chunks, ``df[term]`` of them
-    holding ``term`` (a term missing from ``df`` is in none)."""
+    holding ``term`` (a typed term missing from ``df`` is in none)."""
     typed = {term: idf(df.get(term, 0), chunks) for term in terms.typed}
     return QueryWeights(typed, tuple(terms.matches), chunks)
 
@@ -171,6 +171,14 @@ class Calibration:
         vector = min(1.0, max(0.0, evidence.vector))
         return _sigmoid(a + b * coverage + c * vector)
 
+    @classmethod
+    def from_dict(cls, family: str, entry: Mapping[str, Iterable[float]]) -> Calibration:
+        """A calibration from its coefficients as the calibration file and the explain
+        trace hold them (``{"keyword": [a, b], "vector": [a, b, c], "hybrid": [...]}``)."""
+        return cls(
+            family, _pair(entry["keyword"]), _triple(entry["vector"]), _triple(entry["hybrid"])
+        )
+
     def to_dict(self) -> dict[str, object]:
         return {
             "family": self.family,
@@ -195,13 +203,7 @@ def _calibrations() -> dict[str, Calibration]:
     text = resources.files("knowledge.ranking").joinpath(_CALIBRATION_FILE).read_text("utf-8")
     loaded = json.loads(text)
     return {
-        family: Calibration(
-            family,
-            _pair(entry["keyword"]),
-            _triple(entry["vector"]),
-            _triple(entry["hybrid"]),
-        )
-        for family, entry in loaded["families"].items()
+        family: Calibration.from_dict(family, entry) for family, entry in loaded["families"].items()
     }
 
 

@@ -84,7 +84,7 @@ def weighted_page(
     judged = judge(ranked)
     # The floors apply to the absolute scores; the order stays the ranking's.
     passing = judged.passing(ranked, query)
-    page, counts = select_page(passing, query, document_of, min_score=0.0)
+    page, counts = select_page(passing, query, document_of)
     grouped = query.group_by is not None
     extras = (
         []

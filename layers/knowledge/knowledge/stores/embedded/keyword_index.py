@@ -301,8 +301,26 @@ class KeywordIndex:
         not applied) and, per term, how many of them hold it: what the absolute scores'
         term weights are computed over (``knowledge.ranking.relevance``), counted or kept
         by ``statistics``."""
-        groups = self._groups(conn, scope, query)
-        return statistics.read(conn, scope, query, terms, groups)
+        groups: dict[str, list[tuple[str, str | None]]] | None = None
+
+        def count(term: str) -> int:
+            # The searched chunks whose indexed terms hold ``term``, over every table.
+            nonlocal groups
+            if groups is None:
+                groups = self._groups(conn, scope, query)
+            total = 0
+            for table, pairs in groups.items():
+                pairs_sql, params = pairs_condition(pairs, "c.")
+                total += int(
+                    conn.execute(
+                        f"SELECT count(*) FROM {table} CROSS JOIN chunks AS c"  # noqa: S608
+                        f" ON c.id = {table}.rowid WHERE {table} MATCH ? AND {pairs_sql}",
+                        [fts_match([term]), *params],
+                    ).fetchone()[0]
+                )
+            return total
+
+        return statistics.read(conn, scope, query, terms, count)
 
     def chunk_terms(
         self, conn: sqlite3.Connection, candidates: Iterable[Candidate]

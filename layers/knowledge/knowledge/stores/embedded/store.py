@@ -80,7 +80,6 @@ from knowledge.ranking.relevance import (
     Judged,
     QueryWeights,
     judge,
-    query_terms,
     query_weights,
 )
 from knowledge.ranking.relevance import calibration as relevance_calibration
@@ -301,7 +300,7 @@ class EmbeddedKnowledgeStore:
             terms = expand(query.text, compiled(scope_synonyms(conn, scope)))
             # The absolute scores' term weights, over the searched scopes (ranking.relevance).
             chunk_total, frequencies = self._keywords.scope_statistics(
-                conn, scope, query, query_terms(terms), self._statistics
+                conn, scope, query, terms.typed, self._statistics
             )
             relevance_weights = query_weights(terms, frequencies, chunk_total)
             scale = relevance_calibration(

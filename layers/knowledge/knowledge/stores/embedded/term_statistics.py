@@ -5,7 +5,8 @@ over the chunks a search covers: the scope (every context of the agent with
 ``cross_context``) and the query's shared libraries, the request's other filters not
 applied. ``TermStatistics.read`` counts them in the caller's read transaction: the chunks
 (the ``chunks`` table's scope prefix) and, per term, the chunks whose indexed terms (text
-and headings) hold it (one FTS5 ``MATCH`` per term and keyword table, joined to the scope).
+and headings) hold it, with the count its caller gives (``KeywordIndex.scope_statistics``:
+one FTS5 ``MATCH`` per term and keyword table, joined to the scope).
 
 Counting a common term walks its whole posting list, milliseconds in a scope of tens of
 thousands of chunks, so the counts are kept: per searched scope and term, valid for one
@@ -20,7 +21,7 @@ from __future__ import annotations
 import sqlite3
 import threading
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import Final
 
 from knowledge.core.model import SearchQuery
@@ -53,11 +54,10 @@ class TermStatistics:
         scope: KnowledgeScope,
         query: SearchQuery,
         terms: Sequence[str],
-        tables: Mapping[str, list[tuple[str, str | None]]],
+        count: Callable[[str], int],
     ) -> tuple[int, dict[str, int]]:
         """``(chunks, {term: chunks holding it})`` of what a search of ``scope`` covers;
-        ``tables`` are the keyword tables holding those scopes, with the pairs each holds
-        (``KeywordIndex``'s grouping)."""
+        ``count(term)`` counts a term that is not kept for the current generations."""
         pairs: Pairs = tuple(searched_scopes(scope, query.cross_context, query.shared_libraries))
         agents = sorted({agent for agent, _ in pairs})
         stamp = tuple(generation(conn, agent) for agent in agents)
@@ -75,7 +75,7 @@ class TermStatistics:
         for term in dict.fromkeys(terms):
             found = self._cached((pairs, term), stamp) if chunks else 0
             if found is None:
-                found = _count(conn, term, tables)
+                found = count(term)
                 self._put((pairs, term), stamp, found)
             frequencies[term] = found
         return chunks, frequencies
@@ -103,21 +103,3 @@ class TermStatistics:
             self._entries.move_to_end(key)
             while len(self._entries) > self._max_entries:
                 self._entries.popitem(last=False)
-
-
-def _count(
-    conn: sqlite3.Connection, term: str, tables: Mapping[str, list[tuple[str, str | None]]]
-) -> int:
-    """The searched chunks whose indexed terms hold ``term``, over every keyword table."""
-    expression = '"' + term.replace('"', '""') + '"'
-    total = 0
-    for table, pairs in tables.items():
-        pairs_sql, params = pairs_condition(pairs, "c.")
-        total += int(
-            conn.execute(
-                f"SELECT count(*) FROM {table} CROSS JOIN chunks AS c"  # noqa: S608
-                f" ON c.id = {table}.rowid WHERE {table} MATCH ? AND {pairs_sql}",
-                [expression, *params],
-            ).fetchone()[0]
-        )
-    return total

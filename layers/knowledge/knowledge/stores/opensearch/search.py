@@ -236,12 +236,13 @@ def search(
     parts: dict[str, PageScores[str, str] | None] = {"pages": None}
     # The absolute scores (ranking.relevance, relevance_side): the query's terms' weights
     # over the searched scope, read with the first search; none to read without terms.
+    # ``wanted``: every term a hit's clauses report; the weights are the typed ones'.
     wanted = query_terms(terms)
     relevance = {"weights": query_weights(terms, {}, 0)}
     statistics: list[Search] = []
-    if wanted:
+    if terms.typed:
         body = statistics_body(
-            scope, cross_context=query.cross_context, libraries=libraries, terms=wanted
+            scope, cross_context=query.cross_context, libraries=libraries, terms=terms.typed
         )
         statistics.append(
             Search("term statistics", body, STATISTICS_FILTER_PATH, f"{action}: term statistics")
@@ -252,7 +253,7 @@ def search(
         # The searches' answers; the first also carries the scope's term statistics.
         answered = search_together(connection, index, action, [*searches, *statistics])
         if statistics:
-            chunk_total, df = parse_statistics(answered[len(searches)], wanted)
+            chunk_total, df = parse_statistics(answered[len(searches)], terms.typed)
             relevance["weights"] = query_weights(terms, df, chunk_total)
             statistics.clear()
         return answered[: len(searches)]
