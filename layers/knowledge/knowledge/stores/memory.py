@@ -59,7 +59,7 @@ from knowledge.ranking.fusion import Fused, keyword_only
 from knowledge.ranking.headings import DEFAULT_HEADINGS_WEIGHT, check_headings_weight, heading_terms
 from knowledge.ranking.origin_weights import is_lesson
 from knowledge.ranking.page_signal import PAGE_WEIGHT, PageRow, check_page_weight, with_pages
-from knowledge.ranking.relevance import Judged, calibration, judge, query_terms, query_weights
+from knowledge.ranking.relevance import Judged, calibration, judge, query_weights
 from knowledge.ranking.synonyms import compiled, expand
 from knowledge.ranking.weighted_page import weighted_page
 from knowledge.stores.memory_pages import chunk_scores, document_of, page_scores
@@ -370,8 +370,7 @@ class MemoryKnowledgeStore:
         searched_snapshots = [*own, *shared]
         chunk_total = sum(len(s.chunks) for s in searched_snapshots)
         df = {
-            t: sum(len(s.postings.get(t, ())) for s in searched_snapshots)
-            for t in query_terms(expansion)
+            t: sum(len(s.postings.get(t, ())) for s in searched_snapshots) for t in expansion.typed
         }
         relevance_weights = query_weights(expansion, df, chunk_total)
 
