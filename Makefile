@@ -13,7 +13,7 @@ SAM_STAMP := $(SAM_VENV)/.installed
 # OpenSearch node (1 GB heap); test files stay whole on one worker (--dist loadfile).
 TEST_WORKERS ?= 2
 
-.PHONY: run test lint typecheck unit venv opensearch clean sam-validate sam-build layer-lock checkov browser sshd
+.PHONY: run test lint typecheck unit venv opensearch clean sam-validate sam-build layer-lock checkov browser sshd console-screenshots
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -46,6 +46,11 @@ test: $(STAMP) $(SAM_STAMP) browser sshd
 ## Debian's Chromium and ChromeDriver for the playground's browser test (no-op once present).
 browser:
 	bash tools/browser/install.sh
+
+## The console's pages (docs/local.md, "The console") as pictures in docs/images/console-*.png,
+## taken by its browser test against a real kb serve (about 30 s; not part of `make test`).
+console-screenshots: $(STAMP) browser
+	KB_CONSOLE_SCREENSHOTS=docs/images $(BIN)/python -m pytest -q tests/integration/test_console_browser.py
 
 ## Debian's OpenSSH server for the SSH repository-source test (no-op once present).
 sshd:
@@ -82,8 +87,9 @@ sam-build: $(SAM_STAMP)
 	$(PYTHON) tests/integration/sam_cli.py build
 
 ## Re-resolve the layers' whole dependency trees (layers/knowledge/requirements.in, and
-## requirements-repos.in held to the first's versions) for the Lambda runtime (CPython 3.12,
-## arm64) into requirements.txt and requirements-repos.txt, pinned with hashes.
+## requirements-repos.in and requirements-mcp.in held to the first's versions) for the Lambda
+## runtime (CPython 3.12, arm64) into requirements.txt, requirements-repos.txt and
+## requirements-mcp.txt, pinned with hashes.
 LAYER_LOCK_FLAGS := --python-version 3.12 --python-platform aarch64-manylinux_2_28 \
 	--generate-hashes --emit-index-url --custom-compile-command "make layer-lock"
 layer-lock: $(STAMP)
@@ -91,6 +97,8 @@ layer-lock: $(STAMP)
 		--output-file layers/knowledge/requirements.txt layers/knowledge/requirements.in
 	$(BIN)/uv pip compile $(LAYER_LOCK_FLAGS) --quiet \
 		--output-file layers/knowledge/requirements-repos.txt layers/knowledge/requirements-repos.in
+	$(BIN)/uv pip compile $(LAYER_LOCK_FLAGS) --quiet \
+		--output-file layers/knowledge/requirements-mcp.txt layers/knowledge/requirements-mcp.in
 
 ## Security scan of template.yaml (checkov in .venv-checkov; the accepted findings are
 ## listed in tools/checkov/config.yaml and justified in docs/deploy.md section 12).

@@ -19,6 +19,7 @@ COMMANDS = {
     "latency_ab": "search latency of an older version and this one, interleaved on one node",
     "coldstart": "import time of the Lambda handlers next to a naive handler",
     "memory": "peak RSS of indexing one large Markdown file",
+    "resources": "kb serve: RSS, index file and WAL after a ~120k-chunk document comes and goes",
     "store_threads": "embedded store searches from 1 and 16 threads (no BLAS thread fights)",
     "concurrency": "kb serve searches/s and p50/p99 at 1, 16 and 64 clients (embedded store)",
     "formats": "format parity: the man-pages benchmark as PDF, DOCX and HTML vs Markdown",
@@ -46,6 +47,8 @@ COMMANDS = {
     "named-clauses": "node: hybrid/grouped p50 with the score-0 origin/lesson clauses vs none",
     "relevance": "top score: answerable vs unanswerable questions (raw per-question records)",
     "relevance-fit": "fit the absolute relevance calibration on the fit sets' relevance records",
+    "keyword-scale": "embedded store: keyword p50/p95 in a ~120k-chunk scope vs plain FTS5",
+    "noisy-neighbour": "kb serve: a new one-line file's latency while another agent indexes",
     "report": "write bench/REPORT.md and the plots from bench/results/*.json",
 }
 
@@ -71,6 +74,8 @@ MODULES = {
     "named-clauses": "named_clauses",
     "scope-recall": "scope_recall",
     "relevance-fit": "relevance_fit",
+    "keyword-scale": "keyword_scale",
+    "noisy-neighbour": "noisy_neighbour",
 }
 
 

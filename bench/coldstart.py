@@ -17,9 +17,16 @@ no bytecode still. Targets, round-robin so that drift hits all alike:
 
 - ``search``: the search function with the keyword-only settings;
 - ``indexer``: the indexer function;
+- ``dispatcher``: the dispatcher function (import only: its first request makes boto3's
+  SQS client, which needs SQS; tests/unit/test_handlers_dispatcher.py checks that its
+  import loads no store, embedder or SDK);
+- ``mcp``: the MCP function on its own layer (``McpLayer``: the search's dependencies and
+  the MCP SDK), IAM mode, the keyword-only settings;
 - ``naive``: the naive handler (boto3, openai, opensearch-py, Powertools at the top);
 - ``<target>+invoke``: the import, then one request through ``lambda_handler``: a keyword
   search (API Gateway HTTP API event) against the real node for ``search`` and ``naive``,
+  the same search as one MCP ``tools/call`` (one stateless streamable HTTP request, which
+  loads the MCP SDK) for ``mcp``,
   an SQS batch with one S3 delete notification for ``indexer`` (S3, on loopback, says the
   object is gone; the delete by query goes to the node).
 
@@ -56,12 +63,27 @@ from knowledge.ingest.sources.local import LocalDirectorySource
 __all__ = ["add_arguments", "build_artifacts", "main"]
 
 PROBE = BENCH_DIR / "coldstart_probe.py"
+MCP_ROUTE = "/mcp/agents/{agent}/contexts/{context}"
 VARIANTS = ("source", "bytecode")
-IMPORT_TARGETS = ("search", "indexer", "naive")
-INVOKE_TARGETS = ("search", "indexer", "naive")
-MODULES = {"search": "app", "indexer": "app", "naive": "naive_handler"}
+IMPORT_TARGETS = ("search", "indexer", "dispatcher", "mcp", "naive")
+INVOKE_TARGETS = ("search", "indexer", "mcp", "naive")
+MODULES = {
+    "search": "app",
+    "indexer": "app",
+    "dispatcher": "app",
+    "mcp": "app",
+    "naive": "naive_handler",
+}
+LAYERS = {"mcp": "mcp_layer"}  # a target's layer when not the knowledge layer
 CORPUS = REPO_ROOT / "examples" / "bucket" / "ops-bot" / "runbooks"
-TIMEOUTS_MS = {"search": 30_000, "indexer": 300_000, "naive": 30_000}  # template.yaml
+# The functions' timeouts in template.yaml.
+TIMEOUTS_MS = {
+    "search": 30_000,
+    "indexer": 300_000,
+    "dispatcher": 29_000,
+    "mcp": 29_000,
+    "naive": 30_000,
+}
 TARGETS_SET = {"search_import_max_ms": 200, "naive_over_search_min": 4.0}
 
 
@@ -93,7 +115,8 @@ def _make(folder: Path, target: str, artifacts: Path, python: Path, *extra: str)
 
 
 def build_artifacts(root: Path, python: Path) -> dict[str, dict[str, Path]]:
-    """``{variant: {"layer": dir, "search": dir, "indexer": dir, "naive": dir}}``."""
+    """``{variant: {"layer": dir, "mcp_layer": dir, "search": dir, "indexer": dir,
+    "dispatcher": dir, "mcp": dir, "naive": dir}}``."""
     built = root / "bytecode"
     log("building the layer and the functions (the sam build makefiles, this platform) ...")
     _make(
@@ -103,7 +126,19 @@ def build_artifacts(root: Path, python: Path) -> dict[str, dict[str, Path]]:
         python,
         "PLATFORMS=",
     )
-    for name, target in (("search", "SearchFunction"), ("indexer", "IndexerFunction")):
+    _make(
+        REPO_ROOT / "layers" / "knowledge",
+        "build-McpLayer",
+        built / "mcp_layer",
+        python,
+        "PLATFORMS=",
+    )
+    for name, target in (
+        ("search", "SearchFunction"),
+        ("indexer", "IndexerFunction"),
+        ("dispatcher", "DispatcherFunction"),
+        ("mcp", "McpFunction"),
+    ):
         _make(REPO_ROOT / "functions" / name, f"build-{target}", built / name, python)
     # The naive handler: the search function with bench/naive_handler.py beside it,
     # compiled the same way.
@@ -124,10 +159,11 @@ def build_artifacts(root: Path, python: Path) -> dict[str, dict[str, Path]]:
     )
     source = root / "source"
     shutil.copytree(built, source, ignore=shutil.ignore_patterns("__pycache__"))
-    names = ("layer", "search", "indexer", "naive")
+    names = ("layer", "mcp_layer", "search", "indexer", "dispatcher", "mcp", "naive")
+    layers = ("layer", "mcp_layer")
     return {
-        "bytecode": {n: built / n / ("python" if n == "layer" else "") for n in names},
-        "source": {n: source / n / ("python" if n == "layer" else "") for n in names},
+        "bytecode": {n: built / n / ("python" if n in layers else "") for n in names},
+        "source": {n: source / n / ("python" if n in layers else "") for n in names},
     }
 
 
@@ -210,6 +246,31 @@ def search_event(query: str) -> dict[str, Any]:
     return template
 
 
+def mcp_event(query: str) -> dict[str, Any]:
+    """The same keyword search as ``search_event``, as one MCP ``tools/call`` to the MCP
+    endpoint of the bench scope (JSON-RPC, stateless: no ``initialize`` needed)."""
+    event = search_event(query)
+    path = f"/mcp/agents/{SCOPE.agent}/contexts/{SCOPE.context}"
+    body = json.dumps(
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "tools/call",
+            "params": {
+                "name": "knowledge_search",
+                "arguments": {"query": query, "max_results": 5},
+            },
+        }
+    )
+    event.update({"rawPath": path, "body": body, "routeKey": f"POST {MCP_ROUTE}"})
+    event.pop("pathParameters", None)
+    event["requestContext"]["http"]["path"] = path
+    event["requestContext"]["routeKey"] = f"POST {MCP_ROUTE}"
+    event["headers"]["content-length"] = str(len(body))
+    event["headers"]["accept"] = "application/json, text/event-stream"
+    return event
+
+
 def probe(
     python: Path,
     target: str,
@@ -226,7 +287,9 @@ def probe(
         command.append(str(event))
     env = {
         **env,
-        "PYTHONPATH": os.pathsep.join([str(paths[target]), str(paths["layer"])]),
+        "PYTHONPATH": os.pathsep.join(
+            [str(paths[target]), str(paths[LAYERS.get(target, "layer")])]
+        ),
         "KB_PROBE_TIMEOUT_MS": str(TIMEOUTS_MS[target]),
     }
     started = time.perf_counter()
@@ -287,6 +350,8 @@ def main(args: argparse.Namespace) -> None:
         artifacts = build_artifacts(workdir / "build", python)
         layer = artifacts["bytecode"]["layer"]
         layer_bytes = sum(f.stat().st_size for f in layer.rglob("*") if f.is_file())
+        mcp_layer = artifacts["bytecode"]["mcp_layer"]
+        mcp_layer_bytes = sum(f.stat().st_size for f in mcp_layer.rglob("*") if f.is_file())
         pyc_bytes = sum(f.stat().st_size for f in layer.rglob("*.pyc"))
         index = unique_index_name("bench-coldstart")
         store = open_store("opensearch", None, workdir=None, node_url=url, index_name=index)
@@ -298,9 +363,11 @@ def main(args: argparse.Namespace) -> None:
         events = {
             "search": workdir / "search-event.json",
             "naive": workdir / "search-event.json",
+            "mcp": workdir / "mcp-event.json",
             "indexer": REPO_ROOT / "events" / "sqs_s3_delete.json",
         }
         events["search"].write_text(json.dumps(search_event("roll back a release")), "utf-8")
+        events["mcp"].write_text(json.dumps(mcp_event("roll back a release")), "utf-8")
         plan: list[tuple[str, str, Path | None]] = [(t, t, None) for t in IMPORT_TARGETS]
         plan += [(f"{t}+invoke", t, events[t]) for t in INVOKE_TARGETS]
         samples: dict[str, dict[str, list[dict[str, Any]]]] = {
@@ -377,6 +444,10 @@ def main(args: argparse.Namespace) -> None:
             "naive_over_search_first_request": round(
                 first(variant, "naive") / first(variant, "search"), 2
             ),
+            "mcp_over_search_import": round(median(variant, "mcp") / median(variant, "search"), 2),
+            "mcp_over_search_first_request": round(
+                first(variant, "mcp") / first(variant, "search"), 2
+            ),
         }
         for variant in VARIANTS
     }
@@ -397,6 +468,7 @@ def main(args: argparse.Namespace) -> None:
                 check=True,
             ).stdout.strip(),
             "layer_bytes": layer_bytes,
+            "mcp_layer_bytes": mcp_layer_bytes,
             "layer_bytecode_bytes": pyc_bytes,
             "variants": summary,
             "heaviest_imports": heaviest,

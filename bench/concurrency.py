@@ -29,13 +29,14 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from bench.environment import REPO_ROOT, log, write_result
 from bench.metrics import percentile
 
-__all__ = ["add_arguments", "main"]
+__all__ = ["SERVE_OPTIONS", "ServeProcess", "add_arguments", "main", "write_corpus"]
 
 AGENT, CONTEXT = "bench", "corpus"
 MODES = ("keyword", "vector", "hybrid")
@@ -95,18 +96,31 @@ def _queries(vocabulary: list[str], seed: int, count: int = 512) -> list[bytes]:
     return bodies
 
 
-class _Server:
-    """``kb serve`` in a subprocess, from ``checkout``."""
+SERVE_OPTIONS = ("--poll-interval", "5", "--embedder", "hashing")
+"""``kb serve``'s options here: a search benchmark needs no quick polls."""
 
-    def __init__(self, checkout: Path, root: Path, db: Path) -> None:
+
+class ServeProcess:
+    """``kb serve ROOT --port 0 --db DB`` in a subprocess, from ``checkout``, with
+    ``options`` after those; its log (stderr) goes to ``log_file`` when one is named."""
+
+    def __init__(
+        self,
+        checkout: Path,
+        root: Path,
+        db: Path,
+        options: Sequence[str] = SERVE_OPTIONS,
+        log_file: Path | None = None,
+    ) -> None:
         env = dict(os.environ)
         env["PYTHONPATH"] = str(checkout / "layers" / "knowledge")
         argv = [sys.executable, "-c", _SERVE, "serve", str(root), "--port", "0"]
-        argv += ["--db", str(db), "--poll-interval", "5", "--embedder", "hashing"]
+        argv += ["--db", str(db), *options]
+        self._log = log_file.open("wb") if log_file is not None else None
         self.process = subprocess.Popen(
             argv,
             stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
+            stderr=self._log if self._log is not None else subprocess.DEVNULL,
             text=True,
             env=env,
             cwd=str(checkout),
@@ -145,6 +159,8 @@ class _Server:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
+        if self._log is not None:
+            self._log.close()
 
 
 def _client(
@@ -206,7 +222,7 @@ def main(args: argparse.Namespace) -> None:
         vocabulary = write_corpus(root / AGENT / CONTEXT, args.documents, args.seed)
         bodies = _queries(vocabulary, args.seed)
         log(f"starting kb serve from {checkout}")
-        server = _Server(checkout, root, Path(tmp) / "k.db")
+        server = ServeProcess(checkout, root, Path(tmp) / "k.db")
         try:
             indexing = time.perf_counter()
             status = server.wait_ready(timeout=1800)

@@ -105,7 +105,9 @@ def main(args: argparse.Namespace) -> None:
             registry = RepoRegistry(FolderStorage(root))
             registration = RepoRegistration.from_request({"name": "big", "url": server.url("big")})
             registry.add(scope, registration)
-            store = open_store("embedded", db_path=base / "kb.db", embedder_name="hashing")
+            store = open_store(
+                "embedded", db_path=base / "kb.db", embedder_name="hashing", create=True
+            )
             try:
                 first = _timed_sync(registry, scope, registration, store, root, server)
                 log(f"first sync: {first}")

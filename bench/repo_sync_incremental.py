@@ -121,7 +121,9 @@ def main(args: argparse.Namespace) -> None:
             registration = RepoRegistration.from_request({"name": "big", "url": server.url("big")})
             for scope in scopes.values():
                 registry.add(scope, registration)
-            store = open_store("embedded", db_path=base / "kb.db", embedder_name="hashing")
+            store = open_store(
+                "embedded", db_path=base / "kb.db", embedder_name="hashing", create=True
+            )
             work = Workdir.__new__(Workdir)
             work.bare, work.branch, work.path = bare, "main", base / "work"
             subprocess.run(["git", "clone", "-q", str(bare), str(work.path)], check=True, env=env)

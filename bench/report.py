@@ -15,8 +15,10 @@ from bench.report_common import REPORT, Report
 from bench.report_controls import controls_section
 from bench.report_documents import documents_section
 from bench.report_embedding import embedding_pool_section
+from bench.report_fairness import noisy_neighbour_section
 from bench.report_footprint import coldstart_section, memory_section
 from bench.report_headings import headings_section
+from bench.report_keyword_scale import keyword_scale_section
 from bench.report_korean import korean_section
 from bench.report_korean_help import korean_help_section
 from bench.report_korean_sets import korean_sets_section
@@ -41,6 +43,7 @@ from bench.report_ranking import (
 )
 from bench.report_relevance import relevance_section
 from bench.report_repos import incremental_section, repos_section
+from bench.report_resources import resources_section
 from bench.report_runtime import indexing_section, latency_section, ranking_latency_section
 from bench.report_scale import scale_section
 from bench.report_scope_recall import scope_recall_section
@@ -109,6 +112,9 @@ def main(args: argparse.Namespace) -> None:
     named_clauses_section(report)
     page_signal_section(report)
     relevance_section(report)
+    noisy_neighbour_section(report)
+    keyword_scale_section(report)
+    resources_section(report)
     text = _header(report) + "\n" + "\n".join(report.sections)
     args.output.write_text(text, encoding="utf-8")
     log(f"wrote {args.output}")

@@ -21,7 +21,7 @@ def local_server(tmp_path: Path, files: Mapping[str, str]) -> Iterator[LocalServ
         (root / key).parent.mkdir(parents=True, exist_ok=True)
         (root / key).write_text(text, "utf-8")
     with closing(
-        open_store(db_path=tmp_path / "k.db", embedder_name="hashing", environ={})
+        open_store(db_path=tmp_path / "k.db", embedder_name="hashing", environ={}, create=True)
     ) as store:
         server = LocalServer(root, store, host="127.0.0.1", port=0, poll_interval=0.1)
         server.start()

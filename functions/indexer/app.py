@@ -1,5 +1,10 @@
 """Indexer function: S3 notifications (and reindex requests) from SQS -> the knowledge index.
 
+It consumes two work queues the dispatcher function fills (``knowledge.aws.dispatch``):
+express (few events of an agent) and bulk (busy agents, large objects, reindexes; a fair
+queue), each with its own concurrency cap; a record's retries and visibility changes go
+to the queue it came from.
+
 A thin adapter: ``knowledge.aws.events`` parses each SQS record into actions,
 ``knowledge.aws.event_indexing.EventIndexer`` applies them (reading objects through
 ``knowledge.ingest.sources.s3.S3DocumentSource``; expanding scope reindex steps through
@@ -77,9 +82,11 @@ def event_indexer() -> EventIndexer:
     if container.indexer is None:
         config = settings()
         source = S3DocumentSource(config.require_bucket())
+        # Scope reindex steps and their per-key messages go to the bulk work queue.
+        reindex_queue = config.reindex_queue_url
         expander = (
-            ScopeReindexer(config.queue_url, source, options=config.index_options)
-            if config.queue_url
+            ScopeReindexer(reindex_queue, source, options=config.index_options)
+            if reindex_queue
             else None
         )
         container.indexer = EventIndexer(
@@ -97,7 +104,7 @@ def batch_processor() -> TimeBudgetBatchProcessor:
         container.processor = TimeBudgetBatchProcessor(
             reserve_ms=config.time_reserve_seconds * 1000,
             backoff=RetryBackoff(config.retry_base_seconds, config.retry_max_seconds),
-            queue_url=config.queue_url,
+            queue_urls=(config.bulk_queue_url, config.queue_url),
         )
     return container.processor
 

@@ -14,7 +14,10 @@ the indexer function (it pages through the scope, ``knowledge.aws.reindex_queue`
 answers 202 at once. The write routes (``PUT``/``DELETE .../documents/{path}``, ``POST
 .../uploads``) put, delete or presign objects in the documents bucket
 (``knowledge.aws.writes``, the API's ``writes``) and answer 202; the event pipeline
-indexes them. A granted agent's searches include its shared libraries
+indexes them. Each agent's writes are limited (``knowledge.service.write_quotas``: write
+requests and bytes a minute, documents a scope), counted in the DynamoDB table
+``WRITE_QUOTA_TABLE`` that every container shares (``knowledge.aws.write_quotas``); over a
+limit is a 429 with ``Retry-After``. A granted agent's searches include its shared libraries
 (``KB_SHARED_GRANTS``, ``knowledge.search.shared``).
 
 Path segments are used as sent (``rawPath``; ``knowledge.service.api.path_segment`` refuses a
@@ -128,6 +131,13 @@ def knowledge_api() -> KnowledgeApi:
             if config.documents_bucket
             else None
         )
+        write_quota = None
+        if writes is not None:
+            from knowledge.aws.write_quotas import DynamoDBCounter  # its boto3 on first write
+            from knowledge.service.write_quotas import WriteQuota
+
+            # Counted in one table for every container (an agent's limit is not per container).
+            write_quota = WriteQuota(config.write_limits, DynamoDBCounter(config.write_quota_table))
         container.api = KnowledgeApi(
             build_store(config),
             reindex=queue_reindex,
@@ -136,6 +146,7 @@ def knowledge_api() -> KnowledgeApi:
             # Which agents search which shared libraries: configuration only (template).
             shared=SharedGrants.parse(os.environ.get("KB_SHARED_GRANTS", "")),
             repo_statuses=repo_statuses(),
+            write_quota=write_quota,
         )
     return container.api
 
@@ -178,6 +189,8 @@ def _http(response: ApiResponse) -> Response[str]:
         metrics.add_metric(name="ServerErrors", unit=MetricUnit.Count, value=1)
     elif response.status >= 400:
         metrics.add_metric(name="ClientErrors", unit=MetricUnit.Count, value=1)
+        if response.status == 429:  # over a write limit (knowledge.service.write_quotas)
+            metrics.add_metric(name="WritesLimited", unit=MetricUnit.Count, value=1)
         logger.info(
             "request refused",
             extra={

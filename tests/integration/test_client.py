@@ -141,7 +141,7 @@ def test_a_reranking_server_answers_rerank_scores_through_the_client(
     with (
         fake_rerank_server(arn) as fake,
         closing(
-            open_store(db_path=tmp_path / "k.db", embedder_name="hashing", environ={})
+            open_store(db_path=tmp_path / "k.db", embedder_name="hashing", environ={}, create=True)
         ) as store,
     ):
         reranker = BedrockReranker("amazon.rerank-v1:0", region=REGION, endpoint_url=fake.url)

@@ -40,7 +40,9 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalServer]:
     (tmp / "bucket" / "ops-bot" / "notes" / "n.md").write_text("helm rollback notes.\n", "utf-8")
     (tmp / "bucket" / "hr-bot" / "x").mkdir(parents=True)
     (tmp / "bucket" / "hr-bot" / "x" / "s.md").write_text("helm rollback secret.\n", "utf-8")
-    with closing(open_store(db_path=tmp / "k.db", embedder_name="hashing", environ={})) as store:
+    with closing(
+        open_store(db_path=tmp / "k.db", embedder_name="hashing", environ={}, create=True)
+    ) as store:
         local = LocalServer(tmp / "bucket", store, host="127.0.0.1", port=0, poll_interval=0.2)
         local.start()
         try:

@@ -166,6 +166,50 @@ def test_the_defaults_deploy_a_small_domain_and_bedrock_with_no_secret(
         assert not any("secretsmanager" in json.dumps(s) for s in statements)
 
 
+def test_the_intake_and_the_two_lanes_deploy_with_their_caps_and_grants(
+    deployments: dict[str, Deployment],
+) -> None:
+    """The event source mappings SAM makes: the dispatcher on the intake, the indexer on
+    the express lane (IndexerMaxConcurrency) and the bulk lane (BulkMaxConcurrency); the
+    dispatcher's role sends to the two work queues only, the indexer's backs off and
+    queues reindex steps on them."""
+    for name, stack in deployments.items():
+        mappings = {
+            (m["EventSourceArn"], m["FunctionName"]): m
+            for m in stack.of_type("AWS::Lambda::EventSourceMapping").values()
+        }
+        intake = mappings[(token("DocumentEventsQueue", "Arn"), token("DispatcherFunction"))]
+        express = mappings[(token("DocumentExpressQueue", "Arn"), token("IndexerFunction"))]
+        bulk = mappings[(token("DocumentBulkQueue", "Arn"), token("IndexerFunction"))]
+        assert str(intake["BatchSize"]) == stack.values["DispatcherBatchSize"], name
+        assert intake["ScalingConfig"] == {"MaximumConcurrency": 2}, name
+        caps = (express["ScalingConfig"], bulk["ScalingConfig"])
+        assert caps == (
+            {"MaximumConcurrency": stack.values["IndexerMaxConcurrency"]},
+            {"MaximumConcurrency": stack.values["BulkMaxConcurrency"]},
+        ), name
+        assert len([m for m in mappings if m[0] == token("DocumentEventsQueue", "Arn")]) == 1
+        work_queues = sorted(
+            [token("DocumentExpressQueue", "Arn"), token("DocumentBulkQueue", "Arn")]
+        )
+        forwards = [s for s in stack.role_statements("DispatcherFunctionRole") if "Sid" in s]
+        assert [(s["Sid"], s["Action"], sorted(s["Resource"])) for s in forwards] == [
+            ("ForwardToWorkQueues", "sqs:SendMessage", work_queues)
+        ], name
+        (backoff,) = [
+            s
+            for s in stack.role_statements("IndexerFunctionRole")
+            if s.get("Sid") == "QueueReindexStepsAndBackOff"
+        ]
+        assert sorted(backoff["Resource"]) == work_queues, name
+        dispatcher = stack.environment("DispatcherFunction")
+        assert dispatcher["EXPRESS_QUEUE_URL"] == token("DocumentExpressQueue"), name
+        assert dispatcher["BULK_QUEUE_URL"] == token("DocumentBulkQueue"), name
+        assert stack.environment("IndexerFunction")["BULK_QUEUE_URL"] == token(
+            "DocumentBulkQueue"
+        ), name
+
+
 def _target(stack: Deployment) -> tuple[str, str, str]:
     """(kind, the ARN the grants must name, the name of the domain or collection)."""
     domains = stack.of_type("AWS::OpenSearchService::Domain")
@@ -204,7 +248,7 @@ def test_grants_and_endpoints_name_the_opensearch_resource_of_the_stack(
         kind, arn, target = _target(stack)
         env = stack.environment("SearchFunction")
         assert env["OPENSEARCH_SERVICE"] == kind, name
-        for role in ("SearchFunctionRole", "IndexerFunctionRole"):
+        for role in ("SearchFunctionRole", "McpFunctionRole", "IndexerFunctionRole"):
             es, aoss = _grants(stack, role, "es:"), _grants(stack, role, "aoss:")
             if kind == "es":
                 assert es, (name, role)
@@ -223,6 +267,7 @@ def test_grants_and_endpoints_name_the_opensearch_resource_of_the_stack(
             principals = {p for statement in document for p in statement["Principal"]}
             assert principals == {
                 token("SearchFunctionRole", "Arn"),
+                token("McpFunctionRole", "Arn"),
                 token("IndexerFunctionRole", "Arn"),
             }, name
             indexes = {r for s in document for rule in s["Rules"] for r in rule["Resource"]}
@@ -246,7 +291,7 @@ def test_grants_name_the_index_layout_the_functions_use(
     for name, stack in deployments.items():
         per_agent = stack.values["IndexPerAgent"] == "true"
         index = stack.values["IndexName"] + ("-agent-*" if per_agent else "")
-        for function in ("SearchFunction", "IndexerFunction", "RepoFunction"):
+        for function in ("SearchFunction", "McpFunction", "IndexerFunction", "RepoFunction"):
             env = stack.environment(function)
             assert env["OPENSEARCH_INDEX_PER_AGENT"] == str(per_agent).lower(), (name, function)
             assert env["OPENSEARCH_INDEX"] == stack.values["IndexName"], (name, function)
@@ -663,6 +708,19 @@ def test_every_pair_of_settings_deploys_with_its_conditions_resolved() -> None:
         assert bool(topics) == (row["alarms"] != "your topic"), row
         authorizers = json.dumps(stack.of_type("AWS::ApiGatewayV2::Authorizer"))
         assert (ISSUER in authorizers) == (row["auth"] == "jwt"), row
+        # The remote MCP endpoint: authorized as the search routes, and in jwt mode its
+        # metadata on unauthenticated routes naming the issuer.
+        mcp = stack.environment("McpFunction")
+        assert mcp["API_AUTH"] == search["API_AUTH"], row
+        assert mcp["JWT_ISSUER"] == parameters.get("JwtIssuer", ""), row
+        public = {
+            route["RouteKey"]
+            for route in stack.of_type("AWS::ApiGatewayV2::Route").values()
+            if route["AuthorizationType"] == "NONE"
+        }
+        metadata = "GET /.well-known/oauth-protected-resource"
+        expected = {metadata, f"{metadata}/mcp/agents/{{agent}}/contexts/{{context}}"}
+        assert public == (expected if row["auth"] == "jwt" else set()), row
         (schedule,) = stack.of_type("AWS::Scheduler::Schedule").values()
         hours = parameters.get("RepoSyncIntervalHours", "24")
         unit = "hour" if hours == "1" else "hours"
@@ -682,6 +740,10 @@ INTEGER_SETTINGS = {
     "MaxDocumentMiB": (1, 1024),
     "IndexerBatchSize": (1, 100),
     "IndexerMaxConcurrency": (2, 1000),
+    "BulkMaxConcurrency": (2, 1000),
+    "DispatcherBatchSize": (1, 1000),
+    "ExpressMaxEvents": (1, 100),
+    "ExpressMaxObjectMiB": (1, 1024),
     "MaxReceiveCount": (1, 1000),
     "RepoSyncIntervalHours": (1, 720),
     "NoncurrentVersionRetentionDays": (1, 99999),

@@ -102,6 +102,13 @@ def stack(opensearch_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[Stac
         queue_arn = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])[
             "Attributes"
         ]["QueueArn"]
+        # The write routes count each agent's writes there, as the deployed stack does.
+        boto3.client("dynamodb").create_table(
+            TableName="write-quotas",
+            KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
+            AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
+            BillingMode="PAY_PER_REQUEST",
+        )
         for name, value in {
             "OPENSEARCH_URL": opensearch_url,
             "OPENSEARCH_INDEX": index,
@@ -114,6 +121,7 @@ def stack(opensearch_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[Stac
             "EMBEDDING_PROVIDER": "hashing",
             "DOCUMENTS_BUCKET": BUCKET,
             "INDEX_QUEUE_URL": queue_url,
+            "WRITE_QUOTA_TABLE": "write-quotas",
         }.items():
             monkeypatch.setenv(name, value)
         indexer = load_handler("indexer", monkeypatch)

@@ -98,7 +98,7 @@ def root(tmp_path: Path) -> Path:
 @pytest.fixture
 def server(root: Path, tmp_path: Path) -> Iterator[LocalServer]:
     with closing(
-        open_store(db_path=tmp_path / "k.db", embedder_name="hashing", environ={})
+        open_store(db_path=tmp_path / "k.db", embedder_name="hashing", environ={}, create=True)
     ) as store:
         local = LocalServer(
             root, store, host="127.0.0.1", port=0, poll_interval=0.1, body_timeout=0.5

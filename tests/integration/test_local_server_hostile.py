@@ -58,7 +58,9 @@ def serving(
 
 @pytest.fixture
 def store(tmp_path: Path) -> Iterator[KnowledgeStore]:
-    with closing(open_store(db_path=tmp_path / "k.db", embedder_name="hashing", environ={})) as s:
+    with closing(
+        open_store(db_path=tmp_path / "k.db", embedder_name="hashing", environ={}, create=True)
+    ) as s:
         yield s
 
 
@@ -164,7 +166,7 @@ def test_a_scope_kb_index_wrote_into_the_same_file_is_left_alone_by_kb_serve(
     argv = ["index", str(notes.parent), "--agent", "me", "--context", "notes", "--db", str(db)]
     assert main([*argv, "--embedder", "hashing"]) == 0
 
-    with closing(open_store(db_path=db, embedder_name="hashing", environ={})) as store:
+    with closing(open_store(db_path=db, embedder_name="hashing", environ={}, create=True)) as store:
         with serving(root, store) as server:
             assert search_paths(server.url, "me", "notes", "okapi") == ["n.md"]
             assert search_paths(server.url, "ops", "two", "zebra") == ["b.md"]
@@ -697,7 +699,7 @@ def test_kb_serve_that_can_never_write_its_index_exits_with_the_reason(tmp_path:
     root = tmp_path / "bucket"
     write(root / "ops-bot" / "runbooks" / "rollback.md", "# Rollback\n\nhelm rollback\n")
     db = tmp_path / "k.db"
-    built = open_store(db_path=db, embedder_name="hashing", environ={})
+    built = open_store(db_path=db, embedder_name="hashing", environ={}, create=True)
     with closing(built), serving(root, built):
         pass  # the file now records the hashing embedder
     process = kb_serve(root, db, "--embedder", "none")
@@ -717,10 +719,12 @@ def test_a_server_whose_start_up_index_is_misconfigured_is_never_ready(tmp_path:
     root = tmp_path / "bucket"
     write(root / "ops-bot" / "runbooks" / "rollback.md", "# Rollback\n\nhelm rollback\n")
     db = tmp_path / "k.db"
-    built = open_store(db_path=db, embedder_name="hashing", environ={})
+    built = open_store(db_path=db, embedder_name="hashing", environ={}, create=True)
     with closing(built), serving(root, built):
         pass
-    with closing(open_store(db_path=db, embedder_name="none", environ={})) as keyword_only:
+    with closing(
+        open_store(db_path=db, embedder_name="none", environ={}, create=True)
+    ) as keyword_only:
         server = LocalServer(root, keyword_only, port=0, poll_interval=0.1)
         server.start(wait=False)
         try:

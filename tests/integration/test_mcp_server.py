@@ -58,6 +58,7 @@ def test_tools_are_listed_with_the_seed_schema(db: Path) -> None:
     assert set(schema["properties"]) == {
         "query",
         "max_results",
+        "top_k",
         "file_pattern",
         "max_tokens",
         "source_type",
@@ -279,7 +280,9 @@ def test_the_reindex_tool_is_opt_in_and_reindexes_only_its_scope(tmp_path: Path)
     for scope in ("ops-bot/runbooks", "ops-bot/other"):
         (root / scope).mkdir(parents=True)
         (root / scope / "a.md").write_text("# A\n\nhelm rollback\n", "utf-8")
-    with closing(open_store(db_path=tmp_path / "s.db", embedder_name="hashing")) as store:
+    with closing(
+        open_store(db_path=tmp_path / "s.db", embedder_name="hashing", create=True)
+    ) as store:
         server = LocalServer(root, store, port=0, poll_interval=30.0)
         server.start()
         try:
@@ -376,3 +379,53 @@ def test_the_ranking_controls_the_model_may_pass(db: Path, monkeypatch: pytest.M
     assert text_of(out["bad"]).startswith("Invalid parameter: lesson_weight: must be between")
     assert out["extra"].is_error
     assert "extra_lessons: is not a known property" in text_of(out["extra"])
+
+
+def test_search_answers_structured_content_that_the_sdk_client_checks(db: Path) -> None:
+    """The answer as data beside the text: the tool declares ``outputSchema`` and the SDK
+    client checks every structured answer against it (``call_tool`` raises otherwise).
+    Across contexts each hit names its own (two folders given to ``kb index``); the
+    design's ``top_k`` is ``max_results``; an error carries no structured content."""
+
+    async def body(session: ClientSession) -> dict[str, Any]:
+        listed = await session.list_tools()
+        call = session.call_tool
+        return {
+            "schema": {t.name: t.output_schema for t in listed.tools},
+            "hits": await call("knowledge_search", {"query": "helm", "top_k": 5}),
+            "one": await call("knowledge_search", {"query": "helm", "top_k": 1}),
+            "none": await call("knowledge_search", {"query": "kubernetes quota"}),
+            "both": await call("knowledge_search", {"query": "helm", "top_k": 1, "max_results": 2}),
+            "status": await call("knowledge_status", {}),
+        }
+
+    scope = ["--agent", "ops-bot", "--context", "runbooks", "--cross-context"]
+    out = run_session(db, scope, body)
+    schema = out["schema"]["knowledge_search"]
+    assert schema is not None
+    assert {"query", "evidence", "results"} <= set(schema["required"])
+    hits = out["hits"]
+    assert not hits.is_error, text_of(hits)
+    answer = hits.structured_content
+    assert answer["query"] == "helm"
+    assert answer["evidence"] in ("strong", "partial")
+    found = {(h["source"], h["agent"], h["context"]) for h in answer["results"]}
+    assert found == {("rollback.md", "ops-bot", "runbooks"), ("helm.md", "ops-bot", "notes")}
+    for hit in answer["results"]:
+        assert {"score", "source", "title", "snippet", "url", "source_type"} <= set(hit)
+        assert hit["source_type"] == "upload"
+        assert "salaries" not in hit["snippet"]
+    titles = {h["source"]: h["title"] for h in answer["results"]}
+    assert titles == {"rollback.md": "Rolling back", "helm.md": "Helm notes"}
+    assert "context: notes" in text_of(hits)
+    assert len(out["one"].structured_content["results"]) == 1
+    assert out["none"].structured_content == {
+        "query": "kubernetes quota",
+        "evidence": "none",
+        "results": [],
+        "dropped": 0,
+    }
+    assert out["both"].is_error
+    assert out["both"].structured_content is None
+    assert text_of(out["both"]).startswith("Invalid parameter: top_k: ")
+    assert out["status"].structured_content["document_count"] == 1

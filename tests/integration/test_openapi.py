@@ -22,6 +22,7 @@ import pytest
 import yaml
 from openapi_spec_validator import validate
 
+from knowledge.aws.mcp_endpoint import MCP_ROUTES, METADATA_ROUTES
 from knowledge.config import open_store
 from knowledge.core.model import IndexOptions
 from knowledge.local.server import LocalServer
@@ -75,6 +76,10 @@ _CfnLoader.add_multi_constructor("!", _tag)
 
 
 def test_the_template_routes_are_the_described_routes(spec: dict[str, Any]) -> None:
+    """Every route of the template is described, except the MCP function's: the MCP
+    endpoint speaks JSON-RPC and describes its tools itself (``tools/list``), and its
+    protected resource metadata is for OAuth clients; an agent gateway given this document
+    must not turn them into tools."""
     template = yaml.load((REPO / "template.yaml").read_text("utf-8"), Loader=_CfnLoader)
     deployed = set()
     for resource in template["Resources"].values():
@@ -85,7 +90,51 @@ def test_the_template_routes_are_the_described_routes(spec: dict[str, Any]) -> N
             if event.get("Type") == "HttpApi":  # SAM's shorthand, should a route use it
                 props = event["Properties"]
                 deployed.add((props["Method"].upper(), props["Path"]))
-    assert deployed == spec_routes(spec)
+    mcp = set(MCP_ROUTES) | set(METADATA_ROUTES)
+    assert not mcp & spec_routes(spec)
+    assert deployed == spec_routes(spec) | mcp
+
+
+def test_every_operation_is_ready_for_an_agent_gateway(spec: dict[str, Any]) -> None:
+    """The document as an agent gateway's OpenAPI target, as it is: each operation becomes
+    a tool named by its ``operationId`` (unique, a tool name's alphabet) and described by
+    a text whose first sentence says when a model should call it; every security
+    requirement names a defined scheme, the schemes of both auth modes exist, and the
+    operations that ask a token for the reindex scope are exactly the template's routes
+    with ``AuthorizationScopes``, with the template's default scope."""
+    schemes = spec["components"]["securitySchemes"]
+    assert (schemes["sigv4"]["type"], schemes["sigv4"]["in"]) == ("apiKey", "header")
+    assert (schemes["jwt"]["type"], schemes["jwt"]["scheme"]) == ("http", "bearer")
+    template = yaml.load((REPO / "template.yaml").read_text("utf-8"), Loader=_CfnLoader)
+    reindex_scope = template["Parameters"]["JwtReindexScope"]["Default"]
+    names: list[str] = []
+    scoped: set[tuple[str, str]] = set()
+    for path, item in spec["paths"].items():
+        for method, operation in item.items():
+            if method not in HTTP_METHODS:
+                continue
+            name = operation.get("operationId")
+            assert name, (method, path)
+            assert re.fullmatch(r"[A-Za-z][A-Za-z0-9_]{0,63}", name), name
+            names.append(name)
+            description = " ".join(operation.get("description", "").split())
+            assert description.startswith("Call this "), name
+            assert len(description.split(". ")[0].split()) >= 8, f"{name}: say when to call it"
+            requirements = operation.get("security", spec["security"])
+            assert {"sigv4", "jwt"} <= {s for r in requirements for s in r}, name
+            for requirement in requirements:
+                assert set(requirement) <= set(schemes), name
+                if requirement.get("jwt"):
+                    assert requirement["jwt"] == [reindex_scope], name
+                    scoped.add((method.upper(), path))
+    assert len(names) == len(set(names))
+    needs_scope = {
+        tuple(resource["Properties"]["RouteKey"].split(" ", 1))
+        for resource in template["Resources"].values()
+        if resource.get("Type") == "AWS::ApiGatewayV2::Route"
+        and "AuthorizationScopes" in resource["Properties"]
+    }
+    assert scoped == needs_scope
 
 
 # --- real answers against the schemas -------------------------------------------------
@@ -114,7 +163,9 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalServer]:
         "# Rollback\n\n## Helm\n\nhelm rollback checkout-api\n", "utf-8"
     )
     (root / "ops-bot" / "runbooks" / "blob.md").write_bytes(b"\x00\x01\x02binary")
-    with closing(open_store(db_path=tmp / "k.db", embedder_name="hashing", environ={})) as store:
+    with closing(
+        open_store(db_path=tmp / "k.db", embedder_name="hashing", environ={}, create=True)
+    ) as store:
         local = LocalServer(root, store, host="127.0.0.1", port=0, poll_interval=0.2)
         local.start()
         try:
@@ -336,7 +387,9 @@ def test_write_answers_match_the_described_schemas(
     root = tmp_path_factory.mktemp("writes") / "bucket"
     (root / "ops-bot" / "runbooks" / "notes").mkdir(parents=True)
     (root / "ops-bot" / "runbooks" / "notes" / "a.md").write_text("# A\n", "utf-8")
-    with closing(open_store(db_path=root.parent / "k.db", embedder_name="hashing")) as store:
+    with closing(
+        open_store(db_path=root.parent / "k.db", embedder_name="hashing", create=True)
+    ) as store:
         local = LocalServer(root, store, port=0, poll_interval=0.2, allow_writes=True)
         local.start()
         try:
@@ -368,7 +421,9 @@ def test_a_body_over_the_document_limit_is_a_described_413(
     # arrive whole before the server answers without reading it.
     root = tmp_path / "bucket"
     (root / "ops-bot" / "runbooks").mkdir(parents=True)
-    with closing(open_store(db_path=tmp_path / "k.db", embedder_name="hashing")) as store:
+    with closing(
+        open_store(db_path=tmp_path / "k.db", embedder_name="hashing", create=True)
+    ) as store:
         options = IndexOptions(max_document_bytes=1000)
         local = LocalServer(root, store, port=0, allow_writes=True, options=options)
         local.start()
@@ -392,3 +447,67 @@ def test_writes_off_is_a_described_403(spec: dict[str, Any], server: LocalServer
     assert got == 403, answer
     template = "/v1/agents/{agent}/contexts/{context}/documents/{path}"
     jsonschema.validate(answer, response_schema(spec, "DELETE", template, 403))
+
+
+@pytest.mark.parametrize(
+    ("method", "template", "request_path", "body"),
+    [
+        ("PUT", "/documents/{path}", "/documents/b.md", b"# B\n"),
+        ("DELETE", "/documents/{path}", "/documents/a.md", None),
+        ("POST", "/uploads", "/uploads", {"path": "big.pdf", "size": 10}),
+    ],
+)
+def test_a_write_over_the_agents_limit_is_a_described_429_with_retry_after(
+    spec: dict[str, Any],
+    tmp_path: Path,
+    method: str,
+    template: str,
+    request_path: str,
+    body: Any,
+) -> None:
+    from knowledge.service.write_quotas import WriteLimits
+
+    root = tmp_path / "bucket"
+    (root / "ops-bot" / "runbooks").mkdir(parents=True)
+    with closing(
+        open_store(db_path=tmp_path / "k.db", embedder_name="hashing", create=True)
+    ) as store:
+        # A fixed quota clock: both requests fall in one window, 30 s before its end.
+        local = LocalServer(
+            root,
+            store,
+            port=0,
+            allow_writes=True,
+            write_limits=WriteLimits(1, 0, 0),
+            quota_clock=lambda: 1_800_000_030.0,
+        )
+        local.start()
+        try:
+            scope = "/v1/agents/ops-bot/contexts/runbooks"
+            first = urllib.request.Request(
+                local.url + scope + "/documents/a.md", data=b"# A\n", method="PUT"
+            )
+            with urllib.request.urlopen(first, timeout=10) as response:
+                assert response.status == 202
+            if isinstance(body, bytes):
+                request = urllib.request.Request(
+                    local.url + scope + request_path, data=body, method=method
+                )
+                with pytest.raises(urllib.error.HTTPError) as refused:
+                    urllib.request.urlopen(request, timeout=10)
+                with refused.value:
+                    got, answer = refused.value.code, json.loads(refused.value.read())
+                    headers = dict(refused.value.headers)
+            else:
+                got, answer, headers = call(local.url, method, scope + request_path, body)
+        finally:
+            local.stop()
+    assert got == 429, answer
+    assert headers["Retry-After"] == "30"
+    assert answer["retry_after"] == 30
+    path = "/v1/agents/{agent}/contexts/{context}" + template
+    jsonschema.validate(answer, response_schema(spec, method, path, 429))
+    described = spec["components"]["responses"]["TooManyWrites"]
+    assert "Retry-After" in described["headers"]
+    operation = spec["paths"][path][method.lower()]
+    assert operation["responses"]["429"] == {"$ref": "#/components/responses/TooManyWrites"}

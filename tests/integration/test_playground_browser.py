@@ -1,9 +1,8 @@
 """The playground page of ``kb serve`` in a real headless Chromium (Debian's, via Selenium).
 
 Load the page, see the scopes and the status (with a problem), search, see ranked results
-with score bars and citations, switch the mode and see the answer change. Chromium and
-ChromeDriver come from ``tools/browser/install.sh`` (``make test`` runs it); a missing
-browser is a failure, not a skip.
+with score bars and citations, switch the mode and see the answer change. The browser is
+``tests/chromium.py``'s (a missing one is a failure, not a skip).
 """
 
 from __future__ import annotations
@@ -11,26 +10,20 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 from collections.abc import Iterator
 from contextlib import closing
 
 import pytest
-from selenium import webdriver
-from selenium.common.exceptions import StaleElementReferenceException
-from selenium.webdriver.chrome.service import Service
+from chromium import chromium, wait
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.support import expected_conditions
-from selenium.webdriver.support.ui import Select, WebDriverWait
+from selenium.webdriver.support.ui import Select
 
 from knowledge.config import open_store
 from knowledge.local.server import LocalServer
 
 pytestmark = pytest.mark.integration
-
-CHROMIUM = "/usr/bin/chromium"
-CHROMEDRIVER = "/usr/bin/chromedriver"
 
 ROLLBACK = """# Rolling back a release
 
@@ -78,7 +71,9 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalServer]:
         "utf-8",
     )
     (root / "support-bot" / "faq" / "_synonyms.txt").write_text("money back, refund\n", "utf-8")
-    with closing(open_store(db_path=tmp / "k.db", embedder_name="hashing", environ={})) as store:
+    with closing(
+        open_store(db_path=tmp / "k.db", embedder_name="hashing", environ={}, create=True)
+    ) as store:
         local = LocalServer(root, store, host="127.0.0.1", port=0, poll_interval=0.5)
         local.start()
         try:
@@ -89,34 +84,11 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalServer]:
 
 @pytest.fixture(scope="module")
 def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WebDriver]:
-    missing = [p for p in (CHROMIUM, CHROMEDRIVER) if shutil.which(p) is None]
-    assert not missing, f"missing {missing}: run tools/browser/install.sh (make test does)"
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for flag in (
-        "--headless=new",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-quic",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--window-size=1280,900",
-        f"--user-data-dir={tmp_path_factory.mktemp('chromium')}",
-    ):
-        options.add_argument(flag)
-    driver = webdriver.Chrome(options=options, service=Service(executable_path=CHROMEDRIVER))
+    driver = chromium(tmp_path_factory.mktemp("chromium"))
     try:
         yield driver
     finally:
         driver.quit()
-
-
-def wait(driver: WebDriver, seconds: float = 30.0) -> WebDriverWait[WebDriver]:
-    # A condition that reads the result list while the page renders it again finds an
-    # element already replaced: that is "not yet", so the wait polls again.
-    return WebDriverWait(driver, seconds, ignored_exceptions=(StaleElementReferenceException,))
 
 
 def result_paths(driver: WebDriver) -> list[str]:
@@ -346,7 +318,9 @@ def test_with_writes_a_file_and_a_note_become_searchable(
     (root / "ops-bot" / "runbooks" / "rollback.md").write_text(ROLLBACK, "utf-8")
     upload = tmp / "pager.md"
     upload.write_text("# Pager\n\nThe wombatpager rota rotates weekly.\n", "utf-8")
-    with closing(open_store(db_path=tmp / "k.db", embedder_name="hashing", environ={})) as store:
+    with closing(
+        open_store(db_path=tmp / "k.db", embedder_name="hashing", environ={}, create=True)
+    ) as store:
         local = LocalServer(root, store, port=0, poll_interval=0.2, allow_writes=True)
         local.start()
         try:

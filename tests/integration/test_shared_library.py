@@ -54,7 +54,9 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalServer]:
         '{"metadataAttributes": {"origin": "manual"}}', "utf-8"
     )
     grants = SharedGrants.parse("ops-bot=playbooks")
-    with closing(open_store(db_path=tmp / "k.db", embedder_name="hashing", environ={})) as store:
+    with closing(
+        open_store(db_path=tmp / "k.db", embedder_name="hashing", environ={}, create=True)
+    ) as store:
         local = LocalServer(root, store, port=0, poll_interval=5.0, shared_grants=grants)
         local.start()
         try:

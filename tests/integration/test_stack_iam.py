@@ -204,6 +204,8 @@ def test_template_policies_allow_exactly_what_each_function_calls(
     parameters = {"CreateDomain": "true", "IndexName": index}
     stack = Stack(template, {**parameters, "IndexPerAgent": str(per_agent).lower()})
     search_policy = stack.statements("SearchFunction")
+    # The MCP function's tools make the search function's reads (the same KnowledgeApi).
+    mcp_policy = stack.statements("McpFunction")
     indexer_policy = stack.statements("IndexerFunction")
     # The layout the functions use is the one the template gives them.
     variables = stack.evaluate(template["Globals"]["Function"]["Environment"]["Variables"])
@@ -236,13 +238,18 @@ def test_template_policies_allow_exactly_what_each_function_calls(
         assert allows(indexer_policy, action, resource), f"indexer may not {action} {resource}"
     for action, resource in requests_as_iam(reads):
         assert allows(search_policy, action, resource), f"search may not {action} {resource}"
+        assert allows(mcp_policy, action, resource), f"mcp may not {action} {resource}"
     # The grants name only the layout chosen: the other layout's grants refuse its calls.
     for action, resource in requests_as_iam(writes):
         assert not allows(other.statements("IndexerFunction"), action, resource), resource
     for action, resource in requests_as_iam(reads):
         assert not allows(other.statements("SearchFunction"), action, resource), resource
-    # Read-only: every write the indexer made is refused to the search role.
-    refused = [(a, r) for a, r in requests_as_iam(writes) if not allows(search_policy, a, r)]
+    # Read-only: every write the indexer made is refused to the search and MCP roles.
+    refused = [
+        (a, r)
+        for a, r in requests_as_iam(writes)
+        if not allows(search_policy, a, r) and not allows(mcp_policy, a, r)
+    ]
     write_paths = {p for m, p in writes if m in ("PUT", "DELETE") or "_bulk" in p}
     assert write_paths, "the recorded writes include bulk requests or index creation"
     for method, path in writes:

@@ -30,7 +30,7 @@ SCOPE = KnowledgeScope("ops-bot", "runbooks")
 
 
 def serve(root: Path, db: Path, *, allow_writes: bool) -> Iterator[LocalServer]:
-    with closing(open_store(db_path=db, embedder_name="hashing", environ={})) as store:
+    with closing(open_store(db_path=db, embedder_name="hashing", environ={}, create=True)) as store:
         local = LocalServer(
             root, store, host="127.0.0.1", port=0, poll_interval=0.1, allow_writes=allow_writes
         )
@@ -341,7 +341,9 @@ def test_a_put_over_the_servers_document_limit_is_a_413_naming_it(
     # with a content_hash that was never indexed.
     from knowledge.core.model import IndexOptions
 
-    with closing(open_store(db_path=tmp_path / "k.db", embedder_name="hashing", environ={})) as s:
+    with closing(
+        open_store(db_path=tmp_path / "k.db", embedder_name="hashing", environ={}, create=True)
+    ) as s:
         local = LocalServer(
             root,
             s,

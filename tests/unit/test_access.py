@@ -126,3 +126,34 @@ def test_writes_need_the_agent_in_the_write_claim_too() -> None:
     with pytest.raises(ConfigurationError):
         AccessPolicy(mode="jwt", agents_write_claim="agents")  # one claim for both: no apart
     AccessPolicy(mode="iam").check(None, "ops-bot", Operation.WRITE)  # the route's IAM grant
+
+
+def test_a_route_of_reads_grants_reindex_only_as_the_token_does() -> None:
+    """The remote MCP endpoint is one route (granted like search) whose tools also read the
+    status and documents and, where granted, reindex (``AccessPolicy.grants``)."""
+    reader = context({"agents": "ops-bot"}, ["openid"])
+    manager = context({"agents": "ops-bot", "scope": "openid kb/reindex"})
+    other = context({"agents": "support-bot", "scope": "kb/reindex"})
+    search = Operation.SEARCH
+    for operation in (Operation.STATUS, Operation.DOCUMENTS):
+        assert JWT.grants(reader, "ops-bot", operation, route=search)
+    assert not JWT.grants(reader, "ops-bot", Operation.REINDEX, route=search)
+    assert JWT.grants(manager, "ops-bot", Operation.REINDEX, route=search)
+    assert not JWT.grants(other, "ops-bot", Operation.REINDEX, route=search)
+    assert not JWT.grants(context(None), "ops-bot", Operation.STATUS, route=search)
+    assert not JWT.grants(manager, "ops-bot", Operation.WRITE, route=search)
+
+
+def test_iam_mode_grants_only_what_the_routes_own_policy_covers() -> None:
+    """IAM granted the literal path the request took; the reindex and write policies are on
+    other paths, invisible from this request: never granted through a read route."""
+    iam = AccessPolicy(mode="iam")
+    search = Operation.SEARCH
+    assert iam.grants(context(None), "ops-bot", Operation.SEARCH, route=search)
+    assert iam.grants(context(None), "ops-bot", Operation.STATUS, route=search)
+    assert iam.grants(context(None), "ops-bot", Operation.DOCUMENTS, route=search)
+    assert not iam.grants(context(None), "ops-bot", Operation.REINDEX, route=search)
+    assert not iam.grants(context(None), "ops-bot", Operation.WRITE, route=search)
+    reindex = Operation.REINDEX
+    assert iam.grants(context(None), "ops-bot", Operation.REINDEX, route=reindex)
+    assert not iam.grants(context(None), "ops-bot", Operation.SEARCH, route=reindex)

@@ -153,6 +153,18 @@ def test_parse_null_means_not_given() -> None:
     assert query.max_results == 5
 
 
+def test_parse_top_k_is_max_results_and_source_type_is_origin() -> None:
+    assert parse_search_request({"query": "x", "top_k": 3}).max_results == 3
+    assert parse_search_request({"query": "x", "top_k": 3, "max_results": 3}).max_results == 3
+    assert parse_search_request({"query": "x", "top_k": None, "max_results": 4}).max_results == 4
+    query = parse_search_request({"query": "x", "metadata": {"source_type": "repo"}})
+    assert dict(query.metadata) == {"origin": "repo"}
+    raw = {"field": "source_type", "op": "in", "value": ["repo", "manual"]}
+    aliased = parse_search_request({"query": "x", "filter": raw}).filter
+    plain = parse_search_request({"query": "x", "filter": {**raw, "field": "origin"}}).filter
+    assert aliased == plain
+
+
 def test_parse_single_file_pattern_string() -> None:
     assert parse_search_request({"query": "x", "file_patterns": "*.md"}).file_patterns == ("*.md",)
 
@@ -188,7 +200,10 @@ def test_parse_keeps_korean_text() -> None:
         ({"query": "x", "metadata": ["team"]}, "metadata", "object"),
         ({"query": "x", "metadata": {"team": 1}}, "metadata", "strings"),
         ({"query": "x", "cross_context": "yes"}, "cross_context", "true or false"),
-        ({"query": "x", "top_k": 3}, "top_k", "not a known field"),
+        ({"query": "x", "limit": 3}, "limit", "not a known field"),
+        ({"query": "x", "top_k": 3, "max_results": 4}, "top_k", "max_results"),
+        ({"query": "x", "top_k": 0}, "top_k", "between 1 and 100, got 0"),
+        ({"query": "x", "top_k": "3"}, "top_k", "integer"),
         ({"query": "x", "zeta": 1, "alpha": 2}, "alpha", "not a known field"),
     ],
 )
@@ -248,7 +263,16 @@ def test_search_response_shape(api: KnowledgeApi, store: FakeStore) -> None:
     assert body["mode"] == "hybrid"  # the store's default when none is asked
     assert body["min_score"] == DEFAULT_MIN_SCORE  # the floor the best result had to reach
     assert body["evidence"] == result().strength == "strong"  # the best result's (0.9)
-    assert body["results"] == [result().to_dict()]
+    # The result as the store made it, with the design's names and where it came from.
+    assert body["results"] == [
+        {
+            **result().to_dict(),
+            "source_type": None,
+            "title": "Rollback",
+            "agent": "ops-bot",
+            "context": "runbooks",
+        }
+    ]
     assert body["results"][0]["strength"] == "strong"
     given = api.handle("POST", SEARCH, b'{"query": "rollback", "min_score": 0.25}').body
     assert given["min_score"] == 0.25  # the request's floor

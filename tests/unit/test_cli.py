@@ -705,3 +705,45 @@ def test_write_exposure_check_admits_loopback_and_an_explicit_acknowledgement(
         LocalServer(tmp_path, MemoryKnowledgeStore(), host="0.0.0.0", port=0, allow_writes=True)
     args = build_parser().parse_args(["serve", str(tmp_path)])
     assert args.allow_remote_writes is False
+
+
+def test_serve_write_limit_flags_reach_the_servers_quota(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from knowledge.local import server as local_server
+    from knowledge.service.write_quotas import DEFAULT_WRITE_LIMITS, WriteLimits
+
+    args = build_parser().parse_args(["serve", str(tmp_path)])
+    assert (
+        WriteLimits.of(
+            args.max_writes_per_minute, args.max_write_mib_per_minute, args.max_documents_per_scope
+        )
+        == DEFAULT_WRITE_LIMITS
+    )
+    built: list[local_server.LocalServer] = []
+
+    def serve(server: local_server.LocalServer, **_: object) -> int:
+        built.append(server)
+        return 0
+
+    monkeypatch.setattr(local_server, "serve_until_stopped", serve)
+    root = tmp_path / "root"
+    root.mkdir()
+    argv = ["serve", str(root), "--db", str(tmp_path / "k.db"), "--embedder", "hashing"]
+    limits = ["--max-writes-per-minute", "30", "--max-write-mib-per-minute", "0"]
+    assert main([*argv, "--allow-writes", *limits, "--max-documents-per-scope", "500"]) == 0
+    quota = built[0].api.write_quota
+    assert quota is not None
+    assert quota.limits == WriteLimits(30, 0, 500)
+    assert main(argv) == 0  # without --allow-writes: no write routes, no quota
+    assert built[1].api.write_quota is None
+    for flag, value, expected in (
+        ("--max-writes-per-minute", "-1", "must be 0 (no limit) or more, got -1"),
+        ("--max-write-mib-per-minute", "-5", "must be 0 (no limit) or more, got -5"),
+        ("--max-documents-per-scope", "many", "'many' is not an integer"),
+    ):
+        with pytest.raises(SystemExit) as info:
+            main([*argv, flag, value])
+        assert info.value.code == 2
+        assert f"argument {flag}: {expected}" in capsys.readouterr().err
+    assert len(built) == 2  # refused while the arguments are read

@@ -129,7 +129,7 @@ def test_unknown_store_kind_lists_known_ones() -> None:
 
 def test_open_embedded_store(tmp_path: Path) -> None:
     db = tmp_path / "sub" / "k.db"
-    with closing(open_store(db_path=db, environ={})) as store:
+    with closing(open_store(db_path=db, environ={}, create=True)) as store:
         assert isinstance(store, EmbeddedKnowledgeStore)
         assert store.default_mode is SearchMode.KEYWORD  # hashing embedder
         assert store.supported_modes == frozenset(SearchMode)
@@ -142,14 +142,14 @@ def test_open_embedded_store(tmp_path: Path) -> None:
 def test_open_embedded_store_from_environment(tmp_path: Path) -> None:
     db = tmp_path / "env.db"
     env = {"KB_DB": str(db), "KB_EMBEDDER": "none"}
-    with closing(open_store(environ=env)) as store:
+    with closing(open_store(environ=env, create=True)) as store:
         assert store.supported_modes == frozenset({SearchMode.KEYWORD})
     assert db.exists()
 
 
 def test_isolation_of_the_embedded_store_from_environment(tmp_path: Path) -> None:
     env = {"KB_DB": str(tmp_path / "iso.db"), "KB_EMBEDDER": "none", "KB_ISOLATION": "Agent"}
-    with closing(open_store(environ=env)) as store:
+    with closing(open_store(environ=env, create=True)) as store:
         assert isinstance(store, EmbeddedKnowledgeStore)
         assert store.isolation == "agent"
     with closing(open_store(environ={**env, "KB_ISOLATION": ""})) as store:
@@ -168,7 +168,7 @@ def test_embedded_store_indexes_and_searches(tmp_path: Path) -> None:
     docs = tmp_path / "docs"
     docs.mkdir()
     (docs / "rollback.md").write_text("# Rollback\n\nhelm rollback checkout-api\n", "utf-8")
-    with closing(open_store(db_path=tmp_path / "k.db", environ={})) as store:
+    with closing(open_store(db_path=tmp_path / "k.db", environ={}, create=True)) as store:
         index_source(store, SCOPE, LocalDirectorySource(docs), IndexOptions())
         results = store.search(SCOPE, SearchQuery("helm rollback", mode=SearchMode.KEYWORD))
     assert [r.document_path for r in results] == ["rollback.md"]
@@ -180,8 +180,8 @@ def test_mismatched_embedder_is_refused(tmp_path: Path) -> None:
     docs.mkdir()
     (docs / "a.md").write_text("alpha beta", "utf-8")
     db = tmp_path / "k.db"
-    with closing(open_store(db_path=db, embedder_name="hashing", environ={})) as store:
-        index_source(store, SCOPE, LocalDirectorySource(docs), IndexOptions())
+    with closing(open_store(db_path=db, embedder_name="hashing", environ={}, create=True)) as s:
+        index_source(s, SCOPE, LocalDirectorySource(docs), IndexOptions())
 
     class OtherEmbedder(HashingEmbedder):
         @property

@@ -593,7 +593,8 @@ def test_result_metadata_comes_from_the_indexer(store: EmbeddedKnowledgeStore):
     assert result.metadata["title"] == "Deploy"
     assert list(result.metadata["heading_path"]) == ["Deploy"]
     assert result.metadata["team"] == "ops"
-    assert result.metadata["source_key"] == "runbooks/deploy.md"
+    # The source gave no key: the bucket-style one, so the hit names its scope.
+    assert result.metadata["source_key"] == "ops-bot/runbooks/runbooks/deploy.md"
     assert result.metadata["content_type"] == "text/markdown"
 
 

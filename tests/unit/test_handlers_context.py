@@ -68,7 +68,7 @@ def test_the_agent_route_covers_every_context_of_the_agent_only(module: Any) -> 
         ({"max_tokens": 0}, "max_tokens"),
         ({"max_tokens": "many"}, "max_tokens"),
         ({"group_by": "page"}, "group_by"),
-        ({"top_k": 3}, "top_k"),
+        ({"limit": 3}, "limit"),
     ],
 )
 def test_a_bad_body_is_a_400_naming_the_field(module: Any, change: dict[str, Any], field: str):

@@ -175,7 +175,7 @@ def test_no_results_is_an_empty_success(search):
         ("api_search_missing_query.json", "query"),
         ("api_search_bad_mode.json", "mode"),
         ("api_search_bad_max_results.json", "max_results"),
-        ("api_search_unknown_field.json", "top_k"),
+        ("api_search_unknown_field.json", "limit"),
         ("api_search_invalid_agent.json", "agent"),
         ("api_status_invalid_context.json", "context"),
     ],

@@ -674,7 +674,7 @@ def test_header_and_chunk_metadata() -> None:
         },
     ]
     plain = writer.chunks("plain.txt")[0].chunk.metadata
-    assert plain["source_key"] == "plain.txt"
+    assert plain["source_key"] == "agent/ctx/plain.txt"  # bucket-style: it names its scope
     assert plain["content_type"] == "text/plain"
     assert plain["format"] == "text"
 

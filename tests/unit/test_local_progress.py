@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from knowledge.core.model import IndexProgress
+from knowledge.core.model import IndexProgress, IndexState, IndexStatus
 from knowledge.core.scope import KnowledgeScope
-from knowledge.local.progress import IndexingProgress
+from knowledge.local.progress import IndexingProgress, ScopeActivity
 
 A = KnowledgeScope("ops", "a")
 B = KnowledgeScope("ops", "b")
@@ -52,3 +52,44 @@ def test_a_run_that_fails_while_listing_is_not_listing_after_end() -> None:
     progress.prepare()
     progress.end()
     assert (progress.listing, progress.ended) == (False, True)
+
+
+def test_scope_activity_shows_the_document_being_written_and_what_waits() -> None:
+    activity = ScopeActivity()
+    status = IndexStatus(
+        document_count=0, chunk_count=0, last_indexed_at=None, state=IndexState.EMPTY
+    )
+    assert activity.of(A) is None
+    assert activity.status(A, status) is status
+    activity.queue(A, 3)
+    waiting = activity.status(A, status)
+    assert waiting.state is IndexState.INDEXING
+    assert waiting.progress == IndexProgress(0, 0, queued_files=3)
+    activity.queue(A, 0)
+    activity.begin(A, 2)
+    activity.queue(A, 5)  # changes found meanwhile wait for the next job
+    document = activity.document_progress(A)
+    document.begin("big.md", 4000, 4000)
+    for _ in range(3):
+        document.chunk(500)  # an eighth of the text each
+    progress = activity.of(A)
+    assert progress == IndexProgress(
+        0,
+        2,
+        document="big.md",
+        document_bytes=4000,
+        chunks_done=3,
+        chunks_estimated=8,
+        queued_files=5,
+    )
+    shown = activity.status(A, status)
+    assert shown.message == "writing big.md: 3 of about 8 chunks; 5 more changed files queued"
+    assert shown.progress is not None
+    assert shown.progress.to_dict()["chunks_estimated"] == 8
+    document.end()
+    activity.file_done(A)
+    assert activity.of(A) == IndexProgress(1, 2, queued_files=5)
+    activity.end(A)
+    assert activity.of(A) == IndexProgress(0, 0, queued_files=5)
+    activity.queue(A, 0)
+    assert activity.of(A) is None

@@ -248,3 +248,40 @@ def test_a_reindex_step_with_bad_unread_counts_is_rejected(unread: object) -> No
     body["unread"] = unread
     (action,) = parse_sqs_message(json.dumps(body), bucket=BUCKET)
     assert (action.kind, action.field) == (ActionKind.REJECT, "unread")
+
+
+def test_every_message_of_a_scope_reindex_carries_its_agent_as_message_group(aws):
+    """Keys, removals and continuation steps alike: on the bulk queue (a fair queue) the
+    whole reindex is one tenant, whose backlog does not delay the other agents'."""
+    s3, sqs, queue_url = aws
+    for i in range(3):
+        s3.put_object(Bucket=BUCKET, Key=f"ops-bot/runbooks/doc-{i}.md", Body=b"x")
+    store = MemoryKnowledgeStore()
+    index_paths(store, "gone.md")
+    reindexer = ScopeReindexer(
+        queue_url, S3DocumentSource(BUCKET, client=s3), client=sqs, list_page_size=2
+    )
+    no_time = TimeBudget(lambda: 0, reserve_ms=30_000)
+    task: ReindexTask | None = ReindexTask(BUCKET, SCOPE)
+    groups: dict[str, set[str]] = {}
+    while task is not None:
+        task = reindexer.expand(task, store, no_time).continued
+        while messages := sqs.receive_message(
+            QueueUrl=queue_url, MaxNumberOfMessages=10, AttributeNames=["All"]
+        ).get("Messages", []):
+            for message in messages:
+                kind = json.loads(message["Body"])["type"]
+                groups.setdefault(kind, set()).add(message["Attributes"]["MessageGroupId"])
+                sqs.delete_message(QueueUrl=queue_url, ReceiptHandle=message["ReceiptHandle"])
+    assert groups == {"knowledge.reindex": {"ops-bot"}, "knowledge.reindex_scope": {"ops-bot"}}
+
+
+def test_the_indexer_queues_reindex_messages_on_the_bulk_queue_when_it_has_one() -> None:
+    from knowledge.aws.settings import LambdaSettings
+
+    intake = "https://sqs.us-east-1.amazonaws.com/123456789012/intake"
+    bulk = "https://sqs.us-east-1.amazonaws.com/123456789012/bulk"
+    both = LambdaSettings.from_env({"INDEX_QUEUE_URL": intake, "BULK_QUEUE_URL": bulk})
+    assert both.reindex_queue_url == bulk
+    assert LambdaSettings.from_env({"INDEX_QUEUE_URL": intake}).reindex_queue_url == intake
+    assert LambdaSettings.from_env({}).reindex_queue_url is None

@@ -12,6 +12,7 @@ from knowledge.core.scope_set import (
     MAX_SHARED_LIBRARIES,
     SHARED_CONTEXT_KEY,
     check_libraries,
+    hit_scope,
     library_hit,
     marked,
     searched_scopes,
@@ -136,3 +137,31 @@ def test_each_library_owns_its_statistics_and_no_agent_shares_them() -> None:
     # An agent name has no "/": no agent's statistics are ever a library's.
     with pytest.raises(ValidationError):
         KnowledgeScope("_shared/playbooks", "x")
+
+
+NOTES = KnowledgeScope("ops-bot", "notes")
+
+
+@pytest.mark.parametrize(
+    ("cross_context", "metadata", "expected"),
+    [
+        # One context: that context, whatever the key says.
+        (False, {"source_key": "x.md"}, OPS),
+        (False, {}, OPS),
+        # Across contexts: the context of the bucket-style key.
+        (True, {"source_key": "ops-bot/notes/x.md"}, NOTES),
+        (True, {"source_key": "ops-bot/notes/sub/x.md"}, None),  # another document's key
+        (True, {"source_key": "x.md"}, None),  # indexed before keys named their scope
+        (True, {}, None),
+        (True, {"source_key": "hr-bot/payroll/x.md"}, None),  # never another agent
+        (True, {"source_key": "ops-bot/a/b/x.md"}, None),
+        (True, {"source_key": "ops-bot/../x.md"}, None),  # not a scope
+        # A library hit names its library, in either kind of search.
+        (False, {SHARED_CONTEXT_KEY: "_shared/playbooks", "source_key": "x.md"}, PLAYBOOKS),
+        (True, {SHARED_CONTEXT_KEY: "_shared/playbooks"}, PLAYBOOKS),
+    ],
+)
+def test_hit_scope(
+    cross_context: bool, metadata: dict[str, str], expected: KnowledgeScope | None
+) -> None:
+    assert hit_scope(OPS, cross_context, "x.md", metadata) == expected

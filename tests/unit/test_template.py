@@ -9,6 +9,7 @@ sends is recorded against the real node in tests/integration/test_stack_iam.py.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import pytest
@@ -76,7 +77,7 @@ ROOT_MULTI = [
 def domain_policy_for(stack: Stack, role: str) -> list[dict[str, Any]]:
     domain = stack.resources()["OpenSearchDomain"]
     statements = stack.evaluate(domain["Properties"]["AccessPolicies"])["Statement"]
-    return [s for s in statements if s["Principal"]["AWS"] == f"{role}.Arn"]
+    return [s for s in statements if f"{role}.Arn" in as_list(s["Principal"]["AWS"])]
 
 
 def role_policies(parameters: dict[str, str], function: str) -> dict[str, list[dict[str, Any]]]:
@@ -110,14 +111,16 @@ def layout(
     return {**parameters, "IndexPerAgent": "true"}, in_agent_index(calls), calls
 
 
+@pytest.mark.parametrize("function", ["SearchFunction", "McpFunction"])
 @ON_EACH_LAYOUT
 @ON_EACH_DOMAIN
 def test_search_role_is_read_only_on_its_index(
-    parameters: dict[str, str], domain: str, per_agent: bool
+    parameters: dict[str, str], domain: str, per_agent: bool, function: str
 ) -> None:
+    """The search function and the MCP function (the same reads behind MCP) alike."""
     parameters, reads, other_reads = layout(parameters, per_agent, SEARCH_CALLS)
     _, writes, other_writes = layout(parameters, per_agent, WRITES)
-    for where, statements in role_policies(parameters, "SearchFunction").items():
+    for where, statements in role_policies(parameters, function).items():
         es_actions = {a for s in statements for a in as_list(s["Action"]) if a.startswith("es:")}
         assert es_actions == {"es:ESHttpGet", "es:ESHttpPost"}, where
         for method, path in reads:
@@ -170,9 +173,9 @@ def test_serverless_data_access_policy_is_created_read_for_search_write_for_inde
     policy = json.loads(
         stack.evaluate(resources["ServerlessDataAccessPolicy"]["Properties"])["Policy"]
     )
-    by_principal = {p["Principal"][0]: p["Rules"] for p in policy}
-    search = by_principal["SearchFunctionRole.Arn"]
-    indexer = by_principal["IndexerFunctionRole.Arn"]
+    by_principal = {tuple(p["Principal"]): p["Rules"] for p in policy}
+    search = by_principal[("SearchFunctionRole.Arn", "McpFunctionRole.Arn")]
+    indexer = by_principal[("IndexerFunctionRole.Arn",)]
     assert {r["ResourceType"] for r in search + indexer} == {"index"}
     assert set(search[0]["Permission"]) == {"aoss:ReadDocument", "aoss:DescribeIndex"}
     assert "aoss:WriteDocument" in indexer[0]["Permission"]
@@ -180,8 +183,8 @@ def test_serverless_data_access_policy_is_created_read_for_search_write_for_inde
     index = "knowledge-agent-*" if per_agent else "knowledge"
     assert search[0]["Resource"] == indexer[0]["Resource"] == [f"index/kb/{index}"]
     assert global_env(stack)["OPENSEARCH_INDEX_PER_AGENT"] == str(per_agent).lower()
-    # Both roles reach the created collection (and nothing else) through IAM as well.
-    for function in ("SearchFunction", "IndexerFunction"):
+    # The roles reach the created collection (and nothing else) through IAM as well.
+    for function in ("SearchFunction", "McpFunction", "IndexerFunction"):
         aoss = [
             s for s in stack.statements(function) if "aoss:APIAccessAll" in as_list(s["Action"])
         ]
@@ -210,7 +213,7 @@ def test_an_existing_collection_gets_the_data_access_policy_too() -> None:
     # The endpoint comes from the ARN (its id, the stack's region); IAM names that ARN.
     assert global_env(stack)["OPENSEARCH_URL"] == "https://abc123.us-east-1.aoss.amazonaws.com"
     assert global_env(stack)["OPENSEARCH_SERVICE"] == "aoss"
-    for function in ("SearchFunction", "IndexerFunction"):
+    for function in ("SearchFunction", "McpFunction", "IndexerFunction"):
         statements = stack.statements(function)
         assert allows(statements, "aoss:APIAccessAll", arn)
         assert not any(a.startswith("es:") for s in statements for a in as_list(s["Action"]))
@@ -334,7 +337,9 @@ def routes(stack: Stack) -> dict[str, dict[str, Any]]:
 
 def test_iam_mode_every_route_needs_sigv4() -> None:
     found = routes(Stack(TEMPLATE, CREATED))
-    assert len(found) == 17  # 9 read/reindex routes, 3 write routes, 5 repository routes
+    # 9 read/reindex routes, 3 write routes, 5 repository routes, 3 of the MCP endpoint;
+    # no protected resource metadata (there is no token issuer in iam mode).
+    assert len(found) == 20
     for key, route in found.items():
         assert route["AuthorizationType"] == "AWS_IAM", key
         assert "AuthorizerId" not in route
@@ -355,7 +360,19 @@ def test_jwt_mode_every_route_needs_a_token_and_reindex_its_scope() -> None:
     assert authorizer["AuthorizerType"] == "JWT"
     assert authorizer["JwtConfiguration"]["Audience"] == ["client-a", "client-b"]
     assert "AgentSearchPolicy" not in resources
-    for key, route in routes(stack).items():
+    found = routes(stack)
+    public = {key for key, route in found.items() if route["AuthorizationType"] == "NONE"}
+    # The protected resource metadata MCP clients read before they hold a token, only.
+    assert public == {
+        "GET /.well-known/oauth-protected-resource",
+        "GET /.well-known/oauth-protected-resource/mcp/agents/{agent}/contexts/{context}",
+    }
+    for key in public:
+        assert found[key]["Target"] == "integrations/McpIntegration.Ref"
+        assert "AuthorizerId" not in found[key]
+    for key, route in found.items():
+        if key in public:
+            continue
         assert route["AuthorizationType"] == "JWT", key
         assert route["AuthorizerId"] == "JwtAuthorizer.Ref"
         manages = key.endswith(("/reindex", "/sync")) or key.startswith(
@@ -525,6 +542,7 @@ TAGGABLE = {
     "AWS::ApiGatewayV2::Stage": "map",
     "AWS::Serverless::Function": "globals",
     "AWS::IAM::Role": "list",
+    "AWS::DynamoDB::Table": "list",
 }
 UNTAGGABLE = {
     "AWS::Serverless::LayerVersion",
@@ -703,3 +721,141 @@ def test_the_search_function_reads_the_repo_sync_summaries_only() -> None:
     assert len(listing) == 1
     assert listing[0]["Resource"] == "DocumentsBucket.Arn"
     assert listing[0]["Condition"] == {"StringLike": {"s3:prefix": [".kb@repos/*"]}}
+
+
+# --- write quotas (knowledge.service.write_quotas, knowledge.aws.write_quotas) --------------
+
+
+def test_the_write_quota_table_is_on_demand_encrypted_and_expires_its_windows() -> None:
+    table = Stack(TEMPLATE, CREATED).resources()["WriteQuotaTable"]["Properties"]
+    assert table["BillingMode"] == "PAY_PER_REQUEST"
+    assert table["KeySchema"] == [{"AttributeName": "id", "KeyType": "HASH"}]
+    assert table["AttributeDefinitions"] == [{"AttributeName": "id", "AttributeType": "S"}]
+    # The attribute knowledge.aws.write_quotas writes as each window's end.
+    assert table["TimeToLiveSpecification"] == {"AttributeName": "expires_at", "Enabled": True}
+    assert table["SSESpecification"] == {"SSEEnabled": True}
+
+
+@pytest.mark.parametrize("parameters", [CREATED, {**YOURS, "ApiAuthMode": "jwt"}])
+def test_only_the_search_function_may_count_writes_and_only_update_items(
+    parameters: dict[str, str],
+) -> None:
+    stack = Stack(TEMPLATE, parameters)
+    table = "WriteQuotaTable.Arn"
+    search = stack.statements("SearchFunction")
+    dynamodb = [s for s in search if any(a.startswith("dynamodb:") for a in as_list(s["Action"]))]
+    assert len(dynamodb) == 1, dynamodb
+    assert as_list(dynamodb[0]["Action"]) == ["dynamodb:UpdateItem"]
+    assert as_list(dynamodb[0]["Resource"]) == [table]
+    for action in ("GetItem", "PutItem", "DeleteItem", "Query", "Scan", "DeleteTable"):
+        assert not allows(search, f"dynamodb:{action}", table), action
+    assert not allows(search, "dynamodb:UpdateItem", "arn:aws:dynamodb:us-east-1:1:table/other")
+    for function, resource in TEMPLATE["Resources"].items():
+        if resource["Type"] != "AWS::Serverless::Function" or function == "SearchFunction":
+            continue
+        others = stack.statements(function)
+        assert not allows(others, "dynamodb:UpdateItem", table), function
+
+
+def test_the_write_limits_reach_the_search_function_as_its_settings_read_them() -> None:
+    from knowledge.aws.settings import LambdaSettings
+    from knowledge.service.write_quotas import DEFAULT_WRITE_LIMITS, MIB
+
+    chosen = {"WriteRequestsPerMinute": "30", "WriteMiBPerMinute": "0"}
+    for parameters, expected in (
+        (CREATED, DEFAULT_WRITE_LIMITS),
+        ({**CREATED, **chosen, "MaxDocumentsPerScope": "500"}, None),
+    ):
+        stack = Stack(TEMPLATE, parameters)
+        search = stack.resources()["SearchFunction"]["Properties"]["Environment"]["Variables"]
+        environment = {k: str(v) for k, v in stack.evaluate(search).items()}
+        assert environment["WRITE_QUOTA_TABLE"] == "WriteQuotaTable.Ref"
+        limits = LambdaSettings.from_env(environment).write_limits
+        if expected is not None:
+            assert limits == expected
+        else:
+            assert (limits.requests_per_minute, limits.bytes_per_minute) == (30, 0)
+            assert limits.documents_per_scope == 500
+    assert DEFAULT_WRITE_LIMITS.bytes_per_minute == 256 * MIB
+    for name in ("WriteRequestsPerMinute", "WriteMiBPerMinute", "MaxDocumentsPerScope"):
+        pattern = TEMPLATE["Parameters"][name]["AllowedPattern"]
+        assert re.fullmatch(pattern, "0"), name  # 0: no limit
+        for refused in ("-1", "2.5", "010", "", "1e3"):
+            assert not re.fullmatch(pattern, refused), (name, refused)
+
+
+JWT = {
+    **CREATED,
+    "ApiAuthMode": "jwt",
+    "JwtIssuer": "https://cognito-idp.us-east-1.amazonaws.com/us-east-1_EXAMPLE",
+    "JwtAudience": "client-a",
+}
+
+
+def test_iam_mode_the_mcp_endpoint_is_granted_with_search_per_agent() -> None:
+    """The MCP endpoint's scope is in its path, so AgentSearchPolicy grants it per agent as
+    it grants the search routes; the reindex and write policies do not (the endpoint offers
+    no reindex tool in iam mode: knowledge.aws.mcp_endpoint)."""
+    stack = Stack(TEMPLATE, CREATED)
+    invoke = "execute-api:Invoke"
+    search = agent_policy(stack, "AgentSearchPolicy", "ops-bot")
+    others = [
+        agent_policy(stack, name, "ops-bot") for name in ("AgentReindexPolicy", "AgentWritePolicy")
+    ]
+    for method in ("POST", "GET", "DELETE"):
+        own = api_arn(method, "/mcp/agents/ops-bot/contexts/runbooks")
+        assert allows(search, invoke, own), method
+        assert not any(allows(policy, invoke, own) for policy in others), method
+        for path in (
+            "/mcp/agents/support-bot/contexts/runbooks",
+            "/mcp/agents/ops-bot-2/contexts/runbooks",
+            "/mcp/agents/_shared/contexts/playbooks",
+        ):
+            assert not allows(search, invoke, api_arn(method, path)), (method, path)
+    assert not allows(search, invoke, api_arn("PUT", "/mcp/agents/ops-bot/contexts/runbooks"))
+
+
+@pytest.mark.parametrize("parameters", [CREATED, JWT], ids=["iam", "jwt"])
+def test_the_mcp_function_reads_and_queues_granted_reindexes_only(
+    parameters: dict[str, str],
+) -> None:
+    stack = Stack(TEMPLATE, parameters)
+    statements = stack.statements("McpFunction")
+    bucket = "DocumentsBucket.Arn"
+    for action in ("s3:PutObject", "s3:DeleteObject", "s3:GetObject", "s3:ListBucket"):
+        assert not allows(statements, action, f"{bucket}/ops-bot/runbooks/a.md"), action
+        assert not allows(statements, action, bucket), action
+    assert not any(a.startswith("dynamodb:") for s in statements for a in as_list(s["Action"]))
+    queue = "DocumentEventsQueue.Arn"
+    # The reindex tool exists in jwt mode only (a token with JwtReindexScope).
+    assert allows(statements, "sqs:SendMessage", queue) is (parameters is JWT)
+    assert not allows(statements, "sqs:ReceiveMessage", queue)
+    resources = stack.resources()
+    function = stack.evaluate(resources["McpFunction"]["Properties"])
+    assert function["Layers"] == ["McpLayer.Ref"]
+    assert function["LoggingConfig"] == {"LogGroup": "McpLogGroup.Ref"}
+    env = function["Environment"]["Variables"]
+    assert env["API_AUTH"] == parameters.get("ApiAuthMode", "iam")
+    assert env["JWT_ISSUER"] == parameters.get("JwtIssuer", "")
+    assert env["JWT_REINDEX_SCOPE"] == "kb/reindex"
+    search = stack.evaluate(resources["SearchFunction"]["Properties"])["Environment"]["Variables"]
+    for shared in ("JWT_AGENTS_CLAIM", "KB_SHARED_GRANTS", "RERANK_MODEL_ID", "KB_ORIGIN_WEIGHTS"):
+        assert env[shared] == search[shared], shared
+    log_group = stack.evaluate(resources["McpLogGroup"]["Properties"])
+    assert log_group["LogGroupName"] == "/aws/lambda/kb-test-mcp"  # the stack name, -mcp
+    permission = stack.evaluate(resources["McpFunctionApiPermission"]["Properties"])
+    assert permission["Principal"] == "apigateway.amazonaws.com"
+
+
+def test_the_mcp_routes_are_the_endpoints_routes() -> None:
+    from knowledge.aws.mcp_endpoint import MCP_ROUTES, METADATA_ROUTES
+
+    def served(parameters: dict[str, str]) -> set[tuple[str, str]]:
+        return {
+            tuple(key.split(" ", 1))  # type: ignore[misc]
+            for key, route in routes(Stack(TEMPLATE, parameters)).items()
+            if route["Target"] == "integrations/McpIntegration.Ref"
+        }
+
+    assert served(CREATED) == set(MCP_ROUTES)
+    assert served(JWT) == set(MCP_ROUTES) | set(METADATA_ROUTES)

@@ -94,11 +94,22 @@ def test_no_scope(tool: KnowledgeSearchTool) -> None:
         ({"query": "  "}, "Invalid parameter: query: must be a non-blank string"),
         ({"query": 5}, "Invalid parameter: query: must be a non-blank string"),
         (
-            {"query": "x", "top_k": 3},
-            "Invalid parameter: top_k: is not a known property (allowed: query, "
-            "max_results, file_pattern, max_tokens, source_type, include_shared, group_by, "
-            "origin_weights, lesson_weight, explain)",
+            {"query": "x", "limit": 3},
+            "Invalid parameter: limit: is not a known property (allowed: query, "
+            "max_results, top_k, file_pattern, max_tokens, source_type, include_shared, "
+            "group_by, origin_weights, lesson_weight, explain)",
         ),
+        (
+            {"query": "x", "top_k": 3, "max_results": 5},
+            "Invalid parameter: top_k: top_k and max_results are two names for one limit "
+            "and were given different values (top_k 3, max_results 5): give one of them",
+        ),
+        (
+            {"query": "x", "top_k": 101},
+            "Invalid parameter: top_k: must be between 1 and 100, got 101",
+        ),
+        ({"query": "x", "top_k": 2.5}, "Invalid parameter: top_k: must be an integer, got 2.5"),
+        ({"query": "x", "top_k": True}, "Invalid parameter: top_k: must be an integer"),
         (
             {"query": "x", "max_results": 0},
             "Invalid parameter: max_results: must be between 1 and 100, got 0",
@@ -298,6 +309,12 @@ def test_name_and_description(tool: KnowledgeSearchTool) -> None:
     assert tool.description.startswith("Search agent's knowledge base for relevant documents.")
     assert "Returns document chunks ranked by relevance." in tool.description
     assert "agent's configured knowledge directory" in tool.description
+    # When to call it: early, for these questions; an empty answer sends the model elsewhere.
+    assert "Call it early" in tool.description
+    for question in ('"how do I X"', '"why does X happen"', '"what is the runbook for Y"'):
+        assert question in tool.description
+    assert '"No relevant documents found" means the knowledge is not there' in tool.description
+    assert "look elsewhere" in tool.description
 
 
 def test_input_schema(tool: KnowledgeSearchTool) -> None:
@@ -308,6 +325,7 @@ def test_input_schema(tool: KnowledgeSearchTool) -> None:
     assert set(schema["properties"]) == {
         "query",
         "max_results",
+        "top_k",
         "file_pattern",
         "max_tokens",
         "source_type",

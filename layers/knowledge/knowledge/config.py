@@ -28,6 +28,13 @@ Store kinds are builders in ``STORE_BUILDERS`` (``opensearch`` calls
 settings); more can be added with ``register_store_builder``. This module never
 imports a backend it is not asked for. An unknown kind or embedder is a
 ``ConfigurationError`` that lists the known ones.
+
+An embedded store is one file, and ``open_store`` opens an existing one: a file that is
+not there is a ``ConfigurationError`` naming it (absolute) and how to make one, unless the
+caller asks for a new index with ``create=True`` (``kb index`` and ``kb serve`` do). A
+new empty index would answer "no relevant documents" to every question, which a program
+or a model cannot tell from a knowledge base without the answer (a typo in the path, or
+the default ``.kb/knowledge.db`` while ``make run`` wrote ``.kb/local.db``).
 """
 
 from __future__ import annotations
@@ -62,10 +69,12 @@ __all__ = [
     "ENV_RERANK_TOP_N",
     "ENV_STORE",
     "KEYWORD_LIKE_EMBEDDER",
+    "MAKE_RUN_DB_PATH",
     "NO_EMBEDDER",
     "STORE_BUILDERS",
     "StoreBuilder",
     "StoreSettings",
+    "check_index_file",
     "open_embedder",
     "open_reranking",
     "open_store",
@@ -149,19 +158,24 @@ class StoreSettings:
 StoreBuilder = Callable[[StoreSettings], KnowledgeStore]
 
 
+def _known_embedder(name: str) -> str:
+    normalized = name.strip().lower()
+    if normalized not in EMBEDDER_NAMES:
+        raise ConfigurationError(
+            f"unknown embedder '{normalized}' (known: {', '.join(EMBEDDER_NAMES)})"
+        )
+    return normalized
+
+
 def open_embedder(name: str) -> EmbeddingClient | None:
     """The embedding client called ``name`` (``none``: no embedder, keyword only).
 
     Raises ``ConfigurationError`` for an unknown name, a missing optional dependency
     or a provider that is not set up (no API key, say).
     """
-    normalized = name.strip().lower()
+    normalized = _known_embedder(name)
     if normalized == NO_EMBEDDER:
         return None
-    if normalized not in PROVIDER_NAMES:
-        raise ConfigurationError(
-            f"unknown embedder '{normalized}' (known: {', '.join(EMBEDDER_NAMES)})"
-        )
     try:
         return create_embedder(normalized)
     except ImportError as exc:
@@ -226,12 +240,14 @@ def open_store(
     opensearch_url: str | None = None,
     default_mode: SearchMode | str | None = None,
     environ: Mapping[str, str] | None = None,
+    create: bool = False,
 ) -> KnowledgeStore:
     """Open the store described by the arguments, the environment and the defaults.
 
-    The caller owns the store and must ``close()`` it. Raises ``ConfigurationError``
-    for an unknown kind or embedder, and whatever the store raises when its existing
-    index does not fit the settings (``EmbeddingMismatchError``).
+    The caller owns the store and must ``close()`` it. An embedded store's file must exist
+    unless ``create`` is true (module docstring). Raises ``ConfigurationError`` for an
+    unknown kind or embedder and for a missing embedded file, and whatever the store
+    raises when its existing index does not fit the settings (``EmbeddingMismatchError``).
     """
     settings = StoreSettings.resolve(
         kind,
@@ -245,7 +261,32 @@ def open_store(
     if builder is None:
         known = ", ".join(sorted(STORE_BUILDERS))
         raise ConfigurationError(f"unknown store kind '{settings.kind}' (known: {known})")
+    if settings.kind == "embedded" and not create:
+        _known_embedder(settings.embedder_name)  # the setting to fix first, if both are wrong
+        check_index_file(settings.db_path)
     return builder(settings)
+
+
+MAKE_RUN_DB_PATH = ".kb/local.db"
+"""The file ``make run`` (``kb serve examples/bucket --db .kb/local.db``) writes."""
+
+
+def check_index_file(db_path: Path) -> None:
+    """Raise ``ConfigurationError`` unless the embedded index file ``db_path`` exists
+    (SQLite's ``:memory:`` is never a file). The message names the file, absolute, how to
+    build one, and the file ``make run`` wrote when that one is there instead."""
+    if str(db_path) == ":memory:" or db_path.exists():
+        return
+    served = Path(MAKE_RUN_DB_PATH)
+    if db_path != served and served.exists():
+        where = f"make run wrote {MAKE_RUN_DB_PATH}: db_path={MAKE_RUN_DB_PATH!r}"
+    else:
+        where = f"make run writes {MAKE_RUN_DB_PATH}"
+    raise ConfigurationError(
+        f"no knowledge index file at {db_path.absolute()} ({where}); build one with "
+        "`kb index DIR --agent A --context C` or `kb serve ROOT`, point db_path (or "
+        f"{ENV_DB}) at an existing file, or pass create=True for a new, empty index"
+    )
 
 
 def open_reranking(

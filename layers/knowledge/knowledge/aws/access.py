@@ -19,6 +19,15 @@ of two modes (``API_AUTH``, set by ``template.yaml``'s ``ApiAuthMode``):
     no JWT claims at all is refused (fail closed: a route left without the authorizer
     must not become public).
 
+A route that offers more than its own operation (the remote MCP endpoint: one route,
+whose tools search, read the status and documents, and reindex) asks ``grants`` for each
+extra operation. The claims answer it in ``jwt`` mode exactly as they answer ``check`` on
+that operation's own route. In ``iam`` mode only the route's literal path was granted:
+search, status and documents are granted together (``AgentSearchPolicy``), so a route of
+one of them grants the others; whether the caller also holds reindex or writes
+(``AgentReindexPolicy``, ``AgentWritePolicy``, on their own paths) cannot be seen from a
+request that did not take those paths, so they are never granted that way (fail closed).
+
 The claim may be a JSON array, or a string of names separated by spaces or commas
 (API Gateway hands array claims to the function as ``"[a b]"``; Cognito custom
 attributes are strings): scope names never contain spaces, commas or brackets, so
@@ -40,6 +49,7 @@ __all__ = [
     "API_AUTH_MODES",
     "DEFAULT_AGENTS_CLAIM",
     "DEFAULT_AGENTS_WRITE_CLAIM",
+    "READ_OPERATIONS",
     "AccessPolicy",
     "Operation",
     "agents_in_claim",
@@ -49,6 +59,8 @@ API_AUTH_MODES = ("iam", "jwt")
 DEFAULT_AGENTS_CLAIM = "agents"
 DEFAULT_AGENTS_WRITE_CLAIM = "agents_write"
 _SEPARATORS = re.compile(r"[\s,\[\]\"']+")
+READ_OPERATIONS = frozenset({Operation.SEARCH, Operation.STATUS, Operation.DOCUMENTS})
+"""Granted together: one IAM policy (``AgentSearchPolicy``), one JWT claim (``agents``)."""
 
 
 def agents_in_claim(value: object) -> frozenset[str]:
@@ -147,3 +159,22 @@ class AccessPolicy:
                 else "a token scope, and none is configured (JWT_REINDEX_SCOPE)"
             )
             raise AccessDeniedError("operation", f"reindex needs {needed}")
+
+    def grants(
+        self,
+        request_context: Mapping[str, Any] | None,
+        agent: str,
+        operation: Operation,
+        *,
+        route: Operation,
+    ) -> bool:
+        """Whether the caller of a route that needs ``route`` (and passed ``check`` for it)
+        may also do ``operation`` on ``agent`` (module docstring): the claims decide in
+        ``jwt`` mode; in ``iam`` mode only what the route's own grant covers."""
+        if self.mode == "iam":
+            return operation is route or {operation, route} <= READ_OPERATIONS
+        try:
+            self.check(request_context, agent, operation)
+        except AccessDeniedError:
+            return False
+        return True

@@ -22,6 +22,13 @@ unit, with partial-batch failures and the dead-letter queue. A step that fails i
 retried as a whole: keys queued twice are harmless (indexing an unchanged key changes
 nothing). The result is a sync, not a rebuild: unchanged documents are skipped by the
 indexer; a new embedding model gets a new index (``IndexName``) instead.
+
+Deployed, the indexer queues the steps and the per-key messages on the bulk work queue
+(``BULK_QUEUE_URL``, ``knowledge.aws.dispatch``), each with the scope's agent as its
+``MessageGroupId``: the bulk queue is a fair queue, so a 100,000-key reindex of one agent
+is one tenant there, and the other agents' bulk work keeps its turn. The bulk lane's
+concurrency is capped apart from the express lane's, so a reindex never takes the
+capacity the other tenants' single edits need either.
 """
 
 from __future__ import annotations
@@ -69,7 +76,9 @@ def _client(client: Any | None) -> Any:
 
 
 class _Sender:
-    """Sends message bodies to one queue in batches of ten, retrying refused entries once."""
+    """Sends message bodies to one queue in batches of ten, retrying refused entries once;
+    each with ``group`` as its ``MessageGroupId`` when one is given (the tenant, on a fair
+    queue)."""
 
     def __init__(self, queue_url: str, client: Any | None) -> None:
         self.queue_url = queue_url
@@ -80,12 +89,15 @@ class _Sender:
         self._client = _client(self._client)
         return self._client
 
-    def send(self, bodies: Sequence[str]) -> None:
+    def send(self, bodies: Sequence[str], *, group: str | None = None) -> None:
         """Raises ``StoreUnavailableError`` if some could not be queued (sending again is
         safe: a key queued twice is indexed once in effect)."""
+        grouped = {"MessageGroupId": group} if group else {}
         for start in range(0, len(bodies), SQS_BATCH_SIZE):
             batch = bodies[start : start + SQS_BATCH_SIZE]
-            entries = [{"Id": str(i), "MessageBody": body} for i, body in enumerate(batch)]
+            entries = [
+                {"Id": str(i), "MessageBody": body, **grouped} for i, body in enumerate(batch)
+            ]
             response = self.client.send_message_batch(QueueUrl=self.queue_url, Entries=entries)
             failed = response.get("Failed") or []
             if failed:
@@ -131,7 +143,8 @@ class ReindexQueue:
 
 class ScopeReindexer:
     """The indexer's side: expands scope reindex steps into per-key messages on
-    ``queue_url``, listing ``source``'s bucket (module docstring)."""
+    ``queue_url``, listing ``source``'s bucket (module docstring). Every message it
+    queues, steps included, carries the scope's agent as its ``MessageGroupId``."""
 
     def __init__(
         self,
@@ -194,7 +207,8 @@ class ScopeReindexer:
             with budget.unit():
                 gone = [path for path in page if not listing.holds(path)]
                 self._sender.send(
-                    [reindex_message_body(self._source.bucket, prefix + path) for path in gone]
+                    [reindex_message_body(self._source.bucket, prefix + path) for path in gone],
+                    group=task.scope.agent,
                 )
             removals += len(gone)
             cursor = page[-1]
@@ -213,7 +227,7 @@ class ScopeReindexer:
                 bodies.append(reindex_message_body(self._source.bucket, item.key))
             else:
                 unread[unread_extension(item.path)] += 1
-        self._sender.send(bodies)
+        self._sender.send(bodies, group=scope.agent)
         return len(bodies), next_cursor
 
     @staticmethod
@@ -236,7 +250,7 @@ class ScopeReindexer:
         unread: dict[str, int] | None = None,
     ) -> ExpansionReport:
         following = ReindexTask(task.bucket, task.scope, phase, cursor, unread)
-        self._sender.send([following.to_body()])
+        self._sender.send([following.to_body()], group=task.scope.agent)
         return ExpansionReport(documents, removals, following)
 
 

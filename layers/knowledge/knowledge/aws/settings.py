@@ -13,6 +13,7 @@ variable                        meaning                                         
 ``EMBEDDING_CONCURRENCY``       most embedding calls in flight (1-64; adaptive)     provider's
 ``DOCUMENTS_BUCKET``            the documents bucket                                unset
 ``INDEX_QUEUE_URL``             the document events queue (reindex requests)        unset
+``BULK_QUEUE_URL``              indexer: the bulk work queue (reindex steps, keys)  unset
 ``FILE_PATTERNS``               comma-separated globs of the documents              all types
 ``MAX_DOCUMENTS``               most documents of one scope (local/batch indexing)  no limit
 ``MAX_DOCUMENT_MIB``            larger documents are skipped as "too large"         64
@@ -23,10 +24,23 @@ variable                        meaning                                         
 ``RERANK_MODEL_ID``             Bedrock rerank model (id or ARN); empty: no rerank  unset
 ``RERANK_TOP_N``                search: candidates reranked (1-100)                 20
 ``RERANK_TIMEOUT_SECONDS``      search: longest rerank call (then search order)     3
+``WRITE_REQUESTS_PER_MINUTE``   search: write requests one agent may send a minute  120
+``WRITE_MIB_PER_MINUTE``        search: MiB one agent may write a minute            256
+``MAX_DOCUMENTS_PER_SCOPE``     search: a write of a new path into a fuller scope   10000
+                                is refused
+``WRITE_QUOTA_TABLE``           search: the DynamoDB table of the write counts      unset
 ==============================  ==================================================  ===========
 
+The write limits (``knowledge.service.write_quotas``; ``0`` is no limit) are counted per
+agent in ``WRITE_QUOTA_TABLE``, shared by every container (``knowledge.aws.write_quotas``).
+
 A scope reindex in AWS pages through the whole prefix (``knowledge.aws.reindex_queue``):
-``MAX_DOCUMENTS`` does not cut it short.
+``MAX_DOCUMENTS`` does not cut it short. The search function queues the reindex request
+on the document events queue (``INDEX_QUEUE_URL``, the intake the dispatcher routes); the
+indexer queues the steps and per-key messages it expands on the bulk work queue
+(``BULK_QUEUE_URL``; without it, on ``INDEX_QUEUE_URL``), so a reindex never competes
+with the other tenants' edits in the express lane (``knowledge.aws.dispatch``). The
+dispatcher's own settings are read by ``knowledge.aws.dispatch.DispatchSettings``.
 
 Who may call which agent (``API_AUTH``, ``JWT_AGENTS_CLAIM``, ``JWT_REINDEX_SCOPE``) is
 read by ``knowledge.aws.access.AccessPolicy.from_env``.
@@ -49,6 +63,7 @@ from typing import TYPE_CHECKING, Any
 from knowledge.core.errors import ConfigurationError
 from knowledge.core.model import IndexOptions
 from knowledge.embedding.base import EmbeddingClient
+from knowledge.service.write_quotas import DEFAULT_WRITE_LIMITS, MIB, WriteLimits
 from knowledge.stores.protocol import KnowledgeStore
 
 if TYPE_CHECKING:
@@ -92,6 +107,7 @@ class LambdaSettings:
     embedding_concurrency: int | None = None
     documents_bucket: str | None = None
     queue_url: str | None = None
+    bulk_queue_url: str | None = None
     file_patterns: tuple[str, ...] = field(default=_DEFAULT_OPTIONS.file_patterns)
     max_documents: int | None = _DEFAULT_OPTIONS.max_documents
     max_document_mib: int = _DEFAULT_OPTIONS.max_document_bytes // _MIB
@@ -102,6 +118,10 @@ class LambdaSettings:
     rerank_model_id: str | None = None
     rerank_top_n: int = 20
     rerank_timeout_seconds: float = 3.0
+    write_requests_per_minute: int = DEFAULT_WRITE_LIMITS.requests_per_minute
+    write_mib_per_minute: int = DEFAULT_WRITE_LIMITS.bytes_per_minute // MIB
+    max_documents_per_scope: int = DEFAULT_WRITE_LIMITS.documents_per_scope
+    write_quota_table: str | None = None
 
     def __post_init__(self) -> None:
         if self.embedding_provider not in EMBEDDING_PROVIDERS:
@@ -128,6 +148,9 @@ class LambdaSettings:
             ("RETRY_MAX_SECONDS", self.retry_max_seconds, self.retry_base_seconds),
             ("SECRET_MAX_AGE_SECONDS", self.secret_max_age_seconds, 0),
             ("EMBEDDING_CONCURRENCY", 1 if concurrency is None else concurrency, 1),
+            ("WRITE_REQUESTS_PER_MINUTE", self.write_requests_per_minute, 0),
+            ("WRITE_MIB_PER_MINUTE", self.write_mib_per_minute, 0),
+            ("MAX_DOCUMENTS_PER_SCOPE", self.max_documents_per_scope, 0),
         ):
             if value < least:
                 raise ConfigurationError(f"{name}: must be at least {least}, got {value}")
@@ -189,6 +212,7 @@ class LambdaSettings:
             ),
             documents_bucket=get("DOCUMENTS_BUCKET"),
             queue_url=get("INDEX_QUEUE_URL"),
+            bulk_queue_url=get("BULK_QUEUE_URL"),
             file_patterns=_patterns(get("FILE_PATTERNS")),
             max_documents=None if get("MAX_DOCUMENTS") is None else integer("MAX_DOCUMENTS", 0),
             max_document_mib=integer("MAX_DOCUMENT_MIB", defaults.max_document_mib),
@@ -203,6 +227,23 @@ class LambdaSettings:
             rerank_timeout_seconds=number(
                 "RERANK_TIMEOUT_SECONDS", defaults.rerank_timeout_seconds
             ),
+            write_requests_per_minute=integer(
+                "WRITE_REQUESTS_PER_MINUTE", defaults.write_requests_per_minute
+            ),
+            write_mib_per_minute=integer("WRITE_MIB_PER_MINUTE", defaults.write_mib_per_minute),
+            max_documents_per_scope=integer(
+                "MAX_DOCUMENTS_PER_SCOPE", defaults.max_documents_per_scope
+            ),
+            write_quota_table=get("WRITE_QUOTA_TABLE"),
+        )
+
+    @property
+    def write_limits(self) -> WriteLimits:
+        """Each agent's write limits (``knowledge.service.write_quotas``)."""
+        return WriteLimits.of(
+            self.write_requests_per_minute,
+            self.write_mib_per_minute,
+            self.max_documents_per_scope,
         )
 
     @property
@@ -217,6 +258,12 @@ class LambdaSettings:
         if not self.documents_bucket:
             raise ConfigurationError("DOCUMENTS_BUCKET: the documents bucket is not configured")
         return self.documents_bucket
+
+    @property
+    def reindex_queue_url(self) -> str | None:
+        """Where the indexer queues a scope reindex's steps and per-key messages: the bulk
+        work queue, else the document events queue."""
+        return self.bulk_queue_url or self.queue_url
 
     def require_queue_url(self) -> str:
         if not self.queue_url:

@@ -26,16 +26,23 @@ a retry backoff. Imported only by the indexer function (it needs ``aws_lambda_po
   dead-letter queue as before. If the visibility cannot be changed (permissions, a
   network error) this is logged and the record simply returns after the queue's
   visibility timeout: slower, never lost.
+- **Two queues.** The indexer consumes the express and the bulk work queue
+  (``knowledge.aws.dispatch``), so every call is made on the queue the record came from:
+  its ``eventSourceARN`` names it (``knowledge.aws.sqs_messages.queue_url_from_arn``;
+  a configured URL of the same queue is preferred, ``queue_urls``). A record sent again
+  keeps its ``MessageGroupId``: on the bulk queue (a standard queue, so not FIFO) that
+  is its tenant, which the fair queue needs to keep the tenant's share bounded. Records
+  of a FIFO queue (named ``*.fifo``) are never sent again: a new message would leave its
+  group's order.
 """
 
 from __future__ import annotations
 
-import base64
 import logging
 import math
 import random
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,6 +50,7 @@ from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
 from knowledge.aws.invocation_time import TimeBudget
+from knowledge.aws.sqs_messages import is_fifo_queue_arn, queue_url_from_arn, send_attributes
 from knowledge.core.deadline import time_budget
 from knowledge.core.errors import KnowledgeError, ValidationError
 from knowledge.embedding.pool import embedding_time_budget
@@ -90,16 +98,6 @@ class RetryBackoff:
         return math.ceil(ceiling * (0.5 + 0.5 * min(max(rand(), 0.0), 1.0)))
 
 
-def queue_url_from_arn(arn: str) -> str | None:
-    """``https://sqs.<region>.<domain>/<account>/<name>`` for an SQS queue ARN, or ``None``."""
-    parts = arn.split(":")
-    if len(parts) != 6 or parts[0] != "arn" or parts[2] != "sqs":
-        return None
-    partition, region, account, name = parts[1], parts[3], parts[4], parts[5]
-    domain = "amazonaws.com.cn" if partition == "aws-cn" else "amazonaws.com"
-    return f"https://sqs.{region}.{domain}/{account}/{name}"
-
-
 def _receive_count(record: SQSRecord) -> int:
     attributes = record.raw_event.get("attributes") or {}
     try:
@@ -108,29 +106,27 @@ def _receive_count(record: SQSRecord) -> int:
         return 1
 
 
-def _message_attributes(record: SQSRecord) -> dict[str, Any]:
-    """The record's message attributes in ``SendMessage``'s form (none: ``{}``)."""
-    attributes: dict[str, Any] = {}
-    for name, value in (record.raw_event.get("messageAttributes") or {}).items():
-        if not isinstance(value, dict) or not value.get("dataType"):
-            continue
-        sent: dict[str, Any] = {"DataType": value["dataType"]}
-        if value.get("stringValue") is not None:
-            sent["StringValue"] = value["stringValue"]
-        elif value.get("binaryValue") is not None:
-            sent["BinaryValue"] = base64.b64decode(value["binaryValue"])
-        else:
-            continue
-        attributes[name] = sent
-    return {"MessageAttributes": attributes} if attributes else {}
+def _entry(index: int, record: SQSRecord) -> dict[str, Any]:
+    """A ``SendMessageBatch`` entry that sends ``record`` again as it came: body, message
+    attributes and, on a fair queue, its tenant (``MessageGroupId``)."""
+    entry: dict[str, Any] = {
+        "Id": str(index),
+        "MessageBody": record.body or "",
+        **send_attributes(record.raw_event.get("messageAttributes")),
+    }
+    group = record.attributes.message_group_id
+    if group:
+        entry["MessageGroupId"] = group
+    return entry
 
 
 class TimeBudgetBatchProcessor(BatchProcessor):
     """``BatchProcessor`` for SQS with a time budget and retry backoff (module docstring).
 
-    ``reserve_ms`` is the time kept free at the end of the invocation; ``queue_url``
-    the queue whose messages' visibility is changed (default: from each record's
-    ``eventSourceARN``); ``client`` an SQS client (default: boto3, created on first use).
+    ``reserve_ms`` is the time kept free at the end of the invocation; ``queue_urls``
+    the URLs of the queues the function consumes, if known (a record's queue is the one
+    of these whose account and name its ``eventSourceARN`` names, else the URL built from
+    that ARN); ``client`` an SQS client (default: boto3, created on first use).
     """
 
     def __init__(
@@ -138,13 +134,15 @@ class TimeBudgetBatchProcessor(BatchProcessor):
         *,
         reserve_ms: int,
         backoff: RetryBackoff | None = None,
-        queue_url: str | None = None,
+        queue_urls: Iterable[str | None] = (),
         client: Any | None = None,
     ) -> None:
         super().__init__(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
         self._reserve_ms = reserve_ms
         self._backoff = backoff or RetryBackoff()
-        self._queue_url = queue_url
+        self._known_urls = {
+            tuple(url.rstrip("/").rsplit("/", 2)[-2:]): url for url in queue_urls if url
+        }
         self._client = client
         self._budget = TimeBudget.unlimited()
         self._not_started: set[str] = set()
@@ -153,6 +151,16 @@ class TimeBudgetBatchProcessor(BatchProcessor):
     def budget(self) -> TimeBudget:
         """The current invocation's budget (record handlers pass it on to long steps)."""
         return self._budget
+
+    def queue_url(self, record: SQSRecord) -> str | None:
+        """The URL of the queue ``record`` came from (``None``: its ARN names no queue)."""
+        arn = record.event_source_arn or ""
+        parts = arn.split(":")
+        if len(parts) == 6:
+            known = self._known_urls.get((parts[4], parts[5]))
+            if known is not None:
+                return known
+        return queue_url_from_arn(arn)
 
     @property
     def client(self) -> Any:
@@ -217,19 +225,16 @@ class TimeBudgetBatchProcessor(BatchProcessor):
         for record in self.fail_messages:
             if not isinstance(record, SQSRecord) or record.message_id not in self._not_started:
                 continue
-            if record.attributes.message_group_id is not None:
-                continue  # FIFO: a new message would leave its group's order
-            url = self._queue_url or queue_url_from_arn(record.event_source_arn)
+            if is_fifo_queue_arn(record.event_source_arn or ""):
+                continue  # a new message would leave its group's order
+            url = self.queue_url(record)
             if url is not None:
                 by_queue.setdefault(url, []).append(record)
         requeued: set[str] = set()
         for url, records in by_queue.items():
             for start in range(0, len(records), 10):
                 batch = records[start : start + 10]
-                entries = [
-                    {"Id": str(i), "MessageBody": r.body or "", **_message_attributes(r)}
-                    for i, r in enumerate(batch)
-                ]
+                entries = [_entry(i, r) for i, r in enumerate(batch)]
                 try:
                     response = self.client.send_message_batch(QueueUrl=url, Entries=entries)
                 except Exception:
@@ -252,7 +257,7 @@ class TimeBudgetBatchProcessor(BatchProcessor):
         for index, record in enumerate(records):
             if not isinstance(record, SQSRecord):
                 continue
-            url = self._queue_url or queue_url_from_arn(record.event_source_arn)
+            url = self.queue_url(record)
             if url is None:
                 continue
             if record.message_id in self._not_started:

@@ -1,5 +1,5 @@
-"""boto3 clients whose calls end in a bounded time (S3, SQS and Secrets Manager on the
-Lambda paths).
+"""boto3 clients whose calls end in a bounded time (S3, SQS, Secrets Manager and the write
+quota table's DynamoDB on the Lambda paths).
 
 botocore's defaults wait 60 s to connect and 60 s per read, and try a call up to five
 times: a hung endpoint holds one call for up to five minutes, longer than the indexer's
@@ -22,7 +22,7 @@ MAX_ATTEMPTS = 2
 
 
 def bounded_client(
-    service: Literal["s3", "sqs", "secretsmanager"],
+    service: Literal["s3", "sqs", "secretsmanager", "dynamodb"],
     *,
     region_name: str | None = None,
     signature_version: str | None = None,

@@ -9,6 +9,7 @@
     │   └── TooLargeError               a document body over the size limit (HTTP 413)
     ├── AccessDeniedError               caller not allowed this agent or operation (403)
     ├── NotFoundError                   a route, scope or document that does not exist (404)
+    ├── RateLimitedError                a caller over one of its write limits (429)
     ├── ConfigurationError              the product is set up wrongly (missing key, bad URL)
     │   └── EmbeddingMismatchError      provider/dimension differs from the existing index
     ├── ExtractionError                 a document's bytes cannot become text
@@ -34,6 +35,7 @@ __all__ = [
     "InvalidScopeError",
     "KnowledgeError",
     "NotFoundError",
+    "RateLimitedError",
     "StoreAccessDeniedError",
     "StoreError",
     "StoreUnavailableError",
@@ -78,6 +80,28 @@ class TooLargeError(ValidationError):
 
 class NotFoundError(KnowledgeError):
     """Something that was asked for does not exist."""
+
+
+class RateLimitedError(KnowledgeError):
+    """A caller over one of its limits (HTTP 429, ``knowledge.service.write_quotas``): the
+    request is fine but refused for now, and nothing was stored.
+
+    ``limit`` names the limit (``write_requests_per_minute``, ...), ``value`` is its
+    setting, ``retry_after`` the whole seconds until asking again can succeed (the
+    ``Retry-After`` header) and ``message`` says all three in plain words. ``retryable``
+    is ``False`` when waiting alone cannot help (a scope holding its most documents takes
+    a new one only once some are deleted), so clients that retry a 429 stop at once.
+    """
+
+    def __init__(
+        self, limit: str, value: int, retry_after: int, message: str, *, retryable: bool = True
+    ) -> None:
+        super().__init__(message)
+        self.limit = limit
+        self.value = value
+        self.retry_after = retry_after
+        self.message = message
+        self.retryable = retryable
 
 
 class ConfigurationError(KnowledgeError):
@@ -156,8 +180,9 @@ def public_message(exc: BaseException) -> str:
     """What a caller (an HTTP client, a model using a tool) is told of a failure that is
     not its own: a fixed phrase by kind. The exception's own text (endpoint URLs, index
     names, library messages, ARNs) goes to the log only. Bad input and a missing thing are
-    the caller's own business and keep their message, as the HTTP API's 400 and 404 do."""
-    if isinstance(exc, ValidationError | NotFoundError):
+    the caller's own business and keep their message, as the HTTP API's 400 and 404 do, and
+    so is a limit the caller went over (429)."""
+    if isinstance(exc, ValidationError | NotFoundError | RateLimitedError):
         return str(exc)
     if isinstance(exc, ConfigurationError):
         return "the service is misconfigured; the operator must act"

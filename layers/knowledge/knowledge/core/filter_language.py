@@ -9,8 +9,9 @@ A filter is JSON (docs/filters.md)::
 fields ``document_path`` (the path in the scope), ``indexed_at`` (when the document was
 indexed), ``origin`` and ``format`` (the metadata keys the indexer sets on every chunk,
 ``knowledge.core.origin``). An ``origin`` compared for equality must be an origin (a typo
-would match nothing), and ``source_type``, the old name of ``format``, is refused with a
-pointer to both.
+would match nothing). ``source_type`` is the design's name for ``origin``: the parsed
+comparison says ``origin``, so every store filters one field, and a value that is no
+origin (``pdf``) is refused with a pointer to ``format``.
 
 Typing rule (the same in every store; the stores' translations use ``element_text`` and
 ``element_number``, so there is one copy of it):
@@ -48,7 +49,7 @@ from datetime import UTC, date, datetime, time
 from typing import Any, Final
 
 from knowledge.core.errors import ValidationError
-from knowledge.core.origin import FORMAT, ORIGIN, RENAMED_SOURCE_TYPE, SOURCE_TYPE, check_origins
+from knowledge.core.origin import FORMAT, ORIGIN, SOURCE_TYPE, check_origins
 
 __all__ = [
     "COMPARISON_OPS",
@@ -251,6 +252,9 @@ def _comparison(raw: Mapping[str, Any], where: str) -> Comparison:
             "must be a metadata key of letters, digits and _ . : @ / - (or document_path, "
             "indexed_at, origin, format)",
         )
+    named = field
+    if field == SOURCE_TYPE:  # the design's name for the origin: one field for every store
+        field = ORIGIN
     check_metadata_key(f"{where}.field", field)
     op = raw["op"]
     if not isinstance(op, str) or op not in COMPARISON_OPS:
@@ -273,26 +277,24 @@ def _comparison(raw: Mapping[str, Any], where: str) -> Comparison:
             raise ValidationError(value_at, f"must be all strings or all numbers for '{op}'")
         _text_only(field, op, items[0], f"{where}.op")
         if field == ORIGIN:
-            check_origins(items, value_at)
+            check_origins(items, value_at, named=named)
         return Comparison(field, op, items)
     if op in _TEXT_OPS and not isinstance(value, str):
         raise ValidationError(value_at, f"must be a string for '{op}'")
     scalar = _scalar(value_at, value)
     _text_only(field, op, scalar, value_at)
     if field == ORIGIN and op in ("eq", "ne"):
-        check_origins((scalar,), value_at)
+        check_origins((scalar,), value_at, named=named)
     return Comparison(field, op, scalar)
 
 
 def check_metadata_key(where: str, key: str) -> str:
     """``key`` if a search may compare it; ``ValidationError`` at ``where`` for one whose
     last dotted part is ``NUMBER_SUBFIELD`` (``year.number``): the name of a key's
-    numeric sub-field in OpenSearch, so no store compares a key of that name; and for
-    ``source_type``, renamed (``knowledge.core.origin.RENAMED_SOURCE_TYPE``)."""
+    numeric sub-field in OpenSearch, so no store compares a key of that name. (``source_type``
+    never gets here: it is resolved to ``origin`` first, ``knowledge.core.origin``.)"""
     if not key.strip():
         raise ValidationError(where, "a metadata key must not be blank")
-    if key == SOURCE_TYPE:
-        raise ValidationError(where, f"'{SOURCE_TYPE}' {RENAMED_SOURCE_TYPE}")
     if key.endswith(f".{NUMBER_SUBFIELD}"):
         raise ValidationError(
             where,

@@ -17,7 +17,7 @@ from knowledge.core.errors import ValidationError
 from knowledge.core.filter_language import FilterNode, check_metadata_key, parse_filter
 from knowledge.core.formats import DOCUMENT_PATTERNS
 from knowledge.core.group_by import GROUP_BY_DOCUMENT, GROUP_BY_VALUES, parse_group_by
-from knowledge.core.origin import FORMAT, ORIGIN, URL, check_origins
+from knowledge.core.origin import FORMAT, ORIGIN, URL, check_origins, origin_alias
 from knowledge.core.scope import KnowledgeScope
 from knowledge.core.scope_set import check_libraries
 
@@ -140,7 +140,8 @@ class SearchQuery:
     candidate); ``None`` (the default): the search answers nothing when its best result
     is below ``DEFAULT_MIN_SCORE``, else its ranked results (``evidence_floor``,
     ``result_floor``); ``file_patterns`` are globs on the document path;
-    ``metadata`` are exact-match filters; ``filter`` is a parsed
+    ``metadata`` are exact-match filters (``source_type`` is read as ``origin``,
+    ``knowledge.core.origin.origin_alias``); ``filter`` is a parsed
     ``knowledge.core.filter_language`` tree (a decoded JSON filter is parsed here), AND-ed with
     ``metadata``; ``cross_context`` searches every context of the scope's agent (never
     another agent). ``mode=None`` means the store's default.
@@ -224,10 +225,12 @@ class SearchQuery:
         for k, v in self.metadata.items():
             if not isinstance(k, str) or not isinstance(v, str):
                 raise ValidationError("metadata", "keys and values must be strings")
+        metadata = origin_alias(self.metadata)  # source_type: the design's name for origin
+        for k, v in metadata.items():
             check_metadata_key("metadata", k)
             if k == ORIGIN:
                 check_origins((v,), f"metadata.{ORIGIN}")
-        object.__setattr__(self, "metadata", _frozen(self.metadata))
+        object.__setattr__(self, "metadata", _frozen(metadata))
         if not isinstance(self.cross_context, bool):
             raise ValidationError("cross_context", "must be true or false")
         raw_filter: object = self.filter
@@ -488,13 +491,36 @@ class IndexState(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class IndexProgress:
-    """How far an index run that is under way has got: documents done of the total."""
+    """How far the indexing under way in a scope has got: ``documents_done`` of the
+    ``documents_total`` files of the run (the start-up index) or of the change being
+    applied; while one document is written, which (``document``), its size in bytes
+    (``document_bytes``, read at once) and its chunks done of about how many
+    (``chunks_estimated``, following the share of its text chunked so far);
+    ``queued_files``: changed files of the scope waiting behind this work."""
 
     documents_done: int
     documents_total: int
+    document: str | None = None
+    document_bytes: int | None = None
+    chunks_done: int | None = None
+    chunks_estimated: int | None = None
+    queued_files: int = 0
 
-    def to_dict(self) -> dict[str, int]:
-        return {"documents_done": self.documents_done, "documents_total": self.documents_total}
+    def to_dict(self) -> dict[str, Any]:
+        answer: dict[str, Any] = {
+            "documents_done": self.documents_done,
+            "documents_total": self.documents_total,
+        }
+        if self.document is not None:
+            answer.update(
+                document=self.document,
+                document_bytes=self.document_bytes,
+                chunks_done=self.chunks_done,
+                chunks_estimated=self.chunks_estimated,
+            )
+        if self.queued_files:
+            answer["queued_files"] = self.queued_files
+        return answer
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,9 +11,12 @@ sets (``knowledge.ingest.pipeline``), so they filter like any key and come back 
   sidecar may set it to one of ``SIDECAR_ORIGINS`` only (a writer's: the write API and a
   repository sync write ``manual`` / ``repo`` there), never ``shared``.
 - ``format`` (``FORMAT``): the extraction format (``markdown``, ``text``, ``pdf``,
-  ``docx``, ...; ``knowledge.extraction``). Before origins existed this was the key
-  ``source_type``; a filter that still names ``source_type`` is refused with a pointer
-  to both (``RENAMED_SOURCE_TYPE``), never silently matched against nothing.
+  ``docx``, ...; ``knowledge.extraction``).
+- ``source_type`` (``SOURCE_TYPE``) is the design's name for the origin: a filter, a
+  ``metadata`` filter or a tool argument may say it instead of ``origin`` and means the
+  same (``origin_alias``), and every hit a front end shows carries both names. Its
+  values are origins, never formats: ``source_type: pdf`` is refused with a pointer to
+  ``format`` rather than silently matched against nothing.
 - ``url`` (``URL``): where a person can open the document, when its source has one (a
   sidecar ``url``: an absolute ``http``/``https`` URL; a plain bucket file has none).
 
@@ -24,7 +27,7 @@ advice, as an index of another keyword analysis is (``RecordsMismatchError``).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Final
 from urllib.parse import urlsplit
 
@@ -37,7 +40,6 @@ __all__ = [
     "ORIGIN",
     "ORIGINS",
     "RECORDS",
-    "RENAMED_SOURCE_TYPE",
     "REPO",
     "SHARED",
     "SIDECAR_ORIGINS",
@@ -47,6 +49,7 @@ __all__ = [
     "check_origins",
     "check_sidecar_origin",
     "check_url",
+    "origin_alias",
     "parse_origin",
 ]
 
@@ -54,8 +57,8 @@ ORIGIN: Final = "origin"
 FORMAT: Final = "format"
 URL: Final = "url"
 SOURCE_TYPE: Final = "source_type"
-"""The old name of ``format``; also the ``KnowledgeSearch`` tool's argument for the origin
-(the design's name for it)."""
+"""The design's name for the origin: accepted wherever ``origin`` filters (``origin_alias``,
+the filter language, the ``KnowledgeSearch`` tool's argument) and shown beside it on hits."""
 
 UPLOAD: Final = "upload"
 REPO: Final = "repo"
@@ -71,9 +74,9 @@ RECORDS: Final = "origin-format-v1"
 """The record fields an index holds (``origin``, ``format``); an index that records
 another value (or none: written before) is refused with the reindex advice."""
 
-RENAMED_SOURCE_TYPE: Final = (
-    "is no longer a field: use 'format' for the file format (markdown, pdf, ...) or "
-    "'origin' for where the document came from (" + ", ".join(ORIGINS) + ")"
+_FORMAT_HINT: Final = (
+    "; source_type is where a document came from, its file format (markdown, pdf, ...) "
+    "is the field 'format'"
 )
 
 
@@ -86,13 +89,37 @@ def parse_origin(value: object, field: str = ORIGIN, allowed: Iterable[str] = OR
     raise ValidationError(field, f"{value!r} is not one of: {', '.join(choices)}")
 
 
-def check_origins(values: Iterable[object], field: str) -> None:
-    """Refuse a filter value that is no origin: it would match nothing, silently."""
+def check_origins(values: Iterable[object], field: str, *, named: str = ORIGIN) -> None:
+    """Refuse a filter value that is no origin: it would match nothing, silently. ``named``:
+    the key the caller wrote (``source_type`` adds where the file format is filtered, the
+    likelier meaning of ``source_type: pdf``)."""
     for value in values:
         if not isinstance(value, str) or value not in ORIGINS:
+            hint = _FORMAT_HINT if named == SOURCE_TYPE else ""
             raise ValidationError(
-                field, f"{value!r} is not an origin (one of: {', '.join(ORIGINS)})"
+                field, f"{value!r} is not an origin (one of: {', '.join(ORIGINS)}){hint}"
             )
+
+
+def origin_alias(metadata: Mapping[str, str], field: str = "metadata") -> Mapping[str, str]:
+    """Exact-match ``metadata`` filters with ``source_type`` said as ``origin`` (one key, so
+    every store filters the one field). Both keys with different values is a
+    ``ValidationError`` at ``<field>.source_type`` naming both; the same value twice is
+    one filter. A mapping without ``source_type`` comes back as it is."""
+    if SOURCE_TYPE not in metadata:
+        return metadata
+    value = metadata[SOURCE_TYPE]
+    if ORIGIN in metadata and metadata[ORIGIN] != value:
+        raise ValidationError(
+            f"{field}.{SOURCE_TYPE}",
+            f"and {field}.{ORIGIN} name the same field (source_type is the design's name "
+            f"for the origin) with different values ({value!r}, {metadata[ORIGIN]!r}): "
+            "give one of them",
+        )
+    check_origins((value,), f"{field}.{SOURCE_TYPE}", named=SOURCE_TYPE)
+    resolved = {k: v for k, v in metadata.items() if k != SOURCE_TYPE}
+    resolved[ORIGIN] = value
+    return resolved
 
 
 def check_sidecar_origin(value: object, field: str) -> str:

@@ -34,6 +34,11 @@ mode's documented side channel, nothing new.
 
 Hits of a library carry ``metadata.shared_library`` (``SHARED_CONTEXT_KEY``: the library
 scope, ``_shared/<context>``) besides their origin ``shared``.
+
+**Which scope a hit came from** (``hit_scope``): the library it names; else, for a search
+of one context, that context; else (``cross_context``) the scope its ``source_key`` says,
+``<agent>/<context>/<path>``, which every indexed chunk carries
+(``knowledge.ingest.document_writer``), so two contexts' ``x.md`` are told apart.
 """
 
 from __future__ import annotations
@@ -41,7 +46,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
-from knowledge.core.errors import ValidationError
+from knowledge.core.errors import InvalidScopeError, ValidationError
 from knowledge.core.scope import KnowledgeScope
 
 __all__ = [
@@ -49,6 +54,7 @@ __all__ = [
     "SHARED_AGENT",
     "SHARED_CONTEXT_KEY",
     "check_libraries",
+    "hit_scope",
     "library_hit",
     "marked",
     "searched_scopes",
@@ -132,3 +138,34 @@ def marked(metadata: Mapping[str, Any], library: KnowledgeScope | None) -> Mappi
     if library is None:
         return metadata
     return {**metadata, SHARED_CONTEXT_KEY: library.key}
+
+
+def hit_scope(
+    scope: KnowledgeScope, cross_context: bool, document_path: str, metadata: Mapping[str, Any]
+) -> KnowledgeScope | None:
+    """The scope a hit of a search of ``scope`` came from (module docstring), ``None`` when
+    it cannot be told: a hit of a search across contexts whose ``source_key`` is not
+    ``<agent>/<context>/<path>`` of the caller's agent (a chunk indexed before every chunk
+    carried one; re-indexing the scope gives it one). Never another agent's scope but a
+    shared library the hit names."""
+    library = metadata.get(SHARED_CONTEXT_KEY)
+    if isinstance(library, str) and library:
+        owner, _, context = library.partition("/")
+        return _scope_or_none(owner, context)
+    if not cross_context:
+        return scope
+    key = metadata.get("source_key")
+    suffix = "/" + document_path
+    if not isinstance(key, str) or not key.endswith(suffix):
+        return None
+    agent, slash, context = key[: -len(suffix)].partition("/")
+    if not slash or agent != scope.agent or "/" in context:
+        return None
+    return _scope_or_none(agent, context)
+
+
+def _scope_or_none(agent: str, context: str) -> KnowledgeScope | None:
+    try:
+        return KnowledgeScope(agent, context)
+    except InvalidScopeError:
+        return None

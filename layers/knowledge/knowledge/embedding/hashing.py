@@ -23,7 +23,7 @@ from itertools import chain, repeat
 
 from knowledge.core.errors import ValidationError
 from knowledge.embedding.base import Embedding
-from knowledge.ranking.analysis import is_cjk, tokenize
+from knowledge.ranking.analysis import TERM_CACHE_ENTRIES, is_cjk, tokenize
 
 __all__ = ["DEFAULT_HASHING_DIMENSIONS", "HashingEmbedder"]
 
@@ -38,10 +38,12 @@ _SIGN_BIT = 1 << 63
 # A feature's contribution is one of four signed weights; a term is cached as its features'
 # keys ``bucket * 4 + kind``, so a text's vector is a count of keys (summed in C).
 _SIGNED_WEIGHTS = (_TERM_WEIGHT, -_TERM_WEIGHT, _TRIGRAM_WEIGHT, -_TRIGRAM_WEIGHT)
-_TERM_CACHE_SIZE = 65_536
+# Entries of each term cache (hashed features, a term's keys): bounded by memory, not by the
+# vocabulary (``knowledge.ranking.analysis.TERM_CACHE_ENTRIES`` says why and what it costs).
+_TERM_CACHE_SIZE = TERM_CACHE_ENTRIES
 
 
-@lru_cache(maxsize=65_536)
+@lru_cache(maxsize=_TERM_CACHE_SIZE)
 def _feature_hash(feature: str) -> int:
     return int.from_bytes(hashlib.blake2b(feature.encode("utf-8"), digest_size=8).digest(), "big")
 

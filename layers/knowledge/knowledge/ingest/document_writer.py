@@ -11,11 +11,11 @@ read from its bytes as the chunks are asked for. New text documents can be read,
 chunked and embedded ahead of their write (``ahead``: ``knowledge.ingest.lookahead``).
 
 Chunk metadata = sidecar user metadata (with its checked ``url``, if any), then
-``source_key`` (the source key, else the path), ``content_type``, ``format`` (``pdf``,
-``markdown``, ...) and ``origin`` (``knowledge.core.origin``: the source's, or the sidecar's
-``repo``/``manual``), then the chunker's ``title``, ``heading_path`` and citation
-(``page``/``page_end``, ``slide``, ``sheet``, ``row_start``/``row_end``); later keys win,
-so user metadata cannot hide the system keys.
+``source_key`` (the source key, else ``<agent>/<context>/<path>``), ``content_type``,
+``format`` (``pdf``, ``markdown``, ...) and ``origin`` (``knowledge.core.origin``: the
+source's, or the sidecar's ``repo``/``manual``), then the chunker's ``title``,
+``heading_path`` and citation (``page``/``page_end``, ``slide``, ``sheet``,
+``row_start``/``row_end``); later keys win, so user metadata cannot hide the system keys.
 
 A failed write never removes what was searchable before: every store's ``put_document``
 writes the new version beside the old one (or in a transaction) and drops what it wrote
@@ -47,6 +47,7 @@ from knowledge.extraction import ExtractedDocument, extract_document, source_typ
 from knowledge.ingest.chunk_embedding import NO_VECTORS, REUSE_WINDOW, ChunkEmbedder
 from knowledge.ingest.chunking import DocumentChunker, StructuredChunker
 from knowledge.ingest.lookahead import MAX_PREPARED_BYTES, Lookahead, Prepared
+from knowledge.ingest.progress import current_progress
 from knowledge.ingest.run_report import (
     RunReport,
     fail,
@@ -181,6 +182,10 @@ class DocumentWriter:
             size=document.size,
             precondition=precondition,
         )
+        progress = current_progress()
+        if progress is not None:
+            text = extracted.text if extracted.blocks is None else None
+            progress.begin(path, document.size, None if text is None else len(text))
         try:
             if ahead.embed_error is not None:
                 raise ahead.embed_error
@@ -212,6 +217,8 @@ class DocumentWriter:
             return
         finally:
             run.warnings.extend(FileProblem(path, warning) for warning in extracted.warnings)
+            if progress is not None:
+                progress.end()
         run.written[path] = written
 
     def ahead(
@@ -283,8 +290,11 @@ class DocumentWriter:
         metadata: Mapping[str, Any],
     ) -> Iterator[DocumentChunk]:
         pieces = self._pieces(path, extracted, options.max_chunk_size)
+        progress = current_progress()
         # Renumbered so chunk ids are always dense (0..n-1): no gap can hide a stale chunk.
         for index, piece in enumerate(pieces):
+            if progress is not None:
+                progress.chunk(len(piece.content))
             yield DocumentChunk(
                 document_path=path,
                 chunk_index=index,
@@ -333,7 +343,9 @@ def _document_metadata(
     """The metadata every chunk of ``document`` carries (module docstring)."""
     return {
         **document.metadata,
-        "source_key": document.source_key or document.path,
+        # Bucket-style when the source has no key of its own (a folder given to `kb index`),
+        # so every hit says its scope (core.scope_set.hit_scope) and two contexts' x.md differ.
+        "source_key": document.source_key or f"{scope.key}/{document.path}",
         "content_type": extracted.content_type,
         FORMAT: extracted.source_type,
         # The shared library's records say so, whatever a sidecar claims (knowledge.search.shared).

@@ -204,7 +204,8 @@ def _search(
 
 def cmd_search(args: argparse.Namespace) -> int:
     query, mode, results, took_ms, report, trace = _search(args)
-    body = search_response_body(query, mode, results, took_ms, report)
+    scope = scope_of(args)  # its context unused across contexts (query.cross_context)
+    body = search_response_body(query, mode, results, took_ms, report, scope=scope)
     if trace is not None:
         body["explain"] = trace
     print_search(args, body, results)
@@ -218,10 +219,12 @@ def cmd_context(args: argparse.Namespace) -> int:
         context_trace,
         parse_max_tokens,
     )
+    from knowledge.search.tool import passage_contexts
 
     max_tokens = parse_max_tokens(args.max_tokens)
     query, mode, results, took_ms, _, trace = _search(args)
-    block = build_prompt_context(results, max_tokens)
+    contexts = passage_contexts(scope_of(args), query.cross_context)
+    block = build_prompt_context(results, max_tokens, context_of=contexts)
     told = None if trace is None else context_trace(trace, results, block)
     if args.json:
         body = {"query": query.text, "mode": mode.value, **block.to_dict()}
@@ -364,7 +367,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from knowledge.local.server import LocalServer, serve_until_stopped
     from knowledge.local.writes import check_write_exposure
     from knowledge.search.shared import SharedGrants
+    from knowledge.service.write_quotas import WriteLimits
 
+    write_limits = WriteLimits.of(
+        args.max_writes_per_minute, args.max_write_mib_per_minute, args.max_documents_per_scope
+    )
     # Before the store opens: a refused start leaves no index file behind.
     check_write_exposure(
         args.host, allow_writes=args.allow_writes, allow_remote_writes=args.allow_remote_writes
@@ -376,11 +383,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
             host=args.host,
             port=args.port,
             poll_interval=args.poll_interval,
+            index_workers=args.index_workers,
             reranking=open_reranking(args.rerank_model),
             allow_writes=args.allow_writes,
             allow_remote_writes=args.allow_remote_writes,
             shared_grants=SharedGrants.parse(args.shared_grant),
             repo_sync_interval=args.repo_sync_interval,
+            write_limits=write_limits,
         )
         return serve_until_stopped(server)
 

@@ -91,15 +91,19 @@ def open_existing_store(args: argparse.Namespace) -> KnowledgeStore:
             f"no index file at {settings.db_path.absolute()}; build one with `kb index DIR` or "
             "`kb serve ROOT` (make run writes .kb/local.db), or point --db (or KB_DB) at it",
         )
-    return open_cli_store(args)
+    return open_cli_store(args, create=False)
 
 
-def open_cli_store(args: argparse.Namespace) -> KnowledgeStore:
+def open_cli_store(args: argparse.Namespace, *, create: bool = True) -> KnowledgeStore:
+    """The store the flags name; an embedded file is made when missing unless ``create``
+    is false (the commands that write an index, ``kb index``, ``kb serve`` and the
+    repository commands, make it; readers go through ``open_existing_store``)."""
     return open_store(
         args.store,
         db_path=args.db,
         embedder_name=args.embedder,
         opensearch_url=args.opensearch_url,
+        create=create,
     )
 
 

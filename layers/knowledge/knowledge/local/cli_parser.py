@@ -33,6 +33,12 @@ from knowledge.local.cli_commands import (
     cmd_serve,
     cmd_status,
 )
+from knowledge.local.scheduling import DEFAULT_INDEX_WORKERS
+from knowledge.service.write_quotas import (
+    DEFAULT_DOCUMENTS_PER_SCOPE,
+    DEFAULT_MIB_PER_MINUTE,
+    DEFAULT_REQUESTS_PER_MINUTE,
+)
 
 __all__ = ["MAX_PORT", "build_parser"]
 
@@ -94,6 +100,17 @@ def _positive_int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"'{text}' is not an integer") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def _limit(text: str) -> int:
+    """A write limit: a whole number, 0 for no limit."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not an integer") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 (no limit) or more, got {value}")
     return value
 
 
@@ -334,6 +351,40 @@ def build_parser() -> argparse.ArgumentParser:
         default=24 * 3600.0,
         metavar="SECONDS",
         help="seconds between syncs of each registered Git repository (default 86400)",
+    )
+    serve.add_argument(
+        "--index-workers",
+        type=_positive_int,
+        default=DEFAULT_INDEX_WORKERS,
+        metavar="N",
+        help="threads indexing changed scopes side by side; no agent takes more than N-1 "
+        f"of them, so one agent's big upload never stalls another's edit (default "
+        f"{DEFAULT_INDEX_WORKERS})",
+    )
+    # Each agent's write quota (knowledge.service.write_quotas); 0 is no limit.
+    serve.add_argument(
+        "--max-writes-per-minute",
+        type=_limit,
+        default=DEFAULT_REQUESTS_PER_MINUTE,
+        metavar="N",
+        help="with --allow-writes: write requests one agent may send a minute "
+        f"(default {DEFAULT_REQUESTS_PER_MINUTE}; 0: no limit)",
+    )
+    serve.add_argument(
+        "--max-write-mib-per-minute",
+        type=_limit,
+        default=DEFAULT_MIB_PER_MINUTE,
+        metavar="MIB",
+        help="with --allow-writes: MiB of documents one agent may write a minute "
+        f"(default {DEFAULT_MIB_PER_MINUTE}; 0: no limit)",
+    )
+    serve.add_argument(
+        "--max-documents-per-scope",
+        type=_limit,
+        default=DEFAULT_DOCUMENTS_PER_SCOPE,
+        metavar="N",
+        help="with --allow-writes: a write of a new path into a scope holding N documents "
+        f"is refused (default {DEFAULT_DOCUMENTS_PER_SCOPE}; 0: no limit)",
     )
     serve.set_defaults(handler=cmd_serve)
     # Git repository sources: `kb repo add|list|remove|sync` (knowledge.local.repo_cli).

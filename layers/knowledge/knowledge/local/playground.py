@@ -2,8 +2,9 @@
 
 ``GET /`` is the page (``static/index.html`` with its ``.js`` and ``.css``: plain files, no
 CDN, no build step); ``GET /playground/scopes`` lists the scopes the page can choose from.
-Everything else the page does goes through the ordinary HTTP API. Only the local server
-serves these paths; the deployed API does not.
+Everything else the page does goes through the ordinary HTTP API. The console's pages
+under ``/console/`` are served the same way (``knowledge.local.console``). Only the local
+server serves these paths; the deployed API does not.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from dataclasses import dataclass
 from importlib import resources
 
 from knowledge.core.scope import KnowledgeScope
+from knowledge.local.console import console_file
 
 __all__ = ["SCOPES_PATH", "Asset", "playground_asset"]
 
@@ -47,7 +49,7 @@ def playground_asset(
         listed = sorted({(s.agent, s.context) for s in scopes()})
         body = {"scopes": [{"agent": a, "context": c} for a, c in listed], "writes": writes}
         return Asset("application/json; charset=utf-8", json.dumps(body).encode("utf-8"))
-    found = _FILES.get(route)
+    found = _FILES.get(route) or console_file(route)  # the console: /console/
     if found is None:
         return None
     name, content_type = found

@@ -4,11 +4,15 @@ the status route reports, and a one-line terminal bar.
 The store reads a document's bytes when it processes it, so counting reads counts
 progress without any callback in the indexing contract (``ListedSource``).
 ``IndexingProgress`` holds the counts of a run across scopes (thread-safe: the indexing
-thread writes, request threads read). ``ProgressBar`` draws ``\\r`` lines on a terminal.
+thread writes, request threads read). ``ScopeActivity`` is what the folder watcher's jobs
+are doing per scope after start-up: files done of the change, the document being written
+(``knowledge.ingest.progress``) and the files queued behind it. ``ProgressBar`` draws
+``\\r`` lines on a terminal.
 """
 
 from __future__ import annotations
 
+import math
 import shutil
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -20,7 +24,7 @@ from knowledge.core.scope import KnowledgeScope
 from knowledge.core.source import SourceDocument
 from knowledge.ingest.sources import Listing
 
-__all__ = ["IndexingProgress", "ListedSource", "ProgressBar"]
+__all__ = ["IndexingProgress", "ListedSource", "ProgressBar", "ScopeActivity"]
 
 
 class ListedSource:
@@ -172,6 +176,160 @@ class IndexingProgress:
             f"{progress.documents_total} documents",
             progress=progress,
         )
+
+
+class _Running:
+    """One scope's job: files done of its total, and the document being written."""
+
+    __slots__ = (
+        "chars_done",
+        "chunks_done",
+        "document",
+        "document_bytes",
+        "done",
+        "text_chars",
+        "total",
+    )
+
+    def __init__(self, total: int) -> None:
+        self.total = total
+        self.done = 0
+        self.document: str | None = None
+        self.document_bytes: int | None = None
+        self.text_chars: int | None = None
+        self.chunks_done = 0
+        self.chars_done = 0
+
+    def estimate(self) -> int | None:
+        """About how many chunks the document makes: its text's length over the characters
+        per chunk so far (chunks overlap a little, so this leans low); ``None`` before the
+        first chunk or for a document whose length in characters is not known."""
+        if self.text_chars is None or self.chars_done <= 0:
+            return None
+        share = min(self.chars_done / max(self.text_chars, 1), 1.0)
+        return max(self.chunks_done, math.ceil(self.chunks_done / share))
+
+
+class ScopeActivity:
+    """What the watcher's jobs are doing per scope (module docstring); thread-safe.
+
+    ``begin(scope, files)`` starts a job of ``files`` changed files, ``file_done`` counts
+    one, ``end`` closes it; ``queue(scope, files)`` says how many changed files wait for
+    the next job. ``document_progress(scope)`` is what the pipeline reports the document
+    being written to (``knowledge.ingest.progress.observing``). ``of(scope)`` is the
+    status route's ``IndexProgress``, ``None`` when the scope has nothing under way.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._running: dict[KnowledgeScope, _Running] = {}
+        self._queued: dict[KnowledgeScope, int] = {}
+
+    def queue(self, scope: KnowledgeScope, files: int) -> None:
+        with self._lock:
+            if files > 0:
+                self._queued[scope] = files
+            else:
+                self._queued.pop(scope, None)
+
+    def begin(self, scope: KnowledgeScope, files: int) -> None:
+        with self._lock:
+            self._running[scope] = _Running(files)
+
+    def file_done(self, scope: KnowledgeScope) -> None:
+        with self._lock:
+            running = self._running.get(scope)
+            if running is not None:
+                running.done = min(running.done + 1, running.total)
+
+    def end(self, scope: KnowledgeScope) -> None:
+        with self._lock:
+            self._running.pop(scope, None)
+
+    def document_progress(self, scope: KnowledgeScope) -> _DocumentProgress:
+        return _DocumentProgress(self, scope)
+
+    def of(self, scope: KnowledgeScope) -> IndexProgress | None:
+        with self._lock:
+            running = self._running.get(scope)
+            queued = self._queued.get(scope, 0)
+            if running is None:
+                return None if not queued else IndexProgress(0, 0, queued_files=queued)
+            return IndexProgress(
+                running.done,
+                running.total,
+                document=running.document,
+                document_bytes=running.document_bytes,
+                chunks_done=running.chunks_done if running.document is not None else None,
+                chunks_estimated=running.estimate() if running.document is not None else None,
+                queued_files=queued,
+            )
+
+    def status(self, scope: KnowledgeScope, status: IndexStatus) -> IndexStatus:
+        """``status`` with the scope's work under way: ``INDEXING`` and its progress."""
+        progress = self.of(scope)
+        if progress is None:
+            return status
+        if progress.document is not None:
+            about = (
+                ""
+                if progress.chunks_estimated is None
+                else f" of about {progress.chunks_estimated}"
+            )
+            doing = f"writing {progress.document}: {progress.chunks_done}{about} chunks"
+        elif progress.documents_total:
+            doing = (
+                f"applying changes: {progress.documents_done} of {progress.documents_total} files"
+            )
+        else:
+            doing = "changes waiting to be indexed"
+        if progress.queued_files and progress.documents_total:
+            files = "file" if progress.queued_files == 1 else "files"
+            doing += f"; {progress.queued_files} more changed {files} queued"
+        return replace(status, state=IndexState.INDEXING, message=doing, progress=progress)
+
+    # --- the pipeline's reports (knowledge.ingest.progress) ------------------------------
+
+    def _document(
+        self, scope: KnowledgeScope, path: str, size: int | None, chars: int | None
+    ) -> None:
+        with self._lock:
+            running = self._running.get(scope)
+            if running is not None:
+                running.document, running.document_bytes, running.text_chars = path, size, chars
+                running.chunks_done = running.chars_done = 0
+
+    def _chunk(self, scope: KnowledgeScope, chars: int) -> None:
+        with self._lock:
+            running = self._running.get(scope)
+            if running is not None:
+                running.chunks_done += 1
+                running.chars_done += chars
+
+    def _document_end(self, scope: KnowledgeScope) -> None:
+        with self._lock:
+            running = self._running.get(scope)
+            if running is not None:
+                running.document = running.document_bytes = running.text_chars = None
+
+
+class _DocumentProgress:
+    """``knowledge.ingest.progress.DocumentProgress`` for one scope of a ``ScopeActivity``."""
+
+    __slots__ = ("_activity", "_scope")
+
+    def __init__(self, activity: ScopeActivity, scope: KnowledgeScope) -> None:
+        self._activity = activity
+        self._scope = scope
+
+    def begin(self, path: str, size: int | None, text_chars: int | None) -> None:
+        self._activity._document(self._scope, path, size, text_chars)
+
+    def chunk(self, chars: int) -> None:
+        self._activity._chunk(self._scope, chars)
+
+    def end(self) -> None:
+        self._activity._document_end(self._scope)
 
 
 class ProgressBar:

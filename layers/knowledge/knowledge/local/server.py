@@ -47,14 +47,17 @@ from knowledge.core.scope import KnowledgeScope
 from knowledge.ingest.pipeline import index_source, reindex_source
 from knowledge.ingest.sources.local import SYMLINK_OUTSIDE_SCOPE, BucketFolderSource
 from knowledge.local.http_handler import DEFAULT_BODY_TIMEOUT, LISTEN_BACKLOG, ApiHttpServer
-from knowledge.local.progress import IndexingProgress, ProgressBar
+from knowledge.local.progress import IndexingProgress, ProgressBar, ScopeActivity
+from knowledge.local.scheduling import DEFAULT_INDEX_WORKERS, FairScheduler, ScopeLocks
 from knowledge.local.watcher import BucketWatcher, IndexingStopped, check_poll_interval
+from knowledge.local.write_quotas import local_write_quota
 from knowledge.local.writes import check_write_exposure
 from knowledge.reranking import RerankingStage
 from knowledge.search.shared import SharedGrants
 from knowledge.service.api import (
     KnowledgeApi,
 )
+from knowledge.service.write_quotas import DEFAULT_WRITE_LIMITS, Clock, WriteLimits
 from knowledge.stores.protocol import KnowledgeStore, ScopeSources
 
 __all__ = [
@@ -85,7 +88,9 @@ class LocalServer:
     port; ``url`` says which); the start-up index and then the watcher run on a
     background thread. ``start`` waits for that index unless ``wait=False``
     (``wait_until_ready`` waits later; ``progress`` counts it). ``reranking`` reranks
-    every search's top candidates (``knowledge.reranking``). ``stop`` is idempotent,
+    every search's top candidates (``knowledge.reranking``). With ``allow_writes``, each
+    agent's writes are held to ``write_limits`` (``knowledge.service.write_quotas``; the
+    windows follow ``quota_clock``, ``time.time`` by default). ``stop`` is idempotent,
     abandons an unfinished start-up index (the scope being written keeps what it had)
     and leaves the store open.
     """
@@ -106,6 +111,9 @@ class LocalServer:
         allow_remote_writes: bool = False,
         shared_grants: SharedGrants | None = None,
         repo_sync_interval: float | None = None,
+        index_workers: int = DEFAULT_INDEX_WORKERS,
+        write_limits: WriteLimits = DEFAULT_WRITE_LIMITS,
+        quota_clock: Clock | None = None,
     ) -> None:
         self._root = Path(root)
         self._source_name = f"kb serve {self._root.resolve()}"
@@ -124,8 +132,11 @@ class LocalServer:
         self._options = options or IndexOptions()
         self._body_timeout = body_timeout
         self._source = BucketFolderSource(self._root)
-        self._write_lock = threading.Lock()
+        self._locks = ScopeLocks()
         self.progress = IndexingProgress()
+        # Scopes' indexing work, fairly (knowledge.local.scheduling); what each is doing.
+        self._scheduler = FairScheduler(index_workers)
+        self.activity = ScopeActivity()
         # Git repository sources (knowledge.ingest.repos.local): synced into the folder, indexed.
         from knowledge.ingest.repos.local import LocalRepos, RepoScheduler
 
@@ -147,6 +158,10 @@ class LocalServer:
             ),
             shared=shared_grants,
             repos=self.repos.service,
+            # Each agent's writes a minute and each scope's documents, counted in this process.
+            write_quota=(
+                local_write_quota(write_limits, clock=quota_clock) if allow_writes else None
+            ),
         )
         self._http: ApiHttpServer | None = None
         self._http_thread: threading.Thread | None = None
@@ -302,7 +317,9 @@ class LocalServer:
             options=self._options,
             poll_interval=self._poll_interval,
             baseline={},  # until synchronize succeeds, the first poll looks at everything
-            write_lock=self._write_lock,
+            locks=self._locks,
+            scheduler=self._scheduler,
+            activity=self.activity,
         )
         started = time.monotonic()
         try:
@@ -350,6 +367,7 @@ class LocalServer:
             http_thread, self._http_thread = self._http_thread, None
         if watcher is not None:
             watcher.stop()
+        self._scheduler.stop()
         if self._repo_scheduler is not None:
             self._repo_scheduler.stop()
         if startup is not None:
@@ -375,11 +393,13 @@ class LocalServer:
                 message=f"the start-up index failed: {self._startup_error}",
                 progress=None,
             )
-        return self.progress.status(scope, status)
+        if self.progress.running:
+            return self.progress.status(scope, status)
+        return self.activity.status(scope, status)
 
     def _index_synced_scope(self, scope: KnowledgeScope) -> IndexResult:
         """Index a scope a repository sync just wrote (the watcher would, a poll later)."""
-        with self._write_lock:
+        with self._locks.of(scope):
             return index_source(self._store, scope, self._source, self._options)
 
     def _reindex_scope(self, scope: KnowledgeScope) -> IndexResult:
@@ -388,7 +408,7 @@ class LocalServer:
         folder = self._source.scope_folder(scope)
         if not folder.is_dir() and scope not in self._store.list_scopes():
             raise NotFoundError(f"no folder and no index for scope {scope}")
-        with self._write_lock:
+        with self._locks.of(scope):
             return reindex_source(self._store, scope, self._source, self._options)
 
 

@@ -33,25 +33,37 @@ Which files are documents (patterns, sidecars, hidden files, links) is the sourc
 decision: the watcher asks ``source.documents`` for each scope that changed. What it
 does with one key (upsert or delete, the outcome, how it is logged) is
 ``knowledge.local.changes``.
+
+**Fair between scopes.** A poll only finds what changed; each changed scope's reconcile
+is a job on a ``knowledge.local.scheduling.FairScheduler`` (when one is given: ``kb
+serve``), so a scope busy with a large file never holds another scope's new file back.
+Changes a scope gathers while its job waits join that job; changes found while it runs
+make its next one. The start-up index runs its scopes the same way. Without a scheduler
+every job runs in the polling thread, one after the other (what ``poll_once`` callers
+that want the changes applied on return get either way).
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import time
 from collections.abc import Callable, Container, Iterable, Mapping
+from concurrent.futures import Future
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from knowledge.core.errors import KnowledgeError
 from knowledge.core.model import FileProblem, IndexOptions, IndexResult
 from knowledge.core.scope import KnowledgeScope, parse_object_key
-from knowledge.core.source import SIDECAR_SUFFIX, SYNONYMS_FILE, DocumentSource
+from knowledge.core.source import SIDECAR_SUFFIX, SYNONYMS_FILE, DocumentSource, SourceDocument
 from knowledge.ingest.pipeline import (
     index_source,
     listing_problems,
     listing_unread,
 )
+from knowledge.ingest.progress import observing
 from knowledge.ingest.sources import SynonymsFile, under_unlisted_folder
 from knowledge.ingest.synonyms import apply_synonyms
 from knowledge.local.changes import (
@@ -62,7 +74,8 @@ from knowledge.local.changes import (
     shown,
     upsert_key,
 )
-from knowledge.local.progress import IndexingProgress, ListedSource
+from knowledge.local.progress import IndexingProgress, ListedSource, ScopeActivity
+from knowledge.local.scheduling import FairScheduler, ScopeLocks
 from knowledge.local.snapshots import (
     DIRTY,
     RACY_WINDOW_NS,
@@ -95,15 +108,32 @@ class IndexingStopped(Exception):  # noqa: N818 - a request, not an error
     """Raised inside an index run to abandon it (the server is stopping)."""
 
 
+Entry = tuple[str, str, bool]
+"""A changed key of a scope: (key, path in the scope, deleted)."""
+
+
+@dataclass(slots=True)
+class _Waiting:
+    """A scope's reconcile job that has not started: the changes it will apply, those a
+    poll named (the rest are looked at again), and the snapshot they were found in."""
+
+    entries: dict[str, Entry]
+    named: set[str]
+    current: Mapping[str, FileStamp]
+    future: Future[list[AppliedChange]] = field(default_factory=Future)
+
+
 class BucketWatcher:
     """Keeps a store equal to a bucket folder, one poll at a time.
 
-    ``poll_once`` is synchronous (tests call it directly); ``start`` runs it every
-    ``poll_interval`` seconds on a daemon thread until ``stop``. ``baseline`` is the
-    snapshot the store is already in line with (``synchronize`` sets it itself);
-    without one, the folder as it is now. ``write_lock`` serialises store writes
-    with other writers (the server's reindex route). A failing poll is logged; the
-    watcher keeps running.
+    ``poll_once`` is synchronous (tests call it directly): it returns once the changes it
+    found are applied; ``start`` polls every ``poll_interval`` seconds on a daemon thread
+    until ``stop``, handing each changed scope's reconcile to ``scheduler`` without
+    waiting for it. ``baseline`` is the snapshot the store is already in line with
+    (``synchronize`` sets it itself); without one, the folder as it is now. ``locks``
+    serialise a scope's writes with its other writers (the server's reindex route, a
+    repository sync); ``activity`` shows what each scope's job is doing. A failing poll
+    or job is logged; the watcher keeps running.
     """
 
     def __init__(
@@ -115,7 +145,9 @@ class BucketWatcher:
         options: IndexOptions | None = None,
         poll_interval: float = 1.0,
         baseline: Mapping[str, FileStamp] | None = None,
-        write_lock: threading.Lock | None = None,
+        locks: ScopeLocks | None = None,
+        scheduler: FairScheduler | None = None,
+        activity: ScopeActivity | None = None,
     ) -> None:
         check_poll_interval(poll_interval)
         self._root = root
@@ -128,7 +160,11 @@ class BucketWatcher:
             dict(baseline) if baseline is not None else take_snapshot(root)
         )
         self._racy: set[str] = set() if baseline is not None else racy_keys(self._snapshot, started)
-        self._write_lock = write_lock or threading.Lock()
+        self._locks = locks or ScopeLocks()
+        self._scheduler = scheduler
+        self._activity = activity or ScopeActivity()
+        self._guard = threading.Lock()  # the snapshot and the waiting jobs
+        self._waiting: dict[KnowledgeScope, _Waiting] = {}
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._failures: dict[str, str] = {}  # key -> last failure, logged once until it changes
@@ -162,15 +198,33 @@ class BucketWatcher:
                 for scope in scopes
             }
             progress.begin({scope: len(source) for scope, source in listed.items()})
-            for scope, source in listed.items():
+
+            def index(scope: KnowledgeScope, source: ListedSource) -> IndexResult:
                 source.on_read = self._counter(scope, progress, should_stop)
                 if should_stop():
                     raise IndexingStopped("stopped before the start-up index finished")
-                with self._write_lock:
+                with self._locks.of(scope):
                     # ``index`` also clears the problems of files it no longer lists.
-                    results[scope] = index_source(self._store, scope, source, self._options)
+                    result = index_source(self._store, scope, source, self._options)
                 progress.finish_scope(scope)
-                log_result(scope, results[scope])
+                log_result(scope, result)
+                return result
+
+            futures = {
+                scope: self._submit(scope, functools.partial(index, scope, source))
+                for scope, source in listed.items()
+            }
+            failure: BaseException | None = None
+            for scope, future in futures.items():
+                try:
+                    results[scope] = future.result()
+                except BaseException as exc:  # every job ends before the first failure is raised
+                    failure = failure or exc
+            if failure is not None:
+                if should_stop():  # jobs not started were cancelled by the stop
+                    raise IndexingStopped("stopped before the start-up index finished")
+                raise failure
+            for scope, source in listed.items():
                 for path in source.paths:
                     # Listed but not seen by the snapshot: created meanwhile; look again.
                     baseline.setdefault(f"{scope.key}/{path}", DIRTY)
@@ -200,27 +254,97 @@ class BucketWatcher:
 
     def poll_once(self) -> list[AppliedChange]:
         """Take a snapshot, reconcile every scope that changed since the last one, and
-        return what was done. Files the last poll found racy are looked at again; that
-        a file the snapshot did not name as changed turned out unchanged or ignored is
-        not news (neither returned nor logged)."""
+        return what was done, once it is done. Files the last poll found racy are looked
+        at again; that a file the snapshot did not name as changed turned out unchanged or
+        ignored is not news (neither returned nor logged)."""
+        applied, futures = self._poll()
+        for future in futures:
+            applied.extend(future.result())
+        return applied
+
+    def _poll(self) -> tuple[list[AppliedChange], list[Future[list[AppliedChange]]]]:
+        """Find what changed and hand each changed scope's reconcile to the scheduler:
+        the keys refused outright, and the jobs' futures."""
         started = time.time_ns()
         current = take_snapshot(self._root)
-        diff = diff_snapshots(self._snapshot, current)
+        with self._guard:
+            diff = diff_snapshots(self._snapshot, current)
+            self._snapshot = dict(current)
         named = set(diff.changed)
         recheck = {key for key in self._racy if key in current} - named
         if recheck:
             diff = SnapshotDiff(tuple(sorted({*diff.changed, *recheck})), diff.deleted)
-        remembered = dict(current)
-        applied: list[AppliedChange] = []
-        if diff:
-            with self._write_lock:
-                applied = self._apply(diff, current, remembered)
-        self._snapshot = remembered
         self._racy = racy_keys(current, started)
+        rejected: list[AppliedChange] = []
+        by_scope: dict[KnowledgeScope, list[Entry]] = {}
+        for key, deleted in [(k, False) for k in diff.changed] + [(k, True) for k in diff.deleted]:
+            try:
+                scoped = parse_object_key(key)
+            except KnowledgeError as exc:
+                rejected.append(AppliedChange(key, "rejected", str(exc)))
+                continue
+            by_scope.setdefault(scoped.scope, []).append((key, scoped.path, deleted))
+        for change in rejected:
+            self._log(change)
+        futures = [
+            self._queue(scope, entries, named, current) for scope, entries in by_scope.items()
+        ]
+        return rejected, futures
+
+    def _queue(
+        self,
+        scope: KnowledgeScope,
+        entries: list[Entry],
+        named: set[str],
+        current: Mapping[str, FileStamp],
+    ) -> Future[list[AppliedChange]]:
+        """Add a scope's changes to its job that has not started, or start one."""
+        with self._guard:
+            waiting = self._waiting.get(scope)
+            if waiting is not None:  # the latest word on a key wins
+                waiting.entries.update((entry[0], entry) for entry in entries)
+                waiting.named |= named
+                waiting.current = current
+                self._activity.queue(scope, _files(waiting.entries.values()))
+                return waiting.future
+            waiting = _Waiting({entry[0]: entry for entry in entries}, set(named), current)
+            self._waiting[scope] = waiting
+            self._activity.queue(scope, _files(waiting.entries.values()))
+        job = self._submit(scope, lambda: self._reconcile_job(scope, waiting))
+        job.add_done_callback(lambda done: _hand_over(done, waiting.future))
+        return waiting.future
+
+    def _submit(self, scope: KnowledgeScope, run: Callable[[], object]) -> Future:  # type: ignore[type-arg]
+        if self._scheduler is not None:
+            return self._scheduler.submit(scope, run)
+        future: Future[object] = Future()
+        try:
+            future.set_result(run())
+        except BaseException as exc:
+            future.set_exception(exc)
+        return future
+
+    def _reconcile_job(self, scope: KnowledgeScope, waiting: _Waiting) -> list[AppliedChange]:
+        """A scope's reconcile, as a job: its waiting changes applied under its lock, the
+        keys to look at again marked in the snapshot, the news logged."""
+        with self._guard:
+            if self._waiting.get(scope) is waiting:
+                del self._waiting[scope]  # later changes make the next job
+            entries = list(waiting.entries.values())
+        self._activity.queue(scope, 0)
+        self._activity.begin(scope, _files(entries))
+        marks: dict[str, FileStamp] = {}
+        try:
+            with self._locks.of(scope), observing(self._activity.document_progress(scope)):
+                applied = self._reconcile(scope, entries, waiting.current, marks)
+        finally:
+            self._activity.end(scope)
+            with self._guard:
+                self._snapshot.update(marks)  # DIRTY: the next poll looks at them again
         applied = [
             change
             for change in applied
-            if change.key in named or change.action not in ("unchanged", "ignored")
+            if change.key in waiting.named or change.action not in ("unchanged", "ignored")
         ]
         for change in applied:
             self._log(change)
@@ -237,25 +361,6 @@ class BucketWatcher:
             self._failures.pop(change.key, None)
         detail = f": {change.detail}" if change.detail else ""
         logger.log(level, "%s %s%s", change.action, shown(change.key), detail)
-
-    def _apply(
-        self,
-        diff: SnapshotDiff,
-        current: Mapping[str, FileStamp],
-        remembered: dict[str, FileStamp],
-    ) -> list[AppliedChange]:
-        applied: list[AppliedChange] = []
-        by_scope: dict[KnowledgeScope, list[tuple[str, str, bool]]] = {}
-        for key, deleted in [(k, False) for k in diff.changed] + [(k, True) for k in diff.deleted]:
-            try:
-                scoped = parse_object_key(key)
-            except KnowledgeError as exc:
-                applied.append(AppliedChange(key, "rejected", str(exc)))
-                continue
-            by_scope.setdefault(scoped.scope, []).append((key, scoped.path, deleted))
-        for scope, entries in by_scope.items():
-            applied.extend(self._reconcile(scope, entries, current, remembered))
-        return applied
 
     def _reconcile(
         self,
@@ -287,7 +392,7 @@ class BucketWatcher:
                 # Reached through a folder link inside the scope, which snapshots do not
                 # follow: refreshed whenever its scope changes (unchanged content is skipped).
                 upserted.add(path)
-                applied.append(upsert_key(self._store, prefix + path, scope, listed))
+                applied.append(self._upsert(prefix + path, scope, listed))
         skipped = {p.path: p.reason for p in getattr(listing, "skipped", ())}
         for key, path, deleted in entries:
             # A sidecar's change is a change of its document's metadata.
@@ -296,7 +401,7 @@ class BucketWatcher:
             if document is not None:
                 if target not in upserted:
                     upserted.add(target)
-                    change = upsert_key(self._store, prefix + target, scope, document)
+                    change = self._upsert(prefix + target, scope, document)
                     if change.action == "failed":
                         remembered[prefix + target] = DIRTY
                     applied.append(change)
@@ -347,6 +452,7 @@ class BucketWatcher:
             gone |= {path for path in stale if not unlisted(path)}
         for path in sorted(gone):
             change = delete_key(self._store, prefix + path, scope, path)
+            self._activity.file_done(scope)
             if change.action == "failed":
                 remembered[prefix + path] = DIRTY
             applied.append(change)
@@ -357,6 +463,11 @@ class BucketWatcher:
         if any(path == SYNONYMS_FILE for _, path, _ in entries):
             applied.append(self._sync_synonyms(prefix + SYNONYMS_FILE, scope, listing))
         return applied
+
+    def _upsert(self, key: str, scope: KnowledgeScope, document: SourceDocument) -> AppliedChange:
+        change = upsert_key(self._store, key, scope, document)
+        self._activity.file_done(scope)
+        return change
 
     def _sync_synonyms(self, key: str, scope: KnowledgeScope, listing: object) -> AppliedChange:
         """The scope's synonyms file changed: store it as the listing found it
@@ -454,7 +565,8 @@ class BucketWatcher:
     def _run(self) -> None:
         while not self._stop.wait(self._poll_interval):
             try:
-                self.poll_once()
+                for future in self._poll()[1]:
+                    future.add_done_callback(_log_failure)
             except Exception:
                 logger.exception(
                     "polling %s failed; retrying in %.1f s", self._root, self._poll_interval
@@ -466,3 +578,25 @@ class BucketWatcher:
         thread, self._thread = self._thread, None
         if thread is not None:
             thread.join(timeout)
+
+
+def _hand_over(job: Future, waiting: Future[list[AppliedChange]]) -> None:  # type: ignore[type-arg]
+    """Settle a waiting job's future with what its run gave (a cancelled run: nothing)."""
+    if waiting.done():
+        return
+    if job.cancelled():
+        waiting.set_result([])
+    elif job.exception() is not None:
+        waiting.set_exception(job.exception())
+    else:
+        waiting.set_result(job.result())
+
+
+def _files(entries: Iterable[Entry]) -> int:
+    """How many files the changes are about (a sidecar's change is its document's)."""
+    return len({path.removesuffix(SIDECAR_SUFFIX) for _, path, _ in entries})
+
+
+def _log_failure(future: Future[list[AppliedChange]]) -> None:
+    if not future.cancelled() and future.exception() is not None:
+        logger.error("a reconcile job failed: %s", future.exception())

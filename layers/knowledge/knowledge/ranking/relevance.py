@@ -94,6 +94,12 @@ class QueryWeights:
     def total(self) -> float:
         return math.fsum(self.typed.values())
 
+    @property
+    def terms(self) -> frozenset[str]:
+        """Every term ``coverage`` asks a chunk about: the typed ones and those of the
+        synonyms that can stand for them. A store need not read a chunk's other terms."""
+        return frozenset((*self.typed, *(term for _, adds in self.synonyms for term in adds)))
+
     def coverage(self, terms: Collection[str]) -> float:
         """The share of the typed terms' weight that ``terms`` (a chunk's) hold; a typed
         term the chunk lacks counts ``SYNONYM_WEIGHT`` of its weight when the chunk holds

@@ -55,7 +55,7 @@ from knowledge.search.results import (
     merge_adjacent,
     passage_summary,
 )
-from knowledge.search.tool import DEFAULT_MAX_TOKENS, passage_header
+from knowledge.search.tool import DEFAULT_MAX_TOKENS, ContextOf, passage_header
 
 __all__ = [
     "COUNTED_BY",
@@ -238,14 +238,20 @@ def context_trace(
     return {**trace, "chunks": chunks, "budget": budget}
 
 
-def _section(rank: int, passage: Passage) -> str:
-    return f"{_SEPARATOR}\n{passage_header(rank, passage)}\n{passage.content.rstrip()}"
+def _header(rank: int, passage: Passage, context_of: ContextOf | None) -> str:
+    return passage_header(rank, passage, None if context_of is None else context_of(passage))
 
 
-def _render(kept: Sequence[Passage]) -> str:
+def _section(rank: int, passage: Passage, context_of: ContextOf | None = None) -> str:
+    header = _header(rank, passage, context_of)
+    return f"{_SEPARATOR}\n{header}\n{passage.content.rstrip()}"
+
+
+def _render(kept: Sequence[Passage], context_of: ContextOf | None = None) -> str:
     if not kept:
         return ""
-    return "\n".join([PREAMBLE, *(_section(i, p) for i, p in enumerate(kept, start=1))])
+    sections = (_section(i, p, context_of) for i, p in enumerate(kept, start=1))
+    return "\n".join([PREAMBLE, *sections])
 
 
 def _identity(passage: Passage) -> tuple[str, int, object]:
@@ -253,9 +259,13 @@ def _identity(passage: Passage) -> tuple[str, int, object]:
     return passage.document_path, passage.first_chunk, passage.metadata.get("source_key")
 
 
-def build_prompt_context(results: Sequence[SearchResult], max_tokens: int) -> PromptContext:
+def build_prompt_context(
+    results: Sequence[SearchResult], max_tokens: int, *, context_of: ContextOf | None = None
+) -> PromptContext:
     """The prompt block of ``results`` (a search's, best first) within
-    ``max_tokens`` (module docstring). ``ValueError`` for a budget below 1."""
+    ``max_tokens`` (module docstring). ``context_of``: for a search across contexts, the
+    context each source line names (``tool.passage_contexts``). ``ValueError`` for a
+    budget below 1."""
     if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
         raise ValueError(f"max_tokens must be an integer >= 1, got {max_tokens!r}")
     passages = merge_adjacent(results)
@@ -264,22 +274,22 @@ def build_prompt_context(results: Sequence[SearchResult], max_tokens: int) -> Pr
     def overhead(passage: Passage) -> int:
         # The separator and the source line (at the widest rank), each on its own line,
         # and the line break that ends the text.
-        return estimate_tokens(f"{_SEPARATOR}\n{passage_header(widest, passage)}\n\n")
+        return estimate_tokens(f"{_SEPARATOR}\n{_header(widest, passage, context_of)}\n\n")
 
     room = max_tokens - estimate_tokens(PREAMBLE + "\n")
     kept: list[Passage] = []
     if passages and room >= 1:
         kept, _ = fit_budget(passages, room, overhead_tokens=overhead)
-    text = _render(kept)
+    text = _render(kept, context_of)
     # The parts were counted one by one (an upper bound of the whole, the estimate being
     # subadditive); the block itself is what is promised, so it is checked as a whole.
     while kept and estimate_tokens(text) > max_tokens:  # pragma: no cover - a safeguard
         kept.pop()
-        text = _render(kept)
+        text = _render(kept, context_of)
     taken = {_identity(p) for p in kept}
     dropped = tuple(p for p in passages if _identity(p) not in taken)
     sections = tuple(
-        ContextPassage(i, passage_header(i, p), p, estimate_tokens(_section(i, p)))
+        ContextPassage(i, _header(i, p, context_of), p, estimate_tokens(_section(i, p, context_of)))
         for i, p in enumerate(kept, start=1)
     )
     return PromptContext(text, sections, dropped, estimate_tokens(text), max_tokens)

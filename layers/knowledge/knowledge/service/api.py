@@ -7,8 +7,10 @@ register each route with Powertools and call ``KnowledgeApi.respond``, so both a
 the same routes with the same bodies. What differs between the two stacks plugs in
 behind the API as collaborators: ``reindex`` (``kb serve`` re-indexes the folder now
 and answers 200 with the result; the search Lambda queues one SQS message for the
-indexer and answers 202), ``writes`` (the folder, or S3 puts), ``status`` (the start-up
-index's progress), ``repos`` (the Git repository service) and ``reranking``.
+indexer and answers 202), ``writes`` (the folder, or S3 puts), ``write_quota`` (each
+agent's write limits, ``knowledge.service.write_quotas``: counted in the process, or in
+DynamoDB), ``status`` (the start-up index's progress), ``repos`` (the Git repository
+service) and ``reranking``.
 
 Requests are checked by ``knowledge.service.validation`` (bodies, path segments, query
 strings) and every error becomes a response in one place,
@@ -19,6 +21,7 @@ use are re-exported here.
 from __future__ import annotations
 
 import contextlib
+import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
@@ -28,6 +31,7 @@ from knowledge.core.errors import (
     AccessDeniedError,
     ConfigurationError,
     NotFoundError,
+    StoreError,
     ValidationError,
 )
 from knowledge.core.model import (
@@ -69,6 +73,7 @@ from knowledge.service.validation import (
     request_body,
     search_response_body,
 )
+from knowledge.service.write_quotas import WriteQuota
 from knowledge.stores.protocol import KnowledgeStore
 
 if TYPE_CHECKING:  # the stage is built by whoever configures it; no import at cold start
@@ -100,6 +105,9 @@ __all__ = [
     "request_body",
     "search_response_body",
 ]
+
+
+logger = logging.getLogger("knowledge.service.api")  # the name operators filter on
 
 
 class QueuedReindex(Protocol):
@@ -155,7 +163,9 @@ def repo_route(
 class KnowledgeApi:
     """The routes over one store; the repository routes go to ``repos``
     (``knowledge.ingest.repos.service``; without it they answer 503, not configured), the write
-    routes to ``writes`` (a ``knowledge.ingest.writes.DocumentStorage``; without it, 403).
+    routes to ``writes`` (a ``knowledge.ingest.writes.DocumentStorage``; without it, 403),
+    each within ``write_quota`` (``knowledge.service.write_quotas``: an agent's writes a
+    minute and a scope's documents; without it, unlimited).
 
     ``reindex`` re-indexes a scope from wherever its documents live; without it the
     reindex route answers 503 (not configured). ``default_mode`` is the mode used when
@@ -180,6 +190,7 @@ class KnowledgeApi:
         repos: RepoService | None = None,
         weights: RankWeights | None = None,
         repo_statuses: RepoStatuses | None = None,
+        write_quota: WriteQuota | None = None,
     ) -> None:
         # The deployment's origin and lesson weights (knowledge.ranking.origin_weights).
         self._weights = rank_weights_from_env() if weights is None else weights
@@ -187,6 +198,7 @@ class KnowledgeApi:
         self._repo_statuses = repo_statuses or (None if repos is None else repos.statuses)
         self._store = store
         self._writes = writes
+        self._write_quota = write_quota
         self._shared = shared or SharedGrants({})
         self._reindex = reindex
         self._default_mode = default_mode
@@ -196,6 +208,24 @@ class KnowledgeApi:
     @property
     def store(self) -> KnowledgeStore:
         return self._store
+
+    @property
+    def weights(self) -> RankWeights:
+        """The deployment's origin and lesson weights, the defaults of every search."""
+        return self._weights
+
+    def search_scope(
+        self, scope: KnowledgeScope, query: SearchQuery, *, include_shared: bool | None = None
+    ) -> tuple[list[SearchResult], RerankReport | None]:
+        """One search as the search routes run it, for a front end that built the query
+        itself (the remote MCP endpoint's tools, ``knowledge.aws.mcp_endpoint``): the
+        agent's granted shared libraries unless ``include_shared`` is false (asking for
+        them without a grant is a ``ValidationError``), reranked when configured. Raises
+        what the store raises."""
+        store = self._searched_store(scope.agent, include_shared)
+        if self._reranking is None:
+            return store.search(scope, query), None
+        return self._reranking.search(store, scope, query)  # type: ignore[arg-type]
 
     def search(
         self,
@@ -211,7 +241,8 @@ class KnowledgeApi:
         try:
             data = decode_body(body)
             query, mode, results, took_ms, report, recorded = self._search(agent, context, data)
-            answer = search_response_body(query, mode, results, took_ms, report)
+            scope = KnowledgeScope(agent, AGENT_WIDE_CONTEXT if context is None else context)
+            answer = search_response_body(query, mode, results, took_ms, report, scope=scope)
             if recorded is not None:  # "explain": true (knowledge.ranking.explain)
                 answer["explain"] = recorded.to_dict(results)
             return ApiResponse(200, answer)
@@ -229,21 +260,29 @@ class KnowledgeApi:
         """The search's results as a block for a prompt, within the body's ``max_tokens``
         (``knowledge.search.prompt_context``): ``{"query", "mode", "context", "passages",
         "dropped", "tokens", "took_ms"}``, and ``explain`` (``context_trace``: the search's
-        trace with the budget's drops) when asked. Same scope rules and body as ``search``."""
+        trace with the budget's drops) when asked. Same scope rules and body as ``search``;
+        each passage names where it came from as a search result does (``hit_fields``), and
+        an agent-wide block's source lines name their context."""
         try:
+            from knowledge.search.hits import hit_fields
             from knowledge.search.prompt_context import (
                 build_prompt_context,
                 context_trace,
                 parse_max_tokens,
             )
+            from knowledge.search.tool import passage_contexts
 
             data = decode_body(body)
             max_tokens = parse_max_tokens(data.get("max_tokens"))
             query, mode, results, took_ms, _, recorded = self._search(
                 agent, context, data, CONTEXT_FIELDS
             )
-            block = build_prompt_context(results, max_tokens)
+            scope = KnowledgeScope(agent, AGENT_WIDE_CONTEXT if context is None else context)
+            contexts = passage_contexts(scope, query.cross_context)
+            block = build_prompt_context(results, max_tokens, context_of=contexts)
             answer = {"query": query.text, "mode": mode.value, **block.to_dict()}
+            for item, kept in zip(answer["passages"], block.passages, strict=True):
+                item.update(hit_fields(kept.passage, scope, query.cross_context))
             # An empty block says why: nothing passed the floor, or nothing fit the budget.
             answer["min_score"] = query.evidence_floor
             answer["evidence"] = evidence_of(results)
@@ -287,14 +326,10 @@ class KnowledgeApi:
                 )
             query = replace(query, cross_context=True)
         scope = KnowledgeScope(agent, AGENT_WIDE_CONTEXT if context is None else context)
-        store = self._searched_store(agent, data.get("include_shared"))
+        include = data.get("include_shared")  # checked by _searched_store
         started = time.perf_counter()
-        report: RerankReport | None = None
         with explain.explaining() if trace else contextlib.nullcontext() as recorded:
-            if self._reranking is None:
-                results = store.search(scope, query)
-            else:
-                results, report = self._reranking.search(store, scope, query)  # type: ignore[arg-type]
+            results, report = self.search_scope(scope, query, include_shared=include)
         took_ms = (time.perf_counter() - started) * 1000.0
         mode = query.mode or self._store.default_mode
         return query, mode, results, took_ms, report, recorded
@@ -384,6 +419,40 @@ class KnowledgeApi:
         of the storage's indexer limit); ``None`` when writes are off."""
         return None if self._writes is None else put_limit(self._writes.max_upload_bytes)
 
+    @property
+    def write_quota(self) -> WriteQuota | None:
+        """The writes' limits and their counter; ``None``: unlimited."""
+        return self._write_quota
+
+    def _admit_write(
+        self, scope: KnowledgeScope, size: int, *, new_path: str | None = None, field: str = "body"
+    ) -> None:
+        """Raise unless the write fits the quota (``knowledge.service.write_quotas``); called
+        once the request is valid and before the storage is touched, so a refused write
+        stores nothing. ``new_path``: the document a ``PUT`` or upload may add, checked
+        against the scope's document limit first (an indexed path is an overwrite), so a
+        write the scope refuses is not counted either. An index that cannot answer skips
+        that check (logged): the bucket or folder takes writes without the index, and the
+        per-minute limits still hold."""
+        quota = self._write_quota
+        if quota is None:
+            return
+        if new_path is not None and quota.limits.documents_per_scope:
+            try:
+                found = self._store.get_document(scope, new_path)
+                overwrite = found is not None and found.indexed
+                indexed = None if overwrite else self._store.status(scope).document_count
+            except (StoreError, ConfigurationError) as exc:
+                logger.warning(
+                    "the documents limit of %s was not checked: the index did not answer (%s)",
+                    scope,
+                    type(exc).__name__,
+                )
+                indexed = None
+            if indexed is not None:
+                quota.check_documents(scope, indexed)
+        quota.charge(scope.agent, size, field=field)
+
     def _write_scope(self, agent: str, context: str) -> tuple[KnowledgeScope, DocumentStorage]:
         scope = KnowledgeScope(path_segment("agent", agent), path_segment("context", context))
         check_writable_scope(scope)
@@ -415,6 +484,7 @@ class KnowledgeApi:
                 query_string=query_string,
                 indexed_bytes=storage.max_upload_bytes,
             )
+            self._admit_write(scope, len(write.data), new_path=write.path)
             storage.put(scope, write.path, write.data, write.sidecar)
             return ApiResponse(202, accepted_body(write))
         except Exception as exc:
@@ -429,6 +499,7 @@ class KnowledgeApi:
             scope, storage = self._write_scope(agent, context)
             document_path = document_path_segment(path)
             check_write_path(document_path)
+            self._admit_write(scope, 0)
             if storage.delete(scope, document_path) is False:
                 raise NotFoundError(f"no document '{document_path[:200]}' in {scope}")
             return ApiResponse(
@@ -451,6 +522,8 @@ class KnowledgeApi:
             if body is None or (isinstance(body, bytes | str) and not body.strip()):
                 raise ValidationError("body", "a JSON object with a 'path' field is required")
             path, size, expires = parse_upload_request(decode_body(body), storage.max_upload_bytes)
+            # The bytes go straight to S3: the grant's largest size is what is counted.
+            self._admit_write(scope, size, new_path=path, field="size")
             grant = storage.presign_upload(scope, path, size, expires)
             return ApiResponse(
                 200,

@@ -1,7 +1,8 @@
 """Errors and answers as HTTP shapes: ``ApiResponse`` and the one ``error_response``.
 
 Every error becomes a response here: bad input is a 400 ``{"error", "field"}`` (a
-document body over its size limit a 413); a refused caller a 403; a failing backend or
+document body over its size limit a 413); a refused caller a 403; a caller over one of
+its write limits a 429 with ``Retry-After`` (``rate_limited``); a failing backend or
 provider a 502/503 and an unexpected exception a 500, each with a plain message and the
 request id (``{"error", "field", "request_id"}``): the details (endpoint URL, client
 library messages, secret ARNs, tracebacks) go to the log under that id, never to the
@@ -22,6 +23,7 @@ from knowledge.core.errors import (
     ConfigurationError,
     EmbeddingError,
     NotFoundError,
+    RateLimitedError,
     StoreAccessDeniedError,
     StoreError,
     StoreUnavailableError,
@@ -30,7 +32,7 @@ from knowledge.core.errors import (
     public_message,
 )
 
-__all__ = ["ApiResponse", "error_body", "error_response", "new_request_id"]
+__all__ = ["ApiResponse", "error_body", "error_response", "new_request_id", "rate_limited"]
 
 logger = logging.getLogger("knowledge.service.api")  # the name operators filter on
 
@@ -67,6 +69,23 @@ def _server_error(
     return ApiResponse(status, body)
 
 
+def rate_limited(exc: RateLimitedError) -> ApiResponse:
+    """A 429: the usual ``{"error", "field"}`` with the limit's name (``limit``), its
+    setting (``limit_value``) and ``retry_after`` (whole seconds), the same seconds in the
+    ``Retry-After`` header that clients honour, and ``retryable: false`` when waiting
+    alone cannot help (``RateLimitedError``)."""
+    body: dict[str, Any] = {
+        "error": exc.message,
+        "field": None,
+        "limit": exc.limit,
+        "limit_value": exc.value,
+        "retry_after": exc.retry_after,
+    }
+    if not exc.retryable:
+        body["retryable"] = False
+    return ApiResponse(429, body, {"Retry-After": str(exc.retry_after)})
+
+
 def new_request_id() -> str:
     """An id for a request that arrived without one (the local server). Not ``uuid``:
     importing it loads ``platform``, which the Lambda cold start would pay for."""
@@ -79,6 +98,7 @@ def error_response(exc: BaseException, request_id: str | None = None) -> ApiResp
     ``ValidationError`` (and ``InvalidScopeError``) -> 400 with the field, but
     ``TooLargeError`` -> 413;
     ``AccessDeniedError`` -> 403 with the field; ``NotFoundError`` -> 404;
+    ``RateLimitedError`` -> 429 with ``Retry-After`` (``rate_limited``);
     ``ConfigurationError`` (``EmbeddingMismatchError``), ``StoreUnavailableError`` and
     ``StoreAccessDeniedError`` (the backend refused our own role; its body says what to
     check) -> 503, ``EmbeddingError`` -> 502, ``StoreError`` and anything else -> 500. A 5xx body
@@ -94,6 +114,8 @@ def error_response(exc: BaseException, request_id: str | None = None) -> ApiResp
         return error_body(403, exc.message, exc.field)
     if isinstance(exc, NotFoundError):
         return error_body(404, str(exc))
+    if isinstance(exc, RateLimitedError):
+        return rate_limited(exc)
     rid = request_id or new_request_id()
     extra = {"request_id": rid, "error_type": type(exc).__name__}
     public = public_message(exc)

@@ -37,8 +37,10 @@ from knowledge.core.model import (
     SearchResult,
     evidence_of,
 )
-from knowledge.core.scope import validate_segment
+from knowledge.core.result_count import TOP_K, given_result_count, renamed_count_error
+from knowledge.core.scope import KnowledgeScope, validate_segment
 from knowledge.ranking.origin_weights import BODY_FIELDS, RankWeights, weights_from_body
+from knowledge.search.hits import hit_fields
 
 if TYPE_CHECKING:
     from knowledge.reranking.stage import RerankReport
@@ -66,6 +68,7 @@ SEARCH_FIELDS = (
     "query",
     "mode",
     "max_results",
+    TOP_K,  # the design's name for max_results (knowledge.core.result_count)
     "min_score",
     "file_patterns",
     "metadata",
@@ -221,7 +224,9 @@ def query_from(
 ) -> SearchQuery:
     """``parse_search_request`` of a decoded body; ``weights``: the deployment's origin and
     lesson weights, which the body's ``origin_weights`` / ``lesson_weight`` override;
-    ``fields``: the body's allowed fields (``CONTEXT_FIELDS`` for the prompt context)."""
+    ``fields``: the body's allowed fields (``CONTEXT_FIELDS`` for the prompt context).
+    ``top_k`` is ``max_results`` by the design's name: either, or both with one value
+    (``knowledge.core.result_count``); a bad ``top_k`` is refused under that name."""
     unknown = sorted(str(k) for k in data if k not in fields)  # include_shared: the API's
     if unknown:
         # The name is echoed back, so a pathological one is cut short.
@@ -236,7 +241,7 @@ def query_from(
         if mode_value is not None
         else (None if default_mode is None else SearchMode.parse(default_mode))
     )
-    max_results = data.get("max_results")
+    count_name, max_results = given_result_count(data)
     min_score = data.get("min_score")
     patterns = data.get("file_patterns")
     metadata = data.get("metadata")
@@ -246,22 +251,25 @@ def query_from(
     offset = data.get("offset")
     per_document = data.get("max_chunks_per_document")
     raw_filter = data.get("filter")
-    return SearchQuery(
-        text=data["query"],
-        mode=mode,
-        max_results=DEFAULT_MAX_RESULTS if max_results is None else max_results,
-        min_score=min_score,
-        file_patterns=() if patterns is None else _file_patterns(patterns),
-        metadata={} if metadata is None else metadata,
-        cross_context=False if cross_context is None else cross_context,
-        offset=0 if offset is None else offset,
-        max_chunks_per_document=(
-            DEFAULT_MAX_CHUNKS_PER_DOCUMENT if per_document is None else per_document
-        ),
-        filter=None if raw_filter is None else parse_filter(raw_filter),
-        group_by=data.get("group_by"),
-        weights=weights_from_body(data, weights),
-    )
+    try:
+        return SearchQuery(
+            text=data["query"],
+            mode=mode,
+            max_results=DEFAULT_MAX_RESULTS if max_results is None else max_results,
+            min_score=min_score,
+            file_patterns=() if patterns is None else _file_patterns(patterns),
+            metadata={} if metadata is None else metadata,
+            cross_context=False if cross_context is None else cross_context,
+            offset=0 if offset is None else offset,
+            max_chunks_per_document=(
+                DEFAULT_MAX_CHUNKS_PER_DOCUMENT if per_document is None else per_document
+            ),
+            filter=None if raw_filter is None else parse_filter(raw_filter),
+            group_by=data.get("group_by"),
+            weights=weights_from_body(data, weights),
+        )
+    except ValidationError as exc:  # a bad top_k is named as it was sent
+        raise renamed_count_error(exc, count_name) from None
 
 
 def search_response_body(
@@ -270,18 +278,27 @@ def search_response_body(
     results: Sequence[SearchResult],
     took_ms: float,
     rerank: RerankReport | None = None,
+    *,
+    scope: KnowledgeScope | None = None,
 ) -> dict[str, Any]:
     """The search response: ``{"query", "mode", "min_score", "evidence", "results",
     "took_ms"}`` (``min_score``: the request's, else the default floor the best result had
     to reach, ``SearchQuery.evidence_floor``; ``evidence``: how strong the best result is,
     ``core.model.evidence_of``, ``none`` for no results), plus ``"rerank"``
-    (``RerankReport.to_dict``) when a reranking stage is configured."""
+    (``RerankReport.to_dict``) when a reranking stage is configured. Each result is
+    ``SearchResult.to_dict`` with, for a search of ``scope`` (its context unused when
+    ``query.cross_context``), the design's names and where the hit came from:
+    ``source_type``, ``title``, ``agent``, ``context`` (``knowledge.search.hits.hit_fields``)."""
+    shown = [r.to_dict() for r in results]
+    if scope is not None:
+        for item, result in zip(shown, results, strict=True):
+            item.update(hit_fields(result, scope, query.cross_context))
     body: dict[str, Any] = {
         "query": query.text,
         "mode": mode.value,
         "min_score": query.evidence_floor,
         "evidence": evidence_of(results),
-        "results": [r.to_dict() for r in results],
+        "results": shown,
         "took_ms": round(took_ms, 1),
     }
     if rerank is not None:

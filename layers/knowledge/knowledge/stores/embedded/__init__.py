@@ -19,6 +19,7 @@ module              what it holds
 ``keyword_index``   FTS5 tables, BM25 candidates, ``isolation`` (shared or per agent)
 ``vector_search``   vector encoding, the vector cache, exact kNN without BLAS threads
 ``write_session``   ``EmbeddedWriteSession``: batched transactions, problems, replace
+``maintenance``     giving back after large writes: free pages, merged FTS5, the WAL, heap
 ``status``          a scope's counts, state and problems
 ``candidates``      what both search sides produce; chunk row readers
 ==================  =====================================================================

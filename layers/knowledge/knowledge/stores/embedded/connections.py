@@ -34,6 +34,7 @@ from .filter_sql import register_functions
 __all__ = [
     "BUSY_TIMEOUT_S",
     "MEMORY",
+    "WAL_LIMIT_BYTES",
     "ConnectionPool",
     "DamagedFileError",
     "check_file",
@@ -43,6 +44,9 @@ __all__ = [
 
 MEMORY: Final = ":memory:"
 BUSY_TIMEOUT_S: Final = 30.0
+WAL_LIMIT_BYTES: Final = 64 * 1024 * 1024
+"""The size a WAL file is cut back to whenever it starts over (``journal_size_limit``,
+``maintenance``)."""
 _MAX_IDLE_CONNECTIONS: Final = 4
 _CORRUPTION_CODES: Final = frozenset({sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB})
 _SHOWN_PROBLEMS: Final = 3
@@ -93,6 +97,8 @@ class ConnectionPool:
         self._target = target
         self._lock = threading.Lock()
         self._idle: list[sqlite3.Connection] = []
+        self._borrowed = 0
+        self._to_shrink = 0  # borrowed connections to shrink when released (``shrink``)
         self._closed = False
         self._memory_lock: threading.RLock | None = None
         self._memory: sqlite3.Connection | None = None
@@ -124,6 +130,9 @@ class ConnectionPool:
             # WAL + NORMAL cannot corrupt the file; a power cut may lose the last commits,
             # and an index can always be rebuilt from its source.
             conn.execute("PRAGMA synchronous = NORMAL")
+            # Per connection, not kept in the file: without it a WAL that once grew for a
+            # large write keeps its size for good (``maintenance``).
+            conn.execute(f"PRAGMA journal_size_limit = {WAL_LIMIT_BYTES}")
             register_functions(conn)  # what filter conditions call
         except sqlite3.Error as exc:
             conn.close()
@@ -141,8 +150,12 @@ class ConnectionPool:
             if self._closed:
                 raise StoreError("the embedded store is closed")
             if self._idle:
+                self._borrowed += 1
                 return self._idle.pop()
-        return self._connect()
+        conn = self._connect()
+        with self._lock:
+            self._borrowed += 1
+        return conn
 
     def release(self, conn: sqlite3.Connection) -> None:
         if conn is self._memory and self._memory_lock is not None:
@@ -151,10 +164,26 @@ class ConnectionPool:
         if conn.in_transaction:
             conn.rollback()
         with self._lock:
+            self._borrowed -= 1
+            shrink = self._to_shrink > 0
+            if shrink:
+                self._to_shrink -= 1
+        if shrink:
+            conn.execute("PRAGMA shrink_memory")
+        with self._lock:
             if not self._closed and len(self._idle) < _MAX_IDLE_CONNECTIONS:
                 self._idle.append(conn)
                 return
         conn.close()
+
+    def shrink(self) -> None:
+        """Free the connections' page caches (``PRAGMA shrink_memory``): the idle ones'
+        now, the borrowed ones' when they are released. After a large write they hold
+        its pages, up to 2 MiB each, which no search may read again."""
+        with self._lock:
+            self._to_shrink = self._borrowed
+            for conn in self._idle:
+                conn.execute("PRAGMA shrink_memory")
 
     def close(self) -> None:
         """Close idle connections now; borrowed ones close when they are released."""

@@ -34,12 +34,23 @@ when the libraries shared ``_shared``'s one table is rebuilt on opening
 (``needs_rebuild``). A file remembers its isolation;
 opened with the other one, its keyword index is rebuilt from the chunks (``rebuild``), and
 a store still open with the old setting (another process) is refused on its next search
-or write (``check``) rather than silently searching the other way."""
+or write (``check``) rather than silently searching the other way.
+
+**Large scopes.** Nothing a search does may cost a read of ``chunks`` per chunk that holds
+a query term: a common term is in tens of thousands of a large scope's chunks, each row
+a random read of the file. FTS5 ranks alone and only the best rows are looked up
+(``candidates``, ``ranked_rows``; the synonym case, two expressions summed per chunk,
+still joins); a term's chunks are counted by FTS5 alone when the searched scopes are
+every row of their tables (``scope_statistics``, ``table_rows``); the page rows are read
+from the candidates' documents (``page_index.page_sql``). Same chunks, scores and order
+as the joined statements (``_joined_candidates``), several times faster in a scope of
+120,000 chunks (bench/REPORT.md, section 16)."""
 
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from typing import Any, Final
 
 from knowledge.core.errors import StoreError
@@ -60,7 +71,23 @@ from knowledge.ranking.synonyms import SYNONYM_WEIGHT, QueryTerms
 
 from .candidates import FETCH_BATCH, Candidate, ChunkKey, pairs_condition
 from .filter_sql import filter_sql
-from .page_index import Document, add_page, create_page_table, page_scores, remove_pages
+from .page_index import (
+    Document,
+    add_page,
+    create_page_table,
+    page_rows,
+    page_scores,
+    remove_pages,
+)
+from .ranked_rows import (
+    Condition,
+    Row,
+    SearchReads,
+    best_candidates,
+    check_rows,
+    ranked_sql,
+)
+from .ranking import DEEPEST
 from .schema import load_json
 from .term_statistics import TermStatistics
 
@@ -104,6 +131,28 @@ def fts_match(terms: Iterable[str]) -> str | None:
     return " OR ".join('"' + term.replace('"', '""') + '"' for term in distinct)
 
 
+def term_count_sql(table: str, scope_sql: str | None) -> str:
+    """How many rows of ``table`` hold the bound ``MATCH`` expression, those of the
+    scope condition (on ``chunks AS c``) only; ``None``: every row, counted by FTS5 alone
+    (no row of ``chunks`` is read: ``table_rows``)."""
+    if scope_sql is None:
+        return f"SELECT count(*) FROM {table} WHERE {table} MATCH ?"  # noqa: S608
+    return (
+        f"SELECT count(*) FROM {table} CROSS JOIN chunks AS c"  # noqa: S608
+        f" ON c.id = {table}.rowid WHERE {table} MATCH ? AND {scope_sql}"
+    )
+
+
+def table_rows(conn: sqlite3.Connection, table: str) -> int:
+    """The rows of keyword table ``table``: the rows of its FTS5 ``_docsize`` table, one
+    per row and written with it (never deferred to the commit, as the index's totals
+    are), a few hundred small pages for 100,000 rows. Every chunk has its row in the
+    table of its statistics owner, so searched scopes with as many chunks as their
+    tables have rows are every row of them: a term's chunks are then counted by FTS5
+    alone (``term_count_sql``)."""
+    return int(conn.execute(f'SELECT count(*) FROM "{table}_docsize"').fetchone()[0])  # noqa: S608
+
+
 def scope_synonyms(conn: sqlite3.Connection, scope: KnowledgeScope) -> str | None:
     """The text of the scope's synonyms (``knowledge.ranking.synonyms``), ``None`` for none:
     one primary-key lookup in the search's read transaction."""
@@ -126,6 +175,22 @@ def _matches(terms: QueryTerms) -> list[tuple[float, str]]:
         return []
     extra = fts_match(terms.expanded)
     return [(1.0, match)] if extra is None else [(1.0, match), (SYNONYM_WEIGHT, extra)]
+
+
+def _first_depth(
+    conn: sqlite3.Connection, tables: Sequence[str], query: SearchQuery, limit: int
+) -> int:
+    """How many ranked rows a search's first keyword read fetches: twice ``limit`` (the
+    rows that tie with the last are read too), or twice the deepest depth (``DEEPEST``)
+    when the tables hold too few documents (page rows) for a full page under the
+    per-document cap: the store then reads the page again at that depth
+    (``ranking.read_deeper``), from this read (``SearchReads``) rather than from FTS5
+    ranking every row again. Fetching deeper costs a little on every search, so only
+    where the page is short for sure."""
+    wanted = query.offset + query.max_results
+    documents = sum(page_rows(conn, table) for table in tables)
+    short = documents * query.max_chunks_per_document < wanted
+    return 2 * max(limit, DEEPEST) if short else 2 * limit
 
 
 def _document_of(key: ChunkKey) -> Document:
@@ -199,13 +264,25 @@ class KeywordIndex:
         """Index one chunk: the terms of its ``content`` and of its title and heading path
         (from its ``metadata``; none with a headings weight of 0). Returns its content's
         terms, for its document's page row (``add_page``)."""
+        terms, headings = self.analyse(content, metadata)
+        self.insert(conn, table, rowid, terms, headings)
+        return terms.split()
+
+    def analyse(self, content: str, metadata: Mapping[str, Any]) -> tuple[str, str]:
+        """The indexed text of one chunk: its content's terms and its title's and heading
+        path's, each space-joined (``add`` in two steps, so a writer can analyse a
+        chunk before it takes the write lock)."""
         headings = " ".join(heading_terms(metadata)) if self._headings_weight > 0 else ""
-        terms = _terms(content)
+        return _terms(content), headings
+
+    def insert(
+        self, conn: sqlite3.Connection, table: str, rowid: int, terms: str, headings: str
+    ) -> None:
+        """Index one chunk's analysed text (``analyse``) under its ``rowid``."""
         conn.execute(
             f"INSERT INTO {table} (rowid, terms, headings) VALUES (?, ?, ?)",  # noqa: S608
             (rowid, terms, headings),
         )
-        return terms.split()
 
     def add_page(self, conn: sqlite3.Connection, table: str, rowid: int, page: PageRow) -> None:
         """Index a document's page row (``page_index``), ``rowid`` its first chunk's id."""
@@ -302,20 +379,22 @@ class KeywordIndex:
         term weights are computed over (``knowledge.ranking.relevance``), counted or kept
         by ``statistics``."""
         groups: dict[str, list[tuple[str, str | None]]] | None = None
+        whole: bool | None = None
 
-        def count(term: str) -> int:
-            # The searched chunks whose indexed terms hold ``term``, over every table.
-            nonlocal groups
+        def count(term: str, chunks: int) -> int:
+            # The searched chunks whose indexed terms hold ``term``, over every table:
+            # FTS5's own count when the searched chunks are every row of their tables.
+            nonlocal groups, whole
             if groups is None:
                 groups = self._groups(conn, scope, query)
+            if whole is None:
+                whole = chunks == sum(table_rows(conn, table) for table in groups)
             total = 0
             for table, pairs in groups.items():
-                pairs_sql, params = pairs_condition(pairs, "c.")
+                pairs_sql, params = (None, []) if whole else pairs_condition(pairs, "c.")
                 total += int(
                     conn.execute(
-                        f"SELECT count(*) FROM {table} CROSS JOIN chunks AS c"  # noqa: S608
-                        f" ON c.id = {table}.rowid WHERE {table} MATCH ? AND {pairs_sql}",
-                        [fts_match([term]), *params],
+                        term_count_sql(table, pairs_sql), [fts_match([term]), *params]
                     ).fetchone()[0]
                 )
             return total
@@ -323,19 +402,32 @@ class KeywordIndex:
         return statistics.read(conn, scope, query, terms, count)
 
     def chunk_terms(
-        self, conn: sqlite3.Connection, candidates: Iterable[Candidate]
-    ) -> dict[ChunkKey, set[str]]:
+        self,
+        conn: sqlite3.Connection,
+        candidates: Iterable[Candidate],
+        *,
+        wanted: Collection[str] | None = None,
+        reads: SearchReads | None = None,
+    ) -> dict[ChunkKey, AbstractSet[str]]:
         """The terms each candidate's chunk is indexed with (its text's and its headings'),
-        by key, read from the table holding its scope."""
-        by_table: dict[str, dict[int, ChunkKey]] = {}
+        by key, read from the table holding its scope: all of them, or with ``wanted``
+        those of ``wanted`` only (what ``QueryWeights.coverage`` asks about: no set of
+        every term is built). Kept in ``reads`` (``SearchReads.held``) for the search's
+        later reads, so a page read deeper reads only the candidates it adds."""
+        choice = None if wanted is None else frozenset(wanted)
+        held = {} if reads is None else reads.held(choice)
+        tables: dict[tuple[str, str], str | None] = {}
+        by_table: dict[str, list[int]] = {}
         for candidate in candidates:
-            agent, context = candidate.key[3], candidate.key[2]
-            table = self.table(conn, agent, context, create=False)
+            if candidate.rowid in held:
+                continue
+            scope = candidate.key[3], candidate.key[2]
+            if scope not in tables:
+                tables[scope] = self.table(conn, *scope, create=False)
+            table = tables[scope]
             if table is not None:
-                by_table.setdefault(table, {})[candidate.rowid] = candidate.key
-        found: dict[ChunkKey, set[str]] = {}
-        for table, keys in by_table.items():
-            rowids = list(keys)
+                by_table.setdefault(table, []).append(candidate.rowid)
+        for table, rowids in by_table.items():
             for start in range(0, len(rowids), FETCH_BATCH):
                 batch = rowids[start : start + FETCH_BATCH]
                 marks = ", ".join("?" * len(batch))
@@ -345,8 +437,11 @@ class KeywordIndex:
                     batch,
                 )
                 for rowid, terms, headings in rows:
-                    found[keys[rowid]] = {*terms.split(), *headings.split()}
-        return found
+                    indexed = terms.split() + headings.split()
+                    held[rowid] = (
+                        frozenset(indexed) if choice is None else choice.intersection(indexed)
+                    )
+        return {c.key: held[c.rowid] for c in candidates if c.rowid in held}
 
     def side(
         self,
@@ -355,12 +450,15 @@ class KeywordIndex:
         query: SearchQuery,
         terms: QueryTerms,
         limit: int,
+        *,
+        reads: SearchReads | None = None,
     ) -> tuple[list[Candidate], PageScores[ChunkKey, Document]]:
         """The keyword side of a search: the best ``limit`` chunks (``candidates``), each
         scored with its page's part (``knowledge.ranking.page_signal``), best first, ties
         by key; and the two parts, for the trace. Both parts score the same ``terms``
-        (the typed ones and those a synonym added, at ``SYNONYM_WEIGHT``)."""
-        chunks = self.candidates(conn, scope, query, terms, limit)
+        (the typed ones and those a synonym added, at ``SYNONYM_WEIGHT``). ``reads``:
+        what this search read before (``ranked_rows.SearchReads``)."""
+        chunks = self.candidates(conn, scope, query, terms, limit, reads=reads)
         pages = with_pages(
             {c.key: c.score for c in chunks},
             self.page_scores(conn, scope, query, terms, chunks) if self._page_weight else {},
@@ -393,15 +491,20 @@ class KeywordIndex:
         query: SearchQuery,
         terms: QueryTerms,
         limit: int,
+        *,
+        reads: SearchReads | None = None,
     ) -> list[Candidate]:
         """The best ``limit`` chunks of the scope and the query's shared libraries for
-        ``terms`` that pass the filters, best first, ties by ``ChunkKey``. One statement:
-        with per-agent tables, one ``SELECT`` per table (each its own statistics,
-        ``knowledge.core.scope_set``) joined by ``UNION ALL`` and ranked together. Terms a
+        ``terms`` that pass the filters, best first, ties by ``ChunkKey``. With per-agent
+        tables, one ``SELECT`` per table (each its own statistics,
+        ``knowledge.core.scope_set``) joined by ``UNION ALL`` and ranked together. Without
+        terms a synonym added, FTS5 ranks first and the best rows are checked against
+        the scope and the filters after (``ranked_rows``, reusing ``reads``). Terms a
         synonym added (``terms.expanded``) are a second ``MATCH`` of each table whose
         ``bm25()`` counts ``SYNONYM_WEIGHT``: FTS5's BM25 is a sum over the query's
         phrases, so a chunk's score is that of its typed terms plus ``SYNONYM_WEIGHT``
-        times that of its added ones, as in the other stores (``_matches``)."""
+        times that of its added ones, as in the other stores (``_matches``), each
+        chunk's two scores summed in one statement joined to ``chunks``."""
         matches = _matches(terms)
         if not matches:
             return []
@@ -413,6 +516,39 @@ class KeywordIndex:
         if query.filter is not None:
             condition, filter_params = filter_sql(query.filter)  # values are bound
             filter_clause = f" AND ({condition})"
+        if extra:
+            return self._joined_candidates(
+                conn,
+                groups,
+                query,
+                matches,
+                search_filter=(filter_clause, filter_params),
+                limit=limit,
+            )
+        conditions = []
+        for pairs in groups.values():
+            scope_sql, params = pairs_condition(pairs, "c.")
+            conditions.append(Condition(scope_sql, filter_clause, (*params, *filter_params)))
+        return self._ranked_candidates(
+            conn, list(groups), conditions, query, matches[0], limit=limit, reads=reads
+        )
+
+    def _joined_candidates(
+        self,
+        conn: sqlite3.Connection,
+        groups: dict[str, list[tuple[str, str | None]]],
+        query: SearchQuery,
+        matches: list[tuple[float, str]],
+        *,
+        search_filter: tuple[str, list[object]],
+        limit: int,
+    ) -> list[Candidate]:
+        """``candidates`` in one statement joined to ``chunks``: every matching row's
+        chunk read for its scope, filter and key, the best kept (``ORDER BY``). What a
+        search with a synonym's terms runs (each chunk's scores summed); for one
+        expression it returns what ``_ranked_candidates`` returns, only slower."""
+        filter_clause, filter_params = search_filter
+        extra = len(matches) > 1
         selects: list[str] = []
         bound: list[object] = []
         # Inside the GROUP BY's subquery SQLite would otherwise walk ``chunks`` and probe
@@ -456,3 +592,31 @@ class KeywordIndex:
                     break
         cursor.close()
         return found
+
+    def _ranked_candidates(
+        self,
+        conn: sqlite3.Connection,
+        tables: list[str],
+        conditions: list[Condition],
+        query: SearchQuery,
+        match: tuple[float, str],
+        *,
+        limit: int,
+        reads: SearchReads | None,
+    ) -> list[Candidate]:
+        """``candidates`` for one ``MATCH`` expression: ranked by FTS5 alone, the best rows
+        checked against each table's condition after (``ranked_rows.best_candidates``),
+        the first read as deep as ``_first_depth`` says."""
+        weight, expression = match
+        reads = reads or SearchReads()
+        sql = ranked_sql(tables)
+        params = [value for _ in tables for value in (weight, self._headings_weight, expression)]
+        keys = reads.keys(sql, *params)
+
+        def read(depth: int) -> tuple[list[Row], bool]:
+            return reads.rows(conn, sql, params, depth)
+
+        def check(rows: Sequence[Row]) -> Mapping[int, ChunkKey | None]:
+            return check_rows(conn, rows, conditions, query, keys)
+
+        return best_candidates(read, check, limit, _first_depth(conn, tables, query, limit))

@@ -4,7 +4,9 @@
 naming it, and saying that deleting it rebuilds the index), creates or upgrades the
 schema, refuses keyword terms made by another analysis and vectors made by another
 embedder (``mismatch_error``), and settles the keyword index's isolation (rebuilt when the
-file was built with the other one), all in one transaction.
+file was built with the other one), all in one transaction. A new file is made with
+incremental vacuum, and one made without it is converted once (``maintenance``), so the
+pages a deleted document frees can be given back.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from .connections import (
     is_damage,
 )
 from .keyword_index import KeywordIndex
+from .maintenance import convert, prepare
 from .schema import (
     KEYWORD_ONLY,
     Identity,
@@ -49,6 +52,7 @@ def open_file(
     try:
         if display != MEMORY:
             check_file(conn)  # before anything is written to a damaged file
+            prepare(conn)  # before the first table, or never
         # Persistent in the file. Where WAL is impossible (some network file systems)
         # SQLite keeps its rollback journal: still atomic, readers just wait more.
         conn.execute("PRAGMA journal_mode = WAL")
@@ -64,6 +68,8 @@ def open_file(
                 raise mismatch_error(display, recorded, identity)
         _settle_isolation(conn, keywords, display)
         conn.execute("COMMIT")
+        if display != MEMORY:
+            convert(conn, pool.target, display)
     except DamagedFileError as exc:
         raise ConfigurationError(_refusal(display, exc.not_a_database, str(exc))) from exc
     except sqlite3.Error as exc:

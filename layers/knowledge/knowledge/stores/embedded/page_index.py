@@ -14,18 +14,42 @@ terms: the typed ones, and those a scope's synonym added at ``SYNONYM_WEIGHT``, 
 
 A search reads the pages of its keyword candidates' documents only, with the same scope
 condition as the candidates (``pairs_condition``) and their paths named, so what the
-filters kept out is never read and never sets the best page's score.
+filters kept out is never read and never sets the best page's score. Which page is whose
+is read from ``chunks`` (a page's rowid is a chunk's id) one of two ways, the same rows
+and scores either way (``page_sql``): every matching page scored and its chunk looked up
+by id, or the candidate documents' chunks walked in the scope's index and only their
+pages scored and looked up. A lookup of a chunk's row costs about ten entries of the
+index, and scoring a page reads its terms' positions, so the index is walked when the
+candidate documents have at most ``_WALK_FACTOR`` times as many chunks as the table has
+pages (``walk_chunks``): where 2,000 short documents hold a common term, 2,000 pages
+scored and looked up (6 to 8 ms) or some 2,000 index entries of the candidates' 30
+documents and 30 pages scored and looked up (under 1 ms); one long document is one page
+and one lookup.
 """
 
 from __future__ import annotations
 
 import sqlite3
 from collections.abc import Iterable, Sequence
+from typing import Final
 
 from .candidates import Candidate, pairs_condition
 from .schema import PAGE_TABLE_DDL
 
-__all__ = ["add_page", "create_page_table", "page_scores", "page_table", "remove_pages"]
+__all__ = [
+    "add_page",
+    "create_page_table",
+    "page_rows",
+    "page_scores",
+    "page_sql",
+    "page_table",
+    "remove_pages",
+    "walk_chunks",
+]
+
+_WALK_FACTOR: Final = 8
+"""Index entries walked per page of the table that cost about what scoring every matching
+page and looking it up does (a lookup is about ten entries)."""
 
 
 Document = tuple[str, str, str]
@@ -62,6 +86,15 @@ def remove_pages(
         )
 
 
+def page_rows(conn: sqlite3.Connection, chunk_table: str) -> int:
+    """The page rows beside ``chunk_table`` (about its documents; 0 without a page
+    table): the rows of the page table's FTS5 ``_docsize`` table, a few small pages."""
+    table = page_table(chunk_table)
+    if not _exists(conn, table):
+        return 0
+    return int(conn.execute(f'SELECT count(*) FROM "{table}_docsize"').fetchone()[0])  # noqa: S608
+
+
 def _exists(conn: sqlite3.Connection, table: str) -> bool:
     row = conn.execute(
         "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (table,)
@@ -86,24 +119,75 @@ def page_scores(
         return {}
     wanted = {(c.key[3], c.key[2], c.key[0]) for c in candidates}
     scores: dict[Document, float] = {}
-    marks = ", ".join("?" * len(paths))
     for chunk_table, pairs in groups.items():
         table = page_table(chunk_table)
         if not _exists(conn, table):
             continue
-        scope_sql, params = pairs_condition(pairs, "c.")
+        scope = pairs_condition(pairs, "c.")
+        walk = walk_chunks(conn, table, pairs, paths)
         for weight, match in matches:
-            # The matching pages first (one full-text query), then their chunks' scope and
-            # path: joined the other way SQLite would run the query once per chunk.
-            rows = conn.execute(
-                f"WITH p AS MATERIALIZED (SELECT rowid AS id, -bm25({table}) AS s"  # noqa: S608
-                f" FROM {table} WHERE {table} MATCH ?)"
-                " SELECT c.agent, c.context, c.path, p.s FROM p JOIN chunks AS c ON c.id = p.id"
-                f" WHERE {scope_sql} AND c.path IN ({marks})",
-                [match, *params, *paths],
-            )
+            rows = conn.execute(*page_sql(table, scope, paths, match, walk=walk))
             for agent, context, path, score in rows:
                 if (agent, context, path) in wanted:
                     key = (agent, context, path)
                     scores[key] = scores.get(key, 0.0) + weight * float(score)
     return scores
+
+
+def page_sql(
+    table: str,
+    scope: tuple[str, Sequence[object]],
+    paths: Sequence[str],
+    match: str,
+    *,
+    walk: bool,
+) -> tuple[str, list[object]]:
+    """The statement (and its values) of the scores of page table ``table``'s rows that
+    match ``match`` and whose document is in the scope condition (on ``chunks AS c``,
+    with its values) at one of ``paths``, as ``(agent, context, path, score)``.
+
+    Without ``walk`` the matching pages are scored first (``MATERIALIZED``: inside a
+    join SQLite would run the full-text query once per chunk), then each one's chunk is
+    looked up by id. With ``walk`` the ids of the candidate documents' chunks are read
+    from the scope's index first (SQLite keeps them in a temporary index), and only the
+    matching pages among them are scored and looked up: a row's ``bm25()`` is computed
+    only for a row the ``WHERE`` keeps, and the ``+`` keeps SQLite from handing the ids
+    to FTS5 as rowid lookups (each would count the query's terms again). ``bm25()``
+    weighs a term over every row of the table either way."""
+    marks = ", ".join("?" * len(paths))
+    scope_sql, params = scope
+    if not walk:
+        return (
+            f"WITH p AS MATERIALIZED (SELECT rowid AS id, -bm25({table}) AS s"  # noqa: S608
+            f" FROM {table} WHERE {table} MATCH ?)"
+            " SELECT c.agent, c.context, c.path, p.s FROM p JOIN chunks AS c ON c.id = p.id"
+            f" WHERE {scope_sql} AND c.path IN ({marks})",
+            [match, *params, *paths],
+        )
+    return (
+        f"WITH p AS MATERIALIZED (SELECT rowid AS id, -bm25({table}) AS s FROM {table}"  # noqa: S608
+        f" WHERE {table} MATCH ? AND +rowid IN (SELECT c.id FROM chunks AS c"
+        f" WHERE {scope_sql} AND c.path IN ({marks})))"
+        " SELECT c.agent, c.context, c.path, p.s FROM p JOIN chunks AS c ON c.id = p.id",
+        [match, *params, *paths],
+    )
+
+
+def walk_chunks(
+    conn: sqlite3.Connection,
+    table: str,
+    pairs: Sequence[tuple[str, str | None]],
+    paths: Sequence[str],
+) -> bool:
+    """Whether ``page_sql`` had better walk the candidate documents' chunks (module
+    docstring): their chunks (``documents.chunk_count``) against the pages of
+    ``table``, each a row of its ``_docsize`` table."""
+    scope_sql, params = pairs_condition(pairs, "d.")
+    marks = ", ".join("?" * len(paths))
+    chunks = conn.execute(
+        "SELECT coalesce(sum(d.chunk_count), 0) FROM documents AS d"  # noqa: S608
+        f" WHERE {scope_sql} AND d.path IN ({marks})",
+        [*params, *paths],
+    ).fetchone()[0]
+    pages = conn.execute(f'SELECT count(*) FROM "{table}_docsize"').fetchone()[0]  # noqa: S608
+    return int(chunks) <= _WALK_FACTOR * int(pages)

@@ -30,6 +30,11 @@ whose chunks were analysed otherwise is refused with ``AnalysisMismatchError``
 
 **Concurrency**: one read transaction per search, batched write transactions, a pool of
 connections (``connections``).
+
+**Resources.** When a write session ends, the caches of what it replaced are dropped,
+and the file is maintained (``maintenance``): free pages are cut off it in short steps
+once they are many, a long WAL is cut back, and freed heap is handed back to the system.
+``maintain()`` does all of it at once.
 """
 
 from __future__ import annotations
@@ -91,7 +96,10 @@ from .candidates import Candidate, ChunkKey, candidate_facts, chunk_rows
 from .connections import MEMORY, ConnectionPool, damage_advice, is_damage
 from .keyword_index import DEFAULT_ISOLATION, ISOLATION_MODES, KeywordIndex, scope_synonyms
 from .listing import read_document, read_documents, read_scopes
+from .maintenance import Maintenance, MaintenanceReport
 from .opening import mismatch_error, open_file
+from .page_index import page_table
+from .ranked_rows import SearchReads
 from .ranking import (
     DEEPEST,
     Fusion,
@@ -100,7 +108,7 @@ from .ranking import (
     search_results,
     unit_query_vector,
 )
-from .schema import Identity, identity_of
+from .schema import Identity, generation, identity_of
 from .scope_sources import read_scope_source, write_scope_source
 from .status import damaged_status, scope_status
 from .term_statistics import TermStatistics
@@ -231,6 +239,7 @@ class EmbeddedKnowledgeStore:
             self._pool = ConnectionPool(target)
         except StoreError as exc:
             raise ConfigurationError(str(exc)) from exc
+        self._maintenance = Maintenance(self._pool, self._any_writing)
         try:
             open_file(
                 self._pool,
@@ -307,12 +316,15 @@ class EmbeddedKnowledgeStore:
                 None if self._embedder is None else self._embedder.name,
                 cjk_query=has_cjk(query.text),
             )
+            reads = SearchReads()  # a deeper read reuses the first's reads (ranked_rows)
             while True:
                 keyword: list[Candidate] = []
                 vector: list[Candidate] = []
                 pages = None  # the keyword side's two parts (ranking.page_signal)
                 if keyword_side:
-                    keyword, pages = self._keywords.side(conn, scope, query, terms, limit)
+                    keyword, pages = self._keywords.side(
+                        conn, scope, query, terms, limit, reads=reads
+                    )
                 if query_vector is not None:
                     vector = vector_candidates(
                         conn,
@@ -336,6 +348,7 @@ class EmbeddedKnowledgeStore:
                         weights=relevance_weights,
                         scale=scale,
                         sides=(keyword, vector),
+                        reads=reads,
                     ),
                     trace=functools.partial(
                         self._fusion.trace,
@@ -373,12 +386,19 @@ class EmbeddedKnowledgeStore:
         weights: QueryWeights,
         scale: Calibration,
         sides: tuple[list[Candidate], list[Candidate]],
+        reads: SearchReads | None = None,
     ) -> Judged[ChunkKey]:
-        """The candidates' absolute scores (``ranking.relevance``): their chunks' terms, and
-        the vector side's unit scores before its floor."""
+        """The candidates' absolute scores (``ranking.relevance``): their chunks' terms (the
+        query's only: what the coverage asks about), and the vector side's unit scores
+        before its floor."""
         keyword, vector = sides
         by_key = {c.key: c for c in (*keyword, *vector)}
-        terms_of = self._keywords.chunk_terms(conn, [by_key[item.key] for item in candidates])
+        terms_of = self._keywords.chunk_terms(
+            conn,
+            [by_key[item.key] for item in candidates],
+            wanted=weights.terms,
+            reads=reads,
+        )
         units = {c.key: c.score for c in vector}
         return judge(mode, weights, scale, candidates, terms_of=terms_of, vector=units)
 
@@ -434,6 +454,18 @@ class EmbeddedKnowledgeStore:
     def set_scope_source(self, scope: KnowledgeScope, source: str) -> None:
         """Record where ``scope`` is indexed from (a row of ``meta``)."""
         write_scope_source(self._pool, self._display, scope, source)
+
+    def maintain(self) -> MaintenanceReport:
+        """Give back what large writes left (class docstring): drop cached vectors and
+        counts no search can use, cut every free page off the file, cut the WAL to
+        nothing, hand freed heap back. Cheap when there is nothing to do; a server can
+        call it when idle (every write session's end already runs it when needed)."""
+        with self._reading() as conn:
+            current = {agent: generation(conn, agent) for agent in self._vectors.agents()}
+        for agent, value in current.items():
+            self._vectors.drop_stale(agent, value)
+            self._statistics.drop_stale(agent, value)
+        return self._maintenance.run()
 
     def close(self) -> None:
         """Release the file. Idempotent; the embedder is left alone."""
@@ -541,3 +573,28 @@ class EmbeddedKnowledgeStore:
             self._writing[scope] -= 1
             if self._writing[scope] <= 0:
                 del self._writing[scope]
+        self._after_write(scope)
+
+    def _any_writing(self) -> bool:
+        with self._writing_lock:
+            return bool(self._writing)
+
+    def _after_write(self, scope: KnowledgeScope) -> None:
+        """Drop the agent's cached vectors and counts of the versions its write replaced,
+        and maintain the file and the scope's keyword tables (``maintenance``). Never
+        raises (it runs as the session ends, its writes committed or rolled back): what is
+        left undone is done after the next write."""
+        if self._display == MEMORY:
+            return
+        try:
+            with self._reading() as conn:
+                current = generation(conn, scope.agent)
+                table = self._keywords.table(conn, scope.agent, scope.context, create=False)
+            dropped = self._vectors.drop_stale(scope.agent, current)
+            self._statistics.drop_stale(scope.agent, current)
+            tables = () if table is None else (table, page_table(table))
+            self._maintenance.after_write(tables, dropped)
+        except (sqlite3.Error, StoreError, OSError) as exc:
+            logger.warning("index %s: cannot tidy up after a write: %s", self._display, exc)
+        except Exception:
+            logger.exception("index %s: tidying up after a write failed", self._display)

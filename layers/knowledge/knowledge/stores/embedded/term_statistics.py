@@ -6,12 +6,15 @@ over the chunks a search covers: the scope (every context of the agent with
 applied. ``TermStatistics.read`` counts them in the caller's read transaction: the chunks
 (the ``chunks`` table's scope prefix) and, per term, the chunks whose indexed terms (text
 and headings) hold it, with the count its caller gives (``KeywordIndex.scope_statistics``:
-one FTS5 ``MATCH`` per term and keyword table, joined to the scope).
+one FTS5 ``MATCH`` per term and keyword table, joined to the scope unless the scope is
+every row of its tables, which it tells from the chunk count it is given).
 
-Counting a common term walks its whole posting list, milliseconds in a scope of tens of
-thousands of chunks, so the counts are kept: per searched scope and term, valid for one
-write generation of each agent involved (``schema.generation``, bumped by every write
-transaction of the agent), as the vector cache keeps its matrices. A search on a newer
+Counting a common term walks its whole posting list, and joined to the scope reads a row
+of ``chunks`` for each chunk holding it (about 100 ms for a term in 30,000 of a scope's
+120,000 chunks; 1 ms without the join), so the counts are kept: per searched scope and
+term, valid for one write generation of each agent involved (``schema.generation``,
+bumped by every write transaction of the agent), as the vector cache keeps its
+matrices. A search on a newer
 snapshot never reads an older count; the cache is bounded in entries, least recently
 used out first.
 """
@@ -54,10 +57,11 @@ class TermStatistics:
         scope: KnowledgeScope,
         query: SearchQuery,
         terms: Sequence[str],
-        count: Callable[[str], int],
+        count: Callable[[str, int], int],
     ) -> tuple[int, dict[str, int]]:
         """``(chunks, {term: chunks holding it})`` of what a search of ``scope`` covers;
-        ``count(term)`` counts a term that is not kept for the current generations."""
+        ``count(term, chunks)`` counts a term that is not kept for the current
+        generations, ``chunks`` the searched scopes' chunks."""
         pairs: Pairs = tuple(searched_scopes(scope, query.cross_context, query.shared_libraries))
         agents = sorted({agent for agent, _ in pairs})
         stamp = tuple(generation(conn, agent) for agent in agents)
@@ -75,10 +79,27 @@ class TermStatistics:
         for term in dict.fromkeys(terms):
             found = self._cached((pairs, term), stamp) if chunks else 0
             if found is None:
-                found = count(term)
+                found = count(term, chunks)
                 self._put((pairs, term), stamp, found)
             frequencies[term] = found
         return chunks, frequencies
+
+    def drop_stale(self, agent: str, current: int) -> None:
+        """Drop the counts that involve ``agent`` at another generation than ``current``
+        (its current one): no search can use them again."""
+        with self._lock:
+            places: dict[Pairs, int | None] = {}  # where the agent is in a stamp, per pairs
+            stale = []
+            for key, (stamp, _) in self._entries.items():
+                pairs = key[0]
+                if pairs not in places:
+                    agents = sorted({name for name, _ in pairs})
+                    places[pairs] = agents.index(agent) if agent in agents else None
+                place = places[pairs]
+                if place is not None and stamp[place] != current:
+                    stale.append(key)
+            for key in stale:
+                del self._entries[key]
 
     def clear(self) -> None:
         with self._lock:

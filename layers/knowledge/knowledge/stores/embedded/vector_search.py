@@ -28,6 +28,7 @@ from __future__ import annotations
 import math
 import sqlite3
 import threading
+from array import array
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -61,27 +62,50 @@ CacheKey = tuple[str, str | None]  # (agent, context), context None for cross-co
 
 @dataclass(frozen=True, slots=True)
 class ScopeVectors:
-    """The vectors of one scope (or of one agent) as of one generation of the agent."""
+    """The vectors of one scope (or of one agent) as of one generation of the agent, and
+    each row's chunk: its id, path, index and context. Kept as arrays and lists of shared
+    strings, not as an object per row: a 120,000-chunk scope's keys as tuples took
+    about 17 MB of small objects, which pinned the heap they were scattered over after they were
+    freed (``maintenance``)."""
 
     generation: int
-    rowids: list[int]
-    keys: list[ChunkKey]
+    agent: str
+    rowids: array[int]
+    paths: list[str]  # per row; one string object per document
+    chunk_indexes: array[int]
+    contexts: list[str]  # per row; one string object per context
     matrix: Any  # numpy float32 (chunks x dimensions), unit rows; numpy is not imported here
+
+    def key(self, position: int) -> ChunkKey:
+        """The ``ChunkKey`` of the row at ``position``."""
+        return (
+            self.paths[position],
+            self.chunk_indexes[position],
+            self.contexts[position],
+            self.agent,
+        )
 
     @property
     def nbytes(self) -> int:
-        return int(self.matrix.nbytes)
+        """The matrix's bytes and the rows' keys' (their shared strings aside)."""
+        per_row = self.rowids.itemsize + self.chunk_indexes.itemsize + 16  # two list slots
+        return int(self.matrix.nbytes) + per_row * len(self.rowids)
 
 
 class VectorCache:
     """The vector matrices of recently searched scopes, so a search skips reading them.
 
-    Bounded in bytes, least recently used out first; ``max_bytes=0`` disables it.
+    Bounded in bytes, least recently used out first; ``max_bytes=0`` disables it. An
+    entry of an older generation than its agent's can never serve a search again:
+    ``drop_stale`` frees it when a write ends (a deleted 120,000-chunk document's matrix
+    is 120 MB), and a search on an older snapshot that finishes later does not put one
+    back.
     """
 
     def __init__(self, max_bytes: int) -> None:
         self._max_bytes = max_bytes
         self._entries: OrderedDict[CacheKey, ScopeVectors] = OrderedDict()
+        self._newest: dict[str, int] = {}  # per agent, the generation drop_stale was told
         self._lock = threading.Lock()
 
     def get(self, key: CacheKey, generation: int) -> ScopeVectors | None:
@@ -99,6 +123,8 @@ class VectorCache:
             current = self._entries.get(key)
             if current is not None and current.generation > entry.generation:
                 return  # a search on an older snapshot finished late
+            if entry.generation < self._newest.get(key[0], 0):
+                return  # likewise, after its agent's stale entries were dropped
             self._entries[key] = entry
             self._entries.move_to_end(key)
             total = sum(e.nbytes for e in self._entries.values())
@@ -106,9 +132,27 @@ class VectorCache:
                 _, dropped = self._entries.popitem(last=False)
                 total -= dropped.nbytes
 
+    def drop_stale(self, agent: str, current: int) -> int:
+        """Drop ``agent``'s entries of another generation than ``current`` (its current
+        one); the bytes freed."""
+        with self._lock:
+            self._newest[agent] = max(current, self._newest.get(agent, 0))
+            stale = [
+                key
+                for key, entry in self._entries.items()
+                if key[0] == agent and entry.generation != current
+            ]
+            return sum(self._entries.pop(key).nbytes for key in stale)
+
+    def agents(self) -> set[str]:
+        """The agents with an entry."""
+        with self._lock:
+            return {key[0] for key in self._entries}
+
     def clear(self) -> None:
         with self._lock:
             self._entries.clear()
+            self._newest.clear()
 
 
 def cosines(matrix: Any, query_vector: Sequence[float]) -> Any:
@@ -125,17 +169,17 @@ def encode(vector: Sequence[float], identity: Identity, where: str) -> bytes:
     ``EmbeddingError`` for a non-finite vector."""
     import numpy as np  # lazy: keyword-only use never loads numpy
 
-    array = np.asarray(vector, dtype=np.float64)
-    if array.shape != (identity.dimensions,):
+    values = np.asarray(vector, dtype=np.float64)
+    if values.shape != (identity.dimensions,):
         raise EmbeddingMismatchError(
-            f"{where} has a vector of shape {array.shape}; {identity.describe()} was expected"
+            f"{where} has a vector of shape {values.shape}; {identity.describe()} was expected"
         )
-    norm = float(np.linalg.norm(array))
+    norm = float(np.linalg.norm(values))
     if not math.isfinite(norm):
         raise EmbeddingError(f"{where} has a non-finite vector")
     if norm > 0.0:
-        array = array / norm
-    return array.astype("<f4").tobytes()
+        values = values / norm
+    return values.astype("<f4").tobytes()
 
 
 def vector_candidates(
@@ -193,7 +237,7 @@ def _part_candidates(
         passing = [
             p
             for p in positions
-            if matches_file_patterns(vectors.keys[p][0], query.file_patterns)
+            if matches_file_patterns(vectors.paths[p], query.file_patterns)
             and (allowed is None or vectors.rowids[p] in allowed)
         ]
         metadata = metadata_of(conn, [vectors.rowids[p] for p in passing]) if query.metadata else {}
@@ -201,7 +245,7 @@ def _part_candidates(
             rowid = vectors.rowids[p]
             if query.metadata and not matches_metadata(metadata[rowid], query.metadata):
                 continue
-            found.append(Candidate(rowid, vectors.keys[p], cosine_to_unit(float(similarity[p]))))
+            found.append(Candidate(rowid, vectors.key(p), cosine_to_unit(float(similarity[p]))))
             if len(found) == limit:
                 return found
     return found
@@ -256,7 +300,8 @@ def _scope_vectors(
     dimensions: int,
     display: str,
 ) -> ScopeVectors | None:
-    """The part's vectors in ``ChunkKey`` order, cached per generation of its agent."""
+    """The part's vectors in ``ChunkKey`` order, cached per generation of its agent; in
+    the caller's read transaction."""
     import numpy as np  # lazy: keyword-only use never loads numpy
 
     agent = part[0]
@@ -265,25 +310,44 @@ def _scope_vectors(
     if cached is not None:
         return cached
     scope_sql, params = pairs_condition([part])
-    rows = conn.execute(
-        "SELECT id, path, chunk_index, context, vector FROM chunks"  # noqa: S608
-        f" WHERE {scope_sql} AND vector IS NOT NULL ORDER BY path, chunk_index, context",
-        params,
-    ).fetchall()
-    if not rows:
+    where = f"{scope_sql} AND vector IS NOT NULL"
+    # Counted first (same snapshot), so the rows are copied straight into the matrix: all
+    # the rows' BLOBs at once, joined, would take twice the matrix and leave as much freed
+    # heap behind (``maintenance.release_memory``).
+    counted = conn.execute(f"SELECT count(*) FROM chunks WHERE {where}", params)  # noqa: S608
+    count = int(counted.fetchone()[0])
+    if count == 0:
         return None
     width = 4 * dimensions
-    if any(len(row[4]) != width for row in rows):
-        raise StoreError(
-            f"index {display} holds vectors of another dimension than {dimensions}; "
-            "reindex into a new file"
-        )
-    matrix = np.frombuffer(b"".join(row[4] for row in rows), dtype="<f4")
-    entry = ScopeVectors(
-        generation=current,
-        rowids=[row[0] for row in rows],
-        keys=[(row[1], row[2], row[3], agent) for row in rows],
-        matrix=matrix.reshape(len(rows), dimensions),
+    matrix = np.empty((count, dimensions), dtype="<f4")
+    flat = matrix.data.cast("B")
+    rowids = array("q")
+    chunk_indexes = array("q")
+    paths: list[str] = []
+    contexts: list[str] = []
+    shared: dict[str, str] = {}  # one string per path and context, not one per chunk
+    cursor = conn.execute(
+        "SELECT id, path, chunk_index, context, vector FROM chunks"  # noqa: S608
+        f" WHERE {where} ORDER BY path, chunk_index, context",
+        params,
     )
+    while batch := cursor.fetchmany(FETCH_BATCH):
+        for rowid, path, chunk_index, context, blob in batch:
+            if len(blob) != width:
+                raise StoreError(
+                    f"index {display} holds vectors of another dimension than {dimensions}; "
+                    "reindex into a new file"
+                )
+            at = len(rowids) * width
+            if at == len(flat):  # never within one read transaction, the caller's
+                raise StoreError(f"index {display}: the vectors changed while being read")
+            flat[at : at + width] = blob
+            rowids.append(rowid)
+            chunk_indexes.append(chunk_index)
+            paths.append(shared.setdefault(path, path))
+            contexts.append(shared.setdefault(context, context))
+    flat.release()
+    matrix.flags.writeable = False  # shared by every search that finds it in the cache
+    entry = ScopeVectors(current, agent, rowids, paths, chunk_indexes, contexts, matrix)
     cache.put(part, entry)
     return entry

@@ -51,6 +51,7 @@ from knowledge.ranking.page_signal import PageRow
 from knowledge.stores.protocol import DocumentHeader, EmbeddedChunk
 
 from .connections import BUSY_TIMEOUT_S, damage_advice, is_damage
+from .page_index import remove_pages
 from .schema import KEYWORD_ONLY, Identity, bump_generation, recorded_identity, to_json, utc_text
 from .vector_search import encode
 
@@ -63,6 +64,7 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_BATCH_DOCUMENTS",
     "DEFAULT_BATCH_SECONDS",
+    "STAGED_DOCUMENT_BYTES",
     "EmbeddedWriteSession",
     "SessionStore",
     "check_batches",
@@ -74,6 +76,21 @@ DEFAULT_BATCH_DOCUMENTS: Final = 100
 
 DEFAULT_BATCH_SECONDS: Final = 1.0
 """Seconds a transaction stays open, at most (checked between documents)."""
+
+STAGED_DOCUMENT_BYTES: Final = 1024 * 1024
+"""A document of this many bytes or more is staged (``EmbeddedWriteSession._put_staged``):
+reading, chunking and embedding it takes seconds to minutes, too long to hold the write
+lock every other scope is waiting for."""
+
+STAGE_PIECE_CHUNKS: Final = 256
+"""Chunks per staging transaction: a few milliseconds of inserts."""
+
+
+def aside(context: str, purpose: str) -> str:
+    """A context no scope can have (contexts hold no control characters), where a large
+    document's chunks wait to be swapped in (``staged``) or removed (``retired``): no
+    search, listing or count of ``context`` sees them."""
+    return f"\x1f{purpose}\x1f{context}"
 
 
 def require_count(field: str, value: object, *, minimum: int) -> None:
@@ -208,7 +225,10 @@ class EmbeddedWriteSession:
     # --- the three writes -------------------------------------------------------------
 
     def put_document(self, header: DocumentHeader, chunks: Iterable[EmbeddedChunk]) -> int:
-        """Replace the document with ``chunks``; return how many were written."""
+        """Replace the document with ``chunks``; return how many were written. A document
+        of ``STAGED_DOCUMENT_BYTES`` or more is staged (``_put_staged``)."""
+        if header.size is not None and header.size >= STAGED_DOCUMENT_BYTES:
+            return self._put_staged(header, chunks)
         conn = self._writing(header.path)
         conn.execute("SAVEPOINT put_document")
         try:
@@ -313,6 +333,156 @@ class EmbeddedWriteSession:
                 vectors[key] = vector
         return vectors
 
+    # --- large documents: staged in short transactions ---------------------------------
+
+    def _put_staged(self, header: DocumentHeader, chunks: Iterable[EmbeddedChunk]) -> int:
+        """Write a large document without holding SQLite's one write lock while it is read,
+        chunked and embedded, nor while its previous version's terms are removed.
+
+        Its chunks go in under the scope's staging context (``aside``: no search, listing
+        or count ever names it) in transactions of at most ``STAGE_PIECE_CHUNKS`` chunks,
+        each chunk analysed before its transaction begins. One short transaction then
+        swaps: the indexed version's chunks are set aside (a context change, no term is
+        touched), the staged ones take the scope's context, the document row is written.
+        The set-aside rows are deleted afterwards, a piece per transaction. Other writers
+        (other scopes, other processes) get the lock between pieces. The previous version
+        stays searchable until the swap commits; a document that fails half-way loses its
+        staged rows and keeps its previous version, as a savepoint would. Between pieces
+        another process could also write this scope (its sessions otherwise wait for this
+        one's): ``kb serve`` keeps its own writers of a scope one at a time
+        (``knowledge.local.scheduling.ScopeLocks``)."""
+        conn = self._conn
+        if conn is None:
+            raise StoreError("the write session is not open (use it in a with-block)")
+        self._commit_batch()  # the documents before this one are whole: they land now
+        scope = self._scope
+        path = header.path
+        staged = [scope.agent, aside(scope.context, "staged"), path]
+        retired = [scope.agent, aside(scope.context, "retired"), path]
+        keywords = self._store.keywords
+        page = PageRow()
+        totals = [0, 0, 0]  # chunks, embedded, reused
+        first: int | None = None
+        try:
+            # What a run that died here left behind.
+            self._drop_in_pieces(staged)
+            self._drop_in_pieces(retired)
+            pending: list[tuple[EmbeddedChunk, str, str]] = []
+            for item in chunks:
+                pending.append((item, *keywords.analyse(item.chunk.content, item.chunk.metadata)))
+                if len(pending) == STAGE_PIECE_CHUNKS:
+                    first = self._stage_piece(
+                        header, staged[1], pending, page=page, totals=totals, first=first
+                    )
+                    pending = []
+            if pending:
+                first = self._stage_piece(
+                    header, staged[1], pending, page=page, totals=totals, first=first
+                )
+            count = totals[0]
+            conn = self._writing(path)
+            where = [scope.agent, scope.context, path]
+            table = keywords.table(conn, scope.agent, scope.context, create=True)
+            assert table is not None  # create=True always names one
+            old_ids = f"SELECT id FROM chunks WHERE {_PATH_CONDITION}"  # noqa: S608
+            remove_pages(conn, table, old_ids, where)
+            conn.execute(
+                f"UPDATE chunks SET context = ? WHERE {_PATH_CONDITION}",  # noqa: S608
+                [retired[1], *where],
+            )
+            for name in ("problems", "documents"):
+                conn.execute(f"DELETE FROM {name} WHERE {_PATH_CONDITION}", where)  # noqa: S608
+            moved = conn.execute(
+                f"UPDATE chunks SET context = ? WHERE {_PATH_CONDITION}",  # noqa: S608
+                [scope.context, *staged],
+            ).rowcount
+            if moved != count:  # another process cleaned this scope's staging meanwhile
+                raise StoreError(
+                    f"cannot write {path}: {count - moved} of its {count} staged chunks "
+                    "went missing (another writer cleaned up the scope); try again"
+                )
+            if first is not None:
+                keywords.add_page(conn, table, first, page)
+            self._insert_document(conn, header, count, totals[1], totals[2])
+            conn.execute("COMMIT")
+        except BaseException as exc:
+            _rollback(conn)
+            self._verified = None  # an identity recorded by the failed piece went with it
+            with suppress(sqlite3.Error, StoreError):
+                self._drop_in_pieces(staged)
+            if isinstance(exc, sqlite3.Error):
+                raise self._store_error(f"cannot write {path}", exc) from exc
+            raise
+        try:
+            self._drop_in_pieces(retired)
+        except sqlite3.Error as exc:  # written and searchable; the next write of it cleans up
+            raise self._store_error(f"cannot clean up after writing {path}", exc) from exc
+        return count
+
+    def _stage_piece(
+        self,
+        header: DocumentHeader,
+        context: str,
+        pending: list[tuple[EmbeddedChunk, str, str]],
+        *,
+        page: PageRow,
+        totals: list[int],
+        first: int | None,
+    ) -> int | None:
+        """One short transaction of staged chunks (analysed: ``KeywordIndex.analyse``);
+        adds to ``totals`` (chunks, embedded, reused) and returns the first chunk's rowid."""
+        conn = self._conn
+        assert conn is not None
+        scope = self._scope
+        keywords = self._store.keywords
+        self._begin(conn)
+        table = keywords.table(conn, scope.agent, scope.context, create=True)
+        assert table is not None  # create=True always names one
+        for item, terms, headings in pending:
+            rowid = self._insert_chunk(conn, header, context, item)
+            keywords.insert(conn, table, rowid, terms, headings)
+            page.add(terms.split())
+            first = rowid if first is None else first
+            totals[0] += 1
+            if item.vector is not None:
+                totals[2 if item.reused else 1] += 1
+        conn.execute("COMMIT")
+        return first
+
+    def _drop_in_pieces(self, where: list[str]) -> None:
+        """Delete the chunk rows at ``where`` (a staged or set-aside document) and their
+        terms, ``STAGE_PIECE_CHUNKS`` per transaction."""
+        conn = self._conn
+        assert conn is not None
+        scope = self._scope
+        while True:
+            rowids = [
+                row[0]
+                for row in conn.execute(
+                    f"SELECT id FROM chunks WHERE {_PATH_CONDITION} LIMIT ?",  # noqa: S608
+                    [*where, STAGE_PIECE_CHUNKS],
+                )
+            ]
+            if not rowids:
+                return
+            self._begin(conn)
+            table = self._store.keywords.table(conn, scope.agent, scope.context, create=False)
+            marks = ", ".join("?" * len(rowids))
+            if table is not None:
+                conn.execute(f"DELETE FROM {table} WHERE rowid IN ({marks})", rowids)  # noqa: S608
+            conn.execute(f"DELETE FROM chunks WHERE id IN ({marks})", rowids)  # noqa: S608
+            conn.execute("COMMIT")
+
+    def _commit_batch(self) -> None:
+        """End the batch being written now (it holds whole documents only)."""
+        conn = self._conn
+        if conn is not None and conn.in_transaction:
+            try:
+                conn.execute("COMMIT")
+            except sqlite3.Error as exc:
+                _rollback(conn)
+                raise self._store_error("cannot commit", exc) from exc
+
     # --- transactions -----------------------------------------------------------------
 
     def _begin(self, conn: sqlite3.Connection) -> None:
@@ -376,31 +546,51 @@ class EmbeddedWriteSession:
         first: int | None = None  # the page row's rowid (page_index)
         page = PageRow()
         for item in chunks:
-            chunk = item.chunk
-            cursor = conn.execute(
-                "INSERT INTO chunks (doc_id, agent, context, path, chunk_index, content,"
-                " metadata, vector, embedding_key) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    header.document_id,
-                    scope.agent,
-                    scope.context,
-                    header.path,
-                    chunk.chunk_index,
-                    chunk.content,
-                    to_json(chunk.metadata),
-                    self._vector_blob(conn, header.path, chunk.chunk_index, item.vector),
-                    item.embedding_key if item.vector is not None else None,
-                ),
-            )
-            assert cursor.lastrowid is not None
-            page.add(keywords.add(conn, table, cursor.lastrowid, chunk.content, chunk.metadata))
-            first = cursor.lastrowid if first is None else first
+            rowid = self._insert_chunk(conn, header, scope.context, item)
+            page.add(keywords.add(conn, table, rowid, item.chunk.content, item.chunk.metadata))
+            first = rowid if first is None else first
             count += 1
             if item.vector is not None:
                 reused += item.reused
                 embedded += not item.reused
         if first is not None:
             keywords.add_page(conn, table, first, page)
+        self._insert_document(conn, header, count, embedded, reused)
+        return count
+
+    def _insert_chunk(
+        self, conn: sqlite3.Connection, header: DocumentHeader, context: str, item: EmbeddedChunk
+    ) -> int:
+        """Insert one chunk row under ``context`` (the scope's, or its staging context);
+        its rowid."""
+        chunk = item.chunk
+        cursor = conn.execute(
+            "INSERT INTO chunks (doc_id, agent, context, path, chunk_index, content,"
+            " metadata, vector, embedding_key) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                header.document_id,
+                self._scope.agent,
+                context,
+                header.path,
+                chunk.chunk_index,
+                chunk.content,
+                to_json(chunk.metadata),
+                self._vector_blob(conn, header.path, chunk.chunk_index, item.vector),
+                item.embedding_key if item.vector is not None else None,
+            ),
+        )
+        assert cursor.lastrowid is not None
+        return cursor.lastrowid
+
+    def _insert_document(
+        self,
+        conn: sqlite3.Connection,
+        header: DocumentHeader,
+        count: int,
+        embedded: int,
+        reused: int,
+    ) -> None:
+        scope = self._scope
         source_type = header.metadata.get(FORMAT)  # the column's name from before origins
         conn.execute(
             "INSERT INTO documents (doc_id, agent, context, path, content_hash, version,"
@@ -422,7 +612,6 @@ class EmbeddedWriteSession:
                 reused,
             ),
         )
-        return count
 
     def _delete_path(self, path: str) -> bool:
         """Delete the document, its chunks, terms and problem; True if it was indexed."""

@@ -11,15 +11,15 @@ Arguments (MCP prompt arguments are strings):
 
 - ``query`` (required): what to search for;
 - ``context`` (optional): one context of the server's agent. It can only narrow the
-  server's scope, never widen it: a server started with ``--cross-context`` searches
-  that context alone; a server of one context accepts only that context's name;
+  server's scope, never widen it: a server across contexts (``kb mcp --cross-context``)
+  searches that context alone; a server of one context accepts only that context's name;
 - ``max_tokens`` (optional): the block's budget, an integer in [1,
   ``prompt_context.MAX_CONTEXT_TOKENS``] (default ``prompt_context.DEFAULT_MAX_TOKENS``);
 - the ranking controls of the ``KnowledgeSearch`` tool (``knowledge.search.tool_controls``)
   in their text form, checked by the same functions: ``group_by`` (``"document"``),
   ``origin_weights`` (``"manual=1.5,shared=0.5"``, each within ``WEIGHT_BOUNDS``) and
   ``lesson_weight`` (``"1.4"``). They reorder or group what the searched scope holds, never
-  widen it; the server's weights (``kb mcp``: ``KB_ORIGIN_WEIGHTS`` ...) are the defaults a
+  widen it; the server's weights (``KB_ORIGIN_WEIGHTS`` ...) are the defaults a
   host's override for one prompt. A blank control is not given (hosts send empty strings
   for optional fields left empty). No ``explain``: the answer is text a model reads, and a
   trace is for whoever tunes the ranking (``kb context --explain``).
@@ -27,6 +27,10 @@ Arguments (MCP prompt arguments are strings):
 A bad argument is an ``INVALID_PARAMS`` protocol error naming it; a failing search an
 ``INTERNAL_ERROR`` with the fixed public message (``errors.public_message``), the cause
 logged; the server keeps running either way.
+
+It lives beside the tools (``knowledge.search.mcp_server`` serves both) so that every MCP
+front end offers it: ``kb mcp`` and the deployed stack's remote endpoint
+(``knowledge.aws.mcp_endpoint``), which may not import ``knowledge.local``.
 """
 
 from __future__ import annotations
@@ -50,7 +54,7 @@ from knowledge.core.model import SearchMode, SearchQuery, SearchResult
 from knowledge.core.rank_weights import WEIGHT_BOUNDS, RankWeights, parse_origin_weights
 from knowledge.core.scope import KnowledgeScope, validate_segment
 from knowledge.search.prompt_context import build_prompt_context, parse_max_tokens
-from knowledge.search.tool import SearchBackend
+from knowledge.search.tool import SearchBackend, passage_contexts
 from knowledge.search.tool_controls import (
     GROUP_BY,
     LESSON_WEIGHT,
@@ -215,7 +219,8 @@ def get_context_prompt(
         raise MCPError(
             INTERNAL_ERROR, f"Failed to search knowledge: {public_message(exc)}"
         ) from None
-    block = build_prompt_context(results, max_tokens)
+    contexts = passage_contexts(searched, across)  # across contexts: each line names its own
+    block = build_prompt_context(results, max_tokens, context_of=contexts)
     if block.text:
         text = block.text
     elif results:
