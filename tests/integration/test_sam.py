@@ -411,9 +411,9 @@ def test_built_functions_are_thin_and_use_the_layer(sam_build: Path) -> None:
 
 
 def test_built_indexer_function_imports_on_python312(sam_build: Path) -> None:
-    """The built indexer imports with only the layer on its path: its Tracer makes the X-Ray
-    SDK's sampler, whose ``xray`` client needs a service model the package itself never
-    names (the layer keeps it)."""
+    """The built indexer imports with only the layer on its path, without the X-Ray SDK (its
+    Tracer is made on the first request, only with detailed tracing: then the SDK's sampler
+    needs an ``xray`` service model the package itself never names, which the layer keeps)."""
     env = {
         "PATH": os.environ.get("PATH", ""),
         "PYTHONPATH": os.pathsep.join([str(BUILD_DIR / "IndexerFunction"), str(LAYER_PYTHON)]),
@@ -422,7 +422,7 @@ def test_built_indexer_function_imports_on_python312(sam_build: Path) -> None:
     }
     python = find_python312_bin_dir() / "python3.12"
     done = subprocess.run(
-        [str(python), "-S", "-s", "-B", "-c", "import app; print(app.lambda_handler.__name__)"],
+        [str(python), "-S", "-s", "-B", "-c", _INDEXER_IMPORT],
         capture_output=True,
         text=True,
         env=env,
@@ -432,6 +432,17 @@ def test_built_indexer_function_imports_on_python312(sam_build: Path) -> None:
     )
     assert done.returncode == 0, _output(done)
     assert done.stdout.strip().splitlines()[-1] == "lambda_handler"
+
+
+_INDEXER_IMPORT = """
+import sys
+import app
+assert "aws_xray_sdk" not in sys.modules, "the X-Ray SDK is imported at cold start"
+import os
+os.environ["KB_DETAILED_TRACING"] = "true"
+assert app.tracer() is not None  # detailed tracing: the SDK and its xray model load
+print(app.lambda_handler.__name__)
+"""
 
 
 def test_built_dispatcher_function_imports_on_python312_without_the_heavy_parts(
