@@ -41,7 +41,6 @@ from __future__ import annotations
 import json
 import logging
 import math
-import os
 import sys
 import time
 from collections import Counter, deque
@@ -50,6 +49,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from knowledge.aws.environment import EnvironmentReader
 from knowledge.aws.events import (
     REINDEX_MESSAGE_TYPE,
     REINDEX_SCOPE_MESSAGE_TYPE,
@@ -362,29 +362,8 @@ class DispatchSettings:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> DispatchSettings:
-        source = os.environ if env is None else env
-
-        def get(name: str) -> str | None:
-            value = source.get(name)
-            return value.strip() if value is not None and value.strip() else None
-
-        def integer(name: str, default: int) -> int:
-            text = get(name)
-            if text is None:
-                return default
-            try:
-                return int(text)
-            except ValueError:
-                raise ConfigurationError(f"{name}: {text!r} is not an integer") from None
-
-        def number(name: str, default: float) -> float:
-            text = get(name)
-            if text is None:
-                return default
-            try:
-                return float(text)
-            except ValueError:
-                raise ConfigurationError(f"{name}: {text!r} is not a number") from None
+        reader = EnvironmentReader(env)
+        get, integer, number = reader.get, reader.integer, reader.number
 
         urls = {name: get(name) for name in ("EXPRESS_QUEUE_URL", "BULK_QUEUE_URL")}
         missing = [name for name, url in urls.items() if url is None]

@@ -54,12 +54,11 @@ and imports no SDK, so a keyword-only request never loads ``openai``.
 
 from __future__ import annotations
 
-import math
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from knowledge.aws.environment import EnvironmentReader
 from knowledge.core.errors import ConfigurationError
 from knowledge.core.model import IndexOptions
 from knowledge.embedding.base import EmbeddingClient
@@ -172,32 +171,8 @@ class LambdaSettings:
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> LambdaSettings:
         """Read the variables of the module docstring (blank counts as unset)."""
-        source = os.environ if env is None else env
-
-        def get(name: str) -> str | None:
-            value = source.get(name)
-            return value.strip() if value is not None and value.strip() else None
-
-        def integer(name: str, default: int) -> int:
-            text = get(name)
-            if text is None:
-                return default
-            try:
-                return int(text)
-            except ValueError:
-                raise ConfigurationError(f"{name}: {text!r} is not an integer") from None
-
-        def number(name: str, default: float) -> float:
-            text = get(name)
-            if text is None:
-                return default
-            try:
-                value = float(text)
-            except ValueError:
-                raise ConfigurationError(f"{name}: {text!r} is not a number") from None
-            if not math.isfinite(value):
-                raise ConfigurationError(f"{name}: {text!r} is not a finite number")
-            return value
+        reader = EnvironmentReader(env)
+        get, integer, number = reader.get, reader.integer, reader.number
 
         defaults = cls()
         return cls(
