@@ -7,7 +7,9 @@ and ``indices.*`` calls are forwarded unchanged, counted in ``calls`` and timed 
 seconds, summed per method) in ``seconds``. ``took`` of the last ``search`` or ``msearch``
 answer (OpenSearch's own server-side time, integer ms) is kept, and ``took_sum`` adds up
 the ``took`` of every answer since it was last set to 0 (a hybrid search reads its page's
-text with a second request).
+text with a second request). An ``_msearch`` answer trimmed to its ``responses`` has no
+``took`` of its own: the longest of its searches' stands for it (the node runs them side
+by side, so it is at most the whole request's).
 """
 
 from __future__ import annotations
@@ -74,8 +76,11 @@ class RecordingClient:
 
     def msearch(self, *args: Any, **kwargs: Any) -> Any:
         response = self._ledger.call("msearch", self._client.msearch, *args, **kwargs)
-        self.last_took = response.get("took")
-        self.took_sum += int(response.get("took") or 0)
+        took = response.get("took")
+        if took is None:  # a filter_path under "responses" keeps each search's took only
+            took = max((r.get("took") or 0 for r in response.get("responses", ())), default=None)
+        self.last_took = took
+        self.took_sum += int(took or 0)
         return response
 
     def bulk(self, *args: Any, **kwargs: Any) -> Any:

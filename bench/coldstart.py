@@ -22,6 +22,8 @@ no bytecode still. Targets, round-robin so that drift hits all alike:
   import loads no store, embedder or SDK);
 - ``mcp``: the MCP function on its own layer (``McpLayer``: the search's dependencies and
   the MCP SDK), IAM mode, the keyword-only settings;
+- ``console``: the console function (import only: it reads its settings and files on the
+  first request; tests/integration/test_sam.py checks that its import loads no SDK);
 - ``naive``: the naive handler (boto3, openai, opensearch-py, Powertools at the top);
 - ``<target>+invoke``: the import, then one request through ``lambda_handler``: a keyword
   search (API Gateway HTTP API event) against the real node for ``search`` and ``naive``,
@@ -65,13 +67,14 @@ __all__ = ["add_arguments", "build_artifacts", "main"]
 PROBE = BENCH_DIR / "coldstart_probe.py"
 MCP_ROUTE = "/mcp/agents/{agent}/contexts/{context}"
 VARIANTS = ("source", "bytecode")
-IMPORT_TARGETS = ("search", "indexer", "dispatcher", "mcp", "naive")
+IMPORT_TARGETS = ("search", "indexer", "dispatcher", "mcp", "console", "naive")
 INVOKE_TARGETS = ("search", "indexer", "mcp", "naive")
 MODULES = {
     "search": "app",
     "indexer": "app",
     "dispatcher": "app",
     "mcp": "app",
+    "console": "app",
     "naive": "naive_handler",
 }
 LAYERS = {"mcp": "mcp_layer"}  # a target's layer when not the knowledge layer
@@ -82,6 +85,7 @@ TIMEOUTS_MS = {
     "indexer": 300_000,
     "dispatcher": 29_000,
     "mcp": 29_000,
+    "console": 10_000,
     "naive": 30_000,
 }
 TARGETS_SET = {
@@ -121,7 +125,7 @@ def _make(folder: Path, target: str, artifacts: Path, python: Path, *extra: str)
 
 def build_artifacts(root: Path, python: Path) -> dict[str, dict[str, Path]]:
     """``{variant: {"layer": dir, "mcp_layer": dir, "search": dir, "indexer": dir,
-    "dispatcher": dir, "mcp": dir, "naive": dir}}``."""
+    "dispatcher": dir, "mcp": dir, "console": dir, "naive": dir}}``."""
     built = root / "bytecode"
     log("building the layer and the functions (the sam build makefiles, this platform) ...")
     _make(
@@ -143,6 +147,7 @@ def build_artifacts(root: Path, python: Path) -> dict[str, dict[str, Path]]:
         ("indexer", "IndexerFunction"),
         ("dispatcher", "DispatcherFunction"),
         ("mcp", "McpFunction"),
+        ("console", "ConsoleFunction"),
     ):
         _make(REPO_ROOT / "functions" / name, f"build-{target}", built / name, python)
     # The naive handler: the search function with bench/naive_handler.py beside it,
@@ -164,7 +169,7 @@ def build_artifacts(root: Path, python: Path) -> dict[str, dict[str, Path]]:
     )
     source = root / "source"
     shutil.copytree(built, source, ignore=shutil.ignore_patterns("__pycache__"))
-    names = ("layer", "mcp_layer", "search", "indexer", "dispatcher", "mcp", "naive")
+    names = ("layer", "mcp_layer", "search", "indexer", "dispatcher", "mcp", "console", "naive")
     layers = ("layer", "mcp_layer")
     return {
         "bytecode": {n: built / n / ("python" if n in layers else "") for n in names},

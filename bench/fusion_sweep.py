@@ -66,7 +66,6 @@ from knowledge.core.model import IndexOptions, SearchQuery
 from knowledge.ingest.pipeline import reindex_source
 from knowledge.ingest.sources.local import LocalDirectorySource
 from knowledge.ranking import fusion
-from knowledge.ranking.analysis import has_cjk
 
 __all__ = ["add_arguments", "main"]
 
@@ -187,7 +186,7 @@ def _levers(data: list[Query], texts: list[str], embedder_name: str) -> dict[str
     """The levers and upper bounds of the module docstring, at the product's defaults."""
     floor = fusion.relevance_floor(embedder_name)
     floored = [(rel, k, [x for x in v if x[2] >= floor]) for rel, k, v in data]
-    weights = [fusion.hybrid_weights(embedder_name, cjk_query=has_cjk(text)) for text in texts]
+    weights = [fusion.hybrid_weights(embedder_name)] * len(texts)
 
     def mrr(rank: Callable[[Side, Side, tuple[float, float]], list[str]]) -> float:
         judged = [(rank(k, v, w), rel) for (rel, k, v), w in zip(floored, weights, strict=True)]

@@ -72,7 +72,7 @@ def main(args: argparse.Namespace) -> None:
     filters = queries.query_filters(SCOPE)
     collapse = {"field": "document_id"}
     source = {"includes": ["document_path"]}
-    weights = hybrid_weights(embedder.name, None, None, cjk_query=False)
+    weights = hybrid_weights(embedder.name, None, None)
     floor = relevance_floor(embedder.name)
     ways = ("chunks", "grouped", "collapse")
     modes = (SearchMode.KEYWORD, SearchMode.HYBRID)

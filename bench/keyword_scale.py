@@ -18,7 +18,7 @@ of common, middling and rare words, a few absent from the scope) are searched:
   in a worker process (``bench/keyword_scale_probe.py``) on this checkout;
 - ``before`` (with ``--checkout PATH``): the same in a worker on another copy of the
   project, to measure the code before a change in the same run; its results are compared
-  with ``product``'s (paths, chunk indexes, scores to 1e-9);
+  with ``product``'s (paths, chunk indexes; absolute, rank and keyword scores to 1e-9);
 - ``fts5``: plain FTS5 on the same file in this process, the query analysed the same way
   (``keyword_index.fts_query``): ``SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ?
   ORDER BY rank LIMIT 10``.
@@ -32,8 +32,8 @@ Reported per shape and pass: p50/p95 in ms and the ratio of the product's p50 to
 FTS5's (the done-when: at most ``LIMIT``). Then where the time goes: the statements a
 search ran before and runs now, each alone on one connection (``_statements``: the
 candidates joined to ``chunks`` and ranked by FTS5 alone, the term counts joined and by
-FTS5 alone, the page rows looked up and walked). Writes
-``bench/results/keyword-scale.json`` (or ``keyword-scale-<label>.json``).
+FTS5 alone, the page rows looked up, walked and found at the documents' first chunks).
+Writes ``bench/results/keyword-scale.json`` (or ``keyword-scale-<label>.json``).
 
 Run: ``.venv-bench/bin/python -m bench keyword-scale [--checkout /tmp/old-checkout]``.
 """
@@ -369,11 +369,11 @@ def _statements(db: Path, queries: list[str]) -> dict[str, Any]:
     """CPU ms per query (p50, mean) of the statements a keyword search ran before and
     runs now, each alone on one connection: the candidates joined to ``chunks`` and
     FTS5 ranking alone; a query's terms counted joined to the scope and by FTS5 alone;
-    the page rows looked up per matching page and walked from the candidates'
-    documents; plain FTS5 next to them."""
+    the page rows looked up per matching page, walked from the candidates' documents
+    and found at their first chunks; plain FTS5 next to them."""
     from knowledge.ranking.analysis import keyword_terms
     from knowledge.stores.embedded.keyword_index import fts_match, fts_query
-    from knowledge.stores.embedded.page_index import page_sql
+    from knowledge.stores.embedded.page_index import first_page_sql, first_pages, page_sql
     from knowledge.stores.embedded.ranked_rows import ranked_sql
 
     conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
@@ -419,6 +419,13 @@ def _statements(db: Path, queries: list[str]) -> dict[str, Any]:
                     (True, "page rows: candidates' documents walked"),
                 ):
                     timed(label, *page_sql("pages_fts", (_SCOPE, scope), paths, match, walk=walk))
+                documents = sorted({(row[4], row[3], row[1]) for row in joined})
+                started = time.process_time()
+                firsts, _ = first_pages(conn, "pages_fts", documents)
+                conn.execute(*first_page_sql("pages_fts", list(firsts), match)).fetchall()
+                times.setdefault("page rows: candidates' first chunks", []).append(
+                    (time.process_time() - started) * 1000.0
+                )
     finally:
         conn.close()
     return {

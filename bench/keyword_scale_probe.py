@@ -5,7 +5,7 @@ first on ``PYTHONPATH``. Reads one JSON request a line on stdin, answers one JSO
 ``{"package": true}`` -> the ``knowledge`` package's folder; ``{"query": text,
 "max_results": n}`` -> the search's milliseconds (timed here, around ``store.search``:
 wall time, and the process's CPU time, which other work on the machine moves less) and
-its results as ``[path, chunk_index, score, rank_score]``. Its own process, so two
+its results as ``[path, chunk_index, score, rank_score, keyword_score]``. Its own process, so two
 checkouts of the product can be measured in one run, taking turns.
 """
 
@@ -44,7 +44,8 @@ def main(db: str, agent: str, context: str) -> None:
                     "ms": ms,
                     "cpu_ms": (time.process_time() - cpu) * 1000.0,
                     "results": [
-                        [r.document_path, r.chunk_index, r.score, r.rank_score] for r in results
+                        [r.document_path, r.chunk_index, r.score, r.rank_score, r.keyword_score]
+                        for r in results
                     ],
                 }
             sys.stdout.write(json.dumps(answer) + "\n")

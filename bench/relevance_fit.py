@@ -15,7 +15,9 @@ question of the ``--negatives`` kinds (``NEGATIVE_KINDS``). The classes are weig
 equal total weight; a small L2 penalty (``--l2``, not on the intercept) keeps the fit
 finite when they separate; Newton's method (IRLS) in numpy. A result without the features (vector
 ``None`` in a vector or hybrid search) is left out of the fit, as the product scores it
-with the keyword coefficients. A ``default`` entry (every family pooled, coverage only,
+with the keyword coefficients; so is every result of a vector or hybrid search of a query
+the embedder cannot read (``knowledge.ranking.vector_side``), which the product runs as a
+keyword search. A ``default`` entry (every family pooled, coverage only,
 ``c = 0``) is fitted too: the product uses it for an embedder without its own.
 
 Each family's and mode's intercept is then moved (``anchored``) so that its floor keeping
@@ -54,9 +56,8 @@ from bench.relevance import (
 from bench.stores import EMBEDDERS, STORES
 from bench.unanswerable import FIT_SETS, REPORT_SETS, SETS
 from knowledge.core.model import SearchMode
-from knowledge.ranking.analysis import has_cjk
-from knowledge.ranking.fusion import english_only
 from knowledge.ranking.relevance import Calibration, Evidence
+from knowledge.ranking.vector_side import covers
 
 __all__ = [
     "DEFAULT_FAMILY",
@@ -113,10 +114,10 @@ def samples(
         body = payload["modes"].get(mode)
         if body is None:
             continue
-        english = mode != "keyword" and english_only(payload["embedder"]["name"])
+        embedder = payload["embedder"]["name"]
         for question, record in zip(payload["questions"], body["records"], strict=True):
-            if english and has_cjk(question["text"]):
-                continue  # the product scores these with the default calibration
+            if mode != "keyword" and not covers(embedder, question["text"]):
+                continue  # the product searched it as keyword mode (ranking.vector_side)
             results = list(record["results"])
             chosen: list[tuple[Mapping[str, Any], int]] = []
             if question["kind"] == "answerable":
@@ -239,13 +240,10 @@ def _pooled(
             if body is None:
                 continue
             family = payload["embedder"]["family"]
-            english = english_only(payload["embedder"]["name"])
             for question, record in zip(payload["questions"], body["records"], strict=True):
                 rescored = record
                 if params is not None:
                     chosen = params.get(family) or params[DEFAULT_FAMILY]
-                    if english and has_cjk(question["text"]):
-                        chosen = params[DEFAULT_FAMILY]
                     (rescored,) = recalibrated([record], mode, chosen)
                 questions.append(question)
                 records.append(rescored)
@@ -317,9 +315,9 @@ def anchored(
         body = payload["modes"].get(mode)
         if body is None:
             continue
-        english = mode != "keyword" and english_only(payload["embedder"]["name"])
+        embedder = payload["embedder"]["name"]
         for question, record in zip(payload["questions"], body["records"], strict=True):
-            if not (english and has_cjk(question["text"])):
+            if mode == "keyword" or covers(embedder, question["text"]):
                 questions.append(question)
                 records.extend(recalibrated([record], mode, trial))
     found = floor_for_keep(questions, records, target)

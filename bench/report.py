@@ -12,6 +12,7 @@ from pathlib import Path
 
 from bench.environment import RESULTS_DIR, log
 from bench.report_common import REPORT, Report
+from bench.report_concurrency import concurrency_section
 from bench.report_controls import controls_section
 from bench.report_documents import documents_section
 from bench.report_embedding import embedding_pool_section
@@ -28,7 +29,7 @@ from bench.report_layout import header as _header
 from bench.report_mutation import mutation_section
 from bench.report_named_clauses import named_clauses_section
 from bench.report_page_signal import page_signal_section
-from bench.report_perf import quota_section
+from bench.report_perf import index_command_section, quota_section
 from bench.report_quality import quality_section, questions_section
 from bench.report_ranking import (
     context_section,
@@ -101,6 +102,7 @@ def main(args: argparse.Namespace) -> None:
     documents_section(report)
     embedding_pool_section(report)
     quota_section(report)
+    index_command_section(report)
     mutation_section(report)
     scale_section(report)
     scope_recall_section(report)
@@ -115,6 +117,7 @@ def main(args: argparse.Namespace) -> None:
     noisy_neighbour_section(report)
     keyword_scale_section(report)
     resources_section(report)
+    concurrency_section(report)
     text = _header(report) + "\n" + "\n".join(report.sections)
     args.output.write_text(text, encoding="utf-8")
     log(f"wrote {args.output}")

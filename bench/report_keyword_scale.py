@@ -87,16 +87,18 @@ def section_text(result: dict[str, Any]) -> str:
         "term's chunks counted the first time a query holds it, as after a write); "
         "`again`: every query once more. Results of `before` and `after` differ on "
         + ", ".join(f"{differ[s]} queries ({s})" for s in shapes)
-        + " (same chunks, same order, scores to 1e-9).\n\n"
+        + " (same chunks, same order; absolute, rank and keyword scores to 1e-9).\n\n"
         "Wall time:\n\n"
         + _table([*header, "p95 ratio"], _rows(result, "wall"))
         + "\n\nCPU time of the searching process (what other work on the shared machine "
         "moves least):\n\n"
         + _table([*header, "p95 ratio"], _rows(result, "cpu"))
         + "\n\nWhere the time went: each statement alone on one connection, CPU ms per "
-        "query, p50 / mean over the same queries (`before` ran the joined ones, `after` "
-        "runs FTS5 alone, and walks the candidates' documents for the page rows where "
-        "that is cheaper):\n\n" + _table(["statement", *shapes], _statement_rows(result))
+        "query, p50 / mean over the same queries (the joined ones ran before FTS5 ranked "
+        "alone; the page rows are now found at the candidates' documents' first chunks, "
+        "where they were walked or looked up; a statement run right after another reads "
+        "the pages that one read, so these are not quite what a search pays):\n\n"
+        + _table(["statement", *shapes], _statement_rows(result))
     )
     worst_wall, worst_cpu = _worst(result, "wall"), _worst(result, "cpu")
     verdict = (
@@ -106,12 +108,20 @@ def section_text(result: dict[str, Any]) -> str:
             "met."
             if worst_wall <= LIMIT
             else "missed at the median; the tail (p95) is at or below plain FTS5's, "
-            "whose `ORDER BY rank` sorts every match. What is left at the median is "
-            "the product's own work per candidate: each of the 40 (200 when a page is "
-            "read deeper, as for one long document under the per-document cap) is "
-            "looked up in `chunks` for its key and in the keyword table for its terms "
-            "(the absolute score), then weighed, judged and capped in Python, and the "
-            "candidates' page rows are scored."
+            "whose `ORDER BY rank` sorts every match. The product now reads a chunk's "
+            "terms for the page's chunks only (and every candidate's only when the page "
+            "alone falls short of the evidence floor), judges each set of held terms "
+            "once, answers nothing without a read when no chunk could reach the floor, "
+            "finds the page rows at the documents' first chunks, and reads the facts the "
+            "weights need with the key. What is left at the median is FTS5's own "
+            "ranking (about what plain FTS5 costs, the statements above), each "
+            "candidate's row in `chunks` for its key and facts (40; with one long "
+            "document the 160 more a deeper read would add, looked up to show that none "
+            "of them could take a place on the page under the per-document cap, which "
+            "spares reading the page again; the page is read again, every candidate's "
+            "terms too, where the first 40 reach no answer though a chunk could), the "
+            "page rows' BM25 (FTS5 counts each term's pages again) and the ranking in "
+            "Python."
         )
         + _load_note(result)
     )

@@ -8,6 +8,7 @@ entries are the pages' JavaScript errors), so a test can fail on a script error.
 from __future__ import annotations
 
 import shutil
+from collections.abc import Sequence
 from pathlib import Path
 
 from selenium import webdriver
@@ -22,8 +23,11 @@ CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"
 
 
-def chromium(profile: Path, *, width: int = 1280, height: int = 900) -> webdriver.Chrome:
-    """A headless Chromium with its own profile folder and a window of ``width`` x ``height``."""
+def chromium(
+    profile: Path, *, width: int = 1280, height: int = 900, flags: Sequence[str] = ()
+) -> webdriver.Chrome:
+    """A headless Chromium with its own profile folder and a window of ``width`` x
+    ``height``; ``flags``: more of Chromium's command-line switches."""
     missing = [p for p in (CHROMIUM, CHROMEDRIVER) if shutil.which(p) is None]
     assert not missing, f"missing {missing}: run tools/browser/install.sh (make test does)"
     options = webdriver.ChromeOptions()
@@ -39,6 +43,7 @@ def chromium(profile: Path, *, width: int = 1280, height: int = 900) -> webdrive
         "--disable-sync",
         f"--window-size={width},{height}",
         f"--user-data-dir={profile}",
+        *flags,
     ):
         options.add_argument(flag)
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})

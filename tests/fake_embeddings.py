@@ -7,7 +7,11 @@ It speaks both wire protocols the providers use, so the real SDKs talk to it:
 - OpenAI embeddings (``POST .../embeddings``, ``input`` a list), as
   ``openai.OpenAI(base_url=server.url + "/v1")`` sends it.
 
-Each request sleeps ``latency_per_call + latency_per_text * texts`` seconds. With
+Each request sleeps ``latency_per_call + latency_per_text * texts`` seconds, and that is
+all the wait a client sees: the answer's socket has ``TCP_NODELAY``, as a real endpoint
+sends its answer at once (without it the body, written after the headers, waits for the
+client's delayed ACK, about 40 ms a call on Linux loopback; ``delayed_body=True`` keeps
+that, as the fake answered before). With
 ``rate_per_second`` set, a token bucket (``burst`` deep) answers requests over the rate
 with 429 and ``Retry-After: <retry_after>`` (none if it is empty; Bedrock:
 ``ThrottlingException``), and so does a request that arrives with ``max_in_flight``
@@ -117,6 +121,7 @@ class Profile:
     vectors: Callable[[str, int], list[float]] = vector_for
     openai_data: Callable[[list[dict[str, Any]]], list[dict[str, Any]]] | None = None
     on_arrival: Callable[[int, list[str]], None] | None = None
+    delayed_body: bool = False
 
 
 @dataclass(frozen=True)
@@ -268,6 +273,11 @@ class FakeEmbeddingServer:
 def _handler(fake: FakeEmbeddingServer) -> type[BaseHTTPRequestHandler]:
     class Handler(JsonHandler):
         protocol_version = "HTTP/1.1"  # keep-alive: the SDKs reuse their connections
+
+        def setup(self) -> None:
+            super().setup()
+            if not fake.profile.delayed_body:  # the body goes out with the headers
+                self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
         def do_POST(self) -> None:
             length = int(self.headers.get("content-length", "0"))

@@ -164,8 +164,9 @@ class Stack:
 
     def statements(self, function: str) -> list[dict[str, Any]]:
         """The IAM statements of a function's inline ``Policies`` (SAM policy templates
-        are left out)."""
-        policies = self.evaluate(self.template["Resources"][function]["Properties"]["Policies"])
+        are left out; a function without ``Policies`` has none)."""
+        properties = self.template["Resources"][function]["Properties"]
+        policies = self.evaluate(properties.get("Policies", []))
         found: list[dict[str, Any]] = []
         for policy in policies:
             if isinstance(policy, dict) and "Statement" in policy:

@@ -16,6 +16,13 @@ from opensearch_index import NodeIndex, http_json, use_fake_aws_credentials
 
 
 @pytest.fixture
+def workers() -> int:
+    """The processes an in-process ``kb serve`` (``LocalServer``) answers with: 1 unless a
+    test parametrizes ``workers`` to run over a worker process too."""
+    return 1
+
+
+@pytest.fixture
 def node(opensearch_url: str) -> Iterator[NodeIndex]:
     """This test's own index on the node (deleted afterwards, per-agent indexes too)."""
     made = NodeIndex(opensearch_url)

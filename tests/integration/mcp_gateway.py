@@ -3,12 +3,21 @@
 - ``Issuer``: an OAuth/OIDC token issuer with its own RSA key: its discovery documents
   (``/.well-known/openid-configuration``, ``/.well-known/oauth-authorization-server``), its
   JWKS, and a token endpoint for the client credentials grant (HTTP Basic client
-  authentication), which signs RS256 tokens with the claims configured per client. A
-  test also signs tokens directly (``token``), expired or for another audience.
+  authentication), which signs RS256 tokens with the claims configured per client. For a
+  browser's public client (``public_clients``: its redirect URI and the user it signs in)
+  the authorization code grant with PKCE: ``/authorize`` signs that user in at once and
+  sends the browser back with a one-use code bound to the client, the redirect URI and
+  the S256 code challenge; the token endpoint trades it only for the matching
+  ``code_verifier``, for an access token and an ID token (with the request's nonce). Its
+  answers carry ``Access-Control-Allow-Origin: *``, as a public issuer's do for pages on
+  other origins. A test also signs tokens directly (``token``), expired or for another
+  audience.
 - ``Gateway``: API Gateway's HTTP API in front of the function, over TLS (a certificate of
   its own for 127.0.0.1, ``ssl_context`` trusts it): the routes ``template.yaml`` gives
-  the MCP function, each turned into a payload 2.0 event and handed to the function's
-  ``lambda_handler``, one at a time as one Lambda container runs them. Routes with the
+  the MCP function (or, ``template_routes``, every route the template declares for the
+  functions a test runs, greedy ``{proxy+}`` included), each turned into a payload 2.0
+  event and handed to its function's ``lambda_handler``, one at a time as one Lambda
+  container runs them. Routes with the
   JWT authorizer get what API Gateway's authorizer does before the Lambda runs: the
   bearer token's signature checked against the issuer's JWKS (found through its OpenID
   discovery document), RS256, the issuer, the audience (``aud``, or ``client_id`` when
@@ -28,6 +37,7 @@ from __future__ import annotations
 
 import base64
 import datetime
+import hashlib
 import http.server
 import ipaddress
 import json
@@ -76,6 +86,10 @@ class Issuer:
     key: rsa.RSAPrivateKey
     kid: str
     clients: dict[str, tuple[str, dict[str, Any]]] = field(default_factory=dict)
+    public_clients: dict[str, tuple[str, dict[str, Any]]] = field(default_factory=dict)
+    """client id -> (its redirect URI, the claims of the user ``/authorize`` signs in)."""
+    codes: dict[str, dict[str, Any]] = field(default_factory=dict)
+    access_lifetime: int = 300
     tokens_issued: int = 0
 
     def token(
@@ -111,15 +125,67 @@ class Issuer:
             "jwks_uri": f"{self.url}/jwks",
             "token_endpoint": f"{self.url}/token",
             "authorization_endpoint": f"{self.url}/authorize",
-            "grant_types_supported": ["client_credentials"],
+            "grant_types_supported": ["client_credentials", "authorization_code"],
             "response_types_supported": ["code"],
-            "token_endpoint_auth_methods_supported": ["client_secret_basic"],
+            "code_challenge_methods_supported": ["S256"],
+            "token_endpoint_auth_methods_supported": ["client_secret_basic", "none"],
             "id_token_signing_alg_values_supported": ["RS256"],
             "subject_types_supported": ["public"],
         }
 
+    def authorize(self, query: Mapping[str, str]) -> str | None:
+        """Where ``/authorize`` sends the browser: the registered redirect URI with a code
+        and the state, or ``None`` (a 400) for an unknown client, another redirect URI or
+        no S256 challenge."""
+        known = self.public_clients.get(query.get("client_id", ""))
+        if (
+            known is None
+            or query.get("redirect_uri") != known[0]
+            or query.get("response_type") != "code"
+            or query.get("code_challenge_method") != "S256"
+            or not query.get("code_challenge")
+        ):
+            return None
+        code = uuid.uuid4().hex
+        self.codes[code] = {**query, "user": known[1]}
+        separator = "&" if "?" in known[0] else "?"
+        back = {"code": code, "state": query.get("state", "")}
+        return known[0] + separator + urllib.parse.urlencode(back)
+
+    def _exchange(self, form: Mapping[str, str]) -> dict[str, Any] | None:
+        """The authorization code grant of a public client: the code once, for the
+        client and redirect URI it was issued to, with the verifier of its challenge."""
+        issued = self.codes.pop(form.get("code", ""), None)
+        verifier = form.get("code_verifier", "")
+        if (
+            issued is None
+            or form.get("client_id") != issued["client_id"]
+            or form.get("redirect_uri") != issued["redirect_uri"]
+        ):
+            return None
+        digest = hashlib.sha256(verifier.encode()).digest()
+        if base64.urlsafe_b64encode(digest).rstrip(b"=").decode() != issued["code_challenge"]:
+            return None
+        self.tokens_issued += 1
+        user = issued["user"]
+        access = {"client_id": issued["client_id"], "scope": issued.get("scope", ""), **user}
+        answer: dict[str, Any] = {
+            "access_token": self.token(access, lifetime=self.access_lifetime),
+            "token_type": "Bearer",
+            "expires_in": self.access_lifetime,
+        }
+        if "openid" in issued.get("scope", "").split():
+            identity = {"sub": user.get("sub", "user"), "nonce": issued.get("nonce", "")}
+            if "preferred_username" in user:
+                identity["preferred_username"] = user["preferred_username"]
+            answer["id_token"] = self.token(identity, audience=issued["client_id"])
+        return answer
+
     def grant(self, authorization: str | None, form: Mapping[str, str]) -> dict[str, Any] | None:
-        """A client credentials grant: the token response, or ``None`` when refused."""
+        """A client credentials or (a public client's) authorization code grant: the
+        token response, or ``None`` when refused."""
+        if form.get("grant_type") == "authorization_code":
+            return self._exchange(form)
         if form.get("grant_type") != "client_credentials" or not authorization:
             return None
         scheme, _, encoded = authorization.partition(" ")
@@ -150,13 +216,27 @@ class _IssuerHandler(http.server.BaseHTTPRequestHandler):
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
+        self.send_header("Access-Control-Allow-Origin", "*")
         self.end_headers()
         self.wfile.write(data)
 
     def do_GET(self) -> None:
         issuer: Issuer = self.server.issuer
-        path = urllib.parse.urlsplit(self.path).path
-        if path in ("/.well-known/openid-configuration", "/.well-known/oauth-authorization-server"):
+        parts = urllib.parse.urlsplit(self.path)
+        path = parts.path
+        if path == "/authorize":
+            location = issuer.authorize(dict(urllib.parse.parse_qsl(parts.query)))
+            if location is None:
+                self._json(400, {"error": "invalid_request"})
+                return
+            self.send_response(302)
+            self.send_header("Location", location)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+        elif path in (
+            "/.well-known/openid-configuration",
+            "/.well-known/oauth-authorization-server",
+        ):
             self._json(200, issuer.discovery())
         elif path == "/jwks":
             self._json(200, issuer.jwks())
@@ -270,13 +350,27 @@ class Route:
     method: str
     path: str
     authorized: bool  # behind the stack's authorizer (JWT or IAM); False: public
+    function: ModuleType | None = None  # None: the gateway's function
 
     def match(self, method: str, path: str) -> dict[str, str] | None:
         if method != self.method:
             return None
         pattern, actual = self.path.strip("/").split("/"), path.strip("/").split("/")
+        if pattern[-1].endswith("+}"):  # greedy: one segment or more, not an empty one
+            head = len(pattern) - 1
+            rest = "/".join(actual[head:])
+            if len(actual) <= head or not rest or path.endswith("/"):
+                return None
+            captured = self._segments(pattern[:head], actual[:head])
+            if captured is None:
+                return None
+            return {**captured, pattern[-1].strip("{+}"): urllib.parse.unquote(rest)}
         if len(pattern) != len(actual):
             return None
+        return self._segments(pattern, actual)
+
+    @staticmethod
+    def _segments(pattern: list[str], actual: list[str]) -> dict[str, str] | None:
         captured = {}
         for expected, segment in zip(pattern, actual, strict=True):
             if expected.startswith("{"):
@@ -286,6 +380,28 @@ class Route:
             elif expected != segment:
                 return None
         return captured
+
+
+def template_routes(
+    parameters: Mapping[str, str], functions: Mapping[str, ModuleType]
+) -> list[Route]:
+    """Every route ``template.yaml`` declares for ``parameters`` whose integration is one
+    of ``functions`` (integration resource name -> the function's module), public
+    (``AuthorizationType: NONE``) or behind the stack's authorizer."""
+    from cfn_template import Stack, load_template
+
+    stack = Stack(load_template(), parameters)
+    routes = []
+    for resource in stack.resources().values():
+        if resource["Type"] != "AWS::ApiGatewayV2::Route":
+            continue
+        properties = stack.evaluate(resource["Properties"])
+        integration = properties["Target"].removeprefix("integrations/").removesuffix(".Ref")
+        if integration in functions:
+            method, path = properties["RouteKey"].split(" ", 1)
+            public = properties["AuthorizationType"] == "NONE"
+            routes.append(Route(method, path, not public, functions[integration]))
+    return routes
 
 
 def mcp_routes(mode: str) -> list[Route]:
@@ -356,7 +472,7 @@ class _GatewayHandler(http.server.BaseHTTPRequestHandler):
             event["requestContext"]["authorizer"] = authorizer
         with gateway.lock:  # one Lambda container runs one invocation at a time
             gateway.events.append(event)
-            response = gateway.invoke(event)
+            response = gateway.invoke(event, route)
         payload = response.get("body") or ""
         data = base64.b64decode(payload) if response.get("isBase64Encoded") else payload.encode()
         self._send(int(response["statusCode"]), response.get("headers") or {}, data)
@@ -438,8 +554,9 @@ class Gateway:
                 event["body"], event["isBase64Encoded"] = base64.b64encode(body).decode(), True
         return event
 
-    def invoke(self, event: dict[str, Any]) -> dict[str, Any]:
-        response: dict[str, Any] = self.function.lambda_handler(event, self.context_factory())
+    def invoke(self, event: dict[str, Any], route: Route | None = None) -> dict[str, Any]:
+        function = route.function if route is not None and route.function else self.function
+        response: dict[str, Any] = function.lambda_handler(event, self.context_factory())
         return response
 
 
@@ -481,10 +598,13 @@ def running_gateway(
     mode: str,
     context_factory: Callable[[], Any],
     issuer: Issuer | None = None,
+    routes: list[Route] | None = None,
 ) -> Iterator[Gateway]:
-    """The stand-in in front of ``function`` (its ``lambda_handler``), over TLS."""
+    """The stand-in in front of ``function`` (its ``lambda_handler``), over TLS, for the
+    MCP function's routes or ``routes``."""
     authorizer = Authorizer(issuer.url, [AUDIENCE]) if issuer is not None else None
-    gateway = Gateway(function, mode, mcp_routes(mode), authorizer, context_factory)
+    chosen = mcp_routes(mode) if routes is None else routes
+    gateway = Gateway(function, mode, chosen, authorizer, context_factory)
     server = _serve(_GatewayHandler, gateway=gateway)
     with tempfile.TemporaryDirectory(prefix="kb-gateway-") as tmp:
         cert_file, key_file = _certificate(Path(tmp))

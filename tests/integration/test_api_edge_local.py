@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from local_stack import local_server
+from local_stack import local_server, over_workers
 
 from knowledge.local.server import LocalServer
 
@@ -31,12 +31,14 @@ def post(base: str, path: str, data: bytes) -> tuple[int, dict[str, Any]]:
 
 
 @pytest.fixture
-def server(tmp_path: Path) -> Iterator[LocalServer]:
+def server(tmp_path: Path, workers: int) -> Iterator[LocalServer]:
     deploy = "# Deploy\n\nRun helm rollback to return to the previous revision.\n"
-    with local_server(tmp_path, {"ops-bot/runbooks/deploy.md": deploy}) as local:
+    files = {"ops-bot/runbooks/deploy.md": deploy}
+    with local_server(tmp_path, files, workers=workers) as local:
         yield local
 
 
+@over_workers
 def test_the_plain_agent_name_searches(server: LocalServer) -> None:
     status, body = post(
         server.url,
@@ -55,11 +57,13 @@ def test_the_plain_agent_name_searches(server: LocalServer) -> None:
         ("/v1/agents/%6Fps-bot/search", "agent"),
     ],
 )
+@over_workers
 def test_a_percent_encoded_segment_is_a_400(server: LocalServer, path: str, field: str) -> None:
     status, body = post(server.url, path, b'{"query": "rollback", "mode": "keyword"}')
     assert (status, body["field"]) == (400, field)
 
 
+@over_workers
 def test_a_lone_surrogate_escape_is_a_400(server: LocalServer) -> None:
     status, body = post(
         server.url, "/v1/agents/ops-bot/contexts/runbooks/search", b'{"query": "\\ud800"}'

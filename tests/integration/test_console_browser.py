@@ -18,6 +18,7 @@ import json
 import os
 import re
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from contextlib import closing
@@ -271,6 +272,14 @@ def until_upload(driver: WebDriver, path: str, state: str) -> WebElement:
     return upload_item(driver, path)
 
 
+def requested(driver: WebDriver) -> set[str]:
+    """The paths the page has fetched (the browser's resource timing), without queries."""
+    urls = driver.execute_script(
+        "return performance.getEntriesByType('resource').map((e) => e.name)"
+    )
+    return {urllib.parse.urlsplit(url).path for url in urls}
+
+
 def rows(driver: WebDriver) -> list[WebElement]:
     return driver.find_elements(By.CSS_SELECTOR, "#scopes tr")
 
@@ -316,6 +325,10 @@ def test_the_scopes_page_lists_every_scope_with_its_status(
     shared = browser.find_element(By.CSS_SELECTOR, "#scopes tr[data-scope='_shared/playbooks']")
     assert "shared library" in shared.text
     assert text_of(browser, "server-line") == "API: this server · writes on"
+    # One contexts request an agent, no status request a scope.
+    asked = requested(browser)
+    assert {"/v1/agents/ops-bot/contexts", "/v1/agents/_shared/contexts"} <= asked
+    assert not any(path.endswith("/status") for path in asked)
     screenshot(browser, "scopes")
 
     runbooks.find_element(By.LINK_TEXT, "ops-bot / runbooks").click()
@@ -406,6 +419,16 @@ def test_a_dropped_pdf_and_a_chosen_file_are_uploaded_and_found_by_search(
     row = document_row(browser, "manuals/pager-handbook.pdf")[0]
     assert row.get_attribute("data-state") == "indexed"
     assert "pdf" in row.text
+    # Its page shows its chunks as indexed: the one chunk of both pages, with its text.
+    row.find_element(By.LINK_TEXT, "manuals/pager-handbook.pdf").click()
+    wait(browser).until(lambda d: d.find_elements(By.CSS_SELECTOR, "#indexed-chunks li.result"))
+    chunks = browser.find_elements(By.CSS_SELECTOR, "#indexed-chunks li.result")
+    assert [c.get_attribute("data-chunk") for c in chunks] == ["0"]
+    assert "pp. 1-2" in chunks[0].find_element(By.CSS_SELECTOR, ".cite").text
+    assert (
+        "wombatpager rota rotates weekly"
+        in chunks[0].find_element(By.CSS_SELECTOR, ".passage").text
+    )
 
 
 def test_a_document_that_could_not_be_indexed_is_shown_with_its_reason(
@@ -583,7 +606,19 @@ def test_the_document_page_shows_the_record_and_finds_its_chunks(
     assert facts.get_attribute("data-chunks") == str(record["chunk_count"])
     assert facts.get_attribute("data-format") == "markdown"
     assert record["content_hash"] in facts.text
-    assert "no route that lists a document's chunks" in text_of(browser, "chunks-note")
+    # Its chunks as indexed, in order, as the chunks route answers them.
+    _, listed = call(
+        stack.url, "GET", "/v1/agents/ops-bot/contexts/runbooks/documents/rollback.md/chunks"
+    )
+    wait(browser).until(lambda d: d.find_elements(By.CSS_SELECTOR, "#indexed-chunks li.result"))
+    shown = browser.find_elements(By.CSS_SELECTOR, "#indexed-chunks li.result")
+    assert [c.get_attribute("data-chunk") for c in shown] == [
+        str(c["chunk_index"]) for c in listed["chunks"]
+    ]
+    assert [c.find_element(By.CSS_SELECTOR, ".passage").text for c in shown] == [
+        c["content"] for c in listed["chunks"]
+    ]
+    assert len(shown) == record["chunk_count"]
     assert not browser.find_element(By.ID, "edit-note").is_displayed()  # an upload, not a note
 
     field = browser.find_element(By.ID, "chunk-query")
@@ -683,6 +718,7 @@ def test_the_shared_library_page_shows_each_library_and_each_agents_grant(
         for r in browser.find_elements(By.CSS_SELECTOR, "#grants tr")
     }
     assert grants == {"ops-bot": "playbooks", "support-bot": "", "uploader": ""}
+    assert "/v1/agents/ops-bot/shared" in requested(browser)  # the grants, from the API
     support = browser.find_element(By.CSS_SELECTOR, "#grants tr[data-agent='support-bot'] td")
     assert support.text == "none"
     screenshot(browser, "shared")

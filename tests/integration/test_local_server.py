@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from local_stack import over_workers, store_settings
 from polling import WAIT_SECONDS, wait_until
 
 from knowledge.config import open_store
@@ -96,12 +97,19 @@ def root(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def server(root: Path, tmp_path: Path) -> Iterator[LocalServer]:
+def server(root: Path, tmp_path: Path, workers: int) -> Iterator[LocalServer]:
     with closing(
         open_store(db_path=tmp_path / "k.db", embedder_name="hashing", environ={}, create=True)
     ) as store:
         local = LocalServer(
-            root, store, host="127.0.0.1", port=0, poll_interval=0.1, body_timeout=0.5
+            root,
+            store,
+            host="127.0.0.1",
+            port=0,
+            poll_interval=0.1,
+            body_timeout=0.5,
+            workers=workers,
+            worker_store=store_settings(tmp_path / "k.db"),
         )
         local.start(wait=False)
         assert local.wait_until_ready(WAIT_SECONDS)
@@ -111,6 +119,7 @@ def server(root: Path, tmp_path: Path) -> Iterator[LocalServer]:
             local.stop()
 
 
+@over_workers
 def test_health(server: LocalServer) -> None:
     status, body, headers = request(server.url, "GET", "/v1/health")
     assert (status, body) == (200, {"status": "ok", "store": "embedded"})
@@ -118,6 +127,7 @@ def test_health(server: LocalServer) -> None:
     assert server.url.startswith("http://127.0.0.1:")
 
 
+@over_workers
 def test_search_is_scoped_and_ranked(server: LocalServer) -> None:
     status, body, _ = request(
         server.url,
@@ -156,6 +166,7 @@ def test_metadata_filter_from_sidecar(server: LocalServer) -> None:
     assert body["results"] == []
 
 
+@over_workers
 def test_status_and_reindex(server: LocalServer) -> None:
     status, body, _ = request(server.url, "GET", "/v1/agents/ops-bot/contexts/runbooks/status")
     assert status == 200
@@ -203,6 +214,7 @@ def test_errors(
     assert got_body["error"]
 
 
+@over_workers
 def test_oversized_body_is_400(server: LocalServer) -> None:
     big = json.dumps({"query": "x" * 70_000}).encode()
     status, body, _ = request(
@@ -323,6 +335,7 @@ def test_served_folder_indexes_documents_and_lists_problems_over_http(
     wait_until(lambda: problems() == [], "deleting the file clears its problem")
 
 
+@over_workers
 def test_stop_is_idempotent_and_frees_the_port(server: LocalServer) -> None:
     url = server.url
     server.stop()

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from local_stack import over_workers, store_settings
 from test_local_server import WAIT_SECONDS, request, search_paths, wait_until
 
 from knowledge.config import open_store
@@ -42,10 +43,23 @@ def write(path: Path, text: str) -> Path:
 
 @contextmanager
 def serving(
-    root: Path, store: KnowledgeStore, *, poll_interval: float = 0.1, ready: bool = True
+    root: Path,
+    store: KnowledgeStore,
+    *,
+    poll_interval: float = 0.1,
+    ready: bool = True,
+    workers: int = 1,
 ) -> Iterator[LocalServer]:
+    """``store`` (``root/../k.db`` when ``workers`` is above 1) served from ``root``."""
     server = LocalServer(
-        root, store, host="127.0.0.1", port=0, poll_interval=poll_interval, body_timeout=0.5
+        root,
+        store,
+        host="127.0.0.1",
+        port=0,
+        poll_interval=poll_interval,
+        body_timeout=0.5,
+        workers=workers,
+        worker_store=store_settings(root.parent / "k.db"),
     )
     server.start(wait=False)
     try:
@@ -336,10 +350,10 @@ def test_status_says_indexing_while_the_start_up_index_is_still_listing(tmp_path
 
 
 @pytest.fixture
-def server(tmp_path: Path, store: KnowledgeStore) -> Iterator[LocalServer]:
+def server(tmp_path: Path, store: KnowledgeStore, workers: int) -> Iterator[LocalServer]:
     root = tmp_path / "bucket"
     write(root / "ops-bot" / "runbooks" / "rollback.md", "# Rollback\n\nhelm rollback\n")
-    with serving(root, store) as local:
+    with serving(root, store, workers=workers) as local:
         yield local
 
 
@@ -390,6 +404,7 @@ def test_unknown_methods_are_405_with_allow(server: LocalServer, method: str) ->
     assert method in assert_error_shape(payload)["error"]
 
 
+@over_workers
 def test_head_is_405_with_allow_and_no_body(server: LocalServer) -> None:
     reply = exchange(server, b"HEAD /v1/health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
     status, headers, payload = parse(reply)
@@ -419,6 +434,7 @@ def test_protocol_errors_are_json(server: LocalServer, raw: bytes, status: int) 
     assert_error_shape(payload)
 
 
+@over_workers
 def test_a_lone_surrogate_in_the_body_gets_a_json_answer(server: LocalServer) -> None:
     body = b'{"query": "\\ud800 rollback"}'
     raw = (
@@ -455,6 +471,7 @@ def test_a_path_sent_as_raw_utf_8_means_what_it_says(tmp_path: Path, store: Know
         assert "UTF-8" in body["error"]
 
 
+@over_workers
 def test_a_body_shorter_than_its_content_length_is_answered_after_a_short_wait(
     server: LocalServer,
 ) -> None:
@@ -470,6 +487,7 @@ def test_a_body_shorter_than_its_content_length_is_answered_after_a_short_wait(
     assert time.monotonic() - started < 15.0
 
 
+@over_workers
 def test_a_body_trickled_in_is_cut_off_after_the_body_timeout(server: LocalServer) -> None:
     """``body_timeout`` (0.5 s here) is the time the whole body may take, not the time
     between two of its bytes: a client sending a byte every 0.1 s must not hold the
@@ -500,6 +518,7 @@ def test_a_body_trickled_in_is_cut_off_after_the_body_timeout(server: LocalServe
 # --- item 3: TCP_NODELAY and the listen backlog -----------------------------------------------
 
 
+@over_workers
 def test_keep_alive_responses_are_not_held_back_by_nagle(server: LocalServer) -> None:
     """With Nagle's algorithm on, a response written as headers then body waits for the
     client's delayed ACK: every keep-alive request after the first took 40+ ms."""

@@ -78,8 +78,8 @@ _CfnLoader.add_multi_constructor("!", _tag)
 def test_the_template_routes_are_the_described_routes(spec: dict[str, Any]) -> None:
     """Every route of the template is described, except the MCP function's: the MCP
     endpoint speaks JSON-RPC and describes its tools itself (``tools/list``), and its
-    protected resource metadata is for OAuth clients; an agent gateway given this document
-    must not turn them into tools."""
+    protected resource metadata is for OAuth clients, and the console's are its pages (for
+    a browser); an agent gateway given this document must not turn them into tools."""
     template = yaml.load((REPO / "template.yaml").read_text("utf-8"), Loader=_CfnLoader)
     deployed = set()
     for resource in template["Resources"].values():
@@ -91,8 +91,9 @@ def test_the_template_routes_are_the_described_routes(spec: dict[str, Any]) -> N
                 props = event["Properties"]
                 deployed.add((props["Method"].upper(), props["Path"]))
     mcp = set(MCP_ROUTES) | set(METADATA_ROUTES)
-    assert not mcp & spec_routes(spec)
-    assert deployed == spec_routes(spec) | mcp
+    console = {("GET", "/console"), ("GET", "/console/{proxy+}")}
+    assert not (mcp | console) & spec_routes(spec)
+    assert deployed == spec_routes(spec) | mcp | console
 
 
 def test_every_operation_is_ready_for_an_agent_gateway(spec: dict[str, Any]) -> None:
@@ -258,6 +259,8 @@ CASES = [
     ("GET", "/v1/health", None, 200),
     ("GET", "/v1/agents/{agent}/contexts/{context}/documents", None, 200),
     ("GET", "/v1/agents/{agent}/contexts/{context}/documents/{path}", None, 200),
+    ("GET", "/v1/agents/{agent}/contexts", None, 200),
+    ("GET", "/v1/agents/{agent}/shared", None, 200),
 ]
 
 DOCUMENT_CASES = [
@@ -269,6 +272,11 @@ DOCUMENT_CASES = [
     ("/documents/blob.md", 200, "/documents/{path}"),
     ("/documents/missing.md", 404, "/documents/{path}"),
     ("/documents/a%2F..%2Fb.md", 400, "/documents/{path}"),
+    ("/documents/rollback.md/chunks?limit=1", 200, "/documents/{path}/chunks"),
+    ("/documents/rollback.md/chunks?limit=0", 400, "/documents/{path}/chunks"),
+    ("/documents/rollback.md/chunks?cursor=not-a-cursor", 400, "/documents/{path}/chunks"),
+    ("/documents/blob.md/chunks", 404, "/documents/{path}/chunks"),  # a problem only
+    ("/documents/a%2F..%2Fb.md/chunks", 400, "/documents/{path}/chunks"),
 ]
 
 
@@ -305,6 +313,9 @@ def test_documents_answers_match_the_described_schemas(
     if request_path == "/documents?limit=1":
         assert [d["path"] for d in answer["documents"]] == ["blob.md"]  # by path
         assert answer["next_cursor"]
+    if request_path == "/documents/rollback.md/chunks?limit=1":
+        assert answer["chunks"][0]["heading_path"] == ["Rollback"]
+        assert answer["next_cursor"]  # the Helm section is the next chunk
     if request_path == "/documents/blob.md":  # a binary file: only a problem, no version
         assert (answer["indexed"], answer["chunk_count"]) == (False, 0)
         assert answer["problem"]

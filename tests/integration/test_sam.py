@@ -255,6 +255,7 @@ _FUNCTIONS = (
     "SearchFunction",
     "McpFunction",
     "RepoFunction",
+    "ConsoleFunction",
 )
 
 
@@ -294,6 +295,7 @@ def test_every_built_function_stays_under_lambdas_unzipped_limit(sam_build: Path
         "SearchFunction": ["KnowledgeLayer"],
         "McpFunction": ["McpLayer"],
         "RepoFunction": ["RepoLayer"],
+        "ConsoleFunction": ["KnowledgeLayer"],
     }
     for layer in {name for names in functions.values() for name in names}:
         folder = BUILD_DIR / layer
@@ -567,6 +569,48 @@ print(json.dumps(response))
     response = json.loads(done.stdout.strip().splitlines()[-1])
     assert response["statusCode"] == 200
     assert json.loads(response["body"]) == {"status": "ok", "store": "opensearch"}
+
+
+def test_built_console_function_answers_on_python312_without_the_sdks(sam_build: Path) -> None:
+    """The built console function, with only the layer on its path: no AWS SDK and no
+    Powertools at cold start; it answers a page (from the files the layer ships) and the
+    generated config.json, each with the console's policy."""
+    script = """
+import json, sys
+import app
+heavy = ("boto3", "botocore", "aws_lambda_powertools", "opensearchpy", "urllib.request")
+heavy = sorted(m for m in heavy if m in sys.modules)
+assert not heavy, f"imported at cold start: {heavy}"
+answers = []
+for path in ("/console/index.html", "/console/config.json"):
+    event = {"rawPath": path, "requestContext": {"http": {"method": "GET", "path": path}}}
+    answers.append(app.lambda_handler(event, None))
+print(json.dumps(answers))
+"""
+    env = {
+        "PATH": os.environ.get("PATH", ""),
+        "PYTHONPATH": os.pathsep.join([str(BUILD_DIR / "ConsoleFunction"), str(LAYER_PYTHON)]),
+        "AWS_REGION": "us-east-1",
+        "API_AUTH": "iam",
+        "CONSOLE_CLIENT_ID": "any",
+        "DOCUMENTS_BUCKET": "kb-123456789012-abc",
+    }
+    python = find_python312_bin_dir() / "python3.12"
+    done = subprocess.run(
+        [str(python), "-S", "-s", "-B", "-c", script],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+        cwd=BUILD_DIR / "ConsoleFunction",
+    )
+    assert done.returncode == 0, _output(done)
+    page, config = json.loads(done.stdout.strip().splitlines()[-1])
+    assert page["statusCode"] == 200
+    assert '<script type="module" src="scopes.js">' in page["body"]
+    assert "frame-ancestors 'none'" in page["headers"]["Content-Security-Policy"]
+    assert json.loads(config["body"])["auth"] == "iam"
 
 
 def test_built_mcp_function_answers_on_python312_with_its_own_layer(sam_build: Path) -> None:

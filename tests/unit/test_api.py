@@ -51,6 +51,7 @@ class FakeStore:
     name = "fake"
     supported_modes = frozenset(SearchMode)
     default_mode = SearchMode.HYBRID
+    embedder = None
 
     def __init__(
         self, results: list[SearchResult] | None = None, error: Exception | None = None

@@ -44,6 +44,15 @@ class Clock:
         return self.now
 
 
+def _answer(limit: AdaptiveLimit, tickets: list[float], count: int) -> None:
+    """``count`` answers with the limit in use (as under a queue of work): before each,
+    as many calls in flight as the limit allows."""
+    for _ in range(count):
+        while len(tickets) < limit.limit:
+            tickets.append(limit.acquire())
+        limit.release(tickets.pop(0), throttled=False)
+
+
 def test_the_limit_grows_while_in_use_and_not_while_idle() -> None:
     clock = Clock()
     limit = AdaptiveLimit(2, 8, clock=clock)
@@ -51,20 +60,50 @@ def test_the_limit_grows_while_in_use_and_not_while_idle() -> None:
     for _ in range(10):
         limit.release(limit.acquire(), throttled=False)
     assert limit.limit == 2
-    # In use (as many in flight as it allows, as under a queue of work): each answer adds
-    # 1/limit, so one more call in flight per round of answers.
+    # In use: until the first throttle each answer adds 1 (slow start: the limit doubles
+    # per round trip).
     tickets: list[float] = []
-
-    def answer(count: int) -> None:
-        for _ in range(count):
-            while len(tickets) < limit.limit:
-                tickets.append(limit.acquire())
-            limit.release(tickets.pop(0), throttled=False)
-
-    answer(3)  # 2 + 1/2 + 1/2.5 + 1/2.9
-    assert limit.limit == 3
-    answer(200)
+    _answer(limit, tickets, 3)
+    assert limit.limit == 5
+    _answer(limit, tickets, 200)
     assert limit.limit == 8  # never past the ceiling
+
+
+def test_after_a_throttle_the_limit_grows_by_one_per_round_of_answers() -> None:
+    clock = Clock()
+    limit = AdaptiveLimit(10, 64, clock=clock)
+    limit.release(limit.acquire(), throttled=True)  # 10 -> 7: slow start is over
+    assert limit.limit == 7
+    tickets: list[float] = []
+    _answer(limit, tickets, 7)  # one round of answers: 7 + 1/7 + ... about 8
+    assert limit.limit == 7
+    _answer(limit, tickets, 1)
+    assert limit.limit == 8
+    _answer(limit, tickets, 8 * 4)  # four more rounds, about one more call each
+    assert 11 <= limit.limit <= 12
+
+
+def test_slow_start_finds_a_quota_far_above_the_start_in_a_few_round_trips(
+    quota_of_40: FakeEmbeddingServer,
+) -> None:
+    # 400 texts against a quota of 40 calls in flight, from 16: with one more call per
+    # round of answers the limit would still be near 30 after them (16 -> about 30 in
+    # 400 answers); doubling per round trip it reaches the quota and is cut at it.
+    embedder = _bedrock(quota_of_40)
+    texts = [f"text {n}" for n in range(400)]
+    embeddings = embedder.embed_batch(texts)
+    assert [e.vector[0] for e in embeddings] == [vector_for(t, DIMENSIONS)[0] for t in texts]
+    assert quota_of_40.max_in_flight > 36
+    assert embedder._pool.limit.max_in_flight > 36
+
+
+@pytest.fixture
+def quota_of_40() -> Iterator[FakeEmbeddingServer]:
+    profile = Profile(
+        latency_per_call=0.05, dimensions=DIMENSIONS, max_in_flight=40, retry_after=""
+    )
+    with fake_embedding_server(profile) as server:
+        yield server
 
 
 def test_a_throttle_cuts_the_limit_once_per_round_trip() -> None:

@@ -430,12 +430,7 @@ def test_hybrid_weights_are_the_embedders_unless_given() -> None:
     assert fusion.hybrid_weights(None) == (0.3, 0.7)
     assert fusion.hybrid_weights("hashing", keyword_weight=0.2) == (0.2, 0.3)
     assert fusion.hybrid_weights("x", 0.5, 0.5) == (0.5, 0.5)
-    # An English-only model is the weaker side for a Korean query; configured weights win.
-    minilm = "local:sentence-transformers/all-MiniLM-L6-v2"
-    assert fusion.hybrid_weights(minilm) == (0.3, 0.7)
-    assert fusion.hybrid_weights(minilm, cjk_query=True) == (0.7, 0.3)
-    assert fusion.hybrid_weights("openai:text-embedding-3-small", cjk_query=True) == (0.3, 0.7)
-    assert fusion.hybrid_weights(minilm, 0.4, 0.6, cjk_query=True) == (0.4, 0.6)
+    assert fusion.hybrid_weights("local:sentence-transformers/all-MiniLM-L6-v2") == (0.3, 0.7)
     with pytest.raises(ValidationError) as info:
         fusion.hybrid_weights("x", 0.0, 0.0)
     assert info.value.field == "keyword_weight"
@@ -459,7 +454,7 @@ def test_a_model_has_its_calibrated_defaults_however_it_was_given() -> None:
     ):
         assert fusion.model_family(name) == "local:all-minilm-l6-v2"
         assert fusion.relevance_floor(name) == 0.62
-        assert fusion.hybrid_weights(name, cjk_query=True) == (0.7, 0.3)
+        assert fusion.english_only(name)
     assert fusion.model_family("HASHING") == "hashing"
     assert fusion.relevance_floor("HASHING") == 0.52
     assert fusion.model_family("bedrock:amazon.titan-embed-text-v2:0") == (
@@ -468,4 +463,4 @@ def test_a_model_has_its_calibrated_defaults_however_it_was_given() -> None:
     # Another model, or a provider that only shares the last name part, gets none.
     assert fusion.relevance_floor("local:all-MiniLM-L12-v2") == 0.0
     assert fusion.relevance_floor("openai:all-MiniLM-L6-v2") == 0.0
-    assert fusion.hybrid_weights("local:all-MiniLM-L12-v2", cjk_query=True) == (0.3, 0.7)
+    assert not fusion.english_only("local:all-MiniLM-L12-v2")

@@ -643,3 +643,46 @@ def test_explain_through_the_lambda_shows_the_korean_terms_and_recomputes_scores
             result["rank_score"], abs=2e-6
         )
         assert explain.recompute_relevance(trace, index) == pytest.approx(result["score"], abs=2e-6)
+
+
+def read_route_event(route_key: str, path: str, claims: dict[str, Any] | None) -> dict[str, Any]:
+    """A GET of one of the agent's read routes on the HTTP API, with the token's claims."""
+    event = jwt_event("api_document.json", claims)
+    event["rawPath"] = event["requestContext"]["http"]["path"] = path
+    event["routeKey"] = event["requestContext"]["routeKey"] = f"GET {route_key}"
+    event["rawQueryString"] = ""
+    return event
+
+
+AGENT_READS = [
+    (
+        "/v1/agents/{agent}/contexts/{context}/documents/{path}/chunks",
+        "/v1/agents/ops-bot/contexts/runbooks/documents/deploy.md/chunks",
+    ),
+    ("/v1/agents/{agent}/contexts", "/v1/agents/ops-bot/contexts"),
+    ("/v1/agents/{agent}/shared", "/v1/agents/ops-bot/shared"),
+]
+
+
+@pytest.mark.parametrize(("route_key", "path"), AGENT_READS)
+def test_jwt_mode_the_agents_read_routes_need_the_agent_in_the_token(
+    jwt_search: Search, route_key: str, path: str
+) -> None:
+    refused = {"sub": "u-1", "agents": "[support-bot other-bot]"}
+    status, body = jwt_search.invoke(read_route_event(route_key, path, refused))
+    assert (status, body["field"]) == (403, "agent")
+    granted = {"sub": "u-1", "agents": "ops-bot"}
+    status, body = jwt_search.invoke(read_route_event(route_key, path, granted))
+    assert status == 200, body
+    assert body["agent"] == "ops-bot"
+
+
+def test_the_agents_contexts_and_a_documents_chunks_through_the_lambda(search: Search) -> None:
+    status, body = search.invoke(read_route_event(*AGENT_READS[1], None))
+    assert status == 200
+    assert [c["context"] for c in body["contexts"]] == ["manuals", "runbooks"]
+    status, body = search.invoke(read_route_event(*AGENT_READS[0], None))
+    assert status == 200
+    assert [c["content"] for c in body["chunks"]] == [
+        "# Deploy\n\nTo rollback a failed deployment run helm rollback."
+    ]

@@ -248,6 +248,9 @@ def test_iam_mode_per_agent_policy_grants_only_the_tagged_agent() -> None:
         ("GET", "/v1/agents/ops-bot/contexts/runbooks/status"),
         ("GET", "/v1/agents/ops-bot/contexts/runbooks/documents"),
         ("GET", "/v1/agents/ops-bot/contexts/runbooks/documents/guides%2Fsetup.md"),
+        ("GET", "/v1/agents/ops-bot/contexts/runbooks/documents/guides%2Fsetup.md/chunks"),
+        ("GET", "/v1/agents/ops-bot/contexts"),
+        ("GET", "/v1/agents/ops-bot/shared"),
         ("GET", "/v1/health"),
     ]:
         assert allows(search, invoke, api_arn(method, path)), path
@@ -262,6 +265,10 @@ def test_iam_mode_per_agent_policy_grants_only_the_tagged_agent() -> None:
         ("GET", "/v1/agents/support-bot/contexts/runbooks/documents"),
         ("GET", "/v1/agents/support-bot/contexts/runbooks/documents/a.md"),
         ("GET", "/v1/agents/ops-bot-2/contexts/runbooks/documents"),
+        ("GET", "/v1/agents/support-bot/contexts/runbooks/documents/a.md/chunks"),
+        ("GET", "/v1/agents/support-bot/contexts"),
+        ("GET", "/v1/agents/ops-bot-2/contexts"),
+        ("GET", "/v1/agents/support-bot/shared"),
         ("POST", "/v1/agents/ops-bot/contexts/runbooks/documents"),  # read only
         ("POST", "/v1/agents/ops-bot/contexts/runbooks/reindex"),  # granted apart
     ]:
@@ -315,6 +322,9 @@ def test_iam_mode_a_library_grant_is_no_grant_on_the_shared_owners_routes() -> N
         ("GET", f"{library}/status"),
         ("GET", f"{library}/documents"),
         ("GET", f"{library}/documents/incident.md"),
+        ("GET", f"{library}/documents/incident.md/chunks"),
+        ("GET", "/v1/agents/_shared/contexts"),
+        ("GET", "/v1/agents/_shared/shared"),
         ("POST", f"{library}/reindex"),
         ("PUT", f"{library}/documents/x.md"),
         ("DELETE", f"{library}/documents/incident.md"),
@@ -337,9 +347,9 @@ def routes(stack: Stack) -> dict[str, dict[str, Any]]:
 
 def test_iam_mode_every_route_needs_sigv4() -> None:
     found = routes(Stack(TEMPLATE, CREATED))
-    # 9 read/reindex routes, 3 write routes, 5 repository routes, 3 of the MCP endpoint;
+    # 12 read/reindex routes, 3 write routes, 5 repository routes, 3 of the MCP endpoint;
     # no protected resource metadata (there is no token issuer in iam mode).
-    assert len(found) == 20
+    assert len(found) == 23
     for key, route in found.items():
         assert route["AuthorizationType"] == "AWS_IAM", key
         assert "AuthorizerId" not in route

@@ -9,5 +9,6 @@ both send records on through ``sqs_messages``), reindex requests expanded page b
 (``reindex_queue``), the write routes as S3 puts and deletes (``writes``), each
 agent's write counts in DynamoDB (``write_quotas``), and the remote MCP endpoint
 (``mcp_endpoint``: the tools of ``kb mcp`` over MCP's streamable HTTP behind API
-Gateway, through ``asgi``, one API Gateway event as one ASGI request).
+Gateway, through ``asgi``, one API Gateway event as one ASGI request), and the knowledge
+console's pages on the HTTP API (``console_site``).
 """

@@ -44,7 +44,9 @@ __all__ = [
     "encode_cursor",
     "format_documents",
     "has_control_character",
+    "pack_cursor",
     "query_parameters",
+    "unpack_cursor",
     "validate_document_path",
     "validate_documents_limit",
 ]
@@ -223,11 +225,30 @@ def _is_text(value: str) -> bool:
     return True
 
 
-def encode_cursor(scope: KnowledgeScope, last_path: str) -> str:
-    """The cursor that resumes a listing of ``scope`` after ``last_path``."""
-    payload = {"v": _CURSOR_VERSION, "a": scope.agent, "c": scope.context, "p": last_path}
+def pack_cursor(payload: Mapping[str, Any]) -> str:
+    """A cursor of ``payload`` (a small JSON object): URL-safe base64, no padding."""
     raw = json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
     return base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=")
+
+
+def unpack_cursor(cursor: object, refusal: str) -> dict[str, Any]:
+    """The JSON object of a ``pack_cursor`` cursor; ``ValidationError`` (field ``cursor``,
+    ``refusal`` its message) for anything else."""
+    if not isinstance(cursor, str) or not cursor or len(cursor) > _MAX_CURSOR_LENGTH:
+        raise ValidationError("cursor", refusal)
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+        payload = json.loads(raw.decode("utf-8"))
+    except (binascii.Error, ValueError, UnicodeDecodeError, RecursionError):
+        raise ValidationError("cursor", refusal) from None
+    if not isinstance(payload, dict):
+        raise ValidationError("cursor", refusal)
+    return payload
+
+
+def encode_cursor(scope: KnowledgeScope, last_path: str) -> str:
+    """The cursor that resumes a listing of ``scope`` after ``last_path``."""
+    return pack_cursor({"v": _CURSOR_VERSION, "a": scope.agent, "c": scope.context, "p": last_path})
 
 
 def decode_cursor(scope: KnowledgeScope, cursor: str | None) -> str | None:
@@ -237,20 +258,15 @@ def decode_cursor(scope: KnowledgeScope, cursor: str | None) -> str | None:
     or one made for another scope."""
     if cursor is None:
         return None
-    if not isinstance(cursor, str) or not cursor or len(cursor) > _MAX_CURSOR_LENGTH:
-        raise ValidationError("cursor", "is not a cursor returned by a documents listing")
-    try:
-        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
-        payload = json.loads(raw.decode("utf-8"))
-    except (binascii.Error, ValueError, UnicodeDecodeError):
-        raise ValidationError("cursor", "is not a cursor returned by a documents listing") from None
+    refusal = "is not a cursor returned by a documents listing"
+    payload = unpack_cursor(cursor, refusal)
     if (
-        not isinstance(payload, dict)
+        "k" in payload  # another listing's cursor (knowledge.core.chunk_listing)
         or payload.get("v") != _CURSOR_VERSION
         or not isinstance(payload.get("p"), str)
         or not _is_text(payload["p"])
     ):
-        raise ValidationError("cursor", "is not a cursor returned by a documents listing")
+        raise ValidationError("cursor", refusal)
     if payload.get("a") != scope.agent or payload.get("c") != scope.context:
         raise ValidationError("cursor", f"belongs to another scope than {scope}")
     path: str = payload["p"]

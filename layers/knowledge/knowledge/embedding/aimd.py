@@ -6,10 +6,14 @@ account and model, shared with every other caller), so a fixed concurrency eithe
 most of it unused or trips it all the time. ``AdaptiveLimit`` starts at ``initial`` calls
 in flight and:
 
-- **additive increase**: every call answered without a throttle while the limit was in
-  use (as many calls in flight as it allows, less one) adds ``1 / limit``: about one more
-  call in flight per round of ``limit`` answers, up to ``ceiling``. A limit the caller
-  never fills does not grow (it would say nothing about the provider);
+- **slow start**: until the provider first throttles, every call answered while the
+  limit was in use (as many calls in flight as it allows, less one) adds 1: the limit
+  doubles per round trip, so a quota well above ``initial`` is reached in a few round
+  trips instead of one call per round (TCP's slow start; a short ``kb index`` spends
+  most of its time there otherwise);
+- **additive increase**: after the first throttle, every such answer adds ``1 / limit``:
+  about one more call in flight per round of ``limit`` answers, up to ``ceiling``. A
+  limit the caller never fills does not grow (it would say nothing about the provider);
 - **multiplicative decrease**: a throttled call (a 429, Bedrock's
   ``ThrottlingException``, or any answer with ``Retry-After``) multiplies the limit by
   ``DECREASE_FACTOR`` (0.7, CUBIC's), down to 1, once per round trip: calls sent before
@@ -48,6 +52,7 @@ class AdaptiveLimit:
         self._cond = threading.Condition()
         self._in_flight = 0
         self._last_decrease = -math.inf
+        self._slow_start = True
         self.max_in_flight = 0
         self.decreases = 0
 
@@ -81,12 +86,14 @@ class AdaptiveLimit:
             in_use = self._in_flight >= int(self._limit)
             self._in_flight -= 1
             if throttled:
+                self._slow_start = False
                 if ticket >= self._last_decrease:
                     self._limit = max(1.0, self._limit * DECREASE_FACTOR)
                     self._last_decrease = self._clock()
                     self.decreases += 1
             elif in_use:
-                self._limit = min(float(self._ceiling), self._limit + 1.0 / self._limit)
+                step = 1.0 if self._slow_start else 1.0 / self._limit
+                self._limit = min(float(self._ceiling), self._limit + step)
             self._cond.notify_all()
 
     def __repr__(self) -> str:

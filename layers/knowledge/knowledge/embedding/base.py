@@ -2,14 +2,24 @@
 
 from __future__ import annotations
 
+import logging
 import math
+import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 from knowledge.core.errors import EmbeddingError
 
-__all__ = ["Embedding", "EmbeddingClient", "EmbeddingDeadlineError", "checked_vector"]
+__all__ = [
+    "Embedding",
+    "EmbeddingClient",
+    "EmbeddingDeadlineError",
+    "checked_vector",
+    "prepare_in_background",
+]
+
+logger = logging.getLogger("knowledge.embedding")
 
 
 class EmbeddingDeadlineError(EmbeddingError):
@@ -32,7 +42,9 @@ class EmbeddingClient(Protocol):
 
     ``name`` identifies provider and model (e.g. ``openai:text-embedding-3-small``);
     together with ``dimensions`` it is recorded in an index, and a mismatch is an error.
-    ``embed_batch`` keeps the order of its input.
+    ``embed_batch`` keeps the order of its input. A provider whose first call has work to
+    do before anything is sent (importing its SDK, building its client) may also offer
+    ``prepare()``, which does that work now (``prepare_in_background``).
     """
 
     @property
@@ -52,14 +64,36 @@ def checked_vector(values: Iterable[object], dimensions: int, source: str) -> tu
     what it got with this, and the indexing pipeline checks every embedder's vectors:
     a NaN or infinite component would be stored (or sent to OpenSearch) and poison every
     score it takes part in, and a vector of another size belongs to another model."""
-    try:
-        vector = tuple(float(x) for x in values)  # type: ignore[arg-type]
+    try:  # map, not a generator: this runs for every text embedded (Titan: 1,024 values)
+        vector = tuple(map(float, values))  # type: ignore[arg-type]
     except (TypeError, ValueError) as exc:
         raise EmbeddingError(f"{source} returned a vector that is not numbers: {exc}") from None
     if len(vector) != dimensions:
         raise EmbeddingError(
             f"{source} returned {len(vector)}-dimensional vectors, expected {dimensions}"
         )
-    if not all(math.isfinite(x) for x in vector):
+    if not all(map(math.isfinite, vector)):
         raise EmbeddingError(f"{source} returned a vector with values not finite (NaN or inf)")
     return vector
+
+
+def prepare_in_background(embedder: object) -> threading.Thread | None:
+    """Run ``embedder.prepare()`` on a daemon thread and return the thread; ``None`` when
+    the embedder has nothing to prepare. A remote provider's first call imports its SDK
+    and builds its client (Bedrock: a few hundred milliseconds); a caller that starts this
+    as soon as it has the embedder does that while it reads its listing and opens its
+    store, instead of after. A failure here is only logged: the first embedding call
+    makes the client again and raises it where the caller reports it."""
+    prepare = getattr(embedder, "prepare", None)
+    if not callable(prepare):
+        return None
+
+    def run() -> None:
+        try:
+            prepare()
+        except Exception as exc:  # the first call raises it again, where it is reported
+            logger.debug("preparing the embedder failed: %s", exc)
+
+    thread = threading.Thread(target=run, name="embedder-prepare", daemon=True)
+    thread.start()
+    return thread

@@ -202,6 +202,12 @@ class BedrockEmbeddingClient:
     def dimensions(self) -> int:
         return self._dimensions
 
+    def prepare(self) -> None:
+        """Build the ``bedrock-runtime`` client now (importing boto3 and loading the
+        service's model), which the first call does otherwise
+        (``knowledge.embedding.base.prepare_in_background``)."""
+        self._get_client()
+
     def embed(self, text: str) -> Embedding:
         if not text.strip():
             return Embedding(vector=(0.0,) * self._dimensions, token_count=0)

@@ -368,6 +368,11 @@ class OpenAIEmbeddingClient:
             )
         return key.strip()
 
+    def prepare(self) -> None:
+        """Build the SDK client now (importing ``openai``), which the first call does
+        otherwise (``knowledge.embedding.base.prepare_in_background``)."""
+        self._get_client()
+
     def _get_client(self) -> openai.OpenAI:
         if self._client is not None:
             return self._client

@@ -32,9 +32,10 @@ caller of that provider shares the bound) and returns the results **in input ord
   another), so the caller can stop waiting at its deadline.
 
 - **How many calls are in flight adapts** (``knowledge.embedding.aimd.AdaptiveLimit``,
-  the gate's ``limit``): it starts at ``initial`` and grows by about one call per round
-  of answers while it is in use, up to ``concurrency``; a throttled answer cuts it to
-  0.7x (once per round trip). So the pool finds the provider's quota and stays under it.
+  the gate's ``limit``): it starts at ``initial`` and, while it is in use, doubles per
+  round trip until the provider first throttles, then grows by about one call per round
+  of answers, up to ``concurrency``; a throttled answer cuts it to 0.7x (once per round
+  trip). So the pool finds the provider's quota and stays under it.
 
 Settings: the providers take ``concurrency``, the ceiling (``BedrockEmbeddingClient``:
 default ``DEFAULT_BEDROCK_CONCURRENCY`` = 64, starting at 16; ``OpenAIEmbeddingClient``:

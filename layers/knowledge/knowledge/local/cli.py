@@ -16,6 +16,7 @@
     kb serve ROOT [--host 127.0.0.1] [--port 8080] [--poll-interval 1.0] [--allow-writes]
              [--allow-remote-writes] [--max-writes-per-minute 120]
              [--max-write-mib-per-minute 256] [--max-documents-per-scope 10000]
+             [--workers N]
     kb repo add|list|remove|sync [ROOT | --api-url URL] --agent A --context C ...
     kb mcp --agent A --context C [--cross-context] [--transport stdio|http] [--allow-reindex]
            [--shared-library CONTEXT ...]

@@ -361,6 +361,15 @@ def build_parser() -> argparse.ArgumentParser:
         f"of them, so one agent's big upload never stalls another's edit (default "
         f"{DEFAULT_INDEX_WORKERS})",
     )
+    serve.add_argument(
+        "--workers",
+        type=_positive_int,
+        default=None,
+        metavar="N",
+        help="processes answering requests: this one (which also indexes, watches and "
+        "writes) and N-1 workers answering searches on the same port "
+        "(default: the number of cores this process may run on; 1: one process)",
+    )
     # Each agent's write quota (knowledge.service.write_quotas); 0 is no limit.
     serve.add_argument(
         "--max-writes-per-minute",

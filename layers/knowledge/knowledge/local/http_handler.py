@@ -31,7 +31,7 @@ import time
 from collections.abc import Callable, Iterable
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 from knowledge.core.errors import TooLargeError, ValidationError
@@ -41,11 +41,17 @@ from knowledge.local.playground import Asset, playground_asset
 from knowledge.service.api import (
     MAX_BODY_BYTES,
     ApiResponse,
-    KnowledgeApi,
     error_response,
 )
 
-__all__ = ["DEFAULT_BODY_TIMEOUT", "LISTEN_BACKLOG", "ApiHttpServer", "printable"]
+__all__ = [
+    "DEFAULT_BODY_TIMEOUT",
+    "LISTEN_BACKLOG",
+    "ApiHttpServer",
+    "HttpApi",
+    "encoded",
+    "printable",
+]
 
 logger = logging.getLogger("knowledge.local.server")  # the name operators filter on
 
@@ -57,23 +63,54 @@ DEFAULT_BODY_TIMEOUT = 5.0
 _JSON = "application/json; charset=utf-8"
 
 
+class HttpApi(Protocol):
+    """What the HTTP layer calls: ``KnowledgeApi``, or a worker process's router
+    (``knowledge.local.worker``) that answers the read-only routes itself and forwards
+    the others to the primary process."""
+
+    @property
+    def writes_enabled(self) -> bool: ...
+
+    @property
+    def max_put_bytes(self) -> int | None: ...
+
+    def handle(
+        self,
+        method: str,
+        path: str,
+        body: bytes | None = None,
+        *,
+        content_type: str | None = None,
+    ) -> ApiResponse: ...
+
+
 class ApiHttpServer(ThreadingHTTPServer):
+    """The HTTP server of ``kb serve``: binds ``address``, or serves on ``listening``, a
+    socket another process bound and listens on (a worker process's, inherited from the
+    primary: every process accepts on the same port)."""
+
     daemon_threads = True
     request_queue_size = LISTEN_BACKLOG
 
     def __init__(
         self,
         address: tuple[str, int],
-        api: KnowledgeApi,
+        api: HttpApi,
         body_timeout: float = 5.0,
         scopes: Callable[[], Iterable[KnowledgeScope]] = tuple,
+        *,
+        listening: socket.socket | None = None,
     ) -> None:
         self.api = api
         self.body_timeout = body_timeout
         self.scopes = scopes
         if ":" in address[0]:
             self.address_family = socket.AF_INET6
-        super().__init__(address, _ApiRequestHandler)
+        super().__init__(address, _ApiRequestHandler, bind_and_activate=listening is None)
+        if listening is not None:
+            self.socket.close()  # the one TCPServer made, never bound
+            self.socket = listening
+            self.server_address = listening.getsockname()
         self.loopback = is_loopback_host(str(self.server_address[0]))
 
 
@@ -314,17 +351,7 @@ class _ApiRequestHandler(BaseHTTPRequestHandler):
         return body
 
     def _send(self, response: ApiResponse) -> None:
-        try:
-            payload = response.to_json()
-        except UnicodeEncodeError:
-            # Text that is no Unicode (a lone surrogate escape such as \ud800 in the query)
-            # decodes as JSON but cannot be written back as UTF-8.
-            response = _error_body(
-                HTTPStatus.BAD_REQUEST,
-                "the body holds text that is not valid Unicode (a lone surrogate escape?)",
-                "body",
-            )
-            payload = response.to_json()
+        response, payload = encoded(response)
         self.send_response(response.status)
         self.send_header("Content-Type", _JSON)
         self.send_header("Content-Length", str(len(payload)))
@@ -355,6 +382,21 @@ class _ApiRequestHandler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:
         # One line per request is logged by _handle; this only carries protocol errors.
         logger.debug("%s - %s", self.address_string(), format % args)
+
+
+def encoded(response: ApiResponse) -> tuple[ApiResponse, bytes]:
+    """``response`` and its JSON body; a 400 instead when its text is no Unicode (a lone
+    surrogate escape such as \\ud800 in the query decodes as JSON but cannot be written
+    back as UTF-8)."""
+    try:
+        return response, response.to_json()
+    except UnicodeEncodeError:
+        refusal = _error_body(
+            HTTPStatus.BAD_REQUEST,
+            "the body holds text that is not valid Unicode (a lone surrogate escape?)",
+            "body",
+        )
+        return refusal, refusal.to_json()
 
 
 def printable(text: str) -> str:

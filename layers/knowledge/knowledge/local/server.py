@@ -15,6 +15,14 @@ says ``ERROR`` with it, and ``kb serve`` exits with it. Every request goes throu
 which answers every request in the API's JSON shape and refuses other sites' pages, is
 ``knowledge.local.http_handler``.
 
+**Workers.** With ``workers`` above 1, ``workers - 1`` more processes
+(``knowledge.local.workers``, ``knowledge.local.worker``) accept on the same listening
+socket and answer the read-only routes (searches, prompt contexts, document listings,
+health) from their own connection to the same store, so searches use every core; they
+forward every other request to this process, which stays the only one that indexes,
+watches, writes, syncs repositories and knows the start-up index's progress. With 1
+(the default here; ``kb serve`` defaults to the cores) nothing else runs.
+
 The server never closes the store: whoever opened it does (the CLI, a test).
 """
 
@@ -22,6 +30,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import signal
 import sys
 import threading
@@ -31,6 +40,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any, TextIO
 
+from knowledge.config import ENV_RERANK_MODEL, StoreSettings
 from knowledge.core.errors import (
     ConfigurationError,
     InvalidScopeError,
@@ -46,10 +56,13 @@ from knowledge.core.model import (
 from knowledge.core.scope import KnowledgeScope
 from knowledge.ingest.pipeline import index_source, reindex_source
 from knowledge.ingest.sources.local import SYMLINK_OUTSIDE_SCOPE, BucketFolderSource
+from knowledge.local.forwarding import ForwardServer
 from knowledge.local.http_handler import DEFAULT_BODY_TIMEOUT, LISTEN_BACKLOG, ApiHttpServer
 from knowledge.local.progress import IndexingProgress, ProgressBar, ScopeActivity
 from knowledge.local.scheduling import DEFAULT_INDEX_WORKERS, FairScheduler, ScopeLocks
 from knowledge.local.watcher import BucketWatcher, IndexingStopped, check_poll_interval
+from knowledge.local.worker import WorkerSetup
+from knowledge.local.workers import WorkerPool
 from knowledge.local.write_quotas import local_write_quota
 from knowledge.local.writes import check_write_exposure
 from knowledge.reranking import RerankingStage
@@ -73,6 +86,8 @@ logger = logging.getLogger(__name__)
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8080
+WORKERS_READY_TIMEOUT = 60.0
+"""Seconds ``wait_until_ready`` waits at most for the workers to serve (each opens the store)."""
 
 
 def _folder_storage(root: Path, max_document_bytes: int) -> Any:
@@ -93,6 +108,11 @@ class LocalServer:
     windows follow ``quota_clock``, ``time.time`` by default). ``stop`` is idempotent,
     abandons an unfinished start-up index (the scope being written keeps what it had)
     and leaves the store open.
+
+    ``workers`` above 1 starts that many processes in all (module docstring): each
+    worker opens the store with ``worker_store`` (the settings ``store`` was opened with:
+    required then) and its reranking with ``knowledge.config.open_reranking(rerank_model)``.
+    A store no other process can open (in memory) is served by this process alone.
     """
 
     def __init__(
@@ -114,6 +134,9 @@ class LocalServer:
         index_workers: int = DEFAULT_INDEX_WORKERS,
         write_limits: WriteLimits = DEFAULT_WRITE_LIMITS,
         quota_clock: Clock | None = None,
+        workers: int = 1,
+        worker_store: StoreSettings | None = None,
+        rerank_model: str | None = None,
     ) -> None:
         self._root = Path(root)
         self._source_name = f"kb serve {self._root.resolve()}"
@@ -125,6 +148,21 @@ class LocalServer:
         )
         if body_timeout <= 0:
             raise ValueError(f"body_timeout must be positive, got {body_timeout}")
+        if workers < 1:
+            raise ValueError(f"workers must be at least 1, got {workers}")
+        if workers > 1 and worker_store is None:
+            raise ValueError("workers above 1 need worker_store: how they open the store")
+        if workers > 1 and reranking is not None and not _reranking_named(rerank_model):
+            raise ValueError("workers above 1 rerank with rerank_model (or KB_RERANK_MODEL)")
+        if workers > 1 and worker_store is not None and not _shareable(worker_store):
+            logger.warning("the store is in memory: one process serves it (not %d)", workers)
+            workers = 1
+        self._workers = workers
+        self._worker_store = worker_store
+        self._rerank_model = rerank_model
+        self._reranks = reranking is not None
+        self._default_mode = default_mode
+        self._shared_grants = shared_grants
         self._store = store
         self._host = host
         self._port = port
@@ -165,6 +203,8 @@ class LocalServer:
         )
         self._http: ApiHttpServer | None = None
         self._http_thread: threading.Thread | None = None
+        self._forward: ForwardServer | None = None
+        self._pool: WorkerPool | None = None
         self._startup_thread: threading.Thread | None = None
         self._watcher: BucketWatcher | None = None
         self._lifecycle = threading.Lock()
@@ -191,6 +231,16 @@ class LocalServer:
         return f"http://{shown}:{port}"
 
     @property
+    def workers(self) -> int:
+        """The processes serving requests: this one and its workers."""
+        return self._workers
+
+    def worker_pids(self) -> list[int]:
+        """The worker processes' ids (none with ``workers=1`` or before ``start``)."""
+        pool = self._pool
+        return [] if pool is None else pool.pids()
+
+    @property
     def ready(self) -> bool:
         """True once the start-up index is done and the watcher runs."""
         return self._ready.is_set()
@@ -203,14 +253,21 @@ class LocalServer:
         return self._startup_error
 
     def wait_until_ready(self, timeout: float | None = None) -> bool:
-        """Wait for the start-up index; ``False`` if ``timeout`` passed first, the server
-        was stopped before it finished, or it failed (``startup_error``)."""
+        """Wait for the start-up index, and for the workers to serve (at most
+        ``WORKERS_READY_TIMEOUT`` seconds: without them the primary answers everything);
+        ``False`` if ``timeout`` passed first, the server was stopped before the index
+        was done, or it failed (``startup_error``)."""
         deadline = None if timeout is None else time.monotonic() + timeout
         while not self._ready.wait(0.1):
             if self._stopping.is_set() or self._startup_error is not None:
                 return False
             if deadline is not None and time.monotonic() >= deadline:
                 return False
+        pool = self._pool
+        if pool is not None:
+            left = WORKERS_READY_TIMEOUT if deadline is None else deadline - time.monotonic()
+            if not pool.wait_ready(min(left, WORKERS_READY_TIMEOUT)):
+                logger.warning("not every worker serves yet; the primary answers meanwhile")
         return True
 
     def scopes(self) -> list[KnowledgeScope]:
@@ -296,6 +353,8 @@ class LocalServer:
                     f"cannot listen on {self._host}:{self._port}: {reason}"
                 ) from exc
             self._stopping.clear()
+            if self._workers > 1:
+                self._start_workers(self._http)
             self._http_thread = threading.Thread(
                 target=self._http.serve_forever,
                 kwargs={"poll_interval": 0.2},
@@ -308,6 +367,32 @@ class LocalServer:
                 target=self._start_up, name="kb-startup", daemon=True
             )
             self._startup_thread.start()
+
+    def _start_workers(self, http: ApiHttpServer) -> None:
+        """The forwarding socket, then the workers on ``http``'s listening socket. Nobody
+        blocks in ``accept``: the socket is non-blocking in every process (they share it),
+        so a process that another beat to a connection goes back to waiting."""
+        assert self._worker_store is not None
+        http.socket.setblocking(False)
+        self._forward = ForwardServer(self.api)
+        setup = WorkerSetup(
+            store=self._worker_store,
+            root=str(self._root.resolve()),
+            forward_address=self._forward.address,
+            listening_fd=http.socket.fileno(),
+            number=0,
+            default_mode=self._default_mode,
+            reranks=self._reranks,
+            rerank_model=self._rerank_model,
+            shared_grants=dict(self._shared_grants.grants) if self._shared_grants else {},
+            body_timeout=self._body_timeout,
+            writes_enabled=self.api.writes_enabled,
+            max_put_bytes=self.api.max_put_bytes,
+            log_level=logging.getLogger("knowledge").getEffectiveLevel(),
+        )
+        self._pool = WorkerPool(setup, self._workers - 1)
+        self._pool.start()
+        logger.info("serving with %d worker process(es) beside this one", self._workers - 1)
 
     def _start_up(self) -> None:
         watcher = BucketWatcher(
@@ -365,6 +450,12 @@ class LocalServer:
             startup, self._startup_thread = self._startup_thread, None
             http, self._http = self._http, None
             http_thread, self._http_thread = self._http_thread, None
+            pool, self._pool = self._pool, None
+            forward, self._forward = self._forward, None
+        if pool is not None:
+            pool.stop()
+        if forward is not None:
+            forward.close()
         if watcher is not None:
             watcher.stop()
         self._scheduler.stop()
@@ -410,6 +501,18 @@ class LocalServer:
             raise NotFoundError(f"no folder and no index for scope {scope}")
         with self._locks.of(scope):
             return reindex_source(self._store, scope, self._source, self._options)
+
+
+def _reranking_named(model: str | None) -> bool:
+    """Whether a worker can open the reranking: ``model`` or ``KB_RERANK_MODEL`` names it."""
+    return bool((model or "").strip() or os.environ.get(ENV_RERANK_MODEL, "").strip())
+
+
+def _shareable(settings: StoreSettings) -> bool:
+    """Whether another process can open the store ``settings`` describe (not in memory)."""
+    if settings.kind == "memory":
+        return False
+    return not (settings.kind == "embedded" and str(settings.db_path) == ":memory:")
 
 
 class _TerminalProgress:

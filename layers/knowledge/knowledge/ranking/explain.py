@@ -180,6 +180,7 @@ def record_search(
     synonyms: QueryTerms | None = None,
     judged: Judged[K] | None = None,
     query: SearchQuery | None = None,
+    vector_side: str | None = None,
 ) -> Callable[[K, bool], dict[str, Any]]:
     """Record one store search in the request's ``Explanation`` and return the function
     that explains one of its results (``explain(key, extra)``). ``keyword``/``vector`` are
@@ -190,7 +191,9 @@ def record_search(
     side's two parts (``ranking.page_signal``: ``keyword`` is their combination);
     ``synonyms`` the keyword side's terms with what the scope's synonyms added
     (``query.synonyms``: each added term and its weight; both keyword parts, chunk and
-    page, already hold them, so the formulas are the same)."""
+    page, already hold them, so the formulas are the same); ``vector_side`` why a vector or
+    hybrid search ran on the keyword side alone (``ranking.vector_side``: ``mode`` is the
+    one asked for, ``fusion`` says ``keyword``)."""
     explanation = current()
     assert explanation is not None  # the stores call this only inside explaining()
     kw_weight, vec_weight = hybrid_weights if hybrid_weights is not None else (None, None)
@@ -237,6 +240,7 @@ def record_search(
     }
     if synonyms is not None and synonyms.expanded:
         query_record["synonyms"] = synonyms.to_dict()
+    sides: dict[str, Any] = {} if vector_side is None else {"vector_side": vector_side}
     explanation.searches.append(
         {
             "search": number,
@@ -244,6 +248,7 @@ def record_search(
             "scope": scope,
             "libraries": list(libraries),
             "mode": mode,
+            **sides,
             "query": query_record,
             "keyword": kw_record,
             "vector": vec_record,

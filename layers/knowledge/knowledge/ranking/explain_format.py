@@ -69,6 +69,8 @@ def format_trace(trace: Mapping[str, Any], results: Sequence[Mapping[str, Any]])
             f"search {search['search']}: {search['store']} {search['scope']}{shared}"
             f" ({search['mode']})"
         )
+        if search.get("vector_side"):  # the vector side not used (ranking.vector_side)
+            lines.append(f"  vector side: {search['vector_side']}")
         lines.append(f"  terms: {', '.join(query['terms']) or '(none)'}  [{query['analysis']}]")
         synonyms = query.get("synonyms")
         if synonyms:

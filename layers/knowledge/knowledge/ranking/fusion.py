@@ -39,8 +39,9 @@ semantic embedders (MiniLM, OpenAI, Bedrock: their vector side is the stronger o
 0.7 / 0.3 for the ``hashing`` embedder, whose "vectors" are hashed terms (its vector side
 is the weaker one, a fuzzy echo of the keyword side), and for the offline
 ``multilingual`` one (USE multilingual v3: its vector side is below keyword on every
-benchmark). An English-only embedder (``ENGLISH_ONLY_EMBEDDERS``) is the weaker side for a query in
-Korean, Chinese or Japanese, so such a query gets the keyword-leaning weights. Min-max
+benchmark). An English-only embedder (``ENGLISH_ONLY_EMBEDDERS``) cannot read a query in
+Korean, Chinese or Japanese: such a query runs without its vector side
+(``ranking.vector_side``). Min-max
 stays the normalisation (docs/ranking.md). Each side fetches
 ``HYBRID_CANDIDATES`` candidates, whatever the page asked for, so every page of one
 query is a slice of one fused order.
@@ -113,9 +114,8 @@ EMBEDDER_WEIGHTS: Mapping[str, tuple[float, float]] = {
 }
 """Default ``(keyword_weight, vector_weight)`` by embedder name; others get the defaults."""
 ENGLISH_ONLY_EMBEDDERS: frozenset[str] = frozenset({"local:sentence-transformers/all-MiniLM-L6-v2"})
-"""Embedders trained on English only: for a query with CJK characters their vector side
-is the weaker one (MiniLM on the Korean FAQ: vector MRR@10 0.12 against keyword 0.36),
-so such a query gets ``KEYWORD_LEANING_WEIGHTS`` unless weights were configured."""
+"""Embedders trained on English only: a query with CJK characters is noise to them, so
+its search runs without the vector side (``ranking.vector_side``)."""
 RELEVANCE_FLOORS: Mapping[str, float] = {
     "hashing": 0.52,
     "local:sentence-transformers/all-MiniLM-L6-v2": 0.62,
@@ -433,20 +433,13 @@ def hybrid_weights(
     embedder_name: str | None,
     keyword_weight: float | None = None,
     vector_weight: float | None = None,
-    *,
-    cjk_query: bool = False,
 ) -> tuple[float, float]:
     """``(keyword_weight, vector_weight)``: the given ones, else the embedder's defaults
     (looked up by ``model_family``: ``EMBEDDER_WEIGHTS``, else ``DEFAULT_KEYWORD_WEIGHT``
-    / ``DEFAULT_VECTOR_WEIGHT``; ``KEYWORD_LEANING_WEIGHTS`` for a ``cjk_query`` with an
-    ``ENGLISH_ONLY_EMBEDDERS`` one). Validated as ``fuse_weighted`` does."""
-    family = model_family(embedder_name)
-    if cjk_query and family in _ENGLISH_ONLY_FAMILIES:
-        default_kw, default_vec = KEYWORD_LEANING_WEIGHTS
-    else:
-        default_kw, default_vec = _WEIGHTS_BY_FAMILY.get(
-            family, (DEFAULT_KEYWORD_WEIGHT, DEFAULT_VECTOR_WEIGHT)
-        )
+    / ``DEFAULT_VECTOR_WEIGHT``). Validated as ``fuse_weighted`` does."""
+    default_kw, default_vec = _WEIGHTS_BY_FAMILY.get(
+        model_family(embedder_name), (DEFAULT_KEYWORD_WEIGHT, DEFAULT_VECTOR_WEIGHT)
+    )
     kw = _check_weight("keyword_weight", default_kw if keyword_weight is None else keyword_weight)
     vec = _check_weight("vector_weight", default_vec if vector_weight is None else vector_weight)
     if kw + vec <= 0.0:

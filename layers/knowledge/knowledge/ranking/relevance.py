@@ -24,7 +24,9 @@ A calibration (``Calibration``: logistic, per embedder family and mode, fitted b
 and shipped as ``relevance_calibration.json``) turns the evidence into a probability-like
 score in [0, 1]: ``sigmoid(a + b * coverage + c * vector)``. An embedder without a fitted
 family uses the ``"default"`` entry, which weighs coverage only, so its scores stay on
-the same scale. ``DEFAULT_MIN_SCORE`` is the floor a search's best result must reach
+the same scale. A query the embedder cannot read (``ranking.vector_side``: Korean with
+an English-only model) runs on the keyword side and is scored as a keyword search.
+``DEFAULT_MIN_SCORE`` is the floor a search's best result must reach
 unless the caller sets ``min_score`` (``Judged.passing``); ``strength_of`` names a score
 in a word (both in ``core.model``, where ``SearchQuery`` and ``SearchResult`` use them).
 
@@ -48,7 +50,7 @@ from knowledge.core.model import (
     SearchQuery,
     strength_of,
 )
-from knowledge.ranking.fusion import Fused, K, english_only, model_family
+from knowledge.ranking.fusion import Fused, K, model_family
 from knowledge.ranking.synonyms import SYNONYM_WEIGHT, QueryTerms
 
 __all__ = [
@@ -213,13 +215,12 @@ def _calibrations() -> dict[str, Calibration]:
     }
 
 
-def calibration(embedder_name: str | None, *, cjk_query: bool = False) -> Calibration:
+def calibration(embedder_name: str | None) -> Calibration:
     """The calibration of ``embedder_name``'s family (``fusion.model_family``), else the
-    ``"default"`` one (coverage only); the default one too for a ``cjk_query`` with an
-    English-only embedder (``fusion.english_only``), whose similarity says nothing of it."""
+    ``"default"`` one (coverage only). A query the embedder cannot read has no vector
+    evidence (``ranking.vector_side``: the search runs on the keyword side), so it is
+    scored with the keyword coefficients, the same in every family."""
     calibrations = _calibrations()
-    if cjk_query and english_only(embedder_name):
-        return calibrations[_DEFAULT_FAMILY]
     return calibrations.get(model_family(embedder_name), calibrations[_DEFAULT_FAMILY])
 
 

@@ -5,7 +5,8 @@ handler into the API); ``validation`` checks bodies, path segments and query str
 ``responses`` turns answers and errors into a status and a JSON body; ``write_quotas``
 decides whether an agent's write fits its limits; ``api`` is
 ``KnowledgeApi``, each route's behaviour over one store, with the collaborators that
-differ between the stacks (reindex, writes, status, repositories) injected. The Lambda
+differ between the stacks (reindex, writes, status, repositories) injected; ``console``
+is the knowledge console's files, settings and headers, served by both front ends. The Lambda
 functions (``functions/search``, ``functions/repos``) and ``kb serve``
 (``knowledge.local.server``) register from the same table.
 """

@@ -36,6 +36,7 @@ from knowledge.core.errors import (
 )
 from knowledge.core.model import (
     IndexResult,
+    IndexState,
     IndexStatus,
     SearchMode,
     SearchQuery,
@@ -43,6 +44,8 @@ from knowledge.core.model import (
     evidence_of,
 )
 from knowledge.core.scope import KnowledgeScope
+from knowledge.core.scope_set import SHARED_AGENT
+from knowledge.core.scope_summary import ScopeSummary
 from knowledge.ingest.writes import (
     MAX_DOCUMENT_BYTES,
     DocumentStorage,
@@ -55,6 +58,7 @@ from knowledge.ingest.writes import (
 )
 from knowledge.ranking import explain
 from knowledge.ranking.origin_weights import RankWeights, rank_weights_from_env
+from knowledge.ranking.vector_side import vector_side_note
 from knowledge.search.shared import SharedGrants, SharedLibraryStore
 from knowledge.service.responses import ApiResponse, error_response, new_request_id
 from knowledge.service.routes import ROUTES, WRITE_ROUTES, Request, Route, resolve
@@ -66,6 +70,7 @@ from knowledge.service.validation import (
     SEARCH_FIELDS,
     decode_body,
     document_path_segment,
+    parse_chunks_query,
     parse_documents_query,
     parse_search_request,
     path_segment,
@@ -242,7 +247,15 @@ class KnowledgeApi:
             data = decode_body(body)
             query, mode, results, took_ms, report, recorded = self._search(agent, context, data)
             scope = KnowledgeScope(agent, AGENT_WIDE_CONTEXT if context is None else context)
-            answer = search_response_body(query, mode, results, took_ms, report, scope=scope)
+            answer = search_response_body(
+                query,
+                mode,
+                results,
+                took_ms,
+                report,
+                scope=scope,
+                vector_side=self._vector_side(query, mode),
+            )
             if recorded is not None:  # "explain": true (knowledge.ranking.explain)
                 answer["explain"] = recorded.to_dict(results)
             return ApiResponse(200, answer)
@@ -288,6 +301,9 @@ class KnowledgeApi:
             answer["evidence"] = evidence_of(results)
             if not results:
                 answer["note"] = f"No relevant documents found for: {query.text}"
+            vector_side = self._vector_side(query, mode)
+            if vector_side is not None:
+                answer["vector_side"] = vector_side
             answer["took_ms"] = round(took_ms, 1)
             if recorded is not None:
                 answer["explain"] = context_trace(recorded.to_dict(results), results, block)
@@ -333,6 +349,12 @@ class KnowledgeApi:
         took_ms = (time.perf_counter() - started) * 1000.0
         mode = query.mode or self._store.default_mode
         return query, mode, results, took_ms, report, recorded
+
+    def _vector_side(self, query: SearchQuery, mode: SearchMode) -> str | None:
+        """Why a vector or hybrid search ran on the keyword side alone, as the store
+        decided it (``ranking.vector_side``); ``None`` when it did not."""
+        embedder = self._store.embedder
+        return vector_side_note(mode, None if embedder is None else embedder.name, query.text)
 
     def _searched_store(self, agent: str, include: object) -> KnowledgeStore | SharedLibraryStore:
         """The store, widened to the agent's granted shared libraries (``knowledge.search.shared``)
@@ -406,6 +428,87 @@ class KnowledgeApi:
             return ApiResponse(200, {"agent": agent, "context": context, **found.to_dict()})
         except Exception as exc:
             return error_response(exc, request_id)
+
+    def chunks(
+        self,
+        agent: str,
+        context: str,
+        path: str,
+        query_string: str | None = None,
+        *,
+        request_id: str | None = None,
+    ) -> ApiResponse:
+        """One page of the chunks of one document as indexed: ``{"agent", "context",
+        "path", "chunks", "next_cursor"}`` (``knowledge.core.chunk_listing``); 404, as the
+        document route, when the scope holds no indexed version of it."""
+        try:
+            scope = KnowledgeScope(path_segment("agent", agent), path_segment("context", context))
+            document_path = document_path_segment(path)
+            limit, cursor = parse_chunks_query(query_string)
+            page = self._store.list_chunks(scope, document_path, limit=limit, cursor=cursor)
+            if page is None:
+                shown = document_path if len(document_path) <= 200 else document_path[:197] + "..."
+                raise NotFoundError(f"no indexed document '{shown}' in {scope}")
+            body = {"agent": agent, "context": context, "path": document_path, **page.to_dict()}
+            return ApiResponse(200, body)
+        except Exception as exc:
+            return error_response(exc, request_id)
+
+    def contexts(self, agent: str, *, request_id: str | None = None) -> ApiResponse:
+        """The agent's contexts: ``{"agent", "contexts": [ScopeSummary.to_dict() +
+        "progress"]}``, each with the state the status route gives it (``status``)."""
+        try:
+            path_segment("agent", agent)
+            listed = [self._summary(agent, s) for s in self._store.agent_scopes(agent)]
+            return ApiResponse(200, {"agent": agent, "contexts": listed})
+        except Exception as exc:
+            return error_response(exc, request_id)
+
+    def shared(self, agent: str, *, request_id: str | None = None) -> ApiResponse:
+        """The shared libraries granted to ``agent`` (``knowledge.search.shared``: the
+        server's configuration, read-only) with each library's counts and state:
+        ``{"agent", "libraries": [...]}``, each a ``contexts`` entry plus its ``scope``
+        (``_shared/<library>``); empty for an agent without a grant."""
+        try:
+            path_segment("agent", agent)
+            granted = self._shared.scopes_of(agent)
+            indexed: dict[str, ScopeSummary] = {}
+            if granted:
+                indexed = {s.context: s for s in self._store.agent_scopes(SHARED_AGENT)}
+            libraries = [
+                {
+                    "scope": library.key,
+                    **self._summary(
+                        SHARED_AGENT,
+                        indexed.get(library.context)
+                        or ScopeSummary(library.context, 0, 0, 0, None, IndexState.EMPTY),
+                    ),
+                }
+                for library in granted
+            ]
+            return ApiResponse(200, {"agent": agent, "libraries": libraries})
+        except Exception as exc:
+            return error_response(exc, request_id)
+
+    def _summary(self, agent: str, summary: ScopeSummary) -> dict[str, Any]:
+        """One context of a listing, its state as the status route gives it (``kb serve``:
+        the start-up index's progress)."""
+        answer = summary.to_dict()
+        progress = None
+        if self._status_of is not None:
+            status = self._status_of(
+                KnowledgeScope(agent, summary.context),
+                IndexStatus(
+                    summary.document_count,
+                    summary.chunk_count,
+                    summary.last_indexed_at,
+                    summary.state,
+                ),
+            )
+            answer["state"] = status.state.value
+            progress = None if status.progress is None else status.progress.to_dict()
+        answer["progress"] = progress
+        return answer
 
     # -- writes (knowledge.ingest.writes); off (403) unless a storage is given ---------------
 

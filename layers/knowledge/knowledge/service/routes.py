@@ -6,12 +6,15 @@ method   path                                            name         needs     
 GET      /v1/health                                      health       (none)     search
 POST     /v1/agents/{agent}/search                       agent_search SEARCH     search
 POST     /v1/agents/{agent}/contexts/{context}/search    search       SEARCH     search
+GET      /v1/agents/{agent}/contexts                     contexts     STATUS     search
+GET      /v1/agents/{agent}/shared                       shared       STATUS     search
 POST     /v1/agents/{agent}/context                      agent_cont.. SEARCH     search
 POST     /v1/agents/{agent}/contexts/{context}/context   context      SEARCH     search
 GET      .../contexts/{context}/status                   status       STATUS     search
 POST     .../contexts/{context}/reindex                  reindex      REINDEX    search
 GET      .../contexts/{context}/documents                documents    DOCUMENTS  search
 GET      .../contexts/{context}/documents/{path}         document     DOCUMENTS  search
+GET      .../contexts/{context}/documents/{path}/chunks  chunks       DOCUMENTS  search
 PUT      .../contexts/{context}/documents/{path}         put_document WRITE      search
 DELETE   .../contexts/{context}/documents/{path}         delete_doc.. WRITE      search
 POST     .../contexts/{context}/uploads                  upload       WRITE      search
@@ -108,6 +111,20 @@ class RouteTarget(Protocol):
         self, agent: str, context: str, path: str, *, request_id: str | None = None
     ) -> ApiResponse: ...
 
+    def chunks(
+        self,
+        agent: str,
+        context: str,
+        path: str,
+        query_string: str | None = None,
+        *,
+        request_id: str | None = None,
+    ) -> ApiResponse: ...
+
+    def contexts(self, agent: str, *, request_id: str | None = None) -> ApiResponse: ...
+
+    def shared(self, agent: str, *, request_id: str | None = None) -> ApiResponse: ...
+
     def put_document(
         self,
         agent: str,
@@ -201,6 +218,19 @@ def _document(api: RouteTarget, r: Request) -> ApiResponse:
     return api.document(p["agent"], p["context"], p["path"], request_id=r.request_id)
 
 
+def _chunks(api: RouteTarget, r: Request) -> ApiResponse:
+    p = r.params
+    return api.chunks(p["agent"], p["context"], p["path"], r.query_string, request_id=r.request_id)
+
+
+def _contexts(api: RouteTarget, r: Request) -> ApiResponse:
+    return api.contexts(r.params["agent"], request_id=r.request_id)
+
+
+def _shared(api: RouteTarget, r: Request) -> ApiResponse:
+    return api.shared(r.params["agent"], request_id=r.request_id)
+
+
 def _put_document(api: RouteTarget, r: Request) -> ApiResponse:
     p = r.params
     return api.put_document(
@@ -239,6 +269,9 @@ ROUTES: tuple[Route, ...] = (
         "POST", "/v1/agents/{agent}/search", "agent_search", Operation.SEARCH, _agent_search, True
     ),
     Route("POST", _SCOPE + "/search", "search", Operation.SEARCH, _search, True),
+    # What an agent holds: its contexts, and the shared libraries granted to it (read-only).
+    Route("GET", "/v1/agents/{agent}/contexts", "contexts", Operation.STATUS, _contexts),
+    Route("GET", "/v1/agents/{agent}/shared", "shared", Operation.STATUS, _shared),
     # The prompt context (knowledge.search.prompt_context): a search as a prompt block.
     Route(
         "POST",
@@ -253,6 +286,7 @@ ROUTES: tuple[Route, ...] = (
     Route("POST", _SCOPE + "/reindex", "reindex", Operation.REINDEX, _reindex),
     Route("GET", _SCOPE + "/documents", "documents", Operation.DOCUMENTS, _documents),
     Route("GET", _SCOPE + "/documents/{path}", "document", Operation.DOCUMENTS, _document),
+    Route("GET", _SCOPE + "/documents/{path}/chunks", "chunks", Operation.DOCUMENTS, _chunks),
     # Writes (knowledge.ingest.writes): authorized apart from reads on every front end.
     Route(
         "PUT", _SCOPE + "/documents/{path}", "put_document", Operation.WRITE, _put_document, True

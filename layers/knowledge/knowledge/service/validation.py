@@ -7,8 +7,9 @@ form differs from the raw one (``%6Fps-bot``) is a 400, so an IAM policy or an
 authorizer written on the literal path sees exactly the agent that is served
 (``path_segment``). The one exception is a document path, which is one URL-encoded
 segment (``docs%2Fguide.md``) decoded and checked by ``document_path_segment``. The
-documents listing takes ``limit`` and ``cursor`` from the query string
-(``DOCUMENTS_PARAMETERS``). Every refusal is a ``ValidationError`` naming the field.
+documents listing and a document's chunk listing take ``limit`` and ``cursor`` from the
+query string (``DOCUMENTS_PARAMETERS``, ``CHUNKS_PARAMETERS``). Every refusal is a
+``ValidationError`` naming the field.
 """
 
 from __future__ import annotations
@@ -20,6 +21,11 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
+from knowledge.core.chunk_listing import (
+    DEFAULT_CHUNKS_LIMIT,
+    MAX_CHUNKS_LIMIT,
+    validate_chunks_limit,
+)
 from knowledge.core.documents import (
     DEFAULT_DOCUMENTS_LIMIT,
     MAX_DOCUMENTS_LIMIT,
@@ -47,12 +53,14 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AGENT_WIDE_CONTEXT",
+    "CHUNKS_PARAMETERS",
     "CONTEXT_FIELDS",
     "DOCUMENTS_PARAMETERS",
     "MAX_BODY_BYTES",
     "SEARCH_FIELDS",
     "decode_body",
     "document_path_segment",
+    "parse_chunks_query",
     "parse_documents_query",
     "parse_search_request",
     "path_segment",
@@ -96,6 +104,8 @@ the agent only, so the context value is never used to match anything.
 
 DOCUMENTS_PARAMETERS = ("limit", "cursor")
 """The query parameters of the documents listing; any other is a 400."""
+CHUNKS_PARAMETERS = DOCUMENTS_PARAMETERS
+"""The query parameters of a document's chunk listing, the same; any other is a 400."""
 
 
 def _reject_constant(name: str) -> Any:
@@ -280,12 +290,15 @@ def search_response_body(
     rerank: RerankReport | None = None,
     *,
     scope: KnowledgeScope | None = None,
+    vector_side: str | None = None,
 ) -> dict[str, Any]:
     """The search response: ``{"query", "mode", "min_score", "evidence", "results",
     "took_ms"}`` (``min_score``: the request's, else the default floor the best result had
     to reach, ``SearchQuery.evidence_floor``; ``evidence``: how strong the best result is,
     ``core.model.evidence_of``, ``none`` for no results), plus ``"rerank"``
-    (``RerankReport.to_dict``) when a reranking stage is configured. Each result is
+    (``RerankReport.to_dict``) when a reranking stage is configured and ``"vector_side"``
+    when a vector or hybrid search ran on the keyword side alone
+    (``ranking.vector_side.vector_side_note``: the embedder cannot read the query). Each result is
     ``SearchResult.to_dict`` with, for a search of ``scope`` (its context unused when
     ``query.cross_context``), the design's names and where the hit came from:
     ``source_type``, ``title``, ``agent``, ``context`` (``knowledge.search.hits.hit_fields``)."""
@@ -301,6 +314,8 @@ def search_response_body(
         "results": shown,
         "took_ms": round(took_ms, 1),
     }
+    if vector_side is not None:
+        body["vector_side"] = vector_side
     if rerank is not None:
         body["rerank"] = rerank.to_dict()
     return body
@@ -324,17 +339,32 @@ def parse_documents_query(query_string: str | None) -> tuple[int, str | None]:
     a ``limit`` that is no integer in range, or an empty ``cursor`` is a
     ``ValidationError`` naming the parameter. Whether the cursor belongs to the scope is
     the store's check (``knowledge.core.documents.decode_cursor``)."""
-    values = query_parameters(query_string, DOCUMENTS_PARAMETERS)
-    limit = DEFAULT_DOCUMENTS_LIMIT
+    limit, cursor = _paging(query_string, DOCUMENTS_PARAMETERS, MAX_DOCUMENTS_LIMIT)
+    return (DEFAULT_DOCUMENTS_LIMIT if limit is None else validate_documents_limit(limit)), cursor
+
+
+def parse_chunks_query(query_string: str | None) -> tuple[int, str | None]:
+    """``(limit, cursor)`` of a document's chunk listing, checked as the documents
+    listing's are; ``limit`` defaults to ``DEFAULT_CHUNKS_LIMIT``, at most
+    ``MAX_CHUNKS_LIMIT`` (``knowledge.core.chunk_listing``)."""
+    limit, cursor = _paging(query_string, CHUNKS_PARAMETERS, MAX_CHUNKS_LIMIT)
+    return (DEFAULT_CHUNKS_LIMIT if limit is None else validate_chunks_limit(limit)), cursor
+
+
+def _paging(
+    query_string: str | None, allowed: Sequence[str], maximum: int
+) -> tuple[int | None, str | None]:
+    """The ``limit`` (``None``: not given; a number, not yet checked against its range)
+    and ``cursor`` of a listing's query string."""
+    values = query_parameters(query_string, allowed)
+    limit = None
     if "limit" in values:
         text = values["limit"].strip()
         # Many digits are out of range anyway; int() of thousands of them would be refused.
         if not text.isascii() or not text.isdigit() or len(text) > 9:
             shown = text if len(text) <= 32 else text[:29] + "..."
-            raise ValidationError(
-                "limit", f"must be an integer from 1 to {MAX_DOCUMENTS_LIMIT}, got '{shown}'"
-            )
-        limit = validate_documents_limit(int(text))
+            raise ValidationError("limit", f"must be an integer from 1 to {maximum}, got '{shown}'")
+        limit = int(text)
     cursor = values.get("cursor")
     if cursor is not None and not cursor:
         raise ValidationError("cursor", "must not be empty (leave it out for the first page)")

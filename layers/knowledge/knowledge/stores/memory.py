@@ -32,6 +32,14 @@ from datetime import UTC, datetime
 from types import TracebackType
 from typing import Any
 
+from knowledge.core.chunk_listing import (
+    DEFAULT_CHUNKS_LIMIT,
+    ChunkPage,
+    IndexedChunk,
+    chunk_page,
+    decode_chunk_cursor,
+    validate_chunks_limit,
+)
 from knowledge.core.documents import (
     DEFAULT_DOCUMENTS_LIMIT,
     DocumentPage,
@@ -53,6 +61,7 @@ from knowledge.core.model import (
 from knowledge.core.origin import FORMAT, ORIGIN
 from knowledge.core.scope import KnowledgeScope
 from knowledge.core.scope_set import library_hit, marked, searched_scopes
+from knowledge.core.scope_summary import ScopeSummary, summary_state
 from knowledge.core.source import SYNONYMS_FILE
 from knowledge.ranking.analysis import keyword_terms
 from knowledge.ranking.fusion import Fused, keyword_only
@@ -463,6 +472,49 @@ class MemoryKnowledgeStore:
         if snapshot is None or (path not in snapshot.documents and path not in snapshot.problems):
             return None
         return listed_document(snapshot, path)
+
+    def list_chunks(
+        self,
+        scope: KnowledgeScope,
+        path: str,
+        *,
+        limit: int = DEFAULT_CHUNKS_LIMIT,
+        cursor: str | None = None,
+    ) -> ChunkPage | None:
+        """A page of the published snapshot's chunks of ``path``, by chunk index."""
+        validate_chunks_limit(limit)
+        after = decode_chunk_cursor(scope, path, cursor)
+        snapshot = self._snapshot(scope)
+        record = None if snapshot is None else snapshot.documents.get(path)
+        if record is None:
+            return None
+        chunks = sorted(
+            (r.chunk for r in record.chunks if after is None or r.chunk.chunk_index > after),
+            key=lambda chunk: chunk.chunk_index,
+        )
+        listed = [IndexedChunk(c.chunk_index, c.content, c.metadata) for c in chunks[: limit + 1]]
+        return chunk_page(scope, path, listed, limit)
+
+    def agent_scopes(self, agent: str) -> list[ScopeSummary]:
+        """The published snapshots of ``agent``'s contexts with a document or a problem."""
+        with self._lock:
+            self._check_open()
+            found = [
+                (snap, self._open_sessions[key] > 0)
+                for key, snap in self._snapshots.items()
+                if snap.scope.agent == agent and (snap.documents or snap.problems)
+            ]
+        return [
+            ScopeSummary(
+                context=snap.scope.context,
+                document_count=len(snap.documents),
+                chunk_count=len(snap.chunks),
+                problem_count=len(snap.problems),
+                last_indexed_at=snap.last_indexed_at,
+                state=summary_state(len(snap.documents), writing=writing),
+            )
+            for snap, writing in sorted(found, key=lambda pair: pair[0].scope.context)
+        ]
 
     def close(self) -> None:
         """Drop every index. Idempotent; the chunker is not closed. Later calls raise

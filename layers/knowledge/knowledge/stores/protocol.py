@@ -31,6 +31,7 @@ from datetime import datetime
 from types import TracebackType
 from typing import Any, Protocol, runtime_checkable
 
+from knowledge.core.chunk_listing import DEFAULT_CHUNKS_LIMIT, ChunkPage
 from knowledge.core.documents import DEFAULT_DOCUMENTS_LIMIT, DocumentPage, IndexedDocument
 from knowledge.core.model import (
     DocumentChunk,
@@ -41,6 +42,7 @@ from knowledge.core.model import (
     SearchResult,
 )
 from knowledge.core.scope import KnowledgeScope
+from knowledge.core.scope_summary import ScopeSummary
 from knowledge.embedding.base import EmbeddingClient
 
 __all__ = [
@@ -291,6 +293,27 @@ class KnowledgeStore(IndexWriter, Protocol):
     def get_document(self, scope: KnowledgeScope, path: str) -> IndexedDocument | None:
         """The record of one document of exactly this scope; ``None`` when it has
         neither an indexed version nor a problem."""
+        ...
+
+    def list_chunks(
+        self,
+        scope: KnowledgeScope,
+        path: str,
+        *,
+        limit: int = DEFAULT_CHUNKS_LIMIT,
+        cursor: str | None = None,
+    ) -> ChunkPage | None:
+        """One page of the chunks of the indexed version of ``path`` in exactly this scope,
+        by chunk index (``knowledge.core.chunk_listing``); ``None`` when the scope holds no
+        indexed version of it. ``limit`` in [1, MAX_CHUNKS_LIMIT]; ``cursor`` is a page's
+        ``next_cursor``. Raises ``ValidationError`` (``limit``/``cursor``) for a bad limit
+        or a cursor that is not one of this document's."""
+        ...
+
+    def agent_scopes(self, agent: str) -> list[ScopeSummary]:
+        """Every context of ``agent`` holding an indexed document or a problem, by name,
+        with its counts, last indexed time and state (``knowledge.core.scope_summary``):
+        one read for all of them, never another agent's."""
         ...
 
     def close(self) -> None: ...

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -16,9 +16,11 @@ from knowledge.ranking.origin_weights import LESSON, NEUTRAL, RankWeights
 from .schema import load_json
 
 __all__ = [
+    "FACTS_COLUMNS",
     "FETCH_BATCH",
     "Candidate",
     "ChunkKey",
+    "Facts",
     "candidate_facts",
     "chunk_rows",
     "metadata_of",
@@ -32,6 +34,17 @@ FETCH_BATCH: Final = 256
 ChunkKey = tuple[str, int, str, str]
 """(path, chunk index, context, agent): unique in the file, the fusion key; its order
 ranks equal scores."""
+
+Facts = tuple[object, object]
+"""A chunk's metadata ``origin`` and ``kind`` as ``json_extract`` reads them
+(``FACTS_COLUMNS``): what ``candidate_facts`` makes its ``(origin, is_lesson)`` of."""
+
+FACTS_COLUMNS: Final = (
+    "CASE WHEN instr(c.metadata, '\"origin\"') > 0 THEN json_extract(c.metadata, '$.origin') END, "
+    "CASE WHEN instr(c.metadata, '\"kind\"') > 0 THEN json_extract(c.metadata, '$.kind') END"
+)
+"""The ``Facts`` of a chunk row ``c``: a metadata without the text ``"origin"`` (or
+``"kind"``) has no such key, so most rows are never parsed as JSON."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,27 +125,37 @@ def chunk_rows(
 
 
 def candidate_facts(
-    conn: sqlite3.Connection, *sides: Sequence[Candidate], weights: RankWeights | None = None
+    conn: sqlite3.Connection,
+    *sides: Sequence[Candidate],
+    weights: RankWeights | None = None,
+    known: Mapping[int, Facts] | None = None,
 ) -> Callable[[ChunkKey], tuple[object, bool]]:
-    """``(origin, is_lesson)`` of each candidate key (``knowledge.ranking.origin_weights``), read
-    on the first call in one query of the candidates' metadata keys (never read when
-    nobody asks: inert weights). Without ``origins`` (every origin weighted 1.0, so none
-    matters) only the rows whose metadata names a ``kind`` are parsed at all, and the
-    origin is left ``None``. ``weights``: the search's (``None``: ``NEUTRAL``)."""
+    """``(origin, is_lesson)`` of each candidate key (``knowledge.ranking.origin_weights``):
+    from ``known`` (the ``Facts`` a search read with its candidates' rows, by rowid), the
+    others read on the first call in one query (never read when nobody asks: inert
+    weights). Without ``origins`` (every origin weighted 1.0, so none matters) the origin
+    is left ``None``. ``weights``: the search's (``None``: ``NEUTRAL``)."""
     origins = not (weights or NEUTRAL).neutral_origins
     rowids = {c.key: c.rowid for side in sides for c in side}
+    known = known or {}
     facts: dict[int, tuple[object, bool]] = {}
     read = [False]
 
     def load() -> None:
         read[0] = True
-        ids = list(dict.fromkeys(rowids.values()))
-        sql = _FACTS_SQL if origins else _KIND_SQL
+        ids = []
+        for rowid in dict.fromkeys(rowids.values()):
+            found = known.get(rowid)
+            if found is None:
+                ids.append(rowid)
+            else:
+                facts[rowid] = (found[0] if origins else None, _is_lesson(found[1]))
         for start in range(0, len(ids), FETCH_BATCH):
             batch = ids[start : start + FETCH_BATCH]
             marks = ", ".join("?" * len(batch))
-            for rowid, origin, kind in conn.execute(sql.format(marks=marks), batch):
-                facts[rowid] = (origin, _is_lesson(kind))
+            sql = f"SELECT c.id, {FACTS_COLUMNS} FROM chunks AS c WHERE c.id IN ({marks})"  # noqa: S608
+            for rowid, origin, kind in conn.execute(sql, batch):
+                facts[rowid] = (origin if origins else None, _is_lesson(kind))
 
     def of(key: ChunkKey) -> tuple[object, bool]:
         if not read[0]:
@@ -140,17 +163,6 @@ def candidate_facts(
         return facts.get(rowids[key], (None, False))
 
     return of
-
-
-_FACTS_SQL: Final = (
-    "SELECT id, json_extract(metadata, '$.origin'), json_extract(metadata, '$.kind') "
-    "FROM chunks WHERE id IN ({marks})"
-)
-# A row without the text '"kind"' has no kind key: skipped before any JSON is parsed.
-_KIND_SQL: Final = (
-    "SELECT id, NULL, json_extract(metadata, '$.kind') FROM chunks "
-    "WHERE id IN ({marks}) AND instr(metadata, '\"kind\"') > 0"
-)
 
 
 def _is_lesson(kind: object) -> bool:

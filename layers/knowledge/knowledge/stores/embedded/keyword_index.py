@@ -41,10 +41,12 @@ a query term: a common term is in tens of thousands of a large scope's chunks, e
 a random read of the file. FTS5 ranks alone and only the best rows are looked up
 (``candidates``, ``ranked_rows``; the synonym case, two expressions summed per chunk,
 still joins); a term's chunks are counted by FTS5 alone when the searched scopes are
-every row of their tables (``scope_statistics``, ``table_rows``); the page rows are read
-from the candidates' documents (``page_index.page_sql``). Same chunks, scores and order
-as the joined statements (``_joined_candidates``), several times faster in a scope of
-120,000 chunks (bench/REPORT.md, section 16)."""
+every row of their tables (``scope_statistics``, ``table_rows``); the page rows are those
+of the candidates' documents, found at their first chunks (``page_index``); a chunk's
+terms are read for the chunks whose absolute scores a page reads (``chunk_terms``,
+``ranking.scores_read``). Same chunks, scores and order as the joined statements
+(``_joined_candidates``), several times faster in a scope of 120,000 chunks
+(bench/REPORT.md, section 16)."""
 
 from __future__ import annotations
 
@@ -183,14 +185,36 @@ def _first_depth(
     """How many ranked rows a search's first keyword read fetches: twice ``limit`` (the
     rows that tie with the last are read too), or twice the deepest depth (``DEEPEST``)
     when the tables hold too few documents (page rows) for a full page under the
-    per-document cap: the store then reads the page again at that depth
-    (``ranking.read_deeper``), from this read (``SearchReads``) rather than from FTS5
-    ranking every row again. Fetching deeper costs a little on every search, so only
-    where the page is short for sure."""
+    per-document cap: the store then reads the candidates of that depth
+    (``ranking.read_deeper``, ``deeper_read_same``) from this read (``SearchReads``)
+    rather than from FTS5 ranking every row again (as it does when more rows tie with
+    the last than were read: reading ``DEEPEST`` and ``limit`` more, FTS5 ranked again
+    for 171 of the 200 queries of bench/REPORT.md section 16 in one long document).
+    Fetching deeper costs a little on every search, so only where the page is short for
+    sure."""
     wanted = query.offset + query.max_results
     documents = sum(page_rows(conn, table) for table in tables)
     short = documents * query.max_chunks_per_document < wanted
     return 2 * max(limit, DEEPEST) if short else 2 * limit
+
+
+_MASK_TERMS: Final = 62
+"""The most wanted terms ``_held_sql`` answers for as the bits of one integer."""
+
+
+def _held_sql(table: str, terms: int, rows: int) -> str:
+    """Which of ``terms`` bound terms (each as ``" term "``) the chunks of ``rows`` bound
+    ids of keyword table ``table`` are indexed with, as ``(rowid, bits)``: bit ``i`` set
+    when the ``i``-th term is one of the chunk's text or heading terms. Read from the
+    table's FTS5 content table (``_content``: ``c0`` the text's terms, ``c1`` the
+    headings', each space-joined and none holding a space) by id: scanning the text in
+    SQLite rather than splitting it in Python."""
+    bits = " | ".join(f"((instr(t, ?) > 0) << {bit})" for bit in range(terms)) or "0"
+    marks = ", ".join("?" * rows)
+    return (
+        f"SELECT id, {bits} FROM (SELECT id, ' ' || c0 || ' ' || c1 || ' ' AS t"  # noqa: S608
+        f" FROM {table}_content WHERE id IN ({marks}))"
+    )
 
 
 def _document_of(key: ChunkKey) -> Document:
@@ -412,8 +436,9 @@ class KeywordIndex:
         """The terms each candidate's chunk is indexed with (its text's and its headings'),
         by key, read from the table holding its scope: all of them, or with ``wanted``
         those of ``wanted`` only (what ``QueryWeights.coverage`` asks about: no set of
-        every term is built). Kept in ``reads`` (``SearchReads.held``) for the search's
-        later reads, so a page read deeper reads only the candidates it adds."""
+        every term is built; ``_held_sql`` says which in the statement). Kept in
+        ``reads`` (``SearchReads.held``) for the search's later reads, so a page read
+        deeper reads only the candidates it adds."""
         choice = None if wanted is None else frozenset(wanted)
         held = {} if reads is None else reads.held(choice)
         tables: dict[tuple[str, str], str | None] = {}
@@ -427,20 +452,31 @@ class KeywordIndex:
             table = tables[scope]
             if table is not None:
                 by_table.setdefault(table, []).append(candidate.rowid)
+        order = None if choice is None or len(choice) > _MASK_TERMS else sorted(choice)
+        sets: dict[int, frozenset[str]] = {}
         for table, rowids in by_table.items():
             for start in range(0, len(rowids), FETCH_BATCH):
                 batch = rowids[start : start + FETCH_BATCH]
-                marks = ", ".join("?" * len(batch))
-                rows = conn.execute(
-                    f"SELECT rowid, terms, headings FROM {table}"  # noqa: S608
-                    f" WHERE rowid IN ({marks})",
-                    batch,
-                )
-                for rowid, terms, headings in rows:
-                    indexed = terms.split() + headings.split()
-                    held[rowid] = (
-                        frozenset(indexed) if choice is None else choice.intersection(indexed)
+                if order is None:
+                    marks = ", ".join("?" * len(batch))
+                    rows = conn.execute(
+                        f"SELECT id, c0, c1 FROM {table}_content WHERE id IN ({marks})",  # noqa: S608
+                        batch,
                     )
+                    for rowid, terms, headings in rows:
+                        indexed = terms.split() + headings.split()
+                        held[rowid] = (
+                            frozenset(indexed) if choice is None else choice.intersection(indexed)
+                        )
+                    continue
+                sql = _held_sql(table, len(order), len(batch))
+                for rowid, mask in conn.execute(sql, [*(f" {t} " for t in order), *batch]):
+                    found = sets.get(mask)
+                    if found is None:
+                        found = sets[mask] = frozenset(
+                            term for bit, term in enumerate(order) if mask >> bit & 1
+                        )
+                    held[rowid] = found
         return {c.key: held[c.rowid] for c in candidates if c.rowid in held}
 
     def side(
@@ -617,6 +653,6 @@ class KeywordIndex:
             return reads.rows(conn, sql, params, depth)
 
         def check(rows: Sequence[Row]) -> Mapping[int, ChunkKey | None]:
-            return check_rows(conn, rows, conditions, query, keys)
+            return check_rows(conn, rows, conditions, query, keys, facts=reads.facts)
 
         return best_candidates(read, check, limit, _first_depth(conn, tables, query, limit))

@@ -12,19 +12,22 @@ BM25 is taken over the pages of that table, as the chunks' over its chunks, for 
 terms: the typed ones, and those a scope's synonym added at ``SYNONYM_WEIGHT``, a second
 ``MATCH`` summed in as on the chunk side (``knowledge.ranking.synonyms``).
 
-A search reads the pages of its keyword candidates' documents only, with the same scope
-condition as the candidates (``pairs_condition``) and their paths named, so what the
-filters kept out is never read and never sets the best page's score. Which page is whose
-is read from ``chunks`` (a page's rowid is a chunk's id) one of two ways, the same rows
-and scores either way (``page_sql``): every matching page scored and its chunk looked up
-by id, or the candidate documents' chunks walked in the scope's index and only their
-pages scored and looked up. A lookup of a chunk's row costs about ten entries of the
-index, and scoring a page reads its terms' positions, so the index is walked when the
-candidate documents have at most ``_WALK_FACTOR`` times as many chunks as the table has
-pages (``walk_chunks``): where 2,000 short documents hold a common term, 2,000 pages
-scored and looked up (6 to 8 ms) or some 2,000 index entries of the candidates' 30
-documents and 30 pages scored and looked up (under 1 ms); one long document is one page
-and one lookup.
+A search reads the pages of its keyword candidates' documents only, so what the filters
+kept out is never read and never sets the best page's score. A page is found by its
+document's first chunk (``first_pages``): the chunk with the lowest index, one entry of
+the scope's index per document, whose id is the page's rowid when the document's chunks
+were written in order (as the pipeline and ``rebuild`` write them); the pages at those ids
+are scored by one full-text query (``first_page_sql``), ``bm25()`` computed only for
+them. A document whose page is not at that id (its chunks were written out of order, or
+it has no page) is read as before, from ``chunks`` (``page_sql``), one of two ways, the
+same rows and scores either way: every matching page scored and its chunk looked up by
+id, or the candidate documents' chunks walked in the scope's index and only their pages
+scored and looked up. A lookup of a chunk's row costs about ten entries of the index,
+and scoring a page reads its terms' positions, so the index is walked when the candidate
+documents have at most ``_WALK_FACTOR`` times as many chunks as the table has pages
+(``walk_chunks``). Where 2,000 short documents hold a common term, their first chunks
+cost 30 entries of the index where the walk read some 2,000 (bench/REPORT.md, section
+16).
 """
 
 from __future__ import annotations
@@ -39,6 +42,8 @@ from .schema import PAGE_TABLE_DDL
 __all__ = [
     "add_page",
     "create_page_table",
+    "first_page_sql",
+    "first_pages",
     "page_rows",
     "page_scores",
     "page_sql",
@@ -113,24 +118,91 @@ def page_scores(
     synonym added at ``SYNONYM_WEIGHT``: ``keyword_index._matches``, as the chunks are
     scored) ``weight * -bm25()`` of the rows that match it, summed. ``groups`` maps each
     chunk table to the scope pairs searched in it (``KeywordIndex._groups``), each
-    table's pages read with its own statistics."""
-    paths = sorted({c.key[0] for c in candidates})
-    if not paths:
-        return {}
-    wanted = {(c.key[3], c.key[2], c.key[0]) for c in candidates}
+    table's pages read with its own statistics: found by the documents' first chunks,
+    the others read from ``chunks`` (module docstring)."""
+    wanted = sorted({(c.key[3], c.key[2], c.key[0]) for c in candidates})
     scores: dict[Document, float] = {}
     for chunk_table, pairs in groups.items():
         table = page_table(chunk_table)
-        if not _exists(conn, table):
+        documents = [d for d in wanted if _searched(pairs, d)]
+        if not documents or not _exists(conn, table):
             continue
-        scope = pairs_condition(pairs, "c.")
-        walk = walk_chunks(conn, table, pairs, paths)
+        firsts, elsewhere = first_pages(conn, table, documents)
+        read = _read_pages(conn, table, pairs, elsewhere, matches) if elsewhere else {}
         for weight, match in matches:
-            rows = conn.execute(*page_sql(table, scope, paths, match, walk=walk))
-            for agent, context, path, score in rows:
-                if (agent, context, path) in wanted:
-                    key = (agent, context, path)
+            if firsts:
+                for rowid, score in conn.execute(*first_page_sql(table, list(firsts), match)):
+                    key = firsts[rowid]
                     scores[key] = scores.get(key, 0.0) + weight * float(score)
+        for key, score in read.items():
+            scores[key] = scores.get(key, 0.0) + score
+    return scores
+
+
+def _searched(pairs: Sequence[tuple[str, str | None]], document: Document) -> bool:
+    """Whether ``document`` is in one of the scope ``pairs`` (``pairs_condition``)."""
+    agent, context, _ = document
+    return any(agent == a and (c is None or context == c) for a, c in pairs)
+
+
+def first_pages(
+    conn: sqlite3.Connection, table: str, documents: Sequence[Document]
+) -> tuple[dict[int, Document], set[Document]]:
+    """The page rowids of ``documents`` in page table ``table`` found at their first
+    chunk (the lowest chunk index: one entry of the ``chunks`` key index each), by
+    rowid; and the documents without a page row at that id (module docstring)."""
+    values = ", ".join("(?, ?, ?)" for _ in documents)
+    sql = (
+        f'SELECT agent, context, path, first, first IN (SELECT id FROM "{table}_docsize")'  # noqa: S608
+        " FROM (SELECT d.column1 AS agent, d.column2 AS context, d.column3 AS path,"
+        " (SELECT g.id FROM chunks AS g WHERE g.agent = d.column1"
+        " AND g.context = d.column2 AND g.path = d.column3"
+        " ORDER BY g.chunk_index LIMIT 1) AS first"
+        f" FROM (VALUES {values}) AS d)"
+    )
+    firsts: dict[int, Document] = {}
+    elsewhere: set[Document] = set()
+    for agent, context, path, first, paged in conn.execute(sql, [v for d in documents for v in d]):
+        if first is not None and paged:
+            firsts[first] = (agent, context, path)
+        else:
+            elsewhere.add((agent, context, path))
+    return firsts, elsewhere
+
+
+def first_page_sql(table: str, rowids: Sequence[int], match: str) -> tuple[str, list[object]]:
+    """The statement (and its values) of the scores of page table ``table``'s rows among
+    ``rowids`` that match ``match``, as ``(rowid, score)``: the ``+`` keeps SQLite from
+    handing the ids to FTS5 as rowid lookups (each would count the query's terms again),
+    and ``bm25()`` is computed only for the rows the ``WHERE`` keeps, weighing each term
+    over every row of the table."""
+    marks = ", ".join("?" * len(rowids))
+    return (
+        f"SELECT rowid, -bm25({table}) FROM {table}"  # noqa: S608
+        f" WHERE {table} MATCH ? AND +rowid IN ({marks})",
+        [match, *rowids],
+    )
+
+
+def _read_pages(
+    conn: sqlite3.Connection,
+    table: str,
+    pairs: Sequence[tuple[str, str | None]],
+    documents: set[Document],
+    matches: Sequence[tuple[float, str]],
+) -> dict[Document, float]:
+    """The page scores of ``documents`` (``page_scores``) read from ``chunks``
+    (``page_sql``, walked or looked up as ``walk_chunks`` says)."""
+    paths = sorted({path for _, _, path in documents})
+    walk = walk_chunks(conn, table, pairs, paths)
+    scope = pairs_condition(pairs, "c.")
+    scores: dict[Document, float] = {}
+    for weight, match in matches:
+        rows = conn.execute(*page_sql(table, scope, paths, match, walk=walk))
+        for agent, context, path, score in rows:
+            if (agent, context, path) in documents:
+                key = (agent, context, path)
+                scores[key] = scores.get(key, 0.0) + weight * float(score)
     return scores
 
 

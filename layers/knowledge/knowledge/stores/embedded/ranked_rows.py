@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from knowledge.core.model import SearchQuery
 from knowledge.core.path_filters import matches_file_patterns, matches_metadata
 
-from .candidates import FETCH_BATCH, Candidate, ChunkKey
+from .candidates import FACTS_COLUMNS, FETCH_BATCH, Candidate, ChunkKey, Facts
 from .schema import load_json
 
 __all__ = [
@@ -66,11 +66,13 @@ def ranked_sql(tables: Sequence[str]) -> str:
 
 def check_sql(rows: int, scope_sql: str, filter_clause: str, *, metadata: bool) -> str:
     """The chunks among ``rows`` bound ids inside the scope condition (``c.``) and the
-    search filter's clause (``" AND (...)"`` or empty), with their key (and metadata
-    JSON, for a metadata filter applied in Python). Looked up by id (``NOT INDEXED``):
-    the scope's index would otherwise be walked for a whole scope's entries."""
+    search filter's clause (``" AND (...)"`` or empty), with their key, their facts
+    (``candidates.FACTS_COLUMNS``: read here, the row at hand, rather than looked up
+    again for the weights) and, for a metadata filter applied in Python, their metadata
+    JSON. Looked up by id (``NOT INDEXED``): the scope's index would otherwise be walked
+    for a whole scope's entries."""
     marks = ", ".join("?" * rows)
-    columns = "c.id, c.path, c.chunk_index, c.context, c.agent" + (
+    columns = f"c.id, c.path, c.chunk_index, c.context, c.agent, {FACTS_COLUMNS}" + (
         ", c.metadata" if metadata else ""
     )
     return (
@@ -92,13 +94,15 @@ class Condition:
 class SearchReads:
     """What one search read from its keyword tables, for its later reads (module
     docstring): the ranked rows and the checked chunks, by the statement and values that
-    read them, and the chunks' terms (``KeywordIndex.chunk_terms``). One search's, never
-    shared: a later search may see another snapshot."""
+    read them, the checked chunks' facts (``facts``, by rowid: what the weights read,
+    ``candidates.candidate_facts``) and the chunks' terms (``KeywordIndex.chunk_terms``).
+    One search's, never shared: a later search may see another snapshot."""
 
     def __init__(self) -> None:
         self._rows: dict[tuple[object, ...], tuple[list[Row], bool]] = {}
         self._keys: dict[tuple[object, ...], dict[int, ChunkKey | None]] = {}
         self._held: dict[frozenset[str] | None, dict[int, AbstractSet[str]]] = {}
+        self.facts: dict[int, Facts] = {}
 
     def rows(
         self, conn: sqlite3.Connection, sql: str, params: Sequence[object], depth: int
@@ -134,9 +138,12 @@ def check_rows(
     conditions: Sequence[Condition],
     query: SearchQuery,
     keys: dict[int, ChunkKey | None],
+    *,
+    facts: dict[int, Facts] | None = None,
 ) -> Mapping[int, ChunkKey | None]:
     """``keys`` completed for ``rows``: each row's chunk key if it passes its table's
-    condition and the search's file patterns and metadata filter, else ``None``."""
+    condition and the search's file patterns and metadata filter, else ``None``; the
+    facts of each chunk that passes put in ``facts``."""
     unknown: dict[int, list[int]] = {}
     for rowid, _, table in rows:
         if rowid not in keys:
@@ -151,12 +158,14 @@ def check_rows(
                 len(batch), condition.scope_sql, condition.filter_clause, metadata=metadata
             )
             for row in conn.execute(sql, [*batch, *condition.params]):
-                rowid, path, chunk_index, context, agent = row[:5]
+                rowid, path, chunk_index, context, agent, origin, kind = row[:7]
                 if patterns and not matches_file_patterns(path, patterns):
                     continue
-                if metadata and not matches_metadata(load_json(row[5]), query.metadata):
+                if metadata and not matches_metadata(load_json(row[7]), query.metadata):
                     continue
-                keys[int(rowid)] = (path, chunk_index, context, agent)
+                keys[rowid] = (path, chunk_index, context, agent)
+                if facts is not None:
+                    facts[rowid] = (origin, kind)
             for rowid in batch:
                 keys.setdefault(rowid, None)
     return keys

@@ -4,7 +4,11 @@
 ``"rrf"`` with its ``k``; the vector side's relevance floor) and fuses one search's
 candidates (``fusion.keyword_only``, ``vector_only``, ``fuse_weighted``, ``fuse_rrf``).
 ``read_deeper`` says when a single-mode page left short by the per-document cap is read
-again at ``DEEPEST``; ``unit_query_vector`` is the query's unit vector, and
+again at ``DEEPEST``, and ``deeper_read_same`` when that read would answer the same
+keyword page; ``judged_by_terms`` judges a keyword page's candidates once per
+set of terms they hold, ``scores_read`` says which of them a page reads the absolute
+scores of, and ``may_answer`` whether any chunk could pass the evidence floor at all;
+``unit_query_vector`` is the query's unit vector, and
 ``search_results`` the chosen page as results. Pure functions
 over candidates, no SQL.
 """
@@ -12,14 +16,18 @@ over candidates, no SQL.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import Any
 
 from knowledge.core.errors import EmbeddingError
 from knowledge.core.model import MAX_MAX_RESULTS, SearchMode, SearchQuery, SearchResult
+from knowledge.core.rank_weights import NEUTRAL
 from knowledge.core.scope import KnowledgeScope
 from knowledge.core.scope_set import library_hit, marked
 from knowledge.embedding.base import EmbeddingClient
+from knowledge.ranking import explain
 from knowledge.ranking.fusion import (
     Fused,
     above_floor,
@@ -30,7 +38,10 @@ from knowledge.ranking.fusion import (
     keyword_only,
     vector_only,
 )
-from knowledge.ranking.page_signal import PageScores
+from knowledge.ranking.grouping import select_page
+from knowledge.ranking.origin_weights import weigh
+from knowledge.ranking.page_signal import PageScores, with_pages
+from knowledge.ranking.relevance import Calibration, Judged, QueryWeights, judge
 from knowledge.ranking.synonyms import QueryTerms
 from knowledge.ranking.weighted_page import Page
 
@@ -40,8 +51,12 @@ from .schema import Identity, load_json
 __all__ = [
     "DEEPEST",
     "Fusion",
+    "deeper_read_same",
     "document_of",
+    "judged_by_terms",
+    "may_answer",
     "read_deeper",
+    "scores_read",
     "search_results",
     "unit_query_vector",
 ]
@@ -84,6 +99,67 @@ def read_deeper(
     )
 
 
+def deeper_read_same(
+    page: Page[ChunkKey],
+    parts: PageScores[ChunkKey, Any],
+    added: Sequence[Candidate],
+    facts: Callable[[ChunkKey], tuple[object, bool]],
+    query: SearchQuery,
+) -> bool:
+    """Whether a keyword page that ``read_deeper`` would read again at ``DEEPEST`` is
+    already the page that read answers, so that it need not be made: ``added`` are the
+    chunks the deeper read adds (by raw score, best first: each scores no more than this
+    read's weakest), ``parts`` this read's two keyword parts (``KeywordIndex.side``),
+    ``facts`` the ``(origin, is_lesson)`` of every candidate.
+
+    So when the page starts at offset 0, the document of every added chunk already has
+    ``max_chunks_per_document`` chunks on it, and for each document a stand-in scoring
+    as its best added chunk, with the facts of any of its added chunks, ranks strictly
+    below that document's last chunk on the page, while this read's candidates keep
+    their scores and ``weigh``'s divisor does not move (the deeper read's lies between
+    this read's and the stand-ins'; the stand-ins' documents are this read's, so the
+    page scores' maximum does not move either). Every score is monotonic in the raw
+    score and the weights, so no added chunk can then take a place on the page, move a
+    score or be appended as a lesson (its document is full), and the page being
+    non-empty, the search answers at either depth; each chunk's absolute score is its
+    own. Without added chunks the deeper read has this read's candidates. Never while
+    explaining (the record lists every candidate)."""
+    if not added:
+        return True
+    cap = query.max_chunks_per_document
+    if explain.current() is not None or query.offset != 0 or cap is None:
+        return False
+    count: dict[tuple[str, str, str], int] = {}
+    last: dict[tuple[str, str, str], float] = {}
+    for item in page.chosen:
+        if item.key not in page.extras:
+            document = document_of(item.key)
+            count[document] = count.get(document, 0) + 1
+            last[document] = item.score
+    raw = dict(parts.chunks)
+    stand_ins: dict[tuple[tuple[str, str, str], tuple[object, bool]], ChunkKey] = {}
+    for chunk in added:
+        document = document_of(chunk.key)
+        if count.get(document, 0) < cap:
+            return False
+        found = facts(chunk.key)
+        if (document, found) not in stand_ins:  # the first is the best of its kind
+            key = (chunk.key[0], -1 - len(stand_ins), chunk.key[2], chunk.key[3])
+            stand_ins[document, found] = key
+            raw[key] = chunk.score
+    weights = query.weights or NEUTRAL
+    facts_of = {key: found for (_, found), key in stand_ins.items()}
+    _, read = weigh(keyword_only(parts.combined()), facts, weights)
+    fused = keyword_only(with_pages(raw, parts.pages, parts.document_of, parts.weight).combined())
+    ranked, weighing = weigh(fused, lambda key: facts_of.get(key) or facts(key), weights)
+    scores = {item.key: item.score for item in ranked}
+    if weighing.divisor != read.divisor or any(
+        scores[item.key] != item.score for item in page.ranked
+    ):
+        return False
+    return all(scores[key] < last[document] for (document, _), key in stand_ins.items())
+
+
 @dataclass(frozen=True, slots=True)
 class Fusion:
     """A store's fusion settings (module docstring); ``embedder_name`` picks the default
@@ -101,8 +177,6 @@ class Fusion:
         mode: SearchMode,
         keyword: list[Candidate],
         vector: list[Candidate],
-        *,
-        cjk_query: bool = False,
     ) -> list[Fused[ChunkKey]]:
         if mode is SearchMode.KEYWORD:
             return keyword_only({c.key: c.score for c in keyword})
@@ -115,12 +189,7 @@ class Fusion:
         return fuse_weighted(
             {c.key: c.score for c in keyword},
             {c.key: c.score for c in vector},
-            *hybrid_weights(
-                self.embedder_name,
-                self.keyword_weight,
-                self.vector_weight,
-                cjk_query=cjk_query,
-            ),
+            *hybrid_weights(self.embedder_name, self.keyword_weight, self.vector_weight),
         )
 
     def trace(
@@ -130,7 +199,6 @@ class Fusion:
         mode: SearchMode,
         sides: tuple[list[Candidate], list[Candidate]],
         *,
-        cjk: bool,
         pages: PageScores[ChunkKey, Any] | None = None,
         synonyms: QueryTerms | None = None,
     ) -> dict[str, Any]:
@@ -144,9 +212,7 @@ class Fusion:
         weighted = hybrid and self.method != "rrf"
         pair = None
         if weighted:
-            pair = hybrid_weights(
-                self.embedder_name, self.keyword_weight, self.vector_weight, cjk_query=cjk
-            )
+            pair = hybrid_weights(self.embedder_name, self.keyword_weight, self.vector_weight)
         return {
             "store": "embedded",
             "scope": f"{scope.agent}/*" if query.cross_context else scope.key,
@@ -166,6 +232,75 @@ class Fusion:
             ),
             "synonyms": synonyms,
         }
+
+
+def judged_by_terms(
+    mode: SearchMode,
+    weights: QueryWeights,
+    scale: Calibration,
+    candidates: Sequence[Fused[ChunkKey]],
+    terms_of: Mapping[ChunkKey, AbstractSet[str]],
+) -> Judged[ChunkKey]:
+    """``relevance.judge`` of ``candidates`` without vector scores, where a candidate's
+    evidence is its coverage alone: each distinct set of held terms (``terms_of``, none
+    for a candidate missing there) is judged once, by its first candidate, and every
+    candidate holding that set gets the same evidence and score. A long page's
+    candidates hold few distinct sets of a query's terms."""
+    empty: frozenset[str] = frozenset()
+    first: dict[AbstractSet[str], Fused[ChunkKey]] = {}
+    for item in candidates:
+        first.setdefault(terms_of.get(item.key, empty), item)
+    judged = judge(mode, weights, scale, list(first.values()), terms_of=terms_of)
+    evidence, scores = {}, {}
+    for item in candidates:
+        by = first[terms_of.get(item.key, empty)].key
+        evidence[item.key] = judged.evidence[by]
+        scores[item.key] = judged.scores[by]
+    return Judged(mode, weights, scale, evidence, scores)
+
+
+def may_answer(
+    weights: QueryWeights, scale: Calibration, query: SearchQuery, frequencies: Mapping[str, int]
+) -> bool:
+    """Whether a keyword search could answer anything (``Judged.passing``): whether a
+    chunk holding every term of the query that a searched chunk may hold (all but the
+    typed terms none holds: ``frequencies`` counts them, ``TermStatistics``) would reach
+    the evidence floor. Coverage only grows with the terms a chunk holds, and the score
+    with the coverage (a keyword calibration's coefficient of coverage is positive), so
+    no candidate scores more: if that chunk would not, the search answers nothing at
+    any depth, and need not read a candidate. Always while a search is explained (its
+    record lists the candidates)."""
+    if explain.current() is not None or scale.keyword[1] < 0.0:
+        return True
+    held = frozenset(
+        term for term in weights.terms if term not in weights.typed or frequencies.get(term, 0)
+    )
+    best = Fused(("", 0, "", ""), 1.0, 1.0, None)
+    judged = judged_by_terms(SearchMode.KEYWORD, weights, scale, [best], {best.key: held})
+    return bool(judged.passing([best], query))
+
+
+def scores_read(
+    ranked: list[Fused[ChunkKey]], query: SearchQuery, *, lessons: bool
+) -> list[Fused[ChunkKey]] | None:
+    """The candidates of ``ranked`` (best first, weighed) whose absolute scores a keyword
+    page reads, if the search answers: the page itself (``grouping.select_page``), when
+    every candidate passes the result floor (``result_floor`` 0: no ``min_score``) so
+    that the page is cut from them all; ``None`` (every candidate's is read) for a
+    grouped page, when lesson cards may be appended (``lessons``) or while a search is
+    explained (the record holds the best score of them all). Whether the search answers
+    at all is the best score's, of every candidate (``Judged.passing``); the page's best
+    reaching the evidence floor says so for them all (a store judges them all
+    otherwise)."""
+    if (
+        lessons
+        or query.result_floor > 0.0
+        or query.group_by is not None
+        or explain.current() is not None
+    ):
+        return None
+    page, _ = select_page(ranked, query, document_of)
+    return page
 
 
 def unit_query_vector(

@@ -3,21 +3,24 @@
 **Search.** The scope is always a SQL condition (``agent`` and ``context``, or ``agent``
 only with ``cross_context``), and so is the search ``filter`` (``filter_sql``). File
 patterns and metadata filters are then applied to the ranked candidates
-(``knowledge.core.path_filters``: filter first, then normalise among what is left), until enough
-candidates pass: ``fusion.candidate_count(offset + max_results)`` for one mode (read
-again at the deepest page's depth when the per-document cap leaves the page short),
-``fusion.HYBRID_CANDIDATES`` per side for hybrid (a fixed depth: every page is a slice of
-one order). Keyword mode is ``fusion.keyword_only`` over ``keyword_index``; vector mode
-``fusion.vector_only`` over ``vector_search`` above the relevance floor
-(``fusion.above_floor``); hybrid ``fusion.fuse_weighted`` with the store's weights (default:
-the embedder's, ``fusion.hybrid_weights``) or ``fusion.fuse_rrf`` with ``fusion="rrf"``;
-then ``ranking.weighted_page`` (origin and lesson weights, then the per-document cap or
-``group_by``, ``offset``, ``max_results``, lesson extras). The query is
-embedded once per search, only in vector and hybrid modes, and before the read snapshot is
-taken. A query whose embedding is the zero vector finds nothing on the vector side. Ties
-rank by (path, chunk index, context, agent). A query's shared libraries
-(``knowledge.core.scope_set``) are part of the same scope condition, each side's candidates
-of every scope ranked together.
+(``knowledge.core.path_filters``: filter first, then normalise among what is left),
+until enough candidates pass: ``fusion.candidate_count(offset + max_results)`` for one
+mode (read again at the deepest page's depth when the per-document cap leaves the page
+short, unless for a keyword page the chunks that read adds could not change it:
+``ranking.deeper_read_same``), ``fusion.HYBRID_CANDIDATES`` per side for hybrid (a fixed
+depth: every page is a slice of one order). Keyword mode is ``fusion.keyword_only`` over
+``keyword_index``; vector mode ``fusion.vector_only`` over ``vector_search`` above the
+relevance floor (``fusion.above_floor``); hybrid ``fusion.fuse_weighted`` with the
+store's weights (default: the embedder's, ``fusion.hybrid_weights``) or
+``fusion.fuse_rrf`` with ``fusion="rrf"``; then ``ranking.weighted_page`` (origin and
+lesson weights, then the per-document cap or ``group_by``, ``offset``, ``max_results``,
+lesson extras), the absolute scores read for the page's chunks only when they say the
+search answers (``ranking.scores_read``); a keyword search no chunk could answer
+(``ranking.may_answer``) reads no candidate. The query is embedded once per search, only
+in vector and hybrid modes, and before the read snapshot is taken. A query whose
+embedding is the zero vector finds nothing on the vector side. Ties rank by (path, chunk
+index, context, agent). A query's shared libraries (``knowledge.core.scope_set``) are
+part of the same scope condition, each side's candidates of every scope ranked together.
 
 **Embedder identity.** The first chunk written to a file records what made its
 vectors: the embedder's name and dimension, or "no embedder (keyword only)". A store
@@ -45,11 +48,19 @@ import os
 import sqlite3
 import threading
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from collections.abc import Set as AbstractSet
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
+from knowledge.core.chunk_listing import (
+    DEFAULT_CHUNKS_LIMIT,
+    ChunkPage,
+    chunk_page,
+    decode_chunk_cursor,
+    validate_chunks_limit,
+)
 from knowledge.core.documents import (
     DEFAULT_DOCUMENTS_LIMIT,
     DocumentPage,
@@ -66,8 +77,9 @@ from knowledge.core.errors import (
     ValidationError,
 )
 from knowledge.core.model import IndexStatus, SearchMode, SearchQuery, SearchResult
+from knowledge.core.rank_weights import NEUTRAL
 from knowledge.core.scope import KnowledgeScope
-from knowledge.ranking.analysis import has_cjk
+from knowledge.core.scope_summary import ScopeSummary
 from knowledge.ranking.fusion import (
     DEFAULT_RRF_K,
     HYBRID_CANDIDATES,
@@ -89,10 +101,13 @@ from knowledge.ranking.relevance import (
 )
 from knowledge.ranking.relevance import calibration as relevance_calibration
 from knowledge.ranking.synonyms import compiled, expand
+from knowledge.ranking.vector_side import searched_mode
 from knowledge.ranking.weighted_page import weighted_page
 from knowledge.stores.protocol import StoredDocument
 
+from .agent_scopes import read_agent_scopes
 from .candidates import Candidate, ChunkKey, candidate_facts, chunk_rows
+from .chunk_listing import read_chunks
 from .connections import MEMORY, ConnectionPool, damage_advice, is_damage
 from .keyword_index import DEFAULT_ISOLATION, ISOLATION_MODES, KeywordIndex, scope_synonyms
 from .listing import read_document, read_documents, read_scopes
@@ -103,8 +118,12 @@ from .ranked_rows import SearchReads
 from .ranking import (
     DEEPEST,
     Fusion,
+    deeper_read_same,
     document_of,
+    judged_by_terms,
+    may_answer,
     read_deeper,
+    scores_read,
     search_results,
     unit_query_vector,
 )
@@ -286,7 +305,13 @@ class EmbeddedKnowledgeStore:
 
     def search(self, scope: KnowledgeScope, query: SearchQuery) -> list[SearchResult]:
         """Rank the scope's chunks for ``query`` (module docstring); ``[]`` when none match."""
-        mode = self._supported(query.mode or self._default_mode)
+        # Keyword when the embedder cannot read the query (ranking.vector_side).
+        searched = searched_mode(
+            self._supported(query.mode or self._default_mode),
+            None if self._embedder is None else self._embedder.name,
+            query.text,
+        )
+        mode = searched.mode
         keyword_side = mode is not SearchMode.VECTOR
         query_vector = (
             unit_query_vector(self._embedder, self._identity, query.text)
@@ -312,10 +337,11 @@ class EmbeddedKnowledgeStore:
                 conn, scope, query, terms.typed, self._statistics
             )
             relevance_weights = query_weights(terms, frequencies, chunk_total)
-            scale = relevance_calibration(
-                None if self._embedder is None else self._embedder.name,
-                cjk_query=has_cjk(query.text),
-            )
+            scale = relevance_calibration(None if self._embedder is None else self._embedder.name)
+            if mode is SearchMode.KEYWORD and not may_answer(
+                relevance_weights, scale, query, frequencies
+            ):
+                return []  # no chunk holds enough of the query (ranking.may_answer)
             reads = SearchReads()  # a deeper read reuses the first's reads (ranked_rows)
             while True:
                 keyword: list[Candidate] = []
@@ -335,10 +361,12 @@ class EmbeddedKnowledgeStore:
                         limit=limit,
                         display=self._display,
                     )
-                cjk = has_cjk(query.text)
+                facts = candidate_facts(
+                    conn, keyword, vector, weights=query.weights, known=reads.facts
+                )
                 page = weighted_page(  # weights, page, extras (ranking.weighted_page)
-                    self._fusion.fuse(mode, keyword, vector, cjk_query=cjk),
-                    candidate_facts(conn, keyword, vector, weights=query.weights),
+                    self._fusion.fuse(mode, keyword, vector),
+                    facts,
                     query,
                     document_of=document_of,
                     judge=functools.partial(
@@ -349,16 +377,18 @@ class EmbeddedKnowledgeStore:
                         scale=scale,
                         sides=(keyword, vector),
                         reads=reads,
+                        page_of=(query, facts),
                     ),
-                    trace=functools.partial(
-                        self._fusion.trace,
-                        scope,
-                        query,
-                        mode,
-                        (keyword, vector),
-                        cjk=cjk,
-                        pages=pages,
-                        synonyms=terms if keyword_side else None,
+                    trace=searched.tracing(
+                        functools.partial(
+                            self._fusion.trace,
+                            scope,
+                            query,
+                            mode,
+                            (keyword, vector),
+                            pages=pages,
+                            synonyms=terms if keyword_side else None,
+                        )
                     ),
                 )
                 deeper = read_deeper(
@@ -372,6 +402,21 @@ class EmbeddedKnowledgeStore:
                 )
                 if not deeper:
                     break
+                if mode is SearchMode.KEYWORD and pages is not None:
+                    # Read deeper only if the chunks it adds could change the page.
+                    more = self._keywords.candidates(
+                        conn, scope, query, terms, DEEPEST, reads=reads
+                    )
+                    read = {c.key for c in keyword}
+                    added = [c for c in more if c.key not in read]
+                    if len(more) - len(added) == len(read) and deeper_read_same(
+                        page,
+                        pages,
+                        added,
+                        candidate_facts(conn, more, weights=query.weights, known=reads.facts),
+                        query,
+                    ):
+                        break
                 limit = DEEPEST
             rowids = {c.key: c.rowid for c in (*keyword, *vector)}
             rows = chunk_rows(conn, [rowids[f.key] for f in page.chosen])
@@ -387,20 +432,39 @@ class EmbeddedKnowledgeStore:
         scale: Calibration,
         sides: tuple[list[Candidate], list[Candidate]],
         reads: SearchReads | None = None,
+        page_of: tuple[SearchQuery, Callable[[ChunkKey], tuple[object, bool]]] | None = None,
     ) -> Judged[ChunkKey]:
         """The candidates' absolute scores (``ranking.relevance``): their chunks' terms (the
         query's only: what the coverage asks about), and the vector side's unit scores
-        before its floor."""
+        before its floor. Without vector scores a candidate's evidence is its held terms
+        alone, so each set of terms held is judged once (``judged_by_terms``), and with
+        ``page_of`` (the search's query and its candidates' facts) only the page's
+        candidates (``ranking.scores_read``) if their best reaches the evidence floor:
+        no other candidate's score is read then, nor its chunk's terms."""
         keyword, vector = sides
         by_key = {c.key: c for c in (*keyword, *vector)}
-        terms_of = self._keywords.chunk_terms(
-            conn,
-            [by_key[item.key] for item in candidates],
-            wanted=weights.terms,
-            reads=reads,
-        )
+
+        def terms_of(items: list[Fused[ChunkKey]]) -> dict[ChunkKey, AbstractSet[str]]:
+            return self._keywords.chunk_terms(
+                conn, [by_key[item.key] for item in items], wanted=weights.terms, reads=reads
+            )
+
+        if not vector:
+            if page_of is not None:
+                query, facts = page_of
+                # Lesson cards may be appended only if the weights are not inert (``weigh``
+                # then read every candidate's facts).
+                lessons = not (query.weights or NEUTRAL).inert and any(
+                    facts(item.key)[1] for item in candidates
+                )
+                page = scores_read(candidates, query, lessons=lessons)
+                if page:
+                    judged = judged_by_terms(mode, weights, scale, page, terms_of(page))
+                    if judged.passing(page, query):
+                        return judged
+            return judged_by_terms(mode, weights, scale, candidates, terms_of(candidates))
         units = {c.key: c.score for c in vector}
-        return judge(mode, weights, scale, candidates, terms_of=terms_of, vector=units)
+        return judge(mode, weights, scale, candidates, terms_of=terms_of(candidates), vector=units)
 
     def list_scopes(self) -> list[KnowledgeScope]:
         """Every scope with at least one document or problem, sorted (index-only queries)."""
@@ -424,6 +488,28 @@ class EmbeddedKnowledgeStore:
     def get_document(self, scope: KnowledgeScope, path: str) -> IndexedDocument | None:
         with self._reading() as conn:
             return read_document(conn, scope, path)
+
+    def list_chunks(
+        self,
+        scope: KnowledgeScope,
+        path: str,
+        *,
+        limit: int = DEFAULT_CHUNKS_LIMIT,
+        cursor: str | None = None,
+    ) -> ChunkPage | None:
+        """A page of the chunks of one document of exactly this scope (``chunk_listing``)."""
+        validate_chunks_limit(limit)
+        after = decode_chunk_cursor(scope, path, cursor)
+        with self._reading() as conn:
+            chunks = read_chunks(conn, scope, path, after, limit + 1)
+        return None if chunks is None else chunk_page(scope, path, chunks, limit)
+
+    def agent_scopes(self, agent: str) -> list[ScopeSummary]:
+        """Every context of ``agent`` with its counts and state (``agent_scopes``)."""
+        with self._writing_lock:
+            writing = {s.context for s, n in self._writing.items() if s.agent == agent and n > 0}
+        with self._reading() as conn:
+            return read_agent_scopes(conn, agent, writing)
 
     def status(self, scope: KnowledgeScope) -> IndexStatus:
         """Counts, last indexed time, state and problems of exactly this scope (``status``):

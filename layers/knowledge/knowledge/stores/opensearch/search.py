@@ -17,7 +17,8 @@
   candidates cost more than that round trip (bench/REPORT.md, 3b). A chunk gone between
   the two reads (its document replaced meanwhile) is left out.
 
-Vector and hybrid drop vector candidates below the floor (``fusion.relevance_floor``).
+Vector and hybrid drop vector candidates below the floor (``fusion.relevance_floor``);
+a query the embedder cannot read runs as a keyword search (``ranking.vector_side``).
 Every hit also gets its absolute score (``ranking.relevance``: its ``score``; the one it
 is ranked by is its ``rank_score``), from the scope's term statistics, read with the
 first search, and the query terms its named clauses say it holds (``relevance_side``);
@@ -58,7 +59,6 @@ from knowledge.core.scope import KnowledgeScope
 from knowledge.core.scope_set import library_hit, marked
 from knowledge.embedding.base import EmbeddingClient
 from knowledge.embedding.hashing import HashingEmbedder
-from knowledge.ranking.analysis import has_cjk
 from knowledge.ranking.fusion import (
     HYBRID_CANDIDATES,
     Fused,
@@ -74,6 +74,7 @@ from knowledge.ranking.origin_weights import NEUTRAL
 from knowledge.ranking.page_signal import PageScores
 from knowledge.ranking.relevance import calibration, query_terms, query_weights
 from knowledge.ranking.synonyms import QueryTerms
+from knowledge.ranking.vector_side import searched_mode
 from knowledge.ranking.weighted_page import Page, weighted_page
 from knowledge.stores.opensearch import answers, queries, query_filters
 from knowledge.stores.opensearch.both_sides import Search, search_together
@@ -197,6 +198,9 @@ def search(
     indexes, the caller's and each granted library's, comma-separated: one request over
     all); the indexes exist and ``mode`` is supported."""
     config = connection.config
+    # Keyword when the embedder cannot read the query (ranking.vector_side).
+    searched = searched_mode(mode, None if embedder is None else embedder.name, query.text)
+    mode = searched.mode
     pairs = _metadata_pairs(connection, index)
     filters = query_filters.query_filters(
         scope,
@@ -247,7 +251,7 @@ def search(
         statistics.append(
             Search("term statistics", body, STATISTICS_FILTER_PATH, f"{action}: term statistics")
         )
-    scale = calibration(None if embedder is None else embedder.name, cjk_query=has_cjk(query.text))
+    scale = calibration(None if embedder is None else embedder.name)
 
     def send(searches: list[Search]) -> list[dict[str, Any]]:
         # The searches' answers; the first also carries the scope's term statistics.
@@ -293,7 +297,7 @@ def search(
                 sources=sources,
                 vector=vector_units,
             ),
-            trace=trace,
+            trace=searched.tracing(trace),
         )
 
     def with_pages(chunks: Mapping[str, float]) -> PageScores[str, str]:
@@ -390,7 +394,6 @@ def search(
             None if embedder is None else embedder.name,
             config.keyword_weight,
             config.vector_weight,
-            cjk_query=has_cjk(query.text),
         )
         keyword_raw = scores_of(answers.parse_candidates(keyword_response))
         parts["pages"] = pages = with_pages(keyword_raw)

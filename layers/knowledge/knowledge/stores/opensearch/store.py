@@ -27,6 +27,13 @@ from collections import Counter
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from knowledge.core.chunk_listing import (
+    DEFAULT_CHUNKS_LIMIT,
+    ChunkPage,
+    chunk_page,
+    decode_chunk_cursor,
+    validate_chunks_limit,
+)
 from knowledge.core.documents import (
     DEFAULT_DOCUMENTS_LIMIT,
     DocumentPage,
@@ -55,11 +62,19 @@ from knowledge.core.model import (
 )
 from knowledge.core.scope import KnowledgeScope
 from knowledge.core.scope_set import SHARED_AGENT
+from knowledge.core.scope_summary import ScopeSummary
 from knowledge.embedding.base import EmbeddingClient
 from knowledge.ranking.analysis import keyword_terms
 from knowledge.ranking.fusion import hybrid_weights
 from knowledge.ranking.synonyms import compiled, expand
-from knowledge.stores.opensearch import answers, listing, queries, records
+from knowledge.stores.opensearch import (
+    agent_scopes,
+    answers,
+    chunk_listing,
+    listing,
+    queries,
+    records,
+)
 from knowledge.stores.opensearch import search as searching
 from knowledge.stores.opensearch.client import RetryPolicy, refused_as_expensive
 from knowledge.stores.opensearch.connection import Connection
@@ -437,6 +452,59 @@ class OpenSearchKnowledgeStore:
         return listing.parse_document_record(
             self._connection.search(index, f"read the record of '{path}' in {scope}", body)
         )
+
+    def list_chunks(
+        self,
+        scope: KnowledgeScope,
+        path: str,
+        *,
+        limit: int = DEFAULT_CHUNKS_LIMIT,
+        cursor: str | None = None,
+    ) -> ChunkPage | None:
+        """A page of the chunks of the generation the document's record names
+        (``chunk_listing``): the record's read, then the page's."""
+        validate_chunks_limit(limit)
+        after = decode_chunk_cursor(scope, path, cursor)
+        index = self.index_name(scope)
+        if not self._connection.open_index(index, create=False):
+            return None
+        record = listing.document_record_body(scope, path)
+        generation = chunk_listing.indexed_generation(
+            self._connection.search(index, f"read the record of '{path}' in {scope}", record)
+        )
+        if generation is None:
+            return None
+        body = chunk_listing.chunks_page_body(scope, path, generation, limit + 1, after)
+        found = self._connection.search(index, f"list the chunks of '{path}' in {scope}", body)
+        return chunk_page(scope, path, chunk_listing.parse_chunks(found), limit)
+
+    def agent_scopes(self, agent: str) -> list[ScopeSummary]:
+        """Every context of ``agent`` with its counts (``agent_scopes``: a composite
+        aggregation, page by page), in the agent's index or, for the shared library's
+        owner with an index per agent, its libraries' indexes."""
+        if not self._config.index_per_agent:
+            target = self._config.index_name
+            if not self._connection.open_index(target, create=False):
+                return []
+        elif agent == SHARED_AGENT:  # an index per library: every agent index, filtered
+            target = f"{self._config.index_name}-agent-*"
+        else:
+            target = self._config.index_for(agent)
+            if not self._connection.open_index(target, create=False):
+                return []
+        with self._lock:
+            open_keys = [key for key, n in self._open_sessions.items() if n > 0]
+        prefix = f"{agent}/"  # a scope's key is agent/context (no '/' in either)
+        writing = frozenset(k[len(prefix) :] for k in open_keys if k.startswith(prefix))
+        found: list[ScopeSummary] = []
+        after: dict[str, Any] | None = None
+        while True:
+            body = agent_scopes.agent_scopes_body(agent, _SCOPES_PAGE, after)
+            response = self._connection.search(target, f"list the contexts of {agent}", body)
+            page, after = agent_scopes.parse_agent_scopes(response, writing)
+            found.extend(page)
+            if after is None:
+                return sorted(found, key=lambda summary: summary.context)
 
     def close(self) -> None:
         """Close the client if this store created it. Idempotent; later calls raise

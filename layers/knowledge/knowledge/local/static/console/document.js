@@ -1,13 +1,15 @@
 // One document: its record in the index (state, origin, format, size, chunks, version,
-// hash, last indexed, problem), the chunks a search finds in it, delete, and for a note
-// the way back to the editor.
-// Routes: GET and DELETE .../documents/{path}, POST .../search (file_patterns: the path).
-// The API has no route that lists a document's chunks: this page says so and searches.
-import { ApiError, deleteDocument, getDocument, listScopes, search, waitGone } from "./api.js";
+// hash, last indexed, problem), its chunks as indexed (a page at a time), the chunks a
+// search finds in it, delete, and for a note the way back to the editor.
+// Routes: GET and DELETE .../documents/{path}, GET .../documents/{path}/chunks,
+// POST .../search (file_patterns: the path).
+import {
+  ApiError, deleteDocument, getDocument, listChunks, listScopes, search, waitGone,
+} from "./api.js";
 import { renderResults, renderTrace } from "./results.js";
 import {
-  $, confirmDialog, el, formatBytes, formatTime, isShared, pageUrl, params, say, scopeName,
-  showServer,
+  $, citation, confirmDialog, el, formatBytes, formatTime, isShared, pageUrl, params, say,
+  scopeName, showServer,
 } from "./ui.js";
 
 const query = params();
@@ -43,8 +45,8 @@ async function showRecord() {
     const doc = await getDocument(agent, context, path);
     $("record").replaceChildren(recordView(doc));
     $("chunks-note").textContent = `The index holds ${doc.chunk_count} chunk` +
-      `${doc.chunk_count === 1 ? "" : "s"} of this document. The API has no route that ` +
-      "lists a document's chunks; a search limited to this document shows the ones it finds.";
+      `${doc.chunk_count === 1 ? "" : "s"} of this document, in order below; a search ` +
+      "limited to this document shows the ones it finds and why.";
     const edit = $("edit-note");
     edit.hidden = doc.origin !== "manual";
     edit.href = pageUrl("scope.html", { ...scope, edit: path });
@@ -52,6 +54,40 @@ async function showRecord() {
   } catch (error) {
     say($("record-message"), error.message, "error");
     return null;
+  }
+}
+
+const CHUNKS_PAGE = 20;
+let nextChunks = null; // the cursor of the next page of chunks, null when all are shown
+
+function chunkView(chunk) {
+  const where = citation({ ...chunk.position, heading_path: chunk.heading_path });
+  return el("li", { class: "result", "data-chunk": chunk.chunk_index },
+    el("p", { class: "cite" }, `Chunk ${chunk.chunk_index}`,
+      where ? el("span", { class: "where" }, where) : null),
+    el("p", { class: "passage" }, chunk.content));
+}
+
+// The next page of the indexed chunks (the first when `first`), appended to the list.
+async function showChunks(first = false) {
+  say($("indexed-message"), "Reading the chunks…", "busy");
+  try {
+    const page = await listChunks(agent, context, path,
+      { limit: CHUNKS_PAGE, cursor: first ? null : nextChunks });
+    const items = page.chunks.map(chunkView);
+    if (first) $("indexed-chunks").replaceChildren(...items);
+    else $("indexed-chunks").append(...items);
+    nextChunks = page.next_cursor;
+    $("more-chunks").hidden = !nextChunks;
+    const shown = $("indexed-chunks").children.length;
+    say($("indexed-message"), shown ? `${shown} chunk${shown === 1 ? "" : "s"} shown` +
+      `${nextChunks ? "; more below" : ""}.` : "This document has no chunks.", "ok");
+  } catch (error) {
+    $("more-chunks").hidden = true;
+    // 404: no version of it is indexed (a problem only), as the record above says.
+    say($("indexed-message"), error instanceof ApiError && error.status === 404
+      ? "No version of this document is indexed, so it has no chunks." : error.message,
+    error instanceof ApiError && error.status === 404 ? "" : "error");
   }
 }
 
@@ -97,7 +133,11 @@ async function remove() {
     const gone = await waitGone(agent, context, path);
     say($("record-message"), gone ? `${path} is deleted and gone from the index.`
       : `${path} is deleted; the index has not applied it yet.`, gone ? "ok" : "error");
-    if (gone) $("record").replaceChildren();
+    if (gone) {
+      $("record").replaceChildren();
+      $("indexed-chunks").replaceChildren();
+      $("more-chunks").hidden = true;
+    }
   } catch (error) {
     say($("record-message"), error instanceof ApiError ? error.message : String(error), "error");
   }
@@ -115,8 +155,10 @@ async function start() {
   $("scope-link").href = pageUrl("scope.html", scope);
   $("chunk-search").addEventListener("submit", findChunks);
   $("delete-document").addEventListener("click", remove);
+  $("more-chunks").addEventListener("click", () => showChunks());
   if (isShared(agent)) $("delete-document").hidden = true;
-  await showRecord();
+  const doc = await showRecord();
+  if (doc && doc.indexed) await showChunks(true);
   showServer((await listScopes()).writes);
 }
 

@@ -2,10 +2,11 @@
 // trace, its documents page by page (delete, edit a note), uploads by drag and drop or
 // file picker, and the note editor.
 // Routes: GET .../status, POST .../search, GET .../documents (cursor), GET, PUT and
-// DELETE .../documents/{path}; the scope list for whether writes are on.
+// DELETE .../documents/{path} (or, on the deployed stack, POST .../uploads and the
+// bucket's presigned POST); the scope list for whether writes are on.
 import {
   ApiError, deleteDocument, getDocument, listDocuments, listScopes, putDocument, scopeStatus,
-  search, waitGone, waitIndexed,
+  search, uploadFile, waitGone, waitIndexed, waitUploaded,
 } from "./api.js";
 import { apiBase } from "./config.js";
 import { renderMarkdown } from "./markdown.js";
@@ -189,7 +190,7 @@ async function uploadOne(file) {
     el("code", {}, path), el("span", { class: "size" }, formatBytes(file.size)), bar, text);
   $("uploads").prepend(item);
   try {
-    const answer = await putDocument(agent, context, path, file, contentTypeOf(path, file.type), {
+    const answer = await uploadFile(agent, context, path, file, contentTypeOf(path, file.type), {
       onProgress: (sent, total) => {
         bar.max = total;
         bar.value = sent;
@@ -198,7 +199,7 @@ async function uploadOne(file) {
     bar.value = bar.max;
     item.dataset.state = "accepted";
     say(text, `Accepted (${answer.status}); indexing…`, "busy");
-    const done = await waitIndexed(agent, context, path, answer.body.content_hash, {
+    const done = await waitUploaded(agent, context, path, answer, {
       onWait: (record) => {
         if (record && record.problem) say(text, `Not indexed yet: ${record.problem}`, "busy");
       },

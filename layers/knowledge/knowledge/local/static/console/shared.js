@@ -1,66 +1,79 @@
-// The shared library, read-only: each _shared/<context> library with its status, and which
-// libraries each agent's searches include.
-// Routes: the scope list, GET .../status of each library, POST /v1/agents/{agent}/search
-// (keyword, explained: the trace names the libraries searched). The API has no grants route.
-import { listScopes, scopeStatus, search } from "./api.js";
+// The shared library, read-only: each _shared/<context> library with its counts and state,
+// and which libraries each agent's searches include (the server's grants).
+// Routes: the scope list (which agents to ask), GET /v1/agents/{agent}/shared for each agent
+// (its granted libraries, each with its counts), GET /v1/agents/_shared/contexts (every
+// library, where the caller may read the shared owner's routes), GET .../status of a listed
+// library neither names.
+import { agentContexts, listScopes, scopeStatus, sharedLibraries } from "./api.js";
 import { $, el, formatTime, isShared, pageUrl, say, showServer, stateBadge } from "./ui.js";
 
-async function libraryRow(scope) {
-  const cell = (label, ...children) => el("td", { "data-label": label }, ...children);
+const cell = (label, ...children) => el("td", { "data-label": label }, ...children);
+
+function libraryRow(context, summary) {
+  const scope = { agent: "_shared", context };
   const name = el("th", { scope: "row", "data-label": "Library" },
-    el("a", { href: pageUrl("scope.html", scope) }, scope.context));
-  try {
-    const status = await scopeStatus(scope.agent, scope.context);
-    return el("tr", { "data-library": scope.context }, name,
-      cell("State", stateBadge(status.state)),
-      cell("Documents", String(status.document_count)),
-      cell("Chunks", String(status.chunk_count)),
-      cell("Last indexed", formatTime(status.last_indexed_at)));
-  } catch (error) {
-    return el("tr", { "data-library": scope.context }, name,
-      el("td", { colspan: 4, class: "reason" }, error.message));
+    el("a", { href: pageUrl("scope.html", scope) }, context));
+  if (summary instanceof Error) {
+    return el("tr", { "data-library": context }, name,
+      el("td", { colspan: 4, class: "reason" }, summary.message));
   }
+  return el("tr", { "data-library": context }, name,
+    cell("State", stateBadge(summary.state)),
+    cell("Documents", String(summary.document_count)),
+    cell("Chunks", String(summary.chunk_count)),
+    cell("Last indexed", formatTime(summary.last_indexed_at)));
 }
 
-// One explained keyword search of the agent (every context, cheap: no embedding).
-async function grantedTo(agent) {
-  const answer = await search(agent, null,
-    { query: "shared library grant", mode: "keyword", max_results: 1, explain: true });
-  const libraries = new Set();
-  for (const record of answer.explain.searches) {
-    for (const library of record.libraries || []) libraries.add(library.replace(/^_shared\//i, ""));
+function grantRow(agent, answer) {
+  const row = el("tr", { "data-agent": agent },
+    el("th", { scope: "row", "data-label": "Agent" }, agent));
+  if (answer instanceof Error) {
+    row.append(cell("Libraries", el("span", { class: "reason" }, answer.message)));
+    return row;
   }
-  return [...libraries].sort();
-}
-
-async function grantRow(agent) {
-  const name = el("th", { scope: "row", "data-label": "Agent" }, agent);
-  const cell = el("td", { "data-label": "Libraries" });
-  const row = el("tr", { "data-agent": agent }, name, cell);
-  try {
-    const libraries = await grantedTo(agent);
-    row.dataset.libraries = libraries.join(",");
-    cell.replaceChildren(libraries.length
-      ? el("ul", { class: "inline" }, libraries.map((lib) => el("li", {},
-        el("a", { href: pageUrl("scope.html", { agent: "_shared", context: lib }) }, lib))))
-      : "none");
-  } catch (error) {
-    cell.replaceChildren(el("span", { class: "reason" }, error.message));
-  }
+  const names = answer.libraries.map((lib) => lib.context);
+  row.dataset.libraries = names.join(",");
+  row.append(cell("Libraries", names.length
+    ? el("ul", { class: "inline" }, names.map((lib) => el("li", {},
+      el("a", { href: pageUrl("scope.html", { agent: "_shared", context: lib }) }, lib))))
+    : "none"));
   return row;
 }
+
+const settled = (promise) => promise.catch((error) => error);
 
 async function start() {
   const listing = await listScopes();
   showServer(listing.writes);
-  const libraries = listing.scopes.filter((s) => isShared(s.agent));
-  $("libraries").replaceChildren(...await Promise.all(libraries.map(libraryRow)));
-  say($("libraries-message"), libraries.length ? "" : listing.listed
-    ? "No shared library: put documents under ROOT/_shared/<library>/ (the bucket's _shared/)."
-    : "This server does not list its scopes: add _shared/<library> scopes on the Settings page.");
-  const agents = [...new Set(listing.scopes.filter((s) => !isShared(s.agent)).map((s) => s.agent))];
-  $("grants").replaceChildren(...await Promise.all(agents.map(grantRow)));
+  const named = [...listing.scopes.map((s) => s.agent), ...listing.agents];
+  const agents = [...new Set(named.filter((agent) => !isShared(agent)))];
+  const [answers, owner] = await Promise.all([
+    Promise.all(agents.map((agent) => settled(sharedLibraries(agent)))),
+    settled(agentContexts("_shared")),
+  ]);
+  $("grants").replaceChildren(...agents.map((agent, i) => grantRow(agent, answers[i])));
   say($("grants-message"), agents.length ? "" : "No agent to ask.");
+
+  // Every library with its counts: the owner's contexts, else what the grants say of them.
+  const libraries = new Map();
+  for (const summary of owner instanceof Error ? [] : owner.contexts) {
+    libraries.set(summary.context, summary);
+  }
+  for (const answer of answers) {
+    if (answer instanceof Error) continue;
+    for (const library of answer.libraries) {
+      if (!libraries.has(library.context)) libraries.set(library.context, library);
+    }
+  }
+  const unnamed = listing.scopes.filter((s) => isShared(s.agent) && !libraries.has(s.context));
+  await Promise.all(unnamed.map(async (scope) => {
+    libraries.set(scope.context, await settled(scopeStatus(scope.agent, scope.context)));
+  }));
+  const names = [...libraries.keys()].sort();
+  $("libraries").replaceChildren(...names.map((name) => libraryRow(name, libraries.get(name))));
+  say($("libraries-message"), names.length ? "" : listing.listed
+    ? "No shared library: put documents under ROOT/_shared/<library>/ (the bucket's _shared/)."
+    : "No shared library is granted to the agents named on the Settings page.");
 }
 
 start();
