@@ -5,10 +5,10 @@ threads. A worker is another process serving the same port: it accepts on the pr
 socket (inherited), runs the same HTTP layer (``knowledge.local.http_handler``: the same
 header checks, body limits, refusal of other sites' pages and error shapes), and
 answers the read-only routes (``LOCAL_ROUTES``: health, the searches and prompt
-contexts, the document listings and a document's chunks) from its own connection to the same store. Every other
-route needs the primary's state (the start-up index's progress, the write quotas, the
-watcher, the repositories), so it is forwarded to the primary unchanged
-(``knowledge.local.forwarding``).
+contexts, the document listings and a document's chunks) from its own connection to
+the same store. Every other route needs the primary's state (the start-up index's
+progress, the write quotas, the watcher, the repositories), so it is forwarded to the
+primary unchanged (``knowledge.local.forwarding``).
 
 The primary (``knowledge.local.workers``) starts it as ``python -m knowledge.local.worker``
 with the listening socket's descriptor and sends its ``WorkerSetup`` as one JSON line on
