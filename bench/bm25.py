@@ -21,7 +21,7 @@ from bench.stores import SCOPE, delete_index, open_store, unique_index_name
 from knowledge.core.model import IndexOptions
 from knowledge.embedding.hashing import HashingEmbedder
 from knowledge.ingest.pipeline import index_source
-from knowledge.ingest.sources.local import LocalDirectorySource
+from knowledge.ingest.sources.folders import LocalDirectorySource
 
 __all__ = ["add_arguments", "main"]
 
@@ -33,9 +33,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _mrr(client: Any, index: str, corpus: Any) -> float:
-    from knowledge.stores.opensearch import queries, query_filters
+    from knowledge.stores.opensearch import queries, request_filters
 
-    filters = query_filters.query_filters(SCOPE)
+    filters = request_filters.query_filters(SCOPE)
     total = 0.0
     for query in corpus.queries:
         body = queries.keyword_search_body(query.text, filters, 50)

@@ -60,7 +60,7 @@ from bench.metrics import summarize
 from bench.stores import SCOPE, delete_index, open_store, unique_index_name
 from knowledge.core.model import IndexOptions
 from knowledge.ingest.pipeline import index_source
-from knowledge.ingest.sources.local import LocalDirectorySource
+from knowledge.ingest.sources.folders import LocalDirectorySource
 
 __all__ = ["add_arguments", "build_artifacts", "main"]
 

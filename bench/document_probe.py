@@ -144,7 +144,7 @@ def main() -> None:
         from knowledge.core.model import IndexOptions
         from knowledge.core.scope import KnowledgeScope
         from knowledge.embedding.hashing import HashingEmbedder
-        from knowledge.ingest.sources.local import LocalDirectorySource
+        from knowledge.ingest.sources.folders import LocalDirectorySource
         from knowledge.stores.embedded import EmbeddedKnowledgeStore
 
         with tempfile.TemporaryDirectory(prefix="kb-probe-") as tmp:

@@ -43,7 +43,7 @@ from bench.stores import SCOPE
 from knowledge.embedding.base import EmbeddingClient
 from knowledge.ingest.chunking import MarkdownSectionChunker, embedding_text
 from knowledge.ingest.pipeline import Indexer, embeds_context_by_default
-from knowledge.ingest.sources.local import LocalDirectorySource
+from knowledge.ingest.sources.folders import LocalDirectorySource
 
 sys.path.insert(0, str(REPO_ROOT / "tests"))
 from fake_embeddings import (  # the same fake the tests use

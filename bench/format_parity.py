@@ -39,7 +39,7 @@ from bench.stores import EMBEDDERS, SCOPE, make_embedder, open_store
 from knowledge.core.model import IndexOptions
 from knowledge.core.source import DocumentSource
 from knowledge.ingest.pipeline import reindex_source
-from knowledge.ingest.sources.local import LocalDirectorySource
+from knowledge.ingest.sources.folders import LocalDirectorySource
 
 __all__ = ["TARGET_DELTA", "add_arguments", "main"]
 

@@ -64,7 +64,7 @@ from bench.stores import (
 )
 from knowledge.core.model import IndexOptions, SearchQuery
 from knowledge.ingest.pipeline import reindex_source
-from knowledge.ingest.sources.local import LocalDirectorySource
+from knowledge.ingest.sources.folders import LocalDirectorySource
 from knowledge.ranking import fusion
 
 __all__ = ["add_arguments", "main"]

@@ -30,7 +30,7 @@ from bench.metrics import summarize
 from bench.stores import SCOPE, delete_index, open_store, unique_index_name
 from knowledge.core.model import IndexOptions, SearchMode, SearchQuery
 from knowledge.embedding.hashing import HashingEmbedder
-from knowledge.ingest.sources.local import LocalDirectorySource
+from knowledge.ingest.sources.folders import LocalDirectorySource
 from knowledge.ranking.fusion import (
     HYBRID_CANDIDATES,
     above_floor,

@@ -38,7 +38,7 @@ from bench.stores import SCOPE, delete_index, open_store, unique_index_name
 from knowledge.core.model import IndexOptions, SearchMode, SearchQuery
 from knowledge.embedding.hashing import HashingEmbedder
 from knowledge.ingest.pipeline import index_source
-from knowledge.ingest.sources.local import LocalDirectorySource
+from knowledge.ingest.sources.folders import LocalDirectorySource
 from knowledge.ranking.fusion import HYBRID_CANDIDATES
 
 __all__ = ["add_arguments", "main"]
@@ -59,7 +59,7 @@ def _ms(started: float) -> float:
 
 
 def main(args: argparse.Namespace) -> None:
-    from knowledge.stores.opensearch import queries, query_filters
+    from knowledge.stores.opensearch import queries, request_filters
     from knowledge.stores.opensearch.client import create_client
     from knowledge.stores.opensearch.settings import OpenSearchConfig
 
@@ -68,7 +68,7 @@ def main(args: argparse.Namespace) -> None:
     corpus = load_corpus(args.limit or None)
     texts = [q.text for q in corpus.queries]
     embedder = HashingEmbedder()
-    filters = query_filters.query_filters(SCOPE)
+    filters = request_filters.query_filters(SCOPE)
     fields = queries.chunks_by_id_body([], filters)["_source"]  # the page's result fields
     samples: dict[str, dict[str, list[float]]] = {
         way: {"requests_ms": [], "took_ms": []} for way in ways

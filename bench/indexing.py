@@ -39,7 +39,7 @@ from knowledge.core.scope import KnowledgeScope
 from knowledge.embedding.hashing import HashingEmbedder
 from knowledge.ingest.chunking import MarkdownSectionChunker
 from knowledge.ingest.pipeline import Indexer, index_source
-from knowledge.ingest.sources.local import LocalDirectorySource
+from knowledge.ingest.sources.folders import LocalDirectorySource
 from knowledge.stores.protocol import DocumentHeader, EmbeddedChunk, StoredDocument
 
 __all__ = ["RecordingWriter", "add_arguments", "main"]

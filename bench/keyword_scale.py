@@ -205,7 +205,7 @@ def _index(docs: Path, db: Path) -> dict[str, Any]:
     from knowledge.core.scope import KnowledgeScope
     from knowledge.embedding.hashing import HashingEmbedder
     from knowledge.ingest.pipeline import index_source
-    from knowledge.ingest.sources.local import LocalDirectorySource
+    from knowledge.ingest.sources.folders import LocalDirectorySource
     from knowledge.stores.embedded import EmbeddedKnowledgeStore
 
     store = EmbeddedKnowledgeStore(db, embedder=HashingEmbedder())

@@ -40,7 +40,7 @@ from bench.stores import SCOPE, make_embedder
 from knowledge.core.model import IndexOptions, SearchMode, SearchQuery
 from knowledge.ingest.chunking import MarkdownSectionChunker
 from knowledge.ingest.pipeline import Indexer
-from knowledge.ingest.sources.local import LocalDirectorySource
+from knowledge.ingest.sources.folders import LocalDirectorySource
 from knowledge.ranking.analysis import keyword_terms
 from knowledge.stores.embedded import EmbeddedKnowledgeStore
 

@@ -24,7 +24,7 @@ from bench.metrics import percentile
 from bench.stores import SCOPE, delete_index, open_store, unique_index_name
 from knowledge.core.model import IndexOptions, SearchMode, SearchQuery
 from knowledge.ingest.pipeline import reindex_source
-from knowledge.ingest.sources.local import LocalDirectorySource
+from knowledge.ingest.sources.folders import LocalDirectorySource
 from knowledge.ranking.analysis import ANALYSIS
 
 __all__ = ["add_arguments", "main"]

@@ -35,7 +35,7 @@ from bench.quality import score_modes
 from bench.stores import SCOPE, make_embedder, open_store
 from knowledge.core.model import IndexOptions, SearchMode
 from knowledge.ingest.pipeline import reindex_source
-from knowledge.ingest.sources.local import LocalDirectorySource
+from knowledge.ingest.sources.folders import LocalDirectorySource
 from knowledge.stores.embedded import keyword_index
 
 ORIGINAL = text._hangul_run_terms

@@ -32,7 +32,7 @@ from bench.stores import SCOPE, delete_index, open_store, unique_index_name
 from knowledge.core.model import IndexOptions, SearchMode, SearchQuery
 from knowledge.embedding.hashing import HashingEmbedder
 from knowledge.ingest.pipeline import index_source
-from knowledge.ingest.sources.local import LocalDirectorySource
+from knowledge.ingest.sources.folders import LocalDirectorySource
 from knowledge.ranking import fusion
 from knowledge.ranking.fusion import candidate_count
 from knowledge.stores.protocol import KnowledgeStore
@@ -44,9 +44,9 @@ MODES = (SearchMode.KEYWORD, SearchMode.VECTOR, SearchMode.HYBRID)
 
 def _raw_request(mode: SearchMode, text: str, max_results: int) -> tuple[str, Any]:
     """What the store would send for ``text`` (method name and body)."""
-    from knowledge.stores.opensearch import queries, query_filters
+    from knowledge.stores.opensearch import queries, request_filters
 
-    filters = query_filters.query_filters(SCOPE)
+    filters = request_filters.query_filters(SCOPE)
     # The sizes the store asks for: since issue 11 every mode fetches candidate_count
     # (room for the per-document cap) and hybrid a fixed HYBRID_CANDIDATES per side.
     single = candidate_count(max_results) if hasattr(fusion, "HYBRID_CANDIDATES") else max_results

@@ -70,7 +70,7 @@ def _worker(args: argparse.Namespace) -> None:
     from bench.stores import SCOPE, delete_index, open_store, unique_index_name
     from knowledge.core.model import IndexOptions, SearchMode, SearchQuery
     from knowledge.embedding.hashing import HashingEmbedder
-    from knowledge.ingest.sources.local import LocalDirectorySource
+    from knowledge.ingest.sources.folders import LocalDirectorySource
     from knowledge.stores.opensearch.client import create_client
     from knowledge.stores.opensearch.settings import OpenSearchConfig
 

@@ -75,7 +75,7 @@ def main(args: argparse.Namespace) -> None:
     from bench.stores import SCOPE, delete_index, open_store, unique_index_name
     from knowledge.embedding.hashing import HashingEmbedder
     from knowledge.ingest.pipeline import index_source
-    from knowledge.ingest.sources.local import LocalDirectorySource
+    from knowledge.ingest.sources.folders import LocalDirectorySource
     from knowledge.stores.opensearch.client import create_client
     from knowledge.stores.opensearch.settings import OpenSearchConfig
 

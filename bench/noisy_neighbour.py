@@ -17,7 +17,7 @@ folder. Per version:
    seeded, cached under ``bench/data/noisy-neighbour/``) is copied into
    ``ROOT/uploader/manuals/`` (under a hidden name, then renamed, so no poll indexes half
    of it), and ``--puts`` parallel ``PUT``s of the largest body the route accepts
-   (``knowledge.ingest.writes.put_limit``: 4 MiB, text/plain) go into
+   (``knowledge.ingest.api_writes.put_limit``: 4 MiB, text/plain) go into
    ``uploader/uploads``. Once they are answered, the neighbour's tries run again, each
    giving up after ``--give-up`` seconds; none starts after ``--cap`` seconds of load.
    The status of both uploader scopes is sampled at the start of each try.
@@ -81,7 +81,7 @@ from bench.concurrency import ServeProcess
 from bench.environment import DATA_DIR, REPO_ROOT, log, write_result
 from bench.metrics import percentile
 from knowledge.core.model import IndexOptions
-from knowledge.ingest.writes import put_limit
+from knowledge.ingest.api_writes import put_limit
 
 __all__ = ["TARGET_P95_S", "add_arguments", "generate_text", "main"]
 

@@ -32,7 +32,7 @@ from bench.stores import SCOPE, delete_index, make_embedder, refresh_index, uniq
 from knowledge.core.model import IndexOptions, SearchMode, SearchQuery
 from knowledge.embedding.base import EmbeddingClient
 from knowledge.ingest.pipeline import reindex_source
-from knowledge.ingest.sources.local import LocalDirectorySource
+from knowledge.ingest.sources.folders import LocalDirectorySource
 from knowledge.ranking.analysis import ANALYSIS, keyword_terms
 from knowledge.ranking.page_signal import PAGE_WEIGHT
 from knowledge.stores.protocol import KnowledgeStore

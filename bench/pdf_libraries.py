@@ -25,7 +25,7 @@ from pathlib import Path
 from knowledge.core.model import IndexOptions
 from knowledge.core.scope import KnowledgeScope
 from knowledge.core.source import SourceDocument
-from knowledge.ingest.sources.local import LocalDirectorySource
+from knowledge.ingest.sources.folders import LocalDirectorySource
 
 __all__ = [
     "LIBRARIES",

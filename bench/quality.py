@@ -48,7 +48,7 @@ from bench.stores import (
 from knowledge.core.model import IndexOptions, SearchMode, SearchQuery
 from knowledge.embedding.base import EmbeddingClient
 from knowledge.ingest.pipeline import reindex_source
-from knowledge.ingest.sources.local import LocalDirectorySource
+from knowledge.ingest.sources.folders import LocalDirectorySource
 from knowledge.ranking.analysis import keyword_terms
 from knowledge.stores.protocol import KnowledgeStore
 

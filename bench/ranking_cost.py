@@ -31,7 +31,7 @@ from bench.metrics import document_ranking, evaluate, summarize
 from bench.stores import SCOPE, make_embedder
 from knowledge.core.model import IndexOptions, SearchMode, SearchQuery
 from knowledge.ingest.pipeline import index_source
-from knowledge.ingest.sources.local import LocalDirectorySource
+from knowledge.ingest.sources.folders import LocalDirectorySource
 from knowledge.ranking import explain
 from knowledge.ranking.origin_weights import NEUTRAL, RankWeights
 from knowledge.stores.embedded import EmbeddedKnowledgeStore

@@ -68,7 +68,7 @@ from bench.unanswerable import SETS, AbstentionSet, Question, even_sample, load_
 from knowledge.core.model import IndexOptions, SearchMode, SearchQuery
 from knowledge.embedding.base import EmbeddingClient
 from knowledge.ingest.pipeline import reindex_source
-from knowledge.ingest.sources.local import LocalDirectorySource
+from knowledge.ingest.sources.folders import LocalDirectorySource
 from knowledge.ranking import explain
 from knowledge.ranking.fusion import model_family
 from knowledge.stores.protocol import KnowledgeStore

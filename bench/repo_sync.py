@@ -54,7 +54,7 @@ def _timed_sync(
 ) -> dict[str, Any]:
     from knowledge.core.model import IndexOptions
     from knowledge.ingest.repos.sync import sync_repository
-    from knowledge.ingest.sources.local import BucketFolderSource
+    from knowledge.ingest.sources.folders import BucketFolderSource
 
     sent_before = len(server.sent)
     started = time.perf_counter()

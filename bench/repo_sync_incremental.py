@@ -62,7 +62,7 @@ def _sync(registry: Any, scope: Any, registration: Any, server: Any, *, full: bo
 def _index(store: Any, scope: Any, root: Path) -> dict[str, Any]:
     from knowledge.core.model import IndexOptions
     from knowledge.ingest.pipeline import index_source
-    from knowledge.ingest.sources.local import BucketFolderSource
+    from knowledge.ingest.sources.folders import BucketFolderSource
 
     started = time.perf_counter()
     result = index_source(store, scope, BucketFolderSource(root), IndexOptions())

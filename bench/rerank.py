@@ -37,7 +37,7 @@ from bench.stores import SCOPE, delete_index, open_store, unique_index_name
 from knowledge.core.model import IndexOptions, SearchQuery
 from knowledge.embedding.hashing import HashingEmbedder
 from knowledge.ingest.pipeline import index_source
-from knowledge.ingest.sources.local import LocalDirectorySource
+from knowledge.ingest.sources.folders import LocalDirectorySource
 from knowledge.reranking import RerankingStage
 from knowledge.reranking.bedrock import BedrockReranker
 from knowledge.service.api import KnowledgeApi

@@ -61,7 +61,7 @@ from knowledge.stores.opensearch import (
     OpenSearchConfig,
     OpenSearchKnowledgeStore,
     queries,
-    query_filters,
+    request_filters,
 )
 from knowledge.stores.opensearch.chunk_records import chunk_document
 from knowledge.stores.opensearch.mapping import CHUNK_INDEX, DOCUMENT_PATH, EMBEDDING, index_body
@@ -200,7 +200,7 @@ def exact_body(vector: Sequence[float], scope: KnowledgeScope, size: int) -> dic
                 "query": {
                     "bool": {
                         "filter": [
-                            *query_filters.scope_filters(scope),
+                            *request_filters.scope_filters(scope),
                             {"exists": {"field": EMBEDDING}},
                         ]
                     }
@@ -299,7 +299,7 @@ def measure_step(
             hits: list[float] = []
             knn_ms: list[float] = []
             for (scope_id, vector), truth in zip(vectors, exact_ids, strict=True):
-                filters = query_filters.query_filters(scope_of(scope_id))
+                filters = request_filters.query_filters(scope_of(scope_id))
                 if ef == "auto":
                     sent = auto[scope_id]
                 elif str(ef) in ratios:
@@ -363,7 +363,7 @@ def interference(
     seed, scope_id, documents = writer
     bodies: dict[str, list[dict[str, Any]]] = {"keyword": [], "vector": []}
     for small_scope, text in probe.groups["small"]:
-        filters = query_filters.query_filters(scope_of(small_scope))
+        filters = request_filters.query_filters(scope_of(small_scope))
         bodies["keyword"].append(queries.keyword_search_body(text, filters, 20))
         vector = embedder.embed(text).vector
         bodies["vector"].append(

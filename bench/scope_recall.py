@@ -62,7 +62,7 @@ from knowledge.stores.opensearch import (
     OpenSearchConfig,
     OpenSearchKnowledgeStore,
     queries,
-    query_filters,
+    request_filters,
 )
 from knowledge.stores.opensearch.scope_size import (
     ef_search_for,
@@ -115,7 +115,7 @@ def measure_scope(
         client.search(index=index, body=scope_chunks_body(scope, cross_context=False))
     )
     k = max(2 * TOP, candidate_count(TOP))
-    filters = query_filters.query_filters(scope)
+    filters = request_filters.query_filters(scope)
     sent = {v: sent_ef(v, chunks) for v in variants}
     exact = {v: v == "auto" and exact_for(chunks) for v in variants}
     exact_ms: list[float] = []
@@ -186,7 +186,7 @@ def copy_scope(client: Any, shared: str, target: str, scope_id: int) -> dict[str
         body={
             "source": {
                 "index": shared,
-                "query": {"bool": {"filter": query_filters.scope_filters(scope_of(scope_id))}},
+                "query": {"bool": {"filter": request_filters.scope_filters(scope_of(scope_id))}},
             },
             "dest": {"index": target},
         },

@@ -75,7 +75,7 @@ def _fill(
     from knowledge.core.model import IndexOptions
     from knowledge.core.scope import KnowledgeScope
     from knowledge.ingest.pipeline import index_source
-    from knowledge.ingest.sources.local import BucketFolderSource
+    from knowledge.ingest.sources.folders import BucketFolderSource
 
     rng = random.Random(7)
     vocabulary = [f"w{n}" for n in range(3000)]

@@ -44,7 +44,7 @@ def make_embedder(name: str, *, cache: bool = True) -> EmbeddingClient:
     if name == "minilm":
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-        from knowledge.embedding.local import SentenceTransformerEmbedder
+        from knowledge.embedding.sentence_transformers import SentenceTransformerEmbedder
 
         model = SentenceTransformerEmbedder()
         return CachingEmbedder(model, CACHE_DIR) if cache else model

@@ -47,7 +47,7 @@ from knowledge.core.model import IndexOptions, SearchMode, SearchQuery
 from knowledge.core.scope import KnowledgeScope
 from knowledge.core.source import SYNONYMS_FILE
 from knowledge.ingest.pipeline import index_source
-from knowledge.ingest.sources.local import LocalDirectorySource
+from knowledge.ingest.sources.folders import LocalDirectorySource
 from knowledge.stores.memory import MemoryKnowledgeStore
 from knowledge.stores.protocol import KnowledgeStore
 

@@ -1,7 +1,10 @@
-"""Rewrite the layer's old module paths (before the sub-package layout) to the new ones.
+"""Rewrite the layer's old module paths (moved or renamed modules) to the new ones.
 
 The ``knowledge`` package moved from 34 top-level modules to sub-packages that say the data
-flow (docs/architecture.md, "The package"). This script rewrites every reference to an old
+flow (docs/architecture.md, "The package"); later, modules that shared one name in
+different packages (``writes``, ``synonyms``, ``local``) or mirrored a neighbour's
+(``query_filters`` beside ``filter_query``) were renamed for what differs between them
+(the last block of ``MOVES``). This script rewrites every reference to an old
 path in the repository's text files: dotted module paths (``knowledge.indexing`` ->
 ``knowledge.ingest.pipeline``), file paths (``knowledge/indexing.py``) and the
 ``from knowledge import text`` form. It is idempotent: a new path never contains an old one.
@@ -10,7 +13,9 @@ path in the repository's text files: dotted module paths (``knowledge.indexing``
     python tools/rewrite_imports.py --check    # exit 1 if any file still names an old path
     python tools/rewrite_imports.py --move     # git mv the old modules first (done once)
 
-Branches written against the old layout run it after merging main.
+Branches written against an old layout run it after merging main. Benchmark results and
+the report made from them (``bench/results/``, ``bench/REPORT.md``) keep the names they
+were measured with.
 """
 
 from __future__ import annotations
@@ -49,7 +54,7 @@ MOVES: dict[str, str] = {
     "chunking": "ingest.chunking",
     "indexing": "ingest.pipeline",
     "lookahead": "ingest.lookahead",
-    "writes": "ingest.writes",
+    "writes": "ingest.api_writes",
     "sources": "ingest.sources",
     "repos": "ingest.repos",
     "repos.cli": "local.repo_cli",  # ``kb repo``: a command, so beside ``kb``
@@ -71,16 +76,27 @@ MOVES: dict[str, str] = {
     "reindex_queue": "aws.reindex_queue",
     "events": "aws.events",
     "event_indexing": "aws.event_indexing",
-    "writes_s3": "aws.writes",
+    "writes_s3": "aws.bucket_writes",
     # local: kb, its server, watcher and MCP server
     "cli": "local.cli",
     "mcp_server": "local.mcp_server",
+    # names that say what differs where two modules had one name
+    "ingest.writes": "ingest.api_writes",  # API write requests -> DocumentWrite
+    "local.writes": "local.folder_writes",  # kb serve's writes into the served folder
+    "aws.writes": "aws.bucket_writes",  # writes into the S3 documents bucket
+    "ingest.synonyms": "ingest.synonyms_file",  # the scope's _synonyms.txt, checked and stored
+    "ranking.synonyms": "ranking.synonym_expansion",  # parse the rules, expand a query
+    "stores.opensearch.synonyms": "stores.opensearch.synonym_records",  # record + cache
+    "embedding.local": "embedding.sentence_transformers",  # the "local" provider's backend
+    "ingest.sources.local": "ingest.sources.folders",  # documents from local folders
+    "ingest.repos.local": "ingest.repos.kb_serve",  # repositories on kb serve
+    "stores.opensearch.query_filters": "stores.opensearch.request_filters",
 }
 
 SUFFIXES = {".sh", ".py", ".pyi", ".md", ".toml", ".yaml", ".yml", ".txt", ".cfg", ".ini", ".json"}
 NAMES = {"Makefile", "run"}
 SKIP_DIRS = {"results", ".git", ".venv", ".venv-sam", ".venv-bench", "node_modules", "__pycache__", ".aws-sam"}
-SKIP_FILES = {Path(__file__).resolve()}
+SKIP_FILES = {Path(__file__).resolve(), ROOT / "bench" / "REPORT.md"}
 
 _ID = r"[A-Za-z0-9_]"
 

@@ -13,7 +13,7 @@ The AWS behaviours plug in behind the API: ``POST .../reindex`` goes through
 the indexer function (it pages through the scope, ``knowledge.aws.reindex_queue``), and
 answers 202 at once. The write routes (``PUT``/``DELETE .../documents/{path}``, ``POST
 .../uploads``) put, delete or presign objects in the documents bucket
-(``knowledge.aws.writes``, the API's ``writes``) and answer 202; the event pipeline
+(``knowledge.aws.bucket_writes``, the API's ``writes``) and answer 202; the event pipeline
 indexes them. Each agent's writes are limited (``knowledge.service.write_quotas``: write
 requests and bytes a minute, documents a scope), counted in the DynamoDB table
 ``WRITE_QUOTA_TABLE`` that every container shares (``knowledge.aws.write_quotas``); over a
@@ -120,8 +120,8 @@ def _authorize(agent: str, operation: Operation) -> None:
 def knowledge_api() -> KnowledgeApi:
     """The container's API over its store, created on the first request."""
     if container.api is None:
+        from knowledge.aws.bucket_writes import S3Storage
         from knowledge.aws.settings import build_reranking, build_store
-        from knowledge.aws.writes import S3Storage
         from knowledge.search.shared import SharedGrants
 
         config = settings()
@@ -345,7 +345,7 @@ def _endpoint(route: Route) -> Callable[..., Response[str]]:
 
 # The search function serves the table's routes of its own (template.yaml routes the
 # repository routes to the repos function); writes are S3 puts/deletes that the event
-# pipeline indexes, answered 202 (knowledge.ingest.writes).
+# pipeline indexes, answered 202 (knowledge.ingest.api_writes).
 for served in ROUTES:
     if served.function == "search":
         rule = served.path.replace("{", "<").replace("}", ">")

@@ -14,7 +14,7 @@ import pytest
 from knowledge.core.model import IndexOptions, SearchMode, SearchQuery, SearchResult
 from knowledge.core.scope import KnowledgeScope
 from knowledge.ingest.pipeline import index_source
-from knowledge.ingest.sources.local import BucketFolderSource
+from knowledge.ingest.sources.folders import BucketFolderSource
 from knowledge.search.prompt_context import PREAMBLE, build_prompt_context
 from knowledge.search.results import CUT_MARKER, estimate_tokens
 from knowledge.service.api import KnowledgeApi

@@ -23,7 +23,7 @@ from knowledge.core.errors import ConfigurationError
 from knowledge.core.model import IndexOptions, SearchMode
 from knowledge.core.scope import KnowledgeScope
 from knowledge.ingest.pipeline import index_source
-from knowledge.ingest.sources.local import BucketFolderSource, LocalDirectorySource
+from knowledge.ingest.sources.folders import BucketFolderSource, LocalDirectorySource
 from knowledge.search.tool import KnowledgeSearchTool, ToolContext
 from knowledge.service.api import KnowledgeApi
 from knowledge.stores.protocol import KnowledgeStore

@@ -16,7 +16,7 @@ from knowledge.core.model import IndexOptions, SearchMode, SearchQuery
 from knowledge.core.scope import KnowledgeScope
 from knowledge.core.source import SourceDocument
 from knowledge.ingest.pipeline import delete_document, index_source, upsert_document
-from knowledge.ingest.sources.local import BucketFolderSource
+from knowledge.ingest.sources.folders import BucketFolderSource
 from knowledge.stores.protocol import KnowledgeStore
 
 SCOPE = KnowledgeScope("docs-bot", "handbook")

@@ -20,7 +20,7 @@ from knowledge.core.errors import ValidationError
 from knowledge.core.model import IndexOptions, SearchMode, SearchQuery, SearchResult
 from knowledge.core.scope import KnowledgeScope
 from knowledge.ingest.pipeline import index_source
-from knowledge.ingest.sources.local import BucketFolderSource
+from knowledge.ingest.sources.folders import BucketFolderSource
 from knowledge.stores.protocol import KnowledgeStore
 
 A_X = KnowledgeScope("agent-a", "ctx-x")

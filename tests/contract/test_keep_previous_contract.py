@@ -26,7 +26,7 @@ from knowledge.ingest.pipeline import (
     reindex_source,
     upsert_document,
 )
-from knowledge.ingest.sources.local import BucketFolderSource
+from knowledge.ingest.sources.folders import BucketFolderSource
 from knowledge.stores.protocol import KnowledgeStore
 
 SCOPE = KnowledgeScope("keeper", "docs")

@@ -22,7 +22,7 @@ import pytest
 from knowledge.core.model import IndexOptions, SearchMode, SearchQuery, SearchResult
 from knowledge.core.scope import KnowledgeScope
 from knowledge.ingest.pipeline import index_source
-from knowledge.ingest.sources.local import BucketFolderSource
+from knowledge.ingest.sources.folders import BucketFolderSource
 from knowledge.ranking import explain
 from knowledge.ranking.page_signal import PAGE_WEIGHT
 from knowledge.stores.protocol import KnowledgeStore

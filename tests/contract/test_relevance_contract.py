@@ -28,7 +28,7 @@ from knowledge.core.model import (
 )
 from knowledge.core.scope import KnowledgeScope
 from knowledge.ingest.pipeline import index_source
-from knowledge.ingest.sources.local import BucketFolderSource
+from knowledge.ingest.sources.folders import BucketFolderSource
 from knowledge.ranking import explain
 from knowledge.search.tool import KnowledgeSearchTool, ToolContext
 from knowledge.service.api import KnowledgeApi

@@ -25,7 +25,7 @@ from knowledge.core.model import (
 from knowledge.core.scope import KnowledgeScope
 from knowledge.core.source import SourceDocument
 from knowledge.ingest.pipeline import delete_document, index_source, reindex_source, upsert_document
-from knowledge.ingest.sources.local import BucketFolderSource
+from knowledge.ingest.sources.folders import BucketFolderSource
 from knowledge.stores.protocol import KnowledgeStore
 
 A_X = KnowledgeScope("agent-a", "ctx-x")

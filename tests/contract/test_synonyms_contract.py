@@ -19,10 +19,10 @@ from knowledge.core.model import IndexOptions, SearchMode, SearchQuery, SearchRe
 from knowledge.core.scope import KnowledgeScope
 from knowledge.core.source import SYNONYMS_FILE
 from knowledge.ingest.pipeline import index_source, reindex_source
-from knowledge.ingest.sources.local import BucketFolderSource
+from knowledge.ingest.sources.folders import BucketFolderSource
 from knowledge.ranking import explain
 from knowledge.ranking.origin_weights import RankWeights
-from knowledge.ranking.synonyms import SYNONYM_WEIGHT
+from knowledge.ranking.synonym_expansion import SYNONYM_WEIGHT
 from knowledge.stores.protocol import KnowledgeStore
 
 WITH = KnowledgeScope("syn-bot", "ops")

@@ -21,7 +21,7 @@ from knowledge.core.scope import KnowledgeScope
 from knowledge.embedding.base import Embedding
 from knowledge.embedding.hashing import HashingEmbedder
 from knowledge.ingest.pipeline import index_source
-from knowledge.ingest.sources.local import BucketFolderSource
+from knowledge.ingest.sources.folders import BucketFolderSource
 from knowledge.ranking import explain
 from knowledge.ranking.fusion import ENGLISH_ONLY_EMBEDDERS
 from knowledge.ranking.vector_side import UNCOVERED_QUERY

@@ -696,7 +696,7 @@ def test_every_pair_of_settings_deploys_with_its_conditions_resolved() -> None:
         assert indexer["EMBEDDING_PROVIDER"] == parameters.get("EmbeddingProvider", "bedrock")
         assert indexer["OPENSEARCH_SERVICE"] == _target(stack)[0], row
         assert search["KB_SHARED_GRANTS"] == parameters.get("SharedLibraryGrants", ""), row
-        # The upload grant's limit is the indexer's (knowledge.aws.writes).
+        # The upload grant's limit is the indexer's (knowledge.aws.bucket_writes).
         limit = parameters.get("MaxDocumentMiB", "64")
         assert search["MAX_DOCUMENT_MIB"] == indexer["MAX_DOCUMENT_MIB"] == limit, row
         secret_read = any(

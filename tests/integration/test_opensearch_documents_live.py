@@ -126,7 +126,7 @@ def test_unread_counts_are_one_record_per_scope_with_or_without_client_ids(
     full listing writes a new one); a reindex's replace removes the older ones, and the
     record is never a document, a problem or a scope of its own."""
     from knowledge.core.model import IndexOptions
-    from knowledge.ingest.sources.local import LocalDirectorySource
+    from knowledge.ingest.sources.folders import LocalDirectorySource
 
     folder = tmp_path / "docs"
     folder.mkdir()

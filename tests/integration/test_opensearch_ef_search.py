@@ -19,7 +19,7 @@ from knowledge.core.model import SearchMode, SearchQuery
 from knowledge.core.scope import KnowledgeScope
 from knowledge.embedding.hashing import HashingEmbedder
 from knowledge.ingest.pipeline import index_source
-from knowledge.ingest.sources.local import LocalDirectorySource
+from knowledge.ingest.sources.folders import LocalDirectorySource
 from knowledge.stores.opensearch import OpenSearchKnowledgeStore, RetryPolicy
 from knowledge.stores.opensearch.mapping import AGENT, CONTEXT, RECORD, RECORD_CHUNK
 from knowledge.stores.opensearch.scope_size import LARGE_SCOPE_CHUNKS, exact_for

@@ -38,7 +38,7 @@ from knowledge.stores.opensearch import (
     OpenSearchKnowledgeStore,
     RetryPolicy,
     queries,
-    query_filters,
+    request_filters,
 )
 from knowledge.stores.opensearch import connection as connection_module
 from knowledge.stores.opensearch import store as store_module
@@ -620,7 +620,7 @@ def test_hybrid_reads_the_text_of_the_chosen_chunks_only(make_store, node: NodeI
         {"term": {"record": "document"}},
     ]
     assert pages[0][1]["size"] == len(texts)  # every candidate's document, no more
-    # The scope's synonyms (ranking.synonyms: one read, then cached).
+    # The scope's synonyms (ranking.synonym_expansion: one read, then cached).
     synonyms = [r for r in searches if r[1].get("_source") == {"includes": ["synonyms"]}]
     assert len(synonyms) == 1
     page = [r for r in searches if r not in counts and r not in pages and r not in synonyms]
@@ -636,7 +636,7 @@ def test_the_trimmed_candidate_answer_keeps_a_side_error(make_store, node: NodeI
     """``CANDIDATES_FILTER_PATH`` on the real node: a failing side still says why."""
     scope = KnowledgeScope("a1", "c1")
     index_source(make_store(), scope, Source({"a.md": "deploy notes"}))
-    filters = query_filters.query_filters(scope)
+    filters = request_filters.query_filters(scope)
     lines = queries.msearch_body(
         [
             queries.keyword_search_body("deploy", filters, 10, candidates=True),

@@ -23,7 +23,7 @@ from knowledge.ingest.repos.state import RepoRegistry
 from knowledge.ingest.repos.storage import FolderStorage
 from knowledge.ingest.repos.sync import SyncReport, sync_repository
 from knowledge.ingest.repos.trees import TreeCache
-from knowledge.ingest.sources.local import BucketFolderSource
+from knowledge.ingest.sources.folders import BucketFolderSource
 from knowledge.stores.memory import MemoryKnowledgeStore
 
 pytestmark = pytest.mark.integration

@@ -23,7 +23,7 @@ from knowledge.ingest.repos.registration import RepoRegistration, SyncBounds
 from knowledge.ingest.repos.state import RepoRegistry
 from knowledge.ingest.repos.storage import FolderStorage
 from knowledge.ingest.repos.sync import SyncReport, sync_repository
-from knowledge.ingest.sources.local import BucketFolderSource
+from knowledge.ingest.sources.folders import BucketFolderSource
 from knowledge.stores.memory import MemoryKnowledgeStore
 
 pytestmark = pytest.mark.integration
@@ -376,7 +376,7 @@ def test_routes_and_client_register_sync_and_remove_on_kb_serve(
 def test_kb_repo_commands_and_the_serve_interval(
     server: GitHttpServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from knowledge.ingest.repos.local import LocalRepos, RepoScheduler
+    from knowledge.ingest.repos.kb_serve import LocalRepos, RepoScheduler
     from knowledge.local.cli import main
 
     work = new_repo(server, tmp_path, "cli")

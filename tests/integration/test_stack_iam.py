@@ -34,7 +34,7 @@ from knowledge.core.scope import KnowledgeScope
 from knowledge.core.source import SourceDocument
 from knowledge.embedding.hashing import HashingEmbedder
 from knowledge.ingest.pipeline import delete_document, reindex_source, upsert_document
-from knowledge.ingest.sources.local import LocalDirectorySource
+from knowledge.ingest.sources.folders import LocalDirectorySource
 
 pytestmark = [pytest.mark.integration, pytest.mark.opensearch]
 

@@ -8,7 +8,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from bench.report_synonyms import _moved
 from bench.synonym_probe import ABBREVIATIONS, KOREAN, rewrite, synonyms_file
-from knowledge.ranking.synonyms import expand, parse_synonyms
+from knowledge.ranking.synonym_expansion import expand, parse_synonyms
 
 
 def test_abbreviations_replace_whole_words_in_any_case() -> None:

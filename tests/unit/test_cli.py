@@ -687,8 +687,8 @@ def test_write_exposure_check_admits_loopback_and_an_explicit_acknowledgement(
     tmp_path: Path,
 ) -> None:
     from knowledge.core.errors import ConfigurationError
+    from knowledge.local.folder_writes import check_write_exposure, is_loopback_host
     from knowledge.local.server import LocalServer
-    from knowledge.local.writes import check_write_exposure, is_loopback_host
     from knowledge.stores.memory import MemoryKnowledgeStore
 
     for host in ("127.0.0.1", "127.1.2.3", "localhost", "::1", "[::1]"):

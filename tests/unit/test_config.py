@@ -21,7 +21,7 @@ from knowledge.core.model import IndexOptions, SearchMode, SearchQuery
 from knowledge.core.scope import KnowledgeScope
 from knowledge.embedding.hashing import HashingEmbedder
 from knowledge.ingest.pipeline import index_source
-from knowledge.ingest.sources.local import LocalDirectorySource
+from knowledge.ingest.sources.folders import LocalDirectorySource
 from knowledge.stores.embedded import EmbeddedKnowledgeStore
 from knowledge.stores.memory import MemoryKnowledgeStore
 

@@ -211,7 +211,7 @@ def test_a_file_that_grows_after_it_was_listed_is_read_only_to_the_size_limit(
 ) -> None:
     from knowledge.core.model import IndexOptions
     from knowledge.core.scope import KnowledgeScope
-    from knowledge.ingest.sources.local import LocalDirectorySource
+    from knowledge.ingest.sources.folders import LocalDirectorySource
     from knowledge.stores.memory import MemoryKnowledgeStore
 
     folder = tmp_path / "docs"

@@ -170,7 +170,7 @@ import document_files as files
 from knowledge.core.model import IndexOptions
 from knowledge.core.scope import KnowledgeScope
 from knowledge.ingest.pipeline import index_source
-from knowledge.ingest.sources.local import BucketFolderSource
+from knowledge.ingest.sources.folders import BucketFolderSource
 from knowledge.stores.memory import MemoryKnowledgeStore
 from knowledge.stores.protocol import KnowledgeStore
 

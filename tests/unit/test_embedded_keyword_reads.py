@@ -21,7 +21,7 @@ from knowledge.core.scope import KnowledgeScope
 from knowledge.ranking import explain
 from knowledge.ranking.fusion import Fused
 from knowledge.ranking.relevance import calibration, judge, query_weights
-from knowledge.ranking.synonyms import QueryTerms, expand
+from knowledge.ranking.synonym_expansion import QueryTerms, expand
 from knowledge.stores.embedded import EmbeddedKnowledgeStore, page_index
 from knowledge.stores.embedded.candidates import pairs_condition
 from knowledge.stores.embedded.keyword_index import _MASK_TERMS, _matches

@@ -8,7 +8,7 @@ from pathlib import Path
 from knowledge.core.model import SearchQuery
 from knowledge.core.scope import KnowledgeScope
 from knowledge.ingest.pipeline import index_source, reindex_source
-from knowledge.ingest.sources.local import BucketFolderSource
+from knowledge.ingest.sources.folders import BucketFolderSource
 from knowledge.stores.embedded import EmbeddedKnowledgeStore
 
 SCOPE = KnowledgeScope("big-agent", "archive")

@@ -18,7 +18,7 @@ from knowledge.core.scope import KnowledgeScope
 from knowledge.core.source import SourceDocument
 from knowledge.ingest.pipeline import delete_document, upsert_document
 from knowledge.ranking.analysis import keyword_terms
-from knowledge.ranking.synonyms import compiled, expand, parse_synonyms
+from knowledge.ranking.synonym_expansion import compiled, expand, parse_synonyms
 from knowledge.stores.embedded import EmbeddedKnowledgeStore, page_index
 from knowledge.stores.embedded.candidates import Candidate, pairs_condition
 from knowledge.stores.embedded.filter_sql import filter_sql

@@ -25,7 +25,7 @@ from knowledge.core.source import SourceDocument
 from knowledge.embedding.base import Embedding
 from knowledge.embedding.hashing import HashingEmbedder
 from knowledge.ingest.pipeline import delete_document, reindex_source, upsert_document
-from knowledge.ingest.sources.local import LocalDirectorySource
+from knowledge.ingest.sources.folders import LocalDirectorySource
 from knowledge.ranking.analysis import ANALYSIS
 from knowledge.stores.embedded import EmbeddedKnowledgeStore, fts_query
 from knowledge.stores.protocol import (

@@ -28,7 +28,7 @@ from knowledge.embedding.bedrock import BedrockEmbeddingClient
 from knowledge.embedding.pool import EmbeddingDeadlineError
 from knowledge.ingest.chunking import MarkdownSectionChunker, embedding_text
 from knowledge.ingest.pipeline import Indexer, index_source
-from knowledge.ingest.sources.local import LocalDirectorySource
+from knowledge.ingest.sources.folders import LocalDirectorySource
 from knowledge.stores.embedded import EmbeddedKnowledgeStore
 
 DIMENSIONS = 256

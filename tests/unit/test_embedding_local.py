@@ -11,7 +11,7 @@ import pytest
 
 from knowledge.core.errors import ConfigurationError, EmbeddingError, ValidationError
 from knowledge.embedding.base import EmbeddingClient
-from knowledge.embedding.local import (
+from knowledge.embedding.sentence_transformers import (
     DEFAULT_LOCAL_MODEL,
     SentenceTransformerEmbedder,
     resolve_model_location,

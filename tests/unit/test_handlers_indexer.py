@@ -592,7 +592,7 @@ def test_an_archived_metadata_sidecar_is_a_problem_not_a_retry(indexer):
 def test_the_synonyms_file_event_stores_the_scopes_synonyms_and_a_bad_one_is_a_problem(
     indexer, capsys
 ):
-    """``_synonyms.txt`` is config (ranking.synonyms): its events store the scope's set,
+    """``_synonyms.txt`` is config (ranking.synonym_expansion): its events store the scope's set,
     never a document; a bad file is a status problem, not retried, the last set kept.
     (``min_score`` 0: a hit through a synonym alone covers part of the query, whatever
     the default floor; what the synonyms find is the subject.)"""

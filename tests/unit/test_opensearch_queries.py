@@ -36,16 +36,6 @@ from knowledge.stores.opensearch.queries import (
     stored_documents_body,
     vector_search_body,
 )
-from knowledge.stores.opensearch.query_filters import (
-    MATCH_NOTHING,
-    file_pattern_filter,
-    glob_to_regexp,
-    glob_to_wildcard,
-    metadata_filters,
-    query_filters,
-    scope_filters,
-    scope_query,
-)
 from knowledge.stores.opensearch.records import (
     RecordState,
     bulk_delete_action,
@@ -56,6 +46,16 @@ from knowledge.stores.opensearch.records import (
     parse_records_mget,
     parse_stored_vectors,
     stored_vectors_body,
+)
+from knowledge.stores.opensearch.request_filters import (
+    MATCH_NOTHING,
+    file_pattern_filter,
+    glob_to_regexp,
+    glob_to_wildcard,
+    metadata_filters,
+    query_filters,
+    scope_filters,
+    scope_query,
 )
 from knowledge.stores.protocol import StoredDocument
 

@@ -16,7 +16,7 @@ from knowledge.core.rank_weights import RankWeights
 from knowledge.core.scope import KnowledgeScope
 from knowledge.ranking.fusion import Fused
 from knowledge.ranking.relevance import calibration, judge, query_terms, query_weights
-from knowledge.ranking.synonyms import QueryTerms
+from knowledge.ranking.synonym_expansion import QueryTerms
 from knowledge.stores.opensearch import answers, queries
 from knowledge.stores.opensearch.both_sides import Search, search_together
 from knowledge.stores.opensearch.named_clauses import (
@@ -26,13 +26,13 @@ from knowledge.stores.opensearch.named_clauses import (
     named_clauses,
     term_clauses,
 )
-from knowledge.stores.opensearch.query_filters import query_filters, searched_scope_filters
 from knowledge.stores.opensearch.relevance_side import (
     STATISTICS_FILTER_PATH,
     judge_candidates,
     parse_statistics,
     statistics_body,
 )
+from knowledge.stores.opensearch.request_filters import query_filters, searched_scope_filters
 from knowledge.stores.opensearch.scope_size import scope_chunks_body
 
 SCOPE = KnowledgeScope("ops-bot", "runbooks")

@@ -688,7 +688,7 @@ def test_hybrid_sends_one_msearch_and_errors_name_the_side() -> None:
     store = _store(fake)
     assert store.search(SCOPE, SearchQuery("deploy", mode="hybrid")) == []
     # The first vector search of a scope counts its chunks (scope_size: ef_search), once;
-    # the first keyword side reads the scope's synonyms, cached (opensearch.synonyms).
+    # the first keyword side reads the scope's synonyms, cached (opensearch.synonym_records).
     assert fake.names().count("search") == 2
     fake.calls.clear()
     assert store.search(SCOPE, SearchQuery("deploy", mode="hybrid")) == []

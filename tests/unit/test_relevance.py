@@ -38,7 +38,7 @@ from knowledge.ranking.relevance import (
     query_terms,
     query_weights,
 )
-from knowledge.ranking.synonyms import SYNONYM_WEIGHT, QueryTerms
+from knowledge.ranking.synonym_expansion import SYNONYM_WEIGHT, QueryTerms
 
 GRID = [i / 10 for i in range(11)]
 OWN = Calibration("test", keyword=(-3.0, 6.0), vector=(-5.0, 4.0, 3.0), hybrid=(-6.0, 5.0, 4.0))
@@ -91,7 +91,7 @@ def test_idf_is_the_documented_formula_and_clamps_the_count() -> None:
 
 
 def weights_of(typed: tuple[str, ...], expanded: tuple[str, ...] = (), **df: int) -> QueryWeights:
-    # Each added term a synonym of the first typed one, as ranking.synonyms records it.
+    # Each added term a synonym of the first typed one, as ranking.synonym_expansion records it.
     matches = tuple(((typed[0],), (term,)) for term in expanded) if typed else ()
     return query_weights(QueryTerms(typed, expanded, matches), df, 200)
 

@@ -13,7 +13,7 @@ from knowledge.core.model import IndexOptions
 from knowledge.core.scope import KnowledgeScope
 from knowledge.core.source import DocumentSource, SourceDocument
 from knowledge.ingest.sources import Listing
-from knowledge.ingest.sources.local import BucketFolderSource, LocalDirectorySource
+from knowledge.ingest.sources.folders import BucketFolderSource, LocalDirectorySource
 
 SCOPE = KnowledgeScope("agent", "ctx")
 ALL = IndexOptions(file_patterns=("*",))

@@ -319,7 +319,7 @@ def test_archived_objects_and_sidecars_list_and_read_as_archived(s3):
 
 def test_the_synonyms_file_is_read_with_the_listing_and_is_not_a_document(s3):
     from knowledge.ingest.sources import SynonymsFile
-    from knowledge.ranking.synonyms import MAX_SYNONYMS_BYTES
+    from knowledge.ranking.synonym_expansion import MAX_SYNONYMS_BYTES
 
     source = S3DocumentSource(BUCKET, client=s3)
     put(s3, "ops-bot/runbooks/doc.md", "# Doc\n\nk8s")

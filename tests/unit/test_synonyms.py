@@ -11,11 +11,11 @@ from knowledge.core.errors import ValidationError
 from knowledge.core.model import IndexOptions
 from knowledge.core.scope import KnowledgeScope
 from knowledge.core.source import SYNONYMS_FILE, is_document_path
+from knowledge.ingest.api_writes import check_write_path
 from knowledge.ingest.sources import SynonymsFile
-from knowledge.ingest.sources.local import BucketFolderSource
-from knowledge.ingest.synonyms import synonyms_problem
-from knowledge.ingest.writes import check_write_path
-from knowledge.ranking.synonyms import (
+from knowledge.ingest.sources.folders import BucketFolderSource
+from knowledge.ingest.synonyms_file import synonyms_problem
+from knowledge.ranking.synonym_expansion import (
     MAX_EXPANDED_TERMS,
     MAX_SYNONYM_RULES,
     MAX_SYNONYMS_BYTES,

@@ -21,7 +21,7 @@ from knowledge.core.scope import KnowledgeScope
 from knowledge.core.source import SourceDocument
 from knowledge.embedding.openai import OpenAIEmbeddingClient
 from knowledge.ingest.sources import Listing
-from knowledge.ingest.sources.local import BucketFolderSource
+from knowledge.ingest.sources.folders import BucketFolderSource
 from knowledge.local.watcher import (
     BucketWatcher,
     FileStamp,
@@ -709,7 +709,7 @@ def test_a_served_folder_that_vanishes_empties_nothing(
 def test_the_synonyms_file_is_stored_as_the_scopes_synonyms(
     root: Path, watcher: BucketWatcher, store: MemoryKnowledgeStore
 ) -> None:
-    """``_synonyms.txt`` is config (ranking.synonyms): a change is stored with the scope,
+    """``_synonyms.txt`` is config (ranking.synonym_expansion): a change is stored with the scope,
     a bad one is a status problem until fixed (the last good set stays), a delete drops it.
     (``min_score`` 0: a hit through a synonym alone covers part of the query, whatever
     the default floor.)"""

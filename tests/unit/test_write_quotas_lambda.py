@@ -25,8 +25,8 @@ from lambda_support import (
 )
 from moto import mock_aws
 
+from knowledge.aws.bucket_writes import S3Storage
 from knowledge.aws.write_quotas import DynamoDBCounter
-from knowledge.aws.writes import S3Storage
 from knowledge.service.api import KnowledgeApi
 from knowledge.service.write_quotas import REQUESTS_LIMIT, WINDOW_SECONDS, WriteLimits, WriteQuota
 from knowledge.stores.memory import MemoryKnowledgeStore

@@ -20,7 +20,7 @@ import pytest
 from lambda_support import BUCKET, LambdaContext, api_event, load_handler, use_fake_aws
 from moto import mock_aws
 
-from knowledge.aws.writes import S3Storage
+from knowledge.aws.bucket_writes import S3Storage
 from knowledge.service.api import KnowledgeApi
 from knowledge.stores.memory import MemoryKnowledgeStore
 

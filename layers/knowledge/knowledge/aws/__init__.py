@@ -6,7 +6,7 @@ store (``event_indexing``), the dispatcher's routing of those events to the expr
 the bulk work queue, so one tenant cannot hold up the others (``dispatch``), the
 indexer's SQS batches within the invocation's time (``sqs_batch``, ``invocation_time``;
 both send records on through ``sqs_messages``), reindex requests expanded page by page
-(``reindex_queue``), the write routes as S3 puts and deletes (``writes``), each
+(``reindex_queue``), the write routes as S3 puts and deletes (``bucket_writes``), each
 agent's write counts in DynamoDB (``write_quotas``), and the remote MCP endpoint
 (``mcp_endpoint``: the tools of ``kb mcp`` over MCP's streamable HTTP behind API
 Gateway, through ``asgi``, one API Gateway event as one ASGI request), and the knowledge

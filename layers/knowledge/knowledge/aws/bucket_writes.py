@@ -27,7 +27,7 @@ from typing import Any
 from knowledge.core.errors import StoreUnavailableError, ValidationError
 from knowledge.core.scope import KnowledgeScope
 from knowledge.core.source import SIDECAR_SUFFIX, UPLOAD_MARKER
-from knowledge.ingest.writes import MAX_UPLOAD_BYTES, check_write_path
+from knowledge.ingest.api_writes import MAX_UPLOAD_BYTES, check_write_path
 
 __all__ = ["MAX_KEY_BYTES", "S3Storage"]
 

@@ -29,7 +29,7 @@ all end with the index matching the bucket.
 - ``REINDEX_SCOPE``: one step of a scope reindex, expanded by the injected
   ``ScopeExpander`` (``knowledge.aws.reindex_queue.ScopeReindexer``) within the time budget;
 - the scope's synonyms file (``_synonyms.txt``, any event): stored with the scope as it
-  is now (``knowledge.ingest.synonyms``; a bad file is a problem in the status, kept
+  is now (``knowledge.ingest.synonyms_file``; a bad file is a problem in the status, kept
   until fixed, not retried);
 - ``IGNORE`` and ``REJECT`` change nothing; a path that does not match the file patterns
   is ignored.
@@ -59,7 +59,7 @@ from knowledge.ingest.pipeline import (
     upsert_document,
 )
 from knowledge.ingest.sources import SynonymsFile
-from knowledge.ingest.synonyms import apply_synonyms
+from knowledge.ingest.synonyms_file import apply_synonyms
 from knowledge.stores.protocol import KnowledgeStore
 
 __all__ = [
@@ -267,7 +267,7 @@ class EventIndexer:
         return EventOutcome(action, outcome.status, detail, outcome.result)
 
     def _synonyms(self, action: ObjectAction, scope: KnowledgeScope) -> EventOutcome:
-        """The scope's synonyms file changed: store it as it is now (``ingest.synonyms``).
+        """The scope's synonyms file changed: store it as it is now (``ingest.synonyms_file``).
         A bad file is a problem in the status (the last good set stays), not retried."""
         found = self._source.synonyms_file(scope)
         with self._store.write_session(scope) as session:

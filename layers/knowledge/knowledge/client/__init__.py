@@ -287,7 +287,7 @@ class KnowledgeClient:
         path = f"/v1/agents/{segment(scope.agent)}/contexts/{segment(scope.context)}/reindex"
         return self._call("POST", path, {}).body
 
-    # --- writes (knowledge.ingest.writes): 202 answers; the document route shows when indexed --
+    # --- writes (knowledge.ingest.api_writes): 202 answers; the document route shows when indexed
 
     def put_document(
         self,
@@ -302,7 +302,7 @@ class KnowledgeClient:
         """Write one document (``origin="manual"`` with Markdown for a note); the
         server's 202 answer (``path``, ``content_hash``, ``document``). A file over
         the servers' limit is refused here, before it is sent (use ``create_upload``)."""
-        from knowledge.ingest.writes import MAX_DOCUMENT_BYTES
+        from knowledge.ingest.api_writes import MAX_DOCUMENT_BYTES
 
         if len(data) > MAX_DOCUMENT_BYTES:
             raise TooLargeError(

@@ -6,7 +6,7 @@ scope (``runbooks/deploy.md``), ``/``-separated. A document's optional sidecar
 ``<path>.metadata.json`` (Bedrock's ``{"metadataAttributes": {...}}`` form) is not a
 document itself: its attributes become metadata of every chunk. Nor is the scope's
 synonyms file ``_synonyms.txt`` (``SYNONYMS_FILE``, at the scope's root: configuration,
-``knowledge.ranking.synonyms``), which the indexing run stores with the scope instead.
+``knowledge.ranking.synonym_expansion``), which the indexing run stores with the scope instead.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ __all__ = [
 
 SIDECAR_SUFFIX = ".metadata.json"
 SYNONYMS_FILE = "_synonyms.txt"
-"""The scope's synonyms (Solr format, ``knowledge.ranking.synonyms``): at the scope's root
+"""The scope's synonyms (Solr format, ``knowledge.ranking.synonym_expansion``): at the scope's root
 only, never a document; its problems are recorded under this path."""
 UPLOAD_MARKER = ("kb-upload", "1")
 """The S3 user metadata (``x-amz-meta-kb-upload: 1``) a presigned upload's object carries:

@@ -23,7 +23,7 @@ __all__ = ["EMBEDDER_NAMES", "Embedding", "EmbeddingClient", "HashingEmbedder", 
 _PROVIDERS: dict[str, tuple[str, str]] = {
     "hashing": ("knowledge.embedding.hashing", "HashingEmbedder"),
     "openai": ("knowledge.embedding.openai", "OpenAIEmbeddingClient"),
-    "local": ("knowledge.embedding.local", "SentenceTransformerEmbedder"),
+    "local": ("knowledge.embedding.sentence_transformers", "SentenceTransformerEmbedder"),
     "bedrock": ("knowledge.embedding.bedrock", "BedrockEmbeddingClient"),
     "multilingual": ("knowledge.embedding.multilingual", "MultilingualEmbedder"),
 }

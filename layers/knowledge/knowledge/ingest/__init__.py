@@ -8,5 +8,5 @@ store's write sessions (``index_source(store, scope, source)``, ``reindex_source
 ``document_writer`` writes one document, ``chunk_embedding`` embeds its chunks in
 batches reusing an indexed version's vectors, ``run_report`` keeps what a run did and
 records its problems, ``lookahead`` prepares the next documents while one is written.
-``writes`` are the document writes of the HTTP API.
+``api_writes`` are the document writes of the HTTP API.
 """

@@ -1,8 +1,8 @@
 """Document writes through the API: put a file or a note, delete one, presign an upload.
 
 The write routes (``knowledge.service.api``) turn a request into a ``DocumentWrite`` here and hand
-it to a ``DocumentStorage``: the S3 bucket on AWS (``knowledge.aws.writes``), the served
-folder under ``kb serve --allow-writes`` (``knowledge.local.writes``). The storage only
+it to a ``DocumentStorage``: the S3 bucket on AWS (``knowledge.aws.bucket_writes``), the served
+folder under ``kb serve --allow-writes`` (``knowledge.local.folder_writes``). The storage only
 writes; indexing is what it always was (the bucket's event pipeline, the folder's
 watcher), so the bucket (or folder) stays the single source of truth and a write is
 answered **202** before it is searchable, with what to poll (``accepted_body``).
@@ -18,7 +18,7 @@ What a write may name, checked before anything is stored (``check_write_path``):
   reserved prefix (``RESERVED_PREFIXES``: ``_repos/`` holds the Git repository mirrors,
   ``_kb/`` is kept for the product's own files), nor the scope's synonyms file
   (``_synonyms.txt`` at its root: configuration, read by the indexer from the bucket or
-  folder, ``knowledge.ranking.synonyms``); names and prefixes in any letter case,
+  folder, ``knowledge.ranking.synonym_expansion``); names and prefixes in any letter case,
   since a case-insensitive file system (macOS, Windows) makes them the same folder;
 - an extension the indexer reads (``knowledge.extraction.DOCUMENT_PATTERNS``) and not
   one it only lists as a problem (``REFUSED_FORMATS``: ``.doc``, ``.odt``, ...), content

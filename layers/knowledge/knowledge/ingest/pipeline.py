@@ -276,7 +276,7 @@ class Indexer:
             # A file that was never indexed and is gone: its problem goes with it (the
             # source's own listing problems were just recorded: they stay).
             reported = {p.path for p in (*run.skipped, *run.errors)}
-            # The synonyms file's problem is the synonyms' own (ingest.synonyms).
+            # The synonyms file's problem is the synonyms' own (ingest.synonyms_file).
             for path in sorted(problems - listed - reported - stored - {SYNONYMS_FILE}):
                 if not unlisted(path):
                     self._documents.delete(session, path, run)

@@ -30,7 +30,7 @@ from knowledge.core.model import FileProblem, IndexOptions, IndexResult, capped_
 from knowledge.core.scope import KnowledgeScope
 from knowledge.core.source import SYNONYMS_FILE, SourceDocument
 from knowledge.ingest.sources import CANNOT_LIST, SynonymsFile, under_unlisted_folder
-from knowledge.ingest.synonyms import apply_synonyms
+from knowledge.ingest.synonyms_file import apply_synonyms
 from knowledge.stores.protocol import IndexWriter, WriteSession
 
 __all__ = [
@@ -80,7 +80,7 @@ class RunReport:
                 logger.warning("could not record the unread files (%s): %s", unread, exc)
 
     def _take_synonyms(self, listing: object, session: WriteSession) -> None:
-        """Store what the listing found of the scope's synonyms file (``ingest.synonyms``);
+        """Store what the listing found of the scope's synonyms file (``ingest.synonyms_file``);
         nothing when it does not look for one, or could not list the scope's folder."""
         found = getattr(listing, "synonyms", None)
         if not isinstance(found, SynonymsFile) or under_unlisted_folder(

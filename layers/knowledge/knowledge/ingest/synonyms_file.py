@@ -3,7 +3,7 @@
 An indexing run (``index``, ``reindex``: ``RunReport.take_listing_problems``), the S3
 event of the file (``knowledge.aws.event_indexing``) and ``kb serve``'s watcher hand
 what the source found of ``_synonyms.txt`` (``knowledge.ingest.sources.SynonymsFile``)
-to ``apply_synonyms``: a file that parses (``knowledge.ranking.synonyms.parse_synonyms``)
+to ``apply_synonyms``: a file that parses (``knowledge.ranking.synonym_expansion.parse_synonyms``)
 replaces the scope's synonyms (``WriteSession.put_synonyms``), a missing file removes
 them, and a bad one (a syntax error, too big, too many rules, unreadable) is a problem
 recorded under ``SYNONYMS_FILE`` in the scope's status while the last good set stays in
@@ -15,7 +15,7 @@ from __future__ import annotations
 from knowledge.core.model import FileProblem
 from knowledge.core.source import SYNONYMS_FILE
 from knowledge.ingest.sources import SynonymsFile
-from knowledge.ranking.synonyms import SynonymsError, parse_synonyms
+from knowledge.ranking.synonym_expansion import SynonymsError, parse_synonyms
 from knowledge.stores.protocol import WriteSession
 
 __all__ = ["apply_synonyms", "synonyms_problem"]

@@ -100,7 +100,7 @@ def cmd_index(args: argparse.Namespace) -> int:
     import atexit
     import gc
 
-    from knowledge.ingest.sources.local import LocalDirectorySource  # only for index
+    from knowledge.ingest.sources.folders import LocalDirectorySource  # only for index
 
     folder = Path(args.dir)
     if not folder.is_dir():
@@ -378,9 +378,9 @@ def _mcp_libraries(args: argparse.Namespace) -> tuple[KnowledgeScope, ...]:
 
 def cmd_serve(args: argparse.Namespace) -> int:
     from knowledge.config import StoreSettings
+    from knowledge.local.folder_writes import check_write_exposure
     from knowledge.local.server import LocalServer, serve_until_stopped
     from knowledge.local.workers import default_workers
-    from knowledge.local.writes import check_write_exposure
     from knowledge.search.shared import SharedGrants
     from knowledge.service.write_quotas import WriteLimits
 

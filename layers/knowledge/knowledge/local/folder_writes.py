@@ -5,9 +5,9 @@ folder watcher indexes it as it indexes any edit, so the earlier version stays s
 until the new one is committed. Each file is written to a hidden temporary file in the
 same folder (hidden files are never listed) and renamed over the old one, so the watcher
 never reads half a file. Nothing is written outside the scope's folder: the path is
-checked (``knowledge.ingest.writes.check_write_path``), no segment may be a link, and the
+checked (``knowledge.ingest.api_writes.check_write_path``), no segment may be a link, and the
 resolved folder must lie inside the scope's. There is no presigned upload locally: a
-``PUT`` takes the file, up to ``knowledge.ingest.writes.put_limit`` of the server's
+``PUT`` takes the file, up to ``knowledge.ingest.api_writes.put_limit`` of the server's
 ``IndexOptions.max_document_bytes``.
 
 Writes are serialised (one lock per storage; the server's request threads share it): a
@@ -35,8 +35,8 @@ from knowledge.core.errors import ConfigurationError, ValidationError
 from knowledge.core.scope import KnowledgeScope
 from knowledge.core.source import SIDECAR_SUFFIX
 from knowledge.extraction import DEFAULT_MAX_DOCUMENT_BYTES
-from knowledge.ingest.sources.local import replace_file
-from knowledge.ingest.writes import check_write_path, put_limit
+from knowledge.ingest.api_writes import check_write_path, put_limit
+from knowledge.ingest.sources.folders import replace_file
 
 __all__ = ["FolderStorage", "check_write_exposure", "is_loopback_host"]
 

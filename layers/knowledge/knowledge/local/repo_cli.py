@@ -55,14 +55,14 @@ class _RemoteRepos:
 
 
 def _local_service(root: Path, args: argparse.Namespace) -> Any:
-    from knowledge.ingest.repos.local import LocalRepos
+    from knowledge.ingest.repos.kb_serve import LocalRepos
 
     if not root.is_dir():
         raise ValidationError("ROOT", f"'{root}' is not a folder")
 
     def index_scope(scope: KnowledgeScope) -> Any:
         from knowledge.core.model import IndexOptions
-        from knowledge.ingest.sources.local import BucketFolderSource
+        from knowledge.ingest.sources.folders import BucketFolderSource
         from knowledge.local.cli_open import open_cli_store
 
         with closing(open_cli_store(args)) as store:

@@ -55,7 +55,8 @@ from knowledge.core.model import (
 )
 from knowledge.core.scope import KnowledgeScope
 from knowledge.ingest.pipeline import index_source, reindex_source
-from knowledge.ingest.sources.local import SYMLINK_OUTSIDE_SCOPE, BucketFolderSource
+from knowledge.ingest.sources.folders import SYMLINK_OUTSIDE_SCOPE, BucketFolderSource
+from knowledge.local.folder_writes import check_write_exposure
 from knowledge.local.forwarding import ForwardServer
 from knowledge.local.http_handler import DEFAULT_BODY_TIMEOUT, LISTEN_BACKLOG, ApiHttpServer
 from knowledge.local.progress import IndexingProgress, ProgressBar, ScopeActivity
@@ -64,7 +65,6 @@ from knowledge.local.watcher import BucketWatcher, IndexingStopped, check_poll_i
 from knowledge.local.worker import WorkerSetup
 from knowledge.local.workers import WorkerPool
 from knowledge.local.write_quotas import local_write_quota
-from knowledge.local.writes import check_write_exposure
 from knowledge.reranking import RerankingStage
 from knowledge.search.shared import SharedGrants
 from knowledge.service.api import (
@@ -91,7 +91,7 @@ WORKERS_READY_TIMEOUT = 60.0
 
 
 def _folder_storage(root: Path, max_document_bytes: int) -> Any:
-    from knowledge.local.writes import FolderStorage
+    from knowledge.local.folder_writes import FolderStorage
 
     return FolderStorage(root, max_document_bytes=max_document_bytes)
 
@@ -175,8 +175,8 @@ class LocalServer:
         # Scopes' indexing work, fairly (knowledge.local.scheduling); what each is doing.
         self._scheduler = FairScheduler(index_workers)
         self.activity = ScopeActivity()
-        # Git repository sources (knowledge.ingest.repos.local): synced into the folder, indexed.
-        from knowledge.ingest.repos.local import LocalRepos, RepoScheduler
+        # Git repository sources (knowledge.ingest.repos.kb_serve): synced into the folder, indexed.
+        from knowledge.ingest.repos.kb_serve import LocalRepos, RepoScheduler
 
         self.repos = LocalRepos(self._root, self._index_synced_scope)
         self._repo_scheduler = (

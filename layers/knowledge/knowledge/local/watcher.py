@@ -65,7 +65,7 @@ from knowledge.ingest.pipeline import (
 )
 from knowledge.ingest.progress import observing
 from knowledge.ingest.sources import SynonymsFile, under_unlisted_folder
-from knowledge.ingest.synonyms import apply_synonyms
+from knowledge.ingest.synonyms_file import apply_synonyms
 from knowledge.local.changes import (
     LOG_LEVELS,
     AppliedChange,
@@ -471,7 +471,7 @@ class BucketWatcher:
 
     def _sync_synonyms(self, key: str, scope: KnowledgeScope, listing: object) -> AppliedChange:
         """The scope's synonyms file changed: store it as the listing found it
-        (``ingest.synonyms``); a bad file is a problem in the status."""
+        (``ingest.synonyms_file``); a bad file is a problem in the status."""
         found = getattr(listing, "synonyms", None)
         if not isinstance(found, SynonymsFile) or not isinstance(self._store, IndexWriter):
             return AppliedChange(key, "ignored", "this source does not read a synonyms file")

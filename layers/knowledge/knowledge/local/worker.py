@@ -39,7 +39,7 @@ from typing import Any
 from knowledge.config import StoreSettings, open_reranking, open_store
 from knowledge.core.model import SearchMode
 from knowledge.core.scope import KnowledgeScope
-from knowledge.ingest.sources.local import BucketFolderSource
+from knowledge.ingest.sources.folders import BucketFolderSource
 from knowledge.local.forwarding import Forwarder, remove_abandoned
 from knowledge.local.http_handler import ApiHttpServer
 from knowledge.search.shared import SharedGrants

@@ -56,7 +56,7 @@ from knowledge.ranking.fusion import CONFIDENCE_RANK, Fused, K, min_max, side_co
 from knowledge.ranking.origin_weights import RankWeights, Weighing
 from knowledge.ranking.page_signal import PageScores, recombine
 from knowledge.ranking.relevance import Calibration, Evidence, Judged
-from knowledge.ranking.synonyms import QueryTerms
+from knowledge.ranking.synonym_expansion import QueryTerms
 
 __all__ = [
     "Explanation",

@@ -51,7 +51,7 @@ from knowledge.core.model import (
     strength_of,
 )
 from knowledge.ranking.fusion import Fused, K, model_family
-from knowledge.ranking.synonyms import SYNONYM_WEIGHT, QueryTerms
+from knowledge.ranking.synonym_expansion import SYNONYM_WEIGHT, QueryTerms
 
 __all__ = [
     "DEFAULT_MIN_SCORE",

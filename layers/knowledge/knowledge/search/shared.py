@@ -4,7 +4,7 @@ The operator drops the library's documents under the reserved owner ``_shared``
 (``SHARED_AGENT``) in the bucket (or ``kb serve``'s folder); they are indexed like any
 scope, and every record of them carries origin ``shared`` (``knowledge.ingest.pipeline``), so
 their hits say so and a ``filter`` on ``origin`` selects or leaves them out. The API never
-writes them (``knowledge.ingest.writes``).
+writes them (``knowledge.ingest.api_writes``).
 
 Grants are server-side configuration only (``SharedGrants``: the template's
 ``SharedLibraryGrants`` -> ``KB_SHARED_GRANTS``, ``kb serve --shared-grant``), never read

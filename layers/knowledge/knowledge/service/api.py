@@ -46,7 +46,7 @@ from knowledge.core.model import (
 from knowledge.core.scope import KnowledgeScope
 from knowledge.core.scope_set import SHARED_AGENT
 from knowledge.core.scope_summary import ScopeSummary
-from knowledge.ingest.writes import (
+from knowledge.ingest.api_writes import (
     MAX_DOCUMENT_BYTES,
     DocumentStorage,
     accepted_body,
@@ -168,7 +168,7 @@ def repo_route(
 class KnowledgeApi:
     """The routes over one store; the repository routes go to ``repos``
     (``knowledge.ingest.repos.service``; without it they answer 503, not configured), the write
-    routes to ``writes`` (a ``knowledge.ingest.writes.DocumentStorage``; without it, 403),
+    routes to ``writes`` (a ``knowledge.ingest.api_writes.DocumentStorage``; without it, 403),
     each within ``write_quota`` (``knowledge.service.write_quotas``: an agent's writes a
     minute and a scope's documents; without it, unlimited).
 
@@ -510,7 +510,7 @@ class KnowledgeApi:
         answer["progress"] = progress
         return answer
 
-    # -- writes (knowledge.ingest.writes); off (403) unless a storage is given ---------------
+    # -- writes (knowledge.ingest.api_writes); off (403) unless a storage is given ---------------
 
     @property
     def writes_enabled(self) -> bool:
@@ -518,7 +518,7 @@ class KnowledgeApi:
 
     @property
     def max_put_bytes(self) -> int | None:
-        """The largest body a document ``PUT`` takes (``knowledge.ingest.writes.put_limit``
+        """The largest body a document ``PUT`` takes (``knowledge.ingest.api_writes.put_limit``
         of the storage's indexer limit); ``None`` when writes are off."""
         return None if self._writes is None else put_limit(self._writes.max_upload_bytes)
 
@@ -574,7 +574,7 @@ class KnowledgeApi:
         query_string: str | None = None,
         request_id: str | None = None,
     ) -> ApiResponse:
-        """Store a document (202 ``knowledge.ingest.writes.accepted_body``); the source's
+        """Store a document (202 ``knowledge.ingest.api_writes.accepted_body``); the source's
         indexing makes it searchable. ``path`` is the URL-encoded segment."""
         try:
             scope, storage = self._write_scope(agent, context)

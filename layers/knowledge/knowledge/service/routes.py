@@ -287,7 +287,7 @@ ROUTES: tuple[Route, ...] = (
     Route("GET", _SCOPE + "/documents", "documents", Operation.DOCUMENTS, _documents),
     Route("GET", _SCOPE + "/documents/{path}", "document", Operation.DOCUMENTS, _document),
     Route("GET", _SCOPE + "/documents/{path}/chunks", "chunks", Operation.DOCUMENTS, _chunks),
-    # Writes (knowledge.ingest.writes): authorized apart from reads on every front end.
+    # Writes (knowledge.ingest.api_writes): authorized apart from reads on every front end.
     Route(
         "PUT", _SCOPE + "/documents/{path}", "put_document", Operation.WRITE, _put_document, True
     ),

@@ -69,7 +69,7 @@ from knowledge.ranking.headings import DEFAULT_HEADINGS_WEIGHT, check_headings_w
 from knowledge.ranking.origin_weights import is_lesson
 from knowledge.ranking.page_signal import PAGE_WEIGHT, PageRow, check_page_weight, with_pages
 from knowledge.ranking.relevance import Judged, calibration, judge, query_weights
-from knowledge.ranking.synonyms import compiled, expand
+from knowledge.ranking.synonym_expansion import compiled, expand
 from knowledge.ranking.weighted_page import weighted_page
 from knowledge.stores.memory_pages import chunk_scores, document_of, page_scores
 from knowledge.stores.memory_snapshots import (

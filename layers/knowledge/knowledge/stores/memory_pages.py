@@ -35,7 +35,7 @@ def page_scores(
 ) -> None:
     """Add the page-row scores of the ``wanted`` documents (scope key, path) of
     ``snapshots``, scored as chunks are (each term at its weight: a term a synonym added
-    at ``SYNONYM_WEIGHT``, ``knowledge.ranking.synonyms``), with ``N`` and ``df``
+    at ``SYNONYM_WEIGHT``, ``knowledge.ranking.synonym_expansion``), with ``N`` and ``df``
     counted over those snapshots' documents."""
     total = sum(len(s.documents) for s in snapshots)
     frequencies = {t: sum(len(s.page_postings.get(t, ())) for s in snapshots) for t in terms}

@@ -75,7 +75,7 @@ class Snapshot:
     unread: Mapping[str, int] = field(default_factory=dict)  # IndexStatus.unread_files
     # term -> document path -> its count in the page row (knowledge.ranking.page_signal)
     page_postings: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
-    synonyms: str | None = None  # the scope's synonyms text (ranking.synonyms), config
+    synonyms: str | None = None  # the scope's synonyms text (ranking.synonym_expansion), config
 
 
 def empty_snapshot(scope: KnowledgeScope) -> Snapshot:

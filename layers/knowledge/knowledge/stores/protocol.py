@@ -19,7 +19,7 @@ Guarantees every implementation keeps (checked by ``tests/contract``):
   write session in batches, so its documents become searchable as they land);
 - a keyword search (keyword mode, hybrid's keyword side) expands its terms with the
   synonyms of exactly the scope it names (``WriteSession.put_synonyms``,
-  ``knowledge.ranking.synonyms``), each added term weighing ``SYNONYM_WEIGHT``;
+  ``knowledge.ranking.synonym_expansion``), each added term weighing ``SYNONYM_WEIGHT``;
 - ``close()`` is idempotent and never closes injected collaborators.
 """
 
@@ -188,7 +188,7 @@ class WriteSession(Protocol):
 
     def put_synonyms(self, text: str | None) -> None:
         """Replace the scope's synonyms with ``text`` (a synonyms file that
-        ``knowledge.ranking.synonyms.parse_synonyms`` accepted; ``None``: none), written
+        ``knowledge.ranking.synonym_expansion.parse_synonyms`` accepted; ``None``: none), written
         with the session, and clear a problem recorded under ``SYNONYMS_FILE``. Every
         keyword search of exactly this scope expands its terms with them; a reindex's
         ``replace_scope`` keeps them (configuration, not documents)."""

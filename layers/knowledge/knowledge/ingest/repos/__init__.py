@@ -26,7 +26,7 @@ from __future__ import annotations
 
 MIRROR_FOLDER = "_repos"
 """The reserved folder of a scope that holds the mirrored repositories: ``_repos/<name>/``.
-Document writes refuse paths under it (``knowledge.ingest.writes.RESERVED_PREFIXES``): only
+Document writes refuse paths under it (``knowledge.ingest.api_writes.RESERVED_PREFIXES``): only
 a sync writes there."""
 
 REGISTRY_PREFIX = ".kb@repos/"

@@ -60,7 +60,7 @@ class FolderStorage:
         self._inside(path.parent)  # before mkdir creates anything through a link
         path.parent.mkdir(parents=True, exist_ok=True)
         self._inside(path.parent)
-        from knowledge.ingest.sources.local import replace_file  # local only: not on AWS's path
+        from knowledge.ingest.sources.folders import replace_file  # local only: not on AWS's path
 
         replace_file(path, data, prefix=".kb-sync-")
 

@@ -54,7 +54,7 @@ from knowledge.ingest.sources import (
     SynonymsFile,
     parse_metadata_sidecar,
 )
-from knowledge.ranking.synonyms import MAX_SYNONYMS_BYTES
+from knowledge.ranking.synonym_expansion import MAX_SYNONYMS_BYTES
 
 __all__ = [
     "SYMLINK_OUTSIDE_SCOPE",
@@ -266,7 +266,7 @@ def _sidecar_metadata(
 
 
 def _synonyms_file(found: _Found | None, real_root: str) -> SynonymsFile:
-    """The scope's synonyms file (``ingest.synonyms``), read with the same checks as a
+    """The scope's synonyms file (``ingest.synonyms_file``), read with the same checks as a
     document (a regular file inside the folder), up to one byte past its bound."""
     if found is None:
         return SynonymsFile()

@@ -4,7 +4,7 @@
 share one path:
 
 - ``documents(scope, options)`` lists the scope's prefix (paginated), like
-  ``knowledge.ingest.sources.local.BucketFolderSource`` lists a folder: sorted by path,
+  ``knowledge.ingest.sources.folders.BucketFolderSource`` lists a folder: sorted by path,
   ``options.file_patterns`` and ``options.recursive`` applied, hidden files (a segment
   starting with ``.``) and folder placeholders left out, and each document's sidecar
   ``<path>.metadata.json`` read into its ``metadata`` (an invalid sidecar is listed in
@@ -56,7 +56,7 @@ from knowledge.core.source import (
     is_document_path,
 )
 from knowledge.ingest.sources import Listing, MetadataValue, SynonymsFile, parse_metadata_sidecar
-from knowledge.ranking.synonyms import MAX_SYNONYMS_BYTES
+from knowledge.ranking.synonym_expansion import MAX_SYNONYMS_BYTES
 
 __all__ = ["S3DocumentSource", "S3Object"]
 
@@ -297,7 +297,7 @@ class S3DocumentSource:
     # --- the synonyms file -------------------------------------------------------------------
 
     def synonyms_file(self, scope: KnowledgeScope) -> SynonymsFile:
-        """The scope's synonyms file as it is now (``ingest.synonyms``; its S3 event)."""
+        """The scope's synonyms file as it is now (``ingest.synonyms_file``; its S3 event)."""
         key = self.prefix(scope) + SYNONYMS_FILE
         head = self._head(key)
         if head is None:

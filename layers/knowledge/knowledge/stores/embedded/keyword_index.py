@@ -69,7 +69,7 @@ from knowledge.ranking.page_signal import (
     check_page_weight,
     with_pages,
 )
-from knowledge.ranking.synonyms import SYNONYM_WEIGHT, QueryTerms
+from knowledge.ranking.synonym_expansion import SYNONYM_WEIGHT, QueryTerms
 
 from .candidates import FETCH_BATCH, Candidate, ChunkKey, pairs_condition
 from .filter_sql import filter_sql
@@ -156,8 +156,8 @@ def table_rows(conn: sqlite3.Connection, table: str) -> int:
 
 
 def scope_synonyms(conn: sqlite3.Connection, scope: KnowledgeScope) -> str | None:
-    """The text of the scope's synonyms (``knowledge.ranking.synonyms``), ``None`` for none:
-    one primary-key lookup in the search's read transaction."""
+    """The text of the scope's synonyms (``knowledge.ranking.synonym_expansion``), ``None``
+    for none: one primary-key lookup in the search's read transaction."""
     row = conn.execute(
         "SELECT rules FROM synonyms WHERE agent = ? AND context = ?", (scope.agent, scope.context)
     ).fetchone()

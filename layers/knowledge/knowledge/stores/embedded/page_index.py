@@ -10,7 +10,7 @@ chunk). Its rowid is the id of the document's first chunk, so the page goes with
 chunks: deleted by the same chunk condition, before them, and ``UNIQUE`` as chunk ids are.
 BM25 is taken over the pages of that table, as the chunks' over its chunks, for the same
 terms: the typed ones, and those a scope's synonym added at ``SYNONYM_WEIGHT``, a second
-``MATCH`` summed in as on the chunk side (``knowledge.ranking.synonyms``).
+``MATCH`` summed in as on the chunk side (``knowledge.ranking.synonym_expansion``).
 
 A search reads the pages of its keyword candidates' documents only, so what the filters
 kept out is never read and never sets the best page's score. A page is found by its

@@ -42,7 +42,7 @@ from knowledge.ranking.grouping import select_page
 from knowledge.ranking.origin_weights import weigh
 from knowledge.ranking.page_signal import PageScores, with_pages
 from knowledge.ranking.relevance import Calibration, Judged, QueryWeights, judge
-from knowledge.ranking.synonyms import QueryTerms
+from knowledge.ranking.synonym_expansion import QueryTerms
 from knowledge.ranking.weighted_page import Page
 
 from .candidates import Candidate, ChunkKey

@@ -11,7 +11,7 @@ Tables (schema version 3):
   a later version of the document reuses the vector of a chunk with the same key);
 - ``unread_files``: per scope and extension, how many files no pattern selects
   (``IndexStatus.unread_files``);
-- ``synonyms``: per scope, the text of its synonyms file (``knowledge.ranking.synonyms``);
+- ``synonyms``: per scope, the text of its synonyms file (``knowledge.ranking.synonym_expansion``);
 - ``problems``: per scope and path, why the latest attempt to index it was skipped or
   failed (``WriteSession.record_problem``); the indexed version, if any, stays;
 - ``chunks_fts`` and, with ``isolation="agent"``, one ``chunks_fts_<n>`` per agent and
@@ -162,7 +162,7 @@ _TABLES_V3: Final = (
         count INTEGER NOT NULL,
         PRIMARY KEY (agent, context, extension)
     )""",
-    # The scope's synonyms (knowledge.ranking.synonyms): its checked file's text, read by
+    # The scope's synonyms (knowledge.ranking.synonym_expansion): its checked file's text, read by
     # every keyword search of the scope (one primary-key lookup), kept by a reindex.
     """CREATE TABLE IF NOT EXISTS synonyms (
         agent TEXT NOT NULL,

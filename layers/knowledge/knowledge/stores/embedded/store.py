@@ -100,7 +100,7 @@ from knowledge.ranking.relevance import (
     query_weights,
 )
 from knowledge.ranking.relevance import calibration as relevance_calibration
-from knowledge.ranking.synonyms import compiled, expand
+from knowledge.ranking.synonym_expansion import compiled, expand
 from knowledge.ranking.vector_side import searched_mode
 from knowledge.ranking.weighted_page import weighted_page
 from knowledge.stores.protocol import StoredDocument
@@ -330,7 +330,7 @@ class EmbeddedKnowledgeStore:
         )
         with self._reading() as conn:
             self._keywords.check(conn, self._display)
-            # The scope's own synonyms (ranking.synonyms), never another's.
+            # The scope's own synonyms (ranking.synonym_expansion), never another's.
             terms = expand(query.text, compiled(scope_synonyms(conn, scope)))
             # The absolute scores' term weights, over the searched scopes (ranking.relevance).
             chunk_total, frequencies = self._keywords.scope_statistics(

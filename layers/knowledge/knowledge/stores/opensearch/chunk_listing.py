@@ -26,7 +26,7 @@ from knowledge.stores.opensearch.mapping import (
     RECORD,
     RECORD_CHUNK,
 )
-from knowledge.stores.opensearch.query_filters import scope_filters
+from knowledge.stores.opensearch.request_filters import scope_filters
 
 __all__ = ["chunks_page_body", "indexed_generation", "parse_chunks"]
 

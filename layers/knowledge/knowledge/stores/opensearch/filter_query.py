@@ -2,7 +2,7 @@
 
 One function per comparison, chosen from ``COMPARISON_QUERIES`` by operator; ``and``,
 ``or`` and ``not`` become ``bool`` ``filter``/``should``/``must_not``. The result goes
-into the same filter list as the scope (``query_filters.query_filters``), so it is applied
+into the same filter list as the scope (``request_filters.query_filters``), so it is applied
 inside the kNN clause for vector search and in the ``bool`` filter for keyword search,
 and can never widen the scope.
 

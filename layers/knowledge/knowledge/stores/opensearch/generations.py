@@ -80,7 +80,7 @@ from typing import TYPE_CHECKING, Any
 from knowledge.core.errors import KnowledgeError, StoreError
 from knowledge.core.model import FileProblem
 from knowledge.core.scope import KnowledgeScope
-from knowledge.stores.opensearch import answers, query_filters, records
+from knowledge.stores.opensearch import answers, records, request_filters
 from knowledge.stores.opensearch.client import refused_as_expensive
 from knowledge.stores.opensearch.mapping import (
     CHUNK_COUNT,
@@ -292,7 +292,7 @@ def unwritten_query(
     before = started.isoformat()
     query: dict[str, Any] = {
         "bool": {
-            "filter": query_filters.scope_filters(scope),
+            "filter": request_filters.scope_filters(scope),
             "must_not": [{"term": {RECORD: RECORD_SYNONYMS}}],
             "should": [
                 {"range": {INDEXED_AT: {"lt": before}}},

@@ -36,7 +36,7 @@ from knowledge.stores.opensearch.mapping import (
     SIZE,
     VERSION,
 )
-from knowledge.stores.opensearch.query_filters import scope_filters
+from knowledge.stores.opensearch.request_filters import scope_filters
 
 __all__ = [
     "document_record_body",

@@ -174,7 +174,7 @@ RECORD_CHUNK = "chunk"
 RECORD_DOCUMENT = "document"
 RECORD_UNREAD = "unread"  # one per scope: IndexStatus.unread_files, in UNREAD_FILES
 UNREAD_FILES = "unread_files"
-RECORD_SYNONYMS = "synonyms"  # one per scope: its synonyms (ranking.synonyms), in SYNONYMS
+RECORD_SYNONYMS = "synonyms"  # one per scope: its synonyms (ranking.synonym_expansion), in SYNONYMS
 SYNONYMS = "synonyms"
 
 META_KEY = "knowledge"

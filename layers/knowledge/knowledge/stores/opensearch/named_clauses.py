@@ -26,7 +26,7 @@ from typing import Any, Final
 
 from knowledge.core.origin import ORIGIN
 from knowledge.ranking.origin_weights import KIND, LESSON, RankWeights, is_lesson
-from knowledge.stores.opensearch import answers, query_filters
+from knowledge.stores.opensearch import answers, request_filters
 from knowledge.stores.opensearch.mapping import CONTENT_TERMS, METADATA
 
 __all__ = ["TERM_CLAUSE", "facts", "matched_terms", "named_clauses", "term_clauses"]
@@ -53,11 +53,11 @@ def named_clauses(
     clause per query term of ``terms``."""
     named: dict[str, Mapping[str, Any]] = {}
     if not weights.inert and (weights.lesson != 1.0 or weights.extra_lessons):
-        (clause,) = query_filters.metadata_filters({KIND: LESSON}, pairs=pairs)
+        (clause,) = request_filters.metadata_filters({KIND: LESSON}, pairs=pairs)
         named[_LESSON_CLAUSE] = clause
     for origin, weight in weights.origins.items():
         if weight != 1.0:
-            (clause,) = query_filters.metadata_filters({ORIGIN: origin}, pairs=pairs)
+            (clause,) = request_filters.metadata_filters({ORIGIN: origin}, pairs=pairs)
             named[_ORIGIN_CLAUSE + origin] = clause
     named.update(term_clauses(terms))
     return named

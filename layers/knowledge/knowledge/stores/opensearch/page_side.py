@@ -16,8 +16,8 @@ from typing import Any
 from knowledge.core.model import SearchQuery
 from knowledge.core.scope import KnowledgeScope
 from knowledge.ranking.page_signal import PageScores, with_pages
-from knowledge.ranking.synonyms import QueryTerms
-from knowledge.stores.opensearch import answers, queries, query_filters
+from knowledge.ranking.synonym_expansion import QueryTerms
+from knowledge.stores.opensearch import answers, queries, request_filters
 from knowledge.stores.opensearch.connection import Connection
 from knowledge.stores.opensearch.mapping import DOCUMENT_ID
 
@@ -46,7 +46,7 @@ def page_scores(
     documents = sorted({document_of(key) for key in chunks} - {""})
     pages: dict[str, float] = {}
     if weight > 0.0 and documents:
-        filters = query_filters.searched_scope_filters(
+        filters = request_filters.searched_scope_filters(
             scope, cross_context=query.cross_context, libraries=query.shared_libraries
         )
         body = queries.page_search_body(terms, filters, documents)

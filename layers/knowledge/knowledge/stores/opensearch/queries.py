@@ -3,7 +3,7 @@
 Searches (keyword, vector, the hybrid candidates and the page's chunks by id, as
 ``_search`` or ``_msearch``), the document id pages a delete walks, and the aggregations
 the status, the listing of scopes and the stored documents are read from. Every body
-filters on the scope (``query_filters``); the answers are read by ``answers``.
+filters on the scope (``request_filters``); the answers are read by ``answers``.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from knowledge.core.scope import KnowledgeScope
-from knowledge.ranking.synonyms import SYNONYM_WEIGHT, QueryTerms, expand
+from knowledge.ranking.synonym_expansion import SYNONYM_WEIGHT, QueryTerms, expand
 from knowledge.stores.opensearch.mapping import (
     AGENT,
     CHUNK_COUNT,
@@ -38,7 +38,7 @@ from knowledge.stores.opensearch.mapping import (
     UNREAD_FILES,
     VERSION,
 )
-from knowledge.stores.opensearch.query_filters import (
+from knowledge.stores.opensearch.request_filters import (
     document_filters,
     scope_query,
 )
@@ -128,7 +128,7 @@ def keyword_search_body(
     doc values if ``candidate_facts`` (server-made ids) and ``document_path`` if
     ``candidate_path``. A query without terms matches nothing. ``named`` clauses
     (``with_named``) say which hits they match without changing a score. ``text`` as
-    ``QueryTerms`` (``ranking.synonyms.expand``): the terms a synonym added are a second
+    ``QueryTerms`` (``ranking.synonym_expansion.expand``): the terms a synonym added are a second
     ``match`` boosted ``SYNONYM_WEIGHT`` (BM25 sums the clauses, as the other stores do).
     """
     found = expand(text, None) if isinstance(text, str) else text

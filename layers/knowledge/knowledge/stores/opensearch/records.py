@@ -28,7 +28,7 @@ from knowledge.stores.opensearch.mapping import (
     RECORD_DOCUMENT,
     VERSION,
 )
-from knowledge.stores.opensearch.query_filters import scope_filters
+from knowledge.stores.opensearch.request_filters import scope_filters
 from knowledge.stores.protocol import StoredDocument
 
 __all__ = [

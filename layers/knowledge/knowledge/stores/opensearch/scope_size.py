@@ -37,7 +37,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from knowledge.core.scope import KnowledgeScope
-from knowledge.stores.opensearch import query_filters
+from knowledge.stores.opensearch import request_filters
 from knowledge.stores.opensearch.mapping import RECORD, RECORD_CHUNK
 
 SizeKey = tuple[str, KnowledgeScope, bool, tuple[KnowledgeScope, ...]]
@@ -120,7 +120,7 @@ def scope_chunks_body(
 ) -> dict[str, Any]:
     """A count of the chunk documents a search of ``scope`` (and its shared ``libraries``)
     filters to (no hits)."""
-    scope_filters = query_filters.searched_scope_filters(
+    scope_filters = request_filters.searched_scope_filters(
         scope, cross_context=cross_context, libraries=libraries
     )
     return {

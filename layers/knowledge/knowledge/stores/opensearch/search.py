@@ -73,10 +73,10 @@ from knowledge.ranking.fusion import (
 from knowledge.ranking.origin_weights import NEUTRAL
 from knowledge.ranking.page_signal import PageScores
 from knowledge.ranking.relevance import calibration, query_terms, query_weights
-from knowledge.ranking.synonyms import QueryTerms
+from knowledge.ranking.synonym_expansion import QueryTerms
 from knowledge.ranking.vector_side import searched_mode
 from knowledge.ranking.weighted_page import Page, weighted_page
-from knowledge.stores.opensearch import answers, queries, query_filters
+from knowledge.stores.opensearch import answers, queries, request_filters
 from knowledge.stores.opensearch.both_sides import Search, search_together
 from knowledge.stores.opensearch.connection import Connection
 from knowledge.stores.opensearch.mapping import (
@@ -202,7 +202,7 @@ def search(
     searched = searched_mode(mode, None if embedder is None else embedder.name, query.text)
     mode = searched.mode
     pairs = _metadata_pairs(connection, index)
-    filters = query_filters.query_filters(
+    filters = request_filters.query_filters(
         scope,
         cross_context=query.cross_context,
         file_patterns=query.file_patterns,

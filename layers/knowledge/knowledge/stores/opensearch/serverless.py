@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from knowledge.core.errors import KnowledgeError, StoreUnavailableError
 from knowledge.core.scope import KnowledgeScope
-from knowledge.stores.opensearch import query_filters, records
+from knowledge.stores.opensearch import records, request_filters
 from knowledge.stores.opensearch.answers import item_reason
 from knowledge.stores.opensearch.bulk import item_ok, send_bulk, serialize
 from knowledge.stores.opensearch.generations import Commit, Switch, WriteState
@@ -124,7 +124,10 @@ def older_generations_query(
     problem-only record), never a newer writer's."""
     return {
         "bool": {
-            "filter": [*query_filters.scope_filters(scope), {"term": {"document_id": document_id}}],
+            "filter": [
+                *request_filters.scope_filters(scope),
+                {"term": {"document_id": document_id}},
+            ],
             "should": [
                 {"range": {GENERATION: {"lt": generation}}},
                 {"bool": {"must_not": [{"exists": {"field": GENERATION}}]}},

@@ -59,7 +59,11 @@ from knowledge.stores.opensearch.generations import (
 )
 from knowledge.stores.opensearch.sender import Request, RequestBuffer, RequestWriter
 from knowledge.stores.opensearch.serverless import ServerlessWriter, delete_matching, document_ids
-from knowledge.stores.opensearch.synonyms import synonyms_body, synonyms_record, synonyms_record_id
+from knowledge.stores.opensearch.synonym_records import (
+    synonyms_body,
+    synonyms_record,
+    synonyms_record_id,
+)
 from knowledge.stores.protocol import DocumentHeader, EmbeddedChunk
 
 if TYPE_CHECKING:
@@ -315,7 +319,7 @@ class OpenSearchWriteSession:
         self._state.wrote = True
 
     def put_synonyms(self, text: str | None) -> None:
-        """Write the scope's synonyms record (``opensearch.synonyms``; ``None``: none) and
+        """Write the scope's synonyms record (``opensearch.synonym_records``; ``None``: none) and
         clear the synonyms file's problem. With server-made ids the older records of the
         scope are deleted first (the status and searches read the latest)."""
         self._check_open()

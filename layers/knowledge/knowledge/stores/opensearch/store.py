@@ -66,7 +66,7 @@ from knowledge.core.scope_summary import ScopeSummary
 from knowledge.embedding.base import EmbeddingClient
 from knowledge.ranking.analysis import keyword_terms
 from knowledge.ranking.fusion import hybrid_weights
-from knowledge.ranking.synonyms import compiled, expand
+from knowledge.ranking.synonym_expansion import compiled, expand
 from knowledge.stores.opensearch import (
     agent_scopes,
     answers,
@@ -80,7 +80,7 @@ from knowledge.stores.opensearch.client import RetryPolicy, refused_as_expensive
 from knowledge.stores.opensearch.connection import Connection
 from knowledge.stores.opensearch.session import OpenSearchWriteSession
 from knowledge.stores.opensearch.settings import OpenSearchConfig
-from knowledge.stores.opensearch.synonyms import SynonymCache
+from knowledge.stores.opensearch.synonym_records import SynonymCache
 from knowledge.stores.protocol import StoredDocument
 
 if TYPE_CHECKING:
@@ -305,8 +305,8 @@ class OpenSearchKnowledgeStore:
         index = self._searched_indexes(scope, query)
         if not index:
             return []
-        # The query's terms with the scope's own synonyms (ranking.synonyms), in every mode:
-        # the keyword side searches them, and every mode's absolute scores weigh them
+        # The query's terms with the scope's own synonyms (ranking.synonym_expansion), in every
+        # mode: the keyword side searches them, and every mode's absolute scores weigh them
         # (ranking.relevance).
         own = self.index_name(scope)
         found = own in index.split(",") and bool(keyword_terms(query.text))

@@ -1,4 +1,4 @@
-"""A scope's synonyms in OpenSearch (``knowledge.ranking.synonyms``): one record per scope,
+"""A scope's synonyms in OpenSearch (``knowledge.ranking.synonym_expansion``): one record per scope,
 and a short-lived cache on the search path.
 
 The record (``RECORD_SYNONYMS``) holds the checked text of the scope's synonyms file in
