@@ -89,11 +89,13 @@ def main(args: argparse.Namespace) -> None:
         _superseded_sections(report)
     args.history.write_text(history_text(report), encoding="utf-8")
     log(f"wrote {args.history}")
-    # The current sections, in the report's order. A new benchmark's section goes last;
-    # when it replaces an older one, move that one's call to _superseded_sections.
+    # The current sections, in the order of their numbers. A new benchmark's section
+    # takes the next number and goes last; when it replaces an older one, move that
+    # one's call to _superseded_sections.
     quality_section(report)
     questions_section(report)
     korean_sets_section(report)
+    page_signal_section(report)
     indexing_section(report)
     latency_section(report)
     rerank_section(report)
@@ -107,12 +109,11 @@ def main(args: argparse.Namespace) -> None:
     scale_section(report)
     scope_recall_section(report)
     repos_section(report)
+    incremental_section(report)
     shared_section(report)
     controls_section(report)
-    incremental_section(report)  # round 11: appended at the end
-    synonyms_section(report)
     named_clauses_section(report)
-    page_signal_section(report)
+    synonyms_section(report)
     relevance_section(report)
     noisy_neighbour_section(report)
     keyword_scale_section(report)

@@ -12,7 +12,7 @@ from bench.report_common import Report, _met, _provenance, _table
 
 __all__ = ["controls_section", "section_text"]
 
-TITLE = "## 12. Ranking controls: origin weights, lesson cards, explain (issue 29)"
+TITLE = "## 12. Ranking controls: origin weights, lesson cards, explain"
 SETS = ("faq-ko", "faq-en", "manpages-300")
 COST = "ranking-cost"
 

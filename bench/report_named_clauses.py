@@ -10,7 +10,7 @@ from bench.report_common import Report, _met, _provenance, _table
 
 __all__ = ["named_clauses_section", "section_text"]
 
-TITLE = "## 12b. Ranking controls on the node: what the named clauses cost (issue 29)"
+TITLE = "## 12b. Ranking controls on the node: what the named clauses cost"
 NAME = "named-clauses"
 LIMIT = 1.10
 """The cost the clauses may add to a search's p50 (wall time) before a cheaper way is due."""

@@ -76,7 +76,7 @@ def repos_section(report: Report) -> None:
 
 
 INCREMENTAL = "repo-sync-incremental"
-INCREMENTAL_TITLE = "## 10 (round 11). Git repository sources: the incremental fetch"
+INCREMENTAL_TITLE = "## 10.1 Git repository sources: the incremental fetch"
 
 
 def _bytes(value: float) -> str:
@@ -122,10 +122,10 @@ def incremental_section_text(result: dict[str, Any]) -> str:
         f"{INCREMENTAL_TITLE}\n\n"
         f"The {result['files']}-file repository of section 10 (loopback `git http-backend`), "
         "registered twice in two scopes and synced in the same run: **incremental** is the "
-        "product since round 11 (the second sync on tells the server the commit it holds, "
+        "product (the second sync on tells the server the commit it holds, "
         "`have` + `shallow`, and fetches a thin pack of what changed, walking the new tree "
         "with the trees kept from the last sync); **full** is the baseline, the same code "
-        "with its kept trees dropped before every sync, which is round 10's fetch (the whole "
+        "with its kept trees dropped before every sync, which is the fetch before it (the whole "
         "tree at depth 1 every time). Each round commits a one-file change and syncs both, "
         "the order alternating. Sync = fetch + mirror writes; fetched = what the Git server "
         "sent (refs and pack); ratio = incremental / full.\n\n"

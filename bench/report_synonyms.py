@@ -16,7 +16,7 @@ from bench.report_common import Report, _met, _provenance, _table
 
 __all__ = ["section_text", "synonyms_section"]
 
-TITLE = "## 13. Synonyms: a scope's `_synonyms.txt` (issue 29)"
+TITLE = "## 13. Synonyms: a scope's `_synonyms.txt`"
 PROBE = "synonym-probe"
 SETS = ("faq-ko", "faq-en", "manpages-300")
 SET_NAMES = {"abbreviations": "man pages, abbreviated", "korean": "Korean FAQ, other spellings"}
