@@ -32,7 +32,13 @@ from typing import Any, Protocol
 from knowledge.core.errors import ValidationError, public_message
 from knowledge.core.model import IndexStatus
 from knowledge.core.scope import KnowledgeScope
-from knowledge.search.tool import NO_SCOPE_MESSAGE, NO_STORE_MESSAGE, ToolContext, ToolResult
+from knowledge.search.tool import (
+    NO_SCOPE_MESSAGE,
+    NO_STORE_MESSAGE,
+    ToolContext,
+    ToolDefinition,
+    ToolResult,
+)
 
 __all__ = [
     "ACTIONS",
@@ -94,7 +100,7 @@ def _reported(answer: Mapping[str, Any] | _Reported) -> dict[str, Any]:
     return dict(answer) if isinstance(answer, Mapping) else dict(answer.to_dict())
 
 
-class KnowledgeManageTool:
+class KnowledgeManageTool(ToolDefinition):
     """The ``KnowledgeManage`` tool (module docstring); ``reindex`` enables that action."""
 
     name = MANAGE_TOOL_NAME
@@ -206,22 +212,3 @@ class KnowledgeManageTool:
             return ToolResult.error(f"Failed to re-index: {public_message(exc)}", exc)
         data = {"agent": scope.agent, "context": scope.context, **answer}
         return ToolResult.success(format_reindex(scope, answer), structured=data)
-
-    def to_anthropic_tool(self) -> dict[str, Any]:
-        """The tool definition for the Anthropic Messages API (``tools=[...]``)."""
-        return {
-            "name": self.name,
-            "description": self.description,
-            "input_schema": self.input_schema,
-        }
-
-    def to_openai_tool(self) -> dict[str, Any]:
-        """The tool definition for OpenAI function calling (``tools=[...]``)."""
-        return {
-            "type": "function",
-            "function": {
-                "name": self.name,
-                "description": self.description,
-                "parameters": self.input_schema,
-            },
-        }

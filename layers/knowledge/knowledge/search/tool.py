@@ -92,6 +92,7 @@ __all__ = [
     "KnowledgeSearchTool",
     "SearchBackend",
     "ToolContext",
+    "ToolDefinition",
     "ToolResult",
     "citation",
     "format_search_results",
@@ -443,7 +444,41 @@ def _query_from_arguments(
         raise renamed_count_error(exc, count_name) from None
 
 
-class KnowledgeSearchTool:
+class ToolDefinition:
+    """A tool's definition in each model provider's shape, from its ``name``,
+    ``description`` and ``input_schema`` (the tools of this package share it)."""
+
+    name: str
+
+    @property
+    def description(self) -> str:
+        raise NotImplementedError
+
+    @property
+    def input_schema(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def to_anthropic_tool(self) -> dict[str, Any]:
+        """The tool definition for the Anthropic Messages API (``tools=[...]``)."""
+        return {
+            "name": self.name,
+            "description": self.description,
+            "input_schema": self.input_schema,
+        }
+
+    def to_openai_tool(self) -> dict[str, Any]:
+        """The tool definition for OpenAI function calling (``tools=[...]``)."""
+        return {
+            "type": "function",
+            "function": {
+                "name": self.name,
+                "description": self.description,
+                "parameters": self.input_schema,
+            },
+        }
+
+
+class KnowledgeSearchTool(ToolDefinition):
     """The ``KnowledgeSearch`` tool: search the agent's knowledge inside its scope."""
 
     name = TOOL_NAME
@@ -557,25 +592,6 @@ class KnowledgeSearchTool:
             text, trace, query.text, results, max_tokens, context_of=context_of
         )
         return ToolResult.success(text, full, {**answer, "explain": full})
-
-    def to_anthropic_tool(self) -> dict[str, Any]:
-        """The tool definition for the Anthropic Messages API (``tools=[...]``)."""
-        return {
-            "name": self.name,
-            "description": self.description,
-            "input_schema": self.input_schema,
-        }
-
-    def to_openai_tool(self) -> dict[str, Any]:
-        """The tool definition for OpenAI function calling (``tools=[...]``)."""
-        return {
-            "type": "function",
-            "function": {
-                "name": self.name,
-                "description": self.description,
-                "parameters": self.input_schema,
-            },
-        }
 
 
 def _with_trace(
