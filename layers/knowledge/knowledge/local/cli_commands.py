@@ -42,6 +42,7 @@ from knowledge.ingest.pipeline import REASON_UNCHANGED, index_source, reindex_so
 from knowledge.local.cli_open import (
     EXIT_FAILED,
     EXIT_OK,
+    cli_store_settings,
     open_cli_store,
     open_client,
     open_existing_store,
@@ -377,7 +378,6 @@ def _mcp_libraries(args: argparse.Namespace) -> tuple[KnowledgeScope, ...]:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from knowledge.config import StoreSettings
     from knowledge.local.folder_writes import check_write_exposure
     from knowledge.local.server import LocalServer, serve_until_stopped
     from knowledge.local.workers import default_workers
@@ -407,12 +407,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             write_limits=write_limits,
             # Every worker opens the same store and reranking as this process did.
             workers=args.workers or default_workers(),
-            worker_store=StoreSettings.resolve(
-                args.store,
-                db_path=args.db,
-                embedder_name=args.embedder,
-                opensearch_url=args.opensearch_url,
-            ),
+            worker_store=cli_store_settings(args),
             rerank_model=args.rerank_model,
         )
         return serve_until_stopped(server)

@@ -32,6 +32,7 @@ __all__ = [
     "EXIT_INTERRUPTED",
     "EXIT_OK",
     "EXIT_USAGE",
+    "cli_store_settings",
     "open_cli_store",
     "open_client",
     "open_existing_store",
@@ -107,6 +108,17 @@ def open_cli_store(args: argparse.Namespace, *, create: bool = True) -> Knowledg
     )
 
 
+def cli_store_settings(args: argparse.Namespace) -> StoreSettings:
+    """The store the flags name (and the environment, where a flag is not given), as
+    ``open_cli_store`` opens it: what ``kb serve``'s worker processes open again."""
+    return StoreSettings.resolve(
+        args.store,
+        db_path=args.db,
+        embedder_name=args.embedder,
+        opensearch_url=args.opensearch_url,
+    )
+
+
 def open_served_store(args: argparse.Namespace, err: TextIO) -> KnowledgeStore:
     """``kb serve``'s store. An embedded file whose keyword terms were made by another
     analysis (an older version of this package) is only a copy of the served folder: it
@@ -114,7 +126,7 @@ def open_served_store(args: argparse.Namespace, err: TextIO) -> KnowledgeStore:
     try:
         return open_cli_store(args)
     except AnalysisMismatchError as exc:
-        settings = StoreSettings.resolve(args.store, db_path=args.db)
+        settings = cli_store_settings(args)
         if settings.kind != "embedded":
             raise
         aside = _move_aside(settings.db_path)
