@@ -412,28 +412,36 @@ def test_built_functions_are_thin_and_use_the_layer(sam_build: Path) -> None:
     assert "KnowledgeLayer" in built
 
 
+def _run_built(function: str, layer: Path, script: str, env: dict[str, str], *argv: Path) -> str:
+    """Run ``script`` on the runtime's Python version in the built ``function``'s folder,
+    with only it and ``layer`` on the path (``-S -s -B``: no site packages, no bytecode
+    written) and ``env`` beside ``PATH`` and ``AWS_REGION``; what it printed."""
+    done = subprocess.run(
+        [str(find_python312_bin_dir() / "python3.12"), "-S", "-s", "-B", "-c", script]
+        + [str(arg) for arg in argv],
+        capture_output=True,
+        text=True,
+        env={
+            "PATH": os.environ.get("PATH", ""),
+            "PYTHONPATH": os.pathsep.join([str(BUILD_DIR / function), str(layer)]),
+            "AWS_REGION": "us-east-1",
+            **env,
+        },
+        timeout=120,
+        check=False,
+        cwd=BUILD_DIR / function,
+    )
+    assert done.returncode == 0, _output(done)
+    return done.stdout
+
+
 def test_built_indexer_function_imports_on_python312(sam_build: Path) -> None:
     """The built indexer imports with only the layer on its path, without the X-Ray SDK (its
     Tracer is made on the first request, only with detailed tracing: then the SDK's sampler
     needs an ``xray`` service model the package itself never names, which the layer keeps)."""
-    env = {
-        "PATH": os.environ.get("PATH", ""),
-        "PYTHONPATH": os.pathsep.join([str(BUILD_DIR / "IndexerFunction"), str(LAYER_PYTHON)]),
-        "AWS_REGION": "us-east-1",
-        "POWERTOOLS_SERVICE_NAME": "knowledge-indexer",
-    }
-    python = find_python312_bin_dir() / "python3.12"
-    done = subprocess.run(
-        [str(python), "-S", "-s", "-B", "-c", _INDEXER_IMPORT],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-        check=False,
-        cwd=BUILD_DIR / "IndexerFunction",
-    )
-    assert done.returncode == 0, _output(done)
-    assert done.stdout.strip().splitlines()[-1] == "lambda_handler"
+    env = {"POWERTOOLS_SERVICE_NAME": "knowledge-indexer"}
+    out = _run_built("IndexerFunction", LAYER_PYTHON, _INDEXER_IMPORT, env)
+    assert out.strip().splitlines()[-1] == "lambda_handler"
 
 
 _INDEXER_IMPORT = """
@@ -460,24 +468,9 @@ heavy = ("boto3", "opensearchpy", "openai", "aws_xray_sdk", "knowledge.stores.op
 print(sorted(m for m in heavy if m in sys.modules))
 print(app.lambda_handler.__name__)
 """
-    env = {
-        "PATH": os.environ.get("PATH", ""),
-        "PYTHONPATH": os.pathsep.join([str(BUILD_DIR / "DispatcherFunction"), str(LAYER_PYTHON)]),
-        "AWS_REGION": "us-east-1",
-        "POWERTOOLS_SERVICE_NAME": "knowledge-dispatcher",
-    }
-    python = find_python312_bin_dir() / "python3.12"
-    done = subprocess.run(
-        [str(python), "-S", "-s", "-B", "-c", script],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-        check=False,
-        cwd=BUILD_DIR / "DispatcherFunction",
-    )
-    assert done.returncode == 0, _output(done)
-    assert done.stdout.strip().splitlines()[-2:] == ["[]", "lambda_handler"]
+    env = {"POWERTOOLS_SERVICE_NAME": "knowledge-dispatcher"}
+    out = _run_built("DispatcherFunction", LAYER_PYTHON, script, env)
+    assert out.strip().splitlines()[-2:] == ["[]", "lambda_handler"]
 
 
 def test_built_repo_function_imports_on_python312_with_its_own_layer(sam_build: Path) -> None:
@@ -504,25 +497,12 @@ event["requestContext"]["http"].update(method="GET", path=path)
 print(json.dumps(app.lambda_handler(event, Context())))
 """
     env = {
-        "PATH": os.environ.get("PATH", ""),
-        "PYTHONPATH": os.pathsep.join([str(BUILD_DIR / "RepoFunction"), str(REPO_LAYER_PYTHON)]),
-        "AWS_REGION": "us-east-1",
         "POWERTOOLS_SERVICE_NAME": "knowledge-repos",
         "DOCUMENTS_BUCKET": "kb-123456789012-example",
         "REPO_SYNC_QUEUE_URL": "https://sqs.us-east-1.amazonaws.com/123456789012/repo-syncs",
     }
-    python = find_python312_bin_dir() / "python3.12"
-    done = subprocess.run(
-        [str(python), "-S", "-s", "-B", "-c", script, str(EVENTS / "api_status.json")],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-        check=False,
-        cwd=BUILD_DIR / "RepoFunction",
-    )
-    assert done.returncode == 0, _output(done)
-    response = json.loads(done.stdout.strip().splitlines()[-1])
+    out = _run_built("RepoFunction", REPO_LAYER_PYTHON, script, env, EVENTS / "api_status.json")
+    response = json.loads(out.strip().splitlines()[-1])
     assert response["statusCode"] == 400, response
     assert json.loads(response["body"])["field"] == "agent"
 
@@ -546,27 +526,14 @@ response = app.lambda_handler(event, Context())
 print(json.dumps(response))
 """
     env = {
-        "PATH": os.environ.get("PATH", ""),
-        "PYTHONPATH": os.pathsep.join([str(BUILD_DIR / "SearchFunction"), str(LAYER_PYTHON)]),
-        "AWS_REGION": "us-east-1",
         "POWERTOOLS_SERVICE_NAME": "knowledge-search",
         "POWERTOOLS_METRICS_NAMESPACE": "KnowledgeSearch",
         "OPENSEARCH_URL": "http://127.0.0.1:9",  # never contacted by /v1/health
         "OPENSEARCH_DEFAULT_MODE": "keyword",
         "EMBEDDING_PROVIDER": "hashing",
     }
-    python = find_python312_bin_dir() / "python3.12"
-    done = subprocess.run(
-        [str(python), "-S", "-s", "-B", "-c", script, str(EVENTS / "api_health.json")],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-        check=False,
-        cwd=BUILD_DIR / "SearchFunction",
-    )
-    assert done.returncode == 0, _output(done)
-    response = json.loads(done.stdout.strip().splitlines()[-1])
+    out = _run_built("SearchFunction", LAYER_PYTHON, script, env, EVENTS / "api_health.json")
+    response = json.loads(out.strip().splitlines()[-1])
     assert response["statusCode"] == 200
     assert json.loads(response["body"]) == {"status": "ok", "store": "opensearch"}
 
@@ -588,25 +555,12 @@ for path in ("/console/index.html", "/console/config.json"):
 print(json.dumps(answers))
 """
     env = {
-        "PATH": os.environ.get("PATH", ""),
-        "PYTHONPATH": os.pathsep.join([str(BUILD_DIR / "ConsoleFunction"), str(LAYER_PYTHON)]),
-        "AWS_REGION": "us-east-1",
         "API_AUTH": "iam",
         "CONSOLE_CLIENT_ID": "any",
         "DOCUMENTS_BUCKET": "kb-123456789012-abc",
     }
-    python = find_python312_bin_dir() / "python3.12"
-    done = subprocess.run(
-        [str(python), "-S", "-s", "-B", "-c", script],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-        check=False,
-        cwd=BUILD_DIR / "ConsoleFunction",
-    )
-    assert done.returncode == 0, _output(done)
-    page, config = json.loads(done.stdout.strip().splitlines()[-1])
+    out = _run_built("ConsoleFunction", LAYER_PYTHON, script, env)
+    page, config = json.loads(out.strip().splitlines()[-1])
     assert page["statusCode"] == 200
     assert '<script type="module" src="scopes.js">' in page["body"]
     assert "frame-ancestors 'none'" in page["headers"]["Content-Security-Policy"]
@@ -640,9 +594,6 @@ for method, raw in (("GET", "/.well-known/oauth-protected-resource" + path), ("G
 print(json.dumps([sorted(m for m in heavy if m in sys.modules), answers]))
 """
     env = {
-        "PATH": os.environ.get("PATH", ""),
-        "PYTHONPATH": os.pathsep.join([str(BUILD_DIR / "McpFunction"), str(MCP_LAYER_PYTHON)]),
-        "AWS_REGION": "us-east-1",
         "POWERTOOLS_SERVICE_NAME": "knowledge-mcp",
         "POWERTOOLS_METRICS_NAMESPACE": "KnowledgeSearch",
         "OPENSEARCH_URL": "http://127.0.0.1:9",  # never contacted
@@ -650,18 +601,8 @@ print(json.dumps([sorted(m for m in heavy if m in sys.modules), answers]))
         "API_AUTH": "jwt",
         "JWT_ISSUER": "https://cognito-idp.us-east-1.amazonaws.com/us-east-1_EXAMPLE",
     }
-    python = find_python312_bin_dir() / "python3.12"
-    done = subprocess.run(
-        [str(python), "-S", "-s", "-B", "-c", script, str(EVENTS / "api_mcp_search.json")],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-        check=False,
-        cwd=BUILD_DIR / "McpFunction",
-    )
-    assert done.returncode == 0, _output(done)
-    loaded, (metadata, get) = json.loads(done.stdout.strip().splitlines()[-1])
+    out = _run_built("McpFunction", MCP_LAYER_PYTHON, script, env, EVENTS / "api_mcp_search.json")
+    loaded, (metadata, get) = json.loads(out.strip().splitlines()[-1])
     assert loaded == [], f"imported: {loaded}"
     assert metadata["statusCode"] == 200, metadata
     assert json.loads(metadata["body"])["authorization_servers"] == [env["JWT_ISSUER"]]
