@@ -131,7 +131,7 @@ bench-quality: bench-setup
 	$(BENCH_PY) -m bench quality --limit 300 --embedder minilm
 	$(BENCH_PY) -m bench quality --limit 0 --embedder hashing
 
-## Questions in English and Korean from Debian's FAQ packages (bench/faq.py), with baselines.
+## Questions in English and Korean from Debian's FAQ packages (bench/corpora/faq.py), with baselines.
 bench-questions: bench-setup
 	$(BENCH_PY) -m bench quality --corpus faq-en --embedder hashing
 	$(BENCH_PY) -m bench quality --corpus faq-en --embedder minilm

@@ -3,8 +3,9 @@
 Run from the repository root with the bench venv (``bench/setup.sh`` creates it); every
 command writes ``bench/results/<name>.json`` recording the exact command that produced it,
 and ``python -m bench report`` turns those files into ``bench/REPORT.md`` and its plots.
-Only ``bench.metrics`` is imported by the unit tests: it needs nothing but the standard
-library.
+By role: ``runs`` (one module per command), ``corpora`` (the sets), ``report`` (the
+report's generators), ``probes`` (scripts run in a fresh interpreter), ``common`` (what
+runs share); ``bench/README.md`` says where a new one goes.
 """
 
 from __future__ import annotations

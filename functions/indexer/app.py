@@ -38,6 +38,8 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from knowledge.aws.event_indexing import EventIndexer, EventOutcome, EventStatus
 from knowledge.aws.events import parse_sqs_message
+from knowledge.aws.index_progress import ProgressTable
+from knowledge.aws.index_progress import progress_table as index_progress_table
 from knowledge.aws.reindex_queue import ScopeReindexer
 from knowledge.aws.settings import LambdaSettings, build_store
 from knowledge.aws.sqs_batch import RetryBackoff, TimeBudgetBatchProcessor
@@ -59,6 +61,7 @@ class Container:
     settings: LambdaSettings | None = None
     indexer: EventIndexer | None = None
     processor: TimeBudgetBatchProcessor | None = None
+    progress: ProgressTable | None = None
     tracer: Tracer | None = None
 
 
@@ -102,6 +105,13 @@ def event_indexer() -> EventIndexer:
     return container.indexer
 
 
+def progress_table() -> ProgressTable | None:
+    """The container's progress table (``INDEX_PROGRESS_TABLE``), ``None`` without one."""
+    if container.progress is None:
+        container.progress = index_progress_table(settings().index_progress_table)
+    return container.progress
+
+
 def batch_processor() -> TimeBudgetBatchProcessor:
     """The container's batch processor (time reserve and retry backoff from the settings)."""
     if container.processor is None:
@@ -142,11 +152,18 @@ def _record(outcome: EventOutcome, message_id: str) -> None:
 
 
 def record_handler(record: SQSRecord) -> None:
-    """Apply every action of one SQS record; raise to have the record retried."""
+    """Apply every action of one SQS record; raise to have the record retried. With a
+    progress table, a large document's progress is reported while it is written, and the
+    record's events are no longer queued once it is done (``knowledge.aws.index_progress``)."""
     actions = parse_sqs_message(record.body, bucket=settings().documents_bucket)
+    progress = progress_table()
     for action in actions:
         try:
-            outcome = event_indexer().apply(action, batch_processor().budget)
+            if progress is None:
+                outcome = event_indexer().apply(action, batch_processor().budget)
+            else:
+                with progress.reporting(action.scope):
+                    outcome = event_indexer().apply(action, batch_processor().budget)
         except Exception:
             metrics.add_metric(name="FailedEvents", unit=MetricUnit.Count, value=1)
             logger.exception(
@@ -155,6 +172,8 @@ def record_handler(record: SQSRecord) -> None:
             )
             raise
         _record(outcome, record.message_id)
+    if progress is not None:
+        progress.done_with(record.body)
 
 
 def tracer() -> Tracer | None:

@@ -71,8 +71,8 @@ def knowledge_api() -> KnowledgeApi:
     """The search routes' API over the deployment's store (reads only: no writes, no
     repository routes), created on the first MCP request."""
     if container.api is None:
+        from knowledge.agent_tools.shared import SharedGrants
         from knowledge.aws.settings import build_reranking, build_store
-        from knowledge.search.shared import SharedGrants
         from knowledge.service.api import KnowledgeApi
 
         config = settings()

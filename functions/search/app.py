@@ -18,7 +18,9 @@ indexes them. Each agent's writes are limited (``knowledge.service.write_quotas`
 requests and bytes a minute, documents a scope), counted in the DynamoDB table
 ``WRITE_QUOTA_TABLE`` that every container shares (``knowledge.aws.write_quotas``); over a
 limit is a 429 with ``Retry-After``. A granted agent's searches include its shared libraries
-(``KB_SHARED_GRANTS``, ``knowledge.search.shared``).
+(``KB_SHARED_GRANTS``, ``knowledge.agent_tools.shared``). The status route and the contexts
+listing show each scope's indexing under way (the document being written, how far, what is
+queued) from ``INDEX_PROGRESS_TABLE`` (``knowledge.aws.index_progress``).
 
 Path segments are used as sent (``rawPath``; ``knowledge.service.api.path_segment`` refuses a
 percent-encoded one), and ``knowledge.aws.access.AccessPolicy`` decides whether the caller
@@ -120,9 +122,10 @@ def _authorize(agent: str, operation: Operation) -> None:
 def knowledge_api() -> KnowledgeApi:
     """The container's API over its store, created on the first request."""
     if container.api is None:
+        from knowledge.agent_tools.shared import SharedGrants
         from knowledge.aws.bucket_writes import S3Storage
+        from knowledge.aws.index_progress import progress_table
         from knowledge.aws.settings import build_reranking, build_store
-        from knowledge.search.shared import SharedGrants
 
         config = settings()
         writes = (
@@ -138,6 +141,8 @@ def knowledge_api() -> KnowledgeApi:
 
             # Counted in one table for every container (an agent's limit is not per container).
             write_quota = WriteQuota(config.write_limits, DynamoDBCounter(config.write_quota_table))
+        # The indexing under way per scope, as the indexer and the dispatcher record it.
+        progress = progress_table(config.index_progress_table)
         container.api = KnowledgeApi(
             build_store(config),
             reindex=queue_reindex,
@@ -147,6 +152,7 @@ def knowledge_api() -> KnowledgeApi:
             shared=SharedGrants.parse(os.environ.get("KB_SHARED_GRANTS", "")),
             repo_statuses=repo_statuses(),
             write_quota=write_quota,
+            status=None if progress is None else progress.status,
         )
     return container.api
 

@@ -1,5 +1,5 @@
-"""The prompt context (``POST .../context``, knowledge.search.prompt_context) on every store and
-mode: never over the budget, citations before content, cut passages end on a boundary."""
+"""The prompt context (``POST .../context``, knowledge.agent_tools.prompt_context) on every
+store and mode: never over the budget, citations before content, cut passages end on a boundary."""
 
 from __future__ import annotations
 
@@ -11,12 +11,12 @@ from typing import Any
 
 import pytest
 
+from knowledge.agent_tools.prompt_context import PREAMBLE, build_prompt_context
+from knowledge.agent_tools.results import CUT_MARKER, estimate_tokens
 from knowledge.core.model import IndexOptions, SearchMode, SearchQuery, SearchResult
 from knowledge.core.scope import KnowledgeScope
 from knowledge.ingest.pipeline import index_source
 from knowledge.ingest.sources.folders import BucketFolderSource
-from knowledge.search.prompt_context import PREAMBLE, build_prompt_context
-from knowledge.search.results import CUT_MARKER, estimate_tokens
 from knowledge.service.api import KnowledgeApi
 from knowledge.stores.protocol import KnowledgeStore
 

@@ -19,12 +19,12 @@ from typing import Any
 import pytest
 from jsonschema import Draft202012Validator
 
+from knowledge.agent_tools.tool import KnowledgeSearchTool, ToolContext
 from knowledge.core.errors import ConfigurationError
 from knowledge.core.model import IndexOptions, SearchMode
 from knowledge.core.scope import KnowledgeScope
 from knowledge.ingest.pipeline import index_source
 from knowledge.ingest.sources.folders import BucketFolderSource, LocalDirectorySource
-from knowledge.search.tool import KnowledgeSearchTool, ToolContext
 from knowledge.service.api import KnowledgeApi
 from knowledge.stores.protocol import KnowledgeStore
 
@@ -223,7 +223,7 @@ def test_the_structured_answer_has_the_designs_shape(indexed: KnowledgeStore) ->
 def test_the_management_tool_reports_and_reindexes_its_scope_only(
     indexed: KnowledgeStore, bucket: Path
 ) -> None:
-    from knowledge.search.manage_tool import KnowledgeManageTool
+    from knowledge.agent_tools.manage_tool import KnowledgeManageTool
 
     plain = KnowledgeManageTool()
     assert plain.input_schema["properties"]["action"]["enum"] == ["status"]

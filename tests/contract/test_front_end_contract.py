@@ -17,13 +17,13 @@ from typing import Any
 import pytest
 from polling import wait_until
 
+from knowledge.agent_tools.shared import SharedGrants
+from knowledge.agent_tools.tool import KnowledgeSearchTool, ToolContext
 from knowledge.client import AccessDeniedError, KnowledgeClient
 from knowledge.core.errors import NotFoundError, ValidationError
 from knowledge.core.model import SearchMode, SearchQuery
 from knowledge.core.scope import KnowledgeScope
 from knowledge.local.server import LocalServer
-from knowledge.search.shared import SharedGrants
-from knowledge.search.tool import KnowledgeSearchTool, ToolContext
 from knowledge.stores.protocol import KnowledgeStore
 
 OPS = KnowledgeScope("ops-bot", "runbooks")

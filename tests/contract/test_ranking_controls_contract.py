@@ -223,10 +223,10 @@ def test_weights_rank_a_page_of_documents_without_extras(
 def test_the_tools_controls_weigh_group_and_explain_on_every_store(
     indexed: KnowledgeStore, mode: SearchMode
 ) -> None:
-    """The ``KnowledgeSearch`` tool (``knowledge.search.tool_controls``): a model's weight
+    """The ``KnowledgeSearch`` tool (``knowledge.agent_tools.tool_controls``): a model's weight
     moves the results a body's weight moves, the trace recomputes every score, and
     ``group_by`` lists each document once."""
-    from knowledge.search.tool import KnowledgeSearchTool, ToolContext
+    from knowledge.agent_tools.tool import KnowledgeSearchTool, ToolContext
 
     tool = KnowledgeSearchTool()
     context = ToolContext(store=indexed, scope=SCOPE, mode=mode, weights=NO_LESSONS)

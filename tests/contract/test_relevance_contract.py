@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from knowledge.agent_tools.tool import KnowledgeSearchTool, ToolContext
 from knowledge.core.model import (
     DEFAULT_MIN_SCORE,
     IndexOptions,
@@ -30,7 +31,6 @@ from knowledge.core.scope import KnowledgeScope
 from knowledge.ingest.pipeline import index_source
 from knowledge.ingest.sources.folders import BucketFolderSource
 from knowledge.ranking import explain
-from knowledge.search.tool import KnowledgeSearchTool, ToolContext
 from knowledge.service.api import KnowledgeApi
 from knowledge.stores.protocol import KnowledgeStore
 

@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
+from knowledge.agent_tools.shared import SHARED_CONTEXT_KEY, SharedGrants, SharedLibraryStore
 from knowledge.core.errors import ValidationError
 from knowledge.core.model import IndexOptions, SearchMode, SearchQuery
 from knowledge.core.scope import KnowledgeScope
 from knowledge.ingest.pipeline import index_source
 from knowledge.ingest.sources.folders import BucketFolderSource
-from knowledge.search.shared import SHARED_CONTEXT_KEY, SharedGrants, SharedLibraryStore
 from knowledge.stores.protocol import KnowledgeStore
 
 pytestmark = pytest.mark.isolated_stores

@@ -11,17 +11,29 @@ visibly different from the keyword one.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator, Sequence
+from contextlib import closing
 from pathlib import Path
 
 import pytest
+from mcp.types import TextContent
 
+from knowledge.agent_tools.mcp_server import call_result
+from knowledge.agent_tools.results import estimate_tokens
+from knowledge.agent_tools.scoped_tools import SEARCH_TOOL_NAME, ScopedTools
+from knowledge.agent_tools.tool import KnowledgeSearchTool, SearchBackend, ToolContext, ToolResult
+from knowledge.client import KnowledgeClient
+from knowledge.config import STORE_BUILDERS, StoreSettings, register_store_builder
 from knowledge.core.model import IndexOptions, SearchMode, SearchQuery
 from knowledge.core.scope import KnowledgeScope
+from knowledge.core.scope_set import SHARED_AGENT
 from knowledge.embedding.base import Embedding
 from knowledge.embedding.hashing import HashingEmbedder
 from knowledge.ingest.pipeline import index_source
 from knowledge.ingest.sources.folders import BucketFolderSource
+from knowledge.local.cli import main as cli_main
+from knowledge.local.server import LocalServer
 from knowledge.ranking import explain
 from knowledge.ranking.fusion import ENGLISH_ONLY_EMBEDDERS
 from knowledge.ranking.vector_side import UNCOVERED_QUERY
@@ -185,3 +197,161 @@ def test_the_search_answer_says_when_the_vector_side_was_not_used(
         assert "vector_side" not in english.body
     answered = api.handle("POST", f"{route}/search", {"query": KOREAN, "mode": mode.value})
     assert answered.body["results"][0]["document_path"] == "rollback.md"
+
+
+# --- where an answer is shown: the tool (and kb mcp), kb search, a deployed API's client ---
+
+LINE = f"(vector side: {UNCOVERED_QUERY})"
+ELSEWHERE = "초콜릿 케이크를 굽는 방법"  # nothing in the scope answers it
+
+
+def tool_answer(backend: SearchBackend, text: str, mode: SearchMode) -> ToolResult:
+    context = ToolContext(store=backend, scope=SCOPE, mode=mode)
+    answer = KnowledgeSearchTool().run({"query": text}, context)
+    assert not answer.is_error, answer.content
+    return answer
+
+
+@pytest.mark.parametrize("mode", list(SearchMode), ids=lambda m: m.value)
+def test_the_tool_says_when_the_vector_side_was_not_used(
+    store: KnowledgeStore, mode: SearchMode
+) -> None:
+    korean = tool_answer(store, KOREAN, mode)
+    lines = korean.content.splitlines()
+    assert lines[0].startswith("Found ")
+    assert lines[0].endswith(f' for "{KOREAN}" (best evidence: strong):')
+    assert korean.structured is not None
+    assert korean.structured["results"][0]["source"] == "rollback.md"
+    if mode is SearchMode.KEYWORD:  # a keyword search asked for nothing it did not do
+        assert LINE not in korean.content
+        assert lines[1] == "---"
+        assert "vector_side" not in korean.structured
+    else:
+        assert lines[1] == LINE  # right under the first line, before the first passage
+        assert lines[2] == "---"
+        assert korean.structured["vector_side"] == UNCOVERED_QUERY
+    english = tool_answer(store, ENGLISH, mode)
+    assert LINE not in english.content
+    assert english.structured is not None
+    assert "vector_side" not in english.structured
+
+
+@pytest.mark.parametrize("mode", [SearchMode.VECTOR, SearchMode.HYBRID], ids=lambda m: m.value)
+def test_nothing_found_keeps_its_first_line_and_says_the_vector_side(
+    store: KnowledgeStore, mode: SearchMode
+) -> None:
+    answer = tool_answer(store, ELSEWHERE, mode)
+    assert answer.content.splitlines() == [f"No relevant documents found for: {ELSEWHERE}", LINE]
+    assert answer.structured is not None
+    assert answer.structured["evidence"] == "none"
+    assert answer.structured["vector_side"] == UNCOVERED_QUERY
+
+
+def test_the_tool_budget_counts_the_vector_side_line(store: KnowledgeStore) -> None:
+    full = tool_answer(store, KOREAN, SearchMode.HYBRID)
+    budget = estimate_tokens(full.content)  # exactly what the whole answer needs
+    context = ToolContext(store=store, scope=SCOPE, mode=SearchMode.HYBRID)
+    for max_tokens in range(budget - 12, budget + 1):
+        cut = KnowledgeSearchTool().run({"query": KOREAN, "max_tokens": max_tokens}, context)
+        assert LINE in cut.content
+        assert estimate_tokens(cut.content) <= max_tokens, (max_tokens, cut.content)
+
+
+def test_kb_mcp_tools_with_a_shared_library_say_it(store: KnowledgeStore) -> None:
+    library = KnowledgeScope(SHARED_AGENT, "playbooks")
+    tools = ScopedTools(store, SCOPE, mode=SearchMode.HYBRID, shared_libraries=[library])
+    answer = tools.call(SEARCH_TOOL_NAME, {"query": KOREAN})
+    assert not answer.is_error, answer.content
+    assert answer.content.splitlines()[1] == LINE
+    sent = call_result(answer)  # what kb mcp sends
+    (text,) = sent.content
+    assert isinstance(text, TextContent)
+    assert text.text.splitlines()[1] == LINE
+    assert sent.structured_content is not None
+    assert sent.structured_content["vector_side"] == UNCOVERED_QUERY
+
+
+def indexed_embedded(folder: Path, embedder: EnglishOnlyStandIn) -> Path:
+    """The documents indexed into an embedded file under ``folder`` with ``embedder``
+    (``folder/bucket`` holds them as a served folder would); the file's path."""
+    from knowledge.stores.embedded import EmbeddedKnowledgeStore
+
+    bucket = folder / "bucket"
+    for rel, text in DOCUMENTS.items():
+        path = bucket / SCOPE.agent / SCOPE.context / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    with closing(EmbeddedKnowledgeStore(folder / "kb.db", embedder=embedder)) as made:
+        assert index_source(made, SCOPE, BucketFolderSource(bucket), IndexOptions()).errors == ()
+    return folder / "kb.db"
+
+
+@pytest.fixture
+def english_only_kind(tmp_path: Path, embedder: EnglishOnlyStandIn) -> Iterator[str]:
+    """A store kind for ``kb``: the documents' embedded file (``indexed_embedded``), opened
+    with the English-only stand-in (``--store`` names it)."""
+    from knowledge.stores.embedded import EmbeddedKnowledgeStore
+
+    db = indexed_embedded(tmp_path, embedder)
+
+    def build(settings: StoreSettings) -> KnowledgeStore:
+        return EmbeddedKnowledgeStore(db, embedder=embedder)
+
+    register_store_builder("english-only-test", build)
+    yield "english-only-test"
+    del STORE_BUILDERS["english-only-test"]
+
+
+def kb_search(
+    capsys: pytest.CaptureFixture[str], *flags: str, text: str = KOREAN
+) -> tuple[int, str]:
+    scope = ["--agent", SCOPE.agent, "--context", SCOPE.context]
+    code = cli_main(["search", text, *scope, *flags])
+    return code, capsys.readouterr().out
+
+
+@pytest.mark.parametrize("mode", list(SearchMode), ids=lambda m: m.value)
+def test_kb_search_json_and_text_say_when_the_vector_side_was_not_used(
+    english_only_kind: str, capsys: pytest.CaptureFixture[str], mode: SearchMode
+) -> None:
+    flags = ("--store", english_only_kind, "--mode", mode.value)
+    expected = None if mode is SearchMode.KEYWORD else UNCOVERED_QUERY
+    code, out = kb_search(capsys, *flags, "--json")
+    assert code == 0
+    body = json.loads(out)
+    assert body.get("vector_side") == expected
+    assert body["mode"] == mode.value
+    assert body["results"][0]["document_path"] == "rollback.md"
+    code, out = kb_search(capsys, *flags)
+    assert code == 0
+    assert (out.splitlines()[1] == LINE) is (expected is not None)
+    code, out = kb_search(capsys, *flags, "--json", text=ENGLISH)
+    assert "vector_side" not in json.loads(out)
+    code, out = kb_search(capsys, *flags, "--json", text=ELSEWHERE)
+    body = json.loads(out)
+    assert (body["results"], body["evidence"], body.get("vector_side")) == ([], "none", expected)
+
+
+def test_a_deployed_apis_answer_carries_it_to_the_tool_and_kb_search(
+    tmp_path: Path, embedder: EnglishOnlyStandIn, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from knowledge.stores.embedded import EmbeddedKnowledgeStore
+
+    db = indexed_embedded(tmp_path, embedder)
+    served = EmbeddedKnowledgeStore(db, embedder=embedder)
+    server = LocalServer(tmp_path / "bucket", served, host="127.0.0.1", port=0, poll_interval=0.1)
+    server.start()
+    try:
+        client = KnowledgeClient(server.url)
+        query = SearchQuery(KOREAN, mode=SearchMode.HYBRID)
+        assert client.search_response(SCOPE, query).vector_side == UNCOVERED_QUERY
+        plain = client.search_response(SCOPE, SearchQuery(ENGLISH, mode=SearchMode.HYBRID))
+        assert plain.vector_side is None
+        answer = tool_answer(client, KOREAN, SearchMode.HYBRID)
+        assert answer.content.splitlines()[1] == LINE
+        code, out = kb_search(capsys, "--api-url", server.url, "--mode", "vector", "--json")
+        assert code == 0
+        assert json.loads(out)["vector_side"] == UNCOVERED_QUERY
+    finally:
+        server.stop()
+        served.close()

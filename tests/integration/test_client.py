@@ -599,7 +599,7 @@ def test_the_tool_over_the_api_sends_the_models_controls_alone(
 ) -> None:
     """The ``KnowledgeSearch`` tool over a deployed API: a model's ``lesson_weight`` and
     ``explain`` travel, the deployment's origin weights and extras stand."""
-    from knowledge.search.tool import KnowledgeSearchTool, ToolContext
+    from knowledge.agent_tools.tool import KnowledgeSearchTool, ToolContext
 
     monkeypatch.setenv("KB_ORIGIN_WEIGHTS", "manual=5")
     monkeypatch.setenv("KB_LESSON_EXTRA", "0")

@@ -41,9 +41,9 @@ from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.remote.webelement import WebElement
 from selenium.webdriver.support import expected_conditions
 
+from knowledge.agent_tools.shared import SharedGrants
 from knowledge.core.model import IndexOptions
 from knowledge.local.server import LocalServer
-from knowledge.search.shared import SharedGrants
 from knowledge.service.write_quotas import WriteLimits
 from knowledge.stores.embedded import EmbeddedKnowledgeStore
 

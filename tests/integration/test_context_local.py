@@ -11,12 +11,12 @@ from typing import Any
 
 import pytest
 
+from knowledge.agent_tools.results import CUT_MARKER, estimate_tokens
 from knowledge.client import KnowledgeClient
 from knowledge.config import open_store
 from knowledge.core.model import SearchQuery
 from knowledge.core.scope import KnowledgeScope
 from knowledge.local.server import LocalServer
-from knowledge.search.results import CUT_MARKER, estimate_tokens
 
 pytestmark = pytest.mark.integration
 

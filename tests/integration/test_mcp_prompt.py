@@ -12,9 +12,9 @@ import pytest
 from mcp import ClientSession, MCPError
 from mcp_stdio import run_session
 
+from knowledge.agent_tools.prompt_context import PREAMBLE
+from knowledge.agent_tools.results import CUT_MARKER, estimate_tokens
 from knowledge.local.cli import main as kb
-from knowledge.search.prompt_context import PREAMBLE
-from knowledge.search.results import CUT_MARKER, estimate_tokens
 
 pytestmark = pytest.mark.integration
 

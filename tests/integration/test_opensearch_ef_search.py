@@ -22,7 +22,7 @@ from knowledge.ingest.pipeline import index_source
 from knowledge.ingest.sources.folders import LocalDirectorySource
 from knowledge.stores.opensearch import OpenSearchKnowledgeStore, RetryPolicy
 from knowledge.stores.opensearch.mapping import AGENT, CONTEXT, RECORD, RECORD_CHUNK
-from knowledge.stores.opensearch.scope_size import LARGE_SCOPE_CHUNKS, exact_for
+from knowledge.stores.opensearch.read.scope_size import LARGE_SCOPE_CHUNKS, exact_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.opensearch]
 

@@ -18,7 +18,7 @@ from knowledge.core.source import SourceDocument
 from knowledge.embedding.hashing import HashingEmbedder
 from knowledge.ingest.pipeline import upsert_document
 from knowledge.stores.opensearch import OpenSearchKnowledgeStore, RetryPolicy
-from knowledge.stores.opensearch.answers import INCOMPLETE_HASH
+from knowledge.stores.opensearch.hits import INCOMPLETE_HASH
 
 pytestmark = [pytest.mark.integration, pytest.mark.opensearch]
 

@@ -37,12 +37,12 @@ from knowledge.stores.opensearch import (
     OpenSearchConfig,
     OpenSearchKnowledgeStore,
     RetryPolicy,
-    queries,
     request_filters,
 )
-from knowledge.stores.opensearch import connection as connection_module
 from knowledge.stores.opensearch import store as store_module
-from knowledge.stores.opensearch.answers import INCOMPLETE_HASH
+from knowledge.stores.opensearch.hits import INCOMPLETE_HASH
+from knowledge.stores.opensearch.read import queries
+from knowledge.stores.opensearch.write import serverless as serverless_module
 from knowledge.stores.protocol import DocumentHeader, EmbeddedChunk
 
 pytestmark = [pytest.mark.integration, pytest.mark.opensearch]
@@ -762,7 +762,7 @@ def test_documents_share_bulk_requests_and_an_overwrite_removes_the_old_chunks_b
         short = {path: f"# Short\n\nnow short {path}" for path in long}
         assert index_source(store, scope, Source(short)).indexed_documents == 30
         # 30 chunks, their 30 records, then the 120 replaced chunks deleted by id; then
-        # one request for the stale generations of the replaced documents (session.py).
+        # one request for the stale generations of the replaced documents (write/session.py).
         assert counting.calls == {"bulk": 3, "delete_by_query": 1}
         chunks = node.records(record="chunk")
         assert sorted((c["document_path"], c["chunk_index"]) for c in chunks) == [
@@ -783,7 +783,7 @@ def test_serverless_mode_keeps_the_contract_without_ids_refresh_or_delete_by_que
     """service='aoss' on the local node (it ignores the SigV4 headers): server-made ids,
     deletes by search + bulk, no refresh. The test refreshes where Serverless would on its
     own schedule."""
-    monkeypatch.setattr(connection_module, "_FIND_IDS_PAGE", 2)  # page the id lookups
+    monkeypatch.setattr(serverless_module, "_FIND_IDS_PAGE", 2)  # page the id lookups
     store = make_store(
         config=node.config(auth="sigv4", service="aoss", region="us-east-1", vector_engine="lucene")
     )

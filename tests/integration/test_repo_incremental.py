@@ -241,6 +241,28 @@ def test_a_damaged_or_partial_tree_cache_falls_back_to_a_full_fetch(
     assert mirrored(store, bucket, "dm") == work.tree()
 
 
+def test_a_tree_cache_whose_objects_cannot_be_read_falls_back_to_a_full_fetch(
+    server: GitHttpServer, tmp_path: Path, bucket: Path, registry: RepoRegistry, store
+) -> None:
+    """A cache that parses but holds a tree dulwich cannot read: nothing of it is used."""
+    work = Workdir(server.root, "unreadable", tmp_path / "work")
+    work.write("a.md", "# A")
+    work.commit()
+    registration = RepoRegistration.from_request({"name": "ur", "url": server.url("unreadable")})
+    registry.add(SCOPE, registration)
+    synced(registry, registration)
+    trees = bucket / ".kb@repos" / SCOPE.key / "ur.trees"
+    cache = TreeCache.from_bytes(trees.read_bytes())
+    assert cache is not None
+    cache.objects = [*cache.objects, (2, b"not a tree")]  # 2: dulwich's tree type
+    trees.write_bytes(cache.to_bytes())
+    work.write("a.md", "# A\n\nTwice.")
+    work.commit()
+    report = synced(registry, registration)
+    assert not report.incremental
+    assert mirrored(store, bucket, "ur") == work.tree()
+
+
 def test_a_force_push_over_a_fetched_commit_keeps_the_index_equal_to_the_tree(
     server: GitHttpServer, tmp_path: Path, bucket: Path, registry: RepoRegistry, store
 ) -> None:

@@ -2,7 +2,7 @@
 
 ``sam build`` builds the layer for arm64, whose native parts (cryptography, PyNaCl,
 bcrypt) cannot load here; so the test builds the same layer with the same Makefile
-target for this machine (``PLATFORMS=``, as bench/coldstart.py does for the knowledge
+target for this machine (``PLATFORMS=``, as bench/runs/coldstart.py does for the knowledge
 layer), puts only that layer and the function's ``app.py`` on python3.12's path (no
 site-packages: ``-S -s``), and runs the AWS sync path (``handle_sync_message``, the
 network guard, paramiko, dulwich) against Debian's ``sshd`` on loopback. A package the

@@ -459,3 +459,56 @@ def test_a_link_in_the_mirror_is_never_written_through(
     assert list(outside.iterdir()) == []
     assert (mirror / "ok.md").is_file()
     assert registry.state(SCOPE, "linked").commit is None  # not a complete sync
+
+
+def test_a_file_that_cannot_be_deleted_stays_in_the_manifest_for_the_next_sync(
+    server: GitHttpServer, tmp_path: Path, bucket: Path, registry: RepoRegistry
+) -> None:
+    work = new_repo(server, tmp_path, "undeletable")
+    work.write("ok.md", "# OK")
+    work.write("sub/old.md", "# Old")
+    first = work.commit()
+    registration = RepoRegistration.from_request(
+        {"name": "undeletable", "url": server.url("undeletable")}
+    )
+    registry.add(SCOPE, registration)
+    assert sync_repository(registry, SCOPE, registration).ok
+    # The mirror's folder becomes a link out of the bucket: nothing is deleted through it.
+    mirror = bucket / SCOPE.key / "_repos" / "undeletable"
+    outside = tmp_path / "outside"
+    (mirror / "sub").rename(outside)
+    (mirror / "sub").symlink_to(outside, target_is_directory=True)
+    (work.path / "sub/old.md").unlink()
+    work.write("new.md", "# New")
+    work.commit()
+    report = sync_repository(registry, SCOPE, registration)
+    assert kind(report) == "storage"
+    assert report.problems == [{"path": "sub/old.md", "reason": "not deleted (PermissionError)"}]
+    assert (report.deleted, report.written, report.commit) == (0, 1, first)
+    assert (outside / "old.md").is_file()
+    state = registry.state(SCOPE, "undeletable")
+    assert state.commit == first  # not a complete sync
+    assert set(state.files) == {"ok.md", "sub/old.md", "new.md"}  # the next sync retries it
+
+
+def test_a_fetch_past_the_deadline_stops_and_writes_nothing(
+    server: GitHttpServer, tmp_path: Path, bucket: Path, registry: RepoRegistry
+) -> None:
+    work = new_repo(server, tmp_path, "late")
+    work.write("a.md", "# A")
+    work.commit()
+    registration = RepoRegistration.from_request({"name": "late", "url": server.url("late")})
+    registry.add(SCOPE, registration)
+    ticks = iter([0.0])
+
+    def clock() -> float:
+        """The sync starts at 0; by the time the pack arrives, an hour has passed."""
+        return next(ticks, 3600.0)
+
+    report = sync_repository(registry, SCOPE, registration, clock=clock)
+    assert report.error == {
+        "kind": "time",
+        "message": "the fetch did not finish inside the sync budget",
+    }
+    assert (report.commit, report.written) == (None, 0)
+    assert not (bucket / SCOPE.key / "_repos" / "late").exists()

@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 
+from knowledge.agent_tools.shared import SharedGrants
 from knowledge.config import open_store
 from knowledge.core.errors import ConfigurationError, ValidationError
 from knowledge.local.server import LocalServer
-from knowledge.search.shared import SharedGrants
 
 pytestmark = pytest.mark.integration
 

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from opensearch_index import NodeIndex
 
+from knowledge.agent_tools.shared import SharedLibraryStore
 from knowledge.core.model import SearchMode, SearchQuery
 from knowledge.core.scope import KnowledgeScope
 from knowledge.core.scope_set import SHARED_CONTEXT_KEY
@@ -23,7 +24,6 @@ from knowledge.core.source import SourceDocument
 from knowledge.embedding.hashing import HashingEmbedder
 from knowledge.ingest.pipeline import upsert_document
 from knowledge.ranking import explain
-from knowledge.search.shared import SharedLibraryStore
 from knowledge.stores.embedded import EmbeddedKnowledgeStore
 from knowledge.stores.memory import MemoryKnowledgeStore
 from knowledge.stores.opensearch import OpenSearchKnowledgeStore

@@ -1,4 +1,4 @@
-"""bench.documents helpers the format benchmarks rely on, on hand-made inputs."""
+"""bench.corpora.documents helpers the format benchmarks rely on, on hand-made inputs."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from bench.documents import document_key, man_source, strip_name_section
+from bench.corpora.documents import document_key, man_source, strip_name_section
 
 
 def test_document_key_is_the_page_whatever_the_format() -> None:

@@ -1,4 +1,4 @@
-"""bench.fusion_levers on tiny hand-made candidate lists, expected values computed by hand
+"""bench.common.fusion_levers on tiny hand-made candidate lists, expected values computed by hand
 (each side has at most 10 candidates, so both side confidences are 1)."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from bench.fusion_levers import LEVERS, compare_levers
+from bench.common.fusion_levers import LEVERS, compare_levers
 
 # keyword min-max: a 1, b 0.5, c 0; vector min-max: c 1, d 0.5, e 0
 KEYWORD = {("a", 0): 10.0, ("b", 0): 5.5, ("c", 0): 1.0}

@@ -1,4 +1,4 @@
-"""bench.gimp_help on a hand-made help page: the page's text without its title, its
+"""bench.corpora.gimp_help on a hand-made help page: the page's text without its title, its
 navigation or its neighbours' names, and the title as a query without its number."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from bench.gimp_help import page_text, query_title
+from bench.corpora.gimp_help import page_text, query_title
 
 PAGE = """<html><head><title>7.9. 레이어 삭제</title></head><body>
 <div class="navheader"><table><tr><th>7.9. 레이어 삭제</th></tr>
@@ -31,7 +31,7 @@ def test_a_page_loses_its_title_and_navigation_and_keeps_its_sections() -> None:
     assert "텍스트 명령" not in text
     assert "이 명령은 현재 레이어를 이미지에서 지웁니다." in text
     assert "## 7.9.1. 명령 실행" in text  # a sub-section heading stays
-    assert "레이어 메뉴에서 실행합니다." in text  # a list item (as bench/faq.py renders it)
+    assert "레이어 메뉴에서 실행합니다." in text  # a list item (as bench/corpora/faq.py renders it)
     assert "gimp --batch" in text
 
 

@@ -1,4 +1,4 @@
-"""bench.gnome_apps_help on hand-made application help: every application's pages in one
+"""bench.corpora.gnome_apps_help on hand-made application help: every application's pages in one
 collection, each page's title its query, GNOME Help's own guides left out."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from bench.gnome_apps_help import build
+from bench.corpora.gnome_apps_help import build
 
 _PAGE = """<?xml version="1.0" encoding="utf-8"?>
 <page xmlns="http://projectmallard.org/1.0/" type="topic" id="{id}" xml:lang="ko">

@@ -1,4 +1,4 @@
-"""bench.gnome_help on a hand-made Mallard page: the page's text without its title or its
+"""bench.corpora.gnome_help on a hand-made Mallard page: the page's text without its title or its
 <info> block (links, credits, the <desc> line), section titles kept as headings."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from bench.gnome_help import page_text
+from bench.corpora.gnome_help import page_text
 
 PAGE = """<?xml version="1.0" encoding="utf-8"?>
 <page xmlns="http://projectmallard.org/1.0/" type="topic" id="net-wireless-connect" xml:lang="ko">

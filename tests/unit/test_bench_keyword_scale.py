@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from bench.keyword_scale import Zipf, generate_queries, write_document
-from bench.report_keyword_scale import section_text
+from bench.report.keyword_scale import section_text
+from bench.runs.keyword_scale import Zipf, generate_queries, write_document
 
 
 def test_queries_are_fixed_and_hold_one_to_six_words() -> None:

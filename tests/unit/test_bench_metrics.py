@@ -1,4 +1,4 @@
-"""bench.metrics on tiny hand-made rankings (document level, as the benchmark reports)."""
+"""bench.common.metrics on tiny hand-made rankings (document level, as the benchmark reports)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from bench.metrics import (
+from bench.common.metrics import (
     document_ranking,
     evaluate,
     first_relevant_rank,

@@ -10,8 +10,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
-from bench import report_mutation  # noqa: E402
-from bench.report_common import Report  # noqa: E402
+from bench.report import mutation as report_mutation  # noqa: E402
+from bench.report.helpers import Report  # noqa: E402
 
 _spec = importlib.util.spec_from_file_location("summary", ROOT / "tools/mutation/summary.py")
 assert _spec is not None

@@ -1,4 +1,4 @@
-"""bench.noisy_neighbour's pieces that need no server: the generated text, the summaries,
+"""bench.runs.noisy_neighbour's pieces that need no server: the generated text, the summaries,
 and its REPORT section from a hand-made result."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from bench import report_fairness
-from bench.noisy_neighbour import _marker, _summary, _tail, generate_text
-from bench.report_common import Report
+from bench.report import noisy_neighbour as report_fairness
+from bench.report.helpers import Report
+from bench.runs.noisy_neighbour import _marker, _summary, _tail, generate_text
 
 
 def test_generated_text_is_the_same_for_a_seed_and_names_its_marker_once(

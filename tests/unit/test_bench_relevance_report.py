@@ -1,8 +1,8 @@
 """The bench's view of the node's time and of the relevance report's runs.
 
-``bench.client_probe.RecordingClient`` counts the node's own ``took`` of every answer,
+``bench.common.recording_client.RecordingClient`` counts the node's own ``took`` of every answer,
 an ``_msearch`` answer trimmed to its ``responses`` (the store's ``filter_path``) too;
-``bench.report_relevance`` tells the runs whose embedder cannot read the set's language
+``bench.report.relevance`` tells the runs whose embedder cannot read the set's language
 (the product answers them from the keyword side) from the others.
 """
 
@@ -14,8 +14,8 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
-from bench.client_probe import RecordingClient  # noqa: E402
-from bench.report_relevance import _dropped_text, _reads  # noqa: E402
+from bench.common.recording_client import RecordingClient  # noqa: E402
+from bench.report.relevance import _dropped_text, _reads  # noqa: E402
 
 
 class _Answers:

@@ -1,4 +1,4 @@
-"""bench/REPORT.md's cold-start section (``bench.report_footprint``): every handler the
+"""bench/REPORT.md's cold-start section (``bench.report.footprint``): every handler the
 result measured gets a row with its ratio to the naive handler, and a headline row against
 the share of the naive handler's cold start it may take."""
 
@@ -13,8 +13,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
-from bench import report_footprint  # noqa: E402
-from bench.report_layout import Report  # noqa: E402
+from bench.report import footprint as report_footprint  # noqa: E402
+from bench.report.layout import Report  # noqa: E402
 
 
 def _stats(p50: float) -> dict[str, float]:

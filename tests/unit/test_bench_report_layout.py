@@ -1,6 +1,6 @@
-"""bench/REPORT.md's shape (``bench.report_layout``): the headline rows link to their
-sections and say which code they measured; superseded sections and their rows go to the
-history file, and REPORT.md names what moved there."""
+"""bench/REPORT.md's shape (``bench.report.layout``): the headline rows link to their
+sections and say which code they measured; REPORT.md names the superseded sections of the
+frozen history file, which it links to and never writes."""
 
 from __future__ import annotations
 
@@ -9,12 +9,13 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
-from bench.environment import source_digest  # noqa: E402
-from bench.report_layout import (  # noqa: E402
+from bench.common.environment import source_digest  # noqa: E402
+from bench.report.layout import (  # noqa: E402
     Report,
     anchor,
+    frozen,
+    frozen_titles,
     headline_table,
-    history_text,
     moved_note,
 )
 
@@ -38,26 +39,51 @@ def test_a_headline_row_belongs_to_the_section_added_after_it(tmp_path: Path) ->
     assert len(report.sections) == 3
 
 
-def test_superseded_sections_and_their_rows_go_to_the_history(tmp_path: Path) -> None:
+HISTORY = """# Benchmark history: superseded measurements
+
+Frozen text.
+
+## Figures these sections reported
+
+| what | target | measured | met | [3b](#3b-old-latency) | earlier code |
+
+## 3b. Old latency
+
+![p.png](p.png)
+
+### A table of 3b
+
+## 1c. Old fusion
+"""
+
+
+def test_the_frozen_history_sections_are_named_under_the_headline_table(tmp_path: Path) -> None:
     report = _report(tmp_path)
-    with report.superseded():
-        report.headlines.append(ROW)
-        report.add("## 3b. Old latency\n\n![p.png](results/p.png)")
-    report.headlines.append(("current", "t", "m", "v"))
+    report.history_path.parent.mkdir(parents=True)
+    report.history_path.write_text(HISTORY, encoding="utf-8")
     report.add("## 3. Latency\n\ntext")
-    assert [text.splitlines()[0] for text in report.sections] == ["## 3. Latency"]
-    assert [row for row, _ in report.rows()] == [("current", "t", "m", "v")]
-    history = history_text(report)
-    assert "| what | target | measured | met | [3b](#3b-old-latency) |" in history
-    assert "![p.png](p.png)" in history  # the history sits in results/ itself
-    assert "[REPORT.md](../REPORT.md)" in history
-    assert moved_note(report).endswith("[3b. Old latency](results/h.md#3b-old-latency).")
+    assert frozen_titles(report.history_path) == ["3b. Old latency", "1c. Old fusion"]
+    note = moved_note(report)
+    assert "are in [results/h.md](results/h.md): " in note
+    assert note.endswith(
+        "[3b. Old latency](results/h.md#3b-old-latency); "
+        "[1c. Old fusion](results/h.md#1c-old-fusion)."
+    )
+    assert report.history_path.read_text(encoding="utf-8") == HISTORY
 
 
-def test_nothing_superseded_leaves_no_note(tmp_path: Path) -> None:
+def test_no_history_file_leaves_no_note(tmp_path: Path) -> None:
     report = _report(tmp_path)
     report.add("## 1. Quality\n\ntext")
+    assert frozen_titles(report.history_path) == []
     assert moved_note(report) == ""
+
+
+def test_a_frozen_part_of_a_section_is_its_text_verbatim(tmp_path: Path) -> None:
+    text = "### Before and after\n\n| a | b |\n|---|---|\n| 1 | 2 |\n"
+    (tmp_path / "old-table.md").write_text(text, encoding="utf-8")
+    assert frozen("old-table", tmp_path) == text.strip()
+    assert frozen("never-frozen", tmp_path) == ""
 
 
 def test_anchors_are_githubs() -> None:

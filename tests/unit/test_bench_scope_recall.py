@@ -1,4 +1,4 @@
-"""bench.scope_recall's variants and the report's reading of the shipped rule."""
+"""bench.runs.scope_recall's variants and the report's reading of the shipped rule."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from bench.report_scope_recall import rule_cell
-from bench.scope_recall import sent_ef
+from bench.report.scope_recall import rule_cell
+from bench.runs.scope_recall import sent_ef
 
 
 def _scope(chunks: int, **variants: tuple[int, float]) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""bench.synonym_probe: the query rewriting and the synonyms file it measures with."""
+"""bench.runs.synonym_probe: the query rewriting and the synonyms file it measures with."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from bench.report_synonyms import _moved
-from bench.synonym_probe import ABBREVIATIONS, KOREAN, rewrite, synonyms_file
+from bench.report.synonyms import _moved
+from bench.runs.synonym_probe import ABBREVIATIONS, KOREAN, rewrite, synonyms_file
 from knowledge.ranking.synonym_expansion import expand, parse_synonyms
 
 

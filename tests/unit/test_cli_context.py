@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from knowledge.agent_tools.prompt_context import PREAMBLE
+from knowledge.agent_tools.results import estimate_tokens
 from knowledge.local.cli import main
-from knowledge.search.prompt_context import PREAMBLE
-from knowledge.search.results import estimate_tokens
 
 STEPS = "".join(
     f"## Step {n}\n\nRun helm rollback for service {n}. Then watch the pods. "

@@ -16,7 +16,7 @@ from knowledge.core.source import SourceDocument
 from knowledge.ingest.pipeline import upsert_document
 from knowledge.service.api import KnowledgeApi, parse_documents_query
 from knowledge.stores.memory import MemoryKnowledgeStore
-from knowledge.stores.opensearch.listing import (
+from knowledge.stores.opensearch.read.listing import (
     document_record_body,
     documents_page_body,
     parse_documents,

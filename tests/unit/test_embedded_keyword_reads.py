@@ -6,6 +6,7 @@ longer way answers, on real files."""
 
 from __future__ import annotations
 
+import itertools
 import random
 import sqlite3
 from collections.abc import Iterator
@@ -25,7 +26,7 @@ from knowledge.ranking.synonym_expansion import QueryTerms, expand
 from knowledge.stores.embedded import EmbeddedKnowledgeStore, page_index
 from knowledge.stores.embedded.candidates import pairs_condition
 from knowledge.stores.embedded.keyword_index import _MASK_TERMS, _matches
-from knowledge.stores.embedded.ranking import judged_by_terms
+from knowledge.stores.embedded.ranking import answering_term_sets, judged_by_terms
 from knowledge.stores.protocol import DocumentHeader, EmbeddedChunk
 
 A_X = KnowledgeScope("agent-a", "x")
@@ -332,3 +333,129 @@ def test_chunks_past_the_first_read_that_take_a_place_are_read(tmp_path: Path) -
             assert [(path, index) for path, index, _, _ in found][: len(first)] == first
     finally:
         store.close()
+
+
+def test_a_chunks_origin_is_read_when_an_origin_is_weighted(tmp_path: Path) -> None:
+    """A chunk's origin is read with its row only when some origin is weighted: a
+    weighted origin then lifts its chunks (and lowers them) as ``weigh`` says, and
+    neutral origins rank by the keyword score alone."""
+    store = EmbeddedKnowledgeStore(tmp_path / "kb.db")
+    try:
+        _put(store, A_X, "strong.md", ["alpha alpha alpha beta"], origin="upload")
+        _put(store, A_X, "weak.md", ["alpha gamma delta epsilon zeta"], origin="manual")
+        _put(store, A_X, "none.md", ["alpha gamma delta epsilon zeta eta"])
+
+        def ranked(weights: RankWeights | None) -> list[tuple[str, float]]:
+            query = SearchQuery("alpha", mode=SearchMode.KEYWORD, weights=weights)
+            return [(r.document_path, r.rank_score or 0.0) for r in store.search(A_X, query)]
+
+        neutral = ranked(None)
+        assert [path for path, _ in neutral] == ["strong.md", "weak.md", "none.md"]
+        lifted = ranked(RankWeights({"manual": 10.0}, 1.0, 0))
+        assert [path for path, _ in lifted] == ["weak.md", "strong.md", "none.md"]
+        top = dict(neutral)["weak.md"] * 10.0  # the divisor: the highest weighted score
+        assert dict(lifted) == pytest.approx(
+            {
+                path: min(1.0, score * (10.0 if path == "weak.md" else 1.0) / top)
+                for path, score in neutral
+            }
+        )
+        lowered = ranked(RankWeights({"upload": 0.1}, 1.0, 0))
+        assert [path for path, _ in lowered] == ["weak.md", "none.md", "strong.md"]
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize(
+    ("elsewhere", "options"),
+    [
+        (KnowledgeScope("agent-a", "y"), {"cross_context": True}),
+        (LIBRARY, {"shared_libraries": (LIBRARY,)}),
+        (A_X, {}),
+    ],
+)
+def test_a_page_a_deeper_read_fills_from_another_document_is_read(
+    tmp_path: Path, elsewhere: KnowledgeScope, options: dict[str, object]
+) -> None:
+    """One long document fills the first read; another searched document (another
+    context, a shared library, the scope itself) has chunks only past it: the page left
+    short by the per-document cap takes them, as an explained search (always read
+    deeper) finds, and no bound on the unread chunks (``deeper_bound``) skips them."""
+    store = EmbeddedKnowledgeStore(tmp_path / "kb.db")
+    try:
+        _put(store, A_X, "long.md", ["alpha alpha alpha"] * 60)
+        _put(store, elsewhere, "z-other.md", ["alpha beta gamma delta epsilon zeta"] * 4)
+        query = SearchQuery("alpha", mode=SearchMode.KEYWORD, **options)  # type: ignore[arg-type]
+        plain = _results(store, A_X, query)
+        with explain.explaining():
+            explained = _results(store, A_X, query)
+    finally:
+        store.close()
+    assert plain == explained
+    assert [row[:2] for row in plain][:3] == [("long.md", n) for n in range(3)]
+    assert "z-other.md" in {row[0] for row in plain}
+
+
+def test_an_empty_first_page_is_read_deeper_when_a_chunk_past_it_answers(
+    tmp_path: Path,
+) -> None:
+    """The first read's chunks hold too little of the query to answer; a chunk past them
+    holds all of it: the search reads deeper, and answers since that chunk reaches the
+    evidence floor. A query no chunk holds enough of answers nothing without the deeper
+    read (``ranking.answering_term_sets``, ``KeywordIndex.holds_any``). Each as an
+    explained search (always read deeper) answers."""
+    store = EmbeddedKnowledgeStore(tmp_path / "kb.db")
+    filler = " ".join(f"filler{n}" for n in range(300))
+    try:
+        for n in range(30):  # chunks without the query's terms: alpha is not common
+            _put(store, A_X, f"other{n:02d}.md", [f"lorem{n} ipsum{m}" for m in range(10)])
+        for n in range(50):
+            _put(store, A_X, f"short{n:02d}.md", ["alpha alpha alpha"])
+        _put(store, A_X, "long.md", [f"alpha beta gamma {filler}"])
+        _put(store, A_X, "apart.md", [f"beta {filler}", f"gamma {filler}"])
+        for term in ("kappa", "lambda", "omega", "sigma"):  # 48 chunks, one term each
+            _put(store, A_X, f"{term}.md", [f"{term} {term} x{n}" for n in range(12)])
+        answers = []
+        for text in ("alpha beta gamma", "kappa lambda omega sigma"):
+            query = SearchQuery(text, mode=SearchMode.KEYWORD)
+            plain = _results(store, A_X, query)
+            with explain.explaining():
+                explained = _results(store, A_X, query)
+            assert plain == explained, text
+            answers.append([row[:2] for row in plain])
+        with store._reading() as conn:
+            terms = expand("alpha beta gamma", None)
+            first = store._keywords.candidates(
+                conn, A_X, SearchQuery("alpha beta gamma"), terms, 40
+            )
+    finally:
+        store.close()
+    assert ("long.md", 0) not in {c.key[:2] for c in first}
+    assert answers[0]  # the long chunk past the first read is the search's evidence
+    assert answers[1] == []
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_answering_term_sets_are_the_smallest_that_reach_the_evidence_floor(
+    seed: int,
+) -> None:
+    """A set of terms holds one of ``answering_term_sets`` exactly when a chunk holding
+    it would reach the evidence floor alone, and none of them holds another."""
+    rng = random.Random(seed)
+    typed = tuple(f"t{n}" for n in range(rng.randint(1, 6)))
+    frequencies = {term: rng.choice([0, 1, 5, 40, 300, 2000]) for term in typed}
+    weights = query_weights(QueryTerms(typed, (), ()), frequencies, 5000)
+    scale = calibration(None)
+    query = SearchQuery(" ".join(typed), min_score=rng.choice([None, 0.3, 0.6, 0.9]))
+    answering = answering_term_sets(weights, scale, query, frequencies)
+    assert answering is not None
+    held = [term for term in typed if frequencies[term]]
+    for size in range(len(held) + 1):
+        for terms in map(frozenset, itertools.combinations(held, size)):
+            alone = Fused(("", 0, "", ""), 1.0, 1.0, None)
+            judged = judged_by_terms(
+                SearchMode.KEYWORD, weights, scale, [alone], {alone.key: terms}
+            )
+            passes = bool(judged.passing([alone], query))
+            assert passes == any(needed <= terms for needed in answering), terms
+    assert all(not a < b for a in answering for b in answering)

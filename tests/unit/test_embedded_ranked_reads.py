@@ -21,6 +21,7 @@ from knowledge.ranking.analysis import keyword_terms
 from knowledge.ranking.synonym_expansion import compiled, expand, parse_synonyms
 from knowledge.stores.embedded import EmbeddedKnowledgeStore, page_index
 from knowledge.stores.embedded.candidates import Candidate, pairs_condition
+from knowledge.stores.embedded.connections import MMAP_BYTES
 from knowledge.stores.embedded.filter_sql import filter_sql
 from knowledge.stores.embedded.keyword_index import (
     KeywordIndex,
@@ -334,3 +335,26 @@ def test_best_candidates_is_the_sorted_head_of_what_passes(seed: int) -> None:
     depth = rng.choice([limit + 1, 2 * limit, 400])
     assert best_candidates(read, check, limit, depth) == _brute(rows, passing, limit)
     assert reads[0] >= depth
+
+
+def test_searches_read_the_file_through_a_memory_map(tmp_path: Path) -> None:
+    """Every pooled connection maps the file (``connections.MMAP_BYTES``), and a search
+    sees what a later write committed, after the file shrank too."""
+    store = EmbeddedKnowledgeStore(tmp_path / "kb.db")
+    try:
+        _fill(store)
+        before = {r.document_path for r in store.search(A_X, SearchQuery("w0"))}
+        conn = store._pool.acquire()
+        try:
+            assert conn.execute("PRAGMA mmap_size").fetchone()[0] == MMAP_BYTES
+        finally:
+            store._pool.release(conn)
+        for path in before:
+            delete_document(store, A_X, path)
+        store.maintain()
+        after = {r.document_path for r in store.search(A_X, SearchQuery("w0"))}
+        assert before
+        assert after
+        assert not before & after
+    finally:
+        store.close()

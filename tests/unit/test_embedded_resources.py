@@ -243,3 +243,29 @@ def test_a_write_drops_the_cached_vectors_and_counts_it_made_stale(tmp_path: Pat
         assert len(next(iter(store._vectors._entries.values())).rowids) == 10
     finally:
         store.close()
+
+
+def test_maintenance_is_due_while_a_search_kept_the_wal_from_being_cut(tmp_path: Path) -> None:
+    db = tmp_path / "kb.db"
+    folder = tmp_path / "docs"
+    _write_notes(folder, 10)
+    _write_large(folder / "large.md", 3000)
+    store = EmbeddedKnowledgeStore(db)
+    try:
+        _index(store, folder)
+        assert not store.maintenance_due()  # the write's end did its part
+        reader = sqlite3.connect(db, isolation_level=None)
+        try:
+            reader.execute("BEGIN")
+            reader.execute("SELECT count(*) FROM documents").fetchone()
+            (folder / "large.md").unlink()
+            _index(store, folder)  # its checkpoint gives up on the held frames
+        finally:
+            reader.close()
+        assert _wal_bytes(db) > 0
+        assert store.maintenance_due()
+        store.maintain()
+        assert _wal_bytes(db) == 0
+        assert not store.maintenance_due()
+    finally:
+        store.close()

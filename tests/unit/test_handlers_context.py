@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 from lambda_support import LambdaContext, load_event, load_handler, log_records
 
+from knowledge.agent_tools.results import estimate_tokens
 from knowledge.core.scope import KnowledgeScope
 from knowledge.core.source import SourceDocument
 from knowledge.ingest.pipeline import upsert_document
-from knowledge.search.results import estimate_tokens
 from knowledge.service.api import KnowledgeApi
 from knowledge.stores.memory import MemoryKnowledgeStore
 

@@ -428,7 +428,7 @@ def test_scope_reindex_sample_queues_a_message_per_key(monkeypatch, s3, capsys):
 def test_pdf_upload_is_indexed_with_page_citations_and_a_bad_one_is_a_problem(indexer):
     import document_files as files
 
-    from knowledge.search.tool import format_search_results
+    from knowledge.agent_tools.tool import format_search_results
 
     handbook = files.pdf(["Cover", "To roll back, run the quokka job."], title="Handbook")
     indexer.s3.put_object(Bucket=BUCKET, Key="ops-bot/runbooks/handbook.pdf", Body=handbook)

@@ -85,14 +85,14 @@ def invoke(module: ModuleType, event: dict[str, Any]) -> tuple[int, dict[str, st
 
 def test_the_handler_imports_no_sdk_store_or_embedder() -> None:
     """The MCP SDK (pydantic, Starlette), the store and boto3 load on the first MCP
-    request, never with the handler (bench/coldstart.py measures the import)."""
+    request, never with the handler (bench/runs/coldstart.py measures the import)."""
     code = f"""
 import importlib.util, sys
 spec = importlib.util.spec_from_file_location("app", {str(REPO_ROOT / "functions/mcp/app.py")!r})
 module = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(module)
 heavy = ("mcp", "mcp_types", "pydantic", "starlette", "anyio", "openai", "opensearchpy",
-         "boto3", "botocore.session", "numpy", "knowledge.search.mcp_server")
+         "boto3", "botocore.session", "numpy", "knowledge.agent_tools.mcp_server")
 print(sorted(m for m in heavy if m in sys.modules))
 """
     done = subprocess.run(

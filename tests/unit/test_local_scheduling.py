@@ -116,3 +116,22 @@ def test_scope_locks_are_per_scope() -> None:
     locks = ScopeLocks()
     assert locks.of(A1) is locks.of(KnowledgeScope("agent-a", "one"))
     assert locks.of(A1) is not locks.of(A2)
+
+
+def test_idle_for_is_zero_while_a_job_runs_or_waits_then_counts_from_its_end(
+    scheduler: FairScheduler,
+) -> None:
+    scope = KnowledgeScope("ops-bot", "runbooks")
+    gate = threading.Event()
+    running = scheduler.submit(scope, gate.wait)
+    waiting = scheduler.submit(scope, lambda: None)
+    wait_running(scheduler, scope)
+    assert scheduler.idle_for() == 0.0
+    gate.set()
+    running.result(10)
+    waiting.result(10)
+    deadline = time.monotonic() + 10
+    while scheduler.running(scope) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    time.sleep(0.2)
+    assert 0.2 <= scheduler.idle_for() < 10

@@ -1,4 +1,4 @@
-"""knowledge.search.manage_tool: the KnowledgeManage tool's refusals, actions and messages."""
+"""knowledge.agent_tools.manage_tool: the KnowledgeManage tool's refusals, actions and messages."""
 
 from __future__ import annotations
 
@@ -7,11 +7,11 @@ from typing import Any
 
 import pytest
 
+from knowledge.agent_tools.manage_tool import MANAGE_TOOL_NAME, KnowledgeManageTool
+from knowledge.agent_tools.tool import ToolContext, ToolResult
 from knowledge.core.errors import StoreUnavailableError
 from knowledge.core.model import FileProblem, IndexResult, IndexState, IndexStatus
 from knowledge.core.scope import KnowledgeScope
-from knowledge.search.manage_tool import MANAGE_TOOL_NAME, KnowledgeManageTool
-from knowledge.search.tool import ToolContext, ToolResult
 
 SCOPE = KnowledgeScope("ops-bot", "runbooks")
 STATUS = IndexStatus(

@@ -17,12 +17,12 @@ from knowledge.core.origin import RECORDS
 from knowledge.core.scope import KnowledgeScope
 from knowledge.ranking.analysis import ANALYSIS, KOREAN_MORPHEMES, keyword_terms
 from knowledge.stores.opensearch import mapping
-from knowledge.stores.opensearch.chunk_records import (
+from knowledge.stores.opensearch.mapping import IndexLayout, check_layout, index_body, layout_of
+from knowledge.stores.opensearch.write.chunk_records import (
     chunk_document,
     document_record,
     is_zero_vector,
 )
-from knowledge.stores.opensearch.mapping import IndexLayout, check_layout, index_body, layout_of
 from knowledge.stores.protocol import DocumentHeader
 
 SCOPE = KnowledgeScope("ops-bot", "runbooks")

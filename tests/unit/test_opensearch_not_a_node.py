@@ -13,11 +13,11 @@ from typing import Any
 import pytest
 from json_http import serving
 
+from knowledge.agent_tools.tool import KnowledgeSearchTool, ToolContext
 from knowledge.core.errors import StoreError
 from knowledge.core.model import SearchQuery
 from knowledge.core.scope import KnowledgeScope
 from knowledge.embedding.hashing import HashingEmbedder
-from knowledge.search.tool import KnowledgeSearchTool, ToolContext
 from knowledge.stores.opensearch import OpenSearchConfig, OpenSearchKnowledgeStore
 
 SCOPE = KnowledgeScope("ops-bot", "runbooks")

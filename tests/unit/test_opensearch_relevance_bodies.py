@@ -17,23 +17,24 @@ from knowledge.core.scope import KnowledgeScope
 from knowledge.ranking.fusion import Fused
 from knowledge.ranking.relevance import calibration, judge, query_terms, query_weights
 from knowledge.ranking.synonym_expansion import QueryTerms
-from knowledge.stores.opensearch import answers, queries
-from knowledge.stores.opensearch.both_sides import Search, search_together
-from knowledge.stores.opensearch.named_clauses import (
+from knowledge.stores.opensearch.hits import MATCHED, parse_hits
+from knowledge.stores.opensearch.read import answers, queries
+from knowledge.stores.opensearch.read.both_sides import Search, search_together
+from knowledge.stores.opensearch.read.named_clauses import (
     TERM_CLAUSE,
     facts,
     matched_terms,
     named_clauses,
     term_clauses,
 )
-from knowledge.stores.opensearch.relevance_side import (
+from knowledge.stores.opensearch.read.relevance_side import (
     STATISTICS_FILTER_PATH,
     judge_candidates,
     parse_statistics,
     statistics_body,
 )
+from knowledge.stores.opensearch.read.scope_size import scope_chunks_body
 from knowledge.stores.opensearch.request_filters import query_filters, searched_scope_filters
-from knowledge.stores.opensearch.scope_size import scope_chunks_body
 
 SCOPE = KnowledgeScope("ops-bot", "runbooks")
 LIBRARY = KnowledgeScope("_shared", "playbooks")
@@ -165,9 +166,9 @@ def test_named_clauses_put_the_terms_next_to_lesson_and_origin_without_a_clash()
         "t:2",
     ]
     # A candidate that matched them says its facts and its terms, each read on its own.
-    source = {answers.MATCHED: ("lesson", "origin:repo", "t:1")}
+    source = {MATCHED: ("lesson", "origin:repo", "t:1")}
     assert facts(source) == ("repo", True)
-    assert matched_terms(source[answers.MATCHED], ["lesson", "origin:repo"]) == {"origin:repo"}
+    assert matched_terms(source[MATCHED], ["lesson", "origin:repo"]) == {"origin:repo"}
 
 
 def test_matched_terms_maps_names_back_and_ignores_the_rest() -> None:
@@ -236,12 +237,12 @@ def test_full_hits_and_candidates_keep_the_names_they_matched() -> None:
             ]
         }
     }
-    full = answers.parse_hits(response)
-    assert full[0].source == {"content": "deploy it", answers.MATCHED: ("t:0",)}
+    full = parse_hits(response)
+    assert full[0].source == {"content": "deploy it", MATCHED: ("t:0",)}
     assert full[1].source == {"content": "other"}  # no names: the source as it came
     assert response["hits"]["hits"][0]["_source"] == {"content": "deploy it"}  # not changed
     (candidate, _) = answers.parse_candidates(response)
-    assert candidate.source[answers.MATCHED] == ("t:0",)
+    assert candidate.source[MATCHED] == ("t:0",)
 
 
 def test_judge_candidates_is_relevance_judge_on_the_matched_terms() -> None:
@@ -249,8 +250,8 @@ def test_judge_candidates_is_relevance_judge_on_the_matched_terms() -> None:
     scale = calibration("hashing")
     candidates = [Fused("a", 1.0), Fused("b", 0.5), Fused("c", 0.2)]
     sources = {
-        "a": {answers.MATCHED: ("t:0", "t:1")},
-        "b": {answers.MATCHED: ("t:2",)},
+        "a": {MATCHED: ("t:0", "t:1")},
+        "b": {MATCHED: ("t:2",)},
         "c": {},
     }
     units = {"a": 0.9, "c": 0.7}  # b: a hit the vector side did not return

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from knowledge.stores.opensearch.scope_size import (
+from knowledge.stores.opensearch.read.scope_size import (
     CHUNKS_PER_EF,
     EXACT_MAX_CHUNKS,
     LARGE_SCOPE_CHUNKS,

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import pytest
 
-from knowledge.stores.opensearch.answers import INCOMPLETE_HASH, parse_stored_document
-from knowledge.stores.opensearch.generations import Commit
-from knowledge.stores.opensearch.records import RecordState, as_of_record
-from knowledge.stores.opensearch.sender import lost_to
+from knowledge.stores.opensearch.hits import INCOMPLETE_HASH
+from knowledge.stores.opensearch.read.answers import parse_stored_document
+from knowledge.stores.opensearch.write.generations import Commit
+from knowledge.stores.opensearch.write.records import RecordState, as_of_record
+from knowledge.stores.opensearch.write.sender import lost_to
 from knowledge.stores.protocol import Precondition, StoredDocument
 
 

@@ -1,4 +1,4 @@
-"""knowledge.search.prompt_context: the block's guarantees as data, over many budgets."""
+"""knowledge.agent_tools.prompt_context: the block's guarantees as data, over many budgets."""
 
 from __future__ import annotations
 
@@ -7,9 +7,7 @@ import re
 
 import pytest
 
-from knowledge.core.errors import ValidationError
-from knowledge.core.model import SearchResult
-from knowledge.search.prompt_context import (
+from knowledge.agent_tools.prompt_context import (
     DEFAULT_MAX_TOKENS,
     MAX_CONTEXT_TOKENS,
     PREAMBLE,
@@ -17,8 +15,10 @@ from knowledge.search.prompt_context import (
     build_prompt_context,
     parse_max_tokens,
 )
-from knowledge.search.results import CUT_MARKER, estimate_tokens, merge_adjacent
-from knowledge.search.tool import format_search_results
+from knowledge.agent_tools.results import CUT_MARKER, estimate_tokens, merge_adjacent
+from knowledge.agent_tools.tool import format_search_results
+from knowledge.core.errors import ValidationError
+from knowledge.core.model import SearchResult
 
 SENTENCE_END = re.compile(r"[.!?\u2026\u3002\uff01\uff1f][\"'\u201d\u2019)\]]*$")
 WORDS = ["deploy", "rollback", "배포", "롤백", "kubectl", "service", "의", "pods", "canary"]

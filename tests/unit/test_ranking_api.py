@@ -10,13 +10,13 @@ from typing import Any
 
 import pytest
 
+from knowledge.agent_tools.shared import SharedGrants
 from knowledge.core.errors import ConfigurationError
 from knowledge.core.scope import KnowledgeScope
 from knowledge.core.source import SourceDocument
 from knowledge.ingest.pipeline import upsert_document
 from knowledge.ranking import explain
 from knowledge.ranking.origin_weights import RankWeights, rank_weights_from_env
-from knowledge.search.shared import SharedGrants
 from knowledge.service.api import KnowledgeApi
 from knowledge.stores.memory import MemoryKnowledgeStore
 

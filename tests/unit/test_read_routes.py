@@ -11,10 +11,10 @@ from urllib.parse import quote
 
 import pytest
 
+from knowledge.agent_tools.shared import SharedGrants
 from knowledge.core.identity import document_id
 from knowledge.core.model import DocumentChunk, IndexState, IndexStatus
 from knowledge.core.scope import KnowledgeScope
-from knowledge.search.shared import SharedGrants
 from knowledge.service.api import KnowledgeApi
 from knowledge.stores.memory import MemoryKnowledgeStore
 from knowledge.stores.protocol import DocumentHeader, EmbeddedChunk

@@ -9,6 +9,7 @@ coefficients of the test's own, what the functions compute.
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 from importlib import resources
@@ -25,16 +26,21 @@ from knowledge.core.model import (
     strength_of,
 )
 from knowledge.ranking import explain
+from knowledge.ranking.analysis import keyword_terms
 from knowledge.ranking.fusion import Fused
 from knowledge.ranking.relevance import (
+    CALIBRATION_VERSION,
     REFERENCE_CHUNKS,
     Calibration,
     Evidence,
     Judged,
     QueryWeights,
+    Script,
     calibration,
     idf,
     judge,
+    parse_calibrations,
+    query_script,
     query_terms,
     query_weights,
 )
@@ -163,16 +169,16 @@ def test_the_weights_trace_names_the_counts() -> None:
 
 
 def check_monotone(scale: Calibration, *, strict_coverage: bool) -> None:
-    for mode in SearchMode:
+    for mode, script in itertools.product(SearchMode, Script):
         for vector in GRID:
-            scores = [scale.score(mode, Evidence(c, vector)) for c in GRID]
+            scores = [scale.score(mode, Evidence(c, vector, script)) for c in GRID]
             assert all(0.0 <= s <= 1.0 for s in scores)
-            assert scores == sorted(scores), (mode, vector)
+            assert scores == sorted(scores), (mode, vector, script)
             if strict_coverage:
-                assert len(set(scores)) == len(scores), (mode, vector)
+                assert len(set(scores)) == len(scores), (mode, vector, script)
         for coverage in GRID:
-            scores = [scale.score(mode, Evidence(coverage, v)) for v in GRID]
-            assert scores == sorted(scores), (mode, coverage)
+            scores = [scale.score(mode, Evidence(coverage, v, script)) for v in GRID]
+            assert scores == sorted(scores), (mode, coverage, script)
 
 
 def test_the_score_is_monotone_in_coverage_and_vector() -> None:
@@ -227,6 +233,104 @@ def test_the_score_is_the_documented_sigmoid() -> None:
     steep = Calibration("steep", (-900.0, 1800.0), (-900.0, 900.0, 900.0), (0.0, 0.0, 0.0))
     assert steep.score(SearchMode.KEYWORD, Evidence(0.0)) == 0.0
     assert steep.score(SearchMode.KEYWORD, Evidence(1.0)) == 1.0
+
+
+# --- the query's script --------------------------------------------------------------------
+
+SCRIPTED = Calibration(
+    "scripted",
+    keyword=(-3.0, 6.0),
+    vector=(-5.0, 4.0, 3.0),
+    hybrid=(-6.0, 5.0, 4.0),
+    cjk=(-0.5, -1.0, -1.5),
+)
+"""``OWN`` with a shift of its own for a CJK query in each mode."""
+
+
+@pytest.mark.parametrize(
+    ("text", "script"),
+    [
+        ("how do I install a third-party module on Windows", Script.OTHER),
+        ("파이썬 모듈은 어떻게 설치하나요", Script.CJK),
+        ("Python 모듈 설치", Script.CJK),  # mixed: a CJK term is enough
+        ("Pythonのモジュールをインストールする方法", Script.CJK),  # Kana, not only Hangul
+        ("如何安装模块", Script.CJK),  # Han
+        ("", Script.OTHER),  # no terms
+    ],
+)
+def test_the_script_is_cjk_when_an_analysed_term_is(text: str, script: Script) -> None:
+    assert query_script(keyword_terms(text)) is script
+    weights = QueryWeights(dict.fromkeys(keyword_terms(text), 1.0), (), 100)
+    assert weights.script is script
+
+
+def test_a_cjk_query_moves_each_modes_intercept_by_its_shift() -> None:
+    for mode, shift in zip(SearchMode, SCRIPTED.cjk, strict=True):
+        for coverage, vector in itertools.product(GRID, (None, 0.3, 0.8)):
+            other = Evidence(coverage, vector)
+            cjk = Evidence(coverage, vector, Script.CJK)
+            assert SCRIPTED.score(mode, other) == OWN.score(mode, other)
+            used = SearchMode.KEYWORD if vector is None else mode
+            expected = sigmoid(
+                math.log(OWN.score(used, other) / (1.0 - OWN.score(used, other)))
+                + SCRIPTED.cjk[list(SearchMode).index(used)]
+            )
+            assert SCRIPTED.score(mode, cjk) == pytest.approx(expected, rel=1e-9), (mode, shift)
+    # Without shifts (the default) the script changes nothing.
+    assert OWN.score(SearchMode.HYBRID, Evidence(0.4, 0.7, Script.CJK)) == OWN.score(
+        SearchMode.HYBRID, Evidence(0.4, 0.7)
+    )
+
+
+def test_the_shifts_round_trip_and_a_file_without_them_reads_as_none() -> None:
+    assert Calibration.from_dict("scripted", SCRIPTED.to_dict()) == SCRIPTED
+    assert SCRIPTED.to_dict()["cjk"] == {"keyword": -0.5, "vector": -1.0, "hybrid": -1.5}
+    old = {"keyword": [-3.0, 6.0], "vector": [-5.0, 4.0, 3.0], "hybrid": [-6.0, 5.0, 4.0]}
+    assert Calibration.from_dict("test", old) == OWN
+    assert parse_calibrations(json.dumps({"families": {"test": old}})) == {"test": OWN}
+    with pytest.raises(ValueError, match="cjk"):
+        Calibration.from_dict("test", {**old, "cjk": {"keywords": -1.0}})
+    with pytest.raises(ValueError, match="version"):
+        parse_calibrations(json.dumps({"version": CALIBRATION_VERSION + 1, "families": {}}))
+
+
+def test_the_shipped_file_is_the_current_version_with_a_shift_per_family_and_mode() -> None:
+    text = resources.files("knowledge.ranking").joinpath("relevance_calibration.json")
+    loaded = json.loads(text.read_text("utf-8"))
+    assert loaded["version"] == CALIBRATION_VERSION
+    for family, entry in loaded["families"].items():
+        assert set(entry["cjk"]) == {mode.value for mode in SearchMode}, family
+
+
+def judged_alone(text: str, held: int) -> Judged[str]:
+    """A keyword search of ``text`` (its terms weighing alike) whose one hit holds the
+    first ``held`` of its terms, scored by the shipped calibration."""
+    terms = keyword_terms(text)
+    weights = QueryWeights(dict.fromkeys(terms, 1.0), (), 5000)
+    return judge(
+        SearchMode.KEYWORD,
+        weights,
+        calibration("hashing"),
+        fused("hit"),
+        terms_of={"hit": set(terms[:held])},
+    )
+
+
+def test_a_wordy_english_paraphrase_covering_two_fifths_answers_a_korean_one_does_not() -> None:
+    """English questions in the asker's own words cover less of themselves than Korean
+    ones with the same answer (MeCab-ko's morphemes, a compound's parts): at the same
+    coverage the English one is the stronger evidence, and the calibration knows it."""
+    english = judged_alone("installing third party modules windows", 2)
+    korean = judged_alone("윈도우 외부 모듈 설치 방법", 2)
+    assert len(english.weights.typed) == len(korean.weights.typed) == 5
+    assert english.evidence["hit"].coverage == korean.evidence["hit"].coverage == 0.4
+    assert (english.weights.script, korean.weights.script) == (Script.OTHER, Script.CJK)
+    query = SearchQuery("q")
+    assert english.best() > DEFAULT_MIN_SCORE > korean.best()
+    assert english.passing(fused("hit"), query) != []
+    assert korean.passing(fused("hit"), query) == []
+    assert english.record(query)["script"] == "other"
+    assert korean.record(query)["script"] == "cjk"
 
 
 # --- judge and Judged -------------------------------------------------------------------------
@@ -334,15 +438,25 @@ def test_a_score_a_rounding_below_the_floor_passes_it() -> None:
     assert judged.record(query)["abstained"] is False
 
 
-def test_the_trace_recomputes_every_score_in_every_mode() -> None:
+KOREAN_WEIGHTS = weights_of(("롤백", "배포"), 롤백=4, 배포=4)
+KOREAN_TERMS = {"a": {"롤백", "배포"}, "b": {"배포"}, "c": {"롤백"}, "d": set()}
+
+
+@pytest.mark.parametrize(
+    ("weights", "terms"), [(WEIGHTS, TERMS), (KOREAN_WEIGHTS, KOREAN_TERMS)], ids=["en", "ko"]
+)
+def test_the_trace_recomputes_every_score_in_every_mode(
+    weights: QueryWeights, terms: dict[str, set[str]]
+) -> None:
     for mode in SearchMode:
         ranked = fused("a", "b", "c", "d")
-        judged = judge(mode, WEIGHTS, OWN, ranked, terms_of=TERMS, vector={"a": 0.8, "c": 0.3})
+        judged = judge(mode, weights, SCRIPTED, ranked, terms_of=terms, vector={"a": 0.8, "c": 0.3})
         record = judged.record(SearchQuery("q"))
         assert record["best"] == max(judged.score(item.key) for item in ranked)
         assert record["abstained"] == (record["best"] < DEFAULT_MIN_SCORE)
-        assert record["terms"] == WEIGHTS.to_dict()
-        assert record["calibration"] == OWN.to_dict()
+        assert record["terms"] == weights.to_dict()
+        assert record["calibration"] == SCRIPTED.to_dict()
+        assert record["script"] == weights.script.value
         trace = {
             "searches": [{"mode": mode.value, "relevance": record}],
             "results": [{"search": 0, "relevance": judged.entry(item.key)} for item in ranked],

@@ -1,12 +1,10 @@
-"""knowledge.search.results: adjacent chunks merged into passages, cut to a token budget."""
+"""knowledge.agent_tools.results: adjacent chunks merged into passages, cut to a token budget."""
 
 from __future__ import annotations
 
 import pytest
 
-from knowledge.core.model import SearchResult
-from knowledge.ingest.chunking import MarkdownSectionChunker
-from knowledge.search.results import (
+from knowledge.agent_tools.results import (
     CUT_MARKER,
     Passage,
     cut_text,
@@ -14,6 +12,8 @@ from knowledge.search.results import (
     fit_budget,
     merge_adjacent,
 )
+from knowledge.core.model import SearchResult
+from knowledge.ingest.chunking import MarkdownSectionChunker
 
 TEXT = " ".join(f"Sentence number {i} explains one more step of the rollback." for i in range(40))
 

@@ -19,7 +19,7 @@ from knowledge.core.scope_set import (
     statistics_owner,
 )
 from knowledge.stores.embedded.candidates import pairs_condition, scope_condition
-from knowledge.stores.opensearch.queries import vector_search_body
+from knowledge.stores.opensearch.read.queries import vector_search_body
 from knowledge.stores.opensearch.request_filters import searched_scope_filters
 
 OPS = KnowledgeScope("ops-bot", "runbooks")

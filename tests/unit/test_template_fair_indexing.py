@@ -93,7 +93,15 @@ def test_the_dispatcher_may_only_send_to_the_two_work_queues() -> None:
     for queue in ("DocumentEventsQueue", *DEAD_LETTER_QUEUES, "RepoSyncQueue"):
         assert not allows(statements, "sqs:SendMessage", arn(queue)), queue
     actions = {a for s in statements for a in as_list(s["Action"])}
-    assert actions == {"sqs:SendMessage"}, "no S3, no index, no secret, no model"
+    assert actions == {"sqs:SendMessage", "dynamodb:UpdateItem"}, "no S3, index, secret, model"
+    # Its one table: the queued events of each scope (knowledge.aws.index_progress).
+    table = {
+        r
+        for s in statements
+        if "dynamodb:UpdateItem" in as_list(s["Action"])
+        for r in as_list(s["Resource"])
+    }
+    assert table == {"IndexProgressTable.Arn"}
 
 
 def test_the_indexer_sends_and_backs_off_on_the_queues_it_consumes_only() -> None:

@@ -1,4 +1,5 @@
-"""knowledge.search.tool: the KnowledgeSearch tool's messages, parameters, format and schema."""
+"""knowledge.agent_tools.tool: the KnowledgeSearch tool's messages, parameters, format and
+schema."""
 
 from __future__ import annotations
 
@@ -8,6 +9,14 @@ from typing import Any
 
 import pytest
 
+from knowledge.agent_tools.tool import (
+    TOOL_DESCRIPTION,
+    TOOL_NAME,
+    KnowledgeSearchTool,
+    ToolContext,
+    ToolResult,
+    format_search_results,
+)
 from knowledge.core.errors import (
     AccessDeniedError,
     ConfigurationError,
@@ -26,14 +35,6 @@ from knowledge.core.model import (
     SearchResult,
 )
 from knowledge.core.scope import KnowledgeScope
-from knowledge.search.tool import (
-    TOOL_DESCRIPTION,
-    TOOL_NAME,
-    KnowledgeSearchTool,
-    ToolContext,
-    ToolResult,
-    format_search_results,
-)
 
 SCOPE = KnowledgeScope("ops-bot", "runbooks")
 
@@ -533,13 +534,13 @@ def test_an_error_keeps_its_cause_for_the_host_never_in_the_model_text(
     assert tool.run({"query": "x"}, context(FakeStore())).cause is None
 
 
-# --- the shared library (knowledge.search.shared, knowledge.core.scope_set) ---------------
+# --- the shared library (knowledge.agent_tools.shared, knowledge.core.scope_set) ---------------
 
 
 def _library_store() -> Any:
+    from knowledge.agent_tools.shared import SharedLibraryStore
     from knowledge.core.source import SourceDocument
     from knowledge.ingest.pipeline import upsert_document
-    from knowledge.search.shared import SharedLibraryStore
     from knowledge.stores.memory import MemoryKnowledgeStore
 
     store = MemoryKnowledgeStore()

@@ -1,6 +1,6 @@
 """Citations of merged passages in the KnowledgeSearch tool's result lines.
 
-Adjacent chunks of one document are merged into one passage (knowledge.search.results); a
+Adjacent chunks of one document are merged into one passage (knowledge.agent_tools.results); a
 passage's citation must cover what it shows. Pages and rows of one sheet form a range;
 chunks of two sheets or two slides cannot be named by one citation, so they stay two
 passages (before, two sheets' chunks read ``sheet "Budget" rows 2-10``, rows 2-10 being
@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from knowledge.agent_tools.tool import format_search_results
 from knowledge.core.model import SearchResult
-from knowledge.search.tool import format_search_results
 
 
 def hit(path: str, index: int, score: float, **metadata: Any) -> SearchResult:

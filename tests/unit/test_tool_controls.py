@@ -1,4 +1,4 @@
-"""The ``KnowledgeSearch`` tool's ranking controls (knowledge.search.tool_controls): what a
+"""The ``KnowledgeSearch`` tool's ranking controls (knowledge.agent_tools.tool_controls): what a
 model may pass (group_by, origin_weights, lesson_weight, explain), checked as the HTTP API
 checks them; what stays the host's (the scope, the default weights, the extra lessons)."""
 
@@ -9,13 +9,13 @@ from typing import Any
 
 import pytest
 
+from knowledge.agent_tools.tool import KnowledgeSearchTool, ToolContext
 from knowledge.core.model import SearchQuery
 from knowledge.core.scope import KnowledgeScope
 from knowledge.core.source import SourceDocument
 from knowledge.ingest.pipeline import upsert_document
 from knowledge.ranking import explain
 from knowledge.ranking.origin_weights import RankWeights
-from knowledge.search.tool import KnowledgeSearchTool, ToolContext
 from knowledge.stores.memory import MemoryKnowledgeStore
 
 SCOPE = KnowledgeScope("ops-bot", "runbooks")

@@ -685,6 +685,38 @@ def test_a_document_that_failed_in_the_start_up_index_is_retried_by_the_polls(
             sdk.close()
 
 
+def test_a_document_that_failed_in_a_poll_is_retried_by_the_next_one(
+    root: Path, tmp_path: Path
+) -> None:
+    """The embedding service is down when a poll finds a new file: the file fails, and the
+    next poll indexes it once the service is back, though the file did not change."""
+    folder = root / SCOPE.agent / SCOPE.context
+    folder.mkdir(parents=True)
+    with fake_embedding_server(Profile(dimensions=8)) as fake:
+        sdk = openai.OpenAI(base_url=fake.url + "/v1", api_key="test", max_retries=0, timeout=30)
+        embedder = OpenAIEmbeddingClient(dimensions=8, client=sdk, max_retries=0)
+        store = EmbeddedKnowledgeStore(tmp_path / "k.db", embedder)
+        try:
+            watcher = BucketWatcher(root, store, BucketFolderSource(root), poll_interval=0.05)
+            watcher.synchronize([SCOPE])
+            fake.profile = Profile(dimensions=8, reset_requests=frozenset(range(1_000)))
+            write(folder / "one.md", "# One\n\nokapi notes")
+            old = time.time_ns() - 3_600 * 1_000_000_000  # clearly older than any poll
+            os.utime(folder / "one.md", ns=(old, old))
+            assert [(c.key, c.action) for c in watcher.poll_once()] == [
+                ("ops-bot/runbooks/one.md", "failed")
+            ]
+            fake.profile = Profile(dimensions=8)  # the service is back
+            assert [(c.key, c.action) for c in watcher.poll_once()] == [
+                ("ops-bot/runbooks/one.md", "indexed")
+            ]
+            assert list(store.stored_documents(SCOPE)) == ["one.md"]
+            assert watcher.poll_once() == []  # settled: nothing left to retry
+        finally:
+            store.close()
+            sdk.close()
+
+
 def test_a_served_folder_that_vanishes_empties_nothing(
     root: Path, watcher: BucketWatcher, store: MemoryKnowledgeStore, tmp_path: Path
 ) -> None:

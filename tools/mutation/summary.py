@@ -7,7 +7,7 @@ survived + no tests + timeout + suspicious); "skipped" mutants (mutmut could not
 them) and "not checked" ones (left out by a filter) are left out, and a module with
 nothing checked gets no figure. Each module's row keeps the command, the commit and the
 time of the run that checked it, and the names of its surviving mutants
-(``bench/report_mutation.py`` puts them in ``bench/REPORT.md`` with the reasons in
+(``bench/report/mutation.py`` puts them in ``bench/REPORT.md`` with the reasons in
 ``tools/mutation/equivalent.json``).
 
 Without a filter (``make mutation``) ALL.txt and OUT.json are replaced. With one (a

@@ -55,9 +55,10 @@ from knowledge.aws.events import (
     REINDEX_SCOPE_MESSAGE_TYPE,
     decode_object_key,
 )
+from knowledge.aws.index_progress import ProgressTable, progress_table, queued_events
 from knowledge.aws.sqs_messages import send_attributes
 from knowledge.core.errors import ConfigurationError, ValidationError
-from knowledge.core.scope import validate_segment
+from knowledge.core.scope import KnowledgeScope, validate_segment
 
 __all__ = [
     "EXPRESS_MAX_EVENTS",
@@ -353,12 +354,14 @@ class DispatchSettings:
     ``EXPRESS_MAX_EVENTS``      most events of an agent that still go express   10
     ``EXPRESS_MAX_OBJECT_MIB``  larger created objects go bulk                  8
     ``EXPRESS_WINDOW_SECONDS``  how long an agent's express events are counted  60
+    ``INDEX_PROGRESS_TABLE``    where each scope's queued events are counted    unset
     ==========================  ==============================================  =========
     """
 
     express_queue_url: str
     bulk_queue_url: str
     policy: DispatchPolicy = field(default_factory=DispatchPolicy)
+    index_progress_table: str | None = None
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> DispatchSettings:
@@ -381,7 +384,12 @@ class DispatchSettings:
             )
         except ValidationError as exc:
             raise ConfigurationError(f"dispatcher settings: {exc}") from None
-        return cls(str(urls["EXPRESS_QUEUE_URL"]), str(urls["BULK_QUEUE_URL"]), policy)
+        return cls(
+            str(urls["EXPRESS_QUEUE_URL"]),
+            str(urls["BULK_QUEUE_URL"]),
+            policy,
+            get("INDEX_PROGRESS_TABLE"),
+        )
 
 
 def _entry_bytes(entry: Mapping[str, Any]) -> int:
@@ -535,7 +543,9 @@ class DispatchReport:
 
 class Dispatcher:
     """Routes and forwards intake batches (what the dispatcher function runs); one per
-    container, so its ``ExpressHistory`` spans the container's invocations."""
+    container, so its ``ExpressHistory`` spans the container's invocations. What it
+    forwarded is counted as queued per scope in ``progress`` (default: the settings'
+    ``INDEX_PROGRESS_TABLE``; ``knowledge.aws.index_progress``)."""
 
     def __init__(
         self,
@@ -543,7 +553,9 @@ class Dispatcher:
         *,
         client: Any | None = None,
         clock: Callable[[], float] = time.monotonic,
+        progress: ProgressTable | None = None,
     ) -> None:
+        self.progress = progress or progress_table(settings.index_progress_table)
         self.policy = settings.policy
         self.forwarder = Forwarder(
             settings.express_queue_url, settings.bulk_queue_url, client=client
@@ -558,15 +570,20 @@ class Dispatcher:
         forwarded: Counter[Lane] = Counter()
         reasons: Counter[Reason] = Counter()
         agents: dict[Lane, Counter[str]] = {Lane.EXPRESS: Counter(), Lane.BULK: Counter()}
+        queued: Counter[KnowledgeScope] = Counter()
         for record, fact, route in zip(records, facts, routes, strict=True):
             if str(record.get("messageId")) in failed:
                 continue
+            if self.progress is not None:
+                queued.update(queued_events(record.get("body")))
             forwarded[route.lane] += 1
             reasons[route.reason] += 1
             for agent, events in fact.agent_events:
                 agents[route.lane][agent] += events
         for agent, events in agents[Lane.EXPRESS].items():
             self.history.record(agent, events)
+        if self.progress is not None and queued:
+            self.progress.add_queued(queued)
         order = [str(record.get("messageId")) for record in records]
         return DispatchReport(
             dict(forwarded),

@@ -9,8 +9,8 @@ Agent platforms connect to an MCP server by URL with a bearer token. The MCP fun
     json_response=True)``), so every JSON-RPC message is one request and one answer and
     no session outlives the invocation: any container may answer any request, and a
     buffered Lambda response (API Gateway streams nothing) carries the whole answer. The
-    tools, the prompt and their schemas are ``kb mcp``'s (``knowledge.search.mcp_server``
-    over ``knowledge.search.scoped_tools``); a server is built for each request.
+    tools, the prompt and their schemas are ``kb mcp``'s (``knowledge.agent_tools.mcp_server``
+    over ``knowledge.agent_tools.scoped_tools``); a server is built for each request.
 ``GET`` and ``DELETE`` on the same path
     405 with ``Allow: POST``, as the transport's specification asks of a server that
     offers no SSE stream and no session to end (an unrouted method would be API
@@ -69,8 +69,8 @@ from knowledge.core.scope import KnowledgeScope
 from knowledge.service.validation import path_segment
 
 if TYPE_CHECKING:
+    from knowledge.agent_tools.manage_tool import Reindex
     from knowledge.aws.asgi import AsgiResponse
-    from knowledge.search.manage_tool import Reindex
     from knowledge.service.api import KnowledgeApi
 
 __all__ = [
@@ -354,8 +354,8 @@ class McpEndpoint:
     ) -> Exchange:
         import anyio
 
+        from knowledge.agent_tools.scoped_tools import ScopedTools
         from knowledge.aws.asgi import asgi_scope, call_asgi, event_body
-        from knowledge.search.scoped_tools import ScopedTools
 
         try:
             body = event_body(event)
@@ -369,7 +369,7 @@ class McpEndpoint:
         async def serve() -> AsgiResponse:
             from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 
-            from knowledge.search.mcp_server import mcp_server
+            from knowledge.agent_tools.mcp_server import mcp_server
 
             manager = StreamableHTTPSessionManager(
                 mcp_server(tools), json_response=True, stateless=True

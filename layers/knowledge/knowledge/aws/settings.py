@@ -29,6 +29,8 @@ variable                        meaning                                         
 ``MAX_DOCUMENTS_PER_SCOPE``     search: a write of a new path into a fuller scope   10000
                                 is refused
 ``WRITE_QUOTA_TABLE``           search: the DynamoDB table of the write counts      unset
+``INDEX_PROGRESS_TABLE``        indexer, dispatcher, search: the indexing under way unset
+                                per scope (``knowledge.aws.index_progress``)
 ==============================  ==================================================  ===========
 
 The write limits (``knowledge.service.write_quotas``; ``0`` is no limit) are counted per
@@ -121,6 +123,7 @@ class LambdaSettings:
     write_mib_per_minute: int = DEFAULT_WRITE_LIMITS.bytes_per_minute // MIB
     max_documents_per_scope: int = DEFAULT_WRITE_LIMITS.documents_per_scope
     write_quota_table: str | None = None
+    index_progress_table: str | None = None
 
     def __post_init__(self) -> None:
         if self.embedding_provider not in EMBEDDING_PROVIDERS:
@@ -210,6 +213,7 @@ class LambdaSettings:
                 "MAX_DOCUMENTS_PER_SCOPE", defaults.max_documents_per_scope
             ),
             write_quota_table=get("WRITE_QUOTA_TABLE"),
+            index_progress_table=get("INDEX_PROGRESS_TABLE"),
         )
 
     @property

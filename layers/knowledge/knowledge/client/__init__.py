@@ -79,7 +79,7 @@ from knowledge.core.model import (
 from knowledge.core.scope import KnowledgeScope
 
 if TYPE_CHECKING:
-    from knowledge.search.prompt_context import PromptContext
+    from knowledge.agent_tools.prompt_context import PromptContext
 
 __all__ = [
     "AccessDeniedError",
@@ -103,6 +103,9 @@ class SearchResponse:
     took_ms: float
     explain: Mapping[str, Any] | None = None
     """The trace (``explain=True``; ``knowledge.ranking.explain``)."""
+    vector_side: str | None = None
+    """Why a vector or hybrid search ran on the keyword side alone
+    (``knowledge.ranking.vector_side``); ``None`` when it did not."""
 
 
 class KnowledgeClient:
@@ -201,6 +204,7 @@ class KnowledgeClient:
                 results=tuple(result_of(item) for item in data["results"]),
                 took_ms=float(data.get("took_ms", 0.0)),
                 explain=data.get("explain"),
+                vector_side=None if data.get("vector_side") is None else str(data["vector_side"]),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise ApiError(reply.status, f"unexpected search response: {exc}") from None
@@ -217,11 +221,11 @@ class KnowledgeClient:
         lesson_weight: float | None = None,
     ) -> PromptContext:
         """The prompt block of a search (``POST .../context``,
-        ``knowledge.search.prompt_context``): passages with their citations within
+        ``knowledge.agent_tools.prompt_context``): passages with their citations within
         ``max_tokens`` (``None``: the server's default), what the budget dropped, and the
         tokens used. ``explain``: the trace in ``PromptContext.explain`` (the search's,
         with the budget's drops); the weights as ``search_response`` takes them."""
-        from knowledge.search.prompt_context import PromptContext
+        from knowledge.agent_tools.prompt_context import PromptContext
 
         agent = segment(scope.agent)
         if query.cross_context:

@@ -2,7 +2,7 @@
 
 A search is always inside the caller's scope (``agent/context``, or every context of the
 agent with ``cross_context``). A granted agent's search also covers its shared libraries,
-``_shared/<context>`` (``knowledge.search.shared``), in the *same* store query: every store
+``_shared/<context>`` (``knowledge.agent_tools.shared``), in the *same* store query: every store
 turns the set into one filter, "the caller's scope OR one of these library scopes"
 (memory: the snapshots it reads; embedded: one SQL condition; OpenSearch: a ``bool``
 ``should`` of scope ``term`` filters inside the mandatory filter, also inside the
@@ -63,7 +63,7 @@ __all__ = [
 
 SHARED_AGENT: Final = "_shared"
 """The reserved owner of the shared library's scopes (never an agent:
-``knowledge.search.shared``)."""
+``knowledge.agent_tools.shared``)."""
 
 SHARED_CONTEXT_KEY: Final = "shared_library"
 """Metadata key of a shared hit: the library scope it came from (``_shared/<context>``)."""

@@ -41,7 +41,7 @@ Settings: the providers take ``concurrency``, the ceiling (``BedrockEmbeddingCli
 default ``DEFAULT_BEDROCK_CONCURRENCY`` = 64, starting at 16; ``OpenAIEmbeddingClient``:
 default ``DEFAULT_OPENAI_CONCURRENCY`` = 16, starting at 4), and the Lambda functions
 read ``EMBEDDING_CONCURRENCY`` (``knowledge.aws.settings``) for it. The defaults come
-from ``bench/embedding_pool.py`` (``bench/REPORT.md``, "Concurrent embedding").
+from ``bench/runs/embedding_pool.py`` (``bench/REPORT.md``, "Concurrent embedding").
 """
 
 from __future__ import annotations

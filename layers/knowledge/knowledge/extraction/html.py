@@ -121,90 +121,123 @@ def _dropped(element: Any) -> bool:
 
 
 def _blocks(main: Any) -> Iterator[Block]:
+    """The blocks of ``main``, in document order: each element's opening or closing
+    ends at most one."""
     import lxml.etree
 
-    headings: list[tuple[int, str]] = []
-    section: Mapping[str, Any] = MappingProxyType({"heading_path": []})
-    buffer: list[str] = []
-    cells: list[str] | None = None  # the cells of the table row being read
-    list_depth = 0
-    skip_depth = 0  # > 0 inside a dropped element
-    pre_depth = 0  # > 0 inside <pre>: its line breaks and indentation are the content
+    walk = _BlockWalk(main)
+    for event, element in lxml.etree.iterwalk(main, events=("start", "end")):
+        tag = element.tag.lower() if isinstance(element.tag, str) else ""
+        block = walk.start(element, tag) if event == "start" else walk.end(element, tag)
+        if block is not None:
+            yield block
+    block = walk.block(walk.flush())
+    if block is not None:
+        yield block
 
-    def flush() -> str | None:
-        raw = "".join(buffer)
-        buffer.clear()
-        if pre_depth:
+
+class _BlockWalk:
+    """One walk of the main element (module docstring): the open headings and the
+    section they make, the text read since the last block, the cells of the table row
+    being read, and how deep the walk is in lists, dropped elements and ``<pre>``."""
+
+    def __init__(self, main: Any) -> None:
+        self._main = main
+        self._headings: list[tuple[int, str]] = []
+        self._section: Mapping[str, Any] = MappingProxyType({"heading_path": []})
+        self._buffer: list[str] = []
+        self._cells: list[str] | None = None  # the cells of the table row being read
+        self._list_depth = 0
+        self._skip_depth = 0  # > 0 inside a dropped element
+        self._pre_depth = 0  # > 0 inside <pre>: its line breaks and indentation are the content
+
+    def flush(self) -> str | None:
+        """The text read since the last block (``None``: none), and a fresh start."""
+        raw = "".join(self._buffer)
+        self._buffer.clear()
+        if self._pre_depth:
             lines = [line.rstrip() for line in raw.splitlines()]
             return "\n".join(lines).strip("\n") or None
         text = " ".join(raw.split())
         return text or None
 
-    for event, element in lxml.etree.iterwalk(main, events=("start", "end")):
-        tag = element.tag.lower() if isinstance(element.tag, str) else ""
-        if event == "start":
-            if skip_depth or _dropped(element):
-                skip_depth += 1
-                continue
-            if tag in _HEADINGS or tag in _BLOCKS:
-                text = flush()
-                if text and cells is None:
-                    yield Block(text, section)
-                elif text and cells is not None:
-                    cells.append(text)
-            if tag == "pre":
-                pre_depth += 1
-            if tag == "tr":
-                cells = []
-            elif tag in ("ul", "ol"):
-                list_depth += 1
-            if element.text:
-                buffer.append(element.text)
-            continue
-        # end
-        if skip_depth:
-            skip_depth -= 1
-            if skip_depth == 0 and element.tail and element is not main:
-                buffer.append(element.tail)
-            continue
-        if tag in _HEADINGS:
-            text = flush()
-            if text:
-                level = _HEADINGS[tag]
-                while headings and headings[-1][0] >= level:
-                    headings.pop()
-                headings.append((level, text))
-                section = MappingProxyType({"heading_path": [h for _, h in headings]})
-                yield Block(text, section)
-        elif tag in _CELLS and cells is not None:
-            text = flush()
-            cells.append(text or "")
-        elif tag == "tr" and cells is not None:
-            text = flush()
-            if text:
-                cells.append(text)
-            row, cells = cells, None
-            if any(row):
-                yield Block(" | ".join(row), section)
+    def block(self, text: str | None) -> Block | None:
+        """``text`` as a block of the section, or as a cell of the row being read."""
+        if text and self._cells is None:
+            return Block(text, self._section)
+        if text and self._cells is not None:
+            self._cells.append(text)
+        return None
+
+    def start(self, element: Any, tag: str) -> Block | None:
+        """An element opens: a block or heading ends the text before it."""
+        if self._skip_depth or _dropped(element):
+            self._skip_depth += 1
+            return None
+        block = self.block(self.flush()) if tag in _HEADINGS or tag in _BLOCKS else None
+        if tag == "pre":
+            self._pre_depth += 1
+        if tag == "tr":
+            self._cells = []
         elif tag in ("ul", "ol"):
-            list_depth = max(0, list_depth - 1)
-            text = flush()
-            if text:
-                yield Block(text, section)
-        elif tag == "li":
-            text = flush()
-            if text:
-                yield Block("  " * max(0, list_depth - 1) + "- " + text, section)
+            self._list_depth += 1
+        if element.text:
+            self._buffer.append(element.text)
+        return block
+
+    def end(self, element: Any, tag: str) -> Block | None:
+        """An element closes: a heading starts a section, a row, list item or block is
+        one block; the text after the element (its tail) is read on."""
+        if self._skip_depth:
+            self._skip_depth -= 1
+            if self._skip_depth == 0 and element.tail and element is not self._main:
+                self._buffer.append(element.tail)
+            return None
+        block = None
+        if tag in _HEADINGS:
+            block = self._heading(_HEADINGS[tag])
+        elif tag in _CELLS and self._cells is not None:
+            self._cells.append(self.flush() or "")
+        elif tag == "tr" and self._cells is not None:
+            block = self._row(self._cells)
+        elif tag in ("ul", "ol", "li"):
+            block = self._list_end(tag)
         elif tag in _BLOCKS:
-            text = flush()
+            text = self.flush()
             if tag == "pre":
-                pre_depth = max(0, pre_depth - 1)
-            if text and cells is None:
-                yield Block(text, section)
-            elif text and cells is not None:
-                cells.append(text)
-        if element.tail and element is not main:
-            buffer.append(element.tail)
-    text = flush()
-    if text:
-        yield Block(text, section)
+                self._pre_depth = max(0, self._pre_depth - 1)
+            block = self.block(text)
+        if element.tail and element is not self._main:
+            self._buffer.append(element.tail)
+        return block
+
+    def _heading(self, level: int) -> Block | None:
+        """A heading's text: a block, and the section of what follows (it closes the open
+        headings of its level and deeper)."""
+        text = self.flush()
+        if not text:
+            return None
+        while self._headings and self._headings[-1][0] >= level:
+            self._headings.pop()
+        self._headings.append((level, text))
+        self._section = MappingProxyType({"heading_path": [h for _, h in self._headings]})
+        return Block(text, self._section)
+
+    def _list_end(self, tag: str) -> Block | None:
+        """A list ends (text loose in it is a block), or a list item: ``- item``, indented
+        two spaces for each list it is nested in."""
+        if tag != "li":
+            self._list_depth = max(0, self._list_depth - 1)
+        text = self.flush()
+        if text and tag == "li":
+            return Block("  " * max(0, self._list_depth - 1) + "- " + text, self._section)
+        return Block(text, self._section) if text else None
+
+    def _row(self, cells: list[str]) -> Block | None:
+        """A table row ends: its cells joined with `` | `` (text outside its cells is one
+        more; a row of empty cells is nothing)."""
+        text = self.flush()
+        if text:
+            cells.append(text)
+        self._cells = None
+        return Block(" | ".join(cells), self._section) if any(cells) else None

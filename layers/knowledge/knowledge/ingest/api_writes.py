@@ -61,13 +61,13 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 from urllib.parse import quote
 
+from knowledge.agent_tools.shared import SHARED_AGENT
 from knowledge.core.documents import query_parameters, validate_document_path
 from knowledge.core.errors import AccessDeniedError, TooLargeError, ValidationError
 from knowledge.core.formats import REFUSED_FORMATS
 from knowledge.core.origin import MANUAL, ORIGIN, UPLOAD
 from knowledge.core.scope import KnowledgeScope
 from knowledge.core.source import SIDECAR_SUFFIX, SYNONYMS_FILE
-from knowledge.search.shared import SHARED_AGENT
 
 __all__ = [
     "MAX_DOCUMENT_BYTES",

@@ -33,10 +33,12 @@ from __future__ import annotations
 import itertools
 import json
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from itertools import islice
 from typing import Any
 
+from knowledge.agent_tools.shared import SHARED_AGENT
 from knowledge.core.errors import ArchivedObjectError, ExtractionError, KnowledgeError
 from knowledge.core.identity import content_hash, document_id
 from knowledge.core.model import DocumentChunk, FileProblem, IndexOptions
@@ -54,7 +56,6 @@ from knowledge.ingest.run_report import (
     over_limit,
     reraise_if_unavailable,
 )
-from knowledge.search.shared import SHARED_AGENT
 from knowledge.stores.protocol import DocumentHeader, Precondition, StoredDocument, WriteSession
 
 __all__ = [
@@ -134,58 +135,58 @@ class DocumentWriter:
         ``stored``'s) says its path has a recorded problem: then that content is written
         again (clearing it), not skipped as "unchanged". ``replacing``: the version a
         reindex (``stored=None``, ``force``) replaces, kept the same way."""
-        path = document.path
-        own_vectors = stored
-        stored = stored or replacing
+        reuse = stored is not None  # the path's own stored vectors, not a replaced version's
+        attempt = _Attempt(session, run, document, stored or replacing)
         limit = options.max_document_bytes
         if document.size > limit:
-            reason = (
+            attempt.skip(
                 f"too large: document is {document.size} bytes, over max_document_bytes ({limit})"
             )
-            run.skip(session, FileProblem(path, kept_previous(reason, document, stored)))
             return
         ahead = prepared or Prepared()
-        try:
-            data = ahead.read(document)
-        except ArchivedObjectError as exc:
-            # Not a failure to retry: the object is there, unreadable until restored; what
-            # is indexed of it stays, and the status lists why.
-            run.skip(session, FileProblem(path, kept_previous(str(exc), document, stored)))
-            return
-        except (OSError, KnowledgeError) as exc:
-            reraise_if_unavailable(exc)
-            reason = kept_previous(f"cannot read: {exc}", document, stored)
-            fail(session, run, FileProblem(path, reason))
+        data = _read(attempt, ahead)
+        if data is None:
             return
         fingerprint = document_fingerprint(data, document.metadata)
-        unchanged = stored is not None and stored.content_hash == fingerprint
-        if not force and unchanged and not (has_problem is not None and has_problem(path)):
-            run.skipped.append(FileProblem(path, REASON_UNCHANGED))
+        if not force and attempt.unchanged(fingerprint, has_problem):
+            run.skipped.append(FileProblem(document.path, REASON_UNCHANGED))
             return
-        try:
-            if ahead.extract_error is not None:
-                raise ahead.extract_error
-            extracted = ahead.extracted or extract_document(path, data, max_bytes=limit)
-        except KnowledgeError as exc:  # ExtractionError: unsupported, too large, corrupt...
-            run.skip(session, FileProblem(path, kept_previous(str(exc), document, stored)))
+        extracted = _extract(attempt, ahead, data, limit)
+        if extracted is None:
             return
         # Structured formats read their bytes while the chunks stream; text ones are done.
         del data
-        document_metadata = _document_metadata(scope, document, extracted)
+        metadata = _document_metadata(scope, document, extracted)
         header = DocumentHeader(
-            path=path,
-            document_id=document_id(scope, path),
+            path=document.path,
+            document_id=document_id(scope, document.path),
             content_hash=fingerprint,
             indexed_at=datetime.now(UTC),
             version=document.version,
-            metadata=document_metadata,
+            metadata=metadata,
             size=document.size,
             precondition=precondition,
         )
+        self._write(attempt, header, extracted, ahead, options, reuse=reuse)
+
+    def _write(
+        self,
+        attempt: _Attempt,
+        header: DocumentHeader,
+        extracted: ExtractedDocument,
+        ahead: Prepared,
+        options: IndexOptions,
+        *,
+        reuse: bool,
+    ) -> None:
+        """Put the version's chunks, as they stream, with their vectors (those prepared
+        ahead, else embedded now, ``reuse``-ing the stored version's where the text is
+        the same); a failure keeps the previous version (module docstring)."""
+        session, run, path = attempt.session, attempt.run, header.path
         progress = current_progress()
         if progress is not None:
             text = extracted.text if extracted.blocks is None else None
-            progress.begin(path, document.size, None if text is None else len(text))
+            progress.begin(path, attempt.document.size, None if text is None else len(text))
         try:
             if ahead.embed_error is not None:
                 raise ahead.embed_error
@@ -194,26 +195,21 @@ class DocumentWriter:
                 run.embedded += ahead.embedded_chunks
                 written = session.put_document(header, iter(ahead.embedded))
             else:
-                chunks = self._chunks(path, extracted, options, document_metadata)
+                chunks = self._chunks(path, extracted, options, header.metadata)
                 embedding = self._embedding
-                reusable = (
-                    embedding.stored_vectors(session, path)
-                    if own_vectors is not None
-                    else NO_VECTORS
-                )
+                reusable = embedding.stored_vectors(session, path) if reuse else NO_VECTORS
                 written = session.put_document(header, embedding.embedded(chunks, run, reusable))
         except ExtractionError as exc:  # found while streaming: corrupt page, no text layer
             # Every store drops what it wrote of a version whose chunks raised; one that
             # had no previous version is made sure of (nothing of it may stay).
-            if stored is None:
+            if attempt.stored is None:
                 self._remove_partial(session, path, run)
-            run.skip(session, FileProblem(path, kept_previous(str(exc), document, stored)))
+            attempt.skip(str(exc))
             return
         except KnowledgeError as exc:  # EmbeddingError, StoreError, a chunker's ValidationError
             reraise_if_unavailable(exc)
             # The session dropped what it wrote of this version; the previous one stays.
-            reason = kept_previous(f"not indexed: {exc}", document, stored)
-            fail(session, run, FileProblem(path, reason))
+            attempt.fail(f"not indexed: {exc}")
             return
         finally:
             run.warnings.extend(FileProblem(path, warning) for warning in extracted.warnings)
@@ -337,6 +333,64 @@ class DocumentWriter:
             run.errors.append(FileProblem(path, f"partly written and not removed: {exc}"))
 
 
+@dataclass(frozen=True, slots=True)
+class _Attempt:
+    """One version of a document being written: where its outcome is recorded, and
+    ``stored``, the indexed version that stays searchable if this one is not written."""
+
+    session: WriteSession
+    run: RunReport
+    document: SourceDocument
+    stored: StoredDocument | None
+
+    def unchanged(self, fingerprint: str, has_problem: Callable[[str], bool] | None) -> bool:
+        """Whether the index holds this content already, with no problem recorded for its
+        path (``DocumentWriter.put``)."""
+        return (
+            self.stored is not None
+            and self.stored.content_hash == fingerprint
+            and not (has_problem is not None and has_problem(self.document.path))
+        )
+
+    def skip(self, reason: str) -> None:
+        """Not indexed for ``reason``, not to be retried (``RunReport.skip``)."""
+        problem = FileProblem(self.document.path, kept_previous(reason, self.document, self.stored))
+        self.run.skip(self.session, problem)
+
+    def fail(self, reason: str) -> None:
+        """Not indexed for ``reason``, a failure the next run retries."""
+        problem = FileProblem(self.document.path, kept_previous(reason, self.document, self.stored))
+        fail(self.session, self.run, problem)
+
+
+def _read(attempt: _Attempt, ahead: Prepared) -> bytes | None:
+    """The version's bytes (read ahead, or now), or ``None`` with its problem recorded."""
+    try:
+        return ahead.read(attempt.document)
+    except ArchivedObjectError as exc:
+        # Not a failure to retry: the object is there, unreadable until restored; what
+        # is indexed of it stays, and the status lists why.
+        attempt.skip(str(exc))
+    except (OSError, KnowledgeError) as exc:
+        reraise_if_unavailable(exc)
+        attempt.fail(f"cannot read: {exc}")
+    return None
+
+
+def _extract(
+    attempt: _Attempt, ahead: Prepared, data: bytes, max_bytes: int
+) -> ExtractedDocument | None:
+    """The version's text or blocks (extracted ahead, or now), or ``None`` with its
+    problem recorded (unsupported, too large, corrupt...)."""
+    try:
+        if ahead.extract_error is not None:
+            raise ahead.extract_error
+        return ahead.extracted or extract_document(attempt.document.path, data, max_bytes=max_bytes)
+    except KnowledgeError as exc:  # ExtractionError: unsupported, too large, corrupt...
+        attempt.skip(str(exc))
+        return None
+
+
 def _document_metadata(
     scope: KnowledgeScope, document: SourceDocument, extracted: ExtractedDocument
 ) -> dict[str, Any]:
@@ -348,7 +402,8 @@ def _document_metadata(
         "source_key": document.source_key or f"{scope.key}/{document.path}",
         "content_type": extracted.content_type,
         FORMAT: extracted.source_type,
-        # The shared library's records say so, whatever a sidecar claims (knowledge.search.shared).
+        # The shared library's records say so, whatever a sidecar claims
+        # (knowledge.agent_tools.shared).
         ORIGIN: SHARED if scope.agent == SHARED_AGENT else document_origin(document),
     }
 

@@ -11,12 +11,13 @@ the caller that wants it (the local scheduler's job) is the one that sets it.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Protocol
 
-__all__ = ["DocumentProgress", "current_progress", "observing"]
+__all__ = ["DocumentProgress", "current_progress", "estimate_chunks", "observing"]
 
 
 class DocumentProgress(Protocol):
@@ -43,3 +44,13 @@ def observing(progress: DocumentProgress) -> Iterator[None]:
         yield
     finally:
         _CURRENT.reset(token)
+
+
+def estimate_chunks(chunks_done: int, chars_done: int, text_chars: int | None) -> int | None:
+    """About how many chunks a document makes: its text's length over the characters per
+    chunk so far (chunks overlap a little, so this leans low); ``None`` before the first
+    chunk or for a document whose length in characters is not known."""
+    if text_chars is None or chars_done <= 0:
+        return None
+    share = min(chars_done / max(text_chars, 1), 1.0)
+    return max(chunks_done, math.ceil(chunks_done / share))

@@ -54,6 +54,7 @@ from knowledge.local.cli_search import print_search, remote_search
 from knowledge.local.progress import ListedSource, ProgressBar
 from knowledge.ranking import explain
 from knowledge.ranking.origin_weights import rank_weights_from_env, ranking_arguments
+from knowledge.ranking.vector_side import store_vector_side
 from knowledge.service.api import parse_search_request, search_response_body
 from knowledge.stores.protocol import ScopeSources
 
@@ -165,9 +166,11 @@ def _search(
     float,
     RerankReport | None,
     Mapping[str, Any] | None,
+    str | None,
 ]:
     """The search the flags describe (``search`` and ``context`` share them), with the
-    trace (``knowledge.ranking.explain``) when ``--explain`` asks for it."""
+    trace (``knowledge.ranking.explain``) when ``--explain`` asks for it, and why the
+    vector side was not used when it was not (``knowledge.ranking.vector_side``)."""
     scope = scope_of(args)
     request: dict[str, Any] = {
         "query": args.query,
@@ -199,8 +202,10 @@ def _search(
         query = parse_search_request({**request, **ranking}, weights=rank_weights_from_env())
     wanted = bool(getattr(args, "explain", False))
     if remote:  # the deployed API searches, reranks, weighs and explains on its side
-        mode, results, took_ms, told = remote_search(args, scope, query, ranking, with_trace=wanted)
-        return query, mode, results, took_ms, None, told
+        mode, results, took_ms, told, side = remote_search(
+            args, scope, query, ranking, with_trace=wanted
+        )
+        return query, mode, results, took_ms, None, told, side
     reranking = open_reranking(args.rerank_model)
     report = None
     recording = explain.explaining() if wanted else contextlib.nullcontext()
@@ -212,14 +217,17 @@ def _search(
             results = local.search(scope, query)
         took_ms = (time.perf_counter() - started) * 1000.0
         mode = query.mode or local.default_mode
+        side = store_vector_side(local, query)
     trace = None if recorded is None else recorded.to_dict(results)
-    return query, mode, results, took_ms, report, trace
+    return query, mode, results, took_ms, report, trace, side
 
 
 def cmd_search(args: argparse.Namespace) -> int:
-    query, mode, results, took_ms, report, trace = _search(args)
+    query, mode, results, took_ms, report, trace, side = _search(args)
     scope = scope_of(args)  # its context unused across contexts (query.cross_context)
-    body = search_response_body(query, mode, results, took_ms, report, scope=scope)
+    body = search_response_body(
+        query, mode, results, took_ms, report, scope=scope, vector_side=side
+    )
     if trace is not None:
         body["explain"] = trace
     print_search(args, body, results)
@@ -227,21 +235,23 @@ def cmd_search(args: argparse.Namespace) -> int:
 
 
 def cmd_context(args: argparse.Namespace) -> int:
-    """The search's prompt block (``knowledge.search.prompt_context``), as the route's."""
-    from knowledge.search.prompt_context import (
+    """The search's prompt block (``knowledge.agent_tools.prompt_context``), as the route's."""
+    from knowledge.agent_tools.prompt_context import (
         build_prompt_context,
         context_trace,
         parse_max_tokens,
     )
-    from knowledge.search.tool import passage_contexts
+    from knowledge.agent_tools.tool import passage_contexts
 
     max_tokens = parse_max_tokens(args.max_tokens)
-    query, mode, results, took_ms, _, trace = _search(args)
+    query, mode, results, took_ms, _, trace, side = _search(args)
     contexts = passage_contexts(scope_of(args), query.cross_context)
     block = build_prompt_context(results, max_tokens, context_of=contexts)
     told = None if trace is None else context_trace(trace, results, block)
     if args.json:
         body = {"query": query.text, "mode": mode.value, **block.to_dict()}
+        if side is not None:  # as the context route says it
+            body["vector_side"] = side
         body["took_ms"] = round(took_ms, 1)
         print_json(body if told is None else {**body, "explain": told}, sys.stdout)
         return EXIT_OK
@@ -368,7 +378,7 @@ def cmd_mcp(args: argparse.Namespace) -> int:
 
 def _mcp_libraries(args: argparse.Namespace) -> tuple[KnowledgeScope, ...]:
     """``kb mcp --shared-library CONTEXT``: a local store's grant (a server has its own)."""
-    from knowledge.search.shared import SHARED_AGENT
+    from knowledge.agent_tools.shared import SHARED_AGENT
 
     if args.shared_library and args.api_url:
         raise ValidationError(
@@ -378,10 +388,10 @@ def _mcp_libraries(args: argparse.Namespace) -> tuple[KnowledgeScope, ...]:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
+    from knowledge.agent_tools.shared import SharedGrants
     from knowledge.local.folder_writes import check_write_exposure
     from knowledge.local.server import LocalServer, serve_until_stopped
     from knowledge.local.workers import default_workers
-    from knowledge.search.shared import SharedGrants
     from knowledge.service.write_quotas import WriteLimits
 
     write_limits = WriteLimits.of(

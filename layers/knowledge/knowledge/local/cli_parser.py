@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import math
+from typing import TYPE_CHECKING, TypeAlias
 
 from knowledge.config import (
     EMBEDDER_NAMES,
@@ -41,6 +42,9 @@ from knowledge.service.write_quotas import (
 )
 
 __all__ = ["MAX_PORT", "build_parser"]
+
+if TYPE_CHECKING:
+    _Commands: TypeAlias = argparse._SubParsersAction[argparse.ArgumentParser]
 
 
 def _store_options() -> argparse.ArgumentParser:
@@ -208,16 +212,34 @@ def _search_options() -> argparse.ArgumentParser:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The ``kb`` argument parser (exposed for tests and documentation)."""
+    """The ``kb`` argument parser (exposed for tests and documentation); its commands in
+    the order ``kb --help`` lists them."""
     parser = argparse.ArgumentParser(
         prog="kb", description="Scoped knowledge search for AI agents, locally."
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     store, scoped, remote = _store_options(), _scope_options(), _api_options()
+    searching = _search_options()
+    _index_command(commands, [store, scoped])
+    _search_command(commands, [store, scoped, remote, searching])
+    _context_command(commands, [store, scoped, remote, searching])
+    _status_command(commands, [store, scoped, remote])
+    _documents_command(commands, [store, scoped, remote])
+    _reindex_command(commands, [store, scoped, remote])
+    _mcp_command(commands, [store, scoped, remote])
+    _serve_command(commands, [store])
+    # Git repository sources: `kb repo add|list|remove|sync` (knowledge.local.repo_cli).
+    from knowledge.local.repo_cli import add_repo_commands
 
-    index = commands.add_parser(
-        "index", parents=[store, scoped], help="index a folder into one scope"
-    )
+    add_repo_commands(commands, store, scoped, remote)
+    _put_command(commands, [store, scoped, remote])
+    _rm_command(commands, [store, scoped, remote])
+    return parser
+
+
+def _index_command(commands: _Commands, parents: list[argparse.ArgumentParser]) -> None:
+    """``kb index DIR``: index a folder into one scope."""
+    index = commands.add_parser("index", parents=parents, help="index a folder into one scope")
     index.add_argument("dir", metavar="DIR", help="folder whose files are the scope's documents")
     index.add_argument(
         "--pattern",
@@ -231,18 +253,21 @@ def build_parser() -> argparse.ArgumentParser:
     index.add_argument("--json", action="store_true", help="print the result as JSON")
     index.set_defaults(handler=cmd_index)
 
-    searching = _search_options()
-    search = commands.add_parser(
-        "search", parents=[store, scoped, remote, searching], help="search one scope"
-    )
+
+def _search_command(commands: _Commands, parents: list[argparse.ArgumentParser]) -> None:
+    """``kb search QUERY``: the search flags, and ``--explain``."""
+    search = commands.add_parser("search", parents=parents, help="search one scope")
     search.add_argument(
         "--explain", action="store_true", help="show how every score was made (docs/ranking.md)"
     )
     search.set_defaults(handler=cmd_search)
 
+
+def _context_command(commands: _Commands, parents: list[argparse.ArgumentParser]) -> None:
+    """``kb context QUERY``: a search as a prompt block, within a token budget."""
     context = commands.add_parser(
         "context",
-        parents=[store, scoped, remote, searching],
+        parents=parents,
         help="a search as a block to insert into a prompt, within a token budget",
     )
     context.add_argument(
@@ -259,18 +284,22 @@ def build_parser() -> argparse.ArgumentParser:
     )
     context.set_defaults(handler=cmd_context)
 
-    status = commands.add_parser(
-        "status", parents=[store, scoped, remote], help="index status of a scope"
-    )
+
+def _status_command(commands: _Commands, parents: list[argparse.ArgumentParser]) -> None:
+    """``kb status``: a scope's index status."""
+    status = commands.add_parser("status", parents=parents, help="index status of a scope")
     status.add_argument("--json", action="store_true", help="print the status as JSON")
     status.add_argument(
         "--root", metavar="ROOT", help="the folder kb serve serves: list its repositories too"
     )
     status.set_defaults(handler=cmd_status)
 
+
+def _documents_command(commands: _Commands, parents: list[argparse.ArgumentParser]) -> None:
+    """``kb documents``: a scope's documents, paged."""
     documents = commands.add_parser(
         "documents",
-        parents=[store, scoped, remote],
+        parents=parents,
         help="the documents of a scope as the index records them (paged)",
     )
     documents.add_argument(
@@ -283,15 +312,21 @@ def build_parser() -> argparse.ArgumentParser:
     documents.add_argument("--json", action="store_true", help="print JSON")
     documents.set_defaults(handler=cmd_documents)
 
+
+def _reindex_command(commands: _Commands, parents: list[argparse.ArgumentParser]) -> None:
+    """``kb reindex``: ask a server to re-index a scope."""
     reindex = commands.add_parser(
-        "reindex", parents=[store, scoped, remote], help="ask a server to re-index a scope"
+        "reindex", parents=parents, help="ask a server to re-index a scope"
     )
     reindex.add_argument("--json", action="store_true", help="print the answer as JSON")
     reindex.set_defaults(handler=cmd_reindex)
 
+
+def _mcp_command(commands: _Commands, parents: list[argparse.ArgumentParser]) -> None:
+    """``kb mcp``: the MCP server of one scope."""
     mcp = commands.add_parser(
         "mcp",
-        parents=[store, scoped, remote],
+        parents=parents,
         help="serve the knowledge_search tool to MCP clients (scope fixed at start)",
     )
     mcp.add_argument(
@@ -318,8 +353,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     mcp.set_defaults(handler=cmd_mcp)
 
+
+def _serve_command(commands: _Commands, parents: list[argparse.ArgumentParser]) -> None:
+    """``kb serve ROOT``: watch a bucket-like folder and serve the HTTP API; its write
+    options and each agent's write quota."""
     serve = commands.add_parser(
-        "serve", parents=[store], help="watch a bucket-like folder and serve the HTTP API"
+        "serve", parents=parents, help="watch a bucket-like folder and serve the HTTP API"
     )
     serve.add_argument("root", metavar="ROOT", help="folder laid out as <agent>/<context>/<path>")
     serve.add_argument("--host", default="127.0.0.1", help="default 127.0.0.1 (local only)")
@@ -396,13 +435,12 @@ def build_parser() -> argparse.ArgumentParser:
         f"is refused (default {DEFAULT_DOCUMENTS_PER_SCOPE}; 0: no limit)",
     )
     serve.set_defaults(handler=cmd_serve)
-    # Git repository sources: `kb repo add|list|remove|sync` (knowledge.local.repo_cli).
-    from knowledge.local.repo_cli import add_repo_commands
 
-    add_repo_commands(commands, store, scoped, remote)
 
+def _put_command(commands: _Commands, parents: list[argparse.ArgumentParser]) -> None:
+    """``kb put FILE``: write a document (or a note) via the API."""
     put = commands.add_parser(
-        "put", parents=[store, scoped, remote], help="write a document (or a note) via the API"
+        "put", parents=parents, help="write a document (or a note) via the API"
     )
     put.add_argument("file", metavar="FILE", help="the file to send")
     put.add_argument("--path", help="its path inside the scope (default: the file's name)")
@@ -411,10 +449,10 @@ def build_parser() -> argparse.ArgumentParser:
     put.add_argument("--json", action="store_true", help="print the answer as JSON")
     put.set_defaults(handler=cmd_put)
 
-    rm = commands.add_parser(
-        "rm", parents=[store, scoped, remote], help="delete a document via the API"
-    )
+
+def _rm_command(commands: _Commands, parents: list[argparse.ArgumentParser]) -> None:
+    """``kb rm PATH``: delete a document via the API."""
+    rm = commands.add_parser("rm", parents=parents, help="delete a document via the API")
     rm.add_argument("path", metavar="PATH", help="the document's path inside the scope")
     rm.add_argument("--json", action="store_true", help="print the answer as JSON")
     rm.set_defaults(handler=cmd_rm)
-    return parser

@@ -1,17 +1,17 @@
 """``kb mcp``: the knowledge base as a Model Context Protocol server (official ``mcp`` SDK).
 
-The tools are ``knowledge.search.scoped_tools.ScopedTools``, defined there once for every
-front end, and ``knowledge.search.mcp_server`` makes them an SDK ``Server`` (the deployed
+The tools are ``knowledge.agent_tools.scoped_tools.ScopedTools``, defined there once for every
+front end, and ``knowledge.agent_tools.mcp_server`` makes them an SDK ``Server`` (the deployed
 stack's remote endpoint serves the same one); this module only runs it, over stdio
 (default) or streamable HTTP bound to localhost:
 
 - ``knowledge_search(query, max_results=5, top_k=None, file_pattern=None,
   max_tokens=4000, source_type=None, include_shared=None, group_by=None,
   origin_weights=None, lesson_weight=None, explain=False)``: the ``KnowledgeSearch`` tool
-  (``knowledge.search.tool``), with its exact messages and citations as text, and its
+  (``knowledge.agent_tools.tool``), with its exact messages and citations as text, and its
   answer as the protocol's structured content (``{query, evidence, results: [{score,
   source, title, snippet, url, agent, context, source_type, ...}], dropped}``), declared
-  as the tool's ``outputSchema`` (``knowledge.search.hits.ANSWER_SCHEMA``) so a client
+  as the tool's ``outputSchema`` (``knowledge.agent_tools.hits.ANSWER_SCHEMA``) so a client
   can check it;
 - ``knowledge_status()``: the scope's index status and the documents it could not index
   (``KnowledgeManageTool``'s status);
@@ -22,11 +22,11 @@ stack's remote endpoint serves the same one); this module only runs it, over std
   no write tool: a document a model writes could carry instructions into every later
   search.
 
-One prompt (the protocol's prompts primitive, ``knowledge.search.mcp_prompt``):
+One prompt (the protocol's prompts primitive, ``knowledge.agent_tools.mcp_prompt``):
 
 - ``knowledge_context(query, context=None, max_tokens=None, group_by=None,
   origin_weights=None, lesson_weight=None)``: the prompt block of a search
-  (``knowledge.search.prompt_context``), so a host that supports prompts inserts
+  (``knowledge.agent_tools.prompt_context``), so a host that supports prompts inserts
   knowledge with no tool call; ``context`` only narrows the server's scope; the ranking
   controls are the tool's, as strings, over the server's ``weights``.
 
@@ -48,19 +48,19 @@ from typing import Literal
 import anyio
 from mcp.server.stdio import stdio_server
 
-from knowledge.core.errors import ValidationError
-from knowledge.core.model import SearchMode
-from knowledge.core.rank_weights import RankWeights
-from knowledge.core.scope import KnowledgeScope
-from knowledge.search.manage_tool import Reindex, format_status
-from knowledge.search.mcp_server import build_server, call_result
-from knowledge.search.scoped_tools import (
+from knowledge.agent_tools.manage_tool import Reindex, format_status
+from knowledge.agent_tools.mcp_server import build_server, call_result
+from knowledge.agent_tools.scoped_tools import (
     DOCUMENTS_TOOL_NAME,
     REINDEX_TOOL_NAME,
     SEARCH_TOOL_NAME,
     STATUS_TOOL_NAME,
     ScopedBackend,
 )
+from knowledge.core.errors import ValidationError
+from knowledge.core.model import SearchMode
+from knowledge.core.rank_weights import RankWeights
+from knowledge.core.scope import KnowledgeScope
 
 __all__ = [
     "DOCUMENTS_TOOL_NAME",

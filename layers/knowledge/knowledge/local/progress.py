@@ -12,7 +12,6 @@ are doing per scope after start-up: files done of the change, the document being
 
 from __future__ import annotations
 
-import math
 import shutil
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -22,6 +21,7 @@ from typing import TextIO
 from knowledge.core.model import FileProblem, IndexOptions, IndexProgress, IndexState, IndexStatus
 from knowledge.core.scope import KnowledgeScope
 from knowledge.core.source import SourceDocument
+from knowledge.ingest.progress import estimate_chunks
 from knowledge.ingest.sources import Listing
 
 __all__ = ["IndexingProgress", "ListedSource", "ProgressBar", "ScopeActivity"]
@@ -201,13 +201,8 @@ class _Running:
         self.chars_done = 0
 
     def estimate(self) -> int | None:
-        """About how many chunks the document makes: its text's length over the characters
-        per chunk so far (chunks overlap a little, so this leans low); ``None`` before the
-        first chunk or for a document whose length in characters is not known."""
-        if self.text_chars is None or self.chars_done <= 0:
-            return None
-        share = min(self.chars_done / max(self.text_chars, 1), 1.0)
-        return max(self.chunks_done, math.ceil(self.chunks_done / share))
+        """About how many chunks the document makes (``estimate_chunks``)."""
+        return estimate_chunks(self.chunks_done, self.chars_done, self.text_chars)
 
 
 class ScopeActivity:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import itertools
 import logging
 import threading
+import time
 from collections import defaultdict, deque
 from collections.abc import Callable
 from concurrent.futures import Future
@@ -64,7 +65,8 @@ class FairScheduler:
     """Runs jobs per scope on ``workers`` daemon threads (module docstring).
 
     ``submit`` queues a job and returns its ``Future``; ``queued`` and ``running`` say
-    what a scope has waiting and under way (the status route shows both). ``stop``
+    what a scope has waiting and under way (the status route shows both); ``idle_for``
+    how long no job has run or waited (idle maintenance waits for it). ``stop``
     cancels what has not started and waits for the running jobs; a job asked to stop
     is the job's business (``should_stop`` callbacks). Threads start with the first job.
     """
@@ -84,6 +86,7 @@ class FairScheduler:
         self._picks = itertools.count(1)
         self._threads: list[threading.Thread] = []
         self._stopped = False
+        self._last_end = time.monotonic()
 
     @property
     def workers(self) -> int:
@@ -110,6 +113,14 @@ class FairScheduler:
         """Whether a job of ``scope`` is under way."""
         with self._changed:
             return scope in self._running
+
+    def idle_for(self) -> float:
+        """Seconds since the last job ended (or since the scheduler was made), ``0.0``
+        while a job runs or waits."""
+        with self._changed:
+            if self._running or any(self._queues.values()):
+                return 0.0
+            return time.monotonic() - self._last_end
 
     def stop(self, timeout: float | None = 10.0) -> None:
         """Cancel the jobs not started, wait for the running ones; idempotent."""
@@ -153,6 +164,7 @@ class FairScheduler:
             with self._changed:
                 self._running.discard(scope)
                 self._agent_running[scope.agent] -= 1
+                self._last_end = time.monotonic()
                 self._changed.notify_all()
 
     def _pick(self) -> tuple[KnowledgeScope, _Job] | None:

@@ -23,6 +23,10 @@ forward every other request to this process, which stays the only one that index
 watches, writes, syncs repositories and knows the start-up index's progress. With 1
 (the default here; ``kb serve`` defaults to the cores) nothing else runs.
 
+**Idle maintenance.** When the server has been idle for ``maintain_after`` seconds (no
+request, no indexing), what a large delete or swap left for the store to give back (free
+pages, a WAL a search kept from being cut) is given back (``knowledge.local.idle_maintenance``).
+
 The server never closes the store: whoever opened it does (the CLI, a test).
 """
 
@@ -40,6 +44,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any, TextIO
 
+from knowledge.agent_tools.shared import SharedGrants
 from knowledge.config import ENV_RERANK_MODEL, StoreSettings
 from knowledge.core.errors import (
     ConfigurationError,
@@ -58,7 +63,13 @@ from knowledge.ingest.pipeline import index_source, reindex_source
 from knowledge.ingest.sources.folders import SYMLINK_OUTSIDE_SCOPE, BucketFolderSource
 from knowledge.local.folder_writes import check_write_exposure
 from knowledge.local.forwarding import ForwardServer
-from knowledge.local.http_handler import DEFAULT_BODY_TIMEOUT, LISTEN_BACKLOG, ApiHttpServer
+from knowledge.local.http_handler import (
+    DEFAULT_BODY_TIMEOUT,
+    LISTEN_BACKLOG,
+    ApiHttpServer,
+    HttpApi,
+)
+from knowledge.local.idle_maintenance import DEFAULT_IDLE_SECONDS, IdleMaintenance, MaintainedStore
 from knowledge.local.progress import IndexingProgress, ProgressBar, ScopeActivity
 from knowledge.local.scheduling import DEFAULT_INDEX_WORKERS, FairScheduler, ScopeLocks
 from knowledge.local.watcher import BucketWatcher, IndexingStopped, check_poll_interval
@@ -66,7 +77,6 @@ from knowledge.local.worker import WorkerSetup
 from knowledge.local.workers import WorkerPool
 from knowledge.local.write_quotas import local_write_quota
 from knowledge.reranking import RerankingStage
-from knowledge.search.shared import SharedGrants
 from knowledge.service.api import (
     KnowledgeApi,
 )
@@ -113,6 +123,9 @@ class LocalServer:
     worker opens the store with ``worker_store`` (the settings ``store`` was opened with:
     required then) and its reranking with ``knowledge.config.open_reranking(rerank_model)``.
     A store no other process can open (in memory) is served by this process alone.
+
+    ``maintain_after``: seconds of idleness after which the store's unfinished maintenance
+    is done (``knowledge.local.idle_maintenance``; ``None``: never).
     """
 
     def __init__(
@@ -137,6 +150,7 @@ class LocalServer:
         workers: int = 1,
         worker_store: StoreSettings | None = None,
         rerank_model: str | None = None,
+        maintain_after: float | None = DEFAULT_IDLE_SECONDS,
     ) -> None:
         self._root = Path(root)
         self._source_name = f"kb serve {self._root.resolve()}"
@@ -211,6 +225,16 @@ class LocalServer:
         self._stopping = threading.Event()
         self._ready = threading.Event()
         self._startup_error: ConfigurationError | None = None
+        self.maintenance = (
+            IdleMaintenance(
+                store,
+                writes_idle_for=self._scheduler.idle_for,
+                ready=self._ready.is_set,
+                idle_seconds=maintain_after,
+            )
+            if maintain_after is not None and isinstance(store, MaintainedStore)
+            else None
+        )
 
     @property
     def root(self) -> Path:
@@ -345,7 +369,7 @@ class LocalServer:
                 raise RuntimeError("the server is already started")
             try:
                 self._http = ApiHttpServer(
-                    (self._host, self._port), self.api, self._body_timeout, self.scopes
+                    (self._host, self._port), self._served_api(), self._body_timeout, self.scopes
                 )
             except (OSError, OverflowError) as exc:  # OverflowError: a port over 65535
                 reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
@@ -374,7 +398,7 @@ class LocalServer:
         so a process that another beat to a connection goes back to waiting."""
         assert self._worker_store is not None
         http.socket.setblocking(False)
-        self._forward = ForwardServer(self.api)
+        self._forward = ForwardServer(self._served_api())
         setup = WorkerSetup(
             store=self._worker_store,
             root=str(self._root.resolve()),
@@ -440,6 +464,8 @@ class LocalServer:
             watcher.start()
             if self._repo_scheduler is not None:
                 self._repo_scheduler.start()
+            if self.maintenance is not None:
+                self.maintenance.start()
         self._ready.set()
 
     def stop(self) -> None:
@@ -458,6 +484,8 @@ class LocalServer:
             forward.close()
         if watcher is not None:
             watcher.stop()
+        if self.maintenance is not None:
+            self.maintenance.stop()
         self._scheduler.stop()
         if self._repo_scheduler is not None:
             self._repo_scheduler.stop()
@@ -468,6 +496,11 @@ class LocalServer:
                 http.shutdown()
                 http_thread.join(10.0)
             http.server_close()
+
+    def _served_api(self) -> HttpApi:
+        """The API the HTTP server and the forwarding socket call: with idle maintenance,
+        every request counted as activity."""
+        return self.api if self.maintenance is None else self.maintenance.observe(self.api)
 
     def __enter__(self) -> LocalServer:
         self.start()

@@ -369,6 +369,10 @@ class BucketWatcher:
         current: Mapping[str, FileStamp],
         remembered: dict[str, FileStamp],
     ) -> list[AppliedChange]:
+        """Reconcile one scope with its folder (module docstring): the scope listed, the
+        listed documents the snapshot missed and the changed entries upserted, what is
+        gone deleted, the listing's problems and unread files recorded, the synonyms
+        stored. ``remembered`` gets the keys the next poll looks at again (``DIRTY``)."""
         prefix = scope.key + "/"
         try:
             listing = self._source.documents(scope, self._options)
@@ -381,8 +385,47 @@ class BucketWatcher:
             return [
                 AppliedChange(key, "failed", f"cannot list the scope: {exc}") for key, *_ in entries
             ]
-        applied: list[AppliedChange] = []
         upserted: set[str] = set()
+        applied = self._upsert_unseen(scope, documents, current, remembered, upserted=upserted)
+        applied += self._upsert_entries(
+            scope,
+            entries,
+            listing,
+            documents,
+            upserted=upserted,
+            stored=stored,
+            remembered=remembered,
+        )
+        gone, to_record = self._gone(
+            scope, entries, listing, documents, stored=stored, remembered=remembered
+        )
+        for path in sorted(gone):
+            change = delete_key(self._store, prefix + path, scope, path)
+            self._activity.file_done(scope)
+            if change.action == "failed":
+                remembered[prefix + path] = DIRTY
+            applied.append(change)
+        # After the deletes: an indexed file the listing now leaves out (a link out of its
+        # scope, say) is removed and keeps the problem that says why.
+        self._record_listing_problems(scope, to_record, entries)
+        self._record_unread(scope, listing_unread(listing))
+        if any(path == SYNONYMS_FILE for _, path, _ in entries):
+            applied.append(self._sync_synonyms(prefix + SYNONYMS_FILE, scope, listing))
+        return applied
+
+    def _upsert_unseen(
+        self,
+        scope: KnowledgeScope,
+        documents: Mapping[str, SourceDocument],
+        current: Mapping[str, FileStamp],
+        remembered: dict[str, FileStamp],
+        *,
+        upserted: set[str],
+    ) -> list[AppliedChange]:
+        """The listed documents the snapshot did not see: created since (looked at again
+        by the next poll), or reached through a folder link (upserted now)."""
+        prefix = scope.key + "/"
+        applied: list[AppliedChange] = []
         for path, listed in documents.items():
             if prefix + path in current:
                 continue
@@ -393,9 +436,26 @@ class BucketWatcher:
                 # follow: refreshed whenever its scope changes (unchanged content is skipped).
                 upserted.add(path)
                 applied.append(self._upsert(prefix + path, scope, listed))
+        return applied
+
+    def _upsert_entries(
+        self,
+        scope: KnowledgeScope,
+        entries: list[tuple[str, str, bool]],
+        listing: object,
+        documents: Mapping[str, SourceDocument],
+        *,
+        upserted: set[str],
+        stored: set[str] | None,
+        remembered: dict[str, FileStamp],
+    ) -> list[AppliedChange]:
+        """Each changed entry's document upserted once (a sidecar's change is a change of
+        its document's metadata); an entry that is no document and was never indexed is
+        ``ignored``, with the listing's reason."""
+        prefix = scope.key + "/"
+        applied: list[AppliedChange] = []
         skipped = {p.path: p.reason for p in getattr(listing, "skipped", ())}
         for key, path, deleted in entries:
-            # A sidecar's change is a change of its document's metadata.
             target = path.removesuffix(SIDECAR_SUFFIX) if path.endswith(SIDECAR_SUFFIX) else path
             document = documents.get(target)
             if document is not None:
@@ -412,57 +472,69 @@ class BucketWatcher:
             ):
                 reason = skipped.get(path, "not a document for these options")
                 applied.append(AppliedChange(key, "ignored", reason))
-        to_record: list[FileProblem] = []
+        return applied
+
+    def _gone(
+        self,
+        scope: KnowledgeScope,
+        entries: list[tuple[str, str, bool]],
+        listing: object,
+        documents: Mapping[str, SourceDocument],
+        *,
+        stored: set[str] | None,
+        remembered: dict[str, FileStamp],
+    ) -> tuple[set[str], list[FileProblem]]:
+        """The paths to delete, and the listing's problems to record: every stored
+        document or recorded problem nothing in the folder has any more, except under a
+        folder that could not be listed."""
         if stored is None:  # a store that cannot list its documents: trust the snapshot
             gone = {path for key, path, deleted in entries if deleted and path not in documents}
+            return gone, []
+        unlisted = self._unlisted_folders(scope, entries, listing, remembered)
+        gone = {path for path in stored - documents.keys() if not unlisted(path)}
+        # A file that was never indexed may still have a problem recorded (an encrypted
+        # PDF, say): its deletion clears the problem, so it is a delete too.
+        gone |= {
+            path
+            for _, path, deleted in entries
+            if deleted
+            and path not in documents
+            and not path.endswith(SIDECAR_SUFFIX)
+            and path != SYNONYMS_FILE
+            and not unlisted(path)
+        }
+        skipped_problems, error_problems = listing_problems(listing)
+        to_record = [*skipped_problems, *error_problems]
+        reported = {problem.path for problem in to_record}
+        # A problem of a file gone without a delete event (it went while no snapshot
+        # saw it: before the watcher started, between a snapshot and a listing), or of
+        # an entry the listing no longer reports (a sidecar fixed, a link removed).
+        # The synonyms file's problem is the synonyms' own (_sync_synonyms).
+        stale = self._stale_problems(scope, documents.keys() | reported | {SYNONYMS_FILE})
+        gone |= {path for path in stale if not unlisted(path)}
+        return gone, to_record
+
+    def _unlisted_folders(
+        self,
+        scope: KnowledgeScope,
+        entries: list[tuple[str, str, bool]],
+        listing: object,
+        remembered: dict[str, FileStamp],
+    ) -> Callable[[str], bool]:
+        """Whether a path is under a folder the listing could not read: it holds what it
+        held, unknown, not gone. The rest of the scope is reconciled; its entries are
+        looked at again every poll until it is readable (said once until then)."""
+        unlisted = under_unlisted_folder(listing_problems(listing)[1])
+        if any(unlisted(path) for _, path, _ in entries) or unlisted("."):
+            level = logging.DEBUG if scope in self._unlisted else logging.WARNING
+            logger.log(level, "%s: part of the folder cannot be listed; kept as it was", scope)
+            self._unlisted.add(scope)
+            for key, path, _ in entries:
+                if unlisted(path):
+                    remembered[key] = DIRTY
         else:
-            # A folder that could not be read holds what it held: unknown, not gone. The
-            # rest of the scope is reconciled; the entries are looked at again next poll.
-            unlisted = under_unlisted_folder(listing_problems(listing)[1])
-            if any(unlisted(path) for _, path, _ in entries) or unlisted("."):
-                # Looked at every poll until readable; said once until then.
-                level = logging.DEBUG if scope in self._unlisted else logging.WARNING
-                logger.log(level, "%s: part of the folder cannot be listed; kept as it was", scope)
-                self._unlisted.add(scope)
-                for key, path, _ in entries:
-                    if unlisted(path):
-                        remembered[key] = DIRTY
-            else:
-                self._unlisted.discard(scope)
-            gone = {path for path in stored - documents.keys() if not unlisted(path)}
-            # A file that was never indexed may still have a problem recorded (an encrypted
-            # PDF, say): its deletion clears the problem, so it is a delete too.
-            gone |= {
-                path
-                for _, path, deleted in entries
-                if deleted
-                and path not in documents
-                and not path.endswith(SIDECAR_SUFFIX)
-                and path != SYNONYMS_FILE
-                and not unlisted(path)
-            }
-            skipped_problems, error_problems = listing_problems(listing)
-            to_record = [*skipped_problems, *error_problems]
-            reported = {problem.path for problem in to_record}
-            # A problem of a file gone without a delete event (it went while no snapshot
-            # saw it: before the watcher started, between a snapshot and a listing), or of
-            # an entry the listing no longer reports (a sidecar fixed, a link removed).
-            # The synonyms file's problem is the synonyms' own (_sync_synonyms).
-            stale = self._stale_problems(scope, documents.keys() | reported | {SYNONYMS_FILE})
-            gone |= {path for path in stale if not unlisted(path)}
-        for path in sorted(gone):
-            change = delete_key(self._store, prefix + path, scope, path)
-            self._activity.file_done(scope)
-            if change.action == "failed":
-                remembered[prefix + path] = DIRTY
-            applied.append(change)
-        # After the deletes: an indexed file the listing now leaves out (a link out of its
-        # scope, say) is removed and keeps the problem that says why.
-        self._record_listing_problems(scope, to_record, entries)
-        self._record_unread(scope, listing_unread(listing))
-        if any(path == SYNONYMS_FILE for _, path, _ in entries):
-            applied.append(self._sync_synonyms(prefix + SYNONYMS_FILE, scope, listing))
-        return applied
+            self._unlisted.discard(scope)
+        return unlisted
 
     def _upsert(self, key: str, scope: KnowledgeScope, document: SourceDocument) -> AppliedChange:
         change = upsert_key(self._store, key, scope, document)

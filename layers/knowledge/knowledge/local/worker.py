@@ -36,13 +36,13 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+from knowledge.agent_tools.shared import SharedGrants
 from knowledge.config import StoreSettings, open_reranking, open_store
 from knowledge.core.model import SearchMode
 from knowledge.core.scope import KnowledgeScope
 from knowledge.ingest.sources.folders import BucketFolderSource
 from knowledge.local.forwarding import Forwarder, remove_abandoned
 from knowledge.local.http_handler import ApiHttpServer
-from knowledge.search.shared import SharedGrants
 from knowledge.service.api import KnowledgeApi
 from knowledge.service.responses import ApiResponse
 from knowledge.service.routes import resolve

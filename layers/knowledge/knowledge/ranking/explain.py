@@ -33,8 +33,8 @@ every store and mode): with ``e`` a result's explanation and ``s`` its search,
   then the reranked ones score their ``rerank_score`` and the rest ``min(searched,
   lowest rerank score)``;
 - the absolute ``score`` (``knowledge.ranking.relevance``): the result's
-  ``relevance.coverage`` and ``relevance.vector`` through the search's
-  ``relevance.calibration`` (``recompute_relevance``).
+  ``relevance.coverage`` and ``relevance.vector``, with the search's ``relevance.script``,
+  through the search's ``relevance.calibration`` (``recompute_relevance``).
 
 Nothing is recorded, and nothing costs anything, outside ``explaining()``.
 """
@@ -46,7 +46,7 @@ import contextvars
 import math
 from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeAlias
 
 from knowledge.core.errors import ValidationError
 from knowledge.core.model import SearchMode, SearchQuery
@@ -55,7 +55,7 @@ from knowledge.ranking.explain_format import format_trace
 from knowledge.ranking.fusion import CONFIDENCE_RANK, Fused, K, min_max, side_confidence
 from knowledge.ranking.origin_weights import RankWeights, Weighing
 from knowledge.ranking.page_signal import PageScores, recombine
-from knowledge.ranking.relevance import Calibration, Evidence, Judged
+from knowledge.ranking.relevance import Calibration, Evidence, Judged, Script
 from knowledge.ranking.synonym_expansion import QueryTerms
 
 __all__ = [
@@ -196,6 +196,76 @@ def record_search(
     one asked for, ``fusion`` says ``keyword``)."""
     explanation = current()
     assert explanation is not None  # the stores call this only inside explaining()
+    kw_side, vec_side = _side_records(
+        keyword,
+        vector,
+        hybrid_weights=hybrid_weights,
+        orders=orders,
+        page=page,
+        vector_found=vector_found,
+        floor=floor,
+    )
+    fusion_record = _fusion_record(fusion, len(ranked), rrf_k, kw_side, vec_side)
+    number = len(explanation.searches)
+    sides: dict[str, Any] = {} if vector_side is None else {"vector_side": vector_side}
+    explanation.searches.append(
+        {
+            "search": number,
+            "store": store,
+            "scope": scope,
+            "libraries": list(libraries),
+            "mode": mode,
+            **sides,
+            "query": _query_record(text, synonyms),
+            "keyword": kw_side[0],
+            "vector": vec_side[0],
+            "fusion": fusion_record,
+            "weights": {
+                **weights.to_dict(),
+                "divisor": weighing.divisor,
+                "weighted": len(weighing.factors),
+                "lessons": len(weighing.lessons),
+            },
+            **_selection_records(
+                ranked,
+                judged,
+                query,
+                min_score=min_score,
+                max_chunks_per_document=max_chunks_per_document,
+                document_of=document_of,
+                wanted=offset + max_results,
+            ),
+            "page": {
+                "offset": offset,
+                "max_results": max_results,
+                "returned": returned,
+                "extra_lessons": extras,
+                "group_by": group_by,
+            },
+        }
+    )
+
+    return _result_explainer(
+        number, keyword, vector, kw_side, vec_side, weighing=weighing, page=page, judged=judged
+    )
+
+
+_SideParts: TypeAlias = tuple[dict[str, Any] | None, dict[K, float], dict[K, int]]
+"""A side's record, its normalised scores and its ranks (``_side``)."""
+
+
+def _side_records(
+    keyword: Mapping[K, float] | None,
+    vector: Mapping[K, float] | None,
+    *,
+    hybrid_weights: tuple[float, float] | None,
+    orders: tuple[Sequence[K], Sequence[K]] | None,
+    page: PageScores[K, Any] | None,
+    vector_found: int,
+    floor: float,
+) -> tuple[_SideParts[K], _SideParts[K]]:
+    """Each side's record, normalised scores and ranks (``_side``): RRF's ranks as the
+    store listed the sides, the keyword side's two parts, the vector side's floor."""
     kw_weight, vec_weight = hybrid_weights if hybrid_weights is not None else (None, None)
     kw_record, kw_norm, kw_rank = _side(keyword, kw_weight)
     vec_record, vec_norm, vec_rank = _side(vector, vec_weight)
@@ -207,7 +277,22 @@ def record_search(
         vec_record["found"] = vector_found
         vec_record["floor"] = floor
         vec_record["below_floor"] = vector_found - vec_record["candidates"]
-    fusion_record: dict[str, Any] = {"method": fusion, "candidates": len(ranked)}
+    return (kw_record, kw_norm, kw_rank), (vec_record, vec_norm, vec_rank)
+
+
+def _fusion_record(
+    fusion: str,
+    candidates: int,
+    rrf_k: int | None,
+    keyword: _SideParts[K],
+    vector: _SideParts[K],
+) -> dict[str, Any]:
+    """The fusion stage's record: its method, its candidates and the divisor that brings
+    its best fused score to 1 (module docstring). A weighted hybrid's side records get
+    their ``effective_weight`` here."""
+    kw_record, kw_norm, kw_rank = keyword
+    vec_record, vec_norm, vec_rank = vector
+    record: dict[str, Any] = {"method": fusion, "candidates": candidates}
     if fusion == "weighted" and kw_record is not None and vec_record is not None:
         kw_eff = kw_record["weight"] * kw_record["confidence"]
         vec_eff = vec_record["weight"] * vec_record["confidence"]
@@ -219,74 +304,83 @@ def record_search(
             kw_eff * kw_norm.get(key, 0.0) + vec_eff * vec_norm.get(key, 0.0)
             for key in kw_norm.keys() | vec_norm.keys()
         ]
-        fusion_record["divisor"] = max(totals, default=0.0)
+        record["divisor"] = max(totals, default=0.0)
     elif fusion == "rrf":
         k = rrf_k or 0
-        fusion_record["k"] = k
+        record["k"] = k
         totals = [
             (k + 1) / (k + kw_rank[key]) * (key in kw_rank)
             + (k + 1) / (k + vec_rank[key]) * (key in vec_rank)
             for key in kw_rank.keys() | vec_rank.keys()
         ]
-        fusion_record["divisor"] = max(totals, default=0.0)
+        record["divisor"] = max(totals, default=0.0)
     elif fusion == "keyword" and kw_record is not None:
-        fusion_record["divisor"] = kw_record["max"]
-    number = len(explanation.searches)
-    passing = list(ranked) if judged is None or query is None else judged.passing(ranked, query)
-    query_record: dict[str, Any] = {
-        "text": text,
-        "terms": keyword_terms(text),
-        "analysis": ANALYSIS,
-    }
+        record["divisor"] = kw_record["max"]
+    return record
+
+
+def _query_record(text: str, synonyms: QueryTerms | None) -> dict[str, Any]:
+    """The query as the keyword side read it: its terms after analysis, and what the
+    scope's synonyms added."""
+    record: dict[str, Any] = {"text": text, "terms": keyword_terms(text), "analysis": ANALYSIS}
     if synonyms is not None and synonyms.expanded:
-        query_record["synonyms"] = synonyms.to_dict()
-    sides: dict[str, Any] = {} if vector_side is None else {"vector_side": vector_side}
-    explanation.searches.append(
-        {
-            "search": number,
-            "store": store,
-            "scope": scope,
-            "libraries": list(libraries),
-            "mode": mode,
-            **sides,
-            "query": query_record,
-            "keyword": kw_record,
-            "vector": vec_record,
-            "fusion": fusion_record,
-            "weights": {
-                **weights.to_dict(),
-                "divisor": weighing.divisor,
-                "weighted": len(weighing.factors),
-                "lessons": len(weighing.lessons),
-            },
-            "min_score": {
-                "value": min_score if query is None else query.min_score,
-                "dropped": (
-                    sum(1 for item in ranked if item.score + 1e-12 < min_score)
-                    if judged is None
-                    else len(ranked) - len(passing)
-                ),
-            },
-            "relevance": None if judged is None or query is None else judged.record(query),
-            "cap": {
-                "max_chunks_per_document": max_chunks_per_document,
-                "dropped": count_cap_drops(
-                    passing,
-                    min_score if judged is None else 0.0,
-                    max_chunks_per_document,
-                    document_of,
-                    offset + max_results,
-                ),
-            },
-            "page": {
-                "offset": offset,
-                "max_results": max_results,
-                "returned": returned,
-                "extra_lessons": extras,
-                "group_by": group_by,
-            },
-        }
-    )
+        record["synonyms"] = synonyms.to_dict()
+    return record
+
+
+def _selection_records(
+    ranked: Sequence[Fused[K]],
+    judged: Judged[K] | None,
+    query: SearchQuery | None,
+    *,
+    min_score: float,
+    max_chunks_per_document: int,
+    document_of: Callable[[K], Hashable],
+    wanted: int,
+) -> dict[str, Any]:
+    """What chose the page from the weighted candidates: ``min_score`` (or the relevance
+    floor, with ``judged``) and what it dropped, the relevance record, and the
+    per-document cap with the candidates it passed over."""
+    passing = list(ranked) if judged is None or query is None else judged.passing(ranked, query)
+    return {
+        "min_score": {
+            "value": min_score if query is None else query.min_score,
+            "dropped": (
+                sum(1 for item in ranked if item.score + 1e-12 < min_score)
+                if judged is None
+                else len(ranked) - len(passing)
+            ),
+        },
+        "relevance": None if judged is None or query is None else judged.record(query),
+        "cap": {
+            "max_chunks_per_document": max_chunks_per_document,
+            "dropped": count_cap_drops(
+                passing,
+                min_score if judged is None else 0.0,
+                max_chunks_per_document,
+                document_of,
+                wanted,
+            ),
+        },
+    }
+
+
+def _result_explainer(
+    number: int,
+    keyword: Mapping[K, float] | None,
+    vector: Mapping[K, float] | None,
+    kw_side: _SideParts[K],
+    vec_side: _SideParts[K],
+    *,
+    weighing: Weighing,
+    page: PageScores[K, Any] | None,
+    judged: Judged[K] | None,
+) -> Callable[[K, bool], dict[str, Any]]:
+    """The function that explains one result of search ``number`` (``explain(key,
+    extra)``, ``SearchResult.explanation``): its side scores and ranks, fused score,
+    weights and relevance evidence."""
+    _, kw_norm, kw_rank = kw_side
+    _, vec_norm, vec_rank = vec_side
 
     def explain(key: K, extra: bool) -> dict[str, Any]:
         origin_weight, lesson_weight = weighing.factor(key)
@@ -363,7 +457,7 @@ def record_rerank(report: Mapping[str, Any], moves: list[dict[str, Any]]) -> Non
 
 
 def record_budget(record: Mapping[str, Any]) -> None:
-    """A token budget's cut (``knowledge.search.results.budget_record``: the budget, the
+    """A token budget's cut (``knowledge.agent_tools.results.budget_record``: the budget, the
     tokens used, the passages kept, each passage dropped)."""
     explanation = current()
     if explanation is not None:
@@ -377,7 +471,8 @@ def recompute_relevance(explain: Mapping[str, Any], index: int) -> float:
     search = explain["searches"][entry["search"]]
     recorded = search["relevance"]["calibration"]
     scale = Calibration.from_dict(recorded["family"], recorded)
-    evidence = Evidence(entry["relevance"]["coverage"], entry["relevance"]["vector"])
+    script = Script(search["relevance"].get("script", Script.OTHER))
+    evidence = Evidence(entry["relevance"]["coverage"], entry["relevance"]["vector"], script)
     return scale.score(SearchMode(search["mode"]), evidence)
 
 

@@ -20,7 +20,7 @@ score is what keyword mode divides by its maximum and hybrid min-max normalises
 (``fusion``), so every score stays in [0, 1]; the trace (``explain``) keeps both parts.
 
 ``PAGE_WEIGHT`` was tuned on every benchmark set (Korean help pages, Korean and English
-questions, man pages): bench/REPORT.md section 1l.
+questions, man pages): bench/REPORT.md section 1.3.
 """
 
 from __future__ import annotations

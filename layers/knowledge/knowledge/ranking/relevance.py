@@ -19,16 +19,26 @@ absolute scale, from evidence that does not depend on the other hits:
   modes). A hybrid hit the vector side did not return gets the lowest unit score that
   side returned (the best bound every store knows without reading the vector).
 
+- **script**: whether the query is written in a CJK script (``query_script``: one of its
+  analysed terms holds a Hangul, Han or Kana character, ``analysis.has_cjk``, the rule
+  ``ranking.vector_side`` uses too). The two families of analysis make coverage
+  differently (MeCab-ko morphemes with a compound's parts, or CJK bigrams, against
+  stemmed words), so the same coverage is not the same evidence in both: an English
+  question in the asker's own words covers little of itself even where it is answered,
+  and the fit finds a given coverage stronger evidence in an English query.
+
 A calibration (``Calibration``: logistic, per embedder family and mode, fitted by
 ``python -m bench relevance-fit`` on the benchmark's answerable and unanswerable questions
 and shipped as ``relevance_calibration.json``) turns the evidence into a probability-like
-score in [0, 1]: ``sigmoid(a + b * coverage + c * vector)``. An embedder without a fitted
-family uses the ``"default"`` entry, which weighs coverage only, so its scores stay on
-the same scale. A query the embedder cannot read (``ranking.vector_side``: Korean with
-an English-only model) runs on the keyword side and is scored as a keyword search.
-``DEFAULT_MIN_SCORE`` is the floor a search's best result must reach
-unless the caller sets ``min_score`` (``Judged.passing``); ``strength_of`` names a score
-in a word (both in ``core.model``, where ``SearchQuery`` and ``SearchResult`` use them).
+score in [0, 1]: ``sigmoid(a + b * coverage + c * vector + d * cjk)``, ``cjk`` 1 for a
+CJK query, else 0 (each script its own floor, one slope). An embedder without a fitted
+family uses the ``"default"`` entry, which weighs coverage and the script only, so its
+scores stay on the same scale. A query the embedder cannot read
+(``ranking.vector_side``: Korean with an English-only model) runs on the keyword side
+and is scored as a keyword search. ``DEFAULT_MIN_SCORE`` is the floor a search's best
+result must reach unless the caller sets ``min_score`` (``Judged.passing``);
+``strength_of`` names a score in a word (both in ``core.model``, where ``SearchQuery``
+and ``SearchResult`` use them).
 
 docs/ranking.md, "Absolute relevance", has the figures and how to pick a floor.
 """
@@ -39,6 +49,7 @@ import json
 import math
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 from functools import cache
 from importlib import resources
 from typing import Any, Final, Generic
@@ -50,10 +61,12 @@ from knowledge.core.model import (
     SearchQuery,
     strength_of,
 )
+from knowledge.ranking.analysis import has_cjk
 from knowledge.ranking.fusion import Fused, K, model_family
 from knowledge.ranking.synonym_expansion import SYNONYM_WEIGHT, QueryTerms
 
 __all__ = [
+    "CALIBRATION_VERSION",
     "DEFAULT_MIN_SCORE",
     "REFERENCE_CHUNKS",
     "STRONG_SCORE",
@@ -61,9 +74,12 @@ __all__ = [
     "Evidence",
     "Judged",
     "QueryWeights",
+    "Script",
     "calibration",
     "idf",
     "judge",
+    "parse_calibrations",
+    "query_script",
     "query_terms",
     "query_weights",
     "strength_of",
@@ -72,7 +88,23 @@ __all__ = [
 REFERENCE_CHUNKS: Final = 1000
 """The smallest chunk count term weights are computed over (module docstring)."""
 _CALIBRATION_FILE: Final = "relevance_calibration.json"
+CALIBRATION_VERSION: Final = 2
+"""The calibration file's format: 2 adds each family's ``"cjk"`` intercept shifts; a
+file without ``"version"`` (1) has none, which reads as shifts of 0."""
 _DEFAULT_FAMILY: Final = "default"
+
+
+class Script(StrEnum):
+    """The script family of a query, one calibration input (module docstring)."""
+
+    CJK = "cjk"
+    OTHER = "other"
+
+
+def query_script(terms: Iterable[str]) -> Script:
+    """``Script.CJK`` when one of the query's analysed terms holds a CJK character
+    (``analysis.has_cjk``), else ``Script.OTHER`` (a query without terms included)."""
+    return Script.CJK if any(has_cjk(term) for term in terms) else Script.OTHER
 
 
 def idf(df: int, chunks: int) -> float:
@@ -95,6 +127,11 @@ class QueryWeights:
     @property
     def total(self) -> float:
         return math.fsum(self.typed.values())
+
+    @property
+    def script(self) -> Script:
+        """The query's script (``query_script`` of its typed terms)."""
+        return query_script(self.typed)
 
     @property
     def terms(self) -> frozenset[str]:
@@ -146,10 +183,15 @@ def query_weights(terms: QueryTerms, df: Mapping[str, int], chunks: int) -> Quer
 @dataclass(frozen=True, slots=True)
 class Evidence:
     """What one hit's absolute score is made of (module docstring); ``vector`` ``None``
-    in keyword mode."""
+    in keyword mode. ``script`` is the query's, the same for every hit of a search."""
 
     coverage: float
     vector: float | None = None
+    script: Script = Script.OTHER
+
+
+_MODES: Final = (SearchMode.KEYWORD, SearchMode.VECTOR, SearchMode.HYBRID)
+"""The order of ``Calibration.cjk``."""
 
 
 def _sigmoid(x: float) -> float:
@@ -162,29 +204,45 @@ def _sigmoid(x: float) -> float:
 @dataclass(frozen=True, slots=True)
 class Calibration:
     """The fitted coefficients of one embedder family: ``keyword`` ``(a, b)``, ``vector``
-    and ``hybrid`` ``(a, b, c)`` (module docstring)."""
+    and ``hybrid`` ``(a, b, c)``, and ``cjk``: each mode's ``d``, what a CJK query adds to
+    that mode's intercept (module docstring; 0: one scale for every script)."""
 
     family: str
     keyword: tuple[float, float]
     vector: tuple[float, float, float]
     hybrid: tuple[float, float, float]
+    cjk: tuple[float, float, float] = (0.0, 0.0, 0.0)
 
     def score(self, mode: SearchMode, evidence: Evidence) -> float:
         """The absolute score of ``evidence`` found by a ``mode`` search, in [0, 1]."""
         coverage = min(1.0, max(0.0, evidence.coverage))
         if mode is SearchMode.KEYWORD or evidence.vector is None:
             a, b = self.keyword
-            return _sigmoid(a + b * coverage)
+            return _sigmoid(a + self._shift(SearchMode.KEYWORD, evidence) + b * coverage)
         a, b, c = self.vector if mode is SearchMode.VECTOR else self.hybrid
         vector = min(1.0, max(0.0, evidence.vector))
-        return _sigmoid(a + b * coverage + c * vector)
+        return _sigmoid(a + self._shift(mode, evidence) + b * coverage + c * vector)
+
+    def _shift(self, mode: SearchMode, evidence: Evidence) -> float:
+        if evidence.script is not Script.CJK:
+            return 0.0
+        return self.cjk[_MODES.index(mode)]
 
     @classmethod
-    def from_dict(cls, family: str, entry: Mapping[str, Iterable[float]]) -> Calibration:
+    def from_dict(cls, family: str, entry: Mapping[str, Any]) -> Calibration:
         """A calibration from its coefficients as the calibration file and the explain
-        trace hold them (``{"keyword": [a, b], "vector": [a, b, c], "hybrid": [...]}``)."""
+        trace hold them (``{"keyword": [a, b], "vector": [a, b, c], "hybrid": [...],
+        "cjk": {"keyword": d, "vector": d, "hybrid": d}}``; without ``"cjk"``: 0)."""
+        shifts: Mapping[str, float] = entry.get("cjk") or {}
+        unknown = set(shifts) - {mode.value for mode in _MODES}
+        if unknown:
+            raise ValueError(f"cjk: unknown modes {sorted(unknown)} in family {family!r}")
         return cls(
-            family, _pair(entry["keyword"]), _triple(entry["vector"]), _triple(entry["hybrid"])
+            family,
+            _pair(entry["keyword"]),
+            _triple(entry["vector"]),
+            _triple(entry["hybrid"]),
+            _triple(float(shifts.get(mode.value, 0.0)) for mode in _MODES),
         )
 
     def to_dict(self) -> dict[str, object]:
@@ -193,6 +251,7 @@ class Calibration:
             "keyword": list(self.keyword),
             "vector": list(self.vector),
             "hybrid": list(self.hybrid),
+            "cjk": {mode.value: d for mode, d in zip(_MODES, self.cjk, strict=True)},
         }
 
 
@@ -206,18 +265,27 @@ def _triple(values: Iterable[float]) -> tuple[float, float, float]:
     return a, b, c
 
 
-@cache
-def _calibrations() -> dict[str, Calibration]:
-    text = resources.files("knowledge.ranking").joinpath(_CALIBRATION_FILE).read_text("utf-8")
+def parse_calibrations(text: str) -> dict[str, Calibration]:
+    """Every family's calibration in the text of a calibration file (version 1 or
+    ``CALIBRATION_VERSION``)."""
     loaded = json.loads(text)
+    version = loaded.get("version", 1)
+    if version not in (1, CALIBRATION_VERSION):
+        raise ValueError(f"{_CALIBRATION_FILE}: unknown version {version!r}")
     return {
         family: Calibration.from_dict(family, entry) for family, entry in loaded["families"].items()
     }
 
 
+@cache
+def _calibrations() -> dict[str, Calibration]:
+    text = resources.files("knowledge.ranking").joinpath(_CALIBRATION_FILE).read_text("utf-8")
+    return parse_calibrations(text)
+
+
 def calibration(embedder_name: str | None) -> Calibration:
     """The calibration of ``embedder_name``'s family (``fusion.model_family``), else the
-    ``"default"`` one (coverage only). A query the embedder cannot read has no vector
+    ``"default"`` one (coverage and script only). A query the embedder cannot read has no vector
     evidence (``ranking.vector_side``: the search runs on the keyword side), so it is
     scored with the keyword coefficients, the same in every family."""
     calibrations = _calibrations()
@@ -262,6 +330,7 @@ class Judged(Generic[K]):
             "result_floor": query.result_floor,
             "best": self.best(),
             "abstained": self.best() + _TOLERANCE < query.evidence_floor,
+            "script": self.weights.script.value,
             "terms": self.weights.to_dict(),
             "calibration": self.calibration.to_dict(),
         }
@@ -293,13 +362,14 @@ def judge(
     no vector evidence)."""
     units = vector if vector and mode is not SearchMode.KEYWORD else None
     lowest = min(units.values()) if units else 0.0
+    script = weights.script
     evidence: dict[K, Evidence] = {}
     scores: dict[K, float] = {}
     empty: frozenset[str] = frozenset()
     for item in candidates:
         key = item.key
         unit = None if units is None else units.get(key, lowest)
-        found = Evidence(weights.coverage(terms_of.get(key, empty)), unit)
+        found = Evidence(weights.coverage(terms_of.get(key, empty)), unit, script)
         evidence[key] = found
         scores[key] = calibration.score(mode, found)
     return Judged(mode, weights, calibration, evidence, scores)

@@ -12,8 +12,10 @@ not embedded at all.
 
 Every store asks ``searched_mode`` which mode it runs; the search answer says why with
 ``vector_side`` (``UNCOVERED_QUERY``), and so does the explain trace's search record
-(``SearchedMode.traced``: the mode asked for, the keyword fusion that ran). A caller's
-weights or mode cannot bring the vector side back: the model cannot read the query.
+(``SearchedMode.traced``: the mode asked for, the keyword fusion that ran). Whatever
+shows a store's answer (the ``KnowledgeSearch`` tool and ``kb mcp``, ``kb search``) asks
+``store_vector_side`` for the same note. A caller's weights or mode cannot bring the
+vector side back: the model cannot read the query.
 """
 
 from __future__ import annotations
@@ -22,11 +24,18 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
-from knowledge.core.model import SearchMode
+from knowledge.core.model import SearchMode, SearchQuery
 from knowledge.ranking.analysis import has_cjk
 from knowledge.ranking.fusion import english_only
 
-__all__ = ["UNCOVERED_QUERY", "SearchedMode", "covers", "searched_mode", "vector_side_note"]
+__all__ = [
+    "UNCOVERED_QUERY",
+    "SearchedMode",
+    "covers",
+    "searched_mode",
+    "store_vector_side",
+    "vector_side_note",
+]
 
 UNCOVERED_QUERY: Final = "query language not covered by the embedder; keyword used"
 """The search answer's and the trace's ``vector_side`` when the vector side was dropped."""
@@ -44,6 +53,18 @@ def vector_side_note(mode: SearchMode, embedder_name: str | None, text: str) -> 
     if mode is SearchMode.KEYWORD or covers(embedder_name, text):
         return None
     return UNCOVERED_QUERY
+
+
+def store_vector_side(store: object, query: SearchQuery) -> str | None:
+    """``vector_side_note`` of ``query`` searched in ``store`` (a ``KnowledgeStore``, or
+    what wraps one and shows its ``embedder`` and ``default_mode``): the query's mode, else
+    the store's default, and the store's embedder. ``None`` for a backend that shows
+    neither (it says for itself, as a deployed API's answer does)."""
+    mode = query.mode or getattr(store, "default_mode", None)
+    if not isinstance(mode, SearchMode):
+        return None
+    name = getattr(getattr(store, "embedder", None), "name", None)
+    return vector_side_note(mode, name if isinstance(name, str) else None, query.text)
 
 
 @dataclass(frozen=True, slots=True)

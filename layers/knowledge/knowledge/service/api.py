@@ -27,6 +27,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Protocol
 
+from knowledge.agent_tools.shared import SharedGrants, SharedLibraryStore
 from knowledge.core.errors import (
     AccessDeniedError,
     ConfigurationError,
@@ -59,7 +60,6 @@ from knowledge.ingest.api_writes import (
 from knowledge.ranking import explain
 from knowledge.ranking.origin_weights import RankWeights, rank_weights_from_env
 from knowledge.ranking.vector_side import vector_side_note
-from knowledge.search.shared import SharedGrants, SharedLibraryStore
 from knowledge.service.responses import ApiResponse, error_response, new_request_id
 from knowledge.service.routes import ROUTES, WRITE_ROUTES, Request, Route, resolve
 from knowledge.service.validation import (
@@ -271,19 +271,19 @@ class KnowledgeApi:
         request_id: str | None = None,
     ) -> ApiResponse:
         """The search's results as a block for a prompt, within the body's ``max_tokens``
-        (``knowledge.search.prompt_context``): ``{"query", "mode", "context", "passages",
+        (``knowledge.agent_tools.prompt_context``): ``{"query", "mode", "context", "passages",
         "dropped", "tokens", "took_ms"}``, and ``explain`` (``context_trace``: the search's
         trace with the budget's drops) when asked. Same scope rules and body as ``search``;
         each passage names where it came from as a search result does (``hit_fields``), and
         an agent-wide block's source lines name their context."""
         try:
-            from knowledge.search.hits import hit_fields
-            from knowledge.search.prompt_context import (
+            from knowledge.agent_tools.hits import hit_fields
+            from knowledge.agent_tools.prompt_context import (
                 build_prompt_context,
                 context_trace,
                 parse_max_tokens,
             )
-            from knowledge.search.tool import passage_contexts
+            from knowledge.agent_tools.tool import passage_contexts
 
             data = decode_body(body)
             max_tokens = parse_max_tokens(data.get("max_tokens"))
@@ -357,8 +357,9 @@ class KnowledgeApi:
         return vector_side_note(mode, None if embedder is None else embedder.name, query.text)
 
     def _searched_store(self, agent: str, include: object) -> KnowledgeStore | SharedLibraryStore:
-        """The store, widened to the agent's granted shared libraries (``knowledge.search.shared``)
-        unless ``include_shared`` is false; the grant is configuration, never the request."""
+        """The store, widened to the agent's granted shared libraries
+        (``knowledge.agent_tools.shared``) unless ``include_shared`` is false; the grant is
+        configuration, never the request."""
         if include is not None and not isinstance(include, bool):
             raise ValidationError("include_shared", "must be true or false")
         libraries = self._shared.scopes_of(agent)
@@ -465,7 +466,7 @@ class KnowledgeApi:
             return error_response(exc, request_id)
 
     def shared(self, agent: str, *, request_id: str | None = None) -> ApiResponse:
-        """The shared libraries granted to ``agent`` (``knowledge.search.shared``: the
+        """The shared libraries granted to ``agent`` (``knowledge.agent_tools.shared``: the
         server's configuration, read-only) with each library's counts and state:
         ``{"agent", "libraries": [...]}``, each a ``contexts`` entry plus its ``scope``
         (``_shared/<library>``); empty for an agent without a grant."""

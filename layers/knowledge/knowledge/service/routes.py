@@ -272,7 +272,7 @@ ROUTES: tuple[Route, ...] = (
     # What an agent holds: its contexts, and the shared libraries granted to it (read-only).
     Route("GET", "/v1/agents/{agent}/contexts", "contexts", Operation.STATUS, _contexts),
     Route("GET", "/v1/agents/{agent}/shared", "shared", Operation.STATUS, _shared),
-    # The prompt context (knowledge.search.prompt_context): a search as a prompt block.
+    # The prompt context (knowledge.agent_tools.prompt_context): a search as a prompt block.
     Route(
         "POST",
         "/v1/agents/{agent}/context",

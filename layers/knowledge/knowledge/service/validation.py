@@ -21,6 +21,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
+from knowledge.agent_tools.hits import hit_fields
 from knowledge.core.chunk_listing import (
     DEFAULT_CHUNKS_LIMIT,
     MAX_CHUNKS_LIMIT,
@@ -46,7 +47,6 @@ from knowledge.core.model import (
 from knowledge.core.result_count import TOP_K, given_result_count, renamed_count_error
 from knowledge.core.scope import KnowledgeScope, validate_segment
 from knowledge.ranking.origin_weights import BODY_FIELDS, RankWeights, weights_from_body
-from knowledge.search.hits import hit_fields
 
 if TYPE_CHECKING:
     from knowledge.reranking.stage import RerankReport
@@ -301,7 +301,8 @@ def search_response_body(
     (``ranking.vector_side.vector_side_note``: the embedder cannot read the query). Each result is
     ``SearchResult.to_dict`` with, for a search of ``scope`` (its context unused when
     ``query.cross_context``), the design's names and where the hit came from:
-    ``source_type``, ``title``, ``agent``, ``context`` (``knowledge.search.hits.hit_fields``)."""
+    ``source_type``, ``title``, ``agent``, ``context``
+    (``knowledge.agent_tools.hits.hit_fields``)."""
     shown = [r.to_dict() for r in results]
     if scope is not None:
         for item, result in zip(shown, results, strict=True):

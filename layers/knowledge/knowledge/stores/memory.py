@@ -24,13 +24,13 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
+import functools
 import itertools
 import threading
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from types import TracebackType
-from typing import Any
 
 from knowledge.core.chunk_listing import (
     DEFAULT_CHUNKS_LIMIT,
@@ -67,10 +67,16 @@ from knowledge.ranking.analysis import keyword_terms
 from knowledge.ranking.fusion import Fused, keyword_only
 from knowledge.ranking.headings import DEFAULT_HEADINGS_WEIGHT, check_headings_weight, heading_terms
 from knowledge.ranking.origin_weights import is_lesson
-from knowledge.ranking.page_signal import PAGE_WEIGHT, PageRow, check_page_weight, with_pages
-from knowledge.ranking.relevance import Judged, calibration, judge, query_weights
-from knowledge.ranking.synonym_expansion import compiled, expand
-from knowledge.ranking.weighted_page import weighted_page
+from knowledge.ranking.page_signal import (
+    PAGE_WEIGHT,
+    PageRow,
+    PageScores,
+    check_page_weight,
+    with_pages,
+)
+from knowledge.ranking.relevance import Judged, QueryWeights, calibration, judge, query_weights
+from knowledge.ranking.synonym_expansion import QueryTerms, compiled, expand
+from knowledge.ranking.weighted_page import Page, weighted_page
 from knowledge.stores.memory_pages import chunk_scores, document_of, page_scores
 from knowledge.stores.memory_snapshots import (
     ChunkKey,
@@ -211,6 +217,62 @@ def _now() -> datetime:
     return datetime.now(UTC)
 
 
+def _relevance_weights(terms: QueryTerms, searched: Sequence[Snapshot]) -> QueryWeights:
+    """The absolute scores' term weights over every searched snapshot
+    (``knowledge.ranking.relevance``)."""
+    chunk_total = sum(len(s.chunks) for s in searched)
+    df = {t: sum(len(s.postings.get(t, ())) for s in searched) for t in terms.typed}
+    return query_weights(terms, df, chunk_total)
+
+
+def _facts(records: Mapping[ChunkKey, ChunkRecord], key: ChunkKey) -> tuple[object, bool]:
+    """A candidate's origin and whether it is a lesson card (``ranking.origin_weights``)."""
+    metadata = records[key].chunk.metadata
+    return metadata.get(ORIGIN), is_lesson(metadata)
+
+
+def _judge(
+    mode: SearchMode,
+    weights: QueryWeights,
+    records: Mapping[ChunkKey, ChunkRecord],
+    candidates: list[Fused[ChunkKey]],
+) -> Judged[ChunkKey]:
+    """The candidates' absolute scores from the terms their chunks hold."""
+    terms_of = {item.key: records[item.key].term_counts.keys() for item in candidates}
+    return judge(mode, weights, calibration(None), candidates, terms_of=terms_of)
+
+
+def _results(
+    page: Page[ChunkKey],
+    records: Mapping[ChunkKey, ChunkRecord],
+    scope: KnowledgeScope,
+    query: SearchQuery,
+) -> list[SearchResult]:
+    """The page's chosen chunks as results, a shared library's marked as its."""
+    explained = page.explanations()
+    results = []
+    for item in page.chosen:
+        chunk = records[item.key].chunk
+        agent, _, context = item.key[2].partition("/")
+        library = library_hit(scope, query.shared_libraries, agent, context)
+        results.append(
+            SearchResult(
+                document_path=chunk.document_path,
+                chunk_index=chunk.chunk_index,
+                content=chunk.content,
+                score=page.score(item.key),
+                rank_score=item.score,
+                keyword_score=item.keyword_score,
+                vector_score=None,
+                metadata=marked(chunk.metadata, library),
+                matching_chunks=page.counts.get(item.key),
+                extra=item.key in page.extras,
+                explanation=explained(item.key),
+            )
+        )
+    return results
+
+
 class MemoryKnowledgeStore:
     """Keyword-only ``KnowledgeStore`` held in memory (module docstring).
 
@@ -330,6 +392,38 @@ class MemoryKnowledgeStore:
         mode = query.mode or SearchMode.KEYWORD
         if mode not in _MODES:
             raise UnsupportedModeError(mode.value, self.name, SearchMode.KEYWORD.value)
+        own, shared, synonyms = self._searched_snapshots(scope, query)
+        terms = expand(query.text, compiled(synonyms))  # the scope's own synonyms
+        if not terms.weights or not (own or shared):
+            return []
+        records, keyword = self._keyword_side(own, shared, terms, query)
+        combined = keyword.combined()
+        relevance_weights = _relevance_weights(terms, [*own, *shared])
+        page = weighted_page(  # weights, page, extras, the trace (ranking.weighted_page)
+            keyword_only(combined),
+            functools.partial(_facts, records),
+            query,
+            document_of=document_of,
+            judge=functools.partial(_judge, mode, relevance_weights, records),
+            trace=lambda: {
+                "store": self.name,
+                "scope": f"{scope.agent}/*" if query.cross_context else scope.key,
+                "mode": mode.value,
+                "fusion": "keyword",
+                "keyword": combined,
+                "vector": None,
+                "page": keyword,
+                "synonyms": terms,
+            },
+        )
+        return _results(page, records, scope, query)
+
+    def _searched_snapshots(
+        self, scope: KnowledgeScope, query: SearchQuery
+    ) -> tuple[list[Snapshot], list[Snapshot], str | None]:
+        """The published snapshots a search reads, taken together: the caller's own (the
+        scope, or the agent's every context with ``cross_context``), those of the query's
+        shared libraries, and the scope's synonyms."""
         searched = searched_scopes(scope, query.cross_context, query.shared_libraries)
         with self._lock:
             self._check_open()
@@ -343,82 +437,27 @@ class MemoryKnowledgeStore:
                 for key in (f"{agent}/{context}" for agent, context in searched[1:])
                 if key in self._snapshots
             ]
-            snapshot = self._snapshots.get(scope.key)  # its synonyms: the scope's own
-        expansion = expand(query.text, compiled(None if snapshot is None else snapshot.synonyms))
-        terms = expansion.weights
-        if not terms or not (own or shared):
-            return []
+            snapshot = self._snapshots.get(scope.key)
+        return own, shared, None if snapshot is None else snapshot.synonyms
+
+    def _keyword_side(
+        self,
+        own: Sequence[Snapshot],
+        shared: Sequence[Snapshot],
+        terms: QueryTerms,
+        query: SearchQuery,
+    ) -> tuple[dict[ChunkKey, ChunkRecord], PageScores[ChunkKey, tuple[str, str]]]:
+        """The matching chunks' records and their keyword scores in two parts
+        (``knowledge.ranking.page_signal``): the caller's snapshots over their statistics,
+        each library over its own (``knowledge.core.scope_set.statistics_owner``),
+        normalised once; the page rows over the same snapshots, for the same terms."""
         scores: dict[ChunkKey, float] = {}
         records: dict[ChunkKey, ChunkRecord] = {}
-        # The caller's snapshots over their statistics, each library over its own
-        # (knowledge.core.scope_set.statistics_owner), normalised once; the page rows
-        # (knowledge.ranking.page_signal) over the same snapshots, for the same terms.
         pages: dict[tuple[str, str], float] = {}
         for snapshots in (own, *([library] for library in shared)):
-            chunk_scores(snapshots, terms, query, scores, records)
-            page_scores(snapshots, terms, {document_of(k) for k in scores}, pages)
-        keyword = with_pages(scores, pages, document_of, self._page_weight)
-
-        def facts(key: ChunkKey) -> tuple[object, bool]:
-            metadata = records[key].chunk.metadata
-            return metadata.get(ORIGIN), is_lesson(metadata)
-
-        def trace() -> dict[str, Any]:
-            return {
-                "store": self.name,
-                "scope": f"{scope.agent}/*" if query.cross_context else scope.key,
-                "mode": mode.value,
-                "fusion": "keyword",
-                "keyword": combined,
-                "vector": None,
-                "page": keyword,
-                "synonyms": expansion,
-            }
-
-        # The absolute scores' term weights over every searched snapshot (ranking.relevance).
-        searched_snapshots = [*own, *shared]
-        chunk_total = sum(len(s.chunks) for s in searched_snapshots)
-        df = {
-            t: sum(len(s.postings.get(t, ())) for s in searched_snapshots) for t in expansion.typed
-        }
-        relevance_weights = query_weights(expansion, df, chunk_total)
-
-        def judge_candidates(candidates: list[Fused[ChunkKey]]) -> Judged[ChunkKey]:
-            terms_of = {item.key: records[item.key].term_counts.keys() for item in candidates}
-            return judge(mode, relevance_weights, calibration(None), candidates, terms_of=terms_of)
-
-        # Weights, the page (group_by, counts), lesson extras, the trace (ranking.weighted_page).
-        combined = keyword.combined()
-        page = weighted_page(
-            keyword_only(combined),
-            facts,
-            query,
-            document_of=document_of,
-            judge=judge_candidates,
-            trace=trace,
-        )
-        explained = page.explanations()
-        results = []
-        for item in page.chosen:
-            chunk = records[item.key].chunk
-            agent, _, context = item.key[2].partition("/")
-            library = library_hit(scope, query.shared_libraries, agent, context)
-            results.append(
-                SearchResult(
-                    document_path=chunk.document_path,
-                    chunk_index=chunk.chunk_index,
-                    content=chunk.content,
-                    score=page.score(item.key),
-                    rank_score=item.score,
-                    keyword_score=item.keyword_score,
-                    vector_score=None,
-                    metadata=marked(chunk.metadata, library),
-                    matching_chunks=page.counts.get(item.key),
-                    extra=item.key in page.extras,
-                    explanation=explained(item.key),
-                )
-            )
-        return results
+            chunk_scores(snapshots, terms.weights, query, scores, records)
+            page_scores(snapshots, terms.weights, {document_of(k) for k in scores}, pages)
+        return records, with_pages(scores, pages, document_of, self._page_weight)
 
     def status(self, scope: KnowledgeScope) -> IndexStatus:
         """Counts of the published snapshot; ``INDEXING`` while a write session is open."""

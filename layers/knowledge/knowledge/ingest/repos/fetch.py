@@ -30,6 +30,7 @@ skipped problems.
 from __future__ import annotations
 
 import contextlib
+import functools
 import re
 import stat
 import time
@@ -270,15 +271,15 @@ def fetch_branch(
     ``since``: the trees of the last synced commit, to fetch only what changed, and
     ``old_blob``: the bytes of a blob of it where the mirror holds them (a thin pack's
     delta bases)."""
-    from tempfile import SpooledTemporaryFile
-
-    from dulwich.object_store import ObjectStoreGraphWalker
     from dulwich.repo import MemoryRepo
+
+    def in_full() -> FetchedTree:
+        return fetch_branch(
+            registration, secret, bounds, deadline=deadline, clock=clock, hosts=hosts
+        )
 
     if since is not None and not since.matches(registration.url, registration.branch):
         since = None
-    ref = b"refs/heads/" + registration.branch.encode("utf-8")
-    wanted: list[bytes] = []
     repo = MemoryRepo()
     assumed: set[str] = set()
     graph_walker: Any = repo.get_graph_walker()
@@ -286,83 +287,32 @@ def fetch_branch(
         try:
             assumed = since.load_into(repo.object_store)
         except Exception:  # unreadable: fetch in full
-            return fetch_branch(
-                registration, secret, bounds, deadline=deadline, clock=clock, hosts=hosts
-            )
-        have: Any = since.commit.encode("ascii")  # dulwich's ObjectID
-        # The client holds that commit and its tree, never its parents.
-        graph_walker = ObjectStoreGraphWalker([have], lambda sha: [], shallow={have})
-
-    def determine_wants(refs: Any, depth: int | None = None) -> list[bytes]:
-        sha = refs.get(ref)
-        if sha is None:
-            raise _Stop(
-                RepoSyncError("branch", f"the repository has no branch '{registration.branch}'")
-            )
-        wanted.append(sha)
-        if since is not None and sha.decode("ascii") == since.commit:
-            return []  # nothing new: the cached trees are the tree
-        return [sha]
-
-    received = 0
-    unresolved = False
-
-    def pack_data(data: bytes) -> int:
-        nonlocal received
-        received += len(data)
-        if received > bounds.max_repo_bytes:
-            raise _Stop(
-                RepoSyncError(
-                    "bounds",
-                    f"the repository is over {bounds.max_repo_bytes} bytes at depth 1 "
-                    "(narrow it with 'paths' on a smaller repository, or raise the bound)",
-                )
-            )
-        if clock() > deadline:
-            raise _Stop(RepoSyncError("time", "the fetch did not finish inside the sync budget"))
-        sink.write(data)
-        return len(data)
-
+            return in_full()
+        graph_walker = _holding(since.commit)
+    transfer = _Transfer(registration.branch, bounds, since, deadline, clock)
+    connect = functools.partial(_client, registration, secret, hosts, thin=since is not None)
     try:
-        with SpooledTemporaryFile(max_size=16 * 1024 * 1024, prefix="kb-pack-") as sink:
-            with contextlib.ExitStack() as stack:
-                client, path = _client(registration, secret, hosts, thin=since is not None)
-                stack.callback(client.close)
-                client.fetch_pack(
-                    path,
-                    determine_wants,
-                    graph_walker,
-                    pack_data,
-                    depth=1,
-                    ref_prefix=[ref],
-                    # Servers with protocol v2's filter leave out the blobs over the file
-                    # bound (images, binaries): they are never transferred nor inflated.
-                    filter_spec=f"blob:limit={bounds.max_file_bytes}".encode("ascii"),
-                )
-            _check_inflated_size(sink, bounds)
-            unresolved = _store_pack(sink, repo.object_store, old_blob)
+        unresolved = transfer.receive(connect, graph_walker, repo.object_store, old_blob)
     except _Stop as stop:
         raise stop.error from None
     except Exception as exc:  # dulwich, urllib3, socket and subprocess errors alike
         raise _translated(exc) from None
-    if not wanted:
+    if not transfer.wanted:
         raise RepoSyncError("branch", f"the repository has no branch '{registration.branch}'")
-    head = wanted[0]
+    head = transfer.wanted[0]
     try:
         head_commit = repo.object_store[head]  # type: ignore[index]
         tree_id = head_commit.tree  # type: ignore[attr-defined]
         files, skipped, trees = _walk(repo.object_store, tree_id)
     except KeyError:
         if since is not None:  # a tree the cache should have held: fetch in full
-            return fetch_branch(
-                registration, secret, bounds, deadline=deadline, clock=clock, hosts=hosts
-            )
+            return in_full()
         raise RepoSyncError("protocol", "the Git host did not send the branch's tree") from None
     return FetchedTree(
         head.decode("ascii"),
         files,
         skipped,
-        received,
+        transfer.received,
         repo.object_store,
         assumed=frozenset(assumed),
         incremental=since is not None,
@@ -370,6 +320,94 @@ def fetch_branch(
         mirrored=old_blob if since is not None else None,
         trees=TreeCache.of(registration.url, registration.branch, head_commit, trees),
     )
+
+
+def _holding(commit: str) -> Any:
+    """The graph walker of a client holding ``commit`` and its tree, never its parents
+    (a shallow clone of it): the server sends only what the branch's head adds."""
+    from dulwich.object_store import ObjectStoreGraphWalker
+
+    have: Any = commit.encode("ascii")  # dulwich's ObjectID
+    return ObjectStoreGraphWalker([have], lambda sha: [], shallow={have})
+
+
+class _Transfer:
+    """One fetch of the branch's ref (module docstring): the head the server names, and
+    the pack it sends, counted as it arrives (over ``max_repo_bytes`` or past the
+    deadline the transfer stops), then checked and stored."""
+
+    def __init__(
+        self,
+        branch: str,
+        bounds: SyncBounds,
+        since: TreeCache | None,
+        deadline: float,
+        clock: Callable[[], float],
+    ) -> None:
+        self._branch = branch
+        self._ref = b"refs/heads/" + branch.encode("utf-8")
+        self._bounds = bounds
+        self._since = since
+        self._deadline = deadline
+        self._clock = clock
+        self._sink: Any = None
+        self.wanted: list[bytes] = []  # the head commit, once the server named it
+        self.received = 0
+
+    def receive(
+        self,
+        connect: Callable[[], tuple[Any, str]],
+        graph_walker: Any,
+        store: Any,
+        old_blob: Callable[[str], bytes | None] | None,
+    ) -> bool:
+        """Fetch the pack into ``store`` over the client ``connect`` opens (closed after the
+        transfer); whether some of its deltas were left out for want of their base
+        (``_store_pack``)."""
+        from tempfile import SpooledTemporaryFile
+
+        with SpooledTemporaryFile(max_size=16 * 1024 * 1024, prefix="kb-pack-") as sink:
+            self._sink = sink
+            with contextlib.ExitStack() as stack:
+                client, path = connect()
+                stack.callback(client.close)
+                client.fetch_pack(
+                    path,
+                    self._determine_wants,
+                    graph_walker,
+                    self._pack_data,
+                    depth=1,
+                    ref_prefix=[self._ref],
+                    # Servers with protocol v2's filter leave out the blobs over the file
+                    # bound (images, binaries): they are never transferred nor inflated.
+                    filter_spec=f"blob:limit={self._bounds.max_file_bytes}".encode("ascii"),
+                )
+            _check_inflated_size(sink, self._bounds)
+            return _store_pack(sink, store, old_blob)
+
+    def _determine_wants(self, refs: Any, depth: int | None = None) -> list[bytes]:
+        sha = refs.get(self._ref)
+        if sha is None:
+            raise _Stop(RepoSyncError("branch", f"the repository has no branch '{self._branch}'"))
+        self.wanted.append(sha)
+        if self._since is not None and sha.decode("ascii") == self._since.commit:
+            return []  # nothing new: the cached trees are the tree
+        return [sha]
+
+    def _pack_data(self, data: bytes) -> int:
+        self.received += len(data)
+        if self.received > self._bounds.max_repo_bytes:
+            raise _Stop(
+                RepoSyncError(
+                    "bounds",
+                    f"the repository is over {self._bounds.max_repo_bytes} bytes at depth 1 "
+                    "(narrow it with 'paths' on a smaller repository, or raise the bound)",
+                )
+            )
+        if self._clock() > self._deadline:
+            raise _Stop(RepoSyncError("time", "the fetch did not finish inside the sync budget"))
+        self._sink.write(data)
+        return len(data)
 
 
 def _walk(store: Any, tree_id: bytes) -> tuple[list[TreeFile], list[FileProblem], list[Any]]:

@@ -44,6 +44,7 @@ from knowledge.ingest.repos.fetch import FetchedTree, fetch_branch
 from knowledge.ingest.repos.links import file_url
 from knowledge.ingest.repos.registration import RepoRegistration, SyncBounds
 from knowledge.ingest.repos.state import RepoRegistry, RepoState, mirror_prefix
+from knowledge.ingest.repos.trees import TreeCache
 
 if TYPE_CHECKING:
     from knowledge.ingest.repos.network import HostPolicy
@@ -201,71 +202,170 @@ def sync_repository(
         since = registry.trees(scope, registration.name)
         if since is not None and since.commit != state.commit:
             since = None  # kept for another commit than the mirror's: start afresh
-        tree = fetch_branch(
+        tree, plan = _fetch_and_plan(
+            registry,
+            scope,
             registration,
-            secret,
-            bounds,
+            state,
+            bounds=bounds,
+            secret=secret,
+            since=since,
             deadline=deadline,
             clock=clock,
             hosts=hosts,
-            since=since,
-            old_blob=_mirrored_blobs(registry, scope, registration.name, state),
         )
-        try:
-            plan = _plan(registration, tree, state, bounds)
-        except _NeedFullFetch:
-            tree = fetch_branch(
-                registration, secret, bounds, deadline=deadline, clock=clock, hosts=hosts
-            )
-            plan = _plan(registration, tree, state, bounds)
     except RepoSyncError as exc:
         state.error = {"kind": exc.kind, "message": exc.message}
         registry.save_state(scope, registration.name, state)
         return SyncReport(registration.name, state.commit, error=state.error)
 
-    storage = registry.storage
-    prefix = mirror_prefix(scope, registration.name)
-    files = dict(plan.keep)
-    # Entries not yet rewritten keep their old version until they are (an incomplete
-    # sync's manifest then says what the mirror holds).
-    for path, _ in plan.write:
-        if path in state.files:
-            files[path] = state.files[path]
-    for path in plan.delete:
-        files[path] = state.files[path]
+    mirror = _MirrorWriter(
+        registry,
+        scope,
+        registration,
+        tree,
+        files=_manifest_during(plan, state),
+        deadline=deadline,
+        clock=clock,
+    )
     report = SyncReport(registration.name, tree.commit, unchanged=len(plan.keep))
-    out_of_time = False
-    failed: list[dict[str, str]] = []
+    report.deleted = mirror.delete(plan.delete)
+    report.written = mirror.write(plan.write)
+    _record_outcome(state, plan, mirror, report, tree)
+    report.fetched_bytes = tree.pack_bytes
+    report.incremental = tree.incremental
+    _keep_trees(registry, scope, registration.name, tree, state=state, since=since)
+    registry.save_state(scope, registration.name, state)
+    return report
+
+
+def _fetch_and_plan(
+    registry: RepoRegistry,
+    scope: KnowledgeScope,
+    registration: RepoRegistration,
+    state: RepoState,
+    *,
+    bounds: SyncBounds,
+    secret: bytes | None,
+    since: TreeCache | None,
+    deadline: float,
+    clock: Callable[[], float],
+    hosts: HostPolicy | None,
+) -> tuple[FetchedTree, _Plan]:
+    """The branch's tree and what to do with it (module docstring, steps 1 and 2): fetched
+    from ``since`` when there are trees of the mirror's commit, again in full when the
+    plan needs a blob only a full fetch sends."""
+    tree = fetch_branch(
+        registration,
+        secret,
+        bounds,
+        deadline=deadline,
+        clock=clock,
+        hosts=hosts,
+        since=since,
+        old_blob=_mirrored_blobs(registry, scope, registration.name, state),
+    )
+    try:
+        return tree, _plan(registration, tree, state, bounds)
+    except _NeedFullFetch:
+        tree = fetch_branch(
+            registration, secret, bounds, deadline=deadline, clock=clock, hosts=hosts
+        )
+        return tree, _plan(registration, tree, state, bounds)
+
+
+def _manifest_during(plan: _Plan, old: RepoState) -> dict[str, list[str]]:
+    """The manifest as the writes start: the files kept, and every file to rewrite or
+    delete at its old version until it is (an incomplete sync's manifest then says what
+    the mirror holds)."""
+    files = dict(plan.keep)
+    for path, _ in plan.write:
+        if path in old.files:
+            files[path] = old.files[path]
     for path in plan.delete:
-        if clock() > deadline:
-            out_of_time = True
-            break
-        try:
-            storage.delete(prefix + path + SIDECAR_SUFFIX)
-            storage.delete(prefix + path)
-        except Exception as exc:  # kept in the manifest: the next sync deletes it again
-            failed.append({"path": path, "reason": f"not deleted ({type(exc).__name__})"})
-            continue
-        del files[path]
-        report.deleted += 1
-    for path, blob in plan.write:
-        if out_of_time or clock() > deadline:
-            out_of_time = True
-            break
-        try:
-            storage.put(prefix + path + SIDECAR_SUFFIX, sidecar(registration, path, tree.commit))
-            storage.put(prefix + path, tree.read(blob))
-        except Exception as exc:  # its old entry stays: the next sync writes it again
-            failed.append({"path": path, "reason": f"not written ({type(exc).__name__})"})
-            continue
-        files[path] = [blob, tree.commit]
-        report.written += 1
-    plan.problems.extend(failed)
-    state.files = files
+        files[path] = old.files[path]
+    return files
+
+
+class _MirrorWriter:
+    """Deletes and writes files of the mirror until the deadline (module docstring, step
+    3), keeping ``files``, the manifest, equal to what the mirror holds; a file that
+    fails keeps its manifest entry (the next sync tries it again) and is in ``failed``."""
+
+    def __init__(
+        self,
+        registry: RepoRegistry,
+        scope: KnowledgeScope,
+        registration: RepoRegistration,
+        tree: FetchedTree,
+        *,
+        files: dict[str, list[str]],
+        deadline: float,
+        clock: Callable[[], float],
+    ) -> None:
+        self._storage = registry.storage
+        self._prefix = mirror_prefix(scope, registration.name)
+        self._registration = registration
+        self._tree = tree
+        self._deadline = deadline
+        self._clock = clock
+        self.files = files
+        self.failed: list[dict[str, str]] = []
+        self.out_of_time = False
+
+    def _in_time(self) -> bool:
+        if self.out_of_time or self._clock() > self._deadline:
+            self.out_of_time = True
+        return not self.out_of_time
+
+    def delete(self, paths: list[str]) -> int:
+        """Delete ``paths`` (each one's sidecar first); how many were deleted."""
+        deleted = 0
+        for path in paths:
+            if not self._in_time():
+                break
+            try:
+                self._storage.delete(self._prefix + path + SIDECAR_SUFFIX)
+                self._storage.delete(self._prefix + path)
+            except Exception as exc:  # kept in the manifest: the next sync deletes it again
+                self.failed.append({"path": path, "reason": f"not deleted ({type(exc).__name__})"})
+                continue
+            del self.files[path]
+            deleted += 1
+        return deleted
+
+    def write(self, files: list[tuple[str, str]]) -> int:
+        """Write each (path, blob): its sidecar, then its bytes; how many were written."""
+        written = 0
+        commit = self._tree.commit
+        for path, blob in files:
+            if not self._in_time():
+                break
+            try:
+                self._storage.put(
+                    self._prefix + path + SIDECAR_SUFFIX, sidecar(self._registration, path, commit)
+                )
+                self._storage.put(self._prefix + path, self._tree.read(blob))
+            except Exception as exc:  # its old entry stays: the next sync writes it again
+                self.failed.append({"path": path, "reason": f"not written ({type(exc).__name__})"})
+                continue
+            self.files[path] = [blob, commit]
+            written += 1
+        return written
+
+
+def _record_outcome(
+    state: RepoState, plan: _Plan, mirror: _MirrorWriter, report: SyncReport, tree: FetchedTree
+) -> None:
+    """The state after the writes: the manifest, the problems and unread files; the new
+    commit when every change was made, else an error saying what is left (the last
+    complete commit stays the state's and the report's)."""
+    plan.problems.extend(mirror.failed)
+    state.files = mirror.files
     state.problems = plan.problems
     state.unread_files = dict(sorted(plan.unread.items()))
     state.large_blobs = plan.large
-    if out_of_time or failed:
+    if mirror.out_of_time or mirror.failed:
         left = len(plan.write) + len(plan.delete) - report.written - report.deleted
         state.error = (
             {
@@ -273,10 +373,10 @@ def sync_repository(
                 "message": f"the sync budget ran out with {left} changes left; the next "
                 "sync continues from here",
             }
-            if out_of_time
+            if mirror.out_of_time
             else {
                 "kind": "storage",
-                "message": f"{len(failed)} files could not be written or deleted (see "
+                "message": f"{len(mirror.failed)} files could not be written or deleted (see "
                 "problems); the next sync retries them",
             }
         )
@@ -287,21 +387,30 @@ def sync_repository(
         state.error = None
     report.error = state.error
     report.problems = state.problems
-    report.fetched_bytes = tree.pack_bytes
-    report.incremental = tree.incremental
+
+
+def _keep_trees(
+    registry: RepoRegistry,
+    scope: KnowledgeScope,
+    name: str,
+    tree: FetchedTree,
+    *,
+    state: RepoState,
+    since: TreeCache | None,
+) -> None:
+    """Keep the synced commit's trees for the next sync to fetch from, unless they are
+    the ones already kept. Saved before the state: a state naming a commit whose trees
+    are not kept only costs a full fetch."""
     unchanged_trees = tree.incremental and since is not None and since.commit == tree.commit
-    if state.commit == tree.commit and tree.trees is not None and not unchanged_trees:
-        # The next sync fetches from here. Saved before the state: a state naming a
-        # commit whose trees are not kept only costs a full fetch.
-        try:
-            registry.save_trees(scope, registration.name, tree.trees)
-        except Exception:  # an optimisation: the next sync fetches in full
-            # Trees of another commit than the state's are never used, so a failed drop
-            # leaves nothing wrong behind either.
-            with contextlib.suppress(Exception):
-                registry.drop_trees(scope, registration.name)
-    registry.save_state(scope, registration.name, state)
-    return report
+    if state.commit != tree.commit or tree.trees is None or unchanged_trees:
+        return
+    try:
+        registry.save_trees(scope, name, tree.trees)
+    except Exception:  # an optimisation: the next sync fetches in full
+        # Trees of another commit than the state's are never used, so a failed drop
+        # leaves nothing wrong behind either.
+        with contextlib.suppress(Exception):
+            registry.drop_trees(scope, name)
 
 
 def mirror_document_path(name: str, path: str) -> str:

@@ -16,13 +16,13 @@ from knowledge.ranking.origin_weights import LESSON, NEUTRAL, RankWeights
 from .schema import load_json
 
 __all__ = [
-    "FACTS_COLUMNS",
     "FETCH_BATCH",
     "Candidate",
     "ChunkKey",
     "Facts",
     "candidate_facts",
     "chunk_rows",
+    "facts_columns",
     "metadata_of",
     "pairs_condition",
     "scope_condition",
@@ -37,14 +37,28 @@ ranks equal scores."""
 
 Facts = tuple[object, object]
 """A chunk's metadata ``origin`` and ``kind`` as ``json_extract`` reads them
-(``FACTS_COLUMNS``): what ``candidate_facts`` makes its ``(origin, is_lesson)`` of."""
+(``facts_columns``): what ``candidate_facts`` makes its ``(origin, is_lesson)`` of."""
 
-FACTS_COLUMNS: Final = (
-    "CASE WHEN instr(c.metadata, '\"origin\"') > 0 THEN json_extract(c.metadata, '$.origin') END, "
+_ORIGIN: Final = (
+    "CASE WHEN instr(c.metadata, '\"origin\"') > 0 THEN json_extract(c.metadata, '$.origin') END"
+)
+_KIND: Final = (
     "CASE WHEN instr(c.metadata, '\"kind\"') > 0 THEN json_extract(c.metadata, '$.kind') END"
 )
-"""The ``Facts`` of a chunk row ``c``: a metadata without the text ``"origin"`` (or
-``"kind"``) has no such key, so most rows are never parsed as JSON."""
+
+
+def facts_columns(weights: RankWeights | None) -> str:
+    """The two ``Facts`` columns of a chunk row ``c`` for a search's ``weights``
+    (``None``: ``NEUTRAL``): a metadata without the text ``"origin"`` (or ``"kind"``)
+    has no such key, so it is parsed as JSON only where it has. The origin is read only
+    when some origin is weighted (``candidate_facts`` leaves it ``None`` otherwise: most
+    chunks have an origin, and parsing each one's metadata for it costs more than
+    reading its row), and neither when the weights are inert (``weigh`` asks for no
+    facts)."""
+    weights = weights or NEUTRAL
+    if weights.inert:
+        return "NULL, NULL"
+    return f"{'NULL' if weights.neutral_origins else _ORIGIN}, {_KIND}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,7 +167,7 @@ def candidate_facts(
         for start in range(0, len(ids), FETCH_BATCH):
             batch = ids[start : start + FETCH_BATCH]
             marks = ", ".join("?" * len(batch))
-            sql = f"SELECT c.id, {FACTS_COLUMNS} FROM chunks AS c WHERE c.id IN ({marks})"  # noqa: S608
+            sql = f"SELECT c.id, {facts_columns(weights)} FROM chunks AS c WHERE c.id IN ({marks})"  # noqa: S608
             for rowid, origin, kind in conn.execute(sql, batch):
                 facts[rowid] = (origin if origins else None, _is_lesson(kind))
 

@@ -44,9 +44,10 @@ still joins); a term's chunks are counted by FTS5 alone when the searched scopes
 every row of their tables (``scope_statistics``, ``table_rows``); the page rows are those
 of the candidates' documents, found at their first chunks (``page_index``); a chunk's
 terms are read for the chunks whose absolute scores a page reads (``chunk_terms``,
-``ranking.scores_read``). Same chunks, scores and order as the joined statements
+``ranking.scores_read``); whether any chunk holds enough of a query to answer is asked
+of FTS5 (``holds_any``). Same chunks, scores and order as the joined statements
 (``_joined_candidates``), several times faster in a scope of 120,000 chunks
-(bench/REPORT.md, section 16)."""
+(bench/REPORT.md, "Keyword search at scale")."""
 
 from __future__ import annotations
 
@@ -424,6 +425,29 @@ class KeywordIndex:
             return total
 
         return statistics.read(conn, scope, query, terms, count)
+
+    def holds_any(
+        self,
+        conn: sqlite3.Connection,
+        scope: KnowledgeScope,
+        query: SearchQuery,
+        term_sets: Sequence[frozenset[str]],
+    ) -> bool:
+        """Whether a chunk of the searched tables holds every term of one of
+        ``term_sets`` (``ranking.answering_term_sets``): one FTS5 ``AND`` query per set
+        and table, stopping at the first row found. Rows of other scopes sharing a
+        table count too, so ``False`` is certain for the searched scopes and ``True``
+        only possible."""
+        tables = list(self._groups(conn, scope, query))
+        for terms in term_sets:
+            if not terms:
+                return True
+            match = " AND ".join('"' + term.replace('"', '""') + '"' for term in sorted(terms))
+            for table in tables:
+                sql = f"SELECT 1 FROM {table} WHERE {table} MATCH ? LIMIT 1"  # noqa: S608
+                if conn.execute(sql, (match,)).fetchone() is not None:
+                    return True
+        return False
 
     def chunk_terms(
         self,

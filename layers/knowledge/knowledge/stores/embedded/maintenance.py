@@ -46,7 +46,10 @@ sessions come first: while one is open, the work stops (``busy``) and what is le
 done when the last of them ends. ``Maintenance.after_write`` is the policy the store runs
 on the thread that ended a write session (the writer that made the work pays for it:
 some 5 s after deleting the 120,000-chunk document, against the 40 s its indexing took);
-``Maintenance.run`` does the rest at once (a server with nothing else to do may call it).
+``Maintenance.run`` does the rest at once, and ``Maintenance.due`` says whether there is
+any: a run that stopped for another session or whose checkpoint gave up to a search is
+owed until one finishes (``kb serve`` runs it once the server is idle:
+``knowledge.local.idle_maintenance``).
 """
 
 from __future__ import annotations
@@ -331,6 +334,9 @@ class Maintenance:
         self._busy = busy
         self._running = threading.Lock()
         self._unmerged: set[str] = set()
+        # A run stopped for another session, or a WAL a search kept from being cut.
+        self._unfinished = False
+        self._wal_owed = False
 
     def after_write(self, tables: Iterable[str], dropped_bytes: int) -> MaintenanceReport:
         """After a write session on a scope whose keyword ``tables`` are given: when many
@@ -344,19 +350,38 @@ class Maintenance:
         cut the WAL to nothing, hand freed heap back."""
         return self._maintain((), force=True, dropped_bytes=0)
 
+    def due(self) -> bool:
+        """Whether ``run`` has work a write session's end left: a run stopped for another
+        session, keyword tables left unmerged, a WAL a search kept from being cut, free
+        pages a write would maintain (``FileSpace.mostly_free``) or a WAL longer than
+        ``WAL_LIMIT_BYTES`` (another process's write, say). A few pragmas and a ``stat``."""
+        if self._pool.target == MEMORY:
+            return False
+        if self._unfinished or self._wal_owed or self._unmerged:
+            return True
+        conn = self._pool.acquire()
+        try:
+            space = file_space(conn, self._pool.target)
+        finally:
+            self._pool.release(conn)
+        return (space.incremental and space.mostly_free) or space.wal_bytes > WAL_LIMIT_BYTES
+
     def _maintain(
         self, tables: Iterable[str], *, force: bool, dropped_bytes: int
     ) -> MaintenanceReport:
         if self._pool.target == MEMORY:
             return MaintenanceReport()
         if self._busy() or not self._running.acquire(blocking=False):
-            return MaintenanceReport(unfinished=True)  # the next session's end does it
+            self._unfinished = True  # the next session's end does it, or an idle run
+            return MaintenanceReport(unfinished=True)
         try:
             conn = self._pool.acquire()
             try:
-                return self._on(conn, tables, force=force, dropped_bytes=dropped_bytes)
+                report = self._on(conn, tables, force=force, dropped_bytes=dropped_bytes)
             finally:
                 self._pool.release(conn)
+            self._unfinished = report.unfinished
+            return report
         finally:
             self._running.release()
 
@@ -403,6 +428,8 @@ class Maintenance:
         freed: the idle connections' page caches, then the heap's free pages."""
         large = force or space.wal_bytes > WAL_LIMIT_BYTES
         truncated = checkpoint(conn) if large else False
+        if large:
+            self._wal_owed = not truncated
         released = large or dropped_bytes >= TRIM_AFTER_BYTES
         if released:
             self._pool.shrink()  # this connection too, when it is released

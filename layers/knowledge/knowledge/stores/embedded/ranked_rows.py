@@ -29,8 +29,9 @@ from dataclasses import dataclass
 
 from knowledge.core.model import SearchQuery
 from knowledge.core.path_filters import matches_file_patterns, matches_metadata
+from knowledge.core.rank_weights import RankWeights
 
-from .candidates import FACTS_COLUMNS, FETCH_BATCH, Candidate, ChunkKey, Facts
+from .candidates import FETCH_BATCH, Candidate, ChunkKey, Facts, facts_columns
 from .schema import load_json
 
 __all__ = [
@@ -64,15 +65,22 @@ def ranked_sql(tables: Sequence[str]) -> str:
     return " UNION ALL ".join(selects) + " ORDER BY s DESC LIMIT ?"
 
 
-def check_sql(rows: int, scope_sql: str, filter_clause: str, *, metadata: bool) -> str:
+def check_sql(
+    rows: int,
+    scope_sql: str,
+    filter_clause: str,
+    *,
+    metadata: bool,
+    weights: RankWeights | None = None,
+) -> str:
     """The chunks among ``rows`` bound ids inside the scope condition (``c.``) and the
-    search filter's clause (``" AND (...)"`` or empty), with their key, their facts
-    (``candidates.FACTS_COLUMNS``: read here, the row at hand, rather than looked up
-    again for the weights) and, for a metadata filter applied in Python, their metadata
-    JSON. Looked up by id (``NOT INDEXED``): the scope's index would otherwise be walked
-    for a whole scope's entries."""
+    search filter's clause (``" AND (...)"`` or empty), with their key, their facts for
+    the search's ``weights`` (``candidates.facts_columns``: read here, the row at hand,
+    rather than looked up again for the weights) and, for a metadata filter applied in
+    Python, their metadata JSON. Looked up by id (``NOT INDEXED``): the scope's index
+    would otherwise be walked for a whole scope's entries."""
     marks = ", ".join("?" * rows)
-    columns = f"c.id, c.path, c.chunk_index, c.context, c.agent, {FACTS_COLUMNS}" + (
+    columns = f"c.id, c.path, c.chunk_index, c.context, c.agent, {facts_columns(weights)}" + (
         ", c.metadata" if metadata else ""
     )
     return (
@@ -155,7 +163,11 @@ def check_rows(
         for start in range(0, len(rowids), FETCH_BATCH):
             batch = rowids[start : start + FETCH_BATCH]
             sql = check_sql(
-                len(batch), condition.scope_sql, condition.filter_clause, metadata=metadata
+                len(batch),
+                condition.scope_sql,
+                condition.filter_clause,
+                metadata=metadata,
+                weights=query.weights,
             )
             for row in conn.execute(sql, [*batch, *condition.params]):
                 rowid, path, chunk_index, context, agent, origin, kind = row[:7]

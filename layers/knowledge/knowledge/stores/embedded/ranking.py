@@ -7,7 +7,8 @@ candidates (``fusion.keyword_only``, ``vector_only``, ``fuse_weighted``, ``fuse_
 again at ``DEEPEST``, and ``deeper_read_same`` when that read would answer the same
 keyword page; ``judged_by_terms`` judges a keyword page's candidates once per
 set of terms they hold, ``scores_read`` says which of them a page reads the absolute
-scores of, and ``may_answer`` whether any chunk could pass the evidence floor at all;
+scores of, ``may_answer`` whether any chunk could pass the evidence floor at all and
+``answering_term_sets`` which sets of terms a chunk must hold to pass it;
 ``unit_query_vector`` is the query's unit vector, and
 ``search_results`` the chosen page as results. Pure functions
 over candidates, no SQL.
@@ -15,6 +16,7 @@ over candidates, no SQL.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
@@ -49,8 +51,10 @@ from .candidates import Candidate, ChunkKey
 from .schema import Identity, load_json
 
 __all__ = [
+    "ANSWERING_TERMS",
     "DEEPEST",
     "Fusion",
+    "answering_term_sets",
     "deeper_read_same",
     "document_of",
     "judged_by_terms",
@@ -278,6 +282,51 @@ def may_answer(
     best = Fused(("", 0, "", ""), 1.0, 1.0, None)
     judged = judged_by_terms(SearchMode.KEYWORD, weights, scale, [best], {best.key: held})
     return bool(judged.passing([best], query))
+
+
+ANSWERING_TERMS = 8
+"""The most distinct terms ``answering_term_sets`` enumerates the sets of (256)."""
+
+
+def answering_term_sets(
+    weights: QueryWeights, scale: Calibration, query: SearchQuery, frequencies: Mapping[str, int]
+) -> list[frozenset[str]] | None:
+    """The smallest sets of the query's terms a keyword search's chunk must hold every
+    term of to reach the evidence floor (``Judged.passing``), fewest terms first; an
+    empty set when a chunk holding none does. A chunk holding none of them answers
+    nothing, as ``may_answer`` reasons (coverage only grows with the terms held, the
+    score with the coverage): so if no chunk of the searched scopes holds every term of
+    one of them (``KeywordIndex.holds_any``), the search answers nothing at any depth.
+    Only the typed terms some searched chunk holds (``frequencies``) are enumerated.
+    ``None`` when it cannot tell: while a search is explained (its record lists the
+    candidates), with synonyms (a typed term's credit then also comes from the terms
+    added for it), a keyword calibration whose coefficient of coverage is negative, or
+    more than ``ANSWERING_TERMS`` such terms."""
+    if explain.current() is not None or scale.keyword[1] < 0.0 or weights.synonyms:
+        return None
+    held = sorted(term for term in weights.typed if frequencies.get(term, 0))
+    if len(held) > ANSWERING_TERMS:
+        return None
+    sets = [
+        frozenset(c) for size in range(len(held) + 1) for c in itertools.combinations(held, size)
+    ]
+    stand_ins = [Fused(("", n, "", ""), 1.0, 1.0, None) for n in range(len(sets))]
+    terms_of = {item.key: terms for item, terms in zip(stand_ins, sets, strict=True)}
+    judged = judged_by_terms(SearchMode.KEYWORD, weights, scale, stand_ins, terms_of)
+    answering: list[frozenset[str]] = []
+    for item, terms in zip(stand_ins, sets, strict=True):  # fewest terms first
+        alone = Judged(
+            judged.mode,
+            judged.weights,
+            judged.calibration,
+            {item.key: judged.evidence[item.key]},
+            {item.key: judged.scores[item.key]},
+        )
+        # Alone, it passes when it reaches the evidence floor (the result floor is no
+        # higher): what the search's best candidate must do for it to answer anything.
+        if alone.passing([item], query) and not any(smaller <= terms for smaller in answering):
+            answering.append(terms)
+    return answering
 
 
 def scores_read(

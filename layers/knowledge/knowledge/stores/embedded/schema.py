@@ -54,6 +54,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "KEYWORD_ONLY",
+    "KINDS_INDEX",
+    "KIND_NAMED",
     "PAGE_TABLE_DDL",
     "SCHEMA_VERSION",
     "Identity",
@@ -152,6 +154,11 @@ _TABLES_V2: Final = (
     )""",
 )
 
+KINDS_INDEX: Final = "chunks_kinds"
+KIND_NAMED: Final = "instr(metadata, '\"kind\"') > 0"
+"""A chunk row whose metadata JSON may have a ``kind`` key: one without the text
+``"kind"`` has none (``candidates.facts_columns`` reads it the same way)."""
+
 # Added within version 3 without a new version (an older release never reads it).
 _TABLES_V3: Final = (
     # IndexStatus.unread_files: per scope, the files no pattern selects, by extension.
@@ -170,6 +177,11 @@ _TABLES_V3: Final = (
         rules TEXT NOT NULL,
         PRIMARY KEY (agent, context)
     )""",
+    # The chunks whose metadata names a ``kind`` (lesson cards among them), by scope: a
+    # few index entries, so a search tells whether a scope holds any without reading its
+    # chunks (``deeper_bound``). SQLite keeps it with every write, in any release; built
+    # once when an older file is opened.
+    f"CREATE INDEX IF NOT EXISTS {KINDS_INDEX} ON chunks (agent, context) WHERE {KIND_NAMED}",
 )
 
 # Columns added to version 3 without a new version: an older release writing the file

@@ -7,7 +7,10 @@ patterns and metadata filters are then applied to the ranked candidates
 until enough candidates pass: ``fusion.candidate_count(offset + max_results)`` for one
 mode (read again at the deepest page's depth when the per-document cap leaves the page
 short, unless for a keyword page the chunks that read adds could not change it:
-``ranking.deeper_read_same``), ``fusion.HYBRID_CANDIDATES`` per side for hybrid (a fixed
+``ranking.deeper_read_same``, those chunks bounded without reading them where the scope
+allows, ``deeper_bound``; an empty keyword page is read again only if some chunk holds
+enough of the query to answer, ``ranking.answering_term_sets``),
+``fusion.HYBRID_CANDIDATES`` per side for hybrid (a fixed
 depth: every page is a slice of one order). Keyword mode is ``fusion.keyword_only`` over
 ``keyword_index``; vector mode ``fusion.vector_only`` over ``vector_search`` above the
 relevance floor (``fusion.above_floor``); hybrid ``fusion.fuse_weighted`` with the
@@ -109,6 +112,7 @@ from .agent_scopes import read_agent_scopes
 from .candidates import Candidate, ChunkKey, candidate_facts, chunk_rows
 from .chunk_listing import read_chunks
 from .connections import MEMORY, ConnectionPool, damage_advice, is_damage
+from .deeper_bound import unread_added
 from .keyword_index import DEFAULT_ISOLATION, ISOLATION_MODES, KeywordIndex, scope_synonyms
 from .listing import read_document, read_documents, read_scopes
 from .maintenance import Maintenance, MaintenanceReport
@@ -118,6 +122,7 @@ from .ranked_rows import SearchReads
 from .ranking import (
     DEEPEST,
     Fusion,
+    answering_term_sets,
     deeper_read_same,
     document_of,
     judged_by_terms,
@@ -403,7 +408,18 @@ class EmbeddedKnowledgeStore:
                 if not deeper:
                     break
                 if mode is SearchMode.KEYWORD and pages is not None:
-                    # Read deeper only if the chunks it adds could change the page.
+                    # An empty page stays empty if no chunk holds enough of the query.
+                    if not page.chosen:
+                        sets = answering_term_sets(relevance_weights, scale, query, frequencies)
+                        if sets is not None and not self._keywords.holds_any(
+                            conn, scope, query, sets
+                        ):
+                            break
+                    # Read deeper only if the chunks it adds could change the page: first
+                    # bounded without reading them (deeper_bound), else read.
+                    bounded = unread_added(conn, scope, query, page, pages)
+                    if bounded is not None and deeper_read_same(page, pages, *bounded, query):
+                        break
                     more = self._keywords.candidates(
                         conn, scope, query, terms, DEEPEST, reads=reads
                     )
@@ -552,6 +568,12 @@ class EmbeddedKnowledgeStore:
             self._vectors.drop_stale(agent, value)
             self._statistics.drop_stale(agent, value)
         return self._maintenance.run()
+
+    def maintenance_due(self) -> bool:
+        """Whether ``maintain`` has work the write sessions' ends left undone (a session
+        still open, a search holding the WAL: ``Maintenance.due``). Cheap: a server asks
+        it whenever it is idle."""
+        return self._maintenance.due()
 
     def close(self) -> None:
         """Release the file. Idempotent; the embedder is left alone."""

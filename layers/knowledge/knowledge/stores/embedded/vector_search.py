@@ -14,7 +14,7 @@ OpenBLAS's threads: with many searches at once, those threads fight over the cor
 (measured: 16 concurrent clients got a fifth of one client's throughput on 2 cores).
 Not relying on ``OPENBLAS_NUM_THREADS`` (the user's environment) or on changing
 process-wide BLAS settings (threadpoolctl) that the host application may depend on.
-``bench/store_threads.py`` measures both products at 1 and 16 threads.
+``bench/runs/store_threads.py`` measures both products at 1 and 16 threads.
 
 **Freshness.** Every write transaction bumps its agent's generation (``schema``); an
 entry serves only a search whose snapshot has the same generation, so a cached matrix is

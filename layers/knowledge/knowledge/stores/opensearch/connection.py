@@ -1,8 +1,11 @@
-"""The store's line to OpenSearch: one lazy client, retried calls, the indexes it may use.
+"""The store's line to OpenSearch: one lazy client, retried calls, plain bodies in and out.
 
 ``Connection`` creates the ``opensearchpy`` client on first use (one per store, so one
 per Lambda container) and sends requests through ``RetryPolicy``; ``opensearchpy``
 errors become ``StoreUnavailableError`` / ``StoreError`` naming what was being done.
+It sends the bodies the read and write sides build and returns the answers as the node
+gave them: it builds no request and reads no answer (an import-linter contract keeps it
+from importing either side, the mapping or the answer readers).
 
 Two kinds of calls:
 
@@ -15,9 +18,6 @@ Two kinds of calls:
   (4 s), at most ``config.search_max_retries`` (1) retry, and all of it inside a
   deadline: the caller's (``knowledge.core.deadline``, e.g. the Lambda's remaining time) or
   ``config.search_budget``. A hung node ends in ``StoreUnavailableError`` in time.
-
-Indexes are checked against the store (vector dimension, embedder) the first time each
-is used, then remembered; one that is missing is created when a write needs it.
 """
 
 # opensearchpy loads on first use, not at import (Lambda cold start)
@@ -31,17 +31,8 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from knowledge.core.deadline import Deadline, current_deadline
-from knowledge.core.errors import EmbeddingMismatchError, StoreError, StoreUnavailableError
-from knowledge.stores.opensearch import queries, records
+from knowledge.core.errors import StoreError, StoreUnavailableError
 from knowledge.stores.opensearch.client import RetryPolicy, create_client, store_error
-from knowledge.stores.opensearch.mapping import (
-    RECORD_PROPERTIES,
-    IndexLayout,
-    check_layout,
-    index_body,
-    layout_of,
-)
-from knowledge.stores.opensearch.scope_size import ScopeSizes
 from knowledge.stores.opensearch.settings import OpenSearchConfig
 
 if TYPE_CHECKING:
@@ -54,15 +45,10 @@ _INDEX_NOT_FOUND = "index_not_found_exception"
 T = TypeVar("T")
 
 _SEARCH_BACKOFF = 0.2
-_FIND_IDS_PAGE = 1000
 
 
 class Connection:
-    """A lazily created client and what the store knows of its indexes (module docstring).
-
-    ``dimensions``/``embedding_model`` describe the store's embedder (``None``: keyword
-    only). Thread-safe.
-    """
+    """A lazily created client and the calls through it (module docstring). Thread-safe."""
 
     def __init__(
         self,
@@ -71,8 +57,6 @@ class Connection:
         client: OpenSearch | None,
         aws_session: Any,
         retry: RetryPolicy,
-        dimensions: int | None,
-        embedding_model: str | None,
     ) -> None:
         self.config = config
         self.retry = retry
@@ -85,13 +69,8 @@ class Connection:
         self._client = client
         self._owns_client = client is None
         self._aws_session = aws_session
-        self._dimensions = dimensions
-        self._embedding_model = embedding_model
         self._lock = threading.Lock()
-        self._layouts: dict[str, IndexLayout] = {}
         self._closed = False
-        self.scope_sizes = ScopeSizes()
-        """Scopes' chunk counts, for ``ef_search`` (``scope_size``)."""
 
     # --- the client ------------------------------------------------------------------------
 
@@ -164,49 +143,17 @@ class Connection:
             client.close()
 
     @property
-    def dimensions(self) -> int | None:
-        """The store's vector dimension (``None``: keyword only)."""
-        return self._dimensions
-
-    @property
     def serializer(self) -> Any:
         return self.client().transport.serializer
 
     # --- indexes ---------------------------------------------------------------------------
 
-    def open_index(self, index: str, *, create: bool) -> bool:
-        """Check that ``index`` fits this store (read once, then remembered); create it if
-        asked. False when it does not exist (and ``create`` is False). Writing to a vector
-        index without an embedder is refused: those chunks would miss from vector search."""
-        layout = self._layouts.get(index)
-        if layout is None:
-            layout = self._read_layout(index, create=create)
-            if layout is None:
-                return False
-        if create and self._dimensions is None and layout.vector_dimensions is not None:
-            raise EmbeddingMismatchError(
-                f"index '{index}' stores {layout.vector_dimensions}-dimension vectors"
-                + (f" from '{layout.embedding_model}'" if layout.embedding_model else "")
-                + ", but this store has no embedder: its chunks would be missing from vector "
-                "search; configure the same embedder or use another index name"
-            )
-        if create and not layout.has_generations:
-            self._add_record_fields(index)
-            layout = replace(layout, has_generations=True)
-            with self._lock:
-                self._layouts[index] = layout
-        return True
+    def get_mapping(self, index: str) -> dict[str, Any] | None:
+        """The mapping of ``index`` as the node answers it (on the search path's budget);
+        ``None`` when the node says there is no such index."""
+        from opensearchpy.exceptions import NotFoundError
 
-    def metadata_pairs(self, index: str) -> bool:
-        """Whether ``index`` (opened with ``open_index``) holds metadata as key/value terms
-        (schema 4, ``metadata_pairs``); an index not read yet is taken to be new."""
-        layout = self._layouts.get(index)
-        return True if layout is None else layout.metadata_pairs
-
-    def _read_layout(self, index: str, *, create: bool) -> IndexLayout | None:
-        from opensearchpy.exceptions import NotFoundError, RequestError
-
-        def read_mapping(client: OpenSearch, timeout: float) -> dict[str, Any] | None:
+        def send(client: OpenSearch, timeout: float) -> dict[str, Any] | None:
             try:
                 mapping: dict[str, Any] = client.indices.get_mapping(
                     index=index, request_timeout=timeout
@@ -219,53 +166,27 @@ class Connection:
                 raise
             return mapping
 
-        action = f"read the mapping of index '{index}'"
-        mapping = self.read(action, read_mapping)
-        if mapping is None:
-            if not create:
-                return None
-            config = self.config
-            body = index_body(
-                vector_dimensions=self._dimensions,
-                embedding_model=self._embedding_model,
-                vector_engine=config.vector_engine or "lucene",
-                serverless=config.serverless,
-                number_of_shards=config.number_of_shards,
-                number_of_replicas=config.number_of_replicas,
-                refresh_interval=config.refresh_interval,
-                hnsw_m=config.hnsw_m,
-                hnsw_ef_construction=config.hnsw_ef_construction,
-                derived_source=config.vector_derived_source,
-            )
+        return self.read(f"read the mapping of index '{index}'", send)
 
-            def create_index(client: OpenSearch, timeout: float) -> None:
-                try:
-                    client.indices.create(index=index, body=body, request_timeout=timeout)
-                except RequestError as exc:
-                    # Another writer created it first: fine, its mapping is checked below.
-                    if "resource_already_exists_exception" not in str(exc.error):
-                        raise
+    def create_index(self, index: str, body: Mapping[str, Any]) -> None:
+        """Create ``index`` with ``body``; one another writer created first is fine."""
+        from opensearchpy.exceptions import RequestError
 
-            self.call(f"create index '{index}'", create_index)
-            mapping = self.read(action, read_mapping) or {}
-        layout = layout_of(mapping, index)
-        check_layout(
-            layout,
-            index,
-            vector_dimensions=self._dimensions,
-            embedding_model=self._embedding_model,
-        )
-        with self._lock:
-            self._layouts[index] = layout
-        return layout
+        def send(client: OpenSearch, timeout: float) -> None:
+            try:
+                client.indices.create(index=index, body=dict(body), request_timeout=timeout)
+            except RequestError as exc:
+                if "resource_already_exists_exception" not in str(exc.error):
+                    raise
 
-    def _add_record_fields(self, index: str) -> None:
-        """Give an index made by schema 1 the fields of generations and records."""
-        body = {"properties": RECORD_PROPERTIES}
+        self.call(f"create index '{index}'", send)
+
+    def put_mapping(self, index: str, body: Mapping[str, Any], action: str) -> None:
+        """Add the fields of ``body`` to the mapping of ``index``."""
         self.call(
-            f"add the record fields to index '{index}'",
+            action,
             lambda client, timeout: client.indices.put_mapping(
-                index=index, body=body, request_timeout=timeout
+                index=index, body=dict(body), request_timeout=timeout
             ),
         )
 
@@ -310,18 +231,16 @@ class Connection:
 
         return self.read(action, send)
 
-    def mget_records(self, index: str, record_ids: Sequence[str]) -> dict[str, records.RecordState]:
-        """The current state of document records, read in real time (no refresh needed)."""
-        if not record_ids:
-            return {}
-        body = records.records_mget_body(record_ids)
+    def mget(self, index: str, body: Mapping[str, Any], action: str) -> dict[str, Any]:
+        """One ``_mget`` on the write path: documents by id, in real time (no refresh)."""
 
         def send(client: OpenSearch, timeout: float) -> dict[str, Any]:
-            response: dict[str, Any] = client.mget(index=index, body=body, request_timeout=timeout)
+            response: dict[str, Any] = client.mget(
+                index=index, body=dict(body), request_timeout=timeout
+            )
             return response
 
-        action = f"read {len(record_ids)} document record(s)"
-        return records.parse_records_mget(self.call(action, send))
+        return self.call(action, send)
 
     def bulk(
         self, index: str, body: str, action: str, *, refresh: str | None = None
@@ -343,23 +262,8 @@ class Connection:
         path's budget)."""
         return self.call(action, functools.partial(_search_page, index=index, body=body))
 
-    def find_ids(self, index: str, query: Mapping[str, Any], action: str) -> list[str]:
-        """The ids of every record matching ``query`` (paged with ``search_after``)."""
-        ids: list[str] = []
-        after: list[Any] | None = None
-        while True:
-            body = queries.document_ids_page_body(query, _FIND_IDS_PAGE, after)
-            response: dict[str, Any] = self.call(
-                action, functools.partial(_search_page, index=index, body=body)
-            )
-            hits = response.get("hits", {}).get("hits", [])
-            ids.extend(str(h["_id"]) for h in hits)
-            if len(hits) < _FIND_IDS_PAGE:
-                return ids
-            after = hits[-1]["sort"]
-
-    def delete_by_query(self, index: str, query: Mapping[str, Any], action: str) -> int:
-        """``_delete_by_query`` (not on Serverless); returns how many were deleted."""
+    def delete_by_query(self, index: str, query: Mapping[str, Any], action: str) -> dict[str, Any]:
+        """One ``_delete_by_query`` (not on Serverless), conflicts skipped; its answer."""
 
         def send(client: OpenSearch, timeout: float) -> dict[str, Any]:
             response: dict[str, Any] = client.delete_by_query(
@@ -370,14 +274,7 @@ class Connection:
             )
             return response
 
-        response = self.call(action, send)
-        failures = response.get("failures") or []
-        if failures:
-            raise StoreError(
-                f"OpenSearch at {self.config.url} failed to {action}: "
-                f"{len(failures)} record(s) not deleted"
-            )
-        return int(response.get("deleted", 0))
+        return self.call(action, send)
 
     def refresh(self, index: str) -> None:
         if self.config.serverless:

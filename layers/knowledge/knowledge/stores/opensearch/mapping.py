@@ -64,15 +64,16 @@ is refused (``EmbeddingMismatchError``) instead of silently mixing vectors.
 Embedding reuse reads a chunk's ``embedding_key`` and vector back from ``_source``
 (``records.stored_vectors_body``): ``knn_vector`` fields have no doc values to read them
 from otherwise, so ``_source.excludes`` would cost every edit a full re-embedding (and,
-measured in ``bench/scale.py``, saves nothing while the node keeps a recovery copy of
+measured in ``bench/runs/scale.py``, saves nothing while the node keeps a recovery copy of
 the full source). ``derived_source=True`` (``OpenSearchConfig.vector_derived_source``)
 sets the k-NN plugin's ``index.knn.derived_source.enabled`` (2.19+): the vector is not
 stored in ``_source`` but rebuilt from the vector index on every read, so reuse keeps
-working and a chunk took 0.71x the bytes in ``bench/scale.py`` (``docs/sizing.md``).
+working and a chunk took 0.71x the bytes in ``bench/runs/scale.py`` (``docs/sizing.md``).
 """
 
 from __future__ import annotations
 
+import copy
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -263,6 +264,34 @@ class IndexLayout:
     before they were recorded, so its chunks carry no ``origin``/``format``)."""
 
 
+_FIELDS: dict[str, Any] = {
+    RECORD: {"type": "keyword"},
+    AGENT: {"type": "keyword"},
+    CONTEXT: {"type": "keyword"},
+    DOCUMENT_ID: {"type": "keyword"},
+    DOCUMENT_PATH: {"type": "keyword"},
+    DOCUMENT_NAME: {"type": "keyword"},
+    CHUNK_INDEX: {"type": "integer"},
+    CHUNK_COUNT: {"type": "integer"},
+    # Returned, never searched: the keyword side reads content_terms.
+    CONTENT: {"type": "text", "index": False},
+    # The terms of knowledge.ranking.analysis, computed by the writer (never in results).
+    CONTENT_TERMS: {"type": "text", "analyzer": "whitespace"},
+    # The document record's terms (knowledge.ranking.page_signal), the same analyzer.
+    # Matched, never phrase-searched: term frequencies without positions.
+    PAGE_TERMS: {"type": "text", "analyzer": "whitespace", "index_options": "freqs"},
+    CONTENT_HASH: {"type": "keyword"},
+    VERSION: {"type": "keyword"},
+    INDEXED_AT: {"type": "date"},
+    **RECORD_PROPERTIES,
+    # In _source only; filters read the key/value terms (metadata_pairs, schema 4).
+    METADATA: {"type": "object", "enabled": False},
+    METADATA_TERMS: {"type": "keyword", "ignore_above": TERM_MAX_CHARS},
+    METADATA_NUMBERS: {"type": "keyword", "ignore_above": TERM_MAX_CHARS},
+}
+"""Every field of a new index but the vector (``index_body``)."""
+
+
 def index_body(
     *,
     vector_dimensions: int | None,
@@ -285,61 +314,25 @@ def index_body(
     if derived_source and vector_dimensions is not None and not serverless:
         index_settings["knn.derived_source.enabled"] = True
     if not serverless:
-        if refresh_interval is not None:
-            index_settings["refresh_interval"] = refresh_interval
-        if number_of_shards is not None:
-            index_settings["number_of_shards"] = number_of_shards
-        if number_of_replicas is not None:
-            index_settings["number_of_replicas"] = number_of_replicas
-    properties: dict[str, Any] = {
-        RECORD: {"type": "keyword"},
-        AGENT: {"type": "keyword"},
-        CONTEXT: {"type": "keyword"},
-        DOCUMENT_ID: {"type": "keyword"},
-        DOCUMENT_PATH: {"type": "keyword"},
-        DOCUMENT_NAME: {"type": "keyword"},
-        CHUNK_INDEX: {"type": "integer"},
-        CHUNK_COUNT: {"type": "integer"},
-        # Returned, never searched: the keyword side reads content_terms.
-        CONTENT: {"type": "text", "index": False},
-        # The terms of knowledge.ranking.analysis, computed by the writer (never in results).
-        CONTENT_TERMS: {"type": "text", "analyzer": "whitespace"},
-        # The document record's terms (knowledge.ranking.page_signal), the same analyzer.
-        # Matched, never phrase-searched: term frequencies without positions.
-        PAGE_TERMS: {"type": "text", "analyzer": "whitespace", "index_options": "freqs"},
-        CONTENT_HASH: {"type": "keyword"},
-        VERSION: {"type": "keyword"},
-        INDEXED_AT: {"type": "date"},
-        **RECORD_PROPERTIES,
-        # In _source only; filters read the key/value terms (metadata_pairs, schema 4).
-        METADATA: {"type": "object", "enabled": False},
-        METADATA_TERMS: {"type": "keyword", "ignore_above": TERM_MAX_CHARS},
-        METADATA_NUMBERS: {"type": "keyword", "ignore_above": TERM_MAX_CHARS},
-    }
-    if vector_dimensions is not None:
-        method: dict[str, Any] = {
-            "name": "hnsw",
-            "engine": vector_engine,
-            "space_type": "cosinesimil",
-        }
-        parameters = {
-            name: value
-            for name, value in (("m", hnsw_m), ("ef_construction", hnsw_ef_construction))
+        index_settings.update(
+            (name, value)
+            for name, value in (
+                ("refresh_interval", refresh_interval),
+                ("number_of_shards", number_of_shards),
+                ("number_of_replicas", number_of_replicas),
+            )
             if value is not None
-        }
-        if parameters:
-            method["parameters"] = parameters
-        properties[EMBEDDING] = {
-            "type": "knn_vector",
-            "dimension": vector_dimensions,
-            "method": method,
-        }
+        )
+    properties = copy.deepcopy(_FIELDS)
     meta: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION,
         "analysis": ANALYSIS,
         "records": RECORDS,
     }
     if vector_dimensions is not None:
+        properties[EMBEDDING] = _vector_field(
+            vector_dimensions, vector_engine, m=hnsw_m, ef_construction=hnsw_ef_construction
+        )
         meta["embedding_model"] = embedding_model
         meta["embedding_dimensions"] = vector_dimensions
     return {
@@ -352,6 +345,22 @@ def index_body(
             "properties": properties,
         },
     }
+
+
+def _vector_field(
+    dimensions: int, engine: str, *, m: int | None, ef_construction: int | None
+) -> dict[str, Any]:
+    """The ``knn_vector`` field: HNSW with cosine on ``engine``; ``m`` and
+    ``ef_construction`` only when set (else the engine's)."""
+    method: dict[str, Any] = {"name": "hnsw", "engine": engine, "space_type": "cosinesimil"}
+    parameters = {
+        name: value
+        for name, value in (("m", m), ("ef_construction", ef_construction))
+        if value is not None
+    }
+    if parameters:
+        method["parameters"] = parameters
+    return {"type": "knn_vector", "dimension": dimensions, "method": method}
 
 
 def layout_of(mapping_response: Mapping[str, Any], index_name: str) -> IndexLayout:

@@ -61,7 +61,7 @@ Environment (``OpenSearchConfig.from_env``):
                                    chunk's (``knowledge.ranking.page_signal``; 0: off)
 =================================  =====================================================
 
-The HNSW defaults come from ``bench/scale.py`` (``bench/REPORT.md`` section 9,
+The HNSW defaults come from ``bench/runs/scale.py`` (``bench/REPORT.md`` section 9,
 ``docs/sizing.md``): without ``ef_search`` the lucene engine walks the graph with
 ``ef = k`` and a big scope's vector recall@10 against exact search fell to 0.60 (a
 16,600-chunk scope in an 84,000-chunk index, hashing embedder); ``ef_search`` 100, 200,
@@ -73,11 +73,12 @@ query.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import math
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, Final
 from urllib.parse import urlsplit
@@ -189,6 +190,19 @@ class OpenSearchConfig:
     page_weight: float = PAGE_WEIGHT
 
     def __post_init__(self) -> None:
+        """Validate every setting (the first wrong one is a ``ConfigurationError`` naming
+        it) and fill in the defaults that depend on others, in this order."""
+        self._check_url()
+        self._check_index_name()
+        self._check_access()
+        self._check_ranking()
+        self._check_vectors()
+        self._check_requests()
+        self._check_index_settings()
+
+    def _check_url(self) -> None:
+        """``scheme://host[:port]``, no path, query or credentials; kept without a
+        trailing ``/``."""
         url = self.url.strip().rstrip("/") if isinstance(self.url, str) else ""
         parts = urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
@@ -211,11 +225,16 @@ class OpenSearchConfig:
             raise ConfigurationError(f"opensearch url: {self.url!r} has an invalid port") from None
         object.__setattr__(self, "url", url)
 
+    def _check_index_name(self) -> None:
         if not isinstance(self.index_name, str) or not _INDEX_NAME.fullmatch(self.index_name):
             raise ConfigurationError(
                 f"opensearch index: {self.index_name!r} must be 1-255 lowercase letters, "
                 "digits, '.', '_' or '-', starting with a letter or digit"
             )
+
+    def _check_access(self) -> None:
+        """The auth mode and what it needs: the service, a region for SigV4, a username
+        and a password (or its secret's ARN) for basic auth."""
         if self.auth not in AUTH_MODES:
             raise ConfigurationError(
                 f"opensearch auth: {self.auth!r} is not one of {', '.join(AUTH_MODES)}"
@@ -252,6 +271,8 @@ class OpenSearchConfig:
                 "(arn:aws:secretsmanager:<region>:<account>:secret:<name>)"
             )
 
+    def _check_ranking(self) -> None:
+        """The default mode, the hybrid weights, the headings and page weights."""
         mode: object = self.default_mode
         try:
             object.__setattr__(self, "default_mode", SearchMode.parse(mode))
@@ -280,6 +301,9 @@ class OpenSearchConfig:
             and (self.keyword_weight + self.vector_weight <= 0)
         ):
             raise ConfigurationError("opensearch hybrid weights: at least one must be above 0")
+
+    def _check_vectors(self) -> None:
+        """The vector dimension, and the engine (``faiss`` by default on Serverless)."""
         if self.vector_dimensions is not None and (
             isinstance(self.vector_dimensions, bool)
             or not isinstance(self.vector_dimensions, int)
@@ -298,6 +322,10 @@ class OpenSearchConfig:
                 f"opensearch vector engine: {self.vector_engine!r} is not one of "
                 f"{', '.join(VECTOR_ENGINES)} (both filter inside the knn clause)"
             )
+
+    def _check_requests(self) -> None:
+        """Timeouts, retries and bulk sizes; client ids (not on Serverless); the HNSW
+        parameters; the shard and replica counts of a new index."""
         for name in (
             "timeout",
             "retry_initial_backoff",
@@ -338,6 +366,9 @@ class OpenSearchConfig:
             if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
                 raise ConfigurationError(f"opensearch {name}: must be an integer, got {value!r}")
 
+    def _check_index_settings(self) -> None:
+        """The refresh interval, the switches, and an index name that leaves room for the
+        agent's part with ``index_per_agent``."""
         if not isinstance(self.refresh_interval, str) or not _INTERVAL.fullmatch(
             self.refresh_interval
         ):
@@ -394,78 +425,27 @@ class OpenSearchConfig:
         of a function (where it shows in the console and in the template).
         """
         source = os.environ if env is None else env
-
-        def get(name: str) -> str | None:
-            value = source.get(name)
-            return value.strip() if value is not None and value.strip() else None
-
-        known = {f.name for f in fields(cls)}
-        unknown = set(overrides) - known
+        get = functools.partial(_env_value, source)
+        unknown = set(overrides) - {f.name for f in fields(cls)}
         if unknown:
             raise ConfigurationError(f"opensearch: unknown settings {sorted(unknown)}")
-        values: dict[str, Any] = {}
         url = overrides.get("url") or get("OPENSEARCH_URL")
         if not url:
             raise ConfigurationError(
                 "opensearch url: set OPENSEARCH_URL (or --opensearch-url) to the endpoint"
             )
-        values["url"] = url
-        values["service"] = get("OPENSEARCH_SERVICE") or _default_service(url)
-        values["auth"] = get("OPENSEARCH_AUTH") or _default_auth(url)
+        values: dict[str, Any] = {
+            "url": url,
+            "service": get("OPENSEARCH_SERVICE") or _default_service(url),
+            "auth": get("OPENSEARCH_AUTH") or _default_auth(url),
+        }
         region = get("AWS_REGION") or get("AWS_DEFAULT_REGION")
         if region:
             values["region"] = region
-        text_settings = {
-            "index_name": "OPENSEARCH_INDEX",
-            "username": "OPENSEARCH_USERNAME",
-            "password_secret_arn": "OPENSEARCH_PASSWORD_SECRET_ARN",
-            "default_mode": "OPENSEARCH_DEFAULT_MODE",
-            "vector_engine": "OPENSEARCH_VECTOR_ENGINE",
-            "refresh_interval": "OPENSEARCH_REFRESH_INTERVAL",
-        }
-        for key, var in text_settings.items():
-            value = get(var)
-            if value is not None:
-                values[key] = value
-        number_settings: dict[str, tuple[str, type]] = {
-            "keyword_weight": ("OPENSEARCH_KEYWORD_WEIGHT", float),
-            "vector_weight": ("OPENSEARCH_VECTOR_WEIGHT", float),
-            "timeout": ("OPENSEARCH_TIMEOUT", float),
-            "vector_dimensions": ("OPENSEARCH_VECTOR_DIMENSIONS", int),
-            "max_retries": ("OPENSEARCH_MAX_RETRIES", int),
-            "number_of_replicas": ("OPENSEARCH_REPLICAS", int),
-            "search_timeout": ("OPENSEARCH_SEARCH_TIMEOUT", float),
-            "search_max_retries": ("OPENSEARCH_SEARCH_MAX_RETRIES", int),
-            "search_budget": ("OPENSEARCH_SEARCH_BUDGET", float),
-            "hnsw_m": ("OPENSEARCH_HNSW_M", int),
-            "hnsw_ef_construction": ("OPENSEARCH_HNSW_EF_CONSTRUCTION", int),
-            "ef_search": ("OPENSEARCH_EF_SEARCH", int),
-            "headings_weight": ("OPENSEARCH_HEADINGS_WEIGHT", float),
-            "page_weight": ("OPENSEARCH_PAGE_WEIGHT", float),
-        }
-        for key, (var, kind) in number_settings.items():
-            value = get(var)
-            if value is not None:
-                try:
-                    values[key] = kind(value)
-                except ValueError:
-                    raise ConfigurationError(
-                        f"{var}: {value!r} is not a valid {kind.__name__}"
-                    ) from None
-        switches = {
-            "use_msearch": "OPENSEARCH_MSEARCH",
-            "wait_for_refresh": "OPENSEARCH_WAIT_FOR_REFRESH",
-            "index_per_agent": "OPENSEARCH_INDEX_PER_AGENT",
-            "vector_derived_source": "OPENSEARCH_VECTOR_DERIVED_SOURCE",
-        }
-        for key, var in switches.items():
-            switch = get(var)
-            if switch is not None:
-                if switch.lower() not in _TRUE + _FALSE:
-                    raise ConfigurationError(f"{var}: {switch!r} is not true or false")
-                values[key] = switch.lower() in _TRUE
+        values.update(_env_texts(get))
+        values.update(_env_numbers(get))
+        values.update(_env_switches(get))
         values.update(overrides)
-
         plain_password = get("OPENSEARCH_PASSWORD")
         if plain_password is not None and "password" not in overrides:
             if not is_loopback_url(str(values["url"])):
@@ -476,3 +456,75 @@ class OpenSearchConfig:
                 )
             values["password"] = plain_password
         return cls(**values)
+
+
+_TEXT_SETTINGS = {
+    "index_name": "OPENSEARCH_INDEX",
+    "username": "OPENSEARCH_USERNAME",
+    "password_secret_arn": "OPENSEARCH_PASSWORD_SECRET_ARN",
+    "default_mode": "OPENSEARCH_DEFAULT_MODE",
+    "vector_engine": "OPENSEARCH_VECTOR_ENGINE",
+    "refresh_interval": "OPENSEARCH_REFRESH_INTERVAL",
+}
+"""Settings read from the environment as text (checked by ``OpenSearchConfig``)."""
+
+_NUMBER_SETTINGS: dict[str, tuple[str, type]] = {
+    "keyword_weight": ("OPENSEARCH_KEYWORD_WEIGHT", float),
+    "vector_weight": ("OPENSEARCH_VECTOR_WEIGHT", float),
+    "timeout": ("OPENSEARCH_TIMEOUT", float),
+    "vector_dimensions": ("OPENSEARCH_VECTOR_DIMENSIONS", int),
+    "max_retries": ("OPENSEARCH_MAX_RETRIES", int),
+    "number_of_replicas": ("OPENSEARCH_REPLICAS", int),
+    "search_timeout": ("OPENSEARCH_SEARCH_TIMEOUT", float),
+    "search_max_retries": ("OPENSEARCH_SEARCH_MAX_RETRIES", int),
+    "search_budget": ("OPENSEARCH_SEARCH_BUDGET", float),
+    "hnsw_m": ("OPENSEARCH_HNSW_M", int),
+    "hnsw_ef_construction": ("OPENSEARCH_HNSW_EF_CONSTRUCTION", int),
+    "ef_search": ("OPENSEARCH_EF_SEARCH", int),
+    "headings_weight": ("OPENSEARCH_HEADINGS_WEIGHT", float),
+    "page_weight": ("OPENSEARCH_PAGE_WEIGHT", float),
+}
+"""Settings read from the environment as numbers of that type."""
+
+_SWITCHES = {
+    "use_msearch": "OPENSEARCH_MSEARCH",
+    "wait_for_refresh": "OPENSEARCH_WAIT_FOR_REFRESH",
+    "index_per_agent": "OPENSEARCH_INDEX_PER_AGENT",
+    "vector_derived_source": "OPENSEARCH_VECTOR_DERIVED_SOURCE",
+}
+"""Settings read from the environment as ``true``/``false`` (and their spellings)."""
+
+
+def _env_value(source: Mapping[str, str], name: str) -> str | None:
+    """The variable's value without surrounding blanks; ``None`` when unset or blank."""
+    value = source.get(name)
+    return value.strip() if value is not None and value.strip() else None
+
+
+def _env_texts(get: Callable[[str], str | None]) -> dict[str, Any]:
+    return {key: value for key, var in _TEXT_SETTINGS.items() if (value := get(var)) is not None}
+
+
+def _env_numbers(get: Callable[[str], str | None]) -> dict[str, Any]:
+    values: dict[str, Any] = {}
+    for key, (var, kind) in _NUMBER_SETTINGS.items():
+        value = get(var)
+        if value is not None:
+            try:
+                values[key] = kind(value)
+            except ValueError:
+                raise ConfigurationError(
+                    f"{var}: {value!r} is not a valid {kind.__name__}"
+                ) from None
+    return values
+
+
+def _env_switches(get: Callable[[str], str | None]) -> dict[str, bool]:
+    values: dict[str, bool] = {}
+    for key, var in _SWITCHES.items():
+        switch = get(var)
+        if switch is not None:
+            if switch.lower() not in _TRUE + _FALSE:
+                raise ConfigurationError(f"{var}: {switch!r} is not true or false")
+            values[key] = switch.lower() in _TRUE
+    return values

@@ -67,20 +67,17 @@ from knowledge.embedding.base import EmbeddingClient
 from knowledge.ranking.analysis import keyword_terms
 from knowledge.ranking.fusion import hybrid_weights
 from knowledge.ranking.synonym_expansion import compiled, expand
-from knowledge.stores.opensearch import (
-    agent_scopes,
-    answers,
-    chunk_listing,
-    listing,
-    queries,
-    records,
-)
-from knowledge.stores.opensearch import search as searching
 from knowledge.stores.opensearch.client import RetryPolicy, refused_as_expensive
 from knowledge.stores.opensearch.connection import Connection
-from knowledge.stores.opensearch.session import OpenSearchWriteSession
+from knowledge.stores.opensearch.indexes import Indexes
+from knowledge.stores.opensearch.read import agent_scopes, answers, chunk_listing, listing, queries
+from knowledge.stores.opensearch.read import search as searching
+from knowledge.stores.opensearch.read.scope_size import ScopeSizes
 from knowledge.stores.opensearch.settings import OpenSearchConfig
-from knowledge.stores.opensearch.synonym_records import SynonymCache
+from knowledge.stores.opensearch.write import records
+from knowledge.stores.opensearch.write.generations import record_states
+from knowledge.stores.opensearch.write.session import OpenSearchWriteSession
+from knowledge.stores.opensearch.write.synonym_records import SynonymCache
 from knowledge.stores.protocol import StoredDocument
 
 if TYPE_CHECKING:
@@ -184,9 +181,14 @@ class OpenSearchKnowledgeStore:
             client=client,
             aws_session=aws_session,
             retry=retry or RetryPolicy.from_config(config),
+        )
+        self._indexes = Indexes(
+            self._connection,
             dimensions=None if embedder is None else embedder.dimensions,
             embedding_model=None if embedder is None else embedder.name,
         )
+        self._scope_sizes = ScopeSizes()
+        """Scopes' chunk counts, for ``ef_search`` (``read.scope_size``)."""
         self._lock = threading.Lock()
         self._synonyms = SynonymCache()
         self._open_sessions: Counter[str] = Counter()
@@ -225,7 +227,7 @@ class OpenSearchKnowledgeStore:
     def problem_paths(self, scope: KnowledgeScope) -> set[str]:
         """The paths of the scope's most recent ``_PROBLEM_PATHS`` problems (one search)."""
         index = self.index_name(scope)
-        if not self._connection.open_index(index, create=False):
+        if not self._indexes.open(index, create=False):
             return set()
         found = self._connection.search(
             index, f"read the problems of {scope}", records.problems_body(scope, _PROBLEM_PATHS)
@@ -235,7 +237,7 @@ class OpenSearchKnowledgeStore:
     def stored_documents(self, scope: KnowledgeScope) -> dict[str, StoredDocument]:
         """Every document of exactly this scope, by path, from a composite aggregation."""
         index = self.index_name(scope)
-        if not self._connection.open_index(index, create=False):
+        if not self._indexes.open(index, create=False):
             return {}
         documents: dict[str, StoredDocument] = {}
         after: dict[str, Any] | None = None
@@ -254,7 +256,7 @@ class OpenSearchKnowledgeStore:
         the writes, and an upsert decided on it ("unchanged", its ``Precondition``) must
         see what the node holds now. On Serverless (no record ids) the search alone."""
         index = self.index_name(scope)
-        if not self._connection.open_index(index, create=False):
+        if not self._indexes.open(index, create=False):
             return None
         body = queries.stored_document_body(scope, path)
         searched = answers.parse_stored_document(
@@ -263,7 +265,7 @@ class OpenSearchKnowledgeStore:
         if not self._config.client_ids:
             return searched
         record_id = document_id(scope, path)
-        record = self._connection.mget_records(index, [record_id]).get(record_id)
+        record = record_states(self._connection, index, [record_id]).get(record_id)
         return records.as_of_record(searched, record, path)
 
     def write_session(
@@ -272,7 +274,7 @@ class OpenSearchKnowledgeStore:
         """A batch of writes to ``scope``. ``replace_scope`` (a reindex) removes, at the end,
         what the session did not write. Creates the index if it is missing."""
         index = self.index_name(scope)
-        self._connection.open_index(index, create=True)
+        self._indexes.open(index, create=True)
         with self._lock:
             self._open_sessions[scope.key] += 1
 
@@ -285,6 +287,7 @@ class OpenSearchKnowledgeStore:
 
         return OpenSearchWriteSession(
             self._connection,
+            self._indexes,
             scope,
             index,
             replace_scope=replace_scope,
@@ -316,6 +319,8 @@ class OpenSearchKnowledgeStore:
             return searching.search(
                 self._connection,
                 index,
+                metadata_pairs=self._indexes.metadata_pairs(index),
+                scope_sizes=self._scope_sizes,
                 embedder=self._embedder,
                 scope=scope,
                 query=query,
@@ -348,11 +353,7 @@ class OpenSearchKnowledgeStore:
             )
         wanted = [self.index_name(scope)]
         wanted += [config.index_for(lib.agent, lib.context) for lib in query.shared_libraries]
-        found = [
-            name
-            for name in dict.fromkeys(wanted)
-            if self._connection.open_index(name, create=False)
-        ]
+        found = [name for name in dict.fromkeys(wanted) if self._indexes.open(name, create=False)]
         return ",".join(found)
 
     # --- status and lifecycle ----------------------------------------------------------
@@ -365,7 +366,7 @@ class OpenSearchKnowledgeStore:
             indexing = self._open_sessions[scope.key] > 0
         index = self.index_name(scope)
         problems: tuple[FileProblem, ...] = ()
-        if not self._connection.open_index(index, create=False):
+        if not self._indexes.open(index, create=False):
             stats = answers.ScopeStats(0, 0, None)
         else:
             connection = self._connection
@@ -403,7 +404,7 @@ class OpenSearchKnowledgeStore:
         index(es), sorted: a composite aggregation on (agent, context), page by page."""
         if self._config.index_per_agent:
             target = f"{self._config.index_name}-agent-*"  # no agent index yet: no hits
-        elif self._connection.open_index(self._config.index_name, create=False):
+        elif self._indexes.open(self._config.index_name, create=False):
             target = self._config.index_name
         else:
             return []
@@ -430,7 +431,7 @@ class OpenSearchKnowledgeStore:
         validate_documents_limit(limit)
         after = decode_cursor(scope, cursor)
         index = self.index_name(scope)
-        if not self._connection.open_index(index, create=False):
+        if not self._indexes.open(index, create=False):
             return DocumentPage(())
         body = listing.documents_page_body(scope, limit + 1, after)
         found = self._connection.search(index, f"list the documents of {scope}", body)
@@ -446,7 +447,7 @@ class OpenSearchKnowledgeStore:
 
     def get_document(self, scope: KnowledgeScope, path: str) -> IndexedDocument | None:
         index = self.index_name(scope)
-        if not self._connection.open_index(index, create=False):
+        if not self._indexes.open(index, create=False):
             return None
         body = listing.document_record_body(scope, path)
         return listing.parse_document_record(
@@ -466,7 +467,7 @@ class OpenSearchKnowledgeStore:
         validate_chunks_limit(limit)
         after = decode_chunk_cursor(scope, path, cursor)
         index = self.index_name(scope)
-        if not self._connection.open_index(index, create=False):
+        if not self._indexes.open(index, create=False):
             return None
         record = listing.document_record_body(scope, path)
         generation = chunk_listing.indexed_generation(
@@ -484,13 +485,13 @@ class OpenSearchKnowledgeStore:
         owner with an index per agent, its libraries' indexes."""
         if not self._config.index_per_agent:
             target = self._config.index_name
-            if not self._connection.open_index(target, create=False):
+            if not self._indexes.open(target, create=False):
                 return []
         elif agent == SHARED_AGENT:  # an index per library: every agent index, filtered
             target = f"{self._config.index_name}-agent-*"
         else:
             target = self._config.index_for(agent)
-            if not self._connection.open_index(target, create=False):
+            if not self._indexes.open(target, create=False):
                 return []
         with self._lock:
             open_keys = [key for key, n in self._open_sessions.items() if n > 0]
