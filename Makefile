@@ -50,7 +50,7 @@ browser:
 ## The console's pages (docs/local.md, "The console") as pictures in docs/images/console-*.png,
 ## taken by its browser test against a real kb serve (about 30 s; not part of `make test`).
 console-screenshots: $(STAMP) browser
-	KB_CONSOLE_SCREENSHOTS=docs/images $(BIN)/python -m pytest -q tests/integration/test_console_browser.py
+	KB_CONSOLE_SCREENSHOTS=docs/images $(BIN)/python -m pytest -q tests/integration/local/test_console_browser.py
 
 ## Debian's OpenSSH server for the SSH repository-source test (no-op once present).
 sshd:
@@ -74,17 +74,17 @@ clean:
 
 ## --- AWS SAM (template.yaml) ------------------------------------------------------------
 # The SAM CLI lives in its own venv: its pinned dependencies conflict with ours. `make test`
-# runs `sam validate --lint` and `sam build` through tests/integration/test_sam.py.
+# runs `sam validate --lint` and `sam build` through tests/integration/aws/test_sam.py.
 $(SAM_STAMP): tools/sam-cli/requirements.txt
-	$(PYTHON) tests/integration/sam_cli.py install
+	$(PYTHON) tests/support/sam_cli.py install
 
 ## Lint the SAM template (no AWS account needed).
 sam-validate: $(SAM_STAMP)
-	$(PYTHON) tests/integration/sam_cli.py validate
+	$(PYTHON) tests/support/sam_cli.py validate
 
 ## Build the layer and functions into .aws-sam/build (needs python3.12: pyenv or PATH).
 sam-build: $(SAM_STAMP)
-	$(PYTHON) tests/integration/sam_cli.py build
+	$(PYTHON) tests/support/sam_cli.py build
 
 ## Re-resolve the layers' whole dependency trees (layers/knowledge/requirements.in, and
 ## requirements-repos.in and requirements-mcp.in held to the first's versions) for the Lambda

@@ -14,7 +14,9 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent / "integration"))
+# tests/support holds the helpers (fake_embeddings, lambda_support, opensearch_node...):
+# on the path here, every test imports them by name, in whatever folder it sits.
+sys.path.insert(0, str(Path(__file__).resolve().parent / "support"))
 from opensearch_node import OpenSearchNode  # found through the path above
 
 

@@ -4,7 +4,7 @@
 command line that produced it, the time, the git commit and the machine, so a figure in
 the report can always be traced back and reproduced. ``opensearch_node()`` starts the
 real single-node OpenSearch of ``tools/opensearch-local`` with the same Python code the
-integration tests use (``tests/integration/opensearch_node.py``), or uses the node named
+integration tests use (``tests/support/opensearch_node.py``), or uses the node named
 by ``KB_OPENSEARCH_URL``.
 """
 
@@ -202,7 +202,7 @@ def read_result(name: str) -> dict[str, Any] | None:
 def opensearch_node() -> Iterator[str]:
     """The URL of a running OpenSearch node: ``KB_OPENSEARCH_URL``, or one started here
     (built on first use; stopped on exit)."""
-    sys.path.insert(0, str(REPO_ROOT / "tests" / "integration"))
+    sys.path.insert(0, str(REPO_ROOT / "tests" / "support"))
     try:
         from opensearch_node import OpenSearchNode
     finally:

@@ -63,7 +63,7 @@ def embedding_pool_section(report: Report) -> None:
 
 The product's pipeline (`Indexer`: read, chunk, embed in batches of
 {result["pipeline_embed_batch_size"]}) with the real Bedrock and OpenAI providers talking
-HTTP to `tests/fake_embeddings.py` on 127.0.0.1, into a recorder (no store cost).
+HTTP to `tests/support/fake_embeddings.py` on 127.0.0.1, into a recorder (no store cost).
 Documents: an even sample of {result["documents_sampled"]} pages of the man-pages
 corpus ({corpus["name"]}), {result["chunks"]} chunks. Titan-like: one text per call,
 {titan["latency_per_call_s"] * 1000:.0f} ms a call. OpenAI-like: {openai["batch_size"]}

@@ -38,7 +38,7 @@ def rerank_section(report: Report) -> None:
         "(`knowledge.reranking`, docs/reranking.md); per query both, back to back in "
         "alternating order. The reranker is the real `BedrockReranker` (boto3 builds, "
         "signs (SigV4) and sends the `Rerank` request and parses the answer) talking to "
-        "`tests/fake_rerank.py` on 127.0.0.1, which answers at once: the figures are the "
+        "`tests/support/fake_rerank.py` on 127.0.0.1, which answers at once: the figures are the "
         "product's own cost of the stage (the larger candidate page it asks the store for, "
         "the request, the thread hand-off), not a model's. A real model adds its inference "
         "and the round trip to AWS on top, and what reranking gains in MRR can only be "

@@ -20,12 +20,12 @@ no bytecode still. Targets, round-robin so that drift hits all alike:
 - ``search``: the search function with the keyword-only settings;
 - ``indexer``: the indexer function;
 - ``dispatcher``: the dispatcher function (import only: its first request makes boto3's
-  SQS client, which needs SQS; tests/unit/test_handlers_dispatcher.py checks that its
+  SQS client, which needs SQS; tests/unit/aws/test_handlers_dispatcher.py checks that its
   import loads no store, embedder or SDK);
 - ``mcp``: the MCP function on its own layer (``McpLayer``: the search's dependencies and
   the MCP SDK), IAM mode, the keyword-only settings;
 - ``console``: the console function (import only: it reads its settings and files on the
-  first request; tests/integration/test_sam.py checks that its import loads no SDK);
+  first request; tests/integration/aws/test_sam.py checks that its import loads no SDK);
 - ``naive``: the naive handler (boto3, openai, opensearch-py, Powertools at the top);
 - ``<target>+invoke``: the import, then one request through ``lambda_handler``: a keyword
   search (API Gateway HTTP API event) against the real node for ``search`` and ``naive``,
@@ -99,7 +99,7 @@ TARGETS_SET = {
 
 
 def python312() -> Path:
-    sys.path.insert(0, str(REPO_ROOT / "tests" / "integration"))
+    sys.path.insert(0, str(REPO_ROOT / "tests" / "support"))
     try:
         from sam_cli import find_python312_bin_dir
     finally:

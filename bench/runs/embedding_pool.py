@@ -4,7 +4,7 @@ Concurrent embedding: the product's pipeline against a fake remote embedder on l
 
 The embedder is the real provider (``BedrockEmbeddingClient`` through boto3, or
 ``OpenAIEmbeddingClient`` through the openai SDK) talking HTTP to
-``tests/fake_embeddings.py`` on 127.0.0.1, which sleeps a fixed latency per call and
+``tests/support/fake_embeddings.py`` on 127.0.0.1, which sleeps a fixed latency per call and
 per text and can answer 429 with ``Retry-After`` over a rate. The pipeline is the
 product's ``Indexer`` (read -> chunk -> embed -> write) into a recorder
 (``bench.runs.indexing.RecordingWriter``), so the figure is the embedding stage as the
@@ -47,7 +47,7 @@ from knowledge.ingest.chunking import MarkdownSectionChunker, embedding_text
 from knowledge.ingest.pipeline import Indexer, embeds_context_by_default
 from knowledge.ingest.sources.folders import LocalDirectorySource
 
-sys.path.insert(0, str(REPO_ROOT / "tests"))
+sys.path.insert(0, str(REPO_ROOT / "tests" / "support"))
 from fake_embeddings import (  # the same fake the tests use
     FakeEmbeddingServer,
     Profile,

@@ -8,7 +8,7 @@ index file's creation, the listing, the embedding, the last writes and the exit.
 ``python -m knowledge.local.cli index DIR --embedder bedrock --json`` runs as a
 subprocess, its wall time taken from just before it starts to its exit, embedding through
 the real ``BedrockEmbeddingClient`` (boto3, the default Titan v2 dimensions) against
-``tests/fake_embeddings.py`` on 127.0.0.1: 80 ms a call (``--latency``), one text a call,
+``tests/support/fake_embeddings.py`` on 127.0.0.1: 80 ms a call (``--latency``), one text a call,
 and a 429 without ``Retry-After`` (as Bedrock's ``ThrottlingException``) for a call that
 arrives with ``--quota`` others in flight.
 
@@ -43,7 +43,7 @@ from knowledge.core.identity import embedding_key
 from knowledge.core.scope import KnowledgeScope
 from knowledge.ingest.chunking import MarkdownSectionChunker, embedding_text
 
-sys.path.insert(0, str(REPO_ROOT / "tests"))
+sys.path.insert(0, str(REPO_ROOT / "tests" / "support"))
 from fake_embeddings import (  # the same fake the tests and embedding-pool use
     FakeEmbeddingServer,
     Profile,

@@ -3,7 +3,7 @@
 Repository sync: a 5,000-file repository synced once, then after a one-file commit.
 
 A real Git server on loopback (``git http-backend`` behind the tests' small HTTP server,
-``tests/git_server.py``) serves a repository of ``--files`` Markdown files made with
+``tests/support/git_server.py``) serves a repository of ``--files`` Markdown files made with
 ``git fast-import``; the product syncs it (dulwich shallow fetch, mirror into a bucket
 folder) and indexes the folder into the embedded store with the hashing embedder, as
 ``kb repo sync`` does. Then one file changes in a new commit and the same runs again;
@@ -80,7 +80,7 @@ def _timed_sync(
 
 
 def main(args: argparse.Namespace) -> None:
-    sys.path.insert(0, str(REPO_ROOT / "tests"))
+    sys.path.insert(0, str(REPO_ROOT / "tests" / "support"))
     from git_server import GIT_ENV, GitHttpServer, Workdir
 
     from knowledge.config import open_store

@@ -88,7 +88,7 @@ def _summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def main(args: argparse.Namespace) -> None:
-    sys.path.insert(0, str(REPO_ROOT / "tests"))
+    sys.path.insert(0, str(REPO_ROOT / "tests" / "support"))
     from git_server import GIT_ENV, GitHttpServer, Workdir
 
     from knowledge.config import open_store

@@ -7,7 +7,7 @@ here) holding the man-pages corpus (hashing embedder); each search goes through
 ``KnowledgeApi.search`` (the route the Lambda and ``kb serve`` answer), in hybrid mode
 (the default of a deployment with a semantic embedder), ``--max-results`` results.
 ``rerank`` searches have a ``RerankingStage`` with the real ``BedrockReranker`` (boto3:
-SigV4 signing, JSON, one HTTP round trip) that talks to ``tests/fake_rerank.py`` on
+SigV4 signing, JSON, one HTTP round trip) that talks to ``tests/support/fake_rerank.py`` on
 127.0.0.1 in a process of its own (as a remote endpoint would be; in this process it
 would compete for the interpreter), which answers at once (word-overlap scores): the
 figure is the product's own cost of reranking ``--top-n`` candidates, not a model's. A
@@ -72,9 +72,9 @@ def _timed(api: KnowledgeApi, body: dict[str, Any]) -> tuple[float, dict[str, An
 
 @contextlib.contextmanager
 def _fake_endpoint(arn: str) -> Iterator[str]:
-    """``tests/fake_rerank.py`` in its own process; yields its URL."""
+    """``tests/support/fake_rerank.py`` in its own process; yields its URL."""
     process = subprocess.Popen(
-        [sys.executable, str(REPO_ROOT / "tests" / "fake_rerank.py"), arn],
+        [sys.executable, str(REPO_ROOT / "tests" / "support" / "fake_rerank.py"), arn],
         stdout=subprocess.PIPE,
         text=True,
     )
@@ -172,7 +172,7 @@ def main(args: argparse.Namespace) -> None:
             "embedder": "hashing (256 dimensions)",
             "mode": "hybrid",
             "max_results": args.max_results,
-            "reranker": f"BedrockReranker({_MODEL}) -> tests/fake_rerank.py on 127.0.0.1",
+            "reranker": f"BedrockReranker({_MODEL}) -> tests/support/fake_rerank.py on 127.0.0.1",
             "iterations": args.iterations,
             "warmup": args.warmup,
             "runs": runs,

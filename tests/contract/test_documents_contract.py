@@ -2,7 +2,7 @@
 citations that survive the store, and the status ``problems`` list.
 
 The bucket holds files made with the libraries people make them with
-(``tests/document_files.py``), indexed through the whole pipeline.
+(``tests/support/document_files.py``), indexed through the whole pipeline.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Debian's Chromium and ChromeDriver for the browser tests of the playground and the console
-# (tests/integration/test_playground_browser.py, test_console_browser.py; tests/chromium.py).
+# (tests/integration/local/test_playground_browser.py, test_console_browser.py; tests/support/chromium.py).
 # Does nothing when both are present.
 set -euo pipefail
 if [[ -x /usr/bin/chromium && -x /usr/bin/chromedriver ]]; then

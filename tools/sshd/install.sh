@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Debian's OpenSSH server for the SSH repository-source test
-# (tests/integration/test_repo_ssh.py starts its own sshd on a loopback port, with its own
+# (tests/integration/ingest/test_repo_ssh.py starts its own sshd on a loopback port, with its own
 # host key and config). Does nothing when sshd is present.
 set -euo pipefail
 if [[ -x /usr/sbin/sshd && -x /usr/bin/ssh-keygen ]]; then
