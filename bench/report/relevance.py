@@ -351,7 +351,8 @@ def section_text(
     floor = first["summary"][MODES[0]]["floor"]
     text = (
         f"{TITLE}\n\n"
-        "Six sets, each a corpus's indexed two thirds (a path hash chooses) with the "
+        f"{len(FIT_SETS) + len(REPORT_SETS)} sets, each a corpus's indexed two thirds "
+        "(a path hash chooses) with the "
         "questions it answers and questions it does not (`bench/corpora/unanswerable.py`): "
         "*written* ones, from other domains (`off`: 80 in English, 80 in Korean, a third "
         "sharing everyday words with software documentation, split in halves between the "

@@ -171,8 +171,8 @@ def test_the_intake_and_the_two_lanes_deploy_with_their_caps_and_grants(
 ) -> None:
     """The event source mappings SAM makes: the dispatcher on the intake, the indexer on
     the express lane (IndexerMaxConcurrency) and the bulk lane (BulkMaxConcurrency); the
-    dispatcher's role sends to the two work queues only, the indexer's backs off and
-    queues reindex steps on them."""
+    dispatcher's role sends to the two work queues only (and counts what it sends in the
+    progress table), the indexer's backs off and queues reindex steps on them."""
     for name, stack in deployments.items():
         mappings = {
             (m["EventSourceArn"], m["FunctionName"]): m
@@ -192,9 +192,15 @@ def test_the_intake_and_the_two_lanes_deploy_with_their_caps_and_grants(
         work_queues = sorted(
             [token("DocumentExpressQueue", "Arn"), token("DocumentBulkQueue", "Arn")]
         )
-        forwards = [s for s in stack.role_statements("DispatcherFunctionRole") if "Sid" in s]
-        assert [(s["Sid"], s["Action"], sorted(s["Resource"])) for s in forwards] == [
+        granted = [s for s in stack.role_statements("DispatcherFunctionRole") if "Sid" in s]
+        sends = [s for s in granted if str(s["Action"]).startswith("sqs:")]
+        assert [(s["Sid"], s["Action"], sorted(s["Resource"])) for s in sends] == [
             ("ForwardToWorkQueues", "sqs:SendMessage", work_queues)
+        ], name
+        # ...and counts what it forwards per scope, for the status route's progress
+        progress = token("IndexProgressTable", "Arn")
+        assert [(s["Sid"], s["Action"], s["Resource"]) for s in granted if s not in sends] == [
+            ("CountQueuedEvents", "dynamodb:UpdateItem", progress)
         ], name
         (backoff,) = [
             s
