@@ -171,3 +171,11 @@ def test_every_stage_of_a_trace_has_its_line() -> None:
         "[4] c.md#1 (search 1): kw 1.5 (#1) / max 2: fused 0.75 x1 x1 = 0.6; rank_score 0.125;"
         " score 1",
     ]
+
+
+def test_the_relevance_line_names_the_query_script_the_calibration_used() -> None:
+    """A CJK query has its own intercept (``ranking.relevance``): the text says which."""
+    relevance = {**HYBRID["relevance"], "script": "cjk"}
+    trace = {"searches": [{**HYBRID, "relevance": relevance}], "results": []}
+    (line,) = [x for x in format_trace(trace, []).splitlines() if "relevance:" in x]
+    assert line.endswith("; calibration hashing (cjk script), 40 chunks")

@@ -122,7 +122,9 @@ def _search_lines(search: Mapping[str, Any]) -> list[str]:
             f"{_number(relevance['evidence_floor'])}"
             + (" (nothing answered)" if relevance["abstained"] else "")
             + f", result floor {_number(relevance['result_floor'])}; calibration "
-            f"{relevance['calibration']['family']}, {relevance['terms']['chunks']} chunks"
+            f"{relevance['calibration']['family']}"
+            + (f" ({script} script)" if (script := relevance.get("script")) else "")
+            + f", {relevance['terms']['chunks']} chunks"
         )
     return lines
 
