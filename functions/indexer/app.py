@@ -27,6 +27,7 @@ active tracing records every invocation without it.
 from __future__ import annotations
 
 import os
+from contextlib import nullcontext
 from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools import Logger, Metrics
@@ -158,12 +159,10 @@ def record_handler(record: SQSRecord) -> None:
     actions = parse_sqs_message(record.body, bucket=settings().documents_bucket)
     progress = progress_table()
     for action in actions:
+        reporting = nullcontext() if progress is None else progress.reporting(action.scope)
         try:
-            if progress is None:
+            with reporting:
                 outcome = event_indexer().apply(action, batch_processor().budget)
-            else:
-                with progress.reporting(action.scope):
-                    outcome = event_indexer().apply(action, batch_processor().budget)
         except Exception:
             metrics.add_metric(name="FailedEvents", unit=MetricUnit.Count, value=1)
             logger.exception(
